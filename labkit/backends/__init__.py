@@ -1,0 +1,40 @@
+"""Registry of backends; optional SDKs are imported only when a backend is used.
+
+>>> from labkit.backends import get_backend
+>>> be = get_backend("local")
+"""
+from __future__ import annotations
+
+import importlib
+
+from ..errors import BackendUnavailable, ConfigError
+from .base import Backend, ExecResult, Instance, RawResult, new_name, teardown
+
+# name -> (module, class, pip package needed, Debian packages hint)
+REGISTRY = {
+    "local": ("labkit.backends.local", "LocalBackend", None),
+    "docker": ("labkit.backends.docker", "DockerBackend", "docker"),
+    "lxd": ("labkit.backends.lxd", "LxdBackend", "pylxd"),
+    "libvirt": ("labkit.backends.libvirt", "LibvirtBackend", "libvirt-python"),
+}
+
+
+def get_backend(name: str = "local", **options) -> Backend:
+    """Instantiate backend ``name`` with its options and check it can run here."""
+    if isinstance(name, Backend):
+        return name
+    if name not in REGISTRY:
+        raise ConfigError(f"unknown backend {name!r}; available: {', '.join(REGISTRY)}")
+    module, cls, pip_name = REGISTRY[name]
+    try:
+        mod = importlib.import_module(module)
+    except ImportError as exc:
+        hint = f" Install it with: pip install {pip_name}" if pip_name else ""
+        raise BackendUnavailable(f"backend {name!r} needs a module that is missing ({exc}).{hint}") from exc
+    backend = getattr(mod, cls)(**options)
+    backend.check()
+    return backend
+
+
+__all__ = ["Backend", "ExecResult", "Instance", "RawResult", "REGISTRY", "get_backend",
+           "new_name", "teardown"]

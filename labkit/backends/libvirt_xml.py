@@ -1,0 +1,200 @@
+"""Domain and volume XML for the libvirt backend, from an InstanceSpec. Pure functions, no libvirt.
+
+The instance meaning (DESIGN.md, "Instances") in libvirt terms:
+
+* ``vcpus``      -> ``<vcpu placement='static'>N</vcpu>``
+* ``memory_mb``  -> ``<memory unit='MiB'>`` = ``<currentMemory>``, no balloon (the guest sees it all)
+* ``pinned``     -> ``<cputune>`` with one ``<vcpupin vcpu='j' cpuset='c'/>`` per vCPU (1:1)
+* ``floating``   -> no ``<cputune>``: the vCPU threads run on any host CPU, at most
+  ``vcpus`` CPUs' worth of time since each vCPU is one thread
+
+Domain type: ``kvm`` or ``qemu`` (TCG) on QEMU connections, ``xen`` on Xen ones.
+No ``<interface>``: the guest has no network (DESIGN.md, "Network safety").
+"""
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+from urllib.parse import urlparse
+
+from ..errors import ConfigError
+from ..instance import InstanceSpec
+
+DOMAIN_TYPES = ("kvm", "qemu", "xen")
+AGENT_CHANNEL = "org.qemu.guest_agent.0"
+LABKIT_NS = "https://labkit.invalid/xmlns/libvirt/1"   # an identifier, never fetched
+
+
+def uri_driver(uri: str) -> str:
+    """``qemu`` or ``xen`` (or whatever the URI's scheme names before ``+transport``)."""
+    scheme = urlparse(uri).scheme or uri.split(":", 1)[0]
+    driver = scheme.split("+", 1)[0]
+    return {"libxl": "xen"}.get(driver, driver)
+
+
+def uri_is_local(uri: str) -> bool:
+    """True when the URI talks to this machine's daemon (no host part, no remote transport)."""
+    parsed = urlparse(uri)
+    transport = parsed.scheme.split("+", 1)[1] if "+" in parsed.scheme else ""
+    return parsed.hostname in (None, "", "localhost") and transport in ("", "unix")
+
+
+def _sub(parent, tag, text=None, **attrs):
+    el = ET.SubElement(parent, tag, {k.rstrip("_"): str(v) for k, v in attrs.items()})
+    if text is not None:
+        el.text = str(text)
+    return el
+
+
+def domain_xml(*, name: str, spec: InstanceSpec, cpus: list[int] | None, domain_type: str,
+               disk: str, kernel: str, initrd: str, cmdline: str, console_log: str,
+               disk_format: str = "qcow2", disk_cache: str | None = None,
+               emulator: str | None = None) -> str:
+    """The ``<domain>`` document for one instance.
+
+    ``cpus`` is the host CPU of each vCPU when pinned, None when floating.
+    ``console_log`` is the file the serial console (ttyS0) is written to.
+    ``disk_cache`` is QEMU's cache mode (libvirt's default when None: disk
+    benchmarks measure what an ordinary guest would see).
+    """
+    if domain_type not in DOMAIN_TYPES:
+        raise ConfigError(f"libvirt domain type {domain_type!r} not allowed; use one of "
+                          f"{', '.join(DOMAIN_TYPES)}")
+    if not name.startswith("labkit-"):
+        raise ConfigError(f"libvirt domain name {name!r} must start with 'labkit-'")
+    if cpus is not None and len(cpus) != spec.vcpus:
+        raise ConfigError(f"pinning {cpus} names {len(cpus)} host CPUs for {spec.vcpus} vCPUs")
+    if spec.affinity == "pinned" and cpus is None:
+        raise ConfigError("affinity 'pinned' needs the host CPU of each vCPU")
+    xen = domain_type == "xen"
+
+    dom = ET.Element("domain", {"type": domain_type})
+    _sub(dom, "name", name)
+    meta = _sub(dom, "metadata")
+    ET.SubElement(meta, f"{{{LABKIT_NS}}}instance", {
+        "vcpus": str(spec.vcpus), "memory_mb": str(spec.memory_mb), "affinity": spec.affinity,
+        "cpus": ",".join(map(str, cpus)) if cpus is not None else ""})
+    _sub(dom, "memory", spec.memory_mb, unit="MiB")
+    _sub(dom, "currentMemory", spec.memory_mb, unit="MiB")
+    _sub(dom, "vcpu", spec.vcpus, placement="static")
+    if cpus is not None:
+        tune = _sub(dom, "cputune")
+        for j, cpu in enumerate(cpus):
+            _sub(tune, "vcpupin", vcpu=j, cpuset=cpu)
+
+    os_ = _sub(dom, "os")
+    if xen:
+        _sub(os_, "type", "linux", arch="x86_64", machine="xenpv")
+    else:
+        _sub(os_, "type", "hvm", arch="x86_64", machine="pc")
+    _sub(os_, "kernel", kernel)
+    _sub(os_, "initrd", initrd)
+    root = "/dev/xvda" if xen else "/dev/vda"
+    _sub(os_, "cmdline", cmdline.replace("root=/dev/vda", f"root={root}") + f" labkit.hostname={name}")
+
+    if not xen:
+        feats = _sub(dom, "features")
+        _sub(feats, "acpi")
+        _sub(feats, "apic")
+        if domain_type == "kvm":
+            _sub(dom, "cpu", mode="host-passthrough", check="none")
+        else:  # TCG cannot pass the host CPU through; qemu64 is what it emulates well
+            cpu = _sub(dom, "cpu", mode="custom", match="exact", check="none")
+            _sub(cpu, "model", "qemu64", fallback="allow")
+    _sub(dom, "clock", offset="utc")
+    for event in ("on_poweroff", "on_reboot", "on_crash"):
+        _sub(dom, event, "destroy")
+
+    dev = _sub(dom, "devices")
+    if emulator:
+        _sub(dev, "emulator", emulator)
+    disk_el = _sub(dev, "disk", type="file", device="disk")
+    _sub(disk_el, "driver", name="qemu", type=disk_format,
+         **({"cache": disk_cache} if disk_cache else {}))
+    _sub(disk_el, "source", file=disk)
+    _sub(disk_el, "target", dev="xvda" if xen else "vda", bus="xen" if xen else "virtio")
+    serial = _sub(dev, "serial", type="file")
+    _sub(serial, "source", path=console_log, append="off")
+    _sub(serial, "target", port=0)
+    if xen:
+        cons = _sub(dev, "console", type="pty")
+        _sub(cons, "target", type="xen", port=0)
+    else:
+        chan = _sub(dev, "channel", type="unix")
+        _sub(chan, "target", type="virtio", name=AGENT_CHANNEL)
+        _sub(dev, "controller", type="usb", model="none")
+        _sub(dev, "memballoon", model="none")
+    ET.indent(dom)
+    return ET.tostring(dom, encoding="unicode")
+
+
+def overlay_volume_xml(name: str, base: str, base_format: str = "qcow2",
+                       capacity_bytes: int | None = None) -> str:
+    """A storage ``<volume>``: a qcow2 overlay of ``base`` (copy-on-write; base never written)."""
+    vol = ET.Element("volume")
+    _sub(vol, "name", name)
+    _sub(vol, "capacity", capacity_bytes or 0, unit="bytes")
+    target = _sub(vol, "target")
+    _sub(target, "format", type="qcow2")
+    _sub(target, "permissions").append(_mode("0644"))
+    backing = _sub(vol, "backingStore")
+    _sub(backing, "path", base)
+    _sub(backing, "format", type=base_format)
+    ET.indent(vol)
+    return ET.tostring(vol, encoding="unicode")
+
+
+def _mode(value: str):
+    el = ET.Element("mode")
+    el.text = value
+    return el
+
+
+def pool_xml(name: str, path: str) -> str:
+    pool = ET.Element("pool", {"type": "dir"})
+    _sub(pool, "name", name)
+    target = _sub(pool, "target")
+    _sub(target, "path", path)
+    ET.indent(pool)
+    return ET.tostring(pool, encoding="unicode")
+
+
+def parse_pinning(xml: str) -> dict[int, list[int]]:
+    """``{vcpu: [host cpus]}`` from a domain's ``<cputune><vcpupin>``; empty when floating."""
+    root = ET.fromstring(xml)
+    pins = {}
+    for pin in root.findall("./cputune/vcpupin"):
+        pins[int(pin.get("vcpu"))] = parse_cpuset(pin.get("cpuset"))
+    return pins
+
+
+def parse_cpuset(text: str) -> list[int]:
+    """libvirt cpuset syntax (``0-2,5,^1``) to a sorted list of CPUs."""
+    cpus: set[int] = set()
+    excluded: set[int] = set()
+    for part in (text or "").split(","):
+        part = part.strip()
+        if not part:
+            continue
+        target = cpus
+        if part.startswith("^"):
+            target, part = excluded, part[1:]
+        if "-" in part:
+            lo, hi = part.split("-", 1)
+            target.update(range(int(lo), int(hi) + 1))
+        else:
+            target.add(int(part))
+    return sorted(cpus - excluded)
+
+
+def domain_facts(xml: str) -> dict:
+    """vcpus, memory (MiB) and domain type as libvirt reports them."""
+    root = ET.fromstring(xml)
+    mem = root.find("memory")
+    unit = (mem.get("unit") or "KiB") if mem is not None else "KiB"
+    factor = {"KiB": 1 / 1024, "k": 1 / 1024, "MiB": 1, "M": 1, "GiB": 1024, "G": 1024,
+              "b": 1 / 1048576, "bytes": 1 / 1048576}.get(unit, 1 / 1024)
+    return {
+        "domain_type": root.get("type"),
+        "vcpus": int(root.findtext("vcpu") or 0),
+        "memory_mb": round(int(mem.text) * factor) if mem is not None else None,
+    }

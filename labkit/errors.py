@@ -1,0 +1,71 @@
+"""labkit's exception tree: one root, every error says what and where.
+
+    LabkitError
+    ├── ConfigError            bad design, parameter or option (names the key and what is allowed)
+    ├── BackendError           a backend could not do what was asked
+    │   ├── BackendUnavailable daemon/SDK/privilege missing (says how to fix it)
+    │   └── CommandError       a command in an instance exited non-zero (holds the ExecResult)
+    │       └── CommandTimeout the command ran past its timeout and was killed
+    ├── BenchmarkError         a workload's output could not be parsed or failed validation
+    └── StoreError             the result store is unreadable or inconsistent
+"""
+from __future__ import annotations
+
+
+class LabkitError(Exception):
+    """Root of every error labkit raises on purpose."""
+
+
+class ConfigError(LabkitError, ValueError):
+    """Invalid design, parameter or option.
+
+    Messages name the offending key (and file, when loaded from one) and the
+    allowed values.
+    """
+
+
+class BackendError(LabkitError):
+    """A backend failed to provision, run or tear down an instance."""
+
+
+class BackendUnavailable(BackendError):
+    """The backend cannot be used here: daemon down, SDK missing, no privilege.
+
+    The message says what was tried and how to fix it.
+    """
+
+
+class CommandError(BackendError):
+    """A command exited non-zero. ``result`` holds the :class:`ExecResult`."""
+
+    def __init__(self, message: str, result=None):
+        super().__init__(message)
+        self.result = result
+
+
+class CommandTimeout(CommandError):
+    """A command was killed after running past its timeout."""
+
+
+class BenchmarkError(LabkitError):
+    """A workload failed, produced output it cannot parse, or a wrong answer.
+
+    ``command`` and ``output_tail`` carry what ran and the end of its output.
+    """
+
+    def __init__(self, message: str, command=None, output_tail: str = ""):
+        if command is not None or output_tail:
+            message = f"{message}\n  command: {command}\n  output (tail):\n{output_tail}"
+        super().__init__(message)
+        self.command = command
+        self.output_tail = output_tail
+
+
+class StoreError(LabkitError):
+    """The result store is corrupt, locked, or belongs to another design."""
+
+
+def tail(text: str, lines: int = 20) -> str:
+    """The last ``lines`` lines of ``text``, indented, for error messages."""
+    parts = (text or "").rstrip().splitlines()[-lines:]
+    return "\n".join("    " + p for p in parts)

@@ -1,0 +1,339 @@
+"""The shared Debian 12 root filesystem every container and VM image starts from.
+
+Built once with ``debootstrap --variant=minbase bookworm`` from the machine's
+configured apt mirror (read from the apt sources at run time; no mirror host is
+ever written into the repository), with the benchmark tools installed. Cached
+under ``/var/cache/labkit/images`` (``$LABKIT_IMAGE_CACHE`` overrides)::
+
+    rootfs-<hash>/          the root filesystem (hash of the build inputs)
+    rootfs-<hash>.stamp     written last: a rootfs without it is never reused
+    rootfs-<hash>.tar       the same tree as one tarball (docker import, LXD)
+
+>>> from labkit.images.rootfs import build_rootfs
+>>> path = build_rootfs()          # minutes the first time, instant after
+"""
+from __future__ import annotations
+
+import glob
+import hashlib
+import json
+import logging
+import os
+import re
+import shutil
+import subprocess
+import tarfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..errors import BackendError, BackendUnavailable, ConfigError, tail
+
+log = logging.getLogger("labkit.images")
+
+SUITE = "bookworm"
+VARIANT = "minbase"
+#: Debian packages installed in every image (qemu-guest-agent is for the VM image).
+PACKAGES = ("sysbench", "apache2", "apache2-utils", "stress-ng", "fio", "iperf3", "procps",
+            "coreutils", "qemu-guest-agent", "util-linux")
+#: Bump when the recipe changes in a way the inputs above do not show.
+RECIPE = 1
+NQUEENS_IN_IMAGE = "/usr/local/bin/labkit-nqueens"
+
+APT_SOURCES = ("/etc/apt/sources.list", "/etc/apt/sources.list.d/*.list",
+               "/etc/apt/sources.list.d/*.sources")
+
+
+def cache_dir() -> Path:
+    return Path(os.environ.get("LABKIT_IMAGE_CACHE", "/var/cache/labkit/images"))
+
+
+# --------------------------------------------------------------------------- mirror
+@dataclass(frozen=True)
+class AptSource:
+    uri: str
+    suites: tuple[str, ...]
+    components: tuple[str, ...]
+    signed_by: str | None = None
+    origin: str = ""
+
+
+def _parse_one_line(text: str, origin: str) -> list[AptSource]:
+    """``deb [opt=val ...] URI suite [component ...]`` lines (sources.list format)."""
+    out = []
+    for raw in text.splitlines():
+        line = raw.split("#", 1)[0].strip()
+        if not line:
+            continue
+        options = {}
+        m = re.match(r"^(deb)\s+\[([^\]]*)\]\s+(.*)$", line)
+        if m:
+            for opt in m.group(2).split():
+                if "=" in opt:
+                    k, v = opt.split("=", 1)
+                    options[k.strip()] = v.strip()
+            rest = m.group(3).split()
+        else:
+            fields = line.split()
+            if fields[0] != "deb":
+                continue  # deb-src and anything else
+            rest = fields[1:]
+        if len(rest) < 2:
+            continue
+        out.append(AptSource(rest[0], (rest[1],), tuple(rest[2:]), options.get("signed-by"), origin))
+    return out
+
+
+def _parse_deb822(text: str, origin: str) -> list[AptSource]:
+    """deb822 ``.sources`` stanzas (``Types:``, ``URIs:``, ``Suites:``, ``Components:``)."""
+    out = []
+    stanzas, current, last_key = [], {}, None
+    for raw in text.splitlines() + [""]:
+        if raw.startswith("#"):
+            continue
+        if not raw.strip():
+            if current:
+                stanzas.append(current)
+            current, last_key = {}, None
+            continue
+        if raw[0] in " \t" and last_key:  # continuation line
+            current[last_key] += "\n" + raw.strip()
+            continue
+        if ":" in raw:
+            key, value = raw.split(":", 1)
+            last_key = key.strip().lower()
+            current[last_key] = value.strip()
+    for st in stanzas:
+        if st.get("enabled", "yes").lower() == "no":
+            continue
+        if "deb" not in st.get("types", "").split():
+            continue
+        signed = st.get("signed-by")
+        if signed and "\n" in signed:  # an inline key, not a path
+            signed = None
+        for uri in st.get("uris", "").split():
+            out.append(AptSource(uri, tuple(st.get("suites", "").split()),
+                                 tuple(st.get("components", "").split()), signed, origin))
+    return out
+
+
+def apt_sources(patterns=APT_SOURCES) -> list[AptSource]:
+    """Every ``deb`` source configured on this machine, in apt's reading order."""
+    found = []
+    for pattern in patterns:
+        for path in sorted(glob.glob(pattern)):
+            try:
+                text = Path(path).read_text(errors="replace")
+            except OSError:
+                continue
+            parse = _parse_deb822 if path.endswith(".sources") else _parse_one_line
+            found.extend(parse(text, path))
+    return found
+
+
+def debian_mirror(suite: str = SUITE, patterns=APT_SOURCES) -> AptSource:
+    """The configured Debian source that serves ``suite`` (e.g. bookworm, not bookworm-security).
+
+    ``$LABKIT_APT_MIRROR`` overrides it. Raises ConfigError naming the files read.
+    """
+    override = os.environ.get("LABKIT_APT_MIRROR")
+    if override:
+        return AptSource(override, (suite,), ("main",), None, "$LABKIT_APT_MIRROR")
+    sources = apt_sources(patterns)
+    for src in sources:
+        if suite in src.suites and (not src.components or "main" in src.components):
+            return src
+    read = sorted({s.origin for s in sources}) or list(patterns)
+    raise ConfigError(
+        f"no apt source for Debian {suite!r} with component 'main' found in {', '.join(read)}; "
+        f"configure one, or set LABKIT_APT_MIRROR to a Debian mirror URL")
+
+
+# --------------------------------------------------------------------------- build
+def inputs(packages=PACKAGES, suite: str = SUITE) -> dict:
+    """What determines the debootstrap result (the mirror does not: same suite, same packages)."""
+    return {"suite": suite, "variant": VARIANT, "packages": sorted(packages), "recipe": RECIPE,
+            "arch": _dpkg_arch()}
+
+
+def _dpkg_arch() -> str:
+    try:
+        return subprocess.run(["dpkg", "--print-architecture"], capture_output=True, text=True,
+                              check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return os.uname().machine
+
+
+def inputs_hash(inp: dict | None = None) -> str:
+    inp = inp or inputs()
+    return hashlib.sha256(json.dumps(inp, sort_keys=True).encode()).hexdigest()[:12]
+
+
+def rootfs_path(h: str | None = None) -> Path:
+    return cache_dir() / f"rootfs-{h or inputs_hash()}"
+
+
+def _stamp(path: Path) -> Path:
+    return path.with_name(path.name + ".stamp")
+
+
+def read_stamp(path: Path | None = None) -> dict | None:
+    """The stamp of a finished rootfs, or None when it is absent or unfinished."""
+    path = path or rootfs_path()
+    try:
+        return json.loads(_stamp(path).read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def _nqueens_binary() -> Path | None:
+    """labkit's static N-queens binary, built on the controller; None if its source is absent."""
+    try:
+        from ..workloads.cbuild import build
+        return build("nqueens.c")
+    except FileNotFoundError:
+        return None
+    except Exception as exc:  # a missing compiler must not stop the image build
+        log.warning("N-queens binary not added to the image: %s", exc)
+        return None
+
+
+def _file_digest(path: Path | None) -> str:
+    if path is None:
+        return ""
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()[:16]
+
+
+def _run(cmd: list[str], what: str, **kw) -> subprocess.CompletedProcess:
+    log.info("%s: %s", what, " ".join(cmd))
+    proc = subprocess.run(cmd, capture_output=True, text=True, **kw)
+    if proc.returncode != 0:
+        raise BackendError(f"{what} failed (exit {proc.returncode}): {' '.join(cmd)}\n"
+                           f"{tail(proc.stdout + proc.stderr, 30)}")
+    return proc
+
+
+def build_rootfs(force: bool = False, *, echo=print) -> Path:
+    """Path of the finished Debian 12 rootfs, debootstrapping it if it is not cached.
+
+    A second call with the same inputs does nothing (and says so through ``echo``).
+    The N-queens binary, when its source exists, is (re)copied to
+    ``/usr/local/bin/labkit-nqueens``; the stamp records its digest.
+    """
+    echo = echo or (lambda *a: None)
+    if os.geteuid() != 0:
+        raise BackendUnavailable("building the labkit rootfs needs root (debootstrap); run as root")
+    inp = inputs()
+    h = inputs_hash(inp)
+    path = rootfs_path(h)
+    stamp = read_stamp(path)
+    nq = _nqueens_binary()
+    nq_digest = _file_digest(nq)
+    if stamp and not force:
+        if stamp.get("nqueens", "") == nq_digest:
+            echo(f"rootfs {path} is up to date (inputs {h}); nothing to do")
+            return path
+        _install_extras(path, nq)
+        stamp["nqueens"] = nq_digest
+        _write_stamp(path, stamp)
+        echo(f"rootfs {path}: N-queens binary updated")
+        return path
+
+    if not shutil.which("debootstrap"):
+        raise BackendUnavailable("debootstrap is not installed; install it with: "
+                                 "apt-get install debootstrap (or run scripts/setup-containers.sh)")
+    mirror = debian_mirror()
+    _stamp(path).unlink(missing_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    tmp.parent.mkdir(parents=True, exist_ok=True)
+    cmd = ["debootstrap", f"--variant={VARIANT}", "--include=" + ",".join(sorted(PACKAGES)),
+           "--components=main"]
+    if mirror.signed_by and Path(mirror.signed_by).exists():
+        cmd.append(f"--keyring={mirror.signed_by}")
+    cmd += [SUITE, str(tmp), mirror.uri]
+    echo(f"debootstrap {SUITE} into {tmp} from the apt mirror in {mirror.origin} (takes minutes)")
+    t0 = time.monotonic()
+    _run(cmd, "debootstrap", env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"})
+    _finish_rootfs(tmp)
+    _install_extras(tmp, nq)
+    if path.exists():
+        shutil.rmtree(path)
+    os.replace(tmp, path)
+    _write_stamp(path, {**inp, "hash": h, "nqueens": nq_digest,
+                        "built": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                        "seconds": round(time.monotonic() - t0, 1)})
+    echo(f"rootfs built at {path} in {time.monotonic() - t0:.0f}s")
+    return path
+
+
+def _write_stamp(path: Path, data: dict) -> None:
+    st = _stamp(path)
+    tmp = st.with_suffix(".tmp")
+    tmp.write_text(json.dumps(data, indent=1, sort_keys=True))
+    os.replace(tmp, st)
+
+
+def _finish_rootfs(root: Path) -> None:
+    """Make the tree small and neutral: no apt caches, no host identity, no services enabled."""
+    for sub in ("var/cache/apt/archives", "var/lib/apt/lists"):
+        d = root / sub
+        if d.is_dir():
+            for entry in d.iterdir():
+                if entry.is_file() and entry.name != "lock":
+                    entry.unlink()
+    (root / "etc/hostname").write_text("labkit\n")
+    (root / "tmp/labkit").mkdir(parents=True, exist_ok=True)
+    machine_id = root / "etc/machine-id"
+    if machine_id.exists():
+        machine_id.write_text("")
+    # the debootstrap-time sources point at this machine's mirror: keep them out of images
+    sources = root / "etc/apt/sources.list"
+    if sources.exists():
+        sources.write_text("# labkit image: no apt sources configured\n")
+
+
+def _install_extras(root: Path, nqueens: Path | None) -> None:
+    target = root / NQUEENS_IN_IMAGE.lstrip("/")
+    if nqueens is None:
+        return
+    target.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(nqueens, target)
+    target.chmod(0o755)
+
+
+def image_hash(path: Path | None = None) -> str:
+    """Identity of the finished image content: the inputs hash plus the extras' digests."""
+    path = path or rootfs_path()
+    stamp = read_stamp(path)
+    if stamp is None:
+        raise BackendError(f"rootfs {path} is not built; run: labkit images build")
+    if not stamp.get("nqueens"):
+        return stamp["hash"]
+    return hashlib.sha256(f"{stamp['hash']}:{stamp['nqueens']}".encode()).hexdigest()[:12]
+
+
+def rootfs_tarball(path: Path | None = None, *, force: bool = False, echo=print) -> Path:
+    """An uncompressed tarball of the rootfs beside it (``rootfs-<image hash>.tar``), cached."""
+    echo = echo or (lambda *a: None)
+    path = path or rootfs_path()
+    h = image_hash(path)
+    out = path.parent / f"rootfs-{h}.tar"
+    if out.exists() and not force:
+        return out
+    for old in path.parent.glob("rootfs-*.tar"):
+        if old != out:
+            old.unlink(missing_ok=True)
+    tmp = out.with_suffix(".tar.tmp")
+    echo(f"packing {path} into {out}")
+    # GNU tar keeps owners, modes, devices, hard links and xattrs exactly (numeric ids)
+    _run(["tar", "--numeric-owner", "--xattrs", "-C", str(path), "-cf", str(tmp), "."],
+         "tar of the rootfs")
+    os.replace(tmp, out)
+    return out
+
+
+def tar_members(tar_path: Path) -> list[str]:
+    with tarfile.open(tar_path) as tf:
+        return tf.getnames()

@@ -1,0 +1,287 @@
+"""The VM image: a bootable disk made from the shared Debian rootfs, for the libvirt backend.
+
+The same rootfs the containers use (:func:`labkit.images.rootfs.build_rootfs`)
+becomes an ext4 filesystem in a qcow2 base disk, booted directly with the
+host's Debian cloud kernel (``linux-image-cloud-amd64``) and its initrd. PID 1
+is ``/sbin/labkit-init`` (``labkit/images/files/labkit-init``): it mounts the
+kernel filesystems, loads ``virtio_console`` and runs the QEMU guest agent, so
+commands reach the guest through ``guest-exec`` and it needs no network.
+Cached under ``/var/cache/labkit/images`` (``$LABKIT_IMAGE_CACHE``)::
+
+    vm-<hash>/base.qcow2     the root disk (each VM boots a copy-on-write overlay of it)
+    vm-<hash>/vmlinuz        the host's cloud kernel, copied
+    vm-<hash>/initrd.img     its initrd, copied
+    vm-<hash>/image.json     paths, kernel version, command line, inputs
+    vm-<hash>.stamp          written last: an image without it is never used
+    vm-current.json          which image :func:`vm_image_info` returns
+
+>>> from labkit.images.vm import build_vm_image, vm_image_info
+>>> build_vm_image(build_rootfs())     # about a minute the first time, instant after
+>>> vm_image_info()["disk"]
+"""
+from __future__ import annotations
+
+import glob
+import hashlib
+import json
+import logging
+import os
+import re
+import shutil
+import subprocess
+import time
+from importlib import resources
+from pathlib import Path
+
+from ..errors import BackendError, BackendUnavailable, tail
+
+log = logging.getLogger("labkit.images")
+
+#: Bump when the recipe changes in a way the hashed inputs do not show.
+RECIPE = 1
+GUEST_INIT = "/sbin/labkit-init"
+GUEST_HELPER = "/sbin/labkit-guest-helper"
+#: Free space added to the rootfs size in the guest's root filesystem (workloads write there).
+HEADROOM_MB = 1536
+KERNEL_FLAVOUR = "cloud-amd64"
+MISSING = "VM image missing: run `labkit images build --vm`"
+
+
+def cache_dir() -> Path:
+    return Path(os.environ.get("LABKIT_IMAGE_CACHE", "/var/cache/labkit/images"))
+
+
+def _files(name: str) -> bytes:
+    return resources.files("labkit").joinpath("images", "files", name).read_bytes()
+
+
+def host_kernel(boot: str = "/boot") -> tuple[str, Path, Path]:
+    """(version, vmlinuz, initrd) of the newest installed Debian cloud kernel with its modules.
+
+    Raises BackendUnavailable naming the package to install.
+    """
+    found = []
+    for vmlinuz in glob.glob(f"{boot}/vmlinuz-*-{KERNEL_FLAVOUR}"):
+        version = Path(vmlinuz).name[len("vmlinuz-"):]
+        initrd = Path(boot) / f"initrd.img-{version}"
+        if initrd.exists() and Path(f"/lib/modules/{version}").is_dir():
+            found.append((_version_key(version), version, Path(vmlinuz), initrd))
+    if not found:
+        raise BackendUnavailable(
+            f"no Debian cloud kernel (vmlinuz-*-{KERNEL_FLAVOUR} with initrd and modules) in {boot}; "
+            "install it with: apt-get install linux-image-cloud-amd64")
+    found.sort()
+    _, version, vmlinuz, initrd = found[-1]
+    return version, vmlinuz, initrd
+
+
+def _version_key(version: str):
+    return [int(x) if x.isdigit() else x for x in re.split(r"[.-]", version)]
+
+
+def _digest(path: Path, h=None) -> str:
+    h = h or hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()[:16]
+
+
+def _rootfs_identity(rootfs: Path) -> str:
+    """What the rootfs content is: its stamp when labkit built it, else dpkg's status file."""
+    stamp = rootfs.with_name(rootfs.name + ".stamp")
+    if stamp.exists():
+        return hashlib.sha256(stamp.read_bytes()).hexdigest()[:16]
+    status = rootfs / "var/lib/dpkg/status"
+    if not status.exists():
+        raise BackendError(f"{rootfs} is not a Debian root filesystem (no var/lib/dpkg/status)")
+    st = status.stat()
+    return f"dpkg-{st.st_size}-{st.st_mtime_ns}"
+
+
+def inputs(rootfs: Path) -> dict:
+    version, vmlinuz, initrd = host_kernel()
+    return {
+        "recipe": RECIPE,
+        "rootfs": str(Path(rootfs).resolve()),
+        "rootfs_identity": _rootfs_identity(Path(rootfs)),
+        "kernel_version": version,
+        "vmlinuz": _digest(vmlinuz),
+        "initrd": _digest(initrd),
+        "init": hashlib.sha256(_files("labkit-init")).hexdigest()[:16],
+        "helper": hashlib.sha256(_files("labkit-guest-helper.c")).hexdigest()[:16],
+        "headroom_mb": HEADROOM_MB,
+    }
+
+
+def _stamp(path: Path) -> Path:
+    return path.with_name(path.name + ".stamp")
+
+
+def _run(cmd: list[str], what: str) -> subprocess.CompletedProcess:
+    log.info("%s: %s", what, " ".join(map(str, cmd)))
+    try:
+        proc = subprocess.run([str(c) for c in cmd], capture_output=True, text=True)
+    except FileNotFoundError as exc:
+        raise BackendUnavailable(f"{what}: {cmd[0]} not found ({exc}); run scripts/setup-libvirt.sh") from exc
+    if proc.returncode != 0:
+        raise BackendError(f"{what} failed (exit {proc.returncode}): {' '.join(map(str, cmd))}\n"
+                           f"{tail(proc.stdout + proc.stderr, 30)}")
+    return proc
+
+
+def _compile_helper(out: Path) -> None:
+    from ..workloads.cbuild import compiler
+    src = out.with_suffix(".c")
+    src.write_bytes(_files("labkit-guest-helper.c"))
+    _run([compiler(), "-O2", "-static", "-o", out, src], "compiling labkit-guest-helper")
+    src.unlink()
+
+
+def _du_bytes(path: Path) -> int:
+    out = _run(["du", "-sb", "--apparent-size", path], "measuring the rootfs").stdout
+    return int(out.split()[0])
+
+
+def build_vm_image(rootfs: Path, force: bool = False, *, echo=print) -> Path:
+    """Directory of the VM image made from ``rootfs``, building it if not cached.
+
+    Steps: hard-link copy of the rootfs (the shared tree is never modified), add
+    ``/sbin/labkit-init``, the guest helper and the kernel's ``virtio_console``
+    module, ``mkfs.ext4 -d`` into a sparse raw file (no loop mount), ``qemu-img
+    convert`` to qcow2, copy kernel and initrd, write ``image.json``, then the stamp.
+    """
+    echo = echo or (lambda *a: None)
+    if os.geteuid() != 0:
+        raise BackendUnavailable("building the VM image needs root (to read the whole rootfs)")
+    rootfs = Path(rootfs)
+    if not rootfs.is_dir():
+        raise BackendError(f"rootfs {rootfs} does not exist; run: labkit images build")
+    for tool, pkg in (("mkfs.ext4", "e2fsprogs"), ("qemu-img", "qemu-utils")):
+        if not shutil.which(tool):
+            raise BackendUnavailable(f"{tool} is missing; install it with: apt-get install {pkg}")
+    inp = inputs(rootfs)
+    h = hashlib.sha256(json.dumps(inp, sort_keys=True).encode()).hexdigest()[:12]
+    out = cache_dir() / f"vm-{h}"
+    if _stamp(out).exists() and not force:
+        echo(f"VM image {out} is up to date (inputs {h}); nothing to do")
+        _point_current(out)
+        return out
+
+    t0 = time.monotonic()
+    _stamp(out).unlink(missing_ok=True)
+    work = out.with_name(out.name + ".tmp")
+    if work.exists():
+        shutil.rmtree(work)
+    work.mkdir(parents=True)
+    staging = work / "root"
+    echo(f"making the VM image from {rootfs} into {out}")
+    try:
+        _run(["cp", "-al", rootfs, staging], "hard-link copy of the rootfs")
+    except BackendError:  # another filesystem: a real copy
+        shutil.rmtree(staging, ignore_errors=True)
+        _run(["cp", "-a", rootfs, staging], "copy of the rootfs")
+
+    version, vmlinuz, initrd = host_kernel()
+    # new files only (or unlink first): the hard links must never write through to the rootfs
+    init = staging / GUEST_INIT.lstrip("/")
+    init.unlink(missing_ok=True)
+    init.write_bytes(_files("labkit-init"))
+    init.chmod(0o755)
+    helper = staging / GUEST_HELPER.lstrip("/")
+    helper.unlink(missing_ok=True)
+    _compile_helper(helper)
+    helper.chmod(0o755)
+    mod_dir = staging / f"lib/modules/{version}/kernel/drivers/char"
+    mod_dir.mkdir(parents=True, exist_ok=True)
+    for ko in glob.glob(f"/lib/modules/{version}/kernel/drivers/char/virtio_console.ko*"):
+        shutil.copy2(ko, mod_dir / Path(ko).name)
+    for name in ("etc/fstab",):
+        p = staging / name
+        p.unlink(missing_ok=True)
+        p.write_text("# labkit VM: / is /dev/vda, mounted by the initrd (rw on the command line)\n")
+    (staging / "tmp/labkit").mkdir(parents=True, exist_ok=True)
+
+    size_mb = (_du_bytes(staging) * 12 // 10 >> 20) + HEADROOM_MB
+    size_mb = (size_mb + 255) // 256 * 256
+    raw = work / "root.raw"
+    with open(raw, "wb") as f:
+        f.truncate(size_mb << 20)
+    _run(["mkfs.ext4", "-q", "-F", "-L", "labkit-root", "-m", "0", "-E", "lazy_itable_init=0",
+          "-d", staging, raw], "mkfs.ext4 of the VM root filesystem")
+    _run(["qemu-img", "convert", "-f", "raw", "-O", "qcow2", raw, work / "base.qcow2"],
+         "qemu-img convert to qcow2")
+    raw.unlink()
+    shutil.rmtree(staging)
+    shutil.copyfile(vmlinuz, work / "vmlinuz")
+    shutil.copyfile(initrd, work / "initrd.img")
+    info = {
+        "disk": "base.qcow2", "format": "qcow2", "kernel": "vmlinuz", "initrd": "initrd.img",
+        "kernel_version": version, "root": "/dev/vda", "init": GUEST_INIT,
+        "cmdline": f"root=/dev/vda rw console=ttyS0 init={GUEST_INIT} quiet",
+        "size_mb": size_mb, "inputs": inp, "hash": h,
+        "built": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "seconds": round(time.monotonic() - t0, 1),
+    }
+    (work / "image.json").write_text(json.dumps(info, indent=1, sort_keys=True))
+    for p in [work, *work.iterdir()]:  # qemu runs as libvirt-qemu: everything world-readable
+        p.chmod(0o755 if p.is_dir() else 0o644)
+    if out.exists():
+        shutil.rmtree(out)
+    os.replace(work, out)
+    _stamp(out).write_text(json.dumps({"hash": h, "built": info["built"]}))
+    _point_current(out)
+    echo(f"VM image built at {out} in {time.monotonic() - t0:.0f}s ({size_mb} MB disk, kernel {version})")
+    return out
+
+
+def _point_current(out: Path) -> None:
+    current = cache_dir() / "vm-current.json"
+    tmp = current.with_suffix(".tmp")
+    tmp.write_text(json.dumps({"image": str(out)}))
+    os.replace(tmp, current)
+
+
+def vm_image_info(image: str | os.PathLike | None = None) -> dict:
+    """Absolute paths and facts of the VM image (``disk``, ``kernel``, ``initrd``, ``cmdline``...).
+
+    ``image`` (or ``$LABKIT_VM_IMAGE``) names an image directory; by default the
+    one the last build pointed to. Raises BackendUnavailable when it is missing.
+    """
+    image = image or os.environ.get("LABKIT_VM_IMAGE")
+    if not image:
+        try:
+            image = json.loads((cache_dir() / "vm-current.json").read_text())["image"]
+        except (OSError, ValueError, KeyError):
+            raise BackendUnavailable(MISSING) from None
+    d = Path(image)
+    if not _stamp(d).exists() or not (d / "image.json").exists():
+        raise BackendUnavailable(f"{MISSING} ({d} is absent or unfinished)")
+    info = json.loads((d / "image.json").read_text())
+    for key in ("disk", "kernel", "initrd"):
+        info[key] = str(d / info[key])
+        if not Path(info[key]).exists():
+            raise BackendUnavailable(f"{MISSING} ({info[key]} is missing)")
+    info["dir"] = str(d)
+    return info
+
+
+def ensure_vm_image(force: bool = False, *, echo=print) -> Path:
+    """Build the shared rootfs (if needed), then the VM image from it."""
+    from .rootfs import build_rootfs
+    return build_vm_image(build_rootfs(echo=echo), force=force, echo=echo)
+
+
+def remove_stale(keep: Path | None = None) -> list[Path]:
+    """Delete VM images other than ``keep`` (default: the current one); returns what went."""
+    try:
+        keep = keep or Path(vm_image_info()["dir"])
+    except BackendUnavailable:
+        keep = None
+    gone = []
+    for d in cache_dir().glob("vm-*"):
+        if d.is_dir() and d != keep:
+            shutil.rmtree(d, ignore_errors=True)
+            _stamp(d).unlink(missing_ok=True)
+            gone.append(d)
+    return gone

@@ -1,0 +1,187 @@
+"""Apache httpd serving a static page, loaded by ab on loopback in the same instance.
+
+Debian packages: ``apache2`` (the server, ``/usr/sbin/apache2``) and
+``apache2-utils`` (``ab``). Each run writes a private httpd configuration and
+a static page under a fresh ``/tmp/labkit-httpd-*`` directory in the instance
+(world-readable, because httpd's workers drop root privileges to
+``www-data``), starts httpd on a random loopback port, runs
+``ab -n <requests> -c <concurrency>``, stops httpd and removes the directory.
+
+Study 002 used 1,000,000 requests at concurrency 100. The defaults scale to
+the instance so a run lasts a few seconds: ``requests`` = 5000 x vCPUs,
+``concurrency`` = min(100, 10 x vCPUs).
+
+Metrics: ``requests_per_s`` (the response, req/s), ``time_per_request_ms``
+(ms, mean per request as seen by one client), ``failed_requests`` (count),
+``non_2xx_responses`` (count), ``transfer_kb_per_s`` (KB/s). A run with
+fewer complete requests than asked, or with non-2xx answers, is a failed run.
+
+Parameters: ``requests`` (None = scaled), ``concurrency`` (None = scaled),
+``page_kb`` (size of the static page, 4), ``keepalive`` (False; ``ab -k``),
+``timeout_s`` (600).
+"""
+from __future__ import annotations
+
+import random
+import re
+import shlex
+
+from ..errors import BenchmarkError, ConfigError, tail
+from .base import Measurement, Workload, require_tool, run_checked
+
+MODULES = "/usr/lib/apache2/modules"
+HTTPD = "/usr/sbin/apache2"
+
+_NUM = r"([0-9]+(?:\.[0-9]+)?)"
+
+
+def _find(pattern, text, what, command) -> float:
+    m = re.search(pattern, text)
+    if not m:
+        raise BenchmarkError(f"ab output has no {what}", command, tail(text))
+    return float(m.group(1))
+
+
+def parse(text: str, command=None, instance: int = 0, requests: int | None = None) -> list[Measurement]:
+    """Measurements from ApacheBench's report.
+
+    Raises BenchmarkError on truncated or foreign output, when fewer than
+    ``requests`` requests completed, or when any answer was not 2xx (the page
+    was not served: the measurement would be of error pages).
+    """
+    text = text or ""
+    rps = _find(r"Requests per second:\s*" + _NUM, text, "'Requests per second'", command)
+    tpr = _find(r"Time per request:\s*" + _NUM + r" \[ms\] \(mean\)", text, "'Time per request (mean)'", command)
+    complete = _find(r"Complete requests:\s*([0-9]+)", text, "'Complete requests'", command)
+    failed = _find(r"Failed requests:\s*([0-9]+)", text, "'Failed requests'", command)
+    rate = _find(r"Transfer rate:\s*" + _NUM, text, "'Transfer rate'", command)
+    m = re.search(r"Non-2xx responses:\s*([0-9]+)", text)
+    non2xx = float(m.group(1)) if m else 0.0
+    if requests is not None and complete < requests:
+        raise BenchmarkError(f"ab completed {int(complete)} of {requests} requests", command, tail(text))
+    if non2xx:
+        raise BenchmarkError(f"httpd answered {int(non2xx)} requests with a non-2xx status", command,
+                             tail(text))
+    return [Measurement("requests_per_s", rps, "req/s", instance),
+            Measurement("time_per_request_ms", tpr, "ms", instance),
+            Measurement("failed_requests", failed, "count", instance),
+            Measurement("non_2xx_responses", non2xx, "count", instance),
+            Measurement("transfer_kb_per_s", rate, "KB/s", instance)]
+
+
+def parse_versions(httpd_text: str, ab_text: str) -> dict:
+    """{'apache2': '2.4.x', 'ab': '2.3'} from ``apache2 -v`` and ``ab -V``."""
+    m1 = re.search(r"Apache/([0-9][0-9.]*)", httpd_text or "")
+    m2 = re.search(r"ApacheBench, Version ([0-9][0-9.]*)", ab_text or "")
+    if not m1 or not m2:
+        raise BenchmarkError("cannot read the versions of apache2 and ab", "apache2 -v; ab -V",
+                             tail((httpd_text or "") + "\n" + (ab_text or "")))
+    return {"apache2": m1.group(1), "ab": m2.group(1)}
+
+
+def scaled(params: dict) -> tuple[int, int]:
+    """(requests, concurrency) for a run: the parameters, or the defaults scaled to vCPUs."""
+    vcpus = int(params.get("vcpus") or 1)
+    requests = params.get("requests") or 5000 * vcpus
+    concurrency = params.get("concurrency") or min(100, 10 * vcpus)
+    for key, value in (("requests", requests), ("concurrency", concurrency)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ConfigError(f"apache: parameter {key!r} must be a positive integer, got {value!r}")
+    if concurrency > requests:
+        raise ConfigError(f"apache: concurrency ({concurrency}) cannot exceed requests ({requests})")
+    return requests, concurrency
+
+
+_SETUP = r"""
+set -e
+d=$(mktemp -d /tmp/labkit-httpd-XXXXXX)
+chmod 755 "$d"
+mkdir "$d/htdocs"
+head -c {page_bytes} /dev/zero | tr '\0' 'x' > "$d/htdocs/index.html"
+chmod 644 "$d/htdocs/index.html"
+cat > "$d/httpd.conf" <<EOF
+ServerRoot "$d"
+ServerName localhost
+Listen 127.0.0.1:{port}
+LoadModule mpm_event_module {modules}/mod_mpm_event.so
+LoadModule authz_core_module {modules}/mod_authz_core.so
+PidFile "$d/httpd.pid"
+ErrorLog "$d/error.log"
+LogLevel warn
+DefaultRuntimeDir "$d"
+Mutex file:$d default
+KeepAlive On
+DocumentRoot "$d/htdocs"
+<Directory "$d/htdocs">
+  Require all granted
+</Directory>
+EOF
+if [ "$(id -u)" = 0 ]; then
+  u=www-data; id -u "$u" >/dev/null 2>&1 || u=nobody
+  echo "User $u" >> "$d/httpd.conf"
+  echo "Group $(id -gn "$u")" >> "$d/httpd.conf"
+fi
+echo "$d"
+"""
+
+
+class Apache(Workload):
+    """httpd + ab on loopback in one instance; see the module docstring."""
+
+    name = "apache"
+    response = "requests_per_s"
+    defaults = {"requests": None, "concurrency": None, "page_kb": 4, "keepalive": False,
+                "timeout_s": 600}
+    min_memory_mb = 64
+
+    def prepare(self, instance) -> None:
+        require_tool(instance, "ab", "apache2-utils")
+        res = instance.exec(["sh", "-c", f"command -v apache2 || test -x {HTTPD} && echo {HTTPD}"],
+                            check=False, timeout=30)
+        if not res.stdout.strip():
+            raise BenchmarkError(f"'apache2' is not installed in {instance.name}; it comes with the "
+                                 "Debian package 'apache2' (apt-get install apache2)")
+
+    def _start(self, instance, params) -> str:
+        """Write the config, start httpd on a free random port; returns its directory and port."""
+        page = int(float(params["page_kb"]) * 1024)
+        last = None
+        for _ in range(5):
+            port = random.randint(20000, 59999)
+            script = _SETUP.replace("{page_bytes}", str(page)).replace("{port}", str(port)) \
+                           .replace("{modules}", MODULES)
+            res = run_checked(instance, ["sh", "-c", script], timeout=60)
+            d = res.stdout.strip().splitlines()[-1]
+            conf = f"{d}/httpd.conf"
+            start = instance.exec([HTTPD, "-f", conf, "-k", "start"], check=False, timeout=60)
+            if start.ok:
+                return d, port
+            last = start
+            self._stop(instance, d)
+        raise BenchmarkError("httpd did not start", last.command, tail(last.stdout + last.stderr))
+
+    @staticmethod
+    def _stop(instance, d: str) -> None:
+        q = shlex.quote(d)
+        instance.exec(["sh", "-c", f"if [ -s {q}/httpd.pid ]; then {HTTPD} -f {q}/httpd.conf -k stop; "
+                       f"i=0; while [ -e {q}/httpd.pid ] && [ $i -lt 50 ]; do sleep 0.1; i=$((i+1)); done; "
+                       f"fi; rm -rf {q}"], check=False, timeout=60)
+
+    def run(self, instance, params: dict) -> list[Measurement]:
+        params = {**self.params, **params}
+        requests, concurrency = scaled(params)
+        d, port = self._start(instance, params)
+        try:
+            argv = ["ab", "-n", str(requests), "-c", str(concurrency), "-q"]
+            if params.get("keepalive"):
+                argv.append("-k")
+            argv.append(f"http://127.0.0.1:{port}/index.html")
+            res = run_checked(instance, argv, timeout=params.get("timeout_s"))
+        finally:
+            self._stop(instance, d)
+        return parse(res.stdout, argv, instance.index, requests)
+
+    def version(self, instance) -> dict:
+        h = instance.exec([HTTPD, "-v"], check=False, timeout=30)
+        a = instance.exec(["ab", "-V"], check=False, timeout=30)
+        return parse_versions(h.stdout + h.stderr, a.stdout + a.stderr)

@@ -1,0 +1,94 @@
+"""The workload contract.
+
+A workload prepares an instance (copies or checks what it needs), runs with
+parameters, and returns :class:`Measurement` rows. It never touches the store.
+
+    class MyWorkload(Workload):
+        name = "mine"
+        response = "wall_time_s"           # the metric notebooks analyse by default
+        defaults = {"size": 10}            # every parameter it accepts, with defaults
+        min_memory_mb = 32
+        def prepare(self, instance): ...   # once per instance, before run
+        def run(self, instance, params) -> list[Measurement]: ...
+        def version(self, instance) -> dict: ...   # tool versions, recorded in metadata
+
+``params`` holds the defaults, overridden by constructor arguments, overridden
+by the run's workload factor levels, plus ``vcpus`` (the instance's vCPUs).
+"""
+from __future__ import annotations
+
+import shlex
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+
+from ..errors import BenchmarkError, CommandError, ConfigError, tail
+
+
+@dataclass
+class Measurement:
+    metric: str
+    value: float
+    unit: str
+    instance: int = 0
+
+
+class Workload(ABC):
+    name = "base"
+    response = "wall_time_s"
+    defaults: dict = {}
+    min_memory_mb = 16
+
+    def __init__(self, **params):
+        unknown = sorted(set(params) - set(self.defaults))
+        if unknown:
+            raise ConfigError(
+                f"workload {self.name!r}: unknown parameter(s) {', '.join(unknown)}; "
+                f"allowed: {', '.join(sorted(self.defaults)) or '(none)'}")
+        self.params = {**self.defaults, **params}
+
+    def accepts(self, key: str) -> bool:
+        """Whether a design factor named ``key`` is one of this workload's parameters."""
+        return key in self.defaults
+
+    def params_for(self, levels: dict, vcpus: int) -> dict:
+        """Parameters of one run: defaults < constructor < factor levels, plus vcpus."""
+        merged = dict(self.params)
+        merged.update({k: v for k, v in levels.items() if k in self.defaults})
+        merged["vcpus"] = vcpus
+        return merged
+
+    def prepare(self, instance) -> None:
+        """Make the instance ready (copy binaries, check tools). Default: nothing."""
+
+    @abstractmethod
+    def run(self, instance, params: dict) -> list[Measurement]:
+        """Run once in ``instance`` and return its measurements."""
+
+    def version(self, instance) -> dict:
+        """Versions of the tools used, recorded in the run metadata."""
+        return {}
+
+    def describe(self) -> dict:
+        return {"name": self.name, "params": self.params, "response": self.response}
+
+
+def require_tool(instance, tool: str, package: str) -> str:
+    """Path of ``tool`` in the instance, or BenchmarkError naming its Debian package."""
+    res = instance.exec(["sh", "-c", f"command -v {shlex.quote(tool)}"], check=False, timeout=30)
+    if not res.ok or not res.stdout.strip():
+        raise BenchmarkError(
+            f"{tool!r} is not installed in {instance.name}; it comes with the Debian package "
+            f"{package!r} (apt-get install {package}; for container/VM images: labkit images build)")
+    return res.stdout.strip()
+
+
+def run_checked(instance, argv, *, timeout=None, env=None):
+    """exec ``argv``; a non-zero exit becomes BenchmarkError with the command and output tail."""
+    try:
+        return instance.exec(argv, timeout=timeout, env=env)
+    except CommandError as exc:
+        if type(exc).__name__ == "CommandTimeout":
+            raise
+        r = exc.result
+        raise BenchmarkError(f"benchmark command failed (exit {r.exit_code})", r.command,
+                             tail(r.stdout + "\n" + r.stderr)) from exc

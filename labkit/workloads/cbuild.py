@@ -1,0 +1,47 @@
+"""Compile labkit's own small C kernels on the controller, once, and cache them.
+
+Binaries are linked statically so the same file runs on the host, in a
+container and in a VM. The cache key is the source text plus the flags, so an
+edited source is rebuilt and an unchanged one never is.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+from importlib import resources
+from pathlib import Path
+
+from ..errors import BenchmarkError, tail
+
+CACHE = Path(os.environ.get("LABKIT_CACHE", Path.home() / ".cache" / "labkit")) / "bin"
+
+
+def compiler() -> str:
+    for cc in (os.environ.get("CC"), "cc", "gcc", "clang"):
+        if cc and shutil.which(cc):
+            return cc
+    raise BenchmarkError("no C compiler found (tried $CC, cc, gcc, clang); "
+                         "install one with: apt-get install gcc")
+
+
+def build(source: str, *, flags: tuple[str, ...] = ("-O2", "-pthread"), static: bool = True) -> Path:
+    """Path of the compiled binary for ``labkit/workloads/csrc/<source>``, building it if needed."""
+    src = resources.files("labkit.workloads").joinpath("csrc", source)
+    text = src.read_bytes()
+    all_flags = list(flags) + (["-static"] if static else [])
+    key = hashlib.sha256(text + " ".join(all_flags).encode()).hexdigest()[:16]
+    out = CACHE / key / Path(source).stem
+    if out.exists():
+        return out
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp_src = out.parent / source
+    tmp_src.write_bytes(text)
+    tmp_out = out.with_suffix(".tmp")
+    cmd = [compiler(), *all_flags, "-o", str(tmp_out), str(tmp_src), "-lm"]
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise BenchmarkError(f"compiling {source} failed", cmd, tail(proc.stdout + proc.stderr))
+    os.replace(tmp_out, out)  # atomic: a concurrent build never sees half a binary
+    return out

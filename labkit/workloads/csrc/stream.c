@@ -1,0 +1,151 @@
+/*
+ * labkit stream: memory bandwidth in the manner of McCalpin's STREAM.
+ *
+ * Four kernels over double arrays a, b, c of N elements each:
+ *   Copy  c = a            (16 bytes moved per element)
+ *   Scale b = s*c          (16 bytes)
+ *   Add   c = a + b        (24 bytes)
+ *   Triad a = b + s*c      (24 bytes)
+ * Each kernel runs NTIMES; the first pass is discarded as warm-up and the best
+ * rate over the rest is reported in MB/s (1 MB = 10^6 bytes), as STREAM does.
+ * Work is split between T POSIX threads; each thread first-touches its own
+ * slice so pages land on its NUMA node. The output mimics STREAM's table so
+ * the same parser reads labkit's kernel and the reference stream.c.
+ *
+ * usage: stream <elements per array> [ntimes (>=2, default 10)] [threads (default 1)]
+ */
+#define _GNU_SOURCE
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static double *a, *b, *c;
+static long n;
+static int nthreads;
+static int op;              /* kernel the workers run next; -1 = init, 4 = exit */
+static const double scalar = 3.0;
+static pthread_barrier_t start_bar, end_bar;
+
+static double now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static void *worker(void *arg) {
+    long id = (long)arg;
+    long chunk = (n + nthreads - 1) / nthreads;
+    long lo = id * chunk, hi = lo + chunk > n ? n : lo + chunk;
+    for (;;) {
+        pthread_barrier_wait(&start_bar);
+        int k = op;
+        if (k == 4) break;
+        long j;
+        switch (k) {
+        case -1: for (j = lo; j < hi; j++) { a[j] = 1.0; b[j] = 2.0; c[j] = 0.0; } break;
+        case 0:  for (j = lo; j < hi; j++) c[j] = a[j]; break;
+        case 1:  for (j = lo; j < hi; j++) b[j] = scalar * c[j]; break;
+        case 2:  for (j = lo; j < hi; j++) c[j] = a[j] + b[j]; break;
+        case 3:  for (j = lo; j < hi; j++) a[j] = b[j] + scalar * c[j]; break;
+        }
+        pthread_barrier_wait(&end_bar);
+    }
+    return NULL;
+}
+
+static double run_op(int k) {
+    op = k;
+    double t0 = now();
+    pthread_barrier_wait(&start_bar);
+    pthread_barrier_wait(&end_bar);
+    return now() - t0;
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) {
+        fprintf(stderr, "usage: %s <elements per array> [ntimes>=2] [threads>=1]\n", argv[0]);
+        return 2;
+    }
+    n = atol(argv[1]);
+    int ntimes = argc > 2 ? atoi(argv[2]) : 10;
+    nthreads = argc > 3 ? atoi(argv[3]) : 1;
+    if (n < 1000 || ntimes < 2 || nthreads < 1 || nthreads > 1024) {
+        fprintf(stderr, "stream: bad arguments (elements >= 1000, ntimes >= 2, 1 <= threads <= 1024)\n");
+        return 2;
+    }
+    a = malloc(sizeof(double) * n);
+    b = malloc(sizeof(double) * n);
+    c = malloc(sizeof(double) * n);
+    if (!a || !b || !c) {
+        fprintf(stderr, "stream: cannot allocate 3 x %ld doubles\n", n);
+        return 3;
+    }
+    printf("-------------------------------------------------------------\n");
+    printf("labkit STREAM-like kernel (pthreads)\n");
+    printf("Array size = %ld (elements), Offset = 0 (elements)\n", n);
+    printf("Memory per array = %.1f MiB (= %.1f GiB).\n",
+           sizeof(double) * n / 1048576.0, sizeof(double) * n / 1073741824.0);
+    printf("Total memory required = %.1f MiB (= %.1f GiB).\n",
+           3.0 * sizeof(double) * n / 1048576.0, 3.0 * sizeof(double) * n / 1073741824.0);
+    printf("Each kernel will be executed %d times.\n", ntimes);
+    printf("Number of Threads requested = %d\n", nthreads);
+
+    pthread_barrier_init(&start_bar, NULL, nthreads + 1);
+    pthread_barrier_init(&end_bar, NULL, nthreads + 1);
+    pthread_t *tids = calloc(nthreads, sizeof(pthread_t));
+    for (long i = 0; i < nthreads; i++) {
+        if (pthread_create(&tids[i], NULL, worker, (void *)i) != 0) {
+            fprintf(stderr, "stream: pthread_create failed\n");
+            return 3;
+        }
+    }
+    run_op(-1);
+
+    static const char *label[4] = {"Copy:      ", "Scale:     ", "Add:       ", "Triad:     "};
+    double bytes[4] = {2.0 * sizeof(double) * n, 2.0 * sizeof(double) * n,
+                       3.0 * sizeof(double) * n, 3.0 * sizeof(double) * n};
+    double mint[4] = {1e30, 1e30, 1e30, 1e30}, maxt[4] = {0}, avgt[4] = {0};
+    for (int t = 0; t < ntimes; t++) {
+        for (int k = 0; k < 4; k++) {
+            double dt = run_op(k);
+            if (t == 0) continue; /* warm-up pass, as STREAM */
+            avgt[k] += dt;
+            if (dt < mint[k]) mint[k] = dt;
+            if (dt > maxt[k]) maxt[k] = dt;
+        }
+    }
+    op = 4;
+    pthread_barrier_wait(&start_bar);
+    for (int i = 0; i < nthreads; i++) pthread_join(tids[i], NULL);
+
+    printf("-------------------------------------------------------------\n");
+    printf("Function    Best Rate MB/s  Avg time     Min time     Max time\n");
+    for (int k = 0; k < 4; k++) {
+        printf("%s%12.1f  %11.6f  %11.6f  %11.6f\n", label[k],
+               1.0e-6 * bytes[k] / mint[k], avgt[k] / (ntimes - 1), mint[k], maxt[k]);
+    }
+    printf("-------------------------------------------------------------\n");
+
+    /* validate as STREAM does: replay the scalar recurrence */
+    double aj = 1.0, bj = 2.0, cj = 0.0;
+    for (int t = 0; t < ntimes; t++) {
+        cj = aj; bj = scalar * cj; cj = aj + bj; aj = bj + scalar * cj;
+    }
+    double ea = 0, eb = 0, ec = 0;
+    for (long j = 0; j < n; j++) {
+        ea += fabs(a[j] - aj); eb += fabs(b[j] - bj); ec += fabs(c[j] - cj);
+    }
+    ea /= n; eb /= n; ec /= n;
+    double eps = 1.0e-13;
+    if (ea / fabs(aj) > eps || eb / fabs(bj) > eps || ec / fabs(cj) > eps) {
+        printf("Failed Validation: avg relative errors a=%e b=%e c=%e\n",
+               ea / fabs(aj), eb / fabs(bj), ec / fabs(cj));
+        return 4;
+    }
+    printf("Solution Validates: avg error less than %e on all three arrays\n", eps);
+    printf("-------------------------------------------------------------\n");
+    return 0;
+}

@@ -1,0 +1,230 @@
+"""iperf3 TCP and UDP throughput (Debian package ``iperf3``), after study 004 Table 7.2.
+
+Network safety (DESIGN.md): traffic stays on loopback inside one instance, or
+between instances on a network the backend or the test created. Nothing is
+ever sent to another address.
+
+* :class:`Iperf3` — the workload: server and client in the same instance over
+  127.0.0.1. It measures the instance's network stack and the CPU it gets,
+  not a NIC.
+* :func:`pair` — server in one instance, client in another, on a network you
+  created (a Docker ``internal`` network, network namespaces joined by a
+  veth...). ``server_ip`` must be a private (10/8, 172.16/12, 192.168/16) or
+  loopback address.
+
+Metrics (unit ``Mbit/s``, as Table 7.2 reports): ``tcp_mbit_per_s`` (received),
+``tcp_sender_mbit_per_s``, ``tcp_retransmits`` (count); ``udp_mbit_per_s``
+(received), ``udp_lost_percent`` (%), ``udp_jitter_ms`` (ms).
+
+Parameters: ``protocol`` (``tcp``, ``udp`` or ``both``; default ``both``),
+``duration_s`` (2; 004 used 10), ``udp_bandwidth`` (target rate of the UDP
+test, ``1G`` as in 004), ``parallel`` (streams, 1), ``port`` (None: a random
+port from 20000-59999, retried when busy), ``timeout_s``.
+"""
+from __future__ import annotations
+
+import ipaddress
+import json
+import random
+import re
+import shlex
+import time
+
+from ..errors import BenchmarkError, ConfigError, tail
+from .base import Measurement, Workload, require_tool, run_checked
+
+PROTOCOLS = ("tcp", "udp", "both")
+ALLOWED_NETWORKS = [ipaddress.ip_network(n) for n in
+                    ("127.0.0.0/8", "10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "::1/128")]
+
+
+def _document(text: str, command):
+    start = (text or "").find("{")
+    if start < 0:
+        raise BenchmarkError("iperf3 printed no JSON", command, tail(text))
+    try:
+        doc = json.loads(text[start:])
+    except json.JSONDecodeError as exc:
+        raise BenchmarkError(f"iperf3 JSON is malformed or truncated ({exc})", command, tail(text)) from exc
+    if not isinstance(doc, dict):
+        raise BenchmarkError("iperf3 JSON is not an object", command, tail(text))
+    if doc.get("error"):
+        raise BenchmarkError(f"iperf3 failed: {doc['error']}", command, tail(text))
+    return doc
+
+
+def parse(text: str, protocol: str, command=None, instance: int = 0) -> list[Measurement]:
+    """Throughput rows from ``iperf3 -c ... -J`` output for ``protocol`` ``tcp`` or ``udp``.
+
+    Raises BenchmarkError on malformed or truncated JSON, an ``error`` field
+    (connection refused, server busy...), or missing summary fields.
+    """
+    if protocol not in ("tcp", "udp"):
+        raise ConfigError(f"iperf3: protocol must be 'tcp' or 'udp' here, got {protocol!r}")
+    doc = _document(text, command)
+    try:
+        end = doc["end"]
+        if protocol == "tcp":
+            recv, sent = end["sum_received"], end["sum_sent"]
+            rows = [("tcp_mbit_per_s", recv["bits_per_second"] / 1e6, "Mbit/s"),
+                    ("tcp_sender_mbit_per_s", sent["bits_per_second"] / 1e6, "Mbit/s"),
+                    ("tcp_retransmits", float(sent.get("retransmits", 0)), "count")]
+        else:
+            # iperf3 >= 3.7 reports what the server received in sum_received;
+            # older versions have only "sum" (client view with the server's loss counts).
+            s = end.get("sum_received") or end["sum"]
+            if "jitter_ms" not in s or "lost_percent" not in s:
+                s = end["sum"]
+            rows = [("udp_mbit_per_s", s["bits_per_second"] / 1e6, "Mbit/s"),
+                    ("udp_lost_percent", float(s["lost_percent"]), "%"),
+                    ("udp_jitter_ms", float(s["jitter_ms"]), "ms")]
+    except (KeyError, TypeError) as exc:
+        raise BenchmarkError(f"iperf3 JSON lacks the summary field {exc}", command, tail(text)) from exc
+    return [Measurement(m, float(v), u, instance) for m, v, u in rows]
+
+
+def parse_version(text: str) -> str:
+    m = re.search(r"iperf\s+([0-9][0-9.]*\S*)", text or "")
+    if not m:
+        raise BenchmarkError("cannot read iperf3's version", "iperf3 --version", tail(text))
+    return m.group(1)
+
+
+def check_address(address: str) -> str:
+    """``address`` if it is loopback or RFC 1918 private; ConfigError otherwise (network safety)."""
+    try:
+        ip = ipaddress.ip_address(address)
+    except ValueError as exc:
+        raise ConfigError(f"iperf3: server address {address!r} is not an IP address") from exc
+    if not any(ip in net for net in ALLOWED_NETWORKS):
+        raise ConfigError(
+            f"iperf3: refusing to send traffic to {address}: only loopback and private addresses "
+            "(10/8, 172.16/12, 192.168/16) on a network the backend or test created are allowed")
+    return address
+
+
+def _protocols(value) -> list[str]:
+    if value not in PROTOCOLS:
+        raise ConfigError(f"iperf3: protocol must be one of {', '.join(PROTOCOLS)}; got {value!r}")
+    return ["tcp", "udp"] if value == "both" else [value]
+
+
+def client_command(server_ip: str, port: int, protocol: str, duration_s, udp_bandwidth: str,
+                   parallel: int = 1) -> list[str]:
+    argv = ["iperf3", "-c", check_address(server_ip), "-p", str(port), "-t",
+            str(max(1, round(duration_s))), "-P", str(int(parallel)), "-J"]
+    if protocol == "udp":
+        argv += ["-u", "-b", str(udp_bandwidth)]
+    return argv
+
+
+def start_server(instance, port: int | None = None, bind: str | None = None, tries: int = 5) -> tuple[int, str]:
+    """Start a one-shot iperf3 server (``-s -1 -D``) in ``instance``; returns (port, pidfile).
+
+    A busy port is retried with another random one when ``port`` is None.
+    """
+    last = None
+    for _ in range(tries):
+        p = port or random.randint(20000, 59999)
+        pidfile = f"{instance.workdir}/labkit-iperf3-{p}.pid"
+        argv = ["iperf3", "-s", "-1", "-D", "-p", str(p), "-I", pidfile]
+        if bind:
+            argv += ["-B", check_address(bind)]
+        script = (f"mkdir -p {shlex.quote(instance.workdir)} && rm -f {shlex.quote(pidfile)} && "
+                  f"{shlex.join(argv)} && i=0; while [ $i -lt 50 ]; do "
+                  f"if [ -s {shlex.quote(pidfile)} ] && kill -0 $(cat {shlex.quote(pidfile)}) 2>/dev/null; "
+                  "then exit 0; fi; i=$((i+1)); sleep 0.1; done; exit 1")
+        last = instance.exec(["sh", "-c", script], check=False, timeout=30)
+        if last.ok:
+            time.sleep(0.2)  # -D returns after the fork; give the listener a moment
+            return p, pidfile
+        if port:
+            break
+    raise BenchmarkError("could not start the iperf3 server", last.command if last else None,
+                         tail((last.stdout + last.stderr) if last else ""))
+
+
+def stop_server(instance, pidfile: str) -> None:
+    """Kill the server if it is still running (it exits by itself after one test)."""
+    q = shlex.quote(pidfile)
+    instance.exec(["sh", "-c", f"[ -s {q} ] && kill $(cat {q}) 2>/dev/null; rm -f {q}; true"],
+                  check=False, timeout=30)
+
+
+def _client(instance, argv, protocol, timeout, retries: int = 10):
+    """Run the client, retrying briefly while the server is not accepting yet."""
+    for attempt in range(retries):
+        try:
+            res = run_checked(instance, argv, timeout=timeout)
+        except BenchmarkError as exc:
+            if attempt + 1 < retries and "Connection refused" in str(exc):
+                time.sleep(0.2)
+                continue
+            raise
+        if attempt + 1 < retries and "Connection refused" in res.stdout:
+            time.sleep(0.2)
+            continue
+        return res
+    raise AssertionError("unreachable")
+
+
+def measure(server_instance, client_instance, server_ip: str, *, protocol: str = "tcp",
+            duration_s=2, udp_bandwidth: str = "1G", parallel: int = 1, port: int | None = None,
+            timeout_s: float = 120, bind: str | None = None) -> list[Measurement]:
+    """One iperf3 test (tcp or udp) from ``client_instance`` to a server in ``server_instance``."""
+    check_address(server_ip)
+    p, pidfile = start_server(server_instance, port, bind)
+    try:
+        argv = client_command(server_ip, p, protocol, duration_s, udp_bandwidth, parallel)
+        res = _client(client_instance, argv, protocol, timeout_s)
+        return parse(res.stdout, protocol, argv, client_instance.index)
+    finally:
+        stop_server(server_instance, pidfile)
+
+
+def pair(server_instance, client_instance, server_ip: str, *, protocol: str = "both",
+         duration_s=2, udp_bandwidth: str = "1G", parallel: int = 1, port: int | None = None,
+         timeout_s: float = 120) -> list[Measurement]:
+    """TCP and/or UDP throughput between two instances on a network you created.
+
+    ``server_ip`` is the server instance's address on that network (private
+    or loopback only, see :func:`check_address`). Returns the client's view;
+    rows carry the client instance's index.
+    """
+    rows: list[Measurement] = []
+    for proto in _protocols(protocol):
+        rows += measure(server_instance, client_instance, server_ip, protocol=proto,
+                        duration_s=duration_s, udp_bandwidth=udp_bandwidth, parallel=parallel,
+                        port=port, timeout_s=timeout_s)
+    return rows
+
+
+class Iperf3(Workload):
+    """iperf3 client and server inside one instance over loopback; see the module docstring."""
+
+    name = "iperf3"
+    response = "tcp_mbit_per_s"
+    defaults = {"protocol": "both", "duration_s": 2, "udp_bandwidth": "1G", "parallel": 1,
+                "port": None, "timeout_s": 120}
+    min_memory_mb = 32
+
+    def __init__(self, **params):
+        super().__init__(**params)
+        self.response = f"{_protocols(self.params['protocol'])[0]}_mbit_per_s"
+
+    def prepare(self, instance) -> None:
+        require_tool(instance, "iperf3", "iperf3")
+
+    def run(self, instance, params: dict) -> list[Measurement]:
+        params = {**self.params, **params}
+        rows: list[Measurement] = []
+        for proto in _protocols(params["protocol"]):
+            rows += measure(instance, instance, "127.0.0.1", protocol=proto,
+                            duration_s=params["duration_s"], udp_bandwidth=params["udp_bandwidth"],
+                            parallel=params["parallel"], port=params["port"],
+                            timeout_s=params["timeout_s"], bind="127.0.0.1")
+        return rows
+
+    def version(self, instance) -> dict:
+        res = instance.exec(["iperf3", "--version"], check=False, timeout=30)
+        return {"iperf3": parse_version(res.stdout + res.stderr)}

@@ -1,0 +1,81 @@
+"""N-queens: labkit's own multi-threaded C solver (study 002's CPU-bound workload).
+
+The solver (csrc/nqueens.c) is compiled once on the controller, statically, and
+copied into each instance. Threads default to the instance's vCPUs. The
+solution count is checked against the known counts (OEIS A000170): a wrong
+count is a failed run, never a measurement.
+
+Metrics: ``wall_time_s`` (the response: the solver's own monotonic clock from
+first thread start to last join) and ``solutions``.
+"""
+from __future__ import annotations
+
+import re
+
+from ..errors import BenchmarkError, ConfigError, tail
+from . import cbuild
+from .base import Measurement, Workload, run_checked
+
+# OEIS A000170: number of ways to place n non-attacking queens on an n x n board.
+KNOWN_SOLUTIONS = {4: 2, 5: 10, 6: 4, 7: 40, 8: 92, 9: 352, 10: 724, 11: 2680, 12: 14200,
+                   13: 73712, 14: 365596, 15: 2279184, 16: 14772512, 17: 95815104,
+                   18: 666090624}
+
+_LINE = re.compile(r"nqueens n=(\d+) threads=(\d+) solutions=(\d+) seconds=([0-9.]+)")
+
+
+def parse(output: str, command=None) -> tuple[int, int, int, float]:
+    """(n, threads, solutions, seconds) from the solver's output line."""
+    m = _LINE.search(output or "")
+    if not m:
+        raise BenchmarkError("N-queens output not understood", command, tail(output))
+    return int(m[1]), int(m[2]), int(m[3]), float(m[4])
+
+
+def check_solutions(n: int, solutions: int, command=None, output: str = "") -> None:
+    """Raise BenchmarkError if ``solutions`` is not the known count for board ``n``."""
+    expected = KNOWN_SOLUTIONS.get(n)
+    if expected is not None and solutions != expected:
+        raise BenchmarkError(
+            f"N-queens n={n} gave {solutions} solutions, expected {expected}: wrong result",
+            command, tail(output))
+
+
+class NQueens(Workload):
+    """Count all solutions of the n-queens problem on a ``board`` x ``board`` board.
+
+    Parameters: ``board`` (4..18, default 15), ``threads`` (default: the
+    instance's vCPUs), ``timeout_s`` (kill the solver after this long, default 3600).
+    """
+
+    name = "nqueens"
+    response = "wall_time_s"
+    defaults = {"board": 15, "threads": None, "timeout_s": 3600}
+    min_memory_mb = 8
+    remote_path = "labkit-nqueens"
+
+    def __init__(self, **params):
+        super().__init__(**params)
+        board = self.params["board"]
+        if not isinstance(board, int) or not 4 <= board <= 18:
+            raise ConfigError(f"nqueens: parameter 'board' must be an integer from 4 to 18, got {board!r}")
+
+    def prepare(self, instance) -> None:
+        binary = cbuild.build("nqueens.c")
+        instance.exec(["mkdir", "-p", instance.workdir])
+        instance.put(binary, f"{instance.workdir}/{self.remote_path}")
+
+    def run(self, instance, params: dict) -> list[Measurement]:
+        board = int(params.get("board", self.params["board"]))
+        if board not in KNOWN_SOLUTIONS and not 4 <= board <= 30:
+            raise ConfigError(f"nqueens: board {board} out of range 4..30")
+        threads = params.get("threads") or params["vcpus"]
+        cmd = [f"{instance.workdir}/{self.remote_path}", str(board), str(int(threads))]
+        res = run_checked(instance, cmd, timeout=params.get("timeout_s"))
+        n, _, solutions, seconds = parse(res.stdout, cmd)
+        check_solutions(n, solutions, cmd, res.stdout)
+        return [Measurement("wall_time_s", seconds, "s", instance.index),
+                Measurement("solutions", float(solutions), "count", instance.index)]
+
+    def version(self, instance) -> dict:
+        return {"nqueens": "labkit-" + cbuild.build("nqueens.c").parent.name}
