@@ -115,8 +115,8 @@ class LocalBackend(Backend):
     """Instances as cgroups on this machine.
 
     Options: ``enforce_limits`` (default True: refuse when cgroups can't be
-    used), ``workroot`` (where instance work directories go, default the
-    system temp dir).
+    used), ``workroot`` (where instance work directories go, default
+    ``<tmp>/labkit-instances``; nothing else is ever created or removed there).
     """
 
     name = "local"
@@ -124,7 +124,8 @@ class LocalBackend(Backend):
     def __init__(self, enforce_limits: bool = True, workroot: str | None = None, **options):
         super().__init__(enforce_limits=enforce_limits, workroot=workroot, **options)
         self.enforce = bool(enforce_limits)
-        self.workroot = workroot or tempfile.gettempdir()
+        self.workroot = workroot or os.path.join(tempfile.gettempdir(), "labkit-instances")
+        os.makedirs(self.workroot, exist_ok=True)
         self.driver = None
         self._why_not = ""
         try:

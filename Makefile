@@ -1,0 +1,33 @@
+# labkit: the two commands of README.md are `make demo` and `make test` (as root, Debian 12).
+PY := .venv/bin/python
+CAMPAIGN ?= affinity-local-$(shell date +%Y%m%d-%H%M%S)
+DEMO_ARGS ?=
+
+.PHONY: setup setup-daemons demo test unit integration notebooks bench clean-out
+
+setup:
+	bash scripts/setup-core.sh
+
+setup-daemons: setup
+	bash scripts/setup-containers.sh
+	bash scripts/setup-libvirt.sh
+
+# The flagship study (notebooks/01) on the local backend with its default parameters.
+demo: setup
+	mkdir -p out
+	$(PY) -m papermill notebooks/01_affinity_factorial.ipynb out/01_affinity_factorial.ipynb \
+	    --cwd notebooks -p backend local -p campaign_id $(CAMPAIGN) $(DEMO_ARGS)
+	@echo "results: data/$(CAMPAIGN)/  figures: figures/01_*_local.png  executed notebook: out/01_affinity_factorial.ipynb"
+
+# Everything: daemons, images, unit + integration + notebook tests.
+test: setup-daemons
+	$(PY) -m pytest -ra tests
+
+unit: setup
+	$(PY) -m pytest -ra tests/unit
+
+bench: setup
+	for b in benchmarks/bench_*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
+
+clean-out:
+	rm -rf out

@@ -1,0 +1,239 @@
+"""Noisy neighbours as a design factor (study 003, section 4.3).
+
+While the main instance runs its workload, ``count`` neighbour instances with
+the same :class:`~labkit.instance.InstanceSpec` run a load chosen by ``kind``:
+
+| kind | what each neighbour runs (Debian package) |
+|---|---|
+| ``none`` | nothing: no neighbour is created |
+| ``cpu`` | ``stress-ng --cpu <vcpus>`` (stress-ng) |
+| ``memory`` | ``stress-ng --vm <vcpus> --vm-bytes <40% of memory_mb / vcpus>M`` (stress-ng) |
+| ``io`` | ``stress-ng --io 1 --hdd <vcpus>`` writing in the neighbour's work directory (stress-ng) |
+| ``network`` | an iperf3 server and client on the neighbour's loopback, TCP unlimited (iperf3) |
+| ``command`` | ``command=`` run over and over (a chosen workload, e.g. ``"sysbench cpu --time=60 run"``) |
+
+The order follows 003: neighbours start, labkit **confirms they are running**
+(the load's process is alive and, for stress-ng, its workers exist), the main
+run executes, then the neighbours are stopped and torn down — on every path,
+errors included. Only the main instance's result is the response; the
+neighbours' output is discarded.
+
+Use it around a run (the campaign does this for a factor named ``noise``)::
+
+    with neighbours(backend, spec, "cpu", count=1) as group:
+        rows = workload.run(main_instance, params)
+    metadata["noise"] = list(group)      # JSON-ready dicts, one per neighbour
+
+Pinned neighbours get the same placement as the main instance (each is
+provisioned as instance 0 of its own spec), so they share its CPUs: the
+worst case of co-location, recorded in each neighbour's ``cpus``.
+Every load also carries its own time limit (``max_s``, default 3600 s) so a
+neighbour can never spin forever, even if its teardown were to fail.
+"""
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import logging
+import random
+import re
+import shlex
+import time
+
+from .backends.base import teardown
+from .errors import BackendError, ConfigError, tail
+from .instance import InstanceSpec
+from .workloads.base import require_tool
+
+log = logging.getLogger("labkit.noise")
+
+KINDS = ("none", "cpu", "memory", "io", "network", "command")
+
+
+class NoiseGroup(list):
+    """The running neighbours: a list of JSON-ready dicts (name, index, cpus, kind,
+    command, pids, tool_version), plus ``instances`` (the live Instance objects)."""
+
+    def __init__(self, rows=(), instances=()):
+        super().__init__(rows)
+        self.instances = list(instances)
+
+
+def load_command(kind: str, spec: InstanceSpec, workdir: str, *, command: str | None = None,
+                 max_s: int = 3600, port: int = 5202) -> str:
+    """The shell command (foreground) that makes ``kind`` noise in one neighbour.
+
+    ``port`` is the loopback port of the ``network`` load (neighbours of the
+    ``local`` backend share the host's network namespace, so each gets its own).
+    """
+    n = spec.vcpus
+    if kind == "cpu":
+        return f"stress-ng --cpu {n} --timeout {max_s}s"
+    if kind == "memory":
+        per_worker = max(8, int(spec.memory_mb * 0.4 / n))
+        return f"stress-ng --vm {n} --vm-bytes {per_worker}M --timeout {max_s}s"
+    if kind == "io":
+        return (f"stress-ng --io 1 --hdd {n} --hdd-bytes 64M --temp-path {shlex.quote(workdir)} "
+                f"--timeout {max_s}s")
+    if kind == "network":
+        return (f"iperf3 -s -B 127.0.0.1 -p {port} >/dev/null 2>&1 & sleep 0.5; "
+                f"iperf3 -c 127.0.0.1 -p {port} -t {max_s} -P {n} >/dev/null 2>&1")
+    if kind == "command":
+        if not command:
+            raise ConfigError("noise kind 'command' needs command='<shell command to repeat>'")
+        return f"end=$(($(date +%s)+{max_s})); while [ $(date +%s) -lt $end ]; do {command}; done"
+    raise ConfigError(f"noise kind must be one of {', '.join(KINDS)}; got {kind!r}")
+
+
+def _tools(kind: str) -> list[tuple[str, str]]:
+    return {"cpu": [("stress-ng", "stress-ng")], "memory": [("stress-ng", "stress-ng")],
+            "io": [("stress-ng", "stress-ng")], "network": [("iperf3", "iperf3")]}.get(kind, [])
+
+
+def _start(inst, kind: str, load: str) -> int:
+    """Start ``load`` in the background in ``inst`` (its own session); returns its pid."""
+    wd = shlex.quote(inst.workdir)
+    log_file = shlex.quote(f"{inst.workdir}/labkit-noise.log")
+    inner = shlex.quote(load)
+    script = (f"mkdir -p {wd} && cd {wd} && "
+              f"(setsid sh -c {inner} </dev/null >{log_file} 2>&1 & echo $!)")
+    if not _has_setsid(inst):
+        script = f"mkdir -p {wd} && cd {wd} && (nohup sh -c {inner} </dev/null >{log_file} 2>&1 & echo $!)"
+    res = inst.exec(["sh", "-c", script], timeout=60)
+    m = re.search(r"([0-9]+)\s*$", res.stdout)
+    if not m:
+        raise BackendError(f"noise ({kind}) in {inst.name} did not report a pid: {res.stdout!r}")
+    return int(m.group(1))
+
+
+def _has_setsid(inst) -> bool:
+    return inst.exec(["sh", "-c", "command -v setsid"], check=False, timeout=30).ok
+
+
+# Lists the descendants of $1 at any depth as "pid comm" lines (through /proc), after
+# a first line "alive 0|1".
+_DESCENDANTS = r"""
+p=$1; alive=0; kill -0 "$p" 2>/dev/null && alive=1; echo "alive $alive"
+tree() { for k in $(grep -ls "^PPid:[[:space:]]*$1\$" /proc/[0-9]*/status 2>/dev/null | cut -d/ -f3); do
+  echo "$k $(cat /proc/$k/comm 2>/dev/null)"; tree "$k"; done; }
+tree "$p"
+"""
+
+# What must be seen among the load's descendants before the main run starts.
+_WORKERS = {"cpu": ("stress-ng", 2), "memory": ("stress-ng", 2), "io": ("stress-ng", 2),
+            "network": ("iperf3", 2)}
+
+
+def running(inst, pid: int) -> tuple[bool, list[str]]:
+    """(is ``pid`` alive, command names of its descendants) inside ``inst``."""
+    res = inst.exec(["sh", "-c", _DESCENDANTS, "labkit-noise", str(pid)], check=False, timeout=30)
+    lines = res.stdout.splitlines()
+    if not lines or not lines[0].startswith("alive "):
+        return False, []
+    names = [ln.split(None, 1)[1] if " " in ln else "" for ln in lines[1:]]
+    return lines[0] == "alive 1", names
+
+
+def confirm(inst, pid: int, kind: str, *, wait_s: float = 10.0) -> int:
+    """Wait until the load runs: ``pid`` alive and, for stress-ng (iperf3), at least
+    two stress-ng (iperf3) processes among its descendants — the parent and a worker
+    (the server and the client).
+
+    Returns the number of matching processes; raises BackendError with the
+    load's log if it exited or never started its workers within ``wait_s``.
+    """
+    tool, need = _WORKERS.get(kind, ("", 0))
+    deadline = time.monotonic() + wait_s
+    alive, seen = False, 0
+    while True:
+        alive, names = running(inst, pid)
+        seen = sum(1 for n in names if n.startswith(tool)) if tool else len(names)
+        if alive and seen >= need:
+            return seen
+        if not alive or time.monotonic() >= deadline:
+            break
+        time.sleep(0.2)
+    log_tail = inst.exec(["sh", "-c", f"tail -n 20 {shlex.quote(inst.workdir)}/labkit-noise.log"],
+                         check=False, timeout=30).stdout
+    state = "exited" if not alive else f"has {seen} {tool} process(es), expected >= {need}"
+    raise BackendError(f"noise ({kind}) in {inst.name} is not running: pid {pid} {state}\n"
+                       f"  log (tail):\n{tail(log_tail)}")
+
+
+_KILL_TREE = r"""
+p=$1
+tree() { for k in $(grep -ls "^PPid:[[:space:]]*$1\$" /proc/[0-9]*/status 2>/dev/null | cut -d/ -f3); do
+  echo "$k"; tree "$k"; done; }
+all="$(tree "$p") $p"
+kill -TERM $all 2>/dev/null
+i=0; while [ $i -lt 50 ]; do
+  left=0; for q in $all; do kill -0 "$q" 2>/dev/null && left=1; done
+  [ $left = 0 ] && exit 0; sleep 0.1; i=$((i+1)); done
+kill -KILL $all 2>/dev/null; exit 0
+"""
+
+
+def stop(inst, pid: int) -> None:
+    """Stop the load and its descendants (TERM, then KILL after 5 s). Never raises."""
+    try:
+        inst.exec(["sh", "-c", _KILL_TREE, "labkit-noise", str(pid)], check=False, timeout=30)
+    except Exception as exc:  # teardown still follows
+        log.warning("stopping noise in %s failed: %s", getattr(inst, "name", inst), exc)
+
+
+def _tool_version(inst, kind: str) -> str | None:
+    tools = _tools(kind)
+    if not tools:
+        return None
+    res = inst.exec([tools[0][0], "--version"], check=False, timeout=30)
+    m = re.search(r"(?:version|iperf)\s+([0-9][0-9.]*)", res.stdout + res.stderr)
+    return f"{tools[0][0]} {m.group(1)}" if m else None
+
+
+@contextlib.contextmanager
+def neighbours(backend, spec: InstanceSpec, kind: str, *, count: int = 1, prefix: str = "labkit-noise",
+               command: str | None = None, max_s: int = 3600, confirm_s: float = 10.0):
+    """Run ``count`` noisy neighbours of ``kind`` for the duration of the ``with`` block.
+
+    Yields a :class:`NoiseGroup` (``[]`` for kind ``none``). Raises ConfigError
+    for an unknown kind, BenchmarkError when the load's tool is missing in a
+    neighbour (naming its Debian package) and BackendError when a neighbour's
+    load cannot be confirmed running; neighbours made so far are torn down first.
+    """
+    if kind is None or kind == "none" or kind is False:
+        yield NoiseGroup()
+        return
+    if kind not in KINDS:
+        raise ConfigError(f"noise kind must be one of {', '.join(KINDS)}; got {kind!r}")
+    if isinstance(count, bool) or not isinstance(count, int) or count < 0:
+        raise ConfigError(f"noise: count must be a non-negative integer, got {count!r}")
+    if kind == "command" and not command:
+        raise ConfigError("noise kind 'command' needs command='<shell command to repeat>'")
+    one = dataclasses.replace(spec, count=1)
+    made = []
+    started: list[tuple[object, int, str]] = []
+    group = NoiseGroup()
+    try:
+        for _ in range(count):
+            made += backend.provision(one, prefix=prefix)
+        for inst in made:
+            for tool, package in _tools(kind):
+                require_tool(inst, tool, package)
+            load = load_command(kind, one, inst.workdir, command=command, max_s=max_s,
+                                port=random.randint(20000, 59999))
+            pid = _start(inst, kind, load)
+            started.append((inst, pid, load))
+        for i, (inst, pid, load) in enumerate(started):
+            workers = confirm(inst, pid, kind, wait_s=confirm_s)
+            group.append({"name": inst.name, "index": i, "cpus": inst.cpus, "kind": kind,
+                          "command": load, "pid": pid, "workers": workers, "tool_version": _tool_version(inst, kind),
+                          "backend": getattr(backend, "name", None)})
+        group.instances = list(made)
+        log.info("noise %s: %d neighbour(s) running", kind, len(group))
+        yield group
+    finally:
+        for inst, pid, _ in started:
+            stop(inst, pid)
+        errors = teardown(made)
+        if errors:
+            log.error("noise teardown left %d error(s): %s", len(errors), errors)

@@ -1,0 +1,317 @@
+"""Figures for labkit studies: Pareto charts of effects, main effects, interactions, Q-Q, CIs.
+
+Every function returns a :class:`matplotlib.figure.Figure` and never calls
+``plt.show()``: figures are created through pyplot (so they get the current
+backend's canvas and Jupyter's inline display) and closed at once, so pyplot
+neither shows them a second time at the end of a cell nor keeps them alive.
+A returned Figure displays once in Jupyter; :func:`save_figure` writes it to
+``figures/`` as PNG and SVG. Pass ``ax=`` to draw into an existing Axes instead (the function
+then returns that Axes' figure).
+"""
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import matplotlib.pyplot as plt
+from matplotlib import rc_context
+from matplotlib.figure import Figure
+from scipy import stats as sps
+
+from .errors import ConfigError
+from .stats import _validate as v
+from .stats.lenth import lenth
+from .stats.summary import summarize
+
+__all__ = ["interactions", "main_effects", "pareto", "qq", "response_by_config", "save_figure"]
+
+BAR = "#4878a8"
+BAR_HIGH = "#c44e52"
+REF = "#c0392b"
+
+
+def _figure(figsize) -> Figure:
+    """A new figure on the current backend, already released by pyplot."""
+    fig = plt.figure(figsize=figsize, layout="constrained")
+    plt.close(fig)
+    return fig
+
+
+def _axes(ax, figsize):
+    if ax is not None:
+        return ax.figure, ax
+    fig = _figure(figsize)
+    return fig, fig.add_subplot()
+
+
+def _grid(n: int, ncols_max: int, panel=(3.2, 2.8)):
+    ncols = min(n, ncols_max)
+    nrows = math.ceil(n / ncols)
+    fig = _figure((panel[0] * ncols, panel[1] * nrows))
+    axes = fig.subplots(nrows, ncols, squeeze=False, sharey=True).ravel()
+    for ax in axes[n:]:
+        ax.set_visible(False)
+    return fig, axes[:n]
+
+
+def pareto(effects: pd.DataFrame, *, alpha: float | None = None, top: int | None = None,
+           ax=None, title: str | None = None) -> Figure:
+    """Minitab-style Pareto chart of a :func:`labkit.stats.factorial_effects` table.
+
+    * Replicated design (the table has ``t``): bars of |t| (standardized
+      effects) and a dashed reference line at t(1 - alpha/2, df_error).
+    * Unreplicated: bars of |effect| with Lenth's margin of error ME (dashed)
+      and simultaneous margin of error SME (dotted).
+
+    Bars are sorted, largest on top, annotated with each term's % of
+    variation; bars beyond the (first) reference line are highlighted.
+    ``alpha`` defaults to the table's own (``attrs["alpha"]``, else 0.05);
+    ``top`` keeps only the largest ``top`` terms (the lines still use all).
+    The reference lines carry ``gid`` "t_crit", "ME" or "SME".
+    """
+    v.frame(effects, "effects")
+    v.columns(effects, ["term", "effect", "pct_variation"], "effects")
+    if alpha is None:
+        alpha = effects.attrs.get("alpha", 0.05)
+    alpha = v.alpha(alpha)
+    rows = effects[~effects["term"].isin(["I", "error"])]
+    if rows.empty:
+        raise ConfigError("effects has no terms besides I and error: nothing to chart")
+    replicated = "t" in rows.columns and bool(np.isfinite(rows["t"].to_numpy(float)).any())
+    lines = []
+    if replicated:
+        err = effects[effects["term"] == "error"]
+        df_e = effects.attrs.get("df_error")
+        if df_e is None and not err.empty:
+            df_e = float(err["df"].iloc[0])
+        if df_e is None:
+            raise ConfigError("effects has t values but no error row or attrs['df_error']: "
+                              "pass the table factorial_effects() returned")
+        values = rows["t"].abs().to_numpy(float)
+        crit = float(sps.t.ppf(1 - alpha / 2, df_e))
+        lines.append(("t_crit", crit, "--", f"t(1-α/2, {df_e:g}) = {crit:.3f}"))
+        xlabel = "|t| (standardized effect)"
+    else:
+        values = rows["effect"].abs().to_numpy(float)
+        res = lenth(rows, alpha=alpha)
+        lines.append(("ME", res.me, "--", f"ME = {res.me:.4g}"))
+        lines.append(("SME", res.sme, ":", f"SME = {res.sme:.4g}"))
+        xlabel = "|effect|"
+    order = np.argsort(-values, kind="stable")
+    if top is not None:
+        if isinstance(top, bool) or not isinstance(top, int) or top < 1:
+            raise ConfigError(f"top must be a positive integer, got {top!r}")
+        order = order[:top]
+    terms = rows["term"].to_numpy()[order]
+    vals = values[order]
+    pct = rows["pct_variation"].to_numpy(float)[order]
+    n = len(order)
+    fig, ax = _axes(ax, (6.4, min(1.6 + 0.3 * n, 40)))
+    ypos = np.arange(n)[::-1]  # largest on top
+    colors = [BAR_HIGH if val > lines[0][1] else BAR for val in vals]
+    ax.barh(ypos, vals, color=colors, height=0.7)
+    ax.set_yticks(ypos, [str(t) for t in terms])
+    span = max(float(np.nanmax(vals)) if n else 0.0, max(x for _, x, _, _ in lines))
+    for y, val, p in zip(ypos, vals, pct):
+        if np.isfinite(p):
+            ax.text(val + 0.01 * span, y, f"{p:.1f}%", va="center", fontsize=8,
+                    bbox={"facecolor": "white", "edgecolor": "none", "pad": 0.5, "alpha": 0.8})
+    for gid, x, style, label in lines:
+        ax.axvline(x, color=REF, linestyle=style, linewidth=1.2, label=label, gid=gid)
+    ax.set_xlim(0, span * 1.15 if span > 0 else 1)
+    ax.set_ylim(-0.6, n - 0.4)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel("term")
+    ax.legend(loc="lower right", fontsize=8)
+    response = effects.attrs.get("response")
+    kind = "standardized effects" if replicated else "effects (Lenth)"
+    ax.set_title(title or f"Pareto chart of the {kind}"
+                 + (f": {response}" if response else "") + f", α = {alpha:g}")
+    return fig
+
+
+def _levels(data: pd.DataFrame, factor: str) -> list:
+    return v.level_order(data[factor])
+
+
+def _check(data, factors, response, arg="factors") -> list[str]:
+    v.frame(data)
+    factors = v.names(factors, arg)
+    v.columns(data, factors, arg)
+    v.response(data, response)
+    v.no_missing(data, factors, arg)
+    return factors
+
+
+def main_effects(data: pd.DataFrame, factors: Sequence[str], response: str, *,
+                 alpha: float = 0.05, ci: bool = True) -> Figure:
+    """Main effects plot (Minitab style): mean response at each level of each factor.
+
+    One panel per factor (shared y axis), points joined by a line, error bars
+    of the t-based ``1 - alpha`` CI of each mean when ``ci``, and the grand
+    mean as a dashed grey line. Works for any number of levels.
+    """
+    factors = _check(data, factors, response)
+    alpha = v.alpha(alpha)
+    fig, axes = _grid(len(factors), 4)
+    grand = float(data[response].mean())
+    for ax, f in zip(axes, factors):
+        s = summarize(data, f, response, alpha=alpha).set_index(f).loc[_levels(data, f)]
+        x = np.arange(len(s))
+        if ci:
+            yerr = np.vstack([s["mean"] - s["ci_low"], s["ci_high"] - s["mean"]])
+            ax.errorbar(x, s["mean"], yerr=yerr, marker="o", capsize=3, color=BAR)
+        else:
+            ax.plot(x, s["mean"], marker="o", color=BAR)
+        ax.axhline(grand, color="grey", linestyle="--", linewidth=1, gid="grand_mean")
+        ax.set_xticks(x, [str(l) for l in s.index])
+        ax.set_xlim(-0.5, len(s) - 0.5)
+        ax.set_xlabel(f)
+    axes[0].set_ylabel(f"mean of {response}")
+    fig.suptitle(f"Main effects on {response}" + (f" ({100 * (1 - alpha):g}% CI)" if ci else ""))
+    return fig
+
+
+def interactions(data: pd.DataFrame, factors: Sequence[str], response: str, *,
+                 alpha: float = 0.05, ci: bool = False) -> Figure:
+    """Interaction plots: one panel per pair of factors (A, B), in the order of ``factors``.
+
+    x = levels of A, one line per level of B, y = mean response; parallel
+    lines mean no interaction. ``ci=True`` adds t-based CI error bars.
+    """
+    factors = _check(data, factors, response)
+    alpha = v.alpha(alpha)
+    if len(factors) < 2:
+        raise ConfigError("interactions() needs at least two factors")
+    pairs = list(itertools.combinations(factors, 2))
+    fig, axes = _grid(len(pairs), 3, panel=(3.6, 3.0))
+    for ax, (a, b) in zip(axes, pairs):
+        s = summarize(data, [a, b], response, alpha=alpha)
+        xlev = _levels(data, a)
+        xpos = {lv: i for i, lv in enumerate(xlev)}
+        for lv in _levels(data, b):
+            part = s[s[b] == lv].copy()
+            part["_x"] = part[a].map(xpos)
+            part = part.sort_values("_x")
+            if ci:
+                yerr = np.vstack([part["mean"] - part["ci_low"], part["ci_high"] - part["mean"]])
+                ax.errorbar(part["_x"], part["mean"], yerr=yerr, marker="o", capsize=3,
+                            label=str(lv))
+            else:
+                ax.plot(part["_x"], part["mean"], marker="o", label=str(lv))
+        ax.set_xticks(range(len(xlev)), [str(l) for l in xlev])
+        ax.set_xlim(-0.5, len(xlev) - 0.5)
+        ax.set_xlabel(a)
+        ax.legend(title=b, fontsize=8, title_fontsize=8)
+    axes[0].set_ylabel(f"mean of {response}")
+    fig.suptitle(f"Interactions on {response}")
+    return fig
+
+
+def qq(residuals, *, alpha: float = 0.05, ax=None, title: str | None = None) -> Figure:
+    """Normal Q-Q plot of residuals, with the Shapiro-Wilk result in the title.
+
+    ``residuals`` is a :class:`labkit.stats.Diagnostics`, a DataFrame with a
+    ``residual`` column (:func:`labkit.stats.factorial_residuals`) or numbers.
+    The points come from ``scipy.stats.probplot``; the line is its fit.
+    """
+    if hasattr(residuals, "residuals") and isinstance(residuals.residuals, pd.DataFrame):
+        residuals = residuals.residuals
+    if isinstance(residuals, pd.DataFrame):
+        v.columns(residuals, ["residual"], "residuals")
+        residuals = residuals["residual"]
+    r = np.asarray(residuals, dtype=float).ravel()
+    if len(r) < 3 or not np.all(np.isfinite(r)):
+        raise ConfigError(f"qq() needs at least 3 finite residuals, got {len(r)}")
+    alpha = v.alpha(alpha)
+    (osm, osr), (slope, intercept, _) = sps.probplot(r, dist="norm")
+    fig, ax = _axes(ax, (4.8, 4.2))
+    ax.plot(osm, osr, "o", color=BAR, markersize=4, gid="points")
+    ax.plot(osm, slope * osm + intercept, color=REF, linewidth=1.2, gid="fit")
+    ax.set_xlabel("theoretical quantiles (normal)")
+    ax.set_ylabel("ordered residuals")
+    if title is None:
+        title = "Normal Q-Q plot of residuals"
+        if np.ptp(r) > 0:
+            w, p = sps.shapiro(r)
+            verdict = "normal" if p > alpha else "NOT normal"
+            title += f"\nShapiro-Wilk W = {w:.3f}, p = {p:.3g} ({verdict} at α = {alpha:g})"
+    ax.set_title(title, fontsize=10)
+    return fig
+
+
+def response_by_config(data: pd.DataFrame, by, response: str, *, hue: str | None = None,
+                       alpha: float = 0.05, ax=None, title: str | None = None) -> Figure:
+    """Mean response of every configuration with its t-based ``1 - alpha`` CI.
+
+    Configurations are the combinations of the ``by`` columns (from
+    :func:`labkit.stats.summarize`), one per x position. With ``hue`` (one
+    of ``by``), its levels become side-by-side series at each configuration
+    of the other columns, e.g. floating vs pinned per vcpus/count.
+    """
+    v.frame(data)
+    by = v.names(by, "by")
+    v.columns(data, by, "by")
+    alpha = v.alpha(alpha)
+    if hue is not None and hue not in by:
+        raise ConfigError(f"hue {hue!r} must be one of by ({', '.join(by)})")
+    s = summarize(data, by, response, alpha=alpha)
+    xcols = [c for c in by if c != hue]
+    if xcols:
+        keys = list(dict.fromkeys(map(tuple, s[xcols].itertuples(index=False, name=None))))
+    else:
+        keys = [()]
+    xpos = {k: i for i, k in enumerate(keys)}
+    series = [(None, s)] if hue is None else [(lv, s[s[hue] == lv]) for lv in _levels(data, hue)]
+    width = 0.8 / len(series)
+    fig, ax = _axes(ax, (max(4.8, 0.7 * len(keys) * max(1, len(series) / 2) + 2), 4.2))
+    for i, (lv, part) in enumerate(series):
+        x = np.array([xpos[tuple(r)] if xcols else 0
+                      for r in part[xcols].itertuples(index=False, name=None)], float)
+        x = x + (i - (len(series) - 1) / 2) * width
+        yerr = np.vstack([part["mean"] - part["ci_low"], part["ci_high"] - part["mean"]])
+        ax.errorbar(x, part["mean"], yerr=yerr, fmt="o", capsize=3,
+                    label=None if lv is None else str(lv))
+    labels = ["\n".join(f"{c}={val}" for c, val in zip(xcols, k)) or "all" for k in keys]
+    ax.set_xticks(range(len(keys)), labels, fontsize=8)
+    ax.set_xlim(-0.6, len(keys) - 0.4)
+    ax.set_ylabel(f"{response} (mean, {100 * (1 - alpha):g}% CI)")
+    if hue is not None:
+        ax.legend(title=hue, fontsize=8)
+    ax.set_title(title or f"{response} by configuration")
+    return fig
+
+
+def save_figure(fig: Figure, name: str, directory: str | Path = "figures", *,
+                formats: Sequence[str] = ("png", "svg"), dpi: int = 150) -> list[Path]:
+    """Write ``fig`` as ``directory/name.png`` and ``directory/name.svg``; return the paths.
+
+    ``name`` is a bare file stem (no directory). The directory is created if
+    needed. SVG output is made reproducible (no date, fixed id salt) so
+    committed figures only change when the figure does.
+    """
+    if not isinstance(fig, Figure):
+        raise ConfigError(f"fig must be a matplotlib Figure, got {type(fig).__name__}")
+    if not isinstance(name, str) or not name.strip() or any(c in name for c in "/\\") \
+            or name in (".", ".."):
+        raise ConfigError(f"name must be a bare file name without directories, got {name!r}")
+    allowed = {"png", "svg", "pdf"}
+    formats = [formats] if isinstance(formats, str) else list(formats)
+    bad = [f for f in formats if f not in allowed]
+    if bad or not formats:
+        raise ConfigError(f"formats must be among {sorted(allowed)}, got {formats!r}")
+    stem = name[:-4] if name.lower().endswith((".png", ".svg", ".pdf")) else name
+    out = Path(directory)
+    out.mkdir(parents=True, exist_ok=True)
+    paths = []
+    with rc_context({"svg.hashsalt": "labkit"}):
+        for fmt in formats:
+            path = out / f"{stem}.{fmt}"
+            meta = {"Date": None} if fmt in ("svg", "pdf") else None
+            fig.savefig(path, format=fmt, dpi=dpi, bbox_inches="tight", metadata=meta)
+            paths.append(path)
+    return paths

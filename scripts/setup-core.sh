@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Core set-up on Debian 12, as root: C compiler, Python venv in .venv, pinned requirements, labkit itself.
+# Idempotent: safe to run again. Daemon set-up lives in setup-containers.sh and setup-libvirt.sh.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export DEBIAN_FRONTEND=noninteractive
+APT="apt-get -y -q -o DPkg::Lock::Timeout=600"
+
+need=""
+for pkg in gcc libc6-dev make python3 python3-venv python3-dev pkg-config libvirt-dev util-linux procps; do
+  dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "ok installed" || need="$need $pkg"
+done
+if [ -n "$need" ]; then
+  echo "== apt-get install$need"
+  apt-get -q -o DPkg::Lock::Timeout=600 update
+  $APT install $need
+fi
+
+PY=${PYTHON:-python3}
+if [ ! -x .venv/bin/python ]; then
+  echo "== creating .venv with $($PY --version)"
+  $PY -m venv .venv
+fi
+.venv/bin/python -m pip install -q --upgrade pip
+echo "== pip install -r requirements.txt"
+.venv/bin/python -m pip install -q -r requirements.txt
+.venv/bin/python -m pip install -q --no-deps -e .
+# papermill and JupyterLab run notebooks with this environment's Python
+.venv/bin/python -m ipykernel install --sys-prefix --name python3 --display-name "Python 3 (labkit)" >/dev/null
+echo "== core set-up done: $(.venv/bin/python -c 'import labkit; print("labkit", labkit.__version__)')"

@@ -1,0 +1,156 @@
+"""The campaign on the local backend: failures stored, teardown on every path, resume after SIGKILL."""
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from labkit.backends import get_backend
+from labkit.campaign import Campaign
+from labkit.design import Design
+from labkit.errors import ConfigError, StoreError
+from labkit.store import Store
+
+PY = sys.executable
+FACTORS = {"vcpus": [1, 2], "affinity": ["floating", "pinned"]}
+
+
+def leftovers(prefix="labkit-t"):
+    found = []
+    for d in ("/sys/fs/cgroup/cpuset", "/sys/fs/cgroup/memory", "/sys/fs/cgroup/cpu", "/sys/fs/cgroup"):
+        p = Path(d)
+        if p.exists():
+            found += [x.name for x in p.glob(prefix + "*")]
+    return found
+
+
+@pytest.mark.root
+def test_nqueens_campaign_stores_every_run(tmp_path):
+    d = Design.from_dict({"factors": {**FACTORS, "count": [1, 2]}, "replications": 2, "seed": 3})
+    st = Campaign(d, workload="nqueens", workload_params={"board": 10}, campaign_id="t-nq",
+                  data_dir=tmp_path, progress=False).run()
+    runs, tidy = st.runs(), st.tidy()
+    assert len(runs) == 16 and set(runs.status) == {"ok"}
+    sol = tidy[tidy.metric == "solutions"]
+    assert set(sol.value) == {724.0}
+    # count=2 runs measured both instances
+    two = tidy[(tidy["count"] == 2) & (tidy.metric == "wall_time_s")]
+    assert sorted(two.instance.unique()) == [0, 1]
+    md = runs.metadata.iloc[0]
+    assert md["spec"]["vcpus"] in (1, 2) and md["instances"][0]["limits_enforced"] is True
+    pinned = runs[runs.affinity == "pinned"].metadata.iloc[0]
+    assert all(i["cpus"] is not None for i in pinned["instances"])
+    assert (tmp_path / "t-nq" / "results.parquet").exists()
+    assert leftovers("labkit-t-nq") == []
+
+
+@pytest.mark.root
+def test_failed_and_timed_out_runs_are_stored_and_campaign_goes_on(tmp_path):
+    d = Design.from_dict({"factors": {"vcpus": [1, 2]}, "replications": 2, "seed": 1})
+    # vcpus=1 exits 1; vcpus=2 sleeps past the run timeout
+    cmd = "if [ {vcpus} = 1 ]; then echo bad >&2; exit 1; else sleep 20; fi"
+    st = Campaign(d, workload="command", workload_params={"argv": ["sh", "-c", cmd]},
+                  campaign_id="t-fail", data_dir=tmp_path, run_timeout=0.5, progress=False).run()
+    runs = st.runs().set_index("vcpus")
+    assert sorted(runs.loc[1, "status"]) == ["failed", "failed"]
+    assert sorted(runs.loc[2, "status"]) == ["timeout", "timeout"]
+    assert all("bad" in e for e in runs.loc[1, "error"])
+    assert leftovers("labkit-t-fail") == []
+    # retry_failed runs them again (still failing), and nothing is duplicated
+    st2 = Campaign(d, workload="command", workload_params={"argv": ["sh", "-c", cmd]},
+                   campaign_id="t-fail", data_dir=tmp_path, run_timeout=0.5, progress=False).run(retry_failed=True)
+    assert len(st2.runs()) == 4
+
+
+def test_resume_with_another_design_is_refused(tmp_path):
+    d1 = Design.from_dict({"factors": {"vcpus": [1, 2]}, "seed": 1})
+    d2 = Design.from_dict({"factors": {"vcpus": [1, 3]}, "seed": 1})
+    c = Campaign(d1, workload="command", workload_params={"argv": ["true"]}, campaign_id="t-x", data_dir=tmp_path)
+    with Store.for_campaign(tmp_path, "t-x") as st:
+        c._check_or_write_meta(st)
+    c2 = Campaign(d2, workload="command", workload_params={"argv": ["true"]}, campaign_id="t-x", data_dir=tmp_path)
+    with Store.for_campaign(tmp_path, "t-x") as st, pytest.raises(StoreError, match="different design_digest"):
+        c2._check_or_write_meta(st)
+
+
+def test_bad_campaign_arguments():
+    d = Design.from_dict({"factors": {"vcpus": [1, 2]}, "seed": 1})
+    with pytest.raises(ConfigError, match="campaign_id"):
+        Campaign(d, workload="nqueens", campaign_id="Bad Id!")
+    with pytest.raises(ConfigError, match="unknown workload"):
+        Campaign(d, workload="nope")
+    with pytest.raises(ConfigError, match="unknown backend"):
+        Campaign(d, backend="vmware", workload="nqueens").run()
+
+
+RUNNER = textwrap.dedent("""
+    import sys
+    from labkit.campaign import Campaign
+    from labkit.design import Design
+    d = Design.from_dict({"factors": {"vcpus": [1, 2], "affinity": ["floating", "pinned"]},
+                          "replications": 3, "seed": 11})
+    Campaign(d, workload="command", workload_params={"argv": ["sleep", "0.3"]},
+             campaign_id=sys.argv[2], data_dir=sys.argv[1], progress=False).run()
+""")
+
+
+def _count_runs(path):
+    if not path.exists():
+        return 0
+    try:
+        with Store(path, readonly=True) as st:
+            return len(st.completed())
+    except Exception:
+        return 0
+
+
+def _start_and_wait(tmp_path, cid, at_least):
+    script = tmp_path / "runner.py"
+    script.write_text(RUNNER)
+    import labkit
+    env = {**os.environ, "PYTHONPATH": str(Path(labkit.__file__).resolve().parents[1])}
+    proc = subprocess.Popen([PY, str(script), str(tmp_path), cid], env=env)
+    store = tmp_path / cid / "store.sqlite"
+    deadline = time.time() + 60
+    while _count_runs(store) < at_least:
+        if time.time() > deadline or proc.poll() is not None:
+            proc.kill()
+            pytest.fail("campaign subprocess did not progress")
+        time.sleep(0.05)
+    return proc, store
+
+
+@pytest.mark.root
+def test_resume_after_sigkill_holds_exactly_the_planned_runs(tmp_path):
+    proc, store = _start_and_wait(tmp_path, "t-kill", 3)
+    time.sleep(0.15)            # most likely in the middle of a run
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    done_before = _count_runs(store)
+    assert 3 <= done_before < 12
+    d = Design.from_dict({"factors": FACTORS, "replications": 3, "seed": 11})
+    st = Campaign(d, workload="command", workload_params={"argv": ["sleep", "0.3"]},
+                  campaign_id="t-kill", data_dir=tmp_path, progress=False).run()
+    runs = st.runs()
+    assert sorted(runs.run_id) == sorted(r.run_id for r in d.plan())   # all planned, none twice
+    assert set(runs.status) == {"ok"}
+    assert leftovers("labkit-t-kill") == []   # the killed run's cgroup was cleaned on resume
+
+
+@pytest.mark.root
+def test_sigterm_tears_down_and_resume_finishes(tmp_path):
+    proc, store = _start_and_wait(tmp_path, "t-term", 2)
+    time.sleep(0.1)
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=30) != 0
+    assert leftovers("labkit-t-term") == []   # teardown ran in the killed process itself
+    out = subprocess.run(["pgrep", "-f", "labkit-t-term"], capture_output=True, text=True)
+    assert out.stdout.strip() == ""
+    d = Design.from_dict({"factors": FACTORS, "replications": 3, "seed": 11})
+    st = Campaign(d, workload="command", workload_params={"argv": ["sleep", "0.3"]},
+                  campaign_id="t-term", data_dir=tmp_path, progress=False).run()
+    assert len(st.runs()) == 12

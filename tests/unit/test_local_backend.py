@@ -1,0 +1,216 @@
+"""The local backend's limits, proven from inside an instance (needs root and cgroups)."""
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from labkit.backends import get_backend, teardown
+from labkit.backends import cgroups
+from labkit.errors import BackendUnavailable, CommandError, CommandTimeout
+from labkit.instance import InstanceSpec
+
+PY = sys.executable
+
+
+@pytest.fixture
+def backend():
+    be = get_backend("local")
+    yield be
+    leftovers = be.cleanup("labkit-test-")
+    assert leftovers == [], f"test left cgroups behind: {leftovers}"
+
+
+@pytest.fixture
+def make(backend):
+    made = []
+
+    def _make(**kw):
+        insts = backend.provision(InstanceSpec(**kw), prefix="labkit-test")
+        made.extend(insts)
+        return insts
+    yield _make
+    assert teardown(made) == []
+
+
+def affinity_inside(inst):
+    res = inst.exec([PY, "-c", "import os, json; print(json.dumps(sorted(os.sched_getaffinity(0))))"])
+    return json.loads(res.stdout)
+
+
+@pytest.mark.root
+def test_pinned_instance_sees_only_its_cpus(backend, make):
+    n = backend.host_cpus()
+    insts = make(vcpus=1, memory_mb=64, affinity="pinned", count=min(2, n))
+    for i, inst in enumerate(insts):
+        assert affinity_inside(inst) == [backend._cpu_ids()[i % n]]
+        assert inst.metadata["cpus"] == [i % n]
+
+
+@pytest.mark.root
+def test_floating_instance_may_use_every_cpu(backend, make):
+    (inst,) = make(vcpus=1, memory_mb=64, affinity="floating")
+    assert affinity_inside(inst) == backend._cpu_ids()
+
+
+@pytest.mark.root
+def test_pinning_wraps_around_when_overcommitted(backend, make):
+    n = backend.host_cpus()
+    insts = make(vcpus=n, memory_mb=64, affinity="pinned", count=2)
+    assert affinity_inside(insts[0]) == affinity_inside(insts[1]) == backend._cpu_ids()
+
+
+@pytest.mark.root
+def test_allocation_beyond_memory_limit_fails(make):
+    (inst,) = make(vcpus=1, memory_mb=64, affinity="floating")
+    touch = "b = bytearray({mb} * 2**20); b[::4096] = b'x' * len(b[::4096]); print('ok')"
+    assert inst.exec([PY, "-c", touch.format(mb=16)]).stdout.strip() == "ok"
+    res = inst.exec([PY, "-c", touch.format(mb=128)], check=False)
+    assert res.exit_code != 0 and "ok" not in res.stdout
+
+
+BUSY = """
+import os, resource, time
+# two busy processes (not threads: the GIL would hold Python threads to one CPU anyway)
+t0 = time.time()
+kids = []
+for _ in range(2):
+    pid = os.fork()
+    if pid == 0:
+        end = time.time() + 3
+        while time.time() < end:
+            pass
+        os._exit(0)
+    kids.append(pid)
+for pid in kids:
+    os.waitpid(pid, 0)
+wall = time.time() - t0
+ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+print((ru.ru_utime + ru.ru_stime) / wall)
+"""
+
+
+@pytest.mark.root
+def test_floating_vcpus1_gets_about_one_cpu_of_time(backend, make):
+    if backend.host_cpus() < 2:
+        pytest.skip("needs 2 host CPUs to tell 1 CPU of time from 2")
+    (capped,) = make(vcpus=1, memory_mb=128, affinity="floating")
+    (control,) = make(vcpus=2, memory_mb=128, affinity="floating")
+    one = float(capped.exec([PY, "-c", BUSY]).stdout)
+    # the cap: two busy processes never get more than 1 CPU of time under a 1-vCPU quota
+    assert one < 1.2, one
+    # the contrast: the same load under a 2-vCPU quota gets clearly more (unless the host is busy)
+    two = 0.0
+    for _ in range(3):
+        two = max(two, float(control.exec([PY, "-c", BUSY]).stdout))
+        if two >= 1.3:
+            break
+    if two < 1.3:
+        pytest.skip(f"host too busy to show the contrast: uncapped control got {two:.2f} CPUs")
+    assert one > 0.6, f"capped instance got only {one:.2f} CPUs while the control got {two:.2f}"
+    assert affinity_inside(capped) == backend._cpu_ids()   # floating: not pinned, only capped
+
+
+@pytest.mark.root
+def test_count_instances_run_at_the_same_time(make):
+    from labkit.campaign import _run_together
+    from labkit.workloads import get_workload
+    insts = make(vcpus=1, memory_mb=64, affinity="floating", count=2)
+    wl = get_workload("command", argv=[PY, "-c", "import time; print(time.time()); time.sleep(1); print(time.time())"])
+    t0 = time.time()
+    rows, seconds = _run_together(wl, insts, wl.params_for({}, 1), None)
+    assert len(rows) == 2 and time.time() - t0 < 1.9   # sequential would take 2 s
+
+
+@pytest.mark.root
+def test_exec_result_error_and_timeout(make):
+    (inst,) = make(vcpus=1, memory_mb=64, affinity="floating")
+    r = inst.exec("echo out; echo err >&2")
+    assert (r.ok, r.stdout, r.stderr.strip()) == (True, "out\n", "err") and r.duration_s >= 0
+    with pytest.raises(CommandError) as err:
+        inst.exec("exit 3")
+    assert err.value.result.exit_code == 3
+    t0 = time.time()
+    with pytest.raises(CommandTimeout):
+        inst.exec("sleep 30 & sleep 30; wait", timeout=0.5)
+    assert time.time() - t0 < 5
+    assert inst.backend.driver.pids(inst.name) == set()   # the whole tree was killed
+
+
+@pytest.mark.root
+def test_put_and_workdir(make, tmp_path):
+    (inst,) = make(vcpus=1, memory_mb=64, affinity="floating")
+    src = tmp_path / "hello.sh"
+    src.write_text("#!/bin/sh\necho hi\n")
+    inst.put(src, f"{inst.workdir}/hello.sh")
+    assert inst.exec([f"{inst.workdir}/hello.sh"]).stdout == "hi\n"
+
+
+@pytest.mark.root
+def test_teardown_kills_processes_and_removes_cgroup(backend):
+    (inst,) = backend.provision(InstanceSpec(memory_mb=64), prefix="labkit-test")
+    inst.exec("sleep 60 >/dev/null 2>&1 & echo started")
+    assert backend.driver.pids(inst.name)
+    inst.destroy()
+    assert not backend.driver.exists(inst.name)
+    assert not Path(inst.workdir).exists()
+    inst.destroy()  # idempotent
+
+
+def test_unenforced_limits_are_refused_unless_allowed(monkeypatch):
+    def no_cgroups(*a, **k):
+        raise BackendUnavailable("no usable cgroup hierarchy (test)")
+    monkeypatch.setattr(cgroups, "detect", no_cgroups)
+    with pytest.raises(BackendUnavailable, match="enforce_limits=False"):
+        get_backend("local")
+    be = get_backend("local", enforce_limits=False)
+    (inst,) = be.provision(InstanceSpec(vcpus=1, affinity="pinned"), prefix="labkit-test")
+    try:
+        assert inst.metadata["limits_enforced"] is False
+        assert be.fingerprint()["limits_enforced"] is False
+        res = inst.exec([PY, "-c", "import os; print(sorted(os.sched_getaffinity(0)))"])
+        assert res.stdout.strip() == str([sorted(os.sched_getaffinity(0))[0]])  # taskset still pins
+    finally:
+        inst.destroy()
+
+
+def test_cgroup_v2_layout(tmp_path):
+    """The v2 driver writes the unified hierarchy's files (exercised on a directory laid out like one)."""
+    root = tmp_path / "cg"
+    root.mkdir()
+    (root / "cgroup.controllers").write_text("cpuset cpu io memory pids\n")
+    (root / "cgroup.subtree_control").write_text("")
+    (root / "cpuset.cpus.effective").write_text("0-3\n")
+    drv = cgroups.CgroupV2(root)
+    drv.check_writable()
+    assert drv.available_cpus() == [0, 1, 2, 3]
+    drv.create("labkit-x", [1, 2], None, 256)
+    assert (root / "labkit-x" / "cpuset.cpus").read_text() == "1,2"
+    assert (root / "labkit-x" / "cpu.max").read_text() == "max 100000"
+    assert (root / "labkit-x" / "memory.max").read_text() == str(256 * 2**20)
+    drv.create("labkit-y", [0, 1, 2, 3], 2, 128)
+    assert (root / "labkit-y" / "cpu.max").read_text() == "200000 100000"
+    assert drv.procs_files("labkit-y") == [str(root / "labkit-y" / "cgroup.procs")]
+
+
+def test_cgroup_detection_from_mounts(tmp_path):
+    v2 = tmp_path / "unified"
+    v2.mkdir()
+    (v2 / "cgroup.controllers").write_text("cpuset cpu memory\n")
+    mounts = tmp_path / "mounts"
+    mounts.write_text(f"cgroup2 {v2} cgroup2 rw,nosuid 0 0\n")
+    assert isinstance(cgroups.detect(str(mounts)), cgroups.CgroupV2)
+    mounts.write_text("cgroup /a cgroup rw,cpuset 0 0\ncgroup /b cgroup rw,cpu,cpuacct 0 0\n"
+                      "cgroup /c cgroup rw,memory 0 0\n")
+    drv = cgroups.detect(str(mounts))
+    assert isinstance(drv, cgroups.CgroupV1) and str(drv.roots["cpu"]) == "/b"
+    mounts.write_text("")
+    with pytest.raises(BackendUnavailable, match="enforce_limits=False"):
+        cgroups.detect(str(mounts))
+
+
+def test_cpulist_parsing():
+    assert cgroups.parse_cpulist("0-2,4,6-7\n") == [0, 1, 2, 4, 6, 7]
+    assert cgroups.format_cpulist([3, 1, 1]) == "1,3"
