@@ -235,3 +235,14 @@ def load_results(data_dir: str | Path, campaign_id: str):
             return reader(base / name)
     raise StoreError(f"no results for campaign {campaign_id!r} under {base} "
                      "(expected store.sqlite, results.parquet or results.csv)")
+
+
+def load_design(data_dir: str | Path, campaign_id: str):
+    """The :class:`~labkit.design.Design` a stored campaign ran (for view mode)."""
+    from .design import Design
+    path = Path(data_dir) / campaign_id / "store.sqlite"
+    with Store(path, readonly=True) as st:
+        meta = st.meta()
+    if "design" not in meta:
+        raise StoreError(f"{path}: no design recorded in this store")
+    return Design.from_dict(meta["design"], source=str(path))

@@ -1,0 +1,32 @@
+"""Helpers to execute notebooks with papermill into a temporary directory."""
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+NOTEBOOKS = REPO / "notebooks"
+
+
+@pytest.fixture
+def run_notebook(tmp_path):
+    """run_notebook(name, **parameters) -> executed notebook (nbformat), data and figures in tmp_path."""
+    import nbformat
+    import papermill as pm
+
+    def _run(name: str, **parameters):
+        params = {"data_dir": str(tmp_path / "data"), "figures_dir": str(tmp_path / "figures"), **parameters}
+        out = tmp_path / f"out-{name}"
+        pm.execute_notebook(str(NOTEBOOKS / name), str(out), parameters=params, cwd=str(NOTEBOOKS),
+                            kernel_name="python3", progress_bar=False)
+        return nbformat.read(str(out), as_version=4)
+    return _run
+
+
+def outputs_text(nb) -> str:
+    parts = []
+    for cell in nb.cells:
+        for o in cell.get("outputs", []):
+            parts.append(o.get("text", ""))
+            data = o.get("data", {})
+            parts.append(data.get("text/plain", ""))
+    return "\n".join(parts)

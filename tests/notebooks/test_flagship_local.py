@@ -1,0 +1,42 @@
+"""The flagship notebook executed through papermill on tiny parameters, on the local backend."""
+import pandas as pd
+import pytest
+
+from labkit.store import load_results
+
+from .conftest import outputs_text
+
+
+@pytest.mark.root
+def test_flagship_runs_then_views(run_notebook, tmp_path):
+    params = dict(backend="local", vcpus_levels=[1, 2], memory_levels=[64, 128], count_levels=[1, 2],
+                  replications=2, board_size=10, seed=5, campaign_id="nb-local", mode="run")
+    nb = run_notebook("01_affinity_factorial.ipynb", **params)
+    tidy = load_results(tmp_path / "data", "nb-local")
+    assert tidy.run_id.nunique() == 16 * 2
+    assert set(tidy.status) == {"ok"}
+    assert set(tidy.loc[tidy.metric == "solutions", "value"]) == {724.0}
+    text = outputs_text(nb)
+    for expected in ("vcpus:affinity", "pct_variation", "shapiro", "wrote"):
+        assert expected.lower() in text.lower(), expected
+    figs = {p.name for p in (tmp_path / "figures").iterdir()}
+    for stem in ("01_pareto_local", "01_response_by_config_local", "01_main_effects_local",
+                 "01_interactions_local", "01_qq_local"):
+        assert f"{stem}.png" in figs and f"{stem}.svg" in figs
+    # view mode reads the same store and provisions nothing
+    run_notebook("01_affinity_factorial.ipynb", **{**params, "mode": "view"})
+    assert load_results(tmp_path / "data", "nb-local").run_id.nunique() == 32
+
+
+def test_view_mode_on_committed_results(run_notebook, tmp_path):
+    """Binder's path: the committed data/affinity-local is analysed without any backend."""
+    import shutil
+    from .conftest import REPO
+    src = REPO / "data" / "affinity-local"
+    if not src.exists():
+        pytest.fail("data/affinity-local (the committed flagship result) is missing")
+    shutil.copytree(src, tmp_path / "data" / "affinity-local")
+    shutil.copytree(REPO / "data" / "reference", tmp_path / "data" / "reference")
+    nb = run_notebook("01_affinity_factorial.ipynb", mode="view", campaign_id="affinity-local")
+    assert "labkit local" in outputs_text(nb)     # the comparison with the paper's table ran
+    assert (tmp_path / "figures" / "01_pareto_local.png").exists()
