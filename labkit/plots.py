@@ -134,8 +134,8 @@ def pareto(effects: pd.DataFrame, *, alpha: float | None = None, top: int | None
     return fig
 
 
-def _levels(data: pd.DataFrame, factor: str) -> list:
-    return v.level_order(data[factor])
+def _levels(data: pd.DataFrame, factor: str, levels=None) -> list:
+    return v.level_order(data[factor], v.level_map(levels).get(factor))
 
 
 def _check(data, factors, response, arg="factors") -> list[str]:
@@ -148,19 +148,21 @@ def _check(data, factors, response, arg="factors") -> list[str]:
 
 
 def main_effects(data: pd.DataFrame, factors: Sequence[str], response: str, *,
-                 alpha: float = 0.05, ci: bool = True) -> Figure:
+                 alpha: float = 0.05, ci: bool = True, levels=None) -> Figure:
     """Main effects plot (Minitab style): mean response at each level of each factor.
 
     One panel per factor (shared y axis), points joined by a line, error bars
     of the t-based ``1 - alpha`` CI of each mean when ``ci``, and the grand
-    mean as a dashed grey line. Works for any number of levels.
+    mean as a dashed grey line. Works for any number of levels. ``levels``
+    (a labkit Design or ``{factor: [levels in order]}``) orders the x axes;
+    by default levels sort as in :func:`labkit.stats.factorial_effects`.
     """
     factors = _check(data, factors, response)
     alpha = v.alpha(alpha)
     fig, axes = _grid(len(factors), 4)
     grand = float(data[response].mean())
     for ax, f in zip(axes, factors):
-        s = summarize(data, f, response, alpha=alpha).set_index(f).loc[_levels(data, f)]
+        s = summarize(data, f, response, alpha=alpha).set_index(f).loc[_levels(data, f, levels)]
         x = np.arange(len(s))
         if ci:
             yerr = np.vstack([s["mean"] - s["ci_low"], s["ci_high"] - s["mean"]])
@@ -177,11 +179,12 @@ def main_effects(data: pd.DataFrame, factors: Sequence[str], response: str, *,
 
 
 def interactions(data: pd.DataFrame, factors: Sequence[str], response: str, *,
-                 alpha: float = 0.05, ci: bool = False) -> Figure:
+                 alpha: float = 0.05, ci: bool = False, levels=None) -> Figure:
     """Interaction plots: one panel per pair of factors (A, B), in the order of ``factors``.
 
     x = levels of A, one line per level of B, y = mean response; parallel
     lines mean no interaction. ``ci=True`` adds t-based CI error bars.
+    ``levels`` orders the levels as in :func:`main_effects`.
     """
     factors = _check(data, factors, response)
     alpha = v.alpha(alpha)
@@ -191,9 +194,9 @@ def interactions(data: pd.DataFrame, factors: Sequence[str], response: str, *,
     fig, axes = _grid(len(pairs), 3, panel=(3.6, 3.0))
     for ax, (a, b) in zip(axes, pairs):
         s = summarize(data, [a, b], response, alpha=alpha)
-        xlev = _levels(data, a)
+        xlev = _levels(data, a, levels)
         xpos = {lv: i for i, lv in enumerate(xlev)}
-        for lv in _levels(data, b):
+        for lv in _levels(data, b, levels):
             part = s[s[b] == lv].copy()
             part["_x"] = part[a].map(xpos)
             part = part.sort_values("_x")
@@ -245,13 +248,15 @@ def qq(residuals, *, alpha: float = 0.05, ax=None, title: str | None = None) -> 
 
 
 def response_by_config(data: pd.DataFrame, by, response: str, *, hue: str | None = None,
-                       alpha: float = 0.05, ax=None, title: str | None = None) -> Figure:
+                       alpha: float = 0.05, levels=None, ax=None,
+                       title: str | None = None) -> Figure:
     """Mean response of every configuration with its t-based ``1 - alpha`` CI.
 
     Configurations are the combinations of the ``by`` columns (from
     :func:`labkit.stats.summarize`), one per x position. With ``hue`` (one
     of ``by``), its levels become side-by-side series at each configuration
     of the other columns, e.g. floating vs pinned per vcpus/count.
+    ``levels`` orders the hue levels as in :func:`main_effects`.
     """
     v.frame(data)
     by = v.names(by, "by")
@@ -266,7 +271,7 @@ def response_by_config(data: pd.DataFrame, by, response: str, *, hue: str | None
     else:
         keys = [()]
     xpos = {k: i for i, k in enumerate(keys)}
-    series = [(None, s)] if hue is None else [(lv, s[s[hue] == lv]) for lv in _levels(data, hue)]
+    series = [(None, s)] if hue is None else [(lv, s[s[hue] == lv]) for lv in _levels(data, hue, levels)]
     width = 0.8 / len(series)
     fig, ax = _axes(ax, (max(4.8, 0.7 * len(keys) * max(1, len(series) / 2) + 2), 4.2))
     for i, (lv, part) in enumerate(series):

@@ -82,15 +82,42 @@ def no_missing(data: pd.DataFrame, cols: Sequence[str], arg: str) -> None:
                               f"every observation needs a level")
 
 
+class DesignOrder(tuple):
+    """Level order taken from a design: may list more levels than the data holds."""
+
+
+def level_map(levels, arg: str = "levels") -> dict:
+    """``levels`` as ``{factor: levels}``.
+
+    Accepts None, a mapping ``{factor: (low, high)}`` / ``{factor: {level: -1/+1}}``,
+    or an object with ``.factors`` whose items have ``.name`` and ``.levels``
+    (a :class:`labkit.design.Design`), whose order is then used as declared.
+    """
+    if levels is None:
+        return {}
+    if isinstance(levels, Mapping):
+        return dict(levels)
+    factors = getattr(levels, "factors", None)
+    if factors is not None:
+        try:
+            return {f.name: DesignOrder(f.levels) for f in factors}
+        except (AttributeError, TypeError) as e:
+            raise ConfigError(f"{arg}: {type(levels).__name__}.factors must hold objects with "
+                              f".name and .levels") from e
+    raise ConfigError(f"{arg} must be a mapping {{factor: (low, high)}} or a labkit Design, "
+                      f"got {type(levels).__name__}")
+
+
 def level_order(col: pd.Series, explicit=None, *, arg: str = "levels") -> list:
     """The levels of a factor column, in analysis order.
 
-    ``explicit`` (a sequence of levels) wins; then an ordered pandas
-    Categorical's category order; numbers and booleans sort low to high;
-    anything else (strings) keeps the order of first appearance in the data.
-    Only levels present in the data are returned.
+    ``explicit`` (a sequence of levels, e.g. the design's) wins; then a pandas
+    Categorical's category order; otherwise the levels are sorted (numbers
+    and booleans low to high, strings alphabetically), so the order never
+    depends on the (randomised) order of the runs. Only levels present in the
+    data are returned.
     """
-    present = pd.unique(col.dropna())
+    present = [scalar(x) for x in pd.unique(col.dropna())]
     if explicit is not None:
         if isinstance(explicit, (str, bytes)) or not isinstance(explicit, Iterable):
             raise ConfigError(f"{arg}[{col.name!r}] must be a sequence of levels, got {explicit!r}")
@@ -99,32 +126,37 @@ def level_order(col: pd.Series, explicit=None, *, arg: str = "levels") -> list:
         if extra:
             raise ConfigError(f"{arg}[{col.name!r}] = {order!r} does not list level(s) "
                               f"{', '.join(map(repr, extra))} found in column {col.name!r}")
-        return [v for v in order if v in set(present)]
+        present_set = set(present)
+        return [v for v in order if v in present_set]
     if isinstance(col.dtype, pd.CategoricalDtype):
         present_set = set(present)
         return [v for v in col.cat.categories if v in present_set]
     if pd.api.types.is_bool_dtype(col) or pd.api.types.is_numeric_dtype(col):
         return sorted(present)
-    return list(present)
+    try:
+        return sorted(present)
+    except TypeError:
+        return sorted(present, key=lambda x: (type(x).__name__, str(x)))
 
 
 def two_levels(col: pd.Series, explicit=None, *, arg: str = "levels", hint: str = "") -> tuple:
     """(low, high) of a two-level factor; see :func:`level_order` for the rules.
 
-    ``explicit`` may also be a mapping ``{level: -1 or +1}``.
+    ``explicit`` may be a (low, high) pair, a mapping ``{level: -1 or +1}``
+    or a design's level order (of which the data must hold exactly two).
     """
     if isinstance(explicit, Mapping):
+        bad = ConfigError(f"{arg}[{col.name!r}] must map one level to -1 and one to +1, "
+                          f"got {dict(explicit)!r}")
         inv = {}
         for level, code in explicit.items():
-            if code not in (-1, 1) or isinstance(code, bool) or code in inv:
-                raise ConfigError(
-                    f"{arg}[{col.name!r}] must map one level to -1 and one to +1, got {dict(explicit)!r}")
+            if isinstance(code, bool) or code not in (-1, 1) or code in inv:
+                raise bad
             inv[code] = level
         if set(inv) != {-1, 1}:
-            raise ConfigError(
-                f"{arg}[{col.name!r}] must map one level to -1 and one to +1, got {dict(explicit)!r}")
+            raise bad
         explicit = [inv[-1], inv[1]]
-    if explicit is not None and not isinstance(explicit, (str, bytes)) \
+    if explicit is not None and not isinstance(explicit, (str, bytes, DesignOrder)) \
             and isinstance(explicit, Iterable) and len(list(explicit)) != 2:
         raise ConfigError(f"{arg}[{col.name!r}] must give exactly two levels (low, high), "
                           f"got {list(explicit)!r}{hint}")

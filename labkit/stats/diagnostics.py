@@ -8,7 +8,7 @@ become additive and homoscedastic on the log scale).
 """
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -55,7 +55,7 @@ def _test(res: pd.DataFrame, alpha: float, saturated: bool) -> dict:
 
 def factorial_diagnostics(data: pd.DataFrame, factors: Sequence[str], response: str, *,
                           alpha: float = 0.05, terms: Sequence[str] | None = None,
-                          levels: Mapping | None = None) -> Diagnostics:
+                          levels=None) -> Diagnostics:
     """Shapiro-Wilk on the residuals of the factorial model; the log model when it fails.
 
     ``terms`` as in :func:`factorial_residuals` (None: full model, which is

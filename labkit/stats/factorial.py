@@ -89,7 +89,7 @@ class Coded:
         return len(self.factors)
 
 
-def code(data, factors, response, *, levels: Mapping | None = None) -> Coded:
+def code(data, factors, response, *, levels=None) -> Coded:
     """Validate a long-format 2^k·r data set and code it to cell indices.
 
     Raises ConfigError (naming the column) for missing columns, a
@@ -106,11 +106,10 @@ def code(data, factors, response, *, levels: Mapping | None = None) -> Coded:
     if response in factors:
         raise ConfigError(f"response {response!r} is also listed in factors")
     v.no_missing(data, factors, "factors")
-    if levels is not None and not isinstance(levels, Mapping):
-        raise ConfigError(f"levels must map factor names to (low, high), got {type(levels).__name__}")
-    levels = dict(levels or {})
+    from_design = levels is not None and not isinstance(levels, Mapping)
+    levels = v.level_map(levels)
     unknown = [f for f in levels if f not in factors]
-    if unknown:
+    if unknown and not from_design:
         raise ConfigError(f"levels: {', '.join(map(repr, unknown))} not in factors {factors!r}")
     k = len(factors)
     cell = np.zeros(len(data), dtype=np.int64)
@@ -141,7 +140,7 @@ def _cell_label(i: int, factors, coding) -> str:
 
 
 def factorial_effects(data: pd.DataFrame, factors: Sequence[str], response: str, *,
-                      alpha: float = 0.05, levels: Mapping | None = None) -> pd.DataFrame:
+                      alpha: float = 0.05, levels=None) -> pd.DataFrame:
     """Effects and allocation of variation of a balanced 2^k·r factorial design.
 
     Parameters
@@ -150,11 +149,11 @@ def factorial_effects(data: pd.DataFrame, factors: Sequence[str], response: str,
     factors : the k two-level factor columns; their order sets the Yates order.
     response : the numeric response column.
     alpha : confidence intervals are at ``1 - alpha`` (replicated designs).
-    levels : optional ``{factor: (low, high)}`` or ``{factor: {level: -1/+1}}``,
-        e.g. the design's own level lists. Without it numbers and booleans sort
-        low to high, ordered Categoricals use their category order, and other
-        values (strings) take the order of first appearance in ``data``. The
-        coding used is in ``table.attrs["levels"]``.
+    levels : the low/high level of each factor: a labkit ``Design`` (its
+        declared order, low level first), ``{factor: (low, high)}`` or
+        ``{factor: {level: -1/+1}}``. Without it a Categorical's category order
+        is used, else levels sort (numbers low to high, strings
+        alphabetically). The coding used is in ``table.attrs["levels"]``.
 
     Returns
     -------
@@ -233,8 +232,7 @@ def factorial_effects(data: pd.DataFrame, factors: Sequence[str], response: str,
 
 
 def factorial_residuals(data: pd.DataFrame, factors: Sequence[str], response: str, *,
-                        terms: Sequence[str] | None = None,
-                        levels: Mapping | None = None) -> pd.DataFrame:
+                        terms: Sequence[str] | None = None, levels=None) -> pd.DataFrame:
     """Fitted values and residuals of a 2^k·r factorial model.
 
     ``terms=None`` is the full model (fitted = cell mean). Otherwise the model

@@ -122,9 +122,9 @@ def ttest_by(data: pd.DataFrame, factor: str, response: str, by=None, *,
 
     E.g. ``ttest_by(df, "affinity", "rps", by=["vcpus", "memory_mb", "count"])``
     compares floating and pinned in every vcpus/memory/count configuration.
-    ``levels=(a, b)`` fixes which level is ``a``; otherwise the usual order
-    (numbers ascending, ordered Categoricals by category, strings by first
-    appearance). Observations are independent runs: Welch (or Student with
+    ``levels=(a, b)`` (or a labkit ``Design``) fixes which level is ``a``;
+    otherwise a Categorical's category order, else sorted (numbers ascending,
+    strings alphabetically). Observations are independent runs: Welch (or Student with
     ``equal_var=True``), never paired.
 
     Returns one row per configuration: the ``by`` columns, then ``level_a``,
@@ -144,6 +144,8 @@ def ttest_by(data: pd.DataFrame, factor: str, response: str, by=None, *,
         raise ConfigError(f"factor {factor!r} cannot also be in by")
     v.response(data, response)
     v.no_missing(data, [factor], "factor")
+    if levels is not None and not isinstance(levels, (list, tuple)):
+        levels = v.level_map(levels).get(factor)
     a_level, b_level = v.two_levels(data[factor], levels, arg="levels",
                                     hint="; use labkit.stats.anova()/tukey_hsd() for more")
     groups = data.groupby(by, sort=True, observed=True, dropna=False) if by else [((), data)]

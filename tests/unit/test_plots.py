@@ -1,0 +1,171 @@
+"""labkit.plots: structure of the figures (bars, reference lines, labels) and saving."""
+from __future__ import annotations
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+import pytest  # noqa: E402
+from matplotlib.figure import Figure  # noqa: E402
+from scipy import stats as sps  # noqa: E402
+
+from labkit import plots  # noqa: E402
+from labkit.errors import ConfigError  # noqa: E402
+from labkit.stats import factorial_diagnostics, factorial_effects, lenth  # noqa: E402
+
+from .test_stats_factorial import long_frame  # noqa: E402
+from .test_stats_vectors import sv  # noqa: E402,F401  (sv is a fixture)
+
+
+def test_backend_is_agg():
+    assert matplotlib.get_backend().lower() == "agg"
+
+
+def line(ax, gid):
+    found = [ln for ln in ax.lines if ln.get_gid() == gid]
+    assert len(found) == 1, f"no single line with gid {gid!r}"
+    return found[0]
+
+
+def term_labels(ax):
+    """Y tick labels from top to bottom."""
+    pairs = zip(ax.get_yticks(), (t.get_text() for t in ax.get_yticklabels()))
+    return [label for _, label in sorted(pairs, key=lambda p: -p[0])]
+
+
+def bar_widths(ax):
+    """Bar lengths from top to bottom."""
+    bars = sorted(ax.patches, key=lambda p: -p.get_y())
+    return [p.get_width() for p in bars]
+
+
+def test_pareto_replicated_uses_t_and_the_t_quantile(sv):
+    table = factorial_effects(long_frame(sv.JAIN_22R3["y"], ["A", "B"]), ["A", "B"], "y",
+                              alpha=0.10)
+    fig = plots.pareto(table)
+    assert isinstance(fig, Figure)
+    ax = fig.axes[0]
+    assert len(ax.patches) == 3
+    assert bar_widths(ax) == pytest.approx(sorted(table["t"].abs()[1:4], reverse=True))
+    assert term_labels(ax) == ["A", "B", "A:B"]                   # largest on top
+    # Jain Ex. 18.4: t(0.95, 8) = 1.8595 (R: qt(0.95, 8))
+    assert line(ax, "t_crit").get_xdata()[0] == pytest.approx(sv.JAIN_22R3["t_90_df8"], abs=5e-5)
+    assert "|t|" in ax.get_xlabel()
+    texts = sorted(t.get_text() for t in ax.texts)
+    assert texts == ["15.4%", "4.3%", "78.9%"]                     # Jain: 78.88, 15.40, 4.27
+    assert "α = 0.1" in ax.get_title()
+
+
+def test_pareto_unreplicated_uses_lenth_me_and_sme(sv):
+    table = factorial_effects(long_frame(sv.JAIN_23["y"], list("ABC")), list("ABC"), "y")
+    ax = plots.pareto(table).axes[0]
+    res = lenth(table)
+    assert len(ax.patches) == 7
+    assert bar_widths(ax) == [40, 20, 10, 10, 6, 4, 2]              # Jain Ex. 17.3: 2q
+    assert line(ax, "ME").get_xdata()[0] == pytest.approx(res.me)
+    assert line(ax, "SME").get_xdata()[0] == pytest.approx(res.sme)
+    assert ax.get_xlabel() == "|effect|"
+    assert term_labels(ax) == ["C", "A", "B", "A:B", "B:C", "A:C", "A:B:C"]
+    top3 = plots.pareto(table, top=3).axes[0]
+    assert len(top3.patches) == 3
+    assert line(top3, "ME").get_xdata()[0] == pytest.approx(res.me)   # lines still use all 7
+
+
+def test_pareto_rejects_what_it_cannot_chart():
+    with pytest.raises(ConfigError, match="effects: no column 'effect'"):
+        plots.pareto(pd.DataFrame({"term": ["A"], "t": [1.0]}))
+    with pytest.raises(ConfigError, match="top must be a positive integer"):
+        table = factorial_effects(long_frame([1, 2, 3, 5], ["A", "B"]), ["A", "B"], "y")
+        plots.pareto(table, top=0)
+
+
+@pytest.fixture
+def study():
+    rng = np.random.default_rng(7)
+    rows = [{"vcpus": v, "affinity": a, "count": c, "rps": 100 * v + 20 * (a == "pinned")
+             - 15 * c + rng.normal(0, 5)}
+            for v in (1, 2) for a in ("floating", "pinned") for c in (1, 2, 4) for _ in range(4)]
+    return pd.DataFrame(rows)
+
+
+def test_main_effects_one_panel_per_factor_with_grand_mean(study):
+    fig = plots.main_effects(study, ["vcpus", "affinity", "count"], "rps")
+    axes = [ax for ax in fig.axes if ax.get_visible()]
+    assert [ax.get_xlabel() for ax in axes] == ["vcpus", "affinity", "count"]
+    assert [t.get_text() for t in axes[2].get_xticklabels()] == ["1", "2", "4"]
+    assert [t.get_text() for t in axes[1].get_xticklabels()] == ["floating", "pinned"]
+    assert line(axes[0], "grand_mean").get_ydata()[0] == pytest.approx(study["rps"].mean())
+    means = study.groupby("count")["rps"].mean().to_numpy()
+    data_line = [ln for ln in axes[2].lines if ln.get_gid() != "grand_mean"][0]
+    assert data_line.get_ydata() == pytest.approx(means)
+
+
+def test_interactions_one_panel_per_pair(study):
+    fig = plots.interactions(study, ["vcpus", "affinity", "count"], "rps")
+    axes = [ax for ax in fig.axes if ax.get_visible()]
+    assert len(axes) == 3
+    assert [ax.get_xlabel() for ax in axes] == ["vcpus", "vcpus", "affinity"]
+    assert [ax.get_legend().get_title().get_text() for ax in axes] == ["affinity", "count",
+                                                                      "count"]
+    assert len(axes[1].lines) == 3                                   # one per count level
+    with pytest.raises(ConfigError, match="at least two factors"):
+        plots.interactions(study, ["vcpus"], "rps")
+
+
+def test_qq_of_residuals(sv):
+    data = long_frame(sv.JAIN_22R3["y"], ["A", "B"])
+    d = factorial_diagnostics(data, ["A", "B"], "y")
+    ax = plots.qq(d).axes[0]
+    points = line(ax, "points")
+    (osm, osr), _ = sps.probplot(d.residuals["residual"], dist="norm")
+    assert points.get_xdata() == pytest.approx(osm) and points.get_ydata() == pytest.approx(osr)
+    assert "Shapiro-Wilk W = " in ax.get_title()
+    with pytest.raises(ConfigError, match="at least 3 finite residuals"):
+        plots.qq([0.1, 0.2])
+
+
+def test_response_by_config_with_hue(study):
+    ax = plots.response_by_config(study, ["vcpus", "count", "affinity"], "rps",
+                                  hue="affinity").axes[0]
+    labels = [t.get_text() for t in ax.get_xticklabels()]
+    assert len(labels) == 6 and labels[0] == "vcpus=1\ncount=1"
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["floating", "pinned"]
+    assert "95% CI" in ax.get_ylabel()
+    flat = plots.response_by_config(study, ["vcpus"], "rps", alpha=0.1).axes[0]
+    assert [t.get_text() for t in flat.get_xticklabels()] == ["vcpus=1", "vcpus=2"]
+    with pytest.raises(ConfigError, match="hue 'nope' must be one of by"):
+        plots.response_by_config(study, ["vcpus"], "rps", hue="nope")
+
+
+def test_draws_into_a_given_axes(sv):
+    fig = Figure()
+    ax = fig.add_subplot()
+    table = factorial_effects(long_frame(sv.JAIN_23["y"], list("ABC")), list("ABC"), "y")
+    assert plots.pareto(table, ax=ax) is fig and len(ax.patches) == 7
+
+
+def test_save_figure_writes_png_and_svg(tmp_path, sv):
+    table = factorial_effects(long_frame(sv.JAIN_23["y"], list("ABC")), list("ABC"), "y")
+    fig = plots.pareto(table)
+    paths = plots.save_figure(fig, "pareto_jain23", tmp_path / "figures")
+    assert [p.name for p in paths] == ["pareto_jain23.png", "pareto_jain23.svg"]
+    assert paths[0].read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "<svg" in paths[1].read_text()
+    again = plots.save_figure(fig, "pareto_jain23", tmp_path / "figures")
+    assert again[1].read_text() == paths[1].read_text()              # reproducible SVG
+    with pytest.raises(ConfigError, match="bare file name"):
+        plots.save_figure(fig, "../escape", tmp_path)
+    with pytest.raises(ConfigError, match="formats must be among"):
+        plots.save_figure(fig, "x", tmp_path, formats=["jpg"])
+
+
+def test_figures_are_not_left_open_in_pyplot(study):
+    import matplotlib.pyplot as plt
+    before = set(plt.get_fignums())
+    figs = [plots.main_effects(study, ["vcpus", "count"], "rps"),
+            plots.interactions(study, ["vcpus", "count"], "rps"),
+            plots.response_by_config(study, ["vcpus"], "rps")]
+    assert set(plt.get_fignums()) == before                          # nothing to show twice
+    assert all(isinstance(f, Figure) for f in figs)

@@ -1,0 +1,88 @@
+"""labkit.stats.anova / oneway_anova / tukey_hsd (statsmodels underneath)."""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import stats as sps
+
+from labkit.errors import ConfigError
+from labkit.stats import anova, factorial_effects, oneway_anova, tukey_hsd
+
+from .test_stats_factorial import long_frame
+from .test_stats_vectors import printed, sv  # noqa: F401  (sv is a fixture)
+
+
+def plant_growth(sv):
+    groups = {"ctrl": sv.PG_CTRL, "trt1": sv.PG_TRT1, "trt2": sv.PG_TRT2}
+    return pd.DataFrame([{"group": g, "weight": w} for g, ws in groups.items() for w in ws])
+
+
+def test_oneway_plant_growth(sv):
+    # R: anova(lm(weight ~ group, data = PlantGrowth))
+    t = oneway_anova(plant_growth(sv), "weight", "group").set_index("term")
+    assert list(t.index) == ["group", "error"]
+    assert t.loc["group", "ss"] == printed(sv.ONEWAY["ss_between"])
+    assert t.loc["error", "ss"] == printed(sv.ONEWAY["ss_within"])
+    assert (t.loc["group", "df"], t.loc["error", "df"]) == sv.ONEWAY["df"]
+    assert t.loc["group", "F"] == printed(sv.ONEWAY["F"])
+    assert t.loc["group", "p"] == printed(sv.ONEWAY["p"])
+    sst = sv.ONEWAY["ss_between"] + sv.ONEWAY["ss_within"]
+    assert t.loc["group", "eta_sq"] == pytest.approx(sv.ONEWAY["ss_between"] / sst, abs=1e-3)
+
+
+def test_tukey_plant_growth_matches_scipy(sv):
+    # scipy.stats.tukey_hsd(ctrl, trt1, trt2), R: TukeyHSD(aov(weight ~ group, PlantGrowth))
+    t = tukey_hsd(plant_growth(sv), "weight", "group")
+    assert list(t.columns) == ["group_a", "group_b", "diff", "ci_low", "ci_high", "p_adj",
+                               "reject"]
+    ref = sps.tukey_hsd(sv.PG_CTRL, sv.PG_TRT1, sv.PG_TRT2)
+    ci = ref.confidence_interval(0.95)
+    idx = {"ctrl": 0, "trt1": 1, "trt2": 2}
+    for _, row in t.iterrows():
+        i, j = idx[row["group_a"]], idx[row["group_b"]]
+        # scipy's statistic[i, j] is mean_i - mean_j; R and labkit report mean_b - mean_a
+        assert row["diff"] == pytest.approx(-ref.statistic[i, j])
+        assert row["p_adj"] == pytest.approx(ref.pvalue[i, j], abs=1e-3)
+        assert row["ci_low"] == pytest.approx(-ci.high[i, j], abs=1e-4)
+        assert row["ci_high"] == pytest.approx(-ci.low[i, j], abs=1e-4)
+    assert t["reject"].tolist() == [False, False, True]
+
+
+def test_two_way_anova_of_jain_22r3(sv):
+    # R: anova(lm(y ~ A*B)) on Jain's Ex. 18.1 data; every type agrees when balanced
+    data = long_frame(sv.JAIN_22R3["y"], ["A", "B"])
+    for typ in (1, 2, 3):
+        t = anova(data, "y", ["A", "B"], typ=typ).set_index("term")
+        assert list(t.index) == ["A", "B", "A:B", "error"]
+        for name, f in sv.JAIN_22R3["F"].items():
+            term = {"AB": "A:B"}.get(name, name)
+            assert t.loc[term, "F"] == printed(f)
+            assert t.loc[term, "p"] == printed(sv.JAIN_22R3["p"][name])
+        assert t.loc["error", "ss"] == printed(sv.JAIN_22R3["sse"])
+        assert t["eta_sq"].sum() == pytest.approx(1)
+
+
+def test_anova_handles_multilevel_unbalanced_data_and_odd_names():
+    rng = np.random.default_rng(3)
+    data = pd.DataFrame({"host type": np.repeat(["kvm", "xen", "lxc"], 8),
+                         "vcpus": np.tile([1, 2, 4, 8], 6)})
+    data["req/s"] = rng.normal(100, 5, len(data)) + data["vcpus"] * 3
+    data = data.iloc[:-1]
+    t = anova(data, "req/s", ["host type", "vcpus"], interactions=False)
+    assert t["term"].tolist() == ["host type", "vcpus", "error"]
+    assert t.loc[1, "df"] == 3 and t.loc[2, "df"] == len(data) - 1 - 2 - 3
+    with pytest.raises(ConfigError, match="anova"):
+        factorial_effects(data, ["host type", "vcpus"], "req/s")
+
+
+def test_anova_errors(sv):
+    data = long_frame(sv.JAIN_22["y"], ["A", "B"])
+    with pytest.raises(ConfigError, match="no residual degrees of freedom"):
+        anova(data, "y", ["A", "B"])
+    with pytest.raises(ConfigError, match="typ must be 1, 2 or 3"):
+        anova(data, "y", ["A"], typ=4)
+    with pytest.raises(ConfigError, match="'A' has 1 level"):
+        anova(data[data.A == 1], "y", ["A", "B"], interactions=False)
+    with pytest.raises(ConfigError, match="factors: no column 'C'"):
+        anova(data, "y", ["C"])
