@@ -16,6 +16,7 @@ REGISTRY = {
     "docker": ("labkit.backends.docker", "DockerBackend", "docker"),
     "lxd": ("labkit.backends.lxd", "LxdBackend", "pylxd"),
     "libvirt": ("labkit.backends.libvirt", "LibvirtBackend", "libvirt-python"),
+    "ssh": ("labkit.backends.ssh", "SshBackend", "fabric"),
 }
 
 

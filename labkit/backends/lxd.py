@@ -106,7 +106,7 @@ class LxdInstance(Instance):
         path = f"instances/{self.name}/files"
         try:
             be._call("post", path, params={"path": remote_path}, data=data, headers=headers)
-        except BackendError:
+        except (BackendError, _sdk().exceptions.NotFound):  # the directory does not exist yet
             self.exec(["mkdir", "-p", directory], timeout=30)
             be._call("post", path, params={"path": remote_path}, data=data, headers=headers)
 

@@ -1,0 +1,91 @@
+"""Images for the container and VM backends, all made from one Debian 12 rootfs.
+
+``build()`` is what ``labkit images build`` runs::
+
+    rootfs  debootstrap bookworm from this machine's apt mirror + benchmark tools   (rootfs.py)
+    docker  docker import  -> labkit/debian:12-<hash>, also tagged labkit/debian:12 (docker_image.py)
+    lxd     image import   -> alias labkit-debian-12                                (lxd_image.py)
+    vm      (--vm) a disk image for libvirt, made from the same rootfs              (vm.py)
+
+Every step is cached on its inputs: a second build with the same inputs does
+nothing and says so.
+
+>>> import labkit.images
+>>> labkit.images.build(targets=("docker",))
+"""
+from __future__ import annotations
+
+from ..errors import ConfigError
+
+TARGETS = ("docker", "lxd")
+
+
+def _targets(targets) -> tuple[str, ...]:
+    if targets is None:
+        return TARGETS
+    if isinstance(targets, str):
+        targets = [t for t in targets.replace(" ", ",").split(",") if t]
+    out = []
+    for t in targets:
+        if t not in TARGETS:
+            raise ConfigError(f"images build: unknown target {t!r}; allowed: {', '.join(TARGETS)} "
+                              "(the VM image is --vm)")
+        if t not in out:
+            out.append(t)
+    return tuple(out)
+
+
+def build(targets=TARGETS, vm: bool = False, force: bool = False, echo=print) -> dict:
+    """Build the rootfs and import it into each target; returns what each step did.
+
+    ``targets``: a sequence or comma-separated string of ``docker``, ``lxd``
+    (empty: only the rootfs). ``vm``: also build the libvirt VM image.
+    ``force``: rebuild everything even when cached. ``echo``: where progress goes
+    (``None`` for silence).
+
+    Returned keys: ``rootfs`` (path), ``hash`` (image content hash), ``docker``,
+    ``lxd`` and ``vm`` (each the importer's result, with ``built`` False when
+    the cache was used), only for the targets asked.
+    """
+    from .rootfs import build_rootfs, image_hash, rootfs_tarball
+
+    chosen = _targets(targets)
+    echo = echo or (lambda *a: None)
+    path = build_rootfs(force=force, echo=echo)
+    h = image_hash(path)
+    result: dict = {"rootfs": str(path), "hash": h}
+    if chosen:
+        tarball = rootfs_tarball(path, force=force, echo=echo)
+        result["tarball"] = str(tarball)
+        if "docker" in chosen:
+            from .docker_image import import_image
+            result["docker"] = import_image(tarball, h, force=force, echo=echo)
+        if "lxd" in chosen:
+            from .lxd_image import import_image
+            result["lxd"] = import_image(tarball, h, force=force, echo=echo)
+    if vm:
+        from .vm import build_vm_image  # the libvirt image, written by its own module
+        result["vm"] = build_vm_image(path, force=force)
+    return result
+
+
+def main(argv=None) -> int:
+    """``python -m labkit.images build [--vm] [--force] [--only docker,lxd]`` (fallback CLI)."""
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m labkit.images")
+    sub = parser.add_subparsers(dest="cmd", required=True)
+    b = sub.add_parser("build", help="build the rootfs and the docker/lxd (and VM) images")
+    b.add_argument("--vm", action="store_true", help="also build the libvirt VM image")
+    b.add_argument("--force", action="store_true", help="rebuild even when cached")
+    b.add_argument("--only", default=",".join(TARGETS),
+                   help="comma-separated targets among docker,lxd (default: both)")
+    args = parser.parse_args(argv)
+    from ..errors import LabkitError
+    try:
+        result = build(targets=args.only, vm=args.vm, force=args.force)
+    except LabkitError as exc:
+        print(f"error: {exc}")
+        return 1
+    print(f"images ready (rootfs hash {result['hash']})")
+    return 0

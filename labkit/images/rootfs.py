@@ -37,7 +37,7 @@ VARIANT = "minbase"
 PACKAGES = ("sysbench", "apache2", "apache2-utils", "stress-ng", "fio", "iperf3", "procps",
             "coreutils", "qemu-guest-agent", "util-linux")
 #: Bump when the recipe changes in a way the inputs above do not show.
-RECIPE = 1
+RECIPE = 2
 NQUEENS_IN_IMAGE = "/usr/local/bin/labkit-nqueens"
 
 APT_SOURCES = ("/etc/apt/sources.list", "/etc/apt/sources.list.d/*.list",
@@ -283,6 +283,20 @@ def _finish_rootfs(root: Path) -> None:
             for entry in d.iterdir():
                 if entry.is_file() and entry.name != "lock":
                     entry.unlink()
+    # documentation and translations are a fifth of the tree and nothing reads them;
+    # licences (copyright files) stay
+    share = root / "usr/share"
+    for sub in ("man", "info", "locale", "doc"):
+        d = share / sub
+        if not d.is_dir():
+            continue
+        for entry in d.iterdir():
+            if sub == "doc" and entry.is_dir():
+                for f in entry.iterdir():
+                    if f.name != "copyright":
+                        shutil.rmtree(f) if f.is_dir() and not f.is_symlink() else f.unlink()
+            elif entry.is_dir() and not entry.is_symlink():
+                shutil.rmtree(entry)
     (root / "etc/hostname").write_text("labkit\n")
     (root / "tmp/labkit").mkdir(parents=True, exist_ok=True)
     machine_id = root / "etc/machine-id"

@@ -95,7 +95,7 @@ def parse(text: str, patterns=None, command=None, instance: int = 0) -> list[Mea
 
 
 def parse_version(text: str) -> str:
-    m = re.search(r"fio-([0-9][0-9.]*\S*)", text or "")
+    m = re.search(r"fio-([0-9]+(?:\.[0-9]+)*)", text or "")
     if not m:
         raise BenchmarkError("cannot read fio's version", "fio --version", tail(text))
     return m.group(1)

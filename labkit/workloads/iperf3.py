@@ -84,7 +84,7 @@ def parse(text: str, protocol: str, command=None, instance: int = 0) -> list[Mea
 
 
 def parse_version(text: str) -> str:
-    m = re.search(r"iperf\s+([0-9][0-9.]*\S*)", text or "")
+    m = re.search(r"iperf\s+([0-9]+(?:\.[0-9]+)*)", text or "")
     if not m:
         raise BenchmarkError("cannot read iperf3's version", "iperf3 --version", tail(text))
     return m.group(1)

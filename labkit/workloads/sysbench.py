@@ -36,18 +36,18 @@ RESPONSES = {"cpu": "events_per_s", "memory": "mib_per_s", "threads": "events_pe
 FILEIO_MODES = ("seqwr", "seqrewr", "seqrd", "rndrd", "rndwr", "rndrw")
 
 _NUM = r"([0-9]+(?:\.[0-9]+)?)"
-_VERSION = re.compile(r"sysbench\s+([0-9][0-9.]*\S*)")
+_VERSION = re.compile(r"sysbench\s+([0-9]+(?:\.[0-9]+)*)")
 
 
-def _find(pattern: str, text: str, what: str, command) -> float:
-    m = re.search(pattern, text)
+def _find(pattern: str, text: str, what: str, command, flags=0) -> float:
+    m = re.search(pattern, text, flags)
     if not m:
         raise BenchmarkError(f"sysbench output has no {what}", command, tail(text))
     return float(m.group(1))
 
 
 def _latency(text: str, command) -> tuple[float, float]:
-    avg = _find(r"Latency \(ms\):.*?\n\s*avg:\s*" + _NUM, text.replace("\r", ""), "latency avg", command)
+    avg = _find(r"Latency \(ms\):.*?avg:\s*" + _NUM, text, "latency avg", command, re.S)
     p95 = _find(r"95th percentile:\s*" + _NUM, text, "95th percentile latency", command)
     return avg, p95
 
