@@ -42,20 +42,40 @@ class Interrupted(KeyboardInterrupt):
     """Raised in the campaign's thread when SIGTERM arrives, so teardown runs."""
 
 
-@contextlib.contextmanager
-def _sigterm_as_interrupt():
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
+class _Signals:
+    """SIGTERM becomes :class:`Interrupted`, except inside teardown, where it waits until teardown ends."""
 
-    def handler(signum, frame):
+    def __init__(self):
+        self.critical = 0
+        self.pending = None
+
+    def handler(self, signum, frame):
+        if self.critical:
+            self.pending = signum
+            return
         raise Interrupted(f"signal {signum}")
 
-    previous = signal.signal(signal.SIGTERM, handler)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
+    @contextlib.contextmanager
+    def installed(self):
+        if threading.current_thread() is not threading.main_thread():
+            yield
+            return
+        previous = signal.signal(signal.SIGTERM, self.handler)
+        try:
+            yield
+        finally:
+            signal.signal(signal.SIGTERM, previous)
+
+    @contextlib.contextmanager
+    def deferred(self):
+        self.critical += 1
+        try:
+            yield
+        finally:
+            self.critical -= 1
+            if not self.critical and self.pending is not None:
+                signum, self.pending = self.pending, None
+                raise Interrupted(f"signal {signum}")
 
 
 class Campaign:
@@ -98,6 +118,7 @@ class Campaign:
         self.progress = progress
         self.backend = None
         self._versions: dict | None = None
+        self._signals = _Signals()
 
     @property
     def prefix(self) -> str:
@@ -131,7 +152,8 @@ class Campaign:
             pending = [r for r in plan if r.run_id not in done]
             if max_runs is not None:
                 pending = pending[:max_runs]
-            with _sigterm_as_interrupt(), self._bar(len(plan), len(plan) - len([r for r in plan if r.run_id not in done])) as bar:
+            already = sum(r.run_id in done for r in plan)
+            with self._signals.installed(), self._bar(len(plan), already) as bar:
                 for run in pending:
                     self._execute(run, store, fp_id)
                     bar.update(1)
@@ -196,7 +218,8 @@ class Campaign:
         except Exception as exc:  # a bug in a workload: store it, keep the campaign going
             status, error = "failed", "".join(traceback.format_exception(exc))[-4000:]
         finally:
-            errors = teardown(instances)
+            with self._signals.deferred():
+                errors = teardown(instances)
             if errors and status == "ok":
                 status, error = "failed", f"teardown: {errors[0]}"
         store.record_run(run, status=status, started=started, duration_s=time.perf_counter() - t0,
