@@ -199,7 +199,9 @@ class Campaign:
         measurements, status, error = [], "ok", None
         instances: list = []
         try:
-            with self._noise(run, spec, metadata):
+            with self._noise(run, spec, metadata) as neighbours:
+                if neighbours:
+                    metadata["neighbours"] = list(neighbours)
                 instances = self.backend.provision(spec, prefix=self.prefix)
                 metadata["instances"] = [i.metadata for i in instances]
                 for inst in instances:

@@ -176,7 +176,15 @@ class Apache(Workload):
             if params.get("keepalive"):
                 argv.append("-k")
             argv.append(f"http://127.0.0.1:{port}/index.html")
-            res = run_checked(instance, argv, timeout=params.get("timeout_s"))
+            try:
+                res = run_checked(instance, argv, timeout=params.get("timeout_s"))
+            except BenchmarkError as exc:
+                if "unreachable" in exc.output_tail.lower():
+                    raise BenchmarkError(
+                        f"ab cannot reach httpd on 127.0.0.1 in {instance.name}: its loopback "
+                        "interface is down (the backend must bring 'lo' up when it starts an "
+                        "instance)", exc.command, exc.output_tail) from exc
+                raise
         finally:
             self._stop(instance, d)
         return parse(res.stdout, argv, instance.index, requests)

@@ -176,8 +176,16 @@ def measure(server_instance, client_instance, server_ip: str, *, protocol: str =
     p, pidfile = start_server(server_instance, port, bind)
     try:
         argv = client_command(server_ip, p, protocol, duration_s, udp_bandwidth, parallel)
-        res = _client(client_instance, argv, protocol, timeout_s)
-        return parse(res.stdout, protocol, argv, client_instance.index)
+        try:
+            res = _client(client_instance, argv, protocol, timeout_s)
+            return parse(res.stdout, protocol, argv, client_instance.index)
+        except BenchmarkError as exc:
+            if "Network is unreachable" in str(exc) and server_ip.startswith("127."):
+                raise BenchmarkError(
+                    f"iperf3 cannot reach 127.0.0.1 in {client_instance.name}: its loopback "
+                    "interface is down (the backend must bring 'lo' up when it starts an instance)",
+                    exc.command, exc.output_tail) from exc
+            raise
     finally:
         stop_server(server_instance, pidfile)
 
