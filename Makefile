@@ -11,6 +11,7 @@ setup:
 setup-daemons: setup
 	bash scripts/setup-containers.sh
 	bash scripts/setup-libvirt.sh
+	bash scripts/setup-ssh.sh
 
 # The flagship study (notebooks/01) on the local backend with its default parameters.
 demo: setup
@@ -19,12 +20,21 @@ demo: setup
 	    --cwd notebooks -p backend local -p campaign_id $(CAMPAIGN) $(DEMO_ARGS)
 	@echo "results: data/$(CAMPAIGN)/  figures: figures/01_*_local.png  executed notebook: out/01_affinity_factorial.ipynb"
 
+# The test sshd that scripts/setup-ssh.sh starts (127.0.0.1 only).
+test integration: export LABKIT_SSH_HOST ?= 127.0.0.1
+test integration: export LABKIT_SSH_PORT ?= 2222
+test integration: export LABKIT_SSH_USER ?= root
+test integration: export LABKIT_SSH_KEY ?= /root/.ssh/labkit_test_ed25519
+
 # Everything: daemons, images, unit + integration + notebook tests.
 test: setup-daemons
 	$(PY) -m pytest -ra tests
 
 unit: setup
 	$(PY) -m pytest -ra tests/unit
+
+integration: setup-daemons
+	$(PY) -m pytest -ra tests/integration
 
 bench: setup
 	for b in benchmarks/bench_*.py; do echo "== $$b"; $(PY) $$b || exit 1; done

@@ -84,7 +84,7 @@ class Campaign:
     Parameters
     ----------
     design : Design | dict | path to YAML
-    backend : backend name ("local", "docker", "lxd", "libvirt") or a Backend
+    backend : backend name ("local", "docker", "lxd", "libvirt", "ssh") or a Backend
     workload : workload name or a Workload instance
     campaign_id : lowercase letters, digits, ``-``/``_``; default: design name + seed
     data_dir : where ``<campaign_id>/store.sqlite`` goes (default ``data``)

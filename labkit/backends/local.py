@@ -23,8 +23,7 @@ from ..errors import BackendError, BackendUnavailable
 from ..instance import InstanceSpec
 from . import cgroups
 from .base import Backend, Instance, RawResult
-
-_JOIN = 'for f in $LABKIT_CGROUP_PROCS; do echo $$ > "$f" || exit 125; done; exec "$@"'
+from .remote_cgroup import JOIN as _JOIN
 
 
 class LocalInstance(Instance):
