@@ -24,6 +24,7 @@ import os
 import posixpath
 import tarfile
 import time
+from pathlib import Path
 
 from ..errors import BackendError, BackendUnavailable, ConfigError
 from ..instance import InstanceSpec
@@ -85,11 +86,13 @@ class DockerInstance(Instance):
             code = -1
         stdout = (out or b"").decode("utf-8", "replace")
         stderr = (err or b"").decode("utf-8", "replace")
+        if code == 126 and "executable file not found" in stdout:  # report it as a shell would
+            code, stdout, stderr = 127, "", stdout
         return RawResult(code, stdout, stderr, was_timed_out(code, elapsed, timeout))
 
     def put(self, local_path, remote_path, mode=0o755):
         docker = _sdk()
-        data = open(local_path, "rb").read()
+        data = Path(local_path).read_bytes()
         buf = io.BytesIO()
         with tarfile.open(fileobj=buf, mode="w") as tf:
             info = tarfile.TarInfo(posixpath.basename(remote_path))

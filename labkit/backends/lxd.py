@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import os
 import time
+from pathlib import Path
 from urllib.parse import quote, urlparse
 
 from ..errors import BackendError, BackendUnavailable, ConfigError
@@ -84,11 +85,16 @@ class LxdInstance(Instance):
     def _exec(self, argv, timeout, env) -> RawResult:
         be: LxdBackend = self.backend
         wrapped = timeout_argv(argv, timeout)
-        body = {"command": wrapped, "environment": env or {}, "wait-for-websocket": False,
+        body = {"command": wrapped, "environment": {str(k): str(v) for k, v in (env or {}).items()}, "wait-for-websocket": False,
                 "interactive": False, "record-output": True}
         t0 = time.monotonic()
         op = be._call("post", f"instances/{self.name}/exec", json=body)
-        meta = be._wait(op, what=f"exec in {self.name}")
+        try:
+            meta = be._wait(op, what=f"exec in {self.name}")
+        except BackendError as exc:
+            if "command not found" in str(exc).lower():  # as a shell would report it
+                return RawResult(127, "", f"{wrapped[0]}: command not found\n")
+            raise
         elapsed = time.monotonic() - t0
         inner = meta.get("metadata") or {}
         code = inner.get("return", -1)
@@ -100,7 +106,7 @@ class LxdInstance(Instance):
     def put(self, local_path, remote_path, mode=0o755):
         be: LxdBackend = self.backend
         directory = os.path.dirname(remote_path) or "/"
-        data = open(local_path, "rb").read()
+        data = Path(local_path).read_bytes()
         headers = {"X-LXD-type": "file", "X-LXD-mode": f"{mode:04o}", "X-LXD-uid": "0",
                    "X-LXD-gid": "0", "X-LXD-write": "overwrite"}
         path = f"instances/{self.name}/files"

@@ -14,6 +14,7 @@ under ``/var/cache/labkit/images`` (``$LABKIT_IMAGE_CACHE`` overrides)::
 """
 from __future__ import annotations
 
+import fcntl
 import glob
 import hashlib
 import json
@@ -22,8 +23,8 @@ import os
 import re
 import shutil
 import subprocess
-import tarfile
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -46,6 +47,18 @@ APT_SOURCES = ("/etc/apt/sources.list", "/etc/apt/sources.list.d/*.list",
 
 def cache_dir() -> Path:
     return Path(os.environ.get("LABKIT_IMAGE_CACHE", "/var/cache/labkit/images"))
+
+
+@contextmanager
+def _build_lock():
+    """One builder at a time on this machine (another process waits, then finds the cache)."""
+    cache_dir().mkdir(parents=True, exist_ok=True)
+    with open(cache_dir() / ".build.lock", "w") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
 
 
 # --------------------------------------------------------------------------- mirror
@@ -220,13 +233,18 @@ def build_rootfs(force: bool = False, *, echo=print) -> Path:
     The N-queens binary, when its source exists, is (re)copied to
     ``/usr/local/bin/labkit-nqueens``; the stamp records its digest.
     """
+    with _build_lock():
+        return _build_rootfs(force, echo)
+
+
+def _build_rootfs(force: bool, echo) -> Path:
     echo = echo or (lambda *a: None)
     if os.geteuid() != 0:
         raise BackendUnavailable("building the labkit rootfs needs root (debootstrap); run as root")
     inp = inputs()
     h = inputs_hash(inp)
     path = rootfs_path(h)
-    stamp = read_stamp(path)
+    stamp = read_stamp(path) if path.is_dir() else None
     nq = _nqueens_binary()
     nq_digest = _file_digest(nq)
     if stamp and not force:
@@ -270,7 +288,7 @@ def build_rootfs(force: bool = False, *, echo=print) -> Path:
 
 def _write_stamp(path: Path, data: dict) -> None:
     st = _stamp(path)
-    tmp = st.with_suffix(".tmp")
+    tmp = st.with_name(st.name + ".tmp")
     tmp.write_text(json.dumps(data, indent=1, sort_keys=True))
     os.replace(tmp, st)
 
@@ -332,6 +350,11 @@ def rootfs_tarball(path: Path | None = None, *, force: bool = False, echo=print)
     """An uncompressed tarball of the rootfs beside it (``rootfs-<image hash>.tar``), cached."""
     echo = echo or (lambda *a: None)
     path = path or rootfs_path()
+    with _build_lock():
+        return _tarball(path, force, echo)
+
+
+def _tarball(path: Path, force: bool, echo) -> Path:
     h = image_hash(path)
     out = path.parent / f"rootfs-{h}.tar"
     if out.exists() and not force:
@@ -347,7 +370,3 @@ def rootfs_tarball(path: Path | None = None, *, force: bool = False, echo=print)
     os.replace(tmp, out)
     return out
 
-
-def tar_members(tar_path: Path) -> list[str]:
-    with tarfile.open(tar_path) as tf:
-        return tf.getnames()

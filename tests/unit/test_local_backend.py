@@ -19,7 +19,7 @@ PY = sys.executable
 def backend():
     be = get_backend("local")
     yield be
-    leftovers = be.cleanup("labkit-test-")
+    leftovers = be.cleanup("labkit-test-local-")
     assert leftovers == [], f"test left cgroups behind: {leftovers}"
 
 
@@ -28,7 +28,7 @@ def make(backend):
     made = []
 
     def _make(**kw):
-        insts = backend.provision(InstanceSpec(**kw), prefix="labkit-test")
+        insts = backend.provision(InstanceSpec(**kw), prefix="labkit-test-local")
         made.extend(insts)
         return insts
     yield _make
@@ -150,7 +150,7 @@ def test_put_and_workdir(make, tmp_path):
 
 @pytest.mark.root
 def test_teardown_kills_processes_and_removes_cgroup(backend):
-    (inst,) = backend.provision(InstanceSpec(memory_mb=64), prefix="labkit-test")
+    (inst,) = backend.provision(InstanceSpec(memory_mb=64), prefix="labkit-test-local")
     inst.exec("sleep 60 >/dev/null 2>&1 & echo started")
     assert backend.driver.pids(inst.name)
     inst.destroy()
@@ -166,7 +166,7 @@ def test_unenforced_limits_are_refused_unless_allowed(monkeypatch):
     with pytest.raises(BackendUnavailable, match="enforce_limits=False"):
         get_backend("local")
     be = get_backend("local", enforce_limits=False)
-    (inst,) = be.provision(InstanceSpec(vcpus=1, affinity="pinned"), prefix="labkit-test")
+    (inst,) = be.provision(InstanceSpec(vcpus=1, affinity="pinned"), prefix="labkit-test-local")
     try:
         assert inst.metadata["limits_enforced"] is False
         assert be.fingerprint()["limits_enforced"] is False
