@@ -273,7 +273,10 @@ def response_by_config(data: pd.DataFrame, by, response: str, *, hue: str | None
     xpos = {k: i for i, k in enumerate(keys)}
     series = [(None, s)] if hue is None else [(lv, s[s[hue] == lv]) for lv in _levels(data, hue, levels)]
     width = 0.8 / len(series)
-    fig, ax = _axes(ax, (max(4.8, 0.7 * len(keys) * max(1, len(series) / 2) + 2), 4.2))
+    labels = ["\n".join(f"{c}={val}" for c, val in zip(xcols, k)) or "all" for k in keys]
+    longest = max(len(line) for label in labels for line in label.split("\n"))
+    per_config = max(0.7 * max(1, len(series) / 2), 0.075 * longest)   # inches: room for the label
+    fig, ax = _axes(ax, (max(4.8, per_config * len(keys) + 2), 4.2))
     for i, (lv, part) in enumerate(series):
         x = np.array([xpos[tuple(r)] if xcols else 0
                       for r in part[xcols].itertuples(index=False, name=None)], float)
@@ -281,7 +284,6 @@ def response_by_config(data: pd.DataFrame, by, response: str, *, hue: str | None
         yerr = np.vstack([part["mean"] - part["ci_low"], part["ci_high"] - part["mean"]])
         ax.errorbar(x, part["mean"], yerr=yerr, fmt="o", capsize=3,
                     label=None if lv is None else str(lv))
-    labels = ["\n".join(f"{c}={val}" for c, val in zip(xcols, k)) or "all" for k in keys]
     ax.set_xticks(range(len(keys)), labels, fontsize=8)
     ax.set_xlim(-0.6, len(keys) - 0.4)
     ax.set_ylabel(f"{response} (mean, {100 * (1 - alpha):g}% CI)")
