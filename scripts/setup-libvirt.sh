@@ -1,0 +1,95 @@
+#!/usr/bin/env bash
+# Make the libvirt backend usable on a Debian 12 machine (run as root).
+# Idempotent: installs what is missing, starts the daemons if libvirt does not
+# answer, builds the VM image only when its inputs changed. Re-run it any time.
+#
+#   bash scripts/setup-libvirt.sh              # packages, libvirt-python, daemons, VM image
+#   SKIP_IMAGES=1 bash scripts/setup-libvirt.sh
+#   PYTHON=/path/to/python bash scripts/setup-libvirt.sh   # used when there is no .venv
+#
+# Daemon logs: /var/log/labkit-libvirtd.log, /var/log/labkit-virtlogd.log
+set -euo pipefail
+
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+# the project's venv (scripts/setup-core.sh) when it exists, else $PYTHON or python3
+if [ -x "$here/.venv/bin/python" ]; then PYTHON="$here/.venv/bin/python"; else PYTHON="${PYTHON:-python3}"; fi
+URI="${LABKIT_LIBVIRT_URI:-qemu:///system}"
+WAIT_S="${LABKIT_DAEMON_WAIT:-60}"
+APT=(apt-get -o DPkg::Lock::Timeout=600 -y -q)
+
+log() { echo "[setup-libvirt] $*"; }
+
+if [ "$(id -u)" != 0 ]; then
+    echo "setup-libvirt.sh must run as root (it installs packages and starts daemons)" >&2
+    exit 1
+fi
+
+# --- packages -----------------------------------------------------------------
+# libvirt-dev + pkg-config + gcc: to build libvirt-python; debootstrap: the shared rootfs;
+# e2fsprogs: mkfs.ext4 -d; linux-image-cloud-amd64: the guest kernel (booted directly).
+need=()
+for pkg in libvirt-daemon-system qemu-system-x86 qemu-utils linux-image-cloud-amd64 libvirt-dev \
+           pkg-config gcc libc6-dev python3-dev debootstrap e2fsprogs; do
+    dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || need+=("$pkg")
+done
+if [ ${#need[@]} -gt 0 ]; then
+    log "installing ${need[*]}"
+    export DEBIAN_FRONTEND=noninteractive
+    "${APT[@]}" update
+    "${APT[@]}" install --no-install-recommends "${need[@]}"
+else
+    log "packages present"
+fi
+
+# --- libvirt-python -------------------------------------------------------------
+if ! "$PYTHON" -c 'import libvirt, libvirt_qemu' 2>/dev/null; then
+    req=$(grep -E '^libvirt-python==' "$here/requirements.txt" || echo libvirt-python)
+    log "installing $req (built against the system libvirt)"
+    "$PYTHON" -m pip install -q "$req"
+fi
+
+# --- daemons ------------------------------------------------------------------------
+if virsh -c "$URI" version >/dev/null 2>&1; then
+    log "libvirtd answers on $URI"
+else
+    log "starting virtlogd and libvirtd"
+    if command -v systemctl >/dev/null 2>&1 && [ -d /run/systemd/system ]; then
+        systemctl start virtlogd libvirtd || true
+    fi
+    if ! virsh -c "$URI" version >/dev/null 2>&1; then
+        pgrep -x virtlogd >/dev/null || virtlogd -d
+        # a stale pid file from a killed daemon makes libvirtd refuse to start
+        if ! pgrep -x libvirtd >/dev/null; then
+            rm -f /run/libvirtd.pid /var/run/libvirtd.pid
+            nohup libvirtd >>/var/log/labkit-libvirtd.log 2>&1 </dev/null &
+        fi
+    fi
+    for _ in $(seq "$WAIT_S"); do
+        virsh -c "$URI" version >/dev/null 2>&1 && break
+        sleep 1
+    done
+    if ! virsh -c "$URI" version >/dev/null 2>&1; then
+        echo "libvirtd did not answer on $URI within ${WAIT_S}s; see /var/log/labkit-libvirtd.log:" >&2
+        tail -n 30 /var/log/labkit-libvirtd.log >&2 || true
+        exit 1
+    fi
+    log "libvirtd answers on $URI"
+fi
+
+# --- VM image (from the rootfs the containers use) ------------------------------------------
+if [ -n "${SKIP_IMAGES:-}" ]; then
+    log "SKIP_IMAGES set: not building the VM image"
+else
+    log "building the VM image (cached: instant when nothing changed)"
+    cd "$here"
+    "$PYTHON" -c '
+import sys
+from labkit.errors import LabkitError
+from labkit.images.vm import ensure_vm_image
+try:
+    print(ensure_vm_image())
+except LabkitError as exc:
+    sys.exit(f"error: {exc}")
+'
+fi
+log "done"

@@ -1,0 +1,180 @@
+"""Domain XML from an InstanceSpec (labkit.backends.libvirt_xml): no libvirt needed."""
+import xml.etree.ElementTree as ET
+
+import pytest
+
+from labkit.backends.libvirt_xml import (AGENT_CHANNEL, domain_facts, domain_xml, overlay_volume_xml,
+                                         parse_cpuset, parse_pinning, pool_xml, uri_driver,
+                                         uri_is_local)
+from labkit.errors import ConfigError
+from labkit.instance import InstanceSpec
+
+PATHS = dict(disk="/pool/labkit-t.qcow2", kernel="/img/vmlinuz", initrd="/img/initrd.img",
+             cmdline="root=/dev/vda rw console=ttyS0 init=/sbin/labkit-init quiet",
+             console_log="/pool/labkit-t.console.log")
+
+
+def make(spec, cpus=None, domain_type="qemu", name="labkit-t", **kw):
+    return ET.fromstring(domain_xml(name=name, spec=spec, cpus=cpus, domain_type=domain_type,
+                                    **{**PATHS, **kw}))
+
+
+def test_vcpus_and_memory():
+    dom = make(InstanceSpec(vcpus=3, memory_mb=768))
+    assert dom.get("type") == "qemu"
+    assert dom.findtext("name") == "labkit-t"
+    assert dom.find("vcpu").text == "3" and dom.find("vcpu").get("placement") == "static"
+    for tag in ("memory", "currentMemory"):
+        assert (dom.find(tag).text, dom.find(tag).get("unit")) == ("768", "MiB")
+    assert dom.find("devices/memballoon").get("model") == "none"   # the guest keeps all of it
+    assert domain_facts(ET.tostring(dom, encoding="unicode")) == {
+        "domain_type": "qemu", "vcpus": 3, "memory_mb": 768}
+
+
+def test_pinned_has_one_vcpupin_per_vcpu():
+    spec = InstanceSpec(vcpus=2, memory_mb=256, affinity="pinned", count=2)
+    cpus = spec.placement(4)[1]                      # instance 1: CPUs 2 and 3
+    dom = make(spec, cpus)
+    pins = [(p.get("vcpu"), p.get("cpuset")) for p in dom.findall("cputune/vcpupin")]
+    assert pins == [("0", "2"), ("1", "3")]
+    assert parse_pinning(ET.tostring(dom, encoding="unicode")) == {0: [2], 1: [3]}
+
+
+def test_floating_has_no_cputune():
+    dom = make(InstanceSpec(vcpus=2, affinity="floating"))
+    assert dom.find("cputune") is None
+    assert parse_pinning(ET.tostring(dom, encoding="unicode")) == {}
+
+
+def test_overcommitted_pinning_wraps_and_is_allowed():
+    spec = InstanceSpec(vcpus=3, affinity="pinned")
+    dom = make(spec, spec.placement(2)[0])
+    assert [p.get("cpuset") for p in dom.findall("cputune/vcpupin")] == ["0", "1", "0"]
+
+
+def test_pinning_must_match_the_spec():
+    with pytest.raises(ConfigError, match="vCPUs"):
+        make(InstanceSpec(vcpus=2, affinity="pinned"), [0])
+    with pytest.raises(ConfigError, match="pinned"):
+        make(InstanceSpec(vcpus=1, affinity="pinned"), None)
+
+
+def test_domain_type_and_cpu_model():
+    kvm = make(InstanceSpec(), domain_type="kvm")
+    assert kvm.get("type") == "kvm" and kvm.find("cpu").get("mode") == "host-passthrough"
+    tcg = make(InstanceSpec(), domain_type="qemu")
+    assert tcg.find("cpu").get("mode") == "custom" and tcg.findtext("cpu/model") == "qemu64"
+    with pytest.raises(ConfigError, match="domain type"):
+        make(InstanceSpec(), domain_type="lxc")
+
+
+def test_direct_kernel_boot_agent_channel_console_and_no_network():
+    dom = make(InstanceSpec())
+    assert dom.findtext("os/type") == "hvm"
+    assert dom.findtext("os/kernel") == PATHS["kernel"]
+    assert dom.findtext("os/initrd") == PATHS["initrd"]
+    cmdline = dom.findtext("os/cmdline")
+    assert "root=/dev/vda" in cmdline and "init=/sbin/labkit-init" in cmdline
+    assert "labkit.hostname=labkit-t" in cmdline
+    disk = dom.find("devices/disk")
+    assert disk.find("source").get("file") == PATHS["disk"]
+    assert disk.find("driver").get("type") == "qcow2"
+    assert disk.find("driver").get("cache") is None
+    assert (disk.find("target").get("dev"), disk.find("target").get("bus")) == ("vda", "virtio")
+    assert dom.find("devices/channel/target").get("name") == AGENT_CHANNEL
+    assert dom.find("devices/serial/source").get("path") == PATHS["console_log"]
+    assert dom.find("devices/interface") is None            # DESIGN.md: no network by default
+    assert dom.find("devices/graphics") is None
+    for event in ("on_poweroff", "on_reboot", "on_crash"):
+        assert dom.findtext(event) == "destroy"
+
+
+def test_disk_cache_option():
+    dom = make(InstanceSpec(), disk_cache="none")
+    assert dom.find("devices/disk/driver").get("cache") == "none"
+
+
+def test_xen_domain():
+    dom = make(InstanceSpec(vcpus=2, affinity="pinned"), [0, 1], domain_type="xen")
+    assert dom.get("type") == "xen"
+    assert dom.find("os/type").get("machine") == "xenpv"
+    assert "root=/dev/xvda" in dom.findtext("os/cmdline")
+    assert dom.find("devices/disk/target").get("bus") == "xen"
+    assert dom.find("devices/channel") is None
+    assert len(dom.findall("cputune/vcpupin")) == 2
+
+
+def test_names_must_start_with_labkit():
+    with pytest.raises(ConfigError, match="labkit-"):
+        make(InstanceSpec(), name="mine")
+
+
+def test_metadata_records_the_spec():
+    dom = make(InstanceSpec(vcpus=2, memory_mb=300, affinity="pinned"), [1, 0])
+    inst = [el for el in dom.find("metadata")][0]
+    assert inst.attrib == {"vcpus": "2", "memory_mb": "300", "affinity": "pinned", "cpus": "1,0"}
+
+
+def test_overlay_volume_and_pool():
+    vol = ET.fromstring(overlay_volume_xml("labkit-t.qcow2", "/img/base.qcow2", "qcow2", 1 << 30))
+    assert vol.findtext("name") == "labkit-t.qcow2"
+    assert vol.find("target/format").get("type") == "qcow2"
+    assert vol.findtext("backingStore/path") == "/img/base.qcow2"
+    assert vol.find("capacity").text == str(1 << 30)
+    pool = ET.fromstring(pool_xml("labkit", "/var/lib/libvirt/images/labkit"))
+    assert pool.get("type") == "dir" and pool.findtext("target/path") == "/var/lib/libvirt/images/labkit"
+
+
+@pytest.mark.parametrize("text,cpus", [("0", [0]), ("0-3", [0, 1, 2, 3]), ("0-3,^1", [0, 2, 3]),
+                                       ("1,5-6", [1, 5, 6]), ("", [])])
+def test_parse_cpuset(text, cpus):
+    assert parse_cpuset(text) == cpus
+
+
+@pytest.mark.parametrize("uri,driver,local", [
+    ("qemu:///system", "qemu", True),
+    ("qemu+ssh://root@host/system", "qemu", False),
+    ("qemu+unix:///system", "qemu", True),
+    ("xen:///system", "xen", True),
+    ("libxl:///", "xen", True),
+    ("qemu+tcp://10.0.0.2/system", "qemu", False),
+])
+def test_uri_driver_and_locality(uri, driver, local):
+    assert uri_driver(uri) == driver
+    assert uri_is_local(uri) == local
+
+
+# -- the VM image's bookkeeping (labkit.images.vm), no build --------------------------------
+def test_vm_image_info_missing_says_how_to_build(tmp_path, monkeypatch):
+    from labkit.errors import BackendUnavailable
+    from labkit.images import vm
+    monkeypatch.setenv("LABKIT_IMAGE_CACHE", str(tmp_path))
+    monkeypatch.delenv("LABKIT_VM_IMAGE", raising=False)
+    with pytest.raises(BackendUnavailable, match=r"labkit images build --vm"):
+        vm.vm_image_info()
+    # an image directory without its stamp is unfinished: never used
+    d = tmp_path / "vm-abc"
+    d.mkdir()
+    (d / "image.json").write_text('{"disk": "base.qcow2", "kernel": "vmlinuz", "initrd": "initrd.img"}')
+    with pytest.raises(BackendUnavailable, match="unfinished"):
+        vm.vm_image_info(d)
+    for f in ("base.qcow2", "vmlinuz", "initrd.img"):
+        (d / f).write_bytes(b"x")
+    (tmp_path / "vm-abc.stamp").write_text("{}")
+    info = vm.vm_image_info(d)
+    assert info["disk"] == str(d / "base.qcow2") and info["dir"] == str(d)
+
+
+def test_host_kernel_needs_the_cloud_kernel(tmp_path):
+    from labkit.errors import BackendUnavailable
+    from labkit.images import vm
+    with pytest.raises(BackendUnavailable, match="linux-image-cloud-amd64"):
+        vm.host_kernel(str(tmp_path))
+    assert vm._version_key("6.1.0-56-cloud-amd64") > vm._version_key("6.1.0-9-cloud-amd64")
+
+
+def test_guest_files_are_packaged():
+    from labkit.images import vm
+    init = vm._files("labkit-init").decode()
+    assert init.startswith("#!/bin/sh") and "org.qemu.guest_agent.0" in init and "qemu-ga" in init
+    assert b"finit_module" in vm._files("labkit-guest-helper.c")
