@@ -36,7 +36,8 @@ def cmd_run(args) -> int:
 
 def cmd_images(args) -> int:
     from . import images
-    only = tuple(x for x in (args.only or "docker,lxd").split(",") if x and x != "none")
+    spec = "docker,lxd" if args.only is None else args.only
+    only = tuple(x.strip() for x in spec.split(",") if x.strip() and x.strip() != "none")
     result = images.build(targets=only, vm=args.vm, force=args.force)
     print(json.dumps(result, indent=2, default=str))
     return 0
@@ -78,7 +79,7 @@ def parser() -> argparse.ArgumentParser:
     b = imsub.add_parser("build", help="Debian 12 rootfs -> Docker and LXD images (and a VM disk with --vm)")
     b.add_argument("--vm", action="store_true", help="also build the libvirt VM disk")
     b.add_argument("--force", action="store_true", help="rebuild even if cached")
-    b.add_argument("--only", help="comma list of docker,lxd (or none); default both")
+    b.add_argument("--only", help="comma list of docker,lxd; 'none' or '' for neither; default both")
     b.set_defaults(func=cmd_images)
 
     e = sub.add_parser("export", help="write results.csv/parquet of a campaign")

@@ -22,6 +22,7 @@ import io
 import json
 import os
 import posixpath
+import secrets
 import tarfile
 import time
 from pathlib import Path
@@ -33,7 +34,8 @@ from .base import NAME_PREFIX, Backend, Instance, RawResult
 DEFAULT_IMAGE = "labkit/debian:12"
 DEFAULT_SOCKET = "unix:///var/run/docker.sock"
 LABEL = "labkit"
-KILL_GRACE_S = 30  # how long past a command's timeout the API call may still block
+#: the container's main process: it only keeps the container alive for exec
+MAIN_COMMAND = ["sleep", "infinity"]
 
 START_HINT = ("start it with `dockerd > /var/log/labkit-dockerd.log 2>&1 &` (or "
               "`systemctl start docker`), or run `bash scripts/setup-containers.sh`")
@@ -62,6 +64,13 @@ def was_timed_out(exit_code: int, elapsed: float, timeout: float | None) -> bool
     """``timeout -s KILL`` exits 137 (124 if the command ended on its own signal); an OOM kill
     also gives 137, so the elapsed time tells them apart."""
     return timeout is not None and exit_code in (124, 137) and elapsed >= timeout * 0.98
+
+
+def check_cpus(cpus, host_cpus: int) -> None:
+    """Pinned CPUs must exist on the host (a daemon may silently accept one that does not)."""
+    bad = sorted({c for c in cpus or () if not 0 <= int(c) < host_cpus})
+    if bad:
+        raise ConfigError(f"pinned CPU(s) {bad} do not exist: the host has CPUs 0-{host_cpus - 1}")
 
 
 class DockerInstance(Instance):
@@ -201,6 +210,7 @@ class DockerBackend(Backend):
         if not name.startswith(NAME_PREFIX):
             raise ConfigError(f"instance name {name!r} must start with {NAME_PREFIX!r}")
         api = self.api
+        check_cpus(cpus, self.host_cpus())
         limits = {"mem_limit": f"{spec.memory_mb}m", "memswap_limit": f"{spec.memory_mb}m"}
         meta = {"image": self.image, "memory_limit_mb": spec.memory_mb}
         if cpus is not None:
@@ -215,32 +225,38 @@ class DockerBackend(Backend):
                 meta["note"] = (f"floating vcpus={spec.vcpus} capped at the host's {quota} CPUs "
                                 "(docker refuses a quota above the host's CPU count)")
         host_config = api.create_host_config(network_mode="none", **limits)
+        # proof of ownership: after a failure, only a container carrying it is removed
+        token = secrets.token_hex(8)
         labels = {LABEL: "1", "labkit.spec": json.dumps(spec.as_dict()),
-                  "labkit.index": str(index)}
+                  "labkit.index": str(index), "labkit.token": token}
         cid = None
         try:
-            cid = api.create_container(self.image, command=["sleep", "infinity"], name=name,
+            cid = api.create_container(self.image, command=list(MAIN_COMMAND), name=name,
                                        hostname=name[:63], labels=labels, working_dir="/tmp/labkit",
                                        host_config=host_config, network_disabled=True)["Id"]
             api.start(cid)
         except docker.errors.ImageNotFound as exc:
-            self._remove_quietly(cid or name)
+            self._remove_if_ours(cid or name, token)
             raise BackendUnavailable(f"docker image {self.image!r} is missing; "
                                      "build it with: labkit images build --only docker") from exc
         except docker.errors.APIError as exc:
-            self._remove_quietly(cid or name)
+            self._remove_if_ours(cid or name, token)
             raise BackendError(f"creating container {name} ({limits}) failed: {exc}") from exc
         except BaseException:
-            self._remove_quietly(cid or name)
+            self._remove_if_ours(cid or name, token)
             raise
         inst = DockerInstance(self, name, spec, index, cpus, cid)
         inst.metadata.update(meta)
         return inst
 
-    def _remove_quietly(self, ref):
+    def _remove_if_ours(self, ref: str, token: str) -> None:
+        """Remove ``ref`` after a failed create/start only if it carries our token: a name
+        clash must never remove someone else's container."""
         try:
-            self.api.remove_container(ref, force=True, v=True)
-        except Exception:
+            labels = self.api.inspect_container(ref)["Config"].get("Labels") or {}
+            if labels.get("labkit.token") == token:
+                self.api.remove_container(ref, force=True, v=True)
+        except Exception:  # already gone, or never made
             pass
 
     def fingerprint(self) -> dict:

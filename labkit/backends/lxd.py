@@ -19,16 +19,19 @@ under ``timeout -s KILL`` (coreutils) so a timeout really kills them.
 from __future__ import annotations
 
 import os
+import secrets
 import time
 from pathlib import Path
 from urllib.parse import quote, urlparse
 
 from ..errors import BackendError, BackendUnavailable, ConfigError
 from ..instance import InstanceSpec
-from .base import NAME_PREFIX, Backend, Instance, RawResult
-from .docker import timeout_argv, was_timed_out
+from .base import NAME_PREFIX, Backend, Instance, RawResult, log
+from .docker import check_cpus, timeout_argv, was_timed_out
 
 DEFAULT_IMAGE = "labkit-debian-12"
+#: the container's init: the image has no init system, and none is needed
+INIT_CMD = "/bin/sleep infinity"
 START_HINT = ("start it with `lxd --group root > /var/log/labkit-lxd.log 2>&1 &` then "
               "`lxd waitready` and, the first time, `lxd init --preseed` (a dir pool, no network); "
               "or `systemctl start lxd`; or run `bash scripts/setup-containers.sh`")
@@ -67,7 +70,7 @@ def instance_config(spec: InstanceSpec, cpus, host_cpus: int) -> tuple[dict, dic
         "limits.memory": f"{spec.memory_mb}MiB",
         "limits.memory.enforce": "hard",
         "limits.memory.swap": "false",
-        "raw.lxc": "lxc.init.cmd = /bin/sleep infinity",
+        "raw.lxc": f"lxc.init.cmd = {INIT_CMD}",
         "user.labkit": "1",
     }
     meta = {"memory_limit_mb": spec.memory_mb}
@@ -243,7 +246,11 @@ class LxdBackend(Backend):
     def _create(self, spec: InstanceSpec, name: str, index: int, cpus) -> LxdInstance:
         if not name.startswith(NAME_PREFIX):
             raise ConfigError(f"instance name {name!r} must start with {NAME_PREFIX!r}")
+        check_cpus(cpus, self.host_cpus())
         config, meta = instance_config(spec, cpus, self.host_cpus())
+        # proof of ownership: after a failure, only an instance carrying it is removed
+        token = secrets.token_hex(8)
+        config["user.labkit.token"] = token
         if self.privileged:
             config["security.privileged"] = "true"
         body = {"name": name, "type": "container",
@@ -253,38 +260,59 @@ class LxdBackend(Backend):
                 "config": config, "ephemeral": False}
         pylxd = _sdk()
         try:
-            try:
-                self._wait(self._call("post", "instances", json=body), what=f"creating {name}")
-            except (pylxd.exceptions.NotFound, BackendError) as exc:
-                if "not found" in str(exc).lower() and "image" in str(exc).lower():
-                    raise BackendUnavailable(f"LXD image alias {self.image!r} is missing; build it "
-                                             "with: labkit images build --only lxd") from exc
-                raise
+            op = self._call("post", "instances", json=body)
+        except (pylxd.exceptions.NotFound, BackendError) as exc:
+            # refused before anything was made (e.g. the name exists: someone else's, left alone)
+            if "not found" in str(exc).lower() and "image" in str(exc).lower():
+                raise BackendUnavailable(f"LXD image alias {self.image!r} is missing; build it "
+                                         "with: labkit images build --only lxd") from exc
+            raise
+        try:
+            self._wait(op, what=f"creating {name}")
             self._wait(self._call("put", f"instances/{name}/state",
                                   json={"action": "start", "timeout": 60}),
                        what=f"starting {name}")
         except BaseException:
-            try:
-                self.remove(name)
-            except Exception:
-                pass
+            self._remove_if_ours(name, token)
             raise
         inst = LxdInstance(self, name, spec, index, cpus)
         inst.metadata.update(meta, image=self.image, config=config)
         return inst
 
-    def remove(self, name: str) -> None:
-        """Force-stop and delete instance ``name``; quiet if it is already gone."""
-        pylxd = _sdk()
+    def _remove_if_ours(self, name: str, token: str) -> None:
+        """Remove ``name`` after a failed create/start, unless it is someone else's
+        (LXD reports a name clash only once the create operation runs)."""
         try:
-            state = self._call("get", f"instances/{name}/state").get("metadata") or {}
-            if state.get("status_code") != 102:  # 102 = Stopped
-                self._wait(self._call("put", f"instances/{name}/state",
-                                      json={"action": "stop", "force": True, "timeout": 30}),
-                           what=f"stopping {name}")
-            self._wait(self._call("delete", f"instances/{name}"), what=f"deleting {name}")
-        except pylxd.exceptions.NotFound:
-            return
+            cfg = (self._call("get", f"instances/{name}").get("metadata") or {}).get("config") or {}
+            if cfg.get("user.labkit.token") == token:
+                self.remove(name)
+        except Exception as exc:  # gone already, or LXD unreachable: nothing more to do here
+            if "not found" not in str(exc).lower():
+                log.error("could not remove %s after a failed start: %s", name, exc)
+
+    def remove(self, name: str, *, patience_s: float = 30.0) -> None:
+        """Force-stop and delete instance ``name``; quiet if it is already gone.
+
+        LXD refuses to delete an instance while another operation (a failed start
+        winding down, say) holds it: that is retried for up to ``patience_s``.
+        """
+        pylxd = _sdk()
+        deadline = time.monotonic() + patience_s
+        while True:
+            try:
+                state = self._call("get", f"instances/{name}/state").get("metadata") or {}
+                if state.get("status_code") != 102:  # 102 = Stopped
+                    self._wait(self._call("put", f"instances/{name}/state",
+                                          json={"action": "stop", "force": True, "timeout": 30}),
+                               what=f"stopping {name}")
+                self._wait(self._call("delete", f"instances/{name}"), what=f"deleting {name}")
+                return
+            except pylxd.exceptions.NotFound:
+                return
+            except BackendError as exc:
+                if "busy" not in str(exc).lower() or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.3)
 
     def fingerprint(self) -> dict:
         env = self.client.host_info.get("environment", {})

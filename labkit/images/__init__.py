@@ -65,7 +65,7 @@ def build(targets=TARGETS, vm: bool = False, force: bool = False, echo=print) ->
             result["lxd"] = import_image(tarball, h, force=force, echo=echo)
     if vm:
         from .vm import build_vm_image  # the libvirt image, written by its own module
-        result["vm"] = build_vm_image(path, force=force)
+        result["vm"] = build_vm_image(path, force=force, echo=echo)
     return result
 
 

@@ -283,7 +283,22 @@ def _build_rootfs(force: bool, echo) -> Path:
                         "built": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                         "seconds": round(time.monotonic() - t0, 1)})
     echo(f"rootfs built at {path} in {time.monotonic() - t0:.0f}s")
+    _prune_stale(path, echo)
     return path
+
+
+def _prune_stale(keep: Path, echo) -> None:
+    """Remove rootfs trees of older recipes or package lists (their images are rebuilt anyway)."""
+    for old in keep.parent.glob("rootfs-*"):
+        if old == keep or not re.fullmatch(r"rootfs-[0-9a-f]{12}(\.stamp|\.tmp)?", old.name):
+            continue
+        if old.name.startswith(keep.name):
+            continue
+        if old.is_dir():
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            old.unlink(missing_ok=True)
+        echo(f"removed stale {old}")
 
 
 def _write_stamp(path: Path, data: dict) -> None:
