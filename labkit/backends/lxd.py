@@ -277,6 +277,12 @@ class LxdBackend(Backend):
             raise
         inst = LxdInstance(self, name, spec, index, cpus)
         inst.metadata.update(meta, image=self.image, config=config)
+        try:
+            # no NIC, but loopback must be up for servers and clients inside (apache + ab, iperf3)
+            inst.exec(["ip", "link", "set", "lo", "up"], timeout=30)
+        except BaseException:
+            self._remove_if_ours(name, token)
+            raise
         return inst
 
     def _remove_if_ours(self, name: str, token: str) -> None:

@@ -36,7 +36,7 @@ SUITE = "bookworm"
 VARIANT = "minbase"
 #: Debian packages installed in every image (qemu-guest-agent is for the VM image).
 PACKAGES = ("sysbench", "apache2", "apache2-utils", "stress-ng", "fio", "iperf3", "procps",
-            "coreutils", "qemu-guest-agent", "util-linux")
+            "coreutils", "qemu-guest-agent", "util-linux", "iproute2")
 #: Bump when the recipe changes in a way the inputs above do not show.
 RECIPE = 2
 NQUEENS_IN_IMAGE = "/usr/local/bin/labkit-nqueens"

@@ -1,0 +1,250 @@
+"""Image building without daemons: apt mirror discovery, cache keys, LXD metadata,
+and the pure parts of the docker/lxd backends' mapping of an InstanceSpec."""
+from __future__ import annotations
+
+import io
+import tarfile
+
+import pytest
+
+from labkit.errors import ConfigError
+from labkit.images import _targets
+from labkit.images import rootfs as rf
+from labkit.images.lxd_image import metadata_tarball
+from labkit.instance import InstanceSpec
+
+DEB822 = """\
+Types: deb
+# http://snapshot.example/archive/debian/20250520T000000Z
+URIs: http://mirror.example/debian
+Suites: bookworm bookworm-updates
+Components: main
+Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
+
+Types: deb
+URIs: http://mirror.example/debian-security
+Suites: bookworm-security
+Components: main
+Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
+"""
+
+ONE_LINE = """\
+# a comment
+deb-src http://src.example/debian bookworm main
+deb [arch=amd64 signed-by=/k.gpg] http://other.example/debian-security bookworm-security main
+deb http://one.example/debian bookworm main contrib   # trailing comment
+"""
+
+
+def _write(tmp_path, name, text):
+    p = tmp_path / name
+    p.write_text(text)
+    return str(p)
+
+
+def test_deb822_picks_the_bookworm_suite_not_security(tmp_path):
+    path = _write(tmp_path, "debian.sources", DEB822)
+    src = rf.debian_mirror("bookworm", patterns=(path,))
+    assert src.uri == "http://mirror.example/debian"
+    assert src.signed_by == "/usr/share/keyrings/debian-archive-keyring.gpg"
+    assert src.origin == path
+
+
+def test_one_line_format_with_options_and_comments(tmp_path):
+    path = _write(tmp_path, "sources.list", ONE_LINE)
+    sources = rf.apt_sources(patterns=(path,))
+    assert [s.uri for s in sources] == ["http://other.example/debian-security",
+                                        "http://one.example/debian"]
+    assert sources[0].signed_by == "/k.gpg"
+    assert rf.debian_mirror("bookworm", patterns=(path,)).uri == "http://one.example/debian"
+
+
+def test_deb822_disabled_stanza_and_deb_src_are_ignored(tmp_path):
+    text = ("Types: deb\nURIs: http://off.example/debian\nSuites: bookworm\nComponents: main\n"
+            "Enabled: no\n\nTypes: deb-src\nURIs: http://src.example/debian\nSuites: bookworm\n"
+            "Components: main\n\nTypes: deb deb-src\nURIs: http://on.example/debian\n"
+            "Suites: bookworm\nComponents: main\n")
+    path = _write(tmp_path, "x.sources", text)
+    assert rf.debian_mirror("bookworm", patterns=(path,)).uri == "http://on.example/debian"
+
+
+def test_files_are_read_in_apt_order(tmp_path):
+    a = _write(tmp_path, "sources.list", "")
+    d = tmp_path / "d"
+    d.mkdir()
+    _write(d, "b.sources", "Types: deb\nURIs: http://b.example/debian\nSuites: bookworm\n")
+    _write(d, "a.list", "deb http://a.example/debian bookworm main\n")
+    src = rf.debian_mirror("bookworm", patterns=(a, str(d / "*.list"), str(d / "*.sources")))
+    assert src.uri == "http://a.example/debian"
+
+
+def test_no_mirror_names_the_files_and_the_override(tmp_path):
+    path = _write(tmp_path, "sources.list", "deb http://x.example/debian trixie main\n")
+    with pytest.raises(ConfigError, match="LABKIT_APT_MIRROR") as err:
+        rf.debian_mirror("bookworm", patterns=(path,))
+    assert path in str(err.value)
+
+
+def test_mirror_override_from_environment(monkeypatch, tmp_path):
+    monkeypatch.setenv("LABKIT_APT_MIRROR", "http://override.example/debian")
+    assert rf.debian_mirror("bookworm", patterns=()).uri == "http://override.example/debian"
+
+
+def test_this_machines_sources_parse():
+    # whatever is configured here must parse without raising
+    assert isinstance(rf.apt_sources(), list)
+
+
+def test_inputs_hash_is_stable_and_sensitive():
+    a = rf.inputs_hash(rf.inputs())
+    assert a == rf.inputs_hash(rf.inputs())
+    assert a != rf.inputs_hash(rf.inputs(packages=rf.PACKAGES + ("htop",)))
+    assert len(a) == 12
+    for tool in ("sysbench", "apache2", "apache2-utils", "stress-ng", "fio", "iperf3",
+                 "qemu-guest-agent"):
+        assert tool in rf.PACKAGES
+
+
+def test_unfinished_rootfs_has_no_stamp(tmp_path, monkeypatch):
+    monkeypatch.setenv("LABKIT_IMAGE_CACHE", str(tmp_path))
+    path = rf.rootfs_path("abc")
+    path.mkdir()
+    assert rf.read_stamp(path) is None  # a half-built tree is never reused
+    rf._write_stamp(path, {"hash": "abc", "nqueens": ""})
+    assert rf.read_stamp(path)["hash"] == "abc"
+    assert rf.image_hash(path) == "abc"
+    rf._write_stamp(path, {"hash": "abc", "nqueens": "1234"})
+    assert rf.image_hash(path) not in ("abc", "")
+
+
+def test_finish_rootfs_strips_docs_keeps_copyright(tmp_path):
+    root = tmp_path / "root"
+    (root / "usr/share/doc/pkg").mkdir(parents=True)
+    (root / "usr/share/doc/pkg/copyright").write_text("c")
+    (root / "usr/share/doc/pkg/changelog.gz").write_text("x")
+    (root / "usr/share/man/man1").mkdir(parents=True)
+    (root / "usr/share/locale/de").mkdir(parents=True)
+    (root / "usr/share/locale/locale.alias").write_text("a")
+    (root / "etc/apt").mkdir(parents=True)
+    (root / "etc/apt/sources.list").write_text("deb http://mirror.example/debian bookworm main\n")
+    rf._finish_rootfs(root)
+    assert (root / "usr/share/doc/pkg/copyright").exists()
+    assert not (root / "usr/share/doc/pkg/changelog.gz").exists()
+    assert not (root / "usr/share/man/man1").exists()
+    assert (root / "usr/share/locale/locale.alias").exists()
+    assert "mirror.example" not in (root / "etc/apt/sources.list").read_text()
+    assert (root / "tmp/labkit").is_dir()
+
+
+def test_targets_validation():
+    assert _targets("docker,lxd") == ("docker", "lxd")
+    assert _targets(["lxd"]) == ("lxd",)
+    assert _targets("") == ()
+    with pytest.raises(ConfigError, match="allowed: docker, lxd"):
+        _targets("podman")
+
+
+def test_lxd_metadata_is_deterministic_and_carries_the_hash():
+    a = metadata_tarball("abc123", created=1700000000)
+    assert a == metadata_tarball("abc123", created=1700000000)
+    with tarfile.open(fileobj=io.BytesIO(a)) as tf:
+        assert tf.getnames() == ["metadata.yaml"]
+        text = tf.extractfile("metadata.yaml").read().decode()
+    assert 'labkit.hash: "abc123"' in text
+    assert "architecture:" in text and "creation_date: 1700000000" in text
+
+
+# --- backend mappings that need no daemon -------------------------------------------
+def test_lxd_cpu_set_never_reads_as_a_count():
+    from labkit.backends.lxd import cpu_set
+    assert cpu_set([1]) == "1-1"
+    assert cpu_set([0, 1]) == "0,1"
+    assert cpu_set([1, 0, 1]) == "0,1"  # overcommitted wrap-around
+
+
+def test_lxd_instance_config_pinned_and_floating():
+    from labkit.backends.lxd import instance_config
+    pinned, meta = instance_config(InstanceSpec(vcpus=2, memory_mb=256, affinity="pinned"),
+                                   [0, 1], host_cpus=2)
+    assert pinned["limits.cpu"] == "0,1" and "limits.cpu.allowance" not in pinned
+    assert pinned["limits.memory"] == "256MiB" and pinned["limits.memory.enforce"] == "hard"
+    floating, meta = instance_config(InstanceSpec(vcpus=3, memory_mb=128), None, host_cpus=2)
+    assert "limits.cpu" not in floating
+    assert floating["limits.cpu.allowance"] == "300ms/100ms"
+    assert meta["cpu_quota_cpus"] == 2
+
+
+def test_timeout_wrapper_and_detection():
+    from labkit.backends.docker import timeout_argv, was_timed_out
+    assert timeout_argv(["true"], None) == ["true"]
+    assert timeout_argv(["sleep", "9"], 1.5) == ["timeout", "-s", "KILL", "1.500", "sleep", "9"]
+    with pytest.raises(ConfigError):
+        timeout_argv(["true"], 0)
+    assert was_timed_out(137, 1.6, 1.5)
+    assert not was_timed_out(137, 0.2, 1.5)  # killed early: an OOM kill, not the timeout
+    assert not was_timed_out(0, 5.0, 1.5)
+    assert not was_timed_out(137, 5.0, None)
+
+
+def test_backend_options_are_validated():
+    from labkit.backends.docker import DockerBackend
+    from labkit.backends.lxd import LxdBackend
+    with pytest.raises(ConfigError, match="allowed: image"):
+        DockerBackend(imgae="x")
+    with pytest.raises(ConfigError, match="allowed: image"):
+        LxdBackend(pool_name="x")
+
+
+def test_unreachable_daemons_say_which_socket_and_how_to_start(tmp_path):
+    from labkit.backends.docker import DockerBackend
+    from labkit.backends.lxd import LxdBackend
+    from labkit.errors import BackendUnavailable
+    sock = tmp_path / "nothing.sock"
+    with pytest.raises(BackendUnavailable) as err:
+        DockerBackend(base_url=f"unix://{sock}").check()
+    assert str(sock) in str(err.value) and "dockerd" in str(err.value)
+    with pytest.raises(BackendUnavailable) as err:
+        LxdBackend(socket=str(sock)).check()
+    assert str(sock) in str(err.value) and "lxd --group root" in str(err.value)
+
+
+def test_missing_sdk_gives_the_pip_command(monkeypatch):
+    import builtins
+
+    from labkit.backends import docker as dmod
+    from labkit.backends import lxd as lmod
+    from labkit.errors import BackendUnavailable
+    real = builtins.__import__
+
+    def fake(name, *a, **k):
+        if name in ("docker", "pylxd"):
+            raise ImportError(f"No module named {name!r}")
+        return real(name, *a, **k)
+
+    monkeypatch.setattr(builtins, "__import__", fake)
+    with pytest.raises(BackendUnavailable, match="pip install docker"):
+        dmod._sdk()
+    with pytest.raises(BackendUnavailable, match="pip install pylxd"):
+        lmod._sdk()
+
+
+def test_pinned_cpus_must_exist_on_the_host():
+    from labkit.backends.docker import check_cpus
+    check_cpus(None, 2)
+    check_cpus([0, 1, 0], 2)  # wrap-around of an overcommitted placement is fine
+    with pytest.raises(ConfigError, match=r"\[5\] do not exist.*0-1"):
+        check_cpus([0, 5], 2)
+
+
+def test_stale_rootfs_trees_are_pruned_after_a_build(tmp_path):
+    keep = tmp_path / "rootfs-aaaaaaaaaaaa"
+    keep.mkdir()
+    (tmp_path / "rootfs-aaaaaaaaaaaa.stamp").write_text("{}")
+    (tmp_path / "rootfs-bbbbbbbbbbbb").mkdir()
+    (tmp_path / "rootfs-bbbbbbbbbbbb.stamp").write_text("{}")
+    (tmp_path / "rootfs-cccccccccccc.tar").write_text("")  # tarballs are handled by rootfs_tarball
+    (tmp_path / "vm-bbbbbbbbbbbb").mkdir()                  # not ours
+    rf._prune_stale(keep, echo=None or (lambda *a: None))
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "rootfs-aaaaaaaaaaaa", "rootfs-aaaaaaaaaaaa.stamp", "rootfs-cccccccccccc.tar",
+        "vm-bbbbbbbbbbbb"]
