@@ -224,8 +224,9 @@ class DockerBackend(Backend):
             if quota < spec.vcpus:
                 meta["note"] = (f"floating vcpus={spec.vcpus} capped at the host's {quota} CPUs "
                                 "(docker refuses a quota above the host's CPU count)")
-        # init=True: docker-init (tini) reaps finished daemons (httpd, iperf3) instead of leaving zombies
-        host_config = api.create_host_config(network_mode="none", init=True, **limits)
+        # no init=True: with docker-init a missing main command no longer fails the start; the
+        # zombies of finished daemons (httpd, iperf3) vanish with the container at teardown
+        host_config = api.create_host_config(network_mode="none", **limits)
         # proof of ownership: after a failure, only a container carrying it is removed
         token = secrets.token_hex(8)
         labels = {LABEL: "1", "labkit.spec": json.dumps(spec.as_dict()),
