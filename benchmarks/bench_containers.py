@@ -24,20 +24,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from labkit.backends import get_backend, new_name, teardown  # noqa: E402
-from labkit.instance import InstanceSpec  # noqa: E402
+from labkit.backends import get_backend, new_name  # noqa: E402
 
-SPEC = InstanceSpec(vcpus=1, memory_mb=128, affinity="floating", count=1)
-
-
-def labkit_cycle(backend) -> float:
-    t0 = time.perf_counter()
-    insts = backend.provision(SPEC, prefix="labkit-bench")
-    try:
-        insts[0].exec(["true"])
-    finally:
-        teardown(insts)
-    return time.perf_counter() - t0
+from _cycle import SPEC, labkit_cycle  # noqa: E402
 
 
 def _sh(argv):

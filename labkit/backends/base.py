@@ -27,7 +27,7 @@ import secrets
 import shlex
 import time
 from abc import ABC, abstractmethod
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Sequence
 
 from ..errors import BackendError, CommandError, CommandTimeout, tail

@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pytest
 
-from labkit.backends import get_backend
 from labkit.campaign import Campaign
 from labkit.design import Design
 from labkit.errors import ConfigError, StoreError
