@@ -130,19 +130,24 @@ class Campaign:
         return b if isinstance(b, str) else b.name
 
     def run(self, *, retry_failed: bool = False, max_runs: int | None = None) -> Store:
-        """Execute every run not yet stored; returns the (closed) store's path holder.
+        """Execute every run not yet stored; returns the store, opened read-only.
 
         ``retry_failed`` forgets failed/timed-out runs first so they run again;
         ``max_runs`` stops after that many new runs (the rest on the next call).
+        A backend that cannot run here fails before any store is created.
         """
-        store = Store.for_campaign(self.data_dir, self.campaign_id)
+        self.backend = get_backend(self._backend_arg, **self.backend_options)
+        try:
+            store = Store.for_campaign(self.data_dir, self.campaign_id)
+        except BaseException:
+            self.backend.close()
+            raise
         try:
             self._check_or_write_meta(store)
             if retry_failed:
                 failed = store.runs()
                 if not failed.empty:
                     store.delete_runs(failed.loc[failed.status != "ok", "run_id"])
-            self.backend = get_backend(self._backend_arg, **self.backend_options)
             fp = {"host": host_fingerprint(), "backend": self.backend.fingerprint()}
             fp_id = fingerprint_id(fp)
             store.add_fingerprint(fp_id, fp)
@@ -159,8 +164,7 @@ class Campaign:
                     bar.update(1)
             store.export()
         finally:
-            if self.backend is not None:
-                self.backend.close()
+            self.backend.close()
             store.close()
         return Store.for_campaign(self.data_dir, self.campaign_id, readonly=True)
 

@@ -76,14 +76,15 @@ def test_resume_with_another_design_is_refused(tmp_path):
         c2._check_or_write_meta(st)
 
 
-def test_bad_campaign_arguments():
+def test_bad_campaign_arguments(tmp_path):
     d = Design.from_dict({"factors": {"vcpus": [1, 2]}, "seed": 1})
     with pytest.raises(ConfigError, match="campaign_id"):
-        Campaign(d, workload="nqueens", campaign_id="Bad Id!")
+        Campaign(d, workload="nqueens", campaign_id="Bad Id!", data_dir=tmp_path)
     with pytest.raises(ConfigError, match="unknown workload"):
-        Campaign(d, workload="nope")
+        Campaign(d, workload="nope", data_dir=tmp_path)
     with pytest.raises(ConfigError, match="unknown backend"):
-        Campaign(d, backend="vmware", workload="nqueens").run()
+        Campaign(d, backend="vmware", workload="nqueens", data_dir=tmp_path).run()
+    assert list(tmp_path.iterdir()) == []    # a campaign that cannot start leaves no store
 
 
 RUNNER = textwrap.dedent("""
