@@ -15,7 +15,6 @@ if [ -z "${PYTHON:-}" ]; then
     if [ -x "$here/.venv/bin/python" ]; then PYTHON="$here/.venv/bin/python"; else PYTHON=python3; fi
 fi
 WAIT_S="${LABKIT_DAEMON_WAIT:-120}"
-APT=(apt-get -o DPkg::Lock::Timeout=600 -y -q)
 
 log() { echo "[setup-containers] $*"; }
 
@@ -25,18 +24,8 @@ if [ "$(id -u)" != 0 ]; then
 fi
 
 # --- packages ---------------------------------------------------------------
-need=()
-for pkg in docker.io lxd lxd-client debootstrap tar coreutils gcc libc6-dev; do
-    dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || need+=("$pkg")
-done
-if [ ${#need[@]} -gt 0 ]; then
-    log "installing ${need[*]}"
-    export DEBIAN_FRONTEND=noninteractive
-    "${APT[@]}" update
-    "${APT[@]}" install --no-install-recommends "${need[@]}"
-else
-    log "packages present"
-fi
+. "$here/scripts/apt.sh"
+apt_install_missing docker.io lxd lxd-client debootstrap tar coreutils gcc libc6-dev
 
 # --- Python SDKs ---------------------------------------------------------------
 if ! "$PYTHON" -c 'import docker, pylxd' 2>/dev/null; then

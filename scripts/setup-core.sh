@@ -3,18 +3,8 @@
 # Idempotent: safe to run again. Daemon set-up lives in setup-containers.sh and setup-libvirt.sh.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-export DEBIAN_FRONTEND=noninteractive
-APT="apt-get -y -q -o DPkg::Lock::Timeout=600"
-
-need=""
-for pkg in gcc libc6-dev make python3 python3-venv python3-dev pkg-config libvirt-dev util-linux procps; do
-  dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "ok installed" || need="$need $pkg"
-done
-if [ -n "$need" ]; then
-  echo "== apt-get install$need"
-  apt-get -q -o DPkg::Lock::Timeout=600 update
-  $APT install $need
-fi
+. scripts/apt.sh
+apt_install_missing gcc libc6-dev make python3 python3-venv python3-dev pkg-config libvirt-dev util-linux procps
 
 PY=${PYTHON:-python3}
 if [ ! -x .venv/bin/python ]; then

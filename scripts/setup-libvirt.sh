@@ -15,7 +15,6 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 if [ -x "$here/.venv/bin/python" ]; then PYTHON="$here/.venv/bin/python"; else PYTHON="${PYTHON:-python3}"; fi
 URI="${LABKIT_LIBVIRT_URI:-qemu:///system}"
 WAIT_S="${LABKIT_DAEMON_WAIT:-60}"
-APT=(apt-get -o DPkg::Lock::Timeout=600 -y -q)
 
 log() { echo "[setup-libvirt] $*"; }
 
@@ -27,19 +26,9 @@ fi
 # --- packages -----------------------------------------------------------------
 # libvirt-dev + pkg-config + gcc: to build libvirt-python; debootstrap: the shared rootfs;
 # e2fsprogs: mkfs.ext4 -d; linux-image-cloud-amd64: the guest kernel (booted directly).
-need=()
-for pkg in libvirt-daemon-system qemu-system-x86 qemu-utils linux-image-cloud-amd64 libvirt-dev \
-           pkg-config gcc libc6-dev python3-dev debootstrap e2fsprogs; do
-    dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || need+=("$pkg")
-done
-if [ ${#need[@]} -gt 0 ]; then
-    log "installing ${need[*]}"
-    export DEBIAN_FRONTEND=noninteractive
-    "${APT[@]}" update
-    "${APT[@]}" install --no-install-recommends "${need[@]}"
-else
-    log "packages present"
-fi
+. "$here/scripts/apt.sh"
+apt_install_missing libvirt-daemon-system qemu-system-x86 qemu-utils linux-image-cloud-amd64 libvirt-dev \
+           pkg-config gcc libc6-dev python3-dev debootstrap e2fsprogs
 
 # --- libvirt-python -------------------------------------------------------------
 if ! "$PYTHON" -c 'import libvirt, libvirt_qemu' 2>/dev/null; then

@@ -24,15 +24,8 @@ if [ "$(id -u)" != 0 ]; then
   exit 1
 fi
 
-need=""
-for pkg in openssh-server openssh-client procps iproute2; do
-  dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "ok installed" || need="$need $pkg"
-done
-if [ -n "$need" ]; then
-  echo "== apt-get install$need"
-  apt-get -q -o DPkg::Lock::Timeout=600 update
-  apt-get -y -q -o DPkg::Lock::Timeout=600 install --no-install-recommends $need
-fi
+. "$(dirname "$0")/apt.sh"
+apt_install_missing openssh-server openssh-client procps iproute2
 
 # -- the test key, authorized once ------------------------------------------------------
 install -d -m 700 /root/.ssh
