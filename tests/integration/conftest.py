@@ -47,16 +47,28 @@ def backend(request):
 class instances:
     """``with instances(be, spec) as insts:`` provision, and tear down on every path."""
 
-    def __init__(self, backend, spec: InstanceSpec):
-        self.backend, self.spec, self.made = backend, spec, []
+    def __init__(self, backend, spec: InstanceSpec, prefix: str = PREFIX):
+        self.backend, self.spec, self.prefix, self.made = backend, spec, prefix, []
 
     def __enter__(self):
-        self.made = self.backend.provision(self.spec, prefix=PREFIX)
+        self.made = self.backend.provision(self.spec, prefix=self.prefix)
         return self.made
 
     def __exit__(self, *exc):
         errors = teardown(self.made)
         assert not errors, errors
+
+
+def check_exec_contract(inst) -> None:
+    """The exec contract every backend shares: output, duration, CommandError with its result."""
+    ok = inst.exec(["sh", "-c", "echo out; echo err >&2"])
+    assert (ok.exit_code, ok.stdout, ok.stderr) == (0, "out\n", "err\n")
+    assert ok.duration_s > 0 and ok.instance == inst.name
+    with pytest.raises(CommandError) as err:
+        inst.exec("echo partial; echo bad >&2; exit 3")
+    r = err.value.result
+    assert (r.exit_code, r.stdout, r.stderr) == (3, "partial\n", "bad\n")
+    assert not isinstance(err.value, CommandTimeout)
 
 
 def allowed_cpus(inst) -> set[int]:
@@ -159,14 +171,7 @@ class ContainerContract:
     # -- exec, files, network, names -----------------------------------------------------
     def test_exec_result_and_command_error(self, backend):
         with instances(backend, InstanceSpec(memory_mb=64)) as (inst,):
-            ok = inst.exec(["sh", "-c", "echo out; echo err >&2"])
-            assert (ok.exit_code, ok.stdout, ok.stderr) == (0, "out\n", "err\n")
-            assert ok.duration_s > 0 and ok.instance == inst.name
-            with pytest.raises(CommandError) as err:
-                inst.exec("echo partial; echo bad >&2; exit 3")
-            r = err.value.result
-            assert (r.exit_code, r.stdout, r.stderr) == (3, "partial\n", "bad\n")
-            assert not isinstance(err.value, CommandTimeout)
+            check_exec_contract(inst)
             assert inst.exec("exit 4", check=False).exit_code == 4
             assert inst.exec(["labkit-no-such-command"], check=False).exit_code == 127
             env = inst.exec("echo $LABKIT_X", env={"LABKIT_X": "y z"}).stdout

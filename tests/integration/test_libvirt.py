@@ -24,10 +24,10 @@ import time
 import pytest
 
 from labkit.backends import get_backend, teardown
-from labkit.errors import BackendError, CommandError, CommandTimeout
+from labkit.errors import BackendError, CommandTimeout
 from labkit.instance import InstanceSpec
 
-from .conftest import PREFIX, instances
+from .conftest import PREFIX, check_exec_contract, instances
 
 pytestmark = pytest.mark.libvirt
 
@@ -143,14 +143,7 @@ class TestLibvirt:
     # -- exec, files, network ----------------------------------------------------------
     def test_exec_result_and_command_error(self, floating_vm):
         inst = floating_vm
-        ok = inst.exec(["sh", "-c", "echo out; echo err >&2"])
-        assert (ok.exit_code, ok.stdout, ok.stderr) == (0, "out\n", "err\n")
-        assert ok.duration_s > 0 and ok.instance == inst.name
-        with pytest.raises(CommandError) as err:
-            inst.exec("echo partial; echo bad >&2; exit 3")
-        r = err.value.result
-        assert (r.exit_code, r.stdout, r.stderr) == (3, "partial\n", "bad\n")
-        assert not isinstance(err.value, CommandTimeout)
+        check_exec_contract(inst)
         assert inst.exec("exit 4", check=False).exit_code == 4
         assert inst.exec("echo $LABKIT_X", env={"LABKIT_X": "y z"}).stdout == "y z\n"
         assert inst.exec("kill -TERM $$", check=False).exit_code == 128 + 15

@@ -18,8 +18,11 @@ import pytest
 from labkit.backends import get_backend, teardown
 from labkit.backends import remote_cgroup as rc
 from labkit.backends.cgroups import parse_cpulist
-from labkit.errors import BackendUnavailable, CommandError, CommandTimeout
+from labkit.errors import BackendUnavailable, CommandTimeout
 from labkit.instance import InstanceSpec
+
+from .conftest import check_exec_contract
+from .conftest import instances as _instances
 
 pytestmark = pytest.mark.ssh
 PREFIX = "labkit-test-ssh"
@@ -41,19 +44,9 @@ def backend():
         be.close()
 
 
-class instances:
-    """``with instances(be, spec) as insts:`` provision, and tear down on every path."""
-
-    def __init__(self, backend, spec: InstanceSpec, prefix: str = PREFIX):
-        self.backend, self.spec, self.prefix, self.made = backend, spec, prefix, []
-
-    def __enter__(self):
-        self.made = self.backend.provision(self.spec, prefix=self.prefix)
-        return self.made
-
-    def __exit__(self, *exc):
-        errors = teardown(self.made)
-        assert not errors, errors
+def instances(backend, spec: InstanceSpec, prefix: str = PREFIX):
+    """``with instances(be, spec) as insts:`` provision with this file's prefix, tear down on every path."""
+    return _instances(backend, spec, prefix)
 
 
 def allowed_cpus(inst) -> list[int]:
@@ -142,14 +135,7 @@ def test_count_instances_run_at_the_same_time(backend):
 
 def test_exec_result_errors_and_env(backend):
     with instances(backend, InstanceSpec(memory_mb=64)) as (inst,):
-        ok = inst.exec("echo out; echo err >&2")
-        assert (ok.exit_code, ok.stdout, ok.stderr) == (0, "out\n", "err\n")
-        assert ok.duration_s > 0 and ok.instance == inst.name
-        with pytest.raises(CommandError) as err:
-            inst.exec("echo partial; echo bad >&2; exit 3")
-        r = err.value.result
-        assert (r.exit_code, r.stdout, r.stderr) == (3, "partial\n", "bad\n")
-        assert not isinstance(err.value, CommandTimeout)
+        check_exec_contract(inst)
         assert inst.exec(["labkit-no-such-command"], check=False).exit_code == 127
         assert inst.exec(["printf", "%s|", "a b", "it's", "$HOME"]).stdout == "a b|it's|$HOME|"
         assert inst.exec("echo $LABKIT_X", env={"LABKIT_X": "y 'z'"}).stdout == "y 'z'\n"
