@@ -292,9 +292,16 @@ class SshBackend(Backend):
         """
         if self.conn is None:
             self._connect()
+        start = time.monotonic()
         try:
-            return self.conn.run(command, hide=True, warn=True, in_stream=False, pty=False,
-                                 timeout=timeout)
+            res = self.conn.run(command, hide=True, warn=True, in_stream=False, pty=False,
+                                timeout=timeout)
+            # invoke's timer closes the channel and only then ends; if the run returns in between,
+            # it sees no timeout and hands back exit -1. A channel closed past the deadline is one.
+            if (timeout is not None and (res.exited is None or res.exited < 0)
+                    and time.monotonic() - start >= timeout):
+                raise invoke.exceptions.CommandTimedOut(res, timeout=timeout)
+            return res
         except invoke.exceptions.CommandTimedOut:
             raise
         except paramiko.ChannelException as exc:

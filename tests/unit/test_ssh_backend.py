@@ -13,6 +13,7 @@ import sys
 import time
 from pathlib import Path
 
+import invoke
 import pytest
 
 from labkit.backends import cgroups, local, remote_cgroup as rc
@@ -384,6 +385,30 @@ def test_a_port_that_is_not_sshd_is_unavailable(tmp_path):
         assert time.monotonic() - t0 < 10
     finally:
         srv.close()
+
+
+class _RacyConnection:
+    """fabric's Connection.run as it behaves when invoke's timer closed the channel but has not
+    yet ended: the run returns exit -1 instead of raising CommandTimedOut."""
+
+    def __init__(self, exited, sleep_s):
+        self.exited, self.sleep_s = exited, sleep_s
+
+    def run(self, command, **kwargs):
+        time.sleep(self.sleep_s)
+        return invoke.Result(stdout="partial", stderr="", exited=self.exited)
+
+
+def test_a_channel_closed_past_the_deadline_is_a_timeout_not_a_lost_connection():
+    be = ssh.SshBackend(host="127.0.0.1", port=_closed_port())
+    be.conn = _RacyConnection(exited=-1, sleep_s=0.2)
+    with pytest.raises(invoke.exceptions.CommandTimedOut) as err:
+        be._run("sleep 5", timeout=0.2)
+    assert err.value.result.stdout == "partial"
+    be.conn = _RacyConnection(exited=-1, sleep_s=0)      # closed before the deadline: lost, not late
+    assert be._run("true", timeout=30).exited == -1
+    be.conn = _RacyConnection(exited=0, sleep_s=0.2)     # finished just past it: a real exit status
+    assert be._run("true", timeout=0.1).exited == 0
 
 
 # -- the control shell ------------------------------------------------------------------------------
