@@ -1,0 +1,62 @@
+"""The libvirt backend over a remote URI: ``qemu+ssh://`` through the test sshd.
+
+The "remote" host is this machine reached through scripts/setup-ssh.sh's sshd
+(127.0.0.1:2222, key from LABKIT_SSH_KEY), so libvirt runs its ssh transport
+for real: the client spawns ``ssh``, the far side runs ``virt-ssh-helper``,
+and every call (domain XML, storage-pool overlays, guest-agent commands,
+console log) crosses that tunnel. The KVM probe runs again for the remote URI
+(nothing is cached for remote hosts) and its verdict must agree with the local one.
+"""
+from __future__ import annotations
+
+import pytest
+
+from labkit.backends import get_backend
+from labkit.backends.ssh import resolve_target
+from labkit.instance import InstanceSpec
+
+from .conftest import PREFIX, check_exec_contract, instances
+
+pytestmark = [pytest.mark.libvirt, pytest.mark.ssh]
+
+
+def ssh_uri() -> str:
+    t = resolve_target()
+    query = "no_verify=1&no_tty=1" + (f"&keyfile={t['key_filename']}" if t["key_filename"] else "")
+    return f"qemu+ssh://{t['user']}@{t['host']}:{t['port']}/system?{query}"
+
+
+@pytest.fixture(scope="module")
+def remote():
+    be = get_backend("libvirt", uri=ssh_uri())
+    local = get_backend("libvirt")
+    before = set(local.list_labkit()), set(local.list_overlays())
+    try:
+        yield be, local
+        assert set(local.list_labkit()) - before[0] == set(), "domains left behind"
+        assert set(local.list_overlays()) - before[1] == set(), "overlays left behind"
+    finally:
+        be.close()
+        local.close()
+
+
+def test_a_vm_over_qemu_ssh_is_provisioned_driven_and_removed(remote):
+    be, local = remote
+    assert not be.local and be.uri.startswith("qemu+ssh://")
+    host = be.host_cpus()
+    assert host == local.host_cpus()
+    spec = InstanceSpec(vcpus=1, memory_mb=256, affinity="pinned")
+    want = spec.placement(host)[0]
+    with instances(be, spec, prefix=PREFIX + "-ssh") as (inst,):
+        # the domain is on the daemon both connections reach
+        assert inst.name in local.list_labkit()
+        assert inst.metadata["uri"] == be.uri
+        assert inst.metadata["domain_type"] == local.domain_type()
+        assert inst.exec("nproc").stdout.strip() == "1"
+        assert inst.pinning()["vcpupin"] == {0: want}
+        check_exec_contract(inst)
+        inst.put(__file__, "/tmp/labkit/remote_test.py", mode=0o644)
+        assert inst.exec("wc -c < /tmp/labkit/remote_test.py").stdout.strip() == str(len(open(__file__, "rb").read()))
+    assert inst.name not in local.list_labkit()
+    fp = be.fingerprint()
+    assert fp["uri"] == be.uri and fp["domain_type"] == local.domain_type()
