@@ -3,12 +3,16 @@ PY := .venv/bin/python
 CAMPAIGN ?= affinity-local-$(shell date +%Y%m%d-%H%M%S)
 DEMO_ARGS ?=
 
-.PHONY: setup setup-daemons demo test unit integration notebooks bench clean-out
+.PHONY: setup setup-tools setup-daemons demo test unit integration notebooks bench clean-out
 
 setup:
 	bash scripts/setup-core.sh
 
-setup-daemons: setup
+# sysbench, apache2 + ab, stress-ng, fio, iperf3 on this host (the local backend's workloads)
+setup-tools: setup
+	bash scripts/setup-tools.sh
+
+setup-daemons: setup-tools
 	bash scripts/setup-containers.sh
 	bash scripts/setup-libvirt.sh
 	bash scripts/setup-ssh.sh

@@ -38,6 +38,14 @@ def uri_is_local(uri: str) -> bool:
     return parsed.hostname in (None, "", "localhost") and transport in ("", "unix")
 
 
+#: On every guest's kernel command line. ``no_timer_check``: an emulated (TCG) guest on a busy host
+#: can fail the kernel's IO-APIC timer test and panic at boot ("IO-APIC + timer doesn't work!",
+#: seen in CI); the test only matters on broken hardware. ``panic=-1``: a guest that panics
+#: anyway reboots at once, and ``on_reboot=destroy`` turns that into a fast "stopped during
+#: boot" error with the console tail instead of a wait for the whole boot timeout.
+GUEST_KERNEL_ARGS = "no_timer_check panic=-1"
+
+
 def _sub(parent, tag, text=None, **attrs):
     el = ET.SubElement(parent, tag, {k.rstrip("_"): str(v) for k, v in attrs.items()})
     if text is not None:
@@ -89,7 +97,8 @@ def domain_xml(*, name: str, spec: InstanceSpec, cpus: list[int] | None, domain_
     _sub(os_, "kernel", kernel)
     _sub(os_, "initrd", initrd)
     root = "/dev/xvda" if xen else "/dev/vda"
-    _sub(os_, "cmdline", cmdline.replace("root=/dev/vda", f"root={root}") + f" labkit.hostname={name}")
+    _sub(os_, "cmdline", cmdline.replace("root=/dev/vda", f"root={root}")
+         + f" {GUEST_KERNEL_ARGS} labkit.hostname={name}")
 
     if not xen:
         feats = _sub(dom, "features")

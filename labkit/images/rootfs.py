@@ -34,9 +34,11 @@ log = logging.getLogger("labkit.images")
 
 SUITE = "bookworm"
 VARIANT = "minbase"
+#: The benchmark tools' Debian packages: in every image, and on the host for the ``local``
+#: backend (scripts/setup-tools.sh installs them there).
+TOOL_PACKAGES = ("sysbench", "apache2", "apache2-utils", "stress-ng", "fio", "iperf3")
 #: Debian packages installed in every image (qemu-guest-agent is for the VM image).
-PACKAGES = ("sysbench", "apache2", "apache2-utils", "stress-ng", "fio", "iperf3", "procps",
-            "coreutils", "qemu-guest-agent", "util-linux", "iproute2")
+PACKAGES = TOOL_PACKAGES + ("procps", "coreutils", "qemu-guest-agent", "util-linux", "iproute2")
 #: Bump when the recipe changes in a way the inputs above do not show.
 RECIPE = 2
 NQUEENS_IN_IMAGE = "/usr/local/bin/labkit-nqueens"

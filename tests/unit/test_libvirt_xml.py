@@ -76,6 +76,9 @@ def test_direct_kernel_boot_agent_channel_console_and_no_network():
     cmdline = dom.findtext("os/cmdline")
     assert "root=/dev/vda" in cmdline and "init=/sbin/labkit-init" in cmdline
     assert "labkit.hostname=labkit-t" in cmdline
+    # a slow emulated guest must not panic on the IO-APIC timer test, and a panic must end the VM
+    assert "no_timer_check" in cmdline.split() and "panic=-1" in cmdline.split()
+    assert dom.findtext("on_reboot") == "destroy"
     disk = dom.find("devices/disk")
     assert disk.find("source").get("file") == PATHS["disk"]
     assert disk.find("driver").get("type") == "qcow2"

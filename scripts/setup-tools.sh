@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# The benchmark tools on this machine, for the `local` backend (and for the `ssh` backend's
+# test host, which is this machine): sysbench, apache2 + ab, stress-ng, fio, iperf3.
+# The same Debian packages go into the container and VM images (labkit.images.rootfs.TOOL_PACKAGES
+# is the one list). N-queens needs only the C compiler from setup-core.sh.
+#
+# Installing apache2 or iperf3 would start their system services (apache on port 80): no
+# service is started here; the workloads run their own servers on loopback ports.
+# Idempotent: installs only what is missing.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+if [ "$(id -u)" != 0 ]; then
+  echo "setup-tools.sh must run as root (it installs Debian packages)" >&2
+  exit 1
+fi
+PY=${PYTHON:-.venv/bin/python}
+pkgs=$("$PY" -c 'from labkit.images.rootfs import TOOL_PACKAGES; print(" ".join(TOOL_PACKAGES))')
+
+. scripts/apt.sh
+policy=/usr/sbin/policy-rc.d
+if [ ! -e "$policy" ]; then
+  # Debian's way to keep maintainer scripts from starting services; removed again on exit
+  printf '#!/bin/sh\nexit 101\n' > "$policy"
+  chmod 755 "$policy"
+  trap 'rm -f "$policy"' EXIT
+fi
+# shellcheck disable=SC2086
+apt_install_missing $pkgs
+for tool in sysbench ab /usr/sbin/apache2 stress-ng fio iperf3; do
+  command -v "$tool" >/dev/null || { echo "setup-tools.sh: $tool missing after install" >&2; exit 1; }
+done
+echo "== benchmark tools on this host: $pkgs"
