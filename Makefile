@@ -40,6 +40,9 @@ unit: setup
 integration: setup-daemons
 	$(PY) -m pytest -ra tests/integration
 
+notebooks: setup-daemons
+	$(PY) -m pytest -ra tests/notebooks
+
 bench: setup
 	for b in benchmarks/bench_*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
 

@@ -133,8 +133,6 @@ class LocalBackend(Backend):
             self.driver = driver
         except BackendUnavailable as exc:
             self._why_not = str(exc)
-        if self.driver is None and not self.enforce:
-            self.driver = None
 
     def check(self) -> None:
         if self.driver is None and self.enforce:
