@@ -27,7 +27,8 @@ from .stats import _validate as v
 from .stats.lenth import lenth
 from .stats.summary import summarize
 
-__all__ = ["interactions", "main_effects", "pareto", "qq", "response_by_config", "save_figure"]
+__all__ = ["interactions", "main_effects", "overhead", "pareto", "qq", "response_by_config",
+           "save_figure"]
 
 BAR = "#4878a8"
 BAR_HIGH = "#c44e52"
@@ -290,6 +291,72 @@ def response_by_config(data: pd.DataFrame, by, response: str, *, hue: str | None
     if hue is not None:
         ax.legend(title=hue, fontsize=8)
     ax.set_title(title or f"{response} by configuration")
+    return fig
+
+
+def overhead(table: pd.DataFrame, *, panel: str = "benchmark", label: str = "test",
+             alpha: float = 0.05, baseline: str = "native", ncols: int = 2,
+             title: str | None = None) -> Figure:
+    """Overhead of each platform against a baseline, one panel per ``panel`` value.
+
+    ``table`` has one row per (test, platform) with the columns ``panel``,
+    ``label``, ``platform``, ``overhead_pct``, ``ci_low`` and ``ci_high`` (as
+    notebook 02 builds it: percent worse than the baseline and the CI of that
+    percentage). Each panel gets its own x scale, so a large overhead in one
+    benchmark (e.g. TCG on an application) does not flatten the others; bars
+    are grouped by ``label`` (the panel's name is dropped from its front) with
+    one colour per platform, in order of first appearance. Rows without an
+    ``overhead_pct`` are left out.
+    """
+    v.frame(table, "table")
+    v.columns(table, [panel, label, "platform", "overhead_pct", "ci_low", "ci_high"], "table")
+    alpha = v.alpha(alpha)
+    t = table.dropna(subset=["overhead_pct"])
+    if t.empty:
+        raise ConfigError("overhead: no row has an overhead_pct to plot")
+    panels = list(dict.fromkeys(t[panel].astype(str)))
+    plats = list(dict.fromkeys(t.platform.astype(str)))
+    colours = dict(zip(plats, plt.rcParams["axes.prop_cycle"].by_key()["color"] * 4))
+    n_labels = [t.loc[t[panel].astype(str) == p, label].nunique() for p in panels]
+    ncols = max(1, min(int(ncols), len(panels)))
+    nrows = math.ceil(len(panels) / ncols)
+    per_label = 0.2 * len(plats) + 0.25
+    heights = [max(n_labels[r * ncols:(r + 1) * ncols]) * per_label + 1.0 for r in range(nrows)]
+    fig = _figure((5.2 * ncols, sum(heights) + 0.6))
+    axes = fig.subplots(nrows, ncols, squeeze=False,
+                        gridspec_kw={"height_ratios": heights}).ravel()
+    for ax in axes[len(panels):]:
+        ax.set_visible(False)
+    height = 0.8 / len(plats)
+    for ax, name in zip(axes, panels):
+        part = t[t[panel].astype(str) == name]
+        labels = list(dict.fromkeys(part[label].astype(str)))
+        for i, plat in enumerate(plats):
+            rows = part[part.platform.astype(str) == plat]
+            if rows.empty:
+                continue
+            y = np.array([labels.index(x) for x in rows[label].astype(str)], float)
+            y = y + (i - (len(plats) - 1) / 2) * height
+            xerr = np.vstack([rows.overhead_pct - rows.ci_low, rows.ci_high - rows.overhead_pct])
+            ax.barh(y, rows.overhead_pct, height=height, color=colours[plat], label=plat,
+                    xerr=np.nan_to_num(xerr), capsize=2)
+        ax.axvline(0, color="black", lw=0.8)
+        short = [x[len(name) + 1:] if x.startswith(name + " ") else x for x in labels]
+        ax.set_yticks(range(len(labels)), short, fontsize=7)
+        ax.set_ylim(len(labels) - 0.5, -0.5)
+        ax.set_title(name, fontsize=10)
+        ax.tick_params(axis="x", labelsize=8)
+        ax.set_xlabel("overhead (%)", fontsize=8)
+    handles, names = [], []
+    for ax in axes[:len(panels)]:
+        for h, n in zip(*ax.get_legend_handles_labels()):
+            if n not in names:
+                handles.append(h)
+                names.append(n)
+    fig.legend(handles, names, title="platform", loc="outside lower center", ncols=len(names),
+               fontsize=8)
+    fig.suptitle(title or f"Overhead against {baseline}, {100 * (1 - alpha):g}% CI; > 0: worse",
+                 fontsize=11)
     return fig
 
 

@@ -8,6 +8,7 @@ matplotlib.use("Agg")
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
+from matplotlib.container import BarContainer  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 from scipy import stats as sps  # noqa: E402
 
@@ -169,3 +170,42 @@ def test_figures_are_not_left_open_in_pyplot(study):
             plots.response_by_config(study, ["vcpus"], "rps")]
     assert set(plt.get_fignums()) == before                          # nothing to show twice
     assert all(isinstance(f, Figure) for f in figs)
+
+
+def overhead_table():
+    rows = []
+    for bench, tests in {"cpu": ["cpu events threads=1", "cpu events threads=2"],
+                         "application": ["application rps c=10"]}.items():
+        for k, test in enumerate(tests):
+            for j, plat in enumerate(["docker", "libvirt"]):
+                pct = 1.0 + k + 10 * j if bench == "cpu" else 1500.0 * j
+                rows.append({"benchmark": bench, "test": test, "platform": plat,
+                             "overhead_pct": pct, "ci_low": pct - 2, "ci_high": pct + 3})
+    rows.append({"benchmark": "cpu", "test": "cpu events threads=4", "platform": "docker",
+                 "overhead_pct": np.nan, "ci_low": np.nan, "ci_high": np.nan})
+    return pd.DataFrame(rows)
+
+
+def test_overhead_one_panel_per_benchmark_with_its_own_scale():
+    fig = plots.overhead(overhead_table())
+    cpu, app = [ax for ax in fig.axes if ax.get_visible()]
+    assert (cpu.get_title(), app.get_title()) == ("cpu", "application")
+    # the benchmark's name is dropped from the front of each label; NaN rows are left out
+    assert [t.get_text() for t in cpu.get_yticklabels()] == ["events threads=1", "events threads=2"]
+    widths = {}
+    for ax in (cpu, app):
+        for c in ax.containers:
+            if isinstance(c, BarContainer):
+                widths.setdefault(c.get_label(), []).extend(b.get_width() for b in c.patches)
+    assert widths == {"docker": [1.0, 2.0, 0.0], "libvirt": [11.0, 12.0, 1500.0]}
+    assert cpu.get_xlim()[1] < 100 < app.get_xlim()[1]          # panels do not share the x scale
+    assert [t.get_text() for t in fig.legends[0].get_texts()] == ["docker", "libvirt"]
+    assert "95% CI" in fig.get_suptitle()
+
+
+def test_overhead_rejects_what_it_cannot_chart():
+    with pytest.raises(ConfigError, match="no column 'ci_low'"):
+        plots.overhead(overhead_table().drop(columns="ci_low"))
+    empty = overhead_table().assign(overhead_pct=np.nan)
+    with pytest.raises(ConfigError, match="no row has an overhead_pct"):
+        plots.overhead(empty)
