@@ -25,10 +25,10 @@ demo: setup
 	@echo "results: data/$(CAMPAIGN)/  figures: figures/01_*_local.png  executed notebook: out/01_affinity_factorial.ipynb"
 
 # The test sshd that scripts/setup-ssh.sh starts (127.0.0.1 only).
-test integration: export LABKIT_SSH_HOST ?= 127.0.0.1
-test integration: export LABKIT_SSH_PORT ?= 2222
-test integration: export LABKIT_SSH_USER ?= root
-test integration: export LABKIT_SSH_KEY ?= /root/.ssh/labkit_test_ed25519
+test integration bench: export LABKIT_SSH_HOST ?= 127.0.0.1
+test integration bench: export LABKIT_SSH_PORT ?= 2222
+test integration bench: export LABKIT_SSH_USER ?= root
+test integration bench: export LABKIT_SSH_KEY ?= /root/.ssh/labkit_test_ed25519
 
 # Everything: daemons, images, unit + integration + notebook tests.
 test: setup-daemons
@@ -43,8 +43,10 @@ integration: setup-daemons
 notebooks: setup-daemons
 	$(PY) -m pytest -ra tests/notebooks
 
+# Every script runs even when one fails (e.g. its daemon is down); the failed ones are listed at the end.
 bench: setup
-	for b in benchmarks/bench_*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
+	@failed=""; for b in benchmarks/bench_*.py; do echo "== $$b"; $(PY) $$b || failed="$$failed $$b"; done; \
+	if [ -n "$$failed" ]; then echo "== failed:$$failed (\`make setup-daemons\` starts the daemons)"; exit 1; fi
 
 clean-out:
 	rm -rf out
