@@ -130,7 +130,8 @@ def running(inst, pid: int) -> tuple[bool, list[str]]:
     lines = res.stdout.splitlines()
     if not lines or not lines[0].startswith("alive "):
         return False, []
-    names = [ln.split(None, 1)[1] if " " in ln else "" for ln in lines[1:]]
+    # A child that exits between the /proc scan and reading its comm leaves "pid " with no name.
+    names = [(ln.split(None, 1) + [""])[1] for ln in lines[1:]]
     return lines[0] == "alive 1", names
 
 

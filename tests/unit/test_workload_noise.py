@@ -81,6 +81,14 @@ def test_load_without_workers_times_out():
     assert be.made[0]._destroyed
 
 
+def test_child_that_exits_during_the_scan_is_ignored():
+    # "4245 " = a child gone between the /proc scan and reading its comm (seen in CI with iperf3)
+    be = FakeBackend(answers(running=(0, "alive 1\n4245 \n4243 stress-ng\n4244 stress-ng-cpu\n")))
+    with neighbours(be, InstanceSpec(), "cpu") as group:
+        assert group[0]["workers"] == 2
+    assert be.made[0]._destroyed
+
+
 def test_missing_tool_names_package_and_tears_down():
     be = FakeBackend(answers(**{"command -v": (1, "")}))
     with pytest.raises(BenchmarkError, match="Debian package 'iperf3'"):
