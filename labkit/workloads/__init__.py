@@ -19,14 +19,19 @@ REGISTRY = {
 }
 
 
+def workload_class(name) -> type[Workload]:
+    """The Workload class registered as ``name`` (ConfigError listing the names if unknown)."""
+    if not isinstance(name, str) or name not in REGISTRY:
+        raise ConfigError(f"unknown workload {name!r}; available: {', '.join(sorted(REGISTRY))}")
+    module, cls = REGISTRY[name]
+    return getattr(importlib.import_module(module), cls)
+
+
 def get_workload(name, **params) -> Workload:
     """Instantiate workload ``name`` with parameters (a Workload passes through)."""
     if isinstance(name, Workload):
         return name
-    if name not in REGISTRY:
-        raise ConfigError(f"unknown workload {name!r}; available: {', '.join(sorted(REGISTRY))}")
-    module, cls = REGISTRY[name]
-    return getattr(importlib.import_module(module), cls)(**params)
+    return workload_class(name)(**params)
 
 
-__all__ = ["Measurement", "Workload", "REGISTRY", "get_workload", "require_tool", "run_checked"]
+__all__ = ["Measurement", "Workload", "REGISTRY", "get_workload", "workload_class", "require_tool", "run_checked"]

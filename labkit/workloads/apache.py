@@ -28,6 +28,7 @@ import shlex
 
 from ..errors import BenchmarkError, ConfigError, tail
 from .base import Measurement, Workload, require_tool, run_checked
+from .params import TIMEOUT, Bool, Int, Num
 
 MODULES = "/usr/lib/apache2/modules"
 HTTPD = "/usr/sbin/apache2"
@@ -132,6 +133,8 @@ class Apache(Workload):
     response = "requests_per_s"
     defaults = {"requests": None, "concurrency": None, "page_kb": 4, "keepalive": False,
                 "timeout_s": 600}
+    schema = {"requests": Int(1, 10**9, none=True), "concurrency": Int(1, 20000, none=True),
+              "page_kb": Num(0, 10**6), "keepalive": Bool(), "timeout_s": TIMEOUT}
     min_memory_mb = 64
 
     def prepare(self, instance) -> None:

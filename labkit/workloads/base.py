@@ -7,6 +7,7 @@ parameters, and returns :class:`Measurement` rows. It never touches the store.
         name = "mine"
         response = "wall_time_s"           # the metric notebooks analyse by default
         defaults = {"size": 10}            # every parameter it accepts, with defaults
+        schema = {"size": Int(1, 100)}     # its type and range (labkit.workloads.params)
         min_memory_mb = 32
         def prepare(self, instance): ...   # once per instance, before run
         def run(self, instance, params) -> list[Measurement]: ...
@@ -17,11 +18,13 @@ by the run's workload factor levels, plus ``vcpus`` (the instance's vCPUs).
 """
 from __future__ import annotations
 
+import json
 import shlex
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 
 from ..errors import BenchmarkError, CommandError, ConfigError, tail
+from .params import Param
 
 
 @dataclass
@@ -36,15 +39,41 @@ class Workload(ABC):
     name = "base"
     response = "wall_time_s"
     defaults: dict = {}
+    schema: dict[str, Param] = {}   # parameter -> type/range; a parameter without one must be a scalar
     min_memory_mb = 16
 
     def __init__(self, **params):
         unknown = sorted(set(params) - set(self.defaults))
         if unknown:
             raise ConfigError(
-                f"workload {self.name!r}: unknown parameter(s) {', '.join(unknown)}; "
+                f"workload {self.name!r}: unknown parameter(s) {', '.join(map(str, unknown))[:400]}; "
                 f"allowed: {', '.join(sorted(self.defaults)) or '(none)'}")
-        self.params = {**self.defaults, **params}
+        self.params = {**self.defaults, **{k: self.check_param(k, v) for k, v in params.items()}}
+
+    @classmethod
+    def check_param(cls, key: str, value, *, where: str | None = None):
+        """``value`` of parameter ``key`` in canonical form (e.g. 8.0 -> 8), or ConfigError naming
+        the workload, the key and what its schema allows."""
+        where = where or f"workload {cls.name!r} parameter {key!r}"
+        spec = cls.schema.get(key)
+        if spec is not None:
+            return spec.check(where, value)
+        if value is not None and not isinstance(value, (str, int, float, bool)):
+            raise ConfigError(f"{where}: {type(value).__name__} not allowed; use a single value")
+        return value
+
+    @classmethod
+    def param_from_text(cls, key: str, text: str):
+        """The value of ``--param key=text``: read by the parameter's schema (a string parameter
+        keeps the text as is), JSON for a parameter without a schema."""
+        where = f"--param {key}"
+        spec = cls.schema.get(key)
+        if spec is not None:
+            return spec.from_text(where, text)
+        try:
+            return cls.check_param(key, json.loads(text), where=where)
+        except json.JSONDecodeError:
+            return text
 
     def accepts(self, key: str) -> bool:
         """Whether a design factor named ``key`` is one of this workload's parameters."""

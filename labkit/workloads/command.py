@@ -9,6 +9,7 @@ import shlex
 
 from ..errors import ConfigError
 from .base import Measurement, Workload, run_checked
+from .params import THREADS, TIMEOUT, StrList
 
 
 class Command(Workload):
@@ -20,6 +21,7 @@ class Command(Workload):
 
     name = "command"
     defaults = {"argv": None, "timeout_s": 3600, "threads": None}
+    schema = {"argv": StrList(none=True), "timeout_s": TIMEOUT, "threads": THREADS}
 
     def __init__(self, **params):
         super().__init__(**params)

@@ -32,6 +32,7 @@ import shlex
 
 from ..errors import BenchmarkError, ConfigError, tail
 from .base import Measurement, Workload, run_checked
+from .params import NAME, PATH, THREADS, TIMEOUT, Str
 from .scaling import resolve_threads
 
 EXPERIMENTAL = True
@@ -125,6 +126,8 @@ class Parsec(Workload):
     experimental = True
     defaults = {"install_path": None, "package": "blackscholes", "input": "simsmall",
                 "threads": None, "config": "gcc", "timeout_s": 3600}
+    schema = {"install_path": PATH, "package": NAME, "input": NAME, "threads": THREADS, "config": NAME,
+              "timeout_s": TIMEOUT}
     min_memory_mb = 256
 
     def __init__(self, **params):
@@ -173,6 +176,9 @@ class Npb(Workload):
     experimental = True
     defaults = {"install_path": None, "benchmark": "ep", "klass": "S", "threads": None,
                 "mpirun": None, "binary": None, "timeout_s": 3600}
+    schema = {"install_path": PATH, "benchmark": Str(pattern=r"[A-Za-z]{2}"),
+              "klass": Str(pattern=r"[SWABCDEFswabcdef]"), "threads": THREADS, "mpirun": PATH,
+              "binary": PATH, "timeout_s": TIMEOUT}
     min_memory_mb = 64
 
     def __init__(self, **params):

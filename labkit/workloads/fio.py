@@ -26,6 +26,7 @@ import secrets
 
 from ..errors import BenchmarkError, ConfigError, tail
 from .base import Measurement, Workload, require_tool, run_checked
+from .params import SIZE, TIMEOUT, Int, Num, Str, StrList
 
 PATTERNS = {"seqread": "read", "seqwrite": "write", "randread": "randread", "randwrite": "randwrite"}
 _DIRECTION = {"seqread": "read", "randread": "read", "seqwrite": "write", "randwrite": "write"}
@@ -109,6 +110,9 @@ class Fio(Workload):
     defaults = {"patterns": ["seqread", "seqwrite", "randread", "randwrite"], "size_mb": 64,
                 "bs": "4k", "runtime_s": 1, "ioengine": "psync", "direct": 0, "iodepth": 1,
                 "numjobs": 1, "timeout_s": 600}
+    schema = {"patterns": StrList(tuple(PATTERNS)), "size_mb": Num(0, 10**7), "bs": SIZE,
+              "runtime_s": Num(0, 86400), "ioengine": Str(pattern=r"[a-z0-9_]{1,32}"),
+              "direct": Int(0, 1), "iodepth": Int(1, 65536), "numjobs": Int(1, 4096), "timeout_s": TIMEOUT}
     min_memory_mb = 64
 
     def __init__(self, **params):

@@ -32,6 +32,7 @@ import time
 
 from ..errors import BenchmarkError, ConfigError, tail
 from .base import Measurement, Workload, require_tool, run_checked
+from .params import SIZE, TIMEOUT, Int, Num, Str
 
 PROTOCOLS = ("tcp", "udp", "both")
 ALLOWED_NETWORKS = [ipaddress.ip_network(n) for n in
@@ -214,6 +215,8 @@ class Iperf3(Workload):
     response = "tcp_mbit_per_s"
     defaults = {"protocol": "both", "duration_s": 2, "udp_bandwidth": "1G", "parallel": 1,
                 "port": None, "timeout_s": 120}
+    schema = {"protocol": Str(PROTOCOLS), "duration_s": Num(0, 86400), "udp_bandwidth": SIZE,
+              "parallel": Int(1, 128), "port": Int(1, 65535, none=True), "timeout_s": TIMEOUT}
     min_memory_mb = 32
 
     def __init__(self, **params):

@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import re
 
-from ..errors import BenchmarkError, ConfigError, tail
+from ..errors import BenchmarkError, tail
 from . import cbuild
 from .base import Measurement, Workload, run_checked
+from .params import THREADS, TIMEOUT, Int
 
 # OEIS A000170: number of ways to place n non-attacking queens on an n x n board.
 KNOWN_SOLUTIONS = {4: 2, 5: 10, 6: 4, 7: 40, 8: 92, 9: 352, 10: 724, 11: 2680, 12: 14200,
@@ -32,8 +33,13 @@ def parse(output: str, command=None) -> tuple[int, int, int, float]:
     return int(m[1]), int(m[2]), int(m[3]), float(m[4])
 
 
-def check_solutions(n: int, solutions: int, command=None, output: str = "") -> None:
-    """Raise BenchmarkError if ``solutions`` is not the known count for board ``n``."""
+def check_solutions(n: int, solutions: int, command=None, output: str = "", *,
+                    board: int | None = None) -> None:
+    """Raise BenchmarkError if the output is for another board than ``board`` (when given) or
+    ``solutions`` is not the known count for board ``n``."""
+    if board is not None and n != board:
+        raise BenchmarkError(f"N-queens output is for board n={n} but board {board} was asked: wrong result",
+                             command, tail(output))
     expected = KNOWN_SOLUTIONS.get(n)
     if expected is not None and solutions != expected:
         raise BenchmarkError(
@@ -51,14 +57,9 @@ class NQueens(Workload):
     name = "nqueens"
     response = "wall_time_s"
     defaults = {"board": 15, "threads": None, "timeout_s": 3600}
+    schema = {"board": Int(4, 18), "threads": THREADS, "timeout_s": TIMEOUT}
     min_memory_mb = 8
     remote_path = "labkit-nqueens"
-
-    def __init__(self, **params):
-        super().__init__(**params)
-        board = self.params["board"]
-        if not isinstance(board, int) or not 4 <= board <= 18:
-            raise ConfigError(f"nqueens: parameter 'board' must be an integer from 4 to 18, got {board!r}")
 
     def prepare(self, instance) -> None:
         binary = cbuild.build("nqueens.c")
@@ -66,14 +67,12 @@ class NQueens(Workload):
         instance.put(binary, f"{instance.workdir}/{self.remote_path}")
 
     def run(self, instance, params: dict) -> list[Measurement]:
-        board = int(params.get("board", self.params["board"]))
-        if board not in KNOWN_SOLUTIONS and not 4 <= board <= 30:
-            raise ConfigError(f"nqueens: board {board} out of range 4..30")
+        board = self.check_param("board", params.get("board", self.params["board"]))
         threads = params.get("threads") or params["vcpus"]
         cmd = [f"{instance.workdir}/{self.remote_path}", str(board), str(int(threads))]
         res = run_checked(instance, cmd, timeout=params.get("timeout_s"))
         n, _, solutions, seconds = parse(res.stdout, cmd)
-        check_solutions(n, solutions, cmd, res.stdout)
+        check_solutions(n, solutions, cmd, res.stdout, board=board)
         return [Measurement("wall_time_s", seconds, "s", instance.index),
                 Measurement("solutions", float(solutions), "count", instance.index)]
 

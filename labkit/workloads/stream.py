@@ -29,6 +29,7 @@ import re
 from ..errors import BenchmarkError, ConfigError, tail
 from . import cbuild
 from .base import Measurement, Workload, run_checked
+from .params import THREADS, TIMEOUT, Int, Num
 from .scaling import resolve_threads
 
 KERNELS = ("copy", "scale", "add", "triad")
@@ -89,6 +90,8 @@ class Stream(Workload):
     name = "stream"
     response = "triad_mb_per_s"
     defaults = {"array_mb": None, "ntimes": 5, "threads": None, "timeout_s": 900}
+    schema = {"array_mb": Num(0, 10**7, none=True), "ntimes": Int(2, 10**4), "threads": THREADS,
+              "timeout_s": TIMEOUT}
     min_memory_mb = 128
     remote_path = "labkit-stream"
 

@@ -28,6 +28,7 @@ import shlex
 
 from ..errors import BenchmarkError, ConfigError, tail
 from .base import Measurement, Workload, require_tool, run_checked
+from .params import SIZE, THREADS, TIMEOUT, Int, Num, Str
 from .scaling import resolve_threads
 
 TESTS = ("cpu", "memory", "threads", "fileio")
@@ -115,6 +116,11 @@ class Sysbench(Workload):
                 "memory_block_size": "1K", "memory_total_size": "10G", "memory_oper": "write",
                 "memory_access_mode": "seq", "fileio_total_size": "64M", "fileio_num": 4,
                 "fileio_mode": "rndrw", "timeout_s": 600}
+    schema = {"test": Str(TESTS), "threads": THREADS, "time_s": Num(0, 86400),
+              "cpu_max_prime": Int(3, 10**9), "memory_block_size": SIZE, "memory_total_size": SIZE,
+              "memory_oper": Str(("read", "write", "none")), "memory_access_mode": Str(("seq", "rnd")),
+              "fileio_total_size": SIZE, "fileio_num": Int(1, 10**6), "fileio_mode": Str(FILEIO_MODES),
+              "timeout_s": TIMEOUT}
     min_memory_mb = 32
 
     def __init__(self, **params):

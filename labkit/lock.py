@@ -1,0 +1,113 @@
+"""One process per campaign: an OS lock (``flock``) on ``<data_dir>/<campaign>/campaign.lock``.
+
+The kernel releases the lock when its holder dies, however it dies (even
+SIGKILL), so a lock file left behind is stale by definition and is simply taken
+over. The holder writes its pid, host and start time into the file; a second
+process fails at once with a :class:`~labkit.errors.StoreError` naming them.
+The file is never deleted (deleting it would let two processes lock two
+different files), is opened without following symlinks, and is private (0600).
+
+>>> with CampaignLock("data/demo/campaign.lock"):   # doctest: +SKIP
+...     ...  # run the campaign
+"""
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import socket
+from pathlib import Path
+
+from .errors import StoreError
+
+LOCK_NAME = "campaign.lock"
+
+
+def holder(path: str | Path) -> dict | None:
+    """The holder recorded in lock file ``path`` (pid, host, started), or None if unreadable."""
+    try:
+        with open(path, "rb") as fh:
+            data = json.loads(fh.read(4096).decode("utf-8", "replace") or "null")
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def is_locked(path: str | Path) -> bool:
+    """Whether a live process holds the lock at ``path`` (False if there is no lock file)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)
+    return False
+
+
+def describe_holder(info: dict | None) -> str:
+    if not info:
+        return "another process (holder not recorded yet)"
+    return (f"pid {info.get('pid', '?')} on host {info.get('host', '?')}, "
+            f"started {info.get('started', '?')}")
+
+
+class CampaignLock:
+    """Exclusive lock for one campaign; use as a context manager or call acquire()/release().
+
+    ``what`` names the campaign in messages. Acquiring raises StoreError when a live
+    process holds it (naming that process) or when the lock file cannot be created.
+    """
+
+    def __init__(self, path: str | Path, what: str = "campaign", *, dir_mode: int = 0o700):
+        self.path = Path(path)
+        self.what = what
+        self.dir_mode = dir_mode
+        self._fd: int | None = None
+
+    def acquire(self) -> "CampaignLock":
+        from .store import now_iso
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True, mode=self.dir_mode)
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        except OSError as exc:
+            raise StoreError(f"{self.path}: cannot create the campaign lock: {exc.strerror or exc}") from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise StoreError(f"{self.what} is already running: {describe_holder(self._wait_holder())} "
+                             f"holds {self.path}; wait for it to finish or stop it first") from None
+        except OSError as exc:
+            os.close(fd)
+            raise StoreError(f"{self.path}: cannot lock: {exc.strerror or exc}") from None
+        # a stale file (its holder died) is taken over: the content is rewritten
+        info = {"pid": os.getpid(), "host": socket.gethostname(), "started": now_iso()}
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, json.dumps(info).encode(), 0)
+        self._fd = fd
+        return self
+
+    def _wait_holder(self) -> dict | None:
+        # the holder writes its identity just after locking: give it a moment
+        import time
+        for _ in range(20):
+            info = holder(self.path)
+            if info:
+                return info
+            time.sleep(0.05)
+        return None
+
+    def release(self) -> None:
+        if self._fd is not None:
+            fd, self._fd = self._fd, None
+            os.close(fd)   # closing releases the flock; the file stays (see module docstring)
+
+    def __enter__(self):
+        return self.acquire()
+
+    def __exit__(self, *exc):
+        self.release()
