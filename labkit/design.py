@@ -11,13 +11,21 @@ A design is declared as a dict or YAML::
     seed: 2017
 
 ``Design.plan()`` lists every (configuration, replicate) once, in an order
-shuffled with ``seed``: the same seed always gives the same order.
+shuffled with ``seed``: the same seed always gives the same order. A design
+without ``seed`` draws one (``seed_drawn`` is then True): store it, or the
+plan cannot be repeated.
+
+Every input is bounded (:data:`LIMITS`) and every bad one raises ConfigError
+naming the file and the key: at most 16 factors of at most 64 levels, 10,000
+replications and 100,000 runs; a level is one value (string, number, boolean,
+null) or a flat list of them.
 """
 from __future__ import annotations
 
 import hashlib
 import itertools
 import json
+import math
 import random
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,6 +35,52 @@ from .instance import HOST_FACTORS, normalize_level
 
 DESIGN_KEYS = {"factors", "replications", "seed", "name", "description"}
 NAME_CHARS = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")
+LIMITS = {"factors": 16, "levels": 64, "replications": 10_000, "runs": 100_000, "text": 4096,
+          "list_level": 256, "seed": 2**63 - 1}
+# upper bounds of host factors' levels (lower bound 1 is checked by InstanceSpec)
+HOST_MAX = {"vcpus": 1024, "count": 64, "memory_mb": 4 * 1024 * 1024}
+
+
+def _check_scalar(where: str, value):
+    if value is None or isinstance(value, (bool, int)):
+        if isinstance(value, int) and not isinstance(value, bool) and abs(value) > 2**63:
+            raise ConfigError(f"{where}: {value} is too large")
+        return value
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise ConfigError(f"{where}: {value!r} is not a finite number")
+        return value
+    if isinstance(value, str):
+        if len(value) > LIMITS["text"] or "\x00" in value:
+            raise ConfigError(f"{where}: text longer than {LIMITS['text']} characters or with a NUL byte")
+        return value
+    raise ConfigError(f"{where}: a {type(value).__name__} is not allowed here; "
+                      "use a string, a number, true/false or null")
+
+
+def _short(value) -> str:
+    text = repr(value) if not isinstance(value, int) or abs(value) < 10**30 else "a huge integer"
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def check_level(where: str, value):
+    """``value`` if it is a valid level (a scalar or a flat list of scalars), else ConfigError."""
+    if isinstance(value, (list, tuple)):
+        if len(value) > LIMITS["list_level"]:
+            raise ConfigError(f"{where}: a list level may hold at most {LIMITS['list_level']} items")
+        return [_check_scalar(f"{where}[{i}]", v) for i, v in enumerate(value)]
+    return _check_scalar(where, value)
+
+
+def _same_key(value):
+    """Equality key of a level: 8 and 8.0 are the same level, True and 1 are not."""
+    if isinstance(value, list):
+        return ("list", tuple(_same_key(v) for v in value))
+    if isinstance(value, bool):
+        return ("bool", value)
+    if isinstance(value, (int, float)):
+        return ("num", value)
+    return (type(value).__name__, value)
 
 
 @dataclass(frozen=True)
@@ -36,16 +90,27 @@ class Factor:
     levels: tuple
 
     def __post_init__(self):
-        if not isinstance(self.name, str) or not self.name or not set(self.name) <= NAME_CHARS:
-            raise ConfigError(f"factor name {self.name!r}: use letters, digits and _ only")
+        if (not isinstance(self.name, str) or not self.name or len(self.name) > 64
+                or not set(self.name) <= NAME_CHARS):
+            raise ConfigError(f"factor name {str(self.name)[:80]!r}: use 1-64 letters, digits and _ only")
         levels = tuple(self.levels) if isinstance(self.levels, (list, tuple)) else None
         if levels is None:
-            raise ConfigError(f"factor {self.name!r}: levels must be a list, got {self.levels!r}")
-        if len(levels) < 2:
-            raise ConfigError(f"factor {self.name!r}: needs at least 2 levels, got {list(levels)}")
+            raise ConfigError(f"factor {self.name!r}: levels must be a list, got a {type(self.levels).__name__}")
+        if not 2 <= len(levels) <= LIMITS["levels"]:
+            raise ConfigError(f"factor {self.name!r}: needs at least 2 levels and at most {LIMITS['levels']}, "
+                              f"got {len(levels)}")
+        levels = tuple(check_level(f"factor {self.name!r} level {i + 1}", v) for i, v in enumerate(levels))
+        if self.name in HOST_MAX:
+            for v in levels:
+                if isinstance(v, list):
+                    raise ConfigError(f"factor {self.name!r}: level {v!r} must be a single value")
         levels = tuple(normalize_level(self.name, v) for v in levels)
-        if len(set(map(repr, levels))) != len(levels):
-            raise ConfigError(f"factor {self.name!r}: duplicate levels in {list(levels)}")
+        for v in levels:
+            if self.name in HOST_MAX and v > HOST_MAX[self.name]:
+                raise ConfigError(f"factor {self.name!r}: level {v} above the maximum {HOST_MAX[self.name]}")
+        if len({_same_key(v) for v in levels}) != len(levels):
+            raise ConfigError(f"factor {self.name!r}: duplicate levels in {list(levels)} "
+                              "(8 and 8.0 are the same level)")
         object.__setattr__(self, "levels", levels)
 
     @property
@@ -70,20 +135,43 @@ class Design:
     seed: int | None = None
     name: str = "design"
     description: str = ""
+    seed_drawn: bool = field(default=False, compare=False)   # True: no seed was given, one was drawn
+    source: str = field(default="design", compare=False, repr=False)  # file name, for messages
 
     def __post_init__(self):
-        if not self.factors:
-            raise ConfigError("design: 'factors' must name at least one factor")
+        src = self.source
+        if not isinstance(self.factors, (list, tuple)) or not self.factors:
+            raise ConfigError(f"{src}: 'factors' must name at least one factor")
+        if len(self.factors) > LIMITS["factors"]:
+            raise ConfigError(f"{src}: 'factors': at most {LIMITS['factors']} factors, got {len(self.factors)}")
+        self.factors = list(self.factors)
+        if not all(isinstance(f, Factor) for f in self.factors):
+            raise ConfigError(f"{src}: 'factors' must be Factor objects")
         names = [f.name for f in self.factors]
         dup = sorted({n for n in names if names.count(n) > 1})
         if dup:
-            raise ConfigError(f"design: duplicate factor name(s): {', '.join(dup)}")
-        if isinstance(self.replications, bool) or not isinstance(self.replications, int) or self.replications < 1:
-            raise ConfigError(f"design: 'replications' must be an integer >= 1, got {self.replications!r}")
+            raise ConfigError(f"{src}: duplicate factor name(s): {', '.join(dup)}")
+        r = self.replications
+        if isinstance(r, float) and math.isfinite(r) and r.is_integer():
+            r = self.replications = int(r)
+        if isinstance(r, bool) or not isinstance(r, int) or not 1 <= r <= LIMITS["replications"]:
+            raise ConfigError(f"{src}: 'replications' must be an integer from 1 to "
+                              f"{LIMITS['replications']:,}, got {_short(r)}")
+        runs = r
+        for f in self.factors:
+            runs *= len(f.levels)
+            if runs > LIMITS["runs"]:
+                raise ConfigError(f"{src}: the design has more than {LIMITS['runs']:,} runs "
+                                  "(configurations x replications); use fewer levels or replications")
         if self.seed is None:
             self.seed = random.SystemRandom().randrange(2**31)
-        if isinstance(self.seed, bool) or not isinstance(self.seed, int):
-            raise ConfigError(f"design: 'seed' must be an integer, got {self.seed!r}")
+            self.seed_drawn = True
+        if isinstance(self.seed, bool) or not isinstance(self.seed, int) or not 0 <= self.seed <= LIMITS["seed"]:
+            raise ConfigError(f"{src}: 'seed' must be an integer from 0 to 2**63-1, got {_short(self.seed)}")
+        for key in ("name", "description"):
+            v = getattr(self, key)
+            if not isinstance(v, str) or len(v) > LIMITS["text"]:
+                raise ConfigError(f"{src}: {key!r} must be text of at most {LIMITS['text']} characters")
 
     # -- construction ------------------------------------------------------
     @classmethod
@@ -98,24 +186,20 @@ class Design:
         raw = data.get("factors")
         if not isinstance(raw, dict) or not raw:
             raise ConfigError(f"{source}: 'factors' must be a mapping of factor name to a list of levels")
+        if len(raw) > LIMITS["factors"]:
+            raise ConfigError(f"{source}: 'factors': at most {LIMITS['factors']} factors, got {len(raw)}")
         try:
-            factors = [Factor(str(k), v) for k, v in raw.items()]
-            return cls(factors, data.get("replications", 1), data.get("seed"),
-                       data.get("name", "design"), data.get("description", ""))
+            factors = [Factor(k if isinstance(k, str) else str(k)[:80], v) for k, v in raw.items()]
         except ConfigError as exc:
             raise ConfigError(f"{source}: {exc}") from None
+        return cls(factors, data.get("replications", 1), data.get("seed"),
+                   data.get("name", "design"), data.get("description", ""), source=source)
 
     @classmethod
     def from_yaml(cls, path: str | Path) -> "Design":
-        import yaml
-        path = Path(path)
-        try:
-            data = yaml.safe_load(path.read_text())
-        except OSError as exc:
-            raise ConfigError(f"{path}: cannot read design: {exc.strerror}") from exc
-        except yaml.YAMLError as exc:
-            raise ConfigError(f"{path}: not valid YAML: {exc}") from exc
-        return cls.from_dict(data, source=str(path))
+        """Read a design file (bounded: see :mod:`labkit.yamlsafe`); ConfigError naming the file."""
+        from .yamlsafe import load_yaml
+        return cls.from_dict(load_yaml(path), source=str(path))
 
     def to_dict(self) -> dict:
         return {"name": self.name, "description": self.description,
@@ -168,25 +252,35 @@ class Design:
 
     def validate_for(self, workload, *, memory_floor_mb: int | None = None) -> None:
         """Check every factor is a host factor or a parameter of ``workload`` (or ``noise``),
-        and that memory levels are at least what the workload needs."""
+        every workload-parameter level against the workload's schema (levels are replaced by
+        their canonical form, so ``[8, 8.0]`` is a duplicate), and that memory levels are at
+        least what the workload needs. Raises ConfigError naming the file, factor and level."""
         allowed = set(HOST_FACTORS) | {"noise"}
-        for f in self.factors:
+        for i, f in enumerate(self.factors):
             if f.name not in allowed and not workload.accepts(f.name):
                 params = sorted(k for k in workload.defaults)
                 raise ConfigError(
-                    f"design factor {f.name!r} is neither a host factor ({', '.join(HOST_FACTORS)}, noise) "
+                    f"{self.source}: design factor {f.name!r} is neither a host factor "
+                    f"({', '.join(HOST_FACTORS)}, noise) "
                     f"nor a parameter of workload {workload.name!r} ({', '.join(params) or 'none'})")
+            if f.name not in allowed:
+                levels = [workload.check_param(f.name, v, where=f"{self.source}: factor {f.name!r} level {_short(v)}")
+                          for v in f.levels]
+                try:
+                    self.factors[i] = Factor(f.name, levels)
+                except ConfigError as exc:
+                    raise ConfigError(f"{self.source}: {exc}") from None
         need = max(workload.min_memory_mb, memory_floor_mb or 0)
         for f in self.factors:
             if f.name == "memory_mb":
                 low = [v for v in f.levels if v < need]
                 if low:
                     raise ConfigError(
-                        f"factor 'memory_mb': level(s) {low} below the {need} MB that workload "
+                        f"{self.source}: factor 'memory_mb': level(s) {low} below the {need} MB that workload "
                         f"{workload.name!r} needs; use levels >= {need}")
         if "noise" in self.factor_names:
             from .noise_kinds import NOISE_KINDS
             bad = [v for v in next(f for f in self.factors if f.name == "noise").levels
                    if v not in NOISE_KINDS]
             if bad:
-                raise ConfigError(f"factor 'noise': level(s) {bad} not allowed; use {', '.join(NOISE_KINDS)}")
+                raise ConfigError(f"{self.source}: factor 'noise': level(s) {bad} not allowed; use {', '.join(NOISE_KINDS)}")

@@ -9,6 +9,13 @@ measurements are committed together, so a campaign killed at any moment
 
 ``Store.tidy()`` joins everything into one row per measurement (DESIGN.md,
 "Store"); ``export()`` writes it as CSV and Parquet for Binder and other tools.
+
+Files are private: the directory 0700, the store and its exports 0600 (0750 /
+0640 with ``group_readable=True``). Secrets never reach the store: metadata and
+fingerprints pass through :func:`labkit.redact.redact`. Every storage failure
+(read-only or full disk, corrupt file, a store emptied or deleted while its
+``results.csv`` remains) is a :class:`StoreError` saying what happened; a store
+is never silently started over (``allow_new=True`` says "start over").
 """
 from __future__ import annotations
 
@@ -20,6 +27,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from .errors import StoreError
+from .redact import redact
 
 STATUSES = ("ok", "failed", "timeout")
 
@@ -43,27 +51,115 @@ def now_iso() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
 
 
-class Store:
-    """A campaign's results. Open with ``Store(path)`` or ``Store.for_campaign(data_dir, id)``."""
+EXPORTS = ("results.csv", "results.parquet", "runs.csv")
 
-    def __init__(self, path: str | Path, *, readonly: bool = False):
+
+def storage_error(path, exc: BaseException, doing: str) -> StoreError:
+    """A StoreError saying in plain words why ``doing`` failed on ``path``."""
+    text = str(getattr(exc, "strerror", None) or exc)
+    low = text.lower()
+    if "full" in low or "no space" in low or getattr(exc, "errno", None) == 28:
+        why = "the disk is full (free some space, then run the same command again)"
+    elif "read-only" in low or "readonly" in low or getattr(exc, "errno", None) == 30:
+        why = "the data directory is read-only (use a writable --data-dir)"
+    elif "permission" in low or getattr(exc, "errno", None) == 13:
+        why = "permission denied"
+    elif "malformed" in low or "not a database" in low or "corrupt" in low:
+        why = f"not a labkit store, or corrupt ({text})"
+    else:
+        why = text
+    return StoreError(f"{path}: cannot {doing}: {why}")
+
+
+class Store:
+    """A campaign's results. Open with ``Store(path)`` or ``Store.for_campaign(data_dir, id)``.
+
+    ``readonly`` opens without writing anything; ``group_readable`` makes new files 0640
+    (directory 0750) instead of 0600/0700; ``allow_new`` lets a new, empty store be created
+    beside a ``results.csv`` left by an earlier one (which the next export overwrites).
+    Opening checks the file's integrity (``PRAGMA quick_check``).
+    """
+
+    def __init__(self, path: str | Path, *, readonly: bool = False, group_readable: bool = False,
+                 allow_new: bool = False):
         self.path = Path(path)
         self.readonly = readonly
-        if readonly:
-            if not self.path.exists():
-                raise StoreError(f"no result store at {self.path}")
-            uri = f"file:{self.path}?mode=ro"
-            self._db = sqlite3.connect(uri, uri=True, check_same_thread=False)
-        else:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._db = sqlite3.connect(self.path, timeout=30, check_same_thread=False,
-                                       isolation_level=None)
+        self.file_mode = 0o640 if group_readable else 0o600
+        self.dir_mode = 0o750 if group_readable else 0o700
+        self._db = self._open_readonly() if readonly else self._open_write(allow_new)
+        try:
+            bad = [r for (r,) in self._db.execute("PRAGMA quick_check(20)")]
+        except sqlite3.DatabaseError as exc:
+            self._db.close()
+            raise storage_error(self.path, exc, "read the store") from None
+        if bad != ["ok"]:
+            self._db.close()
+            raise StoreError(f"{self.path}: the store is corrupt (integrity check: {'; '.join(bad)[:500]}); "
+                             "restore it from a copy, or export what is readable with the sqlite3 .recover command")
+        if not readonly:
             try:
                 self._db.execute("PRAGMA journal_mode=WAL")
                 self._db.execute("PRAGMA synchronous=NORMAL")
                 self._db.executescript(SCHEMA)
             except sqlite3.DatabaseError as exc:
-                raise StoreError(f"{self.path}: not a labkit store or corrupt: {exc}") from exc
+                self._db.close()
+                raise storage_error(self.path, exc, "open the store for writing") from None
+
+    def _open_write(self, allow_new: bool):
+        new = not self.path.exists() or self.path.stat().st_size == 0
+        if new and not allow_new:
+            left = [n for n in EXPORTS if (self.path.parent / n).exists()]
+            if left:
+                state = "is empty" if self.path.exists() else "is missing"
+                raise StoreError(
+                    f"{self.path} {state} but {', '.join(left)} from an earlier campaign remain beside it: "
+                    "refusing to start over and overwrite them. Restore the store, or move those files "
+                    "away, or start over on purpose (allow_new=True, labkit run --new-store)")
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True, mode=self.dir_mode)
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, self.file_mode)
+            try:
+                if os.fstat(fd).st_uid == os.geteuid():
+                    os.fchmod(fd, self.file_mode)
+            finally:
+                os.close(fd)
+            return sqlite3.connect(self.path, timeout=30, check_same_thread=False, isolation_level=None)
+        except (OSError, sqlite3.DatabaseError) as exc:
+            raise storage_error(self.path, exc, "create the store") from None
+
+    def _open_readonly(self):
+        if not self.path.exists():
+            raise StoreError(f"no result store at {self.path}")
+        if self.path.stat().st_size == 0:
+            raise StoreError(f"{self.path}: the store is empty (0 bytes): it was truncated; restore it")
+        uri = f"file:{self.path}?mode=ro"
+        last = None
+        for attempt in range(30):
+            try:
+                db = sqlite3.connect(uri, uri=True, check_same_thread=False)
+                db.execute("SELECT count(*) FROM sqlite_master").fetchone()
+                return db
+            except sqlite3.OperationalError as exc:
+                # right after a writer died, the WAL may need a recovery a read-only connection
+                # cannot do ("attempt to write a readonly database"), or a writer holds it briefly
+                last = exc
+                if attempt == 2 and os.access(self.path.parent, os.W_OK):
+                    self._recover_wal()
+                time.sleep(0.05 * min(attempt + 1, 5))
+            except sqlite3.DatabaseError as exc:
+                raise storage_error(self.path, exc, "read the store") from None
+        raise storage_error(self.path, last, "open the store read-only")
+
+    def _recover_wal(self) -> None:
+        """Let SQLite replay a dead writer's WAL with a short read-write connection (reads only)."""
+        try:
+            db = sqlite3.connect(self.path, timeout=5)
+            try:
+                db.execute("SELECT count(*) FROM sqlite_master").fetchone()
+            finally:
+                db.close()
+        except sqlite3.DatabaseError:
+            pass
 
     @classmethod
     def for_campaign(cls, data_dir: str | Path, campaign_id: str, **kw) -> "Store":
@@ -89,6 +185,8 @@ class Store:
         return {k: json.loads(v) for k, v in self._db.execute("SELECT key, value FROM meta")}
 
     def set_meta(self, **items) -> None:
+        """Store campaign settings (secrets redacted)."""
+        items = redact(items)
         with self._tx():
             for k, v in items.items():
                 self._db.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (k, json.dumps(v, default=str)))
@@ -96,7 +194,7 @@ class Store:
     def add_fingerprint(self, fp_id: str, data: dict) -> None:
         with self._tx():
             self._db.execute("INSERT OR IGNORE INTO fingerprints VALUES (?, ?, ?)",
-                             (fp_id, json.dumps(data, default=str), now_iso()))
+                             (fp_id, json.dumps(redact(data), default=str), now_iso()))
 
     def fingerprints(self) -> dict[str, dict]:
         return {i: json.loads(d) for i, d in self._db.execute("SELECT id, data FROM fingerprints")}
@@ -118,7 +216,7 @@ class Store:
                     "INSERT INTO runs VALUES (?,?,?,?,?,?,?,?,?,?,?)",
                     (run.run_id, run.order, run.config, run.replicate,
                      json.dumps(run.levels, default=str), status, error, started, duration_s,
-                     json.dumps(metadata or {}, default=str), fingerprint_id))
+                     json.dumps(redact(metadata or {}), default=str), fingerprint_id))
                 self._db.executemany(
                     "INSERT INTO measurements VALUES (?,?,?,?,?)",
                     [(run.run_id, m.instance, m.metric, float(m.value), m.unit) for m in measurements])
@@ -174,29 +272,35 @@ class Store:
 
     def export(self, directory: str | Path | None = None, formats=("csv", "parquet")) -> list[Path]:
         """Write ``results.<fmt>`` (tidy rows) and ``runs.csv`` beside the store, atomically."""
+        bad = [f for f in formats if f not in ("csv", "parquet")]
+        if bad:
+            raise StoreError(f"export format {bad[0]!r} not supported; use csv or parquet")
         directory = Path(directory or self.path.parent)
-        directory.mkdir(parents=True, exist_ok=True)
         df = self.tidy()
-        written = []
-        for fmt in formats:
-            if fmt not in ("csv", "parquet"):
-                raise StoreError(f"export format {fmt!r} not supported; use csv or parquet")
-            out = directory / f"results.{fmt}"
-            tmp = out.with_suffix(f".{fmt}.tmp")
-            if fmt == "csv":
-                df.to_csv(tmp, index=False)
-            else:
-                df.to_parquet(tmp, index=False)
-            os.replace(tmp, out)
-            written.append(out)
         runs = self.runs()
         if not runs.empty:
             runs["metadata"] = runs["metadata"].map(lambda d: json.dumps(d, default=str))
-        tmp = directory / "runs.csv.tmp"
-        runs.to_csv(tmp, index=False)
-        os.replace(tmp, directory / "runs.csv")
-        written.append(directory / "runs.csv")
-        (directory / "fingerprints.json").write_text(json.dumps(self.fingerprints(), indent=2, default=str))
+        writers = [(f"results.{fmt}", (lambda fh, fmt=fmt: df.to_csv(fh, index=False) if fmt == "csv"
+                                       else df.to_parquet(fh, index=False))) for fmt in formats]
+        writers += [("runs.csv", lambda fh: runs.to_csv(fh, index=False)),
+                    ("fingerprints.json", lambda fh: fh.write(
+                        json.dumps(self.fingerprints(), indent=2, default=str).encode()))]
+        written = []
+        try:
+            directory.mkdir(parents=True, exist_ok=True, mode=self.dir_mode)
+            for name, write in writers:
+                out = directory / name
+                tmp = directory / f".{name}.tmp"
+                fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC,
+                             self.file_mode)
+                with os.fdopen(fd, "wb") as fh:
+                    os.fchmod(fd, self.file_mode)
+                    write(fh)
+                os.replace(tmp, out)   # atomic: a reader sees the old file or the new one
+                if name != "fingerprints.json":
+                    written.append(out)
+        except OSError as exc:
+            raise storage_error(directory, exc, "write the exported results") from None
         return written
 
     # -- internals -------------------------------------------------------------
@@ -214,13 +318,37 @@ class _Transaction:
                 self.db.execute("BEGIN IMMEDIATE")
                 return self
             except sqlite3.OperationalError as exc:
-                if "locked" not in str(exc) or attempt == 49:
+                if "locked" not in str(exc):
+                    raise storage_error(_db_path(self.db), exc, "write to the store") from None
+                if attempt == 49:
                     raise StoreError(f"store is locked by another writer: {exc}") from exc
                 time.sleep(0.1)
 
-    def __exit__(self, exc_type, *_):
-        self.db.execute("ROLLBACK" if exc_type else "COMMIT")
+    def __exit__(self, exc_type, exc, _tb):
+        if exc_type is not None:
+            try:
+                self.db.execute("ROLLBACK")
+            except sqlite3.DatabaseError:
+                pass   # SQLite already rolled back (e.g. disk full)
+            if isinstance(exc, sqlite3.OperationalError):
+                raise storage_error(_db_path(self.db), exc, "write to the store") from None
+            return False
+        try:
+            self.db.execute("COMMIT")
+        except sqlite3.OperationalError as exc:
+            try:
+                self.db.execute("ROLLBACK")
+            except sqlite3.DatabaseError:
+                pass
+            raise storage_error(_db_path(self.db), exc, "commit to the store") from None
         return False
+
+
+def _db_path(db) -> str:
+    try:
+        return next((f for _, name, f in db.execute("PRAGMA database_list") if name == "main"), "store")
+    except sqlite3.DatabaseError:
+        return "store"
 
 
 def load_results(data_dir: str | Path, campaign_id: str):

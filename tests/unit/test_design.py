@@ -49,7 +49,7 @@ def test_missing_seed_is_drawn_and_recorded():
 @pytest.mark.parametrize("data, words", [
     ({**BASE, "replication": 2}, ["unknown key", "replication", "replications"]),
     ({**BASE, "factors": {"vcpus": [1]}}, ["vcpus", "at least 2 levels"]),
-    ({**BASE, "replications": 0}, ["replications", ">= 1"]),
+    ({**BASE, "replications": 0}, ["replications", "from 1 to"]),
     ({**BASE, "replications": 1.5}, ["replications"]),
     ({**BASE, "factors": {"vcpus": [1, 2.5]}}, ["vcpus", "2.5", "integer"]),
     ({**BASE, "factors": {"vcpus": [1, "two"]}}, ["vcpus", "two"]),
