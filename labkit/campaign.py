@@ -5,8 +5,12 @@ the run's :class:`InstanceSpec`, prepare the workload in each, start it in all
 of them at the same moment, collect the measurements, tear everything down,
 and commit the run to the store. A failed or timed-out run is stored with its
 status and error text and the campaign goes on. Teardown happens on every
-path, including KeyboardInterrupt and SIGTERM. Starting the same campaign id
-again resumes it: stored runs are skipped.
+path, including KeyboardInterrupt and SIGTERM; a second Ctrl-C or SIGTERM
+during teardown waits until teardown is done. Starting the same campaign id
+again resumes it: stored runs are skipped, and a resume with another design,
+backend, backend options, workload, parameters, instance defaults or host is
+refused with the difference shown. One process at a time runs a campaign (an
+OS lock beside its store, see :mod:`labkit.lock`).
 
 >>> from labkit.campaign import Campaign
 >>> from labkit.design import Design
@@ -27,23 +31,46 @@ import traceback
 from pathlib import Path
 
 from .backends import get_backend, teardown
-from .design import Design
+from .design import HOST_MAX, Design
 from .errors import CommandTimeout, ConfigError, LabkitError, StoreError
 from .fingerprint import fingerprint_id, host_fingerprint
 from .instance import InstanceSpec
+from .lock import LOCK_NAME, CampaignLock
+from .redact import redact
 from .store import Store, now_iso
 from .workloads import get_workload
+from .workloads.params import TIMEOUT
 
 log = logging.getLogger("labkit.campaign")
-_ID = re.compile(r"^[a-z0-9][a-z0-9_-]{0,47}$")
+# no "--" inside (it delimits the campaign in instance names), no "-" at the end
+_ID = re.compile(r"^[a-z0-9](?:[a-z0-9_]|-(?!-))*$")
+MAX_ID = 48
+# what a resume must match (stored in the store's meta at creation)
+RESUME_KEYS = ("design_digest", "backend", "backend_options", "workload", "defaults", "fingerprint_id")
+HANDLED_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+
+def check_campaign_id(campaign_id) -> str:
+    """``campaign_id`` if valid, else ConfigError saying the rule."""
+    if (not isinstance(campaign_id, str) or len(campaign_id) > MAX_ID or not _ID.match(campaign_id)
+            or campaign_id.endswith("-")):
+        raise ConfigError(f"campaign_id {str(campaign_id)[:80]!r}: use 1-{MAX_ID} lowercase letters, digits, "
+                          "'-' or '_', starting with a letter or digit, without '--' and not ending in '-'")
+    return campaign_id
+
+
+def campaign_prefix(campaign_id: str) -> str:
+    """Name prefix of every instance of the campaign: ``labkit-<id>--`` (exact: ``x`` never matches ``x-2``)."""
+    return f"labkit-{campaign_id}--"
 
 
 class Interrupted(KeyboardInterrupt):
-    """Raised in the campaign's thread when SIGTERM arrives, so teardown runs."""
+    """Raised in the campaign's thread when SIGTERM or SIGINT arrives, so teardown runs."""
 
 
 class _Signals:
-    """SIGTERM becomes :class:`Interrupted`, except inside teardown, where it waits until teardown ends."""
+    """SIGTERM and SIGINT become :class:`Interrupted`, except inside teardown, where they wait
+    until teardown ends (a second Ctrl-C must not leave cgroups and workloads behind)."""
 
     def __init__(self):
         self.critical = 0
@@ -60,11 +87,12 @@ class _Signals:
         if threading.current_thread() is not threading.main_thread():
             yield
             return
-        previous = signal.signal(signal.SIGTERM, self.handler)
+        previous = {s: signal.signal(s, self.handler) for s in HANDLED_SIGNALS}
         try:
             yield
         finally:
-            signal.signal(signal.SIGTERM, previous)
+            for s, handler in previous.items():
+                signal.signal(s, handler)
 
     @contextlib.contextmanager
     def deferred(self):
@@ -86,18 +114,22 @@ class Campaign:
     design : Design | dict | path to YAML
     backend : backend name ("local", "docker", "lxd", "libvirt", "ssh") or a Backend
     workload : workload name or a Workload instance
-    campaign_id : lowercase letters, digits, ``-``/``_``; default: design name + seed
+    campaign_id : 1-48 lowercase letters, digits, ``-``/``_`` (no ``--``, no trailing ``-``);
+        default: design name + seed
     data_dir : where ``<campaign_id>/store.sqlite`` goes (default ``data``)
-    backend_options, workload_params : passed to the backend / workload
+    backend_options, workload_params : passed to the backend / workload (secrets in
+        backend_options are never stored: see :func:`labkit.redact.redact`)
     defaults : InstanceSpec for host factors the design does not vary
-    run_timeout : seconds before a workload is killed and the run stored as ``timeout``
+    run_timeout : seconds a run may take from preparing the workload to its end (finite, > 0),
+        or None; past it the run is stored as ``timeout``
     progress : show a tqdm progress bar (terminal or notebook)
+    group_readable : store files 0640 (directory 0750) instead of 0600 (0700)
     """
 
     def __init__(self, design, backend="local", workload="nqueens", *, campaign_id: str | None = None,
                  data_dir: str | Path = "data", backend_options: dict | None = None,
                  workload_params: dict | None = None, defaults: InstanceSpec | None = None,
-                 run_timeout: float | None = 3600, progress: bool = True):
+                 run_timeout: float | None = 3600, progress: bool = True, group_readable: bool = False):
         if isinstance(design, (str, Path)):
             design = Design.from_yaml(design)
         elif isinstance(design, dict):
@@ -105,67 +137,90 @@ class Campaign:
         if not isinstance(design, Design):
             raise ConfigError(f"design must be a Design, a dict or a YAML path, got {type(design).__name__}")
         self.design = design
+        if workload_params is not None and not isinstance(workload_params, dict):
+            raise ConfigError(f"workload_params must be a mapping, got {type(workload_params).__name__}")
         self.workload = get_workload(workload, **(workload_params or {}))
         self.defaults = defaults or InstanceSpec()
+        if not isinstance(self.defaults, InstanceSpec):
+            raise ConfigError(f"defaults must be an InstanceSpec, got {type(self.defaults).__name__}")
+        for key, top in HOST_MAX.items():
+            if getattr(self.defaults, key) > top:
+                raise ConfigError(f"defaults.{key} = {getattr(self.defaults, key)} is above the maximum {top}")
         design.validate_for(self.workload)
-        self.campaign_id = campaign_id or f"{design.name}-{design.seed}"
-        if not _ID.match(self.campaign_id):
-            raise ConfigError(f"campaign_id {self.campaign_id!r}: use 1-48 lowercase letters, digits, - or _")
+        self.campaign_id = check_campaign_id(campaign_id or f"{design.name}-{design.seed}".lower())
         self.data_dir = Path(data_dir)
         self._backend_arg = backend
+        if backend_options is not None and not isinstance(backend_options, dict):
+            raise ConfigError(f"backend_options must be a mapping, got {type(backend_options).__name__}")
+        # TODO(lead): each backend rejects unknown options with the list of valid ones (per-backend
+        # schema); the campaign passes them through unchanged.
         self.backend_options = backend_options or {}
-        self.run_timeout = run_timeout
+        self.run_timeout = TIMEOUT.check("run_timeout (--timeout, seconds)", run_timeout)
         self.progress = progress
+        self.group_readable = group_readable
         self.backend = None
         self._versions: dict | None = None
         self._signals = _Signals()
 
     @property
     def prefix(self) -> str:
-        return f"labkit-{self.campaign_id}"
+        return campaign_prefix(self.campaign_id)
 
     @property
     def backend_name(self) -> str:
         b = self._backend_arg
         return b if isinstance(b, str) else b.name
 
-    def run(self, *, retry_failed: bool = False, max_runs: int | None = None) -> Store:
+    @property
+    def lock_path(self) -> Path:
+        return self.data_dir / self.campaign_id / LOCK_NAME
+
+    def run(self, *, retry_failed: bool = False, max_runs: int | None = None,
+            new_store: bool = False) -> Store:
         """Execute every run not yet stored; returns the store, opened read-only.
 
         ``retry_failed`` forgets failed/timed-out runs first so they run again;
-        ``max_runs`` stops after that many new runs (the rest on the next call).
-        A backend that cannot run here fails before any store is created.
+        ``max_runs`` stops after that many new runs (the rest on the next call);
+        ``new_store`` allows starting a new store beside the ``results.csv`` of a lost one.
+        A backend that cannot run here fails before any store is created; a campaign
+        already running in another process fails at once (StoreError naming it).
         """
         self.backend = get_backend(self._backend_arg, **self.backend_options)
+        lock = CampaignLock(self.lock_path, f"campaign {self.campaign_id!r}",
+                            dir_mode=0o750 if self.group_readable else 0o700)
+        store = None
         try:
-            store = Store.for_campaign(self.data_dir, self.campaign_id)
-        except BaseException:
-            self.backend.close()
-            raise
-        try:
-            self._check_or_write_meta(store)
+            lock.acquire()
+            store = Store.for_campaign(self.data_dir, self.campaign_id, group_readable=self.group_readable,
+                                       allow_new=new_store)
+            fp = {"host": host_fingerprint(), "backend": self.backend.fingerprint()}
+            fp_id = fingerprint_id(redact(fp))
+            self._check_or_write_meta(store, fp_id)
+            store.add_fingerprint(fp_id, fp)
             if retry_failed:
                 failed = store.runs()
                 if not failed.empty:
                     store.delete_runs(failed.loc[failed.status != "ok", "run_id"])
-            fp = {"host": host_fingerprint(), "backend": self.backend.fingerprint()}
-            fp_id = fingerprint_id(fp)
-            store.add_fingerprint(fp_id, fp)
-            self._cleanup_leftovers()
-            plan = self.design.plan()
-            done = store.completed()
-            pending = [r for r in plan if r.run_id not in done]
-            if max_runs is not None:
-                pending = pending[:max_runs]
-            already = sum(r.run_id in done for r in plan)
-            with self._signals.installed(), self._bar(len(plan), already) as bar:
-                for run in pending:
-                    self._execute(run, store, fp_id)
-                    bar.update(1)
-            store.export()
+            with self._signals.installed():
+                with self._signals.deferred():
+                    self.backend.cleanup(self.prefix)
+                plan = self.design.plan()
+                done = store.completed()
+                pending = [r for r in plan if r.run_id not in done]
+                if max_runs is not None:
+                    pending = pending[:max_runs]
+                already = sum(r.run_id in done for r in plan)
+                with self._bar(len(plan), already) as bar:
+                    for run in pending:
+                        self._execute(run, store, fp_id)
+                        bar.update(1)
+                store.export()
         finally:
-            self.backend.close()
-            store.close()
+            with self._signals.installed(), self._signals.deferred():
+                self.backend.close()
+                if store is not None:
+                    store.close()
+                lock.release()
         return Store.for_campaign(self.data_dir, self.campaign_id, readonly=True)
 
     # -- internals -------------------------------------------------------------
@@ -175,50 +230,80 @@ class Campaign:
         from tqdm.auto import tqdm
         return tqdm(total=total, initial=initial, desc=self.campaign_id, unit="run")
 
-    def _check_or_write_meta(self, store: Store) -> None:
+    def _check_or_write_meta(self, store: Store, fp_id: str | None = None) -> None:
+        """Write the campaign's settings into a new store, or check a resumed one matches them
+        (every key of RESUME_KEYS); StoreError listing every difference otherwise."""
         meta = store.meta()
-        mine = {"campaign_id": self.campaign_id, "design_digest": self.design.digest(),
-                "design": self.design.to_dict(), "backend": self.backend_name,
-                "backend_options": self.backend_options, "workload": self.workload.describe(),
-                "defaults": self.defaults.as_dict()}
+        self._adopt_drawn_seed(meta)
+        mine = redact({"campaign_id": self.campaign_id, "design_digest": self.design.digest(),
+                       "design": self.design.to_dict(), "seed_drawn": self.design.seed_drawn,
+                       "backend": self.backend_name, "backend_options": self.backend_options,
+                       "workload": self.workload.describe(), "defaults": self.defaults.as_dict(),
+                       "fingerprint_id": fp_id})
         if not meta:
             store.set_meta(created=now_iso(), **mine)
             return
-        for key in ("design_digest", "backend", "workload"):
+        diffs = []
+        for key in RESUME_KEYS:
             if json_eq(meta.get(key), mine[key]) is False:
-                raise StoreError(
-                    f"{store.path}: campaign {self.campaign_id!r} was started with a different {key} "
-                    f"({meta.get(key)!r}, now {mine[key]!r}); use a new campaign_id")
+                diffs += differences(key, meta.get(key), mine[key])
+                if key == "design_digest" and isinstance(meta.get("design"), dict):
+                    diffs += differences("design", meta["design"], mine["design"])
+        if diffs:
+            shown = "\n  ".join(diffs[:20])
+            raise StoreError(
+                f"{store.path}: campaign {self.campaign_id!r} was started with other settings; "
+                f"refusing to mix them in one store (use a new campaign_id). Stored vs now:\n  {shown}")
 
-    def _cleanup_leftovers(self) -> None:
-        cleanup = getattr(self.backend, "cleanup", None)
-        if cleanup is not None:
-            cleanup(self.prefix + "-")
+    def _adopt_drawn_seed(self, meta: dict) -> None:
+        """A design without a seed resumes with the seed drawn when the campaign started."""
+        d = self.design
+        if not d.seed_drawn:
+            return
+        stored = meta.get("design") if meta else None
+        if meta and meta.get("seed_drawn") and isinstance(stored, dict):
+            mine = {k: v for k, v in d.to_dict().items() if k != "seed"}
+            if json_eq({k: v for k, v in stored.items() if k != "seed"}, mine) and isinstance(stored.get("seed"), int):
+                d.seed = stored["seed"]
+                log.info("design has no seed: resuming with the seed drawn at the start, %d", d.seed)
+                return
+        log.warning("design %r has no seed: drew seed %d and stored it with campaign %r; add `seed: %d` to "
+                    "the design to repeat the plan, or resume with the same campaign id",
+                    d.name, d.seed, self.campaign_id, d.seed)
 
     def _execute(self, run, store: Store, fp_id: str) -> None:
         spec = InstanceSpec.from_levels(run.levels, self.defaults)
         params = self.workload.params_for(run.levels, spec.vcpus)
         started, t0 = now_iso(), time.perf_counter()
-        metadata: dict = {"spec": spec.as_dict(), "overcommitted": spec.overcommitted(self.backend.host_cpus())}
+        deadline = None if self.run_timeout is None else time.monotonic() + self.run_timeout
+        metadata: dict = {"spec": spec.as_dict()}
         measurements, status, error = [], "ok", None
         instances: list = []
         try:
+            metadata["overcommitted"] = spec.overcommitted(self.backend.host_cpus())
             with self._noise(run, spec, metadata) as neighbours:
                 if neighbours:
                     metadata["neighbours"] = list(neighbours)
                 instances = self.backend.provision(spec, prefix=self.prefix)
                 metadata["instances"] = [i.metadata for i in instances]
-                for inst in instances:
-                    self.workload.prepare(inst)
+                _before(deadline, "preparing the workload",
+                        lambda: [self.workload.prepare(inst) for inst in instances])
                 if self._versions is None:
-                    self._versions = self.workload.version(instances[0])
+                    self._versions = _before(deadline, "reading tool versions",
+                                             lambda: self.workload.version(instances[0]))
                 metadata["versions"] = self._versions
-                measurements, metadata["workload_s"] = _run_together(self.workload, instances, params,
-                                                                     self.run_timeout)
+                left = None if deadline is None else deadline - time.monotonic()
+                if left is not None and left <= 0:
+                    raise CommandTimeout(f"run timeout of {self.run_timeout}s used up before the workload started")
+                measurements, metadata["workload_s"] = _run_together(self.workload, instances, params, left)
         except CommandTimeout as exc:
             status, error = "timeout", str(exc)
         except LabkitError as exc:
             status, error = "failed", f"{type(exc).__name__}: {exc}"
+            if oom_killed(exc):
+                metadata["oom_killed"] = True
+                error = (f"OOM: the workload was killed for lack of memory (out-of-memory killer; "
+                         f"memory limit {spec.memory_mb} MB). {error}")
         except (KeyboardInterrupt, SystemExit):
             raise  # not stored: the run will execute again on resume
         except Exception as exc:  # a bug in a workload: store it, keep the campaign going
@@ -241,6 +326,45 @@ class Campaign:
         metadata["noise"] = kind
         return neighbours(self.backend, InstanceSpec(spec.vcpus, spec.memory_mb, spec.affinity, 1), kind,
                           count=1, prefix=self.prefix + "-noise")
+
+
+def oom_killed(exc: BaseException) -> bool:
+    """Whether ``exc`` (or an exception it was raised from) carries a result the backend marked
+    ``oom_killed`` (ExecResult.oom_killed; False for backends that do not report it)."""
+    seen = 0
+    while exc is not None and seen < 10:
+        if getattr(getattr(exc, "result", None), "oom_killed", False) is True:
+            return True
+        exc = exc.__cause__ or exc.__context__
+        seen += 1
+    return False
+
+
+def _before(deadline, doing: str, fn):
+    """``fn()``, or CommandTimeout if it is still running at ``deadline`` (monotonic; None: no limit).
+
+    ``fn`` runs in a helper thread; past the deadline it is abandoned: the run's teardown
+    destroys the instance, which ends the command it was waiting for.
+    """
+    if deadline is None:
+        return fn()
+    out: list = []
+
+    def work():
+        try:
+            out.append((True, fn()))
+        except BaseException as exc:  # re-raised in the campaign thread
+            out.append((False, exc))
+
+    t = threading.Thread(target=work, daemon=True, name=f"labkit-{doing}")
+    t.start()
+    t.join(max(0.0, deadline - time.monotonic()))
+    if not out:
+        raise CommandTimeout(f"run timeout reached while {doing}")
+    ok, value = out[0]
+    if not ok:
+        raise value
+    return value
 
 
 def _run_together(workload, instances, params, timeout):
@@ -277,10 +401,25 @@ def _run_together(workload, instances, params, timeout):
 
 
 def json_eq(a, b):
+    """Whether a and b are equal as JSON; None when ``a`` is None (not recorded: nothing to compare)."""
     import json
     if a is None:
         return None
     return json.dumps(a, sort_keys=True, default=str) == json.dumps(b, sort_keys=True, default=str)
+
+
+def differences(key: str, stored, now) -> list[str]:
+    """Human-readable lines ``key.sub: stored X, now Y`` for every leaf that differs."""
+    if isinstance(stored, dict) and isinstance(now, dict):
+        out = []
+        for k in sorted(set(stored) | set(now), key=str):
+            if json_eq(stored.get(k, "<absent>"), now.get(k, "<absent>")) is False:
+                out += differences(f"{key}.{k}", stored.get(k, "<absent>"), now.get(k, "<absent>"))
+        return out
+    def short(v):
+        t = repr(v)
+        return t if len(t) <= 120 else t[:117] + "..."
+    return [f"{key}: stored {short(stored)}, now {short(now)}"]
 
 
 class _NoBar:
