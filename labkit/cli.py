@@ -1,4 +1,5 @@
-"""Command line: ``labkit run``, ``labkit images build``, ``labkit export``, ``labkit fingerprint``."""
+"""Command line: ``labkit run``, ``labkit images build``, ``labkit export``, ``labkit clean``,
+``labkit fingerprint``."""
 from __future__ import annotations
 
 import argparse
@@ -19,16 +20,33 @@ def _parse_params(items: list[str]) -> dict:
             out[key] = json.loads(value)
         except json.JSONDecodeError:
             out[key] = value
+        except RecursionError:
+            raise ConfigError(f"option {key!r}: value nested too deeply") from None
+    return out
+
+
+def _parse_workload_params(items: list[str], workload: str) -> dict:
+    """``--param KEY=VALUE`` items read by the workload's parameter schema (a string
+    parameter keeps its text: ``argv=true`` is the string "true")."""
+    from .workloads import workload_class
+    cls = workload_class(workload)
+    out = {}
+    for item in items or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise ConfigError(f"--param {item!r}: write KEY=VALUE (VALUE may be JSON, e.g. board=12)")
+        out[key] = cls.param_from_text(key, value) if key in cls.defaults else value
     return out
 
 
 def cmd_run(args) -> int:
     from .campaign import Campaign
     store = Campaign(args.design, backend=args.backend, workload=args.workload,
-                     workload_params=_parse_params(args.param),
+                     workload_params=_parse_workload_params(args.param, args.workload),
                      backend_options=_parse_params(args.backend_option),
                      campaign_id=args.campaign_id, data_dir=args.data_dir,
-                     run_timeout=args.timeout).run(retry_failed=args.retry_failed)
+                     run_timeout=args.timeout, group_readable=args.group_readable,
+                     ).run(retry_failed=args.retry_failed, new_store=args.new_store)
     runs = store.runs()
     print(f"{len(runs)} runs stored in {store.path}: {runs.status.value_counts().to_dict()}")
     return 0
@@ -44,10 +62,59 @@ def cmd_images(args) -> int:
 
 
 def cmd_export(args) -> int:
+    from .campaign import check_campaign_id
     from .store import Store
-    with Store.for_campaign(args.data_dir, args.campaign_id) as st:
+    with Store.for_campaign(args.data_dir, check_campaign_id(args.campaign_id), readonly=True) as st:
         for path in st.export(args.out, formats=tuple(args.format.split(","))):
             print(path)
+    return 0
+
+
+def cmd_clean(args) -> int:
+    """Remove labkit-owned leftovers (instances, cgroups, work dirs) of one campaign or of all."""
+    from pathlib import Path
+
+    from .backends import REGISTRY, get_backend
+    from .campaign import campaign_prefix, check_campaign_id
+    from .errors import StoreError
+    from .lock import LOCK_NAME, CampaignLock, describe_holder, holder, is_locked
+    from .redact import without_redacted
+    from .store import Store
+    extra = _parse_params(args.backend_option)
+    if args.campaign_id:
+        cid = check_campaign_id(args.campaign_id)
+        with Store.for_campaign(args.data_dir, cid, readonly=True) as st:
+            meta = st.meta()
+        if not meta.get("backend"):
+            raise StoreError(f"campaign {cid!r}: its store records no backend; use `labkit clean` "
+                             "without a campaign")
+        options = {**without_redacted(meta.get("backend_options") or {}), **extra}
+        with CampaignLock(Path(args.data_dir) / cid / LOCK_NAME, f"campaign {cid!r}"):
+            backend = get_backend(meta["backend"], **options)
+            try:
+                removed = backend.cleanup(campaign_prefix(cid))
+            finally:
+                backend.close()
+        print(f"{meta['backend']}: removed {len(removed)} leftover(s) of campaign {cid}: {' '.join(removed)}")
+        return 0
+    running = [p.parent.name for p in sorted(Path(args.data_dir).glob(f"*/{LOCK_NAME}")) if is_locked(p)]
+    if running and not args.force:
+        who = "; ".join(f"{c} ({describe_holder(holder(Path(args.data_dir) / c / LOCK_NAME))})" for c in running)
+        raise StoreError(f"campaign(s) running under {args.data_dir}: {who}; cleaning every campaign would kill "
+                         "their instances: clean one campaign by id, or pass --force")
+    for name in ([args.backend] if args.backend else list(REGISTRY)):
+        try:
+            backend = get_backend(name, **(extra if args.backend else {}))
+        except Exception as exc:  # an unavailable backend has nothing of ours to clean here
+            if args.backend:
+                raise
+            print(f"{name}: skipped ({str(exc).splitlines()[0][:160]})")
+            continue
+        try:
+            removed = backend.cleanup("labkit-")
+        finally:
+            backend.close()
+        print(f"{name}: removed {len(removed)} leftover(s): {' '.join(removed)}")
     return 0
 
 
@@ -72,6 +139,9 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--data-dir", default="data")
     r.add_argument("--timeout", type=float, default=3600, help="seconds per run")
     r.add_argument("--retry-failed", action="store_true", help="run failed/timed-out runs again")
+    r.add_argument("--new-store", action="store_true",
+                   help="start a new store even though results.csv of a lost one remains (overwritten)")
+    r.add_argument("--group-readable", action="store_true", help="store files 0640 (default 0600)")
     r.set_defaults(func=cmd_run)
 
     im = sub.add_parser("images", help="build instance images")
@@ -88,6 +158,15 @@ def parser() -> argparse.ArgumentParser:
     e.add_argument("--out", help="directory (default beside the store)")
     e.add_argument("--format", default="csv,parquet")
     e.set_defaults(func=cmd_export)
+
+    c = sub.add_parser("clean", help="remove labkit leftovers (instances, cgroups) of a killed campaign")
+    c.add_argument("campaign_id", nargs="?", help="only this campaign's (default: every labkit campaign's)")
+    c.add_argument("--data-dir", default="data")
+    c.add_argument("--backend", help="without a campaign: only this backend")
+    c.add_argument("--backend-option", action="append", metavar="KEY=VALUE",
+                   help="e.g. a password the store does not keep")
+    c.add_argument("--force", action="store_true", help="clean everything even if a campaign is running")
+    c.set_defaults(func=cmd_clean)
 
     f = sub.add_parser("fingerprint", help="print this host's fingerprint")
     f.set_defaults(func=cmd_fingerprint)

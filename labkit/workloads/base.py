@@ -71,9 +71,10 @@ class Workload(ABC):
         if spec is not None:
             return spec.from_text(where, text)
         try:
-            return cls.check_param(key, json.loads(text), where=where)
-        except json.JSONDecodeError:
-            return text
+            value = json.loads(text)
+        except (json.JSONDecodeError, RecursionError):
+            return cls.check_param(key, text, where=where)
+        return cls.check_param(key, value, where=where)
 
     def accepts(self, key: str) -> bool:
         """Whether a design factor named ``key`` is one of this workload's parameters."""

@@ -173,8 +173,8 @@ class StrList(Param):
         if text.lstrip().startswith("["):
             try:
                 return json.loads(text)
-            except json.JSONDecodeError as exc:
-                raise ConfigError(f"{where}: not a JSON list: {exc}") from None
+            except (json.JSONDecodeError, RecursionError) as exc:
+                raise ConfigError(f"{where}: not a JSON list: {type(exc).__name__}") from None
         return text
 
 
