@@ -100,7 +100,7 @@ class Factor:
             raise ConfigError(f"factor {self.name!r}: needs at least 2 levels and at most {LIMITS['levels']}, "
                               f"got {len(levels)}")
         levels = tuple(check_level(f"factor {self.name!r} level {i + 1}", v) for i, v in enumerate(levels))
-        if self.name in HOST_MAX:
+        if self.name in HOST_FACTORS or self.name == "noise":
             for v in levels:
                 if isinstance(v, list):
                     raise ConfigError(f"factor {self.name!r}: level {v!r} must be a single value")
