@@ -314,3 +314,38 @@ def test_resume_on_another_host_is_refused(tmp_path, monkeypatch):
     monkeypatch.setattr(lc, "host_fingerprint", lambda: {**real(), "kernel": "9.9.9-other"})
     with pytest.raises(StoreError, match="fingerprint_id: stored"):
         campaign(tmp_path).run()
+
+
+# -- 2 + 4 on the real local backend: clean removes one campaign's leftovers, not x-2's -----------
+def _cgroups(prefix):
+    found = set()
+    for d in ("/sys/fs/cgroup/cpuset", "/sys/fs/cgroup/memory", "/sys/fs/cgroup/cpu", "/sys/fs/cgroup"):
+        if Path(d).exists():
+            found |= {x.name for x in Path(d).glob(prefix + "*")}
+    return found
+
+
+@pytest.mark.root
+def test_labkit_clean_removes_a_killed_campaigns_leftovers_only(tmp_path, capsys):
+    from labkit.backends import get_backend
+    be = get_backend("local")
+    marker = f"sleep 6[12].{os.getpid()}"
+    left = {}
+    for n, cid in enumerate(("x", "x-2")):
+        (inst,) = be.provision(InstanceSpec(), prefix=campaign_prefix(cid))    # never torn down: as after SIGKILL
+        inst.exec(["sh", "-c", f"sleep 6{n + 1}.{os.getpid()} >/dev/null 2>&1 &"])
+        left[cid] = inst
+        c = campaign(tmp_path, backend="local", campaign_id=cid, workload="nqueens")
+        with Store.for_campaign(tmp_path, cid) as st:
+            c._check_or_write_meta(st)
+    try:
+        assert _cgroups("labkit-x--") and _cgroups("labkit-x-2--")
+        assert cli.main(["clean", "x", "--data-dir", str(tmp_path)]) == 0
+        assert _cgroups("labkit-x--") == set()
+        assert _cgroups("labkit-x-2--") != set()                     # the other campaign is untouched
+        ps = subprocess.run(["pgrep", "-af", marker], capture_output=True, text=True).stdout.splitlines()
+        assert [p.split(None, 1)[1] for p in ps] == [f"sleep 62.{os.getpid()}"]   # x's workload is gone
+    finally:
+        left["x-2"].destroy()
+        left["x"].destroy()
+    assert subprocess.run(["pgrep", "-f", marker], capture_output=True).stdout == b""
