@@ -64,8 +64,9 @@ def loads(text: str, source: str = "<yaml>"):
     """Parse one YAML document from ``text`` within the budgets; ConfigError naming ``source``."""
     if len(text) > MAX_BYTES:
         raise ConfigError(f"{source}: larger than {MAX_BYTES:,} bytes; not a labkit file")
-    loader = _BoundedLoader(text)
+    loader = None
     try:
+        loader = _BoundedLoader(text)   # the reader refuses control characters here already
         data = loader.get_single_data()
     except _Budget as exc:
         raise ConfigError(f"{source}: refused: {exc}") from None
@@ -76,7 +77,8 @@ def loads(text: str, source: str = "<yaml>"):
     except (ValueError, TypeError, OverflowError) as exc:   # e.g. a timestamp out of range
         raise ConfigError(f"{source}: a value could not be read: {exc}") from None
     finally:
-        loader.dispose()
+        if loader is not None:
+            loader.dispose()
     return data
 
 

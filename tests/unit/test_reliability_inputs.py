@@ -142,3 +142,9 @@ def test_nqueens_output_for_another_board_is_a_failure():
     with pytest.raises(BenchmarkError, match="board n=19 but board 8"):
         check_solutions(19, 5, ["nqueens", "8"], "nqueens n=19 threads=1 solutions=5 seconds=0.1", board=8)
     check_solutions(8, 92, board=8)
+
+
+def test_control_characters_are_a_config_error(tmp_path):
+    p = design_file(tmp_path, "\x7ffactors: {}\n")     # found by the reliability fuzz (yaml ReaderError)
+    with pytest.raises(ConfigError, match=str(p)):
+        Design.from_yaml(p)
