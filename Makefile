@@ -3,7 +3,7 @@ PY := .venv/bin/python
 CAMPAIGN ?= affinity-local-$(shell date +%Y%m%d-%H%M%S)
 DEMO_ARGS ?=
 
-.PHONY: setup setup-tools setup-daemons demo test unit integration notebooks bench clean-out
+.PHONY: setup setup-tools setup-daemons demo test unit integration notebooks bench clean-out reliability
 
 setup:
 	bash scripts/setup-core.sh
@@ -50,3 +50,10 @@ bench: setup
 
 clean-out:
 	rm -rf out
+
+# The reliability suite of issue 13 (not part of `make test`: several minutes): >= 100 SIGKILLs
+# with resume, SIGTERM/SIGINT cases, 1,000 fuzzed inputs of each kind; prints a table.
+# RELIABILITY_ARGS="--backend docker --skip fuzz" runs the kill loop on docker.
+RELIABILITY_ARGS ?=
+reliability: setup
+	$(PY) reliability/run.py $(RELIABILITY_ARGS)

@@ -99,11 +99,13 @@ def check_store(data: Path, cid: str, design: Design) -> Counter:
 # -- kill-and-resume loop -------------------------------------------------------------------------
 def kill_loop(args, work: Path, tag: str) -> Counter:
     c: Counter = Counter()
-    per = max(1, -(-args.kills // args.campaigns))
     sleep_arg = f"0.3{tag}"
     rng = random.Random(int(tag))
     data = work / "kill"
-    for i in range(args.campaigns):
+    i = -1
+    # at least --campaigns campaigns; more if they completed before --kills kills were spent
+    while (i := i + 1) < args.campaigns or (c["kills"] < args.kills and i < 10 * args.campaigns):
+        per = max(1, -(-(args.kills - c["kills"]) // max(1, args.campaigns - i)))
         cid = f"rel-{tag}-k{i}"
         design_path = write_design(work, args.replications, 100 + i)
         design = Design.from_yaml(design_path)
