@@ -139,6 +139,8 @@ class Campaign:
         self.design = design
         if workload_params is not None and not isinstance(workload_params, dict):
             raise ConfigError(f"workload_params must be a mapping, got {type(workload_params).__name__}")
+        if any(not isinstance(k, str) for k in workload_params or {}):
+            raise ConfigError("workload_params: parameter names must be strings")
         self.workload = get_workload(workload, **(workload_params or {}))
         self.defaults = defaults or InstanceSpec()
         if not isinstance(self.defaults, InstanceSpec):

@@ -104,7 +104,12 @@ class Factor:
             for v in levels:
                 if isinstance(v, list):
                     raise ConfigError(f"factor {self.name!r}: level {v!r} must be a single value")
-        levels = tuple(normalize_level(self.name, v) for v in levels)
+        try:
+            levels = tuple(normalize_level(self.name, v) for v in levels)
+        except ConfigError:
+            raise
+        except (ValueError, TypeError) as exc:   # e.g. a digit string int() cannot read ("²")
+            raise ConfigError(f"factor {self.name!r}: a level is not allowed ({exc})") from None
         for v in levels:
             if self.name in HOST_MAX and v > HOST_MAX[self.name]:
                 raise ConfigError(f"factor {self.name!r}: level {v} above the maximum {HOST_MAX[self.name]}")

@@ -148,3 +148,8 @@ def test_control_characters_are_a_config_error(tmp_path):
     p = design_file(tmp_path, "\x7ffactors: {}\n")     # found by the reliability fuzz (yaml ReaderError)
     with pytest.raises(ConfigError, match=str(p)):
         Design.from_yaml(p)
+
+
+def test_unicode_digit_level_is_a_config_error():
+    with pytest.raises(ConfigError, match="vcpus"):
+        Design.from_dict({"factors": {"vcpus": ["\u00b2", 1]}})   # "²".isdigit() but int("²") fails
