@@ -109,7 +109,7 @@ def kill_loop(args, work: Path, tag: str) -> Counter:
         cid = f"rel-{tag}-k{i}"
         design_path = write_design(work, args.replications, 100 + i)
         design = Design.from_yaml(design_path)
-        kills = 0
+        kills = errors = 0
         deadline = time.monotonic() + args.campaign_timeout
         while True:
             proc = start(design_path, cid, data, args.backend, sleep_arg)
@@ -131,9 +131,10 @@ def kill_loop(args, work: Path, tag: str) -> Counter:
             if rc != 0:
                 err = proc.stderr.read()
                 c["errors"] += 1
+                errors += 1
                 print(f"  {cid}: exit {rc}: {err.strip().splitlines()[-1:] if err else ''}", file=sys.stderr)
-                if time.monotonic() > deadline:
-                    break
+                if time.monotonic() > deadline or errors >= 3:
+                    break        # the same error three times in a row: give this campaign up
                 continue
             break
         c += check_store(data, cid, design)
