@@ -327,7 +327,7 @@ class Campaign:
         from .noise import neighbours
         metadata["noise"] = kind
         return neighbours(self.backend, InstanceSpec(spec.vcpus, spec.memory_mb, spec.affinity, 1), kind,
-                          count=1, prefix=self.prefix + "-noise")
+                          count=1, prefix=self.prefix + "noise")
 
 
 def oom_killed(exc: BaseException) -> bool:
