@@ -1,6 +1,6 @@
 """labkit.stats.factorial_effects / factorial_residuals against Jain (1991), ch. 17-18.
 
-Expected values: ../shared/test-vectors/stats_vectors.py (JAIN_22, JAIN_23,
+Expected values: tests/vectors/stats_vectors.py (JAIN_22, JAIN_23,
 JAIN_22R3), i.e. Jain's Examples 17.1-17.3 and 18.1-18.4, recomputed there
 with scipy/statsmodels.
 """
