@@ -12,6 +12,8 @@
   :func:`games_howell`, :func:`mann_whitney`, :func:`brunner_munzel`,
   :func:`kruskal`, :func:`dunn`, :func:`art_anova` (aligned rank transform),
   :func:`boxcox`; :func:`compare_groups` checks and chooses.
+* Intervals by run: :func:`bootstrap_ci` (resamples whole runs), :func:`ratio_ci`
+  (ratio of means, e.g. overhead of A over B: Fieller or bootstrap).
 * Families of tests: :func:`adjust_p`, :func:`correct` (Holm, Bonferroni, BH).
 * Effect sizes: :func:`hedges_g`, :func:`effect_sizes` (omega², partial eta² with CI).
 
@@ -23,6 +25,7 @@ argument or column at fault.
 """
 from .anova import anova, oneway_anova, tukey_hsd
 from .art import art_aligned, art_anova
+from .bootstrap import FewRunsWarning, bootstrap_ci, ratio_ci
 from .choose import Choice, compare_groups
 from .diagnostics import Diagnostics, factorial_diagnostics
 from .factorial import factorial_effects, factorial_residuals, yates_terms
@@ -35,7 +38,7 @@ from .robust import (brunner_munzel, dunn, games_howell, kruskal, levene, mann_w
 from .summary import summarize
 from .transform import boxcox, boxcox_transform
 
-__all__ = ["Choice", "Diagnostics", "LenthResult", "adjust_p", "anova", "art_aligned",
+__all__ = ["Choice", "Diagnostics", "FewRunsWarning", "bootstrap_ci", "ratio_ci", "LenthResult", "adjust_p", "anova", "art_aligned",
            "art_anova", "boxcox", "boxcox_transform", "brunner_munzel", "compare_groups",
            "correct", "dunn", "effect_sizes", "factorial_diagnostics", "factorial_effects",
            "factorial_residuals", "games_howell", "hedges_g", "kruskal", "lenth", "levene",
