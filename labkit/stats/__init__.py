@@ -14,6 +14,7 @@
   :func:`boxcox`; :func:`compare_groups` checks and chooses.
 * Intervals by run: :func:`bootstrap_ci` (resamples whole runs), :func:`ratio_ci`
   (ratio of means, e.g. overhead of A over B: Fieller or bootstrap).
+* Cost: :func:`cost_efficiency` (executions per hour per price per hour).
 * Families of tests: :func:`adjust_p`, :func:`correct` (Holm, Bonferroni, BH).
 * Effect sizes: :func:`hedges_g`, :func:`effect_sizes` (omega², partial eta² with CI).
 
@@ -27,6 +28,7 @@ from .anova import anova, oneway_anova, tukey_hsd
 from .art import art_aligned, art_anova
 from .bootstrap import FewRunsWarning, bootstrap_ci, ratio_ci
 from .choose import Choice, compare_groups
+from .cost import cost_efficiency
 from .diagnostics import Diagnostics, factorial_diagnostics
 from .factorial import factorial_effects, factorial_residuals, yates_terms
 from .inference import shapiro, shapiro_by, ttest, ttest_by
@@ -38,9 +40,10 @@ from .robust import (brunner_munzel, dunn, games_howell, kruskal, levene, mann_w
 from .summary import summarize
 from .transform import boxcox, boxcox_transform
 
-__all__ = ["Choice", "Diagnostics", "FewRunsWarning", "bootstrap_ci", "ratio_ci", "LenthResult", "adjust_p", "anova", "art_aligned",
-           "art_anova", "boxcox", "boxcox_transform", "brunner_munzel", "compare_groups",
-           "correct", "dunn", "effect_sizes", "factorial_diagnostics", "factorial_effects",
-           "factorial_residuals", "games_howell", "hedges_g", "kruskal", "lenth", "levene",
-           "mann_whitney", "oneway_anova", "shapiro", "shapiro_by", "summarize", "ttest",
+__all__ = ["Choice", "Diagnostics", "FewRunsWarning", "LenthResult", "adjust_p", "anova",
+           "art_aligned", "art_anova", "bootstrap_ci", "boxcox", "boxcox_transform",
+           "brunner_munzel", "compare_groups", "correct", "cost_efficiency", "dunn",
+           "effect_sizes", "factorial_diagnostics", "factorial_effects", "factorial_residuals",
+           "games_howell", "hedges_g", "kruskal", "lenth", "levene", "mann_whitney",
+           "oneway_anova", "ratio_ci", "shapiro", "shapiro_by", "summarize", "ttest",
            "ttest_by", "tukey_hsd", "welch_anova", "yates_terms"]
