@@ -1,76 +1,143 @@
-"""The backend contract: a base class does the shared work, backends write hooks.
+"""The backend contract: the base class does the shared work, backends write small hooks.
 
 A :class:`Backend` provisions :class:`Instance` objects from an
-:class:`~labkit.instance.InstanceSpec`. ``Instance.exec`` does timing, logging,
-timeouts and ``check``; a backend implements only ``_exec`` (run one argv,
-return exit code and output), ``put`` (copy a file in) and ``_destroy``.
+:class:`~labkit.instance.InstanceSpec`. ``Instance.exec`` owns the deadline,
+timing, logging, the kill on timeout and the :class:`ExecResult`; a backend
+writes only how to start a command, wait for it and kill its process tree.
 
-Hooks a backend writes::
+Hooks a backend writes (``abc`` refuses a class that misses one)::
 
     class MyBackend(Backend):
         name = "mine"
-        def check(self): ...                      # raise BackendUnavailable with a fix
+        OPTIONS = ("image",)                       # allowed options (others: ConfigError)
+        def check(self): ...                       # raise BackendUnavailable with a fix
         def host_cpus(self) -> int: ...
-        def _create(self, spec, name, index, cpus) -> Instance: ...   # started, ready for exec
         def fingerprint(self) -> dict: ...         # backend part of the host fingerprint
+        def _create(self, spec, name, index, cpus) -> Instance: ...   # started, ready for exec
+        def cleanup(self, prefix) -> list[str]: ...        # remove leftovers named prefix*
+        def list_labkit(self, prefix="labkit-") -> list[str]: ...
 
     class MyInstance(Instance):
-        def _exec(self, argv, timeout, env) -> RawResult: ...
+        def _start(self, argv, env) -> handle: ...         # start argv, do not wait
+        def _wait(self, handle, timeout) -> RawResult | None: ...  # None: still running
+        def _kill(self, handle): ...               # SIGKILL the command's process tree
+        def _oom_kills(self) -> int | None: ...    # OOM kills in the instance so far
         def put(self, local_path, remote_path, mode=0o755): ...
-        def _destroy(self): ...                    # must be idempotent, must not raise if gone
+        def _destroy(self): ...                    # idempotent, quiet if already gone
+
+Instance names: ``<prefix><8 hex>``. A campaign's prefix is
+``labkit-<campaign id>--``; campaign ids contain no ``--`` and do not end in
+``-``, so ``cleanup(prefix)`` (a plain ``startswith``) can only ever match that
+campaign's instances: ``labkit-x--`` never matches ``labkit-x-2--...``.
 """
 from __future__ import annotations
 
 import logging
+import math
 import os
+import re
 import secrets
 import shlex
 import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Any, Sequence
 
-from ..errors import BackendError, CommandError, CommandTimeout, tail
+from ..errors import BackendError, CommandError, CommandTimeout, ConfigError, tail
 from ..instance import InstanceSpec
 
 log = logging.getLogger("labkit.backends")
 
 NAME_PREFIX = "labkit-"
+#: how long a killed command may take to be reaped before exec gives up on it
+KILL_GRACE_S = 30.0
+#: an exit status of 128 + SIGKILL: what the OOM killer leaves
+SIGKILL_STATUS = 137
+_PREFIX_RE = re.compile(r"^labkit-[a-z0-9_-]*$")
+_NAME_RE = re.compile(r"^labkit-[a-z0-9_-]+$")
 
 
-def new_name(prefix: str = "labkit") -> str:
-    """A fresh instance name ``<prefix>-<8 hex>``; every name labkit creates starts with ``labkit-``."""
-    if not prefix.startswith("labkit"):
-        prefix = "labkit-" + prefix
-    return f"{prefix}-{secrets.token_hex(4)}"
+def check_prefix(prefix: str) -> str:
+    """A name prefix labkit may create or clean up: ``labkit-`` + [a-z0-9_-]."""
+    if not isinstance(prefix, str) or not _PREFIX_RE.match(prefix):
+        raise ConfigError(f"instance name prefix must be 'labkit-' followed by lowercase letters, "
+                          f"digits, '_' or '-'; got {prefix!r}")
+    return prefix
+
+
+def check_name(name: str) -> str:
+    """An instance name safe in a path, a shell word, a container or domain name."""
+    if not isinstance(name, str) or not _NAME_RE.match(name) or len(name) > 63:
+        raise ConfigError(f"instance name {name!r} must be 'labkit-' followed by lowercase letters, "
+                          "digits, '_' or '-' (at most 63 characters)")
+    return name
+
+
+def new_name(prefix: str = "labkit-") -> str:
+    """A fresh instance name ``<prefix><8 hex>`` (``labkit-`` is added if missing).
+
+    A prefix that does not end in ``-`` gets one, so ``new_name("labkit-test")``
+    is ``labkit-test-1a2b3c4d``.
+    """
+    if not prefix.startswith(NAME_PREFIX):
+        prefix = NAME_PREFIX + prefix
+    if not prefix.endswith("-"):
+        prefix += "-"
+    return check_name(check_prefix(prefix) + secrets.token_hex(4))
+
+
+def check_options(backend: str, given: dict, allowed: Sequence[str]) -> None:
+    """Refuse unknown backend options, listing the valid ones (a typo must not be ignored)."""
+    unknown = sorted(set(given) - set(allowed))
+    if unknown:
+        raise ConfigError(f"{backend} backend: unknown option(s) {', '.join(unknown)}; "
+                          f"allowed: {', '.join(allowed) or '(none)'}")
+
+
+def check_timeout(timeout) -> float | None:
+    """``None`` or a finite number of seconds > 0."""
+    if timeout is None:
+        return None
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) \
+            or not math.isfinite(timeout) or timeout <= 0:
+        raise ConfigError(f"exec timeout must be a finite number of seconds > 0, got {timeout!r}")
+    return float(timeout)
 
 
 @dataclass
 class RawResult:
-    """What a backend's ``_exec`` hook returns."""
+    """What a backend's ``_wait`` hook returns once the command has ended."""
     exit_code: int
     stdout: str
     stderr: str
-    timed_out: bool = False
 
 
 @dataclass
 class ExecResult:
-    """A finished command with its context."""
+    """A finished command with its context.
+
+    ``timed_out``: labkit killed it at its deadline. ``oom_killed``: the
+    instance's OOM killer ended it (read from the backend, never guessed from
+    the exit code alone).
+    """
     command: list[str]
     exit_code: int
     stdout: str
     stderr: str
     duration_s: float
     instance: str = ""
+    timed_out: bool = False
+    oom_killed: bool = False
 
     @property
     def ok(self) -> bool:
-        return self.exit_code == 0
+        return self.exit_code == 0 and not self.timed_out
 
     def describe(self) -> str:
+        how = " (killed at its deadline)" if self.timed_out else \
+            " (killed by the OOM killer: memory limit reached)" if self.oom_killed else ""
         return (f"command {shlex.join(self.command)!r} in {self.instance or 'instance'} "
-                f"exited {self.exit_code} after {self.duration_s:.2f}s\n"
+                f"exited {self.exit_code}{how} after {self.duration_s:.2f}s\n"
                 f"  stdout (tail):\n{tail(self.stdout)}\n  stderr (tail):\n{tail(self.stderr)}")
 
 
@@ -90,29 +157,72 @@ class Instance(ABC):
         self.cpus = cpus
         self.metadata: dict = {"name": name, "index": index, "cpus": cpus}
         self._destroyed = False
+        self._oom_seen = 0   # a new instance has seen no OOM kill
 
     # -- shared work -------------------------------------------------------
     def exec(self, command: str | Sequence[str], *, timeout: float | None = None,
              check: bool = True, env: dict | None = None) -> ExecResult:
         """Run ``command`` in the instance and wait for it.
 
-        ``command`` is an argv list, or a string run by ``sh -c``. Raises
-        :class:`CommandTimeout` when it runs past ``timeout`` seconds (it is
-        killed), and :class:`CommandError` on a non-zero exit when ``check``.
+        ``command`` is an argv list, or a string run by ``sh -c``. Past
+        ``timeout`` seconds the command's whole process tree is killed and
+        :class:`CommandTimeout` raised (always, whatever ``check``); a non-zero
+        exit raises :class:`CommandError` when ``check``. Both carry the
+        :class:`ExecResult`. An interrupt (Ctrl-C, SIGTERM) kills the command too.
         """
+        timeout = check_timeout(timeout)
         argv = ["sh", "-c", command] if isinstance(command, str) else [str(a) for a in command]
         if not argv:
             raise BackendError("exec: empty command")
-        start = time.perf_counter()
-        raw = self._exec(argv, timeout, env)
-        result = ExecResult(argv, raw.exit_code, raw.stdout, raw.stderr,
-                            time.perf_counter() - start, self.name)
+        if env is not None:
+            for key in env:
+                if not isinstance(key, str) or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", key):
+                    raise ConfigError(f"exec env: {key!r} is not a valid environment variable name")
+            env = {k: str(v) for k, v in env.items()}
+        start = time.monotonic()
+        deadline = None if timeout is None else start + timeout
+        handle = self._start(argv, env)
+        timed_out = False
+        try:
+            raw = self._wait(handle, None if deadline is None else max(0.0, deadline - time.monotonic()))
+            if raw is None:
+                timed_out = True
+                self._kill(handle)
+                raw = self._wait(handle, KILL_GRACE_S)
+                if raw is None:
+                    raise BackendError(f"{self.name}: {argv!r} survived SIGKILL for {KILL_GRACE_S:.0f}s")
+        except BaseException:
+            try:
+                self._kill(handle)
+            except Exception as exc:   # the original error matters more
+                log.warning("%s: killing %r after an error failed: %s", self.name, argv, exc)
+            raise
+        result = ExecResult(argv, raw.exit_code, raw.stdout, raw.stderr, time.monotonic() - start,
+                            self.name, timed_out=timed_out)
+        if raw.exit_code == SIGKILL_STATUS and not timed_out:
+            result.oom_killed = self._oom_killed_since_last()
         log.debug("%s: %s -> %s (%.3fs)", self.name, argv, raw.exit_code, result.duration_s)
-        if raw.timed_out:
+        if timed_out:
             raise CommandTimeout(f"timed out after {timeout}s: " + result.describe(), result)
         if check and not result.ok:
             raise CommandError(result.describe(), result)
         return result
+
+    def spawn(self, command: str | Sequence[str], *, env: dict | None = None) -> "Process":
+        """Start ``command`` in the background (a neighbour's load, a server); see :class:`Process`."""
+        argv = ["sh", "-c", command] if isinstance(command, str) else [str(a) for a in command]
+        return Process(self, argv, self._start(argv, env))
+
+    def _oom_killed_since_last(self) -> bool:
+        try:
+            count = self._oom_kills()
+        except Exception as exc:  # a fact we could not read is not a reason to fail the command
+            log.debug("%s: OOM counter unreadable: %s", self.name, exc)
+            return False
+        if count is None:
+            return False
+        seen, self._oom_seen = self._oom_seen, count
+        return count > seen
 
     def destroy(self) -> None:
         """Tear the instance down; safe to call twice."""
@@ -123,8 +233,24 @@ class Instance(ABC):
 
     # -- hooks -------------------------------------------------------------
     @abstractmethod
-    def _exec(self, argv: list[str], timeout: float | None, env: dict | None) -> RawResult:
-        """Run argv to completion (kill it past ``timeout`` and set timed_out)."""
+    def _start(self, argv: list[str], env: dict | None) -> Any:
+        """Start ``argv`` (stdin empty) in the instance and return a handle; do not wait."""
+
+    @abstractmethod
+    def _wait(self, handle: Any, timeout: float | None) -> RawResult | None:
+        """Wait up to ``timeout`` seconds (None: forever) for the command to end.
+
+        Returns its :class:`RawResult` (exit code ``128 + n`` when killed by
+        signal ``n``), or None if it is still running. Called again after a kill.
+        """
+
+    @abstractmethod
+    def _kill(self, handle: Any) -> None:
+        """SIGKILL the command's whole process tree. Idempotent; quiet if it is gone."""
+
+    @abstractmethod
+    def _oom_kills(self) -> int | None:
+        """How many processes the OOM killer has killed in this instance so far (None: unknown)."""
 
     @abstractmethod
     def put(self, local_path: str | os.PathLike, remote_path: str, mode: int = 0o755) -> None:
@@ -143,14 +269,43 @@ class Instance(ABC):
         return f"<{type(self).__name__} {self.name} {self.spec}>"
 
 
+class Process:
+    """A command running in the background in an instance (``Instance.spawn``).
+
+    ``running()`` asks without waiting; ``stop()`` kills its whole process tree
+    (the backend's one way to do it) and returns how it ended. Never left
+    behind: an instance's teardown kills whatever still runs in it.
+    """
+
+    def __init__(self, instance: Instance, argv: list[str], handle: Any):
+        self.instance, self.argv, self.handle = instance, argv, handle
+        self.result: RawResult | None = None
+
+    def running(self) -> bool:
+        if self.result is None:
+            self.result = self.instance._wait(self.handle, 0)
+        return self.result is None
+
+    def stop(self) -> RawResult | None:
+        """Kill it (if still running) and reap it; None if it survived SIGKILL past the grace time."""
+        if self.running():
+            self.instance._kill(self.handle)
+            self.result = self.instance._wait(self.handle, KILL_GRACE_S)
+        return self.result
+
+
 class Backend(ABC):
-    """Provisions instances. Subclasses set ``name`` and write the hooks."""
+    """Provisions instances. Subclasses set ``name`` and ``OPTIONS`` and write the hooks."""
 
     name = "base"
+    #: the options this backend accepts; anything else is a ConfigError listing these
+    OPTIONS: tuple[str, ...] = ()
 
     def __init__(self, **options):
+        check_options(self.name, options, self.OPTIONS)
         self.options = options
 
+    @abstractmethod
     def check(self) -> None:
         """Raise BackendUnavailable (with how to fix it) if this backend can't run here."""
 
@@ -159,14 +314,26 @@ class Backend(ABC):
         """How many CPUs the host (that instances run on) has."""
 
     @abstractmethod
+    def fingerprint(self) -> dict:
+        """Backend-specific facts for the host fingerprint (versions, hypervisor...)."""
+
+    @abstractmethod
     def _create(self, spec: InstanceSpec, name: str, index: int, cpus: list[int] | None) -> Instance:
         """Create and start one instance, ready for exec."""
 
-    def fingerprint(self) -> dict:
-        """Backend-specific facts for the host fingerprint (versions, hypervisor...)."""
-        return {"backend": self.name}
+    @abstractmethod
+    def cleanup(self, prefix: str) -> list[str]:
+        """Remove every instance (and its files) whose name starts with ``prefix``; return the names.
 
-    def provision(self, spec: InstanceSpec, *, prefix: str = "labkit") -> list[Instance]:
+        Used at a campaign's start (leftovers of a killed run of the same
+        campaign) and by ``labkit clean``. Never touches a name without ``prefix``.
+        """
+
+    @abstractmethod
+    def list_labkit(self, prefix: str = NAME_PREFIX) -> list[str]:
+        """Names of the instances this backend sees whose names start with ``prefix``."""
+
+    def provision(self, spec: InstanceSpec, *, prefix: str = NAME_PREFIX) -> list[Instance]:
         """Create ``spec.count`` instances; on any failure, destroy those made and re-raise."""
         placement = spec.placement(self.host_cpus()) if spec.affinity == "pinned" else [None] * spec.count
         made: list[Instance] = []
@@ -180,6 +347,13 @@ class Backend(ABC):
 
     def close(self) -> None:
         """Release client connections."""
+
+
+def check_cpus(cpus, host_cpus: int) -> None:
+    """Pinned CPUs must exist on the host (a daemon may silently accept one that does not)."""
+    bad = sorted({c for c in cpus or () if not 0 <= int(c) < host_cpus})
+    if bad:
+        raise ConfigError(f"pinned CPU(s) {bad} do not exist: the host has CPUs 0-{host_cpus - 1}")
 
 
 def teardown(instances) -> list[Exception]:
