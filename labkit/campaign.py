@@ -154,8 +154,7 @@ class Campaign:
         self._backend_arg = backend
         if backend_options is not None and not isinstance(backend_options, dict):
             raise ConfigError(f"backend_options must be a mapping, got {type(backend_options).__name__}")
-        # TODO(lead): each backend rejects unknown options with the list of valid ones (per-backend
-        # schema); the campaign passes them through unchanged.
+        # passed through unchanged: each backend rejects unknown options (Backend.OPTIONS)
         self.backend_options = backend_options or {}
         self.run_timeout = TIMEOUT.check("run_timeout (--timeout, seconds)", run_timeout)
         self.progress = progress

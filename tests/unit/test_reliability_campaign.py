@@ -33,8 +33,17 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 class FakeInstance(Instance):
-    def _exec(self, argv, timeout, env):
+    def _start(self, argv, env):
+        return argv
+
+    def _wait(self, handle, timeout):
         return RawResult(0, "", "")
+
+    def _kill(self, handle):
+        pass
+
+    def _oom_kills(self):
+        return 0
 
     def put(self, local_path, remote_path, mode=0o755):
         pass
@@ -45,6 +54,13 @@ class FakeInstance(Instance):
 
 class FakeBackend(Backend):
     name = "fake"
+    OPTIONS = ("host", "password", "zone")
+
+    def check(self):
+        pass
+
+    def fingerprint(self):
+        return {"backend": self.name}
 
     def __init__(self, **options):
         super().__init__(**options)
