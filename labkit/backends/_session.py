@@ -1,0 +1,88 @@
+"""Run a command as its own session inside a container, and kill that whole session.
+
+Shared by the container backends (docker, lxd), whose exec APIs start a process but
+offer no way to signal it or its children. The command runs as::
+
+    sh -c 'setsid "$@" & echo $! > PIDFILE; wait $!; s=$?; rm -f PIDFILE; exit $s' sh ARGV...
+
+The background child is never a process-group leader, so ``setsid`` does not fork:
+it becomes the leader of a new session whose id (= its pid) is written to PIDFILE,
+then execs ARGV. Every descendant stays in that session unless it calls setsid()
+itself (a daemon that detaches on purpose). ``wait`` gives ARGV's exit status, or
+128 + n when a signal n killed it, as a shell would. A missing command exits 127.
+
+:func:`kill_argv` SIGKILLs the session: its process group at once (atomic in the
+kernel), then any member that moved to another group (``pkill -s``), until only
+zombies are left (a container's ``sleep`` pid 1 reaps nobody). It is a no-op
+once the command has ended (the wrapper removes PIDFILE).
+"""
+from __future__ import annotations
+
+import re
+import secrets
+import threading
+
+_RUN = 'setsid "$@" & echo $! > {f}; wait $!; s=$?; rm -f {f}; exit $s'
+# wait briefly for a just-started command to record its session, then kill it until empty
+_KILL = ('f={f}; i=0; while [ ! -s $f ] && [ $i -lt 40 ]; do sleep 0.05; i=$((i+1)); done; '
+         'p=$(cat $f 2>/dev/null); [ -n "$p" ] || exit 0; '
+         'for _ in 1 2 3 4 5 6 7 8 9 10; do kill -KILL -- -$p $p 2>/dev/null; '
+         'pkill -KILL -s $p 2>/dev/null; ps -o stat= -s $p | grep -qv ^Z || break; sleep 0.1; done; '
+         'rm -f $f')
+_OOM_KILL = re.compile(r"^oom_kill (\d+)$", re.M)
+
+
+def new_pidfile() -> str:
+    """A fresh path (a safe shell word) where the wrapper records the session id."""
+    return f"/tmp/.labkit-exec-{secrets.token_hex(8)}.pid"
+
+
+def session_argv(argv: list[str], pidfile: str) -> list[str]:
+    """``argv`` wrapped to run as a new session whose id is written to ``pidfile``."""
+    return ["sh", "-c", _RUN.format(f=pidfile), "sh", *argv]
+
+
+def kill_argv(pidfile: str) -> list[str]:
+    """A command that SIGKILLs every process of the session recorded in ``pidfile``."""
+    return ["sh", "-c", _KILL.format(f=pidfile)]
+
+
+def oom_kill_count(text: str) -> int | None:
+    """The ``oom_kill N`` counter of a cgroup v1 ``memory.oom_control`` or v2 ``memory.events``."""
+    m = _OOM_KILL.search(text or "")
+    return int(m.group(1)) if m else None
+
+
+class Running:
+    """A blocking exec call (``call() -> result``) run on a daemon thread, and its session's pidfile.
+
+    A daemon thread, not a pool's: an exec stuck in a dead daemon must not keep the
+    interpreter from exiting.
+    """
+
+    def __init__(self, call, pidfile: str):
+        self.pidfile = pidfile
+        self._result = self._error = None
+        self._done = threading.Event()
+        threading.Thread(target=self._run, args=(call,), daemon=True,
+                         name=f"labkit-exec-{pidfile[-12:-4]}").start()
+
+    def _run(self, call) -> None:
+        try:
+            self._result = call()
+        except BaseException as exc:  # handed to the waiting thread
+            self._error = exc
+        finally:
+            self._done.set()
+
+    @property
+    def done(self) -> bool:
+        return self._done.is_set()
+
+    def wait(self, timeout: float | None):
+        """The call's result, None if it is still running after ``timeout`` s; re-raises its error."""
+        if not self._done.wait(timeout):
+            return None
+        if self._error is not None:
+            raise self._error
+        return self._result
