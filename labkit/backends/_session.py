@@ -1,7 +1,9 @@
 """Run a command as its own session inside a container, and kill that whole session.
 
-Shared by the container backends (docker, lxd), whose exec APIs start a process but
-offer no way to signal it or its children. The command runs as::
+Shared by the container backends (docker, lxd), whose exec APIs run a process to its
+end but offer no way to signal it or its children. :class:`SessionExec` turns such an
+API (two hooks: ``_run`` blocking, ``_run_quick``) into the Instance hooks ``_start``,
+``_wait`` and ``_kill``: the exec runs on a thread, as its own session::
 
     sh -c 'setsid "$@" & echo $! > PIDFILE; wait $!; s=$?; rm -f PIDFILE; exit $s' sh ARGV...
 
@@ -21,6 +23,8 @@ from __future__ import annotations
 import re
 import secrets
 import threading
+
+from .base import RawResult
 
 _RUN = 'setsid "$@" & echo $! > {f}; wait $!; s=$?; rm -f {f}; exit $s'
 # wait briefly for a just-started command to record its session, then kill it until empty
@@ -86,3 +90,27 @@ class Running:
         if self._error is not None:
             raise self._error
         return self._result
+
+
+class SessionExec:
+    """Mixin for an Instance whose backend writes ``_run`` and ``_run_quick`` instead of
+    ``_start``/``_wait``/``_kill``. ``_run`` errors must already be labkit errors."""
+
+    def _run(self, argv: list[str], env: dict | None) -> RawResult:
+        """Run ``argv`` to its end (blocking) and return its result."""
+        raise NotImplementedError
+
+    def _run_quick(self, argv: list[str]) -> str:
+        """Run a short helper command; return its output ("" if the instance is gone)."""
+        raise NotImplementedError
+
+    def _start(self, argv, env) -> Running:
+        pidfile = new_pidfile()
+        return Running(lambda: self._run(session_argv(argv, pidfile), env), pidfile)
+
+    def _wait(self, handle: Running, timeout):
+        return handle.wait(timeout)
+
+    def _kill(self, handle: Running) -> None:
+        if not handle.done:
+            self._run_quick(kill_argv(handle.pidfile))

@@ -32,7 +32,7 @@ from pathlib import Path
 
 from ..errors import BackendError, BackendUnavailable
 from ..instance import InstanceSpec
-from ._session import Running, kill_argv, new_pidfile, oom_kill_count, session_argv
+from ._session import SessionExec, oom_kill_count
 from .base import NAME_PREFIX, Backend, Instance, RawResult, check_cpus, check_name, check_prefix
 
 DEFAULT_IMAGE = "labkit/debian:12"
@@ -62,7 +62,7 @@ def _text(data: bytes | None) -> str:
     return (data or b"").decode("utf-8", "replace")
 
 
-class DockerInstance(Instance):
+class DockerInstance(SessionExec, Instance):
     def __init__(self, backend: "DockerBackend", name, spec, index, cpus, container_id: str):
         super().__init__(backend, name, spec, index, cpus)
         self.id = container_id
@@ -72,41 +72,26 @@ class DockerInstance(Instance):
         """The SDK's model of this container (made locally: no API call)."""
         return self.backend.client.containers.prepare_model({"Id": self.id})
 
-    def _start(self, argv, env) -> Running:
+    def _run(self, argv, env) -> RawResult:
         api = self.backend.exec_api
-        pidfile = new_pidfile()
         try:
-            exec_id = api.exec_create(self.id, session_argv(argv, pidfile), stdout=True, stderr=True,
-                                      environment=env or None)["Id"]
-        except _sdk().errors.APIError as exc:
-            raise BackendError(f"docker exec in {self.name} failed: {exc}") from exc
-
-        def run() -> RawResult:
+            exec_id = api.exec_create(self.id, argv, environment=env or None)["Id"]
             out, err = api.exec_start(exec_id, demux=True)
             code = api.exec_inspect(exec_id)["ExitCode"]
-            return RawResult(-1 if code is None else code, _text(out), _text(err))
-        return Running(run, pidfile)
-
-    def _wait(self, handle: Running, timeout):
-        try:
-            return handle.wait(timeout)
         except _sdk().errors.APIError as exc:
             raise BackendError(f"docker exec in {self.name} failed: {exc}") from exc
+        return RawResult(-1 if code is None else code, _text(out), _text(err))
 
-    def _kill(self, handle: Running) -> None:
-        if not handle.done:
-            self._run_sync(kill_argv(handle.pidfile), "killing a command")
-
-    def _oom_kills(self) -> int | None:
-        return oom_kill_count(self._run_sync(OOM_COUNTER, "reading the OOM counter"))
-
-    def _run_sync(self, argv, what: str) -> str:
+    def _run_quick(self, argv) -> str:
         try:
             return _text(self.container.exec_run(argv).output)
         except _sdk().errors.NotFound:
             return ""  # the container is gone, and its processes with it
         except _sdk().errors.APIError as exc:
-            raise BackendError(f"docker: {what} in {self.name} failed: {exc}") from exc
+            raise BackendError(f"docker: {argv[:2]} in {self.name} failed: {exc}") from exc
+
+    def _oom_kills(self) -> int | None:
+        return oom_kill_count(self._run_quick(OOM_COUNTER))
 
     def put(self, local_path, remote_path, mode=0o755):
         docker = _sdk()

@@ -36,7 +36,7 @@ from pathlib import Path
 
 from ..errors import BackendError, BackendUnavailable, ConfigError
 from ..instance import InstanceSpec
-from ._session import Running, kill_argv, new_pidfile, oom_kill_count, session_argv
+from ._session import SessionExec, oom_kill_count
 from .base import (NAME_PREFIX, Backend, Instance, RawResult, check_cpus, check_name, check_prefix,
                    log)
 
@@ -129,41 +129,28 @@ def memory_cgroup_file(proc_cgroup: str, name: str) -> str | None:
     return f"{CGROUP_ROOT}{path}/memory.events"
 
 
-class LxdInstance(Instance):
+class LxdInstance(SessionExec, Instance):
     def __init__(self, backend: "LxdBackend", name, spec, index, cpus, model):
         super().__init__(backend, name, spec, index, cpus)
         self.model = model  # pylxd's Instance
 
-    def _start(self, argv, env) -> Running:
-        pidfile = new_pidfile()
-        wrapped = session_argv(argv, pidfile)
-
-        def run() -> RawResult:
-            try:
-                res = self.model.execute(wrapped, environment=env or {})
-            except _sdk().exceptions.LXDAPIException as exc:
-                if "command not found" not in str(exc).lower():
-                    raise
-                # LXD fails an exec that exits 127 (and drops its output): say it as a shell would
-                return RawResult(127, "", f"{argv[0]}: command not found (or exit status 127)\n")
-            return RawResult(int(res.exit_code), res.stdout, res.stderr)
-        return Running(run, pidfile)
-
-    def _wait(self, handle: Running, timeout):
+    def _run(self, argv, env) -> RawResult:
         try:
-            return handle.wait(timeout)
+            res = self.model.execute(argv, environment=env or {})
         except _sdk().exceptions.LXDAPIException as exc:
-            raise BackendError(f"LXD exec in {self.name} failed: {exc}") from exc
+            if "command not found" not in str(exc).lower():
+                raise BackendError(f"LXD exec in {self.name} failed: {exc}") from exc
+            # LXD fails an exec that exits 127 (a shell's "command not found") and drops its output
+            return RawResult(127, "", "command not found (exit status 127; LXD drops the output)\n")
+        return RawResult(int(res.exit_code), res.stdout, res.stderr)
 
-    def _kill(self, handle: Running) -> None:
-        if handle.done:
-            return
+    def _run_quick(self, argv) -> str:
         try:
-            self.model.execute(kill_argv(handle.pidfile))
+            return self.model.execute(argv).stdout
         except _sdk().exceptions.NotFound:
-            pass  # the instance is gone, and its processes with it
+            return ""  # the instance is gone, and its processes with it
         except _sdk().exceptions.LXDAPIException as exc:
-            raise BackendError(f"LXD: killing a command in {self.name} failed: {exc}") from exc
+            raise BackendError(f"LXD: {argv[:2]} in {self.name} failed: {exc}") from exc
 
     def _oom_kills(self) -> int | None:
         pid = self.model.state().pid
