@@ -40,6 +40,10 @@ def test_kill_reaches_the_whole_tree_even_a_child_in_another_group():
                             text=True)
     try:
         pids = [int(proc.stdout.readline()) for _ in range(2)]
+        deadline = time.monotonic() + 10
+        while not (os.path.exists(pidfile) and open(pidfile).read().strip()):
+            assert time.monotonic() < deadline, "the wrapper never recorded its session"
+            time.sleep(0.02)  # the wrapper writes it just after starting the command
         sid = int(open(pidfile).read())
         assert os.getsid(pids[0]) == sid and os.getsid(pids[1]) == sid
         deadline = time.monotonic() + 10
@@ -90,3 +94,24 @@ def test_lxd_finds_the_containers_memory_cgroup():
     v2 = "0::/lxc.payload.labkit-x--1/init.scope\n"
     assert memory_cgroup_file(v2, "labkit-x--1") == "/sys/fs/cgroup/lxc.payload.labkit-x--1/memory.events"
     assert memory_cgroup_file("1:cpu:/\n", "labkit-x--1") is None
+
+
+def test_lxd_refuses_underscores_before_touching_the_daemon(tmp_path):
+    # LXD names are host names; mapping '_' to '-' would let campaign a-b clean campaign a_b
+    from labkit.backends.lxd import LxdBackend
+    from labkit.errors import ConfigError
+    be = LxdBackend(socket=str(tmp_path / "no.sock"))
+    with pytest.raises(ConfigError, match="cannot contain '_'"):
+        be.cleanup("labkit-a_b--")
+    with pytest.raises(ConfigError, match="cannot contain '_'"):
+        be._create(None, "labkit-a_b--0123abcd", 0, None)
+
+
+def test_container_backends_list_their_options_when_given_an_unknown_one():
+    from labkit.backends.docker import DockerBackend
+    from labkit.backends.lxd import LxdBackend
+    from labkit.errors import ConfigError
+    with pytest.raises(ConfigError, match="enforce_limit.*allowed: image, base_url, api_timeout"):
+        DockerBackend(enforce_limit=False)
+    with pytest.raises(ConfigError, match="storage.*allowed: image, socket, pool, privileged"):
+        LxdBackend(storage="x")
