@@ -8,7 +8,7 @@ Mapping of an :class:`~labkit.instance.InstanceSpec` (DESIGN.md, "Instances")::
     network    network_mode = "none"
 
 The container's main process is ``sleep infinity``; each command is an exec run
-as its own session (:mod:`._session`) on a thread, so ``_wait`` can time out and
+as its own session (:mod:`._container`) on a thread, so ``_wait`` can time out and
 ``_kill`` can SIGKILL the session from a second exec. OOM kills are read from the
 container's own memory cgroup (``oom_kill`` of v1 ``memory.oom_control`` or v2
 ``memory.events``), seen from inside. Every container carries the label
@@ -32,7 +32,7 @@ from pathlib import Path
 
 from ..errors import BackendError, BackendUnavailable
 from ..instance import InstanceSpec
-from ._session import SessionExec, oom_kill_count
+from ._container import CleanupByName, SessionExec, oom_kill_count
 from .base import NAME_PREFIX, Backend, Instance, RawResult, check_cpus, check_name, check_prefix
 
 DEFAULT_IMAGE = "labkit/debian:12"
@@ -116,7 +116,7 @@ class DockerInstance(SessionExec, Instance):
         self.backend.remove(self.id, self.name)
 
 
-class DockerBackend(Backend):
+class DockerBackend(CleanupByName, Backend):
     """Containers through the docker SDK.
 
     Options: ``image`` (default ``labkit/debian:12``), ``base_url`` (default
@@ -282,13 +282,6 @@ class DockerBackend(Backend):
             raise BackendError(f"listing docker containers failed: {exc}") from exc
         names = {n.lstrip("/") for c in found for n in c.get("Names", [])}
         return sorted(n for n in names if n.startswith(prefix))
-
-    def cleanup(self, prefix: str) -> list[str]:
-        """Force-remove every container (any state) whose name starts with ``prefix``."""
-        names = self.list_labkit(prefix)
-        for name in names:
-            self.remove(name)
-        return names
 
     def close(self) -> None:
         for client in (self._client, self._exec_api):

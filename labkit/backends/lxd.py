@@ -12,7 +12,7 @@ Mapping of an :class:`~labkit.instance.InstanceSpec` (DESIGN.md, "Instances")::
 
 The container's init is ``sleep infinity`` (the image has no init system, and
 none is needed). Each command runs through pylxd's ``Instance.execute`` on a
-thread, as its own session (:mod:`._session`), so ``_wait`` can time out and
+thread, as its own session (:mod:`._container`), so ``_wait`` can time out and
 ``_kill`` can SIGKILL the session from a second exec. OOM kills are read on the
 host from the container's memory cgroup (LXD's socket is local), since an
 unprivileged container does not see it.
@@ -36,7 +36,7 @@ from pathlib import Path
 
 from ..errors import BackendError, BackendUnavailable, ConfigError
 from ..instance import InstanceSpec
-from ._session import SessionExec, oom_kill_count
+from ._container import CleanupByName, SessionExec, oom_kill_count
 from .base import (NAME_PREFIX, Backend, Instance, RawResult, check_cpus, check_name, check_prefix,
                    log)
 
@@ -174,7 +174,7 @@ class LxdInstance(SessionExec, Instance):
         self.backend.remove(self.name)
 
 
-class LxdBackend(Backend):
+class LxdBackend(CleanupByName, Backend):
     """System containers through pylxd's models on LXD's unix socket.
 
     Options: ``image`` (alias, default ``labkit-debian-12``), ``socket`` (default
@@ -349,13 +349,6 @@ class LxdBackend(Backend):
         except _sdk().exceptions.LXDAPIException as exc:
             raise BackendError(f"LXD: listing instances failed: {exc}") from exc
         return sorted(n for n in names if n.startswith(prefix))
-
-    def cleanup(self, prefix: str) -> list[str]:
-        """Force-stop and delete every instance whose name starts with ``prefix``."""
-        names = self.list_labkit(prefix)
-        for name in names:
-            self.remove(name)
-        return names
 
     def close(self) -> None:
         if self._client is not None:

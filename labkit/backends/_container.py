@@ -1,9 +1,9 @@
-"""Run a command as its own session inside a container, and kill that whole session.
+"""What the container backends (docker, lxd) share: exec as a killable session, cleanup by name.
 
-Shared by the container backends (docker, lxd), whose exec APIs run a process to its
-end but offer no way to signal it or its children. :class:`SessionExec` turns such an
-API (two hooks: ``_run`` blocking, ``_run_quick``) into the Instance hooks ``_start``,
-``_wait`` and ``_kill``: the exec runs on a thread, as its own session::
+Their exec APIs run a process to its end but offer no way to signal it or its
+children. :class:`SessionExec` turns such an API (two hooks: ``_run`` blocking,
+``_run_quick``) into the Instance hooks ``_start``, ``_wait`` and ``_kill``: the
+exec runs on a thread, as its own session::
 
     sh -c 'setsid "$@" & echo $! > PIDFILE; wait $!; s=$?; rm -f PIDFILE; exit $s' sh ARGV...
 
@@ -114,3 +114,17 @@ class SessionExec:
     def _kill(self, handle: Running) -> None:
         if not handle.done:
             self._run_quick(kill_argv(handle.pidfile))
+
+
+class CleanupByName:
+    """Mixin for a Backend with ``remove(name)`` (force, any state, quiet if gone): ``cleanup``."""
+
+    def remove(self, name: str) -> None:
+        raise NotImplementedError
+
+    def cleanup(self, prefix: str) -> list[str]:
+        """Remove every instance (any state) whose name starts with ``prefix``; return the names."""
+        names = self.list_labkit(prefix)
+        for name in names:
+            self.remove(name)
+        return names

@@ -1,4 +1,4 @@
-"""The container backends' exec wrapper (labkit.backends._session) run for real on the host:
+"""The container backends' exec wrapper (labkit.backends._container) run for real on the host:
 a command becomes its own session, whose whole tree kill_argv SIGKILLs; and the parsers of
 the OOM counters (cgroup v1 memory.oom_control, v2 memory.events)."""
 from __future__ import annotations
@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from labkit.backends._session import (Running, kill_argv, new_pidfile, oom_kill_count,
+from labkit.backends._container import (Running, kill_argv, new_pidfile, oom_kill_count,
                                       session_argv)
 
 
