@@ -33,7 +33,7 @@ _KILL = ('f={f}; i=0; while [ ! -s $f ] && [ $i -lt 40 ]; do sleep 0.05; i=$((i+
          'for _ in 1 2 3 4 5 6 7 8 9 10; do kill -KILL -- -$p $p 2>/dev/null; '
          'pkill -KILL -s $p 2>/dev/null; ps -o stat= -s $p | grep -qv ^Z || break; sleep 0.1; done; '
          'rm -f $f')
-_OOM_KILL = re.compile(r"^oom_kill (\d+)$", re.M)
+_OOM_KILL = re.compile(r"^oom_kill (\d+)$", re.MULTILINE)
 
 
 def new_pidfile() -> str:

@@ -33,7 +33,15 @@ from pathlib import Path
 from ..errors import BackendError, BackendUnavailable
 from ..instance import InstanceSpec
 from ._container import CleanupByName, SessionExec, oom_kill_count
-from .base import NAME_PREFIX, Backend, Instance, RawResult, check_cpus, check_name, check_prefix
+from .base import (
+    NAME_PREFIX,
+    Backend,
+    Instance,
+    RawResult,
+    check_cpus,
+    check_name,
+    check_prefix,
+)
 
 DEFAULT_IMAGE = "labkit/debian:12"
 DEFAULT_SOCKET = "unix:///var/run/docker.sock"
@@ -41,8 +49,8 @@ LABEL = "labkit"
 #: the container's main process: it only keeps the container alive for exec
 MAIN_COMMAND = ["sleep", "infinity"]
 #: the container's memory cgroup as the container sees it (v1, then v2)
-OOM_COUNTER = ["sh", "-c", "cat /sys/fs/cgroup/memory/memory.oom_control /sys/fs/cgroup/memory.events"
-               " 2>/dev/null"]
+OOM_COUNTER = ["sh", "-c", ("cat /sys/fs/cgroup/memory/memory.oom_control "
+                            "/sys/fs/cgroup/memory.events 2>/dev/null")]
 
 START_HINT = ("start it with `dockerd > /var/log/labkit-dockerd.log 2>&1 &` (or "
               "`systemctl start docker`), or run `bash scripts/setup-containers.sh`")
@@ -63,7 +71,7 @@ def _text(data: bytes | None) -> str:
 
 
 class DockerInstance(SessionExec, Instance):
-    def __init__(self, backend: "DockerBackend", name, spec, index, cpus, container_id: str):
+    def __init__(self, backend: DockerBackend, name, spec, index, cpus, container_id: str):
         super().__init__(backend, name, spec, index, cpus)
         self.id = container_id
 

@@ -37,8 +37,16 @@ from pathlib import Path
 from ..errors import BackendError, BackendUnavailable, ConfigError
 from ..instance import InstanceSpec
 from ._container import CleanupByName, SessionExec, oom_kill_count
-from .base import (NAME_PREFIX, Backend, Instance, RawResult, check_cpus, check_name, check_prefix,
-                   log)
+from .base import (
+    NAME_PREFIX,
+    Backend,
+    Instance,
+    RawResult,
+    check_cpus,
+    check_name,
+    check_prefix,
+    log,
+)
 
 DEFAULT_IMAGE = "labkit-debian-12"
 #: the container's init: the image has no init system, and none is needed
@@ -130,7 +138,7 @@ def memory_cgroup_file(proc_cgroup: str, name: str) -> str | None:
 
 
 class LxdInstance(SessionExec, Instance):
-    def __init__(self, backend: "LxdBackend", name, spec, index, cpus, model):
+    def __init__(self, backend: LxdBackend, name, spec, index, cpus, model):
         super().__init__(backend, name, spec, index, cpus)
         self.model = model  # pylxd's Instance
 

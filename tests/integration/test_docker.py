@@ -5,7 +5,6 @@ from __future__ import annotations
 import pytest
 
 from labkit.backends.docker import DEFAULT_IMAGE
-
 from labkit.images import docker_image
 from labkit.instance import InstanceSpec
 

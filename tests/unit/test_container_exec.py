@@ -6,11 +6,17 @@ from __future__ import annotations
 import os
 import subprocess
 import time
+from pathlib import Path
 
 import pytest
 
-from labkit.backends._container import (Running, kill_argv, new_pidfile, oom_kill_count,
-                                      session_argv)
+from labkit.backends._container import (
+    Running,
+    kill_argv,
+    new_pidfile,
+    oom_kill_count,
+    session_argv,
+)
 
 
 def _alive(pid: int) -> bool:
@@ -24,11 +30,11 @@ def _alive(pid: int) -> bool:
 def test_exit_status_output_and_missing_command_pass_through():
     pidfile = new_pidfile()
     run = subprocess.run(session_argv(["sh", "-c", "echo out; echo err >&2; exit 3"], pidfile),
-                         capture_output=True, text=True, timeout=30)
+                         capture_output=True, text=True, timeout=30, check=False)
     assert (run.returncode, run.stdout, run.stderr) == (3, "out\n", "err\n")
     assert not os.path.exists(pidfile)  # removed once the command ended
     missing = subprocess.run(session_argv(["labkit-no-such-command"], new_pidfile()),
-                             capture_output=True, text=True, timeout=30)
+                             capture_output=True, text=True, timeout=30, check=False)
     assert missing.returncode == 127
 
 
@@ -41,10 +47,10 @@ def test_kill_reaches_the_whole_tree_even_a_child_in_another_group():
     try:
         pids = [int(proc.stdout.readline()) for _ in range(2)]
         deadline = time.monotonic() + 10
-        while not (os.path.exists(pidfile) and open(pidfile).read().strip()):
+        while not (os.path.exists(pidfile) and Path(pidfile).read_text().strip()):
             assert time.monotonic() < deadline, "the wrapper never recorded its session"
             time.sleep(0.02)  # the wrapper writes it just after starting the command
-        sid = int(open(pidfile).read())
+        sid = int(Path(pidfile).read_text())
         assert os.getsid(pids[0]) == sid and os.getsid(pids[1]) == sid
         deadline = time.monotonic() + 10
         while os.getpgid(pids[1]) == sid and time.monotonic() < deadline:
@@ -56,13 +62,14 @@ def test_kill_reaches_the_whole_tree_even_a_child_in_another_group():
         while any(map(_alive, pids)) and time.monotonic() < deadline:
             time.sleep(0.05)
         assert not any(map(_alive, pids)), pids
-        left = subprocess.run(["ps", "-o", "stat=", "-s", str(sid)], capture_output=True, text=True)
+        left = subprocess.run(["ps", "-o", "stat=", "-s", str(sid)], capture_output=True, text=True,
+                              check=False)
         assert all(st.startswith("Z") for st in left.stdout.split()), left.stdout
     finally:
         proc.kill()
         proc.wait()
     # once the command is gone, killing again is a quick no-op
-    assert subprocess.run(kill_argv(pidfile), timeout=30).returncode == 0
+    assert subprocess.run(kill_argv(pidfile), timeout=30, check=False).returncode == 0
 
 
 def test_running_waits_with_a_timeout_and_hands_back_errors():
