@@ -60,16 +60,15 @@ def import_image(tarball: Path, h: str, *, force: bool = False, socket: str | No
     be = LxdBackend(socket=socket)
     client = be.client  # BackendUnavailable with how to start LXD
     try:
-        current = _alias_target(be, pylxd)
+        current = _alias_target(client, pylxd)
         if current and not force:
-            props = (be._call("get", f"images/{current}").get("metadata") or {}).get("properties") or {}
-            if props.get("labkit.hash") == h:
+            if client.images.get(current).properties.get("labkit.hash") == h:
                 echo(f"LXD image {ALIAS} ({current[:12]}) is up to date; nothing to do")
                 return {"alias": ALIAS, "fingerprint": current, "built": False}
         # the stamp's creation date keeps the metadata (hence the fingerprint) stable
         meta = metadata_tarball(h, created=int(tarball.stat().st_mtime))
         fp = _fingerprint(meta, tarball)
-        if not _image_exists(be, pylxd, fp):
+        if not client.images.exists(fp):
             echo(f"lxc image import {tarball} --alias {ALIAS}")
             with open(tarball, "rb") as rootfs:
                 image = pylxd.models.Image.create(client, rootfs, metadata=meta, public=False)
@@ -77,12 +76,10 @@ def import_image(tarball: Path, h: str, *, force: bool = False, socket: str | No
         else:
             echo(f"LXD already holds image {fp[:12]}; pointing {ALIAS} at it")
         if current and current != fp:
-            be._call("delete", f"images/aliases/{ALIAS}")
-            _delete_image(be, pylxd, current, echo)
+            client.images.get(current).delete_alias(ALIAS)
+            _delete_image(client, pylxd, current, echo)
         if current != fp:
-            be._call("post", "images/aliases",
-                     json={"name": ALIAS, "target": fp,
-                           "description": f"labkit Debian 12 image (rootfs {h})"})
+            client.images.get(fp).add_alias(ALIAS, f"labkit Debian 12 image (rootfs {h})")
         return {"alias": ALIAS, "fingerprint": fp, "built": True}
     except pylxd.exceptions.LXDAPIException as exc:
         raise BackendError(f"importing {tarball} into LXD failed: {exc}") from exc
@@ -90,24 +87,16 @@ def import_image(tarball: Path, h: str, *, force: bool = False, socket: str | No
         be.close()
 
 
-def _alias_target(be, pylxd) -> str | None:
+def _alias_target(client, pylxd) -> str | None:
     try:
-        return be._call("get", f"images/aliases/{ALIAS}")["metadata"]["target"]
+        return client.images.get_by_alias(ALIAS).fingerprint
     except pylxd.exceptions.NotFound:
         return None
 
 
-def _image_exists(be, pylxd, fp: str) -> bool:
+def _delete_image(client, pylxd, fp: str, echo) -> None:
     try:
-        be._call("get", f"images/{fp}")
-        return True
-    except pylxd.exceptions.NotFound:
-        return False
-
-
-def _delete_image(be, pylxd, fp: str, echo) -> None:
-    try:
-        be._wait(be._call("delete", f"images/{fp}"), what=f"deleting image {fp[:12]}")
+        client.images.get(fp).delete(wait=True)
         echo(f"removed stale LXD image {fp[:12]}")
-    except (pylxd.exceptions.NotFound, BackendError):
+    except pylxd.exceptions.LXDAPIException:
         pass
