@@ -73,9 +73,6 @@ class Int(Param):
             raise self._bad(where, value)
         return v
 
-    def _parse(self, where, text):
-        return text
-
 
 class Num(Param):
     """A finite number in (lo, hi] (``lo`` excluded: a duration or size must be > lo)."""
