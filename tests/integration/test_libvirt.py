@@ -16,9 +16,12 @@ memory_mb`` and additionally that two sizes differ by their difference within
 from __future__ import annotations
 
 import concurrent.futures as cf
+import json
 import os
 import re
 import secrets
+import subprocess
+import sys
 import tempfile
 import time
 
@@ -39,6 +42,25 @@ _memtotal: dict[int, float] = {}
 
 def backend_files(*names) -> list[str]:
     return [f"{n}{ext}" for n in names for ext in (".qcow2", ".console.log")]
+
+
+def killed_controller(backend, prefix: str) -> str:
+    """Start a domain named ``prefix*`` from another process, SIGKILL that process; the name."""
+    code = ("import json, sys; from labkit.backends import get_backend, new_name; "
+            "from labkit.instance import InstanceSpec; "
+            "be = get_backend('libvirt', **json.loads(sys.argv[2])); "
+            "i = be._boot(InstanceSpec(memory_mb=256), new_name(sys.argv[1]), 0, None, be.domain_type()); "
+            "print(i.name, flush=True); sys.stdin.read()")
+    proc = subprocess.Popen([sys.executable, "-c", code, prefix, json.dumps(backend.options)],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                            cwd=os.path.dirname(os.path.dirname(os.path.dirname(__file__))))
+    try:
+        name = proc.stdout.readline().strip()
+        assert name.startswith(prefix), name
+    finally:
+        proc.kill()
+        proc.wait(timeout=30)
+    return name
 
 
 def memtotal_mb(inst) -> float:
@@ -253,21 +275,19 @@ class TestLibvirt:
         mine, other = f"{PREFIX}-{tag}--", f"{PREFIX}-{tag}-2--"
         spec = InstanceSpec(memory_mb=256)
         dtype = backend.domain_type()
-        # a controller that died: its connection closed, so its AUTODESTROY domains died, files stay
-        dead = get_backend("libvirt", **backend.options)
-        left = dead._boot(spec, new_name(mine), 0, None, dtype)
-        dead.close()
+        # a controller killed with SIGKILL: its AUTODESTROY domain dies with it, the files stay
+        left = killed_controller(backend, mine)
         deadline = time.monotonic() + 30
-        while left.name in backend.list_labkit(mine) and time.monotonic() < deadline:
+        while left in backend.list_labkit(mine) and time.monotonic() < deadline:
             time.sleep(0.5)
         # and a live campaign of each prefix (started, not waited for: cleanup needs no agent)
         live = [backend._boot(spec, new_name(p), 0, None, dtype) for p in (mine, other)]
         try:
             assert backend.list_labkit(mine) == [live[0].name]
             assert set(backend.list_overlays(mine)) == {
-                f"{n}{ext}" for n in (left.name, live[0].name) for ext in (".qcow2", ".console.log")}
+                f"{n}{ext}" for n in (left, live[0].name) for ext in (".qcow2", ".console.log")}
             removed = backend.cleanup(mine)
-            assert sorted(removed) == sorted([live[0].name, *backend_files(left.name, live[0].name)])
+            assert sorted(removed) == sorted([live[0].name, *backend_files(left, live[0].name)])
             assert backend.list_labkit(mine) == [] and backend.list_overlays(mine) == []
             # the other campaign is untouched and still runs
             assert backend.list_labkit(other) == [live[1].name] and live[1]._alive()
