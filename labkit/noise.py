@@ -52,7 +52,7 @@ KINDS = ("none", "cpu", "memory", "io", "network", "command")
 
 class NoiseGroup(list):
     """The running neighbours: a list of JSON-ready dicts (name, index, cpus, kind,
-    command, pids, tool_version), plus ``instances`` (the live Instance objects)."""
+    command, workers, tool_version), plus ``instances`` (the live Instance objects)."""
 
     def __init__(self, rows=(), instances=()):
         super().__init__(rows)
@@ -90,96 +90,49 @@ def _tools(kind: str) -> list[tuple[str, str]]:
             "io": [("stress-ng", "stress-ng")], "network": [("iperf3", "iperf3")]}.get(kind, [])
 
 
-def _start(inst, kind: str, load: str) -> int:
-    """Start ``load`` in the background in ``inst`` (its own session); returns its pid."""
+def _start(inst, load: str):
+    """Start ``load`` in the background in ``inst``, output to a log in its work dir; a Process."""
     wd = shlex.quote(inst.workdir)
     log_file = shlex.quote(f"{inst.workdir}/labkit-noise.log")
-    inner = shlex.quote(load)
-    script = (f"mkdir -p {wd} && cd {wd} && "
-              f"(setsid sh -c {inner} </dev/null >{log_file} 2>&1 & echo $!)")
-    if not _has_setsid(inst):
-        script = f"mkdir -p {wd} && cd {wd} && (nohup sh -c {inner} </dev/null >{log_file} 2>&1 & echo $!)"
-    res = inst.exec(["sh", "-c", script], timeout=60)
-    m = re.search(r"([0-9]+)\s*$", res.stdout)
-    if not m:
-        raise BackendError(f"noise ({kind}) in {inst.name} did not report a pid: {res.stdout!r}")
-    return int(m.group(1))
+    return inst.spawn(["sh", "-c", f"mkdir -p {wd} && cd {wd} && exec sh -c {shlex.quote(load)} "
+                                   f"</dev/null >{log_file} 2>&1"])
 
 
-def _has_setsid(inst) -> bool:
-    return inst.exec(["sh", "-c", "command -v setsid"], check=False, timeout=30).ok
-
-
-# Lists the descendants of $1 at any depth as "pid comm" lines (through /proc), after
-# a first line "alive 0|1".
-_DESCENDANTS = r"""
-p=$1; alive=0; kill -0 "$p" 2>/dev/null && alive=1; echo "alive $alive"
-tree() { for k in $(grep -ls "^PPid:[[:space:]]*$1\$" /proc/[0-9]*/status 2>/dev/null | cut -d/ -f3); do
-  echo "$k $(cat /proc/$k/comm 2>/dev/null)"; tree "$k"; done; }
-tree "$p"
-"""
-
-# What must be seen among the load's descendants before the main run starts.
+# What must be seen running before the main run starts: the parent and a worker
+# (stress-ng), the server and the client (iperf3).
 _WORKERS = {"cpu": ("stress-ng", 2), "memory": ("stress-ng", 2), "io": ("stress-ng", 2),
             "network": ("iperf3", 2)}
 
 
-def running(inst, pid: int) -> tuple[bool, list[str]]:
-    """(is ``pid`` alive, command names of its descendants) inside ``inst``."""
-    res = inst.exec(["sh", "-c", _DESCENDANTS, "labkit-noise", str(pid)], check=False, timeout=30)
-    lines = res.stdout.splitlines()
-    if not lines or not lines[0].startswith("alive "):
-        return False, []
-    # A child that exits between the /proc scan and reading its comm leaves "pid " with no name.
-    names = [(ln.split(None, 1) + [""])[1] for ln in lines[1:]]
-    return lines[0] == "alive 1", names
-
-
-def confirm(inst, pid: int, kind: str, *, wait_s: float = 10.0) -> int:
-    """Wait until the load runs: ``pid`` alive and, for stress-ng (iperf3), at least
-    two stress-ng (iperf3) processes among its descendants — the parent and a worker
-    (the server and the client).
-
-    Returns the number of matching processes; raises BackendError with the
-    load's log if it exited or never started its workers within ``wait_s``.
-    """
+def confirm(inst, proc, kind: str, *, wait_s: float = 10.0) -> int:
+    """Wait until the load runs: its process alive and, for stress-ng (iperf3), at least two
+    processes of that tool in the instance (``pgrep``). Returns how many were seen; raises
+    BackendError with the load's log if it exited or never started its workers in ``wait_s``."""
     tool, need = _WORKERS.get(kind, ("", 0))
     deadline = time.monotonic() + wait_s
-    alive, seen = False, 0
-    while True:
-        alive, names = running(inst, pid)
-        seen = sum(1 for n in names if n.startswith(tool)) if tool else len(names)
-        if alive and seen >= need:
+    seen = 0
+    while proc.running():
+        if tool:
+            out = inst.exec(["pgrep", "-c", "-x", tool], check=False, timeout=30).stdout.strip()
+            seen = int(out) if out.isdigit() else 0
+        if seen >= need:
             return seen
-        if not alive or time.monotonic() >= deadline:
+        if time.monotonic() >= deadline:
             break
         time.sleep(0.2)
     log_tail = inst.exec(["sh", "-c", f"tail -n 20 {shlex.quote(inst.workdir)}/labkit-noise.log"],
                          check=False, timeout=30).stdout
-    state = "exited" if not alive else f"has {seen} {tool} process(es), expected >= {need}"
-    raise BackendError(f"noise ({kind}) in {inst.name} is not running: pid {pid} {state}\n"
+    state = "exited" if not proc.running() else f"has {seen} {tool} process(es), expected >= {need}"
+    raise BackendError(f"noise ({kind}) in {inst.name} is not running: {state}\n"
                        f"  log (tail):\n{tail(log_tail)}")
 
 
-_KILL_TREE = r"""
-p=$1
-tree() { for k in $(grep -ls "^PPid:[[:space:]]*$1\$" /proc/[0-9]*/status 2>/dev/null | cut -d/ -f3); do
-  echo "$k"; tree "$k"; done; }
-all="$(tree "$p") $p"
-kill -TERM $all 2>/dev/null
-i=0; while [ $i -lt 50 ]; do
-  left=0; for q in $all; do kill -0 "$q" 2>/dev/null && left=1; done
-  [ $left = 0 ] && exit 0; sleep 0.1; i=$((i+1)); done
-kill -KILL $all 2>/dev/null; exit 0
-"""
-
-
-def stop(inst, pid: int) -> None:
-    """Stop the load and its descendants (TERM, then KILL after 5 s). Never raises."""
+def stop(proc) -> None:
+    """Kill the load's whole process tree. Never raises (teardown follows anyway)."""
     try:
-        inst.exec(["sh", "-c", _KILL_TREE, "labkit-noise", str(pid)], check=False, timeout=30)
-    except Exception as exc:  # teardown still follows
-        log.warning("stopping noise in %s failed: %s", getattr(inst, "name", inst), exc)
+        proc.stop()
+    except Exception as exc:
+        log.warning("stopping noise in %s failed: %s", getattr(proc.instance, "name", proc), exc)
 
 
 def _tool_version(inst, kind: str) -> str | None:
@@ -212,7 +165,7 @@ def neighbours(backend, spec: InstanceSpec, kind: str, *, count: int = 1, prefix
         raise ConfigError("noise kind 'command' needs command='<shell command to repeat>'")
     one = dataclasses.replace(spec, count=1)
     made = []
-    started: list[tuple[object, int, str]] = []
+    started: list[tuple[object, object, str]] = []
     group = NoiseGroup()
     try:
         for _ in range(count):
@@ -222,19 +175,18 @@ def neighbours(backend, spec: InstanceSpec, kind: str, *, count: int = 1, prefix
                 require_tool(inst, tool, package)
             load = load_command(kind, one, inst.workdir, command=command, max_s=max_s,
                                 port=random.randint(20000, 59999))
-            pid = _start(inst, kind, load)
-            started.append((inst, pid, load))
-        for i, (inst, pid, load) in enumerate(started):
-            workers = confirm(inst, pid, kind, wait_s=confirm_s)
+            started.append((inst, _start(inst, load), load))
+        for i, (inst, proc, load) in enumerate(started):
+            workers = confirm(inst, proc, kind, wait_s=confirm_s)
             group.append({"name": inst.name, "index": i, "cpus": inst.cpus, "kind": kind,
-                          "command": load, "pid": pid, "workers": workers, "tool_version": _tool_version(inst, kind),
+                          "command": load, "workers": workers, "tool_version": _tool_version(inst, kind),
                           "backend": getattr(backend, "name", None)})
         group.instances = list(made)
         log.info("noise %s: %d neighbour(s) running", kind, len(group))
         yield group
     finally:
-        for inst, pid, _ in started:
-            stop(inst, pid)
+        for _, proc, _ in started:
+            stop(proc)
         errors = teardown(made)
         if errors:
             log.error("noise teardown left %d error(s): %s", len(errors), errors)

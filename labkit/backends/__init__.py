@@ -8,15 +8,15 @@ from __future__ import annotations
 import importlib
 
 from ..errors import BackendUnavailable, ConfigError
-from .base import Backend, ExecResult, Instance, RawResult, new_name, teardown
+from .base import Backend, ExecResult, Instance, Process, RawResult, new_name, teardown
 
-# name -> (module, class, pip package needed, Debian packages hint)
+# name -> (module, class, the pip extra that installs its SDK)
 REGISTRY = {
     "local": ("labkit.backends.local", "LocalBackend", None),
     "docker": ("labkit.backends.docker", "DockerBackend", "docker"),
-    "lxd": ("labkit.backends.lxd", "LxdBackend", "pylxd"),
-    "libvirt": ("labkit.backends.libvirt", "LibvirtBackend", "libvirt-python"),
-    "ssh": ("labkit.backends.ssh", "SshBackend", "fabric"),
+    "lxd": ("labkit.backends.lxd", "LxdBackend", "lxd"),
+    "libvirt": ("labkit.backends.libvirt", "LibvirtBackend", "libvirt"),
+    "ssh": ("labkit.backends.ssh", "SshBackend", "ssh"),
 }
 
 
@@ -26,16 +26,16 @@ def get_backend(name: str = "local", **options) -> Backend:
         return name
     if name not in REGISTRY:
         raise ConfigError(f"unknown backend {name!r}; available: {', '.join(REGISTRY)}")
-    module, cls, pip_name = REGISTRY[name]
+    module, cls, extra = REGISTRY[name]
     try:
         mod = importlib.import_module(module)
     except ImportError as exc:
-        hint = f" Install it with: pip install {pip_name}" if pip_name else ""
+        hint = f" Install it with: pip install 'labkit[{extra}]'" if extra else ""
         raise BackendUnavailable(f"backend {name!r} needs a module that is missing ({exc}).{hint}") from exc
     backend = getattr(mod, cls)(**options)
     backend.check()
     return backend
 
 
-__all__ = ["Backend", "ExecResult", "Instance", "RawResult", "REGISTRY", "get_backend",
+__all__ = ["Backend", "ExecResult", "Instance", "Process", "RawResult", "REGISTRY", "get_backend",
            "new_name", "teardown"]

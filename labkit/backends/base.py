@@ -208,6 +208,11 @@ class Instance(ABC):
             raise CommandError(result.describe(), result)
         return result
 
+    def spawn(self, command: str | Sequence[str], *, env: dict | None = None) -> "Process":
+        """Start ``command`` in the background (a neighbour's load, a server); see :class:`Process`."""
+        argv = ["sh", "-c", command] if isinstance(command, str) else [str(a) for a in command]
+        return Process(self, argv, self._start(argv, env))
+
     def _oom_killed_since_last(self) -> bool:
         try:
             count = self._oom_kills()
@@ -262,6 +267,31 @@ class Instance(ABC):
 
     def __repr__(self):
         return f"<{type(self).__name__} {self.name} {self.spec}>"
+
+
+class Process:
+    """A command running in the background in an instance (``Instance.spawn``).
+
+    ``running()`` asks without waiting; ``stop()`` kills its whole process tree
+    (the backend's one way to do it) and returns how it ended. Never left
+    behind: an instance's teardown kills whatever still runs in it.
+    """
+
+    def __init__(self, instance: Instance, argv: list[str], handle: Any):
+        self.instance, self.argv, self.handle = instance, argv, handle
+        self.result: RawResult | None = None
+
+    def running(self) -> bool:
+        if self.result is None:
+            self.result = self.instance._wait(self.handle, 0)
+        return self.result is None
+
+    def stop(self) -> RawResult | None:
+        """Kill it (if still running) and reap it; None if it survived SIGKILL past the grace time."""
+        if self.running():
+            self.instance._kill(self.handle)
+            self.result = self.instance._wait(self.handle, KILL_GRACE_S)
+        return self.result
 
 
 class Backend(ABC):

@@ -1,20 +1,47 @@
-"""cgroup v1 and v2 drivers for the local backend.
+"""One cgroup v1/v2 driver that emits file operations, applied here or on a remote host.
 
-Both drivers expose the same small surface: ``create(name, cpus, quota_cpus,
-memory_mb)``, ``procs_files(name)`` (where a pid is written to join),
-``pids(name)``, ``cpu_time_s(name)`` and ``remove(name)``. The hierarchy
-root is a parameter so the file layout can be exercised on any directory.
+A driver never touches the file system itself: ``create``, ``kill`` and
+``remove`` return a list of :class:`Op` (make a directory, write or copy a
+value, drain a cgroup of its processes). The ``local`` backend applies them
+with :func:`apply` (Python); the ``ssh`` backend sends :func:`script` (the same
+operations as one POSIX ``sh`` script) over one ``fabric`` ``run``. Reads go
+the same way: a driver names the file and parses its text.
+
+* v1: separate hierarchies per controller (cpuset, cpu, cpuacct, memory).
+* v2: the unified hierarchy, one directory per instance with cpuset, cpu and
+  memory enabled in the parent's ``cgroup.subtree_control``.
+
+:data:`JOIN` is the wrapper a command starts through: it writes its pid to the
+instance's ``cgroup.procs`` files, then ``exec``\\s the command, so every
+process it starts is in the instance from its first instruction.
 """
 from __future__ import annotations
 
 import os
+import shlex
 import signal
 import time
-from pathlib import Path
+from dataclasses import dataclass
 
 from ..errors import BackendError, BackendUnavailable
 
 PERIOD_US = 100_000
+DRAIN_TIMEOUT_S = 10.0
+#: ``sh -c JOIN labkit-join argv...`` with $LABKIT_CGROUP_PROCS = the procs files
+JOIN = 'for f in $LABKIT_CGROUP_PROCS; do echo $$ > "$f" || exit 125; done; exec "$@"'
+JOIN_FAILED = 125
+CONTROLLERS = ("cpuset", "cpu", "memory")
+
+
+@dataclass(frozen=True)
+class Op:
+    """One file operation: ``mkdir`` path; ``write`` value to path; ``write?`` the same but
+    only if path exists (and a failure is ignored); ``copy`` the contents of ``value`` (a
+    path) to path; ``drain`` path: kill every process in the cgroup ``path`` until it is
+    empty; ``rmdir``: drain, then remove the cgroup ``path`` (quiet if gone)."""
+    kind: str
+    path: str
+    value: str = ""
 
 
 def parse_cpulist(text: str) -> list[int]:
@@ -35,222 +62,252 @@ def format_cpulist(cpus) -> str:
     return ",".join(str(c) for c in sorted(set(cpus)))
 
 
-def _write(path: Path, value) -> None:
-    try:
-        with open(path, "w") as fh:
-            fh.write(str(value))
-    except OSError as exc:
-        raise BackendError(f"cannot write {value!r} to {path}: {exc.strerror}") from exc
+def _usage_usec(text: str) -> float:
+    for line in text.splitlines():
+        key, _, value = line.partition(" ")
+        if key == "usage_usec":
+            return int(value) / 1e6
+    raise BackendError("no usage_usec in cpu.stat")
 
 
-def _read(path: Path) -> str:
-    with open(path) as fh:
-        return fh.read()
+def _oom_kill_count(text: str) -> int:
+    """``oom_kill N`` from memory.events (v2) or memory.oom_control (v1, kernel >= 4.13)."""
+    for line in text.splitlines():
+        key, _, value = line.partition(" ")
+        if key == "oom_kill":
+            return int(value)
+    raise BackendError("no oom_kill counter (kernel older than 4.13?)")
 
 
-def _mounts(mountinfo: str = "/proc/self/mounts") -> list[tuple[str, str, set[str]]]:
+class CgroupV1:
+    """Separate hierarchies per controller; ``roots`` maps controller -> mount point."""
+
+    version = 1
+
+    def __init__(self, roots: dict[str, str]):
+        self.roots = {k: str(v) for k, v in roots.items()}
+
+    def dirs(self, name: str) -> list[str]:
+        return list(dict.fromkeys(f"{root}/{name}" for root in self.roots.values()))
+
+    def cpus_file(self) -> str:
+        return f"{self.roots['cpuset']}/cpuset.cpus"
+
+    def create(self, name: str, cpus: list[int], quota_cpus: int | None, memory_mb: int) -> list[Op]:
+        cs, cpu, mem = (f"{self.roots[c]}/{name}" for c in CONTROLLERS)
+        limit = str(memory_mb * 2**20)
+        ops = [Op("mkdir", d) for d in self.dirs(name)]
+        return ops + [
+            Op("copy", f"{cs}/cpuset.mems", f"{self.roots['cpuset']}/cpuset.mems"),
+            Op("write", f"{cs}/cpuset.cpus", format_cpulist(cpus)),
+            Op("write", f"{cpu}/cpu.cfs_period_us", str(PERIOD_US)),
+            Op("write", f"{cpu}/cpu.cfs_quota_us", str(quota_cpus * PERIOD_US if quota_cpus else -1)),
+            Op("write", f"{mem}/memory.limit_in_bytes", limit),
+            Op("write?", f"{mem}/memory.memsw.limit_in_bytes", limit),
+            Op("write?", f"{mem}/memory.swappiness", "0"),
+        ]
+
+    def procs_files(self, name: str) -> list[str]:
+        return [f"{d}/cgroup.procs" for d in self.dirs(name)]
+
+    def kill(self, name: str) -> list[Op]:
+        return [Op("drain", d) for d in self.dirs(name)]
+
+    def remove(self, name: str) -> list[Op]:
+        return [Op("rmdir", d) for d in self.dirs(name)]
+
+    def cpu_time(self, name: str) -> tuple[str, callable]:
+        root = self.roots.get("cpuacct") or self.roots["cpu"]
+        return f"{root}/{name}/cpuacct.usage", lambda text: int(text) / 1e9
+
+    def oom_kills(self, name: str) -> tuple[str, callable]:
+        return f"{self.roots['memory']}/{name}/memory.oom_control", _oom_kill_count
+
+
+class CgroupV2:
+    """The unified hierarchy rooted at ``root``."""
+
+    version = 2
+
+    def __init__(self, root: str):
+        self.root = str(root)
+
+    def dirs(self, name: str) -> list[str]:
+        return [f"{self.root}/{name}"]
+
+    def cpus_file(self) -> str:
+        return f"{self.root}/cpuset.cpus.effective"
+
+    def create(self, name: str, cpus: list[int], quota_cpus: int | None, memory_mb: int) -> list[Op]:
+        d = f"{self.root}/{name}"
+        quota = f"{quota_cpus * PERIOD_US} {PERIOD_US}" if quota_cpus else f"max {PERIOD_US}"
+        enable = [Op("write", f"{self.root}/cgroup.subtree_control", f"+{c}") for c in CONTROLLERS]
+        return enable + [
+            Op("mkdir", d),
+            Op("write", f"{d}/cpuset.cpus", format_cpulist(cpus)),
+            Op("write", f"{d}/cpu.max", quota),
+            Op("write", f"{d}/memory.max", str(memory_mb * 2**20)),
+            Op("write?", f"{d}/memory.swap.max", "0"),
+        ]
+
+    def procs_files(self, name: str) -> list[str]:
+        return [f"{self.root}/{name}/cgroup.procs"]
+
+    def kill(self, name: str) -> list[Op]:
+        d = f"{self.root}/{name}"
+        return [Op("write?", f"{d}/cgroup.kill", "1"), Op("drain", d)]
+
+    def remove(self, name: str) -> list[Op]:
+        return [Op("write?", f"{self.root}/{name}/cgroup.kill", "1"), Op("rmdir", f"{self.root}/{name}")]
+
+    def cpu_time(self, name: str) -> tuple[str, callable]:
+        return f"{self.root}/{name}/cpu.stat", _usage_usec
+
+    def oom_kills(self, name: str) -> tuple[str, callable]:
+        return f"{self.root}/{name}/memory.events", _oom_kill_count
+
+
+# -- detection ------------------------------------------------------------------------------
+
+def cgroup_mounts(mounts_text: str) -> list[tuple[str, str, set[str]]]:
+    """(mount point, fstype, options) of the cgroup and cgroup2 lines of a mount table."""
     out = []
-    try:
-        lines = _read(Path(mountinfo)).splitlines()
-    except OSError:
-        return out
-    for line in lines:
+    for line in mounts_text.splitlines():
         parts = line.split()
         if len(parts) >= 4 and parts[2] in ("cgroup", "cgroup2"):
             out.append((parts[1], parts[2], set(parts[3].split(","))))
     return out
 
 
-class CgroupV1:
-    """Separate hierarchies per controller (cpuset, cpu, cpuacct, memory)."""
+def detect(mounts_text: str, controllers_of) -> CgroupV1 | CgroupV2:
+    """The driver for a host: v1 when cpuset/cpu/memory hierarchies are mounted, else v2.
 
-    version = 1
-
-    def __init__(self, roots: dict[str, Path]):
-        self.roots = {k: Path(v) for k, v in roots.items()}
-
-    def _dirs(self, name: str) -> list[Path]:
-        return list(dict.fromkeys(root / name for root in self.roots.values()))
-
-    def available_cpus(self) -> list[int]:
-        return parse_cpulist(_read(self.roots["cpuset"] / "cpuset.cpus"))
-
-    def check_writable(self) -> None:
-        for ctl, root in self.roots.items():
-            if not os.access(root, os.W_OK):
-                raise BackendUnavailable(f"cgroup v1 {ctl} hierarchy {root} is not writable (run as root)")
-
-    def create(self, name: str, cpus: list[int], quota_cpus: int | None, memory_mb: int) -> None:
-        for d in self._dirs(name):
-            d.mkdir(exist_ok=False)
-        cs = self.roots["cpuset"]
-        _write(cs / name / "cpuset.mems", _read(cs / "cpuset.mems").strip())
-        _write(cs / name / "cpuset.cpus", format_cpulist(cpus))
-        cpu = self.roots["cpu"] / name
-        _write(cpu / "cpu.cfs_period_us", PERIOD_US)
-        _write(cpu / "cpu.cfs_quota_us", quota_cpus * PERIOD_US if quota_cpus else -1)
-        mem = self.roots["memory"] / name
-        _write(mem / "memory.limit_in_bytes", memory_mb * 2**20)
-        if (mem / "memory.memsw.limit_in_bytes").exists():
-            _write(mem / "memory.memsw.limit_in_bytes", memory_mb * 2**20)
-        if (mem / "memory.swappiness").exists():
-            try:
-                _write(mem / "memory.swappiness", 0)
-            except BackendError:
-                pass  # not settable on every kernel; the limit above is what matters
-
-    def procs_files(self, name: str) -> list[str]:
-        return [str(d / "cgroup.procs") for d in self._dirs(name)]
-
-    def pids(self, name: str) -> set[int]:
-        found: set[int] = set()
-        for d in self._dirs(name):
-            try:
-                found.update(int(p) for p in _read(d / "cgroup.procs").split())
-            except OSError:
-                pass
-        return found
-
-    def cpu_time_s(self, name: str) -> float:
-        root = self.roots.get("cpuacct") or self.roots["cpu"]
-        return int(_read(root / name / "cpuacct.usage")) / 1e9
-
-    def memory_events(self, name: str) -> dict:
-        try:
-            return {"failcnt": int(_read(self.roots["memory"] / name / "memory.failcnt"))}
-        except OSError:
-            return {}
-
-    def exists(self, name: str) -> bool:
-        return any(d.exists() for d in self._dirs(name))
-
-    def remove(self, name: str, timeout: float = 10.0) -> None:
-        _kill_and_rmdir(self, self._dirs(name), name, timeout)
+    ``mounts_text`` is the host's /proc/self/mounts; ``controllers_of(path)``
+    returns the text of ``<path>/cgroup.controllers`` (or None).
+    """
+    found = cgroup_mounts(mounts_text)
+    v1: dict[str, str] = {}
+    for path, fstype, opts in found:
+        if fstype == "cgroup":
+            for ctl in ("cpuset", "cpu", "cpuacct", "memory"):
+                if ctl in opts and ctl not in v1:
+                    v1[ctl] = path
+    if set(CONTROLLERS) <= set(v1):
+        return CgroupV1(v1)
+    for path, fstype, _ in found:
+        if fstype == "cgroup2" and set(CONTROLLERS) <= set((controllers_of(path) or "").split()):
+            return CgroupV2(path)
+    raise BackendUnavailable(
+        "no usable cgroup hierarchy: need cgroup v1 cpuset+cpu+memory or cgroup v2 with those "
+        "controllers (see /proc/self/mounts); pass enforce_limits=False to run without limits "
+        "(recorded in the run metadata)")
 
 
-class CgroupV2:
-    """The unified hierarchy: one directory per instance with cpuset, cpu and memory enabled."""
-
-    version = 2
-
-    def __init__(self, root: Path):
-        self.root = Path(root)
-
-    def available_cpus(self) -> list[int]:
-        for f in ("cpuset.cpus.effective", "cpuset.cpus"):
-            p = self.root / f
-            if p.exists() and _read(p).strip():
-                return parse_cpulist(_read(p))
-        return sorted(os.sched_getaffinity(0))
-
-    def check_writable(self) -> None:
-        if not os.access(self.root, os.W_OK):
-            raise BackendUnavailable(f"cgroup v2 directory {self.root} is not writable "
-                                     "(run as root or delegate a cgroup to this user)")
-        controllers = set(_read(self.root / "cgroup.controllers").split())
-        missing = {"cpuset", "cpu", "memory"} - controllers
-        if missing:
-            raise BackendUnavailable(f"cgroup v2 at {self.root} lacks controllers: {', '.join(sorted(missing))}")
-
-    def _enable_controllers(self) -> None:
-        enabled = set(_read(self.root / "cgroup.subtree_control").split())
-        for ctl in ("cpuset", "cpu", "memory"):
-            if ctl not in enabled:
-                _write(self.root / "cgroup.subtree_control", f"+{ctl}")
-
-    def create(self, name: str, cpus: list[int], quota_cpus: int | None, memory_mb: int) -> None:
-        self._enable_controllers()
-        d = self.root / name
-        d.mkdir(exist_ok=False)
-        _write(d / "cpuset.cpus", format_cpulist(cpus))
-        quota = f"{quota_cpus * PERIOD_US} {PERIOD_US}" if quota_cpus else f"max {PERIOD_US}"
-        _write(d / "cpu.max", quota)
-        _write(d / "memory.max", memory_mb * 2**20)
-        if (d / "memory.swap.max").exists():
-            _write(d / "memory.swap.max", 0)
-
-    def procs_files(self, name: str) -> list[str]:
-        return [str(self.root / name / "cgroup.procs")]
-
-    def pids(self, name: str) -> set[int]:
-        try:
-            return {int(p) for p in _read(self.root / name / "cgroup.procs").split()}
-        except OSError:
-            return set()
-
-    def cpu_time_s(self, name: str) -> float:
-        for line in _read(self.root / name / "cpu.stat").splitlines():
-            key, _, value = line.partition(" ")
-            if key == "usage_usec":
-                return int(value) / 1e6
-        raise BackendError(f"no usage_usec in {self.root / name / 'cpu.stat'}")
-
-    def memory_events(self, name: str) -> dict:
-        try:
-            text = _read(self.root / name / "memory.events")
-        except OSError:
-            return {}
-        return {k: int(v) for k, v in (line.split() for line in text.splitlines() if line.strip())}
-
-    def exists(self, name: str) -> bool:
-        return (self.root / name).exists()
-
-    def remove(self, name: str, timeout: float = 10.0) -> None:
-        kill = self.root / name / "cgroup.kill"
-        if kill.exists():
-            try:
-                _write(kill, 1)
-            except BackendError:
-                pass
-        _kill_and_rmdir(self, [self.root / name], name, timeout)
+def writable_roots(driver) -> list[str]:
+    """The directories that must be writable to create instances."""
+    return list(driver.roots.values()) if driver.version == 1 else [driver.root]
 
 
-def _kill_and_rmdir(driver, dirs: list[Path], name: str, timeout: float) -> None:
+# -- applying operations here ---------------------------------------------------------------
+
+def _write(path: str, value: str) -> None:
+    try:
+        with open(path, "w") as fh:
+            fh.write(value)
+    except OSError as exc:
+        raise BackendError(f"cannot write {value!r} to {path}: {exc.strerror}") from exc
+
+
+def read_local(path: str) -> str:
+    with open(path) as fh:
+        return fh.read()
+
+
+def _pids(directory: str) -> list[int]:
+    try:
+        return [int(p) for p in read_local(f"{directory}/cgroup.procs").split()]
+    except OSError:
+        return []
+
+
+def _drain(directory: str, remove: bool, timeout: float) -> None:
     deadline = time.monotonic() + timeout
-    while True:
-        pids = driver.pids(name)
+    while os.path.isdir(directory):
+        pids = _pids(directory)
         for pid in pids:
             try:
                 os.kill(pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
-        left = [d for d in dirs if d.exists()]
-        for d in left:
-            try:
-                d.rmdir()
-            except FileNotFoundError:
-                pass
-            except OSError:
-                pass  # still busy: processes are exiting; retry below
-        if not any(d.exists() for d in dirs):
+        if not pids and not remove:
             return
+        if not pids:
+            try:
+                os.rmdir(directory)
+                return
+            except FileNotFoundError:
+                return
+            except OSError:
+                pass   # processes are still exiting
         if time.monotonic() > deadline:
-            raise BackendError(f"could not remove cgroup {name}: processes {sorted(driver.pids(name))} "
-                               f"survive in {', '.join(str(d) for d in dirs if d.exists())}")
+            raise BackendError(f"cgroup {directory}: processes {_pids(directory)} survive SIGKILL "
+                               f"after {timeout:.0f}s")
         time.sleep(0.02)
 
 
-def detect(mounts: str = "/proc/self/mounts"):
-    """The driver for this machine: v1 when cpuset/cpu/memory hierarchies are mounted, else v2."""
-    found = _mounts(mounts)
-    v1: dict[str, Path] = {}
-    for path, fstype, opts in found:
-        if fstype == "cgroup":
-            for ctl in ("cpuset", "cpu", "cpuacct", "memory"):
-                if ctl in opts and ctl not in v1:
-                    v1[ctl] = Path(path)
-    if {"cpuset", "cpu", "memory"} <= set(v1):
-        return CgroupV1(v1)
-    for path, fstype, _ in found:
-        if fstype == "cgroup2":
-            p = Path(path)
+def apply(ops: list[Op], timeout: float = DRAIN_TIMEOUT_S) -> None:
+    """Carry out ``ops`` on this machine, in order; BackendError on the first failure."""
+    for op in ops:
+        if op.kind == "mkdir":
             try:
-                ctls = set(_read(p / "cgroup.controllers").split())
-            except OSError:
-                continue
-            if {"cpuset", "cpu", "memory"} <= ctls:
-                return CgroupV2(p)
-    raise BackendUnavailable(
-        "no usable cgroup hierarchy: need cgroup v1 cpuset+cpu+memory or cgroup v2 with those "
-        "controllers (see /proc/self/mounts); pass enforce_limits=False to run without limits "
-        "(recorded in the run metadata)")
+                os.mkdir(op.path)
+            except OSError as exc:
+                raise BackendError(f"cannot create cgroup {op.path}: {exc.strerror}") from exc
+        elif op.kind == "write":
+            _write(op.path, op.value)
+        elif op.kind == "write?":
+            if os.path.exists(op.path):
+                try:
+                    _write(op.path, op.value)
+                except BackendError:
+                    pass   # optional: not settable on every kernel
+        elif op.kind == "copy":
+            _write(op.path, read_local(op.value).strip())
+        elif op.kind in ("drain", "rmdir"):
+            _drain(op.path, op.kind == "rmdir", timeout)
+        else:
+            raise BackendError(f"unknown cgroup operation {op.kind!r}")
+
+
+# -- the same operations as a shell script -----------------------------------------------------
+
+_SH_HELPERS = r"""w() { printf '%s' "$2" > "$1" || { echo "cannot write '$2' to $1" >&2; exit 1; }; }
+drain() { i=0; while [ -d "$1" ]; do p=$(cat "$1/cgroup.procs" 2>/dev/null)
+  [ -n "$p" ] && kill -KILL $p 2>/dev/null
+  if [ -z "$p" ]; then [ "$2" = rm ] || return 0; rmdir "$1" 2>/dev/null && return 0; fi
+  i=$((i+1)); [ $i -gt $3 ] && { echo "cgroup $1: processes survive SIGKILL" >&2; exit 1; }
+  sleep 0.02; done; }
+"""
+
+
+def script(ops: list[Op], timeout: float = DRAIN_TIMEOUT_S) -> str:
+    """``ops`` as one POSIX sh script (exit 1 with a message on the first failure)."""
+    q = shlex.quote
+    steps = max(1, int(timeout / 0.02))
+    lines = [_SH_HELPERS.rstrip("\n")]
+    for op in ops:
+        p = q(op.path)
+        if op.kind == "mkdir":
+            lines.append(f"mkdir {p} || exit 1")
+        elif op.kind == "write":
+            lines.append(f"w {p} {q(op.value)}")
+        elif op.kind == "write?":
+            lines.append(f"[ -e {p} ] && {{ printf '%s' {q(op.value)} > {p}; }} 2>/dev/null")
+        elif op.kind == "copy":
+            lines.append(f"w {p} \"$(cat {q(op.value)})\"")
+        elif op.kind in ("drain", "rmdir"):
+            lines.append(f"drain {p} {'rm' if op.kind == 'rmdir' else 'keep'} {steps}")
+        else:
+            raise BackendError(f"unknown cgroup operation {op.kind!r}")
+    return "\n".join(lines) + "\ntrue\n"
+

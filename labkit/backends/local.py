@@ -3,36 +3,109 @@
 * pinned   → cpuset = the chosen host CPUs (one per vCPU; wraps around when overcommitted)
 * floating → cpuset = every CPU, CPU quota = vcpus CPUs' worth of time
 * memory   → cgroup memory limit (and no swap)
+* network  → its own network namespace with only loopback up (``network="none"``,
+  the default); ``network="host"`` shares the host's network
 
-Processes join the cgroup before they exec (a tiny ``sh`` wrapper writes its
-pid to the cgroup's ``cgroup.procs`` files, then ``exec``\\s the command).
+Processes join the cgroup before they exec (:data:`cgroups.JOIN`), and run in
+their own session, in the instance's work directory: a private (0700,
+root-owned) directory under a work root that labkit creates and verifies
+(``/run/labkit/instances`` as root; it refuses a work root owned by someone
+else or writable by others). A timeout kills the command's process group and
+then every process left in the instance's cgroup, and waits until it is empty.
+
 Without root or a usable cgroup the backend refuses with a clear error, unless
 ``enforce_limits=False``: then commands run unconfined (pinned instances still
-get ``taskset``) and ``limits_enforced: False`` is recorded in each run's metadata.
+get ``taskset``; no network namespace without root) and ``limits_enforced:
+False`` is recorded in each run's metadata.
 """
 from __future__ import annotations
 
 import os
 import shutil
 import signal
+import stat
 import subprocess
-import tempfile
 from pathlib import Path
 
-from ..errors import BackendError, BackendUnavailable
+from ..errors import BackendError, BackendUnavailable, ConfigError
 from ..instance import InstanceSpec
 from . import cgroups
-from .base import Backend, Instance, RawResult
-from .remote_cgroup import JOIN as _JOIN
+from .base import Backend, Instance, RawResult, check_name, check_prefix
+
+NETWORKS = ("none", "host")
+
+
+def default_workroot() -> str:
+    """``/run/labkit/instances`` for root; else under $XDG_RUNTIME_DIR or ~/.cache (both the user's)."""
+    if os.geteuid() == 0:
+        return "/run/labkit/instances"
+    base = os.environ.get("XDG_RUNTIME_DIR") or os.path.expanduser("~/.cache")
+    return os.path.join(base, "labkit", "instances")
+
+
+def private_dir(path: str) -> str:
+    """Create ``path`` (and missing parents) 0700, or verify an existing one is ours and private.
+
+    Refuses (ConfigError) a directory that is a symlink, owned by another user,
+    or writable by group or others: someone else could swap what root runs.
+    """
+    path = os.path.abspath(path)
+    missing = []
+    p = path
+    while not os.path.lexists(p):
+        missing.append(p)
+        p = os.path.dirname(p)
+    for d in reversed(missing):
+        try:
+            os.mkdir(d, 0o700)
+        except FileExistsError:
+            pass
+    for d in _ancestors(os.path.dirname(path)):
+        st = os.stat(d)
+        if st.st_uid not in (0, os.geteuid()) or (st.st_mode & 0o002 and not st.st_mode & stat.S_ISVTX):
+            raise ConfigError(f"local backend workroot {path}: its parent {d} can be changed by "
+                              "another user; choose a workroot under a directory only you and root own")
+    for d in [path] + [d for d in missing if d != path]:
+        st = os.lstat(d)
+        if stat.S_ISLNK(st.st_mode) or not stat.S_ISDIR(st.st_mode):
+            raise ConfigError(f"local backend workroot {d} is not a plain directory (a symlink?); "
+                              "choose another workroot")
+        if st.st_uid != os.geteuid():
+            raise ConfigError(f"local backend workroot {d} is owned by uid {st.st_uid}, not by this "
+                              f"user (uid {os.geteuid()}): someone else could change what runs; remove "
+                              "it or choose another workroot")
+        if st.st_mode & 0o022:
+            raise ConfigError(f"local backend workroot {d} is writable by group or others "
+                              f"(mode {stat.S_IMODE(st.st_mode):04o}); chmod go-w it or choose another")
+    return path
+
+
+def _ancestors(path: str) -> list[str]:
+    out = []
+    while True:
+        out.append(path)
+        parent = os.path.dirname(path)
+        if parent == path:
+            return out
+        path = parent
+
+
+class _Done:
+    """A command that could not even start (its result is known at once)."""
+
+    def __init__(self, raw: RawResult):
+        self.raw = raw
 
 
 class LocalInstance(Instance):
     def __init__(self, backend: "LocalBackend", name, spec, index, cpus, host_cpus: list[int] | None):
         super().__init__(backend, name, spec, index, cpus)
         self.host_cpu_ids = host_cpus  # real CPU ids when pinned
-        self._dir = Path(tempfile.mkdtemp(prefix=f"{name}-", dir=backend.workroot))
+        self._dir = Path(backend.workroot) / name
+        self.netns = name if backend.isolate else None
         self.metadata.update(host_cpu_ids=host_cpus, limits_enforced=backend.enforce,
-                             cgroup_version=backend.driver.version if backend.driver else None)
+                             cgroup_version=backend.driver.version if backend.driver else None,
+                             network="none" if self.netns else "host")
 
     @property
     def workdir(self) -> str:
@@ -40,51 +113,55 @@ class LocalInstance(Instance):
 
     def _wrap(self, argv: list[str]) -> tuple[list[str], dict]:
         be: LocalBackend = self.backend
-        extra: dict = {}
+        # nsenter, not `ip netns exec`: that remounts /sys and would hide the cgroup files
+        prefix = ["nsenter", f"--net=/run/netns/{self.netns}", "--"] if self.netns else []
         if be.driver is not None:
-            extra["LABKIT_CGROUP_PROCS"] = " ".join(be.driver.procs_files(self.name))
-            return ["/bin/sh", "-c", _JOIN, "labkit-join", *argv], extra
+            extra = {"LABKIT_CGROUP_PROCS": " ".join(be.driver.procs_files(self.name))}
+            return [*prefix, "/bin/sh", "-c", cgroups.JOIN, "labkit-join", *argv], extra
         if self.host_cpu_ids:
-            return ["taskset", "-c", cgroups.format_cpulist(self.host_cpu_ids), *argv], extra
-        return argv, extra
+            return [*prefix, "taskset", "-c", cgroups.format_cpulist(self.host_cpu_ids), *argv], {}
+        return [*prefix, *argv], {}
 
-    def _exec(self, argv, timeout, env) -> RawResult:
+    # -- exec hooks --------------------------------------------------------
+    def _start(self, argv, env):
         wrapped, extra = self._wrap(argv)
-        full_env = {**os.environ, **(env or {}), **extra}
         try:
-            proc = subprocess.Popen(wrapped, cwd=self._dir, env=full_env, stdin=subprocess.DEVNULL,
-                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                    start_new_session=True, text=True, errors="replace")
+            return subprocess.Popen(wrapped, cwd=self._dir, env={**os.environ, **(env or {}), **extra},
+                                    stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                    stderr=subprocess.PIPE, start_new_session=True, text=True,
+                                    errors="replace")
         except FileNotFoundError as exc:
-            return RawResult(127, "", f"{exc}", False)
-        try:
-            out, err = proc.communicate(timeout=timeout)
-            timed_out = False
-        except subprocess.TimeoutExpired:
-            self._kill_all(proc)
-            out, err = proc.communicate()
-            timed_out = True
-        except BaseException:
-            self._kill_all(proc)
-            proc.communicate()
-            raise
-        if proc.returncode == 125 and "cgroup.procs" in err:
-            raise BackendError(f"could not join cgroup {self.name}: {err.strip()}")
-        code = proc.returncode if proc.returncode >= 0 else 128 - proc.returncode
-        return RawResult(code, out, err, timed_out)
+            return _Done(RawResult(127, "", f"{exc}\n"))
 
-    def _kill_all(self, proc: subprocess.Popen) -> None:
+    def _wait(self, handle, timeout):
+        if isinstance(handle, _Done):
+            return handle.raw
         try:
-            os.killpg(proc.pid, signal.SIGKILL)
+            out, err = handle.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            return None
+        if handle.returncode == cgroups.JOIN_FAILED and "cgroup.procs" in err:
+            raise BackendError(f"could not join cgroup {self.name}: {err.strip()}")
+        code = handle.returncode if handle.returncode >= 0 else 128 - handle.returncode
+        return RawResult(code, out, err)
+
+    def _kill(self, handle) -> None:
+        if isinstance(handle, _Done):
+            return
+        try:
+            os.killpg(handle.pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
         be: LocalBackend = self.backend
-        if be.driver is not None:
-            for pid in be.driver.pids(self.name):
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
+        if be.driver is not None:   # whatever left the session (daemons) is still in the cgroup
+            cgroups.apply(be.driver.kill(self.name))
+
+    def _oom_kills(self) -> int | None:
+        be: LocalBackend = self.backend
+        if be.driver is None:
+            return None
+        path, parse = be.driver.oom_kills(self.name)
+        return parse(cgroups.read_local(path))
 
     def put(self, local_path, remote_path, mode=0o755) -> None:
         dest = Path(remote_path)
@@ -99,40 +176,47 @@ class LocalInstance(Instance):
         be: LocalBackend = self.backend
         if be.driver is None:
             raise BackendError("cpu_time_s needs enforced limits (a cgroup)")
-        return be.driver.cpu_time_s(self.name)
+        path, parse = be.driver.cpu_time(self.name)
+        return parse(cgroups.read_local(path))
 
     def _destroy(self) -> None:
-        be: LocalBackend = self.backend
-        try:
-            if be.driver is not None:
-                be.driver.remove(self.name)
-        finally:
-            shutil.rmtree(self._dir, ignore_errors=True)
+        self.backend._remove(self.name)
 
 
 class LocalBackend(Backend):
     """Instances as cgroups on this machine.
 
     Options: ``enforce_limits`` (default True: refuse when cgroups can't be
-    used), ``workroot`` (where instance work directories go, default
-    ``<tmp>/labkit-instances``; nothing else is ever created or removed there).
+    used), ``workroot`` (where instance work directories go; created 0700 and
+    verified, see :func:`private_dir`), ``network`` ("none": own network
+    namespace with loopback only, the default; "host": the host's network).
     """
 
     name = "local"
+    OPTIONS = ("enforce_limits", "workroot", "network")
 
-    def __init__(self, enforce_limits: bool = True, workroot: str | None = None, **options):
-        super().__init__(enforce_limits=enforce_limits, workroot=workroot, **options)
-        self.enforce = bool(enforce_limits)
-        self.workroot = workroot or os.path.join(tempfile.gettempdir(), "labkit-instances")
-        os.makedirs(self.workroot, exist_ok=True)
+    def __init__(self, enforce_limits: bool = True, workroot: str | None = None, network: str = "none",
+                 **unknown):
+        super().__init__(**unknown)   # an unknown option is refused with the list of valid ones
+        self.options = {"enforce_limits": enforce_limits, "workroot": workroot, "network": network}
+        if not isinstance(enforce_limits, bool):
+            raise ConfigError(f"local backend: enforce_limits must be true or false, got {enforce_limits!r}")
+        if network not in NETWORKS:
+            raise ConfigError(f"local backend: network={network!r}; use one of {', '.join(NETWORKS)}")
+        self.enforce = enforce_limits
+        self.workroot = private_dir(workroot or default_workroot())
         self.driver = None
         self._why_not = ""
         try:
-            driver = cgroups.detect()
-            driver.check_writable()
+            driver = cgroups.detect(cgroups.read_local("/proc/self/mounts"), _controllers)
+            bad = [r for r in cgroups.writable_roots(driver) if not os.access(r, os.W_OK)]
+            if bad:
+                raise BackendUnavailable(f"cgroup v{driver.version} hierarchy {bad[0]} is not "
+                                         "writable (run as root)")
             self.driver = driver
-        except BackendUnavailable as exc:
+        except (BackendUnavailable, OSError) as exc:
             self._why_not = str(exc)
+        self.isolate = network == "none" and os.geteuid() == 0 and shutil.which("ip") is not None
 
     def check(self) -> None:
         if self.driver is None and self.enforce:
@@ -143,46 +227,80 @@ class LocalBackend(Backend):
 
     def _cpu_ids(self) -> list[int]:
         if self.driver is not None:
-            return self.driver.available_cpus()
+            return cgroups.parse_cpulist(cgroups.read_local(self.driver.cpus_file()))
         return sorted(os.sched_getaffinity(0))
 
     def host_cpus(self) -> int:
         return len(self._cpu_ids())
 
     def _create(self, spec: InstanceSpec, name, index, cpus) -> LocalInstance:
+        check_name(name)
         ids = self._cpu_ids()
         real = [ids[c] for c in cpus] if cpus is not None else None
-        if self.driver is not None:
-            try:
-                self.driver.create(name, real if real is not None else ids,
-                                   None if real is not None else spec.vcpus, spec.memory_mb)
-            except BaseException:
-                self.driver.remove(name)
-                raise
         try:
+            os.mkdir(Path(self.workroot) / name, 0o700)
+        except FileExistsError as exc:
+            raise BackendError(f"local instance {name} exists already") from exc
+        try:
+            if self.driver is not None:
+                cgroups.apply(self.driver.create(name, real if real is not None else ids,
+                                                 None if real is not None else spec.vcpus, spec.memory_mb))
+            if self.isolate:
+                _ip("netns", "add", name)
+                _ip("-n", name, "link", "set", "lo", "up")
             return LocalInstance(self, name, spec, index, cpus, real)
         except BaseException:
-            if self.driver is not None:
-                self.driver.remove(name)
+            self._remove(name)
             raise
 
-    def cleanup(self, prefix: str) -> list[str]:
-        """Remove cgroups and work dirs left by a killed process of this campaign (names with ``prefix``)."""
-        if not prefix.startswith("labkit-"):
-            raise BackendError(f"cleanup prefix must start with 'labkit-', got {prefix!r}")
-        removed = set()
+    def _remove(self, name: str) -> None:
+        """Kill the instance's processes, remove its cgroup, namespace and work dir (each tried)."""
+        errors = []
         if self.driver is not None:
-            roots = self.driver.roots.values() if hasattr(self.driver, "roots") else [self.driver.root]
-            for root in roots:
-                for d in Path(root).glob(prefix + "*"):
-                    if d.is_dir():
-                        self.driver.remove(d.name)
-                        removed.add(d.name)
-        for d in Path(self.workroot).glob(prefix + "*"):
-            shutil.rmtree(d, ignore_errors=True)
-        return sorted(removed)
+            try:
+                cgroups.apply(self.driver.remove(name))
+            except BackendError as exc:
+                errors.append(exc)
+        if os.path.exists(f"/run/netns/{name}"):
+            try:
+                _ip("netns", "delete", name)
+            except BackendError as exc:
+                errors.append(exc)
+        shutil.rmtree(Path(self.workroot) / name, ignore_errors=True)
+        if errors:
+            raise errors[0]
+
+    def list_labkit(self, prefix: str = "labkit-") -> list[str]:
+        """Instances (cgroups, network namespaces, work dirs) whose names start with ``prefix``."""
+        check_prefix(prefix)
+        places = [Path(self.workroot), Path("/run/netns")]
+        if self.driver is not None:
+            places += [Path(r) for r in cgroups.writable_roots(self.driver)]
+        return sorted({p.name for place in places if place.is_dir()
+                       for p in place.glob(prefix + "*") if p.name.startswith(prefix)})
+
+    def cleanup(self, prefix: str) -> list[str]:
+        """Remove everything left by instances named ``prefix*`` (a killed campaign's)."""
+        names = self.list_labkit(prefix)
+        for name in names:
+            self._remove(name)
+        return names
 
     def fingerprint(self) -> dict:
         return {"backend": self.name,
                 "cgroup_version": self.driver.version if self.driver else None,
-                "limits_enforced": self.driver is not None}
+                "limits_enforced": self.driver is not None,
+                "network_isolated": self.isolate}
+
+
+def _controllers(path: str) -> str | None:
+    try:
+        return cgroups.read_local(f"{path}/cgroup.controllers")
+    except OSError:
+        return None
+
+
+def _ip(*args: str) -> None:
+    res = subprocess.run(["ip", *args], capture_output=True, text=True, timeout=30)
+    if res.returncode != 0:
+        raise BackendError(f"ip {' '.join(args)} failed: {res.stderr.strip()}")

@@ -1,27 +1,26 @@
 """The ``ssh`` backend (fabric): bare-metal hosts; the host is the instance.
 
-Commands run natively on one remote host over one SSH connection. The limits
-of an :class:`~labkit.instance.InstanceSpec` are those of the ``local``
-backend, applied on the remote side with shell commands
-(:mod:`labkit.backends.remote_cgroup`):
+Commands run natively on one remote host, each through fabric's plain
+``Connection.run(..., timeout=...)``. The limits of an
+:class:`~labkit.instance.InstanceSpec` are those of the ``local`` backend,
+made by the same cgroup driver (:mod:`labkit.backends.cgroups`), whose file
+operations are sent as one shell script:
 
 * an instance is a cgroup on the remote host (v1 or v2, detected from its
-  ``/proc/self/mounts``) plus a work directory ``/tmp/labkit-instances/<name>``;
-* pinned   → cpuset = the chosen CPUs (``base.provision``'s placement mapped to the
-  remote's CPU ids, from the cgroup root's cpuset);
-* floating → cpuset = every CPU, CPU quota = ``vcpus`` CPUs' worth of time;
-* memory   → cgroup memory limit (and no swap);
-* a command joins the cgroup through the same ``sh`` wrapper as ``local`` (write
-  ``$$`` to the ``cgroup.procs`` files, then ``exec``).
+  ``/proc/self/mounts``) plus a private work directory
+  ``~/.cache/labkit/instances/<name>`` (0700, in the login user's home);
+* pinned → cpuset = the chosen CPUs; floating → every CPU with a CPU quota of
+  ``vcpus``; memory → cgroup memory limit (and no swap);
+* a command runs in its own session (``setsid``) and joins the cgroup before it
+  ``exec``\\s (:data:`cgroups.JOIN`). A timeout kills its session and, with a
+  cgroup, every process left in the instance.
 
 Without root or usable cgroups on the remote host the backend refuses with
-:class:`BackendUnavailable`, unless ``enforce_limits=False``: then commands
-run unconfined, pinned instances through ``taskset``, and
-``limits_enforced: False`` is recorded in every instance's metadata.
-
-A timeout kills the command's whole remote process tree: every process an
-exec starts carries ``LABKIT_EXEC=<token>`` in its environment and all of
-them are SIGKILLed (and, with a cgroup, every process in it, as ``local`` does).
+:class:`BackendUnavailable`, unless ``enforce_limits=False``: then commands run
+unconfined (pinned instances through ``taskset``), ``limits_enforced: False`` is
+recorded, and a daemon that leaves the command's session survives a timeout
+until the instance is destroyed... or not at all: without a cgroup labkit
+cannot find it. Use enforced limits for anything that starts daemons.
 
 Where the host is (explicit arguments win over the environment)::
 
@@ -39,11 +38,9 @@ from __future__ import annotations
 
 import os
 import posixpath
-import secrets
+import shlex
 import socket
 import threading
-import time
-from dataclasses import dataclass
 
 import invoke
 import paramiko
@@ -51,24 +48,71 @@ from fabric import Connection
 
 from ..errors import BackendError, BackendUnavailable, ConfigError
 from ..instance import InstanceSpec
-from . import remote_cgroup as rc
-from .base import Backend, Instance, RawResult
+from . import cgroups
+from .base import Backend, Instance, RawResult, check_name, check_prefix
 
 ENV_HOST, ENV_PORT, ENV_USER, ENV_KEY = "LABKIT_SSH_HOST", "LABKIT_SSH_PORT", "LABKIT_SSH_USER", "LABKIT_SSH_KEY"
-WORKROOT = "/tmp/labkit-instances"
 SETUP_HINT = ("for the local test sshd run `bash scripts/setup-ssh.sh` and export "
               "LABKIT_SSH_HOST=127.0.0.1 LABKIT_SSH_PORT=2222 LABKIT_SSH_USER=root "
               "LABKIT_SSH_KEY=/root/.ssh/labkit_test_ed25519")
-_RESERVED = {"hostname", "port", "username", "timeout"}
 CONTROL_TIMEOUT_S = 120.0
+q = shlex.quote
+
+# What the backend needs to know about the remote host, one fact per line.
+PROBE = r"""
+echo "uid $(id -u)"
+echo "home $HOME"
+echo "kernel $(uname -r)"
+echo "machine $(uname -m)"
+echo "hostname $(uname -n)"
+echo "cpu_model $(sed -n 's/^model name[[:space:]]*: *//p' /proc/cpuinfo | head -n 1)"
+echo "cpus_allowed $(sed -n 's/^Cpus_allowed_list:[[:space:]]*//p' /proc/self/status)"
+for t in setsid taskset; do command -v "$t" >/dev/null 2>&1 && echo "tool $t"; done
+grep -E '^[^ ]+ [^ ]+ cgroup2? ' /proc/self/mounts | sed 's/^/mount /'
+for p in $(awk '$3 == "cgroup2" {print $2}' /proc/self/mounts); do
+  echo "controllers $p $(cat "$p/cgroup.controllers" 2>/dev/null)"; done
+for p in $(awk '$3 ~ /^cgroup2?$/ {print $2}' /proc/self/mounts); do [ -w "$p" ] && echo "writable $p"; done
+for f in $(awk '$3 ~ /^cgroup2?$/ {print $2}' /proc/self/mounts); do
+  for g in cpuset.cpus.effective cpuset.cpus; do [ -r "$f/$g" ] && echo "file $f/$g $(cat "$f/$g")"; done; done
+true
+"""
 
 
-@dataclass
-class ControlResult:
-    """A control script's outcome (the attributes of fabric's Result that labkit uses)."""
-    exited: int
-    stdout: str
-    stderr: str = ""
+class HostFacts:
+    """What :data:`PROBE` printed: ``values`` (key -> text), the mount table, controllers,
+    writable mount points and cpuset files."""
+
+    def __init__(self, text: str):
+        self.values: dict[str, str] = {}
+        self.tools: set[str] = set()
+        self.mounts: list[str] = []
+        self.controllers: dict[str, str] = {}
+        self.writable: set[str] = set()
+        self.files: dict[str, str] = {}
+        for line in text.splitlines():
+            key, _, rest = line.partition(" ")
+            if key == "tool":
+                self.tools.add(rest.strip())
+            elif key == "mount":
+                self.mounts.append(rest)
+            elif key == "controllers":
+                path, _, ctl = rest.partition(" ")
+                self.controllers[path] = ctl
+            elif key == "writable":
+                self.writable.add(rest.strip())
+            elif key == "file":
+                path, _, value = rest.partition(" ")
+                self.files[path] = value.strip()
+            elif key:
+                self.values[key] = rest.strip()
+        if "uid" not in self.values or "home" not in self.values:
+            raise BackendError(f"the remote probe printed no uid/home:\n{text[-1000:]}")
+
+    def get(self, key: str, default: str = "") -> str:
+        return self.values.get(key, default)
+
+    def cpus_allowed(self) -> list[int]:
+        return cgroups.parse_cpulist(self.get("cpus_allowed") or "0")
 
 
 def resolve_target(host=None, user=None, port=None, key_filename=None, environ=None) -> dict:
@@ -89,8 +133,18 @@ def resolve_target(host=None, user=None, port=None, key_filename=None, environ=N
     return {"host": str(host), "user": str(user), "port": port, "key_filename": key}
 
 
+class _Exec:
+    """One running remote command: fabric's run in a thread, and the file holding its session id."""
+
+    def __init__(self, pidfile: str):
+        self.pidfile = pidfile
+        self.result = None
+        self.error: BaseException | None = None
+        self.thread: threading.Thread | None = None
+
+
 class SshInstance(Instance):
-    """A cgroup (or, unenforced, a marker in the environment) and a work dir on the remote host."""
+    """A cgroup (when limits are enforced) and a private work dir on the remote host."""
 
     def __init__(self, backend: "SshBackend", name, spec, index, cpus, host_cpu_ids):
         super().__init__(backend, name, spec, index, cpus)
@@ -101,55 +155,86 @@ class SshInstance(Instance):
 
     @property
     def workdir(self) -> str:
-        return f"{WORKROOT}/{self.name}"
+        return f"{self.backend.workroot}/{self.name}"
 
-    def script(self, argv: list[str], token: str, env: dict | None) -> str:
-        """The remote command line of one exec (see remote_cgroup.exec_script)."""
+    def command_line(self, argv: list[str], pidfile: str, env: dict | None) -> str:
+        """The remote command line of one exec: in the work dir, in its own session, in the cgroup."""
         be: SshBackend = self.backend
-        return rc.exec_script(
-            argv, name=self.name, token=token, workdir=self.workdir,
-            procs_files=be.driver.procs_files(self.name) if be.driver else None,
-            taskset_cpus=None if be.driver else self.host_cpu_ids, env=env)
+        lines = [f"cd {q(self.workdir)} || exit 1"]
+        for key, value in (env or {}).items():
+            lines.append(f"export {key}={q(value)}")
+        inner = "echo $$ > \"$0\" || exit 1; " + cgroups.JOIN
+        if be.driver is not None:
+            lines.append(f"export LABKIT_CGROUP_PROCS={q(' '.join(be.driver.procs_files(self.name)))}")
+        else:
+            inner = "echo $$ > \"$0\" || exit 1; exec \"$@\""
+        words = ["setsid", "/bin/sh", "-c", inner, pidfile]
+        if be.driver is None and self.host_cpu_ids:
+            words += ["taskset", "-c", cgroups.format_cpulist(self.host_cpu_ids)]
+        lines.append(shlex.join(words + argv) + " </dev/null &")
+        # wait gives 128+n for a signal, as a local shell would
+        lines.append(f"wait $!; rc=$?; rm -f {q(pidfile)}; exit $rc")
+        return "exec /bin/sh -c " + q("\n".join(lines))
 
-    def _exec(self, argv, timeout, env) -> RawResult:
-        if timeout is not None and timeout <= 0:
-            raise ConfigError(f"exec timeout must be > 0 seconds, got {timeout!r}")
+    # -- exec hooks --------------------------------------------------------
+    def _start(self, argv, env):
         be: SshBackend = self.backend
-        token = secrets.token_hex(8)
-        command = self.script(argv, token, env)
-        try:
-            res = be._run(command, timeout=timeout)
-        except invoke.exceptions.CommandTimedOut as exc:
-            self._kill(token)
-            return RawResult(137, exc.result.stdout, exc.result.stderr, True)
-        except BaseException:
-            self._kill(token, quiet=True)
-            raise
-        if res.exited == rc.JOIN_FAILED and "cgroup.procs" in res.stderr:
-            raise BackendError(f"could not join cgroup {self.name} on {be.target}: {res.stderr.strip()}")
+        handle = _Exec(f"{self.workdir}/.exec-{os.urandom(6).hex()}.pid")
+        line = self.command_line(argv, handle.pidfile, env)
+        conn = be.connection()
+
+        def run():
+            try:
+                handle.result = conn.run(line, hide=True, warn=True, in_stream=False, pty=False)
+            except BaseException as exc:   # re-raised by _wait in the caller's thread
+                handle.error = exc
+        handle.thread = threading.Thread(target=run, name=f"ssh-exec-{self.name}", daemon=True)
+        handle.thread.start()
+        return handle
+
+    def _wait(self, handle: _Exec, timeout):
+        handle.thread.join(timeout)
+        if handle.thread.is_alive():
+            return None
+        be: SshBackend = self.backend
+        if handle.error is not None:
+            raise BackendError(f"{be.target}: SSH connection failed while running in {self.name} "
+                               f"({handle.error})") from handle.error
+        res = handle.result
         if res.exited is None or res.exited < 0:
-            raise BackendError(f"{be.target}: no exit status for {argv!r} in {self.name} "
+            raise BackendError(f"{be.target}: no exit status from {self.name} "
                                "(the connection was lost or the remote shell was killed)")
-        return RawResult(res.exited, res.stdout, res.stderr, False)
+        if res.exited == cgroups.JOIN_FAILED and "cgroup.procs" in res.stderr:
+            raise BackendError(f"could not join cgroup {self.name} on {be.target}: {res.stderr.strip()}")
+        return RawResult(res.exited, res.stdout, res.stderr)
 
-    def _kill(self, token: str, quiet: bool = False) -> None:
+    def _kill(self, handle: _Exec) -> None:
         be: SshBackend = self.backend
-        try:
-            be._check(be._ctl(rc.kill_exec_script(token, be.driver, self.name)), f"killing exec in {self.name}")
-        except Exception:
-            if not quiet:
-                raise
+        pf = q(handle.pidfile)
+        script = (f"i=0; while [ ! -s {pf} ] && [ $i -lt 100 ]; do sleep 0.02; i=$((i+1)); done\n"
+                  f"[ -s {pf} ] && kill -KILL -$(cat {pf}) 2>/dev/null\n")  # dash: no `--`
+        if be.driver is not None:
+            script += cgroups.script(be.driver.kill(self.name))
+        be.run_script(script + "true\n", f"killing a command in {self.name}")
+
+    def _oom_kills(self) -> int | None:
+        be: SshBackend = self.backend
+        if be.driver is None:
+            return None
+        path, parse = be.driver.oom_kills(self.name)
+        return parse(be.run_script(f"cat {q(path)}", f"OOM count of {self.name}").stdout)
 
     def put(self, local_path, remote_path, mode=0o755) -> None:
         be: SshBackend = self.backend
         path = str(remote_path)
         if not posixpath.isabs(path):
             path = posixpath.join(self.workdir, path)
-        be._check(be._ctl(f"mkdir -p {rc.q(posixpath.dirname(path) or '/')}"), f"mkdir for {path}")
+        be.run_script(f"mkdir -p {q(posixpath.dirname(path) or '/')}", f"mkdir for {path}")
         try:
             with be._sftp_lock:
-                be.conn.put(os.fspath(local_path), remote=path, preserve_mode=False)
-                be.conn.sftp().chmod(path, mode)
+                conn = be.connection()
+                conn.put(os.fspath(local_path), remote=path, preserve_mode=False)
+                conn.sftp().chmod(path, mode)
         except FileNotFoundError:
             if not os.path.exists(local_path):
                 raise
@@ -162,12 +247,11 @@ class SshInstance(Instance):
         be: SshBackend = self.backend
         if be.driver is None:
             raise BackendError("cpu_time_s needs enforced limits (a cgroup)")
-        res = be._check(be._ctl(be.driver.cpu_time_script(self.name)), f"cpu time of {self.name}")
-        return be.driver.parse_cpu_time(res.stdout)
+        path, parse = be.driver.cpu_time(self.name)
+        return parse(be.run_script(f"cat {q(path)}", f"cpu time of {self.name}").stdout)
 
     def _destroy(self) -> None:
-        be: SshBackend = self.backend
-        be._check(be._ctl(rc.destroy_script(self.name, be.driver, self.workdir)), f"removing {self.name}")
+        self.backend._remove([self.name])
 
 
 class SshBackend(Backend):
@@ -177,36 +261,42 @@ class SshBackend(Backend):
     ``LABKIT_SSH_HOST``/``_USER``/``_PORT``/``_KEY``, else localhost, root,
     22, paramiko's default keys and agent), ``connect_timeout`` (seconds, for
     TCP connect, banner and authentication), ``enforce_limits`` (default True:
-    refuse when the remote cgroups can't be used); any other keyword goes to
-    ``paramiko.SSHClient.connect`` (``password``, ``passphrase``, ``allow_agent``...).
+    refuse when the remote cgroups can't be used), ``connect_kwargs`` (a dict
+    for ``paramiko.SSHClient.connect``: ``password``, ``passphrase``,
+    ``allow_agent``...; never stored or logged by labkit).
     """
 
     name = "ssh"
+    OPTIONS = ("host", "user", "port", "key_filename", "connect_timeout", "enforce_limits",
+               "connect_kwargs")
 
     def __init__(self, host: str | None = None, user: str | None = None, port: int | None = None,
                  key_filename: str | None = None, connect_timeout: float = 10,
-                 enforce_limits: bool = True, **connect_kwargs):
+                 enforce_limits: bool = True, connect_kwargs: dict | None = None, **unknown):
+        super().__init__(**unknown)   # an unknown option is refused with the list of valid ones
         target = resolve_target(host, user, port, key_filename)
-        bad = sorted(_RESERVED & set(connect_kwargs))
+        if not isinstance(connect_timeout, (int, float)) or isinstance(connect_timeout, bool) \
+                or connect_timeout <= 0:
+            raise ConfigError(f"ssh backend: connect_timeout must be > 0 seconds, got {connect_timeout!r}")
+        if connect_kwargs is not None and not isinstance(connect_kwargs, dict):
+            raise ConfigError("ssh backend: connect_kwargs must be a dict of paramiko connect() arguments")
+        bad = sorted({"hostname", "port", "username", "timeout"} & set(connect_kwargs or {}))
         if bad:
             raise ConfigError(f"ssh backend: pass host/port/user/connect_timeout as options, "
-                              f"not as connect kwargs {', '.join(bad)}")
-        if not isinstance(connect_timeout, (int, float)) or connect_timeout <= 0:
-            raise ConfigError(f"ssh backend: connect_timeout must be > 0 seconds, got {connect_timeout!r}")
-        super().__init__(**target, connect_timeout=connect_timeout, enforce_limits=enforce_limits)
+                              f"not as connect_kwargs {', '.join(bad)}")
+        self.options = {**target, "connect_timeout": connect_timeout, "enforce_limits": enforce_limits}
         self.host, self.user, self.port = target["host"], target["user"], target["port"]
         self.key_filename = target["key_filename"]
         self.connect_timeout = connect_timeout
         self.enforce = bool(enforce_limits)
-        self.connect_kwargs = dict(connect_kwargs)
+        self.connect_kwargs = dict(connect_kwargs or {})
         self.conn: Connection | None = None
-        self.facts: rc.HostFacts | None = None
+        self.facts: HostFacts | None = None
         self.driver = None
+        self.workroot = ""
         self._why_not = ""
         self._lock = threading.Lock()
         self._sftp_lock = threading.Lock()
-        self._ctl_lock = threading.Lock()
-        self._ctl_chan = None
 
     @property
     def target(self) -> str:
@@ -217,229 +307,175 @@ class SshBackend(Backend):
         key = self.key_filename or "paramiko's default keys (~/.ssh/id_*) and the ssh agent"
         return f"{self.target} with key {key}"
 
-    def _connect(self) -> None:
+    def _open(self) -> Connection:
+        if self.key_filename and not os.path.isfile(self.key_filename):
+            raise BackendUnavailable(
+                f"ssh backend: key file {self.key_filename} does not exist (from key_filename or "
+                f"{ENV_KEY}); create one with ssh-keygen, or {SETUP_HINT}")
+        kwargs = {"banner_timeout": self.connect_timeout, "auth_timeout": self.connect_timeout,
+                  "channel_timeout": self.connect_timeout}
+        if self.key_filename:
+            kwargs.update(key_filename=[self.key_filename], look_for_keys=False, allow_agent=False)
+        kwargs.update(self.connect_kwargs)
+        conn = Connection(self.host, user=self.user, port=self.port,
+                          connect_timeout=self.connect_timeout, connect_kwargs=kwargs)
+        try:
+            conn.open()
+            conn.transport.set_keepalive(15)   # a partitioned host must not hang a run forever
+            return conn
+        except (paramiko.SSHException, EOFError, OSError) as exc:
+            conn.close()
+            raise BackendUnavailable(f"ssh backend: {self._why_no_connection(exc)}") from exc
+        except BaseException:
+            conn.close()
+            raise
+
+    def _why_no_connection(self, exc: Exception) -> str:
+        if isinstance(exc, paramiko.BadHostKeyException):
+            return (f"the host key of {self.host}:{self.port} does not match the one in "
+                    f"~/.ssh/known_hosts ({exc}); if the host was reinstalled, remove the old entry "
+                    f"with ssh-keygen -R '[{self.host}]:{self.port}'")
+        if isinstance(exc, paramiko.AuthenticationException):
+            return (f"{self._tried()}: authentication failed ({exc}). Authorize the public key in "
+                    f"~{self.user}/.ssh/authorized_keys on {self.host}, or choose the user/key with "
+                    f"user=/key_filename= or {ENV_USER}/{ENV_KEY}; {SETUP_HINT}")
+        if isinstance(exc, (socket.timeout, TimeoutError)):
+            return (f"no answer from {self.host}:{self.port} within {self.connect_timeout}s (tried "
+                    f"{self._tried()}); check the address and firewall, or set {ENV_HOST}/{ENV_PORT}; "
+                    f"{SETUP_HINT}")
+        if isinstance(exc, (paramiko.SSHException, EOFError)):
+            return (f"SSH handshake with {self.host}:{self.port} failed ({exc}); is an sshd listening "
+                    f"there? (tried {self._tried()}); {SETUP_HINT}")
+        # refused, unreachable, unknown host (NoValidConnectionsError)
+        return (f"cannot connect to {self.host}:{self.port} ({exc}; tried {self._tried()}); start an "
+                f"sshd there or point {ENV_HOST}/{ENV_PORT} at one; {SETUP_HINT}")
+
+    def connection(self) -> Connection:
+        """The open connection, probed (facts, cgroup driver, work root) the first time."""
         with self._lock:
-            if self.facts is not None:
-                return
-            if self.key_filename and not os.path.isfile(self.key_filename):
-                raise BackendUnavailable(
-                    f"ssh backend: key file {self.key_filename} does not exist (from key_filename or "
-                    f"{ENV_KEY}); create one with ssh-keygen, or {SETUP_HINT}")
-            kwargs = {"banner_timeout": self.connect_timeout, "auth_timeout": self.connect_timeout,
-                      "channel_timeout": self.connect_timeout}
-            if self.key_filename:
-                kwargs.update(key_filename=[self.key_filename], look_for_keys=False, allow_agent=False)
-            kwargs.update(self.connect_kwargs)
-            conn = Connection(self.host, user=self.user, port=self.port,
-                              connect_timeout=self.connect_timeout, connect_kwargs=kwargs)
+            if self.conn is not None:
+                return self.conn
+            self.conn = self._open()
             try:
-                conn.open()
-            except paramiko.BadHostKeyException as exc:
-                conn.close()
-                raise BackendUnavailable(
-                    f"ssh backend: the host key of {self.host}:{self.port} does not match the one in "
-                    f"~/.ssh/known_hosts ({exc}); if the host was reinstalled, remove the old entry with "
-                    f"ssh-keygen -R '[{self.host}]:{self.port}'") from exc
-            except paramiko.AuthenticationException as exc:
-                conn.close()
-                raise BackendUnavailable(
-                    f"ssh backend: {self._tried()}: authentication failed ({exc}). Authorize the public "
-                    f"key in ~{self.user}/.ssh/authorized_keys on {self.host}, or choose the user/key "
-                    f"with user=/key_filename= or {ENV_USER}/{ENV_KEY}; {SETUP_HINT}") from exc
-            except (socket.timeout, TimeoutError) as exc:
-                conn.close()
-                raise BackendUnavailable(
-                    f"ssh backend: no answer from {self.host}:{self.port} within {self.connect_timeout}s "
-                    f"(tried {self._tried()}); check the address and firewall, or set "
-                    f"{ENV_HOST}/{ENV_PORT}; {SETUP_HINT}") from exc
-            except (paramiko.SSHException, EOFError) as exc:
-                conn.close()
-                raise BackendUnavailable(
-                    f"ssh backend: SSH handshake with {self.host}:{self.port} failed ({exc}); is an sshd "
-                    f"listening there? (tried {self._tried()}); {SETUP_HINT}") from exc
-            except OSError as exc:   # refused, unreachable, unknown host (NoValidConnectionsError)
-                conn.close()
-                raise BackendUnavailable(
-                    f"ssh backend: cannot connect to {self.host}:{self.port} ({exc}; tried {self._tried()}); "
-                    f"start an sshd there or point {ENV_HOST}/{ENV_PORT} at one; {SETUP_HINT}") from exc
-            self.conn = conn
+                facts = HostFacts(self._run(PROBE, max(30.0, float(self.connect_timeout))).stdout)
+                self.workroot = posixpath.join(facts.get("home"), ".cache", "labkit", "instances")
+                wr = q(self.workroot)
+                self._run(f"mkdir -p {wr} && chmod 700 {wr} && [ -O {wr} ] && [ ! -L {wr} ] || "
+                          f"{{ echo 'work root {self.workroot} is not a private directory of this user' >&2;"
+                          " exit 1; }", CONTROL_TIMEOUT_S, "making the work root")
+            except BaseException as exc:
+                self.close_locked()
+                if isinstance(exc, BackendError):
+                    raise BackendUnavailable(f"ssh backend: probing {self.target} failed: {exc}") from exc
+                raise
             try:
-                res = self._run(rc.PROBE, timeout=max(30.0, float(self.connect_timeout)))
-                facts = rc.parse_probe(res.stdout)
-            except (BackendError, invoke.exceptions.CommandTimedOut) as exc:
-                self.close()
-                raise BackendUnavailable(f"ssh backend: probing {self.target} failed: {exc}") from exc
-            try:
-                driver = rc.detect(facts)
-                driver.check_writable(facts)
+                driver = cgroups.detect("\n".join(facts.mounts), facts.controllers.get)
+                bad = [r for r in cgroups.writable_roots(driver) if r not in facts.writable]
+                if bad:
+                    raise BackendUnavailable(f"cgroup v{driver.version} hierarchy {bad[0]} on "
+                                             f"{self.target} is not writable (log in as root)")
                 self.driver = driver
             except BackendUnavailable as exc:
                 self._why_not = str(exc)
             self.facts = facts
+            return self.conn
 
     def check(self) -> None:
-        self._connect()
+        self.connection()
         if self.driver is None and self.enforce:
             raise BackendUnavailable(
                 f"ssh backend cannot enforce instance limits on {self.target}: {self._why_not}. "
                 "Log in as root, or pass enforce_limits=False to run unconfined "
                 "(recorded as limits_enforced=False in every run's metadata).")
+        if "setsid" not in self.facts.tools:
+            raise BackendUnavailable(f"{self.target} has no setsid; install it with: apt-get install util-linux")
 
-    def _run(self, command: str, timeout: float | None = None):
-        """Run a shell command line on the remote host; returns fabric's Result (exit code not checked).
-
-        Raises invoke's CommandTimedOut past ``timeout`` and BackendError when the connection fails.
-        """
-        if self.conn is None:
-            self._connect()
-        start = time.monotonic()
+    def _run(self, script: str, timeout: float, what: str = "a control script"):
+        """Run ``script`` with /bin/sh on the host; BackendError unless it exits 0 in time."""
         try:
-            res = self.conn.run(command, hide=True, warn=True, in_stream=False, pty=False,
-                                timeout=timeout)
-            # invoke's timer closes the channel and only then ends; if the run returns in between,
-            # it sees no timeout and hands back exit -1. A channel closed past the deadline is one.
-            if (timeout is not None and (res.exited is None or res.exited < 0)
-                    and time.monotonic() - start >= timeout):
-                raise invoke.exceptions.CommandTimedOut(res, timeout=timeout)
-            return res
-        except invoke.exceptions.CommandTimedOut:
-            raise
+            res = self.conn.run("exec /bin/sh -c " + q(script), hide=True, warn=True, in_stream=False,
+                                pty=False, timeout=timeout)
+        except invoke.exceptions.CommandTimedOut as exc:
+            raise BackendError(f"{self.target}: {what} ran past {timeout:.0f}s") from exc
         except paramiko.ChannelException as exc:
             raise BackendError(
                 f"{self.target} refused a new SSH channel ({exc}): too many commands at once over one "
                 "connection; raise MaxSessions in the remote sshd_config") from exc
         except (paramiko.SSHException, EOFError, OSError) as exc:
             raise BackendError(f"{self.target}: SSH connection failed ({exc})") from exc
-
-    def _ctl(self, script: str, timeout: float = CONTROL_TIMEOUT_S) -> ControlResult:
-        """Run a short control script through the control shell (one round trip, no new session).
-
-        Scripts run one at a time, each in a child ``sh`` (stdout and stderr merged);
-        any failure drops the control shell and the next call opens a new one.
-        """
-        if self.conn is None:
-            self._connect()
-        with self._ctl_lock:
-            token = secrets.token_hex(8)
-            try:
-                chan = self._ctl_chan
-                if chan is None or chan.closed or chan.exit_status_ready():
-                    self._drop_ctl()
-                    chan = self.conn.create_session()
-                    chan.exec_command(rc.CONTROL_SHELL)
-                    self._ctl_chan = chan
-                chan.sendall(rc.control_command(script, token).encode())
-                data, deadline = b"", time.monotonic() + timeout
-                while True:
-                    done = rc.parse_control(data, token)
-                    if done is not None:
-                        return ControlResult(*done)
-                    left = deadline - time.monotonic()
-                    if left <= 0:
-                        raise BackendError(f"{self.target}: control script ran past {timeout}s:\n{script[:2000]}")
-                    chan.settimeout(min(left, 1.0))
-                    try:
-                        chunk = chan.recv(65536)
-                    except socket.timeout:
-                        continue
-                    if not chunk:
-                        err = chan.recv_stderr(65536).decode("utf-8", "replace") if chan.recv_stderr_ready() else ""
-                        raise BackendError(f"{self.target}: the control shell exited ({err.strip()})")
-                    data += chunk
-            except BaseException as exc:
-                self._drop_ctl()
-                if isinstance(exc, (paramiko.SSHException, EOFError, OSError)):
-                    raise BackendError(f"{self.target}: SSH connection failed ({exc})") from exc
-                raise
-
-    def _drop_ctl(self) -> None:
-        chan, self._ctl_chan = self._ctl_chan, None
-        if chan is not None:
-            try:
-                chan.close()
-            except Exception:
-                pass
-
-    def _check(self, res, what: str):
         if res.exited != 0:
             raise BackendError(f"{self.target}: {what} failed (exit {res.exited}): "
                                f"{(res.stderr or res.stdout).strip()[-2000:]}")
         return res
 
+    def run_script(self, script: str, what: str, timeout: float = CONTROL_TIMEOUT_S):
+        """A short control script (create, kill, remove, list) on the host; its fabric Result."""
+        self.connection()
+        return self._run(script, timeout, what)
+
     # -- Backend hooks -------------------------------------------------------------------------
     def _cpu_ids(self) -> list[int]:
-        self._connect()
+        self.connection()
         if self.driver is not None:
-            return self.driver.available_cpus(self.facts)
+            text = self.facts.files.get(self.driver.cpus_file())
+            if text:
+                return cgroups.parse_cpulist(text)
         return self.facts.cpus_allowed()
 
     def host_cpus(self) -> int:
         return len(self._cpu_ids())
 
     def _create(self, spec: InstanceSpec, name, index, cpus) -> SshInstance:
-        rc.check_name(name)
+        check_name(name)
         ids = self._cpu_ids()
         real = [ids[c] for c in cpus] if cpus is not None else None
         if self.driver is None and real is not None and "taskset" not in self.facts.tools:
             raise BackendUnavailable(f"{self.target} has no taskset to pin an unconfined instance; "
                                      "install it with: apt-get install util-linux")
-        workdir = f"{WORKROOT}/{name}"
-        script = ""
+        script = f"mkdir -m 700 {q(posixpath.join(self.workroot, name))} || exit 1\n"
         if self.driver is not None:
-            script += self.driver.create_script(name, real if real is not None else ids,
-                                                None if real is not None else spec.vcpus, spec.memory_mb)
-        script += f"mkdir -p {rc.q(WORKROOT)} && mkdir -m 700 {rc.q(workdir)} || exit 1\n"
+            script += cgroups.script(self.driver.create(name, real if real is not None else ids,
+                                                        None if real is not None else spec.vcpus,
+                                                        spec.memory_mb))
         try:
-            self._check(self._ctl(script), f"creating instance {name}")
+            self.run_script(script, f"creating instance {name}")
             return SshInstance(self, name, spec, index, cpus, real)
         except BaseException:
             try:
-                self._ctl(rc.destroy_script(name, self.driver, workdir))
+                self._remove([name])
             except Exception:
                 pass
             raise
 
+    def _remove(self, names: list[str]) -> None:
+        """Kill the instances' processes, remove their cgroups and work dirs."""
+        script = ""
+        for name in names:
+            check_name(name)
+            if self.driver is not None:
+                script += cgroups.script(self.driver.remove(name))
+            script += f"rm -rf {q(posixpath.join(self.workroot, name))}\n"
+        if script:
+            self.run_script(script, f"removing {', '.join(names)}")
+
+    def list_labkit(self, prefix: str = "labkit-") -> list[str]:
+        """Instances (cgroups and work dirs) on the host whose names start with ``prefix``."""
+        check_prefix(prefix)
+        self.connection()
+        places = [self.workroot] + (cgroups.writable_roots(self.driver) if self.driver else [])
+        script = "".join(f"for d in {q(p)}/{prefix}*; do [ -d \"$d\" ] && basename \"$d\"; done\n"
+                         for p in places)
+        out = self.run_script(script + "true\n", f"listing {prefix}* instances").stdout
+        return sorted({n for n in out.split() if n.startswith(prefix)})
+
     def cleanup(self, prefix: str) -> list[str]:
-        """Remove cgroups, processes and work dirs left by a killed process (names with ``prefix``)."""
-        rc.check_prefix(prefix)
-        self._connect()
-        names: list[str] = []
-        if self.driver is not None:
-            res = self._check(self._ctl(self.driver.glob_script(prefix)), f"listing {prefix}* cgroups")
-            names = sorted({n for n in res.stdout.split() if n.startswith(prefix)})
-        self._check(self._ctl(rc.cleanup_script(prefix, names, self.driver, WORKROOT)), f"cleanup of {prefix}*")
+        """Remove what instances named ``prefix*`` left (a killed campaign's)."""
+        names = self.list_labkit(prefix)
+        self._remove(names)
         return names
 
-    def list_labkit(self) -> list[str]:
-        """Names of the ``labkit-`` cgroups and work dirs on the remote host."""
-        self._connect()
-        script = f"for d in {rc.q(WORKROOT)}/labkit-*; do [ -d \"$d\" ] && basename \"$d\"; done; true\n"
-        if self.driver is not None:
-            script += self.driver.glob_script("labkit-")
-        res = self._check(self._ctl(script), "listing labkit- instances")
-        return sorted(set(res.stdout.split()))
-
-    def pids(self, name: str) -> set[int]:
-        """Pids in instance ``name``'s cgroup (enforced) or carrying its marker (unenforced)."""
-        self._connect()
-        if self.driver is not None:
-            script = self.driver.pids_script(name)
-        else:
-            script = (f"grep -lazE {rc.q(rc.marker_regex(rc.check_name(name)))} /proc/[0-9]*/environ "
-                      "2>/dev/null | cut -d/ -f3; true\n")
-        res = self._check(self._ctl(script), f"listing processes of {name}")
-        return {int(p) for p in res.stdout.split() if p.isdigit()}
-
-    def exists(self, name: str) -> bool:
-        """Whether any cgroup directory or the work dir of instance ``name`` is still there."""
-        self._connect()
-        script = f"[ -d {rc.q(f'{WORKROOT}/{rc.check_name(name)}')} ]"
-        if self.driver is not None:
-            script += " || " + self.driver.exists_script(name)
-        return self._ctl(script).exited == 0
-
     def fingerprint(self) -> dict:
-        self._connect()
+        self.connection()
         f = self.facts
         return {"backend": self.name, "ssh_host": self.target, "hostname": f.get("hostname"),
                 "kernel": f.get("kernel"), "machine": f.get("machine"), "cpu_model": f.get("cpu_model"),
@@ -447,8 +483,10 @@ class SshBackend(Backend):
                 "limits_enforced": self.driver is not None}
 
     def close(self) -> None:
-        with self._ctl_lock:
-            self._drop_ctl()
+        with self._lock:
+            self.close_locked()
+
+    def close_locked(self) -> None:
         conn, self.conn = self.conn, None
         self.facts = None
         if conn is not None:

@@ -10,13 +10,14 @@ from __future__ import annotations
 import concurrent.futures as cf
 import re
 import secrets
+import shlex
 import subprocess
 import time
 
 import pytest
 
 from labkit.backends import get_backend, teardown
-from labkit.backends import remote_cgroup as rc
+from labkit.backends import cgroups
 from labkit.backends.cgroups import parse_cpulist
 from labkit.errors import BackendUnavailable, CommandTimeout
 from labkit.instance import InstanceSpec
@@ -42,6 +43,17 @@ def backend():
         assert not left, f"ssh instances left behind: {sorted(left)}"
     finally:
         be.close()
+
+
+def pids(backend, name: str) -> set[int]:
+    """Processes in instance ``name``'s cgroup on the host (empty when it has none)."""
+    files = " ".join(map(shlex.quote, backend.driver.procs_files(name))) if backend.driver else ""
+    out = backend.run_script(f"cat {files} 2>/dev/null; true", "listing pids").stdout if files else ""
+    return {int(p) for p in out.split()}
+
+
+def exists(backend, name: str) -> bool:
+    return name in backend.list_labkit(name)
 
 
 def instances(backend, spec: InstanceSpec, prefix: str = PREFIX):
@@ -152,7 +164,7 @@ def test_timeout_kills_the_whole_remote_tree(backend):
             inst.exec(f"setsid sleep {a} & sleep {b}; echo never", timeout=1.5)
         assert time.monotonic() - t0 < 15
         assert err.value.result.duration_s >= 1.4 and "never" not in err.value.result.stdout
-        assert backend.pids(inst.name) == set()
+        assert pids(backend, inst.name) == set()
         ps = inst.exec("ps -eo args").stdout
         assert not re.search(rf"^sleep ({a}|{b})$", ps, re.M), ps
         assert inst.exec("echo still usable").stdout == "still usable\n"
@@ -173,34 +185,38 @@ def test_put_copies_a_file_with_its_mode(backend, tmp_path):
 def test_teardown_kills_processes_and_removes_cgroup_and_workdir(backend):
     (inst,) = backend.provision(InstanceSpec(memory_mb=64), prefix=PREFIX)
     try:
-        assert inst.workdir == f"/tmp/labkit-instances/{inst.name}"
+        assert inst.workdir == f"{backend.workroot}/{inst.name}" and "/.cache/labkit/" in inst.workdir
         inst.exec("sleep 600 >/dev/null 2>&1 & echo started")
-        assert backend.pids(inst.name) and backend.exists(inst.name)
+        assert pids(backend, inst.name) and exists(backend, inst.name)
         assert inst.name in backend.list_labkit()
     finally:
         inst.destroy()
-    assert not backend.exists(inst.name) and backend.pids(inst.name) == set()
+    assert not exists(backend, inst.name) and pids(backend, inst.name) == set()
     assert inst.name not in backend.list_labkit()
     check = subprocess.run(["sh", "-c", f"ls -d /sys/fs/cgroup/*/{inst.name} /sys/fs/cgroup/{inst.name} "
-                            f"/tmp/labkit-instances/{inst.name} 2>/dev/null"], capture_output=True, text=True)
+                            f"{backend.workroot}/{inst.name} 2>/dev/null"], capture_output=True, text=True)
     if backend.host in ("127.0.0.1", "localhost", "::1"):   # the remote is this machine: look ourselves
         assert check.stdout == ""
     inst.destroy()   # idempotent
 
 
 def test_cleanup_removes_what_a_killed_campaign_left(backend):
-    prefix = f"{PREFIX}-crash{secrets.token_hex(2)}"
+    prefix = f"{PREFIX}-crash{secrets.token_hex(2)}--"
     insts = backend.provision(InstanceSpec(memory_mb=64, count=2), prefix=prefix)
+    other = backend.provision(InstanceSpec(memory_mb=64), prefix=prefix[:-2] + "-2--")
     try:
         insts[0].exec("sleep 600 >/dev/null 2>&1 &")
+        other[0].exec("sleep 600 >/dev/null 2>&1 &")
         # the controller died here: nothing was torn down
-        removed = backend.cleanup(prefix + "-")
+        removed = backend.cleanup(prefix)
         assert removed == sorted(i.name for i in insts)
         for i in insts:
-            assert not backend.exists(i.name) and backend.pids(i.name) == set()
-        assert backend.cleanup(prefix + "-") == []
+            assert not exists(backend, i.name) and pids(backend, i.name) == set()
+        assert backend.cleanup(prefix) == []
+        # a campaign whose id only extends this one's is not touched
+        assert exists(backend, other[0].name) and pids(backend, other[0].name)
     finally:
-        teardown(insts)
+        teardown(insts + other)
 
 
 def test_provision_failure_leaves_nothing(backend, monkeypatch):
@@ -228,9 +244,9 @@ def test_fingerprint(backend):
 # -- without cgroups: refused, or recorded --------------------------------------------------------
 
 def test_unenforced_limits_are_refused_unless_allowed(monkeypatch):
-    def no_cgroups(facts):
+    def no_cgroups(*args):
         raise BackendUnavailable("no usable cgroup hierarchy on the remote host (test)")
-    monkeypatch.setattr(rc, "detect", no_cgroups)
+    monkeypatch.setattr(cgroups, "detect", no_cgroups)
     with pytest.raises(BackendUnavailable, match="enforce_limits=False"):
         get_backend("ssh")
     be = get_backend("ssh", enforce_limits=False)
@@ -241,11 +257,10 @@ def test_unenforced_limits_are_refused_unless_allowed(monkeypatch):
             assert inst.metadata["limits_enforced"] is False and inst.metadata["cgroup_version"] is None
             assert allowed_cpus(inst) == [ids[0]]           # taskset still pins
             with pytest.raises(CommandTimeout):
-                inst.exec("setsid sleep 613 & sleep 614", timeout=1)
-            assert be.pids(inst.name) == set()               # found by the marker, killed
-            inst.exec("sleep 615 >/dev/null 2>&1 &")
-            assert be.pids(inst.name)
-        assert be.pids(inst.name) == set() and not be.exists(inst.name)
+                inst.exec("sleep 613 & sleep 614", timeout=1)
+            ps = inst.exec("ps -eo args").stdout            # the command's session was killed
+            assert not re.search(r"^sleep 61[34]$", ps, re.M), ps
+        assert not exists(be, inst.name)
     finally:
         be.close()
 

@@ -35,6 +35,16 @@ def make(backend):
     assert teardown(made) == []
 
 
+def pids(inst) -> set[int]:
+    found = set()
+    for f in inst.backend.driver.procs_files(inst.name):
+        try:
+            found.update(int(p) for p in Path(f).read_text().split())
+        except FileNotFoundError:
+            pass
+    return found
+
+
 def affinity_inside(inst):
     res = inst.exec([PY, "-c", "import os, json; print(json.dumps(sorted(os.sched_getaffinity(0))))"])
     return json.loads(res.stdout)
@@ -136,7 +146,72 @@ def test_exec_result_error_and_timeout(make):
     with pytest.raises(CommandTimeout):
         inst.exec("sleep 30 & sleep 30; wait", timeout=0.5)
     assert time.time() - t0 < 5
-    assert inst.backend.driver.pids(inst.name) == set()   # the whole tree was killed
+    assert pids(inst) == set()   # the whole tree was killed, and exec waited until it was gone
+    assert inst.exec("echo alive").stdout == "alive\n"
+
+
+@pytest.mark.root
+def test_oom_kill_is_reported_as_such(make):
+    (inst,) = make(vcpus=1, memory_mb=64, affinity="floating")
+    big = inst.exec([PY, "-c", "b = bytearray(400 << 20); print(len(b))"], check=False, timeout=60)
+    assert big.exit_code == 137 and big.oom_killed, big.describe()
+    assert "OOM" in big.describe()
+    # a SIGKILL that is not the OOM killer's is not reported as one
+    other = inst.exec("kill -KILL $$", check=False, timeout=30)
+    assert other.exit_code == 137 and not other.oom_killed
+
+
+@pytest.mark.root
+def test_instances_have_no_network_but_loopback(make):
+    import socket
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(1)
+    port = listener.getsockname()[1]
+    try:
+        (inst,) = make(vcpus=1, memory_mb=64, affinity="floating")
+        ifaces = inst.exec("cat /proc/net/dev").stdout.splitlines()[2:]
+        assert [i.split(":")[0].strip() for i in ifaces] == ["lo"]
+        probe = (f"import socket; s = socket.socket(); s.settimeout(3); "
+                 f"print(s.connect_ex(('127.0.0.1', {port})))")
+        assert inst.exec([PY, "-c", probe]).stdout.strip() != "0"   # the host's listener is out of reach
+        # loopback inside the instance works (servers and clients of one benchmark)
+        both = ("import socket; a = socket.socket(); a.bind(('127.0.0.1', 0)); a.listen(1); "
+                "b = socket.socket(); print(b.connect_ex(a.getsockname()))")
+        assert inst.exec([PY, "-c", both]).stdout.strip() == "0"
+    finally:
+        listener.close()
+
+
+@pytest.mark.root
+def test_cleanup_matches_only_its_own_campaign(backend):
+    mine = backend.provision(InstanceSpec(memory_mb=64), prefix="labkit-test-local-x--")
+    other = backend.provision(InstanceSpec(memory_mb=64), prefix="labkit-test-local-x-2--")
+    try:
+        other[0].exec("sleep 60 >/dev/null 2>&1 &")
+        assert backend.cleanup("labkit-test-local-x--") == [mine[0].name]
+        assert pids(other[0]) and other[0].exec("echo here").stdout == "here\n"
+    finally:
+        teardown(mine + other)
+
+
+def test_workroot_owned_by_someone_else_is_refused(tmp_path):
+    from labkit.backends.local import private_dir
+    from labkit.errors import ConfigError
+    theirs = tmp_path / "theirs"
+    theirs.mkdir(mode=0o700)
+    os.chown(theirs, 65534, 65534)   # nobody
+    with pytest.raises(ConfigError, match="owned by uid 65534"):
+        private_dir(str(theirs))
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)
+    with pytest.raises(ConfigError, match="writable by group or others"):
+        private_dir(str(shared))
+    with pytest.raises(ConfigError, match="can be changed by another user"):
+        private_dir(str(shared / "sub"))
+    made = private_dir(str(tmp_path / "new" / "root"))
+    assert (os.stat(made).st_mode & 0o777) == 0o700 and os.stat(made).st_uid == os.geteuid()
 
 
 @pytest.mark.root
@@ -152,9 +227,9 @@ def test_put_and_workdir(make, tmp_path):
 def test_teardown_kills_processes_and_removes_cgroup(backend):
     (inst,) = backend.provision(InstanceSpec(memory_mb=64), prefix="labkit-test-local")
     inst.exec("sleep 60 >/dev/null 2>&1 & echo started")
-    assert backend.driver.pids(inst.name)
+    assert pids(inst)
     inst.destroy()
-    assert not backend.driver.exists(inst.name)
+    assert not any(Path(d).exists() for d in backend.driver.dirs(inst.name))
     assert not Path(inst.workdir).exists()
     inst.destroy()  # idempotent
 
@@ -174,43 +249,3 @@ def test_unenforced_limits_are_refused_unless_allowed(monkeypatch):
         assert res.stdout.strip() == str([sorted(os.sched_getaffinity(0))[0]])  # taskset still pins
     finally:
         inst.destroy()
-
-
-def test_cgroup_v2_layout(tmp_path):
-    """The v2 driver writes the unified hierarchy's files (exercised on a directory laid out like one)."""
-    root = tmp_path / "cg"
-    root.mkdir()
-    (root / "cgroup.controllers").write_text("cpuset cpu io memory pids\n")
-    (root / "cgroup.subtree_control").write_text("")
-    (root / "cpuset.cpus.effective").write_text("0-3\n")
-    drv = cgroups.CgroupV2(root)
-    drv.check_writable()
-    assert drv.available_cpus() == [0, 1, 2, 3]
-    drv.create("labkit-x", [1, 2], None, 256)
-    assert (root / "labkit-x" / "cpuset.cpus").read_text() == "1,2"
-    assert (root / "labkit-x" / "cpu.max").read_text() == "max 100000"
-    assert (root / "labkit-x" / "memory.max").read_text() == str(256 * 2**20)
-    drv.create("labkit-y", [0, 1, 2, 3], 2, 128)
-    assert (root / "labkit-y" / "cpu.max").read_text() == "200000 100000"
-    assert drv.procs_files("labkit-y") == [str(root / "labkit-y" / "cgroup.procs")]
-
-
-def test_cgroup_detection_from_mounts(tmp_path):
-    v2 = tmp_path / "unified"
-    v2.mkdir()
-    (v2 / "cgroup.controllers").write_text("cpuset cpu memory\n")
-    mounts = tmp_path / "mounts"
-    mounts.write_text(f"cgroup2 {v2} cgroup2 rw,nosuid 0 0\n")
-    assert isinstance(cgroups.detect(str(mounts)), cgroups.CgroupV2)
-    mounts.write_text("cgroup /a cgroup rw,cpuset 0 0\ncgroup /b cgroup rw,cpu,cpuacct 0 0\n"
-                      "cgroup /c cgroup rw,memory 0 0\n")
-    drv = cgroups.detect(str(mounts))
-    assert isinstance(drv, cgroups.CgroupV1) and str(drv.roots["cpu"]) == "/b"
-    mounts.write_text("")
-    with pytest.raises(BackendUnavailable, match="enforce_limits=False"):
-        cgroups.detect(str(mounts))
-
-
-def test_cpulist_parsing():
-    assert cgroups.parse_cpulist("0-2,4,6-7\n") == [0, 1, 2, 4, 6, 7]
-    assert cgroups.format_cpulist([3, 1, 1]) == "1,3"
