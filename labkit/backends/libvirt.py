@@ -43,6 +43,8 @@ DEFAULT_URI = "qemu:///system"
 POOL_NAME = "labkit"
 POOL_PATH = "/var/lib/libvirt/images/labkit"
 DOMAIN_TYPES = ("auto", "kvm", "qemu", "xen")
+#: The Debian cloud kernel and its initrd panic while unpacking in less (96 MiB fails)
+MIN_MEMORY_MB = 128
 
 
 def _fmt_version(v: int) -> str:
@@ -271,6 +273,9 @@ class LibvirtBackend(Backend):
 
     def _boot(self, spec, name, index, cpus, dtype) -> LibvirtInstance:
         """Overlay + transient domain started (not yet waited for)."""
+        if spec.memory_mb < MIN_MEMORY_MB:
+            raise ConfigError(f"libvirt: memory_mb={spec.memory_mb} is too small for a VM; the guest "
+                              f"kernel and initrd need at least {MIN_MEMORY_MB} MiB")
         img = self.image_info()
         t0 = time.monotonic()
         overlay = self.pool.overlay(name, img)
@@ -342,15 +347,15 @@ class LibvirtBackend(Backend):
         return self.pool.volumes(check_prefix(prefix))
 
     def cleanup(self, prefix: str) -> list[str]:
-        """Remove the domains, overlays and console logs named ``prefix*``; returns their names.
+        """Remove the domains, overlays and console logs named ``prefix*``; returns the instance names.
 
         Domains die with their connection (AUTODESTROY), so usually only files remain.
         """
-        removed = []
+        removed = set()
         for name in self.list_labkit(prefix):
             self._remove_domain(name)
-            removed.append(name)
-        for name in self.list_overlays(prefix):
-            self.pool.remove(name)
-            removed.append(name)
-        return removed
+            removed.add(name)
+        for volume in self.list_overlays(prefix):
+            self.pool.remove(volume)
+            removed.add(volume.split(".", 1)[0])   # labkit names hold no dot
+        return sorted(removed)

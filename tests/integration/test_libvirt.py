@@ -287,7 +287,7 @@ class TestLibvirt:
             assert set(backend.list_overlays(mine)) == {
                 f"{n}{ext}" for n in (left, live[0].name) for ext in (".qcow2", ".console.log")}
             removed = backend.cleanup(mine)
-            assert sorted(removed) == sorted([live[0].name, *backend_files(left, live[0].name)])
+            assert removed == sorted([left, live[0].name])
             assert backend.list_labkit(mine) == [] and backend.list_overlays(mine) == []
             # the other campaign is untouched and still runs
             assert backend.list_labkit(other) == [live[1].name] and live[1]._alive()

@@ -80,7 +80,7 @@ def test_cleanup_over_qemu_ssh_removes_exactly_its_prefix(remote):
         assert be.list_labkit(mine) == [made[0].name] and be.list_labkit(other) == [made[1].name]
         files = [f"{made[0].name}{ext}" for ext in (".console.log", ".qcow2")]
         assert be.list_overlays(mine) == files
-        assert sorted(be.cleanup(mine)) == sorted([made[0].name, *files])
+        assert be.cleanup(mine) == [made[0].name]
         assert local.list_labkit(mine) == [] and local.list_overlays(mine) == []
         assert local.list_labkit(other) == [made[1].name] and made[1]._alive()
     finally:
