@@ -27,6 +27,8 @@ if [ ! -e "$policy" ]; then
 fi
 # shellcheck disable=SC2086
 apt_install_missing $pkgs
+# hyperfine: the host reference of benchmarks/bench_noise.py
+apt_install_missing hyperfine
 for tool in sysbench ab /usr/sbin/apache2 stress-ng fio iperf3; do
   command -v "$tool" >/dev/null || { echo "setup-tools.sh: $tool missing after install" >&2; exit 1; }
 done

@@ -11,8 +11,19 @@ Mapping of an :class:`~labkit.instance.InstanceSpec` (DESIGN.md, "Instances")::
     network    no profile, no NIC: the only device is the root disk on the storage pool
 
 The container's init is ``sleep infinity`` (the image has no init system, and
-none is needed). Commands run through the exec API with ``record-output``
-under ``timeout -s KILL`` (coreutils) so a timeout really kills them.
+none is needed). Each command runs through pylxd's ``Instance.execute`` on a
+thread, as its own session (:mod:`._container`), so ``_wait`` can time out and
+``_kill`` can SIGKILL the session from a second exec. OOM kills are read on the
+host from the container's memory cgroup (LXD's socket is local), since an
+unprivileged container does not see it.
+
+Names: LXD instance names are host names, so ``_`` is refused (a campaign id
+with ``_`` cannot run on LXD: a ConfigError says so). Mapping ``_`` to ``-``
+would let campaign ``a-b``'s cleanup remove campaign ``a_b``'s instances.
+
+The root disk lives on the default profile's pool (the set-up makes a btrfs pool
+on a loop file: instances are snapshots of the image, not copies); its driver is
+in the fingerprint.
 
 >>> be = get_backend("lxd")            # image alias labkit-debian-12 by default
 """
@@ -22,12 +33,20 @@ import os
 import secrets
 import time
 from pathlib import Path
-from urllib.parse import quote, urlparse
 
 from ..errors import BackendError, BackendUnavailable, ConfigError
 from ..instance import InstanceSpec
-from .base import NAME_PREFIX, Backend, Instance, RawResult, log
-from .docker import check_cpus, timeout_argv, was_timed_out
+from ._container import CleanupByName, SessionExec, oom_kill_count
+from .base import (
+    NAME_PREFIX,
+    Backend,
+    Instance,
+    RawResult,
+    check_cpus,
+    check_name,
+    check_prefix,
+    log,
+)
 
 DEFAULT_IMAGE = "labkit-debian-12"
 #: the container's init: the image has no init system, and none is needed
@@ -35,6 +54,7 @@ INIT_CMD = "/bin/sleep infinity"
 START_HINT = ("start it with `lxd --group root > /var/log/labkit-lxd.log 2>&1 &` then "
               "`lxd waitready` and, the first time, `lxd init --preseed` (a dir pool, no network); "
               "or `systemctl start lxd`; or run `bash scripts/setup-containers.sh`")
+CGROUP_ROOT = "/sys/fs/cgroup"
 
 
 def _sdk():
@@ -54,6 +74,15 @@ def default_socket() -> str:
         if os.path.exists(path):
             return path
     return "/var/lib/lxd/unix.socket"
+
+
+def lxd_prefix(prefix: str) -> str:
+    """``prefix`` if LXD can hold names starting with it; ConfigError for ``_`` (see the module doc)."""
+    check_prefix(prefix)
+    if "_" in prefix:
+        raise ConfigError(f"LXD instance names cannot contain '_' (they are host names): {prefix!r}; "
+                          "use a campaign id without '_' to run on lxd")
+    return prefix
 
 
 def cpu_set(cpus) -> str:
@@ -84,47 +113,77 @@ def instance_config(spec: InstanceSpec, cpus, host_cpus: int) -> tuple[dict, dic
     return config, meta
 
 
-class LxdInstance(Instance):
-    def _exec(self, argv, timeout, env) -> RawResult:
-        be: LxdBackend = self.backend
-        wrapped = timeout_argv(argv, timeout)
-        body = {"command": wrapped, "environment": {str(k): str(v) for k, v in (env or {}).items()}, "wait-for-websocket": False,
-                "interactive": False, "record-output": True}
-        t0 = time.monotonic()
-        op = be._call("post", f"instances/{self.name}/exec", json=body)
+def memory_cgroup_file(proc_cgroup: str, name: str) -> str | None:
+    """The host path of the OOM counter of container ``name``, from its init's /proc/<pid>/cgroup.
+
+    cgroup v1: ``<root>/memory/<path>/memory.oom_control``; v2: ``<root>/<path>/memory.events``.
+    The path is cut at ``lxc.payload.<name>``: processes of exec land there too.
+    """
+    v1 = v2 = None
+    for line in proc_cgroup.splitlines():
+        _, controllers, path = line.split(":", 2)
+        if "memory" in controllers.split(","):
+            v1 = path
+        elif controllers == "":
+            v2 = path
+    path = v1 if v1 is not None else v2
+    if path is None:
+        return None
+    payload = f"lxc.payload.{name}"
+    if payload in path:
+        path = path[:path.index(payload) + len(payload)]
+    if v1 is not None:
+        return f"{CGROUP_ROOT}/memory{path}/memory.oom_control"
+    return f"{CGROUP_ROOT}{path}/memory.events"
+
+
+class LxdInstance(SessionExec, Instance):
+    def __init__(self, backend: LxdBackend, name, spec, index, cpus, model):
+        super().__init__(backend, name, spec, index, cpus)
+        self.model = model  # pylxd's Instance
+
+    def _run(self, argv, env) -> RawResult:
         try:
-            meta = be._wait(op, what=f"exec in {self.name}")
-        except BackendError as exc:
-            if "command not found" in str(exc).lower():  # as a shell would report it
-                return RawResult(127, "", f"{wrapped[0]}: command not found\n")
-            raise
-        elapsed = time.monotonic() - t0
-        inner = meta.get("metadata") or {}
-        code = inner.get("return", -1)
-        output = inner.get("output") or {}
-        stdout = be._read_log(output.get("1") or output.get(1))
-        stderr = be._read_log(output.get("2") or output.get(2))
-        return RawResult(int(code), stdout, stderr, was_timed_out(int(code), elapsed, timeout))
+            res = self.model.execute(argv, environment=env or {})
+        except _sdk().exceptions.LXDAPIException as exc:
+            if "command not found" not in str(exc).lower():
+                raise BackendError(f"LXD exec in {self.name} failed: {exc}") from exc
+            # LXD fails an exec that exits 127 (a shell's "command not found") and drops its output
+            return RawResult(127, "", "command not found (exit status 127; LXD drops the output)\n")
+        return RawResult(int(res.exit_code), res.stdout, res.stderr)
+
+    def _run_quick(self, argv) -> str:
+        try:
+            return self.model.execute(argv).stdout
+        except _sdk().exceptions.NotFound:
+            return ""  # the instance is gone, and its processes with it
+        except _sdk().exceptions.LXDAPIException as exc:
+            raise BackendError(f"LXD: {argv[:2]} in {self.name} failed: {exc}") from exc
+
+    def _oom_kills(self) -> int | None:
+        pid = self.model.state().pid
+        path = memory_cgroup_file(Path(f"/proc/{pid}/cgroup").read_text(), self.name)
+        return None if path is None else oom_kill_count(Path(path).read_text())
 
     def put(self, local_path, remote_path, mode=0o755):
-        be: LxdBackend = self.backend
-        directory = os.path.dirname(remote_path) or "/"
+        api_error = _sdk().exceptions.LXDAPIException
         data = Path(local_path).read_bytes()
-        headers = {"X-LXD-type": "file", "X-LXD-mode": f"{mode:04o}", "X-LXD-uid": "0",
-                   "X-LXD-gid": "0", "X-LXD-write": "overwrite"}
-        path = f"instances/{self.name}/files"
         try:
-            be._call("post", path, params={"path": remote_path}, data=data, headers=headers)
-        except (BackendError, _sdk().exceptions.NotFound):  # the directory does not exist yet
-            self.exec(["mkdir", "-p", directory], timeout=30)
-            be._call("post", path, params={"path": remote_path}, data=data, headers=headers)
+            self.model.files.put(remote_path, data, mode=mode, uid=0, gid=0)
+            return
+        except api_error:  # most likely its directory does not exist yet
+            self.exec(["mkdir", "-p", os.path.dirname(remote_path) or "/"], timeout=30)
+        try:
+            self.model.files.put(remote_path, data, mode=mode, uid=0, gid=0)
+        except api_error as exc:
+            raise BackendError(f"copying {local_path} to {self.name}:{remote_path} failed: {exc}") from exc
 
     def _destroy(self):
         self.backend.remove(self.name)
 
 
-class LxdBackend(Backend):
-    """System containers through LXD's API (pylxd's client on the unix socket).
+class LxdBackend(CleanupByName, Backend):
+    """System containers through pylxd's models on LXD's unix socket.
 
     Options: ``image`` (alias, default ``labkit-debian-12``), ``socket`` (default
     ``$LXD_DIR/unix.socket`` or ``/var/lib/lxd/unix.socket``), ``pool`` (storage pool
@@ -133,21 +192,17 @@ class LxdBackend(Backend):
     """
 
     name = "lxd"
+    OPTIONS = ("image", "socket", "pool", "privileged")
 
-    def __init__(self, image: str | None = None, socket: str | None = None,
-                 pool: str | None = None, privileged: bool = False, **options):
-        if options:
-            raise ConfigError(f"lxd backend: unknown option(s) {', '.join(sorted(options))}; "
-                              "allowed: image, socket, pool, privileged")
-        super().__init__(image=image, socket=socket, pool=pool, privileged=privileged)
-        self.image = image or DEFAULT_IMAGE
-        self.socket = socket or default_socket()
-        self.pool = pool
-        self.privileged = bool(privileged)
+    def __init__(self, **options):
+        super().__init__(**options)
+        self.image = options.get("image") or DEFAULT_IMAGE
+        self.socket = options.get("socket") or default_socket()
+        self.pool = options.get("pool")
+        self.privileged = bool(options.get("privileged", False))
         self._client = None
         self._host_cpus = None
 
-    # -- connection and raw API --------------------------------------------------
     @property
     def client(self):
         if self._client is None:
@@ -162,90 +217,50 @@ class LxdBackend(Backend):
                 ) from exc
         return self._client
 
-    def _node(self, path: str):
-        node = self.client.api
-        for part in path.strip("/").split("/"):
-            node = node[part]
-        return node
-
-    def _call(self, method: str, path: str, **kw):
-        """One API request; returns the parsed JSON (or the response for raw reads)."""
-        pylxd = _sdk()
-        raw = kw.pop("raw", False)
-        try:
-            resp = getattr(self._node(path), method)(**kw)
-        except pylxd.exceptions.NotFound:
-            raise
-        except pylxd.exceptions.LXDAPIException as exc:
-            raise BackendError(f"LXD {method.upper()} /1.0/{path} failed: {exc}") from exc
-        except Exception as exc:
-            raise BackendError(f"LXD {method.upper()} /1.0/{path} failed "
-                               f"({type(exc).__name__}: {exc})") from exc
-        if raw:
-            return resp
-        try:
-            return resp.json()
-        except ValueError:
-            return {}
-
-    def _wait(self, response: dict, what: str) -> dict:
-        """Wait for the async operation of ``response``; return its final state."""
-        op = response.get("operation")
-        if not op:
-            return response.get("metadata") or {}
-        op_id = urlparse(op).path.rstrip("/").rsplit("/", 1)[-1]
-        state = self._call("get", f"operations/{op_id}/wait").get("metadata") or {}
-        if state.get("status_code", 200) >= 400 or state.get("status") == "Failure":
-            raise BackendError(f"LXD {what} failed: {state.get('err') or state}")
-        return state
-
-    def _read_log(self, url: str | None) -> str:
-        if not url:
-            return ""
-        path = urlparse(url).path
-        if path.startswith("/1.0/"):
-            path = path[len("/1.0/"):]
-        resp = self._call("get", path, raw=True, is_api=False)
-        return resp.content.decode("utf-8", "replace")
-
     # -- hooks -------------------------------------------------------------------
     def check(self) -> None:
         pylxd = _sdk()
-        client = self.client
         try:
-            client.api.images.aliases[self.image].get()
+            self.client.images.get_by_alias(self.image)
         except pylxd.exceptions.NotFound as exc:
             hint = ("build it with: labkit images build --only lxd"
                     if self.image.startswith("labkit-") else "import it first (lxc image import)")
             raise BackendUnavailable(f"LXD image alias {self.image!r} is missing; {hint}") from exc
+        except pylxd.exceptions.LXDAPIException as exc:
+            raise BackendUnavailable(f"LXD image alias {self.image!r} cannot be read: {exc}") from exc
         self._pool()
 
     def _pool(self) -> str:
+        """The storage pool for root disks: the option, else the default profile's, else the first."""
         if self.pool:
             return self.pool
+        pylxd = _sdk()
         try:
-            dev = self._call("get", "profiles/default")["metadata"]["devices"].get("root") or {}
-            if dev.get("pool"):
-                self.pool = dev["pool"]
-                return self.pool
-        except (BackendError, KeyError, TypeError):
-            pass
-        pools = self._call("get", "storage-pools").get("metadata") or []
-        if not pools:
-            raise BackendUnavailable("LXD has no storage pool; create one with `lxd init --preseed` "
-                                     "(a dir pool) or run `bash scripts/setup-containers.sh`")
-        self.pool = pools[0].rstrip("/").rsplit("/", 1)[-1]
+            root = self.client.profiles.get("default").devices.get("root") or {}
+            pools = [p.name for p in self.client.storage_pools.all()]
+        except pylxd.exceptions.LXDAPIException as exc:
+            raise BackendError(f"LXD: reading the storage pools failed: {exc}") from exc
+        if root.get("pool") in pools:
+            self.pool = root["pool"]
+        elif pools:
+            self.pool = pools[0]
+        else:
+            raise BackendUnavailable("LXD has no storage pool; run `bash scripts/setup-containers.sh` "
+                                     "(a btrfs pool, a dir pool as fallback)")
         return self.pool
 
     def host_cpus(self) -> int:
         if self._host_cpus is None:
-            res = self._call("get", "resources").get("metadata") or {}
+            try:
+                res = self.client.resources
+            except _sdk().exceptions.LXDAPIException as exc:
+                raise BackendError(f"LXD: reading the host's resources failed: {exc}") from exc
             self._host_cpus = int((res.get("cpu") or {}).get("total") or os.cpu_count() or 1)
         return self._host_cpus
 
     def _create(self, spec: InstanceSpec, name: str, index: int, cpus) -> LxdInstance:
-        if not name.startswith(NAME_PREFIX):
-            raise ConfigError(f"instance name {name!r} must start with {NAME_PREFIX!r}")
+        pylxd = _sdk()
+        lxd_prefix(check_name(name))
         check_cpus(cpus, self.host_cpus())
         config, meta = instance_config(spec, cpus, self.host_cpus())
         # proof of ownership: after a failure, only an instance carrying it is removed
@@ -253,47 +268,36 @@ class LxdBackend(Backend):
         config["user.labkit.token"] = token
         if self.privileged:
             config["security.privileged"] = "true"
+        pool = self._pool()
         body = {"name": name, "type": "container",
                 "source": {"type": "image", "alias": self.image},
-                "profiles": [],
-                "devices": {"root": {"type": "disk", "path": "/", "pool": self._pool()}},
+                "profiles": [], "devices": {"root": {"type": "disk", "path": "/", "pool": pool}},
                 "config": config, "ephemeral": False}
-        pylxd = _sdk()
         try:
-            op = self._call("post", "instances", json=body)
-        except (pylxd.exceptions.NotFound, BackendError) as exc:
-            # refused before anything was made (e.g. the name exists: someone else's, left alone)
-            if "not found" in str(exc).lower() and "image" in str(exc).lower():
-                raise BackendUnavailable(f"LXD image alias {self.image!r} is missing; build it "
-                                         "with: labkit images build --only lxd") from exc
-            raise
-        try:
-            self._wait(op, what=f"creating {name}")
-            self._wait(self._call("put", f"instances/{name}/state",
-                                  json={"action": "start", "timeout": 60}),
-                       what=f"starting {name}")
-        except BaseException:
-            self._remove_if_ours(name, token)
-            raise
-        inst = LxdInstance(self, name, spec, index, cpus)
-        inst.metadata.update(meta, image=self.image, config=config)
-        try:
+            model = self.client.instances.create(body, wait=True)
+            model.start(wait=True)
+            inst = LxdInstance(self, name, spec, index, cpus, model)
             # no NIC, but loopback must be up for servers and clients inside (apache + ab, iperf3)
             inst.exec(["ip", "link", "set", "lo", "up"], timeout=30)
-        except BaseException:
+        except BaseException as exc:
             self._remove_if_ours(name, token)
+            if isinstance(exc, pylxd.exceptions.LXDAPIException):
+                if "image" in str(exc).lower() and "not found" in str(exc).lower():
+                    raise BackendUnavailable(f"LXD image alias {self.image!r} is missing; build it "
+                                             "with: labkit images build --only lxd") from exc
+                raise BackendError(f"LXD: creating {name} failed: {exc}") from exc
             raise
+        inst.metadata.update(meta, image=self.image, config=config, pool=pool)
         return inst
 
     def _remove_if_ours(self, name: str, token: str) -> None:
         """Remove ``name`` after a failed create/start, unless it is someone else's
         (LXD reports a name clash only once the create operation runs)."""
         try:
-            cfg = (self._call("get", f"instances/{name}").get("metadata") or {}).get("config") or {}
-            if cfg.get("user.labkit.token") == token:
+            if self.client.instances.get(name).config.get("user.labkit.token") == token:
                 self.remove(name)
         except Exception as exc:  # gone already, or LXD unreachable: nothing more to do here
-            if "not found" not in str(exc).lower():
+            if not isinstance(exc, _sdk().exceptions.NotFound):
                 log.error("could not remove %s after a failed start: %s", name, exc)
 
     def remove(self, name: str, *, patience_s: float = 30.0) -> None:
@@ -306,28 +310,32 @@ class LxdBackend(Backend):
         deadline = time.monotonic() + patience_s
         while True:
             try:
-                state = self._call("get", f"instances/{name}/state").get("metadata") or {}
-                if state.get("status_code") != 102:  # 102 = Stopped
-                    self._wait(self._call("put", f"instances/{name}/state",
-                                          json={"action": "stop", "force": True, "timeout": 30}),
-                               what=f"stopping {name}")
-                self._wait(self._call("delete", f"instances/{name}"), what=f"deleting {name}")
+                model = self.client.instances.get(name)
+                if model.status != "Stopped":
+                    model.stop(force=True, wait=True)
+                model.delete(wait=True)
                 return
             except pylxd.exceptions.NotFound:
                 return
-            except BackendError as exc:
+            except pylxd.exceptions.LXDAPIException as exc:
                 if "busy" not in str(exc).lower() or time.monotonic() > deadline:
-                    raise
+                    raise BackendError(f"LXD: removing {name} failed: {exc}") from exc
                 time.sleep(0.3)
 
     def fingerprint(self) -> dict:
         env = self.client.host_info.get("environment", {})
+        pool = self._pool()
+        try:
+            driver = self.client.storage_pools.get(pool).driver
+        except _sdk().exceptions.LXDAPIException:
+            driver = None
         return {
             "backend": self.name,
             "lxd_version": env.get("server_version"),
             "lxc_version": (env.get("driver_version") or "").split("|")[0].strip() or None,
-            "storage_driver": env.get("storage"),
-            "storage_driver_version": env.get("storage_version"),
+            "storage_pool": pool,
+            "storage_driver": driver,
+            "storage_drivers_available": env.get("storage"),
             "cgroup_version": _cgroup_version(),
             "kernel": env.get("kernel_version"),
             "image": self.image,
@@ -336,16 +344,19 @@ class LxdBackend(Backend):
 
     def _image_fingerprint(self):
         try:
-            return self._call("get", f"images/aliases/{quote(self.image)}")["metadata"]["target"]
+            return self.client.images.get_by_alias(self.image).fingerprint
         except Exception:
             return None
 
     # -- housekeeping ------------------------------------------------------------
-    def list_labkit(self) -> list[str]:
-        """Names of every instance whose name starts with ``labkit-``."""
-        urls = self._call("get", "instances").get("metadata") or []
-        names = [u.rstrip("/").rsplit("/", 1)[-1] for u in urls]
-        return [n for n in names if n.startswith(NAME_PREFIX)]
+    def list_labkit(self, prefix: str = NAME_PREFIX) -> list[str]:
+        """Names of every instance (any state) whose name starts with ``prefix``."""
+        lxd_prefix(prefix)
+        try:
+            names = [m.name for m in self.client.instances.all()]
+        except _sdk().exceptions.LXDAPIException as exc:
+            raise BackendError(f"LXD: listing instances failed: {exc}") from exc
+        return sorted(n for n in names if n.startswith(prefix))
 
     def close(self) -> None:
         if self._client is not None:
@@ -357,4 +368,4 @@ class LxdBackend(Backend):
 
 
 def _cgroup_version() -> int:
-    return 2 if os.path.exists("/sys/fs/cgroup/cgroup.controllers") else 1
+    return 2 if os.path.exists(f"{CGROUP_ROOT}/cgroup.controllers") else 1

@@ -8,6 +8,15 @@
   :func:`oneway_anova`, :func:`tukey_hsd`.
 * Tests: :func:`ttest`, :func:`ttest_by`, :func:`shapiro`, :func:`shapiro_by`.
 * Description: :func:`summarize` (per-configuration mean and CI).
+* When assumptions fail: :func:`levene` (Brown-Forsythe), :func:`welch_anova`,
+  :func:`games_howell`, :func:`mann_whitney`, :func:`brunner_munzel`,
+  :func:`kruskal`, :func:`dunn`, :func:`art_anova` (aligned rank transform),
+  :func:`boxcox`; :func:`compare_groups` checks and chooses.
+* Intervals by run: :func:`bootstrap_ci` (resamples whole runs), :func:`ratio_ci`
+  (ratio of means, e.g. overhead of A over B: Fieller or bootstrap).
+* Cost: :func:`cost_efficiency` (executions per hour per price per hour).
+* Families of tests: :func:`adjust_p`, :func:`correct` (Holm, Bonferroni, BH).
+* Effect sizes: :func:`hedges_g`, :func:`effect_sizes` (omega², partial eta² with CI).
 
 Conventions (DESIGN.md, "Statistics conventions"): two-level factors coded
 -1/+1, terms named ``"A:B"`` in Yates order, q and effect = 2q, SS_x = 2^k·r·q²,
@@ -16,12 +25,25 @@ validates its input and raises :class:`labkit.errors.ConfigError` naming the
 argument or column at fault.
 """
 from .anova import anova, oneway_anova, tukey_hsd
+from .art import art_aligned, art_anova
+from .bootstrap import FewRunsWarning, bootstrap_ci, ratio_ci
+from .choose import Choice, compare_groups
+from .cost import cost_efficiency
 from .diagnostics import Diagnostics, factorial_diagnostics
 from .factorial import factorial_effects, factorial_residuals, yates_terms
 from .inference import shapiro, shapiro_by, ttest, ttest_by
+from .effectsize import effect_sizes, hedges_g
 from .lenth import LenthResult, lenth
+from .multitest import adjust_p, correct
+from .robust import (brunner_munzel, dunn, games_howell, kruskal, levene, mann_whitney,
+                     welch_anova)
 from .summary import summarize
+from .transform import boxcox, boxcox_transform
 
-__all__ = ["Diagnostics", "LenthResult", "anova", "factorial_diagnostics", "factorial_effects",
-           "factorial_residuals", "lenth", "oneway_anova", "shapiro", "shapiro_by",
-           "summarize", "ttest", "ttest_by", "tukey_hsd", "yates_terms"]
+__all__ = ["Choice", "Diagnostics", "FewRunsWarning", "LenthResult", "adjust_p", "anova",
+           "art_aligned", "art_anova", "bootstrap_ci", "boxcox", "boxcox_transform",
+           "brunner_munzel", "compare_groups", "correct", "cost_efficiency", "dunn",
+           "effect_sizes", "factorial_diagnostics", "factorial_effects", "factorial_residuals",
+           "games_howell", "hedges_g", "kruskal", "lenth", "levene", "mann_whitney",
+           "oneway_anova", "ratio_ci", "shapiro", "shapiro_by", "summarize", "ttest",
+           "ttest_by", "tukey_hsd", "welch_anova", "yates_terms"]

@@ -171,3 +171,35 @@ def two_levels(col: pd.Series, explicit=None, *, arg: str = "levels", hint: str 
 def scalar(x):
     """numpy scalars as plain Python values (for readable attrs and labels)."""
     return x.item() if isinstance(x, np.generic) else x
+
+
+def groups(data, response: str, factor: str, *, min_groups: int = 2) -> tuple[list, list]:
+    """``(levels, samples)``: the response of each level of ``factor``, levels in analysis order."""
+    data = frame(data)
+    if not isinstance(factor, str):
+        raise ConfigError(f"factor must be one column name, got {factor!r}")
+    columns(data, [factor], "factor")
+    if response == factor:
+        raise ConfigError(f"response {response!r} is also the factor")
+    no_missing(data, [factor], "factor")
+    y = _response_column(data, response)
+    levels = level_order(data[factor])
+    if len(levels) < min_groups:
+        raise ConfigError(f"factor {factor!r} has {len(levels)} level(s) in the data; "
+                          f"at least {min_groups} are needed")
+    col = data[factor].to_numpy()
+    return levels, [y[col == lv] for lv in levels]
+
+
+def sample(x, arg: str) -> np.ndarray:
+    """A 1-d float array of finite numbers."""
+    try:
+        a = np.asarray(x, dtype=float).ravel()
+    except (TypeError, ValueError) as e:
+        raise ConfigError(f"{arg} must be a sequence of numbers") from e
+    if not np.all(np.isfinite(a)):
+        raise ConfigError(f"{arg} has {int((~np.isfinite(a)).sum())} missing or infinite value(s)")
+    return a
+
+
+_response_column = response   # groups() has a parameter of that name

@@ -1,16 +1,25 @@
 """ANOVA for designs the 2^k sign table cannot handle: multi-level factors, unbalanced data.
 
-n-way tables come from statsmodels (``ols`` + ``anova_lm``); one-way ANOVA and
-Tukey's HSD from statsmodels too. Columns are renamed to labkit's tidy names.
+n-way tables come from statsmodels (``ols`` + ``anova_lm``) fitted to the
+centered response; one-way ANOVA is computed here by compensated summation
+(NIST StRD exact to what float64 inputs allow); Tukey's HSD from statsmodels.
+Columns are renamed to labkit's tidy names. Degenerate data (a constant
+response, no residual variation) give NaN F and p and say why in
+``table.attrs["note"]``, never numbers made of rounding noise.
 """
 from __future__ import annotations
 
 from collections.abc import Sequence
 
+import math
+import warnings
+
 import numpy as np
 import pandas as pd
+from scipy import stats as sps
 
 from ..errors import ConfigError
+from . import _numeric as num
 from . import _validate as v
 
 __all__ = ["anova", "oneway_anova", "tukey_hsd"]
@@ -22,7 +31,9 @@ def _model_frame(data, response, factors):
     """A copy with safe column names (patsy-proof) and the mapping back."""
     safe = {f: f"f{i}" for i, f in enumerate(factors)}
     frame = pd.DataFrame({safe[f]: data[f].to_numpy() for f in factors})
-    frame["y"] = v.response(data, response)
+    # centered: the SS are invariant to a shift, and a large constant part
+    # (1e12 + 0.x) would otherwise swamp the fit's arithmetic
+    frame["y"] = num.centered(v.response(data, response))
     return frame, {s: f for f, s in safe.items()}
 
 
@@ -39,6 +50,9 @@ def anova(data: pd.DataFrame, response: str, factors: Sequence[str], typ: int = 
     Returns one row per term (factor names joined with ``":"``) and an
     ``error`` row, with columns ``term, df, ss, ms, F, p``, ``eta_sq``
     (ss/SST, SST = Σ(y - ȳ)²) and ``partial_eta_sq`` (ss/(ss + SSE)).
+    ``table.attrs``: ``response, factors, typ, sst, n, df_error`` and
+    ``note`` ("" or why F and p are NaN: a constant response, or residuals
+    that are zero to rounding, i.e. SSE < 1e-12·SST).
     """
     from statsmodels.formula.api import ols
     from statsmodels.stats.anova import anova_lm
@@ -65,7 +79,10 @@ def anova(data: pd.DataFrame, response: str, factors: Sequence[str], typ: int = 
             f"no residual degrees of freedom: the model has {int(model.df_model) + 1} parameters "
             f"for {len(frame)} observations; replicate the design, or use "
             f"interactions=False, or for an unreplicated 2^k design factorial_effects() + lenth()")
-    res = anova_lm(model, typ=typ)
+    with warnings.catch_warnings():
+        if np.ptp(frame["y"].to_numpy()) == 0:   # NaN F below; statsmodels warns about it
+            warnings.simplefilter("ignore")
+        res = anova_lm(model, typ=typ)
     res = res.drop(index=[i for i in res.index if i == "Intercept"])
 
     def term(name: str) -> str:
@@ -81,26 +98,89 @@ def anova(data: pd.DataFrame, response: str, factors: Sequence[str], typ: int = 
     out["F"] = res["F"].to_numpy(float)
     out["p"] = res["PR(>F)"].to_numpy(float)
     y = frame["y"].to_numpy()
-    sst = float(np.sum((y - y.mean()) ** 2))
-    sse = float(out.loc[out["term"] == "error", "ss"].iloc[0])
-    with np.errstate(divide="ignore", invalid="ignore"):
-        out["eta_sq"] = out["ss"] / sst
-        out["partial_eta_sq"] = out["ss"] / (out["ss"] + sse)
-    out.loc[out["term"] == "error", "partial_eta_sq"] = np.nan
+    sst = num.ss(y)
+    err = out["term"] == "error"
+    sse = float(out.loc[err, "ss"].iloc[0])
+    note = _degenerate(y, sst, sse)
+    if note:
+        if sst == 0:
+            out["ss"] = 0.0
+        out.loc[err, "ss"] = 0.0
+        out["ms"] = out["ss"] / out["df"]
+        sse = 0.0
+    _finish(out, sst, sse, note)
     out.attrs.update({"response": response, "factors": factors, "typ": typ, "sst": sst,
-                      "n": len(frame), "df_error": float(model.df_resid)})
+                      "n": len(frame), "df_error": float(model.df_resid), "note": note})
     return out[ANOVA_COLUMNS]
+
+
+def _degenerate(y: np.ndarray, sst: float, sse: float) -> str:
+    """Why F is undefined for this response (constant, or no residual variation), or ""."""
+    if sst == 0 or np.ptp(y) == 0:
+        return "the response is constant (zero variance): F, p and eta squared are undefined"
+    if sse <= num.NOISE * sst:
+        return ("the residuals are zero (to rounding): the model fits every observation "
+                "exactly, so F and p are undefined")
+    return ""
+
+
+def _finish(out: pd.DataFrame, sst: float, sse: float, note: str) -> None:
+    """eta_sq and partial_eta_sq columns; NaN F, p (and eta when SST = 0) when degenerate."""
+    err = out["term"] == "error"
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out["eta_sq"] = out["ss"] / sst if sst > 0 else np.nan
+        out["partial_eta_sq"] = out["ss"] / (out["ss"] + sse) if sst > 0 else np.nan
+    out.loc[err, "partial_eta_sq"] = np.nan
+    if note:
+        out["F"] = np.nan
+        out["p"] = np.nan
 
 
 def oneway_anova(data: pd.DataFrame, response: str, factor: str) -> pd.DataFrame:
     """One-way ANOVA of ``response`` across the levels of ``factor`` (R's ``aov(y ~ g)``).
 
     Returns two rows, ``factor`` (between groups) and ``error`` (within), with
-    the columns of :func:`anova`.
+    the columns and attrs of :func:`anova`. Computed directly: the response is
+    shifted by one of its values and every sum is compensated (``math.fsum``),
+    so the NIST StRD ANOVA certified values are reproduced as closely as the
+    float64 inputs allow. A constant response, or groups each constant
+    (SSE = 0), give NaN ``F`` and ``p`` and a note in ``attrs["note"]``.
     """
+    data = v.frame(data)
     if not isinstance(factor, str):
         raise ConfigError(f"factor must be one column name, got {factor!r}")
-    return anova(data, response, [factor], typ=1)
+    v.columns(data, [factor], "factor")
+    if response == factor:
+        raise ConfigError(f"response {response!r} is also the factor")
+    v.no_missing(data, [factor], "factor")
+    y, _ = num.shift(v.response(data, response))
+    codes, uniques = pd.factorize(data[factor], sort=False)
+    g = len(uniques)
+    if g < 2:
+        raise ConfigError(f"factor {factor!r} has {g} level in the data; ANOVA needs at least 2")
+    n = len(y)
+    if n - g < 1:
+        raise ConfigError(f"no residual degrees of freedom: {n} observations in {g} groups; "
+                          f"replicate the groups")
+    counts, means, within = num.group_ss(y, codes, g)
+    grand = num.fmean(y)
+    ssb = math.fsum(counts * (means - grand) ** 2)
+    sse = math.fsum(within)
+    sst = num.ss(y - grand) if np.ptp(y) > 0 else 0.0
+    note = _degenerate(y, sst, sse) if (sst == 0 or sse == 0) else ""
+    if sst == 0:
+        ssb = 0.0
+    df_b, df_e = float(g - 1), float(n - g)
+    out = pd.DataFrame({"term": [factor, "error"], "df": [df_b, df_e], "ss": [ssb, sse]})
+    out["ms"] = out["ss"] / out["df"]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        f = (ssb / df_b) / (sse / df_e) if not note else np.nan
+    out["F"] = [f, np.nan]
+    out["p"] = [float(sps.f.sf(f, df_b, df_e)) if not note else np.nan, np.nan]
+    _finish(out, sst, sse, note)
+    out.attrs.update({"response": response, "factors": [factor], "typ": 1, "sst": sst,
+                      "n": n, "df_error": df_e, "note": note})
+    return out[ANOVA_COLUMNS]
 
 
 def tukey_hsd(data: pd.DataFrame, response: str, factor: str, *,

@@ -17,6 +17,7 @@ import pandas as pd
 from scipy import stats as sps
 
 from ..errors import ConfigError
+from . import _numeric as num
 from . import _validate as v
 
 ANOVA_HINT = "; use labkit.stats.anova() for multi-level factors or unbalanced data"
@@ -80,9 +81,11 @@ class Coded:
     factors: tuple[str, ...]
     levels: dict            # factor -> (low, high)
     cell: np.ndarray        # cell index of each observation (bit j = factor j high)
-    y: np.ndarray           # response of each observation
+    y: np.ndarray           # response of each observation, minus ``offset``
     r: int                  # replicates per cell
-    means: np.ndarray       # cell means in standard order
+    means: np.ndarray       # cell means (of y, so minus ``offset``) in standard order
+    offset: float = 0.0     # a data value subtracted from the response (exact, for accuracy)
+    constant: np.ndarray | None = None  # cells whose observations are all equal
 
     @property
     def k(self) -> int:
@@ -131,8 +134,22 @@ def code(data, factors, response, *, levels=None) -> Coded:
                        f"{counts.min()})")
         raise ConfigError(f"unbalanced 2^{k} design: {detail}; factorial_effects needs the "
                           f"same number of replicates in every cell{ANOVA_HINT}")
+    y, offset = num.shift(y)
     means = np.bincount(cell, weights=y, minlength=n) / r
-    return Coded(tuple(factors), coding, cell, y, r, means)
+    # one refinement pass: the mean of the residuals corrects the rounding of the sums
+    means += np.bincount(cell, weights=y - means[cell], minlength=n) / r
+    lo = np.full(n, np.inf)
+    hi = np.full(n, -np.inf)
+    np.minimum.at(lo, cell, y)
+    np.maximum.at(hi, cell, y)
+    constant = lo == hi
+    means[constant] = lo[constant]
+    return Coded(tuple(factors), coding, cell, y, r, means, offset, constant)
+
+
+def _residuals(c: Coded) -> np.ndarray:
+    """Observation minus its cell mean; exactly 0 in cells whose values are all equal."""
+    return np.where(c.constant[c.cell], 0.0, c.y - c.means[c.cell])
 
 
 def _cell_label(i: int, factors, coding) -> str:
@@ -177,7 +194,13 @@ def factorial_effects(data: pd.DataFrame, factors: Sequence[str], response: str,
     * ``t`` -- ``q/se``; ``F`` -- ``t²`` (NaN for ``I``); ``p`` -- two-sided p-value.
 
     ``table.attrs`` holds ``factors, response, levels, k, r, n, alpha, sst,
-    replicated`` and, when replicated, ``df_error, s_e, s_q, t_crit``.
+    replicated``, ``note`` ("" or why some values are NaN) and, when
+    replicated, ``df_error, s_e, s_q, t_crit``.
+
+    The response is shifted by one of its values and the sums of squares are
+    compensated, so a large constant part (1e12 + 0.x) costs no accuracy. A
+    constant response gives NaN ``pct_variation``; no variation within cells
+    (s_e = 0) gives NaN ``se, ci_low, ci_high, t, F, p``; both say so in the note.
 
     Raises
     ------
@@ -189,10 +212,10 @@ def factorial_effects(data: pd.DataFrame, factors: Sequence[str], response: str,
     k, r = c.k, c.r
     n = 2 ** k
     q = yates(c.means) / n
-    mean = q[0]
-    sst = float(np.sum((c.y - mean) ** 2))
-    sse = float(np.sum((c.y - c.means[c.cell]) ** 2))
+    sst = num.ss(c.y - num.fmean(c.y)) if np.ptp(c.y) > 0 else 0.0
+    sse = num.ss(_residuals(c))
     ss = n * r * q ** 2
+    q[0] += c.offset
     ss[0] = np.nan
     df = np.ones(n)
     df[0] = np.nan
@@ -203,6 +226,7 @@ def factorial_effects(data: pd.DataFrame, factors: Sequence[str], response: str,
     terms = list(_yates_terms(c.factors))
     cols = {"term": terms, "q": q, "effect": effect, "df": df, "ss": ss, "ms": ss.copy(),
             "pct_variation": pct}
+    note = "the response is constant (zero variance): every effect is 0" if sst == 0 else ""
     attrs = {"factors": list(c.factors), "response": response, "levels": dict(c.levels),
              "k": k, "r": r, "n": len(c.y), "alpha": alpha, "sst": sst, "replicated": r > 1}
     if r > 1:
@@ -216,6 +240,11 @@ def factorial_effects(data: pd.DataFrame, factors: Sequence[str], response: str,
         p = 2 * sps.t.sf(np.abs(t), df_e)
         f = t ** 2
         f[0] = np.nan
+        if sse == 0:
+            t[:], p[:], f[:] = np.nan, np.nan, np.nan
+            s_q = np.nan
+            note = note or ("no variation within cells (s_e = 0): standard errors, "
+                            "t, F and p are undefined")
         cols.update({"se": np.full(n, s_q), "ci_low": q - t_crit * s_q,
                      "ci_high": q + t_crit * s_q, "t": t, "F": f, "p": p})
         nan = np.nan
@@ -227,7 +256,7 @@ def factorial_effects(data: pd.DataFrame, factors: Sequence[str], response: str,
         cols["pct_variation"][-1] = pct_e
         attrs.update({"df_error": df_e, "s_e": float(s_e), "s_q": float(s_q), "t_crit": t_crit})
     table = pd.DataFrame(cols)
-    table.attrs.update(attrs)
+    table.attrs.update(attrs | {"note": note})
     return table
 
 
@@ -245,6 +274,7 @@ def factorial_residuals(data: pd.DataFrame, factors: Sequence[str], response: st
     c = code(data, factors, response, levels=levels)
     if terms is None:
         fitted = c.means[c.cell]
+        residual = _residuals(c)
     else:
         names = _yates_terms(c.factors)
         index = {t: i for i, t in enumerate(names)}
@@ -260,7 +290,8 @@ def factorial_residuals(data: pd.DataFrame, factors: Sequence[str], response: st
         rows = np.flatnonzero(keep)
         cell_fit = (sign_table(c.k, rows).astype(float) * q[rows, None]).sum(axis=0)
         fitted = cell_fit[c.cell]
+        residual = c.y - fitted
     out = data[list(c.factors) + [response]].copy()
-    out["fitted"] = fitted
-    out["residual"] = c.y - fitted
+    out["fitted"] = fitted + c.offset
+    out["residual"] = residual
     return out

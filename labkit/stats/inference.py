@@ -18,16 +18,6 @@ __all__ = ["shapiro", "shapiro_by", "ttest", "ttest_by"]
 SHAPIRO_COLUMNS = ["n", "W", "p", "normal", "note"]
 
 
-def _sample(x, arg: str) -> np.ndarray:
-    try:
-        a = np.asarray(x, dtype=float).ravel()
-    except (TypeError, ValueError) as e:
-        raise ConfigError(f"{arg} must be a sequence of numbers") from e
-    if not np.all(np.isfinite(a)):
-        raise ConfigError(f"{arg} has {int((~np.isfinite(a)).sum())} missing or infinite value(s)")
-    return a
-
-
 def _shapiro_row(a: np.ndarray, alpha: float) -> dict:
     n = len(a)
     if n < 3:
@@ -49,7 +39,7 @@ def shapiro(x, *, alpha: float = 0.05) -> pd.DataFrame:
     Raises ConfigError for fewer than 3 values.
     """
     alpha = v.alpha(alpha)
-    a = _sample(x, "x")
+    a = v.sample(x, "x")
     if len(a) < 3:
         raise ConfigError(f"shapiro() needs at least 3 observations, got {len(a)}")
     return pd.DataFrame([_shapiro_row(a, alpha)], columns=SHAPIRO_COLUMNS)
@@ -91,7 +81,7 @@ def ttest(a, b, *, paired: bool = False, equal_var: bool = False,
     ``1 - alpha`` confidence interval of the difference).
     """
     alpha = v.alpha(alpha)
-    x, y = _sample(a, "a"), _sample(b, "b")
+    x, y = v.sample(a, "a"), v.sample(b, "b")
     if paired:
         if len(x) != len(y):
             raise ConfigError(f"paired t-test needs a and b of the same length, "

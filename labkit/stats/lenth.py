@@ -26,7 +26,8 @@ class LenthResult:
     ``pse``, ``d`` (= m/3 degrees of freedom), ``me`` (margin of error),
     ``gamma`` and ``sme`` (simultaneous margin of error), and ``table``: one
     row per contrast with columns ``term, effect, abs_effect, active``
-    (|c| > ME) and ``sme_active`` (|c| > SME), in the input order.
+    (|c| > ME) and ``sme_active`` (|c| > SME), in the input order; ``note``:
+    "" or why PSE, ME and SME are NaN (and no effect is active).
     """
     alpha: float
     m: int
@@ -37,6 +38,7 @@ class LenthResult:
     gamma: float
     sme: float
     table: pd.DataFrame = field(repr=False)
+    note: str = ""
 
     @property
     def active(self) -> list[str]:
@@ -78,6 +80,12 @@ def lenth(effects, *, alpha: float = 0.05) -> LenthResult:
     * PSE = 1.5·median{|c| : |c| < 2.5·s0}
     * d = m/3, ME = t(1 - alpha/2, d)·PSE
     * gamma = (1 + (1 - alpha)^(1/m))/2, SME = t(gamma, d)·PSE
+
+    When more than half of the effects are exactly zero, s0 = 0 leaves no
+    contrast to estimate PSE from: PSE, ME and SME are NaN, no effect is
+    active and ``note`` says why (R's ``BsMD::LenthPlot`` gives NA there).
+    Likewise when the trimmed median is 0 (PSE = 0 would call any non-zero
+    effect active).
     """
     alpha = v.alpha(alpha)
     terms, c = _contrasts(effects)
@@ -90,11 +98,16 @@ def lenth(effects, *, alpha: float = 0.05) -> LenthResult:
     m = len(c)
     s0 = 1.5 * float(np.median(a))
     trimmed = a[a < 2.5 * s0]
-    pse = 1.5 * float(np.median(trimmed)) if len(trimmed) else 0.0
+    pse = 1.5 * float(np.median(trimmed)) if len(trimmed) else np.nan
+    note = ""
+    if not pse > 0:
+        pse = np.nan
+        note = (f"{int(np.sum(a == 0))} of the {m} effects are exactly zero: Lenth's pseudo "
+                f"standard error is undefined (no scale to judge the others against)")
     d = m / 3
     me = float(sps.t.ppf(1 - alpha / 2, d)) * pse
     gamma = (1 + (1 - alpha) ** (1 / m)) / 2
     sme = float(sps.t.ppf(gamma, d)) * pse
     table = pd.DataFrame({"term": terms, "effect": c, "abs_effect": a,
                           "active": a > me, "sme_active": a > sme})
-    return LenthResult(alpha, m, s0, pse, d, me, gamma, sme, table)
+    return LenthResult(alpha, m, s0, pse, d, me, gamma, sme, table, note)

@@ -5,16 +5,19 @@ from __future__ import annotations
 import pytest
 
 from labkit.backends.docker import DEFAULT_IMAGE
-
 from labkit.images import docker_image
 from labkit.instance import InstanceSpec
 
 from .conftest import PREFIX, ContainerContract, instances, leftovers, tiny_rootfs_tar
+from .contract_lifecycle import LifecycleContract
 
 
 @pytest.mark.docker
-class TestDocker(ContainerContract):
+class TestDocker(ContainerContract, LifecycleContract):
     backend_name = "docker"
+
+    def stop(self, backend, inst):
+        backend.client.containers.get(inst.id).stop(timeout=0)
 
     def break_start(self, monkeypatch):
         monkeypatch.setattr("labkit.backends.docker.MAIN_COMMAND", ["/labkit-no-such-init"])

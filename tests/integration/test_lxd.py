@@ -8,11 +8,15 @@ from labkit.images import lxd_image
 from labkit.instance import InstanceSpec
 
 from .conftest import PREFIX, ContainerContract, instances, tiny_rootfs_tar
+from .contract_lifecycle import LifecycleContract
 
 
 @pytest.mark.lxd
-class TestLxd(ContainerContract):
+class TestLxd(ContainerContract, LifecycleContract):
     backend_name = "lxd"
+
+    def stop(self, backend, inst):
+        inst.model.stop(force=True, wait=True)
 
     def break_start(self, monkeypatch):
         monkeypatch.setattr("labkit.backends.lxd.INIT_CMD", "/labkit-no-such-init")
@@ -20,13 +24,19 @@ class TestLxd(ContainerContract):
     def test_config_as_lxd_sees_it(self, backend):
         spec = InstanceSpec(vcpus=1, memory_mb=96, affinity="pinned")
         with instances(backend, spec) as (inst,):
-            data = backend._call("get", f"instances/{inst.name}")["metadata"]
-            assert data["profiles"] == []
-            assert set(data["expanded_devices"]) == {"root"}  # no NIC at all
-            cfg = data["expanded_config"]
+            data = backend.client.instances.get(inst.name)
+            assert data.profiles == []
+            assert set(data.expanded_devices) == {"root"}  # no NIC at all
+            assert data.expanded_devices["root"]["pool"] == backend.pool
+            cfg = data.expanded_config
             assert cfg["limits.cpu"] == f"{inst.cpus[0]}-{inst.cpus[0]}"
             assert cfg["limits.memory"] == "96MiB"
             assert cfg["limits.memory.enforce"] == "hard"
+
+    def test_fingerprint_names_the_pool_and_its_driver(self, backend):
+        fp = backend.fingerprint()
+        pool = backend.client.storage_pools.get(fp["storage_pool"])
+        assert fp["storage_driver"] == pool.driver
 
     def test_image_import_is_cached_then_replaced(self, backend, tmp_path, monkeypatch):
         import pylxd
@@ -34,6 +44,7 @@ class TestLxd(ContainerContract):
         monkeypatch.setattr(lxd_image, "ALIAS", alias)
         tar = tiny_rootfs_tar(tmp_path / "rootfs.tar")
         said, fingerprints = [], set()
+        images = backend.client.images
         try:
             first = lxd_image.import_image(tar, "a" * 12, echo=said.append)
             fingerprints.add(first["fingerprint"])
@@ -43,15 +54,13 @@ class TestLxd(ContainerContract):
             newer = lxd_image.import_image(tar, "b" * 12, echo=said.append)
             fingerprints.add(newer["fingerprint"])
             assert newer["built"] and newer["fingerprint"] != first["fingerprint"]
-            target = backend._call("get", f"images/aliases/{alias}")["metadata"]["target"]
-            assert target == newer["fingerprint"]
-            props = backend._call("get", f"images/{target}")["metadata"]["properties"]
-            assert props["labkit.hash"] == "b" * 12
-            with pytest.raises(pylxd.exceptions.NotFound):  # the stale image was deleted
-                backend._call("get", f"images/{first['fingerprint']}")
+            target = images.get_by_alias(alias)
+            assert target.fingerprint == newer["fingerprint"]
+            assert target.properties["labkit.hash"] == "b" * 12
+            assert not images.exists(first["fingerprint"])  # the stale image was deleted
         finally:
-            for path in (f"images/aliases/{alias}", *(f"images/{fp}" for fp in fingerprints)):
+            for fp in fingerprints:
                 try:
-                    backend._call("delete", path)
-                except Exception:
+                    images.get(fp).delete(wait=True)
+                except pylxd.exceptions.LXDAPIException:
                     pass

@@ -255,18 +255,6 @@ def test_lxd_instance_config_pinned_and_floating():
     assert meta["cpu_quota_cpus"] == 2
 
 
-def test_timeout_wrapper_and_detection():
-    from labkit.backends.docker import timeout_argv, was_timed_out
-    assert timeout_argv(["true"], None) == ["true"]
-    assert timeout_argv(["sleep", "9"], 1.5) == ["timeout", "-s", "KILL", "1.500", "sleep", "9"]
-    with pytest.raises(ConfigError):
-        timeout_argv(["true"], 0)
-    assert was_timed_out(137, 1.6, 1.5)
-    assert not was_timed_out(137, 0.2, 1.5)  # killed early: an OOM kill, not the timeout
-    assert not was_timed_out(0, 5.0, 1.5)
-    assert not was_timed_out(137, 5.0, None)
-
-
 def test_backend_options_are_validated():
     from labkit.backends.docker import DockerBackend
     from labkit.backends.lxd import LxdBackend
@@ -310,7 +298,7 @@ def test_missing_sdk_gives_the_pip_command(monkeypatch):
 
 
 def test_pinned_cpus_must_exist_on_the_host():
-    from labkit.backends.docker import check_cpus
+    from labkit.backends.base import check_cpus
     check_cpus(None, 2)
     check_cpus([0, 1, 0], 2)  # wrap-around of an overcommitted placement is fine
     with pytest.raises(ConfigError, match=r"\[5\] do not exist.*0-1"):

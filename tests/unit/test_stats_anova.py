@@ -86,3 +86,48 @@ def test_anova_errors(sv):
         anova(data[data.A == 1], "y", ["A", "B"], interactions=False)
     with pytest.raises(ConfigError, match="factors: no column 'C'"):
         anova(data, "y", ["C"])
+
+
+def test_a_large_constant_part_costs_no_accuracy(sv):
+    # issue 17: PlantGrowth in hundredths (integers) plus 1e12 is exactly representable,
+    # so the F of R's anova(lm(weight ~ group, PlantGrowth)) must come back exactly
+    data = plant_growth(sv)
+    base = oneway_anova(data, "weight", "group").loc[0, "F"]
+    shifted = data.assign(weight=np.round(data["weight"] * 100) + 1e12)
+    for t in (oneway_anova(shifted, "weight", "group"), anova(shifted, "weight", ["group"])):
+        assert t.loc[0, "F"] == printed(sv.ONEWAY["F"])
+        assert t.loc[0, "F"] == pytest.approx(base, rel=1e-12)
+        assert t.loc[0, "p"] == printed(sv.ONEWAY["p"])
+    # two-way: Jain's Ex. 18.1 data + 1e12 keeps its SSE and F (printed in the book)
+    data = long_frame(sv.JAIN_22R3["y"], ["A", "B"])
+    t = anova(data.assign(y=data["y"] + 1e12), "y", ["A", "B"]).set_index("term")
+    assert t.loc["error", "ss"] == pytest.approx(sv.JAIN_22R3["sse"], rel=1e-12)
+    assert t.loc["A", "F"] == printed(sv.JAIN_22R3["F"]["A"])
+
+
+def test_a_constant_response_gives_nan_and_a_note():
+    data = pd.DataFrame({"g": list("aabbcc"), "y": [0.1] * 6})
+    for t in (oneway_anova(data, "y", "g"), anova(data, "y", ["g"])):
+        assert np.isnan(t.loc[0, "F"]) and np.isnan(t.loc[0, "p"])
+        assert np.isnan(t.loc[0, "eta_sq"])
+        assert t.loc[0, "ss"] == 0 and t.loc[1, "ss"] == 0
+        assert "constant" in t.attrs["note"]
+
+
+def test_groups_without_spread_give_nan_f_and_a_note():
+    # every group constant, the groups different: SSE = 0, F undefined
+    data = pd.DataFrame({"g": list("aabbcc"), "y": [0.1, 0.1, 0.3, 0.3, 0.7, 0.7]})
+    t = oneway_anova(data, "y", "g")
+    assert t.loc[1, "ss"] == 0 and t.loc[0, "ss"] > 0
+    assert np.isnan(t.loc[0, "F"]) and np.isnan(t.loc[0, "p"])
+    assert t.loc[0, "eta_sq"] == pytest.approx(1)
+    assert "residuals are zero" in t.attrs["note"]
+    two = pd.DataFrame({"A": [0, 0, 1, 1] * 2, "B": [0, 1] * 4,
+                        "y": [0.1, 0.2, 0.4, 0.8] * 2})
+    t = anova(two, "y", ["A", "B"])
+    assert t["F"].isna().all() and "residuals are zero" in t.attrs["note"]
+    assert t.loc[t.term == "error", "ss"].iloc[0] == 0
+
+
+def test_a_normal_table_has_an_empty_note(sv):
+    assert oneway_anova(plant_growth(sv), "weight", "group").attrs["note"] == ""

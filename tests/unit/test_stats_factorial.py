@@ -1,6 +1,6 @@
 """labkit.stats.factorial_effects / factorial_residuals against Jain (1991), ch. 17-18.
 
-Expected values: ../shared/test-vectors/stats_vectors.py (JAIN_22, JAIN_23,
+Expected values: tests/vectors/stats_vectors.py (JAIN_22, JAIN_23,
 JAIN_22R3), i.e. Jain's Examples 17.1-17.3 and 18.1-18.4, recomputed there
 with scipy/statsmodels.
 """
@@ -238,3 +238,29 @@ def test_reduced_model_keeps_the_mean_and_the_listed_terms(sv):
     assert np.allclose(res["fitted"], q["I"] + q["A"] * res["A"] + q["C"] * res["C"])
     with pytest.raises(ConfigError, match=r"terms: 'D' not among"):
         factorial_residuals(data, list("ABC"), "y", terms=["D"])
+
+
+def test_a_large_constant_part_costs_no_accuracy(sv):
+    # Jain Ex. 18.1 (integers) + 1e12 is exactly representable: q, SSE unchanged
+    v = sv.JAIN_22R3
+    data = long_frame(v["y"], ["A", "B"])
+    t = factorial_effects(data.assign(y=data["y"] + 1e12), ["A", "B"], "y").set_index("term")
+    for name, q in v["q"].items():
+        term = {"AB": "A:B"}.get(name, name)
+        assert t.loc[term, "q"] == pytest.approx(q + (1e12 if name == "I" else 0), rel=1e-15,
+                                                 abs=1e-9)
+    assert t.loc["error", "ss"] == pytest.approx(v["sse"], rel=1e-12)
+    assert t.attrs["sst"] == pytest.approx(v["sst"], rel=1e-12)
+
+
+def test_degenerate_responses_give_nan_and_a_note(sv):
+    data = long_frame(sv.JAIN_22R3["y"], ["A", "B"])
+    const = factorial_effects(data.assign(y=0.1), ["A", "B"], "y")
+    assert (const["q"].iloc[1:4] == 0).all()
+    assert const["pct_variation"].isna().all() and const["p"].isna().all()
+    assert "constant" in const.attrs["note"]
+    cells = data.groupby(["A", "B"])["y"].transform("mean") / 7   # no within-cell spread
+    t = factorial_effects(data.assign(y=cells), ["A", "B"], "y")
+    assert t.loc[t.term == "error", "ss"].iloc[0] == 0
+    assert t["t"].isna().all() and t["ci_low"].isna().all()
+    assert "no variation within cells" in t.attrs["note"]

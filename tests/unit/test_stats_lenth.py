@@ -77,3 +77,14 @@ def test_bad_input():
         lenth([1, 2, 3], alpha=0)
     with pytest.raises(ConfigError, match="effects: no column 'effect'"):
         lenth(pd.DataFrame({"term": ["A"], "q": [1.0]}))
+
+
+def test_more_than_half_zero_effects_give_nan_like_bsmd():
+    # R: BsMD::LenthPlot with more than half of the effects exactly 0 gives
+    # PSE = NA (median|c| = 0, so no |c| < 2.5 s0 remains): nothing is active
+    res = lenth({"A": 4.0, "B": 0.0, "C": 0.0, "A:B": 0.0, "A:C": 1.0, "B:C": 0.0, "A:B:C": 0.0})
+    assert res.s0 == 0
+    assert np.isnan(res.pse) and np.isnan(res.me) and np.isnan(res.sme)
+    assert res.active == [] and res.sme_active == []
+    assert "5 of the 7 effects are exactly zero" in res.note
+    assert lenth([10.0, -1.0, 0.5, 0.2, -0.3, 0.1, 0.4]).note == ""

@@ -1,8 +1,9 @@
-"""Loads ../shared/test-vectors/stats_vectors.py: the worked examples labkit.stats is checked against.
+"""Loads tests/vectors/stats_vectors.py: the worked examples labkit.stats is checked against.
 
 The other test_stats_* modules import :func:`load_vectors`, :func:`printed`
 and the ``sv`` fixture from here. A missing vectors file FAILS the tests that
-need it (never skips): CI clones the shared repository beside this one.
+need it (never skips). The file is a copy, with its citations, of the shared
+repository's test-vectors/stats_vectors.py, so the tests need nothing beside this repo.
 """
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-VECTORS = REPO / ".." / "shared" / "test-vectors" / "stats_vectors.py"
+VECTORS = REPO / "tests" / "vectors" / "stats_vectors.py"
 _cache = {}
 
 
@@ -23,9 +24,8 @@ def load_vectors():
     if "module" not in _cache:
         path = VECTORS.resolve()
         if not path.is_file():
-            pytest.fail(f"statistics test vectors not found at {path}: the shared repository "
-                        f"must be checked out beside the labkit repository "
-                        f"(<repo>/../shared/test-vectors/stats_vectors.py)", pytrace=False)
+            pytest.fail(f"statistics test vectors not found at {path} "
+                        f"(<repo>/tests/vectors/stats_vectors.py)", pytrace=False)
         spec = importlib.util.spec_from_file_location("stats_vectors", path)
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
@@ -35,7 +35,7 @@ def load_vectors():
 
 @pytest.fixture(scope="module")
 def sv():
-    """The shared worked examples (fails the test if the file is absent)."""
+    """The worked examples of tests/vectors (fails the test if the file is absent)."""
     return load_vectors()
 
 

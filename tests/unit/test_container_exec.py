@@ -1,0 +1,124 @@
+"""The container backends' exec wrapper (labkit.backends._container) run for real on the host:
+a command becomes its own session, whose whole tree kill_argv SIGKILLs; and the parsers of
+the OOM counters (cgroup v1 memory.oom_control, v2 memory.events)."""
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from labkit.backends._container import (
+    Running,
+    kill_argv,
+    new_pidfile,
+    oom_kill_count,
+    session_argv,
+)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def test_exit_status_output_and_missing_command_pass_through():
+    pidfile = new_pidfile()
+    run = subprocess.run(session_argv(["sh", "-c", "echo out; echo err >&2; exit 3"], pidfile),
+                         capture_output=True, text=True, timeout=30, check=False)
+    assert (run.returncode, run.stdout, run.stderr) == (3, "out\n", "err\n")
+    assert not os.path.exists(pidfile)  # removed once the command ended
+    missing = subprocess.run(session_argv(["labkit-no-such-command"], new_pidfile()),
+                             capture_output=True, text=True, timeout=30, check=False)
+    assert missing.returncode == 127
+
+
+def test_kill_reaches_the_whole_tree_even_a_child_in_another_group():
+    pidfile = new_pidfile()
+    # a background sleep, and `timeout`, which moves itself (and its sleep) to a group of its own
+    script = "sleep 60 & echo $!; timeout 120 sleep 62 & echo $!; sleep 63; echo never"
+    proc = subprocess.Popen(session_argv(["sh", "-c", script], pidfile), stdout=subprocess.PIPE,
+                            text=True)
+    try:
+        pids = [int(proc.stdout.readline()) for _ in range(2)]
+        deadline = time.monotonic() + 10
+        while not (os.path.exists(pidfile) and Path(pidfile).read_text().strip()):
+            assert time.monotonic() < deadline, "the wrapper never recorded its session"
+            time.sleep(0.02)  # the wrapper writes it just after starting the command
+        sid = int(Path(pidfile).read_text())
+        assert os.getsid(pids[0]) == sid and os.getsid(pids[1]) == sid
+        deadline = time.monotonic() + 10
+        while os.getpgid(pids[1]) == sid and time.monotonic() < deadline:
+            time.sleep(0.02)  # until timeout has made its own group
+        assert os.getpgid(pids[1]) != sid  # really in another group of the session
+        subprocess.run(kill_argv(pidfile), check=True, timeout=30)
+        assert proc.wait(timeout=10) == 137  # SIGKILL, reported as a shell would
+        deadline = time.monotonic() + 5
+        while any(map(_alive, pids)) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not any(map(_alive, pids)), pids
+        left = subprocess.run(["ps", "-o", "stat=", "-s", str(sid)], capture_output=True, text=True,
+                              check=False)
+        assert all(st.startswith("Z") for st in left.stdout.split()), left.stdout
+    finally:
+        proc.kill()
+        proc.wait()
+    # once the command is gone, killing again is a quick no-op
+    assert subprocess.run(kill_argv(pidfile), timeout=30, check=False).returncode == 0
+
+
+def test_running_waits_with_a_timeout_and_hands_back_errors():
+    slow = Running(lambda: time.sleep(0.5) or "done", new_pidfile())
+    assert slow.wait(0.01) is None and not slow.done
+    assert slow.wait(10) == "done" and slow.done
+
+    def boom():
+        raise OSError("daemon went away")
+    with pytest.raises(OSError, match="went away"):
+        Running(boom, new_pidfile()).wait(10)
+
+
+def test_oom_counters_of_both_cgroup_versions():
+    # kernel Documentation/admin-guide/cgroup-v1/memory.rst (memory.oom_control) and
+    # cgroup-v2.rst (memory.events): one "key value" pair per line
+    v1 = "oom_kill_disable 0\nunder_oom 0\noom_kill 2\n"
+    v2 = "low 0\nhigh 0\nmax 12\noom 3\noom_kill 3\noom_group_kill 0\n"
+    assert oom_kill_count(v1) == 2 and oom_kill_count(v2) == 3
+    assert oom_kill_count("oom_kill_disable 0\nunder_oom 0\n") is None  # kernel < 4.13
+    assert oom_kill_count("") is None
+
+
+def test_lxd_finds_the_containers_memory_cgroup():
+    from labkit.backends.lxd import memory_cgroup_file
+    v1 = "9:name=systemd:/lxc.payload.labkit-x--1\n4:memory:/lxc.payload.labkit-x--1\n2:cpu,cpuacct:/x\n"
+    assert memory_cgroup_file(v1, "labkit-x--1") == \
+        "/sys/fs/cgroup/memory/lxc.payload.labkit-x--1/memory.oom_control"
+    v2 = "0::/lxc.payload.labkit-x--1/init.scope\n"
+    assert memory_cgroup_file(v2, "labkit-x--1") == "/sys/fs/cgroup/lxc.payload.labkit-x--1/memory.events"
+    assert memory_cgroup_file("1:cpu:/\n", "labkit-x--1") is None
+
+
+def test_lxd_refuses_underscores_before_touching_the_daemon(tmp_path):
+    # LXD names are host names; mapping '_' to '-' would let campaign a-b clean campaign a_b
+    from labkit.backends.lxd import LxdBackend
+    from labkit.errors import ConfigError
+    be = LxdBackend(socket=str(tmp_path / "no.sock"))
+    with pytest.raises(ConfigError, match="cannot contain '_'"):
+        be.cleanup("labkit-a_b--")
+    with pytest.raises(ConfigError, match="cannot contain '_'"):
+        be._create(None, "labkit-a_b--0123abcd", 0, None)
+
+
+def test_container_backends_list_their_options_when_given_an_unknown_one():
+    from labkit.backends.docker import DockerBackend
+    from labkit.backends.lxd import LxdBackend
+    from labkit.errors import ConfigError
+    with pytest.raises(ConfigError, match="enforce_limit.*allowed: image, base_url, api_timeout"):
+        DockerBackend(enforce_limit=False)
+    with pytest.raises(ConfigError, match="storage.*allowed: image, socket, pool, privileged"):
+        LxdBackend(storage="x")
