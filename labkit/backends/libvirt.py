@@ -43,8 +43,8 @@ DEFAULT_URI = "qemu:///system"
 POOL_NAME = "labkit"
 POOL_PATH = "/var/lib/libvirt/images/labkit"
 DOMAIN_TYPES = ("auto", "kvm", "qemu", "xen")
-#: The Debian cloud kernel and its initrd panic while unpacking in less (96 MiB fails)
-MIN_MEMORY_MB = 128
+#: The Debian cloud kernel and the host's initrd panic while unpacking it in less (128 MiB fails, 160 boots)
+MIN_MEMORY_MB = 160
 
 
 def _fmt_version(v: int) -> str:

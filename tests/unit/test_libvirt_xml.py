@@ -227,3 +227,10 @@ def test_guest_init_is_packaged_and_needs_no_compiled_helper():
     # what it runs comes from the image's packages: insmod (kmod), ip (iproute2)
     assert "insmod" in init and "ip link set lo up" in init
     assert {"kmod", "iproute2", "qemu-guest-agent"} <= set(rootfs.PACKAGES)
+
+
+def test_a_vm_below_the_bootable_memory_is_refused_before_anything_is_made():
+    libvirt_backend = pytest.importorskip("labkit.backends.libvirt")
+    be = libvirt_backend.LibvirtBackend(uri="qemu:///nowhere-never-opened")
+    with pytest.raises(ConfigError, match=r"memory_mb=128 is too small.*at least 160 MiB"):
+        be._boot(InstanceSpec(memory_mb=128), "labkit-t-1", 0, None, "qemu")
