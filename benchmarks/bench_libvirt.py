@@ -57,8 +57,8 @@ class ByHand:
         self.be, self.uri = be, uri
         self.name = new_name("labkit-bench")
         img = be.image_info()
-        self.overlay = f"{be.pool_path}/{self.name}.qcow2"
-        self.log = f"{be.pool_path}/{self.name}.console.log"
+        self.overlay = f"{be.pool.path}/{self.name}.qcow2"
+        self.log = be.pool.console_log(self.name)
         self.xml_path = Path(f"/tmp/{self.name}.xml")
         self.xml_path.write_text(domain_xml(
             name=self.name, spec=SPEC, cpus=None, domain_type=be.domain_type(), disk=self.overlay,

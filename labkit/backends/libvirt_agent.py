@@ -1,9 +1,14 @@
-"""Talking to the QEMU guest agent through libvirt: ping, exec, file copy.
+"""Talking to the QEMU guest agent through libvirt: ping, start/wait/kill a command, files.
 
 Commands go through ``libvirt_qemu.qemuAgentCommand`` as QMP-style JSON:
 ``guest-exec`` starts a process (output captured), ``guest-exec-status`` is
-polled until it has exited, ``guest-file-open/write/close`` copy files in. The
-guest needs no network.
+polled until it has exited, ``guest-file-*`` copy files in and read files out.
+The guest needs no network.
+
+Every command starts under ``setsid``: it leads a new process group whose id
+is the pid ``guest-exec`` returns (qemu-ga's child is never a group leader, so
+``setsid`` execs without forking), and one ``kill -KILL -- -<pid>`` ends the
+command and everything it started that stayed in its group.
 """
 from __future__ import annotations
 
@@ -22,6 +27,9 @@ BASE_ENV = {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bi
             "HOME": "/root", "LANG": "C.UTF-8"}
 #: Bytes per guest-file-write (base64 makes the message a third bigger; 400 KiB chunks hang the agent).
 CHUNK = 64 * 1024
+#: Longest pause between two guest-exec-status polls (short commands are polled from 1 ms up).
+MAX_POLL_S = 0.05
+TRUNCATED = "\n[labkit: output truncated by the guest agent]"
 
 
 class AgentError(BackendError):
@@ -44,6 +52,7 @@ def command(dom, execute: str, arguments: dict | None = None, timeout: int = 30)
 
 
 def ping(dom, timeout: int = 2) -> bool:
+    """True when the guest agent answers within ``timeout`` seconds."""
     try:
         command(dom, "guest-ping", timeout=timeout)
         return True
@@ -51,56 +60,36 @@ def ping(dom, timeout: int = 2) -> bool:
         return False
 
 
-def spawn(dom, argv: list[str], env: dict | None = None) -> int:
-    """Start ``argv`` in the guest with output captured; returns its pid."""
-    args = {"path": argv[0], "arg": list(argv[1:]), "capture-output": True,
+def start(dom, argv: list[str], env: dict | None = None) -> int:
+    """Start ``argv`` in its own session and process group, output captured; returns its pid."""
+    argv = ["setsid", *argv]
+    args = {"path": argv[0], "arg": argv[1:], "capture-output": True,
             "env": [f"{k}={v}" for k, v in {**BASE_ENV, **(env or {})}.items()]}
     return int(command(dom, "guest-exec", args)["pid"])
 
 
-def status(dom, pid: int) -> dict:
-    return command(dom, "guest-exec-status", {"pid": pid})
+def wait(dom, pid: int, timeout: float | None, alive=None) -> RawResult | None:
+    """The command's :class:`RawResult` once it has exited; None if still running after ``timeout`` s.
 
-
-def _decode(st: dict, key: str) -> str:
-    data = st.get(key)
-    if not data:
-        return ""
-    return base64.b64decode(data).decode("utf-8", errors="replace")
-
-
-def run(dom, argv: list[str], timeout: float | None = None, env: dict | None = None,
-        alive=None) -> RawResult:
-    """Run ``argv`` to completion in the guest.
-
-    With a ``timeout``, the command runs in its own session (``setsid``) and the
-    whole process group is killed with SIGKILL once the timeout passes;
-    ``timed_out`` is then set. ``alive()``, when given, is asked while waiting:
-    a guest that died raises instead of waiting forever.
+    ``alive()``, when given, is asked between polls: a guest that stopped
+    raises :class:`BackendError` instead of waiting forever.
     """
-    if timeout is not None:
-        argv = ["setsid", *argv]
-    pid = spawn(dom, argv, env)
-    start = time.monotonic()
-    deadline = start + timeout if timeout is not None else None
+    deadline = None if timeout is None else time.monotonic() + timeout
     delay = 0.001
-    timed_out = False
     while True:
-        st = status(dom, pid)
+        st = command(dom, "guest-exec-status", {"pid": pid})
         if st.get("exited"):
-            break
-        now = time.monotonic()
-        if deadline is not None and now >= deadline and not timed_out:
-            timed_out = True
-            try:
-                spawn(dom, ["kill", "-KILL", "--", f"-{pid}"])
-            except AgentError:
-                pass
-            deadline = None
-        if alive is not None and delay >= 0.05 and not alive():
-            raise BackendError(f"{dom.name()} stopped while running {argv!r}")
-        time.sleep(delay)
-        delay = min(delay * 2, 0.05)
+            return _result(st)
+        if deadline is not None and time.monotonic() >= deadline:
+            return None
+        if alive is not None and delay >= MAX_POLL_S and not alive():
+            raise BackendError(f"{dom.name()} stopped while running guest pid {pid}")
+        pause = delay if deadline is None else min(delay, max(0.0, deadline - time.monotonic()))
+        time.sleep(pause)
+        delay = min(delay * 2, MAX_POLL_S)
+
+
+def _result(st: dict) -> RawResult:
     if "exitcode" in st:
         code = int(st["exitcode"])
     elif "signal" in st:
@@ -108,24 +97,57 @@ def run(dom, argv: list[str], timeout: float | None = None, env: dict | None = N
     else:
         code = -1
     out, err = _decode(st, "out-data"), _decode(st, "err-data")
-    if st.get("out-truncated"):
-        out += "\n[labkit: output truncated by the guest agent]"
-    if st.get("err-truncated"):
-        err += "\n[labkit: output truncated by the guest agent]"
-    return RawResult(code, out, err, timed_out)
+    return RawResult(code, out + (TRUNCATED if st.get("out-truncated") else ""),
+                     err + (TRUNCATED if st.get("err-truncated") else ""))
+
+
+def _decode(st: dict, key: str) -> str:
+    data = st.get(key)
+    return base64.b64decode(data).decode("utf-8", errors="replace") if data else ""
+
+
+def kill_group(dom, pid: int, timeout: float = 30) -> None:
+    """SIGKILL process group ``pid`` in the guest (quiet when it is already gone).
+
+    The ``kill`` itself runs through ``guest-exec`` and is reaped here, so the
+    agent keeps no status behind.
+    """
+    killer = start(dom, ["kill", "-KILL", "--", f"-{pid}"])
+    res = wait(dom, killer, timeout)
+    if res is None:
+        raise AgentError(f"kill of process group {pid} in {dom.name()} did not finish in {timeout:.0f}s")
+    if res.exit_code != 0 and "No such process" not in res.stderr:
+        raise AgentError(f"kill of process group {pid} in {dom.name()} exited {res.exit_code}: "
+                         f"{res.stderr.strip()}")
 
 
 def write_file(dom, path: str, data: bytes, timeout: int = 60) -> None:
     """Write ``data`` to ``path`` in the guest (created or truncated)."""
     handle = command(dom, "guest-file-open", {"path": path, "mode": "w"}, timeout)
     try:
-        for off in range(0, max(len(data), 1), CHUNK):
+        for off in range(0, len(data), CHUNK):
             chunk = data[off:off + CHUNK]
-            if not chunk:
-                break
             res = command(dom, "guest-file-write",
                           {"handle": handle, "buf-b64": base64.b64encode(chunk).decode()}, timeout)
             if int(res.get("count", len(chunk))) != len(chunk):
                 raise AgentError(f"short write to {path} in {dom.name()}: {res}")
     finally:
         command(dom, "guest-file-close", {"handle": handle}, timeout)
+
+
+def read_file(dom, path: str, limit: int = 1 << 20, timeout: int = 30) -> bytes:
+    """The first ``limit`` bytes of ``path`` in the guest (works for /proc files, whose size is 0)."""
+    handle = command(dom, "guest-file-open", {"path": path, "mode": "r"}, timeout)
+    chunks, size = [], 0
+    try:
+        while size < limit:
+            res = command(dom, "guest-file-read", {"handle": handle, "count": min(CHUNK, limit - size)},
+                          timeout)
+            data = base64.b64decode(res.get("buf-b64", ""))
+            chunks.append(data)
+            size += len(data)
+            if res.get("eof") or not data:
+                break
+    finally:
+        command(dom, "guest-file-close", {"handle": handle}, timeout)
+    return b"".join(chunks)

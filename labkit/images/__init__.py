@@ -15,9 +15,20 @@ nothing and says so.
 """
 from __future__ import annotations
 
-from ..errors import ConfigError
+import importlib
+
+from ..errors import BackendUnavailable, ConfigError
 
 TARGETS = ("docker", "lxd")
+
+
+def sdk(module: str, pip_name: str):
+    """Import an optional SDK (``docker``, ``pylxd``) or say how to install it."""
+    try:
+        return importlib.import_module(module)
+    except ImportError as exc:
+        raise BackendUnavailable(f"importing images needs the {module} SDK for Python, which is not "
+                                 f"installed; install it with: pip install {pip_name}") from exc
 
 
 def _targets(targets) -> tuple[str, ...]:

@@ -5,13 +5,16 @@ docker SDK. Cached: an image already tagged with the same hash is not imported a
 """
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
-from ..errors import BackendError
+from ..errors import BackendError, BackendUnavailable
+from . import sdk
 
 REPOSITORY = "labkit/debian"
 TAG = "12"
 PATH_ENV = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+DEFAULT_SOCKET = "unix:///var/run/docker.sock"
 
 
 def image_names(h: str) -> tuple[str, str]:
@@ -21,14 +24,20 @@ def image_names(h: str) -> tuple[str, str]:
 
 def import_image(tarball: Path, h: str, *, force: bool = False, base_url: str | None = None,
                  echo=print) -> dict:
-    """Import ``tarball`` unless an image for ``h`` exists; returns what was done."""
-    from ..backends.docker import DockerBackend, _sdk
+    """Import ``tarball`` unless an image for ``h`` exists.
 
+    Returns ``image`` (the content-addressed name), ``id`` and ``built`` (False:
+    the image was already there).
+    """
+    docker = sdk("docker", "docker")
     echo = echo or (lambda *a: None)
-    docker = _sdk()
-    be = DockerBackend(base_url=base_url)
-    api = be.api  # BackendUnavailable with how to start dockerd
-    exact, moving = image_names(h)
+    base_url = base_url or os.environ.get("DOCKER_HOST") or DEFAULT_SOCKET
+    try:
+        api = docker.APIClient(base_url=base_url, timeout=600)
+    except docker.errors.DockerException as exc:
+        raise BackendUnavailable(f"cannot reach the Docker daemon at {base_url} ({exc}); start dockerd "
+                                 "or run `bash scripts/setup-containers.sh`") from exc
+    exact, _ = image_names(h)
     try:
         existing = _image_id(api, docker, exact)
         if existing and not force:
@@ -38,8 +47,7 @@ def import_image(tarball: Path, h: str, *, force: bool = False, base_url: str | 
         echo(f"docker import {tarball} {exact}")
         changes = ['CMD ["sleep", "infinity"]', f"ENV PATH={PATH_ENV}", "WORKDIR /tmp/labkit",
                    f"LABEL labkit=1 labkit.hash={h}"]
-        api.import_image(src=str(tarball), repository=REPOSITORY, tag=f"{TAG}-{h}",
-                         changes=changes)
+        api.import_image(src=str(tarball), repository=REPOSITORY, tag=f"{TAG}-{h}", changes=changes)
         new_id = _image_id(api, docker, exact)
         if not new_id:
             raise BackendError(f"docker import of {tarball} did not create {exact}")
@@ -49,7 +57,7 @@ def import_image(tarball: Path, h: str, *, force: bool = False, base_url: str | 
     except docker.errors.APIError as exc:
         raise BackendError(f"importing {tarball} into Docker failed: {exc}") from exc
     finally:
-        be.close()
+        api.close()
 
 
 def _image_id(api, docker, name: str) -> str | None:

@@ -9,14 +9,17 @@ from __future__ import annotations
 
 import hashlib
 import io
+import os
 import platform
 import tarfile
 import time
 from pathlib import Path
 
-from ..errors import BackendError
+from ..errors import BackendError, BackendUnavailable
+from . import sdk
 
 ALIAS = "labkit-debian-12"
+START_HINT = "start LXD (`lxd --group root &`, then `lxd waitready`) or run `bash scripts/setup-containers.sh`"
 _ARCH = {"x86_64": "x86_64", "amd64": "x86_64", "aarch64": "aarch64", "arm64": "aarch64"}
 
 
@@ -52,51 +55,48 @@ def _fingerprint(meta: bytes, rootfs: Path) -> str:
 
 def import_image(tarball: Path, h: str, *, force: bool = False, socket: str | None = None,
                  echo=print) -> dict:
-    """Import ``tarball`` as ``labkit-debian-12`` unless that alias already has hash ``h``."""
-    from ..backends.lxd import LxdBackend, _sdk
+    """Import ``tarball`` as ``labkit-debian-12`` unless that alias already has hash ``h``.
 
+    ``socket``: LXD's unix socket (default: pylxd's, from ``$LXD_DIR``).
+    Returns ``alias``, ``fingerprint`` and ``built`` (False: the alias was up to date).
+    """
+    pylxd = sdk("pylxd", "pylxd")
     echo = echo or (lambda *a: None)
-    pylxd = _sdk()
-    be = LxdBackend(socket=socket)
-    client = be.client  # BackendUnavailable with how to start LXD
+    if socket and not os.path.exists(socket):
+        raise BackendUnavailable(f"LXD is not running: no socket at {socket}; {START_HINT}")
     try:
-        current = _alias_target(client, pylxd)
-        if current and not force:
-            if client.images.get(current).properties.get("labkit.hash") == h:
-                echo(f"LXD image {ALIAS} ({current[:12]}) is up to date; nothing to do")
-                return {"alias": ALIAS, "fingerprint": current, "built": False}
-        # the stamp's creation date keeps the metadata (hence the fingerprint) stable
+        client = pylxd.Client(endpoint=socket)
+    except pylxd.exceptions.ClientConnectionFailed as exc:
+        raise BackendUnavailable(f"cannot reach LXD ({exc}); {START_HINT}") from exc
+    images = client.images
+    try:
+        current = _by_alias(images, pylxd)
+        if current is not None and not force and current.properties.get("labkit.hash") == h:
+            echo(f"LXD image {ALIAS} ({current.fingerprint[:12]}) is up to date; nothing to do")
+            return {"alias": ALIAS, "fingerprint": current.fingerprint, "built": False}
+        # the tarball's mtime as creation date keeps the metadata (hence the fingerprint) stable
         meta = metadata_tarball(h, created=int(tarball.stat().st_mtime))
         fp = _fingerprint(meta, tarball)
-        if not client.images.exists(fp):
+        if images.exists(fp):
+            echo(f"LXD already holds image {fp[:12]}; pointing {ALIAS} at it")
+            image = images.get(fp)
+        else:
             echo(f"lxc image import {tarball} --alias {ALIAS}")
             with open(tarball, "rb") as rootfs:
-                image = pylxd.models.Image.create(client, rootfs, metadata=meta, public=False)
-            fp = image.fingerprint
-        else:
-            echo(f"LXD already holds image {fp[:12]}; pointing {ALIAS} at it")
-        if current and current != fp:
-            client.images.get(current).delete_alias(ALIAS)
-            _delete_image(client, pylxd, current, echo)
-        if current != fp:
-            client.images.get(fp).add_alias(ALIAS, f"labkit Debian 12 image (rootfs {h})")
-        return {"alias": ALIAS, "fingerprint": fp, "built": True}
+                image = images.create(rootfs, metadata=meta, public=False, wait=True)
+        if current is not None and current.fingerprint != image.fingerprint:
+            current.delete_alias(ALIAS)
+            current.delete(wait=True)
+            echo(f"removed stale LXD image {current.fingerprint[:12]}")
+        if current is None or current.fingerprint != image.fingerprint:
+            image.add_alias(ALIAS, f"labkit Debian 12 image (rootfs {h})")
+        return {"alias": ALIAS, "fingerprint": image.fingerprint, "built": True}
     except pylxd.exceptions.LXDAPIException as exc:
         raise BackendError(f"importing {tarball} into LXD failed: {exc}") from exc
-    finally:
-        be.close()
 
 
-def _alias_target(client, pylxd) -> str | None:
+def _by_alias(images, pylxd):
     try:
-        return client.images.get_by_alias(ALIAS).fingerprint
+        return images.get_by_alias(ALIAS)
     except pylxd.exceptions.NotFound:
         return None
-
-
-def _delete_image(client, pylxd, fp: str, echo) -> None:
-    try:
-        client.images.get(fp).delete(wait=True)
-        echo(f"removed stale LXD image {fp[:12]}")
-    except pylxd.exceptions.LXDAPIException:
-        pass

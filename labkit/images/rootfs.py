@@ -37,11 +37,12 @@ VARIANT = "minbase"
 #: The benchmark tools' Debian packages: in every image, and on the host for the ``local``
 #: backend (scripts/setup-tools.sh installs them there).
 TOOL_PACKAGES = ("sysbench", "apache2", "apache2-utils", "stress-ng", "fio", "iperf3")
-#: Debian packages installed in every image (qemu-guest-agent is for the VM image).
-PACKAGES = TOOL_PACKAGES + ("procps", "coreutils", "qemu-guest-agent", "util-linux", "iproute2")
-#: Bump when the recipe changes in a way the inputs above do not show.
-RECIPE = 2
-NQUEENS_IN_IMAGE = "/usr/local/bin/labkit-nqueens"
+#: Debian packages installed in every image (qemu-guest-agent and kmod are for the VM image).
+PACKAGES = TOOL_PACKAGES + ("procps", "coreutils", "qemu-guest-agent", "util-linux", "iproute2",
+                            "kmod")
+#: Bump when the recipe changes in a way the inputs above do not show
+#: (3: no benchmark binary baked in; each benchmark copies its own into the instance).
+RECIPE = 3
 
 APT_SOURCES = ("/etc/apt/sources.list", "/etc/apt/sources.list.d/*.list",
                "/etc/apt/sources.list.d/*.sources")
@@ -201,24 +202,6 @@ def read_stamp(path: Path | None = None) -> dict | None:
         return None
 
 
-def _nqueens_binary() -> Path | None:
-    """labkit's static N-queens binary, built on the controller; None if its source is absent."""
-    try:
-        from ..workloads.cbuild import build
-        return build("nqueens.c")
-    except FileNotFoundError:
-        return None
-    except Exception as exc:  # a missing compiler must not stop the image build
-        log.warning("N-queens binary not added to the image: %s", exc)
-        return None
-
-
-def _file_digest(path: Path | None) -> str:
-    if path is None:
-        return ""
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()[:16]
-
-
 def _run(cmd: list[str], what: str, **kw) -> subprocess.CompletedProcess:
     log.info("%s: %s", what, " ".join(cmd))
     proc = subprocess.run(cmd, capture_output=True, text=True, **kw)
@@ -232,8 +215,6 @@ def build_rootfs(force: bool = False, *, echo=print) -> Path:
     """Path of the finished Debian 12 rootfs, debootstrapping it if it is not cached.
 
     A second call with the same inputs does nothing (and says so through ``echo``).
-    The N-queens binary, when its source exists, is (re)copied to
-    ``/usr/local/bin/labkit-nqueens``; the stamp records its digest.
     """
     with _build_lock():
         return _build_rootfs(force, echo)
@@ -247,16 +228,8 @@ def _build_rootfs(force: bool, echo) -> Path:
     h = inputs_hash(inp)
     path = rootfs_path(h)
     stamp = read_stamp(path) if path.is_dir() else None
-    nq = _nqueens_binary()
-    nq_digest = _file_digest(nq)
     if stamp and not force:
-        if stamp.get("nqueens", "") == nq_digest:
-            echo(f"rootfs {path} is up to date (inputs {h}); nothing to do")
-            return path
-        _install_extras(path, nq)
-        stamp["nqueens"] = nq_digest
-        _write_stamp(path, stamp)
-        echo(f"rootfs {path}: N-queens binary updated")
+        echo(f"rootfs {path} is up to date (inputs {h}); nothing to do")
         return path
 
     if not shutil.which("debootstrap"):
@@ -277,11 +250,10 @@ def _build_rootfs(force: bool, echo) -> Path:
     t0 = time.monotonic()
     _run(cmd, "debootstrap", env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"})
     _finish_rootfs(tmp)
-    _install_extras(tmp, nq)
     if path.exists():
         shutil.rmtree(path)
     os.replace(tmp, path)
-    _write_stamp(path, {**inp, "hash": h, "nqueens": nq_digest,
+    _write_stamp(path, {**inp, "hash": h,
                         "built": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                         "seconds": round(time.monotonic() - t0, 1)})
     echo(f"rootfs built at {path} in {time.monotonic() - t0:.0f}s")
@@ -343,24 +315,13 @@ def _finish_rootfs(root: Path) -> None:
         sources.write_text("# labkit image: no apt sources configured\n")
 
 
-def _install_extras(root: Path, nqueens: Path | None) -> None:
-    target = root / NQUEENS_IN_IMAGE.lstrip("/")
-    if nqueens is None:
-        return
-    target.parent.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(nqueens, target)
-    target.chmod(0o755)
-
-
 def image_hash(path: Path | None = None) -> str:
-    """Identity of the finished image content: the inputs hash plus the extras' digests."""
+    """Identity of the finished image content: the hash of its build inputs."""
     path = path or rootfs_path()
     stamp = read_stamp(path)
     if stamp is None:
         raise BackendError(f"rootfs {path} is not built; run: labkit images build")
-    if not stamp.get("nqueens"):
-        return stamp["hash"]
-    return hashlib.sha256(f"{stamp['hash']}:{stamp['nqueens']}".encode()).hexdigest()[:12]
+    return stamp["hash"]
 
 
 def rootfs_tarball(path: Path | None = None, *, force: bool = False, echo=print) -> Path:

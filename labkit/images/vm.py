@@ -6,6 +6,8 @@ host's Debian cloud kernel (``linux-image-cloud-amd64``) and its initrd. PID 1
 is ``/sbin/labkit-init`` (``labkit/images/files/labkit-init``): it mounts the
 kernel filesystems, loads ``virtio_console`` and runs the QEMU guest agent, so
 commands reach the guest through ``guest-exec`` and it needs no network.
+``image.json`` is the image description the libvirt backend reads (its
+``image`` option names the directory; by default ``vm-current.json`` does).
 Cached under ``/var/cache/labkit/images`` (``$LABKIT_IMAGE_CACHE``)::
 
     vm-<hash>/base.qcow2     the root disk (each VM boots a copy-on-write overlay of it)
@@ -13,11 +15,10 @@ Cached under ``/var/cache/labkit/images`` (``$LABKIT_IMAGE_CACHE``)::
     vm-<hash>/initrd.img     its initrd, copied
     vm-<hash>/image.json     paths, kernel version, command line, inputs
     vm-<hash>.stamp          written last: an image without it is never used
-    vm-current.json          which image :func:`vm_image_info` returns
+    vm-current.json          {"image": "<the last built vm-<hash> directory>"}
 
->>> from labkit.images.vm import build_vm_image, vm_image_info
+>>> from labkit.images.vm import build_vm_image
 >>> build_vm_image(build_rootfs())     # about a minute the first time, instant after
->>> vm_image_info()["disk"]
 """
 from __future__ import annotations
 
@@ -40,11 +41,10 @@ log = logging.getLogger("labkit.images")
 #: Bump when the recipe changes in a way the hashed inputs do not show.
 RECIPE = 1
 GUEST_INIT = "/sbin/labkit-init"
-GUEST_HELPER = "/sbin/labkit-guest-helper"
-#: Free space added to the rootfs size in the guest's root filesystem (workloads write there).
+#: Free space added to the rootfs size in the guest's root filesystem (benchmarks write there).
 HEADROOM_MB = 1536
 KERNEL_FLAVOUR = "cloud-amd64"
-MISSING = "VM image missing: run `labkit images build --vm`"
+CURRENT = "vm-current.json"
 
 
 def cache_dir() -> Path:
@@ -109,7 +109,6 @@ def inputs(rootfs: Path) -> dict:
         "vmlinuz": _digest(vmlinuz),
         "initrd": _digest(initrd),
         "init": hashlib.sha256(_files("labkit-init")).hexdigest()[:16],
-        "helper": hashlib.sha256(_files("labkit-guest-helper.c")).hexdigest()[:16],
         "headroom_mb": HEADROOM_MB,
     }
 
@@ -130,14 +129,6 @@ def _run(cmd: list[str], what: str) -> subprocess.CompletedProcess:
     return proc
 
 
-def _compile_helper(out: Path) -> None:
-    from ..workloads.cbuild import compiler
-    src = out.with_suffix(".c")
-    src.write_bytes(_files("labkit-guest-helper.c"))
-    _run([compiler(), "-O2", "-static", "-o", out, src], "compiling labkit-guest-helper")
-    src.unlink()
-
-
 def _du_bytes(path: Path) -> int:
     out = _run(["du", "-sb", "--apparent-size", path], "measuring the rootfs").stdout
     return int(out.split()[0])
@@ -147,7 +138,7 @@ def build_vm_image(rootfs: Path, force: bool = False, *, echo=print) -> Path:
     """Directory of the VM image made from ``rootfs``, building it if not cached.
 
     Steps: hard-link copy of the rootfs (the shared tree is never modified), add
-    ``/sbin/labkit-init``, the guest helper and the kernel's ``virtio_console``
+    ``/sbin/labkit-init`` and the kernel's ``virtio_console``
     module, ``mkfs.ext4 -d`` into a sparse raw file (no loop mount), ``qemu-img
     convert`` to qcow2, copy kernel and initrd, write ``image.json``, then the stamp.
     """
@@ -188,10 +179,6 @@ def build_vm_image(rootfs: Path, force: bool = False, *, echo=print) -> Path:
     init.unlink(missing_ok=True)
     init.write_bytes(_files("labkit-init"))
     init.chmod(0o755)
-    helper = staging / GUEST_HELPER.lstrip("/")
-    helper.unlink(missing_ok=True)
-    _compile_helper(helper)
-    helper.chmod(0o755)
     mod_dir = staging / f"lib/modules/{version}/kernel/drivers/char"
     mod_dir.mkdir(parents=True, exist_ok=True)
     for ko in glob.glob(f"/lib/modules/{version}/kernel/drivers/char/virtio_console.ko*"):
@@ -236,34 +223,18 @@ def build_vm_image(rootfs: Path, force: bool = False, *, echo=print) -> Path:
 
 
 def _point_current(out: Path) -> None:
-    current = cache_dir() / "vm-current.json"
+    current = cache_dir() / CURRENT
     tmp = current.with_suffix(".tmp")
     tmp.write_text(json.dumps({"image": str(out)}))
     os.replace(tmp, current)
 
 
-def vm_image_info(image: str | os.PathLike | None = None) -> dict:
-    """Absolute paths and facts of the VM image (``disk``, ``kernel``, ``initrd``, ``cmdline``...).
-
-    ``image`` (or ``$LABKIT_VM_IMAGE``) names an image directory; by default the
-    one the last build pointed to. Raises BackendUnavailable when it is missing.
-    """
-    image = image or os.environ.get("LABKIT_VM_IMAGE")
-    if not image:
-        try:
-            image = json.loads((cache_dir() / "vm-current.json").read_text())["image"]
-        except (OSError, ValueError, KeyError):
-            raise BackendUnavailable(MISSING) from None
-    d = Path(image)
-    if not _stamp(d).exists() or not (d / "image.json").exists():
-        raise BackendUnavailable(f"{MISSING} ({d} is absent or unfinished)")
-    info = json.loads((d / "image.json").read_text())
-    for key in ("disk", "kernel", "initrd"):
-        info[key] = str(d / info[key])
-        if not Path(info[key]).exists():
-            raise BackendUnavailable(f"{MISSING} ({info[key]} is missing)")
-    info["dir"] = str(d)
-    return info
+def current_image() -> Path | None:
+    """The directory ``vm-current.json`` names (the last image built), or None."""
+    try:
+        return Path(json.loads((cache_dir() / CURRENT).read_text())["image"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
 
 
 def ensure_vm_image(force: bool = False, *, echo=print) -> Path:
@@ -274,10 +245,7 @@ def ensure_vm_image(force: bool = False, *, echo=print) -> Path:
 
 def remove_stale(keep: Path | None = None) -> list[Path]:
     """Delete VM images other than ``keep`` (default: the current one); returns what went."""
-    try:
-        keep = keep or Path(vm_image_info()["dir"])
-    except BackendUnavailable:
-        keep = None
+    keep = keep or current_image()
     gone = []
     for d in cache_dir().glob("vm-*"):
         if d.is_dir() and d != keep:

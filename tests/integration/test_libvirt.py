@@ -16,15 +16,19 @@ memory_mb`` and additionally that two sizes differ by their difference within
 from __future__ import annotations
 
 import concurrent.futures as cf
+import json
 import os
 import re
+import secrets
+import subprocess
+import sys
 import tempfile
 import time
 
 import pytest
 
-from labkit.backends import get_backend, teardown
-from labkit.errors import BackendError, CommandTimeout
+from labkit.backends import get_backend, new_name, teardown
+from labkit.errors import BackendError, CommandError, CommandTimeout, ConfigError
 from labkit.instance import InstanceSpec
 
 from .conftest import PREFIX, check_exec_contract, instances
@@ -34,6 +38,29 @@ pytestmark = pytest.mark.libvirt
 KERNEL_RESERVE_MB = 80
 MEM_SCALE_TOLERANCE_MB = 16
 _memtotal: dict[int, float] = {}
+
+
+def backend_files(*names) -> list[str]:
+    return [f"{n}{ext}" for n in names for ext in (".qcow2", ".console.log")]
+
+
+def killed_controller(backend, prefix: str) -> str:
+    """Start a domain named ``prefix*`` from another process, SIGKILL that process; the name."""
+    code = ("import json, sys; from labkit.backends import get_backend, new_name; "
+            "from labkit.instance import InstanceSpec; "
+            "be = get_backend('libvirt', **json.loads(sys.argv[2])); "
+            "i = be._boot(InstanceSpec(memory_mb=256), new_name(sys.argv[1]), 0, None, be.domain_type()); "
+            "print(i.name, flush=True); sys.stdin.read()")
+    proc = subprocess.Popen([sys.executable, "-c", code, prefix, json.dumps(backend.options)],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                            cwd=os.path.dirname(os.path.dirname(os.path.dirname(__file__))))
+    try:
+        name = proc.stdout.readline().strip()
+        assert name.startswith(prefix), name
+    finally:
+        proc.kill()
+        proc.wait(timeout=30)
+    return name
 
 
 def memtotal_mb(inst) -> float:
@@ -152,11 +179,30 @@ class TestLibvirt:
         inst = floating_vm
         t0 = time.monotonic()
         with pytest.raises(CommandTimeout) as err:
-            inst.exec("sleep 40 & sleep 41; echo never", timeout=1.5)
+            inst.exec("sleep 40 & (sleep 41 & sleep 42); echo never", timeout=1.5)
         assert time.monotonic() - t0 < 20
-        assert err.value.result.duration_s >= 1.4
+        r = err.value.result
+        assert r.timed_out and not r.oom_killed and r.exit_code == 137, r.describe()
+        assert r.duration_s >= 1.5 and "never" not in r.stdout
         ps = inst.exec("ps -eo args").stdout
-        assert not re.search(r"^sleep 4[01]", ps, re.M), ps
+        assert not re.search(r"^sleep 4[012]", ps, re.M), ps     # child, grandchildren: all gone
+        assert inst.exec("echo alive").stdout == "alive\n"
+
+    def test_oom_kill_is_reported_and_a_plain_sigkill_is_not(self, floating_vm):
+        inst = floating_vm
+        # a SIGKILL that is not the OOM killer's: exit 137, no OOM reported
+        plain = inst.exec("kill -KILL $$", check=False)
+        assert plain.exit_code == 137 and not plain.oom_killed and not plain.timed_out
+        # tail buffers /dev/zero (no newline) until the 256 MiB guest's OOM killer ends it
+        with pytest.raises(CommandError) as err:
+            inst.exec(["tail", "/dev/zero"], timeout=600)
+        r = err.value.result
+        assert r.exit_code == 137 and r.oom_killed and not r.timed_out, r.describe()
+        assert "OOM killer" in r.describe()
+        vmstat = inst.exec("cat /proc/vmstat").stdout
+        assert int(re.search(r"^oom_kill (\d+)$", vmstat, re.M)[1]) >= 1
+        # the counter is cumulative: the next plain SIGKILL is again not an OOM kill
+        assert not inst.exec("kill -KILL $$", check=False).oom_killed
         assert inst.exec("echo alive").stdout == "alive\n"
 
     def test_orphans_are_reaped(self, floating_vm):
@@ -210,18 +256,48 @@ class TestLibvirt:
 
     def test_provision_failure_leaves_nothing(self, backend, monkeypatch):
         before = set(backend.list_labkit()), set(backend.list_overlays())
-        real = type(backend)._start
+        real = type(backend)._boot
 
         def flaky(self, spec, name, index, cpus, dtype):
             if index == 1:
                 raise RuntimeError("injected failure")
             return real(self, spec, name, index, cpus, dtype)
 
-        monkeypatch.setattr(type(backend), "_start", flaky)
+        monkeypatch.setattr(type(backend), "_boot", flaky)
         with pytest.raises(RuntimeError, match="injected"):
             backend.provision(InstanceSpec(memory_mb=256, count=2), prefix=PREFIX)
         assert set(backend.list_labkit()) - before[0] == set()
         assert set(backend.list_overlays()) - before[1] == set()
+
+    def test_cleanup_removes_exactly_its_prefix(self, backend):
+        """Campaign ``x`` never touches campaign ``x-2``: domains, overlays and console logs."""
+        tag = secrets.token_hex(3)
+        mine, other = f"{PREFIX}-{tag}--", f"{PREFIX}-{tag}-2--"
+        spec = InstanceSpec(memory_mb=256)
+        dtype = backend.domain_type()
+        # a controller killed with SIGKILL: its AUTODESTROY domain dies with it, the files stay
+        left = killed_controller(backend, mine)
+        deadline = time.monotonic() + 30
+        while left in backend.list_labkit(mine) and time.monotonic() < deadline:
+            time.sleep(0.5)
+        # and a live campaign of each prefix (started, not waited for: cleanup needs no agent)
+        live = [backend._boot(spec, new_name(p), 0, None, dtype) for p in (mine, other)]
+        try:
+            assert backend.list_labkit(mine) == [live[0].name]
+            assert set(backend.list_overlays(mine)) == {
+                f"{n}{ext}" for n in (left, live[0].name) for ext in (".qcow2", ".console.log")}
+            removed = backend.cleanup(mine)
+            assert removed == sorted([left, live[0].name])
+            assert backend.list_labkit(mine) == [] and backend.list_overlays(mine) == []
+            # the other campaign is untouched and still runs
+            assert backend.list_labkit(other) == [live[1].name] and live[1]._alive()
+            assert set(backend.list_overlays(other)) == set(backend_files(live[1].name))
+            assert backend.cleanup(mine) == []
+            with pytest.raises(ConfigError):
+                backend.cleanup("")        # never "everything"
+        finally:
+            assert not teardown(live)
+        assert backend.cleanup(other) == []
 
     def test_fingerprint_and_domain_type(self, backend):
         fp = backend.fingerprint()

@@ -9,10 +9,12 @@ console log) crosses that tunnel. The KVM probe runs again for the remote URI
 """
 from __future__ import annotations
 
+import os
+import secrets
+
 import pytest
 
-from labkit.backends import get_backend
-from labkit.backends.ssh import resolve_target
+from labkit.backends import get_backend, new_name, teardown
 from labkit.instance import InstanceSpec
 
 from .conftest import PREFIX, check_exec_contract, instances
@@ -21,9 +23,14 @@ pytestmark = [pytest.mark.libvirt, pytest.mark.ssh]
 
 
 def ssh_uri() -> str:
-    t = resolve_target()
-    query = "no_verify=1&no_tty=1" + (f"&keyfile={t['key_filename']}" if t["key_filename"] else "")
-    return f"qemu+ssh://{t['user']}@{t['host']}:{t['port']}/system?{query}"
+    """The test sshd from the LABKIT_SSH_* variables (the Makefile sets them)."""
+    host = os.environ.get("LABKIT_SSH_HOST")
+    if not host:
+        pytest.skip("LABKIT_SSH_HOST is not set (make integration sets the test sshd's address)")
+    key = os.environ.get("LABKIT_SSH_KEY")
+    query = "no_verify=1&no_tty=1" + (f"&keyfile={key}" if key else "")
+    user, port = os.environ.get("LABKIT_SSH_USER", "root"), os.environ.get("LABKIT_SSH_PORT", "22")
+    return f"qemu+ssh://{user}@{host}:{port}/system?{query}"
 
 
 @pytest.fixture(scope="module")
@@ -60,3 +67,22 @@ def test_a_vm_over_qemu_ssh_is_provisioned_driven_and_removed(remote):
     assert inst.name not in local.list_labkit()
     fp = be.fingerprint()
     assert fp["uri"] == be.uri and fp["domain_type"] == local.domain_type()
+
+
+def test_cleanup_over_qemu_ssh_removes_exactly_its_prefix(remote):
+    be, local = remote
+    tag = secrets.token_hex(3)
+    mine, other = f"{PREFIX}-ssh{tag}--", f"{PREFIX}-ssh{tag}-2--"
+    dtype = be.domain_type()
+    # started, not waited for: listing and cleanup need no guest agent
+    made = [be._boot(InstanceSpec(memory_mb=256), new_name(p), 0, None, dtype) for p in (mine, other)]
+    try:
+        assert be.list_labkit(mine) == [made[0].name] and be.list_labkit(other) == [made[1].name]
+        files = [f"{made[0].name}{ext}" for ext in (".console.log", ".qcow2")]
+        assert be.list_overlays(mine) == files
+        assert be.cleanup(mine) == [made[0].name]
+        assert local.list_labkit(mine) == [] and local.list_overlays(mine) == []
+        assert local.list_labkit(other) == [made[1].name] and made[1]._alive()
+    finally:
+        assert not teardown(made)
+    assert be.cleanup(other) == []

@@ -1,13 +1,15 @@
-"""Image building without daemons: apt mirror discovery, cache keys, LXD metadata,
-and the pure parts of the docker/lxd backends' mapping of an InstanceSpec."""
+"""Image building without daemons: apt mirror discovery, cache keys and the caches
+themselves (a second build does no work), LXD metadata, and the pure parts of the
+docker/lxd backends' mapping of an InstanceSpec."""
 from __future__ import annotations
 
 import io
+import json
 import tarfile
 
 import pytest
 
-from labkit.errors import ConfigError
+from labkit.errors import BackendError, ConfigError
 from labkit.images import _targets
 from labkit.images import rootfs as rf
 from labkit.images.lxd_image import metadata_tarball
@@ -110,11 +112,90 @@ def test_unfinished_rootfs_has_no_stamp(tmp_path, monkeypatch):
     path = rf.rootfs_path("abc")
     path.mkdir()
     assert rf.read_stamp(path) is None  # a half-built tree is never reused
-    rf._write_stamp(path, {"hash": "abc", "nqueens": ""})
+    with pytest.raises(BackendError, match="not built"):
+        rf.image_hash(path)
+    rf._write_stamp(path, {"hash": "abc"})
     assert rf.read_stamp(path)["hash"] == "abc"
     assert rf.image_hash(path) == "abc"
-    rf._write_stamp(path, {"hash": "abc", "nqueens": "1234"})
-    assert rf.image_hash(path) not in ("abc", "")
+
+
+@pytest.fixture
+def fake_debootstrap(tmp_path, monkeypatch):
+    """build_rootfs with debootstrap replaced by a counter that makes a tiny tree."""
+    monkeypatch.setenv("LABKIT_IMAGE_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("LABKIT_APT_MIRROR", "http://mirror.example/debian")
+    monkeypatch.setattr(rf.os, "geteuid", lambda: 0)
+    monkeypatch.setattr(rf.shutil, "which", lambda tool: f"/usr/sbin/{tool}")
+    calls = []
+
+    def run(cmd, what, **kw):
+        calls.append(cmd)
+        assert cmd[0] == "debootstrap" and cmd[-1] == "http://mirror.example/debian"
+        root = tmp_path / cmd[-2]
+        (root / "var/lib/dpkg").mkdir(parents=True)
+        (root / "var/lib/dpkg/status").write_text("Package: base-files\n")
+        (root / "etc").mkdir()
+    monkeypatch.setattr(rf, "_run", run)
+    return calls
+
+
+def test_rootfs_build_is_cached_on_its_inputs(fake_debootstrap):
+    first = rf.build_rootfs(echo=None)
+    assert len(fake_debootstrap) == 1
+    assert "--include=" + ",".join(sorted(rf.PACKAGES)) in fake_debootstrap[0]
+    stamp = rf._stamp(first)
+    mtime = stamp.stat().st_mtime_ns
+    said = []
+    assert rf.build_rootfs(echo=said.append) == first
+    assert len(fake_debootstrap) == 1, "a second build with the same inputs must not debootstrap"
+    assert stamp.stat().st_mtime_ns == mtime
+    assert "nothing to do" in said[0]
+    rf.build_rootfs(force=True, echo=None)
+    assert len(fake_debootstrap) == 2
+    # nothing but the packages' own files is baked in (no benchmark binary)
+    assert not (first / "usr/local/bin").exists()
+    assert rf.image_hash(first) == rf.inputs_hash()
+
+
+def test_vm_image_build_is_cached_on_its_inputs(tmp_path, monkeypatch):
+    from labkit.images import vm
+    for tool in ("mkfs.ext4", "qemu-img"):
+        if not vm.shutil.which(tool):
+            pytest.skip(f"{tool} not installed")
+    if vm.os.geteuid() != 0:
+        pytest.skip("the VM image build runs as root")
+    monkeypatch.setenv("LABKIT_IMAGE_CACHE", str(tmp_path / "cache"))
+    boot = tmp_path / "boot"
+    boot.mkdir()
+    (boot / "vmlinuz-9.9.9-cloud-amd64").write_bytes(b"kernel")
+    (boot / "initrd.img-9.9.9-cloud-amd64").write_bytes(b"initrd")
+    monkeypatch.setattr(vm, "host_kernel", lambda: ("9.9.9-cloud-amd64", boot / "vmlinuz-9.9.9-cloud-amd64",
+                                                    boot / "initrd.img-9.9.9-cloud-amd64"))
+    monkeypatch.setattr(vm, "HEADROOM_MB", 8)
+    root = tmp_path / "rootfs"
+    (root / "var/lib/dpkg").mkdir(parents=True)
+    (root / "var/lib/dpkg/status").write_text("Package: base-files\n")
+    (root / "etc").mkdir()
+    (root / "sbin").mkdir()
+    real_run, steps = vm._run, []
+    monkeypatch.setattr(vm, "_run", lambda cmd, what: steps.append(what) or real_run(cmd, what))
+
+    out = vm.build_vm_image(root, echo=None)
+    assert any("mkfs.ext4" in s for s in steps) and any("qemu-img" in s for s in steps)
+    info = json.loads((out / "image.json").read_text())
+    assert {info[k] for k in ("disk", "kernel", "initrd")} == {"base.qcow2", "vmlinuz", "initrd.img"}
+    assert "init=/sbin/labkit-init" in info["cmdline"] and info["kernel_version"] == "9.9.9-cloud-amd64"
+    assert vm.current_image() == out
+    mtime = (out / "base.qcow2").stat().st_mtime_ns
+    done = len(steps)
+    assert vm.build_vm_image(root, echo=None) == out
+    assert len(steps) == done, f"a cached build ran {steps[done:]}"
+    assert (out / "base.qcow2").stat().st_mtime_ns == mtime
+    # a changed input (the rootfs content) makes a new image and points the backend at it
+    (root / "var/lib/dpkg/status").write_text("Package: base-files\nPackage: kmod\n")
+    other = vm.build_vm_image(root, echo=None)
+    assert other != out and vm.current_image() == other
+    assert vm.remove_stale() == [out] and not out.exists()
 
 
 def test_finish_rootfs_strips_docs_keeps_copyright(tmp_path):

@@ -1,4 +1,5 @@
 """Domain XML from an InstanceSpec (labkit.backends.libvirt_xml): no libvirt needed."""
+import json
 import xml.etree.ElementTree as ET
 
 import pytest
@@ -6,7 +7,7 @@ import pytest
 from labkit.backends.libvirt_xml import (AGENT_CHANNEL, domain_facts, domain_xml, overlay_volume_xml,
                                          parse_cpuset, parse_pinning, pool_xml, uri_driver,
                                          uri_is_local)
-from labkit.errors import ConfigError
+from labkit.errors import BackendUnavailable, ConfigError
 from labkit.instance import InstanceSpec
 
 PATHS = dict(disk="/pool/labkit-t.qcow2", kernel="/img/vmlinuz", initrd="/img/initrd.img",
@@ -147,37 +148,89 @@ def test_uri_driver_and_locality(uri, driver, local):
     assert uri_is_local(uri) == local
 
 
-# -- the VM image's bookkeeping (labkit.images.vm), no build --------------------------------
-def test_vm_image_info_missing_says_how_to_build(tmp_path, monkeypatch):
-    from labkit.errors import BackendUnavailable
-    from labkit.images import vm
+# -- the VM image description (libvirt_storage.load_image), no libvirt daemon ---------------
+def _image_dir(tmp_path, files=("base.qcow2", "vmlinuz", "initrd.img")):
+    d = tmp_path / "vm-abc"
+    d.mkdir()
+    (d / "image.json").write_text(json.dumps({"disk": "base.qcow2", "kernel": "vmlinuz",
+                                              "initrd": "initrd.img", "cmdline": "root=/dev/vda"}))
+    for f in files:
+        (d / f).write_bytes(b"x")
+    return d
+
+
+def test_load_image_missing_says_how_to_build(tmp_path, monkeypatch):
+    storage = pytest.importorskip("labkit.backends.libvirt_storage")
     monkeypatch.setenv("LABKIT_IMAGE_CACHE", str(tmp_path))
     monkeypatch.delenv("LABKIT_VM_IMAGE", raising=False)
     with pytest.raises(BackendUnavailable, match=r"labkit images build --vm"):
-        vm.vm_image_info()
-    # an image directory without its stamp is unfinished: never used
-    d = tmp_path / "vm-abc"
-    d.mkdir()
-    (d / "image.json").write_text('{"disk": "base.qcow2", "kernel": "vmlinuz", "initrd": "initrd.img"}')
-    with pytest.raises(BackendUnavailable, match="unfinished"):
-        vm.vm_image_info(d)
-    for f in ("base.qcow2", "vmlinuz", "initrd.img"):
-        (d / f).write_bytes(b"x")
-    (tmp_path / "vm-abc.stamp").write_text("{}")
-    info = vm.vm_image_info(d)
-    assert info["disk"] == str(d / "base.qcow2") and info["dir"] == str(d)
+        storage.load_image()
+    d = _image_dir(tmp_path, files=("base.qcow2", "vmlinuz"))
+    with pytest.raises(BackendUnavailable, match="initrd.img is missing"):
+        storage.load_image(d)
+    (tmp_path / "elsewhere").mkdir()
+    with pytest.raises(BackendUnavailable, match="absent"):
+        storage.load_image(tmp_path / "elsewhere")
+
+
+def test_load_image_from_option_env_or_the_current_pointer(tmp_path, monkeypatch):
+    storage = pytest.importorskip("labkit.backends.libvirt_storage")
+    monkeypatch.setenv("LABKIT_IMAGE_CACHE", str(tmp_path))
+    monkeypatch.delenv("LABKIT_VM_IMAGE", raising=False)
+    d = _image_dir(tmp_path)
+    # the directory or its image.json, given as the option
+    for given in (d, d / "image.json", str(d)):
+        info = storage.load_image(given)
+        assert info["disk"] == str(d / "base.qcow2") and info["dir"] == str(d)
+        assert info["kernel"] == str(d / "vmlinuz") and info["cmdline"] == "root=/dev/vda"
+    # the default: what `labkit images build --vm` points to, unless $LABKIT_VM_IMAGE says otherwise
+    (tmp_path / "vm-current.json").write_text(json.dumps({"image": str(d)}))
+    assert storage.load_image()["dir"] == str(d)
+    monkeypatch.setenv("LABKIT_VM_IMAGE", str(tmp_path / "nowhere"))
+    with pytest.raises(BackendUnavailable, match="nowhere"):
+        storage.load_image()
+
+
+def test_load_image_rejects_a_malformed_description(tmp_path):
+    storage = pytest.importorskip("labkit.backends.libvirt_storage")
+    d = _image_dir(tmp_path)
+    (d / "image.json").write_text("{not json")
+    with pytest.raises(ConfigError, match="not JSON"):
+        storage.load_image(d)
+    (d / "image.json").write_text(json.dumps({"disk": "base.qcow2", "kernel": 3}))
+    with pytest.raises(ConfigError, match="disk, kernel, initrd, cmdline"):
+        storage.load_image(d)
+
+
+def test_unknown_backend_options_are_rejected_with_the_allowed_list():
+    libvirt_backend = pytest.importorskip("labkit.backends.libvirt")
+    with pytest.raises(ConfigError, match=r"unknown option\(s\) enforce_limit.*allowed: uri, domain_type"):
+        libvirt_backend.LibvirtBackend(enforce_limit=False)
+    for bad in ({"boot_timeout": "nan"}, {"boot_timeout": -1}, {"kvm_probe_timeout": "x"}):
+        with pytest.raises(ConfigError, match="seconds > 0"):
+            libvirt_backend.LibvirtBackend(**bad)
+    with pytest.raises(ConfigError, match="domain_type"):
+        libvirt_backend.LibvirtBackend(domain_type="lxc")
 
 
 def test_host_kernel_needs_the_cloud_kernel(tmp_path):
-    from labkit.errors import BackendUnavailable
     from labkit.images import vm
     with pytest.raises(BackendUnavailable, match="linux-image-cloud-amd64"):
         vm.host_kernel(str(tmp_path))
     assert vm._version_key("6.1.0-56-cloud-amd64") > vm._version_key("6.1.0-9-cloud-amd64")
 
 
-def test_guest_files_are_packaged():
-    from labkit.images import vm
+def test_guest_init_is_packaged_and_needs_no_compiled_helper():
+    from labkit.images import rootfs, vm
     init = vm._files("labkit-init").decode()
     assert init.startswith("#!/bin/sh") and "org.qemu.guest_agent.0" in init and "qemu-ga" in init
-    assert b"finit_module" in vm._files("labkit-guest-helper.c")
+    # what it runs comes from the image's packages: insmod (kmod), ip (iproute2)
+    assert "insmod" in init and "ip link set lo up" in init
+    assert {"kmod", "iproute2", "qemu-guest-agent"} <= set(rootfs.PACKAGES)
+
+
+def test_a_vm_below_the_bootable_memory_is_refused_before_anything_is_made():
+    libvirt_backend = pytest.importorskip("labkit.backends.libvirt")
+    be = libvirt_backend.LibvirtBackend(uri="qemu:///nowhere-never-opened")
+    with pytest.raises(ConfigError, match=r"memory_mb=128 is too small.*at least 160 MiB"):
+        be._boot(InstanceSpec(memory_mb=128), "labkit-t-1", 0, None, "qemu")

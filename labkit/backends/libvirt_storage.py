@@ -1,0 +1,158 @@
+"""Storage for the libvirt backend: the VM image description, overlays and console logs.
+
+The VM image is a directory holding ``image.json`` (written by ``labkit images
+build --vm``): the base disk, kernel and initrd (file names relative to the
+directory), the kernel command line, and facts recorded with every run::
+
+    {"disk": "base.qcow2", "format": "qcow2", "kernel": "vmlinuz", "initrd": "initrd.img",
+     "cmdline": "root=/dev/vda rw console=ttyS0 init=/sbin/labkit-init quiet",
+     "size_mb": 2048, "kernel_version": "6.1.0-...-cloud-amd64", "hash": "..."}
+
+The backend is given that directory (or its ``image.json``) as its ``image``
+option; without it, ``$LABKIT_VM_IMAGE``, else the image that
+``<image cache>/vm-current.json`` points to (the cache is
+``$LABKIT_IMAGE_CACHE``, default ``/var/cache/labkit/images``).
+
+Each VM boots a qcow2 copy-on-write overlay of the base disk, a volume of the
+libvirt storage pool ``labkit``; its serial console log lies beside it. Every
+file operation goes through the pool API, so the same code serves a local
+daemon and a remote one (``qemu+ssh://``).
+"""
+from __future__ import annotations
+
+import json
+import os
+import threading
+from pathlib import Path
+
+import libvirt
+
+from ..errors import BackendError, BackendUnavailable, ConfigError
+from .libvirt_xml import overlay_volume_xml, pool_xml
+
+DEFAULT_CACHE = "/var/cache/labkit/images"
+MISSING = "VM image missing: run `labkit images build --vm`"
+#: Keys image.json must hold (file names are relative to its directory).
+IMAGE_FILES = ("disk", "kernel", "initrd")
+CONSOLE_TAIL_BYTES = 16384
+
+
+def image_cache() -> Path:
+    """Where ``labkit images`` keeps images (``$LABKIT_IMAGE_CACHE``)."""
+    return Path(os.environ.get("LABKIT_IMAGE_CACHE", DEFAULT_CACHE))
+
+
+def load_image(image: str | os.PathLike | None = None) -> dict:
+    """The VM image description with absolute ``disk``, ``kernel``, ``initrd`` and ``dir``.
+
+    ``image``: the image directory or its ``image.json``; None: ``$LABKIT_VM_IMAGE``,
+    else the image named by ``<image cache>/vm-current.json``. Only the files
+    on this machine are checked (a remote daemon needs the same paths).
+    Raises BackendUnavailable saying how to build it, ConfigError for a malformed file.
+    """
+    image = image or os.environ.get("LABKIT_VM_IMAGE")
+    if not image:
+        pointer = image_cache() / "vm-current.json"
+        try:
+            image = json.loads(pointer.read_text())["image"]
+        except (OSError, ValueError, KeyError, TypeError):
+            raise BackendUnavailable(f"{MISSING} (no image named in {pointer})") from None
+    path = Path(image)
+    meta = path if path.name == "image.json" else path / "image.json"
+    try:
+        info = json.loads(meta.read_text())
+    except OSError:
+        raise BackendUnavailable(f"{MISSING} ({meta} is absent)") from None
+    except ValueError as exc:
+        raise ConfigError(f"libvirt option image: {meta} is not JSON: {exc}") from None
+    if not isinstance(info, dict) or not all(isinstance(info.get(k), str) for k in (*IMAGE_FILES, "cmdline")):
+        raise ConfigError(f"libvirt option image: {meta} must hold the strings "
+                          f"{', '.join((*IMAGE_FILES, 'cmdline'))}")
+    for key in IMAGE_FILES:
+        info[key] = str(meta.parent / info[key])
+        if not Path(info[key]).exists():
+            raise BackendUnavailable(f"{MISSING} ({info[key]} is missing)")
+    info["dir"] = str(meta.parent)
+    return info
+
+
+def gone(exc: libvirt.libvirtError) -> bool:
+    """The error says the domain or volume does not exist (any more)."""
+    return exc.get_error_code() in (libvirt.VIR_ERR_NO_DOMAIN, libvirt.VIR_ERR_OPERATION_INVALID,
+                                    libvirt.VIR_ERR_NO_STORAGE_VOL)
+
+
+class Pool:
+    """The storage pool holding overlays and console logs, on one libvirt connection."""
+
+    def __init__(self, conn_of, name: str, path: str):
+        self._conn_of = conn_of          # a callable: the backend's (lazily opened) connection
+        self.name, self.path = name, path
+        self._lock = threading.Lock()
+
+    def pool(self):
+        """The ``virStoragePool``, defined (transient) and started if needed."""
+        conn = self._conn_of()
+        with self._lock:
+            try:
+                pool = conn.storagePoolLookupByName(self.name)
+            except libvirt.libvirtError:
+                try:
+                    pool = conn.storagePoolCreateXML(pool_xml(self.name, self.path),
+                                                     libvirt.VIR_STORAGE_POOL_CREATE_WITH_BUILD)
+                except libvirt.libvirtError:  # another process made it meanwhile
+                    pool = conn.storagePoolLookupByName(self.name)
+            if not pool.isActive():
+                pool.create(0)
+            return pool
+
+    def overlay(self, name: str, img: dict) -> str:
+        """Path of a new qcow2 overlay ``<name>.qcow2`` over the image's base disk."""
+        xml = overlay_volume_xml(f"{name}.qcow2", img["disk"], img.get("format", "qcow2"),
+                                 int(img.get("size_mb", 0)) << 20)
+        try:
+            return self.pool().createXML(xml, 0).path()
+        except libvirt.libvirtError as exc:
+            raise BackendError(f"could not create the overlay of {img['disk']} for {name} "
+                               f"in pool {self.name}: {exc}") from exc
+
+    def console_log(self, name: str) -> str:
+        """Where the serial console of domain ``name`` is written."""
+        return f"{self.path}/{name}.console.log"
+
+    def volumes(self, prefix: str) -> list[str]:
+        """Names of the pool's files starting with ``prefix`` (overlays and console logs)."""
+        try:
+            pool = self.pool()
+            pool.refresh(0)
+            return sorted(v.name() for v in pool.listAllVolumes(0) if v.name().startswith(prefix))
+        except libvirt.libvirtError as exc:
+            raise BackendError(f"listing pool {self.name}: {exc}") from exc
+
+    def remove(self, path: str) -> None:
+        """Delete the pool file ``path`` (quiet when it is already gone)."""
+        try:
+            pool = self.pool()
+            pool.refresh(0)
+            pool.storageVolLookupByName(os.path.basename(path)).delete(0)
+        except libvirt.libvirtError as exc:
+            if not gone(exc):
+                raise BackendError(f"could not remove {path} from pool {self.name}: {exc}") from exc
+
+    def tail(self, path: str, lines: int = 30) -> str:
+        """The last ``lines`` lines of a console log (or why it could not be read)."""
+        try:
+            pool = self.pool()
+            pool.refresh(0)
+            vol = pool.storageVolLookupByName(os.path.basename(path))
+            size = vol.info()[1]
+            offset = max(0, size - CONSOLE_TAIL_BYTES)
+            stream = self._conn_of().newStream(0)
+            vol.download(stream, offset, size - offset, 0)
+            chunks: list[bytes] = []
+            stream.recvAll(lambda _s, buf, acc: acc.append(buf), chunks)
+            stream.finish()
+        except libvirt.libvirtError as exc:
+            return f"(serial console log {path} unreadable: {exc})"
+        text = b"".join(chunks).decode("utf-8", errors="replace").replace("\r", "")
+        return "\n".join(text.splitlines()[-lines:]) or "(serial console empty)"
