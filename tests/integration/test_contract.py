@@ -29,6 +29,14 @@ BACKENDS = [pytest.param("local", marks=pytest.mark.root), pytest.param("docker"
 TAG = secrets.token_hex(2)
 
 
+#: memory of the test instances: a VM needs room to unpack its initrd (libvirt refuses < 160 MB)
+MEMORY_MB = {"libvirt": 256}
+
+
+def memory(backend_name: str) -> int:
+    return MEMORY_MB.get(backend_name, 128)
+
+
 def prefix(backend_name: str) -> str:
     return f"labkit-test-ct{TAG}-{backend_name}--"
 
@@ -37,7 +45,7 @@ pytestmark = pytest.mark.parametrize("backend_name", BACKENDS)
 
 @pytest.fixture(scope="module")
 def pool():
-    """backend name -> (backend, one 1-vCPU pinned instance with 128 MB); all torn down at the end."""
+    """backend name -> (backend, one 1-vCPU pinned instance); all torn down at the end."""
     made: dict = {}
     yield made
     for be, inst in made.values():
@@ -53,7 +61,7 @@ def pool():
 def inst(pool, backend_name):
     if backend_name not in pool:
         be = get_backend(backend_name)
-        (one,) = be.provision(InstanceSpec(vcpus=1, memory_mb=128, affinity="pinned"),
+        (one,) = be.provision(InstanceSpec(vcpus=1, memory_mb=memory(backend_name), affinity="pinned"),
                             prefix=prefix(backend_name))
         pool[backend_name] = (be, one)
     return pool[backend_name][1]
@@ -81,7 +89,7 @@ def test_timeout_kills_the_whole_tree(inst):
 
 
 def test_oom_kill_is_reported_and_a_plain_sigkill_is_not(inst):
-    # one process that holds 400 MB in a 128 MB instance: the OOM killer must end it
+    # one process that holds 400 MB in a 128-256 MB instance: the OOM killer must end it
     oom = inst.exec("head -c 400m /dev/zero | tail > /dev/null", timeout=120, check=False)
     assert oom.exit_code == 137 and oom.oom_killed, oom.describe()
     assert "OOM" in oom.describe()
@@ -114,8 +122,8 @@ def test_cleanup_removes_exactly_one_campaigns_instances(inst, backend_name, poo
     other = mine[:-2] + "-2--"          # a campaign id that extends the first one's
     made = []
     try:
-        made += be.provision(InstanceSpec(vcpus=1, memory_mb=64), prefix=mine)
-        made += be.provision(InstanceSpec(vcpus=1, memory_mb=64), prefix=other)
+        made += be.provision(InstanceSpec(vcpus=1, memory_mb=memory(backend_name)), prefix=mine)
+        made += be.provision(InstanceSpec(vcpus=1, memory_mb=memory(backend_name)), prefix=other)
         assert be.list_labkit(mine) == [made[0].name] and be.list_labkit(other) == [made[1].name]
         assert be.cleanup(mine) == [made[0].name]
         assert be.list_labkit(mine) == []
