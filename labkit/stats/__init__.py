@@ -25,3 +25,4 @@ from .summary import summarize
 __all__ = ["Diagnostics", "LenthResult", "anova", "factorial_diagnostics", "factorial_effects",
            "factorial_residuals", "lenth", "oneway_anova", "shapiro", "shapiro_by",
            "summarize", "ttest", "ttest_by", "tukey_hsd", "yates_terms"]
+from .overhead import fieller_ratio, overhead_ratios  # noqa: E402,F401
