@@ -1,0 +1,297 @@
+"""Results in words: conclusions written from the statistics, and one-file HTML reports.
+
+:func:`conclusions` turns a factorial analysis (effects table, residual
+diagnostics, bootstrap CIs of the shares of variation, an optional published
+reference) into sentences a reader can check against the tables.
+:func:`html_report` writes a campaign's analysis as one self-contained HTML file.
+"""
+from __future__ import annotations
+
+import base64
+import html
+import io
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from .errors import ConfigError
+from .labels import label, term_label
+from .stats import _validate as v
+from .stats.factorial import sign_table, yates_terms
+from .stats.lenth import lenth
+
+__all__ = ["Conclusions", "conclusions", "html_report", "variation_ci"]
+
+
+def variation_ci(data: pd.DataFrame, factors: Sequence[str], response: str, *, levels=None,
+                 n_boot: int = 1000, alpha: float = 0.05, seed: int = 0) -> pd.DataFrame:
+    """Bootstrap percentile CIs of each term's share of variation in a balanced 2^k·r design.
+
+    Runs are resampled with replacement within each configuration (so every
+    bootstrap design stays a balanced 2^k·r), and Jain's allocation of variation
+    (SS_term = 2^k·r·q², share = SS_term/SST) is recomputed each time. Returns one
+    row per term (Yates order, "I" left out) and "error": ``term``, ``pct_low``,
+    ``pct_high`` (percentiles alpha/2 and 1 - alpha/2 of ``n_boot`` resamples).
+    Needs r >= 2.
+    """
+    alpha = v.alpha(alpha)
+    factors = v.names(factors, "factors")
+    v.columns(data, factors, "factors")
+    y = v.response(data, response)
+    if not isinstance(n_boot, int) or not 100 <= n_boot <= 100_000:
+        raise ConfigError(f"n_boot must be an integer in [100, 100000], got {n_boot!r}")
+    lmap = v.level_map(levels)
+    k = len(factors)
+    cell = np.zeros(len(data), dtype=np.int64)
+    for j, f in enumerate(factors):
+        low, high = v.two_levels(data[f], lmap.get(f), arg="levels")
+        col = data[f].to_numpy()
+        cell |= (col == high).astype(np.int64) << j
+    counts = np.bincount(cell, minlength=2 ** k)
+    r = int(counts[0])
+    if r < 2 or not np.all(counts == r):
+        raise ConfigError(f"variation_ci needs a balanced 2^k·r design with r >= 2; "
+                          f"runs per configuration: {sorted(set(counts.tolist()))}")
+    cube = y[np.argsort(cell, kind="stable")].reshape(2 ** k, r)      # (cells, r)
+    rng = np.random.default_rng(seed)
+    idx = rng.integers(0, r, size=(n_boot, 2 ** k, r))
+    boot = np.take_along_axis(np.broadcast_to(cube, (n_boot, 2 ** k, r)), idx, axis=2)
+    means = boot.mean(axis=2)                                          # (B, cells)
+    q = means @ sign_table(k).T.astype(float) / 2 ** k                 # (B, terms)
+    ss = 2 ** k * r * q[:, 1:] ** 2
+    sst = ((boot - boot.mean(axis=(1, 2), keepdims=True)) ** 2).sum(axis=(1, 2))
+    sse = ((boot - means[:, :, None]) ** 2).sum(axis=2).sum(axis=1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        pct = 100 * np.column_stack([ss, sse]) / sst[:, None]
+    lo, hi = np.nanpercentile(pct, [100 * alpha / 2, 100 * (1 - alpha / 2)], axis=0)
+    terms = yates_terms(factors)[1:] + ["error"]
+    out = pd.DataFrame({"term": terms, "pct_low": lo, "pct_high": hi})
+    out.attrs.update({"n_boot": n_boot, "alpha": alpha, "seed": seed})
+    return out
+
+
+@dataclass
+class Conclusions:
+    """Sentences about one analysis. ``headline`` answers the focus question (or is empty);
+    ``findings``, ``assumptions`` and ``reference`` are lists of sentences; ``significant``
+    lists the significant terms. Displays as Markdown in Jupyter; ``str()`` is plain text."""
+    headline: str
+    findings: list[str] = field(default_factory=list)
+    assumptions: list[str] = field(default_factory=list)
+    reference: list[str] = field(default_factory=list)
+    significant: list[str] = field(default_factory=list)
+
+    def markdown(self) -> str:
+        parts = []
+        if self.headline:
+            parts.append(f"**{self.headline}**")
+        for title, items in (("Findings", self.findings), ("Assumptions", self.assumptions),
+                             ("Compared with the published study", self.reference)):
+            if items:
+                parts.append(f"*{title}.*\n\n" + "\n".join(f"- {s}" for s in items))
+        return "\n\n".join(parts)
+
+    def _repr_markdown_(self) -> str:
+        return self.markdown()
+
+    def __str__(self) -> str:
+        return self.markdown().replace("**", "").replace("*", "")
+
+
+def _pct(x: float) -> str:
+    return "< 0.1 %" if 0 < x < 0.05 else f"{x:.1f} %"
+
+
+def _share(row, ci: dict) -> str:
+    s = _pct(row["pct_variation"])
+    if row["term"] in ci:
+        lo, hi = ci[row["term"]]
+        s += f" (95 % CI {lo:.1f}–{hi:.1f} %)" if np.isfinite(lo) else ""
+    return s
+
+
+def _significant(effects: pd.DataFrame, alpha: float) -> tuple[list[str], str]:
+    rows = effects[~effects["term"].isin(["I", "error"])]
+    if "p" in rows and np.isfinite(rows["p"].to_numpy(float)).any():
+        sig = rows.loc[rows["p"] < alpha, "term"].tolist()
+        return sig, f"t-test of each effect, α = {alpha:g}"
+    res = lenth(rows, alpha=alpha)
+    return list(res.active), f"Lenth's method (unreplicated design), α = {alpha:g}"
+
+
+def _describe_terms(effects: pd.DataFrame, terms: list[str], ci: dict, response: str) -> list[str]:
+    out = []
+    rows = effects.set_index("term")
+    for t in sorted(terms, key=lambda t: -rows.loc[t, "pct_variation"]):
+        row = rows.loc[t]
+        direction = "raises" if row["effect"] > 0 else "lowers"
+        lv = effects.attrs.get("levels", {})
+        if ":" not in t and t in lv:
+            low, high = lv[t]
+            change = (f"going from {low} to {high} {direction} {label(response)} by "
+                      f"{abs(row['effect']):.3g} on average")
+        else:
+            change = f"an interaction (effect {row['effect']:+.3g})"
+        share = _share({"term": t, "pct_variation": row["pct_variation"]}, ci)
+        out.append(f"{term_label(t)}: {change}; it explains {share} of the variation.")
+    return out
+
+
+def conclusions(effects: pd.DataFrame, *, diagnostics=None, variation=None, focus: str | None = None,
+                reference: pd.DataFrame | None = None, alpha: float | None = None,
+                practical_pct: float = 1.0) -> Conclusions:
+    """Conclusions in words from a :func:`labkit.stats.factorial_effects` table.
+
+    * ``diagnostics``: the :class:`labkit.stats.Diagnostics` of the same data; when the
+      residuals fail Shapiro-Wilk the sentences say so and, if the log model was fitted,
+      which terms are significant on the log scale and whether that changes the answer.
+    * ``variation``: :func:`variation_ci` output, giving each share a CI.
+    * ``focus``: a factor to answer for ("Does CPU affinity matter?"): significant alone or in
+      an interaction, and whether its share reaches ``practical_pct`` % of the variation.
+    * ``reference``: a published allocation of variation, columns ``source``, ``term`` (our
+      term names) and ``pct_variation``: the largest term and the focus factor's share there
+      beside ours.
+
+    Returns a :class:`Conclusions`.
+    """
+    v.frame(effects, "effects")
+    v.columns(effects, ["term", "effect", "pct_variation"], "effects")
+    alpha = v.alpha(effects.attrs.get("alpha", 0.05) if alpha is None else alpha)
+    response = effects.attrs.get("response", "response")
+    ci = {}
+    if variation is not None:
+        v.columns(variation, ["term", "pct_low", "pct_high"], "variation")
+        ci = {t: (lo, hi) for t, lo, hi in variation[["term", "pct_low", "pct_high"]].itertuples(
+            index=False, name=None)}
+    sig, method = _significant(effects, alpha)
+    terms = effects[~effects["term"].isin(["I", "error"])]
+    out = Conclusions(headline="", significant=sig)
+    if sig:
+        out.findings.append(f"Significant ({method}): " + ", ".join(term_label(t) for t in sorted(
+            sig, key=lambda t: -float(terms.set_index("term").loc[t, "pct_variation"]))) + ".")
+        out.findings += _describe_terms(effects, sig, ci, response)
+    else:
+        out.findings.append(f"No factor or interaction is significant ({method}).")
+    small = [t for t in sig if float(terms.set_index("term").loc[t, "pct_variation"]) < practical_pct]
+    if small:
+        out.findings.append("Significant but below " + _pct(practical_pct) + " of the variation "
+                            "(statistically detectable, practically negligible): "
+                            + ", ".join(term_label(t) for t in small) + ".")
+    err = effects.loc[effects["term"] == "error"]
+    if len(err) and np.isfinite(float(err["pct_variation"].iloc[0])):
+        out.findings.append(f"Unexplained (run-to-run) variation: "
+                            f"{_share(err.iloc[0], ci)} of the total.")
+
+    log_sig = None
+    if diagnostics is not None:
+        normal = getattr(diagnostics, "normal", None)
+        first = diagnostics.table.iloc[0]
+        if normal is None:
+            out.assumptions.append(f"Residual normality could not be tested: {first['note']}.")
+        elif normal:
+            out.assumptions.append(f"Residuals look normal (Shapiro-Wilk W = {first['W']:.3f}, "
+                                   f"p = {first['p']:.2g}): the t-based CIs and p-values hold.")
+        else:
+            s = (f"Residuals are not normal (Shapiro-Wilk W = {first['W']:.3f}, p = {first['p']:.2g}),"
+                 f" so the p-values above are approximate.")
+            if diagnostics.log_effects is not None:
+                second = diagnostics.table.iloc[1]
+                log_sig, _ = _significant(diagnostics.log_effects, alpha)
+                verdict = ("they look normal" if second["normal"] is not pd.NA and bool(second["normal"])
+                           else "they are still not normal")
+                s += (f" What was done: the analysis was repeated on log({label(response)}), where "
+                      f"{verdict} (W = {second['W']:.3f}, p = {second['p']:.2g}); there the "
+                      f"significant terms are "
+                      + (", ".join(term_label(t) for t in log_sig) or "none") + ".")
+                s += (" The conclusions do not change on the log scale." if set(log_sig) == set(sig)
+                      else " The two scales disagree on "
+                      + ", ".join(term_label(t) for t in sorted(set(log_sig) ^ set(sig)))
+                      + ": treat those terms with care.")
+            else:
+                s += " The log model could not be fitted (values <= 0)."
+            out.assumptions.append(s)
+
+    if focus is not None:
+        with_focus = [t for t in terms["term"] if focus in t.split(":")]
+        if not with_focus:
+            raise ConfigError(f"focus {focus!r} is not a factor of the effects table "
+                              f"(terms: {list(terms['term'])})")
+        hit = [t for t in with_focus if t in sig]
+        share = float(terms.set_index("term").loc[with_focus, "pct_variation"].sum())
+        name = term_label(focus)
+        if not hit:
+            out.headline = (f"Does {name} matter? No: neither {name} nor any interaction with it "
+                            f"is significant; together they explain {_pct(share)} of the variation.")
+        elif share < practical_pct:
+            out.headline = (f"Does {name} matter? Barely: "
+                            + ", ".join(term_label(t) for t in hit)
+                            + f" is significant, but all terms with {name} explain only "
+                            f"{_pct(share)} of the variation.")
+        else:
+            out.headline = (f"Does {name} matter? Yes: " + ", ".join(term_label(t) for t in hit)
+                            + f" significant; terms with {name} explain {_pct(share)} of the variation.")
+        if log_sig is not None and bool([t for t in with_focus if t in log_sig]) != bool(hit):
+            out.headline += (" (On the log scale the answer differs: see the assumptions.)")
+
+    if reference is not None:
+        v.columns(reference, ["source", "term", "pct_variation"], "reference")
+        ours = terms.set_index("term")["pct_variation"]
+        top_ours = ours.idxmax()
+        for src, ref in reference.groupby("source", sort=False):
+            ref = ref.set_index("term")["pct_variation"]
+            top = ref.idxmax()
+            s = (f"{src}: the largest term was {term_label(top)} ({_pct(ref[top])}); here it is "
+                 f"{term_label(top_ours)} ({_pct(ours[top_ours])})"
+                 + (", the same." if top == top_ours else ", a different one."))
+            if focus is not None:
+                paper = float(ref[[t for t in ref.index if focus in t.split(":")]].sum())
+                here = float(ours[[t for t in ours.index if focus in t.split(":")]].sum())
+                s += (f" Terms with {term_label(focus)}: {_pct(paper)} there, {_pct(here)} here.")
+            missing = [t for t in ref.index if t in ours.index and ref[t] >= 5 and t not in sig]
+            if missing:
+                s += (" Reported there with >= 5 % but not significant here: "
+                      + ", ".join(term_label(t) for t in missing) + ".")
+            out.reference.append(s)
+    return out
+
+
+def _fig_html(fig) -> str:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=110, bbox_inches="tight")
+    data = base64.b64encode(buf.getvalue()).decode("ascii")
+    return f'<figure><img alt="figure" src="data:image/png;base64,{data}"></figure>'
+
+
+def html_report(title: str, sections: Sequence[tuple[str, object]]) -> str:
+    """One self-contained HTML page: ``sections`` is a list of (heading, content), content a
+    str (Markdown-free text, escaped), a DataFrame (table), a :class:`Conclusions` or a
+    matplotlib Figure (embedded as base64 PNG). No script, stylesheet or font is fetched."""
+    from matplotlib.figure import Figure
+    body = [f"<h1>{html.escape(title)}</h1>"]
+    for heading, content in sections:
+        body.append(f"<h2>{html.escape(heading)}</h2>")
+        items = content if isinstance(content, list) else [content]
+        for item in items:
+            if isinstance(item, pd.DataFrame):
+                body.append(item.to_html(index=False, float_format=lambda x: f"{x:.4g}",
+                                         border=0, classes="t"))
+            elif isinstance(item, Figure):
+                body.append(_fig_html(item))
+            elif isinstance(item, Conclusions):
+                if item.headline:
+                    body.append(f'<p class="headline">{html.escape(item.headline)}</p>')
+                for part in (item.findings, item.assumptions, item.reference):
+                    if part:
+                        body.append("<ul>" + "".join(f"<li>{html.escape(s)}</li>" for s in part)
+                                    + "</ul>")
+            else:
+                body.append(f"<pre>{html.escape(str(item))}</pre>")
+    style = ("body{font-family:sans-serif;max-width:70em;margin:2em auto;padding:0 1em}"
+             "table.t{border-collapse:collapse;font-size:.85em}"
+             "table.t td,table.t th{padding:.2em .6em;border-bottom:1px solid #ddd;text-align:right}"
+             "img{max-width:100%}.headline{font-weight:bold;font-size:1.1em}")
+    return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+            f"<title>{html.escape(title)}</title><style>{style}</style></head><body>\n"
+            + "\n".join(body) + "\n</body></html>\n")
