@@ -11,6 +11,7 @@ import base64
 import html
 import io
 from collections.abc import Sequence
+from pathlib import Path
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -22,7 +23,7 @@ from .stats import _validate as v
 from .stats.factorial import sign_table, yates_terms
 from .stats.lenth import lenth
 
-__all__ = ["Conclusions", "conclusions", "html_report", "variation_ci"]
+__all__ = ["Analysis", "Conclusions", "analyze", "conclusions", "html_report", "variation_ci"]
 
 
 def variation_ci(data: pd.DataFrame, factors: Sequence[str], response: str, *, levels=None,
@@ -116,7 +117,8 @@ def _significant(effects: pd.DataFrame, alpha: float) -> tuple[list[str], str]:
     rows = effects[~effects["term"].isin(["I", "error"])]
     if "p" in rows and np.isfinite(rows["p"].to_numpy(float)).any():
         sig = rows.loc[rows["p"] < alpha, "term"].tolist()
-        return sig, f"t-test of each effect, α = {alpha:g}"
+        test = "t-test of each effect" if "t" in rows else "ANOVA F-test of each term"
+        return sig, f"{test}, α = {alpha:g}"
     res = lenth(rows, alpha=alpha)
     return list(res.active), f"Lenth's method (unreplicated design), α = {alpha:g}"
 
@@ -128,7 +130,9 @@ def _describe_terms(effects: pd.DataFrame, terms: list[str], ci: dict, response:
         row = rows.loc[t]
         direction = "raises" if row["effect"] > 0 else "lowers"
         lv = effects.attrs.get("levels", {})
-        if ":" not in t and t in lv:
+        if not np.isfinite(row["effect"]):     # from an ANOVA table: no single direction
+            change = f"F = {row['F']:.3g}, p = {row['p']:.2g}"
+        elif ":" not in t and t in lv:
             low, high = lv[t]
             change = (f"going from {low} to {high} {direction} {label(response)} by "
                       f"{abs(row['effect']):.3g} on average")
@@ -295,3 +299,112 @@ def html_report(title: str, sections: Sequence[tuple[str, object]]) -> str:
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             f"<title>{html.escape(title)}</title><style>{style}</style></head><body>\n"
             + "\n".join(body) + "\n</body></html>\n")
+
+
+@dataclass
+class Analysis:
+    """What :func:`analyze` found for one campaign and response (every field may be shown).
+
+    ``meta`` (store metadata), ``status`` (run counts by status), ``runs`` (one row per
+    successful run: factors, ``run_id``, ``run_order``, response), ``summary``
+    (:func:`labkit.stats.summarize` per configuration), ``kind`` ("factorial" or "anova"),
+    ``effects`` (factorial effects, or the ANOVA table with ``pct_variation`` = 100·eta²
+    and ``effect`` NaN), ``diagnostics`` (factorial residual checks or None),
+    ``variation`` (bootstrap CIs of the shares or None), ``conclusions``,
+    ``fingerprints`` (:func:`labkit.fingerprint.fingerprint_table`).
+    """
+    campaign: str
+    response: str
+    factors: list
+    meta: dict
+    status: dict
+    runs: pd.DataFrame
+    summary: pd.DataFrame
+    kind: str
+    effects: pd.DataFrame
+    diagnostics: object
+    variation: pd.DataFrame | None
+    conclusions: Conclusions
+    fingerprints: pd.DataFrame
+
+    def figures(self, alpha: float = 0.05) -> dict:
+        """name -> Figure: pareto (factorial), main_effects, interactions (>= 2 factors),
+        run_order and qq (when residuals exist)."""
+        from . import plots
+        figs = {}
+        levels = self.effects.attrs.get("levels")
+        if self.kind == "factorial":
+            figs["pareto"] = plots.pareto(self.effects, diagnostics=self.diagnostics)
+        figs["main_effects"] = plots.main_effects(self.runs, self.factors, self.response,
+                                                  alpha=alpha, levels=levels)
+        if len(self.factors) >= 2:
+            figs["interactions"] = plots.interactions(self.runs, self.factors, self.response,
+                                                      alpha=alpha, levels=levels)
+        hue = self.factors[0] if self.runs[self.factors[0]].nunique() <= 8 else None
+        figs["run_order"] = plots.run_order(self.runs, self.response, hue=hue)
+        if self.diagnostics is not None and self.diagnostics.normal is not None:
+            figs["qq"] = plots.qq(self.diagnostics, alpha=alpha)
+        return figs
+
+
+def _is_full_two_level(runs: pd.DataFrame, factors: list) -> int:
+    """r when ``runs`` is a balanced 2^k·r design over ``factors``, else 0."""
+    if any(runs[f].nunique() != 2 for f in factors):
+        return 0
+    sizes = runs.groupby(factors, observed=True).size()
+    return int(sizes.iloc[0]) if len(sizes) == 2 ** len(factors) and sizes.nunique() == 1 else 0
+
+
+def analyze(data_dir, campaign: str, *, response: str | None = None, factors=None,
+            alpha: float = 0.05, focus: str | None = None, reference=None,
+            n_boot: int = 1000) -> Analysis:
+    """Analyse a stored campaign (opened read-only) as its design allows.
+
+    ``response`` defaults to the workload's response (else the first metric);
+    ``factors`` to the design's factors that vary. A balanced two-level full factorial
+    gets Jain's allocation of variation with residual diagnostics and bootstrap CIs of
+    the shares (r >= 2); anything else an n-way ANOVA (type 2, interactions when the
+    data allow). Returns an :class:`Analysis`.
+    """
+    from .fingerprint import fingerprint_table
+    from .results import responses
+    from .stats import anova, factorial_diagnostics, factorial_effects, summarize
+    from .store import Store, load_results
+    path = Path(data_dir) / campaign / "store.sqlite"
+    with Store(path, readonly=True) as st:
+        meta, fps = st.meta(), st.fingerprints()
+    tidy = load_results(data_dir, campaign)
+    status = tidy.drop_duplicates("run_id").status.value_counts().to_dict()
+    design_factors = list(meta.get("design", {}).get("factors", {}))
+    if response is None:
+        response = (meta.get("workload") or {}).get("response")
+        if response not in set(tidy.metric.dropna()):
+            metrics = sorted(tidy.metric.dropna().unique())
+            if not metrics:
+                raise ConfigError(f"campaign {campaign!r} has no measurement to analyse")
+            response = metrics[0]
+    if factors is None:
+        factors = [f for f in design_factors if tidy[f].nunique() > 1]
+    factors = v.names(factors, "factors")
+    runs = responses(tidy, response, factors)
+    runs = runs.merge(tidy.drop_duplicates("run_id")[["run_id", "run_order"]], on="run_id")
+    summary = summarize(runs, factors, response, alpha=alpha)
+    r = _is_full_two_level(runs, factors)
+    diag = variation = None
+    if r:
+        kind = "factorial"
+        effects = factorial_effects(runs, factors, response, alpha=alpha)
+        if r >= 2:
+            diag = factorial_diagnostics(runs, factors, response, alpha=alpha)
+            variation = variation_ci(runs, factors, response, alpha=alpha, n_boot=n_boot)
+    else:
+        kind = "anova"
+        cells = runs.groupby(factors, observed=True).size()
+        full = bool((cells >= 2).all())
+        table = anova(runs, response, factors, interactions=full and len(factors) > 1)
+        effects = table.assign(pct_variation=100 * table["eta_sq"], effect=np.nan)
+        effects.attrs.update(table.attrs, response=response, alpha=alpha)
+    concl = conclusions(effects, diagnostics=diag, variation=variation, alpha=alpha,
+                        focus=focus if focus in factors else None, reference=reference)
+    return Analysis(campaign, response, factors, meta, status, runs, summary, kind, effects,
+                    diag, variation, concl, fingerprint_table(fps))
