@@ -23,7 +23,8 @@ from .stats import _validate as v
 from .stats.factorial import sign_table, yates_terms
 from .stats.lenth import lenth
 
-__all__ = ["Analysis", "Conclusions", "analyze", "conclusions", "html_report", "variation_ci"]
+__all__ = ["Analysis", "Conclusions", "analyze", "compare", "conclusions", "html_report",
+           "variation_ci", "write_bundle", "write_report"]
 
 
 def variation_ci(data: pd.DataFrame, factors: Sequence[str], response: str, *, levels=None,
@@ -408,3 +409,129 @@ def analyze(data_dir, campaign: str, *, response: str | None = None, factors=Non
                         focus=focus if focus in factors else None, reference=reference)
     return Analysis(campaign, response, factors, meta, status, runs, summary, kind, effects,
                     diag, variation, concl, fingerprint_table(fps))
+
+
+def compare(data_dir, a: str, b: str, *, response: str | None = None, alpha: float = 0.05,
+            min_effect_pct: float = 2.0):
+    """Same design measured twice (two hosts, two dates): per-configuration drift from ``a`` to ``b``.
+
+    Returns ``(table, fingerprint_diff, verdict)``. ``table`` has one row per configuration
+    present in both: the factor columns, ``n_a``, ``n_b``, ``mean_a``, ``mean_b``, ``diff``
+    (b - a), ``ci_low``/``ci_high`` (Welch 1 - alpha CI of the difference), ``diff_pct``
+    (100·diff/mean_a), ``p`` (Welch), ``p_holm`` (Holm-adjusted over the configurations) and
+    ``drift`` (p_holm < alpha and |diff_pct| >= ``min_effect_pct``, a minimum practical
+    effect). ``fingerprint_diff`` lists host facts that differ; ``verdict`` is one sentence.
+    """
+    from statsmodels.stats.multitest import multipletests
+
+    from .fingerprint import fingerprint_diff
+    from .results import responses
+    from .stats import ttest
+    from .store import Store, load_results
+    metas, tidies, fps = [], [], []
+    for cid in (a, b):
+        with Store(Path(data_dir) / cid / "store.sqlite", readonly=True) as st:
+            metas.append(st.meta())
+            fps.append(next(iter(st.fingerprints().values()), {}))
+        tidies.append(load_results(data_dir, cid))
+    fa, fb = (list(m.get("design", {}).get("factors", {})) for m in metas)
+    if fa != fb:
+        raise ConfigError(f"compare: {a!r} and {b!r} have different factors ({fa} vs {fb})")
+    response = response or (metas[0].get("workload") or {}).get("response") or "wall_time_s"
+    ra, rb = (responses(t, response, fa) for t in tidies)
+    rows = []
+    for key, ga in ra.groupby(fa, sort=True, observed=True):
+        key = key if isinstance(key, tuple) else (key,)
+        mask = np.logical_and.reduce([rb[f] == k for f, k in zip(fa, key)])
+        gb = rb[mask]
+        if len(ga) < 2 or len(gb) < 2:
+            continue
+        t = ttest(gb[response], ga[response], alpha=alpha).iloc[0]
+        rows.append({**dict(zip(fa, key)), "n_a": len(ga), "n_b": len(gb), "mean_a": t.mean_b,
+                     "mean_b": t.mean_a, "diff": t["diff"], "ci_low": t.ci_low, "ci_high": t.ci_high,
+                     "diff_pct": 100 * t["diff"] / t.mean_b, "p": t.p})
+    table = pd.DataFrame(rows)
+    if table.empty:
+        raise ConfigError(f"compare: no configuration has >= 2 successful runs in both {a!r} and {b!r}")
+    table["p_holm"] = multipletests(table.p.fillna(1), alpha=alpha, method="holm")[1]
+    table["drift"] = (table.p_holm < alpha) & (table.diff_pct.abs() >= min_effect_pct)
+    n = int(table.drift.sum())
+    fpd = fingerprint_diff(fps[0], fps[1])
+    verdict = (f"{response}: {n} of {len(table)} configurations drifted significantly from {a} to {b} "
+               f"(Welch, Holm-adjusted, α = {alpha:g}, |change| >= {min_effect_pct:g} %)")
+    if n:
+        verdict += f"; median change {table.loc[table.drift, 'diff_pct'].median():+.1f} %"
+    verdict += (f". Host facts that differ: {', '.join(fpd.fact)}." if len(fpd)
+                else ". The host fingerprints are identical.")
+    table.attrs.update({"response": response, "alpha": alpha})
+    return table, fpd, verdict
+
+
+def write_report(data_dir, campaign: str, out, *, response: str | None = None,
+                 alpha: float = 0.05) -> Path:
+    """Analyse ``campaign`` (:func:`analyze`) and write one self-contained HTML file to ``out``
+    (created 0600: results are private until shared). Returns the path."""
+    a = analyze(data_dir, campaign, response=response, alpha=alpha)
+    design = a.meta.get("design", {})
+    sections = [
+        ("Conclusions", a.conclusions),
+        ("Design", f"{design.get('name')}: factors {design.get('factors')}, "
+                   f"{design.get('replications')} replications, seed {design.get('seed')}; "
+                   f"backend {a.meta.get('backend')}, workload "
+                   f"{(a.meta.get('workload') or {}).get('name')}; runs {a.status}"),
+        ("Summary per configuration", a.summary),
+        ("Effects" if a.kind == "factorial" else "ANOVA",
+         a.effects if a.variation is None else a.effects.merge(a.variation, on="term", how="left")),
+        ("Figures", list(a.figures(alpha=alpha).values())),
+        ("Host fingerprints", a.fingerprints),
+    ]
+    if a.diagnostics is not None:
+        sections.insert(4, ("Residual diagnostics", [a.diagnostics.table, a.diagnostics.message]))
+    page = html_report(f"labkit report: {campaign} ({a.response})", sections)
+    return _write_private(Path(out), page.encode())
+
+
+def _write_private(path: Path, data: bytes) -> Path:
+    import os
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "wb") as fh:
+        fh.write(data)
+    return path
+
+
+def write_bundle(data_dir, campaign: str, out) -> Path:
+    """A zip with the campaign's ``results.csv``, ``results.parquet``, ``runs.csv``, a copy of
+    ``store.sqlite``, ``fingerprints.json`` and ``environment.json`` (Python, installed package
+    versions, this host's fingerprint). The store is read, never written. Returns the path."""
+    import json
+    import sqlite3
+    import tempfile
+    import zipfile
+    from importlib import metadata
+
+    from .fingerprint import host_fingerprint
+    from .store import Store
+    src = Path(data_dir) / campaign / "store.sqlite"
+    with Store(src, readonly=True) as st:
+        tidy, runs, fps = st.tidy(), st.runs(), st.fingerprints()
+    runs["metadata"] = runs["metadata"].map(lambda d: json.dumps(d, default=str)) if len(runs) else []
+    env = {"packages": {d.metadata["Name"]: d.version for d in metadata.distributions()},
+           "host": host_fingerprint()}
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        pq = tmp / "results.parquet"
+        tidy.to_parquet(pq, index=False)
+        copy = tmp / "store.sqlite"
+        with sqlite3.connect(f"file:{src}?mode=ro", uri=True) as s, sqlite3.connect(copy) as d:
+            s.backup(d)   # a consistent copy, made through SQLite's read-only connection
+        with zipfile.ZipFile(_write_private(out, b""), "w", zipfile.ZIP_DEFLATED) as z:
+            z.writestr(f"{campaign}/results.csv", tidy.to_csv(index=False))
+            z.write(pq, f"{campaign}/results.parquet")
+            z.writestr(f"{campaign}/runs.csv", runs.to_csv(index=False))
+            z.write(copy, f"{campaign}/store.sqlite")
+            z.writestr(f"{campaign}/fingerprints.json", json.dumps(fps, indent=2, default=str))
+            z.writestr("environment.json", json.dumps(env, indent=2, sort_keys=True, default=str))
+    return out
