@@ -87,6 +87,7 @@ def lab(tmp_path):
 def test_notebook_01_renders_figures_and_conclusions(lab, tmp_path):
     _need()
     import papermill as pm
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
     from playwright.sync_api import sync_playwright
     url, token = lab
     # the notebook with its parameters injected (view mode, committed data), not executed
@@ -102,12 +103,15 @@ def test_notebook_01_renders_figures_and_conclusions(lab, tmp_path):
             page = browser.new_page(viewport={"width": 1400, "height": 1000})
             page.goto(f"{url}/lab/tree/01.ipynb?token={token}", timeout=90_000)
             page.wait_for_selector(".jp-Notebook", timeout=90_000)
-            page.wait_for_selector(".jp-Notebook-ExecutionIndicator[data-status='idle'], "
-                                   "#jp-main-statusbar :text('Idle')", timeout=90_000)
+            try:    # JupyterLab may ask which kernel to start: accept its choice (Python 3)
+                page.click(".jp-Dialog .jp-mod-accept", timeout=15_000)
+            except PlaywrightTimeout:
+                pass
+            page.wait_for_selector("#jp-main-statusbar >> text=Idle", timeout=90_000)
             page.click(".lm-MenuBar-item:has-text('Run')", timeout=30_000)      # the Run menu
-            page.click(".lm-Menu-item[data-command='notebook:run-all-cells']", timeout=30_000)
+            page.click(".lm-Menu-content .lm-Menu-itemLabel:text-is('Run All Cells')", timeout=30_000)
             img = page.wait_for_selector(".jp-OutputArea-output img", timeout=240_000)
-            concl = page.wait_for_selector(".jp-RenderedMarkdown:has-text('Does CPU affinity matter?')",
+            concl = page.wait_for_selector(".jp-OutputArea-output.jp-RenderedMarkdown:has-text('Does CPU affinity matter? No')",
                                            timeout=240_000)
             concl.scroll_into_view_if_needed()
             page.screenshot(path=str(shots / "01_conclusions.png"))
