@@ -1,5 +1,4 @@
 """The flagship notebook executed through papermill on tiny parameters, on the local backend."""
-import pandas as pd
 import pytest
 
 from labkit.store import load_results

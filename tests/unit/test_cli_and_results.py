@@ -5,7 +5,7 @@ import pytest
 from labkit.cli import main
 from labkit.errors import ConfigError
 from labkit.results import responses
-from labkit.store import Store, load_design
+from labkit.store import load_design
 from labkit.studies import affinity_design, affinity_levels
 
 
