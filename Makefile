@@ -17,12 +17,14 @@ setup-daemons: setup-tools
 	bash scripts/setup-libvirt.sh
 	bash scripts/setup-ssh.sh
 
-# The flagship study (notebooks/01) on the local backend with its default parameters.
+# The flagship study (notebooks/01) on the local backend with its default parameters. It writes to its
+# own campaign id and to out/ (figures in out/figures/demo/), never to the committed data/ or figures/.
 demo: setup
 	mkdir -p out
 	$(PY) -m papermill notebooks/01_affinity_factorial.ipynb out/01_affinity_factorial.ipynb \
-	    --cwd notebooks -p backend local -p campaign_id $(CAMPAIGN) $(DEMO_ARGS)
-	@echo "results: data/$(CAMPAIGN)/  figures: figures/01_*_local.png  executed notebook: out/01_affinity_factorial.ipynb"
+	    -p mode run -p backend local -p campaign_id $(CAMPAIGN) -p figures_dir out/figures/demo \
+	    -p interactive False $(DEMO_ARGS)
+	@echo "results: data/$(CAMPAIGN)/  figures: out/figures/demo/  executed notebook: out/01_affinity_factorial.ipynb"
 
 # The test sshd that scripts/setup-ssh.sh starts (127.0.0.1 only).
 test integration bench: export LABKIT_SSH_HOST ?= 127.0.0.1
@@ -40,7 +42,9 @@ unit: setup
 integration: setup-daemons
 	$(PY) -m pytest -ra tests/integration
 
+# Notebook tests (papermill on small parameters; the browser test needs scripts/setup-browser.sh).
 notebooks: setup-daemons
+	bash scripts/setup-browser.sh
 	$(PY) -m pytest -ra tests/notebooks
 
 # Every script runs even when one fails (e.g. its daemon is down); the failed ones are listed at the end.

@@ -1,11 +1,13 @@
-"""Command line: ``labkit run``, ``labkit images build``, ``labkit export``, ``labkit clean``,
-``labkit fingerprint``."""
+"""Command line: ``labkit run``, ``images build``, ``export``, ``clean``, ``fingerprint``, ``list``,
+``show``, ``analyze``, ``compare`` and ``report``. ``--data-dir`` defaults to the repository's
+``data/`` (found from the working directory or the package; see :mod:`labkit.paths`), else ``./data``."""
 from __future__ import annotations
 
 import argparse
 import json
 import logging
 import sys
+from pathlib import Path
 
 from .errors import ConfigError, LabkitError
 
@@ -41,6 +43,7 @@ def _parse_workload_params(items: list[str], workload: str) -> dict:
 
 def cmd_run(args) -> int:
     from .campaign import Campaign
+    args.data_dir = str(_data_dir(args))
     store = Campaign(args.design, backend=args.backend, workload=args.workload,
                      workload_params=_parse_workload_params(args.param, args.workload),
                      backend_options=_parse_params(args.backend_option),
@@ -64,7 +67,8 @@ def cmd_images(args) -> int:
 def cmd_export(args) -> int:
     from .campaign import check_campaign_id
     from .store import Store
-    with Store.for_campaign(args.data_dir, check_campaign_id(args.campaign_id), readonly=True) as st:
+    with Store.for_campaign(_data_dir(args), _existing(args, check_campaign_id(args.campaign_id)),
+                            readonly=True) as st:
         for path in st.export(args.out, formats=tuple(args.format.split(","))):
             print(path)
     return 0
@@ -81,6 +85,7 @@ def cmd_clean(args) -> int:
     from .redact import without_redacted
     from .store import Store
     extra = _parse_params(args.backend_option)
+    args.data_dir = str(_data_dir(args))
     if args.campaign_id:
         cid = check_campaign_id(args.campaign_id)
         with Store.for_campaign(args.data_dir, cid, readonly=True) as st:
@@ -124,9 +129,104 @@ def cmd_fingerprint(args) -> int:
     return 0
 
 
+def _data_dir(args) -> Path:
+    from .paths import data_dir
+    if args.data_dir is not None:
+        return Path(args.data_dir)
+    try:
+        return data_dir()
+    except ConfigError:
+        return Path("data")
+
+
+def _existing(args, campaign: str) -> str:
+    """``campaign`` if ``data_dir/campaign/store.sqlite`` exists, else a ConfigError listing them."""
+    from .results import list_campaigns
+    base = _data_dir(args)
+    if not (base / campaign / "store.sqlite").is_file():
+        have = ", ".join(list_campaigns(base).campaign) or "none"
+        raise ConfigError(f"no campaign {campaign!r} under {base} (stored: {have})")
+    return campaign
+
+
+def _print_table(df) -> None:
+    import pandas as pd
+    with pd.option_context("display.width", 200, "display.max_columns", 40, "display.max_rows", 500):
+        print(df.to_string(index=False))
+
+
+def cmd_list(args) -> int:
+    from .results import list_campaigns
+    table = list_campaigns(_data_dir(args))
+    if table.empty:
+        print(f"no campaign stored under {_data_dir(args)}")
+    else:
+        _print_table(table.drop(columns=["first_run"]))
+    return 0
+
+
+def cmd_show(args) -> int:
+    from .fingerprint import fingerprint_table
+    from .store import Store
+    cid = _existing(args, args.campaign)
+    with Store.for_campaign(_data_dir(args), cid, readonly=True) as st:
+        meta, runs, fps = st.meta(), st.runs(), st.fingerprints()
+    design = meta.get("design", {})
+    print(f"campaign   {cid}\ndesign     {design.get('name')}: {design.get('factors')}, "
+          f"{design.get('replications')} replications, seed {design.get('seed')}")
+    print(f"backend    {meta.get('backend')} {meta.get('backend_options') or ''}")
+    print(f"workload   {json.dumps(meta.get('workload'), default=str)}")
+    print(f"runs       {len(runs)}: {runs.status.value_counts().to_dict() if len(runs) else {}}")
+    print("fingerprints:")
+    _print_table(fingerprint_table(fps))
+    return 0
+
+
+def cmd_analyze(args) -> int:
+    from .report import analyze
+    a = analyze(_data_dir(args), _existing(args, args.campaign), response=args.response,
+                factors=args.factors.split(",") if args.factors else None, alpha=args.alpha)
+    print(f"{a.campaign}: {a.response} on {', '.join(a.factors)} ({a.kind}); runs {a.status}\n")
+    cols = [c for c in ("term", "effect", "df", "F", "p", "pct_variation") if c in a.effects]
+    table = a.effects[cols]
+    if a.variation is not None:
+        table = table.merge(a.variation, on="term", how="left")
+    _print_table(table)
+    print()
+    print(a.conclusions)
+    return 0
+
+
+def cmd_compare(args) -> int:
+    from .report import compare
+    table, fpd, verdict = compare(_data_dir(args), _existing(args, args.a), _existing(args, args.b),
+                                  response=args.response, alpha=args.alpha,
+                                  min_effect_pct=args.min_effect)
+    _print_table(table)
+    if len(fpd):
+        print("\nfingerprint differences:")
+        _print_table(fpd)
+    print("\n" + verdict)
+    return 0
+
+
+def cmd_report(args) -> int:
+    from .report import write_bundle, write_report
+    base, cid = _data_dir(args), _existing(args, args.campaign)
+    if args.out:
+        print(write_report(base, cid, args.out, response=args.response, alpha=args.alpha))
+    if args.bundle:
+        print(write_bundle(base, cid, args.bundle))
+    if not (args.out or args.bundle):
+        raise ConfigError("labkit report: give -o report.html and/or --bundle out.zip")
+    return 0
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="labkit", description=__doc__)
     p.add_argument("-v", "--verbose", action="store_true")
+    from . import __version__
+    p.add_argument("--version", action="version", version=f"labkit {__version__}")
     sub = p.add_subparsers(dest="cmd", required=True)
 
     r = sub.add_parser("run", help="run (or resume) a campaign from a YAML design")
@@ -136,7 +236,7 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--param", action="append", metavar="KEY=VALUE", help="workload parameter")
     r.add_argument("--backend-option", action="append", metavar="KEY=VALUE")
     r.add_argument("--campaign-id")
-    r.add_argument("--data-dir", default="data")
+    r.add_argument("--data-dir", help="default: the repository's data/")
     r.add_argument("--timeout", type=float, default=3600, help="seconds per run")
     r.add_argument("--retry-failed", action="store_true", help="run failed/timed-out runs again")
     r.add_argument("--new-store", action="store_true",
@@ -154,14 +254,14 @@ def parser() -> argparse.ArgumentParser:
 
     e = sub.add_parser("export", help="write results.csv/parquet of a campaign")
     e.add_argument("campaign_id")
-    e.add_argument("--data-dir", default="data")
+    e.add_argument("--data-dir", help="default: the repository's data/")
     e.add_argument("--out", help="directory (default beside the store)")
     e.add_argument("--format", default="csv,parquet")
     e.set_defaults(func=cmd_export)
 
     c = sub.add_parser("clean", help="remove labkit leftovers (instances, cgroups) of a killed campaign")
     c.add_argument("campaign_id", nargs="?", help="only this campaign's (default: every labkit campaign's)")
-    c.add_argument("--data-dir", default="data")
+    c.add_argument("--data-dir", help="default: the repository's data/")
     c.add_argument("--backend", help="without a campaign: only this backend")
     c.add_argument("--backend-option", action="append", metavar="KEY=VALUE",
                    help="e.g. a password the store does not keep")
@@ -170,6 +270,37 @@ def parser() -> argparse.ArgumentParser:
 
     f = sub.add_parser("fingerprint", help="print this host's fingerprint")
     f.set_defaults(func=cmd_fingerprint)
+
+    def with_data_dir(sp):
+        sp.add_argument("--data-dir", help="default: the repository's data/")
+        return sp
+
+    with_data_dir(sub.add_parser("list", help="stored campaigns")).set_defaults(func=cmd_list)
+    sh = with_data_dir(sub.add_parser("show", help="a campaign's design, runs and host fingerprints"))
+    sh.add_argument("campaign")
+    sh.set_defaults(func=cmd_show)
+    an = with_data_dir(sub.add_parser("analyze", help="effects or ANOVA and conclusions of a campaign"))
+    an.add_argument("campaign")
+    an.add_argument("--response", help="metric (default: the workload's response)")
+    an.add_argument("--factors", help="comma list (default: the design's factors that vary)")
+    an.add_argument("--alpha", type=float, default=0.05)
+    an.set_defaults(func=cmd_analyze)
+    co = with_data_dir(sub.add_parser("compare", help="per-configuration drift between two campaigns "
+                                                      "of the same design"))
+    co.add_argument("a")
+    co.add_argument("b")
+    co.add_argument("--response")
+    co.add_argument("--alpha", type=float, default=0.05)
+    co.add_argument("--min-effect", type=float, default=2.0,
+                    help="smallest change (%%) called drift (default 2)")
+    co.set_defaults(func=cmd_compare)
+    rp = with_data_dir(sub.add_parser("report", help="one self-contained HTML report and/or a zip bundle"))
+    rp.add_argument("campaign")
+    rp.add_argument("-o", "--out", help="HTML file to write")
+    rp.add_argument("--bundle", help="zip to write: results CSV and Parquet, store, environment")
+    rp.add_argument("--response")
+    rp.add_argument("--alpha", type=float, default=0.05)
+    rp.set_defaults(func=cmd_report)
     return p
 
 
@@ -182,6 +313,9 @@ def main(argv=None) -> int:
     except LabkitError as exc:
         print(f"labkit: error: {exc}", file=sys.stderr)
         return 2
+    except BrokenPipeError:      # e.g. `labkit list | head`
+        sys.stderr.close()
+        return 0
     except KeyboardInterrupt:
         print("labkit: interrupted; run the same command again to resume", file=sys.stderr)
         return 130

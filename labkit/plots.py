@@ -1,4 +1,10 @@
-"""Figures for labkit studies: Pareto charts of effects, main effects, interactions, Q-Q, CIs.
+"""Figures for labkit studies: Pareto charts of effects, main effects, interactions, Q-Q, CIs,
+overhead ratios and run order (drift).
+
+Every axis is labelled through :mod:`labkit.labels` (names with units) and every
+level or platform gets its colour from the one palette there. Where a group has
+few values (``points="auto"``: at most ``RAW_POINTS_MAX``), the raw runs are
+drawn beside the means.
 
 Every function returns a :class:`matplotlib.figure.Figure` and never calls
 ``plt.show()``: figures are created through pyplot (so they get the current
@@ -23,16 +29,33 @@ from matplotlib.figure import Figure
 from scipy import stats as sps
 
 from .errors import ConfigError
+from .labels import PALETTE, colors, label, term_label
 from .stats import _validate as v
 from .stats.lenth import lenth
 from .stats.summary import summarize
 
 __all__ = ["interactions", "main_effects", "overhead", "pareto", "qq", "response_by_config",
-           "save_figure"]
+           "run_order", "save_figure"]
 
-BAR = "#4878a8"
-BAR_HIGH = "#c44e52"
-REF = "#c0392b"
+BAR = PALETTE[0]
+BAR_HIGH = PALETTE[3]
+REF = "#a0322b"
+RAW_POINTS_MAX = 10
+
+
+def _show_points(points, n_max: int) -> bool:
+    if points == "auto":
+        return n_max <= RAW_POINTS_MAX
+    if isinstance(points, bool):
+        return points
+    raise ConfigError(f"points must be True, False or 'auto', got {points!r}")
+
+
+def _raw(ax, x, y, color, *, seed: int = 0, width: float = 0.12) -> None:
+    """Raw values as small translucent dots, jittered along x (gid "raw")."""
+    rng = np.random.default_rng(seed)
+    x = np.asarray(x, float) + rng.uniform(-width, width, len(x))
+    ax.scatter(x, y, s=10, color=color, alpha=0.45, linewidths=0, zorder=1, gid="raw")
 
 
 def _figure(figsize) -> Figure:
@@ -60,7 +83,7 @@ def _grid(n: int, ncols_max: int, panel=(3.2, 2.8)):
 
 
 def pareto(effects: pd.DataFrame, *, alpha: float | None = None, top: int | None = None,
-           ax=None, title: str | None = None) -> Figure:
+           ax=None, title: str | None = None, diagnostics=None) -> Figure:
     """Minitab-style Pareto chart of a :func:`labkit.stats.factorial_effects` table.
 
     * Replicated design (the table has ``t``): bars of |t| (standardized
@@ -72,7 +95,11 @@ def pareto(effects: pd.DataFrame, *, alpha: float | None = None, top: int | None
     variation; bars beyond the (first) reference line are highlighted.
     ``alpha`` defaults to the table's own (``attrs["alpha"]``, else 0.05);
     ``top`` keeps only the largest ``top`` terms (the lines still use all).
-    The reference lines carry ``gid`` "t_crit", "ME" or "SME".
+    The reference lines carry ``gid`` "t_crit", "ME" or "SME". Terms are
+    labelled with :func:`labkit.labels.term_label`. The error (residual) share of
+    the variation is written under the x label; with ``diagnostics`` (a
+    :class:`labkit.stats.Diagnostics`) whose residuals are not normal, a caveat
+    there says the reference line is approximate.
     """
     v.frame(effects, "effects")
     v.columns(effects, ["term", "effect", "pct_variation"], "effects")
@@ -115,23 +142,32 @@ def pareto(effects: pd.DataFrame, *, alpha: float | None = None, top: int | None
     ypos = np.arange(n)[::-1]  # largest on top
     colors = [BAR_HIGH if val > lines[0][1] else BAR for val in vals]
     ax.barh(ypos, vals, color=colors, height=0.7)
-    ax.set_yticks(ypos, [str(t) for t in terms])
+    ax.set_yticks(ypos, [term_label(t) for t in terms])
     span = max(float(np.nanmax(vals)) if n else 0.0, max(x for _, x, _, _ in lines))
     for y, val, p in zip(ypos, vals, pct):
         if np.isfinite(p):
             ax.text(val + 0.01 * span, y, f"{p:.1f}%", va="center", fontsize=8,
                     bbox={"facecolor": "white", "edgecolor": "none", "pad": 0.5, "alpha": 0.8})
-    for gid, x, style, label in lines:
-        ax.axvline(x, color=REF, linestyle=style, linewidth=1.2, label=label, gid=gid)
+    for gid, x, style, text in lines:
+        ax.axvline(x, color=REF, linestyle=style, linewidth=1.2, label=text, gid=gid)
     ax.set_xlim(0, span * 1.15 if span > 0 else 1)
     ax.set_ylim(-0.6, n - 0.4)
+    notes = []
+    err = effects.loc[effects["term"] == "error", "pct_variation"]
+    if len(err) and np.isfinite(float(err.iloc[0])):
+        notes.append(("error", f"error (residual): {float(err.iloc[0]):.1f}% of the variation"))
+    if diagnostics is not None and getattr(diagnostics, "normal", None) is False:
+        w, p = diagnostics.table.iloc[0][["W", "p"]]
+        notes.append(("caveat", f"caveat: residuals not normal (Shapiro-Wilk W = {w:.3f}, "
+                                f"p = {p:.2g}); the reference line is approximate"))
+    xlabel += "".join(f"\n{text}" for _, text in notes)
     ax.set_xlabel(xlabel)
     ax.set_ylabel("term")
     ax.legend(loc="lower right", fontsize=8)
     response = effects.attrs.get("response")
     kind = "standardized effects" if replicated else "effects (Lenth)"
     ax.set_title(title or f"Pareto chart of the {kind}"
-                 + (f": {response}" if response else "") + f", α = {alpha:g}")
+                 + (f": {label(response)}" if response else "") + f", α = {alpha:g}")
     return fig
 
 
@@ -148,34 +184,53 @@ def _check(data, factors, response, arg="factors") -> list[str]:
     return factors
 
 
+def _pooled_error(data: pd.DataFrame, factors: list[str], response: str):
+    """(s_e, df_e) of the full cell-means model of ``factors``: the within-configuration
+    spread pooled over every configuration, or None when no configuration is replicated."""
+    g = data.groupby(factors, observed=True)[response]
+    sse = float(((data[response] - g.transform("mean")) ** 2).sum())
+    df_e = len(data) - g.ngroups
+    return (np.sqrt(sse / df_e), df_e) if df_e > 0 else None
+
+
 def main_effects(data: pd.DataFrame, factors: Sequence[str], response: str, *,
-                 alpha: float = 0.05, ci: bool = True, levels=None) -> Figure:
+                 alpha: float = 0.05, ci: bool = True, levels=None, points="auto") -> Figure:
     """Main effects plot (Minitab style): mean response at each level of each factor.
 
     One panel per factor (shared y axis), points joined by a line, error bars
-    of the t-based ``1 - alpha`` CI of each mean when ``ci``, and the grand
-    mean as a dashed grey line. Works for any number of levels. ``levels``
-    (a labkit Design or ``{factor: [levels in order]}``) orders the x axes;
-    by default levels sort as in :func:`labkit.stats.factorial_effects`.
+    of the ``1 - alpha`` CI of each level mean when ``ci``, and the grand mean
+    as a dashed grey line. The CI uses the model's error, not each level's raw
+    spread: s_e and df_e of the full model of ``factors`` (every configuration's
+    own mean), so the other factors' effects are not counted as noise; the
+    half-width is t(1 - alpha/2, df_e)·s_e/sqrt(n_level). Unreplicated designs
+    (df_e = 0) get no CI. ``points`` draws the raw runs (gid "raw"). Works for
+    any number of levels. ``levels`` (a labkit Design or
+    ``{factor: [levels in order]}``) orders the x axes.
     """
     factors = _check(data, factors, response)
     alpha = v.alpha(alpha)
     fig, axes = _grid(len(factors), 4)
     grand = float(data[response].mean())
+    err = _pooled_error(data, factors, response) if ci else None
     for ax, f in zip(axes, factors):
-        s = summarize(data, f, response, alpha=alpha).set_index(f).loc[_levels(data, f, levels)]
+        s = data.groupby(f, observed=True)[response].agg(["mean", "count"])
+        s = s.loc[_levels(data, f, levels)]
         x = np.arange(len(s))
-        if ci:
-            yerr = np.vstack([s["mean"] - s["ci_low"], s["ci_high"] - s["mean"]])
-            ax.errorbar(x, s["mean"], yerr=yerr, marker="o", capsize=3, color=BAR)
+        if _show_points(points, int(s["count"].max())):
+            pos = dict(zip(s.index, x))
+            _raw(ax, data[f].map(pos), data[response], BAR)
+        if err is not None:
+            half = float(sps.t.ppf(1 - alpha / 2, err[1])) * err[0] / np.sqrt(s["count"])
+            ax.errorbar(x, s["mean"], yerr=half, marker="o", capsize=3, color=BAR, zorder=2)
         else:
-            ax.plot(x, s["mean"], marker="o", color=BAR)
+            ax.plot(x, s["mean"], marker="o", color=BAR, zorder=2)
         ax.axhline(grand, color="grey", linestyle="--", linewidth=1, gid="grand_mean")
-        ax.set_xticks(x, [str(l) for l in s.index])
+        ax.set_xticks(x, [str(lv) for lv in s.index])
         ax.set_xlim(-0.5, len(s) - 0.5)
-        ax.set_xlabel(f)
-    axes[0].set_ylabel(f"mean of {response}")
-    fig.suptitle(f"Main effects on {response}" + (f" ({100 * (1 - alpha):g}% CI)" if ci else ""))
+        ax.set_xlabel(label(f))
+    axes[0].set_ylabel(f"mean {label(response)}")
+    note = f" ({100 * (1 - alpha):g}% CI, model error, df = {err[1]})" if err is not None else ""
+    fig.suptitle(f"Main effects on {label(response)}{note}")
     return fig
 
 
@@ -197,22 +252,23 @@ def interactions(data: pd.DataFrame, factors: Sequence[str], response: str, *,
         s = summarize(data, [a, b], response, alpha=alpha)
         xlev = _levels(data, a, levels)
         xpos = {lv: i for i, lv in enumerate(xlev)}
-        for lv in _levels(data, b, levels):
+        blev = _levels(data, b, levels)
+        for lv, col in zip(blev, colors(blev)):
             part = s[s[b] == lv].copy()
             part["_x"] = part[a].map(xpos)
             part = part.sort_values("_x")
             if ci:
                 yerr = np.vstack([part["mean"] - part["ci_low"], part["ci_high"] - part["mean"]])
                 ax.errorbar(part["_x"], part["mean"], yerr=yerr, marker="o", capsize=3,
-                            label=str(lv))
+                            label=str(lv), color=col)
             else:
-                ax.plot(part["_x"], part["mean"], marker="o", label=str(lv))
-        ax.set_xticks(range(len(xlev)), [str(l) for l in xlev])
+                ax.plot(part["_x"], part["mean"], marker="o", label=str(lv), color=col)
+        ax.set_xticks(range(len(xlev)), [str(lv) for lv in xlev])
         ax.set_xlim(-0.5, len(xlev) - 0.5)
-        ax.set_xlabel(a)
-        ax.legend(title=b, fontsize=8, title_fontsize=8)
-    axes[0].set_ylabel(f"mean of {response}")
-    fig.suptitle(f"Interactions on {response}")
+        ax.set_xlabel(label(a))
+        ax.legend(title=label(b), fontsize=8, title_fontsize=8)
+    axes[0].set_ylabel(f"mean {label(response)}")
+    fig.suptitle(f"Interactions on {label(response)}")
     return fig
 
 
@@ -250,14 +306,15 @@ def qq(residuals, *, alpha: float = 0.05, ax=None, title: str | None = None) -> 
 
 def response_by_config(data: pd.DataFrame, by, response: str, *, hue: str | None = None,
                        alpha: float = 0.05, levels=None, ax=None,
-                       title: str | None = None) -> Figure:
+                       title: str | None = None, points="auto") -> Figure:
     """Mean response of every configuration with its t-based ``1 - alpha`` CI.
 
     Configurations are the combinations of the ``by`` columns (from
     :func:`labkit.stats.summarize`), one per x position. With ``hue`` (one
     of ``by``), its levels become side-by-side series at each configuration
     of the other columns, e.g. floating vs pinned per vcpus/count.
-    ``levels`` orders the hue levels as in :func:`main_effects`.
+    ``levels`` orders the hue levels as in :func:`main_effects`. ``points``
+    draws every run beside its mean (gid "raw"), by default when n <= 10.
     """
     v.frame(data)
     by = v.names(by, "by")
@@ -274,54 +331,63 @@ def response_by_config(data: pd.DataFrame, by, response: str, *, hue: str | None
     xpos = {k: i for i, k in enumerate(keys)}
     series = [(None, s)] if hue is None else [(lv, s[s[hue] == lv]) for lv in _levels(data, hue, levels)]
     width = 0.8 / len(series)
-    labels = ["\n".join(f"{c}={val}" for c, val in zip(xcols, k)) or "all" for k in keys]
+    labels = ["\n".join(f"{label(c)}={val}" for c, val in zip(xcols, k)) or "all" for k in keys]
     longest = max(len(line) for label in labels for line in label.split("\n"))
     per_config = max(0.7 * max(1, len(series) / 2), 0.075 * longest)   # inches: room for the label
     fig, ax = _axes(ax, (max(4.8, per_config * len(keys) + 2), 4.2))
-    for i, (lv, part) in enumerate(series):
+    raw = _show_points(points, int(s["n"].max()))
+    palette = colors([lv for lv, _ in series]) if hue is not None else [BAR]
+    for i, ((lv, part), col) in enumerate(zip(series, palette)):
         x = np.array([xpos[tuple(r)] if xcols else 0
                       for r in part[xcols].itertuples(index=False, name=None)], float)
-        x = x + (i - (len(series) - 1) / 2) * width
+        shift = (i - (len(series) - 1) / 2) * width
+        x = x + shift
         yerr = np.vstack([part["mean"] - part["ci_low"], part["ci_high"] - part["mean"]])
-        ax.errorbar(x, part["mean"], yerr=yerr, fmt="o", capsize=3,
+        ax.errorbar(x, part["mean"], yerr=yerr, fmt="o", capsize=3, color=col, zorder=2,
                     label=None if lv is None else str(lv))
+        if raw:
+            rows = data if lv is None else data[data[hue] == lv]
+            rx = [xpos[tuple(r)] if xcols else 0
+                  for r in rows[xcols].itertuples(index=False, name=None)]
+            _raw(ax, np.asarray(rx, float) + shift, rows[response], col, width=width / 4)
     ax.set_xticks(range(len(keys)), labels, fontsize=8)
     ax.set_xlim(-0.6, len(keys) - 0.4)
-    ax.set_ylabel(f"{response} (mean, {100 * (1 - alpha):g}% CI)")
+    ax.set_ylabel(f"{label(response)}\n(mean, {100 * (1 - alpha):g}% CI)")
     if hue is not None:
-        ax.legend(title=hue, fontsize=8)
-    ax.set_title(title or f"{response} by configuration")
+        ax.legend(title=label(hue), fontsize=8)
+    ax.set_title(title or f"{label(response)} by configuration")
     return fig
 
 
-def overhead(table: pd.DataFrame, *, panel: str = "benchmark", label: str = "test",
+def overhead(table: pd.DataFrame, *, panel: str = "benchmark", test: str = "test",
              alpha: float = 0.05, baseline: str = "native", ncols: int = 2,
              title: str | None = None) -> Figure:
-    """Overhead of each platform against a baseline, one panel per ``panel`` value.
+    """Slowdown of each platform against a baseline, as ratios on a log scale, one panel per ``panel``.
 
-    ``table`` has one row per (test, platform) with the columns ``panel``,
-    ``label``, ``platform``, ``overhead_pct``, ``ci_low`` and ``ci_high`` (as
-    notebook 02 builds it: percent worse than the baseline and the CI of that
-    percentage). Each panel gets its own x scale, so a large overhead in one
-    benchmark (e.g. TCG on an application) does not flatten the others; bars
-    are grouped by ``label`` (the panel's name is dropped from its front) with
-    one colour per platform, in order of first appearance. Rows without an
-    ``overhead_pct`` are left out.
+    ``table`` is :func:`labkit.stats.overhead_ratios` output with a ``test``
+    column added: one row per (test, platform) with ``panel``, ``test``,
+    ``platform``, ``ratio`` (how many times worse than the baseline) and
+    ``ci_low``/``ci_high``. The x axis is logarithmic with a line at 1 (no
+    overhead), so 2x slower and 2x faster sit at the same distance from it, and
+    each panel has its own range. Bars are grouped by ``test`` (the panel's name
+    dropped from its front), one colour per platform (:mod:`labkit.labels`),
+    in order of first appearance. Rows without a ratio are left out; an
+    unbounded CI is drawn without whiskers.
     """
     v.frame(table, "table")
-    v.columns(table, [panel, label, "platform", "overhead_pct", "ci_low", "ci_high"], "table")
+    v.columns(table, [panel, test, "platform", "ratio", "ci_low", "ci_high"], "table")
     alpha = v.alpha(alpha)
-    t = table.dropna(subset=["overhead_pct"])
+    t = table[np.isfinite(table["ratio"].to_numpy(float)) & (table["ratio"] > 0)]
     if t.empty:
-        raise ConfigError("overhead: no row has an overhead_pct to plot")
+        raise ConfigError("overhead: no row has a positive ratio to plot")
     panels = list(dict.fromkeys(t[panel].astype(str)))
     plats = list(dict.fromkeys(t.platform.astype(str)))
-    colours = dict(zip(plats, plt.rcParams["axes.prop_cycle"].by_key()["color"] * 4))
-    n_labels = [t.loc[t[panel].astype(str) == p, label].nunique() for p in panels]
+    colours = dict(zip(plats, colors(plats)))
+    n_tests = [t.loc[t[panel].astype(str) == p, test].nunique() for p in panels]
     ncols = max(1, min(int(ncols), len(panels)))
     nrows = math.ceil(len(panels) / ncols)
-    per_label = 0.2 * len(plats) + 0.25
-    heights = [max(n_labels[r * ncols:(r + 1) * ncols]) * per_label + 1.0 for r in range(nrows)]
+    per_test = 0.2 * len(plats) + 0.25
+    heights = [max(n_tests[r * ncols:(r + 1) * ncols]) * per_test + 1.0 for r in range(nrows)]
     fig = _figure((5.2 * ncols, sum(heights) + 0.6))
     axes = fig.subplots(nrows, ncols, squeeze=False,
                         gridspec_kw={"height_ratios": heights}).ravel()
@@ -330,23 +396,28 @@ def overhead(table: pd.DataFrame, *, panel: str = "benchmark", label: str = "tes
     height = 0.8 / len(plats)
     for ax, name in zip(axes, panels):
         part = t[t[panel].astype(str) == name]
-        labels = list(dict.fromkeys(part[label].astype(str)))
+        tests = list(dict.fromkeys(part[test].astype(str)))
         for i, plat in enumerate(plats):
             rows = part[part.platform.astype(str) == plat]
             if rows.empty:
                 continue
-            y = np.array([labels.index(x) for x in rows[label].astype(str)], float)
+            y = np.array([tests.index(x) for x in rows[test].astype(str)], float)
             y = y + (i - (len(plats) - 1) / 2) * height
-            xerr = np.vstack([rows.overhead_pct - rows.ci_low, rows.ci_high - rows.overhead_pct])
-            ax.barh(y, rows.overhead_pct, height=height, color=colours[plat], label=plat,
-                    xerr=np.nan_to_num(xerr), capsize=2)
-        ax.axvline(0, color="black", lw=0.8)
-        short = [x[len(name) + 1:] if x.startswith(name + " ") else x for x in labels]
-        ax.set_yticks(range(len(labels)), short, fontsize=7)
-        ax.set_ylim(len(labels) - 0.5, -0.5)
+            r = rows.ratio.to_numpy(float)
+            lo = np.where(np.isfinite(rows.ci_low), rows.ci_low, r).clip(min=1e-12)
+            hi = np.where(np.isfinite(rows.ci_high), rows.ci_high, r)
+            # bars start at 1 (no overhead) and end at the ratio
+            ax.barh(y, r - 1, left=1, height=height, color=colours[plat], label=plat)
+            ax.errorbar(r, y, xerr=np.vstack([r - lo, hi - r]), fmt="none", ecolor="black",
+                        elinewidth=0.8, capsize=2)
+        ax.set_xscale("log")
+        ax.axvline(1, color="black", lw=0.8, gid="no_overhead")
+        short = [x[len(name) + 1:] if x.startswith(name + " ") else x for x in tests]
+        ax.set_yticks(range(len(tests)), short, fontsize=7)
+        ax.set_ylim(len(tests) - 0.5, -0.5)
         ax.set_title(name, fontsize=10)
         ax.tick_params(axis="x", labelsize=8)
-        ax.set_xlabel("overhead (%)", fontsize=8)
+        ax.set_xlabel(f"slowdown vs {baseline} (×, log scale)", fontsize=8)
     handles, names = [], []
     for ax in axes[:len(panels)]:
         for h, n in zip(*ax.get_legend_handles_labels()):
@@ -355,8 +426,43 @@ def overhead(table: pd.DataFrame, *, panel: str = "benchmark", label: str = "tes
                 names.append(n)
     fig.legend(handles, names, title="platform", loc="outside lower center", ncols=len(names),
                fontsize=8)
-    fig.suptitle(title or f"Overhead against {baseline}, {100 * (1 - alpha):g}% CI; > 0: worse",
-                 fontsize=11)
+    fig.suptitle(title or f"Slowdown against {baseline} (ratio of means, "
+                 f"{100 * (1 - alpha):g}% Fieller CI); > 1: worse", fontsize=11)
+    return fig
+
+
+def run_order(data: pd.DataFrame, response: str, *, order: str = "run_order",
+              hue: str | None = None, window: int | None = None, ax=None,
+              title: str | None = None) -> Figure:
+    """Response against run order, to see drift over the campaign's time.
+
+    One dot per run (coloured by ``hue`` when given) and a centred rolling
+    median over ``window`` runs (default: about a tenth of the runs, at least
+    3; line ``gid`` "rolling_median"). Because runs execute in random order, a
+    trend in the rolling median is drift (warm-up, thermal, a neighbour), not
+    a factor's effect.
+    """
+    v.frame(data)
+    v.columns(data, [order] + ([hue] if hue else []), "columns")
+    v.response(data, response)
+    d = data.sort_values(order)
+    fig, ax = _axes(ax, (6.4, 3.6))
+    if hue:
+        hl = _levels(d, hue)
+        for lv, col in zip(hl, colors(hl)):
+            part = d[d[hue] == lv]
+            ax.scatter(part[order], part[response], s=14, color=col, label=str(lv), alpha=0.8)
+        ax.legend(title=label(hue), fontsize=8)
+    else:
+        ax.scatter(d[order], d[response], s=14, color=BAR, alpha=0.8)
+    w = window or max(3, len(d) // 10)
+    if len(d) >= w:
+        roll = d[response].rolling(w, center=True, min_periods=max(1, w // 2)).median()
+        ax.plot(d[order], roll, color=REF, lw=1.5, gid="rolling_median",
+                label=f"rolling median ({w} runs)")
+    ax.set_xlabel(label(order))
+    ax.set_ylabel(label(response))
+    ax.set_title(title or f"{label(response)} in run order (drift check)")
     return fig
 
 

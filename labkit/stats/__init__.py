@@ -35,6 +35,7 @@ from .inference import shapiro, shapiro_by, ttest, ttest_by
 from .effectsize import effect_sizes, hedges_g
 from .lenth import LenthResult, lenth
 from .multitest import adjust_p, correct
+from .overhead import fieller_ratio, overhead_ratios
 from .robust import (brunner_munzel, dunn, games_howell, kruskal, levene, mann_whitney,
                      welch_anova)
 from .summary import summarize
@@ -43,7 +44,7 @@ from .transform import boxcox, boxcox_transform
 __all__ = ["Choice", "Diagnostics", "FewRunsWarning", "LenthResult", "adjust_p", "anova",
            "art_aligned", "art_anova", "bootstrap_ci", "boxcox", "boxcox_transform",
            "brunner_munzel", "compare_groups", "correct", "cost_efficiency", "dunn",
-           "effect_sizes", "factorial_diagnostics", "factorial_effects", "factorial_residuals",
+           "effect_sizes", "factorial_diagnostics", "fieller_ratio", "factorial_effects", "factorial_residuals",
            "games_howell", "hedges_g", "kruskal", "lenth", "levene", "mann_whitney",
-           "oneway_anova", "ratio_ci", "shapiro", "shapiro_by", "summarize", "ttest",
+           "oneway_anova", "overhead_ratios", "ratio_ci", "shapiro", "shapiro_by", "summarize", "ttest",
            "ttest_by", "tukey_hsd", "welch_anova", "yates_terms"]

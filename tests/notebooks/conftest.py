@@ -9,14 +9,18 @@ NOTEBOOKS = REPO / "notebooks"
 
 @pytest.fixture
 def run_notebook(tmp_path):
-    """run_notebook(name, **parameters) -> executed notebook (nbformat), data and figures in tmp_path."""
+    """run_notebook(name, **parameters) -> executed notebook (nbformat), data and figures in tmp_path.
+
+    The kernel's working directory is tmp_path (not notebooks/): paths must resolve from the
+    repository root by themselves."""
     import nbformat
     import papermill as pm
 
     def _run(name: str, **parameters):
-        params = {"data_dir": str(tmp_path / "data"), "figures_dir": str(tmp_path / "figures"), **parameters}
+        params = {"data_dir": str(tmp_path / "data"), "figures_dir": str(tmp_path / "figures"),
+                  "interactive": False, **parameters}
         out = tmp_path / f"out-{name}"
-        pm.execute_notebook(str(NOTEBOOKS / name), str(out), parameters=params, cwd=str(NOTEBOOKS),
+        pm.execute_notebook(str(NOTEBOOKS / name), str(out), parameters=params, cwd=str(tmp_path),
                             kernel_name="python3", progress_bar=False)
         return nbformat.read(str(out), as_version=4)
     return _run
@@ -30,3 +34,13 @@ def outputs_text(nb) -> str:
             data = o.get("data", {})
             parts.append(data.get("text/plain", ""))
     return "\n".join(parts)
+
+
+def images(nb) -> int:
+    """How many PNG images the executed notebook displays."""
+    return sum("image/png" in o.get("data", {}) for c in nb.cells for o in c.get("outputs", []))
+
+
+def markdown_outputs(nb) -> str:
+    return "\n".join(o["data"]["text/markdown"] for c in nb.cells for o in c.get("outputs", [])
+                     if "text/markdown" in o.get("data", {}))

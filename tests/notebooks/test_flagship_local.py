@@ -1,10 +1,9 @@
 """The flagship notebook executed through papermill on tiny parameters, on the local backend."""
-import pandas as pd
 import pytest
 
 from labkit.store import load_results
 
-from .conftest import outputs_text
+from .conftest import images, markdown_outputs, outputs_text
 
 
 @pytest.mark.root
@@ -21,8 +20,10 @@ def test_flagship_runs_then_views(run_notebook, tmp_path):
         assert expected.lower() in text.lower(), expected
     figs = {p.name for p in (tmp_path / "figures").iterdir()}
     for stem in ("01_pareto_local", "01_response_by_config_local", "01_main_effects_local",
-                 "01_interactions_local", "01_qq_local"):
+                 "01_interactions_local", "01_run_order_local", "01_qq_local"):
         assert f"{stem}.png" in figs and f"{stem}.svg" in figs
+    assert images(nb) == 6                                    # every figure displayed inline
+    assert "Does CPU affinity matter?" in markdown_outputs(nb)
     # view mode reads the same store and provisions nothing
     run_notebook("01_affinity_factorial.ipynb", **{**params, "mode": "view"})
     assert load_results(tmp_path / "data", "nb-local").run_id.nunique() == 32
@@ -37,6 +38,22 @@ def test_view_mode_on_committed_results(run_notebook, tmp_path):
         pytest.fail("data/affinity-local (the committed flagship result) is missing")
     shutil.copytree(src, tmp_path / "data" / "affinity-local")
     shutil.copytree(REPO / "data" / "reference", tmp_path / "data" / "reference")
+    before = (src / "store.sqlite").read_bytes()
     nb = run_notebook("01_affinity_factorial.ipynb", mode="view", campaign_id="affinity-local")
     assert "labkit local" in outputs_text(nb)     # the comparison with the paper's table ran
     assert (tmp_path / "figures" / "01_pareto_local.png").exists()
+    assert images(nb) == 6
+    concl = markdown_outputs(nb)
+    assert "Does CPU affinity matter? No" in concl and "Leite et al. 2017, Xen" in concl
+    assert (src / "store.sqlite").read_bytes() == before      # committed data untouched
+
+
+def test_view_mode_defaults_read_the_committed_campaign_read_only(run_notebook, tmp_path):
+    """No data_dir/campaign_id given: the committed data/affinity-local, opened read-only, figures
+    in the given folder; the committed store is byte-for-byte unchanged."""
+    from .conftest import REPO
+    store = REPO / "data" / "affinity-local" / "store.sqlite"
+    before = store.read_bytes()
+    nb = run_notebook("01_affinity_factorial.ipynb", mode="view", data_dir=None)
+    assert "campaign 'affinity-local'" in outputs_text(nb)
+    assert store.read_bytes() == before

@@ -40,7 +40,7 @@ def test_overhead_notebook_runs_then_views(run_notebook, tmp_path):
         assert f"{stem}.png" in figs and f"{stem}.svg" in figs, stem
     assert "sysbench" in text and "iperf3" in text        # tool versions from the run metadata
     if docker_ok:
-        for expected in ("overhead_pct", "eta_sq", "group_a", "p_adj", "normal"):
+        for expected in ("ratio", "ci_high", "eta_sq", "group_a", "p_adj", "normal"):
             assert expected in text, expected
         assert "02_overhead.png" in figs
     # view mode: the stored campaigns, nothing provisioned
@@ -53,3 +53,15 @@ def test_view_mode_without_results_says_why(run_notebook):
     import papermill as pm
     with pytest.raises(pm.PapermillExecutionError, match="no platform"):
         run_notebook(NB, mode="view", **TINY)
+
+
+def test_view_mode_on_committed_results_labels_tcg_and_shows_every_figure(run_notebook, tmp_path):
+    """Binder's path for notebook 02: the committed overhead campaigns, read-only, every figure shown."""
+    from .conftest import REPO, images
+    nb = run_notebook(NB, mode="view", data_dir=None)    # the committed data/overhead-*
+    text = outputs_text(nb)
+    assert "libvirt (TCG)" in text
+    figs = {p.name for p in (tmp_path / "figures").iterdir()}
+    assert "02_overhead.png" in figs
+    assert images(nb) == len([f for f in figs if f.endswith(".png")])
+    assert not list((REPO / "data").glob("overhead-*/store.sqlite-journal"))

@@ -5,7 +5,7 @@ import pytest
 from labkit.cli import main
 from labkit.errors import ConfigError
 from labkit.results import responses
-from labkit.store import Store, load_design
+from labkit.store import load_design
 from labkit.studies import affinity_design, affinity_levels
 
 
@@ -59,3 +59,93 @@ def test_affinity_levels_scale_with_the_host():
     d = affinity_design(4, 16000, replications=2, seed=1, count=[2, 4])
     assert d.factor_names == ["vcpus", "memory_mb", "affinity", "count"]
     assert len(d.plan()) == 32 and d.factors[3].levels == (2, 4)
+
+
+# -- list / show / analyze / compare / report on a copy of the committed data ---------------
+REPO = __import__("pathlib").Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def data(tmp_path):
+    """A copy of the committed stores (the committed files are never opened for writing)."""
+    import shutil
+    out = tmp_path / "data"
+    for cid in ("affinity-local", "overhead-cpu-local", "overhead-cpu-docker"):
+        shutil.copytree(REPO / "data" / cid, out / cid)
+    return out
+
+
+def test_cli_version_list_show(data, capsys):
+    from labkit import __version__
+    with pytest.raises(SystemExit) as exc:
+        main(["--version"])
+    assert exc.value.code == 0 and capsys.readouterr().out.strip() == f"labkit {__version__}"
+    assert main(["list", "--data-dir", str(data)]) == 0
+    out = capsys.readouterr().out
+    assert "affinity-local" in out and "vcpus,memory_mb,affinity,count" in out and " 48 " in out
+    assert main(["show", "affinity-local", "--data-dir", str(data)]) == 0
+    out = capsys.readouterr().out
+    assert "48: {'ok': 48}" in out and "host.kernel" in out
+    assert main(["show", "nope", "--data-dir", str(data)]) == 2
+    assert "no campaign 'nope'" in capsys.readouterr().err
+
+
+def test_cli_analyze_answers_in_words(data, capsys):
+    assert main(["analyze", "affinity-local", "--data-dir", str(data)]) == 0
+    out = capsys.readouterr().out
+    assert "wall_time_s on vcpus, memory_mb, affinity, count (factorial)" in out
+    assert "Significant (t-test of each effect, α = 0.05): vCPUs, instances, vCPUs × instances" in out
+    assert "pct_low" in out and "Residuals are not normal" in out
+
+
+def test_cli_compare_flags_drift_with_holm(data, capsys):
+    """Same design on two platforms; a copy of one campaign compared with itself has no drift."""
+    assert main(["compare", "overhead-cpu-local", "overhead-cpu-local", "--data-dir", str(data)]) == 0
+    out = capsys.readouterr().out
+    assert "0 of 2 configurations drifted" in out and "fingerprints are identical" in out
+    from labkit.report import compare
+    table, fpd, _ = compare(data, "overhead-cpu-local", "overhead-cpu-docker")
+    assert list(table.threads) == [1, 2] and {"ci_low", "ci_high", "p_holm", "drift"} <= set(table)
+    assert "backend.backend" in set(fpd.fact)
+    with pytest.raises(ConfigError, match="different factors"):
+        compare(data, "affinity-local", "overhead-cpu-local")
+
+
+def test_cli_report_html_and_bundle(data, tmp_path, capsys):
+    import zipfile
+    before = (data / "affinity-local" / "store.sqlite").read_bytes()
+    html_path, zip_path = tmp_path / "r.html", tmp_path / "b.zip"
+    assert main(["report", "affinity-local", "--data-dir", str(data), "-o", str(html_path),
+                 "--bundle", str(zip_path)]) == 0
+    page = html_path.read_text()
+    assert page.count('src="data:image/png;base64,') == 5 and "<script" not in page
+    assert "Significant" in page and "host.kernel" in page
+    assert (html_path.stat().st_mode & 0o777) == 0o600
+    names = set(zipfile.ZipFile(zip_path).namelist())
+    assert {"affinity-local/results.csv", "affinity-local/results.parquet", "affinity-local/store.sqlite",
+            "environment.json"} <= names
+    assert (data / "affinity-local" / "store.sqlite").read_bytes() == before
+    assert main(["report", "affinity-local", "--data-dir", str(data)]) == 2
+
+
+def test_list_campaigns_and_run_facts_on_committed_data(data):
+    from labkit.results import list_campaigns, load_campaigns, run_facts
+    from labkit.studies import overhead_benchmarks
+    table = list_campaigns(data)
+    assert list(table.campaign) == ["affinity-local", "overhead-cpu-docker", "overhead-cpu-local"]
+    assert table.set_index("campaign").loc["overhead-cpu-local", "ok"] == 6
+    assert run_facts(data, "overhead-cpu-local")["versions"] == {"sysbench": "1.0.20"}
+    b = overhead_benchmarks()
+    got, failures, facts = load_campaigns(data, {("local", "cpu"): "overhead-cpu-local",
+                                                 ("docker", "cpu"): "overhead-cpu-docker",
+                                                 ("lxd", "cpu"): "overhead-cpu-lxd"}, b)
+    assert len(got) == 12 and set(got.test) == {"cpu events_per_s threads=1", "cpu events_per_s threads=2"}
+    assert list(failures.platform) == ["lxd"] and "no results" in failures.note.iloc[0]
+    assert facts["docker"]["versions"]["cpu"] == {"sysbench": "1.0.20"}
+
+
+def test_affinity_reference_in_our_term_names():
+    from labkit.studies import affinity_reference
+    ref = affinity_reference(REPO / "data" / "reference" / "affinity_influence.csv")
+    kvm = ref[ref.source.str.endswith("KVM")].set_index("term").pct_variation
+    assert kvm.to_dict() == {"vcpus": 69.7, "count": 21.32, "vcpus:count": 8.32}   # Leite et al. 2017, Tables 5-8 (KVM, N-queens)

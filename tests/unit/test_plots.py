@@ -20,10 +20,6 @@ from .test_stats_factorial import long_frame  # noqa: E402
 from .test_stats_vectors import sv  # noqa: E402,F401  (sv is a fixture)
 
 
-def test_backend_is_agg():
-    assert matplotlib.get_backend().lower() == "agg"
-
-
 def line(ax, gid):
     found = [ln for ln in ax.lines if ln.get_gid() == gid]
     assert len(found) == 1, f"no single line with gid {gid!r}"
@@ -50,13 +46,15 @@ def test_pareto_replicated_uses_t_and_the_t_quantile(sv):
     ax = fig.axes[0]
     assert len(ax.patches) == 3
     assert bar_widths(ax) == pytest.approx(sorted(table["t"].abs()[1:4], reverse=True))
-    assert term_labels(ax) == ["A", "B", "A:B"]                   # largest on top
+    assert term_labels(ax) == ["A", "B", "A × B"]                 # largest on top
     # Jain Ex. 18.4: t(0.95, 8) = 1.8595 (R: qt(0.95, 8))
     assert line(ax, "t_crit").get_xdata()[0] == pytest.approx(sv.JAIN_22R3["t_90_df8"], abs=5e-5)
     assert "|t|" in ax.get_xlabel()
     texts = sorted(t.get_text() for t in ax.texts)
     assert texts == ["15.4%", "4.3%", "78.9%"]                     # Jain: 78.88, 15.40, 4.27
     assert "α = 0.1" in ax.get_title()
+    # Jain Ex. 18.3: errors explain 100 - 78.88 - 15.40 - 4.27 = 1.45 % (1.5 % to one decimal)
+    assert "error (residual): 1.5% of the variation" in ax.get_xlabel()
 
 
 def test_pareto_unreplicated_uses_lenth_me_and_sme(sv):
@@ -68,7 +66,7 @@ def test_pareto_unreplicated_uses_lenth_me_and_sme(sv):
     assert line(ax, "ME").get_xdata()[0] == pytest.approx(res.me)
     assert line(ax, "SME").get_xdata()[0] == pytest.approx(res.sme)
     assert ax.get_xlabel() == "|effect|"
-    assert term_labels(ax) == ["C", "A", "B", "A:B", "B:C", "A:C", "A:B:C"]
+    assert term_labels(ax) == ["C", "A", "B", "A × B", "B × C", "A × C", "A × B × C"]
     top3 = plots.pareto(table, top=3).axes[0]
     assert len(top3.patches) == 3
     assert line(top3, "ME").get_xdata()[0] == pytest.approx(res.me)   # lines still use all 7
@@ -94,7 +92,7 @@ def study():
 def test_main_effects_one_panel_per_factor_with_grand_mean(study):
     fig = plots.main_effects(study, ["vcpus", "affinity", "count"], "rps")
     axes = [ax for ax in fig.axes if ax.get_visible()]
-    assert [ax.get_xlabel() for ax in axes] == ["vcpus", "affinity", "count"]
+    assert [ax.get_xlabel() for ax in axes] == ["vCPUs", "CPU affinity", "instances"]
     assert [t.get_text() for t in axes[2].get_xticklabels()] == ["1", "2", "4"]
     assert [t.get_text() for t in axes[1].get_xticklabels()] == ["floating", "pinned"]
     assert line(axes[0], "grand_mean").get_ydata()[0] == pytest.approx(study["rps"].mean())
@@ -107,9 +105,9 @@ def test_interactions_one_panel_per_pair(study):
     fig = plots.interactions(study, ["vcpus", "affinity", "count"], "rps")
     axes = [ax for ax in fig.axes if ax.get_visible()]
     assert len(axes) == 3
-    assert [ax.get_xlabel() for ax in axes] == ["vcpus", "vcpus", "affinity"]
-    assert [ax.get_legend().get_title().get_text() for ax in axes] == ["affinity", "count",
-                                                                      "count"]
+    assert [ax.get_xlabel() for ax in axes] == ["vCPUs", "vCPUs", "CPU affinity"]
+    assert [ax.get_legend().get_title().get_text() for ax in axes] == ["CPU affinity", "instances",
+                                                                      "instances"]
     assert len(axes[1].lines) == 3                                   # one per count level
     with pytest.raises(ConfigError, match="at least two factors"):
         plots.interactions(study, ["vcpus"], "rps")
@@ -131,11 +129,16 @@ def test_response_by_config_with_hue(study):
     ax = plots.response_by_config(study, ["vcpus", "count", "affinity"], "rps",
                                   hue="affinity").axes[0]
     labels = [t.get_text() for t in ax.get_xticklabels()]
-    assert len(labels) == 6 and labels[0] == "vcpus=1\ncount=1"
+    assert len(labels) == 6 and labels[0] == "vCPUs=1\ninstances=1"
     assert [t.get_text() for t in ax.get_legend().get_texts()] == ["floating", "pinned"]
     assert "95% CI" in ax.get_ylabel()
     flat = plots.response_by_config(study, ["vcpus"], "rps", alpha=0.1).axes[0]
-    assert [t.get_text() for t in flat.get_xticklabels()] == ["vcpus=1", "vcpus=2"]
+    assert [t.get_text() for t in flat.get_xticklabels()] == ["vCPUs=1", "vCPUs=2"]
+    # n = 4 per configuration: every run drawn beside its mean, in its series' colour
+    raw = [c for c in ax.collections if c.get_gid() == "raw"]
+    assert sum(len(c.get_offsets()) for c in raw) == len(study)
+    assert not [c for c in plots.response_by_config(study, ["vcpus"], "rps", points=False)
+                .axes[0].collections if c.get_gid() == "raw"]
     with pytest.raises(ConfigError, match="hue 'nope' must be one of by"):
         plots.response_by_config(study, ["vcpus"], "rps", hue="nope")
 
@@ -178,34 +181,67 @@ def overhead_table():
                          "application": ["application rps c=10"]}.items():
         for k, test in enumerate(tests):
             for j, plat in enumerate(["docker", "libvirt"]):
-                pct = 1.0 + k + 10 * j if bench == "cpu" else 1500.0 * j
+                ratio = 1.0 + 0.1 * k + j if bench == "cpu" else 16.0 ** j
                 rows.append({"benchmark": bench, "test": test, "platform": plat,
-                             "overhead_pct": pct, "ci_low": pct - 2, "ci_high": pct + 3})
+                             "ratio": ratio, "ci_low": ratio * 0.9, "ci_high": ratio * 1.2})
     rows.append({"benchmark": "cpu", "test": "cpu events threads=4", "platform": "docker",
-                 "overhead_pct": np.nan, "ci_low": np.nan, "ci_high": np.nan})
+                 "ratio": np.nan, "ci_low": np.nan, "ci_high": np.nan})
     return pd.DataFrame(rows)
 
 
-def test_overhead_one_panel_per_benchmark_with_its_own_scale():
+def test_overhead_ratios_on_a_log_scale_one_panel_per_benchmark():
     fig = plots.overhead(overhead_table())
     cpu, app = [ax for ax in fig.axes if ax.get_visible()]
     assert (cpu.get_title(), app.get_title()) == ("cpu", "application")
+    assert cpu.get_xscale() == app.get_xscale() == "log"
+    assert line(cpu, "no_overhead").get_xdata()[0] == 1
     # the benchmark's name is dropped from the front of each label; NaN rows are left out
     assert [t.get_text() for t in cpu.get_yticklabels()] == ["events threads=1", "events threads=2"]
-    widths = {}
+    ends = {}
     for ax in (cpu, app):
         for c in ax.containers:
             if isinstance(c, BarContainer):
-                widths.setdefault(c.get_label(), []).extend(b.get_width() for b in c.patches)
-    assert widths == {"docker": [1.0, 2.0, 0.0], "libvirt": [11.0, 12.0, 1500.0]}
-    assert cpu.get_xlim()[1] < 100 < app.get_xlim()[1]          # panels do not share the x scale
+                ends.setdefault(c.get_label(), []).extend(b.get_x() + b.get_width() for b in c.patches)
+    assert ends["docker"] == pytest.approx([1.0, 1.1, 1.0])
+    assert ends["libvirt"] == pytest.approx([2.0, 2.1, 16.0])
+    assert cpu.get_xlim()[1] < 10 < app.get_xlim()[1]            # panels do not share the x scale
     assert [t.get_text() for t in fig.legends[0].get_texts()] == ["docker", "libvirt"]
-    assert "95% CI" in fig.get_suptitle()
+    assert "95% Fieller CI" in fig.get_suptitle()
 
 
 def test_overhead_rejects_what_it_cannot_chart():
     with pytest.raises(ConfigError, match="no column 'ci_low'"):
         plots.overhead(overhead_table().drop(columns="ci_low"))
-    empty = overhead_table().assign(overhead_pct=np.nan)
-    with pytest.raises(ConfigError, match="no row has an overhead_pct"):
-        plots.overhead(empty)
+    with pytest.raises(ConfigError, match="no row has a positive ratio"):
+        plots.overhead(overhead_table().assign(ratio=np.nan))
+
+
+def test_main_effect_ci_uses_the_model_error(study):
+    """Half-width t(df_e)·s_e/sqrt(n): s_e² is the residual mean square of the full model
+    (statsmodels OLS rps ~ C(vcpus)*C(affinity)*C(count), mse_resid), not each level's spread."""
+    import statsmodels.formula.api as smf
+    fit = smf.ols("rps ~ C(vcpus) * C(affinity) * C(count)", data=study).fit()
+    ax = plots.main_effects(study, ["vcpus", "affinity", "count"], "rps").axes[0]
+    bars = [c for c in ax.containers if c.__class__.__name__ == "ErrorbarContainer"][0]
+    segs = bars.lines[2][0].get_segments()
+    half = (segs[0][1][1] - segs[0][0][1]) / 2
+    n_level = (study.vcpus == 1).sum()
+    assert half == pytest.approx(sps.t.ppf(0.975, fit.df_resid) * np.sqrt(fit.mse_resid / n_level))
+
+
+def test_pareto_caveat_when_residuals_are_not_normal():
+    # every cell: three equal runs and one outlier, so residuals are -2, -2, -2, +6
+    data = long_frame([[c, c, c, c + 8] for c in (1, 2, 3, 4)], ["A", "B"])
+    diag = factorial_diagnostics(data, ["A", "B"], "y")
+    assert diag.normal is False
+    ax = plots.pareto(factorial_effects(data, ["A", "B"], "y"), diagnostics=diag).axes[0]
+    assert "residuals not normal" in ax.get_xlabel()
+
+
+def test_run_order_shows_drift():
+    d = pd.DataFrame({"run_order": range(30), "t": np.linspace(1, 2, 30),
+                      "affinity": ["floating", "pinned"] * 15})
+    ax = plots.run_order(d, "t", hue="affinity").axes[0]
+    roll = line(ax, "rolling_median")
+    assert roll.get_ydata()[15] == pytest.approx(d.t.rolling(3, center=True).median()[15])
+    assert ax.get_xlabel() == "run order"

@@ -1,0 +1,537 @@
+"""Results in words: conclusions written from the statistics, and one-file HTML reports.
+
+:func:`conclusions` turns a factorial analysis (effects table, residual
+diagnostics, bootstrap CIs of the shares of variation, an optional published
+reference) into sentences a reader can check against the tables.
+:func:`html_report` writes a campaign's analysis as one self-contained HTML file.
+"""
+from __future__ import annotations
+
+import base64
+import html
+import io
+from collections.abc import Sequence
+from pathlib import Path
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from .errors import ConfigError
+from .labels import label, term_label
+from .stats import _validate as v
+from .stats.factorial import sign_table, yates_terms
+from .stats.lenth import lenth
+
+__all__ = ["Analysis", "Conclusions", "analyze", "compare", "conclusions", "html_report",
+           "variation_ci", "write_bundle", "write_report"]
+
+
+def variation_ci(data: pd.DataFrame, factors: Sequence[str], response: str, *, levels=None,
+                 n_boot: int = 1000, alpha: float = 0.05, seed: int = 0) -> pd.DataFrame:
+    """Bootstrap percentile CIs of each term's share of variation in a balanced 2^k·r design.
+
+    Runs are resampled with replacement within each configuration (so every
+    bootstrap design stays a balanced 2^k·r), and Jain's allocation of variation
+    (SS_term = 2^k·r·q², share = SS_term/SST) is recomputed each time. Returns one
+    row per term (Yates order, "I" left out) and "error": ``term``, ``pct_low``,
+    ``pct_high`` (percentiles alpha/2 and 1 - alpha/2 of ``n_boot`` resamples).
+    Needs r >= 2.
+    """
+    alpha = v.alpha(alpha)
+    factors = v.names(factors, "factors")
+    v.columns(data, factors, "factors")
+    y = v.response(data, response)
+    if not isinstance(n_boot, int) or not 100 <= n_boot <= 100_000:
+        raise ConfigError(f"n_boot must be an integer in [100, 100000], got {n_boot!r}")
+    lmap = v.level_map(levels)
+    k = len(factors)
+    cell = np.zeros(len(data), dtype=np.int64)
+    for j, f in enumerate(factors):
+        low, high = v.two_levels(data[f], lmap.get(f), arg="levels")
+        col = data[f].to_numpy()
+        cell |= (col == high).astype(np.int64) << j
+    counts = np.bincount(cell, minlength=2 ** k)
+    r = int(counts[0])
+    if r < 2 or not np.all(counts == r):
+        raise ConfigError(f"variation_ci needs a balanced 2^k·r design with r >= 2; "
+                          f"runs per configuration: {sorted(set(counts.tolist()))}")
+    cube = y[np.argsort(cell, kind="stable")].reshape(2 ** k, r)      # (cells, r)
+    rng = np.random.default_rng(seed)
+    idx = rng.integers(0, r, size=(n_boot, 2 ** k, r))
+    boot = np.take_along_axis(np.broadcast_to(cube, (n_boot, 2 ** k, r)), idx, axis=2)
+    means = boot.mean(axis=2)                                          # (B, cells)
+    q = means @ sign_table(k).T.astype(float) / 2 ** k                 # (B, terms)
+    ss = 2 ** k * r * q[:, 1:] ** 2
+    sst = ((boot - boot.mean(axis=(1, 2), keepdims=True)) ** 2).sum(axis=(1, 2))
+    sse = ((boot - means[:, :, None]) ** 2).sum(axis=2).sum(axis=1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        pct = 100 * np.column_stack([ss, sse]) / sst[:, None]
+    lo, hi = np.nanpercentile(pct, [100 * alpha / 2, 100 * (1 - alpha / 2)], axis=0)
+    terms = yates_terms(factors)[1:] + ["error"]
+    out = pd.DataFrame({"term": terms, "pct_low": lo, "pct_high": hi})
+    out.attrs.update({"n_boot": n_boot, "alpha": alpha, "seed": seed})
+    return out
+
+
+@dataclass
+class Conclusions:
+    """Sentences about one analysis. ``headline`` answers the focus question (or is empty);
+    ``findings``, ``assumptions`` and ``reference`` are lists of sentences; ``significant``
+    lists the significant terms. Displays as Markdown in Jupyter; ``str()`` is plain text."""
+    headline: str
+    findings: list[str] = field(default_factory=list)
+    assumptions: list[str] = field(default_factory=list)
+    reference: list[str] = field(default_factory=list)
+    significant: list[str] = field(default_factory=list)
+
+    def markdown(self) -> str:
+        parts = []
+        if self.headline:
+            parts.append(f"**{self.headline}**")
+        for title, items in (("Findings", self.findings), ("Assumptions", self.assumptions),
+                             ("Compared with the published study", self.reference)):
+            if items:
+                parts.append(f"*{title}.*\n\n" + "\n".join(f"- {s}" for s in items))
+        return "\n\n".join(parts)
+
+    def _repr_markdown_(self) -> str:
+        return self.markdown()
+
+    def __str__(self) -> str:
+        return self.markdown().replace("**", "").replace("*", "")
+
+
+def _pct(x: float) -> str:
+    return "< 0.1 %" if 0 < x < 0.05 else f"{x:.1f} %"
+
+
+def _share(row, ci: dict) -> str:
+    s = _pct(row["pct_variation"])
+    if row["term"] in ci:
+        lo, hi = ci[row["term"]]
+        s += f" (95 % CI {lo:.1f}–{hi:.1f} %)" if np.isfinite(lo) else ""
+    return s
+
+
+def _significant(effects: pd.DataFrame, alpha: float) -> tuple[list[str], str]:
+    rows = effects[~effects["term"].isin(["I", "error"])]
+    if "p" in rows and np.isfinite(rows["p"].to_numpy(float)).any():
+        sig = rows.loc[rows["p"] < alpha, "term"].tolist()
+        test = "t-test of each effect" if "t" in rows else "ANOVA F-test of each term"
+        return sig, f"{test}, α = {alpha:g}"
+    res = lenth(rows, alpha=alpha)
+    return list(res.active), f"Lenth's method (unreplicated design), α = {alpha:g}"
+
+
+def _describe_terms(effects: pd.DataFrame, terms: list[str], ci: dict, response: str) -> list[str]:
+    out = []
+    rows = effects.set_index("term")
+    for t in sorted(terms, key=lambda t: -rows.loc[t, "pct_variation"]):
+        row = rows.loc[t]
+        direction = "raises" if row["effect"] > 0 else "lowers"
+        lv = effects.attrs.get("levels", {})
+        if not np.isfinite(row["effect"]):     # from an ANOVA table: no single direction
+            change = f"F = {row['F']:.3g}, p = {row['p']:.2g}"
+        elif ":" not in t and t in lv:
+            low, high = lv[t]
+            change = (f"going from {low} to {high} {direction} {label(response)} by "
+                      f"{abs(row['effect']):.3g} on average")
+        else:
+            change = f"an interaction (effect {row['effect']:+.3g})"
+        share = _share({"term": t, "pct_variation": row["pct_variation"]}, ci)
+        out.append(f"{term_label(t)}: {change}; it explains {share} of the variation.")
+    return out
+
+
+def conclusions(effects: pd.DataFrame, *, diagnostics=None, variation=None, focus: str | None = None,
+                reference: pd.DataFrame | None = None, alpha: float | None = None,
+                practical_pct: float = 1.0) -> Conclusions:
+    """Conclusions in words from a :func:`labkit.stats.factorial_effects` table.
+
+    * ``diagnostics``: the :class:`labkit.stats.Diagnostics` of the same data; when the
+      residuals fail Shapiro-Wilk the sentences say so and, if the log model was fitted,
+      which terms are significant on the log scale and whether that changes the answer.
+    * ``variation``: :func:`variation_ci` output, giving each share a CI.
+    * ``focus``: a factor to answer for ("Does CPU affinity matter?"): significant alone or in
+      an interaction, and whether its share reaches ``practical_pct`` % of the variation.
+    * ``reference``: a published allocation of variation, columns ``source``, ``term`` (our
+      term names) and ``pct_variation``: the largest term and the focus factor's share there
+      beside ours.
+
+    Returns a :class:`Conclusions`.
+    """
+    v.frame(effects, "effects")
+    v.columns(effects, ["term", "effect", "pct_variation"], "effects")
+    alpha = v.alpha(effects.attrs.get("alpha", 0.05) if alpha is None else alpha)
+    response = effects.attrs.get("response", "response")
+    ci = {}
+    if variation is not None:
+        v.columns(variation, ["term", "pct_low", "pct_high"], "variation")
+        ci = {t: (lo, hi) for t, lo, hi in variation[["term", "pct_low", "pct_high"]].itertuples(
+            index=False, name=None)}
+    sig, method = _significant(effects, alpha)
+    terms = effects[~effects["term"].isin(["I", "error"])]
+    out = Conclusions(headline="", significant=sig)
+    if sig:
+        out.findings.append(f"Significant ({method}): " + ", ".join(term_label(t) for t in sorted(
+            sig, key=lambda t: -float(terms.set_index("term").loc[t, "pct_variation"]))) + ".")
+        out.findings += _describe_terms(effects, sig, ci, response)
+    else:
+        out.findings.append(f"No factor or interaction is significant ({method}).")
+    small = [t for t in sig if float(terms.set_index("term").loc[t, "pct_variation"]) < practical_pct]
+    if small:
+        out.findings.append("Significant but below " + _pct(practical_pct) + " of the variation "
+                            "(statistically detectable, practically negligible): "
+                            + ", ".join(term_label(t) for t in small) + ".")
+    err = effects.loc[effects["term"] == "error"]
+    if len(err) and np.isfinite(float(err["pct_variation"].iloc[0])):
+        out.findings.append(f"Unexplained (run-to-run) variation: "
+                            f"{_share(err.iloc[0], ci)} of the total.")
+
+    log_sig = None
+    if diagnostics is not None:
+        normal = getattr(diagnostics, "normal", None)
+        first = diagnostics.table.iloc[0]
+        if normal is None:
+            out.assumptions.append(f"Residual normality could not be tested: {first['note']}.")
+        elif normal:
+            out.assumptions.append(f"Residuals look normal (Shapiro-Wilk W = {first['W']:.3f}, "
+                                   f"p = {first['p']:.2g}): the t-based CIs and p-values hold.")
+        else:
+            s = (f"Residuals are not normal (Shapiro-Wilk W = {first['W']:.3f}, p = {first['p']:.2g}),"
+                 f" so the p-values above are approximate.")
+            if diagnostics.log_effects is not None:
+                second = diagnostics.table.iloc[1]
+                log_sig, _ = _significant(diagnostics.log_effects, alpha)
+                verdict = ("they look normal" if second["normal"] is not pd.NA and bool(second["normal"])
+                           else "they are still not normal")
+                s += (f" What was done: the analysis was repeated on log({label(response)}), where "
+                      f"{verdict} (W = {second['W']:.3f}, p = {second['p']:.2g}); there the "
+                      f"significant terms are "
+                      + (", ".join(term_label(t) for t in log_sig) or "none") + ".")
+                s += (" The conclusions do not change on the log scale." if set(log_sig) == set(sig)
+                      else " The two scales disagree on "
+                      + ", ".join(term_label(t) for t in sorted(set(log_sig) ^ set(sig)))
+                      + ": treat those terms with care.")
+            else:
+                s += " The log model could not be fitted (values <= 0)."
+            out.assumptions.append(s)
+
+    if focus is not None:
+        with_focus = [t for t in terms["term"] if focus in t.split(":")]
+        if not with_focus:
+            raise ConfigError(f"focus {focus!r} is not a factor of the effects table "
+                              f"(terms: {list(terms['term'])})")
+        hit = [t for t in with_focus if t in sig]
+        share = float(terms.set_index("term").loc[with_focus, "pct_variation"].sum())
+        name = term_label(focus)
+        if not hit:
+            out.headline = (f"Does {name} matter? No: neither {name} nor any interaction with it "
+                            f"is significant; together they explain {_pct(share)} of the variation.")
+        elif share < practical_pct:
+            out.headline = (f"Does {name} matter? Barely: "
+                            + ", ".join(term_label(t) for t in hit)
+                            + f" is significant, but all terms with {name} explain only "
+                            f"{_pct(share)} of the variation.")
+        else:
+            out.headline = (f"Does {name} matter? Yes: " + ", ".join(term_label(t) for t in hit)
+                            + f" significant; terms with {name} explain {_pct(share)} of the variation.")
+        if log_sig is not None and bool([t for t in with_focus if t in log_sig]) != bool(hit):
+            out.headline += (" (On the log scale the answer differs: see the assumptions.)")
+
+    if reference is not None:
+        v.columns(reference, ["source", "term", "pct_variation"], "reference")
+        ours = terms.set_index("term")["pct_variation"]
+        top_ours = ours.idxmax()
+        for src, ref in reference.groupby("source", sort=False):
+            ref = ref.set_index("term")["pct_variation"]
+            top = ref.idxmax()
+            s = (f"{src}: the largest term was {term_label(top)} ({_pct(ref[top])}); here it is "
+                 f"{term_label(top_ours)} ({_pct(ours[top_ours])})"
+                 + (", the same." if top == top_ours else ", a different one."))
+            if focus is not None:
+                paper = float(ref[[t for t in ref.index if focus in t.split(":")]].sum())
+                here = float(ours[[t for t in ours.index if focus in t.split(":")]].sum())
+                s += (f" Terms with {term_label(focus)}: {_pct(paper)} there, {_pct(here)} here.")
+            missing = [t for t in ref.index if t in ours.index and ref[t] >= 5 and t not in sig]
+            if missing:
+                s += (" Reported there with >= 5 % but not significant here: "
+                      + ", ".join(term_label(t) for t in missing) + ".")
+            out.reference.append(s)
+    return out
+
+
+def _fig_html(fig) -> str:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=110, bbox_inches="tight")
+    data = base64.b64encode(buf.getvalue()).decode("ascii")
+    return f'<figure><img alt="figure" src="data:image/png;base64,{data}"></figure>'
+
+
+def html_report(title: str, sections: Sequence[tuple[str, object]]) -> str:
+    """One self-contained HTML page: ``sections`` is a list of (heading, content), content a
+    str (Markdown-free text, escaped), a DataFrame (table), a :class:`Conclusions` or a
+    matplotlib Figure (embedded as base64 PNG). No script, stylesheet or font is fetched."""
+    from matplotlib.figure import Figure
+    body = [f"<h1>{html.escape(title)}</h1>"]
+    for heading, content in sections:
+        body.append(f"<h2>{html.escape(heading)}</h2>")
+        items = content if isinstance(content, list) else [content]
+        for item in items:
+            if isinstance(item, pd.DataFrame):
+                body.append(item.to_html(index=False, float_format=lambda x: f"{x:.4g}",
+                                         border=0, classes="t"))
+            elif isinstance(item, Figure):
+                body.append(_fig_html(item))
+            elif isinstance(item, Conclusions):
+                if item.headline:
+                    body.append(f'<p class="headline">{html.escape(item.headline)}</p>')
+                for part in (item.findings, item.assumptions, item.reference):
+                    if part:
+                        body.append("<ul>" + "".join(f"<li>{html.escape(s)}</li>" for s in part)
+                                    + "</ul>")
+            else:
+                body.append(f"<pre>{html.escape(str(item))}</pre>")
+    style = ("body{font-family:sans-serif;max-width:70em;margin:2em auto;padding:0 1em}"
+             "table.t{border-collapse:collapse;font-size:.85em}"
+             "table.t td,table.t th{padding:.2em .6em;border-bottom:1px solid #ddd;text-align:right}"
+             "img{max-width:100%}.headline{font-weight:bold;font-size:1.1em}")
+    return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+            f"<title>{html.escape(title)}</title><style>{style}</style></head><body>\n"
+            + "\n".join(body) + "\n</body></html>\n")
+
+
+@dataclass
+class Analysis:
+    """What :func:`analyze` found for one campaign and response (every field may be shown).
+
+    ``meta`` (store metadata), ``status`` (run counts by status), ``runs`` (one row per
+    successful run: factors, ``run_id``, ``run_order``, response), ``summary``
+    (:func:`labkit.stats.summarize` per configuration), ``kind`` ("factorial" or "anova"),
+    ``effects`` (factorial effects, or the ANOVA table with ``pct_variation`` = 100·eta²
+    and ``effect`` NaN), ``diagnostics`` (factorial residual checks or None),
+    ``variation`` (bootstrap CIs of the shares or None), ``conclusions``,
+    ``fingerprints`` (:func:`labkit.fingerprint.fingerprint_table`).
+    """
+    campaign: str
+    response: str
+    factors: list
+    meta: dict
+    status: dict
+    runs: pd.DataFrame
+    summary: pd.DataFrame
+    kind: str
+    effects: pd.DataFrame
+    diagnostics: object
+    variation: pd.DataFrame | None
+    conclusions: Conclusions
+    fingerprints: pd.DataFrame
+
+    def figures(self, alpha: float = 0.05) -> dict:
+        """name -> Figure: pareto (factorial), main_effects, interactions (>= 2 factors),
+        run_order and qq (when residuals exist)."""
+        from . import plots
+        figs = {}
+        levels = self.effects.attrs.get("levels")
+        if self.kind == "factorial":
+            figs["pareto"] = plots.pareto(self.effects, diagnostics=self.diagnostics)
+        figs["main_effects"] = plots.main_effects(self.runs, self.factors, self.response,
+                                                  alpha=alpha, levels=levels)
+        if len(self.factors) >= 2:
+            figs["interactions"] = plots.interactions(self.runs, self.factors, self.response,
+                                                      alpha=alpha, levels=levels)
+        hue = self.factors[0] if self.runs[self.factors[0]].nunique() <= 8 else None
+        figs["run_order"] = plots.run_order(self.runs, self.response, hue=hue)
+        if self.diagnostics is not None and self.diagnostics.normal is not None:
+            figs["qq"] = plots.qq(self.diagnostics, alpha=alpha)
+        return figs
+
+
+def _is_full_two_level(runs: pd.DataFrame, factors: list) -> int:
+    """r when ``runs`` is a balanced 2^k·r design over ``factors``, else 0."""
+    if any(runs[f].nunique() != 2 for f in factors):
+        return 0
+    sizes = runs.groupby(factors, observed=True).size()
+    return int(sizes.iloc[0]) if len(sizes) == 2 ** len(factors) and sizes.nunique() == 1 else 0
+
+
+def analyze(data_dir, campaign: str, *, response: str | None = None, factors=None,
+            alpha: float = 0.05, focus: str | None = None, reference=None,
+            n_boot: int = 1000) -> Analysis:
+    """Analyse a stored campaign (opened read-only) as its design allows.
+
+    ``response`` defaults to the workload's response (else the first metric);
+    ``factors`` to the design's factors that vary. A balanced two-level full factorial
+    gets Jain's allocation of variation with residual diagnostics and bootstrap CIs of
+    the shares (r >= 2); anything else an n-way ANOVA (type 2, interactions when the
+    data allow). Returns an :class:`Analysis`.
+    """
+    from .fingerprint import fingerprint_table
+    from .results import responses
+    from .stats import anova, factorial_diagnostics, factorial_effects, summarize
+    from .store import Store, load_results
+    path = Path(data_dir) / campaign / "store.sqlite"
+    with Store(path, readonly=True) as st:
+        meta, fps = st.meta(), st.fingerprints()
+    tidy = load_results(data_dir, campaign)
+    status = tidy.drop_duplicates("run_id").status.value_counts().to_dict()
+    design_factors = list(meta.get("design", {}).get("factors", {}))
+    if response is None:
+        response = (meta.get("workload") or {}).get("response")
+        if response not in set(tidy.metric.dropna()):
+            metrics = sorted(tidy.metric.dropna().unique())
+            if not metrics:
+                raise ConfigError(f"campaign {campaign!r} has no measurement to analyse")
+            response = metrics[0]
+    if factors is None:
+        factors = [f for f in design_factors if tidy[f].nunique() > 1]
+    factors = v.names(factors, "factors")
+    runs = responses(tidy, response, factors)
+    runs = runs.merge(tidy.drop_duplicates("run_id")[["run_id", "run_order"]], on="run_id")
+    summary = summarize(runs, factors, response, alpha=alpha)
+    r = _is_full_two_level(runs, factors)
+    diag = variation = None
+    if r:
+        kind = "factorial"
+        effects = factorial_effects(runs, factors, response, alpha=alpha)
+        if r >= 2:
+            diag = factorial_diagnostics(runs, factors, response, alpha=alpha)
+            variation = variation_ci(runs, factors, response, alpha=alpha, n_boot=n_boot)
+    else:
+        kind = "anova"
+        cells = runs.groupby(factors, observed=True).size()
+        full = bool((cells >= 2).all())
+        table = anova(runs, response, factors, interactions=full and len(factors) > 1)
+        effects = table.assign(pct_variation=100 * table["eta_sq"], effect=np.nan)
+        effects.attrs.update(table.attrs, response=response, alpha=alpha)
+    concl = conclusions(effects, diagnostics=diag, variation=variation, alpha=alpha,
+                        focus=focus if focus in factors else None, reference=reference)
+    return Analysis(campaign, response, factors, meta, status, runs, summary, kind, effects,
+                    diag, variation, concl, fingerprint_table(fps))
+
+
+def compare(data_dir, a: str, b: str, *, response: str | None = None, alpha: float = 0.05,
+            min_effect_pct: float = 2.0):
+    """Same design measured twice (two hosts, two dates): per-configuration drift from ``a`` to ``b``.
+
+    Returns ``(table, fingerprint_diff, verdict)``. ``table`` has one row per configuration
+    present in both: the factor columns, ``n_a``, ``n_b``, ``mean_a``, ``mean_b``, ``diff``
+    (b - a), ``ci_low``/``ci_high`` (Welch 1 - alpha CI of the difference), ``diff_pct``
+    (100·diff/mean_a), ``p`` (Welch), ``p_holm`` (Holm-adjusted over the configurations) and
+    ``drift`` (p_holm < alpha and |diff_pct| >= ``min_effect_pct``, a minimum practical
+    effect). ``fingerprint_diff`` lists host facts that differ; ``verdict`` is one sentence.
+    """
+    from statsmodels.stats.multitest import multipletests
+
+    from .fingerprint import fingerprint_diff
+    from .results import responses
+    from .stats import ttest
+    from .store import Store, load_results
+    metas, tidies, fps = [], [], []
+    for cid in (a, b):
+        with Store(Path(data_dir) / cid / "store.sqlite", readonly=True) as st:
+            metas.append(st.meta())
+            fps.append(next(iter(st.fingerprints().values()), {}))
+        tidies.append(load_results(data_dir, cid))
+    fa, fb = (list(m.get("design", {}).get("factors", {})) for m in metas)
+    if fa != fb:
+        raise ConfigError(f"compare: {a!r} and {b!r} have different factors ({fa} vs {fb})")
+    response = response or (metas[0].get("workload") or {}).get("response") or "wall_time_s"
+    ra, rb = (responses(t, response, fa) for t in tidies)
+    rows = []
+    for key, ga in ra.groupby(fa, sort=True, observed=True):
+        key = key if isinstance(key, tuple) else (key,)
+        mask = np.logical_and.reduce([rb[f] == k for f, k in zip(fa, key)])
+        gb = rb[mask]
+        if len(ga) < 2 or len(gb) < 2:
+            continue
+        t = ttest(gb[response], ga[response], alpha=alpha).iloc[0]
+        rows.append({**dict(zip(fa, key)), "n_a": len(ga), "n_b": len(gb), "mean_a": t.mean_b,
+                     "mean_b": t.mean_a, "diff": t["diff"], "ci_low": t.ci_low, "ci_high": t.ci_high,
+                     "diff_pct": 100 * t["diff"] / t.mean_b, "p": t.p})
+    table = pd.DataFrame(rows)
+    if table.empty:
+        raise ConfigError(f"compare: no configuration has >= 2 successful runs in both {a!r} and {b!r}")
+    table["p_holm"] = multipletests(table.p.fillna(1), alpha=alpha, method="holm")[1]
+    table["drift"] = (table.p_holm < alpha) & (table.diff_pct.abs() >= min_effect_pct)
+    n = int(table.drift.sum())
+    fpd = fingerprint_diff(fps[0], fps[1])
+    verdict = (f"{response}: {n} of {len(table)} configurations drifted significantly from {a} to {b} "
+               f"(Welch, Holm-adjusted, α = {alpha:g}, |change| >= {min_effect_pct:g} %)")
+    if n:
+        verdict += f"; median change {table.loc[table.drift, 'diff_pct'].median():+.1f} %"
+    verdict += (f". Host facts that differ: {', '.join(fpd.fact)}." if len(fpd)
+                else ". The host fingerprints are identical.")
+    table.attrs.update({"response": response, "alpha": alpha})
+    return table, fpd, verdict
+
+
+def write_report(data_dir, campaign: str, out, *, response: str | None = None,
+                 alpha: float = 0.05) -> Path:
+    """Analyse ``campaign`` (:func:`analyze`) and write one self-contained HTML file to ``out``
+    (created 0600: results are private until shared). Returns the path."""
+    a = analyze(data_dir, campaign, response=response, alpha=alpha)
+    design = a.meta.get("design", {})
+    sections = [
+        ("Conclusions", a.conclusions),
+        ("Design", f"{design.get('name')}: factors {design.get('factors')}, "
+                   f"{design.get('replications')} replications, seed {design.get('seed')}; "
+                   f"backend {a.meta.get('backend')}, workload "
+                   f"{(a.meta.get('workload') or {}).get('name')}; runs {a.status}"),
+        ("Summary per configuration", a.summary),
+        ("Effects" if a.kind == "factorial" else "ANOVA",
+         a.effects if a.variation is None else a.effects.merge(a.variation, on="term", how="left")),
+        ("Figures", list(a.figures(alpha=alpha).values())),
+        ("Host fingerprints", a.fingerprints),
+    ]
+    if a.diagnostics is not None:
+        sections.insert(4, ("Residual diagnostics", [a.diagnostics.table, a.diagnostics.message]))
+    page = html_report(f"labkit report: {campaign} ({a.response})", sections)
+    return _write_private(Path(out), page.encode())
+
+
+def _write_private(path: Path, data: bytes) -> Path:
+    import os
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "wb") as fh:
+        fh.write(data)
+    return path
+
+
+def write_bundle(data_dir, campaign: str, out) -> Path:
+    """A zip with the campaign's ``results.csv``, ``results.parquet``, ``runs.csv``, a copy of
+    ``store.sqlite``, ``fingerprints.json`` and ``environment.json`` (Python, installed package
+    versions, this host's fingerprint). The store is read, never written. Returns the path."""
+    import json
+    import sqlite3
+    import tempfile
+    import zipfile
+    from importlib import metadata
+
+    from .fingerprint import host_fingerprint
+    from .store import Store
+    src = Path(data_dir) / campaign / "store.sqlite"
+    with Store(src, readonly=True) as st:
+        tidy, runs, fps = st.tidy(), st.runs(), st.fingerprints()
+    runs["metadata"] = runs["metadata"].map(lambda d: json.dumps(d, default=str)) if len(runs) else []
+    env = {"packages": {d.metadata["Name"]: d.version for d in metadata.distributions()},
+           "host": host_fingerprint()}
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        pq = tmp / "results.parquet"
+        tidy.to_parquet(pq, index=False)
+        copy = tmp / "store.sqlite"
+        with sqlite3.connect(f"file:{src}?mode=ro", uri=True) as s, sqlite3.connect(copy) as d:
+            s.backup(d)   # a consistent copy, made through SQLite's read-only connection
+        with zipfile.ZipFile(_write_private(out, b""), "w", zipfile.ZIP_DEFLATED) as z:
+            z.writestr(f"{campaign}/results.csv", tidy.to_csv(index=False))
+            z.write(pq, f"{campaign}/results.parquet")
+            z.writestr(f"{campaign}/runs.csv", runs.to_csv(index=False))
+            z.write(copy, f"{campaign}/store.sqlite")
+            z.writestr(f"{campaign}/fingerprints.json", json.dumps(fps, indent=2, default=str))
+            z.writestr("environment.json", json.dumps(env, indent=2, sort_keys=True, default=str))
+    return out

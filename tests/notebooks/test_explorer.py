@@ -1,0 +1,24 @@
+"""Notebook 00 (explorer) on the committed campaigns, read-only, under papermill's defaults."""
+import pytest
+
+from .conftest import REPO, images, markdown_outputs, outputs_text
+
+NB = "00_explorer.ipynb"
+
+
+@pytest.mark.parametrize("interactive", [False, True])
+def test_explorer_defaults_on_committed_data(run_notebook, interactive):
+    before = (REPO / "data" / "affinity-local" / "store.sqlite").read_bytes()
+    nb = run_notebook(NB, data_dir=None, campaign="affinity-local", interactive=interactive)
+    text = outputs_text(nb)
+    assert "overhead-cpu-local" in text                       # the catalog lists every campaign
+    concl = markdown_outputs(nb)
+    assert "Significant (t-test of each effect" in concl and "vCPUs" in concl
+    assert images(nb) == 5            # pareto, main effects, interactions, run order, Q-Q
+    assert (REPO / "data" / "affinity-local" / "store.sqlite").read_bytes() == before
+
+
+def test_explorer_any_response_and_factor(run_notebook):
+    nb = run_notebook(NB, data_dir=None, campaign="overhead-memory-lxd", response="copy_mb_per_s")
+    assert "copy_mb_per_s on threads" in markdown_outputs(nb)
+    assert images(nb) == 4            # one factor: no interaction plot
