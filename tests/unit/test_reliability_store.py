@@ -178,5 +178,5 @@ def test_full_and_readonly_data_directories_give_clear_errors(tmp_path):
 
 def test_export_of_an_unknown_campaign_creates_nothing(tmp_path, capsys):
     assert cli.main(["export", "typo", "--data-dir", str(tmp_path / "data")]) == 2
-    assert "no result store" in capsys.readouterr().err
+    assert "no campaign 'typo'" in capsys.readouterr().err
     assert not (tmp_path / "data").exists()
