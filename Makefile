@@ -3,7 +3,7 @@ PY := .venv/bin/python
 CAMPAIGN ?= affinity-local-$(shell date +%Y%m%d-%H%M%S)
 DEMO_ARGS ?=
 
-.PHONY: setup setup-tools setup-daemons demo test unit integration notebooks bench clean-out reliability
+.PHONY: setup setup-tools setup-daemons setup-browser demo test unit integration notebooks bench lint clean-out reliability
 
 setup:
 	bash scripts/setup-core.sh
@@ -16,6 +16,10 @@ setup-daemons: setup-tools
 	bash scripts/setup-containers.sh
 	bash scripts/setup-libvirt.sh
 	bash scripts/setup-ssh.sh
+
+# Debian's chromium for the browser test of the notebooks (tests/notebooks/test_browser.py)
+setup-browser: setup
+	bash scripts/setup-browser.sh
 
 # The flagship study (notebooks/01) on the local backend with its default parameters. It writes to its
 # own campaign id and to out/ (figures in out/figures/demo/), never to the committed data/ or figures/.
@@ -33,7 +37,8 @@ test integration bench: export LABKIT_SSH_USER ?= root
 test integration bench: export LABKIT_SSH_KEY ?= /root/.ssh/labkit_test_ed25519
 
 # Everything: daemons, images, unit + integration + notebook tests.
-test: setup-daemons
+test: setup-daemons setup-browser
+	$(PY) -m ruff check labkit tests benchmarks reliability
 	$(PY) -m pytest -ra tests
 
 unit: setup
@@ -43,9 +48,11 @@ integration: setup-daemons
 	$(PY) -m pytest -ra tests/integration
 
 # Notebook tests (papermill on small parameters; the browser test needs scripts/setup-browser.sh).
-notebooks: setup-daemons
-	bash scripts/setup-browser.sh
+notebooks: setup-daemons setup-browser
 	$(PY) -m pytest -ra tests/notebooks
+
+lint: setup
+	$(PY) -m ruff check labkit tests benchmarks reliability
 
 # Every script runs even when one fails (e.g. its daemon is down); the failed ones are listed at the end.
 bench: setup

@@ -24,9 +24,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from labkit.backends import get_backend, new_name  # noqa: E402
-
 from _cycle import SPEC, labkit_cycle  # noqa: E402
+
+from labkit.backends import get_backend, new_name  # noqa: E402
 
 
 def _sh(argv):

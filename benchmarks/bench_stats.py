@@ -99,7 +99,7 @@ def others(data: pd.DataFrame, factors: list[str], repeat: int) -> None:
     p = np.random.default_rng(1).uniform(size=1023)
 
     def art_reference():
-        for term in ("x0", "x1", "x0:x1"):     # ARTool's loop, by hand, for 3 of 7 effects
+        for _term in ("x0", "x1", "x0:x1"):     # ARTool's loop, by hand, for 3 of 7 effects
             ranked = data.assign(r=sps.rankdata(data["y"]))
             anova_lm(ols("r ~ C(x0, Sum) * C(x1, Sum) * C(x2, Sum)", ranked).fit(), typ=3)
 

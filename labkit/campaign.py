@@ -33,7 +33,7 @@ from pathlib import Path
 from .backends import get_backend, teardown
 from .design import HOST_MAX, Design
 from .errors import CommandTimeout, ConfigError, LabkitError, StoreError
-from .fingerprint import fingerprint_id, host_fingerprint
+from .fingerprint import fingerprint_id, host_fingerprint, host_identity
 from .instance import InstanceSpec
 from .lock import LOCK_NAME, CampaignLock
 from .redact import redact
@@ -46,7 +46,7 @@ log = logging.getLogger("labkit.campaign")
 _ID = re.compile(r"^[a-z0-9](?:[a-z0-9_]|-(?!-))*$")
 MAX_ID = 48
 # what a resume must match (stored in the store's meta at creation)
-RESUME_KEYS = ("design_digest", "backend", "backend_options", "workload", "defaults", "fingerprint_id")
+RESUME_KEYS = ("design_digest", "backend", "backend_options", "workload", "defaults", "host")
 HANDLED_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
 
@@ -196,7 +196,7 @@ class Campaign:
                                        allow_new=new_store)
             fp = {"host": host_fingerprint(), "backend": self.backend.fingerprint()}
             fp_id = fingerprint_id(redact(fp))
-            self._check_or_write_meta(store, fp_id)
+            self._check_or_write_meta(store, host_identity(fp))
             store.add_fingerprint(fp_id, fp)
             if retry_failed:
                 failed = store.runs()
@@ -231,7 +231,7 @@ class Campaign:
         from tqdm.auto import tqdm
         return tqdm(total=total, initial=initial, desc=self.campaign_id, unit="run")
 
-    def _check_or_write_meta(self, store: Store, fp_id: str | None = None) -> None:
+    def _check_or_write_meta(self, store: Store, host: dict | None = None) -> None:
         """Write the campaign's settings into a new store, or check a resumed one matches them
         (every key of RESUME_KEYS); StoreError listing every difference otherwise."""
         meta = store.meta()
@@ -240,7 +240,7 @@ class Campaign:
                        "design": self.design.to_dict(), "seed_drawn": self.design.seed_drawn,
                        "backend": self.backend_name, "backend_options": self.backend_options,
                        "workload": self.workload.describe(), "defaults": self.defaults.as_dict(),
-                       "fingerprint_id": fp_id})
+                       "host": host})
         if not meta:
             store.set_meta(created=now_iso(), **mine)
             return

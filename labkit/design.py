@@ -180,7 +180,7 @@ class Design:
 
     # -- construction ------------------------------------------------------
     @classmethod
-    def from_dict(cls, data: dict, *, source: str = "design") -> "Design":
+    def from_dict(cls, data: dict, *, source: str = "design") -> Design:
         """Build from a mapping; ``source`` (e.g. a file name) prefixes error messages."""
         if not isinstance(data, dict):
             raise ConfigError(f"{source}: a design must be a mapping with keys {sorted(DESIGN_KEYS)}")
@@ -201,7 +201,7 @@ class Design:
                    data.get("name", "design"), data.get("description", ""), source=source)
 
     @classmethod
-    def from_yaml(cls, path: str | Path) -> "Design":
+    def from_yaml(cls, path: str | Path) -> Design:
         """Read a design file (bounded: see :mod:`labkit.yamlsafe`); ConfigError naming the file."""
         from .yamlsafe import load_yaml
         return cls.from_dict(load_yaml(path), source=str(path))

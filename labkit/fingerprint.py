@@ -129,6 +129,17 @@ def host_fingerprint() -> dict:
     }
 
 
+#: what makes a host the same host for a resume; frequency, labkit's commit and the like are
+#: recorded with every run (its fingerprint) but may change between two starts of one campaign
+IDENTITY_KEYS = ("hostname", "os", "kernel", "cpu_model", "cpus", "memory_mb", "virtualization")
+
+
+def host_identity(fp: dict) -> dict:
+    """The stable part of a campaign fingerprint ``{"host": ..., "backend": ...}``."""
+    host = fp.get("host") or {}
+    return {**{k: host.get(k) for k in IDENTITY_KEYS}, "backend": (fp.get("backend") or {}).get("backend")}
+
+
 def fingerprint_id(fp: dict) -> str:
     return hashlib.sha256(json.dumps(fp, sort_keys=True, default=str).encode()).hexdigest()[:16]
 

@@ -32,7 +32,7 @@ class InstanceSpec:
             )
 
     @classmethod
-    def from_levels(cls, levels: dict, defaults: "InstanceSpec | None" = None) -> "InstanceSpec":
+    def from_levels(cls, levels: dict, defaults: InstanceSpec | None = None) -> InstanceSpec:
         """Build a spec from a run's factor levels; missing host factors take ``defaults``."""
         base = asdict(defaults or cls())
         for key in HOST_FACTORS:

@@ -68,7 +68,7 @@ class CampaignLock:
         self.dir_mode = dir_mode
         self._fd: int | None = None
 
-    def acquire(self) -> "CampaignLock":
+    def acquire(self) -> CampaignLock:
         from .store import now_iso
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True, mode=self.dir_mode)

@@ -21,9 +21,9 @@ import math
 from collections.abc import Sequence
 from pathlib import Path
 
+import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
-import matplotlib.pyplot as plt
 from matplotlib import rc_context
 from matplotlib.figure import Figure
 from scipy import stats as sps

@@ -41,6 +41,7 @@ def list_campaigns(data_dir):
     (ISO times). A folder whose store cannot be read has ``design`` = "unreadable: <why>".
     """
     import pandas as pd
+
     from .store import Store
     rows = []
     for path in sorted(Path(data_dir).glob("*/store.sqlite")):
@@ -94,6 +95,7 @@ def load_campaigns(data_dir, campaigns, benchmarks: dict):
     benchmark, ``domain_types``, ``fingerprints``).
     """
     import pandas as pd
+
     from .store import load_results
     frames, failures, facts = [], [], {}
     for (platform, bench), cid in campaigns.items():

@@ -23,7 +23,7 @@ import json
 import os
 import sqlite3
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from .errors import StoreError
@@ -48,7 +48,7 @@ TIDY_COLUMNS = ["campaign", "run_id", "run_order", "replicate", "config", "insta
 
 
 def now_iso() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+    return datetime.now(UTC).isoformat(timespec="milliseconds")
 
 
 EXPORTS = ("results.csv", "results.parquet", "runs.csv")
@@ -162,7 +162,7 @@ class Store:
             pass
 
     @classmethod
-    def for_campaign(cls, data_dir: str | Path, campaign_id: str, **kw) -> "Store":
+    def for_campaign(cls, data_dir: str | Path, campaign_id: str, **kw) -> Store:
         return cls(Path(data_dir) / campaign_id / "store.sqlite", **kw)
 
     def close(self) -> None:

@@ -40,8 +40,9 @@ import secrets
 import shlex
 import time
 from abc import ABC, abstractmethod
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 from ..errors import BackendError, CommandError, CommandTimeout, ConfigError, tail
 from ..instance import InstanceSpec
@@ -148,7 +149,7 @@ class Instance(ABC):
     ``metadata`` is recorded with every run that used it.
     """
 
-    def __init__(self, backend: "Backend", name: str, spec: InstanceSpec, index: int,
+    def __init__(self, backend: Backend, name: str, spec: InstanceSpec, index: int,
                  cpus: list[int] | None):
         self.backend = backend
         self.name = name
@@ -208,7 +209,7 @@ class Instance(ABC):
             raise CommandError(result.describe(), result)
         return result
 
-    def spawn(self, command: str | Sequence[str], *, env: dict | None = None) -> "Process":
+    def spawn(self, command: str | Sequence[str], *, env: dict | None = None) -> Process:
         """Start ``command`` in the background (a neighbour's load, a server); see :class:`Process`."""
         argv = ["sh", "-c", command] if isinstance(command, str) else [str(a) for a in command]
         return Process(self, argv, self._start(argv, env))
@@ -345,7 +346,7 @@ class Backend(ABC):
             raise
         return made
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027 (optional hook)
         """Release client connections."""
 
 

@@ -67,7 +67,7 @@ def _seconds(options: dict, key: str, default: float) -> float:
 class LibvirtInstance(Instance):
     """One running VM. ``dom`` is its ``virDomain``; commands go through the guest agent."""
 
-    def __init__(self, backend: "LibvirtBackend", name, spec, index, cpus, *, dom, overlay: str,
+    def __init__(self, backend: LibvirtBackend, name, spec, index, cpus, *, dom, overlay: str,
                  console_log: str, domain_type: str, started: float):
         super().__init__(backend, name, spec, index, cpus)
         self.dom = dom

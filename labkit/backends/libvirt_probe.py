@@ -14,8 +14,8 @@ import logging
 import os
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from ..errors import BackendError
 from .libvirt_storage import image_cache

@@ -98,7 +98,7 @@ class _Done:
 
 
 class LocalInstance(Instance):
-    def __init__(self, backend: "LocalBackend", name, spec, index, cpus, host_cpus: list[int] | None):
+    def __init__(self, backend: LocalBackend, name, spec, index, cpus, host_cpus: list[int] | None):
         super().__init__(backend, name, spec, index, cpus)
         self.host_cpu_ids = host_cpus  # real CPU ids when pinned
         self._dir = Path(backend.workroot) / name

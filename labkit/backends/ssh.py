@@ -146,7 +146,7 @@ class _Exec:
 class SshInstance(Instance):
     """A cgroup (when limits are enforced) and a private work dir on the remote host."""
 
-    def __init__(self, backend: "SshBackend", name, spec, index, cpus, host_cpu_ids):
+    def __init__(self, backend: SshBackend, name, spec, index, cpus, host_cpu_ids):
         super().__init__(backend, name, spec, index, cpus)
         self.host_cpu_ids = host_cpu_ids
         self.metadata.update(host_cpu_ids=host_cpu_ids, limits_enforced=backend.driver is not None,

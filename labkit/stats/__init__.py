@@ -30,14 +30,13 @@ from .bootstrap import FewRunsWarning, bootstrap_ci, ratio_ci
 from .choose import Choice, compare_groups
 from .cost import cost_efficiency
 from .diagnostics import Diagnostics, factorial_diagnostics
+from .effectsize import effect_sizes, hedges_g
 from .factorial import factorial_effects, factorial_residuals, yates_terms
 from .inference import shapiro, shapiro_by, ttest, ttest_by
-from .effectsize import effect_sizes, hedges_g
 from .lenth import LenthResult, lenth
 from .multitest import adjust_p, correct
 from .overhead import fieller_ratio, overhead_ratios
-from .robust import (brunner_munzel, dunn, games_howell, kruskal, levene, mann_whitney,
-                     welch_anova)
+from .robust import brunner_munzel, dunn, games_howell, kruskal, levene, mann_whitney, welch_anova
 from .summary import summarize
 from .transform import boxcox, boxcox_transform
 

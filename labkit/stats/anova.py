@@ -9,10 +9,9 @@ response, no residual variation) give NaN F and p and say why in
 """
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import math
 import warnings
+from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd

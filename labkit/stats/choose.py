@@ -22,8 +22,7 @@ from . import _validate as v
 from .anova import oneway_anova, tukey_hsd
 from .inference import shapiro_by, ttest
 from .multitest import correct
-from .robust import (brunner_munzel, dunn, games_howell, kruskal, levene, mann_whitney,
-                     welch_anova)
+from .robust import brunner_munzel, dunn, games_howell, kruskal, levene, mann_whitney, welch_anova
 
 __all__ = ["Choice", "compare_groups"]
 

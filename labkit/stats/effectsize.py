@@ -10,8 +10,7 @@ import math
 
 import numpy as np
 import pandas as pd
-from scipy import optimize
-from scipy import special
+from scipy import optimize, special
 from scipy import stats as sps
 
 from ..errors import ConfigError
@@ -104,7 +103,7 @@ def effect_sizes(table: pd.DataFrame, *, alpha: float = 0.05) -> pd.DataFrame:
             row["partial_omega_sq"] = ((ss - df * mse) / (ss + (n - df) * mse)
                                        if mse > 0 else np.nan)
         if np.isfinite(f):
-            lam_lo, lam_hi = _ncp_bounds(lambda s, ncp: sps.ncf.cdf(s, df, df_e, ncp), f,
+            lam_lo, lam_hi = _ncp_bounds(lambda s, ncp, df=df: sps.ncf.cdf(s, df, df_e, ncp), f,
                                          alpha, 1.0)
             row["pes_ci_low"] = lam_lo / (lam_lo + df_e)
             row["pes_ci_high"] = lam_hi / (lam_hi + df_e)

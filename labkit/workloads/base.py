@@ -87,7 +87,7 @@ class Workload(ABC):
         merged["vcpus"] = vcpus
         return merged
 
-    def prepare(self, instance) -> None:
+    def prepare(self, instance) -> None:  # noqa: B027 (optional hook)
         """Make the instance ready (copy binaries, check tools). Default: nothing."""
 
     @abstractmethod

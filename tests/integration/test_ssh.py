@@ -16,8 +16,7 @@ import time
 
 import pytest
 
-from labkit.backends import get_backend, teardown
-from labkit.backends import cgroups
+from labkit.backends import cgroups, get_backend, teardown
 from labkit.backends.cgroups import parse_cpulist
 from labkit.errors import BackendUnavailable, CommandTimeout
 from labkit.instance import InstanceSpec

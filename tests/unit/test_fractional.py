@@ -16,8 +16,15 @@ import pandas as pd
 import pytest
 
 from labkit.errors import ConfigError
-from labkit.fractional import (MINIMUM_ABERRATION, aliases, defining_relation, fold_over,
-                               fractional_design, fractional_effects, resolution)
+from labkit.fractional import (
+    MINIMUM_ABERRATION,
+    aliases,
+    defining_relation,
+    fold_over,
+    fractional_design,
+    fractional_effects,
+    resolution,
+)
 from labkit.stats import factorial_effects
 
 # Table 8.14 resolutions, as printed

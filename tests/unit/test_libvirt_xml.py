@@ -4,9 +4,17 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from labkit.backends.libvirt_xml import (AGENT_CHANNEL, domain_facts, domain_xml, overlay_volume_xml,
-                                         parse_cpuset, parse_pinning, pool_xml, uri_driver,
-                                         uri_is_local)
+from labkit.backends.libvirt_xml import (
+    AGENT_CHANNEL,
+    domain_facts,
+    domain_xml,
+    overlay_volume_xml,
+    parse_cpuset,
+    parse_pinning,
+    pool_xml,
+    uri_driver,
+    uri_is_local,
+)
 from labkit.errors import BackendUnavailable, ConfigError
 from labkit.instance import InstanceSpec
 

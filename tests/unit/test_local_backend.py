@@ -7,8 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from labkit.backends import get_backend, teardown
-from labkit.backends import cgroups
+from labkit.backends import cgroups, get_backend, teardown
 from labkit.errors import BackendUnavailable, CommandError, CommandTimeout
 from labkit.instance import InstanceSpec
 

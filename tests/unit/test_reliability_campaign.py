@@ -21,11 +21,11 @@ import pytest
 import labkit.backends
 from labkit import cli
 from labkit.backends.base import Backend, Instance, RawResult
-from labkit.campaign import Campaign, _Signals, Interrupted, campaign_prefix, check_campaign_id
+from labkit.campaign import Campaign, Interrupted, _Signals, campaign_prefix, check_campaign_id
 from labkit.design import Design
 from labkit.errors import CommandError, ConfigError, StoreError
 from labkit.instance import InstanceSpec
-from labkit.lock import CampaignLock, LOCK_NAME
+from labkit.lock import LOCK_NAME, CampaignLock
 from labkit.store import Store
 from labkit.workloads import Measurement, Workload
 
@@ -328,8 +328,19 @@ def test_resume_on_another_host_is_refused(tmp_path, monkeypatch):
     import labkit.campaign as lc
     real = lc.host_fingerprint
     monkeypatch.setattr(lc, "host_fingerprint", lambda: {**real(), "kernel": "9.9.9-other"})
-    with pytest.raises(StoreError, match="fingerprint_id: stored"):
+    with pytest.raises(StoreError, match="host.kernel: stored"):
         campaign(tmp_path).run()
+
+
+def test_resume_survives_what_varies_between_starts(tmp_path, monkeypatch):
+    """CPU frequency and labkit's commit are recorded per run, but do not block a resume."""
+    campaign(tmp_path).run(max_runs=1)
+    import labkit.campaign as lc
+    real = lc.host_fingerprint
+    monkeypatch.setattr(lc, "host_fingerprint",
+                        lambda: {**real(), "cpu_mhz": 1234.5, "labkit_commit": "0123abc"})
+    st = campaign(tmp_path).run()
+    assert len(st.runs()) > 1 and len(st.fingerprints()) == 2
 
 
 # -- 2 + 4 on the real local backend: clean removes one campaign's leftovers, not x-2's -----------

@@ -14,7 +14,6 @@ import pytest
 
 from labkit.backends import cgroups
 from labkit.errors import BackendError, BackendUnavailable, ConfigError
-from labkit.instance import InstanceSpec
 
 ssh = pytest.importorskip("labkit.backends.ssh")
 
@@ -30,7 +29,7 @@ class _Backend:
         self.workroot, self.driver, self.target = str(workroot), driver, "test"
 
 
-def instance(tmp_path, driver=None, cpus=None) -> "ssh.SshInstance":
+def instance(tmp_path, driver=None, cpus=None) -> ssh.SshInstance:
     be = _Backend(tmp_path, driver)
     (tmp_path / "labkit-test-x").mkdir(exist_ok=True)
     inst = ssh.SshInstance.__new__(ssh.SshInstance)
@@ -57,7 +56,8 @@ def test_command_line_round_trips_argv_env_and_cwd(tmp_path):
 
 def test_command_line_exit_codes_like_a_local_shell(tmp_path):
     inst = instance(tmp_path)
-    run = lambda argv, **kw: sh(inst.command_line(argv, str(tmp_path / "p"), None), **kw)
+    def run(argv, **kw):
+        return sh(inst.command_line(argv, str(tmp_path / "p"), None), **kw)
     assert run(["sh", "-c", "exit 7"]).returncode == 7
     assert run(["sh", "-c", "kill -9 $$"]).returncode == 137          # killed: 128 + signal
     assert run(["labkit-no-such-command"]).returncode == 127

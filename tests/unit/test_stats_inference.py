@@ -111,7 +111,7 @@ def test_shapiro_by_cells(sv):
     small = out[out.cfg == "three"].iloc[0]
     assert small["n"] == 2 and np.isnan(small["W"]) and "at least 3" in small["note"]
     g1 = out[(out.cfg == "one") & (out.drug == "g1")].iloc[0]
-    from scipy import stats as sps   # R: shapiro.test(sleep$extra[1:10])
+    from scipy import stats as sps  # R: shapiro.test(sleep$extra[1:10])
     assert g1["W"] == pytest.approx(sps.shapiro(sv.SLEEP_G1).statistic)
 
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import re
 from fractions import Fraction
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 import numpy as np
@@ -38,7 +38,7 @@ TOLERANCE = {"Lower": 1e-12, "Average": 2e-10, "Higher": 1e-4}
 NUM = r"([-+]?\d\.\d+E[-+]\d+)"
 
 
-@lru_cache(maxsize=None)
+@cache
 def dataset(name: str):
     """(certified values, data frame) parsed from the NIST file."""
     text = (NIST / f"{name}.dat").read_text()
@@ -61,7 +61,7 @@ def dataset(name: str):
     return cert, data
 
 
-@lru_cache(maxsize=None)
+@cache
 def exact(name: str) -> dict:
     """SS between, SS within and F in exact rational arithmetic on the float64 inputs."""
     _, data = dataset(name)

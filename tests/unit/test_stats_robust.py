@@ -16,10 +16,26 @@ import pytest
 from scipy import stats as sps
 
 from labkit.errors import ConfigError
-from labkit.stats import (adjust_p, art_aligned, art_anova, boxcox, boxcox_transform,
-                          brunner_munzel, compare_groups, correct, dunn, effect_sizes,
-                          games_howell, hedges_g, kruskal, levene, mann_whitney,
-                          oneway_anova, ttest_by, welch_anova)
+from labkit.stats import (
+    adjust_p,
+    art_aligned,
+    art_anova,
+    boxcox,
+    boxcox_transform,
+    brunner_munzel,
+    compare_groups,
+    correct,
+    dunn,
+    effect_sizes,
+    games_howell,
+    hedges_g,
+    kruskal,
+    levene,
+    mann_whitney,
+    oneway_anova,
+    ttest_by,
+    welch_anova,
+)
 
 from .test_stats_anova import plant_growth
 from .test_stats_vectors import printed, sv  # noqa: F401  (sv is a fixture)

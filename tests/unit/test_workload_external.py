@@ -27,7 +27,7 @@ def test_parse_parsec():
 
 def test_parsec_minutes_and_no_hooks():
     text = fixture("parsec", "blackscholes_simsmall.txt").replace("real\t0m0.062s", "real\t2m3.500s")
-    text = "\n".join(l for l in text.splitlines() if "ROI" not in l)
+    text = "\n".join(line for line in text.splitlines() if "ROI" not in line)
     r = {m.metric: m.value for m in parse_parsec(text)}
     assert r == {"wall_time_s": 123.5}
 
