@@ -113,7 +113,7 @@ def confirm(inst, proc, kind: str, *, wait_s: float = 10.0) -> int:
     seen = 0
     while proc.running():
         if tool:
-            out = inst.exec(["pgrep", "-c", "-x", tool], check=False, timeout=30).stdout.strip()
+            out = inst.exec(["pgrep", "-c", tool], check=False, timeout=30).stdout.strip()
             seen = int(out) if out.isdigit() else 0
         if seen >= need:
             return seen

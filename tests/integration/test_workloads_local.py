@@ -64,7 +64,19 @@ def instance(local):
         yield insts[0]
     finally:
         assert not teardown(insts)
-        assert not local.driver.exists(insts[0].name)
+        assert insts[0].name not in local.list_labkit(insts[0].name)
+
+
+def local_pids(backend, name: str) -> set[int]:
+    """Processes in a local instance's cgroup."""
+    found = set()
+    for f in backend.driver.procs_files(name):
+        try:
+            with open(f) as fh:
+                found.update(int(p) for p in fh.read().split())
+        except FileNotFoundError:
+            pass
+    return found
 
 
 def check_rows(rows, expected, index=0):
@@ -87,7 +99,7 @@ def test_workload_runs_for_real(local, instance, case, name, params, expected):
     version = w.version(instance)
     assert set(version) >= VERSION_KEYS[name] and all(version.values()), version
     # nothing left running in the instance (httpd, iperf3 servers, fio...)
-    assert local.driver.pids(instance.name) == set()
+    assert local_pids(local, instance.name) == set()
 
 
 def test_apache_leaves_no_directory(instance):
@@ -125,8 +137,17 @@ class InNamespace(Instance):
     def workdir(self):
         return self.inner.workdir
 
-    def _exec(self, argv, timeout, env):
-        return self.inner._exec(["ip", "netns", "exec", self.ns, *argv], timeout, env)
+    def _start(self, argv, env):
+        return self.inner._start(["nsenter", f"--net=/run/netns/{self.ns}", "--", *argv], env)
+
+    def _wait(self, handle, timeout):
+        return self.inner._wait(handle, timeout)
+
+    def _kill(self, handle):
+        self.inner._kill(handle)
+
+    def _oom_kills(self):
+        return self.inner._oom_kills()
 
     def put(self, local_path, remote_path, mode=0o755):
         self.inner.put(local_path, remote_path, mode)
@@ -165,7 +186,7 @@ def test_iperf3_between_two_instances_on_a_test_made_network(local):
         rows = pair(server, client, addr[0], protocol="both", duration_s=1)
         check_rows(rows, {"tcp_mbit_per_s": "Mbit/s", "udp_mbit_per_s": "Mbit/s",
                           "udp_lost_percent": "%"}, index=1)
-        assert local.driver.pids(insts[0].name) == set()   # the server went away
+        assert local_pids(local, insts[0].name) == set()   # the server went away
     finally:
         teardown(insts)
         for n in ns:
