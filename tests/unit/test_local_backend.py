@@ -1,6 +1,7 @@
 """The local backend's limits, proven from inside an instance (needs root and cgroups)."""
 import json
 import os
+import secrets
 import sys
 import time
 from pathlib import Path
@@ -12,13 +13,15 @@ from labkit.errors import BackendUnavailable, CommandError, CommandTimeout
 from labkit.instance import InstanceSpec
 
 PY = sys.executable
+# this test run's own prefix: two test runs on one machine never clean up each other's instances
+PREFIX = f"labkit-test-local-{secrets.token_hex(3)}"
 
 
 @pytest.fixture
 def backend():
     be = get_backend("local")
     yield be
-    leftovers = be.cleanup("labkit-test-local-")
+    leftovers = be.cleanup(PREFIX + "-")
     assert leftovers == [], f"test left cgroups behind: {leftovers}"
 
 
@@ -27,7 +30,7 @@ def make(backend):
     made = []
 
     def _make(**kw):
-        insts = backend.provision(InstanceSpec(**kw), prefix="labkit-test-local")
+        insts = backend.provision(InstanceSpec(**kw), prefix=PREFIX)
         made.extend(insts)
         return insts
     yield _make
@@ -123,14 +126,17 @@ def test_floating_vcpus1_gets_about_one_cpu_of_time(backend, make):
 
 
 @pytest.mark.root
-def test_count_instances_run_at_the_same_time(make):
+def test_count_instances_run_at_the_same_time(make, tmp_path):
     from labkit.campaign import _run_together
     from labkit.workloads import get_workload
     insts = make(vcpus=1, memory_mb=64, affinity="floating", count=2)
-    wl = get_workload("command", argv=[PY, "-c", "import time; print(time.time()); time.sleep(1); print(time.time())"])
-    t0 = time.time()
+    log = tmp_path / "intervals"
+    wl = get_workload("command", argv=["sh", "-c", f"a=$(date +%s.%N); sleep 1; echo $a $(date +%s.%N) >> {log}"])
     rows, seconds = _run_together(wl, insts, wl.params_for({}, 1), None)
-    assert len(rows) == 2 and time.time() - t0 < 1.9   # sequential would take 2 s
+    intervals = [tuple(map(float, line.split())) for line in log.read_text().splitlines()]
+    assert len(rows) == 2 and len(intervals) == 2
+    # they overlapped: the later start came before the earlier end (no nominal duration involved)
+    assert max(s for s, _ in intervals) < min(e for _, e in intervals), intervals
 
 
 @pytest.mark.root
@@ -184,11 +190,11 @@ def test_instances_have_no_network_but_loopback(make):
 
 @pytest.mark.root
 def test_cleanup_matches_only_its_own_campaign(backend):
-    mine = backend.provision(InstanceSpec(memory_mb=64), prefix="labkit-test-local-x--")
-    other = backend.provision(InstanceSpec(memory_mb=64), prefix="labkit-test-local-x-2--")
+    mine = backend.provision(InstanceSpec(memory_mb=64), prefix=PREFIX + "-x--")
+    other = backend.provision(InstanceSpec(memory_mb=64), prefix=PREFIX + "-x-2--")
     try:
         other[0].exec("sleep 60 >/dev/null 2>&1 &")
-        assert backend.cleanup("labkit-test-local-x--") == [mine[0].name]
+        assert backend.cleanup(PREFIX + "-x--") == [mine[0].name]
         assert pids(other[0]) and other[0].exec("echo here").stdout == "here\n"
     finally:
         teardown(mine + other)
@@ -224,7 +230,7 @@ def test_put_and_workdir(make, tmp_path):
 
 @pytest.mark.root
 def test_teardown_kills_processes_and_removes_cgroup(backend):
-    (inst,) = backend.provision(InstanceSpec(memory_mb=64), prefix="labkit-test-local")
+    (inst,) = backend.provision(InstanceSpec(memory_mb=64), prefix=PREFIX)
     inst.exec("sleep 60 >/dev/null 2>&1 & echo started")
     assert pids(inst)
     inst.destroy()
@@ -240,7 +246,7 @@ def test_unenforced_limits_are_refused_unless_allowed(monkeypatch):
     with pytest.raises(BackendUnavailable, match="enforce_limits=False"):
         get_backend("local")
     be = get_backend("local", enforce_limits=False)
-    (inst,) = be.provision(InstanceSpec(vcpus=1, affinity="pinned"), prefix="labkit-test-local")
+    (inst,) = be.provision(InstanceSpec(vcpus=1, affinity="pinned"), prefix=PREFIX)
     try:
         assert inst.metadata["limits_enforced"] is False
         assert be.fingerprint()["limits_enforced"] is False
