@@ -29,11 +29,13 @@ import ipaddress
 import json
 import os
 import re
+import shlex
+import shutil
 import subprocess
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from .errors import BackendError, ConfigError
+from .errors import BackendError, BackendUnavailable, ConfigError
 
 NETWORK_MODES = ("none", "private")
 #: bounds of a shaped link
@@ -60,6 +62,8 @@ class Link:
 #: named interconnect classes (seed 003's: Gigabit and 10 Gigabit Ethernet, a slow WAN-like link)
 LINK_CLASSES = {
     "gbe": Link(1e9, 50e-6),
+    "gbe-rate": Link(1e9, 0.0),
+    "10gbe-rate": Link(10e9, 0.0),
     "10gbe": Link(10e9, 10e-6),
     "fast-ethernet": Link(100e6, 100e-6),
     "wan": Link(100e6, 10e-3),
@@ -130,14 +134,18 @@ def _tc_rate(bit: float) -> str:
 
 
 def shape_commands(device: str, link: Link) -> list[list[str]]:
-    """``tc`` argv lists that shape ``device``'s egress to ``link``: a netem root (the delay)
-    with a tbf child (the rate). The tbf burst holds 2 ms at the rate (at least 64 KiB, so a
-    GSO packet fits) and its queue 50 ms."""
-    cmds = [["tc", "qdisc", "replace", "dev", device, "root", "handle", "1:", "netem",
-             "delay", f"{link.delay_s * 1e6:.0f}us", "limit", "100000"]]
+    """``tc`` argv lists that shape ``device``'s egress to ``link``: with a delay, a netem root
+    and a tbf child (the rate); without one, a tbf root only (no netem needed). The tbf burst
+    holds 2 ms at the rate (at least 64 KiB, so a GSO packet fits) and its queue 50 ms."""
+    cmds = []
+    parent = ["root", "handle", "1:"]
+    if link.delay_s > 0:
+        cmds.append(["tc", "qdisc", "replace", "dev", device, "root", "handle", "1:", "netem",
+                     "delay", f"{link.delay_s * 1e6:.0f}us", "limit", "100000"])
+        parent = ["parent", "1:1", "handle", "10:"]
     if link.rate_bit is not None:
         burst = max(65536, int(link.rate_bit / 8 * 0.002))
-        cmds.append(["tc", "qdisc", "add", "dev", device, "parent", "1:1", "handle", "10:", "tbf",
+        cmds.append(["tc", "qdisc", "replace", "dev", device, *parent, "tbf",
                      "rate", _tc_rate(link.rate_bit), "burst", str(burst), "latency", "50ms"])
     return cmds
 
@@ -158,7 +166,14 @@ def shape(device: str, link: Link | None) -> None:
     if link is None:
         return
     for argv in shape_commands(device, link):
-        run_host(argv)
+        try:
+            run_host(argv)
+        except BackendError as exc:
+            if "netem" in argv and "unknown" in str(exc).lower():
+                raise BackendUnavailable(
+                    "this kernel has no netem qdisc (CONFIG_NET_SCH_NETEM), so a link delay cannot "
+                    "be emulated here; use a rate-only link such as '1gbit/' or load sch_netem") from exc
+            raise
 
 
 def host_links() -> list[dict]:
@@ -177,21 +192,57 @@ def device_by_index(ifindex: int) -> str:
 # -- host bridges (local and lxd) ------------------------------------------------------
 def create_bridge(device: str, alias: str, address: str) -> None:
     """Bridge ``device`` on this host, ``ifalias`` = ``alias`` (how :func:`bridges` finds it),
-    holding ``address`` (``a.b.c.d/len``), up; no uplink port. Removed again on failure."""
+    holding ``address`` (``a.b.c.d/len``), up; no uplink port. Removed again on failure.
+
+    Where bridged traffic goes through iptables (``br_netfilter``, as Docker sets it up,
+    with a FORWARD policy of DROP) one rule accepts traffic between the bridge's own ports
+    (``-i device -o device``, comment ``labkit:<alias>``); nothing else is allowed.
+    """
     run_host(["ip", "link", "add", device, "type", "bridge"])
     try:
         run_host(["ip", "link", "set", device, "alias", alias])
         run_host(["ip", "addr", "add", address, "dev", device])
         run_host(["ip", "link", "set", device, "up"])
+        if _bridge_netfilter():
+            run_host(["iptables", "-I", "FORWARD", *_forward_rule(device, alias)])
     except BaseException:
-        delete_bridge(device)
+        delete_bridge(device, alias)
         raise
 
 
-def delete_bridge(device: str) -> None:
-    """Delete bridge ``device``; quiet if it is gone."""
+def _bridge_netfilter() -> bool:
+    try:
+        with open("/proc/sys/net/bridge/bridge-nf-call-iptables") as f:
+            return f.read().strip() == "1" and shutil.which("iptables") is not None
+    except OSError:
+        return False
+
+
+def _forward_rule(device: str, alias: str) -> list[str]:
+    return ["-i", device, "-o", device, "-m", "comment", "--comment", f"labkit:{alias}", "-j", "ACCEPT"]
+
+
+def delete_bridge(device: str, alias: str | None = None) -> None:
+    """Delete bridge ``device`` (and its FORWARD rule, see :func:`create_bridge`); quiet if gone."""
     if os.path.exists(f"/sys/class/net/{device}"):
         run_host(["ip", "link", "delete", device, "type", "bridge"])
+    if alias is not None:
+        drop_rules(alias)
+
+
+def drop_rules(prefix: str) -> list[str]:
+    """Delete the FORWARD rules labkit made for networks named ``prefix*``; returns their comments."""
+    if shutil.which("iptables") is None:
+        return []
+    gone = []
+    for line in run_host(["iptables", "-S", "FORWARD"]).splitlines():
+        argv = shlex.split(line)
+        if argv[:1] == ["-A"] and "--comment" in argv:
+            comment = argv[argv.index("--comment") + 1]
+            if comment.startswith(f"labkit:{prefix}"):
+                run_host(["iptables", "-D", *argv[1:]])
+                gone.append(comment)
+    return gone
 
 
 def bridges(prefix: str) -> dict[str, str]:

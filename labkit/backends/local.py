@@ -293,7 +293,7 @@ class LocalBackend(Backend):
         netmod.create_bridge(network.device, network.name, f"{network.host_address}/{network.prefixlen}")
 
     def _remove_network(self, network: Network) -> None:
-        netmod.delete_bridge(network.device)
+        netmod.delete_bridge(network.device, network.name)
 
     def _remove(self, name: str) -> None:
         """Kill the instance's processes, remove its cgroup, namespace and work dir (each tried)."""
@@ -326,9 +326,12 @@ class LocalBackend(Backend):
         names = self.list_labkit(prefix)
         for name in names:
             self._remove(name)
-        nets = netmod.bridges(check_prefix(prefix)) if shutil.which("ip") else {}
-        for bridge in nets.values():
-            netmod.delete_bridge(bridge)
+        nets = {}
+        if self.isolate:
+            nets = netmod.bridges(check_prefix(prefix))
+            for alias, bridge in nets.items():
+                netmod.delete_bridge(bridge, alias)
+            netmod.drop_rules(prefix)
         return names + sorted(nets)
 
     def fingerprint(self) -> dict:

@@ -312,14 +312,15 @@ class LxdBackend(CleanupByName, Backend):
         netmod.create_bridge(network.device, network.name, f"{network.host_address}/{network.prefixlen}")
 
     def _remove_network(self, network: Network) -> None:
-        netmod.delete_bridge(network.device)
+        netmod.delete_bridge(network.device, network.name)
 
     def cleanup(self, prefix: str) -> list[str]:
         """Remove instances named ``prefix*`` (any state), then networks named so."""
         names = super().cleanup(prefix)
         nets = netmod.bridges(check_prefix(prefix))
-        for device in nets.values():
-            netmod.delete_bridge(device)
+        for alias, device in nets.items():
+            netmod.delete_bridge(device, alias)
+        netmod.drop_rules(prefix)
         return names + sorted(nets)
 
     def _remove_if_ours(self, name: str, token: str) -> None:
