@@ -213,3 +213,13 @@ def test_metadata_of_the_run(run):
     assert meta["link"] == {"rate_bit_per_s": RATE_MBIT * 1e6, "delay_s": 0.0}
     assert a.metadata["network"]["host"] == "inst0" and b.metadata["network"]["address"] == b.address
     json.dumps(meta)
+
+
+def test_apache_in_one_instance_ab_in_the_other(run):
+    be, net, (a, b), _ = run
+    wl = get_workload("apache", path="instances", requests=500, concurrency=5)
+    wl.prepare(a)
+    rows = wl.run_group([a, b], {"vcpus": 1})
+    got = {r.metric: r.value for r in rows}
+    assert got["requests_per_s"] > 0 and got["failed_requests"] == 0
+    assert {r.instance for r in rows} == {1}
