@@ -108,6 +108,11 @@ class DockerInstance(SessionExec, Instance):
     def _oom_kills(self) -> int | None:
         return oom_kill_count(self._run_quick(OOM_COUNTER))
 
+    def host_command(self, argv: list[str]) -> list[str]:
+        """An argv for this host that runs ``argv`` in the container with stdin attached (an
+        MPI launch agent's command; the docker CLI must be on this host)."""
+        return ["docker", "-H", self.backend.base_url, "exec", "-i", self.id, *argv]
+
     def put(self, local_path, remote_path, mode=0o755):
         docker = _sdk()
         data = Path(local_path).read_bytes()

@@ -134,6 +134,12 @@ class LocalInstance(Instance):
             return [*prefix, "taskset", "-c", cgroups.format_cpulist(self.host_cpu_ids), *argv], {}
         return [*prefix, *argv], {}
 
+    def host_command(self, argv: list[str]) -> list[str]:
+        """An argv for this host that runs ``argv`` in the instance (netns, hosts file, cgroup),
+        attached to the caller's stdin/stdout: an MPI launch agent's command."""
+        wrapped, extra = self._wrap(argv)
+        return ["env", *(f"{k}={v}" for k, v in extra.items()), *wrapped]
+
     # -- exec hooks --------------------------------------------------------
     def _start(self, argv, env):
         wrapped, extra = self._wrap(argv)

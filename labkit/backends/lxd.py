@@ -170,6 +170,11 @@ class LxdInstance(SessionExec, Instance):
         path = memory_cgroup_file(Path(f"/proc/{pid}/cgroup").read_text(), self.name)
         return None if path is None else oom_kill_count(Path(path).read_text())
 
+    def host_command(self, argv: list[str]) -> list[str]:
+        """An argv for this host that runs ``argv`` in the container (an MPI launch agent's
+        command; the lxc CLI must be on this host)."""
+        return ["lxc", "exec", self.name, "--", *argv]
+
     def put(self, local_path, remote_path, mode=0o755):
         api_error = _sdk().exceptions.LXDAPIException
         data = Path(local_path).read_bytes()

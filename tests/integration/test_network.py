@@ -26,6 +26,7 @@ from labkit.errors import BackendUnavailable
 from labkit.instance import InstanceSpec
 from labkit.testing import required
 from labkit.workloads import get_workload
+from labkit.workloads.mpi import launch
 
 BACKENDS = [pytest.param("local", marks=pytest.mark.root), pytest.param("docker", marks=pytest.mark.docker),
             pytest.param("lxd", marks=pytest.mark.lxd)]
@@ -223,3 +224,30 @@ def test_apache_in_one_instance_ab_in_the_other(run):
     got = {r.metric: r.value for r in rows}
     assert got["requests_per_s"] > 0 and got["failed_requests"] == 0
     assert {r.instance for r in rows} == {1}
+
+
+def test_mpi_ranks_run_in_both_instances(run, backend_name):
+    """mpirun on the host starts one rank in each instance through the launch agent."""
+    be, net, (a, b), _ = run
+    if backend_name != "local":
+        res = a.exec(["sh", "-c", "command -v orted"], check=False, timeout=30)
+        if not res.ok:
+            pytest.skip(f"no OpenMPI in the {backend_name} image (labkit images build --profile mpi)")
+    wl = get_workload("mpi", program="ip -4 -o addr show dev eth0", ranks=2)
+    res, _, _ = launch([a, b], ["ip", "-4", "-o", "addr", "show", "dev", "eth0"], ranks=2, timeout=120)
+    seen = {addr for addr in net.addresses if addr + "/" in res.stdout}
+    assert seen == set(net.addresses), res.stdout
+    rows = wl.run_group([a, b], {})
+    assert rows[0].metric == "wall_time_s" and rows[0].value > 0
+
+
+@pytest.mark.slow
+def test_hpcc_across_two_instances(run, backend_name):
+    """HPC Challenge over 2 ranks, one per instance: every summary figure is stored."""
+    be, net, (a, b), _ = run
+    if backend_name != "local":
+        pytest.skip("hpcc across containers needs the mpi image profile; run on local here")
+    wl = get_workload("hpcc", n=500)
+    wl.prepare(a)
+    got = {r.metric: r.value for r in wl.run_group([a, b], {})}
+    assert got["hpl_gflops"] > 0 and got["pingpong_latency_us"] > 0 and got["random_ring_bandwidth_gb_per_s"] > 0
