@@ -7,8 +7,9 @@ i" command: ``nsenter`` + cgroup join on ``local``, ``docker exec -i``, ``lxc
 exec``), so containers need no sshd. Its out-of-band and MPI traffic is limited
 to the run's subnet (``oob_tcp_if_include``, ``btl_tcp_if_include``; ``btl
 tcp,self``). OpenMPI must be the same version on the host and in the instances
-(the ``local`` backend's instances use the host's; for containers build an image
-variant: ``labkit images build --profile mpi``).
+(the ``local`` backend's instances use the host's; containers need an image with
+``openmpi-bin`` and ``hpcc``, :data:`labkit.images.rootfs.PROFILES` ``["mpi"]``, which
+``labkit images build`` does not add yet).
 
 * :class:`Mpi` (``mpi``): any MPI program; ``program`` (a command line, split
   like a shell would, no shell run), ``ranks`` (None: one per instance),

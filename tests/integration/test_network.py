@@ -232,7 +232,7 @@ def test_mpi_ranks_run_in_both_instances(run, backend_name):
     if backend_name != "local":
         res = a.exec(["sh", "-c", "command -v orted"], check=False, timeout=30)
         if not res.ok:
-            pytest.skip(f"no OpenMPI in the {backend_name} image (labkit images build --profile mpi)")
+            pytest.skip(f"no OpenMPI in the {backend_name} image (image variants with extra packages are not built yet)")
     wl = get_workload("mpi", program="ip -4 -o addr show dev eth0", ranks=2)
     res, _, _ = launch([a, b], ["ip", "-4", "-o", "addr", "show", "dev", "eth0"], ranks=2, timeout=120)
     seen = {addr for addr in net.addresses if addr + "/" in res.stdout}
