@@ -30,6 +30,7 @@ import time
 import traceback
 from pathlib import Path
 
+from . import runnet
 from .backends import get_backend, teardown
 from .design import HOST_MAX, Design
 from .errors import CommandTimeout, ConfigError, LabkitError, StoreError
@@ -280,12 +281,15 @@ class Campaign:
         metadata: dict = {"spec": spec.as_dict()}
         measurements, status, error = [], "ok", None
         instances: list = []
+        net = None
         try:
             metadata["overcommitted"] = spec.overcommitted(self.backend.host_cpus())
             with self._noise(run, spec, metadata) as neighbours:
                 if neighbours:
                     metadata["neighbours"] = list(neighbours)
-                instances = self.backend.provision(spec, prefix=self.prefix)
+                net = runnet.open_network(self.backend, run.levels, self.workload, params, spec.count,
+                                          self.prefix, metadata)
+                instances = self.backend.provision(spec, prefix=self.prefix, network=net)
                 metadata["instances"] = [i.metadata for i in instances]
                 _before(deadline, "preparing the workload",
                         lambda: [self.workload.prepare(inst) for inst in instances])
@@ -296,7 +300,8 @@ class Campaign:
                 left = None if deadline is None else deadline - time.monotonic()
                 if left is not None and left <= 0:
                     raise CommandTimeout(f"run timeout of {self.run_timeout}s used up before the workload started")
-                measurements, metadata["workload_s"] = _run_together(self.workload, instances, params, left)
+                measurements, metadata["workload_s"] = runnet.run_workload(self.workload, instances, params,
+                                                                           left, _run_together)
         except CommandTimeout as exc:
             status, error = "timeout", str(exc)
         except LabkitError as exc:
@@ -311,7 +316,7 @@ class Campaign:
             status, error = "failed", "".join(traceback.format_exception(exc))[-4000:]
         finally:
             with self._signals.deferred():
-                errors = teardown(instances)
+                errors = teardown(instances) + runnet.close_network(net)
             if errors and status == "ok":
                 status, error = "failed", f"teardown: {errors[0]}"
         store.record_run(run, status=status, started=started, duration_s=time.perf_counter() - t0,

@@ -44,6 +44,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from .. import network as netmod
 from ..errors import BackendError, CommandError, CommandTimeout, ConfigError, tail
 from ..instance import InstanceSpec
 
@@ -159,6 +160,10 @@ class Instance(ABC):
         self.metadata: dict = {"name": name, "index": index, "cpus": cpus}
         self._destroyed = False
         self._oom_seen = 0   # a new instance has seen no OOM kill
+        #: on a private network: its Network, this instance's address and the host side of its link
+        self.network: Network | None = None
+        self.address: str | None = None
+        self.host_device: str | None = None
 
     # -- shared work -------------------------------------------------------
     def exec(self, command: str | Sequence[str], *, timeout: float | None = None,
@@ -334,20 +339,99 @@ class Backend(ABC):
     def list_labkit(self, prefix: str = NAME_PREFIX) -> list[str]:
         """Names of the instances this backend sees whose names start with ``prefix``."""
 
-    def provision(self, spec: InstanceSpec, *, prefix: str = NAME_PREFIX) -> list[Instance]:
-        """Create ``spec.count`` instances; on any failure, destroy those made and re-raise."""
+    def provision(self, spec: InstanceSpec, *, prefix: str = NAME_PREFIX,
+                  network: Network | None = None) -> list[Instance]:
+        """Create ``spec.count`` instances; on any failure, destroy those made and re-raise.
+
+        With a ``network`` (from :meth:`create_network`), instance ``i`` is connected to
+        it as ``inst<i>`` at ``network.addresses[i]``, and its link is shaped.
+        """
         placement = spec.placement(self.host_cpus()) if spec.affinity == "pinned" else [None] * spec.count
+        if network is not None and spec.count > len(network.addresses):
+            raise ConfigError(f"network {network.name} has addresses for {len(network.addresses)} "
+                              f"instances, not {spec.count}")
         made: list[Instance] = []
         try:
             for i in range(spec.count):
-                made.append(self._create(spec, new_name(prefix), i, placement[i]))
+                if network is None:
+                    made.append(self._create(spec, new_name(prefix), i, placement[i]))
+                    continue
+                inst = self._create(spec, new_name(prefix), i, placement[i], network=network)
+                made.append(inst)
+                inst.network, inst.address = network, network.addresses[i]
+                netmod.shape(inst.host_device, network.link)
+                inst.metadata["network"] = {"name": network.name, "host": f"inst{i}",
+                                            "address": inst.address, "host_device": inst.host_device}
         except BaseException:
             teardown(made)
             raise
         return made
 
+    # -- private networks (optional: a backend without them refuses ``network: private``) ----
+    def create_network(self, prefix: str = NAME_PREFIX, count: int = 1, link=None) -> Network:
+        """A private network for ``count`` instances of one run (see :mod:`labkit.network`).
+
+        ``link``: a :class:`labkit.network.Link` level (or None) applied to every instance's
+        link at :meth:`provision`. Remove it with ``Network.remove()`` after the instances.
+        """
+        if not 1 <= count <= netmod.MAX_INSTANCES:
+            raise ConfigError(f"a private network holds 1-{netmod.MAX_INSTANCES} instances, not {count}")
+        name = new_name(prefix + "net")
+        subnet = netmod.pick_subnet(name)
+        hosts = [str(h) for h in subnet.hosts()]
+        net = Network(name=name, subnet=str(subnet), host_address=hosts[0],
+                      addresses=hosts[1:count + 1], device="lk" + netmod.short_id(name),
+                      link=netmod.parse_link(link), backend=self)
+        self._create_network(net)
+        return net
+
+    def _create_network(self, network: Network) -> None:
+        """Create ``network`` (a bridge the host holds ``network.host_address`` on)."""
+        raise ConfigError(f"the {self.name} backend has no private networks; use network: none")
+
+    def _remove_network(self, network: Network) -> None:  # noqa: B027 (optional hook)
+        """Remove ``network``; idempotent, quiet if it is gone."""
+
     def close(self) -> None:  # noqa: B027 (optional hook)
         """Release client connections."""
+
+
+@dataclass
+class Network:
+    """A run's private network: instance ``i`` is ``inst<i>`` at ``addresses[i]``, the host
+    is ``host`` at ``host_address`` on bridge ``device``; ``link`` shapes each instance's link."""
+    name: str
+    subnet: str
+    host_address: str
+    addresses: list[str]
+    device: str
+    backend: Backend
+    link: netmod.Link | None = None
+    removed: bool = False
+
+    @property
+    def prefixlen(self) -> int:
+        return int(self.subnet.split("/")[1])
+
+    def names(self) -> dict[str, str]:
+        """Host name -> address for every member: ``inst0``, ``inst1``, ..., ``host``."""
+        return {**{f"inst{i}": a for i, a in enumerate(self.addresses)}, "host": self.host_address}
+
+    def hosts_text(self) -> str:
+        """The ``/etc/hosts`` its instances get."""
+        return netmod.hosts_text(self.names())
+
+    def metadata(self) -> dict:
+        """What a run records: name, subnet, host address, bridge and link."""
+        return {"mode": "private", "name": self.name, "subnet": self.subnet,
+                "host_address": self.host_address, "device": self.device,
+                "link": None if self.link is None else self.link.as_dict()}
+
+    def remove(self) -> None:
+        """Remove the network (after its instances); safe to call twice."""
+        if not self.removed:
+            self.removed = True
+            self.backend._remove_network(self)
 
 
 def check_cpus(cpus, host_cpus: int) -> None:

@@ -5,7 +5,9 @@ Mapping of an :class:`~labkit.instance.InstanceSpec` (DESIGN.md, "Instances")::
     pinned     cpuset_cpus = the host CPUs chosen by base.provision ("0,1")
     floating   nano_cpus   = vcpus * 1e9 (CFS quota, any host CPU)
     memory     mem_limit = memswap_limit = memory_mb (swap cannot dodge the limit)
-    network    network_mode = "none"
+    network    network_mode = "none"; on a run's private network: a Docker ``internal``
+               bridge network (no route out, no NAT), a static address per container,
+               ``extra_hosts`` for inst0, inst1, ... and host
 
 The container's main process is ``sleep infinity``; each command is an exec run
 as its own session (:mod:`._container`) on a thread, so ``_wait`` can time out and
@@ -30,6 +32,7 @@ import tarfile
 import time
 from pathlib import Path
 
+from .. import network as netmod
 from ..errors import BackendError, BackendUnavailable
 from ..instance import InstanceSpec
 from ._container import CleanupByName, SessionExec, oom_kill_count
@@ -37,6 +40,7 @@ from .base import (
     NAME_PREFIX,
     Backend,
     Instance,
+    Network,
     RawResult,
     check_cpus,
     check_name,
@@ -51,6 +55,9 @@ MAIN_COMMAND = ["sleep", "infinity"]
 #: the container's memory cgroup as the container sees it (v1, then v2)
 OOM_COUNTER = ["sh", "-c", ("cat /sys/fs/cgroup/memory/memory.oom_control "
                             "/sys/fs/cgroup/memory.events 2>/dev/null")]
+
+#: the host-side interface index of the container's eth0 (its veth peer)
+IFLINK = ["cat", "/sys/class/net/eth0/iflink"]
 
 START_HINT = ("start it with `dockerd > /var/log/labkit-dockerd.log 2>&1 &` (or "
               "`systemctl start docker`), or run `bash scripts/setup-containers.sh`")
@@ -100,6 +107,11 @@ class DockerInstance(SessionExec, Instance):
 
     def _oom_kills(self) -> int | None:
         return oom_kill_count(self._run_quick(OOM_COUNTER))
+
+    def host_command(self, argv: list[str]) -> list[str]:
+        """An argv for this host that runs ``argv`` in the container with stdin attached (an
+        MPI launch agent's command; the docker CLI must be on this host)."""
+        return ["docker", "-H", self.backend.base_url, "exec", "-i", self.id, *argv]
 
     def put(self, local_path, remote_path, mode=0o755):
         docker = _sdk()
@@ -196,7 +208,8 @@ class DockerBackend(CleanupByName, Backend):
     def host_cpus(self) -> int:
         return int(self.info().get("NCPU") or os.cpu_count() or 1)
 
-    def _create(self, spec: InstanceSpec, name: str, index: int, cpus) -> DockerInstance:
+    def _create(self, spec: InstanceSpec, name: str, index: int, cpus,
+                network: Network | None = None) -> DockerInstance:
         docker = _sdk()
         check_name(name)
         check_cpus(cpus, self.host_cpus())
@@ -218,10 +231,15 @@ class DockerBackend(CleanupByName, Backend):
                   "labkit.index": str(index), "labkit.token": token}
         # no init=True: with docker-init a missing main command no longer fails the start; the
         # zombies of finished daemons (httpd, iperf3) vanish with the container at teardown
+        if network is None:
+            net = {"network_mode": "none", "network_disabled": True}
+        else:
+            net = {"network": network.name, "extra_hosts": network.names(), "networking_config": {
+                network.name: self.api.create_endpoint_config(ipv4_address=network.addresses[index])}}
         try:
             container = self.client.containers.create(
                 self.image, command=list(MAIN_COMMAND), name=name, hostname=name, labels=labels,
-                working_dir="/tmp/labkit", network_mode="none", network_disabled=True, **limits)
+                working_dir="/tmp/labkit", **net, **limits)
             container.start()
         except BaseException as exc:
             self._remove_if_ours(name, token)
@@ -233,7 +251,69 @@ class DockerBackend(CleanupByName, Backend):
             raise
         inst = DockerInstance(self, name, spec, index, cpus, container.id)
         inst.metadata.update(meta)
+        if network is not None:
+            try:
+                self._confine(inst, container)
+            except BaseException:
+                inst.destroy()
+                raise
         return inst
+
+    def _confine(self, inst: DockerInstance, container) -> None:
+        """Keep a private-network container on its network: no default route (Docker gives it
+        one via the host), no DNS server (the names are in /etc/hosts); find the host end of its
+        eth0's veth pair (where its link is shaped)."""
+        container.reload()
+        pid = int(container.attrs["State"]["Pid"])
+        netmod.run_host(["nsenter", "-t", str(pid), "-n", "ip", "route", "del", "default"],
+                        f"removing the default route of {inst.name}")
+        inst.exec(["sh", "-c", f"printf '{netmod.NO_DNS}' > /etc/resolv.conf"], timeout=30)
+        try:
+            inst.host_device = netmod.device_by_index(int(inst._run_quick(IFLINK).strip()))
+        except ValueError as exc:
+            raise BackendError(f"cannot read the veth peer of {inst.name}'s eth0: {exc}") from exc
+
+    def _create_network(self, network: Network) -> None:
+        """An ``internal`` bridge network (no NAT, no route out) on ``network.subnet``."""
+        docker = _sdk()
+        ipam = docker.types.IPAMConfig(pool_configs=[docker.types.IPAMPool(
+            subnet=network.subnet, gateway=network.host_address)])
+        try:
+            self.client.networks.create(
+                network.name, driver="bridge", internal=True, ipam=ipam, labels={LABEL: "1"},
+                options={"com.docker.network.bridge.name": network.device,
+                         "com.docker.network.bridge.enable_ip_masquerade": "false"})
+        except docker.errors.APIError as exc:
+            raise BackendError(f"creating docker network {network.name} failed: {exc}") from exc
+
+    def _remove_network(self, network: Network) -> None:
+        self._remove_network_named(network.name)
+
+    def _remove_network_named(self, name: str) -> None:
+        docker = _sdk()
+        try:
+            self.client.networks.get(name).remove()
+        except docker.errors.NotFound:
+            pass
+        except docker.errors.APIError as exc:
+            raise BackendError(f"removing docker network {name} failed: {exc}") from exc
+
+    def networks(self, prefix: str) -> list[str]:
+        """Names of the docker networks whose names start with ``prefix``."""
+        check_prefix(prefix)
+        try:
+            found = self.api.networks(names=[prefix])
+        except _sdk().errors.APIError as exc:
+            raise BackendError(f"listing docker networks failed: {exc}") from exc
+        return sorted(n["Name"] for n in found if n["Name"].startswith(prefix))
+
+    def cleanup(self, prefix: str) -> list[str]:
+        """Remove containers named ``prefix*`` (any state), then networks named so."""
+        names = super().cleanup(prefix)
+        nets = self.networks(prefix)
+        for name in nets:
+            self._remove_network_named(name)
+        return names + nets
 
     def _remove_if_ours(self, ref: str, token: str) -> None:
         """Remove ``ref`` after a failed create/start only if it carries our token: a name

@@ -4,7 +4,12 @@
 * floating → cpuset = every CPU, CPU quota = vcpus CPUs' worth of time
 * memory   → cgroup memory limit (and no swap)
 * network  → its own network namespace with only loopback up (``network="none"``,
-  the default); ``network="host"`` shares the host's network
+  the default); ``network="host"`` shares the host's network. On a run's private
+  network (``provision(..., network=...)``) the namespace also holds ``eth0``, one
+  end of a veth pair whose host end (``lk<8 hex>h<i>``) is a port of the run's
+  bridge (``lk<8 hex>``, its ``ifalias`` the network's name, which is how
+  ``cleanup(prefix)`` finds it); commands then run in a private mount namespace
+  where the instance's own ``hosts`` file is bind-mounted on ``/etc/hosts``.
 
 Processes join the cgroup before they exec (:data:`cgroups.JOIN`), and run in
 their own session, in the instance's work directory: a private (0700,
@@ -27,10 +32,14 @@ import stat
 import subprocess
 from pathlib import Path
 
+from .. import network as netmod
 from ..errors import BackendError, BackendUnavailable, ConfigError
 from ..instance import InstanceSpec
 from . import cgroups
-from .base import Backend, Instance, RawResult, check_name, check_prefix
+from .base import Backend, Instance, Network, RawResult, check_name, check_prefix
+
+#: run argv with the instance's hosts file ($0) on /etc/hosts (in a private mount namespace)
+_HOSTS = 'mount --bind "$0" /etc/hosts && exec "$@"'
 
 NETWORKS = ("none", "host")
 
@@ -103,6 +112,7 @@ class LocalInstance(Instance):
         self.host_cpu_ids = host_cpus  # real CPU ids when pinned
         self._dir = Path(backend.workroot) / name
         self.netns = name if backend.isolate else None
+        self.hosts_file: str | None = None   # set on a private network
         self.metadata.update(host_cpu_ids=host_cpus, limits_enforced=backend.enforce,
                              cgroup_version=backend.driver.version if backend.driver else None,
                              network="none" if self.netns else "host")
@@ -115,12 +125,20 @@ class LocalInstance(Instance):
         be: LocalBackend = self.backend
         # nsenter, not `ip netns exec`: that remounts /sys and would hide the cgroup files
         prefix = ["nsenter", f"--net=/run/netns/{self.netns}", "--"] if self.netns else []
+        if self.hosts_file:
+            prefix += ["unshare", "--mount", "--propagation", "private", "sh", "-c", _HOSTS, self.hosts_file]
         if be.driver is not None:
             extra = {"LABKIT_CGROUP_PROCS": " ".join(be.driver.procs_files(self.name))}
             return [*prefix, "/bin/sh", "-c", cgroups.JOIN, "labkit-join", *argv], extra
         if self.host_cpu_ids:
             return [*prefix, "taskset", "-c", cgroups.format_cpulist(self.host_cpu_ids), *argv], {}
         return [*prefix, *argv], {}
+
+    def host_command(self, argv: list[str]) -> list[str]:
+        """An argv for this host that runs ``argv`` in the instance (netns, hosts file, cgroup),
+        attached to the caller's stdin/stdout: an MPI launch agent's command."""
+        wrapped, extra = self._wrap(argv)
+        return ["env", *(f"{k}={v}" for k, v in extra.items()), *wrapped]
 
     # -- exec hooks --------------------------------------------------------
     def _start(self, argv, env):
@@ -233,8 +251,11 @@ class LocalBackend(Backend):
     def host_cpus(self) -> int:
         return len(self._cpu_ids())
 
-    def _create(self, spec: InstanceSpec, name, index, cpus) -> LocalInstance:
+    def _create(self, spec: InstanceSpec, name, index, cpus, network: Network | None = None) -> LocalInstance:
         check_name(name)
+        if network is not None and not self.isolate:
+            raise ConfigError("local backend: a private network needs root, iproute2 and network='none' "
+                              "(each instance in its own network namespace)")
         ids = self._cpu_ids()
         real = [ids[c] for c in cpus] if cpus is not None else None
         try:
@@ -248,10 +269,37 @@ class LocalBackend(Backend):
             if self.isolate:
                 _ip("netns", "add", name)
                 _ip("-n", name, "link", "set", "lo", "up")
-            return LocalInstance(self, name, spec, index, cpus, real)
+            inst = LocalInstance(self, name, spec, index, cpus, real)
+            if network is not None:
+                self._attach(inst, network, index)
+            return inst
         except BaseException:
             self._remove(name)
             raise
+
+    def _attach(self, inst: LocalInstance, network: Network, index: int) -> None:
+        """Connect ``inst`` to ``network``: a veth pair, ``eth0`` inside at its address, the
+        host end on the bridge; its hosts file. The host end dies with the namespace."""
+        host_end = f"{network.device}h{index}"
+        inside = f"{network.device}c{index}"
+        _ip("link", "add", host_end, "type", "veth", "peer", "name", inside, "netns", inst.name)
+        _ip("-n", inst.name, "link", "set", inside, "name", "eth0")
+        _ip("-n", inst.name, "addr", "add", f"{network.addresses[index]}/{network.prefixlen}", "dev", "eth0")
+        _ip("-n", inst.name, "link", "set", "eth0", "up")
+        _ip("link", "set", host_end, "master", network.device, "up")
+        hosts = Path(inst.workdir) / "hosts"
+        hosts.write_text(network.hosts_text())
+        os.chmod(hosts, 0o644)
+        inst.hosts_file, inst.host_device = str(hosts), host_end
+
+    def _create_network(self, network: Network) -> None:
+        """A bridge ``network.device`` (ifalias = the network's name) with the host's address."""
+        if not self.isolate:
+            raise ConfigError("local backend: a private network needs root, iproute2 and network='none'")
+        netmod.create_bridge(network.device, network.name, f"{network.host_address}/{network.prefixlen}")
+
+    def _remove_network(self, network: Network) -> None:
+        netmod.delete_bridge(network.device, network.name)
 
     def _remove(self, name: str) -> None:
         """Kill the instance's processes, remove its cgroup, namespace and work dir (each tried)."""
@@ -284,7 +332,13 @@ class LocalBackend(Backend):
         names = self.list_labkit(prefix)
         for name in names:
             self._remove(name)
-        return names
+        nets = {}
+        if self.isolate:
+            nets = netmod.bridges(check_prefix(prefix))
+            for alias, bridge in nets.items():
+                netmod.delete_bridge(bridge, alias)
+            netmod.drop_rules(prefix)
+        return names + sorted(nets)
 
     def fingerprint(self) -> dict:
         return {"backend": self.name,

@@ -8,7 +8,10 @@ Mapping of an :class:`~labkit.instance.InstanceSpec` (DESIGN.md, "Instances")::
                the container to 2 CPUs of its choosing, which is not floating)
     memory     limits.memory = "<memory_mb>MiB", limits.memory.enforce = hard,
                limits.memory.swap = false
-    network    no profile, no NIC: the only device is the root disk on the storage pool
+    network    no profile, no NIC: the only device is the root disk on the storage pool;
+               on a run's private network: a host bridge without uplink, NAT, DHCP or DNS
+               (``lk<8 hex>``, as on ``local``) and a bridged NIC ``eth0`` (host end
+               ``lk<8 hex>h<i>``) given its address and /etc/hosts by exec
 
 The container's init is ``sleep infinity`` (the image has no init system, and
 none is needed). Each command runs through pylxd's ``Instance.execute`` on a
@@ -34,6 +37,7 @@ import secrets
 import time
 from pathlib import Path
 
+from .. import network as netmod
 from ..errors import BackendError, BackendUnavailable, ConfigError
 from ..instance import InstanceSpec
 from ._container import CleanupByName, SessionExec, oom_kill_count
@@ -41,6 +45,7 @@ from .base import (
     NAME_PREFIX,
     Backend,
     Instance,
+    Network,
     RawResult,
     check_cpus,
     check_name,
@@ -165,6 +170,11 @@ class LxdInstance(SessionExec, Instance):
         path = memory_cgroup_file(Path(f"/proc/{pid}/cgroup").read_text(), self.name)
         return None if path is None else oom_kill_count(Path(path).read_text())
 
+    def host_command(self, argv: list[str]) -> list[str]:
+        """An argv for this host that runs ``argv`` in the container (an MPI launch agent's
+        command; the lxc CLI must be on this host)."""
+        return ["lxc", "exec", self.name, "--", *argv]
+
     def put(self, local_path, remote_path, mode=0o755):
         api_error = _sdk().exceptions.LXDAPIException
         data = Path(local_path).read_bytes()
@@ -258,7 +268,8 @@ class LxdBackend(CleanupByName, Backend):
             self._host_cpus = int((res.get("cpu") or {}).get("total") or os.cpu_count() or 1)
         return self._host_cpus
 
-    def _create(self, spec: InstanceSpec, name: str, index: int, cpus) -> LxdInstance:
+    def _create(self, spec: InstanceSpec, name: str, index: int, cpus,
+                network: Network | None = None) -> LxdInstance:
         pylxd = _sdk()
         lxd_prefix(check_name(name))
         check_cpus(cpus, self.host_cpus())
@@ -273,12 +284,22 @@ class LxdBackend(CleanupByName, Backend):
                 "source": {"type": "image", "alias": self.image},
                 "profiles": [], "devices": {"root": {"type": "disk", "path": "/", "pool": pool}},
                 "config": config, "ephemeral": False}
+        if network is not None:
+            host_end = f"{network.device}h{index}"
+            body["devices"]["eth0"] = {"type": "nic", "nictype": "bridged", "parent": network.device,
+                                       "name": "eth0", "host_name": host_end}
         try:
             model = self.client.instances.create(body, wait=True)
             model.start(wait=True)
             inst = LxdInstance(self, name, spec, index, cpus, model)
             # no NIC, but loopback must be up for servers and clients inside (apache + ab, iperf3)
             inst.exec(["ip", "link", "set", "lo", "up"], timeout=30)
+            if network is not None:
+                address = f"{network.addresses[index]}/{network.prefixlen}"
+                inst.exec(["sh", "-c", f"ip addr add {address} dev eth0 && ip link set eth0 up && "
+                           f"printf '{netmod.NO_DNS}' > /etc/resolv.conf"], timeout=30)
+                inst.model.files.put("/etc/hosts", network.hosts_text().encode(), mode=0o644)
+                inst.host_device = host_end
         except BaseException as exc:
             self._remove_if_ours(name, token)
             if isinstance(exc, pylxd.exceptions.LXDAPIException):
@@ -289,6 +310,23 @@ class LxdBackend(CleanupByName, Backend):
             raise
         inst.metadata.update(meta, image=self.image, config=config, pool=pool)
         return inst
+
+    def _create_network(self, network: Network) -> None:
+        """A host bridge without uplink (see :func:`labkit.network.create_bridge`), not an LXD
+        managed network: that would need dnsmasq even with DHCP and DNS off."""
+        netmod.create_bridge(network.device, network.name, f"{network.host_address}/{network.prefixlen}")
+
+    def _remove_network(self, network: Network) -> None:
+        netmod.delete_bridge(network.device, network.name)
+
+    def cleanup(self, prefix: str) -> list[str]:
+        """Remove instances named ``prefix*`` (any state), then networks named so."""
+        names = super().cleanup(prefix)
+        nets = netmod.bridges(check_prefix(prefix))
+        for alias, device in nets.items():
+            netmod.delete_bridge(device, alias)
+        netmod.drop_rules(prefix)
+        return names + sorted(nets)
 
     def _remove_if_ours(self, name: str, token: str) -> None:
         """Remove ``name`` after a failed create/start, unless it is someone else's

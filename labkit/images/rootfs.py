@@ -40,6 +40,10 @@ TOOL_PACKAGES = ("sysbench", "apache2", "apache2-utils", "stress-ng", "fio", "ip
 #: Debian packages installed in every image (qemu-guest-agent and kmod are for the VM image).
 PACKAGES = TOOL_PACKAGES + ("procps", "coreutils", "qemu-guest-agent", "util-linux", "iproute2",
                             "kmod")
+#: Extra Debian packages by profile, for workloads across instances (``mpi``, ``hpcc``): on
+#: the host for the ``local`` backend (scripts/setup-tools.sh installs them; mpirun runs on the
+#: host), and meant for image variants (not yet built by ``labkit images build``).
+PROFILES = {"mpi": ("openmpi-bin", "hpcc")}
 #: Bump when the recipe changes in a way the inputs above do not show
 #: (3: no benchmark binary baked in; each benchmark copies its own into the instance).
 RECIPE = 3

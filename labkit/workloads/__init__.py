@@ -14,6 +14,8 @@ REGISTRY = {
     "stream": ("labkit.workloads.stream", "Stream"),
     "fio": ("labkit.workloads.fio", "Fio"),
     "iperf3": ("labkit.workloads.iperf3", "Iperf3"),
+    "mpi": ("labkit.workloads.mpi", "Mpi"),
+    "hpcc": ("labkit.workloads.mpi", "Hpcc"),
     "parsec": ("labkit.workloads.external", "Parsec"),
     "npb": ("labkit.workloads.external", "Npb"),
 }

@@ -16,7 +16,13 @@ Metrics: ``requests_per_s`` (the response, req/s), ``time_per_request_ms``
 ``non_2xx_responses`` (count), ``transfer_kb_per_s`` (KB/s). A run with
 fewer complete requests than asked, or with non-2xx answers, is a failed run.
 
-Parameters: ``requests`` (None = scaled), ``concurrency`` (None = scaled),
+Across a run's private network (seed 002's Apache benchmark over the network):
+``path: instances`` starts httpd in inst0 on its address and runs ab in inst1
+against ``http://inst0:<port>/`` (``network: private`` is then the default; one
+ab per run, rows carry instance index 1). ``path: loopback`` (the default) is the
+one-instance case above, run in every instance.
+
+Parameters: ``path`` (above), ``requests`` (None = scaled), ``concurrency`` (None = scaled),
 ``page_kb`` (size of the static page, 4), ``keepalive`` (False; ``ab -k``),
 ``timeout_s`` (600).
 """
@@ -28,7 +34,10 @@ import shlex
 
 from ..errors import BenchmarkError, ConfigError, tail
 from .base import Measurement, Workload, require_tool, run_checked
-from .params import TIMEOUT, Bool, Int, Num
+from .iperf3 import check_address
+from .params import TIMEOUT, Bool, Int, Num, Str
+
+PATHS = ("loopback", "instances")
 
 MODULES = "/usr/lib/apache2/modules"
 HTTPD = "/usr/sbin/apache2"
@@ -103,7 +112,7 @@ chmod 644 "$d/htdocs/index.html"
 cat > "$d/httpd.conf" <<EOF
 ServerRoot "$d"
 ServerName localhost
-Listen 127.0.0.1:{port}
+Listen {listen}:{port}
 LoadModule mpm_event_module {modules}/mod_mpm_event.so
 LoadModule authz_core_module {modules}/mod_authz_core.so
 PidFile "$d/httpd.pid"
@@ -132,8 +141,8 @@ class Apache(Workload):
     name = "apache"
     response = "requests_per_s"
     defaults = {"requests": None, "concurrency": None, "page_kb": 4, "keepalive": False,
-                "timeout_s": 600}
-    schema = {"requests": Int(1, 10**9, none=True), "concurrency": Int(1, 20000, none=True),
+                "timeout_s": 600, "path": "loopback"}
+    schema = {"path": Str(PATHS), "requests": Int(1, 10**9, none=True), "concurrency": Int(1, 20000, none=True),
               "page_kb": Num(0, 10**6), "keepalive": Bool(), "timeout_s": TIMEOUT}
     min_memory_mb = 64
 
@@ -145,14 +154,15 @@ class Apache(Workload):
             raise BenchmarkError(f"'apache2' is not installed in {instance.name}; it comes with the "
                                  "Debian package 'apache2' (apt-get install apache2)")
 
-    def _start(self, instance, params) -> str:
-        """Write the config, start httpd on a free random port; returns its directory and port."""
+    def _start(self, instance, params, listen: str = "127.0.0.1") -> str:
+        """Write the config, start httpd on ``listen`` at a free random port; returns its
+        directory and port."""
         page = int(float(params["page_kb"]) * 1024)
         last = None
         for _ in range(5):
             port = random.randint(20000, 59999)
             script = _SETUP.replace("{page_bytes}", str(page)).replace("{port}", str(port)) \
-                           .replace("{modules}", MODULES)
+                           .replace("{modules}", MODULES).replace("{listen}", check_address(listen))
             res = run_checked(instance, ["sh", "-c", script], timeout=60)
             d = res.stdout.strip().splitlines()[-1]
             conf = f"{d}/httpd.conf"
@@ -170,15 +180,28 @@ class Apache(Workload):
                        f"i=0; while [ -e {q}/httpd.pid ] && [ $i -lt 50 ]; do sleep 0.1; i=$((i+1)); done; "
                        f"fi; rm -rf {q}"], check=False, timeout=60)
 
-    def run(self, instance, params: dict) -> list[Measurement]:
+    def spans(self, params: dict) -> bool:
+        """Whether httpd and ab run in two instances of the run's network (``path: instances``)."""
+        return {**self.params, **params}["path"] == "instances"
+
+    def run_group(self, instances, params: dict) -> list[Measurement]:
+        """httpd in inst0 on its private address, ab in inst1 (see the module docstring)."""
+        if len(instances) < 2 or instances[0].network is None:
+            raise ConfigError("apache path 'instances' needs count >= 2 and network: private")
+        return self.run(instances[1], params, server=instances[0])
+
+    def run(self, instance, params: dict, server=None) -> list[Measurement]:
         params = {**self.params, **params}
         requests, concurrency = scaled(params)
-        d, port = self._start(instance, params)
+        server = server or instance
+        address = "127.0.0.1" if server is instance else server.address
+        d, port = self._start(server, params, address)
         try:
             argv = ["ab", "-n", str(requests), "-c", str(concurrency), "-q"]
             if params.get("keepalive"):
                 argv.append("-k")
-            argv.append(f"http://127.0.0.1:{port}/index.html")
+            host = "127.0.0.1" if server is instance else f"inst{server.index}"
+            argv.append(f"http://{host}:{port}/index.html")
             try:
                 res = run_checked(instance, argv, timeout=params.get("timeout_s"))
             except BenchmarkError as exc:
@@ -189,7 +212,7 @@ class Apache(Workload):
                         "instance)", exc.command, exc.output_tail) from exc
                 raise
         finally:
-            self._stop(instance, d)
+            self._stop(server, d)
         return parse(res.stdout, argv, instance.index, requests)
 
     def version(self, instance) -> dict:

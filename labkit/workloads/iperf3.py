@@ -16,7 +16,15 @@ Metrics (unit ``Mbit/s``, as Table 7.2 reports): ``tcp_mbit_per_s`` (received),
 ``tcp_sender_mbit_per_s``, ``tcp_retransmits`` (count); ``udp_mbit_per_s``
 (received), ``udp_lost_percent`` (%), ``udp_jitter_ms`` (ms).
 
-Parameters: ``protocol`` (``tcp``, ``udp`` or ``both``; default ``both``),
+Across a run's private network (``path``, after Table 7.2 of study 004, which
+measured between the instance and its host): ``loopback`` (the default: client and
+server in each instance), ``instances`` (server in inst0, client in inst1),
+``to_host`` (client in inst0, server on the host end), ``from_host`` (client on the
+host end, server in inst0). Any path but loopback needs ``network: private`` (the
+default for it) and runs once per run; rows carry the instance index 0 for the
+host paths and the client's (1) between instances.
+
+Parameters: ``path`` (above), ``protocol`` (``tcp``, ``udp`` or ``both``; default ``both``),
 ``duration_s`` (2; 004 used 10), ``udp_bandwidth`` (target rate of the UDP
 test, ``1G`` as in 004), ``parallel`` (streams, 1), ``port`` (None: a random
 port from 20000-59999, retried when busy), ``timeout_s``.
@@ -28,6 +36,7 @@ import json
 import random
 import re
 import shlex
+import shutil
 import time
 
 from ..errors import BenchmarkError, ConfigError, tail
@@ -35,6 +44,7 @@ from .base import Measurement, Workload, require_tool, run_checked
 from .params import SIZE, TIMEOUT, Int, Num, Str
 
 PROTOCOLS = ("tcp", "udp", "both")
+PATHS = ("loopback", "instances", "to_host", "from_host")
 ALLOWED_NETWORKS = [ipaddress.ip_network(n) for n in
                     ("127.0.0.0/8", "10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "::1/128")]
 
@@ -214,8 +224,8 @@ class Iperf3(Workload):
     name = "iperf3"
     response = "tcp_mbit_per_s"
     defaults = {"protocol": "both", "duration_s": 2, "udp_bandwidth": "1G", "parallel": 1,
-                "port": None, "timeout_s": 120}
-    schema = {"protocol": Str(PROTOCOLS), "duration_s": Num(0, 86400), "udp_bandwidth": SIZE,
+                "port": None, "timeout_s": 120, "path": "loopback"}
+    schema = {"path": Str(PATHS), "protocol": Str(PROTOCOLS), "duration_s": Num(0, 86400), "udp_bandwidth": SIZE,
               "parallel": Int(1, 128), "port": Int(1, 65535, none=True), "timeout_s": TIMEOUT}
     min_memory_mb = 32
 
@@ -235,6 +245,40 @@ class Iperf3(Workload):
                             parallel=params["parallel"], port=params["port"],
                             timeout_s=params["timeout_s"], bind="127.0.0.1")
         return rows
+
+    def spans(self, params: dict) -> bool:
+        """Whether this run goes across the run's network (any ``path`` but loopback)."""
+        return {**self.params, **params}["path"] != "loopback"
+
+    def run_group(self, instances, params: dict) -> list[Measurement]:
+        """One test along ``path`` over the run's private network (see the module docstring)."""
+        from ..network_host import HostEnd
+        params = {**self.params, **params}
+        path = params["path"]
+        net = instances[0].network
+        if net is None:
+            raise ConfigError(f"iperf3 path {path!r} needs network: private")
+        host = None
+        if path == "instances":
+            if len(instances) < 2:
+                raise ConfigError("iperf3 path 'instances' needs count >= 2")
+            server, client = instances[0], instances[1]
+        else:
+            if shutil.which("iperf3") is None:
+                raise BenchmarkError("iperf3 is not installed on this host (apt-get install iperf3)")
+            host = HostEnd(net)
+            server, client = (host, instances[0]) if path == "to_host" else (instances[0], host)
+        try:
+            rows: list[Measurement] = []
+            for proto in _protocols(params["protocol"]):
+                rows += measure(server, client, server.address, protocol=proto,
+                                duration_s=params["duration_s"], udp_bandwidth=params["udp_bandwidth"],
+                                parallel=params["parallel"], port=params["port"],
+                                timeout_s=params["timeout_s"], bind=server.address)
+        finally:
+            if host is not None:
+                host.destroy()
+        return [Measurement(r.metric, r.value, r.unit, 1 if path == "instances" else 0) for r in rows]
 
     def version(self, instance) -> dict:
         res = instance.exec(["iperf3", "--version"], check=False, timeout=30)

@@ -1,0 +1,187 @@
+"""Network cost of each platform against the floor: two plain network namespaces and a veth.
+
+For each backend, one run's private network with two 1-vCPU instances: iperf3 TCP
+throughput inst1 -> inst0 (median of ``--repeats`` tests of ``--seconds`` s) and an MPI
+ping-pong latency (a 8-byte message bounced 2,000 times between one rank in each
+instance; a small C program compiled here with ``mpicc``, launched by labkit's agent).
+The floor: the same two measurements between two network namespaces joined by one veth
+pair (no bridge, no cgroup, no container). Printed: each figure and its ratio to the
+floor (throughput: platform / floor, < 1 is slower; latency: platform / floor, > 1 is
+slower). A backend that cannot run here (or has no OpenMPI in its image, for the MPI
+figure) is listed as skipped with the reason. No assertion: this prints figures.
+
+Network safety: traffic only on the networks made here (removed at the end).
+"""
+from __future__ import annotations
+
+import argparse
+import secrets
+import shlex
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from types import SimpleNamespace
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from labkit import network as netmod  # noqa: E402
+from labkit.backends import get_backend, teardown  # noqa: E402
+from labkit.errors import LabkitError  # noqa: E402
+from labkit.instance import InstanceSpec  # noqa: E402
+from labkit.workloads.iperf3 import measure  # noqa: E402
+from labkit.workloads.mpi import agent_script, launch, mpirun_argv  # noqa: E402
+
+PINGPONG_C = r"""
+#include <mpi.h>
+#include <stdio.h>
+int main(int argc, char **argv) {
+    int rank, n = 2000; char buf[8] = {0};
+    MPI_Init(&argc, &argv); MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    for (int i = 0; i < 100; i++) {  /* warm-up */
+        if (rank == 0) { MPI_Send(buf, 8, MPI_CHAR, 1, 0, MPI_COMM_WORLD); MPI_Recv(buf, 8, MPI_CHAR, 1, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE); }
+        else { MPI_Recv(buf, 8, MPI_CHAR, 0, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE); MPI_Send(buf, 8, MPI_CHAR, 0, 0, MPI_COMM_WORLD); }
+    }
+    double t = MPI_Wtime();
+    for (int i = 0; i < n; i++) {
+        if (rank == 0) { MPI_Send(buf, 8, MPI_CHAR, 1, 0, MPI_COMM_WORLD); MPI_Recv(buf, 8, MPI_CHAR, 1, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE); }
+        else { MPI_Recv(buf, 8, MPI_CHAR, 0, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE); MPI_Send(buf, 8, MPI_CHAR, 0, 0, MPI_COMM_WORLD); }
+    }
+    t = MPI_Wtime() - t;
+    if (rank == 0) printf("pingpong_latency_us %.3f\n", t / n / 2 * 1e6);
+    MPI_Finalize();
+    return 0;
+}
+"""
+
+
+def build_pingpong(workdir: Path) -> Path:
+    src, binary = workdir / "pingpong.c", workdir / "labkit-pingpong"
+    src.write_text(PINGPONG_C)
+    subprocess.run(["mpicc", "-O2", "-o", str(binary), str(src)], check=True, timeout=120)
+    return binary
+
+
+def pingpong(instances, binary: Path) -> float:
+    for inst in instances:
+        inst.put(binary, "/tmp/labkit-pingpong", 0o755)
+    res, _, _ = launch(instances, ["/tmp/labkit-pingpong"], ranks=2, timeout=300)
+    return float(res.stdout.split("pingpong_latency_us")[1].split()[0])
+
+
+def pingpong_floor(a, b, binary: Path, workdir: Path) -> float:
+    """The floor's ping-pong: mpirun inside namespace ``a`` (the host is on no network here)."""
+    agent = workdir / "agent"
+    agent.write_text(agent_script([a, b]))
+    agent.chmod(0o700)
+    argv = a.host_command(mpirun_argv([a, b], str(agent), 2, "/tmp", [str(binary)]))
+    res = subprocess.run(argv, capture_output=True, text=True, timeout=300, check=True)
+    return float(res.stdout.split("pingpong_latency_us")[1].split()[0])
+
+
+def throughput(server, client, seconds: int, repeats: int) -> float:
+    vals = []
+    for _ in range(repeats):
+        rows = measure(server, client, server.address, protocol="tcp", duration_s=seconds, timeout_s=120)
+        vals.append(next(r.value for r in rows if r.metric == "tcp_mbit_per_s"))
+    return statistics.median(vals)
+
+
+class NetnsEnd:
+    """One end of the floor: a network namespace on this host (exec via nsenter)."""
+
+    def __init__(self, ns: str, address: str, index: int, network):
+        self.name, self.address, self.index, self.network = ns, address, index, network
+        self.workdir = "/tmp"
+
+    def host_command(self, argv):
+        return ["nsenter", f"--net=/run/netns/{self.name}", "--", *argv]
+
+    def exec(self, argv, timeout=None, check=True, env=None):
+        argv = ["sh", "-c", argv] if isinstance(argv, str) else argv
+        res = subprocess.run(self.host_command(argv), capture_output=True, text=True, timeout=timeout)
+        out = SimpleNamespace(ok=res.returncode == 0, stdout=res.stdout, stderr=res.stderr, command=argv,
+                              exit_code=res.returncode)
+        if check and not out.ok:
+            raise LabkitError(f"{argv} failed in {self.name}: {res.stderr[-300:]}")
+        return out
+
+    def put(self, local, remote, mode=0o755):
+        pass   # same filesystem as the host
+
+
+def floor(seconds, repeats, binary, workdir):
+    tag = secrets.token_hex(4)
+    subnet = netmod.pick_subnet(f"labkit-bench-{tag}")
+    a_ip, b_ip = [str(h) for h in list(subnet.hosts())[:2]]
+    ns = [f"labkit-bench-{tag}-a", f"labkit-bench-{tag}-b"]
+    net = SimpleNamespace(subnet=str(subnet))
+    run = netmod.run_host
+    try:
+        for n in ns:
+            run(["ip", "netns", "add", n])
+            run(["ip", "-n", n, "link", "set", "lo", "up"])
+        run(["ip", "link", "add", f"lkb{tag}a", "netns", ns[0], "type", "veth", "peer", "name", f"lkb{tag}b",
+             "netns", ns[1]])
+        for n, dev, ip in ((ns[0], f"lkb{tag}a", a_ip), (ns[1], f"lkb{tag}b", b_ip)):
+            run(["ip", "-n", n, "addr", "add", f"{ip}/24", "dev", dev])
+            run(["ip", "-n", n, "link", "set", dev, "up"])
+        a, b = NetnsEnd(ns[0], a_ip, 0, net), NetnsEnd(ns[1], b_ip, 1, net)
+        return throughput(a, b, seconds, repeats), pingpong_floor(a, b, binary, workdir) if binary else None
+    finally:
+        for n in ns:
+            subprocess.run(["ip", "netns", "delete", n], capture_output=True)
+
+
+def platform(name, seconds, repeats, binary):
+    be = get_backend(name)
+    pfx = f"labkit-bench-net{secrets.token_hex(2)}--"
+    net = be.create_network(pfx, 2)
+    insts = []
+    try:
+        insts = be.provision(InstanceSpec(vcpus=1, memory_mb=256, count=2), prefix=pfx, network=net)
+        tput = throughput(insts[0], insts[1], seconds, repeats)
+        lat, why = None, ""
+        has_mpi = insts[0].exec(["sh", "-c", "command -v orted"], check=False, timeout=30).ok
+        if binary and has_mpi:
+            lat = pingpong(insts, binary)
+        else:
+            why = "no OpenMPI in the image" if binary else "no mpicc on this host"
+        return tput, lat, why
+    finally:
+        teardown(insts)
+        net.remove()
+        be.cleanup(pfx)
+        be.close()
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--backends", default="local,docker,lxd")
+    ap.add_argument("--seconds", type=int, default=3)
+    ap.add_argument("--repeats", type=int, default=3)
+    args = ap.parse_args(argv)
+    with tempfile.TemporaryDirectory() as d:
+        try:
+            binary = build_pingpong(Path(d))
+        except (OSError, subprocess.CalledProcessError) as exc:
+            print(f"MPI ping-pong skipped: cannot build it with mpicc ({exc})")
+            binary = None
+        f_tput, f_lat = floor(args.seconds, args.repeats, binary, Path(d))
+        print(f"{'platform':10} {'iperf3 Mbit/s':>14} {'ratio':>7} {'pingpong us':>12} {'ratio':>7}")
+        print(f"{'floor':10} {f_tput:14.0f} {1:7.2f} {f_lat if f_lat else float('nan'):12.2f} {1:7.2f}")
+        for name in args.backends.split(","):
+            try:
+                tput, lat, why = platform(name, args.seconds, args.repeats, binary)
+            except LabkitError as exc:
+                print(f"{name:10} skipped: {str(exc).splitlines()[0][:150]}")
+                continue
+            lat_s = f"{lat:12.2f} {lat / f_lat:7.2f}" if lat and f_lat else f"{'-':>12} {'-':>7}  ({why})"
+            print(f"{name:10} {tput:14.0f} {tput / f_tput:7.2f} {lat_s}")
+    print("commands:", shlex.join(sys.argv))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,62 @@
+"""The host end of a run's private network as an Instance, so workloads can run a server or a
+client there (iperf3 between an instance and its host, both directions, after study 004's
+Table 7.2).
+
+Commands run on this machine, in its own network namespace (where the bridge holds
+``network.host_address``), in their own session, unconfined (the host is the reference, not
+an instance under test), in a private temporary work directory removed by ``destroy()``.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+
+from .backends.base import Instance, Network, RawResult
+from .instance import InstanceSpec
+
+
+class HostEnd(Instance):
+    """This host on ``network`` (``address`` = the host's address on it)."""
+
+    def __init__(self, network: Network):
+        super().__init__(network.backend, "host", InstanceSpec(), 0, None)
+        self.network, self.address = network, network.host_address
+        self._dir = tempfile.mkdtemp(prefix="labkit-host-")   # 0700, ours
+        self.metadata.update(address=self.address)
+
+    @property
+    def workdir(self) -> str:
+        return self._dir
+
+    def _start(self, argv, env):
+        return subprocess.Popen(argv, cwd=self._dir, env={**os.environ, **(env or {})},
+                                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                start_new_session=True, text=True, errors="replace")
+
+    def _wait(self, handle, timeout):
+        try:
+            out, err = handle.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            return None
+        code = handle.returncode if handle.returncode >= 0 else 128 - handle.returncode
+        return RawResult(code, out, err)
+
+    def _kill(self, handle) -> None:
+        try:
+            os.killpg(handle.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+    def _oom_kills(self):
+        return None
+
+    def put(self, local_path, remote_path, mode=0o755) -> None:
+        dest = remote_path if os.path.isabs(remote_path) else os.path.join(self._dir, remote_path)
+        shutil.copyfile(local_path, dest)
+        os.chmod(dest, mode)
+
+    def _destroy(self) -> None:
+        shutil.rmtree(self._dir, ignore_errors=True)

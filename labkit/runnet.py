@@ -1,0 +1,69 @@
+"""A run's network, between the campaign and the backend (the campaign calls these three).
+
+* :func:`open_network` reads the run's ``network`` and ``link`` levels (a workload
+  that spans instances, e.g. ``iperf3`` with ``path: instances``, defaults to
+  ``private``) and asks the backend for the network; the run's metadata records it.
+* :func:`run_workload` runs a spanning workload once over all the run's instances
+  (``Workload.run_group``), any other workload in every instance (``fallback``).
+* :func:`close_network` removes it after the instances are gone.
+"""
+from __future__ import annotations
+
+import logging
+import time
+
+from .errors import ConfigError
+from .network import check_mode, parse_link
+
+log = logging.getLogger("labkit.network")
+
+
+def spans(workload, params: dict) -> bool:
+    """Whether ``workload`` runs across the run's instances with these parameters."""
+    fn = getattr(workload, "spans", None)
+    return bool(fn(params)) if callable(fn) else False
+
+
+def mode_for(levels: dict, workload, params: dict) -> str:
+    """``network`` of a run: its level, else ``private`` for a spanning workload, else ``none``."""
+    default = "private" if spans(workload, params) else "none"
+    return check_mode(levels.get("network", default), "factor 'network' level")
+
+
+def open_network(backend, levels: dict, workload, params: dict, count: int, prefix: str,
+                 metadata: dict):
+    """The run's network (None for ``none``); records ``metadata["network"]``."""
+    mode = mode_for(levels, workload, params)
+    link = parse_link(levels.get("link"), "factor 'link' level")
+    if mode == "none":
+        if link is not None:
+            raise ConfigError(f"factor 'link' level {levels.get('link')!r} needs network: private")
+        metadata["network"] = {"mode": "none"}
+        return None
+    net = backend.create_network(prefix, count, link)
+    metadata["network"] = net.metadata()
+    return net
+
+
+def close_network(net) -> list[Exception]:
+    """Remove ``net`` (None: nothing); returns the error (logged) instead of raising it."""
+    if net is None:
+        return []
+    try:
+        net.remove()
+    except Exception as exc:  # the run's teardown reports it
+        log.error("removing network %s failed: %s", net.name, exc)
+        return [exc]
+    return []
+
+
+def run_workload(workload, instances, params: dict, timeout, fallback):
+    """(measurements, [seconds]) of a run: ``workload.run_group`` once for a spanning workload,
+    else ``fallback(workload, instances, params, timeout)``."""
+    if not spans(workload, params):
+        return fallback(workload, instances, params, timeout)
+    if timeout is not None:
+        params = {**params, "timeout_s": min(timeout, params.get("timeout_s") or timeout)}
+    t = time.perf_counter()
+    rows = workload.run_group(instances, params)
+    return rows, [time.perf_counter() - t]

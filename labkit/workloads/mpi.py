@@ -1,0 +1,263 @@
+"""MPI programs across a run's instances (Debian's ``openmpi-bin``), and HPCC.
+
+``mpirun`` runs on this host, the host end of the run's private network; it starts
+one ``orted`` per instance through a launch agent that labkit writes (a small
+script mapping ``inst<i>``/its address to the backend's "run this inside instance
+i" command: ``nsenter`` + cgroup join on ``local``, ``docker exec -i``, ``lxc
+exec``), so containers need no sshd. Its out-of-band and MPI traffic is limited
+to the run's subnet (``oob_tcp_if_include``, ``btl_tcp_if_include``; ``btl
+tcp,self``). OpenMPI must be the same version on the host and in the instances
+(the ``local`` backend's instances use the host's; containers need an image with
+``openmpi-bin`` and ``hpcc``, :data:`labkit.images.rootfs.PROFILES` ``["mpi"]``, which
+``labkit images build`` does not add yet).
+
+* :class:`Mpi` (``mpi``): any MPI program; ``program`` (a command line, split
+  like a shell would, no shell run), ``ranks`` (None: one per instance),
+  ``parser`` (``none``: only ``wall_time_s``; ``hpcc``; or ``module:function``
+  taking the program's stdout and returning Measurement rows), ``timeout_s``.
+* :class:`Hpcc` (``hpcc``): the HPC Challenge suite (Debian ``hpcc``), seed
+  000's LINPACK and seed 003's ping-pong: ``n`` (HPL problem size, 1000),
+  ``ranks``. Metrics: ``hpl_gflops`` (GFLOP/s), ``star_stream_triad_gb_per_s``
+  and ``single_stream_triad_gb_per_s`` (GB/s), ``pingpong_latency_us`` (avg,
+  µs), ``pingpong_bandwidth_gb_per_s`` (avg, GB/s), ``random_ring_latency_us``
+  (µs), ``random_ring_bandwidth_gb_per_s`` (GB/s), ``wall_time_s``. A summary
+  without ``Success=1`` is a failed run.
+"""
+from __future__ import annotations
+
+import importlib
+import os
+import re
+import secrets
+import shlex
+import shutil
+import tempfile
+import time
+
+from ..errors import BenchmarkError, ConfigError, tail
+from .base import Measurement, Workload, require_tool
+from .params import TIMEOUT, Int, Str
+
+#: summary keys of hpccoutf.txt -> (metric, unit, factor)
+HPCC_METRICS = {
+    "HPL_Tflops": ("hpl_gflops", "GFLOP/s", 1000.0),
+    "StarSTREAM_Triad": ("star_stream_triad_gb_per_s", "GB/s", 1.0),
+    "SingleSTREAM_Triad": ("single_stream_triad_gb_per_s", "GB/s", 1.0),
+    "AvgPingPongLatency_usec": ("pingpong_latency_us", "us", 1.0),
+    "AvgPingPongBandwidth_GBytes": ("pingpong_bandwidth_gb_per_s", "GB/s", 1.0),
+    "RandomlyOrderedRingLatency_usec": ("random_ring_latency_us", "us", 1.0),
+    "RandomlyOrderedRingBandwidth_GBytes": ("random_ring_bandwidth_gb_per_s", "GB/s", 1.0),
+}
+_HPCC_INPUT = """HPLinpack benchmark input file
+Innovative Computing Laboratory, University of Tennessee
+HPL.out      output file name (if any)
+8            device out (6=stdout,7=stderr,file)
+1            # of problems sizes (N)
+{n}         Ns
+1            # of NBs
+80           NBs
+0            PMAP process mapping (0=Row-,1=Column-major)
+1            # of process grids (P x Q)
+{p}            Ps
+{q}            Qs
+16.0         threshold
+1            # of panel fact
+2            PFACTs (0=left, 1=Crout, 2=Right)
+1            # of recursive stopping criterium
+4            NBMINs (>= 1)
+1            # of panels in recursion
+2            NDIVs
+1            # of recursive panel fact.
+1            RFACTs (0=left, 1=Crout, 2=Right)
+1            # of broadcast
+1            BCASTs (0=1rg,1=1rM,2=2rg,3=2rM,4=Lng,5=LnM)
+1            # of lookahead depth
+1            DEPTHs (>=0)
+2            SWAP (0=bin-exch,1=long,2=mix)
+64           swapping threshold
+0            L1 in (0=transposed,1=no-transposed) form
+0            U  in (0=transposed,1=no-transposed) form
+1            Equilibration (0=no,1=yes)
+8            memory alignment in double (> 0)
+##### This line (no. 32) is ignored (it serves as a separator). ######
+0                      		Number of additional problem sizes for PTRANS
+1200 10000 30000        	values of N
+0                       	number of additional blocking sizes for PTRANS
+40 9 8 13 13 20 16 32 64       	values of NB
+"""
+
+
+def hpcc_input(n: int, ranks: int) -> str:
+    """An ``hpccinf.txt`` for HPL size ``n`` on a P x Q grid of ``ranks`` (P <= Q, as square as possible)."""
+    p = max(d for d in range(1, int(ranks ** 0.5) + 1) if ranks % d == 0)
+    return _HPCC_INPUT.format(n=n, p=p, q=ranks // p)
+
+
+def parse_hpcc(text: str, command=None, instance: int = 0) -> list[Measurement]:
+    """Rows from the summary section of ``hpccoutf.txt`` (see the module docstring)."""
+    m = re.search(r"Begin of Summary section\.(.*?)End of Summary section\.", text or "", re.S)
+    if not m:
+        raise BenchmarkError("hpcc output has no summary section (truncated?)", command, tail(text))
+    summary = dict(re.findall(r"^(\w+)=(\S+)$", m.group(1), re.M))
+    if summary.get("Success") != "1":
+        raise BenchmarkError("hpcc reports Success != 1 (a failed verification)", command, tail(text))
+    rows = []
+    for key, (metric, unit, factor) in HPCC_METRICS.items():
+        if key not in summary:
+            raise BenchmarkError(f"hpcc summary lacks {key}", command, tail(text))
+        try:
+            rows.append(Measurement(metric, float(summary[key]) * factor, unit, instance))
+        except ValueError as exc:
+            raise BenchmarkError(f"hpcc summary {key}={summary[key]!r} is not a number", command,
+                                 tail(text)) from exc
+    return rows
+
+
+def agent_script(instances) -> str:
+    """The launch agent: ``agent <inst name or address> <command...>`` runs the command (a shell
+    command line, as OpenMPI writes it for a remote shell) inside that instance."""
+    lines = ["#!/bin/sh", "# labkit MPI launch agent: $1 = instance, the rest = a shell command",
+             'h=$1; shift', 'case "$h" in']
+    for inst in instances:
+        inside = shlex.join(inst.host_command(["sh", "-c", 'eval "$0"']))
+        lines.append(f'  {inst.address}|inst{inst.index}) exec {inside} "$*" ;;')
+    lines += ["esac", 'echo "labkit MPI agent: unknown instance $h" >&2', "exit 1"]
+    return "\n".join(lines) + "\n"
+
+
+def mpirun_argv(instances, agent: str, ranks: int, wdir: str, program: list[str]) -> list[str]:
+    """``mpirun`` on the host for ``ranks`` ranks spread over ``instances`` (round robin slots),
+    launched by ``agent``, its traffic held to the run's subnet."""
+    subnet = instances[0].network.subnet
+    slots = [ranks // len(instances) + (1 if i < ranks % len(instances) else 0) for i in range(len(instances))]
+    hosts = ",".join(f"{inst.address}:{s}" for inst, s in zip(instances, slots) if s)
+    return ["mpirun", "--allow-run-as-root", "-np", str(ranks), "--host", hosts,
+            "--mca", "plm_rsh_agent", agent, "--mca", "plm_rsh_no_tree_spawn", "1",
+            "--mca", "oob_tcp_if_include", subnet, "--mca", "btl", "tcp,self",
+            "--mca", "btl_tcp_if_include", subnet, "--wdir", wdir, *program]
+
+
+def launch(instances, program: list[str], *, ranks: int, timeout: float | None, files: dict | None = None):
+    """Run ``program`` as ``ranks`` MPI ranks over ``instances`` (on a private network);
+    ``files`` (name -> text) are written into the ranks' work directory in every instance
+    first. Returns (ExecResult of mpirun, work directory, seconds)."""
+    from ..network_host import HostEnd
+    if not instances or instances[0].network is None:
+        raise ConfigError("MPI across instances needs network: private")
+    if not all(callable(getattr(i, "host_command", None)) for i in instances):
+        raise ConfigError(f"the {instances[0].backend.name} backend cannot start MPI ranks in its instances")
+    if shutil.which("mpirun") is None:
+        raise BenchmarkError("mpirun is not installed on this host (apt-get install openmpi-bin)")
+    wdir = f"/tmp/labkit-mpi-{secrets.token_hex(4)}"
+    for inst in instances:
+        inst.exec(["mkdir", "-p", wdir], timeout=30)
+        for name, text in (files or {}).items():
+            with tempfile.NamedTemporaryFile("w", delete=False) as f:
+                f.write(text)
+            try:
+                inst.put(f.name, f"{wdir}/{name}", 0o644)
+            finally:
+                os.unlink(f.name)
+    host = HostEnd(instances[0].network)
+    try:
+        agent = os.path.join(host.workdir, "agent")
+        with open(agent, "w") as f:
+            f.write(agent_script(instances))
+        os.chmod(agent, 0o700)
+        argv = mpirun_argv(instances, agent, ranks, wdir, program)
+        t = time.perf_counter()
+        res = host.exec(argv, timeout=timeout, check=False)
+        took = time.perf_counter() - t
+    finally:
+        host.destroy()
+    if not res.ok:
+        raise BenchmarkError(f"mpirun failed (exit {res.exit_code})", argv, tail(res.stdout + "\n" + res.stderr))
+    return res, wdir, took
+
+
+def _cleanup(instances, wdir: str) -> None:
+    for inst in instances:
+        inst.exec(["rm", "-rf", wdir], check=False, timeout=30)
+
+
+def _ranks(params, instances) -> int:
+    return params.get("ranks") or len(instances)
+
+
+def _hook(spec: str):
+    if spec == "none":
+        return None
+    if spec == "hpcc":
+        return parse_hpcc
+    module, _, fn = spec.partition(":")
+    try:
+        return getattr(importlib.import_module(module), fn)
+    except (ImportError, AttributeError, ValueError) as exc:
+        raise ConfigError(f"mpi parser {spec!r}: cannot import {fn!r} from {module!r} ({exc})") from exc
+
+
+class _MpiBase(Workload):
+    response = "wall_time_s"
+    min_memory_mb = 128
+
+    def spans(self, params: dict) -> bool:
+        return True
+
+    def prepare(self, instance) -> None:
+        require_tool(instance, "orted", "openmpi-bin")
+
+    def run(self, instance, params):
+        raise ConfigError(f"workload {self.name!r} runs across the run's instances (network: private)")
+
+    def version(self, instance) -> dict:
+        res = instance.exec(["sh", "-c", "mpirun --version 2>/dev/null | head -1"], check=False, timeout=30)
+        m = re.search(r"([0-9]+\.[0-9]+(?:\.[0-9]+)?)", res.stdout)
+        return {"openmpi": m.group(1) if m else None}
+
+
+class Mpi(_MpiBase):
+    """Any MPI program across the run's instances; see the module docstring."""
+
+    name = "mpi"
+    defaults = {"program": "", "ranks": None, "parser": "none", "timeout_s": 600}
+    schema = {"program": Str(), "ranks": Int(1, 4096, none=True),
+              "parser": Str(pattern=r"none|hpcc|[A-Za-z_][\w.]*:[A-Za-z_]\w*"), "timeout_s": TIMEOUT}
+
+    def __init__(self, **params):
+        super().__init__(**params)
+        _hook(self.params["parser"])   # fail now on a hook that cannot be imported
+
+    def run_group(self, instances, params: dict) -> list[Measurement]:
+        params = {**self.params, **params}
+        program = shlex.split(params["program"])
+        if not program:
+            raise ConfigError("workload 'mpi': parameter 'program' (the MPI command line) is required")
+        res, wdir, took = launch(instances, program, ranks=_ranks(params, instances), timeout=params["timeout_s"])
+        _cleanup(instances, wdir)
+        hook = _hook(params["parser"])
+        rows = [Measurement("wall_time_s", took, "s", 0)]
+        return rows + (list(hook(res.stdout)) if hook else [])
+
+
+class Hpcc(_MpiBase):
+    """HPC Challenge across the run's instances; see the module docstring."""
+
+    name = "hpcc"
+    response = "hpl_gflops"
+    defaults = {"n": 1000, "ranks": None, "timeout_s": 1800}
+    schema = {"n": Int(100, 200_000), "ranks": Int(1, 4096, none=True), "timeout_s": TIMEOUT}
+
+    def prepare(self, instance) -> None:
+        super().prepare(instance)
+        require_tool(instance, "hpcc", "hpcc")
+
+    def run_group(self, instances, params: dict) -> list[Measurement]:
+        params = {**self.params, **params}
+        ranks = _ranks(params, instances)
+        _, wdir, took = launch(instances, ["hpcc"], ranks=ranks, timeout=params["timeout_s"],
+                               files={"hpccinf.txt": hpcc_input(params["n"], ranks)})
+        try:
+            out = instances[0].exec(["cat", f"{wdir}/hpccoutf.txt"], timeout=30).stdout
+        finally:
+            _cleanup(instances, wdir)
+        return parse_hpcc(out, ["hpcc"], 0) + [Measurement("wall_time_s", took, "s", 0)]
