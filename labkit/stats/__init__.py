@@ -1,7 +1,7 @@
 """labkit's statistics layer: long-format DataFrames in, tidy DataFrames out.
 
 * 2^k·r factorial designs (Jain's allocation of variation, effects, CIs):
-  :func:`factorial_effects`, :func:`factorial_residuals`,
+  :func:`factorial_effects`, :func:`blocked_effects` (blocks out of the error), :func:`factorial_residuals`,
   :func:`factorial_diagnostics`, :func:`yates_terms`; unreplicated designs:
   :func:`lenth`.
 * Multi-level or unbalanced designs: :func:`anova` (statsmodels),
@@ -26,6 +26,7 @@ argument or column at fault.
 """
 from .anova import anova, oneway_anova, tukey_hsd
 from .art import art_aligned, art_anova
+from .blocking import blocked_effects
 from .bootstrap import FewRunsWarning, bootstrap_ci, ratio_ci
 from .choose import Choice, compare_groups
 from .cost import cost_efficiency
@@ -41,7 +42,7 @@ from .summary import summarize
 from .transform import boxcox, boxcox_transform
 
 __all__ = ["Choice", "Diagnostics", "FewRunsWarning", "LenthResult", "adjust_p", "anova",
-           "art_aligned", "art_anova", "bootstrap_ci", "boxcox", "boxcox_transform",
+           "art_aligned", "art_anova", "blocked_effects", "bootstrap_ci", "boxcox", "boxcox_transform",
            "brunner_munzel", "compare_groups", "correct", "cost_efficiency", "dunn",
            "effect_sizes", "factorial_diagnostics", "fieller_ratio", "factorial_effects", "factorial_residuals",
            "games_howell", "hedges_g", "kruskal", "lenth", "levene", "mann_whitney",
