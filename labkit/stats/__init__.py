@@ -14,6 +14,8 @@
   :func:`boxcox`; :func:`compare_groups` checks and chooses.
 * Intervals by run: :func:`bootstrap_ci` (resamples whole runs), :func:`ratio_ci`
   (ratio of means, e.g. overhead of A over B: Fieller or bootstrap).
+* How many runs: :func:`sample_size` (per configuration, for a target CI half-width),
+  :func:`n_for_halfwidth`, :func:`n_for_power`; adaptive replication: :mod:`labkit.adaptive`.
 * Cost: :func:`cost_efficiency` (executions per hour per price per hour).
 * Families of tests: :func:`adjust_p`, :func:`correct` (Holm, Bonferroni, BH).
 * Effect sizes: :func:`hedges_g`, :func:`effect_sizes` (omega², partial eta² with CI).
@@ -38,6 +40,7 @@ from .lenth import LenthResult, lenth
 from .multitest import adjust_p, correct
 from .overhead import fieller_ratio, overhead_ratios
 from .robust import brunner_munzel, dunn, games_howell, kruskal, levene, mann_whitney, welch_anova
+from .samplesize import n_for_halfwidth, n_for_power, sample_size
 from .summary import summarize
 from .transform import boxcox, boxcox_transform
 
@@ -46,5 +49,6 @@ __all__ = ["Choice", "Diagnostics", "FewRunsWarning", "LenthResult", "adjust_p",
            "brunner_munzel", "compare_groups", "correct", "cost_efficiency", "dunn",
            "effect_sizes", "factorial_diagnostics", "fieller_ratio", "factorial_effects", "factorial_residuals",
            "games_howell", "hedges_g", "kruskal", "lenth", "levene", "mann_whitney",
-           "oneway_anova", "overhead_ratios", "ratio_ci", "shapiro", "shapiro_by", "summarize", "ttest",
+           "n_for_halfwidth", "n_for_power", "oneway_anova", "overhead_ratios", "ratio_ci", "sample_size", "shapiro", "shapiro_by", "summarize",
+           "ttest",
            "ttest_by", "tukey_hsd", "welch_anova", "yates_terms"]
