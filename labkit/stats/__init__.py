@@ -16,6 +16,8 @@
   (ratio of means, e.g. overhead of A over B: Fieller or bootstrap).
 * How many runs: :func:`sample_size` (per configuration, for a target CI half-width),
   :func:`n_for_halfwidth`, :func:`n_for_power`; adaptive replication: :mod:`labkit.adaptive`.
+* Campaign against campaign: :func:`config_differences`, :func:`drift_test`,
+  :func:`pettitt`, :func:`changepoint` (each with a minimum practical effect).
 * Cost: :func:`cost_efficiency` (executions per hour per price per hour).
 * Families of tests: :func:`adjust_p`, :func:`correct` (Holm, Bonferroni, BH).
 * Effect sizes: :func:`hedges_g`, :func:`effect_sizes` (omega², partial eta² with CI).
@@ -31,6 +33,7 @@ from .art import art_aligned, art_anova
 from .blocking import blocked_effects
 from .bootstrap import FewRunsWarning, bootstrap_ci, ratio_ci
 from .choose import Choice, compare_groups
+from .compare import changepoint, config_differences, drift_test, pettitt
 from .cost import cost_efficiency
 from .diagnostics import Diagnostics, factorial_diagnostics
 from .effectsize import effect_sizes, hedges_g
@@ -45,10 +48,11 @@ from .summary import summarize
 from .transform import boxcox, boxcox_transform
 
 __all__ = ["Choice", "Diagnostics", "FewRunsWarning", "LenthResult", "adjust_p", "anova",
-           "art_aligned", "art_anova", "blocked_effects", "bootstrap_ci", "boxcox", "boxcox_transform",
-           "brunner_munzel", "compare_groups", "correct", "cost_efficiency", "dunn",
-           "effect_sizes", "factorial_diagnostics", "fieller_ratio", "factorial_effects", "factorial_residuals",
-           "games_howell", "hedges_g", "kruskal", "lenth", "levene", "mann_whitney",
-           "n_for_halfwidth", "n_for_power", "oneway_anova", "overhead_ratios", "ratio_ci", "sample_size", "shapiro", "shapiro_by", "summarize",
-           "ttest",
+           "art_aligned", "art_anova", "blocked_effects", "bootstrap_ci", "boxcox",
+           "boxcox_transform", "brunner_munzel", "changepoint", "compare_groups",
+           "config_differences", "correct", "cost_efficiency", "drift_test", "dunn",
+           "effect_sizes", "factorial_diagnostics", "fieller_ratio", "factorial_effects",
+           "factorial_residuals", "games_howell", "hedges_g", "kruskal", "lenth", "levene",
+           "mann_whitney", "n_for_halfwidth", "n_for_power", "oneway_anova", "overhead_ratios",
+           "pettitt", "ratio_ci", "sample_size", "shapiro", "shapiro_by", "summarize", "ttest",
            "ttest_by", "tukey_hsd", "welch_anova", "yates_terms"]
