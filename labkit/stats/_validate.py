@@ -176,6 +176,17 @@ def scalar(x):
 
 def groups(data, response: str, factor: str, *, min_groups: int = 2) -> tuple[list, list]:
     """``(levels, samples)``: the response of each level of ``factor``, levels in analysis order."""
+    levels, y, g = coded_groups(data, response, factor, min_groups=min_groups)
+    order = np.argsort(g, kind="stable")
+    bounds = np.cumsum(np.bincount(g, minlength=len(levels)))[:-1]
+    return levels, np.split(y[order], bounds)
+
+
+def coded_groups(data, response: str, factor: str, *, min_groups: int = 2):
+    """``(levels, y, codes)``: the response and each observation's level index (analysis order).
+
+    ConfigError for a missing or non-string factor, a factor that is the response,
+    missing factor values, a bad response or fewer than ``min_groups`` levels."""
     data = frame(data)
     if not isinstance(factor, str):
         raise ConfigError(f"factor must be one column name, got {factor!r}")
@@ -184,38 +195,12 @@ def groups(data, response: str, factor: str, *, min_groups: int = 2) -> tuple[li
         raise ConfigError(f"response {response!r} is also the factor")
     no_missing(data, [factor], "factor")
     y = _response_column(data, response)
-    levels = level_order(data[factor])
+    codes, uniques = pd.factorize(data[factor], sort=False)
+    present = [scalar(u) for u in uniques]
+    levels = level_order(data[factor], present=present)
     if len(levels) < min_groups:
         raise ConfigError(f"factor {factor!r} has {len(levels)} level(s) in the data; "
                           f"at least {min_groups} are needed")
-    levels, y, g = coded_groups(data, response, factor, min_groups=min_groups, checked=(levels, y))
-    order = np.argsort(g, kind="stable")
-    bounds = np.cumsum(np.bincount(g, minlength=len(levels)))[:-1]
-    return levels, np.split(y[order], bounds)
-
-
-def coded_groups(data, response: str, factor: str, *, min_groups: int = 2, checked=None):
-    """``(levels, y, codes)``: the response and each observation's level index (analysis order)."""
-    if checked is None:
-        levels, _ = [], None
-        data = frame(data)
-        if not isinstance(factor, str):
-            raise ConfigError(f"factor must be one column name, got {factor!r}")
-        columns(data, [factor], "factor")
-        if response == factor:
-            raise ConfigError(f"response {response!r} is also the factor")
-        no_missing(data, [factor], "factor")
-        y = _response_column(data, response)
-        codes, uniques = pd.factorize(data[factor], sort=False)
-        present = [scalar(u) for u in uniques]
-        levels = level_order(data[factor], present=present)
-        if len(levels) < min_groups:
-            raise ConfigError(f"factor {factor!r} has {len(levels)} level(s) in the data; "
-                              f"at least {min_groups} are needed")
-    else:
-        levels, y = checked
-        codes, uniques = pd.factorize(data[factor], sort=False)
-        present = [scalar(u) for u in uniques]
     rank = {lv: i for i, lv in enumerate(levels)}
     g = np.array([rank[u] for u in present], dtype=np.int64)[codes]
     return levels, y, g
