@@ -1,8 +1,9 @@
 """The vectorized studentized range distribution (labkit.stats._ptukey) against SciPy's
 ``scipy.stats.studentized_range`` (the reference implementation Games-Howell used before),
-and a published table value: the 0.95 quantile for k = 3 means and df = 10 is 3.877
-(Harter (1960); e.g. NIST/SEMATECH e-Handbook, section 7.4.7.1, upper 5 % points of the
-studentized range, q(0.05; 3, 10) = 3.877)."""
+and a published table value: the upper 5 % point of the studentized range for k = 3 means
+and 10 degrees of freedom, q(0.05; 3, 10) = 3.877 (H. L. Harter (1960), "Tables of range and
+studentized range", Annals of Mathematical Statistics 31, reproduced in the appendix tables
+of design-of-experiments textbooks)."""
 from __future__ import annotations
 
 import numpy as np
