@@ -216,6 +216,10 @@ class Campaign:
                     for run in pending:
                         self._execute(run, store, fp_id)
                         bar.update(1)
+                    if self.design.adaptive is not None:   # replications: {target_ci: ...}
+                        from .adaptive import run_adaptive
+                        run_adaptive(self, store, fp_id, bar=bar,
+                                     budget=None if max_runs is None else max_runs - len(pending))
                 store.export()
         finally:
             with self._signals.installed(), self._signals.deferred():

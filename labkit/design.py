@@ -15,6 +15,23 @@ shuffled with ``seed``: the same seed always gives the same order. A design
 without ``seed`` draws one (``seed_drawn`` is then True): store it, or the
 plan cannot be repeated.
 
+Optional structure (all factors two-level where a fraction or confounding is used)::
+
+    fraction: {generators: ["D=ABC"]}     # or {p: 1}: the minimum-aberration table;
+                                          # fold_over: true (all signs) or a factor name
+    blocks: {by: day, count: 2}           # by: replicate | host | day | factor
+    blocks: {by: factor, factor: reboot}  # a hard-to-change factor: one block per level
+    replications: {target_ci: 0.02, min: 3, max: 20}   # adaptive (labkit.adaptive)
+
+Letters A, B, C, ... name the factors in the order they are declared (I is
+skipped). ``describe()`` (and ``str(design)``) shows the defining relation,
+resolution, alias structure and what is confounded with blocks. With
+``blocks`` the plan runs block after block (``Run.block``, 1-based), in a
+random order within each block; ``count`` blocks are whole replicates when
+``count`` divides ``replications``, else each replicate is split into
+``count / replications`` (a power of two) blocks by confounding interactions
+(``confound: ["ABCD"]``, or chosen by :func:`labkit.fractional.block_generators`).
+
 Every input is bounded (:data:`LIMITS`) and every bad one raises ConfigError
 naming the file and the key: at most 16 factors of at most 64 levels, 10,000
 replications and 100,000 runs; a level is one value (string, number, boolean,
@@ -33,7 +50,11 @@ from pathlib import Path
 from .errors import ConfigError
 from .instance import HOST_FACTORS, normalize_level
 
-DESIGN_KEYS = {"factors", "replications", "seed", "name", "description"}
+DESIGN_KEYS = {"factors", "replications", "seed", "name", "description", "fraction", "blocks"}
+FRACTION_KEYS = {"generators", "p", "fold_over"}
+BLOCK_KEYS = {"by", "count", "factor", "confound"}
+BLOCK_BY = ("replicate", "host", "day", "factor")
+ADAPTIVE_KEYS = {"target_ci", "min", "max", "relative", "confidence", "metric", "batch"}
 NAME_CHARS = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")
 LIMITS = {"factors": 16, "levels": 64, "replications": 10_000, "runs": 100_000, "text": 4096,
           "list_level": 256, "seed": 2**63 - 1}
@@ -131,6 +152,12 @@ class Run:
     config: int         # standard (Yates) order index of the configuration
     replicate: int      # 1-based
     levels: dict = field(hash=False)
+    block: int = 0      # 1-based block of a blocked design (0: no blocks)
+
+
+def run_id(config: int, replicate: int) -> str:
+    """The stable id of a run: configuration and replicate (``c0003r012``)."""
+    return f"c{config:04d}r{replicate:03d}"
 
 
 @dataclass
@@ -142,6 +169,9 @@ class Design:
     description: str = ""
     seed_drawn: bool = field(default=False, compare=False)   # True: no seed was given, one was drawn
     source: str = field(default="design", compare=False, repr=False)  # file name, for messages
+    fraction: dict | None = None      # {"generators": [...], "fold_over": False | True | factor}
+    blocks: dict | None = None        # {"by": ..., "count": n, "factor": name, "confound": [...]}
+    adaptive: dict | None = None      # {"target_ci": .., "max": .., ...}; replications is the minimum
 
     def __post_init__(self):
         src = self.source
@@ -162,12 +192,15 @@ class Design:
         if isinstance(r, bool) or not isinstance(r, int) or not 1 <= r <= LIMITS["replications"]:
             raise ConfigError(f"{src}: 'replications' must be an integer from 1 to "
                               f"{LIMITS['replications']:,}, got {_short(r)}")
-        runs = r
-        for f in self.factors:
-            runs *= len(f.levels)
-            if runs > LIMITS["runs"]:
-                raise ConfigError(f"{src}: the design has more than {LIMITS['runs']:,} runs "
-                                  "(configurations x replications); use fewer levels or replications")
+        from .design_structure import check_adaptive, check_blocks, check_fraction
+        self.fraction = check_fraction(self, self.fraction)
+        self.adaptive = check_adaptive(self, self.adaptive)
+        runs = r if self.adaptive is None else self.adaptive["max"]
+        n_cfg = self.n_configurations
+        if runs * n_cfg > LIMITS["runs"]:
+            raise ConfigError(f"{src}: the design has more than {LIMITS['runs']:,} runs "
+                              "(configurations x replications); use fewer levels or replications")
+        self.blocks = check_blocks(self, self.blocks)
         if self.seed is None:
             self.seed = random.SystemRandom().randrange(2**31)
             self.seed_drawn = True
@@ -197,8 +230,13 @@ class Design:
             factors = [Factor(k if isinstance(k, str) else str(k)[:80], v) for k, v in raw.items()]
         except ConfigError as exc:
             raise ConfigError(f"{source}: {exc}") from None
-        return cls(factors, data.get("replications", 1), data.get("seed"),
-                   data.get("name", "design"), data.get("description", ""), source=source)
+        reps, adaptive = data.get("replications", 1), None
+        if isinstance(reps, dict):
+            adaptive = dict(reps)
+            reps = adaptive.pop("min", 3)
+        return cls(factors, reps, data.get("seed"), data.get("name", "design"),
+                   data.get("description", ""), source=source, fraction=data.get("fraction"),
+                   blocks=data.get("blocks"), adaptive=adaptive)
 
     @classmethod
     def from_yaml(cls, path: str | Path) -> Design:
@@ -207,9 +245,16 @@ class Design:
         return cls.from_dict(load_yaml(path), source=str(path))
 
     def to_dict(self) -> dict:
-        return {"name": self.name, "description": self.description,
-                "factors": {f.name: list(f.levels) for f in self.factors},
-                "replications": self.replications, "seed": self.seed}
+        out = {"name": self.name, "description": self.description,
+               "factors": {f.name: list(f.levels) for f in self.factors},
+               "replications": (self.replications if self.adaptive is None
+                                else {"min": self.replications, **self.adaptive}),
+               "seed": self.seed}
+        if self.fraction is not None:
+            out["fraction"] = dict(self.fraction)
+        if self.blocks is not None:
+            out["blocks"] = dict(self.blocks)
+        return out
 
     def digest(self) -> str:
         """Hash of factors, levels, replications and seed: a resumed campaign must match it."""
@@ -226,8 +271,23 @@ class Design:
     def is_two_level(self) -> bool:
         return all(f.two_level for f in self.factors)
 
+    @property
+    def n_configurations(self) -> int:
+        if self.fraction is not None:
+            k, p = len(self.factors), len(self.fraction["generators"])
+            return 2 ** (k - p) * (2 if self.fraction.get("fold_over") else 1)
+        return math.prod(len(f.levels) for f in self.factors)
+
     def configurations(self) -> list[dict]:
-        """Every combination of levels in standard (Yates) order: the first factor varies fastest."""
+        """Every configuration in standard (Yates) order: the first factor varies fastest.
+
+        A fractional design lists the 2^(k-p) runs of its fraction (base factors in
+        standard order, generated factors from the generators), then its fold-over."""
+        if self.fraction is not None:
+            from .design_structure import letter_table
+            table = letter_table(self)
+            return [{f.name: f.levels[int(row[j] > 0)] for j, f in enumerate(self.factors)}
+                    for row in table.to_numpy()]
         combos = itertools.product(*[f.levels for f in reversed(self.factors)])
         return [dict(zip(reversed(self.factor_names), c)) for c in combos]
 
@@ -243,12 +303,49 @@ class Design:
         return out
 
     def plan(self) -> list[Run]:
-        """All runs (configurations x replications) in the seed's random order."""
+        """All runs (configurations x replications) in the seed's random order; with blocks,
+        block after block, in random order within each block (``Run.block`` 1-based)."""
         configs = self.configurations()
         slots = [(c, r) for r in range(1, self.replications + 1) for c in range(len(configs))]
-        random.Random(self.seed).shuffle(slots)
-        return [Run(f"c{c:04d}r{r:03d}", order, c, r, dict(configs[c]))
-                for order, (c, r) in enumerate(slots)]
+        rng = random.Random(self.seed)
+        if self.blocks is None:
+            rng.shuffle(slots)
+            return [Run(run_id(c, r), order, c, r, dict(configs[c]))
+                    for order, (c, r) in enumerate(slots)]
+        from .design_structure import block_sequence
+        ordered = block_sequence(self, slots, rng)
+        return [Run(run_id(c, r), order, c, r, dict(configs[c]), b)
+                for order, (c, r, b) in enumerate(ordered)]
+
+    # -- structure: fractions, aliases, blocks ---------------------------------
+    @property
+    def resolution(self) -> int | None:
+        """Resolution of a fractional design (None for a full factorial)."""
+        from .design_structure import design_resolution
+        return design_resolution(self)
+
+    def aliases(self, order: int = 2):
+        """Alias structure in factor names (see :func:`labkit.fractional.aliases`): ``term``,
+        ``aliases`` (whole chain) and ``short`` (effects of at most ``order`` factors);
+        empty for a full factorial."""
+        from .design_structure import named_aliases
+        return named_aliases(self, order)
+
+    def block_table(self):
+        """Run id -> block: DataFrame with ``run_id``, ``config``, ``replicate`` and ``block``
+        (1-based; 0 without blocks), to join with results for a blocked analysis."""
+        import pandas as pd
+        return pd.DataFrame([{"run_id": r.run_id, "config": r.config, "replicate": r.replicate,
+                              "block": r.block} for r in self.plan()])
+
+    def describe(self) -> str:
+        """Text: factors and letters, runs, fraction (generators, defining relation,
+        resolution, aliases to two-factor interactions), blocks and what they confound."""
+        from .design_structure import describe
+        return describe(self)
+
+    def __str__(self) -> str:
+        return self.describe()
 
     def table(self):
         """The design as a DataFrame: one row per configuration, standard order."""

@@ -415,18 +415,19 @@ def compare(data_dir, a: str, b: str, *, response: str | None = None, alpha: flo
             min_effect_pct: float = 2.0):
     """Same design measured twice (two hosts, two dates): per-configuration drift from ``a`` to ``b``.
 
-    Returns ``(table, fingerprint_diff, verdict)``. ``table`` has one row per configuration
-    present in both: the factor columns, ``n_a``, ``n_b``, ``mean_a``, ``mean_b``, ``diff``
-    (b - a), ``ci_low``/``ci_high`` (Welch 1 - alpha CI of the difference), ``diff_pct``
-    (100·diff/mean_a), ``p`` (Welch), ``p_holm`` (Holm-adjusted over the configurations) and
-    ``drift`` (p_holm < alpha and |diff_pct| >= ``min_effect_pct``, a minimum practical
-    effect). ``fingerprint_diff`` lists host facts that differ; ``verdict`` is one sentence.
+    Returns ``(table, fingerprint_diff, verdict)``. ``table`` is
+    :func:`labkit.stats.compare.config_differences` (one row per configuration present in
+    both: factor columns, ``n_a``, ``n_b``, ``mean_a``, ``mean_b``, ``diff`` (b - a),
+    ``ci_low``/``ci_high`` (Welch), ``diff_pct``, ``ratio`` with Fieller's
+    ``ratio_low``/``ratio_high``, ``p`` (Welch), ``p_holm`` (Holm over the configurations)
+    and ``drift`` (p_holm < alpha and |diff_pct| >= ``min_effect_pct``, a minimum practical
+    effect)); ``table.attrs["overall"]`` is :func:`labkit.stats.compare.drift_test` (one
+    shift common to all configurations, as a percent with its CI) when the response is
+    positive. ``fingerprint_diff`` lists host facts that differ; ``verdict`` is one sentence.
     """
-    from statsmodels.stats.multitest import multipletests
-
     from .fingerprint import fingerprint_diff
     from .results import responses
-    from .stats import ttest
+    from .stats.compare import config_differences, drift_test
     from .store import Store, load_results
     metas, tidies, fps = [], [], []
     for cid in (a, b):
@@ -439,28 +440,28 @@ def compare(data_dir, a: str, b: str, *, response: str | None = None, alpha: flo
         raise ConfigError(f"compare: {a!r} and {b!r} have different factors ({fa} vs {fb})")
     response = response or (metas[0].get("workload") or {}).get("response") or "wall_time_s"
     ra, rb = (responses(t, response, fa) for t in tidies)
-    rows = []
-    for key, ga in ra.groupby(fa, sort=True, observed=True):
-        key = key if isinstance(key, tuple) else (key,)
-        mask = np.logical_and.reduce([rb[f] == k for f, k in zip(fa, key)])
-        gb = rb[mask]
-        if len(ga) < 2 or len(gb) < 2:
-            continue
-        t = ttest(gb[response], ga[response], alpha=alpha).iloc[0]
-        rows.append({**dict(zip(fa, key)), "n_a": len(ga), "n_b": len(gb), "mean_a": t.mean_b,
-                     "mean_b": t.mean_a, "diff": t["diff"], "ci_low": t.ci_low, "ci_high": t.ci_high,
-                     "diff_pct": 100 * t["diff"] / t.mean_b, "p": t.p})
-    table = pd.DataFrame(rows)
-    if table.empty:
-        raise ConfigError(f"compare: no configuration has >= 2 successful runs in both {a!r} and {b!r}")
-    table["p_holm"] = multipletests(table.p.fillna(1), alpha=alpha, method="holm")[1]
-    table["drift"] = (table.p_holm < alpha) & (table.diff_pct.abs() >= min_effect_pct)
+    try:
+        table = config_differences(ra, rb, response, fa, alpha=alpha, min_effect_pct=min_effect_pct)
+    except ConfigError:
+        raise ConfigError(f"compare: no configuration has >= 2 successful runs in both {a!r} and {b!r}") from None
+    table = table.rename(columns={"p_adj": "p_holm"})
+    if (ra[response] > 0).all() and (rb[response] > 0).all():
+        try:
+            table.attrs["overall"] = drift_test(ra, rb, response, fa, alpha=alpha,
+                                                min_effect_pct=min_effect_pct)
+        except ConfigError:
+            pass
     n = int(table.drift.sum())
     fpd = fingerprint_diff(fps[0], fps[1])
     verdict = (f"{response}: {n} of {len(table)} configurations drifted significantly from {a} to {b} "
                f"(Welch, Holm-adjusted, α = {alpha:g}, |change| >= {min_effect_pct:g} %)")
     if n:
         verdict += f"; median change {table.loc[table.drift, 'diff_pct'].median():+.1f} %"
+    overall = table.attrs.get("overall")
+    if overall is not None:
+        o = overall.iloc[0]
+        verdict += (f"; overall shift {o.shift_pct:+.1f} % [{o.ci_low_pct:+.1f}, {o.ci_high_pct:+.1f}] "
+                    f"(p = {o.p:.2g})")
     verdict += (f". Host facts that differ: {', '.join(fpd.fact)}." if len(fpd)
                 else ". The host fingerprints are identical.")
     table.attrs.update({"response": response, "alpha": alpha})

@@ -1,7 +1,7 @@
 """labkit's statistics layer: long-format DataFrames in, tidy DataFrames out.
 
 * 2^k·r factorial designs (Jain's allocation of variation, effects, CIs):
-  :func:`factorial_effects`, :func:`factorial_residuals`,
+  :func:`factorial_effects`, :func:`blocked_effects` (blocks out of the error), :func:`factorial_residuals`,
   :func:`factorial_diagnostics`, :func:`yates_terms`; unreplicated designs:
   :func:`lenth`.
 * Multi-level or unbalanced designs: :func:`anova` (statsmodels),
@@ -14,6 +14,10 @@
   :func:`boxcox`; :func:`compare_groups` checks and chooses.
 * Intervals by run: :func:`bootstrap_ci` (resamples whole runs), :func:`ratio_ci`
   (ratio of means, e.g. overhead of A over B: Fieller or bootstrap).
+* How many runs: :func:`sample_size` (per configuration, for a target CI half-width),
+  :func:`n_for_halfwidth`, :func:`n_for_power`; adaptive replication: :mod:`labkit.adaptive`.
+* Campaign against campaign: :func:`config_differences`, :func:`drift_test`,
+  :func:`pettitt`, :func:`changepoint` (each with a minimum practical effect).
 * Cost: :func:`cost_efficiency` (executions per hour per price per hour).
 * Families of tests: :func:`adjust_p`, :func:`correct` (Holm, Bonferroni, BH).
 * Effect sizes: :func:`hedges_g`, :func:`effect_sizes` (omega², partial eta² with CI).
@@ -26,8 +30,10 @@ argument or column at fault.
 """
 from .anova import anova, oneway_anova, tukey_hsd
 from .art import art_aligned, art_anova
+from .blocking import blocked_effects
 from .bootstrap import FewRunsWarning, bootstrap_ci, ratio_ci
 from .choose import Choice, compare_groups
+from .compare import changepoint, config_differences, drift_test, pettitt
 from .cost import cost_efficiency
 from .diagnostics import Diagnostics, factorial_diagnostics
 from .effectsize import effect_sizes, hedges_g
@@ -37,13 +43,16 @@ from .lenth import LenthResult, lenth
 from .multitest import adjust_p, correct
 from .overhead import fieller_ratio, overhead_ratios
 from .robust import brunner_munzel, dunn, games_howell, kruskal, levene, mann_whitney, welch_anova
+from .samplesize import n_for_halfwidth, n_for_power, sample_size
 from .summary import summarize
 from .transform import boxcox, boxcox_transform
 
 __all__ = ["Choice", "Diagnostics", "FewRunsWarning", "LenthResult", "adjust_p", "anova",
-           "art_aligned", "art_anova", "bootstrap_ci", "boxcox", "boxcox_transform",
-           "brunner_munzel", "compare_groups", "correct", "cost_efficiency", "dunn",
-           "effect_sizes", "factorial_diagnostics", "fieller_ratio", "factorial_effects", "factorial_residuals",
-           "games_howell", "hedges_g", "kruskal", "lenth", "levene", "mann_whitney",
-           "oneway_anova", "overhead_ratios", "ratio_ci", "shapiro", "shapiro_by", "summarize", "ttest",
+           "art_aligned", "art_anova", "blocked_effects", "bootstrap_ci", "boxcox",
+           "boxcox_transform", "brunner_munzel", "changepoint", "compare_groups",
+           "config_differences", "correct", "cost_efficiency", "drift_test", "dunn",
+           "effect_sizes", "factorial_diagnostics", "fieller_ratio", "factorial_effects",
+           "factorial_residuals", "games_howell", "hedges_g", "kruskal", "lenth", "levene",
+           "mann_whitney", "n_for_halfwidth", "n_for_power", "oneway_anova", "overhead_ratios",
+           "pettitt", "ratio_ci", "sample_size", "shapiro", "shapiro_by", "summarize", "ttest",
            "ttest_by", "tukey_hsd", "welch_anova", "yates_terms"]

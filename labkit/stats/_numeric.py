@@ -49,21 +49,28 @@ def group_ss(y: np.ndarray, codes: np.ndarray, n_groups: int):
 
     ``codes[i]`` in ``0..n_groups-1`` is the group of ``y[i]``. Returns
     ``(counts, means, ss_within)``; a group whose values are all equal has
-    a within SS of exactly 0 (never rounding noise).
+    a within SS of exactly 0 (never rounding noise). Vectorized two-pass
+    algorithm: the means are refined once by the mean of the residuals (which
+    removes the rounding of the first sums), then the squared residuals are
+    summed; on shifted data this is as accurate as compensated summation
+    (the NIST StRD tests check it).
     """
-    order = np.argsort(codes, kind="stable")
     counts = np.bincount(codes, minlength=n_groups)
-    bounds = np.concatenate([[0], np.cumsum(counts)])
+    with np.errstate(divide="ignore", invalid="ignore"):
+        means = np.bincount(codes, weights=y, minlength=n_groups) / counts
+        means += np.bincount(codes, weights=y - means[codes], minlength=n_groups) / counts
+    r = y - means[codes]
+    within = np.bincount(codes, weights=r * r, minlength=n_groups)
+    order = np.argsort(codes, kind="stable")
     ys = y[order]
-    means = np.full(n_groups, np.nan)
-    within = np.zeros(n_groups)
-    for g in range(n_groups):
-        part = ys[bounds[g]:bounds[g + 1]]
-        if not len(part):
-            continue
-        if part.min() == part.max():
-            means[g] = part[0]
-            continue
-        means[g] = fmean(part)
-        within[g] = ss(part - means[g])
+    full = counts > 0
+    starts = np.concatenate([[0], np.cumsum(counts)[:-1]])[full]
+    lo = np.minimum.reduceat(ys, starts)
+    hi = np.maximum.reduceat(ys, starts)
+    const = np.zeros(n_groups, dtype=bool)
+    const[full] = lo == hi
+    means[const] = lo[const[full]]
+    within[const] = 0.0
+    means[~full] = np.nan
+    within[~full] = 0.0
     return counts, means, within

@@ -108,7 +108,7 @@ def level_map(levels, arg: str = "levels") -> dict:
                       f"got {type(levels).__name__}")
 
 
-def level_order(col: pd.Series, explicit=None, *, arg: str = "levels") -> list:
+def level_order(col: pd.Series, explicit=None, *, arg: str = "levels", present=None) -> list:
     """The levels of a factor column, in analysis order.
 
     ``explicit`` (a sequence of levels, e.g. the design's) wins; then a pandas
@@ -117,7 +117,8 @@ def level_order(col: pd.Series, explicit=None, *, arg: str = "levels") -> list:
     depends on the (randomised) order of the runs. Only levels present in the
     data are returned.
     """
-    present = [scalar(x) for x in pd.unique(col.dropna())]
+    if present is None:
+        present = [scalar(x) for x in pd.unique(col.dropna())]
     if explicit is not None:
         if isinstance(explicit, (str, bytes)) or not isinstance(explicit, Iterable):
             raise ConfigError(f"{arg}[{col.name!r}] must be a sequence of levels, got {explicit!r}")
@@ -175,6 +176,17 @@ def scalar(x):
 
 def groups(data, response: str, factor: str, *, min_groups: int = 2) -> tuple[list, list]:
     """``(levels, samples)``: the response of each level of ``factor``, levels in analysis order."""
+    levels, y, g = coded_groups(data, response, factor, min_groups=min_groups)
+    order = np.argsort(g, kind="stable")
+    bounds = np.cumsum(np.bincount(g, minlength=len(levels)))[:-1]
+    return levels, np.split(y[order], bounds)
+
+
+def coded_groups(data, response: str, factor: str, *, min_groups: int = 2):
+    """``(levels, y, codes)``: the response and each observation's level index (analysis order).
+
+    ConfigError for a missing or non-string factor, a factor that is the response,
+    missing factor values, a bad response or fewer than ``min_groups`` levels."""
     data = frame(data)
     if not isinstance(factor, str):
         raise ConfigError(f"factor must be one column name, got {factor!r}")
@@ -183,12 +195,15 @@ def groups(data, response: str, factor: str, *, min_groups: int = 2) -> tuple[li
         raise ConfigError(f"response {response!r} is also the factor")
     no_missing(data, [factor], "factor")
     y = _response_column(data, response)
-    levels = level_order(data[factor])
+    codes, uniques = pd.factorize(data[factor], sort=False)
+    present = [scalar(u) for u in uniques]
+    levels = level_order(data[factor], present=present)
     if len(levels) < min_groups:
         raise ConfigError(f"factor {factor!r} has {len(levels)} level(s) in the data; "
                           f"at least {min_groups} are needed")
-    col = data[factor].to_numpy()
-    return levels, [y[col == lv] for lv in levels]
+    rank = {lv: i for i, lv in enumerate(levels)}
+    g = np.array([rank[u] for u in present], dtype=np.int64)[codes]
+    return levels, y, g
 
 
 def sample(x, arg: str) -> np.ndarray:

@@ -162,24 +162,26 @@ def oneway_anova(data: pd.DataFrame, response: str, factor: str) -> pd.DataFrame
         raise ConfigError(f"no residual degrees of freedom: {n} observations in {g} groups; "
                           f"replicate the groups")
     counts, means, within = num.group_ss(y, codes, g)
-    grand = num.fmean(y)
+    # grand mean from the (refined) group means, SST = SSB + SSW exactly: no pass over n
+    grand = math.fsum(counts * means) / n
     ssb = math.fsum(counts * (means - grand) ** 2)
     sse = math.fsum(within)
-    sst = num.ss(y - grand) if np.ptp(y) > 0 else 0.0
+    sst = ssb + sse if np.ptp(y) > 0 else 0.0
     note = _degenerate(y, sst, sse) if (sst == 0 or sse == 0) else ""
     if sst == 0:
         ssb = 0.0
     df_b, df_e = float(g - 1), float(n - g)
-    out = pd.DataFrame({"term": [factor, "error"], "df": [df_b, df_e], "ss": [ssb, sse]})
-    out["ms"] = out["ss"] / out["df"]
     with np.errstate(divide="ignore", invalid="ignore"):
         f = (ssb / df_b) / (sse / df_e) if not note else np.nan
-    out["F"] = [f, np.nan]
-    out["p"] = [float(sps.f.sf(f, df_b, df_e)) if not note else np.nan, np.nan]
-    _finish(out, sst, sse, note)
+        eta = np.array([ssb, sse]) / sst if sst > 0 else np.full(2, np.nan)
+        peta = ssb / (ssb + sse) if sst > 0 else np.nan
+    p = float(sps.f.sf(f, df_b, df_e)) if not note else np.nan
+    out = pd.DataFrame({"term": [factor, "error"], "df": [df_b, df_e], "ss": [ssb, sse],
+                        "ms": [ssb / df_b, sse / df_e], "F": [f, np.nan], "p": [p, np.nan],
+                        "eta_sq": eta, "partial_eta_sq": [peta, np.nan]}, columns=ANOVA_COLUMNS)
     out.attrs.update({"response": response, "factors": [factor], "typ": 1, "sst": sst,
                       "n": n, "df_error": df_e, "note": note})
-    return out[ANOVA_COLUMNS]
+    return out
 
 
 def tukey_hsd(data: pd.DataFrame, response: str, factor: str, *,

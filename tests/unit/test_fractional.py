@@ -30,7 +30,7 @@ from labkit.stats import factorial_effects
 # Table 8.14 resolutions, as printed
 TABLE_8_14_RESOLUTION = {(3, 1): 3, (4, 1): 4, (5, 1): 5, (5, 2): 3, (6, 1): 6, (6, 2): 4,
                          (6, 3): 3, (7, 1): 7, (7, 2): 4, (7, 3): 4, (7, 4): 3, (8, 2): 5,
-                         (8, 3): 4, (8, 4): 4}
+                         (8, 3): 4, (8, 4): 4, (8, 1): 8}
 
 
 def filtration():

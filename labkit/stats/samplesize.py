@@ -1,0 +1,123 @@
+"""How many runs: to reach a target confidence-interval half-width, or to detect an effect.
+
+* :func:`n_for_halfwidth` -- the smallest n with ``t(1 - a/2, n - 1)·s/sqrt(n) <= h``
+  (the t interval of a mean; s from a pilot, taken as the true standard deviation).
+* :func:`sample_size` -- per configuration of a pilot (or the first r replicates):
+  the current half-width and the runs needed for a target half-width, absolute or
+  relative to the mean.
+* :func:`n_for_power` -- runs per group for a two-sample t test to detect a difference
+  ``delta`` with power ``power`` (statsmodels ``TTestIndPower.solve_power``).
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import pandas as pd
+from scipy import stats as sps
+
+from ..errors import ConfigError
+from . import _validate as v
+
+__all__ = ["n_for_halfwidth", "n_for_power", "sample_size"]
+
+MAX_N = 1_000_000
+
+
+def _confidence(confidence) -> float:
+    if isinstance(confidence, bool) or not isinstance(confidence, (int, float)) \
+            or not 0 < confidence < 1:
+        raise ConfigError(f"confidence must be a number in (0, 1), got {confidence!r}")
+    return float(confidence)
+
+
+def n_for_halfwidth(sd, halfwidth, *, confidence: float = 0.95) -> np.ndarray:
+    """Smallest n >= 2 with ``t(1 - a/2, n-1)·sd/sqrt(n) <= halfwidth`` (elementwise).
+
+    ``sd`` and ``halfwidth`` broadcast; sd = 0 needs 2 runs; a non-finite sd or a
+    half-width <= 0 gives NaN. Capped at 1,000,000 (returned as such).
+    """
+    c = _confidence(confidence)
+    sd, h = np.broadcast_arrays(np.asarray(sd, dtype=float), np.asarray(halfwidth, dtype=float))
+    out = np.full(sd.shape, np.nan)
+    ok = np.isfinite(sd) & np.isfinite(h) & (h > 0) & (sd >= 0)
+    q = 0.5 + c / 2
+    z = sps.norm.ppf(q)
+    sd_, h_ = np.where(ok, sd, 1.0), np.where(ok, h, 1.0)
+
+    def reached(n):
+        return sps.t.ppf(q, n - 1) * sd_ / np.sqrt(n) <= h_
+    # f(n) = t(n-1)·sd/sqrt(n) decreases in n: lo (the z bound, never enough... or just enough)
+    # and hi (the t bound at lo, always enough) bracket the answer; bisect all at once
+    lo = np.clip(np.ceil((z * sd_ / h_) ** 2), 2, MAX_N)
+    hi = np.clip(np.ceil((sps.t.ppf(q, lo - 1) * sd_ / h_) ** 2), lo, MAX_N)
+    done = reached(lo)
+    hi = np.where(done, lo, hi)
+    lo = np.where(done, lo, lo + 1)          # lo is short: the answer is in (lo, hi]
+    for _ in range(64):
+        if (lo >= hi).all():
+            break
+        mid = np.floor((lo + hi) / 2)
+        ok_mid = reached(mid)
+        hi = np.where(ok_mid & (lo < hi), mid, hi)
+        lo = np.where(~ok_mid & (lo < hi), mid + 1, lo)
+    n = hi
+    out[ok] = n[ok]
+    return out
+
+
+def sample_size(data: pd.DataFrame, response: str, by: Sequence[str] | str, *, target: float,
+                relative: bool = True, confidence: float = 0.95) -> pd.DataFrame:
+    """Runs per configuration needed for a CI half-width of ``target``.
+
+    ``data``: one row per run (long format); ``by``: the configuration columns.
+    ``relative=True``: ``target`` is a fraction of the configuration's mean (0.02 = 2 %).
+    Returns one row per configuration: the ``by`` columns, ``n`` (runs so far),
+    ``mean``, ``sd``, ``half_width`` (t interval now), ``rel_half_width``
+    (half_width/|mean|), ``n_needed`` (smallest total n reaching the target with this
+    sd; NaN when the sd is undefined, i.e. n < 2) and ``met`` (target reached now).
+    """
+    data = v.frame(data)
+    by = v.names(by, "by")
+    v.columns(data, by, "by")
+    v.response(data, response)
+    if isinstance(target, bool) or not isinstance(target, (int, float)) or not target > 0:
+        raise ConfigError(f"target must be a positive number, got {target!r}")
+    c = _confidence(confidence)
+    g = data.groupby(by, sort=True, observed=True)[response]
+    out = g.agg(n="count", mean="mean", sd="std").reset_index()
+    n = out["n"].to_numpy(dtype=float)
+    sd = out["sd"].to_numpy(dtype=float)
+    mean = out["mean"].to_numpy(dtype=float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        t = np.where(n >= 2, sps.t.ppf(0.5 + c / 2, np.maximum(n - 1, 1)), np.nan)
+        hw = t * sd / np.sqrt(n)
+        rel = hw / np.abs(mean)
+    goal = target * np.abs(mean) if relative else np.full(len(out), float(target))
+    out["half_width"] = hw
+    out["rel_half_width"] = rel
+    out["n_needed"] = n_for_halfwidth(sd, goal, confidence=c)
+    out["met"] = (rel <= target) if relative else (hw <= target)
+    out.attrs.update({"target": float(target), "relative": relative, "confidence": c})
+    return out
+
+
+def n_for_power(delta: float, sd: float, *, alpha: float = 0.05, power: float = 0.8,
+                alternative: str = "two-sided") -> int:
+    """Runs per group for a two-sample t test to detect a mean difference ``delta`` with
+    standard deviation ``sd`` (equal groups), at level ``alpha`` with ``power``.
+
+    statsmodels ``TTestIndPower().solve_power(effect_size=delta/sd, ...)``, rounded up.
+    """
+    from statsmodels.stats.power import TTestIndPower
+    alpha = v.alpha(alpha)
+    for name, x in (("delta", delta), ("sd", sd)):
+        if isinstance(x, bool) or not isinstance(x, (int, float)) or not np.isfinite(x) or x <= 0:
+            raise ConfigError(f"{name} must be a positive number, got {x!r}")
+    if isinstance(power, bool) or not isinstance(power, (int, float)) or not alpha < power < 1:
+        raise ConfigError(f"power must be in (alpha, 1), got {power!r}")
+    if alternative not in ("two-sided", "larger", "smaller"):
+        raise ConfigError(f"alternative must be two-sided, larger or smaller, got {alternative!r}")
+    n = TTestIndPower().solve_power(effect_size=delta / sd, alpha=alpha, power=power,
+                                    alternative=alternative)
+    return int(np.ceil(float(np.squeeze(n)) - 1e-9))
