@@ -260,7 +260,7 @@ class Design:
         every workload-parameter level against the workload's schema (levels are replaced by
         their canonical form, so ``[8, 8.0]`` is a duplicate), and that memory levels are at
         least what the workload needs. Raises ConfigError naming the file, factor and level."""
-        allowed = set(HOST_FACTORS) | {"noise"}
+        allowed = set(HOST_FACTORS) | {"noise", "platform"}   # platform: labkit.platforms
         for i, f in enumerate(self.factors):
             if f.name not in allowed and not workload.accepts(f.name):
                 params = sorted(k for k in workload.defaults)
