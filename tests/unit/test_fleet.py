@@ -227,3 +227,27 @@ def test_stale_claims_of_a_killed_controller_run_again_once(tmp_path, fakes):
     st = run(tmp_path, TESTBED, cid="t-claim")
     runs = st.runs()
     assert len(runs) == 16 and runs.run_id.is_unique and st.claims() == []
+
+
+class Slow(Nap):
+    name = "slow"
+
+    def run(self, instance, params):
+        time.sleep(0.3)
+        return [Measurement("wall_time_s", 0.3, "s", instance.index)]
+
+
+def test_interrupt_stops_workers_releases_claims_and_resume_completes(tmp_path, fakes):
+    import signal
+    main = threading.get_ident()
+    threading.Timer(0.8, lambda: signal.pthread_kill(main, signal.SIGINT)).start()
+    with pytest.raises(KeyboardInterrupt):
+        Campaign(DESIGN, workload=Slow(), testbed=TESTBED, campaign_id="t-int", data_dir=tmp_path,
+                 progress=False).run()
+    with Store.for_campaign(tmp_path, "t-int", readonly=True) as st:
+        assert st.claims() == [] and 0 < len(st.runs()) < 16
+    destroyed = [e for bes in fakes.values() for be in bes for e in be.log if e[0] == "destroy"]
+    assert len(destroyed) == len(set(destroyed))
+    st = Campaign(DESIGN, workload=Slow(), testbed=TESTBED, campaign_id="t-int", data_dir=tmp_path,
+                  progress=False).run()
+    assert len(st.runs()) == 16 and st.runs().run_id.is_unique
