@@ -99,6 +99,12 @@ def cmd_clean(args) -> int:
         cid = check_campaign_id(args.campaign_id)
         with Store.for_campaign(args.data_dir, cid, readonly=True) as st:
             meta = st.meta()
+        if meta.get("testbed"):
+            from .fleet import clean_testbed
+            with CampaignLock(Path(args.data_dir) / cid / LOCK_NAME, f"campaign {cid!r}"):
+                for where, removed in clean_testbed(meta, campaign_prefix(cid)).items():
+                    print(f"{where}: removed {len(removed)} leftover(s) of campaign {cid}: {' '.join(removed)}")
+            return 0
         if not meta.get("backend"):
             raise StoreError(f"campaign {cid!r}: its store records no backend; use `labkit clean` "
                              "without a campaign")

@@ -13,7 +13,8 @@
   storing the run drops the claim in the same transaction. A controller killed at any moment
   leaves claims whose runs were never stored: the next start (which holds the campaign lock)
   releases them and runs them; nothing is lost and nothing stored twice.
-* **Host loss.** A monitor probes every busy remote host (TCP connect + SSH banner); after
+* **Host loss.** A monitor probes every remote host whose run has been in flight longer than
+  :attr:`Fleet.probe_after_s` (TCP connect + SSH banner, every :attr:`Fleet.probe_interval_s`); after
   :attr:`Fleet.lost_after` failed probes in a row, or when a run fails and the host does not answer,
   the host is *lost*: its in-flight run is stored with status ``host-lost``, and its pending runs
   move to live hosts offering their platforms (``fleet_moves`` in the meta; ``moved_from`` in the
@@ -52,6 +53,7 @@ class HostState:
     lost: bool = False
     reason: str = ""
     current: object = None            # the run in flight
+    since: float = 0.0                # when it was claimed (monotonic)
     live: list = field(default_factory=list)   # its instances while they exist
     failures: int = 0                 # failed probes in a row
     done: int = 0
@@ -63,6 +65,7 @@ class Fleet:
 
     lease_s = 30.0
     probe_interval_s = 2.0
+    probe_after_s = 10.0   # a run in flight longer than this gets its host probed (sshd forks per probe)
     lost_after = 3
 
     def __init__(self, campaign, testbed, store, *, default_platform: str, pool: BackendPool | None = None):
@@ -198,7 +201,7 @@ class Fleet:
                     return
                 self.stop.wait(0.3)
                 continue
-            state.current, state.live = run, []
+            state.current, state.live, state.since = run, [], time.monotonic()
             platform = self.tb.platform(self.platform_of(run))
             try:
                 backend = self.pool.open(h, platform)
@@ -256,7 +259,9 @@ class Fleet:
     def _monitor(self) -> None:
         while not self.stop.wait(self.probe_interval_s):
             for state in list(self.states.values()):
-                if state.lost or state.current is None or not state.host.remote:
+                if state.lost or state.current is None or not state.host.remote \
+                        or time.monotonic() - state.since < self.probe_after_s:
+                    state.failures = 0
                     continue
                 ok, why = reachable(state.host, min(3.0, self.tb.connect_timeout))
                 state.failures = 0 if ok else state.failures + 1
@@ -360,3 +365,31 @@ class Fleet:
 
     def close(self) -> None:
         self.pool.close()
+
+
+def clean_testbed(meta: dict, prefix: str) -> dict[str, list[str]]:
+    """``labkit clean <campaign>`` for a campaign run on a testbed: ``cleanup(prefix)`` on every
+    host and platform its store's meta records; returns ``"host/platform" -> removed names``
+    (hosts that cannot be reached are reported as an error line instead)."""
+    from .redact import without_redacted
+    from .testbed import Testbed
+    desc = meta["testbed"]
+    hosts = [{k: v for k, v in h.items() if v is not None and k in
+              ("name", "address", "port", "user", "key", "platforms", "labels", "price_per_hour")}
+             for h in desc["hosts"]]
+    platforms = {n: {"backend": p["backend"], **without_redacted(p.get("options") or {})}
+                 for n, p in (desc.get("platforms") or {}).items()}
+    tb = Testbed.from_dict({"hosts": hosts, "platforms": platforms})
+    used = (meta.get("design") or {}).get("factors", {}).get(FACTOR) or [meta.get("backend") or "local"]
+    pool, out = BackendPool(), {}
+    try:
+        for h in tb.hosts:
+            for p in used:
+                if tb.offers(h, p):
+                    try:
+                        out[f"{h.name}/{p}"] = pool.open(h, tb.platform(p)).cleanup(prefix)
+                    except LabkitError as exc:
+                        out[f"{h.name}/{p}"] = [f"(not cleaned: {str(exc).splitlines()[0][:160]})"]
+    finally:
+        pool.close()
+    return out

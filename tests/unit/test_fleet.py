@@ -251,3 +251,19 @@ def test_interrupt_stops_workers_releases_claims_and_resume_completes(tmp_path, 
     st = Campaign(DESIGN, workload=Slow(), testbed=TESTBED, campaign_id="t-int", data_dir=tmp_path,
                   progress=False).run()
     assert len(st.runs()) == 16 and st.runs().run_id.is_unique
+
+
+def test_clean_and_status_of_a_testbed_campaign(tmp_path, fakes, capsys):
+    from labkit.cli import main
+    run(tmp_path, TESTBED, cid="t-cli")
+    fakes.clear()
+    assert main(["clean", "t-cli", "--data-dir", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "h0/local: removed 0" in out and "h2/docker: removed 0" in out
+    cleaned = [e for bes in fakes.values() for be in bes for e in be.log if e[0] == "cleanup"]
+    assert len(cleaned) == 6 and {p for _, p in cleaned} == {"labkit-t-cli--"}
+    assert main(["status", "t-cli", "--data-dir", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "16 of 16 runs stored" in out
+    assert [ln.split()[:3] for ln in out.splitlines() if ln.split()[:1] in (["h0"], ["h1"], ["h2"])] == \
+        [["h0", "8", "8"], ["h1", "4", "4"], ["h2", "4", "4"]]
