@@ -34,7 +34,7 @@ def rss_mb() -> float:
 
 
 def setup(n: int) -> None:
-    subprocess.run(["bash", str(ROOT / "scripts/setup-fleet.sh")], check=True, capture_output=True,
+    subprocess.run(["bash", str(ROOT / "scripts/setup-fleet.sh")], check=True, capture_output=True, timeout=600,
                    env={**os.environ, "LABKIT_FLEET_HOSTS": str(n)})
 
 

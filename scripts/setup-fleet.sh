@@ -134,8 +134,8 @@ done
 for i in $(seq 1 "$N"); do
   addr="$NET.$((10 + i))"
   ok=0
-  for _ in $(seq 50); do
-    if ssh -i "$KEY" -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o BatchMode=yes \
+  for _ in $(seq 20); do
+    if timeout 10 ssh -i "$KEY" -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o BatchMode=yes \
          -o LogLevel=ERROR -o ConnectTimeout=5 "root@$addr" true 2>/dev/null; then ok=1; break; fi
     sleep 0.1
   done
