@@ -6,31 +6,12 @@ import time
 import pytest
 
 import labkit.backends
-from labkit.backends.base import Backend, Instance, RawResult
+from labkit.backends.base import Backend
 from labkit.campaign import Campaign
 from labkit.errors import BackendError, ConfigError
 from labkit.store import Store
 from labkit.workloads import Measurement, Workload
-
-
-class Inst(Instance):
-    def _start(self, argv, env):
-        return argv
-
-    def _wait(self, handle, timeout):
-        return RawResult(0, "", "")
-
-    def _kill(self, handle):
-        pass
-
-    def _oom_kills(self):
-        return 0
-
-    def put(self, local_path, remote_path, mode=0o755):
-        pass
-
-    def _destroy(self):
-        self.backend.log.append(("destroy", self.name))
+from tests.unit.test_reliability_campaign import FakeInstance as Inst
 
 
 class Fake(Backend):
@@ -40,7 +21,7 @@ class Fake(Backend):
 
     def __init__(self, **options):
         super().__init__(**options)
-        self.log, self.runs = [], 0
+        self.log, self.runs, self.destroyed = [], 0, []
 
     def check(self):
         pass
@@ -246,7 +227,7 @@ def test_interrupt_stops_workers_releases_claims_and_resume_completes(tmp_path, 
                  progress=False).run()
     with Store.for_campaign(tmp_path, "t-int", readonly=True) as st:
         assert st.claims() == [] and 0 < len(st.runs()) < 16
-    destroyed = [e for bes in fakes.values() for be in bes for e in be.log if e[0] == "destroy"]
+    destroyed = [n for bes in fakes.values() for be in bes for n in be.destroyed]
     assert len(destroyed) == len(set(destroyed))
     st = Campaign(DESIGN, workload=Slow(), testbed=TESTBED, campaign_id="t-int", data_dir=tmp_path,
                   progress=False).run()
