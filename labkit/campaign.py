@@ -39,6 +39,7 @@ from .instance import InstanceSpec
 from .lock import LOCK_NAME, CampaignLock
 from .redact import redact
 from .store import Store, now_iso
+from .testbed import Testbed
 from .workloads import get_workload
 from .workloads.params import TIMEOUT
 
@@ -47,7 +48,7 @@ log = logging.getLogger("labkit.campaign")
 _ID = re.compile(r"^[a-z0-9](?:[a-z0-9_]|-(?!-))*$")
 MAX_ID = 48
 # what a resume must match (stored in the store's meta at creation)
-RESUME_KEYS = ("design_digest", "backend", "backend_options", "workload", "defaults", "host")
+RESUME_KEYS = ("design_digest", "backend", "backend_options", "workload", "defaults", "host", "testbed")
 HANDLED_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
 
@@ -113,7 +114,8 @@ class Campaign:
     Parameters
     ----------
     design : Design | dict | path to YAML
-    backend : backend name ("local", "docker", "lxd", "libvirt", "ssh") or a Backend
+    backend : backend name ("local", "docker", "lxd", "libvirt", "ssh") or a Backend; default
+        "local" ("ssh" on a testbed whose hosts are all remote); with a testbed, a platform name
     workload : workload name or a Workload instance
     campaign_id : 1-48 lowercase letters, digits, ``-``/``_`` (no ``--``, no trailing ``-``);
         default: design name + seed
@@ -123,14 +125,19 @@ class Campaign:
     defaults : InstanceSpec for host factors the design does not vary
     run_timeout : seconds a run may take from preparing the workload to its end (finite, > 0),
         or None; past it the run is stored as ``timeout``
-    progress : show a tqdm progress bar (terminal or notebook)
+    progress : show a tqdm progress bar (terminal or notebook; with a testbed one per host)
+    testbed : a :class:`~labkit.testbed.Testbed`, a dict or a YAML path: run on its hosts in
+        parallel (:mod:`labkit.fleet`). A design with a ``platform`` factor runs on a testbed
+        (this machine alone when none is given); ``backend`` then names the platform of designs
+        without that factor.
     group_readable : store files 0640 (directory 0750) instead of 0600 (0700)
     """
 
-    def __init__(self, design, backend="local", workload="nqueens", *, campaign_id: str | None = None,
+    def __init__(self, design, backend=None, workload="nqueens", *, campaign_id: str | None = None,
                  data_dir: str | Path = "data", backend_options: dict | None = None,
                  workload_params: dict | None = None, defaults: InstanceSpec | None = None,
-                 run_timeout: float | None = 3600, progress: bool = True, group_readable: bool = False):
+                 run_timeout: float | None = 3600, progress: bool = True, group_readable: bool = False,
+                 testbed=None):
         if isinstance(design, (str, Path)):
             design = Design.from_yaml(design)
         elif isinstance(design, dict):
@@ -152,6 +159,9 @@ class Campaign:
         design.validate_for(self.workload)
         self.campaign_id = check_campaign_id(campaign_id or f"{design.name}-{design.seed}".lower())
         self.data_dir = Path(data_dir)
+        if backend is None:
+            remote = testbed is not None and all(h.remote for h in Testbed.load(testbed).hosts)
+            backend = "ssh" if remote else "local"
         self._backend_arg = backend
         if backend_options is not None and not isinstance(backend_options, dict):
             raise ConfigError(f"backend_options must be a mapping, got {type(backend_options).__name__}")
@@ -161,8 +171,9 @@ class Campaign:
         self.progress = progress
         self.group_readable = group_readable
         self.backend = None
-        self._versions: dict | None = None
+        self._versions_by: dict = {}   # tool versions, read once per platform (and host)
         self._signals = _Signals()
+        self.testbed = _testbed(testbed, design, backend, self.backend_options)
 
     @property
     def prefix(self) -> str:
@@ -187,6 +198,8 @@ class Campaign:
         A backend that cannot run here fails before any store is created; a campaign
         already running in another process fails at once (StoreError naming it).
         """
+        if self.testbed is not None:
+            return self._run_fleet(retry_failed, max_runs, new_store)
         self.backend = get_backend(self._backend_arg, **self.backend_options)
         lock = CampaignLock(self.lock_path, f"campaign {self.campaign_id!r}",
                             dir_mode=0o750 if self.group_readable else 0o700)
@@ -200,9 +213,7 @@ class Campaign:
             self._check_or_write_meta(store, host_identity(fp))
             store.add_fingerprint(fp_id, fp)
             if retry_failed:
-                failed = store.runs()
-                if not failed.empty:
-                    store.delete_runs(failed.loc[failed.status != "ok", "run_id"])
+                _forget_failed(store)
             with self._signals.installed():
                 with self._signals.deferred():
                     self.backend.cleanup(self.prefix)
@@ -229,6 +240,34 @@ class Campaign:
                 lock.release()
         return Store.for_campaign(self.data_dir, self.campaign_id, readonly=True)
 
+    def _run_fleet(self, retry_failed: bool, max_runs: int | None, new_store: bool) -> Store:
+        """:meth:`run` on the testbed's hosts (:class:`labkit.fleet.Fleet`)."""
+        from .fleet import Fleet
+        lock = CampaignLock(self.lock_path, f"campaign {self.campaign_id!r}",
+                            dir_mode=0o750 if self.group_readable else 0o700)
+        store = fleet = None
+        try:
+            lock.acquire()
+            store = Store.for_campaign(self.data_dir, self.campaign_id, group_readable=self.group_readable,
+                                       allow_new=new_store)
+            self._check_or_write_meta(store, host_identity({"host": host_fingerprint(), "backend": {}}))
+            if retry_failed:
+                _forget_failed(store)
+            fleet = Fleet(self, self.testbed, store, default_platform=self.backend_name)
+            with self._signals.installed():
+                plan = self.design.plan()
+                fleet.prepare(plan)
+                fleet.run(plan, progress=self.progress, max_runs=max_runs)
+                store.export()
+        finally:
+            with self._signals.installed(), self._signals.deferred():
+                if fleet is not None:
+                    fleet.close()
+                if store is not None:
+                    store.close()
+                lock.release()
+        return Store.for_campaign(self.data_dir, self.campaign_id, readonly=True)
+
     # -- internals -------------------------------------------------------------
     def _bar(self, total, initial):
         if not self.progress:
@@ -245,7 +284,7 @@ class Campaign:
                        "design": self.design.to_dict(), "seed_drawn": self.design.seed_drawn,
                        "backend": self.backend_name, "backend_options": self.backend_options,
                        "workload": self.workload.describe(), "defaults": self.defaults.as_dict(),
-                       "host": host})
+                       "host": host, "testbed": self.testbed.describe() if self.testbed else None})
         if not meta:
             store.set_meta(created=now_iso(), **mine)
             return
@@ -278,29 +317,39 @@ class Campaign:
                     d.name, d.seed, self.campaign_id, d.seed)
 
     def _execute(self, run, store: Store, fp_id: str) -> None:
+        status, error, measurements, metadata, started, duration = self._measure(run, self.backend)
+        store.record_run(run, status=status, started=started, duration_s=duration,
+                         measurements=measurements, error=error, metadata=metadata, fingerprint_id=fp_id)
+        if status != "ok":
+            log.warning("run %s %s: %s", run.run_id, status, (error or "").splitlines()[0][:200])
+
+    def _measure(self, run, backend, *, live: list | None = None, versions_key=None, deferred=None):
+        """Provision, run and tear down one run on ``backend``; returns (status, error, measurements,
+        metadata, started, duration_s). ``live`` receives the instances while they exist (so another
+        thread can destroy them); ``deferred`` guards teardown (default: the signal deferral)."""
         spec = InstanceSpec.from_levels(run.levels, self.defaults)
         params = self.workload.params_for(run.levels, spec.vcpus)
         started, t0 = now_iso(), time.perf_counter()
         deadline = None if self.run_timeout is None else time.monotonic() + self.run_timeout
         metadata: dict = {"spec": spec.as_dict()}
         measurements, status, error = [], "ok", None
-        instances: list = []
+        instances: list = [] if live is None else live
         net = None
         try:
-            metadata["overcommitted"] = spec.overcommitted(self.backend.host_cpus())
-            with self._noise(run, spec, metadata) as neighbours:
+            metadata["overcommitted"] = spec.overcommitted(backend.host_cpus())
+            with self._noise(run, spec, metadata, backend) as neighbours:
                 if neighbours:
                     metadata["neighbours"] = list(neighbours)
-                net = runnet.open_network(self.backend, run.levels, self.workload, params, spec.count,
+                net = runnet.open_network(backend, run.levels, self.workload, params, spec.count,
                                           self.prefix, metadata)
-                instances = self.backend.provision(spec, prefix=self.prefix, network=net)
+                instances.extend(backend.provision(spec, prefix=self.prefix, network=net))
                 metadata["instances"] = [i.metadata for i in instances]
                 _before(deadline, "preparing the workload",
                         lambda: [self.workload.prepare(inst) for inst in instances])
-                if self._versions is None:
-                    self._versions = _before(deadline, "reading tool versions",
-                                             lambda: self.workload.version(instances[0]))
-                metadata["versions"] = self._versions
+                if versions_key not in self._versions_by:
+                    self._versions_by[versions_key] = _before(deadline, "reading tool versions",
+                                                              lambda: self.workload.version(instances[0]))
+                metadata["versions"] = self._versions_by[versions_key]
                 left = None if deadline is None else deadline - time.monotonic()
                 if left is not None and left <= 0:
                     raise CommandTimeout(f"run timeout of {self.run_timeout}s used up before the workload started")
@@ -319,23 +368,48 @@ class Campaign:
         except Exception as exc:  # a bug in a workload: store it, keep the campaign going
             status, error = "failed", "".join(traceback.format_exception(exc))[-4000:]
         finally:
-            with self._signals.deferred():
+            with deferred or self._signals.deferred():
                 errors = teardown(instances) + runnet.close_network(net)
             if errors and status == "ok":
                 status, error = "failed", f"teardown: {errors[0]}"
-        store.record_run(run, status=status, started=started, duration_s=time.perf_counter() - t0,
-                         measurements=measurements, error=error, metadata=metadata, fingerprint_id=fp_id)
-        if status != "ok":
-            log.warning("run %s %s: %s", run.run_id, status, (error or "").splitlines()[0][:200])
+        return status, error, measurements, metadata, started, time.perf_counter() - t0
 
-    def _noise(self, run, spec, metadata):
+    def _noise(self, run, spec, metadata, backend):
         kind = run.levels.get("noise", "none")
         if kind == "none":
             return contextlib.nullcontext([])
         from .noise import neighbours
         metadata["noise"] = kind
-        return neighbours(self.backend, InstanceSpec(spec.vcpus, spec.memory_mb, spec.affinity, 1), kind,
+        return neighbours(backend, InstanceSpec(spec.vcpus, spec.memory_mb, spec.affinity, 1), kind,
                           count=1, prefix=self.prefix + "noise")
+
+
+def _forget_failed(store: Store) -> None:
+    """Delete the runs whose status is not ok, so they run again."""
+    runs = store.runs()
+    if not runs.empty:
+        store.delete_runs(runs.loc[runs.status != "ok", "run_id"])
+
+
+def _testbed(testbed, design: Design, backend, backend_options: dict):
+    """The campaign's Testbed: the one given, or this machine alone for a design with a ``platform``
+    factor; None (one backend, as before testbeds) otherwise."""
+    from .platforms import FACTOR, Platform, design_platforms
+    if testbed is None and FACTOR not in design.factor_names:
+        return None
+    tb = Testbed.load(testbed)
+    if not isinstance(backend, str):
+        raise ConfigError("with a testbed or a 'platform' factor, backend must be a platform name, "
+                          "not a Backend object")
+    if FACTOR in design.factor_names:
+        if backend_options:
+            raise ConfigError("backend_options apply to one backend; with a 'platform' factor declare each "
+                              "platform's options under the testbed's 'platforms'")
+    elif backend_options:   # one platform: the options complete its declaration
+        p = tb.platform(backend)
+        tb.platforms[backend] = Platform(p.name, p.backend, {**p.options, **backend_options})
+    tb.check_platforms(design_platforms(design) or [backend], design.source)   # before any store exists
+    return tb
 
 
 def oom_killed(exc: BaseException) -> bool:

@@ -1,5 +1,5 @@
 """Command line: ``labkit run``, ``images build``, ``export``, ``clean``, ``fingerprint``, ``list``,
-``show``, ``analyze``, ``compare`` and ``report``. ``--data-dir`` defaults to the repository's
+``show``, ``status``, ``analyze``, ``compare`` and ``report``. ``--data-dir`` defaults to the repository's
 ``data/`` (found from the working directory or the package; see :mod:`labkit.paths`), else ``./data``."""
 from __future__ import annotations
 
@@ -48,10 +48,19 @@ def cmd_run(args) -> int:
                      workload_params=_parse_workload_params(args.param, args.workload),
                      backend_options=_parse_params(args.backend_option),
                      campaign_id=args.campaign_id, data_dir=args.data_dir,
-                     run_timeout=args.timeout, group_readable=args.group_readable,
+                     run_timeout=args.timeout, group_readable=args.group_readable, testbed=args.testbed,
                      ).run(retry_failed=args.retry_failed, new_store=args.new_store)
     runs = store.runs()
     print(f"{len(runs)} runs stored in {store.path}: {runs.status.value_counts().to_dict()}")
+    return 0
+
+
+def cmd_status(args) -> int:
+    from .fleet_status import status_text
+    from .store import Store
+    cid = _existing(args, args.campaign)
+    with Store.for_campaign(_data_dir(args), cid, readonly=True) as st:
+        print(status_text(st, cid))
     return 0
 
 
@@ -90,6 +99,12 @@ def cmd_clean(args) -> int:
         cid = check_campaign_id(args.campaign_id)
         with Store.for_campaign(args.data_dir, cid, readonly=True) as st:
             meta = st.meta()
+        if meta.get("testbed"):
+            from .fleet import clean_testbed
+            with CampaignLock(Path(args.data_dir) / cid / LOCK_NAME, f"campaign {cid!r}"):
+                for where, removed in clean_testbed(meta, campaign_prefix(cid)).items():
+                    print(f"{where}: removed {len(removed)} leftover(s) of campaign {cid}: {' '.join(removed)}")
+            return 0
         if not meta.get("backend"):
             raise StoreError(f"campaign {cid!r}: its store records no backend; use `labkit clean` "
                              "without a campaign")
@@ -231,7 +246,8 @@ def parser() -> argparse.ArgumentParser:
 
     r = sub.add_parser("run", help="run (or resume) a campaign from a YAML design")
     r.add_argument("design", help="design YAML (factors, replications, seed)")
-    r.add_argument("--backend", default="local")
+    r.add_argument("--backend", help="backend, or platform on a testbed (default local; ssh on remote hosts)")
+    r.add_argument("--testbed", help="testbed YAML: hosts and platforms to run on in parallel")
     r.add_argument("--workload", default="nqueens")
     r.add_argument("--param", action="append", metavar="KEY=VALUE", help="workload parameter")
     r.add_argument("--backend-option", action="append", metavar="KEY=VALUE")
@@ -276,6 +292,9 @@ def parser() -> argparse.ArgumentParser:
         return sp
 
     with_data_dir(sub.add_parser("list", help="stored campaigns")).set_defaults(func=cmd_list)
+    stt = with_data_dir(sub.add_parser("status", help="per-host progress, lost hosts and failures"))
+    stt.add_argument("campaign")
+    stt.set_defaults(func=cmd_status)
     sh = with_data_dir(sub.add_parser("show", help="a campaign's design, runs and host fingerprints"))
     sh.add_argument("campaign")
     sh.set_defaults(func=cmd_show)

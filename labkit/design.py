@@ -357,7 +357,7 @@ class Design:
         every workload-parameter level against the workload's schema (levels are replaced by
         their canonical form, so ``[8, 8.0]`` is a duplicate), and that memory levels are at
         least what the workload needs. Raises ConfigError naming the file, factor and level."""
-        allowed = set(HOST_FACTORS) | {"noise", "network", "link"}
+        allowed = set(HOST_FACTORS) | {"noise", "network", "link", "platform"}   # platform: labkit.platforms
         for i, f in enumerate(self.factors):
             if f.name in ("network", "link"):
                 from .network import check_factor

@@ -29,7 +29,8 @@ from pathlib import Path
 from .errors import StoreError
 from .redact import redact
 
-STATUSES = ("ok", "failed", "timeout")
+# host-lost: the run was in flight on a fleet host that died (labkit.fleet)
+STATUSES = ("ok", "failed", "timeout", "host-lost")
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -41,10 +42,13 @@ CREATE TABLE IF NOT EXISTS runs (
 CREATE TABLE IF NOT EXISTS measurements (
     run_id TEXT NOT NULL REFERENCES runs(run_id), instance INTEGER NOT NULL, metric TEXT NOT NULL,
     value REAL, unit TEXT, PRIMARY KEY (run_id, instance, metric));
+CREATE TABLE IF NOT EXISTS claims (
+    run_id TEXT PRIMARY KEY, host TEXT NOT NULL, owner TEXT NOT NULL, lease_until REAL NOT NULL,
+    claimed TEXT NOT NULL);
 """
 
 TIDY_COLUMNS = ["campaign", "run_id", "run_order", "replicate", "config", "instance", "metric",
-                "value", "unit", "status", "error", "started", "duration_s", "fingerprint_id"]
+                "value", "unit", "status", "error", "started", "duration_s", "fingerprint_id", "host"]
 
 
 def now_iso() -> str:
@@ -220,9 +224,58 @@ class Store:
                 self._db.executemany(
                     "INSERT INTO measurements VALUES (?,?,?,?,?)",
                     [(run.run_id, m.instance, m.metric, float(m.value), m.unit) for m in measurements])
+                self._db.execute("DELETE FROM claims WHERE run_id = ?", (run.run_id,))
         except sqlite3.IntegrityError as exc:
             raise StoreError(f"{self.path}: run {run.run_id} could not be stored ({exc}); "
                              "a run is stored once") from exc
+
+    # -- claims (fleet workers: labkit.fleet) ---------------------------------
+    def claim(self, candidates, host: str, owner: str, lease_s: float) -> str | None:
+        """Claim the first of ``candidates`` (run_ids, in order) neither stored nor claimed under a
+        live lease, for ``host`` on behalf of ``owner``, until now + ``lease_s``; returns its run_id
+        or None. One transaction: two workers never claim the same run."""
+        now = time.time()
+        with self._tx():
+            taken = self.completed() | {r for (r,) in self._db.execute(
+                "SELECT run_id FROM claims WHERE lease_until >= ?", (now,))}
+            for run_id in candidates:
+                if run_id not in taken:
+                    self._db.execute("INSERT OR REPLACE INTO claims VALUES (?,?,?,?,?)",
+                                     (run_id, host, owner, now + lease_s, now_iso()))
+                    return run_id
+        return None
+
+    def renew_claims(self, owner: str, lease_s: float) -> int:
+        """Heartbeat: extend every claim of ``owner`` to now + ``lease_s``; returns how many."""
+        with self._tx():
+            cur = self._db.execute("UPDATE claims SET lease_until = ? WHERE owner = ?",
+                                   (time.time() + lease_s, owner))
+        return cur.rowcount
+
+    def release_claims(self, *, run_id: str | None = None, owner: str | None = None,
+                       not_owner: str | None = None) -> list[dict]:
+        """Drop claims (of one run, of an owner, or of every owner but one); returns them."""
+        where, args = [], []
+        for clause, value in (("run_id = ?", run_id), ("owner = ?", owner), ("owner != ?", not_owner)):
+            if value is not None:
+                where.append(clause)
+                args.append(value)
+        sql = " WHERE " + " AND ".join(where) if where else ""
+        with self._tx():
+            gone = self._claim_rows(sql, args)
+            self._db.execute("DELETE FROM claims" + sql, args)
+        return gone
+
+    def claims(self) -> list[dict]:
+        """Runs in flight: run_id, host, owner, lease_until (epoch s), claimed (ISO time)."""
+        return self._claim_rows("", [])
+
+    def _claim_rows(self, sql: str, args) -> list[dict]:
+        try:
+            rows = self._db.execute("SELECT run_id, host, owner, lease_until, claimed FROM claims" + sql, args)
+        except sqlite3.OperationalError:   # a store written before claims existed
+            return []
+        return [dict(zip(("run_id", "host", "owner", "lease_until", "claimed"), r)) for r in rows]
 
     def delete_runs(self, run_ids) -> int:
         """Forget runs (e.g. failed ones, to run them again). Returns how many were removed."""
@@ -249,24 +302,26 @@ class Store:
 
         Columns: campaign, run_id, run_order, replicate, config, <factor columns>,
         instance, metric, value, unit, status, error, started, duration_s,
-        fingerprint_id. A failed or timed-out run has one row with metric/value empty.
+        fingerprint_id, host (the testbed host that ran it; None for a campaign without a
+        testbed). A failed or timed-out run has one row with metric/value empty.
         """
         import pandas as pd
         meta = self.meta()
         factors = list(meta.get("design", {}).get("factors", {}))
         q = ("SELECT r.run_id, r.run_order, r.replicate, r.config, r.levels, m.instance, m.metric, "
-             "m.value, m.unit, r.status, r.error, r.started, r.duration_s, r.fingerprint_id "
+             "m.value, m.unit, r.status, r.error, r.started, r.duration_s, r.fingerprint_id, "
+             "json_extract(r.metadata, '$.host') "
              "FROM runs r LEFT JOIN measurements m ON m.run_id = r.run_id "
              "ORDER BY r.run_order, m.instance, m.metric")
         rows = []
         for rec in self._db.execute(q):
-            (rid, order, rep, cfg, levels, inst, metric, value, unit, status, error, started, dur, fp) = rec
+            (rid, order, rep, cfg, levels, inst, metric, value, unit, status, error, started, dur, fp, host) = rec
             lv = json.loads(levels)
             rows.append({"campaign": meta.get("campaign_id"), "run_id": rid, "run_order": order,
                          "replicate": rep, "config": cfg, **{f: lv.get(f) for f in factors},
                          "instance": inst, "metric": metric, "value": value, "unit": unit,
                          "status": status, "error": error, "started": started, "duration_s": dur,
-                         "fingerprint_id": fp})
+                         "fingerprint_id": fp, "host": host})
         cols = TIDY_COLUMNS[:5] + factors + TIDY_COLUMNS[5:]
         return pd.DataFrame(rows, columns=cols)
 
