@@ -241,8 +241,13 @@ class LibvirtBackend(Backend):
             inst.destroy()
 
     # -- provisioning ------------------------------------------------------
-    def provision(self, spec: InstanceSpec, *, prefix: str = NAME_PREFIX) -> list[Instance]:
-        """Start all ``spec.count`` VMs, then wait for each (they boot side by side)."""
+    def provision(self, spec: InstanceSpec, *, prefix: str = NAME_PREFIX, network=None) -> list[Instance]:
+        """Start all ``spec.count`` VMs, then wait for each (they boot side by side).
+
+        Private run networks are not implemented for VMs yet: ``network`` must be None."""
+        if network is not None:
+            raise ConfigError("the libvirt backend has no private run networks yet (network: private); "
+                              "use local, docker or lxd for networked runs")
         placement = spec.placement(self.host_cpus()) if spec.affinity == "pinned" else [None] * spec.count
         dtype = self.domain_type()
         made: list[LibvirtInstance] = []

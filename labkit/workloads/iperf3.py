@@ -158,7 +158,10 @@ def start_server(instance, port: int | None = None, bind: str | None = None, tri
 def stop_server(instance, pidfile: str) -> None:
     """Kill the server if it is still running (it exits by itself after one test)."""
     q = shlex.quote(pidfile)
-    instance.exec(["sh", "-c", f"[ -s {q} ] && kill $(cat {q}) 2>/dev/null; rm -f {q}; true"],
+    # TERM, then wait (bounded) until it is gone, then KILL: the server never outlives its run
+    instance.exec(["sh", "-c", f"if [ -s {q} ]; then p=$(cat {q}); kill $p 2>/dev/null; i=0; "
+                               f"while kill -0 $p 2>/dev/null && [ $i -lt 50 ]; do sleep 0.1; i=$((i+1)); "
+                               f"done; kill -9 $p 2>/dev/null; fi; rm -f {q}; true"],
                   check=False, timeout=30)
 
 

@@ -15,24 +15,26 @@ SMALL = dict(vcpus_levels=[1, 2], memory_levels=[128, 256], affinity_levels=["fl
              count_levels=[1, 2], replications=1, board_size=8, seed=11, mode="run")
 
 
-def _labkit_instances(name: str) -> set[str]:
+def _labkit_instances(name: str, campaign: str) -> set[str]:
+    """The campaign's instances on the daemon (other test runs' instances are not ours to count)."""
     from labkit.backends import get_backend
+    from labkit.campaign import campaign_prefix
     be = get_backend(name)
     try:
-        return set(be.list_labkit())
+        return set(be.list_labkit(campaign_prefix(campaign)))
     finally:
         be.close()
 
 
 def _run_flagship(run_notebook, tmp_path, backend: str):
-    before = _labkit_instances(backend)
     campaign = f"nb-{backend}"
+    before = _labkit_instances(backend, campaign)
     try:
         nb = run_notebook("01_affinity_factorial.ipynb", backend=backend, backend_options={},
                           campaign_id=campaign, **SMALL)
     finally:
         deadline = time.monotonic() + 30
-        while (left := _labkit_instances(backend) - before) and time.monotonic() < deadline:
+        while (left := _labkit_instances(backend, campaign) - before) and time.monotonic() < deadline:
             time.sleep(1)
         assert not left, f"{backend}: the campaign left instances behind: {sorted(left)}"
     tidy = load_results(tmp_path / "data", campaign)
