@@ -36,7 +36,7 @@ from .. import network as netmod
 from ..errors import BackendError, BackendUnavailable, ConfigError
 from ..instance import InstanceSpec
 from . import cgroups
-from .base import Backend, Instance, Network, RawResult, check_name, check_prefix
+from .base import Backend, Instance, Network, RawResult, check_name, check_prefix, remove_bridges
 
 #: run argv with the instance's hosts file ($0) on /etc/hosts (in a private mount namespace)
 _HOSTS = 'mount --bind "$0" /etc/hosts && exec "$@"'
@@ -317,13 +317,7 @@ class LocalBackend(Backend):
         names = self.list_labkit(prefix)
         for name in names:
             self._remove(name)
-        nets = {}
-        if self.isolate:
-            nets = netmod.bridges(check_prefix(prefix))
-            for alias, bridge in nets.items():
-                netmod.delete_bridge(bridge, alias)
-            netmod.drop_rules(prefix)
-        return names + sorted(nets)
+        return names + (remove_bridges(prefix) if self.isolate else [])
 
     def fingerprint(self) -> dict:
         return {"backend": self.name,

@@ -41,7 +41,17 @@ from .. import network as netmod
 from ..errors import BackendError, BackendUnavailable, ConfigError
 from ..instance import InstanceSpec
 from ._container import CleanupByName, SessionExec, check_image, oom_kill_count, or_none
-from .base import Backend, Instance, Network, RawResult, check_cpus, check_name, check_prefix, log
+from .base import (
+    Backend,
+    Instance,
+    Network,
+    RawResult,
+    check_cpus,
+    check_name,
+    check_prefix,
+    log,
+    remove_bridges,
+)
 
 DEFAULT_IMAGE = "labkit-debian-12"
 #: the container's init: loopback up, then ``sleep infinity`` (no init system is needed).
@@ -310,12 +320,7 @@ class LxdBackend(CleanupByName, Backend):
 
     def cleanup(self, prefix: str) -> list[str]:
         """Remove instances named ``prefix*`` (any state), then networks named so."""
-        names = super().cleanup(prefix)
-        nets = netmod.bridges(check_prefix(prefix))
-        for alias, device in nets.items():
-            netmod.delete_bridge(device, alias)
-        netmod.drop_rules(prefix)
-        return names + sorted(nets)
+        return super().cleanup(prefix) + remove_bridges(prefix)
 
     def _remove_if_ours(self, name: str, token: str) -> None:
         """Remove ``name`` after a failed create/start, unless it is someone else's
