@@ -14,7 +14,8 @@ Mapping of an :class:`~labkit.instance.InstanceSpec` (DESIGN.md, "Instances")::
                ``lk<8 hex>h<i>``) given its address and /etc/hosts by exec
 
 The container's init brings loopback up, then execs ``sleep infinity`` (the
-image has no init system, and none is needed): no exec is spent on loopback. Each command runs through pylxd's ``Instance.execute`` on a
+image has no init system, and none is needed): no exec is spent on loopback.
+Each command runs through pylxd's ``Instance.execute`` on a
 thread, as its own session (:mod:`._container`), so ``_wait`` can time out and
 ``_kill`` can SIGKILL the session from a second exec. OOM kills are read on the
 host from the container's memory cgroup (LXD's socket is local), since an
