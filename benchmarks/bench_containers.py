@@ -9,6 +9,7 @@ load on the machine hits both alike:
     docker  docker run --rm --network none --memory 128m --memory-swap 128m --cpus 1 IMAGE true
     lxd     lxc launch IMAGE NAME --no-profiles -s POOL -c limits... ;
             lxc exec NAME -- true ; lxc delete --force NAME
+            (the same init as labkit's, which brings loopback up)
 
 Prints the median of each and the ratio labkit/raw (target: at most 1.10). It
 asserts nothing about time: figures only.
@@ -27,6 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from _cycle import SPEC, labkit_cycle  # noqa: E402
 
 from labkit.backends import get_backend, new_name  # noqa: E402
+from labkit.backends.lxd import INIT_CMD  # noqa: E402
 
 
 def _sh(argv):
@@ -48,7 +50,7 @@ def lxd_cli_cycle(backend) -> float:
     name = new_name("labkit-bench")
     cfg = {"limits.memory": f"{SPEC.memory_mb}MiB", "limits.memory.enforce": "hard",
            "limits.memory.swap": "false", "limits.cpu.allowance": f"{SPEC.vcpus * 100}ms/100ms",
-           "raw.lxc": "lxc.init.cmd = /bin/sleep infinity"}
+           "raw.lxc": f"lxc.init.cmd = {INIT_CMD}"}
     launch = ["lxc", "launch", backend.image, name, "--no-profiles", "-s", backend._pool()]
     for k, v in cfg.items():
         launch += ["-c", f"{k}={v}"]

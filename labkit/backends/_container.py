@@ -24,7 +24,8 @@ import re
 import secrets
 import threading
 
-from .base import RawResult
+from ..errors import BackendUnavailable
+from .base import NAME_PREFIX, RawResult
 
 _RUN = 'setsid "$@" & echo $! > {f}; wait $!; s=$?; rm -f {f}; exit $s'
 # wait briefly for a just-started command to record its session, then kill it until empty
@@ -116,11 +117,40 @@ class SessionExec:
             self._run_quick(kill_argv(handle.pidfile))
 
 
+def check_image(get, label: str, not_found, api_error, hint: str) -> None:
+    """Look the image up with ``get()``: BackendUnavailable naming ``label`` if the SDK raises
+    ``not_found`` (with ``hint``, how to make it) or ``api_error``."""
+    try:
+        get()
+    except not_found as exc:
+        raise BackendUnavailable(f"{label} is missing; {hint}") from exc
+    except api_error as exc:
+        raise BackendUnavailable(f"{label} cannot be read: {exc}") from exc
+
+
+def or_none(call):
+    """``call()``, or None if it raises: a fingerprint field that cannot be read is left empty."""
+    try:
+        return call()
+    except Exception:
+        return None
+
+
 class CleanupByName:
-    """Mixin for a Backend with ``remove(name)`` (force, any state, quiet if gone): ``cleanup``."""
+    """Mixin for a Backend with ``remove(name)`` (force, any state, quiet if gone) and
+    ``_names(prefix)``: ``list_labkit`` and ``cleanup``."""
 
     def remove(self, name: str) -> None:
         raise NotImplementedError
+
+    def _names(self, prefix: str) -> list[str]:
+        """Check ``prefix`` for this backend; return the names of instances (at least every
+        one starting with ``prefix``), SDK errors as BackendError."""
+        raise NotImplementedError
+
+    def list_labkit(self, prefix: str = NAME_PREFIX) -> list[str]:
+        """Names of every instance (any state) whose name starts with ``prefix``."""
+        return sorted({n for n in self._names(prefix) if n.startswith(prefix)})
 
     def cleanup(self, prefix: str) -> list[str]:
         """Remove every instance (any state) whose name starts with ``prefix``; return the names."""

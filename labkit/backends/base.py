@@ -434,6 +434,15 @@ class Network:
             self.backend._remove_network(self)
 
 
+def remove_bridges(prefix: str) -> list[str]:
+    """Delete the host bridges (and their rules) of networks named ``prefix*``; return those names."""
+    nets = netmod.bridges(check_prefix(prefix))
+    for alias, device in nets.items():
+        netmod.delete_bridge(device, alias)
+    netmod.drop_rules(prefix)
+    return sorted(nets)
+
+
 def check_cpus(cpus, host_cpus: int) -> None:
     """Pinned CPUs must exist on the host (a daemon may silently accept one that does not)."""
     bad = sorted({c for c in cpus or () if not 0 <= int(c) < host_cpus})

@@ -169,6 +169,43 @@ class CgroupV2:
 
 # -- detection ------------------------------------------------------------------------------
 
+def create_ops(driver, name: str, host_ids: list[int], cpus, vcpus: int,
+               memory_mb: int) -> tuple[list[int] | None, list[Op]]:
+    """How to make instance ``name``'s cgroup, given indexes ``cpus`` into the host's CPU ids
+    ``host_ids`` (None: floating). Returns the host CPU ids it is pinned to (None when
+    floating) and the ops that create the cgroup with ``driver``: on those CPUs, or on all
+    of them with a quota of ``vcpus`` CPUs; no ops when ``driver`` is None (unconfined)."""
+    real = [host_ids[c] for c in cpus] if cpus is not None else None
+    if driver is None:
+        return real, []
+    if real is not None:
+        return real, driver.create(name, real, None, memory_mb)
+    return real, driver.create(name, host_ids, vcpus, memory_mb)
+
+
+class CgroupCounters:
+    """Mixin for an Instance in cgroup ``self.name`` of ``self.backend.driver`` (None when
+    unconfined): the OOM and CPU-time counters, read with the hook ``_read(path) -> text``."""
+
+    def _read(self, path: str) -> str:
+        raise NotImplementedError
+
+    def _oom_kills(self) -> int | None:
+        driver = self.backend.driver
+        if driver is None:
+            return None
+        path, parse = driver.oom_kills(self.name)
+        return parse(self._read(path))
+
+    def cpu_time_s(self) -> float:
+        """CPU time consumed by the instance's cgroup so far (seconds)."""
+        driver = self.backend.driver
+        if driver is None:
+            raise BackendError("cpu_time_s needs enforced limits (a cgroup)")
+        path, parse = driver.cpu_time(self.name)
+        return parse(self._read(path))
+
+
 def cgroup_mounts(mounts_text: str) -> list[tuple[str, str, set[str]]]:
     """(mount point, fstype, options) of the cgroup and cgroup2 lines of a mount table."""
     out = []

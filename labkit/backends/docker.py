@@ -35,17 +35,8 @@ from pathlib import Path
 from .. import network as netmod
 from ..errors import BackendError, BackendUnavailable
 from ..instance import InstanceSpec
-from ._container import CleanupByName, SessionExec, oom_kill_count
-from .base import (
-    NAME_PREFIX,
-    Backend,
-    Instance,
-    Network,
-    RawResult,
-    check_cpus,
-    check_name,
-    check_prefix,
-)
+from ._container import CleanupByName, SessionExec, check_image, oom_kill_count, or_none
+from .base import Backend, Instance, Network, RawResult, check_cpus, check_name, check_prefix
 
 DEFAULT_IMAGE = "labkit/debian:12"
 DEFAULT_SOCKET = "unix:///var/run/docker.sock"
@@ -151,9 +142,7 @@ class DockerBackend(CleanupByName, Backend):
         self.image = options.get("image") or DEFAULT_IMAGE
         self.base_url = options.get("base_url") or os.environ.get("DOCKER_HOST") or DEFAULT_SOCKET
         self.api_timeout = options.get("api_timeout", 120)
-        self._client = None
-        self._exec_api = None
-        self._info = None
+        self._client = self._exec_api = self._info = None
 
     # -- connections -----------------------------------------------------------
     @property
@@ -187,15 +176,11 @@ class DockerBackend(CleanupByName, Backend):
 
     # -- hooks -----------------------------------------------------------------
     def check(self) -> None:
-        docker = _sdk()
-        try:
-            self.client.images.get(self.image)
-        except docker.errors.ImageNotFound as exc:
-            hint = ("build it with: labkit images build --only docker"
+        errors = _sdk().errors
+        check_image(lambda: self.client.images.get(self.image), f"docker image {self.image!r}",
+                    errors.ImageNotFound, errors.APIError,
+                    "build it with: labkit images build --only docker"
                     if self.image.startswith("labkit/") else "pull or build it first")
-            raise BackendUnavailable(f"docker image {self.image!r} is missing; {hint}") from exc
-        except docker.errors.APIError as exc:
-            raise BackendUnavailable(f"docker image {self.image!r} cannot be inspected: {exc}") from exc
 
     def info(self) -> dict:
         if self._info is None:
@@ -351,25 +336,16 @@ class DockerBackend(CleanupByName, Backend):
             "cgroup_driver": info.get("CgroupDriver"),
             "kernel": info.get("KernelVersion"),
             "image": self.image,
-            "image_id": self._image_id(),
+            "image_id": or_none(lambda: self.client.images.get(self.image).id),
         }
 
-    def _image_id(self):
-        try:
-            return self.client.images.get(self.image).id
-        except Exception:
-            return None
-
     # -- housekeeping ----------------------------------------------------------
-    def list_labkit(self, prefix: str = NAME_PREFIX) -> list[str]:
-        """Names of every container (any state) whose name starts with ``prefix``."""
-        check_prefix(prefix)
+    def _names(self, prefix: str) -> list[str]:
         try:
-            found = self.api.containers(all=True, filters={"name": prefix})
+            found = self.api.containers(all=True, filters={"name": check_prefix(prefix)})
         except _sdk().errors.APIError as exc:
             raise BackendError(f"listing docker containers failed: {exc}") from exc
-        names = {n.lstrip("/") for c in found for n in c.get("Names", [])}
-        return sorted(n for n in names if n.startswith(prefix))
+        return [n.lstrip("/") for c in found for n in c.get("Names", [])]
 
     def close(self) -> None:
         for client in (self._client, self._exec_api):

@@ -36,7 +36,7 @@ from .. import network as netmod
 from ..errors import BackendError, BackendUnavailable, ConfigError
 from ..instance import InstanceSpec
 from . import cgroups
-from .base import Backend, Instance, Network, RawResult, check_name, check_prefix
+from .base import Backend, Instance, Network, RawResult, check_name, check_prefix, remove_bridges
 
 #: run argv with the instance's hosts file ($0) on /etc/hosts (in a private mount namespace)
 _HOSTS = 'mount --bind "$0" /etc/hosts && exec "$@"'
@@ -106,7 +106,7 @@ class _Done:
         self.raw = raw
 
 
-class LocalInstance(Instance):
+class LocalInstance(cgroups.CgroupCounters, Instance):
     def __init__(self, backend: LocalBackend, name, spec, index, cpus, host_cpus: list[int] | None):
         super().__init__(backend, name, spec, index, cpus)
         self.host_cpu_ids = host_cpus  # real CPU ids when pinned
@@ -174,12 +174,8 @@ class LocalInstance(Instance):
         if be.driver is not None:   # whatever left the session (daemons) is still in the cgroup
             cgroups.apply(be.driver.kill(self.name))
 
-    def _oom_kills(self) -> int | None:
-        be: LocalBackend = self.backend
-        if be.driver is None:
-            return None
-        path, parse = be.driver.oom_kills(self.name)
-        return parse(cgroups.read_local(path))
+    def _read(self, path: str) -> str:
+        return cgroups.read_local(path)
 
     def put(self, local_path, remote_path, mode=0o755) -> None:
         dest = Path(remote_path)
@@ -188,14 +184,6 @@ class LocalInstance(Instance):
         dest.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(local_path, dest)
         os.chmod(dest, mode)
-
-    def cpu_time_s(self) -> float:
-        """CPU time consumed by the instance's cgroup so far (seconds)."""
-        be: LocalBackend = self.backend
-        if be.driver is None:
-            raise BackendError("cpu_time_s needs enforced limits (a cgroup)")
-        path, parse = be.driver.cpu_time(self.name)
-        return parse(cgroups.read_local(path))
 
     def _destroy(self) -> None:
         self.backend._remove(self.name)
@@ -256,16 +244,13 @@ class LocalBackend(Backend):
         if network is not None and not self.isolate:
             raise ConfigError("local backend: a private network needs root, iproute2 and network='none' "
                               "(each instance in its own network namespace)")
-        ids = self._cpu_ids()
-        real = [ids[c] for c in cpus] if cpus is not None else None
+        real, ops = cgroups.create_ops(self.driver, name, self._cpu_ids(), cpus, spec.vcpus, spec.memory_mb)
         try:
             os.mkdir(Path(self.workroot) / name, 0o700)
         except FileExistsError as exc:
             raise BackendError(f"local instance {name} exists already") from exc
         try:
-            if self.driver is not None:
-                cgroups.apply(self.driver.create(name, real if real is not None else ids,
-                                                 None if real is not None else spec.vcpus, spec.memory_mb))
+            cgroups.apply(ops)
             if self.isolate:
                 _ip("netns", "add", name)
                 _ip("-n", name, "link", "set", "lo", "up")
@@ -332,13 +317,7 @@ class LocalBackend(Backend):
         names = self.list_labkit(prefix)
         for name in names:
             self._remove(name)
-        nets = {}
-        if self.isolate:
-            nets = netmod.bridges(check_prefix(prefix))
-            for alias, bridge in nets.items():
-                netmod.delete_bridge(bridge, alias)
-            netmod.drop_rules(prefix)
-        return names + sorted(nets)
+        return names + (remove_bridges(prefix) if self.isolate else [])
 
     def fingerprint(self) -> dict:
         return {"backend": self.name,

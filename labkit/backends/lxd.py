@@ -13,8 +13,9 @@ Mapping of an :class:`~labkit.instance.InstanceSpec` (DESIGN.md, "Instances")::
                (``lk<8 hex>``, as on ``local``) and a bridged NIC ``eth0`` (host end
                ``lk<8 hex>h<i>``) given its address and /etc/hosts by exec
 
-The container's init is ``sleep infinity`` (the image has no init system, and
-none is needed). Each command runs through pylxd's ``Instance.execute`` on a
+The container's init brings loopback up, then execs ``sleep infinity`` (the
+image has no init system, and none is needed): no exec is spent on loopback.
+Each command runs through pylxd's ``Instance.execute`` on a
 thread, as its own session (:mod:`._container`), so ``_wait`` can time out and
 ``_kill`` can SIGKILL the session from a second exec. OOM kills are read on the
 host from the container's memory cgroup (LXD's socket is local), since an
@@ -40,9 +41,8 @@ from pathlib import Path
 from .. import network as netmod
 from ..errors import BackendError, BackendUnavailable, ConfigError
 from ..instance import InstanceSpec
-from ._container import CleanupByName, SessionExec, oom_kill_count
+from ._container import CleanupByName, SessionExec, check_image, oom_kill_count, or_none
 from .base import (
-    NAME_PREFIX,
     Backend,
     Instance,
     Network,
@@ -51,11 +51,16 @@ from .base import (
     check_name,
     check_prefix,
     log,
+    remove_bridges,
 )
 
 DEFAULT_IMAGE = "labkit-debian-12"
-#: the container's init: the image has no init system, and none is needed
-INIT_CMD = "/bin/sleep infinity"
+#: the container's init: loopback up, then ``sleep infinity`` (no init system is needed).
+#: LXC splits ``lxc.init.cmd`` on blanks and honours no quotes, so the script's blanks are ${IFS}.
+INIT_SCRIPT = "ip link set lo up && exec sleep infinity"
+INIT_CMD = "/bin/sh -c " + INIT_SCRIPT.replace(" ", "${IFS}")
+#: /proc/<pid>/cmdline of the init once loopback is up (it has exec'd sleep)
+INIT_READY = b"sleep\0infinity\0"
 START_HINT = ("start it with `lxd --group root > /var/log/labkit-lxd.log 2>&1 &` then "
               "`lxd waitready` and, the first time, `lxd init --preseed` (a dir pool, no network); "
               "or `systemctl start lxd`; or run `bash scripts/setup-containers.sh`")
@@ -210,11 +215,11 @@ class LxdBackend(CleanupByName, Backend):
         self.socket = options.get("socket") or default_socket()
         self.pool = options.get("pool")
         self.privileged = bool(options.get("privileged", False))
-        self._client = None
-        self._host_cpus = None
+        self._client = self._host_cpus = None
 
     @property
     def client(self):
+        """pylxd's ``Client`` on the unix socket (models: instances, images, storage_pools)."""
         if self._client is None:
             pylxd = _sdk()
             if not os.path.exists(self.socket):
@@ -229,15 +234,10 @@ class LxdBackend(CleanupByName, Backend):
 
     # -- hooks -------------------------------------------------------------------
     def check(self) -> None:
-        pylxd = _sdk()
-        try:
-            self.client.images.get_by_alias(self.image)
-        except pylxd.exceptions.NotFound as exc:
-            hint = ("build it with: labkit images build --only lxd"
-                    if self.image.startswith("labkit-") else "import it first (lxc image import)")
-            raise BackendUnavailable(f"LXD image alias {self.image!r} is missing; {hint}") from exc
-        except pylxd.exceptions.LXDAPIException as exc:
-            raise BackendUnavailable(f"LXD image alias {self.image!r} cannot be read: {exc}") from exc
+        ours, errors = self.image.startswith("labkit-"), _sdk().exceptions
+        hint = "build it with: labkit images build --only lxd" if ours else "import it first (lxc image import)"
+        check_image(lambda: self.client.images.get_by_alias(self.image), f"LXD image alias {self.image!r}",
+                    errors.NotFound, errors.LXDAPIException, hint)
         self._pool()
 
     def _pool(self) -> str:
@@ -293,7 +293,7 @@ class LxdBackend(CleanupByName, Backend):
             model.start(wait=True)
             inst = LxdInstance(self, name, spec, index, cpus, model)
             # no NIC, but loopback must be up for servers and clients inside (apache + ab, iperf3)
-            inst.exec(["ip", "link", "set", "lo", "up"], timeout=30)
+            _wait_init(model, name)
             if network is not None:
                 address = f"{network.addresses[index]}/{network.prefixlen}"
                 inst.exec(["sh", "-c", f"ip addr add {address} dev eth0 && ip link set eth0 up && "
@@ -321,12 +321,7 @@ class LxdBackend(CleanupByName, Backend):
 
     def cleanup(self, prefix: str) -> list[str]:
         """Remove instances named ``prefix*`` (any state), then networks named so."""
-        names = super().cleanup(prefix)
-        nets = netmod.bridges(check_prefix(prefix))
-        for alias, device in nets.items():
-            netmod.delete_bridge(device, alias)
-        netmod.drop_rules(prefix)
-        return names + sorted(nets)
+        return super().cleanup(prefix) + remove_bridges(prefix)
 
     def _remove_if_ours(self, name: str, token: str) -> None:
         """Remove ``name`` after a failed create/start, unless it is someone else's
@@ -363,38 +358,25 @@ class LxdBackend(CleanupByName, Backend):
     def fingerprint(self) -> dict:
         env = self.client.host_info.get("environment", {})
         pool = self._pool()
-        try:
-            driver = self.client.storage_pools.get(pool).driver
-        except _sdk().exceptions.LXDAPIException:
-            driver = None
         return {
             "backend": self.name,
             "lxd_version": env.get("server_version"),
             "lxc_version": (env.get("driver_version") or "").split("|")[0].strip() or None,
             "storage_pool": pool,
-            "storage_driver": driver,
+            "storage_driver": or_none(lambda: self.client.storage_pools.get(pool).driver),
             "storage_drivers_available": env.get("storage"),
             "cgroup_version": _cgroup_version(),
             "kernel": env.get("kernel_version"),
             "image": self.image,
-            "image_fingerprint": self._image_fingerprint(),
-        }
-
-    def _image_fingerprint(self):
-        try:
-            return self.client.images.get_by_alias(self.image).fingerprint
-        except Exception:
-            return None
+            "image_fingerprint": or_none(lambda: self.client.images.get_by_alias(self.image).fingerprint)}
 
     # -- housekeeping ------------------------------------------------------------
-    def list_labkit(self, prefix: str = NAME_PREFIX) -> list[str]:
-        """Names of every instance (any state) whose name starts with ``prefix``."""
+    def _names(self, prefix: str) -> list[str]:
         lxd_prefix(prefix)
         try:
-            names = [m.name for m in self.client.instances.all()]
+            return [m.name for m in self.client.instances.all()]
         except _sdk().exceptions.LXDAPIException as exc:
             raise BackendError(f"LXD: listing instances failed: {exc}") from exc
-        return sorted(n for n in names if n.startswith(prefix))
 
     def close(self) -> None:
         if self._client is not None:
@@ -403,6 +385,23 @@ class LxdBackend(CleanupByName, Backend):
             except Exception:
                 pass
         self._client = None
+
+
+def _wait_init(model, name: str, patience_s: float = 30.0) -> None:
+    """Wait until the container's init has brought loopback up (it then runs ``sleep``),
+    seen on the host from its /proc/<pid>/cmdline; BackendError after ``patience_s``."""
+    pid = model.state().pid
+    deadline = time.monotonic() + patience_s
+    while True:
+        try:
+            if Path(f"/proc/{pid}/cmdline").read_bytes() == INIT_READY:
+                return
+        except OSError as exc:
+            raise BackendError(f"LXD: the init of {name} (pid {pid}) is gone: {exc}") from exc
+        if time.monotonic() > deadline:
+            raise BackendError(f"LXD: the init of {name} did not bring loopback up "
+                               f"within {patience_s:.0f} s")
+        time.sleep(0.005)
 
 
 def _cgroup_version() -> int:

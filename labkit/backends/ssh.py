@@ -143,7 +143,7 @@ class _Exec:
         self.thread: threading.Thread | None = None
 
 
-class SshInstance(Instance):
+class SshInstance(cgroups.CgroupCounters, Instance):
     """A cgroup (when limits are enforced) and a private work dir on the remote host."""
 
     def __init__(self, backend: SshBackend, name, spec, index, cpus, host_cpu_ids):
@@ -217,12 +217,8 @@ class SshInstance(Instance):
             script += cgroups.script(be.driver.kill(self.name))
         be.run_script(script + "true\n", f"killing a command in {self.name}")
 
-    def _oom_kills(self) -> int | None:
-        be: SshBackend = self.backend
-        if be.driver is None:
-            return None
-        path, parse = be.driver.oom_kills(self.name)
-        return parse(be.run_script(f"cat {q(path)}", f"OOM count of {self.name}").stdout)
+    def _read(self, path: str) -> str:
+        return self.backend.run_script(f"cat {q(path)}", f"reading {path} of {self.name}").stdout
 
     def put(self, local_path, remote_path, mode=0o755) -> None:
         be: SshBackend = self.backend
@@ -241,14 +237,6 @@ class SshInstance(Instance):
             raise BackendError(f"put {local_path} -> {be.target}:{path}: no such remote directory") from None
         except (OSError, paramiko.SSHException, EOFError) as exc:
             raise BackendError(f"put {local_path} -> {be.target}:{path} failed: {exc}") from exc
-
-    def cpu_time_s(self) -> float:
-        """CPU time consumed by the instance's cgroup so far (seconds)."""
-        be: SshBackend = self.backend
-        if be.driver is None:
-            raise BackendError("cpu_time_s needs enforced limits (a cgroup)")
-        path, parse = be.driver.cpu_time(self.name)
-        return parse(be.run_script(f"cat {q(path)}", f"cpu time of {self.name}").stdout)
 
     def _destroy(self) -> None:
         self.backend._remove([self.name])
@@ -427,16 +415,13 @@ class SshBackend(Backend):
 
     def _create(self, spec: InstanceSpec, name, index, cpus) -> SshInstance:
         check_name(name)
-        ids = self._cpu_ids()
-        real = [ids[c] for c in cpus] if cpus is not None else None
+        real, ops = cgroups.create_ops(self.driver, name, self._cpu_ids(), cpus, spec.vcpus, spec.memory_mb)
         if self.driver is None and real is not None and "taskset" not in self.facts.tools:
             raise BackendUnavailable(f"{self.target} has no taskset to pin an unconfined instance; "
                                      "install it with: apt-get install util-linux")
         script = f"mkdir -m 700 {q(posixpath.join(self.workroot, name))} || exit 1\n"
-        if self.driver is not None:
-            script += cgroups.script(self.driver.create(name, real if real is not None else ids,
-                                                        None if real is not None else spec.vcpus,
-                                                        spec.memory_mb))
+        if ops:
+            script += cgroups.script(ops)
         try:
             self.run_script(script, f"creating instance {name}")
             return SshInstance(self, name, spec, index, cpus, real)

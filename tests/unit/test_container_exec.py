@@ -122,3 +122,19 @@ def test_container_backends_list_their_options_when_given_an_unknown_one():
         DockerBackend(enforce_limit=False)
     with pytest.raises(ConfigError, match="storage.*allowed: image, socket, pool, privileged"):
         LxdBackend(storage="x")
+
+
+def test_lxd_init_survives_lxcs_blank_split(tmp_path):
+    """LXC splits lxc.init.cmd on blanks without quotes: the script must still run whole."""
+    import subprocess
+
+    from labkit.backends.lxd import INIT_CMD, INIT_READY
+    argv = INIT_CMD.split()
+    assert argv[:2] == ["/bin/sh", "-c"] and len(argv) == 3
+    for tool in ("ip", "sleep"):  # stand-ins on PATH that record how they were called
+        stub = tmp_path / tool
+        stub.write_text(f'#!/bin/sh\necho {tool} "$@" >> {tmp_path}/calls\n')
+        stub.chmod(0o755)
+    subprocess.run(argv, env={"PATH": str(tmp_path)}, check=True, timeout=10)
+    assert (tmp_path / "calls").read_text().splitlines() == ["ip link set lo up", "sleep infinity"]
+    assert INIT_READY.split(b"\0")[:2] == [b"sleep", b"infinity"]
