@@ -149,7 +149,8 @@ class LibvirtInstance(Instance):
 
 class LibvirtBackend(Backend):
     """Options: ``uri`` (qemu:///system), ``domain_type`` ("auto" | "kvm" | "qemu" | "xen"),
-    ``image`` (VM image directory or its image.json; default: the last built, see
+    ``image`` (VM image directory or its image.json, or an image variant's name such as
+    ``mpi``; default: the last built base image, see
     :func:`~labkit.backends.libvirt_storage.load_image`), ``boot_timeout`` (s, 240),
     ``kvm_probe_timeout`` (s, 25), ``pool`` / ``pool_path`` (where overlays go),
     ``disk_cache`` (QEMU cache mode; libvirt's default when unset)."""
