@@ -58,3 +58,11 @@ def test_container_backends_accept_the_option(tmp_path):
     assert be.mounts == (Mount(str(tmp_path), str(tmp_path), True),)
     with pytest.raises(ConfigError, match="lxd option mounts"):
         LxdBackend(mounts="relative")
+
+
+def test_libvirt_says_why_it_has_no_mounts_yet(tmp_path):
+    libvirt_backend = pytest.importorskip("labkit.backends.libvirt")
+    assert "mounts" in libvirt_backend.LibvirtBackend.OPTIONS
+    with pytest.raises(ConfigError, match=r"no 9p.*virtiofsd"):
+        libvirt_backend.LibvirtBackend(mounts=str(tmp_path))
+    libvirt_backend.LibvirtBackend(mounts=[]).close()
