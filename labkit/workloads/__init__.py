@@ -13,6 +13,7 @@ REGISTRY = {
     "sysbench": ("labkit.workloads.sysbench", "Sysbench"),
     "stream": ("labkit.workloads.stream", "Stream"),
     "fio": ("labkit.workloads.fio", "Fio"),
+    "bonnie": ("labkit.workloads.bonnie", "Bonnie"),
     "iperf3": ("labkit.workloads.iperf3", "Iperf3"),
     "mpi": ("labkit.workloads.mpi", "Mpi"),
     "hpcc": ("labkit.workloads.mpi", "Hpcc"),
