@@ -48,8 +48,8 @@ PACKAGES = TOOL_PACKAGES + ("procps", "coreutils", "qemu-guest-agent", "util-lin
 #: Extra Debian packages by profile, for workloads across instances (``mpi``, ``hpcc``): on
 #: the host for the ``local`` backend (scripts/setup-tools.sh installs them; mpirun runs on the
 #: host), and in the image variant of the same name (``labkit images build --profile mpi``);
-#: ``disk``: bonnie++ (the ``bonnie`` workload).
-PROFILES = {"mpi": ("openmpi-bin", "hpcc"), "disk": ("bonnie++",)}
+#: ``disk``: bonnie++ (the ``bonnie`` workload); ``oltp``: MariaDB (the ``oltp`` workload).
+PROFILES = {"mpi": ("openmpi-bin", "hpcc"), "disk": ("bonnie++",), "oltp": ("mariadb-server",)}
 #: Debian package names (policy 5.6.1) and variant names (lower-case, for tags and aliases).
 _PACKAGE_RE = re.compile(r"[a-z0-9][a-z0-9+.-]+")
 _VARIANT_RE = re.compile(r"[a-z][a-z0-9]{0,15}")
