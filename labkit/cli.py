@@ -68,7 +68,8 @@ def cmd_images(args) -> int:
     from . import images
     spec = "docker,lxd" if args.only is None else args.only
     only = tuple(x.strip() for x in spec.split(",") if x.strip() and x.strip() != "none")
-    result = images.build(targets=only, vm=args.vm, force=args.force)
+    result = images.build(targets=only, vm=args.vm, force=args.force, profile=args.profile,
+                          packages=args.packages, variant=args.variant)
     print(json.dumps(result, indent=2, default=str))
     return 0
 
@@ -266,6 +267,8 @@ def parser() -> argparse.ArgumentParser:
     b.add_argument("--vm", action="store_true", help="also build the libvirt VM disk")
     b.add_argument("--force", action="store_true", help="rebuild even if cached")
     b.add_argument("--only", help="comma list of docker,lxd; 'none' or '' for neither; default both")
+    from .images import add_variant_arguments
+    add_variant_arguments(b)
     b.set_defaults(func=cmd_images)
 
     e = sub.add_parser("export", help="write results.csv/parquet of a campaign")

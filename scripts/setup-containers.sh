@@ -140,6 +140,9 @@ fi
 cd "$here"
 if "$PYTHON" -m labkit images build --help >/dev/null 2>&1; then
     "$PYTHON" -m labkit images build --only docker,lxd
+    # the `mpi` variant (base + openmpi-bin, hpcc): MPI/hpcc across containers in
+    # tests/integration/test_network.py; cached by content like the base
+    "$PYTHON" -m labkit images build --only docker,lxd --profile mpi
 else
     "$PYTHON" -m labkit.images build --only docker,lxd
 fi

@@ -35,6 +35,7 @@ from pathlib import Path
 from .. import network as netmod
 from ..errors import BackendError, BackendUnavailable
 from ..instance import InstanceSpec
+from ..mounts import parse_mounts
 from ._container import CleanupByName, SessionExec, check_image, oom_kill_count, or_none
 from .base import Backend, Instance, Network, RawResult, check_cpus, check_name, check_prefix
 
@@ -131,17 +132,19 @@ class DockerBackend(CleanupByName, Backend):
     """Containers through the docker SDK.
 
     Options: ``image`` (default ``labkit/debian:12``), ``base_url`` (default
-    ``$DOCKER_HOST`` or ``unix:///var/run/docker.sock``), ``api_timeout`` (s, 120).
+    ``$DOCKER_HOST`` or ``unix:///var/run/docker.sock``), ``api_timeout`` (s, 120),
+    ``mounts`` (host directories as bind volumes, see :mod:`labkit.mounts`).
     """
 
     name = "docker"
-    OPTIONS = ("image", "base_url", "api_timeout")
+    OPTIONS = ("image", "base_url", "api_timeout", "mounts")
 
     def __init__(self, **options):
         super().__init__(**options)
         self.image = options.get("image") or DEFAULT_IMAGE
         self.base_url = options.get("base_url") or os.environ.get("DOCKER_HOST") or DEFAULT_SOCKET
         self.api_timeout = options.get("api_timeout", 120)
+        self.mounts = parse_mounts(options.get("mounts"), "docker")
         self._client = self._exec_api = self._info = None
 
     # -- connections -----------------------------------------------------------
@@ -199,7 +202,8 @@ class DockerBackend(CleanupByName, Backend):
         check_name(name)
         check_cpus(cpus, self.host_cpus())
         limits = {"mem_limit": f"{spec.memory_mb}m", "memswap_limit": f"{spec.memory_mb}m"}
-        meta = {"image": self.image, "memory_limit_mb": spec.memory_mb}
+        meta = {"image": self.image, "memory_limit_mb": spec.memory_mb,
+                "mounts": [m.as_dict() for m in self.mounts]}
         if cpus is not None:
             cpuset = ",".join(str(c) for c in sorted(set(cpus)))
             limits["cpuset_cpus"] = meta["cpuset"] = cpuset
@@ -224,7 +228,9 @@ class DockerBackend(CleanupByName, Backend):
         try:
             container = self.client.containers.create(
                 self.image, command=list(MAIN_COMMAND), name=name, hostname=name, labels=labels,
-                working_dir="/tmp/labkit", **net, **limits)
+                working_dir="/tmp/labkit", **net, **limits,
+                volumes={m.source: {"bind": m.target, "mode": "ro" if m.readonly else "rw"}
+                         for m in self.mounts})
             container.start()
         except BaseException as exc:
             self._remove_if_ours(name, token)

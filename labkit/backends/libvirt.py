@@ -28,6 +28,7 @@ import libvirt
 
 from ..errors import BackendError, BackendUnavailable, ConfigError, tail
 from ..instance import InstanceSpec
+from ..mounts import parse_mounts
 from . import libvirt_agent as agent
 from . import libvirt_probe
 from .base import NAME_PREFIX, Backend, Instance, RawResult, check_prefix, new_name, teardown
@@ -42,6 +43,13 @@ libvirt.registerErrorHandler(lambda _ctx, _err: None, None)
 DEFAULT_URI = "qemu:///system"
 POOL_NAME = "labkit"
 POOL_PATH = "/var/lib/libvirt/images/labkit"
+#: why ``mounts`` is refused (checked on Debian 12's linux-image-cloud-amd64 6.1: no CONFIG_NET_9P,
+#: CONFIG_VIRTIO_FS=m)
+NO_MOUNTS = ("libvirt option mounts: host directories are not available in VMs yet: the guest "
+             "kernel (Debian's cloud kernel) has no 9p, and virtiofs (which it has) needs virtiofsd "
+             "on the host and shared memory backing, which labkit does not set up; copy the suite "
+             "into the VM image instead (labkit images build --vm --packages ...) or use "
+             "docker/lxd/local")
 DOMAIN_TYPES = ("auto", "kvm", "qemu", "xen")
 #: The Debian cloud kernel and the host's initrd panic while unpacking it in less (128 MiB fails, 160 boots)
 MIN_MEMORY_MB = 160
@@ -149,14 +157,15 @@ class LibvirtInstance(Instance):
 
 class LibvirtBackend(Backend):
     """Options: ``uri`` (qemu:///system), ``domain_type`` ("auto" | "kvm" | "qemu" | "xen"),
-    ``image`` (VM image directory or its image.json; default: the last built, see
+    ``image`` (VM image directory or its image.json, or an image variant's name such as
+    ``mpi``; default: the last built base image, see
     :func:`~labkit.backends.libvirt_storage.load_image`), ``boot_timeout`` (s, 240),
     ``kvm_probe_timeout`` (s, 25), ``pool`` / ``pool_path`` (where overlays go),
     ``disk_cache`` (QEMU cache mode; libvirt's default when unset)."""
 
     name = "libvirt"
     OPTIONS = ("uri", "domain_type", "image", "boot_timeout", "kvm_probe_timeout", "pool",
-               "pool_path", "disk_cache")
+               "pool_path", "disk_cache", "mounts")
 
     def __init__(self, **options):
         super().__init__(**options)
@@ -170,6 +179,8 @@ class LibvirtBackend(Backend):
         self.boot_timeout = _seconds(options, "boot_timeout", 240)
         self.kvm_probe_timeout = _seconds(options, "kvm_probe_timeout", 25)
         self.disk_cache = options.get("disk_cache")
+        if parse_mounts(options.get("mounts"), "libvirt"):
+            raise ConfigError(NO_MOUNTS)
         self.pool = Pool(lambda: self.conn, options.get("pool") or POOL_NAME,
                          options.get("pool_path") or POOL_PATH)
         self._conn = None

@@ -45,8 +45,10 @@ def image_cache() -> Path:
 def load_image(image: str | os.PathLike | None = None) -> dict:
     """The VM image description with absolute ``disk``, ``kernel``, ``initrd`` and ``dir``.
 
-    ``image``: the image directory or its ``image.json``; None: ``$LABKIT_VM_IMAGE``,
-    else the image named by ``<image cache>/vm-current.json``. Only the files
+    ``image``: the image directory or its ``image.json``, a pointer file naming one
+    (``vm-current.json``, ``vm-<variant>.json``), or an image variant's name (``mpi``:
+    ``<image cache>/vm-mpi.json``); None: ``$LABKIT_VM_IMAGE``, else the image named by
+    ``<image cache>/vm-current.json``. Only the files
     on this machine are checked (a remote daemon needs the same paths).
     Raises BackendUnavailable saying how to build it, ConfigError for a malformed file.
     """
@@ -57,6 +59,15 @@ def load_image(image: str | os.PathLike | None = None) -> dict:
             image = json.loads(pointer.read_text())["image"]
         except (OSError, ValueError, KeyError, TypeError):
             raise BackendUnavailable(f"{MISSING} (no image named in {pointer})") from None
+    image = str(image)
+    if "/" not in image and not image.endswith(".json"):   # a variant's name
+        image = str(image_cache() / f"vm-{image}.json")
+    if image.endswith(".json") and Path(image).name != "image.json":   # a pointer file
+        try:
+            image = json.loads(Path(image).read_text())["image"]
+        except (OSError, ValueError, KeyError, TypeError):
+            raise BackendUnavailable(f"{MISSING} (no image named in {image}; build a variant "
+                                     "with: labkit images build --vm --profile <name>)") from None
     path = Path(image)
     meta = path if path.name == "image.json" else path / "image.json"
     try:

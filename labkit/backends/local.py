@@ -35,6 +35,7 @@ from pathlib import Path
 from .. import network as netmod
 from ..errors import BackendError, BackendUnavailable, ConfigError
 from ..instance import InstanceSpec
+from ..mounts import parse_mounts, same_path_mounts
 from . import cgroups
 from .base import Backend, Instance, Network, RawResult, check_name, check_prefix, remove_bridges
 
@@ -195,16 +196,21 @@ class LocalBackend(Backend):
     Options: ``enforce_limits`` (default True: refuse when cgroups can't be
     used), ``workroot`` (where instance work directories go; created 0700 and
     verified, see :func:`private_dir`), ``network`` ("none": own network
-    namespace with loopback only, the default; "host": the host's network).
+    namespace with loopback only, the default; "host": the host's network), ``mounts``
+    (host directories, see :mod:`labkit.mounts`: instances share the host's file system, so
+    each is seen at its own path; a different target is refused, read-only not enforced).
     """
 
     name = "local"
-    OPTIONS = ("enforce_limits", "workroot", "network")
+    OPTIONS = ("enforce_limits", "workroot", "network", "mounts")
 
     def __init__(self, enforce_limits: bool = True, workroot: str | None = None, network: str = "none",
-                 **unknown):
+                 mounts=None, **unknown):
         super().__init__(**unknown)   # an unknown option is refused with the list of valid ones
         self.options = {"enforce_limits": enforce_limits, "workroot": workroot, "network": network}
+        self.mounts = same_path_mounts(parse_mounts(mounts, "local"))
+        if self.mounts:
+            self.options["mounts"] = [m.as_dict() for m in self.mounts]
         if not isinstance(enforce_limits, bool):
             raise ConfigError(f"local backend: enforce_limits must be true or false, got {enforce_limits!r}")
         if network not in NETWORKS:

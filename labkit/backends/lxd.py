@@ -41,6 +41,7 @@ from pathlib import Path
 from .. import network as netmod
 from ..errors import BackendError, BackendUnavailable, ConfigError
 from ..instance import InstanceSpec
+from ..mounts import parse_mounts
 from ._container import CleanupByName, SessionExec, check_image, oom_kill_count, or_none
 from .base import (
     Backend,
@@ -203,11 +204,12 @@ class LxdBackend(CleanupByName, Backend):
     Options: ``image`` (alias, default ``labkit-debian-12``), ``socket`` (default
     ``$LXD_DIR/unix.socket`` or ``/var/lib/lxd/unix.socket``), ``pool`` (storage pool
     for the root disk; default: the default profile's, else the first pool),
-    ``privileged`` (default False).
+    ``privileged`` (default False), ``mounts`` (host directories as ``disk`` devices, see
+    :mod:`labkit.mounts`).
     """
 
     name = "lxd"
-    OPTIONS = ("image", "socket", "pool", "privileged")
+    OPTIONS = ("image", "socket", "pool", "privileged", "mounts")
 
     def __init__(self, **options):
         super().__init__(**options)
@@ -215,6 +217,7 @@ class LxdBackend(CleanupByName, Backend):
         self.socket = options.get("socket") or default_socket()
         self.pool = options.get("pool")
         self.privileged = bool(options.get("privileged", False))
+        self.mounts = parse_mounts(options.get("mounts"), "lxd")
         self._client = self._host_cpus = None
 
     @property
@@ -284,6 +287,10 @@ class LxdBackend(CleanupByName, Backend):
                 "source": {"type": "image", "alias": self.image},
                 "profiles": [], "devices": {"root": {"type": "disk", "path": "/", "pool": pool}},
                 "config": config, "ephemeral": False}
+        for i, m in enumerate(self.mounts):
+            body["devices"][f"labkit-mount{i}"] = {"type": "disk", "source": m.source, "path": m.target,
+                                                   "readonly": str(m.readonly).lower()}
+        meta["mounts"] = [m.as_dict() for m in self.mounts]
         if network is not None:
             host_end = f"{network.device}h{index}"
             body["devices"]["eth0"] = {"type": "nic", "nictype": "bridged", "parent": network.device,

@@ -10,6 +10,12 @@
 Every step is cached on its inputs: a second build with the same inputs does
 nothing and says so.
 
+Variants add Debian packages (``profile="mpi"`` from ``rootfs.PROFILES``, or
+``packages="hpcc,openmpi-bin"``); each carries its name everywhere, beside the base:
+``labkit/debian:12-mpi`` (Docker), ``labkit-debian-12-mpi`` (LXD),
+``vm-mpi.json`` naming its VM image directory (libvirt). Pass that name as the
+backend's ``image`` option.
+
 >>> import labkit.images
 >>> labkit.images.build(targets=("docker",))
 """
@@ -46,38 +52,54 @@ def _targets(targets) -> tuple[str, ...]:
     return tuple(out)
 
 
-def build(targets=TARGETS, vm: bool = False, force: bool = False, echo=print) -> dict:
+def build(targets=TARGETS, vm: bool = False, force: bool = False, echo=print, *,
+          profile: str | None = None, packages=None, variant: str | None = None) -> dict:
     """Build the rootfs and import it into each target; returns what each step did.
 
     ``targets``: a sequence or comma-separated string of ``docker``, ``lxd``
     (empty: only the rootfs). ``vm``: also build the libvirt VM image.
     ``force``: rebuild everything even when cached. ``echo``: where progress goes
-    (``None`` for silence).
+    (``None`` for silence). ``profile`` / ``packages`` / ``variant``: build the image
+    variant with those extra Debian packages (see :func:`labkit.images.rootfs.variant`)
+    instead of the base image.
 
-    Returned keys: ``rootfs`` (path), ``hash`` (image content hash), ``docker``,
-    ``lxd`` and ``vm`` (each the importer's result, with ``built`` False when
-    the cache was used), only for the targets asked.
+    Returned keys: ``rootfs`` (path), ``hash`` (image content hash), ``variant`` (None
+    for the base), ``packages`` (the extra ones), ``docker``, ``lxd`` and ``vm`` (each the
+    importer's result, with ``built`` False when the cache was used), only for the
+    targets asked.
     """
     from .rootfs import build_rootfs, image_hash, rootfs_tarball
+    from .rootfs import variant as make_variant
 
     chosen = _targets(targets)
+    var = make_variant(profile, packages, variant)
     echo = echo or (lambda *a: None)
-    path = build_rootfs(force=force, echo=echo)
+    path = build_rootfs(force=force, echo=echo, var=var)
     h = image_hash(path)
-    result: dict = {"rootfs": str(path), "hash": h}
+    result: dict = {"rootfs": str(path), "hash": h, "variant": var.name, "packages": list(var.extra)}
     if chosen:
         tarball = rootfs_tarball(path, force=force, echo=echo)
         result["tarball"] = str(tarball)
         if "docker" in chosen:
             from .docker_image import import_image
-            result["docker"] = import_image(tarball, h, force=force, echo=echo)
+            result["docker"] = import_image(tarball, h, force=force, echo=echo, variant=var.name)
         if "lxd" in chosen:
             from .lxd_image import import_image
-            result["lxd"] = import_image(tarball, h, force=force, echo=echo)
+            result["lxd"] = import_image(tarball, h, force=force, echo=echo, variant=var.name)
     if vm:
         from .vm import build_vm_image  # the libvirt image, written by its own module
-        result["vm"] = build_vm_image(path, force=force, echo=echo)
+        result["vm"] = build_vm_image(path, force=force, echo=echo, variant=var.name)
     return result
+
+
+def add_variant_arguments(parser) -> None:
+    """The ``--profile``, ``--packages`` and ``--variant`` options of ``images build``."""
+    from .rootfs import PROFILES
+    parser.add_argument("--profile", choices=sorted(PROFILES),
+                        help="build the image variant of this profile (extra Debian packages: "
+                             + "; ".join(f"{k}: {','.join(v)}" for k, v in sorted(PROFILES.items())) + ")")
+    parser.add_argument("--packages", help="comma-separated extra Debian packages for a variant")
+    parser.add_argument("--variant", help="the variant's name (default: the profile's, or x<hash>)")
 
 
 def main(argv=None) -> int:
@@ -91,10 +113,12 @@ def main(argv=None) -> int:
     b.add_argument("--force", action="store_true", help="rebuild even when cached")
     b.add_argument("--only", default=",".join(TARGETS),
                    help="comma-separated targets among docker,lxd (default: both)")
+    add_variant_arguments(b)
     args = parser.parse_args(argv)
     from ..errors import LabkitError
     try:
-        result = build(targets=args.only, vm=args.vm, force=args.force)
+        result = build(targets=args.only, vm=args.vm, force=args.force, profile=args.profile,
+                       packages=args.packages, variant=args.variant)
     except LabkitError as exc:
         print(f"error: {exc}")
         return 1

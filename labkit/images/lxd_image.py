@@ -53,9 +53,15 @@ def _fingerprint(meta: bytes, rootfs: Path) -> str:
     return digest.hexdigest()
 
 
+def alias(variant: str | None = None) -> str:
+    """The alias of the base image (``labkit-debian-12``) or of a variant (``labkit-debian-12-mpi``)."""
+    return f"{ALIAS}-{variant}" if variant else ALIAS
+
+
 def import_image(tarball: Path, h: str, *, force: bool = False, socket: str | None = None,
-                 echo=print) -> dict:
-    """Import ``tarball`` as ``labkit-debian-12`` unless that alias already has hash ``h``.
+                 echo=print, variant: str | None = None) -> dict:
+    """Import ``tarball`` as ``labkit-debian-12`` (``-<variant>``) unless that alias already
+    has hash ``h``.
 
     ``socket``: LXD's unix socket (default: pylxd's, from ``$LXD_DIR``).
     Returns ``alias``, ``fingerprint`` and ``built`` (False: the alias was up to date).
@@ -69,34 +75,35 @@ def import_image(tarball: Path, h: str, *, force: bool = False, socket: str | No
     except pylxd.exceptions.ClientConnectionFailed as exc:
         raise BackendUnavailable(f"cannot reach LXD ({exc}); {START_HINT}") from exc
     images = client.images
+    name = alias(variant)
     try:
-        current = _by_alias(images, pylxd)
+        current = _by_alias(images, pylxd, name)
         if current is not None and not force and current.properties.get("labkit.hash") == h:
-            echo(f"LXD image {ALIAS} ({current.fingerprint[:12]}) is up to date; nothing to do")
-            return {"alias": ALIAS, "fingerprint": current.fingerprint, "built": False}
+            echo(f"LXD image {name} ({current.fingerprint[:12]}) is up to date; nothing to do")
+            return {"alias": name, "fingerprint": current.fingerprint, "built": False}
         # the tarball's mtime as creation date keeps the metadata (hence the fingerprint) stable
         meta = metadata_tarball(h, created=int(tarball.stat().st_mtime))
         fp = _fingerprint(meta, tarball)
         if images.exists(fp):
-            echo(f"LXD already holds image {fp[:12]}; pointing {ALIAS} at it")
+            echo(f"LXD already holds image {fp[:12]}; pointing {name} at it")
             image = images.get(fp)
         else:
-            echo(f"lxc image import {tarball} --alias {ALIAS}")
+            echo(f"lxc image import {tarball} --alias {name}")
             with open(tarball, "rb") as rootfs:
                 image = images.create(rootfs, metadata=meta, public=False, wait=True)
         if current is not None and current.fingerprint != image.fingerprint:
-            current.delete_alias(ALIAS)
+            current.delete_alias(name)
             current.delete(wait=True)
             echo(f"removed stale LXD image {current.fingerprint[:12]}")
         if current is None or current.fingerprint != image.fingerprint:
-            image.add_alias(ALIAS, f"labkit Debian 12 image (rootfs {h})")
-        return {"alias": ALIAS, "fingerprint": image.fingerprint, "built": True}
+            image.add_alias(name, f"labkit Debian 12 image (rootfs {h})")
+        return {"alias": name, "fingerprint": image.fingerprint, "built": True}
     except pylxd.exceptions.LXDAPIException as exc:
         raise BackendError(f"importing {tarball} into LXD failed: {exc}") from exc
 
 
-def _by_alias(images, pylxd):
+def _by_alias(images, pylxd, name: str = ALIAS):
     try:
-        return images.get_by_alias(ALIAS)
+        return images.get_by_alias(name)
     except pylxd.exceptions.NotFound:
         return None

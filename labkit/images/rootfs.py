@@ -8,6 +8,11 @@ under ``/var/cache/labkit/images`` (``$LABKIT_IMAGE_CACHE`` overrides)::
     rootfs-<hash>/          the root filesystem (hash of the build inputs)
     rootfs-<hash>.stamp     written last: a rootfs without it is never reused
     rootfs-<hash>.tar       the same tree as one tarball (docker import, LXD)
+    rootfs-<variant>-<hash>[.stamp|.tar]   a variant: the same plus extra Debian packages
+
+A *variant* adds Debian packages to the image (``labkit images build --profile mpi`` or
+``--packages hpcc,openmpi-bin``); its hash covers the whole package list, so it is cached
+by content like the base, and it never replaces the base image.
 
 >>> from labkit.images.rootfs import build_rootfs
 >>> path = build_rootfs()          # minutes the first time, instant after
@@ -42,8 +47,12 @@ PACKAGES = TOOL_PACKAGES + ("procps", "coreutils", "qemu-guest-agent", "util-lin
                             "kmod")
 #: Extra Debian packages by profile, for workloads across instances (``mpi``, ``hpcc``): on
 #: the host for the ``local`` backend (scripts/setup-tools.sh installs them; mpirun runs on the
-#: host), and meant for image variants (not yet built by ``labkit images build``).
-PROFILES = {"mpi": ("openmpi-bin", "hpcc")}
+#: host), and in the image variant of the same name (``labkit images build --profile mpi``);
+#: ``disk``: bonnie++ (the ``bonnie`` workload); ``oltp``: MariaDB (the ``oltp`` workload).
+PROFILES = {"mpi": ("openmpi-bin", "hpcc"), "disk": ("bonnie++",), "oltp": ("mariadb-server",)}
+#: Debian package names (policy 5.6.1) and variant names (lower-case, for tags and aliases).
+_PACKAGE_RE = re.compile(r"[a-z0-9][a-z0-9+.-]+")
+_VARIANT_RE = re.compile(r"[a-z][a-z0-9]{0,15}")
 #: Bump when the recipe changes in a way the inputs above do not show
 #: (3: no benchmark binary baked in; each benchmark copies its own into the instance).
 RECIPE = 3
@@ -169,6 +178,55 @@ def debian_mirror(suite: str = SUITE, patterns=APT_SOURCES) -> AptSource:
         f"configure one, or set LABKIT_APT_MIRROR to a Debian mirror URL")
 
 
+# --------------------------------------------------------------------------- variants
+@dataclass(frozen=True)
+class Variant:
+    """An image variant: a name (``None`` for the base image) and its extra Debian packages."""
+    name: str | None = None
+    extra: tuple[str, ...] = ()
+
+    @property
+    def packages(self) -> tuple[str, ...]:
+        return tuple(sorted(set(PACKAGES) | set(self.extra)))
+
+    def dirname(self, h: str) -> str:
+        return f"rootfs-{self.name}-{h}" if self.name else f"rootfs-{h}"
+
+
+BASE = Variant()
+
+
+def variant(profile: str | None = None, packages=None, name: str | None = None) -> Variant:
+    """The variant a profile and/or a package list (sequence or comma-separated string) ask for.
+
+    Its name is ``name``, else the profile's, else ``x`` + 8 hex digits of the package list.
+    Neither profile nor packages: the base image. Raises ConfigError naming the bad value.
+    """
+    if isinstance(packages, str):
+        packages = [p for p in packages.replace(" ", ",").split(",") if p]
+    extra = set(packages or ())
+    for pkg in sorted(extra):
+        if not isinstance(pkg, str) or not _PACKAGE_RE.fullmatch(pkg):
+            raise ConfigError(f"images build --packages: {pkg!r} is not a Debian package name "
+                              "(lower-case letters, digits, + - .)")
+    if profile is not None:
+        if profile not in PROFILES:
+            raise ConfigError(f"images build --profile: unknown profile {profile!r}; "
+                              f"allowed: {', '.join(sorted(PROFILES))}")
+        extra |= set(PROFILES[profile])
+    extra -= set(PACKAGES)
+    if not extra:
+        if name:
+            raise ConfigError(f"images build --variant {name!r}: no extra packages (give --profile "
+                              "or --packages)")
+        return BASE
+    name = name or profile or "x" + hashlib.sha256(",".join(sorted(extra)).encode()).hexdigest()[:8]
+    if not _VARIANT_RE.fullmatch(name):
+        raise ConfigError(f"images build --variant: {name!r} must be 1-16 lower-case letters "
+                          "and digits, starting with a letter")
+    return Variant(name, tuple(sorted(extra)))
+
+
 # --------------------------------------------------------------------------- build
 def inputs(packages=PACKAGES, suite: str = SUITE) -> dict:
     """What determines the debootstrap result (the mirror does not: same suite, same packages)."""
@@ -189,8 +247,8 @@ def inputs_hash(inp: dict | None = None) -> str:
     return hashlib.sha256(json.dumps(inp, sort_keys=True).encode()).hexdigest()[:12]
 
 
-def rootfs_path(h: str | None = None) -> Path:
-    return cache_dir() / f"rootfs-{h or inputs_hash()}"
+def rootfs_path(h: str | None = None, var: Variant = BASE) -> Path:
+    return cache_dir() / var.dirname(h or inputs_hash(inputs(var.packages)))
 
 
 def _stamp(path: Path) -> Path:
@@ -215,22 +273,23 @@ def _run(cmd: list[str], what: str, **kw) -> subprocess.CompletedProcess:
     return proc
 
 
-def build_rootfs(force: bool = False, *, echo=print) -> Path:
-    """Path of the finished Debian 12 rootfs, debootstrapping it if it is not cached.
+def build_rootfs(force: bool = False, *, echo=print, var: Variant = BASE) -> Path:
+    """Path of the finished Debian 12 rootfs (of variant ``var``), debootstrapping it if it is
+    not cached.
 
     A second call with the same inputs does nothing (and says so through ``echo``).
     """
     with _build_lock():
-        return _build_rootfs(force, echo)
+        return _build_rootfs(force, echo, var)
 
 
-def _build_rootfs(force: bool, echo) -> Path:
+def _build_rootfs(force: bool, echo, var: Variant = BASE) -> Path:
     echo = echo or (lambda *a: None)
     if os.geteuid() != 0:
         raise BackendUnavailable("building the labkit rootfs needs root (debootstrap); run as root")
-    inp = inputs()
+    inp = inputs(var.packages)
     h = inputs_hash(inp)
-    path = rootfs_path(h)
+    path = rootfs_path(h, var)
     stamp = read_stamp(path) if path.is_dir() else None
     if stamp and not force:
         echo(f"rootfs {path} is up to date (inputs {h}); nothing to do")
@@ -245,7 +304,7 @@ def _build_rootfs(force: bool, echo) -> Path:
     if tmp.exists():
         shutil.rmtree(tmp)
     tmp.parent.mkdir(parents=True, exist_ok=True)
-    cmd = ["debootstrap", f"--variant={VARIANT}", "--include=" + ",".join(sorted(PACKAGES)),
+    cmd = ["debootstrap", f"--variant={VARIANT}", "--include=" + ",".join(var.packages),
            "--components=main"]
     if mirror.signed_by and Path(mirror.signed_by).exists():
         cmd.append(f"--keyring={mirror.signed_by}")
@@ -257,18 +316,25 @@ def _build_rootfs(force: bool, echo) -> Path:
     if path.exists():
         shutil.rmtree(path)
     os.replace(tmp, path)
-    _write_stamp(path, {**inp, "hash": h,
+    _write_stamp(path, {**inp, "hash": h, "variant": var.name,
                         "built": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                         "seconds": round(time.monotonic() - t0, 1)})
     echo(f"rootfs built at {path} in {time.monotonic() - t0:.0f}s")
-    _prune_stale(path, echo)
+    _prune_stale(path, echo, var)
     return path
 
 
-def _prune_stale(keep: Path, echo) -> None:
-    """Remove rootfs trees of older recipes or package lists (their images are rebuilt anyway)."""
+def _family(var: Variant) -> str:
+    """Regex of the cache entries of ``var``'s older builds (never another variant's)."""
+    stem = f"rootfs-{var.name}-" if var.name else "rootfs-"
+    return re.escape(stem) + r"[0-9a-f]{12}"
+
+
+def _prune_stale(keep: Path, echo, var: Variant = BASE) -> None:
+    """Remove rootfs trees of older recipes or package lists of the same variant (their images
+    are rebuilt anyway)."""
     for old in keep.parent.glob("rootfs-*"):
-        if old == keep or not re.fullmatch(r"rootfs-[0-9a-f]{12}(\.stamp|\.tmp)?", old.name):
+        if old == keep or not re.fullmatch(_family(var) + r"(\.stamp|\.tmp)?", old.name):
             continue
         if old.name.startswith(keep.name):
             continue
@@ -338,11 +404,12 @@ def rootfs_tarball(path: Path | None = None, *, force: bool = False, echo=print)
 
 def _tarball(path: Path, force: bool, echo) -> Path:
     h = image_hash(path)
-    out = path.parent / f"rootfs-{h}.tar"
+    var = Variant((read_stamp(path) or {}).get("variant"))
+    out = path.parent / (var.dirname(h) + ".tar")
     if out.exists() and not force:
         return out
     for old in path.parent.glob("rootfs-*.tar"):
-        if old != out:
+        if old != out and re.fullmatch(_family(var) + r"\.tar", old.name):
             old.unlink(missing_ok=True)
     tmp = out.with_suffix(".tar.tmp")
     echo(f"packing {path} into {out}")

@@ -134,7 +134,14 @@ def _du_bytes(path: Path) -> int:
     return int(out.split()[0])
 
 
-def build_vm_image(rootfs: Path, force: bool = False, *, echo=print) -> Path:
+def pointer(variant: str | None = None) -> Path:
+    """The file naming the last VM image built: ``vm-current.json``, or ``vm-<variant>.json``
+    for a variant (the libvirt backend's ``image`` option accepts either file)."""
+    return cache_dir() / (f"vm-{variant}.json" if variant else CURRENT)
+
+
+def build_vm_image(rootfs: Path, force: bool = False, *, echo=print,
+                   variant: str | None = None) -> Path:
     """Directory of the VM image made from ``rootfs``, building it if not cached.
 
     Steps: hard-link copy of the rootfs (the shared tree is never modified), add
@@ -156,7 +163,7 @@ def build_vm_image(rootfs: Path, force: bool = False, *, echo=print) -> Path:
     out = cache_dir() / f"vm-{h}"
     if _stamp(out).exists() and not force:
         echo(f"VM image {out} is up to date (inputs {h}); nothing to do")
-        _point_current(out)
+        _point_current(out, variant)
         return out
 
     t0 = time.monotonic()
@@ -217,13 +224,13 @@ def build_vm_image(rootfs: Path, force: bool = False, *, echo=print) -> Path:
         shutil.rmtree(out)
     os.replace(work, out)
     _stamp(out).write_text(json.dumps({"hash": h, "built": info["built"]}))
-    _point_current(out)
+    _point_current(out, variant)
     echo(f"VM image built at {out} in {time.monotonic() - t0:.0f}s ({size_mb} MB disk, kernel {version})")
     return out
 
 
-def _point_current(out: Path) -> None:
-    current = cache_dir() / CURRENT
+def _point_current(out: Path, variant: str | None = None) -> None:
+    current = pointer(variant)
     tmp = current.with_suffix(".tmp")
     tmp.write_text(json.dumps({"image": str(out)}))
     os.replace(tmp, current)

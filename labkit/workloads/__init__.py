@@ -13,6 +13,8 @@ REGISTRY = {
     "sysbench": ("labkit.workloads.sysbench", "Sysbench"),
     "stream": ("labkit.workloads.stream", "Stream"),
     "fio": ("labkit.workloads.fio", "Fio"),
+    "bonnie": ("labkit.workloads.bonnie", "Bonnie"),
+    "oltp": ("labkit.workloads.oltp", "Oltp"),
     "iperf3": ("labkit.workloads.iperf3", "Iperf3"),
     "mpi": ("labkit.workloads.mpi", "Mpi"),
     "hpcc": ("labkit.workloads.mpi", "Hpcc"),

@@ -8,8 +8,9 @@ exec``), so containers need no sshd. Its out-of-band and MPI traffic is limited
 to the run's subnet (``oob_tcp_if_include``, ``btl_tcp_if_include``; ``btl
 tcp,self``). OpenMPI must be the same version on the host and in the instances
 (the ``local`` backend's instances use the host's; containers need an image with
-``openmpi-bin`` and ``hpcc``, :data:`labkit.images.rootfs.PROFILES` ``["mpi"]``, which
-``labkit images build`` does not add yet).
+``openmpi-bin`` and ``hpcc``: the ``mpi`` image variant, ``labkit images build --profile
+mpi``, used with the backend option ``image=labkit/debian:12-mpi`` (Docker) or
+``image=labkit-debian-12-mpi`` (LXD)).
 
 * :class:`Mpi` (``mpi``): any MPI program; ``program`` (a command line, split
   like a shell would, no shell run), ``ranks`` (None: one per instance),
@@ -132,7 +133,8 @@ def mpirun_argv(instances, agent: str, ranks: int, wdir: str, program: list[str]
     slots = [ranks // len(instances) + (1 if i < ranks % len(instances) else 0) for i in range(len(instances))]
     hosts = ",".join(f"{inst.address}:{s}" for inst, s in zip(instances, slots) if s)
     return ["mpirun", "--allow-run-as-root", "-np", str(ranks), "--host", hosts,
-            "--mca", "plm_rsh_agent", agent, "--mca", "plm_rsh_no_tree_spawn", "1",
+            # "sh agent": the orteds check that the agent's first word exists in their instance too
+            "--mca", "plm_rsh_agent", f"sh {agent}", "--mca", "plm_rsh_no_tree_spawn", "1",
             "--mca", "oob_tcp_if_include", subnet, "--mca", "btl", "tcp,self",
             "--mca", "btl_tcp_if_include", subnet, "--wdir", wdir, *program]
 

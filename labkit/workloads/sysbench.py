@@ -18,8 +18,10 @@ Parameters: ``test`` (``cpu``), ``threads`` (None = the instance's vCPUs),
 (``write``/``read``), ``memory_access_mode`` (``seq``/``rnd``),
 ``fileio_total_size`` (``64M``), ``fileio_num`` (4), ``fileio_mode``
 (``rndrw``; also ``seqrd``, ``seqwr``, ``rndrd``, ``rndwr``...),
-``timeout_s`` (600). The fileio files live in the instance's work directory
-and are removed after each run.
+``timeout_s`` (600), ``events`` (None; for ``cpu``: a fixed amount of work, that
+many events, with no time limit, and the response is then ``total_time_s``, the
+time the work took, in s, as study 004 timed its prime search). The fileio files
+live in the instance's work directory and are removed after each run.
 """
 from __future__ import annotations
 
@@ -78,7 +80,8 @@ def parse(test: str, text: str, command=None, instance: int = 0) -> list[Measure
         rows.append(("events_per_s", _find(r"events per second:\s*" + _NUM, text,
                                            "'events per second'", command), "events/s"))
         avg, p95 = _latency(text, command)
-        rows += [("latency_avg_ms", avg, "ms"), ("latency_p95_ms", p95, "ms")]
+        rows += [("latency_avg_ms", avg, "ms"), ("latency_p95_ms", p95, "ms"),
+                 ("total_time_s", _find(r"total time:\s*" + _NUM + "s", text, "total time", command), "s")]
     elif test == "memory":
         rows.append(("mib_per_s", _find(r"MiB transferred \(" + _NUM + r" MiB/sec\)", text,
                                         "'MiB transferred (... MiB/sec)'", command), "MiB/s"))
@@ -115,18 +118,23 @@ class Sysbench(Workload):
     defaults = {"test": "cpu", "threads": None, "time_s": 2, "cpu_max_prime": 10000,
                 "memory_block_size": "1K", "memory_total_size": "10G", "memory_oper": "write",
                 "memory_access_mode": "seq", "fileio_total_size": "64M", "fileio_num": 4,
-                "fileio_mode": "rndrw", "timeout_s": 600}
+                "fileio_mode": "rndrw", "timeout_s": 600, "events": None}
     schema = {"test": Str(TESTS), "threads": THREADS, "time_s": Num(0, 86400),
               "cpu_max_prime": Int(3, 10**9), "memory_block_size": SIZE, "memory_total_size": SIZE,
               "memory_oper": Str(("read", "write", "none")), "memory_access_mode": Str(("seq", "rnd")),
               "fileio_total_size": SIZE, "fileio_num": Int(1, 10**6), "fileio_mode": Str(FILEIO_MODES),
-              "timeout_s": TIMEOUT}
+              "timeout_s": TIMEOUT, "events": Int(1, 10**12, none=True)}
     min_memory_mb = 32
 
     def __init__(self, **params):
         super().__init__(**params)
         self._check_test(self.params["test"])
         self.response = RESPONSES[self.params["test"]]
+        if self.params["events"] is not None:
+            if self.params["test"] != "cpu":
+                raise ConfigError("sysbench: parameter 'events' (a fixed amount of work) is for "
+                                  f"test 'cpu', not {self.params['test']!r}")
+            self.response = "total_time_s"
 
     @staticmethod
     def _check_test(test):
@@ -145,6 +153,8 @@ class Sysbench(Workload):
         if not isinstance(time_s, (int, float)) or time_s <= 0:
             raise ConfigError(f"sysbench: time_s must be a positive number, got {time_s!r}")
         argv = ["sysbench", test, f"--threads={threads}", f"--time={max(1, round(time_s))}"]
+        if test == "cpu" and params.get("events") is not None:   # fixed work, no time limit
+            argv[-1:] = ["--time=0", f"--events={int(params['events'])}"]
         if test == "cpu":
             argv.append(f"--cpu-max-prime={int(params['cpu_max_prime'])}")
         elif test == "memory":

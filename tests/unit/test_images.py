@@ -317,3 +317,56 @@ def test_stale_rootfs_trees_are_pruned_after_a_build(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == [
         "rootfs-aaaaaaaaaaaa", "rootfs-aaaaaaaaaaaa.stamp", "rootfs-cccccccccccc.tar",
         "vm-bbbbbbbbbbbb"]
+
+
+def test_variant_from_profile_packages_and_name():
+    assert rf.variant() is rf.BASE and rf.BASE.dirname("a" * 12) == "rootfs-" + "a" * 12
+    mpi = rf.variant("mpi")
+    assert mpi.name == "mpi" and mpi.extra == tuple(sorted(rf.PROFILES["mpi"]))
+    assert set(mpi.packages) == set(rf.PACKAGES) | set(rf.PROFILES["mpi"])
+    assert rf.variant(packages="hpcc, openmpi-bin") .extra == mpi.extra
+    custom = rf.variant(packages="mariadb-server,bonnie++")
+    assert custom.name.startswith("x") and len(custom.name) == 9
+    assert custom == rf.variant(packages=["bonnie++", "mariadb-server"])  # order does not matter
+    assert rf.variant(packages="fio") is rf.BASE  # already in every image
+    assert rf.variant(packages="bonnie++", name="disk").dirname("b" * 12) == "rootfs-disk-" + "b" * 12
+    # the base image's cache key does not move when variants exist
+    assert rf.inputs_hash(rf.inputs(rf.BASE.packages)) == rf.inputs_hash(rf.inputs())
+    assert rf.inputs_hash(rf.inputs(mpi.packages)) != rf.inputs_hash(rf.inputs())
+
+
+@pytest.mark.parametrize("kw, msg", [
+    ({"profile": "nope"}, r"unknown profile 'nope'.*mpi"),
+    ({"packages": "hpcc,Bad;rm"}, r"'Bad;rm' is not a Debian package name"),
+    ({"packages": "hpcc", "name": "Has-Dash"}, r"'Has-Dash' must be 1-16 lower-case"),
+    ({"name": "lonely"}, r"no extra packages"),
+])
+def test_variant_validation(kw, msg):
+    with pytest.raises(ConfigError, match=msg):
+        rf.variant(kw.get("profile"), kw.get("packages"), kw.get("name"))
+
+
+def test_variant_build_is_cached_beside_the_base_and_prunes_only_its_own(fake_debootstrap):
+    base = rf.build_rootfs(echo=None)
+    mpi = rf.variant("mpi")
+    path = rf.build_rootfs(echo=None, var=mpi)
+    assert path.name.startswith("rootfs-mpi-") and path != base
+    assert "--include=" + ",".join(mpi.packages) in fake_debootstrap[-1]
+    assert rf.read_stamp(path)["variant"] == "mpi"
+    assert rf.build_rootfs(echo=None, var=mpi) == path and len(fake_debootstrap) == 2
+    # an older build of the variant goes, the base stays (and building the base keeps the variant)
+    stale = path.with_name("rootfs-mpi-" + "0" * 12)
+    stale.mkdir()
+    rf.build_rootfs(force=True, echo=None, var=mpi)
+    assert not stale.exists() and base.exists() and rf.read_stamp(base)
+    rf.build_rootfs(force=True, echo=None)
+    assert path.exists() and rf.read_stamp(path)
+
+
+def test_variant_image_names():
+    from labkit.images import docker_image, lxd_image, vm
+    h = "c" * 12
+    assert docker_image.image_names(h) == (f"labkit/debian:12-{h}", "labkit/debian:12")
+    assert docker_image.image_names(h, "mpi") == (f"labkit/debian:12-mpi-{h}", "labkit/debian:12-mpi")
+    assert lxd_image.alias() == "labkit-debian-12" and lxd_image.alias("mpi") == "labkit-debian-12-mpi"
+    assert vm.pointer().name == "vm-current.json" and vm.pointer("mpi").name == "vm-mpi.json"

@@ -199,6 +199,20 @@ def test_load_image_from_option_env_or_the_current_pointer(tmp_path, monkeypatch
         storage.load_image()
 
 
+def test_load_image_of_a_variant_by_name_or_pointer(tmp_path, monkeypatch):
+    """`labkit images build --vm --profile mpi` writes vm-mpi.json; `image=mpi` or that file
+    selects the variant, the base stays the default."""
+    storage = pytest.importorskip("labkit.backends.libvirt_storage")
+    monkeypatch.setenv("LABKIT_IMAGE_CACHE", str(tmp_path))
+    monkeypatch.delenv("LABKIT_VM_IMAGE", raising=False)
+    d = _image_dir(tmp_path)
+    (tmp_path / "vm-mpi.json").write_text(json.dumps({"image": str(d)}))
+    assert storage.load_image("mpi")["dir"] == str(d)
+    assert storage.load_image(str(tmp_path / "vm-mpi.json"))["dir"] == str(d)
+    with pytest.raises(BackendUnavailable, match=r"vm-disk\.json.*--vm --profile"):
+        storage.load_image("disk")
+
+
 def test_load_image_rejects_a_malformed_description(tmp_path):
     storage = pytest.importorskip("labkit.backends.libvirt_storage")
     d = _image_dir(tmp_path)

@@ -147,3 +147,21 @@ def test_nonzero_exit_becomes_benchmark_error():
 
 def test_rows_are_measurements():
     assert all(isinstance(r, Measurement) for r in parse("cpu", fixture("sysbench_cpu.txt")))
+
+
+def test_cpu_fixed_work_times_the_events():
+    """``events``: a fixed amount of work with no time limit; the response is the time taken
+    (fixture: `sysbench cpu --threads=1 --time=0 --events=2000 --cpu-max-prime=10000 run`)."""
+    w = Sysbench(test="cpu", events=2000)
+    assert w.response == "total_time_s"
+    argv = w.command(w.params_for({}, vcpus=1))
+    assert "--time=0" in argv and "--events=2000" in argv and argv[-1] == "run"
+    assert not any(a.startswith("--time=") and a != "--time=0" for a in argv)
+    rows = as_dict(parse("cpu", fixture("sysbench_cpu_events.txt")))
+    assert rows["total_time_s"] == (4.2038, "s")
+    assert rows["events_per_s"] == (475.63, "events/s")
+    assert as_dict(parse("cpu", fixture("sysbench_cpu.txt")))["total_time_s"] == (2.048, "s")
+    with pytest.raises(ConfigError, match="'events'.*for test 'cpu', not 'memory'"):
+        Sysbench(test="memory", events=10)
+    with pytest.raises(ConfigError, match="events"):
+        Sysbench(test="cpu", events=0)

@@ -1,0 +1,89 @@
+"""Bonnie++ (Debian ``bonnie++``): sequential block write, rewrite and read, random seeks;
+study 004's disk test.
+
+One run: ``bonnie++ -d <work dir> -s <size_mb> -r <ram_mb> -n 0 -f -q -u root`` (``-f``
+skips the slow per-character tests, ``-n 0`` the file-creation tests; the file is at
+least twice ``ram_mb``, as bonnie++ requires). Its CSV line (format 1.98, bonnie++ 2.00)
+is read from the end: the 12 latencies, the 17 file-creation fields, then the 12
+sequential fields ``putc, putc_cpu, put_block, put_block_cpu, rewrite, rewrite_cpu,
+getc, getc_cpu, get_block, get_block_cpu, seeks, seeks_cpu`` (the field order of
+bonnie++'s ``BonTimer::PrintHeader``).
+
+Metrics: ``write_kib_per_s``, ``rewrite_kib_per_s``, ``read_kib_per_s`` (KiB/s),
+``seeks_per_s`` (seeks/s). bonnie++ prints ``+++++`` for a test that ended too fast
+to time (e.g. a read served from the page cache): that metric is left out of the run,
+never stored as a number. Parameters: ``size_mb`` (256), ``ram_mb`` (None: half of
+``size_mb``), ``timeout_s`` (1800). Response: ``write_kib_per_s``.
+"""
+from __future__ import annotations
+
+import shlex
+
+from ..errors import BenchmarkError, ConfigError, tail
+from .base import Measurement, Workload, require_tool, run_checked
+from .params import TIMEOUT, Int
+
+#: offset from the end of the CSV line of each sequential result -> (metric, unit)
+_FROM_END = {-39: ("write_kib_per_s", "KiB/s"), -37: ("rewrite_kib_per_s", "KiB/s"),
+             -33: ("read_kib_per_s", "KiB/s"), -31: ("seeks_per_s", "seeks/s")}
+_FIELDS_AFTER_SEEKS = 12 + 17
+
+
+def parse(text: str, command=None, instance: int = 0) -> list[Measurement]:
+    """Measurements from bonnie++'s ``-q`` CSV output (the line starting with a format
+    version). Raises BenchmarkError when there is no such line or a value is not a number."""
+    lines = [line for line in (text or "").splitlines() if line[:1].isdigit() and "," in line]
+    if not lines:
+        raise BenchmarkError("bonnie++ printed no CSV result line", command, tail(text))
+    fields = lines[-1].split(",")
+    if len(fields) < 12 + _FIELDS_AFTER_SEEKS + 5:
+        raise BenchmarkError(f"bonnie++ CSV line has {len(fields)} fields, too few", command, tail(text))
+    rows = []
+    for offset, (metric, unit) in _FROM_END.items():
+        raw = fields[offset].strip()
+        if not raw or raw.startswith("+"):   # skipped (-f) or too fast to time
+            continue
+        try:
+            rows.append(Measurement(metric, float(raw), unit, instance))
+        except ValueError:
+            raise BenchmarkError(f"bonnie++ {metric}: {raw!r} is not a number", command, tail(text)) from None
+    if not rows:
+        raise BenchmarkError("bonnie++ timed none of its tests (all '+++++': make size_mb larger)",
+                             command, tail(text))
+    return rows
+
+
+class Bonnie(Workload):
+    """bonnie++ block I/O in the instance's work directory; see the module docstring."""
+
+    name = "bonnie"
+    response = "write_kib_per_s"
+    defaults = {"size_mb": 256, "ram_mb": None, "timeout_s": 1800}
+    schema = {"size_mb": Int(2, 10**7), "ram_mb": Int(1, 10**7, none=True), "timeout_s": TIMEOUT}
+    min_memory_mb = 32
+
+    def prepare(self, instance) -> None:
+        require_tool(instance, "bonnie++", "bonnie++")
+
+    def command(self, params: dict, directory: str) -> list[str]:
+        size = int(params["size_mb"])
+        ram = int(params["ram_mb"]) if params.get("ram_mb") is not None else size // 2
+        if size < 2 * ram:
+            raise ConfigError(f"bonnie: size_mb ({size}) must be at least twice ram_mb ({ram})")
+        return ["bonnie++", "-d", directory, "-s", str(size), "-r", str(ram), "-n", "0", "-f", "-q",
+                "-u", "root", "-m", "labkit"]
+
+    def run(self, instance, params: dict) -> list[Measurement]:
+        params = {**self.params, **params}
+        d = f"{instance.workdir}/bonnie"
+        argv = self.command(params, d)
+        try:
+            run_checked(instance, ["mkdir", "-p", d], timeout=60)
+            res = run_checked(instance, argv, timeout=params.get("timeout_s"))
+        finally:
+            instance.exec(["rm", "-rf", d], check=False, timeout=120)
+        return parse(res.stdout, shlex.join(argv), instance.index)
+
+    def version(self, instance) -> dict:
+        res = instance.exec(["sh", "-c", "dpkg-query -W -f '${Version}' bonnie++"], check=False, timeout=30)
+        return {"bonnie++": res.stdout.strip() or "unknown"}
