@@ -20,9 +20,10 @@ def test_flagship_runs_then_views(run_notebook, tmp_path):
         assert expected.lower() in text.lower(), expected
     figs = {p.name for p in (tmp_path / "figures").iterdir()}
     for stem in ("01_pareto_local", "01_response_by_config_local", "01_main_effects_local",
-                 "01_interactions_local", "01_run_order_local", "01_qq_local"):
+                 "01_interactions_local", "01_run_order_local", "01_qq_local", "01_pareto_vs_paper_local"):
         assert f"{stem}.png" in figs and f"{stem}.svg" in figs
-    assert images(nb) == 6                                    # every figure displayed inline
+    assert images(nb) == 7                                    # every figure displayed inline
+    assert "Table 3, labkit" in text and "best_affinity" in text and "Table 4, labkit" in text
     assert "Does CPU affinity matter?" in markdown_outputs(nb)
     # view mode reads the same store and provisions nothing
     run_notebook("01_affinity_factorial.ipynb", **{**params, "mode": "view"})
@@ -42,7 +43,8 @@ def test_view_mode_on_committed_results(run_notebook, tmp_path):
     nb = run_notebook("01_affinity_factorial.ipynb", mode="view", campaign_id="affinity-local")
     assert "labkit local" in outputs_text(nb)     # the comparison with the paper's table ran
     assert (tmp_path / "figures" / "01_pareto_local.png").exists()
-    assert images(nb) == 6
+    assert (tmp_path / "figures" / "01_pareto_vs_paper_local.png").exists()   # our Pareto beside Tables 5-8
+    assert images(nb) == 7
     concl = markdown_outputs(nb)
     assert "Does CPU affinity matter? No" in concl and "Leite et al. 2017, Xen" in concl
     assert (src / "store.sqlite").read_bytes() == before      # committed data untouched
