@@ -59,3 +59,18 @@ def test_view_mode_defaults_read_the_committed_campaign_read_only(run_notebook, 
     nb = run_notebook("01_affinity_factorial.ipynb", mode="view", data_dir=None)
     assert "campaign 'affinity-local'" in outputs_text(nb)
     assert store.read_bytes() == before
+
+
+def test_view_mode_on_the_committed_platform_design(run_notebook, tmp_path):
+    """platforms=[local, lxd]: the committed platform x 2^4 campaign (one 2^5 design) in view mode,
+    with the platform:affinity interaction estimated and Tables 3-8 beside the paper."""
+    from .conftest import REPO
+    store = REPO / "data" / "affinity-platforms" / "store.sqlite"
+    before = store.read_bytes()
+    nb = run_notebook("01_affinity_factorial.ipynb", mode="view", data_dir=None, platforms=["local", "lxd"])
+    text = outputs_text(nb)
+    assert "campaign 'affinity-platforms'" in text and "platform:affinity" in text
+    assert "Table 3, labkit" in text and "labkit local+lxd" in text
+    assert (tmp_path / "figures" / "01_pareto_vs_paper_local+lxd.png").exists()
+    assert load_results(REPO / "data", "affinity-platforms").run_id.nunique() == 64   # 2^5 x 2
+    assert store.read_bytes() == before

@@ -34,13 +34,14 @@ def test_overhead_notebook_runs_one_campaign_across_platforms_then_views(run_not
         assert tidy.run_id.nunique() == len(platforms) * n * 2, bench      # platforms x levels x 2
         assert set(tidy.status) == {"ok"}, tidy.error.dropna().tolist()
         assert set(tidy.platform) == set(platforms), bench
-    runs = Store.for_campaign(tmp_path / "data", "ovh-cpu", readonly=True)
-    with runs as st:
-        order = st.runs().sort_values("run_order").platform.tolist()
     if docker_ok:    # one randomized plan: the platforms alternate at least twice (seed 11)
+        with Store.for_campaign(tmp_path / "data", "ovh-cpu", readonly=True) as st:
+            order = st.runs().sort_values("run_order").platform.tolist()
         assert sum(a != b for a, b in zip(order, order[1:])) >= 2, order
     net = load_results(tmp_path / "data", "ovh-network")
-    assert set(net.path) == {"to_host", "from_host"} and set(net.network) == {"private"}
+    assert set(net.path) == {"to_host", "from_host"}
+    with Store.for_campaign(tmp_path / "data", "ovh-network", readonly=True) as st:
+        assert {m["network"]["mode"] for m in st.runs().metadata} == {"private"}   # the run's own network
     assert {"tcp_mbit_per_s", "udp_mbit_per_s"} <= set(net.metric)
     figs = {p.name for p in (tmp_path / "figures").iterdir()}
     for stem in ("02_cpu_events_per_s", "02_memory_triad_mb_per_s", "02_disk_randread_iops",
