@@ -20,5 +20,5 @@ def test_explorer_defaults_on_committed_data(run_notebook, interactive):
 
 def test_explorer_any_response_and_factor(run_notebook):
     nb = run_notebook(NB, data_dir=None, campaign="overhead-memory", response="copy_mb_per_s")
-    assert "copy_mb_per_s on threads" in markdown_outputs(nb)
-    assert images(nb) == 4            # one factor: no interaction plot
+    assert "copy_mb_per_s on platform, threads" in markdown_outputs(nb)   # two factors, platform 3 levels
+    assert images(nb) == 3            # platform has 3 levels: ANOVA figures, no 2^k Pareto
