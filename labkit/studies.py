@@ -84,9 +84,9 @@ def overhead_benchmarks(*, vcpus: int = 2, cpu_time_s: float = 2, cpu_max_prime:
                         iperf_udp_bandwidth: str = "1G", apache_requests=None,
                         apache_concurrency_levels=(10, 50), iperf_paths=("to_host", "from_host")) -> dict:
     """Benchmark name -> ``workload``, fixed ``params``, second ``factor`` and its ``levels``,
-    ``fixed`` (further one-level design factors, e.g. ``network: [private]``) and the
-    ``metrics`` analysed, for study 004's fronts (cpu, memory, disk, network, application)
-    on labkit workloads."""
+    and the ``metrics`` analysed, for study 004's fronts (cpu, memory, disk, network,
+    application) on labkit workloads. The network paths (``to_host``, ``from_host``) run over
+    the run's private network (``network: private``, the default of a workload across it)."""
     from .workloads.scaling import thread_levels
     threads = thread_levels(vcpus) if vcpus > 1 else [1, 2]
     patterns = [p.strip() for p in fio_patterns.split(",") if p.strip()]
@@ -104,7 +104,7 @@ def overhead_benchmarks(*, vcpus: int = 2, cpu_time_s: float = 2, cpu_max_prime:
         "network": dict(workload="iperf3",
                         params={"duration_s": iperf_duration_s, "udp_bandwidth": iperf_udp_bandwidth,
                                 "protocol": "both"},
-                        factor="path", levels=list(iperf_paths), fixed={"network": ["private"]},
+                        factor="path", levels=list(iperf_paths),
                         metrics=["tcp_mbit_per_s", "udp_mbit_per_s"]),
         "application": dict(workload="apache", params={"requests": apache_requests},
                             factor="concurrency", levels=list(apache_concurrency_levels),
@@ -112,15 +112,24 @@ def overhead_benchmarks(*, vcpus: int = 2, cpu_time_s: float = 2, cpu_max_prime:
     }
 
 
-def overhead_design(bench: str, spec: dict, platforms, *, replications: int, seed: int) -> dict:
-    """The design of one benchmark of notebook 02: ``platform`` x its second factor (plus its
-    ``fixed`` one-level factors), ``replications`` each, all platforms in one randomized plan."""
+def overhead_design(bench: str, spec: dict, platforms, *, replications: int, seed: int):
+    """One benchmark of notebook 02 as ``(design, workload_params)``: ``platform`` x its second
+    factor, ``replications`` each, every platform in one randomized plan (with one platform, no
+    ``platform`` factor: the campaign's backend). A second factor with one level is not a
+    factor: it goes into the workload's parameters instead."""
     if not platforms:
         raise ConfigError(f"overhead_design({bench!r}): no platform to run")
-    return {"name": f"overhead_{bench}",
-            "factors": {"platform": list(platforms), spec["factor"]: list(spec["levels"]),
-                        **spec.get("fixed", {})},
-            "replications": replications, "seed": seed}
+    factors = {"platform": list(platforms)} if len(platforms) > 1 else {}   # one platform: its backend
+    params = dict(spec["params"])
+    if len(spec["levels"]) > 1:
+        factors[spec["factor"]] = list(spec["levels"])
+    else:
+        params[spec["factor"]] = spec["levels"][0]
+    if not factors:
+        raise ConfigError(f"overhead_design({bench!r}): one platform {list(platforms)} and one level "
+                          f"of {spec['factor']}: nothing varies")
+    return ({"name": f"overhead_{bench}", "factors": factors, "replications": replications, "seed": seed},
+            params)
 
 
 def load_platform_campaigns(data_dir, campaigns: dict, benchmarks: dict):
@@ -144,20 +153,24 @@ def load_platform_campaigns(data_dir, campaigns: dict, benchmarks: dict):
         try:
             tidy = load_results(data_dir, cid)
             with Store(Path(data_dir) / cid / "store.sqlite", readonly=True) as st:
-                runs, fps = st.runs(), st.fingerprints()
+                runs, fps, st_meta = st.runs(), st.fingerprints(), st.meta()
         except StoreError as exc:
             failures.append({"platform": None, "benchmark": bench, "runs_failed": None,
                              "note": str(exc).splitlines()[0]})
             continue
+        if "platform" not in tidy.columns:      # a one-platform campaign: its backend
+            tidy["platform"] = runs["platform"] = st_meta.get("backend")
         for platform, bad in tidy.loc[tidy.status != "ok"].drop_duplicates("run_id").groupby("platform"):
             failures.append({"platform": platform, "benchmark": bench, "runs_failed": len(bad),
                              "note": str(bad.error.iloc[0]).splitlines()[0][:160]})
         for metric in b["metrics"]:
             if not ((tidy.metric == metric) & (tidy.status == "ok")).any():
                 continue
-            r = responses(tidy, metric, ["platform", b["factor"]])
+            varied = b["factor"] in tidy.columns    # a one-level factor ran as a workload parameter
+            r = responses(tidy, metric, ["platform", b["factor"]] if varied else ["platform"])
+            level = r[b["factor"]].astype(str) if varied else str(b["levels"][0])
             frames.append(pd.DataFrame({"platform": r["platform"], "benchmark": bench, "metric": metric,
-                                        "factor": b["factor"], "level": r[b["factor"]].astype(str),
+                                        "factor": b["factor"], "level": level,
                                         "run_id": r["run_id"], "value": r[metric]}))
         for platform, grp in runs.groupby("platform"):
             f = facts.setdefault(platform, {"versions": {}, "domain_types": set(), "fingerprints": {}})
