@@ -33,6 +33,7 @@ def test_flagship_runs_then_views(run_notebook, tmp_path):
 def test_view_mode_on_committed_results(run_notebook, tmp_path):
     """Binder's path: the committed data/affinity-local is analysed without any backend."""
     import shutil
+
     from .conftest import REPO
     src = REPO / "data" / "affinity-local"
     if not src.exists():
