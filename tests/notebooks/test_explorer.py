@@ -11,7 +11,7 @@ def test_explorer_defaults_on_committed_data(run_notebook, interactive):
     before = (REPO / "data" / "affinity-local" / "store.sqlite").read_bytes()
     nb = run_notebook(NB, data_dir=None, campaign="affinity-local", interactive=interactive)
     text = outputs_text(nb)
-    assert "overhead-cpu-local" in text                       # the catalog lists every campaign
+    assert "overhead-cpu" in text and "overhead-network" in text     # the catalog lists every campaign
     concl = markdown_outputs(nb)
     assert "Significant (t-test of each effect" in concl and "vCPUs" in concl
     assert images(nb) == 5            # pareto, main effects, interactions, run order, Q-Q
@@ -19,6 +19,6 @@ def test_explorer_defaults_on_committed_data(run_notebook, interactive):
 
 
 def test_explorer_any_response_and_factor(run_notebook):
-    nb = run_notebook(NB, data_dir=None, campaign="overhead-memory-lxd", response="copy_mb_per_s")
-    assert "copy_mb_per_s on threads" in markdown_outputs(nb)
-    assert images(nb) == 4            # one factor: no interaction plot
+    nb = run_notebook(NB, data_dir=None, campaign="overhead-memory", response="copy_mb_per_s")
+    assert "copy_mb_per_s on platform, threads" in markdown_outputs(nb)   # two factors, platform 3 levels
+    assert images(nb) == 3            # platform has 3 levels: ANOVA figures, no 2^k Pareto

@@ -20,9 +20,10 @@ def test_flagship_runs_then_views(run_notebook, tmp_path):
         assert expected.lower() in text.lower(), expected
     figs = {p.name for p in (tmp_path / "figures").iterdir()}
     for stem in ("01_pareto_local", "01_response_by_config_local", "01_main_effects_local",
-                 "01_interactions_local", "01_run_order_local", "01_qq_local"):
+                 "01_interactions_local", "01_run_order_local", "01_qq_local", "01_pareto_vs_paper_local"):
         assert f"{stem}.png" in figs and f"{stem}.svg" in figs
-    assert images(nb) == 6                                    # every figure displayed inline
+    assert images(nb) == 7                                    # every figure displayed inline
+    assert "best_affinity" in text and "difference_s" in text          # Tables 3 and 4 computed on our runs
     assert "Does CPU affinity matter?" in markdown_outputs(nb)
     # view mode reads the same store and provisions nothing
     run_notebook("01_affinity_factorial.ipynb", **{**params, "mode": "view"})
@@ -32,6 +33,7 @@ def test_flagship_runs_then_views(run_notebook, tmp_path):
 def test_view_mode_on_committed_results(run_notebook, tmp_path):
     """Binder's path: the committed data/affinity-local is analysed without any backend."""
     import shutil
+
     from .conftest import REPO
     src = REPO / "data" / "affinity-local"
     if not src.exists():
@@ -42,7 +44,8 @@ def test_view_mode_on_committed_results(run_notebook, tmp_path):
     nb = run_notebook("01_affinity_factorial.ipynb", mode="view", campaign_id="affinity-local")
     assert "labkit local" in outputs_text(nb)     # the comparison with the paper's table ran
     assert (tmp_path / "figures" / "01_pareto_local.png").exists()
-    assert images(nb) == 6
+    assert (tmp_path / "figures" / "01_pareto_vs_paper_local.png").exists()   # our Pareto beside Tables 5-8
+    assert images(nb) == 7
     concl = markdown_outputs(nb)
     assert "Does CPU affinity matter? No" in concl and "Leite et al. 2017, Xen" in concl
     assert (src / "store.sqlite").read_bytes() == before      # committed data untouched
@@ -56,4 +59,19 @@ def test_view_mode_defaults_read_the_committed_campaign_read_only(run_notebook, 
     before = store.read_bytes()
     nb = run_notebook("01_affinity_factorial.ipynb", mode="view", data_dir=None)
     assert "campaign 'affinity-local'" in outputs_text(nb)
+    assert store.read_bytes() == before
+
+
+def test_view_mode_on_the_committed_platform_design(run_notebook, tmp_path):
+    """platforms=[local, lxd]: the committed platform x 2^4 campaign (one 2^5 design) in view mode,
+    with the platform:affinity interaction estimated and Tables 3-8 beside the paper."""
+    from .conftest import REPO
+    store = REPO / "data" / "affinity-platforms" / "store.sqlite"
+    before = store.read_bytes()
+    nb = run_notebook("01_affinity_factorial.ipynb", mode="view", data_dir=None, platforms=["local", "lxd"])
+    text = outputs_text(nb)
+    assert "campaign 'affinity-platforms'" in text and "platform:affinity" in text
+    assert "best_affinity" in text and "labkit local+lxd" in text
+    assert (tmp_path / "figures" / "01_pareto_vs_paper_local+lxd.png").exists()
+    assert load_results(REPO / "data", "affinity-platforms").run_id.nunique() == 64   # 2^5 x 2
     assert store.read_bytes() == before

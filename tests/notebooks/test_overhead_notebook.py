@@ -1,26 +1,27 @@
 """Notebook 02 (virtualization overhead, after study 004) executed with papermill on tiny parameters.
 
-Runs on ``local`` (native, needs root) and on ``docker`` when it is usable; the notebook itself
-filters the platforms with labkit.testing.available and prints why one is skipped.
+One campaign per benchmark whose ``platform`` factor spans ``local`` (native, needs root) and
+``docker`` when it is usable, interleaved at random; the network benchmark runs iperf3 between the
+instance and the host over the run's private network (Table 7.2 of study 004).
 """
 import pytest
 
-from labkit.store import load_results
+from labkit.store import Store, load_results
 from labkit.testing import available
 
 from .conftest import outputs_text
 
 NB = "02_virtualization_overhead.ipynb"
-TINY = dict(backends=["local", "docker"], replications=2, vcpus=2, memory_mb=512,
+TINY = dict(platforms=["local", "docker"], platform_benchmarks={}, replications=2, vcpus=2, memory_mb=512,
             cpu_time_s=1, cpu_max_prime=5000, stream_array_mb=16, stream_ntimes=2,
-            fio_size_mb=8, fio_runtime_s=1, fio_patterns="randread", fio_block_sizes=["4k", "64k"],
-            iperf_duration_s=1, apache_requests=300, apache_concurrency_levels=[2, 4],
+            fio_size_mb=8, fio_runtime_s=1, fio_patterns="randread", fio_block_sizes=["4k"],
+            iperf_duration_s=1, apache_requests=300, apache_concurrency_levels=[2],
             campaign_id="ovh", seed=11)
-BENCHES = ["cpu", "memory", "disk", "network", "application"]
+LEVELS = {"cpu": 2, "memory": 2, "disk": 1, "network": 2, "application": 1}
 
 
 @pytest.mark.root
-def test_overhead_notebook_runs_then_views(run_notebook, tmp_path):
+def test_overhead_notebook_runs_one_campaign_across_platforms_then_views(run_notebook, tmp_path):
     docker_ok, _ = available("docker")
     platforms = ["local"] + (["docker"] if docker_ok else [])
     nb = run_notebook(NB, mode="run", **TINY)
@@ -28,17 +29,27 @@ def test_overhead_notebook_runs_then_views(run_notebook, tmp_path):
     assert "platforms: " + ", ".join(platforms) in text
     if not docker_ok:
         assert "skipped docker" in text
-    for platform in platforms:
-        for bench in BENCHES:
-            tidy = load_results(tmp_path / "data", f"ovh-{bench}-{platform}")
-            assert tidy.run_id.nunique() == 2 * 2, (platform, bench)       # 2 levels x 2 replications
-            assert set(tidy.status) == {"ok"}, tidy.error.dropna().tolist()
+    for bench, n in LEVELS.items():
+        tidy = load_results(tmp_path / "data", f"ovh-{bench}")
+        assert tidy.run_id.nunique() == len(platforms) * n * 2, bench      # platforms x levels x 2
+        assert set(tidy.status) == {"ok"}, tidy.error.dropna().tolist()
+        assert set(tidy.platform) == set(platforms), bench
+    if docker_ok:    # one randomized plan: the platforms alternate at least twice (seed 11)
+        with Store.for_campaign(tmp_path / "data", "ovh-cpu", readonly=True) as st:
+            order = st.runs().sort_values("run_order").platform.tolist()
+        assert sum(a != b for a, b in zip(order, order[1:])) >= 2, order
+    net = load_results(tmp_path / "data", "ovh-network")
+    assert set(net.path) == {"to_host", "from_host"}
+    with Store.for_campaign(tmp_path / "data", "ovh-network", readonly=True) as st:
+        assert {m["network"]["mode"] for m in st.runs().metadata} == {"private"}   # the run's own network
+    assert {"tcp_mbit_per_s", "udp_mbit_per_s"} <= set(net.metric)
     figs = {p.name for p in (tmp_path / "figures").iterdir()}
     for stem in ("02_cpu_events_per_s", "02_memory_triad_mb_per_s", "02_disk_randread_iops",
                  "02_network_tcp_mbit_per_s", "02_network_udp_mbit_per_s",
                  "02_application_requests_per_s"):
         assert f"{stem}.png" in figs and f"{stem}.svg" in figs, stem
     assert "sysbench" in text and "iperf3" in text        # tool versions from the run metadata
+    assert "Native+Docker" in text and "paper_ratio_to_native" in text    # Table 7.2 beside ours
     if docker_ok:
         for expected in ("ratio", "ci_high", "eta_sq", "group_a", "p_adj", "normal"):
             assert expected in text, expected
@@ -46,7 +57,7 @@ def test_overhead_notebook_runs_then_views(run_notebook, tmp_path):
     # view mode: the stored campaigns, nothing provisioned
     nb2 = run_notebook(NB, mode="view", **TINY)
     assert "platforms: " + ", ".join(platforms) in outputs_text(nb2)
-    assert load_results(tmp_path / "data", "ovh-cpu-local").run_id.nunique() == 4
+    assert load_results(tmp_path / "data", "ovh-cpu").run_id.nunique() == len(platforms) * 4
 
 
 def test_view_mode_without_results_says_why(run_notebook):
@@ -56,12 +67,15 @@ def test_view_mode_without_results_says_why(run_notebook):
 
 
 def test_view_mode_on_committed_results_labels_tcg_and_shows_every_figure(run_notebook, tmp_path):
-    """Binder's path for notebook 02: the committed overhead campaigns, read-only, every figure shown."""
+    """Binder's path for notebook 02: the committed multi-platform campaigns, read-only, every figure."""
     from .conftest import REPO, images
     nb = run_notebook(NB, mode="view", data_dir=None)    # the committed data/overhead-*
     text = outputs_text(nb)
-    assert "libvirt (TCG)" in text
+    assert "platforms: local, docker, lxd, libvirt" in text
+    assert "libvirt (TCG)" in text and "Native+LXC" in text
     figs = {p.name for p in (tmp_path / "figures").iterdir()}
     assert "02_overhead.png" in figs
     assert images(nb) == len([f for f in figs if f.endswith(".png")])
     assert not list((REPO / "data").glob("overhead-*/store.sqlite-journal"))
+    committed = load_results(REPO / "data", "overhead-cpu")
+    assert set(committed.platform) == {"local", "docker", "lxd", "libvirt"}

@@ -70,7 +70,7 @@ def data(tmp_path):
     """A copy of the committed stores (the committed files are never opened for writing)."""
     import shutil
     out = tmp_path / "data"
-    for cid in ("affinity-local", "overhead-cpu-local", "overhead-cpu-docker"):
+    for cid in ("affinity-local", "overhead-cpu", "overhead-memory"):
         shutil.copytree(REPO / "data" / cid, out / cid)
     return out
 
@@ -99,16 +99,16 @@ def test_cli_analyze_answers_in_words(data, capsys):
 
 
 def test_cli_compare_flags_drift_with_holm(data, capsys):
-    """Same design on two platforms; a copy of one campaign compared with itself has no drift."""
-    assert main(["compare", "overhead-cpu-local", "overhead-cpu-local", "--data-dir", str(data)]) == 0
+    """A copy of one multi-platform campaign compared with itself has no drift."""
+    assert main(["compare", "overhead-cpu", "overhead-cpu", "--data-dir", str(data)]) == 0
     out = capsys.readouterr().out
-    assert "0 of 2 configurations drifted" in out and "fingerprints are identical" in out
+    assert "0 of 8 configurations drifted" in out and "fingerprints are identical" in out
     from labkit.report import compare
-    table, fpd, _ = compare(data, "overhead-cpu-local", "overhead-cpu-docker")
-    assert list(table.threads) == [1, 2] and {"ci_low", "ci_high", "p_holm", "drift"} <= set(table)
-    assert "backend.backend" in set(fpd.fact)
+    table, _, _ = compare(data, "overhead-cpu", "overhead-cpu")
+    assert set(table.threads) == {1, 2} and set(table.platform) == {"local", "docker", "lxd", "libvirt"}
+    assert {"ci_low", "ci_high", "p_holm", "drift"} <= set(table)
     with pytest.raises(ConfigError, match="different factors"):
-        compare(data, "affinity-local", "overhead-cpu-local")
+        compare(data, "affinity-local", "overhead-cpu")
 
 
 def test_cli_report_html_and_bundle(data, tmp_path, capsys):
@@ -129,19 +129,18 @@ def test_cli_report_html_and_bundle(data, tmp_path, capsys):
 
 
 def test_list_campaigns_and_run_facts_on_committed_data(data):
-    from labkit.results import list_campaigns, load_campaigns, run_facts
-    from labkit.studies import overhead_benchmarks
+    from labkit.results import list_campaigns
+    from labkit.studies import load_platform_campaigns, overhead_benchmarks
     table = list_campaigns(data)
-    assert list(table.campaign) == ["affinity-local", "overhead-cpu-docker", "overhead-cpu-local"]
-    assert table.set_index("campaign").loc["overhead-cpu-local", "ok"] == 6
-    assert run_facts(data, "overhead-cpu-local")["versions"] == {"sysbench": "1.0.20"}
+    assert list(table.campaign) == ["affinity-local", "overhead-cpu", "overhead-memory"]
+    assert table.set_index("campaign").loc["overhead-cpu", "ok"] == 16    # 4 platforms x 2 threads x 2
     b = overhead_benchmarks()
-    got, failures, facts = load_campaigns(data, {("local", "cpu"): "overhead-cpu-local",
-                                                 ("docker", "cpu"): "overhead-cpu-docker",
-                                                 ("lxd", "cpu"): "overhead-cpu-lxd"}, b)
-    assert len(got) == 12 and set(got.test) == {"cpu events_per_s threads=1", "cpu events_per_s threads=2"}
-    assert list(failures.platform) == ["lxd"] and "no results" in failures.note.iloc[0]
-    assert facts["docker"]["versions"]["cpu"] == {"sysbench": "1.0.20"}
+    got, failures, facts = load_platform_campaigns(data, {"cpu": "overhead-cpu", "disk": "overhead-disk"}, b)
+    assert len(got) == 16 and set(got.test) == {"cpu events_per_s threads=1", "cpu events_per_s threads=2"}
+    assert set(got.platform) == {"local", "docker", "lxd", "libvirt"}
+    assert list(failures.benchmark) == ["disk"] and "no results" in failures.note.iloc[0]
+    assert set(facts["docker"]["versions"]["cpu"]) == {"sysbench"}
+    assert facts["libvirt"]["domain_types"] == {"qemu"} and not facts["local"]["domain_types"]
 
 
 def test_affinity_reference_in_our_term_names():
