@@ -312,3 +312,137 @@ def stated_gains(times, gains, *, n: int = 30, ci_z: float = 3.0, alpha: float =
                      "ci_low": 100 * (r * np.exp(-zq * se_log) - 1), "ci_high": 100 * (r * np.exp(zq * se_log) - 1),
                      "t": float(w.statistic), "df": df, "p": float(w.pvalue)})
     return pd.DataFrame(rows)
+
+
+# -- seed 000: the benchmarks of notebook 03 ---------------------------------------------------
+def deployment_benchmarks(*, linpack_n: int = 1000, cpu_time_s: float = 2, stream_array_mb=None, stream_ntimes: int = 5,
+                          iperf_duration_s: float = 2, scenarios=tuple(SCENARIOS)) -> dict:
+    """Benchmark name -> ``workload``, fixed ``params``, ``factor`` ("scenario"), the
+    ``scenarios`` it runs in, whether it needs the run's private ``network`` and the ``metrics``
+    analysed, for seed 000's fronts on labkit workloads: LINPACK (``linpack``: HPL of hpcc, one per
+    instance; needs ``hpcc`` in the instance), CPU (``sysbench cpu``, where hpcc is missing), STREAM (``stream``) and a network test between two instances of the run (``iperf3``
+    path ``instances``, in place of UPerf; only where a scenario has >= 2 instances)."""
+    scenarios = list(scenarios)
+    return {
+        "linpack": dict(workload="linpack", params={"n": linpack_n}, factor="scenario", scenarios=scenarios,
+                        network=False, metrics=["hpl_gflops"]),
+        "cpu": dict(workload="sysbench", params={"test": "cpu", "time_s": cpu_time_s, "cpu_max_prime": 20000},
+                    factor="scenario", scenarios=scenarios, network=False, metrics=["events_per_s"]),
+        "stream": dict(workload="stream", params={"array_mb": stream_array_mb, "ntimes": stream_ntimes},
+                       factor="scenario", scenarios=scenarios, network=False,
+                       metrics=["triad_mb_per_s", "copy_mb_per_s"]),
+        "network": dict(workload="iperf3", params={"path": "instances", "protocol": "tcp",
+                                                   "duration_s": iperf_duration_s},
+                        factor="scenario", scenarios=[s for s in scenarios if s != "dedicated"], network=True,
+                        metrics=["tcp_mbit_per_s"]),
+    }
+
+
+def scenario_design(bench: dict, host_cpus: int, *, replications: int, seed: int, name: str) -> LabelledDesign:
+    """One campaign's design for a :func:`deployment_benchmarks` entry: factor ``scenario`` (its
+    levels in random order, ``replications`` each), every level carrying its vCPUs and instance
+    count on this host (:func:`scenario_settings`) and, for the network test, ``network: private``."""
+    if len(bench["scenarios"]) < 2:
+        raise ConfigError(f"{name}: needs at least 2 scenarios, got {bench['scenarios']}")
+    extra = {"network": "private"} if bench.get("network") else {}
+    labels = {"scenario": {s: {**scenario_settings(s, host_cpus), **extra} for s in bench["scenarios"]}}
+    return LabelledDesign.with_labels({"name": name, "factors": {"scenario": list(bench["scenarios"])},
+                                       "replications": replications, "seed": seed}, labels)
+
+
+def run_ksm(data_dir, campaigns: dict):
+    """KSM state recorded with every run of ``campaigns`` ((platform, benchmark) -> campaign id).
+
+    Returns ``platform``, ``benchmark``, ``run_id``, ``ksm_run`` (0 off, 1 on; NaN: not recorded)
+    and ``ksm_pages_sharing``."""
+    import pandas as pd
+
+    from .errors import StoreError
+    from .store import Store
+    rows = []
+    for (platform, bench), cid in campaigns.items():
+        path = Path(data_dir) / cid / "store.sqlite"
+        if not path.exists():
+            continue
+        try:
+            with Store(path, readonly=True) as st:
+                runs = st.runs()
+        except StoreError:
+            continue
+        for r in runs.itertuples():
+            k = r.metadata.get("ksm", {})
+            rows.append({"platform": platform, "benchmark": bench, "run_id": r.run_id,
+                         "ksm_run": k.get("run"), "ksm_pages_sharing": k.get("pages_sharing")})
+    return pd.DataFrame(rows, columns=["platform", "benchmark", "run_id", "ksm_run", "ksm_pages_sharing"])
+
+
+def headline_comparison(reference, data, *, names: dict, level_col: str = "scenario",
+                        lower_is_better=(), alpha: float = 0.05):
+    """The paper's headline percentages beside ours.
+
+    ``reference`` rows: ``claim``, ``platform`` and ``baseline`` (backend names: local, lxd,
+    libvirt), ``stated_pct`` (% slower than the baseline; negative: faster), ``benchmark``,
+    ``metric`` and ``level_col`` (our comparable test, empty when we have none). ``data``: one row
+    per run as :func:`labkit.results.load_campaigns` gives (``platform`` labelled through
+    ``names``: backend -> label, ``benchmark``, ``metric``, ``level``, ``value``); metrics named in
+    ``lower_is_better`` are times, the others throughputs.
+    Returns ``reference`` plus ``ours_pct`` (100 (slowdown ratio - 1): % slower than the baseline),
+    ``ci_low``/``ci_high`` (Fieller, in %) and ``n``/``n_base``; NaN where we have no comparable
+    measurement (``note`` says why).
+    """
+    import numpy as np
+    import pandas as pd
+
+    from .stats import overhead_ratios
+    out = []
+    for ref in reference.to_dict("records"):
+        row = {**ref, "ours_pct": np.nan, "ci_low": np.nan, "ci_high": np.nan, "n": 0, "n_base": 0, "note": ""}
+        bench = ref.get("benchmark")
+        plat, base = names.get(ref["platform"]), names.get(ref["baseline"])
+        if not isinstance(bench, str) or not bench:
+            row["note"] = "no comparable labkit measurement"
+        elif plat is None or base is None:
+            row["note"] = "platform not measured here"
+        else:
+            sel = data[(data.benchmark == bench) & (data.metric == ref["metric"]) & (data.level.astype(str) == str(ref[level_col]))
+                       & data.platform.astype(str).isin([plat, base])].copy()
+            sel["platform"] = sel.platform.astype(str)
+            if sel.platform.nunique() < 2:
+                row["note"] = "one of the two platforms has no successful run"
+            else:
+                o = overhead_ratios(sel, "value", baseline=base, alpha=alpha,
+                                    lower_is_better=ref["metric"] in set(lower_is_better)).iloc[0]
+                row.update(ours_pct=100 * (o.ratio - 1), ci_low=100 * (o.ci_low - 1),
+                           ci_high=100 * (o.ci_high - 1), n=int(o.n), n_base=int(o.n_base), note=o.note)
+        out.append(row)
+    return pd.DataFrame(out)
+
+
+def paper_vs_labkit_figure(table, *, title: str, label_col: str = "claim"):
+    """Horizontal bars: the paper's ``stated_pct`` and ours (``ours_pct`` with its CI) per row of
+    ``table`` (from :func:`headline_comparison` or alike); returns the matplotlib Figure."""
+    import numpy as np
+    from matplotlib.figure import Figure
+
+    from .labels import colors
+    n = len(table)
+    fig = Figure(figsize=(8, 0.55 * n + 1.6))    # not pyplot: shown once, where the notebook displays it
+    ax = fig.subplots()
+    y = np.arange(n)
+    paper_c, ours_c = colors(["paper", "labkit"])
+    ax.barh(y + 0.2, table.stated_pct, 0.4, color=paper_c, label="paper (as stated)")
+    ours = table.ours_pct.to_numpy(float)
+    err = np.vstack([ours - table.ci_low.to_numpy(float), table.ci_high.to_numpy(float) - ours])
+    ax.barh(y - 0.2, np.nan_to_num(ours), 0.4, color=ours_c, label="labkit, this host (CI)",
+            xerr=np.where(np.isfinite(err), err, 0), capsize=3)
+    for i, v in enumerate(ours):
+        if not np.isfinite(v):
+            ax.text(0, i - 0.2, "  not measured here", va="center", fontsize=7)
+    ax.axvline(0, color="grey", lw=0.8)
+    ax.set_yticks(y, [str(s) for s in table[label_col]], fontsize=8)
+    ax.invert_yaxis()
+    ax.set_xlabel("% slower than the baseline (negative: faster)")
+    ax.set_title(title, fontsize=10)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    return fig
