@@ -12,8 +12,7 @@ import pandas as pd
 import pytest
 
 from labkit.errors import ConfigError
-from labkit.studies_seeds import (LabelledDesign, ksm_state, read_reference, scenario_settings,
-                                  stated_gains)
+from labkit.studies_seeds import LabelledDesign, ksm_state, read_reference, scenario_settings, stated_gains
 from labkit.workloads import get_workload
 
 VECTORS = Path(__file__).resolve().parents[1] / "vectors"
