@@ -18,6 +18,8 @@ REGISTRY = {
     "iperf3": ("labkit.workloads.iperf3", "Iperf3"),
     "mpi": ("labkit.workloads.mpi", "Mpi"),
     "hpcc": ("labkit.workloads.mpi", "Hpcc"),
+    "linpack": ("labkit.workloads.linpack", "Linpack"),
+    "pipeline": ("labkit.workloads.pipeline", "Pipeline"),
     "parsec": ("labkit.workloads.external", "Parsec"),
     "npb": ("labkit.workloads.external", "Npb"),
 }

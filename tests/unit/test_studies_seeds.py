@@ -1,0 +1,103 @@
+"""labkit.studies_seeds: seed 000's scenarios, label factors, seed 003's stated gains.
+
+Expected values: seed 000 (Maron et al. 2018, 000_8a70f6a90476fa6b.txt) section 2.5 and 3.1
+define the scenarios on 8-core hosts (dedicated: 1 VM with the whole host; shared: instances
+splitting it, 2 x 4 vCPUs in 3.1; overcommitted: more vCPUs than cores, 6 LINPACK runs of the
+shared size in 3.2.3); seed 003 (Maliszewski 2021) section 5.2.2 states the gains checked
+against its Table 5.1 (tests/vectors/interconnect_table_5_1.csv).
+"""
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from labkit.errors import ConfigError
+from labkit.studies_seeds import LabelledDesign, ksm_state, read_reference, scenario_settings, stated_gains
+from labkit.workloads import get_workload
+
+VECTORS = Path(__file__).resolve().parents[1] / "vectors"
+
+
+def test_scenarios_on_the_papers_8_core_host():
+    assert scenario_settings("dedicated", 8) == {"vcpus": 8, "count": 1}
+    assert scenario_settings("shared", 8) == {"vcpus": 4, "count": 2}          # 3.1: 2 x 4 vCPUs
+    over = scenario_settings("overcommitted", 8)
+    assert over["vcpus"] * over["count"] / 8 >= 1.5                           # more vCPUs than cores
+    assert scenario_settings("overcommitted", 2) == {"vcpus": 1, "count": 3}
+    with pytest.raises(ConfigError, match="scenario 'busy'"):
+        scenario_settings("busy", 8)
+    with pytest.raises(ConfigError, match="host_cpus"):
+        scenario_settings("shared", 0)
+
+
+def _design(labels, factors=None):
+    factors = factors or {"scenario": ["dedicated", "shared"], "threads": [1, 2]}
+    return LabelledDesign.with_labels({"factors": factors, "replications": 2, "seed": 3}, labels)
+
+
+def test_label_factor_carries_its_settings_into_every_run():
+    d = _design({"scenario": {"dedicated": {"vcpus": 2, "count": 1}, "shared": {"vcpus": 1, "count": 2}}})
+    d.validate_for(get_workload("stream"))
+    for run in d.plan():
+        assert (run.levels["vcpus"], run.levels["count"]) == ((2, 1) if run.levels["scenario"] == "dedicated"
+                                                              else (1, 2))
+    assert len(d.plan()) == 8
+    other = _design({"scenario": {"dedicated": {"vcpus": 2, "count": 1}, "shared": {"vcpus": 1, "count": 3}}})
+    assert other.digest() != d.digest()                     # a resume must match the mapping too
+
+
+def test_label_errors_name_the_problem():
+    with pytest.raises(ConfigError, match="no settings for level 'shared'"):
+        _design({"scenario": {"dedicated": {}}})
+    with pytest.raises(ConfigError, match="not allowed"):
+        _design({"scenario": {"dedicated": {"threads": 1}, "shared": {}}})     # a design factor
+    with pytest.raises(ConfigError, match="not a factor"):
+        _design({"nope": {}})
+    d = _design({"scenario": {"dedicated": {"noise": "loud"}, "shared": {}}})
+    with pytest.raises(ConfigError, match="'noise'.*loud"):
+        d.validate_for(get_workload("stream"))
+    d = _design({"scenario": {"dedicated": {"vcpus": 0}, "shared": {}}})
+    with pytest.raises(ConfigError, match="vcpus"):
+        d.validate_for(get_workload("stream"))
+    d = _design({"threads": {1: {}, 2: {}}}, {"threads": [1, 2]})
+    with pytest.raises(ConfigError, match="also a parameter"):
+        d.validate_for(get_workload("stream"))
+
+
+def test_neighbours_label_without_settings_passes_validation():
+    d = _design({"neighbours": {0: {}, 1: {}, 3: {}}}, {"neighbours": [0, 1, 3], "n": [100, 200]})
+    d.validate_for(get_workload("hpcc"))
+    assert {r.levels["neighbours"] for r in d.plan()} == {0, 1, 3}
+
+
+def test_stated_gains_match_table_5_1():
+    times = pd.read_csv(VECTORS / "interconnect_table_5_1.csv", comment="#")
+    # section 5.2.2: "IS shows the higher gain using the F8 instance (up to ≈ 491 % compared to the
+    # A10 instance and ≈ 28 % compared to the DS4_v2)"; EP on DS4_v2 "≈ 7 % compared to the A10 and
+    # ≈ 9.2 % to the F8"
+    gains = pd.DataFrame({"app": ["IS", "IS", "EP", "EP"], "faster": ["F8", "F8", "DS4_v2", "DS4_v2"],
+                          "slower": ["A10", "DS4_v2", "A10", "F8"], "stated_pct": [491, 28, 7, 9.2]})
+    out = stated_gains(times, gains)
+    assert out.computed_pct.tolist() == pytest.approx([491, 28, 7, 9.2], abs=0.7)
+    assert (out.ci_low < out.computed_pct).all() and (out.computed_pct < out.ci_high).all()
+    assert (out.p < 1e-6).all()
+    with pytest.raises(ConfigError, match="no Table 5.1 row"):
+        stated_gains(times, gains.assign(slower="H100"))
+
+
+def test_read_reference_needs_a_citation(tmp_path):
+    table, cite = read_reference(VECTORS / "interconnect_prices.csv", ["instance"])
+    assert "Table 4.1" in cite and len(table) == 3
+    bare = tmp_path / "bare.csv"
+    bare.write_text("a,b\n1,2\n")
+    with pytest.raises(ConfigError, match="no citation"):
+        read_reference(bare, ["a"])
+    with pytest.raises(ConfigError, match="missing"):
+        read_reference(VECTORS / "interconnect_prices.csv", ["nope"])
+
+
+def test_ksm_state_reads_counters(tmp_path):
+    (tmp_path / "run").write_text("1\n")
+    (tmp_path / "pages_sharing").write_text("42\n")
+    assert ksm_state(tmp_path) == {"run": 1, "pages_sharing": 42}
+    assert ksm_state(tmp_path / "absent") == {}
