@@ -33,7 +33,9 @@ def variation_ci(data: pd.DataFrame, factors: Sequence[str], response: str, *, l
 
     Runs are resampled with replacement within each configuration (so every
     bootstrap design stays a balanced 2^k·r), and Jain's allocation of variation
-    (SS_term = 2^k·r·q², share = SS_term/SST) is recomputed each time. Returns one
+    (SS_term = 2^k·r·q², share = SS_term/SST) is recomputed each time, with the
+    resampled error sum of squares corrected by r/(r-1) for the duplicates a
+    resample holds. Returns one
     row per term (Yates order, "I" left out) and "error": ``term``, ``pct_low``,
     ``pct_high`` (percentiles alpha/2 and 1 - alpha/2 of ``n_boot`` resamples).
     Needs r >= 2.
@@ -63,8 +65,10 @@ def variation_ci(data: pd.DataFrame, factors: Sequence[str], response: str, *, l
     means = boot.mean(axis=2)                                          # (B, cells)
     q = means @ sign_table(k).T.astype(float) / 2 ** k                 # (B, terms)
     ss = 2 ** k * r * q[:, 1:] ** 2
-    sst = ((boot - boot.mean(axis=(1, 2), keepdims=True)) ** 2).sum(axis=(1, 2))
-    sse = ((boot - means[:, :, None]) ** 2).sum(axis=2).sum(axis=1)
+    # a resample of r values keeps on average (r-1)/r of their sum of squares about the cell mean
+    # (duplicates): undo that bias, or the error share's interval misses its own estimate (r = 2)
+    sse = ((boot - means[:, :, None]) ** 2).sum(axis=2).sum(axis=1) * r / (r - 1)
+    sst = ss.sum(axis=1) + sse                     # balanced 2^k·r: SST = sum of SS_terms + SSE
     with np.errstate(invalid="ignore", divide="ignore"):
         pct = 100 * np.column_stack([ss, sse]) / sst[:, None]
     lo, hi = np.nanpercentile(pct, [100 * alpha / 2, 100 * (1 - alpha / 2)], axis=0)

@@ -212,8 +212,11 @@ def test_stale_claims_of_a_killed_controller_run_again_once(tmp_path, fakes):
 
 class Slow(Nap):
     name = "slow"
+    started = None   # a threading.Event set when the first run starts measuring
 
     def run(self, instance, params):
+        if Slow.started is not None:
+            Slow.started.set()
         time.sleep(0.3)
         return [Measurement("wall_time_s", 0.3, "s", instance.index)]
 
@@ -221,7 +224,23 @@ class Slow(Nap):
 def test_interrupt_stops_workers_releases_claims_and_resume_completes(tmp_path, fakes):
     import signal
     main = threading.get_ident()
-    threading.Timer(0.8, lambda: signal.pthread_kill(main, signal.SIGINT)).start()
+    Slow.started = threading.Event()
+
+    def interrupt_once_running():   # once a run is stored, whatever the machine's load
+        import sqlite3
+        if not Slow.started.wait(120):
+            return
+        db, deadline = tmp_path / "t-int" / "store.sqlite", time.monotonic() + 120
+        while time.monotonic() < deadline:
+            try:
+                with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as con:
+                    if con.execute("SELECT count(*) FROM runs").fetchone()[0] >= 1:
+                        break
+            except sqlite3.Error:
+                pass
+            time.sleep(0.05)
+        signal.pthread_kill(main, signal.SIGINT)
+    threading.Thread(target=interrupt_once_running, daemon=True).start()
     with pytest.raises(KeyboardInterrupt):
         Campaign(DESIGN, workload=Slow(), testbed=TESTBED, campaign_id="t-int", data_dir=tmp_path,
                  progress=False).run()
@@ -229,6 +248,7 @@ def test_interrupt_stops_workers_releases_claims_and_resume_completes(tmp_path, 
         assert st.claims() == [] and 0 < len(st.runs()) < 16
     destroyed = [n for bes in fakes.values() for be in bes for n in be.destroyed]
     assert len(destroyed) == len(set(destroyed))
+    Slow.started = None
     st = Campaign(DESIGN, workload=Slow(), testbed=TESTBED, campaign_id="t-int", data_dir=tmp_path,
                   progress=False).run()
     assert len(st.runs()) == 16 and st.runs().run_id.is_unique

@@ -88,7 +88,7 @@ def test_loopback_run_starts_and_stops_servers():
     assert [r.metric for r in rows][:1] == ["tcp_mbit_per_s"] and rows[3].metric == "udp_mbit_per_s"
     servers = [c for c in inst.calls if "iperf3 -s -1 -D" in " ".join(c)]
     assert len(servers) == 2 and all("-B 127.0.0.1" in " ".join(c) for c in servers)
-    assert sum("kill $(cat" in " ".join(c) for c in inst.calls) == 2
+    assert sum("kill -0 $p" in " ".join(c) for c in inst.calls) == 2   # stopped, and waited for
     assert Iperf3(protocol="udp").response == "udp_mbit_per_s"
     with pytest.raises(ConfigError):
         Iperf3(protocol="quic")
