@@ -59,6 +59,7 @@ if [ "${1:-}" = teardown ]; then
 fi
 
 . "$(dirname "$0")/apt.sh"
+. "$(dirname "$0")/sshd-common.sh"
 apt_install_missing openssh-server iproute2 util-linux procps
 
 if [ ! -f "$KEY" ]; then
@@ -108,22 +109,8 @@ Port 22
 ListenAddress $addr
 PidFile $RUN/sshd_$i.pid
 HostKey $ETC/host_${i}_ed25519
-PermitRootLogin prohibit-password
-PasswordAuthentication no
-KbdInteractiveAuthentication no
-PubkeyAuthentication yes
-AuthorizedKeysFile .ssh/authorized_keys
-UsePAM no
-AllowUsers root
-X11Forwarding no
-AllowTcpForwarding no
-AllowAgentForwarding no
-PermitTunnel no
-PrintMotd no
-MaxSessions 100
-MaxStartups 50:30:100
-Subsystem sftp internal-sftp
 EOF
+  sshd_common_config >> "$ETC/sshd_$i.conf"
   chmod 600 "$ETC/sshd_$i.conf"
   if ! running "$i"; then
     nsenter --net="/run/netns/$n" /usr/sbin/sshd -f "$ETC/sshd_$i.conf"

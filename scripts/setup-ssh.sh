@@ -25,6 +25,7 @@ if [ "$(id -u)" != 0 ]; then
 fi
 
 . "$(dirname "$0")/apt.sh"
+. "$(dirname "$0")/sshd-common.sh"
 apt_install_missing openssh-server openssh-client procps iproute2
 
 # -- the test key, authorized once ------------------------------------------------------
@@ -56,23 +57,8 @@ PidFile $PIDFILE
 HostKey /etc/ssh/ssh_host_ed25519_key
 HostKey /etc/ssh/ssh_host_ecdsa_key
 HostKey /etc/ssh/ssh_host_rsa_key
-PermitRootLogin prohibit-password
-PasswordAuthentication no
-KbdInteractiveAuthentication no
-PubkeyAuthentication yes
-AuthorizedKeysFile .ssh/authorized_keys
-UsePAM no
-AllowUsers root
-X11Forwarding no
-AllowTcpForwarding no
-AllowAgentForwarding no
-PermitTunnel no
-PrintMotd no
-# one connection carries every instance's commands: allow many channels at once
-MaxSessions 100
-MaxStartups 50:30:100
-Subsystem sftp internal-sftp
 EOF
+sshd_common_config >> "$tmp"
 changed=0
 if ! cmp -s "$tmp" "$CONF"; then
   install -m 644 "$tmp" "$CONF"
