@@ -1,4 +1,4 @@
-"""What an instance is, on every backend (see DESIGN.md, "Instances").
+"""What an instance is, on every backend (see docs/design.md, "Instances").
 
 An :class:`InstanceSpec` says how many vCPUs an instance may use, its enforced
 memory limit, whether its vCPUs are pinned 1:1 to host CPUs or float, and how

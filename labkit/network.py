@@ -1,6 +1,6 @@
 """Run-level networks and link shaping: what a ``network`` and a ``link`` factor mean.
 
-``network`` levels (DESIGN.md, "Networks"):
+``network`` levels (docs/design.md, "Networks"):
 
 * ``none`` (the default): instances are isolated, loopback only.
 * ``private``: the backend creates a network for the run (a bridge + veth pairs

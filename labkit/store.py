@@ -7,7 +7,7 @@ measurements are committed together, so a campaign killed at any moment
 (even SIGKILL) loses only the run in progress, and a run is never stored twice
 (``run_id`` is the primary key).
 
-``Store.tidy()`` joins everything into one row per measurement (DESIGN.md,
+``Store.tidy()`` joins everything into one row per measurement (docs/design.md,
 "Store"); ``export()`` writes it as CSV and Parquet for Binder and other tools.
 
 Files are private: the directory 0700, the store and its exports 0600 (0750 /
@@ -298,7 +298,7 @@ class Store:
         return pd.DataFrame(rows)
 
     def tidy(self):
-        """One row per measurement, with every factor's level as a column (DESIGN.md "Store").
+        """One row per measurement, with every factor's level as a column (docs/design.md "Store").
 
         Columns: campaign, run_id, run_order, replicate, config, <factor columns>,
         instance, metric, value, unit, status, error, started, duration_s,

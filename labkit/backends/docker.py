@@ -1,6 +1,6 @@
 """Docker backend (docker SDK): one container per instance, no network, hard limits.
 
-Mapping of an :class:`~labkit.instance.InstanceSpec` (DESIGN.md, "Instances")::
+Mapping of an :class:`~labkit.instance.InstanceSpec` (docs/design.md, "Instances")::
 
     pinned     cpuset_cpus = the host CPUs chosen by base.provision ("0,1")
     floating   nano_cpus   = vcpus * 1e9 (CFS quota, any host CPU)

@@ -1,6 +1,6 @@
 """Domain and volume XML for the libvirt backend, from an InstanceSpec. Pure functions, no libvirt.
 
-The instance meaning (DESIGN.md, "Instances") in libvirt terms:
+The instance meaning (docs/design.md, "Instances") in libvirt terms:
 
 * ``vcpus``      -> ``<vcpu placement='static'>N</vcpu>``
 * ``memory_mb``  -> ``<memory unit='MiB'>`` = ``<currentMemory>``, no balloon (the guest sees it all)
@@ -9,7 +9,7 @@ The instance meaning (DESIGN.md, "Instances") in libvirt terms:
   ``vcpus`` CPUs' worth of time since each vCPU is one thread
 
 Domain type: ``kvm`` or ``qemu`` (TCG) on QEMU connections, ``xen`` on Xen ones.
-No ``<interface>``: the guest has no network (DESIGN.md, "Network safety").
+No ``<interface>``: the guest has no network (docs/design.md, "Network safety").
 """
 from __future__ import annotations
 

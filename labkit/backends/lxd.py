@@ -1,6 +1,6 @@
 """LXD backend (pylxd): one system container per instance, no NIC, hard limits.
 
-Mapping of an :class:`~labkit.instance.InstanceSpec` (DESIGN.md, "Instances")::
+Mapping of an :class:`~labkit.instance.InstanceSpec` (docs/design.md, "Instances")::
 
     pinned     limits.cpu = "0,1"  (a set; one CPU is written "3-3": LXD reads "3" as a count)
     floating   limits.cpu.allowance = "<vcpus*100>ms/100ms", no limits.cpu: any host CPU,

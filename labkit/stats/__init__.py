@@ -22,7 +22,7 @@
 * Families of tests: :func:`adjust_p`, :func:`correct` (Holm, Bonferroni, BH).
 * Effect sizes: :func:`hedges_g`, :func:`effect_sizes` (omega², partial eta² with CI).
 
-Conventions (DESIGN.md, "Statistics conventions"): two-level factors coded
+Conventions (docs/design.md, "Statistics conventions"): two-level factors coded
 -1/+1, terms named ``"A:B"`` in Yates order, q and effect = 2q, SS_x = 2^k·r·q²,
 pct_variation = 100·SS_x/SST with SST including error. Every function
 validates its input and raises :class:`labkit.errors.ConfigError` naming the

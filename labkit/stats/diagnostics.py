@@ -1,6 +1,6 @@
 """Residual diagnostics of a 2^k·r factorial model: check assumptions before inference.
 
-DESIGN.md asks that the output say when the assumptions fail: the residuals
+docs/design.md asks that the output say when the assumptions fail: the residuals
 are tested with Shapiro-Wilk, and when normality is rejected the same
 analysis on log(response) is computed and offered (multiplicative effects and
 variance growing with the mean, common for throughput and latency, often

@@ -1,6 +1,6 @@
 """iperf3 TCP and UDP throughput (Debian package ``iperf3``), after study 004 Table 7.2.
 
-Network safety (DESIGN.md): traffic stays on loopback inside one instance, or
+Network safety (docs/design.md): traffic stays on loopback inside one instance, or
 between instances on a network the backend or the test created. Nothing is
 ever sent to another address.
 

@@ -115,7 +115,7 @@ def tiny_rootfs_tar(path):
 class ContainerContract:
     backend_name = "?"
 
-    # -- the instance meaning of DESIGN.md --------------------------------------------
+    # -- the instance meaning of docs/design.md --------------------------------------------
     def test_pinned_instances_see_exactly_their_cpus(self, backend):
         host = backend.host_cpus()
         spec = InstanceSpec(vcpus=1, memory_mb=128, affinity="pinned", count=min(2, host))

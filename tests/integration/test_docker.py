@@ -1,5 +1,5 @@
 """The docker backend on a real dockerd (marker ``docker``): the instance meaning of
-DESIGN.md proved from inside each container, plus docker-specific guarantees."""
+docs/design.md proved from inside each container, plus docker-specific guarantees."""
 from __future__ import annotations
 
 import pytest

@@ -97,7 +97,7 @@ def floating_vm(backend):
 class TestLibvirt:
     backend_name = "libvirt"
 
-    # -- the instance meaning of DESIGN.md ---------------------------------------------
+    # -- the instance meaning of docs/design.md ---------------------------------------------
     def test_pinned_vm_vcpus_memory_and_pinning(self, backend):
         host = backend.host_cpus()
         spec = InstanceSpec(vcpus=2, memory_mb=512, affinity="pinned")

@@ -1,4 +1,4 @@
-"""The lxd backend on a real LXD (marker ``lxd``): the instance meaning of DESIGN.md
+"""The lxd backend on a real LXD (marker ``lxd``): the instance meaning of docs/design.md
 proved from inside each container, plus LXD-specific guarantees."""
 from __future__ import annotations
 

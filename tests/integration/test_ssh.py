@@ -75,7 +75,7 @@ def cpus_worth(inst, wall: float = 3.0) -> float:
     return (float(out[0]) + float(out[1])) / wall
 
 
-# -- the instance meaning of DESIGN.md ----------------------------------------------------------
+# -- the instance meaning of docs/design.md ----------------------------------------------------------
 
 def test_pinned_instances_see_only_their_cpus(backend):
     ids, n = backend._cpu_ids(), backend.host_cpus()

@@ -95,7 +95,7 @@ def test_direct_kernel_boot_agent_channel_console_and_no_network():
     assert (disk.find("target").get("dev"), disk.find("target").get("bus")) == ("vda", "virtio")
     assert dom.find("devices/channel/target").get("name") == AGENT_CHANNEL
     assert dom.find("devices/serial/source").get("path") == PATHS["console_log"]
-    assert dom.find("devices/interface") is None            # DESIGN.md: no network by default
+    assert dom.find("devices/interface") is None            # docs/design.md: no network by default
     assert dom.find("devices/graphics") is None
     for event in ("on_poweroff", "on_reboot", "on_crash"):
         assert dom.findtext(event) == "destroy"
