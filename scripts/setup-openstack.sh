@@ -83,14 +83,22 @@ for p in keystone glance-common nova-common neutron-common placement-common glan
 done | debconf-set-selections
 # RabbitMQ and its epmd on loopback only, before the package first starts them.
 install -d /etc/rabbitmq
-[ -f /etc/rabbitmq/rabbitmq-env.conf ] && grep -q labkit /etc/rabbitmq/rabbitmq-env.conf || \
-  printf '# labkit: loopback only\nNODE_IP_ADDRESS=127.0.0.1\nERL_EPMD_ADDRESS=127.0.0.1\nNODENAME=rabbit@localhost\n' \
-    > /etc/rabbitmq/rabbitmq-env.conf
+RABBIT_ENV='# labkit: loopback only (node, epmd, distribution port)
+NODE_IP_ADDRESS=127.0.0.1
+ERL_EPMD_ADDRESS=127.0.0.1
+NODENAME=rabbit@localhost
+SERVER_ADDITIONAL_ERL_ARGS="-kernel inet_dist_use_interface {127,0,0,1}"
+CTL_ERL_ARGS="-kernel inet_dist_use_interface {127,0,0,1}"'
+RABBIT_ACTION=start
+if [ "$(cat /etc/rabbitmq/rabbitmq-env.conf 2>/dev/null)" != "$RABBIT_ENV" ]; then
+  echo "$RABBIT_ENV" > /etc/rabbitmq/rabbitmq-env.conf
+  RABBIT_ACTION=restart
+fi
 . "$HERE/apt.sh"
 export APT_LISTCHANGES_FRONTEND=none
 PKGS=(mariadb-server python3-pymysql rabbitmq-server memcached python3-memcache crudini
       keystone glance placement-api nova-api nova-conductor nova-scheduler nova-compute nova-compute-qemu
-      neutron-server neutron-linuxbridge-agent neutron-plugin-ml2 python3-openstackclient
+      neutron-server neutron-linuxbridge-agent python3-openstackclient
       dosfstools qemu-utils ebtables)
 need=()
 for pkg in "${PKGS[@]}"; do
@@ -122,20 +130,23 @@ svc() {  # start|restart name...
 # -- database, queue -------------------------------------------------------------------------------
 say "mariadb, rabbitmq"
 svc start mariadb memcached
-for db in keystone glance placement nova_api nova nova_cell0 neutron; do
-  mysql -e "CREATE DATABASE IF NOT EXISTS $db"
-  mysql -e "CREATE USER IF NOT EXISTS 'os_$db'@'localhost' IDENTIFIED BY '$DB_PASS';
-            ALTER USER 'os_$db'@'localhost' IDENTIFIED BY '$DB_PASS';
-            GRANT ALL PRIVILEGES ON $db.* TO 'os_$db'@'localhost'"
+for db in keystone glance placement nova_api nova nova_cell0 neutron; do   # SQL on stdin: no secret in argv
+  mysql <<SQL
+CREATE DATABASE IF NOT EXISTS $db;
+CREATE USER IF NOT EXISTS 'os_$db'@'localhost' IDENTIFIED BY '$DB_PASS';
+ALTER USER 'os_$db'@'localhost' IDENTIFIED BY '$DB_PASS';
+GRANT ALL PRIVILEGES ON $db.* TO 'os_$db'@'localhost';
+SQL
 done
 dburl() { echo "mysql+pymysql://os_$1:$DB_PASS@127.0.0.1/$1"; }
-svc start rabbitmq-server
-[[ "$(rabbitmqctl list_users -q)" == *openstack* ]] || rabbitmqctl add_user openstack "$RABBIT_PASS" >/dev/null
-rabbitmqctl change_password openstack "$RABBIT_PASS" >/dev/null
+svc "$RABBIT_ACTION" rabbitmq-server
+[[ "$(rabbitmqctl list_users -q)" == *openstack* ]] || rabbitmqctl add_user openstack <<<"$RABBIT_PASS" >/dev/null
+rabbitmqctl change_password openstack <<<"$RABBIT_PASS" >/dev/null
 rabbitmqctl set_permissions openstack '.*' '.*' '.*' >/dev/null
 RABBIT="rabbit://openstack:$RABBIT_PASS@127.0.0.1:5672/"
 
-set_ini() { crudini --set "$@"; }
+# file section key value; the value goes through stdin (crudini --merge), never into argv
+set_ini() { printf '[%s]\n%s = %s\n' "$2" "$3" "$4" | crudini --merge "$1"; }
 authtoken() {  # file user password [section]
   local f=$1 u=$2 p=$3 s=${4:-keystone_authtoken}
   set_ini "$f" "$s" www_authenticate_uri "$KS"
@@ -149,17 +160,14 @@ authtoken() {  # file user password [section]
   set_ini "$f" "$s" password "$p"
   set_ini "$f" "$s" region_name "$REGION"
 }
-# Debian runs the APIs under uwsgi through openstack-pkg-tools' init scripts, which read the address,
-# port and worker count from an ini file named in /etc/default/<service>: loopback, 2 workers.
-BIND_INI=$STATE/uwsgi-bind.ini
-: > "$BIND_INI"
-for sp in keystone:5000 glance-api:9292 placement-api:8778 nova-api:8774 neutron-api:9696; do
-  s=${sp%%:*}
-  printf '[%s]\nbind_ip = 127.0.0.1\nbind_port = %s\nworkers = 2\n' "$s" "${sp##*:}" >> "$BIND_INI"
-  printf '# labkit (setup-openstack.sh): loopback only\nUWSGI_BIND_CONFIG_FILE=%s\nUWSGI_BIND_CONFIG_SECTION=%s\nUWSGI_BIND_CONFIG_IP_DIRECTIVE=bind_ip\nUWSGI_BIND_CONFIG_PORT_DIRECTIVE=bind_port\nUWSGI_BIND_CONFIG_WORKERS_DIRECTIVE=workers\n' \
-    "$BIND_INI" "$s" > "/etc/default/$s"
+# Debian runs the APIs under uwsgi from openstack-pkg-tools' init scripts, which source
+# /etc/default/<service> after building the uwsgi arguments: loopback only, 2 worker processes.
+for s in keystone glance-api placement-api nova-api neutron-api; do
+  cat > "/etc/default/$s" <<'EOF'
+# labkit (scripts/setup-openstack.sh): the API on 127.0.0.1 only, 2 uwsgi processes
+DAEMON_ARGS="$(echo "$DAEMON_ARGS" | sed 's/--http-socket [^ ]*:\([0-9]*\)/--http-socket 127.0.0.1:\1/') --processes 2"
+EOF
 done
-chmod 644 "$BIND_INI"
 
 # -- keystone --------------------------------------------------------------------------------------
 say "keystone"
@@ -171,10 +179,10 @@ set_ini /etc/keystone/keystone.conf cache memcache_servers 127.0.0.1:11211
 su -s /bin/sh -c "keystone-manage db_sync" keystone
 keystone-manage fernet_setup --keystone-user keystone --keystone-group keystone
 keystone-manage credential_setup --keystone-user keystone --keystone-group keystone
-keystone-manage bootstrap --bootstrap-password "$ADMIN_PASS" --bootstrap-admin-url "$KS/v3/" \
+OS_BOOTSTRAP_PASSWORD=$ADMIN_PASS keystone-manage bootstrap --bootstrap-admin-url "$KS/v3/" \
   --bootstrap-internal-url "$KS/v3/" --bootstrap-public-url "$KS/v3/" --bootstrap-region-id "$REGION" >/dev/null
 svc restart keystone
-for i in $(seq 60); do curl -fsS "$KS/v3" >/dev/null 2>&1 && break; sleep 1; done
+for i in $(seq 120); do curl -fsS -m 5 "$KS/v3" >/dev/null 2>&1 && break; sleep 1; done
 
 install -d -m 755 /etc/openstack
 ( umask 077; cat > /etc/openstack/clouds.yaml <<EOF
@@ -195,32 +203,8 @@ clouds:
 EOF
 )
 export OS_CLOUD=labkit-admin
-os() { openstack "$@"; }
-has() { os "$1" show "${@:2}" >/dev/null 2>&1; }
-has project service || os project create --domain default service >/dev/null
-has project labkit || os project create --domain default labkit >/dev/null
-has role member || os role create member >/dev/null
-user() {  # name password project role
-  has user "$1" || os user create --domain default --password "$2" "$1" >/dev/null
-  os user set --password "$2" "$1"
-  os role add --project "$3" --user "$1" "$4"
-}
-user labkit "$LABKIT_PASS" labkit member
-for u in glance:GLANCE placement:PLACEMENT nova:NOVA neutron:NEUTRON; do
-  n=${u%%:*}; v=${u##*:}_PASS; user "$n" "${!v}" service admin
-done
-endpoint() {  # name type url
-  has service "$2" || os service create --name "$1" "$2" >/dev/null
-  local iface
-  for iface in public internal admin; do
-    [ -n "$(os endpoint list --service "$2" --interface "$iface" -f value -c ID)" ] || \
-      os endpoint create --region "$REGION" "$2" "$iface" "$3" >/dev/null
-  done
-}
-endpoint glance image http://127.0.0.1:9292
-endpoint placement placement http://127.0.0.1:8778
-endpoint nova compute http://127.0.0.1:8774/v2.1
-endpoint neutron network http://127.0.0.1:9696
+# Projects, users (passwords reset), roles, services and endpoints: one Python process, no secret in argv.
+/usr/bin/python3 "$HERE/openstack-bootstrap.py" identity "$STATE/secrets.env"
 
 # -- glance ----------------------------------------------------------------------------------------
 say "glance"
@@ -312,34 +296,13 @@ su -s /bin/sh -c "nova-manage cell_v2 map_cell0" nova >/dev/null
 su -s /bin/sh -c "nova-manage db sync" nova
 svc restart nova-api nova-conductor nova-scheduler nova-compute
 for i in $(seq 120); do
-  [[ "$(os compute service list --service nova-compute -f value -c State 2>/dev/null)" == *up* ]] && break; sleep 2
+  [[ "$(openstack compute service list --service nova-compute -f value -c State 2>/dev/null)" == *up* ]] && break; sleep 2
 done
 su -s /bin/sh -c "nova-manage cell_v2 discover_hosts" nova >/dev/null
 
-# -- network, flavors, security group --------------------------------------------------------------
-say "network, flavors"
-has network provider || os network create --share --provider-network-type flat \
-  --provider-physical-network provider provider >/dev/null
-has subnet provider-v4 || os subnet create --network provider --subnet-range "$CIDR" --gateway none \
-  --no-dhcp --allocation-pool "start=$POOL_START,end=$POOL_END" provider-v4 >/dev/null
-has flavor labkit.small || os flavor create --vcpus 1 --ram 512 --disk 4 --public labkit.small >/dev/null
-has flavor labkit.medium || os flavor create --vcpus 2 --ram 768 --disk 4 --public labkit.medium >/dev/null
-# Quotas of the labkit project: enough for a small design, no more.
-os quota set --instances 6 --cores 8 --ram 4096 labkit >/dev/null
-
-# -- the image -------------------------------------------------------------------------------------
+# -- the image; network, flavors, quotas ----------------------------------------------------------
 say "image"
 "$HERE/openstack-image.sh" "$CACHE" "$STATE/image"
-stamp=$(cat "$STATE/image/stamp")
-if [ "$(os image list --name "$IMAGE_NAME" --property "labkit_stamp=$stamp" -f value -c ID | wc -l)" = 0 ]; then
-  for old in $(os image list --property labkit_image=1 -f value -c ID); do os image delete "$old"; done
-  k=$(os image create --public --disk-format aki --container-format aki --file "$STATE/image/vmlinuz" \
-        --property labkit_image=1 "$IMAGE_NAME-kernel" -f value -c id)
-  r=$(os image create --public --disk-format ari --container-format ari --file "$STATE/image/initrd.img" \
-        --property labkit_image=1 "$IMAGE_NAME-initrd" -f value -c id)
-  os image create --public --disk-format qcow2 --container-format bare --file "$STATE/image/disk.qcow2" \
-    --property kernel_id="$k" --property ramdisk_id="$r" --property labkit_image=1 \
-    --property labkit_stamp="$stamp" --property os_command_line="$(cat "$STATE/image/cmdline")" \
-    --property hw_disk_bus=virtio --property os_distro=debian "$IMAGE_NAME" >/dev/null
-fi
+say "network, flavors, image upload"
+/usr/bin/python3 "$HERE/openstack-bootstrap.py" resources "$STATE/image" "$IMAGE_NAME" "$CIDR" "$POOL_START" "$POOL_END"
 say "done: OS_CLOUD=labkit (clouds.yaml in /etc/openstack), image $IMAGE_NAME, flavors labkit.small labkit.medium, network provider on $BRIDGE"

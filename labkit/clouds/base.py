@@ -80,6 +80,7 @@ class CloudInstance:
     key_filename: str | None = None
     provisioning_s: float = math.nan
     price_per_hour: float | None = None
+    active_s: float = math.nan
 
     def host(self) -> dict:
         """A testbed host mapping (``labkit.testbed`` ``hosts:`` entry): name, address, port, user,
@@ -101,8 +102,9 @@ class CloudInstance:
         return SshBackend(**self.ssh_options(), **options)
 
     def metrics(self) -> dict:
-        """Per-run metrics: ``provisioning_s`` (request -> SSH ready, seconds)."""
-        return {"provisioning_s": self.provisioning_s}
+        """Per-run metrics: ``provisioning_s`` (request -> SSH ready) and ``active_s`` (request ->
+        the cloud reports the server active with an address), seconds."""
+        return {"provisioning_s": self.provisioning_s, "active_s": self.active_s}
 
 
 def require_sdk(module: str, extra: str, provider: str):
@@ -220,10 +222,11 @@ class CloudProvider(ABC):
     def _ready(self, name: str, sid: str, t0: float, flavor: str, image: str) -> CloudInstance:
         deadline = t0 + self.boot_timeout
         state = self._wait_active(name, sid, deadline)
+        active = time.monotonic() - t0
         wait_ssh(state.address, self.ssh_port, self.ssh_user, self.key_filename, deadline,
                  connect_timeout=self.ssh_timeout, interval=self.poll_interval, what=f"{self.name} server {name}")
         return CloudInstance(name, sid, self.name, flavor, image, state.address, self.ssh_port, self.ssh_user,
-                             self.key_filename, time.monotonic() - t0, self.price_per_hour(flavor))
+                             self.key_filename, time.monotonic() - t0, self.price_per_hour(flavor), active)
 
     def _wait_active(self, name: str, sid: str, deadline: float) -> ServerState:
         while True:

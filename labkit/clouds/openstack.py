@@ -172,6 +172,6 @@ def public_key(key_filename: str) -> str:
     import paramiko
     try:
         key = paramiko.PKey.from_path(key_filename)
-    except (OSError, paramiko.SSHException) as exc:
+    except (OSError, ValueError, paramiko.SSHException) as exc:
         raise ConfigError(f"key_filename {key_filename}: not a readable private key ({exc})") from exc
     return f"{key.get_name()} {key.get_base64()}"
