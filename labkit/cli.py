@@ -1,5 +1,5 @@
 """Command line: ``labkit run``, ``images build``, ``export``, ``clean``, ``fingerprint``, ``list``,
-``show``, ``status``, ``analyze``, ``compare`` and ``report``. ``--data-dir`` defaults to the repository's
+``show``, ``status``, ``analyze``, ``compare``, ``report`` and ``cloud check``. ``--data-dir`` defaults to the repository's
 ``data/`` (found from the working directory or the package; see :mod:`labkit.paths`), else ``./data``."""
 from __future__ import annotations
 
@@ -136,6 +136,15 @@ def cmd_clean(args) -> int:
         finally:
             backend.close()
         print(f"{name}: removed {len(removed)} leftover(s): {' '.join(removed)}")
+    return 0
+
+
+def cmd_cloud_check(args) -> int:
+    """Run the cloud provider contract (labkit.clouds.contract) against a real account."""
+    from .clouds import get_provider
+    from .clouds.contract import check_contract
+    provider = get_provider(args.provider, **_parse_params(args.option))
+    check_contract(provider, args.flavor, args.image)
     return 0
 
 
@@ -286,6 +295,16 @@ def parser() -> argparse.ArgumentParser:
                    help="e.g. a password the store does not keep")
     c.add_argument("--force", action="store_true", help="clean everything even if a campaign is running")
     c.set_defaults(func=cmd_clean)
+
+    cl = sub.add_parser("cloud", help="cloud providers (openstack, cloudstack, azure)")
+    ck = cl.add_subparsers(dest="cloud_cmd", required=True).add_parser(
+        "check", help="check a provider's credentials; with --flavor and --image, its whole contract on one server")
+    ck.add_argument("--provider", required=True, help="openstack, cloudstack or azure")
+    ck.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
+                    help="provider option (e.g. cloud=labkit, key_filename=~/.ssh/id_ed25519)")
+    ck.add_argument("--flavor", help="flavor / service offering / VM size of the test server")
+    ck.add_argument("--image", help="image / template / image URN of the test server")
+    ck.set_defaults(func=cmd_cloud_check)
 
     f = sub.add_parser("fingerprint", help="print this host's fingerprint")
     f.set_defaults(func=cmd_fingerprint)

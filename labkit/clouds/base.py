@@ -1,0 +1,311 @@
+"""The cloud provider contract: instances from a flavor and an image, handed over as SSH hosts.
+
+A :class:`CloudProvider` creates servers named ``<prefix><8 hex>`` (the campaign's prefix
+``labkit-<campaign id>--``, as every backend's instances) and tags each with that prefix, waits
+until each answers over SSH (an authenticated ``true``, within a deadline), and returns
+:class:`CloudInstance` objects: an address, a port, a user and a key, which the ``ssh`` backend
+(:class:`labkit.backends.ssh.SshBackend`) and testbed hosts take as they are. The time from the
+create request to the first successful SSH command is ``provisioning_s`` (a metric of every run,
+as in PerfKitBenchmarker); ``price_per_hour`` comes from the provider's ``prices`` option.
+
+``cleanup(prefix)`` deletes what carries both the prefix in its name and the prefix tag, and
+nothing else: campaign ids contain no ``--``, so ``labkit-x--`` never matches ``labkit-x-2--``.
+
+Hooks a provider writes::
+
+    class MyCloud(CloudProvider):
+        name = "mine"
+        EXTRA, MODULE = "mine", "mine_sdk"          # pip install 'labkit[mine]'; import check
+        OPTIONS = ("region",)                      # provider options (others: ConfigError)
+        def check(self): ...                       # credentials and endpoint; BackendUnavailable
+        def _create(self, name, flavor, image, tags) -> str: ...   # request; the server id
+        def _state(self, server_id) -> ServerState: ...            # status, address, fault
+        def _delete(self, server_id): ...          # request deletion; quiet if already gone
+        def _gone(self, server_id) -> bool: ...    # deletion finished
+        def _list(self, prefix) -> list[ServerRef]: ...   # servers tagged with prefix
+"""
+from __future__ import annotations
+
+import importlib
+import logging
+import math
+import os
+import secrets
+import time
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+
+from ..backends.base import check_prefix
+from ..errors import BackendError, BackendUnavailable, ConfigError
+
+log = logging.getLogger("labkit.clouds")
+
+#: tag (metadata key) every labkit server carries: the campaign's instance prefix
+TAG = "labkit-prefix"
+#: server states a provider reports through :class:`ServerState`
+BUILDING, ACTIVE, ERROR, GONE = "building", "active", "error", "gone"
+COMMON_OPTIONS = ("prices", "ssh_user", "ssh_port", "key_filename", "boot_timeout", "ssh_timeout",
+                  "poll_interval")
+MAX_INSTANCES = 64
+
+
+@dataclass(frozen=True)
+class ServerState:
+    """What a provider knows of one server: ``status`` (building/active/error/gone), its SSH
+    ``address`` once it has one, and the provider's ``fault`` text in the error state."""
+    status: str
+    address: str | None = None
+    fault: str = ""
+
+
+@dataclass(frozen=True)
+class ServerRef:
+    """A server a provider listed: its ``name``, provider ``id`` and ``tags``."""
+    name: str
+    id: str
+    tags: dict = field(default_factory=dict, hash=False)
+
+
+@dataclass(frozen=True)
+class CloudInstance:
+    """A server that answered over SSH: what the ``ssh`` backend and a testbed host need."""
+    name: str
+    id: str
+    provider: str
+    flavor: str
+    image: str
+    address: str
+    port: int = 22
+    user: str = "root"
+    key_filename: str | None = None
+    provisioning_s: float = math.nan
+    price_per_hour: float | None = None
+    active_s: float = math.nan
+
+    def host(self) -> dict:
+        """A testbed host mapping (``labkit.testbed`` ``hosts:`` entry): name, address, port, user,
+        key, platforms ``[ssh]``, labels (provider, flavor, image, instance id) and price_per_hour."""
+        return {"name": self.name, "address": self.address, "port": self.port, "user": self.user,
+                "key": self.key_filename, "platforms": ["ssh"],
+                "labels": {"provider": self.provider, "flavor": self.flavor, "image": self.image,
+                           "instance_id": self.id},
+                "price_per_hour": self.price_per_hour}
+
+    def ssh_options(self) -> dict:
+        """Keyword arguments of :class:`labkit.backends.ssh.SshBackend` for this server."""
+        return {"host": self.address, "port": self.port, "user": self.user,
+                "key_filename": self.key_filename}
+
+    def ssh_backend(self, **options):
+        """An :class:`~labkit.backends.ssh.SshBackend` on this server (``options`` are passed on)."""
+        from ..backends.ssh import SshBackend
+        return SshBackend(**self.ssh_options(), **options)
+
+    def metrics(self) -> dict:
+        """Per-run metrics: ``provisioning_s`` (request -> SSH ready) and ``active_s`` (request ->
+        the cloud reports the server active with an address), seconds."""
+        return {"provisioning_s": self.provisioning_s, "active_s": self.active_s}
+
+
+def require_sdk(module: str, extra: str, provider: str):
+    """``module`` imported, else BackendUnavailable with the pip command of labkit's extra."""
+    try:
+        return importlib.import_module(module)
+    except ImportError as exc:
+        raise BackendUnavailable(f"the {provider} provider needs the Python package {module.split('.')[0]!r} "
+                                 f"({exc}); install it with: pip install 'labkit[{extra}]'") from exc
+
+
+def _number(where: str, value, lo: float, hi: float) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
+            or not lo <= value <= hi:
+        raise ConfigError(f"{where}: a number in [{lo:g}, {hi:g}], got {str(value)[:40]!r}")
+    return float(value)
+
+
+class CloudProvider(ABC):
+    """The shared work of every cloud: names, tags, deadlines, SSH readiness, cleanup."""
+    name = "cloud"
+    EXTRA = ""
+    MODULE = ""
+    OPTIONS: tuple[str, ...] = ()
+
+    def __init__(self, **options):
+        allowed = COMMON_OPTIONS + self.OPTIONS
+        unknown = sorted(k for k in options if k not in allowed)
+        if unknown:
+            raise ConfigError(f"cloud provider {self.name}: unknown option(s) {', '.join(unknown)}; "
+                              f"allowed: {', '.join(allowed)}")
+        where = f"cloud provider {self.name}"
+        prices = options.pop("prices", None) or {}
+        if not isinstance(prices, dict) or any(
+                not isinstance(k, str) or isinstance(v, bool) or not isinstance(v, (int, float))
+                or not math.isfinite(v) or v < 0 for k, v in prices.items()):
+            raise ConfigError(f"{where}: 'prices' must map flavor names to a price per hour >= 0")
+        self.prices = {k: float(v) for k, v in prices.items()}
+        self.ssh_user = options.pop("ssh_user", "root")
+        if not isinstance(self.ssh_user, str) or not self.ssh_user or len(self.ssh_user) > 32:
+            raise ConfigError(f"{where}: 'ssh_user' must be a user name")
+        self.ssh_port = int(_number(f"{where}: 'ssh_port'", options.pop("ssh_port", 22), 1, 65535))
+        key = options.pop("key_filename", None)
+        if key is not None and (not isinstance(key, str) or not key or "\x00" in key):
+            raise ConfigError(f"{where}: 'key_filename' must be the path of a private key file")
+        self.key_filename = os.path.expanduser(key) if key else None
+        self.boot_timeout = _number(f"{where}: 'boot_timeout'", options.pop("boot_timeout", 900), 1, 7200)
+        self.ssh_timeout = _number(f"{where}: 'ssh_timeout'", options.pop("ssh_timeout", 10), 0.5, 120)
+        self.poll_interval = _number(f"{where}: 'poll_interval'", options.pop("poll_interval", 2), 0.0, 60)
+        self.options = options
+        self._sdk = None
+
+    # -- hooks ---------------------------------------------------------------
+    @abstractmethod
+    def check(self) -> None:
+        """Raise BackendUnavailable (with the fix) unless credentials and the endpoint work."""
+
+    @abstractmethod
+    def _create(self, name: str, flavor: str, image: str, tags: dict) -> str:
+        """Request one server; return its provider id (do not wait)."""
+
+    @abstractmethod
+    def _state(self, server_id: str) -> ServerState:
+        """Where server ``server_id`` is now."""
+
+    @abstractmethod
+    def _delete(self, server_id: str) -> None:
+        """Request deletion; quiet if the server is already gone."""
+
+    @abstractmethod
+    def _gone(self, server_id: str) -> bool:
+        """True once the server no longer exists."""
+
+    @abstractmethod
+    def _list(self, prefix: str) -> list[ServerRef]:
+        """Servers carrying tag :data:`TAG` = ``prefix`` (the provider may return more)."""
+
+    # -- shared --------------------------------------------------------------
+    @property
+    def sdk(self):
+        """The provider's SDK module (BackendUnavailable naming the extra when missing)."""
+        if self._sdk is None:
+            self._sdk = require_sdk(self.MODULE, self.EXTRA, self.name)
+        return self._sdk
+
+    def price_per_hour(self, flavor: str) -> float | None:
+        """The price per hour of ``flavor`` from the ``prices`` option, None when not given."""
+        return self.prices.get(flavor)
+
+    def provision(self, flavor: str, image: str, prefix: str, count: int = 1) -> list[CloudInstance]:
+        """``count`` servers of ``flavor`` from ``image`` named ``<prefix><8 hex>`` and tagged with
+        ``prefix``, each ready over SSH. Servers made by a failed call are deleted before the error
+        (BackendError naming the server and the provider's fault) propagates."""
+        check_prefix(prefix)
+        if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= MAX_INSTANCES:
+            raise ConfigError(f"count must be an integer in [1, {MAX_INSTANCES}], got {count!r}")
+        for what, v in (("flavor", flavor), ("image", image)):
+            if not isinstance(v, str) or not v or len(v) > 255:
+                raise ConfigError(f"cloud provider {self.name}: {what} must be a name, got {v!r}")
+        made: list[tuple[str, str, float]] = []
+        try:
+            for _ in range(count):
+                name = f"{prefix}{secrets.token_hex(4)}"
+                t0 = time.monotonic()
+                made.append((name, self._create(name, flavor, image, {TAG: prefix}), t0))
+            return [self._ready(name, sid, t0, flavor, image) for name, sid, t0 in made]
+        except BaseException:
+            for name, sid, _ in made:
+                try:
+                    self.delete(sid)
+                except Exception as exc:   # the first error is the one to report
+                    log.warning("could not delete %s (%s) after a failed provision: %s", name, sid, exc)
+            raise
+
+    def _ready(self, name: str, sid: str, t0: float, flavor: str, image: str) -> CloudInstance:
+        deadline = t0 + self.boot_timeout
+        state = self._wait_active(name, sid, deadline)
+        active = time.monotonic() - t0
+        wait_ssh(state.address, self.ssh_port, self.ssh_user, self.key_filename, deadline,
+                 connect_timeout=self.ssh_timeout, interval=self.poll_interval, what=f"{self.name} server {name}")
+        return CloudInstance(name, sid, self.name, flavor, image, state.address, self.ssh_port, self.ssh_user,
+                             self.key_filename, time.monotonic() - t0, self.price_per_hour(flavor), active)
+
+    def _wait_active(self, name: str, sid: str, deadline: float) -> ServerState:
+        while True:
+            state = self._state(sid)
+            if state.status == ERROR:
+                raise BackendError(f"{self.name} server {name} ({sid}) failed: {state.fault or 'no fault given'}")
+            if state.status == GONE:
+                raise BackendError(f"{self.name} server {name} ({sid}) disappeared while booting")
+            if state.status == ACTIVE and state.address:
+                return state
+            if time.monotonic() >= deadline:
+                raise BackendError(f"{self.name} server {name} ({sid}) not active with an address within "
+                                   f"boot_timeout={self.boot_timeout:g}s (last status {state.status})")
+            time.sleep(self.poll_interval)
+
+    def delete(self, server_id: str, timeout: float = 300.0) -> None:
+        """Delete one server and wait (up to ``timeout`` s) until it is gone; BackendError then."""
+        self._delete(server_id)
+        deadline = time.monotonic() + timeout
+        while not self._gone(server_id):
+            if time.monotonic() >= deadline:
+                raise BackendError(f"{self.name} server {server_id} still exists {timeout:g}s after its deletion")
+            time.sleep(self.poll_interval)
+
+    def destroy(self, instances: list[CloudInstance]) -> None:
+        """Delete ``instances`` (teardown); every one is tried, the first failure is raised."""
+        first = None
+        for inst in instances:
+            try:
+                self.delete(inst.id)
+            except Exception as exc:
+                first = first or exc
+        if first is not None:
+            raise first
+
+    def list_labkit(self, prefix: str = "labkit-") -> list[ServerRef]:
+        """Servers named ``prefix*`` whose :data:`TAG` starts with ``prefix`` too (sorted by name)."""
+        check_prefix(prefix)
+        return sorted((s for s in self._list(prefix) if s.name.startswith(prefix)
+                       and str(s.tags.get(TAG, "")).startswith(prefix)), key=lambda s: s.name)
+
+    def cleanup(self, prefix: str) -> list[str]:
+        """Delete every server of :meth:`list_labkit` (``prefix``); returns their names."""
+        found = self.list_labkit(prefix)
+        for s in found:
+            self._delete(s.id)
+        deadline = time.monotonic() + 300
+        for s in found:
+            while not self._gone(s.id):
+                if time.monotonic() >= deadline:
+                    raise BackendError(f"{self.name} server {s.name} ({s.id}) still exists 300s after its deletion")
+                time.sleep(self.poll_interval)
+        return [s.name for s in found]
+
+
+def wait_ssh(address: str, port: int, user: str, key_filename: str | None, deadline: float, *,
+             connect_timeout: float = 10.0, interval: float = 2.0, what: str = "server") -> float:
+    """Block until ``user@address:port`` runs ``true`` over SSH (key auth), or the monotonic
+    ``deadline`` passes (BackendError with the last error). Returns the time.monotonic() of success."""
+    import paramiko
+
+    last = "no attempt"
+    while True:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise BackendError(f"{what}: no SSH on {address}:{port} as {user} before the deadline ({last})")
+        client = paramiko.SSHClient()
+        client.set_missing_host_key_policy(paramiko.AutoAddPolicy())
+        try:
+            t = min(connect_timeout, max(remaining, 0.1))
+            client.connect(address, port=port, username=user, key_filename=key_filename, timeout=t,
+                           banner_timeout=t, auth_timeout=t, allow_agent=key_filename is None,
+                           look_for_keys=key_filename is None)
+            _, out, _ = client.exec_command("true", timeout=t)
+            if out.channel.recv_exit_status() == 0:
+                return time.monotonic()
+            last = "`true` failed"
+        except (OSError, paramiko.SSHException, EOFError) as exc:
+            last = f"{type(exc).__name__}: {exc}"[:300]
+        finally:
+            client.close()
+        time.sleep(min(interval, max(deadline - time.monotonic(), 0)))
