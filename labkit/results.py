@@ -80,3 +80,52 @@ def run_facts(data_dir, campaign_id) -> dict:
         versions = next((m["versions"] for m in runs.metadata if m.get("versions")), {})
         kinds = {i.get("domain_type") for m in runs.metadata for i in m.get("instances", [])} - {None}
     return {"versions": versions, "domain_types": kinds, "fingerprints": fps}
+
+
+def load_campaigns(data_dir, campaigns, benchmarks: dict):
+    """Successful runs of several campaigns as one long table (notebook 02's loading).
+
+    ``campaigns`` maps ``(platform, benchmark)`` to a campaign id; ``benchmarks`` is
+    :func:`labkit.studies.overhead_benchmarks` (its ``factor`` and ``metrics``).
+    Returns ``(data, failures, facts)``: ``data`` has one row per run and metric:
+    ``platform``, ``benchmark``, ``metric``, ``factor``, ``level`` (str), ``run_id``,
+    ``value``, ``test`` ("<benchmark> <metric> <factor>=<level>"); ``failures`` one row per
+    campaign with failed runs or no results (``platform``, ``benchmark``, ``runs_failed``,
+    ``note``); ``facts`` maps platform -> merged :func:`run_facts` (``versions`` per
+    benchmark, ``domain_types``, ``fingerprints``).
+    """
+    import pandas as pd
+
+    from .store import load_results
+    frames, failures, facts = [], [], {}
+    for (platform, bench), cid in campaigns.items():
+        b = benchmarks[bench]
+        try:
+            tidy = load_results(data_dir, cid)
+        except StoreError as exc:
+            failures.append({"platform": platform, "benchmark": bench, "runs_failed": None,
+                             "note": str(exc).splitlines()[0]})
+            continue
+        bad = tidy.loc[tidy.status != "ok"].drop_duplicates("run_id")
+        if len(bad):
+            failures.append({"platform": platform, "benchmark": bench, "runs_failed": len(bad),
+                             "note": str(bad.error.iloc[0]).splitlines()[0][:160]})
+        for metric in b["metrics"]:
+            if not ((tidy.metric == metric) & (tidy.status == "ok")).any():
+                continue  # e.g. udp_mbit_per_s only exists in protocol=udp runs
+            r = responses(tidy, metric, [b["factor"]])
+            frames.append(pd.DataFrame({"platform": platform, "benchmark": bench, "metric": metric,
+                                        "factor": b["factor"], "level": r[b["factor"]].astype(str),
+                                        "run_id": r["run_id"], "value": r[metric]}))
+        if _store_path(data_dir, cid).exists():
+            f = run_facts(data_dir, cid)
+            merged = facts.setdefault(platform, {"versions": {}, "domain_types": set(),
+                                                 "fingerprints": {}})
+            if f["versions"]:
+                merged["versions"][bench] = f["versions"]
+            merged["domain_types"] |= f["domain_types"]
+            merged["fingerprints"].update(f["fingerprints"])
+    cols = ["platform", "benchmark", "metric", "factor", "level", "run_id", "value"]
+    data = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=cols)
+    data["test"] = data.benchmark + " " + data.metric + " " + data.factor + "=" + data.level
+    return data, pd.DataFrame(failures, columns=["platform", "benchmark", "runs_failed", "note"]), facts

@@ -262,10 +262,10 @@ class SeedCampaign(Campaign):
         super().__init__(*args, **kwargs)
         self.noise_kind, self.noise_command = noise_kind, noise_command
 
-    def _noise(self, run, spec, metadata):
+    def _noise(self, run, spec, metadata, backend):
         metadata["ksm"] = ksm_state()
         if "neighbours" not in run.levels:
-            return super()._noise(run, spec, metadata)
+            return super()._noise(run, spec, metadata, backend)
         k = run.levels["neighbours"]
         if isinstance(k, bool) or not isinstance(k, int) or not 0 <= k <= 16:
             raise ConfigError(f"factor 'neighbours': level {k!r} must be an integer from 0 to 16")
@@ -273,7 +273,7 @@ class SeedCampaign(Campaign):
             return contextlib.nullcontext([])
         from .noise import neighbours
         metadata["noise"] = self.noise_kind
-        return neighbours(self.backend, InstanceSpec(spec.vcpus, spec.memory_mb, spec.affinity, 1),
+        return neighbours(backend, InstanceSpec(spec.vcpus, spec.memory_mb, spec.affinity, 1),
                           self.noise_kind, count=k, command=self.noise_command,
                           prefix=self.prefix + "noise")
 
