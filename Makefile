@@ -3,7 +3,7 @@ PY := .venv/bin/python
 CAMPAIGN ?= affinity-local-$(shell date +%Y%m%d-%H%M%S)
 DEMO_ARGS ?=
 
-.PHONY: setup setup-tools setup-daemons setup-browser demo test unit integration notebooks bench lint clean-out reliability
+.PHONY: setup setup-tools setup-daemons setup-browser demo test unit integration notebooks bench lint clean-out reliability setup-openstack test-openstack
 
 setup:
 	bash scripts/setup-core.sh
@@ -32,10 +32,10 @@ demo: setup
 	@echo "results: data/$(CAMPAIGN)/  figures: out/figures/demo/  executed notebook: out/01_affinity_factorial.ipynb"
 
 # The test sshd that scripts/setup-ssh.sh starts (127.0.0.1 only).
-test integration bench: export LABKIT_SSH_HOST ?= 127.0.0.1
-test integration bench: export LABKIT_SSH_PORT ?= 2222
-test integration bench: export LABKIT_SSH_USER ?= root
-test integration bench: export LABKIT_SSH_KEY ?= /root/.ssh/labkit_test_ed25519
+test integration bench test-openstack: export LABKIT_SSH_HOST ?= 127.0.0.1
+test integration bench test-openstack: export LABKIT_SSH_PORT ?= 2222
+test integration bench test-openstack: export LABKIT_SSH_USER ?= root
+test integration bench test-openstack: export LABKIT_SSH_KEY ?= /root/.ssh/labkit_test_ed25519
 
 # Everything: daemons, images, unit + integration + notebook tests.
 test: setup-daemons setup-browser
@@ -59,6 +59,14 @@ lint: setup
 bench: setup
 	@failed=""; for b in benchmarks/bench_*.py; do echo "== $$b"; $(PY) $$b || failed="$$failed $$b"; done; \
 	if [ -n "$$failed" ]; then echo "== failed:$$failed (\`make setup-daemons\` starts the daemons)"; exit 1; fi
+
+# A single-node OpenStack from Debian's packages (needs the ssh key and the VM image of setup-daemons)
+# and the `openstack` tests on it; not part of `make test` (README: Clouds).
+setup-openstack: setup-daemons
+	bash scripts/setup-openstack.sh
+
+test-openstack: setup-openstack
+	LABKIT_REQUIRE=openstack $(PY) -m pytest -ra -m openstack tests/integration/test_openstack.py
 
 clean-out:
 	rm -rf out

@@ -5,8 +5,8 @@
 #
 # * keystone (fernet), glance (file store), placement, nova (api, conductor, scheduler,
 #   compute with the libvirt driver, virt_type=qemu: this machine has no nested KVM, QEMU TCG),
-#   neutron (ml2 + linuxbridge agent, one flat provider network "provider" on the bridge lkos0
-#   this script makes: 10.238.0.1/24 on the host, no uplink, no NAT, no router, no DHCP agent:
+#   neutron (ml2 + linuxbridge agent, one flat provider network "provider" whose interface is the
+#   dummy lkos0 this script makes: 10.238.0.1/24 on the host, no uplink, no NAT, no router, no DHCP agent:
 #   instances get their address from nova's config drive);
 #   MariaDB, RabbitMQ and memcached on 127.0.0.1. Every API listens on 127.0.0.1.
 # * the running libvirtd is used as it is (never restarted).
@@ -35,7 +35,7 @@ STATE=/etc/labkit/openstack
 IMAGE_NAME=labkit-debian-12
 CACHE=${LABKIT_IMAGE_CACHE:-/var/cache/labkit/images}
 SERVICES=(keystone glance-api placement-api nova-api nova-conductor nova-scheduler nova-compute
-          neutron-api neutron-rpc-server neutron-server neutron-linuxbridge-agent)
+          neutron-api neutron-rpc-server neutron-linuxbridge-agent)
 T0=$(date +%s)
 say() { echo "== [$(( $(date +%s) - T0 ))s] $*"; }
 
@@ -46,20 +46,21 @@ if [ "${1:-}" = --stop ]; then
 fi
 grep -q '^VERSION_ID="12"' /etc/os-release || { echo "setup-openstack.sh: Debian 12 only" >&2; exit 1; }
 
-# -- the isolated provider bridge (no uplink) ------------------------------------------------------
+# -- the isolated provider network's "physical" interface: one end of a veth pair whose other end
+# (lkos0-end) stays down and unattached: it leads nowhere --------------------------------------------
+# neutron's linuxbridge agent makes the network's bridge (brq<network id>) when the first server
+# is plugged, enslaves lkos0 to it and moves 10.238.0.1/24 onto it; no uplink, no NAT, no route.
+if ip -d link show "$BRIDGE" 2>/dev/null | grep -q "bridge "; then ip link del "$BRIDGE"; fi   # an older layout
 if ! ip link show "$BRIDGE" >/dev/null 2>&1; then
   routes=$(ip route show to match "$HOST_IP")
   if [ -n "$(echo "$routes" | grep -v '^default' || true)" ]; then
     echo "setup-openstack.sh: $CIDR is already routed on this host; refusing to overlap" >&2; exit 1
   fi
-  ip link add "$BRIDGE" type bridge
+  ip link add "$BRIDGE" type veth peer name "$BRIDGE-end"
 fi
-addrs=$(ip -4 -o addr show dev "$BRIDGE")
-[[ "$addrs" == *"inet $HOST_IP/"* ]] || ip addr add "$HOST_IP/24" dev "$BRIDGE"
+addrs=$(ip -4 -o addr show)
+[[ "$addrs" == *" inet $HOST_IP/"* ]] || ip addr add "$HOST_IP/24" dev "$BRIDGE"
 ip link set "$BRIDGE" up
-if [ -n "$(ls /sys/class/net/$BRIDGE/brif 2>/dev/null | grep -v '^tap')" ]; then
-  echo "setup-openstack.sh: $BRIDGE has a non-tap port: $(ls /sys/class/net/$BRIDGE/brif)" >&2; exit 1
-fi
 
 # -- secrets ---------------------------------------------------------------------------------------
 install -d -m 700 "$STATE"
@@ -99,7 +100,7 @@ export APT_LISTCHANGES_FRONTEND=none
 PKGS=(mariadb-server python3-pymysql rabbitmq-server memcached python3-memcache crudini
       keystone glance placement-api nova-api nova-conductor nova-scheduler nova-compute nova-compute-qemu
       neutron-server neutron-linuxbridge-agent python3-openstackclient
-      dosfstools qemu-utils ebtables)
+      genisoimage qemu-utils ebtables kmod)
 need=()
 for pkg in "${PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || need+=("$pkg")
@@ -127,18 +128,28 @@ svc() {  # start|restart name...
   done
 }
 
+# Restart only what a changed configuration needs (a re-run with nothing changed restarts nothing).
+svc_conf() {  # service config-files...: restart when their digest changed since the last run, else start
+  local s=$1 sum; shift
+  sum=$({ cat "$@"; cat "/etc/default/$s" 2>/dev/null || true; } | sha256sum | cut -c1-32)
+  if [ "$(cat "$STATE/$s.conf-sum" 2>/dev/null)" = "$sum" ]; then svc start "$s"; else svc restart "$s"; fi
+  echo "$sum" > "$STATE/$s.conf-sum"
+}
+
 # -- database, queue -------------------------------------------------------------------------------
 say "mariadb, rabbitmq"
 svc start mariadb memcached
+dbuser() { case $1 in nova*) echo os_nova ;; *) echo "os_$1" ;; esac; }   # nova: api, cells, cell0
 for db in keystone glance placement nova_api nova nova_cell0 neutron; do   # SQL on stdin: no secret in argv
+  u=$(dbuser $db)
   mysql <<SQL
 CREATE DATABASE IF NOT EXISTS $db;
-CREATE USER IF NOT EXISTS 'os_$db'@'localhost' IDENTIFIED BY '$DB_PASS';
-ALTER USER 'os_$db'@'localhost' IDENTIFIED BY '$DB_PASS';
-GRANT ALL PRIVILEGES ON $db.* TO 'os_$db'@'localhost';
+CREATE USER IF NOT EXISTS '$u'@'localhost' IDENTIFIED BY '$DB_PASS';
+ALTER USER '$u'@'localhost' IDENTIFIED BY '$DB_PASS';
+GRANT ALL PRIVILEGES ON $db.* TO '$u'@'localhost';
 SQL
 done
-dburl() { echo "mysql+pymysql://os_$1:$DB_PASS@127.0.0.1/$1"; }
+dburl() { echo "mysql+pymysql://$(dbuser $1):$DB_PASS@127.0.0.1/$1"; }
 svc "$RABBIT_ACTION" rabbitmq-server
 [[ "$(rabbitmqctl list_users -q)" == *openstack* ]] || rabbitmqctl add_user openstack <<<"$RABBIT_PASS" >/dev/null
 rabbitmqctl change_password openstack <<<"$RABBIT_PASS" >/dev/null
@@ -162,7 +173,10 @@ authtoken() {  # file user password [section]
 }
 # Debian runs the APIs under uwsgi from openstack-pkg-tools' init scripts, which source
 # /etc/default/<service> after building the uwsgi arguments: loopback only, 2 worker processes.
-for s in keystone glance-api placement-api nova-api neutron-api; do
+# (glance-api is not under uwsgi in Debian 12: bind_host and workers in glance-api.conf)
+rm -f /etc/default/glance-api
+# (the file is named after the init script's NAME: neutron-api's is neutron-server)
+for s in keystone placement-api nova-api neutron-server; do
   cat > "/etc/default/$s" <<'EOF'
 # labkit (scripts/setup-openstack.sh): the API on 127.0.0.1 only, 2 uwsgi processes
 DAEMON_ARGS="$(echo "$DAEMON_ARGS" | sed 's/--http-socket [^ ]*:\([0-9]*\)/--http-socket 127.0.0.1:\1/') --processes 2"
@@ -181,7 +195,7 @@ keystone-manage fernet_setup --keystone-user keystone --keystone-group keystone
 keystone-manage credential_setup --keystone-user keystone --keystone-group keystone
 OS_BOOTSTRAP_PASSWORD=$ADMIN_PASS keystone-manage bootstrap --bootstrap-admin-url "$KS/v3/" \
   --bootstrap-internal-url "$KS/v3/" --bootstrap-public-url "$KS/v3/" --bootstrap-region-id "$REGION" >/dev/null
-svc restart keystone
+svc_conf keystone /etc/keystone/keystone.conf
 for i in $(seq 120); do curl -fsS -m 5 "$KS/v3" >/dev/null 2>&1 && break; sleep 1; done
 
 install -d -m 755 /etc/openstack
@@ -210,6 +224,7 @@ export OS_CLOUD=labkit-admin
 say "glance"
 G=/etc/glance/glance-api.conf
 set_ini $G DEFAULT bind_host 127.0.0.1
+set_ini $G DEFAULT workers 2
 set_ini $G database connection "$(dburl glance)"
 authtoken $G glance "$GLANCE_PASS"
 set_ini $G paste_deploy flavor keystone
@@ -217,7 +232,7 @@ set_ini $G DEFAULT enabled_backends "file:file"
 set_ini $G glance_store default_backend file
 set_ini $G file filesystem_store_datadir /var/lib/glance/images/
 su -s /bin/sh -c "glance-manage db_sync" glance >/dev/null 2>&1
-svc restart glance-api
+svc_conf glance-api $G
 
 # -- placement -------------------------------------------------------------------------------------
 say "placement"
@@ -226,7 +241,7 @@ set_ini $P placement_database connection "$(dburl placement)"
 set_ini $P api auth_strategy keystone
 authtoken $P placement "$PLACEMENT_PASS"
 su -s /bin/sh -c "placement-manage db sync" placement
-svc restart placement-api
+svc_conf placement-api $P
 
 # -- neutron ---------------------------------------------------------------------------------------
 say "neutron"
@@ -238,11 +253,11 @@ set_ini $N DEFAULT transport_url "$RABBIT"
 set_ini $N DEFAULT auth_strategy keystone
 set_ini $N DEFAULT notify_nova_on_port_status_changes true
 set_ini $N DEFAULT notify_nova_on_port_data_changes true
-set_ini $N DEFAULT dhcp_agents_per_network 0
 set_ini $N database connection "$(dburl neutron)"
 authtoken $N neutron "$NEUTRON_PASS"
 authtoken $N nova "$NOVA_PASS" nova
 set_ini $N oslo_concurrency lock_path /var/lib/neutron/tmp
+set_ini $N experimental linuxbridge true     # Debian's neutron 21 flags the linuxbridge driver experimental
 M=/etc/neutron/plugins/ml2/ml2_conf.ini
 set_ini $M ml2 type_drivers flat
 set_ini $M ml2 tenant_network_types ""
@@ -250,15 +265,14 @@ set_ini $M ml2 mechanism_drivers linuxbridge
 set_ini $M ml2 extension_drivers port_security
 set_ini $M ml2_type_flat flat_networks provider
 L=/etc/neutron/plugins/ml2/linuxbridge_agent.ini
-set_ini $L linux_bridge bridge_mappings "provider:$BRIDGE"
-set_ini $L linux_bridge physical_interface_mappings ""
+set_ini $L linux_bridge physical_interface_mappings "provider:$BRIDGE"
+set_ini $L linux_bridge bridge_mappings ""
 set_ini $L vxlan enable_vxlan false
 set_ini $L securitygroup enable_security_group true
 set_ini $L securitygroup firewall_driver noop
 su -s /bin/sh -c "neutron-db-manage --config-file $N --config-file $M upgrade head" neutron >/dev/null 2>&1
-for s in neutron-api neutron-rpc-server neutron-server neutron-linuxbridge-agent; do
-  [ -x "/etc/init.d/$s" ] && svc restart "$s"
-done
+svc_conf neutron-api $N $M $L /etc/default/neutron-server
+for s in neutron-rpc-server neutron-linuxbridge-agent; do svc_conf "$s" $N $M $L; done
 
 # -- nova ------------------------------------------------------------------------------------------
 say "nova"
@@ -270,7 +284,7 @@ set_ini $V DEFAULT metadata_listen 127.0.0.1
 set_ini $V DEFAULT enabled_apis osapi_compute
 set_ini $V DEFAULT compute_driver libvirt.LibvirtDriver
 set_ini $V DEFAULT force_config_drive true
-set_ini $V DEFAULT config_drive_format vfat
+set_ini $V DEFAULT config_drive_format iso9660    # vfat would need the host kernel's vfat (absent here)
 set_ini $V DEFAULT reserved_host_memory_mb 2048
 set_ini $V DEFAULT instance_name_template "nova-%08x"
 set_ini $V api auth_strategy keystone
@@ -289,12 +303,18 @@ set_ini $V vnc enabled false
 set_ini $V spice enabled false
 set_ini $V scheduler discover_hosts_in_cells_interval 30
 set_ini $V oslo_concurrency lock_path /var/lib/nova/tmp
+# nova-compute as root: libvirtd's read-write socket wants polkit (over the system D-Bus, absent
+# here) for anyone but root, and libvirtd must not be reconfigured or restarted for it.
+cat > /etc/default/nova-compute <<'EOF'
+# labkit (scripts/setup-openstack.sh): run as root (libvirtd's socket needs polkit for others)
+STARTDAEMON_CHUID=""
+EOF
 su -s /bin/sh -c "nova-manage api_db sync" nova
 su -s /bin/sh -c "nova-manage cell_v2 map_cell0" nova >/dev/null
 [[ "$(su -s /bin/sh -c "nova-manage cell_v2 list_cells" nova)" == *" cell1 "* ]] || \
   su -s /bin/sh -c "nova-manage cell_v2 create_cell --name=cell1" nova >/dev/null
 su -s /bin/sh -c "nova-manage db sync" nova
-svc restart nova-api nova-conductor nova-scheduler nova-compute
+for s in nova-api nova-conductor nova-scheduler nova-compute; do svc_conf "$s" $V; done
 for i in $(seq 120); do
   [[ "$(openstack compute service list --service nova-compute -f value -c State 2>/dev/null)" == *up* ]] && break; sleep 2
 done

@@ -44,9 +44,14 @@ def check_contract(provider: CloudProvider, flavor: str | None = None, image: st
         if listed != [server.name]:
             raise BackendError(f"{provider.name}: list_labkit({prefix!r}) gave {listed}, expected [{server.name}]")
         out.update(prefix=prefix, provisioning_s=server.provisioning_s, listed=listed)
-    finally:
-        out["removed"] = provider.cleanup(prefix)
-        out["left"] = [s.name for s in provider.list_labkit(prefix)]
+    except BaseException:
+        try:
+            provider.cleanup(prefix)
+        except Exception as exc:   # the first error is the one to report
+            echo(f"{provider.name}: cleanup({prefix!r}) after the failure failed too: {exc}")
+        raise
+    out["removed"] = provider.cleanup(prefix)
+    out["left"] = [s.name for s in provider.list_labkit(prefix)]
     if out["left"]:
         raise BackendError(f"{provider.name}: cleanup({prefix!r}) left {out['left']}")
     out["seconds"] = time.monotonic() - t0

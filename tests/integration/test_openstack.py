@@ -9,7 +9,9 @@ ones it found. Boots are QEMU TCG (no nested KVM here): two servers boot, the ki
 deleted while building.
 
 Cloud ``$LABKIT_OS_CLOUD`` (default ``labkit``) of clouds.yaml; key ``$LABKIT_SSH_KEY`` (default
-/root/.ssh/labkit_test_ed25519). Absent cloud: skipped, unless LABKIT_REQUIRE names openstack.
+/root/.ssh/labkit_test_ed25519). The module runs only when asked (``make test-openstack`` sets
+LABKIT_REQUIRE=openstack; LABKIT_OPENSTACK=1 runs it when the cloud is there): it boots VMs, and the
+cloud is not part of ``make test``. Asked and absent: fails under LABKIT_REQUIRE, else skipped.
 """
 from __future__ import annotations
 
@@ -45,9 +47,8 @@ def provider(**extra):
 
 @pytest.fixture(scope="module")
 def cloud():
-    if "openstack" not in required() and not os.environ.get("LABKIT_OPENSTACK"):
-        # opt-in: its TCG boots take minutes, and scripts/setup-openstack.sh is not part of `make test`
-        pytest.skip("OpenStack tests are opt-in: LABKIT_OPENSTACK=1 or LABKIT_REQUIRE=...,openstack")
+    if "openstack" not in required() and os.environ.get("LABKIT_OPENSTACK") != "1":
+        pytest.skip("the OpenStack tests run on request: make test-openstack (or LABKIT_OPENSTACK=1)")
     try:
         p = provider()
         p.check()
@@ -69,7 +70,8 @@ def cloud():
     keys = [k.name for k in conn.compute.keypairs() if any(k.name.startswith(x) for x in prefixes)]
     assert (left, ports, keys) == ([], [], []), "left behind"
     assert sorted(i.id for i in conn.image.images()) == images_before
-    assert list(conn.block_storage.volumes()) == []
+    if conn.has_service("block-storage"):     # the test cloud has no cinder; labkit makes no volume
+        assert list(conn.block_storage.volumes()) == []
 
 
 def new_prefix(prefixes: list[str]) -> str:
