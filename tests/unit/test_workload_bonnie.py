@@ -25,6 +25,9 @@ def test_bad_output_raises():
     line = (FIX / "bonnie_256m.csv").read_text().replace("325426", "+++++").replace("425156", "+++++")
     with pytest.raises(BenchmarkError, match="timed none"):
         parse(line)
+    # the response (block write) untimed while the rewrite was: the run fails, saying what to change
+    with pytest.raises(BenchmarkError, match="did not time the block write.*direct"):
+        parse((FIX / "bonnie_256m.csv").read_text().replace("325426", "+++++"))
     with pytest.raises(BenchmarkError, match="'12x' is not a number"):
         parse((FIX / "bonnie_256m.csv").read_text().replace("325426", "12x"))
 
@@ -34,6 +37,9 @@ def test_command_and_parameters():
     argv = w.command(w.params, "/w/bonnie")
     assert argv[:3] == ["bonnie++", "-d", "/w/bonnie"]
     assert argv[argv.index("-s") + 1] == "64" and argv[argv.index("-r") + 1] == "32"
+    assert argv[-1] == "-D"          # O_DIRECT by default: the disk, not the page cache
+    buffered = get_workload("bonnie", size_mb=64, direct="false")
+    assert "-D" not in buffered.command(buffered.params, "/w")
     with pytest.raises(ConfigError, match="at least twice ram_mb"):
         w.command({**w.params, "ram_mb": 40}, "/w")
     with pytest.raises(ConfigError):
