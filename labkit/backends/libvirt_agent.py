@@ -27,8 +27,12 @@ BASE_ENV = {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bi
             "HOME": "/root", "LANG": "C.UTF-8"}
 #: Bytes per guest-file-write (base64 makes the message a third bigger; 400 KiB chunks hang the agent).
 CHUNK = 64 * 1024
-#: Longest pause between two guest-exec-status polls (short commands are polled from 1 ms up).
-MAX_POLL_S = 0.05
+#: Polls of guest-exec-status start 1 ms apart and double up to FAST_POLL_S for the first
+#: FAST_S seconds (most commands end there: a coarse poll would add up to its pause to each),
+#: then up to MAX_POLL_S (a long benchmark loses nothing and the agent is left alone).
+FAST_POLL_S, FAST_S, MAX_POLL_S = 0.005, 2.0, 0.1
+#: How often a wait asks libvirt whether the guest is still running.
+ALIVE_EVERY_S = 1.0
 TRUNCATED = "\n[labkit: output truncated by the guest agent]"
 
 
@@ -74,19 +78,23 @@ def wait(dom, pid: int, timeout: float | None, alive=None) -> RawResult | None:
     ``alive()``, when given, is asked between polls: a guest that stopped
     raises :class:`BackendError` instead of waiting forever.
     """
-    deadline = None if timeout is None else time.monotonic() + timeout
-    delay = 0.001
+    start = time.monotonic()
+    deadline = None if timeout is None else start + timeout
+    delay, next_alive = 0.001, start + ALIVE_EVERY_S
     while True:
         st = command(dom, "guest-exec-status", {"pid": pid})
         if st.get("exited"):
             return _result(st)
-        if deadline is not None and time.monotonic() >= deadline:
+        now = time.monotonic()
+        if deadline is not None and now >= deadline:
             return None
-        if alive is not None and delay >= MAX_POLL_S and not alive():
-            raise BackendError(f"{dom.name()} stopped while running guest pid {pid}")
-        pause = delay if deadline is None else min(delay, max(0.0, deadline - time.monotonic()))
+        if alive is not None and now >= next_alive:
+            if not alive():
+                raise BackendError(f"{dom.name()} stopped while running guest pid {pid}")
+            next_alive = now + ALIVE_EVERY_S
+        pause = delay if deadline is None else min(delay, max(0.0, deadline - now))
         time.sleep(pause)
-        delay = min(delay * 2, MAX_POLL_S)
+        delay = min(delay * 2, FAST_POLL_S if now - start < FAST_S else MAX_POLL_S)
 
 
 def _result(st: dict) -> RawResult:

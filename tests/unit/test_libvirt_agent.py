@@ -1,0 +1,71 @@
+"""The guest-exec-status polling loop of labkit.backends.libvirt_agent, on a scripted agent
+(the real agent is exercised by tests/integration/test_contract.py on libvirt)."""
+from __future__ import annotations
+
+import base64
+import json
+
+import pytest
+
+pytest.importorskip("libvirt")
+from labkit.backends import libvirt_agent as agent  # noqa: E402
+from labkit.errors import BackendError  # noqa: E402
+
+
+class Dom:
+    def name(self):
+        return "labkit-unit--0"
+
+
+def scripted(monkeypatch, statuses):
+    """Answer guest-exec-status with ``statuses`` in turn (the last one repeats); count calls."""
+    calls = []
+
+    def reply(dom, msg, timeout, flags):
+        calls.append(json.loads(msg))
+        st = statuses[min(len(calls) - 1, len(statuses) - 1)]
+        return json.dumps({"return": st})
+
+    monkeypatch.setattr(agent.libvirt_qemu, "qemuAgentCommand", reply)
+    return calls
+
+
+def test_polls_until_exit_and_decodes_the_output(monkeypatch):
+    out = base64.b64encode(b"hello\n").decode()
+    calls = scripted(monkeypatch, [{"exited": False}] * 5 + [{"exited": True, "exitcode": 3, "out-data": out}])
+    res = agent.wait(Dom(), 42, timeout=30)
+    assert (res.exit_code, res.stdout, res.stderr) == (3, "hello\n", "")
+    assert len(calls) == 6 and all(c == {"execute": "guest-exec-status", "arguments": {"pid": 42}}
+                                   for c in calls)
+
+
+def test_signal_and_truncation(monkeypatch):
+    scripted(monkeypatch, [{"exited": True, "signal": 9, "out-truncated": True}])
+    res = agent.wait(Dom(), 1, timeout=None)
+    assert res.exit_code == 137 and res.stdout == agent.TRUNCATED
+
+
+def test_returns_none_at_the_deadline(monkeypatch):
+    scripted(monkeypatch, [{"exited": False}])
+    assert agent.wait(Dom(), 1, timeout=0.05) is None
+
+
+def test_a_guest_that_stopped_raises_instead_of_waiting_forever(monkeypatch):
+    scripted(monkeypatch, [{"exited": False}])
+    monkeypatch.setattr(agent, "ALIVE_EVERY_S", 0.02)
+    asked = []
+
+    def alive():
+        asked.append(1)
+        return len(asked) < 2
+
+    with pytest.raises(BackendError, match="stopped while running guest pid 7"):
+        agent.wait(Dom(), 7, timeout=None, alive=alive)
+    assert len(asked) == 2
+
+
+def test_agent_errors_are_backend_errors(monkeypatch):
+    monkeypatch.setattr(agent.libvirt_qemu, "qemuAgentCommand",
+                        lambda *a: json.dumps({"error": {"class": "GenericError", "desc": "no such pid"}}))
+    with pytest.raises(agent.AgentError, match="no such pid"):
+        agent.wait(Dom(), 9, timeout=1)
