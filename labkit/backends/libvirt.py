@@ -346,7 +346,10 @@ class LibvirtBackend(Backend):
             self.pool.remove(disk)
             self.pool.remove(console_log)
             if isinstance(exc, libvirt.libvirtError):
-                raise BackendError(f"libvirt could not start {name} ({dtype}): {exc}") from exc
+                hint = ("; libvirt keeps a network's MAC list in its dnsmasq directory even "
+                        "without dnsmasq: run scripts/setup-libvirt.sh (it creates "
+                        "/var/lib/libvirt/dnsmasq)") if "/dnsmasq/" in str(exc) else ""
+                raise BackendError(f"libvirt could not start {name} ({dtype}): {exc}{hint}") from exc
             raise
         inst = LibvirtInstance(self, name, spec, index, cpus, dom=dom, disk=disk,
                                console_log=console_log, domain_type=dtype, started=t0)
