@@ -153,7 +153,7 @@ def test_guest_network_script_names_eth0_and_adds_only_the_subnet():
     subprocess.run(["sh", "-n", "-c", script], check=True)      # it parses
 
 
-def test_disk_format_option_is_validated():
+def test_disk_format_is_validated_and_remote_uris_refuse_raw_disks_and_networks():
     libvirt_backend = pytest.importorskip("labkit.backends.libvirt")
     assert libvirt_backend.LibvirtBackend(uri="qemu:///nowhere").disk_format == "qcow2"
     assert libvirt_backend.LibvirtBackend(uri="qemu:///nowhere", disk_format="raw").disk_format == "raw"
@@ -161,6 +161,9 @@ def test_disk_format_option_is_validated():
         libvirt_backend.LibvirtBackend(disk_format="qed")
     with pytest.raises(ConfigError, match="disk_format=raw needs a local URI"):
         libvirt_backend.LibvirtBackend(uri="qemu+ssh://h/system", disk_format="raw")
+    # a private network's bridge, shaping and host end are on this machine: refused when remote
+    with pytest.raises(ConfigError, match="network: private needs a local URI"):
+        libvirt_backend.LibvirtBackend(uri="qemu+ssh://h/system")._create_network(None)
 
 
 @pytest.mark.skipif(shutil.which("qemu-img") is None, reason="needs qemu-img (qemu-utils)")
