@@ -21,6 +21,7 @@ import pytest
 
 from labkit.backends import get_backend, teardown
 from labkit.instance import InstanceSpec
+from labkit.testing import required
 from labkit.workloads import get_workload
 
 pytestmark = [pytest.mark.libvirt, pytest.mark.network]
@@ -29,7 +30,8 @@ RATE_MBIT = 20
 
 def test_two_vms_on_a_private_network_with_raw_disks():
     if shutil.which("iperf3") is None or shutil.which("tc") is None:
-        pytest.skip("needs iperf3 and tc on this host (scripts/setup-tools.sh)")
+        why = "needs iperf3 and tc on this host (scripts/setup-tools.sh)"
+        (pytest.fail if "network" in required() else pytest.skip)(why)
     be = get_backend("libvirt", disk_format="raw")
     pfx = f"labkit-test-lvnet{secrets.token_hex(2)}--"
     net = be.create_network(pfx, 2, f"{RATE_MBIT}mbit/")
