@@ -24,7 +24,7 @@ from labkit.instance import InstanceSpec
 from labkit.testing import required
 from labkit.workloads import get_workload
 
-pytestmark = [pytest.mark.libvirt, pytest.mark.network]
+pytestmark = [pytest.mark.libvirt, pytest.mark.network, pytest.mark.slow]   # 50-120 s: two TCG boots
 RATE_MBIT = 20
 
 
