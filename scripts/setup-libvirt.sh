@@ -65,6 +65,12 @@ else
     log "libvirtd answers on $URI"
 fi
 
+# --- private run networks -----------------------------------------------------------------
+# libvirt writes each isolated network's MAC list into its dnsmasq state directory even when it
+# runs no dnsmasq (labkit's run networks have DHCP and DNS off); without dnsmasq installed
+# nothing creates that directory and a guest on the network fails to start.
+install -d -m 0755 /var/lib/libvirt/dnsmasq
+
 # --- VM image (from the rootfs the containers use) ------------------------------------------
 if [ -n "${SKIP_IMAGES:-}" ]; then
     log "SKIP_IMAGES set: not building the VM image"

@@ -358,10 +358,7 @@ class Backend(ABC):
                     continue
                 inst = self._create(spec, new_name(prefix), i, placement[i], network=network)
                 made.append(inst)
-                inst.network, inst.address = network, network.addresses[i]
-                netmod.shape(inst.host_device, network.link)
-                inst.metadata["network"] = {"name": network.name, "host": f"inst{i}",
-                                            "address": inst.address, "host_device": inst.host_device}
+                join_network(inst, network)
         except BaseException:
             teardown(made)
             raise
@@ -432,6 +429,15 @@ class Network:
         if not self.removed:
             self.removed = True
             self.backend._remove_network(self)
+
+
+def join_network(inst: Instance, network: Network) -> None:
+    """Record that ``inst`` (connected by its backend, ``inst.host_device`` set) is ``inst<index>``
+    on ``network`` and shape its link (see :func:`labkit.network.shape`)."""
+    inst.network, inst.address = network, network.addresses[inst.index]
+    netmod.shape(inst.host_device, network.link)
+    inst.metadata["network"] = {"name": network.name, "host": f"inst{inst.index}",
+                                "address": inst.address, "host_device": inst.host_device}
 
 
 def remove_bridges(prefix: str) -> list[str]:

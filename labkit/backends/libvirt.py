@@ -6,17 +6,25 @@
 
 Each instance is a transient domain named ``labkit-...`` booted directly from
 the VM image's kernel and initrd on a qcow2 copy-on-write overlay of its base
-disk (:mod:`~labkit.backends.libvirt_storage`: image description, pool,
-overlays). Commands run through the QEMU guest agent
-(:mod:`~labkit.backends.libvirt_agent`); the guest has no network. The spec
+disk, or a full raw copy of it with ``disk_format: raw``
+(:mod:`~labkit.backends.libvirt_storage`: image description, pool, disks).
+Commands run through the QEMU guest agent (:mod:`~labkit.backends.libvirt_agent`).
+The guest has no network, unless its run has a private one
+(:mod:`~labkit.backends.libvirt_net`): a transient libvirt network without
+``<forward>`` on bridge ``lk<8 hex>`` (the host holds the subnet's first address), a
+virtio NIC per guest whose host-side tap ``lk<8 hex>h<i>`` carries the ``link``
+shaping, static addresses and ``/etc/hosts`` written through the agent. The spec
 maps to the domain XML as described in :mod:`~labkit.backends.libvirt_xml`.
 Domain type: ``xen`` on Xen URIs; on QEMU URIs ``kvm`` when a guest really
 boots under KVM here, else ``qemu`` (TCG) (:mod:`~labkit.backends.libvirt_probe`).
 
 Teardown on every path: domains are started with AUTODESTROY (they die with the
 connection if the controller dies), ``destroy()`` stops the domain and deletes
-its overlay and console log, ``cleanup(prefix)`` removes all three for names
-starting with ``prefix``. Remote hosts need the VM image at the same paths.
+its disk and console log, ``Network.remove()`` destroys the run's network, and
+``cleanup(prefix)`` removes all of them for names starting with ``prefix``.
+Remote hosts need the VM image at the same paths; private networks and raw disks
+need a local URI (the bridge, the ``tc`` shaping, the host end and ``qemu-img``
+are on this machine).
 """
 from __future__ import annotations
 
@@ -30,10 +38,27 @@ from ..errors import BackendError, BackendUnavailable, ConfigError, tail
 from ..instance import InstanceSpec
 from ..mounts import parse_mounts
 from . import libvirt_agent as agent
-from . import libvirt_probe
-from .base import NAME_PREFIX, Backend, Instance, RawResult, check_prefix, new_name, teardown
+from . import libvirt_net, libvirt_probe
+from .base import (
+    NAME_PREFIX,
+    Backend,
+    Instance,
+    Network,
+    RawResult,
+    check_prefix,
+    join_network,
+    new_name,
+    teardown,
+)
 from .libvirt_storage import Pool, gone, load_image
-from .libvirt_xml import domain_facts, domain_xml, parse_pinning, uri_driver, uri_is_local
+from .libvirt_xml import (
+    check_disk_format,
+    domain_facts,
+    domain_xml,
+    parse_pinning,
+    uri_driver,
+    uri_is_local,
+)
 
 log = logging.getLogger("labkit.backends.libvirt")
 
@@ -75,14 +100,15 @@ def _seconds(options: dict, key: str, default: float) -> float:
 class LibvirtInstance(Instance):
     """One running VM. ``dom`` is its ``virDomain``; commands go through the guest agent."""
 
-    def __init__(self, backend: LibvirtBackend, name, spec, index, cpus, *, dom, overlay: str,
+    def __init__(self, backend: LibvirtBackend, name, spec, index, cpus, *, dom, disk: str,
                  console_log: str, domain_type: str, started: float):
         super().__init__(backend, name, spec, index, cpus)
         self.dom = dom
-        self.overlay = overlay
+        self.disk = disk
         self.console_log = console_log
         self.started = started   # when provisioning began
         self.metadata.update({"domain_type": domain_type, "uri": backend.uri,
+                              "disk_format": backend.disk_format,
                               "guest_kernel": backend.image_info().get("kernel_version")})
 
     # -- hooks -------------------------------------------------------------
@@ -112,9 +138,9 @@ class LibvirtInstance(Instance):
     def _destroy(self) -> None:
         errors = []
         for step in (lambda: self.backend._remove_domain(self.name),
-                     lambda: self.backend.pool.remove(self.overlay),
+                     lambda: self.backend.pool.remove(self.disk),
                      lambda: self.backend.pool.remove(self.console_log)):
-            try:   # every step is tried: a failed destroy must not leave the overlay behind
+            try:   # every step is tried: a failed destroy must not leave the disk behind
                 step()
             except BackendError as exc:
                 errors.append(exc)
@@ -160,12 +186,14 @@ class LibvirtBackend(Backend):
     ``image`` (VM image directory or its image.json, or an image variant's name such as
     ``mpi``; default: the last built base image, see
     :func:`~labkit.backends.libvirt_storage.load_image`), ``boot_timeout`` (s, 240),
-    ``kvm_probe_timeout`` (s, 25), ``pool`` / ``pool_path`` (where overlays go),
-    ``disk_cache`` (QEMU cache mode; libvirt's default when unset)."""
+    ``kvm_probe_timeout`` (s, 25), ``pool`` / ``pool_path`` (where disks go),
+    ``disk_cache`` (QEMU cache mode; libvirt's default when unset), ``disk_format``
+    (``qcow2``: an overlay of the base disk, the default; ``raw``: a full raw copy per
+    instance, deleted at teardown; recorded in each instance's metadata)."""
 
     name = "libvirt"
     OPTIONS = ("uri", "domain_type", "image", "boot_timeout", "kvm_probe_timeout", "pool",
-               "pool_path", "disk_cache", "mounts")
+               "pool_path", "disk_cache", "disk_format", "mounts")
 
     def __init__(self, **options):
         super().__init__(**options)
@@ -179,6 +207,10 @@ class LibvirtBackend(Backend):
         self.boot_timeout = _seconds(options, "boot_timeout", 240)
         self.kvm_probe_timeout = _seconds(options, "kvm_probe_timeout", 25)
         self.disk_cache = options.get("disk_cache")
+        self.disk_format = check_disk_format(options.get("disk_format") or "qcow2")
+        if self.disk_format == "raw" and not self.local:
+            raise ConfigError(f"libvirt option disk_format=raw needs a local URI (qemu-img makes the "
+                              f"copy on this machine), not {self.uri}; use disk_format=qcow2")
         if parse_mounts(options.get("mounts"), "libvirt"):
             raise ConfigError(NO_MOUNTS)
         self.pool = Pool(lambda: self.conn, options.get("pool") or POOL_NAME,
@@ -252,62 +284,74 @@ class LibvirtBackend(Backend):
             inst.destroy()
 
     # -- provisioning ------------------------------------------------------
-    def provision(self, spec: InstanceSpec, *, prefix: str = NAME_PREFIX, network=None) -> list[Instance]:
+    def provision(self, spec: InstanceSpec, *, prefix: str = NAME_PREFIX,
+                  network: Network | None = None) -> list[Instance]:
         """Start all ``spec.count`` VMs, then wait for each (they boot side by side).
 
-        Private run networks are not implemented for VMs yet: ``network`` must be None."""
-        if network is not None:
-            raise ConfigError("the libvirt backend has no private run networks yet (network: private); "
-                              "use local, docker or lxd for networked runs")
+        With a ``network`` (from :meth:`create_network`), VM ``i`` has a NIC on it and is
+        ``inst<i>`` at ``network.addresses[i]``; its link is shaped on its host-side tap."""
         placement = spec.placement(self.host_cpus()) if spec.affinity == "pinned" else [None] * spec.count
+        if network is not None and spec.count > len(network.addresses):
+            raise ConfigError(f"network {network.name} has addresses for {len(network.addresses)} "
+                              f"instances, not {spec.count}")
         dtype = self.domain_type()
         made: list[LibvirtInstance] = []
         try:
             for i in range(spec.count):
-                made.append(self._boot(spec, new_name(prefix), i, placement[i], dtype))
+                made.append(self._boot(spec, new_name(prefix), i, placement[i], dtype, network))
             for inst in made:
-                self._ready(inst)
+                self._ready(inst, network)
         except BaseException:
             teardown(made)
             raise
         return made
 
-    def _create(self, spec, name, index, cpus) -> Instance:
-        inst = self._boot(spec, name, index, cpus, self.domain_type())
+    def _create(self, spec, name, index, cpus, network: Network | None = None) -> Instance:
+        inst = self._boot(spec, name, index, cpus, self.domain_type(), network)
         try:
-            self._ready(inst)
+            self._ready(inst, network)
         except BaseException:
             inst.destroy()
             raise
         return inst
 
-    def _ready(self, inst: LibvirtInstance) -> None:
-        """Wait for the agent (the boot timeout counts from the VM's start), then read pinning back."""
+    def _ready(self, inst: LibvirtInstance, network: Network | None = None) -> None:
+        """Wait for the agent (the boot timeout counts from the VM's start), read pinning back,
+        and on a private network give the guest its address and names and shape its link."""
         inst.wait_ready(max(1.0, self.boot_timeout - (time.monotonic() - inst.started)))
         inst.metadata["boot_to_agent_s"] = round(time.monotonic() - inst.started, 3)
         inst.metadata.update(inst.pinning())
+        if network is not None:
+            libvirt_net.configure_guest(inst, network)
+            inst.host_device = libvirt_net.nic(network, inst.index).device
+            join_network(inst, network)
 
-    def _boot(self, spec, name, index, cpus, dtype) -> LibvirtInstance:
-        """Overlay + transient domain started (not yet waited for)."""
+    def _boot(self, spec, name, index, cpus, dtype, network: Network | None = None) -> LibvirtInstance:
+        """Disk + transient domain started (not yet waited for)."""
         if spec.memory_mb < MIN_MEMORY_MB:
             raise ConfigError(f"libvirt: memory_mb={spec.memory_mb} is too small for a VM; the guest "
                               f"kernel and initrd need at least {MIN_MEMORY_MB} MiB")
         img = self.image_info()
         t0 = time.monotonic()
-        overlay = self.pool.overlay(name, img)
+        disk = self.pool.disk(name, img, self.disk_format)
         console_log = self.pool.console_log(name)
         try:
-            xml = domain_xml(name=name, spec=spec, cpus=cpus, domain_type=dtype, disk=overlay,
+            xml = domain_xml(name=name, spec=spec, cpus=cpus, domain_type=dtype, disk=disk,
                              kernel=img["kernel"], initrd=img["initrd"], cmdline=img["cmdline"],
-                             console_log=console_log, disk_cache=self.disk_cache)
+                             console_log=console_log, disk_format=self.disk_format,
+                             disk_cache=self.disk_cache,
+                             nic=None if network is None else libvirt_net.nic(network, index))
             dom = self.conn.createXML(xml, libvirt.VIR_DOMAIN_START_AUTODESTROY)
         except BaseException as exc:
-            self.pool.remove(overlay)
+            self.pool.remove(disk)
             self.pool.remove(console_log)
             if isinstance(exc, libvirt.libvirtError):
-                raise BackendError(f"libvirt could not start {name} ({dtype}): {exc}") from exc
+                hint = ("; libvirt keeps a network's MAC list in its dnsmasq directory even "
+                        "without dnsmasq: run scripts/setup-libvirt.sh (it creates "
+                        "/var/lib/libvirt/dnsmasq)") if "/dnsmasq/" in str(exc) else ""
+                raise BackendError(f"libvirt could not start {name} ({dtype}): {exc}{hint}") from exc
             raise
-        inst = LibvirtInstance(self, name, spec, index, cpus, dom=dom, overlay=overlay,
+        inst = LibvirtInstance(self, name, spec, index, cpus, dom=dom, disk=disk,
                                console_log=console_log, domain_type=dtype, started=t0)
         facts = domain_facts(dom.XMLDesc(0))
         inst.metadata["libvirt_memory_mb"] = facts["memory_mb"]
@@ -351,6 +395,11 @@ class LibvirtBackend(Backend):
         }
 
     def list_labkit(self, prefix: str = NAME_PREFIX) -> list[str]:
+        """Names of the domains (running or defined) and of the run networks whose names start
+        with ``prefix``."""
+        return sorted(self.domains(prefix) + self.networks(prefix))
+
+    def domains(self, prefix: str = NAME_PREFIX) -> list[str]:
         """Names of the domains (running or defined) whose names start with ``prefix``."""
         check_prefix(prefix)
         try:
@@ -358,20 +407,39 @@ class LibvirtBackend(Backend):
         except libvirt.libvirtError as exc:
             raise BackendError(f"listing domains on {self.uri}: {exc}") from exc
 
+    def networks(self, prefix: str = NAME_PREFIX) -> list[str]:
+        """Names of the libvirt networks whose names start with ``prefix`` (runs' private networks)."""
+        return libvirt_net.names(self.conn, check_prefix(prefix))
+
     def list_overlays(self, prefix: str = NAME_PREFIX) -> list[str]:
-        """Overlays and console logs in the pool whose names start with ``prefix``."""
+        """Disks (overlays, raw copies) and console logs in the pool whose names start with ``prefix``."""
         return self.pool.volumes(check_prefix(prefix))
 
     def cleanup(self, prefix: str) -> list[str]:
-        """Remove the domains, overlays and console logs named ``prefix*``; returns the instance names.
+        """Remove the domains, disks, console logs and networks named ``prefix*``; returns the
+        instance and network names.
 
-        Domains die with their connection (AUTODESTROY), so usually only files remain.
+        Domains die with their connection (AUTODESTROY), so usually only files and networks remain.
         """
         removed = set()
-        for name in self.list_labkit(prefix):
+        for name in self.domains(prefix):
             self._remove_domain(name)
             removed.add(name)
         for volume in self.list_overlays(prefix):
             self.pool.remove(volume)
             removed.add(volume.split(".", 1)[0])   # labkit names hold no dot
+        for name in self.networks(prefix):
+            libvirt_net.remove(self.conn, name)
+            removed.add(name)
         return sorted(removed)
+
+    # -- private networks ------------------------------------------------------
+    def _create_network(self, network: Network) -> None:
+        """An isolated libvirt network (see :mod:`~labkit.backends.libvirt_net`)."""
+        if not self.local:
+            raise ConfigError(f"libvirt: network: private needs a local URI, not {self.uri} (the run's "
+                              "bridge, its link shaping and its host end are on this machine)")
+        libvirt_net.create(self.conn, network)
+
+    def _remove_network(self, network: Network) -> None:
+        libvirt_net.remove(self.conn, network.name)

@@ -13,15 +13,19 @@ option; without it, ``$LABKIT_VM_IMAGE``, else the image that
 ``<image cache>/vm-current.json`` points to (the cache is
 ``$LABKIT_IMAGE_CACHE``, default ``/var/cache/labkit/images``).
 
-Each VM boots a qcow2 copy-on-write overlay of the base disk, a volume of the
-libvirt storage pool ``labkit``; its serial console log lies beside it. Every
-file operation goes through the pool API, so the same code serves a local
-daemon and a remote one (``qemu+ssh://``).
+Each VM boots a disk that is a volume of the libvirt storage pool ``labkit``,
+made as the backend's ``disk_format`` option says (:meth:`Pool.disk`): ``qcow2``
+(the default), a copy-on-write overlay of the base disk; ``raw``, a full raw copy
+of it (``qemu-img convert``: every block of the base is in the file, which is
+sparse where the base holds zeros; a local daemon only). Its serial console log
+lies beside it. Every other file operation goes through the pool API, so the same
+code serves a local daemon and a remote one (``qemu+ssh://``).
 """
 from __future__ import annotations
 
 import json
 import os
+import subprocess
 import threading
 from pathlib import Path
 
@@ -35,6 +39,8 @@ MISSING = "VM image missing: run `labkit images build --vm`"
 #: Keys image.json must hold (file names are relative to its directory).
 IMAGE_FILES = ("disk", "kernel", "initrd")
 CONSOLE_TAIL_BYTES = 16384
+#: longest a raw copy of the base disk may take (qemu-img convert)
+RAW_COPY_TIMEOUT_S = 900
 
 
 def image_cache() -> Path:
@@ -127,12 +133,39 @@ class Pool:
             raise BackendError(f"could not create the overlay of {img['disk']} for {name} "
                                f"in pool {self.name}: {exc}") from exc
 
+    def disk(self, name: str, img: dict, disk_format: str = "qcow2") -> str:
+        """Path of a new disk for domain ``name``: :meth:`overlay` for ``qcow2``, :meth:`raw_copy`
+        for ``raw``."""
+        return self.raw_copy(name, img) if disk_format == "raw" else self.overlay(name, img)
+
+    def raw_copy(self, name: str, img: dict) -> str:
+        """Path of ``<name>.raw`` in the pool: the image's base disk converted to raw with
+        ``qemu-img convert`` (mode 0600; libvirt hands it to QEMU's user at start). The pool
+        must be on this machine. BackendError with qemu-img's message if it fails."""
+        self.pool()   # the pool's directory exists
+        dest = f"{self.path}/{name}.raw"
+        argv = ["qemu-img", "convert", "-q", "-f", img.get("format", "qcow2"), "-O", "raw",
+                img["disk"], dest]
+        try:   # made here first, private: never someone else's file, and qemu-img keeps the mode
+            os.close(os.open(dest, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+        except OSError as exc:
+            raise BackendError(f"could not create {dest} for the raw disk of {name}: {exc}") from exc
+        try:
+            res = subprocess.run(argv, capture_output=True, text=True, timeout=RAW_COPY_TIMEOUT_S)
+            why = "" if res.returncode == 0 else res.stderr.strip()[:500] or f"exit {res.returncode}"
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            why = str(exc)
+        if why:
+            os.unlink(dest)
+            raise BackendError(f"could not make the raw copy of {img['disk']} for {name}: {why}")
+        return dest   # remove() and volumes() refresh the pool, so they find it
+
     def console_log(self, name: str) -> str:
         """Where the serial console of domain ``name`` is written."""
         return f"{self.path}/{name}.console.log"
 
     def volumes(self, prefix: str) -> list[str]:
-        """Names of the pool's files starting with ``prefix`` (overlays and console logs)."""
+        """Names of the pool's files starting with ``prefix`` (disks and console logs)."""
         try:
             pool = self.pool()
             pool.refresh(0)

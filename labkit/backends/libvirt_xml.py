@@ -9,17 +9,26 @@ The instance meaning (docs/design.md, "Instances") in libvirt terms:
   ``vcpus`` CPUs' worth of time since each vCPU is one thread
 
 Domain type: ``kvm`` or ``qemu`` (TCG) on QEMU connections, ``xen`` on Xen ones.
-No ``<interface>``: the guest has no network (docs/design.md, "Network safety").
+No ``<interface>``: the guest has no network (docs/design.md, "Network safety"), except
+on a run's private network: one virtio NIC (:class:`Nic`) on the run's isolated
+network (:func:`network_xml`: no ``<forward>``, so libvirt routes nothing out of it).
+
+Disk: ``disk_format`` ``qcow2`` (a copy-on-write overlay of the image's base disk) or
+``raw`` (a full raw copy of it); see :mod:`~labkit.backends.libvirt_storage`.
 """
 from __future__ import annotations
 
+import hashlib
 import xml.etree.ElementTree as ET
+from dataclasses import dataclass
 from urllib.parse import urlparse
 
 from ..errors import ConfigError
 from ..instance import InstanceSpec
 
 DOMAIN_TYPES = ("kvm", "qemu", "xen")
+#: how an instance's disk is made: a qcow2 overlay of the base disk, or a full raw copy of it
+DISK_FORMATS = ("qcow2", "raw")
 AGENT_CHANNEL = "org.qemu.guest_agent.0"
 LABKIT_NS = "https://labkit.invalid/xmlns/libvirt/1"   # an identifier, never fetched
 
@@ -46,6 +55,38 @@ def uri_is_local(uri: str) -> bool:
 GUEST_KERNEL_ARGS = "no_timer_check panic=-1"
 
 
+@dataclass(frozen=True)
+class Nic:
+    """A guest NIC on libvirt network ``network``: its ``mac`` and the host-side tap ``device``."""
+    network: str
+    mac: str
+    device: str
+
+
+def guest_mac(network: str, index: int) -> str:
+    """The MAC of instance ``index`` on ``network``: QEMU's 52:54:00 prefix, then 3 bytes of a
+    hash of both (the guest finds its NIC by it)."""
+    tail = hashlib.sha256(f"{network}/{index}".encode()).hexdigest()[:6]
+    return "52:54:00:" + ":".join(tail[i:i + 2] for i in range(0, 6, 2))
+
+
+def network_xml(name: str, bridge: str, address: str, prefixlen: int) -> str:
+    """An isolated ``<network>``: bridge ``bridge`` (STP off, no forward delay) holding the
+    host's ``address``/``prefixlen``; no ``<forward>`` (nothing is routed or NATed out), no
+    DHCP, DNS off (libvirt then starts no dnsmasq). Guests get static addresses."""
+    if not name.startswith("labkit-"):
+        raise ConfigError(f"libvirt network name {name!r} must start with 'labkit-'")
+    if not 0 < len(bridge) <= 15:
+        raise ConfigError(f"bridge name {bridge!r} must be 1-15 characters")
+    net = ET.Element("network")
+    _sub(net, "name", name)
+    _sub(net, "bridge", name=bridge, stp="off", delay=0)
+    _sub(net, "dns", enable="no")
+    _sub(net, "ip", address=address, prefix=prefixlen)
+    ET.indent(net)
+    return ET.tostring(net, encoding="unicode")
+
+
 def _sub(parent, tag, text=None, **attrs):
     el = ET.SubElement(parent, tag, {k.rstrip("_"): str(v) for k, v in attrs.items()})
     if text is not None:
@@ -56,17 +97,20 @@ def _sub(parent, tag, text=None, **attrs):
 def domain_xml(*, name: str, spec: InstanceSpec, cpus: list[int] | None, domain_type: str,
                disk: str, kernel: str, initrd: str, cmdline: str, console_log: str,
                disk_format: str = "qcow2", disk_cache: str | None = None,
-               emulator: str | None = None) -> str:
+               emulator: str | None = None, nic: Nic | None = None) -> str:
     """The ``<domain>`` document for one instance.
 
     ``cpus`` is the host CPU of each vCPU when pinned, None when floating.
+    ``disk`` is a file in ``disk_format`` (one of :data:`DISK_FORMATS`).
     ``console_log`` is the file the serial console (ttyS0) is written to.
     ``disk_cache`` is QEMU's cache mode (libvirt's default when None: disk
     benchmarks measure what an ordinary guest would see).
+    ``nic``: the guest's one NIC on a private network (None: no ``<interface>`` at all).
     """
     if domain_type not in DOMAIN_TYPES:
         raise ConfigError(f"libvirt domain type {domain_type!r} not allowed; use one of "
                           f"{', '.join(DOMAIN_TYPES)}")
+    check_disk_format(disk_format)
     if not name.startswith("labkit-"):
         raise ConfigError(f"libvirt domain name {name!r} must start with 'labkit-'")
     if cpus is not None and len(cpus) != spec.vcpus:
@@ -80,7 +124,7 @@ def domain_xml(*, name: str, spec: InstanceSpec, cpus: list[int] | None, domain_
     meta = _sub(dom, "metadata")
     ET.SubElement(meta, f"{{{LABKIT_NS}}}instance", {
         "vcpus": str(spec.vcpus), "memory_mb": str(spec.memory_mb), "affinity": spec.affinity,
-        "cpus": ",".join(map(str, cpus)) if cpus is not None else ""})
+        "cpus": ",".join(map(str, cpus)) if cpus is not None else "", "disk_format": disk_format})
     _sub(dom, "memory", spec.memory_mb, unit="MiB")
     _sub(dom, "currentMemory", spec.memory_mb, unit="MiB")
     _sub(dom, "vcpu", spec.vcpus, placement="static")
@@ -121,6 +165,13 @@ def domain_xml(*, name: str, spec: InstanceSpec, cpus: list[int] | None, domain_
          **({"cache": disk_cache} if disk_cache else {}))
     _sub(disk_el, "source", file=disk)
     _sub(disk_el, "target", dev="xvda" if xen else "vda", bus="xen" if xen else "virtio")
+    if nic is not None:
+        iface = _sub(dev, "interface", type="network")
+        _sub(iface, "source", network=nic.network)
+        _sub(iface, "mac", address=nic.mac)
+        _sub(iface, "target", dev=nic.device)
+        if not xen:
+            _sub(iface, "model", type="virtio")
     serial = _sub(dev, "serial", type="file")
     _sub(serial, "source", path=console_log, append="off")
     _sub(serial, "target", port=0)
@@ -134,6 +185,13 @@ def domain_xml(*, name: str, spec: InstanceSpec, cpus: list[int] | None, domain_
         _sub(dev, "memballoon", model="none")
     ET.indent(dom)
     return ET.tostring(dom, encoding="unicode")
+
+
+def check_disk_format(value, where: str = "libvirt option disk_format") -> str:
+    """``value`` if it is one of :data:`DISK_FORMATS`, else ConfigError naming them."""
+    if value not in DISK_FORMATS:
+        raise ConfigError(f"{where}={value!r}; use one of {', '.join(DISK_FORMATS)}")
+    return value
 
 
 def overlay_volume_xml(name: str, base: str, base_format: str = "qcow2",

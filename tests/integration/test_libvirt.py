@@ -258,10 +258,10 @@ class TestLibvirt:
         before = set(backend.list_labkit()), set(backend.list_overlays())
         real = type(backend)._boot
 
-        def flaky(self, spec, name, index, cpus, dtype):
+        def flaky(self, spec, name, index, cpus, dtype, *network):
             if index == 1:
                 raise RuntimeError("injected failure")
-            return real(self, spec, name, index, cpus, dtype)
+            return real(self, spec, name, index, cpus, dtype, *network)
 
         monkeypatch.setattr(type(backend), "_boot", flaky)
         with pytest.raises(RuntimeError, match="injected"):

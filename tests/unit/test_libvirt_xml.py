@@ -1,13 +1,19 @@
 """Domain XML from an InstanceSpec (labkit.backends.libvirt_xml): no libvirt needed."""
 import json
+import os
+import shutil
+import subprocess
 import xml.etree.ElementTree as ET
 
 import pytest
 
 from labkit.backends.libvirt_xml import (
     AGENT_CHANNEL,
+    Nic,
     domain_facts,
     domain_xml,
+    guest_mac,
+    network_xml,
     overlay_volume_xml,
     parse_cpuset,
     parse_pinning,
@@ -15,7 +21,7 @@ from labkit.backends.libvirt_xml import (
     uri_driver,
     uri_is_local,
 )
-from labkit.errors import BackendUnavailable, ConfigError
+from labkit.errors import BackendError, BackendUnavailable, ConfigError
 from labkit.instance import InstanceSpec
 
 PATHS = dict(disk="/pool/labkit-t.qcow2", kernel="/img/vmlinuz", initrd="/img/initrd.img",
@@ -106,6 +112,88 @@ def test_disk_cache_option():
     assert dom.find("devices/disk/driver").get("cache") == "none"
 
 
+def test_raw_disk_format_and_its_validation():
+    dom = make(InstanceSpec(), disk="/pool/labkit-t.raw", disk_format="raw")
+    assert dom.find("devices/disk/driver").get("type") == "raw"
+    assert dom.find("devices/disk/source").get("file") == "/pool/labkit-t.raw"
+    assert dom.find("metadata")[0].get("disk_format") == "raw"
+    with pytest.raises(ConfigError, match=r"disk_format='vmdk'; use one of qcow2, raw"):
+        make(InstanceSpec(), disk_format="vmdk")
+
+
+def test_private_network_is_isolated_with_a_virtio_nic_per_guest():
+    net = ET.fromstring(network_xml("labkit-c--net-1a2b3c4d", "lk1a2b3c4d", "10.201.3.1", 24))
+    assert net.find("forward") is None                     # nothing is routed or NATed out
+    assert net.find("dhcp") is None and net.find("ip/dhcp") is None
+    assert net.find("dns").get("enable") == "no"           # libvirt starts no dnsmasq
+    assert net.find("bridge").attrib == {"name": "lk1a2b3c4d", "stp": "off", "delay": "0"}
+    assert net.find("ip").attrib == {"address": "10.201.3.1", "prefix": "24"}
+    for bad in (("other", "lk1"), ("labkit-x", "lk" + "0" * 14)):
+        with pytest.raises(ConfigError):
+            network_xml(*bad, "10.201.3.1", 24)
+
+    macs = {guest_mac("labkit-c--net-1a2b3c4d", i) for i in range(50)}
+    assert len(macs) == 50 and all(m.startswith("52:54:00:") and len(m) == 17 for m in macs)
+    assert guest_mac("labkit-c--net-1a2b3c4d", 0) == guest_mac("labkit-c--net-1a2b3c4d", 0)
+    nic = Nic("labkit-c--net-1a2b3c4d", "52:54:00:aa:bb:cc", "lk1a2b3c4dh0")
+    iface = make(InstanceSpec(), nic=nic).find("devices/interface")
+    assert iface.get("type") == "network"
+    assert iface.find("source").get("network") == nic.network
+    assert iface.find("mac").get("address") == nic.mac
+    assert iface.find("target").get("dev") == nic.device   # the tap tc shapes
+    assert iface.find("model").get("type") == "virtio"
+
+
+def test_guest_network_script_names_eth0_and_adds_only_the_subnet():
+    libvirt_net = pytest.importorskip("labkit.backends.libvirt_net")
+    script = libvirt_net.guest_script("52:54:00:aa:bb:cc", "10.201.3.2", 24)
+    assert "= 52:54:00:aa:bb:cc ]" in script and "name eth0" in script
+    assert "ip addr add 10.201.3.2/24 dev eth0" in script
+    assert "route" not in script and "default" not in script   # no way out of the /24
+    subprocess.run(["sh", "-n", "-c", script], check=True)      # it parses
+
+
+def test_disk_format_is_validated_and_remote_uris_refuse_raw_disks_and_networks():
+    libvirt_backend = pytest.importorskip("labkit.backends.libvirt")
+    assert libvirt_backend.LibvirtBackend(uri="qemu:///nowhere").disk_format == "qcow2"
+    assert libvirt_backend.LibvirtBackend(uri="qemu:///nowhere", disk_format="raw").disk_format == "raw"
+    with pytest.raises(ConfigError, match=r"disk_format='qed'; use one of qcow2, raw"):
+        libvirt_backend.LibvirtBackend(disk_format="qed")
+    with pytest.raises(ConfigError, match="disk_format=raw needs a local URI"):
+        libvirt_backend.LibvirtBackend(uri="qemu+ssh://h/system", disk_format="raw")
+    # a private network's bridge, shaping and host end are on this machine: refused when remote
+    with pytest.raises(ConfigError, match="network: private needs a local URI"):
+        libvirt_backend.LibvirtBackend(uri="qemu+ssh://h/system")._create_network(None)
+
+
+@pytest.mark.skipif(shutil.which("qemu-img") is None, reason="needs qemu-img (qemu-utils)")
+def test_pool_disk_is_an_overlay_or_a_raw_copy(tmp_path, monkeypatch):
+    """Pool.disk dispatches on the format; the raw copy is a private raw file holding the base's
+    data (qemu-img convert of a small qcow2 made here, checked with qemu-img info/compare)."""
+    storage = pytest.importorskip("labkit.backends.libvirt_storage")
+    pool = storage.Pool(lambda: None, "labkit", str(tmp_path / "pool"))
+    (tmp_path / "pool").mkdir()
+    monkeypatch.setattr(pool, "pool", lambda: None)
+    monkeypatch.setattr(pool, "overlay", lambda name, img: f"overlay of {name}")
+    base = tmp_path / "base.qcow2"
+    subprocess.run(["qemu-img", "create", "-q", "-f", "qcow2", str(base), "4M"], check=True)
+    subprocess.run(["qemu-io", "-c", "write -P 0x5a 1M 64k", str(base)], check=True, capture_output=True)
+    img = {"disk": str(base), "format": "qcow2"}
+    assert pool.disk("labkit-t-1", img) == "overlay of labkit-t-1"
+    path = pool.disk("labkit-t-1", img, "raw")
+    assert path == f"{tmp_path}/pool/labkit-t-1.raw"
+    info = json.loads(subprocess.run(["qemu-img", "info", "--output=json", path], check=True,
+                                     capture_output=True, text=True).stdout)
+    assert info["format"] == "raw" and info["virtual-size"] == 4 << 20 and "backing-filename" not in info
+    subprocess.run(["qemu-img", "compare", "-q", str(base), path], check=True)   # same contents
+    assert os.stat(path).st_mode & 0o777 == 0o600
+    with pytest.raises(BackendError, match="could not create"):   # never over an existing file
+        pool.disk("labkit-t-1", img, "raw")
+    with pytest.raises(BackendError, match="could not make the raw copy"):
+        pool.disk("labkit-t-2", {"disk": str(tmp_path / "absent.qcow2"), "format": "qcow2"}, "raw")
+    assert not (tmp_path / "pool/labkit-t-2.raw").exists()     # a failed copy leaves nothing
+
+
 def test_xen_domain():
     dom = make(InstanceSpec(vcpus=2, affinity="pinned"), [0, 1], domain_type="xen")
     assert dom.get("type") == "xen"
@@ -124,7 +212,8 @@ def test_names_must_start_with_labkit():
 def test_metadata_records_the_spec():
     dom = make(InstanceSpec(vcpus=2, memory_mb=300, affinity="pinned"), [1, 0])
     inst = [el for el in dom.find("metadata")][0]
-    assert inst.attrib == {"vcpus": "2", "memory_mb": "300", "affinity": "pinned", "cpus": "1,0"}
+    assert inst.attrib == {"vcpus": "2", "memory_mb": "300", "affinity": "pinned", "cpus": "1,0",
+                           "disk_format": "qcow2"}
 
 
 def test_overlay_volume_and_pool():
