@@ -1,0 +1,89 @@
+"""Remote platforms on the fleet test hosts of scripts/setup-fleet.sh (marker ``fleet``).
+
+The namespace hosts share this machine's file system, hence its docker and libvirt sockets: docker
+reached over ``ssh://`` and libvirt over ``qemu+ssh://`` on a fleet host drive the same daemons as
+locally, but every call crosses that host's sshd, with the test key and a host-key check.
+
+* a 4-run campaign (2 replicate blocks) with a declared ``docker`` platform (``ssh://{user}@{address}:{port}``, host keys
+  checked against a known_hosts file made from the hosts' public keys) on 2 hosts: both runs ok,
+  one per host, nothing left;
+* an unknown host key is refused, naming the way out;
+* one 256 MB VM provisioned through the ``qemu+ssh://`` URI a testbed generates for a fleet host,
+  and a command run in it (one TCG boot, ~30-60 s);
+* an MPI ping-pong between rank 0 on one fleet host and rank 1 on another (ssh backend, the hosts'
+  own addresses): latency and bandwidth stored by a campaign.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from labkit.backends import get_backend
+from labkit.campaign import Campaign, campaign_prefix
+from labkit.errors import BackendUnavailable
+from labkit.instance import InstanceSpec
+from labkit.platforms import options_for
+from labkit.testbed import Testbed
+from labkit.testing import required
+
+from .conftest import instances
+from .test_fleet import HOSTS, KEY, _hosts_up
+
+FLEET_ETC = Path("/etc/labkit-fleet")
+
+
+@pytest.fixture(scope="module")
+def fleet(tmp_path_factory):
+    """The fleet hosts (skip, or fail when LABKIT_REQUIRE names fleet, when they are down) and a
+    known_hosts file listing their host keys (scripts/setup-fleet.sh's host_<i>_ed25519.pub)."""
+    ok, why = _hosts_up()
+    if not ok:
+        if "fleet" in required():
+            pytest.fail(f"fleet is required (LABKIT_REQUIRE) but unavailable: {why}")
+        pytest.skip(why)
+    lines = []
+    for i, (_name, addr) in enumerate(HOSTS, 1):
+        kind, blob = (FLEET_ETC / f"host_{i}_ed25519.pub").read_text().split()[:2]
+        lines.append(f"{addr} {kind} {blob}\n")
+    known = tmp_path_factory.mktemp("fleet2-kh") / "known_hosts"
+    known.write_text("".join(lines))
+    return known
+
+
+@pytest.mark.fleet
+@pytest.mark.docker
+def test_docker_over_ssh_on_two_fleet_hosts(fleet, tmp_path):
+    cid = "t-fleet2-docker"
+    testbed = {"platforms": {"docker": {"backend": "docker", "base_url": "ssh://{user}@{address}:{port}",
+                                        "ssh_known_hosts": str(fleet), "connect_timeout": 5}},
+               "hosts": [{"name": n, "address": a, "key": KEY, "platforms": ["docker"]} for n, a in HOSTS[:2]],
+               "connect_timeout": 5}
+    d = {"factors": {"vcpus": [1, 2]}, "replications": 2, "seed": 3}   # 4 runs: one block per host
+    st = Campaign(d, backend="docker", workload="command", workload_params={"argv": ["sh", "-c", "test -f /.dockerenv"]},
+                  campaign_id=cid, data_dir=tmp_path, testbed=testbed, progress=False, run_timeout=120).run()
+    runs = st.runs()
+    assert len(runs) == 4 and set(runs.status) == {"ok"}, runs[["status", "error"]]
+    # one replicate block per host (assign: blocks), each run names its host and platform
+    assert sorted(runs.metadata.map(lambda m: m["host"])) == ["ns1", "ns1", "ns2", "ns2"]
+    assert set(runs.metadata.map(lambda m: (m["platform"], m["backend"]))) == {("docker", "docker")}
+    assert set(runs.metadata.map(lambda m: m["platform_options"]["base_url"])) == {"ssh://{user}@{address}:{port}"}
+    names = runs.metadata.map(lambda m: m["instances"][0]["name"])
+    assert all(n.startswith(campaign_prefix(cid)) for n in names)
+    tb = Testbed.from_dict(testbed)
+    be = get_backend("docker", **options_for(tb.platform("docker"), tb.hosts[0]))
+    try:
+        assert be.ssh is not None and be.ssh.verify_host and be.ssh.key_filename == KEY
+        assert be.list_labkit(campaign_prefix(cid)) == []
+    finally:
+        be.close()
+
+
+@pytest.mark.fleet
+@pytest.mark.docker
+def test_docker_over_ssh_refuses_an_unknown_host_key(fleet, tmp_path):
+    empty = tmp_path / "known_hosts"
+    empty.write_text("")
+    with pytest.raises(BackendUnavailable, match=r"host key of root@10\.231\.0\.12:22 is unknown.*ssh_known_hosts"):
+        get_backend("docker", base_url="ssh://root@10.231.0.12:22", ssh_key_filename=KEY,
+                    ssh_known_hosts=str(empty), connect_timeout=5)
