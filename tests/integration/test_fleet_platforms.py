@@ -87,3 +87,30 @@ def test_docker_over_ssh_refuses_an_unknown_host_key(fleet, tmp_path):
     with pytest.raises(BackendUnavailable, match=r"host key of root@10\.231\.0\.12:22 is unknown.*ssh_known_hosts"):
         get_backend("docker", base_url="ssh://root@10.231.0.12:22", ssh_key_filename=KEY,
                     ssh_known_hosts=str(empty), connect_timeout=5)
+
+
+@pytest.mark.fleet
+@pytest.mark.libvirt
+@pytest.mark.slow
+def test_libvirt_over_qemu_ssh_on_a_fleet_host(fleet):
+    """One 256 MB guest through the URI a testbed generates for fleet host ns1 (libvirt's ssh transport:
+    the client spawns ssh with the test key, ns1's sshd runs virt-ssh-helper, which reaches the shared
+    libvirtd). One TCG boot."""
+    tb = Testbed.from_dict({"hosts": [{"name": n, "address": a, "key": KEY, "platforms": ["libvirt"]}
+                                      for n, a in HOSTS[:1]]})
+    opts = options_for(tb.platform("libvirt"), tb.hosts[0])
+    assert opts == {"uri": f"qemu+ssh://root@{HOSTS[0][1]}:22/system?no_tty=1&no_verify=1&keyfile={KEY}"}
+    be = get_backend("libvirt", **opts)
+    local = get_backend("libvirt")
+    try:
+        assert not be.local
+        with instances(be, InstanceSpec(vcpus=1, memory_mb=256), prefix="labkit-fleet2-kvm") as (inst,):
+            assert inst.name in local.list_labkit("labkit-fleet2-kvm")   # the daemon both reach
+            assert inst.metadata["uri"] == opts["uri"]
+            res = inst.exec(["sh", "-c", "echo $((6 * 7)); awk '/MemTotal/ {print $2}' /proc/meminfo"])
+            answer, mem_kb = res.stdout.split()
+            assert answer == "42" and 150_000 < int(mem_kb) <= 256 * 1024
+        assert local.list_labkit("labkit-fleet2-kvm") == [] and local.list_overlays("labkit-fleet2-kvm") == []
+    finally:
+        be.close()
+        local.close()
