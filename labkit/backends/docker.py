@@ -101,6 +101,11 @@ class DockerInstance(SessionExec, Instance):
     def _oom_kills(self) -> int | None:
         return oom_kill_count(self._run_quick(OOM_COUNTER))
 
+    @property
+    def remote_shell(self) -> bool:
+        """Whether :meth:`host_command` goes through a remote shell (ssh), which parses its last word."""
+        return self.backend.ssh is not None
+
     def host_command(self, argv: list[str]) -> list[str]:
         """An argv for this host that runs ``argv`` in the container with stdin attached (an
         MPI launch agent's command; the docker CLI must be on this host, or, for a daemon reached

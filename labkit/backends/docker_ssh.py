@@ -35,8 +35,8 @@ KEEPALIVE_S = 15
 def _path(option: str, value) -> str | None:
     if value in (None, ""):     # "" : a testbed template such as "{key}" on a host without a key
         return None
-    if not isinstance(value, str) or "\x00" in value or len(value) > 4096:
-        raise ConfigError(f"docker option {option}: the path of a file, got {str(value)[:80]!r}")
+    if not isinstance(value, str) or "\x00" in value or len(value) > 4096 or any(c.isspace() for c in value):
+        raise ConfigError(f"docker option {option}: the path of a file (no white space), got {str(value)[:80]!r}")
     path = os.path.expanduser(value)
     if not os.path.isfile(path):
         raise ConfigError(f"docker option {option}: {path} is not a file")
@@ -102,9 +102,13 @@ class SshSettings:
                 "-o", f"ServerAliveInterval={KEEPALIVE_S}"]
         if self.key_filename:
             argv += ["-i", self.key_filename, "-o", "IdentitiesOnly=yes"]
-        if self.known_hosts:
-            argv += ["-o", f"UserKnownHostsFile={self.known_hosts} ~/.ssh/known_hosts"]
-        argv += ["-o", f"StrictHostKeyChecking={'yes' if self.verify_host else 'accept-new'}"]
+        # ssh checks every file listed and adds an accepted new key to the first: /dev/null when
+        # unknown keys are accepted (nothing saved, as with paramiko here), known ones still checked
+        files = ([] if self.verify_host else ["/dev/null"]) + ([self.known_hosts] if self.known_hosts else [])
+        if files:
+            argv += ["-o", "UserKnownHostsFile=" + " ".join([*files, "~/.ssh/known_hosts"])]
+        argv += ["-o", f"StrictHostKeyChecking={'yes' if self.verify_host else 'accept-new'}",
+                 "-o", "LogLevel=ERROR"]
         if self.user:
             argv += ["-l", self.user]
         return argv + ["--", self.host, shlex.join(remote)]

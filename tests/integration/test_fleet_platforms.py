@@ -15,6 +15,7 @@ locally, but every call crosses that host's sshd, with the test key and a host-k
 """
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -26,6 +27,7 @@ from labkit.instance import InstanceSpec
 from labkit.platforms import options_for
 from labkit.testbed import Testbed
 from labkit.testing import required
+from labkit.workloads import pingpong
 
 from .conftest import instances
 from .test_fleet import HOSTS, KEY, _hosts_up
@@ -114,3 +116,41 @@ def test_libvirt_over_qemu_ssh_on_a_fleet_host(fleet):
     finally:
         be.close()
         local.close()
+
+
+@pytest.mark.fleet
+@pytest.mark.root
+def test_mpi_pingpong_between_two_fleet_hosts(fleet, tmp_path):
+    """Rank 0 in an instance on ns1, rank 1 in one on ns2 (the ``ssh-hosts`` backend, the hosts' own
+    addresses); mpirun on this machine starts each host's orted through ssh with the test key (the
+    launch agent, in mpirun's private work dir). The binary is built here: the hosts share this
+    machine's file system."""
+    cid = "t-fleet2-mpi"
+    probe = subprocess.run(["nsenter", "--net=/run/netns/labkit-fleet-1", "ping", "-c", "1", "-W", "2", HOSTS[1][1]],
+                           capture_output=True, text=True, timeout=30)
+    assert probe.returncode == 0, ("fleet host ns1 cannot reach ns2 (the bridge's FORWARD rule is missing?): "
+                                   f"run scripts/setup-fleet.sh\n{probe.stdout}{probe.stderr}")
+    binary = pingpong.build(str(tmp_path))
+    hosts = [{"host": a, "port": 22, "user": "root", "key_filename": KEY} for _n, a in HOSTS[:2]]
+    d = {"factors": {"vcpus": [1, 2]}, "replications": 1, "seed": 7}
+    st = Campaign(d, backend="ssh-hosts", backend_options={"hosts": hosts, "connect_timeout": 5},
+                  workload="mpi", workload_params={"program": binary, "ranks": 2,
+                                                   "parser": "labkit.workloads.pingpong:parse"},
+                  defaults=InstanceSpec(count=2, memory_mb=256), campaign_id=cid, data_dir=tmp_path / "data",
+                  progress=False, run_timeout=300).run()
+    runs = st.runs()
+    assert len(runs) == 2 and set(runs.status) == {"ok"}, runs[["status", "error"]]
+    for meta in runs.metadata:
+        assert meta["network"]["mode"] == "private" and meta["network"]["subnet"] == "10.231.0.0/24"
+        assert [i["ssh_host"] for i in meta["instances"]] == [f"root@{a}:22" for _n, a in HOSTS[:2]]
+    tidy = st.tidy()
+    lat = tidy[tidy.metric == "pingpong_latency_us"].value
+    bw = tidy[tidy.metric == "pingpong_bandwidth_mb_per_s"].value
+    # physical bounds only (a loaded 2-core machine): a round trip over TCP takes more than 1 us, and
+    # no veth moves more than 100 GB/s
+    assert len(lat) == 2 and (lat > 1).all() and len(bw) == 2 and ((bw > 0) & (bw < 100_000)).all()
+    be = get_backend("ssh-hosts", hosts=hosts, connect_timeout=5)
+    try:
+        assert be.list_labkit(campaign_prefix(cid)) == []
+    finally:
+        be.close()
