@@ -120,6 +120,7 @@ def test_libvirt_over_qemu_ssh_on_a_fleet_host(fleet):
 
 @pytest.mark.fleet
 @pytest.mark.root
+@pytest.mark.slow
 def test_mpi_pingpong_between_two_fleet_hosts(fleet, tmp_path):
     """Rank 0 in an instance on ns1, rank 1 in one on ns2 (the ``ssh-hosts`` backend, the hosts' own
     addresses); mpirun on this machine starts each host's orted through ssh with the test key (the
