@@ -12,14 +12,18 @@ platforms without declaration. In string options, ``{address}`` (also ``{host}``
 ``{user}``, ``{key}`` and ``{name}`` are replaced by the host's values (plain substitution, no
 format language). On a remote host the ``ssh`` backend gets the host's address, port, user and
 key; ``docker`` without ``base_url`` gets ``ssh://user@address:port`` (the docker SDK's SSH
-transport); ``libvirt`` without ``uri`` gets ``qemu+ssh://user@address:port/system``; ``local``
-cannot run on a remote host.
+transport) and, with an ``ssh://`` URL, the host's key as ``ssh_key_filename`` and (unless
+``ssh_known_hosts`` is given) ``ssh_verify_host: false``, the ssh platform's policy: an unknown
+host key is accepted, a changed one refused; ``libvirt`` without ``uri`` gets
+``qemu+ssh://user@address:port/system?no_tty=1&no_verify=1&keyfile=<key>`` (the same policy);
+``local`` cannot run on a remote host.
 
 :class:`BackendPool` opens each (host, platform) backend once, checks it, and closes them all.
 """
 from __future__ import annotations
 
 import threading
+import urllib.parse
 from dataclasses import dataclass, field
 
 from .errors import BackendUnavailable, ConfigError, LabkitError
@@ -121,9 +125,18 @@ def options_for(platform: Platform, host) -> dict:
                 **({"key_filename": host.key} if host.key else {}), **opts}
     elif platform.backend == "docker":
         opts.setdefault("base_url", f"ssh://{host.user}@{host.address}:{host.port}")
+        if str(opts["base_url"]).startswith("ssh://"):
+            if host.key:
+                opts.setdefault("ssh_key_filename", host.key)
+            # the host-key policy of the host's ssh platform (fabric: unknown keys accepted, changed refused)
+            if not opts.get("ssh_known_hosts"):
+                opts.setdefault("ssh_verify_host", False)
     elif platform.backend == "libvirt":
-        keyfile = f"&keyfile={host.key}" if host.key else ""
-        opts.setdefault("uri", f"qemu+ssh://{host.user}@{host.address}:{host.port}/system?no_tty=1{keyfile}")
+        # libvirt's ssh transport (docs/uri.rst): no_tty = never prompt; no_verify = accept a new host
+        # key, still refuse a changed one (the ssh platform's policy); keyfile = the key; values URI-escaped
+        keyfile = f"&keyfile={urllib.parse.quote(host.key, safe='/')}" if host.key else ""
+        opts.setdefault("uri", f"qemu+ssh://{host.user}@{host.address}:{host.port}/system"
+                               f"?no_tty=1&no_verify=1{keyfile}")
     return opts
 
 

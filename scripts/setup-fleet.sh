@@ -54,6 +54,7 @@ if [ "${1:-}" = teardown ]; then
     stop_host "${p##*/labkit-fleet-}"
   done
   ip link del "$BRIDGE" 2>/dev/null || true
+  iptables -D FORWARD -i "$BRIDGE" -o "$BRIDGE" -m comment --comment labkit-fleet -j ACCEPT 2>/dev/null || true
   echo "== fleet test hosts removed"
   exit 0
 fi
@@ -73,6 +74,12 @@ if ! ip link show "$BRIDGE" >/dev/null 2>&1; then
 fi
 ip addr replace "$NET.1/24" dev "$BRIDGE"
 ip link set "$BRIDGE" up
+# host <-> host traffic crosses the bridge: with br_netfilter loaded it traverses iptables FORWARD,
+# whose policy Docker sets to DROP; accept what stays on this bridge (MPI between two test hosts)
+FWD=(FORWARD -i "$BRIDGE" -o "$BRIDGE" -m comment --comment labkit-fleet -j ACCEPT)
+if command -v iptables >/dev/null 2>&1 && ! iptables -C "${FWD[@]}" 2>/dev/null; then
+  iptables -I "${FWD[@]}"
+fi
 
 install -d -m 700 "$ETC"
 install -d -m 755 "$RUN" /run/sshd

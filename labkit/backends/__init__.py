@@ -17,6 +17,7 @@ REGISTRY = {
     "lxd": ("labkit.backends.lxd", "LxdBackend", "lxd"),
     "libvirt": ("labkit.backends.libvirt", "LibvirtBackend", "libvirt"),
     "ssh": ("labkit.backends.ssh", "SshBackend", "ssh"),
+    "ssh-hosts": ("labkit.backends.ssh_hosts", "SshHostsBackend", "ssh"),
 }
 
 

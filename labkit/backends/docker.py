@@ -36,6 +36,7 @@ from .. import network as netmod
 from ..errors import BackendError, BackendUnavailable
 from ..instance import InstanceSpec
 from ..mounts import parse_mounts
+from . import docker_ssh
 from ._container import CleanupByName, SessionExec, check_image, oom_kill_count, or_none
 from .base import Backend, Instance, Network, RawResult, check_cpus, check_name, check_prefix
 
@@ -100,10 +101,19 @@ class DockerInstance(SessionExec, Instance):
     def _oom_kills(self) -> int | None:
         return oom_kill_count(self._run_quick(OOM_COUNTER))
 
+    @property
+    def remote_shell(self) -> bool:
+        """Whether :meth:`host_command` goes through a remote shell (ssh), which parses its last word."""
+        return self.backend.ssh is not None
+
     def host_command(self, argv: list[str]) -> list[str]:
         """An argv for this host that runs ``argv`` in the container with stdin attached (an
-        MPI launch agent's command; the docker CLI must be on this host)."""
-        return ["docker", "-H", self.backend.base_url, "exec", "-i", self.id, *argv]
+        MPI launch agent's command; the docker CLI must be on this host, or, for a daemon reached
+        over SSH, on the daemon's host)."""
+        exec_argv = ["exec", "-i", self.id, *argv]
+        if self.backend.ssh is not None:
+            return self.backend.ssh.ssh_argv(["docker", *exec_argv])
+        return ["docker", "-H", self.backend.base_url, *exec_argv]
 
     def put(self, local_path, remote_path, mode=0o755):
         docker = _sdk()
@@ -133,11 +143,13 @@ class DockerBackend(CleanupByName, Backend):
 
     Options: ``image`` (default ``labkit/debian:12``), ``base_url`` (default
     ``$DOCKER_HOST`` or ``unix:///var/run/docker.sock``), ``api_timeout`` (s, 120),
-    ``mounts`` (host directories as bind volumes, see :mod:`labkit.mounts`).
+    ``mounts`` (host directories as bind volumes, see :mod:`labkit.mounts`); for an
+    ``ssh://user@host:port`` base URL ``ssh_key_filename``, ``ssh_known_hosts``,
+    ``ssh_verify_host`` and ``connect_timeout`` (:mod:`.docker_ssh`).
     """
 
     name = "docker"
-    OPTIONS = ("image", "base_url", "api_timeout", "mounts")
+    OPTIONS = ("image", "base_url", "api_timeout", "mounts", *docker_ssh.OPTIONS)
 
     def __init__(self, **options):
         super().__init__(**options)
@@ -145,6 +157,7 @@ class DockerBackend(CleanupByName, Backend):
         self.base_url = options.get("base_url") or os.environ.get("DOCKER_HOST") or DEFAULT_SOCKET
         self.api_timeout = options.get("api_timeout", 120)
         self.mounts = parse_mounts(options.get("mounts"), "docker")
+        self.ssh = docker_ssh.SshSettings.from_options(self.base_url, options)
         self._client = self._exec_api = self._info = None
 
     # -- connections -----------------------------------------------------------
@@ -154,8 +167,13 @@ class DockerBackend(CleanupByName, Backend):
         if self._client is None:
             docker = _sdk()
             try:
-                client = docker.DockerClient(base_url=self.base_url, timeout=self.api_timeout)
+                if self.ssh is None:
+                    client = docker.DockerClient(base_url=self.base_url, timeout=self.api_timeout)
+                else:
+                    client = docker_ssh.client(self.base_url, self.ssh, timeout=self.api_timeout)
                 client.ping()
+            except BackendUnavailable:
+                raise
             except Exception as exc:  # DockerException, requests' ConnectionError and friends
                 raise BackendUnavailable(
                     f"cannot reach the Docker daemon at {self.base_url} ({type(exc).__name__}: "
@@ -173,8 +191,12 @@ class DockerBackend(CleanupByName, Backend):
         """A client without a read timeout: exec may legitimately run for hours (the
         deadline is ``Instance.exec``'s, which kills the command)."""
         if self._exec_api is None:
-            self._exec_api = _sdk().APIClient(base_url=self.base_url, timeout=None,
-                                              version=self.api.api_version)
+            if self.ssh is None:
+                self._exec_api = _sdk().APIClient(base_url=self.base_url, timeout=None,
+                                                  version=self.api.api_version)
+            else:
+                self._exec_api = docker_ssh.api_client(self.base_url, self.ssh, timeout=None,
+                                                       version=self.api.api_version)
         return self._exec_api
 
     # -- hooks -----------------------------------------------------------------

@@ -176,6 +176,24 @@ class SshInstance(cgroups.CgroupCounters, Instance):
         lines.append(f"wait $!; rc=$?; rm -f {q(pidfile)}; exit $rc")
         return "exec /bin/sh -c " + q("\n".join(lines))
 
+    #: :meth:`host_command` goes through the remote user's shell, which parses its last word
+    remote_shell = True
+
+    def host_command(self, argv: list[str]) -> list[str]:
+        """An ``ssh`` argv for this machine that runs ``argv`` in this instance (its work dir and
+        cgroup, or its CPUs when unconfined): an MPI launch agent's command. Host keys as fabric's:
+        an unknown one is accepted (not saved), a changed one refused."""
+        from .docker_ssh import SshSettings
+        be: SshBackend = self.backend
+        remote = ["env", "-C", self.workdir]
+        if be.driver is not None:
+            remote += [f"LABKIT_CGROUP_PROCS={' '.join(be.driver.procs_files(self.name))}",
+                       "/bin/sh", "-c", cgroups.JOIN, "sh"]
+        elif self.host_cpu_ids:
+            remote += ["taskset", "-c", cgroups.format_cpulist(self.host_cpu_ids)]
+        settings = SshSettings(be.user, be.host, be.port, be.key_filename, None, False, be.connect_timeout)
+        return settings.ssh_argv(remote + list(argv))
+
     # -- exec hooks --------------------------------------------------------
     def _start(self, argv, env):
         be: SshBackend = self.backend

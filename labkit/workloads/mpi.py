@@ -118,10 +118,13 @@ def agent_script(instances) -> str:
     """The launch agent: ``agent <inst name or address> <command...>`` runs the command (a shell
     command line, as OpenMPI writes it for a remote shell) inside that instance."""
     lines = ["#!/bin/sh", "# labkit MPI launch agent: $1 = instance, the rest = a shell command",
+             # q: one word quoted for a remote shell (ssh hands its last word to the far side's shell)
+             r"""q() { printf "'%s'" "$(printf '%s' "$1" | sed "s/'/'\\\\''/g")"; }""",
              'h=$1; shift', 'case "$h" in']
     for inst in instances:
         inside = shlex.join(inst.host_command(["sh", "-c", 'eval "$0"']))
-        lines.append(f'  {inst.address}|inst{inst.index}) exec {inside} "$*" ;;')
+        word = '"$(q "$*")"' if getattr(inst, "remote_shell", False) else '"$*"'
+        lines.append(f'  {inst.address}|inst{inst.index}) exec {inside} {word} ;;')
     lines += ["esac", 'echo "labkit MPI agent: unknown instance $h" >&2', "exit 1"]
     return "\n".join(lines) + "\n"
 

@@ -66,8 +66,13 @@ def test_options_on_a_remote_host():
                             "hosts": [{"name": "n1", "address": "10.0.0.5", "port": 2200, "user": "lab", "key": "/k"}]})
     h = tb.hosts[0]
     assert options_for(tb.platform("ssh"), h) == {"host": "10.0.0.5", "port": 2200, "user": "lab", "key_filename": "/k"}
-    assert options_for(tb.platform("docker"), h) == {"base_url": "ssh://lab@10.0.0.5:2200"}
+    assert options_for(tb.platform("docker"), h) == {"base_url": "ssh://lab@10.0.0.5:2200", "ssh_key_filename": "/k",
+                                                     "ssh_verify_host": False}
     assert options_for(tb.platform("kvm"), h) == {"uri": "qemu+ssh://lab@10.0.0.5:2200/system"}
+    # generated: libvirt's ssh transport parameters (libvirt docs/uri.rst), the key URI-escaped
+    spaced = Testbed.from_dict({"hosts": [{"name": "n2", "address": "10.0.0.6", "key": "/my keys/k"}]}).hosts[0]
+    assert options_for(tb.platform("libvirt"), spaced) == {
+        "uri": "qemu+ssh://root@10.0.0.6:22/system?no_tty=1&no_verify=1&keyfile=/my%20keys/k"}
     with pytest.raises(ConfigError, match="runs on the controller only"):
         options_for(tb.platform("local"), h)
     # this machine: options as declared
