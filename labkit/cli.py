@@ -103,7 +103,7 @@ def cmd_clean(args) -> int:
         if meta.get("testbed"):
             from .fleet import clean_testbed
             with CampaignLock(Path(args.data_dir) / cid / LOCK_NAME, f"campaign {cid!r}"):
-                for where, removed in clean_testbed(meta, campaign_prefix(cid)).items():
+                for where, removed in clean_testbed(meta, campaign_prefix(cid), args.testbed).items():
                     print(f"{where}: removed {len(removed)} leftover(s) of campaign {cid}: {' '.join(removed)}")
             return 0
         if not meta.get("backend"):
@@ -293,6 +293,8 @@ def parser() -> argparse.ArgumentParser:
     c.add_argument("--backend", help="without a campaign: only this backend")
     c.add_argument("--backend-option", action="append", metavar="KEY=VALUE",
                    help="e.g. a password the store does not keep")
+    c.add_argument("--testbed", help="testbed YAML to reach a testbed campaign's hosts with (default: the "
+                   "store's copy, whose secrets were redacted)")
     c.add_argument("--force", action="store_true", help="clean everything even if a campaign is running")
     c.set_defaults(func=cmd_clean)
 

@@ -367,19 +367,28 @@ class Fleet:
         self.pool.close()
 
 
-def clean_testbed(meta: dict, prefix: str) -> dict[str, list[str]]:
+def clean_testbed(meta: dict, prefix: str, testbed=None) -> dict[str, list[str]]:
     """``labkit clean <campaign>`` for a campaign run on a testbed: ``cleanup(prefix)`` on every
     host and platform its store's meta records; returns ``"host/platform" -> removed names``
-    (hosts that cannot be reached are reported as an error line instead)."""
+    (hosts that cannot be reached are reported as an error line instead).
+
+    The hosts are those of ``testbed`` (a :class:`~labkit.testbed.Testbed`, a path or a dict:
+    give it when the store's copy lacks what reconnecting needs, e.g. a redacted key) or else
+    the store's description, where values redacted at run time are left out (so SSH falls
+    back to the agent and default keys instead of a ``<redacted>`` path)."""
     from .redact import without_redacted
     from .testbed import Testbed
-    desc = meta["testbed"]
-    hosts = [{k: v for k, v in h.items() if v is not None and k in
-              ("name", "address", "port", "user", "key", "platforms", "labels", "price_per_hour")}
-             for h in desc["hosts"]]
-    platforms = {n: {"backend": p["backend"], **without_redacted(p.get("options") or {})}
-                 for n, p in (desc.get("platforms") or {}).items()}
-    tb = Testbed.from_dict({"hosts": hosts, "platforms": platforms})
+    if testbed is not None:
+        tb = Testbed.load(testbed)
+    else:
+        desc = meta["testbed"]
+        hosts = [without_redacted({k: v for k, v in h.items() if v is not None and k in
+                                   ("name", "address", "port", "user", "key", "platforms", "labels",
+                                    "price_per_hour")})
+                 for h in desc["hosts"]]
+        platforms = {n: {"backend": p["backend"], **without_redacted(p.get("options") or {})}
+                     for n, p in (desc.get("platforms") or {}).items()}
+        tb = Testbed.from_dict({"hosts": hosts, "platforms": platforms})
     used = (meta.get("design") or {}).get("factors", {}).get(FACTOR) or [meta.get("backend") or "local"]
     pool, out = BackendPool(), {}
     try:

@@ -268,3 +268,30 @@ def test_clean_and_status_of_a_testbed_campaign(tmp_path, fakes, capsys):
     assert "16 of 16 runs stored" in out
     assert [ln.split()[:3] for ln in out.splitlines() if ln.split()[:1] in (["h0"], ["h1"], ["h2"])] == \
         [["h0", "8", "8"], ["h1", "4", "4"], ["h2", "4", "4"]]
+
+
+def test_clean_testbed_drops_redacted_host_keys_or_uses_the_given_testbed(monkeypatch, tmp_path):
+    """A store keeps a host's ``key`` redacted: cleaning must not try the path '<redacted>' (it
+    falls back to the agent/default keys), and ``--testbed`` supplies the real key."""
+    import labkit.fleet as fleet
+    from labkit.platforms import BackendPool
+    from labkit.redact import REDACTED
+    seen = []
+
+    class Cleaner:
+        def cleanup(self, prefix):
+            return [f"{prefix}0"]
+
+        def close(self):
+            pass
+
+    monkeypatch.setattr(fleet, "BackendPool",
+                        lambda: BackendPool(opener=lambda p, opts: seen.append(opts) or Cleaner()))
+    host = {"name": "h1", "address": "10.231.0.11", "port": 22, "user": "root", "platforms": ["ssh"]}
+    meta = {"backend": "ssh", "testbed": {"hosts": [{**host, "key": REDACTED}], "platforms": {}}}
+    assert fleet.clean_testbed(meta, "labkit-c1--") == {"h1/ssh": ["labkit-c1--0"]}
+    assert "key_filename" not in seen[-1] and REDACTED not in seen[-1].values()
+    key = tmp_path / "id"
+    key.write_text("k")
+    fleet.clean_testbed(meta, "labkit-c1--", {"hosts": [{**host, "key": str(key)}]})
+    assert seen[-1]["key_filename"] == str(key) and seen[-1]["host"] == "10.231.0.11"
