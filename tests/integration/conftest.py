@@ -1,15 +1,18 @@
 """Shared contract for the container backends, proved from inside each instance.
 
 ``ContainerContract`` holds the tests; test_docker.py and test_lxd.py subclass it
-with their backend name and marker. Everything is named ``labkit-test-<hex>`` and
-removed in ``finally``; ``leak_check`` fails the session's last test of a backend
-if any ``labkit-`` instance appeared during the run and was left behind.
+with their backend name and marker. Everything is named ``labkit-test<run>-<hex>``
+(``<run>``: a token of this pytest session, so that two suites, or a campaign, running
+on the same daemons never see each other's instances) and removed in ``finally``; the
+``backend`` fixture fails the last test of a class if any instance of this session
+was left behind.
 """
 from __future__ import annotations
 
 import concurrent.futures as cf
 import os
 import re
+import secrets
 import tempfile
 import time
 
@@ -19,11 +22,12 @@ from labkit.backends import get_backend, teardown
 from labkit.errors import CommandError, CommandTimeout
 from labkit.instance import InstanceSpec
 
-PREFIX = "labkit-test"
+PREFIX = f"labkit-test{secrets.token_hex(3)}"
 
 
 def leftovers(backend) -> set[str]:
-    return set(backend.list_labkit())
+    """This session's instances on ``backend`` (never another suite's or campaign's)."""
+    return set(backend.list_labkit(PREFIX))
 
 
 @pytest.fixture(scope="class")

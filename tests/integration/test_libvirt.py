@@ -78,9 +78,9 @@ def check_memory(inst, memory_mb: int) -> None:
 @pytest.fixture(scope="class")
 def backend(backend):
     """The shared fixture (domains left behind fail) plus the same check for overlays."""
-    before = set(backend.list_overlays())
+    before = set(backend.list_overlays(PREFIX))
     yield backend
-    left = set(backend.list_overlays()) - before
+    left = set(backend.list_overlays(PREFIX)) - before
     assert not left, f"overlays or console logs left behind: {sorted(left)}"
 
 
@@ -140,7 +140,7 @@ class TestLibvirt:
         with instances(backend, spec) as insts:
             assert len({i.name for i in insts}) == 2
             assert all(i.name.startswith(PREFIX + "-") for i in insts)
-            assert set(backend.list_labkit()) >= {i.name for i in insts}
+            assert set(backend.list_labkit(PREFIX)) >= {i.name for i in insts}
             for inst in insts:
                 wl.prepare(inst)
             # repeat the solver so each side runs for a few seconds, then check the overlap
@@ -164,8 +164,8 @@ class TestLibvirt:
         earliest_end = min(e for _, e, _ in outs)
         assert latest_start < earliest_end, f"the runs did not overlap: {outs}"
         names = {i.name for i in insts}
-        assert not names & set(backend.list_labkit())
-        assert not [f for f in backend.list_overlays() if f.split(".")[0] in names]
+        assert not names & set(backend.list_labkit(PREFIX))
+        assert not [f for f in backend.list_overlays(PREFIX) if f.split(".")[0] in names]
 
     # -- exec, files, network ----------------------------------------------------------
     def test_exec_result_and_command_error(self, floating_vm):
@@ -239,7 +239,7 @@ class TestLibvirt:
     # -- failures and teardown ---------------------------------------------------------
     def test_boot_failure_raises_with_the_console_tail(self):
         be = get_backend("libvirt", boot_timeout=120)
-        before = set(be.list_labkit()), set(be.list_overlays())
+        before = set(be.list_labkit(PREFIX)), set(be.list_overlays(PREFIX))
         try:
             img = dict(be.image_info())
             # PID 1 exits at once -> kernel panic -> panic=-1 reboots -> on_reboot destroys
@@ -249,13 +249,13 @@ class TestLibvirt:
                 be.provision(InstanceSpec(memory_mb=256), prefix=PREFIX)
             msg = str(err.value)
             assert "stopped during boot" in msg and "serial console" in msg and "Kernel" in msg, msg
-            assert set(be.list_labkit()) - before[0] == set()
-            assert set(be.list_overlays()) - before[1] == set()
+            assert set(be.list_labkit(PREFIX)) - before[0] == set()
+            assert set(be.list_overlays(PREFIX)) - before[1] == set()
         finally:
             be.close()
 
     def test_provision_failure_leaves_nothing(self, backend, monkeypatch):
-        before = set(backend.list_labkit()), set(backend.list_overlays())
+        before = set(backend.list_labkit(PREFIX)), set(backend.list_overlays(PREFIX))
         real = type(backend)._boot
 
         def flaky(self, spec, name, index, cpus, dtype, *network):
@@ -266,8 +266,8 @@ class TestLibvirt:
         monkeypatch.setattr(type(backend), "_boot", flaky)
         with pytest.raises(RuntimeError, match="injected"):
             backend.provision(InstanceSpec(memory_mb=256, count=2), prefix=PREFIX)
-        assert set(backend.list_labkit()) - before[0] == set()
-        assert set(backend.list_overlays()) - before[1] == set()
+        assert set(backend.list_labkit(PREFIX)) - before[0] == set()
+        assert set(backend.list_overlays(PREFIX)) - before[1] == set()
 
     def test_cleanup_removes_exactly_its_prefix(self, backend):
         """Campaign ``x`` never touches campaign ``x-2``: domains, overlays and console logs."""

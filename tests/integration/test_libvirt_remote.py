@@ -37,11 +37,11 @@ def ssh_uri() -> str:
 def remote():
     be = get_backend("libvirt", uri=ssh_uri())
     local = get_backend("libvirt")
-    before = set(local.list_labkit()), set(local.list_overlays())
+    before = set(local.list_labkit(PREFIX)), set(local.list_overlays(PREFIX))
     try:
         yield be, local
-        assert set(local.list_labkit()) - before[0] == set(), "domains left behind"
-        assert set(local.list_overlays()) - before[1] == set(), "overlays left behind"
+        assert set(local.list_labkit(PREFIX)) - before[0] == set(), "domains left behind"
+        assert set(local.list_overlays(PREFIX)) - before[1] == set(), "overlays left behind"
     finally:
         be.close()
         local.close()
@@ -56,7 +56,7 @@ def test_a_vm_over_qemu_ssh_is_provisioned_driven_and_removed(remote):
     want = spec.placement(host)[0]
     with instances(be, spec, prefix=PREFIX + "-ssh") as (inst,):
         # the domain is on the daemon both connections reach
-        assert inst.name in local.list_labkit()
+        assert inst.name in local.list_labkit(PREFIX)
         assert inst.metadata["uri"] == be.uri
         assert inst.metadata["domain_type"] == local.domain_type()
         assert inst.exec("nproc").stdout.strip() == "1"
@@ -64,7 +64,7 @@ def test_a_vm_over_qemu_ssh_is_provisioned_driven_and_removed(remote):
         check_exec_contract(inst)
         inst.put(__file__, "/tmp/labkit/remote_test.py", mode=0o644)
         assert inst.exec("wc -c < /tmp/labkit/remote_test.py").stdout.strip() == str(len(open(__file__, "rb").read()))
-    assert inst.name not in local.list_labkit()
+    assert inst.name not in local.list_labkit(PREFIX)
     fp = be.fingerprint()
     assert fp["uri"] == be.uri and fp["domain_type"] == local.domain_type()
 

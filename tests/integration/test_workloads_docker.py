@@ -11,6 +11,7 @@ from labkit.instance import InstanceSpec
 from labkit.workloads import get_workload
 from labkit.workloads.iperf3 import pair
 
+from .conftest import PREFIX
 from .test_workloads_local import CASES, VERSION_KEYS, check_rows
 
 pytestmark = pytest.mark.docker
@@ -19,17 +20,17 @@ pytestmark = pytest.mark.docker
 @pytest.fixture(scope="module")
 def docker_be():
     be = get_backend("docker")
-    before = set(be.list_labkit())
+    before = set(be.list_labkit(PREFIX))
     try:
         yield be
-        assert set(be.list_labkit()) - before == set(), "containers left behind"
+        assert set(be.list_labkit(PREFIX)) - before == set(), "containers left behind"
     finally:
         be.close()
 
 
 @pytest.fixture(scope="module")
 def container(docker_be):
-    insts = docker_be.provision(InstanceSpec(vcpus=2, memory_mb=512), prefix="labkit-test")
+    insts = docker_be.provision(InstanceSpec(vcpus=2, memory_mb=512), prefix=PREFIX)
     try:
         yield insts[0]
     finally:
@@ -61,14 +62,14 @@ def test_iperf3_between_two_containers_on_an_internal_network(docker_be):
     from labkit.backends.docker import DockerInstance
     api = docker_be.api
     tag = secrets.token_hex(4)
-    netname = f"labkit-test-{tag}"
+    netname = f"{PREFIX}-{tag}"
     net = api.create_network(netname, driver="bridge", internal=True, labels={"labkit": "1"})["Id"]
     insts = []
     try:
         assert api.inspect_network(net)["Internal"] is True
         spec = InstanceSpec(vcpus=1, memory_mb=256)
         for i in range(2):
-            name = f"labkit-test-{tag}-{i}"
+            name = f"{PREFIX}-{tag}-{i}"
             hc = api.create_host_config(network_mode=netname, mem_limit="256m", nano_cpus=10**9)
             cid = api.create_container(docker_be.image, command=["sleep", "infinity"], name=name,
                                        labels={"labkit": "1"}, host_config=hc)["Id"]

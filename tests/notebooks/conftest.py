@@ -21,7 +21,8 @@ def run_notebook(tmp_path):
                   "interactive": False, **parameters}
         out = tmp_path / f"out-{name}"
         pm.execute_notebook(str(NOTEBOOKS / name), str(out), parameters=params, cwd=str(tmp_path),
-                            kernel_name="python3", progress_bar=False)
+                            kernel_name="python3", progress_bar=False,
+                            start_timeout=300)   # a kernel on a loaded 2-core machine can take > 60 s
         return nbformat.read(str(out), as_version=4)
     return _run
 
