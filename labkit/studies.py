@@ -310,9 +310,10 @@ def overhead_paper_claims(path, data, benchmarks: dict, *, names: dict, alpha: f
     ``baseline``, ``benchmark``, ``metric``, ``source``), ``stated_below_pct`` (the thesis's
     "% below native", NaN for a ranking in words), ``stated_pct`` (the same as % slower:
     100 (1 / (1 - below) - 1), so that 20 % below is 25 % slower), ``level``, ``ours_pct``
-    (100 (slowdown ratio - 1)), ``ci_low``/``ci_high`` (Fieller, %), ``n``/``n_base`` and
-    ``note`` (why ours is NaN: the benchmark did not run on that platform, or bonnie++ timed
-    none of that metric here)."""
+    (100 (slowdown ratio - 1)), ``ci_low``/``ci_high`` (Fieller, %), ``n``/``n_base``,
+    ``verdict`` (where the thesis gives a number: ``inside our CI``, ``ours lower`` or ``ours
+    higher`` (our CI entirely below / above it); empty otherwise) and ``note`` (why ours is
+    NaN: the benchmark did not run on that platform, or bonnie++ timed none of that metric here)."""
     import numpy as np
     import pandas as pd
 
@@ -333,9 +334,18 @@ def overhead_paper_claims(path, data, benchmarks: dict, *, names: dict, alpha: f
     for i, row in out.iterrows():
         if np.isfinite(row.ours_pct) or row.note == "platform not measured here":
             continue
-        sel = data[(data.benchmark == row.benchmark) & (data.platform.astype(str) == names.get(row.platform))]
-        if sel.empty:
+        runs = data[data.benchmark == row.benchmark]
+        if not (runs.platform.astype(str) == names.get(row.platform)).any():
             out.at[i, "note"] = f"{row.benchmark} did not run on {row.platform}"
-        elif not (sel.metric == row.metric).any():
-            out.at[i, "note"] = f"{row.metric}: not timed here (bonnie++ printed +++++: too fast)"
+            continue
+        untimed = [p for p in (row.platform, row.baseline)
+                   if not ((runs.platform.astype(str) == names.get(p)) & (runs.metric == row.metric)).any()]
+        if untimed:
+            out.at[i, "note"] = (f"{row.metric}: not timed here on {', '.join(untimed)} "
+                                 "(bonnie++ printed +++++: too fast)")
+    out["verdict"] = ""
+    known = out.stated_pct.notna() & out.ci_low.notna() & out.ci_high.notna()
+    out.loc[known, "verdict"] = np.select(
+        [out.ci_high[known] < out.stated_pct[known], out.ci_low[known] > out.stated_pct[known]],
+        ["ours lower", "ours higher"], "inside our CI")
     return out

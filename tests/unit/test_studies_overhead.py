@@ -12,8 +12,14 @@ import pytest
 
 from labkit.errors import BackendUnavailable, ConfigError
 from labkit.images import rootfs as rf
-from labkit.studies import (OVERHEAD_LOWER_IS_BETTER, overhead_benchmarks, overhead_design,
-                            overhead_paper_claims, overhead_testbed, variant_image)
+from labkit.studies import (
+    OVERHEAD_LOWER_IS_BETTER,
+    overhead_benchmarks,
+    overhead_design,
+    overhead_paper_claims,
+    overhead_testbed,
+    variant_image,
+)
 from labkit.testbed import Testbed
 
 REPO = Path(__file__).resolve().parents[2]
@@ -70,6 +76,8 @@ def test_claims_beside_ours():
     row = t.loc["Docker disk write ~20 % below native"]
     assert row.stated_below_pct == 20 and row.stated_pct == pytest.approx(25.0)
     assert row.ours_pct == pytest.approx(25.0) and row.ci_low < 25 < row.ci_high
+    assert row.verdict == "inside our CI"
+    assert t.loc["LXC disk write ~20 % below native", "verdict"] == ""      # one lxd run: no CI
     assert "not timed here" in t.loc["Docker disk read ~20 % below native", "note"]
     assert t.loc["KVM: disk throughput close to native", "note"] == "platform not measured here"
     assert t.loc["LXC: poor application (MySQL) performance", "note"] == "oltp did not run on lxd"
