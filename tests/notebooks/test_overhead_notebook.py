@@ -16,7 +16,7 @@ TINY = dict(platforms=["local", "docker"], platform_benchmarks={}, replications=
             cpu_time_s=1, cpu_max_prime=5000, stream_array_mb=16, stream_ntimes=2,
             fio_size_mb=8, fio_runtime_s=1, fio_patterns="randread", fio_block_sizes=["4k"],
             iperf_duration_s=1, apache_requests=300, apache_concurrency_levels=[2],
-            bonnie_size_mb=128, oltp_table_size=500, oltp_time_s=1, oltp_threads=[1],
+            bonnie_size_mb=128, oltp_table_size=500, oltp_time_s=2, oltp_threads=[1],
             campaign_id="ovh", seed=11)
 LEVELS = {"cpu": 2, "memory": 2, "disk": 1, "bonnie": 1, "network": 2, "application": 1, "oltp": 1}
 
