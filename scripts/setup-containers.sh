@@ -143,7 +143,7 @@ if "$PYTHON" -m labkit images build --help >/dev/null 2>&1; then
     # the `study` variant (base + every profile: openmpi-bin, hpcc, bonnie++, mariadb-server),
     # the one extra image per engine: MPI/hpcc, bonnie++ and MariaDB/sysbench OLTP across
     # containers in tests/integration/test_network.py and notebook 02; cached by content like
-    # the base (a fresh build: ~N min on the 2-core CI machine)
+    # the base (a fresh build, debootstrap + both imports: 2 min 5 s on the loaded 2-core machine)
     "$PYTHON" -m labkit images build --only docker,lxd --profile study
 else
     "$PYTHON" -m labkit.images build --only docker,lxd
