@@ -74,7 +74,10 @@ def affinity_reference(path, *, workload: str = "N-queens"):
 
 
 # -- study 004: the overhead benchmarks of notebook 02 ---------------------------------------
-OVERHEAD_LOWER_IS_BETTER = frozenset({"time_per_request_ms"})
+OVERHEAD_LOWER_IS_BETTER = frozenset({"time_per_request_ms", "latency_avg_ms", "latency_p95_ms"})
+#: the image variant (``labkit images build --profile study``) that carries bonnie++ and MariaDB
+#: for the container platforms; the set-up builds it for docker and lxd
+OVERHEAD_VARIANT = "study"
 
 
 def overhead_benchmarks(*, vcpus: int = 2, cpu_time_s: float = 2, cpu_max_prime: int = 20000,
@@ -82,10 +85,15 @@ def overhead_benchmarks(*, vcpus: int = 2, cpu_time_s: float = 2, cpu_max_prime:
                         fio_runtime_s: float = 1, fio_patterns: str = "randread,randwrite",
                         fio_block_sizes=("4k", "64k"), iperf_duration_s: float = 2,
                         iperf_udp_bandwidth: str = "1G", apache_requests=None,
-                        apache_concurrency_levels=(10, 50), iperf_paths=("to_host", "from_host")) -> dict:
+                        apache_concurrency_levels=(10, 50), iperf_paths=("to_host", "from_host"),
+                        bonnie_size_mb: int = 512, bonnie_direct: bool = True, oltp_table_size: int = 10000,
+                        oltp_time_s: float = 5, oltp_threads=(1,)) -> dict:
     """Benchmark name -> ``workload``, fixed ``params``, second ``factor`` and its ``levels``,
     and the ``metrics`` analysed, for study 004's fronts (cpu, memory, disk, network,
-    application) on labkit workloads. The network paths (``to_host``, ``from_host``) run over
+    application; ``bonnie`` and ``oltp`` are the paper's own disk and application tools) on
+    labkit workloads; ``count`` (instances per run, default 1) and ``variant`` (the image
+    variant the container platforms need, default none) where they matter. The network paths
+    (``to_host``, ``from_host``) and ``oltp`` (MariaDB in inst0, sysbench in inst1) run over
     the run's private network (``network: private``, the default of a workload across it)."""
     from .workloads.scaling import thread_levels
     threads = thread_levels(vcpus) if vcpus > 1 else [1, 2]
@@ -109,7 +117,67 @@ def overhead_benchmarks(*, vcpus: int = 2, cpu_time_s: float = 2, cpu_max_prime:
         "application": dict(workload="apache", params={"requests": apache_requests},
                             factor="concurrency", levels=list(apache_concurrency_levels),
                             metrics=["requests_per_s", "time_per_request_ms"]),
+        # 004's Figure 7.4: Bonnie++ block throughput (O_DIRECT by default: the disk, not the cache)
+        "bonnie": dict(workload="bonnie", params={"direct": bool(bonnie_direct)},
+                       factor="size_mb", levels=[int(bonnie_size_mb)], variant=OVERHEAD_VARIANT,
+                       metrics=["write_kib_per_s", "rewrite_kib_per_s", "read_kib_per_s", "seeks_per_s"]),
+        # 004's Figure 7.6: sysbench OLTP against MySQL (here MariaDB, Debian 12's MySQL)
+        "oltp": dict(workload="oltp", params={"table_size": int(oltp_table_size), "time_s": oltp_time_s},
+                     factor="threads", levels=list(oltp_threads), count=2, variant=OVERHEAD_VARIANT,
+                     metrics=["transactions_per_s", "latency_avg_ms", "latency_p95_ms"]),
     }
+
+
+def variant_image(backend: str, variant: str) -> str:
+    """The ``image`` backend option of an image variant on a container backend:
+    ``labkit/debian:12-<variant>`` (docker), ``labkit-debian-12-<variant>`` (lxd)."""
+    if backend == "docker":
+        from .images.docker_image import REPOSITORY, tag
+        return f"{REPOSITORY}:{tag(variant)}"
+    if backend == "lxd":
+        from .images.lxd_image import alias
+        return alias(variant)
+    raise ConfigError(f"variant_image: {backend!r} has no image variants (docker, lxd)")
+
+
+def overhead_testbed(spec: dict, platforms, check=None):
+    """Where a benchmark of :func:`overhead_benchmarks` runs: ``(testbed, skipped)``.
+
+    ``testbed`` is None when no platform needs an image variant, else a testbed mapping for
+    this machine that declares each container platform (docker, lxd) with ``image`` set to
+    the benchmark's ``variant``; ``skipped`` maps a platform to why it cannot run the
+    benchmark (the variant is not built: the message says how to build it). ``check(backend,
+    image)`` raises :class:`labkit.errors.BackendUnavailable` when the image is missing
+    (default: the backend's own ``check()``)."""
+    from .errors import BackendUnavailable
+    variant = spec.get("variant")
+    if not variant:
+        return None, {}
+    check = check or _check_image
+    declared, skipped = {}, {}
+    for p in platforms:
+        if p not in ("docker", "lxd"):
+            continue
+        image = variant_image(p, variant)
+        try:
+            check(p, image)
+        except BackendUnavailable as exc:
+            skipped[p] = (f"{spec['workload']} needs the {image} image: labkit images build --only {p} "
+                          f"--profile {variant} ({str(exc).splitlines()[0][:120]})")
+            continue
+        declared[p] = {"backend": p, "image": image}
+    testbed = {"name": f"this machine, {variant} images", "hosts": [{"name": "controller"}],
+               "platforms": declared} if declared else None
+    return testbed, skipped
+
+
+def _check_image(backend: str, image: str) -> None:
+    from .backends import get_backend
+    be = get_backend(backend, image=image)
+    try:
+        be.check()
+    finally:
+        be.close()
 
 
 def overhead_design(bench: str, spec: dict, platforms, *, replications: int, seed: int):
@@ -230,3 +298,54 @@ def affinity_count_differences(runs, response: str = "wall_time_s"):
                      "difference_s": hi[response] - lo[response],
                      "difference_pct": 100 * (hi[response] - lo[response]) / lo[response]})
     return pd.DataFrame(rows, columns=[*keys, "counts", "difference_s", "difference_pct"])
+
+
+def overhead_paper_claims(path, data, benchmarks: dict, *, names: dict, alpha: float = 0.05):
+    """Seed 004's disk and application claims (``data/reference/overhead_disk_application.csv``)
+    beside notebook 02's measurements.
+
+    ``data``: :func:`load_platform_campaigns`'s table with ``platform`` labelled through
+    ``names`` (backend -> label); ``benchmarks``: :func:`overhead_benchmarks` (each claim is
+    compared at its benchmark's first level). Returns the CSV's columns (``claim``, ``platform``,
+    ``baseline``, ``benchmark``, ``metric``, ``source``), ``stated_below_pct`` (the thesis's
+    "% below native", NaN for a ranking in words), ``stated_pct`` (the same as % slower:
+    100 (1 / (1 - below) - 1), so that 20 % below is 25 % slower), ``level``, ``ours_pct``
+    (100 (slowdown ratio - 1)), ``ci_low``/``ci_high`` (Fieller, %), ``n``/``n_base``,
+    ``verdict`` (where the thesis gives a number: ``inside our CI``, ``ours lower`` or ``ours
+    higher`` (our CI entirely below / above it); empty otherwise) and ``note`` (why ours is
+    NaN: the benchmark did not run on that platform, or bonnie++ timed none of that metric here)."""
+    import numpy as np
+    import pandas as pd
+
+    from .studies_seeds import headline_comparison
+    ref = pd.read_csv(path, comment="#")
+    missing = {"claim", "platform", "baseline", "stated_pct", "benchmark", "metric"} - set(ref.columns)
+    if missing:
+        raise ConfigError(f"{path}: missing column(s) {sorted(missing)}")
+    unknown = sorted(set(ref.benchmark) - set(benchmarks))
+    if unknown:
+        raise ConfigError(f"{path}: benchmark(s) {unknown} not among {list(benchmarks)}")
+    ref = ref.rename(columns={"stated_pct": "stated_below_pct"})
+    below = ref.stated_below_pct.astype(float)
+    ref["stated_pct"] = 100 * (1 / (1 - below / 100) - 1)
+    ref["level"] = [str(benchmarks[b]["levels"][0]) for b in ref.benchmark]
+    out = headline_comparison(ref, data, names=names, level_col="level",
+                              lower_is_better=OVERHEAD_LOWER_IS_BETTER, alpha=alpha)
+    for i, row in out.iterrows():
+        if np.isfinite(row.ours_pct) or row.note == "platform not measured here":
+            continue
+        runs = data[data.benchmark == row.benchmark]
+        if not (runs.platform.astype(str) == names.get(row.platform)).any():
+            out.at[i, "note"] = f"{row.benchmark} did not run on {row.platform}"
+            continue
+        untimed = [p for p in (row.platform, row.baseline)
+                   if not ((runs.platform.astype(str) == names.get(p)) & (runs.metric == row.metric)).any()]
+        if untimed:
+            out.at[i, "note"] = (f"{row.metric}: not timed here on {', '.join(untimed)} "
+                                 "(bonnie++ printed +++++: too fast)")
+    out["verdict"] = ""
+    known = out.stated_pct.notna() & out.ci_low.notna() & out.ci_high.notna()
+    out.loc[known, "verdict"] = np.select(
+        [out.ci_high[known] < out.stated_pct[known], out.ci_low[known] > out.stated_pct[known]],
+        ["ours lower", "ours higher"], "inside our CI")
+    return out

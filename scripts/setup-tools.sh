@@ -27,13 +27,11 @@ if [ ! -e "$policy" ]; then
 fi
 # shellcheck disable=SC2086
 apt_install_missing $pkgs
-# MPI across instances: mpirun runs on the host, local instances use its OpenMPI and hpcc
+# The `study` profile, what the image variant of that name adds for containers: OpenMPI and
+# hpcc (mpirun runs on the host, local instances use them), bonnie++ (the `bonnie` workload) and
+# mariadb-server (the `oltp` workload's server, started per run on a fresh data directory)
 # shellcheck disable=SC2046
-apt_install_missing $("$PY" -c 'from labkit.images.rootfs import PROFILES; print(" ".join(PROFILES["mpi"]))')
-# bonnie++: the disk workload (`bonnie`) on local instances; containers use the `disk` image variant
-apt_install_missing bonnie++
-# mariadb-server: the `oltp` workload's server (started per run on a fresh data directory)
-apt_install_missing mariadb-server
+apt_install_missing $("$PY" -c 'from labkit.images.rootfs import PROFILES; print(" ".join(PROFILES["study"]))')
 # hyperfine: the host reference of benchmarks/bench_noise.py
 apt_install_missing hyperfine
 for tool in sysbench ab /usr/sbin/apache2 stress-ng fio iperf3; do

@@ -50,6 +50,9 @@ PACKAGES = TOOL_PACKAGES + ("procps", "coreutils", "qemu-guest-agent", "util-lin
 #: host), and in the image variant of the same name (``labkit images build --profile mpi``);
 #: ``disk``: bonnie++ (the ``bonnie`` workload); ``oltp``: MariaDB (the ``oltp`` workload).
 PROFILES = {"mpi": ("openmpi-bin", "hpcc"), "disk": ("bonnie++",), "oltp": ("mariadb-server",)}
+#: ``study``: every profile above in one variant, the one image per container engine that the
+#: set-up builds (MPI/hpcc, bonnie++ and MariaDB across instances; notebook 02's disk and OLTP tests)
+PROFILES["study"] = tuple(sorted({p for pkgs in PROFILES.values() for p in pkgs}))
 #: Debian package names (policy 5.6.1) and variant names (lower-case, for tags and aliases).
 _PACKAGE_RE = re.compile(r"[a-z0-9][a-z0-9+.-]+")
 _VARIANT_RE = re.compile(r"[a-z][a-z0-9]{0,15}")

@@ -48,22 +48,36 @@ def _tools():
         pytest.skip(why)
 
 
-#: the image variant with OpenMPI and hpcc (``labkit images build --profile mpi``) per container
-#: backend; the module uses it where it exists (it is the base image plus those packages)
-MPI_IMAGE = {"docker": "labkit/debian:12-mpi", "lxd": "labkit-debian-12-mpi"}
-NO_MPI = "no OpenMPI in the {} image; build the variant with: labkit images build --profile mpi"
+#: the image variants per container backend, best first: ``study`` (``labkit images build
+#: --profile study``, what the set-up builds: OpenMPI, hpcc, bonnie++, MariaDB), then ``mpi``;
+#: the module uses the first that exists (each is the base image plus those packages)
+VARIANT_IMAGES = {"docker": ("labkit/debian:12-study", "labkit/debian:12-mpi"),
+                  "lxd": ("labkit-debian-12-study", "labkit-debian-12-mpi")}
+NO_TOOL = "no {tool} in the {image} image; build the variant with: labkit images build --profile study"
+NO_MPI = NO_TOOL.replace("{tool}", "OpenMPI").replace("{image}", "{}")
 
 
 def backend(backend_name: str):
-    """The backend, on the ``mpi`` image variant when it is built (else the base image)."""
-    if backend_name in MPI_IMAGE:
-        be = get_backend(backend_name, image=MPI_IMAGE[backend_name])
+    """The backend, on the first image variant of VARIANT_IMAGES that is built (else the base image)."""
+    for image in VARIANT_IMAGES.get(backend_name, ()):
+        be = get_backend(backend_name, image=image)
         try:
             be.check()
             return be
         except BackendUnavailable:
             be.close()
     return get_backend(backend_name)
+
+
+def need_tool(inst, be, tool: str) -> None:
+    """Skip when ``tool`` is not in the instance; fail when LABKIT_REQUIRE names ``network`` (CI:
+    the set-up builds the ``study`` variant and installs its packages on the host)."""
+    if inst.exec(["sh", "-c", f"command -v {tool}"], check=False, timeout=30).ok:
+        return
+    why = NO_TOOL.format(tool=tool, image=be.options.get("image") or be.name)
+    if "network" in required():
+        pytest.fail(why)
+    pytest.skip(why)
 
 
 def prefix(backend_name: str) -> str:
@@ -277,14 +291,27 @@ def test_hpcc_across_two_instances(run, backend_name):
 
 def test_sysbench_oltp_against_mariadb_in_the_other_instance(run, backend_name):
     """MariaDB in inst0 on its private address, sysbench OLTP in inst1 (study 004's
-    application test); the images carry no MariaDB, so containers skip unless a variant does."""
+    application test); containers use the ``study`` image variant, which carries MariaDB."""
     be, net, (a, b), _ = run
-    if not a.exec(["sh", "-c", "command -v mariadbd"], check=False, timeout=30).ok:
-        pytest.skip(f"no mariadb-server in the {backend_name} instance "
-                    "(build a variant with it: labkit images build --profile oltp)")
+    need_tool(a, be, "mariadbd")
     wl = get_workload("oltp", table_size=1000, time_s=2)
     wl.prepare(a)
     got = {r.metric: r.value for r in wl.run_group([a, b], {})}
     assert got["transactions_per_s"] > 0 and got["queries_per_s"] > got["transactions_per_s"]
     assert got["errors"] == 0
     assert not a.exec(["sh", "-c", "ls -d /tmp/labkit-mariadb-*"], check=False, timeout=30).ok
+
+
+def test_bonnie_block_io_in_an_instance(run, backend_name):
+    """bonnie++ (O_DIRECT, study 004's disk test) in the instance's work directory: the block
+    write is timed (a positive KiB/s, never a nominal value: the machine is shared) and the
+    work directory is left empty."""
+    be, net, (a, b), _ = run
+    need_tool(a, be, "bonnie++")
+    wl = get_workload("bonnie", size_mb=128)
+    wl.prepare(a)
+    rows = {r.metric: r for r in wl.run(a, {})}
+    assert rows["write_kib_per_s"].value > 0 and rows["write_kib_per_s"].unit == "KiB/s"
+    assert set(rows) <= {"write_kib_per_s", "rewrite_kib_per_s", "read_kib_per_s", "seeks_per_s"}
+    assert "bonnie++" in wl.version(a)
+    assert not a.exec(["test", "-e", f"{a.workdir}/bonnie"], check=False, timeout=30).ok

@@ -16,8 +16,9 @@ TINY = dict(platforms=["local", "docker"], platform_benchmarks={}, replications=
             cpu_time_s=1, cpu_max_prime=5000, stream_array_mb=16, stream_ntimes=2,
             fio_size_mb=8, fio_runtime_s=1, fio_patterns="randread", fio_block_sizes=["4k"],
             iperf_duration_s=1, apache_requests=300, apache_concurrency_levels=[2],
+            bonnie_size_mb=128, oltp_table_size=500, oltp_time_s=2, oltp_threads=[1],
             campaign_id="ovh", seed=11)
-LEVELS = {"cpu": 2, "memory": 2, "disk": 1, "network": 2, "application": 1}
+LEVELS = {"cpu": 2, "memory": 2, "disk": 1, "bonnie": 1, "network": 2, "application": 1, "oltp": 1}
 
 
 @pytest.mark.root
@@ -43,10 +44,22 @@ def test_overhead_notebook_runs_one_campaign_across_platforms_then_views(run_not
     with Store.for_campaign(tmp_path / "data", "ovh-network", readonly=True) as st:
         assert {m["network"]["mode"] for m in st.runs().metadata} == {"private"}   # the run's own network
     assert {"tcp_mbit_per_s", "udp_mbit_per_s"} <= set(net.metric)
+    # bonnie++ (O_DIRECT) and MariaDB + sysbench OLTP: docker on the `study` image variant
+    assert (load_results(tmp_path / "data", "ovh-bonnie").query("metric == 'write_kib_per_s'").value > 0).all()
+    oltp = load_results(tmp_path / "data", "ovh-oltp")
+    assert (oltp.query("metric == 'transactions_per_s'").value > 0).all()
+    with Store.for_campaign(tmp_path / "data", "ovh-oltp", readonly=True) as st:
+        assert {len(m["instances"]) for m in st.runs().metadata} == {2}     # server + client
+        if docker_ok:
+            images = {i.get("image") for m in st.runs().query("platform == 'docker'").metadata
+                      for i in m["instances"]}
+            assert images == {"labkit/debian:12-study"}, images
+    assert "Docker disk write ~20 % below native" in text and "stated_below_pct" in text
     figs = {p.name for p in (tmp_path / "figures").iterdir()}
     for stem in ("02_cpu_events_per_s", "02_memory_triad_mb_per_s", "02_disk_randread_iops",
                  "02_network_tcp_mbit_per_s", "02_network_udp_mbit_per_s",
-                 "02_application_requests_per_s"):
+                 "02_application_requests_per_s", "02_bonnie_write_kib_per_s",
+                 "02_oltp_transactions_per_s", "02_oltp_latency_avg_ms"):
         assert f"{stem}.png" in figs and f"{stem}.svg" in figs, stem
     assert "sysbench" in text and "iperf3" in text        # tool versions from the run metadata
     assert "Native+Docker" in text and "paper_ratio_to_native" in text    # Table 7.2 beside ours
@@ -74,8 +87,13 @@ def test_view_mode_on_committed_results_labels_tcg_and_shows_every_figure(run_no
     assert "platforms: local, docker, lxd, libvirt" in text
     assert "libvirt (TCG)" in text and "Native+LXC" in text
     figs = {p.name for p in (tmp_path / "figures").iterdir()}
-    assert "02_overhead.png" in figs
+    assert "02_overhead.png" in figs and "02_paper_vs_labkit.png" in figs
     assert images(nb) == len([f for f in figs if f.endswith(".png")])
     assert not list((REPO / "data").glob("overhead-*/store.sqlite-journal"))
     committed = load_results(REPO / "data", "overhead-cpu")
     assert set(committed.platform) == {"local", "docker", "lxd", "libvirt"}
+    # Bonnie++ and MariaDB/sysbench: native and both container platforms, libvirt not (TCG, no private network)
+    for bench in ("bonnie", "oltp"):
+        committed = load_results(REPO / "data", f"overhead-{bench}")
+        assert set(committed.platform) == {"local", "docker", "lxd"}, bench
+    assert "did not run on libvirt" in text and "LXC: poor application (MySQL) performance" in text
