@@ -1,5 +1,6 @@
 """The campaign on the local backend: failures stored, teardown on every path, resume after SIGKILL."""
 import os
+import secrets
 import signal
 import subprocess
 import sys
@@ -13,6 +14,9 @@ from labkit.campaign import Campaign
 from labkit.design import Design
 from labkit.errors import ConfigError, StoreError
 from labkit.store import Store
+
+#: this session's token in campaign ids: a suite running beside another never shares a campaign
+RUN = secrets.token_hex(3)
 
 PY = sys.executable
 FACTORS = {"vcpus": [1, 2], "affinity": ["floating", "pinned"]}
@@ -30,7 +34,7 @@ def leftovers(prefix="labkit-t"):
 @pytest.mark.root
 def test_nqueens_campaign_stores_every_run(tmp_path):
     d = Design.from_dict({"factors": {**FACTORS, "count": [1, 2]}, "replications": 2, "seed": 3})
-    st = Campaign(d, workload="nqueens", workload_params={"board": 10}, campaign_id="t-nq",
+    st = Campaign(d, workload="nqueens", workload_params={"board": 10}, campaign_id=f"t-nq-{RUN}",
                   data_dir=tmp_path, progress=False).run()
     runs, tidy = st.runs(), st.tidy()
     assert len(runs) == 16 and set(runs.status) == {"ok"}
@@ -43,8 +47,8 @@ def test_nqueens_campaign_stores_every_run(tmp_path):
     assert md["spec"]["vcpus"] in (1, 2) and md["instances"][0]["limits_enforced"] is True
     pinned = runs[runs.affinity == "pinned"].metadata.iloc[0]
     assert all(i["cpus"] is not None for i in pinned["instances"])
-    assert (tmp_path / "t-nq" / "results.parquet").exists()
-    assert leftovers("labkit-t-nq") == []
+    assert (tmp_path / f"t-nq-{RUN}" / "results.parquet").exists()
+    assert leftovers(f"labkit-t-nq-{RUN}") == []
 
 
 @pytest.mark.root
@@ -53,26 +57,26 @@ def test_failed_and_timed_out_runs_are_stored_and_campaign_goes_on(tmp_path):
     # vcpus=1 exits 1; vcpus=2 sleeps past the run timeout
     cmd = "if [ {vcpus} = 1 ]; then echo bad >&2; exit 1; else sleep 20; fi"
     st = Campaign(d, workload="command", workload_params={"argv": ["sh", "-c", cmd]},
-                  campaign_id="t-fail", data_dir=tmp_path, run_timeout=0.5, progress=False).run()
+                  campaign_id=f"t-fail-{RUN}", data_dir=tmp_path, run_timeout=0.5, progress=False).run()
     runs = st.runs().set_index("vcpus")
     assert sorted(runs.loc[1, "status"]) == ["failed", "failed"]
     assert sorted(runs.loc[2, "status"]) == ["timeout", "timeout"]
     assert all("bad" in e for e in runs.loc[1, "error"])
-    assert leftovers("labkit-t-fail") == []
+    assert leftovers(f"labkit-t-fail-{RUN}") == []
     # retry_failed runs them again (still failing), and nothing is duplicated
     st2 = Campaign(d, workload="command", workload_params={"argv": ["sh", "-c", cmd]},
-                   campaign_id="t-fail", data_dir=tmp_path, run_timeout=0.5, progress=False).run(retry_failed=True)
+                   campaign_id=f"t-fail-{RUN}", data_dir=tmp_path, run_timeout=0.5, progress=False).run(retry_failed=True)
     assert len(st2.runs()) == 4
 
 
 def test_resume_with_another_design_is_refused(tmp_path):
     d1 = Design.from_dict({"factors": {"vcpus": [1, 2]}, "seed": 1})
     d2 = Design.from_dict({"factors": {"vcpus": [1, 3]}, "seed": 1})
-    c = Campaign(d1, workload="command", workload_params={"argv": ["true"]}, campaign_id="t-x", data_dir=tmp_path)
-    with Store.for_campaign(tmp_path, "t-x") as st:
+    c = Campaign(d1, workload="command", workload_params={"argv": ["true"]}, campaign_id=f"t-x-{RUN}", data_dir=tmp_path)
+    with Store.for_campaign(tmp_path, f"t-x-{RUN}") as st:
         c._check_or_write_meta(st)
-    c2 = Campaign(d2, workload="command", workload_params={"argv": ["true"]}, campaign_id="t-x", data_dir=tmp_path)
-    with Store.for_campaign(tmp_path, "t-x") as st, pytest.raises(StoreError, match=r"(?s)other settings.*design_digest.*design.factors.vcpus: stored \[1, 2\], now \[1, 3\]"):
+    c2 = Campaign(d2, workload="command", workload_params={"argv": ["true"]}, campaign_id=f"t-x-{RUN}", data_dir=tmp_path)
+    with Store.for_campaign(tmp_path, f"t-x-{RUN}") as st, pytest.raises(StoreError, match=r"(?s)other settings.*design_digest.*design.factors.vcpus: stored \[1, 2\], now \[1, 3\]"):
         c2._check_or_write_meta(st)
 
 
@@ -126,7 +130,7 @@ def _start_and_wait(tmp_path, cid, at_least):
 
 @pytest.mark.root
 def test_resume_after_sigkill_holds_exactly_the_planned_runs(tmp_path):
-    proc, store = _start_and_wait(tmp_path, "t-kill", 3)
+    proc, store = _start_and_wait(tmp_path, f"t-kill-{RUN}", 3)
     time.sleep(0.15)            # most likely in the middle of a run
     proc.send_signal(signal.SIGKILL)
     proc.wait()
@@ -134,23 +138,23 @@ def test_resume_after_sigkill_holds_exactly_the_planned_runs(tmp_path):
     assert 3 <= done_before < 12
     d = Design.from_dict({"factors": FACTORS, "replications": 3, "seed": 11})
     st = Campaign(d, workload="command", workload_params={"argv": ["sleep", "0.3"]},
-                  campaign_id="t-kill", data_dir=tmp_path, progress=False).run()
+                  campaign_id=f"t-kill-{RUN}", data_dir=tmp_path, progress=False).run()
     runs = st.runs()
     assert sorted(runs.run_id) == sorted(r.run_id for r in d.plan())   # all planned, none twice
     assert set(runs.status) == {"ok"}
-    assert leftovers("labkit-t-kill") == []   # the killed run's cgroup was cleaned on resume
+    assert leftovers(f"labkit-t-kill-{RUN}") == []   # the killed run's cgroup was cleaned on resume
 
 
 @pytest.mark.root
 def test_sigterm_tears_down_and_resume_finishes(tmp_path):
-    proc, store = _start_and_wait(tmp_path, "t-term", 2)
+    proc, store = _start_and_wait(tmp_path, f"t-term-{RUN}", 2)
     time.sleep(0.1)
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(timeout=30) != 0
-    assert leftovers("labkit-t-term") == []   # teardown ran in the killed process itself
-    out = subprocess.run(["pgrep", "-f", "labkit-t-term"], capture_output=True, text=True)
+    assert leftovers(f"labkit-t-term-{RUN}") == []   # teardown ran in the killed process itself
+    out = subprocess.run(["pgrep", "-f", f"labkit-t-term-{RUN}"], capture_output=True, text=True)
     assert out.stdout.strip() == ""
     d = Design.from_dict({"factors": FACTORS, "replications": 3, "seed": 11})
     st = Campaign(d, workload="command", workload_params={"argv": ["sleep", "0.3"]},
-                  campaign_id="t-term", data_dir=tmp_path, progress=False).run()
+                  campaign_id=f"t-term-{RUN}", data_dir=tmp_path, progress=False).run()
     assert len(st.runs()) == 12
