@@ -15,9 +15,11 @@ from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd
+from scipy import special
 from scipy import stats as sps
 
 from ..errors import ConfigError
+from . import _cells
 from . import _numeric as num
 from . import _validate as v
 
@@ -69,15 +71,14 @@ def anova(data: pd.DataFrame, response: str, factors: Sequence[str], typ: int = 
         n = frame[s].nunique()
         if n < 2:
             raise ConfigError(f"factor {f!r} has {n} level in the data; ANOVA needs at least 2")
+    cs = _cells.cells(frame, list(back))
+    if interactions and cs.replicates:
+        return _balanced(frame, cs, factors, response, typ)
     coding = ", Sum" if typ == 3 else ""
     joiner = "*" if interactions else "+"
     formula = "y ~ " + joiner.join(f"C({s}{coding})" for s in back)
     model = ols(formula, data=frame).fit()
-    if model.df_resid < 1:
-        raise ConfigError(
-            f"no residual degrees of freedom: the model has {int(model.df_model) + 1} parameters "
-            f"for {len(frame)} observations; replicate the design, or use "
-            f"interactions=False, or for an unreplicated 2^k design factorial_effects() + lenth()")
+    _need_residual_df(model.df_resid, int(model.df_model) + 1, len(frame))
     with warnings.catch_warnings():
         if np.ptp(frame["y"].to_numpy()) == 0:   # NaN F below; statsmodels warns about it
             warnings.simplefilter("ignore")
@@ -96,7 +97,35 @@ def anova(data: pd.DataFrame, response: str, factors: Sequence[str], typ: int = 
     out["ms"] = out["ss"] / out["df"]
     out["F"] = res["F"].to_numpy(float)
     out["p"] = res["PR(>F)"].to_numpy(float)
-    y = frame["y"].to_numpy()
+    return _table(out, frame["y"].to_numpy(), response, factors, typ, float(model.df_resid))
+
+
+def _need_residual_df(df_resid: float, params: int, n: int) -> None:
+    if df_resid < 1:
+        raise ConfigError(
+            f"no residual degrees of freedom: the model has {params} parameters "
+            f"for {n} observations; replicate the design, or use "
+            f"interactions=False, or for an unreplicated 2^k design factorial_effects() + lenth()")
+
+
+def _balanced(frame, cs, factors, response, typ) -> pd.DataFrame:
+    """The full factorial table of a balanced complete design from its cell means (no OLS)."""
+    _need_residual_df(len(frame) - len(cs.counts), len(cs.counts), len(frame))
+    t = _cells.balanced_table(frame["y"].to_numpy(), cs)
+    out = pd.DataFrame({"term": [":".join(factors[j] for j in term)
+                                 for term in _cells.terms(len(factors))] + ["error"],
+                        "df": np.append(t.df, t.df_error), "ss": np.append(t.ss, t.sse)})
+    out["ms"] = out["ss"] / out["df"]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        f = out["ms"].to_numpy() / (t.sse / t.df_error)
+    f[-1] = np.nan
+    out["F"] = f
+    out["p"] = np.append(special.fdtrc(t.df, t.df_error, f[:-1]), np.nan)
+    return _table(out, frame["y"].to_numpy(), response, factors, typ, t.df_error)
+
+
+def _table(out, y, response, factors, typ, df_error) -> pd.DataFrame:
+    """Add the effect sizes and attrs to a table of term, df, ss, ms, F, p; NaN if degenerate."""
     sst = num.ss(y)
     err = out["term"] == "error"
     sse = float(out.loc[err, "ss"].iloc[0])
@@ -109,7 +138,7 @@ def anova(data: pd.DataFrame, response: str, factors: Sequence[str], typ: int = 
         sse = 0.0
     _finish(out, sst, sse, note)
     out.attrs.update({"response": response, "factors": factors, "typ": typ, "sst": sst,
-                      "n": len(frame), "df_error": float(model.df_resid), "note": note})
+                      "n": len(y), "df_error": df_error, "note": note})
     return out[ANOVA_COLUMNS]
 
 
