@@ -16,7 +16,6 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 from scipy import special
-from scipy import stats as sps
 
 from ..errors import ConfigError
 from . import _cells
@@ -180,9 +179,8 @@ def oneway_anova(data: pd.DataFrame, response: str, factor: str) -> pd.DataFrame
     v.columns(data, [factor], "factor")
     if response == factor:
         raise ConfigError(f"response {response!r} is also the factor")
-    v.no_missing(data, [factor], "factor")
     y, _ = num.shift(v.response(data, response))
-    codes, uniques = pd.factorize(data[factor], sort=False)
+    codes, uniques = v.factorize(data, factor)
     g = len(uniques)
     if g < 2:
         raise ConfigError(f"factor {factor!r} has {g} level in the data; ANOVA needs at least 2")
@@ -204,7 +202,7 @@ def oneway_anova(data: pd.DataFrame, response: str, factor: str) -> pd.DataFrame
         f = (ssb / df_b) / (sse / df_e) if not note else np.nan
         eta = np.array([ssb, sse]) / sst if sst > 0 else np.full(2, np.nan)
         peta = ssb / (ssb + sse) if sst > 0 else np.nan
-    p = float(sps.f.sf(f, df_b, df_e)) if not note else np.nan
+    p = float(special.fdtrc(df_b, df_e, f)) if not note else np.nan
     out = pd.DataFrame({"term": [factor, "error"], "df": [df_b, df_e], "ss": [ssb, sse],
                         "ms": [ssb / df_b, sse / df_e], "F": [f, np.nan], "p": [p, np.nan],
                         "eta_sq": eta, "partial_eta_sq": [peta, np.nan]}, columns=ANOVA_COLUMNS)

@@ -55,23 +55,9 @@ def _align(data, response, factors):
             for sub in combinations(t, r):
                 est += (-1) ** (len(t) - r) * marginal[sub]
         aligned[":".join(factors[j] for j in t)] = residual + est
+    # aligned values equal in exact arithmetic (e.g. two observations of one cell with the
+    # same response) differ by rounding after the subtractions of means: rank them as ties
     return cs, aligned, TIES * float(np.max(np.abs(y)))
-
-
-def _ranks(a: np.ndarray, tol: float) -> np.ndarray:
-    """Average ranks (1..n) of ``a``, values within ``tol`` of their neighbour tied.
-
-    Aligned values that are equal in exact arithmetic (e.g. two observations of one cell
-    with the same response) differ by rounding after the subtractions of marginal means;
-    ranking them exactly (``scipy.stats.rankdata``) would break such ties arbitrarily.
-    """
-    order = np.argsort(a, kind="stable")
-    start = np.concatenate([[True], np.diff(a[order]) > tol])
-    first = np.flatnonzero(start)
-    size = np.diff(np.append(first, len(a)))
-    ranks = np.empty(len(a))
-    ranks[order] = (first + (size + 1) / 2)[np.cumsum(start) - 1]
-    return ranks
 
 
 def art_aligned(data: pd.DataFrame, response: str, factors: Sequence[str]) -> pd.DataFrame:
@@ -109,7 +95,7 @@ def art_anova(data: pd.DataFrame, response: str, factors: Sequence[str]) -> pd.D
     fit = _balanced if cs.replicates else _ols
     design = data[factors].rename(columns={f: f"f{i}" for i, f in enumerate(factors)})
     for i, (term, a) in enumerate(aligned.items()):
-        row, others = fit(i, a, _ranks(a, tol), cs, design)
+        row, others = fit(i, a, num.ranks(a, tol)[0], cs, design)
         rows.append({"term": term} | row)
         others = np.abs(others[np.isfinite(others)])
         check = max(check, float(others.max()) if len(others) else 0.0)
