@@ -145,8 +145,10 @@ def worst_fixed_equivalent(design: Design, runs: pd.DataFrame) -> dict:
     hw = sps.t.ppf(0.5 + c / 2, g["count"] - 1) * g["std"] / np.sqrt(g["count"])
     scale = g["mean"].abs() if spec["relative"] else 1.0
     worst = float((hw / scale).max())
+    # the worst configuration needs exactly its own count: the tolerance keeps rounding
+    # (t quantile recomputed at that count) from asking one replicate more
     need = n_for_halfwidth(g["std"].to_numpy(), (worst * scale if spec["relative"] else worst)
-                           * np.ones(len(g)), confidence=c)
+                           * np.full(len(g), 1 + 1e-9), confidence=c)
     fixed_r = int(max(np.nanmax(need), design.replications))
     fixed = fixed_r * design.n_configurations
     return {"adaptive_runs": int(len(runs)), "worst_half_width": worst, "fixed_replicates": fixed_r,

@@ -7,6 +7,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import ConfigError
+from ._numeric import group_order
 
 
 def frame(data, arg: str = "data") -> pd.DataFrame:
@@ -187,7 +188,6 @@ def scalar(x):
 
 def groups(data, response: str, factor: str, *, min_groups: int = 2) -> tuple[list, list]:
     """``(levels, samples)``: the response of each level of ``factor``, levels in analysis order."""
-    from ._numeric import group_order
     levels, y, g = coded_groups(data, response, factor, min_groups=min_groups)
     order = group_order(g, len(levels))
     bounds = np.cumsum(np.bincount(g, minlength=len(levels)))[:-1]

@@ -1,7 +1,8 @@
 """ANOVA for designs the 2^k sign table cannot handle: multi-level factors, unbalanced data.
 
-n-way tables come from statsmodels (``ols`` + ``anova_lm``) fitted to the
-centered response; one-way ANOVA is computed here by compensated summation
+n-way tables of balanced complete designs come from their cell means
+(:mod:`labkit.stats._cells`, no model fit), others from statsmodels (``ols`` +
+``anova_lm``) fitted to the centered response; one-way ANOVA is computed here by compensated summation
 (NIST StRD exact to what float64 inputs allow); Tukey's HSD from statsmodels.
 Columns are renamed to labkit's tidy names. Degenerate data (a constant
 response, no residual variation) give NaN F and p and say why in
@@ -39,11 +40,12 @@ def _model_frame(data, response, factors):
 
 def anova(data: pd.DataFrame, response: str, factors: Sequence[str], typ: int = 2, *,
           interactions: bool = True) -> pd.DataFrame:
-    """n-way ANOVA table of ``response`` on categorical ``factors`` (statsmodels OLS + anova_lm).
+    """n-way ANOVA table of ``response`` on categorical ``factors`` (as statsmodels OLS + anova_lm).
 
     Every factor is treated as categorical, with any number of levels; the
     data may be unbalanced. ``interactions=True`` fits the full factorial
-    model (``A*B*C``), ``False`` main effects only. ``typ`` is the sum of
+    model (``A*B*C``; computed from the cell means when every cell holds the same
+    number of observations), ``False`` main effects only. ``typ`` is the sum of
     squares type (1 sequential, 2, 3 with sum-to-zero contrasts); for balanced
     data all three agree.
 
