@@ -111,6 +111,12 @@ def test_worst_fixed_equivalent():
     # the worst configuration (1) has 8 runs, so a fixed design needs 8 everywhere
     assert w["fixed_replicates"] == 8 and w["fixed_runs"] == 32
     assert w["saving"] == pytest.approx(1 - 17 / 32)
+    # whatever its values, the worst configuration needs exactly its own count (no rounding up)
+    rng = np.random.default_rng(4)
+    for _ in range(50):
+        noisy = stored(d, {0: [10, 10.01, 9.99], 1: list(10 + rng.normal(0, 1, 8)),
+                           2: [5, 5.001, 4.999], 3: [1, 1.01, 0.99]})
+        assert worst_fixed_equivalent(d, noisy)["fixed_replicates"] == 8
 
 
 @pytest.mark.root
