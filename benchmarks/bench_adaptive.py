@@ -23,6 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from labkit.adaptive import stored_values, worst_fixed_equivalent  # noqa: E402
 from labkit.campaign import Campaign  # noqa: E402
 from labkit.design import Design  # noqa: E402
+from labkit.stats.samplesize import n_for_halfwidth  # noqa: E402
 from labkit.studies import affinity_levels  # noqa: E402
 
 
@@ -73,12 +74,17 @@ def per_configuration(runs, target: float) -> None:
     g = runs.dropna(subset=["value"]).groupby("config")["value"].agg(["count", "mean", "std"])
     g["cv"] = g["std"] / g["mean"]
     g["half_width"] = sps.t.ppf(0.975, g["count"] - 1) * g["cv"] / g["count"] ** 0.5
-    print("\nconfig  runs  mean (s)   CV %   half-width %")
+    g["needed"] = n_for_halfwidth(g["cv"].to_numpy(), target)
+    print("\nconfig  runs  mean (s)   CV %   half-width %   runs the target needs at this CV")
     for c, r in g.iterrows():
         print(f"{c:6d}  {int(r['count']):4d}  {r['mean']:8.4f}  {100 * r['cv']:5.2f}  "
-              f"{100 * r['half_width']:6.2f}")
+              f"{100 * r['half_width']:12.2f}   {r['needed']:6.0f}")
     print(f"CV: min {100 * g['cv'].min():.2f} %, median {100 * g['cv'].median():.2f} %, "
           f"max {100 * g['cv'].max():.2f} % (target half-width {100 * target:g} %)")
+    if (g["needed"] > g["count"]).all():
+        print("no configuration reached the target before the cap: at these CVs adaptive and "
+              "fixed replication both run the cap (see benchmarks/sim_adaptive.py for the "
+              "saving at other CVs)")
 
 
 if __name__ == "__main__":
