@@ -89,9 +89,9 @@ def missing_levels(n: int, col: str, arg: str) -> None:
 
 def factorize(data: pd.DataFrame, factor: str, arg: str = "factor") -> tuple[np.ndarray, list]:
     """``(codes, levels in order of appearance)`` of a factor column without missing values."""
-    codes, uniques = pd.factorize(data[factor], sort=False)
+    codes, uniques = data[factor].array.factorize()     # the array's own: no Index built
     missing_levels(int(np.count_nonzero(codes < 0)), factor, arg)
-    return codes, [scalar(u) for u in uniques]
+    return codes, [scalar(u) for u in uniques.tolist()]
 
 
 class DesignOrder(tuple):
