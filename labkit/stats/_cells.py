@@ -5,7 +5,7 @@ observations, the sums of squares of all terms of the full factorial model
 come from the cell means alone: the effect of a term is the array of cell
 means centred along the term's factors and averaged over the others, and its
 SS is ``r`` times the sum of its squares over the cells (Montgomery, *Design
-and Analysis of Experiments*, 8th ed., sec. 5.3-5.4; Scheffé 1959, ch. 4).
+and Analysis of Experiments*, ch. 5, the general factorial design; Scheffé 1959, ch. 4).
 Types I, II and III then agree. It is the table statsmodels' OLS + ``anova_lm``
 gives for such data, without building a model matrix: the ANOVA fast path
 (:func:`labkit.stats.anova`) and the ART (:func:`labkit.stats.art_anova`,
