@@ -66,8 +66,7 @@ def test_two_way_anova_of_jain_22r3(sv):
 def test_three_factor_multilevel_anova_montgomery_soft_drink_bottling():
     # Montgomery, Design and Analysis of Experiments, Example 5.3 (soft drink bottling): the data
     # (fill-height deviation; carbonation 10/12/14 %, pressure 25/30 psi, line speed
-    # 200/250 bpm, 2 replicates) and its ANOVA table (SS, F; SSE 8.500 on 12 df);
-    # R: anova(lm(y ~ A*B*C)) gives the same.
+    # 200/250 bpm, 2 replicates) and its ANOVA table (SS, F; SSE 8.500 on 12 df).
     # Balanced and complete: labkit computes it from the cell means, without OLS.
     y = {(10, 25, 200): (-3, -1), (10, 25, 250): (-1, 0), (10, 30, 200): (-1, 0),
          (10, 30, 250): (1, 1), (12, 25, 200): (0, 1), (12, 25, 250): (2, 1),
