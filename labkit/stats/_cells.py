@@ -22,6 +22,7 @@ import pandas as pd
 from scipy import special
 
 from . import _numeric as num
+from . import _validate as v
 
 
 @dataclass(frozen=True, eq=False)
@@ -42,9 +43,9 @@ def factor_codes(data: pd.DataFrame, factors) -> tuple[list[np.ndarray], list[in
     """Each factor's level index per observation, and its number of levels."""
     codes, shape = [], []
     for f in factors:
-        c, uniques = pd.factorize(data[f], sort=False)
+        c, levels = v.factorize(data, f, "factors")
         codes.append(c)
-        shape.append(len(uniques))
+        shape.append(len(levels))
     return codes, shape
 
 
