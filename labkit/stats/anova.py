@@ -2,8 +2,9 @@
 
 n-way tables of balanced complete designs come from their cell means
 (:mod:`labkit.stats._cells`, no model fit), others from statsmodels (``ols`` +
-``anova_lm``) fitted to the centered response; one-way ANOVA is computed here by compensated summation
-(NIST StRD exact to what float64 inputs allow); Tukey's HSD from statsmodels.
+``anova_lm``) fitted to the centered response; one-way ANOVA is computed here
+by compensated summation (NIST StRD exact to what float64 inputs allow);
+Tukey's HSD from statsmodels.
 Columns are renamed to labkit's tidy names. Degenerate data (a constant
 response, no residual variation) give NaN F and p and say why in
 ``table.attrs["note"]``, never numbers made of rounding noise.
