@@ -4,11 +4,13 @@ A design with ``replications: {target_ci: 0.02, min: 3, max: 20}`` runs ``min``
 replicates of every configuration (its ordinary plan), then in rounds: from the
 runs stored so far, each configuration whose t confidence interval of the mean
 (``confidence``, default 0.95) is wider than ``target_ci`` (relative to its mean
-unless ``relative: false``) gets more replicates -- as many as its standard
-deviation says it needs (:func:`labkit.stats.samplesize.n_for_halfwidth`), at most
-doubling its runs in one round and never beyond ``max`` runs of that configuration
-(failed runs count: ``max`` is a hard cap on attempts). The new runs of a round run
-in a random order drawn from the design's seed and the round number.
+unless ``relative: false``) gets one more replicate (``batch``, default 1: at most
+that many, and never more than its standard deviation says it still needs,
+:func:`labkit.stats.samplesize.n_for_halfwidth`) and never beyond ``max`` runs of
+that configuration (failed runs count: ``max`` is a hard cap on attempts). So each
+configuration stops as soon as its own interval is narrow enough, and the runs go
+to the configurations in proportion to their need. The new runs of a round run in
+a random order drawn from the design's seed and the round number.
 
 Determinism and resume: a round is computed from the stored runs only and written
 to the store's meta (``adaptive_round``, ``adaptive_pending``) before any of its runs
@@ -70,7 +72,7 @@ def _needs(design: Design, runs: pd.DataFrame) -> dict[int, int]:
         elif needed[c] <= n[c]:
             continue
         else:
-            extra = max(spec["batch"], min(int(needed[c] - n[c]), max(int(n[c]), 1)))
+            extra = min(spec["batch"], int(needed[c] - n[c]))
         out[c] = int(min(extra, room[c]))
     return out
 
@@ -143,8 +145,10 @@ def worst_fixed_equivalent(design: Design, runs: pd.DataFrame) -> dict:
     hw = sps.t.ppf(0.5 + c / 2, g["count"] - 1) * g["std"] / np.sqrt(g["count"])
     scale = g["mean"].abs() if spec["relative"] else 1.0
     worst = float((hw / scale).max())
+    # the worst configuration needs exactly its own count: the tolerance keeps rounding
+    # (t quantile recomputed at that count) from asking one replicate more
     need = n_for_halfwidth(g["std"].to_numpy(), (worst * scale if spec["relative"] else worst)
-                           * np.ones(len(g)), confidence=c)
+                           * np.full(len(g), 1 + 1e-9), confidence=c)
     fixed_r = int(max(np.nanmax(need), design.replications))
     fixed = fixed_r * design.n_configurations
     return {"adaptive_runs": int(len(runs)), "worst_half_width": worst, "fixed_replicates": fixed_r,

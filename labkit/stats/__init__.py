@@ -4,7 +4,7 @@
   :func:`factorial_effects`, :func:`blocked_effects` (blocks out of the error), :func:`factorial_residuals`,
   :func:`factorial_diagnostics`, :func:`yates_terms`; unreplicated designs:
   :func:`lenth`.
-* Multi-level or unbalanced designs: :func:`anova` (statsmodels),
+* Multi-level or unbalanced designs: :func:`anova` (cell means when balanced, else statsmodels),
   :func:`oneway_anova`, :func:`tukey_hsd`.
 * Tests: :func:`ttest`, :func:`ttest_by`, :func:`shapiro`, :func:`shapiro_by`.
 * Description: :func:`summarize` (per-configuration mean and CI).

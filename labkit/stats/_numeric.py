@@ -61,16 +61,32 @@ def group_ss(y: np.ndarray, codes: np.ndarray, n_groups: int):
         means += np.bincount(codes, weights=y - means[codes], minlength=n_groups) / counts
     r = y - means[codes]
     within = np.bincount(codes, weights=r * r, minlength=n_groups)
-    order = np.argsort(codes, kind="stable")
-    ys = y[order]
-    full = counts > 0
-    starts = np.concatenate([[0], np.cumsum(counts)[:-1]])[full]
-    lo = np.minimum.reduceat(ys, starts)
-    hi = np.maximum.reduceat(ys, starts)
-    const = np.zeros(n_groups, dtype=bool)
-    const[full] = lo == hi
-    means[const] = lo[const[full]]
+    # a group is constant when every value equals one of its values (any one: O(n), no sort)
+    some = np.zeros(n_groups)
+    some[codes] = y
+    const = (counts > 0) & (np.bincount(codes, weights=y != some[codes], minlength=n_groups) == 0)
+    means[const] = some[const]
     within[const] = 0.0
+    full = counts > 0
     means[~full] = np.nan
     within[~full] = 0.0
     return counts, means, within
+
+
+def group_order(codes: np.ndarray, n_groups: int) -> np.ndarray:
+    """The stable order that sorts ``codes`` (0..n_groups-1): a radix sort for few groups."""
+    small = np.uint8 if n_groups <= 2 ** 8 else np.uint16 if n_groups <= 2 ** 16 else np.int64
+    return np.argsort(codes.astype(small, copy=False), kind="stable")
+
+
+def ranks(a: np.ndarray, tol: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
+    """``(ranks, tie sizes)``: average ranks 1..n of ``a`` (as ``scipy.stats.rankdata``) and
+    the size of every group of tied values, values within ``tol`` of their neighbour tied."""
+    a = np.asarray(a, dtype=float)
+    order = np.argsort(a, kind="stable")
+    start = np.concatenate([[True], np.diff(a[order]) > tol])
+    first = np.flatnonzero(start)
+    size = np.diff(np.append(first, len(a)))
+    out = np.empty(len(a))
+    out[order] = (first + (size + 1) / 2)[np.cumsum(start) - 1]
+    return out, size

@@ -7,6 +7,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import ConfigError
+from ._numeric import group_order
 
 
 def frame(data, arg: str = "data") -> pd.DataFrame:
@@ -76,10 +77,21 @@ def alpha(value) -> float:
 
 def no_missing(data: pd.DataFrame, cols: Sequence[str], arg: str) -> None:
     for c in cols:
-        n = int(data[c].isna().sum())
-        if n:
-            raise ConfigError(f"{arg}: column {c!r} has {n} missing value(s); "
-                              f"every observation needs a level")
+        missing_levels(int(data[c].isna().sum()), c, arg)
+
+
+def missing_levels(n: int, col: str, arg: str) -> None:
+    """Raise if ``n`` observations of factor column ``col`` have no level."""
+    if n:
+        raise ConfigError(f"{arg}: column {col!r} has {n} missing value(s); "
+                          f"every observation needs a level")
+
+
+def factorize(data: pd.DataFrame, factor: str, arg: str = "factor") -> tuple[np.ndarray, list]:
+    """``(codes, levels in order of appearance)`` of a factor column without missing values."""
+    codes, uniques = data[factor].array.factorize()     # the array's own: no Index built
+    missing_levels(int(np.count_nonzero(codes < 0)), factor, arg)
+    return codes, [scalar(u) for u in uniques.tolist()]
 
 
 class DesignOrder(tuple):
@@ -177,7 +189,7 @@ def scalar(x):
 def groups(data, response: str, factor: str, *, min_groups: int = 2) -> tuple[list, list]:
     """``(levels, samples)``: the response of each level of ``factor``, levels in analysis order."""
     levels, y, g = coded_groups(data, response, factor, min_groups=min_groups)
-    order = np.argsort(g, kind="stable")
+    order = group_order(g, len(levels))
     bounds = np.cumsum(np.bincount(g, minlength=len(levels)))[:-1]
     return levels, np.split(y[order], bounds)
 
@@ -193,10 +205,8 @@ def coded_groups(data, response: str, factor: str, *, min_groups: int = 2):
     columns(data, [factor], "factor")
     if response == factor:
         raise ConfigError(f"response {response!r} is also the factor")
-    no_missing(data, [factor], "factor")
     y = _response_column(data, response)
-    codes, uniques = pd.factorize(data[factor], sort=False)
-    present = [scalar(u) for u in uniques]
+    codes, present = factorize(data, factor)
     levels = level_order(data[factor], present=present)
     if len(levels) < min_groups:
         raise ConfigError(f"factor {factor!r} has {len(levels)} level(s) in the data; "

@@ -1,8 +1,10 @@
 """ANOVA for designs the 2^k sign table cannot handle: multi-level factors, unbalanced data.
 
-n-way tables come from statsmodels (``ols`` + ``anova_lm``) fitted to the
-centered response; one-way ANOVA is computed here by compensated summation
-(NIST StRD exact to what float64 inputs allow); Tukey's HSD from statsmodels.
+n-way tables of balanced complete designs come from their cell means
+(:mod:`labkit.stats._cells`, no model fit), others from statsmodels (``ols`` +
+``anova_lm``) fitted to the centered response; one-way ANOVA is computed here
+by compensated summation (NIST StRD exact to what float64 inputs allow);
+Tukey's HSD from statsmodels.
 Columns are renamed to labkit's tidy names. Degenerate data (a constant
 response, no residual variation) give NaN F and p and say why in
 ``table.attrs["note"]``, never numbers made of rounding noise.
@@ -15,9 +17,10 @@ from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd
-from scipy import stats as sps
+from scipy import special
 
 from ..errors import ConfigError
+from . import _cells
 from . import _numeric as num
 from . import _validate as v
 
@@ -38,11 +41,12 @@ def _model_frame(data, response, factors):
 
 def anova(data: pd.DataFrame, response: str, factors: Sequence[str], typ: int = 2, *,
           interactions: bool = True) -> pd.DataFrame:
-    """n-way ANOVA table of ``response`` on categorical ``factors`` (statsmodels OLS + anova_lm).
+    """n-way ANOVA table of ``response`` on categorical ``factors`` (as statsmodels OLS + anova_lm).
 
     Every factor is treated as categorical, with any number of levels; the
     data may be unbalanced. ``interactions=True`` fits the full factorial
-    model (``A*B*C``), ``False`` main effects only. ``typ`` is the sum of
+    model (``A*B*C``; computed from the cell means when every cell holds the same
+    number of observations), ``False`` main effects only. ``typ`` is the sum of
     squares type (1 sequential, 2, 3 with sum-to-zero contrasts); for balanced
     data all three agree.
 
@@ -69,15 +73,14 @@ def anova(data: pd.DataFrame, response: str, factors: Sequence[str], typ: int = 
         n = frame[s].nunique()
         if n < 2:
             raise ConfigError(f"factor {f!r} has {n} level in the data; ANOVA needs at least 2")
+    cs = _cells.cells(frame, list(back))
+    if interactions and cs.replicates:
+        return _balanced(frame, cs, factors, response, typ)
     coding = ", Sum" if typ == 3 else ""
     joiner = "*" if interactions else "+"
     formula = "y ~ " + joiner.join(f"C({s}{coding})" for s in back)
     model = ols(formula, data=frame).fit()
-    if model.df_resid < 1:
-        raise ConfigError(
-            f"no residual degrees of freedom: the model has {int(model.df_model) + 1} parameters "
-            f"for {len(frame)} observations; replicate the design, or use "
-            f"interactions=False, or for an unreplicated 2^k design factorial_effects() + lenth()")
+    _need_residual_df(model.df_resid, int(model.df_model) + 1, len(frame))
     with warnings.catch_warnings():
         if np.ptp(frame["y"].to_numpy()) == 0:   # NaN F below; statsmodels warns about it
             warnings.simplefilter("ignore")
@@ -96,7 +99,35 @@ def anova(data: pd.DataFrame, response: str, factors: Sequence[str], typ: int = 
     out["ms"] = out["ss"] / out["df"]
     out["F"] = res["F"].to_numpy(float)
     out["p"] = res["PR(>F)"].to_numpy(float)
-    y = frame["y"].to_numpy()
+    return _table(out, frame["y"].to_numpy(), response, factors, typ, float(model.df_resid))
+
+
+def _need_residual_df(df_resid: float, params: int, n: int) -> None:
+    if df_resid < 1:
+        raise ConfigError(
+            f"no residual degrees of freedom: the model has {params} parameters "
+            f"for {n} observations; replicate the design, or use "
+            f"interactions=False, or for an unreplicated 2^k design factorial_effects() + lenth()")
+
+
+def _balanced(frame, cs, factors, response, typ) -> pd.DataFrame:
+    """The full factorial table of a balanced complete design from its cell means (no OLS)."""
+    _need_residual_df(len(frame) - len(cs.counts), len(cs.counts), len(frame))
+    t = _cells.balanced_table(frame["y"].to_numpy(), cs)
+    out = pd.DataFrame({"term": [":".join(factors[j] for j in term)
+                                 for term in _cells.terms(len(factors))] + ["error"],
+                        "df": np.append(t.df, t.df_error), "ss": np.append(t.ss, t.sse)})
+    out["ms"] = out["ss"] / out["df"]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        f = out["ms"].to_numpy() / (t.sse / t.df_error)
+    f[-1] = np.nan
+    out["F"] = f
+    out["p"] = np.append(special.fdtrc(t.df, t.df_error, f[:-1]), np.nan)
+    return _table(out, frame["y"].to_numpy(), response, factors, typ, t.df_error)
+
+
+def _table(out, y, response, factors, typ, df_error) -> pd.DataFrame:
+    """Add the effect sizes and attrs to a table of term, df, ss, ms, F, p; NaN if degenerate."""
     sst = num.ss(y)
     err = out["term"] == "error"
     sse = float(out.loc[err, "ss"].iloc[0])
@@ -109,7 +140,7 @@ def anova(data: pd.DataFrame, response: str, factors: Sequence[str], typ: int = 
         sse = 0.0
     _finish(out, sst, sse, note)
     out.attrs.update({"response": response, "factors": factors, "typ": typ, "sst": sst,
-                      "n": len(frame), "df_error": float(model.df_resid), "note": note})
+                      "n": len(y), "df_error": df_error, "note": note})
     return out[ANOVA_COLUMNS]
 
 
@@ -151,9 +182,8 @@ def oneway_anova(data: pd.DataFrame, response: str, factor: str) -> pd.DataFrame
     v.columns(data, [factor], "factor")
     if response == factor:
         raise ConfigError(f"response {response!r} is also the factor")
-    v.no_missing(data, [factor], "factor")
     y, _ = num.shift(v.response(data, response))
-    codes, uniques = pd.factorize(data[factor], sort=False)
+    codes, uniques = v.factorize(data, factor)
     g = len(uniques)
     if g < 2:
         raise ConfigError(f"factor {factor!r} has {g} level in the data; ANOVA needs at least 2")
@@ -175,7 +205,7 @@ def oneway_anova(data: pd.DataFrame, response: str, factor: str) -> pd.DataFrame
         f = (ssb / df_b) / (sse / df_e) if not note else np.nan
         eta = np.array([ssb, sse]) / sst if sst > 0 else np.full(2, np.nan)
         peta = ssb / (ssb + sse) if sst > 0 else np.nan
-    p = float(sps.f.sf(f, df_b, df_e)) if not note else np.nan
+    p = float(special.fdtrc(df_b, df_e, f)) if not note else np.nan
     out = pd.DataFrame({"term": [factor, "error"], "df": [df_b, df_e], "ss": [ssb, sse],
                         "ms": [ssb / df_b, sse / df_e], "F": [f, np.nan], "p": [p, np.nan],
                         "eta_sq": eta, "partial_eta_sq": [peta, np.nan]}, columns=ANOVA_COLUMNS)

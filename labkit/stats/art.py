@@ -9,53 +9,67 @@ the ranks and keep only that effect's row.
 """
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from itertools import combinations
 
 import numpy as np
 import pandas as pd
-from scipy import stats as sps
 
 from ..errors import ConfigError
+from . import _cells
+from . import _numeric as num
 from . import _validate as v
 from .anova import anova
 
 __all__ = ["art_anova", "art_aligned"]
 
+# aligned values closer than this fraction of the (shifted) response's magnitude are ties
+TIES = 1e-9
 
-def _effects(factors):
-    return [c for r in range(1, len(factors) + 1) for c in combinations(factors, r)]
+
+def _align(data, response, factors):
+    """``(cells, {effect: aligned response}, tie tolerance)``, effects in
+    :func:`_cells.terms` order."""
+    data = v.frame(data)
+    factors = v.names(factors, "factors")
+    v.columns(data, factors, "factors")
+    v.no_missing(data, factors, "factors")
+    y, _ = num.shift(v.response(data, response))   # alignment is shift-invariant
+    codes, shape = _cells.factor_codes(data, factors)
+    cs = _cells.cells(data, factors, (codes, shape))
+    n = len(y)
+    # the mean of y over each combination of levels of every subset of factors, per observation
+    marginal = {(): np.full(n, math.fsum(y) / n)}
+    for t in _cells.terms(len(factors)):
+        code = np.zeros(n, dtype=np.int64)
+        for j in t:
+            code = code * shape[j] + codes[j]
+        m = np.bincount(code, weights=y) / np.maximum(np.bincount(code), 1)
+        marginal[t] = m[code]
+    residual = y - marginal[tuple(range(len(factors)))]
+    aligned = {}
+    for t in _cells.terms(len(factors)):
+        est = np.zeros(n)
+        for r in range(len(t) + 1):
+            for sub in combinations(t, r):
+                est += (-1) ** (len(t) - r) * marginal[sub]
+        aligned[":".join(factors[j] for j in t)] = residual + est
+    # aligned values equal in exact arithmetic (e.g. two observations of one cell with the
+    # same response) differ by rounding after the subtractions of means: rank them as ties
+    return cs, aligned, TIES * float(np.max(np.abs(y)))
 
 
 def art_aligned(data: pd.DataFrame, response: str, factors: Sequence[str]) -> pd.DataFrame:
     """The aligned responses of every effect (ARTool's ``m$aligned``).
 
     Returns a DataFrame on ``data``'s index with one column per effect
-    (``"A"``, ``"A:B"``, ...): residual of the full factorial cell means + the effect's estimate
-    by inclusion-exclusion of marginal means (Wobbrock et al. 2011, step 2).
-    Each column sums to 0.
+    (``"A"``, ``"B"``, ``"A:B"``, ...: by degree, as :func:`art_anova`): residual of the full
+    factorial cell means + the effect's estimate by inclusion-exclusion of marginal means
+    (Wobbrock et al. 2011, step 2). Each column sums to 0.
     """
-    data = v.frame(data)
-    factors = v.names(factors, "factors")
-    v.columns(data, factors, "factors")
-    v.no_missing(data, factors, "factors")
-    y = v.response(data, response)
-    frame = data[factors].copy()
-    frame["_y"] = y
-    cell = frame.groupby(factors, observed=True)["_y"].transform("mean").to_numpy()
-    grand = y.mean()
-    residual = y - cell
-    out = pd.DataFrame(index=data.index)
-    for eff in _effects(factors):
-        est = np.zeros(len(y))
-        for r in range(len(eff) + 1):
-            for sub in combinations(eff, r):
-                sign = (-1) ** (len(eff) - r)
-                marg = (frame.groupby(list(sub), observed=True)["_y"].transform("mean")
-                        .to_numpy() if sub else np.full(len(y), grand))
-                est += sign * marg
-        out[":".join(eff)] = residual + est
-    return out
+    _, aligned, _ = _align(data, response, factors)
+    return pd.DataFrame(aligned, index=data.index)
 
 
 def art_anova(data: pd.DataFrame, response: str, factors: Sequence[str]) -> pd.DataFrame:
@@ -66,29 +80,47 @@ def art_anova(data: pd.DataFrame, response: str, factors: Sequence[str]) -> pd.D
     |F| of the other effects in the ANOVA of each aligned (unranked)
     response, which must be ~0 for ART to be appropriate (Wobbrock et al.
     2011, section "Verifying correctness"; ARTool's ``summary(m)``).
+    A balanced design is analysed from cell means (:mod:`labkit.stats._cells`, where the
+    sums of squares of types I-III agree); an unbalanced one by OLS with type III sums of
+    squares, as ARTool.
     """
     factors = v.names(factors, "factors")
-    aligned = art_aligned(data, response, factors)
-    design = data[factors].rename(columns={f: f"f{i}" for i, f in enumerate(factors)})
-    safe = list(design.columns)
-    counts = design.groupby(safe, observed=True).size()
-    n_cells = int(np.prod([design[f].nunique() for f in safe]))
-    if len(counts) < n_cells:
+    cs, aligned, tol = _align(data, response, factors)
+    n_cells = len(cs.counts)
+    filled = int(np.count_nonzero(cs.counts))
+    if filled < n_cells:
         raise ConfigError(f"ART needs every combination of {factors!r} observed: "
-                          f"{len(counts)} of {n_cells} cells have data")
+                          f"{filled} of {n_cells} cells have data")
     rows, check = [], 0.0
-    for eff in _effects(factors):
-        term = ":".join(eff)
-        name = ":".join(safe[factors.index(f)] for f in eff)
-        t = anova(design.assign(_r=sps.rankdata(aligned[term])), "_r", safe,
-                  typ=3).set_index("term")
-        df_e = float(t.loc["error", "df"])
-        rows.append({"term": term, "df": float(t.loc[name, "df"]), "df_error": df_e,
-                     "F": float(t.loc[name, "F"]), "p": float(t.loc[name, "p"]),
-                     "partial_eta_sq": float(t.loc[name, "partial_eta_sq"])})
-        raw = anova(design.assign(_a=aligned[term].to_numpy()), "_a", safe, typ=3)
-        others = raw[(raw["term"] != name) & (raw["term"] != "error")]["F"].abs()
+    fit = _balanced if cs.replicates else _ols
+    design = data[factors].rename(columns={f: f"f{i}" for i, f in enumerate(factors)})
+    for i, (term, a) in enumerate(aligned.items()):
+        row, others = fit(i, a, num.ranks(a, tol)[0], cs, design)
+        rows.append({"term": term} | row)
+        others = np.abs(others[np.isfinite(others)])
         check = max(check, float(others.max()) if len(others) else 0.0)
     out = pd.DataFrame(rows, columns=["term", "df", "df_error", "F", "p", "partial_eta_sq"])
     out.attrs.update({"response": response, "factors": factors, "aligned_check": check})
     return out
+
+
+def _balanced(i, aligned, ranks, cs, _design):
+    """(row of effect i from the ANOVA of ``ranks``, F of the other effects on ``aligned``)."""
+    t = _cells.balanced_table(ranks, cs)
+    f, p, peta = _cells.f_tests(t)
+    row = {"df": float(t.df[i]), "df_error": t.df_error, "F": float(f[i]), "p": float(p[i]),
+           "partial_eta_sq": float(peta[i])}
+    raw, _, _ = _cells.f_tests(_cells.balanced_table(aligned, cs))
+    return row, np.delete(raw, i)
+
+
+def _ols(i, aligned, ranks, _cs, design):
+    """As :func:`_balanced`, by statsmodels OLS with type III sums of squares (unbalanced)."""
+    safe = list(design.columns)
+    name = ":".join(safe[j] for j in _cells.terms(len(safe))[i])
+    t = anova(design.assign(_r=ranks), "_r", safe, typ=3).set_index("term")
+    row = {"df": float(t.loc[name, "df"]), "df_error": float(t.loc["error", "df"]),
+           "F": float(t.loc[name, "F"]), "p": float(t.loc[name, "p"]),
+           "partial_eta_sq": float(t.loc[name, "partial_eta_sq"])}
+    raw = anova(design.assign(_a=aligned), "_a", safe, typ=3)
+    return row, raw[(raw["term"] != name) & (raw["term"] != "error")]["F"].to_numpy(float)

@@ -39,6 +39,16 @@ def _percentile(boot: np.ndarray, alpha: float) -> tuple[float, float]:
     return float(lo), float(hi)
 
 
+def _resampled_means(rng, sums: np.ndarray, counts: np.ndarray, n_boot: int) -> np.ndarray:
+    """``n_boot`` means of k runs drawn with replacement from the k runs (row sums, row counts)."""
+    k = len(sums)
+    idx = rng.integers(0, k, size=(n_boot, k), dtype=np.int32)
+    if counts.min() == counts.max():            # every run has as many rows: one gather
+        return np.take(sums, idx).sum(axis=1) / (counts[0] * k)
+    both = np.take(sums + 1j * counts, idx).sum(axis=1)    # sums and counts in one gather
+    return both.real / both.imag
+
+
 def bootstrap_ci(data: pd.DataFrame, response: str, by=None, *, run: str = "run_id",
                  n_boot: int = 2000, alpha: float = 0.05, seed=None,
                  min_runs: int = MIN_RUNS) -> pd.DataFrame:
@@ -64,8 +74,10 @@ def bootstrap_ci(data: pd.DataFrame, response: str, by=None, *, run: str = "run_
     rows = []
     for key, grp in groups:
         key = key if isinstance(key, tuple) else (key,)
-        per_run = grp.groupby(run, sort=False, observed=True)[response].agg(["sum", "count"])
-        sums, counts = per_run["sum"].to_numpy(float), per_run["count"].to_numpy(float)
+        codes, _ = pd.factorize(grp[run], sort=False)     # rows without a run id: -1, left out
+        has_run = codes >= 0
+        codes, y = codes[has_run], grp[response].to_numpy(float)[has_run]
+        sums, counts = np.bincount(codes, weights=y), np.bincount(codes).astype(float)
         k = len(sums)
         row = dict(zip(by, key)) | {"n_runs": k, "n_rows": int(counts.sum()),
                                     "mean": float(grp[response].mean()), "note": ""}
@@ -73,8 +85,7 @@ def bootstrap_ci(data: pd.DataFrame, response: str, by=None, *, run: str = "run_
             row |= {"ci_low": np.nan, "ci_high": np.nan,
                     "note": f"{k} run: no interval without replication"}
         else:
-            idx = rng.integers(0, k, size=(n_boot, k))
-            boot = sums[idx].sum(axis=1) / counts[idx].sum(axis=1)
+            boot = _resampled_means(rng, sums, counts, n_boot)
             row["ci_low"], row["ci_high"] = _percentile(boot, alpha)
             if k < min_runs:
                 row["note"] = (f"only {k} runs (fewer than {min_runs}): the bootstrap interval "

@@ -16,6 +16,7 @@ from itertools import combinations
 
 import numpy as np
 import pandas as pd
+from scipy import special
 from scipy import stats as sps
 
 from ..errors import ConfigError
@@ -46,8 +47,8 @@ def levene(data: pd.DataFrame, response: str, factor: str, *, center: str = "med
     row = {"test": "brown-forsythe" if center == "median" else "levene",
            "df1": float(k - 1), "df2": float(n - k), "note": ""}
     if center == "median":
-        order = np.lexsort((y, g))
-        ys = y[order]
+        by_value = np.argsort(y)
+        ys = y[by_value[num.group_order(g[by_value], k)]]   # sorted within each group
         start = np.concatenate([[0], np.cumsum(counts)[:-1]])
         centre = (ys[start + (counts - 1) // 2] + ys[start + counts // 2]) / 2
     else:
@@ -62,7 +63,7 @@ def levene(data: pd.DataFrame, response: str, factor: str, *, center: str = "med
     grand = math.fsum(counts * dm) / n
     ssb = math.fsum(counts * (dm - grand) ** 2)
     w = (ssb / (k - 1)) / (sse / (n - k))
-    p = float(sps.f.sf(w, k - 1, n - k))
+    p = float(special.fdtrc(k - 1, n - k, w))
     return pd.DataFrame([row | {"W": w, "p": p, "equal_var": p > alpha}],
                         columns=["test", "W", "df1", "df2", "p", "equal_var", "note"])
 
@@ -104,7 +105,7 @@ def welch_anova(data: pd.DataFrame, response: str, factor: str) -> pd.DataFrame:
     f = a / (1 + 2 * (k - 2) * tmp / (k * k - 1))
     df2 = (k * k - 1) / (3 * tmp)
     return pd.DataFrame([{"test": "welch", "F": f, "df1": float(k - 1), "df2": df2,
-                          "p": float(sps.f.sf(f, k - 1, df2)), "note": ""}], columns=cols)
+                          "p": float(special.fdtrc(k - 1, df2, f)), "note": ""}], columns=cols)
 
 
 PAIR_COLUMNS = ["group_a", "group_b", "n_a", "n_b", "diff", "se", "t", "df", "ci_low",
@@ -214,12 +215,12 @@ def kruskal(data: pd.DataFrame, response: str, factor: str) -> pd.DataFrame:
         return pd.DataFrame([{"H": np.nan, "df": float(k - 1), "p": np.nan,
                               "epsilon_sq": np.nan, "note": "all values are equal"}], columns=cols)
     # as scipy.stats.kruskal: average ranks, H with the tie correction
-    ranks = sps.rankdata(y)
+    ranks, ties = num.ranks(y)
     r = np.bincount(g, weights=ranks, minlength=k)
     cnt = np.bincount(g, minlength=k)
     h = 12.0 / (n * (n + 1)) * math.fsum(r * r / cnt) - 3 * (n + 1)
-    h = float(h / sps.tiecorrect(ranks))
-    return pd.DataFrame([{"H": h, "df": float(k - 1), "p": float(sps.chi2.sf(h, k - 1)),
+    h = float(h / (1 - float(np.sum(ties ** 3.0 - ties)) / (float(n) ** 3 - n)))
+    return pd.DataFrame([{"H": h, "df": float(k - 1), "p": float(special.chdtrc(k - 1, h)),
                           "epsilon_sq": h / (n - 1), "note": ""}], columns=cols)
 
 

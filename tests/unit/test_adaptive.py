@@ -72,11 +72,18 @@ def test_next_round_adds_only_where_needed_and_is_deterministic():
     assert r1 == next_round(d, runs, 1)                      # same seed, same round: same runs
     by_cfg = {c: sorted(r.replicate for r in r1 if r.config == c) for c in range(4)}
     assert by_cfg[0] == [] and by_cfg[2] == []               # already at the target
-    assert by_cfg[1] == [4, 5, 6]                            # at most doubling, numbered after 3
-    assert by_cfg[3] == [4, 5]           # two successes (one run failed): doubled to 4 successes
+    assert by_cfg[1] == [4]                          # one at a time (batch 1), numbered after 3
+    assert by_cfg[3] == [4]                          # two successes (one run failed): one more
     assert [r.order for r in r1] == list(range(12, 12 + len(r1)))
     assert len({r.run_id for r in r1}) == len(r1)
     assert [r.run_id for r in r1] != sorted(r.run_id for r in r1) or len(r1) < 3
+    # batch: up to that many per round, never more than the sd says is still needed
+    r3 = next_round(adaptive(batch=3), runs, 1)
+    assert sorted(r.replicate for r in r3 if r.config == 1) == [4, 5, 6]
+    near = stored(d, {0: [10, 10.01, 9.99], 1: [10, 10.1, 9.9], 2: [5, 5.001, 4.999],
+                      3: [1, 1.001, 0.999]})
+    need = int(n_for_halfwidth(0.1, 0.02 * 10)[()])         # 4 runs for config 1
+    assert need == 4 and [r.replicate for r in next_round(adaptive(batch=5), near, 1)] == [4]
     # cap: a configuration with max attempts gets nothing more
     capped = stored(d, {0: [10, 10.01, 9.99], 1: [10, 11, 9, 12, 8, 10, 11, 9],
                         2: [5, 5.001, 4.999], 3: [1, 1.001, 0.999]})
@@ -104,6 +111,12 @@ def test_worst_fixed_equivalent():
     # the worst configuration (1) has 8 runs, so a fixed design needs 8 everywhere
     assert w["fixed_replicates"] == 8 and w["fixed_runs"] == 32
     assert w["saving"] == pytest.approx(1 - 17 / 32)
+    # whatever its values, the worst configuration needs exactly its own count (no rounding up)
+    rng = np.random.default_rng(4)
+    for _ in range(50):
+        noisy = stored(d, {0: [10, 10.01, 9.99], 1: list(10 + rng.normal(0, 1, 8)),
+                           2: [5, 5.001, 4.999], 3: [1, 1.01, 0.99]})
+        assert worst_fixed_equivalent(d, noisy)["fixed_replicates"] == 8
 
 
 @pytest.mark.root

@@ -63,6 +63,31 @@ def test_two_way_anova_of_jain_22r3(sv):
         assert t["eta_sq"].sum() == pytest.approx(1)
 
 
+def test_three_factor_multilevel_anova_montgomery_soft_drink_bottling():
+    # Montgomery, Design and Analysis of Experiments, Example 5.3 (soft drink bottling): the data
+    # (fill-height deviation; carbonation 10/12/14 %, pressure 25/30 psi, line speed
+    # 200/250 bpm, 2 replicates) and its ANOVA table (SS, F; SSE 8.500 on 12 df).
+    # Balanced and complete: labkit computes it from the cell means, without OLS.
+    y = {(10, 25, 200): (-3, -1), (10, 25, 250): (-1, 0), (10, 30, 200): (-1, 0),
+         (10, 30, 250): (1, 1), (12, 25, 200): (0, 1), (12, 25, 250): (2, 1),
+         (12, 30, 200): (2, 3), (12, 30, 250): (6, 5), (14, 25, 200): (5, 4),
+         (14, 25, 250): (7, 6), (14, 30, 200): (7, 9), (14, 30, 250): (10, 11)}
+    data = pd.DataFrame([(a, b, c, v) for (a, b, c), vs in y.items() for v in vs],
+                        columns=["carbonation", "pressure", "speed", "fill"])
+    data = data.sample(frac=1, random_state=1)       # run order must not matter
+    t = anova(data, "fill", ["carbonation", "pressure", "speed"]).set_index("term")
+    table = {"carbonation": (2, 252.750, 178.412), "pressure": (1, 45.375, 64.059),
+             "speed": (1, 22.042, 31.118), "carbonation:pressure": (2, 5.250, 3.706),
+             "carbonation:speed": (2, 0.583, 0.412), "pressure:speed": (1, 1.042, 1.471),
+             "carbonation:pressure:speed": (2, 1.083, 0.765)}
+    assert list(t.index) == [*table, "error"]
+    for term, (df, ss, f) in table.items():
+        assert t.loc[term, "df"] == df
+        assert t.loc[term, "ss"] == pytest.approx(ss, abs=6e-4)
+        assert t.loc[term, "F"] == pytest.approx(f, abs=6e-4)
+    assert (t.loc["error", "df"], t.loc["error", "ss"]) == (12, pytest.approx(8.500, abs=6e-4))
+
+
 def test_anova_handles_multilevel_unbalanced_data_and_odd_names():
     rng = np.random.default_rng(3)
     data = pd.DataFrame({"host type": np.repeat(["kvm", "xen", "lxc"], 8),

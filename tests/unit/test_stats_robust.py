@@ -250,6 +250,36 @@ def test_art_alignment_is_correct_on_poisons():
     assert t.loc[2, "F"] == pytest.approx(ref.loc["C(poison, Sum):C(treat, Sum)", "F"])
 
 
+def test_art_ranks_ties_of_exact_arithmetic_as_ties():
+    # Aligned values equal in exact arithmetic must share a rank (Wobbrock et al. 2011,
+    # step 3: average ranks for ties). On the poisons data the "poison" and "treat"
+    # alignments have such ties, which float rounding splits; the reference here aligns
+    # with exact rationals (independent of labkit), ranks, and fits statsmodels OLS +
+    # anova_lm(typ=3) on those ranks.
+    from fractions import Fraction
+
+    from statsmodels.formula.api import ols
+    from statsmodels.stats.anova import anova_lm
+    p = poisons()
+    y = [Fraction(str(x)) for x in p["time"]]
+
+    def means(keys):
+        tot: dict = {}
+        for k, yi in zip(keys, y):
+            s, c = tot.get(k, (0, 0))
+            tot[k] = (s + yi, c + 1)
+        return [tot[k][0] / tot[k][1] for k in keys]
+    grand = sum(y) / len(y)
+    cell = means(list(zip(p["poison"], p["treat"])))
+    t = art_anova(p, "time", ["poison", "treat"]).set_index("term")
+    for term, factor in (("poison", "poison"), ("treat", "treat")):
+        exact = [yi - c + m - grand for yi, c, m in zip(y, cell, means(list(p[factor])))]
+        assert len(set(exact)) < len(exact)            # the data do have exact ties
+        ranked = p.assign(r=sps.rankdata(np.array(exact, dtype=object)))
+        ref = anova_lm(ols("r ~ C(poison, Sum) * C(treat, Sum)", ranked).fit(), typ=3)
+        assert t.loc[term, "F"] == pytest.approx(ref.loc[f"C({term}, Sum)", "F"], rel=1e-9)
+
+
 def test_compare_groups_picks_and_explains(sv):
     c = compare_groups(plant_growth(sv), "weight", "group")
     assert c.test == "anova + tukey hsd" and "equal" in c.reason
