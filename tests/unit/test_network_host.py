@@ -1,0 +1,38 @@
+"""labkit.network_host.host_end: the host end of a run's network, shared by iperf3 and apache."""
+import os
+from types import SimpleNamespace
+
+import pytest
+
+from labkit.errors import BenchmarkError, ConfigError
+from labkit.network_host import HostEnd, host_end
+
+from .fixtures.fakes import FakeInstance
+
+
+def on_network():
+    inst = FakeInstance()
+    inst.network = SimpleNamespace(backend=None, host_address="10.77.0.1")
+    return inst
+
+
+def test_needs_a_private_network():
+    with pytest.raises(ConfigError, match="apache path 'from_host' needs network: private"):
+        with host_end([FakeInstance()], "apache", "from_host", "sh", "dash"):
+            pass
+
+
+def test_missing_host_tool_names_its_package():
+    with pytest.raises(BenchmarkError, match=r"apt-get install apache2-utils"):
+        with host_end([on_network()], "apache", "from_host", "no-such-tool-labkit", "apache2-utils"):
+            pass
+
+
+def test_yields_the_host_end_and_removes_its_work_directory():
+    with pytest.raises(RuntimeError):
+        with host_end([on_network()], "apache", "from_host", "sh", "dash") as host:
+            assert isinstance(host, HostEnd) and host.address == "10.77.0.1"
+            assert host.exec(["pwd"], timeout=30).stdout.strip() == host.workdir
+            workdir = host.workdir
+            raise RuntimeError("the workload failed")
+    assert not os.path.exists(workdir)          # removed even when the workload raised
