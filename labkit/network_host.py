@@ -39,6 +39,10 @@ class HostEnd(Instance):
                                 start_new_session=True, text=True, errors="replace")
 
     def _wait(self, handle, timeout):
+        # communicate(timeout=0) raises before it reads anything, so Process.running() would
+        # never see the command end: give it a moment to drain the pipes (output is kept
+        # across calls, as the subprocess docs promise)
+        timeout = None if timeout is None else max(timeout, 0.02)
         try:
             out, err = handle.communicate(timeout=timeout)
         except subprocess.TimeoutExpired:

@@ -36,3 +36,19 @@ def test_yields_the_host_end_and_removes_its_work_directory():
             workdir = host.workdir
             raise RuntimeError("the workload failed")
     assert not os.path.exists(workdir)          # removed even when the workload raised
+
+
+def test_a_spawned_command_is_seen_to_end():
+    """Process.running() polls with timeout 0: the host end must still drain the pipes and reap
+    the command (subprocess's communicate(timeout=0) alone never would)."""
+    import time
+    host = HostEnd(on_network().network)
+    try:
+        p = host.spawn(["sh", "-c", "echo served; exit 3"])
+        deadline = time.monotonic() + 30
+        while p.running():
+            assert time.monotonic() < deadline, "the ended command still looks running"
+            time.sleep(0.01)
+        assert (p.result.exit_code, p.result.stdout) == (3, "served\n")
+    finally:
+        host.destroy()
