@@ -54,7 +54,8 @@ def affinity_reference(path, *, workload: str = "N-queens"):
     """Seed 002's Tables 5-8 (``data/reference/affinity_influence.csv``) in our term names.
 
     Returns ``source`` ("Leite et al. 2017, Xen" / "... KVM"), ``term`` (e.g.
-    "vcpus:count") and ``pct_variation``, ready for :func:`labkit.report.conclusions`.
+    "vcpus:count", its factors in the design's order vcpus, memory_mb, affinity, count, as
+    :func:`labkit.stats.factorial_effects` names them) and ``pct_variation``, ready for :func:`labkit.report.conclusions`.
     The paper lists only the terms it found influential; the others are absent.
     """
     import pandas as pd
@@ -66,9 +67,11 @@ def affinity_reference(path, *, workload: str = "N-queens"):
     if ref.empty:
         raise ConfigError(f"{path}: no rows for workload {workload!r}")
 
-    def ours(term):
+    order = list(AFFINITY_PAPER_TERMS.values())   # our factor order, the order of effect terms
+
+    def ours(term):   # the paper writes "VMs:affinity"; our effects table says "affinity:count"
         try:
-            return ":".join(AFFINITY_PAPER_TERMS[p] for p in term.split(":"))
+            return ":".join(sorted((AFFINITY_PAPER_TERMS[p] for p in term.split(":")), key=order.index))
         except KeyError as exc:
             raise ConfigError(f"{path}: unknown term {term!r}; known {list(AFFINITY_PAPER_TERMS)}") from exc
     return pd.DataFrame({"source": "Leite et al. 2017, " + ref.hypervisor,
