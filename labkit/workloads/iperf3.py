@@ -269,6 +269,7 @@ class Iperf3(Workload):
 
     @staticmethod
     def _along(server, client, params: dict, index: int) -> list[Measurement]:
+        """Each protocol's test from ``client`` to a server in ``server``; rows carry ``index``."""
         rows: list[Measurement] = []
         for proto in _protocols(params["protocol"]):
             rows += measure(server, client, server.address, protocol=proto,
