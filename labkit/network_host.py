@@ -1,6 +1,6 @@
 """The host end of a run's private network as an Instance, so workloads can run a server or a
 client there (iperf3 between an instance and its host, both directions, after study 004's
-Table 7.2).
+Table 7.2; ab on the host against httpd in every instance, after study 002).
 
 Commands run on this machine, in its own network namespace (where the bridge holds
 ``network.host_address``), in their own session, unconfined (the host is the reference, not
@@ -13,8 +13,10 @@ import shutil
 import signal
 import subprocess
 import tempfile
+from contextlib import contextmanager
 
 from .backends.base import Instance, Network, RawResult
+from .errors import BenchmarkError, ConfigError
 from .instance import InstanceSpec
 
 
@@ -37,6 +39,10 @@ class HostEnd(Instance):
                                 start_new_session=True, text=True, errors="replace")
 
     def _wait(self, handle, timeout):
+        # communicate(timeout=0) raises before it reads anything, so Process.running() would
+        # never see the command end: give it a moment to drain the pipes (output is kept
+        # across calls, as the subprocess docs promise)
+        timeout = None if timeout is None else max(timeout, 0.02)
         try:
             out, err = handle.communicate(timeout=timeout)
         except subprocess.TimeoutExpired:
@@ -60,3 +66,23 @@ class HostEnd(Instance):
 
     def _destroy(self) -> None:
         shutil.rmtree(self._dir, ignore_errors=True)
+
+
+@contextmanager
+def host_end(instances, workload: str, path: str, tool: str, package: str):
+    """The :class:`HostEnd` of the run's private network for a workload's host ``path``,
+    removed on exit.
+
+    Raises ConfigError when the instances are on no private network (``network: private``)
+    and BenchmarkError when ``tool`` is not on this host (naming the Debian ``package``).
+    """
+    net = instances[0].network if instances else None
+    if net is None:
+        raise ConfigError(f"{workload} path {path!r} needs network: private")
+    if shutil.which(tool) is None:
+        raise BenchmarkError(f"{tool} is not installed on this host (apt-get install {package})")
+    host = HostEnd(net)
+    try:
+        yield host
+    finally:
+        host.destroy()

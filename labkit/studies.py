@@ -31,15 +31,17 @@ def affinity_levels(host_cpus: int, host_memory_mb: int, *, vcpus=None, memory_m
 
 
 def affinity_design(host_cpus: int, host_memory_mb: int, *, replications: int = 3, seed: int = 2017,
-                    platforms=None, **levels) -> Design:
+                    platforms=None, workload: str = "N-queens", **levels) -> Design:
     """The 2^4 factorial of study 002 as a :class:`Design` (see :func:`affinity_levels`); with two
-    or more ``platforms``, a ``platform`` factor first (platform x 2^4, one randomized plan)."""
+    or more ``platforms``, a ``platform`` factor first (platform x 2^4, one randomized plan).
+    ``workload`` names the benchmark in the description (N-queens, Apache)."""
     factors = affinity_levels(host_cpus, host_memory_mb, **levels)
     if platforms is not None and len(platforms) > 1:
         factors = {"platform": list(platforms), **factors}
     return Design.from_dict({
         "name": "affinity",
-        "description": "2^4 factorial after Leite et al. (002): vCPU x memory x affinity x instances, N-queens"
+        "description": "2^4 factorial after Leite et al. (002): vCPU x memory x affinity x instances, "
+                       + workload
                        + (", on every platform" if "platform" in factors else ""),
         "factors": factors, "replications": replications, "seed": seed})
 
@@ -52,7 +54,8 @@ def affinity_reference(path, *, workload: str = "N-queens"):
     """Seed 002's Tables 5-8 (``data/reference/affinity_influence.csv``) in our term names.
 
     Returns ``source`` ("Leite et al. 2017, Xen" / "... KVM"), ``term`` (e.g.
-    "vcpus:count") and ``pct_variation``, ready for :func:`labkit.report.conclusions`.
+    "vcpus:count", its factors in the design's order vcpus, memory_mb, affinity, count, as
+    :func:`labkit.stats.factorial_effects` names them) and ``pct_variation``, ready for :func:`labkit.report.conclusions`.
     The paper lists only the terms it found influential; the others are absent.
     """
     import pandas as pd
@@ -64,9 +67,11 @@ def affinity_reference(path, *, workload: str = "N-queens"):
     if ref.empty:
         raise ConfigError(f"{path}: no rows for workload {workload!r}")
 
-    def ours(term):
+    order = list(AFFINITY_PAPER_TERMS.values())   # our factor order, the order of effect terms
+
+    def ours(term):   # the paper writes "VMs:affinity"; our effects table says "affinity:count"
         try:
-            return ":".join(AFFINITY_PAPER_TERMS[p] for p in term.split(":"))
+            return ":".join(sorted((AFFINITY_PAPER_TERMS[p] for p in term.split(":")), key=order.index))
         except KeyError as exc:
             raise ConfigError(f"{path}: unknown term {term!r}; known {list(AFFINITY_PAPER_TERMS)}") from exc
     return pd.DataFrame({"source": "Leite et al. 2017, " + ref.hypervisor,
@@ -254,36 +259,42 @@ def load_platform_campaigns(data_dir, campaigns: dict, benchmarks: dict):
     return data, pd.DataFrame(failures, columns=["platform", "benchmark", "runs_failed", "note"]), facts
 
 
-def affinity_best_times(runs, response: str = "wall_time_s", *, by=("count", "vcpus")):
+def affinity_best_times(runs, response: str = "wall_time_s", *, by=("count", "vcpus"),
+                        higher_is_better: bool = False):
     """Study 002's Table 3 on our runs: per ``by`` group (and ``platform`` when present), the
-    affinity level with the lower mean ``response`` and how much worse the other level is.
+    affinity level with the better mean ``response`` (the lower, or the higher with
+    ``higher_is_better``, e.g. requests/s) and how much worse the other level is.
 
     Returns one row per group: the ``by`` (and ``platform``) columns, ``best_affinity``,
     ``best_time_s`` (its mean), ``other_time_s`` and ``difference_pct`` =
     100 (other - best) / best, as the paper computed it (Table 3: 172.37 s vs 134.78 s -> 27.89 %).
+    With ``higher_is_better`` the mean columns are ``best_mean`` and ``other_mean`` (units of
+    ``response``) and ``difference_pct`` = 100 (best - other) / best, how much lower the other is.
     """
     import pandas as pd
     keys = (["platform"] if "platform" in runs.columns else []) + list(by)
+    best_col, other_col = ("best_mean", "other_mean") if higher_is_better else ("best_time_s", "other_time_s")
     means = runs.groupby([*keys, "affinity"], observed=True)[response].mean().reset_index()
     rows = []
     for key, grp in means.groupby(keys, observed=True):
         if len(grp) != 2:
             continue
-        grp = grp.sort_values(response)
+        grp = grp.sort_values(response, ascending=not higher_is_better)
         best, other = grp.iloc[0], grp.iloc[1]
-        rows.append({**dict(zip(keys, key)), "best_affinity": best.affinity, "best_time_s": best[response],
-                     "other_time_s": other[response],
-                     "difference_pct": 100 * (other[response] - best[response]) / best[response]})
-    return pd.DataFrame(rows, columns=[*keys, "best_affinity", "best_time_s", "other_time_s", "difference_pct"])
+        rows.append({**dict(zip(keys, key)), "best_affinity": best.affinity, best_col: best[response],
+                     other_col: other[response],
+                     "difference_pct": 100 * abs(other[response] - best[response]) / best[response]})
+    return pd.DataFrame(rows, columns=[*keys, "best_affinity", best_col, other_col, "difference_pct"])
 
 
-def affinity_count_differences(runs, response: str = "wall_time_s"):
+def affinity_count_differences(runs, response: str = "wall_time_s", *, column: str = "difference_s"):
     """Study 002's Table 4 on our runs: the change of mean ``response`` from the fewest to the
     most instances, per ``vcpus`` and ``affinity`` (and ``platform`` when present).
 
     Returns ``vcpus``, ``affinity`` (and ``platform``), ``counts`` ("1 x 2"), ``difference_s``
-    (mean at most - mean at fewest) and ``difference_pct`` (100 difference / mean at fewest, as
-    the paper: 11.65 s on 134.78 s -> 8.64 %).
+    (mean at most - mean at fewest; named ``column``, e.g. ``difference`` for a response that
+    is not in seconds) and ``difference_pct`` (100 difference / mean at fewest, as the paper:
+    11.65 s on 134.78 s -> 8.64 %; for Apache (Figure 3's text) a drop in requests/s is negative).
     """
     import pandas as pd
     keys = (["platform"] if "platform" in runs.columns else []) + ["vcpus", "affinity"]
@@ -295,9 +306,68 @@ def affinity_count_differences(runs, response: str = "wall_time_s"):
             continue
         lo, hi = grp.iloc[0], grp.iloc[-1]
         rows.append({**dict(zip(keys, key)), "counts": f"{lo['count']} x {hi['count']}",
-                     "difference_s": hi[response] - lo[response],
+                     column: hi[response] - lo[response],
                      "difference_pct": 100 * (hi[response] - lo[response]) / lo[response]})
-    return pd.DataFrame(rows, columns=[*keys, "counts", "difference_s", "difference_pct"])
+    return pd.DataFrame(rows, columns=[*keys, "counts", column, "difference_pct"])
+
+
+# -- study 002: notebook 01's two workloads (N-queens, Apache + ab) ---------------------------
+AFFINITY_WORKLOADS = ("nqueens", "apache")
+
+
+def affinity_workload(workload: str = "nqueens", *, board_size: int = 15, requests: int = 8000,
+                      concurrency: int = 100) -> dict:
+    """Notebook 01's workload as a dict: ``workload`` (labkit workload name), ``params`` (its
+    parameters), ``response`` (the metric analysed), ``higher_is_better``, ``better`` (the
+    words, "higher is better" / "lower is better"), ``paper`` (its name in the paper's tables,
+    for :func:`affinity_reference`), ``stem`` (campaign id stem, see :func:`affinity_campaign_id`)
+    and ``what`` (one sentence for the notebook).
+
+    ``apache`` is the paper's form (1,000,000 requests, 100 concurrent, the load generator
+    outside the VMs): ``path: from_host``, httpd in every instance, one ab per instance on the
+    host at once. ``requests`` and ``concurrency`` (ab -n, -c per instance) are the same in
+    every configuration, as in the paper (100 concurrent): scaling them with the vCPUs (the
+    workload's own default, :func:`labkit.workloads.apache.scaled`) would confound the load
+    with the vCPU factor. 8000 requests last 1-3 s here (the paper: 1,000,000).
+    """
+    if workload == "nqueens":
+        return {"workload": "nqueens", "params": {"board": board_size}, "response": "wall_time_s",
+                "higher_is_better": False, "better": "lower is better", "paper": "N-queens",
+                "stem": "affinity",
+                "what": f"N-queens (board {board_size}) in every instance at once, threads = vCPUs; "
+                        "the response is the mean wall time over the instances"}
+    if workload == "apache":
+        return {"workload": "apache",
+                "params": {"path": "from_host", "requests": requests, "concurrency": concurrency},
+                "response": "requests_per_s", "higher_is_better": True, "better": "higher is better",
+                "paper": "Apache", "stem": "affinity-apache",
+                "what": "httpd serving a static page in every instance, one ab per instance on the host "
+                        "(outside the instances' CPU and memory limits) started together over the run's "
+                        "private network; the response is the mean requests/s over the instances"}
+    raise ConfigError(f"parameter workload={workload!r}: use one of {', '.join(AFFINITY_WORKLOADS)}")
+
+
+def affinity_campaign_id(workload: str, platforms, mode: str) -> str:
+    """Notebook 01's default campaign id: ``<stem>-<backend>`` (``<stem>-platforms`` with two
+    platforms) in view mode, the same + ``-new`` in run mode; ``stem`` from
+    :func:`affinity_workload` (``affinity``, ``affinity-apache``)."""
+    platforms = list(platforms)
+    stem = affinity_workload(workload)["stem"]
+    cid = f"{stem}-platforms" if len(platforms) > 1 else f"{stem}-{platforms[0]}"
+    return cid if mode == "view" else f"{cid}-new"
+
+
+def affinity_better_level(runs, response: str, *, higher_is_better: bool, factor: str = "affinity") -> str:
+    """One sentence: which level of ``factor`` has the better overall mean ``response``, with
+    both means and the direction that counts as better (e.g. "requests/s: higher is better")."""
+    from .labels import label
+    means = runs.groupby(factor, observed=True)[response].mean()
+    if len(means) < 2:
+        raise ConfigError(f"affinity_better_level: {factor!r} has {len(means)} level(s) in the runs")
+    best = means.idxmax() if higher_is_better else means.idxmin()
+    parts = ", ".join(f"{lv} {m:.4g}" for lv, m in means.items())
+    return (f"{label(response)}, {'higher' if higher_is_better else 'lower'} is better: the better "
+            f"{label(factor)} level overall is {best} (means: {parts}).")
 
 
 def overhead_paper_claims(path, data, benchmarks: dict, *, names: dict, alpha: float = 0.05):

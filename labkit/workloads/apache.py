@@ -1,4 +1,5 @@
-"""Apache httpd serving a static page, loaded by ab on loopback in the same instance.
+"""Apache httpd serving a static page, loaded by ab (on loopback, from another instance, or
+from the host).
 
 Debian packages: ``apache2`` (the server, ``/usr/sbin/apache2``) and
 ``apache2-utils`` (``ab``). Each run writes a private httpd configuration and
@@ -22,6 +23,15 @@ against ``http://inst0:<port>/`` (``network: private`` is then the default; one
 ab per run, rows carry instance index 1). ``path: loopback`` (the default) is the
 one-instance case above, run in every instance.
 
+``path: from_host`` is seed 002's form (the load generator outside the VMs): httpd
+starts in EVERY instance on its private address, then one ab per instance is
+started on the host end of the run's network (:func:`labkit.network_host.host_end`),
+all at once, each against its own instance; rows carry the index of the instance
+whose httpd answered (``network: private`` is the default; ``ab`` must be on the
+host). httpd runs inside the limited instances (their vCPUs, memory, pinning), ab
+runs on the host outside them: ab's CPU is not part of any instance's budget, as
+in the paper, but on a small host it competes with the instances for the same CPUs.
+
 Parameters: ``path`` (above), ``requests`` (None = scaled), ``concurrency`` (None = scaled),
 ``page_kb`` (size of the static page, 4), ``keepalive`` (False; ``ab -k``),
 ``timeout_s`` (600).
@@ -31,13 +41,14 @@ from __future__ import annotations
 import random
 import re
 import shlex
+import time
 
-from ..errors import BenchmarkError, ConfigError, tail
+from ..errors import BenchmarkError, CommandTimeout, ConfigError, tail
 from .base import Measurement, Workload, require_tool, run_checked
 from .iperf3 import check_address
 from .params import TIMEOUT, Bool, Int, Num, Str
 
-PATHS = ("loopback", "instances")
+PATHS = ("loopback", "instances", "from_host")
 
 MODULES = "/usr/lib/apache2/modules"
 HTTPD = "/usr/sbin/apache2"
@@ -100,6 +111,12 @@ def scaled(params: dict) -> tuple[int, int]:
     if concurrency > requests:
         raise ConfigError(f"apache: concurrency ({concurrency}) cannot exceed requests ({requests})")
     return requests, concurrency
+
+
+def ab_command(requests: int, concurrency: int, url: str, keepalive: bool = False) -> list[str]:
+    """ApacheBench's argv: ``ab -n <requests> -c <concurrency> -q [-k] <url>``."""
+    return ["ab", "-n", str(int(requests)), "-c", str(int(concurrency)), "-q",
+            *(["-k"] if keepalive else []), url]
 
 
 _SETUP = r"""
@@ -181,14 +198,60 @@ class Apache(Workload):
                        f"fi; rm -rf {q}"], check=False, timeout=60)
 
     def spans(self, params: dict) -> bool:
-        """Whether httpd and ab run in two instances of the run's network (``path: instances``)."""
-        return {**self.params, **params}["path"] == "instances"
+        """Whether this run goes across the run's network (``path`` instances or from_host)."""
+        return {**self.params, **params}["path"] != "loopback"
 
     def run_group(self, instances, params: dict) -> list[Measurement]:
-        """httpd in inst0 on its private address, ab in inst1 (see the module docstring)."""
+        """``path: instances``: httpd in inst0, ab in inst1; ``path: from_host``: ab on the host
+        against every instance at once (see the module docstring)."""
+        params = {**self.params, **params}
+        if params["path"] == "from_host":
+            from ..network_host import host_end
+            with host_end(instances, "apache", "from_host", "ab", "apache2-utils") as host:
+                return self.from_host(host, instances, params)
         if len(instances) < 2 or instances[0].network is None:
             raise ConfigError("apache path 'instances' needs count >= 2 and network: private")
         return self.run(instances[1], params, server=instances[0])
+
+    def from_host(self, host, instances, params: dict) -> list[Measurement]:
+        """httpd in every instance of ``instances`` on its private address, one ab per instance
+        started together on ``host`` (an Instance on the same network, e.g.
+        :class:`labkit.network_host.HostEnd`); returns every instance's measurements (rows carry
+        its index). Any ab that fails or outlives ``timeout_s`` fails the run; every ab and
+        every httpd is stopped whatever happens."""
+        params = {**self.params, **params}
+        requests, concurrency = scaled(params)
+        timeout = params.get("timeout_s")
+        started, urls, procs = [], [], []
+        try:
+            for inst in instances:
+                if inst.address is None:
+                    raise ConfigError(f"apache path 'from_host': {inst.name} has no address on the run's "
+                                      "private network (network: private)")
+                d, port = self._start(inst, params, inst.address)
+                started.append((inst, d))
+                urls.append(f"http://{inst.address}:{port}/index.html")
+            argvs = [ab_command(requests, concurrency, url, params.get("keepalive")) for url in urls]
+            deadline = None if timeout is None else time.monotonic() + timeout
+            procs = [host.spawn(argv) for argv in argvs]          # all load generators at once
+            while any(p.running() for p in procs):
+                if deadline is not None and time.monotonic() > deadline:
+                    raise CommandTimeout(f"ab on the host ran past timeout_s={timeout}s against "
+                                         f"{len(procs)} instance(s)")
+                time.sleep(0.05)
+            rows: list[Measurement] = []
+            for inst, argv, p in zip(instances, argvs, procs):
+                out = p.result.stdout + p.result.stderr
+                if p.result.exit_code != 0:
+                    raise BenchmarkError(f"ab against httpd in {inst.name} exited {p.result.exit_code}",
+                                         argv, tail(out))
+                rows += parse(p.result.stdout, argv, inst.index, requests)
+            return rows
+        finally:
+            for p in procs:
+                p.stop()
+            for inst, d in started:
+                self._stop(inst, d)
 
     def run(self, instance, params: dict, server=None) -> list[Measurement]:
         params = {**self.params, **params}
@@ -197,11 +260,9 @@ class Apache(Workload):
         address = "127.0.0.1" if server is instance else server.address
         d, port = self._start(server, params, address)
         try:
-            argv = ["ab", "-n", str(requests), "-c", str(concurrency), "-q"]
-            if params.get("keepalive"):
-                argv.append("-k")
             host = "127.0.0.1" if server is instance else f"inst{server.index}"
-            argv.append(f"http://{host}:{port}/index.html")
+            argv = ab_command(requests, concurrency, f"http://{host}:{port}/index.html",
+                              params.get("keepalive"))
             try:
                 res = run_checked(instance, argv, timeout=params.get("timeout_s"))
             except BenchmarkError as exc:

@@ -36,7 +36,6 @@ import json
 import random
 import re
 import shlex
-import shutil
 import time
 
 from ..errors import BenchmarkError, ConfigError, tail
@@ -255,33 +254,29 @@ class Iperf3(Workload):
 
     def run_group(self, instances, params: dict) -> list[Measurement]:
         """One test along ``path`` over the run's private network (see the module docstring)."""
-        from ..network_host import HostEnd
         params = {**self.params, **params}
         path = params["path"]
-        net = instances[0].network
-        if net is None:
-            raise ConfigError(f"iperf3 path {path!r} needs network: private")
-        host = None
         if path == "instances":
+            if instances[0].network is None:
+                raise ConfigError(f"iperf3 path {path!r} needs network: private")
             if len(instances) < 2:
                 raise ConfigError("iperf3 path 'instances' needs count >= 2")
-            server, client = instances[0], instances[1]
-        else:
-            if shutil.which("iperf3") is None:
-                raise BenchmarkError("iperf3 is not installed on this host (apt-get install iperf3)")
-            host = HostEnd(net)
+            return self._along(instances[0], instances[1], params, 1)
+        from ..network_host import host_end
+        with host_end(instances, "iperf3", path, "iperf3", "iperf3") as host:
             server, client = (host, instances[0]) if path == "to_host" else (instances[0], host)
-        try:
-            rows: list[Measurement] = []
-            for proto in _protocols(params["protocol"]):
-                rows += measure(server, client, server.address, protocol=proto,
-                                duration_s=params["duration_s"], udp_bandwidth=params["udp_bandwidth"],
-                                parallel=params["parallel"], port=params["port"],
-                                timeout_s=params["timeout_s"], bind=server.address)
-        finally:
-            if host is not None:
-                host.destroy()
-        return [Measurement(r.metric, r.value, r.unit, 1 if path == "instances" else 0) for r in rows]
+            return self._along(server, client, params, 0)
+
+    @staticmethod
+    def _along(server, client, params: dict, index: int) -> list[Measurement]:
+        """Each protocol's test from ``client`` to a server in ``server``; rows carry ``index``."""
+        rows: list[Measurement] = []
+        for proto in _protocols(params["protocol"]):
+            rows += measure(server, client, server.address, protocol=proto,
+                            duration_s=params["duration_s"], udp_bandwidth=params["udp_bandwidth"],
+                            parallel=params["parallel"], port=params["port"],
+                            timeout_s=params["timeout_s"], bind=server.address)
+        return [Measurement(r.metric, r.value, r.unit, index) for r in rows]
 
     def version(self, instance) -> dict:
         res = instance.exec(["iperf3", "--version"], check=False, timeout=30)

@@ -315,3 +315,13 @@ def test_bonnie_block_io_in_an_instance(run, backend_name):
     assert set(rows) <= {"write_kib_per_s", "rewrite_kib_per_s", "read_kib_per_s", "seeks_per_s"}
     assert "bonnie++" in wl.version(a)
     assert not a.exec(["test", "-e", f"{a.workdir}/bonnie"], check=False, timeout=30).ok
+
+
+def test_apache_ab_on_the_host_against_both_instances(run):
+    """Seed 002's form: httpd in every instance, one ab per instance on the host, all at once."""
+    be, net, (a, b), _ = run
+    wl = get_workload("apache", path="from_host", requests=300, concurrency=5)
+    rows = wl.run_group([a, b], {"vcpus": 1})
+    rps = {r.instance: r.value for r in rows if r.metric == "requests_per_s"}
+    assert set(rps) == {0, 1} and all(v > 0 for v in rps.values())
+    assert all(r.value == 0 for r in rows if r.metric == "failed_requests")

@@ -30,24 +30,35 @@ def test_flagship_runs_then_views(run_notebook, tmp_path):
     assert load_results(tmp_path / "data", "nb-local").run_id.nunique() == 32
 
 
-def test_view_mode_on_committed_results(run_notebook, tmp_path):
-    """Binder's path: the committed data/affinity-local is analysed without any backend."""
+@pytest.mark.parametrize("workload, campaign, tag, words", [
+    ("nqueens", "affinity-local", "local", ["Does CPU affinity matter? No", "lower is better"]),
+    ("apache", "affinity-apache-local", "apache_local", ["Does CPU affinity matter?", "higher is better"]),
+])
+def test_view_mode_on_committed_results(run_notebook, tmp_path, workload, campaign, tag, words):
+    """Binder's path: the committed data/<campaign> is analysed without any backend (N-queens,
+    and Apache + ab from the host with requests/s, higher is better)."""
     import shutil
 
     from .conftest import REPO
-    src = REPO / "data" / "affinity-local"
+    src = REPO / "data" / campaign
     if not src.exists():
-        pytest.fail("data/affinity-local (the committed flagship result) is missing")
-    shutil.copytree(src, tmp_path / "data" / "affinity-local")
+        pytest.fail(f"data/{campaign} (a committed flagship result) is missing")
+    shutil.copytree(src, tmp_path / "data" / campaign)
     shutil.copytree(REPO / "data" / "reference", tmp_path / "data" / "reference")
     before = (src / "store.sqlite").read_bytes()
-    nb = run_notebook("01_affinity_factorial.ipynb", mode="view", campaign_id="affinity-local")
-    assert "labkit local" in outputs_text(nb)     # the comparison with the paper's table ran
-    assert (tmp_path / "figures" / "01_pareto_local.png").exists()
-    assert (tmp_path / "figures" / "01_pareto_vs_paper_local.png").exists()   # our Pareto beside Tables 5-8
+    nb = run_notebook("01_affinity_factorial.ipynb", mode="view", workload=workload)
+    text = outputs_text(nb)
+    assert f"campaign '{campaign}'" in text          # the workload's default campaign id
+    assert "labkit local" in text     # the comparison with the paper's table ran
+    assert (tmp_path / "figures" / f"01_pareto_{tag}.png").exists()
+    assert (tmp_path / "figures" / f"01_pareto_vs_paper_{tag}.png").exists()   # our Pareto beside Tables 5-8
     assert images(nb) == 7
     concl = markdown_outputs(nb)
-    assert "Does CPU affinity matter? No" in concl and "Leite et al. 2017, Xen" in concl
+    for w in words:
+        assert w in concl, w
+    assert "Leite et al. 2017, Xen" in concl
+    if workload == "apache":      # the paper's Apache rows (Tables 6 and 8, Figure 3/7 text), not N-queens'
+        assert "37.94" in text and "37.11" in text and "30.55" in text and "51.48" not in text
     assert (src / "store.sqlite").read_bytes() == before      # committed data untouched
 
 

@@ -1,9 +1,9 @@
 """ab parser and the httpd+ab runner, against real captured outputs (fixtures/apache)."""
 import pytest
 
-from labkit.errors import BenchmarkError, ConfigError
+from labkit.errors import BenchmarkError, CommandTimeout, ConfigError
 from labkit.workloads import get_workload
-from labkit.workloads.apache import Apache, parse, parse_versions, scaled
+from labkit.workloads.apache import Apache, ab_command, parse, parse_versions, scaled
 
 from .fixtures.fakes import FakeInstance, fixture
 
@@ -109,3 +109,59 @@ def test_loopback_down_is_explained():
                          "ab -n": (1, "", "apr_socket_connect(): Network is unreachable (101)")})
     with pytest.raises(BenchmarkError, match="loopback interface is down"):
         Apache(requests=10, concurrency=1).run(inst, {"vcpus": 1})
+
+
+# -- path: from_host (ab on the host end of the run's network, httpd in every instance) ------
+def served(index: int, address: str) -> FakeInstance:
+    inst = FakeInstance({"mktemp": (0, f"/tmp/labkit-httpd-i{index}\n")}, index=index)
+    inst.address, inst.name = address, f"inst{index}"
+    return inst
+
+
+def test_ab_command():
+    assert ab_command(2000, 10, "http://10.0.0.2:3000/index.html") == \
+        ["ab", "-n", "2000", "-c", "10", "-q", "http://10.0.0.2:3000/index.html"]
+    assert ab_command(5, 1, "http://x/", keepalive=True)[-2:] == ["-k", "http://x/"]
+
+
+def test_from_host_loads_every_instance_at_once_and_stops_them_all():
+    a, b = served(0, "10.77.0.2"), served(1, "10.77.0.3")
+    host = FakeInstance({"ab -n": (0, fixture("apache", "ab_c10.txt"))})
+    rows = Apache(path="from_host", requests=2000, concurrency=10).from_host(host, [a, b], {"vcpus": 1})
+    assert {r.instance for r in rows} == {0, 1}                      # one set of rows per instance
+    assert sorted(r.value for r in rows if r.metric == "requests_per_s") == [5950.27, 5950.27]
+    abs_ = [c for c in host.calls if c[0] == "ab"]
+    assert [c[-1].split(":")[1] for c in abs_] == ["//10.77.0.2", "//10.77.0.3"]   # each its own httpd
+    for inst in (a, b):   # httpd listened on the instance's private address, and was stopped
+        assert inst.ran(f"Listen {inst.address}:") and inst.ran("-k stop") and inst.ran("rm -rf")
+    assert not a.ran("ab -n") and not b.ran("ab -n")                   # no load generator inside
+
+
+def test_from_host_failure_of_one_ab_fails_the_run_and_stops_both_httpd():
+    a, b = served(0, "10.77.0.2"), served(1, "10.77.0.3")
+    host = FakeInstance({"10.77.0.3": (22, "apr_socket_recv: Connection reset by peer (104)"),
+                         "ab -n": (0, fixture("apache", "ab_c10.txt"))})
+    with pytest.raises(BenchmarkError, match="ab against httpd in inst1 exited 22"):
+        Apache(path="from_host", requests=2000, concurrency=10).from_host(host, [a, b], {"vcpus": 1})
+    assert a.ran("-k stop") and b.ran("-k stop")
+
+
+def test_from_host_timeout_kills_every_ab():
+    a = served(0, "10.77.0.2")
+    host = FakeInstance({"ab -n": (None, "")})                           # runs until killed
+    with pytest.raises(CommandTimeout, match="timeout_s=0.1s"):
+        Apache(path="from_host", requests=10, concurrency=1, timeout_s=0.1).from_host(host, [a], {"vcpus": 1})
+    assert host.ran("kill ab -n") and a.ran("-k stop")
+
+
+def test_from_host_needs_the_private_network():
+    w = Apache(path="from_host", requests=10, concurrency=1)
+    assert w.spans({}) and Apache(path="instances").spans({}) and not Apache().spans({})
+    from labkit.runnet import mode_for
+    assert mode_for({}, w, {}) == "private" and mode_for({}, Apache(), {}) == "none"   # the default network
+    with pytest.raises(ConfigError, match="from_host.*network: private"):
+        w.run_group([FakeInstance()], {"vcpus": 1})                     # network None
+    with pytest.raises(ConfigError, match="no address"):
+        w.from_host(FakeInstance(), [FakeInstance()], {"vcpus": 1})
+    with pytest.raises(ConfigError, match="path"):
+        get_workload("apache", path="to_host")
