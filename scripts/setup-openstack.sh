@@ -50,10 +50,13 @@ grep -q '^VERSION_ID="12"' /etc/os-release || { echo "setup-openstack.sh: Debian
 # (lkos0-end) stays down and unattached: it leads nowhere --------------------------------------------
 # neutron's linuxbridge agent makes the network's bridge (brq<network id>) when the first server
 # is plugged, enslaves lkos0 to it and moves 10.238.0.1/24 onto it; no uplink, no NAT, no route.
-if ip -d link show "$BRIDGE" 2>/dev/null | grep -q "bridge "; then ip link del "$BRIDGE"; fi   # an older layout
+# (an older layout made lkos0 a bridge itself: /sys/class/net/lkos0/bridge exists only for a bridge;
+# `ip -d link` output cannot tell, a bridge port's details say "designated_bridge" too)
+if [ -d "/sys/class/net/$BRIDGE/bridge" ]; then ip link del "$BRIDGE"; fi
 if ! ip link show "$BRIDGE" >/dev/null 2>&1; then
-  routes=$(ip route show to match "$HOST_IP")
-  if [ -n "$(echo "$routes" | grep -v '^default' || true)" ]; then
+  # after a restart or a lost veth, neutron's bridge brq<network id> may still hold the address: ours
+  routes=$(ip route show to match "$HOST_IP" | grep -v '^default' | grep -Ev " dev brq[0-9a-f-]+ " || true)
+  if [ -n "$routes" ]; then
     echo "setup-openstack.sh: $CIDR is already routed on this host; refusing to overlap" >&2; exit 1
   fi
   ip link add "$BRIDGE" type veth peer name "$BRIDGE-end"

@@ -17,6 +17,7 @@ REGISTRY = {
     "lxd": ("labkit.backends.lxd", "LxdBackend", "lxd"),
     "libvirt": ("labkit.backends.libvirt", "LibvirtBackend", "libvirt"),
     "ssh": ("labkit.backends.ssh", "SshBackend", "ssh"),
+    "cloud": ("labkit.backends.cloud", "CloudBackend", None),   # the provider names its own extra
 }
 
 

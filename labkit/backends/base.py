@@ -164,6 +164,9 @@ class Instance(ABC):
         self.network: Network | None = None
         self.address: str | None = None
         self.host_device: str | None = None
+        #: metric -> (value, unit) the campaign stores as measurements of the run with this
+        #: instance's index (the cloud backend's ``provisioning_s``); empty for other backends
+        self.run_metrics: dict[str, tuple[float, str]] = {}
 
     # -- shared work -------------------------------------------------------
     def exec(self, command: str | Sequence[str], *, timeout: float | None = None,
@@ -448,6 +451,14 @@ def check_cpus(cpus, host_cpus: int) -> None:
     bad = sorted({c for c in cpus or () if not 0 <= int(c) < host_cpus})
     if bad:
         raise ConfigError(f"pinned CPU(s) {bad} do not exist: the host has CPUs 0-{host_cpus - 1}")
+
+
+def instance_measurements(instances) -> list:
+    """The ``run_metrics`` of ``instances`` as :class:`~labkit.workloads.base.Measurement` rows
+    (metric, value, unit, the instance's index); [] when none has any."""
+    from ..workloads.base import Measurement
+    return [Measurement(metric, float(value), unit, inst.index)
+            for inst in instances for metric, (value, unit) in getattr(inst, "run_metrics", {}).items()]
 
 
 def teardown(instances) -> list[Exception]:

@@ -85,6 +85,9 @@ class OpenStackProvider(CloudProvider):
     def check(self) -> None:
         self._call("list flavors", lambda: next(iter(self.conn.compute.flavors()), None))
 
+    def flavor_vcpus(self, flavor: str) -> int | None:
+        return self._find("flavor", self.conn.compute.find_flavor, flavor).vcpus
+
     def _find(self, kind: str, finder, name: str):
         found = self._call(f"find {kind} {name!r}", finder, name, ignore_missing=True)
         if found is None:
