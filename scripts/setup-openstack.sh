@@ -139,6 +139,15 @@ svc_conf() {  # service config-files...: restart when their digest changed since
   echo "$sum" > "$STATE/$s.conf-sum"
 }
 
+# An API started by svc/svc_conf answers only once its uwsgi workers have loaded (tens of seconds on
+# 2 loaded cores); a service started before the APIs it needs answer exits (nova-conductor and
+# nova-scheduler do without placement: "exists but does not have any supported versions").
+wait_api() {  # name url [seconds]: until the URL answers (any status below 400)
+  local name=$1 url=$2 t=${3:-180} i
+  for i in $(seq "$t"); do curl -fsS -m 5 -o /dev/null "$url" 2>/dev/null && return 0; sleep 1; done
+  echo "setup-openstack.sh: $name does not answer on $url after ${t}s (see /var/log/${name%%-*}/)" >&2; exit 1
+}
+
 # -- database, queue -------------------------------------------------------------------------------
 say "mariadb, rabbitmq"
 svc start mariadb memcached
@@ -199,7 +208,7 @@ keystone-manage credential_setup --keystone-user keystone --keystone-group keyst
 OS_BOOTSTRAP_PASSWORD=$ADMIN_PASS keystone-manage bootstrap --bootstrap-admin-url "$KS/v3/" \
   --bootstrap-internal-url "$KS/v3/" --bootstrap-public-url "$KS/v3/" --bootstrap-region-id "$REGION" >/dev/null
 svc_conf keystone /etc/keystone/keystone.conf
-for i in $(seq 120); do curl -fsS -m 5 "$KS/v3" >/dev/null 2>&1 && break; sleep 1; done
+wait_api keystone "$KS/v3"
 
 install -d -m 755 /etc/openstack
 ( umask 077; cat > /etc/openstack/clouds.yaml <<EOF
@@ -236,6 +245,7 @@ set_ini $G glance_store default_backend file
 set_ini $G file filesystem_store_datadir /var/lib/glance/images/
 su -s /bin/sh -c "glance-manage db_sync" glance >/dev/null 2>&1
 svc_conf glance-api $G
+wait_api glance-api http://127.0.0.1:9292/
 
 # -- placement -------------------------------------------------------------------------------------
 say "placement"
@@ -245,6 +255,7 @@ set_ini $P api auth_strategy keystone
 authtoken $P placement "$PLACEMENT_PASS"
 su -s /bin/sh -c "placement-manage db sync" placement
 svc_conf placement-api $P
+wait_api placement-api http://127.0.0.1:8778/
 
 # -- neutron ---------------------------------------------------------------------------------------
 say "neutron"
@@ -276,6 +287,7 @@ set_ini $L securitygroup firewall_driver noop
 su -s /bin/sh -c "neutron-db-manage --config-file $N --config-file $M upgrade head" neutron >/dev/null 2>&1
 svc_conf neutron-api $N $M $L /etc/default/neutron-server
 for s in neutron-rpc-server neutron-linuxbridge-agent; do svc_conf "$s" $N $M $L; done
+wait_api neutron-api http://127.0.0.1:9696/
 
 # -- nova ------------------------------------------------------------------------------------------
 say "nova"
@@ -318,9 +330,14 @@ su -s /bin/sh -c "nova-manage cell_v2 map_cell0" nova >/dev/null
   su -s /bin/sh -c "nova-manage cell_v2 create_cell --name=cell1" nova >/dev/null
 su -s /bin/sh -c "nova-manage db sync" nova
 for s in nova-api nova-conductor nova-scheduler nova-compute; do svc_conf "$s" $V; done
-for i in $(seq 120); do
-  [[ "$(openstack compute service list --service nova-compute -f value -c State 2>/dev/null)" == *up* ]] && break; sleep 2
+wait_api nova-api http://127.0.0.1:8774/
+up=""
+for i in $(seq 90); do
+  svc start nova-conductor nova-scheduler   # again if one exited at start-up (a dependency not yet up)
+  [[ "$(openstack compute service list --service nova-compute -f value -c State 2>/dev/null)" == *up* ]] && { up=1; break; }
+  sleep 2
 done
+[ -n "$up" ] || { echo "setup-openstack.sh: nova-compute is not up after 3 minutes (see /var/log/nova/)" >&2; exit 1; }
 su -s /bin/sh -c "nova-manage cell_v2 discover_hosts" nova >/dev/null
 
 # -- the image; network, flavors, quotas ----------------------------------------------------------

@@ -20,7 +20,8 @@ both carry the prefix, and nothing else.
 Each instance carries ``run_metrics = {"provisioning_s": (seconds, "s")}``: its server's time
 from the create request to the first successful SSH command, which the campaign stores as a
 measurement of the run with the instance's index (one row per server). ``active_s``, the flavor,
-image, server id, address and price per hour go into the run's instance metadata.
+image, server id, address, price per hour and the CPUs the server's system reports
+(``guest_cpus``) go into the run's instance metadata (``instances[i]["cloud"]``).
 """
 from __future__ import annotations
 
@@ -111,7 +112,7 @@ class CloudBackend(Backend):
         except BaseException:
             ssh.close()
             raise
-        return CloudServer(self, server, ssh, inner, spec, index)
+        return CloudServer(self, server, ssh, inner, spec, index, ssh.host_cpus())
 
     def cleanup(self, prefix: str) -> list[str]:
         """The provider's cleanup: servers whose name starts with ``prefix`` and whose tag is ``prefix``."""
@@ -125,13 +126,13 @@ class CloudServer(Instance):
     """An ``ssh``-backend instance in a cloud server; destroying it deletes the server."""
 
     def __init__(self, backend: CloudBackend, server: CloudInstance, ssh, inner: Instance,
-                 spec: InstanceSpec, index: int):
+                 spec: InstanceSpec, index: int, guest_cpus: int | None = None):
         super().__init__(backend, server.name, spec, index, inner.cpus)
         self.server, self.ssh, self.inner = server, ssh, inner
         self.metadata["cloud"] = {"provider": server.provider, "flavor": server.flavor, "image": server.image,
                                   "server_id": server.id, "address": server.address,
                                   "provisioning_s": server.provisioning_s, "active_s": server.active_s,
-                                  "price_per_hour": server.price_per_hour}
+                                  "price_per_hour": server.price_per_hour, "guest_cpus": guest_cpus}
         self.metadata["instance"] = inner.metadata
         self.run_metrics = {"provisioning_s": (server.provisioning_s, "s")}
 

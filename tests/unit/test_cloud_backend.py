@@ -33,6 +33,9 @@ class FakeSsh:
         if self.fail:
             raise BackendError(f"ssh {self.address}: refused")
 
+    def host_cpus(self):
+        return 4
+
     def provision(self, spec, prefix):
         inst = FakeInstance(spec=spec)
         FakeSsh.made.append(inst)
@@ -72,7 +75,7 @@ def test_each_run_stores_provisioning_s_per_instance_and_deletes_its_servers(tmp
         meta = json.loads(run.metadata) if isinstance(run.metadata, str) else run.metadata
         stored = prov[prov.run_id == run.run_id].sort_values("instance").value.tolist()
         assert stored == [i["cloud"]["provisioning_s"] for i in meta["instances"]]
-        assert all(i["cloud"]["flavor"] == "small" for i in meta["instances"])
+        assert all(i["cloud"]["flavor"] == "small" and i["cloud"]["guest_cpus"] == 4 for i in meta["instances"])
     assert ledger.servers == {} and len(ledger.deleted) == 3          # every server deleted after its run
 
 
