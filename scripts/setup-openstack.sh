@@ -122,11 +122,24 @@ if [ ${#need[@]} -gt 0 ]; then
 fi
 
 # Services through Debian's own init scripts (works with or without systemd as PID 1).
+# Whether one runs: its pidfile (openstack-pkg-tools scripts: /var/run/<project>/<name>.pid). Their
+# `status` asks for any process of the daemon binary, and every uwsgi API has the same one
+# (/usr/bin/uwsgi_python311): with keystone up, a stopped placement-api said "running".
+running() {
+  local f=/etc/init.d/$1 proj name
+  proj=$(sed -n 's/^PROJECT_NAME=//p' "$f" | head -1)
+  name=$(sed -n 's/^NAME=//p' "$f" | head -1)
+  if [ -n "$proj" ] && grep -q '^PIDFILE=/var/run/${PROJECT_NAME}/${NAME}.pid$' "$f"; then
+    start-stop-daemon --status --pidfile "/var/run/$proj/${name//\$\{PROJECT_NAME\}/$proj}.pid"
+  else
+    /etc/init.d/"$1" status >/dev/null 2>&1
+  fi
+}
 svc() {  # start|restart name...
   local a=$1 s; shift
   for s in "$@"; do
     [ -x "/etc/init.d/$s" ] || { echo "setup-openstack.sh: no /etc/init.d/$s" >&2; exit 1; }
-    if [ "$a" = start ] && /etc/init.d/"$s" status >/dev/null 2>&1; then continue; fi
+    if [ "$a" = start ] && running "$s"; then continue; fi
     /etc/init.d/"$s" "$a" >/dev/null
   done
 }
