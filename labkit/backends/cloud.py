@@ -121,6 +121,10 @@ class CloudBackend(Backend):
     def list_labkit(self, prefix: str = NAME_PREFIX) -> list[str]:
         return [s.name for s in self.provider.list_labkit(prefix)]
 
+    def close(self) -> None:
+        """The provider's close: the keypair it imported for the campaign is deleted."""
+        self.provider.close()
+
 
 class CloudServer(Instance):
     """An ``ssh``-backend instance in a cloud server; destroying it deletes the server."""

@@ -41,6 +41,7 @@ class OpenStackProvider(CloudProvider):
                 raise ConfigError(f"cloud provider openstack: {k!r} must be a name, got {str(v)[:60]!r}")
         self._conn = None
         self._net_id = None
+        self._imported: set[str] = set()   # keypairs this object imported (deleted by close)
 
     # -- connection and errors -------------------------------------------------------
     @property
@@ -116,6 +117,7 @@ class OpenStackProvider(CloudProvider):
         if self._call("find keypair", self.conn.compute.find_keypair, name, ignore_missing=True) is None:
             self._call("create keypair", self.conn.compute.create_keypair, name=name,
                        public_key=public_key(self.key_filename))
+            self._imported.add(name)
         return name
 
     def _create(self, name: str, flavor: str, image: str, tags: dict) -> str:
@@ -144,6 +146,12 @@ class OpenStackProvider(CloudProvider):
     def _list(self, prefix: str) -> list[ServerRef]:
         servers = self._call("list servers", lambda: list(self.conn.compute.servers(name=f"^{prefix}")))
         return [ServerRef(s.name, s.id, dict(s.metadata or {})) for s in servers]
+
+    def close(self) -> None:
+        """Delete the keypairs this object imported (a campaign's end: its servers are gone)."""
+        while self._imported:
+            name = self._imported.pop()
+            self._call("delete keypair", self.conn.compute.delete_keypair, name, ignore_missing=True)
 
     def cleanup(self, prefix: str) -> list[str]:
         """Servers of ``prefix`` (see the base class), then labkit's keypair ``<prefix>key``."""

@@ -108,7 +108,8 @@ def test_campaign_with_flavor_as_factor_stores_provisioning_s(cloud, tmp_path):
         seen[server["flavor"]] = (server["guest_cpus"], server["price_per_hour"])
     print(prov[["run_id", "value"]].to_dict("records"))
     assert seen == {f: (FLAVOR_CPUS[f], PRICES[f]) for f in FLAVOR_CPUS}
-    assert p.list_labkit(campaign_prefix(cid)) == []
+    assert p.list_labkit(campaign_prefix(cid)) == []                      # servers deleted after each run
+    assert [k.name for k in p.conn.compute.keypairs() if k.name.startswith(campaign_prefix(cid))] == []
 
 
 KILLED = """
