@@ -197,14 +197,17 @@ authtoken() {  # file user password [section]
   set_ini "$f" "$s" region_name "$REGION"
 }
 # Debian runs the APIs under uwsgi from openstack-pkg-tools' init scripts, which source
-# /etc/default/<service> after building the uwsgi arguments: loopback only, 2 worker processes.
+# /etc/default/<service> after building the uwsgi arguments: loopback only, 2 worker processes, and
+# "Connection: close" on every response: uwsgi's http-socket closes each connection after its
+# response without saying so, and a client that reuses it from its pool (keystoneauth, the
+# services' own clients) meets "Connection reset by peer" when the close races its next request.
 # (glance-api is not under uwsgi in Debian 12: bind_host and workers in glance-api.conf)
 rm -f /etc/default/glance-api
 # (the file is named after the init script's NAME: neutron-api's is neutron-server)
 for s in keystone placement-api nova-api neutron-server; do
   cat > "/etc/default/$s" <<'EOF'
-# labkit (scripts/setup-openstack.sh): the API on 127.0.0.1 only, 2 uwsgi processes
-DAEMON_ARGS="$(echo "$DAEMON_ARGS" | sed 's/--http-socket [^ ]*:\([0-9]*\)/--http-socket 127.0.0.1:\1/') --processes 2"
+# labkit (scripts/setup-openstack.sh): the API on 127.0.0.1 only, 2 uwsgi processes, no keep-alive
+DAEMON_ARGS="$(echo "$DAEMON_ARGS" | sed 's/--http-socket [^ ]*:\([0-9]*\)/--http-socket 127.0.0.1:\1/') --processes 2 --add-header Connection:close"
 EOF
 done
 
@@ -275,7 +278,10 @@ say "neutron"
 N=/etc/neutron/neutron.conf
 set_ini $N DEFAULT bind_host 127.0.0.1
 set_ini $N DEFAULT core_plugin ml2
-set_ini $N DEFAULT service_plugins ""
+# the router plugin only for its models: without it an API worker may lack Port.port_forwardings
+# (defined when neutron.db.models.port_forwarding is imported, which l3_db does) and answer
+# GET /ports with a 500 "type object 'Port' has no attribute 'port_forwardings'" (seen here)
+set_ini $N DEFAULT service_plugins router
 set_ini $N DEFAULT transport_url "$RABBIT"
 set_ini $N DEFAULT auth_strategy keystone
 set_ini $N DEFAULT notify_nova_on_port_status_changes true

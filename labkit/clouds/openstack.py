@@ -13,6 +13,7 @@ nova go with their server; labkit makes no volume and no image.
 from __future__ import annotations
 
 import os
+import time
 
 from ..errors import BackendError, BackendUnavailable, ConfigError
 from .base import ACTIVE, BUILDING, ERROR, GONE, TAG, CloudProvider, ServerRef, ServerState
@@ -20,6 +21,9 @@ from .base import ACTIVE, BUILDING, ERROR, GONE, TAG, CloudProvider, ServerRef, 
 SETUP_HINT = ("write a clouds.yaml entry (~/.config/openstack/clouds.yaml or /etc/openstack/clouds.yaml) "
               "and name it with the 'cloud' option or $OS_CLOUD; for labkit's test cloud run "
               "`bash scripts/setup-openstack.sh` (cloud 'labkit')")
+#: requests sent again after a dropped connection (a reset, a refused connect), ATTEMPTS in all
+IDEMPOTENT = ("get", "find", "list", "delete")
+ATTEMPTS = 3
 _STATUS = {"ACTIVE": ACTIVE, "ERROR": ERROR, "DELETED": GONE, "SOFT_DELETED": GONE,
            "BUILD": BUILDING, "REBUILD": BUILDING, "HARD_REBOOT": BUILDING, "REBOOT": BUILDING}
 
@@ -75,12 +79,21 @@ class OpenStackProvider(CloudProvider):
         return BackendError(msg)
 
     def _call(self, what: str, fn, *args, **kwargs):
+        """``fn(*args, **kwargs)``, its errors translated. A request that only reads or deletes
+        (``what`` starts with one of :data:`IDEMPOTENT`) is sent again after a dropped connection
+        (up to :data:`ATTEMPTS` times in all); a create never is (it could make a second server)."""
         from keystoneauth1 import exceptions as ka
         from openstack import exceptions as ox
-        try:
-            return fn(*args, **kwargs)
-        except (ox.SDKException, ka.ClientException) as exc:
-            raise self.translate(exc, what) from exc
+        attempts = ATTEMPTS if what.split(" ", 1)[0] in IDEMPOTENT else 1
+        for attempt in range(1, attempts + 1):
+            try:
+                return fn(*args, **kwargs)
+            except ka.ConnectionError as exc:
+                if attempt == attempts:
+                    raise self.translate(exc, what) from exc
+                time.sleep(attempt)
+            except (ox.SDKException, ka.ClientException) as exc:
+                raise self.translate(exc, what) from exc
 
     # -- hooks -------------------------------------------------------------------------
     def check(self) -> None:
