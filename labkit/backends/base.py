@@ -278,6 +278,37 @@ class Instance(ABC):
         return f"<{type(self).__name__} {self.name} {self.spec}>"
 
 
+class Wrapped(Instance):
+    """An instance that runs everything in ``inner`` (another backend's instance); a subclass
+    changes what it must (the cloud backend deletes the server after ``inner``)."""
+
+    def __init__(self, backend: Backend, name: str, inner: Instance, spec: InstanceSpec, index: int):
+        super().__init__(backend, name, spec, index, inner.cpus)
+        self.inner = inner
+
+    @property
+    def workdir(self) -> str:
+        return self.inner.workdir
+
+    def _start(self, argv, env):
+        return self.inner._start(argv, env)
+
+    def _wait(self, handle, timeout):
+        return self.inner._wait(handle, timeout)
+
+    def _kill(self, handle):
+        self.inner._kill(handle)
+
+    def _oom_kills(self):
+        return self.inner._oom_kills()
+
+    def put(self, local_path, remote_path, mode=0o755):
+        self.inner.put(local_path, remote_path, mode)
+
+    def _destroy(self):
+        self.inner.destroy()
+
+
 class Process:
     """A command running in the background in an instance (``Instance.spawn``).
 

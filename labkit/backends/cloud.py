@@ -31,7 +31,7 @@ from ..clouds import PROVIDERS, get_provider
 from ..clouds.base import CloudInstance
 from ..errors import ConfigError
 from ..instance import InstanceSpec
-from .base import NAME_PREFIX, Backend, Instance, check_prefix, teardown
+from .base import NAME_PREFIX, Backend, Instance, Wrapped, check_prefix, teardown
 
 log = logging.getLogger("labkit.backends.cloud")
 
@@ -126,38 +126,19 @@ class CloudBackend(Backend):
         self.provider.close()
 
 
-class CloudServer(Instance):
+class CloudServer(Wrapped):
     """An ``ssh``-backend instance in a cloud server; destroying it deletes the server."""
 
     def __init__(self, backend: CloudBackend, server: CloudInstance, ssh, inner: Instance,
                  spec: InstanceSpec, index: int, guest_cpus: int | None = None):
-        super().__init__(backend, server.name, spec, index, inner.cpus)
-        self.server, self.ssh, self.inner = server, ssh, inner
+        super().__init__(backend, server.name, inner, spec, index)
+        self.server, self.ssh = server, ssh
         self.metadata["cloud"] = {"provider": server.provider, "flavor": server.flavor, "image": server.image,
                                   "server_id": server.id, "address": server.address,
                                   "provisioning_s": server.provisioning_s, "active_s": server.active_s,
                                   "price_per_hour": server.price_per_hour, "guest_cpus": guest_cpus}
         self.metadata["instance"] = inner.metadata
         self.run_metrics = {"provisioning_s": (server.provisioning_s, "s")}
-
-    @property
-    def workdir(self) -> str:
-        return self.inner.workdir
-
-    def _start(self, argv, env):
-        return self.inner._start(argv, env)
-
-    def _wait(self, handle, timeout):
-        return self.inner._wait(handle, timeout)
-
-    def _kill(self, handle):
-        self.inner._kill(handle)
-
-    def _oom_kills(self):
-        return self.inner._oom_kills()
-
-    def put(self, local_path, remote_path, mode=0o755):
-        self.inner.put(local_path, remote_path, mode)
 
     def _destroy(self):
         """The ssh instance, its connection, then the server (each tried; the first error raised)."""
