@@ -210,6 +210,12 @@ for s in keystone placement-api nova-api neutron-server; do
 DAEMON_ARGS="$(echo "$DAEMON_ARGS" | sed 's/--http-socket [^ ]*:\([0-9]*\)/--http-socket 127.0.0.1:\1/') --processes 2 --add-header Connection:close"
 EOF
 done
+# neutron-api in one process, whose first request must not be GET /ports: Port.port_forwardings is
+# a SQLAlchemy backref that exists only once the mappers are configured (by the process's first
+# query), and get_ports reads it as a class attribute before querying: a fresh worker answers that
+# first GET /ports with a 500 "type object 'Port' has no attribute 'port_forwardings'" (seen here,
+# nova's boot then fails). One process, warmed by a network list below, has it configured.
+sed -i 's/--processes 2/--processes 1/' /etc/default/neutron-server
 
 # -- keystone --------------------------------------------------------------------------------------
 say "keystone"
@@ -278,10 +284,7 @@ say "neutron"
 N=/etc/neutron/neutron.conf
 set_ini $N DEFAULT bind_host 127.0.0.1
 set_ini $N DEFAULT core_plugin ml2
-# the router plugin only for its models: without it an API worker may lack Port.port_forwardings
-# (defined when neutron.db.models.port_forwarding is imported, which l3_db does) and answer
-# GET /ports with a 500 "type object 'Port' has no attribute 'port_forwardings'" (seen here)
-set_ini $N DEFAULT service_plugins router
+set_ini $N DEFAULT service_plugins ""
 set_ini $N DEFAULT transport_url "$RABBIT"
 set_ini $N DEFAULT auth_strategy keystone
 set_ini $N DEFAULT notify_nova_on_port_status_changes true
@@ -307,6 +310,7 @@ su -s /bin/sh -c "neutron-db-manage --config-file $N --config-file $M upgrade he
 svc_conf neutron-api $N $M $L /etc/default/neutron-server
 for s in neutron-rpc-server neutron-linuxbridge-agent; do svc_conf "$s" $N $M $L; done
 wait_api neutron-api http://127.0.0.1:9696/
+openstack network list -f value -c ID >/dev/null   # the warm-up query (see /etc/default/neutron-server)
 
 # -- nova ------------------------------------------------------------------------------------------
 say "nova"
