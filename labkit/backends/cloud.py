@@ -1,8 +1,9 @@
 """The ``cloud`` backend: each instance is a cloud server, used through the ``ssh`` backend.
 
 A platform (or ``--backend cloud``) names a provider of :mod:`labkit.clouds`, a flavor and an
-image; the rest of its options go to the provider (``cloud``, ``network``, ``key_filename``,
-``prices``, ...)::
+image (``host_cpus``, ``enforce_limits`` and ``connect_timeout``, default 60 s, are its other
+options, for the ``ssh`` side); the rest go to the provider (``cloud``, ``network``,
+``key_filename``, ``prices``, ...)::
 
     platforms:
       small:  {backend: cloud, provider: openstack, cloud: labkit, flavor: labkit.small,
@@ -36,7 +37,10 @@ from .base import NAME_PREFIX, Backend, Instance, Wrapped, check_prefix, teardow
 log = logging.getLogger("labkit.backends.cloud")
 
 #: the cloud backend's own options; any other option is the provider's (it refuses unknown ones)
-OWN_OPTIONS = ("provider", "flavor", "image", "host_cpus", "enforce_limits")
+OWN_OPTIONS = ("provider", "flavor", "image", "host_cpus", "enforce_limits", "connect_timeout")
+#: seconds the ssh backend waits for a server's connect, banner and login: a small guest (QEMU TCG
+#: on a loaded host here) may answer the first login, then take more than ssh's default 10 s
+CONNECT_TIMEOUT = 60
 
 
 class CloudBackend(Backend):
@@ -55,6 +59,10 @@ class CloudBackend(Backend):
             raise ConfigError(f"cloud backend: 'host_cpus' must be an integer in [1, 4096], got {cpus!r}")
         if not isinstance(own.get("enforce_limits", True), bool):
             raise ConfigError("cloud backend: 'enforce_limits' must be true or false")
+        timeout = own.get("connect_timeout", CONNECT_TIMEOUT)
+        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 < timeout <= 600:
+            raise ConfigError(f"cloud backend: 'connect_timeout' must be seconds in (0, 600], got {timeout!r}")
+        self.connect_timeout = timeout
         self.flavor, self.image = own["flavor"], own["image"]
         self.enforce_limits = own.get("enforce_limits", True)
         self._cpus = cpus
@@ -104,7 +112,7 @@ class CloudBackend(Backend):
             raise
 
     def _attach(self, server: CloudInstance, spec: InstanceSpec, index: int, prefix: str) -> Instance:
-        ssh = server.ssh_backend(enforce_limits=self.enforce_limits)
+        ssh = server.ssh_backend(enforce_limits=self.enforce_limits, connect_timeout=self.connect_timeout)
         try:
             ssh.check()
             one = InstanceSpec(spec.vcpus, spec.memory_mb, spec.affinity, 1)

@@ -25,6 +25,7 @@ PROVIDER_OPTS = {"provider": "ledger", "flavor": "small", "image": "img", "host_
 class FakeSsh:
     """What ``CloudInstance.ssh_backend()`` gives: one scripted instance per server."""
     made: list = []
+    opened: list = []   # the options of every ssh_backend() call
 
     def __init__(self, address, fail=False):
         self.address, self.fail, self.closed = address, fail, False
@@ -52,8 +53,9 @@ def ledger(monkeypatch):
     cloud = Ledger([ServerState(BUILDING), ServerState(ACTIVE, "192.0.2.7")])
     monkeypatch.setattr(base, "wait_ssh", lambda *a, **k: None)
     monkeypatch.setattr(cloud_backend, "get_provider", lambda name, **opts: cloud)
-    monkeypatch.setattr(base.CloudInstance, "ssh_backend", lambda self, **o: FakeSsh(self.address))
-    FakeSsh.made = []
+    monkeypatch.setattr(base.CloudInstance, "ssh_backend",
+                        lambda self, **o: FakeSsh.opened.append(o) or FakeSsh(self.address))
+    FakeSsh.made, FakeSsh.opened = [], []
     return cloud
 
 
@@ -77,6 +79,7 @@ def test_each_run_stores_provisioning_s_per_instance_and_deletes_its_servers(tmp
         assert stored == [i["cloud"]["provisioning_s"] for i in meta["instances"]]
         assert all(i["cloud"]["flavor"] == "small" and i["cloud"]["guest_cpus"] == 4 for i in meta["instances"])
     assert ledger.servers == {} and len(ledger.deleted) == 3          # every server deleted after its run
+    assert FakeSsh.opened == [{"enforce_limits": True, "connect_timeout": 60}] * 3
 
 
 def test_a_server_that_fails_ssh_setup_is_deleted_with_the_others(ledger, monkeypatch):
@@ -98,6 +101,8 @@ def test_options_are_checked(ledger):
         cloud_backend.CloudBackend(provider="ledger", image="img")
     with pytest.raises(ConfigError, match="host_cpus"):
         cloud_backend.CloudBackend(**{**PROVIDER_OPTS, "host_cpus": 0})
+    with pytest.raises(ConfigError, match="connect_timeout"):
+        cloud_backend.CloudBackend(**{**PROVIDER_OPTS, "connect_timeout": "1m"})
     be = cloud_backend.CloudBackend(**{**PROVIDER_OPTS, "host_cpus": None})
     with pytest.raises(ConfigError, match="give them as option 'host_cpus'"):   # Ledger does not say
         be.host_cpus()
