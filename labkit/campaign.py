@@ -32,6 +32,7 @@ from pathlib import Path
 
 from . import runnet
 from .backends import get_backend, teardown
+from .backends.base import instance_measurements
 from .design import HOST_MAX, Design
 from .errors import CommandTimeout, ConfigError, LabkitError, StoreError
 from .fingerprint import fingerprint_id, host_fingerprint, host_identity
@@ -333,6 +334,7 @@ class Campaign:
         deadline = None if self.run_timeout is None else time.monotonic() + self.run_timeout
         metadata: dict = {"spec": spec.as_dict()}
         measurements, status, error = [], "ok", None
+        provisioned: list = []   # the instances' run_metrics (provisioning_s on cloud platforms)
         instances: list = [] if live is None else live
         net = None
         try:
@@ -344,6 +346,7 @@ class Campaign:
                                           self.prefix, metadata)
                 instances.extend(backend.provision(spec, prefix=self.prefix, network=net))
                 metadata["instances"] = [i.metadata for i in instances]
+                provisioned = instance_measurements(instances)
                 _before(deadline, "preparing the workload",
                         lambda: [self.workload.prepare(inst) for inst in instances])
                 if versions_key not in self._versions_by:
@@ -372,7 +375,7 @@ class Campaign:
                 errors = teardown(instances) + runnet.close_network(net)
             if errors and status == "ok":
                 status, error = "failed", f"teardown: {errors[0]}"
-        return status, error, measurements, metadata, started, time.perf_counter() - t0
+        return status, error, provisioned + list(measurements), metadata, started, time.perf_counter() - t0
 
     def _noise(self, run, spec, metadata, backend):
         kind = run.levels.get("noise", "none")

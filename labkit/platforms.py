@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 
 from .errors import BackendUnavailable, ConfigError, LabkitError
 
-BACKENDS = ("local", "docker", "lxd", "libvirt", "ssh")
+BACKENDS = ("local", "docker", "lxd", "libvirt", "ssh", "cloud")
 FACTOR = "platform"
 _NAME_CHARS = set("abcdefghijklmnopqrstuvwxyz0123456789_-")
 MAX_PLATFORMS = 64

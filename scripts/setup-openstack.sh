@@ -50,10 +50,13 @@ grep -q '^VERSION_ID="12"' /etc/os-release || { echo "setup-openstack.sh: Debian
 # (lkos0-end) stays down and unattached: it leads nowhere --------------------------------------------
 # neutron's linuxbridge agent makes the network's bridge (brq<network id>) when the first server
 # is plugged, enslaves lkos0 to it and moves 10.238.0.1/24 onto it; no uplink, no NAT, no route.
-if ip -d link show "$BRIDGE" 2>/dev/null | grep -q "bridge "; then ip link del "$BRIDGE"; fi   # an older layout
+# (an older layout made lkos0 a bridge itself: /sys/class/net/lkos0/bridge exists only for a bridge;
+# `ip -d link` output cannot tell, a bridge port's details say "designated_bridge" too)
+if [ -d "/sys/class/net/$BRIDGE/bridge" ]; then ip link del "$BRIDGE"; fi
 if ! ip link show "$BRIDGE" >/dev/null 2>&1; then
-  routes=$(ip route show to match "$HOST_IP")
-  if [ -n "$(echo "$routes" | grep -v '^default' || true)" ]; then
+  # after a restart or a lost veth, neutron's bridge brq<network id> may still hold the address: ours
+  routes=$(ip route show to match "$HOST_IP" | grep -v '^default' | grep -Ev " dev brq[0-9a-f-]+ " || true)
+  if [ -n "$routes" ]; then
     echo "setup-openstack.sh: $CIDR is already routed on this host; refusing to overlap" >&2; exit 1
   fi
   ip link add "$BRIDGE" type veth peer name "$BRIDGE-end"
@@ -119,11 +122,24 @@ if [ ${#need[@]} -gt 0 ]; then
 fi
 
 # Services through Debian's own init scripts (works with or without systemd as PID 1).
+# Whether one runs: its pidfile (openstack-pkg-tools scripts: /var/run/<project>/<name>.pid). Their
+# `status` asks for any process of the daemon binary, and every uwsgi API has the same one
+# (/usr/bin/uwsgi_python311): with keystone up, a stopped placement-api said "running".
+running() {
+  local f=/etc/init.d/$1 proj name
+  proj=$(sed -n 's/^PROJECT_NAME=//p' "$f" | head -1)
+  name=$(sed -n 's/^NAME=//p' "$f" | head -1)
+  if [ -n "$proj" ] && grep -q '^PIDFILE=/var/run/${PROJECT_NAME}/${NAME}.pid$' "$f"; then
+    start-stop-daemon --status --pidfile "/var/run/$proj/${name//\$\{PROJECT_NAME\}/$proj}.pid"
+  else
+    /etc/init.d/"$1" status >/dev/null 2>&1
+  fi
+}
 svc() {  # start|restart name...
   local a=$1 s; shift
   for s in "$@"; do
     [ -x "/etc/init.d/$s" ] || { echo "setup-openstack.sh: no /etc/init.d/$s" >&2; exit 1; }
-    if [ "$a" = start ] && /etc/init.d/"$s" status >/dev/null 2>&1; then continue; fi
+    if [ "$a" = start ] && running "$s"; then continue; fi
     /etc/init.d/"$s" "$a" >/dev/null
   done
 }
@@ -134,6 +150,15 @@ svc_conf() {  # service config-files...: restart when their digest changed since
   sum=$({ cat "$@"; cat "/etc/default/$s" 2>/dev/null || true; } | sha256sum | cut -c1-32)
   if [ "$(cat "$STATE/$s.conf-sum" 2>/dev/null)" = "$sum" ]; then svc start "$s"; else svc restart "$s"; fi
   echo "$sum" > "$STATE/$s.conf-sum"
+}
+
+# An API started by svc/svc_conf answers only once its uwsgi workers have loaded (tens of seconds on
+# 2 loaded cores); a service started before the APIs it needs answer exits (nova-conductor and
+# nova-scheduler do without placement: "exists but does not have any supported versions").
+wait_api() {  # name url [seconds]: until the URL answers (any status below 400)
+  local name=$1 url=$2 t=${3:-180} i
+  for i in $(seq "$t"); do curl -fsS -m 5 -o /dev/null "$url" 2>/dev/null && return 0; sleep 1; done
+  echo "setup-openstack.sh: $name does not answer on $url after ${t}s (see /var/log/${name%%-*}/)" >&2; exit 1
 }
 
 # -- database, queue -------------------------------------------------------------------------------
@@ -172,16 +197,25 @@ authtoken() {  # file user password [section]
   set_ini "$f" "$s" region_name "$REGION"
 }
 # Debian runs the APIs under uwsgi from openstack-pkg-tools' init scripts, which source
-# /etc/default/<service> after building the uwsgi arguments: loopback only, 2 worker processes.
+# /etc/default/<service> after building the uwsgi arguments: loopback only, 2 worker processes, and
+# "Connection: close" on every response: uwsgi's http-socket closes each connection after its
+# response without saying so, and a client that reuses it from its pool (keystoneauth, the
+# services' own clients) meets "Connection reset by peer" when the close races its next request.
 # (glance-api is not under uwsgi in Debian 12: bind_host and workers in glance-api.conf)
 rm -f /etc/default/glance-api
 # (the file is named after the init script's NAME: neutron-api's is neutron-server)
 for s in keystone placement-api nova-api neutron-server; do
   cat > "/etc/default/$s" <<'EOF'
-# labkit (scripts/setup-openstack.sh): the API on 127.0.0.1 only, 2 uwsgi processes
-DAEMON_ARGS="$(echo "$DAEMON_ARGS" | sed 's/--http-socket [^ ]*:\([0-9]*\)/--http-socket 127.0.0.1:\1/') --processes 2"
+# labkit (scripts/setup-openstack.sh): the API on 127.0.0.1 only, 2 uwsgi processes, no keep-alive
+DAEMON_ARGS="$(echo "$DAEMON_ARGS" | sed 's/--http-socket [^ ]*:\([0-9]*\)/--http-socket 127.0.0.1:\1/') --processes 2 --add-header Connection:close"
 EOF
 done
+# neutron-api in one process, whose first request must not be GET /ports: Port.port_forwardings is
+# a SQLAlchemy backref that exists only once the mappers are configured (by the process's first
+# query), and get_ports reads it as a class attribute before querying: a fresh worker answers that
+# first GET /ports with a 500 "type object 'Port' has no attribute 'port_forwardings'" (seen here,
+# nova's boot then fails). One process, warmed by a network list below, has it configured.
+sed -i 's/--processes 2/--processes 1/' /etc/default/neutron-server
 
 # -- keystone --------------------------------------------------------------------------------------
 say "keystone"
@@ -196,7 +230,7 @@ keystone-manage credential_setup --keystone-user keystone --keystone-group keyst
 OS_BOOTSTRAP_PASSWORD=$ADMIN_PASS keystone-manage bootstrap --bootstrap-admin-url "$KS/v3/" \
   --bootstrap-internal-url "$KS/v3/" --bootstrap-public-url "$KS/v3/" --bootstrap-region-id "$REGION" >/dev/null
 svc_conf keystone /etc/keystone/keystone.conf
-for i in $(seq 120); do curl -fsS -m 5 "$KS/v3" >/dev/null 2>&1 && break; sleep 1; done
+wait_api keystone "$KS/v3"
 
 install -d -m 755 /etc/openstack
 ( umask 077; cat > /etc/openstack/clouds.yaml <<EOF
@@ -233,6 +267,7 @@ set_ini $G glance_store default_backend file
 set_ini $G file filesystem_store_datadir /var/lib/glance/images/
 su -s /bin/sh -c "glance-manage db_sync" glance >/dev/null 2>&1
 svc_conf glance-api $G
+wait_api glance-api http://127.0.0.1:9292/
 
 # -- placement -------------------------------------------------------------------------------------
 say "placement"
@@ -242,6 +277,7 @@ set_ini $P api auth_strategy keystone
 authtoken $P placement "$PLACEMENT_PASS"
 su -s /bin/sh -c "placement-manage db sync" placement
 svc_conf placement-api $P
+wait_api placement-api http://127.0.0.1:8778/
 
 # -- neutron ---------------------------------------------------------------------------------------
 say "neutron"
@@ -273,6 +309,8 @@ set_ini $L securitygroup firewall_driver noop
 su -s /bin/sh -c "neutron-db-manage --config-file $N --config-file $M upgrade head" neutron >/dev/null 2>&1
 svc_conf neutron-api $N $M $L /etc/default/neutron-server
 for s in neutron-rpc-server neutron-linuxbridge-agent; do svc_conf "$s" $N $M $L; done
+wait_api neutron-api http://127.0.0.1:9696/
+openstack network list -f value -c ID >/dev/null   # the warm-up query (see /etc/default/neutron-server)
 
 # -- nova ------------------------------------------------------------------------------------------
 say "nova"
@@ -315,9 +353,14 @@ su -s /bin/sh -c "nova-manage cell_v2 map_cell0" nova >/dev/null
   su -s /bin/sh -c "nova-manage cell_v2 create_cell --name=cell1" nova >/dev/null
 su -s /bin/sh -c "nova-manage db sync" nova
 for s in nova-api nova-conductor nova-scheduler nova-compute; do svc_conf "$s" $V; done
-for i in $(seq 120); do
-  [[ "$(openstack compute service list --service nova-compute -f value -c State 2>/dev/null)" == *up* ]] && break; sleep 2
+wait_api nova-api http://127.0.0.1:8774/
+up=""
+for i in $(seq 90); do
+  svc start nova-conductor nova-scheduler   # again if one exited at start-up (a dependency not yet up)
+  [[ "$(openstack compute service list --service nova-compute -f value -c State 2>/dev/null)" == *up* ]] && { up=1; break; }
+  sleep 2
 done
+[ -n "$up" ] || { echo "setup-openstack.sh: nova-compute is not up after 3 minutes (see /var/log/nova/)" >&2; exit 1; }
 su -s /bin/sh -c "nova-manage cell_v2 discover_hosts" nova >/dev/null
 
 # -- the image; network, flavors, quotas ----------------------------------------------------------

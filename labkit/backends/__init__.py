@@ -18,6 +18,7 @@ REGISTRY = {
     "libvirt": ("labkit.backends.libvirt", "LibvirtBackend", "libvirt"),
     "ssh": ("labkit.backends.ssh", "SshBackend", "ssh"),
     "ssh-hosts": ("labkit.backends.ssh_hosts", "SshHostsBackend", "ssh"),
+    "cloud": ("labkit.backends.cloud", "CloudBackend", None),   # the provider names its own extra
 }
 
 

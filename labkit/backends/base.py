@@ -164,6 +164,9 @@ class Instance(ABC):
         self.network: Network | None = None
         self.address: str | None = None
         self.host_device: str | None = None
+        #: metric -> (value, unit) the campaign stores as measurements of the run with this
+        #: instance's index (the cloud backend's ``provisioning_s``); empty for other backends
+        self.run_metrics: dict[str, tuple[float, str]] = {}
 
     # -- shared work -------------------------------------------------------
     def exec(self, command: str | Sequence[str], *, timeout: float | None = None,
@@ -273,6 +276,37 @@ class Instance(ABC):
 
     def __repr__(self):
         return f"<{type(self).__name__} {self.name} {self.spec}>"
+
+
+class Wrapped(Instance):
+    """An instance that runs everything in ``inner`` (another backend's instance); a subclass
+    changes what it must (the cloud backend deletes the server after ``inner``)."""
+
+    def __init__(self, backend: Backend, name: str, inner: Instance, spec: InstanceSpec, index: int):
+        super().__init__(backend, name, spec, index, inner.cpus)
+        self.inner = inner
+
+    @property
+    def workdir(self) -> str:
+        return self.inner.workdir
+
+    def _start(self, argv, env):
+        return self.inner._start(argv, env)
+
+    def _wait(self, handle, timeout):
+        return self.inner._wait(handle, timeout)
+
+    def _kill(self, handle):
+        self.inner._kill(handle)
+
+    def _oom_kills(self):
+        return self.inner._oom_kills()
+
+    def put(self, local_path, remote_path, mode=0o755):
+        self.inner.put(local_path, remote_path, mode)
+
+    def _destroy(self):
+        self.inner.destroy()
 
 
 class Process:
@@ -454,6 +488,14 @@ def check_cpus(cpus, host_cpus: int) -> None:
     bad = sorted({c for c in cpus or () if not 0 <= int(c) < host_cpus})
     if bad:
         raise ConfigError(f"pinned CPU(s) {bad} do not exist: the host has CPUs 0-{host_cpus - 1}")
+
+
+def instance_measurements(instances) -> list:
+    """The ``run_metrics`` of ``instances`` as :class:`~labkit.workloads.base.Measurement` rows
+    (metric, value, unit, the instance's index); [] when none has any."""
+    from ..workloads.base import Measurement
+    return [Measurement(metric, float(value), unit, inst.index)
+            for inst in instances for metric, (value, unit) in getattr(inst, "run_metrics", {}).items()]
 
 
 def teardown(instances) -> list[Exception]:

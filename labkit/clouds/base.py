@@ -190,6 +190,13 @@ class CloudProvider(ABC):
             self._sdk = require_sdk(self.MODULE, self.EXTRA, self.name)
         return self._sdk
 
+    def flavor_vcpus(self, flavor: str) -> int | None:
+        """vCPUs of ``flavor``, or None when the provider does not say (the default)."""
+        return None
+
+    def close(self) -> None:  # noqa: B027 (optional hook)
+        """Release what this provider object made besides servers (a keypair it imported)."""
+
     def price_per_hour(self, flavor: str) -> float | None:
         """The price per hour of ``flavor`` from the ``prices`` option, None when not given."""
         return self.prices.get(flavor)

@@ -13,6 +13,7 @@ nova go with their server; labkit makes no volume and no image.
 from __future__ import annotations
 
 import os
+import time
 
 from ..errors import BackendError, BackendUnavailable, ConfigError
 from .base import ACTIVE, BUILDING, ERROR, GONE, TAG, CloudProvider, ServerRef, ServerState
@@ -20,6 +21,9 @@ from .base import ACTIVE, BUILDING, ERROR, GONE, TAG, CloudProvider, ServerRef, 
 SETUP_HINT = ("write a clouds.yaml entry (~/.config/openstack/clouds.yaml or /etc/openstack/clouds.yaml) "
               "and name it with the 'cloud' option or $OS_CLOUD; for labkit's test cloud run "
               "`bash scripts/setup-openstack.sh` (cloud 'labkit')")
+#: requests sent again after a dropped connection (a reset, a refused connect), ATTEMPTS in all
+IDEMPOTENT = ("get", "find", "list", "delete")
+ATTEMPTS = 3
 _STATUS = {"ACTIVE": ACTIVE, "ERROR": ERROR, "DELETED": GONE, "SOFT_DELETED": GONE,
            "BUILD": BUILDING, "REBUILD": BUILDING, "HARD_REBOOT": BUILDING, "REBOOT": BUILDING}
 
@@ -41,6 +45,7 @@ class OpenStackProvider(CloudProvider):
                 raise ConfigError(f"cloud provider openstack: {k!r} must be a name, got {str(v)[:60]!r}")
         self._conn = None
         self._net_id = None
+        self._imported: set[str] = set()   # keypairs this object imported (deleted by close)
 
     # -- connection and errors -------------------------------------------------------
     @property
@@ -74,16 +79,28 @@ class OpenStackProvider(CloudProvider):
         return BackendError(msg)
 
     def _call(self, what: str, fn, *args, **kwargs):
+        """``fn(*args, **kwargs)``, its errors translated. A request that only reads or deletes
+        (``what`` starts with one of :data:`IDEMPOTENT`) is sent again after a dropped connection
+        (up to :data:`ATTEMPTS` times in all); a create never is (it could make a second server)."""
         from keystoneauth1 import exceptions as ka
         from openstack import exceptions as ox
-        try:
-            return fn(*args, **kwargs)
-        except (ox.SDKException, ka.ClientException) as exc:
-            raise self.translate(exc, what) from exc
+        attempts = ATTEMPTS if what.split(" ", 1)[0] in IDEMPOTENT else 1
+        for attempt in range(1, attempts + 1):
+            try:
+                return fn(*args, **kwargs)
+            except ka.ConnectionError as exc:
+                if attempt == attempts:
+                    raise self.translate(exc, what) from exc
+                time.sleep(attempt)
+            except (ox.SDKException, ka.ClientException) as exc:
+                raise self.translate(exc, what) from exc
 
     # -- hooks -------------------------------------------------------------------------
     def check(self) -> None:
         self._call("list flavors", lambda: next(iter(self.conn.compute.flavors()), None))
+
+    def flavor_vcpus(self, flavor: str) -> int | None:
+        return self._find("flavor", self.conn.compute.find_flavor, flavor).vcpus
 
     def _find(self, kind: str, finder, name: str):
         found = self._call(f"find {kind} {name!r}", finder, name, ignore_missing=True)
@@ -113,6 +130,7 @@ class OpenStackProvider(CloudProvider):
         if self._call("find keypair", self.conn.compute.find_keypair, name, ignore_missing=True) is None:
             self._call("create keypair", self.conn.compute.create_keypair, name=name,
                        public_key=public_key(self.key_filename))
+            self._imported.add(name)
         return name
 
     def _create(self, name: str, flavor: str, image: str, tags: dict) -> str:
@@ -141,6 +159,12 @@ class OpenStackProvider(CloudProvider):
     def _list(self, prefix: str) -> list[ServerRef]:
         servers = self._call("list servers", lambda: list(self.conn.compute.servers(name=f"^{prefix}")))
         return [ServerRef(s.name, s.id, dict(s.metadata or {})) for s in servers]
+
+    def close(self) -> None:
+        """Delete the keypairs this object imported (a campaign's end: its servers are gone)."""
+        while self._imported:
+            name = self._imported.pop()
+            self._call("delete keypair", self.conn.compute.delete_keypair, name, ignore_missing=True)
 
     def cleanup(self, prefix: str) -> list[str]:
         """Servers of ``prefix`` (see the base class), then labkit's keypair ``<prefix>key``."""

@@ -1,8 +1,9 @@
 """The OpenStack provider on the single-node cloud of scripts/setup-openstack.sh (marker ``openstack``).
 
-A small design runs on it: the flavor is the factor (labkit.small: 1 vCPU, labkit.medium: 2);
-each run's server is made from labkit's image, reached over SSH on the isolated provider network
-(bridge lkos0), used through the ``ssh`` backend, and deleted. A campaign process SIGKILLed right
+A small design runs on it as a campaign: the flavor is the factor (one ``cloud`` platform per
+flavor: labkit.small, 1 vCPU; labkit.medium, 2); each run's server is made from labkit's image,
+reached over SSH on the isolated provider network (bridge lkos0), used through the ``ssh``
+backend, deleted, and its ``provisioning_s`` stored as a measurement. A campaign process SIGKILLed right
 after its create request leaves a server that ``cleanup(prefix)`` deletes. The module checks at
 the end that no server, port or keypair of its prefixes is left, and that the images are the
 ones it found. Boots are QEMU TCG (no nested KVM here): two servers boot, the killed one is
@@ -15,6 +16,7 @@ cloud is not part of ``make test``. Asked and absent: fails under LABKIT_REQUIRE
 """
 from __future__ import annotations
 
+import json
 import os
 import secrets
 import signal
@@ -24,10 +26,9 @@ import time
 
 import pytest
 
+from labkit.campaign import Campaign, campaign_prefix
 from labkit.clouds import get_provider
-from labkit.design import Design
 from labkit.errors import ConfigError, LabkitError
-from labkit.instance import InstanceSpec
 from labkit.testing import required
 
 pytestmark = [pytest.mark.openstack, pytest.mark.slow]
@@ -79,36 +80,36 @@ def new_prefix(prefixes: list[str]) -> str:
     return prefixes[-1]
 
 
-def test_design_with_flavor_as_factor_over_ssh(cloud):
+def test_campaign_with_flavor_as_factor_stores_provisioning_s(cloud, tmp_path):
+    """A campaign over two ``cloud`` platforms (one per flavor): each run boots its server, runs the
+    workload in it over SSH, deletes it, and stores ``provisioning_s`` (> 0) as a measurement."""
     p, prefixes = cloud
-    prefix = new_prefix(prefixes)
-    design = Design.from_dict({"name": "flavors", "factors": {"flavor": list(FLAVOR_CPUS)}, "seed": 7})
-    rows = []
-    for run in design.plan():
-        flavor = run.levels["flavor"]
-        [server] = p.provision(flavor, IMAGE, prefix)
-        try:
-            assert server.address.startswith("10.238.0.")
-            assert [s.name for s in p.list_labkit(prefix)] == [server.name]
-            backend = server.ssh_backend()
-            try:
-                [inst] = backend.provision(InstanceSpec(vcpus=1), prefix="labkit-ostest-")
-                try:
-                    cpus = int(inst.exec(["grep", "-c", "^processor", "/proc/cpuinfo"], timeout=60).stdout)
-                    host = inst.exec(["hostname"], timeout=60).stdout.strip()
-                finally:
-                    inst.destroy()
-            finally:
-                backend.close()
-            rows.append({"run": run.run_id, "flavor": flavor, "vcpus": cpus, "hostname": host,
-                         **server.metrics(), "price_per_hour": server.price_per_hour})
-        finally:
-            p.destroy([server])
-        assert p.list_labkit(prefix) == []
-    print(rows)
-    assert {r["flavor"]: r["vcpus"] for r in rows} == FLAVOR_CPUS
-    assert {r["flavor"]: r["price_per_hour"] for r in rows} == PRICES
-    assert all(r["provisioning_s"] > 0 and r["hostname"].startswith("labkit-ostest") for r in rows)
+    cid = f"ostest{secrets.token_hex(3)}"
+    prefixes.append(campaign_prefix(cid))
+    common = {"backend": "cloud", "provider": "openstack", "cloud": CLOUD, "network": NETWORK,
+              "key_filename": KEY, "image": IMAGE, "prices": PRICES, "boot_timeout": 900}
+    platforms = {flavor.split(".")[1]: {**common, "flavor": flavor} for flavor in FLAVOR_CPUS}
+    design = {"name": "flavors", "factors": {"platform": list(platforms)}, "seed": 7}
+    store = Campaign(design, backend="small", workload="command", workload_params={"argv": ["hostname"]},
+                     campaign_id=cid, data_dir=tmp_path, progress=False,
+                     testbed={"name": "os", "hosts": [{"name": "controller"}], "platforms": platforms}).run()
+    with store:
+        runs, tidy = store.runs(), store.tidy()
+    print(runs[["run_id", "status", "error"]].to_dict("records"))
+    assert list(runs.status) == ["ok", "ok"]
+    prov = tidy[tidy.metric == "provisioning_s"]
+    assert sorted(prov.run_id) == sorted(runs.run_id) and (prov.value > 0).all() and set(prov.instance) == {0}
+    seen = {}
+    for _, run in runs.iterrows():
+        meta = json.loads(run.metadata) if isinstance(run.metadata, str) else run.metadata
+        [server] = [i["cloud"] for i in meta["instances"]]
+        assert server["address"].startswith("10.238.0.")
+        assert prov[prov.run_id == run.run_id].value.tolist() == [server["provisioning_s"]]
+        seen[server["flavor"]] = (server["guest_cpus"], server["price_per_hour"])
+    print(prov[["run_id", "value"]].to_dict("records"))
+    assert seen == {f: (FLAVOR_CPUS[f], PRICES[f]) for f in FLAVOR_CPUS}
+    assert p.list_labkit(campaign_prefix(cid)) == []                      # servers deleted after each run
+    assert [k.name for k in p.conn.compute.keypairs() if k.name.startswith(campaign_prefix(cid))] == []
 
 
 KILLED = """

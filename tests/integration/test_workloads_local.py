@@ -13,7 +13,7 @@ import subprocess
 import pytest
 
 from labkit.backends import get_backend, teardown
-from labkit.backends.base import Instance
+from labkit.backends.base import Wrapped
 from labkit.instance import InstanceSpec
 from labkit.workloads import get_workload
 from labkit.workloads.iperf3 import pair
@@ -126,34 +126,15 @@ def test_thread_scaling_sweep(instance):
         assert {r.metric for r in rows} >= {"triad_mb_per_s"}
 
 
-class InNamespace(Instance):
+class InNamespace(Wrapped):
     """A local instance whose commands run inside network namespace ``ns`` (made by the test)."""
 
     def __init__(self, inner, ns):
-        super().__init__(inner.backend, inner.name, inner.spec, inner.index, inner.cpus)
-        self.inner, self.ns = inner, ns
-
-    @property
-    def workdir(self):
-        return self.inner.workdir
+        super().__init__(inner.backend, inner.name, inner, inner.spec, inner.index)
+        self.ns = ns
 
     def _start(self, argv, env):
         return self.inner._start(["nsenter", f"--net=/run/netns/{self.ns}", "--", *argv], env)
-
-    def _wait(self, handle, timeout):
-        return self.inner._wait(handle, timeout)
-
-    def _kill(self, handle):
-        self.inner._kill(handle)
-
-    def _oom_kills(self):
-        return self.inner._oom_kills()
-
-    def put(self, local_path, remote_path, mode=0o755):
-        self.inner.put(local_path, remote_path, mode)
-
-    def _destroy(self):
-        self.inner.destroy()
 
 
 def sh(*argv):

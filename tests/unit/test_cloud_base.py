@@ -154,3 +154,31 @@ def test_public_key_from_a_private_key_without_pub_file(tmp_path):
     (tmp_path / "bad").write_text("not a key")
     with pytest.raises(ConfigError, match="not a readable private key"):
         public_key(str(tmp_path / "bad"))
+
+
+def test_openstack_resends_reads_and_deletes_after_a_dropped_connection_never_creates(monkeypatch):
+    pytest.importorskip("openstack")
+    from keystoneauth1 import exceptions as ka
+
+    from labkit.clouds import openstack as os_mod
+    monkeypatch.setattr(os_mod.time, "sleep", lambda s: None)
+    p = get_provider("openstack", cloud="x")
+    calls = []
+
+    def flaky(fails):
+        def fn():
+            calls.append(1)
+            if len(calls) <= fails:
+                raise ka.ConnectFailure("Connection reset by peer")
+            return "answer"
+        return fn
+
+    assert p._call("get server s1", flaky(2)) == "answer" and len(calls) == 3
+    calls.clear()
+    with pytest.raises(BackendUnavailable, match="delete server s1: ConnectFailure"):
+        p._call("delete server s1", flaky(3))       # three attempts in all, then the error
+    assert len(calls) == 3
+    calls.clear()
+    with pytest.raises(BackendUnavailable, match="create server"):
+        p._call("create server labkit-c1--0a1b2c3d", flaky(1))
+    assert len(calls) == 1                             # a create is never sent twice
