@@ -26,6 +26,15 @@ def get_backend(name: str = "local", **options) -> Backend:
     """Instantiate backend ``name`` with its options and check it can run here."""
     if isinstance(name, Backend):
         return name
+    backend = backend_class(name)(**options)
+    backend.check()
+    return backend
+
+
+def backend_class(name: str) -> type[Backend]:
+    """The class of backend ``name``, imported on first use (BackendUnavailable naming the pip
+    extra when its SDK is missing). A backend built on another one (``ssh-hosts`` on ``ssh``)
+    gets it here, never by importing the other backend's module."""
     if name not in REGISTRY:
         raise ConfigError(f"unknown backend {name!r}; available: {', '.join(REGISTRY)}")
     module, cls, extra = REGISTRY[name]
@@ -34,9 +43,7 @@ def get_backend(name: str = "local", **options) -> Backend:
     except ImportError as exc:
         hint = f" Install it with: pip install 'labkit[{extra}]'" if extra else ""
         raise BackendUnavailable(f"backend {name!r} needs a module that is missing ({exc}).{hint}") from exc
-    backend = getattr(mod, cls)(**options)
-    backend.check()
-    return backend
+    return getattr(mod, cls)
 
 
 __all__ = ["Backend", "ExecResult", "Instance", "Process", "RawResult", "REGISTRY", "get_backend",

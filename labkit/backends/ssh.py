@@ -183,7 +183,7 @@ class SshInstance(cgroups.CgroupCounters, Instance):
         """An ``ssh`` argv for this machine that runs ``argv`` in this instance (its work dir and
         cgroup, or its CPUs when unconfined): an MPI launch agent's command. Host keys as fabric's:
         an unknown one is accepted (not saved), a changed one refused."""
-        from .docker_ssh import SshSettings
+        from ._ssh_settings import SshSettings
         be: SshBackend = self.backend
         remote = ["env", "-C", self.workdir]
         if be.driver is not None:

@@ -20,8 +20,8 @@ import subprocess
 
 from ..errors import BackendError, ConfigError
 from ..instance import InstanceSpec
+from . import backend_class
 from .base import Backend, Network, new_name
-from .ssh import SshBackend
 
 HOST_KEYS = ("host", "port", "user", "key_filename")
 MAX_HOSTS = 64
@@ -60,14 +60,15 @@ class SshHostsBackend(Backend):
             raise ConfigError(f"ssh-hosts option hosts: a list of 1-{MAX_HOSTS} mappings with keys "
                               f"{', '.join(HOST_KEYS)}")
         common = {k: options[k] for k in ("connect_timeout", "enforce_limits") if k in options}
-        self.members: list[SshBackend] = []
+        ssh = backend_class("ssh")   # through the registry: a backend never imports another
+        self.members: list = []
         for i, h in enumerate(hosts):
             if not isinstance(h, dict) or not h.get("host") or set(h) - set(HOST_KEYS):
                 raise ConfigError(f"ssh-hosts option hosts[{i}]: a mapping with 'host' and optionally "
                                   f"{', '.join(HOST_KEYS[1:])}, got {str(h)[:120]!r}")
-            self.members.append(SshBackend(**h, **common))
+            self.members.append(ssh(**h, **common))
 
-    def member(self, index: int) -> SshBackend:
+    def member(self, index: int):
         return self.members[index % len(self.members)]
 
     def check(self) -> None:
