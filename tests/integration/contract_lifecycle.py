@@ -20,14 +20,14 @@ from labkit.backends import teardown
 from labkit.errors import CommandTimeout
 from labkit.instance import InstanceSpec
 
-from .conftest import instances, leftovers
+from .conftest import PREFIX, instances, leftovers
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def campaign_prefix() -> str:
     """A campaign's instance prefix as Campaign makes it: ``labkit-<id>--``."""
-    return f"labkit-test-{secrets.token_hex(3)}--"
+    return f"{PREFIX}-{secrets.token_hex(3)}--"   # inside this session's prefix (see conftest)
 
 
 class LifecycleContract:
