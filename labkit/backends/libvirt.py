@@ -22,11 +22,12 @@ boots under KVM here, else ``qemu`` (TCG) (:mod:`~labkit.backends.libvirt_probe`
 
 Teardown on every path: domains are started with AUTODESTROY (they die with the
 connection if the controller dies), ``destroy()`` stops the domain and deletes
-its disk and console log (and the read-only bind mounts of its shares), ``Network.remove()`` destroys the run's network, and
-``cleanup(prefix)`` removes all of them for names starting with ``prefix``.
-Remote hosts need the VM image at the same paths; private networks, mounts and raw disks
-need a local URI (the bridge, the ``tc`` shaping, the host end and ``qemu-img``
-are on this machine).
+its disk, console log and the read-only bind mounts of its shares,
+``Network.remove()`` destroys the run's network, and ``cleanup(prefix)`` removes
+all of them for names starting with ``prefix``. Remote hosts need the VM image at
+the same paths; private networks, mounts and raw disks need a local URI (the bridge,
+the ``tc`` shaping, the host end, the shared directories and ``qemu-img`` are on
+this machine).
 """
 from __future__ import annotations
 

@@ -150,8 +150,8 @@ def build_vm_image(rootfs: Path, force: bool = False, *, echo=print,
     """Directory of the VM image made from ``rootfs``, building it if not cached.
 
     Steps: hard-link copy of the rootfs (the shared tree is never modified), add
-    ``/sbin/labkit-init`` and the kernel's :data:`GUEST_MODULES`, ``mkfs.ext4 -d`` into a sparse raw file (no loop mount), ``qemu-img
-    convert`` to qcow2, copy kernel and initrd, write ``image.json``, then the stamp.
+    ``/sbin/labkit-init`` and the kernel's :data:`GUEST_MODULES`, ``mkfs.ext4 -d`` into a
+    sparse raw file (no loop mount), ``qemu-img convert`` to qcow2, copy kernel and initrd, write ``image.json``, then the stamp.
     """
     echo = echo or (lambda *a: None)
     if os.geteuid() != 0:
