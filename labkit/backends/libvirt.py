@@ -341,6 +341,10 @@ class LibvirtBackend(Backend):
             raise ConfigError(f"libvirt: memory_mb={spec.memory_mb} is too small for a VM; the guest "
                               f"kernel and initrd need at least {MIN_MEMORY_MB} MiB")
         img = self.image_info()
+        if mounts and "virtiofs" not in img.get("modules", ()):
+            raise BackendUnavailable(f"libvirt option mounts: the VM image {img.get('dir')} has no "
+                                     "virtiofs module (built before labkit shared directories); "
+                                     "rebuild it: labkit images build --vm")
         t0 = time.monotonic()
         disk = self.pool.disk(name, img, self.disk_format)
         console_log = self.pool.console_log(name)

@@ -13,7 +13,7 @@ Cached under ``/var/cache/labkit/images`` (``$LABKIT_IMAGE_CACHE``)::
     vm-<hash>/base.qcow2     the root disk (each VM boots a copy-on-write overlay of it)
     vm-<hash>/vmlinuz        the host's cloud kernel, copied
     vm-<hash>/initrd.img     its initrd, copied
-    vm-<hash>/image.json     paths, kernel version, command line, inputs
+    vm-<hash>/image.json     paths, kernel version, command line, modules carried, inputs
     vm-<hash>.stamp          written last: an image without it is never used
     vm-current.json          {"image": "<the last built vm-<hash> directory>"}
 
@@ -190,10 +190,14 @@ def build_vm_image(rootfs: Path, force: bool = False, *, echo=print,
     init.unlink(missing_ok=True)
     init.write_bytes(_files("labkit-init"))
     init.chmod(0o755)
+    carried = []
     for module in GUEST_MODULES:
         found = glob.glob(f"/lib/modules/{version}/{module}.ko*")
         if not found:
-            raise BackendError(f"kernel {version} has no module {module}.ko* in /lib/modules/{version}")
+            log.warning("kernel %s has no module %s.ko* in /lib/modules: the image goes without",
+                        version, module)
+            continue
+        carried.append(Path(module).name)
         mod_dir = (staging / f"lib/modules/{version}/{module}").parent
         mod_dir.mkdir(parents=True, exist_ok=True)
         for ko in found:
@@ -222,7 +226,7 @@ def build_vm_image(rootfs: Path, force: bool = False, *, echo=print,
         "disk": "base.qcow2", "format": "qcow2", "kernel": "vmlinuz", "initrd": "initrd.img",
         "kernel_version": version, "root": "/dev/vda", "init": GUEST_INIT,
         "cmdline": f"root=/dev/vda rw console=ttyS0 init={GUEST_INIT} quiet",
-        "size_mb": size_mb, "inputs": inp, "hash": h,
+        "size_mb": size_mb, "inputs": inp, "hash": h, "modules": carried,
         "built": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "seconds": round(time.monotonic() - t0, 1),
     }

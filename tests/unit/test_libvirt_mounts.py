@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from labkit.backends.libvirt_xml import MAX_TAG, Share, domain_xml, mount_tag
-from labkit.errors import BackendError, ConfigError
+from labkit.errors import BackendError, BackendUnavailable, ConfigError
 from labkit.instance import InstanceSpec
 from labkit.mounts import Mount
 
@@ -133,3 +133,11 @@ def test_the_vm_image_carries_the_virtiofs_modules_of_the_cloud_kernel():
     assert "CONFIG_VIRTIO_FS=m" in config.splitlines() or "CONFIG_VIRTIO_FS=y" in config.splitlines()
     for module in vm.GUEST_MODULES:
         assert list(Path(f"/lib/modules/{version}").glob(f"{module}.ko*")), module
+
+
+def test_an_image_without_the_virtiofs_module_is_refused_before_anything_is_made(tmp_path):
+    libvirt_backend = pytest.importorskip("labkit.backends.libvirt")
+    be = libvirt_backend.LibvirtBackend(uri="qemu:///nowhere-never-opened", mounts=str(tmp_path))
+    be._image = {"dir": "/cache/vm-old", "modules": ["virtio_console"]}   # built before virtiofs
+    with pytest.raises(BackendUnavailable, match="vm-old has no virtiofs module.*images build --vm"):
+        be._boot(InstanceSpec(memory_mb=256), "labkit-t-1", 0, None, "qemu", None, be.mounts)
