@@ -29,6 +29,16 @@ fi
 . "$here/scripts/apt.sh"
 apt_install_missing libvirt-daemon-system qemu-system-x86 qemu-utils linux-image-cloud-amd64 libvirt-dev \
            pkg-config gcc libc6-dev python3-dev debootstrap e2fsprogs
+# virtiofsd (the backend's `mounts`): libvirt finds it through QEMU's vhost-user descriptors.
+# Debian 12 ships it in qemu-system-common (/usr/lib/qemu/virtiofsd, 50-qemu-virtiofsd.json);
+# from Debian 13 on it is the `virtiofsd` package (bookworm has no package of that name).
+if ! grep -qs '"type": *"fs"' /usr/share/qemu/vhost-user/*.json; then
+    if apt-cache show virtiofsd >/dev/null 2>&1; then
+        apt_install_missing virtiofsd
+    else
+        log "no virtiofsd found (no vhost-user fs descriptor in /usr/share/qemu/vhost-user): libvirt mounts will fail"
+    fi
+fi
 
 # --- libvirt-python -------------------------------------------------------------
 if ! "$PYTHON" -c 'import libvirt, libvirt_qemu' 2>/dev/null; then

@@ -13,18 +13,21 @@ The guest has no network, unless its run has a private one
 (:mod:`~labkit.backends.libvirt_net`): a transient libvirt network without
 ``<forward>`` on bridge ``lk<8 hex>`` (the host holds the subnet's first address), a
 virtio NIC per guest whose host-side tap ``lk<8 hex>h<i>`` carries the ``link``
-shaping, static addresses and ``/etc/hosts`` written through the agent. The spec
+shaping, static addresses and ``/etc/hosts`` written through the agent. Host
+directories (``mounts``) are virtiofs shares mounted in the guest through the agent
+(:mod:`~labkit.backends.libvirt_mounts`). The spec
 maps to the domain XML as described in :mod:`~labkit.backends.libvirt_xml`.
 Domain type: ``xen`` on Xen URIs; on QEMU URIs ``kvm`` when a guest really
 boots under KVM here, else ``qemu`` (TCG) (:mod:`~labkit.backends.libvirt_probe`).
 
 Teardown on every path: domains are started with AUTODESTROY (they die with the
 connection if the controller dies), ``destroy()`` stops the domain and deletes
-its disk and console log, ``Network.remove()`` destroys the run's network, and
-``cleanup(prefix)`` removes all of them for names starting with ``prefix``.
-Remote hosts need the VM image at the same paths; private networks and raw disks
-need a local URI (the bridge, the ``tc`` shaping, the host end and ``qemu-img``
-are on this machine).
+its disk, console log and the read-only bind mounts of its shares,
+``Network.remove()`` destroys the run's network, and ``cleanup(prefix)`` removes
+all of them for names starting with ``prefix``. Remote hosts need the VM image at
+the same paths; private networks, mounts and raw disks need a local URI (the bridge,
+the ``tc`` shaping, the host end, the shared directories and ``qemu-img`` are on
+this machine).
 """
 from __future__ import annotations
 
@@ -38,7 +41,7 @@ from ..errors import BackendError, BackendUnavailable, ConfigError, tail
 from ..instance import InstanceSpec
 from ..mounts import parse_mounts
 from . import libvirt_agent as agent
-from . import libvirt_net, libvirt_probe
+from . import libvirt_mounts, libvirt_net, libvirt_probe
 from .base import (
     NAME_PREFIX,
     Backend,
@@ -68,13 +71,6 @@ libvirt.registerErrorHandler(lambda _ctx, _err: None, None)
 DEFAULT_URI = "qemu:///system"
 POOL_NAME = "labkit"
 POOL_PATH = "/var/lib/libvirt/images/labkit"
-#: why ``mounts`` is refused (checked on Debian 12's linux-image-cloud-amd64 6.1: no CONFIG_NET_9P,
-#: CONFIG_VIRTIO_FS=m)
-NO_MOUNTS = ("libvirt option mounts: host directories are not available in VMs yet: the guest "
-             "kernel (Debian's cloud kernel) has no 9p, and virtiofs (which it has) needs virtiofsd "
-             "on the host and shared memory backing, which labkit does not set up; copy the suite "
-             "into the VM image instead (labkit images build --vm --packages ...) or use "
-             "docker/lxd/local")
 DOMAIN_TYPES = ("auto", "kvm", "qemu", "xen")
 #: The Debian cloud kernel and the host's initrd panic while unpacking it in less (128 MiB fails, 160 boots)
 MIN_MEMORY_MB = 160
@@ -139,7 +135,8 @@ class LibvirtInstance(Instance):
         errors = []
         for step in (lambda: self.backend._remove_domain(self.name),
                      lambda: self.backend.pool.remove(self.disk),
-                     lambda: self.backend.pool.remove(self.console_log)):
+                     lambda: self.backend.pool.remove(self.console_log),
+                     lambda: libvirt_mounts.release(self.name)):
             try:   # every step is tried: a failed destroy must not leave the disk behind
                 step()
             except BackendError as exc:
@@ -189,7 +186,9 @@ class LibvirtBackend(Backend):
     ``kvm_probe_timeout`` (s, 25), ``pool`` / ``pool_path`` (where disks go),
     ``disk_cache`` (QEMU cache mode; libvirt's default when unset), ``disk_format``
     (``qcow2``: an overlay of the base disk, the default; ``raw``: a full raw copy per
-    instance, deleted at teardown; recorded in each instance's metadata)."""
+    instance, deleted at teardown; recorded in each instance's metadata), ``mounts`` (host
+    directories, see :mod:`labkit.mounts`, as virtiofs shares: a local URI, QEMU domains;
+    the guest's memory is then a shared memfd, of the same size)."""
 
     name = "libvirt"
     OPTIONS = ("uri", "domain_type", "image", "boot_timeout", "kvm_probe_timeout", "pool",
@@ -211,8 +210,12 @@ class LibvirtBackend(Backend):
         if self.disk_format == "raw" and not self.local:
             raise ConfigError(f"libvirt option disk_format=raw needs a local URI (qemu-img makes the "
                               f"copy on this machine), not {self.uri}; use disk_format=qcow2")
-        if parse_mounts(options.get("mounts"), "libvirt"):
-            raise ConfigError(NO_MOUNTS)
+        self.mounts = parse_mounts(options.get("mounts"), "libvirt")
+        if self.mounts and not self.local:
+            raise ConfigError(f"libvirt option mounts needs a local URI, not {self.uri} (the "
+                              "directories and their virtiofsd are on this machine)")
+        if self.mounts:
+            self.options["mounts"] = [m.as_dict() for m in self.mounts]
         self.pool = Pool(lambda: self.conn, options.get("pool") or POOL_NAME,
                          options.get("pool_path") or POOL_PATH)
         self._conn = None
@@ -298,7 +301,8 @@ class LibvirtBackend(Backend):
         made: list[LibvirtInstance] = []
         try:
             for i in range(spec.count):
-                made.append(self._boot(spec, new_name(prefix), i, placement[i], dtype, network))
+                made.append(self._boot(spec, new_name(prefix), i, placement[i], dtype, network,
+                                       self.mounts))
             for inst in made:
                 self._ready(inst, network)
         except BaseException:
@@ -307,7 +311,7 @@ class LibvirtBackend(Backend):
         return made
 
     def _create(self, spec, name, index, cpus, network: Network | None = None) -> Instance:
-        inst = self._boot(spec, name, index, cpus, self.domain_type(), network)
+        inst = self._boot(spec, name, index, cpus, self.domain_type(), network, self.mounts)
         try:
             self._ready(inst, network)
         except BaseException:
@@ -321,30 +325,42 @@ class LibvirtBackend(Backend):
         inst.wait_ready(max(1.0, self.boot_timeout - (time.monotonic() - inst.started)))
         inst.metadata["boot_to_agent_s"] = round(time.monotonic() - inst.started, 3)
         inst.metadata.update(inst.pinning())
+        if self.mounts:
+            libvirt_mounts.mount_in_guest(inst, self.mounts)
+            inst.metadata["mounts"] = [m.as_dict() for m in self.mounts]
         if network is not None:
             libvirt_net.configure_guest(inst, network)
             inst.host_device = libvirt_net.nic(network, inst.index).device
             join_network(inst, network)
 
-    def _boot(self, spec, name, index, cpus, dtype, network: Network | None = None) -> LibvirtInstance:
-        """Disk + transient domain started (not yet waited for)."""
+    def _boot(self, spec, name, index, cpus, dtype, network: Network | None = None,
+              mounts=()) -> LibvirtInstance:
+        """Disk (+ read-only bind mounts of ``mounts``) + transient domain started (not yet
+        waited for)."""
         if spec.memory_mb < MIN_MEMORY_MB:
             raise ConfigError(f"libvirt: memory_mb={spec.memory_mb} is too small for a VM; the guest "
                               f"kernel and initrd need at least {MIN_MEMORY_MB} MiB")
         img = self.image_info()
+        if mounts and "virtiofs" not in img.get("modules", ()):
+            raise BackendUnavailable(f"libvirt option mounts: the VM image {img.get('dir')} has no "
+                                     "virtiofs module (built before labkit shared directories); "
+                                     "rebuild it: labkit images build --vm")
         t0 = time.monotonic()
         disk = self.pool.disk(name, img, self.disk_format)
         console_log = self.pool.console_log(name)
         try:
+            shares = libvirt_mounts.prepare(name, mounts) if mounts else ()
             xml = domain_xml(name=name, spec=spec, cpus=cpus, domain_type=dtype, disk=disk,
                              kernel=img["kernel"], initrd=img["initrd"], cmdline=img["cmdline"],
                              console_log=console_log, disk_format=self.disk_format,
                              disk_cache=self.disk_cache,
-                             nic=None if network is None else libvirt_net.nic(network, index))
+                             nic=None if network is None else libvirt_net.nic(network, index),
+                             shares=shares)
             dom = self.conn.createXML(xml, libvirt.VIR_DOMAIN_START_AUTODESTROY)
         except BaseException as exc:
             self.pool.remove(disk)
             self.pool.remove(console_log)
+            libvirt_mounts.release(name)
             if isinstance(exc, libvirt.libvirtError):
                 hint = ("; libvirt keeps a network's MAC list in its dnsmasq directory even "
                         "without dnsmasq: run scripts/setup-libvirt.sh (it creates "
@@ -395,9 +411,10 @@ class LibvirtBackend(Backend):
         }
 
     def list_labkit(self, prefix: str = NAME_PREFIX) -> list[str]:
-        """Names of the domains (running or defined) and of the run networks whose names start
-        with ``prefix``."""
-        return sorted(self.domains(prefix) + self.networks(prefix))
+        """Names of the domains (running or defined), of the run networks and of the domains
+        with shares' bind mounts left, whose names start with ``prefix``."""
+        return sorted(set(self.domains(prefix) + self.networks(prefix)
+                          + libvirt_mounts.leftovers(prefix)))
 
     def domains(self, prefix: str = NAME_PREFIX) -> list[str]:
         """Names of the domains (running or defined) whose names start with ``prefix``."""
@@ -416,8 +433,8 @@ class LibvirtBackend(Backend):
         return self.pool.volumes(check_prefix(prefix))
 
     def cleanup(self, prefix: str) -> list[str]:
-        """Remove the domains, disks, console logs and networks named ``prefix*``; returns the
-        instance and network names.
+        """Remove the domains, disks, console logs, shares' bind mounts and networks named
+        ``prefix*``; returns the instance and network names.
 
         Domains die with their connection (AUTODESTROY), so usually only files and networks remain.
         """
@@ -428,6 +445,9 @@ class LibvirtBackend(Backend):
         for volume in self.list_overlays(prefix):
             self.pool.remove(volume)
             removed.add(volume.split(".", 1)[0])   # labkit names hold no dot
+        for name in libvirt_mounts.leftovers(prefix):   # after the domains: virtiofsd is gone
+            libvirt_mounts.release(name)
+            removed.add(name)
         for name in self.networks(prefix):
             libvirt_net.remove(self.conn, name)
             removed.add(name)

@@ -15,6 +15,17 @@ network (:func:`network_xml`: no ``<forward>``, so libvirt routes nothing out of
 
 Disk: ``disk_format`` ``qcow2`` (a copy-on-write overlay of the image's base disk) or
 ``raw`` (a full raw copy of it); see :mod:`~labkit.backends.libvirt_storage`.
+
+Mounts (host directories, :mod:`labkit.mounts`): one virtiofs ``<filesystem>`` per mount,
+tag ``labkit<i>`` (:func:`mount_tag`), plus ``<memoryBacking>`` with a shared ``memfd``
+source (virtiofsd, a separate host process, must map the guest's RAM); ``<memory>`` is
+unchanged, so the guest sees the same MemTotal. No ``<binary>``: libvirt picks virtiofsd from
+QEMU's vhost-user descriptors (``/usr/share/qemu/vhost-user/*.json``; on Debian 12
+``50-qemu-virtiofsd.json`` names ``/usr/lib/qemu/virtiofsd`` of qemu-system-common). No
+``<readonly/>``: libvirt 9.0 refuses it for virtiofs ("virtiofs does not yet support
+read-only mode"; libvirt >= 11 with virtiofsd >= 1.11 has it), so read-only is applied by
+the share's source being a read-only bind mount on the host and by ``mount -o ro`` in the
+guest (:mod:`~labkit.backends.libvirt_mounts`).
 """
 from __future__ import annotations
 
@@ -30,6 +41,8 @@ DOMAIN_TYPES = ("kvm", "qemu", "xen")
 #: how an instance's disk is made: a qcow2 overlay of the base disk, or a full raw copy of it
 DISK_FORMATS = ("qcow2", "raw")
 AGENT_CHANNEL = "org.qemu.guest_agent.0"
+#: virtio-fs tags are at most 36 bytes (the device's ``tag`` field)
+MAX_TAG = 36
 LABKIT_NS = "https://labkit.invalid/xmlns/libvirt/1"   # an identifier, never fetched
 
 
@@ -87,6 +100,30 @@ def network_xml(name: str, bridge: str, address: str, prefixlen: int) -> str:
     return ET.tostring(net, encoding="unicode")
 
 
+def mount_tag(index: int) -> str:
+    """The virtiofs tag of a domain's mount ``index`` (the guest mounts the share by it)."""
+    if not isinstance(index, int) or index < 0:
+        raise ConfigError(f"mount index {index!r} must be an integer >= 0")
+    return f"labkit{index}"
+
+
+@dataclass(frozen=True)
+class Share:
+    """A host directory ``source`` given to the guest as virtiofs ``tag``."""
+    source: str
+    tag: str
+
+
+def _check_shares(shares) -> None:
+    tags = [sh.tag for sh in shares]
+    for sh in shares:
+        if not sh.source.startswith("/") or "\n" in sh.source:
+            raise ConfigError(f"virtiofs source {sh.source!r} must be an absolute path")
+        if not 0 < len(sh.tag.encode()) <= MAX_TAG or tags.count(sh.tag) > 1:
+            raise ConfigError(f"virtiofs tag {sh.tag!r} must be 1-{MAX_TAG} bytes and unique "
+                              f"in the domain (tags: {', '.join(tags)})")
+
+
 def _sub(parent, tag, text=None, **attrs):
     el = ET.SubElement(parent, tag, {k.rstrip("_"): str(v) for k, v in attrs.items()})
     if text is not None:
@@ -97,7 +134,8 @@ def _sub(parent, tag, text=None, **attrs):
 def domain_xml(*, name: str, spec: InstanceSpec, cpus: list[int] | None, domain_type: str,
                disk: str, kernel: str, initrd: str, cmdline: str, console_log: str,
                disk_format: str = "qcow2", disk_cache: str | None = None,
-               emulator: str | None = None, nic: Nic | None = None) -> str:
+               emulator: str | None = None, nic: Nic | None = None,
+               shares: tuple[Share, ...] = ()) -> str:
     """The ``<domain>`` document for one instance.
 
     ``cpus`` is the host CPU of each vCPU when pinned, None when floating.
@@ -106,6 +144,8 @@ def domain_xml(*, name: str, spec: InstanceSpec, cpus: list[int] | None, domain_
     ``disk_cache`` is QEMU's cache mode (libvirt's default when None: disk
     benchmarks measure what an ordinary guest would see).
     ``nic``: the guest's one NIC on a private network (None: no ``<interface>`` at all).
+    ``shares``: host directories as virtiofs ``<filesystem>`` devices (then the guest's
+    memory is a shared memfd; none: no ``<memoryBacking>``). Not on Xen (ConfigError).
     """
     if domain_type not in DOMAIN_TYPES:
         raise ConfigError(f"libvirt domain type {domain_type!r} not allowed; use one of "
@@ -118,6 +158,9 @@ def domain_xml(*, name: str, spec: InstanceSpec, cpus: list[int] | None, domain_
     if spec.affinity == "pinned" and cpus is None:
         raise ConfigError("affinity 'pinned' needs the host CPU of each vCPU")
     xen = domain_type == "xen"
+    _check_shares(shares)
+    if shares and xen:
+        raise ConfigError("libvirt mounts (virtiofs) need a QEMU domain, not xen")
 
     dom = ET.Element("domain", {"type": domain_type})
     _sub(dom, "name", name)
@@ -127,6 +170,10 @@ def domain_xml(*, name: str, spec: InstanceSpec, cpus: list[int] | None, domain_
         "cpus": ",".join(map(str, cpus)) if cpus is not None else "", "disk_format": disk_format})
     _sub(dom, "memory", spec.memory_mb, unit="MiB")
     _sub(dom, "currentMemory", spec.memory_mb, unit="MiB")
+    if shares:   # virtiofsd maps the guest's RAM: it must be a shared memory object
+        backing = _sub(dom, "memoryBacking")
+        _sub(backing, "source", type="memfd")
+        _sub(backing, "access", mode="shared")
     _sub(dom, "vcpu", spec.vcpus, placement="static")
     if cpus is not None:
         tune = _sub(dom, "cputune")
@@ -172,6 +219,11 @@ def domain_xml(*, name: str, spec: InstanceSpec, cpus: list[int] | None, domain_
         _sub(iface, "target", dev=nic.device)
         if not xen:
             _sub(iface, "model", type="virtio")
+    for sh in shares:
+        fs = _sub(dev, "filesystem", type="mount", accessmode="passthrough")
+        _sub(fs, "driver", type="virtiofs")
+        _sub(fs, "source", dir=sh.source)
+        _sub(fs, "target", dir=sh.tag)
     serial = _sub(dev, "serial", type="file")
     _sub(serial, "source", path=console_log, append="off")
     _sub(serial, "target", port=0)

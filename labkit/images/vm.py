@@ -13,7 +13,7 @@ Cached under ``/var/cache/labkit/images`` (``$LABKIT_IMAGE_CACHE``)::
     vm-<hash>/base.qcow2     the root disk (each VM boots a copy-on-write overlay of it)
     vm-<hash>/vmlinuz        the host's cloud kernel, copied
     vm-<hash>/initrd.img     its initrd, copied
-    vm-<hash>/image.json     paths, kernel version, command line, inputs
+    vm-<hash>/image.json     paths, kernel version, command line, modules carried, inputs
     vm-<hash>.stamp          written last: an image without it is never used
     vm-current.json          {"image": "<the last built vm-<hash> directory>"}
 
@@ -38,13 +38,18 @@ from ..errors import BackendError, BackendUnavailable, tail
 
 log = logging.getLogger("labkit.images")
 
-#: Bump when the recipe changes in a way the hashed inputs do not show.
-RECIPE = 1
+#: Bump when the recipe changes in a way the hashed inputs do not show (2: virtiofs modules).
+RECIPE = 2
 GUEST_INIT = "/sbin/labkit-init"
 #: Free space added to the rootfs size in the guest's root filesystem (benchmarks write there).
 HEADROOM_MB = 1536
 KERNEL_FLAVOUR = "cloud-amd64"
 CURRENT = "vm-current.json"
+#: Modules of the host's cloud kernel copied into the image (under /lib/modules/<version>/),
+#: neither built in nor in its initrd: the guest agent's port (loaded by labkit-init) and
+#: virtiofs with fuse, which it needs (loaded when a run mounts a host directory; see
+#: :mod:`labkit.backends.libvirt_mounts`). Debian 12's cloud kernel: CONFIG_VIRTIO_FS=m.
+GUEST_MODULES = ("kernel/drivers/char/virtio_console", "kernel/fs/fuse/fuse", "kernel/fs/fuse/virtiofs")
 
 
 def cache_dir() -> Path:
@@ -145,9 +150,8 @@ def build_vm_image(rootfs: Path, force: bool = False, *, echo=print,
     """Directory of the VM image made from ``rootfs``, building it if not cached.
 
     Steps: hard-link copy of the rootfs (the shared tree is never modified), add
-    ``/sbin/labkit-init`` and the kernel's ``virtio_console``
-    module, ``mkfs.ext4 -d`` into a sparse raw file (no loop mount), ``qemu-img
-    convert`` to qcow2, copy kernel and initrd, write ``image.json``, then the stamp.
+    ``/sbin/labkit-init`` and the kernel's :data:`GUEST_MODULES`, ``mkfs.ext4 -d`` into a
+    sparse raw file (no loop mount), ``qemu-img convert`` to qcow2, copy kernel and initrd, write ``image.json``, then the stamp.
     """
     echo = echo or (lambda *a: None)
     if os.geteuid() != 0:
@@ -186,10 +190,19 @@ def build_vm_image(rootfs: Path, force: bool = False, *, echo=print,
     init.unlink(missing_ok=True)
     init.write_bytes(_files("labkit-init"))
     init.chmod(0o755)
-    mod_dir = staging / f"lib/modules/{version}/kernel/drivers/char"
-    mod_dir.mkdir(parents=True, exist_ok=True)
-    for ko in glob.glob(f"/lib/modules/{version}/kernel/drivers/char/virtio_console.ko*"):
-        shutil.copy2(ko, mod_dir / Path(ko).name)
+    carried = []
+    for module in GUEST_MODULES:
+        found = glob.glob(f"/lib/modules/{version}/{module}.ko*")
+        if not found:
+            log.warning("kernel %s has no module %s.ko* in /lib/modules: the image goes without",
+                        version, module)
+            continue
+        carried.append(Path(module).name)
+        mod_dir = (staging / f"lib/modules/{version}/{module}").parent
+        mod_dir.mkdir(parents=True, exist_ok=True)
+        for ko in found:
+            (mod_dir / Path(ko).name).unlink(missing_ok=True)   # never write through a hard link
+            shutil.copy2(ko, mod_dir / Path(ko).name)
     for name in ("etc/fstab",):
         p = staging / name
         p.unlink(missing_ok=True)
@@ -213,7 +226,7 @@ def build_vm_image(rootfs: Path, force: bool = False, *, echo=print,
         "disk": "base.qcow2", "format": "qcow2", "kernel": "vmlinuz", "initrd": "initrd.img",
         "kernel_version": version, "root": "/dev/vda", "init": GUEST_INIT,
         "cmdline": f"root=/dev/vda rw console=ttyS0 init={GUEST_INIT} quiet",
-        "size_mb": size_mb, "inputs": inp, "hash": h,
+        "size_mb": size_mb, "inputs": inp, "hash": h, "modules": carried,
         "built": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "seconds": round(time.monotonic() - t0, 1),
     }

@@ -60,9 +60,9 @@ def test_container_backends_accept_the_option(tmp_path):
         LxdBackend(mounts="relative")
 
 
-def test_libvirt_says_why_it_has_no_mounts_yet(tmp_path):
+def test_libvirt_accepts_mounts(tmp_path):
     libvirt_backend = pytest.importorskip("labkit.backends.libvirt")
     assert "mounts" in libvirt_backend.LibvirtBackend.OPTIONS
-    with pytest.raises(ConfigError, match=r"no 9p.*virtiofsd"):
-        libvirt_backend.LibvirtBackend(mounts=str(tmp_path))
-    libvirt_backend.LibvirtBackend(mounts=[]).close()
+    assert libvirt_backend.LibvirtBackend(mounts=str(tmp_path)).mounts == (
+        Mount(str(tmp_path), str(tmp_path), True),)
+    assert libvirt_backend.LibvirtBackend(mounts=[]).mounts == ()
