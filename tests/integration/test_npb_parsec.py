@@ -31,9 +31,10 @@ from labkit.testing import required
 from labkit.workloads import get_workload
 
 from ..support import build_npb_like, build_parsec_like
-from .test_network import BACKENDS, NO_MPI, VARIANT_IMAGES, gone
+from .test_network import BACKENDS, NO_MPI, backend, gone
 
-pytestmark = [pytest.mark.network, pytest.mark.parametrize("backend_name", BACKENDS)]
+pytestmark = pytest.mark.network
+ON_BACKENDS = pytest.mark.parametrize("backend_name", BACKENDS)
 TAG = secrets.token_hex(2)
 
 
@@ -85,24 +86,11 @@ def runs():
             be.close()
 
 
-def _backend(backend_name: str, mounts: str):
-    from labkit.backends import get_backend
-    from labkit.errors import BackendUnavailable
-    for image in VARIANT_IMAGES.get(backend_name, ()):
-        be = get_backend(backend_name, image=image, mounts=mounts)
-        try:
-            be.check()
-            return be
-        except BackendUnavailable:
-            be.close()
-    return get_backend(backend_name, mounts=mounts)
-
-
 @pytest.fixture
 def run(runs, backend_name, suites):
     """Two instances of one run on a private network, the suites mounted read-only."""
     if backend_name not in runs:
-        be = _backend(backend_name, f"{suites}:{target(backend_name, suites)}")
+        be = backend(backend_name, mounts=f"{suites}:{target(backend_name, suites)}")
         pfx = prefix(backend_name)
         net = be.create_network(pfx, 2)
         try:
@@ -121,6 +109,7 @@ def run(runs, backend_name, suites):
     return be, net, insts
 
 
+@ON_BACKENDS
 def test_npb_mpi_ranks_across_two_instances(run, backend_name, suites):
     """2 ranks, one per instance: the report's time, Mop/s and process count are stored."""
     _be, _net, (a, b) = run
@@ -135,6 +124,7 @@ def test_npb_mpi_ranks_across_two_instances(run, backend_name, suites):
     assert wl.version(a)["npb"] == "labkit-test"
 
 
+@ON_BACKENDS
 def test_npb_failed_verification_is_a_benchmark_error(run, backend_name, suites):
     _be, _net, (a, b) = run
     wl = get_workload("npb", install_path=f"{target(backend_name, suites)}/npb", benchmark="zs", ranks=2,
@@ -143,6 +133,7 @@ def test_npb_failed_verification_is_a_benchmark_error(run, backend_name, suites)
         wl.run_group([a, b], {"vcpus": 1})
 
 
+@ON_BACKENDS
 def test_npb_openmp_threads_in_one_instance(run, backend_name, suites):
     _be, _net, (a, _b) = run
     wl = get_workload("npb", install_path=f"{target(backend_name, suites)}/npb-omp", benchmark="zs")
@@ -151,6 +142,7 @@ def test_npb_openmp_threads_in_one_instance(run, backend_name, suites):
     assert got["time_s"] > 0 and got["mops_total"] > 0 and got["threads"] == 2
 
 
+@ON_BACKENDS
 def test_parsec_hooks_binary_with_threads(run, backend_name, suites):
     """The hooks binary run directly with 2 threads: labkit's wall time, the ROI time, the
     thread count it printed; its failed check (-f) exits 1 before the hooks' end: a BenchmarkError."""
@@ -167,11 +159,11 @@ def test_parsec_hooks_binary_with_threads(run, backend_name, suites):
         bad.run(a, bad.params_for({"threads": 2}, 1))
 
 
-def test_npb_campaign_stores_the_failed_verification_as_a_failed_run(backend_name, suites, tmp_path):
-    """A campaign (local only: one backend shows the run path) over ``args`` levels "" and "-f":
-    the first run is ok with its figures, the second failed, its error naming the verification."""
-    if backend_name != "local":
-        pytest.skip("the campaign path is backend-independent; run once, on local")
+@pytest.mark.root
+def test_npb_campaign_stores_the_failed_verification_as_a_failed_run(suites, tmp_path):
+    """A campaign (on local: the run path does not depend on the backend) over ``args`` levels ""
+    and "-f": the first run is ok with its figures, the second failed, its error naming the
+    verification."""
     cid = f"t-npb{TAG}-campaign"
     d = {"factors": {"args": ["", "-f"]}, "replications": 1, "seed": 11}
     st = Campaign(d, backend="local", workload="npb",

@@ -11,8 +11,7 @@ import pytest
 
 from labkit.errors import BenchmarkError, ConfigError
 from labkit.workloads import get_workload
-from labkit.workloads.external import (EXPERIMENTAL, Npb, Parsec, parse_npb, parse_parsec,
-                                       parse_parsec_hooks)
+from labkit.workloads.external import EXPERIMENTAL, Npb, Parsec, parse_npb, parse_parsec, parse_parsec_hooks
 
 from .fixtures.fakes import FakeInstance, fixture
 
