@@ -24,7 +24,11 @@ FIXTURES = Path(__file__).resolve().parents[1] / "unit" / "fixtures"
 
 def capture() -> list[Path]:
     """Write the fixtures; returns their paths."""
-    root = Path(tempfile.mkdtemp(prefix="labkit-capture-npb-"))
+    with tempfile.TemporaryDirectory(prefix="labkit-capture-npb-") as tmp:
+        return _capture(Path(tmp))
+
+
+def _capture(root: Path) -> list[Path]:
     npb = build_npb_like(root / "npb") / "bin" / "zs.S.x"
     omp = build_npb_like(root / "npb-omp", omp=True) / "bin" / "zs.S.x"
     parsec = build_parsec_like(root / "parsec")
