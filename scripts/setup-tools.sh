@@ -32,6 +32,9 @@ apt_install_missing $pkgs
 # mariadb-server (the `oltp` workload's server, started per run on a fresh data directory)
 # shellcheck disable=SC2046
 apt_install_missing $("$PY" -c 'from labkit.images.rootfs import PROFILES; print(" ".join(PROFILES["study"]))')
+# libopenmpi-dev: mpicc, with which the tests build their MPI programs on this host (the ping-pong,
+# tests/support/npb_like.c for the `npb` workload); the binaries run on the instances' OpenMPI
+apt_install_missing libopenmpi-dev
 # hyperfine: the host reference of benchmarks/bench_noise.py
 apt_install_missing hyperfine
 for tool in sysbench ab /usr/sbin/apache2 stress-ng fio iperf3; do

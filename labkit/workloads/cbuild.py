@@ -26,6 +26,19 @@ def compiler() -> str:
                          "install one with: apt-get install gcc")
 
 
+def compile_c(source, binary, *, flags=("-O2",), mpi: bool = False) -> Path:
+    """Compile the C file ``source`` into ``binary`` (linked with -lm) with the C compiler, or
+    with ``mpicc`` when ``mpi``; returns ``binary``'s Path. BenchmarkError names a missing
+    compiler (and its Debian package) or shows the compiler's output tail."""
+    if mpi and shutil.which("mpicc") is None:
+        raise BenchmarkError("mpicc is not installed on this host (apt-get install libopenmpi-dev)")
+    cmd = ["mpicc" if mpi else compiler(), *flags, "-o", str(binary), str(source), "-lm"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    if proc.returncode != 0:
+        raise BenchmarkError(f"compiling {Path(source).name} failed", cmd, tail(proc.stdout + proc.stderr))
+    return Path(binary)
+
+
 def build(source: str, *, flags: tuple[str, ...] = ("-O2", "-pthread"), static: bool = True) -> Path:
     """Path of the compiled binary for ``labkit/workloads/csrc/<source>``, building it if needed."""
     src = resources.files("labkit.workloads").joinpath("csrc", source)
@@ -39,9 +52,6 @@ def build(source: str, *, flags: tuple[str, ...] = ("-O2", "-pthread"), static: 
     tmp_src = out.parent / source
     tmp_src.write_bytes(text)
     tmp_out = out.with_suffix(".tmp")
-    cmd = [compiler(), *all_flags, "-o", str(tmp_out), str(tmp_src), "-lm"]
-    proc = subprocess.run(cmd, capture_output=True, text=True)
-    if proc.returncode != 0:
-        raise BenchmarkError(f"compiling {source} failed", cmd, tail(proc.stdout + proc.stderr))
+    compile_c(tmp_src, tmp_out, flags=tuple(all_flags))
     os.replace(tmp_out, out)  # atomic: a concurrent build never sees half a binary
     return out

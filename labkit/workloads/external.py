@@ -1,29 +1,47 @@
 """PARSEC and the NAS Parallel Benchmarks: EXPERIMENTAL runners for binaries you bring.
 
 labkit cannot download or build PARSEC 3.0 or NPB here, and does not ship
-them. These runners take an ``install_path`` *inside the instance* where you
-have already installed and built the suite (copy it into the image, or mount
-it), run one benchmark, and parse its standard output. They are marked
-experimental: their parsers are tested against the suites' documented output
-formats, not against a run on every platform.
+them. These runners take a path *inside the instance* where you have already
+installed and built the suite (copy it into the image, or give the run your
+host's install with the backends' ``mounts`` option, labkit.mounts: same path
+on ``local``, a bind on ``docker``, a disk device on ``lxd``), run one
+benchmark, and parse its standard output. They stay experimental: their parsers
+are tested on output captured from small programs in labkit's tests
+(tests/support/npb_like.c, an MPI/OpenMP kernel with a verification printing
+NPB 3.4's report format; tests/support/parsec_like.c, a pthreads kernel printing
+PARSEC's hooks lines), run through these workloads across instances, not on the
+real suites.
 
 PARSEC (study 000 used blackscholes, freqmine, vips, swaptions, streamcluster
-and raytrace with 1-8 threads)::
+and raytrace with 1-8 threads), through ``parsecmgmt`` or one built binary::
 
     Parsec(install_path="/opt/parsec-3.0", package="blackscholes", input="simsmall")
-    # runs: <install_path>/bin/parsecmgmt -a run -p <package> -i <input> -n <threads>
+    # runs: <install_path>/bin/parsecmgmt -a run -p <package> -i <input> -n <threads> -c <config>
+    Parsec(binary="/opt/parsec-3.0/pkgs/apps/swaptions/inst/amd64-linux.gcc-hooks/bin/swaptions",
+           args="-ns 64 -sm 20000 -nt {threads}")
+    # runs the binary with those arguments ({threads} = the run's threads) in the instance
 
-Metrics: ``wall_time_s`` (the response: the ``real`` time parsecmgmt reports
-for the benchmark) and, when the suite was built with hooks, ``roi_time_s``.
+Metrics: ``wall_time_s`` (the response: parsecmgmt's ``real`` time, or labkit's
+timing of the binary), ``roi_time_s`` (the hooks' "Total time spent in ROI"; a
+binary run directly must be a hooks build, ``-c gcc-hooks``, so that a truncated
+run is told from a finished one) and ``threads`` when the program prints
+"Number of threads: N" (swaptions does; a count other than the run's is an error).
 
 NPB (study 003 used BT, SP, FT, IS, LU, CG, EP, MG)::
 
     Npb(install_path="/opt/NPB3.4.2/NPB3.4-OMP", benchmark="ep", klass="S")
     # runs: <install_path>/bin/<benchmark>.<klass>.x with OMP_NUM_THREADS=<threads>
+    Npb(install_path="/opt/NPB3.4.2/NPB3.4-MPI", benchmark="ep", klass="S", ranks=4)
+    # across the run's instances (network: private): mpirun on the host starts 4 ranks
+    # over them (labkit.workloads.mpi.launch); the binary must be at that path in each
     Npb(install_path=..., benchmark="is", klass="A", mpirun="mpirun --allow-run-as-root -np {threads}")
+    # MPI inside each instance, with a launcher prefix
 
-Metrics: ``time_s`` (the response, "Time in seconds") and ``mops_total``
-(Mop/s). A run whose ``Verification`` is not SUCCESSFUL is a failed run.
+Metrics: ``time_s`` (the response, "Time in seconds"), ``mops_total`` (Mop/s)
+and ``processes`` / ``threads`` (the report's "Total processes" / "Total
+threads"; one other than the run's ranks / threads is an error). A run whose
+``Verification`` is not SUCCESSFUL, or whose report names another benchmark or
+class than asked for, is a failed run.
 """
 from __future__ import annotations
 
@@ -32,13 +50,15 @@ import shlex
 
 from ..errors import BenchmarkError, ConfigError, tail
 from .base import Measurement, Workload, run_checked
-from .params import NAME, PATH, THREADS, TIMEOUT, Str
+from .mpi import _cleanup, launch
+from .params import NAME, PATH, THREADS, TIMEOUT, Int, Str
 from .scaling import resolve_threads
 
 EXPERIMENTAL = True
 
 _TIME = re.compile(r"^real\s+(?:([0-9]+)m)?([0-9]+(?:\.[0-9]+)?)s\s*$", re.MULTILINE)
 _ROI = re.compile(r"Total time spent in ROI:\s*([0-9]+(?:\.[0-9]+)?)s")
+_THREADS = re.compile(r"Number of threads:\s*([0-9]+)")
 
 
 def _require_path(instance, path: str, what: str, hint: str) -> None:
@@ -49,8 +69,29 @@ def _require_path(instance, path: str, what: str, hint: str) -> None:
             f"it: install it yourself and pass install_path ({hint}). This runner is experimental.")
 
 
-def parse_parsec(text: str, command=None, instance: int = 0) -> list[Measurement]:
-    """``wall_time_s`` (and ``roi_time_s`` if hooks printed it) from ``parsecmgmt -a run`` output."""
+def _count(name: str, found: int, wanted: int | None, command, text: str) -> None:
+    if wanted is not None and found != wanted:
+        raise BenchmarkError(f"the report says {found} {name}, the run asked for {wanted}: "
+                             "not the configuration the run records", command, tail(text))
+
+
+def _hooks_rows(text: str, command, instance: int, threads: int | None) -> list[Measurement]:
+    rows = []
+    roi = _ROI.search(text)
+    if roi:
+        rows.append(Measurement("roi_time_s", float(roi.group(1)), "s", instance))
+    m = _THREADS.search(text)
+    if m:
+        _count("threads", int(m.group(1)), threads, command, text)
+        rows.append(Measurement("threads", int(m.group(1)), "count", instance))
+    return rows
+
+
+def parse_parsec(text: str, command=None, instance: int = 0, threads: int | None = None) -> list[Measurement]:
+    """Rows from ``parsecmgmt -a run`` output: ``wall_time_s`` (its ``real`` time), and
+    ``roi_time_s`` / ``threads`` when the benchmark printed them (see the module docstring).
+    BenchmarkError when it is not parsecmgmt output, is truncated, or ran another thread
+    count than ``threads``."""
     text = text or ""
     if "[PARSEC]" not in text:
         raise BenchmarkError("not parsecmgmt output (no [PARSEC] lines)", command, tail(text))
@@ -61,9 +102,25 @@ def parse_parsec(text: str, command=None, instance: int = 0) -> list[Measurement
     if not m:
         raise BenchmarkError("PARSEC output has no 'real' time line", command, tail(text))
     rows = [Measurement("wall_time_s", int(m.group(1) or 0) * 60 + float(m.group(2)), "s", instance)]
-    roi = _ROI.search(text)
-    if roi:
-        rows.append(Measurement("roi_time_s", float(roi.group(1)), "s", instance))
+    return rows + _hooks_rows(text, command, instance, threads)
+
+
+def parse_parsec_hooks(text: str, command=None, instance: int = 0,
+                       threads: int | None = None) -> list[Measurement]:
+    """Rows from the output of one PARSEC hooks build run directly: ``roi_time_s`` and
+    ``threads`` when printed. BenchmarkError when there are no hooks lines (not a
+    ``gcc-hooks`` build), no "[HOOKS] Terminating" (the run did not finish) or no ROI time
+    (hooks built without timing), or another thread count than ``threads``."""
+    text = text or ""
+    if "[HOOKS]" not in text:
+        raise BenchmarkError("no [HOOKS] lines: a PARSEC binary run directly must be a hooks build "
+                             "(parsecmgmt -a build -c gcc-hooks)", command, tail(text))
+    if "[HOOKS] Terminating" not in text:
+        raise BenchmarkError("PARSEC output is truncated (no '[HOOKS] Terminating')", command, tail(text))
+    rows = _hooks_rows(text, command, instance, threads)
+    if not rows or rows[0].metric != "roi_time_s":
+        raise BenchmarkError("PARSEC hooks output has no 'Total time spent in ROI' line (hooks "
+                             "built without ENABLE_TIMING?)", command, tail(text))
     return rows
 
 
@@ -111,47 +168,67 @@ def parse_npb(text: str, command=None, instance: int = 0) -> tuple[list[Measurem
              Measurement("mops_total", mops, "Mop/s", instance)], info)
 
 
-class Parsec(Workload):
-    """EXPERIMENTAL. One PARSEC benchmark via ``parsecmgmt``; you bring the built suite.
+def _expand(template: str, threads: int) -> list[str]:
+    """``template`` with ``{threads}`` replaced, split like a shell would (no shell runs it)."""
+    return shlex.split(str(template).replace("{threads}", str(threads)))
 
-    Parameters: ``install_path`` (required: the PARSEC root inside the
-    instance, holding ``bin/parsecmgmt``), ``package`` (``blackscholes``),
-    ``input`` (``simsmall``; ``native`` is what study 000 used), ``threads``
-    (None = vCPUs), ``config`` (parsecmgmt ``-c``, default ``gcc``),
-    ``timeout_s`` (3600).
+
+class Parsec(Workload):
+    """EXPERIMENTAL. One PARSEC benchmark via ``parsecmgmt`` or one built binary; you bring it.
+
+    Parameters: ``install_path`` (the PARSEC root inside the instance, holding
+    ``bin/parsecmgmt``), ``package`` (``blackscholes``), ``input`` (``simsmall``;
+    ``native`` is what study 000 used), ``config`` (parsecmgmt ``-c``, default
+    ``gcc``), or instead ``binary`` (one benchmark executable, a hooks build, run
+    directly) with ``args`` (its arguments; ``{threads}`` is the run's threads);
+    ``threads`` (None = vCPUs), ``timeout_s`` (3600). One of ``install_path`` and
+    ``binary`` is required. Rows: see the module docstring.
     """
 
     name = "parsec"
     response = "wall_time_s"
     experimental = True
     defaults = {"install_path": None, "package": "blackscholes", "input": "simsmall",
-                "threads": None, "config": "gcc", "timeout_s": 3600}
+                "threads": None, "config": "gcc", "binary": None, "args": "", "timeout_s": 3600}
     schema = {"install_path": PATH, "package": NAME, "input": NAME, "threads": THREADS, "config": NAME,
-              "timeout_s": TIMEOUT}
+              "binary": PATH, "args": Str(), "timeout_s": TIMEOUT}
     min_memory_mb = 256
 
     def __init__(self, **params):
         super().__init__(**params)
-        if not self.params["install_path"]:
-            raise ConfigError("parsec (experimental): parameter 'install_path' is required — labkit "
-                              "does not ship PARSEC; install PARSEC 3.0 in the instance and pass its root")
+        if not self.params["install_path"] and not self.params["binary"]:
+            raise ConfigError("parsec (experimental): parameter 'install_path' (or 'binary') is required "
+                              "— labkit does not ship PARSEC; install PARSEC 3.0 in the instance (or mount "
+                              "it) and pass its root, or one built benchmark binary")
 
     def _mgmt(self, params) -> str:
         return f"{params['install_path'].rstrip('/')}/bin/parsecmgmt"
 
     def prepare(self, instance) -> None:
-        _require_path(instance, self._mgmt(self.params), "PARSEC's parsecmgmt",
-                      "the directory holding bin/parsecmgmt, e.g. /opt/parsec-3.0")
+        if self.params["binary"]:
+            _require_path(instance, self.params["binary"], "PARSEC benchmark binary",
+                          "binary: e.g. <parsec>/pkgs/apps/swaptions/inst/amd64-linux.gcc-hooks/bin/swaptions")
+        else:
+            _require_path(instance, self._mgmt(self.params), "PARSEC's parsecmgmt",
+                          "the directory holding bin/parsecmgmt, e.g. /opt/parsec-3.0")
 
     def run(self, instance, params: dict) -> list[Measurement]:
         params = {**self.params, **params}
         threads = resolve_threads(params, "parsec")
+        if params["binary"]:
+            argv = [params["binary"], *_expand(params["args"], threads)]
+            res = run_checked(instance, argv, timeout=params.get("timeout_s"))
+            rows = parse_parsec_hooks(res.stdout, argv, instance.index, threads)
+            return [Measurement("wall_time_s", res.duration_s, "s", instance.index), *rows]
         argv = [self._mgmt(params), "-a", "run", "-p", str(params["package"]), "-i",
                 str(params["input"]), "-n", str(threads), "-c", str(params["config"])]
         res = run_checked(instance, argv, timeout=params.get("timeout_s"))
-        return parse_parsec(res.stdout + "\n" + res.stderr, argv, instance.index)
+        return parse_parsec(res.stdout + "\n" + res.stderr, argv, instance.index, threads)
 
     def version(self, instance) -> dict:
+        if not self.params["install_path"]:
+            return {"parsec": "unknown (a binary run directly)", "parsec_binary": self.params["binary"],
+                    "experimental": True}
         root = shlex.quote(self.params["install_path"].rstrip("/"))
         res = instance.exec(["sh", "-c", f"cat {root}/version 2>/dev/null || echo unknown"],
                             check=False, timeout=30)
@@ -166,19 +243,23 @@ class Npb(Workload):
     instance that holds ``bin/``, e.g. ``/opt/NPB3.4.2/NPB3.4-OMP``),
     ``benchmark`` (``ep``; bt, cg, ft, is, lu, mg, sp...), ``klass`` (problem
     class, ``S``; ``class`` is a Python keyword), ``threads`` (None = vCPUs;
-    sets OMP_NUM_THREADS, or ``{threads}`` in ``mpirun``), ``mpirun``
-    (None, or a launcher prefix such as ``"mpirun -np {threads}"``),
-    ``binary`` (None = ``bin/<benchmark>.<klass>.x``), ``timeout_s`` (3600).
+    sets OMP_NUM_THREADS, or ``{threads}`` in ``mpirun``), ``ranks`` (None: run
+    in each instance; a number: that many MPI ranks across the run's instances,
+    network private, mpirun on the host), ``mpirun`` (None, or a launcher prefix
+    inside each instance such as ``"mpirun -np {threads}"``), ``binary`` (None =
+    ``bin/<benchmark>.<klass>.x``), ``args`` (arguments to the binary; NPB's take
+    none), ``timeout_s`` (3600). Rows: see the module docstring.
     """
 
     name = "npb"
     response = "time_s"
     experimental = True
-    defaults = {"install_path": None, "benchmark": "ep", "klass": "S", "threads": None,
-                "mpirun": None, "binary": None, "timeout_s": 3600}
+    defaults = {"install_path": None, "benchmark": "ep", "klass": "S", "threads": None, "ranks": None,
+                "mpirun": None, "binary": None, "args": "", "timeout_s": 3600}
     schema = {"install_path": PATH, "benchmark": Str(pattern=r"[A-Za-z]{2}"),
-              "klass": Str(pattern=r"[SWABCDEFswabcdef]"), "threads": THREADS, "mpirun": PATH,
-              "binary": PATH, "timeout_s": TIMEOUT}
+              "klass": Str(pattern=r"[SWABCDEFswabcdef]"), "threads": THREADS,
+              "ranks": Int(1, 4096, none=True), "mpirun": PATH, "binary": PATH, "args": Str(),
+              "timeout_s": TIMEOUT}
     min_memory_mb = 64
 
     def __init__(self, **params):
@@ -188,6 +269,10 @@ class Npb(Workload):
                               "not ship the NAS Parallel Benchmarks; build them in the instance and "
                               "pass the directory holding bin/")
         self._seen_version: str | None = None
+
+    def spans(self, params: dict) -> bool:
+        """Across the run's instances when ``ranks`` is set."""
+        return {**self.params, **params}.get("ranks") is not None
 
     def binary(self, params) -> str:
         if params.get("binary"):
@@ -201,17 +286,38 @@ class Npb(Workload):
                       "the NPB directory whose bin/ holds <benchmark>.<class>.x; build it with "
                       "'make <benchmark> CLASS=<class>'")
 
+    def _rows(self, text: str, argv, params, *, processes=None, threads=None) -> list[Measurement]:
+        rows, info = parse_npb(text, argv, 0)
+        if not params.get("binary"):
+            bench, klass = str(params["benchmark"]).upper(), str(params["klass"]).upper()
+            if info["benchmark"].split("-")[0] != bench or info["class"] != klass:
+                raise BenchmarkError(f"the report is of {info['benchmark']} class {info['class']}, the run "
+                                     f"asked for {bench} class {klass}", argv, tail(text))
+        for key, wanted in (("processes", processes), ("threads", threads)):
+            if key in info:
+                _count(key, info[key], wanted, argv, text)
+                rows.append(Measurement(key, info[key], "count", 0))
+        self._seen_version = info.get("version", self._seen_version)
+        return rows
+
     def run(self, instance, params: dict) -> list[Measurement]:
         params = {**self.params, **params}
         threads = resolve_threads(params, "npb")
-        argv = [self.binary(params)]
+        argv = [self.binary(params), *shlex.split(params["args"])]
         if params.get("mpirun"):
             argv = shlex.split(str(params["mpirun"]).format(threads=threads, vcpus=params["vcpus"])) + argv
         res = run_checked(instance, argv, timeout=params.get("timeout_s"),
                           env={"OMP_NUM_THREADS": str(threads)})
-        rows, info = parse_npb(res.stdout, argv, instance.index)
-        self._seen_version = info.get("version", self._seen_version)
-        return rows
+        rows = self._rows(res.stdout, argv, params, threads=None if params.get("mpirun") else threads)
+        return [Measurement(r.metric, r.value, r.unit, instance.index) for r in rows]
+
+    def run_group(self, instances, params: dict) -> list[Measurement]:
+        """``ranks`` MPI ranks of the binary across ``instances``; rows for instance 0."""
+        params = {**self.params, **params}
+        argv = [self.binary(params), *shlex.split(params["args"])]
+        res, wdir, _took = launch(instances, argv, ranks=params["ranks"], timeout=params.get("timeout_s"))
+        _cleanup(instances, wdir)
+        return self._rows(res.stdout, argv, params, processes=params["ranks"])
 
     def version(self, instance) -> dict:
         found = self._seen_version

@@ -16,11 +16,10 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
-import subprocess
 
 from ..errors import BenchmarkError, tail
 from .base import Measurement
+from .cbuild import compile_c
 
 SOURCE = r"""
 #include <mpi.h>
@@ -72,16 +71,10 @@ _LINE = re.compile(r"^(pingpong_latency_us|pingpong_bandwidth_mb_per_s) ([0-9.]+
 
 def build(directory: str) -> str:
     """Compile :data:`SOURCE` with ``mpicc`` into ``directory``; returns the binary's path."""
-    if shutil.which("mpicc") is None:
-        raise BenchmarkError("mpicc is not installed on this host (apt-get install libopenmpi-dev)")
     src, binary = os.path.join(directory, "pingpong.c"), os.path.join(directory, "labkit-pingpong")
     with open(src, "w") as f:
         f.write(SOURCE)
-    argv = ["mpicc", "-O2", "-o", binary, src]
-    res = subprocess.run(argv, capture_output=True, text=True, timeout=120)
-    if res.returncode != 0:
-        raise BenchmarkError("compiling the ping-pong failed", argv, tail(res.stderr))
-    return binary
+    return str(compile_c(src, binary, mpi=True))
 
 
 def parse(text: str) -> list[Measurement]:

@@ -57,16 +57,17 @@ NO_TOOL = "no {tool} in the {image} image; build the variant with: labkit images
 NO_MPI = NO_TOOL.replace("{tool}", "OpenMPI").replace("{image}", "{}")
 
 
-def backend(backend_name: str):
-    """The backend, on the first image variant of VARIANT_IMAGES that is built (else the base image)."""
+def backend(backend_name: str, **options):
+    """The backend (with ``options``), on the first image variant of VARIANT_IMAGES that is built
+    (else the base image)."""
     for image in VARIANT_IMAGES.get(backend_name, ()):
-        be = get_backend(backend_name, image=image)
+        be = get_backend(backend_name, image=image, **options)
         try:
             be.check()
             return be
         except BackendUnavailable:
             be.close()
-    return get_backend(backend_name)
+    return get_backend(backend_name, **options)
 
 
 def need_tool(inst, be, tool: str) -> None:
