@@ -117,7 +117,7 @@ def disk_format_comparison(data, response: str, *, by=("app",), treatment: str =
     (Welch, 1 - alpha), ``t``, ``df``, ``p`` and ``p_holm`` (Holm over the groups), ``ratio``
     (mean_a / mean_b: > 1, treatment slower) with ``ratio_low``/``ratio_high`` (Fieller),
     ``slower_pct`` (100 (ratio - 1)), ``bf_p`` (Brown-Forsythe test of equal variances,
-    NaN with fewer than 2 runs per format) and ``note``.
+    NaN with fewer than 3 runs per format) and ``note``.
     """
     import numpy as np
     import pandas as pd
@@ -194,9 +194,9 @@ def claim_verdicts(table):
     """The paper's stated direction against ours: ``table`` as :func:`labkit.studies_seeds.
     headline_comparison` returns it plus a ``stated_direction`` column ("slower": the platform is
     slower than the baseline; "no difference"). Returns ``table`` plus ``verdict``:
-    "supported" (the CI lies above 0 for "slower", contains 0 for "no difference"),
-    "contradicted" (the CI lies below 0 for "slower"; excludes 0 for "no difference"),
-    "inconclusive" (a "slower" CI containing 0) or "not measured"."""
+    for "slower", "supported" (the CI lies above 0), "contradicted" (below 0) or "inconclusive"
+    (it contains 0); for "no difference", "consistent" (the CI contains 0: says little when the
+    CI is wide) or "contradicted" (it excludes 0); "not measured" without a CI."""
     import math
     allowed = ("slower", "no difference")
     out = []
@@ -209,6 +209,6 @@ def claim_verdicts(table):
         elif d == "slower":
             v = "supported" if lo > 0 else "contradicted" if hi < 0 else "inconclusive"
         else:
-            v = "supported" if lo <= 0 <= hi else "contradicted"
+            v = "consistent" if lo <= 0 <= hi else "contradicted"
         out.append(v)
     return table.assign(verdict=out)

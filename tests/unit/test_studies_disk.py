@@ -98,7 +98,7 @@ def test_verdicts_follow_the_interval():
     t = pd.DataFrame({"claim": list("abcde"),
                       "stated_direction": ["slower", "slower", "slower", "no difference", "no difference"],
                       "ci_low": [1.0, -5.0, -9.0, -2.0, 3.0], "ci_high": [9.0, 4.0, -1.0, 2.0, np.nan]})
-    assert claim_verdicts(t).verdict.tolist() == ["supported", "inconclusive", "contradicted", "supported",
+    assert claim_verdicts(t).verdict.tolist() == ["supported", "inconclusive", "contradicted", "consistent",
                                                   "not measured"]
     with pytest.raises(ConfigError, match="stated_direction 'faster'"):
         claim_verdicts(t.assign(stated_direction="faster"))
