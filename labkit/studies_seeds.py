@@ -420,7 +420,8 @@ def headline_comparison(reference, data, *, names: dict, level_col: str = "scena
 
 def paper_vs_labkit_figure(table, *, title: str, label_col: str = "claim"):
     """Horizontal bars: the paper's ``stated_pct`` and ours (``ours_pct`` with its CI) per row of
-    ``table`` (from :func:`headline_comparison` or alike); returns the matplotlib Figure."""
+    ``table`` (from :func:`headline_comparison` or alike; a NaN ``stated_pct`` is marked "paper:
+    no number"); returns the matplotlib Figure."""
     import numpy as np
     from matplotlib.figure import Figure
 
@@ -430,7 +431,11 @@ def paper_vs_labkit_figure(table, *, title: str, label_col: str = "claim"):
     ax = fig.subplots()
     y = np.arange(n)
     paper_c, ours_c = colors(["paper", "labkit"])
-    ax.barh(y + 0.2, table.stated_pct, 0.4, color=paper_c, label="paper (as stated)")
+    stated = table.stated_pct.to_numpy(float)
+    ax.barh(y + 0.2, np.nan_to_num(stated), 0.4, color=paper_c, label="paper (as stated)")
+    for i, v in enumerate(stated):
+        if not np.isfinite(v):   # a claim in words: the paper printed no number
+            ax.text(0, i + 0.2, "  paper: no number", va="center", fontsize=7)
     ours = table.ours_pct.to_numpy(float)
     err = np.vstack([ours - table.ci_low.to_numpy(float), table.ci_high.to_numpy(float) - ours])
     ax.barh(y - 0.2, np.nan_to_num(ours), 0.4, color=ours_c, label="labkit, this host (CI)",

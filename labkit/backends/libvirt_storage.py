@@ -27,6 +27,7 @@ import json
 import os
 import subprocess
 import threading
+import time
 from pathlib import Path
 
 import libvirt
@@ -41,6 +42,8 @@ IMAGE_FILES = ("disk", "kernel", "initrd")
 CONSOLE_TAIL_BYTES = 16384
 #: longest a raw copy of the base disk may take (qemu-img convert)
 RAW_COPY_TIMEOUT_S = 900
+#: longest remove() waits for another process's volume build in the pool to end
+BUSY_POOL_WAIT_S = 60
 
 
 def image_cache() -> Path:
@@ -174,14 +177,22 @@ class Pool:
             raise BackendError(f"listing pool {self.name}: {exc}") from exc
 
     def remove(self, path: str) -> None:
-        """Delete the pool file ``path`` (quiet when it is already gone)."""
-        try:
-            pool = self.pool()
-            pool.refresh(0)
-            pool.storageVolLookupByName(os.path.basename(path)).delete(0)
-        except libvirt.libvirtError as exc:
-            if not gone(exc):
-                raise BackendError(f"could not remove {path} from pool {self.name}: {exc}") from exc
+        """Delete the pool file ``path`` (quiet when it is already gone). While another process
+        builds a volume in the pool, libvirt refuses ("asynchronous jobs running"): retried for
+        up to :data:`BUSY_POOL_WAIT_S`."""
+        deadline = time.monotonic() + BUSY_POOL_WAIT_S
+        while True:
+            try:
+                pool = self.pool()
+                pool.refresh(0)
+                pool.storageVolLookupByName(os.path.basename(path)).delete(0)
+                return
+            except libvirt.libvirtError as exc:
+                if gone(exc):
+                    return
+                if "asynchronous jobs" not in str(exc) or time.monotonic() > deadline:
+                    raise BackendError(f"could not remove {path} from pool {self.name}: {exc}") from exc
+            time.sleep(0.5)
 
     def tail(self, path: str, lines: int = 30) -> str:
         """The last ``lines`` lines of a console log (or why it could not be read)."""

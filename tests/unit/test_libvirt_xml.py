@@ -194,6 +194,38 @@ def test_pool_disk_is_an_overlay_or_a_raw_copy(tmp_path, monkeypatch):
     assert not (tmp_path / "pool/labkit-t-2.raw").exists()     # a failed copy leaves nothing
 
 
+def test_pool_remove_waits_while_another_process_builds_a_volume(tmp_path, monkeypatch):
+    """libvirt refuses to delete a volume while the pool has a build under way (seen with
+    concurrent campaigns: "pool 'labkit' has asynchronous jobs running"): retried, other errors not."""
+    storage = pytest.importorskip("labkit.backends.libvirt_storage")
+    libvirt = storage.libvirt
+    busy = libvirt.libvirtError("internal error: pool 'labkit' has asynchronous jobs running.")
+    calls = []
+
+    class Vol:
+        def delete(self, flags):
+            calls.append(flags)
+            if len(calls) < 3:
+                raise busy
+
+    class FakePool:
+        def refresh(self, flags):
+            pass
+
+        def storageVolLookupByName(self, name):
+            return Vol()
+
+    pool = storage.Pool(lambda: None, "labkit", str(tmp_path))
+    monkeypatch.setattr(pool, "pool", lambda: FakePool())
+    monkeypatch.setattr(storage.time, "sleep", lambda s: None)
+    pool.remove(f"{tmp_path}/labkit-t-1.raw")
+    assert len(calls) == 3
+    monkeypatch.setattr(storage, "BUSY_POOL_WAIT_S", -1)     # past the deadline: the error is reported
+    calls.clear()
+    with pytest.raises(BackendError, match="asynchronous jobs running"):
+        pool.remove(f"{tmp_path}/labkit-t-1.raw")
+
+
 def test_xen_domain():
     dom = make(InstanceSpec(vcpus=2, affinity="pinned"), [0, 1], domain_type="xen")
     assert dom.get("type") == "xen"
