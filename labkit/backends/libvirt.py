@@ -390,6 +390,8 @@ class LibvirtBackend(Backend):
             except libvirt.libvirtError as exc:
                 if not gone(exc):
                     raise BackendError(f"{step} of {name} failed: {exc}") from exc
+        if self.local:
+            remove_machine_cgroups(name, wait_s=5.0)
 
     # -- fingerprint, listing, cleanup ---------------------------------------
     def fingerprint(self) -> dict:
@@ -451,6 +453,8 @@ class LibvirtBackend(Backend):
         for name in self.networks(prefix):
             libvirt_net.remove(self.conn, name)
             removed.add(name)
+        if self.local:   # cgroups libvirt left behind for domains already gone
+            remove_machine_cgroups(prefix + "*")
         return sorted(removed)
 
     # -- private networks ------------------------------------------------------
@@ -463,3 +467,44 @@ class LibvirtBackend(Backend):
 
     def _remove_network(self, network: Network) -> None:
         libvirt_net.remove(self.conn, network.name)
+
+
+#: where libvirt's QEMU driver puts a domain's cgroup without systemd (v1: under every controller)
+MACHINE_CGROUPS = ("{root}/*/machine/qemu-*-{name}.libvirt-qemu", "{root}/machine/qemu-*-{name}.libvirt-qemu")
+
+
+def remove_machine_cgroups(name: str, *, root: str = "/sys/fs/cgroup", wait_s: float = 0.0) -> list[str]:
+    """Remove the empty cgroups libvirt left for stopped domain(s) ``name`` (a glob such as
+    ``prefix*``); returns the paths removed.
+
+    libvirt removes a domain's ``machine/qemu-<id>-<name>.libvirt-qemu`` groups when it stops
+    it, but under cgroup v1 an ``rmdir`` that races the exit of QEMU's last threads fails and
+    the empty groups stay. This waits up to ``wait_s`` for their processes to be gone, then
+    removes what is left, deepest first. A group that still holds a process is never removed
+    (the kernel refuses the ``rmdir``), so a running domain keeps its cgroups.
+    """
+    import glob
+    import os
+
+    def left() -> list[str]:
+        return sorted({p for pattern in MACHINE_CGROUPS for p in glob.glob(pattern.format(root=root, name=name))})
+
+    def busy(group: str) -> bool:
+        try:
+            return bool(Path(group, "cgroup.procs").read_text().strip())
+        except OSError:
+            return False
+
+    deadline = time.monotonic() + wait_s
+    while any(busy(g) for g in left()) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    removed = []
+    for top in left():
+        try:
+            for path in sorted((d for d, _s, _f in os.walk(top)), key=len, reverse=True):
+                os.rmdir(path)
+        except OSError as exc:
+            log.debug("cgroup %s left in place: %s", top, exc)
+        else:
+            removed.append(top)
+    return removed

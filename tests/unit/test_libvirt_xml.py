@@ -377,3 +377,23 @@ def test_a_vm_below_the_bootable_memory_is_refused_before_anything_is_made():
     be = libvirt_backend.LibvirtBackend(uri="qemu:///nowhere-never-opened")
     with pytest.raises(ConfigError, match=r"memory_mb=128 is too small.*at least 160 MiB"):
         be._boot(InstanceSpec(memory_mb=128), "labkit-t-1", 0, None, "qemu")
+
+
+def test_remove_machine_cgroups_leaves_busy_and_foreign_groups(tmp_path):
+    """Empty groups libvirt left for a stopped domain go (deepest first, on every controller);
+    a group with a process (here: a file, which refuses rmdir as the kernel does for a
+    populated cgroup) and other domains' groups stay."""
+    from labkit.backends.libvirt import remove_machine_cgroups
+    mine = "labkit-c1--0a1b2c3d"
+    stale = [tmp_path / c / "machine" / f"qemu-7-{mine}.libvirt-qemu" for c in ("cpu", "memory")]
+    for g in stale:
+        (g / "emulator").mkdir(parents=True)
+    busy = tmp_path / "cpuset" / "machine" / "qemu-8-labkit-c1--ffff0000.libvirt-qemu"
+    busy.mkdir(parents=True)
+    (busy / "cgroup.procs").write_text("4242\n")
+    other = tmp_path / "cpu" / "machine" / "qemu-9-labkit-c2--0a1b2c3d.libvirt-qemu"
+    other.mkdir(parents=True)
+    assert remove_machine_cgroups(mine, root=str(tmp_path)) == sorted(str(g) for g in stale)
+    assert not any(g.exists() for g in stale)
+    assert remove_machine_cgroups("labkit-c1--*", root=str(tmp_path), wait_s=0.2) == []
+    assert busy.exists() and other.exists()
