@@ -38,15 +38,17 @@ test integration bench test-openstack: export LABKIT_SSH_USER ?= root
 test integration bench test-openstack: export LABKIT_SSH_KEY ?= /root/.ssh/labkit_test_ed25519
 
 # Everything: daemons, images, unit + integration + notebook tests.
+# The fleet test hosts (network namespaces, their sshds, the bridge) are removed afterwards,
+# whatever the outcome; the exit status is pytest's.
 test: setup-daemons setup-browser
 	$(PY) -m ruff check labkit tests benchmarks reliability
-	$(PY) -m pytest -ra tests
+	status=0; $(PY) -m pytest -ra tests || status=$$?; bash scripts/setup-fleet.sh teardown; exit $$status
 
 unit: setup
 	$(PY) -m pytest -ra tests/unit
 
 integration: setup-daemons
-	$(PY) -m pytest -ra tests/integration
+	status=0; $(PY) -m pytest -ra tests/integration || status=$$?; bash scripts/setup-fleet.sh teardown; exit $$status
 
 # Notebook tests (papermill on small parameters; the browser test needs scripts/setup-browser.sh).
 notebooks: setup-daemons setup-browser
