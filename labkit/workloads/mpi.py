@@ -129,6 +129,10 @@ def agent_script(instances) -> str:
     return "\n".join(lines) + "\n"
 
 
+#: seconds for every orted to report to mpirun (OpenMPI's ``orte_startup_timeout``)
+STARTUP_TIMEOUT_S = 120
+
+
 def mpirun_argv(instances, agent: str, ranks: int, wdir: str, program: list[str]) -> list[str]:
     """``mpirun`` on the host for ``ranks`` ranks spread over ``instances`` (round robin slots),
     launched by ``agent``, its traffic held to the run's subnet."""
@@ -139,7 +143,10 @@ def mpirun_argv(instances, agent: str, ranks: int, wdir: str, program: list[str]
             # "sh agent": the orteds check that the agent's first word exists in their instance too
             "--mca", "plm_rsh_agent", f"sh {agent}", "--mca", "plm_rsh_no_tree_spawn", "1",
             "--mca", "oob_tcp_if_include", subnet, "--mca", "btl", "tcp,self",
-            "--mca", "btl_tcp_if_include", subnet, "--wdir", wdir, *program]
+            "--mca", "btl_tcp_if_include", subnet,
+            # a daemon that never reports back (its launch died) fails the run after this many
+            # seconds instead of leaving mpirun waiting until the workload's own timeout
+            "--mca", "orte_startup_timeout", str(STARTUP_TIMEOUT_S), "--wdir", wdir, *program]
 
 
 def launch(instances, program: list[str], *, ranks: int, timeout: float | None, files: dict | None = None):

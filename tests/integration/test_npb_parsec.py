@@ -36,6 +36,8 @@ from .test_network import BACKENDS, NO_MPI, backend, gone
 pytestmark = pytest.mark.network
 ON_BACKENDS = pytest.mark.parametrize("backend_name", BACKENDS)
 TAG = secrets.token_hex(2)
+#: the programs run for well under a second: a hung launch fails the test, never CI's budget
+TIMEOUT_S = 180
 
 
 def _need(tool: str, package: str) -> None:
@@ -113,7 +115,8 @@ def run(runs, backend_name, suites):
 def test_npb_mpi_ranks_across_two_instances(run, backend_name, suites):
     """2 ranks, one per instance: the report's time, Mop/s and process count are stored."""
     _be, _net, (a, b) = run
-    wl = get_workload("npb", install_path=f"{target(backend_name, suites)}/npb", benchmark="zs", ranks=2)
+    wl = get_workload("npb", install_path=f"{target(backend_name, suites)}/npb", benchmark="zs", ranks=2,
+                      timeout_s=TIMEOUT_S)
     assert wl.spans(wl.params)
     for inst in (a, b):
         wl.prepare(inst)
@@ -128,7 +131,7 @@ def test_npb_mpi_ranks_across_two_instances(run, backend_name, suites):
 def test_npb_failed_verification_is_a_benchmark_error(run, backend_name, suites):
     _be, _net, (a, b) = run
     wl = get_workload("npb", install_path=f"{target(backend_name, suites)}/npb", benchmark="zs", ranks=2,
-                      args="-f")
+                      args="-f", timeout_s=TIMEOUT_S)
     with pytest.raises(BenchmarkError, match="verification UNSUCCESSFUL"):
         wl.run_group([a, b], {"vcpus": 1})
 
@@ -136,7 +139,8 @@ def test_npb_failed_verification_is_a_benchmark_error(run, backend_name, suites)
 @ON_BACKENDS
 def test_npb_openmp_threads_in_one_instance(run, backend_name, suites):
     _be, _net, (a, _b) = run
-    wl = get_workload("npb", install_path=f"{target(backend_name, suites)}/npb-omp", benchmark="zs")
+    wl = get_workload("npb", install_path=f"{target(backend_name, suites)}/npb-omp", benchmark="zs",
+                      timeout_s=TIMEOUT_S)
     wl.prepare(a)
     got = {r.metric: r.value for r in wl.run(a, wl.params_for({"threads": 2}, 1))}
     assert got["time_s"] > 0 and got["mops_total"] > 0 and got["threads"] == 2
@@ -148,13 +152,13 @@ def test_parsec_hooks_binary_with_threads(run, backend_name, suites):
     thread count it printed; its failed check (-f) exits 1 before the hooks' end: a BenchmarkError."""
     _be, _net, (a, _b) = run
     binary = f"{target(backend_name, suites)}/parsec/bin/parsec_like"
-    wl = get_workload("parsec", binary=binary, args="-ns 16 -nt {threads}")
+    wl = get_workload("parsec", binary=binary, args="-ns 16 -nt {threads}", timeout_s=TIMEOUT_S)
     wl.prepare(a)
     got = {r.metric: (r.value, r.unit) for r in wl.run(a, wl.params_for({"threads": 2}, 1))}
     assert set(got) == {"wall_time_s", "roi_time_s", "threads"}
     assert got["wall_time_s"][0] > 0 and got["roi_time_s"][0] > 0 and got["threads"] == (2, "count")
     assert got["roi_time_s"][0] <= got["wall_time_s"][0]
-    bad = get_workload("parsec", binary=binary, args="-ns 16 -nt {threads} -f")
+    bad = get_workload("parsec", binary=binary, args="-ns 16 -nt {threads} -f", timeout_s=TIMEOUT_S)
     with pytest.raises(BenchmarkError, match="exit 1"):
         bad.run(a, bad.params_for({"threads": 2}, 1))
 
