@@ -129,23 +129,30 @@ def agent_script(instances) -> str:
     return "\n".join(lines) + "\n"
 
 
-#: seconds for every orted to report to mpirun (OpenMPI's ``orte_startup_timeout``)
+#: seconds for the ranks to start once every orted has reported (OpenMPI's
+#: ``orte_startup_timeout``; it does not cover the daemons' own start, see mpirun_argv)
 STARTUP_TIMEOUT_S = 120
 
 
 def mpirun_argv(instances, agent: str, ranks: int, wdir: str, program: list[str]) -> list[str]:
     """``mpirun`` on the host for ``ranks`` ranks spread over ``instances`` (round robin slots),
-    launched by ``agent``, its traffic held to the run's subnet."""
+    launched by ``agent``, its traffic held to the run's subnet.
+
+    The orteds stay attached to their launch agent (``orte_leave_session_attached``): by
+    default a daemon started without tree spawn daemonizes, its agent returns 0 at once and
+    mpirun then waits for a callback that, if the daemon dies first, never comes (no
+    timeout covers it: a CI run and a campaign here hung 600 s in that state). Attached, a
+    daemon that dies ends its agent with its status, mpirun fails the launch at once and
+    the daemon's stderr is in mpirun's output."""
     subnet = instances[0].network.subnet
     slots = [ranks // len(instances) + (1 if i < ranks % len(instances) else 0) for i in range(len(instances))]
     hosts = ",".join(f"{inst.address}:{s}" for inst, s in zip(instances, slots) if s)
     return ["mpirun", "--allow-run-as-root", "-np", str(ranks), "--host", hosts,
             # "sh agent": the orteds check that the agent's first word exists in their instance too
             "--mca", "plm_rsh_agent", f"sh {agent}", "--mca", "plm_rsh_no_tree_spawn", "1",
+            "--mca", "orte_leave_session_attached", "1",
             "--mca", "oob_tcp_if_include", subnet, "--mca", "btl", "tcp,self",
             "--mca", "btl_tcp_if_include", subnet,
-            # a daemon that never reports back (its launch died) fails the run after this many
-            # seconds instead of leaving mpirun waiting until the workload's own timeout
             "--mca", "orte_startup_timeout", str(STARTUP_TIMEOUT_S), "--wdir", wdir, *program]
 
 

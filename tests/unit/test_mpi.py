@@ -60,8 +60,10 @@ def test_mpirun_spreads_ranks_and_stays_on_the_subnet():
     assert argv[argv.index("oob_tcp_if_include") + 1] == "10.200.0.0/24"
     assert argv[argv.index("btl_tcp_if_include") + 1] == "10.200.0.0/24"
     assert argv[-1] == "hpcc" and shlex.join(argv)
-    # a launch whose daemon never reports fails instead of hanging until the workload's timeout
+    # ranks that never start fail the run instead of hanging until the workload's timeout
     assert int(argv[argv.index("orte_startup_timeout") + 1]) > 0
+    # and a daemon that dies is seen: it stays attached to its agent instead of daemonizing
+    assert argv[argv.index("orte_leave_session_attached") + 1] == "1"
 
 
 def test_mpi_parser_hook_is_checked_at_once():
