@@ -37,12 +37,13 @@ test integration bench test-openstack: export LABKIT_SSH_PORT ?= 2222
 test integration bench test-openstack: export LABKIT_SSH_USER ?= root
 test integration bench test-openstack: export LABKIT_SSH_KEY ?= /root/.ssh/labkit_test_ed25519
 
-# Everything: daemons, images, unit + integration + notebook tests.
+# Everything: daemons, images, the single-node OpenStack, unit + integration + notebook tests
+# (the `openstack` tests included: LABKIT_OPENSTACK=1).
 # The fleet test hosts (network namespaces, their sshds, the bridge) are removed afterwards,
 # whatever the outcome; the exit status is pytest's.
-test: setup-daemons setup-browser
+test: setup-daemons setup-browser setup-openstack
 	$(PY) -m ruff check labkit tests benchmarks reliability
-	status=0; $(PY) -m pytest -ra tests || status=$$?; bash scripts/setup-fleet.sh teardown; exit $$status
+	status=0; LABKIT_OPENSTACK=1 $(PY) -m pytest -ra tests || status=$$?; bash scripts/setup-fleet.sh teardown; exit $$status
 
 unit: setup
 	$(PY) -m pytest -ra tests/unit
@@ -63,7 +64,7 @@ bench: setup
 	if [ -n "$$failed" ]; then echo "== failed:$$failed (\`make setup-daemons\` starts the daemons)"; exit 1; fi
 
 # A single-node OpenStack from Debian's packages (needs the ssh key and the VM image of setup-daemons)
-# and the `openstack` tests on it; not part of `make test` (README: Clouds).
+# and only the `openstack` tests on it (`make test` runs them too; README: Clouds).
 setup-openstack: setup-daemons
 	bash scripts/setup-openstack.sh
 

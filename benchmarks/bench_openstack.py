@@ -64,7 +64,7 @@ def main(argv=None) -> int:
     ap.add_argument("--image", default="labkit-debian-12")
     ap.add_argument("--network", default="provider")
     ap.add_argument("--key", default=os.environ.get("LABKIT_SSH_KEY", "/root/.ssh/labkit_test_ed25519"))
-    ap.add_argument("--pairs", type=int, default=2, help="labkit/CLI pairs (each boots two servers)")
+    ap.add_argument("--pairs", type=int, default=5, help="labkit/CLI pairs (each boots two servers)")
     ap.add_argument("--timeout", type=float, default=900)
     ap.add_argument("--openstack", default=shutil.which("openstack") or "openstack", help="the OpenStack CLI")
     args = ap.parse_args(argv)

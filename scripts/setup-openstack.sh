@@ -125,21 +125,33 @@ fi
 # Whether one runs: its pidfile (openstack-pkg-tools scripts: /var/run/<project>/<name>.pid). Their
 # `status` asks for any process of the daemon binary, and every uwsgi API has the same one
 # (/usr/bin/uwsgi_python311): with keystone up, a stopped placement-api said "running".
-running() {
+pidfile() {  # name: the pid file of an openstack-pkg-tools init script, or nothing
   local f=/etc/init.d/$1 proj name
   proj=$(sed -n 's/^PROJECT_NAME=//p' "$f" | head -1)
   name=$(sed -n 's/^NAME=//p' "$f" | head -1)
   if [ -n "$proj" ] && grep -q '^PIDFILE=/var/run/${PROJECT_NAME}/${NAME}.pid$' "$f"; then
-    start-stop-daemon --status --pidfile "/var/run/$proj/${name//\$\{PROJECT_NAME\}/$proj}.pid"
+    echo "/var/run/$proj/${name//\$\{PROJECT_NAME\}/$proj}.pid"
+  fi
+}
+running() {
+  local pf user
+  pf=$(pidfile "$1")
+  if [ -n "$pf" ]; then
+    # --user: a pid file left by a killed session may name a pid another daemon now has
+    user=$(sed -n 's/^PROJECT_NAME=//p' "/etc/init.d/$1" | head -1)
+    grep -qs '^STARTDAEMON_CHUID=""' "/etc/default/$1" && user=root   # nova-compute (below)
+    start-stop-daemon --status --user "$user" --pidfile "$pf"
   else
     /etc/init.d/"$1" status >/dev/null 2>&1
   fi
 }
 svc() {  # start|restart name...
-  local a=$1 s; shift
+  local a=$1 s pf; shift
   for s in "$@"; do
     [ -x "/etc/init.d/$s" ] || { echo "setup-openstack.sh: no /etc/init.d/$s" >&2; exit 1; }
     if [ "$a" = start ] && running "$s"; then continue; fi
+    # a stale pid file would make `restart` SIGTERM whatever process now has that pid
+    pf=$(pidfile "$s"); if [ -n "$pf" ] && [ -e "$pf" ] && ! running "$s"; then rm -f "$pf"; fi
     /etc/init.d/"$s" "$a" >/dev/null
   done
 }
@@ -368,4 +380,20 @@ say "image"
 "$HERE/openstack-image.sh" "$CACHE" "$STATE/image"
 say "network, flavors, image upload"
 /usr/bin/python3 "$HERE/openstack-bootstrap.py" resources "$STATE/image" "$IMAGE_NAME" "$CIDR" "$POOL_START" "$POOL_END"
+# The provider network's bridge is brq<its id's first 11 characters>. A bridge left by a network this
+# cloud no longer has (a cloud reinstalled over the old interfaces, a reset database) may still hold
+# $HOST_IP: the new network's bridge then gets no address, and no server answers. Remove it, and put
+# the address back where the agent expects it (lkos0, or the bridge lkos0 is already a port of).
+net_id=$(openstack network show provider -f value -c id)
+for dev in $(ip -4 -o addr show to "$HOST_IP/32" | awk '{print $2}'); do
+  if [[ "$dev" == brq* && "$dev" != "brq${net_id:0:11}" ]]; then
+    echo "setup-openstack.sh: removing $dev, a stale bridge of a network this cloud no longer has" >&2
+    ip link del "$dev"
+  fi
+done
+if ! ip -4 -o addr show to "$HOST_IP/32" | grep -q .; then
+  holder=$BRIDGE
+  [ -e "/sys/class/net/$BRIDGE/master" ] && holder=$(basename "$(readlink "/sys/class/net/$BRIDGE/master")")
+  ip addr add "$HOST_IP/24" dev "$holder"
+fi
 say "done: OS_CLOUD=labkit (clouds.yaml in /etc/openstack), image $IMAGE_NAME, flavors labkit.small labkit.medium, network provider on $BRIDGE"
