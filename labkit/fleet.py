@@ -104,17 +104,19 @@ class Fleet:
                     return h, p, exc   # lost before and still unreachable: stays lost
                 raise
             be.cleanup(self.c.prefix)
-            return h, p, be
+            backend_fp = be.fingerprint()   # remote round trips: read here, in parallel
+            return h, p, be, backend_fp, host_facts(h, be, backend_fp)
 
         with ThreadPoolExecutor(max_workers=min(16, len(needed)) or 1) as ex:
             opened = list(ex.map(open_one, needed))
         facts = {}
-        for h, p, be in opened:
+        for h, p, be, *fps in opened:
             if isinstance(be, Exception):
                 self._mark_lost(h.name, f"unreachable at start: {be}")
                 continue
-            facts.setdefault(h.name, host_facts(h, be))
-            fp = {"host": facts[h.name], "backend": be.fingerprint()}
+            backend_fp, this_facts = fps
+            facts.setdefault(h.name, this_facts)
+            fp = {"host": facts[h.name], "backend": backend_fp}
             fid = fingerprint_id(redact(fp))
             self.store.add_fingerprint(fid, fp)
             self.fp_ids[(h.name, p.name)] = fid

@@ -34,17 +34,19 @@ def reachable(host, timeout: float) -> tuple[bool, str]:
     return True, ""
 
 
-def host_facts(host, backend) -> dict:
+def host_facts(host, backend, fp: dict | None = None) -> dict:
     """The host part of a fingerprint: this machine's full fingerprint for the local host; for a
-    remote host what its backend reports (kernel, CPU model, CPUs...) plus governor and SMT."""
+    remote host what its backend reports (kernel, CPU model, CPUs...; ``fp``, its fingerprint when
+    the caller has read it already) plus governor and SMT."""
     if not host.remote:
         from .fingerprint import host_fingerprint
         return host_fingerprint()
     facts = {"name": host.name, "address": host.address, "labels": dict(host.labels)}
-    try:
-        fp = backend.fingerprint()
-    except Exception as exc:   # a fact we cannot read is recorded as such
-        fp = {"error": str(exc)[:200]}
+    if fp is None:
+        try:
+            fp = backend.fingerprint()
+        except Exception as exc:   # a fact we cannot read is recorded as such
+            fp = {"error": str(exc)[:200]}
     facts.update({k: fp.get(k) for k in ("kernel", "cpu_model", "cpus", "hostname", "machine") if k in fp})
     if hasattr(backend, "run_script"):
         try:

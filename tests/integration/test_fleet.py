@@ -8,6 +8,7 @@
 """
 from __future__ import annotations
 
+import contextlib
 import glob
 import os
 import signal
@@ -59,12 +60,13 @@ def _restore() -> None:
                    stdin=subprocess.DEVNULL, timeout=120, env={**os.environ, "LABKIT_FLEET_HOSTS": str(max(n, 4))})
 
 
-def _leftovers(prefix: str) -> dict[str, list[str]]:
+def _leftovers(prefix: str, *, remove: bool = False) -> dict[str, list[str]]:
+    """Instances named ``prefix*`` on each test host (``remove``: removed through cleanup(prefix))."""
     out = {}
     for name, addr in HOSTS:
         be = get_backend("ssh", host=addr, port=22, user="root", key_filename=KEY, connect_timeout=5)
         try:
-            out[name] = be.list_labkit(prefix)
+            out[name] = be.cleanup(prefix) if remove else be.list_labkit(prefix)
         finally:
             be.close()
     return out
@@ -137,8 +139,13 @@ def test_host_loss_controller_kill_and_resume(fleet_hosts, tmp_path):
         pids = subprocess.run(["ip", "netns", "pids", "labkit-fleet-1"], capture_output=True,
                               text=True).stdout.split()
         for pid in pids:
-            if Path(f"/proc/{pid}/comm").read_text().strip() == "sshd":
-                os.kill(int(pid), signal.SIGKILL)
+            try:   # a session process may end between the listing and this read
+                comm = Path(f"/proc/{pid}/comm").read_text().strip()
+            except FileNotFoundError:
+                continue
+            if comm == "sshd":
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(int(pid), signal.SIGKILL)
         # ns2: cut its link while it runs
         _wait(lambda: "ns2" in _stored(data)[0], "a first run on ns2")
         subprocess.run(["ip", "link", "set", "lkf2h", "down"], check=True)
@@ -149,6 +156,14 @@ def test_host_loss_controller_kill_and_resume(fleet_hosts, tmp_path):
         assert before < 20
         proc.send_signal(signal.SIGKILL)
         proc.wait(10)
+    except BaseException:
+        # the test failed before the resume that would reclaim them: the killed controller's
+        # in-flight instances are removed as `labkit clean` would (cleanup of the campaign prefix)
+        if proc.poll() is None:
+            proc.kill()
+        _restore()
+        _leftovers(campaign_prefix("t-fleet"), remove=True)
+        raise
     finally:
         if proc.poll() is None:
             proc.kill()
