@@ -133,24 +133,30 @@ def overhead_benchmarks(*, vcpus: int = 2, cpu_time_s: float = 2, cpu_max_prime:
     }
 
 
+#: the backends with image variants, and the ``labkit images build`` options that build one
+VARIANT_BUILD = {"docker": "--only docker", "lxd": "--only lxd", "libvirt": "--only none --vm"}
+
+
 def variant_image(backend: str, variant: str) -> str:
-    """The ``image`` backend option of an image variant on a container backend:
-    ``labkit/debian:12-<variant>`` (docker), ``labkit-debian-12-<variant>`` (lxd)."""
+    """The ``image`` backend option of an image variant: ``labkit/debian:12-<variant>``
+    (docker), ``labkit-debian-12-<variant>`` (lxd), the variant's name (libvirt's VM image)."""
     if backend == "docker":
         from .images.docker_image import REPOSITORY, tag
         return f"{REPOSITORY}:{tag(variant)}"
     if backend == "lxd":
         from .images.lxd_image import alias
         return alias(variant)
-    raise ConfigError(f"variant_image: {backend!r} has no image variants (docker, lxd)")
+    if backend == "libvirt":
+        return variant
+    raise ConfigError(f"variant_image: {backend!r} has no image variants ({', '.join(VARIANT_BUILD)})")
 
 
 def overhead_testbed(spec: dict, platforms, check=None):
     """Where a benchmark of :func:`overhead_benchmarks` runs: ``(testbed, skipped)``.
 
     ``testbed`` is None when no platform needs an image variant, else a testbed mapping for
-    this machine that declares each container platform (docker, lxd) with ``image`` set to
-    the benchmark's ``variant``; ``skipped`` maps a platform to why it cannot run the
+    this machine that declares each platform with images (docker, lxd, libvirt) with ``image``
+    set to the benchmark's ``variant``; ``skipped`` maps a platform to why it cannot run the
     benchmark (the variant is not built: the message says how to build it). ``check(backend,
     image)`` raises :class:`labkit.errors.BackendUnavailable` when the image is missing
     (default: the backend's own ``check()``)."""
@@ -161,13 +167,13 @@ def overhead_testbed(spec: dict, platforms, check=None):
     check = check or _check_image
     declared, skipped = {}, {}
     for p in platforms:
-        if p not in ("docker", "lxd"):
+        if p not in VARIANT_BUILD:
             continue
         image = variant_image(p, variant)
         try:
             check(p, image)
         except BackendUnavailable as exc:
-            skipped[p] = (f"{spec['workload']} needs the {image} image: labkit images build --only {p} "
+            skipped[p] = (f"{spec['workload']} needs the {image} image: labkit images build {VARIANT_BUILD[p]} "
                           f"--profile {variant} ({str(exc).splitlines()[0][:120]})")
             continue
         declared[p] = {"backend": p, "image": image}

@@ -46,17 +46,22 @@ def test_bonnie_and_oltp_benchmarks():
 
 def test_testbed_puts_containers_on_the_variant_and_skips_where_it_is_missing():
     def check(backend, image):
-        if backend == "lxd":
+        if backend in ("lxd", "libvirt"):
             raise BackendUnavailable(f"image {image} not found")
     bed, skipped = overhead_testbed(overhead_benchmarks()["bonnie"], ["local", "docker", "lxd", "libvirt"], check)
     assert bed["platforms"] == {"docker": {"backend": "docker", "image": "labkit/debian:12-study"}}
-    assert list(skipped) == ["lxd"] and "labkit images build --only lxd --profile study" in skipped["lxd"]
+    assert list(skipped) == ["lxd", "libvirt"]
+    assert "labkit images build --only lxd --profile study" in skipped["lxd"]
+    assert "labkit images build --only none --vm --profile study" in skipped["libvirt"]
     tb = Testbed.from_dict(bed)
     assert tb.block_hosts(["local", "docker"])            # this machine offers both
     assert overhead_testbed(overhead_benchmarks()["cpu"], ["local", "docker"], check) == (None, {})
+    bed, skipped = overhead_testbed(overhead_benchmarks()["oltp"], ["local", "libvirt"], lambda b, i: None)
+    assert bed["platforms"] == {"libvirt": {"backend": "libvirt", "image": "study"}} and skipped == {}
     assert variant_image("lxd", "study") == "labkit-debian-12-study"
-    with pytest.raises(ConfigError, match="libvirt"):
-        variant_image("libvirt", "study")
+    assert variant_image("libvirt", "study") == "study"
+    with pytest.raises(ConfigError, match="local"):
+        variant_image("local", "study")
 
 
 def data():
