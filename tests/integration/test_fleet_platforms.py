@@ -127,8 +127,9 @@ def test_mpi_pingpong_between_two_fleet_hosts(fleet, tmp_path):
     launch agent, in mpirun's private work dir). The binary is built here: the hosts share this
     machine's file system."""
     cid = "t-fleet2-mpi"
-    probe = subprocess.run(["nsenter", "--net=/run/netns/labkit-fleet-1", "ping", "-c", "1", "-W", "2", HOSTS[1][1]],
-                           capture_output=True, text=True, timeout=30)
+    # a TCP connection from ns1 to ns2's sshd (bash's /dev/tcp: no ping needed on the machine)
+    probe = subprocess.run(["nsenter", "--net=/run/netns/labkit-fleet-1", "timeout", "5", "bash", "-c",
+                            f"exec 3<>/dev/tcp/{HOSTS[1][1]}/22"], capture_output=True, text=True, timeout=30)
     assert probe.returncode == 0, ("fleet host ns1 cannot reach ns2 (the bridge's FORWARD rule is missing?): "
                                    f"run scripts/setup-fleet.sh\n{probe.stdout}{probe.stderr}")
     binary = pingpong.build(str(tmp_path))
