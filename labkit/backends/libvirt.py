@@ -32,6 +32,8 @@ this machine).
 from __future__ import annotations
 
 import logging
+import os
+import sys
 import time
 from pathlib import Path
 
@@ -124,6 +126,15 @@ class LibvirtInstance(Instance):
             if key == "oom_kill":
                 return int(value)
         return None   # a kernel older than 4.13 does not count
+
+    def host_command(self, argv: list[str]) -> list[str]:
+        """An argv for this host that runs ``argv`` in the guest through its agent and returns
+        its output and status when it ends (:mod:`~labkit.backends.libvirt_relay`): an MPI
+        launch agent's command. No standard input reaches it."""
+        package_root = str(Path(__file__).resolve().parents[2])
+        path = os.pathsep.join(p for p in (package_root, os.environ.get("PYTHONPATH")) if p)
+        return ["env", f"PYTHONPATH={path}", sys.executable, "-m", "labkit.backends.libvirt_relay",
+                self.backend.uri, self.name, *argv]
 
     def put(self, local_path, remote_path, mode=0o755) -> None:
         data = Path(local_path).read_bytes()

@@ -72,11 +72,12 @@ def start(dom, argv: list[str], env: dict | None = None) -> int:
     return int(command(dom, "guest-exec", args)["pid"])
 
 
-def wait(dom, pid: int, timeout: float | None, alive=None) -> RawResult | None:
+def wait(dom, pid: int, timeout: float | None, alive=None, max_poll_s: float = MAX_POLL_S) -> RawResult | None:
     """The command's :class:`RawResult` once it has exited; None if still running after ``timeout`` s.
 
     ``alive()``, when given, is asked between polls: a guest that stopped
-    raises :class:`BackendError` instead of waiting forever.
+    raises :class:`BackendError` instead of waiting forever. ``max_poll_s``: the longest pause
+    between polls after the first :data:`FAST_S` seconds.
     """
     start = time.monotonic()
     deadline = None if timeout is None else start + timeout
@@ -94,7 +95,7 @@ def wait(dom, pid: int, timeout: float | None, alive=None) -> RawResult | None:
             next_alive = now + ALIVE_EVERY_S
         pause = delay if deadline is None else min(delay, max(0.0, deadline - now))
         time.sleep(pause)
-        delay = min(delay * 2, FAST_POLL_S if now - start < FAST_S else MAX_POLL_S)
+        delay = min(delay * 2, FAST_POLL_S if now - start < FAST_S else max_poll_s)
 
 
 def _result(st: dict) -> RawResult:

@@ -1,7 +1,9 @@
 """Seed 004's and seed 002's workloads across two libvirt guests, on the ``study`` VM image
 (``labkit images build --only none --vm --profile study``, which scripts/setup-libvirt.sh builds):
 Apache httpd in inst0 with ab in inst1 and ab on the host against both, MariaDB in inst0 with
-sysbench OLTP from inst1, and bonnie++ (O_DIRECT) on a guest's own disk.
+sysbench OLTP from inst1, bonnie++ (O_DIRECT) on a guest's own disk, and MPI ranks in both
+guests (mpirun on the host starts each guest's orted through the guest agent: the guests run
+no SSH server), an MPI ping-pong between them among it.
 
 One provision (2 VMs, 512 MiB, 1 vCPU each; QEMU TCG on this machine) serves every workload.
 Only positive figures are asserted, never a nominal rate: the guests are emulated and the
@@ -17,9 +19,11 @@ import shutil
 import pytest
 
 from labkit.backends import get_backend, teardown
-from labkit.errors import BackendUnavailable
+from labkit.errors import BackendUnavailable, BenchmarkError
 from labkit.instance import InstanceSpec
 from labkit.testing import required
+from labkit.workloads import get_workload, mpi, pingpong
+from labkit.workloads.mpi import launch
 
 from . import workload_checks as checks
 
@@ -87,3 +91,53 @@ def test_sysbench_oltp_against_mariadb_in_the_other_guest(guests):
 def test_bonnie_block_write_on_a_guest_disk(guests):
     be, net, (a, b) = guests
     checks.bonnie_in(a, size_mb=128, timeout=60)
+
+
+def _need_mpirun():
+    if shutil.which("mpirun") is None or shutil.which("mpicc") is None:
+        _unavailable("needs mpirun and mpicc on this host (apt-get install openmpi-bin libopenmpi-dev)")
+
+
+def test_mpi_ranks_run_in_both_guests(guests):
+    """mpirun on the host starts one rank in each guest: the launch agent's command for a guest
+    is the guest-agent relay (``LibvirtInstance.host_command``); each rank prints its guest's
+    address, and both are in mpirun's output."""
+    be, net, (a, b) = guests
+    _need_mpirun()
+    res, _, _ = launch([a, b], ["ip", "-4", "-o", "addr", "show", "dev", "eth0"], ranks=2, timeout=300)
+    seen = {addr for addr in net.addresses if addr + "/" in res.stdout}
+    assert seen == set(net.addresses), res.stdout
+
+
+def test_mpi_daemon_that_dies_in_a_guest_fails_the_launch(guests, monkeypatch):
+    """The relay ends with the guest's orted: one that dies at start (no usable out-of-band
+    transport in inst1) fails the launch with mpirun's error instead of a hang until the
+    timeout (which would raise CommandTimeout, not BenchmarkError)."""
+    be, net, (a, b) = guests
+    _need_mpirun()
+    real = mpi.agent_script
+
+    def broken(instances):
+        return "\n".join(ln.replace('"$*" ;;', '"$* -mca oob ^tcp" ;;') if ln.lstrip().startswith(f"{b.address}|")
+                         else ln for ln in real(instances).split("\n"))
+    monkeypatch.setattr(mpi, "agent_script", broken)
+    with pytest.raises(BenchmarkError, match=r"mpirun failed \(exit (?!137)"):
+        launch([a, b], ["true"], ranks=2, timeout=200)
+
+
+def test_mpi_pingpong_between_guests(guests, tmp_path):
+    """Seed 003's ping-pong between ranks in two guests, over the run's private network: the
+    binary is built on the host (the guests carry the same OpenMPI) and copied into both."""
+    be, net, (a, b) = guests
+    _need_mpirun()
+    binary = pingpong.build(str(tmp_path))
+    for g in (a, b):
+        g.put(binary, "/opt/labkit/labkit-pingpong", 0o755)
+    wl = get_workload("mpi", program="/opt/labkit/labkit-pingpong", ranks=2,
+                      parser="labkit.workloads.pingpong:parse", timeout_s=300)
+    got = {r.metric: r.value for r in wl.run_group([a, b], {})}
+    # physical bounds only: a TCP round trip between two emulated guests takes more than 1 us,
+    # and 1 MiB messages cannot cross a virtual link faster than 100 GB/s
+    assert 1 < got["pingpong_latency_us"] < 1e6, got
+    assert 0 < got["pingpong_bandwidth_mb_per_s"] < 1e5, got
+    assert got["wall_time_s"] > 0

@@ -69,3 +69,46 @@ def test_agent_errors_are_backend_errors(monkeypatch):
                         lambda *a: json.dumps({"error": {"class": "GenericError", "desc": "no such pid"}}))
     with pytest.raises(agent.AgentError, match="no such pid"):
         agent.wait(Dom(), 9, timeout=1)
+
+
+class Conn:
+    def lookupByName(self, name):
+        return LiveDom()
+
+
+class LiveDom(Dom):
+    def isActive(self):
+        return 1
+
+
+def test_relay_starts_the_command_and_hands_back_its_output_and_status(monkeypatch, capsys):
+    from labkit.backends import libvirt_relay
+    out, err = (base64.b64encode(s).decode() for s in (b"orted out\n", b"orted err\n"))
+    calls = []
+
+    def reply(dom, msg, timeout, flags):
+        calls.append(json.loads(msg))
+        if calls[-1]["execute"] == "guest-exec":
+            return json.dumps({"return": {"pid": 5}})
+        done = len(calls) > 3
+        return json.dumps({"return": {"exited": True, "exitcode": 7, "out-data": out, "err-data": err}
+                           if done else {"exited": False}})
+
+    monkeypatch.setattr(agent.libvirt_qemu, "qemuAgentCommand", reply)
+    monkeypatch.setattr(agent.libvirt, "open", lambda uri: Conn())
+    assert libvirt_relay.main(["qemu:///system", "labkit-unit--0", "sh", "-c", "echo a b"]) == 7
+    assert calls[0]["arguments"]["path"] == "setsid"
+    assert calls[0]["arguments"]["arg"] == ["sh", "-c", "echo a b"]   # the words, not re-split
+    assert capsys.readouterr() == ("orted out\n", "orted err\n")
+
+
+def test_relay_usage_and_unreachable_guest(monkeypatch, capsys):
+    from labkit.backends import libvirt_relay
+    assert libvirt_relay.main(["qemu:///system", "dom"]) == 2
+    assert "usage" in capsys.readouterr().err
+
+    def refuse(uri):
+        raise agent.libvirt.libvirtError("cannot connect")
+    monkeypatch.setattr(agent.libvirt, "open", refuse)
+    assert libvirt_relay.main(["qemu:///system", "dom", "true"]) == 255
+    assert "dom at qemu:///system" in capsys.readouterr().err

@@ -1,0 +1,64 @@
+"""``python -m labkit.backends.libvirt_relay URI DOMAIN ARGV...``: run ``ARGV`` in libvirt guest
+``DOMAIN`` through its QEMU guest agent, the way a remote shell would for its caller: wait for
+the command to end, write its output to this process's stdout and stderr, exit with its status.
+
+It is a libvirt guest's :meth:`~labkit.backends.libvirt.LibvirtInstance.host_command`: the
+command an MPI launch agent runs on this host to start an ``orted`` in a guest, which has no
+SSH server. The orted stays attached to it (``orte_leave_session_attached``), so it lives as
+long as the orted does, and an orted that dies ends it with the orted's status.
+
+What differs from ``ssh``: no standard input reaches the command, and its output arrives when
+it ends (the guest agent hands it over then, up to its own limit, marked when truncated).
+The command runs in its own process group in the guest (see :mod:`.libvirt_agent`);
+SIGTERM, SIGINT or SIGHUP kill that group and exit with 128 + the signal. A guest or libvirt
+that cannot be reached exits 255, as ``ssh`` does.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import sys
+
+#: pause between polls of a long command (an orted lives as long as its MPI job: polling it
+#: faster would only load the guest's agent while ranks are measured)
+POLL_S = 0.5
+USAGE = "usage: python -m labkit.backends.libvirt_relay URI DOMAIN COMMAND [ARG...]"
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) < 3:
+        print(USAGE, file=sys.stderr)
+        return 2
+    import libvirt
+
+    from ..errors import BackendError
+    from . import libvirt_agent as agent
+    uri, name, command = args[0], args[1], args[2:]
+    try:
+        dom = libvirt.open(uri).lookupByName(name)
+        pid = agent.start(dom, command)
+    except (libvirt.libvirtError, BackendError) as exc:
+        print(f"labkit libvirt relay: {name} at {uri}: {exc}", file=sys.stderr)
+        return 255
+
+    def stop(signum, _frame):
+        with contextlib.suppress(Exception):
+            agent.kill_group(dom, pid, timeout=10)
+        os._exit(128 + signum)
+
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(sig, stop)
+    try:
+        res = agent.wait(dom, pid, None, alive=lambda: bool(dom.isActive()), max_poll_s=POLL_S)
+    except (libvirt.libvirtError, BackendError) as exc:
+        print(f"labkit libvirt relay: {name} at {uri}: {exc}", file=sys.stderr)
+        return 255
+    sys.stdout.write(res.stdout)
+    sys.stderr.write(res.stderr)
+    return res.exit_code if 0 <= res.exit_code < 256 else 255
+
+
+if __name__ == "__main__":
+    sys.exit(main())
