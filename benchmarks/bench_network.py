@@ -1,9 +1,12 @@
 """Network cost of each platform against the floor: two plain network namespaces and a veth.
 
-For each backend, one run's private network with two 1-vCPU instances: iperf3 TCP
+For each backend, one run's private network with two 1-vCPU instances on the ``--variant``
+image (default ``study``, which carries OpenMPI; ``""`` for the base images): iperf3 TCP
 throughput inst1 -> inst0 (median of ``--repeats`` tests of ``--seconds`` s) and an MPI
-ping-pong latency (a 8-byte message bounced 2,000 times between one rank in each
-instance; a small C program compiled here with ``mpicc``, launched by labkit's agent).
+ping-pong latency (an 8-byte message bounced 2,000 times between one rank in each
+instance: :mod:`labkit.workloads.pingpong`, compiled here with ``mpicc``, launched by
+labkit's agent; in libvirt guests through the guest-agent relay). libvirt's guests are QEMU
+TCG on a machine without nested KVM: their row measures the emulator.
 The floor: the same two measurements between two network namespaces joined by one veth
 pair (no bridge, no cgroup, no container). Printed: each figure and its ratio to the
 floor (throughput: platform / floor, < 1 is slower; latency: platform / floor, > 1 is
@@ -30,44 +33,25 @@ from labkit import network as netmod  # noqa: E402
 from labkit.backends import get_backend, teardown  # noqa: E402
 from labkit.errors import LabkitError  # noqa: E402
 from labkit.instance import InstanceSpec  # noqa: E402
+from labkit.studies import variant_image  # noqa: E402
+from labkit.workloads import pingpong as pingpong_prog  # noqa: E402
 from labkit.workloads.iperf3 import measure  # noqa: E402
 from labkit.workloads.mpi import agent_script, launch, mpirun_argv  # noqa: E402
 
-PINGPONG_C = r"""
-#include <mpi.h>
-#include <stdio.h>
-int main(int argc, char **argv) {
-    int rank, n = 2000; char buf[8] = {0};
-    MPI_Init(&argc, &argv); MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    for (int i = 0; i < 100; i++) {  /* warm-up */
-        if (rank == 0) { MPI_Send(buf, 8, MPI_CHAR, 1, 0, MPI_COMM_WORLD); MPI_Recv(buf, 8, MPI_CHAR, 1, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE); }
-        else { MPI_Recv(buf, 8, MPI_CHAR, 0, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE); MPI_Send(buf, 8, MPI_CHAR, 0, 0, MPI_COMM_WORLD); }
-    }
-    double t = MPI_Wtime();
-    for (int i = 0; i < n; i++) {
-        if (rank == 0) { MPI_Send(buf, 8, MPI_CHAR, 1, 0, MPI_COMM_WORLD); MPI_Recv(buf, 8, MPI_CHAR, 1, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE); }
-        else { MPI_Recv(buf, 8, MPI_CHAR, 0, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE); MPI_Send(buf, 8, MPI_CHAR, 0, 0, MPI_COMM_WORLD); }
-    }
-    t = MPI_Wtime() - t;
-    if (rank == 0) printf("pingpong_latency_us %.3f\n", t / n / 2 * 1e6);
-    MPI_Finalize();
-    return 0;
-}
-"""
-
 
 def build_pingpong(workdir: Path) -> Path:
-    src, binary = workdir / "pingpong.c", workdir / "labkit-pingpong"
-    src.write_text(PINGPONG_C)
-    subprocess.run(["mpicc", "-O2", "-o", str(binary), str(src)], check=True, timeout=120)
-    return binary
+    return Path(pingpong_prog.build(str(workdir)))
+
+
+def latency(text: str) -> float:
+    return next(r.value for r in pingpong_prog.parse(text) if r.metric == "pingpong_latency_us")
 
 
 def pingpong(instances, binary: Path) -> float:
     for inst in instances:
         inst.put(binary, "/tmp/labkit-pingpong", 0o755)
-    res, _, _ = launch(instances, ["/tmp/labkit-pingpong"], ranks=2, timeout=300)
-    return float(res.stdout.split("pingpong_latency_us")[1].split()[0])
+    res, _, _ = launch(instances, ["/tmp/labkit-pingpong"], ranks=2, timeout=600)
+    return latency(res.stdout)
 
 
 def pingpong_floor(a, b, binary: Path, workdir: Path) -> float:
@@ -77,7 +61,7 @@ def pingpong_floor(a, b, binary: Path, workdir: Path) -> float:
     agent.chmod(0o700)
     argv = a.host_command(mpirun_argv([a, b], str(agent), 2, "/tmp", [str(binary)]))
     res = subprocess.run(argv, capture_output=True, text=True, timeout=300, check=True)
-    return float(res.stdout.split("pingpong_latency_us")[1].split()[0])
+    return latency(res.stdout)
 
 
 def throughput(server, client, seconds: int, repeats: int) -> float:
@@ -134,13 +118,14 @@ def floor(seconds, repeats, binary, workdir):
             subprocess.run(["ip", "netns", "delete", n], capture_output=True)
 
 
-def platform(name, seconds, repeats, binary):
-    be = get_backend(name)
+def platform(name, seconds, repeats, binary, variant: str):
+    be = get_backend(name, **({"image": variant_image(name, variant)} if variant and name != "local" else {}))
     pfx = f"labkit-bench-net{secrets.token_hex(2)}--"
     net = be.create_network(pfx, 2)
     insts = []
     try:
-        insts = be.provision(InstanceSpec(vcpus=1, memory_mb=256, count=2), prefix=pfx, network=net)
+        memory = 512 if name == "libvirt" else 256   # a guest's kernel and agent need more
+        insts = be.provision(InstanceSpec(vcpus=1, memory_mb=memory, count=2), prefix=pfx, network=net)
         tput = throughput(insts[0], insts[1], seconds, repeats)
         lat, why = None, ""
         has_mpi = insts[0].exec(["sh", "-c", "command -v orted"], check=False, timeout=30).ok
@@ -158,14 +143,15 @@ def platform(name, seconds, repeats, binary):
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--backends", default="local,docker,lxd")
+    ap.add_argument("--backends", default="local,docker,lxd,libvirt")
+    ap.add_argument("--variant", default="study", help="image variant of docker/lxd/libvirt ('' = base)")
     ap.add_argument("--seconds", type=int, default=3)
     ap.add_argument("--repeats", type=int, default=3)
     args = ap.parse_args(argv)
     with tempfile.TemporaryDirectory() as d:
         try:
             binary = build_pingpong(Path(d))
-        except (OSError, subprocess.CalledProcessError) as exc:
+        except (OSError, LabkitError) as exc:
             print(f"MPI ping-pong skipped: cannot build it with mpicc ({exc})")
             binary = None
         f_tput, f_lat = floor(args.seconds, args.repeats, binary, Path(d))
@@ -173,7 +159,7 @@ def main(argv=None) -> int:
         print(f"{'floor':10} {f_tput:14.0f} {1:7.2f} {f_lat if f_lat else float('nan'):12.2f} {1:7.2f}")
         for name in args.backends.split(","):
             try:
-                tput, lat, why = platform(name, args.seconds, args.repeats, binary)
+                tput, lat, why = platform(name, args.seconds, args.repeats, binary, args.variant)
             except LabkitError as exc:
                 print(f"{name:10} skipped: {str(exc).splitlines()[0][:150]}")
                 continue

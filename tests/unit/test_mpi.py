@@ -64,6 +64,8 @@ def test_mpirun_spreads_ranks_and_stays_on_the_subnet():
     assert int(argv[argv.index("orte_startup_timeout") + 1]) > 0
     # and a daemon that dies is seen: it stays attached to its agent instead of daemonizing
     assert argv[argv.index("orte_leave_session_attached") + 1] == "1"
+    # idle ranks yield: co-located instances would otherwise wait a scheduler tick per message
+    assert argv[argv.index("mpi_yield_when_idle") + 1] == "1"
 
 
 def test_mpi_parser_hook_is_checked_at_once():
