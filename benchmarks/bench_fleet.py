@@ -5,7 +5,8 @@ earlier number back at the end).
 Prints, per fleet size: wall time, Σ run time (each run's stored duration: provisioning, the
 workload and teardown), parallel efficiency = Σ run time / (hosts × wall) (targets: >= 0.9 at 4
 hosts, >= 0.8 at 16; 40 runs on 16 hosts is 2.5 rounds, so 0.83 is the ceiling there), and the
-controller's CPU seconds and resident memory growth per host. Runs go to hosts with
+controller's CPU seconds and resident memory growth per host, and where each host's idle time
+went (before its first run, between its runs, after its last). Runs go to hosts with
 ``assign: random`` (any idle host takes the next run). No assertion: this prints, you judge.
 """
 from __future__ import annotations
@@ -43,6 +44,7 @@ def one(hosts: int, runs: int, seconds: float, data: str) -> dict:
                          for i in range(1, hosts + 1)], "assign": "random"}
     design = {"factors": {"vcpus": [1, 2]}, "replications": runs // 2, "seed": 1}
     cpu0, rss0, t0 = resource.getrusage(resource.RUSAGE_SELF), rss_mb(), time.perf_counter()
+    epoch0 = time.time()
     store = Campaign(design, workload="command", workload_params={"argv": ["sleep", str(seconds)]},
                      campaign_id=f"bench-fleet-{hosts}", data_dir=data, testbed=testbed,
                      progress=False).run()
@@ -52,8 +54,25 @@ def one(hosts: int, runs: int, seconds: float, data: str) -> dict:
     busy = float(rs.duration_s.sum())
     cpu = (cpu1.ru_utime - cpu0.ru_utime) + (cpu1.ru_stime - cpu0.ru_stime)
     return {"hosts": hosts, "runs": len(rs), "ok": int((rs.status == "ok").sum()), "wall_s": wall,
-            "sum_run_s": busy, "efficiency": busy / (hosts * wall),
+            "sum_run_s": busy, "efficiency": busy / (hosts * wall), **idle(rs, epoch0, wall, hosts),
             "ctl_cpu_s_per_host": cpu / hosts, "ctl_rss_mb_per_host": max(0.0, rss_mb() - rss0) / hosts}
+
+
+def idle(rs, epoch0: float, wall: float, hosts: int) -> dict:
+    """Where the hosts' idle time went, in host-seconds per host: before each host's first run
+    (campaign set-up, connecting, cleaning, fingerprinting), between its runs (claim and store),
+    and after its last run until the campaign returned (the last round's imbalance, closing)."""
+    import pandas as pd
+    t = pd.DataFrame({"host": rs.metadata.map(lambda m: m.get("host")),
+                      "start": pd.to_datetime(rs.started).map(lambda x: x.timestamp()) - epoch0,
+                      "dur": rs.duration_s}).sort_values("start")
+    first = gaps = last = 0.0
+    for _h, g in t.groupby("host"):
+        ends = g.start + g.dur
+        first += g.start.iloc[0]
+        gaps += float((g.start.iloc[1:].to_numpy() - ends.iloc[:-1].to_numpy()).sum())
+        last += wall - ends.iloc[-1]
+    return {"idle_first_s": first / hosts, "idle_gaps_s": gaps / hosts, "idle_tail_s": last / hosts}
 
 
 def main() -> None:
@@ -73,7 +92,9 @@ def main() -> None:
             rows.append(one(n, args.runs, args.seconds, data))
             r = rows[-1]
             print(f"{r['hosts']:>3} hosts: {r['ok']}/{r['runs']} ok, wall {r['wall_s']:.1f}s, Σ run "
-                  f"{r['sum_run_s']:.1f}s, efficiency {r['efficiency']:.2f}, controller "
+                  f"{r['sum_run_s']:.1f}s, efficiency {r['efficiency']:.2f}; idle per host: before the "
+                  f"first run {r['idle_first_s']:.2f}s, between runs {r['idle_gaps_s']:.2f}s, after the last "
+                  f"{r['idle_tail_s']:.2f}s; controller "
                   f"{r['ctl_cpu_s_per_host']:.2f} CPU-s and {r['ctl_rss_mb_per_host']:.1f} MB RSS per host",
                   flush=True)
     finally:

@@ -11,12 +11,6 @@ import socket
 
 IDENTITY = ("cpu_model", "kernel", "governor", "smt", "cpus")
 
-# governor and SMT of a remote host (one short script over the backend's SSH connection)
-_FACTS = r"""
-echo "governor $(cat /sys/devices/system/cpu/cpu0/cpufreq/scaling_governor 2>/dev/null || echo n/a)"
-echo "smt $(cat /sys/devices/system/cpu/smt/active 2>/dev/null || echo n/a)"
-"""
-
 
 def reachable(host, timeout: float) -> tuple[bool, str]:
     """(True, "") if ``host``'s sshd accepts a TCP connection and sends its banner within
@@ -36,8 +30,9 @@ def reachable(host, timeout: float) -> tuple[bool, str]:
 
 def host_facts(host, backend, fp: dict | None = None) -> dict:
     """The host part of a fingerprint: this machine's full fingerprint for the local host; for a
-    remote host what its backend reports (kernel, CPU model, CPUs...; ``fp``, its fingerprint when
-    the caller has read it already) plus governor and SMT."""
+    remote host what its backend reports (kernel, CPU model, CPUs, and governor and SMT where the
+    backend reads them: ssh, in its connection probe; ``fp``, its fingerprint when the caller has
+    read it already)."""
     if not host.remote:
         from .fingerprint import host_fingerprint
         return host_fingerprint()
@@ -47,16 +42,8 @@ def host_facts(host, backend, fp: dict | None = None) -> dict:
             fp = backend.fingerprint()
         except Exception as exc:   # a fact we cannot read is recorded as such
             fp = {"error": str(exc)[:200]}
-    facts.update({k: fp.get(k) for k in ("kernel", "cpu_model", "cpus", "hostname", "machine") if k in fp})
-    if hasattr(backend, "run_script"):
-        try:
-            out = backend.run_script(_FACTS, "reading governor and SMT", timeout=30).stdout
-            for line in out.splitlines():
-                key, _, value = line.partition(" ")
-                if key in ("governor", "smt"):
-                    facts[key] = value.strip()
-        except Exception as exc:
-            facts["governor"] = facts["smt"] = f"unreadable: {str(exc)[:80]}"
+    facts.update({k: fp.get(k) for k in ("kernel", "cpu_model", "cpus", "hostname", "machine", "governor", "smt")
+                  if k in fp})
     return facts
 
 

@@ -67,6 +67,8 @@ echo "machine $(uname -m)"
 echo "hostname $(uname -n)"
 echo "cpu_model $(sed -n 's/^model name[[:space:]]*: *//p' /proc/cpuinfo | head -n 1)"
 echo "cpus_allowed $(sed -n 's/^Cpus_allowed_list:[[:space:]]*//p' /proc/self/status)"
+echo "governor $(cat /sys/devices/system/cpu/cpu0/cpufreq/scaling_governor 2>/dev/null || echo n/a)"
+echo "smt $(cat /sys/devices/system/cpu/smt/active 2>/dev/null || echo n/a)"
 for t in setsid taskset; do command -v "$t" >/dev/null 2>&1 && echo "tool $t"; done
 grep -E '^[^ ]+ [^ ]+ cgroup2? ' /proc/self/mounts | sed 's/^/mount /'
 for p in $(awk '$3 == "cgroup2" {print $2}' /proc/self/mounts); do
@@ -75,6 +77,13 @@ for p in $(awk '$3 ~ /^cgroup2?$/ {print $2}' /proc/self/mounts); do [ -w "$p" ]
 for f in $(awk '$3 ~ /^cgroup2?$/ {print $2}' /proc/self/mounts); do
   for g in cpuset.cpus.effective cpuset.cpus; do [ -r "$f/$g" ] && echo "file $f/$g $(cat "$f/$g")"; done; done
 true
+"""
+#: run in the probe's round trip (each SSH command costs the remote login shell's start-up, 0.15 s
+#: on the development machine): the private root of the instances' work dirs
+WORK_ROOT = r"""
+wr="$HOME/.cache/labkit/instances"
+mkdir -p "$wr" && chmod 700 "$wr" && [ -O "$wr" ] && [ ! -L "$wr" ] || {
+  echo "work root $wr is not a private directory of this user" >&2; exit 1; }
 """
 
 
@@ -363,12 +372,9 @@ class SshBackend(Backend):
                 return self.conn
             self.conn = self._open()
             try:
-                facts = HostFacts(self._run(PROBE, max(30.0, float(self.connect_timeout))).stdout)
+                facts = HostFacts(self._run(PROBE + WORK_ROOT, max(30.0, float(self.connect_timeout)),
+                                            "probing the host and making the work root").stdout)
                 self.workroot = posixpath.join(facts.get("home"), ".cache", "labkit", "instances")
-                wr = q(self.workroot)
-                self._run(f"mkdir -p {wr} && chmod 700 {wr} && [ -O {wr} ] && [ ! -L {wr} ] || "
-                          f"{{ echo 'work root {self.workroot} is not a private directory of this user' >&2;"
-                          " exit 1; }", CONTROL_TIMEOUT_S, "making the work root")
             except BaseException as exc:
                 self.close_locked()
                 if isinstance(exc, BackendError):
@@ -483,7 +489,8 @@ class SshBackend(Backend):
         return {"backend": self.name, "ssh_host": self.target, "hostname": f.get("hostname"),
                 "kernel": f.get("kernel"), "machine": f.get("machine"), "cpu_model": f.get("cpu_model"),
                 "cpus": self.host_cpus(), "cgroup_version": self.driver.version if self.driver else None,
-                "limits_enforced": self.driver is not None}
+                "limits_enforced": self.driver is not None, "governor": f.get("governor") or None,
+                "smt": f.get("smt") or None}
 
     def close(self) -> None:
         with self._lock:

@@ -13,6 +13,7 @@ import secrets
 import shlex
 import subprocess
 import time
+from pathlib import Path
 
 import pytest
 
@@ -238,6 +239,9 @@ def test_fingerprint(backend):
     assert fp["backend"] == "ssh" and fp["ssh_host"] == backend.target
     assert fp["kernel"] and fp["cgroup_version"] in (1, 2) and fp["limits_enforced"] is True
     assert fp["cpus"] == backend.host_cpus() >= 1
+    # read in the connection's probe (the fleet's host identity checks compare them across hosts)
+    smt = Path("/sys/devices/system/cpu/smt/active")   # the test sshd runs on this machine
+    assert fp["smt"] == (smt.read_text().strip() if smt.exists() else "n/a") and fp["governor"]
 
 
 # -- without cgroups: refused, or recorded --------------------------------------------------------
