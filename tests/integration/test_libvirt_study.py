@@ -117,9 +117,9 @@ def test_mpi_daemon_that_dies_in_a_guest_fails_the_launch(guests, monkeypatch):
     _need_mpirun()
     real = mpi.agent_script
 
-    def broken(instances):
+    def broken(instances, wdir):
         return "\n".join(ln.replace('"$*" ;;', '"$* -mca oob ^tcp" ;;') if ln.lstrip().startswith(f"{b.address}|")
-                         else ln for ln in real(instances).split("\n"))
+                         else ln for ln in real(instances, wdir).split("\n"))
     monkeypatch.setattr(mpi, "agent_script", broken)
     with pytest.raises(BenchmarkError, match=r"mpirun failed \(exit (?!137)"):
         launch([a, b], ["true"], ranks=2, timeout=200)

@@ -9,7 +9,7 @@ from types import SimpleNamespace
 import pytest
 
 from labkit.errors import BenchmarkError, ConfigError
-from labkit.workloads import get_workload
+from labkit.workloads import get_workload, mpi
 from labkit.workloads.mpi import agent_script, hpcc_input, mpirun_argv, parse_hpcc
 
 FIX = Path(__file__).parent / "fixtures" / "hpcc" / "hpccoutf_2ranks.txt"
@@ -49,8 +49,8 @@ def _inst(i):
 
 
 def test_agent_maps_names_and_addresses_to_instances():
-    text = agent_script([_inst(0), _inst(1)])
-    assert "10.200.0.3|inst1) exec enter i1 sh -c 'eval \"$0\"' \"$*\" ;;" in text
+    text = agent_script([_inst(0), _inst(1)], "/tmp/w")
+    assert f"10.200.0.3|inst1) exec enter i1 sh -c {shlex.quote(mpi._INSIDE)} /tmp/w/ompi1 \"$*\" ;;" in text
     assert text.rstrip().endswith("exit 1")
 
 

@@ -2,6 +2,7 @@
 backend's options, the ping-pong parser (its real output is checked by the fleet integration test)."""
 from __future__ import annotations
 
+import shlex
 import subprocess
 from types import SimpleNamespace
 
@@ -9,15 +10,15 @@ import pytest
 
 from labkit.backends.ssh_hosts import SshHostsBackend
 from labkit.errors import BenchmarkError, ConfigError
-from labkit.workloads import pingpong
+from labkit.workloads import mpi, pingpong
 from labkit.workloads.mpi import agent_script
 
 
 def test_agent_hands_a_remote_shell_the_command_line_as_one_quoted_word():
     inst = SimpleNamespace(address="10.0.0.1", index=0, remote_shell=True,
                            host_command=lambda argv: ["ssh", "h", *argv])
-    script = agent_script([inst])
-    assert """exec ssh h sh -c 'eval "$0"' "$(q "$*")" ;;""" in script
+    script = agent_script([inst], "/tmp/w")
+    assert f"""exec ssh h sh -c {shlex.quote(mpi._INSIDE)} /tmp/w/ompi0 "$(q "$*")" ;;""" in script
     # OpenMPI writes the orted line for a remote shell: its quotes and ';' must survive the far side's
     # shell, which parses ssh's last word once more
     q = next(line for line in script.splitlines() if line.startswith("q() {"))
