@@ -12,8 +12,8 @@ Commands run through the QEMU guest agent (:mod:`~labkit.backends.libvirt_agent`
 The guest has no network, unless its run has a private one
 (:mod:`~labkit.backends.libvirt_net`): a transient libvirt network without
 ``<forward>`` on bridge ``lk<8 hex>`` (the host holds the subnet's first address), a
-virtio NIC per guest whose host-side tap ``lk<8 hex>h<i>`` carries the ``link``
-shaping, static addresses and ``/etc/hosts`` written through the agent. Host
+virtio NIC per guest whose host-side tap ``lk<8 hex>h<i>`` carries the ``link``'s
+rate (its delay is netem in the guest), static addresses and ``/etc/hosts`` written through the agent. Host
 directories (``mounts``) are virtiofs shares mounted in the guest through the agent
 (:mod:`~labkit.backends.libvirt_mounts`). The spec
 maps to the domain XML as described in :mod:`~labkit.backends.libvirt_xml`.
@@ -342,7 +342,8 @@ class LibvirtBackend(Backend):
         if network is not None:
             libvirt_net.configure_guest(inst, network)
             inst.host_device = libvirt_net.nic(network, inst.index).device
-            join_network(inst, network)
+            join_network(inst, network, libvirt_net.host_link(network.link))
+            libvirt_net.delay_in_guest(inst, network.link)
 
     def _boot(self, spec, name, index, cpus, dtype, network: Network | None = None,
               mounts=()) -> LibvirtInstance:

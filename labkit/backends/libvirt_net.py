@@ -11,6 +11,10 @@
   its MAC (the initrd's udev has loaded ``virtio_net``), names it ``eth0``, adds the
   instance's static address (no default route: the /24 only), brings it up, and writes
   ``/etc/hosts`` (``inst0``, ``inst1``, ..., ``host``) and a resolv.conf without server.
+* A link's delay is applied in the guest (:func:`delay_in_guest`: ``netem`` on the guest's
+  ``eth0`` egress, from the image's ``sch_netem`` module) and its rate on the host-side tap
+  (:func:`host_link`), so a delay works on a host kernel without netem (this machine's):
+  between two guests the round trip is still two delays, as on the other backends.
 """
 from __future__ import annotations
 
@@ -19,7 +23,7 @@ import shlex
 import libvirt
 
 from .. import network as netmod
-from ..errors import BackendError
+from ..errors import BackendError, BackendUnavailable
 from . import libvirt_agent as agent
 from .libvirt_xml import Nic, guest_mac, network_xml
 
@@ -93,3 +97,36 @@ def configure_guest(inst, network) -> None:
     inst.exec(["sh", "-c", guest_script(guest_mac(network.name, inst.index),
                                         network.addresses[inst.index], network.prefixlen)],
               timeout=NIC_WAIT_S + 30)
+
+
+#: run in the guest as ``sh -c DELAY_SCRIPT <delay in us>``: netem on eth0's egress, loading the
+#: image's sch_netem module first where the kernel lacks it (no modules.dep there: insmod)
+DELAY_SCRIPT = r"""
+add() { tc qdisc replace dev eth0 root netem delay "$1us" limit 100000; }
+add "$1" 2>/dev/null && exit 0
+ko=$(ls /lib/modules/$(uname -r)/kernel/net/sched/sch_netem.ko* 2>/dev/null | head -n1)
+if [ -z "$ko" ] || ! insmod "$ko"; then
+    echo "no loadable sch_netem module for kernel $(uname -r)" >&2
+    exit 3
+fi
+add "$1"
+"""
+
+
+def host_link(link):
+    """What the host-side tap carries of ``link``: its rate only (the delay is in the guest)."""
+    return None if link is None or link.rate_bit is None else netmod.Link(link.rate_bit, 0.0)
+
+
+def delay_in_guest(inst, link) -> None:
+    """Delay ``inst``'s egress on eth0 by ``link.delay_s`` (nothing without a delay);
+    BackendUnavailable when the VM image carries no netem module (built before labkit delays)."""
+    if link is None or link.delay_s <= 0:
+        return
+    res = inst.exec(["sh", "-c", DELAY_SCRIPT, "sh", f"{link.delay_s * 1e6:.0f}"], check=False, timeout=60)
+    if res.exit_code == 3:
+        raise BackendUnavailable(f"libvirt link delay: {res.stderr.strip()}: the VM image predates link "
+                                 "delays; rebuild it: labkit images build --vm")
+    if not res.ok:
+        raise BackendError(f"libvirt link delay in {inst.name} failed (exit {res.exit_code}): "
+                           f"{res.stderr.strip()[:300]}")

@@ -15,6 +15,9 @@ from __future__ import annotations
 
 import secrets
 import shutil
+import socket
+import subprocess
+import time
 
 import pytest
 
@@ -141,3 +144,42 @@ def test_mpi_pingpong_between_guests(guests, tmp_path):
     assert 1 < got["pingpong_latency_us"] < 1e6, got
     assert 0 < got["pingpong_bandwidth_mb_per_s"] < 1e5, got
     assert got["wall_time_s"] > 0
+
+
+def test_link_delay_is_netem_in_the_guest():
+    """A link's delay on a host kernel without netem (this machine's): the guest delays its own
+    egress (the image's sch_netem), the host-side tap carries the rate. A TCP connect from the
+    host to the guest takes one round trip, whose guest-to-host half is delayed: at least the
+    20 ms delay (an emulated guest answers a SYN in well under that unshaped)."""
+    from labkit.workloads.iperf3 import start_server, stop_server
+    try:
+        be = get_backend("libvirt", image=IMAGE)
+    except BackendUnavailable as exc:
+        _unavailable(f"libvirt or its {IMAGE!r} VM image is unavailable ({exc}); build it with: {BUILD}")
+    pfx = f"labkit-test-lvdelay{secrets.token_hex(2)}--"
+    net, insts = be.create_network(pfx, 1, "100mbit/20ms"), []
+    try:
+        insts = be.provision(InstanceSpec(vcpus=1, memory_mb=512, count=1), prefix=pfx, network=net)
+        g = insts[0]
+        qdisc = g.exec(["tc", "qdisc", "show", "dev", "eth0"], timeout=30).stdout
+        assert "netem" in qdisc and "delay 20ms" in qdisc, qdisc
+        on_tap = subprocess.run(["tc", "qdisc", "show", "dev", g.host_device], capture_output=True,
+                                text=True, timeout=30).stdout
+        assert "tbf" in on_tap and "100Mbit" in on_tap and "netem" not in on_tap, on_tap
+        port, pidfile = start_server(g, bind=g.address)
+        try:
+            t = time.perf_counter()
+            with socket.create_connection((g.address, port), timeout=10):
+                rtt = time.perf_counter() - t
+        finally:
+            stop_server(g, pidfile)
+        assert rtt >= 0.020, rtt
+        assert net.metadata()["link"] == {"rate_bit_per_s": 100e6, "delay_s": 0.02}
+    finally:
+        errors = teardown(insts)
+        net.remove()
+        try:
+            assert errors == [] and be.list_labkit(pfx) == []
+        finally:
+            be.cleanup(pfx)
+            be.close()
