@@ -394,21 +394,48 @@ class LxdBackend(CleanupByName, Backend):
         self._client = None
 
 
+def _payload_pids(name: str) -> list[int] | None:
+    """The pids in container ``name``'s payload cgroup and its children on this host
+    (``lxc.payload.<name>`` at the root of the memory hierarchy on cgroup v1, of the unified one
+    on v2, where the init may sit in a child such as ``init.scope``), or None when there is no
+    such group here (LXD elsewhere or laid out otherwise)."""
+    for top in (f"{CGROUP_ROOT}/memory/lxc.payload.{name}", f"{CGROUP_ROOT}/lxc.payload.{name}"):
+        if not os.path.isdir(top):
+            continue
+        pids = []
+        for d, _, _ in os.walk(top):
+            try:
+                pids += [int(p) for p in Path(d, "cgroup.procs").read_text().split()]
+            except OSError:
+                continue   # a child group removed meanwhile
+        return pids
+    return None
+
+
 def _wait_init(model, name: str, patience_s: float = 30.0) -> None:
     """Wait until the container's init has brought loopback up (it then runs ``sleep``),
-    seen on the host from its /proc/<pid>/cmdline; BackendError after ``patience_s``."""
-    pid = model.state().pid
+    seen on the host from its /proc/<pid>/cmdline; BackendError after ``patience_s``.
+
+    The init is found in the container's payload cgroup (nothing else runs there yet); only
+    where that group is not on this host is its pid asked of LXD, whose state call also
+    computes the instance's disk and network usage."""
+    pids = _payload_pids(name)
+    by_group = pids is not None
+    if not by_group:
+        pids = [model.state().pid]
     deadline = time.monotonic() + patience_s
     while True:
-        try:
-            if Path(f"/proc/{pid}/cmdline").read_bytes() == INIT_READY:
-                return
-        except OSError as exc:
-            raise BackendError(f"LXD: the init of {name} (pid {pid}) is gone: {exc}") from exc
+        for pid in pids:
+            try:
+                if Path(f"/proc/{pid}/cmdline").read_bytes() == INIT_READY:
+                    return
+            except OSError:
+                continue   # a short-lived process of the init (ip) that has ended
         if time.monotonic() > deadline:
-            raise BackendError(f"LXD: the init of {name} did not bring loopback up "
-                               f"within {patience_s:.0f} s")
+            raise BackendError(f"LXD: the init of {name} did not bring loopback up within "
+                               f"{patience_s:.0f} s (processes left in it: {pids or 'none'})")
         time.sleep(0.005)
+        pids = (_payload_pids(name) or []) if by_group else pids
 
 
 def _cgroup_version() -> int:
