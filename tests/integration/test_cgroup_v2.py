@@ -120,8 +120,12 @@ class TestCgroupV2InGuest:
             fields = dict(line.split() for line in stat.splitlines())
             # two busy loops on two vCPUs, one CPU of quota: the kernel throttled the group
             assert int(fields["nr_throttled"]) > 0, stat
-            # quota 1 CPU: at most the loops' wall time, plus one 100 ms period of slack
-            assert used <= wall * 1.05 + 0.1, f"{used:.2f}s of CPU in {wall:.2f}s with quota 1 CPU"
+            # quota 1 CPU: about the loops' wall time; uncapped, the two loops would use twice it.
+            # The bound is the midpoint: in an emulated guest on a loaded host a vCPU that the
+            # host deschedules is still charged for the time (no steal time under TCG), so the
+            # group overshoots its quota by up to a host scheduling delay per period (a CI run
+            # beside a CPU hog: 4.15 s in 3.75 s, 1.11x)
+            assert used <= wall * 1.5, f"{used:.2f}s of CPU in {wall:.2f}s with quota 1 CPU"
             assert used > 0.2 * wall, f"the busy loops barely ran ({used:.2f}s in {wall:.2f}s)"
         finally:
             apply(inst, driver.remove(name))
