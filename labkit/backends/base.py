@@ -392,7 +392,7 @@ class Backend(ABC):
                     continue
                 inst = self._create(spec, new_name(prefix), i, placement[i], network=network)
                 made.append(inst)
-                join_network(inst, network)
+                join_network(inst, network, network.link)
         except BaseException:
             teardown(made)
             raise
@@ -465,12 +465,12 @@ class Network:
             self.backend._remove_network(self)
 
 
-def join_network(inst: Instance, network: Network, host_link=...) -> None:
+def join_network(inst: Instance, network: Network, host_link) -> None:
     """Record that ``inst`` (connected by its backend, ``inst.host_device`` set) is ``inst<index>``
-    on ``network`` and shape its host-side device to ``host_link`` (default: the network's
-    link; see :func:`labkit.network.shape`)."""
+    on ``network`` and shape its host-side device to ``host_link`` (the network's link, or what
+    of it the backend applies on the host; see :func:`labkit.network.shape`)."""
     inst.network, inst.address = network, network.addresses[inst.index]
-    netmod.shape(inst.host_device, network.link if host_link is ... else host_link)
+    netmod.shape(inst.host_device, host_link)
     inst.metadata["network"] = {"name": network.name, "host": f"inst{inst.index}",
                                 "address": inst.address, "host_device": inst.host_device}
 

@@ -99,17 +99,16 @@ def configure_guest(inst, network) -> None:
               timeout=NIC_WAIT_S + 30)
 
 
-#: run in the guest as ``sh -c DELAY_SCRIPT <delay in us>``: netem on eth0's egress, loading the
-#: image's sch_netem module first where the kernel lacks it (no modules.dep there: insmod)
+#: run in the guest as ``sh -c DELAY_SCRIPT sh <tc argv...>``: the netem ``tc`` command, after
+#: loading the image's sch_netem module where the kernel lacks it (no modules.dep there: insmod)
 DELAY_SCRIPT = r"""
-add() { tc qdisc replace dev eth0 root netem delay "$1us" limit 100000; }
-add "$1" 2>/dev/null && exit 0
+"$@" 2>/dev/null && exit 0
 ko=$(ls /lib/modules/$(uname -r)/kernel/net/sched/sch_netem.ko* 2>/dev/null | head -n1)
 if [ -z "$ko" ] || ! insmod "$ko"; then
     echo "no loadable sch_netem module for kernel $(uname -r)" >&2
     exit 3
 fi
-add "$1"
+"$@"
 """
 
 
@@ -119,11 +118,13 @@ def host_link(link):
 
 
 def delay_in_guest(inst, link) -> None:
-    """Delay ``inst``'s egress on eth0 by ``link.delay_s`` (nothing without a delay);
-    BackendUnavailable when the VM image carries no netem module (built before labkit delays)."""
+    """Delay ``inst``'s egress on eth0 by ``link.delay_s`` (nothing without a delay), with the
+    same netem command as a host-side delay; BackendUnavailable when the VM image carries no
+    netem module (built before labkit delays)."""
     if link is None or link.delay_s <= 0:
         return
-    res = inst.exec(["sh", "-c", DELAY_SCRIPT, "sh", f"{link.delay_s * 1e6:.0f}"], check=False, timeout=60)
+    (tc,) = netmod.shape_commands("eth0", netmod.Link(None, link.delay_s))
+    res = inst.exec(["sh", "-c", DELAY_SCRIPT, "sh", *tc], check=False, timeout=60)
     if res.exit_code == 3:
         raise BackendUnavailable(f"libvirt link delay: {res.stderr.strip()}: the VM image predates link "
                                  "delays; rebuild it: labkit images build --vm")
