@@ -17,7 +17,9 @@ The container's init brings loopback up, then execs ``sleep infinity`` (the
 image has no init system, and none is needed): no exec is spent on loopback.
 Each command runs through pylxd's ``Instance.execute`` on a
 thread, as its own session (:mod:`._container`), so ``_wait`` can time out and
-``_kill`` can SIGKILL the session from a second exec. OOM kills are read on the
+``_kill`` can SIGKILL the session from a second exec. An exec whose websockets
+could not be connected (LXD starts the command only once they are) is sent again
+(:func:`execute`). OOM kills are read on the
 host from the container's memory cgroup (LXD's socket is local), since an
 unprivileged container does not see it.
 
@@ -148,6 +150,44 @@ def memory_cgroup_file(proc_cgroup: str, name: str) -> str | None:
     return f"{CGROUP_ROOT}{path}/memory.events"
 
 
+#: how often an exec whose websockets could not be connected is tried in all
+EXEC_ATTEMPTS = 3
+
+
+def in_websocket_connect(exc: BaseException) -> bool:
+    """Whether ``exc`` was raised while an exec's websockets were being connected (ws4py's
+    client ``connect``): LXD starts the command only once all of them are, so it never ran."""
+    tb = exc.__traceback__
+    while tb is not None:
+        frame = tb.tb_frame
+        if frame.f_code.co_name == "connect" and str(frame.f_globals.get("__name__", "")).startswith("ws4py"):
+            return True
+        tb = tb.tb_next
+    return False
+
+
+def execute(model, argv: list[str], env: dict):
+    """pylxd's ``Instance.execute``, tried again (up to :data:`EXEC_ATTEMPTS` in all) when
+    connecting its websockets fails (a BrokenPipeError or a refused handshake when LXD is
+    slow to answer on a loaded host: LXD gives the client 5 s to connect them): the command had
+    not started, so it cannot run twice. Any other error, or the last attempt's, propagates; a
+    socket or ws4py error as BackendError."""
+    attempt = 1
+    while True:
+        try:
+            return model.execute(argv, environment=env)
+        except Exception as exc:
+            if attempt == EXEC_ATTEMPTS or not in_websocket_connect(exc):
+                if isinstance(exc, OSError) or type(exc).__module__.startswith("ws4py"):
+                    raise BackendError(f"LXD exec of {argv[:1]} in {model.name} failed: "
+                                       f"{type(exc).__name__}: {exc}") from exc
+                raise
+            log.warning("LXD exec in %s: connecting its websockets failed (%s: %s); trying again "
+                        "(attempt %d of %d)", model.name, type(exc).__name__, exc, attempt + 1, EXEC_ATTEMPTS)
+        time.sleep(0.2 * attempt)
+        attempt += 1
+
+
 class LxdInstance(SessionExec, Instance):
     def __init__(self, backend: LxdBackend, name, spec, index, cpus, model):
         super().__init__(backend, name, spec, index, cpus)
@@ -155,7 +195,7 @@ class LxdInstance(SessionExec, Instance):
 
     def _run(self, argv, env) -> RawResult:
         try:
-            res = self.model.execute(argv, environment=env or {})
+            res = execute(self.model, argv, env or {})
         except _sdk().exceptions.LXDAPIException as exc:
             if "command not found" not in str(exc).lower():
                 raise BackendError(f"LXD exec in {self.name} failed: {exc}") from exc
@@ -165,7 +205,7 @@ class LxdInstance(SessionExec, Instance):
 
     def _run_quick(self, argv) -> str:
         try:
-            return self.model.execute(argv).stdout
+            return execute(self.model, argv, {}).stdout
         except _sdk().exceptions.NotFound:
             return ""  # the instance is gone, and its processes with it
         except _sdk().exceptions.LXDAPIException as exc:

@@ -153,3 +153,69 @@ def test_lxd_init_survives_lxcs_blank_split(tmp_path):
     subprocess.run(argv, env={"PATH": str(tmp_path)}, check=True, timeout=10)
     assert (tmp_path / "calls").read_text().splitlines() == ["ip link set lo up", "sleep infinity"]
     assert INIT_READY.split(b"\0")[:2] == [b"sleep", b"infinity"]
+
+
+class _ClosingSocket:
+    """A unix socket that accepts connections and closes them at once: connecting a ws4py
+    client to it fails inside ws4py's ``connect``, as pylxd's exec does when LXD hangs up."""
+
+    def __init__(self, path: str):
+        import socket
+        import threading
+        self.sock = socket.socket(socket.AF_UNIX)
+        self.sock.bind(path)
+        self.sock.listen(8)
+        self.url = f"ws+unix://{path}"
+        threading.Thread(target=self._loop, daemon=True).start()
+
+    def _loop(self):
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            conn.close()
+
+
+class _Model:
+    """pylxd's Instance as far as ``lxd.execute`` uses it; its first ``fail`` execute calls fail
+    the way the real one does (``connect_to`` a socket that hangs up, or ``error`` raised)."""
+
+    name = "labkit-x--1"
+
+    def __init__(self, fail: int, connect_to: str | None = None, error: Exception | None = None):
+        self.fail, self.connect_to, self.error, self.calls = fail, connect_to, error, 0
+
+    def execute(self, argv, environment=None):
+        from types import SimpleNamespace
+
+        from ws4py.client import WebSocketBaseClient
+        self.calls += 1
+        if self.calls <= self.fail:
+            if self.connect_to:
+                WebSocketBaseClient(self.connect_to).connect()
+            raise self.error
+        return SimpleNamespace(exit_code=0, stdout=" ".join(argv), stderr="")
+
+
+def test_lxd_exec_is_tried_again_only_when_its_websockets_did_not_connect(tmp_path, monkeypatch):
+    from labkit.backends import lxd
+    from labkit.errors import BackendError
+    monkeypatch.setattr(lxd.time, "sleep", lambda s: None)
+    url = _ClosingSocket(str(tmp_path / "lxd.sock")).url
+    model = _Model(fail=2, connect_to=url)             # LXD hung up on the first two attempts
+    assert lxd.execute(model, ["echo", "hi"], {}).stdout == "echo hi"
+    assert model.calls == 3
+    model = _Model(fail=lxd.EXEC_ATTEMPTS, connect_to=url)
+    with pytest.raises(BackendError, match="LXD exec of \\['echo'\\] in labkit-x--1 failed"):
+        lxd.execute(model, ["echo", "hi"], {})
+    assert model.calls == lxd.EXEC_ATTEMPTS
+    # the same error once the command may have started (not in connect): never run twice
+    model = _Model(fail=1, error=BrokenPipeError(32, "Broken pipe"))
+    with pytest.raises(BackendError, match="BrokenPipeError"):
+        lxd.execute(model, ["echo", "hi"], {})
+    assert model.calls == 1
+    model = _Model(fail=1, error=ValueError("not a socket error"))
+    with pytest.raises(ValueError):
+        lxd.execute(model, ["echo", "hi"], {})
+    assert model.calls == 1
