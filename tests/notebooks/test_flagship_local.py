@@ -1,4 +1,6 @@
 """The flagship notebook executed through papermill on tiny parameters, on the local backend."""
+import sqlite3
+
 import pytest
 
 from labkit.store import load_results
@@ -25,6 +27,19 @@ def test_flagship_runs_then_views(run_notebook, tmp_path):
     assert images(nb) == 7                                    # every figure displayed inline
     assert "best_affinity" in text and "difference_s" in text          # Tables 3 and 4 computed on our runs
     assert "Does CPU affinity matter?" in markdown_outputs(nb)
+    # a run that failed (as a daemon hiccup makes one) is run once more, so every cell is analysed
+    db = sqlite3.connect(tmp_path / "data" / "nb-local" / "store.sqlite")
+    with db:
+        [(rid,)] = db.execute("SELECT run_id FROM runs ORDER BY run_order LIMIT 1 OFFSET 5").fetchall()
+        db.execute("DELETE FROM measurements WHERE run_id = ?", (rid,))
+        db.execute("UPDATE runs SET status = 'failed', error = 'BackendError: injected' WHERE run_id = ?", (rid,))
+    db.close()
+    nb = run_notebook("01_affinity_factorial.ipynb", **params)
+    assert "1 of 32 runs failed; they run once more" in markdown_outputs(nb)
+    assert "BackendError: injected" in outputs_text(nb)
+    tidy = load_results(tmp_path / "data", "nb-local")
+    assert set(tidy.status) == {"ok"} and tidy.run_id.nunique() == 32
+    assert "vcpus:affinity" in outputs_text(nb)
     # view mode reads the same store and provisions nothing
     run_notebook("01_affinity_factorial.ipynb", **{**params, "mode": "view"})
     assert load_results(tmp_path / "data", "nb-local").run_id.nunique() == 32
