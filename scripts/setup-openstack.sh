@@ -227,7 +227,13 @@ done
 # query), and get_ports reads it as a class attribute before querying: a fresh worker answers that
 # first GET /ports with a 500 "type object 'Port' has no attribute 'port_forwardings'" (seen here,
 # nova's boot then fails). One process, warmed by a network list below, has it configured.
-sed -i 's/--processes 2/--processes 1/' /etc/default/neutron-server
+# And one thread: neutron-api monkey-patches the process with eventlet, and Debian's uwsgi ini gives
+# it 32 threads. A greenthread woken from another thread dies with "greenlet.error: cannot switch
+# to a different thread" and its request never answers: nova-compute, whose neutron calls have no
+# timeout, then waits forever for a port (a boot stuck after "Creating image(s)", a delete that
+# never ends; seen here about once per 6 minutes of boots). Debian runs nova-api, the other
+# eventlet API, with one thread per process already.
+sed -i 's/--processes 2/--processes 1 --threads 1/' /etc/default/neutron-server
 
 # -- keystone --------------------------------------------------------------------------------------
 say "keystone"
