@@ -23,6 +23,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -38,6 +39,7 @@ KEY = os.environ.get("LABKIT_SSH_KEY", "/root/.ssh/labkit_test_ed25519")
 IMAGE = os.environ.get("LABKIT_OS_IMAGE", "labkit-debian-12")
 NETWORK = os.environ.get("LABKIT_OS_NETWORK", "provider")
 FLAVOR_CPUS = {"labkit.small": 1, "labkit.medium": 2}
+NOVA_COMPUTE_LOG = "/var/log/nova/nova-compute.log"
 PRICES = {"labkit.small": 0.011, "labkit.medium": 0.022}   # made-up prices: a testbed attribute
 
 
@@ -64,7 +66,11 @@ def cloud():
     prefixes: list[str] = []
     yield p, prefixes
     for prefix in prefixes:
-        p.cleanup(prefix)
+        try:
+            p.cleanup(prefix)
+        except LabkitError:
+            print(nova_story(p, prefix))
+            raise
     left = [s.name for s in conn.compute.servers() if any(s.name.startswith(x) for x in prefixes)]
     ports = [pt.id for pt in conn.network.ports() if pt.device_owner.startswith("compute:")
              and pt.device_id not in {s.id for s in conn.compute.servers()}]
@@ -73,6 +79,19 @@ def cloud():
     assert sorted(i.id for i in conn.image.images()) == images_before
     if conn.has_service("block-storage"):     # the test cloud has no cinder; labkit makes no volume
         assert list(conn.block_storage.volumes()) == []
+
+
+def nova_story(p, prefix: str, lines: int = 60) -> str:
+    """What nova says of the servers of ``prefix`` still there, and the last lines of
+    nova-compute's log that name them (a failure's diagnosis, printed into the test report)."""
+    out = []
+    log = Path(NOVA_COMPUTE_LOG)
+    text = log.read_text(errors="replace").splitlines() if log.is_file() else []
+    for s in p.conn.compute.servers(name=f"^{prefix}"):
+        out.append(f"server {s.name} {s.id}: status={s.status} vm_state={s.vm_state} "
+                   f"task_state={s.task_state} power_state={s.power_state}")
+        out += [line[:400] for line in text if s.id in line][-lines:]
+    return "\n".join(out) or f"no server of {prefix} is left"
 
 
 def new_prefix(prefixes: list[str]) -> str:
@@ -96,6 +115,8 @@ def test_campaign_with_flavor_as_factor_stores_provisioning_s(cloud, tmp_path):
     with store:
         runs, tidy = store.runs(), store.tidy()
     print(runs[["run_id", "status", "error"]].to_dict("records"))
+    if list(runs.status) != ["ok", "ok"]:
+        print(nova_story(p, campaign_prefix(cid)))
     assert list(runs.status) == ["ok", "ok"]
     prov = tidy[tidy.metric == "provisioning_s"]
     assert sorted(prov.run_id) == sorted(runs.run_id) and (prov.value > 0).all() and set(prov.instance) == {0}
