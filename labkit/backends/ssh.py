@@ -41,6 +41,7 @@ import posixpath
 import shlex
 import socket
 import threading
+import time
 
 import invoke
 import paramiko
@@ -49,13 +50,15 @@ from fabric import Connection
 from ..errors import BackendError, BackendUnavailable, ConfigError
 from ..instance import InstanceSpec
 from . import cgroups
-from .base import Backend, Instance, RawResult, check_name, check_prefix
+from .base import NAME_PREFIX, Backend, Instance, RawResult, check_name, check_prefix
 
 ENV_HOST, ENV_PORT, ENV_USER, ENV_KEY = "LABKIT_SSH_HOST", "LABKIT_SSH_PORT", "LABKIT_SSH_USER", "LABKIT_SSH_KEY"
 SETUP_HINT = ("for the local test sshd run `bash scripts/setup-ssh.sh` and export "
               "LABKIT_SSH_HOST=127.0.0.1 LABKIT_SSH_PORT=2222 LABKIT_SSH_USER=root "
               "LABKIT_SSH_KEY=/root/.ssh/labkit_test_ed25519")
 CONTROL_TIMEOUT_S = 120.0
+#: how long the listing taken with the connection probe stands for :meth:`SshBackend.list_labkit`
+LISTING_FRESH_S = 10.0
 q = shlex.quote
 
 # What the backend needs to know about the remote host, one fact per line.
@@ -87,11 +90,25 @@ mkdir -p "$wr" && chmod 700 "$wr" && [ -O "$wr" ] && [ ! -L "$wr" ] || {
 """
 
 
+def listing_script(prefix: str, roots: list[str] | None = None) -> str:
+    """Shell lines printing ``listed @work <name>`` for each directory ``$wr/<prefix>*`` (the work
+    root, set by :data:`WORK_ROOT`) and ``listed <root> <name>`` for each ``<root>/<prefix>*`` of the
+    cgroup ``roots`` (default: every cgroup mount, for the probe, before the driver is known)."""
+    check_prefix(prefix)
+    where = " ".join(q(r) for r in roots) if roots is not None else \
+        "$(awk '$3 ~ /^cgroup2?$/ {print $2}' /proc/self/mounts)"
+    return (f"for d in \"$wr\"/{prefix}*; do [ -d \"$d\" ] && echo \"listed @work ${{d##*/}}\"; done\n"
+            f"for p in {where}; do for d in \"$p\"/{prefix}*; do\n"
+            f"  [ -d \"$d\" ] && echo \"listed $p ${{d##*/}}\"; done; done\n")
+
+
 class HostFacts:
     """What :data:`PROBE` printed: ``values`` (key -> text), the mount table, controllers,
-    writable mount points and cpuset files."""
+    writable mount points and cpuset files, and ``listed`` (place, name) of :func:`listing_script`
+    (``probe=False``: that listing alone)."""
 
-    def __init__(self, text: str):
+    def __init__(self, text: str, probe: bool = True):
+        self.listed: list[tuple[str, str]] = []
         self.values: dict[str, str] = {}
         self.tools: set[str] = set()
         self.mounts: list[str] = []
@@ -112,9 +129,12 @@ class HostFacts:
             elif key == "file":
                 path, _, value = rest.partition(" ")
                 self.files[path] = value.strip()
+            elif key == "listed":
+                place, _, name = rest.rpartition(" ")
+                self.listed.append((place, name.strip()))
             elif key:
                 self.values[key] = rest.strip()
-        if "uid" not in self.values or "home" not in self.values:
+        if probe and ("uid" not in self.values or "home" not in self.values):
             raise BackendError(f"the remote probe printed no uid/home:\n{text[-1000:]}")
 
     def get(self, key: str, default: str = "") -> str:
@@ -306,6 +326,7 @@ class SshBackend(Backend):
         self.enforce = bool(enforce_limits)
         self.connect_kwargs = dict(connect_kwargs or {})
         self.conn: Connection | None = None
+        self._listed: tuple[float, list[tuple[str, str]]] | None = None
         self.facts: HostFacts | None = None
         self.driver = None
         self.workroot = ""
@@ -368,29 +389,36 @@ class SshBackend(Backend):
     def connection(self) -> Connection:
         """The open connection, probed (facts, cgroup driver, work root) the first time."""
         with self._lock:
-            if self.conn is not None:
-                return self.conn
-            self.conn = self._open()
-            try:
-                facts = HostFacts(self._run(PROBE + WORK_ROOT, max(30.0, float(self.connect_timeout)),
-                                            "probing the host and making the work root").stdout)
-                self.workroot = posixpath.join(facts.get("home"), ".cache", "labkit", "instances")
-            except BaseException as exc:
-                self.close_locked()
-                if isinstance(exc, BackendError):
-                    raise BackendUnavailable(f"ssh backend: probing {self.target} failed: {exc}") from exc
-                raise
-            try:
-                driver = cgroups.detect("\n".join(facts.mounts), facts.controllers.get)
-                bad = [r for r in cgroups.writable_roots(driver) if r not in facts.writable]
-                if bad:
-                    raise BackendUnavailable(f"cgroup v{driver.version} hierarchy {bad[0]} on "
-                                             f"{self.target} is not writable (log in as root)")
-                self.driver = driver
-            except BackendUnavailable as exc:
-                self._why_not = str(exc)
-            self.facts = facts
+            if self.conn is None:
+                self._connect_locked()
             return self.conn
+
+    def _connect_locked(self) -> None:
+        """Open and probe the connection. The probe's round trip also lists the instances
+        (``labkit-*``) on the host, which the first :meth:`list_labkit` uses (a campaign's clean-up
+        right after connecting: each SSH command costs a remote login shell)."""
+        self.conn = self._open()
+        try:
+            script = PROBE + WORK_ROOT + listing_script(NAME_PREFIX) + "true\n"
+            facts = HostFacts(self._run(script, max(30.0, float(self.connect_timeout)),
+                                        "probing the host and making the work root").stdout)
+            self.workroot = posixpath.join(facts.get("home"), ".cache", "labkit", "instances")
+        except BaseException as exc:
+            self.close_locked()
+            if isinstance(exc, BackendError):
+                raise BackendUnavailable(f"ssh backend: probing {self.target} failed: {exc}") from exc
+            raise
+        try:
+            driver = cgroups.detect("\n".join(facts.mounts), facts.controllers.get)
+            bad = [r for r in cgroups.writable_roots(driver) if r not in facts.writable]
+            if bad:
+                raise BackendUnavailable(f"cgroup v{driver.version} hierarchy {bad[0]} on "
+                                         f"{self.target} is not writable (log in as root)")
+            self.driver = driver
+        except BackendUnavailable as exc:
+            self._why_not = str(exc)
+        self.facts = facts
+        self._listed = (time.monotonic(), facts.listed)
 
     def check(self) -> None:
         self.connection()
@@ -439,6 +467,7 @@ class SshBackend(Backend):
 
     def _create(self, spec: InstanceSpec, name, index, cpus) -> SshInstance:
         check_name(name)
+        self._listed = None   # the probe's listing no longer stands
         real, ops = cgroups.create_ops(self.driver, name, self._cpu_ids(), cpus, spec.vcpus, spec.memory_mb)
         if self.driver is None and real is not None and "taskset" not in self.facts.tools:
             raise BackendUnavailable(f"{self.target} has no taskset to pin an unconfined instance; "
@@ -458,6 +487,7 @@ class SshBackend(Backend):
 
     def _remove(self, names: list[str]) -> None:
         """Kill the instances' processes, remove their cgroups and work dirs."""
+        self._listed = None
         script = ""
         for name in names:
             check_name(name)
@@ -468,14 +498,20 @@ class SshBackend(Backend):
             self.run_script(script, f"removing {', '.join(names)}")
 
     def list_labkit(self, prefix: str = "labkit-") -> list[str]:
-        """Instances (cgroups and work dirs) on the host whose names start with ``prefix``."""
+        """Instances (cgroups and work dirs) on the host whose names start with ``prefix``. On a
+        connection not open yet, the listing rides in the connection probe's round trip (a
+        campaign's first call: each SSH command costs a remote login shell)."""
         check_prefix(prefix)
-        self.connection()
-        places = [self.workroot] + (cgroups.writable_roots(self.driver) if self.driver else [])
-        script = "".join(f"for d in {q(p)}/{prefix}*; do [ -d \"$d\" ] && basename \"$d\"; done\n"
-                         for p in places)
-        out = self.run_script(script + "true\n", f"listing {prefix}* instances").stdout
-        return sorted({n for n in out.split() if n.startswith(prefix)})
+        with self._lock:
+            if self.conn is None:
+                self._connect_locked()
+            taken, listed = self._listed or (0.0, None)
+            self._listed = None   # used once: later calls list again
+        roots = cgroups.writable_roots(self.driver) if self.driver else []
+        if listed is None or time.monotonic() - taken > LISTING_FRESH_S:
+            script = f"wr={q(self.workroot)}\n" + listing_script(prefix, roots) + "true\n"
+            listed = HostFacts(self.run_script(script, f"listing {prefix}* instances").stdout, probe=False).listed
+        return sorted({n for p, n in listed if (p == "@work" or p in roots) and n.startswith(prefix)})
 
     def cleanup(self, prefix: str) -> list[str]:
         """Remove what instances named ``prefix*`` left (a killed campaign's)."""
@@ -498,7 +534,7 @@ class SshBackend(Backend):
 
     def close_locked(self) -> None:
         conn, self.conn = self.conn, None
-        self.facts = None
+        self.facts, self._listed = None, None
         if conn is not None:
             with self._sftp_lock:
                 conn.close()

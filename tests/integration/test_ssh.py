@@ -219,6 +219,29 @@ def test_cleanup_removes_what_a_killed_campaign_left(backend):
         teardown(insts + other)
 
 
+def test_first_listing_rides_in_the_connection_probe(backend, monkeypatch):
+    """A campaign's clean-up right after connecting costs no SSH command of its own (each costs the
+    remote login shell's start-up): the probe's listing answers it, once; a listing after an
+    instance was made, or a second one, asks the host again and sees the change."""
+    with instances(backend, InstanceSpec(vcpus=1)) as [inst]:
+        fresh = get_backend("ssh")
+        try:
+            sent = []
+            monkeypatch.setattr(fresh, "run_script", lambda *a, **k: sent.append(a) or type(fresh).run_script(fresh, *a, **k))
+            prefix = inst.name[: inst.name.rindex("-") + 1]
+            assert fresh.list_labkit(prefix) == [inst.name] and sent == []   # from the probe
+            assert fresh.list_labkit(inst.name) == [inst.name] and len(sent) == 1
+            assert fresh.list_labkit(PREFIX + "-none-") == [] and len(sent) == 2
+            [mine] = fresh.provision(InstanceSpec(vcpus=1), prefix=prefix)
+            try:
+                assert fresh.list_labkit(prefix) == sorted([inst.name, mine.name])
+            finally:
+                teardown([mine])
+            assert fresh.list_labkit(prefix) == [inst.name]
+        finally:
+            fresh.close()
+
+
 def test_provision_failure_leaves_nothing(backend, monkeypatch):
     before = mine(backend)
     real = type(backend)._create

@@ -133,6 +133,30 @@ def test_probe_text_without_its_facts_is_an_error():
         cgroups.detect("\n".join(facts.mounts), facts.controllers.get)
 
 
+def test_probe_lists_the_instances_in_the_work_root_and_cgroup_roots_here(tmp_path):
+    """The listing the connection probe carries (and list_labkit's own script) run here with sh:
+    a ``labkit-*`` directory is listed with its place (``@work`` for the work root); files, other
+    names and other prefixes are not."""
+    wr = tmp_path / ".cache/labkit/instances"
+    for d in ("labkit-a-1", "labkit-b-1", "other"):
+        (wr / d).mkdir(parents=True)
+    (wr / "labkit-file").write_text("")
+    res = sh(ssh.PROBE + ssh.WORK_ROOT + ssh.listing_script("labkit-") + "true\n",
+             env={**os.environ, "HOME": str(tmp_path)})
+    assert res.returncode == 0, res.stderr
+    facts = ssh.HostFacts(res.stdout)
+    assert sorted(n for p, n in facts.listed if p == "@work") == ["labkit-a-1", "labkit-b-1"]
+    root = tmp_path / "cg"
+    (root / "labkit-a-2").mkdir(parents=True)
+    (root / "labkit-b-2").mkdir()
+    res = sh(f"wr={wr}\n" + ssh.listing_script("labkit-a-", [str(root), str(tmp_path / "none")]) + "true\n")
+    assert res.returncode == 0, res.stderr
+    assert sorted(ssh.HostFacts(res.stdout, probe=False).listed) == sorted([("@work", "labkit-a-1"),
+                                                                            (str(root), "labkit-a-2")])
+    with pytest.raises(ConfigError, match="prefix"):
+        ssh.listing_script("labkit-$(reboot)")
+
+
 # -- backend options and connection errors (no sshd needed) -----------------------------------------
 
 def test_target_from_arguments_environment_and_defaults():
