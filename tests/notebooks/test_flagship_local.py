@@ -88,16 +88,23 @@ def test_view_mode_defaults_read_the_committed_campaign_read_only(run_notebook, 
     assert store.read_bytes() == before
 
 
-def test_view_mode_on_the_committed_platform_design(run_notebook, tmp_path):
-    """platforms=[local, lxd]: the committed platform x 2^4 campaign (one 2^5 design) in view mode,
-    with the platform:affinity interaction estimated and Tables 3-8 beside the paper."""
+@pytest.mark.parametrize("workload, campaign, tag, runs", [
+    ("nqueens", "affinity-platforms", "local+lxd", 64),                # 2^5 x 2
+    ("apache", "affinity-apache-platforms", "apache_local+lxd", 96),   # 2^5 x 3
+])
+def test_view_mode_on_the_committed_platform_design(run_notebook, tmp_path, workload, campaign, tag, runs):
+    """platforms=[local, lxd]: the committed platform x 2^4 campaigns (one 2^5 design each, N-queens
+    and Apache + ab) in view mode, with the platform:affinity interaction estimated and Tables 3-8
+    beside the paper."""
     from .conftest import REPO
-    store = REPO / "data" / "affinity-platforms" / "store.sqlite"
+    store = REPO / "data" / campaign / "store.sqlite"
     before = store.read_bytes()
-    nb = run_notebook("01_affinity_factorial.ipynb", mode="view", data_dir=None, platforms=["local", "lxd"])
+    nb = run_notebook("01_affinity_factorial.ipynb", mode="view", data_dir=None, platforms=["local", "lxd"],
+                      workload=workload)
     text = outputs_text(nb)
-    assert "campaign 'affinity-platforms'" in text and "platform:affinity" in text
+    assert f"campaign '{campaign}'" in text and "platform:affinity" in text
     assert "best_affinity" in text and "labkit local+lxd" in text
-    assert (tmp_path / "figures" / "01_pareto_vs_paper_local+lxd.png").exists()
-    assert load_results(REPO / "data", "affinity-platforms").run_id.nunique() == 64   # 2^5 x 2
+    assert (tmp_path / "figures" / f"01_pareto_vs_paper_{tag}.png").exists()
+    tidy = load_results(REPO / "data", campaign)
+    assert tidy.run_id.nunique() == runs and set(tidy.status) == {"ok"}
     assert store.read_bytes() == before
