@@ -6,7 +6,8 @@ Prints, per fleet size: wall time, Σ run time (each run's stored duration: prov
 workload and teardown), parallel efficiency = Σ run time / (hosts × wall) (targets: >= 0.9 at 4
 hosts, >= 0.8 at 16; 40 runs on 16 hosts is 2.5 rounds, so 0.83 is the ceiling there), and the
 controller's CPU seconds and resident memory growth per host, and where each host's idle time
-went (before its first run, between its runs, after its last). Runs go to hosts with
+went (before its first run, between its runs, after its last), and the ceiling that the rounds
+alone allow (runs / (hosts × ⌈runs / hosts⌉): equal runs and free start-up). Runs go to hosts with
 ``assign: random`` (any idle host takes the next run). No assertion: this prints, you judge.
 """
 from __future__ import annotations
@@ -53,8 +54,10 @@ def one(hosts: int, runs: int, seconds: float, data: str) -> dict:
     rs = store.runs()
     busy = float(rs.duration_s.sum())
     cpu = (cpu1.ru_utime - cpu0.ru_utime) + (cpu1.ru_stime - cpu0.ru_stime)
+    rounds = -(-len(rs) // hosts)
     return {"hosts": hosts, "runs": len(rs), "ok": int((rs.status == "ok").sum()), "wall_s": wall,
-            "sum_run_s": busy, "efficiency": busy / (hosts * wall), **idle(rs, epoch0, wall, hosts),
+            "sum_run_s": busy, "efficiency": busy / (hosts * wall), "ceiling": len(rs) / (hosts * rounds),
+            **idle(rs, epoch0, wall, hosts),
             "ctl_cpu_s_per_host": cpu / hosts, "ctl_rss_mb_per_host": max(0.0, rss_mb() - rss0) / hosts}
 
 
@@ -92,7 +95,8 @@ def main() -> None:
             rows.append(one(n, args.runs, args.seconds, data))
             r = rows[-1]
             print(f"{r['hosts']:>3} hosts: {r['ok']}/{r['runs']} ok, wall {r['wall_s']:.1f}s, Σ run "
-                  f"{r['sum_run_s']:.1f}s, efficiency {r['efficiency']:.2f}; idle per host: before the "
+                  f"{r['sum_run_s']:.1f}s, efficiency {r['efficiency']:.2f} (ceiling {r['ceiling']:.2f}: "
+                  f"{r['runs']} equal runs on {r['hosts']} hosts, nothing else); idle per host: before the "
                   f"first run {r['idle_first_s']:.2f}s, between runs {r['idle_gaps_s']:.2f}s, after the last "
                   f"{r['idle_tail_s']:.2f}s; controller "
                   f"{r['ctl_cpu_s_per_host']:.2f} CPU-s and {r['ctl_rss_mb_per_host']:.1f} MB RSS per host",
