@@ -86,7 +86,11 @@ def nova_story(p, prefix: str, lines: int = 60) -> str:
     nova-compute's log that name them (a failure's diagnosis, printed into the test report)."""
     out = []
     log = Path(NOVA_COMPUTE_LOG)
-    text = log.read_text(errors="replace").splitlines() if log.is_file() else []
+    text = []
+    if log.is_file():
+        with log.open("rb") as fh:   # its last 8 MB: a long-lived log stays out of memory
+            fh.seek(max(0, log.stat().st_size - (8 << 20)))
+            text = fh.read().decode(errors="replace").splitlines()
     for s in p.conn.compute.servers(name=f"^{prefix}"):
         out.append(f"server {s.name} {s.id}: status={s.status} vm_state={s.vm_state} "
                    f"task_state={s.task_state} power_state={s.power_state}")
