@@ -31,7 +31,7 @@ import traceback
 from pathlib import Path
 
 from . import runnet
-from .backends import get_backend, teardown
+from .backends import backend_class, get_backend, teardown
 from .backends.base import instance_measurements
 from .design import HOST_MAX, Design
 from .errors import CommandTimeout, ConfigError, LabkitError, StoreError
@@ -201,7 +201,9 @@ class Campaign:
         """
         if self.testbed is not None:
             return self._run_fleet(retry_failed, max_runs, new_store)
-        self.backend = get_backend(self._backend_arg, **self.backend_options)
+        b = self._backend_arg   # a nics level the backend cannot bond fails before it connects
+        runnet.check_nics(backend_class(b) if isinstance(b, str) else b, self.design.plan())
+        self.backend = get_backend(b, **self.backend_options)
         lock = CampaignLock(self.lock_path, f"campaign {self.campaign_id!r}",
                             dir_mode=0o750 if self.group_readable else 0o700)
         store = None

@@ -357,16 +357,16 @@ class Design:
         every workload-parameter level against the workload's schema (levels are replaced by
         their canonical form, so ``[8, 8.0]`` is a duplicate), and that memory levels are at
         least what the workload needs. Raises ConfigError naming the file, factor and level."""
-        allowed = set(HOST_FACTORS) | {"noise", "network", "link", "platform"}   # platform: labkit.platforms
+        allowed = set(HOST_FACTORS) | {"noise", "network", "link", "nics", "platform"}   # platform: labkit.platforms
         for i, f in enumerate(self.factors):
-            if f.name in ("network", "link"):
+            if f.name in ("network", "link", "nics"):
                 from .network import check_factor
                 check_factor(f.name, f.levels, self.source)
             if f.name not in allowed and not workload.accepts(f.name):
                 params = sorted(k for k in workload.defaults)
                 raise ConfigError(
                     f"{self.source}: design factor {f.name!r} is neither a host factor "
-                    f"({', '.join(HOST_FACTORS)}, noise, network, link) "
+                    f"({', '.join(HOST_FACTORS)}, noise, network, link, nics) "
                     f"nor a parameter of workload {workload.name!r} ({', '.join(params) or 'none'})")
             if f.name not in allowed:
                 levels = [workload.check_param(f.name, v, where=f"{self.source}: factor {f.name!r} level {_short(v)}")

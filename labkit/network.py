@@ -11,6 +11,15 @@
   the host end is ``host``. Nothing routes outside it: instances get only the
   network's own /24 (no default route), so any other address is unreachable.
 
+``nics`` levels (1 by default) aggregate links: with ``nics: k`` > 1 each instance also
+gets ``k`` NICs, NIC ``j`` on the run's ``j``-th extra bridge ("k parallel switches"),
+bonded (Linux ``bonding``, balance-rr) into one interface on a second /24, the *data*
+subnet. Instances reach each other on the data subnet (``inst<i>`` in ``/etc/hosts``), so
+traffic between them spreads over all ``k`` links, each shaped to the ``link`` level: the
+thesis's "NIC aggregation". The host keeps the first network only (host <-> instance
+traffic is one link). A backend offers it when it can bond inside an instance
+(``Backend.MAX_NICS``; libvirt, whose guest kernel has ``bonding``); others refuse k > 1.
+
 ``link`` levels shape the traffic *into* each instance (``tc`` on the host side
 of its interface: ``netem`` for the delay, a ``tbf`` child for the rate), so
 between two instances the round trip is ``2 x delay`` and a stream is capped at
@@ -38,6 +47,8 @@ from dataclasses import dataclass
 from .errors import BackendError, BackendUnavailable, ConfigError
 
 NETWORK_MODES = ("none", "private")
+#: most NICs an instance can bond (``nics`` factor)
+MAX_NICS = 8
 #: bounds of a shaped link
 MIN_RATE_BIT, MAX_RATE_BIT = 8_000, 100e9
 MAX_DELAY_S = 10.0
@@ -119,11 +130,21 @@ def check_mode(level, where: str = "network") -> str:
     return level
 
 
+def check_nics(level, where: str = "nics") -> int:
+    """The number of bonded NICs a ``nics`` level means (1 - :data:`MAX_NICS`); ConfigError naming ``where``."""
+    if isinstance(level, bool) or not isinstance(level, int) or not 1 <= level <= MAX_NICS:
+        raise ConfigError(f"{where}: {str(level)[:80]!r} is not a number of NICs; use a whole number "
+                          f"from 1 (no aggregation) to {MAX_NICS}")
+    return level
+
+
 def check_factor(name: str, levels: Sequence, where: str) -> None:
-    """Validate the levels of a ``network`` or ``link`` design factor (ConfigError naming ``where``)."""
+    """Validate the levels of a ``network``, ``link`` or ``nics`` design factor (ConfigError naming ``where``)."""
     for v in levels:
         if name == "network":
             check_mode(v, f"{where}: factor 'network' level")
+        elif name == "nics":
+            check_nics(v, f"{where}: factor 'nics' level")
         else:
             parse_link(v, f"{where}: factor 'link' level {str(v)[:60]!r}")
 
@@ -271,10 +292,10 @@ def _routes() -> list[ipaddress.IPv4Network]:
 
 
 def pick_subnet(name: str, taken: Sequence[ipaddress.IPv4Network] | None = None,
-                tries: int = 256) -> ipaddress.IPv4Network:
+                tries: int = 256, also: Sequence[ipaddress.IPv4Network] = ()) -> ipaddress.IPv4Network:
     """A /24 of :data:`SUBNET_POOL` for network ``name`` (hash of the name, then the next ones)
-    that overlaps no route of this host (or ``taken``); BackendError after ``tries``."""
-    taken = list(_routes() if taken is None else taken)
+    that overlaps no route of this host (or ``taken``) nor ``also``; BackendError after ``tries``."""
+    taken = [*(_routes() if taken is None else taken), *also]
     subnets = 2 ** (24 - SUBNET_POOL.prefixlen)
     start = int(hashlib.sha256(name.encode()).hexdigest(), 16) % subnets
     for k in range(min(tries, subnets)):

@@ -1,6 +1,6 @@
 """A run's network, between the campaign and the backend (the campaign calls these three).
 
-* :func:`open_network` reads the run's ``network`` and ``link`` levels (a workload
+* :func:`open_network` reads the run's ``network``, ``link`` and ``nics`` levels (a workload
   that spans instances, e.g. ``iperf3`` with ``path: instances``, defaults to
   ``private``) and asks the backend for the network; the run's metadata records it.
 * :func:`run_workload` runs a spanning workload once over all the run's instances
@@ -14,6 +14,7 @@ import time
 
 from .errors import ConfigError
 from .network import check_mode, parse_link
+from .network import check_nics as check_nics_level
 
 log = logging.getLogger("labkit.network")
 
@@ -30,17 +31,31 @@ def mode_for(levels: dict, workload, params: dict) -> str:
     return check_mode(levels.get("network", default), "factor 'network' level")
 
 
+def check_nics(backend, runs) -> None:
+    """Refuse, before the first run, a plan with a ``nics`` level the backend cannot bond
+    (``Backend.MAX_NICS``); ConfigError naming the level and the backend."""
+    top = max((check_nics_level(r.levels.get("nics", 1), "factor 'nics' level") for r in runs), default=1)
+    if top > getattr(backend, "MAX_NICS", 1):
+        raise ConfigError(f"factor 'nics' level {top}: the {backend.name} backend cannot aggregate NICs "
+                          "(it needs the bonding driver inside each instance); use the libvirt backend, "
+                          "whose guests bond them, or drop the factor")
+
+
 def open_network(backend, levels: dict, workload, params: dict, count: int, prefix: str,
                  metadata: dict):
     """The run's network (None for ``none``); records ``metadata["network"]``."""
     mode = mode_for(levels, workload, params)
     link = parse_link(levels.get("link"), "factor 'link' level")
+    nics = check_nics_level(levels.get("nics", 1), "factor 'nics' level")
     if mode == "none":
         if link is not None:
             raise ConfigError(f"factor 'link' level {levels.get('link')!r} needs network: private")
+        if nics != 1:
+            raise ConfigError(f"factor 'nics' level {nics} needs network: private (NICs are bonded on it)")
         metadata["network"] = {"mode": "none"}
         return None
-    net = backend.create_network(prefix, count, link)
+    net = backend.create_network(prefix, count, link, nics) if nics != 1 else \
+        backend.create_network(prefix, count, link)
     metadata["network"] = net.metadata()
     return net
 

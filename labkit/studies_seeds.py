@@ -134,7 +134,7 @@ def scenario_table(host_cpus: int, scenarios=SCENARIOS):
 
 
 # -- designs with label factors ---------------------------------------------------------------
-MAPPABLE = (*HOST_FACTORS, "noise", "network", "link")
+MAPPABLE = (*HOST_FACTORS, "noise", "network", "link", "nics")
 
 
 @dataclass
@@ -228,7 +228,7 @@ def _check_setting(source: str, key: str, values: list, workload, memory_floor_m
                 raise ConfigError(f"{where}: {v} MB is below what workload {workload.name!r} needs")
         elif key == "noise" and v not in NOISE_KINDS:
             raise ConfigError(f"{where}: {v!r} not allowed; use {', '.join(NOISE_KINDS)}")
-    if key in ("network", "link"):
+    if key in ("network", "link", "nics"):
         from .network import check_factor
         check_factor(key, values, where)
 

@@ -41,7 +41,7 @@ import shlex
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from .. import network as netmod
@@ -160,9 +160,12 @@ class Instance(ABC):
         self.metadata: dict = {"name": name, "index": index, "cpus": cpus}
         self._destroyed = False
         self._oom_seen = 0   # a new instance has seen no OOM kill
-        #: on a private network: its Network, this instance's address and the host side of its link
+        #: on a private network: its Network, this instance's address (the one the host reaches),
+        #: the address other instances reach it at (the bonded data address with ``nics`` > 1)
+        #: and the host side of its link(s)
         self.network: Network | None = None
         self.address: str | None = None
+        self.peer_address: str | None = None
         self.host_device: str | None = None
         #: metric -> (value, unit) the campaign stores as measurements of the run with this
         #: instance's index (the cloud backend's ``provisioning_s``); empty for other backends
@@ -340,6 +343,8 @@ class Backend(ABC):
     name = "base"
     #: the options this backend accepts; anything else is a ConfigError listing these
     OPTIONS: tuple[str, ...] = ()
+    #: most NICs an instance can bond on a private network (``nics`` factor; 1: no aggregation)
+    MAX_NICS = 1
 
     def __init__(self, **options):
         check_options(self.name, options, self.OPTIONS)
@@ -399,20 +404,30 @@ class Backend(ABC):
         return made
 
     # -- private networks (optional: a backend without them refuses ``network: private``) ----
-    def create_network(self, prefix: str = NAME_PREFIX, count: int = 1, link=None) -> Network:
+    def create_network(self, prefix: str = NAME_PREFIX, count: int = 1, link=None, nics: int = 1) -> Network:
         """A private network for ``count`` instances of one run (see :mod:`labkit.network`).
 
         ``link``: a :class:`labkit.network.Link` level (or None) applied to every instance's
-        link at :meth:`provision`. Remove it with ``Network.remove()`` after the instances.
+        link at :meth:`provision`. ``nics`` > 1: each instance also bonds that many NICs on a
+        data subnet (only where :attr:`MAX_NICS` allows). Remove it with ``Network.remove()``
+        after the instances.
         """
         if not 1 <= count <= netmod.MAX_INSTANCES:
             raise ConfigError(f"a private network holds 1-{netmod.MAX_INSTANCES} instances, not {count}")
+        nics = netmod.check_nics(nics)
+        if nics > self.MAX_NICS:
+            raise ConfigError(f"nics: {nics}: the {self.name} backend cannot aggregate NICs (it needs "
+                              "the bonding driver inside each instance); use nics: 1, or the libvirt "
+                              f"backend, whose guests bond up to {netmod.MAX_NICS} NICs")
         name = new_name(prefix + "net")
         subnet = netmod.pick_subnet(name)
         hosts = [str(h) for h in subnet.hosts()]
+        data = None if nics == 1 else netmod.pick_subnet(name + "/data", also=[subnet])
         net = Network(name=name, subnet=str(subnet), host_address=hosts[0],
                       addresses=hosts[1:count + 1], device="lk" + netmod.short_id(name),
-                      link=netmod.parse_link(link), backend=self)
+                      link=netmod.parse_link(link), backend=self, nics=nics,
+                      data_subnet=None if data is None else str(data),
+                      data_addresses=[] if data is None else [str(h) for h in data.hosts()][1:count + 1])
         self._create_network(net)
         return net
 
@@ -430,7 +445,11 @@ class Backend(ABC):
 @dataclass
 class Network:
     """A run's private network: instance ``i`` is ``inst<i>`` at ``addresses[i]``, the host
-    is ``host`` at ``host_address`` on bridge ``device``; ``link`` shapes each instance's link."""
+    is ``host`` at ``host_address`` on bridge ``device``; ``link`` shapes each instance's link.
+
+    With ``nics`` > 1 each instance also has ``nics`` bonded NICs, NIC ``j`` (1-based) on
+    bridge :meth:`data_device` ``(j)``, holding ``data_addresses[i]`` on ``data_subnet``
+    (no host address there): instances reach each other at :attr:`peer_addresses`."""
     name: str
     subnet: str
     host_address: str
@@ -439,14 +458,34 @@ class Network:
     backend: Backend
     link: netmod.Link | None = None
     removed: bool = False
+    nics: int = 1
+    data_subnet: str | None = None
+    data_addresses: list[str] = field(default_factory=list)
 
     @property
     def prefixlen(self) -> int:
         return int(self.subnet.split("/")[1])
 
+    @property
+    def peer_addresses(self) -> list[str]:
+        """The address of each instance that the other instances use (the data one when bonded)."""
+        return self.data_addresses or self.addresses
+
+    @property
+    def peer_subnet(self) -> str:
+        """The subnet traffic between instances crosses (the data subnet when bonded)."""
+        return self.data_subnet or self.subnet
+
+    def data_device(self, j: int) -> str:
+        """The bridge of bonded NIC ``j`` (1 - ``nics``): the network's bridge name and ``j``."""
+        if not 1 <= j <= self.nics:
+            raise ConfigError(f"network {self.name} has data NICs 1-{self.nics}, not {j}")
+        return f"{self.device}{j}"
+
     def names(self) -> dict[str, str]:
-        """Host name -> address for every member: ``inst0``, ``inst1``, ..., ``host``."""
-        return {**{f"inst{i}": a for i, a in enumerate(self.addresses)}, "host": self.host_address}
+        """Host name -> address for every member: ``inst0``, ``inst1``, ... (at their
+        :attr:`peer_addresses`), ``host``."""
+        return {**{f"inst{i}": a for i, a in enumerate(self.peer_addresses)}, "host": self.host_address}
 
     def hosts_text(self) -> str:
         """The ``/etc/hosts`` its instances get."""
@@ -454,9 +493,11 @@ class Network:
 
     def metadata(self) -> dict:
         """What a run records: name, subnet, host address, bridge and link."""
+        aggregation = {} if self.nics == 1 else {"data_subnet": self.data_subnet, "bonding": "balance-rr"}
         return {"mode": "private", "name": self.name, "subnet": self.subnet,
                 "host_address": self.host_address, "device": self.device,
-                "link": None if self.link is None else self.link.as_dict()}
+                "link": None if self.link is None else self.link.as_dict(), "nics": self.nics,
+                **aggregation}
 
     def remove(self) -> None:
         """Remove the network (after its instances); safe to call twice."""
@@ -470,9 +511,12 @@ def join_network(inst: Instance, network: Network, host_link) -> None:
     on ``network`` and shape its host-side device to ``host_link`` (the network's link, or what
     of it the backend applies on the host; see :func:`labkit.network.shape`)."""
     inst.network, inst.address = network, network.addresses[inst.index]
+    inst.peer_address = network.peer_addresses[inst.index]
     netmod.shape(inst.host_device, host_link)
     inst.metadata["network"] = {"name": network.name, "host": f"inst{inst.index}",
                                 "address": inst.address, "host_device": inst.host_device}
+    if network.nics > 1:
+        inst.metadata["network"]["data_address"] = inst.peer_address
 
 
 def remove_bridges(prefix: str) -> list[str]:

@@ -204,6 +204,8 @@ class LibvirtBackend(Backend):
     name = "libvirt"
     OPTIONS = ("uri", "domain_type", "image", "boot_timeout", "kvm_probe_timeout", "pool",
                "pool_path", "disk_cache", "disk_format", "mounts")
+    #: guests bond NICs on a private network (``nics`` factor; the image carries ``bonding``)
+    MAX_NICS = 8
 
     def __init__(self, **options):
         super().__init__(**options)
@@ -343,7 +345,8 @@ class LibvirtBackend(Backend):
             libvirt_net.configure_guest(inst, network)
             inst.host_device = libvirt_net.nic(network, inst.index).device
             join_network(inst, network, libvirt_net.host_link(network.link))
-            libvirt_net.delay_in_guest(inst, network.link)
+            bonded = libvirt_net.shape_data_nics(inst, network)
+            libvirt_net.delay_in_guest(inst, network.link, bonded=bonded)
 
     def _boot(self, spec, name, index, cpus, dtype, network: Network | None = None,
               mounts=()) -> LibvirtInstance:
@@ -357,6 +360,10 @@ class LibvirtBackend(Backend):
             raise BackendUnavailable(f"libvirt option mounts: the VM image {img.get('dir')} has no "
                                      "virtiofs module (built before labkit shared directories); "
                                      "rebuild it: labkit images build --vm")
+        if network is not None and network.nics > 1 and "bonding" not in img.get("modules", ()):
+            raise BackendUnavailable(f"libvirt nics: {network.nics}: the VM image {img.get('dir')} has no "
+                                     "bonding module (built before labkit NIC aggregation); "
+                                     "rebuild it: labkit images build --vm")
         t0 = time.monotonic()
         disk = self.pool.disk(name, img, self.disk_format)
         console_log = self.pool.console_log(name)
@@ -366,7 +373,8 @@ class LibvirtBackend(Backend):
                              kernel=img["kernel"], initrd=img["initrd"], cmdline=img["cmdline"],
                              console_log=console_log, disk_format=self.disk_format,
                              disk_cache=self.disk_cache,
-                             nic=None if network is None else libvirt_net.nic(network, index),
+                             nics=() if network is None else (libvirt_net.nic(network, index),
+                                                              *libvirt_net.data_nics(network, index)),
                              shares=shares)
             dom = self.conn.createXML(xml, libvirt.VIR_DOMAIN_START_AUTODESTROY)
         except BaseException as exc:
@@ -478,7 +486,7 @@ class LibvirtBackend(Backend):
         libvirt_net.create(self.conn, network)
 
     def _remove_network(self, network: Network) -> None:
-        libvirt_net.remove(self.conn, network.name)
+        libvirt_net.remove_all(self.conn, network)
 
 
 #: where libvirt's QEMU driver puts a domain's cgroup without systemd (v1: under every controller)

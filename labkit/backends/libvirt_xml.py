@@ -11,7 +11,8 @@ The instance meaning (docs/design.md, "Instances") in libvirt terms:
 Domain type: ``kvm`` or ``qemu`` (TCG) on QEMU connections, ``xen`` on Xen ones.
 No ``<interface>``: the guest has no network (docs/design.md, "Network safety"), except
 on a run's private network: one virtio NIC (:class:`Nic`) on the run's isolated
-network (:func:`network_xml`: no ``<forward>``, so libvirt routes nothing out of it).
+network (:func:`network_xml`: no ``<forward>``, so libvirt routes nothing out of it),
+and with ``nics`` > 1 one more on each of the run's data bridges (bonded in the guest).
 
 Disk: ``disk_format`` ``qcow2`` (a copy-on-write overlay of the image's base disk) or
 ``raw`` (a full raw copy of it); see :mod:`~labkit.backends.libvirt_storage`.
@@ -83,10 +84,11 @@ def guest_mac(network: str, index: int) -> str:
     return "52:54:00:" + ":".join(tail[i:i + 2] for i in range(0, 6, 2))
 
 
-def network_xml(name: str, bridge: str, address: str, prefixlen: int) -> str:
+def network_xml(name: str, bridge: str, address: str | None, prefixlen: int) -> str:
     """An isolated ``<network>``: bridge ``bridge`` (STP off, no forward delay) holding the
-    host's ``address``/``prefixlen``; no ``<forward>`` (nothing is routed or NATed out), no
-    DHCP, DNS off (libvirt then starts no dnsmasq). Guests get static addresses."""
+    host's ``address``/``prefixlen`` (None: no host address, a switch only); no ``<forward>``
+    (nothing is routed or NATed out), no DHCP, DNS off (libvirt then starts no dnsmasq).
+    Guests get static addresses."""
     if not name.startswith("labkit-"):
         raise ConfigError(f"libvirt network name {name!r} must start with 'labkit-'")
     if not 0 < len(bridge) <= 15:
@@ -95,7 +97,8 @@ def network_xml(name: str, bridge: str, address: str, prefixlen: int) -> str:
     _sub(net, "name", name)
     _sub(net, "bridge", name=bridge, stp="off", delay=0)
     _sub(net, "dns", enable="no")
-    _sub(net, "ip", address=address, prefix=prefixlen)
+    if address is not None:
+        _sub(net, "ip", address=address, prefix=prefixlen)
     ET.indent(net)
     return ET.tostring(net, encoding="unicode")
 
@@ -134,7 +137,7 @@ def _sub(parent, tag, text=None, **attrs):
 def domain_xml(*, name: str, spec: InstanceSpec, cpus: list[int] | None, domain_type: str,
                disk: str, kernel: str, initrd: str, cmdline: str, console_log: str,
                disk_format: str = "qcow2", disk_cache: str | None = None,
-               emulator: str | None = None, nic: Nic | None = None,
+               emulator: str | None = None, nics: tuple[Nic, ...] = (),
                shares: tuple[Share, ...] = ()) -> str:
     """The ``<domain>`` document for one instance.
 
@@ -143,7 +146,7 @@ def domain_xml(*, name: str, spec: InstanceSpec, cpus: list[int] | None, domain_
     ``console_log`` is the file the serial console (ttyS0) is written to.
     ``disk_cache`` is QEMU's cache mode (libvirt's default when None: disk
     benchmarks measure what an ordinary guest would see).
-    ``nic``: the guest's one NIC on a private network (None: no ``<interface>`` at all).
+    ``nics``: the guest's NICs on a private network, in order (none: no ``<interface>`` at all).
     ``shares``: host directories as virtiofs ``<filesystem>`` devices (then the guest's
     memory is a shared memfd; none: no ``<memoryBacking>``). Not on Xen (ConfigError).
     """
@@ -212,7 +215,7 @@ def domain_xml(*, name: str, spec: InstanceSpec, cpus: list[int] | None, domain_
          **({"cache": disk_cache} if disk_cache else {}))
     _sub(disk_el, "source", file=disk)
     _sub(disk_el, "target", dev="xvda" if xen else "vda", bus="xen" if xen else "virtio")
-    if nic is not None:
+    for nic in nics:
         iface = _sub(dev, "interface", type="network")
         _sub(iface, "source", network=nic.network)
         _sub(iface, "mac", address=nic.mac)

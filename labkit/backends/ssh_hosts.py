@@ -84,8 +84,11 @@ class SshHostsBackend(Backend):
     def _create(self, spec: InstanceSpec, name: str, index: int, cpus, network: Network | None = None):
         return self.member(index)._create(spec, name, index, cpus)
 
-    def create_network(self, prefix: str = "labkit-", count: int = 1, link=None) -> Network:
+    def create_network(self, prefix: str = "labkit-", count: int = 1, link=None, nics: int = 1) -> Network:
         """The hosts' own network for ``count`` instances (one per host; nothing is created)."""
+        if nics != 1:
+            raise ConfigError(f"ssh-hosts: nics: {nics}: the hosts' own NICs are what they are; labkit "
+                              "aggregates NICs only on networks it creates (drop the 'nics' factor)")
         if link is not None:
             raise ConfigError("ssh-hosts: link shaping needs a network labkit creates; the hosts' own "
                               "network cannot be shaped (drop the 'link' factor)")

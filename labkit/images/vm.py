@@ -39,8 +39,8 @@ from ..errors import BackendError, BackendUnavailable, tail
 log = logging.getLogger("labkit.images")
 
 #: Bump when the recipe changes in a way the hashed inputs do not show (2: virtiofs modules,
-#: 3: sch_netem).
-RECIPE = 3
+#: 3: sch_netem, 4: tls and bonding).
+RECIPE = 4
 GUEST_INIT = "/sbin/labkit-init"
 #: Free space added to the rootfs size in the guest's root filesystem (benchmarks write there).
 HEADROOM_MB = 1536
@@ -50,10 +50,11 @@ CURRENT = "vm-current.json"
 #: neither built in nor in its initrd: the guest agent's port (loaded by labkit-init) and
 #: virtiofs with fuse, which it needs (loaded when a run mounts a host directory; see
 #: :mod:`labkit.backends.libvirt_mounts`), and netem for a link's delay (loaded when a run's link
-#: has one; see :mod:`labkit.backends.libvirt_net`). Debian 12's cloud kernel: CONFIG_VIRTIO_FS=m,
-#: CONFIG_NET_SCH_NETEM=m.
+#: has one; see :mod:`labkit.backends.libvirt_net`), and bonding with tls, which it needs (loaded
+#: when a run bonds NICs: the ``nics`` factor). Debian 12's cloud kernel: CONFIG_VIRTIO_FS=m,
+#: CONFIG_NET_SCH_NETEM=m, CONFIG_BONDING=m.
 GUEST_MODULES = ("kernel/drivers/char/virtio_console", "kernel/fs/fuse/fuse", "kernel/fs/fuse/virtiofs",
-                 "kernel/net/sched/sch_netem")
+                 "kernel/net/sched/sch_netem", "kernel/net/tls/tls", "kernel/drivers/net/bonding/bonding")
 
 
 def cache_dir() -> Path:

@@ -257,7 +257,7 @@ class Apache(Workload):
         params = {**self.params, **params}
         requests, concurrency = scaled(params)
         server = server or instance
-        address = "127.0.0.1" if server is instance else server.address
+        address = "127.0.0.1" if server is instance else server.peer_address
         d, port = self._start(server, params, address)
         try:
             host = "127.0.0.1" if server is instance else f"inst{server.index}"

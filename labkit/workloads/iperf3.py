@@ -261,21 +261,22 @@ class Iperf3(Workload):
                 raise ConfigError(f"iperf3 path {path!r} needs network: private")
             if len(instances) < 2:
                 raise ConfigError("iperf3 path 'instances' needs count >= 2")
-            return self._along(instances[0], instances[1], params, 1)
+            return self._along(instances[0], instances[1], params, 1, instances[0].peer_address)
         from ..network_host import host_end
         with host_end(instances, "iperf3", path, "iperf3", "iperf3") as host:
             server, client = (host, instances[0]) if path == "to_host" else (instances[0], host)
-            return self._along(server, client, params, 0)
+            return self._along(server, client, params, 0, server.address)
 
     @staticmethod
-    def _along(server, client, params: dict, index: int) -> list[Measurement]:
-        """Each protocol's test from ``client`` to a server in ``server``; rows carry ``index``."""
+    def _along(server, client, params: dict, index: int, address: str) -> list[Measurement]:
+        """Each protocol's test from ``client`` to a server in ``server`` listening on ``address``
+        (between instances, the server's peer address); rows carry ``index``."""
         rows: list[Measurement] = []
         for proto in _protocols(params["protocol"]):
-            rows += measure(server, client, server.address, protocol=proto,
+            rows += measure(server, client, address, protocol=proto,
                             duration_s=params["duration_s"], udp_bandwidth=params["udp_bandwidth"],
                             parallel=params["parallel"], port=params["port"],
-                            timeout_s=params["timeout_s"], bind=server.address)
+                            timeout_s=params["timeout_s"], bind=address)
         return [Measurement(r.metric, r.value, r.unit, index) for r in rows]
 
     def version(self, instance) -> dict:

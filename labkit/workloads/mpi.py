@@ -152,7 +152,8 @@ STARTUP_TIMEOUT_S = 120
 
 def mpirun_argv(instances, agent: str, ranks: int, wdir: str, program: list[str]) -> list[str]:
     """``mpirun`` on the host for ``ranks`` ranks spread over ``instances`` (round robin slots),
-    launched by ``agent``, its traffic held to the run's subnet.
+    launched by ``agent``, its traffic held to the run's subnet (the ranks' own traffic to the
+    data subnet when the network bonds NICs: ``nics`` > 1).
 
     The orteds stay attached to their launch agent (``orte_leave_session_attached``): by
     default a daemon started without tree spawn daemonizes, its agent returns 0 at once and
@@ -168,7 +169,8 @@ def mpirun_argv(instances, agent: str, ranks: int, wdir: str, program: list[str]
     ping-pong between two network namespaces over one veth measured 4.0 ms one way on the
     2-core machine (one 250 Hz tick), 23 us yielding. On dedicated hosts a yield with nothing
     else to run returns at once."""
-    subnet = instances[0].network.subnet
+    subnet = instances[0].network.subnet            # mpirun (on the host) <-> orteds
+    peers = instances[0].network.peer_subnet        # rank <-> rank: the bonded NICs, if any
     slots = [ranks // len(instances) + (1 if i < ranks % len(instances) else 0) for i in range(len(instances))]
     hosts = ",".join(f"{inst.address}:{s}" for inst, s in zip(instances, slots) if s)
     return ["mpirun", "--allow-run-as-root", "-np", str(ranks), "--host", hosts,
@@ -176,7 +178,7 @@ def mpirun_argv(instances, agent: str, ranks: int, wdir: str, program: list[str]
             "--mca", "plm_rsh_agent", f"sh {agent}", "--mca", "plm_rsh_no_tree_spawn", "1",
             "--mca", "orte_leave_session_attached", "1", "--mca", "mpi_yield_when_idle", "1",
             "--mca", "oob_tcp_if_include", subnet, "--mca", "btl", "tcp,self",
-            "--mca", "btl_tcp_if_include", subnet,
+            "--mca", "btl_tcp_if_include", peers,
             "--mca", "orte_startup_timeout", str(STARTUP_TIMEOUT_S), "--wdir", wdir, *program]
 
 

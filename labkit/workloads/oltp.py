@@ -92,7 +92,7 @@ class Oltp(Workload):
         params = {**self.params, **params}
         server, client = instances[0], instances[1]
         port, password = random.randint(20000, 59999), secrets.token_hex(12)
-        script = _SERVER.replace("{address}", server.address).replace("{port}", str(port)) \
+        script = _SERVER.replace("{address}", server.peer_address).replace("{port}", str(port)) \
                         .replace("{password}", password)
         try:   # the per-run password never reaches an error message (hence the store or a log)
             d = run_checked(server, ["sh", "-c", script], timeout=180).stdout.strip().splitlines()[-1]

@@ -5,7 +5,9 @@ sysbench OLTP from inst1, bonnie++ (O_DIRECT) on a guest's own disk, and MPI ran
 guests (mpirun on the host starts each guest's orted through the guest agent: the guests run
 no SSH server), an MPI ping-pong between them among it.
 
-One provision (2 VMs, 512 MiB, 1 vCPU each; QEMU TCG on this machine) serves every workload.
+One provision (2 VMs, 512 MiB, 1 vCPU each; QEMU TCG on this machine) serves every workload,
+on a private network whose guests also bond 2 NICs (``nics=2``): the workloads between guests
+use the bonded data addresses, and the ping-pong's bytes are seen on both bonded taps.
 Only positive figures are asserted, never a nominal rate: the guests are emulated and the
 machine is shared. Afterwards no domain, disk or network named with the test's prefix remains.
 
@@ -50,7 +52,7 @@ def guests():
     pfx = f"labkit-test-lvstudy{secrets.token_hex(2)}--"
     net, insts = None, []
     try:
-        net = be.create_network(pfx, 2)
+        net = be.create_network(pfx, 2, nics=2)
         insts = be.provision(InstanceSpec(vcpus=1, memory_mb=512, count=2), prefix=pfx, network=net)
         yield be, net, insts
     finally:
@@ -129,7 +131,7 @@ def test_mpi_daemon_that_dies_in_a_guest_fails_the_launch(guests, monkeypatch):
 
 
 def test_mpi_pingpong_between_guests(guests, tmp_path):
-    """Seed 003's ping-pong between ranks in two guests, over the run's private network: the
+    """Seed 003's ping-pong between ranks in two guests, over the run's bonded NICs: the
     binary is built on the host (the guests carry the same OpenMPI) and copied into both."""
     be, net, (a, b) = guests
     _need_mpirun()
@@ -138,12 +140,23 @@ def test_mpi_pingpong_between_guests(guests, tmp_path):
         g.put(binary, "/opt/labkit/labkit-pingpong", 0o755)
     wl = get_workload("mpi", program="/opt/labkit/labkit-pingpong", ranks=2,
                       parser="labkit.workloads.pingpong:parse", timeout_s=300)
+    taps = b.metadata["network"]["data_devices"]            # b's two bonded NICs, host side
+    before = {t: _tx_bytes(t) for t in [b.host_device, *taps]}
     got = {r.metric: r.value for r in wl.run_group([a, b], {})}
+    into_b = {t: _tx_bytes(t) - before[t] for t in before}
+    # the ranks' messages (MiB-sized) cross both bonded NICs; mpirun's own traffic is on eth0
+    assert all(into_b[t] > 1_000_000 for t in taps), into_b
+    assert sum(into_b[t] for t in taps) > into_b[b.host_device], into_b
     # physical bounds only: a TCP round trip between two emulated guests takes more than 1 us,
     # and 1 MiB messages cannot cross a virtual link faster than 100 GB/s
     assert 1 < got["pingpong_latency_us"] < 1e6, got
     assert 0 < got["pingpong_bandwidth_mb_per_s"] < 1e5, got
     assert got["wall_time_s"] > 0
+
+
+def _tx_bytes(device: str) -> int:
+    with open(f"/sys/class/net/{device}/statistics/tx_bytes") as f:
+        return int(f.read())
 
 
 def test_link_delay_is_netem_in_the_guest():

@@ -136,18 +136,59 @@ def test_private_network_is_isolated_with_a_virtio_nic_per_guest():
     assert len(macs) == 50 and all(m.startswith("52:54:00:") and len(m) == 17 for m in macs)
     assert guest_mac("labkit-c--net-1a2b3c4d", 0) == guest_mac("labkit-c--net-1a2b3c4d", 0)
     nic = Nic("labkit-c--net-1a2b3c4d", "52:54:00:aa:bb:cc", "lk1a2b3c4dh0")
-    iface = make(InstanceSpec(), nic=nic).find("devices/interface")
+    iface = make(InstanceSpec(), nics=(nic,)).find("devices/interface")
     assert iface.get("type") == "network"
     assert iface.find("source").get("network") == nic.network
     assert iface.find("mac").get("address") == nic.mac
     assert iface.find("target").get("dev") == nic.device   # the tap tc shapes
     assert iface.find("model").get("type") == "virtio"
+    assert make(InstanceSpec()).find("devices/interface") is None   # no network: no NIC at all
+
+
+def test_bonded_network_gives_each_guest_one_nic_per_data_bridge():
+    """nics: 3 -> the first NIC on the run's network, then one NIC on each of 3 address-less
+    data networks, in order, each with its own MAC and a tap name tc can use (<= 15 chars)."""
+    libvirt_net = pytest.importorskip("labkit.backends.libvirt_net")
+    from labkit.backends.base import Network
+    net = Network(name="labkit-c--net-1a2b3c4d", subnet="10.201.3.0/24", host_address="10.201.3.1",
+                  addresses=[f"10.201.3.{i + 2}" for i in range(200)], device="lk1a2b3c4d", backend=None,
+                  nics=3, data_subnet="10.202.7.0/24", data_addresses=[f"10.202.7.{i + 2}" for i in range(200)])
+    for index in (0, 199):
+        nics = (libvirt_net.nic(net, index), *libvirt_net.data_nics(net, index))
+        ifaces = make(InstanceSpec(), nics=nics).findall("devices/interface")
+        assert [i.find("source").get("network") for i in ifaces] == [
+            "labkit-c--net-1a2b3c4d", "labkit-c--net-1a2b3c4d-d1", "labkit-c--net-1a2b3c4d-d2",
+            "labkit-c--net-1a2b3c4d-d3"]
+        taps = [i.find("target").get("dev") for i in ifaces]
+        assert taps == [f"lk1a2b3c4dh{index}", *(f"lk1a2b3c4d{j}h{index}" for j in (1, 2, 3))]
+        assert all(len(t) <= 15 for t in taps)
+        assert len({i.find("mac").get("address") for i in ifaces}) == 4
+    data = ET.fromstring(network_xml("labkit-c--net-1a2b3c4d-d1", "lk1a2b3c4d1", None, 24))
+    assert data.find("ip") is None and data.find("forward") is None   # a switch: no host address, no route
+    assert data.find("bridge").get("name") == "lk1a2b3c4d1"
+    one = Network(name="labkit-c--net-1a2b3c4d", subnet="10.201.3.0/24", host_address="10.201.3.1",
+                  addresses=["10.201.3.2"], device="lk1a2b3c4d", backend=None)
+    assert libvirt_net.data_nics(one, 0) == ()
+
+
+def test_bond_script_enslaves_every_data_nic_and_keeps_eth0_for_the_host():
+    libvirt_net = pytest.importorskip("labkit.backends.libvirt_net")
+    macs = ("52:54:00:00:00:01", "52:54:00:00:00:02")
+    script = libvirt_net.guest_script("52:54:00:aa:bb:cc", "10.201.3.2", 24, macs, "10.202.7.2")
+    assert "ip addr add 10.201.3.2/24 dev eth0" in script          # the host's address stays on eth0
+    assert "type bond mode balance-rr" in script and "max_bonds=0" in script
+    assert all(f"find_nic {m}" in script for m in macs)
+    assert script.count("master bond0") == 2
+    assert "ip addr add 10.202.7.2/24 dev bond0" in script
+    assert "route" not in script and "default" not in script
+    subprocess.run(["sh", "-n", "-c", script], check=True)
+    assert "bond" not in libvirt_net.guest_script("52:54:00:aa:bb:cc", "10.201.3.2", 24)
 
 
 def test_guest_network_script_names_eth0_and_adds_only_the_subnet():
     libvirt_net = pytest.importorskip("labkit.backends.libvirt_net")
     script = libvirt_net.guest_script("52:54:00:aa:bb:cc", "10.201.3.2", 24)
-    assert "= 52:54:00:aa:bb:cc ]" in script and "name eth0" in script
+    assert "find_nic 52:54:00:aa:bb:cc" in script and "name eth0" in script
     assert "ip addr add 10.201.3.2/24 dev eth0" in script
     assert "route" not in script and "default" not in script   # no way out of the /24
     subprocess.run(["sh", "-n", "-c", script], check=True)      # it parses

@@ -43,8 +43,9 @@ def test_hpcc_grid(ranks, p, q):
     assert (int(lines[10].split()[0]), int(lines[11].split()[0])) == (p, q)
 
 
-def _inst(i):
-    return SimpleNamespace(index=i, address=f"10.200.0.{i + 2}", network=SimpleNamespace(subnet="10.200.0.0/24"),
+def _inst(i, peer_subnet="10.200.0.0/24"):
+    return SimpleNamespace(index=i, address=f"10.200.0.{i + 2}",
+                           network=SimpleNamespace(subnet="10.200.0.0/24", peer_subnet=peer_subnet),
                            host_command=lambda argv, i=i: ["enter", f"i{i}", *argv])
 
 
@@ -66,6 +67,15 @@ def test_mpirun_spreads_ranks_and_stays_on_the_subnet():
     assert argv[argv.index("orte_leave_session_attached") + 1] == "1"
     # idle ranks yield: co-located instances would otherwise wait a scheduler tick per message
     assert argv[argv.index("mpi_yield_when_idle") + 1] == "1"
+
+
+def test_ranks_talk_over_the_bonded_data_subnet_and_mpirun_over_the_host_one():
+    """nics > 1: mpirun (on the host, which has no data address) reaches the orteds on the run's
+    subnet; the ranks' messages cross the bonded NICs' data subnet."""
+    argv = mpirun_argv([_inst(0, "10.201.9.0/24"), _inst(1, "10.201.9.0/24")], "/a", 2, "/tmp/w", ["hpcc"])
+    assert argv[argv.index("oob_tcp_if_include") + 1] == "10.200.0.0/24"
+    assert argv[argv.index("btl_tcp_if_include") + 1] == "10.201.9.0/24"
+    assert argv[argv.index("--host") + 1] == "10.200.0.2:1,10.200.0.3:1"
 
 
 def test_mpi_parser_hook_is_checked_at_once():

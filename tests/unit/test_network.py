@@ -7,6 +7,7 @@ import pytest
 
 from labkit import network as net
 from labkit import runnet
+from labkit.backends.base import Backend
 from labkit.design import Design
 from labkit.errors import ConfigError
 from labkit.workloads import get_workload
@@ -91,6 +92,89 @@ def test_design_accepts_network_and_link_factors_and_checks_levels():
     bad = Design.from_dict({"factors": {"link": ["none", "fast"]}})
     with pytest.raises(ConfigError, match="link"):
         bad.validate_for(wl)
+
+
+@pytest.mark.parametrize("level", [0, 9, "2", 1.5, True, None])
+def test_bad_nics_levels_name_the_factor(level):
+    with pytest.raises(ConfigError, match=r"factor 'nics' level.*whole number from 1"):
+        Design.from_dict({"factors": {"nics": [1, level]}}).validate_for(get_workload("iperf3"))
+
+
+def test_nics_factor_is_accepted_and_needs_a_private_network():
+    Design.from_dict({"factors": {"nics": [1, 2, 4]}}).validate_for(get_workload("iperf3"))
+
+    class NoBackend:
+        def create_network(self, *a):
+            raise AssertionError("must not be called")
+    with pytest.raises(ConfigError, match="'nics' level 2 needs network: private"):
+        runnet.open_network(NoBackend(), {"nics": 2}, get_workload("iperf3"), {}, 1, "labkit-x--", {})
+
+
+class FakeBackend(Backend):
+    """A backend with no instances: what ``create_network`` does before the backend's hook."""
+    name = "fake"
+
+    def check(self):
+        pass
+
+    def host_cpus(self):
+        return 2
+
+    def fingerprint(self):
+        return {}
+
+    def _create(self, spec, name, index, cpus, network=None):
+        raise AssertionError("no instances here")
+
+    def cleanup(self, prefix):
+        return []
+
+    def list_labkit(self, prefix="labkit-"):
+        return []
+
+
+def test_a_backend_that_cannot_bond_refuses_nics_and_names_libvirt():
+    be = FakeBackend()
+    with pytest.raises(ConfigError, match=r"nics: 2: the fake backend cannot aggregate NICs.*libvirt"):
+        be.create_network("labkit-x--", 2, nics=2)
+
+
+def test_a_campaign_with_nics_on_a_backend_that_cannot_bond_fails_before_any_run(tmp_path):
+    from labkit.campaign import Campaign
+    design = Design.from_dict({"factors": {"nics": [1, 2]}, "name": "agg"})
+    camp = Campaign(design, backend="local", workload="iperf3", workload_params={"path": "instances"},
+                    data_dir=tmp_path)
+    with pytest.raises(ConfigError, match=r"'nics' level 2: the local backend cannot aggregate NICs.*libvirt"):
+        camp.run()
+    assert not (tmp_path / camp.campaign_id / "store.sqlite").exists()   # nothing ran, no store
+
+
+def test_bonded_network_has_a_data_subnet_the_instances_name_each_other_on(monkeypatch):
+    monkeypatch.setattr(net, "_routes", lambda: [])
+    made = []
+
+    class Bonding(FakeBackend):
+        MAX_NICS = 4
+
+        def _create_network(self, network):
+            made.append(network)
+    n = Bonding().create_network("labkit-x--", 3, "1gbit/", nics=4)
+    assert made == [n] and n.nics == 4
+    main, data = ipaddress.ip_network(n.subnet), ipaddress.ip_network(n.data_subnet)
+    assert not main.overlaps(data)
+    assert all(ipaddress.ip_address(a) in main for a in n.addresses)
+    assert all(ipaddress.ip_address(a) in data for a in n.data_addresses) and len(n.data_addresses) == 3
+    assert n.peer_addresses == n.data_addresses and n.peer_subnet == n.data_subnet
+    hosts = dict(line.split("\t")[::-1] for line in n.hosts_text().splitlines()[2:])
+    assert hosts == {"inst0": n.data_addresses[0], "inst1": n.data_addresses[1],
+                     "inst2": n.data_addresses[2], "host": n.host_address}   # instances talk over the bond
+    assert [n.data_device(j) for j in (1, 4)] == [n.device + "1", n.device + "4"]
+    with pytest.raises(ConfigError, match="data NICs 1-4, not 5"):
+        n.data_device(5)
+    assert n.metadata()["nics"] == 4 and n.metadata()["data_subnet"] == n.data_subnet
+    plain = Bonding().create_network("labkit-x--", 2)
+    assert plain.nics == 1 and plain.peer_addresses == plain.addresses and plain.peer_subnet == plain.subnet
+    assert "data_subnet" not in plain.metadata()
 
 
 def test_spanning_workload_defaults_to_a_private_network():

@@ -41,7 +41,7 @@ def test_a_failed_run_never_shows_the_password():
     from labkit.backends.base import ExecResult
 
     class Inst:
-        index, address, network = 0, "10.0.0.2", object()
+        index, address, peer_address, network = 0, "10.0.0.2", "10.0.0.2", object()
 
         def __init__(self, fail_on):
             self.fail_on, self.name, self.seen = fail_on, "i", []
