@@ -35,10 +35,7 @@ def check_nics(backend, runs) -> None:
     """Refuse, before the first run, a plan with a ``nics`` level the backend cannot bond
     (``Backend.MAX_NICS``); ConfigError naming the level and the backend."""
     top = max((check_nics_level(r.levels.get("nics", 1), "factor 'nics' level") for r in runs), default=1)
-    if top > getattr(backend, "MAX_NICS", 1):
-        raise ConfigError(f"factor 'nics' level {top}: the {backend.name} backend cannot aggregate NICs "
-                          "(it needs the bonding driver inside each instance); use the libvirt backend, "
-                          "whose guests bond them, or drop the factor")
+    backend.check_nics(top, "factor 'nics' level")
 
 
 def open_network(backend, levels: dict, workload, params: dict, count: int, prefix: str,
@@ -54,8 +51,7 @@ def open_network(backend, levels: dict, workload, params: dict, count: int, pref
             raise ConfigError(f"factor 'nics' level {nics} needs network: private (NICs are bonded on it)")
         metadata["network"] = {"mode": "none"}
         return None
-    net = backend.create_network(prefix, count, link, nics) if nics != 1 else \
-        backend.create_network(prefix, count, link)
+    net = backend.create_network(prefix, count, link, nics)
     metadata["network"] = net.metadata()
     return net
 

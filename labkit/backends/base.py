@@ -404,6 +404,15 @@ class Backend(ABC):
         return made
 
     # -- private networks (optional: a backend without them refuses ``network: private``) ----
+    @classmethod
+    def check_nics(cls, nics: int, where: str) -> None:
+        """ConfigError (``<where> <nics>: ...``) when instances of this backend cannot bond
+        ``nics`` NICs (:attr:`MAX_NICS`)."""
+        if nics > cls.MAX_NICS:
+            raise ConfigError(f"{where} {nics}: the {cls.name} backend cannot aggregate NICs (it needs "
+                              "the bonding driver inside each instance); use nics: 1, or the libvirt "
+                              f"backend, whose guests bond up to {netmod.MAX_NICS} NICs")
+
     def create_network(self, prefix: str = NAME_PREFIX, count: int = 1, link=None, nics: int = 1) -> Network:
         """A private network for ``count`` instances of one run (see :mod:`labkit.network`).
 
@@ -414,11 +423,7 @@ class Backend(ABC):
         """
         if not 1 <= count <= netmod.MAX_INSTANCES:
             raise ConfigError(f"a private network holds 1-{netmod.MAX_INSTANCES} instances, not {count}")
-        nics = netmod.check_nics(nics)
-        if nics > self.MAX_NICS:
-            raise ConfigError(f"nics: {nics}: the {self.name} backend cannot aggregate NICs (it needs "
-                              "the bonding driver inside each instance); use nics: 1, or the libvirt "
-                              f"backend, whose guests bond up to {netmod.MAX_NICS} NICs")
+        self.check_nics(netmod.check_nics(nics), "nics:")
         name = new_name(prefix + "net")
         subnet = netmod.pick_subnet(name)
         hosts = [str(h) for h in subnet.hosts()]
