@@ -28,8 +28,9 @@ with ``_`` cannot run on LXD: a ConfigError says so). Mapping ``_`` to ``-``
 would let campaign ``a-b``'s cleanup remove campaign ``a_b``'s instances.
 
 The root disk lives on the default profile's pool (the set-up makes a btrfs pool
-on a loop file: instances are snapshots of the image, not copies); its driver is
-in the fingerprint.
+on a loop file: instances are snapshots, not copies); its driver is in the
+fingerprint. An unprivileged instance is copied from the image's pre-shifted base
+(:mod:`.lxd_base`), so LXD does not shift its files' owners at start.
 
 >>> be = get_backend("lxd")            # image alias labkit-debian-12 by default
 """
@@ -44,6 +45,7 @@ from .. import network as netmod
 from ..errors import BackendError, BackendUnavailable, ConfigError
 from ..instance import InstanceSpec
 from ..mounts import parse_mounts
+from . import lxd_base
 from ._container import CleanupByName, SessionExec, check_image, oom_kill_count, or_none
 from .base import (
     Backend,
@@ -323,8 +325,12 @@ class LxdBackend(CleanupByName, Backend):
         if self.privileged:
             config["security.privileged"] = "true"
         pool = self._pool()
-        body = {"name": name, "type": "container",
-                "source": {"type": "image", "alias": self.image},
+        # unprivileged: a copy of the image's pre-shifted base starts without LXD's id shift
+        base = None if self.privileged else lxd_base.base_for(
+            self.client, pylxd.exceptions, self.image, pool, {"raw.lxc": config["raw.lxc"]})
+        source = ({"type": "copy", "source": base, "instance_only": True} if base
+                  else {"type": "image", "alias": self.image})
+        body = {"name": name, "type": "container", "source": source,
                 "profiles": [], "devices": {"root": {"type": "disk", "path": "/", "pool": pool}},
                 "config": config, "ephemeral": False}
         for i, m in enumerate(self.mounts):
@@ -355,7 +361,7 @@ class LxdBackend(CleanupByName, Backend):
                                              "with: labkit images build --only lxd") from exc
                 raise BackendError(f"LXD: creating {name} failed: {exc}") from exc
             raise
-        inst.metadata.update(meta, image=self.image, config=config, pool=pool)
+        inst.metadata.update(meta, image=self.image, config=config, pool=pool, base=base)
         return inst
 
     def _create_network(self, network: Network) -> None:

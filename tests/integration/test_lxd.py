@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from labkit.backends import lxd_base
 from labkit.images import lxd_image
 from labkit.instance import InstanceSpec
 
@@ -64,3 +65,60 @@ class TestLxd(ContainerContract, LifecycleContract):
                     images.get(fp).delete(wait=True)
                 except pylxd.exceptions.LXDAPIException:
                     pass
+
+    def test_unprivileged_instances_are_copies_of_a_pre_shifted_base(self, backend):
+        """An instance is copied from its image's base, which LXD has shifted once: the copy's
+        disk is shifted before its first start (no "Remapping container filesystem" walk)."""
+        fp = backend.client.images.get_by_alias(backend.image).fingerprint
+        name = lxd_base.base_name(fp, backend._pool())
+        with instances(backend, InstanceSpec(vcpus=1, memory_mb=96)) as (inst,):
+            assert inst.metadata["base"] == name
+            assert inst.exec(["true"]).ok
+            base = backend.client.instances.get(name)
+            assert lxd_base.is_ready(base.config, base.status)
+            assert base.config["user.labkit.image"] == fp
+            shifted = base.config["volatile.last_state.idmap"]
+            assert backend.client.instances.get(inst.name).config["volatile.last_state.idmap"] == shifted
+        assert name not in backend.list_labkit()          # a cache of the image, not a campaign's
+
+    def test_a_half_made_base_is_not_used_then_made_again(self, backend, monkeypatch):
+        """A base that is not ready (its maker died before starting it) is not copied: the
+        instance comes from the image; once older than PATIENCE_S it is removed and made again.
+        A base whose image is gone is removed when a base is made."""
+        client, pool = backend.client, backend._pool()
+        fp = client.images.get_by_alias(backend.image).fingerprint
+        name = lxd_base.base_name(fp, pool)
+        stale = lxd_base.PREFIX + "0" * 16
+        root = {"root": {"type": "disk", "path": "/", "pool": pool}}
+        try:
+            client.instances.get(name).delete(wait=True)
+        except Exception:
+            pass
+        client.instances.create({"name": name, "source": {"type": "image", "alias": backend.image},
+                                 "profiles": [], "devices": root}, wait=True)    # never started
+        client.instances.create({"name": stale, "source": {"type": "image", "alias": backend.image},
+                                 "profiles": [], "devices": root,
+                                 "config": {"user.labkit.image": "0" * 64}}, wait=True)
+        try:
+            with instances(backend, InstanceSpec(vcpus=1, memory_mb=96)) as (inst,):
+                assert inst.metadata["base"] is None and inst.exec(["true"]).ok
+            assert client.instances.exists(name) and client.instances.exists(stale)
+            monkeypatch.setattr(lxd_base, "PATIENCE_S", 0.0)
+            with instances(backend, InstanceSpec(vcpus=1, memory_mb=96)) as (inst,):
+                assert inst.metadata["base"] is None                 # removed, not yet made again
+            assert not client.instances.exists(name)
+            with instances(backend, InstanceSpec(vcpus=1, memory_mb=96)) as (inst,):
+                assert inst.metadata["base"] == name and inst.exec(["true"]).ok
+            assert not client.instances.exists(stale)                # its image is gone
+        finally:
+            if client.instances.exists(stale):
+                client.instances.get(stale).delete(wait=True)
+
+    def test_privileged_instances_come_from_the_image(self):
+        from labkit.backends import get_backend
+        be = get_backend("lxd", privileged=True)
+        try:
+            with instances(be, InstanceSpec(vcpus=1, memory_mb=96)) as (inst,):
+                assert inst.metadata["base"] is None and inst.exec(["true"]).ok
+        finally:
+            be.close()
