@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["LABELS", "PALETTE", "color", "colors", "label", "platform_label", "term_label"]
+__all__ = ["LABELS", "PALETTE", "color", "colors", "emulation_note", "label", "platform_label", "term_label"]
 
 # factor and response names used by the studies -> label with unit
 LABELS = {
@@ -79,6 +79,20 @@ def platform_label(platform: str, domain_types=None) -> str:
     if "qemu" in kinds:
         return f"{platform} (KVM+TCG)"
     return str(platform)
+
+
+def emulation_note(domain_types=None) -> str:
+    """One sentence for a study's conclusions when libvirt guests ran under QEMU TCG (domain
+    type ``qemu``: software emulation, no KVM), "" when none did: the platform effect then
+    measures the emulator, not a hypervisor."""
+    kinds = set(domain_types or ())
+    if "qemu" not in kinds:
+        return ""
+    which = "The libvirt guests" if kinds == {"qemu"} else "Some libvirt guests"
+    return (f"{which} ran under QEMU TCG (software emulation; this host offered no usable KVM), so "
+            "the platform effect and the interactions with platform measure the emulator, not a "
+            "hypervisor such as KVM or Xen: compare the ranking of the other factors within each "
+            "platform with the paper, not the platforms' times.")
 
 
 def color(level) -> str:

@@ -354,12 +354,14 @@ def affinity_workload(workload: str = "nqueens", *, board_size: int = 15, reques
 
 
 def affinity_campaign_id(workload: str, platforms, mode: str) -> str:
-    """Notebook 01's default campaign id: ``<stem>-<backend>`` (``<stem>-platforms`` with two
-    platforms) in view mode, the same + ``-new`` in run mode; ``stem`` from
-    :func:`affinity_workload` (``affinity``, ``affinity-apache``)."""
+    """Notebook 01's default campaign id: ``<stem>-<backend>`` (``<stem>-<p1>-<p2>`` with two
+    platforms, e.g. ``affinity-lxd-libvirt``) in view mode, the same + ``-new`` in run mode;
+    ``stem`` from :func:`affinity_workload` (``affinity``, ``affinity-apache``). The local+lxd
+    pair keeps the id it was committed under, ``<stem>-platforms`` (its instances are named
+    after it in the committed store)."""
     platforms = list(platforms)
     stem = affinity_workload(workload)["stem"]
-    cid = f"{stem}-platforms" if len(platforms) > 1 else f"{stem}-{platforms[0]}"
+    cid = (f"{stem}-platforms" if platforms == ["local", "lxd"] else f"{stem}-" + "-".join(platforms))
     return cid if mode == "view" else f"{cid}-new"
 
 

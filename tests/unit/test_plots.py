@@ -245,3 +245,15 @@ def test_run_order_shows_drift():
     roll = line(ax, "rolling_median")
     assert roll.get_ydata()[15] == pytest.approx(d.t.rolling(3, center=True).median()[15])
     assert ax.get_xlabel() == "run order"
+
+
+def test_platform_label_and_emulation_note_follow_the_domain_types():
+    """A libvirt platform whose domains ran as type qemu (TCG) is labelled and caveated so; KVM
+    domains, or a platform with no libvirt domains, get neither."""
+    from labkit.labels import emulation_note, platform_label
+    assert platform_label("libvirt", {"qemu"}) == "libvirt (TCG)"
+    assert platform_label("kvm", {"kvm", "qemu"}) == "kvm (KVM+TCG)"
+    assert platform_label("kvm", {"kvm"}) == "kvm" and platform_label("lxd", set()) == "lxd"
+    assert emulation_note({"qemu"}).startswith("The libvirt guests ran under QEMU TCG")
+    assert emulation_note({"kvm", "qemu"}).startswith("Some libvirt guests")
+    assert emulation_note({"kvm"}) == "" and emulation_note(None) == ""

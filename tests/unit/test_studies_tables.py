@@ -84,6 +84,8 @@ def test_affinity_workloads_and_campaign_ids():
     assert affinity_campaign_id("apache", ["local"], "run") == "affinity-apache-local-new"
     assert affinity_campaign_id("apache", ["local", "lxd"], "view") == "affinity-apache-platforms"
     assert affinity_campaign_id("nqueens", ["docker"], "view") == "affinity-docker"   # unchanged
+    assert affinity_campaign_id("nqueens", ["lxd", "libvirt"], "view") == "affinity-lxd-libvirt"
+    assert affinity_campaign_id("nqueens", ["libvirt", "lxd"], "run") == "affinity-libvirt-lxd-new"
     with pytest.raises(ConfigError, match="workload='iperf3'.*nqueens, apache"):
         affinity_workload("iperf3")
 
