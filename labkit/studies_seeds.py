@@ -9,8 +9,8 @@
 * :class:`LabelledDesign`: a design with *label factors* (``scenario``, ``neighbours``) whose
   levels stand for settings of other factors (vcpus, count ...), so that a study's own factor
   is randomized in one plan and analysed by its own name.
-* :class:`SeedCampaign`: a campaign that records the host's KSM state with every run (seed 000
-  credits KSM for several results) and runs ``neighbours`` = k noisy neighbours (seed 003's 0, 1
+* :class:`SeedCampaign`: a campaign that records the host's KSM state with every run and can
+  switch it per run as a ``ksm`` factor (seed 000 credits KSM for several results) and runs ``neighbours`` = k noisy neighbours (seed 003's 0, 1
   or 3) where the plain campaign runs one.
 """
 from __future__ import annotations
@@ -247,23 +247,95 @@ def ksm_state(root: Path = KSM) -> dict:
     return out
 
 
+#: levels of the ``ksm`` factor -> what is written to /sys/kernel/mm/ksm/run before the run
+#: (2 unmerges every merged page and stops ksmd: no sharing is left over from an earlier run)
+KSM_LEVELS = {"off": "2", "on": "1"}
+
+
+def check_ksm_levels(levels, where: str = "factor 'ksm'") -> list[str]:
+    """``levels`` as a list of distinct ``on``/``off``; ConfigError naming ``where`` otherwise."""
+    levels = list(levels)
+    bad = [lv for lv in levels if lv not in KSM_LEVELS]
+    if bad or len(set(levels)) != len(levels) or not levels:
+        raise ConfigError(f"{where}: levels {levels!r} not allowed; use distinct levels from "
+                          f"{', '.join(KSM_LEVELS)}")
+    return levels
+
+
+def set_ksm(level: str, root: Path = KSM) -> None:
+    """Switch this host's kernel same-page merging for ``level`` (:data:`KSM_LEVELS`)."""
+    check_ksm_levels([level])
+    _write_ksm(root, KSM_LEVELS[level])
+
+
+def _write_ksm(root: Path, value: str) -> None:
+    path = root / "run"
+    if not path.exists():
+        raise ConfigError(f"factor 'ksm': this kernel has no KSM ({path} is missing)")
+    try:
+        path.write_text(value)
+    except OSError as exc:
+        raise ConfigError(f"factor 'ksm': cannot write {value} to {path} ({exc.strerror}); KSM is "
+                          "host-wide and switching it needs root") from exc
+
+
 class SeedCampaign(Campaign):
     """A :class:`~labkit.campaign.Campaign` that stores ``ksm`` (:func:`ksm_state`, read as the
-    run starts) in every run's metadata, and reads a ``neighbours`` factor (0, 1, 3 ...) as the
+    run starts) and ``ksm_end`` (read when its workload is over) in every run's metadata, and reads a ``neighbours`` factor (0, 1, 3 ...) as the
     number of noisy neighbours of kind ``noise_kind`` (default ``cpu``; ``noise_command`` for
     kind ``command``) started beside the run's instances, each with the run's instance size.
-    Without a ``neighbours`` factor the ``noise`` factor works as in the plain campaign."""
+    Without a ``neighbours`` factor the ``noise`` factor works as in the plain campaign.
 
-    def __init__(self, *args, noise_kind: str = "cpu", noise_command: str | None = None, **kwargs):
+    A ``ksm`` label factor (levels ``off``, ``on``; :func:`scenario_design` makes one) switches
+    this host's KSM before each run's instances start (``off`` unmerges every page), so KSM is
+    randomized with the other factors; the state found is put back when the campaign ends. KSM
+    is host-wide: the instances must run on this host (not on a testbed, ``ssh`` or a remote
+    libvirt URI), and nothing else on it should depend on KSM meanwhile."""
+
+    def __init__(self, *args, noise_kind: str = "cpu", noise_command: str | None = None,
+                 ksm_root: Path = KSM, **kwargs):
         from .noise import KINDS
         if noise_kind not in KINDS or noise_kind == "none":
             raise ConfigError(f"noise_kind must be one of {', '.join(k for k in KINDS if k != 'none')}, "
                               f"got {noise_kind!r}")
         super().__init__(*args, **kwargs)
-        self.noise_kind, self.noise_command = noise_kind, noise_command
+        self.noise_kind, self.noise_command, self.ksm_root = noise_kind, noise_command, Path(ksm_root)
+        self.ksm_factor = "ksm" in self.design.factor_names
+        if self.ksm_factor:
+            check_ksm_levels(next(f for f in self.design.factors if f.name == "ksm").levels)
+            uri = str(self.backend_options.get("uri") or "")
+            if self.testbed is not None or self.backend_name == "ssh" or "+ssh://" in uri or "+tcp://" in uri:
+                raise ConfigError("factor 'ksm' switches KSM on this host: run the campaign on a local "
+                                  "backend (local, docker, lxd, libvirt with a local URI), not on a "
+                                  "testbed or a remote host")
+
+    def run(self, *args, **kwargs):
+        if not self.ksm_factor:
+            return super().run(*args, **kwargs)
+        found = str(ksm_state(self.ksm_root).get("run", 0))
+        _write_ksm(self.ksm_root, found)   # no KSM here, or no right to switch it: fails before any run
+        try:
+            return super().run(*args, **kwargs)
+        finally:
+            _write_ksm(self.ksm_root, found)
 
     def _noise(self, run, spec, metadata, backend):
-        metadata["ksm"] = ksm_state()
+        if "ksm" in run.levels:
+            set_ksm(run.levels["ksm"], self.ksm_root)
+        metadata["ksm"] = ksm_state(self.ksm_root)
+        return self._ksm_at_end(self._neighbours(run, spec, metadata, backend), metadata)
+
+    @contextlib.contextmanager
+    def _ksm_at_end(self, inner, metadata):
+        """``inner``, then the KSM counters once the workload is over (``ksm_end``: the
+        instances still exist), so a run shows how much KSM merged while it ran."""
+        with inner as value:
+            try:
+                yield value
+            finally:
+                metadata["ksm_end"] = ksm_state(self.ksm_root)
+
+    def _neighbours(self, run, spec, metadata, backend):
         if "neighbours" not in run.levels:
             return super()._noise(run, spec, metadata, backend)
         k = run.levels["neighbours"]
@@ -338,23 +410,31 @@ def deployment_benchmarks(*, linpack_n: int = 1000, cpu_time_s: float = 2, strea
     }
 
 
-def scenario_design(bench: dict, host_cpus: int, *, replications: int, seed: int, name: str) -> LabelledDesign:
+def scenario_design(bench: dict, host_cpus: int, *, replications: int, seed: int, name: str,
+                    ksm=None) -> LabelledDesign:
     """One campaign's design for a :func:`deployment_benchmarks` entry: factor ``scenario`` (its
     levels in random order, ``replications`` each), every level carrying its vCPUs and instance
-    count on this host (:func:`scenario_settings`) and, for the network test, ``network: private``."""
+    count on this host (:func:`scenario_settings`) and, for the network test, ``network: private``.
+    ``ksm`` (e.g. ``["off", "on"]``): a ``ksm`` factor crossed with the scenarios, which
+    :class:`SeedCampaign` applies to the host before each run."""
     if len(bench["scenarios"]) < 2:
         raise ConfigError(f"{name}: needs at least 2 scenarios, got {bench['scenarios']}")
     extra = {"network": "private"} if bench.get("network") else {}
     labels = {"scenario": {s: {**scenario_settings(s, host_cpus), **extra} for s in bench["scenarios"]}}
-    return LabelledDesign.with_labels({"name": name, "factors": {"scenario": list(bench["scenarios"])},
+    factors = {"scenario": list(bench["scenarios"])}
+    if ksm:
+        factors["ksm"] = check_ksm_levels(ksm, "parameter ksm_levels")
+        labels["ksm"] = {lv: {} for lv in factors["ksm"]}
+    return LabelledDesign.with_labels({"name": name, "factors": factors,
                                        "replications": replications, "seed": seed}, labels)
 
 
 def run_ksm(data_dir, campaigns: dict):
     """KSM state recorded with every run of ``campaigns`` ((platform, benchmark) -> campaign id).
 
-    Returns ``platform``, ``benchmark``, ``run_id``, ``ksm_run`` (0 off, 1 on; NaN: not recorded)
-    and ``ksm_pages_sharing``."""
+    Returns ``platform``, ``benchmark``, ``run_id``, ``ksm_run`` (0 off, 1 on, 2 off after
+    unmerging; NaN: not recorded), ``ksm_pages_sharing`` (as the run started) and
+    ``ksm_pages_sharing_end`` (once its workload was over; NaN before labkit recorded it)."""
     import pandas as pd
 
     from .errors import StoreError
@@ -370,10 +450,12 @@ def run_ksm(data_dir, campaigns: dict):
         except StoreError:
             continue
         for r in runs.itertuples():
-            k = r.metadata.get("ksm", {})
+            k, end = r.metadata.get("ksm", {}), r.metadata.get("ksm_end", {})
             rows.append({"platform": platform, "benchmark": bench, "run_id": r.run_id,
-                         "ksm_run": k.get("run"), "ksm_pages_sharing": k.get("pages_sharing")})
-    return pd.DataFrame(rows, columns=["platform", "benchmark", "run_id", "ksm_run", "ksm_pages_sharing"])
+                         "ksm_run": k.get("run"), "ksm_pages_sharing": k.get("pages_sharing"),
+                         "ksm_pages_sharing_end": end.get("pages_sharing")})
+    return pd.DataFrame(rows, columns=["platform", "benchmark", "run_id", "ksm_run", "ksm_pages_sharing",
+                                       "ksm_pages_sharing_end"])
 
 
 def headline_comparison(reference, data, *, names: dict, level_col: str = "scenario",

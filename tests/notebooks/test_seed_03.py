@@ -1,14 +1,17 @@
 """Notebook 03 (seed 000: dedicated, shared and overcommitted deployments) with papermill.
 
-View mode reads the committed data/deployments-* campaigns (local and lxd on the 2-core test
-machine); run mode runs tiny campaigns on ``local`` only (native, needs root) and checks that
-every scenario ran with its vCPUs and instance count and that KSM was recorded per run.
+View mode reads the committed data/deployments-* campaigns (local, lxd and libvirt, QEMU TCG,
+on the 2-core test machine); run mode runs tiny campaigns on ``local`` only (native, needs root)
+and checks that every scenario ran with its vCPUs and instance count and that KSM was recorded
+per run, or switched per run as a factor.
 """
+from pathlib import Path
+
 import pytest
 
 from labkit.store import Store, load_results
 
-from .conftest import images, markdown_outputs, outputs_text
+from .conftest import REPO, images, markdown_outputs, outputs_text
 
 NB = "03_deployment_scenarios.ipynb"
 
@@ -16,14 +19,30 @@ NB = "03_deployment_scenarios.ipynb"
 def test_view_committed_results_sets_the_reports_percentages_beside_ours(run_notebook, tmp_path):
     nb = run_notebook(NB, mode="view", data_dir=None)
     text = outputs_text(nb)
-    assert "platforms: local, lxd" in text and "skipped libvirt" in text
+    assert "platforms: local, lxd, libvirt" in text and "skipped" not in text
+    assert "libvirt (TCG)" in text                               # KVM here is emulated, and says so
     assert "ksm_on" in text                                     # KSM state per run, shown
     md = markdown_outputs(nb)
     assert "Blackscholes LXC vs native (2 threads):** the report +2.0 %, labkit (cpu, dedicated)" in md
     assert "Raytrace KVM overhead" in md and "no comparable labkit measurement" in md
+    assert "KVM (libvirt) has no result here" not in md and "ran under TCG emulation" in md
     figs = {p.name for p in (tmp_path / "figures").iterdir()}
     assert {"03_paper_vs_labkit.png", "03_cpu_events_per_s.svg", "03_network_tcp_mbit_per_s.png"} <= figs
     assert images(nb) == len([f for f in figs if f.endswith(".png")])
+
+
+def test_view_committed_ksm_campaigns(run_notebook, tmp_path):
+    """The committed deployments-ksm-* campaigns (native and libvirt/TCG, KSM off/on crossed with
+    the scenarios): KSM in the ANOVA and the conclusions, figures under their own names."""
+    nb = run_notebook(NB, mode="view", data_dir=None, campaign_id="deployments-ksm", platforms=["local", "libvirt"],
+                      benchmarks=["cpu", "stream"], ksm_levels=["off", "on"])
+    text, md = outputs_text(nb), markdown_outputs(nb)
+    assert "platforms: local, libvirt" in text and "level:ksm" in text and "platform:ksm" in text
+    assert md.count("KSM on vs off, libvirt (TCG)") == 9          # 3 scenarios x (cpu, copy, triad)
+    tidy = load_results(REPO / "data", "deployments-ksm-cpu-libvirt")
+    assert set(tidy.status) == {"ok"} and set(tidy.ksm) == {"off", "on"}
+    figs = {p.name for p in (tmp_path / "figures").iterdir()}
+    assert "03_cpu_events_per_s_deployments-ksm.png" in figs and "03_cpu_events_per_s.png" not in figs
 
 
 @pytest.mark.root
@@ -44,3 +63,25 @@ def test_run_tiny_on_local_then_view(run_notebook, tmp_path):
     assert set(net.scenario) == {"shared", "overcommitted"} and set(net.status) == {"ok"}
     nb2 = run_notebook(NB, mode="view", **params)
     assert "platforms: local" in outputs_text(nb2)
+
+
+@pytest.mark.root
+def test_ksm_as_a_factor_is_switched_per_run_analysed_and_put_back(run_notebook, tmp_path):
+    """ksm_levels=["off", "on"]: KSM crossed with the scenarios, switched on this host before
+    each run (off unmerges: 2), recorded as found, in the ANOVA and the conclusions; the host's
+    KSM is as it was afterwards."""
+    run_file = Path("/sys/kernel/mm/ksm/run")
+    if not run_file.exists():
+        pytest.skip("this kernel has no KSM")
+    before = run_file.read_text().strip()
+    params = dict(platforms=["local"], benchmarks=["cpu"], replications=2, cpu_time_s=0.5,
+                  campaign_id="depk", seed=3, host_cpus=2, ksm_levels=["off", "on"])
+    nb = run_notebook(NB, mode="run", **params)
+    assert run_file.read_text().strip() == before
+    with Store(tmp_path / "data" / "depk-cpu-local" / "store.sqlite", readonly=True) as st:
+        runs = st.runs()
+    assert len(runs) == 12 and set(runs.status) == {"ok"}
+    assert all(m["ksm"]["run"] == {"off": 2, "on": 1}[k] for k, m in zip(runs.ksm, runs.metadata))
+    text, md = outputs_text(nb), markdown_outputs(nb)
+    assert "level:ksm" in text                                    # the ANOVA's scenario x KSM term
+    assert md.count("KSM on vs off, local") == 3                  # one line per scenario

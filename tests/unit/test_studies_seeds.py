@@ -101,3 +101,24 @@ def test_ksm_state_reads_counters(tmp_path):
     (tmp_path / "pages_sharing").write_text("42\n")
     assert ksm_state(tmp_path) == {"run": 1, "pages_sharing": 42}
     assert ksm_state(tmp_path / "absent") == {}
+
+
+def test_ksm_factor_levels_and_where_it_may_run(tmp_path):
+    """A ``ksm`` factor takes distinct on/off levels, is crossed with the scenarios by
+    scenario_design, and is refused where KSM would be switched on the wrong host."""
+    from labkit.studies_seeds import SeedCampaign, check_ksm_levels, scenario_design
+    assert check_ksm_levels(["off", "on"]) == ["off", "on"]
+    for bad in (["on", "on"], ["yes"], []):
+        with pytest.raises(ConfigError, match="factor 'ksm': levels"):
+            check_ksm_levels(bad)
+    bench = {"scenarios": ["dedicated", "shared"]}
+    d = scenario_design(bench, 2, replications=1, seed=1, name="d", ksm=["off", "on"])
+    assert sorted((c["scenario"], c["ksm"]) for c in d.configurations()) == \
+        [("dedicated", "off"), ("dedicated", "on"), ("shared", "off"), ("shared", "on")]
+    assert "ksm" not in scenario_design(bench, 2, replications=1, seed=1, name="d").factor_names
+    with pytest.raises(ConfigError, match="parameter ksm_levels"):
+        scenario_design(bench, 2, replications=1, seed=1, name="d", ksm=["of"])
+    for backend, opts in (("ssh", {}), ("libvirt", {"uri": "qemu+ssh://h/system"})):
+        with pytest.raises(ConfigError, match="switches KSM on this host"):
+            SeedCampaign(d, backend=backend, workload="command", workload_params={"argv": ["true"]},
+                         data_dir=tmp_path, backend_options=opts)
