@@ -9,9 +9,9 @@
 * :class:`LabelledDesign`: a design with *label factors* (``scenario``, ``neighbours``) whose
   levels stand for settings of other factors (vcpus, count ...), so that a study's own factor
   is randomized in one plan and analysed by its own name.
-* :class:`SeedCampaign`: a campaign that records the host's KSM state with every run and can
-  switch it per run as a ``ksm`` factor (seed 000 credits KSM for several results) and runs ``neighbours`` = k noisy neighbours (seed 003's 0, 1
-  or 3) where the plain campaign runs one.
+* :class:`SeedCampaign`: a campaign that records the host's KSM state with every run, switches
+  it per run as a ``ksm`` factor (seed 000 credits KSM for several results), and runs
+  ``neighbours`` = k noisy neighbours (seed 003's 0, 1 or 3) where the plain campaign runs one.
 """
 from __future__ import annotations
 
@@ -281,9 +281,10 @@ def _write_ksm(root: Path, value: str) -> None:
 
 class SeedCampaign(Campaign):
     """A :class:`~labkit.campaign.Campaign` that stores ``ksm`` (:func:`ksm_state`, read as the
-    run starts) and ``ksm_end`` (read when its workload is over) in every run's metadata, and reads a ``neighbours`` factor (0, 1, 3 ...) as the
-    number of noisy neighbours of kind ``noise_kind`` (default ``cpu``; ``noise_command`` for
-    kind ``command``) started beside the run's instances, each with the run's instance size.
+    run starts) and ``ksm_end`` (read when its workload is over) in every run's metadata, and
+    reads a ``neighbours`` factor (0, 1, 3 ...) as the number of noisy neighbours of kind
+    ``noise_kind`` (default ``cpu``; ``noise_command`` for kind ``command``) started beside the
+    run's instances, each with the run's instance size.
     Without a ``neighbours`` factor the ``noise`` factor works as in the plain campaign.
 
     A ``ksm`` label factor (levels ``off``, ``on``; :func:`scenario_design` makes one) switches
