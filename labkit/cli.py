@@ -49,7 +49,7 @@ def cmd_run(args) -> int:
                      backend_options=_parse_params(args.backend_option),
                      campaign_id=args.campaign_id, data_dir=args.data_dir,
                      run_timeout=args.timeout, group_readable=args.group_readable, testbed=args.testbed,
-                     ).run(retry_failed=args.retry_failed, new_store=args.new_store)
+                     ).run(retry_failed=args.retry_failed, retries=args.retries, new_store=args.new_store)
     runs = store.runs()
     print(f"{len(runs)} runs stored in {store.path}: {runs.status.value_counts().to_dict()}")
     return 0
@@ -265,6 +265,8 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--data-dir", help="default: the repository's data/")
     r.add_argument("--timeout", type=float, default=3600, help="seconds per run")
     r.add_argument("--retry-failed", action="store_true", help="run failed/timed-out runs again")
+    r.add_argument("--retries", type=int, default=0, metavar="N",
+                   help="run the runs that fail in this call again, after the others, up to N more times")
     r.add_argument("--new-store", action="store_true",
                    help="start a new store even though results.csv of a lost one remains (overwritten)")
     r.add_argument("--group-readable", action="store_true", help="store files 0640 (default 0600)")

@@ -42,6 +42,9 @@ CREATE TABLE IF NOT EXISTS runs (
 CREATE TABLE IF NOT EXISTS measurements (
     run_id TEXT NOT NULL REFERENCES runs(run_id), instance INTEGER NOT NULL, metric TEXT NOT NULL,
     value REAL, unit TEXT, PRIMARY KEY (run_id, instance, metric));
+CREATE TABLE IF NOT EXISTS attempts (
+    run_id TEXT NOT NULL, status TEXT NOT NULL, error TEXT, started TEXT NOT NULL,
+    duration_s REAL NOT NULL, metadata TEXT NOT NULL, fingerprint_id TEXT);
 CREATE TABLE IF NOT EXISTS claims (
     run_id TEXT PRIMARY KEY, host TEXT NOT NULL, owner TEXT NOT NULL, lease_until REAL NOT NULL,
     claimed TEXT NOT NULL);
@@ -278,9 +281,15 @@ class Store:
         return [dict(zip(("run_id", "host", "owner", "lease_until", "claimed"), r)) for r in rows]
 
     def delete_runs(self, run_ids) -> int:
-        """Forget runs (e.g. failed ones, to run them again). Returns how many were removed."""
+        """Forget runs (e.g. failed ones, to run them again). Returns how many were removed.
+
+        Each forgotten run stays in :meth:`attempts` (status, error, start, duration, metadata):
+        running a run again never erases what happened the first time."""
         ids = list(run_ids)
         with self._tx():
+            self._db.executemany(
+                "INSERT INTO attempts SELECT run_id, status, error, started, duration_s, metadata, "
+                "fingerprint_id FROM runs WHERE run_id = ?", [(i,) for i in ids])
             self._db.executemany("DELETE FROM measurements WHERE run_id = ?", [(i,) for i in ids])
             cur = self._db.executemany("DELETE FROM runs WHERE run_id = ?", [(i,) for i in ids])
         return cur.rowcount if cur.rowcount >= 0 else len(ids)
@@ -296,6 +305,18 @@ class Store:
                          **json.loads(levels), "status": status, "error": error, "started": started,
                          "duration_s": dur, "metadata": json.loads(md), "fingerprint_id": fp})
         return pd.DataFrame(rows)
+
+    def attempts(self):
+        """The earlier attempts of runs that were run again (:meth:`delete_runs`), oldest first:
+        run_id, status, error, started, duration_s, metadata (dict), fingerprint_id. Empty for a
+        store written before attempts were kept."""
+        import pandas as pd
+        cols = ["run_id", "status", "error", "started", "duration_s", "metadata", "fingerprint_id"]
+        if not self._db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'attempts'").fetchone():
+            return pd.DataFrame(columns=cols)
+        rows = [(rid, st, err, start, dur, json.loads(md), fp) for (rid, st, err, start, dur, md, fp)
+                in self._db.execute("SELECT * FROM attempts ORDER BY rowid")]
+        return pd.DataFrame(rows, columns=cols)
 
     def tidy(self):
         """One row per measurement, with every factor's level as a column (docs/design.md "Store").

@@ -327,7 +327,8 @@ class LxdBackend(CleanupByName, Backend):
         pool = self._pool()
         # unprivileged: a copy of the image's pre-shifted base starts without LXD's id shift
         base = None if self.privileged else lxd_base.base_for(
-            self.client, pylxd.exceptions, self.image, pool, {"raw.lxc": config["raw.lxc"]})
+            self.client, pylxd.exceptions, self.image, pool, {"raw.lxc": config["raw.lxc"]},
+            self.remove)
         source = ({"type": "copy", "source": base, "instance_only": True} if base
                   else {"type": "image", "alias": self.image})
         body = {"name": name, "type": "container", "source": source,

@@ -23,7 +23,10 @@ from __future__ import annotations
 
 import hashlib
 import logging
+from collections.abc import Callable
 from datetime import UTC, datetime
+
+from ..errors import BackendError
 
 log = logging.getLogger("labkit.backends")
 
@@ -48,12 +51,14 @@ def age_s(created_at: str, now: datetime | None = None) -> float:
     return ((now or datetime.now(UTC)) - created).total_seconds()
 
 
-def base_for(client, errors, image: str, pool: str, config: dict) -> str | None:
+def base_for(client, errors, image: str, pool: str, config: dict,
+             remove: Callable[[str], None]) -> str | None:
     """The name of a ready base of image alias ``image`` on ``pool``, made if there is none;
     None when none is ready (being made elsewhere, or making it failed: logged).
 
     ``errors``: pylxd's exceptions module; ``config``: the keys every instance needs to start
-    (its init, ``raw.lxc``)."""
+    (its init, ``raw.lxc``); ``remove``: the backend's removal of an instance by name (it stops
+    it first and waits out LXD's "busy")."""
     try:
         fingerprint = client.images.get_by_alias(image).fingerprint
         name = base_name(fingerprint, pool)
@@ -66,9 +71,9 @@ def base_for(client, errors, image: str, pool: str, config: dict) -> str | None:
                 return name
             if age_s(model.created_at) > PATIENCE_S:
                 log.warning("LXD base %s was left half-made; removing it", name)
-                _delete(model)
+                remove(name)
             return None
-        _remove_stale(client, errors)
+        _remove_stale(client, remove)
         model = client.instances.create(
             {"name": name, "type": "container", "source": {"type": "image", "alias": image},
              "profiles": [], "devices": {"root": {"type": "disk", "path": "/", "pool": pool}},
@@ -78,24 +83,19 @@ def base_for(client, errors, image: str, pool: str, config: dict) -> str | None:
         model.stop(force=True, wait=True)
         model.sync()
         return name if is_ready(model.config, model.status) else None
-    except errors.LXDAPIException as exc:   # "already exists": another process is making it
+    except (errors.LXDAPIException, BackendError) as exc:   # "already exists": being made elsewhere
         log.info("LXD base of %s on pool %s not used: %s", image, pool, exc)
         return None
 
 
-def _remove_stale(client, errors) -> None:
+def _remove_stale(client, remove: Callable[[str], None]) -> None:
     """Remove the bases whose image no longer exists (rebuilt since)."""
     images = {i.fingerprint for i in client.images.all()}
     for model in client.instances.all():
         if model.name.startswith(PREFIX) and model.config.get("user.labkit.image") not in images:
             log.info("removing LXD base %s: its image is gone", model.name)
             try:
-                _delete(model)
-            except errors.LXDAPIException as exc:
+                remove(model.name)
+            except BackendError as exc:
                 log.warning("could not remove stale LXD base %s: %s", model.name, exc)
 
-
-def _delete(model) -> None:
-    if model.status != "Stopped":
-        model.stop(force=True, wait=True)
-    model.delete(wait=True)

@@ -69,6 +69,46 @@ def test_failed_and_timed_out_runs_are_stored_and_campaign_goes_on(tmp_path):
     assert len(st2.runs()) == 4
 
 
+@pytest.mark.parametrize("testbed", [None, {"hosts": [{"name": "here", "platforms": ["local"]}]}],
+                         ids=["one-backend", "testbed"])
+def test_retries_run_the_runs_that_failed_in_this_call_again_and_keep_their_first_attempt(tmp_path, testbed):
+    d = Design.from_dict({"factors": {"vcpus": [1, 2]}, "seed": 1})
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    # each configuration fails the first time it runs (it leaves a mark), then succeeds
+    cmd = f"if [ -e {marks}/{{vcpus}} ]; then echo 1; else touch {marks}/{{vcpus}}; echo first >&2; exit 3; fi"
+    cid = f"t-retry-{RUN}-{testbed is None}".lower()
+
+    def campaign():
+        return Campaign(d, workload="command", workload_params={"argv": ["sh", "-c", cmd]},
+                        campaign_id=cid, data_dir=tmp_path, progress=False, testbed=testbed)
+
+    # without retries the failures are stored as they are, and the next call with retries leaves
+    # them alone: only the runs that fail in that call run again
+    runs = campaign().run().runs()
+    assert sorted(runs.status) == ["failed", "failed"]
+    assert campaign().run(retries=1).attempts().empty
+    for f in marks.iterdir():
+        f.unlink()
+    st = campaign().run(retry_failed=True, retries=1)
+    runs, attempts = st.runs(), st.attempts()
+    assert sorted(runs.status) == ["ok", "ok"]
+    # the first attempts of both calls that ran them again are kept, with their errors
+    assert sorted(attempts.run_id) == sorted(list(runs.run_id) * 2)
+    assert set(attempts.status) == {"failed"} and all("first" in e for e in attempts.error)
+    assert leftovers(f"labkit-{cid}") == []
+
+
+@pytest.mark.parametrize("bad", [-1, 1.5, True, "2"])
+def test_retries_must_be_a_whole_number(tmp_path, bad):
+    d = Design.from_dict({"factors": {"vcpus": [1, 2]}, "seed": 1})
+    c = Campaign(d, workload="command", workload_params={"argv": ["true"]}, campaign_id=f"t-r-{RUN}",
+                 data_dir=tmp_path, progress=False)
+    with pytest.raises(ConfigError, match="retries must be a whole number"):
+        c.run(retries=bad)
+    assert not (tmp_path / f"t-r-{RUN}").exists()
+
+
 def test_resume_with_another_design_is_refused(tmp_path):
     d1 = Design.from_dict({"factors": {"vcpus": [1, 2]}, "seed": 1})
     d2 = Design.from_dict({"factors": {"vcpus": [1, 3]}, "seed": 1})
