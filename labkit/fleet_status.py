@@ -53,6 +53,11 @@ def status_text(store, campaign: str) -> str:
                      + ", ".join(c["run_id"] for c in stale[:10]))
     for w in meta.get("fleet_fingerprint_warnings") or []:
         lines.append(f"warning: {w}")
+    earlier = store.attempts()
+    if len(earlier):
+        lines.append(f"{earlier.run_id.nunique()} run(s) ran again; their {len(earlier)} earlier attempt(s) "
+                     f"are kept ({earlier.status.value_counts().to_dict()}; Store.attempts()): "
+                     + ", ".join(sorted(set(earlier.run_id))[:10]))
     bad = runs[runs.status != "ok"] if len(runs) else runs
     if len(bad):
         lines.append("failures:")

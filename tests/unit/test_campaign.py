@@ -71,7 +71,8 @@ def test_failed_and_timed_out_runs_are_stored_and_campaign_goes_on(tmp_path):
 
 @pytest.mark.parametrize("testbed", [None, {"hosts": [{"name": "here", "platforms": ["local"]}]}],
                          ids=["one-backend", "testbed"])
-def test_retries_run_the_runs_that_failed_in_this_call_again_and_keep_their_first_attempt(tmp_path, testbed):
+def test_retries_run_the_runs_that_failed_in_this_call_again_and_keep_their_first_attempt(tmp_path, testbed,
+                                                                                         capsys):
     d = Design.from_dict({"factors": {"vcpus": [1, 2]}, "seed": 1})
     marks = tmp_path / "marks"
     marks.mkdir()
@@ -97,6 +98,9 @@ def test_retries_run_the_runs_that_failed_in_this_call_again_and_keep_their_firs
     assert sorted(attempts.run_id) == sorted(list(runs.run_id) * 2)
     assert set(attempts.status) == {"failed"} and all("first" in e for e in attempts.error)
     assert leftovers(f"labkit-{cid}") == []
+    from labkit.cli import main
+    assert main(["status", cid, "--data-dir", str(tmp_path)]) == 0
+    assert "2 run(s) ran again; their 4 earlier attempt(s) are kept ({'failed': 4}" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("bad", [-1, 1.5, True, "2"])
