@@ -194,44 +194,42 @@ class Campaign:
         """Execute every run not yet stored; returns the store, opened read-only.
 
         ``retry_failed`` forgets failed/timed-out runs first so they run again;
-        ``retries``: the runs that fail or time out in this call run again after the others, up
-        to that many more times (a daemon hiccup, a guest that stalled while booting on a loaded
-        host); a 2^k analysis needs every cell. ``max_runs`` stops after that many new runs (the
-        rest on the next call); ``new_store`` allows starting a new store beside the
-        ``results.csv`` of a lost one. A run run again keeps its earlier attempts in
-        :meth:`Store.attempts <labkit.store.Store.attempts>`.
+        ``retries``: then the runs stored as failed or timed out (in this call or an earlier one)
+        run again, up to that many more times (a daemon hiccup, a guest that stalled while
+        booting on a loaded host); a 2^k analysis needs every cell. ``max_runs`` stops after
+        that many new runs (the rest on the next call); ``new_store`` allows starting a new
+        store beside the ``results.csv`` of a lost one. A run run again keeps its earlier
+        attempts in :meth:`Store.attempts <labkit.store.Store.attempts>`.
 
         A backend that cannot run here fails before any store is created; a campaign already
         running in another process fails at once (StoreError naming it).
         """
         if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
             raise ConfigError(f"retries must be a whole number of times >= 0, got {retries!r}")
-        forget: set | bool = retry_failed
-        store, ran = self._run_pass(forget, None, max_runs, new_store)
+        store = self._run_pass(retry_failed, None, max_runs, new_store)
         for _ in range(retries):
             runs = store.runs()
-            failed = set(runs.run_id[(runs.status != "ok") & runs.run_id.isin(ran)]) if len(runs) else set()
+            failed = set(runs.run_id[runs.status != "ok"]) if len(runs) else set()
             if not failed:
                 break
             log.warning("%d run(s) failed or timed out; running them once more: %s", len(failed),
                         ", ".join(sorted(failed)))
             store.close()
-            store, ran = self._run_pass(failed, failed, None, False)
+            store = self._run_pass(True, failed, None, False)
         return store
 
-    def _run_pass(self, forget: set | bool, only: set | None, max_runs: int | None,
-                  new_store: bool) -> tuple[Store, set]:
+    def _run_pass(self, retry_failed: bool, only: set | None, max_runs: int | None,
+                  new_store: bool) -> Store:
         """One pass of :meth:`run` over the pending runs (those in ``only`` when given), after
-        forgetting the failed runs (all when ``forget`` is True, those named in a set); returns
-        the store read-only and the ids of the runs this pass started."""
+        forgetting the failed runs when ``retry_failed``; returns the store read-only."""
         if self.testbed is not None:
-            return self._run_fleet(forget, only, max_runs, new_store)
+            return self._run_fleet(retry_failed, only, max_runs, new_store)
         b = self._backend_arg   # a nics level the backend cannot bond fails before it connects
         runnet.check_nics(backend_class(b) if isinstance(b, str) else b, self.design.plan())
         self.backend = get_backend(b, **self.backend_options)
         lock = CampaignLock(self.lock_path, f"campaign {self.campaign_id!r}",
                             dir_mode=0o750 if self.group_readable else 0o700)
-        store, ran = None, set()
+        store = None
         try:
             lock.acquire()
             store = Store.for_campaign(self.data_dir, self.campaign_id, group_readable=self.group_readable,
@@ -240,7 +238,8 @@ class Campaign:
             fp_id = fingerprint_id(redact(fp))
             self._check_or_write_meta(store, host_identity(fp))
             store.add_fingerprint(fp_id, fp)
-            _forget_failed(store, forget)
+            if retry_failed:
+                _forget_failed(store)
             with self._signals.installed():
                 with self._signals.deferred():
                     self.backend.cleanup(self.prefix)
@@ -252,7 +251,6 @@ class Campaign:
                 already = sum(r.run_id in done for r in plan)
                 with self._bar(len(plan), already) as bar:
                     for run in pending:
-                        ran.add(run.run_id)
                         self._execute(run, store, fp_id)
                         bar.update(1)
                     if self.design.adaptive is not None:   # replications: {target_ci: ...}
@@ -266,27 +264,25 @@ class Campaign:
                 if store is not None:
                     store.close()
                 lock.release()
-        return Store.for_campaign(self.data_dir, self.campaign_id, readonly=True), ran
+        return Store.for_campaign(self.data_dir, self.campaign_id, readonly=True)
 
-    def _run_fleet(self, forget: set | bool, only: set | None, max_runs: int | None,
-                   new_store: bool) -> tuple[Store, set]:
+    def _run_fleet(self, retry_failed: bool, only: set | None, max_runs: int | None,
+                   new_store: bool) -> Store:
         """:meth:`run` on the testbed's hosts (:class:`labkit.fleet.Fleet`)."""
         from .fleet import Fleet
         lock = CampaignLock(self.lock_path, f"campaign {self.campaign_id!r}",
                             dir_mode=0o750 if self.group_readable else 0o700)
         store = fleet = None
-        ran: set = set()
         try:
             lock.acquire()
             store = Store.for_campaign(self.data_dir, self.campaign_id, group_readable=self.group_readable,
                                        allow_new=new_store)
             self._check_or_write_meta(store, host_identity({"host": host_fingerprint(), "backend": {}}))
-            _forget_failed(store, forget)
+            if retry_failed:
+                _forget_failed(store)
             fleet = Fleet(self, self.testbed, store, default_platform=self.backend_name)
             with self._signals.installed():
                 plan = [r for r in self.design.plan() if only is None or r.run_id in only]
-                done = store.completed()
-                ran = {r.run_id for r in plan if r.run_id not in done}
                 fleet.prepare(plan)
                 fleet.run(plan, progress=self.progress, max_runs=max_runs)
                 store.export()
@@ -297,7 +293,7 @@ class Campaign:
                 if store is not None:
                     store.close()
                 lock.release()
-        return Store.for_campaign(self.data_dir, self.campaign_id, readonly=True), ran
+        return Store.for_campaign(self.data_dir, self.campaign_id, readonly=True)
 
     # -- internals -------------------------------------------------------------
     def _bar(self, total, initial):
@@ -417,15 +413,12 @@ class Campaign:
                           count=1, prefix=self.prefix + "noise")
 
 
-def _forget_failed(store: Store, which: set | bool) -> None:
-    """Delete the runs whose status is not ok (all when ``which`` is True, those it names when a
-    set), so they run again; their attempts stay in ``store.attempts()``."""
+def _forget_failed(store: Store) -> None:
+    """Delete the runs whose status is not ok, so they run again; their attempts stay in
+    ``store.attempts()``."""
     runs = store.runs()
-    if which and not runs.empty:
-        bad = runs.status != "ok"
-        if which is not True:
-            bad &= runs.run_id.isin(which)
-        store.delete_runs(runs.loc[bad, "run_id"])
+    if not runs.empty:
+        store.delete_runs(runs.loc[runs.status != "ok", "run_id"])
 
 
 def _testbed(testbed, design: Design, backend, backend_options: dict):

@@ -266,7 +266,7 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--timeout", type=float, default=3600, help="seconds per run")
     r.add_argument("--retry-failed", action="store_true", help="run failed/timed-out runs again")
     r.add_argument("--retries", type=int, default=0, metavar="N",
-                   help="run the runs that fail in this call again, after the others, up to N more times")
+                   help="then run the failed/timed-out runs again, up to N more times")
     r.add_argument("--new-store", action="store_true",
                    help="start a new store even though results.csv of a lost one remains (overwritten)")
     r.add_argument("--group-readable", action="store_true", help="store files 0640 (default 0600)")

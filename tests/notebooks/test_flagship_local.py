@@ -35,7 +35,7 @@ def test_flagship_runs_then_views(run_notebook, tmp_path):
         db.execute("UPDATE runs SET status = 'failed', error = 'BackendError: injected' WHERE run_id = ?", (rid,))
     db.close()
     nb = run_notebook("01_affinity_factorial.ipynb", **params)
-    assert "1 of 32 runs failed; they run once more" in markdown_outputs(nb)
+    assert "1 of 32 runs failed and ran once more" in markdown_outputs(nb)
     assert "BackendError: injected" in outputs_text(nb)
     tidy = load_results(tmp_path / "data", "nb-local")
     assert set(tidy.status) == {"ok"} and tidy.run_id.nunique() == 32

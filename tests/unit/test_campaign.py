@@ -71,36 +71,35 @@ def test_failed_and_timed_out_runs_are_stored_and_campaign_goes_on(tmp_path):
 
 @pytest.mark.parametrize("testbed", [None, {"hosts": [{"name": "here", "platforms": ["local"]}]}],
                          ids=["one-backend", "testbed"])
-def test_retries_run_the_runs_that_failed_in_this_call_again_and_keep_their_first_attempt(tmp_path, testbed,
-                                                                                         capsys):
+def test_retries_run_failed_runs_again_and_keep_their_first_attempt(tmp_path, testbed, capsys):
     d = Design.from_dict({"factors": {"vcpus": [1, 2]}, "seed": 1})
     marks = tmp_path / "marks"
     marks.mkdir()
     # each configuration fails the first time it runs (it leaves a mark), then succeeds
     cmd = f"if [ -e {marks}/{{vcpus}} ]; then echo 1; else touch {marks}/{{vcpus}}; echo first >&2; exit 3; fi"
-    cid = f"t-retry-{RUN}-{testbed is None}".lower()
 
-    def campaign():
+    def campaign(cid):
         return Campaign(d, workload="command", workload_params={"argv": ["sh", "-c", cmd]},
-                        campaign_id=cid, data_dir=tmp_path, progress=False, testbed=testbed)
+                        campaign_id=f"{cid}-{RUN}", data_dir=tmp_path, progress=False, testbed=testbed)
 
-    # without retries the failures are stored as they are, and the next call with retries leaves
-    # them alone: only the runs that fail in that call run again
-    runs = campaign().run().runs()
-    assert sorted(runs.status) == ["failed", "failed"]
-    assert campaign().run(retries=1).attempts().empty
-    for f in marks.iterdir():
-        f.unlink()
-    st = campaign().run(retry_failed=True, retries=1)
+    # failures of this call run again after the others
+    st = campaign("t-retry").run(retries=1)
     runs, attempts = st.runs(), st.attempts()
     assert sorted(runs.status) == ["ok", "ok"]
-    # the first attempts of both calls that ran them again are kept, with their errors
-    assert sorted(attempts.run_id) == sorted(list(runs.run_id) * 2)
+    assert sorted(attempts.run_id) == sorted(runs.run_id)
     assert set(attempts.status) == {"failed"} and all("first" in e for e in attempts.error)
-    assert leftovers(f"labkit-{cid}") == []
     from labkit.cli import main
-    assert main(["status", cid, "--data-dir", str(tmp_path)]) == 0
-    assert "2 run(s) ran again; their 4 earlier attempt(s) are kept ({'failed': 4}" in capsys.readouterr().out
+    assert main(["status", f"t-retry-{RUN}", "--data-dir", str(tmp_path)]) == 0
+    assert "2 run(s) ran again; their 2 earlier attempt(s) are kept ({'failed': 2}" in capsys.readouterr().out
+    # without retries failures are stored as they are; a later call with retries runs them again
+    for f in marks.iterdir():
+        f.unlink()
+    assert sorted(campaign("t-later").run().runs().status) == ["failed", "failed"]
+    st = campaign("t-later").run(retries=2)
+    assert sorted(st.runs().status) == ["ok", "ok"] and len(st.attempts()) == 2
+    # nothing failed: retries run nothing more
+    assert len(campaign("t-later").run(retries=1).attempts()) == 2
+    assert leftovers(f"labkit-t-retry-{RUN}") == leftovers(f"labkit-t-later-{RUN}") == []
 
 
 @pytest.mark.parametrize("bad", [-1, 1.5, True, "2"])
