@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import base64
 import json
+import logging
 import time
 
 import libvirt
@@ -34,10 +35,22 @@ FAST_POLL_S, FAST_S, MAX_POLL_S = 0.005, 2.0, 0.1
 #: How often a wait asks libvirt whether the guest is still running.
 ALIVE_EVERY_S = 1.0
 TRUNCATED = "\n[labkit: output truncated by the guest agent]"
+#: How long a wait bears a guest agent that does not answer (a guest stalled on a loaded host,
+#: as QEMU TCG guests are seen to be for tens of seconds) before it gives up.
+SILENCE_S = 300.0
+#: The pause between polls while the agent does not answer.
+SILENT_POLL_S = 1.0
+
+log = logging.getLogger("labkit.backends")
 
 
 class AgentError(BackendError):
-    """The guest agent answered with an error, or could not be reached."""
+    """The guest agent answered with an error, or could not be reached. ``unresponsive``: libvirt
+    got no answer in time (the guest may be stalled, not gone)."""
+
+    def __init__(self, message: str, unresponsive: bool = False):
+        super().__init__(message)
+        self.unresponsive = unresponsive
 
 
 def command(dom, execute: str, arguments: dict | None = None, timeout: int = 30):
@@ -48,7 +61,8 @@ def command(dom, execute: str, arguments: dict | None = None, timeout: int = 30)
     try:
         reply = libvirt_qemu.qemuAgentCommand(dom, json.dumps(msg), timeout, 0)
     except libvirt.libvirtError as exc:
-        raise AgentError(f"guest agent {execute} in {dom.name()}: {exc}") from exc
+        raise AgentError(f"guest agent {execute} in {dom.name()}: {exc}",
+                         unresponsive=exc.get_error_code() == libvirt.VIR_ERR_AGENT_UNRESPONSIVE) from exc
     data = json.loads(reply)
     if "error" in data:
         raise AgentError(f"guest agent {execute} in {dom.name()}: {data['error']}")
@@ -77,13 +91,34 @@ def wait(dom, pid: int, timeout: float | None, alive=None, max_poll_s: float = M
 
     ``alive()``, when given, is asked between polls: a guest that stopped
     raises :class:`BackendError` instead of waiting forever. ``max_poll_s``: the longest pause
-    between polls after the first :data:`FAST_S` seconds.
+    between polls after the first :data:`FAST_S` seconds. An agent that does not answer (a
+    stalled guest) is asked again until the deadline, for at most :data:`SILENCE_S`.
     """
     start = time.monotonic()
     deadline = None if timeout is None else start + timeout
     delay, next_alive = 0.001, start + ALIVE_EVERY_S
+    silent_since = None
     while True:
-        st = command(dom, "guest-exec-status", {"pid": pid})
+        try:
+            st = command(dom, "guest-exec-status", {"pid": pid})
+        except AgentError as exc:
+            now = time.monotonic()
+            if not exc.unresponsive or (silent_since is not None and now - silent_since > SILENCE_S):
+                raise
+            if silent_since is None:
+                silent_since = now
+                log.warning("%s: the guest agent does not answer (stalled guest?); asking again "
+                            "for up to %.0fs: %s", dom.name(), SILENCE_S, exc)
+            if deadline is not None and now >= deadline:
+                return None
+            if alive is not None and not alive():
+                raise BackendError(f"{dom.name()} stopped while running guest pid {pid}") from exc
+            time.sleep(SILENT_POLL_S)
+            continue
+        if silent_since is not None:
+            log.warning("%s: the guest agent answers again after %.0fs", dom.name(),
+                        time.monotonic() - silent_since)
+            silent_since = None
         if st.get("exited"):
             return _result(st)
         now = time.monotonic()

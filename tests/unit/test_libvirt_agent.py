@@ -112,3 +112,45 @@ def test_relay_usage_and_unreachable_guest(monkeypatch, capsys):
     monkeypatch.setattr(agent.libvirt, "open", refuse)
     assert libvirt_relay.main(["qemu:///system", "dom", "true"]) == 255
     assert "dom at qemu:///system" in capsys.readouterr().err
+
+
+def silent_then(monkeypatch, silent: int, final: dict, code=None):
+    """An agent that does not answer ``silent`` times (libvirt's error ``code``, default: agent
+    unresponsive), then answers ``final``."""
+    import libvirt
+    calls = []
+
+    def reply(dom, msg, timeout, flags):
+        calls.append(msg)
+        if len(calls) <= silent:
+            exc = libvirt.libvirtError("Guest agent is not responding: Guest agent not available for now")
+            exc.err = (code or libvirt.VIR_ERR_AGENT_UNRESPONSIVE, 0, "", 0, "", None, None, 0, 0)
+            raise exc
+        return json.dumps({"return": final})
+
+    monkeypatch.setattr(agent.libvirt_qemu, "qemuAgentCommand", reply)
+    monkeypatch.setattr(agent, "SILENT_POLL_S", 0.01)
+    return calls
+
+
+def test_an_agent_that_stops_answering_for_a_while_is_asked_again(monkeypatch):
+    calls = silent_then(monkeypatch, 3, {"exited": True, "exitcode": 0})
+    assert agent.wait(Dom(), 7, timeout=30).exit_code == 0
+    assert len(calls) == 4
+
+
+def test_a_silent_agent_past_the_deadline_is_a_timeout_and_past_the_patience_an_error(monkeypatch):
+    silent_then(monkeypatch, 10 ** 6, {"exited": True, "exitcode": 0})
+    assert agent.wait(Dom(), 7, timeout=0.05) is None
+    monkeypatch.setattr(agent, "SILENCE_S", 0.05)
+    with pytest.raises(agent.AgentError, match="not responding") as info:
+        agent.wait(Dom(), 7, timeout=None)
+    assert info.value.unresponsive
+
+
+def test_other_agent_errors_are_raised_at_once(monkeypatch):
+    import libvirt
+    calls = silent_then(monkeypatch, 1, {"exited": True, "exitcode": 0}, code=libvirt.VIR_ERR_OPERATION_FAILED)
+    with pytest.raises(agent.AgentError) as info:
+        agent.wait(Dom(), 7, timeout=30)
+    assert not info.value.unresponsive and len(calls) == 1
