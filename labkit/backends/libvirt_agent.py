@@ -109,16 +109,12 @@ def wait(dom, pid: int, timeout: float | None, alive=None, max_poll_s: float = M
                 silent_since = now
                 log.warning("%s: the guest agent does not answer (stalled guest?); asking again "
                             "for up to %.0fs: %s", dom.name(), SILENCE_S, exc)
-            if deadline is not None and now >= deadline:
-                return None
-            if alive is not None and not alive():
-                raise BackendError(f"{dom.name()} stopped while running guest pid {pid}") from exc
-            time.sleep(SILENT_POLL_S)
-            continue
-        if silent_since is not None:
-            log.warning("%s: the guest agent answers again after %.0fs", dom.name(),
-                        time.monotonic() - silent_since)
-            silent_since = None
+            st = {}   # no news: still running, as far as we know
+        else:
+            if silent_since is not None:
+                log.warning("%s: the guest agent answers again after %.0fs", dom.name(),
+                            time.monotonic() - silent_since)
+                silent_since = None
         if st.get("exited"):
             return _result(st)
         now = time.monotonic()
@@ -128,8 +124,8 @@ def wait(dom, pid: int, timeout: float | None, alive=None, max_poll_s: float = M
             if not alive():
                 raise BackendError(f"{dom.name()} stopped while running guest pid {pid}")
             next_alive = now + ALIVE_EVERY_S
-        pause = delay if deadline is None else min(delay, max(0.0, deadline - now))
-        time.sleep(pause)
+        pause = SILENT_POLL_S if silent_since is not None else delay
+        time.sleep(pause if deadline is None else min(pause, max(0.0, deadline - now)))
         delay = min(delay * 2, FAST_POLL_S if now - start < FAST_S else max_poll_s)
 
 
