@@ -1,6 +1,9 @@
 # labkit: the two commands of README.md are `make demo` and `make test` (as root, Debian 12).
 PY := .venv/bin/python
-CAMPAIGN ?= affinity-local-$(shell date +%Y%m%d-%H%M%S)
+# `:=` (not `?=`, which is re-evaluated at each use): one id for the run and the line that names it
+ifeq ($(origin CAMPAIGN), undefined)
+CAMPAIGN := affinity-local-$(shell date +%Y%m%d-%H%M%S)
+endif
 DEMO_ARGS ?=
 
 .PHONY: setup setup-tools setup-daemons setup-browser demo test unit integration notebooks bench lint clean-out reliability setup-openstack test-openstack

@@ -57,9 +57,10 @@ def pingpong(instances, binary: Path) -> float:
 def pingpong_floor(a, b, binary: Path, workdir: Path) -> float:
     """The floor's ping-pong: mpirun inside namespace ``a`` (the host is on no network here)."""
     agent = workdir / "agent"
-    agent.write_text(agent_script([a, b]))
+    wdir = str(workdir / "mpi")   # each instance's OpenMPI session root lives under it
+    agent.write_text(agent_script([a, b], wdir))
     agent.chmod(0o700)
-    argv = a.host_command(mpirun_argv([a, b], str(agent), 2, "/tmp", [str(binary)]))
+    argv = a.host_command(mpirun_argv([a, b], str(agent), 2, wdir, [str(binary)]))
     res = subprocess.run(argv, capture_output=True, text=True, timeout=300, check=True)
     return latency(res.stdout)
 

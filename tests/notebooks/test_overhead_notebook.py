@@ -7,7 +7,7 @@ instance and the host over the run's private network (Table 7.2 of study 004).
 import pytest
 
 from labkit.store import Store, load_results
-from labkit.testing import available
+from labkit.testing import available, required
 
 from .conftest import outputs_text
 
@@ -23,7 +23,9 @@ LEVELS = {"cpu": 2, "memory": 2, "disk": 1, "bonnie": 1, "network": 2, "applicat
 
 @pytest.mark.root
 def test_overhead_notebook_runs_one_campaign_across_platforms_then_views(run_notebook, tmp_path):
-    docker_ok, _ = available("docker")
+    docker_ok, why = available("docker")
+    if not docker_ok and "docker" in required():
+        pytest.fail(f"docker is required (LABKIT_REQUIRE) but unavailable: {why}")
     platforms = ["local"] + (["docker"] if docker_ok else [])
     nb = run_notebook(NB, mode="run", **TINY)
     text = outputs_text(nb)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 import json
 import tarfile
+from pathlib import Path
 
 import pytest
 
@@ -93,8 +94,12 @@ def test_mirror_override_from_environment(monkeypatch, tmp_path):
 
 
 def test_this_machines_sources_parse():
-    # whatever is configured here must parse without raising
-    assert isinstance(rf.apt_sources(), list)
+    # every source read from this machine's files names a URI that stands in the file it came from
+    sources = rf.apt_sources()
+    assert sources, "no deb source read from this machine's apt files (a Debian machine has one)"
+    for src in sources:
+        assert src.uri and src.uri.split("://")[0] in ("http", "https", "file", "cdrom", "mirror+file")
+        assert Path(src.origin).is_file() and src.uri.rstrip("/") in Path(src.origin).read_text()
 
 
 def test_inputs_hash_is_stable_and_sensitive():

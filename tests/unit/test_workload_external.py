@@ -11,7 +11,7 @@ import pytest
 
 from labkit.errors import BenchmarkError, ConfigError
 from labkit.workloads import get_workload
-from labkit.workloads.external import EXPERIMENTAL, Npb, Parsec, parse_npb, parse_parsec, parse_parsec_hooks
+from labkit.workloads.external import Npb, Parsec, parse_npb, parse_parsec, parse_parsec_hooks
 
 from .fixtures.fakes import FakeInstance, fixture
 
@@ -20,9 +20,11 @@ OMP = fixture("npb", "zs_S_omp_2threads.txt")
 HOOKS = fixture("parsec", "parsec_like_2threads.txt")
 
 
-def test_marked_experimental():
-    assert EXPERIMENTAL and Parsec.experimental and Npb.experimental
-    assert "EXPERIMENTAL" in Parsec.__doc__ and "bring" in Parsec.__doc__
+@pytest.mark.parametrize("workload", [Parsec(binary="/opt/p/bin/parsec_like"),
+                                      Parsec(install_path="/opt/parsec-3.0"), Npb(install_path="/opt/npb")])
+def test_experimental_runners_say_so_in_every_run(workload):
+    # what a run stores of the workload (its version facts) marks the runner experimental
+    assert workload.experimental and workload.version(FakeInstance())["experimental"] is True
 
 
 def test_install_path_is_required_and_says_so():
