@@ -341,6 +341,23 @@ def fuzz(args, work: Path) -> dict[str, Counter]:
 
 
 # -- report ---------------------------------------------------------------------------------------
+def security_rows() -> list[list[tuple[str, str, object, str]]]:
+    """Issue 28's attacks: each ``reliability/security_*.py`` module's ``rows()``, one list per
+    module; a module that raises is one row counting it as an error (must be 0)."""
+    import importlib.util
+    out = []
+    for path in sorted(Path(__file__).parent.glob("security_*.py")):
+        spec = importlib.util.spec_from_file_location(f"reliability_{path.stem}", path)
+        try:
+            mod = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(mod)
+            out.append(list(mod.rows()))
+        except Exception as exc:   # the table must still print the other rows
+            print(f"  {path.name}: {type(exc).__name__}: {exc}", file=sys.stderr)
+            out.append([(path.stem.replace("_", " "), "errors", 1, "0")])
+    return out
+
+
 def table(rows: list[tuple[str, str, object, str]]) -> str:
     head = ("section", "figure", "value", "must be")
     widths = [max(len(str(r[i])) for r in rows + [head]) for i in range(4)]
@@ -359,7 +376,7 @@ def main(argv=None) -> int:
     p.add_argument("--campaign-timeout", type=float, default=900)
     p.add_argument("--signal-trials", type=int, default=6)
     p.add_argument("--fuzz", type=int, default=1000, help="inputs of each kind")
-    p.add_argument("--skip", action="append", default=[], choices=["kill", "signals", "fuzz"])
+    p.add_argument("--skip", action="append", default=[], choices=["kill", "signals", "fuzz", "security"])
     args = p.parse_args(argv)
     tag = f"{random.SystemRandom().randrange(10**4, 10**5)}"
     rows: list[tuple[str, str, object, str]] = []
@@ -397,6 +414,10 @@ def main(argv=None) -> int:
                 rows.append((sec, "non-ConfigError exceptions", sum(v for k, v in c.items()
                                                                     if k.startswith("other")), "0"))
             rows.append(("fuzz", "seconds", round(time.monotonic() - t), ""))
+    if "security" not in args.skip:
+        for sec_rows in security_rows():
+            rows += sec_rows
+            must_zero += [r[2] for r in sec_rows if r[3] == "0"]
     print(table(rows))
     ok = not any(must_zero)
     print("reliability: " + ("all counts that must be 0 are 0" if ok else "FAILED: see the rows above"))
