@@ -31,7 +31,14 @@ class Mount:
         return {"source": self.source, "target": self.target, "readonly": self.readonly}
 
 
-def _one(item, where: str) -> Mount:
+def _absolute(value: object, key: str, where: str) -> str:
+    """``value`` if it is an absolute path with no newline or comma, else ConfigError."""
+    if not isinstance(value, str) or not os.path.isabs(value) or "\n" in value or "," in value:
+        raise ConfigError(f"{where}: {key} {value!r} must be an absolute path (no comma)")
+    return value
+
+
+def _one(item: object, where: str) -> Mount:
     if isinstance(item, str):
         parts = item.split(":")
         if len(parts) > 3 or not parts[0]:
@@ -50,12 +57,9 @@ def _one(item, where: str) -> Mount:
     if unknown:
         raise ConfigError(f"{where}: unknown key(s) {', '.join(sorted(unknown))}; "
                           "allowed: source, target, readonly")
-    source = item.get("source")
-    target = item.get("target", source)
+    source = _absolute(item.get("source"), "source", where)
+    target = _absolute(item.get("target", source), "target", where)
     readonly = item.get("readonly", True)
-    for key, value in (("source", source), ("target", target)):
-        if not isinstance(value, str) or not os.path.isabs(value) or "\n" in value or "," in value:
-            raise ConfigError(f"{where}: {key} {value!r} must be an absolute path (no comma)")
     if os.path.normpath(target) in ("/", "/proc", "/sys", "/dev", "/tmp/labkit"):
         raise ConfigError(f"{where}: target {target!r} would hide the instance's own {target}")
     if not isinstance(readonly, bool):
@@ -65,7 +69,7 @@ def _one(item, where: str) -> Mount:
     return Mount(os.path.normpath(source), os.path.normpath(target), readonly)
 
 
-def parse_mounts(value, backend: str) -> tuple[Mount, ...]:
+def parse_mounts(value: object, backend: str) -> tuple[Mount, ...]:
     """The ``mounts`` option of ``backend`` as Mount tuples (empty for None).
 
     ``value``: a list of mappings (``source``, ``target`` default the source, ``readonly``

@@ -81,7 +81,7 @@ LINK_CLASSES = {
 }
 
 
-def parse_rate(where: str, text) -> float:
+def parse_rate(where: str, text: object) -> float:
     """Bit/s of a tc-style rate (``1gbit``, ``200mbit``, ``10mbps`` = bytes), within the bounds."""
     m = _RATE_RE.match(str(text).lower())
     if not m or m.group(2) not in _RATE_UNITS:
@@ -93,7 +93,7 @@ def parse_rate(where: str, text) -> float:
     return value
 
 
-def parse_delay(where: str, text) -> float:
+def parse_delay(where: str, text: object) -> float:
     """Seconds of a delay (``50us``, ``2ms``, ``0.1s``), within 0 - 10 s."""
     m = _RATE_RE.match(str(text).lower())
     if not m or m.group(2) not in _DELAY_UNITS:
@@ -104,7 +104,7 @@ def parse_delay(where: str, text) -> float:
     return value
 
 
-def parse_link(level, where: str = "link") -> Link | None:
+def parse_link(level: object, where: str = "link") -> Link | None:
     """The :class:`Link` a ``link`` level means (None for ``none``); ConfigError naming ``where``."""
     if level is None or level == "none":
         return None
@@ -113,8 +113,8 @@ def parse_link(level, where: str = "link") -> Link | None:
     if isinstance(level, str) and level in LINK_CLASSES:
         return LINK_CLASSES[level]
     if isinstance(level, str) and "/" in level:
-        rate, _, delay = level.partition("/")
-        level = {k: v for k, v in (("rate", rate.strip()), ("delay", delay.strip())) if v}
+        rate_text, _, delay_text = level.partition("/")
+        level = {k: v for k, v in (("rate", rate_text.strip()), ("delay", delay_text.strip())) if v}
     if not isinstance(level, dict) or not level or set(level) - {"rate", "delay"}:
         raise ConfigError(f"{where}: {str(level)[:80]!r} is not a link; use none, a class "
                           f"({', '.join(LINK_CLASSES)}), '<rate>/<delay>' such as '1gbit/50us', "
@@ -124,13 +124,14 @@ def parse_link(level, where: str = "link") -> Link | None:
     return Link(rate, delay)
 
 
-def check_mode(level, where: str = "network") -> str:
-    if level not in NETWORK_MODES:
+def check_mode(level: object, where: str = "network") -> str:
+    """``level`` if it is one of :data:`NETWORK_MODES`; ConfigError naming ``where``."""
+    if not isinstance(level, str) or level not in NETWORK_MODES:
         raise ConfigError(f"{where}: {str(level)[:80]!r} is not a network; use one of {', '.join(NETWORK_MODES)}")
     return level
 
 
-def check_nics(level, where: str = "nics") -> int:
+def check_nics(level: object, where: str = "nics") -> int:
     """The number of bonded NICs a ``nics`` level means (1 - :data:`MAX_NICS`); ConfigError naming ``where``."""
     if isinstance(level, bool) or not isinstance(level, int) or not 1 <= level <= MAX_NICS:
         raise ConfigError(f"{where}: {str(level)[:80]!r} is not a number of NICs; use a whole number "
@@ -279,13 +280,13 @@ MAX_INSTANCES = 200
 
 
 def _routes() -> list[ipaddress.IPv4Network]:
-    out = []
+    out: list[ipaddress.IPv4Network] = []
     for r in json.loads(run_host(["ip", "-j", "-4", "route", "show", "table", "all"]) or "[]"):
         dst = r.get("dst", "")
         if dst == "default":
             continue
         try:
-            out.append(ipaddress.ip_network(dst if "/" in dst else dst + "/32", strict=False))
+            out.append(ipaddress.IPv4Network(dst if "/" in dst else dst + "/32", strict=False))
         except ValueError:
             continue
     return out
@@ -299,7 +300,7 @@ def pick_subnet(name: str, taken: Sequence[ipaddress.IPv4Network] | None = None,
     subnets = 2 ** (24 - SUBNET_POOL.prefixlen)
     start = int(hashlib.sha256(name.encode()).hexdigest(), 16) % subnets
     for k in range(min(tries, subnets)):
-        net = ipaddress.ip_network((int(SUBNET_POOL.network_address) + ((start + k) % subnets) * 256, 24))
+        net = ipaddress.IPv4Network((int(SUBNET_POOL.network_address) + ((start + k) % subnets) * 256, 24))
         if not any(net.overlaps(t) for t in taken):
             return net
     raise BackendError(f"no free /24 in {SUBNET_POOL} for network {name}")

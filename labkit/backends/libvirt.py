@@ -36,6 +36,7 @@ import os
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import libvirt
 
@@ -98,7 +99,10 @@ def _seconds(options: dict, key: str, default: float) -> float:
 class LibvirtInstance(Instance):
     """One running VM. ``dom`` is its ``virDomain``; commands go through the guest agent."""
 
-    def __init__(self, backend: LibvirtBackend, name, spec, index, cpus, *, dom, disk: str,
+    backend: LibvirtBackend
+
+    def __init__(self, backend: LibvirtBackend, name: str, spec: InstanceSpec, index: int,
+                 cpus: list[int] | None, *, dom: libvirt.virDomain, disk: str,
                  console_log: str, domain_type: str, started: float):
         super().__init__(backend, name, spec, index, cpus)
         self.dom = dom
@@ -136,7 +140,7 @@ class LibvirtInstance(Instance):
         return ["env", f"PYTHONPATH={path}", sys.executable, "-m", "labkit.backends.libvirt_relay",
                 self.backend.uri, self.name, *argv]
 
-    def put(self, local_path, remote_path, mode=0o755) -> None:
+    def put(self, local_path: str | os.PathLike, remote_path: str, mode: int = 0o755) -> None:
         data = Path(local_path).read_bytes()
         self.exec(["mkdir", "-p", str(Path(remote_path).parent)], timeout=60)
         agent.write_file(self.dom, remote_path, data)
@@ -207,7 +211,7 @@ class LibvirtBackend(Backend):
     #: guests bond NICs on a private network (``nics`` factor; the image carries ``bonding``)
     MAX_NICS = 8
 
-    def __init__(self, **options):
+    def __init__(self, **options: Any):
         super().__init__(**options)
         self.uri = options.get("uri") or DEFAULT_URI
         self.driver = uri_driver(self.uri)
@@ -231,13 +235,14 @@ class LibvirtBackend(Backend):
             self.options["mounts"] = [m.as_dict() for m in self.mounts]
         self.pool = Pool(lambda: self.conn, options.get("pool") or POOL_NAME,
                          options.get("pool_path") or POOL_PATH)
-        self._conn = None
-        self._image = None
+        self._conn: libvirt.virConnect | None = None
+        self._image: dict | None = None
         self.probe_detail = ""
 
     # -- connection and image ----------------------------------------------
     @property
-    def conn(self):
+    def conn(self) -> libvirt.virConnect:
+        """The libvirt connection to :attr:`uri`, opened on first use; BackendUnavailable if it cannot be."""
         if self._conn is None:
             try:
                 self._conn = libvirt.open(self.uri)
@@ -321,7 +326,7 @@ class LibvirtBackend(Backend):
         except BaseException:
             teardown(made)
             raise
-        return made
+        return list(made)   # as list[Instance]
 
     def _create(self, spec, name, index, cpus, network: Network | None = None) -> Instance:
         inst = self._boot(spec, name, index, cpus, self.domain_type(), network, self.mounts)

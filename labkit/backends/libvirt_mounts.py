@@ -29,6 +29,7 @@ from pathlib import Path
 
 from ..errors import BackendError, tail
 from ..mounts import Mount
+from .base import Instance
 from .libvirt_xml import Share, mount_tag
 
 #: where read-only shares' bind mounts live (one directory per domain, root-only)
@@ -117,7 +118,7 @@ def leftovers(prefix: str, root: Path = RO_ROOT) -> list[str]:
     return sorted(d.name for d in root.iterdir() if d.name.startswith(prefix))
 
 
-def mount_in_guest(inst, mounts: tuple[Mount, ...], timeout: float = 60) -> None:
+def mount_in_guest(inst: Instance, mounts: tuple[Mount, ...], timeout: float = 60) -> None:
     """Mount each of ``mounts`` at its target in the running guest ``inst`` (read-only ones
     with ``-o ro``). BackendError saying what to do when the image lacks the module."""
     args = []

@@ -25,31 +25,37 @@
 from __future__ import annotations
 
 import shlex
+from typing import TYPE_CHECKING
 
 import libvirt
 
 from .. import network as netmod
 from ..errors import BackendError, BackendUnavailable
 from . import libvirt_agent as agent
+from .base import Network
 from .libvirt_xml import Nic, guest_mac, network_xml
+
+if TYPE_CHECKING:
+    from .libvirt import LibvirtInstance
 
 #: how long the guest may take to show its NIC (s)
 NIC_WAIT_S = 30
 
 
-def data_name(network, j: int) -> str:
+def data_name(network: Network, j: int) -> str:
     """The libvirt network of bonded NIC ``j`` (1 - ``network.nics``)."""
     return f"{network.name}-d{j}"
 
 
-def create(conn, network) -> None:
+def create(conn: libvirt.virConnect, network: Network) -> None:
     """Start ``network`` (a :class:`~labkit.backends.base.Network`) as a transient isolated
     libvirt network, with its data networks when it bonds NICs; BackendError with libvirt's
     message (and nothing left started)."""
-    parts = [(network.name, network.device, network.host_address, network.subnet)]
+    parts: list[tuple[str, str, str | None, str | None]] = [
+        (network.name, network.device, network.host_address, network.subnet)]
     parts += [(data_name(network, j), network.data_device(j), None, network.data_subnet)
               for j in _data_nics(network)]
-    made = []
+    made: list[str] = []
     for name, bridge, address, subnet in parts:
         try:
             conn.networkCreateXML(network_xml(name, bridge, address, network.prefixlen))
@@ -61,19 +67,19 @@ def create(conn, network) -> None:
         made.append(name)
 
 
-def remove_all(conn, network) -> None:
+def remove_all(conn: libvirt.virConnect, network: Network) -> None:
     """Remove ``network``'s data networks, then the network itself; quiet for those gone."""
     for j in reversed(_data_nics(network)):
         remove(conn, data_name(network, j))
     remove(conn, network.name)
 
 
-def _data_nics(network) -> range:
+def _data_nics(network: Network) -> range:
     """1 - ``nics`` when the network bonds NICs, else nothing."""
     return range(1, network.nics + 1) if network.nics > 1 else range(0)
 
 
-def remove(conn, name: str) -> None:
+def remove(conn: libvirt.virConnect, name: str) -> None:
     """Destroy (and undefine, if persistent) libvirt network ``name``; quiet if it is gone."""
     try:
         net = conn.networkLookupByName(name)
@@ -86,7 +92,7 @@ def remove(conn, name: str) -> None:
             raise BackendError(f"removing libvirt network {name} failed: {exc}") from exc
 
 
-def names(conn, prefix: str) -> list[str]:
+def names(conn: libvirt.virConnect, prefix: str) -> list[str]:
     """Names of the libvirt networks (active or defined) starting with ``prefix``."""
     try:
         return sorted(n.name() for n in conn.listAllNetworks(0) if n.name().startswith(prefix))
@@ -94,12 +100,12 @@ def names(conn, prefix: str) -> list[str]:
         raise BackendError(f"listing libvirt networks: {exc}") from exc
 
 
-def nic(network, index: int) -> Nic:
+def nic(network: Network, index: int) -> Nic:
     """Instance ``index``'s NIC on ``network``."""
     return Nic(network.name, guest_mac(network.name, index), f"{network.device}h{index}")
 
 
-def data_nics(network, index: int) -> tuple[Nic, ...]:
+def data_nics(network: Network, index: int) -> tuple[Nic, ...]:
     """Instance ``index``'s bonded NICs (none unless ``network.nics`` > 1), NIC ``j`` on data
     network ``j``; each tap is its bridge's name, ``h`` and the index (at most 15 characters)."""
     return tuple(Nic(data_name(network, j), guest_mac(data_name(network, j), index),
@@ -165,7 +171,7 @@ printf '{netmod.NO_DNS}' > /etc/resolv.conf && chmod 644 /etc/hosts /etc/resolv.
     return script + f"ip link set bond0 up && ip addr add {data} dev bond0 || exit 1\n"
 
 
-def configure_guest(inst, network) -> None:
+def configure_guest(inst: LibvirtInstance, network: Network) -> None:
     """Give booted instance ``inst`` its address and names on ``network``, and bond its data
     NICs when the network has them (see the module doc); BackendUnavailable when the image
     cannot bond."""
@@ -177,7 +183,7 @@ def configure_guest(inst, network) -> None:
               timeout=NIC_WAIT_S * (1 + len(bond)) + 30)
 
 
-def _in_guest(inst, argv: list[str], what: str, feature: str, timeout: float) -> None:
+def _in_guest(inst: LibvirtInstance, argv: list[str], what: str, feature: str, timeout: float) -> None:
     """Run ``argv`` in the guest: exit 3 (a module the image lacks) is BackendUnavailable saying
     to rebuild the image, which predates ``feature``; any other failure BackendError."""
     res = inst.exec(argv, check=False, timeout=timeout)
@@ -202,12 +208,12 @@ fi
 """
 
 
-def host_link(link):
+def host_link(link: netmod.Link | None) -> netmod.Link | None:
     """What the host-side tap carries of ``link``: its rate only (the delay is in the guest)."""
     return None if link is None or link.rate_bit is None else netmod.Link(link.rate_bit, 0.0)
 
 
-def shape_data_nics(inst, network) -> bool:
+def shape_data_nics(inst: LibvirtInstance, network: Network) -> bool:
     """Shape the host-side taps of ``inst``'s bonded NICs to the link's rate (each NIC carries
     the class's rate: k NICs, k times the capacity) and record them; whether it has any."""
     devices = [n.device for n in data_nics(network, inst.index)]
@@ -218,7 +224,7 @@ def shape_data_nics(inst, network) -> bool:
     return bool(devices)
 
 
-def delay_in_guest(inst, link, bonded: bool = False) -> None:
+def delay_in_guest(inst: LibvirtInstance, link: netmod.Link | None, bonded: bool = False) -> None:
     """Delay ``inst``'s egress on eth0 (and on bond0 when ``bonded``) by ``link.delay_s``
     (nothing without a delay), with the same netem command as a host-side delay;
     BackendUnavailable when the VM image carries no netem module (built before labkit delays)."""
@@ -228,6 +234,6 @@ def delay_in_guest(inst, link, bonded: bool = False) -> None:
         _delay(inst, device, link.delay_s)
 
 
-def _delay(inst, device: str, delay_s: float) -> None:
+def _delay(inst: LibvirtInstance, device: str, delay_s: float) -> None:
     (tc,) = netmod.shape_commands(device, netmod.Link(None, delay_s))
     _in_guest(inst, ["sh", "-c", DELAY_SCRIPT, "sh", *tc], f"link delay on {device}", "link delays", timeout=60)

@@ -17,6 +17,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import libvirt
+
 from ..errors import BackendError
 from .libvirt_storage import image_cache
 
@@ -37,7 +39,7 @@ def _boot_id() -> str:
         return ""
 
 
-def verdict(conn, uri: str, local: bool, image_hash: str | None, boot_kvm: Callable[[], None],
+def verdict(conn: libvirt.virConnect, uri: str, local: bool, image_hash: str | None, boot_kvm: Callable[[], None],
             timeout: float) -> tuple[str, str, str]:
     """``(domain_type, reason, detail)`` for ``uri``, probing at most once per process.
 

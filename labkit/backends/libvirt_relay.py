@@ -55,6 +55,9 @@ def main(argv: list[str] | None = None) -> int:
     except (libvirt.libvirtError, BackendError) as exc:
         print(f"labkit libvirt relay: {name} at {uri}: {exc}", file=sys.stderr)
         return 255
+    if res is None:   # a wait without a timeout returns only once the command has exited
+        raise BackendError(f"labkit libvirt relay: {name} at {uri}: the guest agent's wait "
+                           "ended with no result although it had no timeout")
     sys.stdout.write(res.stdout)
     sys.stderr.write(res.stderr)
     return res.exit_code if 0 <= res.exit_code < 256 else 255

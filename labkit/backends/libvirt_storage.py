@@ -28,6 +28,7 @@ import os
 import subprocess
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import libvirt
@@ -105,12 +106,12 @@ def gone(exc: libvirt.libvirtError) -> bool:
 class Pool:
     """The storage pool holding overlays and console logs, on one libvirt connection."""
 
-    def __init__(self, conn_of, name: str, path: str):
+    def __init__(self, conn_of: Callable[[], libvirt.virConnect], name: str, path: str):
         self._conn_of = conn_of          # a callable: the backend's (lazily opened) connection
         self.name, self.path = name, path
         self._lock = threading.Lock()
 
-    def pool(self):
+    def pool(self) -> libvirt.virStoragePool:
         """The ``virStoragePool``, defined (transient) and started if needed."""
         conn = self._conn_of()
         with self._lock:

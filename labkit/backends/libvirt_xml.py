@@ -35,7 +35,7 @@ import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from urllib.parse import urlparse
 
-from ..errors import ConfigError
+from ..errors import BackendError, ConfigError
 from ..instance import InstanceSpec
 
 DOMAIN_TYPES = ("kvm", "qemu", "xen")
@@ -242,9 +242,9 @@ def domain_xml(*, name: str, spec: InstanceSpec, cpus: list[int] | None, domain_
     return ET.tostring(dom, encoding="unicode")
 
 
-def check_disk_format(value, where: str = "libvirt option disk_format") -> str:
+def check_disk_format(value: object, where: str = "libvirt option disk_format") -> str:
     """``value`` if it is one of :data:`DISK_FORMATS`, else ConfigError naming them."""
-    if value not in DISK_FORMATS:
+    if not isinstance(value, str) or value not in DISK_FORMATS:
         raise ConfigError(f"{where}={value!r}; use one of {', '.join(DISK_FORMATS)}")
     return value
 
@@ -283,14 +283,17 @@ def pool_xml(name: str, path: str) -> str:
 def parse_pinning(xml: str) -> dict[int, list[int]]:
     """``{vcpu: [host cpus]}`` from a domain's ``<cputune><vcpupin>``; empty when floating."""
     root = ET.fromstring(xml)
-    pins = {}
+    pins: dict[int, list[int]] = {}
     for pin in root.findall("./cputune/vcpupin"):
-        pins[int(pin.get("vcpu"))] = parse_cpuset(pin.get("cpuset"))
+        vcpu = pin.get("vcpu")
+        if vcpu is None:
+            raise BackendError("libvirt domain XML: a <cputune><vcpupin> has no vcpu attribute")
+        pins[int(vcpu)] = parse_cpuset(pin.get("cpuset"))
     return pins
 
 
-def parse_cpuset(text: str) -> list[int]:
-    """libvirt cpuset syntax (``0-2,5,^1``) to a sorted list of CPUs."""
+def parse_cpuset(text: str | None) -> list[int]:
+    """libvirt cpuset syntax (``0-2,5,^1``) to a sorted list of CPUs (none for None or empty)."""
     cpus: set[int] = set()
     excluded: set[int] = set()
     for part in (text or "").split(","):
@@ -312,11 +315,13 @@ def domain_facts(xml: str) -> dict:
     """vcpus, memory (MiB) and domain type as libvirt reports them."""
     root = ET.fromstring(xml)
     mem = root.find("memory")
+    if mem is not None and mem.text is None:
+        raise BackendError("libvirt domain XML: <memory> has no value")
     unit = (mem.get("unit") or "KiB") if mem is not None else "KiB"
     factor = {"KiB": 1 / 1024, "k": 1 / 1024, "MiB": 1, "M": 1, "GiB": 1024, "G": 1024,
               "b": 1 / 1048576, "bytes": 1 / 1048576}.get(unit, 1 / 1024)
     return {
         "domain_type": root.get("type"),
         "vcpus": int(root.findtext("vcpu") or 0),
-        "memory_mb": round(int(mem.text) * factor) if mem is not None else None,
+        "memory_mb": round(int(mem.text) * factor) if mem is not None and mem.text is not None else None,
     }

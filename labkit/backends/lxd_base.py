@@ -25,8 +25,13 @@ import hashlib
 import logging
 from collections.abc import Callable
 from datetime import UTC, datetime
+from types import ModuleType
+from typing import TYPE_CHECKING
 
 from ..errors import BackendError
+
+if TYPE_CHECKING:
+    import pylxd
 
 log = logging.getLogger("labkit.backends")
 
@@ -51,7 +56,7 @@ def age_s(created_at: str, now: datetime | None = None) -> float:
     return ((now or datetime.now(UTC)) - created).total_seconds()
 
 
-def base_for(client, errors, image: str, pool: str, config: dict,
+def base_for(client: pylxd.Client, errors: ModuleType, image: str, pool: str, config: dict,
              remove: Callable[[str], None]) -> str | None:
     """The name of a ready base of image alias ``image`` on ``pool``, made if there is none;
     None when none is ready (being made elsewhere, or making it failed: logged).
