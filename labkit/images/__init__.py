@@ -21,14 +21,20 @@ backend's ``image`` option.
 """
 from __future__ import annotations
 
+import argparse
 import importlib
+from collections.abc import Callable, Sequence
+from types import ModuleType
 
 from ..errors import BackendUnavailable, ConfigError
 
 TARGETS = ("docker", "lxd")
 
+#: where the image builders write their progress lines (None: nowhere)
+Echo = Callable[[str], object] | None
 
-def sdk(module: str, pip_name: str):
+
+def sdk(module: str, pip_name: str) -> ModuleType:
     """Import an optional SDK (``docker``, ``pylxd``) or say how to install it."""
     try:
         return importlib.import_module(module)
@@ -37,12 +43,12 @@ def sdk(module: str, pip_name: str):
                                  f"installed; install it with: pip install {pip_name}") from exc
 
 
-def _targets(targets) -> tuple[str, ...]:
+def _targets(targets: str | Sequence[str] | None) -> tuple[str, ...]:
     if targets is None:
         return TARGETS
     if isinstance(targets, str):
         targets = [t for t in targets.replace(" ", ",").split(",") if t]
-    out = []
+    out: list[str] = []
     for t in targets:
         if t not in TARGETS:
             raise ConfigError(f"images build: unknown target {t!r}; allowed: {', '.join(TARGETS)} "
@@ -52,8 +58,9 @@ def _targets(targets) -> tuple[str, ...]:
     return tuple(out)
 
 
-def build(targets=TARGETS, vm: bool = False, force: bool = False, echo=print, *,
-          profile: str | None = None, packages=None, variant: str | None = None) -> dict:
+def build(targets: str | Sequence[str] | None = TARGETS, vm: bool = False, force: bool = False,
+          echo: Echo = print, *, profile: str | None = None, packages: str | Sequence[str] | None = None,
+          variant: str | None = None) -> dict:
     """Build the rootfs and import it into each target; returns what each step did.
 
     ``targets``: a sequence or comma-separated string of ``docker``, ``lxd``
@@ -81,18 +88,18 @@ def build(targets=TARGETS, vm: bool = False, force: bool = False, echo=print, *,
         tarball = rootfs_tarball(path, force=force, echo=echo)
         result["tarball"] = str(tarball)
         if "docker" in chosen:
-            from .docker_image import import_image
-            result["docker"] = import_image(tarball, h, force=force, echo=echo, variant=var.name)
+            from .docker_image import import_image as import_docker
+            result["docker"] = import_docker(tarball, h, force=force, echo=echo, variant=var.name)
         if "lxd" in chosen:
-            from .lxd_image import import_image
-            result["lxd"] = import_image(tarball, h, force=force, echo=echo, variant=var.name)
+            from .lxd_image import import_image as import_lxd
+            result["lxd"] = import_lxd(tarball, h, force=force, echo=echo, variant=var.name)
     if vm:
         from .vm import build_vm_image  # the libvirt image, written by its own module
         result["vm"] = build_vm_image(path, force=force, echo=echo, variant=var.name)
     return result
 
 
-def add_variant_arguments(parser) -> None:
+def add_variant_arguments(parser: argparse.ArgumentParser) -> None:
     """The ``--profile``, ``--packages`` and ``--variant`` options of ``images build``."""
     from .rootfs import PROFILES
     parser.add_argument("--profile", choices=sorted(PROFILES),
@@ -102,10 +109,8 @@ def add_variant_arguments(parser) -> None:
     parser.add_argument("--variant", help="the variant's name (default: the profile's, or x<hash>)")
 
 
-def main(argv=None) -> int:
+def main(argv: Sequence[str] | None = None) -> int:
     """``python -m labkit.images build [--vm] [--force] [--only docker,lxd]`` (fallback CLI)."""
-    import argparse
-
     parser = argparse.ArgumentParser(prog="python -m labkit.images")
     sub = parser.add_subparsers(dest="cmd", required=True)
     b = sub.add_parser("build", help="build the rootfs and the docker/lxd (and VM) images")

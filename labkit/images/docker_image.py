@@ -10,7 +10,7 @@ import re
 from pathlib import Path
 
 from ..errors import BackendError, BackendUnavailable
-from . import sdk
+from . import Echo, sdk
 
 REPOSITORY = "labkit/debian"
 TAG = "12"
@@ -31,7 +31,7 @@ def image_names(h: str, variant: str | None = None) -> tuple[str, str]:
 
 
 def import_image(tarball: Path, h: str, *, force: bool = False, base_url: str | None = None,
-                 echo=print, variant: str | None = None) -> dict:
+                 echo: Echo = print, variant: str | None = None) -> dict:
     """Import ``tarball`` unless an image for ``h`` (of ``variant``) exists.
 
     Returns ``image`` (the content-addressed name), ``tag`` (the moving name), ``id`` and

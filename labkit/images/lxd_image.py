@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 from ..errors import BackendError, BackendUnavailable
-from . import sdk
+from . import Echo, sdk
 
 ALIAS = "labkit-debian-12"
 START_HINT = "start LXD (`lxd --group root &`, then `lxd waitready`) or run `bash scripts/setup-containers.sh`"
@@ -59,7 +59,7 @@ def alias(variant: str | None = None) -> str:
 
 
 def import_image(tarball: Path, h: str, *, force: bool = False, socket: str | None = None,
-                 echo=print, variant: str | None = None) -> dict:
+                 echo: Echo = print, variant: str | None = None) -> dict:
     """Import ``tarball`` as ``labkit-debian-12`` (``-<variant>``) unless that alias already
     has hash ``h``.
 

@@ -29,11 +29,13 @@ import re
 import shutil
 import subprocess
 import time
+from collections.abc import Iterable, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import BackendError, BackendUnavailable, ConfigError, tail
+from . import Echo
 
 log = logging.getLogger("labkit.images")
 
@@ -119,7 +121,9 @@ def _parse_one_line(text: str, origin: str) -> list[AptSource]:
 def _parse_deb822(text: str, origin: str) -> list[AptSource]:
     """deb822 ``.sources`` stanzas (``Types:``, ``URIs:``, ``Suites:``, ``Components:``)."""
     out = []
-    stanzas, current, last_key = [], {}, None
+    stanzas: list[dict[str, str]] = []
+    current: dict[str, str] = {}
+    last_key: str | None = None
     for raw in text.splitlines() + [""]:
         if raw.startswith("#"):
             continue
@@ -149,7 +153,7 @@ def _parse_deb822(text: str, origin: str) -> list[AptSource]:
     return out
 
 
-def apt_sources(patterns=APT_SOURCES) -> list[AptSource]:
+def apt_sources(patterns: Sequence[str] = APT_SOURCES) -> list[AptSource]:
     """Every ``deb`` source configured on this machine, in apt's reading order."""
     found = []
     for pattern in patterns:
@@ -163,7 +167,7 @@ def apt_sources(patterns=APT_SOURCES) -> list[AptSource]:
     return found
 
 
-def debian_mirror(suite: str = SUITE, patterns=APT_SOURCES) -> AptSource:
+def debian_mirror(suite: str = SUITE, patterns: Sequence[str] = APT_SOURCES) -> AptSource:
     """The configured Debian source that serves ``suite`` (e.g. bookworm, not bookworm-security).
 
     ``$LABKIT_APT_MIRROR`` overrides it. Raises ConfigError naming the files read.
@@ -199,7 +203,8 @@ class Variant:
 BASE = Variant()
 
 
-def variant(profile: str | None = None, packages=None, name: str | None = None) -> Variant:
+def variant(profile: str | None = None, packages: str | Sequence[str] | None = None,
+            name: str | None = None) -> Variant:
     """The variant a profile and/or a package list (sequence or comma-separated string) ask for.
 
     Its name is ``name``, else the profile's, else ``x`` + 8 hex digits of the package list.
@@ -231,7 +236,7 @@ def variant(profile: str | None = None, packages=None, name: str | None = None) 
 
 
 # --------------------------------------------------------------------------- build
-def inputs(packages=PACKAGES, suite: str = SUITE) -> dict:
+def inputs(packages: Iterable[str] = PACKAGES, suite: str = SUITE) -> dict:
     """What determines the debootstrap result (the mirror does not: same suite, same packages)."""
     return {"suite": suite, "variant": VARIANT, "packages": sorted(packages), "recipe": RECIPE,
             "arch": _dpkg_arch()}
@@ -276,7 +281,7 @@ def _run(cmd: list[str], what: str, **kw) -> subprocess.CompletedProcess:
     return proc
 
 
-def build_rootfs(force: bool = False, *, echo=print, var: Variant = BASE) -> Path:
+def build_rootfs(force: bool = False, *, echo: Echo = print, var: Variant = BASE) -> Path:
     """Path of the finished Debian 12 rootfs (of variant ``var``), debootstrapping it if it is
     not cached.
 
@@ -397,7 +402,7 @@ def image_hash(path: Path | None = None) -> str:
     return stamp["hash"]
 
 
-def rootfs_tarball(path: Path | None = None, *, force: bool = False, echo=print) -> Path:
+def rootfs_tarball(path: Path | None = None, *, force: bool = False, echo: Echo = print) -> Path:
     """An uncompressed tarball of the rootfs beside it (``rootfs-<image hash>.tar``), cached."""
     echo = echo or (lambda *a: None)
     path = path or rootfs_path()

@@ -31,10 +31,12 @@ import re
 import shutil
 import subprocess
 import time
+from collections.abc import Sequence
 from importlib import resources
 from pathlib import Path
 
 from ..errors import BackendError, BackendUnavailable, tail
+from . import Echo
 
 log = logging.getLogger("labkit.images")
 
@@ -70,7 +72,7 @@ def host_kernel(boot: str = "/boot") -> tuple[str, Path, Path]:
 
     Raises BackendUnavailable naming the package to install.
     """
-    found = []
+    found: list[tuple[list[int | str], str, Path, Path]] = []
     for vmlinuz in glob.glob(f"{boot}/vmlinuz-*-{KERNEL_FLAVOUR}"):
         version = Path(vmlinuz).name[len("vmlinuz-"):]
         initrd = Path(boot) / f"initrd.img-{version}"
@@ -81,11 +83,11 @@ def host_kernel(boot: str = "/boot") -> tuple[str, Path, Path]:
             f"no Debian cloud kernel (vmlinuz-*-{KERNEL_FLAVOUR} with initrd and modules) in {boot}; "
             "install it with: apt-get install linux-image-cloud-amd64")
     found.sort()
-    _, version, vmlinuz, initrd = found[-1]
-    return version, vmlinuz, initrd
+    _, version, kernel, initrd = found[-1]
+    return version, kernel, initrd
 
 
-def _version_key(version: str):
+def _version_key(version: str) -> list[int | str]:
     return [int(x) if x.isdigit() else x for x in re.split(r"[.-]", version)]
 
 
@@ -127,7 +129,7 @@ def _stamp(path: Path) -> Path:
     return path.with_name(path.name + ".stamp")
 
 
-def _run(cmd: list[str], what: str) -> subprocess.CompletedProcess:
+def _run(cmd: Sequence[str | Path], what: str) -> subprocess.CompletedProcess:
     log.info("%s: %s", what, " ".join(map(str, cmd)))
     try:
         proc = subprocess.run([str(c) for c in cmd], capture_output=True, text=True)
@@ -150,7 +152,7 @@ def pointer(variant: str | None = None) -> Path:
     return cache_dir() / (f"vm-{variant}.json" if variant else CURRENT)
 
 
-def build_vm_image(rootfs: Path, force: bool = False, *, echo=print,
+def build_vm_image(rootfs: Path, force: bool = False, *, echo: Echo = print,
                    variant: str | None = None) -> Path:
     """Directory of the VM image made from ``rootfs``, building it if not cached.
 
@@ -262,7 +264,7 @@ def current_image() -> Path | None:
         return None
 
 
-def ensure_vm_image(force: bool = False, *, echo=print) -> Path:
+def ensure_vm_image(force: bool = False, *, echo: Echo = print) -> Path:
     """Build the shared rootfs (if needed), then the VM image from it."""
     from .rootfs import build_rootfs
     return build_vm_image(build_rootfs(echo=echo), force=force, echo=echo)
