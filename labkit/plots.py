@@ -13,6 +13,11 @@ neither shows them a second time at the end of a cell nor keeps them alive.
 A returned Figure displays once in Jupyter; :func:`save_figure` writes it to
 ``figures/`` as PNG and SVG. Pass ``ax=`` to draw into an existing Axes instead (the function
 then returns that Axes' figure).
+
+Text shows literally: names and levels come from stores, so a level ``$\\alpha$`` or
+``$x^$`` is drawn as those characters, never parsed as matplotlib mathtext (which would
+typeset it or fail the whole figure); the figures these functions create
+(:class:`LiteralTextFigure`) draw every text with ``parse_math`` off.
 """
 from __future__ import annotations
 
@@ -29,12 +34,13 @@ from matplotlib.figure import Figure
 from scipy import stats as sps
 
 from .errors import ConfigError
+from .files import atomic_write
 from .labels import PALETTE, colors, label, term_label
 from .stats import _validate as v
 from .stats.lenth import lenth
 from .stats.summary import summarize
 
-__all__ = ["interactions", "main_effects", "overhead", "pareto", "qq", "response_by_config",
+__all__ = ["LiteralTextFigure", "interactions", "main_effects", "overhead", "pareto", "qq", "response_by_config",
            "run_order", "save_figure"]
 
 BAR = PALETTE[0]
@@ -58,9 +64,22 @@ def _raw(ax, x, y, color, *, seed: int = 0, width: float = 0.12) -> None:
     ax.scatter(x, y, s=10, color=color, alpha=0.45, linewidths=0, zorder=1, gid="raw")
 
 
+class LiteralTextFigure(Figure):
+    """A Figure whose texts are drawn as written: before each draw every Text artist gets
+    ``parse_math`` off, and texts created while drawing (tick labels are made lazily) are
+    created with ``text.parse_math`` off, so ``$`` in data is never mathtext."""
+
+    def draw(self, renderer):
+        from matplotlib.text import Text
+        with rc_context({"text.parse_math": False}):
+            for t in self.findobj(Text):
+                t.set_parse_math(False)
+            return super().draw(renderer)
+
+
 def _figure(figsize) -> Figure:
-    """A new figure on the current backend, already released by pyplot."""
-    fig = plt.figure(figsize=figsize, layout="constrained")
+    """A new figure (texts literal) on the current backend, already released by pyplot."""
+    fig = plt.figure(figsize=figsize, layout="constrained", FigureClass=LiteralTextFigure)
     plt.close(fig)
     return fig
 
@@ -467,12 +486,15 @@ def run_order(data: pd.DataFrame, response: str, *, order: str = "run_order",
 
 
 def save_figure(fig: Figure, name: str, directory: str | Path = "figures", *,
-                formats: Sequence[str] = ("png", "svg"), dpi: int = 150) -> list[Path]:
+                formats: Sequence[str] = ("png", "svg"), dpi: int = 150, mode: int = 0o600) -> list[Path]:
     """Write ``fig`` as ``directory/name.png`` and ``directory/name.svg``; return the paths.
 
     ``name`` is a bare file stem (no directory). The directory is created if
     needed. SVG output is made reproducible (no date, fixed id salt) so
-    committed figures only change when the figure does.
+    committed figures only change when the figure does. Each file is written with
+    :func:`labkit.files.atomic_write` with ``mode`` (0600 by default, like every file labkit
+    writes; git records figures as 0644 whatever their mode here), and a symbolic link
+    in place of a figure is refused.
     """
     if not isinstance(fig, Figure):
         raise ConfigError(f"fig must be a matplotlib Figure, got {type(fig).__name__}")
@@ -486,12 +508,10 @@ def save_figure(fig: Figure, name: str, directory: str | Path = "figures", *,
         raise ConfigError(f"formats must be among {sorted(allowed)}, got {formats!r}")
     stem = name[:-4] if name.lower().endswith((".png", ".svg", ".pdf")) else name
     out = Path(directory)
-    out.mkdir(parents=True, exist_ok=True)
     paths = []
     with rc_context({"svg.hashsalt": "labkit"}):
         for fmt in formats:
-            path = out / f"{stem}.{fmt}"
             meta = {"Date": None} if fmt in ("svg", "pdf") else None
-            fig.savefig(path, format=fmt, dpi=dpi, bbox_inches="tight", metadata=meta)
-            paths.append(path)
+            paths.append(atomic_write(out / f"{stem}.{fmt}", lambda fh, fmt=fmt, meta=meta: fig.savefig(
+                fh, format=fmt, dpi=dpi, bbox_inches="tight", metadata=meta), mode=mode))
     return paths

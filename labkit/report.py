@@ -23,8 +23,52 @@ from .stats import _validate as v
 from .stats.factorial import sign_table, yates_terms
 from .stats.lenth import lenth
 
-__all__ = ["Analysis", "Conclusions", "analyze", "compare", "conclusions", "html_report",
-           "variation_ci", "write_bundle", "write_report"]
+__all__ = ["Analysis", "Conclusions", "analyze", "compare", "conclusions", "escape_html", "escape_md",
+           "html_report", "variation_ci", "write_bundle", "write_report"]
+
+# always backslash-escaped in Markdown; "<", ">" and "&" become entities; "_" only where it could
+# start or end emphasis (not inside a word such as wall_time_s); "#", "+", "-", "=" and "1." only
+# at the start, where they would make a heading, a list item or a rule
+_MD_ALWAYS = set("\\`*[]$|~{}!")
+_MD_ENTITIES = {"<": "&lt;", ">": "&gt;", "&": "&amp;"}
+
+
+def escape_md(text) -> str:
+    """``text`` (any value, shown with ``str``) as Markdown that renders as exactly that text.
+
+    For everything a campaign store or a user supplies (campaign, design and factor names,
+    levels, error texts, host facts) that goes into Markdown shown by Jupyter: HTML tags and
+    entities (``<script>``, ``<img onerror=...>``) become text, links and images
+    (``[x](javascript:...)``) cannot form, ``$...$`` is not typeset as math, and line breaks
+    become spaces (the text stays inside its line, list item or heading). Plain words,
+    numbers and names such as ``wall_time_s`` are left as they are.
+    """
+    s = " ".join(str(text).splitlines())
+    out = []
+    for i, c in enumerate(s):
+        if c in _MD_ENTITIES:
+            out.append(_MD_ENTITIES[c])
+        elif c in _MD_ALWAYS or (c == "_" and not (0 < i < len(s) - 1 and s[i - 1].isalnum()
+                                                    and s[i + 1].isalnum())):
+            out.append("\\" + c)
+        else:
+            out.append(c)
+    s = "".join(out)
+    lead = len(s) - len(s.lstrip())
+    head = s[lead:]
+    if head[:1] in ("#", "+", "-", "="):
+        s = s[:lead] + "\\" + head
+    else:
+        digits = len(head) - len(head.lstrip("0123456789"))
+        if digits and head[digits:digits + 1] in (".", ")"):
+            s = s[:lead + digits] + "\\" + s[lead + digits:]
+    return s
+
+
+def escape_html(text) -> str:
+    """``text`` (any value, shown with ``str``) as HTML text or attribute value: ``<``, ``>``,
+    ``&`` and both quotes become entities (:func:`html.escape`)."""
+    return html.escape(str(text), quote=True)
 
 
 def variation_ci(data: pd.DataFrame, factors: Sequence[str], response: str, *, levels=None,
@@ -82,28 +126,34 @@ def variation_ci(data: pd.DataFrame, factors: Sequence[str], response: str, *, l
 class Conclusions:
     """Sentences about one analysis. ``headline`` answers the focus question (or is empty);
     ``findings``, ``assumptions`` and ``reference`` are lists of sentences; ``significant``
-    lists the significant terms. Displays as Markdown in Jupyter; ``str()`` is plain text."""
+    lists the significant terms. The sentences are plain text (they carry names and levels from
+    the data); :meth:`markdown` escapes them with :func:`escape_md` and :func:`html_report` with
+    :func:`escape_html`. Displays as Markdown in Jupyter; ``str()`` is the plain text."""
     headline: str
     findings: list[str] = field(default_factory=list)
     assumptions: list[str] = field(default_factory=list)
     reference: list[str] = field(default_factory=list)
     significant: list[str] = field(default_factory=list)
 
+    def _sections(self):
+        return [(title, items) for title, items in (
+            ("Findings", self.findings), ("Assumptions", self.assumptions),
+            ("Compared with the published study", self.reference)) if items]
+
     def markdown(self) -> str:
-        parts = []
-        if self.headline:
-            parts.append(f"**{self.headline}**")
-        for title, items in (("Findings", self.findings), ("Assumptions", self.assumptions),
-                             ("Compared with the published study", self.reference)):
-            if items:
-                parts.append(f"*{title}.*\n\n" + "\n".join(f"- {s}" for s in items))
+        """The headline in bold and one bulleted list per section, every sentence escaped."""
+        parts = [f"**{escape_md(self.headline)}**"] if self.headline else []
+        parts += [f"*{title}.*\n\n" + "\n".join(f"- {escape_md(s)}" for s in items)
+                  for title, items in self._sections()]
         return "\n\n".join(parts)
 
     def _repr_markdown_(self) -> str:
         return self.markdown()
 
     def __str__(self) -> str:
-        return self.markdown().replace("**", "").replace("*", "")
+        parts = [self.headline] if self.headline else []
+        parts += [f"{title}.\n\n" + "\n".join(f"- {s}" for s in items) for title, items in self._sections()]
+        return "\n\n".join(parts)
 
 
 def _pct(x: float) -> str:
@@ -275,34 +325,34 @@ def _fig_html(fig) -> str:
 
 def html_report(title: str, sections: Sequence[tuple[str, object]]) -> str:
     """One self-contained HTML page: ``sections`` is a list of (heading, content), content a
-    str (Markdown-free text, escaped), a DataFrame (table), a :class:`Conclusions` or a
-    matplotlib Figure (embedded as base64 PNG). No script, stylesheet or font is fetched."""
+    str (plain text, shown as is), a DataFrame (table), a :class:`Conclusions` or a
+    matplotlib Figure (embedded as base64 PNG). Every text, heading, table cell and sentence
+    is escaped with :func:`escape_html`, so names and levels from a store are shown literally
+    and never become markup. No script, stylesheet or font is fetched."""
     from matplotlib.figure import Figure
-    body = [f"<h1>{html.escape(title)}</h1>"]
+    body = [f"<h1>{escape_html(title)}</h1>"]
     for heading, content in sections:
-        body.append(f"<h2>{html.escape(heading)}</h2>")
+        body.append(f"<h2>{escape_html(heading)}</h2>")
         items = content if isinstance(content, list) else [content]
         for item in items:
             if isinstance(item, pd.DataFrame):
                 body.append(item.to_html(index=False, float_format=lambda x: f"{x:.4g}",
-                                         border=0, classes="t"))
+                                         border=0, classes="t", escape=True))
             elif isinstance(item, Figure):
                 body.append(_fig_html(item))
             elif isinstance(item, Conclusions):
                 if item.headline:
-                    body.append(f'<p class="headline">{html.escape(item.headline)}</p>')
-                for part in (item.findings, item.assumptions, item.reference):
-                    if part:
-                        body.append("<ul>" + "".join(f"<li>{html.escape(s)}</li>" for s in part)
-                                    + "</ul>")
+                    body.append(f'<p class="headline">{escape_html(item.headline)}</p>')
+                for _, part in item._sections():
+                    body.append("<ul>" + "".join(f"<li>{escape_html(s)}</li>" for s in part) + "</ul>")
             else:
-                body.append(f"<pre>{html.escape(str(item))}</pre>")
+                body.append(f"<pre>{escape_html(item)}</pre>")
     style = ("body{font-family:sans-serif;max-width:70em;margin:2em auto;padding:0 1em}"
              "table.t{border-collapse:collapse;font-size:.85em}"
              "table.t td,table.t th{padding:.2em .6em;border-bottom:1px solid #ddd;text-align:right}"
              "img{max-width:100%}.headline{font-weight:bold;font-size:1.1em}")
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
-            f"<title>{html.escape(title)}</title><style>{style}</style></head><body>\n"
+            f"<title>{escape_html(title)}</title><style>{style}</style></head><body>\n"
             + "\n".join(body) + "\n</body></html>\n")
 
 
@@ -312,9 +362,10 @@ class Analysis:
 
     ``meta`` (store metadata), ``status`` (run counts by status), ``runs`` (one row per
     successful run: factors, ``run_id``, ``run_order``, response), ``summary``
-    (:func:`labkit.stats.summarize` per configuration), ``kind`` ("factorial" or "anova"),
-    ``effects`` (factorial effects, or the ANOVA table with ``pct_variation`` = 100·eta²
-    and ``effect`` NaN), ``diagnostics`` (factorial residual checks or None),
+    (:func:`labkit.stats.summarize` per configuration), ``kind`` ("factorial", "anova" or
+    "none" when no test is possible, e.g. one factor without replications), ``effects``
+    (factorial effects, or the ANOVA table with ``pct_variation`` = 100·eta² and ``effect``
+    NaN; no rows for "none"), ``diagnostics`` (factorial residual checks or None),
     ``variation`` (bootstrap CIs of the shares or None), ``conclusions``,
     ``fingerprints`` (:func:`labkit.fingerprint.fingerprint_table`).
     """
@@ -332,13 +383,34 @@ class Analysis:
     conclusions: Conclusions
     fingerprints: pd.DataFrame
 
+    def design_text(self) -> str:
+        """One plain-text sentence: design name, factors, replications, seed, backend, workload
+        and run counts by status (from the store: show it escaped)."""
+        design = self.meta.get("design", {})
+        return (f"{design.get('name', '')}: factors {design.get('factors')}, "
+                f"{design.get('replications')} replications, seed {design.get('seed')}; "
+                f"backend {self.meta.get('backend')}, workload "
+                f"{(self.meta.get('workload') or {}).get('name')}; runs {self.status}")
+
+    def markdown(self) -> dict[str, str]:
+        """The explorer's Markdown, every value from the store escaped with :func:`escape_md`:
+        ``title`` (a heading: campaign, response, factors), ``design`` (:meth:`design_text`),
+        ``effects`` (the heading of the effects table) and ``conclusions``."""
+        effects = {"factorial": "Effects (2^k factorial, Jain)", "anova": "ANOVA (type 2)",
+                   "none": "Effects: none can be computed (see the conclusions)"}[self.kind]
+        return {"title": f"## {escape_md(self.campaign)}: {escape_md(self.response)} on "
+                         f"{escape_md(', '.join(map(str, self.factors)))}",
+                "design": f"**Design**: {escape_md(self.design_text())}",
+                "effects": f"**{escape_md(effects)}**",
+                "conclusions": "**Conclusions**\n\n" + self.conclusions.markdown()}
+
     def figures(self, alpha: float = 0.05) -> dict:
-        """name -> Figure: pareto (factorial), main_effects, interactions (>= 2 factors),
+        """name -> Figure: pareto (factorial, unless one factor without replications), main_effects, interactions (>= 2 factors),
         run_order and qq (when residuals exist)."""
         from . import plots
         figs = {}
         levels = self.effects.attrs.get("levels")
-        if self.kind == "factorial":
+        if self.kind == "factorial" and (len(self.factors) >= 2 or self.diagnostics is not None):
             figs["pareto"] = plots.pareto(self.effects, diagnostics=self.diagnostics)
         figs["main_effects"] = plots.main_effects(self.runs, self.factors, self.response,
                                                   alpha=alpha, levels=levels)
@@ -369,7 +441,10 @@ def analyze(data_dir, campaign: str, *, response: str | None = None, factors=Non
     ``factors`` to the design's factors that vary. A balanced two-level full factorial
     gets Jain's allocation of variation with residual diagnostics and bootstrap CIs of
     the shares (r >= 2); anything else an n-way ANOVA (type 2, interactions when the
-    data allow). Returns an :class:`Analysis`.
+    data allow). When no test is possible (an ANOVA without residual degrees of freedom:
+    one factor, or no replications) the analysis still returns, with ``kind`` "none", an
+    empty effects table and conclusions that say what cannot be computed and why.
+    Returns an :class:`Analysis`.
     """
     from .fingerprint import fingerprint_table
     from .results import responses
@@ -395,22 +470,37 @@ def analyze(data_dir, campaign: str, *, response: str | None = None, factors=Non
     runs = runs.merge(tidy.drop_duplicates("run_id")[["run_id", "run_order"]], on="run_id")
     summary = summarize(runs, factors, response, alpha=alpha)
     r = _is_full_two_level(runs, factors)
-    diag = variation = None
+    diag = variation = why = None
     if r:
         kind = "factorial"
         effects = factorial_effects(runs, factors, response, alpha=alpha)
         if r >= 2:
             diag = factorial_diagnostics(runs, factors, response, alpha=alpha)
             variation = variation_ci(runs, factors, response, alpha=alpha, n_boot=n_boot)
+        elif len(factors) < 2:
+            why = ("one two-level factor without replications: no error estimate, and Lenth's "
+                   "method needs at least 2 effects")
     else:
         kind = "anova"
         cells = runs.groupby(factors, observed=True).size()
         full = bool((cells >= 2).all())
-        table = anova(runs, response, factors, interactions=full and len(factors) > 1)
-        effects = table.assign(pct_variation=100 * table["eta_sq"], effect=np.nan)
-        effects.attrs.update(table.attrs, response=response, alpha=alpha)
-    concl = conclusions(effects, diagnostics=diag, variation=variation, alpha=alpha,
-                        focus=focus if focus in factors else None, reference=reference)
+        try:
+            table = anova(runs, response, factors, interactions=full and len(factors) > 1)
+        except ConfigError as exc:    # no residual degrees of freedom: say so, report the rest
+            kind, why = "none", str(exc)
+            effects = pd.DataFrame(columns=["term", "effect", "pct_variation"])
+        else:
+            effects = table.assign(pct_variation=100 * table["eta_sq"], effect=np.nan)
+        effects.attrs.update({} if why else table.attrs, response=response, alpha=alpha)
+    if why:
+        shown = "The effects table is shown without tests; the" if kind == "factorial" else "The"
+        concl = Conclusions(headline="", findings=[
+            f"No test of significance or share of variation can be computed from these "
+            f"{len(runs)} runs ({why}). {shown} summary per configuration and the figures are "
+            f"descriptive only; replicate the design to test the factors."])
+    else:
+        concl = conclusions(effects, diagnostics=diag, variation=variation, alpha=alpha,
+                            focus=focus if focus in factors else None, reference=reference)
     return Analysis(campaign, response, factors, meta, status, runs, summary, kind, effects,
                     diag, variation, concl, fingerprint_table(fps))
 
@@ -475,40 +565,33 @@ def compare(data_dir, a: str, b: str, *, response: str | None = None, alpha: flo
 def write_report(data_dir, campaign: str, out, *, response: str | None = None,
                  alpha: float = 0.05) -> Path:
     """Analyse ``campaign`` (:func:`analyze`) and write one self-contained HTML file to ``out``
-    (created 0600: results are private until shared). Returns the path."""
+    with :func:`labkit.files.atomic_write` (mode 0600, also when it replaces an older report:
+    results are private until shared; a symbolic link at ``out`` is refused). Returns the path."""
+    from .files import atomic_write
     a = analyze(data_dir, campaign, response=response, alpha=alpha)
-    design = a.meta.get("design", {})
     sections = [
         ("Conclusions", a.conclusions),
-        ("Design", f"{design.get('name')}: factors {design.get('factors')}, "
-                   f"{design.get('replications')} replications, seed {design.get('seed')}; "
-                   f"backend {a.meta.get('backend')}, workload "
-                   f"{(a.meta.get('workload') or {}).get('name')}; runs {a.status}"),
+        ("Design", a.design_text()),
         ("Summary per configuration", a.summary),
-        ("Effects" if a.kind == "factorial" else "ANOVA",
-         a.effects if a.variation is None else a.effects.merge(a.variation, on="term", how="left")),
+        ({"factorial": "Effects", "anova": "ANOVA", "none": "Effects"}[a.kind],
+         "none can be computed (see the conclusions)" if a.kind == "none"
+         else a.effects if a.variation is None else a.effects.merge(a.variation, on="term", how="left")),
         ("Figures", list(a.figures(alpha=alpha).values())),
         ("Host fingerprints", a.fingerprints),
     ]
     if a.diagnostics is not None:
         sections.insert(4, ("Residual diagnostics", [a.diagnostics.table, a.diagnostics.message]))
     page = html_report(f"labkit report: {campaign} ({a.response})", sections)
-    return _write_private(Path(out), page.encode())
-
-
-def _write_private(path: Path, data: bytes) -> Path:
-    import os
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "wb") as fh:
-        fh.write(data)
-    return path
+    return atomic_write(out, page)
 
 
 def write_bundle(data_dir, campaign: str, out) -> Path:
     """A zip with the campaign's ``results.csv``, ``results.parquet``, ``runs.csv``, a copy of
-    ``store.sqlite``, ``fingerprints.json`` and ``environment.json`` (Python, installed package
-    versions, this host's fingerprint). The store is read, never written. Returns the path."""
+    ``store.sqlite``, ``fingerprints.json``, ``campaign.json`` (the campaign id) and
+    ``environment.json`` (Python, installed package versions, this host's fingerprint). Member
+    names are plain file names (no directory, so nothing unpacks outside where it is
+    unpacked). Written with :func:`labkit.files.atomic_write` (0600, a symbolic link at
+    ``out`` refused). The store is read, never written. Returns the path."""
     import json
     import sqlite3
     import tempfile
@@ -523,8 +606,7 @@ def write_bundle(data_dir, campaign: str, out) -> Path:
     runs["metadata"] = runs["metadata"].map(lambda d: json.dumps(d, default=str)) if len(runs) else []
     env = {"packages": {d.metadata["Name"]: d.version for d in metadata.distributions()},
            "host": host_fingerprint()}
-    out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
+    from .files import atomic_write
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         pq = tmp / "results.parquet"
@@ -532,11 +614,13 @@ def write_bundle(data_dir, campaign: str, out) -> Path:
         copy = tmp / "store.sqlite"
         with sqlite3.connect(f"file:{src}?mode=ro", uri=True) as s, sqlite3.connect(copy) as d:
             s.backup(d)   # a consistent copy, made through SQLite's read-only connection
-        with zipfile.ZipFile(_write_private(out, b""), "w", zipfile.ZIP_DEFLATED) as z:
-            z.writestr(f"{campaign}/results.csv", tidy.to_csv(index=False))
-            z.write(pq, f"{campaign}/results.parquet")
-            z.writestr(f"{campaign}/runs.csv", runs.to_csv(index=False))
-            z.write(copy, f"{campaign}/store.sqlite")
-            z.writestr(f"{campaign}/fingerprints.json", json.dumps(fps, indent=2, default=str))
-            z.writestr("environment.json", json.dumps(env, indent=2, sort_keys=True, default=str))
-    return out
+        def write(fh):
+            with zipfile.ZipFile(fh, "w", zipfile.ZIP_DEFLATED) as z:
+                z.writestr("results.csv", tidy.to_csv(index=False))
+                z.write(pq, "results.parquet")
+                z.writestr("runs.csv", runs.to_csv(index=False))
+                z.write(copy, "store.sqlite")
+                z.writestr("fingerprints.json", json.dumps(fps, indent=2, default=str))
+                z.writestr("campaign.json", json.dumps({"campaign": campaign}))
+                z.writestr("environment.json", json.dumps(env, indent=2, sort_keys=True, default=str))
+        return atomic_write(out, write)

@@ -27,6 +27,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from .errors import StoreError
+from .files import atomic_write
 from .redact import redact
 
 # host-lost: the run was in flight on a fleet host that died (labkit.fleet)
@@ -347,7 +348,9 @@ class Store:
         return pd.DataFrame(rows, columns=cols)
 
     def export(self, directory: str | Path | None = None, formats=("csv", "parquet")) -> list[Path]:
-        """Write ``results.<fmt>`` (tidy rows) and ``runs.csv`` beside the store, atomically."""
+        """Write ``results.<fmt>`` (tidy rows) and ``runs.csv`` beside the store (or in ``directory``)
+        with :func:`labkit.files.atomic_write`: atomically, with the store's file mode, refusing a
+        symbolic link in place of an output file (:class:`~labkit.errors.ConfigError`)."""
         bad = [f for f in formats if f not in ("csv", "parquet")]
         if bad:
             raise StoreError(f"export format {bad[0]!r} not supported; use csv or parquet")
@@ -365,14 +368,7 @@ class Store:
         try:
             directory.mkdir(parents=True, exist_ok=True, mode=self.dir_mode)
             for name, write in writers:
-                out = directory / name
-                tmp = directory / f".{name}.tmp"
-                fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC,
-                             self.file_mode)
-                with os.fdopen(fd, "wb") as fh:
-                    os.fchmod(fd, self.file_mode)
-                    write(fh)
-                os.replace(tmp, out)   # atomic: a reader sees the old file or the new one
+                out = atomic_write(directory / name, write, mode=self.file_mode)
                 if name != "fingerprints.json":
                     written.append(out)
         except OSError as exc:

@@ -122,8 +122,7 @@ def test_cli_report_html_and_bundle(data, tmp_path, capsys):
     assert "Significant" in page and "host.kernel" in page
     assert (html_path.stat().st_mode & 0o777) == 0o600
     names = set(zipfile.ZipFile(zip_path).namelist())
-    assert {"affinity-local/results.csv", "affinity-local/results.parquet", "affinity-local/store.sqlite",
-            "environment.json"} <= names
+    assert {"results.csv", "results.parquet", "store.sqlite", "campaign.json", "environment.json"} <= names
     assert (data / "affinity-local" / "store.sqlite").read_bytes() == before
     assert main(["report", "affinity-local", "--data-dir", str(data)]) == 2
 
