@@ -22,17 +22,25 @@ from __future__ import annotations
 
 import dataclasses
 import random
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
 
 from .design import Design, Run, run_id
+from .errors import ConfigError
 from .stats.samplesize import n_for_halfwidth
+from .store import Store
+
+if TYPE_CHECKING:
+    from tqdm import tqdm
+
+    from .campaign import Campaign
 
 __all__ = ["next_round", "run_adaptive", "stored_values", "worst_fixed_equivalent"]
 
 
-def stored_values(store, metric: str) -> pd.DataFrame:
+def stored_values(store: Store, metric: str) -> pd.DataFrame:
     """One row per stored run: ``run_id``, ``run_order``, ``config``, ``replicate``,
     ``status`` and ``value`` (the run's ``metric`` averaged over its instances; NaN
     for a failed run or one without that metric)."""
@@ -46,9 +54,17 @@ def stored_values(store, metric: str) -> pd.DataFrame:
     return runs.assign(value=runs["run_id"].map(values).astype(float))
 
 
+def _spec(design: Design) -> dict:
+    """The design's adaptive replication settings; ConfigError if it has fixed replication."""
+    if design.adaptive is None:
+        raise ConfigError("adaptive replication needs a design with replications: {target_ci: ...}; "
+                          "this one has a fixed number of replications")
+    return design.adaptive
+
+
 def _needs(design: Design, runs: pd.DataFrame) -> dict[int, int]:
     """config -> replicates to add in the next round (only configurations that need some)."""
-    spec = design.adaptive
+    spec = _spec(design)
     n_cfg = design.n_configurations
     attempts = np.bincount(runs["config"].to_numpy(dtype=int), minlength=n_cfg)
     ok = runs.dropna(subset=["value"])
@@ -92,7 +108,8 @@ def next_round(design: Design, runs: pd.DataFrame, round_no: int) -> list[Run]:
     return [Run(run_id(c, r), start + i, c, r, dict(configs[c])) for i, (c, r) in enumerate(slots)]
 
 
-def run_adaptive(campaign, store, fp_id, *, bar=None, budget: int | None = None) -> int:
+def run_adaptive(campaign: Campaign, store: Store, fp_id: str, *, bar: tqdm | None = None,
+                 budget: int | None = None) -> int:
     """The campaign-loop hook: run adaptive rounds until every configuration meets the
     target or its cap; returns the number of runs executed (at most ``budget``).
     Does nothing until the design's initial plan is fully stored."""
@@ -138,7 +155,7 @@ def worst_fixed_equivalent(design: Design, runs: pd.DataFrame) -> dict:
     ``worst_half_width`` (relative when the design's target is), ``fixed_replicates``,
     ``fixed_runs`` and ``saving`` (1 - adaptive/fixed)."""
     from scipy import stats as sps
-    spec = design.adaptive
+    spec = _spec(design)
     ok = runs.dropna(subset=["value"])
     g = ok.groupby("config")["value"].agg(["count", "mean", "std"])
     c = spec["confidence"]

@@ -14,6 +14,10 @@ import os
 import platform
 import subprocess
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 SYS_CPU = Path("/sys/devices/system/cpu")
 SYS_NODE = Path("/sys/devices/system/node")
@@ -145,7 +149,7 @@ def fingerprint_id(fp: dict) -> str:
 
 
 def _flat(d: dict, prefix: str = "") -> dict:
-    out = {}
+    out: dict = {}
     for k, val in d.items():
         if isinstance(val, dict):
             out |= _flat(val, f"{prefix}{k}.")
@@ -154,7 +158,7 @@ def _flat(d: dict, prefix: str = "") -> dict:
     return out
 
 
-def fingerprint_table(fingerprints: dict):
+def fingerprint_table(fingerprints: dict) -> pd.DataFrame:
     """Stored fingerprints (``Store.fingerprints()``: id -> {host: ..., backend: ...}) as a
     DataFrame: one row per fact (``fact``, e.g. "host.kernel"), one column per fingerprint id.
     Facts a fingerprint lacks (older labkit) are "n/a"."""
@@ -165,7 +169,7 @@ def fingerprint_table(fingerprints: dict):
                                             for fid, c in cols.items()}})
 
 
-def fingerprint_diff(a: dict, b: dict):
+def fingerprint_diff(a: dict, b: dict) -> pd.DataFrame:
     """Facts that differ between two fingerprints (or two stores' sets, merged per side):
     DataFrame ``fact``, ``a``, ``b``. Volatile facts (current CPU MHz, KSM pages shared) are
     included: a reader decides whether a 4 % frequency change matters."""

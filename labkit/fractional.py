@@ -20,7 +20,8 @@ resolution as high as possible, :func:`block_index` gives each run's block.
 """
 from __future__ import annotations
 
-from collections.abc import Sequence
+import operator
+from collections.abc import Iterable, Sequence
 from functools import reduce
 from itertools import combinations
 
@@ -28,6 +29,9 @@ import numpy as np
 import pandas as pd
 
 from .errors import ConfigError
+
+#: generators of a fraction: a sequence of words such as ``"D=ABC"``, or one string of them
+Generators = str | Sequence[str]
 
 __all__ = ["MINIMUM_ABERRATION", "aliases", "block_generators", "block_index", "blocked_resolution",
            "defining_relation", "fold_over", "fractional_design", "fractional_effects", "resolution",
@@ -66,7 +70,7 @@ def standard_generators(k: int, p: int) -> list[str]:
                           f"{', '.join(map(str, sorted(MINIMUM_ABERRATION)))}") from None
 
 
-def _parse(k: int, generators) -> list[tuple[int, frozenset]]:
+def _parse(k: int, generators: Generators) -> list[tuple[int, frozenset[int]]]:
     """[(generated factor index, frozenset of base factor indices)], validated."""
     if isinstance(k, bool) or not isinstance(k, int) or not 2 <= k <= MAX_K:
         raise ConfigError(f"k must be an integer from 2 to {MAX_K}, got {k!r}")
@@ -88,7 +92,7 @@ def _parse(k: int, generators) -> list[tuple[int, frozenset]]:
                               f"factors {', '.join(LETTERS[base:k])} (k = {k}, p = {p})")
         if lhs in seen:
             raise ConfigError(f"factor {lhs} is generated twice")
-        word = set()
+        word: set[int] = set()
         for ch in rhs:
             if ch not in LETTERS[:base]:
                 raise ConfigError(f"generator {g!r}: {ch!r} is not a base factor "
@@ -101,11 +105,11 @@ def _parse(k: int, generators) -> list[tuple[int, frozenset]]:
     return out
 
 
-def _word(indices) -> str:
+def _word(indices: Iterable[int]) -> str:
     return "".join(LETTERS[i] for i in sorted(indices)) or "I"
 
 
-def fractional_design(k: int, generators=None, *, p: int | None = None) -> pd.DataFrame:
+def fractional_design(k: int, generators: Generators | None = None, *, p: int | None = None) -> pd.DataFrame:
     """The 2^(k-p) design matrix, -1/+1, one column per factor A, B, ..., in standard order.
 
     ``generators``: e.g. ``["D=ABC"]`` or ``"E=ABC F=BCD"``; or None with
@@ -130,18 +134,18 @@ def fractional_design(k: int, generators=None, *, p: int | None = None) -> pd.Da
     return out
 
 
-def defining_relation(k: int, generators) -> list[str]:
+def defining_relation(k: int, generators: Generators) -> list[str]:
     """Every word of the defining relation I = ... (2^p - 1 words), shortest first."""
     gens = _parse(k, generators)
     basic = [w | {j} for j, w in gens]
-    words = set()
+    words: set[frozenset[int]] = set()
     for r in range(1, len(basic) + 1):
         for combo in combinations(basic, r):
-            words.add(frozenset(reduce(lambda a, b: a ^ b, combo)))
+            words.add(frozenset(reduce(operator.xor, combo)))
     return sorted((_word(w) for w in words), key=lambda s: (len(s), s))
 
 
-def resolution(k: int, generators) -> int:
+def resolution(k: int, generators: Generators) -> int:
     """The design's resolution: the length of the shortest word of the defining relation."""
     return min(map(len, defining_relation(k, generators)))
 
@@ -150,7 +154,7 @@ def _set(word: str) -> frozenset:
     return frozenset(LETTERS.index(c) for c in word if c != "I")
 
 
-def aliases(k: int, generators, *, order: int = 2) -> pd.DataFrame:
+def aliases(k: int, generators: Generators, *, order: int = 2) -> pd.DataFrame:
     """The alias structure: each effect of up to ``order`` factors with its aliases.
 
     Returns one row per alias set that contains an effect of at most
@@ -197,7 +201,7 @@ def fold_over(design: pd.DataFrame, factor: str | None = None) -> pd.DataFrame:
     return pd.concat([design[cols].assign(fold=0), second.assign(fold=1)], ignore_index=True)
 
 
-def fractional_effects(effects_or_data, generators, *, k: int | None = None,
+def fractional_effects(effects_or_data: pd.DataFrame, generators: Generators, *, k: int | None = None,
                        factors: Sequence[str] | None = None, response: str | None = None,
                        order: int = 2) -> pd.DataFrame:
     """Effects of a 2^(k-p) design reported with their aliases, so aliased effects read together.
@@ -255,7 +259,7 @@ def fractional_effects(effects_or_data, generators, *, k: int | None = None,
 MAX_BLOCK_SEARCH = 2 ** 21     # candidate generator sets examined at most (bounded time)
 
 
-def _basic(k: int, generators) -> tuple[int, list[int]]:
+def _basic(k: int, generators: Generators | None) -> tuple[int, list[int]]:
     """(number of base factors, defining-relation words as k-bit masks) of a full or fractional design."""
     if not generators:
         if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= MAX_K:
@@ -297,7 +301,7 @@ def _group(masks) -> list[int]:
     return sorted(out)
 
 
-def block_generators(k: int, generators=None, n_blocks: int = 2) -> list[str]:
+def block_generators(k: int, generators: Generators | None = None, n_blocks: int = 2) -> list[str]:
     """Words of the base factors to confound with ``n_blocks`` (2, 4, 8, ...) blocks.
 
     Searches every set of log2(n_blocks) independent words and keeps the one whose
@@ -325,7 +329,7 @@ def block_generators(k: int, generators=None, n_blocks: int = 2) -> list[str]:
         key = (-int(ls.min()), int((ls == ls.min()).sum()), sorted(grp))
         if best_key is None or key < best_key:
             best, best_key = combo, key
-    if best is None or -best_key[0] < 2:
+    if best is None or best_key is None or -best_key[0] < 2:
         raise ConfigError(f"no way to run this design in {n_blocks} blocks without confounding a main "
                           "effect with blocks; use fewer blocks or a larger fraction")
     return [_word(j for j in range(base) if m >> j & 1) for m in best]
@@ -338,7 +342,7 @@ def _log2(n_blocks) -> int:
     return n_blocks.bit_length() - 1
 
 
-def confounded(k: int, generators, block_words) -> list[str]:
+def confounded(k: int, generators: Generators | None, block_words: Sequence[str]) -> list[str]:
     """Every effect (alias chain, shortest member first) confounded with blocks."""
     base, words = _basic(k, generators)
     masks = [_parse_word(w, base) for w in block_words]
@@ -349,7 +353,7 @@ def confounded(k: int, generators, block_words) -> list[str]:
     return out
 
 
-def blocked_resolution(k: int, generators, block_words) -> int:
+def blocked_resolution(k: int, generators: Generators | None, block_words: Sequence[str]) -> int:
     """Resolution of the blocked design: the block factor counts as one more letter in each
     confounded word (Minitab's convention), and the fraction's own words count as they are."""
     base, words = _basic(k, generators)
@@ -364,7 +368,7 @@ def blocked_resolution(k: int, generators, block_words) -> int:
     return min(res, min(bin(w).count("1") for w in words)) if words else res
 
 
-def block_index(design: pd.DataFrame, block_words) -> np.ndarray:
+def block_index(design: pd.DataFrame, block_words: Sequence[str]) -> np.ndarray:
     """Block (0-based) of each row of a -1/+1 design: bit j is set when word j is -1 there, so
     block 0 holds the runs where every word is +1 (Montgomery's principal block)."""
     cols = [c for c in design.columns if c in LETTERS]

@@ -39,8 +39,9 @@ import random
 import re
 import shlex
 import time
+from collections.abc import Iterable, Iterator
 
-from .backends.base import teardown
+from .backends.base import Backend, Instance, Process, teardown
 from .errors import BackendError, ConfigError, tail
 from .instance import InstanceSpec
 from .workloads.base import require_tool
@@ -50,11 +51,11 @@ log = logging.getLogger("labkit.noise")
 KINDS = ("none", "cpu", "memory", "io", "network", "command")
 
 
-class NoiseGroup(list):
+class NoiseGroup(list[dict]):
     """The running neighbours: a list of JSON-ready dicts (name, index, cpus, kind,
     command, workers, tool_version), plus ``instances`` (the live Instance objects)."""
 
-    def __init__(self, rows=(), instances=()):
+    def __init__(self, rows: Iterable[dict] = (), instances: Iterable[Instance] = ()):
         super().__init__(rows)
         self.instances = list(instances)
 
@@ -90,7 +91,7 @@ def _tools(kind: str) -> list[tuple[str, str]]:
             "io": [("stress-ng", "stress-ng")], "network": [("iperf3", "iperf3")]}.get(kind, [])
 
 
-def _start(inst, load: str):
+def _start(inst: Instance, load: str) -> Process:
     """Start ``load`` in the background in ``inst``, output to a log in its work dir; a Process."""
     wd = shlex.quote(inst.workdir)
     log_file = shlex.quote(f"{inst.workdir}/labkit-noise.log")
@@ -104,7 +105,7 @@ _WORKERS = {"cpu": ("stress-ng", 2), "memory": ("stress-ng", 2), "io": ("stress-
             "network": ("iperf3", 2)}
 
 
-def confirm(inst, proc, kind: str, *, wait_s: float = 10.0) -> int:
+def confirm(inst: Instance, proc: Process, kind: str, *, wait_s: float = 10.0) -> int:
     """Wait until the load runs: its process alive and, for stress-ng (iperf3), at least two
     processes of that tool in the instance (``pgrep``). Returns how many were seen; raises
     BackendError with the load's log if it exited or never started its workers in ``wait_s``."""
@@ -127,7 +128,7 @@ def confirm(inst, proc, kind: str, *, wait_s: float = 10.0) -> int:
                        f"  log (tail):\n{tail(log_tail)}")
 
 
-def stop(proc) -> None:
+def stop(proc: Process) -> None:
     """Kill the load's whole process tree. Never raises (teardown follows anyway)."""
     try:
         proc.stop()
@@ -135,7 +136,7 @@ def stop(proc) -> None:
         log.warning("stopping noise in %s failed: %s", getattr(proc.instance, "name", proc), exc)
 
 
-def _tool_version(inst, kind: str) -> str | None:
+def _tool_version(inst: Instance, kind: str) -> str | None:
     tools = _tools(kind)
     if not tools:
         return None
@@ -145,8 +146,9 @@ def _tool_version(inst, kind: str) -> str | None:
 
 
 @contextlib.contextmanager
-def neighbours(backend, spec: InstanceSpec, kind: str, *, count: int = 1, prefix: str = "labkit-noise",
-               command: str | None = None, max_s: int = 3600, confirm_s: float = 10.0):
+def neighbours(backend: Backend, spec: InstanceSpec, kind: str, *, count: int = 1,
+               prefix: str = "labkit-noise", command: str | None = None, max_s: int = 3600,
+               confirm_s: float = 10.0) -> Iterator[NoiseGroup]:
     """Run ``count`` noisy neighbours of ``kind`` for the duration of the ``with`` block.
 
     Yields a :class:`NoiseGroup` (``[]`` for kind ``none``). Raises ConfigError
@@ -164,8 +166,8 @@ def neighbours(backend, spec: InstanceSpec, kind: str, *, count: int = 1, prefix
     if kind == "command" and not command:
         raise ConfigError("noise kind 'command' needs command='<shell command to repeat>'")
     one = dataclasses.replace(spec, count=1)
-    made = []
-    started: list[tuple[object, object, str]] = []
+    made: list[Instance] = []
+    started: list[tuple[Instance, Process, str]] = []
     group = NoiseGroup()
     try:
         for _ in range(count):

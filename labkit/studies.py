@@ -1,14 +1,20 @@
 """Ready-made designs of the seed studies, with levels scaled to the host they run on."""
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .design import Design
 from .errors import ConfigError
 
+if TYPE_CHECKING:
+    import pandas as pd
 
-def affinity_levels(host_cpus: int, host_memory_mb: int, *, vcpus=None, memory_mb=None,
-                    affinity=None, count=None) -> dict:
+
+def affinity_levels(host_cpus: int, host_memory_mb: int, *, vcpus: Sequence[int] | None = None,
+                    memory_mb: Sequence[int] | None = None, affinity: Sequence[str] | None = None,
+                    count: Sequence[int] | None = None) -> dict[str, list]:
     """Levels of study 002's 2^4 design (vCPU, memory, affinity, VM count) for this host.
 
     The paper used 2/4 vCPUs on 4-core hosts, 3.5/7 GB of 16 GB, affinity yes/no
@@ -18,7 +24,7 @@ def affinity_levels(host_cpus: int, host_memory_mb: int, *, vcpus=None, memory_m
     """
     if host_cpus < 1:
         raise ConfigError(f"host_cpus must be >= 1, got {host_cpus}")
-    levels = {
+    levels: dict[str, list] = {
         "vcpus": list(vcpus) if vcpus else [max(1, host_cpus // 2), max(2, host_cpus)],
         "memory_mb": list(memory_mb) if memory_mb else [256, 512],
         "affinity": list(affinity) if affinity else ["floating", "pinned"],
@@ -31,7 +37,8 @@ def affinity_levels(host_cpus: int, host_memory_mb: int, *, vcpus=None, memory_m
 
 
 def affinity_design(host_cpus: int, host_memory_mb: int, *, replications: int = 3, seed: int = 2017,
-                    platforms=None, workload: str = "N-queens", **levels) -> Design:
+                    platforms: Sequence[str] | None = None, workload: str = "N-queens",
+                    **levels: Sequence | None) -> Design:
     """The 2^4 factorial of study 002 as a :class:`Design` (see :func:`affinity_levels`); with two
     or more ``platforms``, a ``platform`` factor first (platform x 2^4, one randomized plan).
     ``workload`` names the benchmark in the description (N-queens, Apache)."""
@@ -50,7 +57,7 @@ def affinity_design(host_cpus: int, host_memory_mb: int, *, replications: int = 
 AFFINITY_PAPER_TERMS = {"vCPU": "vcpus", "memory": "memory_mb", "affinity": "affinity", "VMs": "count"}
 
 
-def affinity_reference(path, *, workload: str = "N-queens"):
+def affinity_reference(path: str | Path, *, workload: str = "N-queens") -> pd.DataFrame:
     """Seed 002's Tables 5-8 (``data/reference/affinity_influence.csv``) in our term names.
 
     Returns ``source`` ("Leite et al. 2017, Xen" / "... KVM"), ``term`` (e.g.
@@ -86,13 +93,14 @@ OVERHEAD_VARIANT = "study"
 
 
 def overhead_benchmarks(*, vcpus: int = 2, cpu_time_s: float = 2, cpu_max_prime: int = 20000,
-                        stream_array_mb=None, stream_ntimes: int = 5, fio_size_mb: int = 64,
+                        stream_array_mb: int | None = None, stream_ntimes: int = 5, fio_size_mb: int = 64,
                         fio_runtime_s: float = 1, fio_patterns: str = "randread,randwrite",
-                        fio_block_sizes=("4k", "64k"), iperf_duration_s: float = 2,
-                        iperf_udp_bandwidth: str = "1G", apache_requests=None,
-                        apache_concurrency_levels=(10, 50), iperf_paths=("to_host", "from_host"),
+                        fio_block_sizes: Sequence[str] = ("4k", "64k"), iperf_duration_s: float = 2,
+                        iperf_udp_bandwidth: str = "1G", apache_requests: int | None = None,
+                        apache_concurrency_levels: Sequence[int] = (10, 50),
+                        iperf_paths: Sequence[str] = ("to_host", "from_host"),
                         bonnie_size_mb: int = 512, bonnie_direct: bool = True, oltp_table_size: int = 10000,
-                        oltp_time_s: float = 5, oltp_threads=(1,)) -> dict:
+                        oltp_time_s: float = 5, oltp_threads: Sequence[int] = (1,)) -> dict:
     """Benchmark name -> ``workload``, fixed ``params``, second ``factor`` and its ``levels``,
     and the ``metrics`` analysed, for study 004's fronts (cpu, memory, disk, network,
     application; ``bonnie`` and ``oltp`` are the paper's own disk and application tools) on
@@ -151,7 +159,8 @@ def variant_image(backend: str, variant: str) -> str:
     raise ConfigError(f"variant_image: {backend!r} has no image variants ({', '.join(VARIANT_BUILD)})")
 
 
-def overhead_testbed(spec: dict, platforms, check=None):
+def overhead_testbed(spec: dict, platforms: Iterable[str],
+                     check: Callable[[str, str], None] | None = None) -> tuple[dict | None, dict[str, str]]:
     """Where a benchmark of :func:`overhead_benchmarks` runs: ``(testbed, skipped)``.
 
     ``testbed`` is None when no platform needs an image variant, else a testbed mapping for
@@ -165,7 +174,8 @@ def overhead_testbed(spec: dict, platforms, check=None):
     if not variant:
         return None, {}
     check = check or _check_image
-    declared, skipped = {}, {}
+    declared: dict[str, dict] = {}
+    skipped: dict[str, str] = {}
     for p in platforms:
         if p not in VARIANT_BUILD:
             continue
@@ -191,14 +201,15 @@ def _check_image(backend: str, image: str) -> None:
         be.close()
 
 
-def overhead_design(bench: str, spec: dict, platforms, *, replications: int, seed: int):
+def overhead_design(bench: str, spec: dict, platforms: Sequence[str], *, replications: int,
+                    seed: int) -> tuple[dict, dict]:
     """One benchmark of notebook 02 as ``(design, workload_params)``: ``platform`` x its second
     factor, ``replications`` each, every platform in one randomized plan (with one platform, no
     ``platform`` factor: the campaign's backend). A second factor with one level is not a
     factor: it goes into the workload's parameters instead."""
     if not platforms:
         raise ConfigError(f"overhead_design({bench!r}): no platform to run")
-    factors = {"platform": list(platforms)} if len(platforms) > 1 else {}   # one platform: its backend
+    factors: dict[str, list] = {"platform": list(platforms)} if len(platforms) > 1 else {}   # one platform: its backend
     params = dict(spec["params"])
     if len(spec["levels"]) > 1:
         factors[spec["factor"]] = list(spec["levels"])
@@ -211,7 +222,8 @@ def overhead_design(bench: str, spec: dict, platforms, *, replications: int, see
             params)
 
 
-def load_platform_campaigns(data_dir, campaigns: dict, benchmarks: dict):
+def load_platform_campaigns(data_dir: str | Path, campaigns: dict,
+                            benchmarks: dict) -> tuple[pd.DataFrame, pd.DataFrame, dict]:
     """Notebook 02's results: one multi-platform campaign per benchmark, as one long table.
 
     ``campaigns`` maps benchmark -> campaign id (each with a ``platform`` factor);
@@ -226,7 +238,9 @@ def load_platform_campaigns(data_dir, campaigns: dict, benchmarks: dict):
     from .errors import StoreError
     from .results import responses
     from .store import Store, load_results
-    frames, failures, facts = [], [], {}
+    frames: list[pd.DataFrame] = []
+    failures: list[dict] = []
+    facts: dict = {}
     for bench, cid in campaigns.items():
         b = benchmarks[bench]
         try:
@@ -253,7 +267,7 @@ def load_platform_campaigns(data_dir, campaigns: dict, benchmarks: dict):
                                         "run_id": r["run_id"], "value": r[metric]}))
         for platform, grp in runs.groupby("platform"):
             f = facts.setdefault(platform, {"versions": {}, "domain_types": set(), "fingerprints": {}})
-            versions = next((m["versions"] for m in grp.metadata if m.get("versions")), {})
+            versions: dict = next((m["versions"] for m in grp.metadata if m.get("versions")), {})
             if versions:
                 f["versions"][bench] = versions
             f["domain_types"] |= {i.get("domain_type") for m in grp.metadata
@@ -265,8 +279,8 @@ def load_platform_campaigns(data_dir, campaigns: dict, benchmarks: dict):
     return data, pd.DataFrame(failures, columns=["platform", "benchmark", "runs_failed", "note"]), facts
 
 
-def affinity_best_times(runs, response: str = "wall_time_s", *, by=("count", "vcpus"),
-                        higher_is_better: bool = False):
+def affinity_best_times(runs: pd.DataFrame, response: str = "wall_time_s", *,
+                        by: Sequence[str] = ("count", "vcpus"), higher_is_better: bool = False) -> pd.DataFrame:
     """Study 002's Table 3 on our runs: per ``by`` group (and ``platform`` when present), the
     affinity level with the better mean ``response`` (the lower, or the higher with
     ``higher_is_better``, e.g. requests/s) and how much worse the other level is.
@@ -293,7 +307,8 @@ def affinity_best_times(runs, response: str = "wall_time_s", *, by=("count", "vc
     return pd.DataFrame(rows, columns=[*keys, "best_affinity", best_col, other_col, "difference_pct"])
 
 
-def affinity_count_differences(runs, response: str = "wall_time_s", *, column: str = "difference_s"):
+def affinity_count_differences(runs: pd.DataFrame, response: str = "wall_time_s", *,
+                               column: str = "difference_s") -> pd.DataFrame:
     """Study 002's Table 4 on our runs: the change of mean ``response`` from the fewest to the
     most instances, per ``vcpus`` and ``affinity`` (and ``platform`` when present).
 
@@ -353,19 +368,19 @@ def affinity_workload(workload: str = "nqueens", *, board_size: int = 15, reques
     raise ConfigError(f"parameter workload={workload!r}: use one of {', '.join(AFFINITY_WORKLOADS)}")
 
 
-def affinity_campaign_id(workload: str, platforms, mode: str) -> str:
+def affinity_campaign_id(workload: str, platforms: Iterable[str], mode: str) -> str:
     """Notebook 01's default campaign id: ``<stem>-<backend>`` (``<stem>-<p1>-<p2>`` with two
     platforms, e.g. ``affinity-lxd-libvirt``) in view mode, the same + ``-new`` in run mode;
     ``stem`` from :func:`affinity_workload` (``affinity``, ``affinity-apache``). The local+lxd
     pair keeps the id it was committed under, ``<stem>-platforms`` (its instances are named
     after it in the committed store)."""
-    platforms = list(platforms)
+    names = list(platforms)
     stem = affinity_workload(workload)["stem"]
-    cid = (f"{stem}-platforms" if platforms == ["local", "lxd"] else f"{stem}-" + "-".join(platforms))
+    cid = (f"{stem}-platforms" if names == ["local", "lxd"] else f"{stem}-" + "-".join(names))
     return cid if mode == "view" else f"{cid}-new"
 
 
-def affinity_better_level(runs, response: str, *, higher_is_better: bool, factor: str = "affinity") -> str:
+def affinity_better_level(runs: pd.DataFrame, response: str, *, higher_is_better: bool, factor: str = "affinity") -> str:
     """One sentence: which level of ``factor`` has the better overall mean ``response``, with
     both means and the direction that counts as better (e.g. "requests/s: higher is better")."""
     from .labels import label
@@ -378,7 +393,8 @@ def affinity_better_level(runs, response: str, *, higher_is_better: bool, factor
             f"{label(factor)} level overall is {best} (means: {parts}).")
 
 
-def overhead_paper_claims(path, data, benchmarks: dict, *, names: dict, alpha: float = 0.05):
+def overhead_paper_claims(path: str | Path, data: pd.DataFrame, benchmarks: dict, *, names: dict,
+                          alpha: float = 0.05) -> pd.DataFrame:
     """Seed 004's disk and application claims (``data/reference/overhead_disk_application.csv``)
     beside notebook 02's measurements.
 
