@@ -14,6 +14,7 @@ which runs one such ANOVA per effect on ranks) use it.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import combinations
 
@@ -39,7 +40,7 @@ class Cells:
         return lo if lo == hi else 0
 
 
-def factor_codes(data: pd.DataFrame, factors) -> tuple[list[np.ndarray], list[int]]:
+def factor_codes(data: pd.DataFrame, factors: Sequence[str]) -> tuple[list[np.ndarray], list[int]]:
     """Each factor's level index per observation, and its number of levels."""
     codes, shape = [], []
     for f in factors:
@@ -49,12 +50,13 @@ def factor_codes(data: pd.DataFrame, factors) -> tuple[list[np.ndarray], list[in
     return codes, shape
 
 
-def cells(data: pd.DataFrame, factors, codes=None) -> Cells:
+def cells(data: pd.DataFrame, factors: Sequence[str],
+          codes: tuple[list[np.ndarray], list[int]] | None = None) -> Cells:
     """The cells of ``data`` over the (validated, non-missing) ``factors`` columns
     (``codes``: their :func:`factor_codes`, if already computed)."""
-    codes, shape = codes or factor_codes(data, factors)
+    per_factor, shape = codes or factor_codes(data, factors)
     cell = np.zeros(len(data), dtype=np.int64)
-    for c, n in zip(codes, shape):
+    for c, n in zip(per_factor, shape):
         cell = cell * n + c
     return Cells(cell, tuple(shape), np.bincount(cell, minlength=int(np.prod(shape))))
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 # A residual sum of squares below this fraction of SST is rounding noise of a
 # fit (OLS), not variation in the data.
@@ -26,7 +27,7 @@ def shift(y: np.ndarray) -> tuple[np.ndarray, float]:
     return y - c, c
 
 
-def fmean(x) -> float:
+def fmean(x: ArrayLike) -> float:
     """Mean by compensated summation."""
     x = np.asarray(x, dtype=float)
     return math.fsum(x) / len(x)
@@ -38,13 +39,13 @@ def centered(y: np.ndarray) -> np.ndarray:
     return s - fmean(s)
 
 
-def ss(x) -> float:
+def ss(x: ArrayLike) -> float:
     """Σx², compensated."""
     x = np.asarray(x, dtype=float)
     return math.fsum(x * x)
 
 
-def group_ss(y: np.ndarray, codes: np.ndarray, n_groups: int):
+def group_ss(y: np.ndarray, codes: np.ndarray, n_groups: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Per-group counts, means and within-group sums of squares of (shifted) ``y``.
 
     ``codes[i]`` in ``0..n_groups-1`` is the group of ``y[i]``. Returns

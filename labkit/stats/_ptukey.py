@@ -19,6 +19,7 @@ from __future__ import annotations
 from functools import lru_cache
 
 import numpy as np
+from numpy.typing import ArrayLike
 from scipy import special
 from scipy import stats as sps
 
@@ -59,7 +60,7 @@ def _pr(w: np.ndarray, k: int, deriv: bool = False):
     return p, dp
 
 
-def cdf(q, k: int, df) -> np.ndarray:
+def cdf(q: ArrayLike, k: int, df: ArrayLike) -> np.ndarray:
     q = np.asarray(q, dtype=float)
     df = np.broadcast_to(np.asarray(df, dtype=float), q.shape)
     s, ws = _s_nodes(df)
@@ -77,14 +78,14 @@ def _chunked(fn, *arrays):
     return np.concatenate([fn(*(a[i:i + CHUNK] for a in arrays)) for i in range(0, n, CHUNK)])
 
 
-def sf(q, k: int, df) -> np.ndarray:
+def sf(q: ArrayLike, k: int, df: ArrayLike) -> np.ndarray:
     """P(Q > q) for 1-d arrays q, df of the same length."""
     q = np.atleast_1d(np.asarray(q, dtype=float))
     df = np.broadcast_to(np.asarray(df, dtype=float), q.shape)
     return _chunked(lambda a, b: 1 - cdf(a, k, b), q, df)
 
 
-def ppf(prob: float, k: int, df) -> np.ndarray:
+def ppf(prob: float, k: int, df: ArrayLike) -> np.ndarray:
     """The ``prob`` quantile for every df (1-d array)."""
     df = np.atleast_1d(np.asarray(df, dtype=float))
     return _chunked(lambda d: _ppf(prob, k, d), df)

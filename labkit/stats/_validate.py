@@ -2,15 +2,27 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
+from numpy.typing import ArrayLike
 
 from ..errors import ConfigError
 from ._numeric import group_order
 
+#: a sample: a sequence, array or Series of numbers
+Sample = ArrayLike
+#: column names: one name, a list of them, or None for none
+Columns = str | Sequence[str] | None
+#: a ``levels`` argument (see :func:`level_map`): None, a mapping ``{factor: (low, high)}`` or
+#: ``{factor: {level: -1/+1}}``, or a :class:`labkit.design.Design` (stats does not import it)
+Levels = object
+#: a seed of :func:`numpy.random.default_rng`: None (fresh entropy), an int or a Generator
+Seed = int | np.random.Generator | None
 
-def frame(data, arg: str = "data") -> pd.DataFrame:
+
+def frame(data: object, arg: str = "data") -> pd.DataFrame:
     """``data`` itself, after checking it is a non-empty DataFrame."""
     if not isinstance(data, pd.DataFrame):
         raise ConfigError(f"{arg} must be a pandas DataFrame in long format "
@@ -20,7 +32,7 @@ def frame(data, arg: str = "data") -> pd.DataFrame:
     return data
 
 
-def names(value, arg: str, *, allow_empty: bool = False) -> list[str]:
+def names(value: object, arg: str, *, allow_empty: bool = False) -> list[str]:
     """A column name or a list of them, as a list without duplicates."""
     if value is None:
         value = []
@@ -49,7 +61,7 @@ def columns(data: pd.DataFrame, cols: Sequence[str], arg: str) -> None:
             f"columns are {', '.join(map(repr, map(str, data.columns)))}")
 
 
-def response(data: pd.DataFrame, name, arg: str = "response") -> np.ndarray:
+def response(data: pd.DataFrame, name: object, arg: str = "response") -> np.ndarray:
     """The response column as float64, refusing non-numeric or missing values."""
     if not isinstance(name, str):
         raise ConfigError(f"{arg} must be a column name, got {name!r}")
@@ -67,7 +79,7 @@ def response(data: pd.DataFrame, name, arg: str = "response") -> np.ndarray:
     return y
 
 
-def alpha(value) -> float:
+def alpha(value: object) -> float:
     """A significance level strictly between 0 and 1."""
     if isinstance(value, bool) or not isinstance(value, (int, float, np.floating)) \
             or not 0 < float(value) < 1:
@@ -98,7 +110,7 @@ class DesignOrder(tuple):
     """Level order taken from a design: may list more levels than the data holds."""
 
 
-def level_map(levels, arg: str = "levels") -> dict:
+def level_map(levels: Levels, arg: str = "levels") -> dict:
     """``levels`` as ``{factor: levels}``.
 
     Accepts None, a mapping ``{factor: (low, high)}`` / ``{factor: {level: -1/+1}}``,
@@ -120,7 +132,8 @@ def level_map(levels, arg: str = "levels") -> dict:
                       f"got {type(levels).__name__}")
 
 
-def level_order(col: pd.Series, explicit=None, *, arg: str = "levels", present=None) -> list:
+def level_order(col: pd.Series, explicit: object = None, *, arg: str = "levels",
+                present: list | None = None) -> list:
     """The levels of a factor column, in analysis order.
 
     ``explicit`` (a sequence of levels, e.g. the design's) wins; then a pandas
@@ -152,7 +165,7 @@ def level_order(col: pd.Series, explicit=None, *, arg: str = "levels", present=N
         return sorted(present, key=lambda x: (type(x).__name__, str(x)))
 
 
-def two_levels(col: pd.Series, explicit=None, *, arg: str = "levels", hint: str = "") -> tuple:
+def two_levels(col: pd.Series, explicit: object = None, *, arg: str = "levels", hint: str = "") -> tuple:
     """(low, high) of a two-level factor; see :func:`level_order` for the rules.
 
     ``explicit`` may be a (low, high) pair, a mapping ``{level: -1 or +1}``
@@ -181,12 +194,12 @@ def two_levels(col: pd.Series, explicit=None, *, arg: str = "levels", hint: str 
     return scalar(order[0]), scalar(order[1])
 
 
-def scalar(x):
+def scalar(x: Any) -> Any:
     """numpy scalars as plain Python values (for readable attrs and labels)."""
     return x.item() if isinstance(x, np.generic) else x
 
 
-def groups(data, response: str, factor: str, *, min_groups: int = 2) -> tuple[list, list]:
+def groups(data: pd.DataFrame, response: str, factor: str, *, min_groups: int = 2) -> tuple[list, list]:
     """``(levels, samples)``: the response of each level of ``factor``, levels in analysis order."""
     levels, y, g = coded_groups(data, response, factor, min_groups=min_groups)
     order = group_order(g, len(levels))
@@ -194,7 +207,8 @@ def groups(data, response: str, factor: str, *, min_groups: int = 2) -> tuple[li
     return levels, np.split(y[order], bounds)
 
 
-def coded_groups(data, response: str, factor: str, *, min_groups: int = 2):
+def coded_groups(data: pd.DataFrame, response: str, factor: str, *,
+                 min_groups: int = 2) -> tuple[list, np.ndarray, np.ndarray]:
     """``(levels, y, codes)``: the response and each observation's level index (analysis order).
 
     ConfigError for a missing or non-string factor, a factor that is the response,
@@ -216,7 +230,7 @@ def coded_groups(data, response: str, factor: str, *, min_groups: int = 2):
     return levels, y, g
 
 
-def sample(x, arg: str) -> np.ndarray:
+def sample(x: Sample, arg: str) -> np.ndarray:
     """A 1-d float array of finite numbers."""
     try:
         a = np.asarray(x, dtype=float).ravel()

@@ -23,7 +23,7 @@ __all__ = ["blocked_effects"]
 
 
 def blocked_effects(data: pd.DataFrame, factors: Sequence[str], response: str, block: str, *,
-                    alpha: float = 0.05, levels=None) -> pd.DataFrame:
+                    alpha: float = 0.05, levels: v.Levels = None) -> pd.DataFrame:
     """:func:`factorial_effects` of a blocked 2^k·r design, with a ``block`` row.
 
     ``block`` names the column holding each observation's block (any labels). Returns the

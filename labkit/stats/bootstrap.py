@@ -49,8 +49,8 @@ def _resampled_means(rng, sums: np.ndarray, counts: np.ndarray, n_boot: int) -> 
     return both.real / both.imag
 
 
-def bootstrap_ci(data: pd.DataFrame, response: str, by=None, *, run: str = "run_id",
-                 n_boot: int = 2000, alpha: float = 0.05, seed=None,
+def bootstrap_ci(data: pd.DataFrame, response: str, by: v.Columns = None, *, run: str = "run_id",
+                 n_boot: int = 2000, alpha: float = 0.05, seed: v.Seed = None,
                  min_runs: int = MIN_RUNS) -> pd.DataFrame:
     """Percentile bootstrap CI of the mean of ``response`` per configuration, resampling runs.
 
@@ -98,8 +98,8 @@ def bootstrap_ci(data: pd.DataFrame, response: str, by=None, *, run: str = "run_
                                             "note"])
 
 
-def ratio_ci(a, b, *, method: str = "fieller", alpha: float = 0.05, n_boot: int = 4000,
-             seed=None) -> pd.DataFrame:
+def ratio_ci(a: v.Sample, b: v.Sample, *, method: str = "fieller", alpha: float = 0.05, n_boot: int = 4000,
+             seed: v.Seed = None) -> pd.DataFrame:
     """CI of mean(a)/mean(b), ``a`` and ``b`` independent samples of runs (one value per run).
 
     ``method="fieller"``: Fieller's theorem (Fieller 1954) for independent

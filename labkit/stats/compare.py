@@ -156,7 +156,7 @@ def drift_test(a: pd.DataFrame, b: pd.DataFrame, response: str, factors: Sequenc
     return out
 
 
-def pettitt(values, *, min_effect: float | None = None, alpha: float = 0.05) -> pd.DataFrame:
+def pettitt(values: v.Sample, *, min_effect: float | None = None, alpha: float = 0.05) -> pd.DataFrame:
     """Pettitt's (1979) non-parametric test for one change point in a series (in order).
 
     ``U_t = sum_{i<=t} sum_{j>t} sgn(x_j - x_i)``, ``K = max |U_t|``, change point ``t``

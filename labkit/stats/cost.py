@@ -20,7 +20,7 @@ SECONDS = {"s": 1.0, "ms": 1e-3, "min": 60.0, "h": 3600.0}
 
 
 def cost_efficiency(data: pd.DataFrame, time: str, price: str, *, unit: str = "s",
-                    by=None) -> pd.DataFrame:
+                    by: v.Columns = None) -> pd.DataFrame:
     """Executions per hour divided by the price per hour, per row of ``data``.
 
     ``time`` is the column of execution times (in ``unit``: "s", "ms", "min"

@@ -55,7 +55,7 @@ def _test(res: pd.DataFrame, alpha: float, saturated: bool) -> dict:
 
 def factorial_diagnostics(data: pd.DataFrame, factors: Sequence[str], response: str, *,
                           alpha: float = 0.05, terms: Sequence[str] | None = None,
-                          levels=None) -> Diagnostics:
+                          levels: v.Levels = None) -> Diagnostics:
     """Shapiro-Wilk on the residuals of the factorial model; the log model when it fails.
 
     ``terms`` as in :func:`factorial_residuals` (None: full model, which is

@@ -37,7 +37,7 @@ def _ncp_bounds(cdf, stat: float, alpha: float, scale: float) -> tuple[float, fl
                                                                     if scale < 0 else 0.0)
 
 
-def hedges_g(a, b, *, alpha: float = 0.05) -> pd.DataFrame:
+def hedges_g(a: v.Sample, b: v.Sample, *, alpha: float = 0.05) -> pd.DataFrame:
     """Hedges' g of ``a`` minus ``b`` (pooled SD) with its ``1 - alpha`` confidence interval.
 
     d = (mean_a - mean_b)/s_pooled; g = J·d with the exact small-sample

@@ -62,7 +62,7 @@ def yates(values: np.ndarray) -> np.ndarray:
     return y
 
 
-def sign_table(k: int, rows: Sequence[int] | None = None) -> np.ndarray:
+def sign_table(k: int, rows: Sequence[int] | np.ndarray | None = None) -> np.ndarray:
     """The -1/+1 sign table: row = term (Yates order), column = cell.
 
     All 2^k rows, or only the terms listed in ``rows``.
@@ -85,14 +85,14 @@ class Coded:
     r: int                  # replicates per cell
     means: np.ndarray       # cell means (of y, so minus ``offset``) in standard order
     offset: float = 0.0     # a data value subtracted from the response (exact, for accuracy)
-    constant: np.ndarray | None = None  # cells whose observations are all equal
+    constant: np.ndarray | None = None  # cells whose observations are all equal (None: not known)
 
     @property
     def k(self) -> int:
         return len(self.factors)
 
 
-def code(data, factors, response, *, levels=None) -> Coded:
+def code(data: pd.DataFrame, factors: Sequence[str], response: str, *, levels: v.Levels = None) -> Coded:
     """Validate a long-format 2^k·r data set and code it to cell indices.
 
     Raises ConfigError (naming the column) for missing columns, a
@@ -149,6 +149,8 @@ def code(data, factors, response, *, levels=None) -> Coded:
 
 def _residuals(c: Coded) -> np.ndarray:
     """Observation minus its cell mean; exactly 0 in cells whose values are all equal."""
+    if c.constant is None:
+        return c.y - c.means[c.cell]
     return np.where(c.constant[c.cell], 0.0, c.y - c.means[c.cell])
 
 
@@ -157,7 +159,7 @@ def _cell_label(i: int, factors, coding) -> str:
 
 
 def factorial_effects(data: pd.DataFrame, factors: Sequence[str], response: str, *,
-                      alpha: float = 0.05, levels=None) -> pd.DataFrame:
+                      alpha: float = 0.05, levels: v.Levels = None) -> pd.DataFrame:
     """Effects and allocation of variation of a balanced 2^k·r factorial design.
 
     Parameters
@@ -261,7 +263,7 @@ def factorial_effects(data: pd.DataFrame, factors: Sequence[str], response: str,
 
 
 def factorial_residuals(data: pd.DataFrame, factors: Sequence[str], response: str, *,
-                        terms: Sequence[str] | None = None, levels=None) -> pd.DataFrame:
+                        terms: Sequence[str] | None = None, levels: v.Levels = None) -> pd.DataFrame:
     """Fitted values and residuals of a 2^k·r factorial model.
 
     ``terms=None`` is the full model (fitted = cell mean). Otherwise the model

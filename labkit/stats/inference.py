@@ -31,7 +31,7 @@ def _shapiro_row(a: np.ndarray, alpha: float) -> dict:
     return {"n": n, "W": float(res.statistic), "p": p, "normal": bool(p > alpha), "note": ""}
 
 
-def shapiro(x, *, alpha: float = 0.05) -> pd.DataFrame:
+def shapiro(x: v.Sample, *, alpha: float = 0.05) -> pd.DataFrame:
     """Shapiro-Wilk normality test of one sample (``scipy.stats.shapiro``, as R's ``shapiro.test``).
 
     Returns a one-row DataFrame: ``n``, ``W``, ``p``, ``normal`` (p > alpha,
@@ -45,7 +45,7 @@ def shapiro(x, *, alpha: float = 0.05) -> pd.DataFrame:
     return pd.DataFrame([_shapiro_row(a, alpha)], columns=SHAPIRO_COLUMNS)
 
 
-def shapiro_by(data: pd.DataFrame, by, response: str, *, alpha: float = 0.05) -> pd.DataFrame:
+def shapiro_by(data: pd.DataFrame, by: v.Columns, response: str, *, alpha: float = 0.05) -> pd.DataFrame:
     """Shapiro-Wilk per configuration (cell) of the ``by`` columns.
 
     Returns one row per cell: the ``by`` columns, then ``n, W, p, normal, note``.
@@ -67,7 +67,7 @@ TTEST_COLUMNS = ["test", "n_a", "n_b", "mean_a", "mean_b", "diff", "t", "df", "p
                  "ci_low", "ci_high"]
 
 
-def ttest(a, b, *, paired: bool = False, equal_var: bool = False,
+def ttest(a: v.Sample, b: v.Sample, *, paired: bool = False, equal_var: bool = False,
           alpha: float = 0.05) -> pd.DataFrame:
     """Two-sample t-test of ``a`` against ``b`` (R's ``t.test(a, b, ...)``).
 
@@ -106,8 +106,8 @@ def ttest(a, b, *, paired: bool = False, equal_var: bool = False,
     return pd.DataFrame([row], columns=TTEST_COLUMNS)
 
 
-def ttest_by(data: pd.DataFrame, factor: str, response: str, by=None, *,
-             levels=None, equal_var: bool = False, alpha: float = 0.05) -> pd.DataFrame:
+def ttest_by(data: pd.DataFrame, factor: str, response: str, by: v.Columns = None, *,
+             levels: v.Levels = None, equal_var: bool = False, alpha: float = 0.05) -> pd.DataFrame:
     """For each configuration of ``by``, t-test ``response`` between the two levels of ``factor``.
 
     E.g. ``ttest_by(df, "affinity", "rps", by=["vcpus", "memory_mb", "count"])``

@@ -68,7 +68,7 @@ def _contrasts(effects) -> tuple[list[str], np.ndarray]:
     return [f"c{i + 1}" for i in range(len(c))], c
 
 
-def lenth(effects, *, alpha: float = 0.05) -> LenthResult:
+def lenth(effects: pd.DataFrame | pd.Series | Mapping[str, float] | v.Sample, *, alpha: float = 0.05) -> LenthResult:
     """Lenth's PSE, ME and SME for the contrasts (effects) of an unreplicated design.
 
     ``effects`` is a ``factorial_effects()`` table (its ``effect`` column,

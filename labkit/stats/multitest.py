@@ -41,7 +41,7 @@ def _adjust(p: np.ndarray, method: str) -> np.ndarray:
     return out
 
 
-def adjust_p(p, method: str = "holm") -> np.ndarray:
+def adjust_p(p: v.Sample, method: str = "holm") -> np.ndarray:
     """Adjusted p-values (R's ``p.adjust``) of the p-values ``p``, same order and length.
 
     ``method``: ``"holm"`` (default), ``"bonferroni"`` or ``"bh"``.

@@ -32,7 +32,7 @@ OVERHEAD_COLUMNS = ["platform", "n", "n_base", "mean", "base_mean", "ratio", "ci
                     "df", "p", "significant", "note"]
 
 
-def fieller_ratio(num, den, *, alpha: float = 0.05) -> dict:
+def fieller_ratio(num: v.Sample, den: v.Sample, *, alpha: float = 0.05) -> dict:
     """Ratio of the means of two independent samples, mean(num)/mean(den), with Fieller's CI.
 
     Returns a dict: ``ratio``, ``ci_low``, ``ci_high`` (NaN when the interval is
@@ -127,7 +127,7 @@ def overhead_ratios(data: pd.DataFrame, response: str, *, platform: str = "platf
             x = grp.loc[plat == name, response].to_numpy(float)
             # slowdown: time -> platform/base; throughput -> base/platform
             num, den = (x, base) if lower(keyd) else (base, x)
-            f = fieller_ratio(num, den, alpha=alpha) if len(base) else {
+            f: dict = fieller_ratio(num, den, alpha=alpha) if len(base) else {
                 "ratio": np.nan, "ci_low": np.nan, "ci_high": np.nan, "df": np.nan,
                 "note": f"no {baseline} run in this group"}
             p = np.nan

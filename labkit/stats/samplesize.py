@@ -31,7 +31,7 @@ def _confidence(confidence) -> float:
     return float(confidence)
 
 
-def n_for_halfwidth(sd, halfwidth, *, confidence: float = 0.95) -> np.ndarray:
+def n_for_halfwidth(sd: v.Sample, halfwidth: v.Sample, *, confidence: float = 0.95) -> np.ndarray:
     """Smallest n >= 2 with ``t(1 - a/2, n-1)·sd/sqrt(n) <= halfwidth`` (elementwise).
 
     ``sd`` and ``halfwidth`` broadcast; sd = 0 needs 2 runs; a non-finite sd or a

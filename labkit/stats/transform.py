@@ -22,7 +22,7 @@ NAMED = {-1.0: "reciprocal", -0.5: "reciprocal square root", 0.0: "log",
          0.5: "square root", 1.0: "none"}
 
 
-def boxcox_transform(y, lam: float) -> np.ndarray:
+def boxcox_transform(y: v.Sample, lam: float) -> np.ndarray:
     """(y^λ - 1)/λ, or log y when λ = 0; y must be positive."""
     y = v.sample(y, "y")
     if np.any(y <= 0):
