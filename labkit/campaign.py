@@ -10,7 +10,10 @@ during teardown waits until teardown is done. Starting the same campaign id
 again resumes it: stored runs are skipped, and a resume with another design,
 backend, backend options, workload, parameters, instance defaults or host is
 refused with the difference shown. One process at a time runs a campaign (an
-OS lock beside its store, see :mod:`labkit.lock`).
+OS lock beside its store, see :mod:`labkit.lock`), and a campaign id runs once per
+host whatever its data dir (the registry of running campaigns, :mod:`labkit.registry`):
+a second start refuses before cleaning up or creating anything, naming the other.
+A data dir another user could change is refused (:func:`labkit.paths.check_data_dir`).
 
 >>> from labkit.campaign import Campaign
 >>> from labkit.design import Design
@@ -38,6 +41,7 @@ from .errors import CommandTimeout, ConfigError, LabkitError, StoreError
 from .fingerprint import fingerprint_id, host_fingerprint, host_identity
 from .instance import InstanceSpec
 from .lock import LOCK_NAME, CampaignLock
+from .paths import check_data_dir
 from .redact import redact
 from .store import Store, now_iso
 from .testbed import Testbed
@@ -65,6 +69,20 @@ def check_campaign_id(campaign_id) -> str:
 def campaign_prefix(campaign_id: str) -> str:
     """Name prefix of every instance of the campaign: ``labkit-<id>--`` (exact: ``x`` never matches ``x-2``)."""
     return f"labkit-{campaign_id}--"
+
+
+def campaign_of(name: str) -> str | None:
+    """The campaign id whose :func:`campaign_prefix` starts ``name`` (``labkit-<id>--...``), or None
+    for a name no campaign makes (``labkit-test-1a2b``, ``labkit-fleet-1``: made by hand or by tests)."""
+    if not isinstance(name, str) or not name.startswith("labkit-"):
+        return None
+    cid, sep, _ = name[len("labkit-"):].partition("--")
+    if not sep:
+        return None
+    try:
+        return check_campaign_id(cid)
+    except ConfigError:
+        return None
 
 
 class Interrupted(KeyboardInterrupt):
@@ -189,6 +207,17 @@ class Campaign:
     def lock_path(self) -> Path:
         return self.data_dir / self.campaign_id / LOCK_NAME
 
+    def _lock(self) -> CampaignLock:
+        """The campaign's lock, registering it in the host's registry of running campaigns
+        (:mod:`labkit.registry`) while held: a campaign id runs once per host, whatever its data dir.
+        The data dir is checked first (:func:`labkit.paths.check_data_dir`)."""
+        check_data_dir(self.data_dir)
+        testbed = self.testbed.name if self.testbed is not None else None
+        return CampaignLock(self.lock_path, f"campaign {self.campaign_id!r}",
+                            dir_mode=0o750 if self.group_readable else 0o700,
+                            register={"campaign_id": self.campaign_id, "data_dir": self.data_dir,
+                                      "backend": self.backend_name, "prefix": self.prefix, "testbed": testbed})
+
     def run(self, *, retry_failed: bool = False, retries: int = 0, max_runs: int | None = None,
             new_store: bool = False) -> Store:
         """Execute every run not yet stored; returns the store, opened read-only.
@@ -227,8 +256,7 @@ class Campaign:
         b = self._backend_arg   # a nics level the backend cannot bond fails before it connects
         runnet.check_nics(backend_class(b) if isinstance(b, str) else b, self.design.plan())
         self.backend = get_backend(b, **self.backend_options)
-        lock = CampaignLock(self.lock_path, f"campaign {self.campaign_id!r}",
-                            dir_mode=0o750 if self.group_readable else 0o700)
+        lock = self._lock()
         store = None
         try:
             lock.acquire()
@@ -270,8 +298,7 @@ class Campaign:
                    new_store: bool) -> Store:
         """:meth:`run` on the testbed's hosts (:class:`labkit.fleet.Fleet`)."""
         from .fleet import Fleet
-        lock = CampaignLock(self.lock_path, f"campaign {self.campaign_id!r}",
-                            dir_mode=0o750 if self.group_readable else 0o700)
+        lock = self._lock()
         store = fleet = None
         try:
             lock.acquire()

@@ -75,67 +75,93 @@ def cmd_images(args) -> int:
 
 
 def cmd_export(args) -> int:
-    from .campaign import check_campaign_id
     from .store import Store
-    with Store.for_campaign(_data_dir(args), _existing(args, check_campaign_id(args.campaign_id)),
-                            readonly=True) as st:
+    with Store.for_campaign(_data_dir(args), _existing(args, args.campaign_id), readonly=True) as st:
         for path in st.export(args.out, formats=tuple(args.format.split(","))):
             print(path)
     return 0
 
 
 def cmd_clean(args) -> int:
-    """Remove labkit-owned leftovers (instances, cgroups, work dirs) of one campaign or of all."""
-    from pathlib import Path
-
+    """Remove labkit-owned leftovers (instances, cgroups, work dirs) of one campaign, or of every
+    campaign that is not running (:mod:`labkit.clean`; shown first, removed with ``--yes``)."""
     from .backends import REGISTRY, get_backend
-    from .campaign import campaign_prefix, check_campaign_id
-    from .errors import StoreError
-    from .lock import LOCK_NAME, CampaignLock, describe_holder, holder, is_locked
-    from .redact import without_redacted
-    from .store import Store
-    extra = _parse_params(args.backend_option)
+    from .clean import find_leftovers, remove_leftovers, running_ids
     args.data_dir = str(_data_dir(args))
     if args.campaign_id:
-        cid = check_campaign_id(args.campaign_id)
-        with Store.for_campaign(args.data_dir, cid, readonly=True) as st:
-            meta = st.meta()
-        if meta.get("testbed"):
-            from .fleet import clean_testbed
-            with CampaignLock(Path(args.data_dir) / cid / LOCK_NAME, f"campaign {cid!r}"):
-                for where, removed in clean_testbed(meta, campaign_prefix(cid), args.testbed).items():
-                    print(f"{where}: removed {len(removed)} leftover(s) of campaign {cid}: {' '.join(removed)}")
-            return 0
-        if not meta.get("backend"):
-            raise StoreError(f"campaign {cid!r}: its store records no backend; use `labkit clean` "
-                             "without a campaign")
-        options = {**without_redacted(meta.get("backend_options") or {}), **extra}
-        with CampaignLock(Path(args.data_dir) / cid / LOCK_NAME, f"campaign {cid!r}"):
-            backend = get_backend(meta["backend"], **options)
+        return _clean_campaign(args)
+    backends = {}
+    try:
+        for name in ([args.backend] if args.backend else list(REGISTRY)):
             try:
-                removed = backend.cleanup(campaign_prefix(cid))
-            finally:
-                backend.close()
-        print(f"{meta['backend']}: removed {len(removed)} leftover(s) of campaign {cid}: {' '.join(removed)}")
+                backends[name] = get_backend(name, **(_parse_params(args.backend_option) if args.backend else {}))
+            except Exception as exc:  # an unavailable backend has nothing of ours to clean here
+                if args.backend:
+                    raise
+                print(f"{name}: skipped ({str(exc).splitlines()[0][:160]})")
+        busy = running_ids(args.data_dir)
+        found = find_leftovers(backends, busy)
+        doomed = [x for x in found if x.state == "stopped" or (args.include_unknown and x.state == "unknown")]
+        for x in found:
+            why = {"running": f"kept: campaign {x.campaign} is running ({busy.get(x.campaign)})",
+                   "unknown": "kept: not made by a campaign (pass --include-unknown to remove)"}
+            print(f"{x.backend}: {x.name}: "
+                  f"{'remove' if x in doomed else why[x.state]}")
+        if not doomed:
+            print("nothing to remove")
+            return 0
+        if not (args.yes or _confirm(f"remove these {len(doomed)} object(s)? [y/N] ")):
+            print(f"nothing removed: pass --yes to remove the {len(doomed)} object(s) marked 'remove'")
+            return 1
+        for name, removed in remove_leftovers(backends, found, include_unknown=args.include_unknown).items():
+            print(f"{name}: removed {len(removed)} leftover(s): {' '.join(removed)}")
+    finally:
+        for backend in backends.values():
+            backend.close()
+    return 0
+
+
+def _confirm(question: str) -> bool:
+    """Ask on the terminal; False without one (stdin not a tty)."""
+    if not sys.stdin.isatty():
+        return False
+    try:
+        return input(question).strip().lower() in ("y", "yes")
+    except EOFError:
+        return False
+
+
+def _clean_campaign(args) -> int:
+    """``labkit clean <id>``: that campaign's leftovers, holding its lock and its registry entry
+    (refused while it runs, here or from another data dir)."""
+    from .backends import get_backend
+    from .campaign import campaign_prefix, check_campaign_id
+    from .errors import StoreError
+    from .lock import LOCK_NAME, CampaignLock
+    from .redact import without_redacted
+    from .store import Store
+    cid = check_campaign_id(args.campaign_id)
+    with Store.for_campaign(args.data_dir, cid, readonly=True) as st:
+        meta = st.meta()
+    lock = CampaignLock(Path(args.data_dir) / cid / LOCK_NAME, f"campaign {cid!r}", readonly_ok=True,
+                        register={"campaign_id": cid, "data_dir": args.data_dir, "kind": "clean"})
+    if meta.get("testbed"):
+        from .fleet import clean_testbed
+        with lock:
+            for where, removed in clean_testbed(meta, campaign_prefix(cid), args.testbed).items():
+                print(f"{where}: removed {len(removed)} leftover(s) of campaign {cid}: {' '.join(removed)}")
         return 0
-    running = [p.parent.name for p in sorted(Path(args.data_dir).glob(f"*/{LOCK_NAME}")) if is_locked(p)]
-    if running and not args.force:
-        who = "; ".join(f"{c} ({describe_holder(holder(Path(args.data_dir) / c / LOCK_NAME))})" for c in running)
-        raise StoreError(f"campaign(s) running under {args.data_dir}: {who}; cleaning every campaign would kill "
-                         "their instances: clean one campaign by id, or pass --force")
-    for name in ([args.backend] if args.backend else list(REGISTRY)):
+    if not meta.get("backend"):
+        raise StoreError(f"campaign {cid!r}: its store records no backend; use `labkit clean` "
+                         "without a campaign")
+    options = {**without_redacted(meta.get("backend_options") or {}), **_parse_params(args.backend_option)}
+    with lock:
+        backend = get_backend(meta["backend"], **options)
         try:
-            backend = get_backend(name, **(extra if args.backend else {}))
-        except Exception as exc:  # an unavailable backend has nothing of ours to clean here
-            if args.backend:
-                raise
-            print(f"{name}: skipped ({str(exc).splitlines()[0][:160]})")
-            continue
-        try:
-            removed = backend.cleanup("labkit-")
+            removed = backend.cleanup(campaign_prefix(cid))
         finally:
             backend.close()
-        print(f"{name}: removed {len(removed)} leftover(s): {' '.join(removed)}")
+    print(f"{meta['backend']}: removed {len(removed)} leftover(s) of campaign {cid}: {' '.join(removed)}")
     return 0
 
 
@@ -165,8 +191,11 @@ def _data_dir(args) -> Path:
 
 
 def _existing(args, campaign: str) -> str:
-    """``campaign`` if ``data_dir/campaign/store.sqlite`` exists, else a ConfigError listing them."""
+    """``campaign`` if it is a valid campaign id (no ``..``, no ``/``: :func:`~labkit.campaign.check_campaign_id`)
+    and ``data_dir/campaign/store.sqlite`` exists, else a ConfigError listing them."""
+    from .campaign import check_campaign_id
     from .results import list_campaigns
+    check_campaign_id(campaign)
     base = _data_dir(args)
     if not (base / campaign / "store.sqlite").is_file():
         have = ", ".join(list_campaigns(base).campaign) or "none"
@@ -290,14 +319,18 @@ def parser() -> argparse.ArgumentParser:
     e.set_defaults(func=cmd_export)
 
     c = sub.add_parser("clean", help="remove labkit leftovers (instances, cgroups) of a killed campaign")
-    c.add_argument("campaign_id", nargs="?", help="only this campaign's (default: every labkit campaign's)")
+    c.add_argument("campaign_id", nargs="?", help="only this campaign's (refused while it runs); default: those "
+                   "of every campaign not running on this host, listed first and removed with --yes")
     c.add_argument("--data-dir", help="default: the repository's data/")
     c.add_argument("--backend", help="without a campaign: only this backend")
     c.add_argument("--backend-option", action="append", metavar="KEY=VALUE",
                    help="e.g. a password the store does not keep")
     c.add_argument("--testbed", help="testbed YAML to reach a testbed campaign's hosts with (default: the "
                    "store's copy, whose secrets were redacted)")
-    c.add_argument("--force", action="store_true", help="clean everything even if a campaign is running")
+    c.add_argument("--yes", action="store_true", help="without a campaign: remove what is listed (default: "
+                   "only list it, and ask on a terminal)")
+    c.add_argument("--include-unknown", action="store_true", help="without a campaign: also remove labkit-* "
+                   "objects no campaign made (test fixtures, hand-made); never those of a running campaign")
     c.set_defaults(func=cmd_clean)
 
     cl = sub.add_parser("cloud", help="cloud providers (openstack, cloudstack, azure)")

@@ -7,11 +7,19 @@ process fails at once with a :class:`~labkit.errors.StoreError` naming them.
 The file is never deleted (deleting it would let two processes lock two
 different files), is opened without following symlinks, and is private (0600).
 
+With ``register=`` the lock also registers the campaign in the host's registry of running
+campaigns (:mod:`labkit.registry`) once it is held, and unregisters it on release, so the
+same campaign id cannot start from another data dir. A data dir on a read-only file system
+is refused with what to do (make it writable, or copy it); with ``readonly_ok`` (``labkit
+clean``, which writes nothing there) an existing lock file is then locked read-only instead.
+
 >>> with CampaignLock("data/demo/campaign.lock"):   # doctest: +SKIP
 ...     ...  # run the campaign
 """
 from __future__ import annotations
 
+import contextlib
+import errno
 import fcntl
 import json
 import os
@@ -35,10 +43,18 @@ def holder(path: str | Path) -> dict | None:
 
 def is_locked(path: str | Path) -> bool:
     """Whether a live process holds the lock at ``path`` (False if there is no lock file)."""
+    return lock_state(path) is True
+
+
+def lock_state(path: str | Path) -> bool | None:
+    """True if a live process holds the ``flock`` at ``path``; False if none does or there is no
+    file; None if the file cannot be opened (another user's, or a symlink: never followed)."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-    except OSError:
+    except FileNotFoundError:
         return False
+    except OSError:
+        return None
     try:
         fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
     except BlockingIOError:
@@ -62,19 +78,47 @@ class CampaignLock:
     process holds it (naming that process) or when the lock file cannot be created.
     """
 
-    def __init__(self, path: str | Path, what: str = "campaign", *, dir_mode: int = 0o700):
+    def __init__(self, path: str | Path, what: str = "campaign", *, dir_mode: int = 0o700,
+                 register: dict | None = None, readonly_ok: bool = False):
         self.path = Path(path)
         self.what = what
         self.dir_mode = dir_mode
+        self.register = register
+        self.readonly_ok = readonly_ok
         self._fd: int | None = None
+        self._registration = None
 
     def acquire(self) -> CampaignLock:
-        from .store import now_iso
+        """Take the lock (then the registry entry, with ``register``); StoreError when either is held."""
+        fd = self._open()
+        self._lock(fd)
+        if self.register is not None:
+            from .registry import register
+            try:
+                self._registration = register(**self.register)
+            except BaseException:
+                os.close(fd)
+                raise
+        self._fd = fd
+        return self
+
+    def _open(self) -> int:
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True, mode=self.dir_mode)
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+            return os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
         except OSError as exc:
-            raise StoreError(f"{self.path}: cannot create the campaign lock: {exc.strerror or exc}") from None
+            if exc.errno not in (errno.EROFS, errno.EACCES, errno.EPERM):
+                raise StoreError(f"{self.path}: cannot create the campaign lock: {exc.strerror or exc}") from None
+            if self.readonly_ok and self.path.is_file():
+                with contextlib.suppress(OSError):
+                    return os.open(self.path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+            where = self.path.parent.parent
+            raise StoreError(f"{self.path}: cannot write the campaign lock ({exc.strerror or exc}): make {where} "
+                             f"writable (remount it read-write or chmod u+w), or copy it (cp -a {where} "
+                             "<somewhere writable>) and pass that as --data-dir") from None
+
+    def _lock(self, fd: int) -> None:
+        from .store import now_iso
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -86,10 +130,9 @@ class CampaignLock:
             raise StoreError(f"{self.path}: cannot lock: {exc.strerror or exc}") from None
         # a stale file (its holder died) is taken over: the content is rewritten
         info = {"pid": os.getpid(), "host": socket.gethostname(), "started": now_iso()}
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, json.dumps(info).encode(), 0)
-        self._fd = fd
-        return self
+        with contextlib.suppress(OSError):   # a lock file opened read-only (readonly_ok) keeps its content
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, json.dumps(info).encode(), 0)
 
     def _wait_holder(self) -> dict | None:
         # the holder writes its identity just after locking: give it a moment
@@ -102,6 +145,9 @@ class CampaignLock:
         return None
 
     def release(self) -> None:
+        if self._registration is not None:
+            reg, self._registration = self._registration, None
+            reg.release()
         if self._fd is not None:
             fd, self._fd = self._fd, None
             os.close(fd)   # closing releases the flock; the file stays (see module docstring)

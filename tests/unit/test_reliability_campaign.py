@@ -65,6 +65,7 @@ class FakeBackend(Backend):
     def __init__(self, **options):
         super().__init__(**options)
         self.cleaned, self.destroyed, self.cpus = [], [], 2
+        self.listed = list(LISTED)   # names list_labkit shows (as left by killed campaigns)
 
     def host_cpus(self):
         return self.cpus
@@ -74,10 +75,15 @@ class FakeBackend(Backend):
 
     def cleanup(self, prefix):
         self.cleaned.append(prefix)
-        return []
+        gone = [n for n in self.listed if n.startswith(prefix)]
+        self.listed = [n for n in self.listed if n not in gone]
+        return gone
 
     def list_labkit(self, prefix="labkit-"):
-        return []
+        return [n for n in self.listed if n.startswith(prefix)]
+
+
+LISTED: list[str] = []
 
 
 class Quick(Workload):
@@ -234,19 +240,32 @@ def test_clean_one_campaign_uses_its_backend_and_prefix(tmp_path, fake_backends,
     assert not (tmp_path / "nope").exists()
 
 
-def test_clean_everything_skips_unavailable_backends_and_refuses_while_a_campaign_runs(
-        tmp_path, fake_backends, capsys):
-    assert cli.main(["clean", "--data-dir", str(tmp_path)]) == 0
-    out = capsys.readouterr().out
-    assert "docker: skipped (docker: daemon down)" in out
-    assert {b.name for b in fake_backends} == set(labkit.backends.REGISTRY) - {"docker"}
-    assert all(b.cleaned == ["labkit-"] for b in fake_backends)
-    fake_backends.clear()
-    with CampaignLock(tmp_path / "busy" / LOCK_NAME):
-        assert cli.main(["clean", "--data-dir", str(tmp_path)]) == 2
-        assert "busy" in capsys.readouterr().err and fake_backends == []
+def test_clean_everything_skips_unavailable_backends_and_spares_running_campaigns(
+        tmp_path, fake_backends, capsys, monkeypatch):
+    """Issue 28: `labkit clean` without an id removed every labkit-* object, also those of campaigns
+    running from other data dirs and test fixtures; now it lists first, keeps running campaigns'
+    objects (registered anywhere, or locked under the data dir) and names no campaign made."""
+    from labkit.registry import register
+    monkeypatch.setenv("LABKIT_RUN_DIR", str(tmp_path / "run"))
+    monkeypatch.setattr(sys.modules[__name__], "LISTED", [
+        "labkit-busy--0a", "labkit-elsewhere--0b", "labkit-gone--0c", "labkit-gone--noise0d", "labkit-test-0e"])
+    with CampaignLock(tmp_path / "busy" / LOCK_NAME), register("elsewhere", tmp_path / "other-checkout"):
+        assert cli.main(["clean", "--data-dir", str(tmp_path)]) == 1      # no --yes, no terminal: list only
+        out = capsys.readouterr().out
+        assert "docker: skipped (docker: daemon down)" in out
+        assert {b.name for b in fake_backends} == set(labkit.backends.REGISTRY) - {"docker"}
+        assert all(b.cleaned == [] for b in fake_backends) and "nothing removed: pass --yes" in out
+        assert "local: labkit-gone--0c: remove" in out and "local: labkit-test-0e: kept" in out
+        assert f"campaign elsewhere is running (data dir {tmp_path / 'other-checkout'}" in out
+        fake_backends.clear()
+        assert cli.main(["clean", "--data-dir", str(tmp_path), "--yes"]) == 0
+        assert all(b.cleaned == ["labkit-gone--"] for b in fake_backends)
+        assert all(b.listed == ["labkit-busy--0a", "labkit-elsewhere--0b", "labkit-test-0e"] for b in fake_backends)
         assert cli.main(["clean", "busy", "--data-dir", str(tmp_path)]) == 2   # no store there: an error
         assert "no result store" in capsys.readouterr().err
+    fake_backends.clear()
+    assert cli.main(["clean", "--data-dir", str(tmp_path), "--yes", "--include-unknown"]) == 0
+    assert all(b.listed == [] for b in fake_backends)    # nothing runs any more: everything goes
 
 
 # -- 11: an OOM kill is stored as such -----------------------------------------------------------
