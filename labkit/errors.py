@@ -11,6 +11,8 @@
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 
 class LabkitError(Exception):
     """Root of every error labkit raises on purpose."""
@@ -36,9 +38,10 @@ class BackendUnavailable(BackendError):
 
 
 class CommandError(BackendError):
-    """A command exited non-zero. ``result`` holds the :class:`ExecResult`."""
+    """A command exited non-zero. ``result`` holds the :class:`ExecResult` (typed ``object``
+    here: this module imports nothing of labkit, so that every module may import it)."""
 
-    def __init__(self, message: str, result=None):
+    def __init__(self, message: str, result: object = None):
         super().__init__(message)
         self.result = result
 
@@ -53,7 +56,7 @@ class BenchmarkError(LabkitError):
     ``command`` and ``output_tail`` carry what ran and the end of its output.
     """
 
-    def __init__(self, message: str, command=None, output_tail: str = ""):
+    def __init__(self, message: str, command: str | Sequence[str] | None = None, output_tail: str = ""):
         if command is not None or output_tail:
             message = f"{message}\n  command: {command}\n  output (tail):\n{output_tail}"
         super().__init__(message)

@@ -25,7 +25,7 @@ REGISTRY = {
 }
 
 
-def workload_class(name) -> type[Workload]:
+def workload_class(name: object) -> type[Workload]:
     """The Workload class registered as ``name`` (ConfigError listing the names if unknown)."""
     if not isinstance(name, str) or name not in REGISTRY:
         raise ConfigError(f"unknown workload {name!r}; available: {', '.join(sorted(REGISTRY))}")
@@ -33,7 +33,7 @@ def workload_class(name) -> type[Workload]:
     return getattr(importlib.import_module(module), cls)
 
 
-def get_workload(name, **params) -> Workload:
+def get_workload(name: str | Workload, **params: object) -> Workload:
     """Instantiate workload ``name`` with parameters (a Workload passes through)."""
     if isinstance(name, Workload):
         return name

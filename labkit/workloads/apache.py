@@ -42,11 +42,16 @@ import random
 import re
 import shlex
 import time
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from ..errors import BenchmarkError, CommandTimeout, ConfigError, tail
-from .base import Measurement, Workload, require_tool, run_checked
+from .base import Measurement, Workload, network_address, require_tool, run_checked
 from .iperf3 import check_address
 from .params import TIMEOUT, Bool, Int, Num, Str
+
+if TYPE_CHECKING:
+    from ..backends.base import ExecResult, Instance
 
 PATHS = ("loopback", "instances", "from_host")
 
@@ -63,7 +68,7 @@ def _find(pattern, text, what, command) -> float:
     return float(m.group(1))
 
 
-def parse(text: str, command=None, instance: int = 0, requests: int | None = None) -> list[Measurement]:
+def parse(text: str, command: Sequence[str] | None = None, instance: int = 0, requests: int | None = None) -> list[Measurement]:
     """Measurements from ApacheBench's report.
 
     Raises BenchmarkError on truncated or foreign output, when fewer than
@@ -163,7 +168,7 @@ class Apache(Workload):
               "page_kb": Num(0, 10**6), "keepalive": Bool(), "timeout_s": TIMEOUT}
     min_memory_mb = 64
 
-    def prepare(self, instance) -> None:
+    def prepare(self, instance: Instance) -> None:
         require_tool(instance, "ab", "apache2-utils")
         res = instance.exec(["sh", "-c", f"command -v apache2 || test -x {HTTPD} && echo {HTTPD}"],
                             check=False, timeout=30)
@@ -171,11 +176,11 @@ class Apache(Workload):
             raise BenchmarkError(f"'apache2' is not installed in {instance.name}; it comes with the "
                                  "Debian package 'apache2' (apt-get install apache2)")
 
-    def _start(self, instance, params, listen: str = "127.0.0.1") -> str:
+    def _start(self, instance: Instance, params: dict, listen: str = "127.0.0.1") -> tuple[str, int]:
         """Write the config, start httpd on ``listen`` at a free random port; returns its
         directory and port."""
         page = int(float(params["page_kb"]) * 1024)
-        last = None
+        last: ExecResult | None = None
         for _ in range(5):
             port = random.randint(20000, 59999)
             script = _SETUP.replace("{page_bytes}", str(page)).replace("{port}", str(port)) \
@@ -188,6 +193,8 @@ class Apache(Workload):
                 return d, port
             last = start
             self._stop(instance, d)
+        if last is None:   # five tries, so never
+            raise BenchmarkError("httpd did not start: it was never tried")
         raise BenchmarkError("httpd did not start", last.command, tail(last.stdout + last.stderr))
 
     @staticmethod
@@ -201,7 +208,7 @@ class Apache(Workload):
         """Whether this run goes across the run's network (``path`` instances or from_host)."""
         return {**self.params, **params}["path"] != "loopback"
 
-    def run_group(self, instances, params: dict) -> list[Measurement]:
+    def run_group(self, instances: Sequence[Instance], params: dict) -> list[Measurement]:
         """``path: instances``: httpd in inst0, ab in inst1; ``path: from_host``: ab on the host
         against every instance at once (see the module docstring)."""
         params = {**self.params, **params}
@@ -213,7 +220,7 @@ class Apache(Workload):
             raise ConfigError("apache path 'instances' needs count >= 2 and network: private")
         return self.run(instances[1], params, server=instances[0])
 
-    def from_host(self, host, instances, params: dict) -> list[Measurement]:
+    def from_host(self, host: Instance, instances: Sequence[Instance], params: dict) -> list[Measurement]:
         """httpd in every instance of ``instances`` on its private address, one ab per instance
         started together on ``host`` (an Instance on the same network, e.g.
         :class:`labkit.network_host.HostEnd`); returns every instance's measurements (rows carry
@@ -231,7 +238,7 @@ class Apache(Workload):
                 d, port = self._start(inst, params, inst.address)
                 started.append((inst, d))
                 urls.append(f"http://{inst.address}:{port}/index.html")
-            argvs = [ab_command(requests, concurrency, url, params.get("keepalive")) for url in urls]
+            argvs = [ab_command(requests, concurrency, url, bool(params.get("keepalive"))) for url in urls]
             deadline = None if timeout is None else time.monotonic() + timeout
             procs = [host.spawn(argv) for argv in argvs]          # all load generators at once
             while any(p.running() for p in procs):
@@ -241,11 +248,14 @@ class Apache(Workload):
                 time.sleep(0.05)
             rows: list[Measurement] = []
             for inst, argv, p in zip(instances, argvs, procs):
-                out = p.result.stdout + p.result.stderr
-                if p.result.exit_code != 0:
-                    raise BenchmarkError(f"ab against httpd in {inst.name} exited {p.result.exit_code}",
+                res = p.result
+                if res is None:   # never: the loop above waited for every ab
+                    raise BenchmarkError(f"ab against httpd in {inst.name} has not ended", argv)
+                out = res.stdout + res.stderr
+                if res.exit_code != 0:
+                    raise BenchmarkError(f"ab against httpd in {inst.name} exited {res.exit_code}",
                                          argv, tail(out))
-                rows += parse(p.result.stdout, argv, inst.index, requests)
+                rows += parse(res.stdout, argv, inst.index, requests)
             return rows
         finally:
             for p in procs:
@@ -253,16 +263,16 @@ class Apache(Workload):
             for inst, d in started:
                 self._stop(inst, d)
 
-    def run(self, instance, params: dict, server=None) -> list[Measurement]:
+    def run(self, instance: Instance, params: dict, server: Instance | None = None) -> list[Measurement]:
         params = {**self.params, **params}
         requests, concurrency = scaled(params)
         server = server or instance
-        address = "127.0.0.1" if server is instance else server.peer_address
+        address = "127.0.0.1" if server is instance else network_address(server, peer=True)
         d, port = self._start(server, params, address)
         try:
             host = "127.0.0.1" if server is instance else f"inst{server.index}"
             argv = ab_command(requests, concurrency, f"http://{host}:{port}/index.html",
-                              params.get("keepalive"))
+                              bool(params.get("keepalive")))
             try:
                 res = run_checked(instance, argv, timeout=params.get("timeout_s"))
             except BenchmarkError as exc:
@@ -276,7 +286,7 @@ class Apache(Workload):
             self._stop(server, d)
         return parse(res.stdout, argv, instance.index, requests)
 
-    def version(self, instance) -> dict:
+    def version(self, instance: Instance) -> dict:
         h = instance.exec([HTTPD, "-v"], check=False, timeout=30)
         a = instance.exec(["ab", "-V"], check=False, timeout=30)
         return parse_versions(h.stdout + h.stderr, a.stdout + a.stderr)

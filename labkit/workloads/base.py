@@ -11,7 +11,7 @@ parameters, and returns :class:`Measurement` rows. It never touches the store.
         min_memory_mb = 32
         def prepare(self, instance): ...   # once per instance, before run
         def run(self, instance, params) -> list[Measurement]: ...
-        def version(self, instance) -> dict: ...   # tool versions, recorded in metadata
+        def version(self, instance: Instance) -> dict: ...   # tool versions, recorded in metadata
 
 ``params`` holds the defaults, overridden by constructor arguments, overridden
 by the run's workload factor levels, plus ``vcpus`` (the instance's vCPUs).
@@ -21,10 +21,16 @@ from __future__ import annotations
 import json
 import shlex
 from abc import ABC, abstractmethod
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
+from ..backends.base import ExecResult
 from ..errors import BenchmarkError, CommandError, ConfigError, tail
 from .params import Param
+
+if TYPE_CHECKING:
+    from ..backends.base import Instance
 
 
 @dataclass
@@ -42,7 +48,7 @@ class Workload(ABC):
     schema: dict[str, Param] = {}   # parameter -> type/range; a parameter without one must be a scalar
     min_memory_mb = 16
 
-    def __init__(self, **params):
+    def __init__(self, **params: object):
         unknown = sorted(set(params) - set(self.defaults))
         if unknown:
             raise ConfigError(
@@ -51,7 +57,7 @@ class Workload(ABC):
         self.params = {**self.defaults, **{k: self.check_param(k, v) for k, v in params.items()}}
 
     @classmethod
-    def check_param(cls, key: str, value, *, where: str | None = None):
+    def check_param(cls, key: str, value: object, *, where: str | None = None) -> Any:
         """``value`` of parameter ``key`` in canonical form (e.g. 8.0 -> 8), or ConfigError naming
         the workload, the key and what its schema allows."""
         where = where or f"workload {cls.name!r} parameter {key!r}"
@@ -63,7 +69,7 @@ class Workload(ABC):
         return value
 
     @classmethod
-    def param_from_text(cls, key: str, text: str):
+    def param_from_text(cls, key: str, text: str) -> Any:
         """The value of ``--param key=text``: read by the parameter's schema (a string parameter
         keeps the text as is), JSON for a parameter without a schema."""
         where = f"--param {key}"
@@ -87,14 +93,14 @@ class Workload(ABC):
         merged["vcpus"] = vcpus
         return merged
 
-    def prepare(self, instance) -> None:  # noqa: B027 (optional hook)
+    def prepare(self, instance: Instance) -> None:  # noqa: B027 (optional hook)
         """Make the instance ready (copy binaries, check tools). Default: nothing."""
 
     @abstractmethod
-    def run(self, instance, params: dict) -> list[Measurement]:
+    def run(self, instance: Instance, params: dict) -> list[Measurement]:
         """Run once in ``instance`` and return its measurements."""
 
-    def version(self, instance) -> dict:
+    def version(self, instance: Instance) -> dict:
         """Versions of the tools used, recorded in the run metadata."""
         return {}
 
@@ -102,7 +108,7 @@ class Workload(ABC):
         return {"name": self.name, "params": self.params, "response": self.response}
 
 
-def require_tool(instance, tool: str, package: str) -> str:
+def require_tool(instance: Instance, tool: str, package: str) -> str:
     """Path of ``tool`` in the instance, or BenchmarkError naming its Debian package."""
     res = instance.exec(["sh", "-c", f"command -v {shlex.quote(tool)}"], check=False, timeout=30)
     if not res.ok or not res.stdout.strip():
@@ -112,7 +118,18 @@ def require_tool(instance, tool: str, package: str) -> str:
     return res.stdout.strip()
 
 
-def run_checked(instance, argv, *, timeout=None, env=None):
+def network_address(instance: Instance, *, peer: bool = False) -> str:
+    """``instance``'s address on the run's private network (``peer``: the one the other instances
+    reach it at, the bonded data address with ``nics`` > 1); ConfigError when it is on none."""
+    address = instance.peer_address if peer else instance.address
+    if address is None:
+        raise ConfigError(f"{instance.name} has no address on the run's private network "
+                          "(the design needs network: private)")
+    return address
+
+
+def run_checked(instance: Instance, argv: str | Sequence[str], *, timeout: float | None = None,
+                env: dict | None = None) -> ExecResult:
     """exec ``argv``; a non-zero exit becomes BenchmarkError with the command and output tail."""
     try:
         return instance.exec(argv, timeout=timeout, env=env)
@@ -120,5 +137,7 @@ def run_checked(instance, argv, *, timeout=None, env=None):
         if type(exc).__name__ == "CommandTimeout":
             raise
         r = exc.result
+        if not isinstance(r, ExecResult):   # every CommandError of an exec holds its result
+            raise
         raise BenchmarkError(f"benchmark command failed (exit {r.exit_code})", r.command,
                              tail(r.stdout + "\n" + r.stderr)) from exc

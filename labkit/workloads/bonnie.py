@@ -23,10 +23,15 @@ half of ``size_mb``), ``direct`` (true), ``timeout_s`` (1800). Response:
 from __future__ import annotations
 
 import shlex
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from ..errors import BenchmarkError, ConfigError, tail
 from .base import Measurement, Workload, require_tool, run_checked
 from .params import TIMEOUT, Bool, Int
+
+if TYPE_CHECKING:
+    from ..backends.base import Instance
 
 #: offset from the end of the CSV line of each sequential result -> (metric, unit)
 _FROM_END = {-39: ("write_kib_per_s", "KiB/s"), -37: ("rewrite_kib_per_s", "KiB/s"),
@@ -34,7 +39,7 @@ _FROM_END = {-39: ("write_kib_per_s", "KiB/s"), -37: ("rewrite_kib_per_s", "KiB/
 _FIELDS_AFTER_SEEKS = 12 + 17
 
 
-def parse(text: str, command=None, instance: int = 0) -> list[Measurement]:
+def parse(text: str, command: Sequence[str] | None = None, instance: int = 0) -> list[Measurement]:
     """Measurements from bonnie++'s ``-q`` CSV output (the line starting with a format
     version). Raises BenchmarkError when there is no such line or a value is not a number."""
     lines = [line for line in (text or "").splitlines() if line[:1].isdigit() and "," in line]
@@ -71,7 +76,7 @@ class Bonnie(Workload):
               "timeout_s": TIMEOUT}
     min_memory_mb = 32
 
-    def prepare(self, instance) -> None:
+    def prepare(self, instance: Instance) -> None:
         require_tool(instance, "bonnie++", "bonnie++")
 
     def command(self, params: dict, directory: str) -> list[str]:
@@ -82,7 +87,7 @@ class Bonnie(Workload):
         return ["bonnie++", "-d", directory, "-s", str(size), "-r", str(ram), "-n", "0", "-f", "-q",
                 "-u", "root", "-m", "labkit"] + (["-D"] if params.get("direct", True) else [])
 
-    def run(self, instance, params: dict) -> list[Measurement]:
+    def run(self, instance: Instance, params: dict) -> list[Measurement]:
         params = {**self.params, **params}
         d = f"{instance.workdir}/bonnie"
         argv = self.command(params, d)
@@ -93,6 +98,6 @@ class Bonnie(Workload):
             instance.exec(["rm", "-rf", d], check=False, timeout=120)
         return parse(res.stdout, shlex.join(argv), instance.index)
 
-    def version(self, instance) -> dict:
+    def version(self, instance: Instance) -> dict:
         res = instance.exec(["sh", "-c", "dpkg-query -W -f '${Version}' bonnie++"], check=False, timeout=30)
         return {"bonnie++": res.stdout.strip() or "unknown"}

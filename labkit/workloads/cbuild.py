@@ -10,6 +10,7 @@ import hashlib
 import os
 import shutil
 import subprocess
+from collections.abc import Sequence
 from importlib import resources
 from pathlib import Path
 
@@ -26,7 +27,8 @@ def compiler() -> str:
                          "install one with: apt-get install gcc")
 
 
-def compile_c(source, binary, *, flags=("-O2",), mpi: bool = False) -> Path:
+def compile_c(source: str | Path, binary: str | Path, *, flags: Sequence[str] = ("-O2",),
+              mpi: bool = False) -> Path:
     """Compile the C file ``source`` into ``binary`` (linked with -lm) with the C compiler, or
     with ``mpicc`` when ``mpi``; returns ``binary``'s Path. BenchmarkError names a missing
     compiler (and its Debian package) or shows the compiler's output tail."""

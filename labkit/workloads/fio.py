@@ -23,10 +23,15 @@ from __future__ import annotations
 import json
 import re
 import secrets
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING
 
 from ..errors import BenchmarkError, ConfigError, tail
 from .base import Measurement, Workload, require_tool, run_checked
 from .params import SIZE, TIMEOUT, Int, Num, Str, StrList
+
+if TYPE_CHECKING:
+    from ..backends.base import Instance
 
 PATTERNS = {"seqread": "read", "seqwrite": "write", "randread": "randread", "randwrite": "randwrite"}
 _DIRECTION = {"seqread": "read", "randread": "read", "seqwrite": "write", "randwrite": "write"}
@@ -53,7 +58,7 @@ def _json_document(text: str, command):
                              tail(text)) from exc
 
 
-def parse(text: str, patterns=None, command=None, instance: int = 0) -> list[Measurement]:
+def parse(text: str, patterns: Iterable[str] | None = None, command: Sequence[str] | None = None, instance: int = 0) -> list[Measurement]:
     """IOPS, bandwidth and mean completion latency per job from ``fio --output-format=json``.
 
     Each job must be named after its pattern (``seqread`` ...). Raises
@@ -115,11 +120,11 @@ class Fio(Workload):
               "direct": Int(0, 1), "iodepth": Int(1, 65536), "numjobs": Int(1, 4096), "timeout_s": TIMEOUT}
     min_memory_mb = 64
 
-    def __init__(self, **params):
+    def __init__(self, **params: object):
         super().__init__(**params)
         self.response = f"{_patterns(self.params['patterns'])[0]}_iops"
 
-    def prepare(self, instance) -> None:
+    def prepare(self, instance: Instance) -> None:
         require_tool(instance, "fio", "fio")
 
     def command(self, params: dict, filename: str) -> list[str]:
@@ -136,7 +141,7 @@ class Fio(Workload):
             argv += [f"--name={p}", f"--rw={PATTERNS[p]}"]
         return argv
 
-    def run(self, instance, params: dict) -> list[Measurement]:
+    def run(self, instance: Instance, params: dict) -> list[Measurement]:
         params = {**self.params, **params}
         filename = f"{instance.workdir}/labkit-fio-{secrets.token_hex(4)}.dat"
         argv = self.command(params, filename)
@@ -147,6 +152,6 @@ class Fio(Workload):
             instance.exec(["rm", "-f", filename], check=False, timeout=60)
         return parse(res.stdout, _patterns(params["patterns"]), argv, instance.index)
 
-    def version(self, instance) -> dict:
+    def version(self, instance: Instance) -> dict:
         res = instance.exec(["fio", "--version"], check=False, timeout=30)
         return {"fio": parse_version(res.stdout + res.stderr)}

@@ -37,10 +37,15 @@ import random
 import re
 import shlex
 import time
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from ..errors import BenchmarkError, ConfigError, tail
-from .base import Measurement, Workload, require_tool, run_checked
+from .base import Measurement, Workload, network_address, require_tool, run_checked
 from .params import SIZE, TIMEOUT, Int, Num, Str
+
+if TYPE_CHECKING:
+    from ..backends.base import Instance
 
 PROTOCOLS = ("tcp", "udp", "both")
 PATHS = ("loopback", "instances", "to_host", "from_host")
@@ -63,7 +68,7 @@ def _document(text: str, command):
     return doc
 
 
-def parse(text: str, protocol: str, command=None, instance: int = 0) -> list[Measurement]:
+def parse(text: str, protocol: str, command: Sequence[str] | None = None, instance: int = 0) -> list[Measurement]:
     """Throughput rows from ``iperf3 -c ... -J`` output for ``protocol`` ``tcp`` or ``udp``.
 
     Raises BenchmarkError on malformed or truncated JSON, an ``error`` field
@@ -119,7 +124,7 @@ def _protocols(value) -> list[str]:
     return ["tcp", "udp"] if value == "both" else [value]
 
 
-def client_command(server_ip: str, port: int, protocol: str, duration_s, udp_bandwidth: str,
+def client_command(server_ip: str, port: int, protocol: str, duration_s: float, udp_bandwidth: str,
                    parallel: int = 1) -> list[str]:
     argv = ["iperf3", "-c", check_address(server_ip), "-p", str(port), "-t",
             str(max(1, round(duration_s))), "-P", str(int(parallel)), "-J"]
@@ -128,7 +133,7 @@ def client_command(server_ip: str, port: int, protocol: str, duration_s, udp_ban
     return argv
 
 
-def start_server(instance, port: int | None = None, bind: str | None = None, tries: int = 5) -> tuple[int, str]:
+def start_server(instance: Instance, port: int | None = None, bind: str | None = None, tries: int = 5) -> tuple[int, str]:
     """Start a one-shot iperf3 server (``-s -1 -D``) in ``instance``; returns (port, pidfile).
 
     A busy port is retried with another random one when ``port`` is None.
@@ -154,7 +159,7 @@ def start_server(instance, port: int | None = None, bind: str | None = None, tri
                          tail((last.stdout + last.stderr) if last else ""))
 
 
-def stop_server(instance, pidfile: str) -> None:
+def stop_server(instance: Instance, pidfile: str) -> None:
     """Kill the server if it is still running (it exits by itself after one test)."""
     q = shlex.quote(pidfile)
     # TERM, then wait (bounded) until it is gone, then KILL: the server never outlives its run
@@ -181,8 +186,8 @@ def _client(instance, argv, protocol, timeout, retries: int = 10):
     raise AssertionError("unreachable")
 
 
-def measure(server_instance, client_instance, server_ip: str, *, protocol: str = "tcp",
-            duration_s=2, udp_bandwidth: str = "1G", parallel: int = 1, port: int | None = None,
+def measure(server_instance: Instance, client_instance: Instance, server_ip: str, *, protocol: str = "tcp",
+            duration_s: float = 2, udp_bandwidth: str = "1G", parallel: int = 1, port: int | None = None,
             timeout_s: float = 120, bind: str | None = None) -> list[Measurement]:
     """One iperf3 test (tcp or udp) from ``client_instance`` to a server in ``server_instance``."""
     check_address(server_ip)
@@ -203,8 +208,8 @@ def measure(server_instance, client_instance, server_ip: str, *, protocol: str =
         stop_server(server_instance, pidfile)
 
 
-def pair(server_instance, client_instance, server_ip: str, *, protocol: str = "both",
-         duration_s=2, udp_bandwidth: str = "1G", parallel: int = 1, port: int | None = None,
+def pair(server_instance: Instance, client_instance: Instance, server_ip: str, *, protocol: str = "both",
+         duration_s: float = 2, udp_bandwidth: str = "1G", parallel: int = 1, port: int | None = None,
          timeout_s: float = 120) -> list[Measurement]:
     """TCP and/or UDP throughput between two instances on a network you created.
 
@@ -231,14 +236,14 @@ class Iperf3(Workload):
               "parallel": Int(1, 128), "port": Int(1, 65535, none=True), "timeout_s": TIMEOUT}
     min_memory_mb = 32
 
-    def __init__(self, **params):
+    def __init__(self, **params: object):
         super().__init__(**params)
         self.response = f"{_protocols(self.params['protocol'])[0]}_mbit_per_s"
 
-    def prepare(self, instance) -> None:
+    def prepare(self, instance: Instance) -> None:
         require_tool(instance, "iperf3", "iperf3")
 
-    def run(self, instance, params: dict) -> list[Measurement]:
+    def run(self, instance: Instance, params: dict) -> list[Measurement]:
         params = {**self.params, **params}
         rows: list[Measurement] = []
         for proto in _protocols(params["protocol"]):
@@ -252,7 +257,7 @@ class Iperf3(Workload):
         """Whether this run goes across the run's network (any ``path`` but loopback)."""
         return {**self.params, **params}["path"] != "loopback"
 
-    def run_group(self, instances, params: dict) -> list[Measurement]:
+    def run_group(self, instances: Sequence[Instance], params: dict) -> list[Measurement]:
         """One test along ``path`` over the run's private network (see the module docstring)."""
         params = {**self.params, **params}
         path = params["path"]
@@ -261,11 +266,12 @@ class Iperf3(Workload):
                 raise ConfigError(f"iperf3 path {path!r} needs network: private")
             if len(instances) < 2:
                 raise ConfigError("iperf3 path 'instances' needs count >= 2")
-            return self._along(instances[0], instances[1], params, 1, instances[0].peer_address)
+            return self._along(instances[0], instances[1], params, 1,
+                               network_address(instances[0], peer=True))
         from ..network_host import host_end
         with host_end(instances, "iperf3", path, "iperf3", "iperf3") as host:
             server, client = (host, instances[0]) if path == "to_host" else (instances[0], host)
-            return self._along(server, client, params, 0, server.address)
+            return self._along(server, client, params, 0, network_address(server))
 
     @staticmethod
     def _along(server, client, params: dict, index: int, address: str) -> list[Measurement]:
@@ -279,6 +285,6 @@ class Iperf3(Workload):
                             timeout_s=params["timeout_s"], bind=address)
         return [Measurement(r.metric, r.value, r.unit, index) for r in rows]
 
-    def version(self, instance) -> dict:
+    def version(self, instance: Instance) -> dict:
         res = instance.exec(["iperf3", "--version"], check=False, timeout=30)
         return {"iperf3": parse_version(res.stdout + res.stderr)}

@@ -13,10 +13,14 @@ Metrics (per instance): ``hpl_gflops`` (response, GFLOP/s), ``single_stream_tria
 from __future__ import annotations
 
 import shlex
+from typing import TYPE_CHECKING
 
 from .base import Measurement, Workload, require_tool, run_checked
 from .mpi import hpcc_input, parse_hpcc
 from .params import THREADS, TIMEOUT, Int
+
+if TYPE_CHECKING:
+    from ..backends.base import Instance
 
 KEEP = ("hpl_gflops", "single_stream_triad_gb_per_s")
 
@@ -28,10 +32,10 @@ class Linpack(Workload):
     schema = {"n": Int(100, 200_000), "threads": THREADS, "timeout_s": TIMEOUT}
     min_memory_mb = 64
 
-    def prepare(self, instance) -> None:
+    def prepare(self, instance: Instance) -> None:
         require_tool(instance, "hpcc", "hpcc")
 
-    def run(self, instance, params: dict) -> list[Measurement]:
+    def run(self, instance: Instance, params: dict) -> list[Measurement]:
         threads = params.get("threads") or params["vcpus"]
         wdir = f"{instance.workdir}/labkit-linpack"
         script = (f"rm -rf {shlex.quote(wdir)} && mkdir -p {shlex.quote(wdir)} && cd {shlex.quote(wdir)} && "
@@ -44,6 +48,6 @@ class Linpack(Workload):
         rows = [m for m in parse_hpcc(res.stdout, script, instance.index) if m.metric in KEEP]
         return rows + [Measurement("wall_time_s", res.duration_s, "s", instance.index)]
 
-    def version(self, instance) -> dict:
+    def version(self, instance: Instance) -> dict:
         res = instance.exec(["sh", "-c", "dpkg-query -W -f '${Version}' hpcc 2>/dev/null"], check=False, timeout=30)
         return {"hpcc": res.stdout.strip() or "unknown"}

@@ -11,11 +11,16 @@ first thread start to last join) and ``solutions``.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from ..errors import BenchmarkError, tail
 from . import cbuild
 from .base import Measurement, Workload, run_checked
 from .params import THREADS, TIMEOUT, Int
+
+if TYPE_CHECKING:
+    from ..backends.base import Instance
 
 # OEIS A000170: number of ways to place n non-attacking queens on an n x n board.
 KNOWN_SOLUTIONS = {4: 2, 5: 10, 6: 4, 7: 40, 8: 92, 9: 352, 10: 724, 11: 2680, 12: 14200,
@@ -25,7 +30,7 @@ KNOWN_SOLUTIONS = {4: 2, 5: 10, 6: 4, 7: 40, 8: 92, 9: 352, 10: 724, 11: 2680, 1
 _LINE = re.compile(r"nqueens n=(\d+) threads=(\d+) solutions=(\d+) seconds=([0-9.]+)")
 
 
-def parse(output: str, command=None) -> tuple[int, int, int, float]:
+def parse(output: str, command: Sequence[str] | None = None) -> tuple[int, int, int, float]:
     """(n, threads, solutions, seconds) from the solver's output line."""
     m = _LINE.search(output or "")
     if not m:
@@ -33,7 +38,7 @@ def parse(output: str, command=None) -> tuple[int, int, int, float]:
     return int(m[1]), int(m[2]), int(m[3]), float(m[4])
 
 
-def check_solutions(n: int, solutions: int, command=None, output: str = "", *,
+def check_solutions(n: int, solutions: int, command: Sequence[str] | None = None, output: str = "", *,
                     board: int | None = None) -> None:
     """Raise BenchmarkError if the output is for another board than ``board`` (when given) or
     ``solutions`` is not the known count for board ``n``."""
@@ -61,12 +66,12 @@ class NQueens(Workload):
     min_memory_mb = 8
     remote_path = "labkit-nqueens"
 
-    def prepare(self, instance) -> None:
+    def prepare(self, instance: Instance) -> None:
         binary = cbuild.build("nqueens.c")
         instance.exec(["mkdir", "-p", instance.workdir])
         instance.put(binary, f"{instance.workdir}/{self.remote_path}")
 
-    def run(self, instance, params: dict) -> list[Measurement]:
+    def run(self, instance: Instance, params: dict) -> list[Measurement]:
         board = self.check_param("board", params.get("board", self.params["board"]))
         threads = params.get("threads") or params["vcpus"]
         cmd = [f"{instance.workdir}/{self.remote_path}", str(board), str(int(threads))]
@@ -76,5 +81,5 @@ class NQueens(Workload):
         return [Measurement("wall_time_s", seconds, "s", instance.index),
                 Measurement("solutions", float(solutions), "count", instance.index)]
 
-    def version(self, instance) -> dict:
+    def version(self, instance: Instance) -> dict:
         return {"nqueens": "labkit-" + cbuild.build("nqueens.c").parent.name}

@@ -16,11 +16,16 @@ from __future__ import annotations
 import random
 import secrets
 import shlex
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from ..errors import BenchmarkError, CommandTimeout, ConfigError, tail
-from .base import Measurement, Workload, require_tool, run_checked
+from .base import Measurement, Workload, network_address, require_tool, run_checked
 from .params import TIMEOUT, Int, Num, Str
 from .sysbench import _NUM, _find, _latency
+
+if TYPE_CHECKING:
+    from ..backends.base import Instance
 
 TESTS = ("oltp_read_write", "oltp_read_only", "oltp_write_only", "oltp_point_select")
 
@@ -38,7 +43,7 @@ echo "$d"
 """
 
 
-def parse(text: str, command=None, instance: int = 0) -> list[Measurement]:
+def parse(text: str, command: Sequence[str] | None = None, instance: int = 0) -> list[Measurement]:
     """Measurements from ``sysbench oltp_* run``: transactions and queries per second (from
     the ``SQL statistics`` block), latency avg and 95th percentile (ms), ignored errors."""
     text = text or ""
@@ -75,7 +80,7 @@ class Oltp(Workload):
     def spans(self, params: dict) -> bool:
         return True
 
-    def prepare(self, instance) -> None:
+    def prepare(self, instance: Instance) -> None:
         require_tool(instance, "sysbench", "sysbench")
         require_tool(instance, "mariadbd", "mariadb-server")
 
@@ -86,13 +91,13 @@ class Oltp(Workload):
                 f"--table-size={int(params['table_size'])}", f"--threads={int(params['threads'])}",
                 f"--time={max(1, round(params['time_s']))}", step]
 
-    def run_group(self, instances, params: dict) -> list[Measurement]:
+    def run_group(self, instances: Sequence[Instance], params: dict) -> list[Measurement]:
         if len(instances) < 2 or instances[0].network is None:
             raise ConfigError("oltp needs count >= 2 and network: private (MariaDB in inst0, sysbench in inst1)")
         params = {**self.params, **params}
         server, client = instances[0], instances[1]
         port, password = random.randint(20000, 59999), secrets.token_hex(12)
-        script = _SERVER.replace("{address}", server.peer_address).replace("{port}", str(port)) \
+        script = _SERVER.replace("{address}", network_address(server, peer=True)).replace("{port}", str(port)) \
                         .replace("{password}", password)
         try:   # the per-run password never reaches an error message (hence the store or a log)
             d = run_checked(server, ["sh", "-c", script], timeout=180).stdout.strip().splitlines()[-1]
@@ -113,9 +118,9 @@ class Oltp(Workload):
         shown = [a if not a.startswith("--mysql-password=") else "--mysql-password=***" for a in argv]
         return parse(res.stdout, shlex.join(shown), client.index)
 
-    def run(self, instance, params: dict) -> list[Measurement]:
+    def run(self, instance: Instance, params: dict) -> list[Measurement]:
         raise ConfigError("oltp runs across two instances (count >= 2, network: private)")
 
-    def version(self, instance) -> dict:
+    def version(self, instance: Instance) -> dict:
         res = instance.exec(["mariadbd", "--version"], check=False, timeout=30)
         return {"mariadb": (res.stdout + res.stderr).strip().split("\n")[0]}

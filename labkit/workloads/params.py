@@ -12,6 +12,8 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections.abc import Iterable
+from typing import Any
 
 from ..errors import ConfigError
 
@@ -25,7 +27,7 @@ class Param:
     def __init__(self, *, none: bool = False):
         self.none = none
 
-    def check(self, where: str, value):
+    def check(self, where: str, value: object) -> Any:
         """The canonical value, or ConfigError ``"<where>: ..."``."""
         if value is None:
             if self.none:
@@ -36,7 +38,7 @@ class Param:
     def _check(self, where, value):
         return value
 
-    def from_text(self, where: str, text: str):
+    def from_text(self, where: str, text: str) -> Any:
         """The value of a ``--param`` text (``null``/``none`` is None when allowed)."""
         if self.none and text.strip().lower() in ("null", "none", "~"):
             return None
@@ -58,7 +60,7 @@ class Param:
 class Int(Param):
     """An integer in [lo, hi]; an integral float (8.0) or digit string counts as that integer."""
 
-    def __init__(self, lo: int, hi: int, **kw):
+    def __init__(self, lo: int, hi: int, **kw: bool):
         super().__init__(**kw)
         self.lo, self.hi = lo, hi
         self.kind = f"an integer from {lo} to {hi}"
@@ -77,7 +79,7 @@ class Int(Param):
 class Num(Param):
     """A finite number in (lo, hi] (``lo`` excluded: a duration or size must be > lo)."""
 
-    def __init__(self, lo: float, hi: float, **kw):
+    def __init__(self, lo: float, hi: float, **kw: bool):
         super().__init__(**kw)
         self.lo, self.hi = lo, hi
         self.kind = f"a number > {lo:g} and <= {hi:g}"
@@ -116,7 +118,7 @@ class Bool(Param):
 class Str(Param):
     """A string: one of ``choices``, or matching ``pattern`` (full match), at most MAX_TEXT long."""
 
-    def __init__(self, choices=None, pattern: str | None = None, **kw):
+    def __init__(self, choices: Iterable[str] | None = None, pattern: str | None = None, **kw: bool):
         super().__init__(**kw)
         self.choices = tuple(choices) if choices is not None else None
         self.pattern = re.compile(pattern) if pattern else None
@@ -143,7 +145,8 @@ class StrList(Param):
     ``from_text`` reads a JSON list (``["sleep", "1"]``) or keeps the text as one string.
     """
 
-    def __init__(self, choices=None, *, text_ok: bool = True, max_items: int = 256, **kw):
+    def __init__(self, choices: Iterable[str] | None = None, *, text_ok: bool = True, max_items: int = 256,
+                 **kw: bool):
         super().__init__(**kw)
         self.item = Str(choices)
         self.text_ok = text_ok

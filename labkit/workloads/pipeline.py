@@ -22,10 +22,14 @@ from __future__ import annotations
 
 import re
 import shlex
+from typing import TYPE_CHECKING
 
 from ..errors import BenchmarkError, tail
 from .base import Measurement, Workload, require_tool, run_checked
 from .params import THREADS, TIMEOUT, Int, Str
+
+if TYPE_CHECKING:
+    from ..backends.base import Instance
 
 APPS = ("dedup", "ferret")
 COMPRESSORS = {"gzip": "gzip", "xz": "xz-utils"}
@@ -84,12 +88,12 @@ class Pipeline(Workload):
               "timeout_s": TIMEOUT}
     min_memory_mb = 64
 
-    def prepare(self, instance) -> None:
+    def prepare(self, instance: Instance) -> None:
         for tool, package in (("split", "coreutils"), ("sha256sum", "coreutils"), ("xargs", "findutils"),
                               ("awk", "mawk"), (self.params["compressor"], COMPRESSORS[self.params["compressor"]])):
             require_tool(instance, tool, package)
 
-    def run(self, instance, params: dict) -> list[Measurement]:
+    def run(self, instance: Instance, params: dict) -> list[Measurement]:
         p = {**self.params, **params}
         if p["compressor"] != self.params["compressor"]:
             require_tool(instance, p["compressor"], COMPRESSORS[p["compressor"]])
@@ -99,7 +103,7 @@ class Pipeline(Workload):
         res = run_checked(instance, ["sh", "-c", text], timeout=p.get("timeout_s"))
         return parse(res.stdout, p["app"], res.duration_s, instance.index)
 
-    def version(self, instance) -> dict:
+    def version(self, instance: Instance) -> dict:
         out = {}
         for tool in ("sha256sum", self.params["compressor"]):
             r = instance.exec([tool, "--version"], check=False, timeout=30)

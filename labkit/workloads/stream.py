@@ -25,12 +25,17 @@ The parser also reads the output of McCalpin's reference ``stream.c``.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from ..errors import BenchmarkError, ConfigError, tail
 from . import cbuild
 from .base import Measurement, Workload, run_checked
 from .params import THREADS, TIMEOUT, Int, Num
 from .scaling import resolve_threads
+
+if TYPE_CHECKING:
+    from ..backends.base import Instance
 
 KERNELS = ("copy", "scale", "add", "triad")
 _ROW = re.compile(r"^\s*(Copy|Scale|Add|Triad):\s+([0-9]+(?:\.[0-9]+)?)\s+([0-9.]+)\s+([0-9.]+)\s+([0-9.]+)",
@@ -40,7 +45,7 @@ DEFAULT_LLC_BYTES = 32 * 1024 * 1024
 MIN_ARRAY_MB = 16
 
 
-def parse(text: str, command=None, instance: int = 0) -> list[Measurement]:
+def parse(text: str, command: Sequence[str] | None = None, instance: int = 0) -> list[Measurement]:
     """The four best rates (MB/s) and the array size from STREAM-format output.
 
     Raises BenchmarkError when a kernel's row is missing (truncated output) or
@@ -71,7 +76,7 @@ def parse_cache_sizes(text: str) -> int:
     return best
 
 
-def array_elements(array_mb, llc_bytes: int, memory_mb: int | None) -> int:
+def array_elements(array_mb: object, llc_bytes: int, memory_mb: int | None) -> int:
     """Elements per array: ``array_mb`` MiB if given, else 4 x LLC capped at 60% of memory / 3."""
     if array_mb is not None:
         if not isinstance(array_mb, (int, float)) or isinstance(array_mb, bool) or array_mb <= 0:
@@ -95,24 +100,24 @@ class Stream(Workload):
     min_memory_mb = 128
     remote_path = "labkit-stream"
 
-    def __init__(self, **params):
+    def __init__(self, **params: object):
         super().__init__(**params)
         nt = self.params["ntimes"]
         if isinstance(nt, bool) or not isinstance(nt, int) or nt < 2:
             raise ConfigError(f"stream: ntimes must be an integer >= 2, got {nt!r}")
         array_elements(self.params["array_mb"], DEFAULT_LLC_BYTES, None)  # validates
 
-    def prepare(self, instance) -> None:
+    def prepare(self, instance: Instance) -> None:
         binary = cbuild.build("stream.c")
         instance.exec(["mkdir", "-p", instance.workdir], timeout=30)
         instance.put(binary, f"{instance.workdir}/{self.remote_path}")
 
-    def llc_bytes(self, instance) -> int:
+    def llc_bytes(self, instance: Instance) -> int:
         res = instance.exec(["sh", "-c", "cat /sys/devices/system/cpu/cpu0/cache/index*/size"],
                             check=False, timeout=30)
         return parse_cache_sizes(res.stdout)
 
-    def run(self, instance, params: dict) -> list[Measurement]:
+    def run(self, instance: Instance, params: dict) -> list[Measurement]:
         params = {**self.params, **params}
         threads = resolve_threads(params, "stream")
         ntimes = int(params["ntimes"])
@@ -122,5 +127,5 @@ class Stream(Workload):
         res = run_checked(instance, cmd, timeout=params.get("timeout_s"))
         return parse(res.stdout, cmd, instance.index)
 
-    def version(self, instance) -> dict:
+    def version(self, instance: Instance) -> dict:
         return {"stream": "labkit-" + cbuild.build("stream.c").parent.name}

@@ -27,11 +27,16 @@ from __future__ import annotations
 
 import re
 import shlex
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from ..errors import BenchmarkError, ConfigError, tail
 from .base import Measurement, Workload, require_tool, run_checked
 from .params import SIZE, THREADS, TIMEOUT, Int, Num, Str
 from .scaling import resolve_threads
+
+if TYPE_CHECKING:
+    from ..backends.base import Instance
 
 TESTS = ("cpu", "memory", "threads", "fileio")
 RESPONSES = {"cpu": "events_per_s", "memory": "mib_per_s", "threads": "events_per_s",
@@ -63,7 +68,7 @@ def _events_per_s(text: str, command) -> float:
     return events / total_time
 
 
-def parse(test: str, text: str, command=None, instance: int = 0) -> list[Measurement]:
+def parse(test: str, text: str, command: Sequence[str] | None = None, instance: int = 0) -> list[Measurement]:
     """Measurements from the output of ``sysbench <test> ... run``.
 
     Raises BenchmarkError (with the command and the output's tail) when a
@@ -126,7 +131,7 @@ class Sysbench(Workload):
               "timeout_s": TIMEOUT, "events": Int(1, 10**12, none=True)}
     min_memory_mb = 32
 
-    def __init__(self, **params):
+    def __init__(self, **params: object):
         super().__init__(**params)
         self._check_test(self.params["test"])
         self.response = RESPONSES[self.params["test"]]
@@ -141,7 +146,7 @@ class Sysbench(Workload):
         if test not in TESTS:
             raise ConfigError(f"sysbench: parameter 'test' must be one of {', '.join(TESTS)}; got {test!r}")
 
-    def prepare(self, instance) -> None:
+    def prepare(self, instance: Instance) -> None:
         require_tool(instance, "sysbench", "sysbench")
 
     def command(self, params: dict) -> list[str]:
@@ -175,7 +180,7 @@ class Sysbench(Workload):
         return [f"--file-total-size={params['fileio_total_size']}",
                 f"--file-num={int(params['fileio_num'])}"]
 
-    def run(self, instance, params: dict) -> list[Measurement]:
+    def run(self, instance: Instance, params: dict) -> list[Measurement]:
         params = {**self.params, **params}
         argv = self.command(params)
         timeout = params.get("timeout_s")
@@ -193,6 +198,6 @@ class Sysbench(Workload):
             instance.exec(["rm", "-rf", d], check=False, timeout=120)
         return parse("fileio", res.stdout, argv, instance.index)
 
-    def version(self, instance) -> dict:
+    def version(self, instance: Instance) -> dict:
         res = instance.exec(["sysbench", "--version"], check=False, timeout=30)
         return {"sysbench": parse_version(res.stdout + res.stderr)}
