@@ -41,7 +41,7 @@ import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .errors import StoreError
+from .errors import ConfigError, StoreError
 from .files import atomic_write
 from .lock import lock_state
 from .paths import unsafe_dir
@@ -135,6 +135,9 @@ def _lock_held(lock: Path, info: dict) -> bool:
 
 
 def _read(path: Path) -> dict | None:
+    """The entry at ``path``, or None if absent, not ours to read, malformed or for a campaign id
+    that is not valid (:func:`~labkit.campaign.check_campaign_id`)."""
+    from .campaign import check_campaign_id
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
     except OSError:
@@ -144,16 +147,31 @@ def _read(path: Path) -> dict | None:
             data = json.loads(fh.read(MAX_ENTRY).decode("utf-8", "replace"))
         except ValueError:
             return None
-    return data if isinstance(data, dict) and isinstance(data.get("campaign_id"), str) else None
+    if not isinstance(data, dict) or not isinstance(data.get("campaign_id"), str):
+        return None
+    try:
+        check_campaign_id(data["campaign_id"])
+    except ConfigError:
+        return None
+    return data
+
+
+def _text(value) -> str | None:
+    """An entry's field as printable text (an entry from another user's registry is data, and it
+    reaches a terminal): control characters become ``?``, at most 500 characters."""
+    if value is None:
+        return None
+    return "".join(c if c.isprintable() else "?" for c in str(value)[:500])
 
 
 def _entry(directory: Path, info: dict) -> Entry:
     cid = info["campaign_id"]
     known = {"campaign_id", "data_dir", "pid", "started", "kind", "backend", "prefix", "testbed"}
-    return Entry(campaign_id=cid, data_dir=info.get("data_dir"), pid=info.get("pid", -1),
-                 started=str(info.get("started", "?")), kind=str(info.get("kind", "run")),
-                 running=_lock_held(directory / f"{cid}.lock", info), backend=info.get("backend"),
-                 prefix=info.get("prefix"), testbed=info.get("testbed"), registry=str(directory),
+    pid = info.get("pid")
+    return Entry(campaign_id=cid, data_dir=_text(info.get("data_dir")), pid=pid if isinstance(pid, int) else -1,
+                 started=_text(info.get("started", "?")), kind=_text(info.get("kind", "run")),
+                 running=_lock_held(directory / f"{cid}.lock", info), backend=_text(info.get("backend")),
+                 prefix=_text(info.get("prefix")), testbed=_text(info.get("testbed")), registry=str(directory),
                  extra={k: v for k, v in info.items() if k not in known})
 
 
@@ -174,7 +192,10 @@ def entries() -> list[Entry]:
     """Every registered campaign, running or stopped (killed without removing its entry)."""
     out = []
     for directory in _dirs():
-        if not directory.is_dir():
+        try:
+            if not directory.is_dir():
+                continue
+        except OSError:     # e.g. root's /run/labkit made 0700: not ours to read
             continue
         if directory == run_dir():
             _checked(directory, create=False)

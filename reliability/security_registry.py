@@ -62,7 +62,8 @@ def _trial(tmp: Path, local, counts: dict, attack: str) -> None:
         out, _ = proc.communicate(timeout=600)
         local.cleanup(campaign_prefix(cid))
     if attack != "killed":
-        counts[f"{attack}: running campaign not ending ok"] += proc.returncode != 0 or "STATUS ok,ok" not in out
+        label = {"duplicate": "duplicate: first", "dry": "clean without --yes:", "clean": "clean --yes without id:"}
+        counts[f"{label[attack]} campaign not ending ok"] += proc.returncode != 0 or "STATUS ok,ok" not in out
 
 
 def rows() -> list[tuple[str, str, object, str]]:
@@ -71,9 +72,9 @@ def rows() -> list[tuple[str, str, object, str]]:
     trials = int(os.environ.get("SECURITY_REGISTRY_TRIALS", "5"))
     counts = dict.fromkeys([
         "duplicate: second start not refused", "duplicate: first campaign's instances removed",
-        "duplicate: running campaign not ending ok",
-        "clean without --yes: running campaign's instances removed", "dry: running campaign not ending ok",
-        "clean --yes without id: running campaign's instances removed", "clean: running campaign not ending ok",
+        "duplicate: first campaign not ending ok",
+        "clean without --yes: running campaign's instances removed", "clean without --yes: campaign not ending ok",
+        "clean --yes without id: running campaign's instances removed", "clean --yes without id: campaign not ending ok",
         "killed, clean --yes: leftovers remaining"], 0)
     local = get_backend("local")
     try:

@@ -10,6 +10,7 @@ token: the host's registry (/run/labkit) is shared with any other suite running 
 import secrets
 import shlex
 import signal
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -53,6 +54,9 @@ def test_a_running_campaign_survives_a_duplicate_start_and_clean_without_id(tmp_
     design = tmp_path / "d.yaml"
     design.write_text("factors:\n  vcpus: [1, 2]\nseed: 1\n")
     (left,) = local.provision(InstanceSpec(), prefix=campaign_prefix(killed))   # as after a SIGKILL
+    harness = f"labkit-test-{token}"      # a test harness's namespace host, as scripts/setup-fleet.sh makes
+    subprocess.run(["ip", "netns", "add", harness], check=True)
+    hosts = {harness} | {p.name for p in Path("/run/netns").glob("labkit-fleet-*")}   # scripts/setup-fleet.sh's
     proc, started, go = _gated(cid, first, tmp_path)
     try:
         live = local.list_labkit(campaign_prefix(cid))
@@ -73,11 +77,14 @@ def test_a_running_campaign_survives_a_duplicate_start_and_clean_without_id(tmp_
         assert r.returncode == 0, r.stdout + r.stderr
         assert local.list_labkit(campaign_prefix(killed)) == []
         assert local.list_labkit(campaign_prefix(cid)) == live
+        assert f"local: {harness}: kept: not made by a campaign" in r.stdout
+        assert hosts <= {p.name for p in Path("/run/netns").glob("labkit-*")}   # test hosts: kept
         assert proc.poll() is None
     finally:
         go.touch()
         out, err = proc.communicate(timeout=600)
         left.destroy()
+        subprocess.run(["ip", "netns", "delete", harness], check=False)
     assert proc.returncode == 0 and "STATUS ok,ok" in out, err[-2000:]
     assert local.list_labkit(campaign_prefix(cid)) == []
 
