@@ -386,7 +386,8 @@ class Campaign:
         started, t0 = now_iso(), time.perf_counter()
         deadline = None if self.run_timeout is None else time.monotonic() + self.run_timeout
         metadata: dict = {"spec": spec.as_dict()}
-        measurements, status, error = [], "ok", None
+        measurements: list = []
+        status, error = "ok", None
         provisioned: list = []   # the instances' run_metrics (provisioning_s on cloud platforms)
         instances: list = [] if live is None else live
         net = None

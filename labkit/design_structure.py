@@ -7,9 +7,17 @@ two-level fractions and confounding lives in :mod:`labkit.fractional`.
 from __future__ import annotations
 
 import math
+import random
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from . import fractional as fr
 from .errors import ConfigError
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from .design import Design
 
 
 def _where(design) -> str:
@@ -23,12 +31,26 @@ def _two_level(design, what: str) -> None:
                           f"{', '.join(multi)} have more levels")
 
 
-def letters(design) -> dict:
+def _fraction(design: Design) -> dict:
+    """The design's ``fraction`` mapping; ConfigError for a full factorial."""
+    if design.fraction is None:
+        raise ConfigError(f"{_where(design)}: a full factorial has no fraction")
+    return design.fraction
+
+
+def _blocks(design: Design) -> dict:
+    """The design's ``blocks`` mapping; ConfigError for a design without blocks."""
+    if design.blocks is None:
+        raise ConfigError(f"{_where(design)}: the design has no blocks")
+    return design.blocks
+
+
+def letters(design: Design) -> dict:
     """Factor name -> letter (A, B, ..., skipping I) in declaration order."""
     return {f.name: fr.LETTERS[j] for j, f in enumerate(design.factors)}
 
 
-def check_fraction(design, spec):
+def check_fraction(design: Design, spec: object) -> dict | None:
     """The canonical ``fraction`` mapping (``generators`` in letters, ``fold_over``) or None."""
     if spec is None:
         return None
@@ -75,23 +97,26 @@ def _letter_list(design) -> str:
     return ", ".join(f"{v}={k}" for k, v in letters(design).items())
 
 
-def letter_table(design):
+def letter_table(design: Design) -> pd.DataFrame:
     """The -1/+1 table of a fractional design in letters, fold-over appended."""
     k = len(design.factors)
-    table = fr.fractional_design(k, design.fraction["generators"])
-    fold = design.fraction.get("fold_over")
+    fraction = _fraction(design)
+    table = fr.fractional_design(k, fraction["generators"])
+    fold = fraction.get("fold_over")
     if fold:
         table = fr.fold_over(table, None if fold is True else fold).drop(columns="fold")
     return table
 
 
-def design_resolution(design):
+def design_resolution(design: Design) -> int | None:
+    """The resolution of a fractional design; None for a full factorial."""
     if design.fraction is None:
         return None
     return fr.resolution(len(design.factors), design.fraction["generators"])
 
 
-def named_aliases(design, order: int = 2):
+def named_aliases(design: Design, order: int = 2) -> pd.DataFrame:
+    """:func:`labkit.fractional.aliases` in factor names (empty for a full factorial)."""
     import pandas as pd
     if design.fraction is None:
         return pd.DataFrame(columns=["term", "aliases", "short"])
@@ -104,7 +129,7 @@ def named_aliases(design, order: int = 2):
                         short=table["short"].map(named))
 
 
-def check_adaptive(design, spec):
+def check_adaptive(design: Design, spec: dict | None) -> dict | None:
     """The canonical adaptive-replication mapping (``replications: {target_ci, min, max}``)."""
     if spec is None:
         return None
@@ -142,7 +167,7 @@ def check_adaptive(design, spec):
             "metric": metric, "batch": batch}
 
 
-def check_blocks(design, spec):
+def check_blocks(design: Design, spec: object) -> dict | None:
     """The canonical ``blocks`` mapping or None."""
     if spec is None:
         return None
@@ -215,9 +240,9 @@ def _design_letters(design):
                          for row in coded])
 
 
-def block_of_slots(design, slots) -> list[int]:
+def block_of_slots(design: Design, slots: Sequence[tuple[int, int]]) -> list[int]:
     """1-based block of each (config, replicate) slot."""
-    b, r = design.blocks, design.replications
+    b, r = _blocks(design), design.replications
     if b["by"] == "factor":
         f = design.factor_names.index(b["factor"])
         levels = design.factors[f].levels
@@ -232,7 +257,8 @@ def block_of_slots(design, slots) -> list[int]:
     return [(rep - 1) * per + int(sub[c]) + 1 for c, rep in slots]
 
 
-def block_sequence(design, slots, rng) -> list[tuple[int, int, int]]:
+def block_sequence(design: Design, slots: Sequence[tuple[int, int]],
+                   rng: random.Random) -> list[tuple[int, int, int]]:
     """(config, replicate, block) in run order: blocks in order (by factor: the levels of each
     replicate in random order), runs shuffled within each block."""
     blocks = block_of_slots(design, slots)
@@ -240,8 +266,9 @@ def block_sequence(design, slots, rng) -> list[tuple[int, int, int]]:
     for (c, rep), blk in zip(slots, blocks):
         by_block.setdefault(blk, []).append((c, rep, blk))
     order = sorted(by_block)
-    if design.blocks["by"] == "factor":
-        n = len(design.factors[design.factor_names.index(design.blocks["factor"])].levels)
+    b = _blocks(design)
+    if b["by"] == "factor":
+        n = len(design.factors[design.factor_names.index(b["factor"])].levels)
         order = []
         for rep in range(design.replications):
             group = [rep * n + i + 1 for i in range(n)]
@@ -255,7 +282,7 @@ def block_sequence(design, slots, rng) -> list[tuple[int, int, int]]:
     return out
 
 
-def describe(design) -> str:
+def describe(design: Design) -> str:
     """The text of :meth:`Design.describe`."""
     lines = [f"design {design.name!r}: {len(design.factors)} factors, "
              f"{design.n_configurations} configurations x {design.replications} replicates"

@@ -11,35 +11,47 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
 from .errors import ConfigError
 from .network import check_mode, parse_link
 from .network import check_nics as check_nics_level
 
+if TYPE_CHECKING:
+    from .backends.base import Backend, Instance, Network
+    from .design import Run
+    from .workloads.base import Measurement, Workload
+
+    #: what runs a workload that does not span the instances: (workload, instances, params,
+    #: timeout) -> (measurements, seconds of each instance's run)
+    Fallback = Callable[[Workload, Sequence[Instance], dict, float | None],
+                        tuple[list[Measurement], list[float]]]
+
 log = logging.getLogger("labkit.network")
 
 
-def spans(workload, params: dict) -> bool:
+def spans(workload: Workload, params: dict) -> bool:
     """Whether ``workload`` runs across the run's instances with these parameters."""
     fn = getattr(workload, "spans", None)
     return bool(fn(params)) if callable(fn) else False
 
 
-def mode_for(levels: dict, workload, params: dict) -> str:
+def mode_for(levels: dict, workload: Workload, params: dict) -> str:
     """``network`` of a run: its level, else ``private`` for a spanning workload, else ``none``."""
     default = "private" if spans(workload, params) else "none"
     return check_mode(levels.get("network", default), "factor 'network' level")
 
 
-def check_nics(backend, runs) -> None:
+def check_nics(backend: Backend | type[Backend], runs: Sequence[Run]) -> None:
     """Refuse, before the first run, a plan with a ``nics`` level the backend cannot bond
     (``Backend.MAX_NICS``); ConfigError naming the level and the backend."""
     top = max((check_nics_level(r.levels.get("nics", 1), "factor 'nics' level") for r in runs), default=1)
     backend.check_nics(top, "factor 'nics' level")
 
 
-def open_network(backend, levels: dict, workload, params: dict, count: int, prefix: str,
-                 metadata: dict):
+def open_network(backend: Backend, levels: dict, workload: Workload, params: dict, count: int,
+                 prefix: str, metadata: dict) -> Network | None:
     """The run's network (None for ``none``); records ``metadata["network"]``."""
     mode = mode_for(levels, workload, params)
     link = parse_link(levels.get("link"), "factor 'link' level")
@@ -56,7 +68,7 @@ def open_network(backend, levels: dict, workload, params: dict, count: int, pref
     return net
 
 
-def close_network(net) -> list[Exception]:
+def close_network(net: Network | None) -> list[Exception]:
     """Remove ``net`` (None: nothing); returns the error (logged) instead of raising it."""
     if net is None:
         return []
@@ -68,7 +80,8 @@ def close_network(net) -> list[Exception]:
     return []
 
 
-def run_workload(workload, instances, params: dict, timeout, fallback):
+def run_workload(workload: Workload, instances: Sequence[Instance], params: dict, timeout: float | None,
+                 fallback: Fallback) -> tuple[list[Measurement], list[float]]:
     """(measurements, [seconds]) of a run: ``workload.run_group`` once for a spanning workload,
     else ``fallback(workload, instances, params, timeout)``."""
     if not spans(workload, params):

@@ -11,7 +11,7 @@ parameters, and returns :class:`Measurement` rows. It never touches the store.
         min_memory_mb = 32
         def prepare(self, instance): ...   # once per instance, before run
         def run(self, instance, params) -> list[Measurement]: ...
-        def version(self, instance: Instance) -> dict: ...   # tool versions, recorded in metadata
+        def version(self, instance) -> dict: ...   # tool versions, recorded in metadata
 
 ``params`` holds the defaults, overridden by constructor arguments, overridden
 by the run's workload factor levels, plus ``vcpus`` (the instance's vCPUs).
@@ -103,6 +103,16 @@ class Workload(ABC):
     def version(self, instance: Instance) -> dict:
         """Versions of the tools used, recorded in the run metadata."""
         return {}
+
+    def spans(self, params: dict) -> bool:
+        """Whether a run with ``params`` goes across the run's instances (then the campaign calls
+        :meth:`run_group` once instead of :meth:`run` in each). Default: never."""
+        return False
+
+    def run_group(self, instances: Sequence[Instance], params: dict) -> list[Measurement]:
+        """Run once across all of ``instances`` (a workload that :meth:`spans` them); a workload
+        that never spans raises ConfigError."""
+        raise ConfigError(f"workload {self.name!r} does not run across instances")
 
     def describe(self) -> dict:
         return {"name": self.name, "params": self.params, "response": self.response}
