@@ -6,9 +6,15 @@ an expired one was left by a controller that stopped, and runs again on resume).
 from __future__ import annotations
 
 import time
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from .store import Store
 
 
-def host_progress(store):
+def host_progress(store: Store) -> pd.DataFrame:
     """One row per host: host, assigned (runs the plan gives it; blank with ``assign: random``),
     stored, ok, failed (failed + timeout), host_lost, moved_in (runs moved to it from lost hosts),
     in_flight, state ("live", "lost" or "idle")."""
@@ -36,7 +42,7 @@ def host_progress(store):
     return pd.DataFrame(rows)
 
 
-def status_text(store, campaign: str) -> str:
+def status_text(store: Store, campaign: str) -> str:
     """The report ``labkit status`` prints."""
     meta, runs, claims = store.meta(), store.runs(), store.claims()
     from .design import Design

@@ -61,7 +61,7 @@ class InstanceSpec:
         return asdict(self)
 
 
-def normalize_level(key: str, value):
+def normalize_level(key: str, value: object) -> object:
     """Coerce a host factor's level to its type, or raise ConfigError naming it."""
     if key in ("vcpus", "memory_mb", "count"):
         if isinstance(value, bool):

@@ -15,13 +15,20 @@ format each run's instance recorded (:func:`disk_format_responses`) and treats i
 """
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
 from .errors import ConfigError
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 PLATFORM_PREFIX = "kvm"
 FACTOR = "disk_format"
 
 
-def _formats(formats) -> list[str]:
+def _formats(formats: Iterable[str] | None) -> list[str]:
     from .backends.libvirt_xml import DISK_FORMATS, check_disk_format
     formats = list(formats if formats is not None else DISK_FORMATS)
     for f in formats:
@@ -37,7 +44,7 @@ def platform_name(disk_format: str) -> str:
     return f"{PLATFORM_PREFIX}-{disk_format}"
 
 
-def disk_format_testbed(formats=None, options: dict | None = None) -> dict:
+def disk_format_testbed(formats: Iterable[str] | None = None, options: dict | None = None) -> dict:
     """A testbed mapping for this machine alone declaring one libvirt platform per format:
     ``{"name": "disk-format", "platforms": {"kvm-qcow2": {"backend": "libvirt", "disk_format":
     "qcow2", **options}, ...}, "hosts": [{"name": "local"}]}``. ``options``: further libvirt
@@ -51,14 +58,15 @@ def disk_format_testbed(formats=None, options: dict | None = None) -> dict:
     return {"name": "disk-format", "platforms": platforms, "hosts": [{"name": "local"}]}
 
 
-def disk_format_design(*, apps, threads_levels, replications: int, seed: int, formats=None,
-                       name: str = "pipeline-disk") -> dict:
+def disk_format_design(*, apps: Iterable[str], threads_levels: Iterable[int], replications: int, seed: int,
+                       formats: Iterable[str] | None = None, name: str = "pipeline-disk") -> dict:
     """The design mapping: factor ``platform`` (one :func:`platform_name` per format), ``app``
     when it has >= 2 levels, ``threads`` when it has >= 2 levels (a single level is fixed in
     the workload parameters instead: see :func:`fixed_params`)."""
-    factors = {"platform": [platform_name(f) for f in _formats(formats)]}
-    for key, levels in (("app", apps), ("threads", threads_levels)):
-        levels = list(levels)
+    factors: dict[str, list] = {"platform": [platform_name(f) for f in _formats(formats)]}
+    given: tuple[tuple[str, Iterable], ...] = (("app", apps), ("threads", threads_levels))
+    for key, values in given:
+        levels = list(values)
         if not levels:
             raise ConfigError(f"disk_format_design: {key} needs at least one level")
         if len(levels) > 1:
@@ -68,9 +76,9 @@ def disk_format_design(*, apps, threads_levels, replications: int, seed: int, fo
                            "stand-in (NOT PARSEC)"}
 
 
-def fixed_params(*, apps, threads_levels) -> dict:
+def fixed_params(*, apps: Sequence[str], threads_levels: Sequence[int]) -> dict:
     """Workload parameters for the factors :func:`disk_format_design` left out (one level)."""
-    out = {}
+    out: dict = {}
     if len(list(apps)) == 1:
         out["app"] = list(apps)[0]
     if len(list(threads_levels)) == 1:
@@ -78,7 +86,8 @@ def fixed_params(*, apps, threads_levels) -> dict:
     return out
 
 
-def disk_format_responses(data_dir, campaign_id, response: str = "wall_time_s", factors=("app", "threads")):
+def disk_format_responses(data_dir: str | Path, campaign_id: str, response: str = "wall_time_s",
+                          factors: Sequence[str] = ("app", "threads")) -> pd.DataFrame:
     """The successful runs of a stored disk-format campaign (read-only), one row per run:
     ``run_id``, ``replicate``, ``platform``, each of ``factors`` (a design factor, else the
     workload parameter the campaign fixed, else left out), ``response``, and what the run's
@@ -107,8 +116,9 @@ def disk_format_responses(data_dir, campaign_id, response: str = "wall_time_s", 
     return out
 
 
-def disk_format_comparison(data, response: str, *, by=("app",), treatment: str = "qcow2",
-                           baseline: str = "raw", alpha: float = 0.05):
+def disk_format_comparison(data: pd.DataFrame, response: str, *, by: Sequence[str] = ("app",),
+                           treatment: str = "qcow2", baseline: str = "raw",
+                           alpha: float = 0.05) -> pd.DataFrame:
     """``treatment`` against ``baseline`` per group of ``by``; ``data``: one row per run with a
     ``disk_format`` column, the ``by`` columns and ``response`` (a time: lower is better).
 
@@ -150,7 +160,8 @@ def disk_format_comparison(data, response: str, *, by=("app",), treatment: str =
                      "ratio", "ratio_low", "ratio_high", "slower_pct", "bf_p", "note"]]
 
 
-def residual_checks(data, response: str, factors, *, alpha: float = 0.05):
+def residual_checks(data: pd.DataFrame, response: str, factors: Sequence[str], *,
+                    alpha: float = 0.05) -> pd.DataFrame:
     """The ANOVA's assumptions on ``data`` (one row per run, the ``factors`` columns and
     ``response``): Shapiro-Wilk on the residuals from the cell means of the full factorial model
     (pooled over cells, as R's ``shapiro.test(residuals(aov(y ~ A*B)))``) and Brown-Forsythe
@@ -190,7 +201,7 @@ def residual_checks(data, response: str, factors, *, alpha: float = 0.05):
     return out[["check", "test", "statistic", "p", "holds", "n", "note"]]
 
 
-def claim_verdicts(table):
+def claim_verdicts(table: pd.DataFrame) -> pd.DataFrame:
     """The paper's stated direction against ours: ``table`` as :func:`labkit.studies_seeds.
     headline_comparison` returns it plus a ``stated_direction`` column ("slower": the platform is
     slower than the baseline; "no difference"). Returns ``table`` plus ``verdict``:

@@ -17,20 +17,28 @@ from __future__ import annotations
 
 import contextlib
 import math
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from .campaign import Campaign
 from .design import Design, check_level
 from .errors import ConfigError
 from .instance import HOST_FACTORS, InstanceSpec
+from .store import Store
+from .workloads.base import Workload
+
+if TYPE_CHECKING:
+    import pandas as pd
+    from matplotlib.figure import Figure
 
 KSM = Path("/sys/kernel/mm/ksm")
 KSM_FILES = ("run", "pages_shared", "pages_sharing", "pages_unshared", "full_scans")
 
 
 # -- published numbers ------------------------------------------------------------------------
-def read_reference(path, columns) -> tuple:
+def read_reference(path: str | Path, columns: Iterable[str]) -> tuple[pd.DataFrame, str]:
     """``(table, citation)`` of a reference CSV: the table (``#`` lines skipped) and its
     citation (the ``#`` lines at the top, joined). ConfigError when the file has no citation
     or lacks one of ``columns``."""
@@ -55,7 +63,7 @@ def read_reference(path, columns) -> tuple:
 
 
 # -- seed 003, public cloud: Table 5.1 x Table 4.1 ---------------------------------------------
-def cluster_cost_efficiency(times, prices):
+def cluster_cost_efficiency(times: pd.DataFrame, prices: pd.DataFrame) -> pd.DataFrame:
     """Performance and cost efficiency per application and instance type (Maliszewski 2021,
     Figures 5.1-5.4), from Table 5.1 (``app``, ``instance``, ``mean_s``, ``ci_s``) and Table 4.1
     (``instance``, ``instances``, ``price_per_hour_usd``).
@@ -120,7 +128,7 @@ def scenario_settings(scenario: str, host_cpus: int) -> dict:
     return {"vcpus": half, "count": max(3, math.ceil(1.5 * host_cpus / half))}
 
 
-def scenario_table(host_cpus: int, scenarios=SCENARIOS):
+def scenario_table(host_cpus: int, scenarios: dict = SCENARIOS) -> pd.DataFrame:
     """Seed 000's scenarios on this host: ``scenario``, ``vcpus``, ``count`` (instances at
     once), ``vcpus_total``, ``vcpu_per_cpu`` (here) and ``paper`` (what the report did)."""
     import pandas as pd
@@ -194,7 +202,7 @@ class LabelledDesign(Design):
     def to_dict(self) -> dict:
         return {**super().to_dict(), "labels": self.labels}
 
-    def validate_for(self, workload, *, memory_floor_mb=None) -> None:
+    def validate_for(self, workload: Workload, *, memory_floor_mb: int | None = None) -> None:
         """The non-label factors as in :meth:`Design.validate_for`, plus every mapped setting
         checked as a factor of its own (levels it takes across the label's levels)."""
         for name in self.labels:
@@ -252,14 +260,14 @@ def ksm_state(root: Path = KSM) -> dict:
 KSM_LEVELS = {"off": "2", "on": "1"}
 
 
-def check_ksm_levels(levels, where: str = "factor 'ksm'") -> list[str]:
+def check_ksm_levels(levels: Iterable[object], where: str = "factor 'ksm'") -> list[str]:
     """``levels`` as a list of distinct ``on``/``off``; ConfigError naming ``where`` otherwise."""
-    levels = list(levels)
-    bad = [lv for lv in levels if lv not in KSM_LEVELS]
-    if bad or len(set(levels)) != len(levels) or not levels:
-        raise ConfigError(f"{where}: levels {levels!r} not allowed; use distinct levels from "
+    given = list(levels)
+    good = [lv for lv in given if isinstance(lv, str) and lv in KSM_LEVELS]
+    if len(good) != len(given) or len(set(good)) != len(good) or not good:
+        raise ConfigError(f"{where}: levels {given!r} not allowed; use distinct levels from "
                           f"{', '.join(KSM_LEVELS)}")
-    return levels
+    return good
 
 
 def set_ksm(level: str, root: Path = KSM) -> None:
@@ -293,8 +301,8 @@ class SeedCampaign(Campaign):
     is host-wide: the instances must run on this host (not on a testbed, ``ssh`` or a remote
     libvirt URI), and nothing else on it should depend on KSM meanwhile."""
 
-    def __init__(self, *args, noise_kind: str = "cpu", noise_command: str | None = None,
-                 ksm_root: Path = KSM, **kwargs):
+    def __init__(self, *args: Any, noise_kind: str = "cpu", noise_command: str | None = None,
+                 ksm_root: Path = KSM, **kwargs: Any):
         from .noise import KINDS
         if noise_kind not in KINDS or noise_kind == "none":
             raise ConfigError(f"noise_kind must be one of {', '.join(k for k in KINDS if k != 'none')}, "
@@ -310,7 +318,8 @@ class SeedCampaign(Campaign):
                                   "backend (local, docker, lxd, libvirt with a local URI), not on a "
                                   "testbed or a remote host")
 
-    def run(self, *args, **kwargs):
+    def run(self, *args: Any, **kwargs: Any) -> Store:
+        """:meth:`Campaign.run`, with KSM switched per run and put back as found at the end."""
         if not self.ksm_factor:
             return super().run(*args, **kwargs)
         found = str(ksm_state(self.ksm_root).get("run", 0))
@@ -351,7 +360,8 @@ class SeedCampaign(Campaign):
                           prefix=self.prefix + "noise")
 
 
-def stated_gains(times, gains, *, n: int = 30, ci_z: float = 3.0, alpha: float = 0.05):
+def stated_gains(times: pd.DataFrame, gains: pd.DataFrame, *, n: int = 30, ci_z: float = 3.0,
+                 alpha: float = 0.05) -> pd.DataFrame:
     """Seed 003's stated performance gains (section 5.2.2) recomputed from Table 5.1, with
     what the thesis did not report: a confidence interval for each gain and a Welch test.
 
@@ -388,8 +398,9 @@ def stated_gains(times, gains, *, n: int = 30, ci_z: float = 3.0, alpha: float =
 
 
 # -- seed 000: the benchmarks of notebook 03 ---------------------------------------------------
-def deployment_benchmarks(*, linpack_n: int = 1000, cpu_time_s: float = 2, stream_array_mb=None, stream_ntimes: int = 5,
-                          iperf_duration_s: float = 2, scenarios=tuple(SCENARIOS)) -> dict:
+def deployment_benchmarks(*, linpack_n: int = 1000, cpu_time_s: float = 2, stream_array_mb: int | None = None,
+                          stream_ntimes: int = 5, iperf_duration_s: float = 2,
+                          scenarios: Sequence[str] = tuple(SCENARIOS)) -> dict:
     """Benchmark name -> ``workload``, fixed ``params``, ``factor`` ("scenario"), the
     ``scenarios`` it runs in, whether it needs the run's private ``network`` and the ``metrics``
     analysed, for seed 000's fronts on labkit workloads: LINPACK (``linpack``: HPL of hpcc, one per
@@ -412,7 +423,7 @@ def deployment_benchmarks(*, linpack_n: int = 1000, cpu_time_s: float = 2, strea
 
 
 def scenario_design(bench: dict, host_cpus: int, *, replications: int, seed: int, name: str,
-                    ksm=None) -> LabelledDesign:
+                    ksm: Sequence[str] | None = None) -> LabelledDesign:
     """One campaign's design for a :func:`deployment_benchmarks` entry: factor ``scenario`` (its
     levels in random order, ``replications`` each), every level carrying its vCPUs and instance
     count on this host (:func:`scenario_settings`) and, for the network test, ``network: private``.
@@ -430,7 +441,7 @@ def scenario_design(bench: dict, host_cpus: int, *, replications: int, seed: int
                                        "replications": replications, "seed": seed}, labels)
 
 
-def run_ksm(data_dir, campaigns: dict):
+def run_ksm(data_dir: str | Path, campaigns: dict) -> pd.DataFrame:
     """KSM state recorded with every run of ``campaigns`` ((platform, benchmark) -> campaign id).
 
     Returns ``platform``, ``benchmark``, ``run_id``, ``ksm_run`` (0 off, 1 on, 2 off after
@@ -459,8 +470,9 @@ def run_ksm(data_dir, campaigns: dict):
                                        "ksm_pages_sharing_end"])
 
 
-def headline_comparison(reference, data, *, names: dict, level_col: str = "scenario",
-                        lower_is_better=(), alpha: float = 0.05):
+def headline_comparison(reference: pd.DataFrame, data: pd.DataFrame, *, names: dict,
+                        level_col: str = "scenario", lower_is_better: Iterable[str] = (),
+                        alpha: float = 0.05) -> pd.DataFrame:
     """The paper's headline percentages beside ours.
 
     ``reference`` rows: ``claim``, ``platform`` and ``baseline`` (backend names: local, lxd,
@@ -501,7 +513,7 @@ def headline_comparison(reference, data, *, names: dict, level_col: str = "scena
     return pd.DataFrame(out)
 
 
-def paper_vs_labkit_figure(table, *, title: str, label_col: str = "claim"):
+def paper_vs_labkit_figure(table: pd.DataFrame, *, title: str, label_col: str = "claim") -> Figure:
     """Horizontal bars: the paper's ``stated_pct`` and ours (``ours_pct`` with its CI) per row of
     ``table`` (from :func:`headline_comparison` or alike; a NaN ``stated_pct`` is marked "paper:
     no number"); returns the matplotlib Figure."""
