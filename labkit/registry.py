@@ -7,8 +7,9 @@ the second start fail at once instead, and :func:`running` tells ``labkit clean`
 quiet-host guard) which campaigns run right now.
 
 Where: ``$LABKIT_RUN_DIR`` if set (tests), else ``/run/labkit/campaigns`` for root (or anyone
-who may write there), else ``$XDG_RUNTIME_DIR/labkit/campaigns`` (a user's own runtime dir);
-with neither, :func:`run_dir` raises StoreError saying to set ``LABKIT_RUN_DIR``. The
+who may write there), else ``$XDG_RUNTIME_DIR/labkit/campaigns`` (a user's own runtime dir),
+else ``~/.cache/labkit/campaigns``; with none, :func:`run_dir` raises StoreError saying to set
+``LABKIT_RUN_DIR``. A non-root user's campaigns are thus seen by that user and by root. The
 directory is made 0755 and must belong to this user, not be a symlink, and not be writable by
 group or others (and no parent may be: :func:`labkit.paths.unsafe_dir`), else StoreError.
 :func:`running` also reads root's ``/run/labkit/campaigns`` as a non-root user (when
@@ -58,18 +59,30 @@ def run_dir() -> Path:
     env = os.environ.get(ENV)
     if env:
         return Path(os.path.abspath(Path(env).expanduser()))
-    if os.geteuid() == 0 or os.access(SYSTEM_DIR if SYSTEM_DIR.is_dir() else SYSTEM_DIR.parent, os.W_OK):
+    if os.geteuid() == 0 or os.access(SYSTEM_DIR if _is_dir(SYSTEM_DIR) else SYSTEM_DIR.parent, os.W_OK):
         return SYSTEM_DIR
     xdg = os.environ.get("XDG_RUNTIME_DIR")
-    if xdg and os.path.isabs(xdg) and os.path.isdir(xdg):
+    if xdg and os.path.isabs(xdg) and _is_dir(Path(xdg)):
         return Path(xdg) / "labkit" / "campaigns"
+    home = Path("~").expanduser()
+    if home.is_absolute() and _is_dir(home):
+        return home / ".cache" / "labkit" / "campaigns"
     raise StoreError(f"no place for the registry of running campaigns: {SYSTEM_DIR} is not writable by "
-                     f"uid {os.geteuid()} and XDG_RUNTIME_DIR is not set; set {ENV} to a directory "
-                     "of yours (the same one for every labkit you run)")
+                     f"uid {os.geteuid()}, and neither XDG_RUNTIME_DIR nor a home directory is set; set {ENV} "
+                     "to a directory of yours (the same one for every labkit you run)")
+
+
+def _is_dir(path: Path) -> bool:
+    """Whether ``path`` is a directory we may look into (False when e.g. ``/run/labkit`` is 0700)."""
+    try:
+        return path.is_dir()
+    except OSError:
+        return False
 
 
 def _checked(path: Path, create: bool) -> Path:
-    """``path`` made (0755) if ``create`` and missing, then verified ours and safe (StoreError)."""
+    """``path`` made (0755) if ``create`` and missing, then verified safe (StoreError): ours to
+    write to (``create``), or ours or root's to read from."""
     if create:
         for d in reversed([path, *path.parents]):
             if not os.path.lexists(d):
@@ -84,7 +97,7 @@ def _checked(path: Path, create: bool) -> Path:
     if stat.S_ISLNK(st.st_mode) or not stat.S_ISDIR(st.st_mode):
         raise StoreError(f"registry of running campaigns {path} is not a plain directory (a symlink?); "
                          f"remove it or set {ENV}")
-    if st.st_uid != os.geteuid():
+    if st.st_uid != os.geteuid() and (create or st.st_uid != 0):
         raise StoreError(f"registry of running campaigns {path} is owned by uid {st.st_uid}, not by this "
                          f"user (uid {os.geteuid()}); remove it or set {ENV} to a directory of yours")
     for d in (path, *path.parents):
@@ -192,10 +205,7 @@ def entries() -> list[Entry]:
     """Every registered campaign, running or stopped (killed without removing its entry)."""
     out = []
     for directory in _dirs():
-        try:
-            if not directory.is_dir():
-                continue
-        except OSError:     # e.g. root's /run/labkit made 0700: not ours to read
+        if not _is_dir(directory):
             continue
         if directory == run_dir():
             _checked(directory, create=False)

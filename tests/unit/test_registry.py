@@ -183,11 +183,12 @@ def test_a_platform_campaign_registers_and_refuses_a_duplicate_id(tmp_path, monk
     made = []
 
     def get_backend(name="local", **options):
-        made.append(Fake())
-        made[-1].name = name
+        be = Fake()    # opened from several threads at once (one per platform)
+        be.name = name
+        made.append(be)
         if registry.find("t-fl") is None or registry.find("t-fl").data_dir != str(tmp_path / "a"):
             raise AssertionError("a backend was opened while the campaign was not registered")
-        return made[-1]
+        return be
 
     monkeypatch.setattr(labkit.backends, "get_backend", get_backend)
     proc = _child("t-fl", tmp_path / "other")
@@ -200,4 +201,38 @@ def test_a_platform_campaign_registers_and_refuses_a_duplicate_id(tmp_path, monk
         proc.wait()
     st = Campaign(DESIGN, workload=Nap(), campaign_id="t-fl", data_dir=tmp_path / "a", progress=False).run()
     assert set(st.runs().status) == {"ok"} and made and registry.running() == []
-    assert all(("cleanup", "labkit-t-fl--") in be.log for be in made)
+    assert {be.name for be in made if ("cleanup", "labkit-t-fl--") in be.log} == {"local", "docker"}
+
+
+def test_another_user_sees_a_campaign_by_pid_and_start_time_until_it_is_killed(tmp_path, monkeypatch):
+    """A reader who may not open the 0600 lock (another user reading root's registry) tells a live
+    campaign from a killed one by its pid and that process's start time, not the pid alone."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root to read as another user")
+    import shutil
+    import tempfile
+    shared = Path(tempfile.mkdtemp(prefix="labkit-test-reg-"))   # /tmp: others may look in
+    os.chmod(shared, 0o755)
+    run_dir = shared / "run"
+    monkeypatch.setenv("LABKIT_RUN_DIR", str(run_dir))
+    proc = _child("reg-x", tmp_path / "d")
+    reader = textwrap.dedent("""
+        import sys
+        from labkit import registry
+        print(",".join(f"{e.campaign_id}:{e.running}:{e.pid}" for e in registry.entries()))
+    """)
+
+    def read_as_nobody() -> str:
+        env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT), "LABKIT_RUN_DIR": str(run_dir), "HOME": "/"}
+        return subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", sys.executable,
+                               "-c", reader], capture_output=True, text=True, env=env, check=True,
+                              cwd="/").stdout.strip()
+    try:
+        try:
+            assert read_as_nobody() == f"reg-x:True:{proc.pid}"
+        finally:
+            proc.kill()
+            proc.wait()
+        assert read_as_nobody() == f"reg-x:False:{proc.pid}"
+    finally:
+        shutil.rmtree(shared)
