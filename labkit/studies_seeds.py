@@ -161,7 +161,7 @@ class LabelledDesign(Design):
         super().__post_init__()
         if not isinstance(self.labels, dict) or not self.labels:
             raise ConfigError(f"{self.source}: labels must map a label factor to {{level: settings}}")
-        clean = {}
+        clean: dict = {}
         for name, mapping in self.labels.items():
             f = next((x for x in self.factors if x.name == name), None)
             if f is None:

@@ -40,7 +40,7 @@ def _align(data, response, factors):
     cs = _cells.cells(data, factors, (codes, shape))
     n = len(y)
     # the mean of y over each combination of levels of every subset of factors, per observation
-    marginal = {(): np.full(n, math.fsum(y) / n)}
+    marginal: dict[tuple[int, ...], np.ndarray] = {(): np.full(n, math.fsum(y) / n)}
     for t in _cells.terms(len(factors)):
         code = np.zeros(n, dtype=np.int64)
         for j in t:
