@@ -13,6 +13,7 @@ import shutil
 import signal
 import subprocess
 import tempfile
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 
 from .backends.base import Instance, Network, RawResult
@@ -59,7 +60,7 @@ class HostEnd(Instance):
     def _oom_kills(self):
         return None
 
-    def put(self, local_path, remote_path, mode=0o755) -> None:
+    def put(self, local_path: str | os.PathLike, remote_path: str, mode: int = 0o755) -> None:
         dest = remote_path if os.path.isabs(remote_path) else os.path.join(self._dir, remote_path)
         shutil.copyfile(local_path, dest)
         os.chmod(dest, mode)
@@ -69,7 +70,8 @@ class HostEnd(Instance):
 
 
 @contextmanager
-def host_end(instances, workload: str, path: str, tool: str, package: str):
+def host_end(instances: Sequence[Instance], workload: str, path: str, tool: str,
+             package: str) -> Iterator[HostEnd]:
     """The :class:`HostEnd` of the run's private network for a workload's host ``path``,
     removed on exit.
 
