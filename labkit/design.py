@@ -217,9 +217,10 @@ class Design:
         """Build from a mapping; ``source`` (e.g. a file name) prefixes error messages."""
         if not isinstance(data, dict):
             raise ConfigError(f"{source}: a design must be a mapping with keys {sorted(DESIGN_KEYS)}")
-        unknown = sorted(set(data) - DESIGN_KEYS)
+        # keys of any type (YAML's ``1: a``): sorted by their text, each shown shortened
+        unknown = sorted(_short(k) for k in data if not (isinstance(k, str) and k in DESIGN_KEYS))
         if unknown:
-            raise ConfigError(f"{source}: unknown key(s) {', '.join(map(repr, unknown))}; "
+            raise ConfigError(f"{source}: unknown key(s) {', '.join(unknown)}; "
                               f"allowed: {', '.join(sorted(DESIGN_KEYS))}")
         raw = data.get("factors")
         if not isinstance(raw, dict) or not raw:

@@ -11,12 +11,12 @@ from __future__ import annotations
 import os
 import shutil
 import signal
-import subprocess
 import tempfile
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 
-from .backends.base import Instance, Network, RawResult
+from .backends import child
+from .backends.base import Instance, Network
 from .errors import BenchmarkError, ConfigError
 from .instance import InstanceSpec
 
@@ -35,21 +35,11 @@ class HostEnd(Instance):
         return self._dir
 
     def _start(self, argv, env):
-        return subprocess.Popen(argv, cwd=self._dir, env={**os.environ, **(env or {})},
-                                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                start_new_session=True, text=True, errors="replace")
+        return child.start(argv, cwd=self._dir, env={**os.environ, **(env or {})})
 
     def _wait(self, handle, timeout):
-        # communicate(timeout=0) raises before it reads anything, so Process.running() would
-        # never see the command end: give it a moment to drain the pipes (output is kept
-        # across calls, as the subprocess docs promise)
-        timeout = None if timeout is None else max(timeout, 0.02)
-        try:
-            out, err = handle.communicate(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            return None
-        code = handle.returncode if handle.returncode >= 0 else 128 - handle.returncode
-        return RawResult(code, out, err)
+        # a poll (timeout 0) gives the pipes a moment to reach EOF after the command exited
+        return child.wait(handle, None if timeout is None else max(timeout, 0.02))
 
     def _kill(self, handle) -> None:
         try:

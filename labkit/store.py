@@ -1,8 +1,8 @@
 """The result store: one SQLite file per campaign, one transaction per run.
 
 ``data/<campaign>/store.sqlite`` holds the campaign's design and settings, the
-host fingerprints, one row per run (status ok / failed / timeout, error text,
-start time, duration, metadata) and one row per measurement. A run and its
+host fingerprints, one row per run (status ok / failed / timeout, error text
+capped at 64 KiB, start time, duration, metadata) and one row per measurement. A run and its
 measurements are committed together, so a campaign killed at any moment
 (even SIGKILL) loses only the run in progress, and a run is never stored twice
 (``run_id`` is the primary key).
@@ -26,6 +26,7 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
+from .backends.output import shorten
 from .errors import StoreError
 from .files import atomic_write
 from .redact import redact
@@ -215,7 +216,10 @@ class Store:
     def record_run(self, run, *, status: str, started: str, duration_s: float, measurements=(),
                    error: str | None = None, metadata: dict | None = None,
                    fingerprint_id: str | None = None) -> None:
-        """Store one run and its measurements atomically. Storing a run_id twice is an error."""
+        """Store one run and its measurements atomically. Storing a run_id twice is an error.
+
+        ``error`` is kept up to :data:`~labkit.backends.output.TEXT_CAP` characters (its head and
+        tail around a marker saying how many were omitted): a failed run's output can be huge."""
         if status not in STATUSES:
             raise StoreError(f"run status must be one of {', '.join(STATUSES)}, got {status!r}")
         try:
@@ -223,7 +227,7 @@ class Store:
                 self._db.execute(
                     "INSERT INTO runs VALUES (?,?,?,?,?,?,?,?,?,?,?)",
                     (run.run_id, run.order, run.config, run.replicate,
-                     json.dumps(run.levels, default=str), status, error, started, duration_s,
+                     json.dumps(run.levels, default=str), status, shorten(error), started, duration_s,
                      json.dumps(redact(metadata or {}), default=str), fingerprint_id))
                 self._db.executemany(
                     "INSERT INTO measurements VALUES (?,?,?,?,?)",

@@ -47,6 +47,7 @@ from typing import Any
 from .. import network as netmod
 from ..errors import BackendError, CommandError, CommandTimeout, ConfigError, tail
 from ..instance import InstanceSpec
+from .output import CappedOutput, shorten
 
 log = logging.getLogger("labkit.backends")
 
@@ -55,6 +56,8 @@ NAME_PREFIX = "labkit-"
 KILL_GRACE_S = 30.0
 #: an exit status of 128 + SIGKILL: what the OOM killer leaves
 SIGKILL_STATUS = 137
+#: characters of each stream an error message (ExecResult.describe) shows at most
+DESCRIBE_CAP = 8 * 1024
 _PREFIX_RE = re.compile(r"^labkit-[a-z0-9_-]*$")
 _NAME_RE = re.compile(r"^labkit-[a-z0-9_-]+$")
 
@@ -108,10 +111,31 @@ def check_timeout(timeout) -> float | None:
 
 @dataclass
 class RawResult:
-    """What a backend's ``_wait`` hook returns once the command has ended."""
+    """What a backend's ``_wait`` hook returns once the command has ended.
+
+    ``stdout``/``stderr`` are the text a backend kept (at most the head and tail of each
+    stream, see :mod:`.output`); ``stdout_bytes``/``stderr_bytes`` count every byte the
+    command printed (counted from the text when a backend gives no count), ``truncated``
+    says whether some were dropped. :meth:`from_sinks` builds one from two sinks.
+    """
     exit_code: int
     stdout: str
     stderr: str
+    stdout_bytes: int | None = None
+    stderr_bytes: int | None = None
+    truncated: bool = False
+
+    def __post_init__(self):
+        if self.stdout_bytes is None:
+            self.stdout_bytes = len(self.stdout.encode("utf-8", "surrogateescape"))
+        if self.stderr_bytes is None:
+            self.stderr_bytes = len(self.stderr.encode("utf-8", "surrogateescape"))
+
+    @classmethod
+    def from_sinks(cls, exit_code: int, out: CappedOutput, err: CappedOutput) -> RawResult:
+        """The result of a command whose output went into ``out`` and ``err``."""
+        return cls(exit_code, out.text(), err.text(), out.total, err.total,
+                   out.truncated or err.truncated)
 
 
 @dataclass
@@ -130,6 +154,11 @@ class ExecResult:
     instance: str = ""
     timed_out: bool = False
     oom_killed: bool = False
+    #: every byte the command printed on each stream, and whether ``stdout``/``stderr`` dropped
+    #: some (they keep the head and tail of each stream: :mod:`labkit.backends.output`)
+    stdout_bytes: int = 0
+    stderr_bytes: int = 0
+    truncated: bool = False
 
     @property
     def ok(self) -> bool:
@@ -140,7 +169,8 @@ class ExecResult:
             " (killed by the OOM killer: memory limit reached)" if self.oom_killed else ""
         return (f"command {shlex.join(self.command)!r} in {self.instance or 'instance'} "
                 f"exited {self.exit_code}{how} after {self.duration_s:.2f}s\n"
-                f"  stdout (tail):\n{tail(self.stdout)}\n  stderr (tail):\n{tail(self.stderr)}")
+                f"  stdout (tail):\n{tail(shorten(self.stdout, DESCRIBE_CAP))}\n"
+                f"  stderr (tail):\n{tail(shorten(self.stderr, DESCRIBE_CAP))}")
 
 
 class Instance(ABC):
@@ -210,7 +240,8 @@ class Instance(ABC):
                 log.warning("%s: killing %r after an error failed: %s", self.name, argv, exc)
             raise
         result = ExecResult(argv, raw.exit_code, raw.stdout, raw.stderr, time.monotonic() - start,
-                            self.name, timed_out=timed_out)
+                            self.name, timed_out=timed_out, stdout_bytes=raw.stdout_bytes,
+                            stderr_bytes=raw.stderr_bytes, truncated=raw.truncated)
         if raw.exit_code == SIGKILL_STATUS and not timed_out:
             result.oom_killed = self._oom_killed_since_last()
         log.debug("%s: %s -> %s (%.3fs)", self.name, argv, raw.exit_code, result.duration_s)

@@ -39,6 +39,7 @@ from ..mounts import parse_mounts
 from . import docker_ssh
 from ._container import CleanupByName, SessionExec, check_image, oom_kill_count, or_none
 from .base import Backend, Instance, Network, RawResult, check_cpus, check_name, check_prefix
+from .output import CappedOutput
 
 DEFAULT_IMAGE = "labkit/debian:12"
 DEFAULT_SOCKET = "unix:///var/run/docker.sock"
@@ -84,11 +85,16 @@ class DockerInstance(SessionExec, Instance):
         api = self.backend.exec_api
         try:
             exec_id = api.exec_create(self.id, argv, environment=env or None)["Id"]
-            out, err = api.exec_start(exec_id, demux=True)
+            out, err = CappedOutput(), CappedOutput()   # fed as the stream comes, never whole
+            for chunk_out, chunk_err in api.exec_start(exec_id, stream=True, demux=True):
+                if chunk_out:
+                    out.write(chunk_out)
+                if chunk_err:
+                    err.write(chunk_err)
             code = api.exec_inspect(exec_id)["ExitCode"]
         except _sdk().errors.APIError as exc:
             raise BackendError(f"docker exec in {self.name} failed: {exc}") from exc
-        return RawResult(-1 if code is None else code, _text(out), _text(err))
+        return RawResult.from_sinks(-1 if code is None else code, out, err)
 
     def _run_quick(self, argv) -> str:
         try:

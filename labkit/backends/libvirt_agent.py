@@ -22,6 +22,7 @@ import libvirt_qemu
 
 from ..errors import BackendError
 from .base import RawResult
+from .output import CappedOutput
 
 #: Environment of every guest command (qemu-ga would otherwise pass its own).
 BASE_ENV = {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
@@ -136,14 +137,22 @@ def _result(st: dict) -> RawResult:
         code = 128 + int(st["signal"])
     else:
         code = -1
-    out, err = _decode(st, "out-data"), _decode(st, "err-data")
-    return RawResult(code, out + (TRUNCATED if st.get("out-truncated") else ""),
-                     err + (TRUNCATED if st.get("err-truncated") else ""))
+    out, err = _decode(st, "out"), _decode(st, "err")
+    raw = RawResult.from_sinks(code, out, err)
+    raw.stdout += TRUNCATED if st.get("out-truncated") else ""
+    raw.stderr += TRUNCATED if st.get("err-truncated") else ""
+    raw.truncated = raw.truncated or bool(st.get("out-truncated") or st.get("err-truncated"))
+    return raw
 
 
-def _decode(st: dict, key: str) -> str:
-    data = st.get(key)
-    return base64.b64decode(data).decode("utf-8", errors="replace") if data else ""
+def _decode(st: dict, stream: str) -> CappedOutput:
+    """The ``<stream>-data`` of a status reply, decoded into a capped sink (qemu-ga caps what it
+    captures, but far above what labkit keeps: only the head and tail are held as text)."""
+    sink = CappedOutput()
+    data = st.get(f"{stream}-data")
+    if data:
+        sink.write(base64.b64decode(data))
+    return sink
 
 
 def kill_group(dom, pid: int, timeout: float = 30) -> None:

@@ -36,7 +36,7 @@ from .. import network as netmod
 from ..errors import BackendError, BackendUnavailable, ConfigError
 from ..instance import InstanceSpec
 from ..mounts import parse_mounts, same_path_mounts
-from . import cgroups
+from . import cgroups, child
 from .base import Backend, Instance, Network, RawResult, check_name, check_prefix, remove_bridges
 
 #: run argv with the instance's hosts file ($0) on /etc/hosts (in a private mount namespace)
@@ -144,25 +144,18 @@ class LocalInstance(cgroups.CgroupCounters, Instance):
     # -- exec hooks --------------------------------------------------------
     def _start(self, argv, env):
         wrapped, extra = self._wrap(argv)
-        try:
-            return subprocess.Popen(wrapped, cwd=self._dir, env={**os.environ, **(env or {}), **extra},
-                                    stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                    stderr=subprocess.PIPE, start_new_session=True, text=True,
-                                    errors="replace")
+        try:   # output drained into capped sinks as it comes (labkit.backends.child)
+            return child.start(wrapped, cwd=self._dir, env={**os.environ, **(env or {}), **extra})
         except FileNotFoundError as exc:
             return _Done(RawResult(127, "", f"{exc}\n"))
 
     def _wait(self, handle, timeout):
         if isinstance(handle, _Done):
             return handle.raw
-        try:
-            out, err = handle.communicate(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            return None
-        if handle.returncode == cgroups.JOIN_FAILED and "cgroup.procs" in err:
-            raise BackendError(f"could not join cgroup {self.name}: {err.strip()}")
-        code = handle.returncode if handle.returncode >= 0 else 128 - handle.returncode
-        return RawResult(code, out, err)
+        raw = child.wait(handle, timeout)
+        if raw is not None and raw.exit_code == cgroups.JOIN_FAILED and "cgroup.procs" in raw.stderr:
+            raise BackendError(f"could not join cgroup {self.name}: {raw.stderr.strip()}")
+        return raw
 
     def _kill(self, handle) -> None:
         if isinstance(handle, _Done):

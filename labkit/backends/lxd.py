@@ -58,6 +58,7 @@ from .base import (
     log,
     remove_bridges,
 )
+from .output import CappedOutput
 
 DEFAULT_IMAGE = "labkit-debian-12"
 #: the container's init: loopback up, then ``sleep infinity`` (no init system is needed).
@@ -168,8 +169,10 @@ def in_websocket_connect(exc: BaseException) -> bool:
     return False
 
 
-def execute(model, argv: list[str], env: dict):
-    """pylxd's ``Instance.execute``, tried again (up to :data:`EXEC_ATTEMPTS` in all) when
+def execute(model, argv: list[str], env: dict, out: CappedOutput | None = None,
+            err: CappedOutput | None = None):
+    """pylxd's ``Instance.execute`` (its output fed to ``out`` and ``err`` as it comes, as bytes,
+    when they are given: pylxd then keeps none of it), tried again (up to :data:`EXEC_ATTEMPTS` in all) when
     connecting its websockets fails (a BrokenPipeError or a refused handshake when LXD is
     slow to answer on a loaded host: LXD gives the client 5 s to connect them): the command had
     not started, so it cannot run twice. Any other error, or the last attempt's, propagates; a
@@ -177,7 +180,10 @@ def execute(model, argv: list[str], env: dict):
     attempt = 1
     while True:
         try:
-            return model.execute(argv, environment=env)
+            if out is None or err is None:
+                return model.execute(argv, environment=env)
+            return model.execute(argv, environment=env, decode=False,
+                                 stdout_handler=out.write, stderr_handler=err.write)
         except Exception as exc:
             if attempt == EXEC_ATTEMPTS or not in_websocket_connect(exc):
                 if isinstance(exc, OSError) or type(exc).__module__.startswith("ws4py"):
@@ -197,13 +203,14 @@ class LxdInstance(SessionExec, Instance):
 
     def _run(self, argv, env) -> RawResult:
         try:
-            res = execute(self.model, argv, env or {})
+            out, err = CappedOutput(), CappedOutput()
+            res = execute(self.model, argv, env or {}, out, err)
         except _sdk().exceptions.LXDAPIException as exc:
             if "command not found" not in str(exc).lower():
                 raise BackendError(f"LXD exec in {self.name} failed: {exc}") from exc
             # LXD fails an exec that exits 127 (a shell's "command not found") and drops its output
             return RawResult(127, "", "command not found (exit status 127; LXD drops the output)\n")
-        return RawResult(int(res.exit_code), res.stdout, res.stderr)
+        return RawResult.from_sinks(int(res.exit_code), out, err)
 
     def _run_quick(self, argv) -> str:
         try:

@@ -1,6 +1,8 @@
 """The ``ssh`` backend (fabric): bare-metal hosts; the host is the instance.
 
-Commands run natively on one remote host, each through fabric's plain
+Commands run natively on one remote host, each on its own SSH channel of the
+backend's connection, its output read into capped sinks as it arrives
+(:func:`read_channel`, :mod:`.output`); control scripts through fabric's
 ``Connection.run(..., timeout=...)``. The limits of an
 :class:`~labkit.instance.InstanceSpec` are those of the ``local`` backend,
 made by the same cgroup driver (:mod:`labkit.backends.cgroups`), whose file
@@ -38,6 +40,7 @@ from __future__ import annotations
 
 import os
 import posixpath
+import select
 import shlex
 import socket
 import threading
@@ -51,6 +54,7 @@ from ..errors import BackendError, BackendUnavailable, ConfigError
 from ..instance import InstanceSpec
 from . import cgroups
 from .base import NAME_PREFIX, Backend, Instance, RawResult, check_name, check_prefix
+from .output import CHUNK, CappedOutput
 
 ENV_HOST, ENV_PORT, ENV_USER, ENV_KEY = "LABKIT_SSH_HOST", "LABKIT_SSH_PORT", "LABKIT_SSH_USER", "LABKIT_SSH_KEY"
 SETUP_HINT = ("for the local test sshd run `bash scripts/setup-ssh.sh` and export "
@@ -163,13 +167,37 @@ def resolve_target(host=None, user=None, port=None, key_filename=None, environ=N
 
 
 class _Exec:
-    """One running remote command: fabric's run in a thread, and the file holding its session id."""
+    """One running remote command: its SSH channel read on a thread into two capped sinks
+    (:func:`read_channel`), its exit status, and the file holding its session id."""
 
     def __init__(self, pidfile: str):
         self.pidfile = pidfile
-        self.result = None
+        self.out, self.err = CappedOutput(), CappedOutput()
+        self.exit_status: int | None = None
         self.error: BaseException | None = None
         self.thread: threading.Thread | None = None
+
+
+def read_channel(chan, out: CappedOutput, err: CappedOutput) -> int:
+    """Feed ``chan``'s stdout and stderr into ``out`` and ``err`` as they arrive (neither is
+    ever held whole) until both reached their end and the remote command exited; its exit
+    status (-1 when the server sent none: the connection was lost)."""
+    def drain():
+        while chan.recv_ready() or chan.recv_stderr_ready():
+            while chan.recv_ready():
+                out.write(chan.recv(CHUNK))
+            while chan.recv_stderr_ready():
+                err.write(chan.recv_stderr(CHUNK))
+
+    while True:
+        drain()
+        if chan.closed or (chan.eof_received and chan.exit_status_ready()):
+            drain()   # what arrived before the end (nothing comes after it)
+            return chan.recv_exit_status() if chan.exit_status_ready() else -1
+        if chan.eof_received:
+            chan.status_event.wait(1.0)   # set by the exit status, or the channel's close
+        else:
+            select.select([chan], [], [], 1.0)   # woken by data, the end of the output or a close
 
 
 class SshInstance(cgroups.CgroupCounters, Instance):
@@ -232,7 +260,10 @@ class SshInstance(cgroups.CgroupCounters, Instance):
 
         def run():
             try:
-                handle.result = conn.run(line, hide=True, warn=True, in_stream=False, pty=False)
+                with conn.create_session() as chan:
+                    chan.exec_command(line)
+                    chan.shutdown_write()   # stdin empty
+                    handle.exit_status = read_channel(chan, handle.out, handle.err)
             except BaseException as exc:   # re-raised by _wait in the caller's thread
                 handle.error = exc
         handle.thread = threading.Thread(target=run, name=f"ssh-exec-{self.name}", daemon=True)
@@ -247,13 +278,13 @@ class SshInstance(cgroups.CgroupCounters, Instance):
         if handle.error is not None:
             raise BackendError(f"{be.target}: SSH connection failed while running in {self.name} "
                                f"({handle.error})") from handle.error
-        res = handle.result
-        if res.exited is None or res.exited < 0:
+        res = RawResult.from_sinks(handle.exit_status, handle.out, handle.err)
+        if res.exit_code is None or res.exit_code < 0:
             raise BackendError(f"{be.target}: no exit status from {self.name} "
                                "(the connection was lost or the remote shell was killed)")
-        if res.exited == cgroups.JOIN_FAILED and "cgroup.procs" in res.stderr:
+        if res.exit_code == cgroups.JOIN_FAILED and "cgroup.procs" in res.stderr:
             raise BackendError(f"could not join cgroup {self.name} on {be.target}: {res.stderr.strip()}")
-        return RawResult(res.exited, res.stdout, res.stderr)
+        return res
 
     def _kill(self, handle: _Exec) -> None:
         be: SshBackend = self.backend

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 from ..errors import ConfigError
 from .base import Measurement, Workload, run_checked
 from .params import THREADS, TIMEOUT, StrList
+from .template import fill
 
 if TYPE_CHECKING:
     from ..backends.base import Instance
@@ -19,7 +20,9 @@ if TYPE_CHECKING:
 class Command(Workload):
     """Parameters: ``argv`` (list or shell string, required), ``timeout_s`` (default 3600).
 
-    ``{vcpus}`` and ``{threads}`` in the command are replaced by the run's values.
+    ``{vcpus}`` and ``{threads}`` in the command are replaced by the run's values; every
+    other brace is literal (``awk '{print $1}'``, ``find -exec ... {} ;``; see
+    :mod:`labkit.workloads.template`).
     Metric: ``wall_time_s``.
     """
 
@@ -36,6 +39,6 @@ class Command(Workload):
         argv = params["argv"]
         argv = shlex.split(argv) if isinstance(argv, str) else list(argv)
         values = {"vcpus": params["vcpus"], "threads": params.get("threads") or params["vcpus"]}
-        argv = [str(a).format(**values) for a in argv]
+        argv = [fill(a, values) for a in argv]
         res = run_checked(instance, argv, timeout=params.get("timeout_s"))
         return [Measurement("wall_time_s", res.duration_s, "s", instance.index)]

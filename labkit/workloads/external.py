@@ -53,6 +53,7 @@ from .base import Measurement, Workload, run_checked
 from .mpi import _cleanup, launch
 from .params import NAME, PATH, THREADS, TIMEOUT, Int, Str
 from .scaling import resolve_threads
+from .template import fill
 
 EXPERIMENTAL = True
 
@@ -169,8 +170,9 @@ def parse_npb(text: str, command=None, instance: int = 0) -> tuple[list[Measurem
 
 
 def _expand(template: str, threads: int) -> list[str]:
-    """``template`` with ``{threads}`` replaced, split like a shell would (no shell runs it)."""
-    return shlex.split(str(template).replace("{threads}", str(threads)))
+    """``template`` with ``{threads}`` replaced (:func:`~.template.fill`), split like a shell
+    would (no shell runs it)."""
+    return shlex.split(fill(template, {"threads": threads}))
 
 
 class Parsec(Workload):
@@ -305,7 +307,7 @@ class Npb(Workload):
         threads = resolve_threads(params, "npb")
         argv = [self.binary(params), *shlex.split(params["args"])]
         if params.get("mpirun"):
-            argv = shlex.split(str(params["mpirun"]).format(threads=threads, vcpus=params["vcpus"])) + argv
+            argv = shlex.split(fill(params["mpirun"], {"threads": threads, "vcpus": params["vcpus"]})) + argv
         res = run_checked(instance, argv, timeout=params.get("timeout_s"),
                           env={"OMP_NUM_THREADS": str(threads)})
         rows = self._rows(res.stdout, argv, params, threads=None if params.get("mpirun") else threads)

@@ -76,6 +76,15 @@ def test_exec_output_exit_codes_and_env(inst):
     assert inst.exec(["cat"], timeout=60).stdout == ""        # no stdin: a read gets EOF at once
 
 
+def test_long_output_keeps_head_and_tail_with_exact_totals(inst):
+    # 3 MiB + 3 bytes on stdout (more than the 1 MiB head + 1 MiB tail a sink keeps), 5 on stderr
+    res = inst.exec("printf START; head -c 3M /dev/zero | tr '\\0' b; printf END; printf oops >&2",
+                    timeout=300)
+    assert (res.stdout_bytes, res.stderr_bytes, res.truncated) == (3 * 2**20 + 8, 4, True)
+    assert res.stdout.startswith("STARTbbb") and res.stdout.endswith("bbbEND") and res.stderr == "oops"
+    assert f"bytes omitted; total {3 * 2**20 + 8} bytes" in res.stdout and len(res.stdout) < 2**21 + 200
+
+
 def test_timeout_kills_the_whole_tree(inst):
     a, b = 700 + secrets.randbelow(90), 790 + secrets.randbelow(9)
     with pytest.raises(CommandTimeout) as err:
