@@ -347,7 +347,7 @@ class LibvirtBackend(Backend):
             libvirt_mounts.mount_in_guest(inst, self.mounts)
             inst.metadata["mounts"] = [m.as_dict() for m in self.mounts]
         if network is not None:
-            libvirt_net.configure_guest(inst, network)
+            libvirt_net.configure_guest(inst, inst.dom, network)
             inst.host_device = libvirt_net.nic(network, inst.index).device
             join_network(inst, network, libvirt_net.host_link(network.link))
             bonded = libvirt_net.shape_data_nics(inst, network)

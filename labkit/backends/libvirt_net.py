@@ -25,18 +25,14 @@
 from __future__ import annotations
 
 import shlex
-from typing import TYPE_CHECKING
 
 import libvirt
 
 from .. import network as netmod
 from ..errors import BackendError, BackendUnavailable
 from . import libvirt_agent as agent
-from .base import Network
+from .base import Instance, Network
 from .libvirt_xml import Nic, guest_mac, network_xml
-
-if TYPE_CHECKING:
-    from .libvirt import LibvirtInstance
 
 #: how long the guest may take to show its NIC (s)
 NIC_WAIT_S = 30
@@ -171,11 +167,11 @@ printf '{netmod.NO_DNS}' > /etc/resolv.conf && chmod 644 /etc/hosts /etc/resolv.
     return script + f"ip link set bond0 up && ip addr add {data} dev bond0 || exit 1\n"
 
 
-def configure_guest(inst: LibvirtInstance, network: Network) -> None:
-    """Give booted instance ``inst`` its address and names on ``network``, and bond its data
-    NICs when the network has them (see the module doc); BackendUnavailable when the image
-    cannot bond."""
-    agent.write_file(inst.dom, "/etc/hosts", network.hosts_text().encode())
+def configure_guest(inst: Instance, dom: libvirt.virDomain, network: Network) -> None:
+    """Give booted instance ``inst`` (libvirt domain ``dom``) its address and names on ``network``,
+    and bond its data NICs when the network has them (see the module doc); BackendUnavailable
+    when the image cannot bond."""
+    agent.write_file(dom, "/etc/hosts", network.hosts_text().encode())
     bond = tuple(n.mac for n in data_nics(network, inst.index))
     script = guest_script(guest_mac(network.name, inst.index), network.addresses[inst.index],
                           network.prefixlen, bond, network.peer_addresses[inst.index])
@@ -183,7 +179,7 @@ def configure_guest(inst: LibvirtInstance, network: Network) -> None:
               timeout=NIC_WAIT_S * (1 + len(bond)) + 30)
 
 
-def _in_guest(inst: LibvirtInstance, argv: list[str], what: str, feature: str, timeout: float) -> None:
+def _in_guest(inst: Instance, argv: list[str], what: str, feature: str, timeout: float) -> None:
     """Run ``argv`` in the guest: exit 3 (a module the image lacks) is BackendUnavailable saying
     to rebuild the image, which predates ``feature``; any other failure BackendError."""
     res = inst.exec(argv, check=False, timeout=timeout)
@@ -213,7 +209,7 @@ def host_link(link: netmod.Link | None) -> netmod.Link | None:
     return None if link is None or link.rate_bit is None else netmod.Link(link.rate_bit, 0.0)
 
 
-def shape_data_nics(inst: LibvirtInstance, network: Network) -> bool:
+def shape_data_nics(inst: Instance, network: Network) -> bool:
     """Shape the host-side taps of ``inst``'s bonded NICs to the link's rate (each NIC carries
     the class's rate: k NICs, k times the capacity) and record them; whether it has any."""
     devices = [n.device for n in data_nics(network, inst.index)]
@@ -224,7 +220,7 @@ def shape_data_nics(inst: LibvirtInstance, network: Network) -> bool:
     return bool(devices)
 
 
-def delay_in_guest(inst: LibvirtInstance, link: netmod.Link | None, bonded: bool = False) -> None:
+def delay_in_guest(inst: Instance, link: netmod.Link | None, bonded: bool = False) -> None:
     """Delay ``inst``'s egress on eth0 (and on bond0 when ``bonded``) by ``link.delay_s``
     (nothing without a delay), with the same netem command as a host-side delay;
     BackendUnavailable when the VM image carries no netem module (built before labkit delays)."""
@@ -234,6 +230,6 @@ def delay_in_guest(inst: LibvirtInstance, link: netmod.Link | None, bonded: bool
         _delay(inst, device, link.delay_s)
 
 
-def _delay(inst: LibvirtInstance, device: str, delay_s: float) -> None:
+def _delay(inst: Instance, device: str, delay_s: float) -> None:
     (tc,) = netmod.shape_commands(device, netmod.Link(None, delay_s))
     _in_guest(inst, ["sh", "-c", DELAY_SCRIPT, "sh", *tc], f"link delay on {device}", "link delays", timeout=60)
