@@ -10,6 +10,10 @@ measurements are committed together, so a campaign killed at any moment
 ``Store.tidy()`` joins everything into one row per measurement (docs/design.md,
 "Store"); ``export()`` writes it as CSV and Parquet for Binder and other tools.
 
+A run's command output (the head and tail of what its workload's commands printed)
+can be kept beside the store as ``output/<run_id>.log`` (:meth:`Store.write_run_output`,
+always 0600).
+
 Files are private: the directory 0700, the store and its exports 0600 (0750 /
 0640 with ``group_readable=True``). Secrets never reach the store: metadata and
 fingerprints pass through :func:`labkit.redact.redact`. Every storage failure
@@ -21,6 +25,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sqlite3
 import time
 from datetime import UTC, datetime
@@ -30,6 +35,10 @@ from .backends.output import shorten
 from .errors import StoreError
 from .files import atomic_write
 from .redact import redact
+
+#: characters of a run's output file (write_run_output) kept at most: its head and tail
+OUTPUT_CAP = 1 << 20
+_RUN_ID = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9_.-]{0,127}")
 
 # host-lost: the run was in flight on a fleet host that died (labkit.fleet)
 STATUSES = ("ok", "failed", "timeout", "host-lost")
@@ -222,12 +231,13 @@ class Store:
         tail around a marker saying how many were omitted): a failed run's output can be huge."""
         if status not in STATUSES:
             raise StoreError(f"run status must be one of {', '.join(STATUSES)}, got {status!r}")
+        error = None if error is None else shorten(error)
         try:
             with self._tx():
                 self._db.execute(
                     "INSERT INTO runs VALUES (?,?,?,?,?,?,?,?,?,?,?)",
                     (run.run_id, run.order, run.config, run.replicate,
-                     json.dumps(run.levels, default=str), status, shorten(error), started, duration_s,
+                     json.dumps(run.levels, default=str), status, error, started, duration_s,
                      json.dumps(redact(metadata or {}), default=str), fingerprint_id))
                 self._db.executemany(
                     "INSERT INTO measurements VALUES (?,?,?,?,?)",
@@ -236,6 +246,30 @@ class Store:
         except sqlite3.IntegrityError as exc:
             raise StoreError(f"{self.path}: run {run.run_id} could not be stored ({exc}); "
                              "a run is stored once") from exc
+
+    def write_run_output(self, run_id: str, text: str) -> Path:
+        """Keep ``text`` (a run's command output, e.g. :func:`labkit.backends.base.exec_log_text`,
+        capped at :data:`OUTPUT_CAP` characters: head and tail) as ``output/<run_id>.log`` beside the
+        store, private (0600, the directory 0700), written atomically; returns its path. A run
+        that runs again overwrites its file."""
+        if self.readonly:
+            raise StoreError(f"{self.path}: the store is open read-only; the run output of {run_id!r} "
+                             "was not written")
+        if not isinstance(run_id, str) or not _RUN_ID.fullmatch(run_id):
+            raise StoreError(f"{self.path}: run output: {run_id!r} is not a run id ([A-Za-z0-9_.-], "
+                             "not starting with a dot)")
+        path = self.path.parent / "output" / f"{run_id}.log"
+        try:
+            return atomic_write(path, shorten(text, OUTPUT_CAP), mode=0o600, dir_mode=0o700)
+        except OSError as exc:
+            raise storage_error(path, exc, "write the run's output") from None
+
+    def run_output(self, run_id: str) -> str | None:
+        """The output kept for ``run_id`` by :meth:`write_run_output`, None if there is none."""
+        path = self.path.parent / "output" / f"{run_id}.log"
+        if not _RUN_ID.fullmatch(str(run_id)) or not path.is_file():
+            return None
+        return path.read_text(errors="replace")
 
     # -- claims (fleet workers: labkit.fleet) ---------------------------------
     def claim(self, candidates, host: str, owner: str, lease_s: float) -> str | None:

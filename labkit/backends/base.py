@@ -40,8 +40,9 @@ import secrets
 import shlex
 import time
 from abc import ABC, abstractmethod
+from collections import deque
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from .. import network as netmod
@@ -58,6 +59,8 @@ KILL_GRACE_S = 30.0
 SIGKILL_STATUS = 137
 #: characters of each stream an error message (ExecResult.describe) shows at most
 DESCRIBE_CAP = 8 * 1024
+#: how many of its last commands an instance keeps in ``exec_log``, and the characters of each stream
+EXEC_LOG_LEN, EXEC_LOG_CAP = 16, 32 * 1024
 _PREFIX_RE = re.compile(r"^labkit-[a-z0-9_-]*$")
 _NAME_RE = re.compile(r"^labkit-[a-z0-9_-]+$")
 
@@ -121,14 +124,14 @@ class RawResult:
     exit_code: int
     stdout: str
     stderr: str
-    stdout_bytes: int | None = None
-    stderr_bytes: int | None = None
+    stdout_bytes: int = -1   # -1: count the bytes of ``stdout``
+    stderr_bytes: int = -1
     truncated: bool = False
 
     def __post_init__(self):
-        if self.stdout_bytes is None:
+        if self.stdout_bytes < 0:
             self.stdout_bytes = len(self.stdout.encode("utf-8", "surrogateescape"))
-        if self.stderr_bytes is None:
+        if self.stderr_bytes < 0:
             self.stderr_bytes = len(self.stderr.encode("utf-8", "surrogateescape"))
 
     @classmethod
@@ -200,6 +203,9 @@ class Instance(ABC):
         #: metric -> (value, unit) the campaign stores as measurements of the run with this
         #: instance's index (the cloud backend's ``provisioning_s``); empty for other backends
         self.run_metrics: dict[str, tuple[float, str]] = {}
+        #: the last :data:`EXEC_LOG_LEN` commands run by :meth:`exec`, each stream shortened to
+        #: :data:`EXEC_LOG_CAP` characters (what :func:`exec_log_text` renders for a run's output file)
+        self.exec_log: deque[ExecResult] = deque(maxlen=EXEC_LOG_LEN)
 
     # -- shared work -------------------------------------------------------
     def exec(self, command: str | Sequence[str], *, timeout: float | None = None,
@@ -244,6 +250,8 @@ class Instance(ABC):
                             stderr_bytes=raw.stderr_bytes, truncated=raw.truncated)
         if raw.exit_code == SIGKILL_STATUS and not timed_out:
             result.oom_killed = self._oom_killed_since_last()
+        self.exec_log.append(replace(result, stdout=shorten(result.stdout, EXEC_LOG_CAP),
+                                     stderr=shorten(result.stderr, EXEC_LOG_CAP)))
         log.debug("%s: %s -> %s (%.3fs)", self.name, argv, raw.exit_code, result.duration_s)
         if timed_out:
             raise CommandTimeout(f"timed out after {timeout}s: " + result.describe(), result)
@@ -577,6 +585,20 @@ def instance_measurements(instances) -> list:
     from ..workloads.base import Measurement
     return [Measurement(metric, float(value), unit, inst.index)
             for inst in instances for metric, (value, unit) in getattr(inst, "run_metrics", {}).items()]
+
+
+def exec_log_text(instances) -> str:
+    """The commands each of ``instances`` ran last (:attr:`Instance.exec_log`) as text: per
+    command its instance, argv, exit code, duration, byte totals, then its kept stdout and
+    stderr (head and tail, see :mod:`.output`). "" when none ran anything."""
+    parts = []
+    for inst in instances:
+        for r in getattr(inst, "exec_log", ()):
+            how = " (timed out)" if r.timed_out else " (OOM-killed)" if r.oom_killed else ""
+            parts.append(f"$ {shlex.join(r.command)}\n# in {r.instance}: exit {r.exit_code}{how} after "
+                         f"{r.duration_s:.2f}s; stdout {r.stdout_bytes} bytes, stderr {r.stderr_bytes} bytes\n"
+                         f"--- stdout ---\n{r.stdout}\n--- stderr ---\n{r.stderr}\n")
+    return "\n".join(parts)
 
 
 def teardown(instances) -> list[Exception]:

@@ -103,10 +103,10 @@ class CappedOutput:
         return start + MARKER.format(omitted=self.total - kept, total=self.total) + end
 
 
-def shorten(text: str | None, limit: int = TEXT_CAP) -> str | None:
+def shorten(text: str, limit: int = TEXT_CAP) -> str:
     """``text`` if it has at most ``limit`` characters; else its first and last ``limit // 2``
-    characters around a marker saying how many were omitted. None stays None."""
-    if text is None or len(text) <= limit:
+    characters around a marker saying how many were omitted."""
+    if len(text) <= limit:
         return text
     half = limit // 2
     omitted = len(text) - 2 * half

@@ -67,7 +67,7 @@ def test_sink_memory_stays_bounded_whatever_is_written():
 
 
 def test_shorten_keeps_head_and_tail_of_long_text():
-    assert shorten(None) is None and shorten("abc", 10) == "abc"
+    assert shorten("abc", 10) == "abc"
     text = "A" * 50 + "B" * 50
     out = shorten(text, 10)
     assert out.startswith("AAAAA\n... [90 characters omitted; total 100 characters]") and out.endswith("BBBBB")
@@ -104,3 +104,48 @@ def test_store_caps_the_error_text_of_a_run(tmp_path):
         (error,) = st.runs()["error"].tolist()
     assert len(error) <= TEXT_CAP + 100
     assert error.startswith("start yyy") and error.endswith("yyy the end") and "omitted" in error
+
+
+@pytest.mark.root
+def test_an_instance_keeps_its_last_commands_output_shortened():
+    from labkit.backends import get_backend, teardown
+    from labkit.backends.base import EXEC_LOG_CAP, EXEC_LOG_LEN, exec_log_text
+    from labkit.instance import InstanceSpec
+
+    be = get_backend("local")
+    (inst,) = be.provision(InstanceSpec(vcpus=1, memory_mb=64), prefix="labkit-test-log-")
+    try:
+        for i in range(EXEC_LOG_LEN + 2):
+            inst.exec(f"echo run {i}")
+        inst.exec("head -c 5M /dev/zero | tr '\\0' q; echo tail-end; echo oops >&2; exit 2", check=False)
+    finally:
+        teardown([inst])
+    log = list(inst.exec_log)
+    assert len(log) == EXEC_LOG_LEN and log[0].stdout == "run 3\n"
+    last = log[-1]
+    assert (last.exit_code, last.stdout_bytes, last.stderr) == (2, 5 * 2**20 + 9, "oops\n")
+    assert len(last.stdout) <= EXEC_LOG_CAP + 100 and last.stdout.endswith("tail-end\n")
+    text = exec_log_text([inst])
+    assert "$ sh -c 'echo run 3'" in text and "exit 2 after" in text and "stdout 5242889 bytes" in text
+
+
+def test_a_runs_output_file_is_private_capped_and_named_safely(tmp_path):
+    from labkit.errors import StoreError
+    from labkit.store import OUTPUT_CAP
+
+    with Store(tmp_path / "c" / "store.sqlite") as st:
+        path = st.write_run_output("c0001r002", "begin " + "o" * (3 * OUTPUT_CAP) + " end")
+        assert path == tmp_path / "c" / "output" / "c0001r002.log"
+        assert (path.stat().st_mode & 0o777, path.parent.stat().st_mode & 0o777) == (0o600, 0o700)
+        kept = st.run_output("c0001r002")
+        assert len(kept) <= OUTPUT_CAP + 100 and kept.startswith("begin o") and kept.endswith("o end")
+        assert st.run_output("c9999r001") is None and st.run_output("../store") is None
+        for bad in ("../escape", ".hidden", "a/b", ""):
+            with pytest.raises(StoreError, match="not a run id"):
+                st.write_run_output(bad, "x")
+        os.symlink(tmp_path / "elsewhere", path.parent / "c0002r001.log")
+        with pytest.raises(Exception, match="symbolic link"):
+            st.write_run_output("c0002r001", "x")
+    assert not (tmp_path / "elsewhere").exists()
+    with Store(tmp_path / "c" / "store.sqlite", readonly=True) as ro, pytest.raises(StoreError, match="read-only"):
+        ro.write_run_output("c0003r001", "x")
