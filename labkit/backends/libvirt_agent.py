@@ -36,6 +36,9 @@ FAST_POLL_S, FAST_S, MAX_POLL_S = 0.005, 2.0, 0.1
 #: How often a wait asks libvirt whether the guest is still running.
 ALIVE_EVERY_S = 1.0
 TRUNCATED = "\n[labkit: output truncated by the guest agent]"
+#: the largest string libvirt's RPC carries (VIR_NET_MESSAGE_STRING_MAX): a guest-exec-status
+#: reply whose base64 output is larger fails ("Unable to encode message payload")
+PAYLOAD_MAX = 4 << 20
 #: How long a wait bears a guest agent that does not answer (a guest stalled on a loaded host,
 #: as QEMU TCG guests are seen to be for tens of seconds) before it gives up.
 SILENCE_S = 300.0
@@ -62,7 +65,11 @@ def command(dom, execute: str, arguments: dict | None = None, timeout: int = 30)
     try:
         reply = libvirt_qemu.qemuAgentCommand(dom, json.dumps(msg), timeout, 0)
     except libvirt.libvirtError as exc:
-        raise AgentError(f"guest agent {execute} in {dom.name()}: {exc}",
+        too_big = execute == "guest-exec-status" and "encode message payload" in str(exc)
+        hint = (f" (the command's output, base64-encoded, exceeds what libvirt carries in one reply, "
+                f"{PAYLOAD_MAX >> 20} MiB: about {PAYLOAD_MAX * 3 // 4 >> 20} MiB of output at most; "
+                "write large output to a file in the guest instead)") if too_big else ""
+        raise AgentError(f"guest agent {execute} in {dom.name()}: {exc}{hint}",
                          unresponsive=exc.get_error_code() == libvirt.VIR_ERR_AGENT_UNRESPONSIVE) from exc
     data = json.loads(reply)
     if "error" in data:

@@ -71,6 +71,14 @@ def test_agent_errors_are_backend_errors(monkeypatch):
         agent.wait(Dom(), 9, timeout=1)
 
 
+def test_output_too_large_for_libvirt_says_so(monkeypatch):
+    def refuse(*a):
+        raise agent.libvirt.libvirtError("Unable to encode message payload")
+    monkeypatch.setattr(agent.libvirt_qemu, "qemuAgentCommand", refuse)
+    with pytest.raises(agent.AgentError, match="output, base64-encoded, exceeds what libvirt carries.*3 MiB"):
+        agent.wait(Dom(), 9, timeout=1)
+
+
 class Conn:
     def lookupByName(self, name):
         return LiveDom()
