@@ -22,7 +22,6 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from labkit.clouds import get_provider  # noqa: E402
-from labkit.clouds.base import wait_ssh  # noqa: E402
 from labkit.clouds.openstack import first_address  # noqa: E402
 
 
@@ -40,7 +39,7 @@ def cli_once(args, provider, prefix: str) -> float:
     server = provider.conn.compute.find_server(name)
     try:
         address = first_address(server.addresses or {}, args.network)
-        wait_ssh(address, 22, "root", args.key, t0 + args.timeout, what=f"cli server {name}")
+        provider.wait_new_server(address, t0 + args.timeout, f"cli server {name}")   # as labkit's own servers
         total = time.monotonic() - t0
     finally:
         provider.delete(server.id)

@@ -10,13 +10,16 @@ A testbed declares platforms by name::
 The backend names themselves (``local``, ``docker``, ``lxd``, ``libvirt``, ``ssh``) are
 platforms without declaration. In string options, ``{address}`` (also ``{host}``), ``{port}``,
 ``{user}``, ``{key}`` and ``{name}`` are replaced by the host's values (plain substitution, no
-format language). On a remote host the ``ssh`` backend gets the host's address, port, user and
-key; ``docker`` without ``base_url`` gets ``ssh://user@address:port`` (the docker SDK's SSH
-transport) and, with an ``ssh://`` URL, the host's key as ``ssh_key_filename`` and (unless
-``ssh_known_hosts`` is given) ``ssh_verify_host: false``, the ssh platform's policy: an unknown
-host key is accepted, a changed one refused; ``libvirt`` without ``uri`` gets
-``qemu+ssh://user@address:port/system?no_tty=1&no_verify=1&keyfile=<key>`` (the same policy);
-``local`` cannot run on a remote host.
+format language). On a remote host every SSH path gets the host's ``host_key_policy`` (strict
+unless the testbed or host says otherwise, :mod:`labkit.backends.hostkeys`) and ``known_hosts``
+file: the ``ssh`` backend gets the host's address, port, user, key, ``host_key_policy`` and
+``known_hosts``; ``docker`` without ``base_url`` gets ``ssh://user@address:port`` (the docker
+SDK's SSH transport) and, with an ``ssh://`` URL, the host's key as ``ssh_key_filename``, its
+``host_key_policy`` and its known_hosts file as ``ssh_known_hosts``; ``libvirt`` without ``uri``
+gets ``qemu+ssh://user@address:port/system?no_tty=1&command=<ssh with the policy's options>&keyfile=...``
+(:func:`labkit.backends.hostkeys.libvirt_query`). A ``uri`` the platform gives is used as it is
+(``qemu+ssh://`` then checks host keys as the user's OpenSSH configuration says). ``local`` cannot
+run on a remote host.
 
 :class:`BackendPool` opens each (host, platform) backend once, checks it, and closes them all.
 """
@@ -120,23 +123,24 @@ def options_for(platform: Platform, host) -> dict:
     if platform.backend == "local":
         raise ConfigError(f"platform {platform.name!r} (backend local) runs on the controller only; "
                           f"host {host.name!r} is remote: offer it the 'ssh' platform instead")
+    keys = {"host_key_policy": host.host_key_policy, **({"known_hosts": host.known_hosts} if host.known_hosts else {})}
     if platform.backend == "ssh":
         opts = {"host": host.address, "port": host.port, "user": host.user,
-                **({"key_filename": host.key} if host.key else {}), **opts}
+                **({"key_filename": host.key} if host.key else {}), **keys, **opts}
     elif platform.backend == "docker":
         opts.setdefault("base_url", f"ssh://{host.user}@{host.address}:{host.port}")
         if str(opts["base_url"]).startswith("ssh://"):
             if host.key:
                 opts.setdefault("ssh_key_filename", host.key)
-            # the host-key policy of the host's ssh platform (fabric: unknown keys accepted, changed refused)
-            if not opts.get("ssh_known_hosts"):
-                opts.setdefault("ssh_verify_host", False)
-    elif platform.backend == "libvirt":
-        # libvirt's ssh transport (docs/uri.rst): no_tty = never prompt; no_verify = accept a new host
-        # key, still refuse a changed one (the ssh platform's policy); keyfile = the key; values URI-escaped
-        keyfile = f"&keyfile={urllib.parse.quote(host.key, safe='/')}" if host.key else ""
-        opts.setdefault("uri", f"qemu+ssh://{host.user}@{host.address}:{host.port}/system"
-                               f"?no_tty=1&no_verify=1{keyfile}")
+            if "ssh_verify_host" not in opts:   # its deprecated form, given by the platform
+                opts.setdefault("host_key_policy", host.host_key_policy)
+            if host.known_hosts:
+                opts.setdefault("ssh_known_hosts", host.known_hosts)
+    elif platform.backend == "libvirt" and "uri" not in opts:
+        from .backends.hostkeys import libvirt_query
+        query = urllib.parse.urlencode(libvirt_query(host.host_key_policy, host.known_hosts, host.key), safe="/",
+                                       quote_via=urllib.parse.quote)   # libvirt reads no "+" as a space
+        opts["uri"] = f"qemu+ssh://{host.user}@{host.address}:{host.port}/system?{query}"
     return opts
 
 

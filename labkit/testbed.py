@@ -13,10 +13,16 @@
     assign: blocks            # each replicate block on one host (default); random: any host per run
     on_host_loss: move        # pending runs of a lost host go to others; fail-block: re-run its blocks whole
     connect_timeout: 10       # seconds, every SSH connect
+    host_key_policy: strict   # strict (default) | accept-new | insecure; a host may set its own
+    known_hosts: ~/lab/known_hosts   # optional, checked besides ~/.ssh/known_hosts; a host may set its own
 
 A host without ``address`` is this machine (the controller); it offers every platform unless it
 lists some. A remote host offers ``[ssh]`` unless it lists others. ``Testbed.local()`` (no testbed
 file) is this machine alone. Every bad input is a ConfigError naming the file and the key.
+
+``host_key_policy`` and ``known_hosts`` (:mod:`labkit.backends.hostkeys`) go to every SSH path
+of a remote host's platforms (:func:`labkit.platforms.options_for`): the ``ssh`` backend, docker
+over ``ssh://``, generated libvirt URIs, and the MPI launch agent's ``ssh`` commands.
 """
 from __future__ import annotations
 
@@ -25,11 +31,15 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .backends import hostkeys
+from .backends.hostkeys import known_hosts_path
 from .errors import ConfigError
 from .platforms import BACKENDS, Platform, check_platform_name, parse_platforms, resolve
 
-TESTBED_KEYS = ("name", "hosts", "platforms", "assign", "on_host_loss", "connect_timeout")
-HOST_KEYS = ("name", "address", "port", "user", "key", "platforms", "labels", "price_per_hour")
+TESTBED_KEYS = ("name", "hosts", "platforms", "assign", "on_host_loss", "connect_timeout", "host_key_policy",
+                "known_hosts")
+HOST_KEYS = ("name", "address", "port", "user", "key", "platforms", "labels", "price_per_hour", "host_key_policy",
+             "known_hosts")
 ASSIGN = ("blocks", "random")
 ON_HOST_LOSS = ("move", "fail-block")
 MAX_HOSTS = 256
@@ -48,6 +58,8 @@ class Host:
     platforms: tuple[str, ...] = ()
     labels: dict = field(default_factory=dict, hash=False)
     price_per_hour: float | None = None
+    host_key_policy: str = hostkeys.DEFAULT
+    known_hosts: str | None = None
 
     @property
     def remote(self) -> bool:
@@ -56,7 +68,10 @@ class Host:
     def describe(self) -> dict:
         return {"name": self.name, "address": self.address, "port": self.port, "user": self.user,
                 "key": self.key, "platforms": list(self.platforms), "labels": dict(self.labels),
-                "price_per_hour": self.price_per_hour}
+                "price_per_hour": self.price_per_hour,
+                # only when set: a campaign stored before these keys existed still resumes (RESUME_KEYS)
+                **({"host_key_policy": self.host_key_policy} if self.host_key_policy != hostkeys.DEFAULT else {}),
+                **({"known_hosts": self.known_hosts} if self.known_hosts else {})}
 
 
 @dataclass
@@ -108,7 +123,8 @@ class Testbed:
             raise ConfigError(f"{source}: 'hosts' must be a list of at least one host mapping")
         if len(raw_hosts) > MAX_HOSTS:
             raise ConfigError(f"{source}: 'hosts': at most {MAX_HOSTS} hosts, got {len(raw_hosts)}")
-        hosts = [_host(f"{source}: hosts[{i}]", h, declared) for i, h in enumerate(raw_hosts)]
+        keys = _host_keys(source, data, {})
+        hosts = [_host(f"{source}: hosts[{i}]", h, declared, keys) for i, h in enumerate(raw_hosts)]
         names = [h.name for h in hosts]
         dup = sorted({n for n in names if names.count(n) > 1})
         if dup:
@@ -169,7 +185,17 @@ def _default(h: Host) -> list[str]:
     return ["ssh"] if h.remote else ["(all)"]
 
 
-def _host(where: str, raw, declared: dict) -> Host:
+def _host_keys(where: str, raw: dict, defaults: dict) -> dict:
+    """``host_key_policy`` and ``known_hosts`` of ``raw`` (a testbed or a host), else ``defaults``."""
+    out = dict(defaults)
+    if raw.get("host_key_policy") is not None:
+        out["host_key_policy"] = hostkeys.check_policy(raw["host_key_policy"], where)
+    if raw.get("known_hosts") is not None:
+        out["known_hosts"] = known_hosts_path(f"{where}: known_hosts", raw["known_hosts"])
+    return out
+
+
+def _host(where: str, raw, declared: dict, keys: dict) -> Host:
     if not isinstance(raw, dict):
         raise ConfigError(f"{where}: a host must be a mapping with keys {', '.join(HOST_KEYS)}")
     unknown = sorted(str(k)[:64] for k in raw if k not in HOST_KEYS)
@@ -215,4 +241,4 @@ def _host(where: str, raw, declared: dict) -> Host:
                               or not math.isfinite(price) or price < 0):
         raise ConfigError(f"{where}.price_per_hour: a number >= 0, got {str(price)[:32]!r}")
     return Host(name, address, port, user, key, tuple(plats), dict(labels),
-                None if price is None else float(price))
+                None if price is None else float(price), **_host_keys(where, raw, keys))

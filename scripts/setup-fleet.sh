@@ -9,7 +9,9 @@
 # that bridge only: no default route, nothing routed outside the bridge. Each runs its own sshd
 # (own config, host key and pid file under /etc/labkit-fleet and /run/labkit-fleet, ListenAddress
 # on its namespace address, keys only) that accepts the labkit test key
-# /root/.ssh/labkit_test_ed25519 made by scripts/setup-ssh.sh (run that first).
+# /root/.ssh/labkit_test_ed25519 made by scripts/setup-ssh.sh (run that first). Each host's key is
+# recorded in /root/.ssh/known_hosts (replacing stale entries for its address), so labkit's default
+# host_key_policy (strict) accepts the hosts.
 #
 # The sshds are started with `nsenter --net` (not `ip netns exec`, which remounts /sys and would
 # hide the cgroup hierarchy): the namespace hosts share this machine's kernel, cgroups and file
@@ -61,6 +63,7 @@ fi
 
 . "$(dirname "$0")/apt.sh"
 . "$(dirname "$0")/sshd-common.sh"
+. "$(dirname "$0")/known-hosts.sh"
 apt_install_missing openssh-server iproute2 util-linux procps
 
 if [ ! -f "$KEY" ]; then
@@ -122,6 +125,7 @@ EOF
   if ! running "$i"; then
     nsenter --net="/run/netns/$n" /usr/sbin/sshd -f "$ETC/sshd_$i.conf"
   fi
+  record_host_keys "$addr" 22 "$ETC/host_${i}_ed25519.pub"
 done
 
 # -- the proof: every host answers with the test key ------------------------------------------
@@ -129,7 +133,7 @@ for i in $(seq 1 "$N"); do
   addr="$NET.$((10 + i))"
   ok=0
   for _ in $(seq 20); do
-    if timeout 10 ssh -i "$KEY" -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o BatchMode=yes \
+    if timeout 10 ssh -i "$KEY" -o StrictHostKeyChecking=yes -o UserKnownHostsFile=/root/.ssh/known_hosts -o BatchMode=yes \
          -o LogLevel=ERROR -o ConnectTimeout=5 "root@$addr" true 2>/dev/null; then ok=1; break; fi
     sleep 0.1
   done

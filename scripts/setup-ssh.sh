@@ -5,7 +5,9 @@
 # * makes a dedicated key /root/.ssh/labkit_test_ed25519 and authorizes it once for root;
 # * starts a separate sshd that listens on 127.0.0.1:2222 only (its own config, pid file and
 #   no passwords), unless it is already listening; no systemd needed;
-# * checks that `ssh -p 2222 root@127.0.0.1 true` works with that key.
+# * records the sshd's host keys as [127.0.0.1]:2222 in /root/.ssh/known_hosts (replacing stale
+#   entries for it), so labkit's default host_key_policy (strict) accepts it;
+# * checks that `ssh -p 2222 root@127.0.0.1 true` works with that key and strict host-key checking.
 #
 # Nothing but 127.0.0.1 is ever contacted. Point the tests at it with:
 #   export LABKIT_SSH_HOST=127.0.0.1 LABKIT_SSH_PORT=2222 LABKIT_SSH_USER=root \
@@ -26,6 +28,7 @@ fi
 
 . "$(dirname "$0")/apt.sh"
 . "$(dirname "$0")/sshd-common.sh"
+. "$(dirname "$0")/known-hosts.sh"
 apt_install_missing openssh-server openssh-client procps iproute2
 
 # -- the test key, authorized once ------------------------------------------------------
@@ -92,8 +95,11 @@ fi
 for _ in $(seq 50); do listening && break; sleep 0.2; done
 listening || { echo "setup-ssh.sh: sshd did not start listening on 127.0.0.1:$PORT" >&2; exit 1; }
 
+record_host_keys 127.0.0.1 "$PORT" /etc/ssh/ssh_host_ed25519_key.pub /etc/ssh/ssh_host_ecdsa_key.pub \
+  /etc/ssh/ssh_host_rsa_key.pub
+
 # -- the proof ----------------------------------------------------------------------------
-if ssh -i "$KEY" -p "$PORT" -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null \
+if ssh -i "$KEY" -p "$PORT" -o StrictHostKeyChecking=yes -o UserKnownHostsFile=/root/.ssh/known_hosts \
        -o BatchMode=yes -o LogLevel=ERROR -o ConnectTimeout=10 root@127.0.0.1 true; then
   echo "== ssh set-up done: root@127.0.0.1:$PORT with $KEY"
   echo "   export LABKIT_SSH_HOST=127.0.0.1 LABKIT_SSH_PORT=$PORT LABKIT_SSH_USER=root LABKIT_SSH_KEY=$KEY"

@@ -1,10 +1,15 @@
 """How to reach a machine over SSH with a given key, known-hosts file, host-key policy and connect
 timeout: :class:`SshSettings`, shared by the docker backend's ``ssh://`` transport
-(:mod:`labkit.backends.docker_ssh`, whose options they are) and by the ``ssh`` command lines
-an MPI launch agent runs (``ssh`` backend instances). Private: no backend imports another.
+(:mod:`labkit.backends.docker_ssh`, whose options they are), by the ``ssh`` command lines an MPI
+launch agent runs (``ssh`` and ``docker`` backend instances) and by the ``qemu+ssh://`` URIs of
+remote libvirt platforms. The host-key policy (:mod:`labkit.backends.hostkeys`) means the same on
+each: paramiko (:meth:`SshSettings.configure`), ``ssh`` options (:meth:`SshSettings.ssh_argv`) and
+libvirt URI parameters (:meth:`SshSettings.libvirt_query`) all derive from it. Private: no backend
+imports another.
 """
 from __future__ import annotations
 
+import logging
 import math
 import os
 import shlex
@@ -14,9 +19,12 @@ from dataclasses import dataclass
 import paramiko
 
 from ..errors import ConfigError
+from . import hostkeys
+from .hostkeys import known_hosts_path
 
-OPTIONS = ("ssh_key_filename", "ssh_known_hosts", "ssh_verify_host", "connect_timeout")
+OPTIONS = ("ssh_key_filename", "ssh_known_hosts", "host_key_policy", "ssh_verify_host", "connect_timeout")
 KEEPALIVE_S = 15
+log = logging.getLogger("labkit.backends")
 
 
 def _path(option: str, value) -> str | None:
@@ -30,16 +38,37 @@ def _path(option: str, value) -> str | None:
     return path
 
 
+def policy_option(where: str, options: dict, legacy: str | None = None) -> str:
+    """``options['host_key_policy']`` checked (default strict). ``legacy``: the name of a deprecated
+    boolean (``ssh_verify_host``): true means strict, false accept-new (an unknown key trusted, a
+    changed one refused, as it was), with a deprecation warning; both given is a ConfigError."""
+    policy = options.get("host_key_policy")
+    old = options.get(legacy) if legacy else None
+    if old is not None:
+        if policy is not None:
+            raise ConfigError(f"{where}: give host_key_policy only ({legacy} is its deprecated form)")
+        if not isinstance(old, bool):
+            raise ConfigError(f"{where}: {legacy}: true or false, got {str(old)[:40]!r} (deprecated: use "
+                              f"host_key_policy: {' | '.join(hostkeys.POLICIES)})")
+        policy = hostkeys.STRICT if old else hostkeys.ACCEPT_NEW
+        log.warning("%s: %s is deprecated; read as host_key_policy: %s", where, legacy, policy)
+    return hostkeys.check_policy(hostkeys.DEFAULT if policy is None else policy, where)
+
+
 @dataclass(frozen=True)
 class SshSettings:
-    """How to reach the daemon of an ``ssh://`` base URL (see the module docstring)."""
+    """How to reach a host over SSH: the docker daemon of an ``ssh://`` base URL, an ``ssh`` backend's
+    host (see the module docstring)."""
     user: str | None
     host: str
     port: int
     key_filename: str | None = None
     known_hosts: str | None = None
-    verify_host: bool = True
+    host_key_policy: str = hostkeys.DEFAULT
     connect_timeout: float = 10.0
+
+    def __post_init__(self):
+        hostkeys.check_policy(self.host_key_policy, f"ssh to {self.host}")
 
     @classmethod
     def from_options(cls, base_url: str, options: dict) -> SshSettings | None:
@@ -59,15 +88,14 @@ class SshSettings:
         if not url.hostname or url.path not in ("", "/") or url.query or url.password:
             raise ConfigError(f"docker option base_url {base_url!r}: use ssh://user@host:port "
                               "(no password, path or query)")
-        verify = options.get("ssh_verify_host", True)
-        if not isinstance(verify, bool):
-            raise ConfigError(f"docker option ssh_verify_host: true or false, got {str(verify)[:40]!r}")
+        policy = policy_option("docker options", options, "ssh_verify_host")
         timeout = options.get("connect_timeout", 10)
         if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not math.isfinite(timeout) \
                 or not 0 < timeout <= 600:
             raise ConfigError(f"docker option connect_timeout: seconds in (0, 600], got {str(timeout)[:40]!r}")
         return cls(url.username, url.hostname, port, _path("ssh_key_filename", options.get("ssh_key_filename")),
-                   _path("ssh_known_hosts", options.get("ssh_known_hosts")), verify, float(timeout))
+                   known_hosts_path("docker option ssh_known_hosts", options.get("ssh_known_hosts")),
+                   policy, float(timeout))
 
     @property
     def target(self) -> str:
@@ -81,6 +109,19 @@ class SshSettings:
             kw.update(key_filename=[self.key_filename], look_for_keys=False, allow_agent=False)
         return kw
 
+    def configure(self, client: paramiko.SSHClient):
+        """Make a paramiko client check host keys by this policy (:func:`hostkeys.configure`, whose
+        missing-key policy it returns)."""
+        return hostkeys.configure(client, self.host_key_policy, self.known_hosts)
+
+    def ssh_options(self) -> list[str]:
+        """``ssh -o`` options of this host-key policy (:func:`hostkeys.ssh_options`)."""
+        return hostkeys.ssh_options(self.host_key_policy, self.known_hosts)
+
+    def libvirt_query(self) -> dict:
+        """Query parameters of a ``qemu+ssh://`` URI for this host (:func:`hostkeys.libvirt_query`)."""
+        return hostkeys.libvirt_query(self.host_key_policy, self.known_hosts, self.key_filename)
+
     def ssh_argv(self, remote: list[str]) -> list[str]:
         """An ``ssh`` command line that runs ``remote`` (an argv, quoted here) on the host with these
         settings (no tty, no password prompt)."""
@@ -89,13 +130,7 @@ class SshSettings:
                 "-o", f"ServerAliveInterval={KEEPALIVE_S}"]
         if self.key_filename:
             argv += ["-i", self.key_filename, "-o", "IdentitiesOnly=yes"]
-        # ssh checks every file listed and adds an accepted new key to the first: /dev/null when
-        # unknown keys are accepted (nothing saved, as with paramiko here), known ones still checked
-        files = ([] if self.verify_host else ["/dev/null"]) + ([self.known_hosts] if self.known_hosts else [])
-        if files:
-            argv += ["-o", "UserKnownHostsFile=" + " ".join([*files, "~/.ssh/known_hosts"])]
-        argv += ["-o", f"StrictHostKeyChecking={'yes' if self.verify_host else 'accept-new'}",
-                 "-o", "LogLevel=ERROR"]
+        argv += self.ssh_options() + ["-o", "LogLevel=ERROR"]
         if self.user:
             argv += ["-l", self.user]
         return argv + ["--", self.host, shlex.join(remote)]
@@ -103,12 +138,9 @@ class SshSettings:
     def why_not(self, exc: BaseException) -> str:
         """What a failed connection means and what to do."""
         tried = f"{self.target} with key {self.key_filename or '~/.ssh defaults and the agent'}"
-        if isinstance(exc, paramiko.BadHostKeyException):
-            return (f"the host key of {self.target} differs from the known one ({exc}); if the host was "
-                    "reinstalled, remove the old entry from the known_hosts file")
+        keys = hostkeys.why_not(exc, self.host, self.port, self.known_hosts)
+        if keys:
+            return keys
         if isinstance(exc, paramiko.AuthenticationException):
             return f"{tried}: authentication failed ({exc}); set ssh_key_filename to an authorized key"
-        if isinstance(exc, paramiko.SSHException) and "known_hosts" in str(exc):
-            return (f"the host key of {self.target} is unknown ({exc}); add it to a known_hosts file "
-                    "given as ssh_known_hosts (ssh-keyscan), or set ssh_verify_host: false to accept it")
         return f"cannot reach the Docker daemon over SSH at {tried} ({type(exc).__name__}: {exc})"

@@ -151,7 +151,7 @@ class DockerBackend(CleanupByName, Backend):
     ``$DOCKER_HOST`` or ``unix:///var/run/docker.sock``), ``api_timeout`` (s, 120),
     ``mounts`` (host directories as bind volumes, see :mod:`labkit.mounts`); for an
     ``ssh://user@host:port`` base URL ``ssh_key_filename``, ``ssh_known_hosts``,
-    ``ssh_verify_host`` and ``connect_timeout`` (:mod:`.docker_ssh`).
+    ``host_key_policy`` (recorded in the fingerprint) and ``connect_timeout`` (:mod:`.docker_ssh`).
     """
 
     name = "docker"
@@ -371,6 +371,7 @@ class DockerBackend(CleanupByName, Backend):
             "kernel": info.get("KernelVersion"),
             "image": self.image,
             "image_id": or_none(lambda: self.client.images.get(self.image).id),
+            **({"host_key_policy": self.ssh.host_key_policy} if self.ssh else {}),
         }
 
     # -- housekeeping ----------------------------------------------------------

@@ -7,9 +7,10 @@ paramiko and runs ``docker system dial-stdio`` on the far side; it takes the key
 and has no connect timeout. :class:`SshSettings` are this backend's options for it:
 
     ssh_key_filename   private key file (then no agent and no ~/.ssh/id_* keys are tried)
-    ssh_known_hosts    an OpenSSH known_hosts file checked besides ~/.ssh/known_hosts
-    ssh_verify_host    True (default): refuse a host whose key is unknown; False: accept an unknown
-                       key (not saved anywhere). A *changed* key is refused either way.
+    ssh_known_hosts    an OpenSSH known_hosts file checked besides ~/.ssh/known_hosts (and the one
+                       ``accept-new`` records new keys in)
+    host_key_policy    strict (default) | accept-new | insecure (:mod:`labkit.backends.hostkeys`)
+    ssh_verify_host    deprecated: true is host_key_policy strict, false accept-new
     connect_timeout    seconds for the TCP connect, the SSH banner and authentication (10)
 
 :func:`api_client` builds the SDK's ``APIClient`` with :class:`KeyedSSHAdapter` mounted in place of
@@ -24,13 +25,6 @@ from ..errors import BackendUnavailable
 from ._ssh_settings import KEEPALIVE_S, OPTIONS, SshSettings  # noqa: F401 (OPTIONS: the docker backend's)
 
 
-class _AcceptUnknown(paramiko.MissingHostKeyPolicy):
-    """Accept a host key that no known_hosts file lists, without saving it."""
-
-    def missing_host_key(self, client, hostname, key):
-        return None
-
-
 def _adapter_class():
     from docker.transport.sshconn import SSHHTTPAdapter
 
@@ -42,13 +36,11 @@ def _adapter_class():
             super().__init__(base_url, timeout, shell_out=False, **kwargs)
 
         def _create_paramiko_client(self, base_url):
-            super()._create_paramiko_client(base_url)   # ~/.ssh/config, system host keys, reject
+            super()._create_paramiko_client(base_url)   # ~/.ssh/config (its host keys: replaced)
             s = self.settings
             self.ssh_params["port"] = s.port
-            if s.known_hosts:
-                self.ssh_client.load_host_keys(s.known_hosts)
-            if not s.verify_host:
-                self.ssh_client.set_missing_host_key_policy(_AcceptUnknown())
+            self.ssh_client = paramiko.SSHClient()
+            s.configure(self.ssh_client)
             self.ssh_params.update(s.connect_kwargs())
 
         def _connect(self):

@@ -34,7 +34,13 @@ Where the host is (explicit arguments win over the environment)::
 >>> be = get_backend("ssh", host="10.0.0.5", key_filename="~/.ssh/id_ed25519")
 >>> [inst] = be.provision(InstanceSpec(vcpus=2, affinity="pinned"))
 
-``scripts/setup-ssh.sh`` starts a test sshd on 127.0.0.1:2222 with a dedicated key.
+Host keys are checked by ``host_key_policy`` (strict, the default: the key must be in
+``~/.ssh/known_hosts`` or the ``known_hosts`` option's file; accept-new; insecure), for fabric's
+connection and for the ``ssh`` commands of an MPI launch agent alike (:mod:`labkit.backends.hostkeys`;
+fabric's own policy, which accepts any key, is replaced).
+
+``scripts/setup-ssh.sh`` starts a test sshd on 127.0.0.1:2222 with a dedicated key and records its
+host keys in root's ``~/.ssh/known_hosts``.
 """
 from __future__ import annotations
 
@@ -52,8 +58,10 @@ from fabric import Connection
 
 from ..errors import BackendError, BackendUnavailable, ConfigError
 from ..instance import InstanceSpec
-from . import cgroups
+from . import cgroups, hostkeys
+from ._ssh_settings import SshSettings, policy_option
 from .base import NAME_PREFIX, Backend, Instance, RawResult, check_name, check_prefix
+from .hostkeys import known_hosts_path
 from .output import CHUNK, CappedOutput
 
 ENV_HOST, ENV_PORT, ENV_USER, ENV_KEY = "LABKIT_SSH_HOST", "LABKIT_SSH_PORT", "LABKIT_SSH_USER", "LABKIT_SSH_KEY"
@@ -238,9 +246,8 @@ class SshInstance(cgroups.CgroupCounters, Instance):
 
     def host_command(self, argv: list[str]) -> list[str]:
         """An ``ssh`` argv for this machine that runs ``argv`` in this instance (its work dir and
-        cgroup, or its CPUs when unconfined): an MPI launch agent's command. Host keys as fabric's:
-        an unknown one is accepted (not saved), a changed one refused."""
-        from ._ssh_settings import SshSettings
+        cgroup, or its CPUs when unconfined): an MPI launch agent's command. Host keys by the
+        backend's ``host_key_policy``, as its own connection."""
         be: SshBackend = self.backend
         remote = ["env", "-C", self.workdir]
         if be.driver is not None:
@@ -248,8 +255,7 @@ class SshInstance(cgroups.CgroupCounters, Instance):
                        "/bin/sh", "-c", cgroups.JOIN, "sh"]
         elif self.host_cpu_ids:
             remote += ["taskset", "-c", cgroups.format_cpulist(self.host_cpu_ids)]
-        settings = SshSettings(be.user, be.host, be.port, be.key_filename, None, False, be.connect_timeout)
-        return settings.ssh_argv(remote + list(argv))
+        return be.settings.ssh_argv(remote + list(argv))
 
     # -- exec hooks --------------------------------------------------------
     def _start(self, argv, env):
@@ -326,7 +332,10 @@ class SshBackend(Backend):
     Options: ``host``, ``user``, ``port``, ``key_filename`` (defaults from
     ``LABKIT_SSH_HOST``/``_USER``/``_PORT``/``_KEY``, else localhost, root,
     22, paramiko's default keys and agent), ``connect_timeout`` (seconds, for
-    TCP connect, banner and authentication), ``enforce_limits`` (default True:
+    TCP connect, banner and authentication), ``host_key_policy`` (strict, the
+    default | accept-new | insecure, :mod:`labkit.backends.hostkeys`; recorded in
+    the fingerprint), ``known_hosts`` (a known_hosts file checked besides
+    ``~/.ssh/known_hosts``, where accept-new records), ``enforce_limits`` (default True:
     refuse when the remote cgroups can't be used), ``connect_kwargs`` (a dict
     for ``paramiko.SSHClient.connect``: ``password``, ``passphrase``,
     ``allow_agent``...; never stored or logged by labkit).
@@ -334,11 +343,12 @@ class SshBackend(Backend):
 
     name = "ssh"
     OPTIONS = ("host", "user", "port", "key_filename", "connect_timeout", "enforce_limits",
-               "connect_kwargs")
+               "connect_kwargs", "host_key_policy", "known_hosts")
 
     def __init__(self, host: str | None = None, user: str | None = None, port: int | None = None,
                  key_filename: str | None = None, connect_timeout: float = 10,
-                 enforce_limits: bool = True, connect_kwargs: dict | None = None, **unknown):
+                 enforce_limits: bool = True, connect_kwargs: dict | None = None,
+                 host_key_policy: str | None = None, known_hosts: str | None = None, **unknown):
         super().__init__(**unknown)   # an unknown option is refused with the list of valid ones
         target = resolve_target(host, user, port, key_filename)
         if not isinstance(connect_timeout, (int, float)) or isinstance(connect_timeout, bool) \
@@ -350,10 +360,16 @@ class SshBackend(Backend):
         if bad:
             raise ConfigError(f"ssh backend: pass host/port/user/connect_timeout as options, "
                               f"not as connect_kwargs {', '.join(bad)}")
-        self.options = {**target, "connect_timeout": connect_timeout, "enforce_limits": enforce_limits}
+        policy = policy_option("ssh backend", {"host_key_policy": host_key_policy})
+        known_hosts = known_hosts_path("ssh backend: known_hosts", known_hosts)
+        self.options = {**target, "connect_timeout": connect_timeout, "enforce_limits": enforce_limits,
+                        "host_key_policy": policy, "known_hosts": known_hosts}
         self.host, self.user, self.port = target["host"], target["user"], target["port"]
         self.key_filename = target["key_filename"]
         self.connect_timeout = connect_timeout
+        #: host, key and host-key policy as the ssh binary and paramiko use them
+        self.settings = SshSettings(self.user, self.host, self.port, self.key_filename, known_hosts, policy,
+                                    float(connect_timeout))
         self.enforce = bool(enforce_limits)
         self.connect_kwargs = dict(connect_kwargs or {})
         self.conn: Connection | None = None
@@ -386,6 +402,7 @@ class SshBackend(Backend):
         kwargs.update(self.connect_kwargs)
         conn = Connection(self.host, user=self.user, port=self.port,
                           connect_timeout=self.connect_timeout, connect_kwargs=kwargs)
+        self.settings.configure(conn.client)   # fabric's own policy accepts every host key
         try:
             conn.open()
             conn.transport.set_keepalive(15)   # a partitioned host must not hang a run forever
@@ -398,10 +415,9 @@ class SshBackend(Backend):
             raise
 
     def _why_no_connection(self, exc: Exception) -> str:
-        if isinstance(exc, paramiko.BadHostKeyException):
-            return (f"the host key of {self.host}:{self.port} does not match the one in "
-                    f"~/.ssh/known_hosts ({exc}); if the host was reinstalled, remove the old entry "
-                    f"with ssh-keygen -R '[{self.host}]:{self.port}'")
+        keys = hostkeys.why_not(exc, self.host, self.port, self.settings.known_hosts)
+        if keys:
+            return keys
         if isinstance(exc, paramiko.AuthenticationException):
             return (f"{self._tried()}: authentication failed ({exc}). Authorize the public key in "
                     f"~{self.user}/.ssh/authorized_keys on {self.host}, or choose the user/key with "
@@ -553,7 +569,8 @@ class SshBackend(Backend):
     def fingerprint(self) -> dict:
         self.connection()
         f = self.facts
-        return {"backend": self.name, "ssh_host": self.target, "hostname": f.get("hostname"),
+        return {"backend": self.name, "ssh_host": self.target, "host_key_policy": self.settings.host_key_policy,
+                "hostname": f.get("hostname"),
                 "kernel": f.get("kernel"), "machine": f.get("machine"), "cpu_model": f.get("cpu_model"),
                 "cpus": self.host_cpus(), "cgroup_version": self.driver.version if self.driver else None,
                 "limits_enforced": self.driver is not None, "governor": f.get("governor") or None,

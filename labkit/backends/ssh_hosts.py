@@ -23,7 +23,9 @@ from ..instance import InstanceSpec
 from . import backend_class
 from .base import Backend, Network, new_name
 
-HOST_KEYS = ("host", "port", "user", "key_filename")
+HOST_KEYS = ("host", "port", "user", "key_filename", "host_key_policy", "known_hosts")
+#: options every member gets unless its own mapping says otherwise
+COMMON = ("connect_timeout", "enforce_limits", "host_key_policy", "known_hosts")
 MAX_HOSTS = 64
 
 
@@ -48,10 +50,12 @@ def _route(address: str) -> tuple[str, ipaddress.IPv4Interface]:
 
 class SshHostsBackend(Backend):
     """Instances spread over the SSH hosts of option ``hosts`` (mappings with ``host``, ``port``,
-    ``user``, ``key_filename``); ``connect_timeout`` and ``enforce_limits`` as for ``ssh``."""
+    ``user``, ``key_filename``, ``host_key_policy``, ``known_hosts``); ``connect_timeout``,
+    ``enforce_limits``, ``host_key_policy`` and ``known_hosts`` as for ``ssh`` (a host's own
+    mapping wins)."""
 
     name = "ssh-hosts"
-    OPTIONS = ("hosts", "connect_timeout", "enforce_limits")
+    OPTIONS = ("hosts", *COMMON)
 
     def __init__(self, **options):
         super().__init__(**options)
@@ -59,14 +63,14 @@ class SshHostsBackend(Backend):
         if not isinstance(hosts, list) or not 1 <= len(hosts) <= MAX_HOSTS:
             raise ConfigError(f"ssh-hosts option hosts: a list of 1-{MAX_HOSTS} mappings with keys "
                               f"{', '.join(HOST_KEYS)}")
-        common = {k: options[k] for k in ("connect_timeout", "enforce_limits") if k in options}
+        common = {k: options[k] for k in COMMON if k in options}
         ssh = backend_class("ssh")   # through the registry: a backend never imports another
         self.members: list = []
         for i, h in enumerate(hosts):
             if not isinstance(h, dict) or not h.get("host") or set(h) - set(HOST_KEYS):
                 raise ConfigError(f"ssh-hosts option hosts[{i}]: a mapping with 'host' and optionally "
                                   f"{', '.join(HOST_KEYS[1:])}, got {str(h)[:120]!r}")
-            self.members.append(ssh(**h, **common))
+            self.members.append(ssh(**{**common, **h}))
 
     def member(self, index: int):
         return self.members[index % len(self.members)]

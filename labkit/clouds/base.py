@@ -8,6 +8,16 @@ until each answers over SSH (an authenticated ``true``, within a deadline), and 
 create request to the first successful SSH command is ``provisioning_s`` (a metric of every run,
 as in PerfKitBenchmarker); ``price_per_hour`` comes from the provider's ``prices`` option.
 
+Host keys (options ``host_key_policy``, ``known_hosts``; :mod:`labkit.backends.hostkeys`): the
+servers are new, so the default is ``accept-new`` into labkit's own file :data:`CLOUD_KNOWN_HOSTS`
+(0600): the first answer records the server's key, and the :class:`CloudInstance` hands the server
+on with ``strict`` against that file, so every later connection (the ``ssh`` backend, testbed
+hosts) must meet the recorded key. Before waiting for a new server labkit forgets the entries of its
+address in its own file only (a recycled address: the old key was a deleted server's); an old key
+for that address in ``~/.ssh/known_hosts`` or in a ``known_hosts`` file the user gave is still
+checked, so a reused IP with a different key is refused with the ``ssh-keygen -R`` command, never
+passed silently. ``strict`` needs the keys listed beforehand; ``insecure`` checks nothing.
+
 ``cleanup(prefix)`` deletes what carries both the prefix in its name and the prefix tag, and
 nothing else: campaign ids contain no ``--``, so ``labkit-x--`` never matches ``labkit-x-2--``.
 
@@ -35,6 +45,7 @@ import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 
+from ..backends import hostkeys
 from ..backends.base import check_prefix
 from ..errors import BackendError, BackendUnavailable, ConfigError
 
@@ -45,7 +56,9 @@ TAG = "labkit-prefix"
 #: server states a provider reports through :class:`ServerState`
 BUILDING, ACTIVE, ERROR, GONE = "building", "active", "error", "gone"
 COMMON_OPTIONS = ("prices", "ssh_user", "ssh_port", "key_filename", "boot_timeout", "ssh_timeout",
-                  "poll_interval")
+                  "poll_interval", "host_key_policy", "known_hosts")
+#: where the host keys of the servers labkit creates are recorded, unless ``known_hosts`` is given
+CLOUD_KNOWN_HOSTS = "~/.cache/labkit/cloud_known_hosts"
 MAX_INSTANCES = 64
 
 
@@ -81,6 +94,8 @@ class CloudInstance:
     provisioning_s: float = math.nan
     price_per_hour: float | None = None
     active_s: float = math.nan
+    host_key_policy: str = hostkeys.STRICT
+    known_hosts: str | None = None
 
     def host(self) -> dict:
         """A testbed host mapping (``labkit.testbed`` ``hosts:`` entry): name, address, port, user,
@@ -89,12 +104,14 @@ class CloudInstance:
                 "key": self.key_filename, "platforms": ["ssh"],
                 "labels": {"provider": self.provider, "flavor": self.flavor, "image": self.image,
                            "instance_id": self.id},
-                "price_per_hour": self.price_per_hour}
+                "price_per_hour": self.price_per_hour, "host_key_policy": self.host_key_policy,
+                **({"known_hosts": self.known_hosts} if self.known_hosts else {})}
 
     def ssh_options(self) -> dict:
         """Keyword arguments of :class:`labkit.backends.ssh.SshBackend` for this server."""
         return {"host": self.address, "port": self.port, "user": self.user,
-                "key_filename": self.key_filename}
+                "key_filename": self.key_filename, "host_key_policy": self.host_key_policy,
+                "known_hosts": self.known_hosts}
 
     def ssh_backend(self, **options):
         """An :class:`~labkit.backends.ssh.SshBackend` on this server (``options`` are passed on)."""
@@ -154,6 +171,11 @@ class CloudProvider(ABC):
         self.boot_timeout = _number(f"{where}: 'boot_timeout'", options.pop("boot_timeout", 900), 1, 7200)
         self.ssh_timeout = _number(f"{where}: 'ssh_timeout'", options.pop("ssh_timeout", 10), 0.5, 120)
         self.poll_interval = _number(f"{where}: 'poll_interval'", options.pop("poll_interval", 2), 0.0, 60)
+        self.host_key_policy = hostkeys.check_policy(options.pop("host_key_policy", hostkeys.ACCEPT_NEW), where)
+        given = hostkeys.known_hosts_path(f"{where}: 'known_hosts'", options.pop("known_hosts", None))
+        #: True when the known_hosts file is labkit's own (:data:`CLOUD_KNOWN_HOSTS`)
+        self.own_known_hosts = given is None
+        self.known_hosts = given or os.path.expanduser(CLOUD_KNOWN_HOSTS)
         self.options = options
         self._sdk = None
 
@@ -230,10 +252,21 @@ class CloudProvider(ABC):
         deadline = t0 + self.boot_timeout
         state = self._wait_active(name, sid, deadline)
         active = time.monotonic() - t0
-        wait_ssh(state.address, self.ssh_port, self.ssh_user, self.key_filename, deadline,
-                 connect_timeout=self.ssh_timeout, interval=self.poll_interval, what=f"{self.name} server {name}")
+        self.wait_new_server(state.address, deadline, f"{self.name} server {name}")
+        after = hostkeys.INSECURE if self.host_key_policy == hostkeys.INSECURE else hostkeys.STRICT
         return CloudInstance(name, sid, self.name, flavor, image, state.address, self.ssh_port, self.ssh_user,
-                             self.key_filename, time.monotonic() - t0, self.price_per_hour(flavor), active)
+                             self.key_filename, time.monotonic() - t0, self.price_per_hour(flavor), active,
+                             after, self.known_hosts)
+
+    def wait_new_server(self, address: str, deadline: float, what: str) -> float:
+        """:func:`wait_ssh` for a server just created, with this provider's user, key and host-key
+        policy. Under accept-new with labkit's own known_hosts file the entries of ``address`` are
+        dropped first: the server is new, so a key recorded for its address was a deleted server's."""
+        if self.host_key_policy == hostkeys.ACCEPT_NEW and self.own_known_hosts:
+            hostkeys.forget(self.known_hosts, address, self.ssh_port)
+        return wait_ssh(address, self.ssh_port, self.ssh_user, self.key_filename, deadline,
+                        connect_timeout=self.ssh_timeout, interval=self.poll_interval, what=what,
+                        host_key_policy=self.host_key_policy, known_hosts=self.known_hosts)
 
     def _wait_active(self, name: str, sid: str, deadline: float) -> ServerState:
         while True:
@@ -290,9 +323,12 @@ class CloudProvider(ABC):
 
 
 def wait_ssh(address: str, port: int, user: str, key_filename: str | None, deadline: float, *,
-             connect_timeout: float = 10.0, interval: float = 2.0, what: str = "server") -> float:
+             connect_timeout: float = 10.0, interval: float = 2.0, what: str = "server",
+             host_key_policy: str = hostkeys.STRICT, known_hosts: str | None = None) -> float:
     """Block until ``user@address:port`` runs ``true`` over SSH (key auth), or the monotonic
-    ``deadline`` passes (BackendError with the last error). Returns the time.monotonic() of success."""
+    ``deadline`` passes (BackendError with the last error). Returns the time.monotonic() of success.
+    Host keys are checked by ``host_key_policy`` (:func:`labkit.backends.hostkeys.configure`); a
+    refused key (unknown under strict, changed) is BackendUnavailable at once, not retried."""
     import paramiko
 
     last = "no attempt"
@@ -301,7 +337,7 @@ def wait_ssh(address: str, port: int, user: str, key_filename: str | None, deadl
         if remaining <= 0:
             raise BackendError(f"{what}: no SSH on {address}:{port} as {user} before the deadline ({last})")
         client = paramiko.SSHClient()
-        client.set_missing_host_key_policy(paramiko.AutoAddPolicy())
+        hostkeys.configure(client, host_key_policy, known_hosts)
         try:
             t = min(connect_timeout, max(remaining, 0.1))
             client.connect(address, port=port, username=user, key_filename=key_filename, timeout=t,
@@ -311,6 +347,8 @@ def wait_ssh(address: str, port: int, user: str, key_filename: str | None, deadl
             if out.channel.recv_exit_status() == 0:
                 return time.monotonic()
             last = "`true` failed"
+        except (paramiko.BadHostKeyException, hostkeys.UnknownHostKey) as exc:
+            raise BackendUnavailable(f"{what}: {hostkeys.why_not(exc, address, port, known_hosts)}") from exc
         except (OSError, paramiko.SSHException, EOFError) as exc:
             last = f"{type(exc).__name__}: {exc}"[:300]
         finally:

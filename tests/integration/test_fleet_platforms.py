@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from labkit.backends import get_backend
+from labkit.backends.hostkeys import ssh_options, ssh_wrapper
 from labkit.campaign import Campaign, campaign_prefix
 from labkit.errors import BackendUnavailable
 from labkit.instance import InstanceSpec
@@ -75,7 +76,7 @@ def test_docker_over_ssh_on_two_fleet_hosts(fleet, tmp_path):
     tb = Testbed.from_dict(testbed)
     be = get_backend("docker", **options_for(tb.platform("docker"), tb.hosts[0]))
     try:
-        assert be.ssh is not None and be.ssh.verify_host and be.ssh.key_filename == KEY
+        assert be.ssh is not None and be.ssh.host_key_policy == "strict" and be.ssh.key_filename == KEY
         assert be.list_labkit(campaign_prefix(cid)) == []
     finally:
         be.close()
@@ -83,10 +84,12 @@ def test_docker_over_ssh_on_two_fleet_hosts(fleet, tmp_path):
 
 @pytest.mark.fleet
 @pytest.mark.docker
-def test_docker_over_ssh_refuses_an_unknown_host_key(fleet, tmp_path):
+def test_docker_over_ssh_refuses_an_unknown_host_key(fleet, tmp_path, monkeypatch):
+    monkeypatch.setenv("HOME", str(tmp_path))   # no ~/.ssh/known_hosts (setup-fleet.sh records the hosts there)
     empty = tmp_path / "known_hosts"
     empty.write_text("")
-    with pytest.raises(BackendUnavailable, match=r"host key of root@10\.231\.0\.12:22 is unknown.*ssh_known_hosts"):
+    with pytest.raises(BackendUnavailable, match=r"host key of 10\.231\.0\.12:22 is unknown.*host_key_policy is strict"
+                                                 r".*accept-new"):
         get_backend("docker", base_url="ssh://root@10.231.0.12:22", ssh_key_filename=KEY,
                     ssh_known_hosts=str(empty), connect_timeout=5)
 
@@ -96,12 +99,14 @@ def test_docker_over_ssh_refuses_an_unknown_host_key(fleet, tmp_path):
 @pytest.mark.slow
 def test_libvirt_over_qemu_ssh_on_a_fleet_host(fleet):
     """One 256 MB guest through the URI a testbed generates for fleet host ns1 (libvirt's ssh transport:
-    the client spawns ssh with the test key, ns1's sshd runs virt-ssh-helper, which reaches the shared
-    libvirtd). One TCG boot."""
+    the client spawns ssh with the test key and strict host-key checking against ~/.ssh/known_hosts,
+    where setup-fleet.sh records the host's key; ns1's sshd runs virt-ssh-helper, which reaches the
+    shared libvirtd). One TCG boot."""
     tb = Testbed.from_dict({"hosts": [{"name": n, "address": a, "key": KEY, "platforms": ["libvirt"]}
                                       for n, a in HOSTS[:1]]})
     opts = options_for(tb.platform("libvirt"), tb.hosts[0])
-    assert opts == {"uri": f"qemu+ssh://root@{HOSTS[0][1]}:22/system?no_tty=1&no_verify=1&keyfile={KEY}"}
+    assert opts == {"uri": f"qemu+ssh://root@{HOSTS[0][1]}:22/system?no_tty=1&command="
+                           f"{ssh_wrapper(ssh_options('strict', None))}&keyfile={KEY}"}
     be = get_backend("libvirt", **opts)
     local = get_backend("libvirt")
     try:

@@ -28,7 +28,7 @@ def ssh_uri() -> str:
     if not host:
         pytest.skip("LABKIT_SSH_HOST is not set (make integration sets the test sshd's address)")
     key = os.environ.get("LABKIT_SSH_KEY")
-    query = "no_verify=1&no_tty=1" + (f"&keyfile={key}" if key else "")
+    query = "no_tty=1" + (f"&keyfile={key}" if key else "")   # host key: known (setup-ssh.sh records it)
     user, port = os.environ.get("LABKIT_SSH_USER", "root"), os.environ.get("LABKIT_SSH_PORT", "22")
     return f"qemu+ssh://{user}@{host}:{port}/system?{query}"
 

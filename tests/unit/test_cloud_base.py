@@ -62,7 +62,9 @@ def test_provision_names_tags_and_times_each_server(no_ssh):
     assert no_ssh == [("192.0.2.7", 22, "root")] * 2
     host = servers[0].host()
     assert host["platforms"] == ["ssh"] and host["address"] == "192.0.2.7" and host["price_per_hour"] == 0.5
-    assert servers[0].ssh_options() == {"host": "192.0.2.7", "port": 22, "user": "root", "key_filename": None}
+    # the key recorded on first contact (accept-new, labkit's own file) is checked strictly afterwards
+    assert servers[0].ssh_options() == {"host": "192.0.2.7", "port": 22, "user": "root", "key_filename": None,
+                                        "host_key_policy": "strict", "known_hosts": cloud.known_hosts}
 
 
 def test_error_state_deletes_every_server_of_the_call(no_ssh):
@@ -182,3 +184,47 @@ def test_openstack_resends_reads_and_deletes_after_a_dropped_connection_never_cr
     with pytest.raises(BackendUnavailable, match="create server"):
         p._call("create server labkit-c1--0a1b2c3d", flaky(1))
     assert len(calls) == 1                             # a create is never sent twice
+
+
+def test_new_servers_are_trusted_on_first_use_in_labkits_own_file_then_checked_strictly(monkeypatch, tmp_path):
+    """Issue 28: accept-new into labkit's own known_hosts file (a stale entry of a recycled address
+    dropped first, since the server is new); the server is handed on with strict against that file.
+    A known_hosts file the user gives is never edited."""
+    import paramiko
+
+    from labkit.backends import hostkeys
+    monkeypatch.setenv("HOME", str(tmp_path))
+    calls = []
+    monkeypatch.setattr(base, "wait_ssh", lambda *a, **k: calls.append(k))
+    own = tmp_path / ".cache" / "labkit" / "cloud_known_hosts"
+    own.parent.mkdir(parents=True)
+    old = paramiko.ECDSAKey.generate()
+    own.write_text(f"192.0.2.7 {old.get_name()} {old.get_base64()}\nother {old.get_name()} {old.get_base64()}\n")
+    [server] = Ledger([ServerState(ACTIVE, "192.0.2.7")]).provision("small", "img", "labkit-c1--")
+    assert calls[-1]["host_key_policy"] == "accept-new" and calls[-1]["known_hosts"] == str(own)
+    assert hostkeys.find_entry(str(own), "192.0.2.7") is None and hostkeys.find_entry(str(own), "other") == 1
+    assert (server.host_key_policy, server.known_hosts) == ("strict", str(own))
+    assert server.host()["host_key_policy"] == "strict" and server.ssh_backend().settings.host_key_policy == "strict"
+    mine = tmp_path / "mine"
+    mine.write_text(f"192.0.2.7 {old.get_name()} {old.get_base64()}\n")
+    Ledger([ServerState(ACTIVE, "192.0.2.7")], known_hosts=str(mine)).provision("small", "img", "labkit-c2--")
+    assert hostkeys.find_entry(str(mine), "192.0.2.7") == 1   # the user's file: a changed key is refused
+    with pytest.raises(ConfigError, match="host_key_policy must be one of strict, accept-new, insecure"):
+        Ledger([], host_key_policy="tofu")
+
+
+def test_wait_ssh_refuses_a_changed_key_at_once(tmp_path, monkeypatch):
+    """A refused host key is not retried until the deadline: BackendUnavailable with the old key's line
+    (paramiko's refusal stands in for the sshd here; tests/integration/test_ssh_hostkeys.py meets the real one)."""
+    import paramiko
+    monkeypatch.setenv("HOME", str(tmp_path))
+    kh = tmp_path / "kh"
+    key = paramiko.ECDSAKey.generate()
+    kh.write_text(f"[127.0.0.1]:2200 {key.get_name()} {key.get_base64()}\n")
+    bad = paramiko.BadHostKeyException("[127.0.0.1]:2200", paramiko.ECDSAKey.generate(), key)
+
+    def connect(self, *a, **k):
+        raise bad
+    monkeypatch.setattr(paramiko.SSHClient, "connect", connect)
+    with pytest.raises(BackendUnavailable, match=rf"127\.0\.0\.1:2200 CHANGED.*{kh} line 1"):
+        base.wait_ssh("127.0.0.1", 2200, "root", None, time.monotonic() + 3600, known_hosts=str(kh))

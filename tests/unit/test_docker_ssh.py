@@ -26,7 +26,7 @@ def test_ssh_settings_from_options(key, tmp_path):
     kh.write_text("")
     be = DockerBackend(base_url="ssh://lab@10.0.0.5:2200", ssh_key_filename=key, ssh_known_hosts=str(kh),
                        connect_timeout=3)
-    assert be.ssh == SshSettings("lab", "10.0.0.5", 2200, key, str(kh), True, 3.0)
+    assert be.ssh == SshSettings("lab", "10.0.0.5", 2200, key, str(kh), "strict", 3.0)
     assert be.ssh.connect_kwargs() == {"timeout": 3.0, "banner_timeout": 3.0, "auth_timeout": 3.0,
                                        "key_filename": [key], "look_for_keys": False, "allow_agent": False}
     # no port: ssh's 22; an empty key (a "{key}" template on a host without one) is no key
@@ -36,10 +36,14 @@ def test_ssh_settings_from_options(key, tmp_path):
 
 @pytest.mark.parametrize("options, message", [
     ({"ssh_verify_host": False}, "apply to an ssh:// base_url only"),
+    ({"host_key_policy": "insecure"}, "apply to an ssh:// base_url only"),
     ({"base_url": "ssh://h", "ssh_verify_host": "no"}, "ssh_verify_host: true or false"),
+    ({"base_url": "ssh://h", "host_key_policy": "no"}, "host_key_policy must be one of strict, accept-new, insecure"),
+    ({"base_url": "ssh://h", "host_key_policy": "strict", "ssh_verify_host": True}, "give host_key_policy only"),
     ({"base_url": "ssh://h", "connect_timeout": 0}, r"connect_timeout: seconds in \(0, 600\]"),
     ({"base_url": "ssh://h", "ssh_key_filename": "/nonexistent/key"}, "ssh_key_filename: /nonexistent/key is not a file"),
-    ({"base_url": "ssh://h", "ssh_known_hosts": 5}, "ssh_known_hosts: the path of a file"),
+    ({"base_url": "ssh://h", "ssh_known_hosts": 5}, "ssh_known_hosts: the path of a known_hosts file"),
+    ({"base_url": "ssh://h", "ssh_known_hosts": "/nonexistent/dir/kh"}, "not a file .nor a new file"),
     ({"base_url": "ssh://u:pw@h"}, "no password, path or query"),
     ({"base_url": "ssh://h:99999"}, "base_url 'ssh://h:99999'"),
     ({"base_url": "ssh://h", "ssh_key": "/k"}, "unknown option|ssh_key"),
@@ -50,7 +54,7 @@ def test_bad_ssh_options_are_refused(options, message):
 
 
 def test_ssh_argv_quotes_the_remote_command(key):
-    s = SshSettings("root", "10.0.0.5", 2200, key, None, False, 4.5)
+    s = SshSettings("root", "10.0.0.5", 2200, key, None, "accept-new", 4.5)
     argv = s.ssh_argv(["docker", "exec", "-i", "c1", "sh", "-c", "echo $HOME; rm -rf x"])
     assert argv[:5] == ["ssh", "-T", "-p", "2200", "-o"]
     assert ["-i", key] == argv[argv.index("-i"):argv.index("-i") + 2]
@@ -70,7 +74,8 @@ def test_a_testbed_docker_platform_over_ssh(key, tmp_path):
         "hosts": [{"name": "n1", "address": "10.0.0.5", "port": 2200, "key": key, "platforms": ["docker"]}]})
     opts = options_for(tb.platform("docker"), tb.hosts[0])
     # a known_hosts file given: host keys are verified against it; the host's key is used
-    assert opts == {"base_url": "ssh://root@10.0.0.5:2200", "ssh_known_hosts": str(kh), "ssh_key_filename": key}
-    assert DockerBackend(**opts).ssh.verify_host is True
+    assert opts == {"base_url": "ssh://root@10.0.0.5:2200", "ssh_known_hosts": str(kh), "ssh_key_filename": key,
+                    "host_key_policy": "strict"}
+    assert DockerBackend(**opts).ssh.host_key_policy == "strict"
     # key file names are paths, not secrets (labkit.redact): kept so that `labkit clean` can reconnect
     assert redact(opts) == opts

@@ -61,18 +61,23 @@ def test_backend_names_are_platforms_and_unknown_names_are_refused():
         resolve("xen", declared)
 
 
-def test_options_on_a_remote_host():
+def test_options_on_a_remote_host(monkeypatch, tmp_path):
+    monkeypatch.setenv("HOME", str(tmp_path))   # the libvirt URI's ssh program is written under ~/.cache
     tb = Testbed.from_dict({"platforms": {"kvm": {"backend": "libvirt", "uri": "qemu+ssh://{user}@{address}:{port}/system"}},
                             "hosts": [{"name": "n1", "address": "10.0.0.5", "port": 2200, "user": "lab", "key": "/k"}]})
     h = tb.hosts[0]
-    assert options_for(tb.platform("ssh"), h) == {"host": "10.0.0.5", "port": 2200, "user": "lab", "key_filename": "/k"}
+    # every SSH path gets the host's host-key policy: strict unless the testbed or host says otherwise
+    assert options_for(tb.platform("ssh"), h) == {"host": "10.0.0.5", "port": 2200, "user": "lab", "key_filename": "/k",
+                                                  "host_key_policy": "strict"}
     assert options_for(tb.platform("docker"), h) == {"base_url": "ssh://lab@10.0.0.5:2200", "ssh_key_filename": "/k",
-                                                     "ssh_verify_host": False}
+                                                     "host_key_policy": "strict"}
     assert options_for(tb.platform("kvm"), h) == {"uri": "qemu+ssh://lab@10.0.0.5:2200/system"}
-    # generated: libvirt's ssh transport parameters (libvirt docs/uri.rst), the key URI-escaped
+    # generated: libvirt's ssh transport parameters (libvirt docs/uri.rst), the key URI-escaped; the
+    # command: ssh with the host-key policy's options (labkit.backends.hostkeys.libvirt_query)
     spaced = Testbed.from_dict({"hosts": [{"name": "n2", "address": "10.0.0.6", "key": "/my keys/k"}]}).hosts[0]
-    assert options_for(tb.platform("libvirt"), spaced) == {
-        "uri": "qemu+ssh://root@10.0.0.6:22/system?no_tty=1&no_verify=1&keyfile=/my%20keys/k"}
+    uri = options_for(tb.platform("libvirt"), spaced)["uri"]
+    assert uri.startswith("qemu+ssh://root@10.0.0.6:22/system?no_tty=1&command=") and uri.endswith("&keyfile=/my%20keys/k")
+    assert "StrictHostKeyChecking=yes" in open(uri.split("command=")[1].split("&")[0]).read()
     with pytest.raises(ConfigError, match="runs on the controller only"):
         options_for(tb.platform("local"), h)
     # this machine: options as declared
