@@ -1,0 +1,68 @@
+"""The labkit errors that replaced a TypeError/AttributeError on a None when the package was made
+to type-check (issue 33): each input here used to crash with a Python error, not a labkit one."""
+import secrets
+import xml.etree.ElementTree as ET
+
+import pandas as pd
+import pytest
+
+from labkit.adaptive import next_round, worst_fixed_equivalent
+from labkit.backends import get_backend, teardown
+from labkit.backends.libvirt_xml import domain_facts, domain_xml, parse_pinning
+from labkit.design import Design
+from labkit.errors import BackendError, ConfigError
+from labkit.instance import InstanceSpec
+from labkit.workloads import get_workload
+from labkit.workloads.base import network_address
+
+PATHS = dict(disk="/pool/t.qcow2", kernel="/img/vmlinuz", initrd="/img/initrd.img",
+             cmdline="root=/dev/vda", console_log="/pool/t.console.log")
+
+
+def domain(spec: InstanceSpec, cpus=None) -> ET.Element:
+    return ET.fromstring(domain_xml(name="labkit-t", spec=spec, cpus=cpus, domain_type="qemu", **PATHS))
+
+
+def test_a_vcpupin_without_vcpu_is_a_backend_error():
+    dom = domain(InstanceSpec(vcpus=2, affinity="pinned"), [0, 1])
+    del dom.find("cputune/vcpupin").attrib["vcpu"]
+    with pytest.raises(BackendError, match="vcpupin> has no vcpu"):
+        parse_pinning(ET.tostring(dom, encoding="unicode"))
+
+
+def test_an_empty_memory_element_is_a_backend_error():
+    dom = domain(InstanceSpec(vcpus=1, memory_mb=256))
+    dom.find("memory").text = None
+    with pytest.raises(BackendError, match="<memory> has no value"):
+        domain_facts(ET.tostring(dom, encoding="unicode"))
+    dom.remove(dom.find("memory"))          # no <memory> at all: nothing to report, as before
+    assert domain_facts(ET.tostring(dom, encoding="unicode"))["memory_mb"] is None
+
+
+def test_adaptive_functions_refuse_a_design_with_fixed_replication():
+    fixed = Design.from_dict({"factors": {"vcpus": [1, 2]}, "replications": 3, "seed": 1})
+    runs = pd.DataFrame({"run_id": ["c0000r001"], "run_order": [0], "config": [0], "replicate": [1],
+                         "status": ["ok"], "value": [1.0]})
+    for call in (lambda: next_round(fixed, runs, 1), lambda: worst_fixed_equivalent(fixed, runs)):
+        with pytest.raises(ConfigError, match="fixed number of replications"):
+            call()
+
+
+def test_a_workload_that_never_spans_refuses_run_group():
+    w = get_workload("nqueens")
+    assert not w.spans(w.params)
+    with pytest.raises(ConfigError, match="does not run across instances"):
+        w.run_group([], w.params)
+
+
+def test_network_address_of_an_instance_on_no_network_is_a_config_error():
+    be = get_backend("local", enforce_limits=False)
+    prefix = f"labkit-test-typed-{secrets.token_hex(3)}"
+    insts = be.provision(InstanceSpec(), prefix=prefix)
+    try:
+        for peer in (False, True):
+            with pytest.raises(ConfigError, match="no address on the run's private network"):
+                network_address(insts[0], peer=peer)
+    finally:
+        assert teardown(insts) == []
+        be.cleanup(prefix + "-")
