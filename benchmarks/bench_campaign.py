@@ -2,33 +2,92 @@
 
 Runs a 2^2 design x 8 replications (32 runs) of a 1-second workload (`sleep 1`
 inside each instance) and prints the figures. Target: efficiency >= 0.97.
+
+Then the cost of the local backend's isolation (issue 28): one instance with isolation
+``strict`` (the default) and one with ``none``, side by side, ``--pairs`` rounds (default
+200) each running ``true`` once in both, in alternating order; and ``--pairs // 10`` rounds
+making and destroying one instance of each. Printed: the median of each, the ratio of
+the medians (strict / none), and the 2.5-97.5 % range of the per-round ratios.
 No assertion on time: the machine is shared and noisy; this prints, you judge.
 """
 from __future__ import annotations
 
 import argparse
 import shutil
+import statistics
 import tempfile
 import time
 
 import pandas as pd
 
+from labkit.backends import get_backend, teardown
 from labkit.campaign import Campaign
 from labkit.design import Design
+from labkit.instance import InstanceSpec
+
+ISOLATION = ("strict", "none")
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--seconds", type=float, default=1.0, help="length of each run")
     ap.add_argument("--replications", type=int, default=8)
+    ap.add_argument("--pairs", type=int, default=200, help="rounds of the isolation comparison")
+    ap.add_argument("--only-isolation", action="store_true", help="skip the campaign")
+    ap.add_argument("--isolation", choices=ISOLATION, default="strict",
+                    help="the local backend's isolation in the campaign (default strict)")
     args = ap.parse_args()
+    if not args.only_isolation:
+        campaign(args)
+    isolation_cost(args.pairs)
+
+
+def _quantile(values: list[float], q: float) -> float:
+    return statistics.quantiles(values, n=200, method="inclusive")[max(0, round(q * 200) - 1)]
+
+
+def _print_pair(what: str, times: dict[str, list[float]]) -> None:
+    strict, none = times["strict"], times["none"]
+    ratios = [a / b for a, b in zip(strict, none)]
+    print(f"{what:26} strict {statistics.median(strict) * 1000:8.2f} ms   none "
+          f"{statistics.median(none) * 1000:8.2f} ms   ratio of medians "
+          f"{statistics.median(strict) / statistics.median(none):.3f}   per-round ratio 2.5-97.5 % "
+          f"{_quantile(ratios, 0.025):.3f}-{_quantile(ratios, 0.975):.3f} (n={len(ratios)})")
+
+
+def isolation_cost(pairs: int) -> None:
+    """Per-exec and per-instance cost of isolation strict vs none, interleaved (see the docstring)."""
+    backends = {mode: get_backend("local", isolation=mode) for mode in ISOLATION}
+    spec = InstanceSpec(vcpus=1, memory_mb=128)
+    insts = {mode: be.provision(spec, prefix="labkit-bench-iso--")[0] for mode, be in backends.items()}
+    try:
+        execs: dict[str, list[float]] = {m: [] for m in ISOLATION}
+        for i in range(pairs):
+            for mode in (ISOLATION if i % 2 == 0 else ISOLATION[::-1]):
+                execs[mode].append(insts[mode].exec(["true"], timeout=60).duration_s)
+        made: dict[str, list[float]] = {m: [] for m in ISOLATION}
+        for i in range(max(2, pairs // 10)):
+            for mode in (ISOLATION if i % 2 == 0 else ISOLATION[::-1]):
+                t = time.perf_counter()
+                teardown(backends[mode].provision(spec, prefix="labkit-bench-iso--"))
+                made[mode].append(time.perf_counter() - t)
+    finally:
+        teardown(list(insts.values()))
+    print(f"isolation cost (local backend; {pairs} interleaved rounds)")
+    _print_pair("exec of `true`", execs)
+    _print_pair("make + destroy instance", made)
+
+
+def campaign(args) -> None:
+    """The 2^2 x r campaign of ``sleep`` and its efficiency (see the docstring)."""
     data = tempfile.mkdtemp(prefix="labkit-bench-")
     try:
         design = Design.from_dict({"factors": {"vcpus": [1, 2], "affinity": ["floating", "pinned"]},
                                    "replications": args.replications, "seed": 1})
         t0 = time.perf_counter()
         store = Campaign(design, workload="command", workload_params={"argv": ["sleep", str(args.seconds)]},
-                         campaign_id="bench", data_dir=data, progress=False).run()
+                         campaign_id="bench", data_dir=data, progress=False,
+                         backend_options={"isolation": args.isolation}).run()
         total = time.perf_counter() - t0
         tidy = store.tidy()
         bench = tidy.loc[tidy.metric == "wall_time_s", "value"].sum()
@@ -37,7 +96,7 @@ def main() -> None:
         starts = pd.to_datetime(r.started)
         loop = ((starts.max() + pd.to_timedelta(r.loc[starts.idxmax(), "duration_s"], unit="s"))
                 - starts.min()).total_seconds()
-        print(f"runs                      {runs}")
+        print(f"runs                      {runs}   (local isolation {args.isolation})")
         print(f"run length asked          {args.seconds:.3f} s")
         print(f"sum of benchmark times    {bench:.3f} s")
         print(f"campaign wall time        {total:.3f} s")

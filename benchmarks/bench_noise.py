@@ -6,6 +6,8 @@ labkit's N-queens solver (one thread, board sized for about one second here) run
 CPU with ``taskset``. Printed per backend: the CV of the solver's own clock and of
 labkit's exec duration, and their ratio to hyperfine's CV (< 1: quieter than the
 host reference). Targets (issue 12): local <= 1.0x, containers <= 1.2x.
+``local-noiso`` is the local backend with ``isolation: none`` (issue 28): beside
+``local`` (isolation ``strict``), it shows what the isolation costs in noise.
 
 A backend that cannot run here is listed as skipped with the reason. No
 assertion: the machine is shared; this prints figures, you judge.
@@ -29,7 +31,9 @@ from labkit.instance import InstanceSpec  # noqa: E402
 from labkit.workloads import cbuild  # noqa: E402
 from labkit.workloads.nqueens import parse  # noqa: E402
 
-BACKENDS = ("local", "docker", "lxd", "libvirt", "ssh")
+BACKENDS = ("local", "local-noiso", "docker", "lxd", "libvirt", "ssh")
+#: names of this script -> (backend, options)
+VARIANTS = {"local-noiso": ("local", {"isolation": "none"})}
 
 
 def cv(values: list[float]) -> float:
@@ -59,7 +63,8 @@ def host_reference(binary: Path, board: int, runs: int) -> float:
 
 def through_labkit(name: str, binary: Path, board: int, runs: int) -> tuple[float, float]:
     """(CV of the solver's clock, CV of exec durations) in a pinned 1-vCPU instance."""
-    be = get_backend(name)
+    backend, options = VARIANTS.get(name, (name, {}))
+    be = get_backend(backend, **options)
     try:
         (inst,) = be.provision(InstanceSpec(vcpus=1, memory_mb=256, affinity="pinned"),
                                prefix="labkit-bench-noise--")

@@ -7,9 +7,18 @@ with :func:`apply` (Python); the ``ssh`` backend sends :func:`script` (the same
 operations as one POSIX ``sh`` script) over one ``fabric`` ``run``. Reads go
 the same way: a driver names the file and parses its text.
 
-* v1: separate hierarchies per controller (cpuset, cpu, cpuacct, memory).
+* v1: separate hierarchies per controller (cpuset, cpu, cpuacct, memory, and
+  pids and freezer where they are mounted).
 * v2: the unified hierarchy, one directory per instance with cpuset, cpu and
-  memory enabled in the parent's ``cgroup.subtree_control``.
+  memory (and pids where the kernel has it) enabled in the parent's
+  ``cgroup.subtree_control``.
+
+``pids_max`` (``create``) caps the number of tasks in the instance (``pids.max``);
+a driver's ``has_pids`` says whether the host has the pids controller. ``kill``
+leaves no process behind even when one keeps forking: v2 writes ``cgroup.kill``;
+v1 freezes the cgroup (freezer), sends SIGKILL to every process listed, thaws it
+(the killed die before they run again, so none can fork meanwhile), then drains
+what is left.
 
 :data:`JOIN` is the wrapper a command starts through: it writes its pid to the
 instance's ``cgroup.procs`` files, then ``exec``\\s the command, so every
@@ -28,17 +37,22 @@ from ..errors import BackendError, BackendUnavailable
 PERIOD_US = 100_000
 DRAIN_TIMEOUT_S = 10.0
 #: ``sh -c JOIN labkit-join argv...`` with $LABKIT_CGROUP_PROCS = the procs files
-JOIN = 'for f in $LABKIT_CGROUP_PROCS; do echo $$ > "$f" || exit 125; done; exec "$@"'
+JOIN = ('for f in $LABKIT_CGROUP_PROCS; do echo $$ > "$f" || exit 125; done; '
+        'unset LABKIT_CGROUP_PROCS; exec "$@"')
 JOIN_FAILED = 125
 CONTROLLERS = ("cpuset", "cpu", "memory")
+#: controllers used where the host has them (v1: mounted hierarchies; v2: pids)
+OPTIONAL = ("cpuacct", "pids", "freezer")
 
 
 @dataclass(frozen=True)
 class Op:
     """One file operation: ``mkdir`` path; ``write`` value to path; ``write?`` the same but
     only if path exists (and a failure is ignored); ``copy`` the contents of ``value`` (a
-    path) to path; ``drain`` path: kill every process in the cgroup ``path`` until it is
-    empty; ``rmdir``: drain, then remove the cgroup ``path`` (quiet if gone)."""
+    path) to path; ``kill`` path: SIGKILL once every process listed in the cgroup ``path``
+    (no waiting: they may be frozen); ``drain`` path: kill every process in the cgroup
+    ``path`` until it is empty; ``rmdir``: drain, then remove the cgroup ``path`` (quiet
+    if gone)."""
     kind: str
     path: str
     value: str = ""
@@ -86,6 +100,7 @@ class CgroupV1:
 
     def __init__(self, roots: dict[str, str]):
         self.roots = {k: str(v) for k, v in roots.items()}
+        self.has_pids = "pids" in self.roots
 
     def dirs(self, name: str) -> list[str]:
         return list(dict.fromkeys(f"{root}/{name}" for root in self.roots.values()))
@@ -93,10 +108,13 @@ class CgroupV1:
     def cpus_file(self) -> str:
         return f"{self.roots['cpuset']}/cpuset.cpus"
 
-    def create(self, name: str, cpus: list[int], quota_cpus: int | None, memory_mb: int) -> list[Op]:
+    def create(self, name: str, cpus: list[int], quota_cpus: int | None, memory_mb: int,
+               pids_max: int | None = None) -> list[Op]:
         cs, cpu, mem = (f"{self.roots[c]}/{name}" for c in CONTROLLERS)
         limit = str(memory_mb * 2**20)
         ops = [Op("mkdir", d) for d in self.dirs(name)]
+        if pids_max is not None and self.has_pids:
+            ops.append(Op("write", f"{self.roots['pids']}/{name}/pids.max", str(pids_max)))
         return ops + [
             Op("copy", f"{cs}/cpuset.mems", f"{self.roots['cpuset']}/cpuset.mems"),
             Op("write", f"{cs}/cpuset.cpus", format_cpulist(cpus)),
@@ -111,7 +129,11 @@ class CgroupV1:
         return [f"{d}/cgroup.procs" for d in self.dirs(name)]
 
     def kill(self, name: str) -> list[Op]:
-        return [Op("drain", d) for d in self.dirs(name)]
+        if "freezer" not in self.roots:
+            return [Op("drain", d) for d in self.dirs(name)]
+        frozen = f"{self.roots['freezer']}/{name}"
+        return [Op("write?", f"{frozen}/freezer.state", "FROZEN"), Op("kill", frozen),
+                Op("write?", f"{frozen}/freezer.state", "THAWED"), *(Op("drain", d) for d in self.dirs(name))]
 
     def remove(self, name: str) -> list[Op]:
         return [Op("rmdir", d) for d in self.dirs(name)]
@@ -129,8 +151,9 @@ class CgroupV2:
 
     version = 2
 
-    def __init__(self, root: str):
+    def __init__(self, root: str, has_pids: bool = False):
         self.root = str(root)
+        self.has_pids = has_pids
 
     def dirs(self, name: str) -> list[str]:
         return [f"{self.root}/{name}"]
@@ -138,12 +161,16 @@ class CgroupV2:
     def cpus_file(self) -> str:
         return f"{self.root}/cpuset.cpus.effective"
 
-    def create(self, name: str, cpus: list[int], quota_cpus: int | None, memory_mb: int) -> list[Op]:
+    def create(self, name: str, cpus: list[int], quota_cpus: int | None, memory_mb: int,
+               pids_max: int | None = None) -> list[Op]:
         d = f"{self.root}/{name}"
         quota = f"{quota_cpus * PERIOD_US} {PERIOD_US}" if quota_cpus else f"max {PERIOD_US}"
-        enable = [Op("write", f"{self.root}/cgroup.subtree_control", f"+{c}") for c in CONTROLLERS]
+        pids = pids_max is not None and self.has_pids
+        enable = [Op("write", f"{self.root}/cgroup.subtree_control", f"+{c}")
+                  for c in CONTROLLERS + (("pids",) if pids else ())]
         return enable + [
             Op("mkdir", d),
+            *([Op("write", f"{d}/pids.max", str(pids_max))] if pids else []),
             Op("write", f"{d}/cpuset.cpus", format_cpulist(cpus)),
             Op("write", f"{d}/cpu.max", quota),
             Op("write", f"{d}/memory.max", str(memory_mb * 2**20)),
@@ -170,17 +197,18 @@ class CgroupV2:
 # -- detection ------------------------------------------------------------------------------
 
 def create_ops(driver, name: str, host_ids: list[int], cpus, vcpus: int,
-               memory_mb: int) -> tuple[list[int] | None, list[Op]]:
+               memory_mb: int, pids_max: int | None = None) -> tuple[list[int] | None, list[Op]]:
     """How to make instance ``name``'s cgroup, given indexes ``cpus`` into the host's CPU ids
     ``host_ids`` (None: floating). Returns the host CPU ids it is pinned to (None when
     floating) and the ops that create the cgroup with ``driver``: on those CPUs, or on all
-    of them with a quota of ``vcpus`` CPUs; no ops when ``driver`` is None (unconfined)."""
+    of them with a quota of ``vcpus`` CPUs, at most ``pids_max`` tasks where the host has the
+    pids controller (None: no cap); no ops when ``driver`` is None (unconfined)."""
     real = [host_ids[c] for c in cpus] if cpus is not None else None
     if driver is None:
         return real, []
     if real is not None:
-        return real, driver.create(name, real, None, memory_mb)
-    return real, driver.create(name, host_ids, vcpus, memory_mb)
+        return real, driver.create(name, real, None, memory_mb, pids_max)
+    return real, driver.create(name, host_ids, vcpus, memory_mb, pids_max)
 
 
 class CgroupCounters:
@@ -226,14 +254,15 @@ def detect(mounts_text: str, controllers_of) -> CgroupV1 | CgroupV2:
     v1: dict[str, str] = {}
     for path, fstype, opts in found:
         if fstype == "cgroup":
-            for ctl in ("cpuset", "cpu", "cpuacct", "memory"):
+            for ctl in CONTROLLERS + OPTIONAL:
                 if ctl in opts and ctl not in v1:
                     v1[ctl] = path
     if set(CONTROLLERS) <= set(v1):
         return CgroupV1(v1)
     for path, fstype, _ in found:
-        if fstype == "cgroup2" and set(CONTROLLERS) <= set((controllers_of(path) or "").split()):
-            return CgroupV2(path)
+        available = set((controllers_of(path) or "").split())
+        if fstype == "cgroup2" and set(CONTROLLERS) <= available:
+            return CgroupV2(path, has_pids="pids" in available)
     raise BackendUnavailable(
         "no usable cgroup hierarchy: need cgroup v1 cpuset+cpu+memory or cgroup v2 with those "
         "controllers (see /proc/self/mounts); pass enforce_limits=False to run without limits "
@@ -267,15 +296,21 @@ def _pids(directory: str) -> list[int]:
         return []
 
 
+def _kill_listed(directory: str) -> list[int]:
+    """SIGKILL every process listed in cgroup ``directory`` once; the pids signalled."""
+    pids = _pids(directory)
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    return pids
+
+
 def _drain(directory: str, remove: bool, timeout: float) -> None:
     deadline = time.monotonic() + timeout
     while os.path.isdir(directory):
-        pids = _pids(directory)
-        for pid in pids:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+        pids = _kill_listed(directory)
         if not pids and not remove:
             return
         if not pids:
@@ -310,6 +345,8 @@ def apply(ops: list[Op], timeout: float = DRAIN_TIMEOUT_S) -> None:
                     pass   # optional: not settable on every kernel
         elif op.kind == "copy":
             _write(op.path, read_local(op.value).strip())
+        elif op.kind == "kill":
+            _kill_listed(op.path)
         elif op.kind in ("drain", "rmdir"):
             _drain(op.path, op.kind == "rmdir", timeout)
         else:
@@ -342,6 +379,8 @@ def script(ops: list[Op], timeout: float = DRAIN_TIMEOUT_S) -> str:
             lines.append(f"[ -e {p} ] && {{ printf '%s' {q(op.value)} > {p}; }} 2>/dev/null")
         elif op.kind == "copy":
             lines.append(f"w {p} \"$(cat {q(op.value)})\"")
+        elif op.kind == "kill":
+            lines.append(f"p=$(cat {p}/cgroup.procs 2>/dev/null); [ -n \"$p\" ] && kill -KILL $p 2>/dev/null")
         elif op.kind in ("drain", "rmdir"):
             lines.append(f"drain {p} {'rm' if op.kind == 'rmdir' else 'keep'} {steps}")
         else:

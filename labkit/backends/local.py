@@ -8,20 +8,36 @@
   network (``provision(..., network=...)``) the namespace also holds ``eth0``, one
   end of a veth pair whose host end (``lk<8 hex>h<i>``) is a port of the run's
   bridge (``lk<8 hex>``, its ``ifalias`` the network's name, which is how
-  ``cleanup(prefix)`` finds it); commands then run in a private mount namespace
-  where the instance's own ``hosts`` file is bind-mounted on ``/etc/hosts``.
+  ``cleanup(prefix)`` finds it); the instance's own ``hosts`` file is bind-mounted on
+  ``/etc/hosts`` in its mount namespace.
 
 Processes join the cgroup before they exec (:data:`cgroups.JOIN`), and run in
 their own session, in the instance's work directory: a private (0700,
 root-owned) directory under a work root that labkit creates and verifies
 (``/run/labkit/instances`` as root; it refuses a work root owned by someone
 else or writable by others). A timeout kills the command's process group and
-then every process left in the instance's cgroup, and waits until it is empty.
+then every process left in the instance's cgroup (``cgroup.kill`` on v2; frozen, killed
+and thawed on v1), and waits until it is empty.
+
+Isolation (option ``isolation``, :mod:`labkit.backends.sandbox`): ``strict`` (the
+default) runs every command in the instance's own PID and mount namespaces (and its
+network namespace unless ``network="host"``), with no capabilities and
+``no_new_privs``, in a clean environment, with the controller's data dirs, the
+registry of running campaigns (``/run/labkit``), the other instances' work dirs and
+the directories of the ``hide`` option covered by empty tmpfs, every file system
+read-only but the work dir, ``/tmp``, ``/var/tmp``, ``/dev`` and read-write ``mounts``
+(so ``/etc``, ``/sys``, the cgroup hierarchies, ``/proc/sys`` too), and at most ``pids_max`` tasks (default 4096, the cgroup pids
+controller; recorded as None where the host has none). ``relaxed`` is the same with
+:data:`sandbox.RELAXED_CAPS` kept (for a workload that must switch users or own files
+of other users); ``none``: the namespaces of before only, full root, the
+controller's environment. ``network="host"`` shares the host's network namespace:
+reduced isolation, recorded as such. The isolation is recorded in each instance's
+metadata (``isolation``) and in :meth:`LocalBackend.fingerprint`.
 
 Without root or a usable cgroup the backend refuses with a clear error, unless
 ``enforce_limits=False``: then commands run unconfined (pinned instances still
 get ``taskset``; no network namespace without root) and ``limits_enforced:
-False`` is recorded in each run's metadata.
+False`` is recorded in each run's metadata (and isolation ``none`` without root).
 """
 from __future__ import annotations
 
@@ -33,16 +49,17 @@ import subprocess
 from pathlib import Path
 
 from .. import network as netmod
-from ..errors import BackendError, BackendUnavailable, ConfigError
+from ..errors import BackendError, BackendUnavailable, ConfigError, StoreError
 from ..instance import InstanceSpec
 from ..mounts import parse_mounts, same_path_mounts
-from . import cgroups, child
+from . import cgroups, child, sandbox
 from .base import Backend, Instance, Network, RawResult, check_name, check_prefix, remove_bridges
 
 #: run argv with the instance's hosts file ($0) on /etc/hosts (in a private mount namespace)
 _HOSTS = 'mount --bind "$0" /etc/hosts && exec "$@"'
 
 NETWORKS = ("none", "host")
+DEFAULT_PIDS_MAX = 4096
 
 
 def default_workroot() -> str:
@@ -114,9 +131,20 @@ class LocalInstance(cgroups.CgroupCounters, Instance):
         self._dir = Path(backend.workroot) / name
         self.netns = name if backend.isolate else None
         self.hosts_file: str | None = None   # set on a private network
+        self._holder = None   # the process holding its PID and mount namespaces (sandbox)
         self.metadata.update(host_cpu_ids=host_cpus, limits_enforced=backend.enforce,
                              cgroup_version=backend.driver.version if backend.driver else None,
-                             network="none" if self.netns else "host")
+                             network="none" if self.netns else "host",
+                             isolation=backend.isolation_record())
+
+    def _sandbox(self) -> None:
+        """Start the holder of its namespaces (isolation strict/relaxed): after the network
+        is attached, since it binds the hosts file."""
+        be: LocalBackend = self.backend
+        hidden = [d for d in be.hidden_dirs() if d != os.path.realpath(self._dir)]
+        self._holder = sandbox.start_holder(sandbox.holder_argv(self.name, str(self._dir), self.hosts_file,
+                                                                self.netns, be.mounts), hidden)
+        self.metadata["isolation"] = {**self.metadata["isolation"], "hidden": hidden}
 
     @property
     def workdir(self) -> str:
@@ -124,9 +152,12 @@ class LocalInstance(cgroups.CgroupCounters, Instance):
 
     def _wrap(self, argv: list[str]) -> tuple[list[str], dict]:
         be: LocalBackend = self.backend
-        # nsenter, not `ip netns exec`: that remounts /sys and would hide the cgroup files
-        prefix = ["nsenter", f"--net=/run/netns/{self.netns}", "--"] if self.netns else []
-        if self.hosts_file:
+        if self._holder is not None:   # joins the cgroup on the host, then enters the namespaces
+            argv = [*sandbox.enter(self._holder, str(self._dir), be.isolation, self.netns is not None), *argv]
+            prefix = []
+        else:  # nsenter, not `ip netns exec`: that remounts /sys and would hide the cgroup files
+            prefix = ["nsenter", f"--net=/run/netns/{self.netns}", "--"] if self.netns else []
+        if self.hosts_file and self._holder is None:
             prefix += ["unshare", "--mount", "--propagation", "private", "sh", "-c", _HOSTS, self.hosts_file]
         if be.driver is not None:
             extra = {"LABKIT_CGROUP_PROCS": " ".join(be.driver.procs_files(self.name))}
@@ -136,16 +167,26 @@ class LocalInstance(cgroups.CgroupCounters, Instance):
         return [*prefix, *argv], {}
 
     def host_command(self, argv: list[str]) -> list[str]:
-        """An argv for this host that runs ``argv`` in the instance (netns, hosts file, cgroup),
-        attached to the caller's stdin/stdout: an MPI launch agent's command."""
+        """An argv for this host that runs ``argv`` in the instance (namespaces, hosts file,
+        cgroup, capabilities, environment), attached to the caller's stdin/stdout: an MPI
+        launch agent's command."""
         wrapped, extra = self._wrap(argv)
-        return ["env", *(f"{k}={v}" for k, v in extra.items()), *wrapped]
+        if self._holder is None:
+            return ["env", *(f"{k}={v}" for k, v in extra.items()), *wrapped]
+        env = sandbox.environment(str(self._dir), None, extra)
+        return ["env", "-i", *(f"{k}={v}" for k, v in env.items()), *wrapped]
+
+    def _environ(self, env: dict | None, extra: dict) -> dict:
+        """A command's environment: clean when isolated (:func:`sandbox.environment`)."""
+        if self._holder is None:
+            return {**os.environ, **(env or {}), **extra}
+        return sandbox.environment(str(self._dir), env, extra)
 
     # -- exec hooks --------------------------------------------------------
     def _start(self, argv, env):
         wrapped, extra = self._wrap(argv)
         try:   # output drained into capped sinks as it comes (labkit.backends.child)
-            return child.start(wrapped, cwd=self._dir, env={**os.environ, **(env or {}), **extra})
+            return child.start(wrapped, cwd=self._dir, env=self._environ(env, extra))
         except FileNotFoundError as exc:
             return _Done(RawResult(127, "", f"{exc}\n"))
 
@@ -180,7 +221,7 @@ class LocalInstance(cgroups.CgroupCounters, Instance):
         os.chmod(dest, mode)
 
     def _destroy(self) -> None:
-        self.backend._remove(self.name)
+        self.backend._remove(self.name, self._holder)
 
 
 class LocalBackend(Backend):
@@ -191,16 +232,23 @@ class LocalBackend(Backend):
     verified, see :func:`private_dir`), ``network`` ("none": own network
     namespace with loopback only, the default; "host": the host's network), ``mounts``
     (host directories, see :mod:`labkit.mounts`: instances share the host's file system, so
-    each is seen at its own path; a different target is refused, read-only not enforced).
+    each is seen at its own path; a different target is refused; read-only enforced when
+    isolated),
+    ``isolation`` ("strict", the default; "relaxed"; "none": see the module docstring),
+    ``pids_max`` (tasks per instance, default 4096; None: no cap), ``hide`` (more host
+    directories covered in every instance, besides the controller's data dirs,
+    ``/run/labkit`` and the work root).
     """
 
     name = "local"
-    OPTIONS = ("enforce_limits", "workroot", "network", "mounts")
+    OPTIONS = ("enforce_limits", "workroot", "network", "mounts", "isolation", "pids_max", "hide")
 
     def __init__(self, enforce_limits: bool = True, workroot: str | None = None, network: str = "none",
-                 mounts=None, **unknown):
+                 mounts=None, isolation: str = "strict", pids_max: int | None = DEFAULT_PIDS_MAX,
+                 hide=None, **unknown):
         super().__init__(**unknown)   # an unknown option is refused with the list of valid ones
-        self.options = {"enforce_limits": enforce_limits, "workroot": workroot, "network": network}
+        self.options = {"enforce_limits": enforce_limits, "workroot": workroot, "network": network,
+                        "isolation": isolation, "pids_max": pids_max}
         self.mounts = same_path_mounts(parse_mounts(mounts, "local"))
         if self.mounts:
             self.options["mounts"] = [m.as_dict() for m in self.mounts]
@@ -208,6 +256,14 @@ class LocalBackend(Backend):
             raise ConfigError(f"local backend: enforce_limits must be true or false, got {enforce_limits!r}")
         if network not in NETWORKS:
             raise ConfigError(f"local backend: network={network!r}; use one of {', '.join(NETWORKS)}")
+        if pids_max is not None and (isinstance(pids_max, bool) or not isinstance(pids_max, int) or pids_max < 1):
+            raise ConfigError(f"local backend: pids_max must be a positive integer or None, got {pids_max!r}")
+        self.hide = sandbox.check_hide(hide)
+        if self.hide:
+            self.options["hide"] = self.hide
+        # isolation needs root; without it (enforce_limits=False) commands run as before, recorded
+        self.isolation = sandbox.check_mode(isolation) if os.geteuid() == 0 else "none"
+        self.pids_max = pids_max
         self.enforce = enforce_limits
         self.workroot = private_dir(workroot or default_workroot())
         self.driver = None
@@ -224,6 +280,7 @@ class LocalBackend(Backend):
         self.isolate = network == "none" and os.geteuid() == 0 and shutil.which("ip") is not None
 
     def check(self) -> None:
+        sandbox.require(self.isolation)
         if self.driver is None and self.enforce:
             raise BackendUnavailable(
                 f"local backend cannot enforce instance limits: {self._why_not}. "
@@ -243,7 +300,8 @@ class LocalBackend(Backend):
         if network is not None and not self.isolate:
             raise ConfigError("local backend: a private network needs root, iproute2 and network='none' "
                               "(each instance in its own network namespace)")
-        real, ops = cgroups.create_ops(self.driver, name, self._cpu_ids(), cpus, spec.vcpus, spec.memory_mb)
+        real, ops = cgroups.create_ops(self.driver, name, self._cpu_ids(), cpus, spec.vcpus, spec.memory_mb,
+                                       self.pids_max)
         try:
             os.mkdir(Path(self.workroot) / name, 0o700)
         except FileExistsError as exc:
@@ -256,6 +314,8 @@ class LocalBackend(Backend):
             inst = LocalInstance(self, name, spec, index, cpus, real)
             if network is not None:
                 self._attach(inst, network, index)
+            if self.isolation != "none":
+                inst._sandbox()
             return inst
         except BaseException:
             self._remove(name)
@@ -285,14 +345,16 @@ class LocalBackend(Backend):
     def _remove_network(self, network: Network) -> None:
         netmod.delete_bridge(network.device, network.name)
 
-    def _remove(self, name: str) -> None:
-        """Kill the instance's processes, remove its cgroup, namespace and work dir (each tried)."""
+    def _remove(self, name: str, holder=None) -> None:
+        """Kill the instance's processes, remove its cgroup, namespaces (``holder``: the
+        process holding them, if ours) and work dir (each tried)."""
         errors = []
         if self.driver is not None:
             try:
                 cgroups.apply(self.driver.remove(name))
             except BackendError as exc:
                 errors.append(exc)
+        sandbox.stop_holder(holder, name)
         if os.path.exists(f"/run/netns/{name}"):
             try:
                 _ip("netns", "delete", name)
@@ -322,7 +384,48 @@ class LocalBackend(Backend):
         return {"backend": self.name,
                 "cgroup_version": self.driver.version if self.driver else None,
                 "limits_enforced": self.driver is not None,
-                "network_isolated": self.isolate}
+                "network_isolated": self.isolate,
+                "isolation": self.isolation_record()}
+
+    def isolation_record(self) -> dict:
+        """What confines an instance's commands (metadata and fingerprint): ``mode``,
+        ``capabilities`` (kept; None: all, as root), ``no_new_privs``, ``namespaces``,
+        ``pids_max`` (None: no cap), ``env`` (the environment policy)."""
+        isolated = self.isolation != "none"
+        return {"mode": self.isolation,
+                "capabilities": sandbox.capabilities(self.isolation) if isolated else None,
+                "no_new_privs": isolated,
+                "namespaces": (["pid", "mount"] if isolated else []) + (["net"] if self.isolate else []),
+                "pids_max": self.pids_max if self.driver is not None and self.driver.has_pids else None,
+                "env": ("clean: " + " ".join(sandbox.ENV_KEPT) + ", HOME=work dir, the workload's"
+                        if isolated else "the controller's")}
+
+    def hidden_dirs(self) -> list[str]:
+        """Host directories covered in every instance (:func:`sandbox.hidden_dirs`): the
+        registry of running campaigns (``/run/labkit``) and every data dir it names, the
+        default data dir, the work root, the ``hide`` option's."""
+        candidates = ["/run/labkit", self.workroot, *self.hide, *_data_dirs()]
+        return sandbox.hidden_dirs(candidates, [m.target for m in self.mounts])
+
+
+def _data_dirs() -> list[str]:
+    """The controller's data dirs this host knows of: the checkout's default and those of
+    every campaign in the registry (running or stopped)."""
+    from .. import paths, registry
+    found = []
+    try:
+        found.append(str(paths.data_dir()))
+    except ConfigError:
+        pass   # no checkout: no default data dir
+    try:
+        found += [e.data_dir for e in registry.entries() if e.data_dir]
+    except (StoreError, OSError):
+        pass   # no readable registry: nothing registered
+    try:
+        found.append(str(registry.run_dir()))
+    except (StoreError, OSError):
+        pass
+    return found
 
 
 def _controllers(path: str) -> str | None:

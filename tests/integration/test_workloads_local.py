@@ -145,7 +145,10 @@ def test_iperf3_between_two_instances_on_a_test_made_network(local):
     """Two instances, each in its own network namespace, joined by a veth pair in 10.213.x.
 
     Traffic stays between the two namespaces this test creates: nothing else is addressed.
+    The test moves the instances' commands into its namespaces, which an isolated instance
+    may not do (no capabilities): isolation ``none``.
     """
+    local = get_backend("local", isolation="none")
     tag = secrets.token_hex(4)
     ns = [f"labkit-test-{tag}-s", f"labkit-test-{tag}-c"]
     veth = [f"lk{tag}s", f"lk{tag}c"]

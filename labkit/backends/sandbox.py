@@ -1,0 +1,221 @@
+"""What a ``local`` instance's commands may see and do: namespaces, capabilities, environment.
+
+An instance with isolation ``strict`` (the default) or ``relaxed`` has a *holder*: a
+process started when the instance is made (:func:`start_holder`), outside the
+instance's cgroup, that owns the instance's own PID and mount namespaces (and sits in
+its network namespace). It prepares the mount namespace once, then waits and reaps
+orphans as the namespace's PID 1 until the instance is destroyed:
+
+* every directory in ``hidden`` (the controller's data dirs, the registry of running
+  campaigns ``/run/labkit``, the local work root holding the other instances' work
+  dirs: :func:`hidden_dirs`) is covered by an empty read-only tmpfs; the instance's own
+  work dir is bound back at its path;
+* every file system is read-only but for the work dir, ``/tmp``, ``/var/tmp``, ``/dev``
+  and the ``mounts`` option's read-write directories (its read-only ones are read-only
+  wherever they are): ``/etc``, ``/usr``, ``/root``, the
+  labkit checkout, ``/sys`` with the cgroup hierarchies, and also ``/proc/sys``,
+  ``/proc/sysrq-trigger``, ``/proc/irq`` and ``/proc/bus``;
+* ``/proc`` is the namespace's own: the instance sees only its processes;
+* on a private network the instance's ``hosts`` file is bound on ``/etc/hosts``;
+* in the instance's own network namespace, ports below 1024 may be bound and ICMP
+  echo sockets opened without a capability (``net.ipv4.ip_unprivileged_port_start=0``,
+  ``net.ipv4.ping_group_range``: both per network namespace).
+
+Each command then enters those namespaces (:func:`enter`: ``nsenter``, after it has
+joined the instance's cgroup on the host side) and runs through ``setpriv`` with
+``no_new_privs`` set, the inheritable and ambient sets cleared and the bounding set
+emptied (``strict``) or cut to :data:`RELAXED_CAPS` (``relaxed``: enough for a
+service that switches to its own user, such as Apache httpd), in a clean environment
+(:func:`environment`). Without ``CAP_SYS_ADMIN`` a command cannot leave these
+namespaces (``setns``), undo a mount, or move itself to another cgroup (the
+hierarchies are read-only).
+
+Everything else of the host's file system is seen as on the host (``/usr``, ``/etc``,
+``/tmp``, the ``mounts`` option's directories), read-only as said; isolation ``none`` turns all of this
+off (commands run as before: in the network namespace only, as full root, with the
+controller's environment).
+"""
+from __future__ import annotations
+
+import os
+import select
+import shutil
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+from ..errors import BackendError, BackendUnavailable, ConfigError
+
+MODES = ("strict", "relaxed", "none")
+#: capabilities kept in the bounding set with isolation ``relaxed`` (Docker's default set
+#: without mknod, setpcap, setfcap, sys_chroot and audit_write)
+RELAXED_CAPS = ("chown", "dac_override", "fowner", "fsetid", "kill", "setgid", "setuid",
+                "net_bind_service", "net_raw")
+#: the only variables of the controller's environment a command sees (plus HOME = its work
+#: dir and what the workload passes to ``exec(env=...)``)
+ENV_KEPT = ("PATH", "LANG", "LC_ALL", "TMPDIR")
+DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+#: what the holder is called on its command line (with the instance's name after it)
+MARKER = "labkit-holder"
+TOOLS = ("unshare", "nsenter", "setpriv")
+#: directories an instance needs: a hidden directory may be none of them nor hold one
+NEEDED = ("/usr", "/bin", "/sbin", "/lib", "/lib64", "/etc", "/tmp", "/var/tmp", "/dev", "/proc", "/sys")
+READY_TIMEOUT_S = 30.0
+
+#: the holder's script (run with this Python, ``-I -S``); see :mod:`.nsholder`
+HOLDER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "nsholder.py")
+
+
+def check_mode(mode) -> str:
+    if mode not in MODES:
+        raise ConfigError(f"local backend: isolation={mode!r}; use one of {', '.join(MODES)}")
+    return mode
+
+
+def check_hide(value) -> list[str]:
+    """The ``hide`` option: a list of absolute directory paths (or one, or None)."""
+    items = [] if value is None else [value] if isinstance(value, str) else value
+    if not isinstance(items, (list, tuple)) or not all(isinstance(p, str) and os.path.isabs(p) for p in items):
+        raise ConfigError(f"local backend: hide={value!r} must be a list of absolute directory paths")
+    return [os.path.normpath(p) for p in items]
+
+
+def missing_tools() -> list[str]:
+    return [t for t in TOOLS if shutil.which(t) is None]
+
+
+def capabilities(mode: str) -> list[str]:
+    """The capabilities a command keeps with isolation ``mode``."""
+    return list(RELAXED_CAPS) if mode == "relaxed" else []
+
+
+def environment(workdir: str, env: dict | None, extra: dict | None = None) -> dict:
+    """A command's environment: :data:`ENV_KEPT` from this process's, ``HOME`` = ``workdir``,
+    then ``env`` (the workload's) and ``extra`` (the backend's own, e.g. the cgroup to join)."""
+    base = {k: os.environ[k] for k in ENV_KEPT if k in os.environ}
+    base.setdefault("PATH", DEFAULT_PATH)
+    return {**base, "HOME": workdir, **(env or {}), **(extra or {})}
+
+
+def _is_within(path: str, parent: str) -> bool:
+    return path == parent or path.startswith(parent.rstrip("/") + "/")
+
+
+def hidden_dirs(candidates, needed=()) -> list[str]:
+    """The existing directories among ``candidates`` to cover, outermost only: none that is
+    ``/``, that holds a directory of :data:`NEEDED` or ``needed`` (mount targets), or that
+    lies inside another one hidden."""
+    keep = []
+    must_see = [*NEEDED, *needed]
+    for c in candidates:
+        if not c:
+            continue
+        p = os.path.realpath(c)
+        if p == "/" or not os.path.isdir(p) or any(_is_within(n, p) for n in must_see):
+            continue
+        keep.append(p)
+    keep = sorted(set(keep))
+    return [p for p in keep if not any(q != p and _is_within(p, q) for q in keep)]
+
+
+def holder_argv(name: str, workdir: str, hosts_file: str | None, netns: str | None,
+                mounts=()) -> list[str]:
+    """The holder's argv: ``unshare`` of PID and mount namespaces (in network namespace
+    ``netns``, a name under /run/netns, unless None) running :mod:`.nsholder`; ``mounts``
+    (:class:`~labkit.mounts.Mount`): their targets writable or read-only as they ask."""
+    prefix = ["nsenter", f"--net=/run/netns/{netns}", "--"] if netns else []
+    return [*prefix, "unshare", "--pid", "--fork", "--kill-child", "--mount", "--propagation", "private",
+            "--mount-proc", "--", sys.executable, "-I", "-S", HOLDER, MARKER, name, workdir, hosts_file or "",
+            "netns" if netns else "", *(("-" if m.readonly else "+") + m.target for m in mounts)]
+
+
+def start_holder(argv: list[str], hidden: list[str]) -> subprocess.Popen:
+    """Start a holder (:func:`holder_argv`) that covers the directories ``hidden`` and wait
+    until its mounts are made; BackendError with its message if it fails."""
+    if any("\n" in d for d in hidden):
+        raise ConfigError(f"local backend: a directory to hide has a newline in its name: {hidden!r}")
+    proc = subprocess.Popen(argv, env={"PATH": DEFAULT_PATH}, stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+    try:
+        proc.stdin.write("".join(f"{d}\n" for d in hidden).encode())
+        proc.stdin.close()
+    except BrokenPipeError:
+        pass   # it failed at once: its stderr says why (below)
+    ready, _, _ = select.select([proc.stdout], [], [], READY_TIMEOUT_S)
+    line = proc.stdout.readline() if ready else b""
+    proc.stdout.close()
+    if line.strip() != b"ready":
+        _kill_group(proc)
+        err = proc.stderr.read().decode(errors="replace").strip() or f"no answer in {READY_TIMEOUT_S:.0f} s"
+        proc.stderr.close()
+        raise BackendError(f"could not set up the instance's namespaces ({' '.join(argv[:3])} ...): {err}")
+    proc.stderr.close()
+    return proc
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    proc.wait()
+
+
+def enter(holder: subprocess.Popen, workdir: str, mode: str, net: bool) -> list[str]:
+    """The argv prefix that runs a command in ``holder``'s namespaces, in ``workdir``, with
+    the capabilities of ``mode`` and ``no_new_privs``. BackendError if the holder is gone
+    (its pid cannot be reused meanwhile: it is our child, reaped only here or in
+    :func:`stop_holder`)."""
+    if holder.poll() is not None:
+        raise BackendError(f"the instance's namespace holder (pid {holder.pid}) exited "
+                           f"(status {holder.returncode}): the instance is gone")
+    ns = f"/proc/{holder.pid}/ns"
+    caps = ",".join(["-all", *(f"+{c}" for c in capabilities(mode))])
+    return ["nsenter", f"--mount={ns}/mnt", f"--pid={ns}/pid_for_children",
+            *([f"--net={ns}/net"] if net else []), f"--wd={workdir}", "--",
+            "setpriv", "--no-new-privs", f"--bounding-set={caps}", "--inh-caps=-all",
+            "--ambient-caps=-all", "--"]
+
+
+def stop_holder(holder: subprocess.Popen | None, name: str) -> None:
+    """Kill instance ``name``'s holder (and so every process left in its PID namespace),
+    whether ``holder`` is ours or was left by a killed controller (found by its argv)."""
+    if holder is not None:
+        _kill_group(holder)
+        return
+    for pid in holders(name):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
+def holders(name: str) -> list[int]:
+    """Pids of processes whose argv holds :data:`MARKER` followed by ``name``."""
+    out = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            args = (entry / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        for i, a in enumerate(args[:-1]):
+            if a == MARKER.encode() and args[i + 1] == name.encode():
+                out.append(int(entry.name))
+                break
+    return out
+
+
+def require(mode: str) -> None:
+    """BackendUnavailable naming what is missing when ``mode`` cannot be had here."""
+    if mode == "none":
+        return
+    if os.geteuid() != 0:
+        raise BackendUnavailable(f"local backend: isolation={mode!r} needs root (namespaces); "
+                                 "run as root or pass isolation='none'")
+    missing = missing_tools()
+    if missing:
+        raise BackendUnavailable(f"local backend: isolation={mode!r} needs {', '.join(missing)} "
+                                 "(Debian package util-linux); install it or pass isolation='none'")

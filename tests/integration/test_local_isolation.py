@@ -1,0 +1,167 @@
+"""Issue 28, finding 6: a ``local`` instance's workload is confined, proven from inside it
+(real kernel, root: marker ``root``). Each attack is a trial of tests/support/isolation_trials.py;
+with the backend as it was (full root in the host's PID and mount namespaces, the
+controller's environment, no pids limit) every test here failed.
+"""
+from __future__ import annotations
+
+import os
+import secrets
+from pathlib import Path
+
+import pytest
+
+from labkit import paths
+from labkit.backends import get_backend, teardown
+from labkit.instance import InstanceSpec
+from tests.support import isolation_trials as trials
+
+pytestmark = pytest.mark.root
+PREFIX = f"labkit-test-iso-{secrets.token_hex(3)}"
+
+
+@pytest.fixture
+def make():
+    made, backends = [], []
+
+    def _make(count=1, **options):
+        be = get_backend("local", **options)
+        backends.append(be)
+        insts = be.provision(InstanceSpec(vcpus=1, memory_mb=512, count=count), prefix=PREFIX)
+        made.extend(insts)
+        return insts
+    yield _make
+    assert teardown(made) == []
+    for be in backends:
+        assert be.cleanup(PREFIX + "-") == []
+
+
+def test_no_capabilities_and_no_new_privileges(make):
+    [inst] = make()
+    status = trials.status_fields(inst)
+    assert int(status["CapEff"], 16) == 0 and int(status["CapBnd"], 16) == 0
+    assert int(status["CapPrm"], 16) == 0 and int(status["CapAmb"], 16) == 0
+    assert status["NoNewPrivs"] == "1"
+    iso = inst.metadata["isolation"]
+    assert iso["mode"] == "strict" and iso["capabilities"] == [] and iso["no_new_privs"] is True
+    assert set(iso["namespaces"]) == {"pid", "mount", "net"}
+    assert inst.backend.fingerprint()["isolation"]["mode"] == "strict"
+
+
+def test_the_host_network_namespace_cannot_be_entered(make):
+    [inst] = make()
+    res = inst.exec(["nsenter", "--net=/proc/1/ns/net", "true"], check=False, timeout=30)
+    assert res.exit_code != 0
+    res = inst.exec(["nsenter", f"--net=/proc/{os.getpid()}/ns/net", "true"], check=False, timeout=30)
+    assert res.exit_code != 0
+    assert trials.host_netns_reached(inst) == 0
+
+
+def test_proc_shows_only_the_instance_processes(make):
+    [inst] = make()
+    inside = trials.pids_seen(inst)
+    assert os.getpid() not in inside
+    assert len(inside) < 10, inside          # the holder, its sleep, the command (and ls, grep)
+    assert 1 in inside
+
+
+def test_other_campaigns_data_and_the_registry_are_hidden(make, tmp_path, monkeypatch):
+    from labkit import registry
+    foreign = trials.plant(tmp_path / "foreign-data" / "campaign-x")          # a registered campaign's
+    extra = trials.plant(tmp_path / "extra-data" / "campaign-y")              # the hide option's
+    run = Path("/run/labkit")
+    run.mkdir(mode=0o755, exist_ok=True)
+    in_run = trials.plant(run, f"labkit-test-{secrets.token_hex(4)}.json")
+    monkeypatch.setenv(registry.ENV, str(tmp_path / "registry"))
+    try:
+        with registry.register(f"test-iso-{secrets.token_hex(3)}", str(tmp_path / "foreign-data"), backend="local"):
+            a, b = make(count=2, hide=[str(tmp_path / "extra-data")])
+        mine = trials.plant(Path(a.workdir), "own.txt")
+        other = trials.plant(Path(b.workdir), "other.txt")
+        default = [p for p in paths.data_dir().rglob("*") if p.is_file()][:1]
+        wanted = [foreign, extra, in_run, other, *default]
+        assert trials.visible(a, [*wanted, mine]) == [str(mine)]
+        hidden = a.metadata["isolation"]["hidden"]
+        assert "/run/labkit" in hidden and str(tmp_path / "foreign-data") in hidden
+    finally:
+        in_run.unlink()
+
+
+def test_the_controller_environment_is_not_passed(make):
+    [inst] = make()
+    assert trials.controller_env_seen(inst) == 0
+    res = inst.exec(["env"], env={"WORKLOAD_VAR": "given"}, timeout=30)
+    names = {line.split("=", 1)[0] for line in res.stdout.splitlines()}
+    assert "WORKLOAD_VAR" in names
+    assert names <= {"PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "PWD", "WORKLOAD_VAR"}, names
+    assert "HOME=" + inst.workdir in res.stdout
+
+
+def test_a_fork_bomb_stops_at_pids_max(make):
+    [inst] = make(pids_max=64)
+    assert inst.metadata["isolation"]["pids_max"] == 64
+    forks = trials.forks_allowed(inst, limit=300)
+    assert 0 < forks < 64
+
+
+def test_a_child_that_tries_to_leave_its_cgroup_dies_at_the_timeout(make):
+    [inst] = make()
+    driver = inst.backend.driver
+    roots = [f"{d.rsplit('/', 1)[0]}/cgroup.procs" for d in driver.dirs(inst.name)]
+    assert trials.survivors_after_timeout(inst, roots) == []
+    # and the instance still runs commands afterwards
+    assert inst.exec(["true"], timeout=30).ok
+
+
+def test_private_ports_below_1024_bind_without_capabilities(make):
+    [inst] = make()
+    res = inst.exec(["python3", "-c", "import socket; s = socket.socket(); s.bind(('127.0.0.1', 80)); print('ok')"],
+                    check=False, timeout=30)
+    assert res.stdout.strip() == "ok", res.stderr
+
+
+def test_relaxed_keeps_only_the_listed_capabilities(make):
+    [inst] = make(isolation="relaxed")
+    status = trials.status_fields(inst)
+    assert int(status["CapEff"], 16) != 0 and status["NoNewPrivs"] == "1"
+    assert not int(status["CapBnd"], 16) & (1 << 21)        # CAP_SYS_ADMIN
+    assert inst.exec(["nsenter", "--net=/proc/1/ns/net", "true"], check=False, timeout=30).exit_code != 0
+    assert inst.metadata["isolation"]["capabilities"] == list(inst.backend.isolation_record()["capabilities"])
+
+
+def test_network_host_is_recorded_as_reduced(make):
+    [inst] = make(network="host")
+    iso = inst.metadata["isolation"]
+    assert iso["namespaces"] == ["pid", "mount"] and inst.metadata["network"] == "host"
+    assert int(trials.status_fields(inst)["CapEff"], 16) == 0
+
+
+def test_the_host_file_system_is_read_only_but_for_the_work_dir_and_tmp(make):
+    [inst] = make()
+    probe = f"labkit-test-probe-{secrets.token_hex(4)}"
+    script = ('for d in /etc /root /usr/local /sys/fs/cgroup/cpuset /proc/sys/vm "$PWD" /tmp /var/tmp; do '
+              f'if (echo x > "$d/{probe}") 2>/dev/null; then echo "$d"; rm -f "$d/{probe}"; fi; done')
+    res = inst.exec(["sh", "-c", script], timeout=30)
+    assert res.stdout.split() == [inst.workdir, "/tmp", "/var/tmp"]
+
+
+def test_mounts_are_read_only_unless_asked_even_under_tmp(make, tmp_path):
+    suite, out = tmp_path / "suite", tmp_path / "out"
+    suite.mkdir()
+    out.mkdir()
+    (suite / "bin").write_text("x")
+    [inst] = make(mounts=f"{suite},{out}:rw")
+    res = inst.exec(["sh", "-c", f"cat {suite}/bin; echo y > {suite}/new"], check=False, timeout=30)
+    assert res.stdout.strip() == "x" and "read-only" in res.stderr.lower(), res.stderr
+    inst.exec(["sh", "-c", f"echo z > {out}/result"], timeout=30)
+    assert (out / "result").read_text() == "z\n"
+
+
+def test_cleanup_kills_the_namespace_holder_a_killed_controller_left(make):
+    from labkit.backends import sandbox
+    [inst] = make()
+    assert sandbox.holders(inst.name)
+    inst.exec(["sh", "-c", "sleep 600 >/dev/null 2>&1 &"], timeout=30)       # a daemon in the instance
+    assert inst.backend.cleanup(inst.name) == [inst.name]                       # as `labkit clean` would
+    assert sandbox.holders(inst.name) == []
+    assert trials.processes_with(inst.name) == []
