@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import re
 import signal
 import threading
 import time
@@ -39,6 +38,7 @@ from .backends.base import instance_measurements
 from .design import HOST_MAX, Design
 from .errors import CommandTimeout, ConfigError, LabkitError, StoreError
 from .fingerprint import fingerprint_id, host_fingerprint, host_identity
+from .ids import campaign_prefix, check_campaign_id
 from .instance import InstanceSpec
 from .lock import LOCK_NAME, CampaignLock
 from .paths import check_data_dir
@@ -49,40 +49,9 @@ from .workloads import get_workload
 from .workloads.params import TIMEOUT
 
 log = logging.getLogger("labkit.campaign")
-# no "--" inside (it delimits the campaign in instance names), no "-" at the end
-_ID = re.compile(r"^[a-z0-9](?:[a-z0-9_]|-(?!-))*$")
-MAX_ID = 48
 # what a resume must match (stored in the store's meta at creation)
 RESUME_KEYS = ("design_digest", "backend", "backend_options", "workload", "defaults", "host", "testbed")
 HANDLED_SIGNALS = (signal.SIGTERM, signal.SIGINT)
-
-
-def check_campaign_id(campaign_id) -> str:
-    """``campaign_id`` if valid, else ConfigError saying the rule."""
-    if (not isinstance(campaign_id, str) or len(campaign_id) > MAX_ID or not _ID.match(campaign_id)
-            or campaign_id.endswith("-")):
-        raise ConfigError(f"campaign_id {str(campaign_id)[:80]!r}: use 1-{MAX_ID} lowercase letters, digits, "
-                          "'-' or '_', starting with a letter or digit, without '--' and not ending in '-'")
-    return campaign_id
-
-
-def campaign_prefix(campaign_id: str) -> str:
-    """Name prefix of every instance of the campaign: ``labkit-<id>--`` (exact: ``x`` never matches ``x-2``)."""
-    return f"labkit-{campaign_id}--"
-
-
-def campaign_of(name: str) -> str | None:
-    """The campaign id whose :func:`campaign_prefix` starts ``name`` (``labkit-<id>--...``), or None
-    for a name no campaign makes (``labkit-test-1a2b``, ``labkit-fleet-1``: made by hand or by tests)."""
-    if not isinstance(name, str) or not name.startswith("labkit-"):
-        return None
-    cid, sep, _ = name[len("labkit-"):].partition("--")
-    if not sep:
-        return None
-    try:
-        return check_campaign_id(cid)
-    except ConfigError:
-        return None
 
 
 class Interrupted(KeyboardInterrupt):

@@ -1,8 +1,8 @@
 """``labkit clean`` without a campaign id: find the leftovers of campaigns that are not running.
 
 Every object a campaign makes is named ``labkit-<campaign id>--...``
-(:func:`~labkit.campaign.campaign_prefix`), so the campaign of each object a backend lists is
-read from its name (:func:`~labkit.campaign.campaign_of`); backends report no creation time,
+(:func:`~labkit.ids.campaign_prefix`), so the campaign of each object a backend lists is
+read from its name (:func:`~labkit.ids.campaign_of`); backends report no creation time,
 so no age is used. An object is
 
 * ``running``: its campaign is registered as running on this host (:func:`labkit.registry.running`,
@@ -25,8 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .backends.base import NAME_PREFIX
-from .campaign import campaign_of, campaign_prefix
 from .errors import StoreError
+from .ids import campaign_of, campaign_prefix
 from .lock import LOCK_NAME, is_locked
 from .registry import register, running
 

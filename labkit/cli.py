@@ -135,8 +135,8 @@ def _clean_campaign(args) -> int:
     """``labkit clean <id>``: that campaign's leftovers, holding its lock and its registry entry
     (refused while it runs, here or from another data dir)."""
     from .backends import get_backend
-    from .campaign import campaign_prefix, check_campaign_id
     from .errors import StoreError
+    from .ids import campaign_prefix, check_campaign_id
     from .lock import LOCK_NAME, CampaignLock
     from .redact import without_redacted
     from .store import Store
@@ -191,9 +191,9 @@ def _data_dir(args) -> Path:
 
 
 def _existing(args, campaign: str) -> str:
-    """``campaign`` if it is a valid campaign id (no ``..``, no ``/``: :func:`~labkit.campaign.check_campaign_id`)
+    """``campaign`` if it is a valid campaign id (no ``..``, no ``/``: :func:`~labkit.ids.check_campaign_id`)
     and ``data_dir/campaign/store.sqlite`` exists, else a ConfigError listing them."""
-    from .campaign import check_campaign_id
+    from .ids import check_campaign_id
     from .results import list_campaigns
     check_campaign_id(campaign)
     base = _data_dir(args)

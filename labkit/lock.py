@@ -26,6 +26,7 @@ import os
 import socket
 from pathlib import Path
 
+from .clock import now_iso
 from .errors import StoreError
 
 LOCK_NAME = "campaign.lock"
@@ -118,7 +119,6 @@ class CampaignLock:
                              "<somewhere writable>) and pass that as --data-dir") from None
 
     def _lock(self, fd: int) -> None:
-        from .store import now_iso
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

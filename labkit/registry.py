@@ -42,8 +42,10 @@ import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .clock import now_iso
 from .errors import ConfigError, StoreError
 from .files import atomic_write
+from .ids import check_campaign_id
 from .lock import lock_state
 from .paths import unsafe_dir
 
@@ -149,8 +151,7 @@ def _lock_held(lock: Path, info: dict) -> bool:
 
 def _read(path: Path) -> dict | None:
     """The entry at ``path``, or None if absent, not ours to read, malformed or for a campaign id
-    that is not valid (:func:`~labkit.campaign.check_campaign_id`)."""
-    from .campaign import check_campaign_id
+    that is not valid (:func:`~labkit.ids.check_campaign_id`)."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
     except OSError:
@@ -271,8 +272,6 @@ def register(campaign_id: str, data_dir: str | Path | None, *, backend: str | No
     already (in this registry, or in another one :func:`running` reads), or when the registry
     directory is unsafe (see the module docstring).
     """
-    from .campaign import check_campaign_id
-    from .store import now_iso
     check_campaign_id(campaign_id)
     directory = _checked(run_dir(), create=True)
     lock = directory / f"{campaign_id}.lock"

@@ -28,10 +28,10 @@ import os
 import re
 import sqlite3
 import time
-from datetime import UTC, datetime
 from pathlib import Path
 
 from .backends.output import shorten
+from .clock import now_iso
 from .errors import StoreError
 from .files import atomic_write
 from .redact import redact
@@ -63,10 +63,6 @@ CREATE TABLE IF NOT EXISTS claims (
 
 TIDY_COLUMNS = ["campaign", "run_id", "run_order", "replicate", "config", "instance", "metric",
                 "value", "unit", "status", "error", "started", "duration_s", "fingerprint_id", "host"]
-
-
-def now_iso() -> str:
-    return datetime.now(UTC).isoformat(timespec="milliseconds")
 
 
 EXPORTS = ("results.csv", "results.parquet", "runs.csv")

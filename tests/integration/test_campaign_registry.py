@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 
 from labkit.backends import get_backend
-from labkit.campaign import Campaign, campaign_prefix
+from labkit.campaign import Campaign
+from labkit.ids import campaign_prefix
 from labkit.instance import InstanceSpec
 from labkit.store import Store
 from tests.support.gated import labkit_cli as labkit

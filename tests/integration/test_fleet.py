@@ -20,7 +20,8 @@ from pathlib import Path
 import pytest
 
 from labkit.backends import get_backend
-from labkit.campaign import Campaign, campaign_prefix
+from labkit.campaign import Campaign
+from labkit.ids import campaign_prefix
 from labkit.store import Store
 from labkit.testing import required
 

@@ -22,8 +22,9 @@ import pytest
 
 from labkit.backends import get_backend
 from labkit.backends.hostkeys import ssh_options, ssh_wrapper
-from labkit.campaign import Campaign, campaign_prefix
+from labkit.campaign import Campaign
 from labkit.errors import BackendUnavailable
+from labkit.ids import campaign_prefix
 from labkit.instance import InstanceSpec
 from labkit.platforms import options_for
 from labkit.testbed import Testbed

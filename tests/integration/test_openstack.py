@@ -27,9 +27,10 @@ from pathlib import Path
 
 import pytest
 
-from labkit.campaign import Campaign, campaign_prefix
+from labkit.campaign import Campaign
 from labkit.clouds import get_provider
 from labkit.errors import ConfigError, LabkitError
+from labkit.ids import campaign_prefix
 from labkit.testing import required
 
 pytestmark = [pytest.mark.openstack, pytest.mark.slow]

@@ -73,14 +73,14 @@ def test_failed_and_timed_out_runs_are_stored_and_campaign_goes_on(tmp_path):
                          ids=["one-backend", "testbed"])
 def test_retries_run_failed_runs_again_and_keep_their_first_attempt(tmp_path, testbed, capsys):
     d = Design.from_dict({"factors": {"vcpus": [1, 2]}, "seed": 1})
-    marks = tmp_path / "marks"
+    marks = tmp_path / "marks"   # beside the data dir: an instance never sees a data dir
     marks.mkdir()
     # each configuration fails the first time it runs (it leaves a mark), then succeeds
     cmd = f"if [ -e {marks}/{{vcpus}} ]; then echo 1; else touch {marks}/{{vcpus}}; echo first >&2; exit 3; fi"
 
     def campaign(cid):
         return Campaign(d, workload="command", workload_params={"argv": ["sh", "-c", cmd]},
-                        campaign_id=f"{cid}-{RUN}", data_dir=tmp_path, progress=False, testbed=testbed)
+                        campaign_id=f"{cid}-{RUN}", data_dir=tmp_path / "data", progress=False, testbed=testbed)
 
     # failures of this call run again after the others
     st = campaign("t-retry").run(retries=1)
@@ -89,7 +89,7 @@ def test_retries_run_failed_runs_again_and_keep_their_first_attempt(tmp_path, te
     assert sorted(attempts.run_id) == sorted(runs.run_id)
     assert set(attempts.status) == {"failed"} and all("first" in e for e in attempts.error)
     from labkit.cli import main
-    assert main(["status", f"t-retry-{RUN}", "--data-dir", str(tmp_path)]) == 0
+    assert main(["status", f"t-retry-{RUN}", "--data-dir", str(tmp_path / "data")]) == 0
     assert "2 run(s) ran again; their 2 earlier attempt(s) are kept ({'failed': 2}" in capsys.readouterr().out
     # without retries failures are stored as they are; a later call with retries runs them again
     for f in marks.iterdir():

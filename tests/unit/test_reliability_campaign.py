@@ -21,9 +21,10 @@ import pytest
 import labkit.backends
 from labkit import cli
 from labkit.backends.base import Backend, Instance, RawResult
-from labkit.campaign import Campaign, Interrupted, _Signals, campaign_prefix, check_campaign_id
+from labkit.campaign import Campaign, Interrupted, _Signals
 from labkit.design import Design
 from labkit.errors import CommandError, ConfigError, StoreError
+from labkit.ids import campaign_prefix, check_campaign_id
 from labkit.instance import InstanceSpec
 from labkit.lock import LOCK_NAME, CampaignLock
 from labkit.store import Store
