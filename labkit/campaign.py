@@ -31,10 +31,11 @@ import threading
 import time
 import traceback
 from pathlib import Path
+from typing import NamedTuple
 
 from . import runnet
 from .backends import backend_class, get_backend, teardown
-from .backends.base import instance_measurements
+from .backends.base import exec_log_text, instance_measurements
 from .design import HOST_MAX, Design
 from .errors import CommandTimeout, ConfigError, LabkitError, StoreError
 from .fingerprint import fingerprint_id, host_fingerprint, host_identity
@@ -340,15 +341,16 @@ class Campaign:
                     d.name, d.seed, self.campaign_id, d.seed)
 
     def _execute(self, run, store: Store, fp_id: str) -> None:
-        status, error, measurements, metadata, started, duration = self._measure(run, self.backend)
+        status, error, measurements, metadata, started, duration, output = self._measure(run, self.backend)
+        keep_output(store, run.run_id, status, output)
         store.record_run(run, status=status, started=started, duration_s=duration,
                          measurements=measurements, error=error, metadata=metadata, fingerprint_id=fp_id)
         if status != "ok":
             log.warning("run %s %s: %s", run.run_id, status, (error or "").splitlines()[0][:200])
 
     def _measure(self, run, backend, *, live: list | None = None, versions_key=None, deferred=None):
-        """Provision, run and tear down one run on ``backend``; returns (status, error, measurements,
-        metadata, started, duration_s). ``live`` receives the instances while they exist (so another
+        """Provision, run and tear down one run on ``backend``; returns a :class:`Measured` (status,
+        error, measurements, metadata, started, duration_s, output). ``live`` receives the instances while they exist (so another
         thread can destroy them); ``deferred`` guards teardown (default: the signal deferral)."""
         spec = InstanceSpec.from_levels(run.levels, self.defaults)
         params = self.workload.params_for(run.levels, spec.vcpus)
@@ -394,11 +396,13 @@ class Campaign:
         except Exception as exc:  # a bug in a workload: store it, keep the campaign going
             status, error = "failed", "".join(traceback.format_exception(exc))[-4000:]
         finally:
+            output = exec_log_text(instances) if status != "ok" else ""
             with deferred or self._signals.deferred():
                 errors = teardown(instances) + runnet.close_network(net)
             if errors and status == "ok":
                 status, error = "failed", f"teardown: {errors[0]}"
-        return status, error, provisioned + list(measurements), metadata, started, time.perf_counter() - t0
+        return Measured(status, error, provisioned + list(measurements), metadata, started,
+                        time.perf_counter() - t0, output)
 
     def _noise(self, run, spec, metadata, backend):
         kind = run.levels.get("noise", "none")
@@ -408,6 +412,30 @@ class Campaign:
         metadata["noise"] = kind
         return neighbours(backend, InstanceSpec(spec.vcpus, spec.memory_mb, spec.affinity, 1), kind,
                           count=1, prefix=self.prefix + "noise")
+
+
+class Measured(NamedTuple):
+    """What :meth:`Campaign._measure` returns for one run. ``output``: the commands the run's
+    instances ran last with their (capped) output, for a run that did not end ok; "" otherwise."""
+    status: str
+    error: str | None
+    measurements: list
+    metadata: dict
+    started: str
+    duration_s: float
+    output: str = ""
+
+
+def keep_output(store: Store, run_id: str, status: str, output: str) -> None:
+    """Keep a run's command output beside the store (``output/<run_id>.log``, 0600, capped:
+    :meth:`Store.write_run_output`) when the run did not end ok, before the run itself is stored,
+    so its error can be read in full; a failure to write it is logged, never fatal."""
+    if status == "ok" or not output:
+        return
+    try:
+        store.write_run_output(run_id, output)
+    except StoreError as exc:
+        log.warning("run %s: its output was not kept: %s", run_id, exc)
 
 
 def _forget_failed(store: Store) -> None:

@@ -37,6 +37,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from .backends import teardown
+from .campaign import Measured, keep_output
 from .errors import BackendUnavailable, LabkitError
 from .fingerprint import fingerprint_id
 from .fleet_hosts import host_facts, identity_warnings, reachable
@@ -210,18 +211,18 @@ class Fleet:
                 result = self.c._measure(run, backend, live=state.live, versions_key=(h.name, platform.name),
                                          deferred=contextlib.nullcontext())
             except LabkitError as exc:   # the backend could not be (re)opened
-                result = ("failed", f"{type(exc).__name__}: {exc}", [], {}, now_iso(), 0.0)
+                result = Measured("failed", f"{type(exc).__name__}: {exc}", [], {}, now_iso(), 0.0)
             if self.stop.is_set() or state.lost:
                 return   # interrupted (claim released by _cancel) or recorded as host-lost
-            if result[0] != "ok" and h.remote and not self._answers(h):
-                self.lose(state, f"host stopped answering during run {run.run_id}: {result[1]}")
+            if result.status != "ok" and h.remote and not self._answers(h):
+                self.lose(state, f"host stopped answering during run {run.run_id}: {result.error}")
                 return
-            if result[0] != "ok" and h.remote:
+            if result.status != "ok" and h.remote:
                 self.pool.drop(h.name)   # a dropped connection reconnects on the next run
             self._record(state, run, platform, result)
 
     def _record(self, state, run, platform, result, status: str | None = None) -> bool:
-        st, error, measurements, metadata, started, duration = result
+        st, error, measurements, metadata, started, duration, output = result
         metadata = {**metadata, "host": state.host.name, "platform": platform.name,
                     "backend": platform.backend, "platform_options": platform.options}
         if run.run_id in self.moved:
@@ -230,6 +231,7 @@ class Fleet:
             mine = any(c["run_id"] == run.run_id and c["owner"] == self.owner for c in self.store.claims())
             if not mine:
                 return False
+            keep_output(self.store, run.run_id, status or st, output)
             self.store.record_run(run, status=status or st, started=started, duration_s=duration,
                                   measurements=measurements, error=error, metadata=metadata,
                                   fingerprint_id=self.fp_ids.get((state.host.name, platform.name)))
@@ -283,8 +285,8 @@ class Fleet:
         threading.Thread(target=lambda: (teardown(live), self.pool.drop(h.name)), daemon=True).start()
         if run is not None:
             platform = self.tb.platform(self.platform_of(run))
-            self._record(state, run, platform, ("host-lost", f"host {h.name} lost: {reason}", [], {},
-                                                now_iso(), 0.0), status="host-lost")
+            self._record(state, run, platform, Measured("host-lost", f"host {h.name} lost: {reason}", [], {},
+                                                        now_iso(), 0.0), status="host-lost")
         with self.db:
             self._mark_lost(h.name, reason)
             if self.tb.on_host_loss == "fail-block":

@@ -201,3 +201,20 @@ def test_sigterm_tears_down_and_resume_finishes(tmp_path):
     st = Campaign(d, workload="command", workload_params={"argv": ["sleep", "0.3"]},
                   campaign_id=f"t-term-{RUN}", data_dir=tmp_path, progress=False).run()
     assert len(st.runs()) == 12
+
+
+@pytest.mark.parametrize("testbed", [None, {"hosts": [{"name": "here", "platforms": ["local"]}]}],
+                         ids=["one-backend", "testbed"])
+def test_a_failed_run_keeps_its_commands_output_beside_the_store(tmp_path, testbed):
+    d = Design.from_dict({"factors": {"vcpus": [1, 2]}, "seed": 1})
+    # vcpus=1 fails after printing a line on each stream; vcpus=2 succeeds
+    cmd = "echo out-{vcpus}; if [ {vcpus} = 1 ]; then echo err-line >&2; exit 4; fi"
+    st = Campaign(d, workload="command", workload_params={"argv": ["sh", "-c", cmd]}, progress=False,
+                  campaign_id=f"t-out-{RUN}", data_dir=tmp_path, testbed=testbed).run()
+    runs = st.runs().set_index("vcpus")
+    failed, ok = runs.loc[1, "run_id"], runs.loc[2, "run_id"]
+    text = st.run_output(failed)
+    assert text is not None and "out-1" in text and "err-line" in text and "exit 4" in text
+    assert st.run_output(ok) is None            # an ok run's output went into its measurements
+    path = tmp_path / f"t-out-{RUN}" / "output" / f"{failed}.log"
+    assert path.stat().st_mode & 0o777 == 0o600
