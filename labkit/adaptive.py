@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 import random
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -34,8 +35,6 @@ from .store import Store
 
 if TYPE_CHECKING:
     from tqdm import tqdm
-
-    from .campaign import Campaign
 
 __all__ = ["next_round", "run_adaptive", "stored_values", "worst_fixed_equivalent"]
 
@@ -108,17 +107,21 @@ def next_round(design: Design, runs: pd.DataFrame, round_no: int) -> list[Run]:
     return [Run(run_id(c, r), start + i, c, r, dict(configs[c])) for i, (c, r) in enumerate(slots)]
 
 
-def run_adaptive(campaign: Campaign, store: Store, fp_id: str, *, bar: tqdm | None = None,
-                 budget: int | None = None) -> int:
-    """The campaign-loop hook: run adaptive rounds until every configuration meets the
-    target or its cap; returns the number of runs executed (at most ``budget``).
-    Does nothing until the design's initial plan is fully stored."""
-    design = campaign.design
+def run_adaptive(design: Design, store: Store, execute: Callable[[list[Run]], None], *,
+                 response: str, bar: tqdm | None = None, budget: int | None = None) -> int:
+    """Run adaptive rounds until every configuration meets the target or its cap; returns the
+    number of runs handed to ``execute`` (at most ``budget``).
+
+    ``execute(runs)`` runs and stores the runs of a round (or of its first ``budget`` runs), in
+    their order: the campaign's loop on one backend, the fleet's workers on a testbed, so
+    adaptive replication works the same on both. ``response`` is the workload's response, the
+    metric judged when the design names none. Does nothing until the design's initial plan is
+    fully stored."""
     if design.adaptive is None:
         return 0
     if not {r.run_id for r in design.plan()} <= store.completed():
         return 0
-    metric = design.adaptive["metric"] or campaign.workload.response
+    metric = design.adaptive["metric"] or response
     meta = store.meta()
     round_no = int(meta.get("adaptive_round") or 0)
     pending = [Run(**r) for r in meta.get("adaptive_pending") or []]
@@ -138,13 +141,14 @@ def run_adaptive(campaign: Campaign, store: Store, fp_id: str, *, bar: tqdm | No
             if bar is not None and getattr(bar, "total", None) is not None:
                 bar.total += len(todo)
                 bar.refresh()
-        for run in todo:
-            if budget is not None and done >= budget:
+        if budget is not None:
+            todo = todo[:max(0, budget - done)]
+            if not todo:
                 return done
-            campaign._execute(run, store, fp_id)
-            if bar is not None:
-                bar.update(1)
-            done += 1
+        execute(todo)
+        done += len(todo)
+        if len([r for r in todo if r.run_id not in store.completed()]) == len(todo):
+            return done   # none of them could run (no live host offers them): resume later
 
 
 def worst_fixed_equivalent(design: Design, runs: pd.DataFrame) -> dict:

@@ -248,12 +248,14 @@ class Campaign:
                     pending = pending[:max_runs]
                 already = sum(r.run_id in done for r in plan)
                 with self._bar(len(plan), already) as bar:
-                    for run in pending:
-                        self._execute(run, store, fp_id)
-                        bar.update(1)
+                    def execute(runs):
+                        for run in runs:
+                            self._execute(run, store, fp_id)
+                            bar.update(1)
+                    execute(pending)
                     if self.design.adaptive is not None:   # replications: {target_ci: ...}
                         from .adaptive import run_adaptive
-                        run_adaptive(self, store, fp_id, bar=bar,
+                        run_adaptive(self.design, store, execute, response=self.workload.response, bar=bar,
                                      budget=None if max_runs is None else max_runs - len(pending))
                 store.export()
         finally:
@@ -281,7 +283,16 @@ class Campaign:
             with self._signals.installed():
                 plan = [r for r in self.design.plan() if only is None or r.run_id in only]
                 fleet.prepare(plan)
+                before = len(store.completed())
                 fleet.run(plan, progress=self.progress, max_runs=max_runs)
+                if self.design.adaptive is not None:   # the same rounds as on one backend
+                    from .adaptive import run_adaptive
+
+                    def execute(runs):
+                        fleet.extend(runs)
+                        fleet.run(runs, progress=self.progress)
+                    left = None if max_runs is None else max(0, max_runs - (len(store.completed()) - before))
+                    run_adaptive(self.design, store, execute, response=self.workload.response, budget=left)
                 store.export()
         finally:
             with self._signals.installed(), self._signals.deferred():

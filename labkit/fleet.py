@@ -80,6 +80,7 @@ class Fleet:
         self.states = {h.name: HostState(h) for h in testbed.hosts}
         self.fp_ids: dict[tuple[str, str], str] = {}
         self.assigned: dict[str, str] = {}
+        self.block_order: list[str] = []
         self.moved: dict[str, str] = {}
         self.total = None
 
@@ -131,10 +132,26 @@ class Fleet:
                         cl["run_id"], cl["host"])
         self.assigned = dict(meta.get("fleet_assignment") or {})
         self.moved = {m["run_id"]: m["from"] for m in meta.get("fleet_moves") or []}
+        self.block_order = [h.name for h in self.tb.block_hosts(names)]
         if self.tb.assign == "blocks" and not self.assigned:
-            order = [h.name for h in self.tb.block_hosts(names)]
+            order = self.block_order
             self.assigned = {r.run_id: order[(r.replicate - 1) % len(order)] for r in plan}
             self.store.set_meta(fleet_assignment=self.assigned)
+
+    def extend(self, runs) -> None:
+        """Runs added after :meth:`prepare` (adaptive rounds): with ``assign: blocks`` each new
+        replicate is a new block, given to a live host able to take whole blocks (round robin on
+        the replicate number) and recorded in ``fleet_assignment``; with ``assign: random`` any
+        host offering the run's platform takes it."""
+        if self.tb.assign != "blocks":
+            return
+        live = [n for n in self.block_order if not self.states[n].lost]
+        if not live:
+            return   # no host can take them: run() says so, a resume runs them
+        for r in runs:
+            if r.run_id not in self.assigned:
+                self.assigned[r.run_id] = live[(r.replicate - 1) % len(live)]
+        self.store.set_meta(fleet_assignment=self.assigned)
 
     # -- execution ---------------------------------------------------------
     def run(self, plan, *, progress: bool = True, max_runs: int | None = None) -> None:
@@ -142,6 +159,7 @@ class Fleet:
         new runs are stored. KeyboardInterrupt stops the workers cleanly and is re-raised."""
         self.plan = plan
         self.left = max_runs
+        self.stop.clear()   # a later call (an adaptive round) after an earlier one ended
         done = self.store.completed()
         self._bars(progress, len(plan), sum(r.run_id in done for r in plan))
         workers = [threading.Thread(target=self._work, args=(s,), daemon=True, name=f"labkit-fleet-{n}")

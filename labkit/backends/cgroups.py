@@ -30,7 +30,9 @@ import os
 import shlex
 import signal
 import time
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 from ..errors import BackendError, BackendUnavailable
 
@@ -72,7 +74,7 @@ def parse_cpulist(text: str) -> list[int]:
     return cpus
 
 
-def format_cpulist(cpus) -> str:
+def format_cpulist(cpus: Iterable[int]) -> str:
     return ",".join(str(c) for c in sorted(set(cpus)))
 
 
@@ -138,11 +140,11 @@ class CgroupV1:
     def remove(self, name: str) -> list[Op]:
         return [Op("rmdir", d) for d in self.dirs(name)]
 
-    def cpu_time(self, name: str) -> tuple[str, callable]:
+    def cpu_time(self, name: str) -> tuple[str, Callable[[str], float]]:
         root = self.roots.get("cpuacct") or self.roots["cpu"]
         return f"{root}/{name}/cpuacct.usage", lambda text: int(text) / 1e9
 
-    def oom_kills(self, name: str) -> tuple[str, callable]:
+    def oom_kills(self, name: str) -> tuple[str, Callable[[str], int]]:
         return f"{self.roots['memory']}/{name}/memory.oom_control", _oom_kill_count
 
 
@@ -187,16 +189,20 @@ class CgroupV2:
     def remove(self, name: str) -> list[Op]:
         return [Op("write?", f"{self.root}/{name}/cgroup.kill", "1"), Op("rmdir", f"{self.root}/{name}")]
 
-    def cpu_time(self, name: str) -> tuple[str, callable]:
+    def cpu_time(self, name: str) -> tuple[str, Callable[[str], float]]:
         return f"{self.root}/{name}/cpu.stat", _usage_usec
 
-    def oom_kills(self, name: str) -> tuple[str, callable]:
+    def oom_kills(self, name: str) -> tuple[str, Callable[[str], int]]:
         return f"{self.root}/{name}/memory.events", _oom_kill_count
+
+
+#: a cgroup driver of either version
+Driver = CgroupV1 | CgroupV2
 
 
 # -- detection ------------------------------------------------------------------------------
 
-def create_ops(driver, name: str, host_ids: list[int], cpus, vcpus: int,
+def create_ops(driver: Driver | None, name: str, host_ids: list[int], cpus: Sequence[int] | None, vcpus: int,
                memory_mb: int, pids_max: int | None = None) -> tuple[list[int] | None, list[Op]]:
     """How to make instance ``name``'s cgroup, given indexes ``cpus`` into the host's CPU ids
     ``host_ids`` (None: floating). Returns the host CPU ids it is pinned to (None when
@@ -211,9 +217,18 @@ def create_ops(driver, name: str, host_ids: list[int], cpus, vcpus: int,
     return real, driver.create(name, host_ids, vcpus, memory_mb, pids_max)
 
 
+class DriverOwner(Protocol):
+    """A backend with a cgroup driver (None when unconfined)."""
+
+    driver: Driver | None
+
+
 class CgroupCounters:
     """Mixin for an Instance in cgroup ``self.name`` of ``self.backend.driver`` (None when
     unconfined): the OOM and CPU-time counters, read with the hook ``_read(path) -> text``."""
+
+    name: str
+    backend: DriverOwner
 
     def _read(self, path: str) -> str:
         raise NotImplementedError
@@ -269,9 +284,9 @@ def detect(mounts_text: str, controllers_of) -> CgroupV1 | CgroupV2:
         "(recorded in the run metadata)")
 
 
-def writable_roots(driver) -> list[str]:
+def writable_roots(driver: Driver) -> list[str]:
     """The directories that must be writable to create instances."""
-    return list(driver.roots.values()) if driver.version == 1 else [driver.root]
+    return list(driver.roots.values()) if isinstance(driver, CgroupV1) else [driver.root]
 
 
 # -- applying operations here ---------------------------------------------------------------

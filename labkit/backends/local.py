@@ -125,13 +125,15 @@ class _Done:
 
 
 class LocalInstance(cgroups.CgroupCounters, Instance):
+    backend: LocalBackend
+
     def __init__(self, backend: LocalBackend, name, spec, index, cpus, host_cpus: list[int] | None):
         super().__init__(backend, name, spec, index, cpus)
         self.host_cpu_ids = host_cpus  # real CPU ids when pinned
         self._dir = Path(backend.workroot) / name
         self.netns = name if backend.isolate else None
         self.hosts_file: str | None = None   # set on a private network
-        self._holder = None   # the process holding its PID and mount namespaces (sandbox)
+        self._holder: subprocess.Popen | None = None   # the process holding its PID and mount namespaces (sandbox)
         self.metadata.update(host_cpu_ids=host_cpus, limits_enforced=backend.enforce,
                              cgroup_version=backend.driver.version if backend.driver else None,
                              network="none" if self.netns else "host",
@@ -266,7 +268,7 @@ class LocalBackend(Backend):
         self.pids_max = pids_max
         self.enforce = enforce_limits
         self.workroot = private_dir(workroot or default_workroot())
-        self.driver = None
+        self.driver: cgroups.Driver | None = None
         self._why_not = ""
         try:
             driver = cgroups.detect(cgroups.read_local("/proc/self/mounts"), _controllers)

@@ -137,6 +137,8 @@ def start_holder(argv: list[str], hidden: list[str]) -> subprocess.Popen:
         raise ConfigError(f"local backend: a directory to hide has a newline in its name: {hidden!r}")
     proc = subprocess.Popen(argv, env={"PATH": DEFAULT_PATH}, stdin=subprocess.PIPE,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+    # an invariant, not a check of input: Popen made all three pipes (PIPE above)
+    assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
     try:
         proc.stdin.write("".join(f"{d}\n" for d in hidden).encode())
         proc.stdin.close()

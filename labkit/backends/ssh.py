@@ -178,12 +178,14 @@ class _Exec:
     """One running remote command: its SSH channel read on a thread into two capped sinks
     (:func:`read_channel`), its exit status, and the file holding its session id."""
 
+    #: the thread reading the channel (set by the ``_start`` that made the handle)
+    thread: threading.Thread
+
     def __init__(self, pidfile: str):
         self.pidfile = pidfile
         self.out, self.err = CappedOutput(), CappedOutput()
         self.exit_status: int | None = None
         self.error: BaseException | None = None
-        self.thread: threading.Thread | None = None
 
 
 def read_channel(chan, out: CappedOutput, err: CappedOutput) -> int:
@@ -210,6 +212,8 @@ def read_channel(chan, out: CappedOutput, err: CappedOutput) -> int:
 
 class SshInstance(cgroups.CgroupCounters, Instance):
     """A cgroup (when limits are enforced) and a private work dir on the remote host."""
+
+    backend: SshBackend
 
     def __init__(self, backend: SshBackend, name, spec, index, cpus, host_cpu_ids):
         super().__init__(backend, name, spec, index, cpus)
@@ -284,7 +288,8 @@ class SshInstance(cgroups.CgroupCounters, Instance):
         if handle.error is not None:
             raise BackendError(f"{be.target}: SSH connection failed while running in {self.name} "
                                f"({handle.error})") from handle.error
-        res = RawResult.from_sinks(handle.exit_status, handle.out, handle.err)
+        status = -1 if handle.exit_status is None else handle.exit_status   # -1: none came
+        res = RawResult.from_sinks(status, handle.out, handle.err)
         if res.exit_code is None or res.exit_code < 0:
             raise BackendError(f"{be.target}: no exit status from {self.name} "
                                "(the connection was lost or the remote shell was killed)")
@@ -375,7 +380,7 @@ class SshBackend(Backend):
         self.conn: Connection | None = None
         self._listed: tuple[float, list[tuple[str, str]]] | None = None
         self.facts: HostFacts | None = None
-        self.driver = None
+        self.driver: cgroups.Driver | None = None
         self.workroot = ""
         self._why_not = ""
         self._lock = threading.Lock()
@@ -395,8 +400,8 @@ class SshBackend(Backend):
             raise BackendUnavailable(
                 f"ssh backend: key file {self.key_filename} does not exist (from key_filename or "
                 f"{ENV_KEY}); create one with ssh-keygen, or {SETUP_HINT}")
-        kwargs = {"banner_timeout": self.connect_timeout, "auth_timeout": self.connect_timeout,
-                  "channel_timeout": self.connect_timeout}
+        kwargs: dict[str, object] = {"banner_timeout": self.connect_timeout, "auth_timeout": self.connect_timeout,
+                                     "channel_timeout": self.connect_timeout}
         if self.key_filename:
             kwargs.update(key_filename=[self.key_filename], look_for_keys=False, allow_agent=False)
         kwargs.update(self.connect_kwargs)
@@ -435,19 +440,26 @@ class SshBackend(Backend):
 
     def connection(self) -> Connection:
         """The open connection, probed (facts, cgroup driver, work root) the first time."""
-        with self._lock:
-            if self.conn is None:
-                self._connect_locked()
-            return self.conn
+        return self._connected()[0]
 
-    def _connect_locked(self) -> None:
+    def host_facts(self) -> HostFacts:
+        """What the connection's probe found on the host (connecting first)."""
+        return self._connected()[1]
+
+    def _connected(self) -> tuple[Connection, HostFacts]:
+        with self._lock:
+            if self.conn is not None and self.facts is not None:
+                return self.conn, self.facts
+            return self._connect_locked()
+
+    def _connect_locked(self) -> tuple[Connection, HostFacts]:
         """Open and probe the connection. The probe's round trip also lists the instances
         (``labkit-*``) on the host, which the first :meth:`list_labkit` uses (a campaign's clean-up
         right after connecting: each SSH command costs a remote login shell)."""
-        self.conn = self._open()
+        self.conn = conn = self._open()
         try:
             script = PROBE + WORK_ROOT + listing_script(NAME_PREFIX) + "true\n"
-            facts = HostFacts(self._run(script, max(30.0, float(self.connect_timeout)),
+            facts = HostFacts(self._run(conn, script, max(30.0, float(self.connect_timeout)),
                                         "probing the host and making the work root").stdout)
             self.workroot = posixpath.join(facts.get("home"), ".cache", "labkit", "instances")
         except BaseException as exc:
@@ -466,21 +478,22 @@ class SshBackend(Backend):
             self._why_not = str(exc)
         self.facts = facts
         self._listed = (time.monotonic(), facts.listed)
+        return conn, facts
 
     def check(self) -> None:
-        self.connection()
+        facts = self.host_facts()
         if self.driver is None and self.enforce:
             raise BackendUnavailable(
                 f"ssh backend cannot enforce instance limits on {self.target}: {self._why_not}. "
                 "Log in as root, or pass enforce_limits=False to run unconfined "
                 "(recorded as limits_enforced=False in every run's metadata).")
-        if "setsid" not in self.facts.tools:
+        if "setsid" not in facts.tools:
             raise BackendUnavailable(f"{self.target} has no setsid; install it with: apt-get install util-linux")
 
-    def _run(self, script: str, timeout: float, what: str = "a control script"):
+    def _run(self, conn: Connection, script: str, timeout: float, what: str = "a control script"):
         """Run ``script`` with /bin/sh on the host; BackendError unless it exits 0 in time."""
         try:
-            res = self.conn.run("exec /bin/sh -c " + q(script), hide=True, warn=True, in_stream=False,
+            res = conn.run("exec /bin/sh -c " + q(script), hide=True, warn=True, in_stream=False,
                                 pty=False, timeout=timeout)
         except invoke.exceptions.CommandTimedOut as exc:
             raise BackendError(f"{self.target}: {what} ran past {timeout:.0f}s") from exc
@@ -497,17 +510,16 @@ class SshBackend(Backend):
 
     def run_script(self, script: str, what: str, timeout: float = CONTROL_TIMEOUT_S):
         """A short control script (create, kill, remove, list) on the host; its fabric Result."""
-        self.connection()
-        return self._run(script, timeout, what)
+        return self._run(self.connection(), script, timeout, what)
 
     # -- Backend hooks -------------------------------------------------------------------------
     def _cpu_ids(self) -> list[int]:
-        self.connection()
+        facts = self.host_facts()
         if self.driver is not None:
-            text = self.facts.files.get(self.driver.cpus_file())
+            text = facts.files.get(self.driver.cpus_file())
             if text:
                 return cgroups.parse_cpulist(text)
-        return self.facts.cpus_allowed()
+        return facts.cpus_allowed()
 
     def host_cpus(self) -> int:
         return len(self._cpu_ids())
@@ -516,7 +528,7 @@ class SshBackend(Backend):
         check_name(name)
         self._listed = None   # the probe's listing no longer stands
         real, ops = cgroups.create_ops(self.driver, name, self._cpu_ids(), cpus, spec.vcpus, spec.memory_mb)
-        if self.driver is None and real is not None and "taskset" not in self.facts.tools:
+        if self.driver is None and real is not None and "taskset" not in self.host_facts().tools:
             raise BackendUnavailable(f"{self.target} has no taskset to pin an unconfined instance; "
                                      "install it with: apt-get install util-linux")
         script = f"mkdir -m 700 {q(posixpath.join(self.workroot, name))} || exit 1\n"
@@ -554,7 +566,7 @@ class SshBackend(Backend):
                 self._connect_locked()
             taken, listed = self._listed or (0.0, None)
             self._listed = None   # used once: later calls list again
-        roots = cgroups.writable_roots(self.driver) if self.driver else []
+        roots: list[str] = cgroups.writable_roots(self.driver) if self.driver else []
         if listed is None or time.monotonic() - taken > LISTING_FRESH_S:
             script = f"wr={q(self.workroot)}\n" + listing_script(prefix, roots) + "true\n"
             listed = HostFacts(self.run_script(script, f"listing {prefix}* instances").stdout, probe=False).listed
@@ -567,8 +579,7 @@ class SshBackend(Backend):
         return names
 
     def fingerprint(self) -> dict:
-        self.connection()
-        f = self.facts
+        f = self.host_facts()
         return {"backend": self.name, "ssh_host": self.target, "host_key_policy": self.settings.host_key_policy,
                 "hostname": f.get("hostname"),
                 "kernel": f.get("kernel"), "machine": f.get("machine"), "cpu_model": f.get("cpu_model"),

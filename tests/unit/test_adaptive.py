@@ -120,7 +120,11 @@ def test_worst_fixed_equivalent():
 
 
 @pytest.mark.root
-def test_adaptive_campaign_caps_resumes_and_keeps_run_ids(tmp_path):
+@pytest.mark.parametrize("testbed", [None, {"hosts": [{"name": "here", "platforms": ["local"]}]},
+                                     {"assign": "random", "hosts": [{"name": "here", "platforms": ["local"]}]}],
+                         ids=["one-backend", "testbed-blocks", "testbed-random"])
+def test_adaptive_campaign_caps_resumes_and_keeps_run_ids(tmp_path, testbed):
+    # the same rounds on one backend and on a testbed (the fleet ran the minimum replicates before)
     from labkit.campaign import Campaign
     spec = {"factors": {"vcpus": [1, 2]}, "seed": 9,
             "replications": {"target_ci": 1e-9, "min": 2, "max": 4}}     # unreachable: the cap
@@ -128,7 +132,7 @@ def test_adaptive_campaign_caps_resumes_and_keeps_run_ids(tmp_path):
 
     def camp(cid):
         return Campaign(Design.from_dict(spec), workload="command", workload_params={"argv": cmd},
-                        campaign_id=cid, data_dir=tmp_path, progress=False)
+                        campaign_id=cid, data_dir=tmp_path, progress=False, testbed=testbed)
     whole = camp("t-ad").run().runs()
     assert sorted(whole.run_id) == [f"c{c:04d}r{r:03d}" for c in (0, 1) for r in (1, 2, 3, 4)]
     camp("t-ad2").run(max_runs=5)                              # interrupted in the first round
