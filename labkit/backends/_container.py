@@ -23,6 +23,7 @@ from __future__ import annotations
 import re
 import secrets
 import threading
+from collections.abc import Callable
 
 from ..errors import BackendUnavailable
 from .base import NAME_PREFIX, RawResult
@@ -65,14 +66,15 @@ class Running:
     interpreter from exiting.
     """
 
-    def __init__(self, call, pidfile: str):
+    def __init__(self, call: Callable[[], RawResult], pidfile: str):
         self.pidfile = pidfile
-        self._result = self._error = None
+        self._result: RawResult | None = None
+        self._error: BaseException | None = None
         self._done = threading.Event()
         threading.Thread(target=self._run, args=(call,), daemon=True,
                          name=f"labkit-exec-{pidfile[-12:-4]}").start()
 
-    def _run(self, call) -> None:
+    def _run(self, call: Callable[[], RawResult]) -> None:
         try:
             self._result = call()
         except BaseException as exc:  # handed to the waiting thread
@@ -84,7 +86,7 @@ class Running:
     def done(self) -> bool:
         return self._done.is_set()
 
-    def wait(self, timeout: float | None):
+    def wait(self, timeout: float | None) -> RawResult | None:
         """The call's result, None if it is still running after ``timeout`` s; re-raises its error."""
         if not self._done.wait(timeout):
             return None
@@ -140,7 +142,7 @@ class CleanupByName:
     """Mixin for a Backend with ``remove(name)`` (force, any state, quiet if gone) and
     ``_names(prefix)``: ``list_labkit`` and ``cleanup``."""
 
-    def remove(self, name: str) -> None:
+    def remove(self, name: str, /) -> None:
         raise NotImplementedError
 
     def _names(self, prefix: str) -> list[str]:

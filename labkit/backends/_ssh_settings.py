@@ -103,8 +103,8 @@ class SshSettings:
 
     def connect_kwargs(self) -> dict:
         """paramiko ``SSHClient.connect`` arguments beyond host, port and user."""
-        kw = {"timeout": self.connect_timeout, "banner_timeout": self.connect_timeout,
-              "auth_timeout": self.connect_timeout}
+        kw: dict[str, object] = {"timeout": self.connect_timeout, "banner_timeout": self.connect_timeout,
+                                 "auth_timeout": self.connect_timeout}
         if self.key_filename:
             kw.update(key_filename=[self.key_filename], look_for_keys=False, allow_agent=False)
         return kw

@@ -13,7 +13,7 @@ Hooks a backend writes (``abc`` refuses a class that misses one)::
         def check(self): ...                       # raise BackendUnavailable with a fix
         def host_cpus(self) -> int: ...
         def fingerprint(self) -> dict: ...         # backend part of the host fingerprint
-        def _create(self, spec, name, index, cpus) -> Instance: ...   # started, ready for exec
+        def _create(self, spec, name, index, cpus, network=None) -> Instance: ...   # started, ready for exec
         def cleanup(self, prefix) -> list[str]: ...        # remove leftovers named prefix*
         def list_labkit(self, prefix="labkit-") -> list[str]: ...
 
@@ -402,8 +402,10 @@ class Backend(ABC):
         """Backend-specific facts for the host fingerprint (versions, hypervisor...)."""
 
     @abstractmethod
-    def _create(self, spec: InstanceSpec, name: str, index: int, cpus: list[int] | None) -> Instance:
-        """Create and start one instance, ready for exec."""
+    def _create(self, spec: InstanceSpec, name: str, index: int, cpus: list[int] | None,
+                network: Network | None = None) -> Instance:
+        """Create and start one instance, ready for exec; on ``network`` when given (only
+        backends with private networks get one: the others call :meth:`refuse_network`)."""
 
     @abstractmethod
     def cleanup(self, prefix: str) -> list[str]:
@@ -477,7 +479,12 @@ class Backend(ABC):
 
     def _create_network(self, network: Network) -> None:
         """Create ``network`` (a bridge the host holds ``network.host_address`` on)."""
-        raise ConfigError(f"the {self.name} backend has no private networks; use network: none")
+        self.refuse_network(network)
+
+    def refuse_network(self, network: Network | None) -> None:
+        """ConfigError unless ``network`` is None: for a backend without private networks."""
+        if network is not None:
+            raise ConfigError(f"the {self.name} backend has no private networks; use network: none")
 
     def _remove_network(self, network: Network) -> None:  # noqa: B027 (optional hook)
         """Remove ``network``; idempotent, quiet if it is gone."""
@@ -550,13 +557,18 @@ class Network:
             self.backend._remove_network(self)
 
 
-def join_network(inst: Instance, network: Network, host_link) -> None:
+def join_network(inst: Instance, network: Network, host_link: netmod.Link | None) -> None:
     """Record that ``inst`` (connected by its backend, ``inst.host_device`` set) is ``inst<index>``
     on ``network`` and shape its host-side device to ``host_link`` (the network's link, or what
-    of it the backend applies on the host; see :func:`labkit.network.shape`)."""
+    of it the backend applies on the host; see :func:`labkit.network.shape`). BackendError when
+    there is a link to shape but no host-side device (a network labkit did not create)."""
+    if inst.host_device is None and host_link is not None:
+        raise BackendError(f"instance {inst.name} has no host-side device on network {network.name}, "
+                           "so its link cannot be shaped")
     inst.network, inst.address = network, network.addresses[inst.index]
     inst.peer_address = network.peer_addresses[inst.index]
-    netmod.shape(inst.host_device, host_link)
+    if inst.host_device is not None:
+        netmod.shape(inst.host_device, host_link)
     inst.metadata["network"] = {"name": network.name, "host": f"inst{inst.index}",
                                 "address": inst.address, "host_device": inst.host_device}
     if network.nics > 1:

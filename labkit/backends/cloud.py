@@ -32,7 +32,7 @@ from ..clouds import PROVIDERS, get_provider
 from ..clouds.base import CloudInstance
 from ..errors import ConfigError
 from ..instance import InstanceSpec
-from .base import NAME_PREFIX, Backend, Instance, Wrapped, check_prefix, teardown
+from .base import NAME_PREFIX, Backend, Instance, Network, Wrapped, check_prefix, teardown
 
 log = logging.getLogger("labkit.backends.cloud")
 
@@ -101,8 +101,10 @@ class CloudBackend(Backend):
             raise
         return made
 
-    def _create(self, spec: InstanceSpec, name: str, index: int, cpus) -> Instance:
+    def _create(self, spec: InstanceSpec, name: str, index: int, cpus: list[int] | None,
+                network: Network | None = None) -> Instance:
         """One server under ``name``'s prefix (the provider draws the name's 8 hex digits)."""
+        self.refuse_network(network)
         prefix = name[:-8]
         [server] = self.provider.provision(self.flavor, self.image, prefix, 1)
         try:

@@ -72,6 +72,8 @@ def _text(data: bytes | None) -> str:
 
 
 class DockerInstance(SessionExec, Instance):
+    backend: DockerBackend
+
     def __init__(self, backend: DockerBackend, name, spec, index, cpus, container_id: str):
         super().__init__(backend, name, spec, index, cpus)
         self.id = container_id
@@ -229,8 +231,8 @@ class DockerBackend(CleanupByName, Backend):
         docker = _sdk()
         check_name(name)
         check_cpus(cpus, self.host_cpus())
-        limits = {"mem_limit": f"{spec.memory_mb}m", "memswap_limit": f"{spec.memory_mb}m"}
-        meta = {"image": self.image, "memory_limit_mb": spec.memory_mb,
+        limits: dict[str, str | int] = {"mem_limit": f"{spec.memory_mb}m", "memswap_limit": f"{spec.memory_mb}m"}
+        meta: dict[str, object] = {"image": self.image, "memory_limit_mb": spec.memory_mb,
                 "mounts": [m.as_dict() for m in self.mounts]}
         if cpus is not None:
             cpuset = ",".join(str(c) for c in sorted(set(cpus)))

@@ -199,7 +199,7 @@ def configure(client, policy: str, known_hosts: str | None = None):
     check_policy(policy, "ssh")
     if policy == INSECURE:   # nothing loaded: every key goes to the policy, which accepts it
         log.warning("host_key_policy insecure: host keys are not checked (a man-in-the-middle is not noticed)")
-        missing = _AcceptAny()
+        missing: _AcceptAny | _Refuse | _RecordNew = _AcceptAny()
     else:
         client.load_system_host_keys()     # ~/.ssh/known_hosts, if it exists
         if known_hosts and os.path.isfile(known_hosts):

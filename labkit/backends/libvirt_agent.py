@@ -84,7 +84,7 @@ class AgentError(BackendError):
 
 def command(dom, execute: str, arguments: dict | None = None, timeout: int = 30):
     """Run one agent command and return its ``return`` value."""
-    msg = {"execute": execute}
+    msg: dict[str, object] = {"execute": execute}
     if arguments is not None:
         msg["arguments"] = arguments
     try:

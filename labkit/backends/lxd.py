@@ -109,16 +109,16 @@ def cpu_set(cpus) -> str:
     return ",".join(str(c) for c in unique)
 
 
-def instance_config(spec: InstanceSpec, cpus, host_cpus: int) -> tuple[dict, dict]:
+def instance_config(spec: InstanceSpec, cpus: list[int] | None, host_cpus: int) -> tuple[dict, dict]:
     """LXD config keys for ``spec`` and the metadata that records how it was realised."""
-    config = {
+    config: dict[str, str] = {
         "limits.memory": f"{spec.memory_mb}MiB",
         "limits.memory.enforce": "hard",
         "limits.memory.swap": "false",
         "raw.lxc": f"lxc.init.cmd = {INIT_CMD}",
         "user.labkit": "1",
     }
-    meta = {"memory_limit_mb": spec.memory_mb}
+    meta: dict[str, object] = {"memory_limit_mb": spec.memory_mb}
     if cpus is not None:
         config["limits.cpu"] = cpu_set(cpus)
         meta["limits.cpu"] = config["limits.cpu"]
@@ -135,13 +135,14 @@ def memory_cgroup_file(proc_cgroup: str, name: str) -> str | None:
     cgroup v1: ``<root>/memory/<path>/memory.oom_control``; v2: ``<root>/<path>/memory.events``.
     The path is cut at ``lxc.payload.<name>``: processes of exec land there too.
     """
-    v1 = v2 = None
+    v1: str | None = None
+    v2: str | None = None
     for line in proc_cgroup.splitlines():
-        _, controllers, path = line.split(":", 2)
+        _, controllers, group = line.split(":", 2)
         if "memory" in controllers.split(","):
-            v1 = path
+            v1 = group
         elif controllers == "":
-            v2 = path
+            v2 = group
     path = v1 if v1 is not None else v2
     if path is None:
         return None
@@ -338,17 +339,17 @@ class LxdBackend(CleanupByName, Backend):
             self.remove)
         source = ({"type": "copy", "source": base, "instance_only": True} if base
                   else {"type": "image", "alias": self.image})
-        body = {"name": name, "type": "container", "source": source,
-                "profiles": [], "devices": {"root": {"type": "disk", "path": "/", "pool": pool}},
-                "config": config, "ephemeral": False}
+        devices: dict[str, dict[str, str]] = {"root": {"type": "disk", "path": "/", "pool": pool}}
+        body: dict[str, object] = {"name": name, "type": "container", "source": source,
+                                   "profiles": [], "devices": devices, "config": config, "ephemeral": False}
         for i, m in enumerate(self.mounts):
-            body["devices"][f"labkit-mount{i}"] = {"type": "disk", "source": m.source, "path": m.target,
-                                                   "readonly": str(m.readonly).lower()}
+            devices[f"labkit-mount{i}"] = {"type": "disk", "source": m.source, "path": m.target,
+                                           "readonly": str(m.readonly).lower()}
         meta["mounts"] = [m.as_dict() for m in self.mounts]
         if network is not None:
             host_end = f"{network.device}h{index}"
-            body["devices"]["eth0"] = {"type": "nic", "nictype": "bridged", "parent": network.device,
-                                       "name": "eth0", "host_name": host_end}
+            devices["eth0"] = {"type": "nic", "nictype": "bridged", "parent": network.device,
+                               "name": "eth0", "host_name": host_end}
         try:
             model = self.client.instances.create(body, wait=True)
             model.start(wait=True)
@@ -473,10 +474,9 @@ def _wait_init(model, name: str, patience_s: float = 30.0) -> None:
     The init is found in the container's payload cgroup (nothing else runs there yet); only
     where that group is not on this host is its pid asked of LXD, whose state call also
     computes the instance's disk and network usage."""
-    pids = _payload_pids(name)
-    by_group = pids is not None
-    if not by_group:
-        pids = [model.state().pid]
+    found = _payload_pids(name)
+    by_group = found is not None
+    pids: list[int] = found if found is not None else [model.state().pid]
     deadline = time.monotonic() + patience_s
     while True:
         for pid in pids:

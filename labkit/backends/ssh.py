@@ -60,7 +60,7 @@ from ..errors import BackendError, BackendUnavailable, ConfigError
 from ..instance import InstanceSpec
 from . import cgroups, hostkeys
 from ._ssh_settings import SshSettings, policy_option
-from .base import NAME_PREFIX, Backend, Instance, RawResult, check_name, check_prefix
+from .base import NAME_PREFIX, Backend, Instance, Network, RawResult, check_name, check_prefix
 from .hostkeys import known_hosts_path
 from .output import CHUNK, CappedOutput
 
@@ -524,7 +524,9 @@ class SshBackend(Backend):
     def host_cpus(self) -> int:
         return len(self._cpu_ids())
 
-    def _create(self, spec: InstanceSpec, name, index, cpus) -> SshInstance:
+    def _create(self, spec: InstanceSpec, name: str, index: int, cpus: list[int] | None,
+                network: Network | None = None) -> SshInstance:
+        self.refuse_network(network)
         check_name(name)
         self._listed = None   # the probe's listing no longer stands
         real, ops = cgroups.create_ops(self.driver, name, self._cpu_ids(), cpus, spec.vcpus, spec.memory_mb)
