@@ -35,7 +35,7 @@ from typing import NamedTuple
 
 from . import runnet
 from .backends import backend_class, get_backend, teardown
-from .backends.base import exec_log_text, instance_measurements
+from .backends.base import Backend, exec_log_text, instance_measurements
 from .design import HOST_MAX, Design
 from .errors import CommandTimeout, ConfigError, LabkitError, StoreError
 from .fingerprint import fingerprint_id, host_fingerprint, host_identity
@@ -159,7 +159,7 @@ class Campaign:
         self.run_timeout = TIMEOUT.check("run_timeout (--timeout, seconds)", run_timeout)
         self.progress = progress
         self.group_readable = group_readable
-        self.backend = None
+        self.backend: Backend | None = None   # set by a run on one backend
         self._versions_by: dict = {}   # tool versions, read once per platform (and host)
         self._signals = _Signals()
         self.testbed = _testbed(testbed, design, backend, self.backend_options)
@@ -225,14 +225,14 @@ class Campaign:
             return self._run_fleet(retry_failed, only, max_runs, new_store)
         b = self._backend_arg   # a nics level the backend cannot bond fails before it connects
         runnet.check_nics(backend_class(b) if isinstance(b, str) else b, self.design.plan())
-        self.backend = get_backend(b, **self.backend_options)
+        self.backend = backend = get_backend(b, **self.backend_options)
         lock = self._lock()
         store = None
         try:
             lock.acquire()
             store = Store.for_campaign(self.data_dir, self.campaign_id, group_readable=self.group_readable,
                                        allow_new=new_store)
-            fp = {"host": host_fingerprint(), "backend": self.backend.fingerprint()}
+            fp = {"host": host_fingerprint(), "backend": backend.fingerprint()}
             fp_id = fingerprint_id(redact(fp))
             self._check_or_write_meta(store, host_identity(fp))
             store.add_fingerprint(fp_id, fp)
@@ -240,7 +240,7 @@ class Campaign:
                 _forget_failed(store)
             with self._signals.installed():
                 with self._signals.deferred():
-                    self.backend.cleanup(self.prefix)
+                    backend.cleanup(self.prefix)
                 plan = self.design.plan()
                 done = store.completed()
                 pending = [r for r in plan if r.run_id not in done and (only is None or r.run_id in only)]
@@ -260,7 +260,7 @@ class Campaign:
                 store.export()
         finally:
             with self._signals.installed(), self._signals.deferred():
-                self.backend.close()
+                backend.close()
                 if store is not None:
                     store.close()
                 lock.release()
@@ -384,7 +384,7 @@ class Campaign:
                 metadata["instances"] = [i.metadata for i in instances]
                 provisioned = instance_measurements(instances)
                 _before(deadline, "preparing the workload",
-                        lambda: [self.workload.prepare(inst) for inst in instances])
+                        lambda: list(map(self.workload.prepare, instances)))
                 if versions_key not in self._versions_by:
                     self._versions_by[versions_key] = _before(deadline, "reading tool versions",
                                                               lambda: self.workload.version(instances[0]))
@@ -482,10 +482,11 @@ def oom_killed(exc: BaseException) -> bool:
     """Whether ``exc`` (or an exception it was raised from) carries a result the backend marked
     ``oom_killed`` (ExecResult.oom_killed; False for backends that do not report it)."""
     seen = 0
-    while exc is not None and seen < 10:
-        if getattr(getattr(exc, "result", None), "oom_killed", False) is True:
+    cur: BaseException | None = exc
+    while cur is not None and seen < 10:
+        if getattr(getattr(cur, "result", None), "oom_killed", False) is True:
             return True
-        exc = exc.__cause__ or exc.__context__
+        cur = cur.__cause__ or cur.__context__
         seen += 1
     return False
 

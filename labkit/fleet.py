@@ -35,6 +35,7 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 from .backends import teardown
 from .campaign import Measured, keep_output
@@ -45,20 +46,24 @@ from .platforms import FACTOR, BackendPool
 from .redact import redact
 from .store import now_iso
 
+if TYPE_CHECKING:
+    from .design import Run
+    from .testbed import Host
+
 log = logging.getLogger("labkit.fleet")
 
 
 @dataclass
 class HostState:
-    host: object
+    host: Host
     lost: bool = False
     reason: str = ""
-    current: object = None            # the run in flight
+    current: Run | None = None        # the run in flight
     since: float = 0.0                # when it was claimed (monotonic)
     live: list = field(default_factory=list)   # its instances while they exist
     failures: int = 0                 # failed probes in a row
     done: int = 0
-    bar: object = None
+    bar: Any = None                   # its tqdm progress bar (None without progress)
 
 
 class Fleet:
@@ -111,7 +116,7 @@ class Fleet:
 
         with ThreadPoolExecutor(max_workers=min(16, len(needed)) or 1) as ex:
             opened = list(ex.map(open_one, needed))
-        facts = {}
+        facts: dict[str, dict] = {}
         for h, p, be, *fps in opened:
             if isinstance(be, Exception):
                 self._mark_lost(h.name, f"unreachable at start: {be}")
@@ -300,7 +305,10 @@ class Fleet:
         h = state.host
         log.error("host %s lost: %s", h.name, reason)
         # its connections may hang on a dead link: close them and its instances off this thread
-        threading.Thread(target=lambda: (teardown(live), self.pool.drop(h.name)), daemon=True).start()
+        def close_off() -> None:
+            teardown(live)
+            self.pool.drop(h.name)
+        threading.Thread(target=close_off, daemon=True).start()
         if run is not None:
             platform = self.tb.platform(self.platform_of(run))
             self._record(state, run, platform, Measured("host-lost", f"host {h.name} lost: {reason}", [], {},
