@@ -72,7 +72,7 @@ def remove_leftovers(backends: dict, leftovers: list[Leftover], *,
     backend -> removed names. A campaign that is running now (registered since the listing) is
     skipped, and its id is held in the registry while its leftovers go."""
     removed: dict[str, list[str]] = {b: [] for b in backends}
-    for cid in sorted({x.campaign for x in leftovers if x.state == "stopped"}):
+    for cid in sorted({x.campaign for x in leftovers if x.state == "stopped" and x.campaign is not None}):
         try:
             reg = register(cid, None, kind="clean")
         except StoreError:

@@ -103,7 +103,7 @@ def cmd_clean(args) -> int:
         found = find_leftovers(backends, busy)
         doomed = [x for x in found if x.state == "stopped" or (args.include_unknown and x.state == "unknown")]
         for x in found:
-            why = {"running": f"kept: campaign {x.campaign} is running ({busy.get(x.campaign)})",
+            why = {"running": f"kept: campaign {x.campaign} is running ({busy.get(x.campaign or '')})",
                    "unknown": "kept: not made by a campaign (pass --include-unknown to remove)"}
             print(f"{x.backend}: {x.name}: "
                   f"{'remove' if x in doomed else why[x.state]}")

@@ -25,9 +25,13 @@ import json
 import os
 import socket
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .clock import now_iso
 from .errors import StoreError
+
+if TYPE_CHECKING:
+    from .registry import Registration
 
 LOCK_NAME = "campaign.lock"
 
@@ -87,7 +91,7 @@ class CampaignLock:
         self.register = register
         self.readonly_ok = readonly_ok
         self._fd: int | None = None
-        self._registration = None
+        self._registration: Registration | None = None
 
     def acquire(self) -> CampaignLock:
         """Take the lock (then the registry entry, with ``register``); StoreError when either is held."""

@@ -178,12 +178,18 @@ def _text(value) -> str | None:
     return "".join(c if c.isprintable() else "?" for c in str(value)[:500])
 
 
+def _label(value, default: str) -> str:
+    """:func:`_text` of a field that always has a value: ``default`` when it is missing or null."""
+    text = _text(value)
+    return default if text is None else text
+
+
 def _entry(directory: Path, info: dict) -> Entry:
     cid = info["campaign_id"]
     known = {"campaign_id", "data_dir", "pid", "started", "kind", "backend", "prefix", "testbed"}
     pid = info.get("pid")
     return Entry(campaign_id=cid, data_dir=_text(info.get("data_dir")), pid=pid if isinstance(pid, int) else -1,
-                 started=_text(info.get("started", "?")), kind=_text(info.get("kind", "run")),
+                 started=_label(info.get("started"), "?"), kind=_label(info.get("kind"), "run"),
                  running=_lock_held(directory / f"{cid}.lock", info), backend=_text(info.get("backend")),
                  prefix=_text(info.get("prefix")), testbed=_text(info.get("testbed")), registry=str(directory),
                  extra={k: v for k, v in info.items() if k not in known})
@@ -233,7 +239,8 @@ class Registration:
     stops. Made by :func:`register`."""
 
     def __init__(self, directory: Path, campaign_id: str, fd: int):
-        self.directory, self.campaign_id, self._fd = directory, campaign_id, fd
+        self.directory, self.campaign_id = directory, campaign_id
+        self._fd: int | None = fd
 
     @property
     def path(self) -> Path:

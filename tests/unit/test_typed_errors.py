@@ -1,17 +1,23 @@
 """The labkit errors that replaced a TypeError/AttributeError on a None when the package was made
 to type-check (issue 33): each input here used to crash with a Python error, not a labkit one."""
+import json
 import secrets
 import xml.etree.ElementTree as ET
 
 import pandas as pd
 import pytest
 
+from labkit import registry
 from labkit.adaptive import next_round, worst_fixed_equivalent
 from labkit.backends import get_backend, teardown
+from labkit.backends.base import Network, join_network
 from labkit.backends.libvirt_xml import domain_facts, domain_xml, parse_pinning
+from labkit.backends.ssh import SshBackend
 from labkit.design import Design
 from labkit.errors import BackendError, ConfigError
+from labkit.files import atomic_write
 from labkit.instance import InstanceSpec
+from labkit.network import parse_link
 from labkit.workloads import get_workload
 from labkit.workloads.base import network_address
 
@@ -66,3 +72,40 @@ def test_network_address_of_an_instance_on_no_network_is_a_config_error():
     finally:
         assert teardown(insts) == []
         be.cleanup(prefix + "-")
+
+
+def _network(be, name: str) -> Network:
+    return Network(name=name, subnet="10.250.0.0/24", host_address="10.250.0.1", addresses=["10.250.0.2"],
+                   device="lktyped0", backend=be)
+
+
+def test_a_backend_without_private_networks_refuses_to_provision_on_one():
+    # the ssh backend's _create took no network: provision(network=...) was a TypeError; it now
+    # refuses before connecting (nothing listens on port 1; get_backend would connect to check it)
+    be = SshBackend(host="127.0.0.1", port=1, enforce_limits=False)
+    with pytest.raises(ConfigError, match="ssh backend has no private networks"):
+        be.provision(InstanceSpec(affinity="floating"), network=_network(be, "labkit-typed-net"))
+
+
+def test_joining_a_network_with_a_link_but_no_host_device_is_a_backend_error():
+    be = get_backend("local", enforce_limits=False)
+    prefix = f"labkit-test-typed-{secrets.token_hex(3)}"
+    insts = be.provision(InstanceSpec(), prefix=prefix)
+    try:
+        assert insts[0].host_device is None
+        with pytest.raises(BackendError, match="no host-side device on network labkit-typed-net"):
+            join_network(insts[0], _network(be, "labkit-typed-net"), parse_link("1gbit/"))
+        assert insts[0].network is None   # nothing recorded
+    finally:
+        assert teardown(insts) == []
+        be.cleanup(prefix + "-")
+
+
+def test_a_registry_entry_with_a_null_start_or_kind_reads_as_unknown(tmp_path, monkeypatch):
+    monkeypatch.setenv("LABKIT_RUN_DIR", str(tmp_path / "run"))
+    with registry.register("typed-null", None) as reg:
+        info = json.loads(reg.path.read_text())
+        atomic_write(reg.path, json.dumps({**info, "started": None, "kind": None}), mode=0o644)
+        [entry] = registry.entries()
+        assert (entry.started, entry.kind) == ("?", "run")
+        assert entry.describe().endswith("started ?")
