@@ -373,7 +373,7 @@ class Design:
                 levels = [workload.check_param(f.name, v, where=f"{self.source}: factor {f.name!r} level {_short(v)}")
                           for v in f.levels]
                 try:
-                    self.factors[i] = Factor(f.name, levels)
+                    self.factors[i] = Factor(f.name, tuple(levels))
                 except ConfigError as exc:
                     raise ConfigError(f"{self.source}: {exc}") from None
         need = max(workload.min_memory_mb, memory_floor_mb or 0)

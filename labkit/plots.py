@@ -24,6 +24,7 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Sequence
+from functools import partial
 from pathlib import Path
 
 import matplotlib.pyplot as plt
@@ -512,6 +513,6 @@ def save_figure(fig: Figure, name: str, directory: str | Path = "figures", *,
     with rc_context({"svg.hashsalt": "labkit"}):
         for fmt in formats:
             meta = {"Date": None} if fmt in ("svg", "pdf") else None
-            paths.append(atomic_write(out / f"{stem}.{fmt}", lambda fh, fmt=fmt, meta=meta: fig.savefig(
-                fh, format=fmt, dpi=dpi, bbox_inches="tight", metadata=meta), mode=mode))
+            paths.append(atomic_write(out / f"{stem}.{fmt}", partial(
+                fig.savefig, format=fmt, dpi=dpi, bbox_inches="tight", metadata=meta), mode=mode))
     return paths

@@ -20,6 +20,7 @@ import pandas as pd
 from .errors import ConfigError
 from .labels import label, term_label
 from .stats import _validate as v
+from .stats.diagnostics import Diagnostics
 from .stats.factorial import sign_table, yates_terms
 from .stats.lenth import lenth
 
@@ -378,7 +379,7 @@ class Analysis:
     summary: pd.DataFrame
     kind: str
     effects: pd.DataFrame
-    diagnostics: object
+    diagnostics: Diagnostics | None
     variation: pd.DataFrame | None
     conclusions: Conclusions
     fingerprints: pd.DataFrame
@@ -458,7 +459,7 @@ def analyze(data_dir, campaign: str, *, response: str | None = None, factors=Non
     design_factors = list(meta.get("design", {}).get("factors", {}))
     if response is None:
         response = (meta.get("workload") or {}).get("response")
-        if response not in set(tidy.metric.dropna()):
+        if response is None or response not in set(tidy.metric.dropna()):
             metrics = sorted(tidy.metric.dropna().unique())
             if not metrics:
                 raise ConfigError(f"campaign {campaign!r} has no measurement to analyse")
@@ -470,7 +471,9 @@ def analyze(data_dir, campaign: str, *, response: str | None = None, factors=Non
     runs = runs.merge(tidy.drop_duplicates("run_id")[["run_id", "run_order"]], on="run_id")
     summary = summarize(runs, factors, response, alpha=alpha)
     r = _is_full_two_level(runs, factors)
-    diag = variation = why = None
+    diag: Diagnostics | None = None
+    variation: pd.DataFrame | None = None
+    why: str | None = None
     if r:
         kind = "factorial"
         effects = factorial_effects(runs, factors, response, alpha=alpha)
@@ -523,7 +526,9 @@ def compare(data_dir, a: str, b: str, *, response: str | None = None, alpha: flo
     from .results import responses
     from .stats.compare import config_differences, drift_test
     from .store import Store, load_results
-    metas, tidies, fps = [], [], []
+    metas: list[dict] = []
+    tidies: list[pd.DataFrame] = []
+    fps: list[dict] = []
     for cid in (a, b):
         with Store(Path(data_dir) / cid / "store.sqlite", readonly=True) as st:
             metas.append(st.meta())
@@ -607,8 +612,8 @@ def write_bundle(data_dir, campaign: str, out) -> Path:
     env = {"packages": {d.metadata["Name"]: d.version for d in metadata.distributions()},
            "host": host_fingerprint()}
     from .files import atomic_write
-    with tempfile.TemporaryDirectory() as tmp:
-        tmp = Path(tmp)
+    with tempfile.TemporaryDirectory() as tmpdir:
+        tmp = Path(tmpdir)
         pq = tmp / "results.parquet"
         tidy.to_parquet(pq, index=False)
         copy = tmp / "store.sqlite"

@@ -75,7 +75,8 @@ def run_facts(data_dir, campaign_id) -> dict:
     from .store import Store
     with Store(_store_path(data_dir, campaign_id), readonly=True) as st:
         runs, fps = st.runs(), st.fingerprints()
-    versions, kinds = {}, set()
+    versions: dict = {}
+    kinds: set = set()
     if len(runs):
         versions = next((m["versions"] for m in runs.metadata if m.get("versions")), {})
         kinds = {i.get("domain_type") for m in runs.metadata for i in m.get("instances", [])} - {None}
@@ -97,7 +98,9 @@ def load_campaigns(data_dir, campaigns, benchmarks: dict):
     import pandas as pd
 
     from .store import load_results
-    frames, failures, facts = [], [], {}
+    frames: list = []
+    failures: list[dict] = []
+    facts: dict[str, dict] = {}
     for (platform, bench), cid in campaigns.items():
         b = benchmarks[bench]
         try:

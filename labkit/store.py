@@ -28,7 +28,10 @@ import os
 import re
 import sqlite3
 import time
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
+from typing import BinaryIO
 
 from .backends.output import shorten
 from .clock import now_iso
@@ -393,8 +396,8 @@ class Store:
         runs = self.runs()
         if not runs.empty:
             runs["metadata"] = runs["metadata"].map(lambda d: json.dumps(d, default=str))
-        writers = [(f"results.{fmt}", (lambda fh, fmt=fmt: df.to_csv(fh, index=False) if fmt == "csv"
-                                       else df.to_parquet(fh, index=False))) for fmt in formats]
+        writers: list[tuple[str, Callable[[BinaryIO], object]]] = [
+            (f"results.{fmt}", partial(df.to_csv if fmt == "csv" else df.to_parquet, index=False)) for fmt in formats]
         writers += [("runs.csv", lambda fh: runs.to_csv(fh, index=False)),
                     ("fingerprints.json", lambda fh: fh.write(
                         json.dumps(self.fingerprints(), indent=2, default=str).encode()))]

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import base64
 import os
+from typing import Any
 
 from ..errors import BackendError, BackendUnavailable, ConfigError
 from .base import ACTIVE, BUILDING, ERROR, GONE, CloudProvider, ServerRef, ServerState
@@ -122,7 +123,7 @@ class AzureProvider(CloudProvider):
                 raise ConfigError(f"cloud provider azure: image {image!r}: a URN publisher:offer:sku:version "
                                   "or an image resource id")
             ref = dict(zip(("publisher", "offer", "sku", "version"), parts))
-        ipconf = {"name": "ipconfig1", "properties": {"subnet": {"id": self.subnet_id}, "primary": True}}
+        ipconf: dict[str, Any] = {"name": "ipconfig1", "properties": {"subnet": {"id": self.subnet_id}, "primary": True}}
         if self.public_ip:
             ipconf["properties"]["publicIPAddressConfiguration"] = {
                 "name": f"{name}-ip", "properties": {"deleteOption": "Delete"}, "sku": {"name": "Standard"}}
@@ -189,7 +190,7 @@ class AzureProvider(CloudProvider):
             return ServerState(GONE)
         vm = vm.as_dict() if hasattr(vm, "as_dict") and not isinstance(vm, dict) else vm
         props = vm.get("properties") or {}
-        status = _STATE.get(props.get("provisioningState"), BUILDING)
+        status = _STATE.get(props.get("provisioningState") or "", BUILDING)
         statuses = (props.get("instanceView") or {}).get("statuses") or []
         fault = "; ".join(str(s.get("message") or s.get("code")) for s in statuses if s.get("level") == "Error")
         return ServerState(status, self._address(vm) if status == ACTIVE else None, fault)

@@ -250,11 +250,11 @@ class CloudProvider(ABC):
 
     def _ready(self, name: str, sid: str, t0: float, flavor: str, image: str) -> CloudInstance:
         deadline = t0 + self.boot_timeout
-        state = self._wait_active(name, sid, deadline)
+        address = self._wait_active(name, sid, deadline)
         active = time.monotonic() - t0
-        self.wait_new_server(state.address, deadline, f"{self.name} server {name}")
+        self.wait_new_server(address, deadline, f"{self.name} server {name}")
         after = hostkeys.INSECURE if self.host_key_policy == hostkeys.INSECURE else hostkeys.STRICT
-        return CloudInstance(name, sid, self.name, flavor, image, state.address, self.ssh_port, self.ssh_user,
+        return CloudInstance(name, sid, self.name, flavor, image, address, self.ssh_port, self.ssh_user,
                              self.key_filename, time.monotonic() - t0, self.price_per_hour(flavor), active,
                              after, self.known_hosts)
 
@@ -268,7 +268,8 @@ class CloudProvider(ABC):
                         connect_timeout=self.ssh_timeout, interval=self.poll_interval, what=what,
                         host_key_policy=self.host_key_policy, known_hosts=self.known_hosts)
 
-    def _wait_active(self, name: str, sid: str, deadline: float) -> ServerState:
+    def _wait_active(self, name: str, sid: str, deadline: float) -> str:
+        """Wait until server ``sid`` is active with an address; that address."""
         while True:
             state = self._state(sid)
             if state.status == ERROR:
@@ -276,7 +277,7 @@ class CloudProvider(ABC):
             if state.status == GONE:
                 raise BackendError(f"{self.name} server {name} ({sid}) disappeared while booting")
             if state.status == ACTIVE and state.address:
-                return state
+                return state.address
             if time.monotonic() >= deadline:
                 raise BackendError(f"{self.name} server {name} ({sid}) not active with an address within "
                                    f"boot_timeout={self.boot_timeout:g}s (last status {state.status})")

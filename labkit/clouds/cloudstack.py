@@ -137,7 +137,7 @@ class CloudStackProvider(CloudProvider):
         nics = vm.get("nic") or []
         address = next((n.get("ipaddress") for n in nics if n.get("isdefault") and n.get("ipaddress")),
                        nics[0].get("ipaddress") if nics else None)
-        status = _STATE.get(vm.get("state"), BUILDING)
+        status = _STATE.get(vm.get("state") or "", BUILDING)
         return ServerState(status, address, "" if status != ERROR else f"state Error ({vm.get('name')})")
 
     def _delete(self, server_id: str) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import secrets
 import time
+from typing import Any
 
 from ..errors import BackendError
 from ..instance import InstanceSpec
@@ -21,7 +22,7 @@ def check_contract(provider: CloudProvider, flavor: str | None = None, image: st
     left, seconds} (the last five only with a flavor and an image). BackendError on a breach."""
     t0 = time.monotonic()
     provider.check()
-    out = {"provider": provider.name, "checked": True}
+    out: dict[str, Any] = {"provider": provider.name, "checked": True}
     if not flavor or not image:
         echo(f"{provider.name}: credentials and endpoint answer (give --flavor and --image to make a server)")
         return out

@@ -197,12 +197,12 @@ def launch(instances, program: list[str], *, ranks: int, timeout: float | None, 
     for inst in instances:
         inst.exec(["mkdir", "-p", wdir], timeout=30)
         for name, text in (files or {}).items():
-            with tempfile.NamedTemporaryFile("w", delete=False) as f:
-                f.write(text)
+            with tempfile.NamedTemporaryFile("w", delete=False) as tmp:
+                tmp.write(text)
             try:
-                inst.put(f.name, f"{wdir}/{name}", 0o644)
+                inst.put(tmp.name, f"{wdir}/{name}", 0o644)
             finally:
-                os.unlink(f.name)
+                os.unlink(tmp.name)
     host = HostEnd(instances[0].network)
     try:
         agent = os.path.join(host.workdir, "agent")
