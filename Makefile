@@ -47,6 +47,7 @@ test integration bench test-openstack: export LABKIT_SSH_KEY ?= /root/.ssh/labki
 test: setup-daemons setup-browser setup-openstack
 	$(PY) -m ruff check labkit tests benchmarks reliability
 	.venv/bin/lint-imports
+	$(PY) -m mypy
 	status=0; LABKIT_OPENSTACK=1 $(PY) -m pytest -ra tests || status=$$?; bash scripts/setup-fleet.sh teardown; exit $$status
 
 unit: setup
@@ -62,6 +63,7 @@ notebooks: setup-daemons setup-browser
 lint: setup
 	$(PY) -m ruff check labkit tests benchmarks reliability
 	.venv/bin/lint-imports
+	$(PY) -m mypy
 
 # Every script runs even when one fails (e.g. its daemon is down); the failed ones are listed at the end.
 bench: setup
