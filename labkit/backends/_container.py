@@ -24,9 +24,12 @@ import re
 import secrets
 import threading
 from collections.abc import Callable
+from typing import TypeVar
 
 from ..errors import BackendUnavailable
 from .base import NAME_PREFIX, RawResult
+
+T = TypeVar("T")
 
 _RUN = 'setsid "$@" & echo $! > {f}; wait $!; s=$?; rm -f {f}; exit $s'
 # wait briefly for a just-started command to record its session, then kill it until empty
@@ -119,7 +122,8 @@ class SessionExec:
             self._run_quick(kill_argv(handle.pidfile))
 
 
-def check_image(get, label: str, not_found, api_error, hint: str) -> None:
+def check_image(get: Callable[[], object], label: str, not_found: type[BaseException],
+                api_error: type[BaseException], hint: str) -> None:
     """Look the image up with ``get()``: BackendUnavailable naming ``label`` if the SDK raises
     ``not_found`` (with ``hint``, how to make it) or ``api_error``."""
     try:
@@ -130,7 +134,7 @@ def check_image(get, label: str, not_found, api_error, hint: str) -> None:
         raise BackendUnavailable(f"{label} cannot be read: {exc}") from exc
 
 
-def or_none(call):
+def or_none(call: Callable[[], T]) -> T | None:
     """``call()``, or None if it raises: a fingerprint field that cannot be read is left empty."""
     try:
         return call()

@@ -109,7 +109,7 @@ class SshSettings:
             kw.update(key_filename=[self.key_filename], look_for_keys=False, allow_agent=False)
         return kw
 
-    def configure(self, client: paramiko.SSHClient):
+    def configure(self, client: paramiko.SSHClient) -> object:
         """Make a paramiko client check host keys by this policy (:func:`hostkeys.configure`, whose
         missing-key policy it returns)."""
         return hostkeys.configure(client, self.host_key_policy, self.known_hosts)

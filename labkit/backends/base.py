@@ -41,7 +41,7 @@ import shlex
 import time
 from abc import ABC, abstractmethod
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -102,7 +102,7 @@ def check_options(backend: str, given: dict, allowed: Sequence[str]) -> None:
                           f"allowed: {', '.join(allowed) or '(none)'}")
 
 
-def check_timeout(timeout) -> float | None:
+def check_timeout(timeout: Any) -> float | None:
     """``None`` or a finite number of seconds > 0."""
     if timeout is None:
         return None
@@ -344,7 +344,7 @@ class Wrapped(Instance):
     def _oom_kills(self):
         return self.inner._oom_kills()
 
-    def put(self, local_path, remote_path, mode=0o755):
+    def put(self, local_path: str | os.PathLike, remote_path: str, mode: int = 0o755) -> None:
         self.inner.put(local_path, remote_path, mode)
 
     def _destroy(self):
@@ -454,7 +454,8 @@ class Backend(ABC):
                               "the bonding driver inside each instance); use nics: 1, or the libvirt "
                               f"backend, whose guests bond up to {netmod.MAX_NICS} NICs")
 
-    def create_network(self, prefix: str = NAME_PREFIX, count: int = 1, link=None, nics: int = 1) -> Network:
+    def create_network(self, prefix: str = NAME_PREFIX, count: int = 1, link: object = None,
+                       nics: int = 1) -> Network:
         """A private network for ``count`` instances of one run (see :mod:`labkit.network`).
 
         ``link``: a :class:`labkit.network.Link` level (or None) applied to every instance's
@@ -584,14 +585,14 @@ def remove_bridges(prefix: str) -> list[str]:
     return sorted(nets)
 
 
-def check_cpus(cpus, host_cpus: int) -> None:
+def check_cpus(cpus: Iterable[int] | None, host_cpus: int) -> None:
     """Pinned CPUs must exist on the host (a daemon may silently accept one that does not)."""
     bad = sorted({c for c in cpus or () if not 0 <= int(c) < host_cpus})
     if bad:
         raise ConfigError(f"pinned CPU(s) {bad} do not exist: the host has CPUs 0-{host_cpus - 1}")
 
 
-def instance_measurements(instances) -> list:
+def instance_measurements(instances: Iterable[Instance]) -> list:
     """The ``run_metrics`` of ``instances`` as :class:`~labkit.workloads.base.Measurement` rows
     (metric, value, unit, the instance's index); [] when none has any."""
     from ..workloads.base import Measurement
@@ -599,7 +600,7 @@ def instance_measurements(instances) -> list:
             for inst in instances for metric, (value, unit) in getattr(inst, "run_metrics", {}).items()]
 
 
-def exec_log_text(instances) -> str:
+def exec_log_text(instances: Iterable[Instance]) -> str:
     """The commands each of ``instances`` ran last (:attr:`Instance.exec_log`) as text: per
     command its instance, argv, exit code, duration, byte totals, then its kept stdout and
     stderr (head and tail, see :mod:`.output`). "" when none ran anything."""
@@ -613,7 +614,7 @@ def exec_log_text(instances) -> str:
     return "\n".join(parts)
 
 
-def teardown(instances) -> list[Exception]:
+def teardown(instances: Iterable[Instance]) -> list[Exception]:
     """Destroy every instance, trying all of them; returns the errors (logged)."""
     errors = []
     for inst in reversed(list(instances)):

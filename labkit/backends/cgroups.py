@@ -259,7 +259,7 @@ def cgroup_mounts(mounts_text: str) -> list[tuple[str, str, set[str]]]:
     return out
 
 
-def detect(mounts_text: str, controllers_of) -> CgroupV1 | CgroupV2:
+def detect(mounts_text: str, controllers_of: Callable[[str], str | None]) -> CgroupV1 | CgroupV2:
     """The driver for a host: v1 when cpuset/cpu/memory hierarchies are mounted, else v2.
 
     ``mounts_text`` is the host's /proc/self/mounts; ``controllers_of(path)``

@@ -83,7 +83,8 @@ class CloudBackend(Backend):
     def fingerprint(self) -> dict:
         return {"provider": self.provider.name, "flavor": self.flavor, "image": self.image}
 
-    def provision(self, spec: InstanceSpec, *, prefix: str = NAME_PREFIX, network=None) -> list[Instance]:
+    def provision(self, spec: InstanceSpec, *, prefix: str = NAME_PREFIX,
+                  network: Network | None = None) -> list[Instance]:
         """``spec.count`` servers (requested together), each with one ``ssh``-backend instance of
         ``spec``'s limits; on any failure every server made is deleted and the error re-raised."""
         check_prefix(prefix)

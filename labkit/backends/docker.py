@@ -31,6 +31,7 @@ import secrets
 import tarfile
 import time
 from pathlib import Path
+from typing import Any
 
 from .. import network as netmod
 from ..errors import BackendError, BackendUnavailable
@@ -79,7 +80,7 @@ class DockerInstance(SessionExec, Instance):
         self.id = container_id
 
     @property
-    def container(self):
+    def container(self) -> Any:
         """The SDK's model of this container (made locally: no API call)."""
         return self.backend.client.containers.prepare_model({"Id": self.id})
 
@@ -123,7 +124,7 @@ class DockerInstance(SessionExec, Instance):
             return self.backend.ssh.ssh_argv(["docker", *exec_argv])
         return ["docker", "-H", self.backend.base_url, *exec_argv]
 
-    def put(self, local_path, remote_path, mode=0o755):
+    def put(self, local_path: str | os.PathLike, remote_path: str, mode: int = 0o755) -> None:
         docker = _sdk()
         data = Path(local_path).read_bytes()
         buf = io.BytesIO()
@@ -170,7 +171,7 @@ class DockerBackend(CleanupByName, Backend):
 
     # -- connections -----------------------------------------------------------
     @property
-    def client(self):
+    def client(self) -> Any:
         """The SDK's ``DockerClient`` (models: containers, images)."""
         if self._client is None:
             docker = _sdk()
@@ -190,12 +191,12 @@ class DockerBackend(CleanupByName, Backend):
         return self._client
 
     @property
-    def api(self):
+    def api(self) -> Any:
         """The low-level ``APIClient`` of :attr:`client`."""
         return self.client.api
 
     @property
-    def exec_api(self):
+    def exec_api(self) -> Any:
         """A client without a read timeout: exec may legitimately run for hours (the
         deadline is ``Instance.exec``'s, which kills the command)."""
         if self._exec_api is None:

@@ -27,6 +27,7 @@ import logging
 import os
 import shlex
 import threading
+from typing import Any
 
 from ..errors import ConfigError
 
@@ -48,7 +49,7 @@ class UnknownHostKey(ConnectionError):
     only when a connection is made: a testbed reads its policy without the ``ssh`` extra.)"""
 
 
-def check_policy(value, where: str) -> str:
+def check_policy(value: Any, where: str) -> str:
     """``value`` if it is one of :data:`POLICIES`; ConfigError naming ``where`` otherwise."""
     if value not in POLICIES:
         raise ConfigError(f"{where}: host_key_policy must be one of {', '.join(POLICIES)}, "
@@ -56,7 +57,7 @@ def check_policy(value, where: str) -> str:
     return value
 
 
-def known_hosts_path(where: str, value) -> str | None:
+def known_hosts_path(where: str, value: Any) -> str | None:
     """A known_hosts file option: None, or a path (no white space) that is a file or can become one
     (its directory exists: ``accept-new`` creates it); ConfigError naming ``where`` otherwise."""
     if value in (None, ""):
@@ -107,8 +108,8 @@ def find_entry(path: str, name: str) -> int | None:
     return None
 
 
-def changed_message(host: str, port: int, known_hosts: str | None, exc) -> str:
-    """What a changed key means and how to remove the old one."""
+def changed_message(host: str, port: int, known_hosts: str | None, exc: Any) -> str:
+    """What a changed key means (``exc``: paramiko's BadHostKeyException) and how to remove the old one."""
     name = entry_name(host, port)
     where = "a known_hosts file"
     for path in files(known_hosts):
@@ -192,7 +193,8 @@ class _AcceptAny:
         log.warning("host_key_policy insecure: accepting host key %s of %s unchecked", key.fingerprint, hostname)
 
 
-def configure(client, policy: str, known_hosts: str | None = None):
+def configure(client: Any, policy: str,
+              known_hosts: str | None = None) -> _AcceptAny | _Refuse | _RecordNew:
     """Make the paramiko ``client`` check host keys by ``policy`` (``known_hosts``: the optional
     extra file); returns the ``MissingHostKeyPolicy`` it installed (paramiko calls it for a key no
     loaded file lists; a listed key that differs is paramiko's BadHostKeyException)."""

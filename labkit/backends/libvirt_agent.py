@@ -24,6 +24,8 @@ import json
 import logging
 import secrets
 import time
+from collections.abc import Callable
+from typing import Any
 
 import libvirt
 import libvirt_qemu
@@ -82,7 +84,7 @@ class AgentError(BackendError):
         self.unresponsive = unresponsive
 
 
-def command(dom, execute: str, arguments: dict | None = None, timeout: int = 30):
+def command(dom: libvirt.virDomain, execute: str, arguments: dict | None = None, timeout: int = 30) -> Any:
     """Run one agent command and return its ``return`` value."""
     msg: dict[str, object] = {"execute": execute}
     if arguments is not None:
@@ -102,7 +104,7 @@ def command(dom, execute: str, arguments: dict | None = None, timeout: int = 30)
     return data.get("return")
 
 
-def ping(dom, timeout: int = 2) -> bool:
+def ping(dom: libvirt.virDomain, timeout: int = 2) -> bool:
     """True when the guest agent answers within ``timeout`` seconds."""
     try:
         command(dom, "guest-ping", timeout=timeout)
@@ -111,7 +113,7 @@ def ping(dom, timeout: int = 2) -> bool:
         return False
 
 
-def start(dom, argv: list[str], env: dict | None = None, capped: bool = False) -> int:
+def start(dom: libvirt.virDomain, argv: list[str], env: dict | None = None, capped: bool = False) -> int:
     """Start ``argv`` in its own session and process group, output captured; returns its pid.
 
     ``capped``: the guest keeps only the first and last :data:`GUEST_KEEP` bytes of each
@@ -125,7 +127,7 @@ def start(dom, argv: list[str], env: dict | None = None, capped: bool = False) -
     return int(command(dom, "guest-exec", args)["pid"])
 
 
-def wait(dom, pid: int, timeout: float | None, alive=None, max_poll_s: float = MAX_POLL_S,
+def wait(dom: libvirt.virDomain, pid: int, timeout: float | None, alive: Callable[[], bool] | None = None, max_poll_s: float = MAX_POLL_S,
          capped: bool = False) -> RawResult | None:
     """The command's :class:`RawResult` once it has exited; None if still running after ``timeout`` s.
 
@@ -219,7 +221,7 @@ def _decode(st: dict, stream: str) -> CappedOutput:
     return sink
 
 
-def kill_group(dom, pid: int, timeout: float = 30) -> None:
+def kill_group(dom: libvirt.virDomain, pid: int, timeout: float = 30) -> None:
     """SIGKILL process group ``pid`` in the guest (quiet when it is already gone).
 
     The ``kill`` itself runs through ``guest-exec`` and is reaped here, so the
@@ -234,7 +236,7 @@ def kill_group(dom, pid: int, timeout: float = 30) -> None:
                          f"{res.stderr.strip()}")
 
 
-def write_file(dom, path: str, data: bytes, timeout: int = 60) -> None:
+def write_file(dom: libvirt.virDomain, path: str, data: bytes, timeout: int = 60) -> None:
     """Write ``data`` to ``path`` in the guest (created or truncated)."""
     handle = command(dom, "guest-file-open", {"path": path, "mode": "w"}, timeout)
     try:
@@ -248,7 +250,7 @@ def write_file(dom, path: str, data: bytes, timeout: int = 60) -> None:
         command(dom, "guest-file-close", {"handle": handle}, timeout)
 
 
-def read_file(dom, path: str, limit: int = 1 << 20, timeout: int = 30) -> bytes:
+def read_file(dom: libvirt.virDomain, path: str, limit: int = 1 << 20, timeout: int = 30) -> bytes:
     """The first ``limit`` bytes of ``path`` in the guest (works for /proc files, whose size is 0)."""
     handle = command(dom, "guest-file-open", {"path": path, "mode": "r"}, timeout)
     chunks, size = [], 0

@@ -39,7 +39,9 @@ from __future__ import annotations
 import os
 import secrets
 import time
+from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 from .. import network as netmod
 from ..errors import BackendError, BackendUnavailable, ConfigError
@@ -101,7 +103,7 @@ def lxd_prefix(prefix: str) -> str:
     return prefix
 
 
-def cpu_set(cpus) -> str:
+def cpu_set(cpus: Iterable[int]) -> str:
     """``limits.cpu`` for a pinned set; a single CPU as a range, since LXD reads "1" as a count."""
     unique = sorted(set(int(c) for c in cpus))
     if len(unique) == 1:
@@ -170,8 +172,8 @@ def in_websocket_connect(exc: BaseException) -> bool:
     return False
 
 
-def execute(model, argv: list[str], env: dict, out: CappedOutput | None = None,
-            err: CappedOutput | None = None):
+def execute(model: Any, argv: list[str], env: dict, out: CappedOutput | None = None,
+            err: CappedOutput | None = None) -> Any:
     """pylxd's ``Instance.execute`` (its output fed to ``out`` and ``err`` as it comes, as bytes,
     when they are given: pylxd then keeps none of it), tried again (up to :data:`EXEC_ATTEMPTS` in all) when
     connecting its websockets fails (a BrokenPipeError or a refused handshake when LXD is
@@ -231,7 +233,7 @@ class LxdInstance(SessionExec, Instance):
         command; the lxc CLI must be on this host)."""
         return ["lxc", "exec", self.name, "--", *argv]
 
-    def put(self, local_path, remote_path, mode=0o755):
+    def put(self, local_path: str | os.PathLike, remote_path: str, mode: int = 0o755) -> None:
         api_error = _sdk().exceptions.LXDAPIException
         data = Path(local_path).read_bytes()
         try:
@@ -271,7 +273,7 @@ class LxdBackend(CleanupByName, Backend):
         self._client = self._host_cpus = None
 
     @property
-    def client(self):
+    def client(self) -> Any:
         """pylxd's ``Client`` on the unix socket (models: instances, images, storage_pools)."""
         if self._client is None:
             pylxd = _sdk()

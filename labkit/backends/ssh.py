@@ -51,6 +51,7 @@ import shlex
 import socket
 import threading
 import time
+from collections.abc import Mapping
 
 import invoke
 import paramiko
@@ -156,7 +157,8 @@ class HostFacts:
         return cgroups.parse_cpulist(self.get("cpus_allowed") or "0")
 
 
-def resolve_target(host=None, user=None, port=None, key_filename=None, environ=None) -> dict:
+def resolve_target(host: str | None = None, user: str | None = None, port: int | str | None = None,
+                   key_filename: str | None = None, environ: Mapping[str, str] | None = None) -> dict:
     """Host, user, port and key: explicit arguments, else LABKIT_SSH_* variables, else defaults."""
     environ = os.environ if environ is None else environ
     host = host or environ.get(ENV_HOST) or "localhost"
@@ -188,7 +190,7 @@ class _Exec:
         self.error: BaseException | None = None
 
 
-def read_channel(chan, out: CappedOutput, err: CappedOutput) -> int:
+def read_channel(chan: paramiko.Channel, out: CappedOutput, err: CappedOutput) -> int:
     """Feed ``chan``'s stdout and stderr into ``out`` and ``err`` as they arrive (neither is
     ever held whole) until both reached their end and the remote command exited; its exit
     status (-1 when the server sent none: the connection was lost)."""
@@ -309,7 +311,7 @@ class SshInstance(cgroups.CgroupCounters, Instance):
     def _read(self, path: str) -> str:
         return self.backend.run_script(f"cat {q(path)}", f"reading {path} of {self.name}").stdout
 
-    def put(self, local_path, remote_path, mode=0o755) -> None:
+    def put(self, local_path: str | os.PathLike, remote_path: str, mode: int = 0o755) -> None:
         be: SshBackend = self.backend
         path = str(remote_path)
         if not posixpath.isabs(path):
@@ -508,7 +510,7 @@ class SshBackend(Backend):
                                f"{(res.stderr or res.stdout).strip()[-2000:]}")
         return res
 
-    def run_script(self, script: str, what: str, timeout: float = CONTROL_TIMEOUT_S):
+    def run_script(self, script: str, what: str, timeout: float = CONTROL_TIMEOUT_S) -> invoke.Result:
         """A short control script (create, kill, remove, list) on the host; its fabric Result."""
         return self._run(self.connection(), script, timeout, what)
 

@@ -62,7 +62,7 @@ class AzureProvider(CloudProvider):
         self._client = None
 
     @property
-    def client(self):
+    def client(self) -> Any:
         if self._client is None:
             compute = self.sdk
             if not self.subscription_id:

@@ -44,10 +44,15 @@ import secrets
 import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
 
 from ..backends import hostkeys
 from ..backends.base import check_prefix
 from ..errors import BackendError, BackendUnavailable, ConfigError
+
+if TYPE_CHECKING:
+    from ..backends.ssh import SshBackend
 
 log = logging.getLogger("labkit.clouds")
 
@@ -113,7 +118,7 @@ class CloudInstance:
                 "key_filename": self.key_filename, "host_key_policy": self.host_key_policy,
                 "known_hosts": self.known_hosts}
 
-    def ssh_backend(self, **options):
+    def ssh_backend(self, **options: Any) -> SshBackend:
         """An :class:`~labkit.backends.ssh.SshBackend` on this server (``options`` are passed on)."""
         from ..backends.ssh import SshBackend
         return SshBackend(**self.ssh_options(), **options)
@@ -124,7 +129,7 @@ class CloudInstance:
         return {"provisioning_s": self.provisioning_s, "active_s": self.active_s}
 
 
-def require_sdk(module: str, extra: str, provider: str):
+def require_sdk(module: str, extra: str, provider: str) -> ModuleType:
     """``module`` imported, else BackendUnavailable with the pip command of labkit's extra."""
     try:
         return importlib.import_module(module)
@@ -206,7 +211,7 @@ class CloudProvider(ABC):
 
     # -- shared --------------------------------------------------------------
     @property
-    def sdk(self):
+    def sdk(self) -> Any:
         """The provider's SDK module (BackendUnavailable naming the extra when missing)."""
         if self._sdk is None:
             self._sdk = require_sdk(self.MODULE, self.EXTRA, self.name)

@@ -12,6 +12,8 @@ The flavor is a service offering name, the image a template name. A server is de
 """
 from __future__ import annotations
 
+from typing import Any
+
 from ..errors import BackendError, BackendUnavailable, ConfigError
 from .base import ACTIVE, BUILDING, ERROR, GONE, TAG, CloudProvider, ServerRef, ServerState
 from .openstack import public_key
@@ -37,7 +39,7 @@ class CloudStackProvider(CloudProvider):
         self._zone_id = None
 
     @property
-    def api(self):
+    def api(self) -> Any:
         if self._api is None:
             cs = self.sdk
             direct = {k: self.options[k] for k in ("endpoint", "key", "secret") if self.options.get(k)}

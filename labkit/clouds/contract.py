@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import secrets
 import time
+from collections.abc import Callable
 from typing import Any
 
 from ..errors import BackendError
@@ -17,7 +18,7 @@ from .base import CloudProvider
 
 
 def check_contract(provider: CloudProvider, flavor: str | None = None, image: str | None = None,
-                   echo=print) -> dict:
+                   echo: Callable[[str], object] = print) -> dict:
     """Run the contract; returns {provider, checked, prefix, provisioning_s, listed, removed,
     left, seconds} (the last five only with a flavor and an image). BackendError on a breach."""
     t0 = time.monotonic()
