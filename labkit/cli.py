@@ -7,6 +7,7 @@ import argparse
 import json
 import logging
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 from .errors import ConfigError, LabkitError
@@ -41,7 +42,7 @@ def _parse_workload_params(items: list[str], workload: str) -> dict:
     return out
 
 
-def cmd_run(args) -> int:
+def cmd_run(args: argparse.Namespace) -> int:
     from .campaign import Campaign
     args.data_dir = str(_data_dir(args))
     store = Campaign(args.design, backend=args.backend, workload=args.workload,
@@ -55,7 +56,7 @@ def cmd_run(args) -> int:
     return 0
 
 
-def cmd_status(args) -> int:
+def cmd_status(args: argparse.Namespace) -> int:
     from .fleet_status import status_text
     from .store import Store
     cid = _existing(args, args.campaign)
@@ -64,7 +65,7 @@ def cmd_status(args) -> int:
     return 0
 
 
-def cmd_images(args) -> int:
+def cmd_images(args: argparse.Namespace) -> int:
     from . import images
     spec = "docker,lxd" if args.only is None else args.only
     only = tuple(x.strip() for x in spec.split(",") if x.strip() and x.strip() != "none")
@@ -74,7 +75,7 @@ def cmd_images(args) -> int:
     return 0
 
 
-def cmd_export(args) -> int:
+def cmd_export(args: argparse.Namespace) -> int:
     from .store import Store
     with Store.for_campaign(_data_dir(args), _existing(args, args.campaign_id), readonly=True) as st:
         for path in st.export(args.out, formats=tuple(args.format.split(","))):
@@ -82,7 +83,7 @@ def cmd_export(args) -> int:
     return 0
 
 
-def cmd_clean(args) -> int:
+def cmd_clean(args: argparse.Namespace) -> int:
     """Remove labkit-owned leftovers (instances, cgroups, work dirs) of one campaign, or of every
     campaign that is not running (:mod:`labkit.clean`; shown first, removed with ``--yes``)."""
     from .backends import REGISTRY, get_backend
@@ -165,7 +166,7 @@ def _clean_campaign(args) -> int:
     return 0
 
 
-def cmd_cloud_check(args) -> int:
+def cmd_cloud_check(args: argparse.Namespace) -> int:
     """Run the cloud provider contract (labkit.clouds.contract) against a real account."""
     from .clouds import get_provider
     from .clouds.contract import check_contract
@@ -174,7 +175,7 @@ def cmd_cloud_check(args) -> int:
     return 0
 
 
-def cmd_fingerprint(args) -> int:
+def cmd_fingerprint(args: argparse.Namespace) -> int:
     from .fingerprint import host_fingerprint
     print(json.dumps(host_fingerprint(), indent=2))
     return 0
@@ -209,7 +210,7 @@ def _print_table(df) -> None:
         print(df.to_string(index=False))
 
 
-def cmd_list(args) -> int:
+def cmd_list(args: argparse.Namespace) -> int:
     from .results import list_campaigns
     table = list_campaigns(_data_dir(args))
     if table.empty:
@@ -219,7 +220,7 @@ def cmd_list(args) -> int:
     return 0
 
 
-def cmd_show(args) -> int:
+def cmd_show(args: argparse.Namespace) -> int:
     from .fingerprint import fingerprint_table
     from .store import Store
     cid = _existing(args, args.campaign)
@@ -236,7 +237,7 @@ def cmd_show(args) -> int:
     return 0
 
 
-def cmd_analyze(args) -> int:
+def cmd_analyze(args: argparse.Namespace) -> int:
     from .report import analyze
     a = analyze(_data_dir(args), _existing(args, args.campaign), response=args.response,
                 factors=args.factors.split(",") if args.factors else None, alpha=args.alpha)
@@ -251,7 +252,7 @@ def cmd_analyze(args) -> int:
     return 0
 
 
-def cmd_compare(args) -> int:
+def cmd_compare(args: argparse.Namespace) -> int:
     from .report import compare
     table, fpd, verdict = compare(_data_dir(args), _existing(args, args.a), _existing(args, args.b),
                                   response=args.response, alpha=args.alpha,
@@ -264,7 +265,7 @@ def cmd_compare(args) -> int:
     return 0
 
 
-def cmd_report(args) -> int:
+def cmd_report(args: argparse.Namespace) -> int:
     from .report import write_bundle, write_report
     base, cid = _data_dir(args), _existing(args, args.campaign)
     if args.out:
@@ -382,7 +383,7 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
-def main(argv=None) -> int:
+def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
                         format="%(levelname)s %(name)s: %(message)s")

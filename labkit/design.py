@@ -46,9 +46,15 @@ import math
 import random
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .errors import ConfigError
 from .instance import HOST_FACTORS, normalize_level
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from .workloads.base import Workload
 
 DESIGN_KEYS = {"factors", "replications", "seed", "name", "description", "fraction", "blocks"}
 FRACTION_KEYS = {"generators", "p", "fold_over"}
@@ -84,7 +90,7 @@ def _short(value) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
-def check_level(where: str, value):
+def check_level(where: str, value: object) -> object:
     """``value`` if it is a valid level (a scalar or a flat list of scalars), else ConfigError."""
     if isinstance(value, (list, tuple)):
         if len(value) > LIMITS["list_level"]:
@@ -325,14 +331,14 @@ class Design:
         from .design_structure import design_resolution
         return design_resolution(self)
 
-    def aliases(self, order: int = 2):
+    def aliases(self, order: int = 2) -> pd.DataFrame:
         """Alias structure in factor names (see :func:`labkit.fractional.aliases`): ``term``,
         ``aliases`` (whole chain) and ``short`` (effects of at most ``order`` factors);
         empty for a full factorial."""
         from .design_structure import named_aliases
         return named_aliases(self, order)
 
-    def block_table(self):
+    def block_table(self) -> pd.DataFrame:
         """Run id -> block: DataFrame with ``run_id``, ``config``, ``replicate`` and ``block``
         (1-based; 0 without blocks), to join with results for a blocked analysis."""
         import pandas as pd
@@ -348,12 +354,12 @@ class Design:
     def __str__(self) -> str:
         return self.describe()
 
-    def table(self):
+    def table(self) -> pd.DataFrame:
         """The design as a DataFrame: one row per configuration, standard order."""
         import pandas as pd
         return pd.DataFrame(self.configurations()).rename_axis("config").reset_index()
 
-    def validate_for(self, workload, *, memory_floor_mb: int | None = None) -> None:
+    def validate_for(self, workload: Workload, *, memory_floor_mb: int | None = None) -> None:
         """Check every factor is a host factor or a parameter of ``workload`` (or ``noise``),
         every workload-parameter level against the workload's schema (levels are replaced by
         their canonical form, so ``[8, 8.0]`` is a duplicate), and that memory levels are at

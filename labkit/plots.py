@@ -31,6 +31,8 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 from matplotlib import rc_context
+from matplotlib.axes import Axes
+from matplotlib.backend_bases import RendererBase
 from matplotlib.figure import Figure
 from scipy import stats as sps
 
@@ -38,6 +40,7 @@ from .errors import ConfigError
 from .files import atomic_write
 from .labels import PALETTE, colors, label, term_label
 from .stats import _validate as v
+from .stats.diagnostics import Diagnostics
 from .stats.lenth import lenth
 from .stats.summary import summarize
 
@@ -70,7 +73,7 @@ class LiteralTextFigure(Figure):
     ``parse_math`` off, and texts created while drawing (tick labels are made lazily) are
     created with ``text.parse_math`` off, so ``$`` in data is never mathtext."""
 
-    def draw(self, renderer):
+    def draw(self, renderer: RendererBase) -> None:
         from matplotlib.text import Text
         with rc_context({"text.parse_math": False}):
             for t in self.findobj(Text):
@@ -103,7 +106,7 @@ def _grid(n: int, ncols_max: int, panel=(3.2, 2.8)):
 
 
 def pareto(effects: pd.DataFrame, *, alpha: float | None = None, top: int | None = None,
-           ax=None, title: str | None = None, diagnostics=None) -> Figure:
+           ax: Axes | None = None, title: str | None = None, diagnostics: Diagnostics | None = None) -> Figure:
     """Minitab-style Pareto chart of a :func:`labkit.stats.factorial_effects` table.
 
     * Replicated design (the table has ``t``): bars of |t| (standardized
@@ -214,7 +217,8 @@ def _pooled_error(data: pd.DataFrame, factors: list[str], response: str):
 
 
 def main_effects(data: pd.DataFrame, factors: Sequence[str], response: str, *,
-                 alpha: float = 0.05, ci: bool = True, levels=None, points="auto") -> Figure:
+                 alpha: float = 0.05, ci: bool = True, levels: v.Levels = None,
+                 points: bool | str = "auto") -> Figure:
     """Main effects plot (Minitab style): mean response at each level of each factor.
 
     One panel per factor (shared y axis), points joined by a line, error bars
@@ -255,7 +259,7 @@ def main_effects(data: pd.DataFrame, factors: Sequence[str], response: str, *,
 
 
 def interactions(data: pd.DataFrame, factors: Sequence[str], response: str, *,
-                 alpha: float = 0.05, ci: bool = False, levels=None) -> Figure:
+                 alpha: float = 0.05, ci: bool = False, levels: v.Levels = None) -> Figure:
     """Interaction plots: one panel per pair of factors (A, B), in the order of ``factors``.
 
     x = levels of A, one line per level of B, y = mean response; parallel
@@ -292,7 +296,8 @@ def interactions(data: pd.DataFrame, factors: Sequence[str], response: str, *,
     return fig
 
 
-def qq(residuals, *, alpha: float = 0.05, ax=None, title: str | None = None) -> Figure:
+def qq(residuals: Diagnostics | pd.DataFrame | pd.Series, *, alpha: float = 0.05, ax: Axes | None = None,
+       title: str | None = None) -> Figure:
     """Normal Q-Q plot of residuals, with the Shapiro-Wilk result in the title.
 
     ``residuals`` is a :class:`labkit.stats.Diagnostics`, a DataFrame with a
@@ -324,9 +329,9 @@ def qq(residuals, *, alpha: float = 0.05, ax=None, title: str | None = None) -> 
     return fig
 
 
-def response_by_config(data: pd.DataFrame, by, response: str, *, hue: str | None = None,
-                       alpha: float = 0.05, levels=None, ax=None,
-                       title: str | None = None, points="auto") -> Figure:
+def response_by_config(data: pd.DataFrame, by: str | Sequence[str], response: str, *, hue: str | None = None,
+                       alpha: float = 0.05, levels: v.Levels = None, ax: Axes | None = None,
+                       title: str | None = None, points: bool | str = "auto") -> Figure:
     """Mean response of every configuration with its t-based ``1 - alpha`` CI.
 
     Configurations are the combinations of the ``by`` columns (from
@@ -452,7 +457,7 @@ def overhead(table: pd.DataFrame, *, panel: str = "benchmark", test: str = "test
 
 
 def run_order(data: pd.DataFrame, response: str, *, order: str = "run_order",
-              hue: str | None = None, window: int | None = None, ax=None,
+              hue: str | None = None, window: int | None = None, ax: Axes | None = None,
               title: str | None = None) -> Figure:
     """Response against run order, to see drift over the campaign's time.
 

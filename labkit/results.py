@@ -2,12 +2,16 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .errors import ConfigError, StoreError
 from .store import STATUSES
 
+if TYPE_CHECKING:
+    import pandas as pd
 
-def responses(tidy, metric: str, factors: list[str], *, how: str = "mean"):
+
+def responses(tidy: pd.DataFrame, metric: str, factors: list[str], *, how: str = "mean") -> pd.DataFrame:
     """One row per successful run: factor columns, ``replicate``, ``run_id`` and ``metric``.
 
     When ``count`` > 1 instances ran, their values are combined with ``how``
@@ -33,7 +37,7 @@ def _store_path(data_dir, campaign_id) -> Path:
     return Path(data_dir) / campaign_id / "store.sqlite"
 
 
-def list_campaigns(data_dir):
+def list_campaigns(data_dir: str | Path) -> pd.DataFrame:
     """The campaigns stored under ``data_dir`` (read-only): one row per folder with a store.
 
     Columns: ``campaign``, ``design`` (name), ``factors`` (comma list), ``backend``,
@@ -65,7 +69,7 @@ def list_campaigns(data_dir):
                                        *STATUSES, "first_run", "last_run"])
 
 
-def run_facts(data_dir, campaign_id) -> dict:
+def run_facts(data_dir: str | Path, campaign_id: str) -> dict:
     """Facts scraped from a stored campaign's run metadata (read-only).
 
     Returns ``versions`` (tool -> version, from the first run that recorded them),
@@ -83,7 +87,8 @@ def run_facts(data_dir, campaign_id) -> dict:
     return {"versions": versions, "domain_types": kinds, "fingerprints": fps}
 
 
-def load_campaigns(data_dir, campaigns, benchmarks: dict):
+def load_campaigns(data_dir: str | Path, campaigns: dict[tuple[str, str], str],
+                   benchmarks: dict) -> tuple[pd.DataFrame, pd.DataFrame, dict[str, dict]]:
     """Successful runs of several campaigns as one long table (notebook 02's loading).
 
     ``campaigns`` maps ``(platform, benchmark)`` to a campaign id; ``benchmarks`` is

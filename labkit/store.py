@@ -28,16 +28,22 @@ import os
 import re
 import sqlite3
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Sequence
 from functools import partial
 from pathlib import Path
-from typing import BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 from .backends.output import shorten
 from .clock import now_iso
 from .errors import StoreError
 from .files import atomic_write
 from .redact import redact
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from .design import Design, Run
+    from .workloads.base import Measurement
 
 #: characters of a run's output file (write_run_output) kept at most: its head and tail
 OUTPUT_CAP = 1 << 20
@@ -71,7 +77,7 @@ TIDY_COLUMNS = ["campaign", "run_id", "run_order", "replicate", "config", "insta
 EXPORTS = ("results.csv", "results.parquet", "runs.csv")
 
 
-def storage_error(path, exc: BaseException, doing: str) -> StoreError:
+def storage_error(path: str | Path, exc: BaseException, doing: str) -> StoreError:
     """A StoreError saying in plain words why ``doing`` failed on ``path``."""
     text = str(getattr(exc, "strerror", None) or exc)
     low = text.lower()
@@ -179,7 +185,7 @@ class Store:
             pass
 
     @classmethod
-    def for_campaign(cls, data_dir: str | Path, campaign_id: str, **kw) -> Store:
+    def for_campaign(cls, data_dir: str | Path, campaign_id: str, **kw: Any) -> Store:
         return cls(Path(data_dir) / campaign_id / "store.sqlite", **kw)
 
     def close(self) -> None:
@@ -201,7 +207,7 @@ class Store:
     def meta(self) -> dict:
         return {k: json.loads(v) for k, v in self._db.execute("SELECT key, value FROM meta")}
 
-    def set_meta(self, **items) -> None:
+    def set_meta(self, **items: Any) -> None:
         """Store campaign settings (secrets redacted)."""
         items = redact(items)
         with self._tx():
@@ -221,7 +227,8 @@ class Store:
         """run_ids already stored (whatever their status)."""
         return {r for (r,) in self._db.execute("SELECT run_id FROM runs")}
 
-    def record_run(self, run, *, status: str, started: str, duration_s: float, measurements=(),
+    def record_run(self, run: Run, *, status: str, started: str, duration_s: float,
+                   measurements: Iterable[Measurement] = (),
                    error: str | None = None, metadata: dict | None = None,
                    fingerprint_id: str | None = None) -> None:
         """Store one run and its measurements atomically. Storing a run_id twice is an error.
@@ -271,7 +278,7 @@ class Store:
         return path.read_text(errors="replace")
 
     # -- claims (fleet workers: labkit.fleet) ---------------------------------
-    def claim(self, candidates, host: str, owner: str, lease_s: float) -> str | None:
+    def claim(self, candidates: Iterable[str], host: str, owner: str, lease_s: float) -> str | None:
         """Claim the first of ``candidates`` (run_ids, in order) neither stored nor claimed under a
         live lease, for ``host`` on behalf of ``owner``, until now + ``lease_s``; returns its run_id
         or None. One transaction: two workers never claim the same run."""
@@ -318,7 +325,7 @@ class Store:
             return []
         return [dict(zip(("run_id", "host", "owner", "lease_until", "claimed"), r)) for r in rows]
 
-    def delete_runs(self, run_ids) -> int:
+    def delete_runs(self, run_ids: Iterable[str]) -> int:
         """Forget runs (e.g. failed ones, to run them again). Returns how many were removed.
 
         Each forgotten run stays in :meth:`attempts` (status, error, start, duration, metadata):
@@ -332,7 +339,7 @@ class Store:
             cur = self._db.executemany("DELETE FROM runs WHERE run_id = ?", [(i,) for i in ids])
         return cur.rowcount if cur.rowcount >= 0 else len(ids)
 
-    def runs(self):
+    def runs(self) -> pd.DataFrame:
         """One row per run: run_id, run_order, config, replicate, factor columns, status, error,
         started, duration_s, metadata (dict), fingerprint_id."""
         import pandas as pd
@@ -344,7 +351,7 @@ class Store:
                          "duration_s": dur, "metadata": json.loads(md), "fingerprint_id": fp})
         return pd.DataFrame(rows)
 
-    def attempts(self):
+    def attempts(self) -> pd.DataFrame:
         """The earlier attempts of runs that were run again (:meth:`delete_runs`), oldest first:
         run_id, status, error, started, duration_s, metadata (dict), fingerprint_id. Empty for a
         store written before attempts were kept."""
@@ -356,7 +363,7 @@ class Store:
                 in self._db.execute("SELECT * FROM attempts ORDER BY rowid")]
         return pd.DataFrame(rows, columns=cols)
 
-    def tidy(self):
+    def tidy(self) -> pd.DataFrame:
         """One row per measurement, with every factor's level as a column (docs/design.md "Store").
 
         Columns: campaign, run_id, run_order, replicate, config, <factor columns>,
@@ -384,7 +391,8 @@ class Store:
         cols = TIDY_COLUMNS[:5] + factors + TIDY_COLUMNS[5:]
         return pd.DataFrame(rows, columns=cols)
 
-    def export(self, directory: str | Path | None = None, formats=("csv", "parquet")) -> list[Path]:
+    def export(self, directory: str | Path | None = None,
+               formats: Sequence[str] = ("csv", "parquet")) -> list[Path]:
         """Write ``results.<fmt>`` (tidy rows) and ``runs.csv`` beside the store (or in ``directory``)
         with :func:`labkit.files.atomic_write`: atomically, with the store's file mode, refusing a
         symbolic link in place of an output file (:class:`~labkit.errors.ConfigError`)."""
@@ -460,7 +468,7 @@ def _db_path(db) -> str:
         return "store"
 
 
-def load_results(data_dir: str | Path, campaign_id: str):
+def load_results(data_dir: str | Path, campaign_id: str) -> pd.DataFrame:
     """Tidy results of a campaign for view mode: the store if present, else results.parquet/csv."""
     import pandas as pd
     base = Path(data_dir) / campaign_id
@@ -474,7 +482,7 @@ def load_results(data_dir: str | Path, campaign_id: str):
                      "(expected store.sqlite, results.parquet or results.csv)")
 
 
-def load_design(data_dir: str | Path, campaign_id: str):
+def load_design(data_dir: str | Path, campaign_id: str) -> Design:
     """The :class:`~labkit.design.Design` a stored campaign ran (for view mode)."""
     from .design import Design
     path = Path(data_dir) / campaign_id / "store.sqlite"
