@@ -35,10 +35,16 @@ import shlex
 import shutil
 import tempfile
 import time
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
+from ..backends.base import ExecResult
 from ..errors import BenchmarkError, ConfigError, tail
 from .base import Measurement, Workload, require_tool
 from .params import TIMEOUT, Int, Str
+
+if TYPE_CHECKING:
+    from ..backends.base import Instance, Network
 
 log = logging.getLogger("labkit.mpi")
 #: OpenMPI's words when a daemon died before it reported (help-errmgr-base.txt)
@@ -99,7 +105,7 @@ def hpcc_input(n: int, ranks: int) -> str:
     return _HPCC_INPUT.format(n=n, p=p, q=ranks // p)
 
 
-def parse_hpcc(text: str, command=None, instance: int = 0) -> list[Measurement]:
+def parse_hpcc(text: str, command: str | Sequence[str] | None = None, instance: int = 0) -> list[Measurement]:
     """Rows from the summary section of ``hpccoutf.txt`` (see the module docstring)."""
     m = re.search(r"Begin of Summary section\.(.*?)End of Summary section\.", text or "", re.S)
     if not m:
@@ -119,12 +125,31 @@ def parse_hpcc(text: str, command=None, instance: int = 0) -> list[Measurement]:
     return rows
 
 
+@runtime_checkable
+class LaunchTarget(Protocol):
+    """An instance MPI can start ranks in: its backend gives it ``host_command`` (see the
+    module docstring)."""
+
+    index: int
+    address: str | None
+
+    def host_command(self, argv: list[str]) -> list[str]: ...
+
+
+def network_of(instances: Sequence[Instance]) -> Network:
+    """The private network the ``instances`` are on; ConfigError when they are on none."""
+    network = instances[0].network if instances else None
+    if network is None:
+        raise ConfigError("MPI across instances needs network: private")
+    return network
+
+
 #: what runs the orted's command line in an instance: $0 = the instance's own OpenMPI session
 #: root (made first), $1 = the command line
 _INSIDE = 'mkdir -p "$0" && export OMPI_MCA_orte_tmpdir_base="$0" && eval "$1"'
 
 
-def agent_script(instances, wdir: str) -> str:
+def agent_script(instances: Sequence[LaunchTarget], wdir: str) -> str:
     """The launch agent: ``agent <inst name or address> <command...>`` runs the command (a shell
     command line, as OpenMPI writes it for a remote shell) inside that instance.
 
@@ -150,7 +175,7 @@ def agent_script(instances, wdir: str) -> str:
 STARTUP_TIMEOUT_S = 120
 
 
-def mpirun_argv(instances, agent: str, ranks: int, wdir: str, program: list[str]) -> list[str]:
+def mpirun_argv(instances: Sequence[Instance], agent: str, ranks: int, wdir: str, program: list[str]) -> list[str]:
     """``mpirun`` on the host for ``ranks`` ranks spread over ``instances`` (round robin slots),
     launched by ``agent``, its traffic held to the run's subnet (the ranks' own traffic to the
     data subnet when the network bonds NICs: ``nics`` > 1).
@@ -169,8 +194,9 @@ def mpirun_argv(instances, agent: str, ranks: int, wdir: str, program: list[str]
     ping-pong between two network namespaces over one veth measured 4.0 ms one way on the
     2-core machine (one 250 Hz tick), 23 us yielding. On dedicated hosts a yield with nothing
     else to run returns at once."""
-    subnet = instances[0].network.subnet            # mpirun (on the host) <-> orteds
-    peers = instances[0].network.peer_subnet        # rank <-> rank: the bonded NICs, if any
+    network = network_of(instances)
+    subnet = network.subnet            # mpirun (on the host) <-> orteds
+    peers = network.peer_subnet        # rank <-> rank: the bonded NICs, if any
     slots = [ranks // len(instances) + (1 if i < ranks % len(instances) else 0) for i in range(len(instances))]
     hosts = ",".join(f"{inst.address}:{s}" for inst, s in zip(instances, slots) if s)
     return ["mpirun", "--allow-run-as-root", "-np", str(ranks), "--host", hosts,
@@ -182,14 +208,15 @@ def mpirun_argv(instances, agent: str, ranks: int, wdir: str, program: list[str]
             "--mca", "orte_startup_timeout", str(STARTUP_TIMEOUT_S), "--wdir", wdir, *program]
 
 
-def launch(instances, program: list[str], *, ranks: int, timeout: float | None, files: dict | None = None):
+def launch(instances: Sequence[Instance], program: list[str], *, ranks: int, timeout: float | None,
+           files: dict | None = None) -> tuple[ExecResult, str, float]:
     """Run ``program`` as ``ranks`` MPI ranks over ``instances`` (on a private network);
     ``files`` (name -> text) are written into the ranks' work directory in every instance
     first. Returns (ExecResult of mpirun, work directory, seconds)."""
     from ..network_host import HostEnd
-    if not instances or instances[0].network is None:
-        raise ConfigError("MPI across instances needs network: private")
-    if not all(callable(getattr(i, "host_command", None)) for i in instances):
+    network = network_of(instances)
+    targets = [i for i in instances if isinstance(i, LaunchTarget)]
+    if len(targets) < len(instances):
         raise ConfigError(f"the {instances[0].backend.name} backend cannot start MPI ranks in its instances")
     if shutil.which("mpirun") is None:
         raise BenchmarkError("mpirun is not installed on this host (apt-get install openmpi-bin)")
@@ -203,11 +230,11 @@ def launch(instances, program: list[str], *, ranks: int, timeout: float | None, 
                 inst.put(tmp.name, f"{wdir}/{name}", 0o644)
             finally:
                 os.unlink(tmp.name)
-    host = HostEnd(instances[0].network)
+    host = HostEnd(network)
     try:
         agent = os.path.join(host.workdir, "agent")
         with open(agent, "w") as f:
-            f.write(agent_script(instances, wdir))
+            f.write(agent_script(targets, wdir))
         os.chmod(agent, 0o700)
         argv = mpirun_argv(instances, agent, ranks, wdir, program)
         t0 = t = time.perf_counter()

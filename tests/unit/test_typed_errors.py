@@ -20,6 +20,7 @@ from labkit.instance import InstanceSpec
 from labkit.network import parse_link
 from labkit.workloads import get_workload
 from labkit.workloads.base import network_address
+from labkit.workloads.mpi import mpirun_argv
 
 PATHS = dict(disk="/pool/t.qcow2", kernel="/img/vmlinuz", initrd="/img/initrd.img",
              cmdline="root=/dev/vda", console_log="/pool/t.console.log")
@@ -109,3 +110,15 @@ def test_a_registry_entry_with_a_null_start_or_kind_reads_as_unknown(tmp_path, m
         [entry] = registry.entries()
         assert (entry.started, entry.kind) == ("?", "run")
         assert entry.describe().endswith("started ?")
+
+
+def test_mpirun_over_instances_on_no_network_is_a_config_error():
+    be = get_backend("local", enforce_limits=False)
+    prefix = f"labkit-test-typed-{secrets.token_hex(3)}"
+    insts = be.provision(InstanceSpec(), prefix=prefix)
+    try:
+        with pytest.raises(ConfigError, match="needs network: private"):
+            mpirun_argv(insts, "/tmp/agent", 1, "/tmp/w", ["true"])
+    finally:
+        assert teardown(insts) == []
+        be.cleanup(prefix + "-")
