@@ -214,7 +214,7 @@ class LocalInstance(cgroups.CgroupCounters, Instance):
     def _read(self, path: str) -> str:
         return cgroups.read_local(path)
 
-    def put(self, local_path, remote_path, mode=0o755) -> None:
+    def put(self, local_path: str | os.PathLike, remote_path: str, mode: int = 0o755) -> None:
         dest = Path(remote_path)
         if not dest.is_absolute():
             dest = self._dir / dest

@@ -43,9 +43,12 @@ import shutil
 import signal
 import subprocess
 import sys
+from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 from ..errors import BackendError, BackendUnavailable, ConfigError
+from ..mounts import Mount
 
 MODES = ("strict", "relaxed", "none")
 #: capabilities kept in the bounding set with isolation ``relaxed`` (Docker's default set
@@ -67,13 +70,13 @@ READY_TIMEOUT_S = 30.0
 HOLDER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "nsholder.py")
 
 
-def check_mode(mode) -> str:
+def check_mode(mode: Any) -> str:
     if mode not in MODES:
         raise ConfigError(f"local backend: isolation={mode!r}; use one of {', '.join(MODES)}")
     return mode
 
 
-def check_hide(value) -> list[str]:
+def check_hide(value: Any) -> list[str]:
     """The ``hide`` option: a list of absolute directory paths (or one, or None)."""
     items = [] if value is None else [value] if isinstance(value, str) else value
     if not isinstance(items, (list, tuple)) or not all(isinstance(p, str) and os.path.isabs(p) for p in items):
@@ -102,7 +105,7 @@ def _is_within(path: str, parent: str) -> bool:
     return path == parent or path.startswith(parent.rstrip("/") + "/")
 
 
-def hidden_dirs(candidates, needed=()) -> list[str]:
+def hidden_dirs(candidates: Iterable[str | None], needed: Iterable[str] = ()) -> list[str]:
     """The existing directories among ``candidates`` to cover, outermost only: none that is
     ``/``, that holds a directory of :data:`NEEDED` or ``needed`` (mount targets), or that
     lies inside another one hidden."""
@@ -120,7 +123,7 @@ def hidden_dirs(candidates, needed=()) -> list[str]:
 
 
 def holder_argv(name: str, workdir: str, hosts_file: str | None, netns: str | None,
-                mounts=()) -> list[str]:
+                mounts: Iterable[Mount] = ()) -> list[str]:
     """The holder's argv: ``unshare`` of PID and mount namespaces (in network namespace
     ``netns``, a name under /run/netns, unless None) running :mod:`.nsholder`; ``mounts``
     (:class:`~labkit.mounts.Mount`): their targets writable or read-only as they ask."""
