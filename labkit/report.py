@@ -34,7 +34,7 @@ _MD_ALWAYS = set("\\`*[]$|~{}!")
 _MD_ENTITIES = {"<": "&lt;", ">": "&gt;", "&": "&amp;"}
 
 
-def escape_md(text) -> str:
+def escape_md(text: object) -> str:
     """``text`` (any value, shown with ``str``) as Markdown that renders as exactly that text.
 
     For everything a campaign store or a user supplies (campaign, design and factor names,
@@ -66,13 +66,13 @@ def escape_md(text) -> str:
     return s
 
 
-def escape_html(text) -> str:
+def escape_html(text: object) -> str:
     """``text`` (any value, shown with ``str``) as HTML text or attribute value: ``<``, ``>``,
     ``&`` and both quotes become entities (:func:`html.escape`)."""
     return html.escape(str(text), quote=True)
 
 
-def variation_ci(data: pd.DataFrame, factors: Sequence[str], response: str, *, levels=None,
+def variation_ci(data: pd.DataFrame, factors: Sequence[str], response: str, *, levels: v.Levels = None,
                  n_boot: int = 1000, alpha: float = 0.05, seed: int = 0) -> pd.DataFrame:
     """Bootstrap percentile CIs of each term's share of variation in a balanced 2^k·r design.
 
@@ -199,7 +199,8 @@ def _describe_terms(effects: pd.DataFrame, terms: list[str], ci: dict, response:
     return out
 
 
-def conclusions(effects: pd.DataFrame, *, diagnostics=None, variation=None, focus: str | None = None,
+def conclusions(effects: pd.DataFrame, *, diagnostics: Diagnostics | None = None,
+                variation: pd.DataFrame | None = None, focus: str | None = None,
                 reference: pd.DataFrame | None = None, alpha: float | None = None,
                 practical_pct: float = 1.0) -> Conclusions:
     """Conclusions in words from a :func:`labkit.stats.factorial_effects` table.
@@ -433,8 +434,9 @@ def _is_full_two_level(runs: pd.DataFrame, factors: list) -> int:
     return int(sizes.iloc[0]) if len(sizes) == 2 ** len(factors) and sizes.nunique() == 1 else 0
 
 
-def analyze(data_dir, campaign: str, *, response: str | None = None, factors=None,
-            alpha: float = 0.05, focus: str | None = None, reference=None,
+def analyze(data_dir: str | Path, campaign: str, *, response: str | None = None,
+            factors: Sequence[str] | None = None, alpha: float = 0.05, focus: str | None = None,
+            reference: pd.DataFrame | None = None,
             n_boot: int = 1000) -> Analysis:
     """Analyse a stored campaign (opened read-only) as its design allows.
 
@@ -508,8 +510,8 @@ def analyze(data_dir, campaign: str, *, response: str | None = None, factors=Non
                     diag, variation, concl, fingerprint_table(fps))
 
 
-def compare(data_dir, a: str, b: str, *, response: str | None = None, alpha: float = 0.05,
-            min_effect_pct: float = 2.0):
+def compare(data_dir: str | Path, a: str, b: str, *, response: str | None = None, alpha: float = 0.05,
+            min_effect_pct: float = 2.0) -> tuple[pd.DataFrame, pd.DataFrame, str]:
     """Same design measured twice (two hosts, two dates): per-configuration drift from ``a`` to ``b``.
 
     Returns ``(table, fingerprint_diff, verdict)``. ``table`` is
@@ -567,7 +569,7 @@ def compare(data_dir, a: str, b: str, *, response: str | None = None, alpha: flo
     return table, fpd, verdict
 
 
-def write_report(data_dir, campaign: str, out, *, response: str | None = None,
+def write_report(data_dir: str | Path, campaign: str, out: str | Path, *, response: str | None = None,
                  alpha: float = 0.05) -> Path:
     """Analyse ``campaign`` (:func:`analyze`) and write one self-contained HTML file to ``out``
     with :func:`labkit.files.atomic_write` (mode 0600, also when it replaces an older report:
@@ -590,7 +592,7 @@ def write_report(data_dir, campaign: str, out, *, response: str | None = None,
     return atomic_write(out, page)
 
 
-def write_bundle(data_dir, campaign: str, out) -> Path:
+def write_bundle(data_dir: str | Path, campaign: str, out: str | Path) -> Path:
     """A zip with the campaign's ``results.csv``, ``results.parquet``, ``runs.csv``, a copy of
     ``store.sqlite``, ``fingerprints.json``, ``campaign.json`` (the campaign id) and
     ``environment.json`` (Python, installed package versions, this host's fingerprint). Member
