@@ -31,7 +31,7 @@ import threading
 import time
 import traceback
 from pathlib import Path
-from typing import NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from . import runnet
 from .backends import backend_class, get_backend, teardown
@@ -48,6 +48,9 @@ from .store import Store, now_iso
 from .testbed import Testbed
 from .workloads import get_workload
 from .workloads.params import TIMEOUT
+
+if TYPE_CHECKING:
+    from .workloads.base import Workload
 
 log = logging.getLogger("labkit.campaign")
 # what a resume must match (stored in the store's meta at creation)
@@ -122,7 +125,8 @@ class Campaign:
     group_readable : store files 0640 (directory 0750) instead of 0600 (0700)
     """
 
-    def __init__(self, design, backend=None, workload="nqueens", *, campaign_id: str | None = None,
+    def __init__(self, design: Design | dict | str | Path, backend: str | Backend | None = None,
+                 workload: str | Workload = "nqueens", *, campaign_id: str | None = None,
                  data_dir: str | Path = "data", backend_options: dict | None = None,
                  workload_params: dict | None = None, defaults: InstanceSpec | None = None,
                  run_timeout: float | None = 3600, progress: bool = True, group_readable: bool = False,
@@ -551,7 +555,7 @@ def _run_together(workload, instances, params, timeout):
     return [m for rows, _ in results for m in rows], [s for _, s in results]
 
 
-def json_eq(a, b):
+def json_eq(a: Any, b: Any) -> bool | None:
     """Whether a and b are equal as JSON; None when ``a`` is None (not recorded: nothing to compare)."""
     import json
     if a is None:
@@ -559,7 +563,7 @@ def json_eq(a, b):
     return json.dumps(a, sort_keys=True, default=str) == json.dumps(b, sort_keys=True, default=str)
 
 
-def differences(key: str, stored, now) -> list[str]:
+def differences(key: str, stored: Any, now: Any) -> list[str]:
     """Human-readable lines ``key.sub: stored X, now Y`` for every leaf that differs."""
     if isinstance(stored, dict) and isinstance(now, dict):
         out = []

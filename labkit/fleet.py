@@ -47,8 +47,10 @@ from .redact import redact
 from .store import now_iso
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from .design import Run
-    from .testbed import Host
+    from .testbed import Host, Testbed
 
 log = logging.getLogger("labkit.fleet")
 
@@ -90,10 +92,10 @@ class Fleet:
         self.total = None
 
     # -- set-up ------------------------------------------------------------
-    def platform_of(self, run) -> str:
+    def platform_of(self, run: Run) -> str:
         return run.levels.get(FACTOR, self.default_platform)
 
-    def prepare(self, plan) -> None:
+    def prepare(self, plan: list[Run]) -> None:
         """Check platforms, open every needed backend (in parallel), clean up, fingerprint,
         release stale claims and load or make the assignment. Raises before any run."""
         names = sorted({self.platform_of(r) for r in plan})
@@ -143,7 +145,7 @@ class Fleet:
             self.assigned = {r.run_id: order[(r.replicate - 1) % len(order)] for r in plan}
             self.store.set_meta(fleet_assignment=self.assigned)
 
-    def extend(self, runs) -> None:
+    def extend(self, runs: list[Run]) -> None:
         """Runs added after :meth:`prepare` (adaptive rounds): with ``assign: blocks`` each new
         replicate is a new block, given to a live host able to take whole blocks (round robin on
         the replicate number) and recorded in ``fleet_assignment``; with ``assign: random`` any
@@ -159,7 +161,7 @@ class Fleet:
         self.store.set_meta(fleet_assignment=self.assigned)
 
     # -- execution ---------------------------------------------------------
-    def run(self, plan, *, progress: bool = True, max_runs: int | None = None) -> None:
+    def run(self, plan: list[Run], *, progress: bool = True, max_runs: int | None = None) -> None:
         """Execute every pending run of ``plan``; returns when done, all hosts lost, or ``max_runs``
         new runs are stored. KeyboardInterrupt stops the workers cleanly and is re-raised."""
         self.plan = plan
@@ -199,7 +201,7 @@ class Fleet:
         with self.db:
             self.store.release_claims(owner=self.owner)
 
-    def candidates(self, state) -> list[str]:
+    def candidates(self, state: HostState) -> list[str]:
         name = state.host.name
         if self.tb.assign == "blocks":
             return [r.run_id for r in self.plan if self.assigned.get(r.run_id) == name]
@@ -397,7 +399,7 @@ class Fleet:
         self.pool.close()
 
 
-def clean_testbed(meta: dict, prefix: str, testbed=None) -> dict[str, list[str]]:
+def clean_testbed(meta: dict, prefix: str, testbed: Testbed | dict | str | Path | None = None) -> dict[str, list[str]]:
     """``labkit clean <campaign>`` for a campaign run on a testbed: ``cleanup(prefix)`` on every
     host and platform its store's meta records; returns ``"host/platform" -> removed names``
     (hosts that cannot be reached are reported as an error line instead).

@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import importlib
+from typing import Any
 
 from ..errors import BackendUnavailable, ConfigError
 from .base import Backend, ExecResult, Instance, Process, RawResult, new_name, teardown
@@ -22,8 +23,9 @@ REGISTRY = {
 }
 
 
-def get_backend(name: str = "local", **options) -> Backend:
-    """Instantiate backend ``name`` with its options and check it can run here."""
+def get_backend(name: str | Backend = "local", **options: Any) -> Backend:
+    """Instantiate backend ``name`` with its options and check it can run here (a Backend
+    given instead of a name is returned as it is)."""
     if isinstance(name, Backend):
         return name
     backend = backend_class(name)(**options)
