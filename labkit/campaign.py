@@ -50,6 +50,7 @@ from .workloads import get_workload
 from .workloads.params import TIMEOUT
 
 if TYPE_CHECKING:
+    from .design import Run
     from .workloads.base import Workload
 
 log = logging.getLogger("labkit.campaign")
@@ -254,7 +255,7 @@ class Campaign:
                 with self._bar(len(plan), already) as bar:
                     def execute(runs):
                         for run in runs:
-                            self._execute(run, store, fp_id)
+                            self._execute(run, backend, store, fp_id)
                             bar.update(1)
                     execute(pending)
                     if self.design.adaptive is not None:   # replications: {target_ci: ...}
@@ -355,18 +356,20 @@ class Campaign:
                     "the design to repeat the plan, or resume with the same campaign id",
                     d.name, d.seed, self.campaign_id, d.seed)
 
-    def _execute(self, run, store: Store, fp_id: str) -> None:
-        status, error, measurements, metadata, started, duration, output = self._measure(run, self.backend)
+    def _execute(self, run: Run, backend: Backend, store: Store, fp_id: str) -> None:
+        status, error, measurements, metadata, started, duration, output = self.measure(run, backend)
         keep_output(store, run.run_id, status, output)
         store.record_run(run, status=status, started=started, duration_s=duration,
                          measurements=measurements, error=error, metadata=metadata, fingerprint_id=fp_id)
         if status != "ok":
             log.warning("run %s %s: %s", run.run_id, status, (error or "").splitlines()[0][:200])
 
-    def _measure(self, run, backend, *, live: list | None = None, versions_key=None, deferred=None):
+    def measure(self, run: Run, backend: Backend, *, live: list | None = None, versions_key: Any = None,
+                deferred: contextlib.AbstractContextManager | None = None) -> Measured:
         """Provision, run and tear down one run on ``backend``; returns a :class:`Measured` (status,
-        error, measurements, metadata, started, duration_s, output). ``live`` receives the instances while they exist (so another
-        thread can destroy them); ``deferred`` guards teardown (default: the signal deferral)."""
+        error, measurements, metadata, started, duration_s, output); what the fleet's workers call on
+        their host's backend. ``live`` receives the instances while they exist (so another thread
+        can destroy them); ``deferred`` guards teardown (default: the signal deferral)."""
         spec = InstanceSpec.from_levels(run.levels, self.defaults)
         params = self.workload.params_for(run.levels, spec.vcpus)
         started, t0 = now_iso(), time.perf_counter()
@@ -379,7 +382,7 @@ class Campaign:
         net = None
         try:
             metadata["overcommitted"] = spec.overcommitted(backend.host_cpus())
-            with self._noise(run, spec, metadata, backend) as neighbours:
+            with self.around_run(run, spec, metadata, backend) as neighbours:
                 if neighbours:
                     metadata["neighbours"] = list(neighbours)
                 net = runnet.open_network(backend, run.levels, self.workload, params, spec.count,
@@ -419,7 +422,13 @@ class Campaign:
         return Measured(status, error, provisioned + list(measurements), metadata, started,
                         time.perf_counter() - t0, output)
 
-    def _noise(self, run, spec, metadata, backend):
+    def around_run(self, run: Run, spec: InstanceSpec, metadata: dict,
+                   backend: Backend) -> contextlib.AbstractContextManager:
+        """The per-run hook: a context manager entered before the run's instances are made and
+        left after its workload ended (its instances still exist), whose value is the list of
+        neighbour names it started. Here: a noise neighbour for a ``noise`` level; a study
+        extends it (KSM switching, k neighbours) and calls ``super().around_run``. It may add
+        keys to ``metadata``, stored with the run."""
         kind = run.levels.get("noise", "none")
         if kind == "none":
             return contextlib.nullcontext([])
@@ -430,7 +439,7 @@ class Campaign:
 
 
 class Measured(NamedTuple):
-    """What :meth:`Campaign._measure` returns for one run. ``output``: the commands the run's
+    """What :meth:`Campaign.measure` returns for one run. ``output``: the commands the run's
     instances ran last with their (capped) output, for a run that did not end ok; "" otherwise."""
     status: str
     error: str | None

@@ -233,7 +233,7 @@ class Fleet:
             platform = self.tb.platform(self.platform_of(run))
             try:
                 backend = self.pool.open(h, platform)
-                result = self.c._measure(run, backend, live=state.live, versions_key=(h.name, platform.name),
+                result = self.c.measure(run, backend, live=state.live, versions_key=(h.name, platform.name),
                                          deferred=contextlib.nullcontext())
             except LabkitError as exc:   # the backend could not be (re)opened
                 result = Measured("failed", f"{type(exc).__name__}: {exc}", [], {}, now_iso(), 0.0)

@@ -39,7 +39,7 @@ from scipy import stats as sps
 from .errors import ConfigError
 from .files import atomic_write
 from .labels import PALETTE, colors, label, term_label
-from .stats import _validate as v
+from .stats import validate as v
 from .stats.diagnostics import Diagnostics
 from .stats.lenth import lenth
 from .stats.summary import summarize

@@ -19,7 +19,7 @@ import pandas as pd
 
 from .errors import ConfigError
 from .labels import label, term_label
-from .stats import _validate as v
+from .stats import validate as v
 from .stats.diagnostics import Diagnostics
 from .stats.factorial import sign_table, yates_terms
 from .stats.lenth import lenth

@@ -33,7 +33,8 @@ def responses(tidy: pd.DataFrame, metric: str, factors: list[str], *, how: str =
     return out
 
 
-def _store_path(data_dir, campaign_id) -> Path:
+def store_path(data_dir: str | Path, campaign_id: str) -> Path:
+    """Where campaign ``campaign_id``'s store lies under ``data_dir``."""
     return Path(data_dir) / campaign_id / "store.sqlite"
 
 
@@ -77,7 +78,7 @@ def run_facts(data_dir: str | Path, campaign_id: str) -> dict:
     and ``fingerprints`` (id -> host/backend fingerprint).
     """
     from .store import Store
-    with Store(_store_path(data_dir, campaign_id), readonly=True) as st:
+    with Store(store_path(data_dir, campaign_id), readonly=True) as st:
         runs, fps = st.runs(), st.fingerprints()
     versions: dict = {}
     kinds: set = set()
@@ -125,7 +126,7 @@ def load_campaigns(data_dir: str | Path, campaigns: dict[tuple[str, str], str],
             frames.append(pd.DataFrame({"platform": platform, "benchmark": bench, "metric": metric,
                                         "factor": b["factor"], "level": r[b["factor"]].astype(str),
                                         "run_id": r["run_id"], "value": r[metric]}))
-        if _store_path(data_dir, cid).exists():
+        if store_path(data_dir, cid).exists():
             f = run_facts(data_dir, cid)
             merged = facts.setdefault(platform, {"versions": {}, "domain_types": set(),
                                                  "fingerprints": {}})

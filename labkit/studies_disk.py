@@ -95,10 +95,10 @@ def disk_format_responses(data_dir: str | Path, campaign_id: str, response: str 
     or "qemu" for TCG emulation). ``attrs["excluded"]``: failed or timed-out runs left out.
     StoreError when the campaign is not stored; ConfigError when a run's recorded format is not
     the one its platform declares (``kvm-<format>``)."""
-    from .results import _store_path, responses
+    from .results import responses, store_path
     from .store import Store, load_results
     tidy = load_results(data_dir, campaign_id)
-    with Store(_store_path(data_dir, campaign_id), readonly=True) as st:
+    with Store(store_path(data_dir, campaign_id), readonly=True) as st:
         meta, runs = st.meta(), st.runs()
     params = (meta.get("workload") or {}).get("params") or {}
     present = [f for f in factors if f in tidy.columns]

@@ -329,7 +329,7 @@ class SeedCampaign(Campaign):
         finally:
             _write_ksm(self.ksm_root, found)
 
-    def _noise(self, run, spec, metadata, backend):
+    def around_run(self, run, spec, metadata, backend):
         if "ksm" in run.levels:
             set_ksm(run.levels["ksm"], self.ksm_root)
         metadata["ksm"] = ksm_state(self.ksm_root)
@@ -347,7 +347,7 @@ class SeedCampaign(Campaign):
 
     def _neighbours(self, run, spec, metadata, backend):
         if "neighbours" not in run.levels:
-            return super()._noise(run, spec, metadata, backend)
+            return super().around_run(run, spec, metadata, backend)
         k = run.levels["neighbours"]
         if isinstance(k, bool) or not isinstance(k, int) or not 0 <= k <= 16:
             raise ConfigError(f"factor 'neighbours': level {k!r} must be an integer from 0 to 16")

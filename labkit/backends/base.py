@@ -444,6 +444,11 @@ class Backend(ABC):
             raise
         return made
 
+    def create_one(self, spec: InstanceSpec, name: str, index: int, cpus: list[int] | None) -> Instance:
+        """One started instance named ``name`` (index ``index``, pinned to ``cpus`` or floating),
+        on no network: what a backend composed of others (``ssh-hosts``) asks of each member."""
+        return self._create(spec, check_name(name), index, cpus)
+
     # -- private networks (optional: a backend without them refuses ``network: private``) ----
     @classmethod
     def check_nics(cls, nics: int, where: str) -> None:

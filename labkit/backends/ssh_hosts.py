@@ -86,7 +86,7 @@ class SshHostsBackend(Backend):
         return {"backend": self.name, "hosts": [m.fingerprint() for m in self.members]}
 
     def _create(self, spec: InstanceSpec, name: str, index: int, cpus, network: Network | None = None):
-        return self.member(index)._create(spec, name, index, cpus)
+        return self.member(index).create_one(spec, name, index, cpus)
 
     def create_network(self, prefix: str = "labkit-", count: int = 1, link=None, nics: int = 1) -> Network:
         """The hosts' own network for ``count`` instances (one per host; nothing is created)."""

@@ -23,7 +23,7 @@ import pandas as pd
 from scipy import special
 
 from . import _numeric as num
-from . import _validate as v
+from . import validate as v
 
 
 @dataclass(frozen=True, eq=False)

@@ -22,7 +22,7 @@ from scipy import special
 from ..errors import ConfigError
 from . import _cells
 from . import _numeric as num
-from . import _validate as v
+from . import validate as v
 
 __all__ = ["anova", "oneway_anova", "tukey_hsd"]
 

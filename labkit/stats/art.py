@@ -19,7 +19,7 @@ import pandas as pd
 from ..errors import ConfigError
 from . import _cells
 from . import _numeric as num
-from . import _validate as v
+from . import validate as v
 from .anova import anova
 
 __all__ = ["art_anova", "art_aligned"]

@@ -16,7 +16,7 @@ from scipy import stats as sps
 
 from ..errors import ConfigError
 from . import _numeric as num
-from . import _validate as v
+from . import validate as v
 from .factorial import code, factorial_effects, sign_table
 
 __all__ = ["blocked_effects"]

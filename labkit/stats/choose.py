@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from . import _validate as v
+from . import validate as v
 from .anova import oneway_anova, tukey_hsd
 from .inference import shapiro_by, ttest
 from .multitest import correct

@@ -20,7 +20,7 @@ import pandas as pd
 from scipy import stats as sps
 
 from ..errors import ConfigError
-from . import _validate as v
+from . import validate as v
 from .multitest import adjust_p
 from .overhead import fieller_ratio
 

@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import ConfigError
-from . import _validate as v
+from . import validate as v
 
 __all__ = ["cost_efficiency"]
 

@@ -14,9 +14,9 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from . import _validate as v
+from . import validate as v
 from .factorial import factorial_effects, factorial_residuals
-from .inference import _shapiro_row
+from .inference import shapiro_row
 
 __all__ = ["Diagnostics", "factorial_diagnostics"]
 
@@ -50,7 +50,7 @@ def _test(res: pd.DataFrame, alpha: float, saturated: bool) -> dict:
         return {"n": len(res), "W": np.nan, "p": np.nan, "normal": pd.NA,
                 "note": "saturated model (unreplicated design): residuals are all zero; pass "
                         "terms=lenth(effects).active for a reduced model"}
-    return _shapiro_row(res["residual"].to_numpy(float), alpha)
+    return shapiro_row(res["residual"].to_numpy(float), alpha)
 
 
 def factorial_diagnostics(data: pd.DataFrame, factors: Sequence[str], response: str, *,

@@ -14,7 +14,7 @@ from scipy import optimize, special
 from scipy import stats as sps
 
 from ..errors import ConfigError
-from . import _validate as v
+from . import validate as v
 
 __all__ = ["effect_sizes", "hedges_g"]
 

@@ -18,7 +18,7 @@ from scipy import stats as sps
 
 from ..errors import ConfigError
 from . import _numeric as num
-from . import _validate as v
+from . import validate as v
 
 ANOVA_HINT = "; use labkit.stats.anova() for multi-level factors or unbalanced data"
 MAX_FACTORS = 20

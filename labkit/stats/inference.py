@@ -11,14 +11,16 @@ import pandas as pd
 from scipy import stats as sps
 
 from ..errors import ConfigError
-from . import _validate as v
+from . import validate as v
 
 __all__ = ["shapiro", "shapiro_by", "ttest", "ttest_by"]
 
 SHAPIRO_COLUMNS = ["n", "W", "p", "normal", "note"]
 
 
-def _shapiro_row(a: np.ndarray, alpha: float) -> dict:
+def shapiro_row(a: np.ndarray, alpha: float) -> dict:
+    """Shapiro-Wilk of ``a`` as one row: ``n``, ``W``, ``p``, ``normal`` (p > ``alpha``; NA below
+    3 values), the row :func:`shapiro` returns and the residual check reuses."""
     n = len(a)
     if n < 3:
         return {"n": n, "W": np.nan, "p": np.nan, "normal": pd.NA,
@@ -42,7 +44,7 @@ def shapiro(x: v.Sample, *, alpha: float = 0.05) -> pd.DataFrame:
     a = v.sample(x, "x")
     if len(a) < 3:
         raise ConfigError(f"shapiro() needs at least 3 observations, got {len(a)}")
-    return pd.DataFrame([_shapiro_row(a, alpha)], columns=SHAPIRO_COLUMNS)
+    return pd.DataFrame([shapiro_row(a, alpha)], columns=SHAPIRO_COLUMNS)
 
 
 def shapiro_by(data: pd.DataFrame, by: v.Columns, response: str, *, alpha: float = 0.05) -> pd.DataFrame:
@@ -59,7 +61,7 @@ def shapiro_by(data: pd.DataFrame, by: v.Columns, response: str, *, alpha: float
     rows = []
     for key, grp in data.groupby(by, sort=True, observed=True, dropna=False):
         key = key if isinstance(key, tuple) else (key,)
-        rows.append(dict(zip(by, key)) | _shapiro_row(grp[response].to_numpy(float), alpha))
+        rows.append(dict(zip(by, key)) | shapiro_row(grp[response].to_numpy(float), alpha))
     return pd.DataFrame(rows, columns=by + SHAPIRO_COLUMNS)
 
 

@@ -13,7 +13,7 @@ import pandas as pd
 from scipy import stats as sps
 
 from ..errors import ConfigError
-from . import _validate as v
+from . import validate as v
 
 __all__ = ["LenthResult", "lenth"]
 

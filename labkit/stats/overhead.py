@@ -24,7 +24,7 @@ import pandas as pd
 from scipy import stats as sps
 
 from ..errors import ConfigError
-from . import _validate as v
+from . import validate as v
 
 __all__ = ["fieller_ratio", "overhead_ratios"]
 

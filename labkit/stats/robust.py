@@ -21,7 +21,7 @@ from scipy import stats as sps
 
 from ..errors import ConfigError
 from . import _numeric as num
-from . import _validate as v
+from . import validate as v
 from .multitest import adjust_p
 
 __all__ = ["brunner_munzel", "dunn", "games_howell", "kruskal", "levene", "mann_whitney",

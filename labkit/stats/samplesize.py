@@ -17,7 +17,7 @@ import pandas as pd
 from scipy import stats as sps
 
 from ..errors import ConfigError
-from . import _validate as v
+from . import validate as v
 
 __all__ = ["n_for_halfwidth", "n_for_power", "sample_size"]
 

@@ -5,7 +5,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats as sps
 
-from . import _validate as v
+from . import validate as v
 
 __all__ = ["summarize"]
 

@@ -14,7 +14,7 @@ from scipy import optimize
 from scipy import stats as sps
 
 from ..errors import ConfigError
-from . import _validate as v
+from . import validate as v
 
 __all__ = ["boxcox", "boxcox_transform"]
 

@@ -46,7 +46,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from ..errors import BenchmarkError, CommandTimeout, ConfigError, tail
-from .base import Measurement, Workload, network_address, require_tool, run_checked
+from .base import NUMBER, Measurement, Workload, find_number, network_address, require_tool, run_checked
 from .iperf3 import check_address
 from .params import TIMEOUT, Bool, Int, Num, Str
 
@@ -58,14 +58,8 @@ PATHS = ("loopback", "instances", "from_host")
 MODULES = "/usr/lib/apache2/modules"
 HTTPD = "/usr/sbin/apache2"
 
-_NUM = r"([0-9]+(?:\.[0-9]+)?)"
-
-
-def _find(pattern, text, what, command) -> float:
-    m = re.search(pattern, text)
-    if not m:
-        raise BenchmarkError(f"ab output has no {what}", command, tail(text))
-    return float(m.group(1))
+def _find(pattern: str, text: str, what: str, command: Sequence[str] | None) -> float:
+    return find_number(pattern, text, what, command, tool="ab")
 
 
 def parse(text: str, command: Sequence[str] | None = None, instance: int = 0, requests: int | None = None) -> list[Measurement]:
@@ -76,11 +70,11 @@ def parse(text: str, command: Sequence[str] | None = None, instance: int = 0, re
     was not served: the measurement would be of error pages).
     """
     text = text or ""
-    rps = _find(r"Requests per second:\s*" + _NUM, text, "'Requests per second'", command)
-    tpr = _find(r"Time per request:\s*" + _NUM + r" \[ms\] \(mean\)", text, "'Time per request (mean)'", command)
+    rps = _find(r"Requests per second:\s*" + NUMBER, text, "'Requests per second'", command)
+    tpr = _find(r"Time per request:\s*" + NUMBER + r" \[ms\] \(mean\)", text, "'Time per request (mean)'", command)
     complete = _find(r"Complete requests:\s*([0-9]+)", text, "'Complete requests'", command)
     failed = _find(r"Failed requests:\s*([0-9]+)", text, "'Failed requests'", command)
-    rate = _find(r"Transfer rate:\s*" + _NUM, text, "'Transfer rate'", command)
+    rate = _find(r"Transfer rate:\s*" + NUMBER, text, "'Transfer rate'", command)
     m = re.search(r"Non-2xx responses:\s*([0-9]+)", text)
     non2xx = float(m.group(1)) if m else 0.0
     if requests is not None and complete < requests:

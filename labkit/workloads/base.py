@@ -19,6 +19,7 @@ by the run's workload factor levels, plus ``vcpus`` (the instance's vCPUs).
 from __future__ import annotations
 
 import json
+import re
 import shlex
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
@@ -136,6 +137,20 @@ def network_address(instance: Instance, *, peer: bool = False) -> str:
         raise ConfigError(f"{instance.name} has no address on the run's private network "
                           "(the design needs network: private)")
     return address
+
+
+#: a decimal number in a tool's report, as one regex group
+NUMBER = r"([0-9]+(?:\.[0-9]+)?)"
+
+
+def find_number(pattern: str, text: str, what: str, command: Sequence[str] | None, *, tool: str,
+                flags: int = 0) -> float:
+    """The first group of ``pattern`` in ``text`` (a tool's report) as a float; BenchmarkError
+    "<tool> output has no <what>" with the command and the output's tail when it is missing."""
+    m = re.search(pattern, text, flags)
+    if not m:
+        raise BenchmarkError(f"{tool} output has no {what}", command, tail(text))
+    return float(m.group(1))
 
 
 def run_checked(instance: Instance, argv: str | Sequence[str], *, timeout: float | None = None,

@@ -50,7 +50,7 @@ import shlex
 
 from ..errors import BenchmarkError, ConfigError, tail
 from .base import Measurement, Workload, run_checked
-from .mpi import _cleanup, launch
+from .mpi import launch, remove_launch_dir
 from .params import NAME, PATH, THREADS, TIMEOUT, Int, Str
 from .scaling import resolve_threads
 from .template import fill
@@ -318,7 +318,7 @@ class Npb(Workload):
         params = {**self.params, **params}
         argv = [self.binary(params), *shlex.split(params["args"])]
         res, wdir, _took = launch(instances, argv, ranks=params["ranks"], timeout=params.get("timeout_s"))
-        _cleanup(instances, wdir)
+        remove_launch_dir(instances, wdir)
         return self._rows(res.stdout, argv, params, processes=params["ranks"])
 
     def version(self, instance) -> dict:

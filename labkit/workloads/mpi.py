@@ -255,7 +255,8 @@ def launch(instances: Sequence[Instance], program: list[str], *, ranks: int, tim
     return res, wdir, took
 
 
-def _cleanup(instances, wdir: str) -> None:
+def remove_launch_dir(instances: Sequence[Instance], wdir: str) -> None:
+    """Remove a launch's work dir (``wdir``, made by :func:`launch`) from every instance."""
     for inst in instances:
         inst.exec(["rm", "-rf", wdir], check=False, timeout=30)
 
@@ -313,7 +314,7 @@ class Mpi(_MpiBase):
         if not program:
             raise ConfigError("workload 'mpi': parameter 'program' (the MPI command line) is required")
         res, wdir, took = launch(instances, program, ranks=_ranks(params, instances), timeout=params["timeout_s"])
-        _cleanup(instances, wdir)
+        remove_launch_dir(instances, wdir)
         hook = _hook(params["parser"])
         rows = [Measurement("wall_time_s", took, "s", 0)]
         return rows + (list(hook(res.stdout)) if hook else [])
@@ -339,5 +340,5 @@ class Hpcc(_MpiBase):
         try:
             out = instances[0].exec(["cat", f"{wdir}/hpccoutf.txt"], timeout=30).stdout
         finally:
-            _cleanup(instances, wdir)
+            remove_launch_dir(instances, wdir)
         return parse_hpcc(out, ["hpcc"], 0) + [Measurement("wall_time_s", took, "s", 0)]

@@ -20,9 +20,9 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from ..errors import BenchmarkError, CommandTimeout, ConfigError, tail
-from .base import Measurement, Workload, network_address, require_tool, run_checked
+from .base import NUMBER, Measurement, Workload, network_address, require_tool, run_checked
 from .params import TIMEOUT, Int, Num, Str
-from .sysbench import _NUM, _find, _latency
+from .sysbench import find, latency
 
 if TYPE_CHECKING:
     from ..backends.base import Instance
@@ -49,10 +49,10 @@ def parse(text: str, command: Sequence[str] | None = None, instance: int = 0) ->
     text = text or ""
     if "SQL statistics" not in text:
         raise BenchmarkError("sysbench OLTP output is incomplete (no 'SQL statistics')", command, tail(text))
-    tps = _find(r"transactions:\s*[0-9]+\s*\(" + _NUM + " per sec", text, "transactions per second", command)
-    qps = _find(r"queries:\s*[0-9]+\s*\(" + _NUM + " per sec", text, "queries per second", command)
-    errors = _find(r"ignored errors:\s*([0-9]+)", text, "ignored errors", command)
-    avg, p95 = _latency(text, command)
+    tps = find(r"transactions:\s*[0-9]+\s*\(" + NUMBER + " per sec", text, "transactions per second", command)
+    qps = find(r"queries:\s*[0-9]+\s*\(" + NUMBER + " per sec", text, "queries per second", command)
+    errors = find(r"ignored errors:\s*([0-9]+)", text, "ignored errors", command)
+    avg, p95 = latency(text, command)
     return [Measurement("transactions_per_s", tps, "tx/s", instance),
             Measurement("queries_per_s", qps, "queries/s", instance),
             Measurement("latency_avg_ms", avg, "ms", instance),

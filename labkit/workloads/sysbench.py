@@ -31,7 +31,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from ..errors import BenchmarkError, ConfigError, tail
-from .base import Measurement, Workload, require_tool, run_checked
+from .base import NUMBER, Measurement, Workload, find_number, require_tool, run_checked
 from .params import SIZE, THREADS, TIMEOUT, Int, Num, Str
 from .scaling import resolve_threads
 
@@ -43,26 +43,24 @@ RESPONSES = {"cpu": "events_per_s", "memory": "mib_per_s", "threads": "events_pe
              "fileio": "read_mib_per_s"}
 FILEIO_MODES = ("seqwr", "seqrewr", "seqrd", "rndrd", "rndwr", "rndrw")
 
-_NUM = r"([0-9]+(?:\.[0-9]+)?)"
 _VERSION = re.compile(r"sysbench\s+([0-9]+(?:\.[0-9]+)*)")
 
 
-def _find(pattern: str, text: str, what: str, command, flags=0) -> float:
-    m = re.search(pattern, text, flags)
-    if not m:
-        raise BenchmarkError(f"sysbench output has no {what}", command, tail(text))
-    return float(m.group(1))
+def find(pattern: str, text: str, what: str, command: Sequence[str] | None, flags: int = 0) -> float:
+    """A number of a sysbench report (:func:`~labkit.workloads.base.find_number`)."""
+    return find_number(pattern, text, what, command, tool="sysbench", flags=flags)
 
 
-def _latency(text: str, command) -> tuple[float, float]:
-    avg = _find(r"Latency \(ms\):.*?avg:\s*" + _NUM, text, "latency avg", command, re.S)
-    p95 = _find(r"95th percentile:\s*" + _NUM, text, "95th percentile latency", command)
+def latency(text: str, command: Sequence[str] | None) -> tuple[float, float]:
+    """The average and 95th-percentile latency (ms) of a sysbench report."""
+    avg = find(r"Latency \(ms\):.*?avg:\s*" + NUMBER, text, "latency avg", command, re.S)
+    p95 = find(r"95th percentile:\s*" + NUMBER, text, "95th percentile latency", command)
     return avg, p95
 
 
 def _events_per_s(text: str, command) -> float:
-    total_time = _find(r"total time:\s*" + _NUM + "s", text, "total time", command)
-    events = _find(r"total number of events:\s*" + _NUM, text, "total number of events", command)
+    total_time = find(r"total time:\s*" + NUMBER + "s", text, "total time", command)
+    events = find(r"total number of events:\s*" + NUMBER, text, "total number of events", command)
     if total_time <= 0:
         raise BenchmarkError("sysbench reported a total time of 0 s", command, tail(text))
     return events / total_time
@@ -82,27 +80,27 @@ def parse(test: str, text: str, command: Sequence[str] | None = None, instance: 
                              command, tail(text))
     rows: list[tuple[str, float, str]] = []
     if test == "cpu":
-        rows.append(("events_per_s", _find(r"events per second:\s*" + _NUM, text,
+        rows.append(("events_per_s", find(r"events per second:\s*" + NUMBER, text,
                                            "'events per second'", command), "events/s"))
-        avg, p95 = _latency(text, command)
+        avg, p95 = latency(text, command)
         rows += [("latency_avg_ms", avg, "ms"), ("latency_p95_ms", p95, "ms"),
-                 ("total_time_s", _find(r"total time:\s*" + _NUM + "s", text, "total time", command), "s")]
+                 ("total_time_s", find(r"total time:\s*" + NUMBER + "s", text, "total time", command), "s")]
     elif test == "memory":
-        rows.append(("mib_per_s", _find(r"MiB transferred \(" + _NUM + r" MiB/sec\)", text,
+        rows.append(("mib_per_s", find(r"MiB transferred \(" + NUMBER + r" MiB/sec\)", text,
                                         "'MiB transferred (... MiB/sec)'", command), "MiB/s"))
-        rows.append(("ops_per_s", _find(r"Total operations:\s*[0-9]+\s*\(" + _NUM + " per second",
+        rows.append(("ops_per_s", find(r"Total operations:\s*[0-9]+\s*\(" + NUMBER + " per second",
                                         text, "'Total operations'", command), "ops/s"))
     elif test == "threads":
         rows.append(("events_per_s", _events_per_s(text, command), "events/s"))
-        avg, p95 = _latency(text, command)
+        avg, p95 = latency(text, command)
         rows += [("latency_avg_ms", avg, "ms"), ("latency_p95_ms", p95, "ms")]
     else:  # fileio
         rows += [
-            ("read_mib_per_s", _find(r"read, MiB/s:\s*" + _NUM, text, "'read, MiB/s'", command), "MiB/s"),
-            ("write_mib_per_s", _find(r"written, MiB/s:\s*" + _NUM, text, "'written, MiB/s'", command), "MiB/s"),
-            ("reads_per_s", _find(r"reads/s:\s*" + _NUM, text, "'reads/s'", command), "ops/s"),
-            ("writes_per_s", _find(r"writes/s:\s*" + _NUM, text, "'writes/s'", command), "ops/s"),
-            ("fsyncs_per_s", _find(r"fsyncs/s:\s*" + _NUM, text, "'fsyncs/s'", command), "ops/s"),
+            ("read_mib_per_s", find(r"read, MiB/s:\s*" + NUMBER, text, "'read, MiB/s'", command), "MiB/s"),
+            ("write_mib_per_s", find(r"written, MiB/s:\s*" + NUMBER, text, "'written, MiB/s'", command), "MiB/s"),
+            ("reads_per_s", find(r"reads/s:\s*" + NUMBER, text, "'reads/s'", command), "ops/s"),
+            ("writes_per_s", find(r"writes/s:\s*" + NUMBER, text, "'writes/s'", command), "ops/s"),
+            ("fsyncs_per_s", find(r"fsyncs/s:\s*" + NUMBER, text, "'fsyncs/s'", command), "ops/s"),
         ]
     return [Measurement(m, v, u, instance) for m, v, u in rows]
 

@@ -1,4 +1,5 @@
-"""Input checks shared by labkit.stats: every failure is a ConfigError naming the argument."""
+"""Input checks shared by labkit.stats and the plots and reports drawn from its tables: every
+failure is a ConfigError naming the argument."""
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
