@@ -88,9 +88,11 @@ else
     log "building the VM image (cached: instant when nothing changed)"
     cd "$here"
     "$PYTHON" -c '
+import logging
 import sys
 from labkit.errors import LabkitError
 from labkit.images.vm import ensure_vm_image
+logging.basicConfig(level=logging.INFO, format="%(message)s")  # show the build progress lines
 try:
     print(ensure_vm_image())
 except LabkitError as exc:

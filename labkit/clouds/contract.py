@@ -7,37 +7,39 @@ nothing of that prefix is left.
 """
 from __future__ import annotations
 
+import logging
 import secrets
 import time
-from collections.abc import Callable
 from typing import Any
 
 from ..errors import BackendError
 from ..instance import InstanceSpec
 from .base import CloudProvider
 
+log = logging.getLogger("labkit.clouds")
 
-def check_contract(provider: CloudProvider, flavor: str | None = None, image: str | None = None,
-                   echo: Callable[[str], object] = print) -> dict:
+
+def check_contract(provider: CloudProvider, flavor: str | None = None, image: str | None = None) -> dict:
     """Run the contract; returns {provider, checked, prefix, provisioning_s, listed, removed,
-    left, seconds} (the last five only with a flavor and an image). BackendError on a breach."""
+    left, seconds} (the last five only with a flavor and an image). BackendError on a breach.
+    Progress: INFO lines on the ``labkit.clouds`` logger."""
     t0 = time.monotonic()
     provider.check()
     out: dict[str, Any] = {"provider": provider.name, "checked": True}
     if not flavor or not image:
-        echo(f"{provider.name}: credentials and endpoint answer (give --flavor and --image to make a server)")
+        log.info("%s: credentials and endpoint answer (give --flavor and --image to make a server)", provider.name)
         return out
     prefix = f"labkit-cloudcheck{secrets.token_hex(3)}--"
     try:
         [server] = provider.provision(flavor, image, prefix)
-        echo(f"{provider.name}: {server.name} at {server.address} answered over SSH after "
-             f"{server.provisioning_s:.1f}s")
+        log.info("%s: %s at %s answered over SSH after %.1fs", provider.name, server.name, server.address,
+                 server.provisioning_s)
         backend = server.ssh_backend(enforce_limits=False)
         try:
             [inst] = backend.provision(InstanceSpec(vcpus=1))
             try:
                 res = inst.exec(["uname", "-r"], timeout=60)
-                echo(f"{provider.name}: uname -r on {server.name}: {res.stdout.strip()}")
+                log.info("%s: uname -r on %s: %s", provider.name, server.name, res.stdout.strip())
             finally:
                 inst.destroy()
         finally:
@@ -50,12 +52,12 @@ def check_contract(provider: CloudProvider, flavor: str | None = None, image: st
         try:
             provider.cleanup(prefix)
         except Exception as exc:   # the first error is the one to report
-            echo(f"{provider.name}: cleanup({prefix!r}) after the failure failed too: {exc}")
+            log.warning("%s: cleanup(%r) after the failure failed too: %s", provider.name, prefix, exc)
         raise
     out["removed"] = provider.cleanup(prefix)
     out["left"] = [s.name for s in provider.list_labkit(prefix)]
     if out["left"]:
         raise BackendError(f"{provider.name}: cleanup({prefix!r}) left {out['left']}")
     out["seconds"] = time.monotonic() - t0
-    echo(f"{provider.name}: contract holds ({out['seconds']:.1f}s; removed {' '.join(out['removed'])})")
+    log.info("%s: contract holds (%.1fs; removed %s)", provider.name, out["seconds"], " ".join(out["removed"]))
     return out

@@ -8,7 +8,8 @@
     vm      (--vm) a disk image for libvirt, made from the same rootfs              (vm.py)
 
 Every step is cached on its inputs: a second build with the same inputs does
-nothing and says so.
+nothing and says so. Progress goes to the ``labkit.images`` logger at INFO level (the
+command-line entry points show it on the terminal).
 
 Variants add Debian packages (``profile="mpi"`` from ``rootfs.PROFILES``, or
 ``packages="hpcc,openmpi-bin"``); each carries its name everywhere, beside the base:
@@ -23,15 +24,13 @@ from __future__ import annotations
 
 import argparse
 import importlib
-from collections.abc import Callable, Sequence
+import logging
+from collections.abc import Sequence
 from types import ModuleType
 
 from ..errors import BackendUnavailable, ConfigError
 
 TARGETS = ("docker", "lxd")
-
-#: where the image builders write their progress lines (None: nowhere)
-Echo = Callable[[str], object] | None
 
 
 def sdk(module: str, pip_name: str) -> ModuleType:
@@ -59,14 +58,14 @@ def _targets(targets: str | Sequence[str] | None) -> tuple[str, ...]:
 
 
 def build(targets: str | Sequence[str] | None = TARGETS, vm: bool = False, force: bool = False,
-          echo: Echo = print, *, profile: str | None = None, packages: str | Sequence[str] | None = None,
+          *, profile: str | None = None, packages: str | Sequence[str] | None = None,
           variant: str | None = None) -> dict:
     """Build the rootfs and import it into each target; returns what each step did.
 
     ``targets``: a sequence or comma-separated string of ``docker``, ``lxd``
     (empty: only the rootfs). ``vm``: also build the libvirt VM image.
-    ``force``: rebuild everything even when cached. ``echo``: where progress goes
-    (``None`` for silence). ``profile`` / ``packages`` / ``variant``: build the image
+    ``force``: rebuild everything even when cached (progress: INFO lines on the
+    ``labkit.images`` logger). ``profile`` / ``packages`` / ``variant``: build the image
     variant with those extra Debian packages (see :func:`labkit.images.rootfs.variant`)
     instead of the base image.
 
@@ -80,22 +79,21 @@ def build(targets: str | Sequence[str] | None = TARGETS, vm: bool = False, force
 
     chosen = _targets(targets)
     var = make_variant(profile, packages, variant)
-    echo = echo or (lambda *a: None)
-    path = build_rootfs(force=force, echo=echo, var=var)
+    path = build_rootfs(force=force, var=var)
     h = image_hash(path)
     result: dict = {"rootfs": str(path), "hash": h, "variant": var.name, "packages": list(var.extra)}
     if chosen:
-        tarball = rootfs_tarball(path, force=force, echo=echo)
+        tarball = rootfs_tarball(path, force=force)
         result["tarball"] = str(tarball)
         if "docker" in chosen:
             from .docker_image import import_image as import_docker
-            result["docker"] = import_docker(tarball, h, force=force, echo=echo, variant=var.name)
+            result["docker"] = import_docker(tarball, h, force=force, variant=var.name)
         if "lxd" in chosen:
             from .lxd_image import import_image as import_lxd
-            result["lxd"] = import_lxd(tarball, h, force=force, echo=echo, variant=var.name)
+            result["lxd"] = import_lxd(tarball, h, force=force, variant=var.name)
     if vm:
         from .vm import build_vm_image  # the libvirt image, written by its own module
-        result["vm"] = build_vm_image(path, force=force, echo=echo, variant=var.name)
+        result["vm"] = build_vm_image(path, force=force, variant=var.name)
     return result
 
 
@@ -120,6 +118,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                    help="comma-separated targets among docker,lxd (default: both)")
     add_variant_arguments(b)
     args = parser.parse_args(argv)
+    # the builders' progress lines on stderr (basicConfig does nothing when logging is set up)
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
     from ..errors import LabkitError
     try:
         result = build(targets=args.only, vm=args.vm, force=args.force, profile=args.profile,

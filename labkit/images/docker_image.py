@@ -5,12 +5,15 @@ docker SDK. Cached: an image already tagged with the same hash is not imported a
 """
 from __future__ import annotations
 
+import logging
 import os
 import re
 from pathlib import Path
 
 from ..errors import BackendError, BackendUnavailable
-from . import Echo, sdk
+from . import sdk
+
+log = logging.getLogger("labkit.images")
 
 REPOSITORY = "labkit/debian"
 TAG = "12"
@@ -31,14 +34,13 @@ def image_names(h: str, variant: str | None = None) -> tuple[str, str]:
 
 
 def import_image(tarball: Path, h: str, *, force: bool = False, base_url: str | None = None,
-                 echo: Echo = print, variant: str | None = None) -> dict:
+                 variant: str | None = None) -> dict:
     """Import ``tarball`` unless an image for ``h`` (of ``variant``) exists.
 
     Returns ``image`` (the content-addressed name), ``tag`` (the moving name), ``id`` and
     ``built`` (False: the image was already there).
     """
     docker = sdk("docker", "docker")
-    echo = echo or (lambda *a: None)
     base_url = base_url or os.environ.get("DOCKER_HOST") or DEFAULT_SOCKET
     try:
         api = docker.APIClient(base_url=base_url, timeout=600)
@@ -50,9 +52,9 @@ def import_image(tarball: Path, h: str, *, force: bool = False, base_url: str | 
         existing = _image_id(api, docker, exact)
         if existing and not force:
             api.tag(existing, REPOSITORY, tag(variant), force=True)
-            echo(f"docker image {exact} is up to date; nothing to do")
+            log.info("docker image %s is up to date; nothing to do", exact)
             return {"image": exact, "tag": moving, "id": existing, "built": False}
-        echo(f"docker import {tarball} {exact}")
+        log.info("docker import %s %s", tarball, exact)
         changes = ['CMD ["sleep", "infinity"]', f"ENV PATH={PATH_ENV}", "WORKDIR /tmp/labkit",
                    f"LABEL labkit=1 labkit.hash={h}"]
         api.import_image(src=str(tarball), repository=REPOSITORY, tag=f"{tag(variant)}-{h}",
@@ -61,7 +63,7 @@ def import_image(tarball: Path, h: str, *, force: bool = False, base_url: str | 
         if not new_id:
             raise BackendError(f"docker import of {tarball} did not create {exact}")
         api.tag(new_id, REPOSITORY, tag(variant), force=True)
-        _remove_stale(api, docker, keep=exact, echo=echo, variant=variant)
+        _remove_stale(api, docker, keep=exact, variant=variant)
         return {"image": exact, "tag": moving, "id": new_id, "built": True}
     except docker.errors.APIError as exc:
         raise BackendError(f"importing {tarball} into Docker failed: {exc}") from exc
@@ -76,7 +78,7 @@ def _image_id(api, docker, name: str) -> str | None:
         return None
 
 
-def _remove_stale(api, docker, keep: str, echo, variant: str | None = None) -> None:
+def _remove_stale(api, docker, keep: str, variant: str | None = None) -> None:
     """Untag older ``labkit/debian:12[-<variant>]-<hash>`` images of the same variant (their
     layers go when nothing uses them); other variants' images stay."""
     family = re.compile(re.escape(f"{REPOSITORY}:{tag(variant)}-") + "[0-9a-f]{12}")
@@ -85,6 +87,6 @@ def _remove_stale(api, docker, keep: str, echo, variant: str | None = None) -> N
             if family.fullmatch(name) and name != keep:
                 try:
                     api.remove_image(name)
-                    echo(f"removed stale docker image {name}")
+                    log.info("removed stale docker image %s", name)
                 except docker.errors.APIError:
                     pass  # still used by a container: leave it

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+import logging
 import os
 import platform
 import tarfile
@@ -16,7 +17,9 @@ import time
 from pathlib import Path
 
 from ..errors import BackendError, BackendUnavailable
-from . import Echo, sdk
+from . import sdk
+
+log = logging.getLogger("labkit.images")
 
 ALIAS = "labkit-debian-12"
 START_HINT = "start LXD (`lxd --group root &`, then `lxd waitready`) or run `bash scripts/setup-containers.sh`"
@@ -59,7 +62,7 @@ def alias(variant: str | None = None) -> str:
 
 
 def import_image(tarball: Path, h: str, *, force: bool = False, socket: str | None = None,
-                 echo: Echo = print, variant: str | None = None) -> dict:
+                 variant: str | None = None) -> dict:
     """Import ``tarball`` as ``labkit-debian-12`` (``-<variant>``) unless that alias already
     has hash ``h``.
 
@@ -67,7 +70,6 @@ def import_image(tarball: Path, h: str, *, force: bool = False, socket: str | No
     Returns ``alias``, ``fingerprint`` and ``built`` (False: the alias was up to date).
     """
     pylxd = sdk("pylxd", "pylxd")
-    echo = echo or (lambda *a: None)
     if socket and not os.path.exists(socket):
         raise BackendUnavailable(f"LXD is not running: no socket at {socket}; {START_HINT}")
     try:
@@ -79,22 +81,22 @@ def import_image(tarball: Path, h: str, *, force: bool = False, socket: str | No
     try:
         current = _by_alias(images, pylxd, name)
         if current is not None and not force and current.properties.get("labkit.hash") == h:
-            echo(f"LXD image {name} ({current.fingerprint[:12]}) is up to date; nothing to do")
+            log.info("LXD image %s (%s) is up to date; nothing to do", name, current.fingerprint[:12])
             return {"alias": name, "fingerprint": current.fingerprint, "built": False}
         # the tarball's mtime as creation date keeps the metadata (hence the fingerprint) stable
         meta = metadata_tarball(h, created=int(tarball.stat().st_mtime))
         fp = _fingerprint(meta, tarball)
         if images.exists(fp):
-            echo(f"LXD already holds image {fp[:12]}; pointing {name} at it")
+            log.info("LXD already holds image %s; pointing %s at it", fp[:12], name)
             image = images.get(fp)
         else:
-            echo(f"lxc image import {tarball} --alias {name}")
+            log.info("lxc image import %s --alias %s", tarball, name)
             with open(tarball, "rb") as rootfs:
                 image = images.create(rootfs, metadata=meta, public=False, wait=True)
         if current is not None and current.fingerprint != image.fingerprint:
             current.delete_alias(name)
             current.delete(wait=True)
-            echo(f"removed stale LXD image {current.fingerprint[:12]}")
+            log.info("removed stale LXD image %s", current.fingerprint[:12])
         if current is None or current.fingerprint != image.fingerprint:
             image.add_alias(name, f"labkit Debian 12 image (rootfs {h})")
         return {"alias": name, "fingerprint": image.fingerprint, "built": True}

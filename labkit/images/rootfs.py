@@ -35,7 +35,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import BackendError, BackendUnavailable, ConfigError, tail
-from . import Echo
 
 log = logging.getLogger("labkit.images")
 
@@ -281,18 +280,18 @@ def _run(cmd: list[str], what: str, **kw) -> subprocess.CompletedProcess:
     return proc
 
 
-def build_rootfs(force: bool = False, *, echo: Echo = print, var: Variant = BASE) -> Path:
+def build_rootfs(force: bool = False, *, var: Variant = BASE) -> Path:
     """Path of the finished Debian 12 rootfs (of variant ``var``), debootstrapping it if it is
     not cached.
 
-    A second call with the same inputs does nothing (and says so through ``echo``).
+    A second call with the same inputs does nothing (and says so: INFO on the ``labkit.images``
+    logger, like the other progress lines).
     """
     with _build_lock():
-        return _build_rootfs(force, echo, var)
+        return _build_rootfs(force, var)
 
 
-def _build_rootfs(force: bool, echo, var: Variant = BASE) -> Path:
-    echo = echo or (lambda *a: None)
+def _build_rootfs(force: bool, var: Variant = BASE) -> Path:
     if os.geteuid() != 0:
         raise BackendUnavailable("building the labkit rootfs needs root (debootstrap); run as root")
     inp = inputs(var.packages)
@@ -300,7 +299,7 @@ def _build_rootfs(force: bool, echo, var: Variant = BASE) -> Path:
     path = rootfs_path(h, var)
     stamp = read_stamp(path) if path.is_dir() else None
     if stamp and not force:
-        echo(f"rootfs {path} is up to date (inputs {h}); nothing to do")
+        log.info("rootfs %s is up to date (inputs %s); nothing to do", path, h)
         return path
 
     if not shutil.which("debootstrap"):
@@ -317,7 +316,7 @@ def _build_rootfs(force: bool, echo, var: Variant = BASE) -> Path:
     if mirror.signed_by and Path(mirror.signed_by).exists():
         cmd.append(f"--keyring={mirror.signed_by}")
     cmd += [SUITE, str(tmp), mirror.uri]
-    echo(f"debootstrap {SUITE} into {tmp} from the apt mirror in {mirror.origin} (takes minutes)")
+    log.info("debootstrap %s into %s from the apt mirror in %s (takes minutes)", SUITE, tmp, mirror.origin)
     t0 = time.monotonic()
     _run(cmd, "debootstrap", env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"})
     _finish_rootfs(tmp)
@@ -327,8 +326,8 @@ def _build_rootfs(force: bool, echo, var: Variant = BASE) -> Path:
     _write_stamp(path, {**inp, "hash": h, "variant": var.name,
                         "built": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                         "seconds": round(time.monotonic() - t0, 1)})
-    echo(f"rootfs built at {path} in {time.monotonic() - t0:.0f}s")
-    _prune_stale(path, echo, var)
+    log.info("rootfs built at %s in %.0fs", path, time.monotonic() - t0)
+    _prune_stale(path, var)
     return path
 
 
@@ -338,7 +337,7 @@ def _family(var: Variant) -> str:
     return re.escape(stem) + r"[0-9a-f]{12}"
 
 
-def _prune_stale(keep: Path, echo, var: Variant = BASE) -> None:
+def _prune_stale(keep: Path, var: Variant = BASE) -> None:
     """Remove rootfs trees of older recipes or package lists of the same variant (their images
     are rebuilt anyway)."""
     for old in keep.parent.glob("rootfs-*"):
@@ -350,7 +349,7 @@ def _prune_stale(keep: Path, echo, var: Variant = BASE) -> None:
             shutil.rmtree(old, ignore_errors=True)
         else:
             old.unlink(missing_ok=True)
-        echo(f"removed stale {old}")
+        log.info("removed stale %s", old)
 
 
 def _write_stamp(path: Path, data: dict) -> None:
@@ -402,15 +401,14 @@ def image_hash(path: Path | None = None) -> str:
     return stamp["hash"]
 
 
-def rootfs_tarball(path: Path | None = None, *, force: bool = False, echo: Echo = print) -> Path:
+def rootfs_tarball(path: Path | None = None, *, force: bool = False) -> Path:
     """An uncompressed tarball of the rootfs beside it (``rootfs-<image hash>.tar``), cached."""
-    echo = echo or (lambda *a: None)
     path = path or rootfs_path()
     with _build_lock():
-        return _tarball(path, force, echo)
+        return _tarball(path, force)
 
 
-def _tarball(path: Path, force: bool, echo) -> Path:
+def _tarball(path: Path, force: bool) -> Path:
     h = image_hash(path)
     var = Variant((read_stamp(path) or {}).get("variant"))
     out = path.parent / (var.dirname(h) + ".tar")
@@ -420,7 +418,7 @@ def _tarball(path: Path, force: bool, echo) -> Path:
         if old != out and re.fullmatch(_family(var) + r"\.tar", old.name):
             old.unlink(missing_ok=True)
     tmp = out.with_suffix(".tar.tmp")
-    echo(f"packing {path} into {out}")
+    log.info("packing %s into %s", path, out)
     # GNU tar keeps owners, modes, devices, hard links and xattrs exactly (numeric ids)
     _run(["tar", "--numeric-owner", "--xattrs", "-C", str(path), "-cf", str(tmp), "."],
          "tar of the rootfs")

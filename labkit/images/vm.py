@@ -36,7 +36,6 @@ from importlib import resources
 from pathlib import Path
 
 from ..errors import BackendError, BackendUnavailable, tail
-from . import Echo
 
 log = logging.getLogger("labkit.images")
 
@@ -152,15 +151,13 @@ def pointer(variant: str | None = None) -> Path:
     return cache_dir() / (f"vm-{variant}.json" if variant else CURRENT)
 
 
-def build_vm_image(rootfs: Path, force: bool = False, *, echo: Echo = print,
-                   variant: str | None = None) -> Path:
+def build_vm_image(rootfs: Path, force: bool = False, *, variant: str | None = None) -> Path:
     """Directory of the VM image made from ``rootfs``, building it if not cached.
 
     Steps: hard-link copy of the rootfs (the shared tree is never modified), add
     ``/sbin/labkit-init`` and the kernel's :data:`GUEST_MODULES`, ``mkfs.ext4 -d`` into a
     sparse raw file (no loop mount), ``qemu-img convert`` to qcow2, copy kernel and initrd, write ``image.json``, then the stamp.
     """
-    echo = echo or (lambda *a: None)
     if os.geteuid() != 0:
         raise BackendUnavailable("building the VM image needs root (to read the whole rootfs)")
     rootfs = Path(rootfs)
@@ -173,7 +170,7 @@ def build_vm_image(rootfs: Path, force: bool = False, *, echo: Echo = print,
     h = hashlib.sha256(json.dumps(inp, sort_keys=True).encode()).hexdigest()[:12]
     out = cache_dir() / f"vm-{h}"
     if _stamp(out).exists() and not force:
-        echo(f"VM image {out} is up to date (inputs {h}); nothing to do")
+        log.info("VM image %s is up to date (inputs %s); nothing to do", out, h)
         _point_current(out, variant)
         return out
 
@@ -184,7 +181,7 @@ def build_vm_image(rootfs: Path, force: bool = False, *, echo: Echo = print,
         shutil.rmtree(work)
     work.mkdir(parents=True)
     staging = work / "root"
-    echo(f"making the VM image from {rootfs} into {out}")
+    log.info("making the VM image from %s into %s", rootfs, out)
     try:
         _run(["cp", "-al", rootfs, staging], "hard-link copy of the rootfs")
     except BackendError:  # another filesystem: a real copy
@@ -245,7 +242,7 @@ def build_vm_image(rootfs: Path, force: bool = False, *, echo: Echo = print,
     os.replace(work, out)
     _stamp(out).write_text(json.dumps({"hash": h, "built": info["built"]}))
     _point_current(out, variant)
-    echo(f"VM image built at {out} in {time.monotonic() - t0:.0f}s ({size_mb} MB disk, kernel {version})")
+    log.info("VM image built at %s in %.0fs (%s MB disk, kernel %s)", out, time.monotonic() - t0, size_mb, version)
     return out
 
 
@@ -264,10 +261,10 @@ def current_image() -> Path | None:
         return None
 
 
-def ensure_vm_image(force: bool = False, *, echo: Echo = print) -> Path:
+def ensure_vm_image(force: bool = False) -> Path:
     """Build the shared rootfs (if needed), then the VM image from it."""
     from .rootfs import build_rootfs
-    return build_vm_image(build_rootfs(echo=echo), force=force, echo=echo)
+    return build_vm_image(build_rootfs(), force=force)
 
 
 def remove_stale(keep: Path | None = None) -> list[Path]:

@@ -2,6 +2,8 @@
 docs/design.md proved from inside each container, plus docker-specific guarantees."""
 from __future__ import annotations
 
+import logging
+
 import pytest
 
 from labkit.backends.docker import DEFAULT_IMAGE
@@ -44,17 +46,18 @@ class TestDocker(ContainerContract, LifecycleContract):
         finally:
             api.remove_container(cid, force=True)
 
-    def test_image_import_is_cached_then_replaced(self, backend, tmp_path, monkeypatch):
+    def test_image_import_is_cached_then_replaced(self, backend, tmp_path, monkeypatch, caplog):
         repo = f"{PREFIX}-image"
         monkeypatch.setattr(docker_image, "REPOSITORY", repo)
         tar = tiny_rootfs_tar(tmp_path / "rootfs.tar")
-        said = []
+        caplog.set_level(logging.INFO, logger="labkit.images")
         try:
-            first = docker_image.import_image(tar, "a" * 12, echo=said.append)
+            first = docker_image.import_image(tar, "a" * 12)
             assert first["built"] and first["image"] == f"{repo}:12-{'a' * 12}"
-            again = docker_image.import_image(tar, "a" * 12, echo=said.append)
+            again = docker_image.import_image(tar, "a" * 12)
+            said = [r.getMessage() for r in caplog.records if r.name == "labkit.images"]
             assert not again["built"] and "nothing to do" in said[-1]
-            newer = docker_image.import_image(tar, "b" * 12, echo=said.append)
+            newer = docker_image.import_image(tar, "b" * 12)
             assert newer["built"]
             tags = {t for img in backend.api.images(name=repo) for t in img.get("RepoTags") or []}
             assert tags == {f"{repo}:12-{'b' * 12}", f"{repo}:12"}  # the stale tag is gone

@@ -2,6 +2,8 @@
 proved from inside each container, plus LXD-specific guarantees."""
 from __future__ import annotations
 
+import logging
+
 import pytest
 
 from labkit.backends import lxd_base
@@ -39,20 +41,22 @@ class TestLxd(ContainerContract, LifecycleContract):
         pool = backend.client.storage_pools.get(fp["storage_pool"])
         assert fp["storage_driver"] == pool.driver
 
-    def test_image_import_is_cached_then_replaced(self, backend, tmp_path, monkeypatch):
+    def test_image_import_is_cached_then_replaced(self, backend, tmp_path, monkeypatch, caplog):
         import pylxd
         alias = f"{PREFIX}-image"
         monkeypatch.setattr(lxd_image, "ALIAS", alias)
         tar = tiny_rootfs_tar(tmp_path / "rootfs.tar")
-        said, fingerprints = [], set()
+        caplog.set_level(logging.INFO, logger="labkit.images")
+        fingerprints: set[str] = set()
         images = backend.client.images
         try:
-            first = lxd_image.import_image(tar, "a" * 12, echo=said.append)
+            first = lxd_image.import_image(tar, "a" * 12)
             fingerprints.add(first["fingerprint"])
             assert first["built"]
-            again = lxd_image.import_image(tar, "a" * 12, echo=said.append)
+            again = lxd_image.import_image(tar, "a" * 12)
+            said = [r.getMessage() for r in caplog.records if r.name == "labkit.images"]
             assert not again["built"] and "nothing to do" in said[-1]
-            newer = lxd_image.import_image(tar, "b" * 12, echo=said.append)
+            newer = lxd_image.import_image(tar, "b" * 12)
             fingerprints.add(newer["fingerprint"])
             assert newer["built"] and newer["fingerprint"] != first["fingerprint"]
             target = images.get_by_alias(alias)

@@ -5,6 +5,10 @@ from __future__ import annotations
 
 import io
 import json
+import logging
+import os
+import subprocess
+import sys
 import tarfile
 from pathlib import Path
 
@@ -144,18 +148,25 @@ def fake_debootstrap(tmp_path, monkeypatch):
     return calls
 
 
-def test_rootfs_build_is_cached_on_its_inputs(fake_debootstrap):
-    first = rf.build_rootfs(echo=None)
+def said(caplog) -> list[str]:
+    """What the image builders logged (the ``labkit.images`` logger) since caplog's last clear."""
+    return [r.getMessage() for r in caplog.records if r.name == "labkit.images"]
+
+
+def test_rootfs_build_is_cached_on_its_inputs(fake_debootstrap, caplog):
+    caplog.set_level(logging.INFO, logger="labkit.images")
+    first = rf.build_rootfs()
+    assert any(m.startswith("rootfs built at") for m in said(caplog))
     assert len(fake_debootstrap) == 1
     assert "--include=" + ",".join(sorted(rf.PACKAGES)) in fake_debootstrap[0]
     stamp = rf._stamp(first)
     mtime = stamp.stat().st_mtime_ns
-    said = []
-    assert rf.build_rootfs(echo=said.append) == first
+    caplog.clear()
+    assert rf.build_rootfs() == first
     assert len(fake_debootstrap) == 1, "a second build with the same inputs must not debootstrap"
     assert stamp.stat().st_mtime_ns == mtime
-    assert "nothing to do" in said[0]
-    rf.build_rootfs(force=True, echo=None)
+    assert said(caplog) == [f"rootfs {first} is up to date (inputs {rf.inputs_hash()}); nothing to do"]
+    rf.build_rootfs(force=True)
     assert len(fake_debootstrap) == 2
     # nothing but the packages' own files is baked in (no benchmark binary)
     assert not (first / "usr/local/bin").exists()
@@ -185,7 +196,7 @@ def test_vm_image_build_is_cached_on_its_inputs(tmp_path, monkeypatch):
     real_run, steps = vm._run, []
     monkeypatch.setattr(vm, "_run", lambda cmd, what: steps.append(what) or real_run(cmd, what))
 
-    out = vm.build_vm_image(root, echo=None)
+    out = vm.build_vm_image(root)
     assert any("mkfs.ext4" in s for s in steps) and any("qemu-img" in s for s in steps)
     info = json.loads((out / "image.json").read_text())
     assert {info[k] for k in ("disk", "kernel", "initrd")} == {"base.qcow2", "vmlinuz", "initrd.img"}
@@ -193,12 +204,12 @@ def test_vm_image_build_is_cached_on_its_inputs(tmp_path, monkeypatch):
     assert vm.current_image() == out
     mtime = (out / "base.qcow2").stat().st_mtime_ns
     done = len(steps)
-    assert vm.build_vm_image(root, echo=None) == out
+    assert vm.build_vm_image(root) == out
     assert len(steps) == done, f"a cached build ran {steps[done:]}"
     assert (out / "base.qcow2").stat().st_mtime_ns == mtime
     # a changed input (the rootfs content) makes a new image and points the backend at it
     (root / "var/lib/dpkg/status").write_text("Package: base-files\nPackage: kmod\n")
-    other = vm.build_vm_image(root, echo=None)
+    other = vm.build_vm_image(root)
     assert other != out and vm.current_image() == other
     assert vm.remove_stale() == [out] and not out.exists()
 
@@ -310,7 +321,8 @@ def test_pinned_cpus_must_exist_on_the_host():
         check_cpus([0, 5], 2)
 
 
-def test_stale_rootfs_trees_are_pruned_after_a_build(tmp_path):
+def test_stale_rootfs_trees_are_pruned_after_a_build(tmp_path, caplog):
+    caplog.set_level(logging.INFO, logger="labkit.images")
     keep = tmp_path / "rootfs-aaaaaaaaaaaa"
     keep.mkdir()
     (tmp_path / "rootfs-aaaaaaaaaaaa.stamp").write_text("{}")
@@ -318,10 +330,12 @@ def test_stale_rootfs_trees_are_pruned_after_a_build(tmp_path):
     (tmp_path / "rootfs-bbbbbbbbbbbb.stamp").write_text("{}")
     (tmp_path / "rootfs-cccccccccccc.tar").write_text("")  # tarballs are handled by rootfs_tarball
     (tmp_path / "vm-bbbbbbbbbbbb").mkdir()                  # not ours
-    rf._prune_stale(keep, echo=None or (lambda *a: None))
+    rf._prune_stale(keep)
     assert sorted(p.name for p in tmp_path.iterdir()) == [
         "rootfs-aaaaaaaaaaaa", "rootfs-aaaaaaaaaaaa.stamp", "rootfs-cccccccccccc.tar",
         "vm-bbbbbbbbbbbb"]
+    assert sorted(said(caplog)) == [f"removed stale {tmp_path / n}"
+                                    for n in ("rootfs-bbbbbbbbbbbb", "rootfs-bbbbbbbbbbbb.stamp")]
 
 
 def test_variant_from_profile_packages_and_name():
@@ -352,19 +366,19 @@ def test_variant_validation(kw, msg):
 
 
 def test_variant_build_is_cached_beside_the_base_and_prunes_only_its_own(fake_debootstrap):
-    base = rf.build_rootfs(echo=None)
+    base = rf.build_rootfs()
     mpi = rf.variant("mpi")
-    path = rf.build_rootfs(echo=None, var=mpi)
+    path = rf.build_rootfs(var=mpi)
     assert path.name.startswith("rootfs-mpi-") and path != base
     assert "--include=" + ",".join(mpi.packages) in fake_debootstrap[-1]
     assert rf.read_stamp(path)["variant"] == "mpi"
-    assert rf.build_rootfs(echo=None, var=mpi) == path and len(fake_debootstrap) == 2
+    assert rf.build_rootfs(var=mpi) == path and len(fake_debootstrap) == 2
     # an older build of the variant goes, the base stays (and building the base keeps the variant)
     stale = path.with_name("rootfs-mpi-" + "0" * 12)
     stale.mkdir()
-    rf.build_rootfs(force=True, echo=None, var=mpi)
+    rf.build_rootfs(force=True, var=mpi)
     assert not stale.exists() and base.exists() and rf.read_stamp(base)
-    rf.build_rootfs(force=True, echo=None)
+    rf.build_rootfs(force=True)
     assert path.exists() and rf.read_stamp(path)
 
 
@@ -375,3 +389,24 @@ def test_variant_image_names():
     assert docker_image.image_names(h, "mpi") == (f"labkit/debian:12-mpi-{h}", "labkit/debian:12-mpi")
     assert lxd_image.alias() == "labkit-debian-12" and lxd_image.alias("mpi") == "labkit-debian-12-mpi"
     assert vm.pointer().name == "vm-current.json" and vm.pointer("mpi").name == "vm-mpi.json"
+
+
+@pytest.mark.parametrize("argv, line", [
+    (["labkit.images", "build", "--only", ""], "rootfs {} is up to date (inputs {}); nothing to do"),
+    (["labkit", "images", "build", "--only", "none"],
+     "INFO labkit.images: rootfs {} is up to date (inputs {}); nothing to do"),
+], ids=["python -m labkit.images", "labkit images build"])
+def test_command_line_builds_show_their_progress(tmp_path, argv, line):
+    """``python -m labkit.images build`` and ``labkit images build`` set up logging so that the
+    builders' progress lines (INFO on ``labkit.images``) reach the terminal: here a cached rootfs."""
+    if os.geteuid() != 0:
+        pytest.skip("building the rootfs runs as root")
+    env = {**os.environ, "LABKIT_IMAGE_CACHE": str(tmp_path)}
+    h = rf.inputs_hash()
+    path = tmp_path / rf.BASE.dirname(h)
+    path.mkdir()
+    rf._write_stamp(path, {"hash": h})
+    proc = subprocess.run([sys.executable, "-m", *argv], capture_output=True, text=True, env=env,
+                          timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert line.format(path, h) in proc.stderr.splitlines()
