@@ -1,7 +1,9 @@
 """Campaign efficiency on the local backend: sum of benchmark wall times / campaign wall time.
 
 Runs a 2^2 design x 8 replications (32 runs) of a 1-second workload (`sleep 1`
-inside each instance) and prints the figures. Target: efficiency >= 0.97.
+inside each instance) and prints the figures. Targets: efficiency >= 0.97 for the whole
+campaign (start-up and export included) and >= 0.99 for the run loop (issue 33), with the
+local backend's default isolation ``strict`` (``--isolation none`` to compare).
 
 Then the cost of the local backend's isolation (issue 28): one instance with isolation
 ``strict`` (the default) and one with ``none``, side by side, ``--pairs`` rounds (default
@@ -103,7 +105,7 @@ def campaign(args) -> None:
         print(f"overhead per run          {(total - bench) / runs * 1000:.1f} ms")
         print(f"run loop wall time        {loop:.3f} s   (first run start to last run end)")
         print(f"efficiency, whole         {bench / total:.4f}   (target >= 0.97; includes start-up and export)")
-        print(f"efficiency, run loop      {bench / loop:.4f}")
+        print(f"efficiency, run loop      {bench / loop:.4f}   (target >= 0.99)")
     finally:
         shutil.rmtree(data, ignore_errors=True)
 

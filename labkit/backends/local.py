@@ -32,7 +32,12 @@ controller; recorded as None where the host has none). ``relaxed`` is the same w
 of other users); ``none``: the namespaces of before only, full root, the
 controller's environment. ``network="host"`` shares the host's network namespace:
 reduced isolation, recorded as such. The isolation is recorded in each instance's
-metadata (``isolation``) and in :meth:`LocalBackend.fingerprint`.
+metadata (``isolation``) and in :meth:`LocalBackend.fingerprint`. Isolation costs no
+measurable time: one static helper (``lkns``, :mod:`~labkit.backends.sandbox`) holds an
+instance's namespaces, making its network namespace too (no ``ip`` exec) unless a private
+network is attached first, and starts each command with one exec; a command's end is
+seen on its pidfd (:mod:`~labkit.backends.child`), and a network namespace is deleted
+without an ``ip`` exec.
 
 Without root or a usable cgroup the backend refuses with a clear error, unless
 ``enforce_limits=False``: then commands run unconfined (pinned instances still
@@ -41,6 +46,8 @@ False`` is recorded in each run's metadata (and isolation ``none`` without root)
 """
 from __future__ import annotations
 
+import ctypes
+import errno
 import os
 import shutil
 import signal
@@ -139,13 +146,14 @@ class LocalInstance(cgroups.CgroupCounters, Instance):
                              network="none" if self.netns else "host",
                              isolation=backend.isolation_record())
 
-    def _sandbox(self) -> None:
+    def _sandbox(self, new_netns: bool = False) -> None:
         """Start the holder of its namespaces (isolation strict/relaxed): after the network
-        is attached, since it binds the hosts file."""
+        is attached, since it binds the hosts file; ``new_netns``: it makes the network
+        namespace too (none was made: no private network)."""
         be: LocalBackend = self.backend
         hidden = [d for d in be.hidden_dirs() if d != os.path.realpath(self._dir)]
         self._holder = sandbox.start_holder(sandbox.holder_argv(self.name, str(self._dir), self.hosts_file,
-                                                                self.netns, be.mounts), hidden)
+                                                                self.netns, be.mounts, new_netns), hidden)
         self.metadata["isolation"] = {**self.metadata["isolation"], "hidden": hidden}
 
     @property
@@ -154,15 +162,17 @@ class LocalInstance(cgroups.CgroupCounters, Instance):
 
     def _wrap(self, argv: list[str]) -> tuple[list[str], dict]:
         be: LocalBackend = self.backend
-        if self._holder is not None:   # joins the cgroup on the host, then enters the namespaces
+        extra = {"LABKIT_CGROUP_PROCS": " ".join(be.driver.procs_files(self.name))} if be.driver else {}
+        if self._holder is not None:   # one exec: joins the cgroup on the host, then enters the namespaces
             argv = [*sandbox.enter(self._holder, str(self._dir), be.isolation, self.netns is not None), *argv]
+            if be.driver is not None:
+                return argv, extra
             prefix = []
         else:  # nsenter, not `ip netns exec`: that remounts /sys and would hide the cgroup files
             prefix = ["nsenter", f"--net=/run/netns/{self.netns}", "--"] if self.netns else []
         if self.hosts_file and self._holder is None:
             prefix += ["unshare", "--mount", "--propagation", "private", "sh", "-c", _HOSTS, self.hosts_file]
         if be.driver is not None:
-            extra = {"LABKIT_CGROUP_PROCS": " ".join(be.driver.procs_files(self.name))}
             return [*prefix, "/bin/sh", "-c", cgroups.JOIN, "labkit-join", *argv], extra
         if self.host_cpu_ids:
             return [*prefix, "taskset", "-c", cgroups.format_cpulist(self.host_cpu_ids), *argv], {}
@@ -310,14 +320,17 @@ class LocalBackend(Backend):
             raise BackendError(f"local instance {name} exists already") from exc
         try:
             cgroups.apply(ops)
-            if self.isolate:
+            # isolated and no private network to attach first: the holder makes the network
+            # namespace itself with its loopback up (no exec of `ip`); else `ip` does
+            by_holder = self.isolation != "none" and network is None
+            if self.isolate and not by_holder:
                 _ip("netns", "add", name)
                 _ip("-n", name, "link", "set", "lo", "up")
             inst = LocalInstance(self, name, spec, index, cpus, real)
             if network is not None:
                 self._attach(inst, network, index)
             if self.isolation != "none":
-                inst._sandbox()
+                inst._sandbox(new_netns=by_holder and self.isolate)
             return inst
         except BaseException:
             self._remove(name)
@@ -357,9 +370,9 @@ class LocalBackend(Backend):
             except BackendError as exc:
                 errors.append(exc)
         sandbox.stop_holder(holder, name)
-        if os.path.exists(f"/run/netns/{name}"):
+        if os.path.lexists(f"/run/netns/{name}"):
             try:
-                _ip("netns", "delete", name)
+                _delete_netns(name)
             except BackendError as exc:
                 errors.append(exc)
         shutil.rmtree(Path(self.workroot) / name, ignore_errors=True)
@@ -435,6 +448,21 @@ def _controllers(path: str) -> str | None:
         return cgroups.read_local(f"{path}/cgroup.controllers")
     except OSError:
         return None
+
+
+def _delete_netns(name: str) -> None:
+    """What ``ip netns delete NAME`` does, without starting ``ip``: detach the mount that
+    keeps the namespace (``umount2``, 2 = ``MNT_DETACH``; none there is no error) and remove its file."""
+    path = f"/run/netns/{name}"
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.umount2(os.fsencode(path), 2) != 0 and ctypes.get_errno() not in (errno.EINVAL, errno.ENOENT):
+        raise BackendError(f"could not unmount network namespace {path}: {os.strerror(ctypes.get_errno())}")
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+    except OSError as exc:
+        raise BackendError(f"could not remove network namespace {path}: {exc}") from exc
 
 
 def _ip(*args: str) -> None:

@@ -1,10 +1,16 @@
 """What a ``local`` instance's commands may see and do: namespaces, capabilities, environment.
 
+Both halves below are one small static C program, ``lkns`` (``csrc/lkns.c``, compiled
+once with the host's C compiler and cached: :func:`helper`), so that neither an
+instance's life nor a command pays for starting an interpreter or a chain of tools.
+
 An instance with isolation ``strict`` (the default) or ``relaxed`` has a *holder*: a
-process started when the instance is made (:func:`start_holder`), outside the
-instance's cgroup, that owns the instance's own PID and mount namespaces (and sits in
-its network namespace). It prepares the mount namespace once, then waits and reaps
-orphans as the namespace's PID 1 until the instance is destroyed:
+process started when the instance is made (:func:`start_holder`: ``lkns hold``), outside
+the instance's cgroup, that owns the instance's own PID and mount namespaces (and sits in
+its network namespace). It prepares the mount namespace once with ``mount(2)`` calls,
+says ``ready`` on a pipe (no polling), then reaps orphans as the namespace's PID 1 until
+the instance is destroyed (a PID 1 ignores the signals it has no handler for, so the
+instance cannot stop it):
 
 * every directory in ``hidden`` (the controller's data dirs, the registry of running
   campaigns ``/run/labkit``, the local work root holding the other instances' work
@@ -21,14 +27,15 @@ orphans as the namespace's PID 1 until the instance is destroyed:
   echo sockets opened without a capability (``net.ipv4.ip_unprivileged_port_start=0``,
   ``net.ipv4.ping_group_range``: both per network namespace).
 
-Each command then enters those namespaces (:func:`enter`: ``nsenter``, after it has
-joined the instance's cgroup on the host side) and runs through ``setpriv`` with
-``no_new_privs`` set, the inheritable and ambient sets cleared and the bounding set
-emptied (``strict``) or cut to :data:`RELAXED_CAPS` (``relaxed``: enough for a
-service that switches to its own user, such as Apache httpd), in a clean environment
-(:func:`environment`). Without ``CAP_SYS_ADMIN`` a command cannot leave these
-namespaces (``setns``), undo a mount, or move itself to another cgroup (the
-hierarchies are read-only).
+Each command then starts through ``lkns enter`` (:func:`enter`), one exec: it joins the
+instance's cgroup on the host side (the files of ``$LABKIT_CGROUP_PROCS``, as
+:data:`cgroups.JOIN` does), enters those namespaces, forks (the child is in the PID
+namespace), sets ``no_new_privs``, clears the inheritable and ambient sets, empties the
+bounding set (``strict``) or cuts it to :data:`RELAXED_CAPS` (``relaxed``: enough for a
+service that switches to its own user, such as Apache httpd) and execs the command, in a
+clean environment (:func:`environment`); it exits as the command did. Without
+``CAP_SYS_ADMIN`` a command cannot leave these namespaces (``setns``), undo a mount, or
+move itself to another cgroup (the hierarchies are read-only).
 
 Everything else of the host's file system is seen as on the host (``/usr``, ``/etc``,
 ``/tmp``, the ``mounts`` option's directories), read-only as said; isolation ``none`` turns all of this
@@ -37,17 +44,17 @@ controller's environment).
 """
 from __future__ import annotations
 
+import functools
 import os
 import select
-import shutil
 import signal
+import stat
 import subprocess
-import sys
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from ..errors import BackendError, BackendUnavailable, ConfigError
+from ..errors import BackendError, BackendUnavailable, BenchmarkError, ConfigError
 from ..mounts import Mount
 
 MODES = ("strict", "relaxed", "none")
@@ -55,19 +62,20 @@ MODES = ("strict", "relaxed", "none")
 #: without mknod, setpcap, setfcap, sys_chroot and audit_write)
 RELAXED_CAPS = ("chown", "dac_override", "fowner", "fsetid", "kill", "setgid", "setuid",
                 "net_bind_service", "net_raw")
+#: capability numbers (linux/capability.h) of the names above, as ``lkns enter`` takes them
+CAP_NUMBERS = {"chown": 0, "dac_override": 1, "fowner": 3, "fsetid": 4, "kill": 5, "setgid": 6,
+               "setuid": 7, "net_bind_service": 10, "net_raw": 13}
 #: the only variables of the controller's environment a command sees (plus HOME = its work
 #: dir and what the workload passes to ``exec(env=...)``)
 ENV_KEPT = ("PATH", "LANG", "LC_ALL", "TMPDIR")
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 #: what the holder is called on its command line (with the instance's name after it)
 MARKER = "labkit-holder"
-TOOLS = ("unshare", "nsenter", "setpriv")
 #: directories an instance needs: a hidden directory may be none of them nor hold one
 NEEDED = ("/usr", "/bin", "/sbin", "/lib", "/lib64", "/etc", "/tmp", "/var/tmp", "/dev", "/proc", "/sys")
 READY_TIMEOUT_S = 30.0
-
-#: the holder's script (run with this Python, ``-I -S``); see :mod:`.nsholder`
-HOLDER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "nsholder.py")
+#: the C source of ``lkns`` (in this package's ``csrc``)
+SOURCE = "lkns.c"
 
 
 def check_mode(mode: Any) -> str:
@@ -84,8 +92,23 @@ def check_hide(value: Any) -> list[str]:
     return [os.path.normpath(p) for p in items]
 
 
-def missing_tools() -> list[str]:
-    return [t for t in TOOLS if shutil.which(t) is None]
+@functools.cache
+def helper() -> str:
+    """The path of ``lkns``, built by :func:`labkit.workloads.cbuild.build` (static, cached by
+    source text) the first time; BackendUnavailable without a C compiler, or if the binary or
+    its directory could be changed by another user (it runs as root)."""
+    from ..workloads import cbuild
+    try:
+        path = cbuild.build(SOURCE, package=__package__, flags=("-O2",))
+    except BenchmarkError as exc:
+        raise BackendUnavailable(f"local backend: isolation needs its helper {SOURCE} compiled: {exc}; "
+                                 "install a C compiler (apt-get install gcc) or pass isolation='none'") from exc
+    for p in (path, path.parent):
+        st = os.stat(p)
+        if st.st_uid != os.geteuid() or st.st_mode & 0o022 or (p == path and not stat.S_ISREG(st.st_mode)):
+            raise BackendUnavailable(f"local backend: {p} (isolation helper) is not a file or directory "
+                                     "only this user can change; remove it so that it is built again")
+    return str(path)
 
 
 def capabilities(mode: str) -> list[str]:
@@ -123,14 +146,14 @@ def hidden_dirs(candidates: Iterable[str | None], needed: Iterable[str] = ()) ->
 
 
 def holder_argv(name: str, workdir: str, hosts_file: str | None, netns: str | None,
-                mounts: Iterable[Mount] = ()) -> list[str]:
-    """The holder's argv: ``unshare`` of PID and mount namespaces (in network namespace
-    ``netns``, a name under /run/netns, unless None) running :mod:`.nsholder`; ``mounts``
+                mounts: Iterable[Mount] = (), new_netns: bool = False) -> list[str]:
+    """The holder's argv: ``lkns hold``, making PID and mount namespaces (in network namespace
+    ``netns``, a name under /run/netns, unless None; with ``new_netns`` it makes that one too,
+    as ``ip netns add`` would, with its loopback up: one exec fewer); ``mounts``
     (:class:`~labkit.mounts.Mount`): their targets writable or read-only as they ask."""
-    prefix = ["nsenter", f"--net=/run/netns/{netns}", "--"] if netns else []
-    return [*prefix, "unshare", "--pid", "--fork", "--kill-child", "--mount", "--propagation", "private",
-            "--mount-proc", "--", sys.executable, "-I", "-S", HOLDER, MARKER, name, workdir, hosts_file or "",
-            "netns" if netns else "", *(("-" if m.readonly else "+") + m.target for m in mounts)]
+    ns = ("+" if new_netns else "") + netns if netns else ""
+    return [helper(), "hold", MARKER, name, workdir, hosts_file or "", ns,
+            *(("-" if m.readonly else "+") + m.target for m in mounts)]
 
 
 def start_holder(argv: list[str], hidden: list[str]) -> subprocess.Popen:
@@ -169,18 +192,15 @@ def _kill_group(proc: subprocess.Popen) -> None:
 
 def enter(holder: subprocess.Popen, workdir: str, mode: str, net: bool) -> list[str]:
     """The argv prefix that runs a command in ``holder``'s namespaces, in ``workdir``, with
-    the capabilities of ``mode`` and ``no_new_privs``. BackendError if the holder is gone
+    the capabilities of ``mode`` and ``no_new_privs``, after joining the cgroup of
+    ``$LABKIT_CGROUP_PROCS`` (when set). BackendError if the holder is gone
     (its pid cannot be reused meanwhile: it is our child, reaped only here or in
     :func:`stop_holder`)."""
     if holder.poll() is not None:
         raise BackendError(f"the instance's namespace holder (pid {holder.pid}) exited "
                            f"(status {holder.returncode}): the instance is gone")
-    ns = f"/proc/{holder.pid}/ns"
-    caps = ",".join(["-all", *(f"+{c}" for c in capabilities(mode))])
-    return ["nsenter", f"--mount={ns}/mnt", f"--pid={ns}/pid_for_children",
-            *([f"--net={ns}/net"] if net else []), f"--wd={workdir}", "--",
-            "setpriv", "--no-new-privs", f"--bounding-set={caps}", "--inh-caps=-all",
-            "--ambient-caps=-all", "--"]
+    caps = ",".join(str(CAP_NUMBERS[c]) for c in capabilities(mode))
+    return [helper(), "enter", str(holder.pid), workdir, "1" if net else "0", caps, "--"]
 
 
 def stop_holder(holder: subprocess.Popen | None, name: str) -> None:
@@ -220,7 +240,4 @@ def require(mode: str) -> None:
     if os.geteuid() != 0:
         raise BackendUnavailable(f"local backend: isolation={mode!r} needs root (namespaces); "
                                  "run as root or pass isolation='none'")
-    missing = missing_tools()
-    if missing:
-        raise BackendUnavailable(f"local backend: isolation={mode!r} needs {', '.join(missing)} "
-                                 "(Debian package util-linux); install it or pass isolation='none'")
+    helper()

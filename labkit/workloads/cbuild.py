@@ -41,9 +41,11 @@ def compile_c(source: str | Path, binary: str | Path, *, flags: Sequence[str] = 
     return Path(binary)
 
 
-def build(source: str, *, flags: tuple[str, ...] = ("-O2", "-pthread"), static: bool = True) -> Path:
-    """Path of the compiled binary for ``labkit/workloads/csrc/<source>``, building it if needed."""
-    src = resources.files("labkit.workloads").joinpath("csrc", source)
+def build(source: str, *, flags: tuple[str, ...] = ("-O2", "-pthread"), static: bool = True,
+          package: str = "labkit.workloads") -> Path:
+    """Path of the compiled binary for ``csrc/<source>`` of ``package`` (labkit's kernels by
+    default; ``labkit.backends`` for the local backend's helper), building it if needed."""
+    src = resources.files(package).joinpath("csrc", source)
     text = src.read_bytes()
     all_flags = list(flags) + (["-static"] if static else [])
     key = hashlib.sha256(text + " ".join(all_flags).encode()).hexdigest()[:16]
