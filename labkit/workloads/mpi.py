@@ -3,7 +3,7 @@
 ``mpirun`` runs on this host, the host end of the run's private network; it starts
 one ``orted`` per instance through a launch agent that labkit writes (a small
 script mapping ``inst<i>``/its address to the backend's "run this inside instance
-i" command: ``nsenter`` + cgroup join on ``local``, ``docker exec -i``, ``lxc
+i" command: ``lkns enter`` (cgroup, namespaces, no capabilities) on ``local``, ``docker exec -i``, ``lxc
 exec``), so containers need no sshd. Its out-of-band and MPI traffic is limited
 to the run's subnet (``oob_tcp_if_include``, ``btl_tcp_if_include``; ``btl
 tcp,self``). OpenMPI must be the same version on the host and in the instances

@@ -290,7 +290,7 @@ def test_mpi_launches_in_a_row_lose_no_daemon(run, backend_name, caplog):
     with caplog.at_level("WARNING", logger="labkit.mpi"):
         for _ in range(30):
             _, wdir, _ = launch([a, b], ["true"], ranks=2, timeout=120)
-            mpi._cleanup([a, b], wdir)
+            mpi.remove_launch_dir([a, b], wdir)
     assert [r.getMessage() for r in caplog.records if r.name == "labkit.mpi"] == []
 
 

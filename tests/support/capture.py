@@ -15,7 +15,7 @@ from pathlib import Path
 
 from labkit.backends import get_backend, teardown
 from labkit.instance import InstanceSpec
-from labkit.workloads.mpi import _cleanup, launch
+from labkit.workloads.mpi import launch, remove_launch_dir
 
 from . import build_npb_like, build_parsec_like
 
@@ -42,7 +42,7 @@ def _capture(root: Path) -> list[Path]:
         for name, argv in (("zs_S_mpi_2ranks.txt", [str(npb)]),
                            ("zs_S_mpi_2ranks_unsuccessful.txt", [str(npb), "-f"])):
             res, wdir, _ = launch(insts, argv, ranks=2, timeout=300)
-            _cleanup(insts, wdir)
+            remove_launch_dir(insts, wdir)
             out[FIXTURES / "npb" / name] = res.stdout
         out[FIXTURES / "npb" / "zs_S_omp_2threads.txt"] = insts[0].exec(
             [str(omp)], env={"OMP_NUM_THREADS": "2"}, timeout=300).stdout

@@ -5,7 +5,7 @@ every module of ``labkit/``: ``obj._name`` (``obj`` not ``self``/``cls``) and ``
 _name`` are allowed only when ``_name`` is defined in the same module (a function, a class, a
 method, an attribute set on ``self``/``cls`` or at module level: the module's own protocol,
 such as a backend calling its instances' hooks), or when ``_name`` is a private module of the
-importing module's own package (``from . import _validate`` inside ``labkit.stats``). The few
+importing module's own package (``from . import _cells`` inside ``labkit.stats``). The few
 third-party internals labkit must touch are listed below with the reason.
 """
 from __future__ import annotations
