@@ -163,8 +163,9 @@ def start_holder(argv: list[str], hidden: list[str]) -> subprocess.Popen:
         raise ConfigError(f"local backend: a directory to hide has a newline in its name: {hidden!r}")
     proc = subprocess.Popen(argv, env={"PATH": DEFAULT_PATH}, stdin=subprocess.PIPE,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
-    # an invariant, not a check of input: Popen made all three pipes (PIPE above)
-    assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+    if proc.stdin is None or proc.stdout is None or proc.stderr is None:   # PIPE above makes all three
+        _kill_group(proc)
+        raise BackendError(f"could not talk to the instance's namespace holder ({' '.join(argv[:3])} ...)")
     try:
         proc.stdin.write("".join(f"{d}\n" for d in hidden).encode())
         proc.stdin.close()
