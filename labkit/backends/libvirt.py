@@ -114,11 +114,11 @@ class LibvirtInstance(Instance):
                               "guest_kernel": backend.image_info().get("kernel_version")})
 
     # -- hooks -------------------------------------------------------------
-    def _start(self, argv, env) -> int:   # capped: the guest keeps the head and tail of the output
-        return agent.start(self.dom, argv, env, capped=True)
+    def _start(self, argv, env) -> int:
+        return agent.start(self.dom, argv, env)
 
     def _wait(self, handle: int, timeout) -> RawResult | None:
-        return agent.wait(self.dom, handle, timeout, alive=self._alive, capped=True)
+        return agent.wait(self.dom, handle, timeout, alive=self._alive)
 
     def _kill(self, handle: int) -> None:
         if self._alive():   # a stopped guest has nothing left to kill

@@ -5,13 +5,6 @@ Commands go through ``libvirt_qemu.qemuAgentCommand`` as QMP-style JSON:
 polled until it has exited, ``guest-file-*`` copy files in and read files out.
 The guest needs no network.
 
-An instance's commands start ``capped``: a small sh wrapper in the guest sends each stream
-through ``tee`` to ``head``, ``tail`` and ``wc``, so the agent's reply holds at most
-:data:`GUEST_KEEP` bytes of the start and of the end of each stream plus exact byte counts
-(qemu-ga would otherwise hold up to 16 MB of output in the guest, and libvirt refuses a reply
-over :data:`PAYLOAD_MAX`: about 3 MiB of output). A killed command (timeout) has only what
-the agent captured, and leaves its wrapper's directory (``/tmp/.labkit-out-*``, at most 2 MiB).
-
 Every command starts under ``setsid``: it leads a new process group whose id
 is the pid ``guest-exec`` returns (qemu-ga's child is never a group leader, so
 ``setsid`` execs without forking), and one ``kill -KILL -- -<pid>`` ends the
@@ -22,7 +15,6 @@ from __future__ import annotations
 import base64
 import json
 import logging
-import secrets
 import time
 from collections.abc import Callable
 from typing import Any
@@ -46,23 +38,6 @@ FAST_POLL_S, FAST_S, MAX_POLL_S = 0.005, 2.0, 0.1
 #: How often a wait asks libvirt whether the guest is still running.
 ALIVE_EVERY_S = 1.0
 TRUNCATED = "\n[labkit: output truncated by the guest agent]"
-#: bytes of the start and of the end of each stream a capped command keeps in the guest: 4 x 512 KiB,
-#: base64-encoded, fit in one agent reply (:data:`PAYLOAD_MAX`)
-GUEST_KEEP = 512 * 1024
-_CAPPED_TAG = b"labkit-capped-output"
-# $1: a private directory for the wrapper; the rest: the command. Its stdout and stderr each go
-# through tee to head, tail (FIFOs) and wc; tee -p keeps going when head has had enough. Then
-# stderr gets "labkit-capped-output STATUS OUT_BYTES ERR_BYTES" and the kept stderr, stdout the
-# kept stdout.
-_CAPPED = (
-    'd=$1; shift; mkdir -m 700 "$d" && mkfifo "$d/1h" "$d/1t" "$d/2h" "$d/2t" || exit 125\n'
-    f'head -c {GUEST_KEEP} <"$d/1h" >"$d/1H" & tail -c {GUEST_KEEP} <"$d/1t" >"$d/1T" &\n'
-    f'head -c {GUEST_KEEP} <"$d/2h" >"$d/2H" & tail -c {GUEST_KEEP} <"$d/2t" >"$d/2T" &\n'
-    '{ { "$@" 3>&-; echo $? >"$d/rc"; } 2>&1 >&3 3>&- | tee -p "$d/2h" "$d/2t" | wc -c >"$d/2n"; } '
-    '3>&1 | tee -p "$d/1h" "$d/1t" | wc -c >"$d/1n"\n'
-    'wait; rc=$(cat "$d/rc")\n'
-    f'echo {_CAPPED_TAG.decode()} $rc $(cat "$d/1n") $(cat "$d/2n") >&2\n'
-    'cat "$d/1H" "$d/1T"; cat "$d/2H" "$d/2T" >&2; rm -rf "$d"; exit $rc\n')
 #: the largest string libvirt's RPC carries (VIR_NET_MESSAGE_STRING_MAX): a guest-exec-status
 #: reply whose base64 output is larger fails ("Unable to encode message payload")
 PAYLOAD_MAX = 4 << 20
@@ -113,22 +88,16 @@ def ping(dom: libvirt.virDomain, timeout: int = 2) -> bool:
         return False
 
 
-def start(dom: libvirt.virDomain, argv: list[str], env: dict | None = None, capped: bool = False) -> int:
-    """Start ``argv`` in its own session and process group, output captured; returns its pid.
-
-    ``capped``: the guest keeps only the first and last :data:`GUEST_KEEP` bytes of each
-    stream and counts them (:data:`_CAPPED`), so any amount of output fits in the agent's
-    reply; :func:`wait` must then be told ``capped=True`` too."""
-    if capped:
-        argv = ["sh", "-c", _CAPPED, "sh", f"/tmp/.labkit-out-{secrets.token_hex(8)}", *argv]
+def start(dom: libvirt.virDomain, argv: list[str], env: dict | None = None) -> int:
+    """Start ``argv`` in its own session and process group, output captured; returns its pid."""
     argv = ["setsid", *argv]
     args = {"path": argv[0], "arg": argv[1:], "capture-output": True,
             "env": [f"{k}={v}" for k, v in {**BASE_ENV, **(env or {})}.items()]}
     return int(command(dom, "guest-exec", args)["pid"])
 
 
-def wait(dom: libvirt.virDomain, pid: int, timeout: float | None, alive: Callable[[], bool] | None = None, max_poll_s: float = MAX_POLL_S,
-         capped: bool = False) -> RawResult | None:
+def wait(dom: libvirt.virDomain, pid: int, timeout: float | None, alive: Callable[[], bool] | None = None,
+         max_poll_s: float = MAX_POLL_S) -> RawResult | None:
     """The command's :class:`RawResult` once it has exited; None if still running after ``timeout`` s.
 
     ``alive()``, when given, is asked between polls: a guest that stopped
@@ -158,7 +127,7 @@ def wait(dom: libvirt.virDomain, pid: int, timeout: float | None, alive: Callabl
                             time.monotonic() - silent_since)
                 silent_since = None
         if st.get("exited"):
-            return _capped_result(st) if capped else _result(st)
+            return _result(st)
         now = time.monotonic()
         if deadline is not None and now >= deadline:
             return None
@@ -184,31 +153,6 @@ def _result(st: dict) -> RawResult:
     raw.stderr += TRUNCATED if st.get("err-truncated") else ""
     raw.truncated = raw.truncated or bool(st.get("out-truncated") or st.get("err-truncated"))
     return raw
-
-
-def _capped_result(st: dict) -> RawResult:
-    """The result of a command started with ``capped=True``: its exit status and byte counts
-    from the wrapper's first stderr line, its head and tail from the rest."""
-    out, err = (base64.b64decode(st.get(f"{k}-data") or "") for k in ("out", "err"))
-    meta, sep, err = err.partition(b"\n")
-    fields = meta.split()
-    if not sep or len(fields) != 4 or fields[0] != _CAPPED_TAG or not all(f.isdigit() for f in fields[1:]):
-        return _result(st)   # the wrapper itself did not finish (killed): what the agent has
-    code, n_out, n_err = (int(f) for f in fields[1:])
-    return RawResult.from_sinks(code, _unsplit(out, n_out), _unsplit(err, n_err))
-
-
-def _unsplit(kept: bytes, total: int) -> CappedOutput:
-    """A sink holding a stream of ``total`` bytes of which the guest kept ``kept``: its first
-    min(GUEST_KEEP, total) bytes, then its last min(GUEST_KEEP, total) bytes."""
-    sink = CappedOutput(GUEST_KEEP, GUEST_KEEP)
-    head = min(GUEST_KEEP, total)
-    sink.write(kept[:head])
-    rest, tail = total - head, kept[head:]
-    if rest > len(tail):
-        sink.skip(rest - len(tail))
-    sink.write(tail[len(tail) - min(rest, len(tail)):])
-    return sink
 
 
 def _decode(st: dict, stream: str) -> CappedOutput:

@@ -76,13 +76,6 @@ class CappedOutput:
                         del self._tail[:len(self._tail) - self.tail_limit]
         return n
 
-    def skip(self, n: int) -> None:
-        """Count ``n`` bytes of the stream that are known to exist but were not seen (a guest
-        kept only the head and tail): the bytes written next are the new tail."""
-        with self._lock:
-            self.total += n
-            self._tail.clear()
-
     def _parts(self) -> tuple[bytes, bytes]:
         with self._lock:
             tail = bytes(self._tail[max(0, len(self._tail) - self.tail_limit):])
