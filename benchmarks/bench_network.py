@@ -101,7 +101,7 @@ def floor(seconds, repeats, binary, workdir):
     subnet = netmod.pick_subnet(f"labkit-bench-{tag}")
     a_ip, b_ip = [str(h) for h in list(subnet.hosts())[:2]]
     ns = [f"labkit-bench-{tag}-a", f"labkit-bench-{tag}-b"]
-    net = SimpleNamespace(subnet=str(subnet))
+    net = SimpleNamespace(subnet=str(subnet), peer_subnet=str(subnet))   # no bonded NICs: ranks use it too
     run = netmod.run_host
     try:
         for n in ns:
