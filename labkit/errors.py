@@ -72,3 +72,18 @@ def tail(text: str, lines: int = 20) -> str:
     """The last ``lines`` lines of ``text``, indented, for error messages."""
     parts = (text or "").rstrip().splitlines()[-lines:]
     return "\n".join("    " + p for p in parts)
+
+
+#: characters of free text (an error) a store keeps, half from the start, half from the end
+TEXT_CAP = 64 * 1024
+TEXT_MARKER = "\n... [{omitted} characters omitted; total {total} characters] ...\n"
+
+
+def shorten(text: str, limit: int = TEXT_CAP) -> str:
+    """``text`` if it has at most ``limit`` characters; else its first and last ``limit // 2``
+    characters around a marker saying how many were omitted."""
+    if len(text) <= limit:
+        return text
+    half = limit // 2
+    omitted = len(text) - 2 * half
+    return text[:half] + TEXT_MARKER.format(omitted=omitted, total=len(text)) + text[len(text) - half:]

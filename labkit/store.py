@@ -33,9 +33,8 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 
-from .backends.output import shorten
 from .clock import now_iso
-from .errors import StoreError
+from .errors import StoreError, shorten
 from .files import atomic_write
 from .redact import redact
 
@@ -233,7 +232,7 @@ class Store:
                    fingerprint_id: str | None = None) -> None:
         """Store one run and its measurements atomically. Storing a run_id twice is an error.
 
-        ``error`` is kept up to :data:`~labkit.backends.output.TEXT_CAP` characters (its head and
+        ``error`` is kept up to :data:`~labkit.errors.TEXT_CAP` characters (its head and
         tail around a marker saying how many were omitted): a failed run's output can be huge."""
         if status not in STATUSES:
             raise StoreError(f"run status must be one of {', '.join(STATUSES)}, got {status!r}")

@@ -40,9 +40,9 @@ def _print_rows(backend: str, size: str, nbytes: int) -> list[tuple[str, str, ob
 
 
 def _stored_error_rows(tmp: Path) -> list[tuple[str, str, object, str]]:
-    from labkit.backends.output import TEXT_CAP
     from labkit.campaign import Campaign
     from labkit.design import Design
+    from labkit.errors import TEXT_CAP
 
     d = Design.from_dict({"factors": {"vcpus": [1, 2]}, "seed": 1})
     cmd = "head -c 50M /dev/zero | tr '\\0' x; echo; echo last words >&2; exit 3"

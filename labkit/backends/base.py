@@ -46,9 +46,9 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from .. import network as netmod
-from ..errors import BackendError, CommandError, CommandTimeout, ConfigError, tail
+from ..errors import BackendError, CommandError, CommandTimeout, ConfigError, shorten, tail
 from ..instance import InstanceSpec
-from .output import CappedOutput, shorten
+from .output import CappedOutput
 
 log = logging.getLogger("labkit.backends")
 

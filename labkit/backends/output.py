@@ -16,8 +16,7 @@ Bytes are decoded as UTF-8 (invalid bytes become U+FFFD) only when rendered, and
 multi-byte character cut by the head or tail boundary is dropped whole (counted in
 the omitted bytes), never rendered as a broken character.
 
-:func:`shorten` applies the same head/tail rule to a text that is already in memory
-(an error message a store keeps, :data:`TEXT_CAP` characters by default).
+:func:`labkit.errors.shorten` applies the same head/tail rule to a text already in memory.
 :class:`PipeReader` drains a child's pipes into sinks on threads (the local backend).
 """
 from __future__ import annotations
@@ -30,12 +29,9 @@ import time
 #: bytes of the start and of the end of each stream a sink keeps
 HEAD_BYTES = 1 << 20
 TAIL_BYTES = 1 << 20
-#: characters of free text (an error) a store keeps, half from the start, half from the end
-TEXT_CAP = 64 * 1024
 #: how much a reader asks for at a time
 CHUNK = 64 * 1024
 MARKER = "\n... [{omitted} bytes omitted; total {total} bytes] ...\n"
-TEXT_MARKER = "\n... [{omitted} characters omitted; total {total} characters] ...\n"
 
 
 class CappedOutput:
@@ -101,16 +97,6 @@ class CappedOutput:
         end = tail[cut:].decode("utf-8", "replace")
         kept = len(head) - len(decoder.getstate()[0]) + len(tail) - cut
         return start + MARKER.format(omitted=self.total - kept, total=self.total) + end
-
-
-def shorten(text: str, limit: int = TEXT_CAP) -> str:
-    """``text`` if it has at most ``limit`` characters; else its first and last ``limit // 2``
-    characters around a marker saying how many were omitted."""
-    if len(text) <= limit:
-        return text
-    half = limit // 2
-    omitted = len(text) - 2 * half
-    return text[:half] + TEXT_MARKER.format(omitted=omitted, total=len(text)) + text[len(text) - half:]
 
 
 class PipeReader:

@@ -7,8 +7,9 @@ import os
 import pytest
 
 from labkit.backends.base import RawResult
-from labkit.backends.output import MARKER, TEXT_CAP, CappedOutput, shorten
+from labkit.backends.output import MARKER, CappedOutput
 from labkit.design import Design
+from labkit.errors import TEXT_CAP, shorten
 from labkit.store import Store
 from tests.support.exec_memory import check_big, exec_in_child
 
