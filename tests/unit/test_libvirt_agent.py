@@ -10,6 +10,7 @@ import pytest
 pytest.importorskip("libvirt")
 from labkit.backends import libvirt_agent as agent  # noqa: E402
 from labkit.errors import BackendError  # noqa: E402
+from tests.support.libvirt_errors import libvirt_error  # noqa: E402
 
 
 class Dom:
@@ -73,7 +74,7 @@ def test_agent_errors_are_backend_errors(monkeypatch):
 
 def test_output_too_large_for_libvirt_says_so(monkeypatch):
     def refuse(*a):
-        raise agent.libvirt.libvirtError("Unable to encode message payload")
+        raise libvirt_error("Unable to encode message payload")
     monkeypatch.setattr(agent.libvirt_qemu, "qemuAgentCommand", refuse)
     with pytest.raises(agent.AgentError, match="output, base64-encoded, exceeds what libvirt carries.*3 MiB"):
         agent.wait(Dom(), 9, timeout=1)
@@ -116,7 +117,7 @@ def test_relay_usage_and_unreachable_guest(monkeypatch, capsys):
     assert "usage" in capsys.readouterr().err
 
     def refuse(uri):
-        raise agent.libvirt.libvirtError("cannot connect")
+        raise libvirt_error("cannot connect")
     monkeypatch.setattr(agent.libvirt, "open", refuse)
     assert libvirt_relay.main(["qemu:///system", "dom", "true"]) == 255
     assert "dom at qemu:///system" in capsys.readouterr().err
@@ -131,7 +132,7 @@ def silent_then(monkeypatch, silent: int, final: dict, code=None):
     def reply(dom, msg, timeout, flags):
         calls.append(msg)
         if len(calls) <= silent:
-            exc = libvirt.libvirtError("Guest agent is not responding: Guest agent not available for now")
+            exc = libvirt_error("Guest agent is not responding: Guest agent not available for now")
             exc.err = (code or libvirt.VIR_ERR_AGENT_UNRESPONSIVE, 0, "", 0, "", None, None, 0, 0)
             raise exc
         return json.dumps({"return": final})
