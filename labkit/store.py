@@ -37,6 +37,7 @@ from .clock import now_iso
 from .errors import StoreError, shorten
 from .files import atomic_write
 from .redact import redact
+from .waiting import retry
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -74,6 +75,11 @@ TIDY_COLUMNS = ["campaign", "run_id", "run_order", "replicate", "config", "insta
 
 
 EXPORTS = ("results.csv", "results.parquet", "runs.csv")
+#: how long a write waits for another writer to finish (SQLite's busy timeout), in seconds
+BUSY_TIMEOUT_S = 30.0
+#: a read-only open is tried this many times in all (pauses 0.05 s growing to 0.25 s: about 7 s);
+#: before try READONLY_RECOVER_AT a dead writer's WAL is replayed (:meth:`Store._recover_wal`)
+READONLY_ATTEMPTS, READONLY_RECOVER_AT = 30, 4
 
 
 def storage_error(path: str | Path, exc: BaseException, doing: str) -> StoreError:
@@ -145,7 +151,8 @@ class Store:
                     os.fchmod(fd, self.file_mode)
             finally:
                 os.close(fd)
-            return sqlite3.connect(self.path, timeout=30, check_same_thread=False, isolation_level=None)
+            return sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_S, check_same_thread=False,
+                                   isolation_level=None)
         except (OSError, sqlite3.DatabaseError) as exc:
             raise storage_error(self.path, exc, "create the store") from None
 
@@ -155,22 +162,31 @@ class Store:
         if self.path.stat().st_size == 0:
             raise StoreError(f"{self.path}: the store is empty (0 bytes): it was truncated; restore it")
         uri = f"file:{self.path}?mode=ro"
-        last = None
-        for attempt in range(30):
+        tries = 0
+
+        def connect() -> sqlite3.Connection:
+            nonlocal tries
+            tries += 1
+            if tries == READONLY_RECOVER_AT and os.access(self.path.parent, os.W_OK):
+                self._recover_wal()
+            db = sqlite3.connect(uri, uri=True, check_same_thread=False)
             try:
-                db = sqlite3.connect(uri, uri=True, check_same_thread=False)
                 db.execute("SELECT count(*) FROM sqlite_master").fetchone()
-                return db
-            except sqlite3.OperationalError as exc:
-                # right after a writer died, the WAL may need a recovery a read-only connection
-                # cannot do ("attempt to write a readonly database"), or a writer holds it briefly
-                last = exc
-                if attempt == 2 and os.access(self.path.parent, os.W_OK):
-                    self._recover_wal()
-                time.sleep(0.05 * min(attempt + 1, 5))
-            except sqlite3.DatabaseError as exc:
-                raise storage_error(self.path, exc, "read the store") from None
-        raise storage_error(self.path, last, "open the store read-only")
+            except BaseException:
+                db.close()
+                raise
+            return db
+
+        # an OperationalError is a runtime condition, tried again: right after a writer died, the
+        # WAL may need a recovery a read-only connection cannot do (SQLITE_READONLY_RECOVERY), or
+        # a writer holds it briefly; any other DatabaseError (not a database, corrupt) is not
+        try:
+            return retry(connect, transient=sqlite3.OperationalError, what=f"opening {self.path} read-only",
+                         attempts=READONLY_ATTEMPTS, interval=0.05, max_interval=0.25)
+        except sqlite3.OperationalError as exc:
+            raise storage_error(self.path, exc, "open the store read-only") from None
+        except sqlite3.DatabaseError as exc:
+            raise storage_error(self.path, exc, "read the store") from None
 
     def _recover_wal(self) -> None:
         """Let SQLite replay a dead writer's WAL with a short read-write connection (reads only)."""
@@ -429,16 +445,16 @@ class _Transaction:
         self.db = db
 
     def __enter__(self):
-        for attempt in range(50):
-            try:
-                self.db.execute("BEGIN IMMEDIATE")
-                return self
-            except sqlite3.OperationalError as exc:
-                if "locked" not in str(exc):
-                    raise storage_error(_db_path(self.db), exc, "write to the store") from None
-                if attempt == 49:
-                    raise StoreError(f"store is locked by another writer: {exc}") from exc
-                time.sleep(0.1)
+        """BEGIN IMMEDIATE: the connection's busy timeout (:data:`BUSY_TIMEOUT_S`) already waits
+        for another writer, so a store still busy after it is a StoreError at once."""
+        try:
+            self.db.execute("BEGIN IMMEDIATE")
+            return self
+        except sqlite3.OperationalError as exc:
+            if busy(exc):
+                raise StoreError(f"{_db_path(self.db)}: the store is locked by another writer (waited "
+                                 f"{BUSY_TIMEOUT_S:g} s): {exc}") from exc
+            raise storage_error(_db_path(self.db), exc, "write to the store") from None
 
     def __exit__(self, exc_type, exc, _tb):
         if exc_type is not None:
@@ -458,6 +474,13 @@ class _Transaction:
                 pass
             raise storage_error(_db_path(self.db), exc, "commit to the store") from None
         return False
+
+
+def busy(exc: sqlite3.Error) -> bool:
+    """Whether SQLite's error code (its primary part) says another connection holds the
+    database (SQLITE_BUSY) or a table of it (SQLITE_LOCKED)."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    return code is not None and code & 0xFF in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
 
 
 def _db_path(db) -> str:

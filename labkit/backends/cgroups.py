@@ -29,12 +29,12 @@ from __future__ import annotations
 import os
 import shlex
 import signal
-import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
 from ..errors import BackendError, BackendUnavailable
+from ..waiting import wait_until
 
 PERIOD_US = 100_000
 DRAIN_TIMEOUT_S = 10.0
@@ -323,23 +323,26 @@ def _kill_listed(directory: str) -> list[int]:
 
 
 def _drain(directory: str, remove: bool, timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while os.path.isdir(directory):
+    """SIGKILL what cgroup ``directory`` holds until it is empty (then remove it when
+    ``remove``); BackendError naming the survivors after ``timeout`` s."""
+    def drained() -> bool:
+        if not os.path.isdir(directory):
+            return True
         pids = _kill_listed(directory)
-        if not pids and not remove:
-            return
-        if not pids:
-            try:
-                os.rmdir(directory)
-                return
-            except FileNotFoundError:
-                return
-            except OSError:
-                pass   # processes are still exiting
-        if time.monotonic() > deadline:
-            raise BackendError(f"cgroup {directory}: processes {_pids(directory)} survive SIGKILL "
-                               f"after {timeout:.0f}s")
-        time.sleep(0.02)
+        if pids:
+            return False
+        if not remove:
+            return True
+        try:
+            os.rmdir(directory)
+        except FileNotFoundError:
+            pass
+        except OSError:
+            return False   # processes are still exiting
+        return True
+
+    wait_until(drained, timeout=timeout, interval=0.02, what=f"the processes of cgroup {directory} to end "
+               "after SIGKILL", detail=lambda: f"survivors: {_pids(directory)}")
 
 
 def apply(ops: list[Op], timeout: float = DRAIN_TIMEOUT_S) -> None:

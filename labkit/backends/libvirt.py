@@ -43,6 +43,7 @@ import libvirt
 from ..errors import BackendError, BackendUnavailable, ConfigError, tail
 from ..instance import InstanceSpec
 from ..mounts import parse_mounts
+from ..waiting import wait_until
 from . import libvirt_agent as agent
 from . import libvirt_mounts, libvirt_net, libvirt_probe
 from .base import (
@@ -181,15 +182,18 @@ class LibvirtInstance(Instance):
     def wait_ready(self, timeout: float) -> float:
         """Wait for the guest agent; returns seconds waited. BackendError with the console tail if not."""
         start = time.monotonic()
-        while not agent.ping(self.dom, timeout=2):
+
+        def answers() -> bool:
+            if agent.ping(self.dom, timeout=2):
+                return True
             if not self._alive():
                 raise BackendError(f"VM {self.name} stopped during boot; serial console (tail):\n"
                                    f"{tail(self.console_tail())}")
-            if time.monotonic() - start > timeout:
-                raise BackendError(
-                    f"VM {self.name} ({self.metadata.get('domain_type')}) did not answer on the guest "
-                    f"agent within {timeout:.0f}s; serial console (tail):\n{tail(self.console_tail())}")
-            time.sleep(0.1)
+            return False
+
+        wait_until(answers, timeout=timeout, interval=0.1,
+                   what=f"VM {self.name} ({self.metadata.get('domain_type')}) to answer on the guest agent",
+                   detail=lambda: f"serial console (tail):\n{tail(self.console_tail())}")
         return time.monotonic() - start
 
 
@@ -520,9 +524,8 @@ def remove_machine_cgroups(name: str, *, root: str = "/sys/fs/cgroup", wait_s: f
         except OSError:
             return False
 
-    deadline = time.monotonic() + wait_s
-    while any(busy(g) for g in left()) and time.monotonic() < deadline:
-        time.sleep(0.1)
+    wait_until(lambda: not any(busy(g) for g in left()), timeout=wait_s, interval=0.1, error=None,
+               what=f"the processes of the cgroups of {name} to end")
     removed = []
     for top in left():
         try:

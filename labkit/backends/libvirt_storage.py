@@ -27,13 +27,13 @@ import json
 import os
 import subprocess
 import threading
-import time
 from collections.abc import Callable
 from pathlib import Path
 
 import libvirt
 
 from ..errors import BackendError, BackendUnavailable, ConfigError
+from ..waiting import retry
 from .libvirt_xml import overlay_volume_xml, pool_xml
 
 DEFAULT_CACHE = "/var/cache/labkit/images"
@@ -101,6 +101,14 @@ def gone(exc: libvirt.libvirtError) -> bool:
     """The error says the domain or volume does not exist (any more)."""
     return exc.get_error_code() in (libvirt.VIR_ERR_NO_DOMAIN, libvirt.VIR_ERR_OPERATION_INVALID,
                                     libvirt.VIR_ERR_NO_STORAGE_VOL)
+
+
+def pool_busy(exc: BaseException) -> bool:
+    """The error is libvirt's refusal to refresh a pool while a volume is being built in it
+    ("pool ... has asynchronous jobs running": storagePoolRefresh reports it as an internal
+    error of the storage driver, VIR_ERR_INTERNAL_ERROR from VIR_FROM_STORAGE)."""
+    return (isinstance(exc, libvirt.libvirtError) and exc.get_error_code() == libvirt.VIR_ERR_INTERNAL_ERROR
+            and exc.get_error_domain() == libvirt.VIR_FROM_STORAGE)
 
 
 class Pool:
@@ -179,21 +187,19 @@ class Pool:
 
     def remove(self, path: str) -> None:
         """Delete the pool file ``path`` (quiet when it is already gone). While another process
-        builds a volume in the pool, libvirt refuses ("asynchronous jobs running"): retried for
-        up to :data:`BUSY_POOL_WAIT_S`."""
-        deadline = time.monotonic() + BUSY_POOL_WAIT_S
-        while True:
-            try:
-                pool = self.pool()
-                pool.refresh(0)
-                pool.storageVolLookupByName(os.path.basename(path)).delete(0)
-                return
-            except libvirt.libvirtError as exc:
-                if gone(exc):
-                    return
-                if "asynchronous jobs" not in str(exc) or time.monotonic() > deadline:
-                    raise BackendError(f"could not remove {path} from pool {self.name}: {exc}") from exc
-            time.sleep(0.5)
+        builds a volume in the pool, libvirt refuses to refresh it (:func:`pool_busy`): retried
+        for up to :data:`BUSY_POOL_WAIT_S`."""
+        def delete() -> None:
+            pool = self.pool()
+            pool.refresh(0)
+            pool.storageVolLookupByName(os.path.basename(path)).delete(0)
+
+        try:
+            retry(delete, transient=pool_busy, what=f"removing {path} from pool {self.name}",
+                  timeout=BUSY_POOL_WAIT_S, interval=0.5, backoff=1)
+        except libvirt.libvirtError as exc:
+            if not gone(exc):
+                raise BackendError(f"could not remove {path} from pool {self.name}: {exc}") from exc
 
     def tail(self, path: str, lines: int = 30) -> str:
         """The last ``lines`` lines of a console log (or why it could not be read)."""

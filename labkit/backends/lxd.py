@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import os
 import secrets
-import time
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -47,6 +46,7 @@ from .. import network as netmod
 from ..errors import BackendError, BackendUnavailable, ConfigError
 from ..instance import InstanceSpec
 from ..mounts import parse_mounts
+from ..waiting import retry, wait_until
 from . import lxd_base
 from ._container import CleanupByName, SessionExec, check_image, oom_kill_count, or_none
 from .base import (
@@ -160,6 +160,16 @@ def memory_cgroup_file(proc_cgroup: str, name: str) -> str | None:
 EXEC_ATTEMPTS = 3
 
 
+def instance_busy(exc: BaseException) -> bool:
+    """Whether LXD refused an operation on an instance because another one holds it ("Instance
+    is busy running a "start" operation", a failed start winding down). LXD reports that only
+    in the text of a failed operation (the operation's status code is the generic 400
+    "Failure", the HTTP status 200), so this is the one place where the text decides."""
+    pylxd = _sdk()
+    return isinstance(exc, pylxd.exceptions.LXDAPIException) and not isinstance(
+        exc, pylxd.exceptions.NotFound) and "busy" in str(exc).lower()
+
+
 def in_websocket_connect(exc: BaseException) -> bool:
     """Whether ``exc`` was raised while an exec's websockets were being connected (ws4py's
     client ``connect``): LXD starts the command only once all of them are, so it never ran."""
@@ -180,23 +190,20 @@ def execute(model: Any, argv: list[str], env: dict, out: CappedOutput | None = N
     slow to answer on a loaded host: LXD gives the client 5 s to connect them): the command had
     not started, so it cannot run twice. Any other error, or the last attempt's, propagates; a
     socket or ws4py error as BackendError."""
-    attempt = 1
-    while True:
-        try:
-            if out is None or err is None:
-                return model.execute(argv, environment=env)
-            return model.execute(argv, environment=env, decode=False,
-                                 stdout_handler=out.write, stderr_handler=err.write)
-        except Exception as exc:
-            if attempt == EXEC_ATTEMPTS or not in_websocket_connect(exc):
-                if isinstance(exc, OSError) or type(exc).__module__.startswith("ws4py"):
-                    raise BackendError(f"LXD exec of {argv[:1]} in {model.name} failed: "
-                                       f"{type(exc).__name__}: {exc}") from exc
-                raise
-            log.warning("LXD exec in %s: connecting its websockets failed (%s: %s); trying again "
-                        "(attempt %d of %d)", model.name, type(exc).__name__, exc, attempt + 1, EXEC_ATTEMPTS)
-        time.sleep(0.2 * attempt)
-        attempt += 1
+    def once() -> Any:
+        if out is None or err is None:
+            return model.execute(argv, environment=env)
+        return model.execute(argv, environment=env, decode=False,
+                             stdout_handler=out.write, stderr_handler=err.write)
+
+    try:
+        return retry(once, transient=in_websocket_connect, what=f"LXD exec in {model.name} (connecting "
+                     "its websockets)", attempts=EXEC_ATTEMPTS, interval=0.2)
+    except Exception as exc:
+        if isinstance(exc, OSError) or type(exc).__module__.startswith("ws4py"):
+            raise BackendError(f"LXD exec of {argv[:1]} in {model.name} failed: "
+                               f"{type(exc).__name__}: {exc}") from exc
+        raise
 
 
 class LxdInstance(SessionExec, Instance):
@@ -404,20 +411,20 @@ class LxdBackend(CleanupByName, Backend):
         winding down, say) holds it: that is retried for up to ``patience_s``.
         """
         pylxd = _sdk()
-        deadline = time.monotonic() + patience_s
-        while True:
-            try:
-                model = self.client.instances.get(name)
-                if model.status != "Stopped":
-                    model.stop(force=True, wait=True)
-                model.delete(wait=True)
-                return
-            except pylxd.exceptions.NotFound:
-                return
-            except pylxd.exceptions.LXDAPIException as exc:
-                if "busy" not in str(exc).lower() or time.monotonic() > deadline:
-                    raise BackendError(f"LXD: removing {name} failed: {exc}") from exc
-                time.sleep(0.3)
+
+        def stop_and_delete() -> None:
+            model = self.client.instances.get(name)
+            if model.status != "Stopped":
+                model.stop(force=True, wait=True)
+            model.delete(wait=True)
+
+        try:
+            retry(stop_and_delete, transient=instance_busy, what=f"LXD: removing {name}",
+                  timeout=patience_s, interval=0.3, backoff=1)
+        except pylxd.exceptions.NotFound:
+            return
+        except pylxd.exceptions.LXDAPIException as exc:
+            raise BackendError(f"LXD: removing {name} failed: {exc}") from exc
 
     def fingerprint(self) -> dict:
         env = self.client.host_info.get("environment", {})
@@ -479,19 +486,23 @@ def _wait_init(model, name: str, patience_s: float = 30.0) -> None:
     found = _payload_pids(name)
     by_group = found is not None
     pids: list[int] = found if found is not None else [model.state().pid]
-    deadline = time.monotonic() + patience_s
-    while True:
+    looks = 0
+
+    def ready() -> bool:
+        nonlocal pids, looks
+        looks += 1
+        if looks > 1 and by_group:
+            pids = _payload_pids(name) or []
         for pid in pids:
             try:
                 if Path(f"/proc/{pid}/cmdline").read_bytes() == INIT_READY:
-                    return
+                    return True
             except OSError:
                 continue   # a short-lived process of the init (ip) that has ended
-        if time.monotonic() > deadline:
-            raise BackendError(f"LXD: the init of {name} did not bring loopback up within "
-                               f"{patience_s:.0f} s (processes left in it: {pids or 'none'})")
-        time.sleep(0.005)
-        pids = (_payload_pids(name) or []) if by_group else pids
+        return False
+
+    wait_until(ready, timeout=patience_s, interval=0.005, what=f"the init of {name} to bring loopback up (LXD)",
+               detail=lambda: f"processes left in it: {pids or 'none'}")
 
 
 def _cgroup_version() -> int:

@@ -50,6 +50,7 @@ from typing import TYPE_CHECKING, Any
 from ..backends import hostkeys
 from ..backends.base import check_prefix
 from ..errors import BackendError, BackendUnavailable, ConfigError
+from ..waiting import wait_until
 
 if TYPE_CHECKING:
     from ..backends.ssh import SshBackend
@@ -275,27 +276,30 @@ class CloudProvider(ABC):
 
     def _wait_active(self, name: str, sid: str, deadline: float) -> str:
         """Wait until server ``sid`` is active with an address; that address."""
-        while True:
+        last = "none"
+
+        def address() -> str | None:
+            nonlocal last
             state = self._state(sid)
+            last = state.status
             if state.status == ERROR:
                 raise BackendError(f"{self.name} server {name} ({sid}) failed: {state.fault or 'no fault given'}")
             if state.status == GONE:
                 raise BackendError(f"{self.name} server {name} ({sid}) disappeared while booting")
-            if state.status == ACTIVE and state.address:
-                return state.address
-            if time.monotonic() >= deadline:
-                raise BackendError(f"{self.name} server {name} ({sid}) not active with an address within "
-                                   f"boot_timeout={self.boot_timeout:g}s (last status {state.status})")
-            time.sleep(self.poll_interval)
+            return state.address if state.status == ACTIVE and state.address else None
+
+        return wait_until(address, timeout=max(0.0, deadline - time.monotonic()), interval=self.poll_interval,
+                          what=f"{self.name} server {name} ({sid}) to be active with an address",
+                          detail=lambda: f"boot_timeout={self.boot_timeout:g}s, last status {last}")
 
     def delete(self, server_id: str, timeout: float = 300.0) -> None:
         """Delete one server and wait (up to ``timeout`` s) until it is gone; BackendError then."""
         self._delete(server_id)
-        deadline = time.monotonic() + timeout
-        while not self._gone(server_id):
-            if time.monotonic() >= deadline:
-                raise BackendError(f"{self.name} server {server_id} still exists {timeout:g}s after its deletion")
-            time.sleep(self.poll_interval)
+        self._wait_gone(server_id, server_id, timeout)
+
+    def _wait_gone(self, server_id: str, label: str, timeout: float) -> None:
+        wait_until(lambda: self._gone(server_id), timeout=timeout, interval=self.poll_interval,
+                   what=f"{self.name} server {label} to be gone after its deletion")
 
     def destroy(self, instances: list[CloudInstance]) -> None:
         """Delete ``instances`` (teardown); every one is tried, the first failure is raised."""
@@ -321,10 +325,7 @@ class CloudProvider(ABC):
             self._delete(s.id)
         deadline = time.monotonic() + 300
         for s in found:
-            while not self._gone(s.id):
-                if time.monotonic() >= deadline:
-                    raise BackendError(f"{self.name} server {s.name} ({s.id}) still exists 300s after its deletion")
-                time.sleep(self.poll_interval)
+            self._wait_gone(s.id, f"{s.name} ({s.id})", max(0.0, deadline - time.monotonic()))
         return [s.name for s in found]
 
 
@@ -338,14 +339,13 @@ def wait_ssh(address: str, port: int, user: str, key_filename: str | None, deadl
     import paramiko
 
     last = "no attempt"
-    while True:
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            raise BackendError(f"{what}: no SSH on {address}:{port} as {user} before the deadline ({last})")
+
+    def answers() -> float | None:
+        nonlocal last
         client = paramiko.SSHClient()
         hostkeys.configure(client, host_key_policy, known_hosts)
         try:
-            t = min(connect_timeout, max(remaining, 0.1))
+            t = min(connect_timeout, max(deadline - time.monotonic(), 0.1))
             client.connect(address, port=port, username=user, key_filename=key_filename, timeout=t,
                            banner_timeout=t, auth_timeout=t, allow_agent=key_filename is None,
                            look_for_keys=key_filename is None)
@@ -355,8 +355,11 @@ def wait_ssh(address: str, port: int, user: str, key_filename: str | None, deadl
             last = "`true` failed"
         except (paramiko.BadHostKeyException, hostkeys.UnknownHostKey) as exc:
             raise BackendUnavailable(f"{what}: {hostkeys.why_not(exc, address, port, known_hosts)}") from exc
-        except (OSError, paramiko.SSHException, EOFError) as exc:
+        except (OSError, paramiko.SSHException, EOFError) as exc:   # not up yet: tried again
             last = f"{type(exc).__name__}: {exc}"[:300]
         finally:
             client.close()
-        time.sleep(min(interval, max(deadline - time.monotonic(), 0)))
+        return None
+
+    return wait_until(answers, timeout=max(0.0, deadline - time.monotonic()), interval=interval,
+                      what=f"{what}: SSH on {address}:{port} as {user}", detail=lambda: f"last error: {last}")

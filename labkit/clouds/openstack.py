@@ -13,9 +13,9 @@ nova go with their server; labkit makes no volume and no image.
 from __future__ import annotations
 
 import os
-import time
 
 from ..errors import BackendError, BackendUnavailable, ConfigError
+from ..waiting import retry
 from .base import ACTIVE, BUILDING, ERROR, GONE, TAG, CloudProvider, ServerRef, ServerState
 
 SETUP_HINT = ("write a clouds.yaml entry (~/.config/openstack/clouds.yaml or /etc/openstack/clouds.yaml) "
@@ -85,15 +85,11 @@ class OpenStackProvider(CloudProvider):
         from keystoneauth1 import exceptions as ka
         from openstack import exceptions as ox
         attempts = ATTEMPTS if what.split(" ", 1)[0] in IDEMPOTENT else 1
-        for attempt in range(1, attempts + 1):
-            try:
-                return fn(*args, **kwargs)
-            except ka.ConnectionError as exc:
-                if attempt == attempts:
-                    raise self.translate(exc, what) from exc
-                time.sleep(attempt)
-            except (ox.SDKException, ka.ClientException) as exc:
-                raise self.translate(exc, what) from exc
+        try:
+            return retry(lambda: fn(*args, **kwargs), transient=ka.ConnectionError, attempts=attempts,
+                         what=f"openstack cloud {self.cloud!r}: {what}", interval=1.0, backoff=2.0)
+        except (ox.SDKException, ka.ClientException) as exc:
+            raise self.translate(exc, what) from exc
 
     # -- hooks -------------------------------------------------------------------------
     def check(self) -> None:

@@ -41,11 +41,11 @@ from __future__ import annotations
 import random
 import re
 import shlex
-import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from ..errors import BenchmarkError, CommandTimeout, ConfigError, tail
+from ..waiting import wait_until
 from .base import NUMBER, Measurement, Workload, find_number, network_address, require_tool, run_checked
 from .iperf3 import check_address
 from .params import TIMEOUT, Bool, Int, Num, Str
@@ -233,13 +233,10 @@ class Apache(Workload):
                 started.append((inst, d))
                 urls.append(f"http://{inst.address}:{port}/index.html")
             argvs = [ab_command(requests, concurrency, url, bool(params.get("keepalive"))) for url in urls]
-            deadline = None if timeout is None else time.monotonic() + timeout
             procs = [host.spawn(argv) for argv in argvs]          # all load generators at once
-            while any(p.running() for p in procs):
-                if deadline is not None and time.monotonic() > deadline:
-                    raise CommandTimeout(f"ab on the host ran past timeout_s={timeout}s against "
-                                         f"{len(procs)} instance(s)")
-                time.sleep(0.05)
+            wait_until(lambda: not any(p.running() for p in procs), timeout=timeout, interval=0.05,
+                       error=CommandTimeout, what=f"ab on the host against {len(procs)} instance(s) to end "
+                       f"(timeout_s={timeout}s)")
             rows: list[Measurement] = []
             for inst, argv, p in zip(instances, argvs, procs):
                 res = p.result

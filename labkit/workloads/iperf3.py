@@ -41,6 +41,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from ..errors import BenchmarkError, ConfigError, tail
+from ..waiting import retry
 from .base import Measurement, Workload, network_address, require_tool, run_checked
 from .params import SIZE, TIMEOUT, Int, Num, Str
 
@@ -169,21 +170,28 @@ def stop_server(instance: Instance, pidfile: str) -> None:
                   check=False, timeout=30)
 
 
+#: what iperf3 says when nothing listens (yet) on the server's port
+REFUSED = "Connection refused"
+
+
+def refused(exc: BaseException) -> bool:
+    """Whether the client failed because the server did not accept the connection (yet).
+    iperf3 says so only in its text (the JSON ``error``; it exits 1 for every error), so the
+    text decides here."""
+    return isinstance(exc, BenchmarkError) and REFUSED in str(exc)
+
+
 def _client(instance, argv, protocol, timeout, retries: int = 10):
-    """Run the client, retrying briefly while the server is not accepting yet."""
-    for attempt in range(retries):
-        try:
-            res = run_checked(instance, argv, timeout=timeout)
-        except BenchmarkError as exc:
-            if attempt + 1 < retries and "Connection refused" in str(exc):
-                time.sleep(0.2)
-                continue
-            raise
-        if attempt + 1 < retries and "Connection refused" in res.stdout:
-            time.sleep(0.2)
-            continue
+    """Run the client, tried again (``retries`` times in all, 0.2 s apart) while the server
+    refuses the connection (:func:`refused`: it is not listening yet)."""
+    def once():
+        res = run_checked(instance, argv, timeout=timeout)
+        if REFUSED in res.stdout:
+            raise BenchmarkError("iperf3 client: the server refused the connection", argv, tail(res.stdout))
         return res
-    raise AssertionError("unreachable")
+
+    return retry(once, transient=refused, attempts=retries, interval=0.2, backoff=1,
+                 what=f"iperf3 client in {instance.name}")
 
 
 def measure(server_instance: Instance, client_instance: Instance, server_ip: str, *, protocol: str = "tcp",

@@ -236,35 +236,56 @@ def test_pool_disk_is_an_overlay_or_a_raw_copy(tmp_path, monkeypatch):
 
 
 def test_pool_remove_waits_while_another_process_builds_a_volume(tmp_path, monkeypatch):
-    """libvirt refuses to delete a volume while the pool has a build under way (seen with
-    concurrent campaigns: "pool 'labkit' has asynchronous jobs running"): retried, other errors not."""
+    """libvirt refuses to refresh a pool while a volume is being built in it (seen with
+    concurrent campaigns: "pool 'labkit' has asynchronous jobs running", an internal error of
+    the storage driver): retried, told by its code and domain whatever its (translated) text;
+    the same text with another code is not retried."""
+    import libvirt
     storage = pytest.importorskip("labkit.backends.libvirt_storage")
     from tests.support.libvirt_errors import libvirt_error
-    busy = libvirt_error("internal error: pool 'labkit' has asynchronous jobs running.")
+
+    def coded(message, code, domain):
+        exc = libvirt_error(message)
+        monkeypatch.setattr(exc, "get_error_code", lambda: code)
+        monkeypatch.setattr(exc, "get_error_domain", lambda: domain)
+        return exc
+
+    busy = coded("erreur interne : le pool 'labkit' a des travaux asynchrones en cours.",
+                 libvirt.VIR_ERR_INTERNAL_ERROR, libvirt.VIR_FROM_STORAGE)
     calls = []
 
-    class Vol:
-        def delete(self, flags):
+    class FakePool:
+        def __init__(self, refusal):
+            self.refusal = refusal
+
+        def refresh(self, flags):
             calls.append(flags)
             if len(calls) < 3:
-                raise busy
-
-    class FakePool:
-        def refresh(self, flags):
-            pass
+                raise self.refusal
 
         def storageVolLookupByName(self, name):
-            return Vol()
+            return type("Vol", (), {"delete": lambda self, flags: calls.append("deleted")})()
 
     pool = storage.Pool(lambda: None, "labkit", str(tmp_path))
-    monkeypatch.setattr(pool, "pool", lambda: FakePool())
-    monkeypatch.setattr(storage.time, "sleep", lambda s: None)
+    monkeypatch.setattr(pool, "pool", lambda: FakePool(busy))
+    monkeypatch.setattr("labkit.waiting.time.sleep", lambda s: None)
     pool.remove(f"{tmp_path}/labkit-t-1.raw")
-    assert len(calls) == 3
-    monkeypatch.setattr(storage, "BUSY_POOL_WAIT_S", -1)     # past the deadline: the error is reported
-    calls.clear()
+    assert calls == [0, 0, 0, "deleted"]
+
+    calls.clear()   # the same words with another code (a user's wrong pool, say): reported at once
+    other = coded("internal error: pool 'labkit' has asynchronous jobs running.",
+                  libvirt.VIR_ERR_OPERATION_FAILED, libvirt.VIR_FROM_STORAGE)
+    monkeypatch.setattr(pool, "pool", lambda: FakePool(other))
     with pytest.raises(BackendError, match="asynchronous jobs running"):
         pool.remove(f"{tmp_path}/labkit-t-1.raw")
+    assert calls == [0]
+
+    calls.clear()
+    monkeypatch.setattr(pool, "pool", lambda: FakePool(busy))
+    monkeypatch.setattr(storage, "BUSY_POOL_WAIT_S", 0)     # no time left: the error is reported
+    with pytest.raises(BackendError, match="travaux asynchrones"):
+        pool.remove(f"{tmp_path}/labkit-t-1.raw")
+    assert calls == [0]
 
 
 def test_xen_domain():

@@ -85,3 +85,43 @@ def test_not_a_store(tmp_path):
     bad.write_bytes(b"this is not sqlite at all" * 100)
     with pytest.raises(StoreError, match="not a labkit store"):
         Store(bad)
+
+
+def test_a_busy_store_waits_once_then_says_it_is_locked(tmp_path, monkeypatch):
+    """A write waits for another writer through SQLite's busy timeout only: when the store is
+    still locked after it, StoreError at once, not after 50 more busy-timeout waits (the old
+    loop called BEGIN IMMEDIATE 50 times, each waiting the 30 s timeout)."""
+    import labkit.store as store_mod
+    monkeypatch.setattr(store_mod, "BUSY_TIMEOUT_S", 0.2)
+    st = Store(tmp_path / "s.sqlite")
+    begins = []
+    st._db.set_trace_callback(lambda sql: begins.append(sql) if sql.startswith("BEGIN") else None)
+    other = sqlite3.connect(tmp_path / "s.sqlite", isolation_level=None)
+    other.execute("BEGIN IMMEDIATE")
+    try:
+        with pytest.raises(StoreError, match=r"locked by another writer \(waited 0.2 s\)"):
+            st.set_meta(campaign_id="c1")
+        assert begins == ["BEGIN IMMEDIATE"]
+    finally:
+        other.execute("ROLLBACK")
+        other.close()
+    st.set_meta(campaign_id="c1")          # free again: the store writes
+    assert st.meta()["campaign_id"] == "c1"
+    st.close()
+
+
+def test_a_write_waits_for_a_short_writer(tmp_path):
+    """Another writer that finishes within the busy timeout is waited for, not an error."""
+    import threading
+    st = Store(tmp_path / "s.sqlite")
+    other = sqlite3.connect(tmp_path / "s.sqlite", isolation_level=None, check_same_thread=False)
+    other.execute("BEGIN IMMEDIATE")
+    timer = threading.Timer(0.3, lambda: other.execute("COMMIT"))
+    timer.start()
+    try:
+        st.set_meta(campaign_id="c1")
+    finally:
+        timer.join()
+        other.close()
+    assert st.meta()["campaign_id"] == "c1"
+    st.close()
