@@ -76,7 +76,7 @@ def main(argv=None) -> int:
     print(f"design: 2^{args.k} x r={args.r} = {len(data)} observations, "
           f"{2 ** args.k - 1} terms")
 
-    t_lab, table = best_of(lambda: factorial_effects(data, factors, "y"), args.repeat)
+    t_lab, table = best_of(lambda: factorial_effects(data, factors=factors, response="y"), args.repeat)
     print(f"labkit.stats.factorial_effects : {t_lab * 1e3:10.2f} ms (best of {args.repeat})")
     t_sm, sm = best_of(lambda: statsmodels_anova(data, factors), args.sm_repeat)
     print(f"statsmodels ols + anova_lm     : {t_sm * 1e3:10.2f} ms (best of {args.sm_repeat})")
@@ -122,22 +122,22 @@ def others(data: pd.DataFrame, factors: list[str], repeat: int) -> None:
     except ImportError:     # not installed: statsmodels' Welch ANOVA after the split
         welch_ref = ("groupby + sm anova_oneway", lambda: anova_oneway(split(), use_var="unequal"))
     cases = [
-        ("oneway_anova (8 groups)", lambda: lk.oneway_anova(data, "y", "g"),
+        ("oneway_anova (8 groups)", lambda: lk.oneway_anova(data, response="y", factor="g"),
          "groupby + scipy f_oneway", lambda: sps.f_oneway(*split())),
-        ("welch_anova", lambda: lk.welch_anova(data, "y", "g"), *welch_ref),
-        ("levene (Brown-Forsythe)", lambda: lk.levene(data, "y", "g"),
+        ("welch_anova", lambda: lk.welch_anova(data, response="y", factor="g"), *welch_ref),
+        ("levene (Brown-Forsythe)", lambda: lk.levene(data, response="y", factor="g"),
          "groupby + scipy levene", lambda: sps.levene(*split())),
-        ("kruskal", lambda: lk.kruskal(data, "y", "g"),
+        ("kruskal", lambda: lk.kruskal(data, response="y", factor="g"),
          "groupby + scipy kruskal", lambda: sps.kruskal(*split())),
-        ("games_howell (28 pairs)", lambda: lk.games_howell(data, "y", "g"),
-         "statsmodels tukeyhsd", lambda: lk.tukey_hsd(data, "y", "g")),
-        ("anova (3 factors, balanced)", lambda: lk.anova(data, "y", three),
+        ("games_howell (28 pairs)", lambda: lk.games_howell(data, response="y", factor="g"),
+         "statsmodels tukeyhsd", lambda: lk.tukey_hsd(data, response="y", factor="g")),
+        ("anova (3 factors, balanced)", lambda: lk.anova(data, response="y", factors=three),
          "ols + anova_lm (typ 2)",
          lambda: anova_lm(ols("y ~ C(x0) * C(x1) * C(x2)", data).fit(), typ=2)),
-        ("art_anova (3 factors, 7 effects)", lambda: lk.art_anova(data, "y", three),
+        ("art_anova (3 factors, 7 effects)", lambda: lk.art_anova(data, response="y", factors=three),
          "ols+anova_lm x3 on ranks", art_reference),
         ("bootstrap_ci by run (8 cfgs)",
-         lambda: lk.bootstrap_ci(data, "y", by="g", n_boot=2000, seed=0),
+         lambda: lk.bootstrap_ci(data, response="y", by="g", n_boot=2000, seed=0),
          "scipy bootstrap x8 (rows)",
          lambda: [sps.bootstrap((s,), np.mean, n_resamples=2000, method="percentile",
                                 rng=0) for s in samples]),

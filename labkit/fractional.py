@@ -222,7 +222,7 @@ def fractional_effects(effects_or_data: pd.DataFrame, generators: Generators, *,
         factors = list(factors or [])
         k = len(factors)
         gens = _parse(k, generators)
-        table = factorial_effects(effects_or_data, factors[:k - len(gens)], response)
+        table = factorial_effects(effects_or_data, factors=factors[:k - len(gens)], response=response)
     else:
         if k is None:
             raise ConfigError("k is required when a factorial_effects table is given")

@@ -273,7 +273,7 @@ def interactions(data: pd.DataFrame, factors: Sequence[str], response: str, *,
     pairs = list(itertools.combinations(factors, 2))
     fig, axes = _grid(len(pairs), 3, panel=(3.6, 3.0))
     for ax, (a, b) in zip(axes, pairs):
-        s = summarize(data, [a, b], response, alpha=alpha)
+        s = summarize(data, by=[a, b], response=response, alpha=alpha)
         xlev = _levels(data, a, levels)
         xpos = {lv: i for i, lv in enumerate(xlev)}
         blev = _levels(data, b, levels)
@@ -347,7 +347,7 @@ def response_by_config(data: pd.DataFrame, by: str | Sequence[str], response: st
     alpha = v.alpha(alpha)
     if hue is not None and hue not in by:
         raise ConfigError(f"hue {hue!r} must be one of by ({', '.join(by)})")
-    s = summarize(data, by, response, alpha=alpha)
+    s = summarize(data, by=by, response=response, alpha=alpha)
     xcols = [c for c in by if c != hue]
     if xcols:
         keys = list(dict.fromkeys(map(tuple, s[xcols].itertuples(index=False, name=None))))

@@ -471,16 +471,16 @@ def analyze(data_dir: str | Path, campaign: str, *, response: str | None = None,
     factors = v.names(factors, "factors")
     runs = responses(tidy, response, factors)
     runs = runs.merge(tidy.drop_duplicates("run_id")[["run_id", "run_order"]], on="run_id")
-    summary = summarize(runs, factors, response, alpha=alpha)
+    summary = summarize(runs, by=factors, response=response, alpha=alpha)
     r = _is_full_two_level(runs, factors)
     diag: Diagnostics | None = None
     variation: pd.DataFrame | None = None
     why: str | None = None
     if r:
         kind = "factorial"
-        effects = factorial_effects(runs, factors, response, alpha=alpha)
+        effects = factorial_effects(runs, factors=factors, response=response, alpha=alpha)
         if r >= 2:
-            diag = factorial_diagnostics(runs, factors, response, alpha=alpha)
+            diag = factorial_diagnostics(runs, factors=factors, response=response, alpha=alpha)
             variation = variation_ci(runs, factors, response, alpha=alpha, n_boot=n_boot)
         elif len(factors) < 2:
             why = ("one two-level factor without replications: no error estimate, and Lenth's "
@@ -490,7 +490,7 @@ def analyze(data_dir: str | Path, campaign: str, *, response: str | None = None,
         cells = runs.groupby(factors, observed=True).size()
         full = bool((cells >= 2).all())
         try:
-            table = anova(runs, response, factors, interactions=full and len(factors) > 1)
+            table = anova(runs, response=response, factors=factors, interactions=full and len(factors) > 1)
         except ConfigError as exc:    # no residual degrees of freedom: say so, report the rest
             kind, why = "none", str(exc)
             effects = pd.DataFrame(columns=["term", "effect", "pct_variation"])
@@ -542,13 +542,14 @@ def compare(data_dir: str | Path, a: str, b: str, *, response: str | None = None
     response = response or (metas[0].get("workload") or {}).get("response") or "wall_time_s"
     ra, rb = (responses(t, response, fa) for t in tidies)
     try:
-        table = config_differences(ra, rb, response, fa, alpha=alpha, min_effect_pct=min_effect_pct)
+        table = config_differences(ra, rb, response=response, factors=fa, alpha=alpha,
+                                   min_effect_pct=min_effect_pct)
     except ConfigError:
         raise ConfigError(f"compare: no configuration has >= 2 successful runs in both {a!r} and {b!r}") from None
     table = table.rename(columns={"p_adj": "p_holm"})
     if (ra[response] > 0).all() and (rb[response] > 0).all():
         try:
-            table.attrs["overall"] = drift_test(ra, rb, response, fa, alpha=alpha,
+            table.attrs["overall"] = drift_test(ra, rb, response=response, factors=fa, alpha=alpha,
                                                 min_effect_pct=min_effect_pct)
         except ConfigError:
             pass

@@ -140,8 +140,9 @@ def disk_format_comparison(data: pd.DataFrame, response: str, *, by: Sequence[st
     if sub[FACTOR].nunique() < 2:
         raise ConfigError(f"disk_format_comparison: need runs of both {treatment!r} and {baseline!r}; "
                           f"have {sorted(data[FACTOR].dropna().astype(str).unique())}")
-    tt = stats.ttest_by(sub, FACTOR, response, by=by, levels=(treatment, baseline), alpha=alpha)
-    ratios = stats.overhead_ratios(sub, response, platform=FACTOR, baseline=baseline, by=by,
+    tt = stats.ttest_by(sub, factor=FACTOR, response=response, by=by, levels=(treatment, baseline),
+                        alpha=alpha)
+    ratios = stats.overhead_ratios(sub, response=response, platform=FACTOR, baseline=baseline, by=by,
                                    lower_is_better=True, alpha=alpha)
     ratios = ratios[by + ["ratio", "ci_low", "ci_high", "note"]].rename(
         columns={"ci_low": "ratio_low", "ci_high": "ratio_high", "note": "ratio_note"})
@@ -149,7 +150,8 @@ def disk_format_comparison(data: pd.DataFrame, response: str, *, by: Sequence[st
     bf, few = [], []
     for _key, grp in (sub.groupby(by, sort=True, observed=True) if by else [((), sub)]):
         ok = grp.groupby(FACTOR)[response].size().min() >= 3   # with 2 runs both |x - median| are equal
-        bf.append(float(stats.levene(grp, response, FACTOR, alpha=alpha).p.iloc[0]) if ok else np.nan)
+        bf.append(float(stats.levene(grp, response=response, factor=FACTOR, alpha=alpha).p.iloc[0])
+                  if ok else np.nan)
         few.append("" if ok else "Brown-Forsythe needs >= 3 runs per format")
     out["bf_p"] = bf
     out["p_holm"] = stats.adjust_p(out.p, method="holm")
@@ -189,7 +191,7 @@ def residual_checks(data: pd.DataFrame, response: str, factors: Sequence[str], *
     frame = data.assign(_cell=cell)
     sizes = frame.groupby("_cell").size()
     if len(sizes) >= 2 and sizes.min() >= 3:
-        lv = stats.levene(frame, response, "_cell", alpha=alpha).iloc[0]
+        lv = stats.levene(frame, response=response, factor="_cell", alpha=alpha).iloc[0]
         rows.append({"check": "equal variances", "test": lv.test, "statistic": lv.W, "p": lv.p,
                      "n": len(frame), "note": lv.note})
     else:

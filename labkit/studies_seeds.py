@@ -90,7 +90,7 @@ def cluster_cost_efficiency(times: pd.DataFrame, prices: pd.DataFrame) -> pd.Dat
     data["speedup_vs_slowest"] = g.transform("max") / data.mean_s
     data["perf_rank"] = g.rank(method="min").astype(int)
     data["relative_ci"] = data.ci_s / data.mean_s
-    return cost_efficiency(data, "mean_s", "cluster_price", by="app")
+    return cost_efficiency(data, time="mean_s", price="cluster_price", by="app")
 
 
 # -- seed 000: deployment scenarios -----------------------------------------------------------
@@ -505,7 +505,7 @@ def headline_comparison(reference: pd.DataFrame, data: pd.DataFrame, *, names: d
             if sel.platform.nunique() < 2:
                 row["note"] = "one of the two platforms has no successful run"
             else:
-                o = overhead_ratios(sel, "value", baseline=base, alpha=alpha,
+                o = overhead_ratios(sel, response="value", baseline=base, alpha=alpha,
                                     lower_is_better=ref["metric"] in set(lower_is_better)).iloc[0]
                 row.update(ours_pct=100 * (o.ratio - 1), ci_low=100 * (o.ci_low - 1),
                            ci_high=100 * (o.ci_high - 1), n=int(o.n), n_base=int(o.n_base), note=o.note)

@@ -22,6 +22,11 @@
 * Families of tests: :func:`adjust_p`, :func:`correct` (Holm, Bonferroni, BH).
 * Effect sizes: :func:`hedges_g`, :func:`effect_sizes` (omega², partial eta² with CI).
 
+Calls: the data is positional, every other argument keyword-only --
+``anova(data, response="rps", factors=["vcpus", "affinity"])``,
+``config_differences(a, b, response=..., factors=...)`` (two frames), ``ttest(a, b, alpha=...)``
+(two samples); an old positional call (``anova(data, "rps", factors)``) is a TypeError.
+
 Conventions (docs/design.md, "Statistics conventions"): two-level factors coded
 -1/+1, terms named ``"A:B"`` in Yates order, q and effect = 2q, SS_x = 2^k·r·q²,
 pct_variation = 100·SS_x/SST with SST including error. Every function

@@ -39,7 +39,7 @@ def _model_frame(data, response, factors):
     return frame, {s: f for f, s in safe.items()}
 
 
-def anova(data: pd.DataFrame, response: str, factors: Sequence[str], typ: int = 2, *,
+def anova(data: pd.DataFrame, *, response: str, factors: Sequence[str], typ: int = 2,
           interactions: bool = True) -> pd.DataFrame:
     """n-way ANOVA table of ``response`` on categorical ``factors`` (as statsmodels OLS + anova_lm).
 
@@ -166,7 +166,7 @@ def _finish(out: pd.DataFrame, sst: float, sse: float, note: str) -> None:
         out["p"] = np.nan
 
 
-def oneway_anova(data: pd.DataFrame, response: str, factor: str) -> pd.DataFrame:
+def oneway_anova(data: pd.DataFrame, *, response: str, factor: str) -> pd.DataFrame:
     """One-way ANOVA of ``response`` across the levels of ``factor`` (R's ``aov(y ~ g)``).
 
     Returns two rows, ``factor`` (between groups) and ``error`` (within), with
@@ -214,7 +214,7 @@ def oneway_anova(data: pd.DataFrame, response: str, factor: str) -> pd.DataFrame
     return out
 
 
-def tukey_hsd(data: pd.DataFrame, response: str, factor: str, *,
+def tukey_hsd(data: pd.DataFrame, *, response: str, factor: str,
               alpha: float = 0.05) -> pd.DataFrame:
     """Tukey's honestly significant differences between every pair of levels of ``factor``.
 

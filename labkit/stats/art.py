@@ -60,7 +60,7 @@ def _align(data, response, factors):
     return cs, aligned, TIES * float(np.max(np.abs(y)))
 
 
-def art_aligned(data: pd.DataFrame, response: str, factors: Sequence[str]) -> pd.DataFrame:
+def art_aligned(data: pd.DataFrame, *, response: str, factors: Sequence[str]) -> pd.DataFrame:
     """The aligned responses of every effect (ARTool's ``m$aligned``).
 
     Returns a DataFrame on ``data``'s index with one column per effect
@@ -72,7 +72,7 @@ def art_aligned(data: pd.DataFrame, response: str, factors: Sequence[str]) -> pd
     return pd.DataFrame(aligned, index=data.index)
 
 
-def art_anova(data: pd.DataFrame, response: str, factors: Sequence[str]) -> pd.DataFrame:
+def art_anova(data: pd.DataFrame, *, response: str, factors: Sequence[str]) -> pd.DataFrame:
     """ART ANOVA: one row per effect, each from the ANOVA of its own aligned ranks.
 
     Returns columns ``term``, ``df``, ``df_error``, ``F``, ``p`` and
@@ -118,9 +118,9 @@ def _ols(i, aligned, ranks, _cs, design):
     """As :func:`_balanced`, by statsmodels OLS with type III sums of squares (unbalanced)."""
     safe = list(design.columns)
     name = ":".join(safe[j] for j in _cells.terms(len(safe))[i])
-    t = anova(design.assign(_r=ranks), "_r", safe, typ=3).set_index("term")
+    t = anova(design.assign(_r=ranks), response="_r", factors=safe, typ=3).set_index("term")
     row = {"df": float(t.loc[name, "df"]), "df_error": float(t.loc["error", "df"]),
            "F": float(t.loc[name, "F"]), "p": float(t.loc[name, "p"]),
            "partial_eta_sq": float(t.loc[name, "partial_eta_sq"])}
-    raw = anova(design.assign(_a=aligned), "_a", safe, typ=3)
+    raw = anova(design.assign(_a=aligned), response="_a", factors=safe, typ=3)
     return row, raw[(raw["term"] != name) & (raw["term"] != "error")]["F"].to_numpy(float)

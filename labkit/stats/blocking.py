@@ -22,7 +22,7 @@ from .factorial import code, factorial_effects, sign_table
 __all__ = ["blocked_effects"]
 
 
-def blocked_effects(data: pd.DataFrame, factors: Sequence[str], response: str, block: str, *,
+def blocked_effects(data: pd.DataFrame, *, factors: Sequence[str], response: str, block: str,
                     alpha: float = 0.05, levels: v.Levels = None) -> pd.DataFrame:
     """:func:`factorial_effects` of a blocked 2^k·r design, with a ``block`` row.
 
@@ -37,7 +37,7 @@ def blocked_effects(data: pd.DataFrame, factors: Sequence[str], response: str, b
     """
     v.columns(v.frame(data), [block], "block")
     v.no_missing(data, [block], "block")
-    table = factorial_effects(data, factors, response, alpha=alpha, levels=levels)
+    table = factorial_effects(data, factors=factors, response=response, alpha=alpha, levels=levels)
     c = code(data, factors, response, levels=levels)
     codes, uniques = pd.factorize(data[block], sort=True)
     nb = len(uniques)

@@ -49,7 +49,7 @@ def _resampled_means(rng, sums: np.ndarray, counts: np.ndarray, n_boot: int) -> 
     return both.real / both.imag
 
 
-def bootstrap_ci(data: pd.DataFrame, response: str, by: v.Columns = None, *, run: str = "run_id",
+def bootstrap_ci(data: pd.DataFrame, *, response: str, by: v.Columns = None, run: str = "run_id",
                  n_boot: int = 2000, alpha: float = 0.05, seed: v.Seed = None,
                  min_runs: int = MIN_RUNS) -> pd.DataFrame:
     """Percentile bootstrap CI of the mean of ``response`` per configuration, resampling runs.

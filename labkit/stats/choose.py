@@ -47,7 +47,7 @@ class Choice:
         return f"{self.test}: {self.reason}"
 
 
-def compare_groups(data: pd.DataFrame, response: str, factor: str, *,
+def compare_groups(data: pd.DataFrame, *, response: str, factor: str,
                    alpha: float = 0.05) -> Choice:
     """Compare ``response`` across the levels of ``factor`` with the test the data allow.
 
@@ -55,8 +55,8 @@ def compare_groups(data: pd.DataFrame, response: str, factor: str, *,
     """
     alpha = v.alpha(alpha)
     levels, samples = v.groups(data, response, factor)
-    sw = correct(shapiro_by(data, factor, response, alpha=alpha), alpha=alpha)
-    bf = levene(data, response, factor, alpha=alpha)
+    sw = correct(shapiro_by(data, by=factor, response=response, alpha=alpha), alpha=alpha)
+    bf = levene(data, response=response, factor=factor, alpha=alpha)
     untestable = sw["p"].isna()
     rejected = sw.loc[sw["reject"], factor].tolist()
     normal = not rejected
@@ -80,21 +80,21 @@ def compare_groups(data: pd.DataFrame, response: str, factor: str, *,
         elif normal:
             test, table = "welch t-test", ttest(x, y, alpha=alpha)
         elif equal:
-            test, table = "mann-whitney U", mann_whitney(data, response, factor)
+            test, table = "mann-whitney U", mann_whitney(data, response=response, factor=factor)
         else:
-            test, table = "brunner-munzel", brunner_munzel(data, response, factor)
+            test, table = "brunner-munzel", brunner_munzel(data, response=response, factor=factor)
     elif normal and equal:
         test = "anova + tukey hsd"
-        table, posthoc = oneway_anova(data, response, factor), tukey_hsd(data, response,
-                                                                          factor, alpha=alpha)
+        table = oneway_anova(data, response=response, factor=factor)
+        posthoc = tukey_hsd(data, response=response, factor=factor, alpha=alpha)
     elif normal:
         test = "welch anova + games-howell"
-        table = welch_anova(data, response, factor)
-        posthoc = games_howell(data, response, factor, alpha=alpha)
+        table = welch_anova(data, response=response, factor=factor)
+        posthoc = games_howell(data, response=response, factor=factor, alpha=alpha)
     else:
         test = "kruskal-wallis + dunn (holm)"
-        table, posthoc = kruskal(data, response, factor), dunn(data, response, factor,
-                                                                alpha=alpha)
+        table = kruskal(data, response=response, factor=factor)
+        posthoc = dunn(data, response=response, factor=factor, alpha=alpha)
         if not equal:
             why.append("Kruskal-Wallis then tests stochastic dominance, not medians, since "
                        "the spreads differ")

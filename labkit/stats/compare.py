@@ -33,7 +33,7 @@ def _min_effect(x) -> float:
     return float(x)
 
 
-def config_differences(a: pd.DataFrame, b: pd.DataFrame, response: str, factors: Sequence[str], *,
+def config_differences(a: pd.DataFrame, b: pd.DataFrame, *, response: str, factors: Sequence[str],
                        alpha: float = 0.05, min_effect_pct: float = 2.0,
                        method: str = "holm") -> pd.DataFrame:
     """Per configuration, campaign ``b`` against campaign ``a`` (one row per run in each).
@@ -85,7 +85,7 @@ def config_differences(a: pd.DataFrame, b: pd.DataFrame, response: str, factors:
     return table
 
 
-def drift_test(a: pd.DataFrame, b: pd.DataFrame, response: str, factors: Sequence[str], *,
+def drift_test(a: pd.DataFrame, b: pd.DataFrame, *, response: str, factors: Sequence[str],
                alpha: float = 0.05, min_effect_pct: float = 2.0) -> pd.DataFrame:
     """Did the whole campaign move from ``a`` to ``b``? One-row DataFrame.
 
@@ -192,7 +192,7 @@ def pettitt(values: v.Sample, *, min_effect: float | None = None, alpha: float =
     return out
 
 
-def changepoint(data: pd.DataFrame, response: str, factors: Sequence[str], campaign: str, *,
+def changepoint(data: pd.DataFrame, *, response: str, factors: Sequence[str], campaign: str,
                 order: Sequence | None = None, min_effect_pct: float = 2.0,
                 alpha: float = 0.05) -> pd.DataFrame:
     """Change point over a series of campaigns of the same design.

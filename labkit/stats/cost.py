@@ -19,7 +19,7 @@ __all__ = ["cost_efficiency"]
 SECONDS = {"s": 1.0, "ms": 1e-3, "min": 60.0, "h": 3600.0}
 
 
-def cost_efficiency(data: pd.DataFrame, time: str, price: str, *, unit: str = "s",
+def cost_efficiency(data: pd.DataFrame, *, time: str, price: str, unit: str = "s",
                     by: v.Columns = None) -> pd.DataFrame:
     """Executions per hour divided by the price per hour, per row of ``data``.
 

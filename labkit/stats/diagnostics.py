@@ -53,7 +53,7 @@ def _test(res: pd.DataFrame, alpha: float, saturated: bool) -> dict:
     return shapiro_row(res["residual"].to_numpy(float), alpha)
 
 
-def factorial_diagnostics(data: pd.DataFrame, factors: Sequence[str], response: str, *,
+def factorial_diagnostics(data: pd.DataFrame, *, factors: Sequence[str], response: str,
                           alpha: float = 0.05, terms: Sequence[str] | None = None,
                           levels: v.Levels = None) -> Diagnostics:
     """Shapiro-Wilk on the residuals of the factorial model; the log model when it fails.
@@ -63,7 +63,7 @@ def factorial_diagnostics(data: pd.DataFrame, factors: Sequence[str], response: 
     p <= alpha. Returns a :class:`Diagnostics`.
     """
     alpha = v.alpha(alpha)
-    res = factorial_residuals(data, factors, response, terms=terms, levels=levels)
+    res = factorial_residuals(data, factors=factors, response=response, terms=terms, levels=levels)
     r = int(res.groupby(list(factors), observed=True).size().iloc[0])
     saturated = terms is None and r == 1
     first = {"model": "response"} | _test(res, alpha, saturated)
@@ -82,8 +82,10 @@ def factorial_diagnostics(data: pd.DataFrame, factors: Sequence[str], response: 
         y = data[response].to_numpy(float)
         if np.all(y > 0):
             logged = data.assign(**{response: np.log(y)})
-            log_effects = factorial_effects(logged, factors, response, alpha=alpha, levels=levels)
-            log_res = factorial_residuals(logged, factors, response, terms=terms, levels=levels)
+            log_effects = factorial_effects(logged, factors=factors, response=response, alpha=alpha,
+                                            levels=levels)
+            log_res = factorial_residuals(logged, factors=factors, response=response, terms=terms,
+                                          levels=levels)
             second = {"model": f"log({response})"} | _test(log_res, alpha, saturated)
             rows.append(second)
             if second["normal"] is True:

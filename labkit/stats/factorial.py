@@ -158,7 +158,7 @@ def _cell_label(i: int, factors, coding) -> str:
     return ", ".join(f"{f}={coding[f][i >> j & 1]!r}" for j, f in enumerate(factors))
 
 
-def factorial_effects(data: pd.DataFrame, factors: Sequence[str], response: str, *,
+def factorial_effects(data: pd.DataFrame, *, factors: Sequence[str], response: str,
                       alpha: float = 0.05, levels: v.Levels = None) -> pd.DataFrame:
     """Effects and allocation of variation of a balanced 2^k·r factorial design.
 
@@ -262,7 +262,7 @@ def factorial_effects(data: pd.DataFrame, factors: Sequence[str], response: str,
     return table
 
 
-def factorial_residuals(data: pd.DataFrame, factors: Sequence[str], response: str, *,
+def factorial_residuals(data: pd.DataFrame, *, factors: Sequence[str], response: str,
                         terms: Sequence[str] | None = None, levels: v.Levels = None) -> pd.DataFrame:
     """Fitted values and residuals of a 2^k·r factorial model.
 

@@ -47,7 +47,7 @@ def shapiro(x: v.Sample, *, alpha: float = 0.05) -> pd.DataFrame:
     return pd.DataFrame([shapiro_row(a, alpha)], columns=SHAPIRO_COLUMNS)
 
 
-def shapiro_by(data: pd.DataFrame, by: v.Columns, response: str, *, alpha: float = 0.05) -> pd.DataFrame:
+def shapiro_by(data: pd.DataFrame, *, by: v.Columns, response: str, alpha: float = 0.05) -> pd.DataFrame:
     """Shapiro-Wilk per configuration (cell) of the ``by`` columns.
 
     Returns one row per cell: the ``by`` columns, then ``n, W, p, normal, note``.
@@ -108,11 +108,11 @@ def ttest(a: v.Sample, b: v.Sample, *, paired: bool = False, equal_var: bool = F
     return pd.DataFrame([row], columns=TTEST_COLUMNS)
 
 
-def ttest_by(data: pd.DataFrame, factor: str, response: str, by: v.Columns = None, *,
+def ttest_by(data: pd.DataFrame, *, factor: str, response: str, by: v.Columns = None,
              levels: v.Levels = None, equal_var: bool = False, alpha: float = 0.05) -> pd.DataFrame:
     """For each configuration of ``by``, t-test ``response`` between the two levels of ``factor``.
 
-    E.g. ``ttest_by(df, "affinity", "rps", by=["vcpus", "memory_mb", "count"])``
+    E.g. ``ttest_by(df, factor="affinity", response="rps", by=["vcpus", "memory_mb", "count"])``
     compares floating and pinned in every vcpus/memory/count configuration.
     ``levels=(a, b)`` (or a labkit ``Design``) fixes which level is ``a``;
     otherwise a Categorical's category order, else sorted (numbers ascending,

@@ -41,7 +41,7 @@ def _adjust(p: np.ndarray, method: str) -> np.ndarray:
     return out
 
 
-def adjust_p(p: v.Sample, method: str = "holm") -> np.ndarray:
+def adjust_p(p: v.Sample, *, method: str = "holm") -> np.ndarray:
     """Adjusted p-values (R's ``p.adjust``) of the p-values ``p``, same order and length.
 
     ``method``: ``"holm"`` (default), ``"bonferroni"`` or ``"bh"``.
@@ -73,7 +73,7 @@ def correct(table: pd.DataFrame, *, p: str = "p", method: str = "holm",
     table = v.frame(table, "table")
     v.columns(table, [p], "p")
     out = table.copy()
-    out["p_adj"] = adjust_p(out[p].to_numpy(dtype=float, na_value=np.nan), method)
+    out["p_adj"] = adjust_p(out[p].to_numpy(dtype=float, na_value=np.nan), method=method)
     out["reject"] = out["p_adj"] < alpha
     out.attrs["correction"] = {"method": method, "family": int(np.isfinite(out["p_adj"]).sum()),
                                "alpha": alpha}

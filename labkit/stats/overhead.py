@@ -82,7 +82,7 @@ def fieller_ratio(num: v.Sample, den: v.Sample, *, alpha: float = 0.05) -> dict:
     return out
 
 
-def overhead_ratios(data: pd.DataFrame, response: str, *, platform: str = "platform",
+def overhead_ratios(data: pd.DataFrame, *, response: str, platform: str = "platform",
                     baseline: str = "local", by: Sequence[str] | str | None = None,
                     lower_is_better: bool | Iterable[str] = False, metric: str = "metric",
                     alpha: float = 0.05) -> pd.DataFrame:

@@ -28,7 +28,7 @@ __all__ = ["brunner_munzel", "dunn", "games_howell", "kruskal", "levene", "mann_
            "welch_anova"]
 
 
-def levene(data: pd.DataFrame, response: str, factor: str, *, center: str = "median",
+def levene(data: pd.DataFrame, *, response: str, factor: str, center: str = "median",
            alpha: float = 0.05) -> pd.DataFrame:
     """Test of equal variances across the levels of ``factor`` (R ``car::leveneTest``).
 
@@ -80,7 +80,7 @@ def _moments(data, response, factor):
     return levels, n, m, var
 
 
-def welch_anova(data: pd.DataFrame, response: str, factor: str) -> pd.DataFrame:
+def welch_anova(data: pd.DataFrame, *, response: str, factor: str) -> pd.DataFrame:
     """Welch's (1951) one-way ANOVA without equal variances (R's ``oneway.test``).
 
     Returns one row: ``test`` ("welch"), ``F``, ``df1``, ``df2`` (Welch's
@@ -112,7 +112,7 @@ PAIR_COLUMNS = ["group_a", "group_b", "n_a", "n_b", "diff", "se", "t", "df", "ci
                 "ci_high", "p_adj", "reject"]
 
 
-def games_howell(data: pd.DataFrame, response: str, factor: str, *,
+def games_howell(data: pd.DataFrame, *, response: str, factor: str,
                  alpha: float = 0.05) -> pd.DataFrame:
     """Games-Howell (1976) pairwise comparisons: Tukey's HSD without equal variances.
 
@@ -163,7 +163,7 @@ def _two(data, response, factor):
     return levels, samples
 
 
-def mann_whitney(data: pd.DataFrame, response: str, factor: str, *,
+def mann_whitney(data: pd.DataFrame, *, response: str, factor: str,
                  alternative: str = "two-sided") -> pd.DataFrame:
     """Wilcoxon-Mann-Whitney rank-sum test between the two levels of ``factor``.
 
@@ -185,7 +185,7 @@ def mann_whitney(data: pd.DataFrame, response: str, factor: str, *,
                           "prob_superiority": u / (len(x) * len(y))}])
 
 
-def brunner_munzel(data: pd.DataFrame, response: str, factor: str) -> pd.DataFrame:
+def brunner_munzel(data: pd.DataFrame, *, response: str, factor: str) -> pd.DataFrame:
     """Brunner-Munzel (2000) test: Mann-Whitney without equal variances (shapes).
 
     ``scipy.stats.brunnermunzel`` (t approximation, as R's
@@ -202,7 +202,7 @@ def brunner_munzel(data: pd.DataFrame, response: str, factor: str) -> pd.DataFra
                           "estimate": float(est)}])
 
 
-def kruskal(data: pd.DataFrame, response: str, factor: str) -> pd.DataFrame:
+def kruskal(data: pd.DataFrame, *, response: str, factor: str) -> pd.DataFrame:
     """Kruskal-Wallis rank-sum test across the levels of ``factor`` (R's ``kruskal.test``).
 
     Returns one row: ``H`` (chi-squared, tie-corrected), ``df``, ``p``,
@@ -224,7 +224,7 @@ def kruskal(data: pd.DataFrame, response: str, factor: str) -> pd.DataFrame:
                           "epsilon_sq": h / (n - 1), "note": ""}], columns=cols)
 
 
-def dunn(data: pd.DataFrame, response: str, factor: str, *, method: str = "holm",
+def dunn(data: pd.DataFrame, *, response: str, factor: str, method: str = "holm",
          alpha: float = 0.05) -> pd.DataFrame:
     """Dunn's (1964) pairwise rank tests after Kruskal-Wallis, corrected (Holm by default).
 
@@ -253,7 +253,7 @@ def dunn(data: pd.DataFrame, response: str, factor: str, *, method: str = "holm"
                      "rank_diff": diff, "z": z,
                      "p": float(2 * sps.norm.sf(abs(z))) if np.isfinite(z) else np.nan})
     out = pd.DataFrame(rows)
-    out["p_adj"] = adjust_p(out["p"].to_numpy(float), method)
+    out["p_adj"] = adjust_p(out["p"].to_numpy(float), method=method)
     out["reject"] = out["p_adj"] < alpha
     out.attrs["correction"] = method
     return out

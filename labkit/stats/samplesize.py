@@ -66,7 +66,7 @@ def n_for_halfwidth(sd: v.Sample, halfwidth: v.Sample, *, confidence: float = 0.
     return out
 
 
-def sample_size(data: pd.DataFrame, response: str, by: Sequence[str] | str, *, target: float,
+def sample_size(data: pd.DataFrame, *, response: str, by: Sequence[str] | str, target: float,
                 relative: bool = True, confidence: float = 0.95) -> pd.DataFrame:
     """Runs per configuration needed for a CI half-width of ``target``.
 

@@ -12,7 +12,7 @@ __all__ = ["summarize"]
 SUMMARY_COLUMNS = ["n", "mean", "std", "sem", "ci_low", "ci_high"]
 
 
-def summarize(data: pd.DataFrame, by: v.Columns, response: str, *, alpha: float = 0.05) -> pd.DataFrame:
+def summarize(data: pd.DataFrame, *, by: v.Columns, response: str, alpha: float = 0.05) -> pd.DataFrame:
     """Mean of ``response`` per configuration of ``by``, with its confidence interval.
 
     ``by`` is a column name or a list (``None`` or ``[]``: one overall row).

@@ -22,7 +22,7 @@ NAMED = {-1.0: "reciprocal", -0.5: "reciprocal square root", 0.0: "log",
          0.5: "square root", 1.0: "none"}
 
 
-def boxcox_transform(y: v.Sample, lam: float) -> np.ndarray:
+def boxcox_transform(y: v.Sample, *, lam: float) -> np.ndarray:
     """(y^λ - 1)/λ, or log y when λ = 0; y must be positive."""
     y = v.sample(y, "y")
     if np.any(y <= 0):
@@ -42,7 +42,7 @@ def _design(data: pd.DataFrame, factors: list[str], interactions: bool) -> np.nd
     return np.hstack(parts)
 
 
-def boxcox(data: pd.DataFrame, response: str, factors: Sequence[str] | None = None, *,
+def boxcox(data: pd.DataFrame, *, response: str, factors: Sequence[str] | None = None,
            interactions: bool = True, alpha: float = 0.05,
            bounds: tuple[float, float] = (-3.0, 3.0)) -> pd.DataFrame:
     """The maximum-likelihood Box-Cox λ for ``response`` under an ANOVA model of ``factors``.

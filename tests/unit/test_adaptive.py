@@ -39,13 +39,13 @@ def test_halfwidth_n_is_the_smallest_that_reaches_the_target():
 def test_sample_size_table():
     data = pd.DataFrame({"cfg": ["a"] * 4 + ["b"] * 4,
                          "y": [10.0, 10.1, 9.9, 10.0, 10, 12, 8, 11]})
-    t = sample_size(data, "y", "cfg", target=0.02).set_index("cfg")
+    t = sample_size(data, response="y", by="cfg", target=0.02).set_index("cfg")
     assert t.loc["a", "met"] and not t.loc["b", "met"]
     assert t.loc["b", "n_needed"] > 4 and t.loc["a", "n_needed"] <= 4
     hw = sps.t.ppf(0.975, 3) * np.std([10, 12, 8, 11], ddof=1) / 2
     assert t.loc["b", "half_width"] == pytest.approx(hw)
     with pytest.raises(ConfigError, match="target"):
-        sample_size(data, "y", "cfg", target=0)
+        sample_size(data, response="y", by="cfg", target=0)
 
 
 def adaptive(**rep):

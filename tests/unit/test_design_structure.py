@@ -101,7 +101,7 @@ def test_montgomery_example_7_2_blocked_analysis():
     block1 = sorted("".join(ch.lower() for ch in "ABCD" if row[ch] == 1) or "(1)"
                     for row in rows if row["blk"] == 1)
     assert block1 == sorted(["(1)", "ab", "ac", "bc", "ad", "bd", "cd", "abcd"])
-    t = blocked_effects(pd.DataFrame(rows), list("ABCD"), "y", "blk").set_index("term")
+    t = blocked_effects(pd.DataFrame(rows), factors=list("ABCD"), response="y", block="blk").set_index("term")
     assert t.loc["block", "ss"] == pytest.approx(1387.5625)
     assert t.loc["A:B:C:D", "effect"] == pytest.approx(-18.625) and t.loc["A:B:C:D", "confounded"]
     for term, effect in {"A": 21.625, "C": 9.875, "D": 14.625, "A:C": -18.125, "A:D": 16.625}.items():
@@ -120,7 +120,7 @@ def test_replicated_blocks_match_ols_with_a_block_term():
     plan = design.plan()
     data = pd.DataFrame([{**r.levels, "block": r.block} for r in plan])
     data["y"] = 10 + 2 * data.xa - data.xb + 3 * data.block + rng.normal(0, 1, len(data))
-    ours = blocked_effects(data, ["xa", "xb", "xc"], "y", "block").set_index("term")
+    ours = blocked_effects(data, factors=["xa", "xb", "xc"], response="y", block="block").set_index("term")
     sm = anova_lm(ols("y ~ C(block) + xa*xb*xc", data).fit(), typ=1)
     assert ours.loc["block", "ss"] == pytest.approx(sm.loc["C(block)", "sum_sq"])
     assert ours.loc["error", "ss"] == pytest.approx(sm.loc["Residual", "sum_sq"])

@@ -60,7 +60,7 @@ def test_example_8_1_effects_reported_with_aliases():
     for chain, effect in published.items():
         assert t.loc[chain, "effect"] == pytest.approx(effect)
     # from a factorial_effects table of the base factors, same answer
-    base = factorial_effects(filtration(), list("ABC"), "rate")
+    base = factorial_effects(filtration(), factors=list("ABC"), response="rate")
     t2 = fractional_effects(base, ["D=ABC"], k=4).set_index("aliases")
     assert t2.loc["D", "effect"] == pytest.approx(16.50)
     assert t2.loc["A:C + B:D", "effect"] == pytest.approx(-18.50)

@@ -39,7 +39,7 @@ def bar_widths(ax):
 
 
 def test_pareto_replicated_uses_t_and_the_t_quantile(sv):
-    table = factorial_effects(long_frame(sv.JAIN_22R3["y"], ["A", "B"]), ["A", "B"], "y",
+    table = factorial_effects(long_frame(sv.JAIN_22R3["y"], ["A", "B"]), factors=["A", "B"], response="y",
                               alpha=0.10)
     fig = plots.pareto(table)
     assert isinstance(fig, Figure)
@@ -58,7 +58,7 @@ def test_pareto_replicated_uses_t_and_the_t_quantile(sv):
 
 
 def test_pareto_unreplicated_uses_lenth_me_and_sme(sv):
-    table = factorial_effects(long_frame(sv.JAIN_23["y"], list("ABC")), list("ABC"), "y")
+    table = factorial_effects(long_frame(sv.JAIN_23["y"], list("ABC")), factors=list("ABC"), response="y")
     ax = plots.pareto(table).axes[0]
     res = lenth(table)
     assert len(ax.patches) == 7
@@ -76,7 +76,7 @@ def test_pareto_rejects_what_it_cannot_chart():
     with pytest.raises(ConfigError, match="effects: no column 'effect'"):
         plots.pareto(pd.DataFrame({"term": ["A"], "t": [1.0]}))
     with pytest.raises(ConfigError, match="top must be a positive integer"):
-        table = factorial_effects(long_frame([1, 2, 3, 5], ["A", "B"]), ["A", "B"], "y")
+        table = factorial_effects(long_frame([1, 2, 3, 5], ["A", "B"]), factors=["A", "B"], response="y")
         plots.pareto(table, top=0)
 
 
@@ -115,7 +115,7 @@ def test_interactions_one_panel_per_pair(study):
 
 def test_qq_of_residuals(sv):
     data = long_frame(sv.JAIN_22R3["y"], ["A", "B"])
-    d = factorial_diagnostics(data, ["A", "B"], "y")
+    d = factorial_diagnostics(data, factors=["A", "B"], response="y")
     ax = plots.qq(d).axes[0]
     points = line(ax, "points")
     (osm, osr), _ = sps.probplot(d.residuals["residual"], dist="norm")
@@ -146,12 +146,12 @@ def test_response_by_config_with_hue(study):
 def test_draws_into_a_given_axes(sv):
     fig = Figure()
     ax = fig.add_subplot()
-    table = factorial_effects(long_frame(sv.JAIN_23["y"], list("ABC")), list("ABC"), "y")
+    table = factorial_effects(long_frame(sv.JAIN_23["y"], list("ABC")), factors=list("ABC"), response="y")
     assert plots.pareto(table, ax=ax) is fig and len(ax.patches) == 7
 
 
 def test_save_figure_writes_png_and_svg(tmp_path, sv):
-    table = factorial_effects(long_frame(sv.JAIN_23["y"], list("ABC")), list("ABC"), "y")
+    table = factorial_effects(long_frame(sv.JAIN_23["y"], list("ABC")), factors=list("ABC"), response="y")
     fig = plots.pareto(table)
     paths = plots.save_figure(fig, "pareto_jain23", tmp_path / "figures")
     assert [p.name for p in paths] == ["pareto_jain23.png", "pareto_jain23.svg"]
@@ -232,9 +232,9 @@ def test_main_effect_ci_uses_the_model_error(study):
 def test_pareto_caveat_when_residuals_are_not_normal():
     # every cell: three equal runs and one outlier, so residuals are -2, -2, -2, +6
     data = long_frame([[c, c, c, c + 8] for c in (1, 2, 3, 4)], ["A", "B"])
-    diag = factorial_diagnostics(data, ["A", "B"], "y")
+    diag = factorial_diagnostics(data, factors=["A", "B"], response="y")
     assert diag.normal is False
-    ax = plots.pareto(factorial_effects(data, ["A", "B"], "y"), diagnostics=diag).axes[0]
+    ax = plots.pareto(factorial_effects(data, factors=["A", "B"], response="y"), diagnostics=diag).axes[0]
     assert "residuals not normal" in ax.get_xlabel()
 
 

@@ -18,8 +18,8 @@ def design(effect_a=2.0, effect_b=0.0, sd=0.1, r=4, seed=1):
 
 
 def analyse(data):
-    eff = stats.factorial_effects(data, ["A", "B"], "y")
-    return eff, stats.factorial_diagnostics(data, ["A", "B"], "y")
+    eff = stats.factorial_effects(data, factors=["A", "B"], response="y")
+    return eff, stats.factorial_diagnostics(data, factors=["A", "B"], response="y")
 
 
 def test_the_factor_with_an_effect_is_the_answer():

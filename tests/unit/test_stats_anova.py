@@ -20,7 +20,7 @@ def plant_growth(sv):
 
 def test_oneway_plant_growth(sv):
     # R: anova(lm(weight ~ group, data = PlantGrowth))
-    t = oneway_anova(plant_growth(sv), "weight", "group").set_index("term")
+    t = oneway_anova(plant_growth(sv), response="weight", factor="group").set_index("term")
     assert list(t.index) == ["group", "error"]
     assert t.loc["group", "ss"] == printed(sv.ONEWAY["ss_between"])
     assert t.loc["error", "ss"] == printed(sv.ONEWAY["ss_within"])
@@ -33,7 +33,7 @@ def test_oneway_plant_growth(sv):
 
 def test_tukey_plant_growth_matches_scipy(sv):
     # scipy.stats.tukey_hsd(ctrl, trt1, trt2), R: TukeyHSD(aov(weight ~ group, PlantGrowth))
-    t = tukey_hsd(plant_growth(sv), "weight", "group")
+    t = tukey_hsd(plant_growth(sv), response="weight", factor="group")
     assert list(t.columns) == ["group_a", "group_b", "diff", "ci_low", "ci_high", "p_adj",
                                "reject"]
     ref = sps.tukey_hsd(sv.PG_CTRL, sv.PG_TRT1, sv.PG_TRT2)
@@ -53,7 +53,7 @@ def test_two_way_anova_of_jain_22r3(sv):
     # R: anova(lm(y ~ A*B)) on Jain's Ex. 18.1 data; every type agrees when balanced
     data = long_frame(sv.JAIN_22R3["y"], ["A", "B"])
     for typ in (1, 2, 3):
-        t = anova(data, "y", ["A", "B"], typ=typ).set_index("term")
+        t = anova(data, response="y", factors=["A", "B"], typ=typ).set_index("term")
         assert list(t.index) == ["A", "B", "A:B", "error"]
         for name, f in sv.JAIN_22R3["F"].items():
             term = {"AB": "A:B"}.get(name, name)
@@ -75,7 +75,7 @@ def test_three_factor_multilevel_anova_montgomery_soft_drink_bottling():
     data = pd.DataFrame([(a, b, c, v) for (a, b, c), vs in y.items() for v in vs],
                         columns=["carbonation", "pressure", "speed", "fill"])
     data = data.sample(frac=1, random_state=1)       # run order must not matter
-    t = anova(data, "fill", ["carbonation", "pressure", "speed"]).set_index("term")
+    t = anova(data, response="fill", factors=["carbonation", "pressure", "speed"]).set_index("term")
     table = {"carbonation": (2, 252.750, 178.412), "pressure": (1, 45.375, 64.059),
              "speed": (1, 22.042, 31.118), "carbonation:pressure": (2, 5.250, 3.706),
              "carbonation:speed": (2, 0.583, 0.412), "pressure:speed": (1, 1.042, 1.471),
@@ -94,45 +94,45 @@ def test_anova_handles_multilevel_unbalanced_data_and_odd_names():
                          "vcpus": np.tile([1, 2, 4, 8], 6)})
     data["req/s"] = rng.normal(100, 5, len(data)) + data["vcpus"] * 3
     data = data.iloc[:-1]
-    t = anova(data, "req/s", ["host type", "vcpus"], interactions=False)
+    t = anova(data, response="req/s", factors=["host type", "vcpus"], interactions=False)
     assert t["term"].tolist() == ["host type", "vcpus", "error"]
     assert t.loc[1, "df"] == 3 and t.loc[2, "df"] == len(data) - 1 - 2 - 3
     with pytest.raises(ConfigError, match="anova"):
-        factorial_effects(data, ["host type", "vcpus"], "req/s")
+        factorial_effects(data, factors=["host type", "vcpus"], response="req/s")
 
 
 def test_anova_errors(sv):
     data = long_frame(sv.JAIN_22["y"], ["A", "B"])
     with pytest.raises(ConfigError, match="no residual degrees of freedom"):
-        anova(data, "y", ["A", "B"])
+        anova(data, response="y", factors=["A", "B"])
     with pytest.raises(ConfigError, match="typ must be 1, 2 or 3"):
-        anova(data, "y", ["A"], typ=4)
+        anova(data, response="y", factors=["A"], typ=4)
     with pytest.raises(ConfigError, match="'A' has 1 level"):
-        anova(data[data.A == 1], "y", ["A", "B"], interactions=False)
+        anova(data[data.A == 1], response="y", factors=["A", "B"], interactions=False)
     with pytest.raises(ConfigError, match="factors: no column 'C'"):
-        anova(data, "y", ["C"])
+        anova(data, response="y", factors=["C"])
 
 
 def test_a_large_constant_part_costs_no_accuracy(sv):
     # issue 17: PlantGrowth in hundredths (integers) plus 1e12 is exactly representable,
     # so the F of R's anova(lm(weight ~ group, PlantGrowth)) must come back exactly
     data = plant_growth(sv)
-    base = oneway_anova(data, "weight", "group").loc[0, "F"]
+    base = oneway_anova(data, response="weight", factor="group").loc[0, "F"]
     shifted = data.assign(weight=np.round(data["weight"] * 100) + 1e12)
-    for t in (oneway_anova(shifted, "weight", "group"), anova(shifted, "weight", ["group"])):
+    for t in (oneway_anova(shifted, response="weight", factor="group"), anova(shifted, response="weight", factors=["group"])):
         assert t.loc[0, "F"] == printed(sv.ONEWAY["F"])
         assert t.loc[0, "F"] == pytest.approx(base, rel=1e-12)
         assert t.loc[0, "p"] == printed(sv.ONEWAY["p"])
     # two-way: Jain's Ex. 18.1 data + 1e12 keeps its SSE and F (printed in the book)
     data = long_frame(sv.JAIN_22R3["y"], ["A", "B"])
-    t = anova(data.assign(y=data["y"] + 1e12), "y", ["A", "B"]).set_index("term")
+    t = anova(data.assign(y=data["y"] + 1e12), response="y", factors=["A", "B"]).set_index("term")
     assert t.loc["error", "ss"] == pytest.approx(sv.JAIN_22R3["sse"], rel=1e-12)
     assert t.loc["A", "F"] == printed(sv.JAIN_22R3["F"]["A"])
 
 
 def test_a_constant_response_gives_nan_and_a_note():
     data = pd.DataFrame({"g": list("aabbcc"), "y": [0.1] * 6})
-    for t in (oneway_anova(data, "y", "g"), anova(data, "y", ["g"])):
+    for t in (oneway_anova(data, response="y", factor="g"), anova(data, response="y", factors=["g"])):
         assert np.isnan(t.loc[0, "F"]) and np.isnan(t.loc[0, "p"])
         assert np.isnan(t.loc[0, "eta_sq"])
         assert t.loc[0, "ss"] == 0 and t.loc[1, "ss"] == 0
@@ -142,17 +142,17 @@ def test_a_constant_response_gives_nan_and_a_note():
 def test_groups_without_spread_give_nan_f_and_a_note():
     # every group constant, the groups different: SSE = 0, F undefined
     data = pd.DataFrame({"g": list("aabbcc"), "y": [0.1, 0.1, 0.3, 0.3, 0.7, 0.7]})
-    t = oneway_anova(data, "y", "g")
+    t = oneway_anova(data, response="y", factor="g")
     assert t.loc[1, "ss"] == 0 and t.loc[0, "ss"] > 0
     assert np.isnan(t.loc[0, "F"]) and np.isnan(t.loc[0, "p"])
     assert t.loc[0, "eta_sq"] == pytest.approx(1)
     assert "residuals are zero" in t.attrs["note"]
     two = pd.DataFrame({"A": [0, 0, 1, 1] * 2, "B": [0, 1] * 4,
                         "y": [0.1, 0.2, 0.4, 0.8] * 2})
-    t = anova(two, "y", ["A", "B"])
+    t = anova(two, response="y", factors=["A", "B"])
     assert t["F"].isna().all() and "residuals are zero" in t.attrs["note"]
     assert t.loc[t.term == "error", "ss"].iloc[0] == 0
 
 
 def test_a_normal_table_has_an_empty_note(sv):
-    assert oneway_anova(plant_growth(sv), "weight", "group").attrs["note"] == ""
+    assert oneway_anova(plant_growth(sv), response="weight", factor="group").attrs["note"] == ""

@@ -84,7 +84,7 @@ def test_bootstrap_resamples_runs_not_rows():
     rng = np.random.default_rng(5)
     data = runs_frame(rng, 4, 200)
     with pytest.warns(FewRunsWarning, match="only 4 runs"):
-        t = bootstrap_ci(data, "y", seed=1).iloc[0]
+        t = bootstrap_ci(data, response="y", seed=1).iloc[0]
     run_means = data.groupby("run_id")["y"].mean()
     assert t["n_runs"] == 4 and t["n_rows"] == 800
     assert t["ci_low"] >= run_means.min() - 1e-9 and t["ci_high"] <= run_means.max() + 1e-9
@@ -99,7 +99,7 @@ def test_bootstrap_coverage_with_enough_runs():
         warnings.simplefilter("error")          # 30 runs: no warning
         for i in range(200):
             data = runs_frame(rng, 30, 3)
-            t = bootstrap_ci(data, "y", seed=i, n_boot=1000).iloc[0]
+            t = bootstrap_ci(data, response="y", seed=i, n_boot=1000).iloc[0]
             hits += t["ci_low"] <= 100 <= t["ci_high"]
     assert 0.88 <= hits / 200 <= 0.99
 
@@ -109,10 +109,10 @@ def test_bootstrap_by_configuration_and_errors():
     data = pd.concat([runs_frame(rng, 12, 2).assign(platform="kvm"),
                       runs_frame(rng, 12, 2, mean=50).assign(platform="lxc")])
     data["run_id"] = data["platform"] + data["run_id"]
-    t = bootstrap_ci(data, "y", by="platform", seed=0)
+    t = bootstrap_ci(data, response="y", by="platform", seed=0)
     assert t["platform"].tolist() == ["kvm", "lxc"] and (t["note"] == "").all()
     assert (t["ci_low"] < t["mean"]).all() and (t["mean"] < t["ci_high"]).all()
     with pytest.raises(ConfigError, match="n_boot"):
-        bootstrap_ci(data, "y", n_boot=10)
+        bootstrap_ci(data, response="y", n_boot=10)
     with pytest.raises(ConfigError, match="no column 'run'"):
-        bootstrap_ci(data, "y", run="run")
+        bootstrap_ci(data, response="y", run="run")

@@ -53,7 +53,7 @@ def two_campaigns(shift=1.0, seed=0):
 def test_config_differences_match_welch_and_holm():
     from statsmodels.stats.multitest import multipletests
     a, b = two_campaigns(1.05)
-    t = config_differences(a, b, "y", ["x", "z"])
+    t = config_differences(a, b, response="y", factors=["x", "z"])
     assert len(t) == 4
     for row in t.itertuples():
         xa = a[(a.x == row.x) & (a.z == row.z)].y
@@ -66,14 +66,14 @@ def test_config_differences_match_welch_and_holm():
         assert row.ratio_low < row.ratio < row.ratio_high
     assert np.allclose(t.p_adj, multipletests(t.p, method="holm")[1])
     assert t.drift.all()
-    assert not config_differences(a, b, "y", ["x", "z"], min_effect_pct=10).drift.any()
+    assert not config_differences(a, b, response="y", factors=["x", "z"], min_effect_pct=10).drift.any()
 
 
 def test_drift_test_matches_anova_lm():
     from statsmodels.formula.api import ols
     from statsmodels.stats.anova import anova_lm
     a, b = two_campaigns(1.03, seed=2)
-    r = drift_test(a, b, "y", ["x", "z"]).iloc[0]
+    r = drift_test(a, b, response="y", factors=["x", "z"]).iloc[0]
     d = pd.concat([a, b]).assign(ly=lambda f: np.log(f.y), cfg=lambda f: f.x.astype(str) + f.z,
                                  camp=lambda f: (f.camp == "b").astype(float))
     sm = anova_lm(ols("ly ~ C(cfg) * camp", d).fit(), typ=2)
@@ -82,7 +82,7 @@ def test_drift_test_matches_anova_lm():
     assert r.p_interaction == pytest.approx(sm.loc["C(cfg):camp", "PR(>F)"])
     assert r.ci_low_pct < r.shift_pct < r.ci_high_pct
     assert r.shift_pct == pytest.approx(3.0, abs=1.5) and r.drift
-    same = drift_test(a, a, "y", ["x", "z"]).iloc[0]
+    same = drift_test(a, a, response="y", factors=["x", "z"]).iloc[0]
     assert same.shift_pct == pytest.approx(0, abs=1e-9) and not same.drift
 
 
@@ -95,9 +95,9 @@ def test_changepoint_over_campaigns():
             for _ in range(3):
                 rows.append({"campaign": f"c{i}", "x": x, "y": level * 5 * x * rng.lognormal(0, 0.01)})
     data = pd.DataFrame(rows)
-    r = changepoint(data, "y", ["x"], "campaign").iloc[0]
+    r = changepoint(data, response="y", factors=["x"], campaign="campaign").iloc[0]
     assert r.change_point == 8 and r.campaign_before == "c7"
     assert r.shift_pct == pytest.approx(10, abs=2) and r.change
-    assert not changepoint(data, "y", ["x"], "campaign", min_effect_pct=20).iloc[0].change
+    assert not changepoint(data, response="y", factors=["x"], campaign="campaign", min_effect_pct=20).iloc[0].change
     with pytest.raises(ConfigError, match="order"):
-        changepoint(data, "y", ["x"], "campaign", order=["c0", "c1"])
+        changepoint(data, response="y", factors=["x"], campaign="campaign", order=["c0", "c1"])

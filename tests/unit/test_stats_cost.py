@@ -24,7 +24,7 @@ def ce():
     prices = pd.read_csv(VECTORS / "interconnect_prices.csv", comment="#")
     prices["cluster_price"] = prices["price_per_hour_usd"] * prices["instances"]
     data = times.merge(prices[["instance", "cluster_price"]], on="instance")
-    return cost_efficiency(data, "mean_s", "cluster_price", by="app").set_index(["app",
+    return cost_efficiency(data, time="mean_s", price="cluster_price", by="app").set_index(["app",
                                                                                   "instance"])
 
 
@@ -71,6 +71,6 @@ def test_figure_5_4_ranking_and_conclusions(ce):
 def test_bad_input():
     data = pd.DataFrame({"t": [1.0, 0.0], "p": [1.0, 1.0]})
     with pytest.raises(ConfigError, match="values <= 0"):
-        cost_efficiency(data, "t", "p")
+        cost_efficiency(data, time="t", price="p")
     with pytest.raises(ConfigError, match="unit must be"):
-        cost_efficiency(data, "t", "p", unit="days")
+        cost_efficiency(data, time="t", price="p", unit="days")

@@ -44,7 +44,7 @@ def by_term(table):
 # --- Jain Ex. 17.1/17.2: 2^2 ---------------------------------------------------
 
 def test_jain_22_q_ss_and_allocation_of_variation(sv):
-    t = by_term(factorial_effects(long_frame(sv.JAIN_22["y"], ["A", "B"]), ["A", "B"], "y"))
+    t = by_term(factorial_effects(long_frame(sv.JAIN_22["y"], ["A", "B"]), factors=["A", "B"], response="y"))
     for name, q in sv.JAIN_22["q"].items():
         assert t.loc[JAIN_NAMES[name], "q"] == printed(q)
     for name, ss in sv.JAIN_22["ss"].items():
@@ -57,7 +57,7 @@ def test_jain_22_q_ss_and_allocation_of_variation(sv):
 
 
 def test_yates_order_and_the_mean_row_first(sv):
-    t = factorial_effects(long_frame(sv.JAIN_23["y"], ["A", "B", "C"]), ["A", "B", "C"], "y")
+    t = factorial_effects(long_frame(sv.JAIN_23["y"], ["A", "B", "C"]), factors=["A", "B", "C"], response="y")
     assert t["term"].tolist() == ["I", "A", "B", "A:B", "C", "A:C", "B:C", "A:B:C"]
     assert yates_terms(["vcpus", "affinity"]) == ["I", "vcpus", "affinity", "vcpus:affinity"]
     assert np.isnan(t.loc[0, ["effect", "ss", "pct_variation", "df"]].astype(float)).all()
@@ -66,7 +66,7 @@ def test_yates_order_and_the_mean_row_first(sv):
 # --- Jain Ex. 17.3: 2^3 --------------------------------------------------------
 
 def test_jain_23_q_and_pct(sv):
-    t = by_term(factorial_effects(long_frame(sv.JAIN_23["y"], list("ABC")), list("ABC"), "y"))
+    t = by_term(factorial_effects(long_frame(sv.JAIN_23["y"], list("ABC")), factors=list("ABC"), response="y"))
     for name, q in sv.JAIN_23["q"].items():
         assert t.loc[JAIN_NAMES[name], "q"] == printed(q)
     for name, pct in sv.JAIN_23["pct"].items():
@@ -80,7 +80,7 @@ def test_jain_23_q_and_pct(sv):
 @pytest.fixture
 def jain_22r3(sv):
     data = long_frame(sv.JAIN_22R3["y"], ["A", "B"])
-    return factorial_effects(data, ["A", "B"], "y", alpha=0.10)
+    return factorial_effects(data, factors=["A", "B"], response="y", alpha=0.10)
 
 
 def test_jain_22r3_effects_ss_and_error(sv, jain_22r3):
@@ -130,7 +130,7 @@ def test_columns_and_attrs_of_a_replicated_table(jain_22r3):
 def test_numbers_sort_low_to_high_whatever_the_row_order(sv):
     levels = {"vcpus": (1, 4), "memory_mb": (512, 2048)}
     data = long_frame(sv.JAIN_22["y"], ["vcpus", "memory_mb"], levels)
-    t = by_term(factorial_effects(data, ["vcpus", "memory_mb"], "y"))
+    t = by_term(factorial_effects(data, factors=["vcpus", "memory_mb"], response="y"))
     assert t.loc["vcpus", "q"] == 20 and t.loc["memory_mb", "q"] == 10
     assert t.attrs["levels"] == levels
 
@@ -140,7 +140,7 @@ def test_strings_sort_unless_an_explicit_mapping_or_design_says_otherwise(sv):
     data = long_frame(sv.JAIN_22["y"], ["A", "B"], levels)
     for seed in range(3):   # runs come in random order: the coding must not depend on it
         shuffled = data.sample(frac=1, random_state=seed)
-        t = by_term(factorial_effects(shuffled, ["A", "B"], "y"))
+        t = by_term(factorial_effects(shuffled, factors=["A", "B"], response="y"))
         # "large" < "small" alphabetically: B's low level is "large", B and A:B flip
         assert (t.loc["A", "q"], t.loc["B", "q"], t.loc["A:B", "q"]) == (20, -10, -5)
         assert t.attrs["levels"] == {"A": ("floating", "pinned"), "B": ("large", "small")}
@@ -149,7 +149,7 @@ def test_strings_sort_unless_an_explicit_mapping_or_design_says_otherwise(sv):
                                       SimpleNamespace(name="unused", levels=(1, 2))])
     for mapping in (levels, {"A": {"floating": -1, "pinned": 1}, "B": ["small", "large"]},
                     design):
-        t = by_term(factorial_effects(data, ["A", "B"], "y", levels=mapping))
+        t = by_term(factorial_effects(data, factors=["A", "B"], response="y", levels=mapping))
         assert (t.loc["A", "q"], t.loc["B", "q"], t.loc["A:B", "q"]) == (20, 10, 5)
 
 
@@ -157,11 +157,11 @@ def test_a_design_may_declare_more_levels_than_the_data_holds(sv):
     data = long_frame(sv.JAIN_22["y"], ["A", "B"], {"A": (2, 8), "B": ("x", "y")})
     design = SimpleNamespace(factors=[SimpleNamespace(name="A", levels=(1, 2, 4, 8)),
                                       SimpleNamespace(name="B", levels=("y", "z", "x"))])
-    t = by_term(factorial_effects(data, ["A", "B"], "y", levels=design))
+    t = by_term(factorial_effects(data, factors=["A", "B"], response="y", levels=design))
     assert t.attrs["levels"] == {"A": (2, 8), "B": ("y", "x")}
     assert (t.loc["A", "q"], t.loc["B", "q"]) == (20, -10)
     with pytest.raises(ConfigError, match="levels must be a mapping"):
-        factorial_effects(data, ["A", "B"], "y", levels=[("A", (2, 8))])
+        factorial_effects(data, factors=["A", "B"], response="y", levels=[("A", (2, 8))])
 
 
 def test_ordered_categorical_uses_its_category_order(sv):
@@ -169,7 +169,7 @@ def test_ordered_categorical_uses_its_category_order(sv):
     data = data.sort_values("y", ascending=False)
     data["A"] = pd.Categorical(data["A"], categories=["lo", "hi"], ordered=True)
     data["B"] = pd.Categorical(data["B"], categories=["x", "y"])
-    t = by_term(factorial_effects(data, ["A", "B"], "y"))
+    t = by_term(factorial_effects(data, factors=["A", "B"], response="y"))
     assert (t.loc["A", "q"], t.loc["B", "q"]) == (20, 10)
 
 
@@ -178,16 +178,16 @@ def test_ordered_categorical_uses_its_category_order(sv):
 def test_three_levels_point_to_anova():
     data = pd.DataFrame({"A": [1, 2, 3, 1, 2, 3], "B": [0, 0, 0, 1, 1, 1], "y": range(6)})
     with pytest.raises(ConfigError, match=r"'A' has 3 level.*anova\(\)"):
-        factorial_effects(data, ["A", "B"], "y")
+        factorial_effects(data, factors=["A", "B"], response="y")
 
 
 def test_unbalanced_and_incomplete_designs_point_to_anova(sv):
     data = long_frame(sv.JAIN_22R3["y"], ["A", "B"])
     with pytest.raises(ConfigError, match=r"unbalanced.*between 2 and 3.*anova\(\)"):
-        factorial_effects(data.iloc[1:], ["A", "B"], "y")
+        factorial_effects(data.iloc[1:], factors=["A", "B"], response="y")
     missing = data[~((data.A == 1) & (data.B == 1))]
     with pytest.raises(ConfigError, match=r"1 of the 4 cells have no observation.*A=1, B=1"):
-        factorial_effects(missing, ["A", "B"], "y")
+        factorial_effects(missing, factors=["A", "B"], response="y")
 
 
 @pytest.mark.parametrize("kwargs, message", [
@@ -206,24 +206,24 @@ def test_bad_arguments_raise_config_errors_naming_them(sv, kwargs, message):
     data = long_frame(sv.JAIN_22R3["y"], ["A", "B"]).assign(label="x")
     args = dict(factors=["A", "B"], response="y") | kwargs
     with pytest.raises(ConfigError, match=message):
-        factorial_effects(data, args.pop("factors"), args.pop("response"), **args)
+        factorial_effects(data, factors=args.pop("factors"), response=args.pop("response"), **args)
 
 
 def test_missing_values_are_refused(sv):
     data = long_frame(sv.JAIN_22R3["y"], ["A", "B"])
     with pytest.raises(ConfigError, match=r"'y' has 1 missing.*status == 'ok'"):
-        factorial_effects(data.assign(y=data.y.where(data.index != 3)), ["A", "B"], "y")
+        factorial_effects(data.assign(y=data.y.where(data.index != 3)), factors=["A", "B"], response="y")
     with pytest.raises(ConfigError, match=r"column 'B' has 1 missing"):
-        factorial_effects(data.assign(B=data.B.where(data.index != 3)), ["A", "B"], "y")
+        factorial_effects(data.assign(B=data.B.where(data.index != 3)), factors=["A", "B"], response="y")
     with pytest.raises(ConfigError, match=r"must be a pandas DataFrame"):
-        factorial_effects([1, 2], ["A"], "y")
+        factorial_effects([1, 2], factors=["A"], response="y")
 
 
 # --- residuals -----------------------------------------------------------------
 
 def test_full_model_residuals_are_deviations_from_cell_means(sv):
     data = long_frame(sv.JAIN_22R3["y"], ["A", "B"])
-    res = factorial_residuals(data, ["A", "B"], "y")
+    res = factorial_residuals(data, factors=["A", "B"], response="y")
     assert list(res.columns) == ["A", "B", "y", "fitted", "residual"]
     assert res.index.equals(data.index)
     cell_means = data.groupby(["A", "B"])["y"].transform("mean")
@@ -233,18 +233,18 @@ def test_full_model_residuals_are_deviations_from_cell_means(sv):
 
 def test_reduced_model_keeps_the_mean_and_the_listed_terms(sv):
     data = long_frame(sv.JAIN_23["y"], list("ABC"))
-    res = factorial_residuals(data, list("ABC"), "y", terms=["A", "C"])
+    res = factorial_residuals(data, factors=list("ABC"), response="y", terms=["A", "C"])
     q = sv.JAIN_23["q"]
     assert np.allclose(res["fitted"], q["I"] + q["A"] * res["A"] + q["C"] * res["C"])
     with pytest.raises(ConfigError, match=r"terms: 'D' not among"):
-        factorial_residuals(data, list("ABC"), "y", terms=["D"])
+        factorial_residuals(data, factors=list("ABC"), response="y", terms=["D"])
 
 
 def test_a_large_constant_part_costs_no_accuracy(sv):
     # Jain Ex. 18.1 (integers) + 1e12 is exactly representable: q, SSE unchanged
     v = sv.JAIN_22R3
     data = long_frame(v["y"], ["A", "B"])
-    t = factorial_effects(data.assign(y=data["y"] + 1e12), ["A", "B"], "y").set_index("term")
+    t = factorial_effects(data.assign(y=data["y"] + 1e12), factors=["A", "B"], response="y").set_index("term")
     for name, q in v["q"].items():
         term = {"AB": "A:B"}.get(name, name)
         assert t.loc[term, "q"] == pytest.approx(q + (1e12 if name == "I" else 0), rel=1e-15,
@@ -255,12 +255,12 @@ def test_a_large_constant_part_costs_no_accuracy(sv):
 
 def test_degenerate_responses_give_nan_and_a_note(sv):
     data = long_frame(sv.JAIN_22R3["y"], ["A", "B"])
-    const = factorial_effects(data.assign(y=0.1), ["A", "B"], "y")
+    const = factorial_effects(data.assign(y=0.1), factors=["A", "B"], response="y")
     assert (const["q"].iloc[1:4] == 0).all()
     assert const["pct_variation"].isna().all() and const["p"].isna().all()
     assert "constant" in const.attrs["note"]
     cells = data.groupby(["A", "B"])["y"].transform("mean") / 7   # no within-cell spread
-    t = factorial_effects(data.assign(y=cells), ["A", "B"], "y")
+    t = factorial_effects(data.assign(y=cells), factors=["A", "B"], response="y")
     assert t.loc[t.term == "error", "ss"].iloc[0] == 0
     assert t["t"].isna().all() and t["ci_low"].isna().all()
     assert "no variation within cells" in t.attrs["note"]

@@ -64,7 +64,7 @@ def sleep_long(sv):
 
 
 def test_ttest_by_runs_welch_per_configuration(sv):
-    out = ttest_by(sleep_long(sv), "drug", "extra", by="cfg")
+    out = ttest_by(sleep_long(sv), factor="drug", response="extra", by="cfg")
     assert list(out.columns) == ["cfg", "level_a", "level_b", "n_a", "n_b", "mean_a", "mean_b",
                                  "diff", "diff_pct", "t", "df", "p", "ci_low", "ci_high",
                                  "significant", "note"]
@@ -73,10 +73,10 @@ def test_ttest_by_runs_welch_per_configuration(sv):
         check(row, sv.WELCH)                       # R: t.test(extra ~ group, data = sleep)
         assert row["diff_pct"] == pytest.approx(100 * (0.75 - 2.33) / 2.33)
         assert not row["significant"]
-    swapped = ttest_by(sleep_long(sv), "drug", "extra", by=["cfg"], levels=("g2", "g1"))
+    swapped = ttest_by(sleep_long(sv), factor="drug", response="extra", by=["cfg"], levels=("g2", "g1"))
     assert swapped.loc[0, "t"] == printed(-sv.WELCH["t"])
     design = SimpleNamespace(factors=[SimpleNamespace(name="drug", levels=("g2", "g1"))])
-    by_design = ttest_by(sleep_long(sv), "drug", "extra", by="cfg", levels=design)
+    by_design = ttest_by(sleep_long(sv), factor="drug", response="extra", by="cfg", levels=design)
     assert by_design["level_a"].tolist() == ["g2", "g2"]
     assert by_design.loc[1, "t"] == printed(-sv.WELCH["t"])
 
@@ -86,7 +86,7 @@ def test_ttest_by_small_cells_get_nan_and_a_note(sv):
     # cfg "two" keeps a single g2 value
     data = data[~((data.cfg == "two") & (data.drug == "g2"))]
     data = pd.concat([data, pd.DataFrame([{"cfg": "two", "drug": "g2", "extra": 1.0}])])
-    out = ttest_by(data, "drug", "extra", by="cfg")
+    out = ttest_by(data, factor="drug", response="extra", by="cfg")
     assert np.isnan(out.loc[1, "p"]) and "at least 2 observations" in out.loc[1, "note"]
     assert out.loc[1, "n_b"] == 1 and out.loc[1, "mean_b"] == 1.0
     assert not out.loc[1, "significant"]
@@ -94,18 +94,18 @@ def test_ttest_by_small_cells_get_nan_and_a_note(sv):
 
 def test_ttest_by_without_by_and_bad_factors(sv):
     data = sleep_long(sv)
-    assert len(ttest_by(data[data.cfg == "one"], "drug", "extra")) == 1
+    assert len(ttest_by(data[data.cfg == "one"], factor="drug", response="extra")) == 1
     with pytest.raises(ConfigError, match=r"factor 'cfg' cannot also be in by"):
-        ttest_by(data, "cfg", "extra", by="cfg")
+        ttest_by(data, factor="cfg", response="extra", by="cfg")
     three = data.assign(drug=np.resize(["a", "b", "c"], len(data)))
     with pytest.raises(ConfigError, match=r"'drug' has 3 level.*tukey_hsd"):
-        ttest_by(three, "drug", "extra", by="cfg")
+        ttest_by(three, factor="drug", response="extra", by="cfg")
 
 
 def test_shapiro_by_cells(sv):
     data = sleep_long(sv)
     data = pd.concat([data, pd.DataFrame([{"cfg": "three", "drug": "g1", "extra": 1.0}] * 2)])
-    out = shapiro_by(data, ["cfg", "drug"], "extra")
+    out = shapiro_by(data, by=["cfg", "drug"], response="extra")
     assert list(out.columns) == ["cfg", "drug", "n", "W", "p", "normal", "note"]
     assert len(out) == 5
     small = out[out.cfg == "three"].iloc[0]
@@ -125,5 +125,5 @@ def test_input_errors(sv):
     with pytest.raises(ConfigError, match="at least 2 observation"):
         ttest([1], [1, 2, 3])
     with pytest.raises(ConfigError, match="by: no column 'nope'"):
-        shapiro_by(sleep_long(sv), "nope", "extra")
+        shapiro_by(sleep_long(sv), by="nope", response="extra")
     assert np.isnan(shapiro([2, 2, 2]).loc[0, "W"])

@@ -28,7 +28,7 @@ def rate_frame():
 
 
 def test_filtration_rate_example():
-    effects = factorial_effects(rate_frame(), list("ABCD"), "rate")
+    effects = factorial_effects(rate_frame(), factors=list("ABCD"), response="rate")
     res = lenth(effects)
     # |effects| sorted: .125 .375 1.125 1.375 1.625 1.875 2.375 2.625 3.125 4.125
     #                   9.875 14.625 16.625 18.125 21.625  -> median 2.625, s0 = 3.9375

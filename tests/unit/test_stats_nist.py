@@ -82,8 +82,8 @@ def exact(name: str) -> dict:
 
 def table(fn, data):
     if fn is oneway_anova:
-        return oneway_anova(data, "y", "treatment").set_index("term")
-    return anova(data, "y", ["treatment"]).set_index("term")
+        return oneway_anova(data, response="y", factor="treatment").set_index("term")
+    return anova(data, response="y", factors=["treatment"]).set_index("term")
 
 
 def test_every_dataset_is_present_and_parses():
@@ -123,5 +123,5 @@ def test_the_higher_difficulty_sets_keep_four_digits_of_f():
     # issue 17: before the fix SmLs09 gave F = 1,805 instead of the certified 2,001
     for name in ("SmLs07", "SmLs08", "SmLs09"):
         cert, data = dataset(name)
-        f = oneway_anova(data, "y", "treatment").loc[0, "F"]
+        f = oneway_anova(data, response="y", factor="treatment").loc[0, "F"]
         assert f"{f:.4g}" == f"{cert['F']:.4g}"

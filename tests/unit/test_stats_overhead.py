@@ -64,7 +64,7 @@ def _platform_data():
 
 
 def test_overhead_ratios_is_a_slowdown_for_throughputs_and_times():
-    out = overhead_ratios(_platform_data(), "value", by="metric",
+    out = overhead_ratios(_platform_data(), response="value", by="metric",
                           lower_is_better={"time_per_request_ms"})
     assert list(out.metric) == ["requests_per_s", "time_per_request_ms"]
     # docker is twice as slow by construction, on both metrics
@@ -73,4 +73,4 @@ def test_overhead_ratios_is_a_slowdown_for_throughputs_and_times():
     assert out.significant.all() and (out.p < 0.001).all()
     assert out.attrs["baseline"] == "local"
     with pytest.raises(ConfigError, match="baseline 'native'"):
-        overhead_ratios(_platform_data(), "value", baseline="native")
+        overhead_ratios(_platform_data(), response="value", baseline="native")

@@ -48,7 +48,7 @@ def scale(data) -> float:
 @given(designs(min_r=1))
 def test_terms_plus_error_add_up_to_sst(design):
     data, factors = design
-    t = factorial_effects(data, factors, "y")
+    t = factorial_effects(data, factors=factors, response="y")
     sst = float(np.sum((data["y"] - data["y"].mean()) ** 2))
     total = t.loc[t.term != "I", "ss"].sum()
     assert abs(total - sst) <= 1e-9 * max(1.0, sst)
@@ -64,7 +64,7 @@ def test_agrees_with_statsmodels_ols_and_anova_lm(design):
     from statsmodels.stats.anova import anova_lm
 
     data, factors = design
-    t = factorial_effects(data, factors, "y").set_index("term")
+    t = factorial_effects(data, factors=factors, response="y").set_index("term")
     coded = pd.DataFrame({f: np.where(data[f] == t.attrs["levels"][f][1], 1.0, -1.0)
                           for f in factors})
     coded["y"] = data["y"].to_numpy()
