@@ -38,14 +38,15 @@ from .backends import backend_class, get_backend, teardown
 from .backends.base import Backend, exec_log_text, instance_measurements
 from .design import HOST_MAX, Design
 from .errors import CommandTimeout, ConfigError, LabkitError, StoreError
-from .fingerprint import fingerprint_id, host_fingerprint, host_identity
+from .fingerprint import host_fingerprint, host_identity
 from .ids import campaign_prefix, check_campaign_id
 from .instance import InstanceSpec
 from .lock import LOCK_NAME, CampaignLock
 from .paths import check_data_dir
+from .platforms import BackendPool, Platform
 from .redact import redact
 from .store import Store, now_iso
-from .testbed import Testbed
+from .testbed import Host, Testbed
 from .workloads import get_workload
 from .workloads.params import TIMEOUT
 
@@ -225,72 +226,33 @@ class Campaign:
     def _run_pass(self, retry_failed: bool, only: set | None, max_runs: int | None,
                   new_store: bool) -> Store:
         """One pass of :meth:`run` over the pending runs (those in ``only`` when given), after
-        forgetting the failed runs when ``retry_failed``; returns the store read-only."""
-        if self.testbed is not None:
-            return self._run_fleet(retry_failed, only, max_runs, new_store)
-        b = self._backend_arg   # a nics level the backend cannot bond fails before it connects
-        runnet.check_nics(backend_class(b) if isinstance(b, str) else b, self.design.plan())
-        self.backend = backend = get_backend(b, **self.backend_options)
-        lock = self._lock()
-        store = None
-        try:
-            lock.acquire()
-            store = Store.for_campaign(self.data_dir, self.campaign_id, group_readable=self.group_readable,
-                                       allow_new=new_store)
-            fp = {"host": host_fingerprint(), "backend": backend.fingerprint()}
-            fp_id = fingerprint_id(redact(fp))
-            self._check_or_write_meta(store, host_identity(fp))
-            store.add_fingerprint(fp_id, fp)
-            if retry_failed:
-                _forget_failed(store)
-            with self._signals.installed():
-                with self._signals.deferred():
-                    backend.cleanup(self.prefix)
-                plan = self.design.plan()
-                done = store.completed()
-                pending = [r for r in plan if r.run_id not in done and (only is None or r.run_id in only)]
-                if max_runs is not None:
-                    pending = pending[:max_runs]
-                already = sum(r.run_id in done for r in plan)
-                with self._bar(len(plan), already) as bar:
-                    def execute(runs):
-                        for run in runs:
-                            self._execute(run, backend, store, fp_id)
-                            bar.update(1)
-                    execute(pending)
-                    if self.design.adaptive is not None:   # replications: {target_ci: ...}
-                        from .adaptive import run_adaptive
-                        run_adaptive(self.design, store, execute, response=self.workload.response, bar=bar,
-                                     budget=None if max_runs is None else max_runs - len(pending))
-                store.export()
-        finally:
-            with self._signals.installed(), self._signals.deferred():
-                backend.close()
-                if store is not None:
-                    store.close()
-                lock.release()
-        return Store.for_campaign(self.data_dir, self.campaign_id, readonly=True)
+        forgetting the failed runs when ``retry_failed``; returns the store read-only.
 
-    def _run_fleet(self, retry_failed: bool, only: set | None, max_runs: int | None,
-                   new_store: bool) -> Store:
-        """:meth:`run` on the testbed's hosts (:class:`labkit.fleet.Fleet`)."""
+        The one frame of every path: the campaign's lock, its store, the resume check, the signal
+        handling and the clean-up are here, and the runs go to the one engine,
+        :class:`labkit.fleet.Fleet`, over the campaign's slots (:meth:`slots`): the testbed's
+        (host, platform) backends or, on one backend, a testbed of that one slot. The fixed plan
+        and the adaptive rounds feed the same engine."""
         from .fleet import Fleet
+        testbed, pool, platform = self.slots()
         lock = self._lock()
         store = fleet = None
         try:
             lock.acquire()
             store = Store.for_campaign(self.data_dir, self.campaign_id, group_readable=self.group_readable,
                                        allow_new=new_store)
-            self._check_or_write_meta(store, host_identity({"host": host_fingerprint(), "backend": {}}))
+            one = {"backend": self.backend.name} if self.backend is not None else {}
+            self._check_or_write_meta(store, host_identity({"host": host_fingerprint(), "backend": one}))
             if retry_failed:
                 _forget_failed(store)
-            fleet = Fleet(self, self.testbed, store, default_platform=self.backend_name)
+            fleet = Fleet(self, testbed, store, default_platform=platform, pool=pool,
+                          guard=self._signals.deferred)
             with self._signals.installed():
                 plan = [r for r in self.design.plan() if only is None or r.run_id in only]
                 fleet.prepare(plan)
                 before = len(store.completed())
                 fleet.run(plan, progress=self.progress, max_runs=max_runs)
-                if self.design.adaptive is not None:   # the same rounds as on one backend
+                if self.design.adaptive is not None:   # replications: {target_ci: ...}
                     from .adaptive import run_adaptive
 
                     def execute(runs):
@@ -301,20 +263,30 @@ class Campaign:
                 store.export()
         finally:
             with self._signals.installed(), self._signals.deferred():
-                if fleet is not None:
-                    fleet.close()
+                pool.close()
                 if store is not None:
                     store.close()
                 lock.release()
         return Store.for_campaign(self.data_dir, self.campaign_id, readonly=True)
 
-    # -- internals -------------------------------------------------------------
-    def _bar(self, total, initial):
-        if not self.progress:
-            return contextlib.nullcontext(_NoBar())
-        from tqdm.auto import tqdm
-        return tqdm(total=total, initial=initial, desc=self.campaign_id, unit="run")
+    def slots(self) -> tuple[Testbed, BackendPool, str]:
+        """What the engine runs on: (testbed, backend pool, platform of runs without a ``platform``
+        level). With a testbed (or a ``platform`` factor) its hosts and platforms, the backends opened
+        by the engine; on one backend, this machine alone offering that backend, opened here (so a
+        backend that cannot run here fails before any store exists; a ``nics`` level it cannot bond
+        fails before it connects) and kept as :attr:`backend`."""
+        if self.testbed is not None:
+            return self.testbed, BackendPool(), self.backend_name
+        b = self._backend_arg
+        runnet.check_nics(backend_class(b) if isinstance(b, str) else b, self.design.plan())
+        self.backend = backend = get_backend(b, **self.backend_options)
+        name = backend.name
+        tb = Testbed([Host("local")], {name: Platform(name, name, dict(self.backend_options))}, name="local")
+        pool = BackendPool()
+        pool.adopt(tb.hosts[0], tb.platforms[name], backend)
+        return tb, pool, name
 
+    # -- internals -------------------------------------------------------------
     def _check_or_write_meta(self, store: Store, host: dict | None = None) -> None:
         """Write the campaign's settings into a new store, or check a resumed one matches them
         (every key of RESUME_KEYS); StoreError listing every difference otherwise."""
@@ -355,14 +327,6 @@ class Campaign:
         log.warning("design %r has no seed: drew seed %d and stored it with campaign %r; add `seed: %d` to "
                     "the design to repeat the plan, or resume with the same campaign id",
                     d.name, d.seed, self.campaign_id, d.seed)
-
-    def _execute(self, run: Run, backend: Backend, store: Store, fp_id: str) -> None:
-        status, error, measurements, metadata, started, duration, output = self.measure(run, backend)
-        keep_output(store, run.run_id, status, output)
-        store.record_run(run, status=status, started=started, duration_s=duration,
-                         measurements=measurements, error=error, metadata=metadata, fingerprint_id=fp_id)
-        if status != "ok":
-            log.warning("run %s %s: %s", run.run_id, status, (error or "").splitlines()[0][:200])
 
     def measure(self, run: Run, backend: Backend, *, live: list | None = None, versions_key: Any = None,
                 deferred: contextlib.AbstractContextManager | None = None) -> Measured:
@@ -585,7 +549,3 @@ def differences(key: str, stored: Any, now: Any) -> list[str]:
         return t if len(t) <= 120 else t[:117] + "..."
     return [f"{key}: stored {short(stored)}, now {short(now)}"]
 
-
-class _NoBar:
-    def update(self, n):
-        pass

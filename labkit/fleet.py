@@ -1,6 +1,10 @@
-"""Fleet execution: one worker thread per testbed host, each claiming the next pending run.
+"""The run engine: one worker thread per testbed host, each claiming the next pending run.
 
-:class:`Fleet` runs a campaign's plan on a :class:`~labkit.testbed.Testbed`:
+:class:`Fleet` runs a campaign's plan on a :class:`~labkit.testbed.Testbed`. It is the one engine
+of every path (:meth:`labkit.campaign.Campaign.run` owns the frame around it: lock, store, resume
+check, signals): a campaign on one backend is a testbed of one slot, this machine offering that
+backend; a ``platform`` factor or a testbed gives more slots. The fixed plan and the adaptive
+rounds (:meth:`Fleet.extend`, then :meth:`Fleet.run` again) feed it the same way.
 
 * **Platforms and backends.** Each (host, platform) backend is opened and checked once, before the
   first run (a platform a host cannot offer fails here, naming both), cleaned of the campaign's
@@ -20,7 +24,7 @@
   move to live hosts offering their platforms (``fleet_moves`` in the meta; ``moved_from`` in the
   run's metadata), or with ``on_host_loss: fail-block`` its blocks' runs on that host are removed
   (kept in the meta as ``fleet_superseded``) and the blocks re-run whole elsewhere.
-* **Progress.** One tqdm bar per host plus a total. Workers are daemon threads; the caller's thread
+* **Progress.** One tqdm bar per host plus a total (one bar in all for one host). Workers are daemon threads; the caller's thread
   only waits, so Ctrl-C (or SIGTERM) in a terminal or a notebook stops cleanly: in-flight instances
   are destroyed, their claims released, and the runs execute again on resume.
 """
@@ -33,6 +37,7 @@ import secrets
 import socket
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -76,8 +81,10 @@ class Fleet:
     probe_after_s = 10.0   # a run in flight longer than this gets its host probed (sshd forks per probe)
     lost_after = 3
 
-    def __init__(self, campaign, testbed, store, *, default_platform: str, pool: BackendPool | None = None):
+    def __init__(self, campaign, testbed, store, *, default_platform: str, pool: BackendPool | None = None,
+                 guard: Callable[[], contextlib.AbstractContextManager] = contextlib.nullcontext):
         self.c, self.tb, self.store = campaign, testbed, store
+        self.guard = guard   # entered around the clean-up after an interrupt (the campaign's signal deferral)
         self.default_platform = default_platform
         self.pool = pool or BackendPool()
         self.owner = f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
@@ -173,14 +180,15 @@ class Fleet:
                    for n, s in self.states.items() if not s.lost]
         helpers = [threading.Thread(target=self._heartbeat, daemon=True, name="labkit-fleet-heartbeat"),
                    threading.Thread(target=self._monitor, daemon=True, name="labkit-fleet-monitor")]
-        for t in workers + helpers:
-            t.start()
         try:
+            for t in workers + helpers:   # inside the try: a signal may come while they start
+                t.start()
             while any(t.is_alive() for t in workers):
-                for t in workers:
-                    t.join(0.2)
+                for t in workers:   # short waits: a signal another thread received is seen here
+                    t.join(0.05)
         except BaseException:
-            self._cancel(workers)
+            with self.guard():   # a second Ctrl-C or SIGTERM waits until the instances are gone
+                self._cancel(workers)
             raise
         finally:
             self.stop.set()
@@ -197,7 +205,8 @@ class Fleet:
                 teardown(list(s.live))
         deadline = time.monotonic() + 30
         for t in workers:
-            t.join(max(0.0, deadline - time.monotonic()))
+            if t.ident is not None:   # started
+                t.join(max(0.0, deadline - time.monotonic()))
         with self.db:
             self.store.release_claims(owner=self.owner)
 
@@ -384,6 +393,9 @@ class Fleet:
         if not progress:
             return
         from tqdm.auto import tqdm
+        if len(self.states) == 1:   # one slot (a campaign on one backend): one bar
+            self.total = tqdm(total=total, initial=initial, desc=self.c.campaign_id, unit="run")
+            return
         self.total = tqdm(total=total, initial=initial, desc=f"{self.c.campaign_id} (all hosts)", unit="run",
                           position=0)
         for i, (name, s) in enumerate(self.states.items(), start=1):

@@ -176,6 +176,12 @@ class BackendPool:
                 self._backends[key] = backend
             return backend
 
+    def adopt(self, host, platform: Platform, backend) -> None:
+        """Hold ``backend``, opened by the caller, as ``host``'s ``platform`` (a campaign on one
+        backend: the engine's one slot); :meth:`close` closes it."""
+        with self._lock:
+            self._backends[(host.name, platform.name)] = backend
+
     def opened(self, host_name: str | None = None) -> list[tuple[str, str, object]]:
         with self._lock:
             return [(h, p, b) for (h, p), b in self._backends.items() if host_name in (None, h)]
