@@ -355,7 +355,8 @@ class DockerBackend(CleanupByName, Backend):
         except docker.errors.NotFound:
             pass
         except docker.errors.APIError as exc:
-            if "already in progress" not in str(exc):
+            # 409 Conflict: with force, only "removal of container ... is already in progress"
+            if exc.status_code != 409:
                 raise BackendError(f"removing container {name or ref} failed: {exc}") from exc
 
     def fingerprint(self) -> dict:
