@@ -64,6 +64,7 @@ from ._ssh_settings import SshSettings, policy_option
 from .base import NAME_PREFIX, Backend, Instance, Network, RawResult, check_name, check_prefix
 from .hostkeys import known_hosts_path
 from .output import CHUNK, CappedOutput
+from .ssh_control import ControlShell
 
 ENV_HOST, ENV_PORT, ENV_USER, ENV_KEY = "LABKIT_SSH_HOST", "LABKIT_SSH_PORT", "LABKIT_SSH_USER", "LABKIT_SSH_KEY"
 SETUP_HINT = ("for the local test sshd run `bash scripts/setup-ssh.sh` and export "
@@ -380,6 +381,8 @@ class SshBackend(Backend):
         self.enforce = bool(enforce_limits)
         self.connect_kwargs = dict(connect_kwargs or {})
         self.conn: Connection | None = None
+        #: the connection's control shell, which runs the control scripts (:mod:`.ssh_control`)
+        self.shell: ControlShell | None = None
         self._listed: tuple[float, list[tuple[str, str]]] | None = None
         self.facts: HostFacts | None = None
         self.driver: cgroups.Driver | None = None
@@ -459,6 +462,7 @@ class SshBackend(Backend):
         (``labkit-*``) on the host, which the first :meth:`list_labkit` uses (a campaign's clean-up
         right after connecting: each SSH command costs a remote login shell)."""
         self.conn = conn = self._open()
+        self.shell = ControlShell(conn.transport)
         try:
             script = PROBE + WORK_ROOT + listing_script(NAME_PREFIX) + "true\n"
             facts = HostFacts(self._run(conn, script, max(30.0, float(self.connect_timeout)),
@@ -493,11 +497,19 @@ class SshBackend(Backend):
             raise BackendUnavailable(f"{self.target} has no setsid; install it with: apt-get install util-linux")
 
     def _run(self, conn: Connection, script: str, timeout: float, what: str = "a control script"):
-        """Run ``script`` with /bin/sh on the host; BackendError unless it exits 0 in time."""
+        """Run ``script`` with /bin/sh on the host; BackendError unless it exits 0 in time. In the
+        connection's control shell (:mod:`.ssh_control`: no login shell to start), or on a channel
+        of its own while the control shell is busy with another thread's script."""
+        shell = self.shell
         try:
-            res = conn.run("exec /bin/sh -c " + q(script), hide=True, warn=True, in_stream=False,
-                                pty=False, timeout=timeout)
-        except invoke.exceptions.CommandTimedOut as exc:
+            reply = shell.run(script, timeout) if shell is not None and shell.transport is conn.transport \
+                else None
+            if reply is not None:
+                res = invoke.Result(stdout=reply.stdout, stderr=reply.stderr, exited=reply.exited, command=script)
+            else:
+                res = conn.run("exec /bin/sh -c " + q(script), hide=True, warn=True, in_stream=False,
+                               pty=False, timeout=timeout)
+        except (invoke.exceptions.CommandTimedOut, TimeoutError) as exc:
             raise BackendError(f"{self.target}: {what} ran past {timeout:.0f}s") from exc
         except paramiko.ChannelException as exc:
             raise BackendError(
@@ -597,7 +609,10 @@ class SshBackend(Backend):
 
     def close_locked(self) -> None:
         conn, self.conn = self.conn, None
+        shell, self.shell = self.shell, None
         self.facts, self._listed = None, None
+        if shell is not None:
+            shell.close()
         if conn is not None:
             with self._sftp_lock:
                 conn.close()
