@@ -163,3 +163,55 @@ def test_other_agent_errors_are_raised_at_once(monkeypatch):
     with pytest.raises(agent.AgentError) as info:
         agent.wait(Dom(), 7, timeout=30)
     assert not info.value.unresponsive and len(calls) == 1
+
+
+class Clock:
+    """A clock of its own for :mod:`libvirt_agent` (``monotonic``, ``sleep``): the polling loop's
+    schedule is checked in simulated time, whatever the machine's load."""
+
+    def __init__(self):
+        self.now = 0.0
+
+    def monotonic(self):
+        return self.now
+
+    def sleep(self, s):
+        self.now += s
+
+
+def paced(monkeypatch, cost: float, runs_for: float):
+    """An agent whose every answer takes ``cost`` seconds, for a command that exits ``runs_for``
+    seconds after the wait began; the times at which the polls were answered."""
+    clock, answered = Clock(), []
+
+    def reply(dom, msg, timeout, flags):
+        clock.now += cost
+        answered.append(clock.now)
+        return json.dumps({"return": {"exited": clock.now >= runs_for, "exitcode": 0}})
+
+    monkeypatch.setattr(agent, "time", clock)
+    monkeypatch.setattr(agent.libvirt_qemu, "qemuAgentCommand", reply)
+    assert agent.wait(Dom(), 3, timeout=None).exit_code == 0
+    return answered
+
+
+def test_a_slow_agent_is_polled_sparsely(monkeypatch):
+    """An agent taking 5 ms a poll (a QEMU TCG guest: the poll's work is taken from the command) is
+    asked rarely enough that polling takes well under half the time of an 80 ms command (a fixed
+    5 ms pace spent 57 % of it) and the end is still seen within 30 ms."""
+    answered = paced(monkeypatch, cost=0.005, runs_for=0.080)
+    assert len(answered) * 0.005 / answered[-1] < 0.35
+    assert answered[-1] - 0.080 < 0.030
+
+
+def test_a_fast_agent_sees_the_end_soon(monkeypatch):
+    """An agent answering in 0.3 ms (KVM) is polled densely: a 10 ms command's end is seen within 3 ms."""
+    answered = paced(monkeypatch, cost=0.0003, runs_for=0.010)
+    assert answered[-1] - 0.010 < 0.003
+
+
+def test_poll_pauses_grow_with_the_run_and_the_poll_cost_within_bounds():
+    assert agent.poll_pause(0.0, 0.005) == agent.MIN_POLL_S
+    assert agent.poll_pause(0.050, 0.005) == pytest.approx(0.02236, rel=1e-3)
+    assert agent.poll_pause(0.050, 0.0003) < agent.poll_pause(0.050, 0.005) < agent.poll_pause(0.5, 0.005)
+    assert agent.poll_pause(60, 0.005) == agent.MAX_POLL_S and agent.poll_pause(60, 0.005, 0.5) == 0.5
