@@ -211,55 +211,22 @@ class Campaign:
         """
         if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
             raise ConfigError(f"retries must be a whole number of times >= 0, got {retries!r}")
-        store = self._run_pass(retry_failed, None, max_runs, new_store)
-        for _ in range(retries):
-            runs = store.runs()
-            failed = set(runs.run_id[runs.status != "ok"]) if len(runs) else set()
-            if not failed:
-                break
-            log.warning("%d run(s) failed or timed out; running them once more: %s", len(failed),
-                        ", ".join(sorted(failed)))
-            store.close()
-            store = self._run_pass(True, failed, None, False)
-        return store
-
-    def _run_pass(self, retry_failed: bool, only: set | None, max_runs: int | None,
-                  new_store: bool) -> Store:
-        """One pass of :meth:`run` over the pending runs (those in ``only`` when given), after
-        forgetting the failed runs when ``retry_failed``; returns the store read-only.
-
-        The one frame of every path: the campaign's lock, its store, the resume check, the signal
-        handling and the clean-up are here, and the runs go to the one engine,
-        :class:`labkit.fleet.Fleet`, over the campaign's slots (:meth:`slots`): the testbed's
-        (host, platform) backends or, on one backend, a testbed of that one slot. The fixed plan
-        and the adaptive rounds feed the same engine."""
         from .fleet import Fleet
         testbed, pool, platform = self.slots()
         lock = self._lock()
-        store = fleet = None
+        store = None
         try:
             lock.acquire()
             store = Store.for_campaign(self.data_dir, self.campaign_id, group_readable=self.group_readable,
                                        allow_new=new_store)
             one = {"backend": self.backend.name} if self.backend is not None else {}
             self._check_or_write_meta(store, host_identity({"host": host_fingerprint(), "backend": one}))
-            if retry_failed:
-                _forget_failed(store)
-            fleet = Fleet(self, testbed, store, default_platform=platform, pool=pool,
-                          guard=self._signals.deferred)
+            plan = self.design.plan()
+            again = forget_failed(store, self.design, plan) if retry_failed else []
+            engine = Fleet(self, testbed, store, default_platform=platform, pool=pool,
+                           guard=self._signals.deferred)
             with self._signals.installed():
-                plan = [r for r in self.design.plan() if only is None or r.run_id in only]
-                fleet.prepare(plan)
-                before = len(store.completed())
-                fleet.run(plan, progress=self.progress, max_runs=max_runs)
-                if self.design.adaptive is not None:   # replications: {target_ci: ...}
-                    from .adaptive import run_adaptive
-
-                    def execute(runs):
-                        fleet.extend(runs)
-                        fleet.run(runs, progress=self.progress)
-                    left = None if max_runs is None else max(0, max_runs - (len(store.completed()) - before))
-                    run_adaptive(self.design, store, execute, response=self.workload.response, budget=left)
+                self._feed(engine, store, plan, again, retries, max_runs)
                 store.export()
         finally:
             with self._signals.installed(), self._signals.deferred():
@@ -268,6 +235,34 @@ class Campaign:
                     store.close()
                 lock.release()
         return Store.for_campaign(self.data_dir, self.campaign_id, readonly=True)
+
+    def _feed(self, engine, store: Store, plan: list[Run], again: list[Run], retries: int,
+              max_runs: int | None) -> None:
+        """Feed the one engine (:class:`labkit.fleet.Fleet`) from its plan sources, in turn: the
+        fixed plan (with the runs ``retry_failed`` forgot that are not in it: adaptive rounds'
+        runs), the adaptive rounds, then up to ``retries`` passes over the runs stored as failed,
+        timed out or host-lost. The lock, the store, the resume check, the signals and the
+        clean-up around it are :meth:`run`'s, the same for every path."""
+        fixed = plan + [r for r in again if r.run_id not in {p.run_id for p in plan}]
+        engine.prepare(fixed)
+        before = len(store.completed())
+        engine.run(fixed, progress=self.progress, max_runs=max_runs)
+        if self.design.adaptive is not None:   # replications: {target_ci: ...}
+            from .adaptive import run_adaptive
+
+            def execute(runs):
+                engine.extend(runs)
+                engine.run(runs, progress=self.progress)
+            left = None if max_runs is None else max(0, max_runs - (len(store.completed()) - before))
+            run_adaptive(self.design, store, execute, response=self.workload.response, budget=left)
+        for _ in range(retries):
+            runs = forget_failed(store, self.design, plan)
+            if not runs:
+                break
+            log.warning("%d run(s) failed or timed out; running them once more: %s", len(runs),
+                        ", ".join(sorted(r.run_id for r in runs)))
+            engine.extend(runs)
+            engine.run(runs, progress=self.progress)
 
     def slots(self) -> tuple[Testbed, BackendPool, str]:
         """What the engine runs on: (testbed, backend pool, platform of runs without a ``platform``
@@ -426,12 +421,24 @@ def keep_output(store: Store, run_id: str, status: str, output: str) -> None:
         log.warning("run %s: its output was not kept: %s", run_id, exc)
 
 
-def _forget_failed(store: Store) -> None:
-    """Delete the runs whose status is not ok, so they run again; their attempts stay in
-    ``store.attempts()``."""
+def forget_failed(store: Store, design: Design, plan: list[Run]) -> list[Run]:
+    """Forget the runs stored as failed, timed out or host-lost so they run again (each stays in
+    ``store.attempts()``); returns them as runs of ``plan`` or, for runs an adaptive round added,
+    rebuilt from the store (configuration, replicate and order as stored)."""
+    from .design import Run
     runs = store.runs()
-    if not runs.empty:
-        store.delete_runs(runs.loc[runs.status != "ok", "run_id"])
+    if runs.empty:
+        return []
+    bad = runs[runs.status != "ok"]
+    if bad.empty:
+        return []
+    known = {r.run_id: r for r in plan}
+    configs = design.configurations()
+    out = [known.get(row.run_id) or Run(row.run_id, int(row.run_order), int(row.config), int(row.replicate),
+                                        dict(configs[int(row.config)]))
+           for row in bad[["run_id", "run_order", "config", "replicate"]].itertuples()]
+    store.delete_runs(bad.run_id)
+    return out
 
 
 def _testbed(testbed, design: Design, backend, backend_options: dict):

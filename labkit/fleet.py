@@ -153,17 +153,18 @@ class Fleet:
             self.store.set_meta(fleet_assignment=self.assigned)
 
     def extend(self, runs: list[Run]) -> None:
-        """Runs added after :meth:`prepare` (adaptive rounds): with ``assign: blocks`` each new
-        replicate is a new block, given to a live host able to take whole blocks (round robin on
-        the replicate number) and recorded in ``fleet_assignment``; with ``assign: random`` any
-        host offering the run's platform takes it."""
+        """Runs added after :meth:`prepare` (adaptive rounds, retries): with ``assign: blocks`` each
+        new replicate is a new block, given to a live host able to take whole blocks (round robin on
+        the replicate number) and recorded in ``fleet_assignment``, as is a run again whose host was
+        lost; with ``assign: random`` any host offering the run's platform takes it."""
         if self.tb.assign != "blocks":
             return
         live = [n for n in self.block_order if not self.states[n].lost]
         if not live:
             return   # no host can take them: run() says so, a resume runs them
         for r in runs:
-            if r.run_id not in self.assigned:
+            host = self.assigned.get(r.run_id)
+            if host is None or host not in self.states or self.states[host].lost:
                 self.assigned[r.run_id] = live[(r.replicate - 1) % len(live)]
         self.store.set_meta(fleet_assignment=self.assigned)
 
