@@ -30,6 +30,7 @@ import signal
 import threading
 import time
 import traceback
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -39,6 +40,7 @@ from .backends.base import Backend, exec_log_text, instance_measurements
 from .design import HOST_MAX, Design
 from .errors import CommandTimeout, ConfigError, LabkitError, StoreError
 from .fingerprint import host_fingerprint, host_identity
+from .hooks import NoiseNeighbour, RunContext, RunHook, around_campaign, around_run, check_hooks
 from .ids import campaign_prefix, check_campaign_id
 from .instance import InstanceSpec
 from .lock import LOCK_NAME, CampaignLock
@@ -125,6 +127,9 @@ class Campaign:
         (this machine alone when none is given); ``backend`` then names the platform of designs
         without that factor.
     group_readable : store files 0640 (directory 0750) instead of 0600 (0700)
+    hooks : :class:`~labkit.hooks.RunHook` objects entered around every run on every path (KSM
+        switching, k neighbours, ...: :mod:`labkit.hooks`), before the campaign's own noise
+        neighbour (a ``noise`` level)
     """
 
     def __init__(self, design: Design | dict | str | Path, backend: str | Backend | None = None,
@@ -132,7 +137,7 @@ class Campaign:
                  data_dir: str | Path = "data", backend_options: dict | None = None,
                  workload_params: dict | None = None, defaults: InstanceSpec | None = None,
                  run_timeout: float | None = 3600, progress: bool = True, group_readable: bool = False,
-                 testbed=None):
+                 testbed=None, hooks: Sequence[RunHook] | None = None):
         if isinstance(design, (str, Path)):
             design = Design.from_yaml(design)
         elif isinstance(design, dict):
@@ -169,6 +174,7 @@ class Campaign:
         self._versions_by: dict = {}   # tool versions, read once per platform (and host)
         self._signals = _Signals()
         self.testbed = _testbed(testbed, design, backend, self.backend_options)
+        self.hooks: list[RunHook] = [*check_hooks(hooks), NoiseNeighbour()]
 
     @property
     def prefix(self) -> str:
@@ -215,7 +221,9 @@ class Campaign:
         testbed, pool, platform = self.slots()
         lock = self._lock()
         store = None
+        hooked = contextlib.ExitStack()
         try:
+            hooked.enter_context(around_campaign(self.hooks, self))   # before the store: a hook may refuse
             lock.acquire()
             store = Store.for_campaign(self.data_dir, self.campaign_id, group_readable=self.group_readable,
                                        allow_new=new_store)
@@ -234,6 +242,7 @@ class Campaign:
                 if store is not None:
                     store.close()
                 lock.release()
+                hooked.close()
         return Store.for_campaign(self.data_dir, self.campaign_id, readonly=True)
 
     def _feed(self, engine, store: Store, plan: list[Run], again: list[Run], retries: int,
@@ -341,7 +350,7 @@ class Campaign:
         net = None
         try:
             metadata["overcommitted"] = spec.overcommitted(backend.host_cpus())
-            with self.around_run(run, spec, metadata, backend) as neighbours:
+            with around_run(self.hooks, RunContext(run, spec, metadata, backend, self.prefix)) as neighbours:
                 if neighbours:
                     metadata["neighbours"] = list(neighbours)
                 net = runnet.open_network(backend, run.levels, self.workload, params, spec.count,
@@ -380,21 +389,6 @@ class Campaign:
                 status, error = "failed", f"teardown: {errors[0]}"
         return Measured(status, error, provisioned + list(measurements), metadata, started,
                         time.perf_counter() - t0, output)
-
-    def around_run(self, run: Run, spec: InstanceSpec, metadata: dict,
-                   backend: Backend) -> contextlib.AbstractContextManager:
-        """The per-run hook: a context manager entered before the run's instances are made and
-        left after its workload ended (its instances still exist), whose value is the list of
-        neighbour names it started. Here: a noise neighbour for a ``noise`` level; a study
-        extends it (KSM switching, k neighbours) and calls ``super().around_run``. It may add
-        keys to ``metadata``, stored with the run."""
-        kind = run.levels.get("noise", "none")
-        if kind == "none":
-            return contextlib.nullcontext([])
-        from .noise import neighbours
-        metadata["noise"] = kind
-        return neighbours(backend, InstanceSpec(spec.vcpus, spec.memory_mb, spec.affinity, 1), kind,
-                          count=1, prefix=self.prefix + "noise")
 
 
 class Measured(NamedTuple):

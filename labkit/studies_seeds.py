@@ -9,8 +9,9 @@
 * :class:`LabelledDesign`: a design with *label factors* (``scenario``, ``neighbours``) whose
   levels stand for settings of other factors (vcpus, count ...), so that a study's own factor
   is randomized in one plan and analysed by its own name.
-* :class:`SeedCampaign`: a campaign that records the host's KSM state with every run, switches
-  it per run as a ``ksm`` factor (seed 000 credits KSM for several results), and runs
+* :func:`SeedCampaign`: a campaign with the studies' run hooks (:mod:`labkit.hooks`):
+  :class:`KsmSwitch` records the host's KSM state with every run and switches it per run as a
+  ``ksm`` factor (seed 000 credits KSM for several results); :class:`Neighbours` runs
   ``neighbours`` = k noisy neighbours (seed 003's 0, 1 or 3) where the plain campaign runs one.
 """
 from __future__ import annotations
@@ -25,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 from .campaign import Campaign
 from .design import Design, check_level
 from .errors import ConfigError
+from .hooks import RunContext, RunHook, check_hooks
 from .instance import HOST_FACTORS, InstanceSpec
 from .store import Store
 from .workloads.base import Workload
@@ -287,77 +289,87 @@ def _write_ksm(root: Path, value: str) -> None:
                           "host-wide and switching it needs root") from exc
 
 
-class SeedCampaign(Campaign):
-    """A :class:`~labkit.campaign.Campaign` that stores ``ksm`` (:func:`ksm_state`, read as the
-    run starts) and ``ksm_end`` (read when its workload is over) in every run's metadata, and
-    reads a ``neighbours`` factor (0, 1, 3 ...) as the number of noisy neighbours of kind
-    ``noise_kind`` (default ``cpu``; ``noise_command`` for kind ``command``) started beside the
-    run's instances, each with the run's instance size.
-    Without a ``neighbours`` factor the ``noise`` factor works as in the plain campaign.
+class KsmSwitch(RunHook):
+    """Records this host's KSM state (:func:`ksm_state`) with every run, as ``ksm`` when the run
+    starts and ``ksm_end`` when its workload is over (its instances still exist), and, for a run
+    with a ``ksm`` level (``off``, ``on``; :func:`scenario_design` makes the factor), switches KSM
+    before the run's instances start (``off`` unmerges every page), so KSM is randomized with the
+    other factors. With ``switch``, the state found when the campaign starts is put back when it
+    ends (and a host where KSM cannot be switched fails before any run)."""
 
-    A ``ksm`` label factor (levels ``off``, ``on``; :func:`scenario_design` makes one) switches
-    this host's KSM before each run's instances start (``off`` unmerges every page), so KSM is
-    randomized with the other factors; the state found is put back when the campaign ends. KSM
-    is host-wide: the instances must run on this host (not on a testbed, ``ssh`` or a remote
-    libvirt URI), and nothing else on it should depend on KSM meanwhile."""
-
-    def __init__(self, *args: Any, noise_kind: str = "cpu", noise_command: str | None = None,
-                 ksm_root: Path = KSM, **kwargs: Any):
-        from .noise import KINDS
-        if noise_kind not in KINDS or noise_kind == "none":
-            raise ConfigError(f"noise_kind must be one of {', '.join(k for k in KINDS if k != 'none')}, "
-                              f"got {noise_kind!r}")
-        super().__init__(*args, **kwargs)
-        self.noise_kind, self.noise_command, self.ksm_root = noise_kind, noise_command, Path(ksm_root)
-        self.ksm_factor = "ksm" in self.design.factor_names
-        if self.ksm_factor:
-            check_ksm_levels(next(f for f in self.design.factors if f.name == "ksm").levels)
-            uri = str(self.backend_options.get("uri") or "")
-            if self.testbed is not None or self.backend_name == "ssh" or "+ssh://" in uri or "+tcp://" in uri:
-                raise ConfigError("factor 'ksm' switches KSM on this host: run the campaign on a local "
-                                  "backend (local, docker, lxd, libvirt with a local URI), not on a "
-                                  "testbed or a remote host")
-
-    def run(self, *args: Any, **kwargs: Any) -> Store:
-        """:meth:`Campaign.run`, with KSM switched per run and put back as found at the end."""
-        if not self.ksm_factor:
-            return super().run(*args, **kwargs)
-        found = str(ksm_state(self.ksm_root).get("run", 0))
-        _write_ksm(self.ksm_root, found)   # no KSM here, or no right to switch it: fails before any run
-        try:
-            return super().run(*args, **kwargs)
-        finally:
-            _write_ksm(self.ksm_root, found)
-
-    def around_run(self, run, spec, metadata, backend):
-        if "ksm" in run.levels:
-            set_ksm(run.levels["ksm"], self.ksm_root)
-        metadata["ksm"] = ksm_state(self.ksm_root)
-        return self._ksm_at_end(self._neighbours(run, spec, metadata, backend), metadata)
+    def __init__(self, root: Path = KSM, *, switch: bool = False):
+        self.root, self.switch = Path(root), switch
 
     @contextlib.contextmanager
-    def _ksm_at_end(self, inner, metadata):
-        """``inner``, then the KSM counters once the workload is over (``ksm_end``: the
-        instances still exist), so a run shows how much KSM merged while it ran."""
-        with inner as value:
-            try:
-                yield value
-            finally:
-                metadata["ksm_end"] = ksm_state(self.ksm_root)
+    def around_campaign(self, campaign):
+        if not self.switch:
+            yield
+            return
+        found = str(ksm_state(self.root).get("run", 0))
+        _write_ksm(self.root, found)   # no KSM here, or no right to switch it: fails before any run
+        try:
+            yield
+        finally:
+            _write_ksm(self.root, found)
 
-    def _neighbours(self, run, spec, metadata, backend):
-        if "neighbours" not in run.levels:
-            return super().around_run(run, spec, metadata, backend)
-        k = run.levels["neighbours"]
+    @contextlib.contextmanager
+    def around_run(self, ctx: RunContext):
+        if "ksm" in ctx.run.levels:
+            set_ksm(ctx.run.levels["ksm"], self.root)
+        ctx.metadata["ksm"] = ksm_state(self.root)
+        try:
+            yield []
+        finally:
+            ctx.metadata["ksm_end"] = ksm_state(self.root)
+
+
+class Neighbours(RunHook):
+    """A ``neighbours`` factor (0, 1, 3 ...: at most 16) as the number of noisy neighbours of kind
+    ``kind`` (default ``cpu``; ``command`` for kind ``command``) started beside the run's
+    instances, each with the run's instance size (:func:`labkit.noise.neighbours`)."""
+
+    def __init__(self, kind: str = "cpu", command: str | None = None):
+        from .noise import KINDS
+        if kind not in KINDS or kind == "none":
+            raise ConfigError(f"noise_kind must be one of {', '.join(k for k in KINDS if k != 'none')}, "
+                              f"got {kind!r}")
+        self.kind, self.command = kind, command
+
+    def around_run(self, ctx: RunContext):
+        if "neighbours" not in ctx.run.levels:
+            return contextlib.nullcontext([])
+        k = ctx.run.levels["neighbours"]
         if isinstance(k, bool) or not isinstance(k, int) or not 0 <= k <= 16:
             raise ConfigError(f"factor 'neighbours': level {k!r} must be an integer from 0 to 16")
         if k == 0:
             return contextlib.nullcontext([])
         from .noise import neighbours
-        metadata["noise"] = self.noise_kind
-        return neighbours(backend, InstanceSpec(spec.vcpus, spec.memory_mb, spec.affinity, 1),
-                          self.noise_kind, count=k, command=self.noise_command,
-                          prefix=self.prefix + "noise")
+        ctx.metadata["noise"] = self.kind
+        spec = ctx.spec
+        return neighbours(ctx.backend, InstanceSpec(spec.vcpus, spec.memory_mb, spec.affinity, 1),
+                          self.kind, count=k, command=self.command, prefix=ctx.prefix + "noise")
+
+
+def SeedCampaign(*args: Any, noise_kind: str = "cpu", noise_command: str | None = None,  # noqa: N802
+                 ksm_root: Path = KSM, **kwargs: Any) -> Campaign:
+    """A :class:`~labkit.campaign.Campaign` (same arguments) with the seed studies' hooks: KSM
+    recorded with every run and switched for a ``ksm`` factor (:class:`KsmSwitch`), and a
+    ``neighbours`` factor of ``noise_kind`` neighbours (:class:`Neighbours`); any ``hooks=``
+    given come after them. KSM is host-wide: with a ``ksm`` factor the instances must run on
+    this host (not on a testbed, ``ssh`` or a remote libvirt URI), and nothing else on it should
+    depend on KSM meanwhile."""
+    ksm = KsmSwitch(ksm_root)
+    c = Campaign(*args, hooks=[ksm, Neighbours(noise_kind, noise_command), *check_hooks(kwargs.pop("hooks", None))],
+                 **kwargs)
+    if "ksm" in c.design.factor_names:
+        check_ksm_levels(next(f for f in c.design.factors if f.name == "ksm").levels)
+        uri = str(c.backend_options.get("uri") or "")
+        if c.testbed is not None or c.backend_name == "ssh" or "+ssh://" in uri or "+tcp://" in uri:
+            raise ConfigError("factor 'ksm' switches KSM on this host: run the campaign on a local "
+                              "backend (local, docker, lxd, libvirt with a local URI), not on a "
+                              "testbed or a remote host")
+        ksm.switch = True
+    return c
 
 
 def stated_gains(times: pd.DataFrame, gains: pd.DataFrame, *, n: int = 30, ci_z: float = 3.0,
@@ -450,7 +462,6 @@ def run_ksm(data_dir: str | Path, campaigns: dict) -> pd.DataFrame:
     import pandas as pd
 
     from .errors import StoreError
-    from .store import Store
     rows = []
     for (platform, bench), cid in campaigns.items():
         path = Path(data_dir) / cid / "store.sqlite"

@@ -21,8 +21,9 @@ kept as an earlier attempt, the same per-run metadata keys, and nothing left beh
 """
 from __future__ import annotations
 
+import contextlib
 import secrets
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import pandas as pd
 import pytest
@@ -30,6 +31,7 @@ import pytest
 from labkit.backends import get_backend
 from labkit.campaign import Campaign
 from labkit.errors import ConfigError
+from labkit.hooks import RunHook
 from labkit.ids import campaign_prefix
 from labkit.network import bridges
 from labkit.platforms import options_for
@@ -66,6 +68,26 @@ def design(path: str) -> dict:
             "replications": {"min": MIN, "max": MAX, "target_ci": 1e-9}}
 
 
+class Stamp(RunHook):
+    """A declared hook: it stamps each run's metadata with its run id and counts the campaigns
+    it was entered around."""
+
+    def __init__(self):
+        self.campaigns: list[str] = []
+
+    @contextlib.contextmanager
+    def around_campaign(self, campaign):
+        self.campaigns.append("enter")
+        try:
+            yield
+        finally:
+            self.campaigns.append("exit")
+
+    def around_run(self, ctx):
+        ctx.metadata["stamped"] = ctx.run.run_id
+        return contextlib.nullcontext([])
+
+
 @dataclass
 class Outcome:
     """What one path's campaign stored (read once from its store, which is then closed)."""
@@ -76,6 +98,7 @@ class Outcome:
     meta: dict
     failed_in: list[str]
     left: dict[str, list[str]]   # "<host>/<platform>" -> instances still there afterwards; "bridges"
+    hook_campaigns: list[str] = field(default_factory=list)
 
 
 def _fleet_or_skip() -> None:
@@ -109,9 +132,10 @@ def outcome(path: str, tmp_path_factory) -> Outcome:
     testbed = {"platforms": PLATFORMS, "hosts": [{"name": "here"}]} if path == "platforms" else (
         FLEET if path == "testbed" else None)
     workload = FailsFirst(argv=["true"])
+    stamp = Stamp()
     store = Campaign(design(path), backend="local" if path == "one-backend" else None, workload=workload,
                      campaign_id=cid, data_dir=tmp_path_factory.mktemp(path), testbed=testbed,
-                     progress=False, run_timeout=120).run(retries=1)
+                     progress=False, run_timeout=120, hooks=[stamp]).run(retries=1)
     try:
         runs, attempts, meta = store.runs(), store.attempts(), store.meta()
     finally:
@@ -119,7 +143,8 @@ def outcome(path: str, tmp_path_factory) -> Outcome:
     platforms = list(PLATFORMS) if path == "platforms" else ["ssh" if path == "testbed" else "local"]
     left = _leftovers(testbed, platforms, campaign_prefix(cid))
     left["bridges"] = sorted(bridges(campaign_prefix(cid)))   # the run networks' bridges, removed
-    _done[path] = Outcome(path, campaign_prefix(cid), runs, attempts, meta, workload.failed_in, left)
+    _done[path] = Outcome(path, campaign_prefix(cid), runs, attempts, meta, workload.failed_in, left,
+                          stamp.campaigns)
     return _done[path]
 
 
@@ -237,3 +262,14 @@ def test_same_metadata_keys(path, tmp_path_factory):
     # the run's slot is named on every path, so the paths' keys are the same by content too
     slots = {(md["host"], md["platform"], md["backend"]) for md in o.runs["metadata"]}
     assert slots == SLOTS[path], slots
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_declared_hook_runs_around_every_run_and_the_campaign_once(path, tmp_path_factory):
+    """A hook given to the campaign (``hooks=[...]``) is entered around every run on every path
+    (its metadata is stored with the run, the failed first attempt included) and around the
+    campaign once, retries and adaptive rounds included."""
+    out = outcome(path, tmp_path_factory)
+    assert list(out.runs.metadata.map(lambda m: m.get("stamped"))) == list(out.runs.run_id)
+    assert list(out.attempts.metadata.map(lambda m: m.get("stamped"))) == list(out.attempts.run_id)
+    assert out.hook_campaigns == ["enter", "exit"]

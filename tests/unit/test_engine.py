@@ -53,3 +53,44 @@ def test_retry_failed_reruns_stored_failures_of_adaptive_rounds(tmp_path):
     runs = st.runs()
     assert sorted(runs.run_id) == [f"c000{c}r00{r}" for c in (0, 1) for r in (1, 2, 3, 4)]
     assert set(runs.status) == {"ok"} and sorted(st.attempts().run_id) == ["c0000r003", "c0001r003"]
+
+
+def test_hooks_must_be_run_hooks(tmp_path):
+    import pytest
+
+    from labkit.errors import ConfigError
+    from labkit.hooks import NoiseNeighbour
+    for bad, where in ((NoiseNeighbour(), "must be a list"), ([NoiseNeighbour(), object()], r"hooks\[1\]: object"),
+                       ("ksm", "must be a list")):
+        with pytest.raises(ConfigError, match=where):
+            Campaign(ADAPTIVE, backend=FakeBackend(), workload=FailsThird(), data_dir=tmp_path, hooks=bad)
+
+
+def test_a_hook_that_refuses_fails_before_any_store_and_a_hooks_exit_runs_after_the_last_run(tmp_path):
+    import contextlib
+
+    import pytest
+
+    from labkit.errors import ConfigError
+    from labkit.hooks import RunHook
+    from labkit.store import Store
+    seen = []
+
+    class Refuse(RunHook):
+        def around_campaign(self, campaign):
+            raise ConfigError("not on this host")
+
+    class Watch(RunHook):
+        @contextlib.contextmanager
+        def around_campaign(self, campaign):
+            yield
+            with Store.for_campaign(tmp_path, "t-hook", readonly=True) as st:
+                seen.append(len(st.runs()))   # every run, adaptive rounds included, stored by now
+
+    with pytest.raises(ConfigError, match="not on this host"):
+        Campaign(ADAPTIVE, backend=FakeBackend(), workload=FailsThird(), campaign_id="t-hook",
+                 data_dir=tmp_path, hooks=[Refuse()], progress=False).run()
+    assert not (tmp_path / "t-hook" / "store.sqlite").exists()
+    Campaign(ADAPTIVE, backend=FakeBackend(), workload=FailsThird(), campaign_id="t-hook",
+             data_dir=tmp_path, hooks=[Watch()], progress=False).run()
+    assert seen == [8]
