@@ -50,6 +50,7 @@ from .fleet_hosts import host_facts, identity_warnings, reachable
 from .platforms import FACTOR, BackendPool
 from .redact import redact
 from .store import now_iso
+from .waiting import wait_until
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -282,13 +283,10 @@ class Fleet:
         return True
 
     # -- liveness ----------------------------------------------------------
-    def _answers(self, h, tries: int = 2) -> bool:
-        for i in range(tries):
-            if reachable(h, min(3.0, self.tb.connect_timeout))[0]:
-                return True
-            if i + 1 < tries:
-                time.sleep(1.0)
-        return False
+    def _answers(self, h) -> bool:
+        """Whether ``h``'s sshd answers, asked twice a second apart."""
+        return bool(wait_until(lambda: reachable(h, min(3.0, self.tb.connect_timeout))[0], timeout=1.0,
+                               interval=1.0, error=None, what=f"host {h.name} to answer"))
 
     def _heartbeat(self) -> None:
         while not self.stop.wait(self.lease_s / 3):

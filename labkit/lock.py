@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING
 
 from .clock import now_iso
 from .errors import StoreError
+from .waiting import wait_until
 
 if TYPE_CHECKING:
     from .registry import Registration
@@ -140,13 +141,8 @@ class CampaignLock:
 
     def _wait_holder(self) -> dict | None:
         # the holder writes its identity just after locking: give it a moment
-        import time
-        for _ in range(20):
-            info = holder(self.path)
-            if info:
-                return info
-            time.sleep(0.05)
-        return None
+        return wait_until(lambda: holder(self.path), timeout=1.0, interval=0.05, error=None,
+                          what=f"the holder of {self.path} to write its identity") or None
 
     def release(self) -> None:
         if self._registration is not None:

@@ -38,12 +38,12 @@ import logging
 import random
 import re
 import shlex
-import time
 from collections.abc import Iterable, Iterator
 
 from .backends.base import Backend, Instance, Process, teardown
 from .errors import BackendError, ConfigError, tail
 from .instance import InstanceSpec
+from .waiting import wait_until
 from .workloads.base import require_tool
 
 log = logging.getLogger("labkit.noise")
@@ -110,17 +110,19 @@ def confirm(inst: Instance, proc: Process, kind: str, *, wait_s: float = 10.0) -
     processes of that tool in the instance (``pgrep``). Returns how many were seen; raises
     BackendError with the load's log if it exited or never started its workers in ``wait_s``."""
     tool, need = _WORKERS.get(kind, ("", 0))
-    deadline = time.monotonic() + wait_s
     seen = 0
-    while proc.running():
+
+    def up() -> str:   # "up": running with its workers; "gone": exited (nothing more to wait for)
+        nonlocal seen
+        if not proc.running():
+            return "gone"
         if tool:
             out = inst.exec(["pgrep", "-c", tool], check=False, timeout=30).stdout.strip()
             seen = int(out) if out.isdigit() else 0
-        if seen >= need:
-            return seen
-        if time.monotonic() >= deadline:
-            break
-        time.sleep(0.2)
+        return "up" if seen >= need else ""
+
+    if wait_until(up, timeout=wait_s, interval=0.2, error=None, what=f"the {kind} neighbour's load") == "up":
+        return seen
     log_tail = inst.exec(["sh", "-c", f"tail -n 20 {shlex.quote(inst.workdir)}/labkit-noise.log"],
                          check=False, timeout=30).stdout
     state = "exited" if not proc.running() else f"has {seen} {tool} process(es), expected >= {need}"

@@ -48,6 +48,7 @@ from .files import atomic_write
 from .ids import check_campaign_id
 from .lock import lock_state
 from .paths import unsafe_dir
+from .waiting import wait_until
 
 __all__ = ["Entry", "Registration", "entries", "find", "register", "run_dir", "running"]
 
@@ -313,10 +314,5 @@ def register(campaign_id: str, data_dir: str | Path | None, *, backend: str | No
 
 def _wait_entry(path: Path) -> dict | None:
     # the holder writes its entry just after locking: give it a moment
-    import time
-    for _ in range(20):
-        info = _read(path)
-        if info:
-            return info
-        time.sleep(0.05)
-    return None
+    return wait_until(lambda: _read(path), timeout=1.0, interval=0.05, error=None,
+                      what=f"the holder of {path} to write its entry") or None
