@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from . import runnet
 from .backends import backend_class, get_backend, teardown
-from .backends.base import Backend, exec_log_text, instance_measurements
+from .backends.base import Backend, Instance, exec_log_text
 from .design import HOST_MAX, Design
 from .errors import CommandTimeout, ConfigError, LabkitError, StoreError
 from .fingerprint import host_fingerprint, host_identity
@@ -401,6 +401,15 @@ class Measured(NamedTuple):
     started: str
     duration_s: float
     output: str = ""
+
+
+def instance_measurements(instances: list[Instance]) -> list:
+    """The ``run_metrics`` of ``instances`` (provisioning time on cloud platforms) as
+    :class:`~labkit.workloads.base.Measurement` rows (metric, value, unit, the instance's index);
+    [] when none has any."""
+    from .workloads.base import Measurement
+    return [Measurement(metric, float(value), unit, inst.index)
+            for inst in instances for metric, (value, unit) in getattr(inst, "run_metrics", {}).items()]
 
 
 def keep_output(store: Store, run_id: str, status: str, output: str) -> None:

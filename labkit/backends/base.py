@@ -597,14 +597,6 @@ def check_cpus(cpus: Iterable[int] | None, host_cpus: int) -> None:
         raise ConfigError(f"pinned CPU(s) {bad} do not exist: the host has CPUs 0-{host_cpus - 1}")
 
 
-def instance_measurements(instances: Iterable[Instance]) -> list:
-    """The ``run_metrics`` of ``instances`` as :class:`~labkit.workloads.base.Measurement` rows
-    (metric, value, unit, the instance's index); [] when none has any."""
-    from ..workloads.base import Measurement
-    return [Measurement(metric, float(value), unit, inst.index)
-            for inst in instances for metric, (value, unit) in getattr(inst, "run_metrics", {}).items()]
-
-
 def exec_log_text(instances: Iterable[Instance]) -> str:
     """The commands each of ``instances`` ran last (:attr:`Instance.exec_log`) as text: per
     command its instance, argv, exit code, duration, byte totals, then its kept stdout and
