@@ -15,7 +15,6 @@ from __future__ import annotations
 import base64
 import json
 import logging
-import math
 import time
 from collections.abc import Callable
 from typing import Any
@@ -32,8 +31,10 @@ BASE_ENV = {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bi
             "HOME": "/root", "LANG": "C.UTF-8"}
 #: Bytes per guest-file-write (base64 makes the message a third bigger; 400 KiB chunks hang the agent).
 CHUNK = 64 * 1024
-#: The pauses between polls of guest-exec-status: :func:`poll_pause`, from MIN_POLL_S up to MAX_POLL_S.
-MIN_POLL_S, MAX_POLL_S = 0.001, 0.1
+#: Polls of guest-exec-status start 1 ms apart and double up to FAST_POLL_S for the first
+#: FAST_S seconds (most commands end there: a coarse poll would add up to its pause to each),
+#: then up to MAX_POLL_S (a long benchmark loses nothing and the agent is left alone).
+FAST_POLL_S, FAST_S, MAX_POLL_S = 0.005, 2.0, 0.1
 #: How often a wait asks libvirt whether the guest is still running.
 ALIVE_EVERY_S = 1.0
 TRUNCATED = "\n[labkit: output truncated by the guest agent]"
@@ -95,37 +96,20 @@ def start(dom: libvirt.virDomain, argv: list[str], env: dict | None = None) -> i
     return int(command(dom, "guest-exec", args)["pid"])
 
 
-def poll_pause(elapsed: float, cost: float, longest: float = MAX_POLL_S) -> float:
-    """The pause before the next guest-exec-status poll of a command that has run ``elapsed``
-    seconds, a poll taking ``cost`` seconds: ``sqrt(2 * elapsed * cost)``, within
-    [:data:`MIN_POLL_S`, ``longest``].
-
-    A poll is work for the guest (its agent wakes up and answers: on a one-vCPU QEMU TCG guest that
-    is time taken from the command, a few ms each), and a pause ``s`` makes the command's end seen
-    ``s / 2`` late on average: over a run of ``T`` seconds polls cost about ``T * cost / s``, and
-    ``s = sqrt(2 * T * cost)`` makes the sum smallest. Polls are dense at the start and where the
-    agent answers fast (0.3 ms a poll: ~2 ms apart after 10 ms), sparse where it is slow (a TCG guest
-    on a loaded host, 5 ms: ~22 ms apart after 50 ms). The fixed 5 ms pace this replaced made exec
-    `true` in a TCG guest about 20 % slower (2026-11-25, side by side in one guest: 137 against 165 ms).
-    """
-    return min(longest, max(MIN_POLL_S, math.sqrt(2.0 * max(0.0, elapsed) * max(0.0, cost))))
-
-
 def wait(dom: libvirt.virDomain, pid: int, timeout: float | None, alive: Callable[[], bool] | None = None,
          max_poll_s: float = MAX_POLL_S) -> RawResult | None:
     """The command's :class:`RawResult` once it has exited; None if still running after ``timeout`` s.
 
     ``alive()``, when given, is asked between polls: a guest that stopped
-    raises :class:`BackendError` instead of waiting forever. Polls are paced by :func:`poll_pause`
-    (``max_poll_s``: the longest pause). An agent that does not answer (a
+    raises :class:`BackendError` instead of waiting forever. ``max_poll_s``: the longest pause
+    between polls after the first :data:`FAST_S` seconds. An agent that does not answer (a
     stalled guest) is asked again until the deadline, for at most :data:`SILENCE_S`.
     """
     start = time.monotonic()
     deadline = None if timeout is None else start + timeout
-    next_alive = start + ALIVE_EVERY_S
+    delay, next_alive = 0.001, start + ALIVE_EVERY_S
     silent_since = None
     while True:
-        asked = time.monotonic()
         try:
             st = command(dom, "guest-exec-status", {"pid": pid})
         except AgentError as exc:
@@ -151,8 +135,9 @@ def wait(dom: libvirt.virDomain, pid: int, timeout: float | None, alive: Callabl
             if not alive():
                 raise BackendError(f"{dom.name()} stopped while running guest pid {pid}")
             next_alive = now + ALIVE_EVERY_S
-        pause = SILENT_POLL_S if silent_since is not None else poll_pause(now - start, now - asked, max_poll_s)
+        pause = SILENT_POLL_S if silent_since is not None else delay
         time.sleep(pause if deadline is None else min(pause, max(0.0, deadline - now)))
+        delay = min(delay * 2, FAST_POLL_S if now - start < FAST_S else max_poll_s)
 
 
 def _result(st: dict) -> RawResult:
