@@ -2,8 +2,9 @@
 
 Commands run natively on one remote host, each on its own SSH channel of the
 backend's connection, its output read into capped sinks as it arrives
-(:func:`read_channel`, :mod:`.output`); control scripts through fabric's
-``Connection.run(..., timeout=...)``. The limits of an
+(:func:`read_channel`, :mod:`.output`); control scripts (probe, create, remove, kill,
+list) in the connection's one long-lived control shell (:mod:`.ssh_control`: a round trip each,
+not a new session and remote login shell), or on a channel of their own while it is busy. The limits of an
 :class:`~labkit.instance.InstanceSpec` are those of the ``local`` backend,
 made by the same cgroup driver (:mod:`labkit.backends.cgroups`), whose file
 operations are sent as one shell script:
@@ -95,8 +96,7 @@ for f in $(awk '$3 ~ /^cgroup2?$/ {print $2}' /proc/self/mounts); do
   for g in cpuset.cpus.effective cpuset.cpus; do [ -r "$f/$g" ] && echo "file $f/$g $(cat "$f/$g")"; done; done
 true
 """
-#: run in the probe's round trip (each SSH command costs the remote login shell's start-up, 0.15 s
-#: on the development machine): the private root of the instances' work dirs
+#: run in the probe's round trip (one round trip fewer): the private root of the instances' work dirs
 WORK_ROOT = r"""
 wr="$HOME/.cache/labkit/instances"
 mkdir -p "$wr" && chmod 700 "$wr" && [ -O "$wr" ] && [ ! -L "$wr" ] || {
@@ -460,7 +460,7 @@ class SshBackend(Backend):
     def _connect_locked(self) -> tuple[Connection, HostFacts]:
         """Open and probe the connection. The probe's round trip also lists the instances
         (``labkit-*``) on the host, which the first :meth:`list_labkit` uses (a campaign's clean-up
-        right after connecting: each SSH command costs a remote login shell)."""
+        right after connecting: one round trip fewer)."""
         self.conn = conn = self._open()
         self.shell = ControlShell(conn.transport)
         try:
@@ -575,7 +575,7 @@ class SshBackend(Backend):
     def list_labkit(self, prefix: str = "labkit-") -> list[str]:
         """Instances (cgroups and work dirs) on the host whose names start with ``prefix``. On a
         connection not open yet, the listing rides in the connection probe's round trip (a
-        campaign's first call: each SSH command costs a remote login shell)."""
+        campaign's first call: one round trip fewer)."""
         check_prefix(prefix)
         with self._lock:
             if self.conn is None:
