@@ -161,8 +161,6 @@ def test_public_key_from_a_private_key_without_pub_file(tmp_path):
 def test_openstack_resends_reads_and_deletes_after_a_dropped_connection_never_creates(monkeypatch):
     pytest.importorskip("openstack")
     from keystoneauth1 import exceptions as ka
-
-    from labkit.clouds import openstack as os_mod
     monkeypatch.setattr("labkit.waiting.time.sleep", lambda s: None)
     p = get_provider("openstack", cloud="x")
     calls = []
