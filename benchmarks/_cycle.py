@@ -8,7 +8,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from labkit.backends import teardown  # noqa: E402
-from labkit.instance import InstanceSpec  # noqa: E402
+from labkit.core.instance import InstanceSpec  # noqa: E402
 
 SPEC = InstanceSpec(vcpus=1, memory_mb=128, affinity="floating", count=1)
 

@@ -20,9 +20,9 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from labkit.adaptive import stored_values, worst_fixed_equivalent  # noqa: E402
-from labkit.campaign import Campaign  # noqa: E402
 from labkit.design import Design  # noqa: E402
+from labkit.run.adaptive import stored_values, worst_fixed_equivalent  # noqa: E402
+from labkit.run.campaign import Campaign  # noqa: E402
 from labkit.stats.samplesize import n_for_halfwidth  # noqa: E402
 from labkit.studies import affinity_levels  # noqa: E402
 

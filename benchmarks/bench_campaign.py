@@ -23,9 +23,9 @@ import time
 import pandas as pd
 
 from labkit.backends import get_backend, teardown
-from labkit.campaign import Campaign
+from labkit.core.instance import InstanceSpec
 from labkit.design import Design
-from labkit.instance import InstanceSpec
+from labkit.run.campaign import Campaign
 
 ISOLATION = ("strict", "none")
 

@@ -22,7 +22,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from labkit.campaign import Campaign
+from labkit.run.campaign import Campaign
 
 ROOT = Path(__file__).resolve().parents[1]
 KEY = "/root/.ssh/labkit_test_ed25519"

@@ -37,8 +37,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from labkit.backends import get_backend, new_name, teardown  # noqa: E402
 from labkit.backends.libvirt_xml import domain_xml  # noqa: E402
+from labkit.core.instance import InstanceSpec  # noqa: E402
 from labkit.errors import BackendUnavailable  # noqa: E402
-from labkit.instance import InstanceSpec  # noqa: E402
 
 SPEC = InstanceSpec(vcpus=1, memory_mb=256, affinity="floating")
 

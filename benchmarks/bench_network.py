@@ -29,10 +29,10 @@ from types import SimpleNamespace
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from labkit import network as netmod  # noqa: E402
 from labkit.backends import get_backend, teardown  # noqa: E402
+from labkit.core import network as netmod  # noqa: E402
+from labkit.core.instance import InstanceSpec  # noqa: E402
 from labkit.errors import LabkitError  # noqa: E402
-from labkit.instance import InstanceSpec  # noqa: E402
 from labkit.studies import variant_image  # noqa: E402
 from labkit.workloads import pingpong as pingpong_prog  # noqa: E402
 from labkit.workloads.iperf3 import measure  # noqa: E402

@@ -26,9 +26,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from labkit.backends import get_backend, teardown  # noqa: E402
+from labkit.core import cbuild  # noqa: E402
+from labkit.core.instance import InstanceSpec  # noqa: E402
 from labkit.errors import LabkitError  # noqa: E402
-from labkit.instance import InstanceSpec  # noqa: E402
-from labkit.workloads import cbuild  # noqa: E402
 from labkit.workloads.nqueens import parse  # noqa: E402
 
 BACKENDS = ("local", "local-noiso", "docker", "lxd", "libvirt", "ssh")

@@ -21,8 +21,8 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from labkit.clouds import get_provider  # noqa: E402
-from labkit.clouds.openstack import first_address  # noqa: E402
+from labkit.backends.clouds import get_provider  # noqa: E402
+from labkit.backends.clouds.openstack import first_address  # noqa: E402
 
 
 def cli_once(args, provider, prefix: str) -> float:

@@ -1,9 +1,9 @@
 """Simulation (not a measurement): adaptive replication's saving as a function of run-to-run CV.
 
 Feeds normal run values with a given coefficient of variation per configuration to
-the adaptive rule itself (:func:`labkit.adaptive.next_round`) for a 16-configuration
+the adaptive rule itself (:func:`labkit.run.adaptive.next_round`) for a 16-configuration
 design with ``replications: {target_ci: 0.02, min: 3, max: 20}`` and compares, as
-``bench_adaptive.py`` does (:func:`labkit.adaptive.worst_fixed_equivalent`), with the
+``bench_adaptive.py`` does (:func:`labkit.run.adaptive.worst_fixed_equivalent`), with the
 fixed replication that reaches the same worst-case half-width. It shows what
 ``bench_adaptive.py`` can measure at the CVs it prints: with every configuration at
 the cap (CV >~ 6 %) the two are equal. Run: ``python benchmarks/sim_adaptive.py
@@ -19,8 +19,8 @@ import numpy as np
 import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from labkit.adaptive import next_round, worst_fixed_equivalent  # noqa: E402
 from labkit.design import Design  # noqa: E402
+from labkit.run.adaptive import next_round, worst_fixed_equivalent  # noqa: E402
 
 
 def campaign(design: Design, cvs, rng) -> dict:

@@ -1,4 +1,11 @@
-"""labkit: performance studies of virtualized and cloud infrastructure, from design to figure."""
+"""labkit: performance studies of virtualized and cloud infrastructure, from design to figure.
+
+Packages, in the order of the flow (each imports only those below it; see docs/design.md):
+``core`` (instance model, lock, registry, waiting ...), ``design``, ``run`` (``run.campaign.Campaign``
+is the front door, ``run.engine`` the one engine), ``backends``, ``workloads``, ``images``,
+``store``, ``stats``, ``report`` and ``studies`` (the seed studies).
+"""
+from .core.instance import InstanceSpec
 from .errors import (
                      BackendError,
                      BackendUnavailable,
@@ -9,7 +16,6 @@ from .errors import (
                      LabkitError,
                      StoreError,
 )
-from .instance import InstanceSpec
 
 __version__ = "0.1.0"
 

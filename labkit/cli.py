@@ -1,6 +1,6 @@
 """Command line: ``labkit run``, ``images build``, ``export``, ``clean``, ``fingerprint``, ``list``,
 ``show``, ``status``, ``analyze``, ``compare``, ``report`` and ``cloud check``. ``--data-dir`` defaults to the repository's
-``data/`` (found from the working directory or the package; see :mod:`labkit.paths`), else ``./data``."""
+``data/`` (found from the working directory or the package; see :mod:`labkit.core.paths`), else ``./data``."""
 from __future__ import annotations
 
 import argparse
@@ -43,7 +43,7 @@ def _parse_workload_params(items: list[str], workload: str) -> dict:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from .campaign import Campaign
+    from .run.campaign import Campaign
     args.data_dir = str(_data_dir(args))
     store = Campaign(args.design, backend=args.backend, workload=args.workload,
                      workload_params=_parse_workload_params(args.param, args.workload),
@@ -57,7 +57,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    from .fleet_status import status_text
+    from .run.status import status_text
     from .store import Store
     cid = _existing(args, args.campaign)
     with Store.for_campaign(_data_dir(args), cid, readonly=True) as st:
@@ -85,9 +85,9 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 def cmd_clean(args: argparse.Namespace) -> int:
     """Remove labkit-owned leftovers (instances, cgroups, work dirs) of one campaign, or of every
-    campaign that is not running (:mod:`labkit.clean`; shown first, removed with ``--yes``)."""
+    campaign that is not running (:mod:`labkit.run.clean`; shown first, removed with ``--yes``)."""
     from .backends import REGISTRY, get_backend
-    from .clean import find_leftovers, remove_leftovers, running_ids
+    from .run.clean import find_leftovers, remove_leftovers, running_ids
     args.data_dir = str(_data_dir(args))
     if args.campaign_id:
         return _clean_campaign(args)
@@ -136,10 +136,10 @@ def _clean_campaign(args) -> int:
     """``labkit clean <id>``: that campaign's leftovers, holding its lock and its registry entry
     (refused while it runs, here or from another data dir)."""
     from .backends import get_backend
+    from .core.ids import campaign_prefix, check_campaign_id
+    from .core.lock import LOCK_NAME, CampaignLock
+    from .core.redact import without_redacted
     from .errors import StoreError
-    from .ids import campaign_prefix, check_campaign_id
-    from .lock import LOCK_NAME, CampaignLock
-    from .redact import without_redacted
     from .store import Store
     cid = check_campaign_id(args.campaign_id)
     with Store.for_campaign(args.data_dir, cid, readonly=True) as st:
@@ -147,7 +147,7 @@ def _clean_campaign(args) -> int:
     lock = CampaignLock(Path(args.data_dir) / cid / LOCK_NAME, f"campaign {cid!r}", readonly_ok=True,
                         register={"campaign_id": cid, "data_dir": args.data_dir, "kind": "clean"})
     if meta.get("testbed"):
-        from .fleet import clean_testbed
+        from .run.engine import clean_testbed
         with lock:
             for where, removed in clean_testbed(meta, campaign_prefix(cid), args.testbed).items():
                 print(f"{where}: removed {len(removed)} leftover(s) of campaign {cid}: {' '.join(removed)}")
@@ -167,22 +167,22 @@ def _clean_campaign(args) -> int:
 
 
 def cmd_cloud_check(args: argparse.Namespace) -> int:
-    """Run the cloud provider contract (labkit.clouds.contract) against a real account."""
-    from .clouds import get_provider
-    from .clouds.contract import check_contract
+    """Run the cloud provider contract (labkit.backends.clouds.contract) against a real account."""
+    from .backends.clouds import get_provider
+    from .backends.clouds.contract import check_contract
     provider = get_provider(args.provider, **_parse_params(args.option))
     check_contract(provider, args.flavor, args.image)
     return 0
 
 
 def cmd_fingerprint(args: argparse.Namespace) -> int:
-    from .fingerprint import host_fingerprint
+    from .core.fingerprint import host_fingerprint
     print(json.dumps(host_fingerprint(), indent=2))
     return 0
 
 
 def _data_dir(args) -> Path:
-    from .paths import data_dir
+    from .core.paths import data_dir
     if args.data_dir is not None:
         return Path(args.data_dir)
     try:
@@ -192,10 +192,10 @@ def _data_dir(args) -> Path:
 
 
 def _existing(args, campaign: str) -> str:
-    """``campaign`` if it is a valid campaign id (no ``..``, no ``/``: :func:`~labkit.ids.check_campaign_id`)
+    """``campaign`` if it is a valid campaign id (no ``..``, no ``/``: :func:`~labkit.core.ids.check_campaign_id`)
     and ``data_dir/campaign/store.sqlite`` exists, else a ConfigError listing them."""
-    from .ids import check_campaign_id
-    from .results import list_campaigns
+    from .core.ids import check_campaign_id
+    from .store.results import list_campaigns
     check_campaign_id(campaign)
     base = _data_dir(args)
     if not (base / campaign / "store.sqlite").is_file():
@@ -211,7 +211,7 @@ def _print_table(df) -> None:
 
 
 def cmd_list(args: argparse.Namespace) -> int:
-    from .results import list_campaigns
+    from .store.results import list_campaigns
     table = list_campaigns(_data_dir(args))
     if table.empty:
         print(f"no campaign stored under {_data_dir(args)}")
@@ -221,7 +221,7 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 
 def cmd_show(args: argparse.Namespace) -> int:
-    from .fingerprint import fingerprint_table
+    from .core.fingerprint import fingerprint_table
     from .store import Store
     cid = _existing(args, args.campaign)
     with Store.for_campaign(_data_dir(args), cid, readonly=True) as st:

@@ -191,7 +191,7 @@ def fuzz(args, work: Path) -> dict[str, Counter]:
     from hypothesis import strategies as st
 
     from labkit import cli
-    from labkit.campaign import Campaign
+    from labkit.run.campaign import Campaign
     from labkit.workloads import get_workload
 
     results: dict[str, Counter] = {"design dicts": Counter(), "YAML files": Counter(), "CLI calls": Counter()}

@@ -55,9 +55,8 @@ def _writers(data: Path, campaign: str):
     """name -> write(path) for every writer of a user-chosen path."""
     import pandas as pd
 
-    from labkit import plots
-    from labkit.files import atomic_write
-    from labkit.report import write_bundle, write_report
+    from labkit.core.files import atomic_write
+    from labkit.report import plots, write_bundle, write_report
     from labkit.store import Store
 
     def export(path):

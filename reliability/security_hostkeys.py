@@ -24,7 +24,7 @@ TRIALS = 3   # per path and case: a refusal must not depend on timing or on a re
 
 
 def rows() -> list[tuple[str, str, object, str]]:
-    from labkit.testing import available
+    from labkit.backends.testing import available
     from tests.support import hostkey_trials as trials
 
     ok, why = available("ssh")

@@ -27,9 +27,9 @@ PIDS_MAX = 64
 
 
 def rows() -> list[tuple[str, str, object, str]]:
-    from labkit import registry
     from labkit.backends import get_backend, teardown
-    from labkit.instance import InstanceSpec
+    from labkit.core import registry
+    from labkit.core.instance import InstanceSpec
     from tests.support import isolation_trials as trials
 
     if os.geteuid() != 0:

@@ -26,7 +26,7 @@ GROWTH_LIMIT = 100 * 2**20
 
 
 def _print_rows(backend: str, size: str, nbytes: int) -> list[tuple[str, str, object, str]]:
-    from labkit.testing import available
+    from labkit.backends.testing import available
     from tests.support.exec_memory import exec_in_child
 
     ok, why = available(backend)
@@ -40,9 +40,9 @@ def _print_rows(backend: str, size: str, nbytes: int) -> list[tuple[str, str, ob
 
 
 def _stored_error_rows(tmp: Path) -> list[tuple[str, str, object, str]]:
-    from labkit.campaign import Campaign
     from labkit.design import Design
     from labkit.errors import TEXT_CAP
+    from labkit.run.campaign import Campaign
 
     d = Design.from_dict({"factors": {"vcpus": [1, 2]}, "seed": 1})
     cmd = "head -c 50M /dev/zero | tr '\\0' x; echo; echo last words >&2; exit 3"
@@ -57,10 +57,10 @@ def _stored_error_rows(tmp: Path) -> list[tuple[str, str, object, str]]:
 
 def _input_rows(tmp: Path) -> list[tuple[str, str, object, str]]:
     from labkit.backends import get_backend, teardown
+    from labkit.core.instance import InstanceSpec
+    from labkit.core.redact import REDACTED, redact
     from labkit.design import Design
     from labkit.errors import ConfigError
-    from labkit.instance import InstanceSpec
-    from labkit.redact import REDACTED, redact
     from labkit.workloads import get_workload
 
     designs = ["1: a\nzzz: 2\nfactors:\n  vcpus: [1, 2]\n", "null: 1\nfactors:\n  vcpus: [1, 2]\n",

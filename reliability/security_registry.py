@@ -29,7 +29,7 @@ SECTION = "campaign registry and clean"
 
 
 def _trial(tmp: Path, local, counts: dict, attack: str) -> None:
-    from labkit.ids import campaign_prefix
+    from labkit.core.ids import campaign_prefix
     from tests.support.gated import labkit_cli, start_gated
 
     cid = f"sec-reg-{secrets.token_hex(4)}"

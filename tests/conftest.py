@@ -5,7 +5,7 @@ import os
 
 import pytest
 
-from labkit.testing import available, required
+from labkit.backends.testing import available, required
 
 DAEMON_MARKERS = ("docker", "lxd", "libvirt", "ssh")
 _cache: dict[str, tuple[bool, str]] = {}

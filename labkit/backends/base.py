@@ -1,7 +1,7 @@
 """The backend contract: the base class does the shared work, backends write small hooks.
 
 A :class:`Backend` provisions :class:`Instance` objects from an
-:class:`~labkit.instance.InstanceSpec`. ``Instance.exec`` owns the deadline,
+:class:`~labkit.core.instance.InstanceSpec`. ``Instance.exec`` owns the deadline,
 timing, logging, the kill on timeout and the :class:`ExecResult`; a backend
 writes only how to start a command, wait for it and kill its process tree.
 
@@ -45,9 +45,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from .. import network as netmod
+from ..core import network as netmod
+from ..core.instance import InstanceSpec
 from ..errors import BackendError, CommandError, CommandTimeout, ConfigError, shorten, tail
-from ..instance import InstanceSpec
 from .output import CappedOutput
 
 log = logging.getLogger("labkit.backends")
@@ -461,9 +461,9 @@ class Backend(ABC):
 
     def create_network(self, prefix: str = NAME_PREFIX, count: int = 1, link: object = None,
                        nics: int = 1) -> Network:
-        """A private network for ``count`` instances of one run (see :mod:`labkit.network`).
+        """A private network for ``count`` instances of one run (see :mod:`labkit.core.network`).
 
-        ``link``: a :class:`labkit.network.Link` level (or None) applied to every instance's
+        ``link``: a :class:`labkit.core.network.Link` level (or None) applied to every instance's
         link at :meth:`provision`. ``nics`` > 1: each instance also bonds that many NICs on a
         data subnet (only where :attr:`MAX_NICS` allows). Remove it with ``Network.remove()``
         after the instances.
@@ -566,7 +566,7 @@ class Network:
 def join_network(inst: Instance, network: Network, host_link: netmod.Link | None) -> None:
     """Record that ``inst`` (connected by its backend, ``inst.host_device`` set) is ``inst<index>``
     on ``network`` and shape its host-side device to ``host_link`` (the network's link, or what
-    of it the backend applies on the host; see :func:`labkit.network.shape`). BackendError when
+    of it the backend applies on the host; see :func:`labkit.core.network.shape`). BackendError when
     there is a link to shape but no host-side device (a network labkit did not create)."""
     if inst.host_device is None and host_link is not None:
         raise BackendError(f"instance {inst.name} has no host-side device on network {network.name}, "

@@ -33,8 +33,8 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+from ..core.waiting import wait_until
 from ..errors import BackendError, BackendUnavailable
-from ..waiting import wait_until
 
 PERIOD_US = 100_000
 DRAIN_TIMEOUT_S = 10.0

@@ -1,6 +1,6 @@
 """The ``cloud`` backend: each instance is a cloud server, used through the ``ssh`` backend.
 
-A platform (or ``--backend cloud``) names a provider of :mod:`labkit.clouds`, a flavor and an
+A platform (or ``--backend cloud``) names a provider of :mod:`labkit.backends.clouds`, a flavor and an
 image (``host_cpus``, ``enforce_limits`` and ``connect_timeout``, default 60 s, are its other
 options, for the ``ssh`` side); the rest go to the provider (``cloud``, ``network``,
 ``key_filename``, ``prices``, ...)::
@@ -13,7 +13,7 @@ options, for the ``ssh`` side); the rest go to the provider (``cloud``, ``networ
 With a ``platform`` factor over such platforms the flavor is a factor of the design. A run's
 ``count`` instances are ``count`` servers, requested together (:meth:`CloudProvider.provision`)
 and named ``<campaign prefix><8 hex>``, tagged with the prefix. In each server the run's
-:class:`~labkit.instance.InstanceSpec` limits (vCPUs, memory, affinity) are applied by the ``ssh``
+:class:`~labkit.core.instance.InstanceSpec` limits (vCPUs, memory, affinity) are applied by the ``ssh``
 backend as on any remote host. Destroying an instance deletes its server; ``cleanup(prefix)``
 (a campaign's start, ``labkit clean <campaign>``) is the provider's: servers whose name and tag
 both carry the prefix, and nothing else.
@@ -28,11 +28,11 @@ from __future__ import annotations
 
 import logging
 
-from ..clouds import PROVIDERS, get_provider
-from ..clouds.base import CloudInstance
+from ..core.instance import InstanceSpec
 from ..errors import ConfigError
-from ..instance import InstanceSpec
 from .base import NAME_PREFIX, Backend, Instance, Network, Wrapped, check_prefix, teardown
+from .clouds import PROVIDERS, get_provider
+from .clouds.base import CloudInstance
 
 log = logging.getLogger("labkit.backends.cloud")
 

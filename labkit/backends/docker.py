@@ -1,6 +1,6 @@
 """Docker backend (docker SDK): one container per instance, no network, hard limits.
 
-Mapping of an :class:`~labkit.instance.InstanceSpec` (docs/design.md, "Instances")::
+Mapping of an :class:`~labkit.core.instance.InstanceSpec` (docs/design.md, "Instances")::
 
     pinned     cpuset_cpus = the host CPUs chosen by base.provision ("0,1")
     floating   nano_cpus   = vcpus * 1e9 (CFS quota, any host CPU)
@@ -33,10 +33,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .. import network as netmod
+from ..core import network as netmod
+from ..core.instance import InstanceSpec
+from ..core.mounts import parse_mounts
 from ..errors import BackendError, BackendUnavailable
-from ..instance import InstanceSpec
-from ..mounts import parse_mounts
 from . import docker_ssh
 from ._container import CleanupByName, SessionExec, check_image, oom_kill_count, or_none
 from .base import Backend, Instance, Network, RawResult, check_cpus, check_name, check_prefix
@@ -152,7 +152,7 @@ class DockerBackend(CleanupByName, Backend):
 
     Options: ``image`` (default ``labkit/debian:12``), ``base_url`` (default
     ``$DOCKER_HOST`` or ``unix:///var/run/docker.sock``), ``api_timeout`` (s, 120),
-    ``mounts`` (host directories as bind volumes, see :mod:`labkit.mounts`); for an
+    ``mounts`` (host directories as bind volumes, see :mod:`labkit.core.mounts`); for an
     ``ssh://user@host:port`` base URL ``ssh_key_filename``, ``ssh_known_hosts``,
     ``host_key_policy`` (recorded in the fingerprint) and ``connect_timeout`` (:mod:`.docker_ssh`).
     """

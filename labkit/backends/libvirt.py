@@ -40,10 +40,10 @@ from typing import Any
 
 import libvirt
 
+from ..core.instance import InstanceSpec
+from ..core.mounts import parse_mounts
+from ..core.waiting import wait_until
 from ..errors import BackendError, BackendUnavailable, ConfigError, tail
-from ..instance import InstanceSpec
-from ..mounts import parse_mounts
-from ..waiting import wait_until
 from . import libvirt_agent as agent
 from . import libvirt_mounts, libvirt_net, libvirt_probe
 from .base import (
@@ -206,7 +206,7 @@ class LibvirtBackend(Backend):
     ``disk_cache`` (QEMU cache mode; libvirt's default when unset), ``disk_format``
     (``qcow2``: an overlay of the base disk, the default; ``raw``: a full raw copy per
     instance, deleted at teardown; recorded in each instance's metadata), ``mounts`` (host
-    directories, see :mod:`labkit.mounts`, as virtiofs shares: a local URI, QEMU domains;
+    directories, see :mod:`labkit.core.mounts`, as virtiofs shares: a local URI, QEMU domains;
     the guest's memory is then a shared memfd, of the same size)."""
 
     name = "libvirt"

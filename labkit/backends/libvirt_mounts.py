@@ -1,4 +1,4 @@
-"""Host directories in libvirt guests (the ``mounts`` option, :mod:`labkit.mounts`) over virtiofs.
+"""Host directories in libvirt guests (the ``mounts`` option, :mod:`labkit.core.mounts`) over virtiofs.
 
 Debian's cloud guest kernel has no 9p but has virtiofs (``CONFIG_VIRTIO_FS=m``; the VM
 image carries its ``fuse`` and ``virtiofs`` modules, see :data:`labkit.images.vm.GUEST_MODULES`).
@@ -27,8 +27,8 @@ import os
 import subprocess
 from pathlib import Path
 
+from ..core.mounts import Mount
 from ..errors import BackendError, tail
-from ..mounts import Mount
 from .base import Instance
 from .libvirt_xml import Share, mount_tag
 

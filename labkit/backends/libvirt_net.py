@@ -28,7 +28,7 @@ import shlex
 
 import libvirt
 
-from .. import network as netmod
+from ..core import network as netmod
 from ..errors import BackendError, BackendUnavailable
 from . import libvirt_agent as agent
 from .base import Instance, Network

@@ -32,8 +32,8 @@ from pathlib import Path
 
 import libvirt
 
+from ..core.waiting import retry
 from ..errors import BackendError, BackendUnavailable, ConfigError
-from ..waiting import retry
 from .libvirt_xml import overlay_volume_xml, pool_xml
 
 DEFAULT_CACHE = "/var/cache/labkit/images"

@@ -17,7 +17,7 @@ and with ``nics`` > 1 one more on each of the run's data bridges (bonded in the 
 Disk: ``disk_format`` ``qcow2`` (a copy-on-write overlay of the image's base disk) or
 ``raw`` (a full raw copy of it); see :mod:`~labkit.backends.libvirt_storage`.
 
-Mounts (host directories, :mod:`labkit.mounts`): one virtiofs ``<filesystem>`` per mount,
+Mounts (host directories, :mod:`labkit.core.mounts`): one virtiofs ``<filesystem>`` per mount,
 tag ``labkit<i>`` (:func:`mount_tag`), plus ``<memoryBacking>`` with a shared ``memfd``
 source (virtiofsd, a separate host process, must map the guest's RAM); ``<memory>`` is
 unchanged, so the guest sees the same MemTotal. No ``<binary>``: libvirt picks virtiofsd from
@@ -35,8 +35,8 @@ import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from urllib.parse import urlparse
 
+from ..core.instance import InstanceSpec
 from ..errors import BackendError, ConfigError
-from ..instance import InstanceSpec
 
 DOMAIN_TYPES = ("kvm", "qemu", "xen")
 #: how an instance's disk is made: a qcow2 overlay of the base disk, or a full raw copy of it

@@ -55,10 +55,10 @@ import stat
 import subprocess
 from pathlib import Path
 
-from .. import network as netmod
+from ..core import network as netmod
+from ..core.instance import InstanceSpec
+from ..core.mounts import parse_mounts, same_path_mounts
 from ..errors import BackendError, BackendUnavailable, ConfigError, StoreError
-from ..instance import InstanceSpec
-from ..mounts import parse_mounts, same_path_mounts
 from . import cgroups, child, sandbox
 from .base import Backend, Instance, Network, RawResult, check_name, check_prefix, remove_bridges
 
@@ -243,7 +243,7 @@ class LocalBackend(Backend):
     used), ``workroot`` (where instance work directories go; created 0700 and
     verified, see :func:`private_dir`), ``network`` ("none": own network
     namespace with loopback only, the default; "host": the host's network), ``mounts``
-    (host directories, see :mod:`labkit.mounts`: instances share the host's file system, so
+    (host directories, see :mod:`labkit.core.mounts`: instances share the host's file system, so
     each is seen at its own path; a different target is refused; read-only enforced when
     isolated),
     ``isolation`` ("strict", the default; "relaxed"; "none": see the module docstring),
@@ -426,7 +426,7 @@ class LocalBackend(Backend):
 def _data_dirs() -> list[str]:
     """The controller's data dirs this host knows of: the checkout's default and those of
     every campaign in the registry (running or stopped)."""
-    from .. import paths, registry
+    from ..core import paths, registry
     found = []
     try:
         found.append(str(paths.data_dir()))

@@ -1,6 +1,6 @@
 """LXD backend (pylxd): one system container per instance, no NIC, hard limits.
 
-Mapping of an :class:`~labkit.instance.InstanceSpec` (docs/design.md, "Instances")::
+Mapping of an :class:`~labkit.core.instance.InstanceSpec` (docs/design.md, "Instances")::
 
     pinned     limits.cpu = "0,1"  (a set; one CPU is written "3-3": LXD reads "3" as a count)
     floating   limits.cpu.allowance = "<vcpus*100>ms/100ms", no limits.cpu: any host CPU,
@@ -42,11 +42,11 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from .. import network as netmod
+from ..core import network as netmod
+from ..core.instance import InstanceSpec
+from ..core.mounts import parse_mounts
+from ..core.waiting import retry, wait_until
 from ..errors import BackendError, BackendUnavailable, ConfigError
-from ..instance import InstanceSpec
-from ..mounts import parse_mounts
-from ..waiting import retry, wait_until
 from . import lxd_base
 from ._container import CleanupByName, SessionExec, check_image, oom_kill_count, or_none
 from .base import (
@@ -264,7 +264,7 @@ class LxdBackend(CleanupByName, Backend):
     ``$LXD_DIR/unix.socket`` or ``/var/lib/lxd/unix.socket``), ``pool`` (storage pool
     for the root disk; default: the default profile's, else the first pool),
     ``privileged`` (default False), ``mounts`` (host directories as ``disk`` devices, see
-    :mod:`labkit.mounts`).
+    :mod:`labkit.core.mounts`).
     """
 
     name = "lxd"
@@ -383,7 +383,7 @@ class LxdBackend(CleanupByName, Backend):
         return inst
 
     def _create_network(self, network: Network) -> None:
-        """A host bridge without uplink (see :func:`labkit.network.create_bridge`), not an LXD
+        """A host bridge without uplink (see :func:`labkit.core.network.create_bridge`), not an LXD
         managed network: that would need dnsmasq even with DHCP and DNS off."""
         netmod.create_bridge(network.device, network.name, f"{network.host_address}/{network.prefixlen}")
 

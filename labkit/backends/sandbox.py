@@ -54,8 +54,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from ..core.mounts import Mount
 from ..errors import BackendError, BackendUnavailable, BenchmarkError, ConfigError
-from ..mounts import Mount
 
 MODES = ("strict", "relaxed", "none")
 #: capabilities kept in the bounding set with isolation ``relaxed`` (Docker's default set
@@ -94,10 +94,10 @@ def check_hide(value: Any) -> list[str]:
 
 @functools.cache
 def helper() -> str:
-    """The path of ``lkns``, built by :func:`labkit.workloads.cbuild.build` (static, cached by
+    """The path of ``lkns``, built by :func:`labkit.core.cbuild.build` (static, cached by
     source text) the first time; BackendUnavailable without a C compiler, or if the binary or
     its directory could be changed by another user (it runs as root)."""
-    from ..workloads import cbuild
+    from ..core import cbuild
     try:
         path = cbuild.build(SOURCE, package=__package__, flags=("-O2",))
     except BenchmarkError as exc:
@@ -150,7 +150,7 @@ def holder_argv(name: str, workdir: str, hosts_file: str | None, netns: str | No
     """The holder's argv: ``lkns hold``, making PID and mount namespaces (in network namespace
     ``netns``, a name under /run/netns, unless None; with ``new_netns`` it makes that one too,
     as ``ip netns add`` would, with its loopback up: one exec fewer); ``mounts``
-    (:class:`~labkit.mounts.Mount`): their targets writable or read-only as they ask."""
+    (:class:`~labkit.core.mounts.Mount`): their targets writable or read-only as they ask."""
     ns = ("+" if new_netns else "") + netns if netns else ""
     return [helper(), "hold", MARKER, name, workdir, hosts_file or "", ns,
             *(("-" if m.readonly else "+") + m.target for m in mounts)]

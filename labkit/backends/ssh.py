@@ -5,7 +5,7 @@ backend's connection, its output read into capped sinks as it arrives
 (:func:`read_channel`, :mod:`.output`); control scripts (probe, create, remove, kill,
 list) in the connection's one long-lived control shell (:mod:`.ssh_control`: a round trip each,
 not a new session and remote login shell), or on a channel of their own while it is busy. The limits of an
-:class:`~labkit.instance.InstanceSpec` are those of the ``local`` backend,
+:class:`~labkit.core.instance.InstanceSpec` are those of the ``local`` backend,
 made by the same cgroup driver (:mod:`labkit.backends.cgroups`), whose file
 operations are sent as one shell script:
 
@@ -58,8 +58,8 @@ import invoke
 import paramiko
 from fabric import Connection
 
+from ..core.instance import InstanceSpec
 from ..errors import BackendError, BackendUnavailable, ConfigError
-from ..instance import InstanceSpec
 from . import cgroups, hostkeys
 from ._ssh_settings import SshSettings, policy_option
 from .base import NAME_PREFIX, Backend, Instance, Network, RawResult, check_name, check_prefix

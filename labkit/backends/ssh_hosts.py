@@ -18,8 +18,8 @@ import ipaddress
 import json
 import subprocess
 
+from ..core.instance import InstanceSpec
 from ..errors import BackendError, ConfigError
-from ..instance import InstanceSpec
 from . import backend_class
 from .base import Backend, Network, new_name
 

@@ -15,7 +15,7 @@
 * Intervals by run: :func:`bootstrap_ci` (resamples whole runs), :func:`ratio_ci`
   (ratio of means, e.g. overhead of A over B: Fieller or bootstrap).
 * How many runs: :func:`sample_size` (per configuration, for a target CI half-width),
-  :func:`n_for_halfwidth`, :func:`n_for_power`; adaptive replication: :mod:`labkit.adaptive`.
+  :func:`n_for_halfwidth`, :func:`n_for_power`; adaptive replication: :mod:`labkit.run.adaptive`.
 * Campaign against campaign: :func:`config_differences`, :func:`drift_test`,
   :func:`pettitt`, :func:`changepoint` (each with a minimum practical effect).
 * Cost: :func:`cost_efficiency` (executions per hour per price per hour).

@@ -28,7 +28,7 @@ class Diagnostics:
     * ``table`` -- one row per model tried: ``model`` ("response" or
       "log(response)"), ``n``, ``W``, ``p``, ``normal``, ``note``.
     * ``residuals`` -- the data's factor and response columns plus ``fitted``
-      and ``residual`` (feed it to ``labkit.plots.qq``).
+      and ``residual`` (feed it to ``labkit.report.plots.qq``).
     * ``normal`` -- True/False, or None when the residuals cannot be tested.
     * ``message`` -- one paragraph to print in a notebook.
     * ``log_effects`` / ``log_residuals`` -- the factorial analysis of

@@ -3,7 +3,7 @@
 labkit cannot download or build PARSEC 3.0 or NPB here, and does not ship
 them. These runners take a path *inside the instance* where you have already
 installed and built the suite (copy it into the image, or give the run your
-host's install with the backends' ``mounts`` option, labkit.mounts: same path
+host's install with the backends' ``mounts`` option, labkit.core.mounts: same path
 on ``local``, a bind on ``docker``, a disk device on ``lxd``), run one
 benchmark, and parse its standard output. They stay experimental: their parsers
 are tested on output captured from small programs in labkit's tests

@@ -40,8 +40,8 @@ import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from ..core.waiting import retry
 from ..errors import BenchmarkError, ConfigError, tail
-from ..waiting import retry
 from .base import Measurement, Workload, network_address, require_tool, run_checked
 from .params import SIZE, TIMEOUT, Int, Num, Str
 
@@ -276,7 +276,7 @@ class Iperf3(Workload):
                 raise ConfigError("iperf3 path 'instances' needs count >= 2")
             return self._along(instances[0], instances[1], params, 1,
                                network_address(instances[0], peer=True))
-        from ..network_host import host_end
+        from ..backends.network_host import host_end
         with host_end(instances, "iperf3", path, "iperf3", "iperf3") as host:
             server, client = (host, instances[0]) if path == "to_host" else (instances[0], host)
             return self._along(server, client, params, 0, network_address(server))

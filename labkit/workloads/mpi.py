@@ -213,7 +213,7 @@ def launch(instances: Sequence[Instance], program: list[str], *, ranks: int, tim
     """Run ``program`` as ``ranks`` MPI ranks over ``instances`` (on a private network);
     ``files`` (name -> text) are written into the ranks' work directory in every instance
     first. Returns (ExecResult of mpirun, work directory, seconds)."""
-    from ..network_host import HostEnd
+    from ..backends.network_host import HostEnd
     network = network_of(instances)
     targets = [i for i in instances if isinstance(i, LaunchTarget)]
     if len(targets) < len(instances):

@@ -14,8 +14,8 @@ import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from ..core import cbuild
 from ..errors import BenchmarkError, tail
-from . import cbuild
 from .base import Measurement, Workload, run_checked
 from .params import THREADS, TIMEOUT, Int
 

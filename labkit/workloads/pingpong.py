@@ -17,9 +17,9 @@ from __future__ import annotations
 import os
 import re
 
+from ..core.cbuild import compile_c
 from ..errors import BenchmarkError, tail
 from .base import Measurement
-from .cbuild import compile_c
 
 SOURCE = r"""
 #include <mpi.h>

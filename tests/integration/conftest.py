@@ -19,8 +19,8 @@ import time
 import pytest
 
 from labkit.backends import get_backend, teardown
+from labkit.core.instance import InstanceSpec
 from labkit.errors import CommandError, CommandTimeout
-from labkit.instance import InstanceSpec
 
 PREFIX = f"labkit-test{secrets.token_hex(3)}"
 

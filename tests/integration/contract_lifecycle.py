@@ -17,8 +17,8 @@ import time
 import pytest
 
 from labkit.backends import teardown
+from labkit.core.instance import InstanceSpec
 from labkit.errors import CommandTimeout
-from labkit.instance import InstanceSpec
 
 from .conftest import PREFIX, instances, leftovers
 
@@ -82,7 +82,7 @@ class LifecycleContract:
         script = textwrap.dedent(f"""
             import sys
             from labkit.backends import get_backend
-            from labkit.instance import InstanceSpec
+            from labkit.core.instance import InstanceSpec
             be = get_backend({self.backend_name!r})
             [inst] = be.provision(InstanceSpec(memory_mb=64, count=1), prefix={prefix!r})
             print(inst.name, flush=True)

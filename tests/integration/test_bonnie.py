@@ -7,7 +7,7 @@ import shutil
 import pytest
 
 from labkit.backends import get_backend, teardown
-from labkit.instance import InstanceSpec
+from labkit.core.instance import InstanceSpec
 from labkit.workloads import get_workload
 
 pytestmark = pytest.mark.root

@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 
 from labkit.backends import get_backend
-from labkit.campaign import Campaign
-from labkit.ids import campaign_prefix
-from labkit.instance import InstanceSpec
+from labkit.core.ids import campaign_prefix
+from labkit.core.instance import InstanceSpec
+from labkit.run.campaign import Campaign
 from labkit.store import Store
 from tests.support.gated import labkit_cli as labkit
 from tests.support.gated import start_gated

@@ -23,7 +23,7 @@ import shlex
 import pytest
 
 from labkit.backends import cgroups
-from labkit.instance import InstanceSpec
+from labkit.core.instance import InstanceSpec
 
 from .conftest import PREFIX, instances, parse_cpu_list
 

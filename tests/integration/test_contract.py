@@ -17,8 +17,8 @@ import time
 import pytest
 
 from labkit.backends import get_backend, teardown
+from labkit.core.instance import InstanceSpec
 from labkit.errors import CommandError, CommandTimeout
-from labkit.instance import InstanceSpec
 
 from .conftest import allowed_cpus, check_exec_contract
 

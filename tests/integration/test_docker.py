@@ -7,8 +7,8 @@ import logging
 import pytest
 
 from labkit.backends.docker import DEFAULT_IMAGE
+from labkit.core.instance import InstanceSpec
 from labkit.images import docker_image
-from labkit.instance import InstanceSpec
 
 from .conftest import PREFIX, ContainerContract, instances, leftovers, tiny_rootfs_tar
 from .contract_lifecycle import LifecycleContract

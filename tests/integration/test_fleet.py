@@ -20,10 +20,10 @@ from pathlib import Path
 import pytest
 
 from labkit.backends import get_backend
-from labkit.campaign import Campaign
-from labkit.ids import campaign_prefix
+from labkit.backends.testing import required
+from labkit.core.ids import campaign_prefix
+from labkit.run.campaign import Campaign
 from labkit.store import Store
-from labkit.testing import required
 
 ROOT = Path(__file__).resolve().parents[2]
 KEY = "/root/.ssh/labkit_test_ed25519"
@@ -32,8 +32,8 @@ TESTBED = {"hosts": [{"name": n, "address": a, "key": KEY} for n, a in HOSTS], "
 
 
 def _hosts_up() -> tuple[bool, str]:
-    from labkit.fleet_hosts import reachable
-    from labkit.testbed import Testbed
+    from labkit.run.hosts import reachable
+    from labkit.run.testbed import Testbed
     for h in Testbed.from_dict(TESTBED).hosts:
         ok, why = reachable(h, 3)
         if not ok:
@@ -97,7 +97,7 @@ def test_local_and_docker_interleaved_in_one_campaign(tmp_path):
 
 CONTROLLER = """
 import sys
-from labkit.campaign import Campaign
+from labkit.run.campaign import Campaign
 tb = {testbed!r}
 d = {{"factors": {{"vcpus": [1, 2]}}, "replications": 10, "seed": 5}}
 Campaign(d, workload="command", workload_params={{"argv": ["sleep", "2"]}}, campaign_id="t-fleet",

@@ -22,13 +22,13 @@ import pytest
 
 from labkit.backends import get_backend
 from labkit.backends.hostkeys import ssh_options, ssh_wrapper
-from labkit.campaign import Campaign
+from labkit.backends.testing import required
+from labkit.core.ids import campaign_prefix
+from labkit.core.instance import InstanceSpec
 from labkit.errors import BackendUnavailable
-from labkit.ids import campaign_prefix
-from labkit.instance import InstanceSpec
-from labkit.platforms import options_for
-from labkit.testbed import Testbed
-from labkit.testing import required
+from labkit.run.campaign import Campaign
+from labkit.run.platforms import options_for
+from labkit.run.testbed import Testbed
 from labkit.workloads import pingpong
 
 from .conftest import instances

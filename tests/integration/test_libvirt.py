@@ -28,8 +28,8 @@ import time
 import pytest
 
 from labkit.backends import get_backend, new_name, teardown
+from labkit.core.instance import InstanceSpec
 from labkit.errors import BackendError, CommandError, CommandTimeout, ConfigError
-from labkit.instance import InstanceSpec
 
 from .conftest import PREFIX, check_exec_contract, instances
 
@@ -47,7 +47,7 @@ def backend_files(*names) -> list[str]:
 def killed_controller(backend, prefix: str) -> str:
     """Start a domain named ``prefix*`` from another process, SIGKILL that process; the name."""
     code = ("import json, sys; from labkit.backends import get_backend, new_name; "
-            "from labkit.instance import InstanceSpec; "
+            "from labkit.core.instance import InstanceSpec; "
             "be = get_backend('libvirt', **json.loads(sys.argv[2])); "
             "i = be._boot(InstanceSpec(memory_mb=256), new_name(sys.argv[1]), 0, None, be.domain_type()); "
             "print(i.name, flush=True); sys.stdin.read()")

@@ -20,8 +20,8 @@ from pathlib import Path
 import pytest
 
 from labkit.backends import get_backend, teardown
-from labkit.instance import InstanceSpec
-from labkit.testing import required
+from labkit.backends.testing import required
+from labkit.core.instance import InstanceSpec
 from labkit.workloads import get_workload
 
 pytestmark = [pytest.mark.libvirt, pytest.mark.network, pytest.mark.slow]   # 50-120 s: two TCG boots

@@ -15,7 +15,7 @@ import secrets
 import pytest
 
 from labkit.backends import get_backend, new_name, teardown
-from labkit.instance import InstanceSpec
+from labkit.core.instance import InstanceSpec
 
 from .conftest import PREFIX, check_exec_contract, instances
 

@@ -24,9 +24,9 @@ import time
 import pytest
 
 from labkit.backends import get_backend, teardown
+from labkit.backends.testing import required
+from labkit.core.instance import InstanceSpec
 from labkit.errors import BackendUnavailable, BenchmarkError
-from labkit.instance import InstanceSpec
-from labkit.testing import required
 from labkit.workloads import get_workload, mpi, pingpong
 from labkit.workloads.mpi import launch
 

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from labkit import paths
 from labkit.backends import get_backend, teardown
-from labkit.instance import InstanceSpec
+from labkit.core import paths
+from labkit.core.instance import InstanceSpec
 from tests.support import isolation_trials as trials
 
 pytestmark = pytest.mark.root
@@ -66,7 +66,7 @@ def test_proc_shows_only_the_instance_processes(make):
 
 
 def test_other_campaigns_data_and_the_registry_are_hidden(make, tmp_path, monkeypatch):
-    from labkit import registry
+    from labkit.core import registry
     foreign = trials.plant(tmp_path / "foreign-data" / "campaign-x")          # a registered campaign's
     extra = trials.plant(tmp_path / "extra-data" / "campaign-y")              # the hide option's
     run = Path("/run/labkit")

@@ -7,8 +7,8 @@ import logging
 import pytest
 
 from labkit.backends import lxd_base
+from labkit.core.instance import InstanceSpec
 from labkit.images import lxd_image
-from labkit.instance import InstanceSpec
 
 from .conftest import PREFIX, ContainerContract, instances, tiny_rootfs_tar
 from .contract_lifecycle import LifecycleContract

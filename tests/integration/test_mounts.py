@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from labkit.backends import get_backend, teardown
-from labkit.instance import InstanceSpec
+from labkit.core.instance import InstanceSpec
 
 BACKENDS = [pytest.param("local", marks=pytest.mark.root), pytest.param("docker", marks=pytest.mark.docker),
             pytest.param("lxd", marks=pytest.mark.lxd)]

@@ -20,11 +20,11 @@ from pathlib import Path
 
 import pytest
 
-from labkit import network as netmod
 from labkit.backends import get_backend, teardown
+from labkit.backends.testing import required
+from labkit.core import network as netmod
+from labkit.core.instance import InstanceSpec
 from labkit.errors import BackendUnavailable, BenchmarkError
-from labkit.instance import InstanceSpec
-from labkit.testing import required
 from labkit.workloads import get_workload, mpi
 from labkit.workloads.mpi import launch
 
@@ -210,8 +210,8 @@ def test_link_delay_where_the_kernel_has_netem(backend_name):
 KILLED = """
 import sys, time
 from labkit.backends import get_backend
-from labkit.instance import InstanceSpec
-from labkit.testing import required
+from labkit.core.instance import InstanceSpec
+from labkit.backends.testing import required
 be = get_backend(sys.argv[1])
 net = be.create_network(sys.argv[2], 2, "1gbit/")
 be.provision(InstanceSpec(vcpus=1, memory_mb=128, count=2), prefix=sys.argv[2], network=net)

@@ -6,8 +6,8 @@ import json
 import pytest
 
 from labkit.backends import get_backend, teardown
-from labkit.instance import InstanceSpec
-from labkit.noise import neighbours
+from labkit.core.instance import InstanceSpec
+from labkit.run.noise import neighbours
 from labkit.workloads import get_workload
 
 KINDS = ["cpu", "memory", "io", "network"]
@@ -65,7 +65,7 @@ def test_local_none_and_failure_paths():
 
 @pytest.mark.root
 def test_campaign_with_a_noise_factor(tmp_path):
-    from labkit.campaign import Campaign
+    from labkit.run.campaign import Campaign
     from labkit.store import load_results
     design = {"factors": {"noise": ["none", "cpu"]}, "replications": 1, "seed": 3, "name": "noise"}
     Campaign(design, backend="local", workload="sysbench",

@@ -24,10 +24,10 @@ import shutil
 import pytest
 
 from labkit.backends import teardown
-from labkit.campaign import Campaign
+from labkit.backends.testing import required
+from labkit.core.instance import InstanceSpec
 from labkit.errors import BenchmarkError
-from labkit.instance import InstanceSpec
-from labkit.testing import required
+from labkit.run.campaign import Campaign
 from labkit.workloads import get_workload
 
 from ..support import build_npb_like, build_parsec_like

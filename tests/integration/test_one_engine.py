@@ -29,14 +29,14 @@ import pandas as pd
 import pytest
 
 from labkit.backends import get_backend
-from labkit.campaign import Campaign
+from labkit.backends.testing import required
+from labkit.core.ids import campaign_prefix
+from labkit.core.network import bridges
 from labkit.errors import ConfigError
-from labkit.hooks import RunHook
-from labkit.ids import campaign_prefix
-from labkit.network import bridges
-from labkit.platforms import options_for
-from labkit.testbed import Testbed
-from labkit.testing import required
+from labkit.run.campaign import Campaign
+from labkit.run.hooks import RunHook
+from labkit.run.platforms import options_for
+from labkit.run.testbed import Testbed
 from tests.support.fails_first import INJECTED, FailsFirst
 
 from .test_fleet import HOSTS, KEY, _hosts_up

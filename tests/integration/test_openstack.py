@@ -27,11 +27,11 @@ from pathlib import Path
 
 import pytest
 
-from labkit.campaign import Campaign
-from labkit.clouds import get_provider
+from labkit.backends.clouds import get_provider
+from labkit.backends.testing import required
+from labkit.core.ids import campaign_prefix
 from labkit.errors import ConfigError, LabkitError
-from labkit.ids import campaign_prefix
-from labkit.testing import required
+from labkit.run.campaign import Campaign
 
 pytestmark = [pytest.mark.openstack, pytest.mark.slow]
 
@@ -140,7 +140,7 @@ def test_campaign_with_flavor_as_factor_stores_provisioning_s(cloud, tmp_path):
 
 KILLED = """
 import sys, time
-from labkit.clouds import get_provider
+from labkit.backends.clouds import get_provider
 p = get_provider("openstack", cloud=sys.argv[1], network=sys.argv[2], key_filename=sys.argv[3])
 p.provision("labkit.small", sys.argv[4], sys.argv[5])
 time.sleep(3600)

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from labkit.errors import ConfigError
-from labkit.studies_seeds import KSM, SeedCampaign, run_ksm, scenario_design
+from labkit.studies.seeds import KSM, SeedCampaign, run_ksm, scenario_design
 
 pytestmark = pytest.mark.root
 BENCH = {"scenarios": ["dedicated", "shared"]}

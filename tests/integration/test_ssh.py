@@ -19,8 +19,8 @@ import pytest
 
 from labkit.backends import cgroups, get_backend, teardown
 from labkit.backends.cgroups import parse_cpulist
+from labkit.core.instance import InstanceSpec
 from labkit.errors import BackendUnavailable, CommandTimeout
-from labkit.instance import InstanceSpec
 
 from .conftest import check_exec_contract
 from .conftest import instances as _instances
@@ -306,8 +306,8 @@ def test_wrong_key_says_which_host_user_and_key(tmp_path):
 # -- a real campaign --------------------------------------------------------------------------------
 
 def test_nqueens_campaign_over_ssh(tmp_path, backend):
-    from labkit.campaign import Campaign
     from labkit.design import Design
+    from labkit.run.campaign import Campaign
     design = Design.from_dict({"factors": {"affinity": ["floating", "pinned"], "count": [1, 2]},
                                "replications": 1, "seed": 7})
     cid = f"test-ssh-nq{secrets.token_hex(2)}"

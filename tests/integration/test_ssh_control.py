@@ -12,8 +12,8 @@ import paramiko
 import pytest
 
 from labkit.backends import get_backend, teardown
+from labkit.core.instance import InstanceSpec
 from labkit.errors import BackendError
-from labkit.instance import InstanceSpec
 
 pytestmark = pytest.mark.ssh
 PREFIX = "labkit-test-sshctl"

@@ -103,5 +103,5 @@ def test_a_changed_key_in_the_users_own_file_is_refused_by_default(home):
 
 
 def _libvirt_up() -> bool:
-    from labkit.testing import available
+    from labkit.backends.testing import available
     return available("libvirt")[0]

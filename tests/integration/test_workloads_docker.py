@@ -7,7 +7,7 @@ import secrets
 import pytest
 
 from labkit.backends import get_backend, teardown
-from labkit.instance import InstanceSpec
+from labkit.core.instance import InstanceSpec
 from labkit.workloads import get_workload
 from labkit.workloads.iperf3 import pair
 

@@ -14,7 +14,7 @@ import pytest
 
 from labkit.backends import get_backend, teardown
 from labkit.backends.base import Wrapped
-from labkit.instance import InstanceSpec
+from labkit.core.instance import InstanceSpec
 from labkit.workloads import get_workload
 from labkit.workloads.iperf3 import pair
 from labkit.workloads.scaling import thread_levels

@@ -17,7 +17,7 @@ import urllib.request
 
 import pytest
 
-from labkit.testing import required
+from labkit.backends.testing import required
 
 from .conftest import NOTEBOOKS, REPO
 

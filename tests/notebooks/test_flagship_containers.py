@@ -18,7 +18,7 @@ SMALL = dict(vcpus_levels=[1, 2], memory_levels=[128, 256], affinity_levels=["fl
 def _labkit_instances(name: str, campaign: str) -> set[str]:
     """The campaign's instances on the daemon (other test runs' instances are not ours to count)."""
     from labkit.backends import get_backend
-    from labkit.ids import campaign_prefix
+    from labkit.core.ids import campaign_prefix
     be = get_backend(name)
     try:
         return set(be.list_labkit(campaign_prefix(campaign)))

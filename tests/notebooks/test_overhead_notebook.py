@@ -7,7 +7,7 @@ instance and the host over the run's private network (Table 7.2 of study 004).
 import pytest
 
 from labkit.store import Store, load_results
-from labkit.testing import available, required
+from labkit.backends.testing import available, required
 
 from .conftest import outputs_text
 

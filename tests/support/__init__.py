@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from labkit.workloads.cbuild import compile_c
+from labkit.core.cbuild import compile_c
 
 SUPPORT = Path(__file__).parent
 

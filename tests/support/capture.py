@@ -14,7 +14,7 @@ import tempfile
 from pathlib import Path
 
 from labkit.backends import get_backend, teardown
-from labkit.instance import InstanceSpec
+from labkit.core.instance import InstanceSpec
 from labkit.workloads.mpi import launch, remove_launch_dir
 
 from . import build_npb_like, build_parsec_like

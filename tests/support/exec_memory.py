@@ -14,7 +14,7 @@ PY = sys.executable
 MEASURE = textwrap.dedent("""
     import json, sys
     from labkit.backends import get_backend, teardown
-    from labkit.instance import InstanceSpec
+    from labkit.core.instance import InstanceSpec
 
     def hwm():
         for line in open("/proc/self/status"):

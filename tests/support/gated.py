@@ -22,7 +22,7 @@ ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
 GATED = textwrap.dedent("""
     import sys, time
     from pathlib import Path
-    from labkit.campaign import Campaign
+    from labkit.run.campaign import Campaign
     from labkit.workloads import Measurement, Workload
 
     cid, data_dir, started, go = sys.argv[1:5]

@@ -114,7 +114,7 @@ def connect(path: str, policy: str, known_hosts: Path) -> None:
                                        quote_via=urllib.parse.quote)
         libvirt.open(f"qemu+ssh://{t['user']}@{t['host']}:{t['port']}/system?{query}").close()
     elif path == "cloud wait":
-        from labkit.clouds.base import wait_ssh
+        from labkit.backends.clouds.base import wait_ssh
         wait_ssh(t["host"], t["port"], t["user"], t["key_filename"], time.monotonic() + 60, connect_timeout=10,
                  interval=0.5, host_key_policy=policy, known_hosts=str(known_hosts))
     else:

@@ -1,4 +1,4 @@
-"""Sample size and adaptive replication (labkit.stats.samplesize, labkit.adaptive).
+"""Sample size and adaptive replication (labkit.stats.samplesize, labkit.run.adaptive).
 
 Published values: J. Cohen, Statistical Power Analysis for the Behavioral Sciences
 (2nd ed., 1988), Table 2.4.1: runs per group for a two-sided two-sample t test at
@@ -12,9 +12,9 @@ import pandas as pd
 import pytest
 from scipy import stats as sps
 
-from labkit.adaptive import next_round, worst_fixed_equivalent
 from labkit.design import Design
 from labkit.errors import ConfigError
+from labkit.run.adaptive import next_round, worst_fixed_equivalent
 from labkit.stats.samplesize import n_for_halfwidth, n_for_power, sample_size
 
 
@@ -125,7 +125,7 @@ def test_worst_fixed_equivalent():
                          ids=["one-backend", "testbed-blocks", "testbed-random"])
 def test_adaptive_campaign_caps_resumes_and_keeps_run_ids(tmp_path, testbed):
     # the same rounds on one backend and on a testbed (the fleet ran the minimum replicates before)
-    from labkit.campaign import Campaign
+    from labkit.run.campaign import Campaign
     spec = {"factors": {"vcpus": [1, 2]}, "seed": 9,
             "replications": {"target_ci": 1e-9, "min": 2, "max": 4}}     # unreachable: the cap
     cmd = ["sh", "-c", "sleep 0.0{vcpus}"]

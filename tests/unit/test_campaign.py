@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from labkit.campaign import Campaign
 from labkit.design import Design
 from labkit.errors import ConfigError, StoreError
+from labkit.run.campaign import Campaign
 from labkit.store import Store
 
 #: this session's token in campaign ids: a suite running beside another never shares a campaign
@@ -136,7 +136,7 @@ def test_bad_campaign_arguments(tmp_path):
 
 RUNNER = textwrap.dedent("""
     import sys
-    from labkit.campaign import Campaign
+    from labkit.run.campaign import Campaign
     from labkit.design import Design
     d = Design.from_dict({"factors": {"vcpus": [1, 2], "affinity": ["floating", "pinned"]},
                           "replications": 3, "seed": 11})

@@ -4,8 +4,8 @@ import pytest
 
 from labkit.cli import main
 from labkit.errors import ConfigError
-from labkit.results import responses
 from labkit.store import load_design
+from labkit.store.results import responses
 from labkit.studies import affinity_design, affinity_levels
 
 
@@ -128,7 +128,7 @@ def test_cli_report_html_and_bundle(data, tmp_path, capsys):
 
 
 def test_list_campaigns_and_run_facts_on_committed_data(data):
-    from labkit.results import list_campaigns
+    from labkit.store.results import list_campaigns
     from labkit.studies import load_platform_campaigns, overhead_benchmarks
     table = list_campaigns(data)
     assert list(table.campaign) == ["affinity-local", "overhead-cpu", "overhead-memory"]

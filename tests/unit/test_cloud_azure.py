@@ -11,7 +11,7 @@ pytest.importorskip("responses")
 
 from azure.core.credentials import AccessToken  # noqa: E402
 
-from labkit.clouds import base, get_provider  # noqa: E402
+from labkit.backends.clouds import base, get_provider  # noqa: E402
 from labkit.errors import BackendError, BackendUnavailable, ConfigError  # noqa: E402
 
 from .cloud_replay import replay  # noqa: E402

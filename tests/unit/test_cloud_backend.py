@@ -9,11 +9,11 @@ import pytest
 from labkit import cli
 from labkit.backends import cloud as cloud_backend
 from labkit.backends import get_backend
-from labkit.campaign import Campaign
-from labkit.clouds import base
-from labkit.clouds.base import ACTIVE, BUILDING, ServerState
+from labkit.backends.clouds import base
+from labkit.backends.clouds.base import ACTIVE, BUILDING, ServerState
+from labkit.core.instance import InstanceSpec
 from labkit.errors import BackendError, ConfigError
-from labkit.instance import InstanceSpec
+from labkit.run.campaign import Campaign
 from labkit.store import Store
 
 from .fixtures.fakes import FakeInstance

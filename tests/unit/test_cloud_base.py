@@ -1,4 +1,4 @@
-"""The provider contract's shared work (labkit.clouds.base) and the OpenStack adapter's helpers."""
+"""The provider contract's shared work (labkit.backends.clouds.base) and the OpenStack adapter's helpers."""
 from __future__ import annotations
 
 import socket
@@ -6,8 +6,17 @@ import time
 
 import pytest
 
-from labkit.clouds import base, get_provider
-from labkit.clouds.base import ACTIVE, BUILDING, ERROR, GONE, TAG, CloudProvider, ServerRef, ServerState
+from labkit.backends.clouds import base, get_provider
+from labkit.backends.clouds.base import (
+    ACTIVE,
+    BUILDING,
+    ERROR,
+    GONE,
+    TAG,
+    CloudProvider,
+    ServerRef,
+    ServerState,
+)
 from labkit.errors import BackendError, BackendUnavailable, ConfigError
 
 
@@ -136,7 +145,7 @@ def test_unknown_provider():
 
 
 def test_first_address_prefers_the_named_network_and_ipv4():
-    from labkit.clouds.openstack import first_address
+    from labkit.backends.clouds.openstack import first_address
     addrs = {"a": [{"addr": "fd00::5", "version": 6}, {"addr": "10.0.0.5", "version": 4}],
              "provider": [{"addr": "10.238.0.12", "version": 4}]}
     assert first_address(addrs, "provider") == "10.238.0.12"
@@ -146,7 +155,7 @@ def test_first_address_prefers_the_named_network_and_ipv4():
 
 def test_public_key_from_a_private_key_without_pub_file(tmp_path):
     paramiko = pytest.importorskip("paramiko")
-    from labkit.clouds.openstack import public_key
+    from labkit.backends.clouds.openstack import public_key
     path = tmp_path / "k"
     rsa = paramiko.RSAKey.generate(1024)
     rsa.write_private_key_file(str(path))
@@ -161,7 +170,7 @@ def test_public_key_from_a_private_key_without_pub_file(tmp_path):
 def test_openstack_resends_reads_and_deletes_after_a_dropped_connection_never_creates(monkeypatch):
     pytest.importorskip("openstack")
     from keystoneauth1 import exceptions as ka
-    monkeypatch.setattr("labkit.waiting.time.sleep", lambda s: None)
+    monkeypatch.setattr("labkit.core.waiting.time.sleep", lambda s: None)
     p = get_provider("openstack", cloud="x")
     calls = []
 

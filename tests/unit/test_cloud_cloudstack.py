@@ -8,7 +8,7 @@ import pytest
 pytest.importorskip("cs")
 pytest.importorskip("responses")
 
-from labkit.clouds import base, get_provider  # noqa: E402
+from labkit.backends.clouds import base, get_provider  # noqa: E402
 from labkit.errors import BackendError, BackendUnavailable, ConfigError  # noqa: E402
 
 from .cloud_replay import replay  # noqa: E402

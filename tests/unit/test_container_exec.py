@@ -201,7 +201,7 @@ class _Model:
 def test_lxd_exec_is_tried_again_only_when_its_websockets_did_not_connect(tmp_path, monkeypatch):
     from labkit.backends import lxd
     from labkit.errors import BackendError
-    monkeypatch.setattr("labkit.waiting.time.sleep", lambda s: None)
+    monkeypatch.setattr("labkit.core.waiting.time.sleep", lambda s: None)
     url = _ClosingSocket(str(tmp_path / "lxd.sock")).url
     model = _Model(fail=2, connect_to=url)             # LXD hung up on the first two attempts
     assert lxd.execute(model, ["echo", "hi"], {}).stdout == "echo hi"

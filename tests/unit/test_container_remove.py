@@ -1,5 +1,5 @@
 """Removing a container while something else holds it: docker's 409 is told by its status code,
-LXD's busy instance (which gives no code) by its text, retried through labkit.waiting."""
+LXD's busy instance (which gives no code) by its text, retried through labkit.core.waiting."""
 from __future__ import annotations
 
 import pytest
@@ -41,7 +41,7 @@ def test_docker_remove_is_quiet_on_a_conflict_whatever_its_text():
 def test_lxd_remove_waits_while_the_instance_is_busy(monkeypatch):
     pylxd = pytest.importorskip("pylxd")
     from labkit.backends.lxd import LxdBackend
-    monkeypatch.setattr("labkit.waiting.time.sleep", lambda s: None)
+    monkeypatch.setattr("labkit.core.waiting.time.sleep", lambda s: None)
     busy = pylxd.exceptions.LXDAPIException(
         _response(200, {"metadata": {"err": 'Instance is busy running a "start" operation'}}))
     other = pylxd.exceptions.LXDAPIException(_response(500, {"error": "Failed deleting instance"}))

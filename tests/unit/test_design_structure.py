@@ -22,13 +22,13 @@ import pandas as pd
 import pytest
 
 from labkit.design import Design
-from labkit.errors import ConfigError
-from labkit.fractional import (
+from labkit.design.fractional import (
     MINIMUM_ABERRATION,
     block_generators,
     blocked_resolution,
     resolution,
 )
+from labkit.errors import ConfigError
 from labkit.stats.blocking import blocked_effects
 
 # Minitab's table: (k, runs) -> generators, resolution

@@ -8,10 +8,10 @@ import pytest
 
 from labkit.backends.docker import DockerBackend
 from labkit.backends.docker_ssh import SshSettings
+from labkit.core.redact import redact
 from labkit.errors import ConfigError
-from labkit.platforms import options_for
-from labkit.redact import redact
-from labkit.testbed import Testbed
+from labkit.run.platforms import options_for
+from labkit.run.testbed import Testbed
 
 
 @pytest.fixture
@@ -77,5 +77,5 @@ def test_a_testbed_docker_platform_over_ssh(key, tmp_path):
     assert opts == {"base_url": "ssh://root@10.0.0.5:2200", "ssh_known_hosts": str(kh), "ssh_key_filename": key,
                     "host_key_policy": "strict"}
     assert DockerBackend(**opts).ssh.host_key_policy == "strict"
-    # key file names are paths, not secrets (labkit.redact): kept so that `labkit clean` can reconnect
+    # key file names are paths, not secrets (labkit.core.redact): kept so that `labkit clean` can reconnect
     assert redact(opts) == opts

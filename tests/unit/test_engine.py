@@ -4,8 +4,8 @@ the backends), on a scripted backend."""
 import random
 from collections import Counter
 
-from labkit.campaign import Campaign
 from labkit.errors import BenchmarkError
+from labkit.run.campaign import Campaign
 from labkit.workloads import Measurement, Workload
 from tests.unit.test_reliability_campaign import FakeBackend
 
@@ -59,7 +59,7 @@ def test_hooks_must_be_run_hooks(tmp_path):
     import pytest
 
     from labkit.errors import ConfigError
-    from labkit.hooks import NoiseNeighbour
+    from labkit.run.hooks import NoiseNeighbour
     for bad, where in ((NoiseNeighbour(), "must be a list"), ([NoiseNeighbour(), object()], r"hooks\[1\]: object"),
                        ("ksm", "must be a list")):
         with pytest.raises(ConfigError, match=where):
@@ -72,7 +72,7 @@ def test_a_hook_that_refuses_fails_before_any_store_and_a_hooks_exit_runs_after_
     import pytest
 
     from labkit.errors import ConfigError
-    from labkit.hooks import RunHook
+    from labkit.run.hooks import RunHook
     from labkit.store import Store
     seen = []
 

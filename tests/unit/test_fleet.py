@@ -7,8 +7,8 @@ import pytest
 
 import labkit.backends
 from labkit.backends.base import Backend
-from labkit.campaign import Campaign
 from labkit.errors import BackendError, ConfigError
+from labkit.run.campaign import Campaign
 from labkit.store import Store
 from labkit.workloads import Measurement, Workload
 from tests.unit.test_reliability_campaign import FakeInstance as Inst
@@ -273,9 +273,9 @@ def test_clean_and_status_of_a_testbed_campaign(tmp_path, fakes, capsys):
 def test_clean_testbed_drops_redacted_host_keys_or_uses_the_given_testbed(monkeypatch, tmp_path):
     """A store keeps a host's ``key`` redacted: cleaning must not try the path '<redacted>' (it
     falls back to the agent/default keys), and ``--testbed`` supplies the real key."""
-    import labkit.fleet as fleet
-    from labkit.platforms import BackendPool
-    from labkit.redact import REDACTED
+    import labkit.run.engine as fleet
+    from labkit.core.redact import REDACTED
+    from labkit.run.platforms import BackendPool
     seen = []
 
     class Cleaner:

@@ -1,4 +1,4 @@
-"""labkit.fractional against Montgomery, Design and Analysis of Experiments (ch. 8).
+"""labkit.design.fractional against Montgomery, Design and Analysis of Experiments (ch. 8).
 
 * Example 8.1: the 2^(4-1) filtration-rate experiment, D = ABC (I = ABCD),
   responses of Table 8.3 and the effect estimates Montgomery publishes:
@@ -15,8 +15,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from labkit.errors import ConfigError
-from labkit.fractional import (
+from labkit.design.fractional import (
     MINIMUM_ABERRATION,
     aliases,
     defining_relation,
@@ -25,6 +24,7 @@ from labkit.fractional import (
     fractional_effects,
     resolution,
 )
+from labkit.errors import ConfigError
 from labkit.stats import factorial_effects
 
 # Table 8.14 resolutions, as printed

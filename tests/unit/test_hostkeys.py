@@ -16,8 +16,8 @@ from labkit.backends.docker import DockerBackend
 from labkit.backends.docker_ssh import SshSettings
 from labkit.backends.ssh import SshBackend
 from labkit.errors import ConfigError
-from labkit.platforms import options_for
-from labkit.testbed import Testbed
+from labkit.run.platforms import options_for
+from labkit.run.testbed import Testbed
 
 KEY_A = paramiko.ECDSAKey.generate()
 KEY_B = paramiko.ECDSAKey.generate()
@@ -186,7 +186,7 @@ def test_accept_new_records_a_new_key_and_refuses_a_different_recorded_one(home,
 def test_the_mpi_launch_agent_and_ssh_hosts_members_use_the_backends_policy(home, tmp_path):
     from labkit.backends.ssh import SshInstance
     from labkit.backends.ssh_hosts import SshHostsBackend
-    from labkit.instance import InstanceSpec
+    from labkit.core.instance import InstanceSpec
     kh = str(tmp_path / "kh")
     be = SshBackend(host="10.0.0.5", host_key_policy="accept-new", known_hosts=kh)
     argv = SshInstance(be, "labkit-x", InstanceSpec(), 0, [0], [0]).host_command(["hostname"])

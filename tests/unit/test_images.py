@@ -14,11 +14,11 @@ from pathlib import Path
 
 import pytest
 
+from labkit.core.instance import InstanceSpec
 from labkit.errors import BackendError, ConfigError
 from labkit.images import _targets
 from labkit.images import rootfs as rf
 from labkit.images.lxd_image import metadata_tarball
-from labkit.instance import InstanceSpec
 
 DEB822 = """\
 Types: deb

@@ -1,7 +1,7 @@
 import pytest
 
+from labkit.core.instance import InstanceSpec
 from labkit.errors import ConfigError
-from labkit.instance import InstanceSpec
 
 
 def test_pinned_placement_is_deterministic_and_wraps_when_overcommitted():

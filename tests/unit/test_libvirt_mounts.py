@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 
 from labkit.backends.libvirt_xml import MAX_TAG, Share, domain_xml, mount_tag
+from labkit.core.instance import InstanceSpec
+from labkit.core.mounts import Mount
 from labkit.errors import BackendError, BackendUnavailable, ConfigError
-from labkit.instance import InstanceSpec
-from labkit.mounts import Mount
 
 PATHS = dict(disk="/pool/labkit-t.qcow2", kernel="/img/vmlinuz", initrd="/img/initrd.img",
              cmdline="root=/dev/vda rw console=ttyS0 init=/sbin/labkit-init quiet",

@@ -21,8 +21,8 @@ from labkit.backends.libvirt_xml import (
     uri_driver,
     uri_is_local,
 )
+from labkit.core.instance import InstanceSpec
 from labkit.errors import BackendError, BackendUnavailable, ConfigError
-from labkit.instance import InstanceSpec
 
 PATHS = dict(disk="/pool/labkit-t.qcow2", kernel="/img/vmlinuz", initrd="/img/initrd.img",
              cmdline="root=/dev/vda rw console=ttyS0 init=/sbin/labkit-init quiet",
@@ -268,7 +268,7 @@ def test_pool_remove_waits_while_another_process_builds_a_volume(tmp_path, monke
 
     pool = storage.Pool(lambda: None, "labkit", str(tmp_path))
     monkeypatch.setattr(pool, "pool", lambda: FakePool(busy))
-    monkeypatch.setattr("labkit.waiting.time.sleep", lambda s: None)
+    monkeypatch.setattr("labkit.core.waiting.time.sleep", lambda s: None)
     pool.remove(f"{tmp_path}/labkit-t-1.raw")
     assert calls == [0, 0, 0, "deleted"]
 

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from labkit.backends import cgroups, get_backend, teardown
+from labkit.core.instance import InstanceSpec
 from labkit.errors import BackendUnavailable, CommandError, CommandTimeout
-from labkit.instance import InstanceSpec
 
 PY = sys.executable
 # this test run's own prefix: two test runs on one machine never clean up each other's instances
@@ -127,7 +127,7 @@ def test_floating_vcpus1_gets_about_one_cpu_of_time(backend, make):
 
 @pytest.mark.root
 def test_count_instances_run_at_the_same_time(make, tmp_path):
-    from labkit.campaign import _run_together
+    from labkit.run.campaign import _run_together
     from labkit.workloads import get_workload
     insts = make(vcpus=1, memory_mb=64, affinity="floating", count=2)
     log = tmp_path / "intervals"

@@ -9,8 +9,8 @@ import time
 import pytest
 
 from labkit.backends import child, sandbox
+from labkit.core import cbuild
 from labkit.errors import BackendUnavailable
-from labkit.workloads import cbuild
 
 root = pytest.mark.skipif(os.geteuid() != 0, reason="entering namespaces needs root")
 

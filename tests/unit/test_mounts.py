@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import pytest
 
+from labkit.core.mounts import Mount, parse_mounts, same_path_mounts
 from labkit.errors import ConfigError
-from labkit.mounts import Mount, parse_mounts, same_path_mounts
 
 
 def test_strings_and_mappings(tmp_path):

@@ -5,11 +5,11 @@ import ipaddress
 
 import pytest
 
-from labkit import network as net
-from labkit import runnet
 from labkit.backends.base import Backend
+from labkit.core import network as net
 from labkit.design import Design
 from labkit.errors import ConfigError
+from labkit.run import network as runnet
 from labkit.workloads import get_workload
 
 
@@ -140,7 +140,7 @@ def test_a_backend_that_cannot_bond_refuses_nics_and_names_libvirt():
 
 
 def test_a_campaign_with_nics_on_a_backend_that_cannot_bond_fails_before_any_run(tmp_path):
-    from labkit.campaign import Campaign
+    from labkit.run.campaign import Campaign
     design = Design.from_dict({"factors": {"nics": [1, 2]}, "name": "agg"})
     camp = Campaign(design, backend="local", workload="iperf3", workload_params={"path": "instances"},
                     data_dir=tmp_path)

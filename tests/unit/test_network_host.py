@@ -1,11 +1,11 @@
-"""labkit.network_host.host_end: the host end of a run's network, shared by iperf3 and apache."""
+"""labkit.backends.network_host.host_end: the host end of a run's network, shared by iperf3 and apache."""
 import os
 from types import SimpleNamespace
 
 import pytest
 
+from labkit.backends.network_host import HostEnd, host_end
 from labkit.errors import BenchmarkError, ConfigError
-from labkit.network_host import HostEnd, host_end
 
 from .fixtures.fakes import FakeInstance
 

@@ -3,8 +3,8 @@ import subprocess
 
 import pytest
 
+from labkit.core import cbuild
 from labkit.errors import BenchmarkError, ConfigError
-from labkit.workloads import cbuild
 from labkit.workloads.nqueens import KNOWN_SOLUTIONS, NQueens, check_solutions, parse
 
 

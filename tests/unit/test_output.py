@@ -86,7 +86,7 @@ def test_local_exec_of_200_mib_keeps_controller_memory_bounded():
 
 @pytest.mark.root
 def test_a_failing_run_with_a_50_mb_line_stores_an_error_under_the_cap(tmp_path):
-    from labkit.campaign import Campaign
+    from labkit.run.campaign import Campaign
     d = Design.from_dict({"factors": {"vcpus": [1, 2]}, "seed": 1})
     cmd = "head -c 50M /dev/zero | tr '\\0' x; echo; echo last words >&2; exit 3"
     st = Campaign(d, workload="command", workload_params={"argv": ["sh", "-c", cmd]},
@@ -111,7 +111,7 @@ def test_store_caps_the_error_text_of_a_run(tmp_path):
 def test_an_instance_keeps_its_last_commands_output_shortened():
     from labkit.backends import get_backend, teardown
     from labkit.backends.base import EXEC_LOG_CAP, EXEC_LOG_LEN, exec_log_text
-    from labkit.instance import InstanceSpec
+    from labkit.core.instance import InstanceSpec
 
     be = get_backend("local")
     (inst,) = be.provision(InstanceSpec(vcpus=1, memory_mb=64), prefix="labkit-test-log-")

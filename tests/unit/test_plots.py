@@ -1,4 +1,4 @@
-"""labkit.plots: structure of the figures (bars, reference lines, labels) and saving."""
+"""labkit.report.plots: structure of the figures (bars, reference lines, labels) and saving."""
 from __future__ import annotations
 
 import matplotlib
@@ -12,8 +12,8 @@ from matplotlib.container import BarContainer  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 from scipy import stats as sps  # noqa: E402
 
-from labkit import plots  # noqa: E402
 from labkit.errors import ConfigError  # noqa: E402
+from labkit.report import plots  # noqa: E402
 from labkit.stats import factorial_diagnostics, factorial_effects, lenth  # noqa: E402
 
 from .test_stats_factorial import long_frame  # noqa: E402
@@ -250,7 +250,7 @@ def test_run_order_shows_drift():
 def test_platform_label_and_emulation_note_follow_the_domain_types():
     """A libvirt platform whose domains ran as type qemu (TCG) is labelled and caveated so; KVM
     domains, or a platform with no libvirt domains, get neither."""
-    from labkit.labels import emulation_note, platform_label
+    from labkit.report.labels import emulation_note, platform_label
     assert platform_label("libvirt", {"qemu"}) == "libvirt (TCG)"
     assert platform_label("kvm", {"kvm", "qemu"}) == "kvm (KVM+TCG)"
     assert platform_label("kvm", {"kvm"}) == "kvm" and platform_label("lxd", set()) == "lxd"

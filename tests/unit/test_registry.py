@@ -1,4 +1,4 @@
-"""Issue 28: the host's registry of running campaigns (labkit.registry), a campaign id unique per host
+"""Issue 28: the host's registry of running campaigns (labkit.core.registry), a campaign id unique per host
 across data dirs, data dirs another user could change, and campaign ids in every CLI verb.
 
 Liveness is proved with a real child process that is SIGKILLed; the registry is a temporary
@@ -13,9 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from labkit import cli, registry
+from labkit import cli
+from labkit.core import registry
+from labkit.core.paths import check_data_dir
 from labkit.errors import StoreError
-from labkit.paths import check_data_dir
 from tests.unit.test_reliability_campaign import FakeBackend, campaign
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -30,7 +31,7 @@ def run_dir(tmp_path, monkeypatch):
 
 REGISTERED = textwrap.dedent("""
     import sys, time
-    from labkit.registry import register
+    from labkit.core.registry import register
     register(sys.argv[1], sys.argv[2], backend="local", prefix="labkit-" + sys.argv[1] + "--")
     print("registered", flush=True)
     time.sleep(120)
@@ -178,7 +179,7 @@ def test_every_verb_refuses_a_campaign_id_that_is_a_path(tmp_path, capsys, verb,
 def test_a_platform_campaign_registers_and_refuses_a_duplicate_id(tmp_path, monkeypatch):
     """The fleet path (a `platform` factor: a testbed of this machine) registers too."""
     import labkit.backends
-    from labkit.campaign import Campaign
+    from labkit.run.campaign import Campaign
     from tests.unit.test_fleet import DESIGN, Fake, Nap
     made = []
 
@@ -218,7 +219,7 @@ def test_another_user_sees_a_campaign_by_pid_and_start_time_until_it_is_killed(t
     proc = _child("reg-x", tmp_path / "d")
     reader = textwrap.dedent("""
         import sys
-        from labkit import registry
+        from labkit.core import registry
         print(",".join(f"{e.campaign_id}:{e.running}:{e.pid}" for e in registry.entries()))
     """)
 

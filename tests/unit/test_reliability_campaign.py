@@ -21,12 +21,12 @@ import pytest
 import labkit.backends
 from labkit import cli
 from labkit.backends.base import Backend, Instance, RawResult
-from labkit.campaign import Campaign, Interrupted, _Signals
+from labkit.core.ids import campaign_prefix, check_campaign_id
+from labkit.core.instance import InstanceSpec
+from labkit.core.lock import LOCK_NAME, CampaignLock
 from labkit.design import Design
 from labkit.errors import CommandError, ConfigError, StoreError
-from labkit.ids import campaign_prefix, check_campaign_id
-from labkit.instance import InstanceSpec
-from labkit.lock import LOCK_NAME, CampaignLock
+from labkit.run.campaign import Campaign, Interrupted, _Signals
 from labkit.store import Store
 from labkit.workloads import Measurement, Workload
 
@@ -124,7 +124,7 @@ def test_prefix_delimits_the_campaign(tmp_path):
 # -- 3: one process per campaign ----------------------------------------------------------------
 HOLDER = textwrap.dedent("""
     import sys, time
-    from labkit.lock import CampaignLock
+    from labkit.core.lock import CampaignLock
     CampaignLock(sys.argv[1]).acquire()
     print("locked", flush=True)
     time.sleep(60)
@@ -255,7 +255,7 @@ def test_clean_everything_skips_unavailable_backends_and_spares_running_campaign
     """Issue 28: `labkit clean` without an id removed every labkit-* object, also those of campaigns
     running from other data dirs and test fixtures; now it lists first, keeps running campaigns'
     objects (registered anywhere, or locked under the data dir) and names no campaign made."""
-    from labkit.registry import register
+    from labkit.core.registry import register
     monkeypatch.setenv("LABKIT_RUN_DIR", str(tmp_path / "run"))
     monkeypatch.setattr(sys.modules[__name__], "LISTED", [
         "labkit-busy--0a", "labkit-elsewhere--0b", "labkit-gone--0c", "labkit-gone--noise0d", "labkit-test-0e"])
@@ -324,7 +324,7 @@ def test_drawn_seed_is_stored_said_and_reused(tmp_path, caplog):
     no_seed = {"factors": {"vcpus": [1, 2], "affinity": ["floating", "pinned"]}, "replications": 3}
     d1 = Design.from_dict(no_seed)
     assert d1.seed_drawn
-    with caplog.at_level("WARNING", logger="labkit.campaign"):
+    with caplog.at_level("WARNING", logger="labkit.run.campaign"):
         st = campaign(tmp_path, d1, campaign_id="noseed").run(max_runs=4)
     assert f"drew seed {d1.seed}" in caplog.text
     assert st.meta()["design"]["seed"] == d1.seed and st.meta()["seed_drawn"] is True
@@ -354,7 +354,7 @@ def test_resume_with_other_settings_is_refused_with_the_difference(tmp_path, cha
 
 def test_resume_on_another_host_is_refused(tmp_path, monkeypatch):
     campaign(tmp_path).run(max_runs=1)
-    import labkit.campaign as lc
+    import labkit.run.campaign as lc
     real = lc.host_fingerprint
     monkeypatch.setattr(lc, "host_fingerprint", lambda: {**real(), "kernel": "9.9.9-other"})
     with pytest.raises(StoreError, match="host.kernel: stored"):
@@ -364,8 +364,8 @@ def test_resume_on_another_host_is_refused(tmp_path, monkeypatch):
 def test_resume_survives_what_varies_between_starts(tmp_path, monkeypatch):
     """CPU frequency and labkit's commit are recorded per run, but do not block a resume."""
     campaign(tmp_path).run(max_runs=1)
-    import labkit.campaign as lc
-    import labkit.fingerprint as lf
+    import labkit.core.fingerprint as lf
+    import labkit.run.campaign as lc
     real = lf.host_fingerprint
     changed = lambda: {**real(), "cpu_mhz": 1234.5, "labkit_commit": "0123abc"}  # noqa: E731
     monkeypatch.setattr(lc, "host_fingerprint", changed)   # the resume check

@@ -6,9 +6,9 @@ import math
 import pytest
 
 from labkit import cli
-from labkit.campaign import Campaign
 from labkit.design import Design
 from labkit.errors import BenchmarkError, ConfigError
+from labkit.run.campaign import Campaign
 from labkit.workloads import get_workload
 from labkit.workloads.nqueens import check_solutions
 

@@ -81,7 +81,7 @@ def test_variation_ci_covers_the_share_known_by_construction():
 def test_html_report_is_self_contained():
     import matplotlib
     matplotlib.use("Agg")
-    from labkit import plots
+    from labkit.report import plots
     eff, diag = analyse(design())
     page = html_report("t <1>", [("Conclusions", conclusions(eff, diagnostics=diag)),
                                  ("Effects", eff), ("Pareto", plots.pareto(eff)), ("Note", "a < b")])

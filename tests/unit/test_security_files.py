@@ -1,5 +1,5 @@
 """Issue 28: data from a store is shown as text (Markdown, HTML, figures), and files labkit writes
-go through labkit.files.atomic_write (no write through a planted link, declared modes)."""
+go through labkit.core.files.atomic_write (no write through a planted link, declared modes)."""
 import io
 import os
 import stat
@@ -12,11 +12,17 @@ matplotlib.use("Agg")
 import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 
-from labkit import plots  # noqa: E402
 from labkit.cli import main  # noqa: E402
+from labkit.core.files import atomic_write  # noqa: E402
 from labkit.errors import ConfigError  # noqa: E402
-from labkit.files import atomic_write  # noqa: E402
-from labkit.report import Conclusions, analyze, escape_html, escape_md, write_report  # noqa: E402
+from labkit.report import (  # noqa: E402
+    Conclusions,
+    analyze,
+    escape_html,
+    escape_md,
+    plots,  # noqa: E402
+    write_report,
+)
 from labkit.store import Store  # noqa: E402
 from tests.support.payloads import (  # noqa: E402
     BAD_MATH,

@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 
 from labkit.backends import get_backend, teardown
+from labkit.core.instance import InstanceSpec
+from labkit.core.redact import REDACTED, redact
 from labkit.design import Design
 from labkit.errors import ConfigError
-from labkit.instance import InstanceSpec
-from labkit.redact import REDACTED, redact
 from labkit.workloads import get_workload
 from labkit.workloads.template import fill
 

@@ -1,4 +1,4 @@
-"""labkit.studies_disk: seed 001's disk image format (qcow2 vs raw) as two libvirt platforms.
+"""labkit.studies.disk: seed 001's disk image format (qcow2 vs raw) as two libvirt platforms.
 
 Expected statistics are R's printed output on R's own data sets (tests/vectors/stats_vectors.py):
 Welch ``t.test(extra ~ group, data = sleep)``, ``shapiro.test`` on the weights of
@@ -12,7 +12,8 @@ import pytest
 
 from labkit.design import Design
 from labkit.errors import ConfigError
-from labkit.studies_disk import (
+from labkit.run.testbed import Testbed
+from labkit.studies.disk import (
     claim_verdicts,
     disk_format_comparison,
     disk_format_design,
@@ -20,7 +21,6 @@ from labkit.studies_disk import (
     fixed_params,
     residual_checks,
 )
-from labkit.testbed import Testbed
 
 from .test_stats_vectors import printed, sv  # noqa: F401  (sv is a fixture)
 

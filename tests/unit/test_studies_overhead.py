@@ -12,6 +12,7 @@ import pytest
 
 from labkit.errors import BackendUnavailable, ConfigError
 from labkit.images import rootfs as rf
+from labkit.run.testbed import Testbed
 from labkit.studies import (
     OVERHEAD_LOWER_IS_BETTER,
     overhead_benchmarks,
@@ -20,7 +21,6 @@ from labkit.studies import (
     overhead_testbed,
     variant_image,
 )
-from labkit.testbed import Testbed
 
 REPO = Path(__file__).resolve().parents[2]
 

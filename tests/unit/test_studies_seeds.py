@@ -1,4 +1,4 @@
-"""labkit.studies_seeds: seed 000's scenarios, label factors, seed 003's stated gains.
+"""labkit.studies.seeds: seed 000's scenarios, label factors, seed 003's stated gains.
 
 Expected values: seed 000 (Maron et al. 2018, 000_8a70f6a90476fa6b.txt) section 2.5 and 3.1
 define the scenarios on 8-core hosts (dedicated: 1 VM with the whole host; shared: instances
@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 
 from labkit.errors import ConfigError
-from labkit.studies_seeds import LabelledDesign, ksm_state, read_reference, scenario_settings, stated_gains
+from labkit.studies.seeds import LabelledDesign, ksm_state, read_reference, scenario_settings, stated_gains
 from labkit.workloads import get_workload
 
 VECTORS = Path(__file__).resolve().parents[1] / "vectors"
@@ -106,7 +106,7 @@ def test_ksm_state_reads_counters(tmp_path):
 def test_ksm_factor_levels_and_where_it_may_run(tmp_path):
     """A ``ksm`` factor takes distinct on/off levels, is crossed with the scenarios by
     scenario_design, and is refused where KSM would be switched on the wrong host."""
-    from labkit.studies_seeds import SeedCampaign, check_ksm_levels, scenario_design
+    from labkit.studies.seeds import SeedCampaign, check_ksm_levels, scenario_design
     assert check_ksm_levels(["off", "on"]) == ["off", "on"]
     for bad in (["on", "on"], ["yes"], []):
         with pytest.raises(ConfigError, match="factor 'ksm': levels"):

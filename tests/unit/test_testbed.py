@@ -2,8 +2,8 @@
 import pytest
 
 from labkit.errors import ConfigError
-from labkit.platforms import Platform, options_for, parse_platforms, resolve
-from labkit.testbed import Testbed
+from labkit.run.platforms import Platform, options_for, parse_platforms, resolve
+from labkit.run.testbed import Testbed
 
 GOOD = """
 name: rack-a

@@ -7,17 +7,17 @@ import xml.etree.ElementTree as ET
 import pandas as pd
 import pytest
 
-from labkit import registry
-from labkit.adaptive import next_round, worst_fixed_equivalent
 from labkit.backends import get_backend, teardown
 from labkit.backends.base import Network, join_network
 from labkit.backends.libvirt_xml import domain_facts, domain_xml, parse_pinning
 from labkit.backends.ssh import SshBackend
+from labkit.core import registry
+from labkit.core.files import atomic_write
+from labkit.core.instance import InstanceSpec
+from labkit.core.network import parse_link
 from labkit.design import Design
 from labkit.errors import BackendError, ConfigError
-from labkit.files import atomic_write
-from labkit.instance import InstanceSpec
-from labkit.network import parse_link
+from labkit.run.adaptive import next_round, worst_fixed_equivalent
 from labkit.workloads import get_workload
 from labkit.workloads.base import network_address
 from labkit.workloads.mpi import mpirun_argv

@@ -1,10 +1,10 @@
-"""labkit.waiting: the one wait/poll helper and the one retry policy, on a fake clock."""
+"""labkit.core.waiting: the one wait/poll helper and the one retry policy, on a fake clock."""
 import sqlite3
 
 import pytest
 
+from labkit.core.waiting import is_transient, retry, wait_until
 from labkit.errors import BackendError, CommandTimeout, ConfigError
-from labkit.waiting import is_transient, retry, wait_until
 
 
 class FakeClock:

@@ -1,9 +1,9 @@
-"""labkit.noise with a scripted backend: order of operations, confirmation, teardown on every path."""
+"""labkit.run.noise with a scripted backend: order of operations, confirmation, teardown on every path."""
 import pytest
 
+from labkit.core.instance import InstanceSpec
 from labkit.errors import BackendError, BenchmarkError, ConfigError
-from labkit.instance import InstanceSpec
-from labkit.noise import KINDS, load_command, neighbours
+from labkit.run.noise import KINDS, load_command, neighbours
 
 from .fixtures.fakes import FakeInstance
 

@@ -1,0 +1,1 @@
+"""Foundations every layer may use: the instance and network models, clock, ids, private files, data-dir checks, redaction, safe YAML, waiting and retrying, host fingerprints, the campaign lock and the host-wide registry of running campaigns, building labkit's C helpers."""

@@ -1,0 +1,318 @@
+"""The host's registry of running campaigns: which campaign id runs, from which data dir, since when.
+
+A campaign id is unique on the host: its instances are named ``labkit-<id>--...`` on every
+backend, so a second process running the same id (from another data dir, another checkout,
+another user) would clean up the first one's instances at its start. :func:`register` makes
+the second start fail at once instead, and :func:`running` tells ``labkit clean`` (and a
+quiet-host guard) which campaigns run right now.
+
+Where: ``$LABKIT_RUN_DIR`` if set (tests), else ``/run/labkit/campaigns`` for root (or anyone
+who may write there), else ``$XDG_RUNTIME_DIR/labkit/campaigns`` (a user's own runtime dir),
+else ``~/.cache/labkit/campaigns``; with none, :func:`run_dir` raises StoreError saying to set
+``LABKIT_RUN_DIR``. A non-root user's campaigns are thus seen by that user and by root. The
+directory is made 0755 and must belong to this user, not be a symlink, and not be writable by
+group or others (and no parent may be: :func:`labkit.core.paths.unsafe_dir`), else StoreError.
+:func:`running` also reads root's ``/run/labkit/campaigns`` as a non-root user (when
+``/run/labkit`` lets them), and every ``/run/user/*/labkit/campaigns`` as root, so root's
+``labkit clean`` sees the users' campaigns.
+
+Per campaign id, two files:
+
+* ``<id>.lock`` (0600, never deleted): the running process holds an exclusive ``flock`` on it.
+  The kernel releases it when the process dies, however it dies (SIGKILL too), so liveness is
+  "lock held", never a guess from a pid. A reader who may not open it (another user's registry)
+  compares the entry's pid *and* that process's start time in ``/proc``.
+* ``<id>.json`` (0644): the entry (``campaign_id``, absolute ``data_dir``, ``pid``,
+  ``pid_start``, ``started``, ``backend``, ``prefix``, ``testbed``, ``kind``: ``run`` or
+  ``clean``), written to a temporary file and renamed over (readers never see half an entry),
+  files opened without following symlinks. A campaign that stops removes it; one that was
+  killed leaves it, seen as stopped (``Entry.running`` False) until the id runs again.
+
+>>> with register("demo", "data", backend="local"):   # doctest: +SKIP
+...     [e.campaign_id for e in running()]
+['demo']
+"""
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import stat
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..errors import ConfigError, StoreError
+from .clock import now_iso
+from .files import atomic_write
+from .ids import check_campaign_id
+from .lock import lock_state
+from .paths import unsafe_dir
+from .waiting import wait_until
+
+__all__ = ["Entry", "Registration", "entries", "find", "register", "run_dir", "running"]
+
+ENV = "LABKIT_RUN_DIR"
+SYSTEM_DIR = Path("/run/labkit/campaigns")
+MAX_ENTRY = 65536
+
+
+def run_dir() -> Path:
+    """This user's registry directory (see the module docstring); not created here."""
+    env = os.environ.get(ENV)
+    if env:
+        return Path(os.path.abspath(Path(env).expanduser()))
+    if os.geteuid() == 0 or os.access(SYSTEM_DIR if _is_dir(SYSTEM_DIR) else SYSTEM_DIR.parent, os.W_OK):
+        return SYSTEM_DIR
+    xdg = os.environ.get("XDG_RUNTIME_DIR")
+    if xdg and os.path.isabs(xdg) and _is_dir(Path(xdg)):
+        return Path(xdg) / "labkit" / "campaigns"
+    home = Path("~").expanduser()
+    if home.is_absolute() and _is_dir(home):
+        return home / ".cache" / "labkit" / "campaigns"
+    raise StoreError(f"no place for the registry of running campaigns: {SYSTEM_DIR} is not writable by "
+                     f"uid {os.geteuid()}, and neither XDG_RUNTIME_DIR nor a home directory is set; set {ENV} "
+                     "to a directory of yours (the same one for every labkit you run)")
+
+
+def _is_dir(path: Path) -> bool:
+    """Whether ``path`` is a directory we may look into (False when e.g. ``/run/labkit`` is 0700)."""
+    try:
+        return path.is_dir()
+    except OSError:
+        return False
+
+
+def _checked(path: Path, create: bool) -> Path:
+    """``path`` made (0755) if ``create`` and missing, then verified safe (StoreError): ours to
+    write to (``create``), or ours or root's to read from."""
+    if create:
+        for d in reversed([path, *path.parents]):
+            if not os.path.lexists(d):
+                with contextlib.suppress(FileExistsError):
+                    os.mkdir(d, 0o755)
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return path
+    except OSError as exc:
+        raise StoreError(f"registry of running campaigns {path}: {exc.strerror or exc}") from None
+    if stat.S_ISLNK(st.st_mode) or not stat.S_ISDIR(st.st_mode):
+        raise StoreError(f"registry of running campaigns {path} is not a plain directory (a symlink?); "
+                         f"remove it or set {ENV}")
+    if st.st_uid != os.geteuid() and (create or st.st_uid != 0):
+        raise StoreError(f"registry of running campaigns {path} is owned by uid {st.st_uid}, not by this "
+                         f"user (uid {os.geteuid()}); remove it or set {ENV} to a directory of yours")
+    for d in (path, *path.parents):
+        why = unsafe_dir(d)
+        if why:
+            raise StoreError(f"registry of running campaigns {path}: {d} is {why}; another user could "
+                             f"forge or hide entries: fix its owner and mode or set {ENV}")
+    return path
+
+
+@dataclass
+class Entry:
+    """One registered campaign; ``running`` is whether its process is alive right now."""
+    campaign_id: str
+    data_dir: str | None
+    pid: int
+    started: str
+    running: bool
+    kind: str = "run"
+    backend: str | None = None
+    prefix: str | None = None
+    testbed: str | None = None
+    registry: str = ""
+    extra: dict = field(default_factory=dict)
+
+    def describe(self) -> str:
+        what = "`labkit clean`" if self.kind == "clean" else f"data dir {self.data_dir}"
+        return f"{what}, pid {self.pid}, started {self.started}"
+
+
+def _proc_start(pid: int) -> int | None:
+    """The start time (clock ticks after boot) of process ``pid``, or None if there is none."""
+    try:
+        with open(f"/proc/{int(pid)}/stat", "rb") as fh:
+            fields = fh.read().rsplit(b")", 1)[1].split()
+        return int(fields[19])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _lock_held(lock: Path, info: dict) -> bool:
+    """Whether a live process holds ``lock`` (pid + process start time when it cannot be opened)."""
+    held = lock_state(lock)
+    if held is None:     # not ours to open: the pid and its start time identify the process
+        pid, start = info.get("pid"), info.get("pid_start")
+        return isinstance(pid, int) and start is not None and _proc_start(pid) == start
+    return held
+
+
+def _read(path: Path) -> dict | None:
+    """The entry at ``path``, or None if absent, not ours to read, malformed or for a campaign id
+    that is not valid (:func:`~labkit.core.ids.check_campaign_id`)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return None
+    with os.fdopen(fd, "rb") as fh:
+        try:
+            data = json.loads(fh.read(MAX_ENTRY).decode("utf-8", "replace"))
+        except ValueError:
+            return None
+    if not isinstance(data, dict) or not isinstance(data.get("campaign_id"), str):
+        return None
+    try:
+        check_campaign_id(data["campaign_id"])
+    except ConfigError:
+        return None
+    return data
+
+
+def _text(value) -> str | None:
+    """An entry's field as printable text (an entry from another user's registry is data, and it
+    reaches a terminal): control characters become ``?``, at most 500 characters."""
+    if value is None:
+        return None
+    return "".join(c if c.isprintable() else "?" for c in str(value)[:500])
+
+
+def _label(value, default: str) -> str:
+    """:func:`_text` of a field that always has a value: ``default`` when it is missing or null."""
+    text = _text(value)
+    return default if text is None else text
+
+
+def _entry(directory: Path, info: dict) -> Entry:
+    cid = info["campaign_id"]
+    known = {"campaign_id", "data_dir", "pid", "started", "kind", "backend", "prefix", "testbed"}
+    pid = info.get("pid")
+    return Entry(campaign_id=cid, data_dir=_text(info.get("data_dir")), pid=pid if isinstance(pid, int) else -1,
+                 started=_label(info.get("started"), "?"), kind=_label(info.get("kind"), "run"),
+                 running=_lock_held(directory / f"{cid}.lock", info), backend=_text(info.get("backend")),
+                 prefix=_text(info.get("prefix")), testbed=_text(info.get("testbed")), registry=str(directory),
+                 extra={k: v for k, v in info.items() if k not in known})
+
+
+def _dirs() -> list[Path]:
+    """Registry directories to read: this user's, root's ``/run/labkit``, and as root every user's."""
+    mine = run_dir()
+    out = [mine]
+    if os.environ.get(ENV):
+        return out
+    if mine != SYSTEM_DIR:
+        out.append(SYSTEM_DIR)
+    if os.geteuid() == 0:
+        out += sorted(Path("/run/user").glob("*/labkit/campaigns"))
+    return out
+
+
+def entries() -> list[Entry]:
+    """Every registered campaign, running or stopped (killed without removing its entry)."""
+    out = []
+    for directory in _dirs():
+        if not _is_dir(directory):
+            continue
+        if directory == run_dir():
+            _checked(directory, create=False)
+        for path in sorted(directory.glob("*.json")):
+            info = _read(path)
+            if info is not None and path.name == f"{info['campaign_id']}.json":
+                out.append(_entry(directory, info))
+    return out
+
+
+def running() -> list[Entry]:
+    """The campaigns running on this host now (any data dir, any user whose registry is readable);
+    also the campaign ids a ``labkit clean`` holds while it removes their leftovers."""
+    return [e for e in entries() if e.running]
+
+
+def find(campaign_id: str) -> Entry | None:
+    """The running entry of ``campaign_id``, or None."""
+    return next((e for e in running() if e.campaign_id == campaign_id), None)
+
+
+class Registration:
+    """A held registry entry: call :meth:`release` (or use as a context manager) when the campaign
+    stops. Made by :func:`register`."""
+
+    def __init__(self, directory: Path, campaign_id: str, fd: int):
+        self.directory, self.campaign_id = directory, campaign_id
+        self._fd: int | None = fd
+
+    @property
+    def path(self) -> Path:
+        return self.directory / f"{self.campaign_id}.json"
+
+    def release(self) -> None:
+        """Remove the entry and drop the lock (idempotent)."""
+        if self._fd is None:
+            return
+        fd, self._fd = self._fd, None
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(self.path)
+        os.close(fd)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.release()
+
+
+def _busy(campaign_id: str, other: Entry | dict | None) -> StoreError:
+    if isinstance(other, dict):
+        other = _entry(Path("."), other)
+    who = other.describe() if other else "another process (entry not written yet)"
+    doing = "is being cleaned by" if other and other.kind == "clean" else "is already running on this host:"
+    return StoreError(f"campaign {campaign_id!r} {doing} {who}; a campaign id runs once per host (its "
+                      "instances are named after it): wait for it, stop it, or use another campaign id")
+
+
+def register(campaign_id: str, data_dir: str | Path | None, *, backend: str | None = None,
+             prefix: str | None = None, testbed: str | None = None, kind: str = "run") -> Registration:
+    """Register ``campaign_id`` as running in this process (``kind`` ``clean`` for ``labkit clean``).
+
+    Raises StoreError naming the other data dir, pid and start time when the id is running
+    already (in this registry, or in another one :func:`running` reads), or when the registry
+    directory is unsafe (see the module docstring).
+    """
+    check_campaign_id(campaign_id)
+    directory = _checked(run_dir(), create=True)
+    lock = directory / f"{campaign_id}.lock"
+    try:
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    except OSError as exc:
+        raise StoreError(f"{lock}: cannot create the registry lock: {exc.strerror or exc}") from None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        raise _busy(campaign_id, _wait_entry(directory / f"{campaign_id}.json")) from None
+    reg = Registration(directory, campaign_id, fd)
+    try:
+        elsewhere = next((e for e in running() if e.campaign_id == campaign_id
+                          and Path(e.registry) != directory), None)
+        if elsewhere is not None:
+            raise _busy(campaign_id, elsewhere)
+        info = {"campaign_id": campaign_id, "kind": kind, "pid": os.getpid(),
+                "pid_start": _proc_start(os.getpid()), "started": now_iso(),
+                "data_dir": None if data_dir is None else os.path.abspath(data_dir),
+                "backend": backend, "prefix": prefix, "testbed": testbed}
+        with contextlib.suppress(FileNotFoundError):   # a stale entry (its holder was killed); never followed
+            os.unlink(reg.path)
+        atomic_write(reg.path, json.dumps(info), mode=0o644)
+    except BaseException:
+        os.close(fd)
+        reg._fd = None
+        raise
+    return reg
+
+
+def _wait_entry(path: Path) -> dict | None:
+    # the holder writes its entry just after locking: give it a moment
+    return wait_until(lambda: _read(path), timeout=1.0, interval=0.05, error=None,
+                      what=f"the holder of {path} to write its entry") or None

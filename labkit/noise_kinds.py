@@ -1,2 +1,0 @@
-"""Levels a ``noise`` design factor may take (the neighbours' load, see labkit.noise)."""
-NOISE_KINDS = ("none", "cpu", "memory", "io", "network")

@@ -1,0 +1,634 @@
+"""Results in words: conclusions written from the statistics, and one-file HTML reports.
+
+:func:`conclusions` turns a factorial analysis (effects table, residual
+diagnostics, bootstrap CIs of the shares of variation, an optional published
+reference) into sentences a reader can check against the tables.
+:func:`html_report` writes a campaign's analysis as one self-contained HTML file.
+"""
+from __future__ import annotations
+
+import base64
+import html
+import io
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from ..errors import ConfigError
+from ..stats import validate as v
+from ..stats.diagnostics import Diagnostics
+from ..stats.factorial import sign_table, yates_terms
+from ..stats.lenth import lenth
+from .labels import label, term_label
+
+__all__ = ["Analysis", "Conclusions", "analyze", "compare", "conclusions", "escape_html", "escape_md",
+           "html_report", "variation_ci", "write_bundle", "write_report"]
+
+# always backslash-escaped in Markdown; "<", ">" and "&" become entities; "_" only where it could
+# start or end emphasis (not inside a word such as wall_time_s); "#", "+", "-", "=" and "1." only
+# at the start, where they would make a heading, a list item or a rule
+_MD_ALWAYS = set("\\`*[]$|~{}!")
+_MD_ENTITIES = {"<": "&lt;", ">": "&gt;", "&": "&amp;"}
+
+
+def escape_md(text: object) -> str:
+    """``text`` (any value, shown with ``str``) as Markdown that renders as exactly that text.
+
+    For everything a campaign store or a user supplies (campaign, design and factor names,
+    levels, error texts, host facts) that goes into Markdown shown by Jupyter: HTML tags and
+    entities (``<script>``, ``<img onerror=...>``) become text, links and images
+    (``[x](javascript:...)``) cannot form, ``$...$`` is not typeset as math, and line breaks
+    become spaces (the text stays inside its line, list item or heading). Plain words,
+    numbers and names such as ``wall_time_s`` are left as they are.
+    """
+    s = " ".join(str(text).splitlines())
+    out = []
+    for i, c in enumerate(s):
+        if c in _MD_ENTITIES:
+            out.append(_MD_ENTITIES[c])
+        elif c in _MD_ALWAYS or (c == "_" and not (0 < i < len(s) - 1 and s[i - 1].isalnum()
+                                                    and s[i + 1].isalnum())):
+            out.append("\\" + c)
+        else:
+            out.append(c)
+    s = "".join(out)
+    lead = len(s) - len(s.lstrip())
+    head = s[lead:]
+    if head[:1] in ("#", "+", "-", "="):
+        s = s[:lead] + "\\" + head
+    else:
+        digits = len(head) - len(head.lstrip("0123456789"))
+        if digits and head[digits:digits + 1] in (".", ")"):
+            s = s[:lead + digits] + "\\" + s[lead + digits:]
+    return s
+
+
+def escape_html(text: object) -> str:
+    """``text`` (any value, shown with ``str``) as HTML text or attribute value: ``<``, ``>``,
+    ``&`` and both quotes become entities (:func:`html.escape`)."""
+    return html.escape(str(text), quote=True)
+
+
+def variation_ci(data: pd.DataFrame, factors: Sequence[str], response: str, *, levels: v.Levels = None,
+                 n_boot: int = 1000, alpha: float = 0.05, seed: int = 0) -> pd.DataFrame:
+    """Bootstrap percentile CIs of each term's share of variation in a balanced 2^k·r design.
+
+    Runs are resampled with replacement within each configuration (so every
+    bootstrap design stays a balanced 2^k·r), and Jain's allocation of variation
+    (SS_term = 2^k·r·q², share = SS_term/SST) is recomputed each time, with the
+    resampled error sum of squares corrected by r/(r-1) for the duplicates a
+    resample holds. Returns one
+    row per term (Yates order, "I" left out) and "error": ``term``, ``pct_low``,
+    ``pct_high`` (percentiles alpha/2 and 1 - alpha/2 of ``n_boot`` resamples).
+    Needs r >= 2.
+    """
+    alpha = v.alpha(alpha)
+    factors = v.names(factors, "factors")
+    v.columns(data, factors, "factors")
+    y = v.response(data, response)
+    if not isinstance(n_boot, int) or not 100 <= n_boot <= 100_000:
+        raise ConfigError(f"n_boot must be an integer in [100, 100000], got {n_boot!r}")
+    lmap = v.level_map(levels)
+    k = len(factors)
+    cell = np.zeros(len(data), dtype=np.int64)
+    for j, f in enumerate(factors):
+        low, high = v.two_levels(data[f], lmap.get(f), arg="levels")
+        col = data[f].to_numpy()
+        cell |= (col == high).astype(np.int64) << j
+    counts = np.bincount(cell, minlength=2 ** k)
+    r = int(counts[0])
+    if r < 2 or not np.all(counts == r):
+        raise ConfigError(f"variation_ci needs a balanced 2^k·r design with r >= 2; "
+                          f"runs per configuration: {sorted(set(counts.tolist()))}")
+    cube = y[np.argsort(cell, kind="stable")].reshape(2 ** k, r)      # (cells, r)
+    rng = np.random.default_rng(seed)
+    idx = rng.integers(0, r, size=(n_boot, 2 ** k, r))
+    boot = np.take_along_axis(np.broadcast_to(cube, (n_boot, 2 ** k, r)), idx, axis=2)
+    means = boot.mean(axis=2)                                          # (B, cells)
+    q = means @ sign_table(k).T.astype(float) / 2 ** k                 # (B, terms)
+    ss = 2 ** k * r * q[:, 1:] ** 2
+    # a resample of r values keeps on average (r-1)/r of their sum of squares about the cell mean
+    # (duplicates): undo that bias, or the error share's interval misses its own estimate (r = 2)
+    sse = ((boot - means[:, :, None]) ** 2).sum(axis=2).sum(axis=1) * r / (r - 1)
+    sst = ss.sum(axis=1) + sse                     # balanced 2^k·r: SST = sum of SS_terms + SSE
+    with np.errstate(invalid="ignore", divide="ignore"):
+        pct = 100 * np.column_stack([ss, sse]) / sst[:, None]
+    lo, hi = np.nanpercentile(pct, [100 * alpha / 2, 100 * (1 - alpha / 2)], axis=0)
+    terms = yates_terms(factors)[1:] + ["error"]
+    out = pd.DataFrame({"term": terms, "pct_low": lo, "pct_high": hi})
+    out.attrs.update({"n_boot": n_boot, "alpha": alpha, "seed": seed})
+    return out
+
+
+@dataclass
+class Conclusions:
+    """Sentences about one analysis. ``headline`` answers the focus question (or is empty);
+    ``findings``, ``assumptions`` and ``reference`` are lists of sentences; ``significant``
+    lists the significant terms. The sentences are plain text (they carry names and levels from
+    the data); :meth:`markdown` escapes them with :func:`escape_md` and :func:`html_report` with
+    :func:`escape_html`. Displays as Markdown in Jupyter; ``str()`` is the plain text."""
+    headline: str
+    findings: list[str] = field(default_factory=list)
+    assumptions: list[str] = field(default_factory=list)
+    reference: list[str] = field(default_factory=list)
+    significant: list[str] = field(default_factory=list)
+
+    def _sections(self):
+        return [(title, items) for title, items in (
+            ("Findings", self.findings), ("Assumptions", self.assumptions),
+            ("Compared with the published study", self.reference)) if items]
+
+    def markdown(self) -> str:
+        """The headline in bold and one bulleted list per section, every sentence escaped."""
+        parts = [f"**{escape_md(self.headline)}**"] if self.headline else []
+        parts += [f"*{title}.*\n\n" + "\n".join(f"- {escape_md(s)}" for s in items)
+                  for title, items in self._sections()]
+        return "\n\n".join(parts)
+
+    def _repr_markdown_(self) -> str:
+        return self.markdown()
+
+    def __str__(self) -> str:
+        parts = [self.headline] if self.headline else []
+        parts += [f"{title}.\n\n" + "\n".join(f"- {s}" for s in items) for title, items in self._sections()]
+        return "\n\n".join(parts)
+
+
+def _pct(x: float) -> str:
+    return "< 0.1 %" if 0 < x < 0.05 else f"{x:.1f} %"
+
+
+def _share(row, ci: dict) -> str:
+    s = _pct(row["pct_variation"])
+    if row["term"] in ci:
+        lo, hi = ci[row["term"]]
+        s += f" (95 % CI {lo:.1f}–{hi:.1f} %)" if np.isfinite(lo) else ""
+    return s
+
+
+def _significant(effects: pd.DataFrame, alpha: float) -> tuple[list[str], str]:
+    rows = effects[~effects["term"].isin(["I", "error"])]
+    if "p" in rows and np.isfinite(rows["p"].to_numpy(float)).any():
+        sig = rows.loc[rows["p"] < alpha, "term"].tolist()
+        test = "t-test of each effect" if "t" in rows else "ANOVA F-test of each term"
+        return sig, f"{test}, α = {alpha:g}"
+    res = lenth(rows, alpha=alpha)
+    return list(res.active), f"Lenth's method (unreplicated design), α = {alpha:g}"
+
+
+def _describe_terms(effects: pd.DataFrame, terms: list[str], ci: dict, response: str) -> list[str]:
+    out = []
+    rows = effects.set_index("term")
+    for t in sorted(terms, key=lambda t: -rows.loc[t, "pct_variation"]):
+        row = rows.loc[t]
+        direction = "raises" if row["effect"] > 0 else "lowers"
+        lv = effects.attrs.get("levels", {})
+        if not np.isfinite(row["effect"]):     # from an ANOVA table: no single direction
+            change = f"F = {row['F']:.3g}, p = {row['p']:.2g}"
+        elif ":" not in t and t in lv:
+            low, high = lv[t]
+            change = (f"going from {low} to {high} {direction} {label(response)} by "
+                      f"{abs(row['effect']):.3g} on average")
+        else:
+            change = f"an interaction (effect {row['effect']:+.3g})"
+        share = _share({"term": t, "pct_variation": row["pct_variation"]}, ci)
+        out.append(f"{term_label(t)}: {change}; it explains {share} of the variation.")
+    return out
+
+
+def conclusions(effects: pd.DataFrame, *, diagnostics: Diagnostics | None = None,
+                variation: pd.DataFrame | None = None, focus: str | None = None,
+                reference: pd.DataFrame | None = None, alpha: float | None = None,
+                practical_pct: float = 1.0) -> Conclusions:
+    """Conclusions in words from a :func:`labkit.stats.factorial_effects` table.
+
+    * ``diagnostics``: the :class:`labkit.stats.Diagnostics` of the same data; when the
+      residuals fail Shapiro-Wilk the sentences say so and, if the log model was fitted,
+      which terms are significant on the log scale and whether that changes the answer.
+    * ``variation``: :func:`variation_ci` output, giving each share a CI.
+    * ``focus``: a factor to answer for ("Does CPU affinity matter?"): significant alone or in
+      an interaction, and whether its share reaches ``practical_pct`` % of the variation.
+    * ``reference``: a published allocation of variation, columns ``source``, ``term`` (our
+      term names) and ``pct_variation``: the largest term and the focus factor's share there
+      beside ours.
+
+    Returns a :class:`Conclusions`.
+    """
+    v.frame(effects, "effects")
+    v.columns(effects, ["term", "effect", "pct_variation"], "effects")
+    alpha = v.alpha(effects.attrs.get("alpha", 0.05) if alpha is None else alpha)
+    response = effects.attrs.get("response", "response")
+    ci = {}
+    if variation is not None:
+        v.columns(variation, ["term", "pct_low", "pct_high"], "variation")
+        ci = {t: (lo, hi) for t, lo, hi in variation[["term", "pct_low", "pct_high"]].itertuples(
+            index=False, name=None)}
+    sig, method = _significant(effects, alpha)
+    terms = effects[~effects["term"].isin(["I", "error"])]
+    out = Conclusions(headline="", significant=sig)
+    if sig:
+        out.findings.append(f"Significant ({method}): " + ", ".join(term_label(t) for t in sorted(
+            sig, key=lambda t: -float(terms.set_index("term").loc[t, "pct_variation"]))) + ".")
+        out.findings += _describe_terms(effects, sig, ci, response)
+    else:
+        out.findings.append(f"No factor or interaction is significant ({method}).")
+    small = [t for t in sig if float(terms.set_index("term").loc[t, "pct_variation"]) < practical_pct]
+    if small:
+        out.findings.append("Significant but below " + _pct(practical_pct) + " of the variation "
+                            "(statistically detectable, practically negligible): "
+                            + ", ".join(term_label(t) for t in small) + ".")
+    err = effects.loc[effects["term"] == "error"]
+    if len(err) and np.isfinite(float(err["pct_variation"].iloc[0])):
+        out.findings.append(f"Unexplained (run-to-run) variation: "
+                            f"{_share(err.iloc[0], ci)} of the total.")
+
+    log_sig = None
+    if diagnostics is not None:
+        normal = getattr(diagnostics, "normal", None)
+        first = diagnostics.table.iloc[0]
+        if normal is None:
+            out.assumptions.append(f"Residual normality could not be tested: {first['note']}.")
+        elif normal:
+            out.assumptions.append(f"Residuals look normal (Shapiro-Wilk W = {first['W']:.3f}, "
+                                   f"p = {first['p']:.2g}): the t-based CIs and p-values hold.")
+        else:
+            s = (f"Residuals are not normal (Shapiro-Wilk W = {first['W']:.3f}, p = {first['p']:.2g}),"
+                 f" so the p-values above are approximate.")
+            if diagnostics.log_effects is not None:
+                second = diagnostics.table.iloc[1]
+                log_sig, _ = _significant(diagnostics.log_effects, alpha)
+                verdict = ("they look normal" if second["normal"] is not pd.NA and bool(second["normal"])
+                           else "they are still not normal")
+                s += (f" What was done: the analysis was repeated on log({label(response)}), where "
+                      f"{verdict} (W = {second['W']:.3f}, p = {second['p']:.2g}); there the "
+                      f"significant terms are "
+                      + (", ".join(term_label(t) for t in log_sig) or "none") + ".")
+                s += (" The conclusions do not change on the log scale." if set(log_sig) == set(sig)
+                      else " The two scales disagree on "
+                      + ", ".join(term_label(t) for t in sorted(set(log_sig) ^ set(sig)))
+                      + ": treat those terms with care.")
+            else:
+                s += " The log model could not be fitted (values <= 0)."
+            out.assumptions.append(s)
+
+    if focus is not None:
+        with_focus = [t for t in terms["term"] if focus in t.split(":")]
+        if not with_focus:
+            raise ConfigError(f"focus {focus!r} is not a factor of the effects table "
+                              f"(terms: {list(terms['term'])})")
+        hit = [t for t in with_focus if t in sig]
+        share = float(terms.set_index("term").loc[with_focus, "pct_variation"].sum())
+        name = term_label(focus)
+        if not hit:
+            out.headline = (f"Does {name} matter? No: neither {name} nor any interaction with it "
+                            f"is significant; together they explain {_pct(share)} of the variation.")
+        elif share < practical_pct:
+            out.headline = (f"Does {name} matter? Barely: "
+                            + ", ".join(term_label(t) for t in hit)
+                            + f" is significant, but all terms with {name} explain only "
+                            f"{_pct(share)} of the variation.")
+        else:
+            out.headline = (f"Does {name} matter? Yes: " + ", ".join(term_label(t) for t in hit)
+                            + f" significant; terms with {name} explain {_pct(share)} of the variation.")
+        if log_sig is not None and bool([t for t in with_focus if t in log_sig]) != bool(hit):
+            out.headline += (" (On the log scale the answer differs: see the assumptions.)")
+
+    if reference is not None:
+        v.columns(reference, ["source", "term", "pct_variation"], "reference")
+        ours = terms.set_index("term")["pct_variation"]
+        top_ours = ours.idxmax()
+        for src, ref in reference.groupby("source", sort=False):
+            ref = ref.set_index("term")["pct_variation"]
+            top = ref.idxmax()
+            s = (f"{src}: the largest term was {term_label(top)} ({_pct(ref[top])}); here it is "
+                 f"{term_label(top_ours)} ({_pct(ours[top_ours])})"
+                 + (", the same." if top == top_ours else ", a different one."))
+            if focus is not None:
+                paper = float(ref[[t for t in ref.index if focus in t.split(":")]].sum())
+                here = float(ours[[t for t in ours.index if focus in t.split(":")]].sum())
+                s += (f" Terms with {term_label(focus)}: {_pct(paper)} there, {_pct(here)} here.")
+            missing = [t for t in ref.index if t in ours.index and ref[t] >= 5 and t not in sig]
+            if missing:
+                s += (" Reported there with >= 5 % but not significant here: "
+                      + ", ".join(term_label(t) for t in missing) + ".")
+            out.reference.append(s)
+    return out
+
+
+def _fig_html(fig) -> str:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=110, bbox_inches="tight")
+    data = base64.b64encode(buf.getvalue()).decode("ascii")
+    return f'<figure><img alt="figure" src="data:image/png;base64,{data}"></figure>'
+
+
+def html_report(title: str, sections: Sequence[tuple[str, object]]) -> str:
+    """One self-contained HTML page: ``sections`` is a list of (heading, content), content a
+    str (plain text, shown as is), a DataFrame (table), a :class:`Conclusions` or a
+    matplotlib Figure (embedded as base64 PNG). Every text, heading, table cell and sentence
+    is escaped with :func:`escape_html`, so names and levels from a store are shown literally
+    and never become markup. No script, stylesheet or font is fetched."""
+    from matplotlib.figure import Figure
+    body = [f"<h1>{escape_html(title)}</h1>"]
+    for heading, content in sections:
+        body.append(f"<h2>{escape_html(heading)}</h2>")
+        items = content if isinstance(content, list) else [content]
+        for item in items:
+            if isinstance(item, pd.DataFrame):
+                body.append(item.to_html(index=False, float_format=lambda x: f"{x:.4g}",
+                                         border=0, classes="t", escape=True))
+            elif isinstance(item, Figure):
+                body.append(_fig_html(item))
+            elif isinstance(item, Conclusions):
+                if item.headline:
+                    body.append(f'<p class="headline">{escape_html(item.headline)}</p>')
+                for _, part in item._sections():
+                    body.append("<ul>" + "".join(f"<li>{escape_html(s)}</li>" for s in part) + "</ul>")
+            else:
+                body.append(f"<pre>{escape_html(item)}</pre>")
+    style = ("body{font-family:sans-serif;max-width:70em;margin:2em auto;padding:0 1em}"
+             "table.t{border-collapse:collapse;font-size:.85em}"
+             "table.t td,table.t th{padding:.2em .6em;border-bottom:1px solid #ddd;text-align:right}"
+             "img{max-width:100%}.headline{font-weight:bold;font-size:1.1em}")
+    return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+            f"<title>{escape_html(title)}</title><style>{style}</style></head><body>\n"
+            + "\n".join(body) + "\n</body></html>\n")
+
+
+@dataclass
+class Analysis:
+    """What :func:`analyze` found for one campaign and response (every field may be shown).
+
+    ``meta`` (store metadata), ``status`` (run counts by status), ``runs`` (one row per
+    successful run: factors, ``run_id``, ``run_order``, response), ``summary``
+    (:func:`labkit.stats.summarize` per configuration), ``kind`` ("factorial", "anova" or
+    "none" when no test is possible, e.g. one factor without replications), ``effects``
+    (factorial effects, or the ANOVA table with ``pct_variation`` = 100·eta² and ``effect``
+    NaN; no rows for "none"), ``diagnostics`` (factorial residual checks or None),
+    ``variation`` (bootstrap CIs of the shares or None), ``conclusions``,
+    ``fingerprints`` (:func:`labkit.core.fingerprint.fingerprint_table`).
+    """
+    campaign: str
+    response: str
+    factors: list
+    meta: dict
+    status: dict
+    runs: pd.DataFrame
+    summary: pd.DataFrame
+    kind: str
+    effects: pd.DataFrame
+    diagnostics: Diagnostics | None
+    variation: pd.DataFrame | None
+    conclusions: Conclusions
+    fingerprints: pd.DataFrame
+
+    def design_text(self) -> str:
+        """One plain-text sentence: design name, factors, replications, seed, backend, workload
+        and run counts by status (from the store: show it escaped)."""
+        design = self.meta.get("design", {})
+        return (f"{design.get('name', '')}: factors {design.get('factors')}, "
+                f"{design.get('replications')} replications, seed {design.get('seed')}; "
+                f"backend {self.meta.get('backend')}, workload "
+                f"{(self.meta.get('workload') or {}).get('name')}; runs {self.status}")
+
+    def markdown(self) -> dict[str, str]:
+        """The explorer's Markdown, every value from the store escaped with :func:`escape_md`:
+        ``title`` (a heading: campaign, response, factors), ``design`` (:meth:`design_text`),
+        ``effects`` (the heading of the effects table) and ``conclusions``."""
+        effects = {"factorial": "Effects (2^k factorial, Jain)", "anova": "ANOVA (type 2)",
+                   "none": "Effects: none can be computed (see the conclusions)"}[self.kind]
+        return {"title": f"## {escape_md(self.campaign)}: {escape_md(self.response)} on "
+                         f"{escape_md(', '.join(map(str, self.factors)))}",
+                "design": f"**Design**: {escape_md(self.design_text())}",
+                "effects": f"**{escape_md(effects)}**",
+                "conclusions": "**Conclusions**\n\n" + self.conclusions.markdown()}
+
+    def figures(self, alpha: float = 0.05) -> dict:
+        """name -> Figure: pareto (factorial, unless one factor without replications), main_effects, interactions (>= 2 factors),
+        run_order and qq (when residuals exist)."""
+        from . import plots
+        figs = {}
+        levels = self.effects.attrs.get("levels")
+        if self.kind == "factorial" and (len(self.factors) >= 2 or self.diagnostics is not None):
+            figs["pareto"] = plots.pareto(self.effects, diagnostics=self.diagnostics)
+        figs["main_effects"] = plots.main_effects(self.runs, self.factors, self.response,
+                                                  alpha=alpha, levels=levels)
+        if len(self.factors) >= 2:
+            figs["interactions"] = plots.interactions(self.runs, self.factors, self.response,
+                                                      alpha=alpha, levels=levels)
+        hue = self.factors[0] if self.runs[self.factors[0]].nunique() <= 8 else None
+        figs["run_order"] = plots.run_order(self.runs, self.response, hue=hue)
+        if self.diagnostics is not None and self.diagnostics.normal is not None:
+            figs["qq"] = plots.qq(self.diagnostics, alpha=alpha)
+        return figs
+
+
+def _is_full_two_level(runs: pd.DataFrame, factors: list) -> int:
+    """r when ``runs`` is a balanced 2^k·r design over ``factors``, else 0."""
+    if any(runs[f].nunique() != 2 for f in factors):
+        return 0
+    sizes = runs.groupby(factors, observed=True).size()
+    return int(sizes.iloc[0]) if len(sizes) == 2 ** len(factors) and sizes.nunique() == 1 else 0
+
+
+def analyze(data_dir: str | Path, campaign: str, *, response: str | None = None,
+            factors: Sequence[str] | None = None, alpha: float = 0.05, focus: str | None = None,
+            reference: pd.DataFrame | None = None,
+            n_boot: int = 1000) -> Analysis:
+    """Analyse a stored campaign (opened read-only) as its design allows.
+
+    ``response`` defaults to the workload's response (else the first metric);
+    ``factors`` to the design's factors that vary. A balanced two-level full factorial
+    gets Jain's allocation of variation with residual diagnostics and bootstrap CIs of
+    the shares (r >= 2); anything else an n-way ANOVA (type 2, interactions when the
+    data allow). When no test is possible (an ANOVA without residual degrees of freedom:
+    one factor, or no replications) the analysis still returns, with ``kind`` "none", an
+    empty effects table and conclusions that say what cannot be computed and why.
+    Returns an :class:`Analysis`.
+    """
+    from ..core.fingerprint import fingerprint_table
+    from ..stats import anova, factorial_diagnostics, factorial_effects, summarize
+    from ..store import Store, load_results
+    from ..store.results import responses
+    path = Path(data_dir) / campaign / "store.sqlite"
+    with Store(path, readonly=True) as st:
+        meta, fps = st.meta(), st.fingerprints()
+    tidy = load_results(data_dir, campaign)
+    status = tidy.drop_duplicates("run_id").status.value_counts().to_dict()
+    design_factors = list(meta.get("design", {}).get("factors", {}))
+    if response is None:
+        response = (meta.get("workload") or {}).get("response")
+        if response is None or response not in set(tidy.metric.dropna()):
+            metrics = sorted(tidy.metric.dropna().unique())
+            if not metrics:
+                raise ConfigError(f"campaign {campaign!r} has no measurement to analyse")
+            response = metrics[0]
+    if factors is None:
+        factors = [f for f in design_factors if tidy[f].nunique() > 1]
+    factors = v.names(factors, "factors")
+    runs = responses(tidy, response, factors)
+    runs = runs.merge(tidy.drop_duplicates("run_id")[["run_id", "run_order"]], on="run_id")
+    summary = summarize(runs, by=factors, response=response, alpha=alpha)
+    r = _is_full_two_level(runs, factors)
+    diag: Diagnostics | None = None
+    variation: pd.DataFrame | None = None
+    why: str | None = None
+    if r:
+        kind = "factorial"
+        effects = factorial_effects(runs, factors=factors, response=response, alpha=alpha)
+        if r >= 2:
+            diag = factorial_diagnostics(runs, factors=factors, response=response, alpha=alpha)
+            variation = variation_ci(runs, factors, response, alpha=alpha, n_boot=n_boot)
+        elif len(factors) < 2:
+            why = ("one two-level factor without replications: no error estimate, and Lenth's "
+                   "method needs at least 2 effects")
+    else:
+        kind = "anova"
+        cells = runs.groupby(factors, observed=True).size()
+        full = bool((cells >= 2).all())
+        try:
+            table = anova(runs, response=response, factors=factors, interactions=full and len(factors) > 1)
+        except ConfigError as exc:    # no residual degrees of freedom: say so, report the rest
+            kind, why = "none", str(exc)
+            effects = pd.DataFrame(columns=["term", "effect", "pct_variation"])
+        else:
+            effects = table.assign(pct_variation=100 * table["eta_sq"], effect=np.nan)
+        effects.attrs.update({} if why else table.attrs, response=response, alpha=alpha)
+    if why:
+        shown = "The effects table is shown without tests; the" if kind == "factorial" else "The"
+        concl = Conclusions(headline="", findings=[
+            f"No test of significance or share of variation can be computed from these "
+            f"{len(runs)} runs ({why}). {shown} summary per configuration and the figures are "
+            f"descriptive only; replicate the design to test the factors."])
+    else:
+        concl = conclusions(effects, diagnostics=diag, variation=variation, alpha=alpha,
+                            focus=focus if focus in factors else None, reference=reference)
+    return Analysis(campaign, response, factors, meta, status, runs, summary, kind, effects,
+                    diag, variation, concl, fingerprint_table(fps))
+
+
+def compare(data_dir: str | Path, a: str, b: str, *, response: str | None = None, alpha: float = 0.05,
+            min_effect_pct: float = 2.0) -> tuple[pd.DataFrame, pd.DataFrame, str]:
+    """Same design measured twice (two hosts, two dates): per-configuration drift from ``a`` to ``b``.
+
+    Returns ``(table, fingerprint_diff, verdict)``. ``table`` is
+    :func:`labkit.stats.compare.config_differences` (one row per configuration present in
+    both: factor columns, ``n_a``, ``n_b``, ``mean_a``, ``mean_b``, ``diff`` (b - a),
+    ``ci_low``/``ci_high`` (Welch), ``diff_pct``, ``ratio`` with Fieller's
+    ``ratio_low``/``ratio_high``, ``p`` (Welch), ``p_holm`` (Holm over the configurations)
+    and ``drift`` (p_holm < alpha and |diff_pct| >= ``min_effect_pct``, a minimum practical
+    effect)); ``table.attrs["overall"]`` is :func:`labkit.stats.compare.drift_test` (one
+    shift common to all configurations, as a percent with its CI) when the response is
+    positive. ``fingerprint_diff`` lists host facts that differ; ``verdict`` is one sentence.
+    """
+    from ..core.fingerprint import fingerprint_diff
+    from ..stats.compare import config_differences, drift_test
+    from ..store import Store, load_results
+    from ..store.results import responses
+    metas: list[dict] = []
+    tidies: list[pd.DataFrame] = []
+    fps: list[dict] = []
+    for cid in (a, b):
+        with Store(Path(data_dir) / cid / "store.sqlite", readonly=True) as st:
+            metas.append(st.meta())
+            fps.append(next(iter(st.fingerprints().values()), {}))
+        tidies.append(load_results(data_dir, cid))
+    fa, fb = (list(m.get("design", {}).get("factors", {})) for m in metas)
+    if fa != fb:
+        raise ConfigError(f"compare: {a!r} and {b!r} have different factors ({fa} vs {fb})")
+    response = response or (metas[0].get("workload") or {}).get("response") or "wall_time_s"
+    ra, rb = (responses(t, response, fa) for t in tidies)
+    try:
+        table = config_differences(ra, rb, response=response, factors=fa, alpha=alpha,
+                                   min_effect_pct=min_effect_pct)
+    except ConfigError:
+        raise ConfigError(f"compare: no configuration has >= 2 successful runs in both {a!r} and {b!r}") from None
+    table = table.rename(columns={"p_adj": "p_holm"})
+    if (ra[response] > 0).all() and (rb[response] > 0).all():
+        try:
+            table.attrs["overall"] = drift_test(ra, rb, response=response, factors=fa, alpha=alpha,
+                                                min_effect_pct=min_effect_pct)
+        except ConfigError:
+            pass
+    n = int(table.drift.sum())
+    fpd = fingerprint_diff(fps[0], fps[1])
+    verdict = (f"{response}: {n} of {len(table)} configurations drifted significantly from {a} to {b} "
+               f"(Welch, Holm-adjusted, α = {alpha:g}, |change| >= {min_effect_pct:g} %)")
+    if n:
+        verdict += f"; median change {table.loc[table.drift, 'diff_pct'].median():+.1f} %"
+    overall = table.attrs.get("overall")
+    if overall is not None:
+        o = overall.iloc[0]
+        verdict += (f"; overall shift {o.shift_pct:+.1f} % [{o.ci_low_pct:+.1f}, {o.ci_high_pct:+.1f}] "
+                    f"(p = {o.p:.2g})")
+    verdict += (f". Host facts that differ: {', '.join(fpd.fact)}." if len(fpd)
+                else ". The host fingerprints are identical.")
+    table.attrs.update({"response": response, "alpha": alpha})
+    return table, fpd, verdict
+
+
+def write_report(data_dir: str | Path, campaign: str, out: str | Path, *, response: str | None = None,
+                 alpha: float = 0.05) -> Path:
+    """Analyse ``campaign`` (:func:`analyze`) and write one self-contained HTML file to ``out``
+    with :func:`labkit.core.files.atomic_write` (mode 0600, also when it replaces an older report:
+    results are private until shared; a symbolic link at ``out`` is refused). Returns the path."""
+    from ..core.files import atomic_write
+    a = analyze(data_dir, campaign, response=response, alpha=alpha)
+    sections = [
+        ("Conclusions", a.conclusions),
+        ("Design", a.design_text()),
+        ("Summary per configuration", a.summary),
+        ({"factorial": "Effects", "anova": "ANOVA", "none": "Effects"}[a.kind],
+         "none can be computed (see the conclusions)" if a.kind == "none"
+         else a.effects if a.variation is None else a.effects.merge(a.variation, on="term", how="left")),
+        ("Figures", list(a.figures(alpha=alpha).values())),
+        ("Host fingerprints", a.fingerprints),
+    ]
+    if a.diagnostics is not None:
+        sections.insert(4, ("Residual diagnostics", [a.diagnostics.table, a.diagnostics.message]))
+    page = html_report(f"labkit report: {campaign} ({a.response})", sections)
+    return atomic_write(out, page)
+
+
+def write_bundle(data_dir: str | Path, campaign: str, out: str | Path) -> Path:
+    """A zip with the campaign's ``results.csv``, ``results.parquet``, ``runs.csv``, a copy of
+    ``store.sqlite``, ``fingerprints.json``, ``campaign.json`` (the campaign id) and
+    ``environment.json`` (Python, installed package versions, this host's fingerprint). Member
+    names are plain file names (no directory, so nothing unpacks outside where it is
+    unpacked). Written with :func:`labkit.core.files.atomic_write` (0600, a symbolic link at
+    ``out`` refused). The store is read, never written. Returns the path."""
+    import json
+    import sqlite3
+    import tempfile
+    import zipfile
+    from importlib import metadata
+
+    from ..core.fingerprint import host_fingerprint
+    from ..store import Store
+    src = Path(data_dir) / campaign / "store.sqlite"
+    with Store(src, readonly=True) as st:
+        tidy, runs, fps = st.tidy(), st.runs(), st.fingerprints()
+    runs["metadata"] = runs["metadata"].map(lambda d: json.dumps(d, default=str)) if len(runs) else []
+    env = {"packages": {d.metadata["Name"]: d.version for d in metadata.distributions()},
+           "host": host_fingerprint()}
+    from ..core.files import atomic_write
+    with tempfile.TemporaryDirectory() as tmpdir:
+        tmp = Path(tmpdir)
+        pq = tmp / "results.parquet"
+        tidy.to_parquet(pq, index=False)
+        copy = tmp / "store.sqlite"
+        with sqlite3.connect(f"file:{src}?mode=ro", uri=True) as s, sqlite3.connect(copy) as d:
+            s.backup(d)   # a consistent copy, made through SQLite's read-only connection
+        def write(fh):
+            with zipfile.ZipFile(fh, "w", zipfile.ZIP_DEFLATED) as z:
+                z.writestr("results.csv", tidy.to_csv(index=False))
+                z.write(pq, "results.parquet")
+                z.writestr("runs.csv", runs.to_csv(index=False))
+                z.write(copy, "store.sqlite")
+                z.writestr("fingerprints.json", json.dumps(fps, indent=2, default=str))
+                z.writestr("campaign.json", json.dumps({"campaign": campaign}))
+                z.writestr("environment.json", json.dumps(env, indent=2, sort_keys=True, default=str))
+        return atomic_write(out, write)

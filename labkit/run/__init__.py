@@ -1,0 +1,1 @@
+"""Running campaigns: the front door (campaign), the one engine, plan sources (adaptive rounds), run hooks, testbeds and platforms, the lock and the host-wide registry, clean-up, noise neighbours and run networks."""

@@ -1,0 +1,447 @@
+"""The run engine: one worker thread per testbed host, each claiming the next pending run.
+
+:class:`Fleet` runs a campaign's plan on a :class:`~labkit.run.testbed.Testbed`. It is the one engine
+of every path (:meth:`labkit.run.campaign.Campaign.run` owns the frame around it: lock, store, resume
+check, signals): a campaign on one backend is a testbed of one slot, this machine offering that
+backend; a ``platform`` factor or a testbed gives more slots. The fixed plan and the adaptive
+rounds (:meth:`Fleet.extend`, then :meth:`Fleet.run` again) feed it the same way.
+
+* **Platforms and backends.** Each (host, platform) backend is opened and checked once, before the
+  first run (a platform a host cannot offer fails here, naming both), cleaned of the campaign's
+  leftovers (``cleanup(prefix)``), fingerprinted, and closed at the end.
+* **Assignment.** ``assign: blocks`` (default) gives each replicate block to one host (block r to
+  the r-th host able to run every platform, round robin), stored in the store's meta as
+  ``fleet_assignment`` so a resume keeps it; ``assign: random`` lets any host offering a run's
+  platform take it.
+* **Claims.** A worker claims its next run in the store (a lease renewed by a heartbeat thread);
+  storing the run drops the claim in the same transaction. A controller killed at any moment
+  leaves claims whose runs were never stored: the next start (which holds the campaign lock)
+  releases them and runs them; nothing is lost and nothing stored twice.
+* **Host loss.** A monitor probes every remote host whose run has been in flight longer than
+  :attr:`Fleet.probe_after_s` (TCP connect + SSH banner, every :attr:`Fleet.probe_interval_s`); after
+  :attr:`Fleet.lost_after` failed probes in a row, or when a run fails and the host does not answer,
+  the host is *lost*: its in-flight run is stored with status ``host-lost``, and its pending runs
+  move to live hosts offering their platforms (``fleet_moves`` in the meta; ``moved_from`` in the
+  run's metadata), or with ``on_host_loss: fail-block`` its blocks' runs on that host are removed
+  (kept in the meta as ``fleet_superseded``) and the blocks re-run whole elsewhere.
+* **Progress.** One tqdm bar per host plus a total (one bar in all for one host). Workers are daemon threads; the caller's thread
+  only waits, so Ctrl-C (or SIGTERM) in a terminal or a notebook stops cleanly: in-flight instances
+  are destroyed, their claims released, and the runs execute again on resume.
+"""
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import secrets
+import socket
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from ..backends import teardown
+from ..core.fingerprint import fingerprint_id
+from ..core.redact import redact
+from ..core.waiting import wait_until
+from ..errors import BackendUnavailable, LabkitError
+from ..store import now_iso
+from .campaign import Measured, keep_output
+from .hosts import host_facts, identity_warnings, reachable
+from .platforms import FACTOR, BackendPool
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from ..design import Run
+    from .testbed import Host, Testbed
+
+log = logging.getLogger("labkit.run.engine")
+
+
+@dataclass
+class HostState:
+    host: Host
+    lost: bool = False
+    reason: str = ""
+    current: Run | None = None        # the run in flight
+    since: float = 0.0                # when it was claimed (monotonic)
+    live: list = field(default_factory=list)   # its instances while they exist
+    failures: int = 0                 # failed probes in a row
+    done: int = 0
+    bar: Any = None                   # its tqdm progress bar (None without progress)
+
+
+class Fleet:
+    """Run ``campaign``'s pending runs on ``testbed`` into ``store`` (see the module docstring)."""
+
+    lease_s = 30.0
+    probe_interval_s = 2.0
+    probe_after_s = 10.0   # a run in flight longer than this gets its host probed (sshd forks per probe)
+    lost_after = 3
+
+    def __init__(self, campaign, testbed, store, *, default_platform: str, pool: BackendPool | None = None,
+                 guard: Callable[[], contextlib.AbstractContextManager] = contextlib.nullcontext):
+        self.c, self.tb, self.store = campaign, testbed, store
+        self.guard = guard   # entered around the clean-up after an interrupt (the campaign's signal deferral)
+        self.default_platform = default_platform
+        self.pool = pool or BackendPool()
+        self.owner = f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
+        self.db = threading.RLock()      # one SQLite connection: one user at a time
+        self.lock = threading.Lock()
+        self.stop = threading.Event()
+        self.states = {h.name: HostState(h) for h in testbed.hosts}
+        self.fp_ids: dict[tuple[str, str], str] = {}
+        self.assigned: dict[str, str] = {}
+        self.block_order: list[str] = []
+        self.moved: dict[str, str] = {}
+        self.total = None
+
+    # -- set-up ------------------------------------------------------------
+    def platform_of(self, run: Run) -> str:
+        return run.levels.get(FACTOR, self.default_platform)
+
+    def prepare(self, plan: list[Run]) -> None:
+        """Check platforms, open every needed backend (in parallel), clean up, fingerprint,
+        release stale claims and load or make the assignment. Raises before any run."""
+        names = sorted({self.platform_of(r) for r in plan})
+        self.tb.check_platforms(names, self.c.design.source)
+        meta = self.store.meta()
+        was_lost = set((meta.get("fleet_hosts") or {}).get("lost", {}))
+        needed = [(h, self.tb.platform(p)) for h in self.tb.hosts for p in names if self.tb.offers(h, p)]
+
+        def open_one(item):
+            h, p = item
+            try:
+                be = self.pool.open(h, p)
+            except BackendUnavailable as exc:
+                if h.name in was_lost and not reachable(h, self.tb.connect_timeout)[0]:
+                    return h, p, exc   # lost before and still unreachable: stays lost
+                raise
+            be.cleanup(self.c.prefix)
+            backend_fp = be.fingerprint()   # remote round trips: read here, in parallel
+            return h, p, be, backend_fp, host_facts(h, be, backend_fp)
+
+        with ThreadPoolExecutor(max_workers=min(16, len(needed)) or 1) as ex:
+            opened = list(ex.map(open_one, needed))
+        facts: dict[str, dict] = {}
+        for h, p, be, *fps in opened:
+            if isinstance(be, Exception):
+                self._mark_lost(h.name, f"unreachable at start: {be}")
+                continue
+            backend_fp, this_facts = fps
+            facts.setdefault(h.name, this_facts)
+            fp = {"host": facts[h.name], "backend": backend_fp}
+            fid = fingerprint_id(redact(fp))
+            self.store.add_fingerprint(fid, fp)
+            self.fp_ids[(h.name, p.name)] = fid
+        warnings = identity_warnings(facts, self.tb.hosts)
+        for w in warnings:
+            log.warning("testbed %s: %s", self.tb.name, w)
+        self.store.set_meta(fleet_fingerprint_warnings=warnings)
+        stale = self.store.release_claims(not_owner=self.owner)
+        for cl in stale:
+            log.warning("run %s was in flight on host %s when the last controller stopped: it runs again",
+                        cl["run_id"], cl["host"])
+        self.assigned = dict(meta.get("fleet_assignment") or {})
+        self.moved = {m["run_id"]: m["from"] for m in meta.get("fleet_moves") or []}
+        self.block_order = [h.name for h in self.tb.block_hosts(names)]
+        if self.tb.assign == "blocks" and not self.assigned:
+            order = self.block_order
+            self.assigned = {r.run_id: order[(r.replicate - 1) % len(order)] for r in plan}
+            self.store.set_meta(fleet_assignment=self.assigned)
+
+    def extend(self, runs: list[Run]) -> None:
+        """Runs added after :meth:`prepare` (adaptive rounds, retries): with ``assign: blocks`` each
+        new replicate is a new block, given to a live host able to take whole blocks (round robin on
+        the replicate number) and recorded in ``fleet_assignment``, as is a run again whose host was
+        lost; with ``assign: random`` any host offering the run's platform takes it."""
+        if self.tb.assign != "blocks":
+            return
+        live = [n for n in self.block_order if not self.states[n].lost]
+        if not live:
+            return   # no host can take them: run() says so, a resume runs them
+        for r in runs:
+            host = self.assigned.get(r.run_id)
+            if host is None or host not in self.states or self.states[host].lost:
+                self.assigned[r.run_id] = live[(r.replicate - 1) % len(live)]
+        self.store.set_meta(fleet_assignment=self.assigned)
+
+    # -- execution ---------------------------------------------------------
+    def run(self, plan: list[Run], *, progress: bool = True, max_runs: int | None = None) -> None:
+        """Execute every pending run of ``plan``; returns when done, all hosts lost, or ``max_runs``
+        new runs are stored. KeyboardInterrupt stops the workers cleanly and is re-raised."""
+        self.plan = plan
+        self.left = max_runs
+        self.stop.clear()   # a later call (an adaptive round) after an earlier one ended
+        done = self.store.completed()
+        self._bars(progress, len(plan), sum(r.run_id in done for r in plan))
+        workers = [threading.Thread(target=self._work, args=(s,), daemon=True, name=f"labkit-fleet-{n}")
+                   for n, s in self.states.items() if not s.lost]
+        helpers = [threading.Thread(target=self._heartbeat, daemon=True, name="labkit-fleet-heartbeat"),
+                   threading.Thread(target=self._monitor, daemon=True, name="labkit-fleet-monitor")]
+        try:
+            for t in workers + helpers:   # inside the try: a signal may come while they start
+                t.start()
+            while any(t.is_alive() for t in workers):
+                for t in workers:   # short waits: a signal another thread received is seen here
+                    t.join(0.05)
+        except BaseException:
+            with self.guard():   # a second Ctrl-C or SIGTERM waits until the instances are gone
+                self._cancel(workers)
+            raise
+        finally:
+            self.stop.set()
+            self._close_bars()
+        left = [r.run_id for r in plan if r.run_id not in self.store.completed()]
+        if left and self.left != 0:
+            log.error("%d run(s) not executed: no live host offers their platform (lost: %s); resume when "
+                      "the hosts are back", len(left), ", ".join(n for n, s in self.states.items() if s.lost))
+
+    def _cancel(self, workers) -> None:
+        self.stop.set()
+        for s in self.states.values():
+            with contextlib.suppress(Exception):
+                teardown(list(s.live))
+        deadline = time.monotonic() + 30
+        for t in workers:
+            if t.ident is not None:   # started
+                t.join(max(0.0, deadline - time.monotonic()))
+        with self.db:
+            self.store.release_claims(owner=self.owner)
+
+    def candidates(self, state: HostState) -> list[str]:
+        name = state.host.name
+        if self.tb.assign == "blocks":
+            return [r.run_id for r in self.plan if self.assigned.get(r.run_id) == name]
+        return [r.run_id for r in self.plan if self.tb.offers(state.host, self.platform_of(r))]
+
+    def _claim(self, state):
+        with self.db:
+            if self.left is not None and self.left <= 0:
+                return None
+            rid = self.store.claim(self.candidates(state), state.host.name, self.owner, self.lease_s)
+            if rid is not None and self.left is not None:
+                self.left -= 1
+        if rid is None:
+            return None
+        return next(r for r in self.plan if r.run_id == rid)
+
+    def _work(self, state: HostState) -> None:
+        h = state.host
+        while not self.stop.is_set() and not state.lost:
+            run = self._claim(state)
+            if run is None:
+                with self.lock:
+                    busy = any(s.current is not None and not s.lost for s in self.states.values())
+                if not busy:
+                    return
+                self.stop.wait(0.3)
+                continue
+            state.current, state.live, state.since = run, [], time.monotonic()
+            platform = self.tb.platform(self.platform_of(run))
+            try:
+                backend = self.pool.open(h, platform)
+                result = self.c.measure(run, backend, live=state.live, versions_key=(h.name, platform.name),
+                                         deferred=contextlib.nullcontext())
+            except LabkitError as exc:   # the backend could not be (re)opened
+                result = Measured("failed", f"{type(exc).__name__}: {exc}", [], {}, now_iso(), 0.0)
+            if self.stop.is_set() or state.lost:
+                return   # interrupted (claim released by _cancel) or recorded as host-lost
+            if result.status != "ok" and h.remote and not self._answers(h):
+                self.lose(state, f"host stopped answering during run {run.run_id}: {result.error}")
+                return
+            if result.status != "ok" and h.remote:
+                self.pool.drop(h.name)   # a dropped connection reconnects on the next run
+            self._record(state, run, platform, result)
+
+    def _record(self, state, run, platform, result, status: str | None = None) -> bool:
+        st, error, measurements, metadata, started, duration, output = result
+        metadata = {**metadata, "host": state.host.name, "platform": platform.name,
+                    "backend": platform.backend, "platform_options": platform.options}
+        if run.run_id in self.moved:
+            metadata["moved_from"] = self.moved[run.run_id]
+        with self.db:
+            mine = any(c["run_id"] == run.run_id and c["owner"] == self.owner for c in self.store.claims())
+            if not mine:
+                return False
+            keep_output(self.store, run.run_id, status or st, output)
+            self.store.record_run(run, status=status or st, started=started, duration_s=duration,
+                                  measurements=measurements, error=error, metadata=metadata,
+                                  fingerprint_id=self.fp_ids.get((state.host.name, platform.name)))
+        with self.lock:
+            state.current = None
+            state.done += 1
+        if (status or st) != "ok":
+            log.warning("run %s on %s %s: %s", run.run_id, state.host.name, status or st,
+                        (error or "").splitlines()[0][:200] if error else "")
+        for bar in (state.bar, self.total):
+            if bar is not None:
+                bar.update(1)
+        return True
+
+    # -- liveness ----------------------------------------------------------
+    def _answers(self, h) -> bool:
+        """Whether ``h``'s sshd answers, asked twice a second apart."""
+        return bool(wait_until(lambda: reachable(h, min(3.0, self.tb.connect_timeout))[0], timeout=1.0,
+                               interval=1.0, error=None, what=f"host {h.name} to answer"))
+
+    def _heartbeat(self) -> None:
+        while not self.stop.wait(self.lease_s / 3):
+            with self.db, contextlib.suppress(LabkitError):
+                self.store.renew_claims(self.owner, self.lease_s)
+
+    def _monitor(self) -> None:
+        while not self.stop.wait(self.probe_interval_s):
+            for state in list(self.states.values()):
+                if state.lost or state.current is None or not state.host.remote \
+                        or time.monotonic() - state.since < self.probe_after_s:
+                    state.failures = 0
+                    continue
+                ok, why = reachable(state.host, min(3.0, self.tb.connect_timeout))
+                state.failures = 0 if ok else state.failures + 1
+                if state.failures >= self.lost_after:
+                    self.lose(state, f"{self.lost_after} probes failed ({why})")
+
+    def lose(self, state: HostState, reason: str) -> None:
+        """Mark ``state``'s host lost: store its in-flight run as host-lost and move its pending runs."""
+        with self.lock:
+            if state.lost:
+                return
+            state.lost, state.reason = True, reason
+            run, live = state.current, list(state.live)
+        h = state.host
+        log.error("host %s lost: %s", h.name, reason)
+        # its connections may hang on a dead link: close them and its instances off this thread
+        def close_off() -> None:
+            teardown(live)
+            self.pool.drop(h.name)
+        threading.Thread(target=close_off, daemon=True).start()
+        if run is not None:
+            platform = self.tb.platform(self.platform_of(run))
+            self._record(state, run, platform, Measured("host-lost", f"host {h.name} lost: {reason}", [], {},
+                                                        now_iso(), 0.0), status="host-lost")
+        with self.db:
+            self._mark_lost(h.name, reason)
+            if self.tb.on_host_loss == "fail-block":
+                self._fail_blocks(h.name, run)
+            self._move(h.name)
+        if state.bar is not None:
+            state.bar.set_description(f"{h.name} (lost)")
+
+    def _mark_lost(self, name: str, reason: str) -> None:
+        self.states[name].lost = True
+        self.states[name].reason = reason
+        hosts = self.store.meta().get("fleet_hosts") or {"lost": {}}
+        hosts["lost"][name] = {"since": now_iso(), "reason": reason[:500]}
+        self.store.set_meta(fleet_hosts=hosts)
+
+    def _move(self, lost: str) -> None:
+        """Give the lost host's pending runs (whole blocks together) to the least-loaded live hosts."""
+        if self.tb.assign != "blocks":
+            return   # random: any live host offering the platform takes them anyway
+        done = self.store.completed()
+        blocks: dict[int, list] = {}
+        for r in self.plan:
+            if self.assigned.get(r.run_id) == lost and r.run_id not in done:
+                blocks.setdefault(r.replicate, []).append(r)
+        moves = list(self.store.meta().get("fleet_moves") or [])
+        for rep, runs in sorted(blocks.items()):
+            plats = {self.platform_of(r) for r in runs}
+            live = [s.host for s in self.states.values()
+                    if not s.lost and all(self.tb.offers(s.host, p) for p in plats)]
+            if not live:
+                log.error("block %d of lost host %s: no live host offers %s; its %d run(s) wait for a resume",
+                          rep, lost, sorted(plats), len(runs))
+                continue
+            load = {h.name: sum(1 for r in self.plan if self.assigned.get(r.run_id) == h.name
+                                and r.run_id not in done) for h in live}
+            to = min(live, key=lambda h: (load[h.name], h.name)).name
+            for r in runs:
+                self.assigned[r.run_id] = to
+                self.moved[r.run_id] = lost
+                moves.append({"run_id": r.run_id, "from": lost, "to": to, "at": now_iso()})
+            log.warning("block %d: %d pending run(s) moved from lost host %s to %s", rep, len(runs), lost, to)
+        self.store.set_meta(fleet_assignment=self.assigned, fleet_moves=moves)
+
+    def _fail_blocks(self, lost: str, inflight) -> None:
+        """on_host_loss: fail-block: forget the runs the lost host stored in its blocks (kept in the
+        meta as ``fleet_superseded``), so each block re-runs whole on one live host."""
+        reps = {r.replicate for r in self.plan if self.assigned.get(r.run_id) == lost}
+        if inflight is not None:
+            reps.add(inflight.replicate)
+        runs = self.store.runs()
+        if runs.empty:
+            return
+        hosts = runs.metadata.map(lambda m: m.get("host"))
+        gone = runs[(hosts == lost) & runs.replicate.isin(reps)]
+        if gone.empty:
+            return
+        superseded = list(self.store.meta().get("fleet_superseded") or [])
+        superseded += [{"run_id": r.run_id, "host": lost, "status": r.status, "started": r.started,
+                        "at": now_iso()} for r in gone.itertuples()]
+        self.store.delete_runs(gone.run_id)
+        self.store.set_meta(fleet_superseded=superseded)
+        log.warning("on_host_loss fail-block: %d run(s) of block(s) %s on %s will run again whole",
+                    len(gone), sorted(reps), lost)
+
+    # -- progress ------------------------------------------------------------
+    def _bars(self, progress: bool, total: int, initial: int) -> None:
+        if not progress:
+            return
+        from tqdm.auto import tqdm
+        if len(self.states) == 1:   # one slot (a campaign on one backend): one bar
+            self.total = tqdm(total=total, initial=initial, desc=self.c.campaign_id, unit="run")
+            return
+        self.total = tqdm(total=total, initial=initial, desc=f"{self.c.campaign_id} (all hosts)", unit="run",
+                          position=0)
+        for i, (name, s) in enumerate(self.states.items(), start=1):
+            n = len(self.candidates(s)) if self.tb.assign == "blocks" else None
+            s.bar = tqdm(total=n, desc=name + (" (lost)" if s.lost else ""), unit="run", position=i)
+
+    def _close_bars(self) -> None:
+        for bar in [self.total] + [s.bar for s in self.states.values()]:
+            if bar is not None:
+                bar.close()
+
+    def close(self) -> None:
+        self.pool.close()
+
+
+def clean_testbed(meta: dict, prefix: str, testbed: Testbed | dict | str | Path | None = None) -> dict[str, list[str]]:
+    """``labkit clean <campaign>`` for a campaign run on a testbed: ``cleanup(prefix)`` on every
+    host and platform its store's meta records; returns ``"host/platform" -> removed names``
+    (hosts that cannot be reached are reported as an error line instead).
+
+    The hosts are those of ``testbed`` (a :class:`~labkit.run.testbed.Testbed`, a path or a dict:
+    give it when the store's copy lacks what reconnecting needs, e.g. a redacted key) or else
+    the store's description, where values redacted at run time are left out (so SSH falls
+    back to the agent and default keys instead of a ``<redacted>`` path)."""
+    from ..core.redact import without_redacted
+    from .testbed import Testbed
+    if testbed is not None:
+        tb = Testbed.load(testbed)
+    else:
+        desc = meta["testbed"]
+        hosts = [without_redacted({k: v for k, v in h.items() if v is not None and k in
+                                   ("name", "address", "port", "user", "key", "platforms", "labels",
+                                    "price_per_hour")})
+                 for h in desc["hosts"]]
+        platforms = {n: {"backend": p["backend"], **without_redacted(p.get("options") or {})}
+                     for n, p in (desc.get("platforms") or {}).items()}
+        tb = Testbed.from_dict({"hosts": hosts, "platforms": platforms})
+    used = (meta.get("design") or {}).get("factors", {}).get(FACTOR) or [meta.get("backend") or "local"]
+    pool, out = BackendPool(), {}
+    try:
+        for h in tb.hosts:
+            for p in used:
+                if tb.offers(h, p):
+                    try:
+                        out[f"{h.name}/{p}"] = pool.open(h, tb.platform(p)).cleanup(prefix)
+                    except LabkitError as exc:
+                        out[f"{h.name}/{p}"] = [f"(not cleaned: {str(exc).splitlines()[0][:160]})"]
+    finally:
+        pool.close()
+    return out

@@ -1,0 +1,515 @@
+"""The result store: one SQLite file per campaign, one transaction per run.
+
+``data/<campaign>/store.sqlite`` holds the campaign's design and settings, the
+host fingerprints, one row per run (status ok / failed / timeout, error text
+capped at 64 KiB, start time, duration, metadata) and one row per measurement. A run and its
+measurements are committed together, so a campaign killed at any moment
+(even SIGKILL) loses only the run in progress, and a run is never stored twice
+(``run_id`` is the primary key).
+
+``Store.tidy()`` joins everything into one row per measurement (docs/design.md,
+"Store"); ``export()`` writes it as CSV and Parquet for Binder and other tools.
+
+A run's command output (the head and tail of what its workload's commands printed)
+can be kept beside the store as ``output/<run_id>.log`` (:meth:`Store.write_run_output`,
+always 0600).
+
+Files are private: the directory 0700, the store and its exports 0600 (0750 /
+0640 with ``group_readable=True``). Secrets never reach the store: metadata and
+fingerprints pass through :func:`labkit.core.redact.redact`. Every storage failure
+(read-only or full disk, corrupt file, a store emptied or deleted while its
+``results.csv`` remains) is a :class:`StoreError` saying what happened; a store
+is never silently started over (``allow_new=True`` says "start over").
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import sqlite3
+import time
+from collections.abc import Callable, Iterable, Sequence
+from functools import partial
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, BinaryIO
+
+from ..core.clock import now_iso
+from ..core.files import atomic_write
+from ..core.redact import redact
+from ..core.waiting import retry
+from ..errors import StoreError, shorten
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from ..design import Design, Run
+    from ..workloads.base import Measurement
+
+#: characters of a run's output file (write_run_output) kept at most: its head and tail
+OUTPUT_CAP = 1 << 20
+_RUN_ID = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9_.-]{0,127}")
+
+# host-lost: the run was in flight on a fleet host that died (labkit.run.engine)
+STATUSES = ("ok", "failed", "timeout", "host-lost")
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS fingerprints (id TEXT PRIMARY KEY, data TEXT NOT NULL, captured TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS runs (
+    run_id TEXT PRIMARY KEY, run_order INTEGER NOT NULL, config INTEGER NOT NULL,
+    replicate INTEGER NOT NULL, levels TEXT NOT NULL, status TEXT NOT NULL, error TEXT,
+    started TEXT NOT NULL, duration_s REAL NOT NULL, metadata TEXT NOT NULL, fingerprint_id TEXT);
+CREATE TABLE IF NOT EXISTS measurements (
+    run_id TEXT NOT NULL REFERENCES runs(run_id), instance INTEGER NOT NULL, metric TEXT NOT NULL,
+    value REAL, unit TEXT, PRIMARY KEY (run_id, instance, metric));
+CREATE TABLE IF NOT EXISTS attempts (
+    run_id TEXT NOT NULL, status TEXT NOT NULL, error TEXT, started TEXT NOT NULL,
+    duration_s REAL NOT NULL, metadata TEXT NOT NULL, fingerprint_id TEXT);
+CREATE TABLE IF NOT EXISTS claims (
+    run_id TEXT PRIMARY KEY, host TEXT NOT NULL, owner TEXT NOT NULL, lease_until REAL NOT NULL,
+    claimed TEXT NOT NULL);
+"""
+
+TIDY_COLUMNS = ["campaign", "run_id", "run_order", "replicate", "config", "instance", "metric",
+                "value", "unit", "status", "error", "started", "duration_s", "fingerprint_id", "host"]
+
+
+EXPORTS = ("results.csv", "results.parquet", "runs.csv")
+#: how long a write waits for another writer to finish (SQLite's busy timeout), in seconds
+BUSY_TIMEOUT_S = 30.0
+#: a read-only open is tried this many times in all (pauses 0.05 s growing to 0.25 s: about 7 s);
+#: before try READONLY_RECOVER_AT a dead writer's WAL is replayed (:meth:`Store._recover_wal`)
+READONLY_ATTEMPTS, READONLY_RECOVER_AT = 30, 4
+
+
+def storage_error(path: str | Path, exc: BaseException, doing: str) -> StoreError:
+    """A StoreError saying in plain words why ``doing`` failed on ``path``."""
+    text = str(getattr(exc, "strerror", None) or exc)
+    low = text.lower()
+    if "full" in low or "no space" in low or getattr(exc, "errno", None) == 28:
+        why = "the disk is full (free some space, then run the same command again)"
+    elif "read-only" in low or "readonly" in low or getattr(exc, "errno", None) == 30:
+        why = "the data directory is read-only (use a writable --data-dir)"
+    elif "permission" in low or getattr(exc, "errno", None) == 13:
+        why = "permission denied"
+    elif "malformed" in low or "not a database" in low or "corrupt" in low:
+        why = f"not a labkit store, or corrupt ({text})"
+    else:
+        why = text
+    return StoreError(f"{path}: cannot {doing}: {why}")
+
+
+class Store:
+    """A campaign's results. Open with ``Store(path)`` or ``Store.for_campaign(data_dir, id)``.
+
+    ``readonly`` opens without writing anything; ``group_readable`` makes new files 0640
+    (directory 0750) instead of 0600/0700; ``allow_new`` lets a new, empty store be created
+    beside a ``results.csv`` left by an earlier one (which the next export overwrites).
+    Opening checks the file's integrity (``PRAGMA quick_check``).
+    """
+
+    def __init__(self, path: str | Path, *, readonly: bool = False, group_readable: bool = False,
+                 allow_new: bool = False):
+        self.path = Path(path)
+        self.readonly = readonly
+        self.file_mode = 0o640 if group_readable else 0o600
+        self.dir_mode = 0o750 if group_readable else 0o700
+        self._db = self._open_readonly() if readonly else self._open_write(allow_new)
+        try:
+            bad = [r for (r,) in self._db.execute("PRAGMA quick_check(20)")]
+        except sqlite3.DatabaseError as exc:
+            self._db.close()
+            raise storage_error(self.path, exc, "read the store") from None
+        if bad != ["ok"]:
+            self._db.close()
+            raise StoreError(f"{self.path}: the store is corrupt (integrity check: {'; '.join(bad)[:500]}); "
+                             "restore it from a copy, or export what is readable with the sqlite3 .recover command")
+        if not readonly:
+            try:
+                self._db.execute("PRAGMA journal_mode=WAL")
+                self._db.execute("PRAGMA synchronous=NORMAL")
+                self._db.executescript(SCHEMA)
+            except sqlite3.DatabaseError as exc:
+                self._db.close()
+                raise storage_error(self.path, exc, "open the store for writing") from None
+
+    def _open_write(self, allow_new: bool):
+        new = not self.path.exists() or self.path.stat().st_size == 0
+        if new and not allow_new:
+            left = [n for n in EXPORTS if (self.path.parent / n).exists()]
+            if left:
+                state = "is empty" if self.path.exists() else "is missing"
+                raise StoreError(
+                    f"{self.path} {state} but {', '.join(left)} from an earlier campaign remain beside it: "
+                    "refusing to start over and overwrite them. Restore the store, or move those files "
+                    "away, or start over on purpose (allow_new=True, labkit run --new-store)")
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True, mode=self.dir_mode)
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, self.file_mode)
+            try:
+                if os.fstat(fd).st_uid == os.geteuid():
+                    os.fchmod(fd, self.file_mode)
+            finally:
+                os.close(fd)
+            return sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_S, check_same_thread=False,
+                                   isolation_level=None)
+        except (OSError, sqlite3.DatabaseError) as exc:
+            raise storage_error(self.path, exc, "create the store") from None
+
+    def _open_readonly(self):
+        if not self.path.exists():
+            raise StoreError(f"no result store at {self.path}")
+        if self.path.stat().st_size == 0:
+            raise StoreError(f"{self.path}: the store is empty (0 bytes): it was truncated; restore it")
+        uri = f"file:{self.path}?mode=ro"
+        tries = 0
+
+        def connect() -> sqlite3.Connection:
+            nonlocal tries
+            tries += 1
+            if tries == READONLY_RECOVER_AT and os.access(self.path.parent, os.W_OK):
+                self._recover_wal()
+            db = sqlite3.connect(uri, uri=True, check_same_thread=False)
+            try:
+                db.execute("SELECT count(*) FROM sqlite_master").fetchone()
+            except BaseException:
+                db.close()
+                raise
+            return db
+
+        # an OperationalError is a runtime condition, tried again: right after a writer died, the
+        # WAL may need a recovery a read-only connection cannot do (SQLITE_READONLY_RECOVERY), or
+        # a writer holds it briefly; any other DatabaseError (not a database, corrupt) is not
+        try:
+            return retry(connect, transient=sqlite3.OperationalError, what=f"opening {self.path} read-only",
+                         attempts=READONLY_ATTEMPTS, interval=0.05, max_interval=0.25)
+        except sqlite3.OperationalError as exc:
+            raise storage_error(self.path, exc, "open the store read-only") from None
+        except sqlite3.DatabaseError as exc:
+            raise storage_error(self.path, exc, "read the store") from None
+
+    def _recover_wal(self) -> None:
+        """Let SQLite replay a dead writer's WAL with a short read-write connection (reads only)."""
+        try:
+            db = sqlite3.connect(self.path, timeout=5)
+            try:
+                db.execute("SELECT count(*) FROM sqlite_master").fetchone()
+            finally:
+                db.close()
+        except sqlite3.DatabaseError:
+            pass
+
+    @classmethod
+    def for_campaign(cls, data_dir: str | Path, campaign_id: str, **kw: Any) -> Store:
+        return cls(Path(data_dir) / campaign_id / "store.sqlite", **kw)
+
+    def close(self) -> None:
+        if not self.readonly:
+            try:
+                # back to a single self-contained file, so data/ can be committed and read anywhere
+                self._db.execute("PRAGMA journal_mode=DELETE")
+            except sqlite3.DatabaseError:
+                pass
+        self._db.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    # -- campaign metadata ---------------------------------------------------
+    def meta(self) -> dict:
+        return {k: json.loads(v) for k, v in self._db.execute("SELECT key, value FROM meta")}
+
+    def set_meta(self, **items: Any) -> None:
+        """Store campaign settings (secrets redacted)."""
+        items = redact(items)
+        with self._tx():
+            for k, v in items.items():
+                self._db.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (k, json.dumps(v, default=str)))
+
+    def add_fingerprint(self, fp_id: str, data: dict) -> None:
+        with self._tx():
+            self._db.execute("INSERT OR IGNORE INTO fingerprints VALUES (?, ?, ?)",
+                             (fp_id, json.dumps(redact(data), default=str), now_iso()))
+
+    def fingerprints(self) -> dict[str, dict]:
+        return {i: json.loads(d) for i, d in self._db.execute("SELECT id, data FROM fingerprints")}
+
+    # -- runs ----------------------------------------------------------------
+    def completed(self) -> set[str]:
+        """run_ids already stored (whatever their status)."""
+        return {r for (r,) in self._db.execute("SELECT run_id FROM runs")}
+
+    def record_run(self, run: Run, *, status: str, started: str, duration_s: float,
+                   measurements: Iterable[Measurement] = (),
+                   error: str | None = None, metadata: dict | None = None,
+                   fingerprint_id: str | None = None) -> None:
+        """Store one run and its measurements atomically. Storing a run_id twice is an error.
+
+        ``error`` is kept up to :data:`~labkit.errors.TEXT_CAP` characters (its head and
+        tail around a marker saying how many were omitted): a failed run's output can be huge."""
+        if status not in STATUSES:
+            raise StoreError(f"run status must be one of {', '.join(STATUSES)}, got {status!r}")
+        error = None if error is None else shorten(error)
+        try:
+            with self._tx():
+                self._db.execute(
+                    "INSERT INTO runs VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+                    (run.run_id, run.order, run.config, run.replicate,
+                     json.dumps(run.levels, default=str), status, error, started, duration_s,
+                     json.dumps(redact(metadata or {}), default=str), fingerprint_id))
+                self._db.executemany(
+                    "INSERT INTO measurements VALUES (?,?,?,?,?)",
+                    [(run.run_id, m.instance, m.metric, float(m.value), m.unit) for m in measurements])
+                self._db.execute("DELETE FROM claims WHERE run_id = ?", (run.run_id,))
+        except sqlite3.IntegrityError as exc:
+            raise StoreError(f"{self.path}: run {run.run_id} could not be stored ({exc}); "
+                             "a run is stored once") from exc
+
+    def write_run_output(self, run_id: str, text: str) -> Path:
+        """Keep ``text`` (a run's command output, e.g. :func:`labkit.backends.base.exec_log_text`,
+        capped at :data:`OUTPUT_CAP` characters: head and tail) as ``output/<run_id>.log`` beside the
+        store, private (0600, the directory 0700), written atomically; returns its path. A run
+        that runs again overwrites its file."""
+        if self.readonly:
+            raise StoreError(f"{self.path}: the store is open read-only; the run output of {run_id!r} "
+                             "was not written")
+        if not isinstance(run_id, str) or not _RUN_ID.fullmatch(run_id):
+            raise StoreError(f"{self.path}: run output: {run_id!r} is not a run id ([A-Za-z0-9_.-], "
+                             "not starting with a dot)")
+        path = self.path.parent / "output" / f"{run_id}.log"
+        try:
+            return atomic_write(path, shorten(text, OUTPUT_CAP), mode=0o600, dir_mode=0o700)
+        except OSError as exc:
+            raise storage_error(path, exc, "write the run's output") from None
+
+    def run_output(self, run_id: str) -> str | None:
+        """The output kept for ``run_id`` by :meth:`write_run_output`, None if there is none."""
+        path = self.path.parent / "output" / f"{run_id}.log"
+        if not _RUN_ID.fullmatch(str(run_id)) or not path.is_file():
+            return None
+        return path.read_text(errors="replace")
+
+    # -- claims (fleet workers: labkit.run.engine) ---------------------------------
+    def claim(self, candidates: Iterable[str], host: str, owner: str, lease_s: float) -> str | None:
+        """Claim the first of ``candidates`` (run_ids, in order) neither stored nor claimed under a
+        live lease, for ``host`` on behalf of ``owner``, until now + ``lease_s``; returns its run_id
+        or None. One transaction: two workers never claim the same run."""
+        now = time.time()
+        with self._tx():
+            taken = self.completed() | {r for (r,) in self._db.execute(
+                "SELECT run_id FROM claims WHERE lease_until >= ?", (now,))}
+            for run_id in candidates:
+                if run_id not in taken:
+                    self._db.execute("INSERT OR REPLACE INTO claims VALUES (?,?,?,?,?)",
+                                     (run_id, host, owner, now + lease_s, now_iso()))
+                    return run_id
+        return None
+
+    def renew_claims(self, owner: str, lease_s: float) -> int:
+        """Heartbeat: extend every claim of ``owner`` to now + ``lease_s``; returns how many."""
+        with self._tx():
+            cur = self._db.execute("UPDATE claims SET lease_until = ? WHERE owner = ?",
+                                   (time.time() + lease_s, owner))
+        return cur.rowcount
+
+    def release_claims(self, *, run_id: str | None = None, owner: str | None = None,
+                       not_owner: str | None = None) -> list[dict]:
+        """Drop claims (of one run, of an owner, or of every owner but one); returns them."""
+        where, args = [], []
+        for clause, value in (("run_id = ?", run_id), ("owner = ?", owner), ("owner != ?", not_owner)):
+            if value is not None:
+                where.append(clause)
+                args.append(value)
+        sql = " WHERE " + " AND ".join(where) if where else ""
+        with self._tx():
+            gone = self._claim_rows(sql, args)
+            self._db.execute("DELETE FROM claims" + sql, args)
+        return gone
+
+    def claims(self) -> list[dict]:
+        """Runs in flight: run_id, host, owner, lease_until (epoch s), claimed (ISO time)."""
+        return self._claim_rows("", [])
+
+    def _claim_rows(self, sql: str, args) -> list[dict]:
+        try:
+            rows = self._db.execute("SELECT run_id, host, owner, lease_until, claimed FROM claims" + sql, args)
+        except sqlite3.OperationalError:   # a store written before claims existed
+            return []
+        return [dict(zip(("run_id", "host", "owner", "lease_until", "claimed"), r)) for r in rows]
+
+    def delete_runs(self, run_ids: Iterable[str]) -> int:
+        """Forget runs (e.g. failed ones, to run them again). Returns how many were removed.
+
+        Each forgotten run stays in :meth:`attempts` (status, error, start, duration, metadata):
+        running a run again never erases what happened the first time."""
+        ids = list(run_ids)
+        with self._tx():
+            self._db.executemany(
+                "INSERT INTO attempts SELECT run_id, status, error, started, duration_s, metadata, "
+                "fingerprint_id FROM runs WHERE run_id = ?", [(i,) for i in ids])
+            self._db.executemany("DELETE FROM measurements WHERE run_id = ?", [(i,) for i in ids])
+            cur = self._db.executemany("DELETE FROM runs WHERE run_id = ?", [(i,) for i in ids])
+        return cur.rowcount if cur.rowcount >= 0 else len(ids)
+
+    def runs(self) -> pd.DataFrame:
+        """One row per run: run_id, run_order, config, replicate, factor columns, status, error,
+        started, duration_s, metadata (dict), fingerprint_id."""
+        import pandas as pd
+        rows = []
+        for (rid, order, cfg, rep, levels, status, error, started, dur, md, fp) in self._db.execute(
+                "SELECT * FROM runs ORDER BY run_order"):
+            rows.append({"run_id": rid, "run_order": order, "config": cfg, "replicate": rep,
+                         **json.loads(levels), "status": status, "error": error, "started": started,
+                         "duration_s": dur, "metadata": json.loads(md), "fingerprint_id": fp})
+        return pd.DataFrame(rows)
+
+    def attempts(self) -> pd.DataFrame:
+        """The earlier attempts of runs that were run again (:meth:`delete_runs`), oldest first:
+        run_id, status, error, started, duration_s, metadata (dict), fingerprint_id. Empty for a
+        store written before attempts were kept."""
+        import pandas as pd
+        cols = ["run_id", "status", "error", "started", "duration_s", "metadata", "fingerprint_id"]
+        if not self._db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'attempts'").fetchone():
+            return pd.DataFrame(columns=cols)
+        rows = [(rid, st, err, start, dur, json.loads(md), fp) for (rid, st, err, start, dur, md, fp)
+                in self._db.execute("SELECT * FROM attempts ORDER BY rowid")]
+        return pd.DataFrame(rows, columns=cols)
+
+    def tidy(self) -> pd.DataFrame:
+        """One row per measurement, with every factor's level as a column (docs/design.md "Store").
+
+        Columns: campaign, run_id, run_order, replicate, config, <factor columns>,
+        instance, metric, value, unit, status, error, started, duration_s,
+        fingerprint_id, host (the testbed host that ran it; None for a campaign without a
+        testbed). A failed or timed-out run has one row with metric/value empty.
+        """
+        import pandas as pd
+        meta = self.meta()
+        factors = list(meta.get("design", {}).get("factors", {}))
+        q = ("SELECT r.run_id, r.run_order, r.replicate, r.config, r.levels, m.instance, m.metric, "
+             "m.value, m.unit, r.status, r.error, r.started, r.duration_s, r.fingerprint_id, "
+             "json_extract(r.metadata, '$.host') "
+             "FROM runs r LEFT JOIN measurements m ON m.run_id = r.run_id "
+             "ORDER BY r.run_order, m.instance, m.metric")
+        rows = []
+        for rec in self._db.execute(q):
+            (rid, order, rep, cfg, levels, inst, metric, value, unit, status, error, started, dur, fp, host) = rec
+            lv = json.loads(levels)
+            rows.append({"campaign": meta.get("campaign_id"), "run_id": rid, "run_order": order,
+                         "replicate": rep, "config": cfg, **{f: lv.get(f) for f in factors},
+                         "instance": inst, "metric": metric, "value": value, "unit": unit,
+                         "status": status, "error": error, "started": started, "duration_s": dur,
+                         "fingerprint_id": fp, "host": host})
+        cols = TIDY_COLUMNS[:5] + factors + TIDY_COLUMNS[5:]
+        return pd.DataFrame(rows, columns=cols)
+
+    def export(self, directory: str | Path | None = None,
+               formats: Sequence[str] = ("csv", "parquet")) -> list[Path]:
+        """Write ``results.<fmt>`` (tidy rows) and ``runs.csv`` beside the store (or in ``directory``)
+        with :func:`labkit.core.files.atomic_write`: atomically, with the store's file mode, refusing a
+        symbolic link in place of an output file (:class:`~labkit.errors.ConfigError`)."""
+        bad = [f for f in formats if f not in ("csv", "parquet")]
+        if bad:
+            raise StoreError(f"export format {bad[0]!r} not supported; use csv or parquet")
+        directory = Path(directory or self.path.parent)
+        df = self.tidy()
+        runs = self.runs()
+        if not runs.empty:
+            runs["metadata"] = runs["metadata"].map(lambda d: json.dumps(d, default=str))
+        writers: list[tuple[str, Callable[[BinaryIO], object]]] = [
+            (f"results.{fmt}", partial(df.to_csv if fmt == "csv" else df.to_parquet, index=False)) for fmt in formats]
+        writers += [("runs.csv", lambda fh: runs.to_csv(fh, index=False)),
+                    ("fingerprints.json", lambda fh: fh.write(
+                        json.dumps(self.fingerprints(), indent=2, default=str).encode()))]
+        written = []
+        try:
+            directory.mkdir(parents=True, exist_ok=True, mode=self.dir_mode)
+            for name, write in writers:
+                out = atomic_write(directory / name, write, mode=self.file_mode)
+                if name != "fingerprints.json":
+                    written.append(out)
+        except OSError as exc:
+            raise storage_error(directory, exc, "write the exported results") from None
+        return written
+
+    # -- internals -------------------------------------------------------------
+    def _tx(self):
+        return _Transaction(self._db)
+
+
+class _Transaction:
+    def __init__(self, db):
+        self.db = db
+
+    def __enter__(self):
+        """BEGIN IMMEDIATE: the connection's busy timeout (:data:`BUSY_TIMEOUT_S`) already waits
+        for another writer, so a store still busy after it is a StoreError at once."""
+        try:
+            self.db.execute("BEGIN IMMEDIATE")
+            return self
+        except sqlite3.OperationalError as exc:
+            if busy(exc):
+                raise StoreError(f"{_db_path(self.db)}: the store is locked by another writer (waited "
+                                 f"{BUSY_TIMEOUT_S:g} s): {exc}") from exc
+            raise storage_error(_db_path(self.db), exc, "write to the store") from None
+
+    def __exit__(self, exc_type, exc, _tb):
+        if exc_type is not None:
+            try:
+                self.db.execute("ROLLBACK")
+            except sqlite3.DatabaseError:
+                pass   # SQLite already rolled back (e.g. disk full)
+            if isinstance(exc, sqlite3.OperationalError):
+                raise storage_error(_db_path(self.db), exc, "write to the store") from None
+            return False
+        try:
+            self.db.execute("COMMIT")
+        except sqlite3.OperationalError as exc:
+            try:
+                self.db.execute("ROLLBACK")
+            except sqlite3.DatabaseError:
+                pass
+            raise storage_error(_db_path(self.db), exc, "commit to the store") from None
+        return False
+
+
+def busy(exc: sqlite3.Error) -> bool:
+    """Whether SQLite's error code (its primary part) says another connection holds the
+    database (SQLITE_BUSY) or a table of it (SQLITE_LOCKED)."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    return code is not None and code & 0xFF in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
+
+
+def _db_path(db) -> str:
+    try:
+        return next((f for _, name, f in db.execute("PRAGMA database_list") if name == "main"), "store")
+    except sqlite3.DatabaseError:
+        return "store"
+
+
+def load_results(data_dir: str | Path, campaign_id: str) -> pd.DataFrame:
+    """Tidy results of a campaign for view mode: the store if present, else results.parquet/csv."""
+    import pandas as pd
+    base = Path(data_dir) / campaign_id
+    if (base / "store.sqlite").exists():
+        with Store(base / "store.sqlite", readonly=True) as st:
+            return st.tidy()
+    for name, reader in (("results.parquet", pd.read_parquet), ("results.csv", pd.read_csv)):
+        if (base / name).exists():
+            return reader(base / name)
+    raise StoreError(f"no results for campaign {campaign_id!r} under {base} "
+                     "(expected store.sqlite, results.parquet or results.csv)")
+
+
+def load_design(data_dir: str | Path, campaign_id: str) -> Design:
+    """The :class:`~labkit.design.Design` a stored campaign ran (for view mode)."""
+    from ..design import Design
+    path = Path(data_dir) / campaign_id / "store.sqlite"
+    with Store(path, readonly=True) as st:
+        meta = st.meta()
+    if "design" not in meta:
+        raise StoreError(f"{path}: no design recorded in this store")
+    return Design.from_dict(meta["design"], source=str(path))

@@ -1,0 +1,445 @@
+"""Ready-made designs of the seed studies, with levels scaled to the host they run on."""
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from ..design import Design
+from ..errors import ConfigError
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+
+def affinity_levels(host_cpus: int, host_memory_mb: int, *, vcpus: Sequence[int] | None = None,
+                    memory_mb: Sequence[int] | None = None, affinity: Sequence[str] | None = None,
+                    count: Sequence[int] | None = None) -> dict[str, list]:
+    """Levels of study 002's 2^4 design (vCPU, memory, affinity, VM count) for this host.
+
+    The paper used 2/4 vCPUs on 4-core hosts, 3.5/7 GB of 16 GB, affinity yes/no
+    and 2/4 VMs. Defaults here keep the same ratios on any host: vCPUs
+    half/all of the host's CPUs, memory 256/512 MB (N-queens needs little;
+    capped to a quarter of the host), 1/2 instances.
+    """
+    if host_cpus < 1:
+        raise ConfigError(f"host_cpus must be >= 1, got {host_cpus}")
+    levels: dict[str, list] = {
+        "vcpus": list(vcpus) if vcpus else [max(1, host_cpus // 2), max(2, host_cpus)],
+        "memory_mb": list(memory_mb) if memory_mb else [256, 512],
+        "affinity": list(affinity) if affinity else ["floating", "pinned"],
+        "count": list(count) if count else [1, 2],
+    }
+    cap = max(64, host_memory_mb // 4)
+    if not memory_mb and max(levels["memory_mb"]) > cap:
+        levels["memory_mb"] = [cap // 2, cap]
+    return levels
+
+
+def affinity_design(host_cpus: int, host_memory_mb: int, *, replications: int = 3, seed: int = 2017,
+                    platforms: Sequence[str] | None = None, workload: str = "N-queens",
+                    **levels: Sequence | None) -> Design:
+    """The 2^4 factorial of study 002 as a :class:`Design` (see :func:`affinity_levels`); with two
+    or more ``platforms``, a ``platform`` factor first (platform x 2^4, one randomized plan).
+    ``workload`` names the benchmark in the description (N-queens, Apache)."""
+    factors = affinity_levels(host_cpus, host_memory_mb, **levels)
+    if platforms is not None and len(platforms) > 1:
+        factors = {"platform": list(platforms), **factors}
+    return Design.from_dict({
+        "name": "affinity",
+        "description": "2^4 factorial after Leite et al. (002): vCPU x memory x affinity x instances, "
+                       + workload
+                       + (", on every platform" if "platform" in factors else ""),
+        "factors": factors, "replications": replications, "seed": seed})
+
+
+# -- study 002: the paper's published allocation of variation -----------------------------
+AFFINITY_PAPER_TERMS = {"vCPU": "vcpus", "memory": "memory_mb", "affinity": "affinity", "VMs": "count"}
+
+
+def affinity_reference(path: str | Path, *, workload: str = "N-queens") -> pd.DataFrame:
+    """Seed 002's Tables 5-8 (``data/reference/affinity_influence.csv``) in our term names.
+
+    Returns ``source`` ("Leite et al. 2017, Xen" / "... KVM"), ``term`` (e.g.
+    "vcpus:count", its factors in the design's order vcpus, memory_mb, affinity, count, as
+    :func:`labkit.stats.factorial_effects` names them) and ``pct_variation``, ready for :func:`labkit.report.conclusions`.
+    The paper lists only the terms it found influential; the others are absent.
+    """
+    import pandas as pd
+    ref = pd.read_csv(path)
+    missing = {"hypervisor", "workload", "term", "pct_variation"} - set(ref.columns)
+    if missing:
+        raise ConfigError(f"{path}: columns {sorted(missing)} missing")
+    ref = ref[ref.workload == workload]
+    if ref.empty:
+        raise ConfigError(f"{path}: no rows for workload {workload!r}")
+
+    order = list(AFFINITY_PAPER_TERMS.values())   # our factor order, the order of effect terms
+
+    def ours(term):   # the paper writes "VMs:affinity"; our effects table says "affinity:count"
+        try:
+            return ":".join(sorted((AFFINITY_PAPER_TERMS[p] for p in term.split(":")), key=order.index))
+        except KeyError as exc:
+            raise ConfigError(f"{path}: unknown term {term!r}; known {list(AFFINITY_PAPER_TERMS)}") from exc
+    return pd.DataFrame({"source": "Leite et al. 2017, " + ref.hypervisor,
+                         "term": ref.term.map(ours), "pct_variation": ref.pct_variation.astype(float)})
+
+
+# -- study 004: the overhead benchmarks of notebook 02 ---------------------------------------
+OVERHEAD_LOWER_IS_BETTER = frozenset({"time_per_request_ms", "latency_avg_ms", "latency_p95_ms"})
+#: the image variant (``labkit images build --profile study``) that carries bonnie++ and MariaDB
+#: for the container platforms; the set-up builds it for docker and lxd
+OVERHEAD_VARIANT = "study"
+
+
+def overhead_benchmarks(*, vcpus: int = 2, cpu_time_s: float = 2, cpu_max_prime: int = 20000,
+                        stream_array_mb: int | None = None, stream_ntimes: int = 5, fio_size_mb: int = 64,
+                        fio_runtime_s: float = 1, fio_patterns: str = "randread,randwrite",
+                        fio_block_sizes: Sequence[str] = ("4k", "64k"), iperf_duration_s: float = 2,
+                        iperf_udp_bandwidth: str = "1G", apache_requests: int | None = None,
+                        apache_concurrency_levels: Sequence[int] = (10, 50),
+                        iperf_paths: Sequence[str] = ("to_host", "from_host"),
+                        bonnie_size_mb: int = 512, bonnie_direct: bool = True, oltp_table_size: int = 10000,
+                        oltp_time_s: float = 5, oltp_threads: Sequence[int] = (1,)) -> dict:
+    """Benchmark name -> ``workload``, fixed ``params``, second ``factor`` and its ``levels``,
+    and the ``metrics`` analysed, for study 004's fronts (cpu, memory, disk, network,
+    application; ``bonnie`` and ``oltp`` are the paper's own disk and application tools) on
+    labkit workloads; ``count`` (instances per run, default 1) and ``variant`` (the image
+    variant the container platforms need, default none) where they matter. The network paths
+    (``to_host``, ``from_host``) and ``oltp`` (MariaDB in inst0, sysbench in inst1) run over
+    the run's private network (``network: private``, the default of a workload across it)."""
+    from ..workloads.scaling import thread_levels
+    threads = thread_levels(vcpus) if vcpus > 1 else [1, 2]
+    patterns = [p.strip() for p in fio_patterns.split(",") if p.strip()]
+    return {
+        "cpu": dict(workload="sysbench",
+                    params={"test": "cpu", "time_s": cpu_time_s, "cpu_max_prime": cpu_max_prime},
+                    factor="threads", levels=threads, metrics=["events_per_s"]),
+        "memory": dict(workload="stream", params={"array_mb": stream_array_mb, "ntimes": stream_ntimes},
+                       factor="threads", levels=threads,
+                       metrics=["copy_mb_per_s", "scale_mb_per_s", "add_mb_per_s", "triad_mb_per_s"]),
+        "disk": dict(workload="fio",
+                     params={"size_mb": fio_size_mb, "runtime_s": fio_runtime_s, "patterns": fio_patterns},
+                     factor="bs", levels=list(fio_block_sizes), metrics=[f"{p}_iops" for p in patterns]),
+        # Table 7.2 of 004: iperf from the platform to the host, here over the run's private network
+        "network": dict(workload="iperf3",
+                        params={"duration_s": iperf_duration_s, "udp_bandwidth": iperf_udp_bandwidth,
+                                "protocol": "both"},
+                        factor="path", levels=list(iperf_paths),
+                        metrics=["tcp_mbit_per_s", "udp_mbit_per_s"]),
+        "application": dict(workload="apache", params={"requests": apache_requests},
+                            factor="concurrency", levels=list(apache_concurrency_levels),
+                            metrics=["requests_per_s", "time_per_request_ms"]),
+        # 004's Figure 7.4: Bonnie++ block throughput (O_DIRECT by default: the disk, not the cache)
+        "bonnie": dict(workload="bonnie", params={"direct": bool(bonnie_direct)},
+                       factor="size_mb", levels=[int(bonnie_size_mb)], variant=OVERHEAD_VARIANT,
+                       metrics=["write_kib_per_s", "rewrite_kib_per_s", "read_kib_per_s", "seeks_per_s"]),
+        # 004's Figure 7.6: sysbench OLTP against MySQL (here MariaDB, Debian 12's MySQL)
+        "oltp": dict(workload="oltp", params={"table_size": int(oltp_table_size), "time_s": oltp_time_s},
+                     factor="threads", levels=list(oltp_threads), count=2, variant=OVERHEAD_VARIANT,
+                     metrics=["transactions_per_s", "latency_avg_ms", "latency_p95_ms"]),
+    }
+
+
+#: the backends with image variants, and the ``labkit images build`` options that build one
+VARIANT_BUILD = {"docker": "--only docker", "lxd": "--only lxd", "libvirt": "--only none --vm"}
+
+
+def variant_image(backend: str, variant: str) -> str:
+    """The ``image`` backend option of an image variant: ``labkit/debian:12-<variant>``
+    (docker), ``labkit-debian-12-<variant>`` (lxd), the variant's name (libvirt's VM image)."""
+    if backend == "docker":
+        from ..images.docker_image import REPOSITORY, tag
+        return f"{REPOSITORY}:{tag(variant)}"
+    if backend == "lxd":
+        from ..images.lxd_image import alias
+        return alias(variant)
+    if backend == "libvirt":
+        return variant
+    raise ConfigError(f"variant_image: {backend!r} has no image variants ({', '.join(VARIANT_BUILD)})")
+
+
+def overhead_testbed(spec: dict, platforms: Iterable[str],
+                     check: Callable[[str, str], None] | None = None) -> tuple[dict | None, dict[str, str]]:
+    """Where a benchmark of :func:`overhead_benchmarks` runs: ``(testbed, skipped)``.
+
+    ``testbed`` is None when no platform needs an image variant, else a testbed mapping for
+    this machine that declares each platform with images (docker, lxd, libvirt) with ``image``
+    set to the benchmark's ``variant``; ``skipped`` maps a platform to why it cannot run the
+    benchmark (the variant is not built: the message says how to build it). ``check(backend,
+    image)`` raises :class:`labkit.errors.BackendUnavailable` when the image is missing
+    (default: the backend's own ``check()``)."""
+    from ..errors import BackendUnavailable
+    variant = spec.get("variant")
+    if not variant:
+        return None, {}
+    check = check or _check_image
+    declared: dict[str, dict] = {}
+    skipped: dict[str, str] = {}
+    for p in platforms:
+        if p not in VARIANT_BUILD:
+            continue
+        image = variant_image(p, variant)
+        try:
+            check(p, image)
+        except BackendUnavailable as exc:
+            skipped[p] = (f"{spec['workload']} needs the {image} image: labkit images build {VARIANT_BUILD[p]} "
+                          f"--profile {variant} ({str(exc).splitlines()[0][:120]})")
+            continue
+        declared[p] = {"backend": p, "image": image}
+    testbed = {"name": f"this machine, {variant} images", "hosts": [{"name": "controller"}],
+               "platforms": declared} if declared else None
+    return testbed, skipped
+
+
+def _check_image(backend: str, image: str) -> None:
+    from ..backends import get_backend
+    be = get_backend(backend, image=image)
+    try:
+        be.check()
+    finally:
+        be.close()
+
+
+def overhead_design(bench: str, spec: dict, platforms: Sequence[str], *, replications: int,
+                    seed: int) -> tuple[dict, dict]:
+    """One benchmark of notebook 02 as ``(design, workload_params)``: ``platform`` x its second
+    factor, ``replications`` each, every platform in one randomized plan (with one platform, no
+    ``platform`` factor: the campaign's backend). A second factor with one level is not a
+    factor: it goes into the workload's parameters instead."""
+    if not platforms:
+        raise ConfigError(f"overhead_design({bench!r}): no platform to run")
+    factors: dict[str, list] = {"platform": list(platforms)} if len(platforms) > 1 else {}   # one platform: its backend
+    params = dict(spec["params"])
+    if len(spec["levels"]) > 1:
+        factors[spec["factor"]] = list(spec["levels"])
+    else:
+        params[spec["factor"]] = spec["levels"][0]
+    if not factors:
+        raise ConfigError(f"overhead_design({bench!r}): one platform {list(platforms)} and one level "
+                          f"of {spec['factor']}: nothing varies")
+    return ({"name": f"overhead_{bench}", "factors": factors, "replications": replications, "seed": seed},
+            params)
+
+
+def load_platform_campaigns(data_dir: str | Path, campaigns: dict,
+                            benchmarks: dict) -> tuple[pd.DataFrame, pd.DataFrame, dict]:
+    """Notebook 02's results: one multi-platform campaign per benchmark, as one long table.
+
+    ``campaigns`` maps benchmark -> campaign id (each with a ``platform`` factor);
+    ``benchmarks`` is :func:`overhead_benchmarks`. Returns ``(data, failures, facts)``: ``data`` has ``platform``, ``benchmark``,
+    ``metric``, ``factor``, ``level`` (str), ``run_id``, ``value``, ``test``; ``failures``
+    one row per platform and benchmark with failed runs or no results (``platform``,
+    ``benchmark``, ``runs_failed``, ``note``); ``facts`` maps platform -> ``versions`` (per
+    benchmark), ``domain_types`` (libvirt domain types its runs recorded) and ``fingerprints``.
+    """
+    import pandas as pd
+
+    from ..errors import StoreError
+    from ..store import Store, load_results
+    from ..store.results import responses
+    frames: list[pd.DataFrame] = []
+    failures: list[dict] = []
+    facts: dict = {}
+    for bench, cid in campaigns.items():
+        b = benchmarks[bench]
+        try:
+            tidy = load_results(data_dir, cid)
+            with Store(Path(data_dir) / cid / "store.sqlite", readonly=True) as st:
+                runs, fps, st_meta = st.runs(), st.fingerprints(), st.meta()
+        except StoreError as exc:
+            failures.append({"platform": None, "benchmark": bench, "runs_failed": None,
+                             "note": str(exc).splitlines()[0]})
+            continue
+        if "platform" not in tidy.columns:      # a one-platform campaign: its backend
+            tidy["platform"] = runs["platform"] = st_meta.get("backend")
+        for platform, bad in tidy.loc[tidy.status != "ok"].drop_duplicates("run_id").groupby("platform"):
+            failures.append({"platform": platform, "benchmark": bench, "runs_failed": len(bad),
+                             "note": str(bad.error.iloc[0]).splitlines()[0][:160]})
+        for metric in b["metrics"]:
+            if not ((tidy.metric == metric) & (tidy.status == "ok")).any():
+                continue
+            varied = b["factor"] in tidy.columns    # a one-level factor ran as a workload parameter
+            r = responses(tidy, metric, ["platform", b["factor"]] if varied else ["platform"])
+            level = r[b["factor"]].astype(str) if varied else str(b["levels"][0])
+            frames.append(pd.DataFrame({"platform": r["platform"], "benchmark": bench, "metric": metric,
+                                        "factor": b["factor"], "level": level,
+                                        "run_id": r["run_id"], "value": r[metric]}))
+        for platform, grp in runs.groupby("platform"):
+            f = facts.setdefault(platform, {"versions": {}, "domain_types": set(), "fingerprints": {}})
+            versions: dict = next((m["versions"] for m in grp.metadata if m.get("versions")), {})
+            if versions:
+                f["versions"][bench] = versions
+            f["domain_types"] |= {i.get("domain_type") for m in grp.metadata
+                                  for i in m.get("instances", [])} - {None}
+            f["fingerprints"].update({k: v for k, v in fps.items() if k in set(grp.fingerprint_id)})
+    cols = ["platform", "benchmark", "metric", "factor", "level", "run_id", "value"]
+    data = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=cols)
+    data["test"] = data.benchmark + " " + data.metric + " " + data.factor + "=" + data.level
+    return data, pd.DataFrame(failures, columns=["platform", "benchmark", "runs_failed", "note"]), facts
+
+
+def affinity_best_times(runs: pd.DataFrame, response: str = "wall_time_s", *,
+                        by: Sequence[str] = ("count", "vcpus"), higher_is_better: bool = False) -> pd.DataFrame:
+    """Study 002's Table 3 on our runs: per ``by`` group (and ``platform`` when present), the
+    affinity level with the better mean ``response`` (the lower, or the higher with
+    ``higher_is_better``, e.g. requests/s) and how much worse the other level is.
+
+    Returns one row per group: the ``by`` (and ``platform``) columns, ``best_affinity``,
+    ``best_time_s`` (its mean), ``other_time_s`` and ``difference_pct`` =
+    100 (other - best) / best, as the paper computed it (Table 3: 172.37 s vs 134.78 s -> 27.89 %).
+    With ``higher_is_better`` the mean columns are ``best_mean`` and ``other_mean`` (units of
+    ``response``) and ``difference_pct`` = 100 (best - other) / best, how much lower the other is.
+    """
+    import pandas as pd
+    keys = (["platform"] if "platform" in runs.columns else []) + list(by)
+    best_col, other_col = ("best_mean", "other_mean") if higher_is_better else ("best_time_s", "other_time_s")
+    means = runs.groupby([*keys, "affinity"], observed=True)[response].mean().reset_index()
+    rows = []
+    for key, grp in means.groupby(keys, observed=True):
+        if len(grp) != 2:
+            continue
+        grp = grp.sort_values(response, ascending=not higher_is_better)
+        best, other = grp.iloc[0], grp.iloc[1]
+        rows.append({**dict(zip(keys, key)), "best_affinity": best.affinity, best_col: best[response],
+                     other_col: other[response],
+                     "difference_pct": 100 * abs(other[response] - best[response]) / best[response]})
+    return pd.DataFrame(rows, columns=[*keys, "best_affinity", best_col, other_col, "difference_pct"])
+
+
+def affinity_count_differences(runs: pd.DataFrame, response: str = "wall_time_s", *,
+                               column: str = "difference_s") -> pd.DataFrame:
+    """Study 002's Table 4 on our runs: the change of mean ``response`` from the fewest to the
+    most instances, per ``vcpus`` and ``affinity`` (and ``platform`` when present).
+
+    Returns ``vcpus``, ``affinity`` (and ``platform``), ``counts`` ("1 x 2"), ``difference_s``
+    (mean at most - mean at fewest; named ``column``, e.g. ``difference`` for a response that
+    is not in seconds) and ``difference_pct`` (100 difference / mean at fewest, as the paper:
+    11.65 s on 134.78 s -> 8.64 %; for Apache (Figure 3's text) a drop in requests/s is negative).
+    """
+    import pandas as pd
+    keys = (["platform"] if "platform" in runs.columns else []) + ["vcpus", "affinity"]
+    means = runs.groupby([*keys, "count"], observed=True)[response].mean().reset_index()
+    rows = []
+    for key, grp in means.groupby(keys, observed=True):
+        grp = grp.sort_values("count")
+        if len(grp) < 2:
+            continue
+        lo, hi = grp.iloc[0], grp.iloc[-1]
+        rows.append({**dict(zip(keys, key)), "counts": f"{lo['count']} x {hi['count']}",
+                     column: hi[response] - lo[response],
+                     "difference_pct": 100 * (hi[response] - lo[response]) / lo[response]})
+    return pd.DataFrame(rows, columns=[*keys, "counts", column, "difference_pct"])
+
+
+# -- study 002: notebook 01's two workloads (N-queens, Apache + ab) ---------------------------
+AFFINITY_WORKLOADS = ("nqueens", "apache")
+
+
+def affinity_workload(workload: str = "nqueens", *, board_size: int = 15, requests: int = 8000,
+                      concurrency: int = 100) -> dict:
+    """Notebook 01's workload as a dict: ``workload`` (labkit workload name), ``params`` (its
+    parameters), ``response`` (the metric analysed), ``higher_is_better``, ``better`` (the
+    words, "higher is better" / "lower is better"), ``paper`` (its name in the paper's tables,
+    for :func:`affinity_reference`), ``stem`` (campaign id stem, see :func:`affinity_campaign_id`)
+    and ``what`` (one sentence for the notebook).
+
+    ``apache`` is the paper's form (1,000,000 requests, 100 concurrent, the load generator
+    outside the VMs): ``path: from_host``, httpd in every instance, one ab per instance on the
+    host at once. ``requests`` and ``concurrency`` (ab -n, -c per instance) are the same in
+    every configuration, as in the paper (100 concurrent): scaling them with the vCPUs (the
+    workload's own default, :func:`labkit.workloads.apache.scaled`) would confound the load
+    with the vCPU factor. 8000 requests last 1-3 s here (the paper: 1,000,000).
+    """
+    if workload == "nqueens":
+        return {"workload": "nqueens", "params": {"board": board_size}, "response": "wall_time_s",
+                "higher_is_better": False, "better": "lower is better", "paper": "N-queens",
+                "stem": "affinity",
+                "what": f"N-queens (board {board_size}) in every instance at once, threads = vCPUs; "
+                        "the response is the mean wall time over the instances"}
+    if workload == "apache":
+        return {"workload": "apache",
+                "params": {"path": "from_host", "requests": requests, "concurrency": concurrency},
+                "response": "requests_per_s", "higher_is_better": True, "better": "higher is better",
+                "paper": "Apache", "stem": "affinity-apache",
+                "what": "httpd serving a static page in every instance, one ab per instance on the host "
+                        "(outside the instances' CPU and memory limits) started together over the run's "
+                        "private network; the response is the mean requests/s over the instances"}
+    raise ConfigError(f"parameter workload={workload!r}: use one of {', '.join(AFFINITY_WORKLOADS)}")
+
+
+def affinity_campaign_id(workload: str, platforms: Iterable[str], mode: str) -> str:
+    """Notebook 01's default campaign id: ``<stem>-<backend>`` (``<stem>-<p1>-<p2>`` with two
+    platforms, e.g. ``affinity-lxd-libvirt``) in view mode, the same + ``-new`` in run mode;
+    ``stem`` from :func:`affinity_workload` (``affinity``, ``affinity-apache``). The local+lxd
+    pair keeps the id it was committed under, ``<stem>-platforms`` (its instances are named
+    after it in the committed store)."""
+    names = list(platforms)
+    stem = affinity_workload(workload)["stem"]
+    cid = (f"{stem}-platforms" if names == ["local", "lxd"] else f"{stem}-" + "-".join(names))
+    return cid if mode == "view" else f"{cid}-new"
+
+
+def affinity_better_level(runs: pd.DataFrame, response: str, *, higher_is_better: bool, factor: str = "affinity") -> str:
+    """One sentence: which level of ``factor`` has the better overall mean ``response``, with
+    both means and the direction that counts as better (e.g. "requests/s: higher is better")."""
+    from ..report.labels import label
+    means = runs.groupby(factor, observed=True)[response].mean()
+    if len(means) < 2:
+        raise ConfigError(f"affinity_better_level: {factor!r} has {len(means)} level(s) in the runs")
+    best = means.idxmax() if higher_is_better else means.idxmin()
+    parts = ", ".join(f"{lv} {m:.4g}" for lv, m in means.items())
+    return (f"{label(response)}, {'higher' if higher_is_better else 'lower'} is better: the better "
+            f"{label(factor)} level overall is {best} (means: {parts}).")
+
+
+def overhead_paper_claims(path: str | Path, data: pd.DataFrame, benchmarks: dict, *, names: dict,
+                          alpha: float = 0.05) -> pd.DataFrame:
+    """Seed 004's disk and application claims (``data/reference/overhead_disk_application.csv``)
+    beside notebook 02's measurements.
+
+    ``data``: :func:`load_platform_campaigns`'s table with ``platform`` labelled through
+    ``names`` (backend -> label); ``benchmarks``: :func:`overhead_benchmarks` (each claim is
+    compared at its benchmark's first level). Returns the CSV's columns (``claim``, ``platform``,
+    ``baseline``, ``benchmark``, ``metric``, ``source``), ``stated_below_pct`` (the thesis's
+    "% below native", NaN for a ranking in words), ``stated_pct`` (the same as % slower:
+    100 (1 / (1 - below) - 1), so that 20 % below is 25 % slower), ``level``, ``ours_pct``
+    (100 (slowdown ratio - 1)), ``ci_low``/``ci_high`` (Fieller, %), ``n``/``n_base``,
+    ``verdict`` (where the thesis gives a number: ``inside our CI``, ``ours lower`` or ``ours
+    higher`` (our CI entirely below / above it); empty otherwise) and ``note`` (why ours is
+    NaN: the benchmark did not run on that platform, or bonnie++ timed none of that metric here)."""
+    import numpy as np
+    import pandas as pd
+
+    from .seeds import headline_comparison
+    ref = pd.read_csv(path, comment="#")
+    missing = {"claim", "platform", "baseline", "stated_pct", "benchmark", "metric"} - set(ref.columns)
+    if missing:
+        raise ConfigError(f"{path}: missing column(s) {sorted(missing)}")
+    unknown = sorted(set(ref.benchmark) - set(benchmarks))
+    if unknown:
+        raise ConfigError(f"{path}: benchmark(s) {unknown} not among {list(benchmarks)}")
+    ref = ref.rename(columns={"stated_pct": "stated_below_pct"})
+    below = ref.stated_below_pct.astype(float)
+    ref["stated_pct"] = 100 * (1 / (1 - below / 100) - 1)
+    ref["level"] = [str(benchmarks[b]["levels"][0]) for b in ref.benchmark]
+    out = headline_comparison(ref, data, names=names, level_col="level",
+                              lower_is_better=OVERHEAD_LOWER_IS_BETTER, alpha=alpha)
+    for i, row in out.iterrows():
+        if np.isfinite(row.ours_pct) or row.note == "platform not measured here":
+            continue
+        runs = data[data.benchmark == row.benchmark]
+        if not (runs.platform.astype(str) == names.get(row.platform)).any():
+            out.at[i, "note"] = f"{row.benchmark} did not run on {row.platform}"
+            continue
+        untimed = [p for p in (row.platform, row.baseline)
+                   if not ((runs.platform.astype(str) == names.get(p)) & (runs.metric == row.metric)).any()]
+        if untimed:
+            out.at[i, "note"] = (f"{row.metric}: not timed here on {', '.join(untimed)} "
+                                 "(bonnie++ printed +++++: too fast)")
+    out["verdict"] = ""
+    known = out.stated_pct.notna() & out.ci_low.notna() & out.ci_high.notna()
+    out.loc[known, "verdict"] = np.select(
+        [out.ci_high[known] < out.stated_pct[known], out.ci_low[known] > out.stated_pct[known]],
+        ["ours lower", "ours higher"], "inside our CI")
+    return out

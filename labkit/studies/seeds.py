@@ -1,0 +1,559 @@
+"""Designs, mappings and analyses of seed studies 000, 001 and 003 (notebooks 03, 04, 05a, 05b).
+
+* :func:`read_reference`: a published-numbers CSV of ``data/reference/`` with its citation
+  (the ``#`` lines at its top name the seed file, table or figure and page).
+* Seed 003 (public cloud, notebook 05a): :func:`cluster_cost_efficiency` (Table 5.1 run times
+  and Table 4.1 prices -> performance and cost efficiency per instance type).
+* Seed 000 (notebook 03): :data:`SCENARIOS` and :func:`scenario_settings` (dedicated, shared and
+  overcommitted deployments as vCPUs and co-located instances on this host).
+* :class:`LabelledDesign`: a design with *label factors* (``scenario``, ``neighbours``) whose
+  levels stand for settings of other factors (vcpus, count ...), so that a study's own factor
+  is randomized in one plan and analysed by its own name.
+* :func:`SeedCampaign`: a campaign with the studies' run hooks (:mod:`labkit.run.hooks`):
+  :class:`KsmSwitch` records the host's KSM state with every run and switches it per run as a
+  ``ksm`` factor (seed 000 credits KSM for several results); :class:`Neighbours` runs
+  ``neighbours`` = k noisy neighbours (seed 003's 0, 1 or 3) where the plain campaign runs one.
+"""
+from __future__ import annotations
+
+import contextlib
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ..core.instance import HOST_FACTORS, InstanceSpec
+from ..design import Design, check_level
+from ..errors import ConfigError
+from ..run.campaign import Campaign
+from ..run.hooks import RunContext, RunHook, check_hooks
+from ..store import Store
+from ..workloads.base import Workload
+
+if TYPE_CHECKING:
+    import pandas as pd
+    from matplotlib.figure import Figure
+
+KSM = Path("/sys/kernel/mm/ksm")
+KSM_FILES = ("run", "pages_shared", "pages_sharing", "pages_unshared", "full_scans")
+
+
+# -- published numbers ------------------------------------------------------------------------
+def read_reference(path: str | Path, columns: Iterable[str]) -> tuple[pd.DataFrame, str]:
+    """``(table, citation)`` of a reference CSV: the table (``#`` lines skipped) and its
+    citation (the ``#`` lines at the top, joined). ConfigError when the file has no citation
+    or lacks one of ``columns``."""
+    import pandas as pd
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"reference file {path} not found")
+    with path.open(encoding="utf-8") as f:
+        head = []
+        for line in f:
+            if not line.startswith("#"):
+                break
+            head.append(line[1:].strip())
+    if not head:
+        raise ConfigError(f"{path}: no citation: start the file with '# ' lines naming the seed file, "
+                          "table or figure and page")
+    table = pd.read_csv(path, comment="#")
+    missing = sorted(set(columns) - set(table.columns))
+    if missing:
+        raise ConfigError(f"{path}: columns {missing} missing (has {list(table.columns)})")
+    return table, " ".join(head)
+
+
+# -- seed 003, public cloud: Table 5.1 x Table 4.1 ---------------------------------------------
+def cluster_cost_efficiency(times: pd.DataFrame, prices: pd.DataFrame) -> pd.DataFrame:
+    """Performance and cost efficiency per application and instance type (Maliszewski 2021,
+    Figures 5.1-5.4), from Table 5.1 (``app``, ``instance``, ``mean_s``, ``ci_s``) and Table 4.1
+    (``instance``, ``instances``, ``price_per_hour_usd``).
+
+    Returns one row per app and instance: the ``times`` columns, ``cluster_price`` (US$/h of all
+    the instances of a cluster), ``speedup_vs_slowest`` (slowest mean time of the app / this
+    one), ``perf_rank`` (1 = fastest), ``relative_ci`` (ci_s / mean_s), and from
+    :func:`labkit.stats.cost_efficiency`: ``executions_per_hour``, ``cost_efficiency``
+    (executions per US$), ``rank`` (1 = most cost-efficient) and ``vs_best``.
+    """
+    from ..stats import cost_efficiency
+    for name, frame, cols in (("times", times, ("app", "instance", "mean_s", "ci_s")),
+                              ("prices", prices, ("instance", "instances", "price_per_hour_usd"))):
+        missing = sorted(set(cols) - set(frame.columns))
+        if missing:
+            raise ConfigError(f"cluster_cost_efficiency: {name} lacks columns {missing}")
+    unknown = sorted(set(times.instance) - set(prices.instance))
+    if unknown:
+        raise ConfigError(f"cluster_cost_efficiency: no price for instance type(s) {unknown}")
+    p = prices[["instance", "instances", "price_per_hour_usd"]].copy()
+    p["cluster_price"] = p.price_per_hour_usd * p.instances
+    data = times.merge(p[["instance", "cluster_price"]], on="instance")
+    g = data.groupby("app")["mean_s"]
+    data["speedup_vs_slowest"] = g.transform("max") / data.mean_s
+    data["perf_rank"] = g.rank(method="min").astype(int)
+    data["relative_ci"] = data.ci_s / data.mean_s
+    return cost_efficiency(data, time="mean_s", price="cluster_price", by="app")
+
+
+# -- seed 000: deployment scenarios -----------------------------------------------------------
+#: What each scenario of seed 000 means (section 2.5, Figure 2.1, and section 3.1): the
+#: ratio of vCPUs given to instances to the host's CPUs, and how many instances run the
+#: benchmark at the same time on one host.
+SCENARIOS = {
+    "dedicated": {"vcpu_per_cpu": 1.0, "instances": 1,
+                  "paper": "1 VM using all of the host (8 vCPUs on 8 cores), alone on it"},
+    "shared": {"vcpu_per_cpu": 1.0, "instances": 2,
+               "paper": "instances that split the host: 2 x 4 vCPUs (3.1) or 4 x 2 vCPUs (2.5), "
+                        "all running a benchmark at once"},
+    "overcommitted": {"vcpu_per_cpu": 1.5, "instances": 3,
+                      "paper": "more vCPUs than cores: 6 LINPACK executions of the shared size at "
+                               "once (3.2.3), 1.5 vCPUs per core"},
+}
+
+
+def scenario_settings(scenario: str, host_cpus: int) -> dict:
+    """Host-factor settings of seed 000's ``scenario`` on a host with ``host_cpus`` CPUs.
+
+    dedicated: 1 instance with every CPU; shared: 2 instances with half the CPUs each (at
+    least 1); overcommitted: the shared instance size, as many instances as make 1.5 vCPUs
+    per CPU (at least 3). Returns ``{"vcpus": .., "count": ..}``.
+    """
+    if scenario not in SCENARIOS:
+        raise ConfigError(f"scenario {scenario!r}: use one of {', '.join(SCENARIOS)}")
+    if isinstance(host_cpus, bool) or not isinstance(host_cpus, int) or host_cpus < 1:
+        raise ConfigError(f"host_cpus must be a positive integer, got {host_cpus!r}")
+    if scenario == "dedicated":
+        return {"vcpus": host_cpus, "count": 1}
+    half = max(1, host_cpus // 2)
+    if scenario == "shared":
+        return {"vcpus": half, "count": 2}
+    return {"vcpus": half, "count": max(3, math.ceil(1.5 * host_cpus / half))}
+
+
+def scenario_table(host_cpus: int, scenarios: dict = SCENARIOS) -> pd.DataFrame:
+    """Seed 000's scenarios on this host: ``scenario``, ``vcpus``, ``count`` (instances at
+    once), ``vcpus_total``, ``vcpu_per_cpu`` (here) and ``paper`` (what the report did)."""
+    import pandas as pd
+    rows = []
+    for s in scenarios:
+        st = scenario_settings(s, host_cpus)
+        rows.append({"scenario": s, **st, "vcpus_total": st["vcpus"] * st["count"],
+                     "vcpu_per_cpu": st["vcpus"] * st["count"] / host_cpus,
+                     "paper": SCENARIOS[s]["paper"]})
+    return pd.DataFrame(rows)
+
+
+# -- designs with label factors ---------------------------------------------------------------
+MAPPABLE = (*HOST_FACTORS, "noise", "network", "link", "nics")
+
+
+@dataclass
+class LabelledDesign(Design):
+    """A :class:`Design` with label factors: ``labels`` maps a factor to ``{level: settings}``,
+    the settings being host factors, ``noise``, ``network`` or ``link`` levels (possibly none).
+
+    Every configuration carries the label's level *and* its settings, so the campaign builds
+    each run's instances from them and the store keeps both (``scenario=shared`` with
+    ``vcpus=1, count=2``). The settings are part of the design's digest: a resumed campaign
+    refuses a different mapping. Label factors may not be workload parameters.
+    """
+    labels: dict = field(default_factory=dict)
+
+    def __post_init__(self):
+        super().__post_init__()
+        if not isinstance(self.labels, dict) or not self.labels:
+            raise ConfigError(f"{self.source}: labels must map a label factor to {{level: settings}}")
+        clean: dict = {}
+        for name, mapping in self.labels.items():
+            f = next((x for x in self.factors if x.name == name), None)
+            if f is None:
+                raise ConfigError(f"{self.source}: label {name!r} is not a factor of the design")
+            if not isinstance(mapping, dict):
+                raise ConfigError(f"{self.source}: label {name!r}: settings must be a mapping level -> dict")
+            keyed = {str(k): v for k, v in mapping.items()}
+            clean[name] = {}
+            for level in f.levels:
+                settings = keyed.get(str(level))
+                if not isinstance(settings, dict):
+                    raise ConfigError(f"{self.source}: label {name!r}: no settings for level {level!r}")
+                bad = sorted(set(settings) - set(MAPPABLE))
+                clash = sorted(set(settings) & set(self.factor_names))
+                if bad or clash:
+                    raise ConfigError(f"{self.source}: label {name!r} level {level!r}: settings "
+                                      f"{bad or clash} not allowed; use {', '.join(MAPPABLE)} that are "
+                                      "not factors of the design")
+                clean[name][str(level)] = {k: check_level(f"label {name!r} {k}", v) for k, v in settings.items()}
+        self.labels = clean
+
+    @classmethod
+    def with_labels(cls, data: dict, labels: dict, *, source: str = "design") -> LabelledDesign:
+        """Build from a design mapping (as :meth:`Design.from_dict`) plus ``labels``."""
+        d = Design.from_dict(data, source=source)
+        return cls(d.factors, d.replications, data.get("seed"), d.name, d.description, source=source,
+                   fraction=d.fraction, blocks=d.blocks, adaptive=d.adaptive, labels=labels)
+
+    def configurations(self) -> list[dict]:
+        out = []
+        for cfg in super().configurations():
+            extra = {}
+            for name, mapping in self.labels.items():
+                extra.update(mapping[str(cfg[name])])
+            out.append({**cfg, **extra})
+        return out
+
+    def to_dict(self) -> dict:
+        return {**super().to_dict(), "labels": self.labels}
+
+    def validate_for(self, workload: Workload, *, memory_floor_mb: int | None = None) -> None:
+        """The non-label factors as in :meth:`Design.validate_for`, plus every mapped setting
+        checked as a factor of its own (levels it takes across the label's levels)."""
+        for name in self.labels:
+            if workload.accepts(name):
+                raise ConfigError(f"{self.source}: label factor {name!r} is also a parameter of "
+                                  f"workload {workload.name!r}; rename it")
+        mapped: dict[str, list] = {}
+        for mapping in self.labels.values():
+            for settings in mapping.values():
+                for k, v in settings.items():
+                    if v not in mapped.setdefault(k, []):
+                        mapped[k].append(v)
+        for k, vals in mapped.items():    # each setting checked as a factor would be
+            _check_setting(self.source, k, vals, workload, memory_floor_mb)
+        rest = [f for f in self.factors if f.name not in self.labels]
+        if rest:
+            check = Design(rest, self.replications, self.seed, self.name, source=self.source)
+            check.validate_for(workload, memory_floor_mb=memory_floor_mb)
+            canon = {f.name: f for f in check.factors}
+            self.factors = [canon.get(f.name, f) for f in self.factors]
+
+
+def _check_setting(source: str, key: str, values: list, workload, memory_floor_mb) -> None:
+    from ..core.instance import normalize_level
+    from ..design.noise_kinds import NOISE_KINDS
+    where = f"{source}: label setting {key!r}"
+    for v in values:
+        if key in HOST_FACTORS:
+            v = normalize_level(key, v)
+            if key == "memory_mb" and v < max(workload.min_memory_mb, memory_floor_mb or 0):
+                raise ConfigError(f"{where}: {v} MB is below what workload {workload.name!r} needs")
+        elif key == "noise" and v not in NOISE_KINDS:
+            raise ConfigError(f"{where}: {v!r} not allowed; use {', '.join(NOISE_KINDS)}")
+    if key in ("network", "link", "nics"):
+        from ..core.network import check_factor
+        check_factor(key, values, where)
+
+
+# -- campaign: KSM per run, k neighbours -------------------------------------------------------
+def ksm_state(root: Path = KSM) -> dict:
+    """The host's kernel same-page merging counters (``run``: 0 off, 1 on, 2 unmerge;
+    ``pages_shared``, ``pages_sharing``, ``pages_unshared``, ``full_scans``), as integers;
+    empty when the kernel has no KSM."""
+    out = {}
+    for name in KSM_FILES:
+        try:
+            out[name] = int((root / name).read_text().strip())
+        except (OSError, ValueError):
+            continue
+    return out
+
+
+#: levels of the ``ksm`` factor -> what is written to /sys/kernel/mm/ksm/run before the run
+#: (2 unmerges every merged page and stops ksmd: no sharing is left over from an earlier run)
+KSM_LEVELS = {"off": "2", "on": "1"}
+
+
+def check_ksm_levels(levels: Iterable[object], where: str = "factor 'ksm'") -> list[str]:
+    """``levels`` as a list of distinct ``on``/``off``; ConfigError naming ``where`` otherwise."""
+    given = list(levels)
+    good = [lv for lv in given if isinstance(lv, str) and lv in KSM_LEVELS]
+    if len(good) != len(given) or len(set(good)) != len(good) or not good:
+        raise ConfigError(f"{where}: levels {given!r} not allowed; use distinct levels from "
+                          f"{', '.join(KSM_LEVELS)}")
+    return good
+
+
+def set_ksm(level: str, root: Path = KSM) -> None:
+    """Switch this host's kernel same-page merging for ``level`` (:data:`KSM_LEVELS`)."""
+    check_ksm_levels([level])
+    _write_ksm(root, KSM_LEVELS[level])
+
+
+def _write_ksm(root: Path, value: str) -> None:
+    path = root / "run"
+    if not path.exists():
+        raise ConfigError(f"factor 'ksm': this kernel has no KSM ({path} is missing)")
+    try:
+        path.write_text(value)
+    except OSError as exc:
+        raise ConfigError(f"factor 'ksm': cannot write {value} to {path} ({exc.strerror}); KSM is "
+                          "host-wide and switching it needs root") from exc
+
+
+class KsmSwitch(RunHook):
+    """Records this host's KSM state (:func:`ksm_state`) with every run, as ``ksm`` when the run
+    starts and ``ksm_end`` when its workload is over (its instances still exist), and, for a run
+    with a ``ksm`` level (``off``, ``on``; :func:`scenario_design` makes the factor), switches KSM
+    before the run's instances start (``off`` unmerges every page), so KSM is randomized with the
+    other factors. With ``switch``, the state found when the campaign starts is put back when it
+    ends (and a host where KSM cannot be switched fails before any run)."""
+
+    def __init__(self, root: Path = KSM, *, switch: bool = False):
+        self.root, self.switch = Path(root), switch
+
+    @contextlib.contextmanager
+    def around_campaign(self, campaign):
+        if not self.switch:
+            yield
+            return
+        found = str(ksm_state(self.root).get("run", 0))
+        _write_ksm(self.root, found)   # no KSM here, or no right to switch it: fails before any run
+        try:
+            yield
+        finally:
+            _write_ksm(self.root, found)
+
+    @contextlib.contextmanager
+    def around_run(self, ctx: RunContext):
+        if "ksm" in ctx.run.levels:
+            set_ksm(ctx.run.levels["ksm"], self.root)
+        ctx.metadata["ksm"] = ksm_state(self.root)
+        try:
+            yield []
+        finally:
+            ctx.metadata["ksm_end"] = ksm_state(self.root)
+
+
+class Neighbours(RunHook):
+    """A ``neighbours`` factor (0, 1, 3 ...: at most 16) as the number of noisy neighbours of kind
+    ``kind`` (default ``cpu``; ``command`` for kind ``command``) started beside the run's
+    instances, each with the run's instance size (:func:`labkit.run.noise.neighbours`)."""
+
+    def __init__(self, kind: str = "cpu", command: str | None = None):
+        from ..run.noise import KINDS
+        if kind not in KINDS or kind == "none":
+            raise ConfigError(f"noise_kind must be one of {', '.join(k for k in KINDS if k != 'none')}, "
+                              f"got {kind!r}")
+        self.kind, self.command = kind, command
+
+    def around_run(self, ctx: RunContext):
+        if "neighbours" not in ctx.run.levels:
+            return contextlib.nullcontext([])
+        k = ctx.run.levels["neighbours"]
+        if isinstance(k, bool) or not isinstance(k, int) or not 0 <= k <= 16:
+            raise ConfigError(f"factor 'neighbours': level {k!r} must be an integer from 0 to 16")
+        if k == 0:
+            return contextlib.nullcontext([])
+        from ..run.noise import neighbours
+        ctx.metadata["noise"] = self.kind
+        spec = ctx.spec
+        return neighbours(ctx.backend, InstanceSpec(spec.vcpus, spec.memory_mb, spec.affinity, 1),
+                          self.kind, count=k, command=self.command, prefix=ctx.prefix + "noise")
+
+
+def SeedCampaign(*args: Any, noise_kind: str = "cpu", noise_command: str | None = None,  # noqa: N802
+                 ksm_root: Path = KSM, **kwargs: Any) -> Campaign:
+    """A :class:`~labkit.run.campaign.Campaign` (same arguments) with the seed studies' hooks: KSM
+    recorded with every run and switched for a ``ksm`` factor (:class:`KsmSwitch`), and a
+    ``neighbours`` factor of ``noise_kind`` neighbours (:class:`Neighbours`); any ``hooks=``
+    given come after them. KSM is host-wide: with a ``ksm`` factor the instances must run on
+    this host (not on a testbed, ``ssh`` or a remote libvirt URI), and nothing else on it should
+    depend on KSM meanwhile."""
+    ksm = KsmSwitch(ksm_root)
+    c = Campaign(*args, hooks=[ksm, Neighbours(noise_kind, noise_command), *check_hooks(kwargs.pop("hooks", None))],
+                 **kwargs)
+    if "ksm" in c.design.factor_names:
+        check_ksm_levels(next(f for f in c.design.factors if f.name == "ksm").levels)
+        uri = str(c.backend_options.get("uri") or "")
+        if c.testbed is not None or c.backend_name == "ssh" or "+ssh://" in uri or "+tcp://" in uri:
+            raise ConfigError("factor 'ksm' switches KSM on this host: run the campaign on a local "
+                              "backend (local, docker, lxd, libvirt with a local URI), not on a "
+                              "testbed or a remote host")
+        ksm.switch = True
+    return c
+
+
+def stated_gains(times: pd.DataFrame, gains: pd.DataFrame, *, n: int = 30, ci_z: float = 3.0,
+                 alpha: float = 0.05) -> pd.DataFrame:
+    """Seed 003's stated performance gains (section 5.2.2) recomputed from Table 5.1, with
+    what the thesis did not report: a confidence interval for each gain and a Welch test.
+
+    ``times``: Table 5.1 (``app``, ``instance``, ``mean_s``, ``ci_s``: half-width of a
+    Gaussian interval at ``ci_z`` standard errors, 3 for the thesis's 99.7 %); ``gains``:
+    ``app``, ``faster``, ``slower``, ``stated_pct``; ``n`` replications per mean (30).
+    Returns ``gains`` plus ``computed_pct`` (100 (t_slower / t_faster - 1)), ``diff_pp``
+    (computed - stated, percentage points), ``ci_low``/``ci_high`` (1 - alpha interval of the
+    gain in %, from the log ratio's standard error by the delta method), ``t``, ``df``, ``p``
+    (Welch's test of equal means from the summary statistics, SD = ci_s / ci_z x sqrt(n)).
+    """
+    import numpy as np
+    import pandas as pd
+    from scipy import stats as sps
+    t = times.set_index(["app", "instance"])
+    rows = []
+    for g in gains.itertuples(index=False):
+        try:
+            slow, fast = t.loc[(g.app, g.slower)], t.loc[(g.app, g.faster)]
+        except KeyError as exc:
+            raise ConfigError(f"stated_gains: no Table 5.1 row for {exc.args[0]}") from None
+        se_s, se_f = slow.ci_s / ci_z, fast.ci_s / ci_z
+        r = slow.mean_s / fast.mean_s
+        se_log = math.hypot(se_s / slow.mean_s, se_f / fast.mean_s)
+        zq = sps.norm.ppf(1 - alpha / 2)
+        w = sps.ttest_ind_from_stats(slow.mean_s, se_s * math.sqrt(n), n, fast.mean_s, se_f * math.sqrt(n), n,
+                                     equal_var=False)
+        df = (se_s**2 + se_f**2) ** 2 / (se_s**4 / (n - 1) + se_f**4 / (n - 1))
+        rows.append({**g._asdict(), "computed_pct": 100 * (r - 1),
+                     "diff_pp": 100 * (r - 1) - g.stated_pct,
+                     "ci_low": 100 * (r * np.exp(-zq * se_log) - 1), "ci_high": 100 * (r * np.exp(zq * se_log) - 1),
+                     "t": float(w.statistic), "df": df, "p": float(w.pvalue)})
+    return pd.DataFrame(rows)
+
+
+# -- seed 000: the benchmarks of notebook 03 ---------------------------------------------------
+def deployment_benchmarks(*, linpack_n: int = 1000, cpu_time_s: float = 2, stream_array_mb: int | None = None,
+                          stream_ntimes: int = 5, iperf_duration_s: float = 2,
+                          scenarios: Sequence[str] = tuple(SCENARIOS)) -> dict:
+    """Benchmark name -> ``workload``, fixed ``params``, ``factor`` ("scenario"), the
+    ``scenarios`` it runs in, whether it needs the run's private ``network`` and the ``metrics``
+    analysed, for seed 000's fronts on labkit workloads: LINPACK (``linpack``: HPL of hpcc, one per
+    instance; needs ``hpcc`` in the instance), CPU (``sysbench cpu``, where hpcc is missing), STREAM (``stream``) and a network test between two instances of the run (``iperf3``
+    path ``instances``, in place of UPerf; only where a scenario has >= 2 instances)."""
+    scenarios = list(scenarios)
+    return {
+        "linpack": dict(workload="linpack", params={"n": linpack_n}, factor="scenario", scenarios=scenarios,
+                        network=False, metrics=["hpl_gflops"]),
+        "cpu": dict(workload="sysbench", params={"test": "cpu", "time_s": cpu_time_s, "cpu_max_prime": 20000},
+                    factor="scenario", scenarios=scenarios, network=False, metrics=["events_per_s"]),
+        "stream": dict(workload="stream", params={"array_mb": stream_array_mb, "ntimes": stream_ntimes},
+                       factor="scenario", scenarios=scenarios, network=False,
+                       metrics=["triad_mb_per_s", "copy_mb_per_s"]),
+        "network": dict(workload="iperf3", params={"path": "instances", "protocol": "tcp",
+                                                   "duration_s": iperf_duration_s},
+                        factor="scenario", scenarios=[s for s in scenarios if s != "dedicated"], network=True,
+                        metrics=["tcp_mbit_per_s"]),
+    }
+
+
+def scenario_design(bench: dict, host_cpus: int, *, replications: int, seed: int, name: str,
+                    ksm: Sequence[str] | None = None) -> LabelledDesign:
+    """One campaign's design for a :func:`deployment_benchmarks` entry: factor ``scenario`` (its
+    levels in random order, ``replications`` each), every level carrying its vCPUs and instance
+    count on this host (:func:`scenario_settings`) and, for the network test, ``network: private``.
+    ``ksm`` (e.g. ``["off", "on"]``): a ``ksm`` factor crossed with the scenarios, which
+    :class:`SeedCampaign` applies to the host before each run."""
+    if len(bench["scenarios"]) < 2:
+        raise ConfigError(f"{name}: needs at least 2 scenarios, got {bench['scenarios']}")
+    extra = {"network": "private"} if bench.get("network") else {}
+    labels = {"scenario": {s: {**scenario_settings(s, host_cpus), **extra} for s in bench["scenarios"]}}
+    factors = {"scenario": list(bench["scenarios"])}
+    if ksm:
+        factors["ksm"] = check_ksm_levels(ksm, "parameter ksm_levels")
+        labels["ksm"] = {lv: {} for lv in factors["ksm"]}
+    return LabelledDesign.with_labels({"name": name, "factors": factors,
+                                       "replications": replications, "seed": seed}, labels)
+
+
+def run_ksm(data_dir: str | Path, campaigns: dict) -> pd.DataFrame:
+    """KSM state recorded with every run of ``campaigns`` ((platform, benchmark) -> campaign id).
+
+    Returns ``platform``, ``benchmark``, ``run_id``, ``ksm_run`` (0 off, 1 on, 2 off after
+    unmerging; NaN: not recorded), ``ksm_pages_sharing`` (as the run started) and
+    ``ksm_pages_sharing_end`` (once its workload was over; NaN before labkit recorded it)."""
+    import pandas as pd
+
+    from ..errors import StoreError
+    rows = []
+    for (platform, bench), cid in campaigns.items():
+        path = Path(data_dir) / cid / "store.sqlite"
+        if not path.exists():
+            continue
+        try:
+            with Store(path, readonly=True) as st:
+                runs = st.runs()
+        except StoreError:
+            continue
+        for r in runs.itertuples():
+            k, end = r.metadata.get("ksm", {}), r.metadata.get("ksm_end", {})
+            rows.append({"platform": platform, "benchmark": bench, "run_id": r.run_id,
+                         "ksm_run": k.get("run"), "ksm_pages_sharing": k.get("pages_sharing"),
+                         "ksm_pages_sharing_end": end.get("pages_sharing")})
+    return pd.DataFrame(rows, columns=["platform", "benchmark", "run_id", "ksm_run", "ksm_pages_sharing",
+                                       "ksm_pages_sharing_end"])
+
+
+def headline_comparison(reference: pd.DataFrame, data: pd.DataFrame, *, names: dict,
+                        level_col: str = "scenario", lower_is_better: Iterable[str] = (),
+                        alpha: float = 0.05) -> pd.DataFrame:
+    """The paper's headline percentages beside ours.
+
+    ``reference`` rows: ``claim``, ``platform`` and ``baseline`` (backend names: local, lxd,
+    libvirt), ``stated_pct`` (% slower than the baseline; negative: faster), ``benchmark``,
+    ``metric`` and ``level_col`` (our comparable test, empty when we have none). ``data``: one row
+    per run as :func:`labkit.store.results.load_campaigns` gives (``platform`` labelled through
+    ``names``: backend -> label, ``benchmark``, ``metric``, ``level``, ``value``); metrics named in
+    ``lower_is_better`` are times, the others throughputs.
+    Returns ``reference`` plus ``ours_pct`` (100 (slowdown ratio - 1): % slower than the baseline),
+    ``ci_low``/``ci_high`` (Fieller, in %) and ``n``/``n_base``; NaN where we have no comparable
+    measurement (``note`` says why).
+    """
+    import numpy as np
+    import pandas as pd
+
+    from ..stats import overhead_ratios
+    out = []
+    for ref in reference.to_dict("records"):
+        row = {**ref, "ours_pct": np.nan, "ci_low": np.nan, "ci_high": np.nan, "n": 0, "n_base": 0, "note": ""}
+        bench = ref.get("benchmark")
+        plat, base = names.get(ref["platform"]), names.get(ref["baseline"])
+        if not isinstance(bench, str) or not bench:
+            row["note"] = "no comparable labkit measurement"
+        elif plat is None or base is None:
+            row["note"] = "platform not measured here"
+        else:
+            sel = data[(data.benchmark == bench) & (data.metric == ref["metric"]) & (data.level.astype(str) == str(ref[level_col]))
+                       & data.platform.astype(str).isin([plat, base])].copy()
+            sel["platform"] = sel.platform.astype(str)
+            if sel.platform.nunique() < 2:
+                row["note"] = "one of the two platforms has no successful run"
+            else:
+                o = overhead_ratios(sel, response="value", baseline=base, alpha=alpha,
+                                    lower_is_better=ref["metric"] in set(lower_is_better)).iloc[0]
+                row.update(ours_pct=100 * (o.ratio - 1), ci_low=100 * (o.ci_low - 1),
+                           ci_high=100 * (o.ci_high - 1), n=int(o.n), n_base=int(o.n_base), note=o.note)
+        out.append(row)
+    return pd.DataFrame(out)
+
+
+def paper_vs_labkit_figure(table: pd.DataFrame, *, title: str, label_col: str = "claim") -> Figure:
+    """Horizontal bars: the paper's ``stated_pct`` and ours (``ours_pct`` with its CI) per row of
+    ``table`` (from :func:`headline_comparison` or alike; a NaN ``stated_pct`` is marked "paper:
+    no number"); returns the matplotlib Figure."""
+    import numpy as np
+    from matplotlib.figure import Figure
+
+    from ..report.labels import colors
+    n = len(table)
+    fig = Figure(figsize=(8, 0.55 * n + 1.6))    # not pyplot: shown once, where the notebook displays it
+    ax = fig.subplots()
+    y = np.arange(n)
+    paper_c, ours_c = colors(["paper", "labkit"])
+    stated = table.stated_pct.to_numpy(float)
+    ax.barh(y + 0.2, np.nan_to_num(stated), 0.4, color=paper_c, label="paper (as stated)")
+    for i, v in enumerate(stated):
+        if not np.isfinite(v):   # a claim in words: the paper printed no number
+            ax.text(0, i + 0.2, "  paper: no number", va="center", fontsize=7)
+    ours = table.ours_pct.to_numpy(float)
+    err = np.vstack([ours - table.ci_low.to_numpy(float), table.ci_high.to_numpy(float) - ours])
+    ax.barh(y - 0.2, np.nan_to_num(ours), 0.4, color=ours_c, label="labkit, this host (CI)",
+            xerr=np.where(np.isfinite(err), err, 0), capsize=3)
+    for i, v in enumerate(ours):
+        if not np.isfinite(v):
+            ax.text(0, i - 0.2, "  not measured here", va="center", fontsize=7)
+    ax.axvline(0, color="grey", lw=0.8)
+    ax.set_yticks(y, [str(s) for s in table[label_col]], fontsize=8)
+    ax.invert_yaxis()
+    ax.set_xlabel("% slower than the baseline (negative: faster)")
+    ax.set_title(title, fontsize=10)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    return fig
