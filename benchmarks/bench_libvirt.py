@@ -14,7 +14,7 @@ libvirt CLI second, and their ratio (target: at most 1.10):
 
 For reference (not the target's figure), virsh also runs ``setsid true``, the command line labkit
 sends (every command runs under ``setsid`` so that a timeout or a stop can kill its process group,
-see :mod:`labkit.backends.libvirt_agent`): under QEMU TCG that second exec costs about as much as
+see :mod:`labkit.backends.libvirt.agent`): under QEMU TCG that second exec costs about as much as
 ``true`` itself, which the ``true``-only baseline does not pay.
 
 Prints figures only; no timed assertions. Needs libvirtd and the VM image
@@ -36,7 +36,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from labkit.backends import get_backend, new_name, teardown  # noqa: E402
-from labkit.backends.libvirt_xml import domain_xml  # noqa: E402
+from labkit.backends.libvirt.xml import domain_xml  # noqa: E402
 from labkit.core.instance import InstanceSpec  # noqa: E402
 from labkit.errors import BackendUnavailable  # noqa: E402
 

@@ -91,7 +91,7 @@ def memory_features(root: Path = SYS_MM) -> dict:
 
 def labkit_commit() -> str:
     """The git commit of the labkit checkout (``+dirty`` when it has local changes), or "n/a"."""
-    here = Path(__file__).resolve().parent.parent
+    here = Path(__file__).resolve().parents[2]   # labkit/core/fingerprint.py -> the checkout
     if not (here / ".git").exists():
         return "n/a"
     try:

@@ -8,7 +8,7 @@ it to every instance of a run, read-only unless asked otherwise::
     labkit run ... --backend-option mounts=/srv/npb:/opt/npb:rw,/opt/parsec
 
 How each backend does it: docker a bind volume, LXD a ``disk`` device, libvirt a
-virtiofs share (:mod:`labkit.backends.libvirt_mounts`), local the same path
+virtiofs share (:mod:`labkit.backends.libvirt.mounts`), local the same path
 (its instances share the host's file system; only the same target is allowed,
 and read-only is not enforced there: the local backend has no mount namespace).
 """

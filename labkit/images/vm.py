@@ -50,8 +50,8 @@ CURRENT = "vm-current.json"
 #: Modules of the host's cloud kernel copied into the image (under /lib/modules/<version>/),
 #: neither built in nor in its initrd: the guest agent's port (loaded by labkit-init) and
 #: virtiofs with fuse, which it needs (loaded when a run mounts a host directory; see
-#: :mod:`labkit.backends.libvirt_mounts`), and netem for a link's delay (loaded when a run's link
-#: has one; see :mod:`labkit.backends.libvirt_net`), and bonding with tls, which it needs (loaded
+#: :mod:`labkit.backends.libvirt.mounts`), and netem for a link's delay (loaded when a run's link
+#: has one; see :mod:`labkit.backends.libvirt.net`), and bonding with tls, which it needs (loaded
 #: when a run bonds NICs: the ``nics`` factor). Debian 12's cloud kernel: CONFIG_VIRTIO_FS=m,
 #: CONFIG_NET_SCH_NETEM=m, CONFIG_BONDING=m.
 GUEST_MODULES = ("kernel/drivers/char/virtio_console", "kernel/fs/fuse/fuse", "kernel/fs/fuse/virtiofs",

@@ -29,7 +29,7 @@ FACTOR = "disk_format"
 
 
 def _formats(formats: Iterable[str] | None) -> list[str]:
-    from ..backends.libvirt_xml import DISK_FORMATS, check_disk_format
+    from ..backends.libvirt.xml import DISK_FORMATS, check_disk_format
     formats = list(formats if formats is not None else DISK_FORMATS)
     for f in formats:
         check_disk_format(f, "disk_formats")

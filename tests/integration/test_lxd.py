@@ -6,7 +6,7 @@ import logging
 
 import pytest
 
-from labkit.backends import lxd_base
+from labkit.backends.lxd import base as lxd_base
 from labkit.core.instance import InstanceSpec
 from labkit.images import lxd_image
 

@@ -63,7 +63,7 @@ def test_libvirt_shares_host_directories_over_virtiofs(tmp_path):
     """One 256 MB TCG guest: a read-only share is seen at its target and refuses writes even
     after the guest remounts it read-write (the host side is a read-only bind mount); a
     read-write share writes through; after teardown no virtiofsd, bind mount or domain is left."""
-    from labkit.backends import libvirt_mounts
+    from labkit.backends.libvirt import mounts as libvirt_mounts
     owned = tmp_path / "vfs"
     suite, out = owned / "suite", owned / "out"
     for d in (owned, suite, out):

@@ -1,4 +1,4 @@
-"""The guest-exec-status polling loop of labkit.backends.libvirt_agent, on a scripted agent
+"""The guest-exec-status polling loop of labkit.backends.libvirt.agent, on a scripted agent
 (the real agent is exercised by tests/integration/test_contract.py on libvirt)."""
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import json
 import pytest
 
 pytest.importorskip("libvirt")
-from labkit.backends import libvirt_agent as agent  # noqa: E402
+from labkit.backends.libvirt import agent  # noqa: E402
 from labkit.errors import BackendError  # noqa: E402
 from tests.support.libvirt_errors import libvirt_error  # noqa: E402
 
@@ -91,7 +91,7 @@ class LiveDom(Dom):
 
 
 def test_relay_starts_the_command_and_hands_back_its_output_and_status(monkeypatch, capsys):
-    from labkit.backends import libvirt_relay
+    from labkit.backends.libvirt import relay as libvirt_relay
     out, err = (base64.b64encode(s).decode() for s in (b"orted out\n", b"orted err\n"))
     calls = []
 
@@ -112,7 +112,7 @@ def test_relay_starts_the_command_and_hands_back_its_output_and_status(monkeypat
 
 
 def test_relay_usage_and_unreachable_guest(monkeypatch, capsys):
-    from labkit.backends import libvirt_relay
+    from labkit.backends.libvirt import relay as libvirt_relay
     assert libvirt_relay.main(["qemu:///system", "dom"]) == 2
     assert "usage" in capsys.readouterr().err
 

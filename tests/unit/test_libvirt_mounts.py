@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from labkit.backends.libvirt_xml import MAX_TAG, Share, domain_xml, mount_tag
+from labkit.backends.libvirt.xml import MAX_TAG, Share, domain_xml, mount_tag
 from labkit.core.instance import InstanceSpec
 from labkit.core.mounts import Mount
 from labkit.errors import BackendError, BackendUnavailable, ConfigError
@@ -69,7 +69,7 @@ def test_backend_parses_mounts_and_needs_a_local_uri(tmp_path):
 
 
 def test_read_write_shares_are_their_source_and_a_failed_bind_mount_leaves_nothing(tmp_path, monkeypatch):
-    lm = pytest.importorskip("labkit.backends.libvirt_mounts")
+    lm = pytest.importorskip("labkit.backends.libvirt.mounts")
     root = tmp_path / "virtiofs"
     assert lm.prepare("labkit-t-1", (Mount("/srv/out", "/o", False),), root) == (Share("/srv/out", "labkit0"),)
     assert not root.exists()          # nothing to bind for a read-write share
@@ -84,7 +84,7 @@ def test_read_write_shares_are_their_source_and_a_failed_bind_mount_leaves_nothi
 
 
 def test_leftovers_are_found_by_prefix_and_released(tmp_path):
-    lm = pytest.importorskip("labkit.backends.libvirt_mounts")
+    lm = pytest.importorskip("labkit.backends.libvirt.mounts")
     for name in ("labkit-a--1", "labkit-a--2", "labkit-b--1"):
         (tmp_path / name / "0").mkdir(parents=True)
     assert lm.leftovers("labkit-a--", tmp_path) == ["labkit-a--1", "labkit-a--2"]
@@ -108,7 +108,7 @@ class FakeGuest:
 
 
 def test_guest_mounts_each_tag_at_its_target_with_its_mode():
-    lm = pytest.importorskip("labkit.backends.libvirt_mounts")
+    lm = pytest.importorskip("labkit.backends.libvirt.mounts")
     subprocess.run(["sh", "-n", "-c", lm.GUEST_SCRIPT], check=True)     # it parses
     guest = FakeGuest()
     lm.mount_in_guest(guest, (Mount("/srv/suite", "/opt/my suite"), Mount("/srv/out", "/o", False)))

@@ -1,4 +1,4 @@
-"""Domain XML from an InstanceSpec (labkit.backends.libvirt_xml): no libvirt needed."""
+"""Domain XML from an InstanceSpec (labkit.backends.libvirt.xml): no libvirt needed."""
 import json
 import os
 import shutil
@@ -7,7 +7,7 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from labkit.backends.libvirt_xml import (
+from labkit.backends.libvirt.xml import (
     AGENT_CHANNEL,
     Nic,
     domain_facts,
@@ -148,7 +148,7 @@ def test_private_network_is_isolated_with_a_virtio_nic_per_guest():
 def test_bonded_network_gives_each_guest_one_nic_per_data_bridge():
     """nics: 3 -> the first NIC on the run's network, then one NIC on each of 3 address-less
     data networks, in order, each with its own MAC and a tap name tc can use (<= 15 chars)."""
-    libvirt_net = pytest.importorskip("labkit.backends.libvirt_net")
+    libvirt_net = pytest.importorskip("labkit.backends.libvirt.net")
     from labkit.backends.base import Network
     net = Network(name="labkit-c--net-1a2b3c4d", subnet="10.201.3.0/24", host_address="10.201.3.1",
                   addresses=[f"10.201.3.{i + 2}" for i in range(200)], device="lk1a2b3c4d", backend=None,
@@ -172,7 +172,7 @@ def test_bonded_network_gives_each_guest_one_nic_per_data_bridge():
 
 
 def test_bond_script_enslaves_every_data_nic_and_keeps_eth0_for_the_host():
-    libvirt_net = pytest.importorskip("labkit.backends.libvirt_net")
+    libvirt_net = pytest.importorskip("labkit.backends.libvirt.net")
     macs = ("52:54:00:00:00:01", "52:54:00:00:00:02")
     script = libvirt_net.guest_script("52:54:00:aa:bb:cc", "10.201.3.2", 24, macs, "10.202.7.2")
     assert "ip addr add 10.201.3.2/24 dev eth0" in script          # the host's address stays on eth0
@@ -186,7 +186,7 @@ def test_bond_script_enslaves_every_data_nic_and_keeps_eth0_for_the_host():
 
 
 def test_guest_network_script_names_eth0_and_adds_only_the_subnet():
-    libvirt_net = pytest.importorskip("labkit.backends.libvirt_net")
+    libvirt_net = pytest.importorskip("labkit.backends.libvirt.net")
     script = libvirt_net.guest_script("52:54:00:aa:bb:cc", "10.201.3.2", 24)
     assert "find_nic 52:54:00:aa:bb:cc" in script and "name eth0" in script
     assert "ip addr add 10.201.3.2/24 dev eth0" in script
@@ -211,7 +211,7 @@ def test_disk_format_is_validated_and_remote_uris_refuse_raw_disks_and_networks(
 def test_pool_disk_is_an_overlay_or_a_raw_copy(tmp_path, monkeypatch):
     """Pool.disk dispatches on the format; the raw copy is a private raw file holding the base's
     data (qemu-img convert of a small qcow2 made here, checked with qemu-img info/compare)."""
-    storage = pytest.importorskip("labkit.backends.libvirt_storage")
+    storage = pytest.importorskip("labkit.backends.libvirt.storage")
     pool = storage.Pool(lambda: None, "labkit", str(tmp_path / "pool"))
     (tmp_path / "pool").mkdir()
     monkeypatch.setattr(pool, "pool", lambda: None)
@@ -241,7 +241,7 @@ def test_pool_remove_waits_while_another_process_builds_a_volume(tmp_path, monke
     the storage driver): retried, told by its code and domain whatever its (translated) text;
     the same text with another code is not retried."""
     import libvirt
-    storage = pytest.importorskip("labkit.backends.libvirt_storage")
+    storage = pytest.importorskip("labkit.backends.libvirt.storage")
     from tests.support.libvirt_errors import libvirt_error
 
     def coded(message, code, domain):
@@ -351,7 +351,7 @@ def _image_dir(tmp_path, files=("base.qcow2", "vmlinuz", "initrd.img")):
 
 
 def test_load_image_missing_says_how_to_build(tmp_path, monkeypatch):
-    storage = pytest.importorskip("labkit.backends.libvirt_storage")
+    storage = pytest.importorskip("labkit.backends.libvirt.storage")
     monkeypatch.setenv("LABKIT_IMAGE_CACHE", str(tmp_path))
     monkeypatch.delenv("LABKIT_VM_IMAGE", raising=False)
     with pytest.raises(BackendUnavailable, match=r"labkit images build --vm"):
@@ -365,7 +365,7 @@ def test_load_image_missing_says_how_to_build(tmp_path, monkeypatch):
 
 
 def test_load_image_from_option_env_or_the_current_pointer(tmp_path, monkeypatch):
-    storage = pytest.importorskip("labkit.backends.libvirt_storage")
+    storage = pytest.importorskip("labkit.backends.libvirt.storage")
     monkeypatch.setenv("LABKIT_IMAGE_CACHE", str(tmp_path))
     monkeypatch.delenv("LABKIT_VM_IMAGE", raising=False)
     d = _image_dir(tmp_path)
@@ -385,7 +385,7 @@ def test_load_image_from_option_env_or_the_current_pointer(tmp_path, monkeypatch
 def test_load_image_of_a_variant_by_name_or_pointer(tmp_path, monkeypatch):
     """`labkit images build --vm --profile mpi` writes vm-mpi.json; `image=mpi` or that file
     selects the variant, the base stays the default."""
-    storage = pytest.importorskip("labkit.backends.libvirt_storage")
+    storage = pytest.importorskip("labkit.backends.libvirt.storage")
     monkeypatch.setenv("LABKIT_IMAGE_CACHE", str(tmp_path))
     monkeypatch.delenv("LABKIT_VM_IMAGE", raising=False)
     d = _image_dir(tmp_path)
@@ -397,7 +397,7 @@ def test_load_image_of_a_variant_by_name_or_pointer(tmp_path, monkeypatch):
 
 
 def test_load_image_rejects_a_malformed_description(tmp_path):
-    storage = pytest.importorskip("labkit.backends.libvirt_storage")
+    storage = pytest.importorskip("labkit.backends.libvirt.storage")
     d = _image_dir(tmp_path)
     (d / "image.json").write_text("{not json")
     with pytest.raises(ConfigError, match="not JSON"):

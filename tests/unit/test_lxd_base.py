@@ -1,11 +1,11 @@
-"""labkit.backends.lxd_base: the base's name and readiness rules (the real LXD side is in
+"""labkit.backends.lxd.base: the base's name and readiness rules (the real LXD side is in
 tests/integration/test_lxd.py)."""
 from __future__ import annotations
 
 import re
 from datetime import UTC, datetime
 
-from labkit.backends import lxd_base
+from labkit.backends.lxd import base as lxd_base
 
 SHIFTED = '[{"Isuid":true,"Isgid":false,"Hostid":100000,"Nsid":0,"Maprange":1000000000}]'
 

@@ -24,7 +24,7 @@ THIRD_PARTY = {
     ("backends/docker_ssh.py", "_version"): "docker-py's APIClient keeps the API version there",
     ("backends/docker_ssh.py", "_retrieve_server_version"): "docker-py's own call, made again once "
                                                             "the adapter is in place",
-    ("backends/libvirt_relay.py", "_exit"): "os._exit is the documented way to end a forked child",
+    ("backends/libvirt/relay.py", "_exit"): "os._exit is the documented way to end a forked child",
     ("studies/seeds.py", "_asdict"): "namedtuple's public API is underscore-prefixed",
 }
 

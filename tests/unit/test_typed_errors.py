@@ -9,7 +9,7 @@ import pytest
 
 from labkit.backends import get_backend, teardown
 from labkit.backends.base import Network, join_network
-from labkit.backends.libvirt_xml import domain_facts, domain_xml, parse_pinning
+from labkit.backends.libvirt.xml import domain_facts, domain_xml, parse_pinning
 from labkit.backends.ssh import SshBackend
 from labkit.core import registry
 from labkit.core.files import atomic_write

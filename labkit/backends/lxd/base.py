@@ -28,7 +28,7 @@ from datetime import UTC, datetime
 from types import ModuleType
 from typing import TYPE_CHECKING
 
-from ..errors import BackendError
+from ...errors import BackendError
 
 if TYPE_CHECKING:
     import pylxd

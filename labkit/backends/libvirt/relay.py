@@ -1,4 +1,4 @@
-"""``python -m labkit.backends.libvirt_relay URI DOMAIN ARGV...``: run ``ARGV`` in libvirt guest
+"""``python -m labkit.backends.libvirt.relay URI DOMAIN ARGV...``: run ``ARGV`` in libvirt guest
 ``DOMAIN`` through its QEMU guest agent, the way a remote shell would for its caller: wait for
 the command to end, write its output to this process's stdout and stderr, exit with its status.
 
@@ -23,7 +23,7 @@ import sys
 #: pause between polls of a long command (an orted lives as long as its MPI job: polling it
 #: faster would only load the guest's agent while ranks are measured)
 POLL_S = 0.5
-USAGE = "usage: python -m labkit.backends.libvirt_relay URI DOMAIN COMMAND [ARG...]"
+USAGE = "usage: python -m labkit.backends.libvirt.relay URI DOMAIN COMMAND [ARG...]"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -33,8 +33,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     import libvirt
 
-    from ..errors import BackendError
-    from . import libvirt_agent as agent
+    from ...errors import BackendError
+    from . import agent
     uri, name, command = args[0], args[1], args[2:]
     try:
         dom = libvirt.open(uri).lookupByName(name)

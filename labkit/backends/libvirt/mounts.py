@@ -3,7 +3,7 @@
 Debian's cloud guest kernel has no 9p but has virtiofs (``CONFIG_VIRTIO_FS=m``; the VM
 image carries its ``fuse`` and ``virtiofs`` modules, see :data:`labkit.images.vm.GUEST_MODULES`).
 Each mount is a virtiofs ``<filesystem>`` with tag ``labkit<i>``
-(:func:`~labkit.backends.libvirt_xml.domain_xml`); libvirt starts one virtiofsd per share
+(:func:`~labkit.backends.libvirt.xml.domain_xml`); libvirt starts one virtiofsd per share
 with the domain and stops it with the domain.
 
 Read-only, on two sides: libvirt 9.0 refuses ``<readonly/>`` for virtiofs and Debian 12's
@@ -27,10 +27,10 @@ import os
 import subprocess
 from pathlib import Path
 
-from ..core.mounts import Mount
-from ..errors import BackendError, tail
-from .base import Instance
-from .libvirt_xml import Share, mount_tag
+from ...core.mounts import Mount
+from ...errors import BackendError, tail
+from ..base import Instance
+from .xml import Share, mount_tag
 
 #: where read-only shares' bind mounts live (one directory per domain, root-only)
 RO_ROOT = Path("/run/labkit/virtiofs")

@@ -22,9 +22,9 @@ from typing import Any
 import libvirt
 import libvirt_qemu
 
-from ..errors import BackendError
-from .base import RawResult
-from .output import CappedOutput
+from ...errors import BackendError
+from ..base import RawResult
+from ..output import CappedOutput
 
 #: Environment of every guest command (qemu-ga would otherwise pass its own).
 BASE_ENV = {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",

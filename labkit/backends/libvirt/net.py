@@ -28,11 +28,11 @@ import shlex
 
 import libvirt
 
-from ..core import network as netmod
-from ..errors import BackendError, BackendUnavailable
-from . import libvirt_agent as agent
-from .base import Instance, Network
-from .libvirt_xml import Nic, guest_mac, network_xml
+from ...core import network as netmod
+from ...errors import BackendError, BackendUnavailable
+from ..base import Instance, Network
+from . import agent
+from .xml import Nic, guest_mac, network_xml
 
 #: how long the guest may take to show its NIC (s)
 NIC_WAIT_S = 30

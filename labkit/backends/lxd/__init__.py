@@ -42,14 +42,13 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from ..core import network as netmod
-from ..core.instance import InstanceSpec
-from ..core.mounts import parse_mounts
-from ..core.waiting import retry, wait_until
-from ..errors import BackendError, BackendUnavailable, ConfigError
-from . import lxd_base
-from ._container import CleanupByName, SessionExec, check_image, oom_kill_count, or_none
-from .base import (
+from ...core import network as netmod
+from ...core.instance import InstanceSpec
+from ...core.mounts import parse_mounts
+from ...core.waiting import retry, wait_until
+from ...errors import BackendError, BackendUnavailable, ConfigError
+from .._container import CleanupByName, SessionExec, check_image, oom_kill_count, or_none
+from ..base import (
     Backend,
     Instance,
     Network,
@@ -60,7 +59,8 @@ from .base import (
     log,
     remove_bridges,
 )
-from .output import CappedOutput
+from ..output import CappedOutput
+from . import base as lxd_base
 
 DEFAULT_IMAGE = "labkit-debian-12"
 #: the container's init: loopback up, then ``sleep infinity`` (no init system is needed).

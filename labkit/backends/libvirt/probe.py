@@ -19,8 +19,8 @@ from pathlib import Path
 
 import libvirt
 
-from ..errors import BackendError
-from .libvirt_storage import image_cache
+from ...errors import BackendError
+from .storage import image_cache
 
 log = logging.getLogger("labkit.backends.libvirt")
 

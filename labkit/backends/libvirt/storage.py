@@ -32,9 +32,9 @@ from pathlib import Path
 
 import libvirt
 
-from ..core.waiting import retry
-from ..errors import BackendError, BackendUnavailable, ConfigError
-from .libvirt_xml import overlay_volume_xml, pool_xml
+from ...core.waiting import retry
+from ...errors import BackendError, BackendUnavailable, ConfigError
+from .xml import overlay_volume_xml, pool_xml
 
 DEFAULT_CACHE = "/var/cache/labkit/images"
 MISSING = "VM image missing: run `labkit images build --vm`"

@@ -7,18 +7,18 @@
 Each instance is a transient domain named ``labkit-...`` booted directly from
 the VM image's kernel and initrd on a qcow2 copy-on-write overlay of its base
 disk, or a full raw copy of it with ``disk_format: raw``
-(:mod:`~labkit.backends.libvirt_storage`: image description, pool, disks).
-Commands run through the QEMU guest agent (:mod:`~labkit.backends.libvirt_agent`).
+(:mod:`~labkit.backends.libvirt.storage`: image description, pool, disks).
+Commands run through the QEMU guest agent (:mod:`~labkit.backends.libvirt.agent`).
 The guest has no network, unless its run has a private one
-(:mod:`~labkit.backends.libvirt_net`): a transient libvirt network without
+(:mod:`~labkit.backends.libvirt.net`): a transient libvirt network without
 ``<forward>`` on bridge ``lk<8 hex>`` (the host holds the subnet's first address), a
 virtio NIC per guest whose host-side tap ``lk<8 hex>h<i>`` carries the ``link``'s
 rate (its delay is netem in the guest), static addresses and ``/etc/hosts`` written through the agent. Host
 directories (``mounts``) are virtiofs shares mounted in the guest through the agent
-(:mod:`~labkit.backends.libvirt_mounts`). The spec
-maps to the domain XML as described in :mod:`~labkit.backends.libvirt_xml`.
+(:mod:`~labkit.backends.libvirt.mounts`). The spec
+maps to the domain XML as described in :mod:`~labkit.backends.libvirt.xml`.
 Domain type: ``xen`` on Xen URIs; on QEMU URIs ``kvm`` when a guest really
-boots under KVM here, else ``qemu`` (TCG) (:mod:`~labkit.backends.libvirt_probe`).
+boots under KVM here, else ``qemu`` (TCG) (:mod:`~labkit.backends.libvirt.probe`).
 
 Teardown on every path: domains are started with AUTODESTROY (they die with the
 connection if the controller dies), ``destroy()`` stops the domain and deletes
@@ -40,13 +40,11 @@ from typing import Any
 
 import libvirt
 
-from ..core.instance import InstanceSpec
-from ..core.mounts import parse_mounts
-from ..core.waiting import wait_until
-from ..errors import BackendError, BackendUnavailable, ConfigError, tail
-from . import libvirt_agent as agent
-from . import libvirt_mounts, libvirt_net, libvirt_probe
-from .base import (
+from ...core.instance import InstanceSpec
+from ...core.mounts import parse_mounts
+from ...core.waiting import wait_until
+from ...errors import BackendError, BackendUnavailable, ConfigError, tail
+from ..base import (
     NAME_PREFIX,
     Backend,
     Instance,
@@ -57,8 +55,12 @@ from .base import (
     new_name,
     teardown,
 )
-from .libvirt_storage import Pool, gone, load_image
-from .libvirt_xml import (
+from . import agent
+from . import mounts as libvirt_mounts
+from . import net as libvirt_net
+from . import probe as libvirt_probe
+from .storage import Pool, gone, load_image
+from .xml import (
     check_disk_format,
     domain_facts,
     domain_xml,
@@ -134,11 +136,11 @@ class LibvirtInstance(Instance):
 
     def host_command(self, argv: list[str]) -> list[str]:
         """An argv for this host that runs ``argv`` in the guest through its agent and returns
-        its output and status when it ends (:mod:`~labkit.backends.libvirt_relay`): an MPI
+        its output and status when it ends (:mod:`~labkit.backends.libvirt.relay`): an MPI
         launch agent's command. No standard input reaches it."""
-        package_root = str(Path(__file__).resolve().parents[2])
+        package_root = str(Path(__file__).resolve().parents[3])   # the directory holding labkit/
         path = os.pathsep.join(p for p in (package_root, os.environ.get("PYTHONPATH")) if p)
-        return ["env", f"PYTHONPATH={path}", sys.executable, "-m", "labkit.backends.libvirt_relay",
+        return ["env", f"PYTHONPATH={path}", sys.executable, "-m", "labkit.backends.libvirt.relay",
                 self.backend.uri, self.name, *argv]
 
     def put(self, local_path: str | os.PathLike, remote_path: str, mode: int = 0o755) -> None:
@@ -201,7 +203,7 @@ class LibvirtBackend(Backend):
     """Options: ``uri`` (qemu:///system), ``domain_type`` ("auto" | "kvm" | "qemu" | "xen"),
     ``image`` (VM image directory or its image.json, or an image variant's name such as
     ``mpi``; default: the last built base image, see
-    :func:`~labkit.backends.libvirt_storage.load_image`), ``boot_timeout`` (s, 240),
+    :func:`~labkit.backends.libvirt.storage.load_image`), ``boot_timeout`` (s, 240),
     ``kvm_probe_timeout`` (s, 25), ``pool`` / ``pool_path`` (where disks go),
     ``disk_cache`` (QEMU cache mode; libvirt's default when unset), ``disk_format``
     (``qcow2``: an overlay of the base disk, the default; ``raw``: a full raw copy per
@@ -257,7 +259,7 @@ class LibvirtBackend(Backend):
         return self._conn
 
     def image_info(self) -> dict:
-        """The VM image description (see :func:`~labkit.backends.libvirt_storage.load_image`)."""
+        """The VM image description (see :func:`~labkit.backends.libvirt.storage.load_image`)."""
         if self._image is None:
             self._image = load_image(self.options.get("image"))
         return self._image
@@ -488,7 +490,7 @@ class LibvirtBackend(Backend):
 
     # -- private networks ------------------------------------------------------
     def _create_network(self, network: Network) -> None:
-        """An isolated libvirt network (see :mod:`~labkit.backends.libvirt_net`)."""
+        """An isolated libvirt network (see :mod:`~labkit.backends.libvirt.net`)."""
         if not self.local:
             raise ConfigError(f"libvirt: network: private needs a local URI, not {self.uri} (the run's "
                               "bridge, its link shaping and its host end are on this machine)")

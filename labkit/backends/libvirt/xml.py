@@ -15,7 +15,7 @@ network (:func:`network_xml`: no ``<forward>``, so libvirt routes nothing out of
 and with ``nics`` > 1 one more on each of the run's data bridges (bonded in the guest).
 
 Disk: ``disk_format`` ``qcow2`` (a copy-on-write overlay of the image's base disk) or
-``raw`` (a full raw copy of it); see :mod:`~labkit.backends.libvirt_storage`.
+``raw`` (a full raw copy of it); see :mod:`~labkit.backends.libvirt.storage`.
 
 Mounts (host directories, :mod:`labkit.core.mounts`): one virtiofs ``<filesystem>`` per mount,
 tag ``labkit<i>`` (:func:`mount_tag`), plus ``<memoryBacking>`` with a shared ``memfd``
@@ -26,7 +26,7 @@ QEMU's vhost-user descriptors (``/usr/share/qemu/vhost-user/*.json``; on Debian 
 ``<readonly/>``: libvirt 9.0 refuses it for virtiofs ("virtiofs does not yet support
 read-only mode"; libvirt >= 11 with virtiofsd >= 1.11 has it), so read-only is applied by
 the share's source being a read-only bind mount on the host and by ``mount -o ro`` in the
-guest (:mod:`~labkit.backends.libvirt_mounts`).
+guest (:mod:`~labkit.backends.libvirt.mounts`).
 """
 from __future__ import annotations
 
@@ -35,8 +35,8 @@ import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from urllib.parse import urlparse
 
-from ..core.instance import InstanceSpec
-from ..errors import BackendError, ConfigError
+from ...core.instance import InstanceSpec
+from ...errors import BackendError, ConfigError
 
 DOMAIN_TYPES = ("kvm", "qemu", "xen")
 #: how an instance's disk is made: a qcow2 overlay of the base disk, or a full raw copy of it
