@@ -30,7 +30,7 @@ would let campaign ``a-b``'s cleanup remove campaign ``a_b``'s instances.
 The root disk lives on the default profile's pool (the set-up makes a btrfs pool
 on a loop file: instances are snapshots, not copies); its driver is in the
 fingerprint. An unprivileged instance is copied from the image's pre-shifted base
-(:mod:`.lxd_base`), so LXD does not shift its files' owners at start.
+(:mod:`.base`), so LXD does not shift its files' owners at start.
 
 >>> be = get_backend("lxd")            # image alias labkit-debian-12 by default
 """
