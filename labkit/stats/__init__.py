@@ -21,6 +21,8 @@
 * Cost: :func:`cost_efficiency` (executions per hour per price per hour).
 * Families of tests: :func:`adjust_p`, :func:`correct` (Holm, Bonferroni, BH).
 * Effect sizes: :func:`hedges_g`, :func:`effect_sizes` (omega², partial eta² with CI).
+* Quantiles, drift, warm-up: :func:`quantile_ci` (exact order-statistic interval),
+  :func:`change_points` (level changes in a series), :func:`warmup` (MSER-5 truncation).
 
 Calls: the data is positional, every other argument keyword-only --
 ``anova(data, response="rps", factors=["vcpus", "affinity"])``,
@@ -41,18 +43,22 @@ from .choose import Choice, compare_groups
 from .compare import changepoint, config_differences, drift_test, pettitt
 from .cost import cost_efficiency
 from .diagnostics import Diagnostics, factorial_diagnostics
+from .drift import change_points
 from .effectsize import effect_sizes, hedges_g
 from .factorial import factorial_effects, factorial_residuals, yates_terms
 from .inference import shapiro, shapiro_by, ttest, ttest_by
 from .lenth import LenthResult, lenth
 from .multitest import adjust_p, correct
 from .overhead import fieller_ratio, overhead_ratios
+from .quantile import quantile_ci
 from .robust import brunner_munzel, dunn, games_howell, kruskal, levene, mann_whitney, welch_anova
 from .samplesize import n_for_halfwidth, n_for_power, sample_size
 from .summary import summarize
 from .transform import boxcox, boxcox_transform
+from .warmup import WarmupWarning, warmup
 
-__all__ = ["Choice", "Diagnostics", "FewRunsWarning", "LenthResult", "adjust_p", "anova",
+__all__ = ["WarmupWarning", "change_points", "quantile_ci", "warmup",  # quantiles, drift, warm-up
+           "Choice", "Diagnostics", "FewRunsWarning", "LenthResult", "adjust_p", "anova",
            "art_aligned", "art_anova", "blocked_effects", "bootstrap_ci", "boxcox",
            "boxcox_transform", "brunner_munzel", "changepoint", "compare_groups",
            "config_differences", "correct", "cost_efficiency", "drift_test", "dunn",

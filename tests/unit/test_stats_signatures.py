@@ -20,6 +20,7 @@ SAMPLES = {
     "correct": ("table",), "effect_sizes": ("table",),                  # a result table in
     "n_for_halfwidth": ("sd", "halfwidth"), "n_for_power": ("delta", "sd"),  # elementwise numbers
     "yates_terms": ("factors",),
+    "quantile_ci": ("values",), "change_points": ("values",), "warmup": ("values",),  # one series
 }
 PUBLIC = sorted(n for n in stats.__all__ if inspect.isfunction(getattr(stats, n)))
 
