@@ -6,6 +6,7 @@
   :func:`lenth`.
 * Multi-level or unbalanced designs: :func:`anova` (cell means when balanced, else statsmodels),
   :func:`oneway_anova`, :func:`tukey_hsd`.
+* Random levels (hosts, instances): :func:`mixed_effects` (REML, variance components).
 * Tests: :func:`ttest`, :func:`ttest_by`, :func:`shapiro`, :func:`shapiro_by`.
 * Description: :func:`summarize` (per-configuration mean and CI).
 * When assumptions fail: :func:`levene` (Brown-Forsythe), :func:`welch_anova`,
@@ -48,6 +49,7 @@ from .effectsize import effect_sizes, hedges_g
 from .factorial import factorial_effects, factorial_residuals, yates_terms
 from .inference import shapiro, shapiro_by, ttest, ttest_by
 from .lenth import LenthResult, lenth
+from .mixed import MixedEffects, mixed_effects
 from .multitest import adjust_p, correct
 from .overhead import fieller_ratio, overhead_ratios
 from .quantile import quantile_ci
@@ -58,12 +60,12 @@ from .transform import boxcox, boxcox_transform
 from .warmup import WarmupWarning, warmup
 
 __all__ = ["WarmupWarning", "change_points", "quantile_ci", "warmup",  # quantiles, drift, warm-up
-           "Choice", "Diagnostics", "FewRunsWarning", "LenthResult", "adjust_p", "anova",
+           "Choice", "Diagnostics", "FewRunsWarning", "LenthResult", "MixedEffects", "adjust_p", "anova",
            "art_aligned", "art_anova", "blocked_effects", "bootstrap_ci", "boxcox",
            "boxcox_transform", "brunner_munzel", "changepoint", "compare_groups",
            "config_differences", "correct", "cost_efficiency", "drift_test", "dunn",
            "effect_sizes", "factorial_diagnostics", "fieller_ratio", "factorial_effects",
            "factorial_residuals", "games_howell", "hedges_g", "kruskal", "lenth", "levene",
-           "mann_whitney", "n_for_halfwidth", "n_for_power", "oneway_anova", "overhead_ratios",
+           "mann_whitney", "mixed_effects", "n_for_halfwidth", "n_for_power", "oneway_anova", "overhead_ratios",
            "pettitt", "ratio_ci", "sample_size", "shapiro", "shapiro_by", "summarize", "ttest",
            "ttest_by", "tukey_hsd", "welch_anova", "yates_terms"]
