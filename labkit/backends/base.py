@@ -42,13 +42,17 @@ import time
 from abc import ABC, abstractmethod
 from collections import deque
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field, replace
-from typing import Any
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
 
 from ..core import network as netmod
 from ..core.instance import InstanceSpec
 from ..errors import BackendError, CommandError, CommandTimeout, ConfigError, shorten, tail
+from . import networks
 from .output import CappedOutput
+
+if TYPE_CHECKING:
+    from .networks import Network
 
 log = logging.getLogger("labkit.backends")
 
@@ -438,7 +442,7 @@ class Backend(ABC):
                     continue
                 inst = self._create(spec, new_name(prefix), i, placement[i], network=network)
                 made.append(inst)
-                join_network(inst, network, network.link)
+                networks.join_network(inst, network, network.link)
         except BaseException:
             teardown(made)
             raise
@@ -475,6 +479,7 @@ class Backend(ABC):
         subnet = netmod.pick_subnet(name)
         hosts = [str(h) for h in subnet.hosts()]
         data = None if nics == 1 else netmod.pick_subnet(name + "/data", also=[subnet])
+        from .networks import Network
         net = Network(name=name, subnet=str(subnet), host_address=hosts[0],
                       addresses=hosts[1:count + 1], device="lk" + netmod.short_id(name),
                       link=netmod.parse_link(link), backend=self, nics=nics,
@@ -492,102 +497,16 @@ class Backend(ABC):
         if network is not None:
             raise ConfigError(f"the {self.name} backend has no private networks; use network: none")
 
+    def remove_network(self, network: Network) -> None:
+        """Remove ``network`` (what :meth:`Network.remove <labkit.backends.networks.Network.remove>`
+        calls once); idempotent."""
+        self._remove_network(network)
+
     def _remove_network(self, network: Network) -> None:  # noqa: B027 (optional hook)
         """Remove ``network``; idempotent, quiet if it is gone."""
 
     def close(self) -> None:  # noqa: B027 (optional hook)
         """Release client connections."""
-
-
-@dataclass
-class Network:
-    """A run's private network: instance ``i`` is ``inst<i>`` at ``addresses[i]``, the host
-    is ``host`` at ``host_address`` on bridge ``device``; ``link`` shapes each instance's link.
-
-    With ``nics`` > 1 each instance also has ``nics`` bonded NICs, NIC ``j`` (1-based) on
-    bridge :meth:`data_device` ``(j)``, holding ``data_addresses[i]`` on ``data_subnet``
-    (no host address there): instances reach each other at :attr:`peer_addresses`."""
-    name: str
-    subnet: str
-    host_address: str
-    addresses: list[str]
-    device: str
-    backend: Backend
-    link: netmod.Link | None = None
-    removed: bool = False
-    nics: int = 1
-    data_subnet: str | None = None
-    data_addresses: list[str] = field(default_factory=list)
-
-    @property
-    def prefixlen(self) -> int:
-        return int(self.subnet.split("/")[1])
-
-    @property
-    def peer_addresses(self) -> list[str]:
-        """The address of each instance that the other instances use (the data one when bonded)."""
-        return self.data_addresses or self.addresses
-
-    @property
-    def peer_subnet(self) -> str:
-        """The subnet traffic between instances crosses (the data subnet when bonded)."""
-        return self.data_subnet or self.subnet
-
-    def data_device(self, j: int) -> str:
-        """The bridge of bonded NIC ``j`` (1 - ``nics``): the network's bridge name and ``j``."""
-        if not 1 <= j <= self.nics:
-            raise ConfigError(f"network {self.name} has data NICs 1-{self.nics}, not {j}")
-        return f"{self.device}{j}"
-
-    def names(self) -> dict[str, str]:
-        """Host name -> address for every member: ``inst0``, ``inst1``, ... (at their
-        :attr:`peer_addresses`), ``host``."""
-        return {**{f"inst{i}": a for i, a in enumerate(self.peer_addresses)}, "host": self.host_address}
-
-    def hosts_text(self) -> str:
-        """The ``/etc/hosts`` its instances get."""
-        return netmod.hosts_text(self.names())
-
-    def metadata(self) -> dict:
-        """What a run records: name, subnet, host address, bridge and link."""
-        aggregation = {} if self.nics == 1 else {"data_subnet": self.data_subnet, "bonding": "balance-rr"}
-        return {"mode": "private", "name": self.name, "subnet": self.subnet,
-                "host_address": self.host_address, "device": self.device,
-                "link": None if self.link is None else self.link.as_dict(), "nics": self.nics,
-                **aggregation}
-
-    def remove(self) -> None:
-        """Remove the network (after its instances); safe to call twice."""
-        if not self.removed:
-            self.removed = True
-            self.backend._remove_network(self)
-
-
-def join_network(inst: Instance, network: Network, host_link: netmod.Link | None) -> None:
-    """Record that ``inst`` (connected by its backend, ``inst.host_device`` set) is ``inst<index>``
-    on ``network`` and shape its host-side device to ``host_link`` (the network's link, or what
-    of it the backend applies on the host; see :func:`labkit.core.network.shape`). BackendError when
-    there is a link to shape but no host-side device (a network labkit did not create)."""
-    if inst.host_device is None and host_link is not None:
-        raise BackendError(f"instance {inst.name} has no host-side device on network {network.name}, "
-                           "so its link cannot be shaped")
-    inst.network, inst.address = network, network.addresses[inst.index]
-    inst.peer_address = network.peer_addresses[inst.index]
-    if inst.host_device is not None:
-        netmod.shape(inst.host_device, host_link)
-    inst.metadata["network"] = {"name": network.name, "host": f"inst{inst.index}",
-                                "address": inst.address, "host_device": inst.host_device}
-    if network.nics > 1:
-        inst.metadata["network"]["data_address"] = inst.peer_address
-
-
-def remove_bridges(prefix: str) -> list[str]:
-    """Delete the host bridges (and their rules) of networks named ``prefix*``; return those names."""
-    nets = netmod.bridges(check_prefix(prefix))
-    for alias, device in nets.items():
-        netmod.delete_bridge(device, alias)
-    netmod.drop_rules(prefix)
-    return sorted(nets)
 
 
 def check_cpus(cpus: Iterable[int] | None, host_cpus: int) -> None:

@@ -30,9 +30,10 @@ import logging
 
 from ..core.instance import InstanceSpec
 from ..errors import ConfigError
-from .base import NAME_PREFIX, Backend, Instance, Network, Wrapped, check_prefix, teardown
+from .base import NAME_PREFIX, Backend, Instance, Wrapped, check_prefix, teardown
 from .clouds import PROVIDERS, get_provider
 from .clouds.base import CloudInstance
+from .networks import Network
 
 log = logging.getLogger("labkit.backends.cloud")
 

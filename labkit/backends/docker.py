@@ -39,7 +39,8 @@ from ..core.mounts import parse_mounts
 from ..errors import BackendError, BackendUnavailable
 from . import docker_ssh
 from ._container import CleanupByName, SessionExec, check_image, oom_kill_count, or_none
-from .base import Backend, Instance, Network, RawResult, check_cpus, check_name, check_prefix
+from .base import Backend, Instance, RawResult, check_cpus, check_name, check_prefix
+from .networks import Network
 from .output import CappedOutput
 
 DEFAULT_IMAGE = "labkit/debian:12"

@@ -60,7 +60,8 @@ from ..core.instance import InstanceSpec
 from ..core.mounts import parse_mounts, same_path_mounts
 from ..errors import BackendError, BackendUnavailable, ConfigError, StoreError
 from . import cgroups, child, sandbox
-from .base import Backend, Instance, Network, RawResult, check_name, check_prefix, remove_bridges
+from .base import Backend, Instance, RawResult, check_name, check_prefix
+from .networks import Network, remove_bridges
 
 #: run argv with the instance's hosts file ($0) on /etc/hosts (in a private mount namespace)
 _HOSTS = 'mount --bind "$0" /etc/hosts && exec "$@"'

@@ -18,7 +18,8 @@ from contextlib import contextmanager
 from ..core.instance import InstanceSpec
 from ..errors import BenchmarkError, ConfigError
 from . import child
-from .base import Instance, Network
+from .base import Instance
+from .networks import Network
 
 
 class HostEnd(Instance):

@@ -62,8 +62,9 @@ from ..core.instance import InstanceSpec
 from ..errors import BackendError, BackendUnavailable, ConfigError
 from . import cgroups, hostkeys
 from ._ssh_settings import SshSettings, policy_option
-from .base import NAME_PREFIX, Backend, Instance, Network, RawResult, check_name, check_prefix
+from .base import NAME_PREFIX, Backend, Instance, RawResult, check_name, check_prefix
 from .hostkeys import known_hosts_path
+from .networks import Network
 from .output import CHUNK, CappedOutput
 from .ssh_control import ControlShell
 

@@ -21,7 +21,8 @@ import subprocess
 from ..core.instance import InstanceSpec
 from ..errors import BackendError, ConfigError
 from . import backend_class
-from .base import Backend, Network, new_name
+from .base import Backend, new_name
+from .networks import Network
 
 HOST_KEYS = ("host", "port", "user", "key_filename", "host_key_policy", "known_hosts")
 #: options every member gets unless its own mapping says otherwise

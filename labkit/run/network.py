@@ -19,7 +19,8 @@ from ..core.network import check_nics as check_nics_level
 from ..errors import ConfigError
 
 if TYPE_CHECKING:
-    from ..backends.base import Backend, Instance, Network
+    from ..backends.base import Backend, Instance
+    from ..backends.networks import Network
     from ..design import Run
     from ..workloads.base import Measurement, Workload
 

@@ -44,7 +44,8 @@ from .base import Measurement, Workload, require_tool
 from .params import TIMEOUT, Int, Str
 
 if TYPE_CHECKING:
-    from ..backends.base import Instance, Network
+    from ..backends.base import Instance
+    from ..backends.networks import Network
 
 log = logging.getLogger("labkit.mpi")
 #: OpenMPI's words when a daemon died before it reported (help-errmgr-base.txt)

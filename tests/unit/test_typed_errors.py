@@ -8,8 +8,8 @@ import pandas as pd
 import pytest
 
 from labkit.backends import get_backend, teardown
-from labkit.backends.base import Network, join_network
 from labkit.backends.libvirt.xml import domain_facts, domain_xml, parse_pinning
+from labkit.backends.networks import Network, join_network
 from labkit.backends.ssh import SshBackend
 from labkit.core import registry
 from labkit.core.files import atomic_write

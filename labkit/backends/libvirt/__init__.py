@@ -48,13 +48,12 @@ from ..base import (
     NAME_PREFIX,
     Backend,
     Instance,
-    Network,
     RawResult,
     check_prefix,
-    join_network,
     new_name,
     teardown,
 )
+from ..networks import Network, join_network
 from . import agent
 from . import mounts as libvirt_mounts
 from . import net as libvirt_net

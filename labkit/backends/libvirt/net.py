@@ -30,7 +30,8 @@ import libvirt
 
 from ...core import network as netmod
 from ...errors import BackendError, BackendUnavailable
-from ..base import Instance, Network
+from ..base import Instance
+from ..networks import Network
 from . import agent
 from .xml import Nic, guest_mac, network_xml
 
@@ -44,7 +45,7 @@ def data_name(network: Network, j: int) -> str:
 
 
 def create(conn: libvirt.virConnect, network: Network) -> None:
-    """Start ``network`` (a :class:`~labkit.backends.base.Network`) as a transient isolated
+    """Start ``network`` (a :class:`~labkit.backends.networks.Network`) as a transient isolated
     libvirt network, with its data networks when it bonds NICs; BackendError with libvirt's
     message (and nothing left started)."""
     parts: list[tuple[str, str, str | None, str | None]] = [

@@ -51,14 +51,13 @@ from .._container import CleanupByName, SessionExec, check_image, oom_kill_count
 from ..base import (
     Backend,
     Instance,
-    Network,
     RawResult,
     check_cpus,
     check_name,
     check_prefix,
     log,
-    remove_bridges,
 )
+from ..networks import Network, remove_bridges
 from ..output import CappedOutput
 from . import base as lxd_base
 
