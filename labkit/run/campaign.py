@@ -50,6 +50,7 @@ from ..workloads.params import TIMEOUT
 from . import network as runnet
 from .hooks import NoiseNeighbour, RunContext, RunHook, around_campaign, around_run, check_hooks
 from .platforms import BackendPool, Platform
+from .telemetry import Telemetry, check_interval
 from .testbed import Host, Testbed
 
 if TYPE_CHECKING:
@@ -130,6 +131,9 @@ class Campaign:
     hooks : :class:`~labkit.run.hooks.RunHook` objects entered around every run on every path (KSM
         switching, k neighbours, ...: :mod:`labkit.run.hooks`), before the campaign's own noise
         neighbour (a ``noise`` level)
+    telemetry : seconds between samples of the controller host during each run (default 1.0;
+        None, 0 or ``"off"``: none), stored in the store's ``samples`` table with a summary in
+        each run's metadata (:mod:`labkit.run.telemetry`)
     """
 
     def __init__(self, design: Design | dict | str | Path, backend: str | Backend | None = None,
@@ -137,7 +141,7 @@ class Campaign:
                  data_dir: str | Path = "data", backend_options: dict | None = None,
                  workload_params: dict | None = None, defaults: InstanceSpec | None = None,
                  run_timeout: float | None = 3600, progress: bool = True, group_readable: bool = False,
-                 testbed=None, hooks: Sequence[RunHook] | None = None):
+                 testbed=None, hooks: Sequence[RunHook] | None = None, telemetry: Any = 1.0):
         if isinstance(design, (str, Path)):
             design = Design.from_yaml(design)
         elif isinstance(design, dict):
@@ -174,7 +178,10 @@ class Campaign:
         self._versions_by: dict = {}   # tool versions, read once per platform (and host)
         self._signals = _Signals()
         self.testbed = _testbed(testbed, design, backend, self.backend_options)
-        self.hooks: list[RunHook] = [*check_hooks(hooks), NoiseNeighbour()]
+        self.telemetry = check_interval(telemetry, "telemetry (seconds between samples, or 'off')")
+        sampler = [Telemetry(self.telemetry)] if self.telemetry is not None else []
+        # telemetry last: entered once the neighbours run, left (its last reading) before they stop
+        self.hooks: list[RunHook] = [*check_hooks(hooks), NoiseNeighbour(), *sampler]
 
     @property
     def prefix(self) -> str:
@@ -348,9 +355,10 @@ class Campaign:
         provisioned: list = []   # the instances' run_metrics (provisioning_s on cloud platforms)
         instances: list = [] if live is None else live
         net = None
+        ctx = RunContext(run, spec, metadata, backend, self.prefix)
         try:
             metadata["overcommitted"] = spec.overcommitted(backend.host_cpus())
-            with around_run(self.hooks, RunContext(run, spec, metadata, backend, self.prefix)) as neighbours:
+            with around_run(self.hooks, ctx) as neighbours:
                 if neighbours:
                     metadata["neighbours"] = list(neighbours)
                 net = runnet.open_network(backend, run.levels, self.workload, params, spec.count,
@@ -388,12 +396,13 @@ class Campaign:
             if errors and status == "ok":
                 status, error = "failed", f"teardown: {errors[0]}"
         return Measured(status, error, provisioned + list(measurements), metadata, started,
-                        time.perf_counter() - t0, output)
+                        time.perf_counter() - t0, output, ctx.samples)
 
 
 class Measured(NamedTuple):
     """What :meth:`Campaign.measure` returns for one run. ``output``: the commands the run's
-    instances ran last with their (capped) output, for a run that did not end ok; "" otherwise."""
+    instances ran last with their (capped) output, for a run that did not end ok; "" otherwise.
+    ``samples``: the run's telemetry rows ``(t, metric, value)`` (:mod:`labkit.run.telemetry`)."""
     status: str
     error: str | None
     measurements: list
@@ -401,6 +410,7 @@ class Measured(NamedTuple):
     started: str
     duration_s: float
     output: str = ""
+    samples: list | tuple = ()
 
 
 def instance_measurements(instances: list[Instance]) -> list:

@@ -258,7 +258,7 @@ class Fleet:
             self._record(state, run, platform, result)
 
     def _record(self, state, run, platform, result, status: str | None = None) -> bool:
-        st, error, measurements, metadata, started, duration, output = result
+        st, error, measurements, metadata, started, duration, output, samples = result
         metadata = {**metadata, "host": state.host.name, "platform": platform.name,
                     "backend": platform.backend, "platform_options": platform.options}
         if run.run_id in self.moved:
@@ -270,7 +270,8 @@ class Fleet:
             keep_output(self.store, run.run_id, status or st, output)
             self.store.record_run(run, status=status or st, started=started, duration_s=duration,
                                   measurements=measurements, error=error, metadata=metadata,
-                                  fingerprint_id=self.fp_ids.get((state.host.name, platform.name)))
+                                  fingerprint_id=self.fp_ids.get((state.host.name, platform.name)),
+                                  samples=samples)
         with self.lock:
             state.current = None
             state.done += 1

@@ -10,7 +10,8 @@ is entered once per :meth:`Campaign.run <labkit.run.campaign.Campaign.run>`, ins
 lock, before the first run, and left after the last (to put back host state a hook switches).
 
 The campaign's own hook, :class:`NoiseNeighbour`, runs one noisy neighbour for a ``noise``
-level; hooks given to the campaign are entered before it, in their order, and left after it.
+level; hooks given to the campaign are entered before it, in their order, and left after it; the
+campaign's telemetry (:mod:`labkit.run.telemetry`) is entered after it and left before it.
 A run's private network is not a hook: its instances are made on it, so it is opened before
 them and removed after them, as part of provisioning (:mod:`labkit.run.network`).
 
@@ -24,7 +25,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..core.instance import InstanceSpec
@@ -40,12 +41,15 @@ class RunContext:
     """What a hook sees of a run: the run (its ``levels``), the instance spec its instances get,
     the ``metadata`` stored with it (a hook may add keys), the backend that runs it and the
     campaign's instance-name ``prefix`` (a hook's own instances must start with it, so that
-    clean-up and ``labkit clean`` find them)."""
+    clean-up and ``labkit clean`` find them), and ``samples``: ``(t, metric, value)`` rows a hook
+    recorded during the run (:mod:`labkit.run.telemetry`), stored with the run in the store's
+    ``samples`` table."""
     run: Run
     spec: InstanceSpec
     metadata: dict
     backend: Backend
     prefix: str
+    samples: list = field(default_factory=list)
 
 
 class RunHook:

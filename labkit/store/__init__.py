@@ -3,7 +3,7 @@
 ``data/<campaign>/store.sqlite`` holds the campaign's design and settings, the
 host fingerprints, one row per run (status ok / failed / timeout, error text
 capped at 64 KiB, start time, duration, metadata) and one row per measurement. A run and its
-measurements are committed together, so a campaign killed at any moment
+measurements (and its telemetry ``samples``, :mod:`labkit.run.telemetry`) are committed together, so a campaign killed at any moment
 (even SIGKILL) loses only the run in progress, and a run is never stored twice
 (``run_id`` is the primary key).
 
@@ -68,6 +68,9 @@ CREATE TABLE IF NOT EXISTS attempts (
 CREATE TABLE IF NOT EXISTS claims (
     run_id TEXT PRIMARY KEY, host TEXT NOT NULL, owner TEXT NOT NULL, lease_until REAL NOT NULL,
     claimed TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS samples (
+    run_id TEXT NOT NULL, t REAL NOT NULL, metric TEXT NOT NULL, value REAL NOT NULL);
+CREATE INDEX IF NOT EXISTS samples_run ON samples (run_id);
 """
 
 TIDY_COLUMNS = ["campaign", "run_id", "run_order", "replicate", "config", "instance", "metric",
@@ -245,8 +248,9 @@ class Store:
     def record_run(self, run: Run, *, status: str, started: str, duration_s: float,
                    measurements: Iterable[Measurement] = (),
                    error: str | None = None, metadata: dict | None = None,
-                   fingerprint_id: str | None = None) -> None:
-        """Store one run and its measurements atomically. Storing a run_id twice is an error.
+                   fingerprint_id: str | None = None, samples: Iterable[tuple] = ()) -> None:
+        """Store one run, its measurements and its telemetry ``samples`` (``(t, metric, value)``
+        rows: :meth:`record_samples`) atomically. Storing a run_id twice is an error.
 
         ``error`` is kept up to :data:`~labkit.errors.TEXT_CAP` characters (its head and
         tail around a marker saying how many were omitted): a failed run's output can be huge."""
@@ -263,10 +267,43 @@ class Store:
                 self._db.executemany(
                     "INSERT INTO measurements VALUES (?,?,?,?,?)",
                     [(run.run_id, m.instance, m.metric, float(m.value), m.unit) for m in measurements])
+                self._insert_samples(run.run_id, samples)
                 self._db.execute("DELETE FROM claims WHERE run_id = ?", (run.run_id,))
         except sqlite3.IntegrityError as exc:
             raise StoreError(f"{self.path}: run {run.run_id} could not be stored ({exc}); "
                              "a run is stored once") from exc
+
+    def record_samples(self, run_id: str, rows: Iterable[tuple]) -> None:
+        """Add telemetry rows ``(t, metric, value)`` of run ``run_id`` (``t``: seconds since its
+        telemetry started; :mod:`labkit.run.telemetry`) in one transaction; StoreError for a row
+        that is not (number, non-empty text, number)."""
+        with self._tx():
+            self._insert_samples(run_id, rows)
+
+    def _insert_samples(self, run_id: str, rows: Iterable[tuple]) -> None:
+        checked = []
+        for i, row in enumerate(rows):
+            try:
+                t, metric, value = row
+                ok = isinstance(metric, str) and metric != ""
+                checked.append((run_id, float(t), metric, float(value)))
+            except (TypeError, ValueError):
+                ok = False
+            if not ok:
+                raise StoreError(f"run {run_id}: sample row {i} must be (t seconds, metric name, value), got {row!r}")
+        self._db.executemany("INSERT INTO samples VALUES (?,?,?,?)", checked)
+
+    def samples(self, run_id: str | None = None) -> pd.DataFrame:
+        """Telemetry samples (columns run_id, t, metric, value), of one run or of all, in time
+        order; empty for a store written before telemetry was kept (opened read-only)."""
+        import pandas as pd
+        cols = ["run_id", "t", "metric", "value"]
+        if not self._db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'samples'").fetchone():
+            return pd.DataFrame(columns=cols)
+        where, args = ("WHERE run_id = ?", (run_id,)) if run_id is not None else ("", ())
+        rows = self._db.execute(f"SELECT run_id, t, metric, value FROM samples {where} ORDER BY run_id, t, metric",
+                                args).fetchall()
+        return pd.DataFrame(rows, columns=cols)
 
     def write_run_output(self, run_id: str, text: str) -> Path:
         """Keep ``text`` (a run's command output, e.g. :func:`labkit.backends.base.exec_log_text`,
@@ -344,13 +381,15 @@ class Store:
         """Forget runs (e.g. failed ones, to run them again). Returns how many were removed.
 
         Each forgotten run stays in :meth:`attempts` (status, error, start, duration, metadata):
-        running a run again never erases what happened the first time."""
+        running a run again never erases what happened the first time (its telemetry samples go;
+        their summary stays in the attempt's metadata)."""
         ids = list(run_ids)
         with self._tx():
             self._db.executemany(
                 "INSERT INTO attempts SELECT run_id, status, error, started, duration_s, metadata, "
                 "fingerprint_id FROM runs WHERE run_id = ?", [(i,) for i in ids])
             self._db.executemany("DELETE FROM measurements WHERE run_id = ?", [(i,) for i in ids])
+            self._db.executemany("DELETE FROM samples WHERE run_id = ?", [(i,) for i in ids])
             cur = self._db.executemany("DELETE FROM runs WHERE run_id = ?", [(i,) for i in ids])
         return cur.rowcount if cur.rowcount >= 0 else len(ids)
 
@@ -408,7 +447,8 @@ class Store:
 
     def export(self, directory: str | Path | None = None,
                formats: Sequence[str] = ("csv", "parquet")) -> list[Path]:
-        """Write ``results.<fmt>`` (tidy rows) and ``runs.csv`` beside the store (or in ``directory``)
+        """Write ``results.<fmt>`` (tidy rows), ``runs.csv`` and ``samples.csv`` (telemetry:
+        :meth:`samples`) beside the store (or in ``directory``)
         with :func:`labkit.core.files.atomic_write`: atomically, with the store's file mode, refusing a
         symbolic link in place of an output file (:class:`~labkit.errors.ConfigError`)."""
         bad = [f for f in formats if f not in ("csv", "parquet")]
@@ -421,7 +461,9 @@ class Store:
             runs["metadata"] = runs["metadata"].map(lambda d: json.dumps(d, default=str))
         writers: list[tuple[str, Callable[[BinaryIO], object]]] = [
             (f"results.{fmt}", partial(df.to_csv if fmt == "csv" else df.to_parquet, index=False)) for fmt in formats]
+        samples = self.samples()
         writers += [("runs.csv", lambda fh: runs.to_csv(fh, index=False)),
+                    ("samples.csv", lambda fh: samples.to_csv(fh, index=False)),
                     ("fingerprints.json", lambda fh: fh.write(
                         json.dumps(self.fingerprints(), indent=2, default=str).encode()))]
         written = []

@@ -1,0 +1,384 @@
+"""Per-run telemetry: a :class:`~labkit.run.hooks.RunHook` that samples the controller host during each run.
+
+:class:`Telemetry` (``Campaign(..., telemetry=1.0)``, on by default) starts a :class:`Sampler` when a
+run's hook is entered (before its instances are made) and stops it when the hook is left (its
+workload has ended, its instances still exist): one reading at the start, one every ``interval``
+seconds in a background thread, one at the end. Each reading after the first gives one row
+``(t, metric, value)`` per metric (``t``: seconds since the run's telemetry started), kept in the
+run's :attr:`RunContext.samples <labkit.run.hooks.RunContext.samples>` and stored with the run in
+the store's ``samples`` table (same transaction as the run: :meth:`labkit.store.Store.record_run`).
+
+Metrics (psutil and /proc; a metric the host does not have is left out):
+
+* ``cpu_pct`` (all CPUs busy, % of the host), ``cpu<i>_pct`` per CPU, ``steal_pct``, ``iowait_pct``
+  (% of the host's CPU time over the interval), ``load1``;
+* ``mem_used_pct``, ``mem_available_mb``;
+* ``psi_<cpu|memory|io>_<some|full>_pct``: share of the interval tasks stalled, from the PSI
+  ``total`` counters (/proc/pressure; kernels >= 4.20 built with PSI);
+* ``disk_read_Bps``, ``disk_write_Bps``, ``net_rx_Bps``, ``net_tx_Bps`` (counter deltas);
+* ``freq_min_mhz``, ``freq_max_mhz`` over the CPUs (where cpufreq is readable);
+* ``host_cpu_used_pct`` (busy CPU time in % of one CPU), ``controller_cpu_pct`` (this process, the
+  sampler included), and, where the instances' CPU is known (the ``local`` backend: the cgroups
+  whose names start with the campaign's prefix, its instances and neighbours, v1 or v2),
+  ``campaign_cpu_pct``, ``cpu_other_pct`` (host minus campaign cgroups minus this process: the
+  processes outside the campaign, % of one CPU) and ``throttled_periods`` (CFS periods the
+  campaign's cgroups were throttled in).
+
+The run's metadata gets a summary under ``telemetry`` (run-level covariates): ``collected``,
+``interval_s``, ``samples`` (readings), ``instance_cpu`` (``cgroups``, or why the instances' CPU
+was not read), maxima and means (``cpu_other_max_pct``, ``steal_max_pct``,
+``iowait_mean_pct``, ``psi_cpu_some_max_pct``, ``freq_min_mhz``, ...), ``throttled_periods`` and
+the sampler's own CPU (``sampler_cpu_s``, ``sampler_cpu_pct`` of one core, from the sampling
+thread's CPU clock). The controller host is sampled only when the run's backend runs its
+instances on this machine (``local``, ``docker`` and ``lxd`` on a local socket, ``libvirt`` with a
+local URI); for any other the summary says ``collected: false`` and why, rather than sampling the
+wrong machine (or without psutil, why not). Telemetry never fails a run: a reading that fails is
+left out.
+"""
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import math
+import os
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..backends import cgroups
+from ..errors import ConfigError, LabkitError
+from .hooks import RunContext, RunHook
+
+#: the default sampling interval (seconds)
+DEFAULT_INTERVAL = 1.0
+#: the shortest interval accepted (seconds)
+MIN_INTERVAL = 0.05
+PSI = ("cpu", "memory", "io")
+DRIVERS = (cgroups.CgroupV1, cgroups.CgroupV2)
+
+
+def check_interval(value: Any, where: str = "telemetry") -> float | None:
+    """A telemetry setting as an interval in seconds, or None for off (None, 0, False, ``"off"``);
+    ``"on"`` or True is :data:`DEFAULT_INTERVAL`. ConfigError naming ``where`` otherwise."""
+    word = value.strip().lower() if isinstance(value, str) else None
+    if value is None or value is False or word == "off":
+        return None
+    if value is True or word == "on":
+        return DEFAULT_INTERVAL
+    if isinstance(value, (int, float)) and value == 0:
+        return None
+    if isinstance(value, (int, float)) and math.isfinite(value) and value >= MIN_INTERVAL:
+        return float(value)
+    raise ConfigError(f"{where}: expected 'off', 'on' or an interval in seconds >= {MIN_INTERVAL} "
+                      f"(e.g. 1.0), got {value!r}")
+
+
+def remote_reason(backend: Any) -> str | None:
+    """None when ``backend`` runs its instances on this machine; otherwise why telemetry of this
+    machine would describe the wrong host."""
+    name = getattr(backend, "name", type(backend).__name__)
+    if name == "local":
+        return None
+    if name == "docker":
+        url = str(getattr(backend, "base_url", ""))
+        if getattr(backend, "ssh", None) is None and (url.startswith(("unix://", "/"))):
+            return None
+        return f"the docker daemon at {url} is not on this machine"
+    if name == "lxd":
+        return None   # a unix socket on this machine
+    if name == "libvirt" and getattr(backend, "local", False):
+        return None
+    return f"backend {name!r} runs its instances on another machine"
+
+
+# -- readings ---------------------------------------------------------------------------------
+
+@dataclass
+class Reading:
+    """Counters read at one moment (``t``: monotonic seconds)."""
+    t: float
+    cpus: list = field(default_factory=list)        # psutil scputimes per CPU
+    psi: dict = field(default_factory=dict)         # "cpu_some" -> total microseconds
+    disk: tuple | None = None                       # (read_bytes, write_bytes)
+    net: tuple | None = None                        # (bytes_recv, bytes_sent)
+    own_cpu_s: float | None = None                  # this process's CPU time
+    groups: dict = field(default_factory=dict)      # campaign cgroup -> (cpu_s, nr_throttled)
+    gauges: dict = field(default_factory=dict)      # metric -> value read as is (load, memory, freq)
+
+
+def parse_psi(text: str) -> dict[str, float]:
+    """``some``/``full`` -> the ``total`` stall counter (microseconds) of one /proc/pressure file."""
+    out = {}
+    for line in text.splitlines():
+        kind, *fields = line.split()
+        for f in fields:
+            key, _, value = f.partition("=")
+            if key == "total":
+                out[kind] = float(value)
+    return out
+
+
+def parse_throttled(text: str) -> int | None:
+    """``nr_throttled`` of a cgroup's cpu.stat (v1 and v2), None when it has none."""
+    for line in text.splitlines():
+        key, _, value = line.partition(" ")
+        if key == "nr_throttled":
+            return int(value)
+    return None
+
+
+class CgroupWatch:
+    """The campaign's cgroups on this machine: those under ``driver``'s CPU-accounting root whose
+    names start with ``prefix`` (the local backend names each instance's cgroup after it)."""
+
+    def __init__(self, driver: cgroups.Driver, prefix: str):
+        self.driver, self.prefix = driver, prefix
+        if isinstance(driver, cgroups.CgroupV1):
+            self.root = driver.roots.get("cpuacct") or driver.roots["cpu"]
+            self.stat_root = driver.roots["cpu"]
+        else:
+            self.root = self.stat_root = driver.root
+
+    def read(self) -> dict[str, tuple[float, int | None]]:
+        """cgroup name -> (CPU seconds used, throttled periods); a cgroup gone meanwhile is left out."""
+        out = {}
+        try:
+            names = [n for n in os.listdir(self.root) if n.startswith(self.prefix)]
+        except OSError:
+            return {}
+        for name in names:
+            path, parse = self.driver.cpu_time(name)
+            try:
+                used = parse(cgroups.read_local(path))
+            except (OSError, ValueError, LabkitError):
+                continue
+            try:
+                throttled = parse_throttled(cgroups.read_local(f"{self.stat_root}/{name}/cpu.stat"))
+            except (OSError, ValueError, LabkitError):
+                throttled = None
+            out[name] = (used, throttled)
+        return out
+
+
+def read_host(clock: Callable[[], float], groups: CgroupWatch | None, proc: Any) -> Reading:
+    """One :class:`Reading` of this machine (psutil, /proc/pressure, the campaign's cgroups)."""
+    import psutil
+    r = Reading(clock())
+    with contextlib.suppress(OSError, RuntimeError):
+        r.cpus = psutil.cpu_times(percpu=True)
+    for res in PSI:
+        with contextlib.suppress(OSError, ValueError):
+            with open(f"/proc/pressure/{res}") as fh:
+                for kind, total in parse_psi(fh.read()).items():
+                    r.psi[f"{res}_{kind}"] = total
+    with contextlib.suppress(OSError, RuntimeError, AttributeError):
+        d = psutil.disk_io_counters()
+        r.disk = None if d is None else (d.read_bytes, d.write_bytes)
+    with contextlib.suppress(OSError, RuntimeError, AttributeError):
+        n = psutil.net_io_counters()
+        r.net = None if n is None else (n.bytes_recv, n.bytes_sent)
+    with contextlib.suppress(OSError, psutil.Error):
+        c = proc.cpu_times()
+        r.own_cpu_s = c.user + c.system
+    if groups is not None:
+        r.groups = groups.read()
+    with contextlib.suppress(OSError):
+        r.gauges["load1"] = os.getloadavg()[0]
+    with contextlib.suppress(OSError, RuntimeError):
+        vm = psutil.virtual_memory()
+        r.gauges["mem_used_pct"] = 100.0 * (vm.total - vm.available) / vm.total
+        r.gauges["mem_available_mb"] = vm.available / 2**20
+    with contextlib.suppress(OSError, RuntimeError, NotImplementedError, AttributeError):
+        freqs = [f.current for f in psutil.cpu_freq(percpu=True) or [] if f.current]
+        if freqs:
+            r.gauges["freq_min_mhz"], r.gauges["freq_max_mhz"] = min(freqs), max(freqs)
+    return r
+
+
+def _busy_s(t) -> tuple[float, float]:
+    """(total, busy) seconds of one CPU's times (guest time is already in user/nice on Linux)."""
+    total = sum(t) - getattr(t, "guest", 0.0) - getattr(t, "guest_nice", 0.0)
+    return total, total - t.idle - getattr(t, "iowait", 0.0)
+
+
+def delta_rows(a: Reading, b: Reading) -> list[tuple[str, float]]:
+    """The metrics of the interval from reading ``a`` to ``b`` (see the module docstring)."""
+    dt = b.t - a.t
+    if dt <= 0:
+        return []
+    rows: list[tuple[str, float]] = []
+    host_busy = None
+    if a.cpus and len(a.cpus) == len(b.cpus):
+        tot = busy = steal = iowait = 0.0
+        for i, (x, y) in enumerate(zip(a.cpus, b.cpus)):
+            (t0, b0), (t1, b1) = _busy_s(x), _busy_s(y)
+            d_tot, d_busy = t1 - t0, b1 - b0
+            if d_tot > 0:
+                rows.append((f"cpu{i}_pct", _pct(d_busy, d_tot)))
+            tot, busy = tot + d_tot, busy + d_busy
+            steal += getattr(y, "steal", 0.0) - getattr(x, "steal", 0.0)
+            iowait += getattr(y, "iowait", 0.0) - getattr(x, "iowait", 0.0)
+        if tot > 0:
+            rows += [("cpu_pct", _pct(busy, tot)), ("steal_pct", _pct(steal, tot)),
+                     ("iowait_pct", _pct(iowait, tot))]
+            host_busy = max(0.0, busy)
+            rows.append(("host_cpu_used_pct", 100.0 * host_busy / dt))
+    for key, total in b.psi.items():
+        if key in a.psi:
+            rows.append((f"psi_{key}_pct", min(100.0, 100.0 * (total - a.psi[key]) / 1e6 / dt)))
+    for (name_in, name_out), (x, y) in ((("disk_read_Bps", "disk_write_Bps"), (a.disk, b.disk)),
+                                        (("net_rx_Bps", "net_tx_Bps"), (a.net, b.net))):
+        if x is not None and y is not None:
+            rows += [(name_in, max(0.0, y[0] - x[0]) / dt), (name_out, max(0.0, y[1] - x[1]) / dt)]
+    own = None
+    if a.own_cpu_s is not None and b.own_cpu_s is not None:
+        own = max(0.0, b.own_cpu_s - a.own_cpu_s)
+        rows.append(("controller_cpu_pct", 100.0 * own / dt))
+    if b.groups or a.groups:
+        # a cgroup seen first now was made during the interval: all its CPU time is in it
+        used = sum(max(0.0, cpu - a.groups.get(g, (0.0, None))[0]) for g, (cpu, _) in b.groups.items())
+        throttled = sum(max(0, (n or 0) - (a.groups.get(g, (0.0, 0))[1] or 0)) for g, (_, n) in b.groups.items())
+        rows += [("campaign_cpu_pct", 100.0 * used / dt), ("throttled_periods", float(throttled))]
+        if host_busy is not None:
+            rows.append(("cpu_other_pct", max(0.0, 100.0 * (host_busy - used - (own or 0.0)) / dt)))
+    rows += list(b.gauges.items())
+    return rows
+
+
+def _pct(part: float, whole: float) -> float:
+    return min(100.0, max(0.0, 100.0 * part / whole))
+
+
+# -- the sampler --------------------------------------------------------------------------------
+
+class Sampler:
+    """Readings every ``interval`` seconds in a daemon thread between :meth:`start` and :meth:`stop`;
+    ``rows`` collects ``(t, metric, value)``. ``read()`` makes one :class:`Reading` (default: this
+    machine, :func:`read_host`); ``clock`` is its time base (monotonic seconds)."""
+
+    def __init__(self, interval: float, read: Callable[[], Reading], *, clock: Callable[[], float] = time.monotonic,
+                 thread_clock: Callable[[], float] = time.thread_time):
+        self.interval = interval
+        self.read = read
+        self.clock = clock
+        self.thread_clock = thread_clock
+        self.rows: list[tuple[float, str, float]] = []
+        self.readings = 0
+        self.cpu_s = 0.0           # CPU time spent reading (sampling thread and the start/stop readings)
+        self._stop = threading.Event()
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+        self._t0 = self._wall0 = 0.0
+        self._last: Reading | None = None
+
+    def sample(self) -> None:
+        """Take one reading; from the second on, append the interval's rows."""
+        c0 = self.thread_clock()
+        try:
+            r = self.read()
+        except Exception:   # telemetry never fails a run
+            r = None
+        with self._lock:
+            if r is not None:
+                if self._last is None:
+                    self._t0 = r.t
+                else:
+                    t = round(r.t - self._t0, 6)
+                    self.rows += [(t, m, float(v)) for m, v in delta_rows(self._last, r) if math.isfinite(v)]
+                self._last = r
+                self.readings += 1
+            self.cpu_s += max(0.0, self.thread_clock() - c0)
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.interval):
+            self.sample()
+
+    def start(self) -> None:
+        self.sample()
+        self._wall0 = self.clock()
+        self._thread = threading.Thread(target=self._loop, daemon=True, name="labkit-telemetry")
+        self._thread.start()
+
+    def stop(self) -> float:
+        """Stop the thread, take the last reading; returns the wall seconds sampled."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+        self.sample()
+        return max(0.0, self.clock() - self._wall0)
+
+
+def summarize(rows: list[tuple[float, str, float]]) -> dict[str, float]:
+    """Run-level covariates from a run's sample rows (see the module docstring)."""
+    by: dict[str, list[float]] = {}
+    for _, metric, value in rows:
+        by.setdefault(metric, []).append(value)
+    out: dict[str, float] = {}
+
+    def put(name: str, metric: str, fn: Callable[[list[float]], float]) -> None:
+        if by.get(metric):
+            out[name] = round(fn(by[metric]), 4)
+
+    def mean(v: list[float]) -> float:
+        return sum(v) / len(v)
+
+    for m in ("cpu_other", "campaign_cpu", "controller_cpu", "cpu", "steal", "iowait"):
+        put(f"{m}_max_pct", f"{m}_pct", max)
+        put(f"{m}_mean_pct", f"{m}_pct", mean)
+    for res in PSI:
+        put(f"psi_{res}_some_max_pct", f"psi_{res}_some_pct", max)
+    put("load1_max", "load1", max)
+    put("mem_used_max_pct", "mem_used_pct", max)
+    put("freq_min_mhz", "freq_min_mhz", min)
+    put("freq_max_mhz", "freq_max_mhz", max)
+    put("throttled_periods", "throttled_periods", sum)
+    return out
+
+
+class Telemetry(RunHook):
+    """Sample the controller host every ``interval`` seconds during each run (module docstring)."""
+
+    def __init__(self, interval: float = DEFAULT_INTERVAL):
+        checked = check_interval(interval)
+        if checked is None:
+            raise ConfigError("Telemetry(interval): give an interval in seconds; leave the hook out to turn telemetry off")
+        self.interval = checked
+
+    def reader(self, ctx: RunContext) -> Callable[[], Reading]:
+        """How a reading is taken for ``ctx``'s run: this machine, with the campaign's cgroups when
+        the backend has a cgroup driver (the local backend)."""
+        import psutil
+        driver = getattr(ctx.backend, "driver", None)
+        watch = CgroupWatch(driver, ctx.prefix) if isinstance(driver, DRIVERS) else None
+        proc = psutil.Process()
+        return lambda: read_host(time.monotonic, watch, proc)
+
+    @contextlib.contextmanager
+    def _sampled(self, ctx: RunContext) -> Iterator[list]:
+        why = remote_reason(ctx.backend)
+        if why is not None:
+            why = f"{why}: host telemetry is not collected there"
+        elif importlib.util.find_spec("psutil") is None:
+            why = "psutil is not installed (pip install psutil)"
+        if why is not None:
+            ctx.metadata["telemetry"] = {"collected": False, "reason": why}
+            yield []
+            return
+        sampler = Sampler(self.interval, self.reader(ctx))
+        sampler.start()
+        try:
+            yield []
+        finally:
+            wall = sampler.stop()
+            ctx.samples.extend(sampler.rows)
+            ctx.metadata["telemetry"] = {
+                "collected": True, "interval_s": self.interval, "samples": sampler.readings,
+                "instance_cpu": "cgroups" if isinstance(getattr(ctx.backend, "driver", None), DRIVERS)
+                else f"not read (backend {ctx.backend.name})",
+                **summarize(sampler.rows), "sampler_cpu_s": round(sampler.cpu_s, 6),
+                "sampler_cpu_pct": round(100.0 * sampler.cpu_s / wall, 4) if wall > 0 else None}
+
+    def around_run(self, ctx: RunContext) -> contextlib.AbstractContextManager:
+        return self._sampled(ctx)

@@ -1,0 +1,252 @@
+"""Telemetry (labkit.run.telemetry): settings, interval arithmetic on fake readings with a fake
+clock, where it refuses to sample, and the store's ``samples`` table."""
+from __future__ import annotations
+
+import sqlite3
+from collections import namedtuple
+from types import SimpleNamespace
+
+import pandas as pd
+import pytest
+
+from labkit.design import Design
+from labkit.errors import ConfigError, StoreError
+from labkit.run.campaign import Campaign
+from labkit.run.telemetry import (
+    CgroupWatch,
+    Reading,
+    Sampler,
+    check_interval,
+    delta_rows,
+    parse_psi,
+    parse_throttled,
+    remote_reason,
+    summarize,
+)
+from labkit.store import Store
+
+CPU = namedtuple("scputimes", "user nice system idle iowait irq softirq steal guest guest_nice")
+DESIGN = Design.from_dict({"factors": {"vcpus": [1, 2]}, "replications": 1, "seed": 3})
+
+
+def cpu(user=0.0, idle=0.0, iowait=0.0, steal=0.0, guest=0.0):
+    return CPU(user, 0.0, 0.0, idle, iowait, 0.0, 0.0, steal, guest, 0.0)
+
+
+@pytest.mark.parametrize("value", [None, 0, 0.0, False, "off", "OFF", " off "])
+def test_off_settings(value):
+    assert check_interval(value) is None
+
+
+@pytest.mark.parametrize("value,expected", [("on", 1.0), (True, 1.0), (1, 1.0), (0.2, 0.2), (5, 5.0)])
+def test_interval_settings(value, expected):
+    assert check_interval(value) == expected
+
+
+@pytest.mark.parametrize("value", [-1, 0.01, float("nan"), float("inf"), "fast", "1.0", [1], {}])
+def test_bad_settings_are_config_errors_naming_the_option(value):
+    with pytest.raises(ConfigError, match="telemetry.*interval in seconds"):
+        check_interval(value)
+    with pytest.raises(ConfigError, match="telemetry"):
+        Campaign(DESIGN, backend="local", workload="nqueens", telemetry=value)
+
+
+def test_campaign_default_is_on_at_one_second_and_off_removes_the_hook():
+    from labkit.run.telemetry import Telemetry
+    on = Campaign(DESIGN, backend="local", workload="nqueens")
+    assert on.telemetry == 1.0 and [h.interval for h in on.hooks if isinstance(h, Telemetry)] == [1.0]
+    off = Campaign(DESIGN, backend="local", workload="nqueens", telemetry="off")
+    assert off.telemetry is None and not any(isinstance(h, Telemetry) for h in off.hooks)
+
+
+def test_parse_psi_and_throttled():
+    text = ("some avg10=1.00 avg60=0.50 avg300=0.10 total=123456\n"
+            "full avg10=0.00 avg60=0.00 avg300=0.00 total=789\n")
+    assert parse_psi(text) == {"some": 123456.0, "full": 789.0}
+    assert parse_throttled("nr_periods 10\nnr_throttled 4\nthrottled_usec 900\n") == 4
+    assert parse_throttled("usage_usec 5\n") is None
+
+
+def test_delta_rows_host_cpu_steal_iowait_and_rates():
+    a = Reading(10.0, cpus=[cpu(user=100, idle=100), cpu(user=50, idle=150)], psi={"cpu_some": 1e6},
+                disk=(1000, 0), net=(0, 0), own_cpu_s=1.0)
+    # one second later: CPU 0 fully busy (half of it steal), CPU 1 half idle half iowait
+    b = Reading(11.0, cpus=[cpu(user=100.5, idle=100, steal=0.5), cpu(user=50, idle=150.5, iowait=0.5)],
+                psi={"cpu_some": 1.25e6}, disk=(3000, 500), net=(100, 40), own_cpu_s=1.1,
+                gauges={"load1": 1.5})
+    rows = dict(delta_rows(a, b))
+    assert rows["cpu0_pct"] == pytest.approx(100.0) and rows["cpu1_pct"] == pytest.approx(0.0)
+    assert rows["cpu_pct"] == pytest.approx(50.0)
+    assert rows["steal_pct"] == pytest.approx(25.0) and rows["iowait_pct"] == pytest.approx(25.0)
+    assert rows["host_cpu_used_pct"] == pytest.approx(100.0)   # one CPU's worth
+    assert rows["psi_cpu_some_pct"] == pytest.approx(25.0)
+    assert rows["disk_read_Bps"] == 2000 and rows["disk_write_Bps"] == 500
+    assert rows["net_rx_Bps"] == 100 and rows["net_tx_Bps"] == 40
+    assert rows["controller_cpu_pct"] == pytest.approx(10.0)
+    assert rows["load1"] == 1.5
+    assert "cpu_other_pct" not in rows   # no cgroups known: nothing to subtract
+
+
+def test_guest_time_is_not_counted_twice():
+    a = Reading(0.0, cpus=[cpu(user=10, idle=10, guest=5)])
+    b = Reading(1.0, cpus=[cpu(user=11, idle=10, guest=6)])   # the guest second is inside user
+    assert dict(delta_rows(a, b))["cpu_pct"] == pytest.approx(100.0)
+
+
+def test_cpu_other_subtracts_campaign_cgroups_and_the_controller():
+    a = Reading(0.0, cpus=[cpu(user=0, idle=0)] * 2, own_cpu_s=0.0, groups={"c-a": (5.0, 2)})
+    # 2 s: host busy 3 CPU-s; instance a used 1 s, b (new, made meanwhile) 0.5 s; controller 0.2 s
+    b = Reading(2.0, cpus=[cpu(user=1.5, idle=0.5)] * 2, own_cpu_s=0.2,
+                groups={"c-a": (6.0, 5), "c-b": (0.5, 1)})
+    rows = dict(delta_rows(a, b))
+    assert rows["campaign_cpu_pct"] == pytest.approx(75.0)
+    assert rows["cpu_other_pct"] == pytest.approx(100 * (3.0 - 1.5 - 0.2) / 2)
+    assert rows["throttled_periods"] == 4
+
+
+def test_readings_without_time_passing_give_no_rows():
+    assert delta_rows(Reading(1.0), Reading(1.0)) == []
+
+
+def test_sampler_with_a_fake_clock_times_rows_from_the_first_reading():
+    now = iter([100.0, 100.5, 101.25])
+    cpus = iter([[cpu(user=0, idle=1)], [cpu(user=1, idle=1)], [cpu(user=1, idle=2)]])
+    s = Sampler(0.5, lambda: Reading(next(now), cpus=next(cpus)), thread_clock=lambda: 0.0)
+    for _ in range(3):
+        s.sample()
+    by_t = {}
+    for t, m, v in s.rows:
+        by_t.setdefault(t, {})[m] = v
+    assert sorted(by_t) == [0.5, 1.25] and s.readings == 3
+    assert by_t[0.5]["cpu_pct"] == 100.0 and by_t[1.25]["cpu_pct"] == 0.0
+
+
+def test_a_failing_reading_is_skipped_not_raised():
+    calls = iter([Reading(0.0), RuntimeError("gone"), Reading(1.0, gauges={"load1": 0.5})])
+
+    def read():
+        r = next(calls)
+        if isinstance(r, Exception):
+            raise r
+        return r
+    s = Sampler(1.0, read)
+    for _ in range(3):
+        s.sample()
+    assert s.readings == 2 and s.rows == [(1.0, "load1", 0.5)]
+
+
+def test_sampler_thread_samples_until_stopped():
+    clock = iter(float(i) for i in range(10_000))
+    s = Sampler(0.01, lambda: Reading(next(clock), gauges={"load1": 1.0}))
+    s.start()
+    import time
+    deadline = time.monotonic() + 30
+    while s.readings < 3 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    s.stop()
+    n = s.readings
+    assert n >= 4 and len(s.rows) == n - 1   # start, >= 2 in the thread, one at stop
+    time.sleep(0.05)
+    assert s.readings == n   # stopped
+
+
+def test_summarize():
+    rows = [(1.0, "cpu_other_pct", 5.0), (2.0, "cpu_other_pct", 15.0), (1.0, "steal_pct", 0.0),
+            (2.0, "steal_pct", 3.0), (1.0, "freq_min_mhz", 800.0), (2.0, "freq_min_mhz", 1200.0),
+            (1.0, "freq_max_mhz", 3000.0), (1.0, "throttled_periods", 2.0), (2.0, "throttled_periods", 3.0)]
+    s = summarize(rows)
+    assert s["cpu_other_max_pct"] == 15.0 and s["cpu_other_mean_pct"] == 10.0 and s["steal_max_pct"] == 3.0
+    assert s["freq_min_mhz"] == 800.0 and s["freq_max_mhz"] == 3000.0 and s["throttled_periods"] == 5.0
+    assert "iowait_mean_pct" not in s
+
+
+@pytest.mark.parametrize("backend,here", [
+    (SimpleNamespace(name="local"), True),
+    (SimpleNamespace(name="docker", base_url="unix:///var/run/docker.sock", ssh=None), True),
+    (SimpleNamespace(name="docker", base_url="ssh://root@10.0.0.2", ssh=object()), False),
+    (SimpleNamespace(name="docker", base_url="tcp://10.0.0.2:2375", ssh=None), False),
+    (SimpleNamespace(name="lxd"), True),
+    (SimpleNamespace(name="libvirt", local=True), True),
+    (SimpleNamespace(name="libvirt", local=False), False),
+    (SimpleNamespace(name="ssh"), False),
+    (SimpleNamespace(name="openstack"), False),
+])
+def test_only_backends_on_this_machine_are_sampled(backend, here):
+    assert (remote_reason(backend) is None) is here
+
+
+def test_remote_backend_records_why_nothing_was_sampled():
+    from labkit.core.instance import InstanceSpec
+    from labkit.run.hooks import RunContext
+    from labkit.run.telemetry import Telemetry
+    ctx = RunContext(DESIGN.plan()[0], InstanceSpec(), {}, SimpleNamespace(name="ssh"), "lk-x-")
+    with Telemetry(0.1).around_run(ctx) as started:
+        assert started == []
+    assert ctx.samples == []
+    assert ctx.metadata["telemetry"]["collected"] is False
+    assert "not collected" in ctx.metadata["telemetry"]["reason"]
+
+
+def test_cgroup_watch_reads_the_campaigns_cgroups_v2(tmp_path):
+    from labkit.backends.cgroups import CgroupV2
+    for name, usage, throttled in (("lk-c-1", 2_000_000, 3), ("lk-c-2", 500_000, 0), ("other", 9_000_000, 9)):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "cpu.stat").write_text(f"usage_usec {usage}\nnr_periods 9\nnr_throttled {throttled}\n")
+    assert CgroupWatch(CgroupV2(str(tmp_path)), "lk-c-").read() == {"lk-c-1": (2.0, 3), "lk-c-2": (0.5, 0)}
+
+
+def test_cgroup_watch_reads_the_campaigns_cgroups_v1(tmp_path):
+    from labkit.backends.cgroups import CgroupV1
+    roots = {c: tmp_path / c for c in ("cpuset", "cpu", "cpuacct", "memory")}
+    for r in roots.values():
+        (r / "lk-c-1").mkdir(parents=True)
+    (roots["cpuacct"] / "lk-c-1" / "cpuacct.usage").write_text("1500000000\n")
+    (roots["cpu"] / "lk-c-1" / "cpu.stat").write_text("nr_periods 4\nnr_throttled 2\nthrottled_time 7\n")
+    assert CgroupWatch(CgroupV1({k: str(v) for k, v in roots.items()}), "lk-c-").read() == {"lk-c-1": (1.5, 2)}
+
+
+# -- the store's samples table ---------------------------------------------------------------
+
+def test_run_and_samples_stored_together_read_and_exported(tmp_path):
+    runs = DESIGN.plan()
+    with Store.for_campaign(tmp_path, "c1") as st:
+        st.record_run(runs[0], status="failed", started="t", duration_s=1.0, error="boom",
+                      samples=[(0.2, "cpu_pct", 50.0), (0.4, "cpu_pct", 60.0)])
+        st.record_run(runs[1], status="ok", started="t", duration_s=1.0)
+        st.record_samples(runs[1].run_id, [(0.2, "load1", 1.0)])
+        got = st.samples()
+        assert list(got.columns) == ["run_id", "t", "metric", "value"] and len(got) == 3
+        assert list(st.samples(runs[0].run_id).value) == [50.0, 60.0]
+        st.export(formats=("csv",))
+        assert len(pd.read_csv(tmp_path / "c1" / "samples.csv")) == 3
+        # a run forgotten to run again loses its samples (a new attempt brings its own)
+        st.delete_runs([runs[0].run_id])
+        assert st.samples(runs[0].run_id).empty and len(st.samples()) == 1
+
+
+def test_a_run_that_cannot_be_stored_leaves_no_samples(tmp_path):
+    run = DESIGN.plan()[0]
+    with Store.for_campaign(tmp_path, "c1") as st:
+        st.record_run(run, status="ok", started="t", duration_s=1.0)
+        with pytest.raises(StoreError, match="stored once"):
+            st.record_run(run, status="ok", started="t", duration_s=1.0, samples=[(0.1, "x", 1.0)])
+        assert st.samples().empty
+
+
+@pytest.mark.parametrize("row", [(0.1, "", 1.0), (0.1, None, 1.0), ("soon", "x", 1.0), (0.1, "x"), 7])
+def test_bad_sample_rows_are_store_errors(tmp_path, row):
+    with Store.for_campaign(tmp_path, "c1") as st, pytest.raises(StoreError, match="sample row 0"):
+        st.record_samples("r1", [row])
+
+
+def test_store_made_before_samples_reads_empty_and_gets_the_table_when_opened_for_writing(tmp_path):
+    with Store.for_campaign(tmp_path, "old") as st:
+        st.record_run(DESIGN.plan()[0], status="ok", started="t", duration_s=1.0)
+    path = tmp_path / "old" / "store.sqlite"
+    with sqlite3.connect(path) as db:
+        db.execute("DROP TABLE samples")
+    with Store(path, readonly=True) as ro:
+        assert ro.samples().empty and list(ro.samples().columns) == ["run_id", "t", "metric", "value"]
+    with Store(path) as rw:
+        rw.record_samples("r", [(0.0, "load1", 0.1)])
+        assert len(rw.samples()) == 1
