@@ -38,7 +38,7 @@ WORKLOAD = {"factors": {"vcpus": [1, 2]}, "replications": 1, "seed": 1}   # only
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--backend", default="local")
-    ap.add_argument("--reps", type=int, default=20, help="runs per level (default 20)")
+    ap.add_argument("--reps", type=int, default=30, help="runs per level (default 30)")
     ap.add_argument("--board", type=int, default=15, help="N-queens board (default 15: about a second)")
     ap.add_argument("--interval", type=float, default=1.0, help="telemetry interval, s (default 1.0)")
     ap.add_argument("--seed", type=int, default=32)

@@ -29,7 +29,7 @@ The run's metadata gets a summary under ``telemetry`` (run-level covariates): ``
 was not read), maxima and means (``cpu_other_max_pct``, ``steal_max_pct``,
 ``iowait_mean_pct``, ``psi_cpu_some_max_pct``, ``freq_min_mhz``, ...), ``throttled_periods`` and
 the sampler's own CPU (``sampler_cpu_s``, ``sampler_cpu_pct`` of one core, from the sampling
-thread's CPU clock). The controller host is sampled only when the run's backend runs its
+thread's CPU clock); :func:`covariates` gives them as columns, one row per run. The controller host is sampled only when the run's backend runs its
 instances on this machine (``local``, ``docker`` and ``lxd`` on a local socket, ``libvirt`` with a
 local URI); for any other the summary says ``collected: false`` and why, rather than sampling the
 wrong machine (or without psutil, why not). Telemetry never fails a run: a reading that fails is
@@ -382,3 +382,20 @@ class Telemetry(RunHook):
 
     def around_run(self, ctx: RunContext) -> contextlib.AbstractContextManager:
         return self._sampled(ctx)
+
+
+def covariates(runs: Any) -> Any:
+    """The runs' telemetry summaries as run-level covariates: one row per row of ``runs``
+    (:meth:`Store.runs <labkit.store.Store.runs>`), column ``run_id`` and one column per numeric key
+    of its metadata's ``telemetry`` (``cpu_other_max_pct``, ``steal_max_pct``, ...; NaN where a run
+    has none, e.g. not collected), ready to merge into :meth:`Store.tidy <labkit.store.Store.tidy>`
+    on ``run_id``."""
+    import pandas as pd
+    if runs.empty:
+        return pd.DataFrame(columns=["run_id"])
+    rows = []
+    for rid, md in zip(runs["run_id"], runs["metadata"]):
+        summary = (md or {}).get("telemetry") or {}
+        rows.append({"run_id": rid, **{k: v for k, v in summary.items()
+                                       if isinstance(v, (int, float)) and not isinstance(v, bool)}})
+    return pd.DataFrame(rows)

@@ -12,6 +12,7 @@ import pandas as pd
 import pytest
 
 from labkit.run.campaign import Campaign
+from labkit.run.telemetry import covariates
 
 # burns one CPU for ~1 s inside the instance; the run with 2 vCPUs then fails on purpose
 BURN = ["sh", "-c", "timeout 1 sh -c 'while :; do :; done'; test {vcpus} = 1"]
@@ -56,6 +57,8 @@ def test_every_run_keeps_its_samples_and_summary(tmp_path):
         assert summary["cpu_other_max_pct"] == pytest.approx(mine[mine.metric == "cpu_other_pct"].value.max(),
                                                              abs=1e-3)
         assert summary["sampler_cpu_s"] >= 0
+    cov = covariates(st.runs())
+    assert len(cov) == 2 and cov.set_index("run_id").loc[runs.loc[1, "run_id"], "samples"] >= 3
     exported = pd.read_csv(tmp_path / "tele-on" / "samples.csv")
     assert len(exported) == len(samples)
 

@@ -17,6 +17,7 @@ from labkit.run.telemetry import (
     Reading,
     Sampler,
     check_interval,
+    covariates,
     delta_rows,
     parse_psi,
     parse_throttled,
@@ -250,3 +251,16 @@ def test_store_made_before_samples_reads_empty_and_gets_the_table_when_opened_fo
     with Store(path) as rw:
         rw.record_samples("r", [(0.0, "load1", 0.1)])
         assert len(rw.samples()) == 1
+
+
+def test_covariates_are_the_numeric_summary_keys_one_row_per_run():
+    runs = pd.DataFrame({"run_id": ["a", "b", "c"], "metadata": [
+        {"telemetry": {"collected": True, "interval_s": 1.0, "samples": 3, "cpu_other_max_pct": 12.5,
+                       "instance_cpu": "cgroups"}},
+        {"telemetry": {"collected": False, "reason": "remote"}},
+        {}]})
+    cov = covariates(runs)
+    assert list(cov.run_id) == ["a", "b", "c"]
+    assert set(cov.columns) == {"run_id", "interval_s", "samples", "cpu_other_max_pct"}
+    assert cov.cpu_other_max_pct.iloc[0] == 12.5 and cov.cpu_other_max_pct.iloc[1:].isna().all()
+    assert list(covariates(pd.DataFrame()).columns) == ["run_id"]
