@@ -16,7 +16,9 @@
 * Intervals by run: :func:`bootstrap_ci` (resamples whole runs), :func:`ratio_ci`
   (ratio of means, e.g. overhead of A over B: Fieller or bootstrap).
 * How many runs: :func:`sample_size` (per configuration, for a target CI half-width),
-  :func:`n_for_halfwidth`, :func:`n_for_power`; adaptive replication: :mod:`labkit.run.adaptive`.
+  :func:`n_for_halfwidth`, :func:`n_for_power`; adaptive replication: :mod:`labkit.run.adaptive`;
+  per level (instances, runs, iterations) at least cost: :func:`runs_needed`,
+  :func:`plan_repetitions`, :func:`kj_estimators` (Kalibera & Jones).
 * Campaign against campaign: :func:`config_differences`, :func:`drift_test`,
   :func:`pettitt`, :func:`changepoint` (each with a minimum practical effect).
 * Cost: :func:`cost_efficiency` (executions per hour per price per hour).
@@ -53,6 +55,7 @@ from .mixed import MixedEffects, mixed_effects
 from .multitest import adjust_p, correct
 from .overhead import fieller_ratio, overhead_ratios
 from .quantile import quantile_ci
+from .repetition import kj_estimators, plan_repetitions, runs_needed
 from .robust import brunner_munzel, dunn, games_howell, kruskal, levene, mann_whitney, welch_anova
 from .samplesize import n_for_halfwidth, n_for_power, sample_size
 from .summary import summarize
@@ -60,6 +63,7 @@ from .transform import boxcox, boxcox_transform
 from .warmup import WarmupWarning, warmup
 
 __all__ = ["WarmupWarning", "change_points", "quantile_ci", "warmup",  # quantiles, drift, warm-up
+           "kj_estimators", "plan_repetitions", "runs_needed",           # repetitions per level
            "Choice", "Diagnostics", "FewRunsWarning", "LenthResult", "MixedEffects", "adjust_p", "anova",
            "art_aligned", "art_anova", "blocked_effects", "bootstrap_ci", "boxcox",
            "boxcox_transform", "brunner_munzel", "changepoint", "compare_groups",
