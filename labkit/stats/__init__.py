@@ -6,7 +6,9 @@
   :func:`lenth`.
 * Multi-level or unbalanced designs: :func:`anova` (cell means when balanced, else statsmodels),
   :func:`oneway_anova`, :func:`tukey_hsd`.
-* Random levels (hosts, instances): :func:`mixed_effects` (REML, variance components).
+* Random levels (hosts, instances): :func:`mixed_effects` (REML, variance components);
+  :func:`level_effects` tests each factor against the level it varies across (EMS or REML),
+  :func:`unit_means`, :func:`constant_within`.
 * Tests: :func:`ttest`, :func:`ttest_by`, :func:`shapiro`, :func:`shapiro_by`.
 * Description: :func:`summarize` (per-configuration mean and CI).
 * When assumptions fail: :func:`levene` (Brown-Forsythe), :func:`welch_anova`,
@@ -51,6 +53,7 @@ from .effectsize import effect_sizes, hedges_g
 from .factorial import factorial_effects, factorial_residuals, yates_terms
 from .inference import shapiro, shapiro_by, ttest, ttest_by
 from .lenth import LenthResult, lenth
+from .levels import LevelEffects, constant_within, level_effects, unit_means
 from .mixed import MixedEffects, mixed_effects
 from .multitest import adjust_p, correct
 from .overhead import fieller_ratio, overhead_ratios
@@ -64,6 +67,7 @@ from .warmup import WarmupWarning, warmup
 
 __all__ = ["WarmupWarning", "change_points", "quantile_ci", "warmup",  # quantiles, drift, warm-up
            "kj_estimators", "plan_repetitions", "runs_needed",           # repetitions per level
+           "LevelEffects", "constant_within", "level_effects", "unit_means",  # the right error term
            "Choice", "Diagnostics", "FewRunsWarning", "LenthResult", "MixedEffects", "adjust_p", "anova",
            "art_aligned", "art_anova", "blocked_effects", "bootstrap_ci", "boxcox",
            "boxcox_transform", "brunner_munzel", "changepoint", "compare_groups",

@@ -72,7 +72,8 @@ class MixedEffects:
 
 
 def mixed_effects(data: pd.DataFrame, *, response: str, random: v.Columns,
-                  fixed: v.Columns = None, levels: v.Levels = None) -> MixedEffects:
+                  fixed: v.Columns = None, levels: v.Levels = None,
+                  blocks: v.Columns = None) -> MixedEffects:
     """REML fit of a linear mixed model with two-level fixed factors and random levels.
 
     Parameters
@@ -87,6 +88,10 @@ def mixed_effects(data: pd.DataFrame, *, response: str, random: v.Columns,
     levels : the low/high level of each fixed factor, as in :func:`factorial_effects`
         (a Design, ``{factor: (low, high)}`` or ``{factor: {level: -1/+1}}``); default:
         Categorical order, else sorted.
+    blocks : fixed nuisance columns with any number of levels (hosts of a fleet whose
+        conclusions stay with those hosts): each enters the model with sum-to-zero contrasts
+        (R's ``contr.sum``), so the intercept stays the mean over blocks; their coefficients are
+        not reported.
 
     Returns
     -------
@@ -110,9 +115,16 @@ def mixed_effects(data: pd.DataFrame, *, response: str, random: v.Columns,
     v.columns(data, fixed_cols, "fixed")
     v.columns(data, random_cols, "random")
     y = v.response(data, response)
-    _no_overlap(response, fixed_cols, random_cols)
-    v.no_missing(data, fixed_cols, "fixed")
+    block_cols = v.names(blocks, "blocks", allow_empty=True)
+    v.columns(data, block_cols, "blocks")
+    _no_overlap(response, fixed_cols + block_cols, random_cols)
+    both = [c for c in block_cols if c in fixed_cols]
+    if both:
+        raise ConfigError(f"{', '.join(map(repr, both))} listed in both fixed and blocks")
+    v.no_missing(data, fixed_cols + block_cols, "fixed")
     X, terms, coding = _fixed_matrix(data, fixed_cols, levels)
+    if block_cols:
+        X = _with_blocks(X, data, block_cols)
     Z = [_units(data, c, len(y)) for c in random_cols]
     y, offset = num.shift(y)
     fit = _best_fit(y, X, Z, random_cols)
@@ -120,6 +132,8 @@ def mixed_effects(data: pd.DataFrame, *, response: str, random: v.Columns,
     beta = fit["fe"]
     beta[0] += offset
     se, df = _inference(y, X, Z, var_c, var_e)
+    p = len(terms)
+    beta, se, df = beta[:p], se[:p], df[:p]
     with np.errstate(divide="ignore", invalid="ignore"):
         t = beta / se
     fixed_table = pd.DataFrame({"term": terms, "estimate": beta, "se": se, "df": df, "t": t,
@@ -169,6 +183,28 @@ def _fixed_matrix(data: pd.DataFrame, fixed: list[str], levels: v.Levels):
                           f"factorial of {fixed!r} (rank {rank}): some combinations of levels "
                           f"have no observation")
     return X, terms, coding
+
+
+def _with_blocks(X: np.ndarray, data: pd.DataFrame, blocks: list[str]) -> np.ndarray:
+    """``X`` with the sum-to-zero contrast columns of each block column appended; ConfigError when
+    the blocks cannot be told apart from the factors (a block holding one configuration)."""
+    cols = [X]
+    for b in blocks:
+        codes, labels = v.factorize(data, b, "blocks")
+        m = len(labels)
+        if m < 2:
+            continue                       # one block: nothing to remove
+        c = np.zeros((len(data), m - 1))
+        for j in range(m - 1):
+            c[codes == j, j] = 1.0
+        c[codes == m - 1, :] = -1.0
+        cols.append(c)
+    out = np.hstack(cols)
+    rank = np.linalg.matrix_rank(out)
+    if rank < out.shape[1]:
+        raise ConfigError(f"blocks {blocks!r} are confounded with the fixed factors (rank {rank} of "
+                          f"{out.shape[1]}): every block must hold several configurations")
+    return out
 
 
 def _units(data: pd.DataFrame, col: str, n: int) -> np.ndarray:

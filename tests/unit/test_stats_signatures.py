@@ -21,6 +21,7 @@ SAMPLES = {
     "n_for_halfwidth": ("sd", "halfwidth"), "n_for_power": ("delta", "sd"),  # elementwise numbers
     "yates_terms": ("factors",),
     "quantile_ci": ("values",), "change_points": ("values",), "warmup": ("values",),  # one series
+    "runs_needed": ("pilot",), "plan_repetitions": ("variances",),      # a pilot, its components
 }
 PUBLIC = sorted(n for n in stats.__all__ if inspect.isfunction(getattr(stats, n)))
 
