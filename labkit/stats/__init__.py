@@ -10,7 +10,8 @@
   :func:`level_effects` tests each factor against the level it varies across (EMS or REML),
   :func:`unit_means`, :func:`constant_within`.
 * Tests: :func:`ttest`, :func:`ttest_by`, :func:`shapiro`, :func:`shapiro_by`.
-* Description: :func:`summarize` (per-configuration mean and CI).
+* Description: :func:`summarize` (per-configuration mean and CI), :func:`quantile_summary`
+  (median, p95, p99 with distribution-free intervals beside the mean).
 * When assumptions fail: :func:`levene` (Brown-Forsythe), :func:`welch_anova`,
   :func:`games_howell`, :func:`mann_whitney`, :func:`brunner_munzel`,
   :func:`kruskal`, :func:`dunn`, :func:`art_anova` (aligned rank transform),
@@ -27,7 +28,8 @@
 * Families of tests: :func:`adjust_p`, :func:`correct` (Holm, Bonferroni, BH).
 * Effect sizes: :func:`hedges_g`, :func:`effect_sizes` (omega², partial eta² with CI).
 * Quantiles, drift, warm-up: :func:`quantile_ci` (exact order-statistic interval),
-  :func:`change_points` (level changes in a series), :func:`warmup` (MSER-5 truncation).
+  :func:`change_points` (level changes in a series), :func:`drift_segments` (each host's run-order
+  residuals cut at its changes), :func:`warmup` (MSER-5 truncation).
 
 Calls: the data is positional, every other argument keyword-only --
 ``anova(data, response="rps", factors=["vcpus", "affinity"])``,
@@ -48,7 +50,7 @@ from .choose import Choice, compare_groups
 from .compare import changepoint, config_differences, drift_test, pettitt
 from .cost import cost_efficiency
 from .diagnostics import Diagnostics, factorial_diagnostics
-from .drift import change_points
+from .drift import change_points, drift_segments
 from .effectsize import effect_sizes, hedges_g
 from .factorial import factorial_effects, factorial_residuals, yates_terms
 from .inference import shapiro, shapiro_by, ttest, ttest_by
@@ -61,11 +63,12 @@ from .quantile import quantile_ci
 from .repetition import kj_estimators, plan_repetitions, runs_needed
 from .robust import brunner_munzel, dunn, games_howell, kruskal, levene, mann_whitney, welch_anova
 from .samplesize import n_for_halfwidth, n_for_power, sample_size
-from .summary import summarize
+from .summary import quantile_summary, summarize
 from .transform import boxcox, boxcox_transform
 from .warmup import WarmupWarning, warmup
 
 __all__ = ["WarmupWarning", "change_points", "quantile_ci", "warmup",  # quantiles, drift, warm-up
+           "drift_segments", "quantile_summary",
            "kj_estimators", "plan_repetitions", "runs_needed",           # repetitions per level
            "LevelEffects", "constant_within", "level_effects", "unit_means",  # the right error term
            "Choice", "Diagnostics", "FewRunsWarning", "LenthResult", "MixedEffects", "adjust_p", "anova",

@@ -16,13 +16,14 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+import pandas as pd
 from scipy import stats as sps
 
 from ..errors import ConfigError
 from . import validate as v
 from .compare import pettitt
 
-__all__ = ["change_points"]
+__all__ = ["change_points", "drift_segments"]
 
 
 def _test(x: np.ndarray, *, alpha: float, min_size: int,
@@ -107,3 +108,62 @@ def _refine(x: np.ndarray, points: list[int], opts: dict[str, Any]) -> list[int]
             break
         points = moved
     return points
+
+
+def drift_segments(data: pd.DataFrame, *, response: str, order: str, by: v.Columns = None,
+                   factors: v.Columns = None, alpha: float = 0.05, min_size: int = 5) -> pd.DataFrame:
+    """Drift in run order: each series' stretches of constant level, after the design's effects.
+
+    ``data`` has one row per run; ``order`` is the run-order column (``run_seq``: the run's
+    position on its host); ``by`` the columns that make a series (``host``: each host's runs in
+    their order); ``factors`` the design's factors, whose configuration means are subtracted
+    first (the residuals of the full model), so that a change of level is drift (a neighbour, a
+    thermal or frequency change, a host update) and not the random order's mix of
+    configurations. :func:`change_points` is run on each series' residuals.
+
+    Returns one row per segment: the ``by`` columns, ``segment`` (1-based), ``start`` and
+    ``end`` (the ``order`` values of its first and last run), ``n``, ``level`` (median residual)
+    and ``shift`` (its level minus the previous segment's; NaN for the first) and ``shift_pct``
+    (``shift`` in % of the mean response). A series without change is one segment.
+    ``attrs``: ``changes`` (how many in all), ``series``, ``short`` (series with fewer than
+    ``2 * min_size`` runs, not tested), ``alpha``, ``min_size``.
+    """
+    data = v.frame(data)
+    by = v.names(by, "by", allow_empty=True)
+    factors = v.names(factors, "factors", allow_empty=True)
+    v.columns(data, by + factors + [order], "columns")
+    y = v.response(data, response)
+    alpha = v.alpha(alpha)
+    frame = data[by + factors + [order]].copy()
+    fitted = (frame.assign(_y=y).groupby(factors, observed=True, dropna=False)["_y"].transform("mean")
+              if factors else pd.Series(np.full(len(y), float(np.mean(y))), index=frame.index))
+    frame["_r"] = y - fitted.to_numpy()
+    mean = float(np.mean(y))
+    rows, short, changes, series = [], [], 0, 0
+    groups = frame.groupby(by, observed=True, sort=True, dropna=False) if by else [((), frame)]
+    for key, part in groups:
+        key = key if isinstance(key, tuple) else (key,)
+        series += 1
+        part = part.sort_values(order, kind="stable")
+        r = part["_r"].to_numpy(float)
+        if len(r) < 2 * min_size:
+            short.append(key if len(key) > 1 else key[0] if key else "all")
+            cps = []
+        else:
+            cps = change_points(r, alpha=alpha, min_size=min_size)
+        changes += len(cps)
+        bounds = [0, *cps, len(r)]
+        prev = np.nan
+        for s in range(len(bounds) - 1):
+            seg = r[bounds[s]: bounds[s + 1]]
+            level = float(np.median(seg))
+            shift = level - prev
+            rows.append({**dict(zip(by, key)), "segment": s + 1,
+                         "start": part[order].iloc[bounds[s]], "end": part[order].iloc[bounds[s + 1] - 1],
+                         "n": len(seg), "level": level, "shift": shift,
+                         "shift_pct": 100 * shift / abs(mean) if mean else np.nan})
+            prev = level
+    out = pd.DataFrame(rows, columns=by + ["segment", "start", "end", "n", "level", "shift", "shift_pct"])
+    out.attrs.update(changes=changes, series=series, short=short, alpha=alpha, min_size=min_size,
+                     response=response, order=order, by=by)
+    return out

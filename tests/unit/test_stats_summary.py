@@ -44,3 +44,33 @@ def test_summary_errors():
         summarize(data, by="a", response="y")
     with pytest.raises(ConfigError, match="by: no column 'b'"):
         summarize(data, by=["b"], response="y")
+
+
+def test_quantile_summary_gives_each_configuration_its_order_statistic_intervals():
+    """Medians and p95 with the exact intervals of labkit.stats.quantile_ci (checked against the
+    binomial definition in test_stats_quantile.py) beside the mean's t interval; p95 needs 72
+    values at 95 % (1 - 0.95^n <= ... : quantile.min_values), so the 10-value group has none."""
+    from labkit.stats import quantile_ci, quantile_summary
+    rng = np.random.default_rng(8)
+    data = pd.DataFrame({"g": ["big"] * 400 + ["small"] * 10,
+                         "y": np.r_[rng.lognormal(size=400), rng.lognormal(size=10)]})
+    out = quantile_summary(data, by="g", response="y", quantiles=[0.5, 0.95])
+    assert list(out.columns) == ["g", "n", "mean", "ci_low", "ci_high", "p50", "p50_low", "p50_high",
+                                 "p95", "p95_low", "p95_high"]
+    assert out.attrs["needs"] == {"p50": 6, "p95": 72}
+    means = summarize(data, by="g", response="y")
+    assert out[["mean", "ci_low", "ci_high"]].to_numpy() == pytest.approx(
+        means[["mean", "ci_low", "ci_high"]].to_numpy())
+    for _, row in out.iterrows():
+        x = data.loc[data.g == row["g"], "y"].to_numpy()
+        med = quantile_ci(x, q=0.5).iloc[0]
+        assert (row["p50"], row["p50_low"], row["p50_high"]) == (med["estimate"], med["low"], med["high"])
+        if row["g"] == "big":
+            p95 = quantile_ci(x, q=0.95).iloc[0]
+            assert (row["p95_low"], row["p95_high"]) == (p95["low"], p95["high"])
+        else:
+            assert row["p95"] == np.quantile(x, 0.95) and np.isnan(row["p95_low"])
+    overall = quantile_summary(data, by=None, response="y")
+    assert overall.columns[-1] == "p99_high" and overall.loc[0, "n"] == 410
+    with pytest.raises(ConfigError, match="strictly between 0 and 1"):
+        quantile_summary(data, by="g", response="y", quantiles=[50])
