@@ -22,9 +22,11 @@ from ..stats import validate as v
 from ..stats.diagnostics import Diagnostics
 from ..stats.factorial import sign_table, yates_terms
 from ..stats.lenth import lenth
+from ..stats.levels import LevelEffects
 from .labels import label, term_label
+from .levels import LevelDesign
 
-__all__ = ["Analysis", "Conclusions", "analyze", "compare", "conclusions", "escape_html", "escape_md",
+__all__ = ["Analysis", "Conclusions", "analyze", "analyze_results", "compare", "conclusions", "escape_html", "escape_md",
            "html_report", "variation_ci", "write_bundle", "write_report"]
 
 # always backslash-escaped in Markdown; "<", ">" and "&" become entities; "_" only where it could
@@ -174,6 +176,10 @@ def _significant(effects: pd.DataFrame, alpha: float) -> tuple[list[str], str]:
     if "p" in rows and np.isfinite(rows["p"].to_numpy(float)).any():
         sig = rows.loc[rows["p"] < alpha, "term"].tolist()
         test = "t-test of each effect" if "t" in rows else "ANOVA F-test of each term"
+        test = {"ems": "F-test of each term against the unit means (expected mean squares)",
+                "reml": "mixed-model t-test of each effect (REML, Satterthwaite df)",
+                "unit means": "ANOVA F-test of each term on the unit means"}.get(
+            effects.attrs.get("method"), test)
         return sig, f"{test}, α = {alpha:g}"
     res = lenth(rows, alpha=alpha)
     return list(res.active), f"Lenth's method (unreplicated design), α = {alpha:g}"
@@ -202,7 +208,8 @@ def _describe_terms(effects: pd.DataFrame, terms: list[str], ci: dict, response:
 def conclusions(effects: pd.DataFrame, *, diagnostics: Diagnostics | None = None,
                 variation: pd.DataFrame | None = None, focus: str | None = None,
                 reference: pd.DataFrame | None = None, alpha: float | None = None,
-                practical_pct: float = 1.0) -> Conclusions:
+                practical_pct: float = 1.0, error_term: Sequence[str] | None = None,
+                checks: Sequence[str] | None = None) -> Conclusions:
     """Conclusions in words from a :func:`labkit.stats.factorial_effects` table.
 
     * ``diagnostics``: the :class:`labkit.stats.Diagnostics` of the same data; when the
@@ -214,6 +221,10 @@ def conclusions(effects: pd.DataFrame, *, diagnostics: Diagnostics | None = None
     * ``reference``: a published allocation of variation, columns ``source``, ``term`` (our
       term names) and ``pct_variation``: the largest term and the focus factor's share there
       beside ours.
+    * ``error_term``: sentences saying which error term the tests used and each level's share
+      of the variance (:func:`labkit.report.levels.error_term_sentences`), among the findings.
+    * ``checks``: sentences of the measurement checks (drift in run order, warm-up cut:
+      :func:`labkit.report.levels.drift_sentences`, ``warmup_sentence``), among the assumptions.
 
     Returns a :class:`Conclusions`.
     """
@@ -242,8 +253,9 @@ def conclusions(effects: pd.DataFrame, *, diagnostics: Diagnostics | None = None
                             + ", ".join(term_label(t) for t in small) + ".")
     err = effects.loc[effects["term"] == "error"]
     if len(err) and np.isfinite(float(err["pct_variation"].iloc[0])):
-        out.findings.append(f"Unexplained (run-to-run) variation: "
+        out.findings.append(f"Unexplained {'' if error_term else '(run-to-run) '}variation: "
                             f"{_share(err.iloc[0], ci)} of the total.")
+    out.findings += list(error_term or [])
 
     log_sig = None
     if diagnostics is not None:
@@ -273,6 +285,7 @@ def conclusions(effects: pd.DataFrame, *, diagnostics: Diagnostics | None = None
             else:
                 s += " The log model could not be fitted (values <= 0)."
             out.assumptions.append(s)
+    out.assumptions += list(checks or [])
 
     if focus is not None:
         with_focus = [t for t in terms["term"] if focus in t.split(":")]
@@ -370,6 +383,16 @@ class Analysis:
     NaN; no rows for "none"), ``diagnostics`` (factorial residual checks or None),
     ``variation`` (bootstrap CIs of the shares or None), ``conclusions``,
     ``fingerprints`` (:func:`labkit.core.fingerprint.fingerprint_table`).
+
+    The measurement's levels (issue 32): ``observations`` (one row per run and instance, with
+    host, instance, boot, run_seq, suspect: :func:`labkit.report.levels.observations`),
+    ``level_design`` (which levels are random, :func:`labkit.report.levels.level_design`),
+    ``levels`` (the :class:`labkit.stats.LevelEffects` when runs are not independent units, else
+    None; ``kind`` is then "levels"), ``quantiles`` (:func:`labkit.stats.quantile_summary` per
+    configuration), ``drift`` (:func:`labkit.stats.drift_segments` of each host's runs),
+    ``warmup`` (the iterations cut per run) and ``telemetry`` (one row per run: host,
+    run_seq, suspect, suspect_reason and the telemetry summaries of
+    :func:`labkit.run.telemetry.covariates`).
     """
     campaign: str
     response: str
@@ -384,6 +407,13 @@ class Analysis:
     variation: pd.DataFrame | None
     conclusions: Conclusions
     fingerprints: pd.DataFrame
+    observations: pd.DataFrame | None = None
+    level_design: LevelDesign | None = None
+    levels: LevelEffects | None = None
+    quantiles: pd.DataFrame | None = None
+    drift: pd.DataFrame | None = None
+    warmup: pd.DataFrame | None = None
+    telemetry: pd.DataFrame | None = None
 
     def design_text(self) -> str:
         """One plain-text sentence: design name, factors, replications, seed, backend, workload
@@ -399,6 +429,7 @@ class Analysis:
         ``title`` (a heading: campaign, response, factors), ``design`` (:meth:`design_text`),
         ``effects`` (the heading of the effects table) and ``conclusions``."""
         effects = {"factorial": "Effects (2^k factorial, Jain)", "anova": "ANOVA (type 2)",
+                   "levels": "Effects, each tested against the level it varies across",
                    "none": "Effects: none can be computed (see the conclusions)"}[self.kind]
         return {"title": f"## {escape_md(self.campaign)}: {escape_md(self.response)} on "
                          f"{escape_md(', '.join(map(str, self.factors)))}",
@@ -412,7 +443,8 @@ class Analysis:
         from . import plots
         figs = {}
         levels = self.effects.attrs.get("levels")
-        if self.kind == "factorial" and (len(self.factors) >= 2 or self.diagnostics is not None):
+        if self.kind in ("factorial", "levels") and (len(self.factors) >= 2 or self.diagnostics is not None
+                                                      or self.kind == "levels"):
             figs["pareto"] = plots.pareto(self.effects, diagnostics=self.diagnostics)
         figs["main_effects"] = plots.main_effects(self.runs, self.factors, self.response,
                                                   alpha=alpha, levels=levels)
@@ -437,7 +469,7 @@ def _is_full_two_level(runs: pd.DataFrame, factors: list) -> int:
 def analyze(data_dir: str | Path, campaign: str, *, response: str | None = None,
             factors: Sequence[str] | None = None, alpha: float = 0.05, focus: str | None = None,
             reference: pd.DataFrame | None = None,
-            n_boot: int = 1000) -> Analysis:
+            n_boot: int = 1000, hosts: str = "block") -> Analysis:
     """Analyse a stored campaign (opened read-only) as its design allows.
 
     ``response`` defaults to the workload's response (else the first metric);
@@ -447,16 +479,45 @@ def analyze(data_dir: str | Path, campaign: str, *, response: str | None = None,
     data allow). When no test is possible (an ANOVA without residual degrees of freedom:
     one factor, or no replications) the analysis still returns, with ``kind`` "none", an
     empty effects table and conclusions that say what cannot be computed and why.
-    Returns an :class:`Analysis`.
+
+    The right error term by itself (issue 32, :mod:`labkit.report.levels`): when runs share
+    instances (``runs_per_instance`` > 1), a run has several instances, or ``hosts="random"``
+    on a fleet, the runs are not independent units and each factor is tested against the level
+    it varies across (``kind`` "levels": the exact EMS test for balanced designs, else a REML
+    mixed model; hosts of a fleet are fixed blocks by default, ``hosts="random"`` makes them a
+    random level). Every analysis also checks each host's run order for drift, cuts the
+    warm-up of iterations, gives median, p95 and p99 with their intervals, and reads the runs'
+    telemetry. Returns an :class:`Analysis`; :func:`analyze_results` does the same from a
+    tidy DataFrame.
     """
-    from ..core.fingerprint import fingerprint_table
-    from ..stats import anova, factorial_diagnostics, factorial_effects, summarize
     from ..store import Store, load_results
-    from ..store.results import responses
     path = Path(data_dir) / campaign / "store.sqlite"
     with Store(path, readonly=True) as st:
-        meta, fps = st.meta(), st.fingerprints()
+        meta, fps, stored = st.meta(), st.fingerprints(), st.runs()
     tidy = load_results(data_dir, campaign)
+    return analyze_results(tidy, meta=meta, campaign=campaign, fingerprints=fps, runs=stored,
+                           response=response, factors=factors, alpha=alpha, focus=focus,
+                           reference=reference, n_boot=n_boot, hosts=hosts)
+
+
+def analyze_results(tidy: pd.DataFrame, *, meta: dict | None = None, campaign: str | None = None,
+                    fingerprints: dict | None = None, runs: pd.DataFrame | None = None,
+                    response: str | None = None, factors: Sequence[str] | None = None,
+                    alpha: float = 0.05, focus: str | None = None,
+                    reference: pd.DataFrame | None = None, n_boot: int = 1000,
+                    hosts: str = "block") -> Analysis:
+    """:func:`analyze` of tidy rows (:meth:`labkit.store.Store.tidy`, long format: one row per
+    measurement with the factor and level columns); ``meta`` is the store's metadata (design,
+    workload), ``fingerprints`` its host fingerprints and ``runs`` its :meth:`Store.runs
+    <labkit.store.Store.runs>` (for the telemetry summaries), each optional."""
+    from ..core.fingerprint import fingerprint_table
+    from ..stats import (anova, blocked_effects, drift_segments, factorial_diagnostics, factorial_effects,
+                         quantile_summary, summarize)
+    from .levels import (drift_sentences, error_term_sentences, level_analysis, level_design,
+                         observations, runs_of, warmup_sentence, with_levels)
+    meta = meta or {}
+    campaign = campaign or str(meta.get("campaign_id") or "campaign")
+    tidy = with_levels(v.frame(tidy, "tidy"))
     status = tidy.drop_duplicates("run_id").status.value_counts().to_dict()
     design_factors = list(meta.get("design", {}).get("factors", {}))
     if response is None:
@@ -469,45 +530,91 @@ def analyze(data_dir: str | Path, campaign: str, *, response: str | None = None,
     if factors is None:
         factors = [f for f in design_factors if tidy[f].nunique() > 1]
     factors = v.names(factors, "factors")
-    runs = responses(tidy, response, factors)
-    runs = runs.merge(tidy.drop_duplicates("run_id")[["run_id", "run_order"]], on="run_id")
-    summary = summarize(runs, by=factors, response=response, alpha=alpha)
-    r = _is_full_two_level(runs, factors)
+    v.columns(tidy, factors, "factors")
+    obs, cut = observations(tidy, response, factors)
+    runs_table = runs_of(obs, response, factors)
+    summary = summarize(runs_table, by=factors, response=response, alpha=alpha)
+    quantiles = quantile_summary(runs_table, by=factors, response=response, confidence=1 - alpha)
+    plan = level_design(obs, factors, hosts=hosts)
     diag: Diagnostics | None = None
     variation: pd.DataFrame | None = None
+    fit = None
     why: str | None = None
-    if r:
+    note = ""
+    r = _is_full_two_level(runs_table, factors)
+    if plan.random:
+        kind, effects, fit, note = level_analysis(obs, response, factors, plan, alpha=alpha)
+        if fit is not None and fit.method == "ems":
+            from ..stats import unit_means
+            means = unit_means(obs, response=response, unit=fit.error_term, keep=factors)
+            diag = factorial_diagnostics(means, factors=factors, response=response, alpha=alpha)
+    elif r:
         kind = "factorial"
-        effects = factorial_effects(runs, factors=factors, response=response, alpha=alpha)
+        if plan.blocks and r >= 2:
+            table = blocked_effects(runs_table, factors=factors, response=response, block="host",
+                                    alpha=alpha)
+            block = table.loc[table.term == "block", "pct_variation"]
+            effects = table[table.term != "block"].drop(columns="confounded").reset_index(drop=True)
+            effects.attrs.update(table.attrs, block_pct=float(block.iloc[0]) if len(block) else None)
+        else:
+            effects = factorial_effects(runs_table, factors=factors, response=response, alpha=alpha)
         if r >= 2:
-            diag = factorial_diagnostics(runs, factors=factors, response=response, alpha=alpha)
-            variation = variation_ci(runs, factors, response, alpha=alpha, n_boot=n_boot)
+            diag = factorial_diagnostics(runs_table, factors=factors, response=response, alpha=alpha)
+            variation = variation_ci(runs_table, factors, response, alpha=alpha, n_boot=n_boot)
         elif len(factors) < 2:
             why = ("one two-level factor without replications: no error estimate, and Lenth's "
                    "method needs at least 2 effects")
     else:
         kind = "anova"
-        cells = runs.groupby(factors, observed=True).size()
+        cells = runs_table.groupby(factors, observed=True).size()
         full = bool((cells >= 2).all())
         try:
-            table = anova(runs, response=response, factors=factors, interactions=full and len(factors) > 1)
+            table = anova(runs_table, response=response, factors=factors,
+                          interactions=full and len(factors) > 1)
         except ConfigError as exc:    # no residual degrees of freedom: say so, report the rest
             kind, why = "none", str(exc)
             effects = pd.DataFrame(columns=["term", "effect", "pct_variation"])
         else:
             effects = table.assign(pct_variation=100 * table["eta_sq"], effect=np.nan)
         effects.attrs.update({} if why else table.attrs, response=response, alpha=alpha)
+    effects.attrs.setdefault("response", response)
+    try:
+        drift = drift_segments(runs_table, response=response, order="run_seq", by="host",
+                               factors=factors, alpha=alpha)
+    except ConfigError:
+        drift = None
+    checks = (drift_sentences(drift, response) if drift is not None else [])
+    cut_text = warmup_sentence(cut)
+    checks += [cut_text] if cut_text else []
     if why:
         shown = "The effects table is shown without tests; the" if kind == "factorial" else "The"
         concl = Conclusions(headline="", findings=[
             f"No test of significance or share of variation can be computed from these "
-            f"{len(runs)} runs ({why}). {shown} summary per configuration and the figures are "
-            f"descriptive only; replicate the design to test the factors."])
+            f"{len(runs_table)} runs ({why}). {shown} summary per configuration and the figures are "
+            f"descriptive only; replicate the design to test the factors."], assumptions=checks)
     else:
         concl = conclusions(effects, diagnostics=diag, variation=variation, alpha=alpha,
-                            focus=focus if focus in factors else None, reference=reference)
-    return Analysis(campaign, response, factors, meta, status, runs, summary, kind, effects,
-                    diag, variation, concl, fingerprint_table(fps))
+                            focus=focus if focus in factors else None, reference=reference,
+                            error_term=error_term_sentences(kind, plan, effects, fit, note=note),
+                            checks=checks)
+    runs_out = runs_table[factors + ["run_id", "run_order", response]]
+    return Analysis(campaign, response, factors, meta, status, runs_out, summary, kind, effects,
+                    diag, variation, concl, fingerprint_table(fingerprints or {}),
+                    observations=obs, level_design=plan, levels=fit, quantiles=quantiles,
+                    drift=drift, warmup=cut, telemetry=_telemetry(runs, runs_table))
+
+
+def _telemetry(stored: pd.DataFrame | None, runs_table: pd.DataFrame) -> pd.DataFrame | None:
+    """One row per analysed run: run_id, run_order, host, run_seq, suspect, suspect_reason and the
+    runs' telemetry summaries (:func:`labkit.run.telemetry.covariates`), or None without them."""
+    if stored is None or not len(stored) or "metadata" not in stored:
+        return None
+    from ..run.telemetry import covariates
+    cov = covariates(stored)
+    if len(cov.columns) <= 1:
+        return None
+    keep = ["run_id", "run_order", "host", "run_seq", "suspect", "suspect_reason"]
+    return runs_table[keep].merge(cov, on="run_id", how="left")
 
 
 def compare(data_dir: str | Path, a: str, b: str, *, response: str | None = None, alpha: float = 0.05,
@@ -581,7 +688,7 @@ def write_report(data_dir: str | Path, campaign: str, out: str | Path, *, respon
         ("Conclusions", a.conclusions),
         ("Design", a.design_text()),
         ("Summary per configuration", a.summary),
-        ({"factorial": "Effects", "anova": "ANOVA", "none": "Effects"}[a.kind],
+        ({"factorial": "Effects", "anova": "ANOVA", "none": "Effects", "levels": "Effects"}[a.kind],
          "none can be computed (see the conclusions)" if a.kind == "none"
          else a.effects if a.variation is None else a.effects.merge(a.variation, on="term", how="left")),
         ("Figures", list(a.figures(alpha=alpha).values())),

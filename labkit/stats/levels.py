@@ -46,8 +46,10 @@ class LevelEffects:
     * ``effects`` -- one row per term in Yates order (``I``, ``A``, ``B``, ``A:B``, ...), then
       ``error``: ``term``, ``q`` (Jain's coefficient; the mean for ``I``), ``effect`` (``2q``),
       ``se``, ``ci_low``/``ci_high`` (``q +- t(1 - alpha/2, df) se``), ``df`` (of the test),
-      ``t``, ``F`` (``t^2``), ``p`` and ``pct_variation`` (``100 N q^2 / SST``, N observations,
-      SST about the grand mean: Jain's share for balanced data; ``error`` holds the rest).
+      ``t``, ``F`` (``t^2``), ``p`` and ``pct_variation``: Jain's allocation of the variation
+      between the units of the error term (their means; the observations when the error term is
+      the residual), ``100 N q^2 / SST``, exact for balanced units; for unbalanced ones the
+      terms' sums of squares are scaled to add up to the fitted model's; ``error`` holds the rest.
     * ``variance`` -- one row per random level, then ``residual``: ``component``, ``variance``,
       ``pct`` (share of the variance the design's terms leave).
     * ``method`` -- ``"ems"`` or ``"reml"``; ``error_term`` -- the random levels whose variance
@@ -71,8 +73,8 @@ def constant_within(data: pd.DataFrame, *, factors: v.Columns, unit: str) -> boo
     v.columns(data, factors + [unit], "factors")
     if not factors:
         return True
-    return bool((data.groupby(unit, observed=True, sort=False)[factors].nunique(dropna=False) <= 1)
-                .all().all())
+    # as many distinct (unit, factor levels) combinations as units
+    return len(data[[unit] + factors].drop_duplicates()) == data[unit].nunique(dropna=False)
 
 
 def unit_means(data: pd.DataFrame, *, response: str, unit: str, keep: v.Columns = None) -> pd.DataFrame:
@@ -95,7 +97,8 @@ def unit_means(data: pd.DataFrame, *, response: str, unit: str, keep: v.Columns 
 
 
 def level_effects(data: pd.DataFrame, *, response: str, factors: v.Columns, random: v.Columns,
-                  levels: v.Levels = None, alpha: float = 0.05, method: str = "auto") -> LevelEffects:
+                  levels: v.Levels = None, alpha: float = 0.05, method: str = "auto",
+                  blocks: v.Columns = None) -> LevelEffects:
     """Two-level factorial effects tested against the variance of the level they vary across.
 
     Parameters
@@ -109,6 +112,8 @@ def level_effects(data: pd.DataFrame, *, response: str, factors: v.Columns, rand
     alpha : for the confidence intervals.
     method : ``"ems"``, ``"reml"`` or ``"auto"`` (EMS when the design allows it, see the module
         docstring).
+    blocks : fixed nuisance columns (hosts whose conclusions stay with those hosts), fitted with
+        sum-to-zero contrasts by :func:`labkit.stats.mixed_effects` (REML).
 
     Returns
     -------
@@ -121,18 +126,21 @@ def level_effects(data: pd.DataFrame, *, response: str, factors: v.Columns, rand
     random = v.names(random, "random")
     v.columns(data, factors, "factors")
     v.columns(data, random, "random")
+    blocks = v.names(blocks, "blocks", allow_empty=True)
+    v.columns(data, blocks, "blocks")
     v.response(data, response)
     alpha = v.alpha(alpha)
     if method not in METHODS:
         raise ConfigError(f"method must be one of {', '.join(METHODS)}, got {method!r}")
     inner = [c for c in random if constant_within(data, factors=factors, unit=c)]
     error_term = " and ".join(inner) if inner else "residual"
-    why = _ems_refusal(data, response, factors, random, levels)
+    why = (f"blocks {', '.join(blocks)} need the mixed model" if blocks
+           else _ems_refusal(data, response, factors, random, levels))
     if method == "ems" and why:
         raise ConfigError(f"method='ems' does not fit this design: {why}; use method='reml'")
     if method == "ems" or (method == "auto" and not why):
         return _ems(data, response, factors, random[0], levels, alpha)
-    return _reml(data, response, factors, random, levels, alpha, error_term)
+    return _reml(data, response, factors, random, levels, alpha, error_term, blocks)
 
 
 def _ems_refusal(data, response, factors, random, levels) -> str:
@@ -157,22 +165,41 @@ def _ems_refusal(data, response, factors, random, levels) -> str:
     return ""
 
 
-def _share(q: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, float]:
-    """100 N q^2 / SST per term (the mean's entry NaN) and the remainder."""
+def _allocation(data: pd.DataFrame, response: str, factors: list[str], unit: str | None,
+                q: np.ndarray, coding: dict, means: pd.DataFrame | None = None) -> tuple[np.ndarray, float]:
+    """Each term's share of the variation between the units (``unit`` means, or the rows) and the
+    rest: Jain's ``100 N q^2 / SST``; when the units are unbalanced (the sign columns not
+    orthogonal) the terms' sums of squares are scaled to add up to the model's, ``sum (fitted -
+    mean)^2``, so that the shares stay additive. The mean's entry is NaN."""
+    units = means if means is not None else (
+        unit_means(data, response=response, unit=unit, keep=factors) if unit else data)
+    y = units[response].to_numpy(float)
+    X = np.ones((len(units), len(q)))
+    signs = [np.where((units[f] == coding[f][1]).to_numpy(dtype=bool), 1.0, -1.0) for f in factors]
+    for i in range(1, len(q)):
+        for j, sgn in enumerate(signs):
+            if i >> j & 1:
+                X[:, i] *= sgn
     sst = num.ss(num.centered(y))
+    ss = len(y) * q ** 2
+    ss[0] = 0.0
+    fitted = X @ q
+    ss_model = min(num.ss(fitted - num.fmean(fitted)), sst)
+    total = ss.sum()
     with np.errstate(divide="ignore", invalid="ignore"):
-        pct = 100 * len(y) * q ** 2 / sst if sst > 0 else np.full(len(q), np.nan)
+        scale = ss_model / total if total > 0 else 1.0
+        pct = 100 * ss * scale / sst if sst > 0 else np.full(len(q), np.nan)
     pct[0] = np.nan
     rest = 100 - np.nansum(pct[1:]) if sst > 0 else np.nan
-    return pct, float(rest)
+    return pct, float(max(rest, 0.0)) if sst > 0 else np.nan
 
 
-def _table(terms, q, se, df, alpha, y) -> pd.DataFrame:
-    """The effects table (see LevelEffects) with an ``error`` row."""
+def _table(terms, q, se, df, alpha, share) -> pd.DataFrame:
+    """The effects table (see LevelEffects) with an ``error`` row; ``share`` = (pct, rest)."""
     with np.errstate(divide="ignore", invalid="ignore"):
         t = q / se
         tcrit = sps.t.ppf(1 - alpha / 2, df)
-    pct, rest = _share(q, y)
+    pct, rest = share
     effect = 2 * q
     effect[0] = np.nan
     f = t ** 2
@@ -192,8 +219,9 @@ def _ems(data, response, factors, unit, levels, alpha) -> LevelEffects:
     body = fe.set_index("term").loc[terms]
     y = v.response(data, response)
     df_e = float(fe.attrs["df_error"])
-    table = _table(terms, body["q"].to_numpy(float), body["se"].to_numpy(float).copy(),
-                   np.full(len(terms), df_e), alpha, y)
+    q = body["q"].to_numpy(float)
+    table = _table(terms, q, body["se"].to_numpy(float).copy(), np.full(len(terms), df_e), alpha,
+                   _allocation(data, response, factors, unit, q, fe.attrs["levels"], means))
     table.loc[table.term == "error", "df"] = df_e
     m = int(means["n"].iloc[0])
     codes = pd.factorize(data[unit])[0]
@@ -208,20 +236,24 @@ def _ems(data, response, factors, unit, levels, alpha) -> LevelEffects:
     return LevelEffects(table, _variance([unit], [var_unit], ms_within), "ems", unit, len(means), note)
 
 
-def _reml(data, response, factors, random, levels, alpha, error_term) -> LevelEffects:
+def _reml(data, response, factors, random, levels, alpha, error_term, blocks) -> LevelEffects:
     from .mixed import mixed_effects
-    fit = mixed_effects(data, response=response, fixed=factors, random=random, levels=levels)
+    fit = mixed_effects(data, response=response, fixed=factors, random=random, levels=levels,
+                        blocks=blocks)
     fx = fit.fixed
     y = v.response(data, response)
-    table = _table(fx["term"].tolist(), fx["estimate"].to_numpy(float), fx["se"].to_numpy(float),
-                   fx["df"].to_numpy(float), alpha, y)
+    inner = [c for c in random if constant_within(data, factors=factors, unit=c)]
+    unit = max(inner, key=lambda c: data[c].nunique()) if inner else None
+    q = fx["estimate"].to_numpy(float)
+    table = _table(fx["term"].tolist(), q, fx["se"].to_numpy(float), fx["df"].to_numpy(float), alpha,
+                   _allocation(data, response, factors, unit, q, dict(fit.levels)))
     var = fit.variance
     df_terms = fx["df"].to_numpy(float)[1:]
     table.loc[table.term == "error", "df"] = float(np.median(df_terms)) if len(df_terms) else np.nan
     table.attrs.update(factors=factors, response=response, levels=dict(fit.levels), alpha=alpha,
-                       n=len(y), method="reml", error_term=error_term)
-    inner = [c for c in random if constant_within(data, factors=factors, unit=c)]
-    units = max((int(data[c].nunique()) for c in inner), default=len(data))
+                       n=len(y), method="reml", error_term=error_term, blocks=blocks,
+                       df_error=table["df"].iloc[-1])
+    units = int(data[unit].nunique()) if unit else len(data)
     return LevelEffects(table, _variance(random, var["variance"].to_numpy(float)[:-1],
                                          float(var["variance"].iloc[-1])),
                         "reml", error_term, units, fit.note)

@@ -93,10 +93,10 @@ def simulate(rng, *, instances=2, runs=3, unbalanced=False):
 
 
 def test_false_positive_rates_simulated():
-    """Known truth (no effect), 600 campaigns: the instance error term keeps the rate of calling A
+    """Known truth (no effect), 400 campaigns: the instance error term keeps the rate of calling A
     significant near 5 %; OLS over the runs calls it in about a third of them."""
     rng = np.random.default_rng(20261130)
-    n = 600
+    n = 400
     mixed = ols = 0
     for _ in range(n):
         data = simulate(rng)
