@@ -240,16 +240,40 @@ def cmd_show(args: argparse.Namespace) -> int:
 def cmd_analyze(args: argparse.Namespace) -> int:
     from .report import analyze
     a = analyze(_data_dir(args), _existing(args, args.campaign), response=args.response,
-                factors=args.factors.split(",") if args.factors else None, alpha=args.alpha)
+                factors=args.factors.split(",") if args.factors else None, alpha=args.alpha,
+                hosts=args.hosts)
     print(f"{a.campaign}: {a.response} on {', '.join(a.factors)} ({a.kind}); runs {a.status}\n")
     cols = [c for c in ("term", "effect", "df", "F", "p", "pct_variation") if c in a.effects]
     table = a.effects[cols]
     if a.variation is not None:
         table = table.merge(a.variation, on="term", how="left")
     _print_table(table)
+    if a.levels is not None:
+        print(f"\nvariance by level ({a.levels.method}):")
+        _print_table(a.levels.variance)
+    if a.quantiles is not None:
+        _print_quantiles(a.quantiles)
+    if a.drift is not None and a.drift.attrs.get("changes"):
+        print("\ndrift: each host's runs in order, cut where the level changes:")
+        _print_table(a.drift)
     print()
     print(a.conclusions)
     return 0
+
+
+def _print_quantiles(table) -> None:
+    """The mean and the quantiles whose distribution-free interval some configuration has
+    (enough runs), and which quantiles need more runs."""
+    needs = table.attrs["needs"]
+    shown = [q for q in needs if table[f"{q}_low"].notna().any()]
+    missing = [f"{q} needs {n}" for q, n in needs.items() if q not in shown]
+    by = table.attrs["by"]
+    conf = 100 * table.attrs["confidence"]
+    print(f"\nper configuration: mean{''.join(', ' + q for q in shown)} with {conf:g} % intervals"
+          + (f" (runs per configuration for a quantile's interval: {', '.join(missing)})" if missing else "")
+          + ":")
+    _print_table(table[by + ["n", "mean", "ci_low", "ci_high"]
+                       + [c for q in shown for c in (q, f"{q}_low", f"{q}_high")]])
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
@@ -363,6 +387,9 @@ def parser() -> argparse.ArgumentParser:
     an.add_argument("--response", help="metric (default: the workload's response)")
     an.add_argument("--factors", help="comma list (default: the design's factors that vary)")
     an.add_argument("--alpha", type=float, default=0.05)
+    an.add_argument("--hosts", choices=("block", "random"), default="block",
+                    help="hosts of a fleet as fixed blocks (conclusions about these hosts, default) or a "
+                         "random level (conclusions about hosts like these)")
     an.set_defaults(func=cmd_analyze)
     co = with_data_dir(sub.add_parser("compare", help="per-configuration drift between two campaigns "
                                                       "of the same design"))

@@ -544,10 +544,14 @@ def analyze_results(tidy: pd.DataFrame, *, meta: dict | None = None, campaign: s
     r = _is_full_two_level(runs_table, factors)
     if plan.random:
         kind, effects, fit, note = level_analysis(obs, response, factors, plan, alpha=alpha)
-        if fit is not None and fit.method == "ems":
+        if fit is not None and fit.unit is not None:
+            # the error term's units: their means are a 2^k·r design when balanced, whose residuals
+            # and bootstrap shares are those of the model's whole-unit stratum
             from ..stats import unit_means
-            means = unit_means(obs, response=response, unit=fit.error_term, keep=factors)
-            diag = factorial_diagnostics(means, factors=factors, response=response, alpha=alpha)
+            means = unit_means(obs, response=response, unit=fit.unit, keep=factors)
+            if _is_full_two_level(means, factors) >= 2:
+                diag = factorial_diagnostics(means, factors=factors, response=response, alpha=alpha)
+                variation = variation_ci(means, factors, response, alpha=alpha, n_boot=n_boot)
     elif r:
         kind = "factorial"
         if plan.blocks and r >= 2:
@@ -696,6 +700,8 @@ def write_report(data_dir: str | Path, campaign: str, out: str | Path, *, respon
     ]
     if a.diagnostics is not None:
         sections.insert(4, ("Residual diagnostics", [a.diagnostics.table, a.diagnostics.message]))
+    from .measurement import sections as measurement_sections
+    sections[-2:-2] = measurement_sections(a)     # levels, quantiles, drift, telemetry (issue 32)
     page = html_report(f"labkit report: {campaign} ({a.response})", sections)
     return atomic_write(out, page)
 

@@ -281,8 +281,9 @@ def error_term_sentences(kind: str, design: LevelDesign, effects: pd.DataFrame,
             out.append(f"Note: {fit.note}.")
         return out
     if kind == "anova" and effects.attrs.get("method") == "unit means":
-        unit = effects.attrs["error_term"]
-        return [f"Error term: the variation between {unit} means ({why}); {note}."]
+        unit = _component_label(effects.attrs["error_term"], design.random)
+        return [f"Error term: the variation between {unit} means ({why}); "
+                f"{note.replace(effects.attrs['error_term'] + ' means', unit + ' means')}."]
     df = effects.attrs.get("df_error")
     if df is None:
         return ["Error term: none (an unreplicated design: effects are judged by Lenth's "

@@ -1,5 +1,6 @@
 """Figures for labkit studies: Pareto charts of effects, main effects, interactions, Q-Q, CIs,
-overhead ratios and run order (drift).
+overhead ratios, run order (drift), and the measurement's own: variance by level, drift with change
+points, per-run telemetry.
 
 Every axis is labelled through :mod:`labkit.report.labels` (names with units) and every
 level or platform gets its colour from the one palette there. Where a group has
@@ -44,8 +45,8 @@ from ..stats.lenth import lenth
 from ..stats.summary import summarize
 from .labels import PALETTE, colors, label, term_label
 
-__all__ = ["LiteralTextFigure", "interactions", "main_effects", "overhead", "pareto", "qq", "response_by_config",
-           "run_order", "save_figure"]
+__all__ = ["LiteralTextFigure", "drift", "interactions", "main_effects", "overhead", "pareto", "qq",
+           "response_by_config", "run_order", "save_figure", "telemetry_runs", "variance_shares"]
 
 BAR = PALETTE[0]
 BAR_HIGH = PALETTE[3]
@@ -521,3 +522,96 @@ def save_figure(fig: Figure, name: str, directory: str | Path = "figures", *,
             paths.append(atomic_write(out / f"{stem}.{fmt}", partial(
                 fig.savefig, format=fmt, dpi=dpi, bbox_inches="tight", metadata=meta), mode=mode))
     return paths
+
+
+# -- measurement: levels, drift, telemetry (issue 32) -------------------------------------------
+
+SUSPECT = "#a0322b"
+
+
+def variance_shares(variance: pd.DataFrame, *, ax: Axes | None = None, title: str | None = None) -> Figure:
+    """Each level's share of the variance (a :class:`labkit.stats.LevelEffects` ``variance`` table:
+    ``component``, ``pct``) as horizontal bars, largest on top (bars ``gid`` "share")."""
+    v.frame(variance, "variance")
+    v.columns(variance, ["component", "pct"], "variance")
+    d = variance.sort_values("pct", kind="stable")
+    fig, ax = _axes(ax, (6.4, 1.2 + 0.45 * len(d)))
+    y = np.arange(len(d))
+    pct = d["pct"].to_numpy(float)
+    ax.barh(y, np.nan_to_num(pct), color=BAR, height=0.6, gid="share")
+    ax.set_yticks(y, [str(c) for c in d["component"]])
+    for yy, p in zip(y, pct):
+        if np.isfinite(p):
+            ax.text(p + 1, yy, f"{p:.1f}%", va="center", fontsize=8)
+    ax.set_xlim(0, 110)
+    ax.set_xlabel("share of the variance left by the design's terms (%)")
+    ax.set_title(title or "Variance by level")
+    return fig
+
+
+def drift(runs: pd.DataFrame, segments: pd.DataFrame, response: str, *, factors: Sequence[str] = (),
+          order: str = "run_seq", by: str = "host", title: str | None = None) -> Figure:
+    """Each host's runs in order: residuals (response minus its configuration's mean) as dots,
+    each segment's median as a horizontal line (gid "level") and the change points of
+    :func:`labkit.stats.drift_segments` as dashed vertical lines (gid "change_point"); one
+    panel per host."""
+    v.frame(runs, "runs")
+    factors = list(factors)
+    v.columns(runs, factors + [order, by], "runs")
+    y = v.response(runs, response)
+    d = runs.assign(_r=y - (runs.assign(_y=y).groupby(factors, observed=True)["_y"].transform("mean")
+                            if factors else float(np.mean(y))))
+    hosts = sorted(d[by].astype(str).unique())
+    fig, axes = _grid(len(hosts), 2, panel=(5.6, 2.8))
+    for ax, host in zip(axes, hosts):
+        part = d[d[by].astype(str) == host].sort_values(order)
+        ax.scatter(part[order], part["_r"], s=12, color=BAR, alpha=0.8)
+        segs = segments[segments[by].astype(str) == host] if by in segments else segments
+        for _, s in segs.iterrows():
+            ax.hlines(s["level"], s["start"], s["end"], color=PALETTE[2], lw=2, gid="level")
+            if s["segment"] > 1:
+                ax.axvline(s["start"] - 0.5, color=REF, ls="--", lw=1.2, gid="change_point")
+        ax.axhline(0, color="#888888", lw=0.6)
+        ax.set_title(f"host {host}", fontsize=9)
+        ax.set_xlabel(label(order))
+        ax.set_ylabel(f"residual: {label(response)}")
+    fig.suptitle(title or f"Drift check: {label(response)} in run order, change points dashed")
+    return fig
+
+
+def telemetry_runs(table: pd.DataFrame, *, order: str = "run_order", title: str | None = None) -> Figure:
+    """Per-run telemetry (:attr:`labkit.report.Analysis.telemetry`): the campaign's CPU (its
+    instances) beside the CPU of other processes, steal, and the CPU frequency range, one point
+    per run in ``order``; runs flagged ``suspect`` are drawn as red crosses (gid "suspect").
+    Panels without data are left out."""
+    v.frame(table, "telemetry")
+    v.columns(table, [order], "telemetry")
+    d = table.sort_values(order)
+    panels = [(("campaign_cpu_mean_pct", "instances (campaign)"), ("cpu_other_mean_pct", "other processes"),
+               ("cpu_other_max_pct", "other processes, max")),
+              (("steal_max_pct", "steal, max"), ("iowait_mean_pct", "iowait, mean")),
+              (("freq_min_mhz", "lowest"), ("freq_max_mhz", "highest"))]
+    ylabels = ["CPU (% of one CPU)", "% of the host's CPU time", "CPU frequency (MHz)"]
+    present = [(p, yl) for p, yl in zip(panels, ylabels)
+               if any(c in d and d[c].notna().any() for c, _ in p)]
+    if not present:
+        raise ConfigError("telemetry: no run has CPU, steal or frequency summaries to draw")
+    fig = _figure((6.8, 2.3 * len(present)))
+    axes = fig.subplots(len(present), 1, squeeze=False, sharex=True).ravel()
+    suspect = d["suspect"].fillna(False).astype(bool) if "suspect" in d else pd.Series(False, index=d.index)
+    for ax, (panel, ylabel) in zip(axes, present):
+        for (col, name), colr in zip(panel, PALETTE):
+            if col in d and d[col].notna().any():
+                ax.plot(d[order], d[col], marker="o", ms=3, lw=0.8, color=colr, label=name)
+                if suspect.any():
+                    ax.scatter(d.loc[suspect, order], d.loc[suspect, col], marker="x", s=40,
+                               color=SUSPECT, zorder=3, gid="suspect")
+        for x in d.loc[suspect, order]:
+            ax.axvline(x, color=SUSPECT, alpha=0.15, lw=6, zorder=0, gid="suspect_band")
+        ax.set_ylabel(ylabel, fontsize=8)
+        ax.legend(fontsize=7, loc="upper right")
+    axes[-1].set_xlabel(label(order))
+    n = int(suspect.sum())
+    fig.suptitle(title or "Telemetry per run" + (f" ({n} suspect run{'s' if n != 1 else ''}: red crosses)"
+                                                 if n else ""))
+    return fig

@@ -55,8 +55,9 @@ class LevelEffects:
     * ``method`` -- ``"ems"`` or ``"reml"``; ``error_term`` -- the random levels whose variance
       the factors are tested against (those within whose units every factor is constant, joined
       with " and "), or ``"residual"`` when a factor varies within every random level's units.
-    * ``units`` -- the number of units of the innermost of them (the most units); ``note`` -- ""
-      or what to know (a singular fit, a component estimated at 0).
+    * ``units`` -- the number of units of the innermost of them (the most units), ``unit`` --
+      its column (None for the residual); ``note`` -- "" or what to know (a singular fit, a
+      component estimated at 0).
     """
     effects: pd.DataFrame
     variance: pd.DataFrame
@@ -64,6 +65,7 @@ class LevelEffects:
     error_term: str
     units: int
     note: str = ""
+    unit: str | None = None
 
 
 def constant_within(data: pd.DataFrame, *, factors: v.Columns, unit: str) -> bool:
@@ -233,7 +235,8 @@ def _ems(data, response, factors, unit, levels, alpha) -> LevelEffects:
             f"observations within units predict)" if var_unit == 0 else "")
     table.attrs.update(factors=factors, response=response, levels=fe.attrs["levels"], alpha=alpha,
                        n=len(y), df_error=df_e, method="ems", error_term=unit)
-    return LevelEffects(table, _variance([unit], [var_unit], ms_within), "ems", unit, len(means), note)
+    return LevelEffects(table, _variance([unit], [var_unit], ms_within), "ems", unit, len(means), note,
+                        unit)
 
 
 def _reml(data, response, factors, random, levels, alpha, error_term, blocks) -> LevelEffects:
@@ -256,7 +259,7 @@ def _reml(data, response, factors, random, levels, alpha, error_term, blocks) ->
     units = int(data[unit].nunique()) if unit else len(data)
     return LevelEffects(table, _variance(random, var["variance"].to_numpy(float)[:-1],
                                          float(var["variance"].iloc[-1])),
-                        "reml", error_term, units, fit.note)
+                        "reml", error_term, units, fit.note, unit)
 
 
 def _variance(names: Sequence[str], comps: Sequence[float], residual: float) -> pd.DataFrame:

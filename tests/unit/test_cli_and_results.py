@@ -93,9 +93,14 @@ def test_cli_version_list_show(data, capsys):
 def test_cli_analyze_answers_in_words(data, capsys):
     assert main(["analyze", "affinity-local", "--data-dir", str(data)]) == 0
     out = capsys.readouterr().out
-    assert "wall_time_s on vcpus, memory_mb, affinity, count (factorial)" in out
-    assert "Significant (t-test of each effect, α = 0.05): vCPUs, instances, vCPUs × instances" in out
-    assert "pct_low" in out and "Residuals are not normal" in out
+    # count = 2 runs have two instances: the instances of a run are a level (issue 32), and the
+    # factors, constant within a run, are tested against the run level by a mixed model
+    assert "wall_time_s on vcpus, memory_mb, affinity, count (levels)" in out
+    assert ("Significant (mixed-model t-test of each effect (REML, Satterthwaite df), α = 0.05): "
+            "vCPUs, instances, vCPUs × instances") in out
+    assert "Error term: the variance of run (runs have several instances (up to 2)" in out
+    assert "variance by level (reml):" in out and "per configuration: mean with 95 % intervals" in out
+    assert "pct_low" in out and "Residuals are not normal" in out and "No drift" in out
 
 
 def test_cli_compare_flags_drift_with_holm(data, capsys):
@@ -118,8 +123,11 @@ def test_cli_report_html_and_bundle(data, tmp_path, capsys):
     assert main(["report", "affinity-local", "--data-dir", str(data), "-o", str(html_path),
                  "--bundle", str(zip_path)]) == 0
     page = html_path.read_text()
-    assert page.count('src="data:image/png;base64,') == 5 and "<script" not in page
+    # pareto, main effects, interactions, run order, Q-Q; variance by level and drift (issue 32)
+    assert page.count('src="data:image/png;base64,') == 7 and "<script" not in page
     assert "Significant" in page and "host.kernel" in page
+    assert all(f"<h2>{h}</h2>" in page for h in ("Error term and variance by level", "Quantiles per configuration",
+                                                  "Drift in run order"))
     assert (html_path.stat().st_mode & 0o777) == 0o600
     names = set(zipfile.ZipFile(zip_path).namelist())
     assert {"results.csv", "results.parquet", "store.sqlite", "campaign.json", "environment.json"} <= names

@@ -96,7 +96,8 @@ def test_html_report_of_a_hostile_store(hostile, tmp_path):
     assert markup_left(page) == []
     text = visible_text(page)
     assert all(p in text for p in (SCRIPT, IMG, LINK, BAD_MATH, CAMPAIGN))
-    assert page.count('src="data:image/png;base64,') == 5
+    # pareto, main effects, interactions, run order, Q-Q, and the drift check (issue 32)
+    assert page.count('src="data:image/png;base64,') == 6
 
 
 def test_figures_draw_dollar_levels_literally():

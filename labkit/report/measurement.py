@@ -1,0 +1,94 @@
+"""The measurement's sections of a report: levels, quantiles, drift, telemetry (issue 32).
+
+Each function takes an :class:`labkit.report.Analysis` and returns a ``(title, content)`` pair for
+:func:`labkit.report.html_report` (content: text, DataFrames and Figures), or None when the
+analysis has nothing to show there. :func:`sections` gives them all, in the order a reader
+checks a result: which error term and how the variance splits by level, the quantiles beside the
+means, drift in run order, and what the telemetry saw during each run.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ..errors import ConfigError
+from . import plots
+from .levels import error_term_sentences
+
+if TYPE_CHECKING:
+    from . import Analysis
+
+__all__ = ["drift_section", "levels_section", "quantiles_section", "sections", "telemetry_section"]
+
+#: telemetry columns shown per run, when present
+TELEMETRY_COLUMNS = ["run_order", "host", "run_seq", "suspect", "suspect_reason", "campaign_cpu_mean_pct",
+                     "cpu_other_mean_pct", "cpu_other_max_pct", "steal_max_pct", "iowait_mean_pct",
+                     "throttled_periods", "freq_min_mhz", "freq_max_mhz", "sampler_cpu_pct"]
+
+
+def levels_section(a: Analysis) -> tuple[str, list] | None:
+    """The error term the tests used and each level's share of the variance (a table and bars)."""
+    if a.level_design is None:
+        return None
+    text = " ".join(error_term_sentences(a.kind, a.level_design, a.effects, a.levels))
+    content: list = [text] if text else []
+    if a.levels is not None:
+        content += [a.levels.variance, plots.variance_shares(a.levels.variance)]
+    return ("Error term and variance by level", content) if content else None
+
+
+def quantiles_section(a: Analysis) -> tuple[str, list] | None:
+    """Median, p95 and p99 per configuration with their distribution-free intervals, beside the mean."""
+    q = a.quantiles
+    if q is None or q.empty:
+        return None
+    needs = ", ".join(f"{name}: {n} runs" for name, n in q.attrs.get("needs", {}).items())
+    return ("Quantiles per configuration", [
+        f"Mean with its t interval, and quantiles with their exact order-statistic intervals "
+        f"({100 * q.attrs.get('confidence', 0.95):g} %); a quantile's interval needs at least "
+        f"({needs}) per configuration, else it is left empty.", q])
+
+
+def drift_section(a: Analysis) -> tuple[str, list] | None:
+    """Each host's run-order residuals with their change points, and the segments table."""
+    d = a.drift
+    if d is None or d.empty:
+        return None
+    obs = a.observations
+    runs = a.runs.merge(obs.drop_duplicates("run_id")[["run_id", "host", "run_seq"]], on="run_id") \
+        if obs is not None else None
+    content: list = []
+    changes = d.attrs.get("changes", 0)
+    content.append(f"{changes} change point{'s' if changes != 1 else ''} in "
+                   f"{d.attrs.get('series', 0)} host series (residuals after the design's effects, "
+                   f"α = {d.attrs.get('alpha', 0.05):g}); a host without change is one segment.")
+    if runs is not None:
+        content.append(plots.drift(runs, d, a.response, factors=a.factors))
+    content.append(d)
+    return "Drift in run order", content
+
+
+def telemetry_section(a: Analysis) -> tuple[str, list] | None:
+    """Per-run telemetry: the instances' CPU beside other processes, steal, frequency; suspect
+    runs marked in the figure and listed."""
+    t = a.telemetry
+    if t is None or t.empty:
+        return None
+    content: list = []
+    try:
+        content.append(plots.telemetry_runs(t))
+    except ConfigError:
+        pass
+    suspect = t[t["suspect"].fillna(False).astype(bool)] if "suspect" in t else t.iloc[:0]
+    content.append(f"{len(suspect)} of {len(t)} runs flagged suspect"
+                   + (": listed first below." if len(suspect) else "."))
+    cols = [c for c in TELEMETRY_COLUMNS if c in t]
+    shown = (t.assign(_s=~t["suspect"].fillna(False).astype(bool)).sort_values(["_s", "run_order"])
+             if "suspect" in t else t)
+    content.append(shown[["run_id"] + [c for c in cols if c != "run_id"]])
+    return "Telemetry per run", content
+
+
+def sections(a: Analysis) -> list[tuple[str, list]]:
+    """Every measurement section the analysis has, in reading order."""
+    out = [levels_section(a), quantiles_section(a), drift_section(a), telemetry_section(a)]
+    return [s for s in out if s is not None]
