@@ -11,7 +11,8 @@
   :func:`unit_means`, :func:`constant_within`.
 * Tests: :func:`ttest`, :func:`ttest_by`, :func:`shapiro`, :func:`shapiro_by`.
 * Description: :func:`summarize` (per-configuration mean and CI), :func:`quantile_summary`
-  (median, p95, p99 with distribution-free intervals beside the mean).
+  (median, p95, p99 with distribution-free intervals beside the mean), :func:`cv_ci`
+  (coefficient of variation, Vangel's interval).
 * When assumptions fail: :func:`levene` (Brown-Forsythe), :func:`welch_anova`,
   :func:`games_howell`, :func:`mann_whitney`, :func:`brunner_munzel`,
   :func:`kruskal`, :func:`dunn`, :func:`art_anova` (aligned rank transform),
@@ -19,7 +20,8 @@
 * Intervals by run: :func:`bootstrap_ci` (resamples whole runs), :func:`ratio_ci`
   (ratio of means, e.g. overhead of A over B: Fieller or bootstrap).
 * How many runs: :func:`sample_size` (per configuration, for a target CI half-width),
-  :func:`n_for_halfwidth`, :func:`n_for_power`; adaptive replication: :mod:`labkit.run.adaptive`;
+  :func:`n_for_halfwidth`, :func:`n_for_power`, :func:`detectable_effect` (the minimum
+  detectable effect of a design); adaptive replication: :mod:`labkit.run.adaptive`;
   per level (instances, runs, iterations) at least cost: :func:`runs_needed`,
   :func:`plan_repetitions`, :func:`kj_estimators` (Kalibera & Jones).
 * Campaign against campaign: :func:`config_differences`, :func:`drift_test`,
@@ -62,13 +64,13 @@ from .overhead import fieller_ratio, overhead_ratios
 from .quantile import quantile_ci
 from .repetition import kj_estimators, plan_repetitions, runs_needed
 from .robust import brunner_munzel, dunn, games_howell, kruskal, levene, mann_whitney, welch_anova
-from .samplesize import n_for_halfwidth, n_for_power, sample_size
-from .summary import quantile_summary, summarize
+from .samplesize import detectable_effect, n_for_halfwidth, n_for_power, sample_size
+from .summary import cv_ci, quantile_summary, summarize
 from .transform import boxcox, boxcox_transform
 from .warmup import WarmupWarning, warmup
 
 __all__ = ["WarmupWarning", "change_points", "quantile_ci", "warmup",  # quantiles, drift, warm-up
-           "drift_segments", "quantile_summary",
+           "drift_segments", "quantile_summary", "cv_ci", "detectable_effect",
            "kj_estimators", "plan_repetitions", "runs_needed",           # repetitions per level
            "LevelEffects", "constant_within", "level_effects", "unit_means",  # the right error term
            "Choice", "Diagnostics", "FewRunsWarning", "LenthResult", "MixedEffects", "adjust_p", "anova",

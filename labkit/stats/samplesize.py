@@ -7,6 +7,8 @@
   relative to the mean.
 * :func:`n_for_power` -- runs per group for a two-sample t test to detect a difference
   ``delta`` with power ``power`` (statsmodels ``TTestIndPower.solve_power``).
+* :func:`detectable_effect` -- the other way round: the smallest difference ``n`` runs per group
+  detect with that power (the minimum detectable effect of a design, before it runs).
 """
 from __future__ import annotations
 
@@ -19,7 +21,7 @@ from scipy import stats as sps
 from ..errors import ConfigError
 from . import validate as v
 
-__all__ = ["n_for_halfwidth", "n_for_power", "sample_size"]
+__all__ = ["detectable_effect", "n_for_halfwidth", "n_for_power", "sample_size"]
 
 MAX_N = 1_000_000
 
@@ -121,3 +123,43 @@ def n_for_power(delta: float, sd: float, *, alpha: float = 0.05, power: float = 
     n = TTestIndPower().solve_power(effect_size=delta / sd, alpha=alpha, power=power,
                                     alternative=alternative)
     return int(np.ceil(float(np.squeeze(n)) - 1e-9))
+
+
+def detectable_effect(sd: float, *, n: float, df: float | None = None, alpha: float = 0.05,
+                      power: float = 0.8, alternative: str = "two-sided") -> float:
+    """The smallest difference between two group means of ``n`` values each that a t test at
+    ``alpha`` detects with probability ``power`` (the minimum detectable effect), in the unit of
+    ``sd``.
+
+    ``df`` is the error degrees of freedom of the test (default ``2n - 2``, the two-sample test;
+    a 2^k·r factorial's main effect compares two halves of ``N = 2^k r`` runs with
+    ``df = 2^k (r - 1)``: ``n = N/2``). Solves statsmodels'
+    ``TTestIndPower().power(d, nobs1=n, alpha=alpha, df=df) = power`` for the standardized
+    difference ``d`` (noncentral t, noncentrality ``d sqrt(n/2)``) and returns ``d * sd``.
+    ConfigError for a non-positive ``sd``, ``n`` < 2, ``df`` < 1 or ``power`` outside (alpha, 1).
+    """
+    from scipy.optimize import brentq
+    from statsmodels.stats.power import TTestIndPower
+    alpha = v.alpha(alpha)
+    if isinstance(sd, bool) or not isinstance(sd, (int, float)) or not np.isfinite(sd) or sd <= 0:
+        raise ConfigError(f"sd must be a positive number, got {sd!r}")
+    if isinstance(n, bool) or not isinstance(n, (int, float, np.integer)) or not n >= 2:
+        raise ConfigError(f"n (values per group) must be at least 2, got {n!r}")
+    df = 2 * float(n) - 2 if df is None else df
+    if isinstance(df, bool) or not isinstance(df, (int, float, np.integer)) or not df >= 1:
+        raise ConfigError(f"df must be at least 1, got {df!r}")
+    if isinstance(power, bool) or not isinstance(power, (int, float)) or not alpha < power < 1:
+        raise ConfigError(f"power must be in (alpha, 1), got {power!r}")
+    if alternative not in ("two-sided", "larger"):
+        raise ConfigError(f"alternative must be two-sided or larger, got {alternative!r}")
+    test = TTestIndPower()
+
+    def gap(d: float) -> float:
+        return float(test.power(d, nobs1=float(n), alpha=alpha, df=float(df), alternative=alternative)) - power
+
+    hi = 1.0
+    while gap(hi) < 0:
+        hi *= 2
+        if hi > 1e6:
+            raise ConfigError(f"no effect up to 1e6 sd is detected with power {power} from {n} values")
+    return float(brentq(gap, 0.0, hi, xtol=1e-10)) * float(sd)

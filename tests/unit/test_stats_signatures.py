@@ -22,6 +22,7 @@ SAMPLES = {
     "yates_terms": ("factors",),
     "quantile_ci": ("values",), "change_points": ("values",), "warmup": ("values",),  # one series
     "runs_needed": ("pilot",), "plan_repetitions": ("variances",),      # a pilot, its components
+    "cv_ci": ("values",), "detectable_effect": ("sd",),
 }
 PUBLIC = sorted(n for n in stats.__all__ if inspect.isfunction(getattr(stats, n)))
 
