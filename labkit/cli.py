@@ -1,5 +1,5 @@
 """Command line: ``labkit run``, ``images build``, ``export``, ``clean``, ``fingerprint``, ``list``,
-``show``, ``status``, ``analyze``, ``compare``, ``report`` and ``cloud check``. ``--data-dir`` defaults to the repository's
+``show``, ``status``, ``analyze``, ``noise-check``, ``compare``, ``report`` and ``cloud check``. ``--data-dir`` defaults to the repository's
 ``data/`` (found from the working directory or the package; see :mod:`labkit.core.paths`), else ``./data``."""
 from __future__ import annotations
 
@@ -276,6 +276,20 @@ def _print_quantiles(table) -> None:
                        + [c for q in shown for c in (q, f"{q}_low", f"{q}_high")]])
 
 
+def cmd_noise_check(args: argparse.Namespace) -> int:
+    """A short A/A campaign measuring each platform's and host's noise, and the minimum detectable
+    effect of ``--design`` (:mod:`labkit.run.noisecheck`)."""
+    from .run.noisecheck import noise_check
+    result = noise_check(backend=args.backend, testbed=args.testbed, design=args.design, runs=args.runs,
+                         board=args.board, data_dir=args.data_dir,
+                         backend_options=_parse_params(args.backend_option) or None,
+                         alpha=args.alpha, power=args.power, keep=args.keep, progress=args.progress)
+    print(result.text())
+    if result.data_dir is not None:
+        print(f"campaign stored in {result.data_dir / result.campaign}")
+    return 0
+
+
 def cmd_compare(args: argparse.Namespace) -> int:
     from .report import compare
     table, fpd, verdict = compare(_data_dir(args), _existing(args, args.a), _existing(args, args.b),
@@ -391,6 +405,20 @@ def parser() -> argparse.ArgumentParser:
                     help="hosts of a fleet as fixed blocks (conclusions about these hosts, default) or a "
                          "random level (conclusions about hosts like these)")
     an.set_defaults(func=cmd_analyze)
+    nc = sub.add_parser("noise-check", help="a short A/A campaign: each host's and platform's noise (CV) and "
+                                            "the minimum detectable effect of a design, before running it")
+    nc.add_argument("--backend", default="local", help="backend or platform; several comma-separated (default local)")
+    nc.add_argument("--testbed", help="testbed YAML: its hosts each run the check")
+    nc.add_argument("--design", help="design YAML whose minimum detectable effects to print")
+    nc.add_argument("--runs", type=int, default=10, help="runs per platform, half per arm (default 10)")
+    nc.add_argument("--board", type=int, default=13, help="N-queens board (default 13: about 0.1 s a run)")
+    nc.add_argument("--data-dir", help="store the campaign here (default: a temporary directory, removed)")
+    nc.add_argument("--keep", action="store_true", help="keep the temporary data dir")
+    nc.add_argument("--backend-option", action="append", metavar="KEY=VALUE")
+    nc.add_argument("--alpha", type=float, default=0.05)
+    nc.add_argument("--power", type=float, default=0.8)
+    nc.add_argument("--progress", action="store_true", help="show a progress bar")
+    nc.set_defaults(func=cmd_noise_check)
     co = with_data_dir(sub.add_parser("compare", help="per-configuration drift between two campaigns "
                                                       "of the same design"))
     co.add_argument("a")
