@@ -511,10 +511,25 @@ def analyze_results(tidy: pd.DataFrame, *, meta: dict | None = None, campaign: s
     workload), ``fingerprints`` its host fingerprints and ``runs`` its :meth:`Store.runs
     <labkit.store.Store.runs>` (for the telemetry summaries), each optional."""
     from ..core.fingerprint import fingerprint_table
-    from ..stats import (anova, blocked_effects, drift_segments, factorial_diagnostics, factorial_effects,
-                         quantile_summary, summarize)
-    from .levels import (drift_sentences, error_term_sentences, level_analysis, level_design,
-                         observations, runs_of, warmup_sentence, with_levels)
+    from ..stats import (
+        anova,
+        blocked_effects,
+        drift_segments,
+        factorial_diagnostics,
+        factorial_effects,
+        quantile_summary,
+        summarize,
+    )
+    from .levels import (
+        drift_sentences,
+        error_term_sentences,
+        level_analysis,
+        level_design,
+        observations,
+        runs_of,
+        warmup_sentence,
+        with_levels,
+    )
     meta = meta or {}
     campaign = campaign or str(meta.get("campaign_id") or "campaign")
     tidy = with_levels(v.frame(tidy, "tidy"))

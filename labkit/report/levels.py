@@ -271,7 +271,7 @@ def error_term_sentences(kind: str, design: LevelDesign, effects: pd.DataFrame,
                       if fit.error_term != "residual" else "the residual")
             out = [f"Error term: the variance of {target} ({why}): a linear mixed model (REML) with "
                    f"random levels {', '.join(_component_label(c, design.random) for c in design.random)}"
-                   + (f" and the hosts as fixed blocks" if design.blocks else "")
+                   + (" and the hosts as fixed blocks" if design.blocks else "")
                    + f"; Satterthwaite df {span}."]
         shares = ", ".join(f"{_component_label(c, design.random)} {_pct(p)}"
                            for c, p in zip(fit.variance["component"], fit.variance["pct"]))

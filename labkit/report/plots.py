@@ -542,7 +542,7 @@ def variance_shares(variance: pd.DataFrame, *, ax: Axes | None = None, title: st
     ax.set_yticks(y, [str(c) for c in d["component"]])
     for yy, p in zip(y, pct):
         if np.isfinite(p):
-            ax.text(p + 1, yy, f"{p:.1f}%", va="center", fontsize=8)
+            ax.text(float(p) + 1, float(yy), f"{p:.1f}%", va="center", fontsize=8)
     ax.set_xlim(0, 110)
     ax.set_xlabel("share of the variance left by the design's terms (%)")
     ax.set_title(title or "Variance by level")

@@ -194,7 +194,7 @@ def noise_check(*, backend: str = "local", testbed: Any = None, design: Design |
             Design.from_dict(design) if isinstance(design, dict) else Design.from_yaml(design))
     aa = aa_design(platforms, runs, seed)
     temporary = data_dir is None
-    base = Path(tempfile.mkdtemp(prefix="labkit-noisecheck-")) if temporary else Path(data_dir)
+    base = Path(tempfile.mkdtemp(prefix="labkit-noisecheck-")) if data_dir is None else Path(data_dir)
     cid = f"noisecheck-{secrets.token_hex(4)}"
     try:
         Campaign(aa, backend=platforms[0], workload="nqueens",
