@@ -39,6 +39,9 @@ HOSTS = ("block", "random")
 LOCAL_HOST = "local"
 #: fewest iterations of one run that warm-up detection takes (4 batches of 5: MSER-5)
 MIN_ITERATIONS = 20
+#: the most observations the REML mixed model is fitted to (its dense n x n matrices); larger
+#: designs use the exact EMS test when balanced, else the ANOVA of the unit means
+MAX_MIXED_ROWS = 3000
 
 
 def with_levels(tidy: pd.DataFrame) -> pd.DataFrame:
@@ -211,12 +214,18 @@ def level_analysis(obs: pd.DataFrame, response: str, factors: Sequence[str], des
     from ..stats.levels import constant_within
     note = ""
     if factors and _two_level(obs, factors):
+        # REML holds a few dense n x n matrices (some 300 MB at 3,000 rows): above MAX_MIXED_ROWS
+        # only the exact EMS test (balanced designs) runs, else the unit means below
+        big = len(obs) > MAX_MIXED_ROWS
         try:
             fit = level_effects(obs, response=response, factors=factors, random=design.random,
-                                levels=levels, alpha=alpha, blocks=design.blocks)
+                                levels=levels, alpha=alpha, blocks=design.blocks,
+                                method="ems" if big else "auto")
             return "levels", fit.effects, fit, fit.note
         except ConfigError as exc:
-            note = f"the mixed model could not be fitted ({exc}); "
+            note = (f"{len(obs)} observations are more than the mixed model takes here "
+                    f"({MAX_MIXED_ROWS}) and the design is not balanced for the exact test; " if big
+                    else f"the mixed model could not be fitted ({exc}); ")
     unit = next((c for c in reversed(design.random) if c != "host"
                  and constant_within(obs, factors=list(factors), unit=c)), None)
     if unit is None:

@@ -189,3 +189,15 @@ def test_the_report_shows_levels_quantiles_drift_and_telemetry():
     page = html_report("r", list(got.items()))
     assert page.count('src="data:image/png;base64,') == 3          # shares, drift, telemetry
     assert "other processes used 40 % of a CPU" in page
+
+
+def test_large_unbalanced_designs_use_the_unit_means(monkeypatch):
+    """Above MAX_MIXED_ROWS observations the REML model (dense n x n matrices) is not fitted: a
+    balanced design still gets the exact EMS test, an unbalanced one the ANOVA of the unit means."""
+    import labkit.report.levels as levels
+    monkeypatch.setattr(levels, "MAX_MIXED_ROWS", 20)
+    balanced = analyze_results(split_campaign(), meta=META)
+    assert balanced.kind == "levels" and balanced.levels.method == "ems"
+    unbalanced = analyze_results(split_campaign().iloc[1:], meta=META)
+    assert unbalanced.kind == "anova" and unbalanced.effects.attrs["method"] == "unit means"
+    assert "more than the mixed model takes here (20)" in str(unbalanced.conclusions)
