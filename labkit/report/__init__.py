@@ -616,7 +616,7 @@ def analyze_results(tidy: pd.DataFrame, *, meta: dict | None = None, campaign: s
                             focus=focus if focus in factors else None, reference=reference,
                             error_term=error_term_sentences(kind, plan, effects, fit, note=note),
                             checks=checks)
-    runs_out = runs_table[factors + ["run_id", "run_order", response]]
+    runs_out = runs_table[["run_id", "replicate", *factors, response, "run_order"]]
     return Analysis(campaign, response, factors, meta, status, runs_out, summary, kind, effects,
                     diag, variation, concl, fingerprint_table(fingerprints or {}),
                     observations=obs, level_design=plan, levels=fit, quantiles=quantiles,
