@@ -55,7 +55,7 @@ from scipy import stats as sps
 
 from ..errors import ConfigError
 
-__all__ = ["MIMETYPE", "VERDICTS", "Claim", "Measured", "Quote", "claims_table", "compute", "display_claims",
+__all__ = ["MIMETYPE", "VERDICTS", "Claim", "Derived", "Measured", "Quote", "claims_table", "compute", "display_claims",
            "mean_interval", "measured_claim", "quote", "render", "run_values", "verdict"]
 
 #: the mimetype under which :func:`display_claims` stores the claims in a notebook's outputs
@@ -218,6 +218,18 @@ class Measured:
 
 
 @dataclass(frozen=True)
+class Derived:
+    """A number recomputed from a paper's published tables (no campaign): ``references`` (the
+    ``data/reference`` files), ``statistic`` (``gain_pct``: 100 (t_slower / t_faster - 1) of
+    Table 5.1 run times, with the delta-method interval of the log ratio from their Gaussian
+    half-widths at ``ci_z`` standard errors) and ``keys`` (app, faster, slower)."""
+    references: tuple[str, ...]
+    statistic: str
+    keys: Mapping[str, Any]
+    ci_z: float = 3.0
+
+
+@dataclass(frozen=True)
 class Quote:
     """A number (or a claim in words: ``value`` None, ``direction`` +1/-1/0) as a paper
     states it: ``seed`` (the seed file), ``where`` (table, figure or section and page, as the
@@ -317,7 +329,7 @@ class Claim:
     what: str
     value: float
     unit: str
-    source: Measured | Quote
+    source: Measured | Quote | Derived
     low: float | None = None
     high: float | None = None
     n: int | None = None
@@ -331,8 +343,8 @@ class Claim:
     def __post_init__(self):
         if not isinstance(self.key, str) or not self.key:
             raise ConfigError("Claim: key must be a non-empty string")
-        if not isinstance(self.source, (Measured, Quote)):
-            raise ConfigError(f"Claim {self.key!r}: source must be Measured or Quote")
+        if not isinstance(self.source, (Measured, Quote, Derived)):
+            raise ConfigError(f"Claim {self.key!r}: source must be Measured, Derived or Quote")
         if self.paper is not None and not isinstance(self.paper, Quote):
             raise ConfigError(f"Claim {self.key!r}: paper must be a Quote")
         self.value = _num(self.value)
@@ -370,8 +382,8 @@ class Claim:
     def ours_text(self) -> str:
         if not self.measured:
             return "not measured here"
-        sign = "+" if self.unit == "%" and isinstance(self.source, Measured) and \
-            self.source.statistic in ("slowdown_pct", "change_pct") and self.value > 0 else ""
+        sign = "+" if self.unit == "%" and getattr(self.source, "statistic", "") in (
+            "slowdown_pct", "change_pct", "gain_pct") and self.value > 0 else ""
         s = f"{sign}{_fmt(self.value)}" + (f" {self.unit}" if self.unit else "")
         ci = self.interval_text()
         runs = f"{self.n} runs" if self.n is not None and self.n_base is None else \
@@ -484,6 +496,8 @@ def run_values(data_dir: str | Path, measured: Measured, *, tidy: pd.DataFrame |
     if tidy is None:
         tidy = pd.concat([load_results(data_dir, c) for c in measured.campaigns], ignore_index=True)
     tidy = tidy[tidy.status == "ok"]
+    if "campaign" in tidy.columns and tidy.campaign.nunique() > 1:   # run ids repeat across campaigns
+        tidy = tidy.assign(run_id=tidy.campaign.astype(str) + "/" + tidy.run_id.astype(str))
     excluded = 0
     all_runs = tidy.drop_duplicates("run_id")
     if measured.exclude:
