@@ -303,6 +303,38 @@ def claims_by_key(claims: Sequence[Claim]) -> Mapping[str, Claim]:
     return {c.key: c for c in claims}
 
 
-__all__ = ["MIN_RUNS", "TARGET_HALF_WIDTH_PCT", "claims_by_key", "deployment_claims", "emulated",
+__all__ = ["MIN_RUNS", "TARGET_HALF_WIDTH_PCT", "affinity_claims", "claims_by_key", "deployment_claims", "emulated",
            "interconnect_claims", "overhead_claims", "pipeline_claims", "public_cloud_claims", "runs_statement",
            "Quote"]
+
+
+# -- notebook 01 (seed 002) ------------------------------------------------------------------------
+TABLES_002 = {("Xen", "N-queens"): "Table 5 (Xen, N-queens)", ("Xen", "Apache"): "Table 6 (Xen, Apache)",
+              ("KVM", "N-queens"): "Table 7 (KVM, N-queens)", ("KVM", "Apache"): "Table 8 (KVM, Apache)"}
+
+
+def affinity_claims(data_dir: str | Path, campaign_id: str, factors: Sequence[str], *, workload: str = "N-queens",
+                    response: str = "wall_time_s", platform_words: str = "cgroup instances on this host") -> list[Claim]:
+    """Notebook 01's claims: the share of the variation of every term with affinity that Leite
+    et al. list (Tables 5-8) beside the same term's share here; never scored (no Xen or KVM
+    here: ``platform_words`` says what ran)."""
+    from . import AFFINITY_PAPER_TERMS
+    path = reference_dir() / "affinity_influence.csv"
+    table = pd.read_csv(path, comment="#", dtype=str, keep_default_na=False)
+    order = [f for f in AFFINITY_PAPER_TERMS.values()]
+    out = []
+    for r in table[table.workload == workload].to_dict("records"):
+        if "affinity" not in r["term"].split(":"):
+            continue
+        ours = ":".join(sorted((AFFINITY_PAPER_TERMS[t] for t in r["term"].split(":")), key=order.index))
+        if "platform" in factors:
+            ours_terms: tuple[str, ...] = (ours,)
+        else:
+            ours_terms = (ours,)
+        q = quote(path, {"hypervisor": r["hypervisor"], "workload": workload, "term": r["term"]}, "pct_variation",
+                  where=TABLES_002[(r["hypervisor"], workload)])
+        out.append(measured_claim(
+            f"002.{r['hypervisor']}.{ours}", f"share of the variation of {ours} ({workload}, {r['hypervisor']} there)",
+            Measured((campaign_id,), response, "share", factors=tuple(factors), terms=ours_terms), data_dir,
+            unit="%", paper=q, comparable=False, why=f"no {r['hypervisor']} here: {platform_words}"))
+    return out
