@@ -330,8 +330,8 @@ class Claim:
     value: float
     unit: str
     source: Measured | Quote | Derived
-    low: float | None = None
-    high: float | None = None
+    low: float = math.nan
+    high: float = math.nan
     n: int | None = None
     n_base: int | None = None
     paper: Quote | None = None

@@ -187,8 +187,11 @@ def figure_problems(fig: Figure, *, factor: float = LIMIT_FACTOR * 3) -> list[st
       points, bars; intervals left out), e.g. a log axis stretched to 1e-12 by one bound;
     * an interval (an error bar or :func:`draw_interval`'s line) going below 0 on a linear axis
       whose data are all positive."""
+    if not hasattr(fig.canvas, "get_renderer"):     # a figure made without pyplot: draw it with Agg
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+        FigureCanvasAgg(fig)
     fig.canvas.draw()
-    renderer = fig.canvas.get_renderer()
+    renderer = fig.canvas.get_renderer()  # type: ignore[attr-defined]
     problems = []
     for k, ax in enumerate(fig.axes):
         if not ax.get_visible():

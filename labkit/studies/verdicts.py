@@ -15,7 +15,7 @@ import pandas as pd
 
 from ..core import paths
 from ..errors import ConfigError, StoreError
-from ..report.claims import Claim, Derived, Measured, Quote, measured_claim, quote
+from ..report.claims import Claim, Derived, Measured, measured_claim, quote
 from ..report.validity import rule
 
 #: the replication target the committed campaigns are re-run to (README "Enough runs")
@@ -75,10 +75,6 @@ def runs_statement(data_dir: str | Path, campaigns: Sequence[str]) -> str:
             f"before the re-run with adaptive replication (each configuration's mean to "
             f"±{TARGET_HALF_WIDTH_PCT:g} % at 95 %, at least {MIN_RUNS} runs); the intervals below are "
             "the ones these runs give, wide or unbounded, and the target is not reached.")
-
-
-def _row_claims(path: Path, key_col: str, rows: pd.DataFrame) -> list[dict]:
-    return rows.to_dict("records")
 
 
 # -- notebook 02 (seed 004) ------------------------------------------------------------------------
@@ -304,8 +300,7 @@ def claims_by_key(claims: Sequence[Claim]) -> Mapping[str, Claim]:
 
 
 __all__ = ["MIN_RUNS", "TARGET_HALF_WIDTH_PCT", "affinity_claims", "claims_by_key", "deployment_claims", "emulated",
-           "interconnect_claims", "overhead_claims", "pipeline_claims", "public_cloud_claims", "runs_statement",
-           "Quote"]
+           "interconnect_claims", "overhead_claims", "pipeline_claims", "public_cloud_claims", "runs_statement"]
 
 
 # -- notebook 01 (seed 002) ------------------------------------------------------------------------
@@ -327,10 +322,7 @@ def affinity_claims(data_dir: str | Path, campaign_id: str, factors: Sequence[st
         if "affinity" not in r["term"].split(":"):
             continue
         ours = ":".join(sorted((AFFINITY_PAPER_TERMS[t] for t in r["term"].split(":")), key=order.index))
-        if "platform" in factors:
-            ours_terms: tuple[str, ...] = (ours,)
-        else:
-            ours_terms = (ours,)
+        ours_terms: tuple[str, ...] = (ours,)
         q = quote(path, {"hypervisor": r["hypervisor"], "workload": workload, "term": r["term"]}, "pct_variation",
                   where=TABLES_002[(r["hypervisor"], workload)])
         out.append(measured_claim(

@@ -12,7 +12,6 @@ SS of the term's contrast over the total SS; the UDP rule leaves out runs whose
 """
 from __future__ import annotations
 
-import itertools
 import json
 import math
 import re
@@ -246,4 +245,3 @@ def test_verdicts_are_of_the_one_vocabulary(executed):
                 assert c["verdict"] in vocab, (name, c["key"], c["verdict"])
                 if "TCG" in c["why"] or "TCG" in c["what"]:
                     assert c["verdict"] in ("not comparable", ""), (name, c["key"])
-    _ = itertools  # noqa

@@ -10,8 +10,17 @@ import pytest
 from scipy import stats as sps
 
 from labkit.errors import ConfigError
-from labkit.report.claims import (MIMETYPE, Claim, Measured, claims_table, compute, mean_interval, quote,
-                                  render, verdict)
+from labkit.report.claims import (
+    MIMETYPE,
+    Claim,
+    Measured,
+    claims_table,
+    compute,
+    mean_interval,
+    quote,
+    render,
+    verdict,
+)
 from labkit.report.validity import rule, screen
 
 REF = Path(__file__).resolve().parents[2] / "data" / "reference"
