@@ -397,7 +397,7 @@ class Claim:
         verdict, notes."""
         parts = [f"{self.what}: {self.ours_text()}"]
         if self.paper is not None:
-            pv = "stated in words" if self.paper.value is None else f"{_fmt(self.paper.value)} {self.paper.unit}".strip()
+            pv = "stated in words" if self.paper.value is None else f"{self.paper.value:g} {self.paper.unit}".strip()
             parts.append(f"the paper {pv} ({self.paper.citation()})")
             parts.append(f"verdict: {self.verdict}" + (f" ({self.why})" if not self.comparable else ""))
         elif isinstance(self.source, Quote):
@@ -452,7 +452,7 @@ def claims_table(claims: Sequence[Claim]) -> pd.DataFrame:
                      "ci": c.interval_text(),
                      "runs": "" if c.n is None else (f"{c.n}" if c.n_base is None else f"{c.n}+{c.n_base}"),
                      "excluded": c.excluded,
-                     "paper": ("in words" if c.paper.value is None else f"{_fmt(c.paper.value)} {c.paper.unit}".strip()),
+                     "paper": ("in words" if c.paper.value is None else f"{c.paper.value:g} {c.paper.unit}".strip()),
                      "source": c.paper.citation(),
                      "verdict": c.verdict,
                      "note": "; ".join(x for x in (c.why if not c.comparable else "", c.note) if x)})
