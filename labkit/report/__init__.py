@@ -320,9 +320,14 @@ def conclusions(effects: pd.DataFrame, *, diagnostics: Diagnostics | None = None
                  f"{term_label(top_ours)} ({_pct(ours[top_ours])})"
                  + (", the same." if top == top_ours else ", a different one."))
             if focus is not None:
-                paper = float(ref[[t for t in ref.index if focus in t.split(":")]].sum())
+                listed = [t for t in ref.index if focus in t.split(":")]
                 here = float(ours[[t for t in ours.index if focus in t.split(":")]].sum())
-                s += (f" Terms with {term_label(focus)}: {_pct(paper)} there, {_pct(here)} here.")
+                if listed:
+                    there = _pct(float(ref[listed].sum()))
+                else:   # the paper lists only its influential terms: absent is not 0 %
+                    there = (f"none listed (together at most {_pct(max(0.0, 100 - float(ref.sum())))}, "
+                             "what the listed terms leave)")
+                s += f" Terms with {term_label(focus)}: {there} there, {_pct(here)} here."
             missing = [t for t in ref.index if t in ours.index and ref[t] >= 5 and t not in sig]
             if missing:
                 s += (" Reported there with >= 5 % but not significant here: "

@@ -44,6 +44,7 @@ from ..stats.diagnostics import Diagnostics
 from ..stats.lenth import lenth
 from ..stats.summary import summarize
 from .labels import PALETTE, colors, label, term_label
+from .small_n import data_limits, draw_interval, interval_table, log_ticks
 
 __all__ = ["LiteralTextFigure", "drift", "interactions", "main_effects", "overhead", "pareto", "qq",
            "response_by_config", "run_order", "save_figure", "telemetry_runs", "variance_shares"]
@@ -363,14 +364,21 @@ def response_by_config(data: pd.DataFrame, by: str | Sequence[str], response: st
     fig, ax = _axes(ax, (max(4.8, per_config * len(keys) + 2), 4.2))
     raw = _show_points(points, int(s["n"].max()))
     palette = colors([lv for lv, _ in series]) if hue is not None else [BAR]
+    # intervals of a positive quantity on the log scale (never negative); the axis holds the data
+    # and the means, and an interval reaching past it ends in an arrowhead (small_n)
+    s = s.drop(columns=["ci_low", "ci_high"]).merge(
+        interval_table(data, by, response, alpha=alpha)[[*by, "ci_low", "ci_high"]], on=by, how="left")
+    series = [(None, s)] if hue is None else [(lv, s[s[hue] == lv]) for lv in _levels(data, hue, levels)]
+    ylim = data_limits([*data[response], *s["mean"]])
     for i, ((lv, part), col) in enumerate(zip(series, palette)):
         x = np.array([xpos[tuple(r)] if xcols else 0
                       for r in part[xcols].itertuples(index=False, name=None)], float)
         shift = (i - (len(series) - 1) / 2) * width
         x = x + shift
-        yerr = np.vstack([part["mean"] - part["ci_low"], part["ci_high"] - part["mean"]])
-        ax.errorbar(x, part["mean"], yerr=yerr, fmt="o", capsize=3, color=col, zorder=2,
-                    label=None if lv is None else str(lv))
+        ax.plot(x, part["mean"], "o", color=col, zorder=2, label=None if lv is None else str(lv))
+        for xi, lo, hi in zip(x, part["ci_low"], part["ci_high"]):
+            if np.isfinite(lo) or np.isfinite(hi):
+                draw_interval(ax, xi, lo, hi, color=col, limits=ylim)
         if raw:
             rows = data if lv is None else data[data[hue] == lv]
             rx = [xpos[tuple(r)] if xcols else 0
@@ -378,7 +386,9 @@ def response_by_config(data: pd.DataFrame, by: str | Sequence[str], response: st
             _raw(ax, np.asarray(rx, float) + shift, rows[response], col, width=width / 4)
     ax.set_xticks(range(len(keys)), labels, fontsize=8)
     ax.set_xlim(-0.6, len(keys) - 0.4)
-    ax.set_ylabel(f"{label(response)}\n(mean, {100 * (1 - alpha):g}% CI)")
+    ax.set_ylim(*ylim)
+    scale = ", log scale" if (data[response] > 0).all() else ""
+    ax.set_ylabel(f"{label(response)}\n(mean, {100 * (1 - alpha):g}% CI{scale})")
     if hue is not None:
         ax.legend(title=label(hue), fontsize=8)
     ax.set_title(title or f"{label(response)} by configuration")
@@ -397,8 +407,9 @@ def overhead(table: pd.DataFrame, *, panel: str = "benchmark", test: str = "test
     overhead), so 2x slower and 2x faster sit at the same distance from it, and
     each panel has its own range. Bars are grouped by ``test`` (the panel's name
     dropped from its front), one colour per platform (:mod:`labkit.report.labels`),
-    in order of first appearance. Rows without a ratio are left out; an
-    unbounded CI is drawn without whiskers.
+    in order of first appearance. Rows without a ratio are left out; an interval
+    that is unbounded (NaN bounds) or reaches past ten times the ratios is drawn open-ended
+    (an arrowhead at the axis edge), so no bound near 0 stretches the axis.
     """
     v.frame(table, "table")
     v.columns(table, [panel, test, "platform", "ratio", "ci_low", "ci_high"], "table")
@@ -420,6 +431,7 @@ def overhead(table: pd.DataFrame, *, panel: str = "benchmark", test: str = "test
     for ax in axes[len(panels):]:
         ax.set_visible(False)
     height = 0.8 / len(plats)
+    pending: list[tuple[float, float, float]] = []
     for ax, name in zip(axes, panels):
         part = t[t[panel].astype(str) == name]
         tests = list(dict.fromkeys(part[test].astype(str)))
@@ -430,13 +442,21 @@ def overhead(table: pd.DataFrame, *, panel: str = "benchmark", test: str = "test
             y = np.array([tests.index(x) for x in rows[test].astype(str)], float)
             y = y + (i - (len(plats) - 1) / 2) * height
             r = rows.ratio.to_numpy(float)
-            lo = np.where(np.isfinite(rows.ci_low), rows.ci_low, r).clip(min=1e-12)
-            hi = np.where(np.isfinite(rows.ci_high), rows.ci_high, r)
-            # bars start at 1 (no overhead) and end at the ratio
+            # bars start at 1 (no overhead) and end at the ratio; intervals are drawn once the
+            # axis is set from the ratios (an unbounded or far bound ends in an arrowhead)
             ax.barh(y, r - 1, left=1, height=height, color=colours[plat], label=plat)
-            ax.errorbar(r, y, xerr=np.vstack([r - lo, hi - r]), fmt="none", ecolor="black",
-                        elinewidth=0.8, capsize=2)
+            pending += [(yy, lo, hi) for yy, lo, hi in zip(y, rows.ci_low.to_numpy(float),
+                                                          rows.ci_high.to_numpy(float))]
         ax.set_xscale("log")
+        finite = [b for _, lo, hi in pending for b in (lo, hi) if np.isfinite(b) and b > 0]
+        rat = part.ratio.to_numpy(float)
+        xlim = data_limits([*rat, *[b for b in finite if rat.min() / 10 <= b <= rat.max() * 10]],
+                           log=True, include=[1.0])
+        ax.set_xlim(*xlim)
+        for yy, lo, hi in pending:
+            draw_interval(ax, yy, lo, hi, orient="h", limits=xlim, lw=0.8, capsize=2)
+        pending.clear()
+        log_ticks(ax, "x")
         ax.axvline(1, color="black", lw=0.8, gid="no_overhead")
         short = [x[len(name) + 1:] if x.startswith(name + " ") else x for x in tests]
         ax.set_yticks(range(len(tests)), short, fontsize=7)

@@ -60,13 +60,13 @@ AFFINITY_PAPER_TERMS = {"vCPU": "vcpus", "memory": "memory_mb", "affinity": "aff
 def affinity_reference(path: str | Path, *, workload: str = "N-queens") -> pd.DataFrame:
     """Seed 002's Tables 5-8 (``data/reference/affinity_influence.csv``) in our term names.
 
-    Returns ``source`` ("Leite et al. 2017, Xen" / "... KVM"), ``term`` (e.g.
+    Returns ``source`` ("Leite et al., Xen" / "... KVM"; the seed file gives no year), ``term`` (e.g.
     "vcpus:count", its factors in the design's order vcpus, memory_mb, affinity, count, as
     :func:`labkit.stats.factorial_effects` names them) and ``pct_variation``, ready for :func:`labkit.report.conclusions`.
     The paper lists only the terms it found influential; the others are absent.
     """
     import pandas as pd
-    ref = pd.read_csv(path)
+    ref = pd.read_csv(path, comment="#")
     missing = {"hypervisor", "workload", "term", "pct_variation"} - set(ref.columns)
     if missing:
         raise ConfigError(f"{path}: columns {sorted(missing)} missing")
@@ -81,7 +81,7 @@ def affinity_reference(path: str | Path, *, workload: str = "N-queens") -> pd.Da
             return ":".join(sorted((AFFINITY_PAPER_TERMS[p] for p in term.split(":")), key=order.index))
         except KeyError as exc:
             raise ConfigError(f"{path}: unknown term {term!r}; known {list(AFFINITY_PAPER_TERMS)}") from exc
-    return pd.DataFrame({"source": "Leite et al. 2017, " + ref.hypervisor,
+    return pd.DataFrame({"source": "Leite et al., " + ref.hypervisor,
                          "term": ref.term.map(ours), "pct_variation": ref.pct_variation.astype(float)})
 
 
@@ -287,7 +287,8 @@ def affinity_best_times(runs: pd.DataFrame, response: str = "wall_time_s", *,
 
     Returns one row per group: the ``by`` (and ``platform``) columns, ``best_affinity``,
     ``best_time_s`` (its mean), ``other_time_s`` and ``difference_pct`` =
-    100 (other - best) / best, as the paper computed it (Table 3: 172.37 s vs 134.78 s -> 27.89 %).
+    100 (other - best) / best, as the paper computed it (Table 3 prints the best time, 134.78 s, and
+    the difference, 27.89 %; the other time is not printed).
     With ``higher_is_better`` the mean columns are ``best_mean`` and ``other_mean`` (units of
     ``response``) and ``difference_pct`` = 100 (best - other) / best, how much lower the other is.
     """

@@ -11,7 +11,7 @@ format each run's instance recorded (:func:`disk_format_responses`) and treats i
 * :func:`disk_format_comparison`: per group (app, threads), qcow2 against raw: Welch t-test with
   the CI of the difference, the slowdown ratio with its Fieller CI, and the assumption checks.
 * :func:`claim_verdicts`: the paper's stated direction (qcow2 slower, or no difference) against
-  our interval.
+  our interval, in the vocabulary of :func:`labkit.report.claims.verdict`.
 """
 from __future__ import annotations
 
@@ -204,24 +204,25 @@ def residual_checks(data: pd.DataFrame, response: str, factors: Sequence[str], *
 
 
 def claim_verdicts(table: pd.DataFrame) -> pd.DataFrame:
-    """The paper's stated direction against ours: ``table`` as :func:`labkit.studies.seeds.
+    """The paper's stated direction against ours, in the one vocabulary of
+    :func:`labkit.report.claims.verdict`: ``table`` as :func:`labkit.studies.seeds.
     headline_comparison` returns it plus a ``stated_direction`` column ("slower": the platform is
-    slower than the baseline; "no difference"). Returns ``table`` plus ``verdict``:
-    for "slower", "supported" (the CI lies above 0), "contradicted" (below 0) or "inconclusive"
-    (it contains 0); for "no difference", "consistent" (the CI contains 0: says little when the
-    CI is wide) or "contradicted" (it excludes 0); "not measured" without a CI."""
+    slower than the baseline; "no difference"). Returns ``table`` plus ``verdict``: for
+    "slower", "reproduced" (the CI lies above 0), "opposite" (below 0) or "inconclusive" (it
+    contains 0, or is unbounded); for "no difference", "inconclusive" (the CI contains 0: a
+    wide interval shows no equivalence) or "not reproduced" (it excludes 0); "not measured"
+    where ``ours_pct`` is NaN."""
     import math
-    allowed = ("slower", "no difference")
+
+    from ..report.claims import verdict
+    allowed = {"slower": 1, "no difference": 0}
     out = []
     for r in table.to_dict("records"):
-        d, lo, hi = r.get("stated_direction"), r.get("ci_low"), r.get("ci_high")
+        d = r.get("stated_direction")
         if d not in allowed:
-            raise ConfigError(f"claim_verdicts: stated_direction {d!r} of {r.get('claim')!r}; use one of {allowed}")
-        if lo is None or hi is None or not (math.isfinite(lo) and math.isfinite(hi)):
-            v = "not measured"
-        elif d == "slower":
-            v = "supported" if lo > 0 else "contradicted" if hi < 0 else "inconclusive"
-        else:
-            v = "consistent" if lo <= 0 <= hi else "contradicted"
-        out.append(v)
+            raise ConfigError(f"claim_verdicts: stated_direction {d!r} of {r.get('claim')!r}; use one of "
+                              f"{tuple(allowed)}")
+        ours = r.get("ours_pct", 0.0)
+        measured = ours is not None and not (isinstance(ours, float) and math.isnan(ours))
+        out.append(verdict(r.get("ci_low"), r.get("ci_high"), None, direction=allowed[d], measured=measured))
     return table.assign(verdict=out)

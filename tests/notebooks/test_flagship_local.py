@@ -71,7 +71,7 @@ def test_view_mode_on_committed_results(run_notebook, tmp_path, workload, campai
     concl = markdown_outputs(nb)
     for w in words:
         assert w in concl, w
-    assert "Leite et al. 2017, Xen" in concl
+    assert "Leite et al., Xen" in concl
     if workload == "apache":      # the paper's Apache rows (Tables 6 and 8, Figure 3/7 text), not N-queens'
         assert "37.94" in text and "37.11" in text and "30.55" in text and "51.48" not in text
     assert (src / "store.sqlite").read_bytes() == before      # committed data untouched

@@ -23,7 +23,8 @@ def test_view_committed_results_sets_the_reports_percentages_beside_ours(run_not
     assert "libvirt (TCG)" in text                               # KVM here is emulated, and says so
     assert "ksm_on" in text                                     # KSM state per run, shown
     md = markdown_outputs(nb)
-    assert "Blackscholes LXC vs native (2 threads):** the report +2.0 %, labkit (cpu, dedicated)" in md
+    assert "Blackscholes LXC vs native (2 threads) (ours: cpu events_per_s, dedicated): " in md
+    assert "verdict: not comparable" in md                      # the KVM rows: QEMU TCG here
     assert "Raytrace KVM overhead" in md and "no comparable labkit measurement" in md
     assert "KVM (libvirt) has no result here" not in md and "ran under TCG emulation" in md
     figs = {p.name for p in (tmp_path / "figures").iterdir()}

@@ -154,4 +154,4 @@ def test_affinity_reference_in_our_term_names():
     from labkit.studies import affinity_reference
     ref = affinity_reference(REPO / "data" / "reference" / "affinity_influence.csv")
     kvm = ref[ref.source.str.endswith("KVM")].set_index("term").pct_variation
-    assert kvm.to_dict() == {"vcpus": 69.7, "count": 21.32, "vcpus:count": 8.32}   # Leite et al. 2017, Tables 5-8 (KVM, N-queens)
+    assert kvm.to_dict() == {"vcpus": 69.7, "count": 21.32, "vcpus:count": 8.32}   # Leite et al., Tables 5-8 (KVM, N-queens)

@@ -97,8 +97,10 @@ def test_residual_checks_against_r(sv):
 def test_verdicts_follow_the_interval():
     t = pd.DataFrame({"claim": list("abcde"),
                       "stated_direction": ["slower", "slower", "slower", "no difference", "no difference"],
-                      "ci_low": [1.0, -5.0, -9.0, -2.0, 3.0], "ci_high": [9.0, 4.0, -1.0, 2.0, np.nan]})
-    assert claim_verdicts(t).verdict.tolist() == ["supported", "inconclusive", "contradicted", "consistent",
-                                                  "not measured"]
+                      "ci_low": [1.0, -5.0, -9.0, -66.0, 3.0], "ci_high": [9.0, 4.0, -1.0, 88.0, np.nan]})
+    # a wide interval around 0 does not show "no difference" (notebook 04 once called -66..+88 % consistent)
+    assert claim_verdicts(t).verdict.tolist() == ["reproduced", "inconclusive", "opposite", "inconclusive",
+                                                  "not reproduced"]
+    assert claim_verdicts(t.assign(ours_pct=np.nan)).verdict.tolist() == ["not measured"] * 5
     with pytest.raises(ConfigError, match="stated_direction 'faster'"):
         claim_verdicts(t.assign(stated_direction="faster"))

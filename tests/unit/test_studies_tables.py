@@ -1,6 +1,6 @@
 """Study 002's Tables 3 and 4 computed on runs (labkit.studies), checked against the paper's own numbers.
 
-Leite et al. 2017 (seed 002_bcdbbfe3ff4c5134.txt), Table 3: Xen, 1 VM, 2 vCPUs, best time 134.78 s without
+Leite et al. (seed 002_bcdbbfe3ff4c5134.txt), Table 3: Xen, 1 VM, 2 vCPUs, best time 134.78 s without
 affinity and 27.89 % difference, so the time with affinity is 134.78 x 1.2789 = 172.37 s; Table 4: from 1 to
 2 VMs (2 vCPUs, no affinity) +11.65 s = 8.64 % of 134.78 s. The runs below have those means.
 """
@@ -44,7 +44,7 @@ def test_affinity_design_with_two_platforms_is_platform_by_2x4():
 
 # -- notebook 01's second workload: Apache + ab (requests/s, higher is better) ----------------
 def rates():
-    """Leite et al. 2017 (seed 002), text under Figure 3 (Xen, Apache): with affinity the
+    """Leite et al. (seed 002), text under Figure 3 (Xen, Apache): with affinity the
     requests/s drop by 4.10 % from fewer to more VMs at 2 vCPUs, without it by 8.9 %. The runs
     below have means 1000 -> 959 (pinned) and 1100 -> 1002.1 (floating)."""
     rows = []
@@ -99,7 +99,7 @@ def test_better_level_says_which_direction_is_better():
 
 
 def test_apache_reference_is_tables_6_and_8():
-    """Leite et al. 2017 (seed 002), Table 6 (Xen, Apache: vCPU 37.94 %, VMs 16.35 %, affinity
+    """Leite et al. (seed 002), Table 6 (Xen, Apache: vCPU 37.94 %, VMs 16.35 %, affinity
     12.34 %, ...) and Table 8 (KVM, Apache: VM 37.11 %, vCPU 19.06 %, memory 4.03 %, ...)."""
     from pathlib import Path
 
