@@ -494,7 +494,9 @@ def run_values(data_dir: str | Path, measured: Measured, *, tidy: pd.DataFrame |
     from ..store import load_results
     from .validity import rule, screen
     if tidy is None:
-        tidy = pd.concat([load_results(data_dir, c) for c in measured.campaigns], ignore_index=True)
+        tidy = pd.concat([with_fixed_params(load_results(data_dir, c), data_dir, c,
+                                            {**measured.select, **(measured.baseline or {})})
+                          for c in measured.campaigns], ignore_index=True)
     tidy = tidy[tidy.status == "ok"]
     if "campaign" in tidy.columns and tidy.campaign.nunique() > 1:   # run ids repeat across campaigns
         tidy = tidy.assign(run_id=tidy.campaign.astype(str) + "/" + tidy.run_id.astype(str))
@@ -513,6 +515,21 @@ def run_values(data_dir: str | Path, measured: Measured, *, tidy: pd.DataFrame |
     per_run = (rows.groupby("run_id", sort=True).value.mean().rename("value").reset_index()
                .merge(rows[keep].drop_duplicates("run_id"), on="run_id"))
     return per_run, excluded
+
+
+def with_fixed_params(tidy: pd.DataFrame, data_dir: str | Path, campaign: str,
+                      keys: Mapping[str, Any]) -> pd.DataFrame:
+    """``tidy`` with a constant column for each of ``keys`` that is not a factor of ``campaign``
+    but one of its fixed workload parameters (a one-level ``app`` set in the workload's
+    parameters instead of the design), so a claim selects on it either way."""
+    from ..store import Store
+    missing = [k for k in keys if k not in tidy.columns]
+    if not missing:
+        return tidy
+    with Store(Path(data_dir) / campaign / "store.sqlite", readonly=True) as st:
+        params = (st.meta().get("workload") or {}).get("params") or {}
+    fixed = {k: params[k] for k in missing if params.get(k) is not None}
+    return tidy.assign(**fixed) if fixed else tidy
 
 
 def _select(runs: pd.DataFrame, where: Mapping[str, Any]) -> pd.DataFrame:
