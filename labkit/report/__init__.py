@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..errors import ConfigError
+from ..errors import ConfigError, did_you_mean
 from ..stats import validate as v
 from ..stats.diagnostics import Diagnostics
 from ..stats.factorial import sign_table, yates_terms
@@ -453,22 +453,31 @@ def analyze(data_dir: str | Path, campaign: str, *, response: str | None = None,
     from ..stats import anova, factorial_diagnostics, factorial_effects, summarize
     from ..store import Store, load_results
     from ..store.results import responses
-    path = Path(data_dir) / campaign / "store.sqlite"
+    from .catalog import primary_response, require_campaign
+    path = Path(data_dir) / require_campaign(data_dir, campaign) / "store.sqlite"
     with Store(path, readonly=True) as st:
         meta, fps = st.meta(), st.fingerprints()
     tidy = load_results(data_dir, campaign)
     status = tidy.drop_duplicates("run_id").status.value_counts().to_dict()
     design_factors = list(meta.get("design", {}).get("factors", {}))
+    metrics = sorted(tidy.metric.dropna().unique())
     if response is None:
-        response = (meta.get("workload") or {}).get("response")
-        if response is None or response not in set(tidy.metric.dropna()):
-            metrics = sorted(tidy.metric.dropna().unique())
+        response, _ = primary_response(meta, tidy)     # the declared response, never a constant
+        if response is None:
             if not metrics:
                 raise ConfigError(f"campaign {campaign!r} has no measurement to analyse")
             response = metrics[0]
+    elif response not in metrics:
+        raise ConfigError(f"campaign {campaign!r} has no metric {response!r}"
+                          f"{did_you_mean(response, metrics)}; metrics: {', '.join(map(str, metrics))}")
     if factors is None:
         factors = [f for f in design_factors if tidy[f].nunique() > 1]
     factors = v.names(factors, "factors")
+    unknown = [f for f in factors if f not in design_factors]
+    if unknown:
+        raise ConfigError(f"campaign {campaign!r} has no factor {unknown[0]!r}"
+                          f"{did_you_mean(unknown[0], design_factors)}; factors: "
+                          f"{', '.join(map(str, design_factors))}")
     runs = responses(tidy, response, factors)
     runs = runs.merge(tidy.drop_duplicates("run_id")[["run_id", "run_order"]], on="run_id")
     summary = summarize(runs, by=factors, response=response, alpha=alpha)
@@ -522,30 +531,51 @@ def compare(data_dir: str | Path, a: str, b: str, *, response: str | None = None
     and ``drift`` (p_holm < alpha and |diff_pct| >= ``min_effect_pct``, a minimum practical
     effect)); ``table.attrs["overall"]`` is :func:`labkit.stats.compare.drift_test` (one
     shift common to all configurations, as a percent with its CI) when the response is
-    positive. ``fingerprint_diff`` lists host facts that differ; ``verdict`` is one sentence.
+    positive; ``table.attrs["notes"]`` lists how the two campaigns' settings differ
+    (:func:`labkit.report.comparison.setting_differences`: workloads, parameters, levels,
+    replications, backends). ``fingerprint_diff`` lists host facts that differ
+    (:func:`labkit.report.comparison.fingerprint_groups`: ``fact``, ``a``, ``b``, ``kind``;
+    facts missing on both sides left out, facts only one side recorded marked so);
+    ``verdict`` says the notes, the drift and the host facts in words.
+
+    Campaigns whose factors differ cannot be compared configuration by configuration: ConfigError
+    saying how the designs (and workloads) differ. A response only one of them measured (other
+    workloads) is a ConfigError too.
     """
     from ..core.fingerprint import fingerprint_diff
     from ..stats.compare import config_differences, drift_test
     from ..store import Store, load_results
     from ..store.results import responses
+    from .catalog import primary_response, require_campaign
+    from .comparison import fingerprint_groups, fingerprint_summary, setting_differences
     metas: list[dict] = []
     tidies: list[pd.DataFrame] = []
     fps: list[dict] = []
     for cid in (a, b):
-        with Store(Path(data_dir) / cid / "store.sqlite", readonly=True) as st:
+        with Store(Path(data_dir) / require_campaign(data_dir, cid) / "store.sqlite", readonly=True) as st:
             metas.append(st.meta())
             fps.append(next(iter(st.fingerprints().values()), {}))
         tidies.append(load_results(data_dir, cid))
+    notes = setting_differences(metas[0], metas[1], a, b)
     fa, fb = (list(m.get("design", {}).get("factors", {})) for m in metas)
     if fa != fb:
-        raise ConfigError(f"compare: {a!r} and {b!r} have different factors ({fa} vs {fb})")
-    response = response or (metas[0].get("workload") or {}).get("response") or "wall_time_s"
+        raise ConfigError(f"compare: {a!r} and {b!r} have different factors ({fa} vs {fb}): "
+                          + "; ".join(notes) + ". Compare campaigns of one design.")
+    if response is None:
+        response = primary_response(metas[0], tidies[0])[0] or "wall_time_s"
+    for cid, tidy in zip((a, b), tidies):
+        have = sorted(tidy.metric.dropna().unique())
+        if response not in have:
+            why = next((n for n in notes if n.startswith("the workloads differ")), "")
+            raise ConfigError(f"compare: {cid!r} has no metric {response!r}{did_you_mean(response, have)}"
+                              + (f" ({why})" if why else "") + f"; its metrics: {', '.join(map(str, have))}")
     ra, rb = (responses(t, response, fa) for t in tidies)
     try:
         table = config_differences(ra, rb, response=response, factors=fa, alpha=alpha,
                                    min_effect_pct=min_effect_pct)
     except ConfigError:
-        raise ConfigError(f"compare: no configuration has >= 2 successful runs in both {a!r} and {b!r}") from None
+        raise ConfigError(f"compare: no configuration has >= 2 successful runs in both {a!r} and {b!r}"
+                          + (f" ({'; '.join(notes)})" if notes else "")) from None
     table = table.rename(columns={"p_adj": "p_holm"})
     if (ra[response] > 0).all() and (rb[response] > 0).all():
         try:
@@ -554,9 +584,10 @@ def compare(data_dir: str | Path, a: str, b: str, *, response: str | None = None
         except ConfigError:
             pass
     n = int(table.drift.sum())
-    fpd = fingerprint_diff(fps[0], fps[1])
-    verdict = (f"{response}: {n} of {len(table)} configurations drifted significantly from {a} to {b} "
-               f"(Welch, Holm-adjusted, α = {alpha:g}, |change| >= {min_effect_pct:g} %)")
+    fpd = fingerprint_groups(fingerprint_diff(fps[0], fps[1]), a, b)
+    verdict = "".join(f"Note: {n_[0].upper()}{n_[1:]}. " for n_ in notes)
+    verdict += (f"{response}: {n} of {len(table)} configurations drifted significantly from {a} to {b} "
+                f"(Welch, Holm-adjusted, α = {alpha:g}, |change| >= {min_effect_pct:g} %)")
     if n:
         verdict += f"; median change {table.loc[table.drift, 'diff_pct'].median():+.1f} %"
     overall = table.attrs.get("overall")
@@ -564,9 +595,9 @@ def compare(data_dir: str | Path, a: str, b: str, *, response: str | None = None
         o = overall.iloc[0]
         verdict += (f"; overall shift {o.shift_pct:+.1f} % [{o.ci_low_pct:+.1f}, {o.ci_high_pct:+.1f}] "
                     f"(p = {o.p:.2g})")
-    verdict += (f". Host facts that differ: {', '.join(fpd.fact)}." if len(fpd)
-                else ". The host fingerprints are identical.")
-    table.attrs.update({"response": response, "alpha": alpha})
+    verdict += ". " + fingerprint_summary(fpd, a, b)
+    table.attrs.update({"response": response, "alpha": alpha, "notes": notes, "a": a, "b": b,
+                        "factors": fa})
     return table, fpd, verdict
 
 
