@@ -23,9 +23,9 @@ from ..errors import ConfigError, StoreError, did_you_mean
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["CATALOG_COLUMNS", "OPTIONAL_RUN_COLUMNS", "STATUS_WORDS", "campaign_catalog", "campaign_ids",
+__all__ = ["CATALOG_COLUMNS", "OPTIONAL_RUN_COLUMNS", "STATUS_WORDS", "campaign_catalog", "campaign_ids", "design_table",
            "filter_catalog", "filter_runs", "primary_response", "require_campaign", "response_metrics",
-           "run_table"]
+           "run_table", "settings_table"]
 
 CATALOG_COLUMNS = ["campaign", "study", "backend", "platforms", "workload", "response", "factors", "runs",
                    "ok", "not_ok", "planned", "status", "first_run", "last_run", "date"]
@@ -255,3 +255,37 @@ def filter_runs(runs: pd.DataFrame, *, status=None, host=None, suspect: bool | N
     if suspect is not None and "suspect" in runs:
         mask &= runs["suspect"].fillna(False).astype(bool) == bool(suspect)
     return runs[mask].reset_index(drop=True)
+
+
+def design_table(meta: dict) -> pd.DataFrame:
+    """A stored design as a table: one row per factor, ``factor``, ``levels`` (in order, the
+    first being the low level of a two-level factor) and ``n_levels``."""
+    import pandas as pd
+    factors = (meta.get("design") or {}).get("factors") or {}
+    rows = [{"factor": str(name), "levels": ", ".join(map(str, levels if isinstance(levels, list) else [levels])),
+             "n_levels": len(levels) if isinstance(levels, list) else 1}
+            for name, levels in (factors.items() if isinstance(factors, dict) else [])]
+    return pd.DataFrame(rows, columns=["factor", "levels", "n_levels"])
+
+
+def settings_table(meta: dict, status: dict | None = None) -> pd.DataFrame:
+    """A stored campaign's settings as ``setting``/``value`` rows: campaign, study, description,
+    replications, seed, backend, platforms, workload, its parameters (``key=value``), the declared
+    response and, with ``status`` (counts by run status), the runs."""
+    import json
+
+    import pandas as pd
+    design = meta.get("design") or {}
+    workload = meta.get("workload") or {}
+    params = workload.get("params") or {}
+    rows = [("campaign", meta.get("campaign_id")), ("study", design.get("name")),
+            ("description", design.get("description")),
+            ("replications", json.dumps(design.get("replications"), default=str)),
+            ("seed", design.get("seed")), ("backend", meta.get("backend")), ("platforms", _platforms(meta)),
+            ("workload", workload.get("name")),
+            ("parameters", ", ".join(f"{k}={v}" for k, v in params.items() if v is not None)),
+            ("declared response", workload.get("response"))]
+    if status is not None:
+        rows.append(("runs", ", ".join(f"{k} {v}" for k, v in status.items()) or "none"))
+    return pd.DataFrame([(k, "" if v is None else str(v)) for k, v in rows if v not in (None, "")],
+                        columns=["setting", "value"])
