@@ -7,9 +7,7 @@ reference) into sentences a reader can check against the tables.
 """
 from __future__ import annotations
 
-import base64
 import html
-import io
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -140,6 +138,11 @@ class Conclusions:
         return [(title, items) for title, items in (
             ("Findings", self.findings), ("Assumptions", self.assumptions),
             ("Compared with the published study", self.reference)) if items]
+
+    def sections(self) -> list[tuple[str, list[str]]]:
+        """``(title, sentences)`` for each non-empty part: Findings, Assumptions, Compared with the
+        published study (plain text: escape before showing)."""
+        return self._sections()
 
     def markdown(self) -> str:
         """The headline in bold and one bulleted list per section, every sentence escaped."""
@@ -318,44 +321,17 @@ def conclusions(effects: pd.DataFrame, *, diagnostics: Diagnostics | None = None
     return out
 
 
-def _fig_html(fig) -> str:
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=110, bbox_inches="tight")
-    data = base64.b64encode(buf.getvalue()).decode("ascii")
-    return f'<figure><img alt="figure" src="data:image/png;base64,{data}"></figure>'
-
-
-def html_report(title: str, sections: Sequence[tuple[str, object]]) -> str:
-    """One self-contained HTML page: ``sections`` is a list of (heading, content), content a
-    str (plain text, shown as is), a DataFrame (table), a :class:`Conclusions` or a
-    matplotlib Figure (embedded as base64 PNG). Every text, heading, table cell and sentence
+def html_report(title: str, sections: Sequence[tuple[str, object]], *, subtitle: str = "") -> str:
+    """One self-contained HTML page (:func:`labkit.report.page.render`): title, a numbered table of
+    contents, then ``sections``, a list of (heading, content), content a str (plain text, shown
+    as is), a DataFrame (a table, numbers to 4 significant digits), a :class:`Conclusions`, a
+    matplotlib Figure or a :class:`labkit.report.page.Captioned` figure (embedded as base64 PNG,
+    numbered, with its caption), or a list of those. Every text, heading, table cell and sentence
     is escaped with :func:`escape_html`, so names and levels from a store are shown literally
-    and never become markup. No script, stylesheet or font is fetched."""
-    from matplotlib.figure import Figure
-    body = [f"<h1>{escape_html(title)}</h1>"]
-    for heading, content in sections:
-        body.append(f"<h2>{escape_html(heading)}</h2>")
-        items = content if isinstance(content, list) else [content]
-        for item in items:
-            if isinstance(item, pd.DataFrame):
-                body.append(item.to_html(index=False, float_format=lambda x: f"{x:.4g}",
-                                         border=0, classes="t", escape=True))
-            elif isinstance(item, Figure):
-                body.append(_fig_html(item))
-            elif isinstance(item, Conclusions):
-                if item.headline:
-                    body.append(f'<p class="headline">{escape_html(item.headline)}</p>')
-                for _, part in item._sections():
-                    body.append("<ul>" + "".join(f"<li>{escape_html(s)}</li>" for s in part) + "</ul>")
-            else:
-                body.append(f"<pre>{escape_html(item)}</pre>")
-    style = ("body{font-family:sans-serif;max-width:70em;margin:2em auto;padding:0 1em}"
-             "table.t{border-collapse:collapse;font-size:.85em}"
-             "table.t td,table.t th{padding:.2em .6em;border-bottom:1px solid #ddd;text-align:right}"
-             "img{max-width:100%}.headline{font-weight:bold;font-size:1.1em}")
-    return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
-            f"<title>{escape_html(title)}</title><style>{style}</style></head><body>\n"
-            + "\n".join(body) + "\n</body></html>\n")
+    and never become markup. No script, stylesheet or font is fetched; the page fits a screen and
+    prints on A4 without cutting a table."""
+    from .page import render
+    return render(title, sections, subtitle=subtitle)
 
 
 @dataclass
@@ -601,26 +577,70 @@ def compare(data_dir: str | Path, a: str, b: str, *, response: str | None = None
     return table, fpd, verdict
 
 
+#: the effects table's columns a report shows, in this order (those the table has)
+REPORT_EFFECT_COLUMNS = ["term", "effect", "ci_low", "ci_high", "df", "t", "F", "p", "pct_variation",
+                         "pct_low", "pct_high"]
+
+#: the report's caption of each figure of :meth:`Analysis.figures`
+FIGURE_CAPTIONS = {
+    "pareto": "Pareto chart of the effects: |t| of each term with the critical t line (replicated "
+              "designs), or |effect| with Lenth's margin of error (unreplicated); bars past the line "
+              "are significant.",
+    "main_effects": "Main effects: the mean response at each level of each factor, with confidence "
+                    "intervals and the runs as dots.",
+    "interactions": "Interactions: the mean response for each pair of factors' levels; lines that "
+                    "are not parallel show an interaction.",
+    "run_order": "The response in the order the runs executed, with a rolling median: runs were "
+                 "randomized, so a trend is drift (warm-up, a neighbour), not a factor's effect.",
+    "qq": "Normal Q-Q plot of the residuals (the Shapiro-Wilk test is in the residual diagnostics).",
+}
+
+
 def write_report(data_dir: str | Path, campaign: str, out: str | Path, *, response: str | None = None,
                  alpha: float = 0.05) -> Path:
     """Analyse ``campaign`` (:func:`analyze`) and write one self-contained HTML file to ``out``
     with :func:`labkit.core.files.atomic_write` (mode 0600, also when it replaces an older report:
-    results are private until shared; a symbolic link at ``out`` is refused). Returns the path."""
+    results are private until shared; a symbolic link at ``out`` is refused). Returns the path.
+
+    The page (:func:`html_report`): the conclusions first, a table of contents, the design as a
+    table (one row per factor) with the campaign's settings, the summary per configuration, the
+    effects (or ANOVA) with their CIs, residual diagnostics, the figures with captions, the host
+    fingerprints and the provenance (:func:`labkit.report.page.provenance`: labkit version and
+    commit, the store's SHA-256, the hosts). Numbers to 4 significant digits; it fits a screen and
+    prints on A4 without cutting a table."""
     from ..core.files import atomic_write
+    from .catalog import design_table, settings_table
+    from .page import Captioned, provenance
     a = analyze(data_dir, campaign, response=response, alpha=alpha)
-    sections = [
+    from ..store import Store
+    with Store(Path(data_dir) / campaign / "store.sqlite", readonly=True) as st:
+        fps = st.fingerprints()
+    effects = (a.effects if a.variation is None else a.effects.merge(a.variation, on="term", how="left"))
+    # the columns a reader needs (the whole table is in the bundle): the effect with its CI and
+    # test, and the share of variation with its CI; an ANOVA's df, F and p
+    effects = effects[[c for c in REPORT_EFFECT_COLUMNS if c in effects.columns
+                       and not (c == "F" and "t" in effects.columns) and effects[c].notna().any()]]
+    sections: list[tuple[str, object]] = [
         ("Conclusions", a.conclusions),
-        ("Design", a.design_text()),
+        ("Design", [("Factors and levels (the first level is the low level of a two-level factor)",
+                     design_table(a.meta)),
+                    ("Settings", settings_table(a.meta, a.status))]),
         ("Summary per configuration", a.summary),
         ({"factorial": "Effects", "anova": "ANOVA", "none": "Effects"}[a.kind],
-         "none can be computed (see the conclusions)" if a.kind == "none"
-         else a.effects if a.variation is None else a.effects.merge(a.variation, on="term", how="left")),
-        ("Figures", list(a.figures(alpha=alpha).values())),
-        ("Host fingerprints", a.fingerprints),
+         "none can be computed (see the conclusions)" if a.kind == "none" else effects),
     ]
     if a.diagnostics is not None:
-        sections.insert(4, ("Residual diagnostics", [a.diagnostics.table, a.diagnostics.message]))
-    page = html_report(f"labkit report: {campaign} ({a.response})", sections)
+        sections.append(("Residual diagnostics", [a.diagnostics.table, a.diagnostics.message]))
+    sections += [
+        ("Figures", [Captioned(fig, FIGURE_CAPTIONS.get(name, name))
+                     for name, fig in a.figures(alpha=alpha).items()]),
+        ("Host fingerprints", a.fingerprints),
+        ("Provenance", provenance(data_dir, campaign, a.meta, fps)),
+    ]
+    design = a.meta.get("design", {})
+    subtitle = (f"campaign {campaign} · response {a.response} · {a.kind} analysis of "
+                f"{len(a.runs)} successful runs · design {design.get('name', '')}")
+    page = html_report(f"labkit report: {campaign} ({a.response})", sections, subtitle=subtitle)
     return atomic_write(out, page)
 
 

@@ -43,9 +43,14 @@ def campaign_ids(data_dir: str | Path) -> list[str]:
 
 def require_campaign(data_dir: str | Path, campaign: object) -> str:
     """``campaign`` when ``data_dir/campaign/store.sqlite`` exists; else a one-line ConfigError
-    naming the data directory, the closest stored ids ("did you mean") and how many are stored."""
-    from ..core.ids import check_campaign_id
-    cid = check_campaign_id(campaign)
+    naming the data directory, the closest stored ids ("did you mean") and how many are stored.
+    A name that is not a plain folder name (a path, "..") is refused before anything is opened;
+    a stored folder whose name is no valid new campaign id (a copied store) is still found."""
+    if (not isinstance(campaign, str) or not campaign or campaign in (".", "..") or "/" in campaign
+            or "\\" in campaign or "\0" in campaign or len(campaign) > 255):
+        raise ConfigError(f"campaign {str(campaign)[:80]!r}: give a campaign id, a folder name under the "
+                          "data directory (no '/', not '.' or '..')")
+    cid = campaign
     if (Path(data_dir) / cid / "store.sqlite").is_file():
         return cid
     have = campaign_ids(data_dir)

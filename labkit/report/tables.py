@@ -22,6 +22,8 @@ __all__ = ["DIGITS", "format_number", "html_table", "readable", "readable_displa
 #: significant digits shown by default: enough to compare configurations, not more than a
 #: benchmark's run-to-run noise supports
 DIGITS = 4
+#: a table with more columns than this gets the class ``lk-wide`` (a smaller font in reports)
+WIDE_COLUMNS = 9
 
 
 def format_number(x: object, digits: int = DIGITS) -> str:
@@ -77,7 +79,8 @@ def html_table(df: pd.DataFrame, *, digits: int = DIGITS, caption: str | None = 
     """``df`` as an HTML ``<table>``: numbers from :func:`format_number`, every header and cell
     escaped (``<``, ``>``, ``&``, quotes become entities), numeric columns right-aligned (class
     ``num``), an optional ``<caption>``; with ``max_rows``, the first rows and a last row saying
-    how many were left out."""
+    how many were left out. A table of more than :data:`WIDE_COLUMNS` columns also gets the class
+    ``lk-wide``."""
     import pandas as pd
 
     from . import escape_html
@@ -88,7 +91,9 @@ def html_table(df: pd.DataFrame, *, digits: int = DIGITS, caption: str | None = 
     numeric = {c for c in shown.columns if pd.api.types.is_numeric_dtype(shown[c])
                and not pd.api.types.is_bool_dtype(shown[c])}
     text = readable(shown, digits)
-    head = "".join(f'<th{" class=num" if c in numeric else ""}>{escape_html(c)}</th>' for c in text.columns)
+    # headers may wrap after an underscore (pct_variation), never inside a word
+    head = "".join(f'<th{" class=num" if c in numeric else ""}>{escape_html(c).replace("_", "_<wbr>")}</th>'
+                   for c in text.columns)
     rows = []
     for rec in text.itertuples(index=False, name=None):
         cells = "".join(f'<td{" class=num" if c in numeric else ""}>{escape_html(format_number(x, digits))}</td>'
@@ -97,7 +102,8 @@ def html_table(df: pd.DataFrame, *, digits: int = DIGITS, caption: str | None = 
     if more:
         rows.append(f'<tr><td colspan="{max(len(text.columns), 1)}">… {more} more rows</td></tr>')
     cap = f"<caption>{escape_html(caption)}</caption>" if caption else ""
-    return (f'<table class="{escape_html(css_class)}">{cap}<thead><tr>{head}</tr></thead>'
+    wide = " lk-wide" if len(text.columns) > WIDE_COLUMNS else ""
+    return (f'<table class="{escape_html(css_class)}{wide}">{cap}<thead><tr>{head}</tr></thead>'
             f"<tbody>{''.join(rows)}</tbody></table>")
 
 
