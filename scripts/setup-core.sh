@@ -17,4 +17,6 @@ echo "== pip install -r requirements.txt"
 .venv/bin/python -m pip install -q --no-deps -e .
 # papermill and JupyterLab run notebooks with this environment's Python
 .venv/bin/python -m ipykernel install --sys-prefix --name python3 --display-name "Python 3 (labkit)" >/dev/null
+# `labkit` on PATH (/usr/local/bin/labkit -> .venv/bin/labkit; README: the commands work as printed)
+bash scripts/link-cli.sh
 echo "== core set-up done: $(.venv/bin/python -c 'import labkit; print("labkit", labkit.__version__)')"
