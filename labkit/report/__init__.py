@@ -8,6 +8,7 @@ reference) into sentences a reader can check against the tables.
 from __future__ import annotations
 
 import html
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -365,7 +366,10 @@ class Analysis:
         """One plain-text sentence: design name, factors, replications, seed, backend, workload
         and run counts by status (from the store: show it escaped)."""
         design = self.meta.get("design", {})
-        return (f"{design.get('name', '')}: factors {design.get('factors')}, "
+        factors = design.get("factors") or {}
+        listed = "; ".join(f"{name} ({', '.join(map(str, levels)) if isinstance(levels, list) else levels})"
+                           for name, levels in factors.items()) if isinstance(factors, dict) else str(factors)
+        return (f"{design.get('name', '')}: factors {listed}, "
                 f"{design.get('replications')} replications, seed {design.get('seed')}; "
                 f"backend {self.meta.get('backend')}, workload "
                 f"{(self.meta.get('workload') or {}).get('name')}; runs {self.status}")
@@ -561,7 +565,9 @@ def compare(data_dir: str | Path, a: str, b: str, *, response: str | None = None
             pass
     n = int(table.drift.sum())
     fpd = fingerprint_groups(fingerprint_diff(fps[0], fps[1]), a, b)
-    verdict = "".join(f"Note: {n_[0].upper()}{n_[1:]}. " for n_ in notes)
+    kinds = list(dict.fromkeys(re.sub(r"^the ", "", n_.split(" differ")[0]) for n_ in notes))
+    verdict = (f"Note: the {', '.join(kinds[:-1]) + ' and ' + kinds[-1] if len(kinds) > 1 else kinds[0]} "
+               f"differ (see the notes). " if kinds else "")
     verdict += (f"{response}: {n} of {len(table)} configurations drifted significantly from {a} to {b} "
                 f"(Welch, Holm-adjusted, α = {alpha:g}, |change| >= {min_effect_pct:g} %)")
     if n:

@@ -269,17 +269,18 @@ class _App:
         self.ex, self.W = ex, W
         cat = ex.catalog
         plats = sorted({p for ps in cat.platforms for p in str(ps).split(",") if p})
-        lay = W.Layout(width="15em")
+        def lay():        # one Layout per widget: a shared one would hide them all with one
+            return W.Layout(width="15em")
         self.search = W.Text(placeholder="id, study, workload, factor…", description="search",
                              continuous_update=True, layout=W.Layout(width="22em"))
-        self.study = W.Dropdown(options=_options(sorted(set(cat.study))), description="study", layout=lay)
-        self.backend = W.Dropdown(options=_options(sorted(set(cat.backend))), description="backend", layout=lay)
-        self.platform = W.Dropdown(options=_options(plats), description="platform", layout=lay)
+        self.study = W.Dropdown(options=_options(sorted(set(cat.study))), description="study", layout=lay())
+        self.backend = W.Dropdown(options=_options(sorted(set(cat.backend))), description="backend", layout=lay())
+        self.platform = W.Dropdown(options=_options(plats), description="platform", layout=lay())
         self.status = W.Dropdown(options=_options([s for s in ("complete", "failures", "incomplete", "empty",
                                                                "unreadable") if s in set(cat.status)]),
-                                 description="status", layout=lay)
-        self.since = W.DatePicker(description="from", layout=lay)
-        self.until = W.DatePicker(description="to", layout=lay)
+                                 description="status", layout=lay())
+        self.since = W.DatePicker(description="from", layout=lay())
+        self.until = W.DatePicker(description="to", layout=lay())
         self.count = W.HTML()
         self.pick = W.Dropdown(description="campaign", layout=W.Layout(width="30em"))
         self.table = W.HTML()
@@ -293,15 +294,15 @@ class _App:
         self.facs = W.SelectMultiple(description="factors", rows=4)
         self.go = W.Button(description="analyse", button_style="primary")
         self.analysis_out = W.Output()
-        self.run_status = W.Dropdown(description="status", layout=lay)
-        self.run_host = W.Dropdown(description="host", layout=lay)
+        self.run_status = W.Dropdown(description="status", layout=lay())
+        self.run_host = W.Dropdown(description="host", layout=lay())
         self.run_suspect = W.Dropdown(options=[("any", "any"), ("suspect", "yes"), ("not suspect", "no")],
-                                      description="suspect", layout=lay)
+                                      description="suspect", layout=lay())
         self.runs_out = W.Output()
         self.other = W.Dropdown(description="with", layout=W.Layout(width="30em"))
         self.compare_out = W.Output()
         self.overview_out = W.Output()
-        self.tel_run = W.Dropdown(description="run", layout=lay)
+        self.tel_run = W.Dropdown(description="run", layout=lay())
         self.tel_out = W.Output()
         for w, cls in ((self.resp, "lk-response"), (self.facs, "lk-factors"), (self.go, "lk-analyse"),
                        (self.analysis_out, "lk-analysis"), (self.run_status, "lk-run-status"),
@@ -358,8 +359,8 @@ class _App:
         except ConfigError as exc:
             self.table.value = _error_html(exc)
             return
-        self.count.value = f"{len(shown)} of {len(ex.catalog)} campaigns match"
         self.table.value = ex.catalog_html(shown)
+        self.count.value = f"{len(shown)} of {len(ex.catalog)} campaigns match"
         ids = [c for c, s in zip(shown.campaign, shown.status) if s != "unreadable"]
         before = self.pick.value
         keep = before if before in ids else (

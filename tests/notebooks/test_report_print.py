@@ -130,8 +130,9 @@ def test_report_prints_on_a4_without_cutting_a_table(reports, cid):
 def test_an_over_wide_table_is_caught(tmp_path):
     """The checks above can fail: one table of 16 unbreakable cells in the report's own style."""
     _need()
-    from labkit.report import html_report
     import pandas as pd
+
+    from labkit.report import html_report
     wide = pd.DataFrame({f"column_{i}": [float(10 ** 7 + i) * 1.5] for i in range(16)})
     page = tmp_path / "wide.html"
     page.write_text(html_report("wide", [("A table", wide)]).replace(
