@@ -372,7 +372,8 @@ class Analysis:
         return (f"{design.get('name', '')}: factors {listed}, "
                 f"{design.get('replications')} replications, seed {design.get('seed')}; "
                 f"backend {self.meta.get('backend')}, workload "
-                f"{(self.meta.get('workload') or {}).get('name')}; runs {self.status}")
+                f"{(self.meta.get('workload') or {}).get('name')}; runs: "
+                + (", ".join(f"{k} {v}" for k, v in self.status.items()) or "none"))
 
     def markdown(self) -> dict[str, str]:
         """The explorer's Markdown, every value from the store escaped with :func:`escape_md`:

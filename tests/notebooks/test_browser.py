@@ -189,6 +189,8 @@ def explore(page, shot: str, first: str, response: str) -> None:
     page.locator(".lk-compare").scroll_into_view_if_needed()
     page.screenshot(path=str(SHOTS / f"{shot}_compare.png"))
     _tab(page, "Analysis")
+    for close in page.locator(".jp-toast-button:has-text('No')").all():   # JupyterLab's news question
+        close.click()
     page.locator(".lk-explorer").scroll_into_view_if_needed()
     page.evaluate("() => window.scrollTo(0, 0)")
     page.screenshot(path=str(SHOTS / f"{shot}.png"))
