@@ -195,8 +195,9 @@ def _existing(args, campaign: str) -> str:
     """``campaign`` if it is a valid campaign id (no ``..``, no ``/``: :func:`~labkit.core.ids.check_campaign_id`)
     and ``data_dir/campaign/store.sqlite`` exists, else a ConfigError with the closest stored ids
     (:func:`labkit.report.catalog.require_campaign`)."""
+    from .core.ids import check_campaign_id
     from .report.catalog import require_campaign
-    return require_campaign(_data_dir(args), campaign)
+    return require_campaign(_data_dir(args), check_campaign_id(campaign))
 
 
 def _print_table(df) -> None:

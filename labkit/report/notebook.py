@@ -91,9 +91,9 @@ def notebook_mode(mode: object, *, data_dir: str | Path, campaigns: Sequence[str
         raise ConfigError(f"view mode: no stored campaign {_short(ids)} under {base}{hint}; "
                           f"run it with mode='run' (papermill: -p mode run)")
     else:
-        if can_run is None:
-            from ..backends.testing import available as can_run
-        blocked = [(b, why) for b, (ok, why) in ((b, can_run(b)) for b in backends) if not ok]
+        from ..backends.testing import available
+        probe = can_run if can_run is not None else available
+        blocked = [(b, why) for b, (ok, why) in ((b, probe(b)) for b in backends) if not ok]
         if blocked:
             b, why = blocked[0]
             first = (why.splitlines() or ["unavailable"])[0][:200]

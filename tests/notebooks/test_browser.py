@@ -12,6 +12,7 @@ is missing unless LABKIT_REQUIRE lists "browser".
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
 import socket
@@ -61,7 +62,11 @@ def lab(tmp_path_factory):
     tmp_path = tmp_path_factory.mktemp("lab")
     port, token = _free_port(), secrets.token_hex(16)
     env = {**os.environ, "PYTHONPATH": str(REPO), "LABKIT_ROOT": str(REPO),
-           "JUPYTER_CONFIG_DIR": str(tmp_path / "cfg"), "JUPYTER_RUNTIME_DIR": str(tmp_path / "rt")}
+           "JUPYTER_CONFIG_DIR": str(tmp_path / "cfg"), "JUPYTER_RUNTIME_DIR": str(tmp_path / "rt"),
+           "JUPYTERLAB_SETTINGS_DIR": str(tmp_path / "settings")}
+    notes = tmp_path / "settings" / "@jupyterlab" / "apputils-extension"
+    notes.mkdir(parents=True)       # no "get notified about Jupyter news?" toast over the page
+    (notes / "notification.jupyterlab-settings").write_text('{"fetchNews": "false", "checkForUpdates": false}')
     log = open(tmp_path / "lab.log", "wb")
     proc = subprocess.Popen(
         [sys.executable, "-m", "jupyterlab", "--no-browser", "--ip=127.0.0.1", f"--port={port}",
@@ -91,51 +96,67 @@ def lab(tmp_path_factory):
         log.close()
 
 
+SHOTS = REPO / "out" / "browser"
+
+
+@contextlib.contextmanager
+def browser_page(name: str):
+    """A page of headless Chromium (1400 x 1000); a full-page screenshot ``<name>_failure.png``
+    when the test fails in it."""
+    from playwright.sync_api import sync_playwright
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=FLAGS, headless=True)
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        try:
+            yield page
+        except Exception:
+            page.screenshot(path=str(SHOTS / f"{name}_failure.png"), full_page=True)
+            raise
+        finally:
+            browser.close()
+
+
+def run_all(page, url: str) -> None:
+    """Open a notebook in JupyterLab, accept the kernel it proposes, and Run All Cells."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+    page.goto(url, timeout=90_000)
+    page.wait_for_selector(".jp-Notebook", timeout=90_000)
+    try:    # JupyterLab may ask which kernel to start: accept its choice (Python 3)
+        page.click(".jp-Dialog .jp-mod-accept", timeout=15_000)
+    except PlaywrightTimeout:
+        pass
+    page.wait_for_selector("#jp-main-statusbar >> text=Idle", timeout=90_000)
+    page.click(".lm-MenuBar-item:has-text('Run')", timeout=30_000)      # the Run menu
+    page.click(".lm-Menu-content .lm-Menu-itemLabel:text-is('Run All Cells')", timeout=30_000)
+
+
 def test_notebook_01_renders_figures_and_conclusions(lab):
     _need()
     import papermill as pm
-    from playwright.sync_api import TimeoutError as PlaywrightTimeout
-    from playwright.sync_api import sync_playwright
     url, token, tmp_path = lab
     # the notebook with its parameters injected (view mode, committed data), not executed
     pm.execute_notebook(str(NOTEBOOKS / "01_affinity_factorial.ipynb"), str(tmp_path / "01.ipynb"),
                         parameters={"mode": "view", "interactive": False,
                                     "figures_dir": str(tmp_path / "figures")},
                         prepare_only=True, kernel_name="python3")
-    shots = REPO / "out" / "browser"
-    shots.mkdir(parents=True, exist_ok=True)
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=FLAGS, headless=True)
-        try:
-            page = browser.new_page(viewport={"width": 1400, "height": 1000})
-            page.goto(f"{url}/lab/tree/01.ipynb?token={token}", timeout=90_000)
-            page.wait_for_selector(".jp-Notebook", timeout=90_000)
-            try:    # JupyterLab may ask which kernel to start: accept its choice (Python 3)
-                page.click(".jp-Dialog .jp-mod-accept", timeout=15_000)
-            except PlaywrightTimeout:
-                pass
-            page.wait_for_selector("#jp-main-statusbar >> text=Idle", timeout=90_000)
-            page.click(".lm-MenuBar-item:has-text('Run')", timeout=30_000)      # the Run menu
-            page.click(".lm-Menu-content .lm-Menu-itemLabel:text-is('Run All Cells')", timeout=30_000)
-            img = page.wait_for_selector(".jp-OutputArea-output img", timeout=240_000)
-            concl = page.wait_for_selector(".jp-OutputArea-output.jp-RenderedMarkdown:has-text('Does CPU affinity matter? No')",
-                                           timeout=240_000)
-            concl.scroll_into_view_if_needed()
-            page.screenshot(path=str(shots / "01_conclusions.png"))
-            assert img.get_attribute("src").startswith("data:image/png;base64,")
-            assert "Does CPU affinity matter? No" in concl.inner_text()
-            assert page.locator(".jp-OutputArea-output img").count() >= 6
-            assert page.locator(".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']"
-                                ":has-text('Traceback')").count() == 0
-        except Exception:
-            page.screenshot(path=str(shots / "01_failure.png"), full_page=True)
-            raise
-        finally:
-            browser.close()
+    with browser_page("01") as page:
+        run_all(page, f"{url}/lab/tree/01.ipynb?token={token}")
+        img = page.wait_for_selector(".jp-OutputArea-output img", timeout=240_000)
+        concl = page.wait_for_selector(".jp-OutputArea-output.jp-RenderedMarkdown:has-text('Does CPU affinity matter? No')",
+                                       timeout=240_000)
+        concl.scroll_into_view_if_needed()
+        page.screenshot(path=str(SHOTS / "01_conclusions.png"))
+        assert img.get_attribute("src").startswith("data:image/png;base64,")
+        assert "Does CPU affinity matter? No" in concl.inner_text()
+        assert page.locator(".jp-OutputArea-output img").count() >= 6
+        assert page.locator(".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']"
+                            ":has-text('Traceback')").count() == 0
+        first = page.locator(".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stdout']").first
+        assert first.inner_text().startswith("mode view (asked for: reading affinity-local")
 
 
 # -- the explorer (notebook 00) in JupyterLab and under Voila -----------------------------------
-SHOTS = REPO / "out" / "browser"
 
 
 def _select(page, css: str, value: str, timeout: int = 60_000) -> None:
@@ -189,8 +210,6 @@ def explore(page, shot: str, first: str, response: str) -> None:
     page.locator(".lk-compare").scroll_into_view_if_needed()
     page.screenshot(path=str(SHOTS / f"{shot}_compare.png"))
     _tab(page, "Analysis")
-    for close in page.locator(".jp-toast-button:has-text('No')").all():   # JupyterLab's news question
-        close.click()
     page.locator(".lk-explorer").scroll_into_view_if_needed()
     page.evaluate("() => window.scrollTo(0, 0)")
     page.screenshot(path=str(SHOTS / f"{shot}.png"))
@@ -200,34 +219,15 @@ def explore(page, shot: str, first: str, response: str) -> None:
 def test_explorer_in_jupyterlab(lab):
     _need()
     import papermill as pm
-    from playwright.sync_api import TimeoutError as PlaywrightTimeout
-    from playwright.sync_api import sync_playwright
     url, token, tmp_path = lab
     pm.execute_notebook(str(NOTEBOOKS / "00_explorer.ipynb"), str(tmp_path / "00.ipynb"),
                         parameters={"campaign": "affinity-local"}, prepare_only=True, kernel_name="python3")
-    SHOTS.mkdir(parents=True, exist_ok=True)
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=FLAGS, headless=True)
-        try:
-            page = browser.new_page(viewport={"width": 1400, "height": 1000})
-            page.goto(f"{url}/lab/tree/00.ipynb?token={token}", timeout=90_000)
-            page.wait_for_selector(".jp-Notebook", timeout=90_000)
-            try:
-                page.click(".jp-Dialog .jp-mod-accept", timeout=15_000)
-            except PlaywrightTimeout:
-                pass
-            page.wait_for_selector("#jp-main-statusbar >> text=Idle", timeout=90_000)
-            page.click(".lm-MenuBar-item:has-text('Run')", timeout=30_000)
-            page.click(".lm-Menu-content .lm-Menu-itemLabel:text-is('Run All Cells')", timeout=30_000)
-            # the picker is the notebook's first output, at the top
-            page.wait_for_selector(".lk-explorer", timeout=240_000)
-            page.locator(".lk-explorer").scroll_into_view_if_needed()
-            explore(page, "explorer", "affinity-local", "wall_time_s")
-        except Exception:
-            page.screenshot(path=str(SHOTS / "explorer_failure.png"), full_page=True)
-            raise
-        finally:
-            browser.close()
+    with browser_page("explorer") as page:
+        run_all(page, f"{url}/lab/tree/00.ipynb?token={token}")
+        # the picker is the notebook's first output, at the top
+        page.wait_for_selector(".lk-explorer", timeout=240_000)
+        page.locator(".lk-explorer").scroll_into_view_if_needed()
+        explore(page, "explorer", "affinity-local", "wall_time_s")
 
 
 @pytest.fixture(scope="module")
@@ -275,23 +275,13 @@ def dashboard(tmp_path_factory):
 
 def test_dashboard_under_voila(dashboard):
     _need()
-    from playwright.sync_api import sync_playwright
     url, port, logfile = dashboard
     # without the token: the login page, not the dashboard
     assert "/login" in urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=60).geturl()
-    SHOTS.mkdir(parents=True, exist_ok=True)
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=FLAGS, headless=True)
-        try:
-            page = browser.new_page(viewport={"width": 1400, "height": 1000})
-            page.goto(url, timeout=240_000, wait_until="commit")   # Voila streams the page as it runs
-            explore(page, "dashboard", "affinity-apache-local", "requests_per_s")   # the first campaign
-            body = page.locator("body").inner_text()
-            assert "from labkit.report.explore import Explorer" not in body    # no code cells
-            assert page.locator(".jp-InputArea-editor, .CodeMirror, .cm-editor").count() == 0
-        except Exception:
-            page.screenshot(path=str(SHOTS / "dashboard_failure.png"), full_page=True)
-            raise
-        finally:
-            browser.close()
+    with browser_page("dashboard") as page:
+        page.goto(url, timeout=240_000, wait_until="commit")   # Voila streams the page as it runs
+        explore(page, "dashboard", "affinity-apache-local", "requests_per_s")   # the first campaign
+        body = page.locator("body").inner_text()
+        assert "from labkit.report.explore import Explorer" not in body    # no code cells
+        assert page.locator(".jp-InputArea-editor, .CodeMirror, .cm-editor").count() == 0
     assert "without encryption" not in logfile.read_text()

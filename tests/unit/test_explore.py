@@ -15,16 +15,7 @@ matplotlib.use("Agg")
 
 from labkit.cli import main  # noqa: E402
 from labkit.errors import ConfigError, did_you_mean  # noqa: E402
-from labkit.report import compare  # noqa: E402
-from labkit.report.catalog import (  # noqa: E402
-    campaign_catalog,
-    filter_catalog,
-    filter_runs,
-    primary_response,
-    require_campaign,
-    response_metrics,
-    run_table,
-)
+from labkit.report import catalog, compare  # noqa: E402
 from labkit.report.notebook import notebook_mode  # noqa: E402
 from labkit.report.tables import format_number, html_table, readable  # noqa: E402
 
@@ -70,10 +61,10 @@ def test_did_you_mean():
 
 def test_missing_campaign_suggests_and_refuses_paths(data, capsys):
     with pytest.raises(ConfigError, match=r"no campaign 'affinity-locl' .*did you mean 'affinity-local'"):
-        require_campaign(data, "affinity-locl")
+        catalog.require_campaign(data, "affinity-locl")
     for bad in ("../data", "a/b", "", ".."):
         with pytest.raises(ConfigError, match="folder name"):
-            require_campaign(data, bad)
+            catalog.require_campaign(data, bad)
     assert main(["show", "affinity-locl", "--data-dir", str(data)]) == 2
     err = capsys.readouterr().err
     assert "did you mean 'affinity-local'" in err and len(err.strip().splitlines()) == 1
@@ -96,21 +87,21 @@ def test_unknown_workload_and_parameter_and_factor_suggest():
 
 # -- catalog ----------------------------------------------------------------------------------------
 def test_catalog_and_its_filters(data):
-    cat = campaign_catalog(data)
+    cat = catalog.campaign_catalog(data)
     assert len(cat) == 7 and set(cat.status) == {"complete"}
     row = cat.set_index("campaign").loc["overhead-cpu"]
     assert row.platforms == "local,docker,lxd,libvirt" and row.response == "events_per_s" and row.planned == 16
-    assert list(filter_catalog(cat, search="platform nqueens").campaign) == ["affinity-lxd-libvirt",
+    assert list(catalog.filter_catalog(cat, search="platform nqueens").campaign) == ["affinity-lxd-libvirt",
                                                                            "affinity-platforms"]
-    assert list(filter_catalog(cat, platform="docker").campaign) == ["overhead-cpu"]
-    assert set(filter_catalog(cat, backend="lxd").campaign) == {"affinity-lxd-libvirt", "deployments-cpu-lxd"}
-    assert list(filter_catalog(cat, study="deployments_cpu", until="2026-11-24").campaign) == [
+    assert list(catalog.filter_catalog(cat, platform="docker").campaign) == ["overhead-cpu"]
+    assert set(catalog.filter_catalog(cat, backend="lxd").campaign) == {"affinity-lxd-libvirt", "deployments-cpu-lxd"}
+    assert list(catalog.filter_catalog(cat, study="deployments_cpu", until="2026-11-24").campaign) == [
         "deployments-cpu-local", "deployments-cpu-lxd"]
-    assert filter_catalog(cat, since="2026-11-24").campaign.tolist() == [
+    assert catalog.filter_catalog(cat, since="2026-11-24").campaign.tolist() == [
         "affinity-lxd-libvirt", "deployments-cpu-local", "deployments-cpu-lxd"]
-    assert filter_catalog(cat, status="failures").empty
+    assert catalog.filter_catalog(cat, status="failures").empty
     with pytest.raises(ConfigError, match="YYYY-MM-DD"):
-        filter_catalog(cat, since="yesterday")
+        catalog.filter_catalog(cat, since="yesterday")
 
 
 def test_failed_and_unreadable_campaigns_are_said_so(tmp_path):
@@ -118,7 +109,7 @@ def test_failed_and_unreadable_campaigns_are_said_so(tmp_path):
     payload_store(tmp_path, "hostile")             # one failed run among ok ones
     (tmp_path / "broken").mkdir()
     (tmp_path / "broken" / "store.sqlite").write_bytes(b"not a database" * 100)
-    cat = campaign_catalog(tmp_path).set_index("campaign")
+    cat = catalog.campaign_catalog(tmp_path).set_index("campaign")
     assert cat.loc["hostile", "status"] == "failures" and cat.loc["hostile", "not_ok"] == 1
     assert cat.loc["broken", "status"] == "unreadable" and cat.loc["broken", "study"].startswith("unreadable")
 
@@ -126,11 +117,11 @@ def test_failed_and_unreadable_campaigns_are_said_so(tmp_path):
 def test_primary_response_is_declared_and_never_a_constant(data):
     from labkit.store import load_results
     tidy = load_results(data, "affinity-local")
-    assert set(tidy.metric) == {"wall_time_s", "solutions"} and response_metrics(tidy) == ["wall_time_s"]
-    assert primary_response({"workload": {"response": "wall_time_s"}}, tidy)[0] == "wall_time_s"
-    metric, why = primary_response({"workload": {"response": "solutions"}}, tidy)
+    assert set(tidy.metric) == {"wall_time_s", "solutions"} and catalog.response_metrics(tidy) == ["wall_time_s"]
+    assert catalog.primary_response({"workload": {"response": "wall_time_s"}}, tidy)[0] == "wall_time_s"
+    metric, why = catalog.primary_response({"workload": {"response": "solutions"}}, tidy)
     assert metric == "wall_time_s" and "constant" in why
-    metric, why = primary_response({"workload": {}}, tidy)
+    metric, why = catalog.primary_response({"workload": {}}, tidy)
     assert metric == "wall_time_s" and "no response declared" in why
 
 
@@ -148,25 +139,25 @@ def _tidy(extra: dict | None = None) -> pd.DataFrame:
 
 
 def test_run_table_without_the_measurement_level_columns():
-    runs = run_table(_tidy(), ["vcpus"], "t_s")
+    runs = catalog.run_table(_tidy(), ["vcpus"], "t_s")
     assert list(runs.columns) == ["run_order", "run_id", "vcpus", "status", "host", "started", "duration_s",
                                   "t_s", "instances", "error"]
     assert runs.t_s.tolist()[:2] == [1.5, 2.5] and pd.isna(runs.t_s[2]) and runs.error[2] == "boom"
-    assert filter_runs(runs, status="ok", host="h1").run_id.tolist() == ["r0", "r3"]
-    assert len(filter_runs(runs, suspect=True)) == 4       # no suspect column: the filter is ignored
+    assert catalog.filter_runs(runs, status="ok", host="h1").run_id.tolist() == ["r0", "r3"]
+    assert len(catalog.filter_runs(runs, suspect=True)) == 4       # no suspect column: the filter is ignored
     with pytest.raises(ConfigError, match="did you mean 'vcpus'"):
-        run_table(_tidy(), ["vcpu"])
+        catalog.run_table(_tidy(), ["vcpu"])
 
 
 def test_run_table_shows_suspect_boot_run_seq_iteration_when_present():
     tidy = _tidy({"suspect": lambda i, inst: i == 1 and inst == 1, "boot": lambda i, inst: 1,
                   "run_seq": lambda i, inst: i, "iteration": lambda i, inst: inst})
-    runs = run_table(tidy, ["vcpus"], "t_s")
+    runs = catalog.run_table(tidy, ["vcpus"], "t_s")
     assert {"suspect", "boot", "run_seq", "iteration"} <= set(runs.columns)
     assert runs.suspect.tolist() == [False, True, False, False]
     assert runs.iteration.tolist() == [2, 2, 2, 2]          # two distinct iterations per run
-    assert filter_runs(runs, suspect=True).run_id.tolist() == ["r1"]
-    assert filter_runs(runs, suspect=False, status="ok").run_id.tolist() == ["r0", "r3"]
+    assert catalog.filter_runs(runs, suspect=True).run_id.tolist() == ["r1"]
+    assert catalog.filter_runs(runs, suspect=False, status="ok").run_id.tolist() == ["r0", "r3"]
 
 
 # -- compare -----------------------------------------------------------------------------------------
