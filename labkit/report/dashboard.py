@@ -55,8 +55,10 @@ def voila_command(*, port: int = DEFAULT_PORT, ip: str = "127.0.0.1", token: str
     token = secrets.token_urlsafe(24) if token is None else token
     argv = [sys.executable, "-m", "voila", str(nb), "--no-browser", f"--port={port}",
             f"--Voila.ip={ip}", "--Voila.port_retries=0",
-            "--VoilaConfiguration.strip_sources=True", "--VoilaConfiguration.show_tracebacks=False",
-            f"--KernelManager.transport_encryption={KERNEL_ENCRYPTION}"]
+            "--VoilaConfiguration.strip_sources=True", "--VoilaConfiguration.show_tracebacks=False"]
+    import zmq
+    if zmq.has("curve"):          # jupyter_client refuses the policy without CurveZMQ in libzmq
+        argv.append(f"--KernelManager.transport_encryption={KERNEL_ENCRYPTION}")
     env = dict(os.environ)
     env.pop("JUPYTER_TOKEN", None)
     if token:

@@ -26,7 +26,10 @@ class LabkitEngine(NBClientEngine):
 
     @classmethod
     def execute_managed_notebook(cls, nb_man, kernel_name, **kwargs):
-        config = Config(KERNEL_CONFIG)
+        import zmq
+        # jupyter_client refuses "auto" where pyzmq's libzmq has no CurveZMQ (no libsodium): there
+        # the kernel runs as with papermill's own engine rather than not at all
+        config = Config(KERNEL_CONFIG if zmq.has("curve") else {})
         if kwargs.get("config") is not None:
             config.merge(Config(kwargs["config"]))
         kwargs["config"] = config
