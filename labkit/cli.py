@@ -210,12 +210,13 @@ def _print_table(df) -> None:
 
 
 def cmd_list(args: argparse.Namespace) -> int:
-    from .store.results import list_campaigns
-    table = list_campaigns(_data_dir(args))
+    from .report.catalog import campaign_catalog
+    from .report.explore import CATALOG_SHOWN
+    table = campaign_catalog(_data_dir(args))
     if table.empty:
         print(f"no campaign stored under {_data_dir(args)}")
     else:
-        _print_table(table.drop(columns=["first_run"]))
+        _print_table(table[CATALOG_SHOWN])
     return 0
 
 
@@ -225,9 +226,12 @@ def cmd_show(args: argparse.Namespace) -> int:
     cid = _existing(args, args.campaign)
     with Store.for_campaign(_data_dir(args), cid, readonly=True) as st:
         meta, runs, fps = st.meta(), st.runs(), st.fingerprints()
+    from .report.catalog import design_table
     design = meta.get("design", {})
-    print(f"campaign   {cid}\ndesign     {design.get('name')}: {design.get('factors')}, "
+    print(f"campaign   {cid}\ndesign     {design.get('name')}: "
           f"{design.get('replications')} replications, seed {design.get('seed')}")
+    for line in design_table(meta).to_string(index=False).splitlines():
+        print(f"           {line}")
     print(f"backend    {meta.get('backend')} {meta.get('backend_options') or ''}")
     print(f"workload   {json.dumps(meta.get('workload'), default=str)}")
     print(f"runs       {len(runs)}: {runs.status.value_counts().to_dict() if len(runs) else {}}")

@@ -273,7 +273,8 @@ class _App:
             return W.Layout(width="15em")
         self.search = W.Text(placeholder="id, study, workload, factor…", description="search",
                              continuous_update=True, layout=W.Layout(width="22em"))
-        self.study = W.Dropdown(options=_options(sorted(set(cat.study))), description="study", layout=lay())
+        studies = sorted(set(cat.study[cat.status != "unreadable"]))
+        self.study = W.Dropdown(options=_options(studies), description="study", layout=lay())
         self.backend = W.Dropdown(options=_options(sorted(set(cat.backend))), description="backend", layout=lay())
         self.platform = W.Dropdown(options=_options(plats), description="platform", layout=lay())
         self.status = W.Dropdown(options=_options([s for s in ("complete", "failures", "incomplete", "empty",
