@@ -6,7 +6,7 @@ CAMPAIGN := affinity-local-$(shell date +%Y%m%d-%H%M%S)
 endif
 DEMO_ARGS ?=
 
-.PHONY: setup setup-tools setup-daemons setup-browser demo test unit integration notebooks bench lint clean-out reliability setup-openstack test-openstack
+.PHONY: setup setup-tools setup-daemons setup-browser demo dashboard test unit integration notebooks bench lint clean-out reliability setup-openstack test-openstack
 
 setup:
 	bash scripts/setup-core.sh
@@ -29,10 +29,16 @@ setup-browser: setup
 # own campaign id and to out/ (figures in out/figures/demo/), never to the committed data/ or figures/.
 demo: setup
 	mkdir -p out
-	$(PY) -m papermill notebooks/01_affinity_factorial.ipynb out/01_affinity_factorial.ipynb \
+	$(PY) -m papermill --engine labkit notebooks/01_affinity_factorial.ipynb out/01_affinity_factorial.ipynb \
 	    -p mode run -p backend local -p campaign_id $(CAMPAIGN) -p figures_dir out/figures/demo \
 	    -p interactive False $(DEMO_ARGS)
 	@echo "results: data/$(CAMPAIGN)/  figures: out/figures/demo/  executed notebook: out/01_affinity_factorial.ipynb"
+
+# The explorer (notebooks/00_explorer.ipynb) as a read-only web app served by Voila on 127.0.0.1
+# (prints the address with its token); DASHBOARD_ARGS="--port 8900" for another port.
+DASHBOARD_ARGS ?=
+dashboard: setup
+	.venv/bin/labkit dashboard $(DASHBOARD_ARGS)
 
 # The test sshd that scripts/setup-ssh.sh starts (127.0.0.1 only).
 test integration bench test-openstack: export LABKIT_SSH_HOST ?= 127.0.0.1

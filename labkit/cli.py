@@ -1,5 +1,5 @@
 """Command line: ``labkit run``, ``images build``, ``export``, ``clean``, ``fingerprint``, ``list``,
-``show``, ``status``, ``analyze``, ``noise-check``, ``compare``, ``report`` and ``cloud check``. ``--data-dir`` defaults to the repository's
+``show``, ``status``, ``analyze``, ``noise-check``, ``compare``, ``report``, ``dashboard`` and ``cloud check``. ``--data-dir`` defaults to the repository's
 ``data/`` (found from the working directory or the package; see :mod:`labkit.core.paths`), else ``./data``."""
 from __future__ import annotations
 
@@ -193,30 +193,30 @@ def _data_dir(args) -> Path:
 
 def _existing(args, campaign: str) -> str:
     """``campaign`` if it is a valid campaign id (no ``..``, no ``/``: :func:`~labkit.core.ids.check_campaign_id`)
-    and ``data_dir/campaign/store.sqlite`` exists, else a ConfigError listing them."""
+    and ``data_dir/campaign/store.sqlite`` exists, else a ConfigError with the closest stored ids
+    (:func:`labkit.report.catalog.require_campaign`)."""
     from .core.ids import check_campaign_id
-    from .store.results import list_campaigns
-    check_campaign_id(campaign)
-    base = _data_dir(args)
-    if not (base / campaign / "store.sqlite").is_file():
-        have = ", ".join(list_campaigns(base).campaign) or "none"
-        raise ConfigError(f"no campaign {campaign!r} under {base} (stored: {have})")
-    return campaign
+    from .report.catalog import require_campaign
+    return require_campaign(_data_dir(args), check_campaign_id(campaign))
 
 
 def _print_table(df) -> None:
+    """``df`` as text, numbers to 4 significant digits (:func:`labkit.report.tables.readable`)."""
     import pandas as pd
+
+    from .report.tables import readable
     with pd.option_context("display.width", 200, "display.max_columns", 40, "display.max_rows", 500):
-        print(df.to_string(index=False))
+        print(readable(df).to_string(index=False))
 
 
 def cmd_list(args: argparse.Namespace) -> int:
-    from .store.results import list_campaigns
-    table = list_campaigns(_data_dir(args))
+    from .report.catalog import campaign_catalog
+    from .report.explore import CATALOG_SHOWN
+    table = campaign_catalog(_data_dir(args))
     if table.empty:
         print(f"no campaign stored under {_data_dir(args)}")
     else:
-        _print_table(table.drop(columns=["first_run"]))
+        _print_table(table[CATALOG_SHOWN])
     return 0
 
 
@@ -226,9 +226,12 @@ def cmd_show(args: argparse.Namespace) -> int:
     cid = _existing(args, args.campaign)
     with Store.for_campaign(_data_dir(args), cid, readonly=True) as st:
         meta, runs, fps = st.meta(), st.runs(), st.fingerprints()
+    from .report.catalog import design_table
     design = meta.get("design", {})
-    print(f"campaign   {cid}\ndesign     {design.get('name')}: {design.get('factors')}, "
+    print(f"campaign   {cid}\ndesign     {design.get('name')}: "
           f"{design.get('replications')} replications, seed {design.get('seed')}")
+    for line in design_table(meta).to_string(index=False).splitlines():
+        print(f"           {line}")
     print(f"backend    {meta.get('backend')} {meta.get('backend_options') or ''}")
     print(f"workload   {json.dumps(meta.get('workload'), default=str)}")
     print(f"runs       {len(runs)}: {runs.status.value_counts().to_dict() if len(runs) else {}}")
@@ -295,12 +298,48 @@ def cmd_compare(args: argparse.Namespace) -> int:
     table, fpd, verdict = compare(_data_dir(args), _existing(args, args.a), _existing(args, args.b),
                                   response=args.response, alpha=args.alpha,
                                   min_effect_pct=args.min_effect)
+    for note in table.attrs.get("notes", []):
+        print(f"note: {note}")
     _print_table(table)
-    if len(fpd):
-        print("\nfingerprint differences:")
-        _print_table(fpd)
+    differs = fpd[fpd.kind == "differs"]
+    if len(differs):
+        print("\nhost facts that differ:")
+        _print_table(differs.drop(columns="kind").rename(columns={"a": args.a, "b": args.b}))
+    for side in (args.a, args.b):
+        only = fpd[fpd.kind == f"only in {side}"]
+        if len(only):
+            print(f"\nrecorded only for {side} (the other side did not record them; not differences): "
+                  + ", ".join(only.fact))
     print("\n" + verdict)
     return 0
+
+
+def cmd_dashboard(args: argparse.Namespace) -> int:
+    """Serve notebooks/00_explorer.ipynb with Voila (read-only; :mod:`labkit.report.dashboard`)."""
+    import subprocess
+
+    from .report.dashboard import voila_command
+    try:
+        import voila  # noqa: F401
+    except ImportError:
+        raise ConfigError("labkit dashboard needs voila: pip install -r requirements.txt "
+                          "(or pip install voila)") from None
+    argv, env, url = voila_command(port=args.port, ip=args.ip, token="" if args.no_token else None)
+    if args.ip not in ("127.0.0.1", "::1", "localhost"):
+        print(f"warning: listening on {args.ip}: anyone who can reach it"
+              + (" (and has the token)" if not args.no_token else "") + " can browse the campaigns",
+              file=sys.stderr)
+    print(f"labkit dashboard (Voila, read-only): open {url}   (Ctrl-C stops it)", flush=True)
+    proc = subprocess.Popen(argv, env=env)
+    try:
+        return proc.wait()
+    except KeyboardInterrupt:
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        return 0
 
 
 def cmd_report(args: argparse.Namespace) -> int:
@@ -428,6 +467,13 @@ def parser() -> argparse.ArgumentParser:
     co.add_argument("--min-effect", type=float, default=2.0,
                     help="smallest change (%%) called drift (default 2)")
     co.set_defaults(func=cmd_compare)
+    db = sub.add_parser("dashboard", help="serve the explorer (notebooks/00_explorer.ipynb) read-only with Voila")
+    db.add_argument("--port", type=int, default=8866, help="TCP port (default 8866)")
+    db.add_argument("--ip", default="127.0.0.1",
+                    help="address to listen on (default 127.0.0.1: this machine only)")
+    db.add_argument("--no-token", action="store_true",
+                    help="do not ask for the token (anyone who can reach the address may browse)")
+    db.set_defaults(func=cmd_dashboard)
     rp = with_data_dir(sub.add_parser("report", help="one self-contained HTML report and/or a zip bundle"))
     rp.add_argument("campaign")
     rp.add_argument("-o", "--out", help="HTML file to write")

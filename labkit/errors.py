@@ -87,3 +87,15 @@ def shorten(text: str, limit: int = TEXT_CAP) -> str:
     half = limit // 2
     omitted = len(text) - 2 * half
     return text[:half] + TEXT_MARKER.format(omitted=omitted, total=len(text)) + text[len(text) - half:]
+
+
+def did_you_mean(name: object, choices: Sequence[object], *, n: int = 3) -> str:
+    """`` (did you mean 'x'?)`` naming the ``choices`` closest to ``name`` (:mod:`difflib`, case
+    ignored), or "" when none is close: for the end of an error message about an unknown name."""
+    import difflib
+    names = [str(c) for c in choices]
+    by_lower = {c.lower(): c for c in reversed(names)}
+    close = difflib.get_close_matches(str(name).lower(), list(by_lower), n=n, cutoff=0.6)
+    if not close:
+        return ""
+    return " (did you mean " + " or ".join(repr(by_lower[c]) for c in close) + "?)"

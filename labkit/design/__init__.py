@@ -49,7 +49,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..core.instance import HOST_FACTORS, normalize_level
-from ..errors import ConfigError
+from ..errors import ConfigError, did_you_mean
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -374,7 +374,8 @@ class Design:
                 raise ConfigError(
                     f"{self.source}: design factor {f.name!r} is neither a host factor "
                     f"({', '.join(HOST_FACTORS)}, noise, network, link, nics) "
-                    f"nor a parameter of workload {workload.name!r} ({', '.join(params) or 'none'})")
+                    f"nor a parameter of workload {workload.name!r} ({', '.join(params) or 'none'})"
+                    + did_you_mean(f.name, [*HOST_FACTORS, "noise", "network", "link", "nics", "platform", *params]))
             if f.name not in allowed:
                 levels = [workload.check_param(f.name, v, where=f"{self.source}: factor {f.name!r} level {_short(v)}")
                           for v in f.levels]

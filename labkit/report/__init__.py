@@ -7,9 +7,8 @@ reference) into sentences a reader can check against the tables.
 """
 from __future__ import annotations
 
-import base64
 import html
-import io
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..errors import ConfigError
+from ..errors import ConfigError, did_you_mean
 from ..stats import validate as v
 from ..stats.diagnostics import Diagnostics
 from ..stats.factorial import sign_table, yates_terms
@@ -142,6 +141,11 @@ class Conclusions:
         return [(title, items) for title, items in (
             ("Findings", self.findings), ("Assumptions", self.assumptions),
             ("Compared with the published study", self.reference)) if items]
+
+    def sections(self) -> list[tuple[str, list[str]]]:
+        """``(title, sentences)`` for each non-empty part: Findings, Assumptions, Compared with the
+        published study (plain text: escape before showing)."""
+        return self._sections()
 
     def markdown(self) -> str:
         """The headline in bold and one bulleted list per section, every sentence escaped."""
@@ -336,44 +340,17 @@ def conclusions(effects: pd.DataFrame, *, diagnostics: Diagnostics | None = None
     return out
 
 
-def _fig_html(fig) -> str:
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=110, bbox_inches="tight")
-    data = base64.b64encode(buf.getvalue()).decode("ascii")
-    return f'<figure><img alt="figure" src="data:image/png;base64,{data}"></figure>'
-
-
-def html_report(title: str, sections: Sequence[tuple[str, object]]) -> str:
-    """One self-contained HTML page: ``sections`` is a list of (heading, content), content a
-    str (plain text, shown as is), a DataFrame (table), a :class:`Conclusions` or a
-    matplotlib Figure (embedded as base64 PNG). Every text, heading, table cell and sentence
+def html_report(title: str, sections: Sequence[tuple[str, object]], *, subtitle: str = "") -> str:
+    """One self-contained HTML page (:func:`labkit.report.page.render`): title, a numbered table of
+    contents, then ``sections``, a list of (heading, content), content a str (plain text, shown
+    as is), a DataFrame (a table, numbers to 4 significant digits), a :class:`Conclusions`, a
+    matplotlib Figure or a :class:`labkit.report.page.Captioned` figure (embedded as base64 PNG,
+    numbered, with its caption), or a list of those. Every text, heading, table cell and sentence
     is escaped with :func:`escape_html`, so names and levels from a store are shown literally
-    and never become markup. No script, stylesheet or font is fetched."""
-    from matplotlib.figure import Figure
-    body = [f"<h1>{escape_html(title)}</h1>"]
-    for heading, content in sections:
-        body.append(f"<h2>{escape_html(heading)}</h2>")
-        items = content if isinstance(content, list) else [content]
-        for item in items:
-            if isinstance(item, pd.DataFrame):
-                body.append(item.to_html(index=False, float_format=lambda x: f"{x:.4g}",
-                                         border=0, classes="t", escape=True))
-            elif isinstance(item, Figure):
-                body.append(_fig_html(item))
-            elif isinstance(item, Conclusions):
-                if item.headline:
-                    body.append(f'<p class="headline">{escape_html(item.headline)}</p>')
-                for _, part in item._sections():
-                    body.append("<ul>" + "".join(f"<li>{escape_html(s)}</li>" for s in part) + "</ul>")
-            else:
-                body.append(f"<pre>{escape_html(item)}</pre>")
-    style = ("body{font-family:sans-serif;max-width:70em;margin:2em auto;padding:0 1em}"
-             "table.t{border-collapse:collapse;font-size:.85em}"
-             "table.t td,table.t th{padding:.2em .6em;border-bottom:1px solid #ddd;text-align:right}"
-             "img{max-width:100%}.headline{font-weight:bold;font-size:1.1em}")
-    return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
-            f"<title>{escape_html(title)}</title><style>{style}</style></head><body>\n"
-            + "\n".join(body) + "\n</body></html>\n")
+    and never become markup. No script, stylesheet or font is fetched; the page fits a screen and
+    prints on A4 without cutting a table."""
+    from .page import render
+    return render(title, sections, subtitle=subtitle)
 
 
 @dataclass
@@ -424,10 +401,14 @@ class Analysis:
         """One plain-text sentence: design name, factors, replications, seed, backend, workload
         and run counts by status (from the store: show it escaped)."""
         design = self.meta.get("design", {})
-        return (f"{design.get('name', '')}: factors {design.get('factors')}, "
+        factors = design.get("factors") or {}
+        listed = "; ".join(f"{name} ({', '.join(map(str, levels)) if isinstance(levels, list) else levels})"
+                           for name, levels in factors.items()) if isinstance(factors, dict) else str(factors)
+        return (f"{design.get('name', '')}: factors {listed}, "
                 f"{design.get('replications')} replications, seed {design.get('seed')}; "
                 f"backend {self.meta.get('backend')}, workload "
-                f"{(self.meta.get('workload') or {}).get('name')}; runs {self.status}")
+                f"{(self.meta.get('workload') or {}).get('name')}; runs: "
+                + (", ".join(f"{k} {v}" for k, v in self.status.items()) or "none"))
 
     def markdown(self) -> dict[str, str]:
         """The explorer's Markdown, every value from the store escaped with :func:`escape_md`:
@@ -496,7 +477,8 @@ def analyze(data_dir: str | Path, campaign: str, *, response: str | None = None,
     tidy DataFrame.
     """
     from ..store import Store, load_results
-    path = Path(data_dir) / campaign / "store.sqlite"
+    from .catalog import require_campaign
+    path = Path(data_dir) / require_campaign(data_dir, campaign) / "store.sqlite"
     with Store(path, readonly=True) as st:
         meta, fps, stored = st.meta(), st.fingerprints(), st.runs()
     tidy = load_results(data_dir, campaign)
@@ -525,6 +507,7 @@ def analyze_results(tidy: pd.DataFrame, *, meta: dict | None = None, campaign: s
         quantile_summary,
         summarize,
     )
+    from .catalog import primary_response
     from .levels import (
         drift_sentences,
         error_term_sentences,
@@ -540,16 +523,24 @@ def analyze_results(tidy: pd.DataFrame, *, meta: dict | None = None, campaign: s
     tidy = with_levels(v.frame(tidy, "tidy"))
     status = tidy.drop_duplicates("run_id").status.value_counts().to_dict()
     design_factors = list(meta.get("design", {}).get("factors", {}))
+    metrics = sorted(tidy.metric.dropna().unique())
     if response is None:
-        response = (meta.get("workload") or {}).get("response")
-        if response is None or response not in set(tidy.metric.dropna()):
-            metrics = sorted(tidy.metric.dropna().unique())
+        response, _ = primary_response(meta, tidy)     # the declared response, never a constant
+        if response is None:
             if not metrics:
                 raise ConfigError(f"campaign {campaign!r} has no measurement to analyse")
             response = metrics[0]
+    elif response not in metrics:
+        raise ConfigError(f"campaign {campaign!r} has no metric {response!r}"
+                          f"{did_you_mean(response, metrics)}; metrics: {', '.join(map(str, metrics))}")
     if factors is None:
         factors = [f for f in design_factors if tidy[f].nunique() > 1]
     factors = v.names(factors, "factors")
+    unknown = [f for f in factors if f not in design_factors and f not in tidy.columns]
+    if unknown:
+        raise ConfigError(f"campaign {campaign!r} has no factor {unknown[0]!r}"
+                          f"{did_you_mean(unknown[0], design_factors)}; factors: "
+                          f"{', '.join(map(str, design_factors))}")
     v.columns(tidy, factors, "factors")
     obs, cut = observations(tidy, response, factors)
     runs_table = runs_of(obs, response, factors)
@@ -653,30 +644,51 @@ def compare(data_dir: str | Path, a: str, b: str, *, response: str | None = None
     and ``drift`` (p_holm < alpha and |diff_pct| >= ``min_effect_pct``, a minimum practical
     effect)); ``table.attrs["overall"]`` is :func:`labkit.stats.compare.drift_test` (one
     shift common to all configurations, as a percent with its CI) when the response is
-    positive. ``fingerprint_diff`` lists host facts that differ; ``verdict`` is one sentence.
+    positive; ``table.attrs["notes"]`` lists how the two campaigns' settings differ
+    (:func:`labkit.report.comparison.setting_differences`: workloads, parameters, levels,
+    replications, backends). ``fingerprint_diff`` lists host facts that differ
+    (:func:`labkit.report.comparison.fingerprint_groups`: ``fact``, ``a``, ``b``, ``kind``;
+    facts missing on both sides left out, facts only one side recorded marked so);
+    ``verdict`` says the notes, the drift and the host facts in words.
+
+    Campaigns whose factors differ cannot be compared configuration by configuration: ConfigError
+    saying how the designs (and workloads) differ. A response only one of them measured (other
+    workloads) is a ConfigError too.
     """
     from ..core.fingerprint import fingerprint_diff
     from ..stats.compare import config_differences, drift_test
     from ..store import Store, load_results
     from ..store.results import responses
+    from .catalog import primary_response, require_campaign
+    from .comparison import fingerprint_groups, fingerprint_summary, setting_differences
     metas: list[dict] = []
     tidies: list[pd.DataFrame] = []
     fps: list[dict] = []
     for cid in (a, b):
-        with Store(Path(data_dir) / cid / "store.sqlite", readonly=True) as st:
+        with Store(Path(data_dir) / require_campaign(data_dir, cid) / "store.sqlite", readonly=True) as st:
             metas.append(st.meta())
             fps.append(next(iter(st.fingerprints().values()), {}))
         tidies.append(load_results(data_dir, cid))
+    notes = setting_differences(metas[0], metas[1], a, b)
     fa, fb = (list(m.get("design", {}).get("factors", {})) for m in metas)
     if fa != fb:
-        raise ConfigError(f"compare: {a!r} and {b!r} have different factors ({fa} vs {fb})")
-    response = response or (metas[0].get("workload") or {}).get("response") or "wall_time_s"
+        raise ConfigError(f"compare: {a!r} and {b!r} have different factors ({fa} vs {fb}): "
+                          + "; ".join(notes) + ". Compare campaigns of one design.")
+    if response is None:
+        response = primary_response(metas[0], tidies[0])[0] or "wall_time_s"
+    for cid, tidy in zip((a, b), tidies):
+        have = sorted(tidy.metric.dropna().unique())
+        if response not in have:
+            why = next((n for n in notes if n.startswith("the workloads differ")), "")
+            raise ConfigError(f"compare: {cid!r} has no metric {response!r}{did_you_mean(response, have)}"
+                              + (f" ({why})" if why else "") + f"; its metrics: {', '.join(map(str, have))}")
     ra, rb = (responses(t, response, fa) for t in tidies)
     try:
         table = config_differences(ra, rb, response=response, factors=fa, alpha=alpha,
                                    min_effect_pct=min_effect_pct)
     except ConfigError:
-        raise ConfigError(f"compare: no configuration has >= 2 successful runs in both {a!r} and {b!r}") from None
+        raise ConfigError(f"compare: no configuration has >= 2 successful runs in both {a!r} and {b!r}"
+                          + (f" ({'; '.join(notes)})" if notes else "")) from None
     table = table.rename(columns={"p_adj": "p_holm"})
     if (ra[response] > 0).all() and (rb[response] > 0).all():
         try:
@@ -685,9 +697,12 @@ def compare(data_dir: str | Path, a: str, b: str, *, response: str | None = None
         except ConfigError:
             pass
     n = int(table.drift.sum())
-    fpd = fingerprint_diff(fps[0], fps[1])
-    verdict = (f"{response}: {n} of {len(table)} configurations drifted significantly from {a} to {b} "
-               f"(Welch, Holm-adjusted, α = {alpha:g}, |change| >= {min_effect_pct:g} %)")
+    fpd = fingerprint_groups(fingerprint_diff(fps[0], fps[1]), a, b)
+    kinds = list(dict.fromkeys(re.sub(r"^the ", "", n_.split(" differ")[0]) for n_ in notes))
+    verdict = (f"Note: the {', '.join(kinds[:-1]) + ' and ' + kinds[-1] if len(kinds) > 1 else kinds[0]} "
+               f"differ (see the notes). " if kinds else "")
+    verdict += (f"{response}: {n} of {len(table)} configurations drifted significantly from {a} to {b} "
+                f"(Welch, Holm-adjusted, α = {alpha:g}, |change| >= {min_effect_pct:g} %)")
     if n:
         verdict += f"; median change {table.loc[table.drift, 'diff_pct'].median():+.1f} %"
     overall = table.attrs.get("overall")
@@ -695,34 +710,78 @@ def compare(data_dir: str | Path, a: str, b: str, *, response: str | None = None
         o = overall.iloc[0]
         verdict += (f"; overall shift {o.shift_pct:+.1f} % [{o.ci_low_pct:+.1f}, {o.ci_high_pct:+.1f}] "
                     f"(p = {o.p:.2g})")
-    verdict += (f". Host facts that differ: {', '.join(fpd.fact)}." if len(fpd)
-                else ". The host fingerprints are identical.")
-    table.attrs.update({"response": response, "alpha": alpha})
+    verdict += ". " + fingerprint_summary(fpd, a, b)
+    table.attrs.update({"response": response, "alpha": alpha, "notes": notes, "a": a, "b": b,
+                        "factors": fa})
     return table, fpd, verdict
+
+
+#: the effects table's columns a report shows, in this order (those the table has)
+REPORT_EFFECT_COLUMNS = ["term", "effect", "ci_low", "ci_high", "df", "t", "F", "p", "pct_variation",
+                         "pct_low", "pct_high"]
+
+#: the report's caption of each figure of :meth:`Analysis.figures`
+FIGURE_CAPTIONS = {
+    "pareto": "Pareto chart of the effects: |t| of each term with the critical t line (replicated "
+              "designs), or |effect| with Lenth's margin of error (unreplicated); bars past the line "
+              "are significant.",
+    "main_effects": "Main effects: the mean response at each level of each factor, with confidence "
+                    "intervals and the runs as dots.",
+    "interactions": "Interactions: the mean response for each pair of factors' levels; lines that "
+                    "are not parallel show an interaction.",
+    "run_order": "The response in the order the runs executed, with a rolling median: runs were "
+                 "randomized, so a trend is drift (warm-up, a neighbour), not a factor's effect.",
+    "qq": "Normal Q-Q plot of the residuals (the Shapiro-Wilk test is in the residual diagnostics).",
+}
 
 
 def write_report(data_dir: str | Path, campaign: str, out: str | Path, *, response: str | None = None,
                  alpha: float = 0.05) -> Path:
     """Analyse ``campaign`` (:func:`analyze`) and write one self-contained HTML file to ``out``
     with :func:`labkit.core.files.atomic_write` (mode 0600, also when it replaces an older report:
-    results are private until shared; a symbolic link at ``out`` is refused). Returns the path."""
+    results are private until shared; a symbolic link at ``out`` is refused). Returns the path.
+
+    The page (:func:`html_report`): the conclusions first, a table of contents, the design as a
+    table (one row per factor) with the campaign's settings, the summary per configuration, the
+    effects (or ANOVA) with their CIs, residual diagnostics, the figures with captions, the host
+    fingerprints and the provenance (:func:`labkit.report.page.provenance`: labkit version and
+    commit, the store's SHA-256, the hosts). Numbers to 4 significant digits; it fits a screen and
+    prints on A4 without cutting a table."""
     from ..core.files import atomic_write
+    from .catalog import design_table, settings_table
+    from .page import Captioned, provenance
     a = analyze(data_dir, campaign, response=response, alpha=alpha)
-    sections = [
+    from ..store import Store
+    with Store(Path(data_dir) / campaign / "store.sqlite", readonly=True) as st:
+        fps = st.fingerprints()
+    effects = (a.effects if a.variation is None else a.effects.merge(a.variation, on="term", how="left"))
+    # the columns a reader needs (the whole table is in the bundle): the effect with its CI and
+    # test, and the share of variation with its CI; an ANOVA's df, F and p
+    effects = effects[[c for c in REPORT_EFFECT_COLUMNS if c in effects.columns
+                       and not (c == "F" and "t" in effects.columns) and effects[c].notna().any()]]
+    sections: list[tuple[str, object]] = [
         ("Conclusions", a.conclusions),
-        ("Design", a.design_text()),
+        ("Design", [("Factors and levels (the first level is the low level of a two-level factor)",
+                     design_table(a.meta)),
+                    ("Settings", settings_table(a.meta, a.status))]),
         ("Summary per configuration", a.summary),
         ({"factorial": "Effects", "anova": "ANOVA", "none": "Effects", "levels": "Effects"}[a.kind],
-         "none can be computed (see the conclusions)" if a.kind == "none"
-         else a.effects if a.variation is None else a.effects.merge(a.variation, on="term", how="left")),
-        ("Figures", list(a.figures(alpha=alpha).values())),
-        ("Host fingerprints", a.fingerprints),
+         "none can be computed (see the conclusions)" if a.kind == "none" else effects),
     ]
     if a.diagnostics is not None:
-        sections.insert(4, ("Residual diagnostics", [a.diagnostics.table, a.diagnostics.message]))
+        sections.append(("Residual diagnostics", [a.diagnostics.table, a.diagnostics.message]))
     from .measurement import sections as measurement_sections
-    sections[-2:-2] = measurement_sections(a)     # levels, quantiles, drift, telemetry (issue 32)
-    page = html_report(f"labkit report: {campaign} ({a.response})", sections)
+    sections += measurement_sections(a)     # levels, quantiles, drift, telemetry (issue 32)
+    sections += [
+        ("Figures", [Captioned(fig, FIGURE_CAPTIONS.get(name, name))
+                     for name, fig in a.figures(alpha=alpha).items()]),
+        ("Host fingerprints", a.fingerprints),
+        ("Provenance", provenance(data_dir, campaign, a.meta, fps)),
+    ]
+    design = a.meta.get("design", {})
+    subtitle = (f"campaign {campaign} · response {a.response} · {a.kind} analysis of "
+                f"{len(a.runs)} successful runs · design {design.get('name', '')}")
+    page = html_report(f"labkit report: {campaign} ({a.response})", sections, subtitle=subtitle)
     return atomic_write(out, page)
 
 

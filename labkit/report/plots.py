@@ -46,8 +46,9 @@ from ..stats.summary import summarize
 from .labels import PALETTE, colors, label, term_label
 from .small_n import data_limits, draw_interval, interval_table, log_ticks
 
-__all__ = ["LiteralTextFigure", "drift", "interactions", "main_effects", "overhead", "pareto", "qq",
-           "response_by_config", "run_order", "save_figure", "telemetry_runs", "variance_shares"]
+__all__ = ["LiteralTextFigure", "comparison", "drift", "figures_written", "interactions", "main_effects", "overhead",
+           "pareto", "qq", "response_by_config", "run_order", "save_figure", "telemetry", "telemetry_runs",
+           "variance_shares"]
 
 BAR = PALETTE[0]
 BAR_HIGH = PALETTE[3]
@@ -635,3 +636,99 @@ def telemetry_runs(table: pd.DataFrame, *, order: str = "run_order", title: str 
     fig.suptitle(title or "Telemetry per run" + (f" ({n} suspect run{'s' if n != 1 else ''}: red crosses)"
                                                  if n else ""))
     return fig
+
+
+def comparison(table: pd.DataFrame, factors: Sequence[str], *, a: str = "a", b: str = "b",
+               response: str | None = None, alpha: float = 0.05, title: str | None = None) -> Figure:
+    """Two campaigns of one design side by side, from :func:`labkit.report.compare`'s table.
+
+    Left: each configuration's mean in ``a`` (circle) and ``b`` (triangle). Right: the change
+    from ``a`` to ``b`` in percent with its CI (from Fieller's CI of the ratio, ``ratio_low`` /
+    ``ratio_high``; the difference's Welch CI when no ratio), a line at 0, and the configurations
+    flagged as drift (``drift``) in the accent colour. One row per configuration, labelled with
+    its factors' levels."""
+    v.frame(table, "table")
+    factors = list(factors)
+    v.columns(table, [*factors, "mean_a", "mean_b", "diff_pct"], "table")
+    alpha = v.alpha(alpha)
+    response = response or table.attrs.get("response", "response")
+    if table.empty:
+        raise ConfigError("comparison: the table has no configuration")
+    names = [", ".join(f"{f}={row[f]}" for f in factors) for _, row in table.iterrows()]
+    n = len(table)
+    fig = _figure((9.5, 1.1 + 0.32 * n))
+    left, right = fig.subplots(1, 2, sharey=True, gridspec_kw={"width_ratios": [1.2, 1]})
+    y = np.arange(n)
+    ca, cb = colors([a, b])
+    left.scatter(table["mean_a"], y, marker="o", color=ca, label=str(a), zorder=3)
+    left.scatter(table["mean_b"], y, marker="^", color=cb, label=str(b), zorder=3)
+    for yi, m1, m2 in zip(y, table["mean_a"], table["mean_b"]):
+        left.plot([m1, m2], [yi, yi], color="#999999", lw=0.8, zorder=2)
+    left.set_yticks(y, names, fontsize=7)
+    left.set_ylim(n - 0.5, -0.5)
+    left.set_xlabel(f"mean {label(response)}", fontsize=8)
+    left.legend(fontsize=7, loc="best")
+    pct = table["diff_pct"].to_numpy(float)
+    if {"ratio_low", "ratio_high"} <= set(table):
+        lo = 100 * (table["ratio_low"].to_numpy(float) - 1)
+        hi = 100 * (table["ratio_high"].to_numpy(float) - 1)
+    elif {"ci_low", "ci_high"} <= set(table):
+        base = table["mean_a"].to_numpy(float)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            lo = 100 * table["ci_low"].to_numpy(float) / base
+            hi = 100 * table["ci_high"].to_numpy(float) / base
+    else:
+        lo = hi = pct
+    drift = table["drift"].to_numpy(bool) if "drift" in table else np.zeros(n, bool)
+    for yi, p, lo_, hi_, d in zip(y, pct, lo, hi, drift):
+        col = BAR_HIGH if d else BAR
+        if np.isfinite(lo_) and np.isfinite(hi_):
+            right.plot([lo_, hi_], [yi, yi], color=col, lw=1.6)
+        right.scatter([p], [yi], color=col, zorder=3, gid="drift" if d else "change")
+    right.axvline(0, color="black", lw=0.8)
+    right.set_xlabel(f"change {a} → {b} (%, {100 * (1 - alpha):g}% CI)", fontsize=8)
+    right.tick_params(axis="x", labelsize=8)
+    left.tick_params(axis="x", labelsize=8)
+    fig.suptitle(title or f"{label(response)}: {a} and {b} (accent: drift)", fontsize=10)
+    return fig
+
+
+def telemetry(samples: pd.DataFrame, *, metrics: Sequence[str] | None = None, ncols: int = 3,
+              title: str | None = None) -> Figure:
+    """A run's telemetry (:meth:`labkit.store.Store.samples`: ``t``, ``metric``, ``value``), one
+    small panel per metric against time in seconds (at most 12 panels, first ones shown when
+    ``metrics`` is not given)."""
+    v.frame(samples, "samples")
+    v.columns(samples, ["t", "metric", "value"], "samples")
+    if samples.empty:
+        raise ConfigError("telemetry: no samples to plot")
+    names = list(metrics) if metrics is not None else list(dict.fromkeys(samples["metric"].astype(str)))[:12]
+    if not names:
+        raise ConfigError("telemetry: no metric to plot")
+    ncols = max(1, min(int(ncols), len(names)))
+    nrows = math.ceil(len(names) / ncols)
+    fig = _figure((3.0 * ncols, 1.9 * nrows + 0.4))
+    axes = fig.subplots(nrows, ncols, squeeze=False).ravel()
+    for ax in axes[len(names):]:
+        ax.set_visible(False)
+    for ax, m in zip(axes, names):
+        part = samples[samples["metric"].astype(str) == m].sort_values("t")
+        ax.plot(part["t"], part["value"], color=BAR, lw=1.2)
+        ax.set_title(label(m), fontsize=8)
+        ax.tick_params(labelsize=7)
+        ax.set_xlabel("t (s)", fontsize=7)
+    fig.suptitle(title or "telemetry during the run", fontsize=10)
+    return fig
+
+
+def figures_written(paths: Sequence[str | Path]) -> str:
+    """One line for the files :func:`save_figure` wrote: how many figures and files, in which
+    folder(s) ("wrote 6 figures (12 files: png, svg) to out/figures/x"), instead of a line per file."""
+    ps = [Path(p) for p in paths]
+    if not ps:
+        return "wrote no figure"
+    dirs = list(dict.fromkeys(str(p.parent) for p in ps))
+    stems = {(p.parent, p.stem) for p in ps}
+    kinds = ", ".join(dict.fromkeys(p.suffix.lstrip(".") for p in ps))
+    return (f"wrote {len(stems)} figure{'s' if len(stems) != 1 else ''} ({len(ps)} files: {kinds}) to "
+            + ", ".join(dirs))

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import importlib
 
-from ..errors import ConfigError
+from ..errors import ConfigError, did_you_mean
 from .base import Measurement, Workload, require_tool, run_checked
 
 REGISTRY = {
@@ -28,7 +28,8 @@ REGISTRY = {
 def workload_class(name: object) -> type[Workload]:
     """The Workload class registered as ``name`` (ConfigError listing the names if unknown)."""
     if not isinstance(name, str) or name not in REGISTRY:
-        raise ConfigError(f"unknown workload {name!r}; available: {', '.join(sorted(REGISTRY))}")
+        raise ConfigError(f"unknown workload {name!r}{did_you_mean(name, list(REGISTRY))}; "
+                          f"available: {', '.join(sorted(REGISTRY))}")
     module, cls = REGISTRY[name]
     return getattr(importlib.import_module(module), cls)
 

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..backends.base import ExecResult
-from ..errors import BenchmarkError, CommandError, ConfigError, tail
+from ..errors import BenchmarkError, CommandError, ConfigError, did_you_mean, tail
 from .params import Param
 
 if TYPE_CHECKING:
@@ -53,7 +53,8 @@ class Workload(ABC):
         unknown = sorted(set(params) - set(self.defaults))
         if unknown:
             raise ConfigError(
-                f"workload {self.name!r}: unknown parameter(s) {', '.join(map(str, unknown))[:400]}; "
+                f"workload {self.name!r}: unknown parameter(s) {', '.join(map(str, unknown))[:400]}"
+                f"{did_you_mean(unknown[0], list(self.defaults)) if len(unknown) == 1 else ''}; "
                 f"allowed: {', '.join(sorted(self.defaults)) or '(none)'}")
         self.params = {**self.defaults, **{k: self.check_param(k, v) for k, v in params.items()}}
 

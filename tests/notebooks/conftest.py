@@ -12,7 +12,8 @@ def run_notebook(tmp_path):
     """run_notebook(name, **parameters) -> executed notebook (nbformat), data and figures in tmp_path.
 
     The kernel's working directory is tmp_path (not notebooks/): paths must resolve from the
-    repository root by themselves."""
+    repository root by themselves. papermill's ``labkit`` engine (the kernel's channels encrypted,
+    :mod:`labkit.report.papermill_engine`) runs them, as the Makefile and the README do."""
     import nbformat
     import papermill as pm
 
@@ -21,7 +22,7 @@ def run_notebook(tmp_path):
                   "interactive": False, **parameters}
         out = tmp_path / f"out-{name}"
         pm.execute_notebook(str(NOTEBOOKS / name), str(out), parameters=params, cwd=str(tmp_path),
-                            kernel_name="python3", progress_bar=False,
+                            kernel_name="python3", progress_bar=False, engine_name="labkit",
                             start_timeout=300)   # a kernel on a loaded 2-core machine can take > 60 s
         return nbformat.read(str(out), as_version=4)
     return _run
@@ -45,3 +46,10 @@ def images(nb) -> int:
 def markdown_outputs(nb) -> str:
     return "\n".join(o["data"]["text/markdown"] for c in nb.cells for o in c.get("outputs", [])
                      if "text/markdown" in o.get("data", {}))
+
+
+def widget_outputs(nb) -> list[dict]:
+    """Outputs captured by the notebook's Output widgets (the widget state nbclient saves)."""
+    state = nb.metadata.get("widgets", {}).get("application/vnd.jupyter.widget-state+json", {}).get("state", {})
+    return [o for m in state.values() if m.get("model_name") == "OutputModel"
+            for o in m.get("state", {}).get("outputs", [])]

@@ -4,19 +4,24 @@
    fetched but the tool itself from PyPI) must pick the Python of ``binder/runtime.txt``
    and install ``binder/requirements.txt``.
 2. A fresh venv made from ``binder/requirements.txt`` alone, plus ``binder/postBuild``'s
-   ``pip install --no-deps -e .``, must execute every notebook in view mode from the
-   committed data, display figures, and leave the committed data unchanged.
+   ``pip install --no-deps -e .``, must execute every notebook as a Binder user runs it: the
+   default ``mode="auto"`` (which must choose view mode there, the committed campaigns being
+   stored, and say so in its first output) and widgets on (``interactive=True``, the ipywidgets
+   controls rendered), display figures, and leave the committed data unchanged.
+3. Voila is installed there and enabled as a Jupyter server extension, so Binder serves the
+   explorer as the dashboard (``?urlpath=voila/render/notebooks/00_explorer.ipynb``).
 """
 from __future__ import annotations
 
 import hashlib
+import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from .conftest import NOTEBOOKS, REPO, images
+from .conftest import NOTEBOOKS, REPO, images, widget_outputs
 
 pytestmark = pytest.mark.slow
 REPO2DOCKER = "jupyter-repo2docker==2026.4.0"
@@ -57,13 +62,27 @@ def digest(folder: Path) -> str:
 
 
 @pytest.mark.parametrize("name", sorted(p.name for p in NOTEBOOKS.glob("*.ipynb")))
-def test_every_notebook_runs_in_view_mode_in_the_binder_environment(binder_venv, tmp_path, name):
+def test_every_notebook_runs_as_binder_runs_it(binder_venv, tmp_path, name):
+    """Default mode (auto), widgets on: as a Binder user's Run All."""
     import nbformat
     before = digest(REPO / "data")
     out = tmp_path / name
-    sh(binder_venv / "bin" / "python", "-m", "papermill", NOTEBOOKS / name, out, "-p", "mode", "view",
-       "-p", "interactive", "False", "-p", "figures_dir", tmp_path / "figures", "--cwd", tmp_path,
+    sh(binder_venv / "bin" / "python", "-m", "papermill", "--engine", "labkit", NOTEBOOKS / name, out,
+       "-p", "interactive", "True", "-p", "figures_dir", tmp_path / "figures", "--cwd", tmp_path,
        "--no-progress-bar")
     nb = nbformat.read(str(out), as_version=4)
-    assert images(nb) >= 1, f"{name} displayed no figure in view mode"
+    outputs = [o for c in nb.cells for o in c.get("outputs", [])]
+    widgets = [o for o in outputs if "application/vnd.jupyter.widget-view+json" in o.get("data", {})]
+    if name == "00_explorer.ipynb":
+        assert len(widgets) == 1, "the explorer's application did not render"
+        assert sum("image/png" in o.get("data", {}) for o in widget_outputs(nb)) >= 1
+    else:
+        first = next(o for o in outputs if o.get("output_type") == "stream" and o.get("name") == "stdout")
+        assert first["text"].startswith("mode view ("), first["text"][:300]   # auto -> view, said first
+        assert images(nb) >= 1, f"{name} displayed no figure"
     assert digest(REPO / "data") == before, f"{name} changed the committed data/"
+
+
+def test_voila_is_a_server_extension_on_binder(binder_venv):
+    out = sh(binder_venv / "bin" / "jupyter", "server", "extension", "list")
+    assert re.search(r"voila\b.*enabled", out), out[-2000:]

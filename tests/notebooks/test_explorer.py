@@ -1,26 +1,63 @@
-"""Notebook 00 (explorer) on the committed campaigns, read-only, under papermill's defaults."""
+"""Notebook 00 (explorer) on the committed campaigns, read-only, under papermill."""
+import json
+
 import pytest
 
-from .conftest import REPO, images, markdown_outputs, outputs_text
+from .conftest import REPO, images, markdown_outputs, widget_outputs
 
 NB = "00_explorer.ipynb"
 
 
-@pytest.mark.parametrize("interactive", [False, True])
-def test_explorer_defaults_on_committed_data(run_notebook, interactive):
+def test_explorer_static_on_committed_data(run_notebook):
     before = (REPO / "data" / "affinity-local" / "store.sqlite").read_bytes()
-    nb = run_notebook(NB, data_dir=None, campaign="affinity-local", interactive=interactive)
-    text = outputs_text(nb)
-    assert "overhead-cpu" in text and "overhead-network" in text     # the catalog lists every campaign
+    nb = run_notebook(NB, data_dir=None, campaign="affinity-local", interactive=False)
+    html = "\n".join(o["data"]["text/html"] for c in nb.cells for o in c.get("outputs", [])
+                     if "text/html" in o.get("data", {}))
+    assert "overhead-cpu" in html and "overhead-network" in html     # the catalog lists every campaign
     concl = markdown_outputs(nb)
+    assert "wall\\_time\\_s on vcpus" in concl or "wall_time_s on vcpus" in concl   # the declared response
     # count = 2 runs have two instances, a level of its own: a mixed model's t-tests (issue 32)
     assert "Significant (mixed-model t-test of each effect" in concl and "vCPUs" in concl
     assert "Error term: the variance of run" in concl
+    assert "1.209442e-49" not in html and "2786.855000" not in html   # numbers to 4 significant digits
     assert images(nb) == 5            # pareto, main effects, interactions, run order, Q-Q
     assert (REPO / "data" / "affinity-local" / "store.sqlite").read_bytes() == before
 
 
+def test_explorer_application_with_widgets(run_notebook):
+    """interactive=True: the ipywidgets application, its first analysis rendered into its Output
+    widgets (saved in the notebook's widget state) with the figures."""
+    nb = run_notebook(NB, data_dir=None, campaign="affinity-local", interactive=True)
+    views = [o for c in nb.cells for o in c.get("outputs", [])
+             if "application/vnd.jupyter.widget-view+json" in o.get("data", {})]
+    assert len(views) == 1
+    captured = widget_outputs(nb)
+    assert sum("image/png" in o.get("data", {}) for o in captured) >= 5
+    text = json.dumps(captured)
+    assert "Significant (t-test of each effect" in text and "wall" in text
+
+
 def test_explorer_any_response_and_factor(run_notebook):
-    nb = run_notebook(NB, data_dir=None, campaign="overhead-memory", response="copy_mb_per_s")
+    nb = run_notebook(NB, data_dir=None, campaign="overhead-memory", response="copy_mb_per_s", interactive=False)
     assert "copy_mb_per_s on platform, threads" in markdown_outputs(nb)   # two factors, platform 3 levels
     assert images(nb) == 3            # platform has 3 levels: ANOVA figures, no 2^k Pareto
+
+
+def test_explorer_compares_two_campaigns_side_by_side(run_notebook):
+    nb = run_notebook(NB, data_dir=None, campaign="deployments-cpu-local", compare_with="deployments-cpu-lxd",
+                      interactive=False)
+    md = markdown_outputs(nb)
+    assert "the backends differ: local vs lxd" in md
+    assert "configurations drifted significantly from deployments-cpu-local to deployments-cpu-lxd" in md
+    assert "recorded only for deployments" in md.lower()
+    assert images(nb) == 3            # ANOVA figures (main effects, run order) + the comparison
+
+
+def test_explorer_missing_campaign_is_one_line(run_notebook):
+    from papermill.exceptions import PapermillExecutionError
+    with pytest.raises(PapermillExecutionError) as exc:
+        run_notebook(NB, data_dir=None, campaign="affinity-locl", interactive=False)
+    err = exc.value
+    assert err.ename == "ConfigError" and "did you mean 'affinity-local'" in err.evalue
+    shown = "\n".join(err.traceback)
+    assert "Traceback" not in shown and "File " not in shown and len(err.traceback) <= 2

@@ -28,3 +28,22 @@ def test_explorer_shows_a_hostile_campaign_as_text(run_notebook, tmp_path):
                     if "text/html" in o.get("data", {})]
     assert html_outputs and all(markup_left(h) == [] for h in html_outputs)    # tables (pandas)
     assert images(nb) == 5
+
+
+def test_explorer_application_shows_a_hostile_campaign_as_text(run_notebook, tmp_path):
+    """The ipywidgets application (HTML widgets set their value as markup, unsanitized): every
+    HTML widget value and every output captured by its Output widgets keeps the payloads as text."""
+    import json
+
+    from .conftest import widget_outputs
+    payload_store(tmp_path / "data")
+    nb = run_notebook(NB, campaign=CAMPAIGN, interactive=True)
+    state = nb.metadata["widgets"]["application/vnd.jupyter.widget-state+json"]["state"]
+    html_values = [m["state"].get("value", "") for m in state.values() if m.get("model_name") == "HTMLModel"]
+    captured = widget_outputs(nb)
+    pages = html_values + [o["data"].get("text/html", "") for o in captured if "data" in o]
+    md = "\n".join(o["data"]["text/markdown"] for o in captured if "text/markdown" in o.get("data", {}))
+    assert any(CAMPAIGN in visible_text(p) for p in html_values)          # the catalog lists it
+    assert all(markup_left(p) == [] for p in pages) and markup_left(rendered_markdown(md)) == []
+    assert SCRIPT in visible_text(rendered_markdown(md)) and "<a " not in rendered_markdown(md)
+    assert "Traceback" not in json.dumps(captured)

@@ -77,7 +77,7 @@ def test_overhead_notebook_runs_one_campaign_across_platforms_then_views(run_not
 
 def test_view_mode_without_results_says_why(run_notebook):
     import papermill as pm
-    with pytest.raises(pm.PapermillExecutionError, match="no platform"):
+    with pytest.raises(pm.PapermillExecutionError, match="view mode: no stored campaign"):
         run_notebook(NB, mode="view", **TINY)
 
 

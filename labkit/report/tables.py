@@ -1,0 +1,116 @@
+"""Tables people read: numbers to a few significant digits, every cell escaped.
+
+:func:`format_number` writes one number the way a results table should show it (``2787``,
+``0.3003``, ``1.2e-49``; never ``2786.855000`` or ``3.347664e+01``); :func:`readable` applies
+it to a DataFrame's numeric columns; :func:`html_table` renders a DataFrame as an HTML table
+whose every cell and header is escaped (names and levels come from stores: text, never markup);
+:func:`readable_display` makes pandas show every float that way in Jupyter.
+"""
+from __future__ import annotations
+
+import math
+import numbers
+from typing import TYPE_CHECKING
+
+from ..errors import ConfigError
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+__all__ = ["DIGITS", "format_number", "html_table", "readable", "readable_display"]
+
+#: significant digits shown by default: enough to compare configurations, not more than a
+#: benchmark's run-to-run noise supports
+DIGITS = 4
+#: a table with more columns than this gets the class ``lk-wide`` (a smaller font in reports)
+WIDE_COLUMNS = 9
+
+
+def format_number(x: object, digits: int = DIGITS) -> str:
+    """``x`` with ``digits`` significant digits, in fixed notation from 0.001 to 10^9 (whole
+    numbers without decimals: ``32262``, ``1``), else in scientific notation with 2 significant
+    digits (``1.2e-49``). NaN and None are "", booleans "yes"/"no", anything else ``str(x)``."""
+    if not isinstance(digits, int) or not 1 <= digits <= 15:
+        raise ConfigError(f"digits must be an integer in [1, 15], got {digits!r}")
+    if x is None:
+        return ""
+    if isinstance(x, bool) or type(x).__name__ == "bool_":
+        return "yes" if x else "no"
+    if not isinstance(x, numbers.Real):
+        try:
+            import pandas as pd
+            if pd.isna(x):       # pd.NA, NaT
+                return ""
+        except (TypeError, ValueError):
+            pass
+        return str(x)
+    v = float(x)
+    if math.isnan(v):
+        return ""
+    if math.isinf(v):
+        return "∞" if v > 0 else "-∞"
+    if v == 0:
+        return "0"
+    mag = abs(v)
+    if mag < 1e-3 or mag >= 1e9:
+        return f"{v:.{max(digits - 3, 1)}e}".replace("e-0", "e-").replace("e+0", "e+")
+    if v == int(v):
+        return f"{int(v)}"
+    decimals = max(0, digits - 1 - math.floor(math.log10(mag)))
+    return f"{v:.{decimals}f}"
+
+
+def readable(df: pd.DataFrame, digits: int = DIGITS) -> pd.DataFrame:
+    """A copy of ``df`` whose float columns are strings from :func:`format_number` (integer,
+    text and other columns unchanged; ``attrs`` kept)."""
+    import pandas as pd
+    out = df.copy()
+    for col in out.columns:
+        s = out[col]
+        if pd.api.types.is_float_dtype(s) or pd.api.types.is_bool_dtype(s):
+            out[col] = s.map(lambda x: format_number(x, digits))
+        elif s.dtype == object:
+            out[col] = s.map(lambda x: format_number(x, digits) if isinstance(x, float | bool) else x)
+    return out
+
+
+def html_table(df: pd.DataFrame, *, digits: int = DIGITS, caption: str | None = None,
+               max_rows: int | None = None, css_class: str = "lk-table") -> str:
+    """``df`` as an HTML ``<table>``: numbers from :func:`format_number`, every header and cell
+    escaped (``<``, ``>``, ``&``, quotes become entities), numeric columns right-aligned (class
+    ``num``), an optional ``<caption>``; with ``max_rows``, the first rows and a last row saying
+    how many were left out. A table of more than :data:`WIDE_COLUMNS` columns also gets the class
+    ``lk-wide``."""
+    import pandas as pd
+
+    from . import escape_html
+    if max_rows is not None and len(df) > max_rows:
+        shown, more = df.iloc[:max_rows], len(df) - max_rows
+    else:
+        shown, more = df, 0
+    numeric = {c for c in shown.columns if pd.api.types.is_numeric_dtype(shown[c])
+               and not pd.api.types.is_bool_dtype(shown[c])}
+    text = readable(shown, digits)
+    # headers may wrap after an underscore (pct_variation), never inside a word
+    head = "".join(f'<th{" class=num" if c in numeric else ""}>{escape_html(c).replace("_", "_<wbr>")}</th>'
+                   for c in text.columns)
+    rows = []
+    for rec in text.itertuples(index=False, name=None):
+        cells = "".join(f'<td{" class=num" if c in numeric else ""}>{escape_html(format_number(x, digits))}</td>'
+                        for c, x in zip(text.columns, rec))
+        rows.append(f"<tr>{cells}</tr>")
+    if more:
+        rows.append(f'<tr><td colspan="{max(len(text.columns), 1)}">… {more} more rows</td></tr>')
+    cap = f"<caption>{escape_html(caption)}</caption>" if caption else ""
+    wide = " lk-wide" if len(text.columns) > WIDE_COLUMNS else ""
+    return (f'<table class="{escape_html(css_class)}{wide}">{cap}<thead><tr>{head}</tr></thead>'
+            f"<tbody>{''.join(rows)}</tbody></table>")
+
+
+def readable_display(digits: int = DIGITS) -> None:
+    """Make pandas show floats with :func:`format_number` (Jupyter's HTML and plain text) and
+    "$" as text rather than math: for notebooks, whose tables then read ``2787`` and
+    ``1.2e-49`` rather than ``2786.855000`` and ``1.209442e-49``."""
+    import pandas as pd
+    pd.set_option("display.float_format", lambda x: format_number(x, digits))
+    pd.set_option("display.html.use_mathjax", False)
