@@ -10,9 +10,21 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+import pandas as pd
+
 from ..errors import ConfigError
 from . import plots
 from .levels import error_term_sentences
+from .page import Captioned
+
+CAPTIONS = {
+    "levels": "Each level's share of the variance the design's terms leave: a large share at the "
+              "instance or host level means runs on one instance (or host) are not independent draws.",
+    "drift": "Each host's residuals in run order (the response minus its configuration's mean); "
+             "dashed lines are change points, horizontal lines the segments' levels.",
+    "telemetry": "Per-run telemetry: the campaign's CPU beside other processes' CPU, steal and the "
+                 "CPU frequency range; suspect runs are red crosses.",
+}
 
 if TYPE_CHECKING:
     from . import Analysis
@@ -32,7 +44,7 @@ def levels_section(a: Analysis) -> tuple[str, list] | None:
     text = " ".join(error_term_sentences(a.kind, a.level_design, a.effects, a.levels))
     content: list = [text] if text else []
     if a.levels is not None:
-        content += [a.levels.variance, plots.variance_shares(a.levels.variance)]
+        content += [a.levels.variance, Captioned(plots.variance_shares(a.levels.variance), CAPTIONS["levels"])]
     return ("Error term and variance by level", content) if content else None
 
 
@@ -45,7 +57,30 @@ def quantiles_section(a: Analysis) -> tuple[str, list] | None:
     return ("Quantiles per configuration", [
         f"Mean with its t interval, and quantiles with their exact order-statistic intervals "
         f"({100 * q.attrs.get('confidence', 0.95):g} %); a quantile's interval needs at least "
-        f"({needs}) per configuration, else it is left empty.", q])
+        f"({needs}) per configuration, else it is left empty.", quantiles_display(q)])
+
+
+def quantiles_display(q: pd.DataFrame) -> pd.DataFrame:
+    """:func:`labkit.stats.quantile_summary`'s table narrowed for a page: one column per statistic
+    (mean, p50, p95, p99), each ``estimate [low, high]`` to 4 significant digits (``[—]`` when the
+    interval needs more runs), beside the configuration's levels and ``n``."""
+    from .tables import format_number
+    stats = [("mean", "ci_low", "ci_high"), ("p50", "p50_low", "p50_high"),
+             ("p95", "p95_low", "p95_high"), ("p99", "p99_low", "p99_high")]
+    parts = {name for st in stats for name in st}
+    keep = [c for c in q.columns if c not in parts]
+    out = q[keep].copy()
+    for est, lo, hi in stats:
+        if est not in q:
+            continue
+
+        def cell(row, est=est, lo=lo, hi=hi):
+            low, high = row.get(lo), row.get(hi)
+            band = ("[—]" if pd.isna(low) or pd.isna(high)
+                    else f"[{format_number(low)}, {format_number(high)}]")
+            return f"{format_number(row[est])} {band}"
+        out[est] = q.apply(cell, axis=1)
+    return out
 
 
 def drift_section(a: Analysis) -> tuple[str, list] | None:
@@ -62,7 +97,7 @@ def drift_section(a: Analysis) -> tuple[str, list] | None:
                    f"{d.attrs.get('series', 0)} host series (residuals after the design's effects, "
                    f"α = {d.attrs.get('alpha', 0.05):g}); a host without change is one segment.")
     if runs is not None:
-        content.append(plots.drift(runs, d, a.response, factors=a.factors))
+        content.append(Captioned(plots.drift(runs, d, a.response, factors=a.factors), CAPTIONS["drift"]))
     content.append(d)
     return "Drift in run order", content
 
@@ -75,7 +110,7 @@ def telemetry_section(a: Analysis) -> tuple[str, list] | None:
         return None
     content: list = []
     try:
-        content.append(plots.telemetry_runs(t))
+        content.append(Captioned(plots.telemetry_runs(t), CAPTIONS["telemetry"]))
     except ConfigError:
         pass
     suspect = t[t["suspect"].fillna(False).astype(bool)] if "suspect" in t else t.iloc[:0]
