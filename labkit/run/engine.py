@@ -49,7 +49,7 @@ from ..core.waiting import wait_until
 from ..errors import BackendUnavailable, LabkitError
 from ..store import now_iso
 from .campaign import Measured, keep_output
-from .hosts import host_facts, identity_warnings, reachable
+from .hosts import host_facts, identity_warnings
 from .platforms import FACTOR, BackendPool
 
 if TYPE_CHECKING:
@@ -117,7 +117,7 @@ class Fleet:
             try:
                 be = self.pool.open(h, p)
             except BackendUnavailable as exc:
-                if h.name in was_lost and not reachable(h, self.tb.connect_timeout)[0]:
+                if h.name in was_lost and not self.tb.reachable(h, self.tb.connect_timeout)[0]:
                     return h, p, exc   # lost before and still unreachable: stays lost
                 raise
             be.cleanup(self.c.prefix)
@@ -152,6 +152,11 @@ class Fleet:
             order = self.block_order
             self.assigned = {r.run_id: order[(r.replicate - 1) % len(order)] for r in plan}
             self.store.set_meta(fleet_assignment=self.assigned)
+        absent = sorted(set(self.assigned.values()) - set(self.states))
+        if absent:   # a resume on other hosts (a Slurm testbed's new allocation): moved as a lost host's
+            self.plan = plan
+            for name in absent:
+                self._move(name)
 
     def extend(self, runs: list[Run]) -> None:
         """Runs added after :meth:`prepare` (adaptive rounds, retries): with ``assign: blocks`` each
@@ -285,8 +290,10 @@ class Fleet:
 
     # -- liveness ----------------------------------------------------------
     def _answers(self, h) -> bool:
-        """Whether ``h``'s sshd answers, asked twice a second apart."""
-        return bool(wait_until(lambda: reachable(h, min(3.0, self.tb.connect_timeout))[0], timeout=1.0,
+        """Whether ``h`` answers (its sshd's banner, or its testbed's own probe: a Slurm node's state and
+        a step on it), asked twice a second apart."""
+        return bool(wait_until(lambda: self.tb.reachable(h, min(3.0, self.tb.connect_timeout), thorough=True)[0],
+                               timeout=1.0,
                                interval=1.0, error=None, what=f"host {h.name} to answer"))
 
     def _heartbeat(self) -> None:
@@ -301,7 +308,7 @@ class Fleet:
                         or time.monotonic() - state.since < self.probe_after_s:
                     state.failures = 0
                     continue
-                ok, why = reachable(state.host, min(3.0, self.tb.connect_timeout))
+                ok, why = self.tb.reachable(state.host, min(3.0, self.tb.connect_timeout))
                 state.failures = 0 if ok else state.failures + 1
                 if state.failures >= self.lost_after:
                     self.lose(state, f"{self.lost_after} probes failed ({why})")
@@ -419,9 +426,14 @@ def clean_testbed(meta: dict, prefix: str, testbed: Testbed | dict | str | Path 
     The hosts are those of ``testbed`` (a :class:`~labkit.run.testbed.Testbed`, a path or a dict:
     give it when the store's copy lacks what reconnecting needs, e.g. a redacted key) or else
     the store's description, where values redacted at run time are left out (so SSH falls
-    back to the agent and default keys instead of a ``<redacted>`` path)."""
+    back to the agent and default keys instead of a ``<redacted>`` path). A Slurm testbed's
+    campaign: its allocations still running are cleaned node by node and cancelled
+    (:func:`labkit.run.slurm.clean`)."""
     from ..core.redact import without_redacted
     from .testbed import Testbed
+    if (meta.get("testbed") or {}).get("slurm") is not None:
+        from .slurm import clean
+        return clean(meta, prefix, meta["testbed"].get("platforms") or {})
     if testbed is not None:
         tb = Testbed.load(testbed)
     else:
