@@ -4,7 +4,8 @@ A Slurm testbed (:mod:`labkit.run.slurm`) asks the cluster for an allocation and
 backend once per (node, platform) with the allocation's ``job_id`` and the ``node``. The node is
 the instance host, as on the ``ssh`` backend (the native-host model of :mod:`.native`): an
 instance is a cgroup on the node (made by :mod:`.cgroups`' driver) plus a private work directory
-``~/.cache/labkit/slurm/<node>/<name>``; pinned → cpuset, floating → quota, memory → limit;
+``~/.cache/labkit/instances/<name>`` (on a cluster's shared home, the clean-up of a campaign's
+leftovers from any node also removes the work dirs a node that died left); pinned → cpuset, floating → quota, memory → limit;
 without root on the node, ``enforce_limits=False`` runs unconfined (pinned through ``taskset``)
 and records ``limits_enforced: False``.
 
@@ -297,8 +298,7 @@ class SlurmBackend(Backend):
         """What the probe step found on the node (probing it the first time)."""
         with self._lock:
             if self.facts is None:
-                root = f'"$HOME/.cache/labkit/slurm/"{q(self.node)}'
-                script = native.PROBE + native.work_root_script(root) + "true\n"
+                script = native.PROBE + native.WORK_ROOT + "true\n"
                 try:
                     facts = native.HostFacts(self.run_script(script, "probing the node", max(30.0, self.step_timeout)).stdout)
                 except BackendError as exc:

@@ -49,6 +49,7 @@ from ..core.waiting import wait_until
 from ..errors import BackendUnavailable, LabkitError
 from ..store import now_iso
 from .campaign import Measured, keep_output
+from .claims import ClaimIndex
 from .hosts import host_facts, identity_warnings
 from .platforms import FACTOR, BackendPool
 
@@ -97,6 +98,7 @@ class Fleet:
         self.assigned: dict[str, str] = {}
         self.block_order: list[str] = []
         self.moved: dict[str, str] = {}
+        self.index = ClaimIndex()   # what each host may claim, without a store round trip
         self.total = None
 
     # -- set-up ------------------------------------------------------------
@@ -173,15 +175,18 @@ class Fleet:
             if host is None or host not in self.states or self.states[host].lost:
                 self.assigned[r.run_id] = live[(r.replicate - 1) % len(live)]
         self.store.set_meta(fleet_assignment=self.assigned)
+        self.index.invalidate()
 
     # -- execution ---------------------------------------------------------
     def run(self, plan: list[Run], *, progress: bool = True, max_runs: int | None = None) -> None:
         """Execute every pending run of ``plan``; returns when done, all hosts lost, or ``max_runs``
         new runs are stored. KeyboardInterrupt stops the workers cleanly and is re-raised."""
         self.plan = plan
+        self.runs_by_id = {r.run_id: r for r in plan}
         self.left = max_runs
         self.stop.clear()   # a later call (an adaptive round) after an earlier one ended
         done = self.store.completed()
+        self.index.reset(done)
         self._bars(progress, len(plan), sum(r.run_id in done for r in plan))
         workers = [threading.Thread(target=self._work, args=(s,), daemon=True, name=f"labkit-fleet-{n}")
                    for n, s in self.states.items() if not s.lost]
@@ -200,7 +205,8 @@ class Fleet:
         finally:
             self.stop.set()
             self._close_bars()
-        left = [r.run_id for r in plan if r.run_id not in self.store.completed()]
+        stored = self.store.completed()
+        left = [r.run_id for r in plan if r.run_id not in stored]
         if left and self.left != 0:
             log.error("%d run(s) not executed: no live host offers their platform (lost: %s); resume when "
                       "the hosts are back", len(left), ", ".join(n for n, s in self.states.items() if s.lost))
@@ -223,16 +229,34 @@ class Fleet:
             return [r.run_id for r in self.plan if self.assigned.get(r.run_id) == name]
         return [r.run_id for r in self.plan if self.tb.offers(state.host, self.platform_of(r))]
 
+    def candidate_lists(self) -> dict[str, list[str]]:
+        """Every host's :meth:`candidates`, in one pass over the plan (hosts that offer the same
+        platforms share one list)."""
+        if self.tb.assign == "blocks":
+            out: dict[str, list[str]] = {n: [] for n in self.states}
+            for r in self.plan:
+                host = self.assigned.get(r.run_id)
+                if host in out:
+                    out[host].append(r.run_id)
+            return out
+        shared: dict[tuple, list[str]] = {}
+        for s in self.states.values():
+            key = (s.host.platforms, s.host.remote)
+            if key not in shared:
+                shared[key] = self.candidates(s)
+        return {n: shared[(s.host.platforms, s.host.remote)] for n, s in self.states.items()}
+
     def _claim(self, state):
         with self.db:
             if self.left is not None and self.left <= 0:
                 return None
-            rid = self.store.claim(self.candidates(state), state.host.name, self.owner, self.lease_s)
+            todo = self.index.claimable(state.host.name, self.candidate_lists)
+            rid = self.store.claim(todo, state.host.name, self.owner, self.lease_s)
             if rid is not None and self.left is not None:
                 self.left -= 1
         if rid is None:
             return None
-        return next(r for r in self.plan if r.run_id == rid)
+        return self.runs_by_id[rid]
 
     def _work(self, state: HostState) -> None:
         h = state.host
@@ -269,14 +293,14 @@ class Fleet:
         if run.run_id in self.moved:
             metadata["moved_from"] = self.moved[run.run_id]
         with self.db:
-            mine = any(c["run_id"] == run.run_id and c["owner"] == self.owner for c in self.store.claims())
-            if not mine:
+            if self.store.claim_owner(run.run_id) != self.owner:
                 return False
             keep_output(self.store, run.run_id, status or st, output)
             self.store.record_run(run, status=status or st, started=started, duration_s=duration,
                                   measurements=measurements, error=error, metadata=metadata,
                                   fingerprint_id=self.fp_ids.get((state.host.name, platform.name)),
                                   samples=samples)
+            self.index.stored(run.run_id)
         with self.lock:
             state.current = None
             state.done += 1
@@ -373,6 +397,7 @@ class Fleet:
                 moves.append({"run_id": r.run_id, "from": lost, "to": to, "at": now_iso()})
             log.warning("block %d: %d pending run(s) moved from lost host %s to %s", rep, len(runs), lost, to)
         self.store.set_meta(fleet_assignment=self.assigned, fleet_moves=moves)
+        self.index.invalidate()
 
     def _fail_blocks(self, lost: str, inflight) -> None:
         """on_host_loss: fail-block: forget the runs the lost host stored in its blocks (kept in the
@@ -391,6 +416,7 @@ class Fleet:
         superseded += [{"run_id": r.run_id, "host": lost, "status": r.status, "started": r.started,
                         "at": now_iso()} for r in gone.itertuples()]
         self.store.delete_runs(gone.run_id)
+        self.index.forget(gone.run_id)
         self.store.set_meta(fleet_superseded=superseded)
         log.warning("on_host_loss fail-block: %d run(s) of block(s) %s on %s will run again whole",
                     len(gone), sorted(reps), lost)
