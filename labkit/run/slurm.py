@@ -247,7 +247,7 @@ def allocate(request: SlurmRequest, name: str, on_job, *, log_every: float = 60.
     except BaseException:
         with contextlib.suppress(Exception):
             if proc.poll() is None:
-                os.killpg(proc.pid, signal.SIGINT)   # salloc withdraws its request
+                os.killpg(proc.pid, signal.SIGTERM)   # salloc withdraws its request (SIGINT may be ignored)
                 with contextlib.suppress(subprocess.TimeoutExpired):
                     proc.wait(5)
                 if proc.poll() is None:
