@@ -58,6 +58,8 @@ ACCOUNTING_WAIT_S = 10.0
 EXPORTED = "HOME,PATH,USER,LOGNAME,LANG"
 #: at most this many of srun's own lines are kept per step (the first and the last ones)
 SRUN_LINES = 40
+#: at most this many steps an instance records (its first ones; the others are counted)
+MAX_STEPS = 256
 _LAUNCHED = re.compile(r"launching StepId=(\d+)\.(\d+)")
 #: srun's line for a task that ended on its own (not a failure of the step itself)
 _TASK_ENDED = re.compile(r"^srun: error: \S+: task \d+: ")
@@ -158,6 +160,7 @@ class SlurmInstance(cgroups.CgroupCounters, Instance):
         super().__init__(backend, name, spec, index, cpus)
         self.host_cpu_ids = host_cpu_ids
         self.steps: list[dict] = []
+        self.started = 0   # commands started (steps launched for them)
         self._lock = threading.Lock()
         self.metadata.update(native.instance_facts(backend.driver, host_cpu_ids),
                              slurm={"job_id": backend.job_id, "node": backend.node, "steps": self.steps})
@@ -170,10 +173,13 @@ class SlurmInstance(cgroups.CgroupCounters, Instance):
     def _start(self, argv, env):
         be = self.backend
         with self._lock:
-            n = len(self.steps) + 1
-            name = f"{self.name}.{n}"
+            self.started += 1
+            name = f"{self.name}.{self.started}"
             record: dict = {"step": None, "name": name, "command": shlex.join(argv)[:200]}
-            self.steps.append(record)
+            if len(self.steps) < MAX_STEPS:   # a bounded record, whatever an instance runs
+                self.steps.append(record)
+            else:
+                self.metadata["slurm"]["steps_not_recorded"] = self.started - MAX_STEPS
         pidfile = f"{self.workdir}/.exec-{os.urandom(6).hex()}.pid"
         script = native.command_line(be.driver, self.name, self.workdir, argv, pidfile, env, self.host_cpu_ids)
         return _Step(be.spawn(name, script), pidfile, record)
@@ -262,6 +268,7 @@ class SlurmBackend(Backend):
         self._why_not = ""
         self._lock = threading.Lock()
         self._accounting: str | None = None   # why the cluster keeps no accounting, once known
+        self._running: set[subprocess.Popen] = set()   # the srun of every command in flight
 
     @property
     def where(self) -> str:
@@ -277,11 +284,26 @@ class SlurmBackend(Backend):
     def spawn(self, name: str, script: str) -> subprocess.Popen:
         """Start ``script`` (sh) as step ``name`` on the node without waiting; its own session, stdin empty."""
         try:
-            return subprocess.Popen(self.step_argv(name, verbose=True) + ["/bin/sh", "-c", script],
+            proc = subprocess.Popen(self.step_argv(name, verbose=True) + ["/bin/sh", "-c", script],
                                     stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                     env=slurm_cli.environment(), cwd="/", start_new_session=True)
         except FileNotFoundError as exc:
             raise BackendUnavailable(f"slurm backend: srun is not installed here; {slurm_cli.TOOLS_HINT}") from exc
+        with self._lock:
+            self._running = {p for p in self._running if p.poll() is None} | {proc}
+        return proc
+
+    def close(self) -> None:
+        """Stop the ``srun`` of every command still in flight (a lost node's: the engine drops its
+        backends), so no thread waits on a step of a node that is gone."""
+        with self._lock:
+            running, self._running = self._running, set()
+        for proc in running:
+            if proc.poll() is None:
+                try:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
 
     def run_script(self, script: str, what: str, timeout: float | None = None, stdin=None) -> subprocess.CompletedProcess:
         """A control script (sh) as a step on the node; BackendError unless it exits 0 in time."""

@@ -31,6 +31,7 @@ from labkit.core.instance import InstanceSpec
 from labkit.errors import CommandError, CommandTimeout
 from labkit.run import slurm
 from labkit.run.campaign import Campaign
+from labkit.run.status import status_text
 from labkit.store import Store
 
 from .conftest import allowed_cpus, check_exec_contract
@@ -167,6 +168,7 @@ def test_platform_design_on_a_two_node_slurm_testbed(tmp_path):
 CONTROLLER = """
 import sys
 from labkit.run.campaign import Campaign
+from labkit.run.status import status_text
 Campaign({design!r}, workload="command", workload_params={{"argv": ["sleep", "1.5"]}}, campaign_id="t-slurm-kill",
          data_dir=sys.argv[1], testbed={testbed!r}, progress=False, run_timeout=120).run()
 """
@@ -248,5 +250,7 @@ def test_lost_node_controller_kills_clean_and_resume(tmp_path):
         assert [j["state"] for j in jobs] == ["gone", "released", "released"] and jobs[1]["job_id"] == job2
         assert not queue(prefix) or wait_for(lambda: not queue(prefix), "the last allocation given back", 60)
         assert leftovers("t-slurm-kill") == []
+        text = status_text(st, "t-slurm-kill")   # `labkit status`: the nodes and the allocations
+        assert f"lost host {victim}" in text and f"slurm job {job2} (" in text and "released" in text
     finally:
         restore()
