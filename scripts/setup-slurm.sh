@@ -37,14 +37,9 @@ RUN=/run/labkit-slurm
 HEADER="# labkit Slurm test cluster (scripts/setup-slurm.sh): rewritten by that script"
 CLUSTER=labkit
 
-if [ "$(id -u)" != 0 ]; then
-  echo "setup-slurm.sh: run as root (it installs Slurm and starts its daemons)" >&2
-  exit 1
-fi
-case "$N" in ''|*[!0-9]*) echo "setup-slurm.sh: LABKIT_SLURM_NODES must be a number (1-8), got '$N'" >&2; exit 1;; esac
-if [ "$N" -lt 1 ] || [ "$N" -gt 8 ]; then
-  echo "setup-slurm.sh: LABKIT_SLURM_NODES must be 1-8, got $N" >&2; exit 1
-fi
+[ "$(id -u)" = 0 ] || { echo "setup-slurm.sh: run as root (it installs Slurm and starts its daemons)" >&2; exit 1; }
+case "$N" in [1-8]) ;; *) echo "setup-slurm.sh: LABKIT_SLURM_NODES must be a number of nodes from 1 to 8, got '$N'" >&2
+                          exit 1;; esac
 
 pid_alive() {   # pidfile command: the pid in the file, if that process runs the command
   local pid

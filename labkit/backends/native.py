@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import posixpath
 import shlex
+from collections.abc import Callable
+from typing import TypeVar
 
 from ..core.instance import InstanceSpec
 from ..errors import BackendError, BackendUnavailable
@@ -24,6 +26,7 @@ from . import cgroups
 from .base import check_name, check_prefix
 
 q = shlex.quote
+T = TypeVar("T")
 
 # What a backend needs to know about the host, one fact per line.
 PROBE = r"""
@@ -160,6 +163,20 @@ def create_script(facts: HostFacts, driver: cgroups.Driver | None, workroot: str
                                  "install it with: apt-get install util-linux")
     script = f"mkdir -m 700 {q(posixpath.join(workroot, name))} || exit 1\n"
     return real, script + (cgroups.script(ops) if ops else "")
+
+
+def create(name: str, run: Callable[[], object], remove: Callable[[list[str]], None], make: Callable[[], T]) -> T:
+    """Instance ``name``: ``run()`` its create script (:func:`create_script`), then ``make()`` the
+    object; on any failure ``remove([name])`` what the script made (quietly) and re-raise."""
+    try:
+        run()
+        return make()
+    except BaseException:
+        try:
+            remove([name])
+        except Exception:
+            pass
+        raise
 
 
 def remove_script(driver: cgroups.Driver | None, workroot: str, names: list[str]) -> str:

@@ -353,15 +353,8 @@ class SlurmBackend(Backend):
         self.refuse_network(network)
         real, script = native.create_script(self.host_facts(), self.driver, self.workroot, spec, name, cpus,
                                             self.where)
-        try:
-            self.run_script(script, f"creating instance {name}")
-            return SlurmInstance(self, name, spec, index, cpus, real)
-        except BaseException:
-            try:
-                self.remove([name])
-            except Exception:
-                pass
-            raise
+        return native.create(name, lambda: self.run_script(script, f"creating instance {name}"), self.remove,
+                             lambda: SlurmInstance(self, name, spec, index, cpus, real))
 
     def remove(self, names: list[str]) -> None:
         """Kill the instances' processes, remove their cgroups and work dirs."""

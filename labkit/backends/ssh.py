@@ -426,15 +426,8 @@ class SshBackend(Backend):
         self._listed = None   # the probe's listing no longer stands
         real, script = native.create_script(self.host_facts(), self.driver, self.workroot, spec, name, cpus,
                                             self.target)
-        try:
-            self.run_script(script, f"creating instance {name}")
-            return SshInstance(self, name, spec, index, cpus, real)
-        except BaseException:
-            try:
-                self._remove([name])
-            except Exception:
-                pass
-            raise
+        return native.create(name, lambda: self.run_script(script, f"creating instance {name}"), self._remove,
+                             lambda: SshInstance(self, name, spec, index, cpus, real))
 
     def _remove(self, names: list[str]) -> None:
         """Kill the instances' processes, remove their cgroups and work dirs."""

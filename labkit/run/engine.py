@@ -24,7 +24,8 @@ rounds (:meth:`Fleet.extend`, then :meth:`Fleet.run` again) feed it the same way
   move to live hosts offering their platforms (``fleet_moves`` in the meta; ``moved_from`` in the
   run's metadata), or with ``on_host_loss: fail-block`` its blocks' runs on that host are removed
   (kept in the meta as ``fleet_superseded``) and the blocks re-run whole elsewhere.
-* **Progress.** One tqdm bar per host plus a total (one bar in all for one host). Workers are daemon threads; the caller's thread
+* **Progress.** One tqdm bar per host plus a total (one bar in all for one host; the total alone
+  for more than :attr:`Fleet.max_host_bars` hosts). Workers are daemon threads; the caller's thread
   only waits, so Ctrl-C (or SIGTERM) in a terminal or a notebook stops cleanly: in-flight instances
   are destroyed, their claims released, and the runs execute again on resume.
 """
@@ -79,6 +80,7 @@ class Fleet:
     """Run ``campaign``'s pending runs on ``testbed`` into ``store`` (see the module docstring)."""
 
     lease_s = 30.0
+    max_host_bars = 32   # more hosts than this: the total bar alone
     probe_interval_s = 2.0
     probe_after_s = 10.0   # a run in flight longer than this gets its host probed (sshd forks per probe)
     lost_after = 3
@@ -431,6 +433,8 @@ class Fleet:
             return
         self.total = tqdm(total=total, initial=initial, desc=f"{self.c.campaign_id} (all hosts)", unit="run",
                           position=0)
+        if len(self.states) > self.max_host_bars:   # a large fleet (a Slurm allocation): `labkit status` per host
+            return
         for i, (name, s) in enumerate(self.states.items(), start=1):
             n = len(self.candidates(s)) if self.tb.assign == "blocks" else None
             s.bar = tqdm(total=n, desc=name + (" (lost)" if s.lost else ""), unit="run", position=i)

@@ -52,29 +52,6 @@ def test_a_slurm_testbed_is_its_request_until_allocated(tmp_path):
     assert Testbed.from_dict({"slurm": {"time": 30, "exclusive": False}}).slurm.salloc_argv("j")[-1] == "--time=30"
 
 
-@pytest.mark.parametrize("text, match", [
-    ("slurm: {nodes: 2, gpus: 1}", r"tb.yaml: slurm: unknown key\(s\) 'gpus'; allowed: partition, nodes, exclusive"),
-    ("slurm: {nodes: 0}", r"tb.yaml: slurm.nodes: a whole number of nodes from 1 to 4096"),
-    ("slurm: {nodes: '2'}", r"slurm.nodes"),
-    ("slurm: {nodes: true}", r"slurm.nodes"),
-    ("slurm: {exclusive: 'yes'}", r"slurm.exclusive: true .* or false"),
-    ("slurm: {time: 2h}", r"slurm.time: a Slurm time limit"),
-    ("slurm: {partition: 'a b'}", r"slurm.partition: a Slurm partition name"),
-    ("slurm: {account: '-x'}", r"slurm.account"),
-    ("slurm: {constraint: 'a b'}", r"slurm.constraint: a Slurm feature expression"),
-    ("slurm: {wait: 0}", r"slurm.wait: seconds"),
-    ("slurm: [2]", r"slurm: a mapping with keys partition, nodes"),
-    ("slurm: {nodes: 1}\nhosts: [{name: a}]", r"give 'slurm' or 'hosts', not both"),
-    ("slurm: {nodes: 1}\nplatforms: {d: {backend: docker}}", r"platforms.d.backend: on a Slurm testbed .* use backend slurm"),
-    ("hosts: []", r"'hosts' must be a list .*\(or a 'slurm' section"),
-])
-def test_bad_slurm_testbeds_name_file_key_and_allowed_values(tmp_path, text, match):
-    p = tmp_path / "tb.yaml"
-    p.write_text(text)
-    with pytest.raises(ConfigError, match=match):
-        Testbed.load(p)
-
-
 def test_campaign_on_a_slurm_testbed_runs_on_slurm_platforms_only(tmp_path):
     tb = {"slurm": {"nodes": 2}, "platforms": {"native": {"backend": "slurm"}}}
     c = Campaign({"factors": {"vcpus": [1, 2]}, "replications": 1}, workload="command",
