@@ -148,7 +148,7 @@ class Allocation:
     name: str
     nodes: list[Node]
     released: bool = False
-    _states: tuple[float, dict] = field(default=(0.0, {}), repr=False)
+    _states: tuple[float, dict] = field(default_factory=lambda: (0.0, {}), repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def states(self) -> dict[str, str]:
@@ -174,12 +174,14 @@ class Allocation:
     def probe(self, host, timeout: float, thorough: bool = False) -> tuple[bool, str]:
         """(True, "") if node ``host.name`` can run steps: the job runs, holds the node and the node's
         state has no failure flag (DOWN, NOT_RESPONDING, ...); ``thorough`` (after a failed run) also
-        runs ``true`` as a step on it within ``timeout`` s (a node whose slurmd died fails this at
-        once, before the controller marks it). (False, why) otherwise."""
+        runs ``true`` as a step on it, given ``timeout`` s but at least :data:`STEP_PROBE_S` (a node
+        whose slurmd died fails this before the controller marks it). (False, why) otherwise."""
         try:
             state = self.states().get(host.name, "(not allocated)")
         except BackendError as exc:
-            return True, f"state not read ({exc})"   # the controller is slow: not a reason to drop a node
+            if not thorough:
+                return True, f"state not read ({exc})"   # the controller is slow: not a reason to drop a node
+            state = ""   # the step decides
         if state.startswith("("):
             return False, f"node {host.name}: {state}"
         failed = slurm_cli.node_failure(state)
