@@ -20,6 +20,7 @@ setup-daemons: setup-tools
 	bash scripts/setup-libvirt.sh
 	bash scripts/setup-ssh.sh
 	bash scripts/setup-fleet.sh
+	bash scripts/setup-slurm.sh
 
 # Debian's chromium for the browser test of the notebooks (tests/notebooks/test_browser.py)
 setup-browser: setup

@@ -7,8 +7,11 @@ workload and teardown), parallel efficiency = Σ run time / (hosts × wall) (tar
 hosts, >= 0.8 at 16; 40 runs on 16 hosts is 2.5 rounds, so 0.83 is the ceiling there), and the
 controller's CPU seconds and resident memory growth per host, and where each host's idle time
 went (before its first run, between its runs, after its last), and the ceiling that the rounds
-alone allow (runs / (hosts × ⌈runs / hosts⌉): equal runs and free start-up). Runs go to hosts with
-``assign: random`` (any idle host takes the next run). No assertion: this prints, you judge.
+alone allow (runs / (hosts × ⌈runs / hosts⌉): equal runs and free start-up). Then the largest fleet
+again with ``--long-runs`` (160: 10 rounds on 16 hosts, ceiling 1.0), where the start-up and the last
+round weigh less. Runs go to hosts with ``assign: random`` (any idle host takes the next run). The
+controller's own cost at 1,000 hosts, without SSH, is ``bench_dispatch.py``'s. No assertion: this
+prints, you judge.
 """
 from __future__ import annotations
 
@@ -83,6 +86,7 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=40)
     ap.add_argument("--seconds", type=float, default=1.0)
     ap.add_argument("--hosts", default="1,4,16")
+    ap.add_argument("--long-runs", type=int, default=160, help="runs on the largest fleet once more (0: not)")
     args = ap.parse_args()
     sizes = [int(x) for x in args.hosts.split(",")]
     before = len(glob.glob("/run/netns/labkit-fleet-*"))
@@ -91,8 +95,9 @@ def main() -> None:
     rows = []
     try:
         one(1, 2, 0.1, data + "/warm-up")   # warm-up: imports and first connections are not per-host costs
-        for n in sizes:
-            rows.append(one(n, args.runs, args.seconds, data))
+        todo = [(n, args.runs) for n in sizes] + ([(max(sizes), args.long_runs)] if args.long_runs else [])
+        for i, (n, runs) in enumerate(todo):
+            rows.append(one(n, runs, args.seconds, f"{data}/{i}"))
             r = rows[-1]
             print(f"{r['hosts']:>3} hosts: {r['ok']}/{r['runs']} ok, wall {r['wall_s']:.1f}s, Σ run "
                   f"{r['sum_run_s']:.1f}s, efficiency {r['efficiency']:.2f} (ceiling {r['ceiling']:.2f}: "

@@ -7,7 +7,7 @@ import pytest
 
 from labkit.backends.testing import available, required
 
-DAEMON_MARKERS = ("docker", "lxd", "libvirt", "ssh")
+DAEMON_MARKERS = ("docker", "lxd", "libvirt", "ssh", "slurm")
 _cache: dict[str, tuple[bool, str]] = {}
 
 

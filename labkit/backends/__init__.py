@@ -20,6 +20,7 @@ REGISTRY = {
     "ssh": ("labkit.backends.ssh", "SshBackend", "ssh"),
     "ssh-hosts": ("labkit.backends.ssh_hosts", "SshHostsBackend", "ssh"),
     "cloud": ("labkit.backends.cloud", "CloudBackend", None),   # the provider names its own extra
+    "slurm": ("labkit.backends.slurm", "SlurmBackend", None),   # the Slurm client tools, no SDK
 }
 
 

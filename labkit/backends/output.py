@@ -101,13 +101,16 @@ class CappedOutput:
 
 class PipeReader:
     """Drains a child's stdout and stderr (binary file objects or fds) into two sinks, on two
-    daemon threads, as the bytes come; ``join(timeout)`` says whether both reached EOF."""
+    daemon threads, as the bytes come; ``join(timeout)`` says whether both reached EOF.
+    ``stderr_sink``: where stderr goes instead of :attr:`stderr` (anything with ``write(bytes)``,
+    e.g. a filter that passes the command's own lines on to :attr:`stderr`)."""
 
-    def __init__(self, stdout, stderr, head: int = HEAD_BYTES, tail: int = TAIL_BYTES):
+    def __init__(self, stdout, stderr, head: int = HEAD_BYTES, tail: int = TAIL_BYTES, *, stderr_sink=None):
         self.stdout, self.stderr = CappedOutput(head, tail), CappedOutput(head, tail)
+        err_sink = self.stderr if stderr_sink is None else stderr_sink
         self._threads = [threading.Thread(target=_drain, args=(src, sink), daemon=True,
                                           name=f"labkit-output-{name}")
-                         for name, src, sink in (("out", stdout, self.stdout), ("err", stderr, self.stderr))
+                         for name, src, sink in (("out", stdout, self.stdout), ("err", stderr, err_sink))
                          if src is not None]
         for t in self._threads:
             t.start()
@@ -122,7 +125,7 @@ class PipeReader:
         return True
 
 
-def _drain(src, sink: CappedOutput) -> None:
+def _drain(src, sink) -> None:
     fd = src if isinstance(src, int) else src.fileno()
     try:
         while True:

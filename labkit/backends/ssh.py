@@ -7,7 +7,8 @@ list) in the connection's one long-lived control shell (:mod:`.ssh_control`: a r
 not a new session and remote login shell), or on a channel of their own while it is busy. The limits of an
 :class:`~labkit.core.instance.InstanceSpec` are those of the ``local`` backend,
 made by the same cgroup driver (:mod:`labkit.backends.cgroups`), whose file
-operations are sent as one shell script:
+operations are sent as one shell script (the native-host model of :mod:`.native`, which the
+``slurm`` backend shares):
 
 * an instance is a cgroup on the remote host (v1 or v2, detected from its
   ``/proc/self/mounts``) plus a private work directory
@@ -60,10 +61,11 @@ from fabric import Connection
 
 from ..core.instance import InstanceSpec
 from ..errors import BackendError, BackendUnavailable, ConfigError
-from . import cgroups, hostkeys
+from . import cgroups, hostkeys, native
 from ._ssh_settings import SshSettings, policy_option
-from .base import NAME_PREFIX, Backend, Instance, RawResult, check_name, check_prefix
+from .base import NAME_PREFIX, Backend, Instance, RawResult, check_prefix
 from .hostkeys import known_hosts_path
+from .native import PROBE, WORK_ROOT, HostFacts, listing_script
 from .networks import Network
 from .output import CHUNK, CappedOutput
 from .ssh_control import ControlShell
@@ -76,88 +78,6 @@ CONTROL_TIMEOUT_S = 120.0
 #: how long the listing taken with the connection probe stands for :meth:`SshBackend.list_labkit`
 LISTING_FRESH_S = 10.0
 q = shlex.quote
-
-# What the backend needs to know about the remote host, one fact per line.
-PROBE = r"""
-echo "uid $(id -u)"
-echo "home $HOME"
-echo "kernel $(uname -r)"
-echo "machine $(uname -m)"
-echo "hostname $(uname -n)"
-echo "cpu_model $(sed -n 's/^model name[[:space:]]*: *//p' /proc/cpuinfo | head -n 1)"
-echo "cpus_allowed $(sed -n 's/^Cpus_allowed_list:[[:space:]]*//p' /proc/self/status)"
-echo "governor $(cat /sys/devices/system/cpu/cpu0/cpufreq/scaling_governor 2>/dev/null || echo n/a)"
-echo "smt $(cat /sys/devices/system/cpu/smt/active 2>/dev/null || echo n/a)"
-for t in setsid taskset; do command -v "$t" >/dev/null 2>&1 && echo "tool $t"; done
-grep -E '^[^ ]+ [^ ]+ cgroup2? ' /proc/self/mounts | sed 's/^/mount /'
-for p in $(awk '$3 == "cgroup2" {print $2}' /proc/self/mounts); do
-  echo "controllers $p $(cat "$p/cgroup.controllers" 2>/dev/null)"; done
-for p in $(awk '$3 ~ /^cgroup2?$/ {print $2}' /proc/self/mounts); do [ -w "$p" ] && echo "writable $p"; done
-for f in $(awk '$3 ~ /^cgroup2?$/ {print $2}' /proc/self/mounts); do
-  for g in cpuset.cpus.effective cpuset.cpus; do [ -r "$f/$g" ] && echo "file $f/$g $(cat "$f/$g")"; done; done
-true
-"""
-#: run in the probe's round trip (one round trip fewer): the private root of the instances' work dirs
-WORK_ROOT = r"""
-wr="$HOME/.cache/labkit/instances"
-mkdir -p "$wr" && chmod 700 "$wr" && [ -O "$wr" ] && [ ! -L "$wr" ] || {
-  echo "work root $wr is not a private directory of this user" >&2; exit 1; }
-"""
-
-
-def listing_script(prefix: str, roots: list[str] | None = None) -> str:
-    """Shell lines printing ``listed @work <name>`` for each directory ``$wr/<prefix>*`` (the work
-    root, set by :data:`WORK_ROOT`) and ``listed <root> <name>`` for each ``<root>/<prefix>*`` of the
-    cgroup ``roots`` (default: every cgroup mount, for the probe, before the driver is known)."""
-    check_prefix(prefix)
-    where = " ".join(q(r) for r in roots) if roots is not None else \
-        "$(awk '$3 ~ /^cgroup2?$/ {print $2}' /proc/self/mounts)"
-    return (f"for d in \"$wr\"/{prefix}*; do [ -d \"$d\" ] && echo \"listed @work ${{d##*/}}\"; done\n"
-            f"for p in {where}; do for d in \"$p\"/{prefix}*; do\n"
-            f"  [ -d \"$d\" ] && echo \"listed $p ${{d##*/}}\"; done; done\n")
-
-
-class HostFacts:
-    """What :data:`PROBE` printed: ``values`` (key -> text), the mount table, controllers,
-    writable mount points and cpuset files, and ``listed`` (place, name) of :func:`listing_script`
-    (``probe=False``: that listing alone)."""
-
-    def __init__(self, text: str, probe: bool = True):
-        self.listed: list[tuple[str, str]] = []
-        self.values: dict[str, str] = {}
-        self.tools: set[str] = set()
-        self.mounts: list[str] = []
-        self.controllers: dict[str, str] = {}
-        self.writable: set[str] = set()
-        self.files: dict[str, str] = {}
-        for line in text.splitlines():
-            key, _, rest = line.partition(" ")
-            if key == "tool":
-                self.tools.add(rest.strip())
-            elif key == "mount":
-                self.mounts.append(rest)
-            elif key == "controllers":
-                path, _, ctl = rest.partition(" ")
-                self.controllers[path] = ctl
-            elif key == "writable":
-                self.writable.add(rest.strip())
-            elif key == "file":
-                path, _, value = rest.partition(" ")
-                self.files[path] = value.strip()
-            elif key == "listed":
-                place, _, name = rest.rpartition(" ")
-                self.listed.append((place, name.strip()))
-            elif key:
-                self.values[key] = rest.strip()
-        if probe and ("uid" not in self.values or "home" not in self.values):
-            raise BackendError(f"the remote probe printed no uid/home:\n{text[-1000:]}")
-
-    def get(self, key: str, default: str = "") -> str:
-        return self.values.get(key, default)
-
-    def cpus_allowed(self) -> list[int]:
-        return cgroups.parse_cpulist(self.get("cpus_allowed") or "0")
-
 
 def resolve_target(host: str | None = None, user: str | None = None, port: int | str | None = None,
                    key_filename: str | None = None, environ: Mapping[str, str] | None = None) -> dict:
@@ -222,9 +142,7 @@ class SshInstance(cgroups.CgroupCounters, Instance):
     def __init__(self, backend: SshBackend, name, spec, index, cpus, host_cpu_ids):
         super().__init__(backend, name, spec, index, cpus)
         self.host_cpu_ids = host_cpu_ids
-        self.metadata.update(host_cpu_ids=host_cpu_ids, limits_enforced=backend.driver is not None,
-                             cgroup_version=backend.driver.version if backend.driver else None,
-                             ssh_host=backend.target)
+        self.metadata.update(native.instance_facts(backend.driver, host_cpu_ids), ssh_host=backend.target)
 
     @property
     def workdir(self) -> str:
@@ -232,22 +150,9 @@ class SshInstance(cgroups.CgroupCounters, Instance):
 
     def command_line(self, argv: list[str], pidfile: str, env: dict | None) -> str:
         """The remote command line of one exec: in the work dir, in its own session, in the cgroup."""
-        be: SshBackend = self.backend
-        lines = [f"cd {q(self.workdir)} || exit 1"]
-        for key, value in (env or {}).items():
-            lines.append(f"export {key}={q(value)}")
-        inner = "echo $$ > \"$0\" || exit 1; " + cgroups.JOIN
-        if be.driver is not None:
-            lines.append(f"export LABKIT_CGROUP_PROCS={q(' '.join(be.driver.procs_files(self.name)))}")
-        else:
-            inner = "echo $$ > \"$0\" || exit 1; exec \"$@\""
-        words = ["setsid", "/bin/sh", "-c", inner, pidfile]
-        if be.driver is None and self.host_cpu_ids:
-            words += ["taskset", "-c", cgroups.format_cpulist(self.host_cpu_ids)]
-        lines.append(shlex.join(words + argv) + " </dev/null &")
-        # wait gives 128+n for a signal, as a local shell would
-        lines.append(f"wait $!; rc=$?; rm -f {q(pidfile)}; exit $rc")
-        return "exec /bin/sh -c " + q("\n".join(lines))
+        script = native.command_line(self.backend.driver, self.name, self.workdir, argv, pidfile, env,
+                                     self.host_cpu_ids)
+        return "exec /bin/sh -c " + q(script)
 
     #: :meth:`host_command` goes through the remote user's shell, which parses its last word
     remote_shell = True
@@ -302,13 +207,8 @@ class SshInstance(cgroups.CgroupCounters, Instance):
         return res
 
     def _kill(self, handle: _Exec) -> None:
-        be: SshBackend = self.backend
-        pf = q(handle.pidfile)
-        script = (f"i=0; while [ ! -s {pf} ] && [ $i -lt 100 ]; do sleep 0.02; i=$((i+1)); done\n"
-                  f"[ -s {pf} ] && kill -KILL -$(cat {pf}) 2>/dev/null\n")  # dash: no `--`
-        if be.driver is not None:
-            script += cgroups.script(be.driver.kill(self.name))
-        be.run_script(script + "true\n", f"killing a command in {self.name}")
+        script = native.kill_script(self.backend.driver, self.name, handle.pidfile)
+        self.backend.run_script(script, f"killing a command in {self.name}")
 
     def _read(self, path: str) -> str:
         return self.backend.run_script(f"cat {q(path)}", f"reading {path} of {self.name}").stdout
@@ -474,28 +374,14 @@ class SshBackend(Backend):
             if isinstance(exc, BackendError):
                 raise BackendUnavailable(f"ssh backend: probing {self.target} failed: {exc}") from exc
             raise
-        try:
-            driver = cgroups.detect("\n".join(facts.mounts), facts.controllers.get)
-            bad = [r for r in cgroups.writable_roots(driver) if r not in facts.writable]
-            if bad:
-                raise BackendUnavailable(f"cgroup v{driver.version} hierarchy {bad[0]} on "
-                                         f"{self.target} is not writable (log in as root)")
-            self.driver = driver
-        except BackendUnavailable as exc:
-            self._why_not = str(exc)
+        self.driver, self._why_not = native.detect_driver(facts, self.target)
         self.facts = facts
         self._listed = (time.monotonic(), facts.listed)
         return conn, facts
 
     def check(self) -> None:
         facts = self.host_facts()
-        if self.driver is None and self.enforce:
-            raise BackendUnavailable(
-                f"ssh backend cannot enforce instance limits on {self.target}: {self._why_not}. "
-                "Log in as root, or pass enforce_limits=False to run unconfined "
-                "(recorded as limits_enforced=False in every run's metadata).")
-        if "setsid" not in facts.tools:
-            raise BackendUnavailable(f"{self.target} has no setsid; install it with: apt-get install util-linux")
+        native.check_host(self.name, facts, self.driver, self._why_not, self.enforce, self.target)
 
     def _run(self, conn: Connection, script: str, timeout: float, what: str = "a control script"):
         """Run ``script`` with /bin/sh on the host; BackendError unless it exits 0 in time. In the
@@ -529,12 +415,7 @@ class SshBackend(Backend):
 
     # -- Backend hooks -------------------------------------------------------------------------
     def _cpu_ids(self) -> list[int]:
-        facts = self.host_facts()
-        if self.driver is not None:
-            text = facts.files.get(self.driver.cpus_file())
-            if text:
-                return cgroups.parse_cpulist(text)
-        return facts.cpus_allowed()
+        return native.cpu_ids(self.host_facts(), self.driver)
 
     def host_cpus(self) -> int:
         return len(self._cpu_ids())
@@ -542,34 +423,16 @@ class SshBackend(Backend):
     def _create(self, spec: InstanceSpec, name: str, index: int, cpus: list[int] | None,
                 network: Network | None = None) -> SshInstance:
         self.refuse_network(network)
-        check_name(name)
         self._listed = None   # the probe's listing no longer stands
-        real, ops = cgroups.create_ops(self.driver, name, self._cpu_ids(), cpus, spec.vcpus, spec.memory_mb)
-        if self.driver is None and real is not None and "taskset" not in self.host_facts().tools:
-            raise BackendUnavailable(f"{self.target} has no taskset to pin an unconfined instance; "
-                                     "install it with: apt-get install util-linux")
-        script = f"mkdir -m 700 {q(posixpath.join(self.workroot, name))} || exit 1\n"
-        if ops:
-            script += cgroups.script(ops)
-        try:
-            self.run_script(script, f"creating instance {name}")
-            return SshInstance(self, name, spec, index, cpus, real)
-        except BaseException:
-            try:
-                self._remove([name])
-            except Exception:
-                pass
-            raise
+        real, script = native.create_script(self.host_facts(), self.driver, self.workroot, spec, name, cpus,
+                                            self.target)
+        return native.create(name, lambda: self.run_script(script, f"creating instance {name}"), self._remove,
+                             lambda: SshInstance(self, name, spec, index, cpus, real))
 
     def _remove(self, names: list[str]) -> None:
         """Kill the instances' processes, remove their cgroups and work dirs."""
         self._listed = None
-        script = ""
-        for name in names:
-            check_name(name)
-            if self.driver is not None:
-                script += cgroups.script(self.driver.remove(name))
-            script += f"rm -rf {q(posixpath.join(self.workroot, name))}\n"
+        script = native.remove_script(self.driver, self.workroot, names)
         if script:
             self.run_script(script, f"removing {', '.join(names)}")
 
@@ -583,11 +446,10 @@ class SshBackend(Backend):
                 self._connect_locked()
             taken, listed = self._listed or (0.0, None)
             self._listed = None   # used once: later calls list again
-        roots: list[str] = cgroups.writable_roots(self.driver) if self.driver else []
         if listed is None or time.monotonic() - taken > LISTING_FRESH_S:
-            script = f"wr={q(self.workroot)}\n" + listing_script(prefix, roots) + "true\n"
+            script = native.list_script(self.driver, self.workroot, prefix)
             listed = HostFacts(self.run_script(script, f"listing {prefix}* instances").stdout, probe=False).listed
-        return sorted({n for p, n in listed if (p == "@work" or p in roots) and n.startswith(prefix)})
+        return native.listed_names(self.driver, listed, prefix)
 
     def cleanup(self, prefix: str) -> list[str]:
         """Remove what instances named ``prefix*`` left (a killed campaign's)."""
@@ -596,13 +458,8 @@ class SshBackend(Backend):
         return names
 
     def fingerprint(self) -> dict:
-        f = self.host_facts()
         return {"backend": self.name, "ssh_host": self.target, "host_key_policy": self.settings.host_key_policy,
-                "hostname": f.get("hostname"),
-                "kernel": f.get("kernel"), "machine": f.get("machine"), "cpu_model": f.get("cpu_model"),
-                "cpus": self.host_cpus(), "cgroup_version": self.driver.version if self.driver else None,
-                "limits_enforced": self.driver is not None, "governor": f.get("governor") or None,
-                "smt": f.get("smt") or None}
+                **native.host_fingerprint(self.host_facts(), self.driver)}
 
     def close(self) -> None:
         with self._lock:

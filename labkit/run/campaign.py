@@ -111,8 +111,9 @@ class Campaign:
     Parameters
     ----------
     design : Design | dict | path to YAML
-    backend : backend name ("local", "docker", "lxd", "libvirt", "ssh") or a Backend; default
-        "local" ("ssh" on a testbed whose hosts are all remote); with a testbed, a platform name
+    backend : backend name ("local", "docker", "lxd", "libvirt", "ssh", ...) or a Backend; default
+        "local" ("ssh" on a testbed whose hosts are all remote, "slurm" on a Slurm testbed); with a
+        testbed, a platform name
     workload : workload name or a Workload instance
     campaign_id : 1-48 lowercase letters, digits, ``-``/``_`` (no ``--``, no trailing ``-``);
         default: design name + seed
@@ -126,7 +127,8 @@ class Campaign:
     testbed : a :class:`~labkit.run.testbed.Testbed`, a dict or a YAML path: run on its hosts in
         parallel (:mod:`labkit.run.engine`). A design with a ``platform`` factor runs on a testbed
         (this machine alone when none is given); ``backend`` then names the platform of designs
-        without that factor.
+        without that factor. A Slurm testbed (a ``slurm`` section: :mod:`labkit.run.slurm`) asks the
+        cluster for its nodes when the run starts and gives them back when it ends.
     group_readable : store files 0640 (directory 0750) instead of 0600 (0700)
     hooks : :class:`~labkit.run.hooks.RunHook` objects entered around every run on every path (KSM
         switching, k neighbours, ...: :mod:`labkit.run.hooks`), before the campaign's own noise
@@ -163,9 +165,8 @@ class Campaign:
         design.validate_for(self.workload)
         self.campaign_id = check_campaign_id(campaign_id or f"{design.name}-{design.seed}".lower())
         self.data_dir = Path(data_dir)
-        if backend is None:
-            remote = testbed is not None and all(h.remote for h in Testbed.load(testbed).hosts)
-            backend = "ssh" if remote else "local"
+        if backend is None:   # local; ssh on remote hosts; slurm on a Slurm testbed
+            backend = Testbed.load(testbed).default_platform if testbed is not None else "local"
         self._backend_arg = backend
         if backend_options is not None and not isinstance(backend_options, dict):
             raise ConfigError(f"backend_options must be a mapping, got {type(backend_options).__name__}")
@@ -229,6 +230,7 @@ class Campaign:
         lock = self._lock()
         store = None
         hooked = contextlib.ExitStack()
+        allocation = contextlib.ExitStack()
         try:
             hooked.enter_context(around_campaign(self.hooks, self))   # before the store: a hook may refuse
             lock.acquire()
@@ -238,14 +240,17 @@ class Campaign:
             self._check_or_write_meta(store, host_identity({"host": host_fingerprint(), "backend": one}))
             plan = self.design.plan()
             again = forget_failed(store, self.design, plan) if retry_failed else []
-            engine = Fleet(self, testbed, store, default_platform=platform, pool=pool,
-                           guard=self._signals.deferred)
             with self._signals.installed():
+                # a Slurm testbed's nodes: asked for here, given back in the finally (nothing otherwise)
+                allocation.enter_context(testbed.allocated(store, self.campaign_id))
+                engine = Fleet(self, testbed, store, default_platform=platform, pool=pool,
+                               guard=self._signals.deferred)
                 self._feed(engine, store, plan, again, retries, max_runs)
                 store.export()
         finally:
             with self._signals.installed(), self._signals.deferred():
                 pool.close()
+                allocation.close()
                 if store is not None:
                     store.close()
                 lock.release()

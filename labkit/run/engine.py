@@ -24,7 +24,8 @@ rounds (:meth:`Fleet.extend`, then :meth:`Fleet.run` again) feed it the same way
   move to live hosts offering their platforms (``fleet_moves`` in the meta; ``moved_from`` in the
   run's metadata), or with ``on_host_loss: fail-block`` its blocks' runs on that host are removed
   (kept in the meta as ``fleet_superseded``) and the blocks re-run whole elsewhere.
-* **Progress.** One tqdm bar per host plus a total (one bar in all for one host). Workers are daemon threads; the caller's thread
+* **Progress.** One tqdm bar per host plus a total (one bar in all for one host; the total alone
+  for more than :attr:`Fleet.max_host_bars` hosts). Workers are daemon threads; the caller's thread
   only waits, so Ctrl-C (or SIGTERM) in a terminal or a notebook stops cleanly: in-flight instances
   are destroyed, their claims released, and the runs execute again on resume.
 """
@@ -49,7 +50,8 @@ from ..core.waiting import wait_until
 from ..errors import BackendUnavailable, LabkitError
 from ..store import now_iso
 from .campaign import Measured, keep_output
-from .hosts import host_facts, identity_warnings, reachable
+from .claims import ClaimIndex
+from .hosts import host_facts, identity_warnings
 from .platforms import FACTOR, BackendPool
 
 if TYPE_CHECKING:
@@ -78,6 +80,7 @@ class Fleet:
     """Run ``campaign``'s pending runs on ``testbed`` into ``store`` (see the module docstring)."""
 
     lease_s = 30.0
+    max_host_bars = 32   # more hosts than this: the total bar alone
     probe_interval_s = 2.0
     probe_after_s = 10.0   # a run in flight longer than this gets its host probed (sshd forks per probe)
     lost_after = 3
@@ -97,6 +100,7 @@ class Fleet:
         self.assigned: dict[str, str] = {}
         self.block_order: list[str] = []
         self.moved: dict[str, str] = {}
+        self.index = ClaimIndex()   # what each host may claim, without a store round trip
         self.total = None
 
     # -- set-up ------------------------------------------------------------
@@ -117,7 +121,7 @@ class Fleet:
             try:
                 be = self.pool.open(h, p)
             except BackendUnavailable as exc:
-                if h.name in was_lost and not reachable(h, self.tb.connect_timeout)[0]:
+                if h.name in was_lost and not self.tb.reachable(h, self.tb.connect_timeout)[0]:
                     return h, p, exc   # lost before and still unreachable: stays lost
                 raise
             be.cleanup(self.c.prefix)
@@ -152,6 +156,11 @@ class Fleet:
             order = self.block_order
             self.assigned = {r.run_id: order[(r.replicate - 1) % len(order)] for r in plan}
             self.store.set_meta(fleet_assignment=self.assigned)
+        absent = sorted(set(self.assigned.values()) - set(self.states))
+        if absent:   # a resume on other hosts (a Slurm testbed's new allocation): moved as a lost host's
+            self.plan = plan
+            for name in absent:
+                self._move(name)
 
     def extend(self, runs: list[Run]) -> None:
         """Runs added after :meth:`prepare` (adaptive rounds, retries): with ``assign: blocks`` each
@@ -168,15 +177,18 @@ class Fleet:
             if host is None or host not in self.states or self.states[host].lost:
                 self.assigned[r.run_id] = live[(r.replicate - 1) % len(live)]
         self.store.set_meta(fleet_assignment=self.assigned)
+        self.index.invalidate()
 
     # -- execution ---------------------------------------------------------
     def run(self, plan: list[Run], *, progress: bool = True, max_runs: int | None = None) -> None:
         """Execute every pending run of ``plan``; returns when done, all hosts lost, or ``max_runs``
         new runs are stored. KeyboardInterrupt stops the workers cleanly and is re-raised."""
         self.plan = plan
+        self.runs_by_id = {r.run_id: r for r in plan}
         self.left = max_runs
         self.stop.clear()   # a later call (an adaptive round) after an earlier one ended
         done = self.store.completed()
+        self.index.reset(done)
         self._bars(progress, len(plan), sum(r.run_id in done for r in plan))
         workers = [threading.Thread(target=self._work, args=(s,), daemon=True, name=f"labkit-fleet-{n}")
                    for n, s in self.states.items() if not s.lost]
@@ -195,7 +207,8 @@ class Fleet:
         finally:
             self.stop.set()
             self._close_bars()
-        left = [r.run_id for r in plan if r.run_id not in self.store.completed()]
+        stored = self.store.completed()
+        left = [r.run_id for r in plan if r.run_id not in stored]
         if left and self.left != 0:
             log.error("%d run(s) not executed: no live host offers their platform (lost: %s); resume when "
                       "the hosts are back", len(left), ", ".join(n for n, s in self.states.items() if s.lost))
@@ -218,16 +231,34 @@ class Fleet:
             return [r.run_id for r in self.plan if self.assigned.get(r.run_id) == name]
         return [r.run_id for r in self.plan if self.tb.offers(state.host, self.platform_of(r))]
 
+    def candidate_lists(self) -> dict[str, list[str]]:
+        """Every host's :meth:`candidates`, in one pass over the plan (hosts that offer the same
+        platforms share one list)."""
+        if self.tb.assign == "blocks":
+            out: dict[str, list[str]] = {n: [] for n in self.states}
+            for r in self.plan:
+                host = self.assigned.get(r.run_id)
+                if host in out:
+                    out[host].append(r.run_id)
+            return out
+        shared: dict[tuple, list[str]] = {}
+        for s in self.states.values():
+            key = (s.host.platforms, s.host.remote)
+            if key not in shared:
+                shared[key] = self.candidates(s)
+        return {n: shared[(s.host.platforms, s.host.remote)] for n, s in self.states.items()}
+
     def _claim(self, state):
         with self.db:
             if self.left is not None and self.left <= 0:
                 return None
-            rid = self.store.claim(self.candidates(state), state.host.name, self.owner, self.lease_s)
+            todo = self.index.claimable(state.host.name, self.candidate_lists)
+            rid = self.store.claim(todo, state.host.name, self.owner, self.lease_s)
             if rid is not None and self.left is not None:
                 self.left -= 1
         if rid is None:
             return None
-        return next(r for r in self.plan if r.run_id == rid)
+        return self.runs_by_id[rid]
 
     def _work(self, state: HostState) -> None:
         h = state.host
@@ -264,14 +295,14 @@ class Fleet:
         if run.run_id in self.moved:
             metadata["moved_from"] = self.moved[run.run_id]
         with self.db:
-            mine = any(c["run_id"] == run.run_id and c["owner"] == self.owner for c in self.store.claims())
-            if not mine:
+            if self.store.claim_owner(run.run_id) != self.owner:
                 return False
             keep_output(self.store, run.run_id, status or st, output)
             self.store.record_run(run, status=status or st, started=started, duration_s=duration,
                                   measurements=measurements, error=error, metadata=metadata,
                                   fingerprint_id=self.fp_ids.get((state.host.name, platform.name)),
                                   samples=samples)
+            self.index.stored(run.run_id)
         with self.lock:
             state.current = None
             state.done += 1
@@ -285,8 +316,10 @@ class Fleet:
 
     # -- liveness ----------------------------------------------------------
     def _answers(self, h) -> bool:
-        """Whether ``h``'s sshd answers, asked twice a second apart."""
-        return bool(wait_until(lambda: reachable(h, min(3.0, self.tb.connect_timeout))[0], timeout=1.0,
+        """Whether ``h`` answers (its sshd's banner, or its testbed's own probe: a Slurm node's state and
+        a step on it), asked twice a second apart."""
+        return bool(wait_until(lambda: self.tb.reachable(h, min(3.0, self.tb.connect_timeout), thorough=True)[0],
+                               timeout=1.0,
                                interval=1.0, error=None, what=f"host {h.name} to answer"))
 
     def _heartbeat(self) -> None:
@@ -301,7 +334,7 @@ class Fleet:
                         or time.monotonic() - state.since < self.probe_after_s:
                     state.failures = 0
                     continue
-                ok, why = reachable(state.host, min(3.0, self.tb.connect_timeout))
+                ok, why = self.tb.reachable(state.host, min(3.0, self.tb.connect_timeout))
                 state.failures = 0 if ok else state.failures + 1
                 if state.failures >= self.lost_after:
                     self.lose(state, f"{self.lost_after} probes failed ({why})")
@@ -366,6 +399,7 @@ class Fleet:
                 moves.append({"run_id": r.run_id, "from": lost, "to": to, "at": now_iso()})
             log.warning("block %d: %d pending run(s) moved from lost host %s to %s", rep, len(runs), lost, to)
         self.store.set_meta(fleet_assignment=self.assigned, fleet_moves=moves)
+        self.index.invalidate()
 
     def _fail_blocks(self, lost: str, inflight) -> None:
         """on_host_loss: fail-block: forget the runs the lost host stored in its blocks (kept in the
@@ -384,6 +418,7 @@ class Fleet:
         superseded += [{"run_id": r.run_id, "host": lost, "status": r.status, "started": r.started,
                         "at": now_iso()} for r in gone.itertuples()]
         self.store.delete_runs(gone.run_id)
+        self.index.forget(gone.run_id)
         self.store.set_meta(fleet_superseded=superseded)
         log.warning("on_host_loss fail-block: %d run(s) of block(s) %s on %s will run again whole",
                     len(gone), sorted(reps), lost)
@@ -398,6 +433,8 @@ class Fleet:
             return
         self.total = tqdm(total=total, initial=initial, desc=f"{self.c.campaign_id} (all hosts)", unit="run",
                           position=0)
+        if len(self.states) > self.max_host_bars:   # a large fleet (a Slurm allocation): `labkit status` per host
+            return
         for i, (name, s) in enumerate(self.states.items(), start=1):
             n = len(self.candidates(s)) if self.tb.assign == "blocks" else None
             s.bar = tqdm(total=n, desc=name + (" (lost)" if s.lost else ""), unit="run", position=i)
@@ -419,9 +456,14 @@ def clean_testbed(meta: dict, prefix: str, testbed: Testbed | dict | str | Path 
     The hosts are those of ``testbed`` (a :class:`~labkit.run.testbed.Testbed`, a path or a dict:
     give it when the store's copy lacks what reconnecting needs, e.g. a redacted key) or else
     the store's description, where values redacted at run time are left out (so SSH falls
-    back to the agent and default keys instead of a ``<redacted>`` path)."""
+    back to the agent and default keys instead of a ``<redacted>`` path). A Slurm testbed's
+    campaign: its allocations still running are cleaned node by node and cancelled
+    (:func:`labkit.run.slurm.clean`)."""
     from ..core.redact import without_redacted
     from .testbed import Testbed
+    if (meta.get("testbed") or {}).get("slurm") is not None:
+        from .slurm import clean
+        return clean(meta, prefix, meta["testbed"].get("platforms") or {})
     if testbed is not None:
         tb = Testbed.load(testbed)
     else:

@@ -7,7 +7,7 @@ A testbed declares platforms by name::
       lxc:    {backend: lxd}
       native: {backend: ssh}
 
-The backend names themselves (``local``, ``docker``, ``lxd``, ``libvirt``, ``ssh``) are
+The backend names themselves (``local``, ``docker``, ``lxd``, ``libvirt``, ``ssh``, ``cloud``, ``slurm``) are
 platforms without declaration. In string options, ``{address}`` (also ``{host}``), ``{port}``,
 ``{user}``, ``{key}`` and ``{name}`` are replaced by the host's values (plain substitution, no
 format language). On a remote host every SSH path gets the host's ``host_key_policy`` (strict
@@ -19,7 +19,8 @@ SDK's SSH transport) and, with an ``ssh://`` URL, the host's key as ``ssh_key_fi
 gets ``qemu+ssh://user@address:port/system?no_tty=1&command=<ssh with the policy's options>&keyfile=...``
 (:func:`labkit.backends.hostkeys.libvirt_query`). A ``uri`` the platform gives is used as it is
 (``qemu+ssh://`` then checks host keys as the user's OpenSSH configuration says). ``local`` cannot
-run on a remote host.
+run on a remote host. ``slurm`` runs only on the nodes of a Slurm testbed's allocation and gets the
+allocation's ``job_id`` and the ``node`` (:mod:`labkit.run.slurm`).
 
 :class:`BackendPool` opens each (host, platform) backend once, checks it, and closes them all.
 """
@@ -31,7 +32,7 @@ from dataclasses import dataclass, field
 
 from ..errors import BackendUnavailable, ConfigError, LabkitError
 
-BACKENDS = ("local", "docker", "lxd", "libvirt", "ssh", "cloud")
+BACKENDS = ("local", "docker", "lxd", "libvirt", "ssh", "cloud", "slurm")
 FACTOR = "platform"
 _NAME_CHARS = set("abcdefghijklmnopqrstuvwxyz0123456789_-")
 MAX_PLATFORMS = 64
@@ -118,6 +119,12 @@ def options_for(platform: Platform, host) -> dict:
     values = {"address": host.address, "host": host.address, "port": host.port, "user": host.user,
               "key": host.key, "name": host.name}
     opts = _substitute(dict(platform.options), values)
+    if platform.backend == "slurm":   # job steps on a node of the testbed's allocation
+        job = getattr(host, "slurm_job", None)
+        if job is None:
+            raise ConfigError(f"platform {platform.name!r} (backend slurm) runs on the nodes of a Slurm testbed's "
+                              f"allocation; host {host.name!r} is not one (declare a 'slurm' section in the testbed)")
+        return {**opts, "job_id": job, "node": host.name}
     if not host.remote:
         return opts
     if platform.backend == "local":

@@ -21,11 +21,13 @@ def host_progress(store: Store) -> pd.DataFrame:
     import pandas as pd
     meta, runs, claims = store.meta(), store.runs(), store.claims()
     tb = meta.get("testbed") or {}
-    names = [h["name"] for h in tb.get("hosts", [])] or ["local"]
     assigned = meta.get("fleet_assignment") or {}
     lost = (meta.get("fleet_hosts") or {}).get("lost", {})
     moves = meta.get("fleet_moves") or []
     hosts = runs.metadata.map(lambda m: m.get("host") or "local") if len(runs) else pd.Series(dtype=object)
+    # a Slurm testbed lists no hosts: its nodes are those its allocations gave (assigned, ran, claimed)
+    names = [h["name"] for h in tb.get("hosts", [])] or sorted(
+        {*assigned.values(), *hosts, *(c["host"] for c in claims), *lost}) or ["local"]
     now = time.time()
     rows = []
     for name in names:
@@ -53,6 +55,10 @@ def status_text(store: Store, campaign: str) -> str:
     lines.append(table.to_string(index=False))
     for name, info in ((meta.get("fleet_hosts") or {}).get("lost") or {}).items():
         lines.append(f"lost host {name} since {info.get('since')}: {info.get('reason')}")
+    for job in meta.get("slurm_jobs") or []:
+        lines.append(f"slurm job {job.get('job_id') or '(no id yet)'} ({job.get('name')}): {job.get('state')}"
+                     + (f", nodes {', '.join(job['nodes'])}" if job.get("nodes") else "")
+                     + (f", released {job['released']}" if job.get("released") else ""))
     stale = [c for c in claims if c["lease_until"] < time.time()]
     if stale:
         lines.append(f"{len(stale)} run(s) claimed by a controller that stopped (they run again on resume): "

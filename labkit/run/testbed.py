@@ -20,29 +20,38 @@ A host without ``address`` is this machine (the controller); it offers every pla
 lists some. A remote host offers ``[ssh]`` unless it lists others. ``Testbed.local()`` (no testbed
 file) is this machine alone. Every bad input is a ConfigError naming the file and the key.
 
+A **Slurm testbed** has a ``slurm`` section instead of ``hosts`` (:mod:`labkit.run.slurm`): its hosts
+are the nodes of an allocation asked for when the campaign starts (:meth:`Testbed.allocated`),
+each offering ``slurm`` and every declared platform (all of backend ``slurm``: job steps on the node).
+
 ``host_key_policy`` and ``known_hosts`` (:mod:`labkit.backends.hostkeys`) go to every SSH path
 of a remote host's platforms (:func:`labkit.run.platforms.options_for`): the ``ssh`` backend, docker
 over ``ssh://``, generated libvirt URIs, and the MPI launch agent's ``ssh`` commands.
 """
 from __future__ import annotations
 
+import contextlib
+import getpass
 import math
 import os
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..backends import hostkeys
 from ..backends.hostkeys import known_hosts_path
 from ..errors import ConfigError
+from .hosts import reachable
 from .platforms import BACKENDS, Platform, check_platform_name, parse_platforms, resolve
+from .slurm import SlurmRequest
 
-TESTBED_KEYS = ("name", "hosts", "platforms", "assign", "on_host_loss", "connect_timeout", "host_key_policy",
-                "known_hosts")
+TESTBED_KEYS = ("name", "hosts", "slurm", "platforms", "assign", "on_host_loss", "connect_timeout",
+                "host_key_policy", "known_hosts")
 HOST_KEYS = ("name", "address", "port", "user", "key", "platforms", "labels", "price_per_hour", "host_key_policy",
              "known_hosts")
 ASSIGN = ("blocks", "random")
 ON_HOST_LOSS = ("move", "fail-block")
-MAX_HOSTS = 256
+MAX_HOSTS = 4096
 _HOST_CHARS = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-.")
 _ADDR_CHARS = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-.:[]")
 
@@ -60,6 +69,8 @@ class Host:
     price_per_hour: float | None = None
     host_key_policy: str = hostkeys.DEFAULT
     known_hosts: str | None = None
+    #: the Slurm job whose allocation holds this host (a node of a Slurm testbed), else None
+    slurm_job: str | None = None
 
     @property
     def remote(self) -> bool:
@@ -84,6 +95,11 @@ class Testbed:
     connect_timeout: float = 10.0
     name: str = "testbed"
     source: str = field(default="testbed", repr=False)
+    #: a Slurm testbed's request (its hosts come from :meth:`allocated`), else None
+    slurm: SlurmRequest | None = None
+    #: how the engine asks whether a host answers: ``probe(host, timeout, thorough) -> (ok, why)``;
+    #: None: its sshd's banner (:func:`labkit.run.hosts.reachable`). A Slurm allocation sets its own.
+    prober: Callable[[Host, float, bool], tuple[bool, str]] | None = field(default=None, repr=False)
 
     # -- construction ------------------------------------------------------
     @classmethod
@@ -118,9 +134,22 @@ class Testbed:
             raise ConfigError(f"{source}: unknown key(s) {', '.join(map(repr, unknown))}; "
                               f"allowed: {', '.join(TESTBED_KEYS)}")
         declared = parse_platforms(data.get("platforms"), source)
+        slurm = None
         raw_hosts = data.get("hosts")
-        if not isinstance(raw_hosts, list) or not raw_hosts:
-            raise ConfigError(f"{source}: 'hosts' must be a list of at least one host mapping")
+        if data.get("slurm") is not None:
+            if data.get("hosts") is not None:
+                raise ConfigError(f"{source}: a Slurm testbed's hosts are the nodes of its allocation: give "
+                                  "'slurm' or 'hosts', not both")
+            slurm = SlurmRequest.parse(data["slurm"], source, MAX_HOSTS)
+            for p in declared.values():
+                if p.backend != "slurm":
+                    raise ConfigError(f"{source}: platforms.{p.name}.backend: on a Slurm testbed every platform "
+                                      f"runs as job steps on the allocated nodes: use backend slurm, not {p.backend!r}")
+            raw_hosts = []
+        else:
+            if not isinstance(raw_hosts, list) or not raw_hosts:
+                raise ConfigError(f"{source}: 'hosts' must be a list of at least one host mapping "
+                                  "(or a 'slurm' section: nodes from a Slurm allocation)")
         if len(raw_hosts) > MAX_HOSTS:
             raise ConfigError(f"{source}: 'hosts': at most {MAX_HOSTS} hosts, got {len(raw_hosts)}")
         keys = _host_keys(source, data, {})
@@ -143,11 +172,47 @@ class Testbed:
         name = data.get("name", "testbed")
         if not isinstance(name, str) or len(name) > 256:
             raise ConfigError(f"{source}: 'name' must be text of at most 256 characters")
-        return cls(hosts, declared, assign, loss, float(timeout), name, source)
+        return cls(hosts, declared, assign, loss, float(timeout), name, source, slurm)
 
     # -- queries -----------------------------------------------------------
+    @property
+    def default_platform(self) -> str:
+        """The platform of a design without a ``platform`` factor when none is named: ``slurm`` on a
+        Slurm testbed, ``ssh`` when every host is remote, else ``local``."""
+        if self.slurm is not None:
+            return "slurm"
+        return "ssh" if all(h.remote for h in self.hosts) else "local"
+
     def platform(self, name: str) -> Platform:
         return resolve(name, self.platforms, self.source)
+
+    def reachable(self, host: Host, timeout: float, *, thorough: bool = False) -> tuple[bool, str]:
+        """(True, "") if ``host`` answers within ``timeout`` s, else (False, why): its sshd's banner, or
+        :attr:`prober`'s answer (a Slurm node's state; ``thorough``: after a failed run, also a step
+        on it)."""
+        if self.prober is not None:
+            return self.prober(host, timeout, thorough)
+        return reachable(host, timeout)
+
+    @contextlib.contextmanager
+    def allocated(self, store, campaign_id: str) -> Iterator[None]:
+        """A Slurm testbed: while the block runs, its hosts are the nodes of a new allocation
+        recorded in ``store``'s meta (:func:`labkit.run.slurm.allocated`: released on every way out);
+        any other testbed: nothing to do."""
+        if self.slurm is None:
+            yield
+            return
+        from . import slurm
+        with slurm.allocated(self.slurm, store, campaign_id) as alloc:
+            plats = tuple(sorted({"slurm", *self.platforms}))
+            self.hosts = [Host(n.name, n.address, user=getpass.getuser(), platforms=plats,
+                               labels={k: v for k, v in (("partitions", n.partitions), ("features", n.features)) if v},
+                               slurm_job=alloc.job_id) for n in alloc.nodes]
+            self.prober = alloc.probe
+            try:
+                yield
+            finally:
+                self.hosts, self.prober = [], None
 
     def offers(self, host: Host, platform: str) -> bool:
         if host.platforms:
@@ -160,6 +225,12 @@ class Testbed:
     def check_platforms(self, names: list[str], where: str = "design") -> None:
         """Every platform in ``names`` is known and offered by some host; blocks assignment needs a
         host offering all of them. ConfigError naming the platform and the hosts otherwise."""
+        if self.slurm is not None:   # its hosts are not known yet: every node offers every platform
+            for n in names:
+                if self.platform(n).backend != "slurm":
+                    raise ConfigError(f"{where}: platform {n!r} of Slurm testbed {self.source} must use backend "
+                                      f"slurm (job steps on the allocated nodes), not {self.platform(n).backend!r}")
+            return
         for n in names:
             self.platform(n)
             if not self.hosts_for(n):
@@ -176,6 +247,10 @@ class Testbed:
 
     def describe(self) -> dict:
         """What a resumed campaign must match (stored redacted)."""
+        if self.slurm is not None:   # the request, not the nodes one allocation gave: a resume gets others
+            return {"name": self.name, "assign": self.assign, "on_host_loss": self.on_host_loss,
+                    "slurm": self.slurm.describe(), "hosts": [],
+                    "platforms": {n: p.describe() for n, p in sorted(self.platforms.items())}}
         return {"name": self.name, "assign": self.assign, "on_host_loss": self.on_host_loss,
                 "hosts": [h.describe() for h in self.hosts],
                 "platforms": {n: p.describe() for n, p in sorted(self.platforms.items())}}

@@ -30,6 +30,7 @@ import sqlite3
 import time
 from collections.abc import Callable, Iterable, Sequence
 from functools import partial
+from itertools import islice
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 
@@ -78,6 +79,8 @@ TIDY_COLUMNS = ["campaign", "run_id", "run_order", "replicate", "config", "insta
 
 
 EXPORTS = ("results.csv", "results.parquet", "runs.csv")
+#: candidates a claim looks up in one query (:meth:`Store.claim`), below SQLite's 999 variables
+CLAIM_CHUNK = 256
 #: how long a write waits for another writer to finish (SQLite's busy timeout), in seconds
 BUSY_TIMEOUT_S = 30.0
 #: a read-only open is tried this many times in all (pauses 0.05 s growing to 0.25 s: about 7 s);
@@ -335,15 +338,33 @@ class Store:
         live lease, for ``host`` on behalf of ``owner``, until now + ``lease_s``; returns its run_id
         or None. One transaction: two workers never claim the same run."""
         now = time.time()
+        todo = iter(candidates)
+        chunk = list(islice(todo, CLAIM_CHUNK))
+        if not chunk:
+            return None   # nothing to claim: no transaction
         with self._tx():
-            taken = self.completed() | {r for (r,) in self._db.execute(
-                "SELECT run_id FROM claims WHERE lease_until >= ?", (now,))}
-            for run_id in candidates:
-                if run_id not in taken:
-                    self._db.execute("INSERT OR REPLACE INTO claims VALUES (?,?,?,?,?)",
-                                     (run_id, host, owner, now + lease_s, now_iso()))
-                    return run_id
+            # the candidates a chunk at a time: a claim reads the rows of its candidates, not the whole
+            # store (a worker's next run is nearly always among its first few)
+            while chunk:
+                marks = ",".join("?" * len(chunk))
+                taken = {r for (r,) in self._db.execute(f"SELECT run_id FROM runs WHERE run_id IN ({marks})", chunk)}
+                taken |= {r for (r,) in self._db.execute(
+                    f"SELECT run_id FROM claims WHERE lease_until >= ? AND run_id IN ({marks})", (now, *chunk))}
+                for run_id in chunk:
+                    if run_id not in taken:
+                        self._db.execute("INSERT OR REPLACE INTO claims VALUES (?,?,?,?,?)",
+                                         (run_id, host, owner, now + lease_s, now_iso()))
+                        return run_id
+                chunk = list(islice(todo, CLAIM_CHUNK))
         return None
+
+    def claim_owner(self, run_id: str) -> str | None:
+        """The owner of the claim on ``run_id`` (live or not), or None when it is not claimed."""
+        try:
+            row = self._db.execute("SELECT owner FROM claims WHERE run_id = ?", (run_id,)).fetchone()
+        except sqlite3.OperationalError:   # a store written before claims existed
+            return None
+        return None if row is None else row[0]
 
     def renew_claims(self, owner: str, lease_s: float) -> int:
         """Heartbeat: extend every claim of ``owner`` to now + ``lease_s``; returns how many."""

@@ -45,6 +45,21 @@ def test_yaml_testbed(tmp_path):
     ("platforms: {kvm: {backend: xen}}\nhosts: [{name: a}]", r"platforms.kvm.backend: 'xen' is not a backend"),
     ("hosts: [{name: a, price_per_hour: -1}]", r"hosts.a.price_per_hour"),
     ("hosts: [{name: a}]\nconnect_timeout: .inf", r"'connect_timeout'"),
+    # Slurm testbeds (tests/unit/test_slurm.py): the request's keys and allowed values
+    ("slurm: {nodes: 2, gpus: 1}", r"tb.yaml: slurm: unknown key\(s\) 'gpus'; allowed: partition, nodes, exclusive"),
+    ("slurm: {nodes: 0}", r"tb.yaml: slurm.nodes: a whole number of nodes from 1 to 4096"),
+    ("slurm: {nodes: '2'}", r"slurm.nodes"),
+    ("slurm: {nodes: true}", r"slurm.nodes"),
+    ("slurm: {exclusive: 'yes'}", r"slurm.exclusive: true .* or false"),
+    ("slurm: {time: 2h}", r"slurm.time: a Slurm time limit"),
+    ("slurm: {partition: 'a b'}", r"slurm.partition: a Slurm partition name"),
+    ("slurm: {account: '-x'}", r"slurm.account"),
+    ("slurm: {constraint: 'a b'}", r"slurm.constraint: a Slurm feature expression"),
+    ("slurm: {wait: 0}", r"slurm.wait: seconds"),
+    ("slurm: [2]", r"slurm: a mapping with keys partition, nodes"),
+    ("slurm: {nodes: 1}\nhosts: [{name: a}]", r"give 'slurm' or 'hosts', not both"),
+    ("slurm: {nodes: 1}\nplatforms: {d: {backend: docker}}", r"platforms.d.backend: on a Slurm testbed .* use backend slurm"),
+    ("hosts: []", r"'hosts' must be a list .*\(or a 'slurm' section"),
 ])
 def test_bad_testbeds_name_file_and_key(tmp_path, text, match):
     p = tmp_path / "tb.yaml"
