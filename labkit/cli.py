@@ -87,7 +87,7 @@ def cmd_clean(args: argparse.Namespace) -> int:
     """Remove labkit-owned leftovers (instances, cgroups, work dirs) of one campaign, or of every
     campaign that is not running (:mod:`labkit.run.clean`; shown first, removed with ``--yes``)."""
     from .backends import REGISTRY, get_backend
-    from .run.clean import find_leftovers, remove_leftovers, running_ids
+    from .run.clean import find_leftovers, remove_leftovers, running_ids, stopped_ids
     args.data_dir = str(_data_dir(args))
     if args.campaign_id:
         return _clean_campaign(args)
@@ -100,14 +100,12 @@ def cmd_clean(args: argparse.Namespace) -> int:
                 if args.backend:
                     raise
                 print(f"{name}: skipped ({str(exc).splitlines()[0][:160]})")
-        busy = running_ids(args.data_dir)
-        found = find_leftovers(backends, busy)
-        doomed = [x for x in found if x.state == "stopped" or (args.include_unknown and x.state == "unknown")]
+        found = find_leftovers(backends, running_ids(args.data_dir), stopped=stopped_ids(), grace_s=args.grace,
+                               data_dirs=[args.data_dir])
+        doomed = [x for x in found if x.doomed or (args.include_unknown and x.state == "unknown")]
         for x in found:
-            why = {"running": f"kept: campaign {x.campaign} is running ({busy.get(x.campaign or '')})",
-                   "unknown": "kept: not made by a campaign (pass --include-unknown to remove)"}
-            print(f"{x.backend}: {x.name}: "
-                  f"{'remove' if x in doomed else why[x.state]}")
+            hint = " (pass --include-unknown to remove)" if x.state == "unknown" and x not in doomed else ""
+            print(f"{x.backend}: {x.name}: {'remove' if x in doomed else 'kept'}: {x.why}{hint}")
         if not doomed:
             print("nothing to remove")
             return 0
@@ -120,6 +118,23 @@ def cmd_clean(args: argparse.Namespace) -> int:
         for backend in backends.values():
             backend.close()
     return 0
+
+
+DEFAULT_GRACE = "10m"
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def _duration(text: str) -> float:
+    """``--grace``: seconds from ``30s``, ``10m``, ``2h``, ``1d`` or a bare number of seconds."""
+    import math
+    value, unit = (text[:-1], text[-1]) if text[-1:] in _UNITS else (text, "s")
+    try:
+        seconds = float(value) * _UNITS[unit]
+    except ValueError:
+        seconds = -1.0
+    if not math.isfinite(seconds) or seconds < 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: a duration such as 30s, 10m or 2h (0 or more)")
+    return seconds
 
 
 def _confirm(question: str) -> bool:
@@ -332,6 +347,10 @@ def parser() -> argparse.ArgumentParser:
                    "only list it, and ask on a terminal)")
     c.add_argument("--include-unknown", action="store_true", help="without a campaign: also remove labkit-* "
                    "objects no campaign made (test fixtures, hand-made); never those of a running campaign")
+    c.add_argument("--grace", type=_duration, default=DEFAULT_GRACE, metavar="DURATION",
+                   help="without a campaign: keep the objects of a campaign no registry on this host knows "
+                   "until its newest sign of life (object made, store written) is this old (default 10m; "
+                   "30s, 10m, 2h; a bare number is seconds; 0 removes them at once)")
     c.set_defaults(func=cmd_clean)
 
     cl = sub.add_parser("cloud", help="cloud providers (openstack, cloudstack, azure)")

@@ -423,6 +423,12 @@ class Backend(ABC):
     def list_labkit(self, prefix: str = NAME_PREFIX) -> list[str]:
         """Names of the instances this backend sees whose names start with ``prefix``."""
 
+    def created(self, names: Iterable[str]) -> dict[str, float]:
+        """When each of ``names`` (as :meth:`list_labkit` lists them) was made, in seconds since the
+        epoch, for those this backend can tell (the others are left out; {} here). ``labkit clean``
+        without an id ages the objects of campaigns no registry on this host knows by it."""
+        return {}
+
     def provision(self, spec: InstanceSpec, *, prefix: str = NAME_PREFIX,
                   network: Network | None = None) -> list[Instance]:
         """Create ``spec.count`` instances; on any failure, destroy those made and re-raise.

@@ -389,6 +389,25 @@ class LocalBackend(Backend):
         return sorted({p.name for place in places if place.is_dir()
                        for p in place.glob(prefix + "*") if p.name.startswith(prefix)})
 
+    def created(self, names) -> dict[str, float]:
+        """The earliest modification time of each instance's work dir, network namespace file
+        and cgroup directories (each made when the instance was; files written later in the work
+        dir only make it younger)."""
+        places = [Path(self.workroot), Path("/run/netns")]
+        if self.driver is not None:
+            places += [Path(r) for r in cgroups.writable_roots(self.driver)]
+        out = {}
+        for name in names:
+            times = []
+            for place in places:
+                try:
+                    times.append(os.lstat(place / check_name(name)).st_mtime)
+                except (OSError, ConfigError):
+                    continue
+            if times:
+                out[name] = min(times)
+        return out
+
     def cleanup(self, prefix: str) -> list[str]:
         """Remove everything left by instances named ``prefix*`` (a killed campaign's)."""
         names = self.list_labkit(prefix)

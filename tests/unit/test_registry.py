@@ -237,3 +237,35 @@ def test_another_user_sees_a_campaign_by_pid_and_start_time_until_it_is_killed(t
         assert read_as_nobody() == f"reg-x:False:{proc.pid}"
     finally:
         shutil.rmtree(shared)
+
+
+def test_two_non_root_users_cannot_run_one_campaign_id(tmp_path, monkeypatch):
+    """The README's claim made true: users 4242 and 4243 register in their own runtime dirs, which
+    neither can read; the second start of the id still refuses, naming the first's pid and uid
+    (the kernel's SO_PEERCRED on its claim), and succeeds once the first is killed."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root to act as two other users")
+    import secrets
+    import shutil
+    import tempfile
+    monkeypatch.delenv("LABKIT_RUN_DIR")
+    cid = f"t-xu{secrets.token_hex(3)}"
+    base = Path(tempfile.mkdtemp(prefix="labkit-test-users-"))   # /tmp: both users can reach their own dirs
+    os.chmod(base, 0o755)
+    from tests.support.other_users import HOLD, TRY, as_user
+    try:
+        first = as_user(4242, base / "a", HOLD, cid, str(base / "a" / "data"))
+        try:
+            assert first.stdout.readline().strip() == "registered", first.stderr.read()
+            out, err = as_user(4243, base / "b", TRY, cid, str(base / "b" / "data")).communicate(timeout=60)
+            assert out.startswith("REFUSED"), out + err
+            assert f"campaign {cid!r} is already running on this host: pid {first.pid} of another user" in out
+            assert "uid 4242" in out
+            assert cid in registry.claimed()   # what root's `labkit clean` sees as running
+        finally:
+            first.kill()
+            first.wait()
+        out, err = as_user(4243, base / "c", TRY, cid, str(base / "c" / "data")).communicate(timeout=60)
+        assert out.startswith(f"REGISTERED {base / 'c'}/labkit/campaigns"), out + err
+    finally:
+        shutil.rmtree(base)

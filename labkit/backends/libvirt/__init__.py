@@ -461,6 +461,18 @@ class LibvirtBackend(Backend):
         return sorted(set(self.domains(prefix) + self.networks(prefix)
                           + libvirt_mounts.leftovers(prefix)))
 
+    def created(self, names) -> dict[str, float]:
+        """Of each name: when the first of its disk and console log was made in the pool
+        (:meth:`Pool.made <labkit.backends.libvirt.storage.Pool.made>`: their birth time, or where
+        the file system keeps none their last change, which makes a leftover look younger, never
+        older); a domain or network without files there is left out."""
+        wanted, out = set(names), dict[str, float]()
+        for volume, when in self.pool.made(NAME_PREFIX).items():
+            name = volume.split(".", 1)[0]   # labkit names hold no dot
+            if name in wanted:
+                out[name] = min(when, out.get(name, when))
+        return out
+
     def domains(self, prefix: str = NAME_PREFIX) -> list[str]:
         """Names of the domains (running or defined) whose names start with ``prefix``."""
         check_prefix(prefix)

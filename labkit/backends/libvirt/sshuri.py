@@ -90,8 +90,8 @@ def parse(uri: str, policy: str | None, known_hosts: str | None) -> SshUri:
                              "(a man-in-the-middle is not noticed)", uri, parts.hostname)
     merged = [(k, v) for k, v in query if k not in own] + list(own.items())
     text = urllib.parse.urlencode(merged, safe="/", quote_via=urllib.parse.quote)   # libvirt reads no "+" as a space
-    return SshUri(uri, urllib.parse.urlunsplit(parts._replace(query=text)), parts.hostname, port, policy,
-                  known_hosts)
+    opened = urllib.parse.urlunsplit((parts.scheme, parts.netloc, parts.path, text, parts.fragment))
+    return SshUri(uri, opened, parts.hostname, port, policy, known_hosts)
 
 
 def refusal(where: SshUri, error: object) -> str | None:
