@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -44,7 +45,11 @@ def _parse_workload_params(items: list[str], workload: str) -> dict:
 
 def cmd_run(args: argparse.Namespace) -> int:
     from .run.campaign import Campaign
+    from .store import RUN_OUTPUT_ENV, run_output_policy
     args.data_dir = str(_data_dir(args))
+    if args.run_output:
+        os.environ[RUN_OUTPUT_ENV] = args.run_output   # read by each run's keep_output
+    run_output_policy()   # a bad LABKIT_RUN_OUTPUT fails before the first run
     store = Campaign(args.design, backend=args.backend, workload=args.workload,
                      workload_params=_parse_workload_params(args.param, args.workload),
                      backend_options=_parse_params(args.backend_option),
@@ -240,6 +245,8 @@ def cmd_show(args: argparse.Namespace) -> int:
     from .store import Store
     cid = _existing(args, args.campaign)
     with Store.for_campaign(_data_dir(args), cid, readonly=True) as st:
+        if args.output is not None:
+            return _show_output(st, cid, args.output)
         meta, runs, fps = st.meta(), st.runs(), st.fingerprints()
     design = meta.get("design", {})
     print(f"campaign   {cid}\ndesign     {design.get('name')}: {design.get('factors')}, "
@@ -249,6 +256,22 @@ def cmd_show(args: argparse.Namespace) -> int:
     print(f"runs       {len(runs)}: {runs.status.value_counts().to_dict() if len(runs) else {}}")
     print("fingerprints:")
     _print_table(fingerprint_table(fps))
+    return 0
+
+
+def _show_output(st, cid: str, run_id: str) -> int:
+    """``labkit show <campaign> --output <run_id>``: the run's kept command output on stdout
+    (``--output ''`` lists the runs that have one)."""
+    have = st.run_outputs()
+    if not run_id:
+        print("\n".join(have) if have else f"campaign {cid}: no run output kept")
+        return 0
+    text = st.run_output(run_id)
+    if text is None:
+        shown = ", ".join(have[:20]) + (f" and {len(have) - 20} more" if len(have) > 20 else "")
+        raise ConfigError(f"campaign {cid}: no output kept for run {run_id[:80]!r} (runs with output: "
+                          f"{shown or 'none'}; see LABKIT_RUN_OUTPUT)")
+    sys.stdout.write(text)
     return 0
 
 
@@ -315,6 +338,9 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--new-store", action="store_true",
                    help="start a new store even though results.csv of a lost one remains (overwritten)")
     r.add_argument("--group-readable", action="store_true", help="store files 0640 (default 0600)")
+    r.add_argument("--run-output", choices=("all", "failed", "off"), help="whose command output to keep beside "
+                   "the store as output/<run_id>.log (first and last MiB): every run's (default), the runs "
+                   "that did not end ok, or none (sets LABKIT_RUN_OUTPUT)")
     r.set_defaults(func=cmd_run)
 
     im = sub.add_parser("images", help="build instance images")
@@ -376,6 +402,8 @@ def parser() -> argparse.ArgumentParser:
     stt.set_defaults(func=cmd_status)
     sh = with_data_dir(sub.add_parser("show", help="a campaign's design, runs and host fingerprints"))
     sh.add_argument("campaign")
+    sh.add_argument("--output", metavar="RUN_ID", help="print the command output kept for this run "
+                    "(its first and last MiB; '' lists the runs that have one)")
     sh.set_defaults(func=cmd_show)
     an = with_data_dir(sub.add_parser("analyze", help="effects or ANOVA and conclusions of a campaign"))
     an.add_argument("campaign")
