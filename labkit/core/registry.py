@@ -372,7 +372,8 @@ def holder_text(campaign_id: str) -> str:
         name = f"{pwd.getpwuid(uid).pw_name}, "
     except KeyError:
         name = ""
-    return f"pid {pid} of another user ({name}uid {uid}; its registry is not readable here)"
+    who = "another user" if uid != os.geteuid() else "this user"
+    return f"pid {pid} of {who} ({name}uid {uid}; its registry is not readable here)"
 
 
 def _wait_entry(path: Path) -> dict | None:

@@ -269,3 +269,26 @@ def test_two_non_root_users_cannot_run_one_campaign_id(tmp_path, monkeypatch):
         assert out.startswith(f"REGISTERED {base / 'c'}/labkit/campaigns"), out + err
     finally:
         shutil.rmtree(base)
+
+
+def test_a_claim_is_host_wide_named_by_the_kernel_and_scoped_by_the_run_dir(tmp_path, monkeypatch):
+    """labkit.core.claims: one holder per id; anyone learns its pid and uid (SO_PEERCRED) and sees the
+    id in /proc/net/unix; the kernel frees it with its holder; LABKIT_RUN_DIR scopes the names."""
+    from labkit.core import claims
+    first = claims.claim("cl-a")
+    try:
+        assert first is not None and claims.claim("cl-a") is None
+        assert claims.holder("cl-a") == (os.getpid(), os.geteuid()) and "cl-a" in claims.bound()
+        monkeypatch.setenv("LABKIT_RUN_DIR", str(tmp_path / "elsewhere"))   # another scope: free there
+        other = claims.claim("cl-a")
+        assert other is not None and "cl-a" in claims.bound()
+        other.close()
+    finally:
+        monkeypatch.setenv("LABKIT_RUN_DIR", str(tmp_path / "run"))
+        first.close()
+    assert claims.holder("cl-a") is None and "cl-a" not in claims.bound()
+    proc = _child("cl-b", tmp_path / "d")   # registered (claimed) in a child, then SIGKILLed
+    assert "cl-b" in registry.claimed() and registry.holder_text("cl-b").startswith(f"pid {proc.pid} of")
+    proc.kill()
+    proc.wait()
+    assert "cl-b" not in registry.claimed() and claims.claim("cl-b") is not None
