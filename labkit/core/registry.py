@@ -319,7 +319,11 @@ def register(campaign_id: str, data_dir: str | Path | None, *, backend: str | No
     """
     check_campaign_id(campaign_id)
     directory = _checked(run_dir(), create=True)
-    claim = claims.claim(campaign_id)
+    try:
+        claim = claims.claim(campaign_id)
+    except OSError as exc:
+        raise StoreError(f"campaign {campaign_id!r}: cannot claim its id on this host (an abstract Unix "
+                         f"socket): {exc.strerror or exc}") from None
     if claim is None:   # held by another process, any user's: name it as well as we can
         other = wait_until(lambda: find(campaign_id), timeout=1.0, interval=0.05, error=None,
                            what=f"the holder of campaign {campaign_id!r} to write its entry")
@@ -364,10 +368,10 @@ def register(campaign_id: str, data_dir: str | Path | None, *, backend: str | No
 def holder_text(campaign_id: str) -> str:
     """Who holds ``campaign_id``'s claim, from the kernel (pid, uid, user name) when no readable
     registry names it."""
-    who = claims.holder(campaign_id)
-    if who is None:
+    held = claims.holder(campaign_id)
+    if held is None:
         return "another process (it does not say which)"
-    pid, uid = who
+    pid, uid = held
     try:
         name = f"{pwd.getpwuid(uid).pw_name}, "
     except KeyError:
