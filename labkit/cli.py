@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -44,7 +45,11 @@ def _parse_workload_params(items: list[str], workload: str) -> dict:
 
 def cmd_run(args: argparse.Namespace) -> int:
     from .run.campaign import Campaign
+    from .store import RUN_OUTPUT_ENV, run_output_policy
     args.data_dir = str(_data_dir(args))
+    if args.run_output:
+        os.environ[RUN_OUTPUT_ENV] = args.run_output   # read by each run's keep_output
+    run_output_policy()   # a bad LABKIT_RUN_OUTPUT fails before the first run
     store = Campaign(args.design, backend=args.backend, workload=args.workload,
                      workload_params=_parse_workload_params(args.param, args.workload),
                      backend_options=_parse_params(args.backend_option),
@@ -87,7 +92,7 @@ def cmd_clean(args: argparse.Namespace) -> int:
     """Remove labkit-owned leftovers (instances, cgroups, work dirs) of one campaign, or of every
     campaign that is not running (:mod:`labkit.run.clean`; shown first, removed with ``--yes``)."""
     from .backends import REGISTRY, get_backend
-    from .run.clean import find_leftovers, remove_leftovers, running_ids
+    from .run.clean import find_leftovers, remove_leftovers, running_ids, stopped_ids
     args.data_dir = str(_data_dir(args))
     if args.campaign_id:
         return _clean_campaign(args)
@@ -100,14 +105,12 @@ def cmd_clean(args: argparse.Namespace) -> int:
                 if args.backend:
                     raise
                 print(f"{name}: skipped ({str(exc).splitlines()[0][:160]})")
-        busy = running_ids(args.data_dir)
-        found = find_leftovers(backends, busy)
-        doomed = [x for x in found if x.state == "stopped" or (args.include_unknown and x.state == "unknown")]
+        found = find_leftovers(backends, running_ids(args.data_dir), stopped=stopped_ids(), grace_s=args.grace,
+                               data_dirs=[args.data_dir])
+        doomed = [x for x in found if x.doomed or (args.include_unknown and x.state == "unknown")]
         for x in found:
-            why = {"running": f"kept: campaign {x.campaign} is running ({busy.get(x.campaign or '')})",
-                   "unknown": "kept: not made by a campaign (pass --include-unknown to remove)"}
-            print(f"{x.backend}: {x.name}: "
-                  f"{'remove' if x in doomed else why[x.state]}")
+            hint = " (pass --include-unknown to remove)" if x.state == "unknown" and x not in doomed else ""
+            print(f"{x.backend}: {x.name}: {'remove' if x in doomed else 'kept'}: {x.why}{hint}")
         if not doomed:
             print("nothing to remove")
             return 0
@@ -120,6 +123,23 @@ def cmd_clean(args: argparse.Namespace) -> int:
         for backend in backends.values():
             backend.close()
     return 0
+
+
+DEFAULT_GRACE = "10m"
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def _duration(text: str) -> float:
+    """``--grace``: seconds from ``30s``, ``10m``, ``2h``, ``1d`` or a bare number of seconds."""
+    import math
+    value, unit = (text[:-1], text[-1]) if text[-1:] in _UNITS else (text, "s")
+    try:
+        seconds = float(value) * _UNITS[unit]
+    except ValueError:
+        seconds = -1.0
+    if not math.isfinite(seconds) or seconds < 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: a duration such as 30s, 10m or 2h (0 or more)")
+    return seconds
 
 
 def _confirm(question: str) -> bool:
@@ -225,6 +245,8 @@ def cmd_show(args: argparse.Namespace) -> int:
     from .store import Store
     cid = _existing(args, args.campaign)
     with Store.for_campaign(_data_dir(args), cid, readonly=True) as st:
+        if args.output is not None:
+            return _show_output(st, cid, args.output)
         meta, runs, fps = st.meta(), st.runs(), st.fingerprints()
     from .report.catalog import design_table
     design = meta.get("design", {})
@@ -237,6 +259,22 @@ def cmd_show(args: argparse.Namespace) -> int:
     print(f"runs       {len(runs)}: {runs.status.value_counts().to_dict() if len(runs) else {}}")
     print("fingerprints:")
     _print_table(fingerprint_table(fps))
+    return 0
+
+
+def _show_output(st, cid: str, run_id: str) -> int:
+    """``labkit show <campaign> --output <run_id>``: the run's kept command output on stdout
+    (``--output ''`` lists the runs that have one)."""
+    have = st.run_outputs()
+    if not run_id:
+        print("\n".join(have) if have else f"campaign {cid}: no run output kept")
+        return 0
+    text = st.run_output(run_id)
+    if text is None:
+        shown = ", ".join(have[:20]) + (f" and {len(have) - 20} more" if len(have) > 20 else "")
+        raise ConfigError(f"campaign {cid}: no output kept for run {run_id[:80]!r} (runs with output: "
+                          f"{shown or 'none'}; see LABKIT_RUN_OUTPUT)")
+    sys.stdout.write(text)
     return 0
 
 
@@ -377,6 +415,9 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--new-store", action="store_true",
                    help="start a new store even though results.csv of a lost one remains (overwritten)")
     r.add_argument("--group-readable", action="store_true", help="store files 0640 (default 0600)")
+    r.add_argument("--run-output", choices=("all", "failed", "off"), help="whose command output to keep beside "
+                   "the store as output/<run_id>.log (first and last MiB): every run's (default), the runs "
+                   "that did not end ok, or none (sets LABKIT_RUN_OUTPUT)")
     r.set_defaults(func=cmd_run)
 
     im = sub.add_parser("images", help="build instance images")
@@ -409,6 +450,10 @@ def parser() -> argparse.ArgumentParser:
                    "only list it, and ask on a terminal)")
     c.add_argument("--include-unknown", action="store_true", help="without a campaign: also remove labkit-* "
                    "objects no campaign made (test fixtures, hand-made); never those of a running campaign")
+    c.add_argument("--grace", type=_duration, default=DEFAULT_GRACE, metavar="DURATION",
+                   help="without a campaign: keep the objects of a campaign no registry on this host knows "
+                   "until its newest sign of life (object made, store written) is this old (default 10m; "
+                   "30s, 10m, 2h; a bare number is seconds; 0 removes them at once)")
     c.set_defaults(func=cmd_clean)
 
     cl = sub.add_parser("cloud", help="cloud providers (openstack, cloudstack, azure)")
@@ -434,6 +479,8 @@ def parser() -> argparse.ArgumentParser:
     stt.set_defaults(func=cmd_status)
     sh = with_data_dir(sub.add_parser("show", help="a campaign's design, runs and host fingerprints"))
     sh.add_argument("campaign")
+    sh.add_argument("--output", metavar="RUN_ID", help="print the command output kept for this run "
+                    "(its first and last MiB; '' lists the runs that have one)")
     sh.set_defaults(func=cmd_show)
     an = with_data_dir(sub.add_parser("analyze", help="effects or ANOVA and conclusions of a campaign"))
     an.add_argument("campaign")

@@ -5,7 +5,10 @@ the default backend (isolation ``strict``) are made while a campaign is register
 own data dir; from inside the first one: enter the host's network namespace through every
 ``/proc/<pid>/ns/net`` it sees (and the controller's pid) and connect to a listener on the
 host's 127.0.0.1; read a file in the registered campaign's data dir, in ``/run/labkit`` and
-in the other instance's work dir; find a marker variable of the controller's environment;
+in the other instance's work dir; read a file in the data dir of a campaign that had already
+finished (registered and stopped before the instances were made) and the secrets planted in the
+controller's home ($HOME pointed at a temporary home: .ssh, .config, .aws, .azure, .netrc) and
+root's real ~/.ssh; find a marker variable of the controller's environment;
 start a child that double-forks, ``setsid()``s, writes itself into the root cgroups and
 must still be gone once its command timed out; fork until ``pids_max``. Every count must
 be 0. Needs root (a skipped row says so otherwise).
@@ -38,14 +41,23 @@ def rows() -> list[tuple[str, str, object, str]]:
     with tempfile.TemporaryDirectory(prefix="labkit-rel-iso-") as tmp:
         tmp = Path(tmp)
         foreign = trials.plant(tmp / "data" / "other-campaign")
+        finished = trials.plant(tmp / "finished" / "done-campaign")
+        home = tmp / "home"
+        secrets_planted = [trials.plant(home / ".ssh", "id_ed25519"), trials.plant(home / ".config", "token"),
+                           trials.plant(home / ".aws", "credentials"), trials.plant(home / ".azure", "token.json"),
+                           trials.plant(home, ".netrc")]
+        root_ssh = [p for p in Path("/root/.ssh").glob("*") if p.is_file() and p.stat().st_size]
         run = Path("/run/labkit")
         run.mkdir(mode=0o755, exist_ok=True)
         in_run = trials.plant(run, f"labkit-rel-{secrets.token_hex(4)}.json")
-        old_env = os.environ.get(registry.ENV)
+        old_env, old_home = os.environ.get(registry.ENV), os.environ.get("HOME")
         os.environ[registry.ENV] = str(tmp / "registry")
+        os.environ["HOME"] = str(home)
         be = get_backend("local", pids_max=PIDS_MAX)
         insts = []
         try:
+            with registry.register(f"rel-iso-{secrets.token_hex(3)}", str(tmp / "finished"), backend="local"):
+                pass   # finished: its registry entry is gone, its data dir stays
             with registry.register(f"rel-iso-{secrets.token_hex(3)}", str(tmp / "data"), backend="local"):
                 insts = be.provision(InstanceSpec(vcpus=1, memory_mb=512, count=2), prefix="labkit-rel-iso--")
             a, b = insts
@@ -57,6 +69,9 @@ def rows() -> list[tuple[str, str, object, str]]:
                  trials.host_netns_reached(a), "0"),
                 (SECTION, "foreign store, /run/labkit or other instance's file read",
                  len(trials.visible(a, [foreign, in_run, other])), "0"),
+                (SECTION, "finished campaign's store (another data dir) read", len(trials.visible(a, [finished])), "0"),
+                (SECTION, f"home secrets read ({len(secrets_planted)} planted in $HOME, {len(root_ssh)} in "
+                 "root's ~/.ssh)", len(trials.visible(a, [*secrets_planted, *root_ssh])), "0"),
                 (SECTION, "controller environment variable seen", trials.controller_env_seen(a), "0"),
                 (SECTION, "process surviving its command's timeout (after leaving its cgroup)",
                  len(trials.survivors_after_timeout(a, roots)), "0"),
@@ -70,10 +85,11 @@ def rows() -> list[tuple[str, str, object, str]]:
             teardown(insts)
             be.cleanup("labkit-rel-iso--")
             in_run.unlink(missing_ok=True)
-            if old_env is None:
-                os.environ.pop(registry.ENV, None)
-            else:
-                os.environ[registry.ENV] = old_env
+            for key, old in ((registry.ENV, old_env), ("HOME", old_home)):
+                if old is None:
+                    os.environ.pop(key, None)
+                else:
+                    os.environ[key] = old
     return out
 
 

@@ -4,6 +4,8 @@ command templates and secret redaction.
 ``rows()`` returns (section, row, count, must-be) for reliability/run.py. A command printing
 1 GiB on the local backend (and 200 MiB on docker, lxd and ssh where they are available) runs
 from a child Python process whose peak memory (VmHWM) is read before and after the exec; a
+whole campaign whose ok run prints 1 GiB runs in a child whose resident size psutil samples,
+and that run's output file must hold its first and last MiB and state what was printed; a
 campaign whose runs fail after printing a 50 MB line stores their errors; a design file with
 a key ``1:``, commands with literal braces and host facts named like secrets go through the
 real code.
@@ -37,6 +39,27 @@ def _print_rows(backend: str, size: str, nbytes: int) -> list[tuple[str, str, ob
              int(seen["growth"] > GROWTH_LIMIT), "0"),
             (SECTION_OUTPUT, f"{backend}: {size} print: byte total wrong or tail lost",
              int(seen["out_bytes"] != nbytes + 3 or not seen["tail"].endswith("END")), "0")]
+
+
+def _campaign_rows(tmp: Path) -> list[tuple[str, str, object, str]]:
+    import secrets
+
+    from labkit.store import OUTPUT_CAP, Store
+    from tests.support.exec_memory import BIG, campaign_in_child
+
+    if os.geteuid() != 0:
+        return [(SECTION_OUTPUT, "campaign printing 1 GiB (skipped: the local backend needs root)", "", "")]
+    seen = campaign_in_child(str(tmp), secrets.token_hex(3), BIG.replace("200M", "1G"))
+    path = tmp / seen["cid"] / "output" / f"{seen['run_id']}.log"
+    with Store.for_campaign(tmp, seen["cid"], readonly=True) as st:
+        text = st.run_output(seen["run_id"]) or ""
+    printed = f"{2**30 + 3 + 3 * 2**20} bytes printed on stdout and stderr"
+    bad = (not path.is_file() or path.stat().st_mode & 0o777 != 0o600 or path.stat().st_size > OUTPUT_CAP + 8192
+           or printed not in text or "aaaaaaaaaa" not in text or not text.rstrip().endswith("e" * 100))
+    return [(SECTION_OUTPUT, "campaign, ok run printing 1 GiB: controller RSS growth (psutil) above 100 MB",
+             int(seen["rss_growth"] > GROWTH_LIMIT), "0"),
+            (SECTION_OUTPUT, "campaign, ok run printing 1 GiB: output file missing, over 2 MiB, not 0600, "
+             "or without its head, tail or total", int(bad), "0")]
 
 
 def _stored_error_rows(tmp: Path) -> list[tuple[str, str, object, str]]:
@@ -112,6 +135,7 @@ def rows() -> list[tuple[str, str, object, str]]:
     for backend in ("docker", "lxd", "ssh"):
         out += _print_rows(backend, "200M", 200 * 2**20)
     with tempfile.TemporaryDirectory(prefix="labkit-rel-out-") as tmp:
+        out += _campaign_rows(Path(tmp))
         out += _stored_error_rows(Path(tmp))
         out += _input_rows(Path(tmp))
     return out

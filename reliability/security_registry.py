@@ -8,7 +8,12 @@ it with the real CLI:
   second starts not refused, first-campaign instances removed, first campaigns not ending ok;
 * **clean without id**: ``labkit clean --yes`` while it runs: counts its instances removed and
   campaigns not ending ok; and ``labkit clean`` without ``--yes``: objects removed (must be 0);
-* **killed campaign**: SIGKILLed mid-run, then ``labkit clean --yes``: leftovers remaining.
+* **killed campaign**: SIGKILLed mid-run, then ``labkit clean --yes``: leftovers remaining;
+* **unregistered campaign** (one run from another network namespace or machine: no registry here
+  knows it): an instance made just now, then ``labkit clean --yes``: removed within the grace
+  period (must be 0), and left after ``--grace 0`` (must be 0);
+* **two users, one id**: two non-root users (uids 4242 and 4243, each with its own runtime dir,
+  neither able to read the other's registry) start the same id: second starts not refused.
 
 ``SECURITY_REGISTRY_TRIALS`` (default 5) trials of each. Campaign ids carry a random token.
 """
@@ -66,6 +71,43 @@ def _trial(tmp: Path, local, counts: dict, attack: str) -> None:
         counts[f"{label[attack]} campaign not ending ok"] += proc.returncode != 0 or "STATUS ok,ok" not in out
 
 
+def _unregistered(tmp: Path, local, counts: dict) -> None:
+    from labkit.core.ids import campaign_prefix
+    from labkit.core.instance import InstanceSpec
+    from tests.support.gated import labkit_cli
+
+    cid = f"sec-unreg-{secrets.token_hex(4)}"
+    (inst,) = local.provision(InstanceSpec(), prefix=campaign_prefix(cid))
+    try:
+        labkit_cli("clean", "--backend", "local", "--data-dir", str(tmp), "--yes")
+        counts["unregistered, made just now: removed by clean --yes (grace 10 min)"] += \
+            not local.list_labkit(campaign_prefix(cid))
+        labkit_cli("clean", "--backend", "local", "--data-dir", str(tmp), "--yes", "--grace", "0")
+        counts["unregistered: left after clean --yes --grace 0"] += len(local.list_labkit(campaign_prefix(cid)))
+    finally:
+        inst.destroy()
+
+
+def _two_users(counts: dict) -> None:
+    import shutil
+
+    from tests.support.other_users import HOLD, TRY, as_user
+    cid = f"sec-users-{secrets.token_hex(4)}"
+    base = Path(tempfile.mkdtemp(prefix="labkit-sec-users-"))   # in /tmp: each user reaches its own dir
+    os.chmod(base, 0o755)
+    first = as_user(4242, base / "a", HOLD, cid, str(base / "a" / "data"))
+    try:
+        line = first.stdout.readline().strip()
+        if line != "registered":
+            raise RuntimeError(f"user 4242 could not register {cid}: {line} {first.stderr.read()[-2000:]}")
+        out, _ = as_user(4243, base / "b", TRY, cid, str(base / "b" / "data")).communicate(timeout=120)
+        counts["two users, one id: second start not refused"] += not out.startswith("REFUSED")
+    finally:
+        first.kill()
+        first.wait()
+        shutil.rmtree(base)
+
+
 def rows() -> list[tuple[str, str, object, str]]:
     from labkit.backends import get_backend
 
@@ -75,7 +117,9 @@ def rows() -> list[tuple[str, str, object, str]]:
         "duplicate: first campaign not ending ok",
         "clean without --yes: running campaign's instances removed", "clean without --yes: campaign not ending ok",
         "clean --yes without id: running campaign's instances removed", "clean --yes without id: campaign not ending ok",
-        "killed, clean --yes: leftovers remaining"], 0)
+        "killed, clean --yes: leftovers remaining",
+        "unregistered, made just now: removed by clean --yes (grace 10 min)",
+        "unregistered: left after clean --yes --grace 0", "two users, one id: second start not refused"], 0)
     local = get_backend("local")
     try:
         with tempfile.TemporaryDirectory(prefix="labkit-sec-reg-") as tmp:
@@ -84,6 +128,11 @@ def rows() -> list[tuple[str, str, object, str]]:
                     work = Path(tmp) / f"{attack}-{i}"
                     work.mkdir()
                     _trial(work, local, counts, attack)
+            for i in range(trials):
+                work = Path(tmp) / f"users-{i}"
+                work.mkdir()
+                _unregistered(work, local, counts)
+                _two_users(counts)
     finally:
         local.close()
     return [(SECTION, "trials of each attack", trials, "")] + [(SECTION, k, v, "0") for k, v in counts.items()]

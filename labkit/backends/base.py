@@ -40,16 +40,15 @@ import secrets
 import shlex
 import time
 from abc import ABC, abstractmethod
-from collections import deque
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..core import network as netmod
 from ..core.instance import InstanceSpec
 from ..errors import BackendError, CommandError, CommandTimeout, ConfigError, shorten, tail
 from . import networks
-from .output import CappedOutput
+from .output import CappedOutput, CommandLog
 
 if TYPE_CHECKING:
     from .networks import Network
@@ -63,8 +62,6 @@ KILL_GRACE_S = 30.0
 SIGKILL_STATUS = 137
 #: characters of each stream an error message (ExecResult.describe) shows at most
 DESCRIBE_CAP = 8 * 1024
-#: how many of its last commands an instance keeps in ``exec_log``, and the characters of each stream
-EXEC_LOG_LEN, EXEC_LOG_CAP = 16, 32 * 1024
 _PREFIX_RE = re.compile(r"^labkit-[a-z0-9_-]*$")
 _NAME_RE = re.compile(r"^labkit-[a-z0-9_-]+$")
 
@@ -207,9 +204,10 @@ class Instance(ABC):
         #: metric -> (value, unit) the campaign stores as measurements of the run with this
         #: instance's index (the cloud backend's ``provisioning_s``); empty for other backends
         self.run_metrics: dict[str, tuple[float, str]] = {}
-        #: the last :data:`EXEC_LOG_LEN` commands run by :meth:`exec`, each stream shortened to
-        #: :data:`EXEC_LOG_CAP` characters (what :func:`exec_log_text` renders for a run's output file)
-        self.exec_log: deque[ExecResult] = deque(maxlen=EXEC_LOG_LEN)
+        #: every command :meth:`exec` ran, with its output as kept: the first and last MiB of that
+        #: log (:class:`~labkit.backends.output.CommandLog`; :func:`exec_log_text` renders it for the
+        #: run's output file)
+        self.exec_log = CommandLog()
 
     # -- shared work -------------------------------------------------------
     def exec(self, command: str | Sequence[str], *, timeout: float | None = None,
@@ -254,8 +252,11 @@ class Instance(ABC):
                             stderr_bytes=raw.stderr_bytes, truncated=raw.truncated)
         if raw.exit_code == SIGKILL_STATUS and not timed_out:
             result.oom_killed = self._oom_killed_since_last()
-        self.exec_log.append(replace(result, stdout=shorten(result.stdout, EXEC_LOG_CAP),
-                                     stderr=shorten(result.stderr, EXEC_LOG_CAP)))
+        how = " (timed out)" if result.timed_out else " (OOM-killed)" if result.oom_killed else ""
+        self.exec_log.add(f"$ {shlex.join(argv)}\n# in {self.name}: exit {result.exit_code}{how} after "
+                          f"{result.duration_s:.2f}s; stdout {result.stdout_bytes} bytes, stderr "
+                          f"{result.stderr_bytes} bytes", result.stdout, result.stderr,
+                          result.stdout_bytes + result.stderr_bytes)
         log.debug("%s: %s -> %s (%.3fs)", self.name, argv, raw.exit_code, result.duration_s)
         if timed_out:
             raise CommandTimeout(f"timed out after {timeout}s: " + result.describe(), result)
@@ -423,6 +424,12 @@ class Backend(ABC):
     def list_labkit(self, prefix: str = NAME_PREFIX) -> list[str]:
         """Names of the instances this backend sees whose names start with ``prefix``."""
 
+    def created(self, names: Iterable[str]) -> dict[str, float]:
+        """When each of ``names`` (as :meth:`list_labkit` lists them) was made, in seconds since the
+        epoch, for those this backend can tell (the others are left out; {} here). ``labkit clean``
+        without an id ages the objects of campaigns no registry on this host knows by it."""
+        return {}
+
     def provision(self, spec: InstanceSpec, *, prefix: str = NAME_PREFIX,
                   network: Network | None = None) -> list[Instance]:
         """Create ``spec.count`` instances; on any failure, destroy those made and re-raise.
@@ -517,16 +524,19 @@ def check_cpus(cpus: Iterable[int] | None, host_cpus: int) -> None:
 
 
 def exec_log_text(instances: Iterable[Instance]) -> str:
-    """The commands each of ``instances`` ran last (:attr:`Instance.exec_log`) as text: per
-    command its instance, argv, exit code, duration, byte totals, then its kept stdout and
-    stderr (head and tail, see :mod:`.output`). "" when none ran anything."""
-    parts = []
-    for inst in instances:
-        for r in getattr(inst, "exec_log", ()):
-            how = " (timed out)" if r.timed_out else " (OOM-killed)" if r.oom_killed else ""
-            parts.append(f"$ {shlex.join(r.command)}\n# in {r.instance}: exit {r.exit_code}{how} after "
-                         f"{r.duration_s:.2f}s; stdout {r.stdout_bytes} bytes, stderr {r.stderr_bytes} bytes\n"
-                         f"--- stdout ---\n{r.stdout}\n--- stderr ---\n{r.stderr}\n")
+    """The commands each of ``instances`` ran (:attr:`Instance.exec_log`) as text: a first line with
+    the counts of them all (instances, commands, bytes printed), per instance a line with its
+    command count and the bytes they printed, then per command its argv, exit code,
+    duration, byte totals and its kept stdout and stderr, the log itself cut to its first and
+    last MiB (see :mod:`.output`). "" when none ran anything."""
+    logs = [(inst.name, log) for inst in instances
+            if isinstance(log := getattr(inst, "exec_log", None), CommandLog) and log.commands]
+    if not logs:
+        return ""
+    parts = [f"# {len(logs)} instance(s), {sum(g.commands for _, g in logs)} command(s), "
+             f"{sum(g.printed for _, g in logs)} bytes printed on stdout and stderr\n"]
+    parts += [f"=== {name}: {log.commands} command(s), {log.printed} bytes printed on stdout and stderr\n"
+              f"{log.text()}" for name, log in logs]
     return "\n".join(parts)
 
 

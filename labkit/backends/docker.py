@@ -39,7 +39,7 @@ from ..core.mounts import parse_mounts
 from ..errors import BackendError, BackendUnavailable
 from . import docker_ssh
 from ._container import CleanupByName, SessionExec, check_image, oom_kill_count, or_none
-from .base import Backend, Instance, RawResult, check_cpus, check_name, check_prefix
+from .base import NAME_PREFIX, Backend, Instance, RawResult, check_cpus, check_name, check_prefix
 from .networks import Network
 from .output import CappedOutput
 
@@ -380,6 +380,16 @@ class DockerBackend(CleanupByName, Backend):
         }
 
     # -- housekeeping ----------------------------------------------------------
+    def created(self, names) -> dict[str, float]:
+        """Each container's ``Created`` time, as the daemon reports it."""
+        wanted = set(names)
+        try:
+            found = self.api.containers(all=True, filters={"name": NAME_PREFIX})
+        except _sdk().errors.APIError as exc:
+            raise BackendError(f"listing docker containers failed: {exc}") from exc
+        return {n.lstrip("/"): float(c["Created"]) for c in found for n in c.get("Names", [])
+                if n.lstrip("/") in wanted and isinstance(c.get("Created"), (int, float))}
+
     def _names(self, prefix: str) -> list[str]:
         try:
             found = self.api.containers(all=True, filters={"name": check_prefix(prefix)})

@@ -1,7 +1,7 @@
 """Host-key checking for every SSH connection labkit makes: one policy, three meanings.
 
-``host_key_policy`` (an option of the ``ssh`` and ``docker`` backends, of testbeds, hosts and
-cloud providers) is one of :data:`POLICIES`:
+``host_key_policy`` (an option of the ``ssh``, ``docker`` and ``libvirt`` backends, of testbeds, hosts
+and cloud providers) is one of :data:`POLICIES`:
 
     strict      (default) the host's key must be listed in ``~/.ssh/known_hosts`` or in the
                 optional ``known_hosts`` file; an unknown or a changed key is refused
@@ -16,7 +16,8 @@ A changed key is :class:`BackendUnavailable` (through the callers' ``why_not``) 
 command that removes it. The paramiko side is :func:`configure` (paramiko's own checks:
 ``load_system_host_keys``/``load_host_keys`` and a ``MissingHostKeyPolicy``); the ``ssh`` binary's
 options are :func:`ssh_options`, and libvirt's ``qemu+ssh://`` parameters (:func:`libvirt_query`)
-run ``ssh`` with those same options. :class:`labkit.backends._ssh_settings.SshSettings` carries
+run ``ssh`` with those same options; :func:`ssh_refusal` turns the ``ssh`` binary's refusal (as
+libvirt passes it on) into the same messages. :class:`labkit.backends._ssh_settings.SshSettings` carries
 the policy to each.
 """
 from __future__ import annotations
@@ -25,6 +26,7 @@ import fcntl
 import hashlib
 import logging
 import os
+import re
 import shlex
 import threading
 from typing import Any
@@ -110,17 +112,51 @@ def find_entry(path: str, name: str) -> int | None:
 
 def changed_message(host: str, port: int, known_hosts: str | None, exc: Any) -> str:
     """What a changed key means (``exc``: paramiko's BadHostKeyException) and how to remove the old one."""
+    offered = exc.key.fingerprint if exc.key is not None else None
+    return _changed(host, port, offered, _old_entry(host, port, known_hosts))
+
+
+def _old_entry(host: str, port: int, known_hosts: str | None) -> str:
+    """``<file> line <n>`` of the first entry for ``host:port`` in the files checked, else a vaguer phrase."""
     name = entry_name(host, port)
-    where = "a known_hosts file"
     for path in files(known_hosts):
         line = find_entry(path, name)
         if line is not None:
-            where = f"{path} line {line}"
-            break
-    offered = exc.key.fingerprint if exc.key is not None else "?"
-    return (f"the host key of {host}:{port} CHANGED: the server offers {offered} but {where} holds a "
+            return f"{path} line {line}"
+    return "a known_hosts file"
+
+
+def _changed(host: str, port: int, offered: str | None, where: str) -> str:
+    name = entry_name(host, port)
+    offers = f"the server offers {offered} but" if offered else "the server offers a key other than the one"
+    return (f"the host key of {host}:{port} CHANGED: {offers} {where} holds a "
             f"different key for {name} (a man-in-the-middle, or the host was reinstalled). If the new "
             f"key is right, remove the old one with: ssh-keygen -f {where.split(' line ')[0]} -R '{name}'")
+
+
+#: OpenSSH's words (the ``ssh`` binary's stderr, which libvirt's ssh transport passes on in its errors)
+#: for a changed key: the key the server offered and the file and line of the old one; then the
+#: words of OpenSSH and of libvirt's libssh/libssh2 transports for a changed and an unknown key
+_OFFERED = re.compile(r"key sent by the remote host is\s+(\S+?)\.?\n")
+_OFFENDING = re.compile(r"Offending \S+ key in (.+?):(\d+)\n")
+_CHANGED_WORDS = ("REMOTE HOST IDENTIFICATION HAS CHANGED", "has changed and you have requested strict checking",
+                  "differs from stored identity")
+_REFUSED_WORDS = ("Host key verification failed", "host key is known for", "Can't verify the session host key")
+
+
+def ssh_refusal(text: str, host: str, port: int, known_hosts: str | None) -> str | None:
+    """labkit's message for a host key the ``ssh`` binary refused, read from ``text`` (its stderr, or
+    an error carrying it, such as libvirt's "Cannot recv data: ..."): a changed key named with the
+    key offered and the file and line OpenSSH names (:func:`changed_message`'s words), an unknown one
+    as :func:`unknown_message`; None when ``text`` tells of no refused host key."""
+    text = str(text).replace("\r", "") + "\n"
+    if any(w in text for w in _CHANGED_WORDS):
+        offered, offending = _OFFERED.search(text), _OFFENDING.search(text)
+        where = f"{offending[1]} line {offending[2]}" if offending else _old_entry(host, port, known_hosts)
+        return _changed(host, port, offered[1] if offered else None, where)
+    if any(w in text for w in _REFUSED_WORDS):
+        return unknown_message(host, port, known_hosts)
+    return None
 
 
 def unknown_message(host: str, port: int, known_hosts: str | None) -> str:

@@ -389,6 +389,25 @@ class LocalBackend(Backend):
         return sorted({p.name for place in places if place.is_dir()
                        for p in place.glob(prefix + "*") if p.name.startswith(prefix)})
 
+    def created(self, names) -> dict[str, float]:
+        """The earliest modification time of each instance's work dir, network namespace file
+        and cgroup directories (each made when the instance was; files written later in the work
+        dir only make it younger)."""
+        places = [Path(self.workroot), Path("/run/netns")]
+        if self.driver is not None:
+            places += [Path(r) for r in cgroups.writable_roots(self.driver)]
+        out = {}
+        for name in names:
+            times = []
+            for place in places:
+                try:
+                    times.append(os.lstat(place / check_name(name)).st_mtime)
+                except (OSError, ConfigError):
+                    continue
+            if times:
+                out[name] = min(times)
+        return out
+
     def cleanup(self, prefix: str) -> list[str]:
         """Remove everything left by instances named ``prefix*`` (a killed campaign's)."""
         names = self.list_labkit(prefix)
@@ -417,22 +436,26 @@ class LocalBackend(Backend):
                         if isolated else "the controller's")}
 
     def hidden_dirs(self) -> list[str]:
-        """Host directories covered in every instance (:func:`sandbox.hidden_dirs`): the
-        registry of running campaigns (``/run/labkit``) and every data dir it names, the
-        default data dir, the work root, the ``hide`` option's."""
-        candidates = ["/run/labkit", self.workroot, *self.hide, *_data_dirs()]
+        """Host directories (and files) covered in every instance (:func:`sandbox.hidden_dirs`):
+        the registry of running campaigns (``/run/labkit``), every data dir campaigns used on this
+        host (recorded, running or not) and those the registry names, the default data dir, the
+        work root, the secrets of the invoking users' homes (:func:`sandbox.home_secrets`), the
+        ``hide`` option's."""
+        candidates = ["/run/labkit", self.workroot, *self.hide, *_data_dirs(), *sandbox.home_secrets()]
         return sandbox.hidden_dirs(candidates, [m.target for m in self.mounts])
 
 
 def _data_dirs() -> list[str]:
-    """The controller's data dirs this host knows of: the checkout's default and those of
-    every campaign in the registry (running or stopped)."""
-    from ..core import paths, registry
+    """The controller's data dirs this host knows of: the checkout's default, every data dir
+    a campaign registered with (:func:`labkit.core.datadirs.known`, kept after it stops) and
+    those of every campaign in the registry (running or stopped)."""
+    from ..core import datadirs, paths, registry
     found = []
     try:
         found.append(str(paths.data_dir()))
     except ConfigError:
         pass   # no checkout: no default data dir
+    found += datadirs.known()
     try:
         found += [e.data_dir for e in registry.entries() if e.data_dir]
     except (StoreError, OSError):

@@ -18,6 +18,8 @@ the omitted bytes), never rendered as a broken character.
 
 :func:`labkit.errors.shorten` applies the same head/tail rule to a text already in memory.
 :class:`PipeReader` drains a child's pipes into sinks on threads (the local backend).
+:class:`CommandLog` keeps an instance's commands, one after the other, in one such sink: the
+first and last MiB of the log of everything it ran (what a run's output file holds).
 """
 from __future__ import annotations
 
@@ -97,6 +99,30 @@ class CappedOutput:
         end = tail[cut:].decode("utf-8", "replace")
         kept = len(head) - len(decoder.getstate()[0]) + len(tail) - cut
         return start + MARKER.format(omitted=self.total - kept, total=self.total) + end
+
+
+class CommandLog:
+    """The log of every command an instance ran, in one :class:`CappedOutput` (the first ``head``
+    and last ``tail`` bytes of it): per command its header (argv, exit, duration, byte totals) and
+    its kept stdout and stderr. ``commands`` and ``printed`` (every byte the commands printed on
+    both streams, kept or not) count everything; :meth:`text` renders the log. Thread-safe as its
+    sink is; bounded whatever is added (about ``head + 2 * tail`` bytes)."""
+
+    def __init__(self, head: int = HEAD_BYTES, tail: int = TAIL_BYTES):
+        self.sink = CappedOutput(head, tail)
+        self.commands = 0
+        self.printed = 0
+
+    def add(self, header: str, stdout: str, stderr: str, printed: int) -> None:
+        """One command: its ``header`` line(s), the text kept of its streams, and ``printed``, the
+        bytes it printed in all."""
+        self.commands += 1
+        self.printed += printed
+        for part in (header, "\n--- stdout ---\n", stdout, "\n--- stderr ---\n", stderr, "\n\n"):
+            self.sink.write(part)
+
+    def text(self) -> str:
+        return self.sink.text()
 
 
 class PipeReader:

@@ -12,10 +12,12 @@ says ``ready`` on a pipe (no polling), then reaps orphans as the namespace's PID
 the instance is destroyed (a PID 1 ignores the signals it has no handler for, so the
 instance cannot stop it):
 
-* every directory in ``hidden`` (the controller's data dirs, the registry of running
-  campaigns ``/run/labkit``, the local work root holding the other instances' work
-  dirs: :func:`hidden_dirs`) is covered by an empty read-only tmpfs; the instance's own
-  work dir is bound back at its path;
+* every directory in ``hidden`` (every data dir campaigns used on this host, running or
+  not, the registry of running campaigns ``/run/labkit``, the local work root holding the
+  other instances' work dirs, the secrets in the homes of the controller's user, of root
+  and of a ``sudo`` caller: :data:`HOME_SECRETS`; :func:`hidden_dirs`) is covered by an
+  empty read-only tmpfs, and every such file by ``/dev/null`` (read-only); the instance's
+  own work dir is bound back at its path;
 * every file system is read-only but for the work dir, ``/tmp``, ``/var/tmp``, ``/dev``
   and the ``mounts`` option's read-write directories (its read-only ones are read-only
   wherever they are): ``/etc``, ``/usr``, ``/root``, the
@@ -76,6 +78,15 @@ NEEDED = ("/usr", "/bin", "/sbin", "/lib", "/lib64", "/etc", "/tmp", "/var/tmp",
 READY_TIMEOUT_S = 30.0
 #: the C source of ``lkns`` (in this package's ``csrc``)
 SOURCE = "lkns.c"
+#: what, in a home directory, holds keys, tokens, passwords or cloud credentials (SSH, GnuPG,
+#: ~/.config with OpenStack's clouds.yaml and gcloud, AWS, Azure, OCI, CloudStack, Docker and
+#: Kubernetes logins, labkit's own cloud known_hosts, keyrings, netrc and the like, shell and
+#: client histories): covered in every instance (:func:`home_secrets`)
+HOME_SECRETS = (".ssh", ".config", ".aws", ".azure", ".oci", ".cloudmonkey", ".gnupg", ".docker", ".kube",
+                ".password-store", ".terraform.d", ".cache/labkit", ".local/share/keyrings", ".netrc",
+                ".pgpass", ".git-credentials", ".my.cnf", ".boto", ".s3cfg", ".cloudstack.ini",
+                ".bash_history", ".zsh_history", ".python_history", ".psql_history", ".mysql_history",
+                ".lesshst", ".viminfo")
 
 
 def check_mode(mode: Any) -> str:
@@ -124,21 +135,40 @@ def environment(workdir: str, env: dict | None, extra: dict | None = None) -> di
     return {**base, "HOME": workdir, **(env or {}), **(extra or {})}
 
 
+def invoking_homes() -> list[str]:
+    """The homes whose secrets instances must not see: ``$HOME``, this user's (the password
+    database's), root's, and the ``sudo`` caller's (``SUDO_UID``)."""
+    import pwd
+    homes = [os.environ.get("HOME")]
+    for uid in {os.geteuid(), 0, *([int(os.environ["SUDO_UID"])] if os.environ.get("SUDO_UID", "").isdigit() else [])}:
+        try:
+            homes.append(pwd.getpwuid(uid).pw_dir)
+        except KeyError:
+            continue
+    return [h for h in dict.fromkeys(homes) if h and os.path.isabs(h) and os.path.realpath(h) != "/"]
+
+
+def home_secrets(homes: Iterable[str] | None = None) -> list[str]:
+    """The :data:`HOME_SECRETS` that exist in ``homes`` (default :func:`invoking_homes`)."""
+    return [os.path.join(h, name) for h in (invoking_homes() if homes is None else homes) for name in HOME_SECRETS
+            if os.path.lexists(os.path.join(h, name))]
+
+
 def _is_within(path: str, parent: str) -> bool:
     return path == parent or path.startswith(parent.rstrip("/") + "/")
 
 
 def hidden_dirs(candidates: Iterable[str | None], needed: Iterable[str] = ()) -> list[str]:
-    """The existing directories among ``candidates`` to cover, outermost only: none that is
-    ``/``, that holds a directory of :data:`NEEDED` or ``needed`` (mount targets), or that
-    lies inside another one hidden."""
+    """The existing directories (and regular files) among ``candidates`` to cover, outermost
+    only: none that is ``/``, that holds a directory of :data:`NEEDED` or ``needed`` (mount
+    targets), or that lies inside another one hidden."""
     keep = []
     must_see = [*NEEDED, *needed]
     for c in candidates:
         if not c:
             continue
         p = os.path.realpath(c)
-        if p == "/" or not os.path.isdir(p) or any(_is_within(n, p) for n in must_see):
+        if p == "/" or not (os.path.isdir(p) or os.path.isfile(p)) or any(_is_within(n, p) for n in must_see):
             continue
         keep.append(p)
     keep = sorted(set(keep))

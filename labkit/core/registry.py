@@ -4,7 +4,11 @@ A campaign id is unique on the host: its instances are named ``labkit-<id>--...`
 backend, so a second process running the same id (from another data dir, another checkout,
 another user) would clean up the first one's instances at its start. :func:`register` makes
 the second start fail at once instead, and :func:`running` tells ``labkit clean`` (and a
-quiet-host guard) which campaigns run right now.
+quiet-host guard) which campaigns run right now. Besides its entry in a registry directory, a
+running campaign holds its id's abstract socket (:mod:`labkit.core.claims`), one namespace for
+every user: two users whose registries cannot read each other's still cannot run one id at once,
+and the refusal names the other's pid and uid. :func:`register` also records the data dir
+(:mod:`labkit.core.datadirs`), which outlives the entry.
 
 Where: ``$LABKIT_RUN_DIR`` if set (tests), else ``/run/labkit/campaigns`` for root (or anyone
 who may write there), else ``$XDG_RUNTIME_DIR/labkit/campaigns`` (a user's own runtime dir),
@@ -13,8 +17,12 @@ else ``~/.cache/labkit/campaigns``; with none, :func:`run_dir` raises StoreError
 directory is made 0755 and must belong to this user, not be a symlink, and not be writable by
 group or others (and no parent may be: :func:`labkit.core.paths.unsafe_dir`), else StoreError.
 :func:`running` also reads root's ``/run/labkit/campaigns`` as a non-root user (when
-``/run/labkit`` lets them), and every ``/run/user/*/labkit/campaigns`` as root, so root's
-``labkit clean`` sees the users' campaigns.
+``/run/labkit`` lets them), and as root every ``/run/user/*/labkit/campaigns`` and every user's
+``~/.cache/labkit/campaigns``, so root's ``labkit clean`` sees the users' campaigns (a user's
+``LABKIT_RUN_DIR`` elsewhere is not found; :func:`running` still sees that user's running ids
+through their claims). Entries of registries this user does not own (root's excepted) are
+:attr:`Entry.trusted` False: anyone can write a stopped entry in their own registry, so
+``labkit clean`` does not take one as proof that a campaign stopped.
 
 Per campaign id, two files:
 
@@ -38,11 +46,14 @@ import contextlib
 import fcntl
 import json
 import os
+import pwd
+import socket
 import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import ConfigError, StoreError
+from . import claims, datadirs
 from .clock import now_iso
 from .files import atomic_write
 from .ids import check_campaign_id
@@ -50,7 +61,7 @@ from .lock import lock_state
 from .paths import unsafe_dir
 from .waiting import wait_until
 
-__all__ = ["Entry", "Registration", "entries", "find", "register", "run_dir", "running"]
+__all__ = ["Entry", "Registration", "claimed", "entries", "find", "holder_text", "register", "run_dir", "running"]
 
 ENV = "LABKIT_RUN_DIR"
 SYSTEM_DIR = Path("/run/labkit/campaigns")
@@ -125,6 +136,8 @@ class Entry:
     testbed: str | None = None
     registry: str = ""
     extra: dict = field(default_factory=dict)
+    #: from this user's own registry or root's (see the module docstring)
+    trusted: bool = True
 
     def describe(self) -> str:
         what = "`labkit clean`" if self.kind == "clean" else f"data dir {self.data_dir}"
@@ -185,7 +198,7 @@ def _label(value, default: str) -> str:
     return default if text is None else text
 
 
-def _entry(directory: Path, info: dict) -> Entry:
+def _entry(directory: Path, info: dict, trusted: bool = True) -> Entry:
     cid = info["campaign_id"]
     known = {"campaign_id", "data_dir", "pid", "started", "kind", "backend", "prefix", "testbed"}
     pid = info.get("pid")
@@ -193,7 +206,7 @@ def _entry(directory: Path, info: dict) -> Entry:
                  started=_label(info.get("started"), "?"), kind=_label(info.get("kind"), "run"),
                  running=_lock_held(directory / f"{cid}.lock", info), backend=_text(info.get("backend")),
                  prefix=_text(info.get("prefix")), testbed=_text(info.get("testbed")), registry=str(directory),
-                 extra={k: v for k, v in info.items() if k not in known})
+                 extra={k: v for k, v in info.items() if k not in known}, trusted=trusted)
 
 
 def _dirs() -> list[Path]:
@@ -206,21 +219,32 @@ def _dirs() -> list[Path]:
         out.append(SYSTEM_DIR)
     if os.geteuid() == 0:
         out += sorted(Path("/run/user").glob("*/labkit/campaigns"))
-    return out
+        with contextlib.suppress(OSError):
+            out += sorted({Path(pw.pw_dir) / ".cache" / "labkit" / "campaigns" for pw in pwd.getpwall()
+                           if pw.pw_uid != 0 and os.path.isabs(pw.pw_dir or "")})
+    return list(dict.fromkeys(out))
 
 
 def entries() -> list[Entry]:
     """Every registered campaign, running or stopped (killed without removing its entry)."""
     out = []
+    mine = run_dir()
     for directory in _dirs():
         if not _is_dir(directory):
             continue
-        if directory == run_dir():
+        trusted = directory == mine
+        if trusted:
             _checked(directory, create=False)
+        elif directory == SYSTEM_DIR:
+            try:
+                _checked(directory, create=False)   # root's, and nobody else may write there
+                trusted = True
+            except StoreError:
+                pass
         for path in sorted(directory.glob("*.json")):
             info = _read(path)
             if info is not None and path.name == f"{info['campaign_id']}.json":
-                out.append(_entry(directory, info))
+                out.append(_entry(directory, info, trusted))
     return out
 
 
@@ -228,6 +252,12 @@ def running() -> list[Entry]:
     """The campaigns running on this host now (any data dir, any user whose registry is readable);
     also the campaign ids a ``labkit clean`` holds while it removes their leftovers."""
     return [e for e in entries() if e.running]
+
+
+def claimed() -> set[str]:
+    """The campaign ids any process of any user holds on this host now (:func:`labkit.core.claims.bound`):
+    also those whose registries this user cannot read."""
+    return claims.bound()
 
 
 def find(campaign_id: str) -> Entry | None:
@@ -239,9 +269,11 @@ class Registration:
     """A held registry entry: call :meth:`release` (or use as a context manager) when the campaign
     stops. Made by :func:`register`."""
 
-    def __init__(self, directory: Path, campaign_id: str, fd: int):
+    def __init__(self, directory: Path, campaign_id: str, fd: int, claim: socket.socket | None = None):
         self.directory, self.campaign_id = directory, campaign_id
         self._fd: int | None = fd
+        # the claim's bare fd, as the lock's: held until release, even if this object is dropped
+        self._claim: int | None = None if claim is None else claim.detach()
 
     @property
     def path(self) -> Path:
@@ -255,6 +287,9 @@ class Registration:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(self.path)
         os.close(fd)
+        if self._claim is not None:   # last: the id stays claimed until the entry is gone
+            claim, self._claim = self._claim, None
+            os.close(claim)
 
     def __enter__(self):
         return self
@@ -263,11 +298,13 @@ class Registration:
         self.release()
 
 
-def _busy(campaign_id: str, other: Entry | dict | None) -> StoreError:
+def _busy(campaign_id: str, other: Entry | dict | str | None) -> StoreError:
     if isinstance(other, dict):
         other = _entry(Path("."), other)
-    who = other.describe() if other else "another process (entry not written yet)"
-    doing = "is being cleaned by" if other and other.kind == "clean" else "is already running on this host:"
+    who = other if isinstance(other, str) else other.describe() if other else \
+        "another process (entry not written yet)"
+    doing = "is being cleaned by" if isinstance(other, Entry) and other.kind == "clean" else \
+        "is already running on this host:"
     return StoreError(f"campaign {campaign_id!r} {doing} {who}; a campaign id runs once per host (its "
                       "instances are named after it): wait for it, stop it, or use another campaign id")
 
@@ -282,17 +319,28 @@ def register(campaign_id: str, data_dir: str | Path | None, *, backend: str | No
     """
     check_campaign_id(campaign_id)
     directory = _checked(run_dir(), create=True)
+    try:
+        claim = claims.claim(campaign_id)
+    except OSError as exc:
+        raise StoreError(f"campaign {campaign_id!r}: cannot claim its id on this host (an abstract Unix "
+                         f"socket): {exc.strerror or exc}") from None
+    if claim is None:   # held by another process, any user's: name it as well as we can
+        other = wait_until(lambda: find(campaign_id), timeout=1.0, interval=0.05, error=None,
+                           what=f"the holder of campaign {campaign_id!r} to write its entry")
+        raise _busy(campaign_id, other or holder_text(campaign_id))
     lock = directory / f"{campaign_id}.lock"
     try:
         fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
     except OSError as exc:
+        claim.close()
         raise StoreError(f"{lock}: cannot create the registry lock: {exc.strerror or exc}") from None
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
         os.close(fd)
+        claim.close()
         raise _busy(campaign_id, _wait_entry(directory / f"{campaign_id}.json")) from None
-    reg = Registration(directory, campaign_id, fd)
+    reg = Registration(directory, campaign_id, fd, claim)
     try:
         elsewhere = next((e for e in running() if e.campaign_id == campaign_id
                           and Path(e.registry) != directory), None)
@@ -308,8 +356,28 @@ def register(campaign_id: str, data_dir: str | Path | None, *, backend: str | No
     except BaseException:
         os.close(fd)
         reg._fd = None
+        if reg._claim is not None:
+            os.close(reg._claim)
+            reg._claim = None
         raise
+    if data_dir is not None:
+        datadirs.remember(data_dir)
     return reg
+
+
+def holder_text(campaign_id: str) -> str:
+    """Who holds ``campaign_id``'s claim, from the kernel (pid, uid, user name) when no readable
+    registry names it."""
+    held = claims.holder(campaign_id)
+    if held is None:
+        return "another process (it does not say which)"
+    pid, uid = held
+    try:
+        name = f"{pwd.getpwuid(uid).pw_name}, "
+    except KeyError:
+        name = ""
+    who = "another user" if uid != os.geteuid() else "this user"
+    return f"pid {pid} of {who} ({name}uid {uid}; its registry is not readable here)"
 
 
 def _wait_entry(path: Path) -> dict | None:

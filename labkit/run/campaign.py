@@ -44,7 +44,7 @@ from ..core.paths import check_data_dir
 from ..core.redact import redact
 from ..design import HOST_MAX, Design
 from ..errors import CommandTimeout, ConfigError, LabkitError, StoreError
-from ..store import Store, now_iso
+from ..store import Store, now_iso, run_output_policy
 from ..workloads import get_workload
 from ..workloads.params import TIMEOUT
 from . import network as runnet
@@ -395,7 +395,7 @@ class Campaign:
         except Exception as exc:  # a bug in a workload: store it, keep the campaign going
             status, error = "failed", "".join(traceback.format_exception(exc))[-4000:]
         finally:
-            output = exec_log_text(instances) if status != "ok" else ""
+            output = exec_log_text(instances)   # what keep_output keeps
             with deferred or self._signals.deferred():
                 errors = teardown(instances) + runnet.close_network(net)
             if errors and status == "ok":
@@ -406,7 +406,7 @@ class Campaign:
 
 class Measured(NamedTuple):
     """What :meth:`Campaign.measure` returns for one run. ``output``: the commands the run's
-    instances ran last with their (capped) output, for a run that did not end ok; "" otherwise.
+    instances ran with their output (the first and last MiB of each instance's log: bounded).
     ``samples``: the run's telemetry rows ``(t, metric, value)`` (:mod:`labkit.run.telemetry`)."""
     status: str
     error: str | None
@@ -428,13 +428,15 @@ def instance_measurements(instances: list[Instance]) -> list:
 
 
 def keep_output(store: Store, run_id: str, status: str, output: str) -> None:
-    """Keep a run's command output beside the store (``output/<run_id>.log``, 0600, capped:
-    :meth:`Store.write_run_output`) when the run did not end ok, before the run itself is stored,
-    so its error can be read in full; a failure to write it is logged, never fatal."""
-    if status == "ok" or not output:
+    """Keep a run's command output beside the store (``output/<run_id>.log``, 0600, its first
+    and last MiB and its size: :meth:`Store.write_run_output`) before the run itself is stored:
+    every run's, or as :func:`run_output_policy` says (``labkit run --run-output``); a failure
+    to write it is logged, never fatal."""
+    policy = run_output_policy()
+    if not output or policy == "off" or (policy == "failed" and status == "ok"):
         return
     try:
-        store.write_run_output(run_id, output)
+        store.write_run_output(run_id, output, status)
     except StoreError as exc:
         log.warning("run %s: its output was not kept: %s", run_id, exc)
 

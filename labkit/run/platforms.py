@@ -16,11 +16,11 @@ file: the ``ssh`` backend gets the host's address, port, user, key, ``host_key_p
 ``known_hosts``; ``docker`` without ``base_url`` gets ``ssh://user@address:port`` (the docker
 SDK's SSH transport) and, with an ``ssh://`` URL, the host's key as ``ssh_key_filename``, its
 ``host_key_policy`` and its known_hosts file as ``ssh_known_hosts``; ``libvirt`` without ``uri``
-gets ``qemu+ssh://user@address:port/system?no_tty=1&command=<ssh with the policy's options>&keyfile=...``
-(:func:`labkit.backends.hostkeys.libvirt_query`). A ``uri`` the platform gives is used as it is
-(``qemu+ssh://`` then checks host keys as the user's OpenSSH configuration says). ``local`` cannot
-run on a remote host. ``slurm`` runs only on the nodes of a Slurm testbed's allocation and gets the
-allocation's ``job_id`` and the ``node`` (:mod:`labkit.run.slurm`).
+gets ``qemu+ssh://user@address:port/system?keyfile=...``, and with any SSH URI (generated or the
+platform's own) the host's ``host_key_policy`` and ``known_hosts``, which the backend applies to the
+URI it opens (:mod:`labkit.backends.libvirt.sshuri`). ``local`` cannot run on a remote host. ``slurm``
+runs only on the nodes of a Slurm testbed's allocation and gets the allocation's ``job_id`` and the
+``node`` (:mod:`labkit.run.slurm`).
 
 :class:`BackendPool` opens each (host, platform) backend once, checks it, and closes them all.
 """
@@ -143,11 +143,15 @@ def options_for(platform: Platform, host) -> dict:
                 opts.setdefault("host_key_policy", host.host_key_policy)
             if host.known_hosts:
                 opts.setdefault("ssh_known_hosts", host.known_hosts)
-    elif platform.backend == "libvirt" and "uri" not in opts:
-        from ..backends.hostkeys import libvirt_query
-        query = urllib.parse.urlencode(libvirt_query(host.host_key_policy, host.known_hosts, host.key), safe="/",
-                                       quote_via=urllib.parse.quote)   # libvirt reads no "+" as a space
-        opts["uri"] = f"qemu+ssh://{host.user}@{host.address}:{host.port}/system?{query}"
+    elif platform.backend == "libvirt":
+        if "uri" not in opts:
+            query = f"?keyfile={urllib.parse.quote(host.key, safe='/')}" if host.key else ""
+            opts["uri"] = f"qemu+ssh://{host.user}@{host.address}:{host.port}/system{query}"
+        scheme = urllib.parse.urlsplit(str(opts["uri"])).scheme
+        if scheme.partition("+")[2] in ("ssh", "libssh", "libssh2"):   # the backend applies the policy
+            opts.setdefault("host_key_policy", host.host_key_policy)
+            if host.known_hosts:
+                opts.setdefault("known_hosts", host.known_hosts)
     return opts
 
 

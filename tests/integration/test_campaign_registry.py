@@ -48,13 +48,29 @@ def _stored(data_dir: Path, cid: str) -> None:
         c._check_or_write_meta(st)
 
 
+def _killed_registration(cid: str, data_dir: Path) -> None:
+    """What a SIGKILLed campaign leaves in the host's registry: its entry, nobody holding it."""
+    import os
+    import sys
+    code = ("import sys, time\nfrom labkit.core.registry import register\nregister(sys.argv[1], sys.argv[2])\n"
+            "print('registered', flush=True)\ntime.sleep(600)\n")
+    proc = subprocess.Popen([sys.executable, "-c", code, cid, str(data_dir)], stdout=subprocess.PIPE, text=True,
+                            env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])})
+    assert proc.stdout.readline().strip() == "registered"
+    proc.kill()
+    proc.wait()
+
+
 def test_a_running_campaign_survives_a_duplicate_start_and_clean_without_id(tmp_path, local):
     token = secrets.token_hex(3)
-    cid, killed = f"t-reg{token}", f"t-regk{token}"
+    cid, killed, young = f"t-reg{token}", f"t-regk{token}", f"t-regy{token}"
     first, second = tmp_path / "first", tmp_path / "second"
     design = tmp_path / "d.yaml"
     design.write_text("factors:\n  vcpus: [1, 2]\nseed: 1\n")
-    (left,) = local.provision(InstanceSpec(), prefix=campaign_prefix(killed))   # as after a SIGKILL
+    (left,) = local.provision(InstanceSpec(), prefix=campaign_prefix(killed))
+    _killed_registration(killed, tmp_path / "killed")   # as after a SIGKILL: registered as stopped
+    # a campaign no registry here knows (run from another network namespace or machine), made just now
+    (recent,) = local.provision(InstanceSpec(), prefix=campaign_prefix(young))
     harness = f"labkit-test-{token}"      # a test harness's namespace host, as scripts/setup-fleet.sh makes
     subprocess.run(["ip", "netns", "add", harness], check=True)
     hosts = {harness} | {p.name for p in Path("/run/netns").glob("labkit-fleet-*")}   # scripts/setup-fleet.sh's
@@ -71,21 +87,36 @@ def test_a_running_campaign_survives_a_duplicate_start_and_clean_without_id(tmp_
         r = labkit("clean", "--backend", "local", "--data-dir", str(second))
         assert r.returncode == 1, r.stdout + r.stderr
         assert f"local: {live[0]}: kept: campaign {cid} is running (data dir {first}" in r.stdout
-        assert f"local: {left.name}: remove" in r.stdout and "nothing removed: pass --yes" in r.stdout
+        assert f"local: {left.name}: remove: campaign {killed} is registered as stopped" in r.stdout
+        assert "nothing removed: pass --yes" in r.stdout
         assert local.list_labkit(campaign_prefix(killed)) == [left.name]
+        # the young one is kept, said why: its instance's creation time, from the local backend
+        assert (f"local: {recent.name}: kept: campaign {young} is not registered on this host, but its newest "
+                f"sign of life (local object {recent.name} made) is only ") in r.stdout
+        assert "old and the grace period is 10 min" in r.stdout
         # with --yes: the stopped campaign's instance goes, the running one's stays
         r = labkit("clean", "--backend", "local", "--data-dir", str(second), "--yes")
         assert r.returncode == 0, r.stdout + r.stderr
         assert local.list_labkit(campaign_prefix(killed)) == []
         assert local.list_labkit(campaign_prefix(cid)) == live
+        assert local.list_labkit(campaign_prefix(young)) == [recent.name]
         assert f"local: {harness}: kept: not made by a campaign" in r.stdout
+        # --grace 0: a campaign no registry knows goes at once; the running one still stays
+        r = labkit("clean", "--backend", "local", "--data-dir", str(second), "--yes", "--grace", "0")
+        assert r.returncode == 0, r.stdout + r.stderr
+        assert local.list_labkit(campaign_prefix(young)) == []
+        assert local.list_labkit(campaign_prefix(cid)) == live
         assert hosts <= {p.name for p in Path("/run/netns").glob("labkit-*")}   # test hosts: kept
         assert proc.poll() is None
     finally:
         go.touch()
         out, err = proc.communicate(timeout=600)
         left.destroy()
+        recent.destroy()
         subprocess.run(["ip", "netns", "delete", harness], check=False)
+        from labkit.core.registry import run_dir
+        for leftover in (f"{killed}.json", f"{killed}.lock"):   # the stopped entry the test made
+            (run_dir() / leftover).unlink(missing_ok=True)
     assert proc.returncode == 0 and "STATUS ok,ok" in out, err[-2000:]
     assert local.list_labkit(campaign_prefix(cid)) == []
 

@@ -57,14 +57,36 @@ def pool():
             be.close()
 
 
+#: backend name -> (time.time() before, after) the provisioning of its pool instance
+MADE_AT: dict = {}
+
+
 @pytest.fixture
 def inst(pool, backend_name):
     if backend_name not in pool:
         be = get_backend(backend_name)
+        t0 = time.time()
         (one,) = be.provision(InstanceSpec(vcpus=1, memory_mb=memory(backend_name), affinity="pinned"),
                             prefix=prefix(backend_name))
+        MADE_AT[backend_name] = (t0, time.time())
         pool[backend_name] = (be, one)
     return pool[backend_name][1]
+
+
+def test_created_says_when_an_instance_was_made(inst, backend_name, pool):
+    """What `labkit clean` ages unregistered campaigns by: the backend's own record of when each object
+    was made (a clock reading, not a duration: it lies between the two readings around the provisioning;
+    docker's is in whole seconds, hence the second of slack). libvirt's pool files keep no birth time
+    on this file system, so it reports their last change: never before the provisioning (an age too
+    young keeps a campaign longer, never shorter). ssh reports none."""
+    be = pool[backend_name][0]
+    got = be.created([inst.name, "labkit-test-nosuch--x"])
+    if backend_name == "ssh":
+        assert got == {}
+        return
+    t0, t1 = MADE_AT[backend_name]
+    latest = time.time() if backend_name == "libvirt" else t1 + 0.5
+    assert set(got) == {inst.name} and t0 - 1.5 <= got[inst.name] <= latest, (got, t0, t1)
 
 
 def test_exec_output_exit_codes_and_env(inst):

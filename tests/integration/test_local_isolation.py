@@ -87,6 +87,33 @@ def test_other_campaigns_data_and_the_registry_are_hidden(make, tmp_path, monkey
         in_run.unlink()
 
 
+def test_a_finished_campaigns_data_dir_and_the_home_secrets_are_hidden(make, tmp_path, monkeypatch):
+    """The audit's second pass: a campaign that had finished (its registry entry gone) in another
+    data dir, and root's ~/.ssh, were readable from inside an instance. Every data dir a campaign
+    registered with is recorded for good, and the invoking user's home secrets are covered."""
+    from labkit.core import registry
+    finished = trials.plant(tmp_path / "finished-data" / "campaign-z")
+    monkeypatch.setenv(registry.ENV, str(tmp_path / "registry"))
+    with registry.register(f"test-iso-{secrets.token_hex(3)}", str(tmp_path / "finished-data"), backend="local"):
+        pass   # the campaign ran and stopped: the registry no longer names its data dir
+    assert registry.entries() == []
+    home = tmp_path / "home"
+    monkeypatch.setenv("HOME", str(home))
+    planted = [trials.plant(home / ".ssh", "id_ed25519"), trials.plant(home / ".config" / "openstack", "clouds.yaml"),
+               trials.plant(home / ".aws", "credentials"), trials.plant(home / ".azure", "accessTokens.json"),
+               trials.plant(home / ".cache" / "labkit", "cloud_known_hosts"), trials.plant(home, ".netrc")]
+    plain = trials.plant(home, "notes.txt")                         # not a secret: seen
+    # root's own (the password database's home, whatever $HOME says): its test key, never planted
+    real = [p for p in (Path("/root/.ssh/labkit_test_ed25519"), Path("/root/.ssh/known_hosts")) if p.is_file()]
+    [inst] = make()
+    assert trials.visible(inst, [finished, *planted, *real, plain]) == [str(plain)]
+    hidden = inst.metadata["isolation"]["hidden"]
+    assert str(tmp_path / "finished-data") in hidden and str(home / ".netrc") in hidden and "/root/.ssh" in hidden
+    before = (home / ".netrc").read_text()
+    inst.exec(["sh", "-c", f"echo x > {home / '.netrc'}; rm -f {home / '.netrc'}"], check=False, timeout=30)
+    assert (home / ".netrc").read_text() == before   # nor changed (a write goes to /dev/null)
+
+
 def test_the_controller_environment_is_not_passed(make):
     [inst] = make()
     assert trials.controller_env_seen(inst) == 0

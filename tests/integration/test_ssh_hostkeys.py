@@ -23,12 +23,11 @@ from tests.support import hostkey_trials as trials
 
 pytestmark = pytest.mark.ssh
 LIBVIRT = pytest.mark.libvirt
-PATHS = [pytest.param(p, marks=LIBVIRT) if p == "libvirt" else p for p in trials.PATHS]
-#: what each path says about a refused key: labkit's message, or the ssh binary's own (libvirt runs ssh)
-CHANGED = {"ssh binary": "HOST IDENTIFICATION HAS CHANGED|Host key verification failed",
-           "libvirt": "Host key verification failed"}
-UNKNOWN = {"ssh binary": "Host key verification failed|No .* host key is known",
-           "libvirt": "Host key verification failed"}
+PATHS = [pytest.param(p, marks=LIBVIRT) if p in trials.LIBVIRT_PATHS else p for p in trials.PATHS]
+#: what each path says about a refused key: labkit's message (every path since the libvirt backend
+#: took host_key_policy), or the ssh binary's own (what mpirun shows of its ssh launch agent)
+CHANGED = {"ssh binary": "HOST IDENTIFICATION HAS CHANGED|Host key verification failed"}
+UNKNOWN = {"ssh binary": "Host key verification failed|No .* host key is known"}
 
 
 @pytest.fixture
@@ -49,7 +48,7 @@ def test_a_changed_key_is_refused(path, policy, home):
     if path in CHANGED:
         assert re.search(CHANGED[path], why), why
     else:
-        assert "BackendUnavailable" in why and f"{host}:{port} CHANGED" in why, why
+        assert f"{host}:{port} CHANGED" in why and "@@@" not in why, why
         assert f"{kh} line 2" in why and f"ssh-keygen -f {kh} -R '[{host}]:{port}'" in why, why
     assert kh.read_text() == before   # nothing recorded over the old key
 
@@ -80,10 +79,18 @@ def test_insecure_connects_with_a_changed_key_and_says_so(home, caplog):
         finally:
             be.close()
     assert "host_key_policy insecure" in caplog.text
-    for path in trials.PATHS[1:4]:   # the ssh binary, docker, libvirt: also accepted
-        if path == "libvirt" and not _libvirt_up():
+    for path in ("ssh binary", "docker ssh://", *trials.LIBVIRT_PATHS):   # also accepted
+        if path in trials.LIBVIRT_PATHS and not _libvirt_up():
             continue
         assert trials.attempt(path, "insecure", kh) == (True, ""), path
+    if _libvirt_up():   # recorded in the libvirt backend's fingerprint, so with every run
+        be = trials.libvirt_backend("insecure", kh, domain_type="qemu")   # no KVM probe boot
+        try:
+            assert be.fingerprint()["host_key_policy"] == "insecure"
+            assert be.ssh.policy == "insecure" and "StrictHostKeyChecking=no" in open(
+                be.ssh.open_uri.split("command=")[1].split("&")[0]).read()
+        finally:
+            be.close()
 
 
 def test_the_default_policy_is_strict_and_the_set_up_recorded_the_sshd():
@@ -100,6 +107,32 @@ def test_a_changed_key_in_the_users_own_file_is_refused_by_default(home):
     (home / ".ssh" / "known_hosts").write_text(trials.changed_file(home).read_text())
     with pytest.raises(BackendUnavailable, match=rf"CHANGED.*{home}/\.ssh/known_hosts line 2.*ssh-keygen"):
         get_backend("ssh", **trials.target())
+
+
+@LIBVIRT
+@pytest.mark.parametrize("transport", ["libssh", "libssh2"])
+def test_libvirts_own_ssh_clients_take_the_policy_too(transport, home):
+    """qemu+libssh(2):// URIs: libvirt's own SSH clients get the policy's known_hosts and check."""
+    t = trials.target()
+
+    def attempt(policy, kh):
+        from labkit.backends.libvirt import LibvirtBackend
+        be = LibvirtBackend(uri=f"qemu+{transport}://{t['user']}@{t['host']}:{t['port']}/system?keyfile={t['key_filename']}",
+                            host_key_policy=policy, known_hosts=str(kh))
+        try:
+            be.conn.getVersion()
+        finally:
+            be.close()
+
+    for policy in ("strict", "accept-new"):
+        with pytest.raises(BackendUnavailable, match=rf"{t['host']}:{t['port']} CHANGED.*{trials.changed_file(home)} line 2"):
+            attempt(policy, trials.changed_file(home))
+    kh = trials.unknown_file(home)
+    with pytest.raises(BackendUnavailable, match="is unknown .* host_key_policy is strict"):
+        attempt("strict", kh)
+    attempt("accept-new", kh)
+    assert trials.recorded_keys(kh) and trials.recorded_keys(kh) <= trials.server_keys()
+    attempt("strict", kh)
 
 
 def _libvirt_up() -> bool:

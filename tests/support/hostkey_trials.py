@@ -1,7 +1,9 @@
 """Host-key attack trials against the real test sshd (scripts/setup-ssh.sh, LABKIT_SSH_*), on every
 SSH path labkit uses (issue 28): the ``ssh`` backend (fabric/paramiko), the ``ssh`` binary of an
-MPI launch agent, docker over ``ssh://``, libvirt's ``qemu+ssh://`` URI and a cloud server's
-readiness wait. Shared by tests/integration/test_ssh_hostkeys.py and
+MPI launch agent, docker over ``ssh://``, the libvirt backend on a ``qemu+ssh://`` URI (its
+``host_key_policy`` and ``known_hosts`` options), a cloud server's readiness wait, and the relay
+that an MPI launch agent runs for a libvirt guest (``python -m labkit.backends.libvirt.relay`` on
+the URI the backend opens). Shared by tests/integration/test_ssh_hostkeys.py and
 reliability/security_hostkeys.py.
 
 Each trial runs in a :func:`private_home` (HOME is a temporary directory, so ``~/.ssh/known_hosts``
@@ -14,13 +16,16 @@ from __future__ import annotations
 import contextlib
 import os
 import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
 
 import paramiko
 
-PATHS = ("ssh backend", "ssh binary", "docker ssh://", "libvirt", "cloud wait")
+PATHS = ("ssh backend", "ssh binary", "docker ssh://", "libvirt", "cloud wait", "libvirt relay")
+#: the paths that need libvirtd
+LIBVIRT_PATHS = ("libvirt", "libvirt relay")
 
 
 def target() -> dict:
@@ -105,20 +110,32 @@ def connect(path: str, policy: str, known_hosts: Path) -> None:
         docker_ssh.api_client(f"ssh://{t['user']}@{t['host']}:{t['port']}", settings, timeout=30,
                               version="1.41").close()
     elif path == "libvirt":
-        import urllib.parse
-
-        import libvirt
-
-        from labkit.backends.hostkeys import libvirt_query
-        query = urllib.parse.urlencode(libvirt_query(policy, str(known_hosts), t["key_filename"]), safe="/",
-                                       quote_via=urllib.parse.quote)
-        libvirt.open(f"qemu+ssh://{t['user']}@{t['host']}:{t['port']}/system?{query}").close()
+        be = libvirt_backend(policy, known_hosts)
+        try:
+            be.conn.getVersion()
+        finally:
+            be.close()
+    elif path == "libvirt relay":   # what an MPI launch agent runs for a libvirt guest (host_command)
+        uri = libvirt_backend(policy, known_hosts).ssh.open_uri
+        res = subprocess.run([sys.executable, "-m", "labkit.backends.libvirt.relay", uri, "labkit-test-nosuchvm",
+                              "true"], capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL,
+                             cwd=str(Path(__file__).resolve().parents[2]))
+        if "Domain not found" not in res.stderr:   # connected: only the domain is missing
+            raise ConnectionRefusedError(f"relay exited {res.returncode}: {res.stderr.strip()[-1500:]}")
     elif path == "cloud wait":
         from labkit.backends.clouds.base import wait_ssh
         wait_ssh(t["host"], t["port"], t["user"], t["key_filename"], time.monotonic() + 60, connect_timeout=10,
                  interval=0.5, host_key_policy=policy, known_hosts=str(known_hosts))
     else:
         raise ValueError(f"unknown path {path!r}; one of {PATHS}")
+
+
+def libvirt_backend(policy: str, known_hosts: Path, **options):
+    """The libvirt backend on the test sshd's ``qemu+ssh://`` URI with ``policy`` (not connected yet)."""
+    from labkit.backends.libvirt import LibvirtBackend
+    t = target()
+    return LibvirtBackend(uri=f"qemu+ssh://{t['user']}@{t['host']}:{t['port']}/system?keyfile={t['key_filename']}",
+                          host_key_policy=policy, known_hosts=str(known_hosts), **options)
 
 
 def attempt(path: str, policy: str, known_hosts: Path) -> tuple[bool, str]:

@@ -71,8 +71,9 @@ def host_netns_reached(inst) -> int:
 
 
 def visible(inst, paths) -> list[str]:
-    """Those of ``paths`` (files) that a command in ``inst`` can read."""
-    script = 'for f in "$@"; do cat "$f" >/dev/null 2>&1 && echo "$f"; done; true'
+    """Those of ``paths`` (files, none empty) whose content a command in ``inst`` can read (a
+    hidden file reads as empty: /dev/null is bound on it)."""
+    script = 'for f in "$@"; do [ -n "$(head -c 64 "$f" 2>/dev/null)" ] && echo "$f"; done; true'
     res = inst.exec(["sh", "-c", script, "visible", *map(str, paths)], check=False, timeout=60)
     return res.stdout.split()
 

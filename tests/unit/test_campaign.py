@@ -13,7 +13,7 @@ import pytest
 from labkit.design import Design
 from labkit.errors import ConfigError, StoreError
 from labkit.run.campaign import Campaign
-from labkit.store import Store
+from labkit.store import Store, run_output_policy
 
 #: this session's token in campaign ids: a suite running beside another never shares a campaign
 RUN = secrets.token_hex(3)
@@ -205,16 +205,40 @@ def test_sigterm_tears_down_and_resume_finishes(tmp_path):
 
 @pytest.mark.parametrize("testbed", [None, {"hosts": [{"name": "here", "platforms": ["local"]}]}],
                          ids=["one-backend", "testbed"])
-def test_a_failed_run_keeps_its_commands_output_beside_the_store(tmp_path, testbed):
+def test_every_run_keeps_its_commands_output_beside_the_store(tmp_path, testbed, monkeypatch, capsys):
+    """Every run's command output (ok runs too, since issue 28's second pass) in output/<run_id>.log,
+    0600, stating its size; LABKIT_RUN_OUTPUT=failed keeps only the others', off none."""
     d = Design.from_dict({"factors": {"vcpus": [1, 2]}, "seed": 1})
     # vcpus=1 fails after printing a line on each stream; vcpus=2 succeeds
     cmd = "echo out-{vcpus}; if [ {vcpus} = 1 ]; then echo err-line >&2; exit 4; fi"
-    st = Campaign(d, workload="command", workload_params={"argv": ["sh", "-c", cmd]}, progress=False,
-                  campaign_id=f"t-out-{RUN}", data_dir=tmp_path, testbed=testbed).run()
-    runs = st.runs().set_index("vcpus")
-    failed, ok = runs.loc[1, "run_id"], runs.loc[2, "run_id"]
+
+    def run(cid):
+        st = Campaign(d, workload="command", workload_params={"argv": ["sh", "-c", cmd]}, progress=False,
+                      campaign_id=cid, data_dir=tmp_path, testbed=testbed).run()
+        runs = st.runs().set_index("vcpus")
+        return st, runs.loc[1, "run_id"], runs.loc[2, "run_id"]
+
+    st, failed, ok = run(f"t-out-{RUN}")
     text = st.run_output(failed)
-    assert text is not None and "out-1" in text and "err-line" in text and "exit 4" in text
-    assert st.run_output(ok) is None            # an ok run's output went into its measurements
-    path = tmp_path / f"t-out-{RUN}" / "output" / f"{failed}.log"
-    assert path.stat().st_mode & 0o777 == 0o600
+    assert text.startswith(f"# labkit: command output of run {failed} (failed): ")
+    assert "out-1" in text and "err-line" in text and "exit 4" in text
+    text = st.run_output(ok)
+    assert text.startswith(f"# labkit: command output of run {ok} (ok): ") and "out-2" in text and "exit 0" in text
+    for rid in (failed, ok):
+        assert (tmp_path / f"t-out-{RUN}" / "output" / f"{rid}.log").stat().st_mode & 0o777 == 0o600
+    # readable from the command line
+    from labkit import cli
+    show = ["show", f"t-out-{RUN}", "--data-dir", str(tmp_path), "--output"]
+    assert cli.main([*show, ok]) == 0 and capsys.readouterr().out == st.run_output(ok)
+    assert cli.main([*show, ""]) == 0 and capsys.readouterr().out.split() == sorted([failed, ok])
+    assert cli.main([*show, "c9999r001"]) == 2
+    assert "no output kept for run 'c9999r001' (runs with output: " in capsys.readouterr().err
+    monkeypatch.setenv("LABKIT_RUN_OUTPUT", "failed")
+    st, failed, ok = run(f"t-outf-{RUN}")
+    assert st.run_outputs() == [failed]
+    monkeypatch.setenv("LABKIT_RUN_OUTPUT", "off")
+    st, failed, ok = run(f"t-outo-{RUN}")
+    assert st.run_outputs() == []
+    monkeypatch.setenv("LABKIT_RUN_OUTPUT", "some")
+    with pytest.raises(ConfigError, match="LABKIT_RUN_OUTPUT='some': use one of all, failed, off"):
+        run_output_policy()

@@ -111,9 +111,13 @@ def test_a_testbed_passes_its_policy_and_file_to_every_ssh_path(home, tmp_path):
     assert ssh["host_key_policy"] == "accept-new" and ssh["known_hosts"] == str(kh)
     docker = options_for(tb.platform("docker"), n2)
     assert docker["host_key_policy"] == "insecure" and docker["ssh_known_hosts"] == str(kh)
-    uri = options_for(tb.platform("libvirt"), n1)["uri"]
-    assert uri == ("qemu+ssh://root@10.0.0.5:22/system?no_tty=1&command="
-                   f"{hostkeys.ssh_wrapper(hostkeys.ssh_options('accept-new', str(kh)))}&keyfile=/k")
+    libvirt_opts = options_for(tb.platform("libvirt"), n1)
+    assert libvirt_opts == {"uri": "qemu+ssh://root@10.0.0.5:22/system?keyfile=/k",
+                            "host_key_policy": "accept-new", "known_hosts": str(kh)}
+    from labkit.backends.libvirt import LibvirtBackend
+    assert LibvirtBackend(**libvirt_opts).ssh.open_uri == (
+        "qemu+ssh://root@10.0.0.5:22/system?keyfile=/k&no_tty=1&command="
+        f"{hostkeys.ssh_wrapper(hostkeys.ssh_options('accept-new', str(kh)))}")
     assert n1.describe()["host_key_policy"] == "accept-new"
     # the backends take what the testbed gives
     assert SshBackend(**ssh).settings == SshSettings("root", "10.0.0.5", 22, "/k", str(kh), "accept-new", 10.0)
@@ -197,3 +201,70 @@ def test_the_mpi_launch_agent_and_ssh_hosts_members_use_the_backends_policy(home
                             host_key_policy="insecure", known_hosts=kh)
     assert [m.settings.host_key_policy for m in hosts.members] == ["insecure", "strict"]
     assert {m.settings.known_hosts for m in hosts.members} == {kh}
+
+
+def _refusals() -> dict[str, str]:
+    """libvirt's errors for a changed and an unknown host key, as recorded (tests/vectors/openssh_refusals.txt),
+    with OpenSSH's CR LF line ends."""
+    from pathlib import Path
+    text = (Path(__file__).parents[1] / "vectors" / "openssh_refusals.txt").read_text()
+    parts = text.split("=== ")[1:]
+    return {p.split("\n", 1)[0]: p.split("\n", 1)[1].rstrip("\n").replace("\n", "\r\n") for p in parts}
+
+
+def test_openssh_refusals_are_said_in_labkits_words():
+    got = _refusals()
+    changed = hostkeys.ssh_refusal(got["changed"], "127.0.0.1", 2222, "/x/kh")
+    assert changed == ("the host key of 127.0.0.1:2222 CHANGED: the server offers "
+                       "SHA256:DbSGoJatBQwh513vU7+ygJDB9+YQMBxPpLH6JgCq2KA but "
+                       "/tmp/labkit-hostkeys-iqxs_asp/known_hosts_changed line 2 holds a different key for "
+                       "[127.0.0.1]:2222 (a man-in-the-middle, or the host was reinstalled). If the new key is "
+                       "right, remove the old one with: ssh-keygen -f /tmp/labkit-hostkeys-iqxs_asp/known_hosts_changed "
+                       "-R '[127.0.0.1]:2222'")
+    unknown = hostkeys.ssh_refusal(got["unknown"], "127.0.0.1", 2222, "/x/kh")
+    assert unknown == hostkeys.unknown_message("127.0.0.1", 2222, "/x/kh")
+    assert hostkeys.ssh_refusal("Cannot recv data: Connection refused", "h", 22, None) is None
+
+
+def test_the_libvirt_backend_applies_its_policy_to_every_ssh_uri(home, tmp_path, caplog):
+    import urllib.parse
+
+    from labkit.backends.libvirt import LibvirtBackend
+    from labkit.backends.libvirt.sshuri import parse
+
+    def query(uri):
+        return dict(urllib.parse.parse_qsl(urllib.parse.urlsplit(uri).query))
+
+    # a local URI: no SSH, no policy, opened as given
+    local = LibvirtBackend(uri="qemu:///system")
+    assert (local.ssh.open_uri, local.ssh.policy) == ("qemu:///system", None) and "host_key_policy" not in local.options
+    with pytest.raises(ConfigError, match="apply to an SSH URI"):
+        LibvirtBackend(uri="qemu+tls://h/system", host_key_policy="strict")
+    # a user's own qemu+ssh URI: strict by default, ssh run with the policy's options, the user's parameters kept
+    be = LibvirtBackend(uri="qemu+ssh://lab@h:2200/system?keyfile=/my%20k&socket=/run/x.sock")
+    q = query(be.ssh.open_uri)
+    assert be.ssh.open_uri.startswith("qemu+ssh://lab@h:2200/system?keyfile=/my%20k&socket=/run/x.sock&")
+    assert (q["keyfile"], q["socket"], q["no_tty"]) == ("/my k", "/run/x.sock", "1")
+    assert q["command"] == hostkeys.ssh_wrapper(hostkeys.ssh_options("strict", None))
+    assert (be.ssh.host, be.ssh.port, be.ssh.policy, be.options["host_key_policy"]) == ("h", 2200, "strict", "strict")
+    kh = tmp_path / "kh"
+    new = LibvirtBackend(uri="xen+ssh://h/", host_key_policy="accept-new", known_hosts=str(kh))
+    assert query(new.ssh.open_uri)["command"] == hostkeys.ssh_wrapper(hostkeys.ssh_options("accept-new", str(kh)))
+    assert new.uri == "xen+ssh://h/"   # what the fingerprint and the metadata show
+    # libvirt's own SSH clients: their known_hosts file and check
+    assert query(parse("qemu+libssh2://h/system", None, str(kh)).open_uri) == {
+        "known_hosts_verify": "normal", "known_hosts": str(kh), "no_tty": "1"}
+    assert query(parse("qemu+libssh://h/system", "accept-new", None).open_uri)["known_hosts"] == f"{home}/.ssh/known_hosts"
+    with caplog.at_level(logging.WARNING):
+        assert query(parse("qemu+libssh://h/system", "insecure", None).open_uri) == {
+            "known_hosts_verify": "ignore", "no_tty": "1"}
+    assert "host_key_policy insecure" in caplog.text
+    # a parameter that would bypass the policy, a bad policy, a URI without a host
+    for param, instead in (("command=/usr/bin/ssh", "host_key_policy"), ("no_verify=1", "insecure"),
+                           ("known_hosts=/k", "known_hosts option"), ("known_hosts_verify=ignore", "host_key_policy")):
+        with pytest.raises(ConfigError, match=f"{param.split('=')[0]}.*bypass.*{instead}"):
+            LibvirtBackend(uri=f"qemu+ssh://h/system?{param}")
+    with pytest.raises(ConfigError, match="host_key_policy must be one of"):
+        LibvirtBackend(uri="qemu+ssh://h/system", host_key_policy="no")
+    with pytest.raises(ConfigError, match="names its host"):
+        LibvirtBackend(uri="qemu+ssh:///system")

@@ -108,26 +108,31 @@ def test_store_caps_the_error_text_of_a_run(tmp_path):
 
 
 @pytest.mark.root
-def test_an_instance_keeps_its_last_commands_output_shortened():
+def test_an_instance_logs_every_command_within_the_first_and_last_mib():
+    """Every command an instance ran, in one log bounded to its first and last MiB (what a run's
+    output file keeps): the first commands in the head, the end of the last in the tail, the
+    byte totals of all of them."""
     from labkit.backends import get_backend, teardown
-    from labkit.backends.base import EXEC_LOG_CAP, EXEC_LOG_LEN, exec_log_text
+    from labkit.backends.base import exec_log_text
     from labkit.core.instance import InstanceSpec
 
     be = get_backend("local")
     (inst,) = be.provision(InstanceSpec(vcpus=1, memory_mb=64), prefix="labkit-test-log-")
     try:
-        for i in range(EXEC_LOG_LEN + 2):
+        for i in range(20):
             inst.exec(f"echo run {i}")
         inst.exec("head -c 5M /dev/zero | tr '\\0' q; echo tail-end; echo oops >&2; exit 2", check=False)
     finally:
         teardown([inst])
-    log = list(inst.exec_log)
-    assert len(log) == EXEC_LOG_LEN and log[0].stdout == "run 3\n"
-    last = log[-1]
-    assert (last.exit_code, last.stdout_bytes, last.stderr) == (2, 5 * 2**20 + 9, "oops\n")
-    assert len(last.stdout) <= EXEC_LOG_CAP + 100 and last.stdout.endswith("tail-end\n")
+    log = inst.exec_log
+    assert log.commands == 21 and log.printed == sum(len(f"run {i}\n") for i in range(20)) + 5 * 2**20 + 9 + 5
     text = exec_log_text([inst])
-    assert "$ sh -c 'echo run 3'" in text and "exit 2 after" in text and "stdout 5242889 bytes" in text
+    assert text.startswith(f"# 1 instance(s), 21 command(s), {log.printed} bytes printed on stdout and stderr\n\n"
+                           f"=== {inst.name}: 21 command(s), {log.printed} bytes printed on stdout and stderr\n")
+    assert "$ sh -c 'echo run 0'" in text and "--- stdout ---\nrun 0\n" in text      # the head
+    assert "exit 2 after" in text and "stdout 5242889 bytes" in text and "bytes omitted" in text
+    assert text.rstrip().endswith("tail-end\n\n--- stderr ---\noops")             # the tail
+    assert len(text.encode()) < 2 * 2**20 + 4096
 
 
 def test_a_runs_output_file_is_private_capped_and_named_safely(tmp_path):
@@ -135,11 +140,18 @@ def test_a_runs_output_file_is_private_capped_and_named_safely(tmp_path):
     from labkit.store import OUTPUT_CAP
 
     with Store(tmp_path / "c" / "store.sqlite") as st:
-        path = st.write_run_output("c0001r002", "begin " + "o" * (3 * OUTPUT_CAP) + " end")
+        path = st.write_run_output("c0001r002", "begin " + "o" * (3 * OUTPUT_CAP) + " end", "ok")
         assert path == tmp_path / "c" / "output" / "c0001r002.log"
         assert (path.stat().st_mode & 0o777, path.parent.stat().st_mode & 0o777) == (0o600, 0o700)
         kept = st.run_output("c0001r002")
-        assert len(kept) <= OUTPUT_CAP + 100 and kept.startswith("begin o") and kept.endswith("o end")
+        size = 3 * OUTPUT_CAP + 10
+        assert kept.startswith(f"# labkit: command output of run c0001r002 (ok): {size} bytes; the first 1 MiB "
+                               "and the last 1 MiB kept\nbegin o") and kept.endswith("o end")
+        assert f"[{size - OUTPUT_CAP} bytes omitted; total {size} bytes]" in kept
+        assert len(kept.encode()) <= OUTPUT_CAP + 200
+        st.write_run_output("c0001r003", "short")
+        assert st.run_output("c0001r003") == "# labkit: command output of run c0001r003: 5 bytes; all kept\nshort"
+        assert st.run_outputs() == ["c0001r002", "c0001r003"]
         assert st.run_output("c9999r001") is None and st.run_output("../store") is None
         for bad in ("../escape", ".hidden", "a/b", ""):
             with pytest.raises(StoreError, match="not a run id"):

@@ -237,3 +237,58 @@ def test_another_user_sees_a_campaign_by_pid_and_start_time_until_it_is_killed(t
         assert read_as_nobody() == f"reg-x:False:{proc.pid}"
     finally:
         shutil.rmtree(shared)
+
+
+def test_two_non_root_users_cannot_run_one_campaign_id(tmp_path, monkeypatch):
+    """The README's claim made true: users 4242 and 4243 register in their own runtime dirs, which
+    neither can read; the second start of the id still refuses, naming the first's pid and uid
+    (the kernel's SO_PEERCRED on its claim), and succeeds once the first is killed."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root to act as two other users")
+    import secrets
+    import shutil
+    import tempfile
+    monkeypatch.delenv("LABKIT_RUN_DIR")
+    cid = f"t-xu{secrets.token_hex(3)}"
+    base = Path(tempfile.mkdtemp(prefix="labkit-test-users-"))   # /tmp: both users can reach their own dirs
+    os.chmod(base, 0o755)
+    from tests.support.other_users import HOLD, TRY, as_user
+    try:
+        first = as_user(4242, base / "a", HOLD, cid, str(base / "a" / "data"))
+        try:
+            assert first.stdout.readline().strip() == "registered", first.stderr.read()
+            out, err = as_user(4243, base / "b", TRY, cid, str(base / "b" / "data")).communicate(timeout=60)
+            assert out.startswith("REFUSED"), out + err
+            assert f"campaign {cid!r} is already running on this host: pid {first.pid} of another user" in out
+            assert "uid 4242" in out
+            assert cid in registry.claimed()   # what root's `labkit clean` sees as running
+        finally:
+            first.kill()
+            first.wait()
+        out, err = as_user(4243, base / "c", TRY, cid, str(base / "c" / "data")).communicate(timeout=60)
+        assert out.startswith(f"REGISTERED {base / 'c'}/labkit/campaigns"), out + err
+    finally:
+        shutil.rmtree(base)
+
+
+def test_a_claim_is_host_wide_named_by_the_kernel_and_scoped_by_the_run_dir(tmp_path, monkeypatch):
+    """labkit.core.claims: one holder per id; anyone learns its pid and uid (SO_PEERCRED) and sees the
+    id in /proc/net/unix; the kernel frees it with its holder; LABKIT_RUN_DIR scopes the names."""
+    from labkit.core import claims
+    first = claims.claim("cl-a")
+    try:
+        assert first is not None and claims.claim("cl-a") is None
+        assert claims.holder("cl-a") == (os.getpid(), os.geteuid()) and "cl-a" in claims.bound()
+        monkeypatch.setenv("LABKIT_RUN_DIR", str(tmp_path / "elsewhere"))   # another scope: free there
+        other = claims.claim("cl-a")
+        assert other is not None and "cl-a" in claims.bound()
+        other.close()
+    finally:
+        monkeypatch.setenv("LABKIT_RUN_DIR", str(tmp_path / "run"))
+        first.close()
+    assert claims.holder("cl-a") is None and "cl-a" not in claims.bound()
+    proc = _child("cl-b", tmp_path / "d")   # registered (claimed) in a child, then SIGKILLed
+    assert "cl-b" in registry.claimed() and registry.holder_text("cl-b").startswith(f"pid {proc.pid} of")
+    proc.kill()
+    proc.wait()
+    assert "cl-b" not in registry.claimed() and claims.claim("cl-b") is not None

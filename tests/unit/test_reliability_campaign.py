@@ -260,21 +260,27 @@ def test_clean_everything_skips_unavailable_backends_and_spares_running_campaign
     monkeypatch.setattr(sys.modules[__name__], "LISTED", [
         "labkit-busy--0a", "labkit-elsewhere--0b", "labkit-gone--0c", "labkit-gone--noise0d", "labkit-test-0e"])
     with CampaignLock(tmp_path / "busy" / LOCK_NAME), register("elsewhere", tmp_path / "other-checkout"):
-        assert cli.main(["clean", "--data-dir", str(tmp_path)]) == 1      # no --yes, no terminal: list only
+        assert cli.main(["clean", "--data-dir", str(tmp_path)]) == 0
         out = capsys.readouterr().out
         assert "docker: skipped (docker: daemon down)" in out
         assert {b.name for b in fake_backends} == set(labkit.backends.REGISTRY) - {"docker"}
-        assert all(b.cleaned == [] for b in fake_backends) and "nothing removed: pass --yes" in out
-        assert "local: labkit-gone--0c: remove" in out and "local: labkit-test-0e: kept" in out
+        # gone: no registry knows it and no one says how old its objects are: kept (the grace period)
+        assert "local: labkit-gone--0c: kept: campaign gone is not registered on this host and no one tells" in out
+        assert "local: labkit-test-0e: kept" in out and "nothing to remove" in out
         assert f"campaign elsewhere is running (data dir {tmp_path / 'other-checkout'}" in out
         fake_backends.clear()
-        assert cli.main(["clean", "--data-dir", str(tmp_path), "--yes"]) == 0
+        assert cli.main(["clean", "--data-dir", str(tmp_path), "--grace", "0"]) == 1  # no --yes, no terminal: list only
+        out = capsys.readouterr().out
+        assert all(b.cleaned == [] for b in fake_backends) and "nothing removed: pass --yes" in out
+        assert "local: labkit-gone--0c: remove" in out
+        fake_backends.clear()
+        assert cli.main(["clean", "--data-dir", str(tmp_path), "--yes", "--grace", "0"]) == 0
         assert all(b.cleaned == ["labkit-gone--"] for b in fake_backends)
         assert all(b.listed == ["labkit-busy--0a", "labkit-elsewhere--0b", "labkit-test-0e"] for b in fake_backends)
         assert cli.main(["clean", "busy", "--data-dir", str(tmp_path)]) == 2   # no store there: an error
         assert "no result store" in capsys.readouterr().err
     fake_backends.clear()
-    assert cli.main(["clean", "--data-dir", str(tmp_path), "--yes", "--include-unknown"]) == 0
+    assert cli.main(["clean", "--data-dir", str(tmp_path), "--yes", "--include-unknown", "--grace", "0"]) == 0
     assert all(b.listed == [] for b in fake_backends)    # nothing runs any more: everything goes
 
 

@@ -86,13 +86,21 @@ def test_options_on_a_remote_host(monkeypatch, tmp_path):
                                                   "host_key_policy": "strict"}
     assert options_for(tb.platform("docker"), h) == {"base_url": "ssh://lab@10.0.0.5:2200", "ssh_key_filename": "/k",
                                                      "host_key_policy": "strict"}
-    assert options_for(tb.platform("kvm"), h) == {"uri": "qemu+ssh://lab@10.0.0.5:2200/system"}
+    # the platform's own SSH URI gets the host's policy too (the backend applies it to what it opens)
+    assert options_for(tb.platform("kvm"), h) == {"uri": "qemu+ssh://lab@10.0.0.5:2200/system",
+                                                  "host_key_policy": "strict"}
     # generated: libvirt's ssh transport parameters (libvirt docs/uri.rst), the key URI-escaped; the
-    # command: ssh with the host-key policy's options (labkit.backends.hostkeys.libvirt_query)
+    # backend adds the command: ssh with the host-key policy's options (labkit.backends.libvirt.sshuri)
     spaced = Testbed.from_dict({"hosts": [{"name": "n2", "address": "10.0.0.6", "key": "/my keys/k"}]}).hosts[0]
-    uri = options_for(tb.platform("libvirt"), spaced)["uri"]
-    assert uri.startswith("qemu+ssh://root@10.0.0.6:22/system?no_tty=1&command=") and uri.endswith("&keyfile=/my%20keys/k")
+    opts = options_for(tb.platform("libvirt"), spaced)
+    assert opts == {"uri": "qemu+ssh://root@10.0.0.6:22/system?keyfile=/my%20keys/k", "host_key_policy": "strict"}
+    from labkit.backends.libvirt import LibvirtBackend
+    uri = LibvirtBackend(**opts).ssh.open_uri
+    assert uri.startswith("qemu+ssh://root@10.0.0.6:22/system?keyfile=/my%20keys/k&no_tty=1&command=")
     assert "StrictHostKeyChecking=yes" in open(uri.split("command=")[1].split("&")[0]).read()
+    # a URI without SSH gets no policy
+    local = parse_platforms({"kvm": {"backend": "libvirt", "uri": "qemu+tls://{address}/system"}})["kvm"]
+    assert options_for(local, h) == {"uri": "qemu+tls://10.0.0.5/system"}
     with pytest.raises(ConfigError, match="runs on the controller only"):
         options_for(tb.platform("local"), h)
     # this machine: options as declared

@@ -6,7 +6,8 @@
  *   namespaces (all mounts private; the network namespace's loopback up) and forks their PID 1 (killed with this process, which
  *   waits for it), which mounts its own /proc and then, with mount(2) calls:
  *   1. binds HOSTS (unless empty) on /etc/hosts;
- *   2. covers each hidden directory with an empty tmpfs and binds WORKDIR back at its path;
+ *   2. covers each hidden directory with an empty tmpfs (a hidden file: binds /dev/null on it)
+ *      and binds WORKDIR back at its path;
  *   3. in the instance's own network namespace (NETNS given) lets ports below 1024 be bound
  *      and ICMP echo sockets be opened without a capability;
  *   4. makes every mount read-only except those at or under WORKDIR, /tmp, /var/tmp, /proc,
@@ -194,8 +195,13 @@ static void setup(const char *workdir, const char *hosts, int netns, char **mark
     int keep = open(workdir, O_PATH | O_DIRECTORY | O_CLOEXEC);
     if (keep < 0) die("open", workdir);
     if (hosts[0]) do_mount(hosts, "/etc/hosts", NULL, MS_BIND, NULL);
-    for (size_t i = 0; i < nhidden; i++)
-        do_mount("labkit-hidden", hidden[i], "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, HIDDEN_OPTIONS);
+    char *file = calloc(nhidden + 1, 1);   /* which hidden paths are files, not directories */
+    if (!file) die("calloc", NULL);
+    for (size_t i = 0; i < nhidden; i++) {
+        file[i] = exists(hidden[i]) && !is_dir(hidden[i]);
+        if (file[i]) do_mount("/dev/null", hidden[i], NULL, MS_BIND, NULL);
+        else do_mount("labkit-hidden", hidden[i], "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, HIDDEN_OPTIONS);
+    }
     mkdirs(workdir);   /* inside a hidden directory: made in its tmpfs */
     char self[64];
     snprintf(self, sizeof self, "/proc/self/fd/%d", keep);
@@ -231,8 +237,11 @@ static void setup(const char *workdir, const char *hosts, int netns, char **mark
         }
     }
     free_mounts(m, n);
-    for (size_t i = 0; i < nhidden; i++)   /* the file system itself, so its copies under /tmp too */
-        do_mount(NULL, hidden[i], NULL, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, HIDDEN_OPTIONS);
+    for (size_t i = 0; i < nhidden; i++) {   /* the file system itself, so its copies under /tmp too */
+        if (file[i]) read_only(hidden[i], MS_NOSUID | MS_NOEXEC);
+        else do_mount(NULL, hidden[i], NULL, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, HIDDEN_OPTIONS);
+    }
+    free(file);
     const char *ro[nmarks + 4];
     int nro = 0;
     for (int i = 0; i < nmarks; i++)

@@ -54,7 +54,7 @@ from ..base import (
     teardown,
 )
 from ..networks import Network, join_network
-from . import agent
+from . import agent, sshuri
 from . import mounts as libvirt_mounts
 from . import net as libvirt_net
 from . import probe as libvirt_probe
@@ -112,6 +112,7 @@ class LibvirtInstance(Instance):
         self.console_log = console_log
         self.started = started   # when provisioning began
         self.metadata.update({"domain_type": domain_type, "uri": backend.uri,
+                              **({"host_key_policy": backend.ssh.policy} if backend.ssh.policy else {}),
                               "disk_format": backend.disk_format,
                               "guest_kernel": backend.image_info().get("kernel_version")})
 
@@ -140,7 +141,7 @@ class LibvirtInstance(Instance):
         package_root = str(Path(__file__).resolve().parents[3])   # the directory holding labkit/
         path = os.pathsep.join(p for p in (package_root, os.environ.get("PYTHONPATH")) if p)
         return ["env", f"PYTHONPATH={path}", sys.executable, "-m", "labkit.backends.libvirt.relay",
-                self.backend.uri, self.name, *argv]
+                self.backend.ssh.open_uri, self.name, *argv]
 
     def put(self, local_path: str | os.PathLike, remote_path: str, mode: int = 0o755) -> None:
         data = Path(local_path).read_bytes()
@@ -208,17 +209,25 @@ class LibvirtBackend(Backend):
     (``qcow2``: an overlay of the base disk, the default; ``raw``: a full raw copy per
     instance, deleted at teardown; recorded in each instance's metadata), ``mounts`` (host
     directories, see :mod:`labkit.core.mounts`, as virtiofs shares: a local URI, QEMU domains;
-    the guest's memory is then a shared memfd, of the same size)."""
+    the guest's memory is then a shared memfd, of the same size), ``host_key_policy`` (strict, the
+    default | accept-new | insecure) and ``known_hosts`` (a known_hosts file checked besides
+    ``~/.ssh/known_hosts``, where accept-new records): how the host key of an SSH URI is checked
+    (:mod:`~labkit.backends.libvirt.sshuri`; recorded in the fingerprint and each instance's
+    metadata)."""
 
     name = "libvirt"
     OPTIONS = ("uri", "domain_type", "image", "boot_timeout", "kvm_probe_timeout", "pool",
-               "pool_path", "disk_cache", "disk_format", "mounts")
+               "pool_path", "disk_cache", "disk_format", "mounts", "host_key_policy", "known_hosts")
     #: guests bond NICs on a private network (``nics`` factor; the image carries ``bonding``)
     MAX_NICS = 8
 
     def __init__(self, **options: Any):
         super().__init__(**options)
         self.uri = options.get("uri") or DEFAULT_URI
+        #: what libvirt opens: ``uri`` with the host-key policy of an SSH transport applied
+        self.ssh = sshuri.parse(self.uri, options.get("host_key_policy"), options.get("known_hosts"))
+        if self.ssh.policy is not None:
+            self.options["host_key_policy"] = self.ssh.policy
         self.driver = uri_driver(self.uri)
         self.local = uri_is_local(self.uri)
         self.requested_type = options.get("domain_type") or "auto"
@@ -250,8 +259,11 @@ class LibvirtBackend(Backend):
         """The libvirt connection to :attr:`uri`, opened on first use; BackendUnavailable if it cannot be."""
         if self._conn is None:
             try:
-                self._conn = libvirt.open(self.uri)
+                self._conn = libvirt.open(self.ssh.open_uri)
             except libvirt.libvirtError as exc:
+                keys = sshuri.refusal(self.ssh, exc)
+                if keys:
+                    raise BackendUnavailable(f"libvirt at {self.uri}: {keys}") from exc
                 hint = ("start the daemons (`virtlogd -d && libvirtd -d`) or run "
                         "scripts/setup-libvirt.sh") if self.local else "check the URI and ssh access"
                 raise BackendUnavailable(f"cannot connect to libvirt at {self.uri}: {exc}; {hint}") from exc
@@ -440,6 +452,7 @@ class LibvirtBackend(Backend):
             "host": conn.getHostname(),
             "guest_kernel": img.get("kernel_version"),
             "vm_image": img.get("hash"),
+            **({"host_key_policy": self.ssh.policy} if self.ssh.policy else {}),
         }
 
     def list_labkit(self, prefix: str = NAME_PREFIX) -> list[str]:
@@ -447,6 +460,18 @@ class LibvirtBackend(Backend):
         with shares' bind mounts left, whose names start with ``prefix``."""
         return sorted(set(self.domains(prefix) + self.networks(prefix)
                           + libvirt_mounts.leftovers(prefix)))
+
+    def created(self, names) -> dict[str, float]:
+        """Of each name: when the first of its disk and console log was made in the pool
+        (:meth:`Pool.made <labkit.backends.libvirt.storage.Pool.made>`: their birth time, or where
+        the file system keeps none their last change, which makes a leftover look younger, never
+        older); a domain or network without files there is left out."""
+        wanted, out = set(names), dict[str, float]()
+        for volume, when in self.pool.made(NAME_PREFIX).items():
+            name = volume.split(".", 1)[0]   # labkit names hold no dot
+            if name in wanted:
+                out[name] = min(when, out.get(name, when))
+        return out
 
     def domains(self, prefix: str = NAME_PREFIX) -> list[str]:
         """Names of the domains (running or defined) whose names start with ``prefix``."""

@@ -11,7 +11,10 @@ What differs from ``ssh``: no standard input reaches the command, and its output
 it ends (the guest agent hands it over then, up to its own limit, marked when truncated).
 The command runs in its own process group in the guest (see :mod:`.libvirt_agent`);
 SIGTERM, SIGINT or SIGHUP kill that group and exit with 128 + the signal. A guest or libvirt
-that cannot be reached exits 255, as ``ssh`` does.
+that cannot be reached exits 255, as ``ssh`` does; a host key refused on the way (a ``qemu+ssh://``
+URI: the backend passes its URI with the host-key policy applied) is said in labkit's words
+(:func:`labkit.backends.hostkeys.ssh_refusal`: the host, the key offered, the known_hosts file and
+line of the old key, the ``ssh-keygen -R`` command), not OpenSSH's banner.
 """
 from __future__ import annotations
 
@@ -40,7 +43,7 @@ def main(argv: list[str] | None = None) -> int:
         dom = libvirt.open(uri).lookupByName(name)
         pid = agent.start(dom, command)
     except (libvirt.libvirtError, BackendError) as exc:
-        print(f"labkit libvirt relay: {name} at {uri}: {exc}", file=sys.stderr)
+        print(f"labkit libvirt relay: {name} at {_shown(uri)}: {_explained(uri, exc)}", file=sys.stderr)
         return 255
 
     def stop(signum, _frame):
@@ -53,7 +56,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         res = agent.wait(dom, pid, None, alive=lambda: bool(dom.isActive()), max_poll_s=POLL_S)
     except (libvirt.libvirtError, BackendError) as exc:
-        print(f"labkit libvirt relay: {name} at {uri}: {exc}", file=sys.stderr)
+        print(f"labkit libvirt relay: {name} at {_shown(uri)}: {exc}", file=sys.stderr)
         return 255
     if res is None:   # a wait without a timeout returns only once the command has exited
         raise BackendError(f"labkit libvirt relay: {name} at {uri}: the guest agent's wait "
@@ -61,6 +64,25 @@ def main(argv: list[str] | None = None) -> int:
     sys.stdout.write(res.stdout)
     sys.stderr.write(res.stderr)
     return res.exit_code if 0 <= res.exit_code < 256 else 255
+
+
+def _shown(uri: str) -> str:
+    """``uri`` without its query (the ssh program labkit gives libvirt: noise in a message)."""
+    return uri.split("?", 1)[0]
+
+
+def _explained(uri: str, exc: BaseException) -> str:
+    """``exc`` as text; a refused host key in labkit's words (:func:`labkit.backends.hostkeys.ssh_refusal`)."""
+    import urllib.parse
+
+    from ..hostkeys import ssh_refusal
+    parts = urllib.parse.urlsplit(uri)
+    try:
+        port = parts.port or 22
+    except ValueError:
+        return str(exc)
+    keys = ssh_refusal(str(exc), parts.hostname, port, None) if parts.hostname and "+" in parts.scheme else None
+    return keys or str(exc)
 
 
 if __name__ == "__main__":

@@ -24,17 +24,21 @@ code serves a local daemon and a remote one (``qemu+ssh://``).
 from __future__ import annotations
 
 import json
+import logging
 import os
 import subprocess
 import threading
 from collections.abc import Callable
 from pathlib import Path
+from xml.etree import ElementTree
 
 import libvirt
 
 from ...core.waiting import retry
 from ...errors import BackendError, BackendUnavailable, ConfigError
 from .xml import overlay_volume_xml, pool_xml
+
+log = logging.getLogger("labkit.backends.libvirt")
 
 DEFAULT_CACHE = "/var/cache/labkit/images"
 MISSING = "VM image missing: run `labkit images build --vm`"
@@ -184,6 +188,26 @@ class Pool:
             return sorted(v.name() for v in pool.listAllVolumes(0) if v.name().startswith(prefix))
         except libvirt.libvirtError as exc:
             raise BackendError(f"listing pool {self.name}: {exc}") from exc
+
+    def made(self, prefix: str) -> dict[str, float]:
+        """Volume name -> when it was made, for the pool's files starting with ``prefix``: the birth
+        time libvirt reports (``<timestamps><btime>``), else the last change (``ctime``); files
+        without either are left out."""
+        out = {}
+        try:
+            pool = self.pool()
+            pool.refresh(0)
+            for vol in pool.listAllVolumes(0):
+                if not vol.name().startswith(prefix):
+                    continue
+                stamps = ElementTree.fromstring(vol.XMLDesc(0)).find("target/timestamps")
+                times = [] if stamps is None else [float(stamps.findtext(k) or 0) for k in ("btime", "ctime")]
+                when = next((t for t in times if t > 0), None)   # a file system without birth times says 0
+                if when is not None:
+                    out[vol.name()] = when
+        except (libvirt.libvirtError, ElementTree.ParseError, ValueError) as exc:
+            log.debug("pool %s: times of %s* unreadable: %s", self.name, prefix, exc)
+        return out
 
     def remove(self, path: str) -> None:
         """Delete the pool file ``path`` (quiet when it is already gone). While another process

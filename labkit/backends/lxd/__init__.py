@@ -37,6 +37,7 @@ fingerprint. An unprivileged instance is copied from the image's pre-shifted bas
 from __future__ import annotations
 
 import os
+import re
 import secrets
 from collections.abc import Iterable
 from pathlib import Path
@@ -441,6 +442,26 @@ class LxdBackend(CleanupByName, Backend):
             "image_fingerprint": or_none(lambda: self.client.images.get_by_alias(self.image).fingerprint)}
 
     # -- housekeeping ------------------------------------------------------------
+    def created(self, names) -> dict[str, float]:
+        """Each instance's ``created_at``, as LXD reports it."""
+        from datetime import datetime
+        wanted, out = set(names), {}
+        try:
+            found = self.client.instances.all()
+        except _sdk().exceptions.LXDAPIException as exc:
+            raise BackendError(f"LXD: listing instances failed: {exc}") from exc
+        for m in found:
+            stamp = str(getattr(m, "created_at", "") or "")
+            if m.name not in wanted or not stamp:
+                continue
+            # "2026-11-27T05:00:00.123456789Z": at most microseconds for fromisoformat
+            stamp = re.sub(r"(\.\d{6})\d+", r"\1", stamp).replace("Z", "+00:00")
+            try:
+                out[m.name] = datetime.fromisoformat(stamp).timestamp()
+            except ValueError:
+                continue
+        return out
+
     def _names(self, prefix: str) -> list[str]:
         lxd_prefix(prefix)
         try:
