@@ -106,9 +106,11 @@ def test_libvirt_over_qemu_ssh_on_a_fleet_host(fleet):
     tb = Testbed.from_dict({"hosts": [{"name": n, "address": a, "key": KEY, "platforms": ["libvirt"]}
                                       for n, a in HOSTS[:1]]})
     opts = options_for(tb.platform("libvirt"), tb.hosts[0])
-    assert opts == {"uri": f"qemu+ssh://root@{HOSTS[0][1]}:22/system?no_tty=1&command="
-                           f"{ssh_wrapper(ssh_options('strict', None))}&keyfile={KEY}"}
+    # the host's policy travels beside the URI; the backend applies it to the URI it opens
+    # (labkit.backends.libvirt.sshuri: the policy's ssh wrapper as `command`, no_tty)
+    assert opts == {"uri": f"qemu+ssh://root@{HOSTS[0][1]}:22/system?keyfile={KEY}", "host_key_policy": "strict"}
     be = get_backend("libvirt", **opts)
+    assert f"command={ssh_wrapper(ssh_options('strict', None))}" in be.ssh.open_uri and "no_tty=1" in be.ssh.open_uri
     local = get_backend("libvirt")
     try:
         assert not be.local
