@@ -1,4 +1,4 @@
-"""The container backends' exec wrapper (labkit.backends._container) run for real on the host:
+"""The container backends' exec wrapper (labkit.backends.containers) run for real on the host:
 a command becomes its own session, whose whole tree kill_argv SIGKILLs; and the parsers of
 the OOM counters (cgroup v1 memory.oom_control, v2 memory.events)."""
 from __future__ import annotations
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from labkit.backends._container import (
+from labkit.backends.containers import (
     Running,
     kill_argv,
     new_pidfile,
