@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 from ..design import Design
 from ..errors import ConfigError
+from ..store.results import load_campaigns
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -222,61 +223,9 @@ def overhead_design(bench: str, spec: dict, platforms: Sequence[str], *, replica
             params)
 
 
-def load_platform_campaigns(data_dir: str | Path, campaigns: dict,
-                            benchmarks: dict) -> tuple[pd.DataFrame, pd.DataFrame, dict]:
-    """Notebook 02's results: one multi-platform campaign per benchmark, as one long table.
-
-    ``campaigns`` maps benchmark -> campaign id (each with a ``platform`` factor);
-    ``benchmarks`` is :func:`overhead_benchmarks`. Returns ``(data, failures, facts)``: ``data`` has ``platform``, ``benchmark``,
-    ``metric``, ``factor``, ``level`` (str), ``run_id``, ``value``, ``test``; ``failures``
-    one row per platform and benchmark with failed runs or no results (``platform``,
-    ``benchmark``, ``runs_failed``, ``note``); ``facts`` maps platform -> ``versions`` (per
-    benchmark), ``domain_types`` (libvirt domain types its runs recorded) and ``fingerprints``.
-    """
-    import pandas as pd
-
-    from ..errors import StoreError
-    from ..store import Store, load_results
-    from ..store.results import responses
-    frames: list[pd.DataFrame] = []
-    failures: list[dict] = []
-    facts: dict = {}
-    for bench, cid in campaigns.items():
-        b = benchmarks[bench]
-        try:
-            tidy = load_results(data_dir, cid)
-            with Store(Path(data_dir) / cid / "store.sqlite", readonly=True) as st:
-                runs, fps, st_meta = st.runs(), st.fingerprints(), st.meta()
-        except StoreError as exc:
-            failures.append({"platform": None, "benchmark": bench, "runs_failed": None,
-                             "note": str(exc).splitlines()[0]})
-            continue
-        if "platform" not in tidy.columns:      # a one-platform campaign: its backend
-            tidy["platform"] = runs["platform"] = st_meta.get("backend")
-        for platform, bad in tidy.loc[tidy.status != "ok"].drop_duplicates("run_id").groupby("platform"):
-            failures.append({"platform": platform, "benchmark": bench, "runs_failed": len(bad),
-                             "note": str(bad.error.iloc[0]).splitlines()[0][:160]})
-        for metric in b["metrics"]:
-            if not ((tidy.metric == metric) & (tidy.status == "ok")).any():
-                continue
-            varied = b["factor"] in tidy.columns    # a one-level factor ran as a workload parameter
-            r = responses(tidy, metric, ["platform", b["factor"]] if varied else ["platform"])
-            level = r[b["factor"]].astype(str) if varied else str(b["levels"][0])
-            frames.append(pd.DataFrame({"platform": r["platform"], "benchmark": bench, "metric": metric,
-                                        "factor": b["factor"], "level": level,
-                                        "run_id": r["run_id"], "value": r[metric]}))
-        for platform, grp in runs.groupby("platform"):
-            f = facts.setdefault(platform, {"versions": {}, "domain_types": set(), "fingerprints": {}})
-            versions: dict = next((m["versions"] for m in grp.metadata if m.get("versions")), {})
-            if versions:
-                f["versions"][bench] = versions
-            f["domain_types"] |= {i.get("domain_type") for m in grp.metadata
-                                  for i in m.get("instances", [])} - {None}
-            f["fingerprints"].update({k: v for k, v in fps.items() if k in set(grp.fingerprint_id)})
-    cols = ["platform", "benchmark", "metric", "factor", "level", "run_id", "value"]
-    data = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=cols)
-    data["test"] = data.benchmark + " " + data.metric + " " + data.factor + "=" + data.level
-    return data, pd.DataFrame(failures, columns=["platform", "benchmark", "runs_failed", "note"]), facts
+#: notebook 02's name for the one multi-campaign loader, :func:`labkit.store.results.load_campaigns`
+#: (there keyed by benchmark: each campaign's ``platform`` factor labels its rows)
+load_platform_campaigns = load_campaigns
 
 
 def affinity_best_times(runs: pd.DataFrame, response: str = "wall_time_s", *,
@@ -398,7 +347,7 @@ def overhead_paper_claims(path: str | Path, data: pd.DataFrame, benchmarks: dict
     """Seed 004's disk and application claims (``data/reference/overhead_disk_application.csv``)
     beside notebook 02's measurements.
 
-    ``data``: :func:`load_platform_campaigns`'s table with ``platform`` labelled through
+    ``data``: :func:`labkit.store.results.load_campaigns`'s table with ``platform`` labelled through
     ``names`` (backend -> label); ``benchmarks``: :func:`overhead_benchmarks` (each claim is
     compared at its benchmark's first level). Returns the CSV's columns (``claim``, ``platform``,
     ``baseline``, ``benchmark``, ``metric``, ``source``), ``stated_below_pct`` (the thesis's
