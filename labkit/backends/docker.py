@@ -38,8 +38,8 @@ from ..core.instance import InstanceSpec
 from ..core.mounts import parse_mounts
 from ..errors import BackendError, BackendUnavailable
 from . import docker_ssh
-from .containers import CleanupByName, SessionExec, check_image, oom_kill_count, or_none
 from .base import Backend, Instance, RawResult, check_cpus, check_name, check_prefix
+from .containers import CleanupByName, SessionExec, check_image, oom_kill_count, or_none
 from .networks import Network
 from .output import CappedOutput
 

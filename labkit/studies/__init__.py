@@ -109,7 +109,7 @@ def overhead_benchmarks(*, vcpus: int = 2, cpu_time_s: float = 2, cpu_max_prime:
     variant the container platforms need, default none) where they matter. The network paths
     (``to_host``, ``from_host``) and ``oltp`` (MariaDB in inst0, sysbench in inst1) run over
     the run's private network (``network: private``, the default of a workload across it)."""
-    from ..workloads.scaling import thread_levels
+    from ..design.levels import thread_levels
     threads = thread_levels(vcpus) if vcpus > 1 else [1, 2]
     patterns = [p.strip() for p in fio_patterns.split(",") if p.strip()]
     return {
@@ -142,24 +142,6 @@ def overhead_benchmarks(*, vcpus: int = 2, cpu_time_s: float = 2, cpu_max_prime:
     }
 
 
-#: the backends with image variants, and the ``labkit images build`` options that build one
-VARIANT_BUILD = {"docker": "--only docker", "lxd": "--only lxd", "libvirt": "--only none --vm"}
-
-
-def variant_image(backend: str, variant: str) -> str:
-    """The ``image`` backend option of an image variant: ``labkit/debian:12-<variant>``
-    (docker), ``labkit-debian-12-<variant>`` (lxd), the variant's name (libvirt's VM image)."""
-    if backend == "docker":
-        from ..images.docker_image import REPOSITORY, tag
-        return f"{REPOSITORY}:{tag(variant)}"
-    if backend == "lxd":
-        from ..images.lxd_image import alias
-        return alias(variant)
-    if backend == "libvirt":
-        return variant
-    raise ConfigError(f"variant_image: {backend!r} has no image variants ({', '.join(VARIANT_BUILD)})")
-
-
 def overhead_testbed(spec: dict, platforms: Iterable[str],
                      check: Callable[[str, str], None] | None = None) -> tuple[dict | None, dict[str, str]]:
     """Where a benchmark of :func:`overhead_benchmarks` runs: ``(testbed, skipped)``.
@@ -171,10 +153,11 @@ def overhead_testbed(spec: dict, platforms: Iterable[str],
     image)`` raises :class:`labkit.errors.BackendUnavailable` when the image is missing
     (default: the backend's own ``check()``)."""
     from ..errors import BackendUnavailable
+    from ..run.platforms import VARIANT_BUILD, check_image, variant_image
     variant = spec.get("variant")
     if not variant:
         return None, {}
-    check = check or _check_image
+    check = check or check_image
     declared: dict[str, dict] = {}
     skipped: dict[str, str] = {}
     for p in platforms:
@@ -191,15 +174,6 @@ def overhead_testbed(spec: dict, platforms: Iterable[str],
     testbed = {"name": f"this machine, {variant} images", "hosts": [{"name": "controller"}],
                "platforms": declared} if declared else None
     return testbed, skipped
-
-
-def _check_image(backend: str, image: str) -> None:
-    from ..backends import get_backend
-    be = get_backend(backend, image=image)
-    try:
-        be.check()
-    finally:
-        be.close()
 
 
 def overhead_design(bench: str, spec: dict, platforms: Sequence[str], *, replications: int,

@@ -47,7 +47,6 @@ from ...core.instance import InstanceSpec
 from ...core.mounts import parse_mounts
 from ...core.waiting import retry, wait_until
 from ...errors import BackendError, BackendUnavailable, ConfigError
-from ..containers import CleanupByName, SessionExec, check_image, oom_kill_count, or_none
 from ..base import (
     Backend,
     Instance,
@@ -57,6 +56,7 @@ from ..base import (
     check_prefix,
     log,
 )
+from ..containers import CleanupByName, SessionExec, check_image, oom_kill_count, or_none
 from ..networks import Network, remove_bridges
 from ..output import CappedOutput
 from . import base as lxd_base
