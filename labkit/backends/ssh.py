@@ -16,7 +16,12 @@ operations are sent as one shell script:
   ``vcpus``; memory → cgroup memory limit (and no swap);
 * a command runs in its own session (``setsid``) and joins the cgroup before it
   ``exec``\\s (:data:`cgroups.JOIN`). A timeout kills its session and, with a
-  cgroup, every process left in the instance.
+  cgroup, every process left in the instance;
+* on a run's private network (``network: private``) each instance also has a network namespace
+  on the host, joined by a bridge the backend creates there and removes at teardown and in
+  ``cleanup(prefix)``; the link is shaped there with ``tc``, and the host end of the network
+  (``host`` in the instances' ``/etc/hosts``) is the ssh host itself (:mod:`.ssh_network`,
+  :class:`SshHostEnd`). It needs root there and ``ip``, ``nsenter`` and ``unshare``.
 
 Without root or usable cgroups on the remote host the backend refuses with
 :class:`BackendUnavailable`, unless ``enforce_limits=False``: then commands run
@@ -45,6 +50,7 @@ host keys in root's ``~/.ssh/known_hosts``.
 """
 from __future__ import annotations
 
+import ipaddress
 import os
 import posixpath
 import select
@@ -58,9 +64,10 @@ import invoke
 import paramiko
 from fabric import Connection
 
+from ..core import network as netmod
 from ..core.instance import InstanceSpec
 from ..errors import BackendError, BackendUnavailable, ConfigError
-from . import cgroups, hostkeys
+from . import cgroups, hostkeys, ssh_network
 from ._ssh_settings import SshSettings, policy_option
 from .base import NAME_PREFIX, Backend, Instance, RawResult, check_name, check_prefix
 from .hostkeys import known_hosts_path
@@ -88,7 +95,7 @@ echo "cpu_model $(sed -n 's/^model name[[:space:]]*: *//p' /proc/cpuinfo | head 
 echo "cpus_allowed $(sed -n 's/^Cpus_allowed_list:[[:space:]]*//p' /proc/self/status)"
 echo "governor $(cat /sys/devices/system/cpu/cpu0/cpufreq/scaling_governor 2>/dev/null || echo n/a)"
 echo "smt $(cat /sys/devices/system/cpu/smt/active 2>/dev/null || echo n/a)"
-for t in setsid taskset; do command -v "$t" >/dev/null 2>&1 && echo "tool $t"; done
+for t in setsid taskset ip nsenter unshare tc; do command -v "$t" >/dev/null 2>&1 && echo "tool $t"; done
 grep -E '^[^ ]+ [^ ]+ cgroup2? ' /proc/self/mounts | sed 's/^/mount /'
 for p in $(awk '$3 == "cgroup2" {print $2}' /proc/self/mounts); do
   echo "controllers $p $(cat "$p/cgroup.controllers" 2>/dev/null)"; done
@@ -107,23 +114,25 @@ mkdir -p "$wr" && chmod 700 "$wr" && [ -O "$wr" ] && [ ! -L "$wr" ] || {
 
 def listing_script(prefix: str, roots: list[str] | None = None) -> str:
     """Shell lines printing ``listed @work <name>`` for each directory ``$wr/<prefix>*`` (the work
-    root, set by :data:`WORK_ROOT`) and ``listed <root> <name>`` for each ``<root>/<prefix>*`` of the
-    cgroup ``roots`` (default: every cgroup mount, for the probe, before the driver is known)."""
+    root, set by :data:`WORK_ROOT`), ``listed <root> <name>`` for each ``<root>/<prefix>*`` of the
+    cgroup ``roots`` (default: every cgroup mount, for the probe, before the driver is known) and
+    ``bridges <JSON>``: the host's bridges (:data:`.ssh_network.BRIDGES`; private networks)."""
     check_prefix(prefix)
     where = " ".join(q(r) for r in roots) if roots is not None else \
         "$(awk '$3 ~ /^cgroup2?$/ {print $2}' /proc/self/mounts)"
     return (f"for d in \"$wr\"/{prefix}*; do [ -d \"$d\" ] && echo \"listed @work ${{d##*/}}\"; done\n"
             f"for p in {where}; do for d in \"$p\"/{prefix}*; do\n"
-            f"  [ -d \"$d\" ] && echo \"listed $p ${{d##*/}}\"; done; done\n")
+            f"  [ -d \"$d\" ] && echo \"listed $p ${{d##*/}}\"; done; done\n" + ssh_network.BRIDGES)
 
 
 class HostFacts:
     """What :data:`PROBE` printed: ``values`` (key -> text), the mount table, controllers,
-    writable mount points and cpuset files, and ``listed`` (place, name) of :func:`listing_script`
-    (``probe=False``: that listing alone)."""
+    writable mount points and cpuset files, ``listed`` (place, name) and ``bridges`` (JSON text) of
+    :func:`listing_script` (``probe=False``: that listing alone)."""
 
     def __init__(self, text: str, probe: bool = True):
         self.listed: list[tuple[str, str]] = []
+        self.bridges = "[]"
         self.values: dict[str, str] = {}
         self.tools: set[str] = set()
         self.mounts: list[str] = []
@@ -147,6 +156,8 @@ class HostFacts:
             elif key == "listed":
                 place, _, name = rest.rpartition(" ")
                 self.listed.append((place, name.strip()))
+            elif key == "bridges":
+                self.bridges = rest.strip() or "[]"
             elif key:
                 self.values[key] = rest.strip()
         if probe and ("uid" not in self.values or "home" not in self.values):
@@ -215,13 +226,19 @@ def read_channel(chan: paramiko.Channel, out: CappedOutput, err: CappedOutput) -
 
 
 class SshInstance(cgroups.CgroupCounters, Instance):
-    """A cgroup (when limits are enforced) and a private work dir on the remote host."""
+    """A cgroup (when limits are enforced) and a private work dir on the remote host; on a
+    private network also a network namespace there (``netns``, :mod:`.ssh_network`)."""
 
     backend: SshBackend
 
-    def __init__(self, backend: SshBackend, name, spec, index, cpus, host_cpu_ids):
+    def __init__(self, backend: SshBackend, name, spec, index, cpus, host_cpu_ids, netns: bool = False):
         super().__init__(backend, name, spec, index, cpus)
         self.host_cpu_ids = host_cpu_ids
+        #: whether its commands join its cgroup (one exists: limits enforced)
+        self.confined = backend.driver is not None
+        #: on a private network: its network namespace (named after it) and hosts file
+        self.netns: str | None = name if netns else None
+        self.hosts_file: str | None = f"{self.workdir}/hosts" if netns else None
         self.metadata.update(host_cpu_ids=host_cpu_ids, limits_enforced=backend.driver is not None,
                              cgroup_version=backend.driver.version if backend.driver else None,
                              ssh_host=backend.target)
@@ -237,17 +254,23 @@ class SshInstance(cgroups.CgroupCounters, Instance):
         for key, value in (env or {}).items():
             lines.append(f"export {key}={q(value)}")
         inner = "echo $$ > \"$0\" || exit 1; " + cgroups.JOIN
-        if be.driver is not None:
+        if be.driver is not None and self.confined:
             lines.append(f"export LABKIT_CGROUP_PROCS={q(' '.join(be.driver.procs_files(self.name)))}")
         else:
             inner = "echo $$ > \"$0\" || exit 1; exec \"$@\""
         words = ["setsid", "/bin/sh", "-c", inner, pidfile]
-        if be.driver is None and self.host_cpu_ids:
+        if not self.confined and self.host_cpu_ids:
             words += ["taskset", "-c", cgroups.format_cpulist(self.host_cpu_ids)]
-        lines.append(shlex.join(words + argv) + " </dev/null &")
+        lines.append(shlex.join(words + self.enter() + argv) + " </dev/null &")
         # wait gives 128+n for a signal, as a local shell would
         lines.append(f"wait $!; rc=$?; rm -f {q(pidfile)}; exit $rc")
         return "exec /bin/sh -c " + q("\n".join(lines))
+
+    def enter(self) -> list[str]:
+        """The argv prefix that puts a command in its network namespace (none without one)."""
+        if self.netns is None or self.hosts_file is None:
+            return []
+        return ssh_network.enter_argv(self.netns, self.hosts_file)
 
     #: :meth:`host_command` goes through the remote user's shell, which parses its last word
     remote_shell = True
@@ -258,12 +281,12 @@ class SshInstance(cgroups.CgroupCounters, Instance):
         backend's ``host_key_policy``, as its own connection."""
         be: SshBackend = self.backend
         remote = ["env", "-C", self.workdir]
-        if be.driver is not None:
+        if be.driver is not None and self.confined:
             remote += [f"LABKIT_CGROUP_PROCS={' '.join(be.driver.procs_files(self.name))}",
                        "/bin/sh", "-c", cgroups.JOIN, "sh"]
         elif self.host_cpu_ids:
             remote += ["taskset", "-c", cgroups.format_cpulist(self.host_cpu_ids)]
-        return be.settings.ssh_argv(remote + list(argv))
+        return be.settings.ssh_argv(remote + self.enter() + list(argv))
 
     # -- exec hooks --------------------------------------------------------
     def _start(self, argv, env):
@@ -306,7 +329,7 @@ class SshInstance(cgroups.CgroupCounters, Instance):
         pf = q(handle.pidfile)
         script = (f"i=0; while [ ! -s {pf} ] && [ $i -lt 100 ]; do sleep 0.02; i=$((i+1)); done\n"
                   f"[ -s {pf} ] && kill -KILL -$(cat {pf}) 2>/dev/null\n")  # dash: no `--`
-        if be.driver is not None:
+        if be.driver is not None and self.confined:
             script += cgroups.script(be.driver.kill(self.name))
         be.run_script(script + "true\n", f"killing a command in {self.name}")
 
@@ -333,6 +356,31 @@ class SshInstance(cgroups.CgroupCounters, Instance):
 
     def _destroy(self) -> None:
         self.backend._remove([self.name])
+
+
+class SshHostEnd(SshInstance):
+    """The host end of a private network on the ssh host (:meth:`SshBackend.host_end`): commands
+    run natively there, in the host's own network namespace (where the bridge holds
+    ``network.host_address``), in their own session, unconfined (the host is the reference, not
+    an instance under test), in a private work dir (``<network name>h``, so ``cleanup(prefix)``
+    finds it) removed by ``destroy()``."""
+
+    def __init__(self, backend: SshBackend, network: Network):
+        name = check_name(network.name + "h")
+        backend.connection()   # the work root is known once connected
+        backend.run_script(f"mkdir -m 700 {q(posixpath.join(backend.workroot, name))}",
+                           f"making the work dir of {network.name}'s host end")
+        super().__init__(backend, name, InstanceSpec(), 0, None, None)
+        self.confined = False
+        self.network, self.address = network, network.host_address
+        self.metadata.update(address=self.address)
+
+    def _oom_kills(self):
+        return None
+
+    def _destroy(self) -> None:
+        be: SshBackend = self.backend
+        be.run_script(f"rm -rf {q(self.workdir)}", f"removing {self.name}")
 
 
 class SshBackend(Backend):
@@ -384,7 +432,7 @@ class SshBackend(Backend):
         self.conn: Connection | None = None
         #: the connection's control shell, which runs the control scripts (:mod:`.ssh_control`)
         self.shell: ControlShell | None = None
-        self._listed: tuple[float, list[tuple[str, str]]] | None = None
+        self._listed: tuple[float, HostFacts] | None = None
         self.facts: HostFacts | None = None
         self.driver: cgroups.Driver | None = None
         self.workroot = ""
@@ -484,7 +532,7 @@ class SshBackend(Backend):
         except BackendUnavailable as exc:
             self._why_not = str(exc)
         self.facts = facts
-        self._listed = (time.monotonic(), facts.listed)
+        self._listed = (time.monotonic(), facts)
         return conn, facts
 
     def check(self) -> None:
@@ -518,6 +566,8 @@ class SshBackend(Backend):
                 "connection; raise MaxSessions in the remote sshd_config") from exc
         except (paramiko.SSHException, EOFError, OSError) as exc:
             raise BackendError(f"{self.target}: SSH connection failed ({exc})") from exc
+        if res.exited == ssh_network.UNAVAILABLE:   # the script found the host unable to do it
+            raise BackendUnavailable(f"{self.target}: {what}: {(res.stderr or res.stdout).strip()[-2000:]}")
         if res.exited != 0:
             raise BackendError(f"{self.target}: {what} failed (exit {res.exited}): "
                                f"{(res.stderr or res.stdout).strip()[-2000:]}")
@@ -541,19 +591,26 @@ class SshBackend(Backend):
 
     def _create(self, spec: InstanceSpec, name: str, index: int, cpus: list[int] | None,
                 network: Network | None = None) -> SshInstance:
-        self.refuse_network(network)
         check_name(name)
+        if network is not None:
+            self._check_network(network)
         self._listed = None   # the probe's listing no longer stands
         real, ops = cgroups.create_ops(self.driver, name, self._cpu_ids(), cpus, spec.vcpus, spec.memory_mb)
         if self.driver is None and real is not None and "taskset" not in self.host_facts().tools:
             raise BackendUnavailable(f"{self.target} has no taskset to pin an unconfined instance; "
                                      "install it with: apt-get install util-linux")
-        script = f"mkdir -m 700 {q(posixpath.join(self.workroot, name))} || exit 1\n"
+        workdir = posixpath.join(self.workroot, name)
+        script = f"mkdir -m 700 {q(workdir)} || exit 1\n"
         if ops:
             script += cgroups.script(ops)
+        if network is not None:   # in the same round trip: its namespace on the network
+            script += ssh_network.attach_script(name, network, index, f"{workdir}/hosts")
         try:
             self.run_script(script, f"creating instance {name}")
-            return SshInstance(self, name, spec, index, cpus, real)
+            inst = SshInstance(self, name, spec, index, cpus, real, netns=network is not None)
+            if network is not None:
+                inst.host_device = ssh_network.host_device(network, index)
+            return inst
         except BaseException:
             try:
                 self._remove([name])
@@ -561,39 +618,87 @@ class SshBackend(Backend):
                 pass
             raise
 
-    def _remove(self, names: list[str]) -> None:
-        """Kill the instances' processes, remove their cgroups and work dirs."""
+    def _remove(self, names: list[str], bridges: dict[str, str] | None = None) -> None:
+        """Kill the instances' processes, remove their cgroups, network namespaces and work dirs
+        (the work dir last: while it exists, :meth:`list_labkit` finds the rest); then the
+        ``bridges`` (alias -> device) of networks, with their FORWARD rules."""
         self._listed = None
         script = ""
         for name in names:
             check_name(name)
             if self.driver is not None:
                 script += cgroups.script(self.driver.remove(name))
+            script += ssh_network.remove_netns_script(name)
             script += f"rm -rf {q(posixpath.join(self.workroot, name))}\n"
+        for alias, device in (bridges or {}).items():
+            script += ssh_network.remove_bridge_script(device, alias)
         if script:
-            self.run_script(script, f"removing {', '.join(names)}")
+            self.run_script(script, f"removing {', '.join([*names, *(bridges or {})])}")
+
+    # -- private networks (:mod:`.ssh_network`) -------------------------------------------------
+    def _check_network(self, network: Network) -> None:
+        """ConfigError unless ``network`` is one of this backend's; BackendUnavailable naming what
+        the host lacks for it (root, ip, nsenter, unshare, tc)."""
+        if network.backend is not self:
+            raise ConfigError(f"network {network.name} belongs to another backend ({network.backend.name})")
+        facts = self.host_facts()
+        lacking = ssh_network.missing(facts.tools, facts.get("uid"), network.link)
+        if lacking:
+            raise BackendUnavailable(
+                f"ssh backend: a private network on {self.target} needs {', '.join(lacking)} there (each "
+                "instance in its own network namespace on a bridge): log in as root and install "
+                "iproute2 and util-linux")
+
+    def _create_network(self, network: Network) -> None:
+        """The network's bridge on the host (:func:`.ssh_network.bridge_script`)."""
+        self._check_network(network)
+        self.run_script(ssh_network.bridge_script(network), f"creating network {network.name}")
+
+    def _remove_network(self, network: Network) -> None:
+        self.run_script(ssh_network.remove_bridge_script(network.device, network.name),
+                        f"removing network {network.name}")
+
+    def host_routes(self) -> list[ipaddress.IPv4Network]:
+        """The host's routes, which a new network's subnet must not overlap."""
+        return netmod.parse_routes(self.run_script(shlex.join(netmod.ROUTES_ARGV),
+                                                   "reading the host's routes").stdout)
+
+    def link_shaped_here(self, network: Network) -> None:
+        """Nothing: the veths' host ends are on the ssh host, shaped there as the instance is made."""
+        return None
+
+    def host_end(self, network: Network) -> SshHostEnd:
+        """The host end of ``network``: the ssh host itself (:class:`SshHostEnd`)."""
+        return SshHostEnd(self, network)
 
     def list_labkit(self, prefix: str = "labkit-") -> list[str]:
         """Instances (cgroups and work dirs) on the host whose names start with ``prefix``. On a
         connection not open yet, the listing rides in the connection probe's round trip (a
         campaign's first call: one round trip fewer)."""
+        return self._listing(prefix)[0]
+
+    def _listing(self, prefix: str) -> tuple[list[str], dict[str, str]]:
+        """(instances, bridges of networks: alias -> device) named ``prefix*`` on the host: the
+        connection probe's listing while it is fresh (once), else a new one."""
         check_prefix(prefix)
         with self._lock:
             if self.conn is None:
                 self._connect_locked()
-            taken, listed = self._listed or (0.0, None)
+            taken, facts = self._listed or (0.0, None)
             self._listed = None   # used once: later calls list again
         roots: list[str] = cgroups.writable_roots(self.driver) if self.driver else []
-        if listed is None or time.monotonic() - taken > LISTING_FRESH_S:
+        if facts is None or time.monotonic() - taken > LISTING_FRESH_S:
             script = f"wr={q(self.workroot)}\n" + listing_script(prefix, roots) + "true\n"
-            listed = HostFacts(self.run_script(script, f"listing {prefix}* instances").stdout, probe=False).listed
-        return sorted({n for p, n in listed if (p == "@work" or p in roots) and n.startswith(prefix)})
+            facts = HostFacts(self.run_script(script, f"listing {prefix}* instances").stdout, probe=False)
+        names = sorted({n for p, n in facts.listed if (p == "@work" or p in roots) and n.startswith(prefix)})
+        return names, ssh_network.parse_bridges(facts.bridges, prefix)
 
     def cleanup(self, prefix: str) -> list[str]:
-        """Remove what instances named ``prefix*`` left (a killed campaign's)."""
-        names = self.list_labkit(prefix)
-        self._remove(names)
-        return names
+        """Remove what instances and networks named ``prefix*`` left (a killed campaign's): one
+        round trip, none when the listing found nothing."""
+        names, bridges = self._listing(prefix)
+        self._remove(names, bridges)
+        return names + sorted(bridges)
 
     def fingerprint(self) -> dict:
         f = self.host_facts()
