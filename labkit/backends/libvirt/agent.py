@@ -21,8 +21,8 @@ from __future__ import annotations
 import base64
 import json
 import logging
-import time
 import secrets
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
