@@ -116,23 +116,23 @@ def listing_script(prefix: str, roots: list[str] | None = None) -> str:
     """Shell lines printing ``listed @work <name>`` for each directory ``$wr/<prefix>*`` (the work
     root, set by :data:`WORK_ROOT`), ``listed <root> <name>`` for each ``<root>/<prefix>*`` of the
     cgroup ``roots`` (default: every cgroup mount, for the probe, before the driver is known) and
-    ``bridges <JSON>``: the host's bridges (:data:`.ssh_network.BRIDGES`; private networks)."""
+    ``netdev <name>`` for each device named like a private network's bridge (:data:`.ssh_network.NETDEVS`)."""
     check_prefix(prefix)
     where = " ".join(q(r) for r in roots) if roots is not None else \
         "$(awk '$3 ~ /^cgroup2?$/ {print $2}' /proc/self/mounts)"
     return (f"for d in \"$wr\"/{prefix}*; do [ -d \"$d\" ] && echo \"listed @work ${{d##*/}}\"; done\n"
             f"for p in {where}; do for d in \"$p\"/{prefix}*; do\n"
-            f"  [ -d \"$d\" ] && echo \"listed $p ${{d##*/}}\"; done; done\n" + ssh_network.BRIDGES)
+            f"  [ -d \"$d\" ] && echo \"listed $p ${{d##*/}}\"; done; done\n" + ssh_network.NETDEVS)
 
 
 class HostFacts:
     """What :data:`PROBE` printed: ``values`` (key -> text), the mount table, controllers,
-    writable mount points and cpuset files, ``listed`` (place, name) and ``bridges`` (JSON text) of
-    :func:`listing_script` (``probe=False``: that listing alone)."""
+    writable mount points and cpuset files, ``listed`` (place, name) and ``netdevs`` (devices named
+    like a network's bridge) of :func:`listing_script` (``probe=False``: that listing alone)."""
 
     def __init__(self, text: str, probe: bool = True):
         self.listed: list[tuple[str, str]] = []
-        self.bridges = "[]"
+        self.netdevs: list[str] = []
         self.values: dict[str, str] = {}
         self.tools: set[str] = set()
         self.mounts: list[str] = []
@@ -156,8 +156,8 @@ class HostFacts:
             elif key == "listed":
                 place, _, name = rest.rpartition(" ")
                 self.listed.append((place, name.strip()))
-            elif key == "bridges":
-                self.bridges = rest.strip() or "[]"
+            elif key == "netdev":
+                self.netdevs.append(rest.strip())
             elif key:
                 self.values[key] = rest.strip()
         if probe and ("uid" not in self.values or "home" not in self.values):
@@ -675,11 +675,11 @@ class SshBackend(Backend):
         """Instances (cgroups and work dirs) on the host whose names start with ``prefix``. On a
         connection not open yet, the listing rides in the connection probe's round trip (a
         campaign's first call: one round trip fewer)."""
-        return self._listing(prefix)[0]
+        return self._listing(prefix, bridges=False)[0]
 
-    def _listing(self, prefix: str) -> tuple[list[str], dict[str, str]]:
-        """(instances, bridges of networks: alias -> device) named ``prefix*`` on the host: the
-        connection probe's listing while it is fresh (once), else a new one."""
+    def _listing(self, prefix: str, bridges: bool = True) -> tuple[list[str], dict[str, str]]:
+        """(instances, bridges of networks: alias -> device; with ``bridges``) named ``prefix*`` on
+        the host: the connection probe's listing while it is fresh (once), else a new one."""
         check_prefix(prefix)
         with self._lock:
             if self.conn is None:
@@ -691,11 +691,16 @@ class SshBackend(Backend):
             script = f"wr={q(self.workroot)}\n" + listing_script(prefix, roots) + "true\n"
             facts = HostFacts(self.run_script(script, f"listing {prefix}* instances").stdout, probe=False)
         names = sorted({n for p, n in facts.listed if (p == "@work" or p in roots) and n.startswith(prefix)})
-        return names, ssh_network.parse_bridges(facts.bridges, prefix)
+        found: dict[str, str] = {}
+        if bridges and facts.netdevs:   # devices named like networks' bridges: whose? (one more round trip)
+            found = ssh_network.parse_bridges(self.run_script(ssh_network.BRIDGES, "listing bridges").stdout,
+                                              prefix)
+        return names, found
 
     def cleanup(self, prefix: str) -> list[str]:
-        """Remove what instances and networks named ``prefix*`` left (a killed campaign's): one
-        round trip, none when the listing found nothing."""
+        """Remove what instances and networks named ``prefix*`` left (a killed campaign's): none
+        when the listing found nothing, else one round trip (and one more to name the bridges
+        when the host has any of networks')."""
         names, bridges = self._listing(prefix)
         self._remove(names, bridges)
         return names + sorted(bridges)

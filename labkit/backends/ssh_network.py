@@ -4,7 +4,7 @@
 What ``local`` does on this machine (:mod:`labkit.backends.local`), done on the remote host:
 
 * the network is a bridge ``network.device`` (``lk<8 hex>``, its ``ifalias`` the network's
-  name, how :func:`bridges_script` finds it again) holding ``network.host_address``, with no
+  name, how ``cleanup(prefix)`` finds it again: :data:`NETDEVS`, :data:`BRIDGES`) holding ``network.host_address``, with no
   uplink: nothing routes outside it. Where bridged traffic crosses iptables (``br_netfilter``)
   one FORWARD rule (comment ``labkit:<name>``) accepts traffic between its own ports;
 * each instance runs natively on the host, but in a network namespace of its own (named after
@@ -41,9 +41,14 @@ SHAPING_TOOL = "tc"
 UNAVAILABLE = 69
 #: run argv with the instance's hosts file ($0) on /etc/hosts (in a private mount namespace)
 HOSTS = 'mount --bind "$0" /etc/hosts && exec "$@"'
-#: prints ``bridges <JSON>``: the host's bridges as ``ip -j -d link show type bridge`` gives them
-BRIDGES = ('command -v ip >/dev/null 2>&1 && echo "bridges $(ip -j -d link show type bridge 2>/dev/null || '
-           'echo [])"\n')
+#: prints ``netdev <name>`` for each network device of the host named like a network's bridge
+#: (``lk`` + 8 hex digits), from ``/proc/net/dev`` with shell builtins only (no exec: it rides in the
+#: connection probe, which every campaign pays); only when there is one does ``cleanup`` ask ``ip``
+#: for the bridges' aliases (:data:`BRIDGES`)
+NETDEVS = ("while read -r l; do case \"${l%%:*}\" in lk" + "[0-9a-f]" * 8
+           + ") echo \"netdev ${l%%:*}\";; esac; done < /proc/net/dev\n")
+#: prints the host's bridges as JSON (``ip -j -d link show type bridge``)
+BRIDGES = "ip -j -d link show type bridge\n"
 
 
 def missing(tools: Iterable[str], uid: str, link: netmod.Link | None) -> list[str]:
@@ -127,8 +132,8 @@ def enter_argv(name: str, hosts_path: str) -> list[str]:
 
 
 def parse_bridges(text: str, prefix: str) -> dict[str, str]:
-    """The bridges of networks named ``prefix*`` in ``text``, the JSON :data:`BRIDGES` printed
-    after ``bridges``: alias -> device. BackendError for text that is not JSON."""
+    """The bridges of networks named ``prefix*`` in ``text``, the JSON :data:`BRIDGES` printed:
+    alias -> device. BackendError for text that is not JSON."""
     try:
         links = json.loads(text or "[]")
     except ValueError as exc:

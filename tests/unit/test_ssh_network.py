@@ -70,3 +70,18 @@ def test_parsing_what_the_host_printed():
     assert [str(r) for r in netmod.parse_routes(json.dumps(routes))] == ["10.231.0.0/24", "10.200.3.7/32"]
     with pytest.raises(BackendError):
         netmod.parse_routes("not json")
+
+
+def test_netdevs_lists_only_devices_named_like_a_bridge_with_shell_builtins(tmp_path):
+    import subprocess
+    dev = tmp_path / "dev"
+    dev.write_text("Inter-|   Receive                                                |  Transmit\n"
+                   " face |bytes    packets errs drop fifo frame compressed multicast|bytes\n"
+                   "    lo: 100 1 0 0 0 0 0 0 100\n"
+                   "lk1a2b3c4d: 0 0 0 0 0 0 0 0 0\n"
+                   "  lk1a2b3c4dh0: 5 0 0 0 0 0 0 0 0\n"          # a veth's host end: not a bridge
+                   "lkfleet0: 1 0 0 0 0 0 0 0 0\n"
+                   "  lk0000ffff: 1 0 0 0 0 0 0 0 0\n")
+    script = sn.NETDEVS.replace("/proc/net/dev", str(dev))
+    out = subprocess.run(["sh", "-c", script], capture_output=True, text=True, timeout=30, env={})
+    assert out.stdout.splitlines() == ["netdev lk1a2b3c4d", "netdev lk0000ffff"] and out.returncode == 0
