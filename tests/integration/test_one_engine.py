@@ -31,7 +31,6 @@ import pandas as pd
 import pytest
 
 from labkit.backends import get_backend
-from labkit.backends.testing import required
 from labkit.core.ids import campaign_prefix
 from labkit.core.network import bridges, bridges_in
 from labkit.run.campaign import Campaign
@@ -40,7 +39,7 @@ from labkit.run.platforms import options_for
 from labkit.run.testbed import Testbed
 from tests.support.fails_first import INJECTED, FailsFirst
 
-from .test_fleet import HOSTS, KEY, _hosts_up
+from .test_fleet import HOSTS, KEY, fleet_or_skip
 
 MIN, MAX = 2, 3
 NOISE = ["none", "cpu"]
@@ -97,14 +96,6 @@ class Outcome:
     hook_campaigns: list[str] = field(default_factory=list)
 
 
-def _fleet_or_skip() -> None:
-    ok, why = _hosts_up()
-    if not ok:
-        if "fleet" in required():
-            pytest.fail(f"fleet is required (LABKIT_REQUIRE) but unavailable: {why}")
-        pytest.skip(why)
-
-
 def _leftovers(testbed: dict | None, platforms: list[str], prefix: str) -> dict[str, list[str]]:
     """"<host>/<platform>" -> its instances named ``prefix*`` (and, on an ssh host, the bridges of
     its run networks there) after the campaign."""
@@ -126,7 +117,7 @@ def _leftovers(testbed: dict | None, platforms: list[str], prefix: str) -> dict[
 def outcome(path: str, tmp_path_factory) -> Outcome:
     """Run ``path``'s campaign once per session (later calls return what it stored)."""
     if path == "testbed":
-        _fleet_or_skip()
+        fleet_or_skip()
     if path in _done:
         return _done[path]
     cid = f"t-one-{path}-{secrets.token_hex(3)}"

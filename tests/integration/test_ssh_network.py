@@ -12,27 +12,22 @@ run's bridge and a second run's network, the "outside" that must stay unreachabl
 from __future__ import annotations
 
 import json
-import os
 import secrets
 import shutil
-import signal
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
 from labkit.backends import get_backend, teardown
-from labkit.backends.testing import required
 from labkit.core import network as netmod
 from labkit.core.instance import InstanceSpec
 from labkit.errors import BackendError, BackendUnavailable, ConfigError
 from labkit.workloads import get_workload, mpi
+from tests.support.processes import killed_when_ready
 
-from .test_fleet import HOSTS, KEY, _hosts_up
+from . import workload_checks as checks
+from .test_fleet import HOSTS, KEY, fleet_or_skip
 
 pytestmark = [pytest.mark.fleet, pytest.mark.network]
-ROOT = Path(__file__).resolve().parents[2]
 ADDRESS = HOSTS[0][1]
 OPTIONS = {"host": ADDRESS, "port": 22, "user": "root", "key_filename": KEY, "connect_timeout": 5}
 PREFIX = f"labkit-test-sshnet{secrets.token_hex(2)}--"
@@ -45,11 +40,7 @@ def backend():
 
 @pytest.fixture(scope="module", autouse=True)
 def _fleet():
-    ok, why = _hosts_up()
-    if not ok:
-        if "fleet" in required():
-            pytest.fail(f"fleet is required (LABKIT_REQUIRE) but unavailable: {why}")
-        pytest.skip(why)
+    fleet_or_skip()
     if shutil.which("iperf3") is None:
         pytest.skip("the namespace hosts share this machine's tools: iperf3 is missing (scripts/setup-tools.sh)")
 
@@ -196,26 +187,18 @@ time.sleep(600)
 
 
 def test_network_is_gone_after_sigkill_and_cleanup():
-    be = None
     pfx = PREFIX + "killed-"
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    proc = subprocess.Popen([sys.executable, "-c", KILLED, repr(OPTIONS), pfx], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=env)
+    be = None
     try:
-        line = proc.stdout.readline()
-        assert line.strip() == "ready", proc.stderr.read() if proc.poll() is not None else line
-        proc.send_signal(signal.SIGKILL)
-        proc.wait(30)
-        be = backend()   # connected after the kill (its probe's listing stands for a few seconds)
-        left = left_on_host(be, pfx)
-        # two instances, their namespaces and the bridge (and its FORWARD rule where br_netfilter is on)
-        assert len(be.list_labkit(pfx)) == 2 and len([x for x in left if not x.startswith("-A ")]) == 5, left
-        removed = be.cleanup(pfx)
-        assert len(removed) == 3 and any("-net-" in n for n in removed), removed
-        assert left_on_host(be, pfx) == []
+        with killed_when_ready(KILLED, repr(OPTIONS), pfx):
+            be = backend()   # connected after the kill (its probe's listing stands for a few seconds)
+            left = left_on_host(be, pfx)
+            # two instances, their namespaces and the bridge (and its FORWARD rule where br_netfilter is on)
+            assert len(be.list_labkit(pfx)) == 2 and len([x for x in left if not x.startswith("-A ")]) == 5, left
+            removed = be.cleanup(pfx)
+            assert len(removed) == 3 and any("-net-" in n for n in removed), removed
+            assert left_on_host(be, pfx) == []
     finally:
-        if proc.poll() is None:
-            proc.kill()
         be = be or backend()
         be.cleanup(pfx)
         be.close()
@@ -258,14 +241,8 @@ def test_link_delay_or_a_clear_refusal_where_the_kernel_has_no_netem():
         except BackendUnavailable as exc:
             assert "netem" in str(exc) and be.list_labkit(pfx) == []
             pytest.skip(str(exc).splitlines()[0])
-        from labkit.workloads.iperf3 import start_server, stop_server
-        port, pidfile = start_server(insts[0], bind=insts[0].address)
-        try:
-            res = insts[1].exec(["bash", "-c", "s=$(date +%s%N); exec 3<>/dev/tcp/inst0/" + str(port)
-                                 + "; e=$(date +%s%N); echo $(( (e - s) / 1000 ))"], timeout=30)
-        finally:
-            stop_server(insts[0], pidfile)
-        assert int(res.stdout.split()[-1]) >= 10_000, res.stdout
+        rtt_us = checks.connect_rtt_us(insts[0], insts[1])
+        assert rtt_us >= 10_000, rtt_us
     finally:
         teardown(insts)
         net.remove()

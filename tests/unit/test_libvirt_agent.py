@@ -11,6 +11,7 @@ pytest.importorskip("libvirt")
 from labkit.backends.libvirt import agent  # noqa: E402
 from labkit.errors import BackendError  # noqa: E402
 from tests.support.libvirt_errors import libvirt_error  # noqa: E402
+from tests.support.processes import alive  # noqa: E402
 
 
 class Dom:
@@ -167,15 +168,6 @@ def test_other_agent_errors_are_raised_at_once(monkeypatch):
 
 # -- the kill of a command and everything it started (KILL_TREE), run for real on this host ----------
 
-def _alive(pid: int) -> bool:
-    """Whether ``pid`` runs (a zombie does not count)."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
-
-
 def _descendants_started(proc, count: int, tag: str) -> list[int]:
     """The pids of the ``count`` ``sleep`` processes carrying ``tag`` (they may have left ``proc``'s
     tree: a daemon's double fork reparents them)."""
@@ -220,8 +212,8 @@ def test_kill_tree_ends_the_command_its_children_and_what_left_its_process_group
                              text=True, timeout=60)
         assert res.returncode == 0, res.stderr
         assert proc.wait(timeout=30) == -9
-        assert [p for p in pids if _alive(p)] == []
-        assert _alive(bystander.pid)
+        assert [p for p in pids if alive(p)] == []
+        assert alive(bystander.pid)
         # a second kill finds nothing and says nothing
         again = subprocess.run(["/bin/sh", "-c", agent.KILL_TREE, "sh", tag, str(proc.pid)], capture_output=True,
                                text=True, timeout=60)
