@@ -641,8 +641,11 @@ class SshBackend(Backend):
         the host lacks for it (root, ip, nsenter, unshare, tc)."""
         if network.backend is not self:
             raise ConfigError(f"network {network.name} belongs to another backend ({network.backend.name})")
+        self._require_network_tools(network.link)
+
+    def _require_network_tools(self, link: netmod.Link | None) -> None:
         facts = self.host_facts()
-        lacking = ssh_network.missing(facts.tools, facts.get("uid"), network.link)
+        lacking = ssh_network.missing(facts.tools, facts.get("uid"), link)
         if lacking:
             raise BackendUnavailable(
                 f"ssh backend: a private network on {self.target} needs {', '.join(lacking)} there (each "
@@ -660,6 +663,7 @@ class SshBackend(Backend):
 
     def host_routes(self) -> list[ipaddress.IPv4Network]:
         """The host's routes, which a new network's subnet must not overlap."""
+        self._require_network_tools(None)   # before `ip` is run: what the host lacks, said clearly
         return netmod.parse_routes(self.run_script(shlex.join(netmod.ROUTES_ARGV),
                                                    "reading the host's routes").stdout)
 

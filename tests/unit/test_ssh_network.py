@@ -85,3 +85,18 @@ def test_netdevs_lists_only_devices_named_like_a_bridge_with_shell_builtins(tmp_
     script = sn.NETDEVS.replace("/proc/net/dev", str(dev))
     out = subprocess.run(["sh", "-c", script], capture_output=True, text=True, timeout=30, env={})
     assert out.stdout.splitlines() == ["netdev lk1a2b3c4d", "netdev lk0000ffff"] and out.returncode == 0
+
+
+def test_a_host_without_root_or_tools_is_refused_before_anything_runs_there():
+    """The probe's facts decide: no ``ip``/``nsenter``/``unshare`` or no root on the host is a
+    BackendUnavailable naming them, before a route is read or a bridge made."""
+    from labkit.backends.ssh import HostFacts
+    from labkit.errors import BackendUnavailable
+    be = SshBackend(host="192.0.2.1")
+    be.conn, be.facts = object(), HostFacts("uid 1000\nhome /home/u\ntool ip\ntool setsid\n")   # as probed
+    be.run_script = None   # nothing may run on the host
+    with pytest.raises(BackendUnavailable, match="needs root, nsenter, unshare there"):
+        be.create_network("labkit-t--", 1)
+    be.facts = HostFacts("uid 0\nhome /root\ntool ip\ntool nsenter\ntool unshare\n")
+    with pytest.raises(BackendUnavailable, match="needs tc there"):
+        be._require_network_tools(netmod.Link(1e9, 0.0))
