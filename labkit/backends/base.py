@@ -32,6 +32,7 @@ campaign's instances: ``labkit-x--`` never matches ``labkit-x-2--...``.
 """
 from __future__ import annotations
 
+import ipaddress
 import logging
 import math
 import os
@@ -449,7 +450,7 @@ class Backend(ABC):
                     continue
                 inst = self._create(spec, new_name(prefix), i, placement[i], network=network)
                 made.append(inst)
-                networks.join_network(inst, network, network.link)
+                networks.join_network(inst, network, self.link_shaped_here(network))
         except BaseException:
             teardown(made)
             raise
@@ -483,7 +484,7 @@ class Backend(ABC):
             raise ConfigError(f"a private network holds 1-{netmod.MAX_INSTANCES} instances, not {count}")
         self.check_nics(netmod.check_nics(nics), "nics:")
         name = new_name(prefix + "net")
-        subnet = netmod.pick_subnet(name)
+        subnet = netmod.pick_subnet(name, self.host_routes())
         hosts = [str(h) for h in subnet.hosts()]
         data = None if nics == 1 else netmod.pick_subnet(name + "/data", also=[subnet])
         from .networks import Network
@@ -498,6 +499,25 @@ class Backend(ABC):
     def _create_network(self, network: Network) -> None:
         """Create ``network`` (a bridge the host holds ``network.host_address`` on)."""
         self.refuse_network(network)
+
+    def host_routes(self) -> list[ipaddress.IPv4Network] | None:
+        """The routes of the host a network of this backend is made on, which its subnet must not
+        overlap; None: this machine's (:func:`labkit.core.network.pick_subnet` reads them)."""
+        return None
+
+    def link_shaped_here(self, network: Network) -> netmod.Link | None:
+        """What of ``network``'s link :meth:`provision` shapes with this machine's ``tc`` on each
+        instance's host-side device: all of it, where those devices are on this machine. A
+        backend whose host side is elsewhere (``ssh``) shapes it there itself and returns None."""
+        return network.link
+
+    def host_end(self, network: Network) -> Instance:
+        """The host end of ``network`` as an instance whose commands run where the network's
+        bridge is, in that host's own network namespace (a workload's server or client on
+        ``host``); the caller destroys it. This machine's
+        (:class:`~labkit.backends.network_host.HostEnd`) unless the backend's host is elsewhere."""
+        from .network_host import HostEnd
+        return HostEnd(network)
 
     def refuse_network(self, network: Network | None) -> None:
         """ConfigError unless ``network`` is None: for a backend without private networks."""

@@ -10,7 +10,7 @@ Mapping of an :class:`~labkit.core.instance.InstanceSpec` (docs/design.md, "Inst
                ``extra_hosts`` for inst0, inst1, ... and host
 
 The container's main process is ``sleep infinity``; each command is an exec run
-as its own session (:mod:`._container`) on a thread, so ``_wait`` can time out and
+as its own session (:mod:`.containers`) on a thread, so ``_wait`` can time out and
 ``_kill`` can SIGKILL the session from a second exec. OOM kills are read from the
 container's own memory cgroup (``oom_kill`` of v1 ``memory.oom_control`` or v2
 ``memory.events``), seen from inside. Every container carries the label
@@ -38,8 +38,8 @@ from ..core.instance import InstanceSpec
 from ..core.mounts import parse_mounts
 from ..errors import BackendError, BackendUnavailable
 from . import docker_ssh
-from ._container import CleanupByName, SessionExec, check_image, oom_kill_count, or_none
 from .base import NAME_PREFIX, Backend, Instance, RawResult, check_cpus, check_name, check_prefix
+from .containers import CleanupByName, SessionExec, check_image, oom_kill_count, or_none
 from .networks import Network
 from .output import CappedOutput
 

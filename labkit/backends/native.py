@@ -39,7 +39,7 @@ echo "cpu_model $(sed -n 's/^model name[[:space:]]*: *//p' /proc/cpuinfo | head 
 echo "cpus_allowed $(sed -n 's/^Cpus_allowed_list:[[:space:]]*//p' /proc/self/status)"
 echo "governor $(cat /sys/devices/system/cpu/cpu0/cpufreq/scaling_governor 2>/dev/null || echo n/a)"
 echo "smt $(cat /sys/devices/system/cpu/smt/active 2>/dev/null || echo n/a)"
-for t in setsid taskset; do command -v "$t" >/dev/null 2>&1 && echo "tool $t"; done
+for t in setsid taskset ip nsenter unshare tc; do command -v "$t" >/dev/null 2>&1 && echo "tool $t"; done
 grep -E '^[^ ]+ [^ ]+ cgroup2? ' /proc/self/mounts | sed 's/^/mount /'
 for p in $(awk '$3 == "cgroup2" {print $2}' /proc/self/mounts); do
   echo "controllers $p $(cat "$p/cgroup.controllers" 2>/dev/null)"; done
@@ -62,27 +62,35 @@ def work_root_script(root: str) -> str:
 
 #: the ``ssh`` backend's work root: ``~/.cache/labkit/instances`` of the login user
 WORK_ROOT = work_root_script('"$HOME/.cache/labkit/instances"')
+#: prints ``netdev <name>`` for each network device of the host named like a run network's bridge
+#: (``lk`` + 8 hex digits: :attr:`.networks.Network.device`), from ``/proc/net/dev`` with shell builtins
+#: only (no exec: it rides in the listing of the connection probe, which every campaign pays); only when
+#: there is one does the ``ssh`` backend's ``cleanup`` ask ``ip`` whose they are (:mod:`.ssh_network`)
+NETDEVS = ("while read -r l; do case \"${l%%:*}\" in lk" + "[0-9a-f]" * 8
+           + ") echo \"netdev ${l%%:*}\";; esac; done < /proc/net/dev\n")
 
 
 def listing_script(prefix: str, roots: list[str] | None = None) -> str:
     """Shell lines printing ``listed @work <name>`` for each directory ``$wr/<prefix>*`` (the work
-    root, set by :func:`work_root_script`) and ``listed <root> <name>`` for each ``<root>/<prefix>*`` of
-    the cgroup ``roots`` (default: every cgroup mount, for the probe, before the driver is known)."""
+    root, set by :func:`work_root_script`), ``listed <root> <name>`` for each ``<root>/<prefix>*`` of
+    the cgroup ``roots`` (default: every cgroup mount, for the probe, before the driver is known) and
+    ``netdev <name>`` for each device named like a run network's bridge (:data:`NETDEVS`)."""
     check_prefix(prefix)
     where = " ".join(q(r) for r in roots) if roots is not None else \
         "$(awk '$3 ~ /^cgroup2?$/ {print $2}' /proc/self/mounts)"
     return (f"for d in \"$wr\"/{prefix}*; do [ -d \"$d\" ] && echo \"listed @work ${{d##*/}}\"; done\n"
             f"for p in {where}; do for d in \"$p\"/{prefix}*; do\n"
-            f"  [ -d \"$d\" ] && echo \"listed $p ${{d##*/}}\"; done; done\n")
+            f"  [ -d \"$d\" ] && echo \"listed $p ${{d##*/}}\"; done; done\n" + NETDEVS)
 
 
 class HostFacts:
     """What :data:`PROBE` printed: ``values`` (key -> text), the mount table, controllers,
-    writable mount points and cpuset files, and ``listed`` (place, name) of :func:`listing_script`
-    (``probe=False``: that listing alone)."""
+    writable mount points and cpuset files, ``listed`` (place, name) and ``netdevs`` (devices named
+    like a network's bridge) of :func:`listing_script` (``probe=False``: that listing alone)."""
 
     def __init__(self, text: str, probe: bool = True):
         self.listed: list[tuple[str, str]] = []
+        self.netdevs: list[str] = []
         self.values: dict[str, str] = {}
         self.tools: set[str] = set()
         self.mounts: list[str] = []
@@ -106,6 +114,8 @@ class HostFacts:
             elif key == "listed":
                 place, _, name = rest.rpartition(" ")
                 self.listed.append((place, name.strip()))
+            elif key == "netdev":
+                self.netdevs.append(rest.strip())
             elif key:
                 self.values[key] = rest.strip()
         if probe and ("uid" not in self.values or "home" not in self.values):
@@ -179,13 +189,17 @@ def create(name: str, run: Callable[[], object], remove: Callable[[list[str]], N
         raise
 
 
-def remove_script(driver: cgroups.Driver | None, workroot: str, names: list[str]) -> str:
-    """Kill the instances' processes, remove their cgroups and work dirs ("" for no names)."""
+def remove_script(driver: cgroups.Driver | None, workroot: str, names: list[str],
+                  also: Callable[[str], str] | None = None) -> str:
+    """Kill the instances' processes, remove their cgroups, what ``also(name)`` removes (shell lines:
+    the ``ssh`` backend's network namespaces) and, last, their work dirs ("" for no names)."""
     script = ""
     for name in names:
         check_name(name)
         if driver is not None:
             script += cgroups.script(driver.remove(name))
+        if also is not None:
+            script += also(name)
         script += f"rm -rf {q(posixpath.join(workroot, name))}\n"
     return script
 
@@ -203,10 +217,11 @@ def listed_names(driver: cgroups.Driver | None, listed: list[tuple[str, str]], p
 
 
 def command_line(driver: cgroups.Driver | None, name: str, workdir: str, argv: list[str], pidfile: str,
-                 env: dict | None, host_cpu_ids: list[int] | None) -> str:
+                 env: dict | None, host_cpu_ids: list[int] | None, enter: list[str] | None = None) -> str:
     """The ``sh`` script of one exec in instance ``name``: in its work dir, in its own session
-    (its id in ``pidfile``), in its cgroup or, unconfined, on its CPUs; exits with the command's
-    status (128+n for a signal, as a local shell would)."""
+    (its id in ``pidfile``), in its cgroup (``driver``; None: unconfined, on its CPUs), through the
+    ``enter`` argv prefix when there is one (the ``ssh`` backend's network namespace); exits with the
+    command's status (128+n for a signal, as a local shell would)."""
     lines = [f"cd {q(workdir)} || exit 1"]
     for key, value in (env or {}).items():
         lines.append(f"export {key}={q(value)}")
@@ -218,14 +233,14 @@ def command_line(driver: cgroups.Driver | None, name: str, workdir: str, argv: l
     words = ["setsid", "/bin/sh", "-c", inner, pidfile]
     if driver is None and host_cpu_ids:
         words += ["taskset", "-c", cgroups.format_cpulist(host_cpu_ids)]
-    lines.append(shlex.join(words + argv) + " </dev/null &")
+    lines.append(shlex.join(words + (enter or []) + argv) + " </dev/null &")
     lines.append(f"wait $!; rc=$?; rm -f {q(pidfile)}; exit $rc")
     return "\n".join(lines)
 
 
 def kill_script(driver: cgroups.Driver | None, name: str, pidfile: str) -> str:
     """Kill the session of the command whose pid file is ``pidfile`` (waiting up to 2 s for it to be
-    written) and, with a cgroup, every process left in instance ``name``."""
+    written) and, with a cgroup (``driver``; None: unconfined), every process left in instance ``name``."""
     pf = q(pidfile)
     script = (f"i=0; while [ ! -s {pf} ] && [ $i -lt 100 ]; do sleep 0.02; i=$((i+1)); done\n"
               f"[ -s {pf} ] && kill -KILL -$(cat {pf}) 2>/dev/null\n")  # dash: no `--`

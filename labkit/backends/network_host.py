@@ -4,11 +4,15 @@ Table 7.2; ab on the host against httpd in every instance, after study 002).
 
 Commands run on this machine, in its own network namespace (where the bridge holds
 ``network.host_address``), in their own session, unconfined (the host is the reference, not
-an instance under test), in a private temporary work directory removed by ``destroy()``.
+an instance under test), in a private temporary work directory removed by ``destroy()``. A
+backend whose networks are on another machine gives its own host end there
+(:meth:`Backend.host_end <labkit.backends.base.Backend.host_end>`; ``ssh``:
+:class:`~labkit.backends.ssh.SshHostEnd`), which :func:`host_end` hands out the same way.
 """
 from __future__ import annotations
 
 import os
+import shlex
 import shutil
 import signal
 import tempfile
@@ -62,20 +66,26 @@ class HostEnd(Instance):
 
 @contextmanager
 def host_end(instances: Sequence[Instance], workload: str, path: str, tool: str,
-             package: str) -> Iterator[HostEnd]:
-    """The :class:`HostEnd` of the run's private network for a workload's host ``path``,
-    removed on exit.
+             package: str) -> Iterator[Instance]:
+    """The host end of the run's private network for a workload's host ``path``
+    (:meth:`Backend.host_end <labkit.backends.base.Backend.host_end>`: a :class:`HostEnd` on this
+    machine, or the network's own host for a backend whose host is another machine), removed on exit.
 
     Raises ConfigError when the instances are on no private network (``network: private``)
-    and BenchmarkError when ``tool`` is not on this host (naming the Debian ``package``).
+    and BenchmarkError when ``tool`` is not on that host (naming the Debian ``package``).
     """
     net = instances[0].network if instances else None
     if net is None:
         raise ConfigError(f"{workload} path {path!r} needs network: private")
-    if shutil.which(tool) is None:
-        raise BenchmarkError(f"{tool} is not installed on this host (apt-get install {package})")
-    host = HostEnd(net)
+    host = net.backend.host_end(net)
     try:
+        if isinstance(host, HostEnd):
+            found = shutil.which(tool) is not None
+        else:   # the network's host is another machine (ssh): ask it
+            found = host.exec(["sh", "-c", f"command -v {shlex.quote(tool)}"], check=False, timeout=60).ok
+        if not found:
+            where = "this host" if isinstance(host, HostEnd) else f"the host of network {net.name}"
+            raise BenchmarkError(f"{tool} is not installed on {where} (apt-get install {package})")
         yield host
     finally:
         host.destroy()

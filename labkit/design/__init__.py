@@ -46,7 +46,7 @@ import math
 import random
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ..core.instance import HOST_FACTORS, normalize_level
 from ..errors import ConfigError, did_you_mean
@@ -54,7 +54,20 @@ from ..errors import ConfigError, did_you_mean
 if TYPE_CHECKING:
     import pandas as pd
 
-    from ..workloads.base import Workload
+
+class WorkloadSchema(Protocol):
+    """What :meth:`Design.validate_for` reads of a workload (a
+    :class:`labkit.workloads.base.Workload` is one): its ``name``, its parameters with their
+    ``defaults``, the memory it needs (``min_memory_mb``), whether it ``accepts`` a parameter
+    and ``check_param`` (a level in its canonical form, or ConfigError naming ``where``)."""
+    name: str
+    defaults: dict
+    min_memory_mb: int
+
+    def accepts(self, key: str) -> bool: ...
+
+    def check_param(self, key: str, value: object, *, where: str | None = None) -> Any: ...
+
 
 DESIGN_KEYS = {"factors", "replications", "seed", "name", "description", "fraction", "blocks"}
 FRACTION_KEYS = {"generators", "p", "fold_over"}
@@ -359,7 +372,7 @@ class Design:
         import pandas as pd
         return pd.DataFrame(self.configurations()).rename_axis("config").reset_index()
 
-    def validate_for(self, workload: Workload, *, memory_floor_mb: int | None = None) -> None:
+    def validate_for(self, workload: WorkloadSchema, *, memory_floor_mb: int | None = None) -> None:
         """Check every factor is a host factor or a parameter of ``workload`` (or ``noise``),
         every workload-parameter level against the workload's schema (levels are replaced by
         their canonical form, so ``[8, 8.0]`` is a duplicate), and that memory levels are at

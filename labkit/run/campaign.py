@@ -232,8 +232,8 @@ class Campaign:
         hooked = contextlib.ExitStack()
         allocation = contextlib.ExitStack()
         try:
-            hooked.enter_context(around_campaign(self.hooks, self))   # before the store: a hook may refuse
             lock.acquire()
+            hooked.enter_context(around_campaign(self.hooks, self))   # in the lock, before the store: a hook may refuse
             store = Store.for_campaign(self.data_dir, self.campaign_id, group_readable=self.group_readable,
                                        allow_new=new_store)
             one = {"backend": self.backend.name} if self.backend is not None else {}
@@ -253,8 +253,10 @@ class Campaign:
                 allocation.close()
                 if store is not None:
                     store.close()
-                lock.release()
-                hooked.close()
+                try:
+                    hooked.close()   # inside the lock, as they were entered
+                finally:
+                    lock.release()
         return Store.for_campaign(self.data_dir, self.campaign_id, readonly=True)
 
     def _feed(self, engine, store: Store, plan: list[Run], again: list[Run], retries: int,

@@ -117,15 +117,15 @@ class LibvirtInstance(Instance):
                               "guest_kernel": backend.image_info().get("kernel_version")})
 
     # -- hooks -------------------------------------------------------------
-    def _start(self, argv, env) -> int:
+    def _start(self, argv, env) -> agent.GuestCommand:
         return agent.start(self.dom, argv, env)
 
-    def _wait(self, handle: int, timeout) -> RawResult | None:
-        return agent.wait(self.dom, handle, timeout, alive=self._alive)
+    def _wait(self, handle: agent.GuestCommand, timeout) -> RawResult | None:
+        return agent.wait(self.dom, handle.pid, timeout, alive=self._alive)
 
-    def _kill(self, handle: int) -> None:
+    def _kill(self, handle: agent.GuestCommand) -> None:
         if self._alive():   # a stopped guest has nothing left to kill
-            agent.kill_group(self.dom, handle)
+            agent.kill_tree(self.dom, handle)
 
     def _oom_kills(self) -> int | None:
         for line in agent.read_file(self.dom, "/proc/vmstat").decode().splitlines():

@@ -16,7 +16,7 @@ Mapping of an :class:`~labkit.core.instance.InstanceSpec` (docs/design.md, "Inst
 The container's init brings loopback up, then execs ``sleep infinity`` (the
 image has no init system, and none is needed): no exec is spent on loopback.
 Each command runs through pylxd's ``Instance.execute`` on a
-thread, as its own session (:mod:`._container`), so ``_wait`` can time out and
+thread, as its own session (:mod:`..containers`), so ``_wait`` can time out and
 ``_kill`` can SIGKILL the session from a second exec. An exec whose websockets
 could not be connected (LXD starts the command only once they are) is sent again
 (:func:`execute`). OOM kills are read on the
@@ -48,7 +48,6 @@ from ...core.instance import InstanceSpec
 from ...core.mounts import parse_mounts
 from ...core.waiting import retry, wait_until
 from ...errors import BackendError, BackendUnavailable, ConfigError
-from .._container import CleanupByName, SessionExec, check_image, oom_kill_count, or_none
 from ..base import (
     Backend,
     Instance,
@@ -58,6 +57,7 @@ from ..base import (
     check_prefix,
     log,
 )
+from ..containers import CleanupByName, SessionExec, check_image, oom_kill_count, or_none
 from ..networks import Network, remove_bridges
 from ..output import CappedOutput
 from . import base as lxd_base
