@@ -105,6 +105,28 @@ mkdir -p "$wr" && chmod 700 "$wr" && [ -O "$wr" ] && [ ! -L "$wr" ] || {
 """
 
 
+#: how :meth:`SshInstance._read_many` marks where each file's text starts, and a file it could not read
+MARK, MISSING = "@@labkit-file ", "@@labkit-missing"
+
+
+def split_marked(text: str, keys: list[str]) -> dict[str, str | None]:
+    """The text of each file in the output of :meth:`SshInstance._read_many`'s script, by key."""
+    out: dict[str, str | None] = {k: None for k in keys}
+    current: str | None = None
+    chunks: dict[str, list[str]] = {}
+    for line in text.splitlines():
+        if line.startswith(MARK) and line[len(MARK):] in out:
+            current = line[len(MARK):]
+            chunks[current] = []
+        elif line == MISSING and current is not None:
+            chunks.pop(current, None)
+            current = None
+        elif current is not None:
+            chunks[current].append(line)
+    out.update({k: "\n".join(v) + "\n" for k, v in chunks.items()})
+    return out
+
+
 def listing_script(prefix: str, roots: list[str] | None = None) -> str:
     """Shell lines printing ``listed @work <name>`` for each directory ``$wr/<prefix>*`` (the work
     root, set by :data:`WORK_ROOT`) and ``listed <root> <name>`` for each ``<root>/<prefix>*`` of the
@@ -312,6 +334,31 @@ class SshInstance(cgroups.CgroupCounters, Instance):
 
     def _read(self, path: str) -> str:
         return self.backend.run_script(f"cat {q(path)}", f"reading {path} of {self.name}").stdout
+
+    def _read_many(self, paths: dict[str, str]) -> dict[str, str | None]:
+        """Every file of ``paths`` in one round trip (None where it cannot be read)."""
+        script = "".join(f"echo {q(MARK + key)}; cat {q(path)} 2>/dev/null || echo {MISSING}\n"
+                         for key, path in paths.items())
+        out = self.backend.run_script(script + "true\n", f"reading the counters of {self.name}").stdout
+        return split_marked(out, list(paths))
+
+    def stats(self) -> dict[str, float]:
+        """Its cgroup's counters (:func:`cgroups.parse_stats`) and the remote host's steal time
+        (``steal_s``, ``cpu_total_s`` of its /proc/stat: the instance runs natively there, so a
+        cloud server's steal is the instance's), in one round trip. Without a cgroup (limits not
+        enforced) only the steal counters."""
+        from .base import StatsUnavailable, parse_proc_stat
+        driver = self.backend.driver
+        paths = {"proc_stat": "/proc/stat"}
+        if driver is not None:
+            paths.update(cgroups.stat_paths(driver, self.name))
+        texts = self._read_many(paths)
+        out = cgroups.parse_stats(driver, texts) if driver is not None else {}
+        out.update(parse_proc_stat(texts.get("proc_stat") or ""))
+        if driver is not None and "cpu_s" not in out:
+            raise StatsUnavailable(f"{self.name} on {self.backend.target}: its cgroup's counters cannot be read "
+                                   "(is it gone?)")
+        return out
 
     def put(self, local_path: str | os.PathLike, remote_path: str, mode: int = 0o755) -> None:
         be: SshBackend = self.backend

@@ -1,0 +1,75 @@
+"""Issue 32 (c) and (d): ``runs_per_instance`` on every backend, and each backend's own per-instance
+counters in the samples table.
+
+One small campaign per backend (2 configurations x 2 replicates, 2 runs per boot: 4 runs on 2
+boots), each run burning a CPU for about a second in its instance with telemetry every 0.25 s:
+fewer boots (distinct instances) than runs, each instance's runs back to back, and rows of the
+instance's own counters keyed by its id, from the Docker stats API, LXD's instance state, libvirt's
+domain stats (and the guest's /proc/stat through its agent), the remote cgroup over SSH, and the
+local cgroup (the local backend: tests/integration/test_levels_local.py).
+"""
+from __future__ import annotations
+
+import secrets
+
+import pytest
+
+from labkit.run.campaign import Campaign
+
+BURN = ["sh", "-c", "timeout 1 sh -c 'while :; do :; done'; true"]
+
+
+def reuse(tmp_path, backend: str, monkeypatch):
+    monkeypatch.setenv("LABKIT_RUN_DIR", str(tmp_path / "registry"))   # other campaigns unseen
+    design = {"name": f"reuse-{backend}", "factors": {"affinity": ["floating", "pinned"]}, "replications": 2,
+              "seed": 9, "runs_per_instance": 2}
+    return Campaign(design, backend=backend, workload="command", workload_params={"argv": BURN},
+                    campaign_id=f"reuse-{backend}-{secrets.token_hex(2)}", data_dir=tmp_path, telemetry=0.25,
+                    progress=False, run_timeout=900).run()
+
+
+def check(st, metrics: set[str], stats: str) -> None:
+    runs, tidy, samples = st.runs(), st.tidy(), st.samples()
+    assert len(runs) == 4 and set(runs.status) == {"ok"}, runs[["status", "error"]].to_dict("records")
+    rows = tidy[tidy.metric.notna()]
+    assert rows.instance.nunique() == 2 < len(runs)                      # fewer boots than runs
+    assert set(rows.groupby("instance").run_id.nunique()) == {2} and set(rows.boot) == {1}
+    for _, group in runs.groupby(runs.metadata.map(lambda m: m["instances"][0]["name"])):
+        assert group.affinity.nunique() == 1
+        assert sorted(group.run_seq) == [min(group.run_seq), min(group.run_seq) + 1]   # back to back
+    assert sorted(runs.run_seq) == [1, 2, 3, 4]
+    mine = samples[samples.instance.notna()]
+    assert set(mine.instance) == set(rows.instance)
+    for name, got in mine.groupby("instance"):
+        assert metrics <= set(got.metric), f"{name}: missing {sorted(metrics - set(got.metric))}"
+        assert got[got.metric == "instance_cpu_pct"].value.max() > 0   # its counter moved while it burned
+    for md in runs.metadata:
+        assert md["telemetry"]["instance_stats"] == stats
+        assert "instance_cpu_max_pct" in md["telemetry"]
+
+
+@pytest.mark.docker
+def test_docker_reuses_instances_and_samples_the_stats_api(tmp_path, monkeypatch):
+    check(reuse(tmp_path, "docker", monkeypatch),
+          {"instance_cpu_pct", "instance_memory_mb", "instance_throttled_periods", "instance_throttled_s"},
+          "docker stats")
+
+
+@pytest.mark.lxd
+def test_lxd_reuses_instances_and_samples_the_instance_state(tmp_path, monkeypatch):
+    check(reuse(tmp_path, "lxd", monkeypatch), {"instance_cpu_pct", "instance_memory_mb"}, "lxd stats")
+
+
+@pytest.mark.libvirt
+def test_libvirt_reuses_vms_and_samples_domain_stats_and_guest_steal(tmp_path, monkeypatch):
+    check(reuse(tmp_path, "libvirt", monkeypatch),
+          {"instance_cpu_pct", "instance_vcpu_pct", "instance_memory_mb", "instance_steal_pct"}, "libvirt stats")
+
+
+@pytest.mark.ssh
+def test_ssh_reuses_instances_and_samples_the_remote_cgroup(tmp_path, monkeypatch):
+    st = reuse(tmp_path, "ssh", monkeypatch)
+    check(st, {"instance_cpu_pct", "instance_memory_mb", "instance_throttled_periods", "instance_steal_pct"},
+          "ssh stats")
+    for md in st.runs().metadata:   # the host here is another machine: not sampled, said so
+        assert md["telemetry"]["host"].startswith("not sampled")
