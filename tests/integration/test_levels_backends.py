@@ -14,7 +14,9 @@ import secrets
 
 import pytest
 
+from labkit.core.ids import campaign_prefix
 from labkit.run.campaign import Campaign
+from tests.integration.test_fleet import TESTBED, _leftovers, fleet_hosts  # noqa: F401 (a fixture)
 
 BURN = ["sh", "-c", "timeout 1 sh -c 'while :; do :; done'; true"]
 
@@ -73,3 +75,30 @@ def test_ssh_reuses_instances_and_samples_the_remote_cgroup(tmp_path, monkeypatc
           "ssh stats")
     for md in st.runs().metadata:   # the host here is another machine: not sampled, said so
         assert md["telemetry"]["host"].startswith("not sampled")
+
+
+@pytest.mark.fleet
+def test_a_fleet_keeps_each_boot_on_one_host_and_numbers_runs_per_host(fleet_hosts, tmp_path, monkeypatch):
+    """runs_per_instance on a testbed of two SSH hosts: boot b goes to host b (round robin), each
+    instance's runs stay on its host, run_seq counts each host's runs in execution order."""
+    monkeypatch.setenv("LABKIT_RUN_DIR", str(tmp_path / "registry"))
+    testbed = {**TESTBED, "hosts": TESTBED["hosts"][:2]}
+    design = {"name": "reuse-fleet", "factors": {"affinity": ["floating", "pinned"]}, "replications": 4,
+              "seed": 9, "runs_per_instance": 2}
+    cid = f"reuse-fleet-{secrets.token_hex(2)}"
+    st = Campaign(design, workload="command", workload_params={"argv": ["sleep", "0.3"]}, campaign_id=cid,
+                  data_dir=tmp_path, testbed=testbed, telemetry=0.2, progress=False, run_timeout=300).run()
+    runs, tidy = st.runs(), st.tidy()
+    assert len(runs) == 8 and set(runs.status) == {"ok"}, runs[["status", "error"]].to_dict("records")
+    rows = tidy[tidy.metric.notna()]
+    assert rows.instance.nunique() == 4 and set(rows.groupby("instance").host.nunique()) == {1}
+    assert set(rows.groupby("instance").run_id.nunique()) == {2}
+    for _host, group in runs.groupby("host"):
+        assert sorted(group.run_seq) == list(range(1, len(group) + 1))
+        assert list(group.sort_values("started").run_seq) == sorted(group.run_seq)
+    boots = runs.metadata.map(lambda m: m["boot_group"])
+    assert set(runs.groupby(boots).host.nunique()) == {1}
+    assert set(runs.host) == {"ns1", "ns2"}
+    assert not any(_leftovers(campaign_prefix(cid)).values())
+    samples = st.samples()
+    assert set(samples[samples.instance.notna()].instance) == set(rows.instance)

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import logging
 import shutil
-from collections import namedtuple
 import sqlite3
+from collections import namedtuple
 from pathlib import Path
 
 import pandas as pd
@@ -195,8 +195,9 @@ def reuse_campaign(tmp_path, k=3, workload=None, factors=None, **kw):
     d = Design.from_dict({"factors": factors or {"vcpus": [1, 2], "count": [1, 2]}, "replications": 3, "seed": 4,
                           "runs_per_instance": k})
     kw.setdefault("backend", CountingBackend())
+    kw.setdefault("telemetry", 0.05)
     return Campaign(d, workload=workload or Iterating(), campaign_id="t-levels", data_dir=tmp_path,
-                    progress=False, telemetry=0.05, **kw)
+                    progress=False, **kw)
 
 
 def test_a_boot_provisions_once_and_every_row_carries_its_levels(tmp_path):
@@ -459,3 +460,23 @@ def test_an_exclusive_campaign_refuses_before_making_a_store(tmp_path):
         other.release()
     assert not (tmp_path / "t-levels" / "store.sqlite").exists()
     assert registry.find("t-levels") is None   # its registration was released
+
+
+def test_cli_options_override_the_designs(tmp_path):
+    from labkit.cli import _guard_options, parser
+    args = parser().parse_args(["run", "d.yaml", "--telemetry", "off", "--exclusive", "--no-quarantine"])
+    assert _guard_options(args) == {"telemetry": "off", "exclusive": True, "quarantine": False}
+    assert _guard_options(parser().parse_args(["run", "d.yaml", "--telemetry", "0.5"])) == {"telemetry": 0.5}
+    assert _guard_options(parser().parse_args(["run", "d.yaml"])) == {}
+    c = reuse_campaign(tmp_path, telemetry="off", exclusive=None)
+    assert c.telemetry is None and c.exclusive is False and c.quarantine is False
+    d = Design.from_dict({"factors": {"vcpus": [1, 2]}, "seed": 1, "telemetry": 0.5, "exclusive": True,
+                          "quarantine": True, "thresholds": {"steal_pct": 1}})
+    c = Campaign(d, backend=CountingBackend(), workload=Iterating(), campaign_id="t-opt", data_dir=tmp_path)
+    assert (c.telemetry, c.exclusive, c.quarantine, c.thresholds["steal_pct"]) == (0.5, True, True, 1.0)
+    c = Campaign(d, backend=CountingBackend(), workload=Iterating(), campaign_id="t-opt", data_dir=tmp_path,
+                 telemetry=2, exclusive=False, quarantine=False, thresholds={"steal_pct": 3})
+    assert (c.telemetry, c.exclusive, c.quarantine, c.thresholds["steal_pct"]) == (2.0, False, False, 3.0)
+    with pytest.raises(ConfigError, match="exclusive"):
+        Campaign(d, backend=CountingBackend(), workload=Iterating(), campaign_id="t-opt", data_dir=tmp_path,
+                 exclusive="no")
