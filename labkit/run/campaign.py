@@ -463,6 +463,7 @@ class Campaign:
                     try:
                         boot.net = runnet.open_network(backend, run.levels, self.workload, params, spec.count,
                                                        self.prefix, boot.net_metadata)
+                        metadata.update(boot.net_metadata)   # kept by a run whose provisioning fails
                         instances.extend(backend.provision(spec, prefix=self.prefix, network=boot.net))
                     finally:
                         ctx.provisioning = False

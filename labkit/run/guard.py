@@ -14,6 +14,8 @@ leaves last around each run) records:
 * ``quiet_check``: before the run, a short sample (:data:`PRE_RUN_S` seconds, psutil) of the CPU
   used by processes outside the campaign (``other_cpu_pct``, % of one CPU: the host's busy time
   minus this process's and the campaign's instances'), when the instances run on this machine.
+  The sample is dead time between runs: ``campaign.guard.pre_run_s`` sets its length (0: none,
+  recorded as not measured).
 * ``suspect``: why the run is doubtful, or None: another campaign ran during it; before it or
   during it (the telemetry's ``cpu_other_mean_pct``) processes outside the campaign used more
   than ``other_cpu_pct`` % of a CPU; the host's or an instance's steal time was above
@@ -165,6 +167,8 @@ def pre_run_load(ctx: RunContext, seconds: float = PRE_RUN_S) -> dict[str, Any]:
     why = remote_reason(ctx.backend)
     if why is not None:
         return {"measured": False, "reason": why}
+    if seconds <= 0:
+        return {"measured": False, "reason": "no sample asked (pre_run_s 0)"}
     try:
         from .telemetry import Telemetry
         read, _ = Telemetry(max(seconds, 0.05)).reader(ctx)

@@ -39,9 +39,10 @@ seen inside a VM, or on an ``ssh`` host, that was stolen), each where the interf
 The run's metadata gets a summary under ``telemetry`` (run-level covariates): ``collected``,
 ``interval_s``, ``samples`` (readings), ``host`` (whether this machine was sampled, or why not),
 ``instance_cpu`` (``cgroups``, or why the instances' cgroups were not read), ``instance_stats``
-(the backend's stats interface, or why it gave nothing), maxima and means (``instance_cpu_mean_pct``,
-``instance_steal_max_pct``, ``instance_throttled_periods``, ...) (``cpu_other_max_pct``, ``steal_max_pct``,
-``iowait_mean_pct``, ``psi_cpu_some_max_pct``, ``freq_min_mhz``, ...), ``throttled_periods`` and
+(the backend's stats interface, or why it gave nothing), maxima and means (``cpu_other_max_pct``,
+``steal_max_pct``, ``iowait_mean_pct``, ``psi_cpu_some_max_pct``, ``freq_min_mhz``, and over the
+instances ``instance_cpu_mean_pct``, ``instance_steal_max_pct``, ...), ``throttled_periods``,
+``instance_throttled_periods`` and
 the sampler's own CPU (``sampler_cpu_s``, ``sampler_cpu_pct`` of one core, from the sampling
 thread's CPU clock); :func:`covariates` gives them as columns, one row per run. The controller
 host is sampled only when the run's backend runs its instances on this machine (``local``,

@@ -9,6 +9,7 @@ not enter the picture.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -38,13 +39,13 @@ def start(tmp_path, cid: str, replications: int, *extra: str) -> subprocess.Pope
 
 
 def stop(proc: subprocess.Popen) -> None:
-    """SIGTERM (the campaign tears its instances down, then exits), SIGKILL only if it hangs."""
+    """SIGTERM (the campaign tears its instances down, then exits); SIGKILL only past 2 minutes."""
     proc.terminate()
-    try:
+    with contextlib.suppress(subprocess.TimeoutExpired):
         proc.communicate(timeout=120)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.communicate()
+        return
+    proc.kill()
+    proc.communicate()
 
 
 def stored(tmp_path, cid: str) -> int:

@@ -16,7 +16,7 @@ import pandas as pd
 import pytest
 
 from labkit.backends import cgroups
-from labkit.backends.base import Backend, Instance, RawResult, StatsUnavailable, parse_proc_stat
+from labkit.backends.base import StatsUnavailable, parse_proc_stat
 from labkit.backends.docker import docker_stats
 from labkit.backends.lxd import lxd_stats
 from labkit.backends.ssh import MARK, MISSING, split_marked
@@ -29,6 +29,7 @@ from labkit.run.telemetry import Reading, delta_rows, summarize
 from labkit.store import Store
 from labkit.store.levels import run_levels
 from labkit.workloads import Measurement, Workload
+from tests.unit.test_reliability_campaign import FakeBackend, FakeInstance
 
 ROOT = Path(__file__).resolve().parents[2]
 OLD_STORE = ROOT / "data" / "affinity-local" / "store.sqlite"        # written before levels existed
@@ -122,55 +123,22 @@ def test_execution_options_are_validated_and_left_out_of_the_digest():
 
 
 # -- the boot engine on an in-memory backend ----------------------------------------------------
-class CountingInstance(Instance):
-    def _start(self, argv, env):
-        return argv
-
-    def _wait(self, handle, timeout):
-        return RawResult(0, "", "")
-
-    def _kill(self, handle):
-        pass
-
-    def _oom_kills(self):
-        return 0
-
+class CountingInstance(FakeInstance):
     def stats(self):
         self.backend.stats_calls += 1
         return {"cpu_s": 1.0 + self.backend.stats_calls, "memory_bytes": 2.0**20}
 
-    def put(self, local_path, remote_path, mode=0o755):
-        pass
 
-    def _destroy(self):
-        self.backend.destroyed.append(self.name)
-
-
-class CountingBackend(Backend):
-    name = "counting"
+class CountingBackend(FakeBackend):
+    """The in-memory backend of the reliability tests, counting the instances it makes."""
 
     def __init__(self, **options):
         super().__init__(**options)
-        self.created, self.destroyed, self.stats_calls = [], [], 0
-
-    def check(self):
-        pass
-
-    def fingerprint(self):
-        return {"backend": self.name}
-
-    def host_cpus(self):
-        return 2
+        self.created, self.stats_calls = [], 0
 
     def _create(self, spec, name, index, cpus):
         self.created.append(name)
         return CountingInstance(self, name, spec, index, cpus)
-
-    def cleanup(self, prefix):
-        return []
-
-    def list_labkit(self, prefix="labkit-"):
-        return []
 
 
 class Iterating(Workload):
@@ -480,3 +448,19 @@ def test_cli_options_override_the_designs(tmp_path):
     with pytest.raises(ConfigError, match="exclusive"):
         Campaign(d, backend=CountingBackend(), workload=Iterating(), campaign_id="t-opt", data_dir=tmp_path,
                  exclusive="no")
+
+
+def test_pre_run_load_says_when_it_is_not_measured():
+    from types import SimpleNamespace
+
+    from labkit.core.instance import InstanceSpec
+    from labkit.run.guard import pre_run_load
+    from labkit.run.hooks import RunContext
+    run = design().plan()[0]
+    remote = RunContext(run, InstanceSpec(), {}, SimpleNamespace(name="ssh"), "labkit-x--")
+    assert pre_run_load(remote) == {"measured": False,
+                                    "reason": "backend 'ssh' runs its instances on another machine"}
+    here = RunContext(run, InstanceSpec(), {}, SimpleNamespace(name="local"), "labkit-x--")
+    assert pre_run_load(here, 0)["measured"] is False
+    got = pre_run_load(here, 0.05)   # this machine, nothing of the campaign running: all is "other"
+    assert got["measured"] is True and got["seconds"] == 0.05 and got["other_cpu_pct"] >= 0
