@@ -29,6 +29,7 @@ from labkit.run.telemetry import Reading, delta_rows, summarize
 from labkit.store import Store
 from labkit.store.levels import run_levels
 from labkit.workloads import Measurement, Workload
+from tests.unit.test_fleet import _run_with_b_failing, closed_port, fakes  # noqa: F401 (a fixture)
 from tests.unit.test_reliability_campaign import FakeBackend, FakeInstance
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -464,3 +465,23 @@ def test_pre_run_load_says_when_it_is_not_measured():
     assert pre_run_load(here, 0)["measured"] is False
     got = pre_run_load(here, 0.05)   # this machine, nothing of the campaign running: all is "other"
     assert got["measured"] is True and got["seconds"] == 0.05 and got["other_cpu_pct"] >= 0
+
+
+def test_a_lost_host_frees_the_rest_of_its_boot_for_another_host(tmp_path, fakes):
+    """runs_per_instance 2 on hosts a and b; b's second boot fails to provision and b does not
+    answer: that run is stored host-lost, the other run of its boot (claimed with it) is released and
+    moved to a, which runs it; every run stored once."""
+    design = {"factors": {"vcpus": [1, 2]}, "replications": 4, "seed": 3, "runs_per_instance": 2}
+    tb = {"platforms": {"flaky": {"backend": "ssh"}},
+          "hosts": [{"name": "a", "platforms": ["flaky"]},
+                    {"name": "b", "address": "127.0.0.1", "port": closed_port(), "platforms": ["flaky"]}]}
+    st = _run_with_b_failing(tmp_path, tb, design, "t-lost-boot")
+    runs = st.runs()
+    assert len(runs) == 8 and runs.run_id.is_unique
+    on_b = runs[runs.host == "b"]
+    assert sorted(on_b.status) == ["host-lost", "ok", "ok"]
+    ok_b = on_b[on_b.status == "ok"]
+    assert ok_b.metadata.map(lambda m: m["instances"][0]["name"]).nunique() == 1   # one boot, reused
+    moved = runs[runs.metadata.map(lambda m: m.get("moved_from") == "b")]
+    assert len(moved) >= 1 and set(moved.host) == {"a"} and set(moved.status) == {"ok"}
+    assert st.claims() == []
