@@ -23,7 +23,7 @@ from typing import TypeVar
 from ..core.instance import InstanceSpec
 from ..errors import BackendError, BackendUnavailable
 from . import cgroups
-from .base import check_name, check_prefix
+from .base import StatsUnavailable, check_name, check_prefix, parse_proc_stat
 
 q = shlex.quote
 T = TypeVar("T")
@@ -261,3 +261,64 @@ def host_fingerprint(facts: HostFacts, driver: cgroups.Driver | None) -> dict:
             "cpu_model": facts.get("cpu_model"), "cpus": len(cpu_ids(facts, driver)),
             "cgroup_version": driver.version if driver else None, "limits_enforced": driver is not None,
             "governor": facts.get("governor") or None, "smt": facts.get("smt") or None}
+
+
+# -- an instance's counters (Instance.stats) ------------------------------------------------------
+#: how :func:`read_files_script` marks where each file's text starts, and a file it could not read
+MARK, MISSING = "@@labkit-file ", "@@labkit-missing"
+#: how :data:`FILE_READER` ends its answer to one request
+END = "@@labkit-end"
+#: a long-lived reader of files (the ``slurm`` backend's one step per node for the counters): for
+#: each line ``key path [key path ...]`` on its stdin, prints each file as :func:`read_files_script`
+#: does, then :data:`END`; words are split with globbing off, so keys and paths hold no white space
+FILE_READER = (f"set -f\nwhile IFS= read -r line; do set -- $line\n"
+               f"  while [ $# -ge 2 ]; do echo {q(MARK)}\"$1\"; cat \"$2\" 2>/dev/null || echo {MISSING}; shift 2; done\n"
+               f"  echo {END}\ndone\n")
+
+
+def read_files_script(paths: dict[str, str]) -> str:
+    """Shell lines printing each file of ``paths`` (key -> path) after a line :data:`MARK` + key, or
+    :data:`MISSING` for one that cannot be read: :func:`split_marked` reads the output."""
+    return "".join(f"echo {q(MARK + key)}; cat {q(path)} 2>/dev/null || echo {MISSING}\n"
+                   for key, path in paths.items()) + "true\n"
+
+
+def split_marked(text: str, keys: list[str]) -> dict[str, str | None]:
+    """The text of each file in the output of :func:`read_files_script` (or of one answer of
+    :data:`FILE_READER`), by key; None for a file it could not read or did not print."""
+    out: dict[str, str | None] = {k: None for k in keys}
+    current: str | None = None
+    chunks: dict[str, list[str]] = {}
+    for line in text.splitlines():
+        if line.startswith(MARK) and line[len(MARK):] in out:
+            current = line[len(MARK):]
+            chunks[current] = []
+        elif line == MISSING and current is not None:
+            chunks.pop(current, None)
+            current = None
+        elif current is not None:
+            chunks[current].append(line)
+    out.update({k: "\n".join(v) + "\n" for k, v in chunks.items()})
+    return out
+
+
+def stat_paths(driver: cgroups.Driver | None, name: str) -> dict[str, str]:
+    """The files instance ``name``'s counters are read from: its cgroup's (:func:`cgroups.stat_paths`;
+    none without a ``driver``: unconfined) and the host's ``/proc/stat`` (``proc_stat``)."""
+    paths = {"proc_stat": "/proc/stat"}
+    if driver is not None:
+        paths.update(cgroups.stat_paths(driver, name))
+    return paths
+
+
+def instance_stats(driver: cgroups.Driver | None, texts: dict[str, str | None], what: str) -> dict[str, float]:
+    """:meth:`Instance.stats <labkit.backends.base.Instance.stats>` of a native instance from the texts of
+    its :func:`stat_paths`: its cgroup's counters (:func:`cgroups.parse_stats`) and the host's steal
+    time (``steal_s``, ``cpu_total_s``: the instance runs natively there, so a cloud server's steal
+    is the instance's); only the steal counters without a ``driver``. StatsUnavailable naming
+    ``what`` when the cgroup's counters cannot be read (the instance is gone)."""
+    out = cgroups.parse_stats(driver, texts) if driver is not None else {}
+    out.update(parse_proc_stat(texts.get("proc_stat") or ""))
+    if driver is not None and "cpu_s" not in out:
+        raise StatsUnavailable(f"{what}: its cgroup's counters cannot be read (is it gone?)")
+    return out

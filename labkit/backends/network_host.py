@@ -22,7 +22,7 @@ from contextlib import contextmanager
 from ..core.instance import InstanceSpec
 from ..errors import BenchmarkError, ConfigError
 from . import child
-from .base import Instance
+from .base import Instance, StatsUnavailable
 from .networks import Network
 
 
@@ -54,6 +54,10 @@ class HostEnd(Instance):
 
     def _oom_kills(self):
         return None
+
+    def stats(self) -> dict[str, float]:
+        raise StatsUnavailable("the host end of a network is this machine, not an instance: the host's "
+                               "telemetry covers it")
 
     def put(self, local_path: str | os.PathLike, remote_path: str, mode: int = 0o755) -> None:
         dest = remote_path if os.path.isabs(remote_path) else os.path.join(self._dir, remote_path)

@@ -238,6 +238,19 @@ class SshInstance(cgroups.CgroupCounters, Instance):
     def _read(self, path: str) -> str:
         return self.backend.run_script(f"cat {q(path)}", f"reading {path} of {self.name}").stdout
 
+    def _read_many(self, paths: dict[str, str]) -> dict[str, str | None]:
+        """Every file of ``paths`` in one round trip (None where it cannot be read)."""
+        out = self.backend.run_script(native.read_files_script(paths), f"reading the counters of {self.name}").stdout
+        return native.split_marked(out, list(paths))
+
+    def stats(self) -> dict[str, float]:
+        """Its cgroup's counters and the ssh host's steal time, in one round trip
+        (:func:`.native.instance_stats`); without a cgroup (limits not enforced, a network's host end)
+        only the steal counters."""
+        driver = self.cgroup_driver
+        return native.instance_stats(driver, self._read_many(native.stat_paths(driver, self.name)),
+                                     f"{self.name} on {self.backend.target}")
+
     def put(self, local_path: str | os.PathLike, remote_path: str, mode: int = 0o755) -> None:
         be: SshBackend = self.backend
         path = str(remote_path)

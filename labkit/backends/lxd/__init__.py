@@ -52,6 +52,7 @@ from ..base import (
     Backend,
     Instance,
     RawResult,
+    StatsUnavailable,
     check_cpus,
     check_name,
     check_prefix,
@@ -160,6 +161,17 @@ def memory_cgroup_file(proc_cgroup: str, name: str) -> str | None:
 EXEC_ATTEMPTS = 3
 
 
+def lxd_stats(status: str | None, cpu: dict | None, memory: dict | None) -> dict[str, float]:
+    """:data:`~labkit.backends.base.STAT_KEYS` counters from LXD's instance state; StatsUnavailable
+    for an instance that is not running (LXD then reports zeros)."""
+    if status != "Running" or not isinstance(cpu, dict) or "usage" not in cpu:
+        raise StatsUnavailable(f"LXD reports no counters for an instance in state {status!r}")
+    out = {"cpu_s": cpu["usage"] / 1e9}
+    if isinstance(memory, dict) and memory.get("usage") is not None:
+        out["memory_bytes"] = float(memory["usage"])
+    return out
+
+
 def instance_busy(exc: BaseException) -> bool:
     """Whether LXD refused an operation on an instance because another one holds it ("Instance
     is busy running a "start" operation", a failed start winding down). LXD reports that only
@@ -234,6 +246,17 @@ class LxdInstance(SessionExec, Instance):
         pid = self.model.state().pid
         path = memory_cgroup_file(Path(f"/proc/{pid}/cgroup").read_text(), self.name)
         return None if path is None else oom_kill_count(Path(path).read_text())
+
+    def stats(self) -> dict[str, float]:
+        """LXD's instance state (``GET /1.0/instances/<name>/state``): ``cpu_s`` (``cpu.usage``)
+        and ``memory_bytes`` (``memory.usage``); StatsUnavailable when the instance is not
+        running or the daemon does not answer."""
+        try:
+            state = self.model.state()
+        except _sdk().exceptions.LXDAPIException as exc:
+            raise StatsUnavailable(f"LXD state of {self.name} failed: {exc}") from exc
+        return lxd_stats(getattr(state, "status", None), getattr(state, "cpu", None),
+                         getattr(state, "memory", None))
 
     def host_command(self, argv: list[str]) -> list[str]:
         """An argv for this host that runs ``argv`` in the container (an MPI launch agent's
