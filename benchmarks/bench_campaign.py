@@ -3,7 +3,10 @@
 Runs a 2^2 design x 8 replications (32 runs) of a 1-second workload (`sleep 1`
 inside each instance) and prints the figures. Targets: efficiency >= 0.97 for the whole
 campaign (start-up and export included) and >= 0.99 for the run loop (issue 33), with the
-local backend's default isolation ``strict`` (``--isolation none`` to compare).
+local backend's default isolation ``strict`` (``--isolation none`` to compare) and the
+campaign's default telemetry (a sample of the host every second, :mod:`labkit.run.telemetry`);
+the same campaign then runs with ``telemetry="off"``, and the two are printed side by side
+(``--telemetry`` picks one).
 
 Then the cost of the local backend's isolation (issue 28): one instance with isolation
 ``strict`` (the default) and one with ``none``, side by side, ``--pairs`` rounds (default
@@ -38,9 +41,17 @@ def main() -> None:
     ap.add_argument("--only-isolation", action="store_true", help="skip the campaign")
     ap.add_argument("--isolation", choices=ISOLATION, default="strict",
                     help="the local backend's isolation in the campaign (default strict)")
+    ap.add_argument("--telemetry", choices=("both", "on", "off"), default="both",
+                    help="the campaign with the default telemetry (on), without (off), or both in turn")
     args = ap.parse_args()
     if not args.only_isolation:
-        campaign(args)
+        rows = [campaign(args, telemetry) for telemetry in (("on", "off") if args.telemetry == "both"
+                                                              else (args.telemetry,))]
+        if len(rows) == 2:
+            (on, off) = rows
+            print(f"telemetry on / off: run-loop efficiency {on['loop']:.4f} / {off['loop']:.4f}, whole "
+                  f"{on['whole']:.4f} / {off['whole']:.4f}, overhead per run {on['per_run_ms']:.1f} / "
+                  f"{off['per_run_ms']:.1f} ms\n")
     isolation_cost(args.pairs)
 
 
@@ -80,8 +91,9 @@ def isolation_cost(pairs: int) -> None:
     _print_pair("make + destroy instance", made)
 
 
-def campaign(args) -> None:
-    """The 2^2 x r campaign of ``sleep`` and its efficiency (see the docstring)."""
+def campaign(args, telemetry: str) -> dict:
+    """The 2^2 x r campaign of ``sleep`` and its efficiency (see the docstring), with the default
+    telemetry (``on``) or none (``off``)."""
     data = tempfile.mkdtemp(prefix="labkit-bench-")
     try:
         design = Design.from_dict({"factors": {"vcpus": [1, 2], "affinity": ["floating", "pinned"]},
@@ -89,7 +101,8 @@ def campaign(args) -> None:
         t0 = time.perf_counter()
         store = Campaign(design, workload="command", workload_params={"argv": ["sleep", str(args.seconds)]},
                          campaign_id="bench", data_dir=data, progress=False,
-                         backend_options={"isolation": args.isolation}).run()
+                         backend_options={"isolation": args.isolation},
+                         **({} if telemetry == "on" else {"telemetry": "off"})).run()
         total = time.perf_counter() - t0
         tidy = store.tidy()
         bench = tidy.loc[tidy.metric == "wall_time_s", "value"].sum()
@@ -98,14 +111,15 @@ def campaign(args) -> None:
         starts = pd.to_datetime(r.started)
         loop = ((starts.max() + pd.to_timedelta(r.loc[starts.idxmax(), "duration_s"], unit="s"))
                 - starts.min()).total_seconds()
-        print(f"runs                      {runs}   (local isolation {args.isolation})")
+        print(f"runs                      {runs}   (local isolation {args.isolation}, telemetry {telemetry})")
         print(f"run length asked          {args.seconds:.3f} s")
         print(f"sum of benchmark times    {bench:.3f} s")
         print(f"campaign wall time        {total:.3f} s")
         print(f"overhead per run          {(total - bench) / runs * 1000:.1f} ms")
         print(f"run loop wall time        {loop:.3f} s   (first run start to last run end)")
         print(f"efficiency, whole         {bench / total:.4f}   (target >= 0.97; includes start-up and export)")
-        print(f"efficiency, run loop      {bench / loop:.4f}   (target >= 0.99)")
+        print(f"efficiency, run loop      {bench / loop:.4f}   (target >= 0.99)\n", flush=True)
+        return {"loop": bench / loop, "whole": bench / total, "per_run_ms": (total - bench) / runs * 1000}
     finally:
         shutil.rmtree(data, ignore_errors=True)
 

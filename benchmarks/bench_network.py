@@ -33,7 +33,7 @@ from labkit.backends import get_backend, teardown  # noqa: E402
 from labkit.core import network as netmod  # noqa: E402
 from labkit.core.instance import InstanceSpec  # noqa: E402
 from labkit.errors import LabkitError  # noqa: E402
-from labkit.studies import variant_image  # noqa: E402
+from labkit.run.platforms import variant_image  # noqa: E402
 from labkit.workloads import pingpong as pingpong_prog  # noqa: E402
 from labkit.workloads.iperf3 import measure  # noqa: E402
 from labkit.workloads.mpi import agent_script, launch, mpirun_argv  # noqa: E402

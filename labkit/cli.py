@@ -55,10 +55,31 @@ def cmd_run(args: argparse.Namespace) -> int:
                      backend_options=_parse_params(args.backend_option),
                      campaign_id=args.campaign_id, data_dir=args.data_dir,
                      run_timeout=args.timeout, group_readable=args.group_readable, testbed=args.testbed,
-                     ).run(retry_failed=args.retry_failed, retries=args.retries, new_store=args.new_store)
+                     **_guard_options(args)).run(retry_failed=args.retry_failed, retries=args.retries, new_store=args.new_store)
     runs = store.runs()
     print(f"{len(runs)} runs stored in {store.path}: {runs.status.value_counts().to_dict()}")
     return 0
+
+
+def _guard_options(args: argparse.Namespace) -> dict:
+    """The options of ``labkit run`` that override the design's telemetry, exclusive and quarantine
+    (only those given)."""
+    out: dict = {}
+    if args.telemetry is not None:
+        out["telemetry"] = args.telemetry
+    if args.exclusive is not None:
+        out["exclusive"] = args.exclusive
+    if args.quarantine is not None:
+        out["quarantine"] = args.quarantine
+    return out
+
+
+def _telemetry_arg(text: str):
+    """``--telemetry off|on|SECONDS`` as Campaign takes it (checked there)."""
+    try:
+        return float(text)
+    except ValueError:
+        return text
 
 
 def cmd_status(args: argparse.Namespace) -> int:
@@ -418,6 +439,14 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--run-output", choices=("all", "failed", "off"), help="whose command output to keep beside "
                    "the store as output/<run_id>.log (first and last MiB): every run's (default), the runs "
                    "that did not end ok, or none (sets LABKIT_RUN_OUTPUT)")
+    r.add_argument("--telemetry", type=_telemetry_arg, metavar="off|SECONDS",
+                   help="seconds between samples of the host and the instances during each run, or off "
+                        "(default: the design's telemetry, else 1)")
+    r.add_argument("--exclusive", action=argparse.BooleanOptionalAction, default=None,
+                   help="refuse to run beside another campaign on this host (default: the design's; else warn "
+                        "and flag the runs that overlap as suspect)")
+    r.add_argument("--quarantine", action=argparse.BooleanOptionalAction, default=None,
+                   help="run the runs flagged suspect once more at the end (default: the design's)")
     r.set_defaults(func=cmd_run)
 
     im = sub.add_parser("images", help="build instance images")

@@ -22,6 +22,7 @@ Hooks a backend writes (``abc`` refuses a class that misses one)::
         def _wait(self, handle, timeout) -> RawResult | None: ...  # None: still running
         def _kill(self, handle): ...               # SIGKILL the command's process tree
         def _oom_kills(self) -> int | None: ...    # OOM kills in the instance so far
+        def stats(self) -> dict[str, float]: ...   # its counters now (STAT_KEYS), or StatsUnavailable
         def put(self, local_path, remote_path, mode=0o755): ...
         def _destroy(self): ...                    # idempotent, quiet if already gone
 
@@ -32,6 +33,7 @@ campaign's instances: ``labkit-x--`` never matches ``labkit-x-2--...``.
 """
 from __future__ import annotations
 
+import ipaddress
 import logging
 import math
 import os
@@ -64,6 +66,23 @@ SIGKILL_STATUS = 137
 DESCRIBE_CAP = 8 * 1024
 _PREFIX_RE = re.compile(r"^labkit-[a-z0-9_-]*$")
 _NAME_RE = re.compile(r"^labkit-[a-z0-9_-]+$")
+
+
+#: what :meth:`Instance.stats` may return, each only where the backend's own stats interface has it
+STAT_KEYS = {
+    "cpu_s": "CPU time the instance used so far (all its processes, or the whole VM), seconds",
+    "throttled_periods": "CFS periods in which its CPU quota throttled it, so far",
+    "throttled_s": "time it was throttled, so far, seconds",
+    "memory_bytes": "memory in use now, bytes",
+    "vcpu_s": "time its vCPUs ran so far (VMs), seconds",
+    "steal_s": "steal time seen inside it (a VM's, or the remote host's for ssh) so far, seconds",
+    "cpu_total_s": "all CPU time seen inside it (the denominator of steal_s) so far, seconds",
+}
+
+
+class StatsUnavailable(BackendError):
+    """:meth:`Instance.stats` of an instance whose backend has no stats interface for it (or
+    cannot read it now); the message says why."""
 
 
 def check_prefix(prefix: str) -> str:
@@ -191,7 +210,9 @@ class Instance(ABC):
         self.spec = spec
         self.index = index
         self.cpus = cpus
-        self.metadata: dict = {"name": name, "index": index, "cpus": cpus}
+        #: ``boot``: how many times the instance has been started within the campaign (labkit starts
+        #: an instance once: 1; the runs that reuse it share its ``name``, its id in the store)
+        self.metadata: dict = {"name": name, "index": index, "cpus": cpus, "boot": 1}
         self._destroyed = False
         self._oom_seen = 0   # a new instance has seen no OOM kill
         #: on a private network: its Network, this instance's address (the one the host reaches),
@@ -309,6 +330,15 @@ class Instance(ABC):
         """How many processes the OOM killer has killed in this instance so far (None: unknown)."""
 
     @abstractmethod
+    def stats(self) -> dict[str, float]:
+        """The instance's counters now, from its backend's own stats interface (cgroup files,
+        the Docker stats API, LXD's instance state, libvirt's domain stats, the guest's
+        /proc/stat): a dict with some of :data:`STAT_KEYS` (cumulative counters and the memory
+        gauge; a key the backend cannot read is absent). Raises :class:`StatsUnavailable`
+        (saying why) when the backend has none for this instance. Safe to call from another
+        thread while a command runs (the telemetry sampler does, every interval)."""
+
+    @abstractmethod
     def put(self, local_path: str | os.PathLike, remote_path: str, mode: int = 0o755) -> None:
         """Copy a file from the controller into the instance."""
 
@@ -348,6 +378,9 @@ class Wrapped(Instance):
 
     def _oom_kills(self):
         return self.inner._oom_kills()
+
+    def stats(self) -> dict[str, float]:
+        return self.inner.stats()
 
     def put(self, local_path: str | os.PathLike, remote_path: str, mode: int = 0o755) -> None:
         self.inner.put(local_path, remote_path, mode)
@@ -449,7 +482,7 @@ class Backend(ABC):
                     continue
                 inst = self._create(spec, new_name(prefix), i, placement[i], network=network)
                 made.append(inst)
-                networks.join_network(inst, network, network.link)
+                networks.join_network(inst, network, self.link_shaped_here(network))
         except BaseException:
             teardown(made)
             raise
@@ -483,7 +516,7 @@ class Backend(ABC):
             raise ConfigError(f"a private network holds 1-{netmod.MAX_INSTANCES} instances, not {count}")
         self.check_nics(netmod.check_nics(nics), "nics:")
         name = new_name(prefix + "net")
-        subnet = netmod.pick_subnet(name)
+        subnet = netmod.pick_subnet(name, self.host_routes())
         hosts = [str(h) for h in subnet.hosts()]
         data = None if nics == 1 else netmod.pick_subnet(name + "/data", also=[subnet])
         from .networks import Network
@@ -498,6 +531,25 @@ class Backend(ABC):
     def _create_network(self, network: Network) -> None:
         """Create ``network`` (a bridge the host holds ``network.host_address`` on)."""
         self.refuse_network(network)
+
+    def host_routes(self) -> list[ipaddress.IPv4Network] | None:
+        """The routes of the host a network of this backend is made on, which its subnet must not
+        overlap; None: this machine's (:func:`labkit.core.network.pick_subnet` reads them)."""
+        return None
+
+    def link_shaped_here(self, network: Network) -> netmod.Link | None:
+        """What of ``network``'s link :meth:`provision` shapes with this machine's ``tc`` on each
+        instance's host-side device: all of it, where those devices are on this machine. A
+        backend whose host side is elsewhere (``ssh``) shapes it there itself and returns None."""
+        return network.link
+
+    def host_end(self, network: Network) -> Instance:
+        """The host end of ``network`` as an instance whose commands run where the network's
+        bridge is, in that host's own network namespace (a workload's server or client on
+        ``host``); the caller destroys it. This machine's
+        (:class:`~labkit.backends.network_host.HostEnd`) unless the backend's host is elsewhere."""
+        from .network_host import HostEnd
+        return HostEnd(network)
 
     def refuse_network(self, network: Network | None) -> None:
         """ConfigError unless ``network`` is None: for a backend without private networks."""
@@ -514,6 +566,22 @@ class Backend(ABC):
 
     def close(self) -> None:  # noqa: B027 (optional hook)
         """Release client connections."""
+
+
+#: USER_HZ: the unit of /proc/stat's CPU times on Linux (fixed by the kernel's ABI)
+USER_HZ = 100
+
+
+def parse_proc_stat(text: str) -> dict[str, float]:
+    """``steal_s`` and ``cpu_total_s`` (seconds over every CPU, guest time not counted twice) from
+    the ``cpu`` line of a /proc/stat; {} when it has none."""
+    for line in text.splitlines():
+        parts = line.split()
+        if parts and parts[0] == "cpu":
+            ticks = [int(x) for x in parts[1:11]] + [0] * (10 - len(parts[1:11]))
+            total = sum(ticks[:8])   # user..steal; guest and guest_nice are already in user and nice
+            return {"steal_s": ticks[7] / USER_HZ, "cpu_total_s": total / USER_HZ}
+    return {}
 
 
 def check_cpus(cpus: Iterable[int] | None, host_cpus: int) -> None:
@@ -538,6 +606,15 @@ def exec_log_text(instances: Iterable[Instance]) -> str:
     parts += [f"=== {name}: {log.commands} command(s), {log.printed} bytes printed on stdout and stderr\n"
               f"{log.text()}" for name, log in logs]
     return "\n".join(parts)
+
+
+def restart_exec_logs(instances: Iterable[Instance]) -> None:
+    """Give each of ``instances`` a new, empty :attr:`Instance.exec_log`: what :func:`exec_log_text`
+    renders next holds only the commands run from now on (the next run of a boot on the same
+    instances)."""
+    for inst in instances:
+        if isinstance(getattr(inst, "exec_log", None), CommandLog):
+            inst.exec_log = CommandLog()
 
 
 def teardown(instances: Iterable[Instance]) -> list[Exception]:

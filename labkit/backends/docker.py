@@ -10,7 +10,7 @@ Mapping of an :class:`~labkit.core.instance.InstanceSpec` (docs/design.md, "Inst
                ``extra_hosts`` for inst0, inst1, ... and host
 
 The container's main process is ``sleep infinity``; each command is an exec run
-as its own session (:mod:`._container`) on a thread, so ``_wait`` can time out and
+as its own session (:mod:`.containers`) on a thread, so ``_wait`` can time out and
 ``_kill`` can SIGKILL the session from a second exec. OOM kills are read from the
 container's own memory cgroup (``oom_kill`` of v1 ``memory.oom_control`` or v2
 ``memory.events``), seen from inside. Every container carries the label
@@ -38,8 +38,17 @@ from ..core.instance import InstanceSpec
 from ..core.mounts import parse_mounts
 from ..errors import BackendError, BackendUnavailable
 from . import docker_ssh
-from ._container import CleanupByName, SessionExec, check_image, oom_kill_count, or_none
-from .base import NAME_PREFIX, Backend, Instance, RawResult, check_cpus, check_name, check_prefix
+from .base import (
+    NAME_PREFIX,
+    Backend,
+    Instance,
+    RawResult,
+    StatsUnavailable,
+    check_cpus,
+    check_name,
+    check_prefix,
+)
+from .containers import CleanupByName, SessionExec, check_image, oom_kill_count, or_none
 from .networks import Network
 from .output import CappedOutput
 
@@ -67,6 +76,26 @@ def _sdk():
             "the docker backend needs the docker SDK for Python, which is not installed; "
             "install it with: pip install docker") from exc
     return docker
+
+
+def docker_stats(raw: dict) -> dict[str, float]:
+    """:data:`~labkit.backends.base.STAT_KEYS` counters from one reading of the Docker stats API
+    (``GET /containers/<id>/stats``); StatsUnavailable when it has no CPU counter (the
+    container has stopped: the API then gives zeros without ``cpu_usage``)."""
+    cpu = (raw or {}).get("cpu_stats") or {}
+    usage = (cpu.get("cpu_usage") or {}).get("total_usage")
+    if usage is None:
+        raise StatsUnavailable("the Docker stats API gave no CPU usage (the container is not running)")
+    out = {"cpu_s": usage / 1e9}
+    throttling = cpu.get("throttling_data") or {}
+    if "throttled_periods" in throttling:
+        out["throttled_periods"] = float(throttling["throttled_periods"])
+    if "throttled_time" in throttling:
+        out["throttled_s"] = throttling["throttled_time"] / 1e9
+    memory = ((raw or {}).get("memory_stats") or {}).get("usage")
+    if memory is not None:
+        out["memory_bytes"] = float(memory)
+    return out
 
 
 def _text(data: bytes | None) -> str:
@@ -110,6 +139,16 @@ class DockerInstance(SessionExec, Instance):
 
     def _oom_kills(self) -> int | None:
         return oom_kill_count(self._run_quick(OOM_COUNTER))
+
+    def stats(self) -> dict[str, float]:
+        """The Docker stats API's counters (one reading, ``one-shot``: no second sample to wait
+        for): ``cpu_s`` (``cpu_usage.total_usage``), ``throttled_periods``/``throttled_s``
+        (``throttling_data``) and ``memory_bytes`` (``memory_stats.usage``)."""
+        try:
+            raw = self.container.stats(stream=False, one_shot=True)
+        except _sdk().errors.APIError as exc:
+            raise StatsUnavailable(f"docker stats of {self.name} failed: {exc}") from exc
+        return docker_stats(raw)
 
     @property
     def remote_shell(self) -> bool:

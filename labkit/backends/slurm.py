@@ -32,8 +32,10 @@ accounting it says so instead.
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import posixpath
+import queue
 import re
 import shlex
 import signal
@@ -44,7 +46,7 @@ import time
 from ..core.instance import InstanceSpec
 from ..errors import BackendError, BackendUnavailable, ConfigError
 from . import cgroups, native, slurm_cli
-from .base import NAME_PREFIX, Backend, Instance, RawResult, check_prefix
+from .base import NAME_PREFIX, Backend, Instance, RawResult, StatsUnavailable, check_prefix
 from .child import exited
 from .networks import Network
 from .output import CappedOutput, PipeReader
@@ -60,6 +62,8 @@ EXPORTED = "HOME,PATH,USER,LOGNAME,LANG"
 SRUN_LINES = 40
 #: at most this many steps an instance records (its first ones; the others are counted)
 MAX_STEPS = 256
+#: seconds the node's file reader (:class:`FileReader`) may take to answer one request
+READ_TIMEOUT_S = 10.0
 _LAUNCHED = re.compile(r"launching StepId=(\d+)\.(\d+)")
 #: srun's line for a task that ended on its own (not a failure of the step itself)
 _TASK_ENDED = re.compile(r"^srun: error: \S+: task \d+: ")
@@ -151,6 +155,88 @@ class _Step:
         self.out = self.reader.stdout
 
 
+class FileReader:
+    """One long-lived step on the node reading files on request (:data:`.native.FILE_READER`): the
+    instances' counters every telemetry interval (:meth:`SlurmInstance.stats`) cost a line on its
+    stdin, not a step each (a job may start at most ``MaxStepCount`` steps, 40,000 by default, and
+    each is a round trip through the controller). Started on the first request, again after it
+    ended (the node lost, the step killed); stopped with the backend (:meth:`SlurmBackend.close`)."""
+
+    def __init__(self, backend: SlurmBackend):
+        self.backend = backend
+        self.proc: subprocess.Popen | None = None
+        self.lines: queue.Queue = queue.Queue()
+        self.lock = threading.Lock()
+
+    def read(self, paths: dict[str, str], timeout: float = READ_TIMEOUT_S) -> dict[str, str | None]:
+        """The text of each file of ``paths`` (key -> path; None where it cannot be read);
+        StatsUnavailable when the step cannot be started or does not answer within ``timeout``."""
+        words = [w for kv in paths.items() for w in kv]
+        if any(not w or any(c.isspace() for c in w) for w in words):
+            raise StatsUnavailable(f"{self.backend.where}: a counter's file name holds white space: {paths}")
+        with self.lock:
+            stdin = self.started().stdin
+            try:
+                if stdin is None:
+                    raise ValueError("no stdin")
+                stdin.write((" ".join(words) + "\n").encode())
+                stdin.flush()
+            except (OSError, ValueError) as exc:
+                self.stop()
+                raise StatsUnavailable(f"{self.backend.where}: the file reader step ended ({exc})") from None
+            got: list[str] = []
+            deadline = time.monotonic() + timeout
+            while True:
+                try:
+                    line = self.lines.get(timeout=max(0.0, deadline - time.monotonic()))
+                except queue.Empty:
+                    self.stop()
+                    raise StatsUnavailable(f"{self.backend.where}: the file reader step did not answer within "
+                                           f"{timeout:g} s") from None
+                if line is None:
+                    self.stop()
+                    raise StatsUnavailable(f"{self.backend.where}: the file reader step ended")
+                if line == native.END:
+                    return native.split_marked("\n".join(got), list(paths))
+                got.append(line)
+
+    def started(self) -> subprocess.Popen:
+        """The reader's ``srun``, started when there is none alive."""
+        if self.proc is not None and self.proc.poll() is None:
+            return self.proc
+        self.lines = queue.Queue()
+        proc = self.backend.spawn(f"{NAME_PREFIX}files", native.FILE_READER, stdin=subprocess.PIPE, verbose=False)
+        threading.Thread(target=_lines_into, args=(proc.stdout, self.lines), daemon=True,
+                         name="labkit-slurm-files").start()
+        self.proc = proc
+        return proc
+
+    def stop(self) -> None:
+        """End the reader: its stdin closed (the step's loop ends and the step with it), its ``srun``
+        killed if it has not ended within a few seconds."""
+        proc, self.proc = self.proc, None
+        if proc is None:
+            return
+        with contextlib.suppress(OSError, ValueError):
+            if proc.stdin is not None:
+                proc.stdin.close()
+        if not exited(proc, 3.0):
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            exited(proc, 5.0)
+
+
+def _lines_into(stream, lines: queue.Queue) -> None:
+    """Each line of ``stream`` (bytes) into ``lines`` as text, then None at its end."""
+    try:
+        for raw in stream:
+            lines.put(raw.decode(errors="replace").rstrip("\n"))
+    except (OSError, ValueError):
+        pass
+    finally:
+        lines.put(None)
+
+
 class SlurmInstance(cgroups.CgroupCounters, Instance):
     """A cgroup (when limits are enforced) and a private work dir on an allocated node."""
 
@@ -218,6 +304,18 @@ class SlurmInstance(cgroups.CgroupCounters, Instance):
     def _read(self, path: str) -> str:
         return self.backend.run_script(f"cat {q(path)}", f"reading {path} of {self.name}").stdout
 
+    def _read_many(self, paths: dict[str, str]) -> dict[str, str | None]:
+        """Every file of ``paths`` through the node's file reader step (None where it cannot be read)."""
+        return self.backend.files.read(paths)
+
+    def stats(self) -> dict[str, float]:
+        """Its cgroup's counters and the node's steal time (:func:`.native.instance_stats`), read by the
+        node's one file reader step (:class:`FileReader`); without a cgroup (limits not enforced) only
+        the steal counters."""
+        driver = self.backend.driver
+        return native.instance_stats(driver, self._read_many(native.stat_paths(driver, self.name)),
+                                     f"{self.name} on {self.backend.where}")
+
     def put(self, local_path, remote_path: str, mode: int = 0o755) -> None:
         path = str(remote_path)
         if not posixpath.isabs(path):
@@ -269,6 +367,8 @@ class SlurmBackend(Backend):
         self._lock = threading.Lock()
         self._accounting: str | None = None   # why the cluster keeps no accounting, once known
         self._running: set[subprocess.Popen] = set()   # the srun of every command in flight
+        #: the node's file reader step (the instances' counters)
+        self.files = FileReader(self)
 
     @property
     def where(self) -> str:
@@ -281,11 +381,13 @@ class SlurmBackend(Backend):
                 "--overlap", "--whole", "--mem=0", "--chdir=/", f"--export={EXPORTED}", f"--job-name={name}",
                 "-v" if verbose else "--quiet"]
 
-    def spawn(self, name: str, script: str) -> subprocess.Popen:
-        """Start ``script`` (sh) as step ``name`` on the node without waiting; its own session, stdin empty."""
+    def spawn(self, name: str, script: str, *, stdin=subprocess.DEVNULL, verbose: bool = True) -> subprocess.Popen:
+        """Start ``script`` (sh) as step ``name`` on the node without waiting; its own session, stdin
+        empty (or ``stdin``); stderr piped with srun's ``-v`` lines (``verbose``), else dropped."""
         try:
-            proc = subprocess.Popen(self.step_argv(name, verbose=True) + ["/bin/sh", "-c", script],
-                                    stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            proc = subprocess.Popen(self.step_argv(name, verbose=verbose) + ["/bin/sh", "-c", script],
+                                    stdin=stdin, stdout=subprocess.PIPE,
+                                    stderr=subprocess.PIPE if verbose else subprocess.DEVNULL,
                                     env=slurm_cli.environment(), cwd="/", start_new_session=True)
         except FileNotFoundError as exc:
             raise BackendUnavailable(f"slurm backend: srun is not installed here; {slurm_cli.TOOLS_HINT}") from exc
@@ -295,7 +397,9 @@ class SlurmBackend(Backend):
 
     def close(self) -> None:
         """Stop the ``srun`` of every command still in flight (a lost node's: the engine drops its
-        backends), so no thread waits on a step of a node that is gone."""
+        backends) and of the file reader (:class:`FileReader`), so no thread waits on a step of a node
+        that is gone."""
+        self.files.stop()
         with self._lock:
             running, self._running = self._running, set()
         for proc in running:

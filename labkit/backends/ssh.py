@@ -17,7 +17,12 @@ operations are sent as one shell script (the native-host model of :mod:`.native`
   ``vcpus``; memory → cgroup memory limit (and no swap);
 * a command runs in its own session (``setsid``) and joins the cgroup before it
   ``exec``\\s (:data:`cgroups.JOIN`). A timeout kills its session and, with a
-  cgroup, every process left in the instance.
+  cgroup, every process left in the instance;
+* on a run's private network (``network: private``) each instance also has a network namespace
+  on the host, joined by a bridge the backend creates there and removes at teardown and in
+  ``cleanup(prefix)``; the link is shaped there with ``tc``, and the host end of the network
+  (``host`` in the instances' ``/etc/hosts``) is the ssh host itself (:mod:`.ssh_network`,
+  :class:`SshHostEnd`). It needs root there and ``ip``, ``nsenter`` and ``unshare``.
 
 Without root or usable cgroups on the remote host the backend refuses with
 :class:`BackendUnavailable`, unless ``enforce_limits=False``: then commands run
@@ -46,6 +51,7 @@ host keys in root's ``~/.ssh/known_hosts``.
 """
 from __future__ import annotations
 
+import ipaddress
 import os
 import posixpath
 import select
@@ -59,11 +65,12 @@ import invoke
 import paramiko
 from fabric import Connection
 
+from ..core import network as netmod
 from ..core.instance import InstanceSpec
 from ..errors import BackendError, BackendUnavailable, ConfigError
-from . import cgroups, hostkeys, native
+from . import cgroups, hostkeys, native, ssh_network
 from ._ssh_settings import SshSettings, policy_option
-from .base import NAME_PREFIX, Backend, Instance, RawResult, check_prefix
+from .base import NAME_PREFIX, Backend, Instance, RawResult, check_name, check_prefix
 from .hostkeys import known_hosts_path
 from .native import PROBE, WORK_ROOT, HostFacts, listing_script
 from .networks import Network
@@ -135,13 +142,19 @@ def read_channel(chan: paramiko.Channel, out: CappedOutput, err: CappedOutput) -
 
 
 class SshInstance(cgroups.CgroupCounters, Instance):
-    """A cgroup (when limits are enforced) and a private work dir on the remote host."""
+    """A cgroup (when limits are enforced) and a private work dir on the remote host; on a
+    private network also a network namespace there (``netns``, :mod:`.ssh_network`)."""
 
     backend: SshBackend
 
-    def __init__(self, backend: SshBackend, name, spec, index, cpus, host_cpu_ids):
+    def __init__(self, backend: SshBackend, name, spec, index, cpus, host_cpu_ids, netns: bool = False):
         super().__init__(backend, name, spec, index, cpus)
         self.host_cpu_ids = host_cpu_ids
+        #: whether its commands join its cgroup (one exists: limits enforced)
+        self.confined = backend.driver is not None
+        #: on a private network: its network namespace (named after it) and hosts file
+        self.netns: str | None = name if netns else None
+        self.hosts_file: str | None = f"{self.workdir}/hosts" if netns else None
         self.metadata.update(native.instance_facts(backend.driver, host_cpu_ids), ssh_host=backend.target)
 
     @property
@@ -150,9 +163,20 @@ class SshInstance(cgroups.CgroupCounters, Instance):
 
     def command_line(self, argv: list[str], pidfile: str, env: dict | None) -> str:
         """The remote command line of one exec: in the work dir, in its own session, in the cgroup."""
-        script = native.command_line(self.backend.driver, self.name, self.workdir, argv, pidfile, env,
-                                     self.host_cpu_ids)
+        script = native.command_line(self.cgroup_driver, self.name, self.workdir, argv, pidfile, env,
+                                     self.host_cpu_ids, self.enter())
         return "exec /bin/sh -c " + q(script)
+
+    @property
+    def cgroup_driver(self) -> cgroups.Driver | None:
+        """The backend's cgroup driver when this instance's commands join its cgroup, else None."""
+        return self.backend.driver if self.confined else None
+
+    def enter(self) -> list[str]:
+        """The argv prefix that puts a command in its network namespace (none without one)."""
+        if self.netns is None or self.hosts_file is None:
+            return []
+        return ssh_network.enter_argv(self.netns, self.hosts_file)
 
     #: :meth:`host_command` goes through the remote user's shell, which parses its last word
     remote_shell = True
@@ -163,12 +187,13 @@ class SshInstance(cgroups.CgroupCounters, Instance):
         backend's ``host_key_policy``, as its own connection."""
         be: SshBackend = self.backend
         remote = ["env", "-C", self.workdir]
-        if be.driver is not None:
-            remote += [f"LABKIT_CGROUP_PROCS={' '.join(be.driver.procs_files(self.name))}",
+        driver = self.cgroup_driver
+        if driver is not None:
+            remote += [f"LABKIT_CGROUP_PROCS={' '.join(driver.procs_files(self.name))}",
                        "/bin/sh", "-c", cgroups.JOIN, "sh"]
         elif self.host_cpu_ids:
             remote += ["taskset", "-c", cgroups.format_cpulist(self.host_cpu_ids)]
-        return be.settings.ssh_argv(remote + list(argv))
+        return be.settings.ssh_argv(remote + self.enter() + list(argv))
 
     # -- exec hooks --------------------------------------------------------
     def _start(self, argv, env):
@@ -207,11 +232,24 @@ class SshInstance(cgroups.CgroupCounters, Instance):
         return res
 
     def _kill(self, handle: _Exec) -> None:
-        script = native.kill_script(self.backend.driver, self.name, handle.pidfile)
+        script = native.kill_script(self.cgroup_driver, self.name, handle.pidfile)
         self.backend.run_script(script, f"killing a command in {self.name}")
 
     def _read(self, path: str) -> str:
         return self.backend.run_script(f"cat {q(path)}", f"reading {path} of {self.name}").stdout
+
+    def _read_many(self, paths: dict[str, str]) -> dict[str, str | None]:
+        """Every file of ``paths`` in one round trip (None where it cannot be read)."""
+        out = self.backend.run_script(native.read_files_script(paths), f"reading the counters of {self.name}").stdout
+        return native.split_marked(out, list(paths))
+
+    def stats(self) -> dict[str, float]:
+        """Its cgroup's counters and the ssh host's steal time, in one round trip
+        (:func:`.native.instance_stats`); without a cgroup (limits not enforced, a network's host end)
+        only the steal counters."""
+        driver = self.cgroup_driver
+        return native.instance_stats(driver, self._read_many(native.stat_paths(driver, self.name)),
+                                     f"{self.name} on {self.backend.target}")
 
     def put(self, local_path: str | os.PathLike, remote_path: str, mode: int = 0o755) -> None:
         be: SshBackend = self.backend
@@ -233,6 +271,31 @@ class SshInstance(cgroups.CgroupCounters, Instance):
 
     def _destroy(self) -> None:
         self.backend._remove([self.name])
+
+
+class SshHostEnd(SshInstance):
+    """The host end of a private network on the ssh host (:meth:`SshBackend.host_end`): commands
+    run natively there, in the host's own network namespace (where the bridge holds
+    ``network.host_address``), in their own session, unconfined (the host is the reference, not
+    an instance under test), in a private work dir (``<network name>h``, so ``cleanup(prefix)``
+    finds it) removed by ``destroy()``."""
+
+    def __init__(self, backend: SshBackend, network: Network):
+        name = check_name(network.name + "h")
+        backend.connection()   # the work root is known once connected
+        backend.run_script(f"mkdir -m 700 {q(posixpath.join(backend.workroot, name))}",
+                           f"making the work dir of {network.name}'s host end")
+        super().__init__(backend, name, InstanceSpec(), 0, None, None)
+        self.confined = False
+        self.network, self.address = network, network.host_address
+        self.metadata.update(address=self.address)
+
+    def _oom_kills(self):
+        return None
+
+    def _destroy(self) -> None:
+        be: SshBackend = self.backend
+        be.run_script(f"rm -rf {q(self.workdir)}", f"removing {self.name}")
 
 
 class SshBackend(Backend):
@@ -284,7 +347,7 @@ class SshBackend(Backend):
         self.conn: Connection | None = None
         #: the connection's control shell, which runs the control scripts (:mod:`.ssh_control`)
         self.shell: ControlShell | None = None
-        self._listed: tuple[float, list[tuple[str, str]]] | None = None
+        self._listed: tuple[float, HostFacts] | None = None
         self.facts: HostFacts | None = None
         self.driver: cgroups.Driver | None = None
         self.workroot = ""
@@ -376,7 +439,7 @@ class SshBackend(Backend):
             raise
         self.driver, self._why_not = native.detect_driver(facts, self.target)
         self.facts = facts
-        self._listed = (time.monotonic(), facts.listed)
+        self._listed = (time.monotonic(), facts)
         return conn, facts
 
     def check(self) -> None:
@@ -404,6 +467,8 @@ class SshBackend(Backend):
                 "connection; raise MaxSessions in the remote sshd_config") from exc
         except (paramiko.SSHException, EOFError, OSError) as exc:
             raise BackendError(f"{self.target}: SSH connection failed ({exc})") from exc
+        if res.exited == ssh_network.UNAVAILABLE:   # the script found the host unable to do it
+            raise BackendUnavailable(f"{self.target}: {what}: {(res.stderr or res.stdout).strip()[-2000:]}")
         if res.exited != 0:
             raise BackendError(f"{self.target}: {what} failed (exit {res.exited}): "
                                f"{(res.stderr or res.stdout).strip()[-2000:]}")
@@ -422,40 +487,105 @@ class SshBackend(Backend):
 
     def _create(self, spec: InstanceSpec, name: str, index: int, cpus: list[int] | None,
                 network: Network | None = None) -> SshInstance:
-        self.refuse_network(network)
+        if network is not None:
+            self._check_network(network)
         self._listed = None   # the probe's listing no longer stands
         real, script = native.create_script(self.host_facts(), self.driver, self.workroot, spec, name, cpus,
                                             self.target)
-        return native.create(name, lambda: self.run_script(script, f"creating instance {name}"), self._remove,
-                             lambda: SshInstance(self, name, spec, index, cpus, real))
+        if network is not None:   # in the same round trip: its namespace on the network
+            script += ssh_network.attach_script(name, network, index, posixpath.join(self.workroot, name, "hosts"))
 
-    def _remove(self, names: list[str]) -> None:
-        """Kill the instances' processes, remove their cgroups and work dirs."""
+        def make() -> SshInstance:
+            inst = SshInstance(self, name, spec, index, cpus, real, netns=network is not None)
+            if network is not None:
+                inst.host_device = ssh_network.host_device(network, index)
+            return inst
+        return native.create(name, lambda: self.run_script(script, f"creating instance {name}"), self._remove,
+                             make)
+
+    def _remove(self, names: list[str], bridges: dict[str, str] | None = None) -> None:
+        """Kill the instances' processes, remove their cgroups, network namespaces and work dirs
+        (the work dir last: while it exists, :meth:`list_labkit` finds the rest); then the
+        ``bridges`` (alias -> device) of networks, with their FORWARD rules."""
         self._listed = None
-        script = native.remove_script(self.driver, self.workroot, names)
+        script = native.remove_script(self.driver, self.workroot, names, also=ssh_network.remove_netns_script)
+        for alias, device in (bridges or {}).items():
+            script += ssh_network.remove_bridge_script(device, alias)
         if script:
-            self.run_script(script, f"removing {', '.join(names)}")
+            self.run_script(script, f"removing {', '.join([*names, *(bridges or {})])}")
+
+    # -- private networks (:mod:`.ssh_network`) -------------------------------------------------
+    def _check_network(self, network: Network) -> None:
+        """ConfigError unless ``network`` is one of this backend's; BackendUnavailable naming what
+        the host lacks for it (root, ip, nsenter, unshare, tc)."""
+        if network.backend is not self:
+            raise ConfigError(f"network {network.name} belongs to another backend ({network.backend.name})")
+        self._require_network_tools(network.link)
+
+    def _require_network_tools(self, link: netmod.Link | None) -> None:
+        facts = self.host_facts()
+        lacking = ssh_network.missing(facts.tools, facts.get("uid"), link)
+        if lacking:
+            raise BackendUnavailable(
+                f"ssh backend: a private network on {self.target} needs {', '.join(lacking)} there (each "
+                "instance in its own network namespace on a bridge): log in as root and install "
+                "iproute2 and util-linux")
+
+    def _create_network(self, network: Network) -> None:
+        """The network's bridge on the host (:func:`.ssh_network.bridge_script`)."""
+        self._check_network(network)
+        self.run_script(ssh_network.bridge_script(network), f"creating network {network.name}")
+
+    def _remove_network(self, network: Network) -> None:
+        self.run_script(ssh_network.remove_bridge_script(network.device, network.name),
+                        f"removing network {network.name}")
+
+    def host_routes(self) -> list[ipaddress.IPv4Network]:
+        """The host's routes, which a new network's subnet must not overlap."""
+        self._require_network_tools(None)   # before `ip` is run: what the host lacks, said clearly
+        return netmod.parse_routes(self.run_script(shlex.join(netmod.ROUTES_ARGV),
+                                                   "reading the host's routes").stdout)
+
+    def link_shaped_here(self, network: Network) -> None:
+        """Nothing: the veths' host ends are on the ssh host, shaped there as the instance is made."""
+        return None
+
+    def host_end(self, network: Network) -> SshHostEnd:
+        """The host end of ``network``: the ssh host itself (:class:`SshHostEnd`)."""
+        return SshHostEnd(self, network)
 
     def list_labkit(self, prefix: str = "labkit-") -> list[str]:
         """Instances (cgroups and work dirs) on the host whose names start with ``prefix``. On a
         connection not open yet, the listing rides in the connection probe's round trip (a
         campaign's first call: one round trip fewer)."""
+        return self._listing(prefix, bridges=False)[0]
+
+    def _listing(self, prefix: str, bridges: bool = True) -> tuple[list[str], dict[str, str]]:
+        """(instances, bridges of networks: alias -> device; with ``bridges``) named ``prefix*`` on
+        the host: the connection probe's listing while it is fresh (once), else a new one."""
         check_prefix(prefix)
         with self._lock:
             if self.conn is None:
                 self._connect_locked()
-            taken, listed = self._listed or (0.0, None)
+            taken, facts = self._listed or (0.0, None)
             self._listed = None   # used once: later calls list again
-        if listed is None or time.monotonic() - taken > LISTING_FRESH_S:
+        if facts is None or time.monotonic() - taken > LISTING_FRESH_S:
             script = native.list_script(self.driver, self.workroot, prefix)
-            listed = HostFacts(self.run_script(script, f"listing {prefix}* instances").stdout, probe=False).listed
-        return native.listed_names(self.driver, listed, prefix)
+            facts = HostFacts(self.run_script(script, f"listing {prefix}* instances").stdout, probe=False)
+        names = native.listed_names(self.driver, facts.listed, prefix)
+        found: dict[str, str] = {}
+        if bridges and facts.netdevs:   # devices named like networks' bridges: whose? (one more round trip)
+            found = ssh_network.parse_bridges(self.run_script(ssh_network.BRIDGES, "listing bridges").stdout,
+                                              prefix)
+        return names, found
 
     def cleanup(self, prefix: str) -> list[str]:
-        """Remove what instances named ``prefix*`` left (a killed campaign's)."""
-        names = self.list_labkit(prefix)
-        self._remove(names)
-        return names
+        """Remove what instances and networks named ``prefix*`` left (a killed campaign's): none
+        when the listing found nothing, else one round trip (and one more to name the bridges
+        when the host has any of networks')."""
+        names, bridges = self._listing(prefix)
+        self._remove(names, bridges)
+        return names + sorted(bridges)
 
     def fingerprint(self) -> dict:
         return {"backend": self.name, "ssh_host": self.target, "host_key_policy": self.settings.host_key_policy,

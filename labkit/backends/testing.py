@@ -15,7 +15,7 @@ import threading
 import time
 
 from ..errors import LabkitError
-from .base import Backend, Instance, RawResult
+from .base import Backend, Instance, RawResult, StatsUnavailable
 
 
 def _probe(name: str, **options) -> None:
@@ -103,6 +103,9 @@ class SimulatedInstance(Instance):
 
     def _oom_kills(self) -> int | None:
         return 0
+
+    def stats(self) -> dict[str, float]:
+        raise StatsUnavailable("a simulated instance runs nothing: it has no counters")
 
     def put(self, local_path, remote_path: str, mode: int = 0o755) -> None:
         self.backend.round_trip()

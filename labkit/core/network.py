@@ -269,9 +269,17 @@ def drop_rules(prefix: str) -> list[str]:
 
 def bridges(prefix: str) -> dict[str, str]:
     """This host's bridges whose ``ifalias`` starts with ``prefix``: alias -> device."""
-    return {link["ifalias"]: link["ifname"] for link in host_links()
-            if str(link.get("ifalias", "")).startswith(prefix)
-            and (link.get("linkinfo") or {}).get("info_kind") == "bridge"}
+    return bridges_in(host_links(), prefix)
+
+
+def bridges_in(links: object, prefix: str) -> dict[str, str]:
+    """The bridges among ``links`` (what ``ip -j -d link show`` prints, parsed) whose ``ifalias``
+    starts with ``prefix``: alias -> device. Anything else in ``links`` is ignored."""
+    if not isinstance(links, list):
+        return {}
+    return {str(link["ifalias"]): str(link["ifname"]) for link in links
+            if isinstance(link, dict) and str(link.get("ifalias", "")).startswith(prefix)
+            and "ifname" in link and (link.get("linkinfo") or {}).get("info_kind") == "bridge"}
 
 
 # -- addresses -----------------------------------------------------------------------
@@ -279,10 +287,27 @@ SUBNET_POOL = ipaddress.ip_network("10.200.0.0/13")   # 10.200.0.0 - 10.207.255.
 MAX_INSTANCES = 200
 
 
+#: the command whose JSON output :func:`parse_routes` reads (every IPv4 route of a host)
+ROUTES_ARGV = ["ip", "-j", "-4", "route", "show", "table", "all"]
+
+
 def _routes() -> list[ipaddress.IPv4Network]:
+    return parse_routes(run_host(ROUTES_ARGV))
+
+
+def parse_routes(text: str) -> list[ipaddress.IPv4Network]:
+    """The destinations of the routes in ``text`` (the JSON :data:`ROUTES_ARGV` prints; the
+    default route left out): what a new network's subnet must not overlap. BackendError when it
+    is not that JSON."""
+    try:
+        routes = json.loads(text or "[]")
+    except ValueError as exc:
+        raise BackendError(f"ip -j route printed no JSON ({exc}): {text[:200]!r}") from None
+    if not isinstance(routes, list):
+        raise BackendError(f"ip -j route printed {type(routes).__name__}, not a list of routes")
     out: list[ipaddress.IPv4Network] = []
-    for r in json.loads(run_host(["ip", "-j", "-4", "route", "show", "table", "all"]) or "[]"):
-        dst = r.get("dst", "")
+    for r in routes:
+        dst = r.get("dst", "") if isinstance(r, dict) else ""
         if dst == "default":
             continue
         try:

@@ -32,7 +32,7 @@ Per campaign id, two files:
   compares the entry's pid *and* that process's start time in ``/proc``.
 * ``<id>.json`` (0644): the entry (``campaign_id``, absolute ``data_dir``, ``pid``,
   ``pid_start``, ``started``, ``backend``, ``prefix``, ``testbed``, ``kind``: ``run`` or
-  ``clean``), written to a temporary file and renamed over (readers never see half an entry),
+  ``clean``, ``exclusive``: whether it refuses to share the host, :mod:`labkit.run.guard`), written to a temporary file and renamed over (readers never see half an entry),
   files opened without following symlinks. A campaign that stops removes it; one that was
   killed leaves it, seen as stopped (``Entry.running`` False) until the id runs again.
 
@@ -49,6 +49,7 @@ import os
 import pwd
 import socket
 import stat
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -309,8 +310,14 @@ def _busy(campaign_id: str, other: Entry | dict | str | None) -> StoreError:
                       "instances are named after it): wait for it, stop it, or use another campaign id")
 
 
+#: a lock probed by a reader (:func:`running`: a shared lock held for an instant) is tried again
+#: this many times, this many seconds apart, before it counts as held
+LOCK_TRIES, LOCK_PAUSE_S = 10, 0.02
+
+
 def register(campaign_id: str, data_dir: str | Path | None, *, backend: str | None = None,
-             prefix: str | None = None, testbed: str | None = None, kind: str = "run") -> Registration:
+             prefix: str | None = None, testbed: str | None = None, kind: str = "run",
+             exclusive: bool = False) -> Registration:
     """Register ``campaign_id`` as running in this process (``kind`` ``clean`` for ``labkit clean``).
 
     Raises StoreError naming the other data dir, pid and start time when the id is running
@@ -334,12 +341,17 @@ def register(campaign_id: str, data_dir: str | Path | None, *, backend: str | No
     except OSError as exc:
         claim.close()
         raise StoreError(f"{lock}: cannot create the registry lock: {exc.strerror or exc}") from None
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        os.close(fd)
-        claim.close()
-        raise _busy(campaign_id, _wait_entry(directory / f"{campaign_id}.json")) from None
+    for attempt in range(LOCK_TRIES):
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            break
+        except BlockingIOError:
+            if attempt + 1 < LOCK_TRIES:   # a reader's probe holds it for an instant
+                time.sleep(LOCK_PAUSE_S)
+                continue
+            os.close(fd)
+            claim.close()
+            raise _busy(campaign_id, _wait_entry(directory / f"{campaign_id}.json")) from None
     reg = Registration(directory, campaign_id, fd, claim)
     try:
         elsewhere = next((e for e in running() if e.campaign_id == campaign_id
@@ -349,7 +361,7 @@ def register(campaign_id: str, data_dir: str | Path | None, *, backend: str | No
         info = {"campaign_id": campaign_id, "kind": kind, "pid": os.getpid(),
                 "pid_start": _proc_start(os.getpid()), "started": now_iso(),
                 "data_dir": None if data_dir is None else os.path.abspath(data_dir),
-                "backend": backend, "prefix": prefix, "testbed": testbed}
+                "backend": backend, "prefix": prefix, "testbed": testbed, "exclusive": bool(exclusive)}
         with contextlib.suppress(FileNotFoundError):   # a stale entry (its holder was killed); never followed
             os.unlink(reg.path)
         atomic_write(reg.path, json.dumps(info), mode=0o644)

@@ -22,6 +22,14 @@ Optional structure (all factors two-level where a fraction or confounding is use
     blocks: {by: day, count: 2}           # by: replicate | host | day | factor
     blocks: {by: factor, factor: reboot}  # a hard-to-change factor: one block per level
     replications: {target_ci: 0.02, min: 3, max: 20}   # adaptive (labkit.run.adaptive)
+    runs_per_instance: 3                  # k runs per boot of a configuration's instances
+
+With ``runs_per_instance: k`` (default 1: every run provisions fresh instances) the plan is a
+restricted randomization (a split-plot): the boots (one provisioning of a configuration's
+instances, holding k consecutive replicates of it) run in random order, and the k runs of a boot
+run back to back on the same instances (``Run.boot``; the last boot of a configuration holds
+fewer runs when k does not divide ``replications``). ``telemetry``, ``exclusive``, ``quarantine``
+and ``thresholds`` say how runs are watched (:mod:`labkit.design.options`).
 
 Letters A, B, C, ... name the factors in the order they are declared (I is
 skipped). ``describe()`` (and ``str(design)``) shows the defining relation,
@@ -46,17 +54,39 @@ import math
 import random
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ..core.instance import HOST_FACTORS, normalize_level
 from ..errors import ConfigError, did_you_mean
+from .options import (
+    EXECUTION_KEYS,
+    RUN_KEYS,
+    check_flag,
+    check_interval,
+    check_reuse,
+    check_runs_per_instance,
+    check_thresholds,
+)
 
 if TYPE_CHECKING:
     import pandas as pd
 
-    from ..workloads.base import Workload
 
-DESIGN_KEYS = {"factors", "replications", "seed", "name", "description", "fraction", "blocks"}
+class WorkloadSchema(Protocol):
+    """What :meth:`Design.validate_for` reads of a workload (a
+    :class:`labkit.workloads.base.Workload` is one): its ``name``, its parameters with their
+    ``defaults``, the memory it needs (``min_memory_mb``), whether it ``accepts`` a parameter
+    and ``check_param`` (a level in its canonical form, or ConfigError naming ``where``)."""
+    name: str
+    defaults: dict
+    min_memory_mb: int
+
+    def accepts(self, key: str) -> bool: ...
+
+    def check_param(self, key: str, value: object, *, where: str | None = None) -> Any: ...
+
+
+DESIGN_KEYS = {"factors", "replications", "seed", "name", "description", "fraction", "blocks", *RUN_KEYS}
 FRACTION_KEYS = {"generators", "p", "fold_over"}
 BLOCK_KEYS = {"by", "count", "factor", "confound"}
 BLOCK_BY = ("replicate", "host", "day", "factor")
@@ -159,6 +189,12 @@ class Run:
     replicate: int      # 1-based
     levels: dict = field(hash=False)
     block: int = 0      # 1-based block of a blocked design (0: no blocks)
+    boot: int = 0       # with runs_per_instance > 1: the 1-based boot of its configuration (0: its own boot)
+
+    @property
+    def boot_group(self) -> str:
+        """The id of the boot the run belongs to (``c0003b002``); its own run id when it has its own."""
+        return f"c{self.config:04d}b{self.boot:03d}" if self.boot else self.run_id
 
 
 def run_id(config: int, replicate: int) -> str:
@@ -178,6 +214,11 @@ class Design:
     fraction: dict | None = None      # {"generators": [...], "fold_over": False | True | factor}
     blocks: dict | None = None        # {"by": ..., "count": n, "factor": name, "confound": [...]}
     adaptive: dict | None = None      # {"target_ci": .., "max": .., ...}; replications is the minimum
+    runs_per_instance: int = 1        # runs per boot of a configuration's instances (labkit.design.options)
+    telemetry: float | str | None = None   # seconds between samples, "off", or None (not given)
+    exclusive: bool | None = None     # refuse to run beside another campaign (None: not given)
+    quarantine: bool | None = None    # run suspect runs again at the end (None: not given)
+    thresholds: dict | None = None    # when a run is suspect (None: not given: the defaults)
 
     def __post_init__(self):
         src = self.source
@@ -207,6 +248,13 @@ class Design:
             raise ConfigError(f"{src}: the design has more than {LIMITS['runs']:,} runs "
                               "(configurations x replications); use fewer levels or replications")
         self.blocks = check_blocks(self, self.blocks)
+        self.runs_per_instance = check_runs_per_instance(self.runs_per_instance, src)
+        check_reuse(self)
+        if self.telemetry is not None:
+            self.telemetry = check_interval(self.telemetry, f"{src}: 'telemetry'") or "off"
+        self.exclusive = check_flag(self.exclusive, "exclusive", src)
+        self.quarantine = check_flag(self.quarantine, "quarantine", src)
+        self.thresholds = check_thresholds(self.thresholds, src)
         if self.seed is None:
             self.seed = random.SystemRandom().randrange(2**31)
             self.seed_drawn = True
@@ -243,7 +291,10 @@ class Design:
             reps = adaptive.pop("min", 3)
         return cls(factors, reps, data.get("seed"), data.get("name", "design"),
                    data.get("description", ""), source=source, fraction=data.get("fraction"),
-                   blocks=data.get("blocks"), adaptive=adaptive)
+                   blocks=data.get("blocks"), adaptive=adaptive,
+                   runs_per_instance=data.get("runs_per_instance", 1), telemetry=data.get("telemetry"),
+                   exclusive=data.get("exclusive"), quarantine=data.get("quarantine"),
+                   thresholds=data.get("thresholds"))
 
     @classmethod
     def from_yaml(cls, path: str | Path) -> Design:
@@ -261,12 +312,21 @@ class Design:
             out["fraction"] = dict(self.fraction)
         if self.blocks is not None:
             out["blocks"] = dict(self.blocks)
+        if self.runs_per_instance != 1:   # absent at 1: a design of before keeps its digest
+            out["runs_per_instance"] = self.runs_per_instance
+        for key in EXECUTION_KEYS:
+            if getattr(self, key) is not None:
+                out[key] = getattr(self, key)
         return out
 
     def digest(self) -> str:
-        """Hash of factors, levels, replications and seed: a resumed campaign must match it."""
+        """Hash of factors, levels, replications, seed and structure (fraction, blocks, runs per
+        instance): a resumed campaign must match it. How runs are watched (telemetry, exclusive,
+        quarantine, thresholds) is left out: a resume may change it."""
         d = self.to_dict()
         d.pop("description")
+        for key in EXECUTION_KEYS:
+            d.pop(key, None)
         return hashlib.sha256(json.dumps(d, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
     # -- queries -----------------------------------------------------------
@@ -311,10 +371,16 @@ class Design:
 
     def plan(self) -> list[Run]:
         """All runs (configurations x replications) in the seed's random order; with blocks,
-        block after block, in random order within each block (``Run.block`` 1-based)."""
+        block after block, in random order within each block (``Run.block`` 1-based). With
+        ``runs_per_instance`` k > 1, the boots are shuffled instead, each followed by its runs in
+        replicate order (``Run.boot``)."""
         configs = self.configurations()
-        slots = [(c, r) for r in range(1, self.replications + 1) for c in range(len(configs))]
         rng = random.Random(self.seed)
+        if self.runs_per_instance > 1:
+            from .structure import boot_sequence
+            return [Run(run_id(c, r), order, c, r, dict(configs[c]), blk, boot)
+                    for order, (c, r, blk, boot) in enumerate(boot_sequence(self, rng))]
+        slots = [(c, r) for r in range(1, self.replications + 1) for c in range(len(configs))]
         if self.blocks is None:
             rng.shuffle(slots)
             return [Run(run_id(c, r), order, c, r, dict(configs[c]))
@@ -359,7 +425,7 @@ class Design:
         import pandas as pd
         return pd.DataFrame(self.configurations()).rename_axis("config").reset_index()
 
-    def validate_for(self, workload: Workload, *, memory_floor_mb: int | None = None) -> None:
+    def validate_for(self, workload: WorkloadSchema, *, memory_floor_mb: int | None = None) -> None:
         """Check every factor is a host factor or a parameter of ``workload`` (or ``noise``),
         every workload-parameter level against the workload's schema (levels are replaced by
         their canonical form, so ``[8, 8.0]`` is a duplicate), and that memory levels are at

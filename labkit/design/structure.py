@@ -282,6 +282,28 @@ def block_sequence(design: Design, slots: Sequence[tuple[int, int]],
     return out
 
 
+def boot_sequence(design: Design, rng: random.Random) -> list[tuple[int, int, int, int]]:
+    """(config, replicate, block, boot) in run order for ``runs_per_instance`` k > 1: boot b of a
+    configuration holds its replicates (b-1)k+1 .. bk (the last one fewer when k does not divide
+    the replications); the boots are shuffled (within each block, blocks in order), and each is
+    followed by its runs in replicate order."""
+    k, r = design.runs_per_instance, design.replications
+    boots = [(c, b) for b in range(1, -(-r // k) + 1) for c in range(design.n_configurations)]
+    if design.blocks is None:
+        rng.shuffle(boots)
+        ordered = [(c, b, 0) for c, b in boots]
+    else:   # blocks of whole replicates holding whole boots (labkit.design.options.check_reuse)
+        firsts = block_of_slots(design, [(c, (b - 1) * k + 1) for c, b in boots])
+        by_block: dict[int, list] = {}
+        for (c, b), blk in zip(boots, firsts):
+            by_block.setdefault(blk, []).append((c, b, blk))
+        ordered = []
+        for blk in sorted(by_block):
+            rng.shuffle(by_block[blk])
+            ordered += by_block[blk]
+    return [(c, rep, blk, b) for c, b, blk in ordered for rep in range((b - 1) * k + 1, min(b * k, r) + 1)]
+
+
 def describe(design: Design) -> str:
     """The text of :meth:`Design.describe`."""
     lines = [f"design {design.name!r}: {len(design.factors)} factors, "
@@ -304,6 +326,12 @@ def describe(design: Design) -> str:
                          + " (aliases below are those of the first fraction)")
         lines.append("aliases (to two-factor interactions):")
         lines += [f"  {row.short}" for row in design.aliases(2).itertuples()]
+    per = design.runs_per_instance
+    if per > 1:
+        short = "" if design.replications % per == 0 else \
+            f"; the last boot of each configuration holds {design.replications % per}"
+        lines.append(f"runs per instance: {per} (boots in random order, a boot's runs back to back on the same "
+                     f"instances: a split-plot randomization{short})")
     if design.blocks is not None:
         b = design.blocks
         what = (f"by {b['factor']} (hard to change): one block per level and replicate"

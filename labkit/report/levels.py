@@ -4,8 +4,8 @@ A stored campaign's tidy rows carry, besides the factors, the levels a measureme
 ``host``, ``instance`` (a unique id per started instance), ``instance_index`` (its position in
 its run), ``boot``, ``run_seq`` (the run's order on its host), ``iteration`` and ``suspect``.
 Stores written before those columns existed are read with them filled from what they hold
-(:func:`with_levels`: each run had its own instances, one boot, runs in start order per host, no
-iterations, nothing suspect).
+(:mod:`labkit.store.levels`: each run had its own instances, one boot, runs in start order per
+host, no iterations, nothing suspect), and so are results tables without them (:func:`with_levels`).
 
 :func:`observations` makes the analysis table: one row per run and instance (the instances of a
 run are kept as a level, not averaged away), a workload's iterations reduced to the mean of their
@@ -27,6 +27,7 @@ import pandas as pd
 from ..errors import ConfigError
 from ..stats.levels import LevelEffects, level_effects, unit_means
 from ..stats.warmup import WarmupWarning, warmup
+from ..store.levels import fill_levels
 from .labels import label
 
 __all__ = ["HOSTS", "LevelDesign", "drift_sentences", "error_term_sentences", "level_analysis",
@@ -47,31 +48,15 @@ MAX_MIXED_ROWS = 3000
 def with_levels(tidy: pd.DataFrame) -> pd.DataFrame:
     """``tidy`` with every level column present: ``host`` (None -> ``"local"``), ``instance``
     (unique id, text), ``instance_index``, ``boot``, ``run_seq``, ``iteration``, ``suspect``,
-    ``suspect_reason``. A store written before the levels were recorded gets, per run, its own
-    instances (``instance`` = ``<run_id>/<index>``), boot 1, ``run_seq`` by start time on each
-    host (ties by run order), no iterations (NA) and nothing suspect."""
+    ``suspect_reason``: the store's own columns where it has them (:meth:`Store.tidy
+    <labkit.store.Store.tidy>`, which fills a store of before itself), else filled as a store of
+    before is read (:func:`labkit.store.levels.fill_levels`: per run its own instances
+    ``<run_id>:<index>``, boot 1, ``run_seq`` by start time on each host, no iterations, nothing
+    suspect)."""
     t = tidy.copy()
-    if "instance_index" not in t.columns:
-        index = pd.to_numeric(t.get("instance"), errors="coerce").astype("Int64")
-        t["instance_index"] = index
-        t["instance"] = [f"{r}/{i}" if i is not pd.NA else None for r, i in zip(t["run_id"], index)]
     host = t["host"] if "host" in t.columns else pd.Series([None] * len(t), index=t.index)
     t["host"] = host.astype(object).where(host.notna(), LOCAL_HOST).astype(str)
-    if "boot" not in t.columns:
-        t["boot"] = 1
-    if "run_seq" not in t.columns:
-        runs = t.drop_duplicates("run_id")[["run_id", "host", "started", "run_order"]]
-        runs = runs.sort_values(["host", "started", "run_order"], kind="stable")
-        runs["run_seq"] = runs.groupby("host").cumcount() + 1
-        t = t.merge(runs[["run_id", "run_seq"]], on="run_id", how="left")
-    if "iteration" not in t.columns:
-        t["iteration"] = pd.array([pd.NA] * len(t), dtype="Int64")
-    if "suspect" not in t.columns:
-        t["suspect"] = False
-    t["suspect"] = t["suspect"].fillna(False).astype(bool)
-    if "suspect_reason" not in t.columns:
-        t["suspect_reason"] = ""
-    return t
+    return fill_levels(t)
 
 
 RUN_COLUMNS = ["run_id", "run_order", "replicate", "host", "boot", "run_seq", "suspect", "suspect_reason"]

@@ -30,12 +30,13 @@ import signal
 import threading
 import time
 import traceback
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ..backends import backend_class, get_backend, teardown
-from ..backends.base import Backend, Instance, exec_log_text
+from ..backends.base import Backend, Instance, exec_log_text, restart_exec_logs
 from ..core.fingerprint import host_fingerprint, host_identity
 from ..core.ids import campaign_prefix, check_campaign_id
 from ..core.instance import InstanceSpec
@@ -43,12 +44,22 @@ from ..core.lock import LOCK_NAME, CampaignLock
 from ..core.paths import check_data_dir
 from ..core.redact import redact
 from ..design import HOST_MAX, Design
+from ..design.options import DEFAULT_INTERVAL, DEFAULT_THRESHOLDS, check_flag, check_thresholds
 from ..errors import CommandTimeout, ConfigError, LabkitError, StoreError
 from ..store import Store, now_iso, run_output_policy
 from ..workloads import get_workload
 from ..workloads.params import TIMEOUT
 from . import network as runnet
-from .hooks import NoiseNeighbour, RunContext, RunHook, around_campaign, around_run, check_hooks
+from .guard import QuietHost
+from .hooks import (
+    NoiseNeighbour,
+    RunContext,
+    RunHook,
+    around_campaign,
+    around_run,
+    check_hooks,
+    instances_ready,
+)
 from .platforms import BackendPool, Platform
 from .telemetry import Telemetry, check_interval
 from .testbed import Host, Testbed
@@ -61,6 +72,8 @@ log = logging.getLogger("labkit.run.campaign")
 # what a resume must match (stored in the store's meta at creation)
 RESUME_KEYS = ("design_digest", "backend", "backend_options", "workload", "defaults", "host", "testbed")
 HANDLED_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+#: ``Campaign(telemetry=DESIGN)`` (the default): the design's ``telemetry``, else every second
+DESIGN: Any = object()
 
 
 class Interrupted(KeyboardInterrupt):
@@ -121,8 +134,9 @@ class Campaign:
     backend_options, workload_params : passed to the backend / workload (secrets in
         backend_options are never stored: see :func:`labkit.core.redact.redact`)
     defaults : InstanceSpec for host factors the design does not vary
-    run_timeout : seconds a run may take from preparing the workload to its end (finite, > 0),
-        or None; past it the run is stored as ``timeout``
+    run_timeout : seconds a run may take from provisioning (the first run of a boot) or its
+        workload (a later one) to its end, once its hooks are in place (finite, > 0), or None;
+        past it the run is stored as ``timeout``
     progress : show a tqdm progress bar (terminal or notebook; with a testbed one per host)
     testbed : a :class:`~labkit.run.testbed.Testbed`, a dict or a YAML path: run on its hosts in
         parallel (:mod:`labkit.run.engine`). A design with a ``platform`` factor runs on a testbed
@@ -133,9 +147,19 @@ class Campaign:
     hooks : :class:`~labkit.run.hooks.RunHook` objects entered around every run on every path (KSM
         switching, k neighbours, ...: :mod:`labkit.run.hooks`), before the campaign's own noise
         neighbour (a ``noise`` level)
-    telemetry : seconds between samples of the controller host during each run (default 1.0;
-        None, 0 or ``"off"``: none), stored in the store's ``samples`` table with a summary in
-        each run's metadata (:mod:`labkit.run.telemetry`)
+    telemetry : seconds between samples of the host and the instances during each run (None, 0
+        or ``"off"``: none); default: the design's ``telemetry``, else 1.0. Stored in the store's
+        ``samples`` table with a summary in each run's metadata (:mod:`labkit.run.telemetry`)
+    exclusive : refuse to start beside another campaign running on this host, and make a later one
+        refuse (default: the design's ``exclusive``, else False: warn and flag the runs that
+        overlap as suspect; :mod:`labkit.run.guard`)
+    quarantine : run the runs flagged suspect once more at the end, their first attempt kept in
+        ``Store.attempts()`` (default: the design's ``quarantine``, else False)
+    thresholds : when a run is flagged suspect (default: the design's, else
+        :data:`labkit.design.options.DEFAULT_THRESHOLDS`)
+
+    A design's ``runs_per_instance`` k makes each boot (one provisioning of a configuration's
+    instances) run k runs back to back before its teardown (:meth:`measure_boot`).
     """
 
     def __init__(self, design: Design | dict | str | Path, backend: str | Backend | None = None,
@@ -143,7 +167,8 @@ class Campaign:
                  data_dir: str | Path = "data", backend_options: dict | None = None,
                  workload_params: dict | None = None, defaults: InstanceSpec | None = None,
                  run_timeout: float | None = 3600, progress: bool = True, group_readable: bool = False,
-                 testbed=None, hooks: Sequence[RunHook] | None = None, telemetry: Any = 1.0):
+                 testbed=None, hooks: Sequence[RunHook] | None = None, telemetry: Any = DESIGN,
+                 exclusive: bool | None = None, quarantine: bool | None = None, thresholds: dict | None = None):
         if isinstance(design, (str, Path)):
             design = Design.from_yaml(design)
         elif isinstance(design, dict):
@@ -179,10 +204,19 @@ class Campaign:
         self._versions_by: dict = {}   # tool versions, read once per platform (and host)
         self._signals = _Signals()
         self.testbed = _testbed(testbed, design, backend, self.backend_options)
+        if telemetry is DESIGN:
+            telemetry = DEFAULT_INTERVAL if design.telemetry is None else design.telemetry
         self.telemetry = check_interval(telemetry, "telemetry (seconds between samples, or 'off')")
+        self.exclusive = bool(check_flag(exclusive, "exclusive", "Campaign") if exclusive is not None
+                              else design.exclusive)
+        self.quarantine = bool(check_flag(quarantine, "quarantine", "Campaign") if quarantine is not None
+                               else design.quarantine)
+        self.thresholds = check_thresholds(thresholds, "Campaign") or design.thresholds or dict(DEFAULT_THRESHOLDS)
+        self.guard = QuietHost(self.campaign_id, exclusive=self.exclusive, thresholds=self.thresholds)
         sampler = [Telemetry(self.telemetry)] if self.telemetry is not None else []
-        # telemetry last: entered once the neighbours run, left (its last reading) before they stop
-        self.hooks: list[RunHook] = [*check_hooks(hooks), NoiseNeighbour(), *sampler]
+        # the guard first (its look at the host precedes the campaign's load; it judges the run
+        # last), telemetry last (entered once the neighbours run, left before they stop)
+        self.hooks: list[RunHook] = [self.guard, *check_hooks(hooks), NoiseNeighbour(), *sampler]
 
     @property
     def prefix(self) -> str:
@@ -206,7 +240,8 @@ class Campaign:
         return CampaignLock(self.lock_path, f"campaign {self.campaign_id!r}",
                             dir_mode=0o750 if self.group_readable else 0o700,
                             register={"campaign_id": self.campaign_id, "data_dir": self.data_dir,
-                                      "backend": self.backend_name, "prefix": self.prefix, "testbed": testbed})
+                                      "backend": self.backend_name, "prefix": self.prefix, "testbed": testbed,
+                                      "exclusive": self.exclusive})
 
     def run(self, *, retry_failed: bool = False, retries: int = 0, max_runs: int | None = None,
             new_store: bool = False) -> Store:
@@ -232,8 +267,9 @@ class Campaign:
         hooked = contextlib.ExitStack()
         allocation = contextlib.ExitStack()
         try:
-            hooked.enter_context(around_campaign(self.hooks, self))   # before the store: a hook may refuse
             lock.acquire()
+            self.guard.check_start()   # registered: another campaign here warns, or refuses (exclusive)
+            hooked.enter_context(around_campaign(self.hooks, self))   # in the lock, before the store: a hook may refuse
             store = Store.for_campaign(self.data_dir, self.campaign_id, group_readable=self.group_readable,
                                        allow_new=new_store)
             one = {"backend": self.backend.name} if self.backend is not None else {}
@@ -253,8 +289,10 @@ class Campaign:
                 allocation.close()
                 if store is not None:
                     store.close()
-                lock.release()
-                hooked.close()
+                try:
+                    hooked.close()   # inside the lock, as they were entered
+                finally:
+                    lock.release()
         return Store.for_campaign(self.data_dir, self.campaign_id, readonly=True)
 
     def _feed(self, engine, store: Store, plan: list[Run], again: list[Run], retries: int,
@@ -284,6 +322,13 @@ class Campaign:
                         ", ".join(sorted(r.run_id for r in runs)))
             engine.extend(runs)
             engine.run(runs, progress=self.progress)
+        if self.quarantine:
+            runs = forget_suspect(store, self.design, plan)
+            if runs:
+                log.warning("quarantine: %d suspect run(s) run once more: %s", len(runs),
+                            ", ".join(sorted(r.run_id for r in runs)))
+                engine.extend(runs)
+                engine.run(runs, progress=self.progress)
 
     def slots(self) -> tuple[Testbed, BackendPool, str]:
         """What the engine runs on: (testbed, backend pool, platform of runs without a ``platform``
@@ -346,33 +391,95 @@ class Campaign:
 
     def measure(self, run: Run, backend: Backend, *, live: list | None = None, versions_key: Any = None,
                 deferred: contextlib.AbstractContextManager | None = None) -> Measured:
-        """Provision, run and tear down one run on ``backend``; returns a :class:`Measured` (status,
-        error, measurements, metadata, started, duration_s, output); what the fleet's workers call on
-        their host's backend. ``live`` receives the instances while they exist (so another thread
-        can destroy them); ``deferred`` guards teardown (default: the signal deferral)."""
-        spec = InstanceSpec.from_levels(run.levels, self.defaults)
-        params = self.workload.params_for(run.levels, spec.vcpus)
+        """Provision, run and tear down one run on ``backend`` (a boot of one run:
+        :meth:`measure_boot`); returns its :class:`Measured`."""
+        [(_, result)] = list(self.measure_boot([run], backend, live=live, versions_key=versions_key,
+                                               deferred=deferred))
+        return result
+
+    def measure_boot(self, runs: Sequence[Run], backend: Backend, *, live: list | None = None,
+                     versions_key: Any = None,
+                     deferred: contextlib.AbstractContextManager | None = None) -> Iterator[tuple[Run, Measured]]:
+        """Run one boot on ``backend``: provision the instances of ``runs`` (a configuration's, one
+        or more of its replicates) once, run the workload for each run in turn on them, tear them
+        down once; yields ``(run, Measured)`` as each run ends (the last after the teardown, which
+        fails it if the teardown fails: a run of one boot is exactly what :meth:`measure` did).
+        What the fleet's workers call on their host's backend.
+
+        Each run has its own hooks, telemetry, deadline (``run_timeout``, the first run's including
+        the provisioning), start time, duration and metadata (``boot_group``, ``boot_position``).
+        A run that does not end ok ends the boot: the runs after it are yielded as failed, not run
+        (``--retry-failed`` or ``retries`` run them again on a fresh boot). ``live`` receives the
+        instances while they exist (so another thread can destroy them); ``deferred`` guards
+        teardown (default: the signal deferral). Closing the generator early tears down at once."""
+        spec = InstanceSpec.from_levels(runs[0].levels, self.defaults)
+        params = self.workload.params_for(runs[0].levels, spec.vcpus)
+        boot = _Boot(instances=[] if live is None else live)
+        last: tuple[Run, Measured, float] | None = None
+        errors: list = []
+        try:
+            failed: str | None = None
+            for i, run in enumerate(runs):
+                t0 = time.perf_counter()
+                if failed is None:
+                    result = self._run_in_boot(run, i, len(runs), backend, spec, params, boot, versions_key)
+                    if result.status != "ok":
+                        failed = f"{run.run_id} ({result.status})"
+                else:
+                    result = Measured("failed", f"not run: run {failed} of the same boot did not end ok; its "
+                                      "instances were torn down (--retry-failed or retries run it on a fresh boot)",
+                                      [], {"spec": spec.as_dict(), "boot_group": run.boot_group,
+                                           "boot_position": i + 1, "not_run": True}, now_iso(), 0.0)
+                if i + 1 < len(runs):
+                    yield run, result
+                else:
+                    last = (run, result, t0)
+        finally:
+            with deferred or self._signals.deferred():
+                errors = teardown(boot.instances) + runnet.close_network(boot.net)
+        if last is not None:
+            run, result, t0 = last
+            if errors and result.status == "ok":
+                result = result.but(status="failed", error=f"teardown: {errors[0]}")
+            if not result.metadata.get("not_run"):
+                result = result.but(duration_s=time.perf_counter() - t0)
+            yield run, result
+
+    def _run_in_boot(self, run: Run, position: int, of: int, backend: Backend, spec: InstanceSpec, params: dict,
+                     boot: _Boot, versions_key: Any) -> Measured:
+        """Run ``run``, the ``position``-th (0-based) of ``of`` runs of ``boot``: the first one makes
+        the boot's network and instances (inside its hooks) and prepares the workload in them."""
         started, t0 = now_iso(), time.perf_counter()
-        deadline = None if self.run_timeout is None else time.monotonic() + self.run_timeout
-        metadata: dict = {"spec": spec.as_dict()}
+        metadata: dict = {"spec": spec.as_dict(), "boot_group": run.boot_group, "boot_position": position + 1}
+        if of > 1:
+            metadata["boot_runs"] = of
         measurements: list = []
         status, error = "ok", None
-        provisioned: list = []   # the instances' run_metrics (provisioning_s on cloud platforms)
-        instances: list = [] if live is None else live
-        net = None
-        ctx = RunContext(run, spec, metadata, backend, self.prefix)
+        instances = boot.instances
+        ctx = RunContext(run, spec, metadata, backend, self.prefix, instances=instances)
         try:
             metadata["overcommitted"] = spec.overcommitted(backend.host_cpus())
             with around_run(self.hooks, ctx) as neighbours:
+                # the run's time starts once its hooks are in place (the guard's look at the host,
+                # the neighbours started): provisioning, preparing and the workload count
+                deadline = None if self.run_timeout is None else time.monotonic() + self.run_timeout
                 if neighbours:
                     metadata["neighbours"] = list(neighbours)
-                net = runnet.open_network(backend, run.levels, self.workload, params, spec.count,
-                                          self.prefix, metadata)
-                instances.extend(backend.provision(spec, prefix=self.prefix, network=net))
+                if position == 0:
+                    ctx.provisioning = True
+                    try:
+                        boot.net = runnet.open_network(backend, run.levels, self.workload, params, spec.count,
+                                                       self.prefix, boot.net_metadata)
+                        metadata.update(boot.net_metadata)   # kept by a run whose provisioning fails
+                        instances.extend(backend.provision(spec, prefix=self.prefix, network=boot.net))
+                    finally:
+                        ctx.provisioning = False
+                    boot.provisioned = instance_measurements(instances)
+                    instances_ready(self.hooks, ctx)
+                    _before(deadline, "preparing the workload",
+                            lambda: list(map(self.workload.prepare, instances)))
+                metadata.update(boot.net_metadata)
                 metadata["instances"] = [i.metadata for i in instances]
-                provisioned = instance_measurements(instances)
-                _before(deadline, "preparing the workload",
-                        lambda: list(map(self.workload.prepare, instances)))
                 if versions_key not in self._versions_by:
                     self._versions_by[versions_key] = _before(deadline, "reading tool versions",
                                                               lambda: self.workload.version(instances[0]))
@@ -394,20 +501,30 @@ class Campaign:
             raise  # not stored: the run will execute again on resume
         except Exception as exc:  # a bug in a workload: store it, keep the campaign going
             status, error = "failed", "".join(traceback.format_exception(exc))[-4000:]
-        finally:
-            output = exec_log_text(instances)   # what keep_output keeps
-            with deferred or self._signals.deferred():
-                errors = teardown(instances) + runnet.close_network(net)
-            if errors and status == "ok":
-                status, error = "failed", f"teardown: {errors[0]}"
+        # what keep_output keeps: this run's commands (the boot's instances then log the next run's afresh)
+        output = exec_log_text(instances)
+        restart_exec_logs(instances)
+        provisioned = boot.provisioned if position == 0 else []
         return Measured(status, error, provisioned + list(measurements), metadata, started,
                         time.perf_counter() - t0, output, ctx.samples)
 
 
+@dataclass
+class _Boot:
+    """What the runs of one boot share: its instances (the live list), network, the network's
+    metadata keys and the instances' own measurements (the first run's)."""
+    instances: list
+    net: Any = None
+    net_metadata: dict = field(default_factory=dict)
+    provisioned: list = field(default_factory=list)
+
+
 class Measured(NamedTuple):
     """What :meth:`Campaign.measure` returns for one run. ``output``: the commands the run's
-    instances ran with their output (the first and last MiB of each instance's log: bounded).
-    ``samples``: the run's telemetry rows ``(t, metric, value)`` (:mod:`labkit.run.telemetry`)."""
+    instances ran for it with their output (the first and last MiB of each instance's log: bounded;
+    in a boot of several runs, each run's own commands, the first run's with the workload's
+    preparation). ``samples``: the run's telemetry rows ``(t, metric, value[, instance id])``
+    (:mod:`labkit.run.telemetry`)."""
     status: str
     error: str | None
     measurements: list
@@ -416,6 +533,10 @@ class Measured(NamedTuple):
     duration_s: float
     output: str = ""
     samples: list | tuple = ()
+
+    def but(self, **changes: Any) -> Measured:
+        """A copy with ``changes`` (field -> value)."""
+        return self._replace(**changes)
 
 
 def instance_measurements(instances: list[Instance]) -> list:
@@ -445,11 +566,28 @@ def forget_failed(store: Store, design: Design, plan: list[Run]) -> list[Run]:
     """Forget the runs stored as failed, timed out or host-lost so they run again (each stays in
     ``store.attempts()``); returns them as runs of ``plan`` or, for runs an adaptive round added,
     rebuilt from the store (configuration, replicate and order as stored)."""
-    from ..design import Run
     runs = store.runs()
     if runs.empty:
         return []
-    bad = runs[runs.status != "ok"]
+    return _forget(store, design, plan, runs[runs.status != "ok"])
+
+
+def forget_suspect(store: Store, design: Design, plan: list[Run]) -> list[Run]:
+    """Quarantine: forget the runs stored ok but flagged suspect (:mod:`labkit.run.guard`) so they run
+    again, each first attempt kept in ``store.attempts()`` as :func:`forget_failed` keeps it; a run
+    already run again for being suspect (an attempt of it was suspect) is not quarantined twice."""
+    runs = store.runs()
+    if runs.empty:
+        return []
+    attempts = store.attempts()
+    again = {a.run_id for a in attempts.itertuples() if (a.metadata or {}).get("suspect")}
+    return _forget(store, design, plan, runs[(runs.status == "ok") & runs.suspect & ~runs.run_id.isin(again)])
+
+
+def _forget(store: Store, design: Design, plan: list[Run], bad) -> list[Run]:
+    """Forget the stored runs of the frame ``bad`` (rows of ``store.runs()``); returns them as runs
+    of ``plan`` (their boots kept) or rebuilt from the store."""
+    from ..design import Run
     if bad.empty:
         return []
     known = {r.run_id: r for r in plan}

@@ -1,7 +1,7 @@
 """What a fleet worker may claim next, known without a store round trip.
 
-The store decides every claim (:meth:`labkit.store.Store.claim`: one transaction, a live lease
-wins); :class:`ClaimIndex` only spares it the candidates the engine already knows are stored. A
+The store decides every claim (:meth:`labkit.store.Store.claim_group`: a boot's runs together, one
+transaction, a live lease wins); :class:`ClaimIndex` only spares it the candidates the engine already knows are stored. A
 host with nothing left (waiting for the other hosts' last runs, or for a lost host's runs to move
 to it) then polls without a transaction, and a claim reads the rows of a few candidates however
 large the plan: with a thousand hosts the store is no longer the queue every worker waits in.

@@ -10,11 +10,20 @@ rounds (:meth:`Fleet.extend`, then :meth:`Fleet.run` again) feed it the same way
   first run (a platform a host cannot offer fails here, naming both), cleaned of the campaign's
   leftovers (``cleanup(prefix)``), fingerprinted, and closed at the end.
 * **Assignment.** ``assign: blocks`` (default) gives each replicate block to one host (block r to
-  the r-th host able to run every platform, round robin), stored in the store's meta as
+  the r-th host able to run every platform, round robin; with ``runs_per_instance`` k, the block of
+  the k replicates of boot b goes to the b-th host, so a boot never spans hosts), stored in the store's meta as
   ``fleet_assignment`` so a resume keeps it; ``assign: random`` lets any host offering a run's
   platform take it.
-* **Claims.** A worker claims its next run in the store (a lease renewed by a heartbeat thread);
-  storing the run drops the claim in the same transaction. A controller killed at any moment
+* **Claims.** A worker claims its next boot's runs in the store (a lease renewed by a heartbeat
+  thread; a boot is one run, or with ``runs_per_instance`` k the pending runs of one boot of a
+  configuration, run on the same instances: :meth:`Campaign.measure_boot
+  <labkit.run.campaign.Campaign.measure_boot>`); the candidates come from the claim index
+  (:class:`~labkit.run.claims.ClaimIndex`: each host's runs in plan order, those known stored
+  skipped, told of each run as it is stored), grouped by boot, and the store reads only the rows of
+  the first few (:meth:`Store.claim_group <labkit.store.Store.claim_group>`); storing a run drops its
+  claim in the same transaction. Each stored run records its ``host`` and ``run_seq`` (its 1-based order on that
+  host, counted over the campaign's runs and attempts there; None for a run not run because an
+  earlier run of its boot failed). A controller killed at any moment
   leaves claims whose runs were never stored: the next start (which holds the campaign lock)
   releases them and runs them; nothing is lost and nothing stored twice.
 * **Host loss.** A monitor probes every remote host whose run has been in flight longer than
@@ -38,7 +47,7 @@ import secrets
 import socket
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -70,6 +79,7 @@ class HostState:
     reason: str = ""
     current: Run | None = None        # the run in flight
     since: float = 0.0                # when it was claimed (monotonic)
+    claimed: list = field(default_factory=list)   # the run_ids of the boot in flight not stored yet
     live: list = field(default_factory=list)   # its instances while they exist
     failures: int = 0                 # failed probes in a row
     done: int = 0
@@ -102,6 +112,7 @@ class Fleet:
         self.moved: dict[str, str] = {}
         self.index = ClaimIndex()   # what each host may claim, without a store round trip
         self.total = None
+        self.seq: dict[str, int] = {}    # host -> run_seq of the last run recorded there
 
     # -- set-up ------------------------------------------------------------
     def platform_of(self, run: Run) -> str:
@@ -154,13 +165,14 @@ class Fleet:
         self.block_order = [h.name for h in self.tb.block_hosts(names)]
         if self.tb.assign == "blocks" and not self.assigned:
             order = self.block_order
-            self.assigned = {r.run_id: order[(r.replicate - 1) % len(order)] for r in plan}
+            self.assigned = {r.run_id: order[(block_of(r) - 1) % len(order)] for r in plan}
             self.store.set_meta(fleet_assignment=self.assigned)
         absent = sorted(set(self.assigned.values()) - set(self.states))
         if absent:   # a resume on other hosts (a Slurm testbed's new allocation): moved as a lost host's
             self.plan = plan
             for name in absent:
                 self._move(name)
+        self.seq = run_seq_start(self.store)
 
     def extend(self, runs: list[Run]) -> None:
         """Runs added after :meth:`prepare` (adaptive rounds, retries): with ``assign: blocks`` each
@@ -175,7 +187,7 @@ class Fleet:
         for r in runs:
             host = self.assigned.get(r.run_id)
             if host is None or host not in self.states or self.states[host].lost:
-                self.assigned[r.run_id] = live[(r.replicate - 1) % len(live)]
+                self.assigned[r.run_id] = live[(block_of(r) - 1) % len(live)]
         self.store.set_meta(fleet_assignment=self.assigned)
         self.index.invalidate()
 
@@ -185,6 +197,10 @@ class Fleet:
         new runs are stored. KeyboardInterrupt stops the workers cleanly and is re-raised."""
         self.plan = plan
         self.runs_by_id = {r.run_id: r for r in plan}
+        self.boot_runs: dict[str, list[str]] = {}   # boot group -> its run ids in plan order
+        for r in plan:
+            if r.boot_group != r.run_id:
+                self.boot_runs.setdefault(r.boot_group, []).append(r.run_id)
         self.left = max_runs
         self.stop.clear()   # a later call (an adaptive round) after an earlier one ended
         done = self.store.completed()
@@ -248,45 +264,81 @@ class Fleet:
                 shared[key] = self.candidates(s)
         return {n: shared[(s.host.platforms, s.host.remote)] for n, s in self.states.items()}
 
-    def _claim(self, state):
+    def boots(self, state: HostState) -> Iterator[list[str]]:
+        """The host's claimable candidates (:meth:`ClaimIndex.claimable
+        <labkit.run.claims.ClaimIndex.claimable>`: not known stored) grouped by boot (:attr:`Run.boot_group
+        <labkit.design.Run.boot_group>`: the runs of a boot of a configuration, in plan order), lazily, in
+        the order of each boot's first candidate: what one claim takes together."""
+        seen: set[str] = set()
+        for rid in self.index.claimable(state.host.name, self.candidate_lists):
+            group = self.runs_by_id[rid].boot_group
+            if group == rid:   # a run of its own boot
+                yield [rid]
+            elif group not in seen:
+                seen.add(group)
+                yield [r for r in self.boot_runs[group] if self._offers(state, r)]
+
+    def _offers(self, state: HostState, run_id: str) -> bool:
+        """Whether ``run_id`` is among ``state``'s :meth:`candidates`."""
+        if self.tb.assign == "blocks":
+            return self.assigned.get(run_id) == state.host.name
+        return self.tb.offers(state.host, self.platform_of(self.runs_by_id[run_id]))
+
+    def _claim(self, state) -> list[Run]:
+        """The pending runs of the next boot this host may run, claimed together ([] for none)."""
         with self.db:
             if self.left is not None and self.left <= 0:
-                return None
-            todo = self.index.claimable(state.host.name, self.candidate_lists)
-            rid = self.store.claim(todo, state.host.name, self.owner, self.lease_s)
-            if rid is not None and self.left is not None:
-                self.left -= 1
-        if rid is None:
-            return None
-        return self.runs_by_id[rid]
+                return []
+            rids = self.store.claim_group(self.boots(state), state.host.name, self.owner, self.lease_s,
+                                          limit=self.left)
+            if self.left is not None:
+                self.left -= len(rids)
+        return [self.runs_by_id[r] for r in rids]
 
     def _work(self, state: HostState) -> None:
         h = state.host
         while not self.stop.is_set() and not state.lost:
-            run = self._claim(state)
-            if run is None:
+            runs = self._claim(state)
+            if not runs:
                 with self.lock:
                     busy = any(s.current is not None and not s.lost for s in self.states.values())
                 if not busy:
                     return
                 self.stop.wait(0.3)
                 continue
-            state.current, state.live, state.since = run, [], time.monotonic()
-            platform = self.tb.platform(self.platform_of(run))
+            with self.lock:
+                state.current, state.live, state.since = runs[0], [], time.monotonic()
+                state.claimed = [r.run_id for r in runs]
+            platform = self.tb.platform(self.platform_of(runs[0]))
             try:
                 backend = self.pool.open(h, platform)
-                result = self.c.measure(run, backend, live=state.live, versions_key=(h.name, platform.name),
-                                         deferred=contextlib.nullcontext())
+                boot = self.c.measure_boot(runs, backend, live=state.live, versions_key=(h.name, platform.name),
+                                           deferred=contextlib.nullcontext())
             except LabkitError as exc:   # the backend could not be (re)opened
-                result = Measured("failed", f"{type(exc).__name__}: {exc}", [], {}, now_iso(), 0.0)
-            if self.stop.is_set() or state.lost:
-                return   # interrupted (claim released by _cancel) or recorded as host-lost
-            if result.status != "ok" and h.remote and not self._answers(h):
-                self.lose(state, f"host stopped answering during run {run.run_id}: {result.error}")
+                failed = Measured("failed", f"{type(exc).__name__}: {exc}", [], {}, now_iso(), 0.0)
+                boot = iter([(r, failed) for r in runs])
+            if not self._record_boot(state, platform, runs, boot):
                 return
-            if result.status != "ok" and h.remote:
-                self.pool.drop(h.name)   # a dropped connection reconnects on the next run
-            self._record(state, run, platform, result)
+
+    def _record_boot(self, state: HostState, platform, runs: list[Run], boot) -> bool:
+        """Record each run of a boot as it ends (``boot`` yields them); False when the worker must
+        stop (interrupted, or its host lost)."""
+        h, drop = state.host, False
+        with contextlib.closing(boot):
+            for j, (run, result) in enumerate(boot):
+                if self.stop.is_set() or state.lost:
+                    return False   # interrupted (claims released by _cancel) or recorded as host-lost
+                if result.status != "ok" and h.remote and not self._answers(h):
+                    self.lose(state, f"host stopped answering during run {run.run_id}: {result.error}")
+                    return False
+                drop = drop or (result.status != "ok" and h.remote)
+                self._record(state, run, platform, result)
+                if j + 1 < len(runs):
+                    with self.lock:
+                        state.current, state.since = runs[j + 1], time.monotonic()
+        if drop:
+            self.pool.drop(h.name)   # a dropped connection reconnects on the next run
+        return True
 
     def _record(self, state, run, platform, result, status: str | None = None) -> bool:
         st, error, measurements, metadata, started, duration, output, samples = result
@@ -297,6 +349,10 @@ class Fleet:
         with self.db:
             if self.store.claim_owner(run.run_id) != self.owner:
                 return False
+            seq = None
+            if not metadata.get("not_run"):
+                seq = self.seq[state.host.name] = self.seq.get(state.host.name, 0) + 1
+            metadata["run_seq"] = seq
             keep_output(self.store, run.run_id, status or st, output)
             self.store.record_run(run, status=status or st, started=started, duration_s=duration,
                                   measurements=measurements, error=error, metadata=metadata,
@@ -305,6 +361,8 @@ class Fleet:
             self.index.stored(run.run_id)
         with self.lock:
             state.current = None
+            if run.run_id in state.claimed:
+                state.claimed.remove(run.run_id)
             state.done += 1
         if (status or st) != "ok":
             log.warning("run %s on %s %s: %s", run.run_id, state.host.name, status or st,
@@ -346,6 +404,7 @@ class Fleet:
                 return
             state.lost, state.reason = True, reason
             run, live = state.current, list(state.live)
+            rest = [r for r in state.claimed if run is None or r != run.run_id]
         h = state.host
         log.error("host %s lost: %s", h.name, reason)
         # its connections may hang on a dead link: close them and its instances off this thread
@@ -358,6 +417,8 @@ class Fleet:
             self._record(state, run, platform, Measured("host-lost", f"host {h.name} lost: {reason}", [], {},
                                                         now_iso(), 0.0), status="host-lost")
         with self.db:
+            for rid in rest:   # the boot's runs it had not started: free for the host that takes them
+                self.store.release_claims(run_id=rid, owner=self.owner)
             self._mark_lost(h.name, reason)
             if self.tb.on_host_loss == "fail-block":
                 self._fail_blocks(h.name, run)
@@ -380,7 +441,7 @@ class Fleet:
         blocks: dict[int, list] = {}
         for r in self.plan:
             if self.assigned.get(r.run_id) == lost and r.run_id not in done:
-                blocks.setdefault(r.replicate, []).append(r)
+                blocks.setdefault(block_of(r), []).append(r)
         moves = list(self.store.meta().get("fleet_moves") or [])
         for rep, runs in sorted(blocks.items()):
             plats = {self.platform_of(r) for r in runs}
@@ -446,6 +507,29 @@ class Fleet:
 
     def close(self) -> None:
         self.pool.close()
+
+
+def block_of(run: Run) -> int:
+    """The fleet block of ``run``: its boot (with ``runs_per_instance`` > 1, so that the runs of a
+    boot stay on one host), else its replicate."""
+    return run.boot or run.replicate
+
+
+def run_seq_start(store) -> dict[str, int]:
+    """host -> the highest ``run_seq`` its runs and attempts in ``store`` hold (a store of before
+    levels: how many runs it ran there), so a resumed campaign numbers on."""
+    out: dict[str, int] = {}
+    runs, attempts = store.runs(), store.attempts()
+    for frame in (runs, attempts):
+        for md in ([] if frame.empty else frame.metadata):
+            md = md or {}
+            host = md.get("host")
+            if not isinstance(host, str):
+                continue
+            seq = md.get("run_seq") if "run_seq" in md else out.get(host, 0) + 1
+            if isinstance(seq, int) and not isinstance(seq, bool):
+                out[host] = max(out.get(host, 0), seq)
+    return out
 
 
 def clean_testbed(meta: dict, prefix: str, testbed: Testbed | dict | str | Path | None = None) -> dict[str, list[str]]:

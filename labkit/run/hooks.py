@@ -9,9 +9,16 @@ as the run's ``neighbours``; it may add keys to the run's ``metadata``. :meth:`R
 is entered once per :meth:`Campaign.run <labkit.run.campaign.Campaign.run>`, inside the campaign's
 lock, before the first run, and left after the last (to put back host state a hook switches).
 
-The campaign's own hook, :class:`NoiseNeighbour`, runs one noisy neighbour for a ``noise``
-level; hooks given to the campaign are entered before it, in their order, and left after it; the
-campaign's telemetry (:mod:`labkit.run.telemetry`) is entered after it and left before it.
+With ``runs_per_instance`` > 1 the runs of a boot share their instances: the first run's hooks
+are entered before the instances are made, the later runs' around their workload only, and
+:meth:`RunHook.instances_ready` is called once per boot, right after its instances are made
+(before the workload is prepared in them).
+
+The campaign's own hooks: the quiet-host guard (:class:`labkit.run.guard.QuietHost`) is entered
+first (its check of the host comes before any of the campaign's load starts) and left last (it
+judges the run from what the others recorded); hooks given to the campaign come next, in their
+order; then :class:`NoiseNeighbour`, which runs one noisy neighbour for a ``noise`` level; the
+campaign's telemetry (:mod:`labkit.run.telemetry`) is entered last and left first.
 A run's private network is not a hook: its instances are made on it, so it is opened before
 them and removed after them, as part of provisioning (:mod:`labkit.run.network`).
 
@@ -41,15 +48,22 @@ class RunContext:
     """What a hook sees of a run: the run (its ``levels``), the instance spec its instances get,
     the ``metadata`` stored with it (a hook may add keys), the backend that runs it and the
     campaign's instance-name ``prefix`` (a hook's own instances must start with it, so that
-    clean-up and ``labkit clean`` find them), and ``samples``: ``(t, metric, value)`` rows a hook
-    recorded during the run (:mod:`labkit.run.telemetry`), stored with the run in the store's
-    ``samples`` table."""
+    clean-up and ``labkit clean`` find them), and ``samples``: ``(t, metric, value[, instance])``
+    rows a hook recorded during the run (:mod:`labkit.run.telemetry`), stored with the run in the
+    store's ``samples`` table. ``instances`` is the run's live list of instances (empty until they
+    are made: for the first run of a boot, after the hooks are entered) and ``neighbours`` the
+    instances the hooks entered so far started beside them (a hook's value with an
+    ``instances`` attribute, e.g. :class:`~labkit.run.noise.NoiseGroup`)."""
     run: Run
     spec: InstanceSpec
     metadata: dict
     backend: Backend
     prefix: str
     samples: list = field(default_factory=list)
+    instances: list = field(default_factory=list)
+    neighbours: list = field(default_factory=list)
+    #: True while the run's instances are being made (their counters are not all known yet)
+    provisioning: bool = False
 
 
 class RunHook:
@@ -64,6 +78,10 @@ class RunHook:
         """A context manager around ``ctx.run`` (see the module docstring); its value is the list
         of neighbours it started."""
         return contextlib.nullcontext([])
+
+    def instances_ready(self, ctx: RunContext) -> None:  # noqa: B027 (optional hook)
+        """Called once per boot, right after its instances (``ctx.instances``) are made, before the
+        workload is prepared in them; ``ctx`` is the boot's first run's. An error fails that run."""
 
 
 class NoiseNeighbour(RunHook):
@@ -101,8 +119,16 @@ def around_run(hooks: Sequence[RunHook], ctx: RunContext):
     with contextlib.ExitStack() as stack:
         started: list = []
         for h in hooks:
-            started += list(stack.enter_context(h.around_run(ctx)) or [])
+            value = stack.enter_context(h.around_run(ctx))
+            ctx.neighbours.extend(getattr(value, "instances", None) or [])
+            started += list(value or [])
         yield started
+
+
+def instances_ready(hooks: Sequence[RunHook], ctx: RunContext) -> None:
+    """Every hook's :meth:`RunHook.instances_ready`, in order."""
+    for h in hooks:
+        h.instances_ready(ctx)
 
 
 @contextlib.contextmanager

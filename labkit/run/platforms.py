@@ -155,6 +155,43 @@ def options_for(platform: Platform, host) -> dict:
     return opts
 
 
+#: the backends with image variants, and the ``labkit images build`` options that build one
+VARIANT_BUILD = {"docker": "--only docker", "lxd": "--only lxd", "libvirt": "--only none --vm"}
+
+
+def variant_image(backend: str, variant: str) -> str:
+    """The ``image`` option of a platform on an image variant: ``labkit/debian:12-<variant>``
+    (docker), ``labkit-debian-12-<variant>`` (lxd), the variant's name (libvirt's VM image);
+    ConfigError for a backend without image variants."""
+    if backend == "docker":
+        from ..images.docker_image import REPOSITORY, tag
+        return f"{REPOSITORY}:{tag(variant)}"
+    if backend == "lxd":
+        from ..images.lxd_image import alias
+        return alias(variant)
+    if backend == "libvirt":
+        return variant
+    raise ConfigError(f"variant_image: {backend!r} has no image variants ({', '.join(VARIANT_BUILD)})")
+
+
+def check_image(backend: str, image: str) -> None:
+    """BackendUnavailable (saying how to fix it) unless ``backend`` can run ``image`` on this
+    machine: the backend's own check, made with that image."""
+    from ..backends import get_backend
+    be = get_backend(backend, image=image)
+    try:
+        be.check()
+    finally:
+        be.close()
+
+
+def disk_formats(formats=None, where: str = "disk_formats") -> list[str]:
+    """``formats`` (default: every ``disk_format`` a libvirt platform takes, qcow2 and raw), each
+    checked: ConfigError naming ``where`` and the allowed formats."""
+    from ..backends.libvirt.xml import DISK_FORMATS, check_disk_format
+    return [check_disk_format(f, where) for f in (DISK_FORMATS if formats is None else formats)]
+
+
 class BackendPool:
     """Backends by (host name, platform name), each opened and checked once; thread-safe.
 

@@ -70,6 +70,11 @@ def status_text(store: Store, campaign: str) -> str:
         lines.append(f"{earlier.run_id.nunique()} run(s) ran again; their {len(earlier)} earlier attempt(s) "
                      f"are kept ({earlier.status.value_counts().to_dict()}; Store.attempts()): "
                      + ", ".join(sorted(set(earlier.run_id))[:10]))
+    suspect = runs[runs.suspect] if len(runs) else runs
+    if len(suspect):
+        lines.append(f"{len(suspect)} run(s) flagged suspect by the quiet-host guard (Store.runs().suspect_reason):")
+        for r in suspect.head(10).itertuples():
+            lines.append(f"  {r.run_id}: {str(r.suspect_reason)[:160]}")
     bad = runs[runs.status != "ok"] if len(runs) else runs
     if len(bad):
         lines.append("failures:")

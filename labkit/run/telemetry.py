@@ -1,10 +1,11 @@
-"""Per-run telemetry: a :class:`~labkit.run.hooks.RunHook` that samples the controller host during each run.
+"""Per-run telemetry: a :class:`~labkit.run.hooks.RunHook` that samples the host and each instance during each run.
 
 :class:`Telemetry` (``Campaign(..., telemetry=1.0)``, on by default) starts a :class:`Sampler` when a
 run's hook is entered (before its instances are made) and stops it when the hook is left (its
 workload has ended, its instances still exist): one reading at the start, one every ``interval``
 seconds in a background thread, one at the end. Each reading after the first gives one row
-``(t, metric, value)`` per metric (``t``: seconds since the run's telemetry started), kept in the
+``(t, metric, value)`` per host metric and ``(t, metric, value, instance)`` per instance metric
+(``instance``: the instance's id, its name; ``t``: seconds since the run's telemetry started), kept in the
 run's :attr:`RunContext.samples <labkit.run.hooks.RunContext.samples>` and stored with the run in
 the store's ``samples`` table (same transaction as the run: :meth:`labkit.store.Store.record_run`).
 
@@ -22,17 +23,32 @@ Metrics (psutil and /proc; a metric the host does not have is left out):
   whose names start with the campaign's prefix, its instances and neighbours, v1 or v2),
   ``campaign_cpu_pct``, ``cpu_other_pct`` (host minus campaign cgroups minus this process: the
   processes outside the campaign, % of one CPU) and ``throttled_periods`` (CFS periods the
-  campaign's cgroups were throttled in).
+  campaign's cgroups were throttled in); on the other backends running here (``docker``, ``lxd``,
+  ``libvirt``), ``campaign_cpu_pct`` and ``cpu_other_pct`` come from the instances' and their
+  neighbours' own counters (below), for the intervals in which all of them were known (not while
+  the instances are being made).
+
+Per instance, from its backend's own stats interface (:meth:`Instance.stats
+<labkit.backends.base.Instance.stats>`: the cgroup's files for ``local`` and, through the
+connection, ``ssh``; the Docker stats API; LXD's instance state; libvirt's domain stats, vCPU times
+and the guest's /proc/stat through its agent), collected on every backend, this machine's or not:
+``instance_cpu_pct`` (% of one CPU), ``instance_vcpu_pct`` (VMs), ``instance_throttled_periods``,
+``instance_throttled_s``, ``instance_memory_mb`` and ``instance_steal_pct`` (% of the CPU time
+seen inside a VM, or on an ``ssh`` host, that was stolen), each where the interface has it.
 
 The run's metadata gets a summary under ``telemetry`` (run-level covariates): ``collected``,
-``interval_s``, ``samples`` (readings), ``instance_cpu`` (``cgroups``, or why the instances' CPU
-was not read), maxima and means (``cpu_other_max_pct``, ``steal_max_pct``,
-``iowait_mean_pct``, ``psi_cpu_some_max_pct``, ``freq_min_mhz``, ...), ``throttled_periods`` and
+``interval_s``, ``samples`` (readings), ``host`` (whether this machine was sampled, or why not),
+``instance_cpu`` (``cgroups``, or why the instances' cgroups were not read), ``instance_stats``
+(the backend's stats interface, or why it gave nothing), maxima and means (``cpu_other_max_pct``,
+``steal_max_pct``, ``iowait_mean_pct``, ``psi_cpu_some_max_pct``, ``freq_min_mhz``, and over the
+instances ``instance_cpu_mean_pct``, ``instance_steal_max_pct``, ...), ``throttled_periods``,
+``instance_throttled_periods`` and
 the sampler's own CPU (``sampler_cpu_s``, ``sampler_cpu_pct`` of one core, from the sampling
-thread's CPU clock); :func:`covariates` gives them as columns, one row per run. The controller host is sampled only when the run's backend runs its
-instances on this machine (``local``, ``docker`` and ``lxd`` on a local socket, ``libvirt`` with a
-local URI); for any other the summary says ``collected: false`` and why, rather than sampling the
-wrong machine (or without psutil, why not). Telemetry never fails a run: a reading that fails is
+thread's CPU clock); :func:`covariates` gives them as columns, one row per run. The controller
+host is sampled only when the run's backend runs its instances on this machine (``local``,
+``docker`` and ``lxd`` on a local socket, ``libvirt`` with a local URI); for any other the
+summary's ``host`` says why not, rather than sampling the wrong machine (or without psutil, why
+not), and only the instances are sampled. Telemetry never fails a run: a reading that fails is
 left out.
 """
 from __future__ import annotations
@@ -48,31 +64,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..backends import cgroups
+from ..design.options import DEFAULT_INTERVAL, MIN_INTERVAL, check_interval  # noqa: F401 (re-exported)
 from ..errors import ConfigError, LabkitError
 from .hooks import RunContext, RunHook
 
-#: the default sampling interval (seconds)
-DEFAULT_INTERVAL = 1.0
-#: the shortest interval accepted (seconds)
-MIN_INTERVAL = 0.05
 PSI = ("cpu", "memory", "io")
 DRIVERS = (cgroups.CgroupV1, cgroups.CgroupV2)
-
-
-def check_interval(value: Any, where: str = "telemetry") -> float | None:
-    """A telemetry setting as an interval in seconds, or None for off (None, 0, False, ``"off"``);
-    ``"on"`` or True is :data:`DEFAULT_INTERVAL`. ConfigError naming ``where`` otherwise."""
-    word = value.strip().lower() if isinstance(value, str) else None
-    if value is None or value is False or word == "off":
-        return None
-    if value is True or word == "on":
-        return DEFAULT_INTERVAL
-    if isinstance(value, (int, float)) and value == 0:
-        return None
-    if isinstance(value, (int, float)) and math.isfinite(value) and value >= MIN_INTERVAL:
-        return float(value)
-    raise ConfigError(f"{where}: expected 'off', 'on' or an interval in seconds >= {MIN_INTERVAL} "
-                      f"(e.g. 1.0), got {value!r}")
 
 
 def remote_reason(backend: Any) -> str | None:
@@ -106,6 +103,9 @@ class Reading:
     own_cpu_s: float | None = None                  # this process's CPU time
     groups: dict = field(default_factory=dict)      # campaign cgroup -> (cpu_s, nr_throttled)
     gauges: dict = field(default_factory=dict)      # metric -> value read as is (load, memory, freq)
+    instances: dict = field(default_factory=dict)   # the run's instance id -> Instance.stats()
+    members: frozenset | None = None                # ids behind campaign_cpu_s (None: not all known)
+    campaign_cpu_s: float = 0.0                     # CPU seconds of the run's instances and neighbours
 
 
 def parse_psi(text: str) -> dict[str, float]:
@@ -197,14 +197,75 @@ def read_host(clock: Callable[[], float], groups: CgroupWatch | None, proc: Any)
     return r
 
 
+class InstanceWatch:
+    """The run's instances (``ctx.instances``) and their neighbours (``ctx.neighbours``), read with
+    :meth:`Instance.stats <labkit.backends.base.Instance.stats>` at each reading; :attr:`why_not`
+    is the last reason an instance gave none (StatsUnavailable)."""
+
+    def __init__(self, ctx: RunContext):
+        self.ctx = ctx
+        self.why_not: str | None = None
+        self.read_any = False
+
+    def read(self, r: Reading) -> None:
+        """Fill ``r.instances`` and, when every instance and neighbour gave its CPU time and none is
+        being made, ``r.members`` and ``r.campaign_cpu_s``."""
+        insts, neighbours = list(self.ctx.instances), list(self.ctx.neighbours)
+        complete = not getattr(self.ctx, "provisioning", False)
+        total = 0.0
+        for i, inst in enumerate(insts + neighbours):
+            try:
+                counters = inst.stats()
+            except (LabkitError, OSError) as exc:
+                self.why_not = str(exc).splitlines()[0][:300] if str(exc) else type(exc).__name__
+                complete = False
+                continue
+            except Exception as exc:   # a backend SDK's own error: telemetry never fails a run
+                self.why_not = f"{type(exc).__name__}: {exc}"[:300]
+                complete = False
+                continue
+            if i < len(insts):
+                r.instances[inst.name] = counters
+                self.read_any = True
+            if "cpu_s" in counters:
+                total += counters["cpu_s"]
+            else:
+                complete = False
+        if complete:
+            r.members = frozenset(getattr(x, "name", str(id(x))) for x in insts + neighbours)
+            r.campaign_cpu_s = total
+
+
+def instance_rows(a: Reading, b: Reading, dt: float) -> list[tuple[str, float, str]]:
+    """``(metric, value, instance)`` rows of the interval for each instance in both readings."""
+    rows: list[tuple[str, float, str]] = []
+    for name, y in b.instances.items():
+        x = a.instances.get(name)
+        if x is None:
+            continue
+        for key, metric in (("cpu_s", "instance_cpu_pct"), ("vcpu_s", "instance_vcpu_pct")):
+            if key in x and key in y:
+                rows.append((metric, max(0.0, 100.0 * (y[key] - x[key]) / dt), name))
+        for key in ("throttled_periods", "throttled_s"):
+            if key in x and key in y:
+                rows.append((f"instance_{key}", max(0.0, y[key] - x[key]), name))
+        if "steal_s" in x and "steal_s" in y and y.get("cpu_total_s", 0) > x.get("cpu_total_s", 0):
+            rows.append(("instance_steal_pct", _pct(y["steal_s"] - x["steal_s"], y["cpu_total_s"] - x["cpu_total_s"]),
+                         name))
+        if "memory_bytes" in y:
+            rows.append(("instance_memory_mb", y["memory_bytes"] / 2**20, name))
+    return rows
+
+
 def _busy_s(t) -> tuple[float, float]:
     """(total, busy) seconds of one CPU's times (guest time is already in user/nice on Linux)."""
     total = sum(t) - getattr(t, "guest", 0.0) - getattr(t, "guest_nice", 0.0)
     return total, total - t.idle - getattr(t, "iowait", 0.0)
 
 
-def delta_rows(a: Reading, b: Reading) -> list[tuple[str, float]]:
-    """The metrics of the interval from reading ``a`` to ``b`` (see the module docstring)."""
+def delta_rows(a: Reading, b: Reading) -> list[tuple]:
+    """The metrics of the interval from reading ``a`` to ``b`` (see the module docstring): host
+    rows ``(metric, value)`` and instance rows ``(metric, value, instance)``."""
     dt = b.t - a.t
     if dt <= 0:
         return []
@@ -243,8 +304,13 @@ def delta_rows(a: Reading, b: Reading) -> list[tuple[str, float]]:
         rows += [("campaign_cpu_pct", 100.0 * used / dt), ("throttled_periods", float(throttled))]
         if host_busy is not None:
             rows.append(("cpu_other_pct", max(0.0, 100.0 * (host_busy - used - (own or 0.0)) / dt)))
+    elif host_busy is not None and a.members is not None and a.members == b.members:
+        used = max(0.0, b.campaign_cpu_s - a.campaign_cpu_s)
+        rows.append(("campaign_cpu_pct", 100.0 * used / dt))
+        if host_busy is not None:
+            rows.append(("cpu_other_pct", max(0.0, 100.0 * (host_busy - used - (own or 0.0)) / dt)))
     rows += list(b.gauges.items())
-    return rows
+    return rows + instance_rows(a, b, dt)
 
 
 def _pct(part: float, whole: float) -> float:
@@ -264,7 +330,7 @@ class Sampler:
         self.read = read
         self.clock = clock
         self.thread_clock = thread_clock
-        self.rows: list[tuple[float, str, float]] = []
+        self.rows: list[tuple] = []   # (t, metric, value) and (t, metric, value, instance)
         self.readings = 0
         self.cpu_s = 0.0           # CPU time spent reading (sampling thread and the start/stop readings)
         self._stop = threading.Event()
@@ -286,7 +352,8 @@ class Sampler:
                     self._t0 = r.t
                 else:
                     t = round(r.t - self._t0, 6)
-                    self.rows += [(t, m, float(v)) for m, v in delta_rows(self._last, r) if math.isfinite(v)]
+                    self.rows += [(t, m, float(v), *inst) for m, v, *inst in delta_rows(self._last, r)
+                                  if math.isfinite(v)]
                 self._last = r
                 self.readings += 1
             self.cpu_s += max(0.0, self.thread_clock() - c0)
@@ -310,10 +377,11 @@ class Sampler:
         return max(0.0, self.clock() - self._wall0)
 
 
-def summarize(rows: list[tuple[float, str, float]]) -> dict[str, float]:
-    """Run-level covariates from a run's sample rows (see the module docstring)."""
+def summarize(rows: list[tuple]) -> dict[str, float]:
+    """Run-level covariates from a run's sample rows (see the module docstring); an instance
+    metric's are over every instance's rows."""
     by: dict[str, list[float]] = {}
-    for _, metric, value in rows:
+    for _, metric, value, *_inst in rows:
         by.setdefault(metric, []).append(value)
     out: dict[str, float] = {}
 
@@ -334,6 +402,12 @@ def summarize(rows: list[tuple[float, str, float]]) -> dict[str, float]:
     put("freq_min_mhz", "freq_min_mhz", min)
     put("freq_max_mhz", "freq_max_mhz", max)
     put("throttled_periods", "throttled_periods", sum)
+    for m in ("instance_cpu", "instance_vcpu", "instance_steal"):
+        put(f"{m}_max_pct", f"{m}_pct", max)
+        put(f"{m}_mean_pct", f"{m}_pct", mean)
+    put("instance_throttled_periods", "instance_throttled_periods", sum)
+    put("instance_throttled_s", "instance_throttled_s", sum)
+    put("instance_memory_max_mb", "instance_memory_mb", max)
     return out
 
 
@@ -346,14 +420,22 @@ class Telemetry(RunHook):
             raise ConfigError("Telemetry(interval): give an interval in seconds; leave the hook out to turn telemetry off")
         self.interval = checked
 
-    def reader(self, ctx: RunContext) -> Callable[[], Reading]:
-        """How a reading is taken for ``ctx``'s run: this machine, with the campaign's cgroups when
-        the backend has a cgroup driver (the local backend)."""
-        import psutil
+    def reader(self, ctx: RunContext, *, host: bool = True) -> tuple[Callable[[], Reading], InstanceWatch]:
+        """How a reading is taken for ``ctx``'s run: this machine (``host``), with the campaign's
+        cgroups when the backend has a cgroup driver (the local backend), and the run's instances."""
         driver = getattr(ctx.backend, "driver", None)
-        watch = CgroupWatch(driver, ctx.prefix) if isinstance(driver, DRIVERS) else None
-        proc = psutil.Process()
-        return lambda: read_host(time.monotonic, watch, proc)
+        watch = CgroupWatch(driver, ctx.prefix) if host and isinstance(driver, DRIVERS) else None
+        proc = None
+        if host:
+            import psutil
+            proc = psutil.Process()
+        insts = InstanceWatch(ctx)
+
+        def read() -> Reading:
+            r = read_host(time.monotonic, watch, proc) if host else Reading(time.monotonic())
+            insts.read(r)
+            return r
+        return read, insts
 
     @contextlib.contextmanager
     def _sampled(self, ctx: RunContext) -> Iterator[list]:
@@ -362,21 +444,21 @@ class Telemetry(RunHook):
             why = f"{why}: host telemetry is not collected there"
         elif importlib.util.find_spec("psutil") is None:
             why = "psutil is not installed (pip install psutil)"
-        if why is not None:
-            ctx.metadata["telemetry"] = {"collected": False, "reason": why}
-            yield []
-            return
-        sampler = Sampler(self.interval, self.reader(ctx))
+        read, insts = self.reader(ctx, host=why is None)
+        sampler = Sampler(self.interval, read)
         sampler.start()
         try:
             yield []
         finally:
             wall = sampler.stop()
             ctx.samples.extend(sampler.rows)
+            cgroup = isinstance(getattr(ctx.backend, "driver", None), DRIVERS) and why is None
             ctx.metadata["telemetry"] = {
                 "collected": True, "interval_s": self.interval, "samples": sampler.readings,
-                "instance_cpu": "cgroups" if isinstance(getattr(ctx.backend, "driver", None), DRIVERS)
-                else f"not read (backend {ctx.backend.name})",
+                "host": "sampled" if why is None else f"not sampled: {why}",
+                "instance_cpu": "cgroups" if cgroup else f"not read (backend {ctx.backend.name})",
+                "instance_stats": (f"{ctx.backend.name} stats" if insts.read_any
+                                   else f"none: {insts.why_not or 'no instance was sampled'}"),
                 **summarize(sampler.rows), "sampler_cpu_s": round(sampler.cpu_s, 6),
                 "sampler_cpu_pct": round(100.0 * sampler.cpu_s / wall, 4) if wall > 0 else None}
 

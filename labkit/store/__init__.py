@@ -29,9 +29,8 @@ import os
 import re
 import sqlite3
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from functools import partial
-from itertools import islice
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 
@@ -40,6 +39,7 @@ from ..core.files import atomic_write
 from ..core.redact import redact
 from ..core.waiting import retry
 from ..errors import StoreError, shorten
+from .levels import run_levels
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -78,7 +78,8 @@ CREATE TABLE IF NOT EXISTS runs (
     started TEXT NOT NULL, duration_s REAL NOT NULL, metadata TEXT NOT NULL, fingerprint_id TEXT);
 CREATE TABLE IF NOT EXISTS measurements (
     run_id TEXT NOT NULL REFERENCES runs(run_id), instance INTEGER NOT NULL, metric TEXT NOT NULL,
-    value REAL, unit TEXT, PRIMARY KEY (run_id, instance, metric));
+    value REAL, unit TEXT, iteration INTEGER NOT NULL DEFAULT 0,
+    PRIMARY KEY (run_id, instance, metric, iteration));
 CREATE TABLE IF NOT EXISTS attempts (
     run_id TEXT NOT NULL, status TEXT NOT NULL, error TEXT, started TEXT NOT NULL,
     duration_s REAL NOT NULL, metadata TEXT NOT NULL, fingerprint_id TEXT);
@@ -86,16 +87,31 @@ CREATE TABLE IF NOT EXISTS claims (
     run_id TEXT PRIMARY KEY, host TEXT NOT NULL, owner TEXT NOT NULL, lease_until REAL NOT NULL,
     claimed TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS samples (
-    run_id TEXT NOT NULL, t REAL NOT NULL, metric TEXT NOT NULL, value REAL NOT NULL);
+    run_id TEXT NOT NULL, t REAL NOT NULL, metric TEXT NOT NULL, value REAL NOT NULL, instance TEXT);
 CREATE INDEX IF NOT EXISTS samples_run ON samples (run_id);
+"""
+#: a store written before iterations were kept: its measurements table rebuilt with an
+#: ``iteration`` column in the key (0: the measurement is not one of repeated iterations)
+MIGRATE_MEASUREMENTS = """
+CREATE TABLE measurements_v2 (
+    run_id TEXT NOT NULL REFERENCES runs(run_id), instance INTEGER NOT NULL, metric TEXT NOT NULL,
+    value REAL, unit TEXT, iteration INTEGER NOT NULL DEFAULT 0,
+    PRIMARY KEY (run_id, instance, metric, iteration));
+INSERT INTO measurements_v2 (run_id, instance, metric, value, unit, iteration)
+    SELECT run_id, instance, metric, value, unit, 0 FROM measurements;
+DROP TABLE measurements;
+ALTER TABLE measurements_v2 RENAME TO measurements;
 """
 
 TIDY_COLUMNS = ["campaign", "run_id", "run_order", "replicate", "config", "instance", "metric",
-                "value", "unit", "status", "error", "started", "duration_s", "fingerprint_id", "host"]
+                "value", "unit", "status", "error", "started", "duration_s", "fingerprint_id", "host",
+                "instance_index", "boot", "run_seq", "iteration", "suspect", "suspect_reason"]
+#: columns of :meth:`Store.samples`
+SAMPLE_COLUMNS = ["run_id", "t", "metric", "value", "instance"]
 
 
 EXPORTS = ("results.csv", "results.parquet", "runs.csv")
-#: candidates a claim looks up in one query (:meth:`Store.claim`), below SQLite's 999 variables
+#: candidates a claim looks up in one query (:meth:`Store.claim_group`), below SQLite's 999 variables
 CLAIM_CHUNK = 256
 #: how long a write waits for another writer to finish (SQLite's busy timeout), in seconds
 BUSY_TIMEOUT_S = 30.0
@@ -151,9 +167,29 @@ class Store:
                 self._db.execute("PRAGMA journal_mode=WAL")
                 self._db.execute("PRAGMA synchronous=NORMAL")
                 self._db.executescript(SCHEMA)
+                self._migrate()
             except sqlite3.DatabaseError as exc:
                 self._db.close()
                 raise storage_error(self.path, exc, "open the store for writing") from None
+
+    def _columns(self, table: str) -> set[str]:
+        return {row[1] for row in self._db.execute(f"PRAGMA table_info({table})")}
+
+    def _migrate(self) -> None:
+        """Bring a store written by an earlier labkit up to the current schema, in one transaction:
+        measurements get an ``iteration`` (0 for every row of before), samples an ``instance``
+        (NULL: host rows)."""
+        need_iter = "iteration" not in self._columns("measurements")
+        need_inst = "instance" not in self._columns("samples")
+        if not (need_iter or need_inst):
+            return
+        with self._tx():
+            if need_iter:
+                for stmt in MIGRATE_MEASUREMENTS.split(";"):
+                    if stmt.strip():
+                        self._db.execute(stmt)
+            if need_inst:
+                self._db.execute("ALTER TABLE samples ADD COLUMN instance TEXT")
 
     def _open_write(self, allow_new: bool):
         new = not self.path.exists() or self.path.stat().st_size == 0
@@ -269,7 +305,9 @@ class Store:
                    error: str | None = None, metadata: dict | None = None,
                    fingerprint_id: str | None = None, samples: Iterable[tuple] = ()) -> None:
         """Store one run, its measurements and its telemetry ``samples`` (``(t, metric, value)``
-        rows: :meth:`record_samples`) atomically. Storing a run_id twice is an error.
+        or ``(t, metric, value, instance)`` rows: :meth:`record_samples`) atomically. Storing a
+        run_id twice is an error. A measurement's ``iteration`` (1-based, or None when it is not one
+        of repeated iterations inside the run) is part of its key.
 
         ``error`` is kept up to :data:`~labkit.errors.TEXT_CAP` characters (its head and
         tail around a marker saying how many were omitted): a failed run's output can be huge."""
@@ -284,8 +322,10 @@ class Store:
                      json.dumps(run.levels, default=str), status, error, started, duration_s,
                      json.dumps(redact(metadata or {}), default=str), fingerprint_id))
                 self._db.executemany(
-                    "INSERT INTO measurements VALUES (?,?,?,?,?)",
-                    [(run.run_id, m.instance, m.metric, float(m.value), m.unit) for m in measurements])
+                    "INSERT INTO measurements (run_id, instance, metric, value, unit, iteration) "
+                    "VALUES (?,?,?,?,?,?)",
+                    [(run.run_id, m.instance, m.metric, float(m.value), m.unit, _iteration(run.run_id, m))
+                     for m in measurements])
                 self._insert_samples(run.run_id, samples)
                 self._db.execute("DELETE FROM claims WHERE run_id = ?", (run.run_id,))
         except sqlite3.IntegrityError as exc:
@@ -293,9 +333,10 @@ class Store:
                              "a run is stored once") from exc
 
     def record_samples(self, run_id: str, rows: Iterable[tuple]) -> None:
-        """Add telemetry rows ``(t, metric, value)`` of run ``run_id`` (``t``: seconds since its
-        telemetry started; :mod:`labkit.run.telemetry`) in one transaction; StoreError for a row
-        that is not (number, non-empty text, number)."""
+        """Add telemetry rows ``(t, metric, value)`` (host) or ``(t, metric, value, instance)`` (one
+        instance's, by its id) of run ``run_id`` (``t``: seconds since its telemetry started;
+        :mod:`labkit.run.telemetry`) in one transaction; StoreError for a row that is not
+        (number, non-empty text, number[, text or None])."""
         with self._tx():
             self._insert_samples(run_id, rows)
 
@@ -303,26 +344,31 @@ class Store:
         checked = []
         for i, row in enumerate(rows):
             try:
-                t, metric, value = row
-                ok = isinstance(metric, str) and metric != ""
-                checked.append((run_id, float(t), metric, float(value)))
+                t, metric, value, *rest = row
+                instance = rest[0] if rest else None
+                ok = (isinstance(metric, str) and metric != "" and len(rest) <= 1
+                      and (instance is None or isinstance(instance, str) and instance != ""))
+                checked.append((run_id, float(t), metric, float(value), instance))
             except (TypeError, ValueError):
                 ok = False
             if not ok:
-                raise StoreError(f"run {run_id}: sample row {i} must be (t seconds, metric name, value), got {row!r}")
-        self._db.executemany("INSERT INTO samples VALUES (?,?,?,?)", checked)
+                raise StoreError(f"run {run_id}: sample row {i} must be (t seconds, metric name, value[, instance "
+                                 f"id]), got {row!r}")
+        self._db.executemany("INSERT INTO samples (run_id, t, metric, value, instance) VALUES (?,?,?,?,?)", checked)
 
     def samples(self, run_id: str | None = None) -> pd.DataFrame:
-        """Telemetry samples (columns run_id, t, metric, value), of one run or of all, in time
-        order; empty for a store written before telemetry was kept (opened read-only)."""
+        """Telemetry samples, of one run or of all, in time order: columns run_id, t, metric, value
+        and instance (the instance's id for its own counters, as in :meth:`tidy`; None for the
+        host's). Empty for a store written before telemetry was kept (opened read-only); instance
+        None throughout for one written before instances were sampled."""
         import pandas as pd
-        cols = ["run_id", "t", "metric", "value"]
         if not self._db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'samples'").fetchone():
-            return pd.DataFrame(columns=cols)
+            return pd.DataFrame(columns=SAMPLE_COLUMNS)
+        has_inst = "instance" in self._columns("samples")   # not in a store of before (read-only)
         where, args = ("WHERE run_id = ?", (run_id,)) if run_id is not None else ("", ())
-        rows = self._db.execute(f"SELECT run_id, t, metric, value FROM samples {where} ORDER BY run_id, t, metric",
-                                args).fetchall()
-        return pd.DataFrame(rows, columns=cols)
+        rows = self._db.execute(f"SELECT run_id, t, metric, value, {'instance' if has_inst else 'NULL'} FROM samples "
+                                f"{where} ORDER BY run_id, t, {'instance, ' if has_inst else ''}metric", args).fetchall()
+        return pd.DataFrame(rows, columns=SAMPLE_COLUMNS)
 
     def write_run_output(self, run_id: str, text: str, status: str | None = None) -> Path:
         """Keep ``text`` (a run's command output, e.g. :func:`labkit.backends.base.exec_log_text`)
@@ -368,27 +414,45 @@ class Store:
     def claim(self, candidates: Iterable[str], host: str, owner: str, lease_s: float) -> str | None:
         """Claim the first of ``candidates`` (run_ids, in order) neither stored nor claimed under a
         live lease, for ``host`` on behalf of ``owner``, until now + ``lease_s``; returns its run_id
-        or None. One transaction: two workers never claim the same run."""
+        or None. One transaction: two workers never claim the same run (:meth:`claim_group` of
+        one-run groups)."""
+        got = self.claim_group(([r] for r in candidates), host, owner, lease_s)
+        return got[0] if got else None
+
+    def claim_group(self, groups: Iterable[Sequence[str]], host: str, owner: str, lease_s: float, *,
+                    limit: int | None = None) -> list[str]:
+        """Claim together the runs of the first of ``groups`` (lists of run_ids, in order: a boot's
+        runs) that has runs neither stored nor claimed under a live lease: those runs (at most
+        ``limit``), for ``host`` on behalf of ``owner``, until now + ``lease_s``. Returns their
+        run_ids ([] when no group has any). One transaction: two workers never claim the same run.
+
+        ``groups`` is read lazily, about :data:`CLAIM_CHUNK` run ids at a time, and a claim reads
+        the rows of those runs only, not the whole store (a worker's next boot is nearly always
+        among its first few candidates); no groups, no transaction."""
         now = time.time()
-        todo = iter(candidates)
-        chunk = list(islice(todo, CLAIM_CHUNK))
-        if not chunk:
-            return None   # nothing to claim: no transaction
+        todo = iter(groups)
+        batch = _group_batch(todo)
+        if not batch:
+            return []   # nothing to claim: no transaction
         with self._tx():
-            # the candidates a chunk at a time: a claim reads the rows of its candidates, not the whole
-            # store (a worker's next run is nearly always among its first few)
-            while chunk:
-                marks = ",".join("?" * len(chunk))
-                taken = {r for (r,) in self._db.execute(f"SELECT run_id FROM runs WHERE run_id IN ({marks})", chunk)}
-                taken |= {r for (r,) in self._db.execute(
-                    f"SELECT run_id FROM claims WHERE lease_until >= ? AND run_id IN ({marks})", (now, *chunk))}
-                for run_id in chunk:
-                    if run_id not in taken:
-                        self._db.execute("INSERT OR REPLACE INTO claims VALUES (?,?,?,?,?)",
-                                         (run_id, host, owner, now + lease_s, now_iso()))
-                        return run_id
-                chunk = list(islice(todo, CLAIM_CHUNK))
-        return None
+            while batch:
+                ids = list(dict.fromkeys(r for g in batch for r in g))
+                taken: set[str] = set()
+                for i in range(0, len(ids), CLAIM_CHUNK):
+                    chunk = ids[i:i + CLAIM_CHUNK]
+                    marks = ",".join("?" * len(chunk))
+                    taken.update(r for (r,) in self._db.execute(
+                        f"SELECT run_id FROM runs WHERE run_id IN ({marks})", chunk))
+                    taken.update(r for (r,) in self._db.execute(
+                        f"SELECT run_id FROM claims WHERE lease_until >= ? AND run_id IN ({marks})", (now, *chunk)))
+                for group in batch:
+                    free = [r for r in group if r not in taken][:limit]
+                    if free:
+                        self._db.executemany("INSERT OR REPLACE INTO claims VALUES (?,?,?,?,?)",
+                                             [(r, host, owner, now + lease_s, now_iso()) for r in free])
+                        return free
+                batch = _group_batch(todo)
+        return []
 
     def claim_owner(self, run_id: str) -> str | None:
         """The owner of the claim on ``run_id`` (live or not), or None when it is not claimed."""
@@ -448,7 +512,9 @@ class Store:
 
     def runs(self) -> pd.DataFrame:
         """One row per run: run_id, run_order, config, replicate, factor columns, status, error,
-        started, duration_s, metadata (dict), fingerprint_id."""
+        started, duration_s, metadata (dict), fingerprint_id, and the run's levels and flag
+        (:mod:`labkit.store.levels`): host, run_seq (order on its host, 1-based), suspect (bool) and
+        suspect_reason (why the quiet-host guard doubts it, :mod:`labkit.run.guard`; None if not)."""
         import pandas as pd
         rows = []
         for (rid, order, cfg, rep, levels, status, error, started, dur, md, fp) in self._db.execute(
@@ -456,7 +522,16 @@ class Store:
             rows.append({"run_id": rid, "run_order": order, "config": cfg, "replicate": rep,
                          **json.loads(levels), "status": status, "error": error, "started": started,
                          "duration_s": dur, "metadata": json.loads(md), "fingerprint_id": fp})
-        return pd.DataFrame(rows)
+        if not rows:
+            return pd.DataFrame(rows)
+        lv = run_levels((r["run_id"], r["run_order"], r["started"], r["metadata"]) for r in rows)
+        for r in rows:
+            x = lv[r["run_id"]]
+            r.update(host=x.host, run_seq=x.run_seq, suspect=x.suspect_reason is not None,
+                     suspect_reason=x.suspect_reason)
+        out = pd.DataFrame(rows)
+        out["run_seq"] = out["run_seq"].astype("Int64")
+        return out
 
     def attempts(self) -> pd.DataFrame:
         """The earlier attempts of runs that were run again (:meth:`delete_runs`), oldest first:
@@ -474,29 +549,48 @@ class Store:
         """One row per measurement, with every factor's level as a column (docs/design.md "Store").
 
         Columns: campaign, run_id, run_order, replicate, config, <factor columns>,
-        instance, metric, value, unit, status, error, started, duration_s,
-        fingerprint_id, host (the testbed host that ran it; None for a campaign without a
-        testbed). A failed or timed-out run has one row with metric/value empty.
+        instance (the id of the instance that measured it: unique per started instance,
+        its name), metric, value, unit, status, error, started, duration_s, fingerprint_id,
+        host (the host that ran it: a testbed host's name, ``local`` on this machine), then
+        the levels of the measurement: instance_index (the instance's index in its run),
+        boot (the instance's start count within the campaign, 1-based), run_seq (order of the run
+        on its host, 1-based, in execution order), iteration (1-based iteration inside the run for
+        a workload that reports repeated iterations, NA otherwise), and the quiet-host guard's
+        suspect (bool) and suspect_reason. ``instance_index``, ``boot``, ``run_seq`` and
+        ``iteration`` are nullable integers. A failed or timed-out run has one row with
+        metric/value (and instance) empty. A store written before levels were recorded is read
+        as described in :mod:`labkit.store.levels`.
         """
         import pandas as pd
         meta = self.meta()
         factors = list(meta.get("design", {}).get("factors", {}))
+        has_it = "iteration" in self._columns("measurements")   # not in a store of before (read-only)
         q = ("SELECT r.run_id, r.run_order, r.replicate, r.config, r.levels, m.instance, m.metric, "
-             "m.value, m.unit, r.status, r.error, r.started, r.duration_s, r.fingerprint_id, "
-             "json_extract(r.metadata, '$.host') "
+             f"m.value, m.unit, r.status, r.error, r.started, r.duration_s, r.fingerprint_id, "
+             f"{'m.iteration' if has_it else 'NULL'} "
              "FROM runs r LEFT JOIN measurements m ON m.run_id = r.run_id "
-             "ORDER BY r.run_order, m.instance, m.metric")
+             f"ORDER BY r.run_order, m.instance, m.metric{', m.iteration' if has_it else ''}")
+        levels = run_levels((rid, order, started, json.loads(md)) for rid, order, started, md in
+                            self._db.execute("SELECT run_id, run_order, started, metadata FROM runs"))
         rows = []
         for rec in self._db.execute(q):
-            (rid, order, rep, cfg, levels, inst, metric, value, unit, status, error, started, dur, fp, host) = rec
-            lv = json.loads(levels)
+            (rid, order, rep, cfg, lvl, inst, metric, value, unit, status, error, started, dur, fp, it) = rec
+            lv = json.loads(lvl)
+            run = levels[rid]
+            instance, boot = run.instance(inst)
             rows.append({"campaign": meta.get("campaign_id"), "run_id": rid, "run_order": order,
                          "replicate": rep, "config": cfg, **{f: lv.get(f) for f in factors},
-                         "instance": inst, "metric": metric, "value": value, "unit": unit,
+                         "instance": instance, "metric": metric, "value": value, "unit": unit,
                          "status": status, "error": error, "started": started, "duration_s": dur,
-                         "fingerprint_id": fp, "host": host})
+                         "fingerprint_id": fp, "host": run.host, "instance_index": inst, "boot": boot,
+                         "run_seq": run.run_seq, "iteration": it or None,
+                         "suspect": run.suspect_reason is not None, "suspect_reason": run.suspect_reason})
         cols = TIDY_COLUMNS[:5] + factors + TIDY_COLUMNS[5:]
-        return pd.DataFrame(rows, columns=cols)
+        out = pd.DataFrame(rows, columns=cols)
+        for col in ("instance_index", "boot", "run_seq", "iteration"):
+            out[col] = out[col].astype("Int64")
+        out["suspect"] = out["suspect"].astype(bool)
+        return out
 
     def export(self, directory: str | Path | None = None,
                formats: Sequence[str] = ("csv", "parquet")) -> list[Path]:
@@ -569,6 +663,30 @@ class _Transaction:
                 pass
             raise storage_error(_db_path(self.db), exc, "commit to the store") from None
         return False
+
+
+def _iteration(run_id: str, m: Measurement) -> int:
+    """The stored iteration of measurement ``m``: its 1-based ``iteration``, or 0 for none."""
+    it = getattr(m, "iteration", None)
+    if it is None:
+        return 0
+    if isinstance(it, bool) or not isinstance(it, int) or it < 1:
+        raise StoreError(f"run {run_id}: measurement {m.metric!r}: iteration must be a whole number >= 1 "
+                         f"or None, got {it!r}")
+    return it
+
+
+def _group_batch(groups: Iterator[Sequence[str]]) -> list[Sequence[str]]:
+    """The next groups of ``groups`` holding about :data:`CLAIM_CHUNK` run ids in all (at least one
+    group while any is left; [] at the end)."""
+    batch: list[Sequence[str]] = []
+    n = 0
+    for group in groups:
+        batch.append(group)
+        n += len(group)
+        if n >= CLAIM_CHUNK:
+            break
+    return batch
 
 
 def busy(exc: sqlite3.Error) -> bool:

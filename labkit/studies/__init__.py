@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 from ..design import Design
 from ..errors import ConfigError
+from ..store.results import load_campaigns
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -108,7 +109,7 @@ def overhead_benchmarks(*, vcpus: int = 2, cpu_time_s: float = 2, cpu_max_prime:
     variant the container platforms need, default none) where they matter. The network paths
     (``to_host``, ``from_host``) and ``oltp`` (MariaDB in inst0, sysbench in inst1) run over
     the run's private network (``network: private``, the default of a workload across it)."""
-    from ..workloads.scaling import thread_levels
+    from ..design.levels import thread_levels
     threads = thread_levels(vcpus) if vcpus > 1 else [1, 2]
     patterns = [p.strip() for p in fio_patterns.split(",") if p.strip()]
     return {
@@ -141,24 +142,6 @@ def overhead_benchmarks(*, vcpus: int = 2, cpu_time_s: float = 2, cpu_max_prime:
     }
 
 
-#: the backends with image variants, and the ``labkit images build`` options that build one
-VARIANT_BUILD = {"docker": "--only docker", "lxd": "--only lxd", "libvirt": "--only none --vm"}
-
-
-def variant_image(backend: str, variant: str) -> str:
-    """The ``image`` backend option of an image variant: ``labkit/debian:12-<variant>``
-    (docker), ``labkit-debian-12-<variant>`` (lxd), the variant's name (libvirt's VM image)."""
-    if backend == "docker":
-        from ..images.docker_image import REPOSITORY, tag
-        return f"{REPOSITORY}:{tag(variant)}"
-    if backend == "lxd":
-        from ..images.lxd_image import alias
-        return alias(variant)
-    if backend == "libvirt":
-        return variant
-    raise ConfigError(f"variant_image: {backend!r} has no image variants ({', '.join(VARIANT_BUILD)})")
-
-
 def overhead_testbed(spec: dict, platforms: Iterable[str],
                      check: Callable[[str, str], None] | None = None) -> tuple[dict | None, dict[str, str]]:
     """Where a benchmark of :func:`overhead_benchmarks` runs: ``(testbed, skipped)``.
@@ -170,10 +153,11 @@ def overhead_testbed(spec: dict, platforms: Iterable[str],
     image)`` raises :class:`labkit.errors.BackendUnavailable` when the image is missing
     (default: the backend's own ``check()``)."""
     from ..errors import BackendUnavailable
+    from ..run.platforms import VARIANT_BUILD, check_image, variant_image
     variant = spec.get("variant")
     if not variant:
         return None, {}
-    check = check or _check_image
+    check = check or check_image
     declared: dict[str, dict] = {}
     skipped: dict[str, str] = {}
     for p in platforms:
@@ -190,15 +174,6 @@ def overhead_testbed(spec: dict, platforms: Iterable[str],
     testbed = {"name": f"this machine, {variant} images", "hosts": [{"name": "controller"}],
                "platforms": declared} if declared else None
     return testbed, skipped
-
-
-def _check_image(backend: str, image: str) -> None:
-    from ..backends import get_backend
-    be = get_backend(backend, image=image)
-    try:
-        be.check()
-    finally:
-        be.close()
 
 
 def overhead_design(bench: str, spec: dict, platforms: Sequence[str], *, replications: int,
@@ -222,61 +197,9 @@ def overhead_design(bench: str, spec: dict, platforms: Sequence[str], *, replica
             params)
 
 
-def load_platform_campaigns(data_dir: str | Path, campaigns: dict,
-                            benchmarks: dict) -> tuple[pd.DataFrame, pd.DataFrame, dict]:
-    """Notebook 02's results: one multi-platform campaign per benchmark, as one long table.
-
-    ``campaigns`` maps benchmark -> campaign id (each with a ``platform`` factor);
-    ``benchmarks`` is :func:`overhead_benchmarks`. Returns ``(data, failures, facts)``: ``data`` has ``platform``, ``benchmark``,
-    ``metric``, ``factor``, ``level`` (str), ``run_id``, ``value``, ``test``; ``failures``
-    one row per platform and benchmark with failed runs or no results (``platform``,
-    ``benchmark``, ``runs_failed``, ``note``); ``facts`` maps platform -> ``versions`` (per
-    benchmark), ``domain_types`` (libvirt domain types its runs recorded) and ``fingerprints``.
-    """
-    import pandas as pd
-
-    from ..errors import StoreError
-    from ..store import Store, load_results
-    from ..store.results import responses
-    frames: list[pd.DataFrame] = []
-    failures: list[dict] = []
-    facts: dict = {}
-    for bench, cid in campaigns.items():
-        b = benchmarks[bench]
-        try:
-            tidy = load_results(data_dir, cid)
-            with Store(Path(data_dir) / cid / "store.sqlite", readonly=True) as st:
-                runs, fps, st_meta = st.runs(), st.fingerprints(), st.meta()
-        except StoreError as exc:
-            failures.append({"platform": None, "benchmark": bench, "runs_failed": None,
-                             "note": str(exc).splitlines()[0]})
-            continue
-        if "platform" not in tidy.columns:      # a one-platform campaign: its backend
-            tidy["platform"] = runs["platform"] = st_meta.get("backend")
-        for platform, bad in tidy.loc[tidy.status != "ok"].drop_duplicates("run_id").groupby("platform"):
-            failures.append({"platform": platform, "benchmark": bench, "runs_failed": len(bad),
-                             "note": str(bad.error.iloc[0]).splitlines()[0][:160]})
-        for metric in b["metrics"]:
-            if not ((tidy.metric == metric) & (tidy.status == "ok")).any():
-                continue
-            varied = b["factor"] in tidy.columns    # a one-level factor ran as a workload parameter
-            r = responses(tidy, metric, ["platform", b["factor"]] if varied else ["platform"])
-            level = r[b["factor"]].astype(str) if varied else str(b["levels"][0])
-            frames.append(pd.DataFrame({"platform": r["platform"], "benchmark": bench, "metric": metric,
-                                        "factor": b["factor"], "level": level,
-                                        "run_id": r["run_id"], "value": r[metric]}))
-        for platform, grp in runs.groupby("platform"):
-            f = facts.setdefault(platform, {"versions": {}, "domain_types": set(), "fingerprints": {}})
-            versions: dict = next((m["versions"] for m in grp.metadata if m.get("versions")), {})
-            if versions:
-                f["versions"][bench] = versions
-            f["domain_types"] |= {i.get("domain_type") for m in grp.metadata
-                                  for i in m.get("instances", [])} - {None}
-            f["fingerprints"].update({k: v for k, v in fps.items() if k in set(grp.fingerprint_id)})
-    cols = ["platform", "benchmark", "metric", "factor", "level", "run_id", "value"]
-    data = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=cols)
-    data["test"] = data.benchmark + " " + data.metric + " " + data.factor + "=" + data.level
-    return data, pd.DataFrame(failures, columns=["platform", "benchmark", "runs_failed", "note"]), facts
+#: notebook 02's name for the one multi-campaign loader, :func:`labkit.store.results.load_campaigns`
+#: (there keyed by benchmark: each campaign's ``platform`` factor labels its rows)
+load_platform_campaigns = load_campaigns
 
 
 def affinity_best_times(runs: pd.DataFrame, response: str = "wall_time_s", *,
@@ -399,7 +322,7 @@ def overhead_paper_claims(path: str | Path, data: pd.DataFrame, benchmarks: dict
     """Seed 004's disk and application claims (``data/reference/overhead_disk_application.csv``)
     beside notebook 02's measurements.
 
-    ``data``: :func:`load_platform_campaigns`'s table with ``platform`` labelled through
+    ``data``: :func:`labkit.store.results.load_campaigns`'s table with ``platform`` labelled through
     ``names`` (backend -> label); ``benchmarks``: :func:`overhead_benchmarks` (each claim is
     compared at its benchmark's first level). Returns the CSV's columns (``claim``, ``platform``,
     ``baseline``, ``benchmark``, ``metric``, ``source``), ``stated_below_pct`` (the thesis's

@@ -29,14 +29,12 @@ FACTOR = "disk_format"
 
 
 def _formats(formats: Iterable[str] | None) -> list[str]:
-    from ..backends.libvirt.xml import DISK_FORMATS, check_disk_format
-    formats = list(formats if formats is not None else DISK_FORMATS)
-    for f in formats:
-        check_disk_format(f, "disk_formats")
-    if len(set(formats)) != len(formats) or len(formats) < 2:
-        raise ConfigError(f"disk_formats={formats!r}: give at least two distinct formats of "
-                          f"{', '.join(DISK_FORMATS)}")
-    return formats
+    from ..run.platforms import disk_formats
+    checked = disk_formats(None if formats is None else list(formats), "disk_formats")
+    if len(set(checked)) != len(checked) or len(checked) < 2:
+        raise ConfigError(f"disk_formats={checked!r}: give at least two distinct formats of "
+                          f"{', '.join(disk_formats())}")
+    return checked
 
 
 def platform_name(disk_format: str) -> str:

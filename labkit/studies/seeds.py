@@ -24,12 +24,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..core.instance import HOST_FACTORS, InstanceSpec
-from ..design import Design, check_level
+from ..design import Design, WorkloadSchema, check_level
 from ..errors import ConfigError
 from ..run.campaign import Campaign
 from ..run.hooks import RunContext, RunHook, check_hooks
 from ..store import Store
-from ..workloads.base import Workload
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -205,7 +204,7 @@ class LabelledDesign(Design):
     def to_dict(self) -> dict:
         return {**super().to_dict(), "labels": self.labels}
 
-    def validate_for(self, workload: Workload, *, memory_floor_mb: int | None = None) -> None:
+    def validate_for(self, workload: WorkloadSchema, *, memory_floor_mb: int | None = None) -> None:
         """The non-label factors as in :meth:`Design.validate_for`, plus every mapped setting
         checked as a factor of its own (levels it takes across the label's levels)."""
         for name in self.labels:

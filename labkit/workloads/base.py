@@ -36,10 +36,14 @@ if TYPE_CHECKING:
 
 @dataclass
 class Measurement:
+    """One measured value of a run: ``instance`` is the index of the instance that measured it,
+    ``iteration`` the 1-based iteration inside the run for a workload that repeats its work
+    within one run (N-queens' ``iterations``), None when it does not."""
     metric: str
     value: float
     unit: str
     instance: int = 0
+    iteration: int | None = None
 
 
 class Workload(ABC):

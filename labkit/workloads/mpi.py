@@ -231,7 +231,12 @@ def launch(instances: Sequence[Instance], program: list[str], *, ranks: int, tim
                 inst.put(tmp.name, f"{wdir}/{name}", 0o644)
             finally:
                 os.unlink(tmp.name)
-    host = HostEnd(network)
+    host = network.backend.host_end(network)
+    if not isinstance(host, HostEnd):
+        host.destroy()
+        raise ConfigError(f"MPI over network {network.name}: mpirun runs on this machine, which is not "
+                          f"on that network (its host is the {network.backend.name} backend's host); "
+                          "run MPI on a backend whose instances are on this machine")
     try:
         agent = os.path.join(host.workdir, "agent")
         with open(agent, "w") as f:

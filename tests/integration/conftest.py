@@ -25,6 +25,17 @@ from labkit.errors import CommandError, CommandTimeout
 PREFIX = f"labkit-test{secrets.token_hex(3)}"
 
 
+@pytest.fixture(scope="module")
+def capped_levels_store(tmp_path_factory):
+    """A store of a real local campaign with runs_per_instance 3 whose boots' instances are capped at
+    different CPU shares on purpose (:func:`tests.support.levels.capped_store`): the levels
+    (instance, boot, run_seq, iteration) and a large instance variance component. Needs root."""
+    if os.geteuid() != 0:
+        pytest.skip("the local backend's cgroups need root")
+    from tests.support.levels import capped_store
+    return capped_store(tmp_path_factory.mktemp("levels"), f"levels-capped-{secrets.token_hex(2)}")
+
+
 def leftovers(backend) -> set[str]:
     """This session's instances on ``backend`` (never another suite's or campaign's)."""
     return set(backend.list_labkit(PREFIX))

@@ -41,13 +41,18 @@ def _hosts_up() -> tuple[bool, str]:
     return True, ""
 
 
-@pytest.fixture(scope="module")
-def fleet_hosts():
+def fleet_or_skip() -> None:
+    """Skip when a namespace test host is down; fail instead when LABKIT_REQUIRE names ``fleet``."""
     ok, why = _hosts_up()
     if not ok:
         if "fleet" in required():
             pytest.fail(f"fleet is required (LABKIT_REQUIRE) but unavailable: {why}")
         pytest.skip(why)
+
+
+@pytest.fixture(scope="module")
+def fleet_hosts():
+    fleet_or_skip()
     yield HOSTS
     _restore()
 

@@ -106,14 +106,14 @@ def test_libvirt_over_qemu_ssh_on_a_fleet_host(fleet):
     tb = Testbed.from_dict({"hosts": [{"name": n, "address": a, "key": KEY, "platforms": ["libvirt"]}
                                       for n, a in HOSTS[:1]]})
     opts = options_for(tb.platform("libvirt"), tb.hosts[0])
-    # the host's policy travels beside the URI; the backend applies it to the URI it opens
-    # (labkit.backends.libvirt.sshuri: the policy's ssh wrapper as `command`, no_tty)
+    # the host's key policy goes to the backend, which applies it to the URI it opens
+    # (backends/libvirt/sshuri.py: the policy's ssh wrapper as libvirt's command, no_tty)
     assert opts == {"uri": f"qemu+ssh://root@{HOSTS[0][1]}:22/system?keyfile={KEY}", "host_key_policy": "strict"}
     be = get_backend("libvirt", **opts)
-    assert f"command={ssh_wrapper(ssh_options('strict', None))}" in be.ssh.open_uri and "no_tty=1" in be.ssh.open_uri
     local = get_backend("libvirt")
     try:
         assert not be.local
+        assert f"command={ssh_wrapper(ssh_options('strict', None))}" in be.ssh.open_uri and "no_tty=1" in be.ssh.open_uri
         with instances(be, InstanceSpec(vcpus=1, memory_mb=256), prefix="labkit-fleet2-kvm") as (inst,):
             assert inst.name in local.list_labkit("labkit-fleet2-kvm")   # the daemon both reach
             assert inst.metadata["uri"] == opts["uri"]

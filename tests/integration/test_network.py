@@ -12,9 +12,7 @@ import json
 import os
 import secrets
 import shutil
-import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -27,6 +25,7 @@ from labkit.core.instance import InstanceSpec
 from labkit.errors import BackendUnavailable, BenchmarkError
 from labkit.workloads import get_workload, mpi
 from labkit.workloads.mpi import launch
+from tests.support.processes import killed_when_ready
 
 from . import workload_checks as checks
 
@@ -190,15 +189,7 @@ def test_link_delay_where_the_kernel_has_netem(backend_name):
             insts = be.provision(InstanceSpec(vcpus=1, memory_mb=128, count=2), prefix=pfx, network=net)
         except BackendUnavailable as exc:
             pytest.skip(str(exc))
-        # TCP connect time = one round trip; bash's /dev/tcp against iperf3's listener
-        from labkit.workloads.iperf3 import start_server, stop_server
-        port, pidfile = start_server(insts[0], bind=insts[0].address)
-        try:
-            res = insts[1].exec(["bash", "-c", "s=$(date +%s%N); exec 3<>/dev/tcp/inst0/" + str(port)
-                                 + "; e=$(date +%s%N); echo $(( (e - s) / 1000 ))"], timeout=30)
-        finally:
-            stop_server(insts[0], pidfile)
-        rtt_us = int(res.stdout.split()[-1])
+        rtt_us = checks.connect_rtt_us(insts[0], insts[1])   # TCP connect time = one round trip
         assert rtt_us >= 10_000, rtt_us
     finally:
         teardown(insts)
@@ -223,24 +214,16 @@ time.sleep(600)
 def test_network_is_gone_after_sigkill_and_cleanup(backend_name):
     be = get_backend(backend_name)
     pfx = prefix(backend_name) + "killed-"
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    proc = subprocess.Popen([sys.executable, "-c", KILLED, backend_name, pfx], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=env)
     try:
-        line = proc.stdout.readline()
-        assert line.strip() == "ready", proc.stderr.read() if proc.poll() is not None else line
-        proc.send_signal(signal.SIGKILL)
-        proc.wait(30)
-        assert len(be.list_labkit(pfx)) == 2 and len(gone(be, pfx)) > 2
-        removed = be.cleanup(pfx)
-        assert any("--net-" in n or "-net-" in n for n in removed), removed
-        deadline = time.monotonic() + 30
-        while gone(be, pfx) and time.monotonic() < deadline:
-            time.sleep(0.5)
-        assert gone(be, pfx) == []
+        with killed_when_ready(KILLED, backend_name, pfx):
+            assert len(be.list_labkit(pfx)) == 2 and len(gone(be, pfx)) > 2
+            removed = be.cleanup(pfx)
+            assert any("--net-" in n or "-net-" in n for n in removed), removed
+            deadline = time.monotonic() + 30
+            while gone(be, pfx) and time.monotonic() < deadline:
+                time.sleep(0.5)
+            assert gone(be, pfx) == []
     finally:
-        if proc.poll() is None:
-            proc.kill()
         be.cleanup(pfx)
         be.close()
 

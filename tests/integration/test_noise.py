@@ -74,7 +74,7 @@ def test_campaign_with_a_noise_factor(tmp_path):
     tidy = load_results(tmp_path, "noise-test")
     assert set(tidy.status) == {"ok"}, tidy.error.dropna().tolist()
     assert set(tidy.noise) == {"none", "cpu"}
-    assert set(tidy.instance) == {0}          # only the main instance's result is stored
+    assert set(tidy.instance_index) == {0}    # only the main instance's result is stored
     runs = tidy.drop_duplicates("run_id")
     assert len(runs) == 2
 

@@ -8,20 +8,22 @@ The same small design runs on each path:
 * ``testbed``: a testbed of two namespace test hosts of scripts/setup-fleet.sh (``ns1``,
   ``ns2``), whose platform is the ``ssh`` backend.
 
-The design: a ``noise`` factor (``none``, ``cpu``: a stress-ng neighbour beside the run), a
-``network`` factor (``none``, ``private``: a run network) where the path can open one (not on
-``ssh``: that path runs the noise factor alone, whose configurations and run ids are those of
-the other paths' ``network: none`` half; see :func:`test_run_network`), adaptive replication
+The design, identical on every path: a ``noise`` factor (``none``, ``cpu``: a stress-ng
+neighbour beside the run), a ``network`` factor (``none``, ``private``: a run network; on the
+``ssh`` hosts a bridge the backend makes there, each instance in a network namespace on it, see
+:mod:`labkit.backends.ssh_network`), adaptive replication
 (``min: 2, max: 3`` and a target CI no run can meet, so every configuration gets an adaptive
 round beyond ``min``), the ``command`` workload whose very first run fails on purpose
 (:class:`tests.support.fails_first.FailsFirst`), run with ``retries=1``. Each path's campaign
 runs once (:func:`outcome`) and the tests compare what it stored with the one-backend path: the
 same runs (configuration without ``platform``, replicate), all ``ok``, the injected failure
-kept as an earlier attempt, the same per-run metadata keys, and nothing left behind.
+kept as an earlier attempt, the same per-run metadata keys, and nothing left behind (no
+instance, and no network bridge on this machine or on the ssh hosts).
 """
 from __future__ import annotations
 
 import contextlib
+import json
 import secrets
 from dataclasses import dataclass, field
 
@@ -29,17 +31,15 @@ import pandas as pd
 import pytest
 
 from labkit.backends import get_backend
-from labkit.backends.testing import required
 from labkit.core.ids import campaign_prefix
-from labkit.core.network import bridges
-from labkit.errors import ConfigError
+from labkit.core.network import bridges, bridges_in
 from labkit.run.campaign import Campaign
 from labkit.run.hooks import RunHook
 from labkit.run.platforms import options_for
 from labkit.run.testbed import Testbed
 from tests.support.fails_first import INJECTED, FailsFirst
 
-from .test_fleet import HOSTS, KEY, _hosts_up
+from .test_fleet import HOSTS, KEY, fleet_or_skip
 
 MIN, MAX = 2, 3
 NOISE = ["none", "cpu"]
@@ -47,9 +47,6 @@ NETWORK = ["none", "private"]
 PLATFORMS = {"strict": {"backend": "local", "isolation": "strict"},
              "relaxed": {"backend": "local", "isolation": "relaxed"}}
 FLEET = {"hosts": [{"name": n, "address": a, "key": KEY} for n, a in HOSTS[:2]], "connect_timeout": 5}
-#: the paths that open a run network: the ssh backend has no private networks
-#: (labkit/backends/ssh.py, SshBackend._create calls refuse_network), see test_run_network
-RUN_NETWORK = {"one-backend": True, "platforms": True, "testbed": False}
 #: (host, platform, backend) each path's runs record
 SLOTS = {"one-backend": {("local", "local", "local")},
          "platforms": {("here", "strict", "local"), ("here", "relaxed", "local")},
@@ -59,9 +56,7 @@ _done: dict[str, Outcome] = {}
 
 
 def design(path: str) -> dict:
-    factors: dict = {"noise": NOISE}   # first: it varies fastest, so c0000/c0001 are network none
-    if RUN_NETWORK[path]:
-        factors["network"] = NETWORK
+    factors: dict = {"noise": NOISE, "network": NETWORK}
     if path == "platforms":
         factors["platform"] = list(PLATFORMS)
     return {"factors": factors, "seed": 33,
@@ -101,15 +96,9 @@ class Outcome:
     hook_campaigns: list[str] = field(default_factory=list)
 
 
-def _fleet_or_skip() -> None:
-    ok, why = _hosts_up()
-    if not ok:
-        if "fleet" in required():
-            pytest.fail(f"fleet is required (LABKIT_REQUIRE) but unavailable: {why}")
-        pytest.skip(why)
-
-
 def _leftovers(testbed: dict | None, platforms: list[str], prefix: str) -> dict[str, list[str]]:
+    """"<host>/<platform>" -> its instances named ``prefix*`` (and, on an ssh host, the bridges of
+    its run networks there) after the campaign."""
     tb = Testbed.load(testbed)
     out = {}
     for h in tb.hosts:
@@ -117,6 +106,9 @@ def _leftovers(testbed: dict | None, platforms: list[str], prefix: str) -> dict[
             be = get_backend(tb.platform(p).backend, **options_for(tb.platform(p), h))
             try:
                 out[f"{h.name}/{p}"] = be.list_labkit(prefix)
+                if be.name == "ssh":
+                    links = json.loads(be.run_script("ip -j -d link show type bridge", "listing bridges").stdout)
+                    out[f"{h.name}/{p}"] += sorted(bridges_in(links, prefix))
             finally:
                 be.close()
     return out
@@ -125,7 +117,7 @@ def _leftovers(testbed: dict | None, platforms: list[str], prefix: str) -> dict[
 def outcome(path: str, tmp_path_factory) -> Outcome:
     """Run ``path``'s campaign once per session (later calls return what it stored)."""
     if path == "testbed":
-        _fleet_or_skip()
+        fleet_or_skip()
     if path in _done:
         return _done[path]
     cid = f"t-one-{path}-{secrets.token_hex(3)}"
@@ -183,21 +175,18 @@ def test_same_runs_all_ok_with_adaptive_rounds(path, tmp_path_factory):
     assert set(runs.status) == {"ok"}, runs[["run_id", "status", "error"]]
     assert runs.run_id.is_unique
     # every configuration reached max replicates: adaptive rounds beyond min ran on this path
-    nets = NETWORK if RUN_NETWORK[path] else ["none"]
-    want = {(n, net, r) for n in NOISE for net in nets for r in range(1, MAX + 1)}
+    want = {(n, net, r) for n in NOISE for net in NETWORK for r in range(1, MAX + 1)}
     by_platform = run_keys(runs)
     assert set(by_platform) == (set(PLATFORMS) if path == "platforms" else {None})
     for p, keys in by_platform.items():
         assert keys == want, f"platform {p}: stored {sorted(keys)}"
     assert int(o.meta.get("adaptive_round") or 0) >= 1, o.meta.get("adaptive_round")
     assert o.meta.get("adaptive_pending") == []
-    # the same runs, with the same ids, as on one backend (the platform factor aside; without
-    # a run network, those of its network: none configurations)
+    # the same runs, with the same ids, as on one backend (the platform factor aside)
     base = outcome("one-backend", tmp_path_factory).runs
-    base_keys = {k for k in run_keys(base)[None] if k[1] in nets}
-    assert all(keys == base_keys for keys in by_platform.values())
+    assert all(keys == run_keys(base)[None] for keys in by_platform.values())
     if path != "platforms":
-        assert sorted(runs.run_id) == sorted(base.run_id[base.network.isin(nets)])
+        assert sorted(runs.run_id) == sorted(base.run_id)
     assert o.left and not any(o.left.values()), o.left
 
 
@@ -227,27 +216,23 @@ def test_noise_neighbour(path, tmp_path_factory):
 
 
 @path_param
-def test_run_network(path, tmp_path_factory, request):
+def test_run_network(path, tmp_path_factory):
+    """Every path opens the run network of a ``network: private`` run (one per run, named with
+    the campaign's prefix) and records the same metadata of it; its instance is on it."""
     o = outcome(path, tmp_path_factory)
     runs = o.runs
     modes = [md["network"]["mode"] for md in runs["metadata"]]
-    assert modes == list(column(runs, "network", "none")), modes
-    if RUN_NETWORK[path]:
-        names = [md["network"]["name"] for md, m in zip(runs["metadata"], modes) if m == "private"]
-        assert len(names) == len(runs) // 2 and len(set(names)) == len(names)
-        assert all(n.startswith(o.prefix) for n in names)
-        return
-    # the divergence: this path's platform cannot open the run network the others do
-    request.applymarker(pytest.mark.xfail(
-        strict=True, raises=ConfigError,
-        reason="the ssh backend has no private run networks (labkit/backends/ssh.py SshBackend._create "
-               "calls refuse_network; Backend._create_network refuses), so this path runs without one"))
-    tb = Testbed.load(FLEET)
-    be = get_backend("ssh", **options_for(tb.platform("ssh"), tb.hosts[0]))
-    try:
-        be.create_network(o.prefix, 1).remove()
-    finally:
-        be.close()
+    assert modes == list(runs["network"]), modes
+    private = [md for md, m in zip(runs["metadata"], modes) if m == "private"]
+    names = [md["network"]["name"] for md in private]
+    assert len(names) == len(runs) // 2 and len(set(names)) == len(names)
+    assert all(n.startswith(o.prefix) for n in names)
+    base = [md for md in outcome("one-backend", tmp_path_factory).runs["metadata"]
+            if md["network"]["mode"] == "private"]
+    assert {frozenset(md["network"]) for md in private} == {frozenset(md["network"]) for md in base}
+    for md in private:
+        (inst,) = md["instances"]
+        assert inst["network"]["name"] == md["network"]["name"] and inst["network"]["host"] == "inst0"
 
 
 @path_param
@@ -255,7 +240,7 @@ def test_same_metadata_keys(path, tmp_path_factory):
     o = outcome(path, tmp_path_factory)
     base = metadata_keys(outcome("one-backend", tmp_path_factory).runs)
     mine = metadata_keys(o.runs)
-    assert set(mine) == {k for k in base if RUN_NETWORK[path] or k[1] == "none"}
+    assert set(mine) == set(base)
     for cfg, keys in sorted(mine.items()):
         assert keys == base[cfg], (f"{cfg}: keys only on path {path}: {sorted(keys - base[cfg])}, "
                                    f"only on one backend: {sorted(base[cfg] - keys)}")

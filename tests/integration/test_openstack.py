@@ -124,7 +124,7 @@ def test_campaign_with_flavor_as_factor_stores_provisioning_s(cloud, tmp_path):
         print(nova_story(p, campaign_prefix(cid)))
     assert list(runs.status) == ["ok", "ok"]
     prov = tidy[tidy.metric == "provisioning_s"]
-    assert sorted(prov.run_id) == sorted(runs.run_id) and (prov.value > 0).all() and set(prov.instance) == {0}
+    assert sorted(prov.run_id) == sorted(runs.run_id) and (prov.value > 0).all() and set(prov.instance_index) == {0}
     seen = {}
     for _, run in runs.iterrows():
         meta = json.loads(run.metadata) if isinstance(run.metadata, str) else run.metadata

@@ -317,7 +317,7 @@ def test_nqueens_campaign_over_ssh(tmp_path, backend):
     assert len(runs) == 4 and set(runs.status) == {"ok"}, runs[["status", "error"]]
     assert set(tidy[tidy.metric == "solutions"].value) == {92.0}
     two = tidy[(tidy["count"] == 2) & (tidy.metric == "wall_time_s")]
-    assert sorted(two.instance.unique()) == [0, 1]
+    assert sorted(two.instance_index.unique()) == [0, 1]
     md = runs.metadata.iloc[0]
     assert all(i["limits_enforced"] is True and i["ssh_host"] == backend.target for i in md["instances"])
     pinned = runs[runs.affinity == "pinned"].metadata.iloc[0]

@@ -70,7 +70,8 @@ def test_telemetry_off_samples_nothing(tmp_path):
     assert all("telemetry" not in md for md in st.runs().metadata)
 
 
-def test_docker_on_this_machine_samples_the_host_without_instance_cpu(tmp_path):
+@pytest.mark.docker
+def test_docker_on_this_machine_samples_the_host_and_the_containers_stats(tmp_path):
     d = {"factors": {"vcpus": [1, 2]}, "replications": 1, "seed": 5}
     st = Campaign(d, backend="docker", workload="command", workload_params={"argv": ["sleep", "0.5"]},
                   campaign_id="tele-docker", data_dir=tmp_path, progress=False, telemetry=0.2).run()
@@ -79,8 +80,12 @@ def test_docker_on_this_machine_samples_the_host_without_instance_cpu(tmp_path):
     for run in runs.itertuples():
         summary = run.metadata["telemetry"]
         assert summary["collected"] is True and summary["instance_cpu"] == "not read (backend docker)"
-        metrics = set(st.samples(run.run_id).metric)
-        assert HOST <= metrics and not CGROUP & metrics
+        assert summary["instance_stats"] == "docker stats"
+        samples = st.samples(run.run_id)
+        host = set(samples[samples.instance.isna()].metric)
+        # no campaign cgroups here (throttled_periods is theirs); the containers' own counters instead
+        assert HOST <= host and "throttled_periods" not in host
+        assert "instance_cpu_pct" in set(samples[samples.instance.notna()].metric)
 
 
 @pytest.mark.ssh
@@ -90,7 +95,8 @@ def test_a_remote_host_is_not_sampled_and_its_runs_say_so(tmp_path):
                   campaign_id="tele-ssh", data_dir=tmp_path, progress=False, telemetry=0.2, run_timeout=120).run()
     runs = st.runs()
     assert set(runs.status) == {"ok"}, runs[["status", "error"]]
-    assert st.samples().empty
+    samples = st.samples()
+    assert samples.instance.notna().all()   # only the instances' own counters: this machine is not theirs
     for md in runs.metadata:
-        assert md["telemetry"]["collected"] is False
-        assert "'ssh' runs its instances on another machine" in md["telemetry"]["reason"]
+        assert md["telemetry"]["collected"] is True
+        assert "'ssh' runs its instances on another machine" in md["telemetry"]["host"]

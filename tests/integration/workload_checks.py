@@ -44,3 +44,16 @@ def bonnie_in(a, size_mb: int, timeout: float = 30) -> dict:
     assert "bonnie++" in wl.version(a)
     assert not a.exec(["test", "-e", f"{a.workdir}/bonnie"], check=False, timeout=timeout).ok
     return rows
+
+
+def connect_rtt_us(server, client) -> int:
+    """One TCP round trip from ``client`` to ``server`` (inst0) in µs: the time of a connect from
+    bash's /dev/tcp to iperf3's listener in ``server`` (no other tool in either instance)."""
+    from labkit.workloads.iperf3 import start_server, stop_server
+    port, pidfile = start_server(server, bind=server.address)
+    try:
+        res = client.exec(["bash", "-c", "s=$(date +%s%N); exec 3<>/dev/tcp/inst0/" + str(port)
+                           + "; e=$(date +%s%N); echo $(( (e - s) / 1000 ))"], timeout=30)
+    finally:
+        stop_server(server, pidfile)
+    return int(res.stdout.split()[-1])

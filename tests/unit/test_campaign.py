@@ -42,7 +42,7 @@ def test_nqueens_campaign_stores_every_run(tmp_path):
     assert set(sol.value) == {724.0}
     # count=2 runs measured both instances
     two = tidy[(tidy["count"] == 2) & (tidy.metric == "wall_time_s")]
-    assert sorted(two.instance.unique()) == [0, 1]
+    assert sorted(two.instance_index.unique()) == [0, 1]
     md = runs.metadata.iloc[0]
     assert md["spec"]["vcpus"] in (1, 2) and md["instances"][0]["limits_enforced"] is True
     pinned = runs[runs.affinity == "pinned"].metadata.iloc[0]

@@ -61,16 +61,21 @@ def fleet(tmp_path, hosts: list[str], design: Design, store: Store, assign: str 
     return Fleet(camp, tb, store, default_platform="sim", pool=BackendPool(opener=lambda p, o: SimulatedBackend()))
 
 
+def dispatch(tmp_path, hosts: int, design: Design, store: Store, assign: str) -> list:
+    """Run ``design``'s plan on ``hosts`` simulated hosts into ``store``; returns the plan."""
+    store.set_meta(campaign_id="t-claims")
+    f = fleet(tmp_path, [f"h{i:03d}" for i in range(hosts)], design, store, assign=assign)
+    runs = design.plan()
+    f.prepare(runs)
+    f.run(runs, progress=False)
+    f.close()
+    return runs
+
+
 def test_two_hundred_simulated_hosts_store_each_run_once(tmp_path):
     d = Design.from_dict({"name": "many", "factors": {"vcpus": [1, 2]}, "replications": 300, "seed": 1})
     with Store(tmp_path / "s.sqlite") as st:
-        st.set_meta(campaign_id="t-claims")
-        names = [f"h{i:03d}" for i in range(200)]
-        f = fleet(tmp_path, names, d, st, assign="random")
-        runs = d.plan()
-        f.prepare(runs)
-        f.run(runs, progress=False)
-        f.close()
+        dispatch(tmp_path, 200, d, st, "random")
         stored = st.runs()
         assert len(stored) == 600 and stored.run_id.is_unique and set(stored.status) == {"ok"}
         assert st.claims() == [] and len(set(stored.metadata.map(lambda m: m["host"]))) > 100
@@ -99,3 +104,47 @@ def test_a_resume_on_other_hosts_moves_the_runs_of_the_hosts_it_lost(tmp_path):
         late = stored[stored.run_id.isin({m["run_id"] for m in moves})]
         assert set(late.metadata.map(lambda m: m["host"])) <= {"a", "d"}
         assert all(late.metadata.map(lambda m: m["moved_from"] in ("b", "c")))
+
+
+def test_a_claim_takes_a_boots_free_runs_and_reads_the_groups_lazily(tmp_path):
+    runs = plan(3 * CLAIM_CHUNK)
+    ids = [r.run_id for r in runs]
+    boots = [ids[i:i + 4] for i in range(0, len(ids), 4)]
+    given = []
+
+    def groups():
+        for g in boots:
+            given.append(g)
+            yield g
+    with Store(tmp_path / "s.sqlite") as st:
+        for r in runs[:CLAIM_CHUNK + 2]:   # stored: the first boot with a free run is past the first chunk
+            st.record_run(r, status="ok", started=now_iso(), duration_s=1.0)
+        got = st.claim_group(groups(), "h1", "me", 30)
+        assert got == ids[CLAIM_CHUNK + 2:CLAIM_CHUNK + 4]   # the boot's two runs not stored, together
+        assert len(given) == 2 * CLAIM_CHUNK // 4 < len(boots)   # read a chunk at a time: the third never
+        assert st.claim_group(boots, "h2", "other", 30, limit=3) == ids[CLAIM_CHUNK + 4:CLAIM_CHUNK + 7]
+        assert {st.claim_owner(r) for r in got} == {"me"}
+        assert st.claim_group(iter(()), "h1", "me", 30) == []
+        assert st.claim(ids[:CLAIM_CHUNK + 4], "h3", "x", 30) is None   # one-run groups: the same path
+
+
+def test_boots_on_two_hundred_simulated_hosts_stay_together_and_are_stored_once(tmp_path):
+    """runs_per_instance 3 through the claim index: each boot's runs claimed together by one host,
+    run there back to back on the same instances, each run stored once."""
+    for assign in ("random", "blocks"):
+        d = Design.from_dict({"name": "boots", "factors": {"vcpus": [1, 2]}, "replications": 150, "seed": 4,
+                              "runs_per_instance": 3})
+        with Store(tmp_path / assign / "s.sqlite") as st:
+            runs = dispatch(tmp_path, 200, d, st, assign)
+            stored = st.runs()
+        assert len(stored) == 300 and stored.run_id.is_unique and set(stored.status) == {"ok"}
+        meta = stored.set_index("run_id").metadata
+        by_boot: dict[str, list] = {}
+        for r in runs:
+            by_boot.setdefault(r.boot_group, []).append(meta[r.run_id])
+        assert len(by_boot) == 100 and {len(v) for v in by_boot.values()} == {3}
+        for mds in by_boot.values():
+            assert len({m["host"] for m in mds}) == 1                              # one host per boot
+            assert len({m["instances"][0]["name"] for m in mds}) == 1              # one set of instances
+            seqs = sorted(m["run_seq"] for m in mds)
+            assert seqs == list(range(seqs[0], seqs[0] + 3))                        # back to back

@@ -151,6 +151,39 @@ def test_list_campaigns_and_run_facts_on_committed_data(data):
     assert facts["libvirt"]["domain_types"] == {"qemu"} and not facts["local"]["domain_types"]
 
 
+def test_one_loader_for_campaigns_keyed_by_platform_and_benchmark_or_by_benchmark(data):
+    """labkit.store.results.load_campaigns is the one multi-campaign loader: notebook 03 keys a
+    one-platform campaign by (platform, benchmark), notebook 02 a multi-platform one by its
+    benchmark (labkit.studies.load_platform_campaigns is that same function)."""
+    import inspect
+
+    from labkit.store import results
+    from labkit.store.results import load_campaigns
+    from labkit.studies import load_platform_campaigns, overhead_benchmarks
+    assert load_platform_campaigns is load_campaigns
+    assert "studies" not in inspect.getsource(results)   # store knows nothing of the studies above it
+    b = overhead_benchmarks()
+    # the same multi-platform campaign, by benchmark: each run's platform; the one-platform
+    # campaign keyed (platform, benchmark): the given platform labels its rows and its facts
+    by_bench, _, facts = load_campaigns(data, {"cpu": "overhead-cpu"}, b)
+    one = {("native", "cpu"): "affinity-local"}
+    pinned, failures, pfacts = load_campaigns(data, one, {"cpu": {"factor": "vcpus", "metrics": ["wall_time_s"]}})
+    assert set(by_bench.platform) == {"local", "docker", "lxd", "libvirt"} and set(facts) == set(by_bench.platform)
+    assert set(pinned.platform) == {"native"} and set(pfacts) == {"native"} and failures.empty
+    assert len(pinned) == pinned.run_id.nunique() > 0 and set(pinned.factor) == {"vcpus"}
+    assert pfacts["native"]["fingerprints"]
+    # a campaign with a platform factor keyed by one platform, a bad key, an unknown benchmark
+    with pytest.raises(ConfigError, match="has a platform factor"):
+        load_campaigns(data, {("local", "cpu"): "overhead-cpu"}, b)
+    with pytest.raises(ConfigError, match="neither a benchmark name nor a"):
+        load_campaigns(data, {("local", "cpu", "x"): "overhead-cpu"}, b)
+    with pytest.raises(ConfigError, match="benchmark 'nope' is not among"):
+        load_campaigns(data, {"nope": "overhead-cpu"}, b)
+    # a campaign that cannot be read is a failure row under its key's platform
+    _, missing, _ = load_campaigns(data, {("lxd", "cpu"): "no-such-campaign"}, b)
+    assert list(missing.platform) == ["lxd"] and list(missing.benchmark) == ["cpu"]
+
+
 def test_affinity_reference_in_our_term_names():
     from labkit.studies import affinity_reference
     ref = affinity_reference(REPO / "data" / "reference" / "affinity_influence.csv")

@@ -70,12 +70,12 @@ def test_each_run_stores_provisioning_s_per_instance_and_deletes_its_servers(tmp
     assert set(runs.status) == {"ok"}
     prov = tidy[tidy.metric == "provisioning_s"]
     # one row per server: instance 0 in the count=1 run, instances 0 and 1 in the count=2 run
-    assert sorted(prov.groupby("run_id").instance.apply(sorted).tolist()) == [[0], [0, 1]]
+    assert sorted(prov.groupby("run_id").instance_index.apply(sorted).tolist()) == [[0], [0, 1]]
     assert (prov.value > 0).all() and set(prov.unit) == {"s"}
     assert len(tidy[tidy.metric == "wall_time_s"]) == 3            # the workload's rows are still there
     for _, run in runs.iterrows():   # the measurement is the server's own timing, also in the metadata
         meta = json.loads(run.metadata) if isinstance(run.metadata, str) else run.metadata
-        stored = prov[prov.run_id == run.run_id].sort_values("instance").value.tolist()
+        stored = prov[prov.run_id == run.run_id].sort_values("instance_index").value.tolist()
         assert stored == [i["cloud"]["provisioning_s"] for i in meta["instances"]]
         assert all(i["cloud"]["flavor"] == "small" and i["cloud"]["guest_cpus"] == 4 for i in meta["instances"])
     assert ledger.servers == {} and len(ledger.deleted) == 3          # every server deleted after its run

@@ -1,4 +1,4 @@
-"""The container backends' exec wrapper (labkit.backends._container) run for real on the host:
+"""The container backends' exec wrapper (labkit.backends.containers) run for real on the host:
 a command becomes its own session, whose whole tree kill_argv SIGKILLs; and the parsers of
 the OOM counters (cgroup v1 memory.oom_control, v2 memory.events)."""
 from __future__ import annotations
@@ -10,21 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from labkit.backends._container import (
+from labkit.backends.containers import (
     Running,
     kill_argv,
     new_pidfile,
     oom_kill_count,
     session_argv,
 )
-
-
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except FileNotFoundError:
-        return False
+from tests.support.processes import alive
 
 
 def test_exit_status_output_and_missing_command_pass_through():
@@ -59,9 +52,9 @@ def test_kill_reaches_the_whole_tree_even_a_child_in_another_group():
         subprocess.run(kill_argv(pidfile), check=True, timeout=30)
         assert proc.wait(timeout=10) == 137  # SIGKILL, reported as a shell would
         deadline = time.monotonic() + 5
-        while any(map(_alive, pids)) and time.monotonic() < deadline:
+        while any(map(alive, pids)) and time.monotonic() < deadline:
             time.sleep(0.05)
-        assert not any(map(_alive, pids)), pids
+        assert not any(map(alive, pids)), pids
         left = subprocess.run(["ps", "-o", "stat=", "-s", str(sid)], capture_output=True, text=True,
                               check=False)
         assert all(st.startswith("Z") for st in left.stdout.split()), left.stdout

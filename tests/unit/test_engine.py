@@ -94,3 +94,44 @@ def test_a_hook_that_refuses_fails_before_any_store_and_a_hooks_exit_runs_after_
     Campaign(ADAPTIVE, backend=FakeBackend(), workload=FailsThird(), campaign_id="t-hook",
              data_dir=tmp_path, hooks=[Watch()], progress=False).run()
     assert seen == [8]
+
+
+def test_a_start_the_lock_refuses_enters_no_hook_and_hooks_run_inside_the_lock(tmp_path):
+    """``around_campaign`` hooks run inside the campaign's lock (labkit.run.hooks): a second start
+    of a running campaign fails on the lock without entering them (a KSM switch must not touch
+    the host for a campaign that does not run), and a started campaign holds the lock while
+    its hooks are entered and left."""
+    import contextlib
+
+    import pytest
+
+    from labkit.core.lock import is_locked
+    from labkit.errors import StoreError
+    from labkit.run.hooks import RunHook
+    entered: list[bool] = []
+
+    class Probe(RunHook):
+        def __init__(self, lock_path):
+            self.lock_path = lock_path
+
+        @contextlib.contextmanager
+        def around_campaign(self, campaign):
+            entered.append(is_locked(self.lock_path))
+            yield
+            entered.append(is_locked(self.lock_path))
+
+    def campaign():
+        c = Campaign(ADAPTIVE, backend=FakeBackend(), workload=FailsThird(), campaign_id="t-lock",
+                     data_dir=tmp_path, progress=False)
+        c.hooks.insert(0, Probe(c.lock_path))
+        return c
+
+    holder = campaign()._lock().acquire()   # the campaign "running" in another process
+    try:
+        with pytest.raises(StoreError, match="already running"):
+            campaign().run()
+        assert entered == []
+    finally:
+        holder.release()
+    campaign().run()
+    assert entered == [True, True]

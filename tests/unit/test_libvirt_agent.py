@@ -11,6 +11,7 @@ pytest.importorskip("libvirt")
 from labkit.backends.libvirt import agent  # noqa: E402
 from labkit.errors import BackendError  # noqa: E402
 from tests.support.libvirt_errors import libvirt_error  # noqa: E402
+from tests.support.processes import alive  # noqa: E402
 
 
 class Dom:
@@ -106,8 +107,8 @@ def test_relay_starts_the_command_and_hands_back_its_output_and_status(monkeypat
     monkeypatch.setattr(agent.libvirt_qemu, "qemuAgentCommand", reply)
     monkeypatch.setattr(agent.libvirt, "open", lambda uri: Conn())
     assert libvirt_relay.main(["qemu:///system", "labkit-unit--0", "sh", "-c", "echo a b"]) == 7
-    assert calls[0]["arguments"]["path"] == "setsid"
-    assert calls[0]["arguments"]["arg"] == ["sh", "-c", "echo a b"]   # the words, not re-split
+    assert calls[0]["arguments"]["path"] == "sh"
+    assert calls[0]["arguments"]["arg"] == ["-c", "echo a b"]   # the words, not re-split
     assert capsys.readouterr() == ("orted out\n", "orted err\n")
 
 
@@ -163,3 +164,108 @@ def test_other_agent_errors_are_raised_at_once(monkeypatch):
     with pytest.raises(agent.AgentError) as info:
         agent.wait(Dom(), 7, timeout=30)
     assert not info.value.unresponsive and len(calls) == 1
+
+
+# -- the kill of a command and everything it started (KILL_TREE), run for real on this host ----------
+
+def _descendants_started(proc, count: int, tag: str) -> list[int]:
+    """The pids of the ``count`` ``sleep`` processes carrying ``tag`` (they may have left ``proc``'s
+    tree: a daemon's double fork reparents them)."""
+    import os
+    import time
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        found = []
+        for p in os.listdir("/proc"):
+            if not p.isdigit():
+                continue
+            try:
+                with open(f"/proc/{p}/environ", "rb") as f:
+                    env = f.read().split(b"\0")
+                with open(f"/proc/{p}/comm") as f:
+                    comm = f.read().strip()
+            except OSError:
+                continue
+            if f"{agent.TAG_VAR}={tag}".encode() in env and comm == "sleep":
+                found.append(int(p))
+        if len(found) == count:
+            return found
+        time.sleep(0.05)
+    raise AssertionError(f"the tagged sleeps did not start: {found}")
+
+
+def test_kill_tree_ends_the_command_its_children_and_what_left_its_process_group():
+    """The guest's kill script on this host's sh: the command, a child in its group, one in a
+    session of its own (setsid) and a daemon that double-forked away from the tree all die; a
+    process with another tag lives on."""
+    import os
+    import secrets
+    import subprocess
+    tag, other = secrets.token_hex(8), secrets.token_hex(8)
+    env = {**os.environ, agent.TAG_VAR: tag}
+    script = "sleep 611 & setsid sleep 612 & (sh -c 'sleep 613 &' &) ; sleep 614"
+    proc = subprocess.Popen(["sh", "-c", script], env=env, start_new_session=True)
+    bystander = subprocess.Popen(["sleep", "615"], env={**os.environ, agent.TAG_VAR: other})
+    try:
+        pids = _descendants_started(proc, 4, tag)
+        res = subprocess.run(["/bin/sh", "-c", agent.KILL_TREE, "sh", tag, str(proc.pid)], capture_output=True,
+                             text=True, timeout=60)
+        assert res.returncode == 0, res.stderr
+        assert proc.wait(timeout=30) == -9
+        assert [p for p in pids if alive(p)] == []
+        assert alive(bystander.pid)
+        # a second kill finds nothing and says nothing
+        again = subprocess.run(["/bin/sh", "-c", agent.KILL_TREE, "sh", tag, str(proc.pid)], capture_output=True,
+                               text=True, timeout=60)
+        assert (again.returncode, again.stderr) == (0, "")
+    finally:
+        for p in (proc, bystander):
+            p.kill()
+            p.wait()
+
+
+def test_start_tags_the_command_and_runs_it_without_a_wrapper(monkeypatch):
+    sent = []
+
+    def reply(dom, msg, timeout, flags):
+        sent.append(json.loads(msg))
+        return json.dumps({"return": {"pid": 77}})
+
+    monkeypatch.setattr(agent.libvirt_qemu, "qemuAgentCommand", reply)
+    a, b = agent.start(Dom(), ["true", "x"], {"A": "1"}), agent.start(Dom(), ["true"])
+    args = sent[0]["arguments"]
+    assert (args["path"], args["arg"]) == ("true", ["x"])            # no setsid, no shell before it
+    assert f"{agent.TAG_VAR}={a.tag}" in args["env"] and "A=1" in args["env"]
+    assert a.pid == b.pid == 77 and a.tag != b.tag and len(a.tag) == 16
+
+
+def test_a_command_the_agent_cannot_start_runs_under_sh_to_fail_as_in_a_shell(monkeypatch):
+    sent = []
+
+    def reply(dom, msg, timeout, flags):
+        sent.append(json.loads(msg))
+        if sent[-1]["arguments"]["path"] == "labkit-no-such-command":
+            raise libvirt_error("Failed to execute child process (No such file or directory)")
+        return json.dumps({"return": {"pid": 9}})
+
+    monkeypatch.setattr(agent.libvirt_qemu, "qemuAgentCommand", reply)
+    cmd = agent.start(Dom(), ["labkit-no-such-command", "a b"])
+    assert cmd.pid == 9 and len(sent) == 2
+    assert [sent[1]["arguments"]["path"], *sent[1]["arguments"]["arg"]] == [*agent.AS_SHELL, "labkit-no-such-command",
+                                                                           "a b"]
+    assert sent[1]["arguments"]["env"] == sent[0]["arguments"]["env"]   # the same tag
+
+
+def test_an_unresponsive_agent_is_not_retried(monkeypatch):
+    calls = []
+
+    def reply(dom, msg, timeout, flags):
+        calls.append(msg)
+        exc = libvirt_error("agent not responding")
+        exc.err = (agent.libvirt.VIR_ERR_AGENT_UNRESPONSIVE, 0, "", 0, "", None, None, 0, 0)
+        raise exc
+
+    monkeypatch.setattr(agent.libvirt_qemu, "qemuAgentCommand", reply)
+    with pytest.raises(agent.AgentError) as err:
+        agent.start(Dom(), ["true"])
+    assert err.value.unresponsive and len(calls) == 1

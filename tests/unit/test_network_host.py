@@ -10,9 +10,12 @@ from labkit.errors import BenchmarkError, ConfigError
 from .fixtures.fakes import FakeInstance
 
 
-def on_network():
+def on_network(host=None):
+    """An instance on a network whose backend's host end is this machine's (:class:`HostEnd`), or
+    ``host`` (another machine's, as the ssh backend's)."""
     inst = FakeInstance()
-    inst.network = SimpleNamespace(backend=None, host_address="10.77.0.1")
+    inst.network = SimpleNamespace(name="labkit-t--net-1a2b3c4d", host_address="10.77.0.1")
+    inst.network.backend = SimpleNamespace(host_end=(lambda net: HostEnd(net)) if host is None else (lambda net: host))
     return inst
 
 
@@ -52,3 +55,17 @@ def test_a_spawned_command_is_seen_to_end():
         assert (p.result.exit_code, p.result.stdout) == (3, "served\n")
     finally:
         host.destroy()
+
+
+def test_a_remote_host_end_is_asked_for_the_tool_and_destroyed():
+    """A backend whose networks are on another machine (ssh) hands its own host end: the tool is
+    looked for there (``command -v``), and the host end is destroyed on every path."""
+    missing = FakeInstance({"command -v no-such-tool-labkit": (1, "")})
+    with pytest.raises(BenchmarkError, match=r"not installed on the host of network labkit-t--net-1a2b3c4d"):
+        with host_end([on_network(missing)], "iperf3", "to_host", "no-such-tool-labkit", "iperf3"):
+            pass
+    assert missing._destroyed and ["sh", "-c", "command -v no-such-tool-labkit"] in missing.calls
+    there = FakeInstance()
+    with host_end([on_network(there)], "iperf3", "to_host", "iperf3", "iperf3") as host:
+        assert host is there and not there._destroyed
+    assert there._destroyed

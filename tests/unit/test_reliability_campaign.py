@@ -20,7 +20,7 @@ import pytest
 
 import labkit.backends
 from labkit import cli
-from labkit.backends.base import Backend, Instance, RawResult
+from labkit.backends.base import Backend, Instance, RawResult, StatsUnavailable
 from labkit.core.ids import campaign_prefix, check_campaign_id
 from labkit.core.instance import InstanceSpec
 from labkit.core.lock import LOCK_NAME, CampaignLock
@@ -45,6 +45,9 @@ class FakeInstance(Instance):
 
     def _oom_kills(self):
         return 0
+
+    def stats(self):
+        raise StatsUnavailable("a fake instance has no counters")
 
     def put(self, local_path, remote_path, mode=0o755):
         pass

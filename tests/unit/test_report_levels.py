@@ -77,7 +77,7 @@ def test_old_stores_are_read_with_their_levels_filled():
     old["started"] = ["2026-01-01T00:00:05", "2026-01-01T00:00:01", "2026-01-01T00:00:02",
                       "2026-01-01T00:00:09", "2026-01-01T00:00:03", "2026-01-01T00:00:04"]
     t = with_levels(old).set_index("run_id")
-    assert t.loc["r0", "instance"] == "r0/0" and (t["instance_index"] == 0).all() and (t["boot"] == 1).all()
+    assert t.loc["r0", "instance"] == "r0:0" and (t["instance_index"] == 0).all() and (t["boot"] == 1).all()
     assert t.loc[["r0", "r1", "r4"], "host"].tolist() == ["local"] * 3
     # run_seq: start order on each host
     assert t.loc[["r1", "r4", "r0"], "run_seq"].tolist() == [1, 2, 3]

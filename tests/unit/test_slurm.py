@@ -266,3 +266,40 @@ def test_a_failing_slurm_tool_is_an_error_naming_the_command(tools, monkeypatch)
     (tools.parent / "bin" / "scontrol").write_text("#!/bin/sh\necho 'slurm_load_jobs error: Unable to contact slurm controller' >&2\nexit 1\n")
     with pytest.raises(BackendError, match="reading Slurm job 5: scontrol exited 1: .*Unable to contact"):
         slurm_cli.show_job("5", 5)
+
+
+def test_the_counters_of_a_nodes_instances_come_through_one_long_lived_step(tmp_path, monkeypatch):
+    """SlurmInstance.stats reads its files through the node's file reader (native.FILE_READER run
+    by a stand-in srun here): one step however many readings, a file that cannot be read is None, a
+    reader that died is started again, and a file name with white space is refused unread."""
+    from labkit.backends import native
+    from labkit.backends.base import StatsUnavailable
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "srun").write_text('#!/bin/sh\necho "srun $*" >> "$LOG"\nwhile [ "$1" != /bin/sh ]; do shift; done\n'
+                                  'exec "$@"\n')
+    (bin_dir / "srun").chmod(0o755)
+    log = tmp_path / "calls.log"
+    log.write_text("")
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv("LOG", str(log))
+    stat_file = tmp_path / "cpu.stat"
+    stat_file.write_text("usage_usec 2500000\nnr_throttled 3\nthrottled_usec 40000\n")
+    be = SlurmBackend(job_id=12, node="n1")
+    try:
+        paths = {"cpu": str(stat_file), "memory": str(tmp_path / "none")}
+        for _ in range(3):
+            assert be.files.read(paths) == {"cpu": stat_file.read_text(), "memory": None}
+        assert log.read_text().count("srun ") == 1 and "--job-name=labkit-files" in log.read_text()
+        be.files.stop()   # the step killed (a lost node, an allocation that ended): started again
+        assert be.files.read({"cpu": str(stat_file)}) == {"cpu": stat_file.read_text()}
+        assert log.read_text().count("srun ") == 2
+        with pytest.raises(StatsUnavailable, match="white space"):
+            be.files.read({"cpu": "/sys/fs/cgroup/a b/cpu.stat"})
+        texts = be.files.read({"proc_stat": "/proc/stat"})
+        got = native.instance_stats(None, texts, "labkit-x--1 on n1")   # unconfined: the node's steal only
+        assert set(got) == {"steal_s", "cpu_total_s"} and got["cpu_total_s"] > 0
+        reader = be.files.proc
+    finally:
+        be.close()
+    assert reader.poll() is not None and be.files.proc is None   # the step ended with the backend

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import socket
 import subprocess
 import sys
@@ -34,7 +35,24 @@ def instance(tmp_path, driver=None, cpus=None) -> ssh.SshInstance:
     (tmp_path / "labkit-test-x").mkdir(exist_ok=True)
     inst = ssh.SshInstance.__new__(ssh.SshInstance)
     inst.backend, inst.name, inst.host_cpu_ids = be, "labkit-test-x", cpus
+    inst.confined, inst.netns, inst.hosts_file = driver is not None, None, None
     return inst
+
+
+def test_command_line_on_a_private_network_enters_the_namespace_after_the_cgroup(tmp_path):
+    """On a run network the command enters its network namespace (nsenter) and a private mount
+    namespace with its hosts file on /etc/hosts (unshare), after the session and the cgroup."""
+    roots = {c: str(tmp_path / c) for c in ("cpuset", "cpu", "memory")}
+    inst = instance(tmp_path, cgroups.CgroupV1(roots))
+    inst.netns, inst.hosts_file = inst.name, f"{inst.workdir}/hosts"
+    line = inst.command_line(["iperf3", "-s"], str(tmp_path / "p"), None)
+    script = shlex.split(line)[-1]   # exec /bin/sh -c '<lines>'
+    words = shlex.split(next(w for w in script.splitlines() if w.startswith("setsid")))[:-2]   # </dev/null &
+    start = words.index("nsenter")
+    assert words[0] == "setsid" and words[3].endswith(cgroups.JOIN)
+    assert words[start:start + 2] == ["nsenter", "--net=/run/netns/labkit-test-x"]
+    assert words[-3:] == [f"{inst.workdir}/hosts", "iperf3", "-s"] and "unshare" in words[start:]
+    assert "nsenter" not in " ".join(shlex.split(instance(tmp_path).command_line(["true"], "p", None)))
 
 
 # -- the exec command line ------------------------------------------------------------------------

@@ -12,6 +12,7 @@ import pytest
 
 from labkit.errors import BackendUnavailable, ConfigError
 from labkit.images import rootfs as rf
+from labkit.run.platforms import variant_image
 from labkit.run.testbed import Testbed
 from labkit.studies import (
     OVERHEAD_LOWER_IS_BETTER,
@@ -19,7 +20,6 @@ from labkit.studies import (
     overhead_design,
     overhead_paper_claims,
     overhead_testbed,
-    variant_image,
 )
 
 REPO = Path(__file__).resolve().parents[2]

@@ -183,9 +183,10 @@ def test_remote_backend_records_why_nothing_was_sampled():
     ctx = RunContext(DESIGN.plan()[0], InstanceSpec(), {}, SimpleNamespace(name="ssh"), "lk-x-")
     with Telemetry(0.1).around_run(ctx) as started:
         assert started == []
-    assert ctx.samples == []
-    assert ctx.metadata["telemetry"]["collected"] is False
-    assert "not collected" in ctx.metadata["telemetry"]["reason"]
+    assert ctx.samples == []   # no instance yet, and the host here is not the one that runs them
+    summary = ctx.metadata["telemetry"]
+    assert summary["collected"] is True and summary["host"].startswith("not sampled: ")
+    assert "not collected" in summary["host"] and summary["instance_stats"] == "none: no instance was sampled"
 
 
 def test_cgroup_watch_reads_the_campaigns_cgroups_v2(tmp_path):
@@ -216,7 +217,7 @@ def test_run_and_samples_stored_together_read_and_exported(tmp_path):
         st.record_run(runs[1], status="ok", started="t", duration_s=1.0)
         st.record_samples(runs[1].run_id, [(0.2, "load1", 1.0)])
         got = st.samples()
-        assert list(got.columns) == ["run_id", "t", "metric", "value"] and len(got) == 3
+        assert list(got.columns) == ["run_id", "t", "metric", "value", "instance"] and len(got) == 3
         assert list(st.samples(runs[0].run_id).value) == [50.0, 60.0]
         st.export(formats=("csv",))
         assert len(pd.read_csv(tmp_path / "c1" / "samples.csv")) == 3
@@ -247,7 +248,7 @@ def test_store_made_before_samples_reads_empty_and_gets_the_table_when_opened_fo
     with sqlite3.connect(path) as db:
         db.execute("DROP TABLE samples")
     with Store(path, readonly=True) as ro:
-        assert ro.samples().empty and list(ro.samples().columns) == ["run_id", "t", "metric", "value"]
+        assert ro.samples().empty and list(ro.samples().columns) == ["run_id", "t", "metric", "value", "instance"]
     with Store(path) as rw:
         rw.record_samples("r", [(0.0, "load1", 0.1)])
         assert len(rw.samples()) == 1

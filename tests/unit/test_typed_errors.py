@@ -80,12 +80,15 @@ def _network(be, name: str) -> Network:
                    device="lktyped0", backend=be)
 
 
-def test_a_backend_without_private_networks_refuses_to_provision_on_one():
-    # the ssh backend's _create took no network: provision(network=...) was a TypeError; it now
-    # refuses before connecting (nothing listens on port 1; get_backend would connect to check it)
+def test_a_network_of_another_backend_is_refused_before_connecting():
+    # the ssh backend's _create took no network: provision(network=...) was a TypeError; the ssh
+    # backend has private networks now, and one made by another backend is refused before it
+    # connects (nothing listens on port 1; get_backend would connect to check it)
     be = SshBackend(host="127.0.0.1", port=1, enforce_limits=False)
-    with pytest.raises(ConfigError, match="ssh backend has no private networks"):
-        be.provision(InstanceSpec(affinity="floating"), network=_network(be, "labkit-typed-net"))
+    other = SshBackend(host="127.0.0.1", port=1, enforce_limits=False)
+    with pytest.raises(ConfigError, match="network labkit-typed-net belongs to another backend"):
+        be.provision(InstanceSpec(affinity="floating"), network=_network(other, "labkit-typed-net"))
+    assert be.conn is None
 
 
 def test_joining_a_network_with_a_link_but_no_host_device_is_a_backend_error():

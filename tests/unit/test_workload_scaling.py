@@ -1,9 +1,10 @@
 """Thread scaling helpers (study 000: threads 1..8 as a factor)."""
 import pytest
 
+from labkit.design.levels import thread_levels
 from labkit.errors import ConfigError
 from labkit.workloads import get_workload
-from labkit.workloads.scaling import resolve_threads, thread_levels
+from labkit.workloads.scaling import resolve_threads
 
 
 @pytest.mark.parametrize("vcpus,levels", [(1, [1]), (2, [1, 2]), (6, [1, 2, 4, 6]), (8, [1, 2, 4, 8]),

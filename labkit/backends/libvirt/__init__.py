@@ -49,8 +49,10 @@ from ..base import (
     Backend,
     Instance,
     RawResult,
+    StatsUnavailable,
     check_prefix,
     new_name,
+    parse_proc_stat,
     teardown,
 )
 from ..networks import Network, join_network
@@ -117,15 +119,15 @@ class LibvirtInstance(Instance):
                               "guest_kernel": backend.image_info().get("kernel_version")})
 
     # -- hooks -------------------------------------------------------------
-    def _start(self, argv, env) -> int:
+    def _start(self, argv, env) -> agent.GuestCommand:
         return agent.start(self.dom, argv, env)
 
-    def _wait(self, handle: int, timeout) -> RawResult | None:
-        return agent.wait(self.dom, handle, timeout, alive=self._alive)
+    def _wait(self, handle: agent.GuestCommand, timeout) -> RawResult | None:
+        return agent.wait(self.dom, handle.pid, timeout, alive=self._alive)
 
-    def _kill(self, handle: int) -> None:
+    def _kill(self, handle: agent.GuestCommand) -> None:
         if self._alive():   # a stopped guest has nothing left to kill
-            agent.kill_group(self.dom, handle)
+            agent.kill_tree(self.dom, handle)
 
     def _oom_kills(self) -> int | None:
         for line in agent.read_file(self.dom, "/proc/vmstat").decode().splitlines():
@@ -133,6 +135,27 @@ class LibvirtInstance(Instance):
             if key == "oom_kill":
                 return int(value)
         return None   # a kernel older than 4.13 does not count
+
+    def stats(self) -> dict[str, float]:
+        """libvirt's domain statistics: ``cpu_s`` (``getCPUStats``: the whole domain, emulator
+        included), ``vcpu_s`` (the vCPUs' times, ``vcpus()``), ``memory_bytes`` (``memoryStats``:
+        the QEMU process's resident set), and from the guest's own /proc/stat, read through the
+        guest agent, ``steal_s`` and ``cpu_total_s`` (left out when the agent does not answer).
+        StatsUnavailable when the domain is not running."""
+        try:
+            total = self.dom.getCPUStats(True)[0]
+            out = {"cpu_s": total["cpu_time"] / 1e9}
+            out["vcpu_s"] = sum(v[2] for v in self.dom.vcpus()[0]) / 1e9
+            mem = self.dom.memoryStats()
+        except libvirt.libvirtError as exc:
+            raise StatsUnavailable(f"libvirt statistics of {self.name} failed: {exc}") from exc
+        if mem.get("rss") is not None:
+            out["memory_bytes"] = float(mem["rss"]) * 1024
+        try:
+            out.update(parse_proc_stat(agent.read_file(self.dom, "/proc/stat", limit=1 << 16, timeout=5).decode()))
+        except (BackendError, libvirt.libvirtError, UnicodeDecodeError, ValueError):
+            pass   # the guest's view needs its agent; the host's counters above stand
+        return out
 
     def host_command(self, argv: list[str]) -> list[str]:
         """An argv for this host that runs ``argv`` in the guest through its agent and returns

@@ -5,18 +5,26 @@ Commands go through ``libvirt_qemu.qemuAgentCommand`` as QMP-style JSON:
 polled until it has exited, ``guest-file-*`` copy files in and read files out.
 The guest needs no network.
 
-Every command starts under ``setsid``: it leads a new process group whose id
-is the pid ``guest-exec`` returns (qemu-ga's child is never a group leader, so
-``setsid`` execs without forking), and one ``kill -KILL -- -<pid>`` ends the
-command and everything it started that stayed in its group.
+Every command starts with a tag of its own in its environment (``LABKIT_EXEC=<random hex>``,
+:class:`GuestCommand`), which everything it starts inherits, and nothing else: no wrapper is
+exec'd before it. Under QEMU TCG an exec costs as much as a short command itself, so the
+``setsid`` that once made each command a process group of its own doubled the cost of ``exec
+true``. :func:`kill_tree` ends the command and everything that carries its tag: one guest
+command SIGKILLs the command's pid and every process whose initial environment holds the tag,
+again until none is left alive (zombies do not count). That finds what a process group finds,
+and also what left the group (``setsid``, a daemon that detached); only a process started with an
+environment of its own choosing (``env -i``) escapes it, as one that calls ``setsid`` escapes a
+group kill; the VM's destruction at teardown ends whatever is left.
 """
 from __future__ import annotations
 
 import base64
 import json
 import logging
+import secrets
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import libvirt
@@ -88,12 +96,56 @@ def ping(dom: libvirt.virDomain, timeout: int = 2) -> bool:
         return False
 
 
-def start(dom: libvirt.virDomain, argv: list[str], env: dict | None = None) -> int:
-    """Start ``argv`` in its own session and process group, output captured; returns its pid."""
-    argv = ["setsid", *argv]
-    args = {"path": argv[0], "arg": argv[1:], "capture-output": True,
-            "env": [f"{k}={v}" for k, v in {**BASE_ENV, **(env or {})}.items()]}
-    return int(command(dom, "guest-exec", args)["pid"])
+#: the environment variable that tags a command and everything it starts (see the module docstring)
+TAG_VAR = "LABKIT_EXEC"
+#: ``sh -c KILL_TREE sh <tag> <pid>``: SIGKILL ``pid`` and every process whose initial environment
+#: holds ``LABKIT_EXEC=<tag>``, until none is left alive (a zombie's environ reads empty); exits 1
+#: naming the survivors after 200 rounds
+KILL_TREE = r"""
+t="LABKIT_EXEC=$1"
+kill -KILL "$2" 2>/dev/null
+i=0
+while :; do
+  pids=""
+  for f in $(grep -lzxF "$t" /proc/[0-9]*/environ 2>/dev/null); do f=${f#/proc/}; pids="$pids ${f%/environ}"; done
+  [ -z "$pids" ] && exit 0
+  kill -KILL $pids 2>/dev/null
+  i=$((i + 1))
+  [ "$i" -ge 200 ] && { echo "still alive with $t:$pids" >&2; exit 1; }
+  sleep 0.05
+done
+"""
+
+
+@dataclass(frozen=True)
+class GuestCommand:
+    """A command started in the guest: the ``pid`` ``guest-exec`` returned and the ``tag`` in its
+    environment (and its descendants')."""
+    pid: int
+    tag: str
+
+
+#: what runs a command the agent could not start itself, so that it fails as in a shell
+#: (127: not found, 126: not executable; the shell's message on stderr)
+AS_SHELL = ["/bin/sh", "-c", 'exec "$@"', "sh"]
+
+
+def start(dom: libvirt.virDomain, argv: list[str], env: dict | None = None) -> GuestCommand:
+    """Start ``argv`` (output captured) with a fresh tag in its environment; exec'd by the agent
+    itself, with no wrapper (see the module docstring). When the agent answers that it could not
+    start it (no such file, not executable), it runs again under ``/bin/sh`` (:data:`AS_SHELL`)
+    and ends as it would in a shell: the cost of a wrapper only on that path."""
+    tag = secrets.token_hex(8)
+    environ = [f"{k}={v}" for k, v in {**BASE_ENV, **(env or {}), TAG_VAR: tag}.items()]
+    try:
+        reply = command(dom, "guest-exec", {"path": argv[0], "arg": argv[1:], "capture-output": True,
+                                            "env": environ})
+    except AgentError as exc:
+        if exc.unresponsive:
+            raise
+        reply = command(dom, "guest-exec", {"path": AS_SHELL[0], "arg": [*AS_SHELL[1:], *argv],
+                                            "capture-output": True, "env": environ})
+    return GuestCommand(int(reply["pid"]), tag)
 
 
 def wait(dom: libvirt.virDomain, pid: int, timeout: float | None, alive: Callable[[], bool] | None = None,
@@ -165,19 +217,18 @@ def _decode(st: dict, stream: str) -> CappedOutput:
     return sink
 
 
-def kill_group(dom: libvirt.virDomain, pid: int, timeout: float = 30) -> None:
-    """SIGKILL process group ``pid`` in the guest (quiet when it is already gone).
-
-    The ``kill`` itself runs through ``guest-exec`` and is reaped here, so the
-    agent keeps no status behind.
-    """
-    killer = start(dom, ["kill", "-KILL", "--", f"-{pid}"])
-    res = wait(dom, killer, timeout)
+def kill_tree(dom: libvirt.virDomain, cmd: GuestCommand, timeout: float = 30) -> None:
+    """SIGKILL ``cmd`` and everything it started in the guest (:data:`KILL_TREE`; quiet when they
+    are already gone). The killer itself runs through ``guest-exec`` and is reaped here, so the
+    agent keeps no status behind."""
+    killer = start(dom, ["/bin/sh", "-c", KILL_TREE, "sh", cmd.tag, str(cmd.pid)])
+    res = wait(dom, killer.pid, timeout)
     if res is None:
-        raise AgentError(f"kill of process group {pid} in {dom.name()} did not finish in {timeout:.0f}s")
-    if res.exit_code != 0 and "No such process" not in res.stderr:
-        raise AgentError(f"kill of process group {pid} in {dom.name()} exited {res.exit_code}: "
-                         f"{res.stderr.strip()}")
+        raise AgentError(f"kill of guest pid {cmd.pid} and its tree in {dom.name()} did not finish in "
+                         f"{timeout:.0f}s")
+    if res.exit_code != 0:
+        raise AgentError(f"kill of guest pid {cmd.pid} and its tree in {dom.name()} exited "
+                         f"{res.exit_code}: {res.stderr.strip()}")
 
 
 def write_file(dom: libvirt.virDomain, path: str, data: bytes, timeout: int = 60) -> None:

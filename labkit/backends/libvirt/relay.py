@@ -9,8 +9,8 @@ long as the orted does, and an orted that dies ends it with the orted's status.
 
 What differs from ``ssh``: no standard input reaches the command, and its output arrives when
 it ends (the guest agent hands it over then, up to its own limit, marked when truncated).
-The command runs in its own process group in the guest (see :mod:`.libvirt_agent`);
-SIGTERM, SIGINT or SIGHUP kill that group and exit with 128 + the signal. A guest or libvirt
+The command and what it starts carry a tag of their own in the guest (see :mod:`.agent`);
+SIGTERM, SIGINT or SIGHUP kill them all and exit with 128 + the signal. A guest or libvirt
 that cannot be reached exits 255, as ``ssh`` does; a host key refused on the way (a ``qemu+ssh://``
 URI: the backend passes its URI with the host-key policy applied) is said in labkit's words
 (:func:`labkit.backends.hostkeys.ssh_refusal`: the host, the key offered, the known_hosts file and
@@ -41,20 +41,20 @@ def main(argv: list[str] | None = None) -> int:
     uri, name, command = args[0], args[1], args[2:]
     try:
         dom = libvirt.open(uri).lookupByName(name)
-        pid = agent.start(dom, command)
+        cmd = agent.start(dom, command)
     except (libvirt.libvirtError, BackendError) as exc:
         print(f"labkit libvirt relay: {name} at {_shown(uri)}: {_explained(uri, exc)}", file=sys.stderr)
         return 255
 
     def stop(signum, _frame):
         with contextlib.suppress(Exception):
-            agent.kill_group(dom, pid, timeout=10)
+            agent.kill_tree(dom, cmd, timeout=10)
         os._exit(128 + signum)
 
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, stop)
     try:
-        res = agent.wait(dom, pid, None, alive=lambda: bool(dom.isActive()), max_poll_s=POLL_S)
+        res = agent.wait(dom, cmd.pid, None, alive=lambda: bool(dom.isActive()), max_poll_s=POLL_S)
     except (libvirt.libvirtError, BackendError) as exc:
         print(f"labkit libvirt relay: {name} at {_shown(uri)}: {exc}", file=sys.stderr)
         return 255

@@ -16,7 +16,7 @@ Mapping of an :class:`~labkit.core.instance.InstanceSpec` (docs/design.md, "Inst
 The container's init brings loopback up, then execs ``sleep infinity`` (the
 image has no init system, and none is needed): no exec is spent on loopback.
 Each command runs through pylxd's ``Instance.execute`` on a
-thread, as its own session (:mod:`._container`), so ``_wait`` can time out and
+thread, as its own session (:mod:`..containers`), so ``_wait`` can time out and
 ``_kill`` can SIGKILL the session from a second exec. An exec whose websockets
 could not be connected (LXD starts the command only once they are) is sent again
 (:func:`execute`). OOM kills are read on the
@@ -48,16 +48,17 @@ from ...core.instance import InstanceSpec
 from ...core.mounts import parse_mounts
 from ...core.waiting import retry, wait_until
 from ...errors import BackendError, BackendUnavailable, ConfigError
-from .._container import CleanupByName, SessionExec, check_image, oom_kill_count, or_none
 from ..base import (
     Backend,
     Instance,
     RawResult,
+    StatsUnavailable,
     check_cpus,
     check_name,
     check_prefix,
     log,
 )
+from ..containers import CleanupByName, SessionExec, check_image, oom_kill_count, or_none
 from ..networks import Network, remove_bridges
 from ..output import CappedOutput
 from . import base as lxd_base
@@ -160,6 +161,17 @@ def memory_cgroup_file(proc_cgroup: str, name: str) -> str | None:
 EXEC_ATTEMPTS = 3
 
 
+def lxd_stats(status: str | None, cpu: dict | None, memory: dict | None) -> dict[str, float]:
+    """:data:`~labkit.backends.base.STAT_KEYS` counters from LXD's instance state; StatsUnavailable
+    for an instance that is not running (LXD then reports zeros)."""
+    if status != "Running" or not isinstance(cpu, dict) or "usage" not in cpu:
+        raise StatsUnavailable(f"LXD reports no counters for an instance in state {status!r}")
+    out = {"cpu_s": cpu["usage"] / 1e9}
+    if isinstance(memory, dict) and memory.get("usage") is not None:
+        out["memory_bytes"] = float(memory["usage"])
+    return out
+
+
 def instance_busy(exc: BaseException) -> bool:
     """Whether LXD refused an operation on an instance because another one holds it ("Instance
     is busy running a "start" operation", a failed start winding down). LXD reports that only
@@ -234,6 +246,17 @@ class LxdInstance(SessionExec, Instance):
         pid = self.model.state().pid
         path = memory_cgroup_file(Path(f"/proc/{pid}/cgroup").read_text(), self.name)
         return None if path is None else oom_kill_count(Path(path).read_text())
+
+    def stats(self) -> dict[str, float]:
+        """LXD's instance state (``GET /1.0/instances/<name>/state``): ``cpu_s`` (``cpu.usage``)
+        and ``memory_bytes`` (``memory.usage``); StatsUnavailable when the instance is not
+        running or the daemon does not answer."""
+        try:
+            state = self.model.state()
+        except _sdk().exceptions.LXDAPIException as exc:
+            raise StatsUnavailable(f"LXD state of {self.name} failed: {exc}") from exc
+        return lxd_stats(getattr(state, "status", None), getattr(state, "cpu", None),
+                         getattr(state, "memory", None))
 
     def host_command(self, argv: list[str]) -> list[str]:
         """An argv for this host that runs ``argv`` in the container (an MPI launch agent's

@@ -1,0 +1,211 @@
+"""The quiet-host guard: what else ran on this host during each run, and runs flagged ``suspect``.
+
+A measurement is only as good as the quiet of the host it was taken on. :class:`QuietHost` (a
+:class:`~labkit.run.hooks.RunHook` every :class:`~labkit.run.campaign.Campaign` enters first and
+leaves last around each run) records:
+
+* ``others_running``: the other campaigns the host's registry of running campaigns
+  (:mod:`labkit.core.registry`, ``/run/labkit/campaigns``, shared by every data dir) showed
+  running before, during (polled every second, by one watcher for all the campaign's runs in
+  flight) and at the end of the run. A campaign seen for the
+  first time is logged as a warning, once. At the start of a campaign (:meth:`QuietHost.check_start`,
+  right after it registers) another running campaign is a warning, or a refusal
+  (:class:`~labkit.errors.StoreError`) when this campaign or the other is ``exclusive``; two
+  exclusive campaigns started in the same instant may both refuse, never both run.
+* ``quiet_check``: before the run, a short sample (:data:`PRE_RUN_S` seconds, psutil) of the CPU
+  used by processes outside the campaign (``other_cpu_pct``, % of one CPU: the host's busy time
+  minus this process's and the campaign's instances'), when the instances run on this machine.
+  The sample is dead time between runs: ``campaign.guard.pre_run_s`` sets its length (0: none,
+  recorded as not measured).
+* ``suspect``: why the run is doubtful, or None: another campaign ran during it; before it or
+  during it (the telemetry's ``cpu_other_mean_pct``) processes outside the campaign used more
+  than ``other_cpu_pct`` % of a CPU; the host's or an instance's steal time was above
+  ``steal_pct`` % (mean over the run); a ``pinned`` instance was CFS-throttled (it should
+  never be: its CPUs are its own). Thresholds: :data:`labkit.design.options.DEFAULT_THRESHOLDS`,
+  or a design's / campaign's ``thresholds``.
+
+The store shows the flag as the ``suspect`` and ``suspect_reason`` columns of
+:meth:`Store.runs <labkit.store.Store.runs>` and :meth:`Store.tidy <labkit.store.Store.tidy>`;
+with ``quarantine`` the campaign runs its suspect runs once more at the end, the first attempt
+kept in :meth:`Store.attempts <labkit.store.Store.attempts>` as a retry keeps it.
+"""
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+from ..core import registry
+from ..design.options import DEFAULT_THRESHOLDS
+from ..errors import StoreError
+from .hooks import RunContext, RunHook
+from .telemetry import delta_rows, remote_reason
+
+log = logging.getLogger("labkit.run.guard")
+
+#: seconds of the sample of the host's load taken before each run
+PRE_RUN_S = 0.25
+#: seconds between two looks at the registry during a run
+POLL_S = 1.0
+
+
+def other_campaigns(campaign_id: str) -> dict[str, registry.Entry]:
+    """The campaigns running on this host now other than ``campaign_id`` (``labkit clean`` runs
+    left out); {} when the registry cannot be read (logged)."""
+    try:
+        return {e.campaign_id: e for e in registry.running()
+                if e.campaign_id != campaign_id and e.kind == "run"}
+    except (StoreError, OSError) as exc:
+        log.warning("the registry of running campaigns cannot be read (%s): other campaigns are not seen", exc)
+        return {}
+
+
+def verdict(metadata: dict, affinity: str, thresholds: dict) -> str | None:
+    """Why a run with ``metadata`` (its ``others_running``, ``quiet_check`` and ``telemetry``
+    summary) and instances of ``affinity`` is suspect under ``thresholds``; None when it is not."""
+    reasons = []
+    others = metadata.get("others_running") or []
+    if others:
+        reasons.append(f"other campaign(s) running on this host: {', '.join(others)}")
+    limit = thresholds["other_cpu_pct"]
+    before = (metadata.get("quiet_check") or {}).get("other_cpu_pct")
+    if before is not None and before > limit:
+        reasons.append(f"before the run, processes outside the campaign used {before:.1f} % of a CPU "
+                       f"(threshold {limit:g} %)")
+    tele = metadata.get("telemetry") or {}
+    during = tele.get("cpu_other_mean_pct")
+    if during is not None and during > limit:
+        reasons.append(f"during the run, processes outside the campaign used {during:.1f} % of a CPU on average "
+                       f"(max {tele.get('cpu_other_max_pct', during):.1f} %; threshold {limit:g} %)")
+    for key, what in (("steal_mean_pct", "the host's steal time"), ("instance_steal_mean_pct", "steal time in an instance")):
+        value = tele.get(key)
+        if value is not None and value > thresholds["steal_pct"]:
+            reasons.append(f"{what} was {value:.1f} % on average (threshold {thresholds['steal_pct']:g} %)")
+    throttled = tele.get("instance_throttled_periods")
+    if thresholds["pinned_throttled"] and affinity == "pinned" and throttled:
+        reasons.append(f"a pinned instance was throttled in {throttled:g} CFS period(s)")
+    return "; ".join(reasons) or None
+
+
+class QuietHost(RunHook):
+    """The quiet-host guard of a campaign (see the module docstring): ``campaign_id`` is the
+    campaign's own (left out of ``others_running``), ``exclusive`` refuses to run beside another
+    campaign, ``thresholds`` a complete :data:`~labkit.design.options.DEFAULT_THRESHOLDS` mapping.
+
+    The registry is read by one watcher thread for all the campaign's runs in flight (every
+    ``poll_s``, while any is), and at a run's start and end at most every :attr:`fresh_s` (a reading
+    that recent is shared): on a fleet of a thousand hosts the registry is read a few times a
+    second, not by a thread per run."""
+
+    def __init__(self, campaign_id: str, *, exclusive: bool = False, thresholds: dict | None = None,
+                 pre_run_s: float = PRE_RUN_S, poll_s: float = POLL_S):
+        self.campaign_id = campaign_id
+        self.exclusive = exclusive
+        self.thresholds = {**DEFAULT_THRESHOLDS, **(thresholds or {})}
+        self.pre_run_s, self.poll_s = pre_run_s, poll_s
+        #: how old a reading of the registry a run's start or end may share
+        self.fresh_s = poll_s / 4
+        self.seen: set[str] = set()
+        self._lock = threading.Lock()
+        self._read_lock = threading.Lock()
+        self._last: tuple[float, dict[str, registry.Entry]] | None = None
+        self._active: dict[int, set[str]] = {}   # id of each run in flight -> the campaigns it saw
+        self._watcher: threading.Thread | None = None
+
+    def check_start(self) -> list[str]:
+        """Right after the campaign registered: warn of the other campaigns running on this host, or
+        refuse (StoreError) when this campaign or one of them is exclusive. Returns their ids."""
+        others = other_campaigns(self.campaign_id)
+        if not others:
+            return []
+        shown = "; ".join(f"{cid} ({e.describe()})" for cid, e in sorted(others.items()))
+        strict = sorted(cid for cid, e in others.items() if e.extra.get("exclusive"))
+        if self.exclusive or strict:
+            why = ("this campaign is exclusive" if self.exclusive
+                   else f"campaign(s) {', '.join(strict)} run exclusive")
+            raise StoreError(f"campaign {self.campaign_id!r} refused: {why}, and other campaign(s) run on this "
+                             f"host: {shown}. Wait for them to end, or run without exclusive (their runs and "
+                             "this one's are then flagged suspect)")
+        self._note(others)
+        return sorted(others)
+
+    def _note(self, others: dict[str, registry.Entry]) -> None:
+        with self._lock:
+            new = sorted(set(others) - self.seen)
+            self.seen |= set(new)
+        for cid in new:
+            log.warning("campaign %s: another campaign runs on this host: %s (%s); the runs that overlap it are "
+                        "recorded with others_running and flagged suspect", self.campaign_id, cid,
+                        others[cid].describe())
+
+    def _others(self, max_age: float) -> set[str]:
+        """The other campaigns running now, from a reading of the registry at most ``max_age`` s old
+        (one reading at a time; the runs that wait for it share it)."""
+        with self._read_lock:
+            if self._last is None or time.monotonic() - self._last[0] > max_age:
+                self._last = (time.monotonic(), other_campaigns(self.campaign_id))
+            others = self._last[1]
+        self._note(others)
+        return set(others)
+
+    def _watch(self) -> None:
+        """While runs are in flight: every ``poll_s`` add the campaigns running to each one's."""
+        while True:
+            time.sleep(self.poll_s)
+            with self._lock:
+                if not self._active:
+                    self._watcher = None
+                    return
+            found = self._others(self.fresh_s)
+            with self._lock:
+                for mine in self._active.values():
+                    mine |= found
+
+    @contextlib.contextmanager
+    def _guarded(self, ctx: RunContext) -> Iterator[list]:
+        found = self._others(self.fresh_s)
+        ctx.metadata["quiet_check"] = pre_run_load(ctx, self.pre_run_s)
+        key = id(ctx)
+        with self._lock:
+            self._active[key] = found
+            if self._watcher is None:
+                self._watcher = threading.Thread(target=self._watch, daemon=True, name="labkit-guard")
+                self._watcher.start()
+        try:
+            yield []
+        finally:
+            with self._lock:
+                found = self._active.pop(key)
+            found |= self._others(self.fresh_s)
+            ctx.metadata["others_running"] = sorted(found)
+            ctx.metadata["suspect"] = verdict(ctx.metadata, ctx.spec.affinity, self.thresholds)
+
+    def around_run(self, ctx: RunContext) -> contextlib.AbstractContextManager:
+        return self._guarded(ctx)
+
+
+def pre_run_load(ctx: RunContext, seconds: float = PRE_RUN_S) -> dict[str, Any]:
+    """The CPU used by processes outside the campaign over ``seconds`` before ``ctx``'s run
+    (``other_cpu_pct``, % of one CPU, and ``seconds``), or ``measured: False`` and why (the
+    instances run on another machine, psutil is missing, the campaign's CPU could not be told
+    apart)."""
+    why = remote_reason(ctx.backend)
+    if why is not None:
+        return {"measured": False, "reason": why}
+    if seconds <= 0:
+        return {"measured": False, "reason": "no sample asked (pre_run_s 0)"}
+    try:
+        from .telemetry import Telemetry
+        read, _ = Telemetry(max(seconds, 0.05)).reader(ctx)
+        a = read()
+        time.sleep(seconds)
+        b = read()
+    except ImportError:
+        return {"measured": False, "reason": "psutil is not installed (pip install psutil)"}
+    rows = dict((m, v) for m, v, *inst in delta_rows(a, b) if not inst)
+    if "cpu_other_pct" not in rows:
+        return {"measured": False, "reason": "the CPU of the campaign's instances could not be read"}
+    return {"measured": True, "seconds": seconds, "other_cpu_pct": round(rows["cpu_other_pct"], 3)}
