@@ -55,7 +55,7 @@ test: setup-daemons setup-browser setup-openstack
 	$(PY) -m ruff check labkit tests benchmarks reliability
 	.venv/bin/lint-imports
 	$(PY) -m mypy
-	status=0; LABKIT_OPENSTACK=1 $(PY) -m pytest -ra tests || status=$$?; bash scripts/setup-fleet.sh teardown; exit $$status
+	status=0; LABKIT_OPENSTACK=1 $(PY) -m pytest -ra --durations=25 tests || status=$$?; bash scripts/setup-fleet.sh teardown; exit $$status
 
 unit: setup
 	$(PY) -m pytest -ra tests/unit
