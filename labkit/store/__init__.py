@@ -531,6 +531,8 @@ class Store:
                      suspect_reason=x.suspect_reason)
         out = pd.DataFrame(rows)
         out["run_seq"] = out["run_seq"].astype("Int64")
+        # pandas turns None into NaN in a column that also holds strings: keep the documented None
+        out["suspect_reason"] = out["suspect_reason"].astype(object).where(out["suspect_reason"].notna(), None)
         return out
 
     def attempts(self) -> pd.DataFrame:
