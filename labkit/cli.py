@@ -114,6 +114,7 @@ def cmd_clean(args: argparse.Namespace) -> int:
     campaign that is not running (:mod:`labkit.run.clean`; shown first, removed with ``--yes``)."""
     from .backends import REGISTRY, get_backend
     from .run.clean import find_leftovers, remove_leftovers, running_ids, stopped_ids
+    from .run.slurm import QueuedJobs
     args.data_dir = str(_data_dir(args))
     if args.campaign_id:
         return _clean_campaign(args)
@@ -121,7 +122,9 @@ def cmd_clean(args: argparse.Namespace) -> int:
     try:
         for name in ([args.backend] if args.backend else list(REGISTRY)):
             try:
-                backends[name] = get_backend(name, **(_parse_params(args.backend_option) if args.backend else {}))
+                # slurm: this user's labkit jobs in the queue (a node's instances go with their job)
+                backends[name] = QueuedJobs() if name == "slurm" else get_backend(
+                    name, **(_parse_params(args.backend_option) if args.backend else {}))
             except Exception as exc:  # an unavailable backend has nothing of ours to clean here
                 if args.backend:
                     raise

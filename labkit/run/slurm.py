@@ -45,6 +45,7 @@ import time
 from dataclasses import dataclass, field
 
 from ..backends import slurm_cli
+from ..backends.base import NAME_PREFIX, check_prefix
 from ..errors import BackendError, BackendUnavailable, ConfigError, LabkitError
 from ..store import now_iso
 
@@ -354,27 +355,111 @@ def allocated(request: SlurmRequest, store, campaign_id: str):
                       "`labkit clean %s`", alloc.job_id, name, exc, alloc.job_id, campaign_id)
 
 
+def clean_nodes(job_id: str, prefix: str, options: dict | None = None) -> dict[str, list[str]]:
+    """On every node of Slurm job ``job_id`` if it is running, remove the instances named
+    ``prefix*`` (``cleanup(prefix)`` through a step); ``"node/slurm"`` -> removed names (or why not)."""
+    from ..backends import get_backend
+    info = slurm_cli.show_job(job_id, QUERY_TIMEOUT_S)
+    if info is None or info.get("JobState") != "RUNNING":
+        return {}
+    out: dict[str, list[str]] = {}
+    for node in slurm_cli.hostnames(info.get("NodeList", ""), QUERY_TIMEOUT_S):
+        try:
+            be = get_backend("slurm", job_id=job_id, node=node,
+                             **{k: v for k, v in (options or {}).items() if k in ("enforce_limits", "step_timeout")})
+            try:
+                out[f"{node}/slurm"] = be.cleanup(prefix)
+            finally:
+                be.close()
+        except LabkitError as exc:
+            out[f"{node}/slurm"] = [f"(not cleaned: {str(exc).splitlines()[0][:160]})"]
+    return out
+
+
 def clean(meta: dict, prefix: str, platforms: dict) -> dict[str, list[str]]:
     """``labkit clean <campaign>`` of a Slurm testbed's campaign: on every node of its allocations
     still running, remove the campaign's instances (``cleanup(prefix)`` through a step), then
     cancel the allocations (and queued jobs under their names). Returns ``"node/platform"`` ->
     removed names and ``"slurm"`` -> ``["job <id>", ...]`` cancelled."""
-    from ..backends import get_backend
     out: dict[str, list[str]] = {}
     jobs = [j for j in recorded(meta) if j.get("state") not in ("released", "gone")]
     options = next((p.get("options") or {} for p in platforms.values() if p.get("backend") == "slurm"), {})
     for j in jobs:
-        job_id = j.get("job_id")
-        info = slurm_cli.show_job(job_id, QUERY_TIMEOUT_S) if job_id else None
-        if info is None or info.get("JobState") != "RUNNING":
-            continue
-        for node in slurm_cli.hostnames(info.get("NodeList", ""), QUERY_TIMEOUT_S):
-            try:
-                be = get_backend("slurm", job_id=job_id, node=node,
-                                 **{k: v for k, v in options.items() if k in ("enforce_limits", "step_timeout")})
-                out[f"{node}/slurm"] = be.cleanup(prefix)
-            except LabkitError as exc:
-                out[f"{node}/slurm"] = [f"(not cleaned: {str(exc).splitlines()[0][:160]})"]
+        if j.get("job_id"):
+            out.update(clean_nodes(j["job_id"], prefix, options))
     cancelled = cancel_named([j["job_id"] for j in jobs if j.get("job_id")], [j["name"] for j in jobs])
     out["slurm"] = [f"job {j}" for j in cancelled]
     return out
+
+
+def _epoch(text: str) -> float | None:
+    """A Slurm time stamp (``2026-11-27T08:44:01``, the controller's local time) as epoch seconds."""
+    from datetime import datetime
+    try:
+        return datetime.fromisoformat(text).timestamp()
+    except ValueError:   # Unknown, None, N/A
+        return None
+
+
+class QueuedJobs:
+    """This user's Slurm jobs named ``labkit-*`` as ``labkit clean`` without a campaign id sees a
+    backend's objects (:mod:`labkit.run.clean`): :meth:`list_labkit` their names, :meth:`created`
+    each one's newest sign of life, :meth:`cleanup` cleans a campaign's nodes and cancels its
+    jobs. The job of a running campaign (registered on this host) is kept like its instances; a
+    job no registry here knows (its campaign may run from another login node) is kept until its
+    newest sign of life -- submitted, a step running now (then: now), a step's start or end in
+    the accounting -- is older than the grace period. BackendUnavailable without the Slurm tools."""
+
+    def __init__(self):
+        self.jobs: dict[str, list[tuple[str, str, str]]] = {}   # name -> [(job id, state, submitted)]
+        self._read()
+
+    def _read(self) -> None:
+        res = slurm_cli.run(["squeue", "-h", "--me", "-o", "%i|%j|%T|%V"], timeout=QUERY_TIMEOUT_S,
+                            what="listing this user's Slurm jobs")
+        self.jobs = {}
+        for line in res.stdout.splitlines():
+            parts = line.strip().split("|")
+            if len(parts) == 4 and parts[0].isdigit() and parts[1].startswith(NAME_PREFIX):
+                self.jobs.setdefault(parts[1], []).append((parts[0], parts[2], parts[3]))
+
+    def list_labkit(self, prefix: str = NAME_PREFIX) -> list[str]:
+        self._read()
+        return sorted(n for n in self.jobs if n.startswith(prefix))
+
+    def created(self, names: list[str]) -> dict[str, float | None]:
+        running_steps = {line.split(".")[0] for line in slurm_cli.run(
+            ["squeue", "-h", "--me", "--steps", "-o", "%i"], timeout=QUERY_TIMEOUT_S,
+            what="listing this user's Slurm steps").stdout.split()}
+        out: dict[str, float | None] = {}
+        for name in names:
+            signs: list[float | None] = []
+            for job_id, _, submitted in self.jobs.get(name, []):
+                if job_id in running_steps:
+                    signs.append(time.time())
+                    continue
+                signs.append(_epoch(submitted))
+                try:
+                    for step in slurm_cli.sacct_steps(job_id, QUERY_TIMEOUT_S):
+                        signs += [_epoch(step.get("Start", "")), _epoch(step.get("End", ""))]
+                except BackendUnavailable:
+                    pass   # no accounting: the submit time is all there is
+            known = [t for t in signs if t is not None]
+            out[name] = max(known) if known else None
+        return out
+
+    def cleanup(self, prefix: str) -> list[str]:
+        """Clean the nodes of the jobs named ``prefix*`` of instances named ``prefix*``, then
+        cancel the jobs; returns the jobs' names."""
+        check_prefix(prefix)
+        names = self.list_labkit(prefix)
+        ids = [job_id for n in names for job_id, _, _ in self.jobs[n]]
+        for job_id in ids:
+            for where, removed in clean_nodes(job_id, prefix).items():
+                if removed:
+                    log.info("%s: removed %s", where, " ".join(removed))
+        cancel_named(ids, names)
+        return names
+
+    def close(self) -> None:
+        pass

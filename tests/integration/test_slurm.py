@@ -254,3 +254,32 @@ def test_lost_node_controller_kills_clean_and_resume(tmp_path):
         assert f"lost host {victim}" in text and f"slurm job {job2} (" in text and "released" in text
     finally:
         restore()
+
+
+def _clean(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "labkit", "clean", "--backend", "slurm", *args],
+                          env={**os.environ, "PYTHONPATH": str(ROOT)}, cwd=ROOT, capture_output=True, text=True,
+                          stdin=subprocess.DEVNULL, timeout=300)
+
+
+def test_clean_without_an_id_keeps_a_running_campaigns_job_and_cancels_an_unknown_ones_after_its_grace():
+    from labkit.core.registry import register
+    orphan, live = slurm.job_name("t-slurm-orphan"), slurm.job_name("t-slurm-live")
+    jobs = [slurm.allocate(slurm.SlurmRequest(nodes=1, partition=PARTITION, time="10"), name, lambda _: None)
+            for name in (orphan, live)]
+    try:
+        with register("t-slurm-live", None):
+            # default grace (10 min): the unknown campaign's job was submitted just now: kept
+            out = _clean()
+            assert f"slurm: {orphan}: kept" in out.stdout and "not registered on this host" in out.stdout, out.stdout
+            assert f"slurm: {live}: kept: campaign t-slurm-live is running" in out.stdout, out.stdout
+            assert queue(orphan) and queue(live)
+            # --grace 0: the unknown one's job is cancelled, the running one's stays
+            out = _clean("--grace", "0", "--yes")
+            assert out.returncode == 0 and f"slurm: removed 1 leftover(s): {orphan}" in out.stdout, out.stdout + out.stderr
+            wait_for(lambda: not queue(orphan), f"job {jobs[0].job_id} to leave the queue", 60)
+            assert queue(live)
+    finally:
+        for alloc in jobs:
+            alloc.release()
+        wait_for(lambda: not queue(live), "the test's jobs to leave the queue", 60)

@@ -259,6 +259,12 @@ def test_clean_everything_skips_unavailable_backends_and_spares_running_campaign
     running from other data dirs and test fixtures; now it lists first, keeps running campaigns'
     objects (registered anywhere, or locked under the data dir) and names no campaign made."""
     from labkit.core.registry import register
+    import labkit.run.slurm
+    from labkit.errors import BackendUnavailable
+
+    def no_slurm():
+        raise BackendUnavailable("squeue is not installed here")
+    monkeypatch.setattr(labkit.run.slurm, "QueuedJobs", no_slurm)   # the queue's jobs: tests/integration/test_slurm.py
     monkeypatch.setenv("LABKIT_RUN_DIR", str(tmp_path / "run"))
     monkeypatch.setattr(sys.modules[__name__], "LISTED", [
         "labkit-busy--0a", "labkit-elsewhere--0b", "labkit-gone--0c", "labkit-gone--noise0d", "labkit-test-0e"])
@@ -266,7 +272,8 @@ def test_clean_everything_skips_unavailable_backends_and_spares_running_campaign
         assert cli.main(["clean", "--data-dir", str(tmp_path)]) == 0
         out = capsys.readouterr().out
         assert "docker: skipped (docker: daemon down)" in out
-        assert {b.name for b in fake_backends} == set(labkit.backends.REGISTRY) - {"docker"}
+        assert "slurm: skipped (squeue is not installed here)" in out
+        assert {b.name for b in fake_backends} == set(labkit.backends.REGISTRY) - {"docker", "slurm"}
         # gone: no registry knows it and no one says how old its objects are: kept (the grace period)
         assert "local: labkit-gone--0c: kept: campaign gone is not registered on this host and no one tells" in out
         assert "local: labkit-test-0e: kept" in out and "nothing to remove" in out
