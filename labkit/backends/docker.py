@@ -37,16 +37,13 @@ from ..core import network as netmod
 from ..core.instance import InstanceSpec
 from ..core.mounts import parse_mounts
 from ..errors import BackendError, BackendUnavailable
-from . import docker_ssh
+from . import base, docker_ssh
 from .base import (
     NAME_PREFIX,
     Backend,
     Instance,
     RawResult,
     StatsUnavailable,
-    check_cpus,
-    check_name,
-    check_prefix,
 )
 from .containers import CleanupByName, SessionExec, check_image, oom_kill_count, or_none
 from .networks import Network
@@ -270,8 +267,8 @@ class DockerBackend(CleanupByName, Backend):
     def _create(self, spec: InstanceSpec, name: str, index: int, cpus,
                 network: Network | None = None) -> DockerInstance:
         docker = _sdk()
-        check_name(name)
-        check_cpus(cpus, self.host_cpus())
+        base.check_name(name)
+        base.check_cpus(cpus, self.host_cpus())
         limits: dict[str, str | int] = {"mem_limit": f"{spec.memory_mb}m", "memswap_limit": f"{spec.memory_mb}m"}
         meta: dict[str, object] = {"image": self.image, "memory_limit_mb": spec.memory_mb,
                 "mounts": [m.as_dict() for m in self.mounts]}
@@ -362,7 +359,7 @@ class DockerBackend(CleanupByName, Backend):
 
     def networks(self, prefix: str) -> list[str]:
         """Names of the docker networks whose names start with ``prefix``."""
-        check_prefix(prefix)
+        base.check_prefix(prefix)
         try:
             found = self.api.networks(names=[prefix])
         except _sdk().errors.APIError as exc:
@@ -431,7 +428,7 @@ class DockerBackend(CleanupByName, Backend):
 
     def _names(self, prefix: str) -> list[str]:
         try:
-            found = self.api.containers(all=True, filters={"name": check_prefix(prefix)})
+            found = self.api.containers(all=True, filters={"name": base.check_prefix(prefix)})
         except _sdk().errors.APIError as exc:
             raise BackendError(f"listing docker containers failed: {exc}") from exc
         return [n.lstrip("/") for c in found for n in c.get("Names", [])]
