@@ -100,7 +100,9 @@ def overhead_benchmarks(*, vcpus: int = 2, cpu_time_s: float = 2, cpu_max_prime:
                         iperf_udp_bandwidth: str = "1G", apache_requests: int | None = None,
                         apache_concurrency_levels: Sequence[int] = (10, 50),
                         iperf_paths: Sequence[str] = ("to_host", "from_host"),
-                        bonnie_size_mb: int = 512, bonnie_direct: bool = True, oltp_table_size: int = 10000,
+                        bonnie_size_mb: int = 512, bonnie_direct: bool = True,
+                        bonnie_files: Sequence[int] | None = None, bonnie_concurrency: int = 1,
+                        stream_threads: Sequence[int] | None = None, oltp_table_size: int = 10000,
                         oltp_time_s: float = 5, oltp_threads: Sequence[int] = (1,)) -> dict:
     """Benchmark name -> ``workload``, fixed ``params``, second ``factor`` and its ``levels``,
     and the ``metrics`` analysed, for study 004's fronts (cpu, memory, disk, network,
@@ -108,16 +110,34 @@ def overhead_benchmarks(*, vcpus: int = 2, cpu_time_s: float = 2, cpu_max_prime:
     labkit workloads; ``count`` (instances per run, default 1) and ``variant`` (the image
     variant the container platforms need, default none) where they matter. The network paths
     (``to_host``, ``from_host``) and ``oltp`` (MariaDB in inst0, sysbench in inst1) run over
-    the run's private network (``network: private``, the default of a workload across it)."""
+    the run's private network (``network: private``, the default of a workload across it).
+
+    Seed 004's sweeps (``data/reference/sweeps.csv``, :func:`labkit.studies.sweeps.sweep_levels`):
+    ``stream_threads`` (default: :func:`labkit.design.levels.thread_levels` of ``vcpus``; the
+    seed gives no levels, Figure 7.3) are the memory benchmark's ``threads`` levels;
+    ``bonnie_files`` (e.g. the seed's 25, 50, 100; default None: no file-creation tests, one
+    ``size_mb`` level) makes the number of files bonnie's factor, with the file-creation rates
+    among its metrics; ``bonnie_concurrency`` (the seed's 4 processes) copies at once."""
     from ..design.levels import thread_levels
     threads = thread_levels(vcpus) if vcpus > 1 else [1, 2]
+    stream_levels = list(stream_threads) if stream_threads else threads
     patterns = [p.strip() for p in fio_patterns.split(",") if p.strip()]
+    bonnie_params: dict = {"direct": bool(bonnie_direct)}
+    if int(bonnie_concurrency) != 1:
+        bonnie_params["concurrency"] = int(bonnie_concurrency)
+    bonnie_metrics = ["write_kib_per_s", "rewrite_kib_per_s", "read_kib_per_s", "seeks_per_s"]
+    if bonnie_files:
+        bonnie_params["size_mb"] = int(bonnie_size_mb)
+        bonnie = dict(factor="files", levels=[int(f) for f in bonnie_files],
+                      metrics=bonnie_metrics + ["create_per_s", "random_create_per_s"])
+    else:
+        bonnie = dict(factor="size_mb", levels=[int(bonnie_size_mb)], metrics=bonnie_metrics)
     return {
         "cpu": dict(workload="sysbench",
                     params={"test": "cpu", "time_s": cpu_time_s, "cpu_max_prime": cpu_max_prime},
                     factor="threads", levels=threads, metrics=["events_per_s"]),
         "memory": dict(workload="stream", params={"array_mb": stream_array_mb, "ntimes": stream_ntimes},
-                       factor="threads", levels=threads,
+                       factor="threads", levels=stream_levels,
                        metrics=["copy_mb_per_s", "scale_mb_per_s", "add_mb_per_s", "triad_mb_per_s"]),
         "disk": dict(workload="fio",
                      params={"size_mb": fio_size_mb, "runtime_s": fio_runtime_s, "patterns": fio_patterns},
@@ -131,10 +151,9 @@ def overhead_benchmarks(*, vcpus: int = 2, cpu_time_s: float = 2, cpu_max_prime:
         "application": dict(workload="apache", params={"requests": apache_requests},
                             factor="concurrency", levels=list(apache_concurrency_levels),
                             metrics=["requests_per_s", "time_per_request_ms"]),
-        # 004's Figure 7.4: Bonnie++ block throughput (O_DIRECT by default: the disk, not the cache)
-        "bonnie": dict(workload="bonnie", params={"direct": bool(bonnie_direct)},
-                       factor="size_mb", levels=[int(bonnie_size_mb)], variant=OVERHEAD_VARIANT,
-                       metrics=["write_kib_per_s", "rewrite_kib_per_s", "read_kib_per_s", "seeks_per_s"]),
+        # 004's Figures 7.4-7.5: Bonnie++ block throughput (O_DIRECT by default: the disk, not the
+        # cache) and seeks; the number of files as the factor when bonnie_files is given
+        "bonnie": dict(workload="bonnie", params=bonnie_params, variant=OVERHEAD_VARIANT, **bonnie),
         # 004's Figure 7.6: sysbench OLTP against MySQL (here MariaDB, Debian 12's MySQL)
         "oltp": dict(workload="oltp", params={"table_size": int(oltp_table_size), "time_s": oltp_time_s},
                      factor="threads", levels=list(oltp_threads), count=2, variant=OVERHEAD_VARIANT,

@@ -434,18 +434,34 @@ def deployment_benchmarks(*, linpack_n: int = 1000, cpu_time_s: float = 2, strea
     }
 
 
+#: the benchmarks of :func:`deployment_benchmarks` whose workload takes a ``threads`` parameter
+THREADED = ("linpack", "cpu", "stream")
+
+
 def scenario_design(bench: dict, host_cpus: int, *, replications: int, seed: int, name: str,
-                    ksm: Sequence[str] | None = None) -> LabelledDesign:
+                    ksm: Sequence[str] | None = None, threads: Sequence[int] | None = None) -> LabelledDesign:
     """One campaign's design for a :func:`deployment_benchmarks` entry: factor ``scenario`` (its
     levels in random order, ``replications`` each), every level carrying its vCPUs and instance
     count on this host (:func:`scenario_settings`) and, for the network test, ``network: private``.
     ``ksm`` (e.g. ``["off", "on"]``): a ``ksm`` factor crossed with the scenarios, which
-    :class:`SeedCampaign` applies to the host before each run."""
+    :class:`SeedCampaign` applies to the host before each run. ``threads`` (e.g. ``[1, 2]``): the
+    benchmark's threads per instance as a factor crossed with the scenarios (seed 000 ran up to 8
+    threads, one per core/vCPU, section 3.1: ``data/reference/sweeps.csv``); a level above a
+    scenario's vCPUs per instance oversubscribes that instance, which the report did only in
+    its overcommitted scenario. Default: threads = each instance's vCPUs (the workloads' own)."""
     if len(bench["scenarios"]) < 2:
         raise ConfigError(f"{name}: needs at least 2 scenarios, got {bench['scenarios']}")
     extra = {"network": "private"} if bench.get("network") else {}
     labels = {"scenario": {s: {**scenario_settings(s, host_cpus), **extra} for s in bench["scenarios"]}}
-    factors = {"scenario": list(bench["scenarios"])}
+    factors: dict[str, list] = {"scenario": list(bench["scenarios"])}
+    if threads:
+        if bench["workload"] not in ("linpack", "sysbench", "stream"):
+            raise ConfigError(f"{name}: parameter threads_levels: workload {bench['workload']!r} takes no "
+                              f"threads (those that do: {', '.join(THREADED)})")
+        if len(threads) < 2:
+            raise ConfigError(f"{name}: threads {list(threads)}: one level is not a sweep; set the "
+                              "workload's threads parameter instead")
+        factors["threads"] = list(threads)
     if ksm:
         factors["ksm"] = check_ksm_levels(ksm, "parameter ksm_levels")
         labels["ksm"] = {lv: {} for lv in factors["ksm"]}

@@ -18,6 +18,7 @@ REGISTRY = {
     "iperf3": ("labkit.workloads.iperf3", "Iperf3"),
     "mpi": ("labkit.workloads.mpi", "Mpi"),
     "hpcc": ("labkit.workloads.mpi", "Hpcc"),
+    "pingpong": ("labkit.workloads.pingpong", "PingPong"),
     "linpack": ("labkit.workloads.linpack", "Linpack"),
     "pipeline": ("labkit.workloads.pipeline", "Pipeline"),
     "parsec": ("labkit.workloads.external", "Parsec"),

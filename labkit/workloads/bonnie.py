@@ -1,9 +1,13 @@
 """Bonnie++ (Debian ``bonnie++``): sequential block write, rewrite and read, random seeks;
 study 004's disk test.
 
-One run: ``bonnie++ -d <work dir> -s <size_mb> -r <ram_mb> -n 0 -f -q -u root -D`` (``-f``
-skips the slow per-character tests, ``-n 0`` the file-creation tests; the file is at
-least twice ``ram_mb``, as bonnie++ requires). ``-D`` (``direct``, on by default) opens the
+One run: ``bonnie++ -d <work dir> -s <size_mb> -r <ram_mb> -n <files> -f -q -u root -D`` (``-f``
+skips the slow per-character tests; ``files`` 0, the default, skips the file-creation tests;
+the file is at least twice ``ram_mb``, as bonnie++ requires). ``files`` > 0 runs them with that
+many files (bonnie++ counts them in multiples of 1024: 25 means 25,600 files); seed 004 varied
+the number of files over 25, 50 and 100 (section 7.3; it gives no unit). ``concurrency`` > 1
+(``-c``) runs that many copies of the tests at once, seed 004's "four processes in parallel"
+of the seeks (Figure 7.5). ``-D`` (``direct``, on by default) opens the
 file with O_DIRECT so that the block tests measure the disk, not the page cache: on a host
 with spare memory a buffered 256 MiB write ends before bonnie++ can time it. Set
 ``direct: false`` for the classic buffered run with a file of twice the host's RAM. Its CSV line (format 1.98, bonnie++ 2.00)
@@ -13,11 +17,14 @@ getc, getc_cpu, get_block, get_block_cpu, seeks, seeks_cpu`` (the field order of
 bonnie++'s ``BonTimer::PrintHeader``).
 
 Metrics: ``write_kib_per_s``, ``rewrite_kib_per_s``, ``read_kib_per_s`` (KiB/s),
-``seeks_per_s`` (seeks/s). bonnie++ prints ``+++++`` for a test that ended too fast
+``seeks_per_s`` (seeks/s); with ``files`` > 0 also ``create_per_s``, ``stat_per_s``,
+``delete_per_s`` (sequential) and ``random_create_per_s``, ``random_stat_per_s``,
+``random_delete_per_s`` (files/s, the 17 file-creation fields before the latencies). bonnie++ prints ``+++++`` for a test that ended too fast
 to time (e.g. a read served from the page cache): that metric is left out of the run,
 never stored as a number; an untimed block write (the response) fails the run with a
 BenchmarkError saying what to change. Parameters: ``size_mb`` (256), ``ram_mb`` (None:
-half of ``size_mb``), ``direct`` (true), ``timeout_s`` (1800). Response:
+half of ``size_mb``), ``direct`` (true), ``files`` (0: none; at most 1000), ``concurrency``
+(1 to 64, default 1), ``timeout_s`` (1800). Response:
 ``write_kib_per_s``.
 """
 from __future__ import annotations
@@ -36,6 +43,10 @@ if TYPE_CHECKING:
 #: offset from the end of the CSV line of each sequential result -> (metric, unit)
 _FROM_END = {-39: ("write_kib_per_s", "KiB/s"), -37: ("rewrite_kib_per_s", "KiB/s"),
              -33: ("read_kib_per_s", "KiB/s"), -31: ("seeks_per_s", "seeks/s")}
+#: the file-creation results (``-n`` > 0), offsets from the end: the 6 rates of
+#: ``seq_create, seq_stat, seq_del, ran_create, ran_stat, ran_del``, each followed by its CPU %
+_FILES_FROM_END = {-24: "create_per_s", -22: "stat_per_s", -20: "delete_per_s", -18: "random_create_per_s",
+                   -16: "random_stat_per_s", -14: "random_delete_per_s"}
 _FIELDS_AFTER_SEEKS = 12 + 17
 
 
@@ -49,9 +60,10 @@ def parse(text: str, command: Sequence[str] | None = None, instance: int = 0) ->
     if len(fields) < 12 + _FIELDS_AFTER_SEEKS + 5:
         raise BenchmarkError(f"bonnie++ CSV line has {len(fields)} fields, too few", command, tail(text))
     rows = []
-    for offset, (metric, unit) in _FROM_END.items():
+    wanted = {**_FROM_END, **{k: (m, "files/s") for k, m in _FILES_FROM_END.items()}}
+    for offset, (metric, unit) in wanted.items():
         raw = fields[offset].strip()
-        if not raw or raw.startswith("+"):   # skipped (-f) or too fast to time
+        if not raw or raw.startswith("+"):   # skipped (-f, -n 0) or too fast to time
             continue
         try:
             rows.append(Measurement(metric, float(raw), unit, instance))
@@ -71,9 +83,9 @@ class Bonnie(Workload):
 
     name = "bonnie"
     response = "write_kib_per_s"
-    defaults = {"size_mb": 256, "ram_mb": None, "direct": True, "timeout_s": 1800}
+    defaults = {"size_mb": 256, "ram_mb": None, "direct": True, "files": 0, "concurrency": 1, "timeout_s": 1800}
     schema = {"size_mb": Int(2, 10**7), "ram_mb": Int(1, 10**7, none=True), "direct": Bool(),
-              "timeout_s": TIMEOUT}
+              "files": Int(0, 1000), "concurrency": Int(1, 64), "timeout_s": TIMEOUT}
     min_memory_mb = 32
 
     def prepare(self, instance: Instance) -> None:
@@ -84,8 +96,11 @@ class Bonnie(Workload):
         ram = int(params["ram_mb"]) if params.get("ram_mb") is not None else size // 2
         if size < 2 * ram:
             raise ConfigError(f"bonnie: size_mb ({size}) must be at least twice ram_mb ({ram})")
-        return ["bonnie++", "-d", directory, "-s", str(size), "-r", str(ram), "-n", "0", "-f", "-q",
-                "-u", "root", "-m", "labkit"] + (["-D"] if params.get("direct", True) else [])
+        files = int(params.get("files") or 0)
+        copies = int(params.get("concurrency") or 1)
+        return (["bonnie++", "-d", directory, "-s", str(size), "-r", str(ram), "-n", str(files), "-f", "-q",
+                 "-u", "root", "-m", "labkit"] + (["-c", str(copies)] if copies > 1 else [])
+                + (["-D"] if params.get("direct", True) else []))
 
     def run(self, instance: Instance, params: dict) -> list[Measurement]:
         params = {**self.params, **params}

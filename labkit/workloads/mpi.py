@@ -209,11 +209,19 @@ def mpirun_argv(instances: Sequence[Instance], agent: str, ranks: int, wdir: str
             "--mca", "orte_startup_timeout", str(STARTUP_TIMEOUT_S), "--wdir", wdir, *program]
 
 
+def new_wdir() -> str:
+    """A new work directory name for :func:`launch`: ``/tmp/labkit-mpi-<8 random hex>``."""
+    return f"/tmp/labkit-mpi-{secrets.token_hex(4)}"
+
+
 def launch(instances: Sequence[Instance], program: list[str], *, ranks: int, timeout: float | None,
-           files: dict | None = None) -> tuple[ExecResult, str, float]:
+           files: dict | None = None, binaries: dict | None = None,
+           wdir: str | None = None) -> tuple[ExecResult, str, float]:
     """Run ``program`` as ``ranks`` MPI ranks over ``instances`` (on a private network);
-    ``files`` (name -> text) are written into the ranks' work directory in every instance
-    first. Returns (ExecResult of mpirun, work directory, seconds)."""
+    ``files`` (name -> text) are written and ``binaries`` (name -> path on this host) copied
+    (mode 0755) into the ranks' work directory in every instance first. ``wdir``: that
+    directory (default: a new ``/tmp/labkit-mpi-<random>``). Returns (ExecResult of mpirun, work
+    directory, seconds)."""
     from ..backends.network_host import HostEnd
     network = network_of(instances)
     targets = [i for i in instances if isinstance(i, LaunchTarget)]
@@ -221,9 +229,11 @@ def launch(instances: Sequence[Instance], program: list[str], *, ranks: int, tim
         raise ConfigError(f"the {instances[0].backend.name} backend cannot start MPI ranks in its instances")
     if shutil.which("mpirun") is None:
         raise BenchmarkError("mpirun is not installed on this host (apt-get install openmpi-bin)")
-    wdir = f"/tmp/labkit-mpi-{secrets.token_hex(4)}"
+    wdir = wdir or new_wdir()
     for inst in instances:
         inst.exec(["mkdir", "-p", wdir], timeout=30)
+        for name, local in (binaries or {}).items():
+            inst.put(local, f"{wdir}/{name}", 0o755)
         for name, text in (files or {}).items():
             with tempfile.NamedTemporaryFile("w", delete=False) as tmp:
                 tmp.write(text)
@@ -283,7 +293,10 @@ def _hook(spec: str):
         raise ConfigError(f"mpi parser {spec!r}: cannot import {fn!r} from {module!r} ({exc})") from exc
 
 
-class _MpiBase(Workload):
+class MpiBase(Workload):
+    """What every workload that runs one MPI job across a run's instances shares: it spans the
+    instances, needs ``orted`` (openmpi-bin) in each, and reports OpenMPI's version."""
+
     response = "wall_time_s"
     min_memory_mb = 128
 
@@ -302,7 +315,7 @@ class _MpiBase(Workload):
         return {"openmpi": m.group(1) if m else None}
 
 
-class Mpi(_MpiBase):
+class Mpi(MpiBase):
     """Any MPI program across the run's instances; see the module docstring."""
 
     name = "mpi"
@@ -326,7 +339,7 @@ class Mpi(_MpiBase):
         return rows + (list(hook(res.stdout)) if hook else [])
 
 
-class Hpcc(_MpiBase):
+class Hpcc(MpiBase):
     """HPC Challenge across the run's instances; see the module docstring."""
 
     name = "hpcc"

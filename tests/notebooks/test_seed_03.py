@@ -86,3 +86,21 @@ def test_ksm_as_a_factor_is_switched_per_run_analysed_and_put_back(run_notebook,
     text, md = outputs_text(nb), markdown_outputs(nb)
     assert "level:ksm" in text                                    # the ANOVA's scenario x KSM term
     assert md.count("KSM on vs off, local") == 3                  # one line per scenario
+
+
+@pytest.mark.root
+def test_run_the_papers_threads_sweep_tiny_on_local(run_notebook, tmp_path):
+    """threads_levels="paper": seed 000's 1..8 threads (section 3.1, data/reference/sweeps.csv) cut to
+    this host's 2 CPUs, crossed with the scenarios; the notebook says which levels it left out."""
+    params = dict(platforms=["local"], benchmarks=["cpu"], replications=1, cpu_time_s=0.5, campaign_id="dept",
+                  seed=3, host_cpus=2, threads_levels="paper")
+    nb = run_notebook(NB, mode="run", **params)
+    text = outputs_text(nb)
+    assert "threads: 1, 2 threads here; the paper: 1, 2, 3, 4, 5, 6, 7, 8 (seed 000, section 3.1" in text
+    assert "not run here: 3, 4, 5, 6, 7, 8 (above what this host's CPUs allows, 2)" in text
+    with Store(tmp_path / "data" / "dept-cpu-local" / "store.sqlite", readonly=True) as st:
+        runs = st.runs()
+    assert set(runs.status) == {"ok"}, runs.error.dropna().tolist()
+    got = sorted((r.scenario, r.threads, r.vcpus, r.count) for r in runs.itertuples())
+    assert got == [("dedicated", 1, 2, 1), ("dedicated", 2, 2, 1), ("overcommitted", 1, 1, 3),
+                   ("overcommitted", 2, 1, 3), ("shared", 1, 1, 2), ("shared", 2, 1, 2)]

@@ -8,7 +8,7 @@ that the neighbours were started as many as the factor says.
 
 import pytest
 
-from labkit.store import Store
+from labkit.store import Store, load_results
 
 from .conftest import markdown_outputs, outputs_text
 
@@ -46,7 +46,7 @@ def test_run_tiny_on_local(run_notebook, tmp_path):
     """Also the regression test of an unreplicated run (replications=1): the ANOVA falls back to
     the additive model instead of failing for want of residual degrees of freedom."""
     nb = run_notebook(NB, mode="run", links=["gbe-rate", "10gbe-rate"], neighbours=[0, 1], replications=1,
-                      hpcc_n=200, campaign_id="ic", seed=4, run_timeout=240)
+                      hpcc_n=200, campaign_id="ic", seed=4, run_timeout=240, pingpong_sizes=[1, 65536])
     text = outputs_text(nb)
     assert "run(s) failed" not in markdown_outputs(nb), text[-3000:]
     assert "runs; tools:" in text
@@ -58,3 +58,12 @@ def test_run_tiny_on_local(run_notebook, tmp_path):
         assert len(r.metadata.get("neighbours", [])) == r.neighbours        # k neighbours started
         assert r.metadata["network"]["link"]["rate_bit_per_s"] == {"gbe-rate": 1e9, "10gbe-rate": 1e10}[r.link]
         assert "run" in r.metadata["ksm"]
+
+    # seed 003's ping-pong message sizes (section 4.2.1: 1 B up to 4 MB): two of them, its own campaign
+    assert "message_bytes: 1, 65536 bytes here; the paper: 1, 2, 4" in text and "4194304" in text
+    assert "ic-pingpong: 2 successful runs, 0 failed (left out)" in text
+    pp = load_results(tmp_path / "data", "ic-pingpong")
+    lat = pp[pp.metric == "pingpong_latency_us"]
+    assert sorted(lat.message_bytes) == [1, 65536] and (lat.value > 1).all()
+    figs = {p.name for p in (tmp_path / "figures").iterdir()}
+    assert "05b_pingpong_sizes_pingpong_latency_us.png" in figs

@@ -97,3 +97,24 @@ def test_claims_file_errors_name_the_file(tmp_path):
     bad.write_text("claim,platform\nx,docker\n")
     with pytest.raises(ConfigError, match="missing column"):
         overhead_paper_claims(bad, data(), overhead_benchmarks(), names={})
+
+
+def test_seed_004_sweeps_as_factors():
+    """Seed 004's Bonnie++ files (25, 50, 100: section 7.3) as bonnie's factor, its four processes as
+    ``concurrency``, and STREAM thread levels as the memory benchmark's factor; the defaults keep the
+    committed campaigns' form (one size_mb level, no file tests, one copy)."""
+    from labkit.studies.sweeps import paper_sweep, sweep_levels
+    files, _ = sweep_levels("paper", paper_sweep("004", "bonnie", "files"))
+    copies, _ = sweep_levels("paper", paper_sweep("004", "bonnie", "concurrency"))
+    b = overhead_benchmarks(bonnie_size_mb=64, bonnie_files=files, bonnie_concurrency=copies[0],
+                            stream_threads=[1, 2, 4])
+    assert (b["bonnie"]["factor"], b["bonnie"]["levels"]) == ("files", [25, 50, 100])
+    assert b["bonnie"]["params"] == {"direct": True, "size_mb": 64, "concurrency": 4}
+    assert "create_per_s" in b["bonnie"]["metrics"] and b["memory"]["levels"] == [1, 2, 4]
+    design, params = overhead_design("bonnie", b["bonnie"], ["local", "docker"], replications=1, seed=1)
+    assert design["factors"] == {"platform": ["local", "docker"], "files": [25, 50, 100]}
+    from labkit.design import Design
+    from labkit.workloads import get_workload
+    Design.from_dict(design).validate_for(get_workload("bonnie", **params))
+    d = overhead_benchmarks(bonnie_size_mb=512)
+    assert (d["bonnie"]["factor"], d["bonnie"]["levels"], d["bonnie"]["params"]) == ("size_mb", [512], {"direct": True})

@@ -122,3 +122,27 @@ def test_ksm_factor_levels_and_where_it_may_run(tmp_path):
         with pytest.raises(ConfigError, match="switches KSM on this host"):
             SeedCampaign(d, backend=backend, workload="command", workload_params={"argv": ["true"]},
                          data_dir=tmp_path, backend_options=opts)
+
+
+def test_threads_factor_crossed_with_the_scenarios():
+    """Seed 000's threads sweep (section 3.1: up to 8 threads, one per core/vCPU) as a factor
+    beside ``scenario``, checked against the workload's threads parameter; refused for the
+    network test, whose workload takes no threads."""
+    from labkit.studies.seeds import deployment_benchmarks, scenario_design
+    from labkit.studies.sweeps import paper_sweep, sweep_levels
+    from labkit.workloads import get_workload
+    b = deployment_benchmarks(scenarios=["dedicated", "shared", "overcommitted"])
+    threads, _ = sweep_levels("paper", paper_sweep("000", "dedicated", "threads"), limit=2)
+    d = scenario_design(b["cpu"], 2, replications=1, seed=1, name="d", threads=threads)
+    assert sorted((c["scenario"], c["threads"], c["vcpus"], c["count"]) for c in d.configurations()) == \
+        [("dedicated", 1, 2, 1), ("dedicated", 2, 2, 1), ("overcommitted", 1, 1, 3), ("overcommitted", 2, 1, 3),
+         ("shared", 1, 1, 2), ("shared", 2, 1, 2)]
+    d.validate_for(get_workload("sysbench", **b["cpu"]["params"]))
+    with pytest.raises(ConfigError, match="one level is not a sweep"):
+        scenario_design(b["cpu"], 2, replications=1, seed=1, name="d", threads=[2])
+    bad = scenario_design(b["cpu"], 2, replications=1, seed=1, name="d", threads=[0, 1])
+    with pytest.raises(ConfigError, match="threads"):
+        bad.validate_for(get_workload("sysbench", **b["cpu"]["params"]))
+    with pytest.raises(ConfigError, match="workload 'iperf3' takes no threads"):
+        scenario_design(b["network"], 2, replications=1, seed=1, name="d", threads=[1, 2])
+    assert "threads" not in scenario_design(b["cpu"], 2, replications=1, seed=1, name="d").factor_names

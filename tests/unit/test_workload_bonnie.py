@@ -44,3 +44,24 @@ def test_command_and_parameters():
         w.command({**w.params, "ram_mb": 40}, "/w")
     with pytest.raises(ConfigError):
         get_workload("bonnie", size_mb=0)
+
+
+def test_file_creation_results_and_concurrent_copies():
+    """Seed 004's form (section 7.3: 25, 50 and 100 files; Figure 7.5: four processes): a real
+    bonnie++ 2.00a run captured here with `bonnie++ -d DIR -s 64 -r 32 -n 4 -f -q -u root -m labkit
+    -c 4 -D` (bonnie_64m_n4_c4.txt); the untimed rates ('+++++') are left out."""
+    rows = {r.metric: (r.value, r.unit) for r in parse((FIX / "bonnie_64m_n4_c4.txt").read_text())}
+    assert rows == {"write_kib_per_s": (99475.0, "KiB/s"), "create_per_s": (1007.0, "files/s"),
+                    "random_create_per_s": (1285.0, "files/s")}
+
+
+def test_files_and_concurrency_reach_the_command_and_are_checked():
+    w = get_workload("bonnie", size_mb=64, files=25, concurrency=4)
+    argv = w.command(w.params, "/w")
+    assert argv[argv.index("-n") + 1] == "25" and argv[argv.index("-c") + 1] == "4"
+    plain = get_workload("bonnie", size_mb=64)
+    argv = plain.command(plain.params, "/w")
+    assert argv[argv.index("-n") + 1] == "0" and "-c" not in argv     # the default: no file tests, one copy
+    for key, bad in (("files", -1), ("files", 1001), ("files", "25 -x"), ("concurrency", 0), ("concurrency", 65)):
+        with pytest.raises(ConfigError, match=f"bonnie.*{key}.*an integer from"):
+            get_workload("bonnie", **{key: bad})
