@@ -75,7 +75,7 @@ lint: setup
 # Every script runs even when one fails (e.g. its daemon is down); the failed ones are listed at the end.
 bench: setup
 	@failed=""; for b in benchmarks/bench_*.py; do echo "== $$b"; $(PY) $$b || failed="$$failed $$b"; done; \
-	if [ -n "$$failed" ]; then echo "== failed:$$failed (\`make setup-daemons\` starts the daemons)"; exit 1; fi
+	if [ -n "$$failed" ]; then echo "== failed:$$failed (\`make setup-daemons\` starts the daemons, \`make setup-openstack\` the cloud of bench_openstack.py)"; exit 1; fi
 
 # A single-node OpenStack from Debian's packages (needs the ssh key and the VM image of setup-daemons)
 # and only the `openstack` tests on it (`make test` runs them too; README: Clouds).
