@@ -70,7 +70,8 @@ def table(data_dir: str, cid: str) -> pd.DataFrame:
     for _, r in runs.iterrows():
         md = r.metadata or {}
         wl = md.get("workload_s")
-        rows.append({"run_id": r.run_id, "affinity": r.affinity, "instance": inst.get(r.run_id),
+        other = (md.get("telemetry") or {}).get("cpu_other_mean_pct")
+        rows.append({"other": float("nan") if other is None else float(other), "run_id": r.run_id, "affinity": r.affinity, "instance": inst.get(r.run_id),
                      "group": md.get("boot_group", r.run_id), "pos": md.get("boot_position", 1),
                      "of": md.get("boot_runs", 1), "duration": float(r.duration_s),
                      "workload": float(sum(wl)) if isinstance(wl, list) else float("nan"),
@@ -104,7 +105,7 @@ class Arm:
         self.total = len(camp.design.plan())
         self.call_s = 0.0
         self.t = pd.DataFrame()
-        self.done = False
+        self.done = self.reached = False
 
     def advance(self) -> None:
         t0 = time.monotonic()
@@ -114,6 +115,7 @@ class Arm:
         self.t = table(self.args.dir, self.c.campaign_id)
         hw = self.half_widths()
         reached = all(n >= self.args.min_units and h <= self.args.target for n, _, h in hw.values())
+        self.reached = reached
         self.done = reached or len(self.t) >= self.total
         print(f"  {self.name}: {len(self.t)} runs, {self.t.instance.nunique()} boots, "
               f"{self.t.duration.sum():.0f} s; half-widths "
@@ -168,9 +170,20 @@ def report(arm: Arm) -> None:
         f"{lv} {100 * h:.2f} % of {m:.4f} s over {n} {'boots' if arm.per_boot else 'runs'}"
         for lv, (n, m, h) in hw.items())
         + ("" if all(h <= arm.args.target for _, _, h in hw.values()) else "  (target NOT reached: cap)"))
-    if not arm.per_boot and (t["of"] == 1).all():
-        return
-    print(f"    wall time by position in a boot: {by_position(t)}")
+    ok = t[(t.status == "ok") & t.other.notna()]
+    if len(ok) >= 3:
+        rho = sps.spearmanr(ok.other, ok.value)[0]
+        print(f"    processes outside the campaigns during a run: {ok.other.median():.0f} % of a CPU (median, "
+              f"{ok.other.min():.0f}-{ok.other.max():.0f} %); Spearman correlation with the wall time {rho:.2f}")
+    if arm.per_boot:
+        print(f"    wall time by position in a boot: {by_position(t)}")
+
+
+def projected(arm: Arm, target: float) -> float:
+    """The arm's campaign time scaled to the target: time x (widest half-width / target)^2 (the
+    half-width falls as 1 / sqrt(units)); its own time when it reached the target."""
+    h = max(h for _, _, h in arm.half_widths().values())
+    return arm.time_s * max(1.0, (h / target) ** 2)
 
 
 #: the command line: option, type, default, what it is
@@ -232,10 +245,15 @@ def run(args) -> None:
     report(fresh)
     report(reuse)
     ratio = reuse.time_s / fresh.time_s
-    print(f"  campaign time to the target, reuse (k = {k}) / fresh = {reuse.time_s:.0f} / {fresh.time_s:.0f} s = "
+    what = "to the target" if fresh.reached and reuse.reached else "as run (an arm stopped at its cap)"
+    print(f"  campaign time {what}, reuse (k = {k}) / fresh = {reuse.time_s:.0f} / {fresh.time_s:.0f} s = "
           f"{ratio:.3f}  (target <= 0.5); with the pilot added to reuse: "
           f"{(reuse.time_s + pilot.time_s) / fresh.time_s:.3f}; by the wall time of the run() calls: "
           f"{reuse.call_s / fresh.call_s:.3f}")
+    if not (fresh.reached and reuse.reached):
+        pf, pr = projected(fresh, args.target), projected(reuse, args.target)
+        print(f"  an arm stopped at its cap: projected to the target (time x (widest half-width / target)^2): "
+              f"fresh {pf:.0f} s, reuse {pr:.0f} s, ratio {pr / pf:.3f}")
 
 
 if __name__ == "__main__":
