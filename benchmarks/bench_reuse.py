@@ -7,9 +7,9 @@ pinned]``) run on the backend (default libvirt):
 1. **pilot**: ``--pilot-boots`` boots of ``--pilot-k`` runs per configuration. From it, the costs
    (a run inside a boot: the median stored duration of the runs between a boot's first and last;
    a boot: the rest of a boot's summed durations, i.e. provisioning, preparing, the first run's
-   hooks and the teardown) and the plan of Kalibera & Jones (ISMM 2013) for the target: the
-   pilot's wall times centred on their configuration's mean, levels ``instance`` > ``run_id``,
-   :func:`runs_needed` gives k (runs per boot, capped by ``--k-max``) and the boots expected.
+   hooks and the teardown) and the plan of Kalibera & Jones (ISMM 2013) for the target: from the
+   pilot's wall times (levels ``instance`` > ``run_id``, components estimated within each
+   configuration: ``within="affinity"``), :func:`runs_needed` gives k (runs per boot, capped by ``--k-max``) and the boots expected.
 2. **fresh** (``runs_per_instance: 1``) and 3. **reuse** (``runs_per_instance: k``) run at the
    same time, interleaved (the arm with less campaign time so far takes the next step: one run,
    or one boot of k runs), each until *both* configuration means' 95 % CIs are at most
@@ -221,8 +221,7 @@ def run(args) -> None:
     pilot.advance()
     pt = pilot.t[pilot.t.status == "ok"].copy()
     c_boot, c_run = costs(pt)
-    pt["centred"] = pt.value - pt.groupby("affinity").value.transform("mean") + pt.value.mean()
-    plan = runs_needed(pt, response="centred", levels=["instance", "run_id"],
+    plan = runs_needed(pt, response="value", levels=["instance", "run_id"], within="affinity",
                        costs={"instance": c_boot, "run_id": c_run}, target_ci=args.target, max_reps=1000)
     comp = plan.set_index("level")
     s2_i, s2_r = float(comp.loc["instance", "variance"]), float(comp.loc["run_id", "variance"])
