@@ -26,11 +26,20 @@ boot's first run, a later run with its workload and its dead time, the last with
 the CI half-width reached per configuration, and the mean wall time by position in a boot (a
 position effect would show there). Then the ratio reuse / fresh of the campaign times to the
 target (issue 32's target: <= 0.5), also with the pilot added to reuse. No assertion: this
-prints figures. ``--data-dir`` keeps the three stores (default: a temporary directory).
+prints figures. ``--data-dir`` keeps the three stores (default: a temporary directory); the
+campaign ids carry a tag of the data dir (ids are host-wide: two runs at once do not collide).
+
+A target that neither arm reaches within its cap is still compared: each arm's time is projected
+to the target (time x (widest half-width / target)^2), and, independent of the target, the
+efficiency ratio ``(c_boot s2_boot) / (c_fresh s2_fresh)`` (cost x variance of one unit: a boot's
+mean, a fresh run; pooled over the configurations) is printed with its 95 % interval (F
+distribution of the two pooled variances): the ratio of the campaign times to any small
+half-width.
 """
 from __future__ import annotations
 
 import argparse
+import hashlib
 import math
 import sys
 import tempfile
@@ -51,6 +60,7 @@ LEVELS = ["floating", "pinned"]
 
 
 def make(args, cid: str, reps: int, k: int, seed: int) -> Campaign:
+    cid = f"{cid}-{args.tag}"   # ids are host-wide: two runs of this script at once must not share them
     design = {"name": cid, "factors": {"affinity": LEVELS}, "replications": reps, "seed": seed,
               "runs_per_instance": k}
     return Campaign(design, backend=args.backend, workload="nqueens",
@@ -179,6 +189,25 @@ def report(arm: Arm) -> None:
         print(f"    wall time by position in a boot: {by_position(t)}")
 
 
+def pooled(units: pd.DataFrame) -> tuple[float, int]:
+    """(pooled within-configuration variance of ``units.value``, its df)."""
+    g = units.groupby("affinity").value
+    df = (g.size() - 1).clip(lower=0)
+    return float(((g.var() * df).sum()) / df.sum()), int(df.sum())
+
+
+def efficiency(fresh: Arm, reuse: Arm) -> tuple[float, float, float]:
+    """(c_boot s2_boot) / (c_fresh s2_fresh) with its 95 % interval (F with the pooled df)."""
+    f = fresh.t[fresh.t.status == "ok"]
+    r = reuse.t[reuse.t.status == "ok"]
+    r = r.groupby("group").filter(lambda g: len(g) == int(g["of"].iloc[0]))
+    boots = r.groupby(["affinity", "group"]).agg(value=("value", "mean"), cost=("duration", "sum")).reset_index()
+    s2f, dff = pooled(f)
+    s2b, dfb = pooled(boots)
+    eff = float(boots.cost.mean() * s2b / (f.duration.mean() * s2f))
+    return eff, eff / float(sps.f.ppf(0.975, dfb, dff)), eff / float(sps.f.ppf(0.025, dfb, dff))
+
+
 def projected(arm: Arm, target: float) -> float:
     """The arm's campaign time scaled to the target: time x (widest half-width / target)^2 (the
     half-width falls as 1 / sqrt(units)); its own time when it reached the target."""
@@ -209,6 +238,7 @@ def main(argv=None) -> None:
         ap.error("the pilot needs --pilot-k >= 3 (a run between a boot's first and last) and --pilot-boots >= 2")
     with tempfile.TemporaryDirectory() as scratch:
         args.dir = args.data_dir or scratch
+        args.tag = hashlib.sha256(str(Path(args.dir).resolve()).encode()).hexdigest()[:8]
         run(args)
 
 
@@ -249,6 +279,10 @@ def run(args) -> None:
           f"{ratio:.3f}  (target <= 0.5); with the pilot added to reuse: "
           f"{(reuse.time_s + pilot.time_s) / fresh.time_s:.3f}; by the wall time of the run() calls: "
           f"{reuse.call_s / fresh.call_s:.3f}")
+    eff, lo, hi = efficiency(fresh, reuse)
+    print(f"  efficiency (c_boot x var of a boot mean) / (c_fresh x var of a fresh run) = {eff:.3f}, 95 % CI "
+          f"{lo:.3f}-{hi:.3f}; the same with no instance variance (cost only, c_boot / (k c_fresh)): "
+          f"{reuse.t.groupby('group').duration.sum().mean() / (k * fresh.t.duration.mean()):.3f}")
     if not (fresh.reached and reuse.reached):
         pf, pr = projected(fresh, args.target), projected(reuse, args.target)
         print(f"  an arm stopped at its cap: projected to the target (time x (widest half-width / target)^2): "
