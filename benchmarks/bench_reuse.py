@@ -1,32 +1,45 @@
 """Instance reuse on libvirt: the campaign time to reach a target CI half-width, fresh VMs per run
-against ``runs_per_instance`` k.
+against ``runs_per_instance`` k chosen by :func:`labkit.stats.runs_needed`.
 
-Two real campaigns of the same design (N-queens, 1 vCPU, factor ``affinity: [floating, pinned]``)
-run on the libvirt backend, interleaved so that both see the same moments of a shared machine
-(fresh runs, then one boot of k runs, and again, in proportion so that both end together:
-``Campaign.run(max_runs=...)`` resumes each in turn): F boots a fresh VM for every run (``runs_per_instance: 1``, ``--fresh-reps`` replicates), K
-runs k runs on each VM (``--k``, ``--reuse-reps`` replicates: ``reuse-reps / k`` boots per
-configuration). From K, the variance components of a configuration's runs (instance and residual:
-:func:`labkit.stats.mixed_effects`, REML, instance random, affinity fixed) and from each campaign
-its own measured cost: the stored durations of its runs, per fresh run (F) and summed per boot of
-k runs (K), everything a run holds included (guard, telemetry, boot, agent, workload, teardown).
+Three real campaigns of one design (N-queens, 1 thread, 1 vCPU, factor ``affinity: [floating,
+pinned]``) run on the backend (default libvirt):
 
-For a target half-width ``h`` of a configuration mean's 95 % CI (``--target``, relative to the mean)
-the runs a campaign needs follow from what each campaign measured (Kalibera & Jones, ISMM 2013: the
-mean of b boots of k runs has variance ``s2_instance / b + s2_residual / (b k)``): the fewest n fresh
-runs with ``t(n-1) sqrt(s2_fresh / n) <= h``, ``s2_fresh`` the fresh campaign's own variance of a
-run within its configuration (every fresh run is the first run of a new VM: that is the error a
-fresh design sees), and the fewest b boots with ``t(b-1) sqrt((s2_i + s2_r / k) / b) <= h``.
-Printed: both campaigns' measured costs, the components, n and b, the campaign times
-``n x cost per fresh run`` and ``b x cost per boot`` and their ratio (issue 32's target: <= 0.5),
-the same ratio had fresh runs the reuse campaign's variance (``s2_i + s2_r``), and the k that Kalibera
-& Jones' rule ``sqrt(c_boot s2_r / (c_run s2_i))`` picks from these costs. k is stated (``--k``,
-default 4): the library's planner (``runs_needed``) is the statistics side's. ``--data-dir`` keeps
-the two stores (default: a temporary directory). No assertion: this prints figures.
+1. **pilot**: ``--pilot-boots`` boots of ``--pilot-k`` runs per configuration. From it, the costs
+   (a run inside a boot: the median stored duration of the runs between a boot's first and last;
+   a boot: the rest of a boot's summed durations, i.e. provisioning, preparing, the first run's
+   hooks and the teardown) and the plan of Kalibera & Jones (ISMM 2013) for the target: from the
+   pilot's wall times (levels ``instance`` > ``run_id``, components estimated within each
+   configuration: ``within="affinity"``), :func:`runs_needed` gives k (runs per boot, capped by ``--k-max``) and the boots expected.
+2. **fresh** (``runs_per_instance: 1``) and 3. **reuse** (``runs_per_instance: k``) run at the
+   same time, interleaved (the arm with less campaign time so far takes the next step: one run,
+   or one boot of k runs), each until *both* configuration means' 95 % CIs are at most
+   ``--target`` (relative half-width) or its cap (``--max-fresh`` runs / ``--max-boots`` boots per
+   configuration) is reached; at least ``--min-units`` runs (fresh) or boots (reuse) per
+   configuration. A fresh run is one independent unit (t with n - 1 df over its runs); with
+   reuse the unit is the boot: its k runs share a VM, so the interval is t with b - 1 df over
+   the b boot means (the error a reused design must use; runs of one boot are not independent).
+
+Printed per arm: boots, runs, campaign time (the stored durations of its runs: everything a run
+holds, boots, hooks, workload and teardown; and the wall time of its ``Campaign.run`` calls,
+which adds the store and the backend being opened for each interleaved step), the phases (a
+boot's first run, a later run with its workload and its dead time, the last with the teardown),
+the CI half-width reached per configuration, and the mean wall time by position in a boot (a
+position effect would show there). Then the ratio reuse / fresh of the campaign times to the
+target (issue 32's target: <= 0.5), also with the pilot added to reuse. No assertion: this
+prints figures. ``--data-dir`` keeps the three stores (default: a temporary directory); the
+campaign ids carry a tag of the data dir (ids are host-wide: two runs at once do not collide).
+
+A target that neither arm reaches within its cap is still compared: each arm's time is projected
+to the target (time x (widest half-width / target)^2), and, independent of the target, the
+efficiency ratio ``(c_boot s2_boot) / (c_fresh s2_fresh)`` (cost x variance of one unit: a boot's
+mean, a fresh run; pooled over the configurations) is printed with its 95 % interval (F
+distribution of the two pooled variances): the ratio of the campaign times to any small
+half-width.
 """
 from __future__ import annotations
 
 import argparse
+import hashlib
 import math
 import sys
 import tempfile
@@ -35,62 +48,185 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+import pandas as pd  # noqa: E402
 from scipy import stats as sps  # noqa: E402
 
 from labkit.core.instance import InstanceSpec  # noqa: E402
 from labkit.run.campaign import Campaign  # noqa: E402
-from labkit.stats import mixed_effects  # noqa: E402
+from labkit.stats import runs_needed  # noqa: E402
 from labkit.store import Store  # noqa: E402
 
+LEVELS = ["floating", "pinned"]
 
-def make(data_dir: str, cid: str, reps: int, k: int, board: int, seed: int, backend: str) -> Campaign:
-    design = {"name": cid, "factors": {"affinity": ["floating", "pinned"]}, "replications": reps, "seed": seed,
+
+def make(args, cid: str, reps: int, k: int, seed: int) -> Campaign:
+    cid = f"{cid}-{args.tag}"   # ids are host-wide: two runs of this script at once must not share them
+    design = {"name": cid, "factors": {"affinity": LEVELS}, "replications": reps, "seed": seed,
               "runs_per_instance": k}
-    return Campaign(design, backend=backend, workload="nqueens", workload_params={"board": board, "threads": 1},
-                    campaign_id=cid, data_dir=data_dir, defaults=InstanceSpec(vcpus=1, memory_mb=512),
-                    progress=False, run_timeout=1800)
+    return Campaign(design, backend=args.backend, workload="nqueens",
+                    workload_params={"board": args.board, "threads": 1}, campaign_id=cid,
+                    data_dir=args.dir, defaults=InstanceSpec(vcpus=1, memory_mb=512), progress=False,
+                    run_timeout=1800)
 
 
-def interleave(fresh: Campaign, reuse: Campaign, k: int) -> dict:
-    """Run both campaigns to their end, in turn: as many fresh runs as there are fresh boots per
-    reuse boot, then one boot of ``k`` runs (so both end together); returns each one's store
-    (read-only)."""
-    total = {fresh: len(fresh.design.plan()), reuse: len(reuse.design.plan())}
-    per_boot = max(1, round(total[fresh] / -(-total[reuse] // k)))
-    stored = dict.fromkeys(total, 0)
-    while any(stored[c] < total[c] for c in total):
-        for c, step in ((fresh, per_boot), (reuse, k)):
-            if stored[c] < total[c]:
-                with c.run(max_runs=step) as st:
-                    stored[c] = len(st.runs())
-                print(f"  {c.campaign_id}: {stored[c]} of {total[c]} runs", flush=True)
-    return {c: Store.for_campaign(c.data_dir, c.campaign_id, readonly=True) for c in total}
+def table(data_dir: str, cid: str) -> pd.DataFrame:
+    """One row per stored run: affinity, instance, boot group, position in the boot, runs in
+    the boot, duration, workload seconds, status and the wall time (the response)."""
+    st = Store.for_campaign(data_dir, cid, readonly=True)
+    runs, tidy = st.runs(), st.tidy()
+    wall = tidy[tidy.metric == "wall_time_s"].groupby("run_id").value.mean()
+    inst = tidy.groupby("run_id").instance.first()
+    rows = []
+    for _, r in runs.iterrows():
+        md = r.metadata or {}
+        wl = md.get("workload_s")
+        other = (md.get("telemetry") or {}).get("cpu_other_mean_pct")
+        rows.append({"other": float("nan") if other is None else float(other), "run_id": r.run_id, "affinity": r.affinity, "instance": inst.get(r.run_id),
+                     "group": md.get("boot_group", r.run_id), "pos": md.get("boot_position", 1),
+                     "of": md.get("boot_runs", 1), "duration": float(r.duration_s),
+                     "workload": float(sum(wl)) if isinstance(wl, list) else float("nan"),
+                     "status": r.status, "value": wall.get(r.run_id, float("nan"))})
+    return pd.DataFrame(rows)
 
 
-def rows_of(store) -> tuple:
-    """(ok wall-time rows, runs, failed runs) of a store."""
-    tidy, runs = store.tidy(), store.runs()
-    rows = tidy[(tidy.metric == "wall_time_s") & (tidy.status == "ok")].copy()
-    return rows, runs, int((runs.status != "ok").sum())
+def half_widths(t: pd.DataFrame, per_boot: bool) -> dict:
+    """Per configuration: (units, mean, relative 95 % half-width) over runs, or over complete
+    boots' means (``per_boot``); NaN half-width below 2 units."""
+    out = {}
+    ok = t[t.status == "ok"]
+    for lv in LEVELS:
+        rows = ok[ok.affinity == lv]
+        if per_boot:
+            full = rows.groupby("group").filter(lambda g: len(g) == int(g["of"].iloc[0]))
+            units = full.groupby("group").value.mean()
+        else:
+            units = rows.value
+        n, mean = len(units), float(units.mean()) if len(units) else float("nan")
+        h = (sps.t.ppf(0.975, n - 1) * float(units.std(ddof=1)) / math.sqrt(n) / mean) if n >= 2 else float("nan")
+        out[lv] = (n, mean, h)
+    return out
 
 
-def fewest(var_of, h: float, start: int = 2, top: int = 100_000) -> int:
-    """The smallest m >= start with t(0.975, m-1) * sqrt(var_of(m)) <= h."""
-    for m in range(start, top):
-        if sps.t.ppf(0.975, m - 1) * math.sqrt(var_of(m)) <= h:
-            return m
-    return top
+class Arm:
+    """One campaign run step by step (``step`` runs at a time) until its target or cap."""
+
+    def __init__(self, name: str, camp: Campaign, step: int, per_boot: bool, args):
+        self.name, self.c, self.step, self.per_boot, self.args = name, camp, step, per_boot, args
+        self.total = len(camp.design.plan())
+        self.call_s = 0.0
+        self.t = pd.DataFrame()
+        self.done = self.reached = False
+
+    def advance(self) -> None:
+        t0 = time.monotonic()
+        with self.c.run(max_runs=self.step):
+            pass
+        self.call_s += time.monotonic() - t0
+        self.t = table(self.args.dir, self.c.campaign_id)
+        hw = self.half_widths()
+        reached = all(n >= self.args.min_units and h <= self.args.target for n, _, h in hw.values())
+        self.reached = reached
+        self.done = reached or len(self.t) >= self.total
+        print(f"  {self.name}: {len(self.t)} runs, {self.t.instance.nunique()} boots, "
+              f"{self.t.duration.sum():.0f} s; half-widths "
+              + ", ".join(f"{lv} {100 * h:.1f} % ({n})" for lv, (n, _, h) in hw.items()), flush=True)
+
+    def half_widths(self) -> dict:
+        return half_widths(self.t, self.per_boot)
+
+    @property
+    def time_s(self) -> float:
+        return float(self.t.duration.sum()) if len(self.t) else 0.0
+
+
+def phases(t: pd.DataFrame) -> str:
+    """Mean seconds of a boot's first run, a run between (its workload, the rest dead time) and
+    its last (with the teardown); for runs of their own boot, the whole run and its workload."""
+    ok = t[t.status == "ok"]
+    if (ok["of"] == 1).all():
+        return (f"a run {ok.duration.mean():.1f} s (boot, prepare, workload {ok.workload.mean():.2f} s, "
+                f"teardown, hooks)")
+    first, last = ok[ok.pos == 1], ok[ok.pos == ok["of"]]
+    mid = ok[(ok.pos > 1) & (ok.pos < ok["of"])]
+    return (f"first run of a boot {first.duration.mean():.1f} s (boot, prepare, workload "
+            f"{first.workload.mean():.2f} s); a run between {mid.duration.mean():.2f} s (workload "
+            f"{mid.workload.mean():.2f} s, dead time {(mid.duration - mid.workload).mean():.2f} s: guard and "
+            f"telemetry); last {last.duration.mean():.1f} s (with the teardown)")
+
+
+def costs(t: pd.DataFrame) -> tuple[float, float]:
+    """(cost of a boot, cost of a run inside it) from a reuse campaign's stored durations."""
+    ok = t[t.status == "ok"]
+    mid = ok[(ok.pos > 1) & (ok.pos < ok["of"])]
+    c_run = float(mid.duration.median())
+    per_boot = ok.groupby("group").duration.sum() - ok.groupby("group").size() * c_run
+    return max(float(per_boot.mean()), 1e-3), max(c_run, 1e-3)
+
+
+def by_position(t: pd.DataFrame) -> str:
+    ok = t[t.status == "ok"]
+    m = ok.groupby("pos").value.agg(["mean", "count"])
+    return ", ".join(f"{int(p)}: {r['mean']:.4f} s ({int(r['count'])})" for p, r in m.iterrows())
+
+
+def report(arm: Arm) -> None:
+    t = arm.t
+    hw = arm.half_widths()
+    bad = int((t.status != "ok").sum())
+    print(f"  {arm.name}: {t.instance.nunique()} boots, {len(t)} runs ({bad} not ok), campaign time "
+          f"{arm.time_s:.0f} s (wall of its run() calls {arm.call_s:.0f} s)")
+    print(f"    {phases(t)}")
+    print("    95 % CI half-width reached: " + "; ".join(
+        f"{lv} {100 * h:.2f} % of {m:.4f} s over {n} {'boots' if arm.per_boot else 'runs'}"
+        for lv, (n, m, h) in hw.items())
+        + ("" if all(h <= arm.args.target for _, _, h in hw.values()) else "  (target NOT reached: cap)"))
+    ok = t[(t.status == "ok") & t.other.notna()]
+    if len(ok) >= 3:
+        rho = sps.spearmanr(ok.other, ok.value)[0]
+        print(f"    processes outside the campaigns during a run: {ok.other.median():.0f} % of a CPU (median, "
+              f"{ok.other.min():.0f}-{ok.other.max():.0f} %); Spearman correlation with the wall time {rho:.2f}")
+    if arm.per_boot:
+        print(f"    wall time by position in a boot: {by_position(t)}")
+
+
+def pooled(units: pd.DataFrame) -> tuple[float, int]:
+    """(pooled within-configuration variance of ``units.value``, its df)."""
+    g = units.groupby("affinity").value
+    df = (g.size() - 1).clip(lower=0)
+    return float(((g.var() * df).sum()) / df.sum()), int(df.sum())
+
+
+def efficiency(fresh: Arm, reuse: Arm) -> tuple[float, float, float]:
+    """(c_boot s2_boot) / (c_fresh s2_fresh) with its 95 % interval (F with the pooled df)."""
+    f = fresh.t[fresh.t.status == "ok"]
+    r = reuse.t[reuse.t.status == "ok"]
+    r = r.groupby("group").filter(lambda g: len(g) == int(g["of"].iloc[0]))
+    boots = r.groupby(["affinity", "group"]).agg(value=("value", "mean"), cost=("duration", "sum")).reset_index()
+    s2f, dff = pooled(f)
+    s2b, dfb = pooled(boots)
+    eff = float(boots.cost.mean() * s2b / (f.duration.mean() * s2f))
+    return eff, eff / float(sps.f.ppf(0.975, dfb, dff)), eff / float(sps.f.ppf(0.025, dfb, dff))
+
+
+def projected(arm: Arm, target: float) -> float:
+    """The arm's campaign time scaled to the target: time x (widest half-width / target)^2 (the
+    half-width falls as 1 / sqrt(units)); its own time when it reached the target."""
+    h = max(h for _, _, h in arm.half_widths().values())
+    return arm.time_s * max(1.0, (h / target) ** 2)
 
 
 #: the command line: option, type, default, what it is
 OPTIONS = (("--backend", str, "libvirt", "the backend"),
-           ("--k", int, 4, "runs per instance of the reuse campaign"),
-           ("--fresh-reps", int, 5, "replicates of the fresh campaign"),
-           ("--reuse-reps", int, 12, "replicates of the reuse campaign (a multiple of k)"),
-           ("--board", int, 13, "N-queens board (13: about a second under TCG)"),
-           ("--target", float, 0.02, "95 %% CI half-width of a configuration mean, relative to the mean"),
+           ("--board", int, 14, "N-queens board (14: about a second in a VM)"),
+           ("--target", float, 0.02, "95 %% CI half-width of each configuration mean, relative to it"),
+           ("--pilot-k", int, 4, "runs per boot of the pilot"),
+           ("--pilot-boots", int, 3, "boots per configuration of the pilot"),
+           ("--k-max", int, 12, "the largest k taken from the plan"),
+           ("--min-units", int, 3, "fewest runs (fresh) or boots (reuse) per configuration before stopping"),
+           ("--max-fresh", int, 40, "cap: fresh runs per configuration"),
+           ("--max-boots", int, 12, "cap: reuse boots per configuration"),
            ("--seed", int, 32, "the designs' seed"),
-           ("--data-dir", str, None, "where the two campaigns' stores go (kept)"))
+           ("--data-dir", str, None, "where the campaigns' stores go (kept)"))
 
 
 def main(argv=None) -> None:
@@ -98,56 +234,59 @@ def main(argv=None) -> None:
     for flag, kind, default, what in OPTIONS:
         ap.add_argument(flag, type=kind, default=default, help=f"{what} (default {default})")
     args = ap.parse_args(argv)
-    if args.reuse_reps % args.k:
-        ap.error("--reuse-reps must be a multiple of --k")
+    if args.pilot_k < 3 or args.pilot_boots < 2:
+        ap.error("the pilot needs --pilot-k >= 3 (a run between a boot's first and last) and --pilot-boots >= 2")
     with tempfile.TemporaryDirectory() as scratch:
-        tmp = args.data_dir or scratch
-        cf = make(tmp, "bench-reuse-fresh", args.fresh_reps, 1, args.board, args.seed, args.backend)
-        ck = make(tmp, "bench-reuse-k", args.reuse_reps, args.k, args.board, args.seed + 1, args.backend)
-        t0 = time.monotonic()
-        stores = interleave(cf, ck, args.k)
-        wall = time.monotonic() - t0
-        fresh, runs_f, bad_f = rows_of(stores[cf])
-        reuse, runs_k, bad_k = rows_of(stores[ck])
-    boot_of = runs_k.metadata.map(lambda m: m["boot_group"])
-    c_fresh = float(runs_f.duration_s.mean())
-    c_boot_k = float(runs_k.groupby(boot_of).duration_s.sum().mean())
-    other = [m.get("telemetry", {}).get("cpu_other_mean_pct") for m in list(runs_f.metadata) + list(runs_k.metadata)]
-    other = sorted(o for o in other if o is not None)
-    fit = mixed_effects(reuse, response="value", fixed=["affinity"], random=["instance"])
-    comp = fit.variance.set_index("component")["variance"]
-    s2_i, s2_r = float(comp["instance"]), float(comp["residual"])
-    mean = float(reuse.value.mean())
-    h = args.target * mean
-    k = args.k
-    pooled_f = float(fresh.groupby("affinity").value.var().mean())
-    n = fewest(lambda m: pooled_f / m, h)
-    n_model = fewest(lambda m: (s2_i + s2_r) / m, h)
-    b = fewest(lambda m: (s2_i + s2_r / k) / m, h)
-    t_fresh, t_reuse = n * c_fresh, b * c_boot_k
-    print(f"backend {args.backend}, N-queens board {args.board} (1 thread, 1 vCPU), affinity floating/pinned; "
-          f"both campaigns interleaved, {wall:.0f} s in all")
-    if other:
-        print(f"  processes outside the campaigns used {other[len(other) // 2]:.0f} % of a CPU during a run "
-              f"(median; {other[0]:.0f}-{other[-1]:.0f} %; {int(sum(runs_f.suspect) + sum(runs_k.suspect))} of "
-              f"{len(runs_f) + len(runs_k)} runs suspect)")
-    print(f"  fresh: {len(runs_f)} runs ({bad_f} failed), {c_fresh:.1f} s per run (a boot each)")
-    print(f"  reuse: k = {k}, {boot_of.nunique()} boots ({bad_k} failed runs), {c_boot_k:.1f} s per boot of {k} runs")
-    print(f"  wall time mean {mean:.4f} s; variance components (REML, reuse campaign): instance {s2_i:.3g} "
-          f"({100 * s2_i / (s2_i + s2_r):.0f} %), residual {s2_r:.3g} (sum {s2_i + s2_r:.3g}); the fresh campaign's "
-          f"within-configuration variance {pooled_f:.3g} (mean {float(fresh.value.mean()):.4f} s)")
-    print(f"  target: 95 % CI half-width of a configuration mean {100 * args.target:g} % = {h:.4g} s")
-    print(f"  fresh needs {n} runs per configuration: {t_fresh:.0f} s; reuse (k = {k}) needs {b} boots "
-          f"({b * k} runs): {t_reuse:.0f} s")
-    print(f"  campaign time ratio reuse/fresh = {t_reuse / t_fresh:.3f}  (target <= 0.5)")
-    print(f"  (had fresh runs the reuse campaign's variance s2_i + s2_r: {n_model} runs, ratio "
-          f"{t_reuse / (n_model * c_fresh):.3f})")
-    if k > 1:
-        c_run = max((c_boot_k - c_fresh) / (k - 1), 1e-9)
-        c_boot = max(c_fresh - c_run, 0.0)
-        best = math.sqrt(c_boot * s2_r / (c_run * s2_i)) if s2_i > 0 else float("inf")
-        print(f"  costs: boot {c_boot:.1f} s, run {c_run:.2f} s; Kalibera & Jones' k = sqrt(c_boot s2_r / "
-              f"(c_run s2_i)) = {best:.1f}")
+        args.dir = args.data_dir or scratch
+        args.tag = hashlib.sha256(str(Path(args.dir).resolve()).encode()).hexdigest()[:8]
+        run(args)
+
+
+def run(args) -> None:
+    t_start = time.monotonic()
+    print(f"backend {args.backend}, N-queens board {args.board} (1 thread, 1 vCPU), affinity floating/pinned, "
+          f"target: 95 % CI half-width <= {100 * args.target:g} % of each configuration mean", flush=True)
+    pilot = Arm("pilot", make(args, "bench-reuse-pilot", args.pilot_k * args.pilot_boots, args.pilot_k, args.seed),
+                args.pilot_k * args.pilot_boots * len(LEVELS), True, args)
+    pilot.advance()
+    pt = pilot.t[pilot.t.status == "ok"].copy()
+    c_boot, c_run = costs(pt)
+    plan = runs_needed(pt, response="value", levels=["instance", "run_id"], within="affinity",
+                       costs={"instance": c_boot, "run_id": c_run}, target_ci=args.target, max_reps=1000)
+    comp = plan.set_index("level")
+    s2_i, s2_r = float(comp.loc["instance", "variance"]), float(comp.loc["run_id", "variance"])
+    k_plan, b_plan = int(comp.loc["run_id", "reps"]), int(comp.loc["instance", "reps"])
+    k = min(max(k_plan, 2), args.k_max)
+    print(f"  pilot: {pilot.t.instance.nunique()} boots of {args.pilot_k} runs, {pilot.time_s:.0f} s; costs: boot "
+          f"{c_boot:.1f} s, run {c_run:.2f} s; variance components (K&J, {plan.attrs['method']}): instance "
+          f"{s2_i:.3g} ({comp.loc['instance', 'pct']:.0f} %), run {s2_r:.3g}; mean {plan.attrs['mean']:.4f} s")
+    print(f"    wall time by position in a boot: {by_position(pt)}")
+    print(f"  runs_needed: k = {k_plan} runs per boot (exact {comp.loc['run_id', 'reps_exact']:.2f}), {b_plan} boots "
+          f"per configuration expected; reuse arm k = {k}" + ("" if k == k_plan else f" (clamped to 2..{args.k_max})")
+          + (f"; {plan.attrs['note']}" if plan.attrs.get("note") else ""), flush=True)
+    fresh = Arm("fresh", make(args, "bench-reuse-fresh", args.max_fresh, 1, args.seed + 1), 1, False, args)
+    reuse = Arm("reuse", make(args, "bench-reuse-k", k * args.max_boots, k, args.seed + 2), k, True, args)
+    while not (fresh.done and reuse.done):
+        arm = min((a for a in (fresh, reuse) if not a.done), key=lambda a: a.time_s)
+        arm.advance()
+    print(f"results ({time.monotonic() - t_start:.0f} s in all):")
+    report(pilot)
+    report(fresh)
+    report(reuse)
+    ratio = reuse.time_s / fresh.time_s
+    what = "to the target" if fresh.reached and reuse.reached else "as run (an arm stopped at its cap)"
+    print(f"  campaign time {what}, reuse (k = {k}) / fresh = {reuse.time_s:.0f} / {fresh.time_s:.0f} s = "
+          f"{ratio:.3f}  (target <= 0.5); with the pilot added to reuse: "
+          f"{(reuse.time_s + pilot.time_s) / fresh.time_s:.3f}; by the wall time of the run() calls: "
+          f"{reuse.call_s / fresh.call_s:.3f}")
+    eff, lo, hi = efficiency(fresh, reuse)
+    print(f"  efficiency (c_boot x var of a boot mean) / (c_fresh x var of a fresh run) = {eff:.3f}, 95 % CI "
+          f"{lo:.3f}-{hi:.3f}; the same with no instance variance (cost only, c_boot / (k c_fresh)): "
+          f"{reuse.t.groupby('group').duration.sum().mean() / (k * fresh.t.duration.mean()):.3f}")
+    if not (fresh.reached and reuse.reached):
+        pf, pr = projected(fresh, args.target), projected(reuse, args.target)
+        print(f"  an arm stopped at its cap: projected to the target (time x (widest half-width / target)^2): "
+              f"fresh {pf:.0f} s, reuse {pr:.0f} s, ratio {pr / pf:.3f}")
 
 
 if __name__ == "__main__":

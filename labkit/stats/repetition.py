@@ -138,24 +138,31 @@ def _kj(y: np.ndarray, codes: list[np.ndarray], reps: list[int], levels: list[st
     return out
 
 
-def _reml(data: pd.DataFrame, y: np.ndarray, codes: list[np.ndarray], levels: list[str]) -> np.ndarray:
-    """Variance components (high to low) from the REML fit of :func:`mixed_effects`."""
+def _reml(data: pd.DataFrame, y: np.ndarray, codes: list[np.ndarray], levels: list[str],
+          within: Sequence[str] = ()) -> np.ndarray:
+    """Variance components (high to low) from the REML fit of :func:`mixed_effects` (the
+    configurations of ``within`` as fixed blocks; ``codes`` then name units within them)."""
     from .mixed import mixed_effects
     frame = pd.DataFrame({f"u{j}": codes[j] for j in range(len(levels) - 1)})
     frame["y"] = y
-    fit = mixed_effects(frame, response="y", random=[f"u{j}" for j in range(len(levels) - 1)])
+    blocks = None
+    if within:
+        frame["config"] = pd.factorize(data[list(within)].astype(str).agg("\x1f".join, axis=1))[0]
+        blocks = ["config"]
+    fit = mixed_effects(frame, response="y", random=[f"u{j}" for j in range(len(levels) - 1)], blocks=blocks)
     return fit.variance["variance"].to_numpy(dtype=float)
 
 
 def runs_needed(pilot: pd.DataFrame, *, response: str, levels: v.Columns,
                 costs: Mapping[str, float] | Sequence[float], target_ci: float, relative: bool = True,
                 confidence: float = 0.95, assurance: float | None = None, method: str = "auto",
-                max_reps: int = MAX_REPS) -> pd.DataFrame:
+                max_reps: int = MAX_REPS, within: v.Columns = None) -> pd.DataFrame:
     """The cheapest repetition counts per level for a target confidence-interval half-width.
 
     Parameters
     ----------
-    pilot : long-format DataFrame of one configuration, one row per observation.
+    pilot : long-format DataFrame of one configuration (or of several: ``within``), one row per
+        observation.
     response : the numeric response column.
     levels : the columns naming each level's units, highest first, down to the level whose units
         are the rows: ``["instance", "run_id"]`` (runs on instances) or
@@ -173,6 +180,13 @@ def runs_needed(pilot: pd.DataFrame, *, response: str, levels: v.Columns,
         (:func:`labkit.stats.mixed_effects`, unbalanced pilots too) or ``"auto"`` (``kj`` when
         the pilot is balanced).
     max_reps : the most repetitions planned at one level.
+    within : the columns naming a pilot's configurations (a design's factors), when it holds
+        more than one: the components are then estimated within each configuration and pooled
+        (K&J's estimators averaged over the configurations, which must share one balanced
+        structure; else REML with the configurations as fixed blocks), so that differences
+        between configurations are not taken for instance-to-instance variance; a relative
+        target is relative to the configuration mean nearest 0 (the plan meets it for each).
+        Without ``within``, every row is taken as a repetition of one configuration.
 
     Returns
     -------
@@ -185,33 +199,48 @@ def runs_needed(pilot: pd.DataFrame, *, response: str, levels: v.Columns,
     with the plan), ``cost`` (of the whole plan), ``total`` (observations), ``confidence``,
     ``assurance``, ``method`` and ``note``.
 
-    ConfigError for missing columns, levels that do not identify the rows, a level with one unit,
-    costs that are not positive or miss a level, a target that is not positive, and a zero mean
-    with a relative target.
+    ConfigError for missing columns, levels that do not identify the rows, a level with one unit
+    (in a configuration), costs that are not positive or miss a level, a target that is not
+    positive, and a zero mean with a relative target.
     """
     data = v.frame(pilot, "pilot")
     levels = v.names(levels, "levels")
     v.columns(data, levels, "levels")
+    within = v.names(within, "within", allow_empty=True)
+    v.columns(data, within, "within")
+    if set(within) & set(levels):
+        raise ConfigError(f"within {within!r} and levels {levels!r} must not share a column")
     y = v.response(data, response)
     if method not in ("auto", "kj", "reml"):
         raise ConfigError(f"method must be 'auto', 'kj' or 'reml', got {method!r}")
     target = _positive(target_ci, "target_ci")
-    codes, reps = _structure(data, levels)
+    parts = [np.arange(len(data))] if not within else \
+        list(data.groupby(within, sort=True, dropna=False).indices.values())
+    structures = [_structure(data.iloc[ix], levels) for ix in parts]
+    shapes = {tuple(r) if r is not None else None for _, r in structures}
+    reps = structures[0][1] if len(shapes) == 1 else None
     if method == "kj" and reps is None:
-        raise ConfigError(f"method='kj' needs a balanced pilot; levels {levels!r} are unbalanced "
-                          f"(use method='reml' or 'auto')")
-    mean = float(np.mean(y))
+        raise ConfigError(f"method='kj' needs a balanced pilot; levels {levels!r} are unbalanced"
+                          + (f" or differ between the configurations of {within!r}" if within else "")
+                          + " (use method='reml' or 'auto')")
+    means = [float(np.mean(y[ix])) for ix in parts]
+    mean = min(means, key=abs)
     if relative:
         if mean == 0:
             raise ConfigError("target_ci is relative to the mean, which is 0: give an absolute target "
                               "(relative=False)")
         target *= abs(mean)
     if reps is not None and method != "reml":
-        kj = _kj(y, codes, reps, levels)
-        s2, t2 = kj["S2"].to_numpy(), kj["T2"].to_numpy()
+        # balanced in every configuration alike: K&J's S^2 per configuration, pooled (averaged)
+        s2 = np.mean([_kj(y[ix], codes, reps, levels)["S2"].to_numpy()
+                      for ix, (codes, _) in zip(parts, structures)], axis=0)
+        t2 = s2.copy()
+        for j in range(len(levels) - 2, -1, -1):        # T_i^2 = S_i^2 - S_{i-1}^2 / r_{i-1}
+            t2[j] = s2[j] - s2[j + 1] / reps[j + 1]
         comps, used = np.maximum(t2, 0.0), "kj"
     else:
-        comps, used = _reml(data, y, codes, levels), "reml"
+        blocks = within if len(parts) > 1 else []
+        comps, used = _reml(data, y, _unit_codes(data, blocks + levels)[len(blocks):], levels, blocks), "reml"
         s2 = t2 = np.full(len(levels), np.nan)
     plan = plan_repetitions(dict(zip(levels, comps)), costs=costs, target=target,
                             confidence=confidence, assurance=assurance, max_reps=max_reps)

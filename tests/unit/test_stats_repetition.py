@@ -193,3 +193,44 @@ def test_bad_arguments(kwargs, match):
                     costs=[1, 1, 1], target_ci=0.1)
     with pytest.raises(ConfigError, match="assurance"):
         plan_repetitions({"a": 1.0, "b": 1.0}, costs=[1, 1], target=1, assurance=1.5)
+
+
+def two_configurations(pilot: pd.DataFrame, shift: float) -> pd.DataFrame:
+    """``pilot`` as configuration "a" and, as configuration "b", the same rows ``shift`` higher
+    on instances of their own (what a design's factor does to a pilot's response)."""
+    b = pilot.assign(instance=pilot["instance"].astype(str) + "-b", y=pilot["y"] + shift)
+    return pd.concat([pilot.assign(cfg="a"), b.assign(cfg="b")], ignore_index=True)
+
+
+@pytest.mark.parametrize("drop", [False, True], ids=["balanced-kj", "unbalanced-reml"])
+def test_within_pools_the_configurations_instead_of_taking_their_difference_for_instance_variance(drop):
+    # a pilot that spans two configurations (the benchmark's floating/pinned): estimated within
+    # each configuration and pooled, two identical copies give exactly the one copy's plan
+    # (K&J's S^2 averaged; the REML likelihood doubled, the shift absorbed by the fixed blocks);
+    # taken as one configuration, the shift between them inflates the instance component
+    rng = np.random.default_rng(11)
+    one = pd.DataFrame([{"instance": f"i{i}", "run": j, "y": 10 + a + rng.normal(scale=0.5)}
+                        for i, a in enumerate(rng.normal(scale=0.4, size=5)) for j in range(4)])
+    if drop:
+        one = one.drop(index=[3, 7]).reset_index(drop=True)
+    args = dict(response="y", levels=["instance", "run"], costs={"instance": 40, "run": 2}, target_ci=0.02)
+    alone = runs_needed(one, **args)
+    pooled = runs_needed(two_configurations(one, 3.0), within="cfg", **args)
+    assert pooled.attrs["method"] == alone.attrs["method"] == ("reml" if drop else "kj")
+    assert pooled["variance"].tolist() == pytest.approx(alone["variance"].tolist(), rel=1e-3, abs=1e-6)
+    assert pooled["reps"].tolist() == alone["reps"].tolist()
+    assert pooled.attrs["mean"] == pytest.approx(alone.attrs["mean"])    # the smaller mean: a's
+    lumped = runs_needed(two_configurations(one, 3.0), **args)
+    assert lumped["variance"].iloc[0] > 2 * pooled["variance"].iloc[0] + 1.0
+
+
+def test_within_refuses_overlapping_columns_and_a_configuration_with_one_instance():
+    rows = pd.DataFrame([{"cfg": c, "instance": f"{c}{i}", "run": j, "y": 1.0 + i + 0.1 * j}
+                         for c, n in (("a", 3), ("b", 1)) for i in range(n) for j in range(2)])
+    args = dict(response="y", costs=[10, 1], target_ci=0.05)
+    with pytest.raises(ConfigError, match="must not share"):
+        runs_needed(rows, levels=["instance", "run"], within=["instance"], **args)
+    with pytest.raises(ConfigError, match="at least 2 units"):
+        runs_needed(rows, levels=["instance", "run"], within="cfg", **args)
+    with pytest.raises(ConfigError, match="within"):
+        runs_needed(rows, levels=["instance", "run"], within="nope", **args)
