@@ -17,10 +17,14 @@ leaves last around each run) records:
   instances'), when the instances run on this machine, over ``seconds`` ending ``age_s`` seconds
   before the run: read from the campaign's host sampler
   (:class:`labkit.run.telemetry.HostSampler`, one thread for the whole campaign, which also
-  serves the telemetry; ``source: sampler``), so the check costs the run nothing. Only when the
-  sampler has no recent interval that tells the campaign's CPU apart (the first run of a
-  campaign) is a short sample taken (:data:`PRE_RUN_S` seconds, ``source: sample``): dead time
-  before that run; ``campaign.guard.pre_run_s`` sets its length (0: none, recorded as not
+  serves the telemetry; ``source: sampler``), so the check costs the run nothing: the newest of
+  its last intervals in which the campaign's CPU is told apart from the rest (by its cgroups on
+  the local backend, else by its instances' counters, unknown while instances are being made or
+  torn down: then ``measured: False`` and why). The sampler starts with the campaign when its
+  backend runs here, its first interval :data:`~labkit.run.telemetry.FIRST_S` long, so the first
+  run waits at most the rest of it; only when the sampler has no reading at all within
+  ``pre_run_s`` is a sample of its own taken (:data:`PRE_RUN_S` seconds, ``source: sample``), dead
+  time before that run; ``campaign.guard.pre_run_s`` sets its length (0: none, recorded as not
   measured).
 * ``suspect``: why the run is doubtful, or None: another campaign ran during it; before it or
   during it (the telemetry's ``cpu_other_mean_pct``) processes outside the campaign used more
@@ -194,10 +198,19 @@ class QuietHost(RunHook):
     def around_run(self, ctx: RunContext) -> contextlib.AbstractContextManager:
         return self._guarded(ctx)
 
-    def around_campaign(self, campaign: Any) -> contextlib.AbstractContextManager:
-        """The campaign's host sampler may run (started by the first run on this machine) until the
-        campaign ends; it is stopped then, on every path out."""
-        return self.sampler.campaign()
+    @contextlib.contextmanager
+    def around_campaign(self, campaign: Any) -> Iterator[None]:
+        """The campaign's host sampler runs until the campaign ends (stopped then, on every path
+        out): started here when the campaign's one backend runs its instances on this machine (its
+        first interval, :data:`~labkit.run.telemetry.FIRST_S`, is then ready by the first run,
+        or nearly), else by the first run that needs it."""
+        with self.sampler.campaign():
+            backend = getattr(campaign, "backend", None)
+            if (backend is not None and remote_reason(backend) is None
+                    and importlib.util.find_spec("psutil") is not None):
+                self.sampler.configure(backend, campaign.prefix)
+                self.sampler.ensure_started()
+            yield
 
 
 def sampled_load(sampler: HostSampler) -> dict[str, Any] | None:
@@ -214,8 +227,9 @@ def sampled_load(sampler: HostSampler) -> dict[str, Any] | None:
 
 def pre_run_load(ctx: RunContext, seconds: float = PRE_RUN_S, *, sampler: HostSampler | None = None) -> dict[str, Any]:
     """The CPU used by processes outside the campaign before ``ctx``'s run (``other_cpu_pct``, % of
-    one CPU, over ``seconds``): from ``sampler``'s most recent interval when it has one (started
-    here when the campaign runs and it does not yet), else a sample of ``seconds`` taken now; or
+    one CPU, over ``seconds``): from ``sampler``'s most recent interval that tells the campaign's
+    CPU apart (its thread is started here if the campaign runs and it does not yet; the first run
+    waits for its first interval, at most ``seconds``), else a sample of ``seconds`` taken now; or
     ``measured: False`` and why (the instances run on another machine, psutil is missing, the
     campaign's CPU could not be told apart)."""
     why = remote_reason(ctx.backend)
@@ -224,11 +238,17 @@ def pre_run_load(ctx: RunContext, seconds: float = PRE_RUN_S, *, sampler: HostSa
     if importlib.util.find_spec("psutil") is None:
         return {"measured": False, "reason": "psutil is not installed (pip install psutil)"}
     if sampler is not None:
-        sampler.configure(ctx)
-        sampler.ensure_started()
+        sampler.configure(ctx.backend, ctx.prefix)
+        if sampler.ensure_started() and sampler.running:
+            # the first run: the sampler's first interval (FIRST_S) rather than a sample of its own
+            sampler.wait_interval(max(0.0, seconds) + 0.1)
         got = sampled_load(sampler)
         if got is not None:
             return got
+        if sampler.recent():
+            return {"measured": False, "source": "sampler",
+                    "reason": "the campaign's CPU could not be told apart in the sampler's last intervals "
+                              "(its instances were being made or torn down, or gave no CPU counter)"}
     if seconds <= 0:
         return {"measured": False, "reason": "no sample asked (pre_run_s 0)"}
     return take_sample(ctx, seconds)

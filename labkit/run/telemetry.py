@@ -81,6 +81,8 @@ from .hooks import RunContext, RunHook
 PSI = ("cpu", "memory", "io")
 #: readings of this machine the campaign's sampler keeps for the quiet-host guard's look
 HISTORY = 4
+#: seconds between the sampler's first two readings (at most its interval): the guard's first look
+FIRST_S = 0.25
 DRIVERS = (cgroups.CgroupV1, cgroups.CgroupV2)
 
 
@@ -394,6 +396,7 @@ class HostSampler:
         self._start_lock = threading.Lock()
         self._windows: list[Window] = []
         self._history: deque[Reading] = deque(maxlen=HISTORY)
+        self._interval = threading.Event()   # set once two readings of this machine exist
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._pool: Any = None
@@ -402,17 +405,18 @@ class HostSampler:
 
     # -- configuration and life --
 
-    def configure(self, ctx: RunContext) -> None:
-        """Read this machine from now on (psutil), with the campaign's cgroups when ``ctx``'s backend
-        has a cgroup driver (the local backend); a later run's driver adds them if the first had none."""
-        driver = getattr(ctx.backend, "driver", None)
+    def configure(self, backend: Any, prefix: str) -> None:
+        """Read this machine from now on (psutil), with the campaign's cgroups (names starting with
+        ``prefix``) when ``backend`` has a cgroup driver (the local backend); a later run's driver
+        adds them if the first had none. A reader given to the constructor is kept as is."""
+        driver = getattr(backend, "driver", None)
         with self._start_lock:
+            if self.read_host is not None and not getattr(self.read_host, "labkit_default", False):
+                return
             if self.read_host is not None and (self._groups_for is not None or not isinstance(driver, DRIVERS)):
                 return
-            if self.read_host is not None and not hasattr(self.read_host, "labkit_default"):
-                return   # a reader given by the caller is kept as is
             import psutil
-            watch = CgroupWatch(driver, ctx.prefix) if isinstance(driver, DRIVERS) else None
+            watch = CgroupWatch(driver, prefix) if isinstance(driver, DRIVERS) else None
             self._groups_for = watch
             proc = psutil.Process()
 
@@ -465,8 +469,15 @@ class HostSampler:
 
     def _loop(self) -> None:
         self.sample()
+        if not self._stop.wait(min(self.interval, FIRST_S)):   # a first interval soon (the guard's first look)
+            self.sample()
         while not self._stop.wait(self.interval):
             self.sample()
+
+    def wait_interval(self, timeout: float) -> bool:
+        """Wait up to ``timeout`` s for the thread's first interval of this machine (two readings);
+        whether there is one."""
+        return self._interval.wait(timeout)
 
     # -- readings --
 
@@ -516,6 +527,8 @@ class HostSampler:
                 host.members, host.campaign_cpu_s = members, used
                 self.prev, self.last = self.last, host
                 self._history.append(host)
+                if len(self._history) > 1:
+                    self._interval.set()
             for w, r in zip(windows, parts):
                 if w.closed:
                     continue
@@ -540,7 +553,7 @@ class HostSampler:
     def open(self, ctx: RunContext | None, *, host: bool) -> Window:
         """A run's window, from now (see the class docstring); ``host``: this machine is the run's."""
         if host and ctx is not None:
-            self.configure(ctx)
+            self.configure(ctx.backend, ctx.prefix)
         threaded = self.ensure_started()
         w = Window(self.clock(), host, InstanceWatch(ctx) if ctx is not None else None, self.cpu_s)
         with self._lock:

@@ -287,3 +287,17 @@ def test_telemetry_and_guard_of_a_campaign_share_one_sampler(tmp_path):
     off = Campaign(d, backend=CountingBackend(), workload=Iterating(), campaign_id="t-off", data_dir=tmp_path,
                    progress=False, telemetry="off")
     assert not any(isinstance(h, Telemetry) for h in off.hooks) and off.guard.sampler.interval == 1.0
+
+
+def test_readings_that_cannot_tell_the_campaign_apart_are_said_so_without_a_sample(monkeypatch):
+    monkeypatch.setattr(guard, "take_sample", lambda ctx, seconds: pytest.fail("a sample was taken"))
+    clock = Clock(0.0)
+    s = busy_sampler(clock)
+    with s.campaign():
+        s.sample()
+        w = s.open(ctx_with([SimpleNamespace(name="i1", stats=lambda: {"memory_bytes": 1.0})]), host=True)
+        clock.now = 1.0
+        s.sample()        # the run's instance gave no CPU counter: the campaign's CPU is unknown
+        got = pre_run_load(ctx_with(), 0.25, sampler=s)
+        s.close(w)
+    assert got["measured"] is False and got["source"] == "sampler" and "told apart" in got["reason"]
