@@ -18,6 +18,7 @@ No assertion on time: the machine is shared and noisy; this prints, you judge.
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import statistics
 import tempfile
@@ -100,7 +101,7 @@ def campaign(args, telemetry: str) -> dict:
                                    "replications": args.replications, "seed": 1})
         t0 = time.perf_counter()
         store = Campaign(design, workload="command", workload_params={"argv": ["sleep", str(args.seconds)]},
-                         campaign_id="bench", data_dir=data, progress=False,
+                         campaign_id=f"bench-{os.getpid()}", data_dir=data, progress=False,
                          backend_options={"isolation": args.isolation},
                          **({} if telemetry == "on" else {"telemetry": "off"})).run()
         total = time.perf_counter() - t0

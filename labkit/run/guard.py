@@ -186,8 +186,10 @@ class QuietHost(RunHook):
             if self._watcher is None:
                 self._watcher = threading.Thread(target=self._watch, daemon=True, name="labkit-guard")
                 self._watcher.start()
+        here = remote_reason(ctx.backend) is None
         try:
-            yield []
+            with self.sampler.in_flight(ctx) if here else contextlib.nullcontext():
+                yield []
         finally:
             with self._lock:
                 found = self._active.pop(key)
@@ -239,9 +241,9 @@ def pre_run_load(ctx: RunContext, seconds: float = PRE_RUN_S, *, sampler: HostSa
         return {"measured": False, "reason": "psutil is not installed (pip install psutil)"}
     if sampler is not None:
         sampler.configure(ctx.backend, ctx.prefix)
-        if sampler.ensure_started() and sampler.running:
+        if sampler.ensure_started() and sampler.running and seconds > 0:
             # the first run: the sampler's first interval (FIRST_S) rather than a sample of its own
-            sampler.wait_interval(max(0.0, seconds) + 0.1)
+            sampler.wait_interval(seconds + 0.1)
         got = sampled_load(sampler)
         if got is not None:
             return got

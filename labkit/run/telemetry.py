@@ -401,6 +401,8 @@ class HostSampler:
         self._thread: threading.Thread | None = None
         self._pool: Any = None
         self._depth = 0             # campaigns entered (campaign())
+        self._runs: set[int] = set()   # ids of the contexts of the runs in flight here (in_flight())
+        self._runs_changed = False     # a run here started or ended since the last reading
         self._groups_for: Any = None
 
     # -- configuration and life --
@@ -466,6 +468,10 @@ class HostSampler:
         if self._pool is not None:
             self._pool.shutdown(wait=True)
             self._pool = None
+        with self._lock:   # a campaign run again starts from fresh readings
+            self.prev = self.last = None
+            self._history.clear()
+            self._interval.clear()
 
     def _loop(self) -> None:
         self.sample()
@@ -473,6 +479,22 @@ class HostSampler:
             self.sample()
         while not self._stop.wait(self.interval):
             self.sample()
+
+    @contextlib.contextmanager
+    def in_flight(self, ctx: RunContext) -> Iterator[None]:
+        """``ctx``'s run runs on this machine meanwhile (the quiet-host guard says so): a reading
+        whose interval a run here overlaps without a window of its own (telemetry off: its
+        instances' CPU is not read) does not tell the campaign's CPU apart unless the campaign's
+        cgroups do (the local backend)."""
+        with self._lock:
+            self._runs.add(id(ctx))
+            self._runs_changed = True
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._runs.discard(id(ctx))
+                self._runs_changed = True
 
     def wait_interval(self, timeout: float) -> bool:
         """Wait up to ``timeout`` s for the thread's first interval of this machine (two readings);
@@ -512,8 +534,11 @@ class HostSampler:
         t = host.t if host is not None else self.clock()
         with self._lock:
             windows = [w for w in self._windows if not w.closed]
+            seen = {id(w.watch.ctx) for w in windows if w.watch is not None}
+            blind = self._runs_changed or bool(self._runs - seen)
+            self._runs_changed = False
         parts = self._instances(windows, host, t)
-        members: frozenset | None = frozenset()
+        members: frozenset | None = None if blind else frozenset()
         used = 0.0
         for w, r in zip(windows, parts):
             if not w.host:

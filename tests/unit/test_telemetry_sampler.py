@@ -148,15 +148,15 @@ def alive(name="labkit-telemetry"):
 @pytest.mark.parametrize("exc", [KeyboardInterrupt, RuntimeError])
 def test_the_thread_runs_once_per_campaign_and_stops_on_an_interrupt_or_error(exc):
     s = HostSampler(0.05, lambda: Reading(0.0))
+    before = set(alive())
     with pytest.raises(exc):
         with s.campaign():
             s.open(None, host=True)
-            first = s._thread
+            first = set(alive()) - before
             s.open(None, host=True)
-            assert s._thread is first and first is not None and first.is_alive()
+            assert len(first) == 1 and set(alive()) - before == first and s.running
             raise exc()
-    first.join(timeout=10)
-    assert not first.is_alive() and not s.running
+    assert not s.running and not any(t.is_alive() for t in first)   # stopped and joined
 
 
 class Interrupt(RunHook):
@@ -301,3 +301,27 @@ def test_readings_that_cannot_tell_the_campaign_apart_are_said_so_without_a_samp
         got = pre_run_load(ctx_with(), 0.25, sampler=s)
         s.close(w)
     assert got["measured"] is False and got["source"] == "sampler" and "told apart" in got["reason"]
+
+
+def test_a_run_in_flight_without_a_window_leaves_the_campaigns_cpu_unknown():
+    """Telemetry off on a backend without the campaign's cgroups (docker, lxd, libvirt): the
+    sampler does not read the instances, so an interval a run overlaps (or starts or ends in) must
+    not count their CPU as the other processes'."""
+    clock = Clock(0.0)
+
+    def read():
+        return Reading(clock.now, cpus=[cpu(0.3 * clock.now, 0.7 * clock.now)] * 2, own_cpu_s=0.1 * clock.now)
+    s = HostSampler(1.0, read, clock=clock, thread_clock=lambda: 0.0, autostart=False)
+    with s.campaign():
+        s.sample()
+        with s.in_flight(ctx_with()):
+            clock.now = 1.0
+            s.sample()
+        assert s.last.members is None and pre_run_load(ctx_with(), 0.25, sampler=s)["measured"] is False
+        clock.now = 2.0
+        s.sample()                       # the run ended in this interval
+        assert s.last.members is None
+        clock.now = 3.0
+        s.sample()                       # a whole interval without it: told apart again
+        assert s.last.members == frozenset()
+        assert pre_run_load(ctx_with(), 0.25, sampler=s)["other_cpu_pct"] == pytest.approx(50.0)
