@@ -324,4 +324,6 @@ def test_a_run_in_flight_without_a_window_leaves_the_campaigns_cpu_unknown():
         clock.now = 3.0
         s.sample()                       # a whole interval without it: told apart again
         assert s.last.members == frozenset()
+        clock.now = 4.0
+        s.sample()
         assert pre_run_load(ctx_with(), 0.25, sampler=s)["other_cpu_pct"] == pytest.approx(50.0)
