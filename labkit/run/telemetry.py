@@ -368,9 +368,11 @@ class HostSampler:
     ``around_campaign``; it is started by the first run that needs it and stopped, joined, when the
     campaign ends, on an error or an interrupt as well). A run's window (:class:`Window`) gets the
     intervals that overlap it: the one in progress when it starts (from the sampler's last
-    reading), those ending while it runs, and a last one to its end, cut by one reading of this
-    machine taken when it ends (no instance stats: those come only from the thread, so a slow
-    stats interface never delays a run's start or end). A run shorter than one interval still
+    reading, with the last stats the thread read of the run's instances when they already exist:
+    a later run of a boot), those ending while it runs, and a last one to its end, cut by one
+    reading of this machine taken when it ends (no instance stats: those come only from the
+    thread, so a slow stats interface never delays a run's start or end; a run's new instances
+    wake the thread for their first stats, :meth:`wake`). A run shorter than one interval still
     gets that last interval, hence a summary. Outside a campaign's :meth:`campaign` no thread runs:
     a window then gets one reading of the host at its start and one at its end.
 
@@ -398,6 +400,8 @@ class HostSampler:
         self._history: deque[Reading] = deque(maxlen=HISTORY)
         self._interval = threading.Event()   # set once two readings of this machine exist
         self._stop = threading.Event()
+        self._wake = threading.Event()
+        self._stats: dict[str, tuple[float, dict]] = {}   # instance id -> (t, its last stats) read by the thread
         self._thread: threading.Thread | None = None
         self._pool: Any = None
         self._depth = 0             # campaigns entered (campaign())
@@ -454,6 +458,7 @@ class HostSampler:
                 return False
             if self.autostart and (self._thread is None or not self._thread.is_alive()):
                 self._stop.clear()
+                self._wake.clear()
                 self._thread = threading.Thread(target=self._loop, daemon=True, name="labkit-telemetry")
                 self._thread.start()
             return True
@@ -461,6 +466,7 @@ class HostSampler:
     def stop(self) -> None:
         """Stop and join the thread (idempotent)."""
         self._stop.set()
+        self._wake.set()
         thread = self._thread
         if thread is not None and thread is not threading.current_thread():
             thread.join()
@@ -474,11 +480,17 @@ class HostSampler:
             self._interval.clear()
 
     def _loop(self) -> None:
-        self.sample()
-        if not self._stop.wait(min(self.interval, FIRST_S)):   # a first interval soon (the guard's first look)
+        wait = min(self.interval, FIRST_S)   # a first interval soon (the guard's first look)
+        while not self._stop.is_set():
             self.sample()
-        while not self._stop.wait(self.interval):
-            self.sample()
+            self._wake.wait(wait)
+            self._wake.clear()
+            wait = self.interval
+
+    def wake(self) -> None:
+        """Take the next reading now rather than at the end of the interval (a run's instances were
+        just made: their first stats as early as can be); returns at once."""
+        self._wake.set()
 
     @contextlib.contextmanager
     def in_flight(self, ctx: RunContext) -> Iterator[None]:
@@ -554,6 +566,10 @@ class HostSampler:
                 self._history.append(host)
                 if len(self._history) > 1:
                     self._interval.set()
+            for r in parts:
+                self._stats.update((name, (t, counters)) for name, counters in r.instances.items())
+            old = t - 3 * self.interval - 1.0
+            self._stats = {name: v for name, v in self._stats.items() if v[0] >= old}
             for w, r in zip(windows, parts):
                 if w.closed:
                     continue
@@ -583,8 +599,15 @@ class HostSampler:
         w = Window(self.clock(), host, InstanceWatch(ctx) if ctx is not None else None, self.cpu_s)
         with self._lock:
             if threaded:
+                # the run's instances already made (a later run of a boot): their last stats the
+                # thread read start the window, beside this machine's last reading
+                names = {getattr(i, "name", None) for i in (ctx.instances if ctx is not None else [])}
+                known = {n: self._stats[n] for n in names if n in self._stats}
+                insts = {n: c for n, (_, c) in known.items()}
                 if host and self.last is not None:
-                    w.add(replace(self.last, instances={}))
+                    w.add(replace(self.last, instances=insts))
+                elif known:
+                    w.add(Reading(max(t for t, _ in known.values()), instances=insts))
                 self._windows.append(w)
         if not threaded and host:
             c0 = self.thread_clock()
@@ -688,6 +711,9 @@ class Telemetry(RunHook):
 
     def around_campaign(self, campaign: Any) -> contextlib.AbstractContextManager:
         return self.sampler.campaign()
+
+    def instances_ready(self, ctx: RunContext) -> None:
+        self.sampler.wake()   # the new instances' first stats now, not up to an interval later
 
     @contextlib.contextmanager
     def _sampled(self, ctx: RunContext) -> Iterator[list]:

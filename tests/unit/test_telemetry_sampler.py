@@ -327,3 +327,42 @@ def test_a_run_in_flight_without_a_window_leaves_the_campaigns_cpu_unknown():
         clock.now = 4.0
         s.sample()
         assert pre_run_load(ctx_with(), 0.25, sampler=s)["other_cpu_pct"] == pytest.approx(50.0)
+
+
+def test_a_later_run_of_a_boot_starts_from_the_last_stats_of_its_instances():
+    clock = Clock(0.0)
+    inst = SimpleNamespace(name="i1", stats=lambda: {"cpu_s": clock.now})   # one CPU busy all along
+    first, second = ctx_with([inst]), ctx_with([inst])
+    s = gauge_sampler(clock)
+    with s.campaign():
+        s.sample()
+        w1 = s.open(first, host=True)
+        clock.now = 1.0
+        s.sample()
+        clock.now = 1.5
+        s.close(w1)
+        w2 = s.open(second, host=True)    # the same instance, no reading of it at the start
+        clock.now = 2.0
+        s.sample()
+        clock.now = 2.2
+        s.close(w2)
+    assert [(t, m, v, i) for t, m, v, *rest in w2.rows for i in rest] == [(0.5, "instance_cpu_pct", 100.0, "i1")]
+
+
+def test_new_instances_wake_the_thread_for_their_first_stats():
+    import time
+    calls = []
+    s = HostSampler(60.0, lambda: Reading(0.0), thread_clock=lambda: 0.0)
+    with s.campaign():
+        w = s.open(ctx_with([SimpleNamespace(name="i1", stats=lambda: calls.append(1) or {"cpu_s": 1.0})]),
+                   host=True)
+        deadline = time.monotonic() + 30
+        while s.readings < 2 and time.monotonic() < deadline:   # its first two readings (FIRST_S apart)
+            time.sleep(0.01)
+        assert s.readings == 2
+        before = len(calls)
+        Telemetry(60.0, sampler=s).instances_ready(w.watch.ctx)
+        while len(calls) == before and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert len(calls) > before and s.readings == 3   # read at once, not 60 s later
+        s.close(w)
