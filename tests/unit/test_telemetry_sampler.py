@@ -46,6 +46,14 @@ def gauge_sampler(clock, reads=None):
     return HostSampler(1.0, read, clock=clock, thread_clock=lambda: 0.0, autostart=False)
 
 
+def read_twice(s, clock):
+    """The sampler's readings at t = 0 and t = 1 (the clock then at 1)."""
+    clock.now = 0.0
+    s.sample()
+    clock.now = 1.0
+    s.sample()
+
+
 def ctx_with(instances=(), backend=None):
     return RunContext(RUN, InstanceSpec(), {}, backend or SimpleNamespace(name="local"), "lk-t-",
                       instances=list(instances))
@@ -75,9 +83,7 @@ def test_a_run_shorter_than_one_interval_still_gets_a_summary():
     clock = Clock(0.0)
     s = gauge_sampler(clock)
     with s.campaign():
-        s.sample()
-        clock.now = 1.0
-        s.sample()
+        read_twice(s, clock)
         clock.now = 1.2
         w = s.open(None, host=True)
         clock.now = 1.6                 # no reading of the thread while it ran
@@ -229,9 +235,7 @@ def test_the_guard_reads_the_samplers_last_interval_and_takes_no_sample(monkeypa
     clock = Clock(0.0)
     s = busy_sampler(clock)
     with s.campaign():
-        s.sample()
-        clock.now = 1.0
-        s.sample()
+        read_twice(s, clock)
         clock.now = 1.4
         got = pre_run_load(ctx_with(), 0.25, sampler=s)
     assert got == {"measured": True, "seconds": 1.0, "other_cpu_pct": 50.0, "source": "sampler", "age_s": 0.4}
@@ -246,9 +250,7 @@ def test_the_guard_hook_records_the_samplers_reading(monkeypatch):
     q = QuietHost("t-me", sampler=s, thresholds={"other_cpu_pct": 10})
     ctx = ctx_with()
     with q.around_campaign(None):
-        s.sample()
-        clock.now = 1.0
-        s.sample()
+        read_twice(s, clock)
         with q.around_run(ctx):
             pass
     assert ctx.metadata["quiet_check"]["source"] == "sampler" and taken == []
@@ -268,9 +270,7 @@ def test_a_stale_or_missing_reading_falls_back_to_a_short_sample(monkeypatch):
     with s.campaign():
         got = pre_run_load(ctx_with(), 0.05, sampler=s)   # no reading yet: the first run
         assert got["source"] == "sample" and got["measured"] is True and taken == [0.05]
-        s.sample()
-        clock.now = 1.0
-        s.sample()
+        read_twice(s, clock)
         assert pre_run_load(ctx_with(), 0.05, sampler=s)["source"] == "sampler" and taken == [0.05]
         clock.now = 100.0                                  # the sampler's last reading is old
         assert pre_run_load(ctx_with(), 0.05, sampler=s)["source"] == "sample" and taken == [0.05, 0.05]
