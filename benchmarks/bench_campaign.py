@@ -150,7 +150,7 @@ def campaign(args, telemetry: str) -> dict:
         print(f"run loop wall time        {loop:.3f} s   (first run start to last run end)")
         print(f"efficiency, whole         {bench / total:.4f}   (target >= 0.97; includes start-up and export)")
         print(f"efficiency, run loop      {bench / loop:.4f}   (target >= 0.99)")
-        workload = r.metadata.map(lambda m: (m or {}).get("workload_s") or 0.0)
+        workload = r.metadata.map(lambda m: max(((m or {}).get("workload_s") or [0.0]), default=0.0))   # per instance
         print(f"per run, outside the work  {1000 * (r.duration_s - workload).mean():.1f} ms in the run (provisioning, "
               f"hooks, teardown), {1000 * (workload.sum() - bench) / runs:.1f} ms starting the command, "
               f"{1000 * (loop - r.duration_s.sum()) / max(1, runs - 1):.1f} ms between runs (engine, store)")
