@@ -6,7 +6,9 @@ campaign (start-up and export included) and >= 0.99 for the run loop (issue 33),
 local backend's default isolation ``strict`` (``--isolation none`` to compare) and the
 campaign's default telemetry (a sample of the host every second, :mod:`labkit.run.telemetry`);
 the same campaign then runs with ``telemetry="off"``, and the two are printed side by side
-(``--telemetry`` picks one).
+(``--telemetry`` picks one). For each, the time the campaign's hooks take on the run's path
+(the quiet-host guard's look before the run, the telemetry's window: entering plus leaving each
+hook's ``around_run``, median per run) and the load average are printed beside it.
 
 Then the cost of the local backend's isolation (issue 28): one instance with isolation
 ``strict`` (the default) and one with ``none``, side by side, ``--pairs`` rounds (default
@@ -18,6 +20,8 @@ No assertion on time: the machine is shared and noisy; this prints, you judge.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
 import shutil
 import statistics
 import tempfile
@@ -29,6 +33,7 @@ from labkit.backends import get_backend, teardown
 from labkit.core.instance import InstanceSpec
 from labkit.design import Design
 from labkit.run.campaign import Campaign
+from labkit.run.hooks import RunHook
 
 ISOLATION = ("strict", "none")
 
@@ -51,7 +56,8 @@ def main() -> None:
             (on, off) = rows
             print(f"telemetry on / off: run-loop efficiency {on['loop']:.4f} / {off['loop']:.4f}, whole "
                   f"{on['whole']:.4f} / {off['whole']:.4f}, overhead per run {on['per_run_ms']:.1f} / "
-                  f"{off['per_run_ms']:.1f} ms\n")
+                  f"{off['per_run_ms']:.1f} ms, of it in the hooks {on['hooks_ms']:.2f} / {off['hooks_ms']:.2f} ms; "
+                  f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}\n")
     isolation_cost(args.pairs)
 
 
@@ -91,6 +97,29 @@ def isolation_cost(pairs: int) -> None:
     _print_pair("make + destroy instance", made)
 
 
+class Timed(RunHook):
+    """One of the campaign's hooks, delegated to as is, with the time its ``around_run`` takes on
+    the run's path (entering plus leaving) recorded per run."""
+
+    def __init__(self, hook: RunHook):
+        self.hook, self.times = hook, []
+
+    def around_campaign(self, campaign):
+        return self.hook.around_campaign(campaign)
+
+    def instances_ready(self, ctx) -> None:
+        self.hook.instances_ready(ctx)
+
+    @contextlib.contextmanager
+    def around_run(self, ctx):
+        t0 = time.perf_counter()
+        with self.hook.around_run(ctx) as value:
+            spent = time.perf_counter() - t0
+            yield value
+            t1 = time.perf_counter()
+        self.times.append(spent + time.perf_counter() - t1)
+
+
 def campaign(args, telemetry: str) -> dict:
     """The 2^2 x r campaign of ``sleep`` and its efficiency (see the docstring), with the default
     telemetry (``on``) or none (``off``)."""
@@ -99,10 +128,12 @@ def campaign(args, telemetry: str) -> dict:
         design = Design.from_dict({"factors": {"vcpus": [1, 2], "affinity": ["floating", "pinned"]},
                                    "replications": args.replications, "seed": 1})
         t0 = time.perf_counter()
-        store = Campaign(design, workload="command", workload_params={"argv": ["sleep", str(args.seconds)]},
-                         campaign_id="bench", data_dir=data, progress=False,
-                         backend_options={"isolation": args.isolation},
-                         **({} if telemetry == "on" else {"telemetry": "off"})).run()
+        c = Campaign(design, workload="command", workload_params={"argv": ["sleep", str(args.seconds)]},
+                     campaign_id=f"bench-{os.getpid()}", data_dir=data, progress=False,
+                     backend_options={"isolation": args.isolation},
+                     **({} if telemetry == "on" else {"telemetry": "off"}))
+        c.hooks = [Timed(h) for h in c.hooks]
+        store = c.run()
         total = time.perf_counter() - t0
         tidy = store.tidy()
         bench = tidy.loc[tidy.metric == "wall_time_s", "value"].sum()
@@ -118,8 +149,16 @@ def campaign(args, telemetry: str) -> dict:
         print(f"overhead per run          {(total - bench) / runs * 1000:.1f} ms")
         print(f"run loop wall time        {loop:.3f} s   (first run start to last run end)")
         print(f"efficiency, whole         {bench / total:.4f}   (target >= 0.97; includes start-up and export)")
-        print(f"efficiency, run loop      {bench / loop:.4f}   (target >= 0.99)\n", flush=True)
-        return {"loop": bench / loop, "whole": bench / total, "per_run_ms": (total - bench) / runs * 1000}
+        print(f"efficiency, run loop      {bench / loop:.4f}   (target >= 0.99)")
+        workload = r.metadata.map(lambda m: max(((m or {}).get("workload_s") or [0.0]), default=0.0))   # per instance
+        print(f"per run, outside the work  {1000 * (r.duration_s - workload).mean():.1f} ms in the run (provisioning, "
+              f"hooks, teardown), {1000 * (workload.sum() - bench) / runs:.1f} ms starting the command, "
+              f"{1000 * (loop - r.duration_s.sum()) / max(1, runs - 1):.1f} ms between runs (engine, store)")
+        hooks = {type(h.hook).__name__: 1000 * statistics.median(h.times) for h in c.hooks if h.times}
+        print("hooks on the run's path    " + ", ".join(f"{k} {v:.2f} ms" for k, v in hooks.items())
+              + "   (median per run, entering + leaving)\n", flush=True)
+        return {"loop": bench / loop, "whole": bench / total, "per_run_ms": (total - bench) / runs * 1000,
+                "hooks_ms": sum(hooks.values())}
     finally:
         shutil.rmtree(data, ignore_errors=True)
 

@@ -61,7 +61,7 @@ from .hooks import (
     instances_ready,
 )
 from .platforms import BackendPool, Platform
-from .telemetry import Telemetry, check_interval
+from .telemetry import HostSampler, Telemetry, check_interval
 from .testbed import Host, Testbed
 
 if TYPE_CHECKING:
@@ -212,8 +212,12 @@ class Campaign:
         self.quarantine = bool(check_flag(quarantine, "quarantine", "Campaign") if quarantine is not None
                                else design.quarantine)
         self.thresholds = check_thresholds(thresholds, "Campaign") or design.thresholds or dict(DEFAULT_THRESHOLDS)
-        self.guard = QuietHost(self.campaign_id, exclusive=self.exclusive, thresholds=self.thresholds)
-        sampler = [Telemetry(self.telemetry)] if self.telemetry is not None else []
+        # one host sampler for the whole campaign: the telemetry's readings and the guard's look
+        # before each run (with telemetry off it still reads the host for the guard, nothing is stored)
+        self.host_sampler = HostSampler(self.telemetry or DEFAULT_INTERVAL)
+        self.guard = QuietHost(self.campaign_id, exclusive=self.exclusive, thresholds=self.thresholds,
+                               sampler=self.host_sampler)
+        sampler = [Telemetry(self.telemetry, sampler=self.host_sampler)] if self.telemetry is not None else []
         # the guard first (its look at the host precedes the campaign's load; it judges the run
         # last), telemetry last (entered once the neighbours run, left before they stop)
         self.hooks: list[RunHook] = [self.guard, *check_hooks(hooks), NoiseNeighbour(), *sampler]

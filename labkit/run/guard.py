@@ -12,11 +12,20 @@ leaves last around each run) records:
   right after it registers) another running campaign is a warning, or a refusal
   (:class:`~labkit.errors.StoreError`) when this campaign or the other is ``exclusive``; two
   exclusive campaigns started in the same instant may both refuse, never both run.
-* ``quiet_check``: before the run, a short sample (:data:`PRE_RUN_S` seconds, psutil) of the CPU
-  used by processes outside the campaign (``other_cpu_pct``, % of one CPU: the host's busy time
-  minus this process's and the campaign's instances'), when the instances run on this machine.
-  The sample is dead time between runs: ``campaign.guard.pre_run_s`` sets its length (0: none,
-  recorded as not measured).
+* ``quiet_check``: before the run, the CPU used by processes outside the campaign
+  (``other_cpu_pct``, % of one CPU: the host's busy time minus this process's and the campaign's
+  instances'), when the instances run on this machine, over ``seconds`` ending ``age_s`` seconds
+  before the run: read from the campaign's host sampler
+  (:class:`labkit.run.telemetry.HostSampler`, one thread for the whole campaign, which also
+  serves the telemetry; ``source: sampler``), so the check costs the run nothing: the newest of
+  its last intervals in which the campaign's CPU is told apart from the rest (by its cgroups on
+  the local backend, else by its instances' counters, unknown while instances are being made or
+  torn down: then ``measured: False`` and why). The sampler starts with the campaign when its
+  backend runs here, its first interval :data:`~labkit.run.telemetry.FIRST_S` long, so the first
+  run waits at most the rest of it; only when the sampler has no reading at all within
+  ``pre_run_s`` is a sample of its own taken (:data:`PRE_RUN_S` seconds, ``source: sample``), dead
+  time before that run; ``campaign.guard.pre_run_s`` sets its length (0: none, recorded as not
+  measured).
 * ``suspect``: why the run is doubtful, or None: another campaign ran during it; before it or
   during it (the telemetry's ``cpu_other_mean_pct``) processes outside the campaign used more
   than ``other_cpu_pct`` % of a CPU; the host's or an instance's steal time was above
@@ -32,6 +41,7 @@ kept in :meth:`Store.attempts <labkit.store.Store.attempts>` as a retry keeps it
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import logging
 import threading
 import time
@@ -42,7 +52,7 @@ from ..core import registry
 from ..design.options import DEFAULT_THRESHOLDS
 from ..errors import StoreError
 from .hooks import RunContext, RunHook
-from .telemetry import delta_rows, remote_reason
+from .telemetry import HostSampler, delta_rows, remote_reason
 
 log = logging.getLogger("labkit.run.guard")
 
@@ -101,8 +111,10 @@ class QuietHost(RunHook):
     second, not by a thread per run."""
 
     def __init__(self, campaign_id: str, *, exclusive: bool = False, thresholds: dict | None = None,
-                 pre_run_s: float = PRE_RUN_S, poll_s: float = POLL_S):
+                 pre_run_s: float = PRE_RUN_S, poll_s: float = POLL_S, sampler: HostSampler | None = None):
         self.campaign_id = campaign_id
+        #: the campaign's host sampler (shared with its telemetry), read before each run
+        self.sampler = sampler if sampler is not None else HostSampler()
         self.exclusive = exclusive
         self.thresholds = {**DEFAULT_THRESHOLDS, **(thresholds or {})}
         self.pre_run_s, self.poll_s = pre_run_s, poll_s
@@ -167,15 +179,17 @@ class QuietHost(RunHook):
     @contextlib.contextmanager
     def _guarded(self, ctx: RunContext) -> Iterator[list]:
         found = self._others(self.fresh_s)
-        ctx.metadata["quiet_check"] = pre_run_load(ctx, self.pre_run_s)
+        ctx.metadata["quiet_check"] = pre_run_load(ctx, self.pre_run_s, sampler=self.sampler)
         key = id(ctx)
         with self._lock:
             self._active[key] = found
             if self._watcher is None:
                 self._watcher = threading.Thread(target=self._watch, daemon=True, name="labkit-guard")
                 self._watcher.start()
+        here = remote_reason(ctx.backend) is None
         try:
-            yield []
+            with self.sampler.in_flight(ctx) if here else contextlib.nullcontext():
+                yield []
         finally:
             with self._lock:
                 found = self._active.pop(key)
@@ -186,26 +200,71 @@ class QuietHost(RunHook):
     def around_run(self, ctx: RunContext) -> contextlib.AbstractContextManager:
         return self._guarded(ctx)
 
+    @contextlib.contextmanager
+    def around_campaign(self, campaign: Any) -> Iterator[None]:
+        """The campaign's host sampler runs until the campaign ends (stopped then, on every path
+        out): started here when the campaign's one backend runs its instances on this machine (its
+        first interval, :data:`~labkit.run.telemetry.FIRST_S`, is then ready by the first run,
+        or nearly), else by the first run that needs it."""
+        with self.sampler.campaign():
+            backend = getattr(campaign, "backend", None)
+            if (backend is not None and remote_reason(backend) is None
+                    and importlib.util.find_spec("psutil") is not None):
+                self.sampler.configure(backend, campaign.prefix)
+                self.sampler.ensure_started()
+            yield
 
-def pre_run_load(ctx: RunContext, seconds: float = PRE_RUN_S) -> dict[str, Any]:
-    """The CPU used by processes outside the campaign over ``seconds`` before ``ctx``'s run
-    (``other_cpu_pct``, % of one CPU, and ``seconds``), or ``measured: False`` and why (the
-    instances run on another machine, psutil is missing, the campaign's CPU could not be told
-    apart)."""
+
+def sampled_load(sampler: HostSampler) -> dict[str, Any] | None:
+    """``quiet_check`` from ``sampler``'s most recent interval(s) of this machine that tell the
+    campaign's CPU apart (the newest of the last few), or None when there is none recent."""
+    for a, b in sampler.recent():
+        rows = dict((m, v) for m, v, *inst in delta_rows(a, b) if not inst)
+        if "cpu_other_pct" in rows:
+            return {"measured": True, "seconds": round(b.t - a.t, 3),
+                    "other_cpu_pct": round(rows["cpu_other_pct"], 3),
+                    "source": "sampler", "age_s": round(max(0.0, sampler.clock() - b.t), 3)}
+    return None
+
+
+def pre_run_load(ctx: RunContext, seconds: float = PRE_RUN_S, *, sampler: HostSampler | None = None) -> dict[str, Any]:
+    """The CPU used by processes outside the campaign before ``ctx``'s run (``other_cpu_pct``, % of
+    one CPU, over ``seconds``): from ``sampler``'s most recent interval that tells the campaign's
+    CPU apart (its thread is started here if the campaign runs and it does not yet; the first run
+    waits for its first interval, at most ``seconds``), else a sample of ``seconds`` taken now; or
+    ``measured: False`` and why (the instances run on another machine, psutil is missing, the
+    campaign's CPU could not be told apart)."""
     why = remote_reason(ctx.backend)
     if why is not None:
         return {"measured": False, "reason": why}
+    if importlib.util.find_spec("psutil") is None:
+        return {"measured": False, "reason": "psutil is not installed (pip install psutil)"}
+    if sampler is not None:
+        sampler.configure(ctx.backend, ctx.prefix)
+        if sampler.ensure_started() and sampler.running and seconds > 0:
+            # the first run: the sampler's first interval (FIRST_S) rather than a sample of its own
+            sampler.wait_interval(seconds + 0.1)
+        got = sampled_load(sampler)
+        if got is not None:
+            return got
+        if sampler.recent():
+            return {"measured": False, "source": "sampler",
+                    "reason": "the campaign's CPU could not be told apart in the sampler's last intervals "
+                              "(its instances were being made or torn down, or gave no CPU counter)"}
     if seconds <= 0:
         return {"measured": False, "reason": "no sample asked (pre_run_s 0)"}
-    try:
-        from .telemetry import Telemetry
-        read, _ = Telemetry(max(seconds, 0.05)).reader(ctx)
-        a = read()
-        time.sleep(seconds)
-        b = read()
-    except ImportError:
-        return {"measured": False, "reason": "psutil is not installed (pip install psutil)"}
+    return take_sample(ctx, seconds)
+
+
+def take_sample(ctx: RunContext, seconds: float) -> dict[str, Any]:
+    """``quiet_check`` from a sample of ``seconds`` of this machine taken now (the guard's fallback:
+    dead time before the run)."""
+    from .telemetry import Telemetry
+    read, _ = Telemetry(max(seconds, 0.05)).reader(ctx)
+    a = read()
+    time.sleep(seconds)
+    b = read()
     rows = dict((m, v) for m, v, *inst in delta_rows(a, b) if not inst)
     if "cpu_other_pct" not in rows:
         return {"measured": False, "reason": "the CPU of the campaign's instances could not be read"}
-    return {"measured": True, "seconds": seconds, "other_cpu_pct": round(rows["cpu_other_pct"], 3)}
+    return {"measured": True, "seconds": seconds, "other_cpu_pct": round(rows["cpu_other_pct"], 3), "source": "sample"}

@@ -23,11 +23,15 @@ from tests.integration.test_fleet import TESTBED, _leftovers, fleet_hosts  # noq
 BURN = ["sh", "-c", "timeout 1 sh -c 'while :; do :; done'; true"]
 
 
-def reuse(tmp_path, backend: str, monkeypatch, testbed=None):
+def burn(seconds: int) -> list[str]:
+    return ["sh", "-c", f"timeout {seconds} sh -c 'while :; do :; done'; true"]
+
+
+def reuse(tmp_path, backend: str, monkeypatch, testbed=None, argv=None):
     monkeypatch.setenv("LABKIT_RUN_DIR", str(tmp_path / "registry"))   # other campaigns unseen
     design = {"name": f"reuse-{backend}", "factors": {"affinity": ["floating", "pinned"]}, "replications": 2,
               "seed": 9, "runs_per_instance": 2}
-    return Campaign(design, backend=backend, workload="command", workload_params={"argv": BURN},
+    return Campaign(design, backend=backend, workload="command", workload_params={"argv": argv or BURN},
                     campaign_id=f"reuse-{backend}-{secrets.token_hex(2)}", data_dir=tmp_path, telemetry=0.25,
                     progress=False, run_timeout=900, testbed=testbed).run()
 
@@ -54,7 +58,9 @@ def check(st, metrics: set[str], stats: str) -> None:
 
 @pytest.mark.docker
 def test_docker_reuses_instances_and_samples_the_stats_api(tmp_path, monkeypatch):
-    check(reuse(tmp_path, "docker", monkeypatch),
+    # the containers' stats are read by the campaign's sampler thread only, never at a run's start or
+    # end, and one Docker stats call takes up to ~0.8 s on a loaded host: runs long enough for two
+    check(reuse(tmp_path, "docker", monkeypatch, argv=burn(3)),
           {"instance_cpu_pct", "instance_memory_mb", "instance_throttled_periods", "instance_throttled_s"},
           "docker stats")
 

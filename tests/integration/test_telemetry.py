@@ -73,7 +73,10 @@ def test_telemetry_off_samples_nothing(tmp_path):
 @pytest.mark.docker
 def test_docker_on_this_machine_samples_the_host_and_the_containers_stats(tmp_path):
     d = {"factors": {"vcpus": [1, 2]}, "replications": 1, "seed": 5}
-    st = Campaign(d, backend="docker", workload="command", workload_params={"argv": ["sleep", "0.5"]},
+    # the containers' stats are read by the campaign's sampler thread only (never at a run's start or
+    # end), and one Docker stats call takes up to half a second on a loaded host: a run long enough
+    # for two of them
+    st = Campaign(d, backend="docker", workload="command", workload_params={"argv": ["sleep", "2"]},
                   campaign_id="tele-docker", data_dir=tmp_path, progress=False, telemetry=0.2).run()
     runs = st.runs()
     assert set(runs.status) == {"ok"}, runs[["status", "error"]]

@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import shutil
 import sqlite3
+import time
 from collections import namedtuple
 from pathlib import Path
 
@@ -169,9 +170,18 @@ def reuse_campaign(tmp_path, k=3, workload=None, factors=None, **kw):
                     progress=False, **kw)
 
 
+class Pausing(Iterating):
+    """Iterating, each run lasting 0.15 s: several of the sampler's 0.05-s readings fall in it
+    (instance stats are read by the campaign's sampler thread only, not at a run's ends)."""
+
+    def run(self, instance, params):
+        time.sleep(0.15)
+        return super().run(instance, params)
+
+
 def test_a_boot_provisions_once_and_every_row_carries_its_levels(tmp_path):
     be = CountingBackend()
-    st = reuse_campaign(tmp_path, backend=be).run()
+    st = reuse_campaign(tmp_path, backend=be, workload=Pausing()).run()
     runs, tidy = st.runs(), st.tidy()
     assert len(runs) == 12 and set(runs.status) == {"ok"}
     # 4 boots (one per configuration), instances: count 1 and 2 -> 2 x (1 + 2) = 6, each made and torn down once

@@ -15,7 +15,6 @@ from labkit.run.campaign import Campaign
 from labkit.run.telemetry import (
     CgroupWatch,
     Reading,
-    Sampler,
     check_interval,
     covariates,
     delta_rows,
@@ -107,48 +106,6 @@ def test_cpu_other_subtracts_campaign_cgroups_and_the_controller():
 
 def test_readings_without_time_passing_give_no_rows():
     assert delta_rows(Reading(1.0), Reading(1.0)) == []
-
-
-def test_sampler_with_a_fake_clock_times_rows_from_the_first_reading():
-    now = iter([100.0, 100.5, 101.25])
-    cpus = iter([[cpu(user=0, idle=1)], [cpu(user=1, idle=1)], [cpu(user=1, idle=2)]])
-    s = Sampler(0.5, lambda: Reading(next(now), cpus=next(cpus)), thread_clock=lambda: 0.0)
-    for _ in range(3):
-        s.sample()
-    by_t = {}
-    for t, m, v in s.rows:
-        by_t.setdefault(t, {})[m] = v
-    assert sorted(by_t) == [0.5, 1.25] and s.readings == 3
-    assert by_t[0.5]["cpu_pct"] == 100.0 and by_t[1.25]["cpu_pct"] == 0.0
-
-
-def test_a_failing_reading_is_skipped_not_raised():
-    calls = iter([Reading(0.0), RuntimeError("gone"), Reading(1.0, gauges={"load1": 0.5})])
-
-    def read():
-        r = next(calls)
-        if isinstance(r, Exception):
-            raise r
-        return r
-    s = Sampler(1.0, read)
-    for _ in range(3):
-        s.sample()
-    assert s.readings == 2 and s.rows == [(1.0, "load1", 0.5)]
-
-
-def test_sampler_thread_samples_until_stopped():
-    clock = iter(float(i) for i in range(10_000))
-    s = Sampler(0.01, lambda: Reading(next(clock), gauges={"load1": 1.0}))
-    s.start()
-    import time
-    deadline = time.monotonic() + 30
-    while s.readings < 3 and time.monotonic() < deadline:
-        time.sleep(0.01)
-    s.stop()
-    n = s.readings
-    assert n >= 4 and len(s.rows) == n - 1   # start, >= 2 in the thread, one at stop
-    time.sleep(0.05)
-    assert s.readings == n   # stopped
 
 
 def test_summarize():
