@@ -258,8 +258,8 @@ def test_clean_everything_skips_unavailable_backends_and_spares_running_campaign
     """Issue 28: `labkit clean` without an id removed every labkit-* object, also those of campaigns
     running from other data dirs and test fixtures; now it lists first, keeps running campaigns'
     objects (registered anywhere, or locked under the data dir) and names no campaign made."""
-    from labkit.core.registry import register
     import labkit.run.slurm
+    from labkit.core.registry import register
     from labkit.errors import BackendUnavailable
 
     def no_slurm():
