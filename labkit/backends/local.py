@@ -152,7 +152,8 @@ class LocalInstance(cgroups.CgroupCounters, Instance):
         is attached, since it binds the hosts file; ``new_netns``: it makes the network
         namespace too (none was made: no private network)."""
         be: LocalBackend = self.backend
-        hidden = [d for d in be.hidden_dirs() if d != os.path.realpath(self._dir)]
+        own = os.path.realpath(self._dir)
+        hidden = [d for d in be.hidden_dirs() if d != own]
         self._holder = sandbox.start_holder(sandbox.holder_argv(self.name, str(self._dir), self.hosts_file,
                                                                 self.netns, be.mounts, new_netns), hidden)
         self.metadata["isolation"] = {**self.metadata["isolation"], "hidden": hidden}
@@ -272,6 +273,7 @@ class LocalBackend(Backend):
         if pids_max is not None and (isinstance(pids_max, bool) or not isinstance(pids_max, int) or pids_max < 1):
             raise ConfigError(f"local backend: pids_max must be a positive integer or None, got {pids_max!r}")
         self.hide = sandbox.check_hide(hide)
+        self.hidden_cache: tuple[tuple, list[str]] | None = None   # (signature, list): hidden_dirs()
         if self.hide:
             self.options["hide"] = self.hide
         # isolation needs root; without it (enforce_limits=False) commands run as before, recorded
@@ -441,8 +443,28 @@ class LocalBackend(Backend):
         host (recorded, running or not) and those the registry names, the default data dir, the
         work root, the secrets of the invoking users' homes (:func:`sandbox.home_secrets`), the
         ``hide`` option's."""
-        candidates = ["/run/labkit", self.workroot, *self.hide, *_data_dirs(), *sandbox.home_secrets()]
-        return sandbox.hidden_dirs(candidates, [m.target for m in self.mounts])
+        key = _hidden_signature()
+        if self.hidden_cache is None or self.hidden_cache[0] != key:
+            candidates = ["/run/labkit", self.workroot, *self.hide, *_data_dirs(), *sandbox.home_secrets()]
+            self.hidden_cache = (key, sandbox.hidden_dirs(candidates, [m.target for m in self.mounts]))
+        # the list is made again only when a record it comes from changed; one removed since is left out
+        return [p for p in self.hidden_cache[1] if os.path.lexists(p)]
+
+
+def _hidden_signature() -> tuple:
+    """What :meth:`LocalBackend.hidden_dirs` is made from, as (path, mtime, size, inode) of: the
+    data-dir records, the registry directories (an entry added or removed changes its time) and
+    the invoking users' homes (a secret made there changes its time). Equal: the same list."""
+    from ..core import datadirs, registry
+    paths = [str(p) for p, _ in datadirs.sources()] + [str(d) for d in registry.dirs()] + sandbox.invoking_homes()
+    out = []
+    for p in paths:
+        try:
+            st = os.stat(p)
+            out.append((p, st.st_mtime_ns, st.st_size, st.st_ino))
+        except OSError:
+            out.append((p, None, None, None))
+    return tuple(out)
 
 
 def _data_dirs() -> list[str]:

@@ -25,7 +25,7 @@ from pathlib import Path
 from ..errors import ConfigError
 from .files import atomic_write
 
-__all__ = ["known", "record_file", "remember"]
+__all__ = ["known", "record_file", "remember", "sources"]
 
 ENV = "LABKIT_RUN_DIR"
 NAME = "data-dirs.list"
@@ -96,13 +96,20 @@ def remember(data_dir: str | os.PathLike) -> None:
         log.debug("data dir %s not recorded in %s: %s", path, record, exc)
 
 
-def known() -> list[str]:
-    """Every data dir recorded on this host that this user may know of: this user's record, and
-    as root every user's (the directories each owns); those that no longer exist are left out."""
-    paths = _read(record_file())
+def sources() -> list[tuple[Path, int | None]]:
+    """The records :func:`known` reads: this user's (owner None: any), and as root every user's
+    own (with that user's uid)."""
+    out: list[tuple[Path, int | None]] = [(record_file(), None)]
     if os.geteuid() == 0 and not os.environ.get(ENV):
         with contextlib.suppress(OSError):
             for pw in pwd.getpwall():
                 if pw.pw_uid != 0 and pw.pw_dir and os.path.isabs(pw.pw_dir):
-                    paths += _read(record_file(pw.pw_uid, pw.pw_dir), owner=pw.pw_uid)
+                    out.append((record_file(pw.pw_uid, pw.pw_dir), pw.pw_uid))
+    return out
+
+
+def known() -> list[str]:
+    """Every data dir recorded on this host that this user may know of: this user's record, and
+    as root every user's (the directories each owns); those that no longer exist are left out."""
+    paths = [p for record, owner in sources() for p in _read(record, owner=owner)]
     return [p for p in dict.fromkeys(paths) if os.path.isdir(p)]

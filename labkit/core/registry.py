@@ -62,7 +62,7 @@ from .lock import lock_state
 from .paths import unsafe_dir
 from .waiting import wait_until
 
-__all__ = ["Entry", "Registration", "claimed", "entries", "find", "holder_text", "register", "run_dir", "running"]
+__all__ = ["Entry", "Registration", "claimed", "dirs", "entries", "find", "holder_text", "register", "run_dir", "running"]
 
 ENV = "LABKIT_RUN_DIR"
 SYSTEM_DIR = Path("/run/labkit/campaigns")
@@ -210,7 +210,7 @@ def _entry(directory: Path, info: dict, trusted: bool = True) -> Entry:
                  extra={k: v for k, v in info.items() if k not in known}, trusted=trusted)
 
 
-def _dirs() -> list[Path]:
+def dirs() -> list[Path]:
     """Registry directories to read: this user's, root's ``/run/labkit``, and as root every user's."""
     mine = run_dir()
     out = [mine]
@@ -230,7 +230,7 @@ def entries() -> list[Entry]:
     """Every registered campaign, running or stopped (killed without removing its entry)."""
     out = []
     mine = run_dir()
-    for directory in _dirs():
+    for directory in dirs():
         if not _is_dir(directory):
             continue
         trusted = directory == mine
