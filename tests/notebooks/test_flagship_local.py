@@ -173,7 +173,10 @@ def test_view_mode_shows_levels_telemetry_and_drift_of_the_committed_store(run_n
     # per-run telemetry: the figure, how many runs were flagged, and the table of every run
     assert "### Telemetry per run" in md
     assert f"{suspect} of {len(stored)} runs flagged suspect" in md
-    assert all(rid in plain for rid in stored.run_id)
+    html = "\n".join(o["data"]["text/html"] for o in cell.outputs if "text/html" in o.get("data", {}))
+    flagged = stored[stored.suspect.fillna(False).astype(bool)]
+    first = (flagged if len(flagged) else stored).sort_values("run_order").run_id.iloc[0]
+    assert "suspect_reason" in html and first in html          # the suspect runs listed first
     figs = {p.name for p in (tmp_path / "figures").iterdir()}
     for stem in ("01_variance_by_level_local", "01_drift_local", "01_telemetry_local"):
         assert f"{stem}.png" in figs and f"{stem}.svg" in figs
