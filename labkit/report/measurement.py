@@ -32,6 +32,8 @@ if TYPE_CHECKING:
 __all__ = ["displayable", "drift_section", "levels_section", "quantiles_section", "sections",
            "telemetry_section"]
 
+#: the run's place and flag, shown beside the telemetry in a table of their own
+RUN_COLUMNS = ["run_order", "host", "run_seq", "suspect", "suspect_reason"]
 #: telemetry columns shown per run, when present
 TELEMETRY_COLUMNS = ["run_order", "host", "run_seq", "suspect", "suspect_reason", "campaign_cpu_mean_pct",
                      "cpu_other_mean_pct", "cpu_other_max_pct", "steal_max_pct", "iowait_mean_pct",
@@ -120,7 +122,13 @@ def telemetry_section(a: Analysis) -> tuple[str, list] | None:
     cols = [c for c in TELEMETRY_COLUMNS if c in t]
     shown = (t.assign(_s=~t["suspect"].fillna(False).astype(bool)).sort_values(["_s", "run_order"])
              if "suspect" in t else t)
-    content.append(shown[["run_id"] + [c for c in cols if c != "run_id"]])
+    # two tables that each fit a page: what was measured, then where each run sat and why it is
+    # suspect (both with the suspect runs first)
+    where = [c for c in RUN_COLUMNS if c in cols]
+    measured = [c for c in cols if c not in where]
+    if measured:
+        content.append(shown[["run_id"] + measured])
+    content.append(shown[["run_id"] + where])
     return "Telemetry per run", content
 
 
