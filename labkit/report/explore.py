@@ -6,9 +6,10 @@
   or a test can show or inspect: :meth:`Explorer.overview` (settings, design, host facts),
   :meth:`Explorer.runs_view` (the run table, filtered by status, host and, when stores have it,
   ``suspect``), :meth:`Explorer.analysis_view` (:func:`labkit.report.analyze`: effects or ANOVA,
-  conclusions, figures) on the campaign's declared primary response,
-  :meth:`Explorer.comparison_view` (:func:`labkit.report.compare` with a figure) and
-  :meth:`Explorer.telemetry_view` (a run's samples);
+  conclusions, figures, each level's share of the variance and the drift check with its change
+  points) on the campaign's declared primary response, :meth:`Explorer.comparison_view`
+  (:func:`labkit.report.compare` with a figure) and :meth:`Explorer.telemetry_view` (every run's
+  telemetry summaries with suspect runs marked, then one run's samples);
 * :meth:`Explorer.app`, the same as one ipywidgets application: the campaign picker at the top
   (search text and filters on study, backend, platform, dates and status, the filtered catalog
   below them), then tabs for the analysis, the runs, a second campaign side by side, the
@@ -111,6 +112,7 @@ class Explorer:
         self.factors = list(factors) if factors is not None else None
         self.compare_with = compare_with
         self._data: dict[str, CampaignData] = {}
+        self._analyses: dict[tuple, Any] = {}
 
     # -- data ---------------------------------------------------------------------------------
     def data(self, campaign: str) -> CampaignData:
@@ -126,6 +128,18 @@ class Explorer:
             self._data[cid] = CampaignData(cid, meta, tidy, fps, factors, response_metrics(tidy), response,
                                            why, run_table(tidy, design, response))
         return self._data[campaign]
+
+    def analysis(self, campaign: str, *, response: str | None = None,
+                 factors: Sequence[str] | None = None):
+        """:func:`labkit.report.analyze` of ``campaign`` on ``response`` (default: its declared
+        primary response) and ``factors`` (computed once, then kept: the analysis and the
+        telemetry tab share it)."""
+        from . import analyze
+        key = (campaign, response or self.data(campaign).response, tuple(factors) if factors else None)
+        if key not in self._analyses:
+            self._analyses[key] = analyze(self.data_dir, campaign, response=key[1],
+                                          factors=list(factors) if factors else None, alpha=self.alpha)
+        return self._analyses[key]
 
     def comparable(self, campaign: str) -> list[str]:
         """Other campaigns whose design has the same factors (in the same order): those
@@ -170,13 +184,14 @@ class Explorer:
                       factors: Sequence[str] | None = None) -> list:
         """:func:`labkit.report.analyze` of ``campaign`` on ``response`` (default: the declared
         primary response, never a constant) and ``factors``: heading, design, why this response,
-        summary per configuration, effects or ANOVA, residual checks, conclusions, figures."""
-        from . import analyze
+        summary per configuration, effects or ANOVA, residual checks, conclusions, figures, then
+        the error term with each level's share of the variance and the drift check (each host's
+        run-order residuals, change points marked: :mod:`labkit.report.measurement`)."""
+        from .measurement import displayable, drift_section, levels_section
         d = self.data(campaign)
         if d.response is None and response is None:
             return [_md(f"**{escape_md(campaign)}**: nothing to analyse ({escape_md(d.response_why)}).")]
-        a = analyze(self.data_dir, campaign, response=response or d.response,
-                    factors=list(factors) if factors else None, alpha=self.alpha)
+        a = self.analysis(campaign, response=response, factors=factors)
         md = a.markdown()
         out: list[Any] = [_md(md["title"]), _md(md["design"])]
         if response is None and d.response_why and not d.response_why.startswith("the workload's declared"):
@@ -189,6 +204,8 @@ class Explorer:
             out.append(_md(escape_md(a.diagnostics.message)))
         out.append(_md(md["conclusions"]))
         out += list(a.figures(alpha=self.alpha).values())
+        parts = [p for p in (levels_section(a), drift_section(a)) if p is not None]
+        out += displayable(parts, heading="####", html_tables=True)
         return out
 
     def comparison_view(self, a: str, b: str, *, response: str | None = None) -> list:
@@ -216,20 +233,36 @@ class Explorer:
         return out
 
     def telemetry_view(self, campaign: str, run_id: str | None = None) -> list:
-        """The telemetry samples of one run of ``campaign`` (default: its first) as a figure, or a
-        line saying that the store holds none (stores written before telemetry was kept)."""
+        """Every run's telemetry summaries (:func:`labkit.report.measurement.telemetry_section` of
+        the campaign's analysis: the instances' CPU beside other processes' CPU, steal, CPU
+        frequency, suspect runs drawn as red crosses and listed first), then the samples of one
+        run (default: the first suspect run, else the first run) as a figure; or a line saying
+        that the store holds none (stores written before telemetry was kept)."""
         from ..store import Store
         from . import plots
+        from .measurement import displayable, telemetry_section
+        d = self.data(campaign)
         with Store(self.data_dir / require_campaign(self.data_dir, campaign) / "store.sqlite",
                    readonly=True) as st:
-            runs = self.data(campaign).runs
-            rid = run_id if run_id is not None else (str(runs.run_id.iloc[0]) if len(runs) else None)
-            samples = st.samples(rid) if rid is not None else None
+            runs = d.runs
+            if run_id is None and len(runs):
+                flagged = runs[runs["suspect"].fillna(False).astype(bool)] if "suspect" in runs else runs.iloc[:0]
+                run_id = str((flagged if len(flagged) else runs).run_id.iloc[0])
+            samples = st.samples(run_id) if run_id is not None else None
         if samples is None or samples.empty:
-            return [_md(f"No telemetry stored for {escape_md(rid or campaign)} (campaigns run before "
+            return [_md(f"No telemetry stored for {escape_md(run_id or campaign)} (campaigns run before "
                         "telemetry was kept have none).")]
-        return [_md(f"**Telemetry of run {escape_md(rid)}** ({samples.t.nunique()} samples)"),
-                plots.telemetry(samples, title=f"telemetry of run {rid}")]
+        out: list[Any] = []
+        if d.response is not None:
+            part = telemetry_section(self.analysis(campaign))
+            out += displayable([part], heading="####", html_tables=True) if part is not None else []
+        flag = runs.loc[runs.run_id == run_id, "suspect"] if "suspect" in runs else None
+        why = ""
+        if flag is not None and len(flag) and bool(flag.fillna(False).astype(bool).iloc[0]):
+            reason = runs.loc[runs.run_id == run_id, "suspect_reason"].iloc[0] if "suspect_reason" in runs else ""
+            why = f", **suspect**: {escape_md(reason)}" if reason else ", **suspect**"
+        return out + [_md(f"**Telemetry of run {escape_md(run_id)}** ({samples.t.nunique()} samples{why})"),
+                      plots.telemetry(samples, title=f"telemetry of run {run_id}")]
 
     # -- showing ----------------------------------------------------------------------------------
     def show(self, interactive: bool = True) -> None:
@@ -245,7 +278,8 @@ class Explorer:
             display(_md(f"No campaign stored under {escape_md(self.data_dir)}."))
             return
         views = [self.analysis_view(self.campaign, response=self.response, factors=self.factors),
-                 self.runs_view(self.campaign), self.overview(self.campaign)]
+                 self.runs_view(self.campaign), self.overview(self.campaign),
+                 self.telemetry_view(self.campaign)]
         if self.compare_with is not None:
             views.insert(1, self.comparison_view(self.campaign, self.compare_with, response=self.response))
         for view in views:
@@ -406,7 +440,11 @@ class _App:
         others = ex.comparable(cid)
         self.other.options = [("(pick a campaign of the same design)", _ANY)] + [(o, o) for o in others]
         self.other.value = ex.compare_with if first and ex.compare_with in others else _ANY
-        self.tel_run.options = list(d.runs.run_id)
+        flagged = (d.runs["suspect"].fillna(False).astype(bool) if "suspect" in d.runs
+                   else [False] * len(d.runs))
+        self.tel_run.options = [(f"{r} (suspect)" if f else str(r), str(r)) for r, f in zip(d.runs.run_id, flagged)]
+        suspects = [str(r) for r, f in zip(d.runs.run_id, flagged) if f]
+        self.tel_run.value = suspects[0] if suspects else (str(d.runs.run_id.iloc[0]) if len(d.runs) else None)
         self.on_analyse()
         self.on_runs()
         self._fill(self.overview_out, lambda: ex.overview(cid))

@@ -29,8 +29,11 @@ CAPTIONS = {
 if TYPE_CHECKING:
     from . import Analysis
 
-__all__ = ["drift_section", "levels_section", "quantiles_section", "sections", "telemetry_section"]
+__all__ = ["displayable", "drift_section", "levels_section", "quantiles_section", "sections",
+           "telemetry_section"]
 
+#: the run's place and flag, shown beside the telemetry in a table of their own
+RUN_COLUMNS = ["run_order", "host", "run_seq", "suspect", "suspect_reason"]
 #: telemetry columns shown per run, when present
 TELEMETRY_COLUMNS = ["run_order", "host", "run_seq", "suspect", "suspect_reason", "campaign_cpu_mean_pct",
                      "cpu_other_mean_pct", "cpu_other_max_pct", "steal_max_pct", "iowait_mean_pct",
@@ -119,7 +122,13 @@ def telemetry_section(a: Analysis) -> tuple[str, list] | None:
     cols = [c for c in TELEMETRY_COLUMNS if c in t]
     shown = (t.assign(_s=~t["suspect"].fillna(False).astype(bool)).sort_values(["_s", "run_order"])
              if "suspect" in t else t)
-    content.append(shown[["run_id"] + [c for c in cols if c != "run_id"]])
+    # two tables that each fit a page: what was measured, then where each run sat and why it is
+    # suspect (both with the suspect runs first)
+    where = [c for c in RUN_COLUMNS if c in cols]
+    measured = [c for c in cols if c not in where]
+    if measured:
+        content.append(shown[["run_id"] + measured])
+    content.append(shown[["run_id"] + where])
     return "Telemetry per run", content
 
 
@@ -127,3 +136,30 @@ def sections(a: Analysis) -> list[tuple[str, list]]:
     """Every measurement section the analysis has, in reading order."""
     out = [levels_section(a), quantiles_section(a), drift_section(a), telemetry_section(a)]
     return [s for s in out if s is not None]
+
+
+def displayable(parts: list[tuple[str, list]], *, heading: str = "###", html_tables: bool = False) -> list:
+    """The sections (:func:`sections`, or any of them) as objects IPython displays, in order: each
+    title a Markdown heading (``heading`` its level), text as Markdown (escaped: names and
+    levels from a store are shown literally), tables as DataFrames (or, ``html_tables``, as
+    escaped HTML tables with numbers to 4 significant digits, as the explorer shows tables),
+    figures as they are, each caption in italics under its figure. What notebook 01 and the
+    explorer show of a campaign's levels, drift and telemetry."""
+    from IPython.display import HTML, Markdown
+    from matplotlib.figure import Figure
+
+    from . import escape_md
+    from .tables import html_table
+    out: list = []
+    for title, content in parts:
+        out.append(Markdown(f"{heading} {escape_md(title)}"))
+        for item in content:
+            if isinstance(item, pd.DataFrame):
+                out.append(HTML(html_table(item)) if html_tables else item)
+            elif isinstance(item, Captioned):
+                out += [item.figure, Markdown(f"*{escape_md(item.caption)}*")]
+            elif isinstance(item, Figure):
+                out.append(item)
+            else:
+                out.append(Markdown(escape_md(item)))
+    return out

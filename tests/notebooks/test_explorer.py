@@ -17,10 +17,20 @@ def test_explorer_static_on_committed_data(run_notebook):
     concl = markdown_outputs(nb)
     assert "wall\\_time\\_s on vcpus" in concl or "wall_time_s on vcpus" in concl   # the declared response
     # count = 2 runs have two instances, a level of its own: a mixed model's t-tests (issue 32)
-    assert "Significant (mixed-model t-test of each effect" in concl and "vCPUs" in concl
+    assert "Significant (mixed-model t-test of each effect" in concl
     assert "Error term: the variance of run" in concl
     assert "1.209442e-49" not in html and "2786.855000" not in html   # numbers to 4 significant digits
-    assert images(nb) == 5            # pareto, main effects, interactions, run order, Q-Q
+    # each level's share of the variance and the drift check (issue 32), after the analysis
+    assert "#### Error term and variance by level" in concl and "#### Drift in run order" in concl
+    from labkit.store import Store
+    with Store(REPO / "data" / "affinity-local" / "store.sqlite", readonly=True) as st:
+        stored, telemetry = st.runs(), not st.samples().empty
+    suspect = int(stored.suspect.fillna(False).astype(bool).sum())
+    if telemetry:    # every run's telemetry, suspect runs counted, then one run's samples
+        assert f"{suspect} of {len(stored)} runs flagged suspect" in concl and "**Telemetry of run " in concl
+    # pareto, main effects, interactions, run order, Q-Q, variance by level, drift; telemetry:
+    # the runs' summaries and one run's samples
+    assert images(nb) == 7 + 2 * telemetry
     assert (REPO / "data" / "affinity-local" / "store.sqlite").read_bytes() == before
 
 
@@ -41,7 +51,7 @@ def test_explorer_application_with_widgets(run_notebook):
 def test_explorer_any_response_and_factor(run_notebook):
     nb = run_notebook(NB, data_dir=None, campaign="overhead-memory", response="copy_mb_per_s", interactive=False)
     assert "copy_mb_per_s on platform, threads" in markdown_outputs(nb)   # two factors, platform 3 levels
-    assert images(nb) == 3            # platform has 3 levels: ANOVA figures, no 2^k Pareto
+    assert images(nb) == 4            # platform has 3 levels: ANOVA figures, no 2^k Pareto; drift
 
 
 def test_explorer_compares_two_campaigns_side_by_side(run_notebook):
@@ -51,7 +61,7 @@ def test_explorer_compares_two_campaigns_side_by_side(run_notebook):
     assert "the backends differ: local vs lxd" in md
     assert "configurations drifted significantly from deployments-cpu-local to deployments-cpu-lxd" in md
     assert "recorded only for deployments" in md.lower()
-    assert images(nb) == 3            # ANOVA figures (main effects, run order) + the comparison
+    assert images(nb) == 4            # ANOVA figures (main effects, run order), drift, the comparison
 
 
 def test_explorer_missing_campaign_is_one_line(run_notebook):

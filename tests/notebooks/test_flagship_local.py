@@ -24,7 +24,10 @@ def test_flagship_runs_then_views(run_notebook, tmp_path):
     for stem in ("01_pareto_local", "01_response_by_config_local", "01_main_effects_local",
                  "01_interactions_local", "01_run_order_local", "01_qq_local", "01_pareto_vs_paper_local"):
         assert f"{stem}.png" in figs and f"{stem}.svg" in figs
-    assert images(nb) == 7                                    # every figure displayed inline
+    # every figure displayed inline: 7 of the 2^k analysis, variance by level, drift, telemetry
+    assert images(nb) == 10
+    for stem in ("01_variance_by_level_local", "01_drift_local", "01_telemetry_local"):
+        assert f"{stem}.png" in figs
     assert "best_affinity" in text and "difference_s" in text          # Tables 3 and 4 computed on our runs
     assert "Does CPU affinity matter?" in markdown_outputs(nb)
     # a run that failed (as a daemon hiccup makes one) is run once more, so every cell is analysed
@@ -67,7 +70,12 @@ def test_view_mode_on_committed_results(run_notebook, tmp_path, workload, campai
     assert "labkit local" in text     # the comparison with the paper's table ran
     assert (tmp_path / "figures" / f"01_pareto_{tag}.png").exists()
     assert (tmp_path / "figures" / f"01_pareto_vs_paper_{tag}.png").exists()   # our Pareto beside Tables 5-8
-    assert images(nb) == 7
+    from labkit.store import Store
+    with Store(src / "store.sqlite", readonly=True) as st:
+        telemetry = not st.samples().empty     # stores made before telemetry was kept have none
+    # 7 of the 2^k analysis, variance by level and drift (issue 32), and telemetry where stored
+    assert images(nb) == 9 + telemetry
+    assert ("runs flagged suspect" in markdown_outputs(nb)) == telemetry
     concl = markdown_outputs(nb)
     for w in words:
         assert w in concl, w
@@ -112,3 +120,65 @@ def test_view_mode_on_the_committed_platform_design(run_notebook, tmp_path, plat
     tidy = load_results(REPO / "data", campaign)
     assert tidy.run_id.nunique() == runs and set(tidy.status) == {"ok"}
     assert store.read_bytes() == before
+
+
+def test_view_mode_shows_levels_telemetry_and_drift_of_the_committed_store(run_notebook, tmp_path):
+    """Issue 32, item 5: notebook 01 in view mode on the committed data/affinity-local shows each
+    level's variance share, the per-run telemetry figure with the suspect runs counted, and the
+    drift check, each the value recomputed here from the store (not typed)."""
+    import re
+
+    import numpy as np
+
+    from labkit.stats import drift_segments, level_effects
+    from labkit.store import Store
+
+    from .conftest import REPO
+    factors = ["vcpus", "memory_mb", "affinity", "count"]
+    with Store(REPO / "data" / "affinity-local" / "store.sqlite", readonly=True) as st:
+        tidy, stored, samples = st.tidy(), st.runs(), st.samples()
+    assert len(samples) and samples.run_id.nunique() == len(stored)      # every run has telemetry
+    assert {"host", "instance", "boot", "run_seq", "suspect"} <= set(tidy.columns)
+    ok = tidy[(tidy.status == "ok") & (tidy.metric == "wall_time_s")]
+    assert ok.groupby(factors).run_id.nunique().min() >= 5               # >= 5 runs per configuration
+    # the levels: one row per run and instance, a run's instances a level of their own (count = 2)
+    obs = ok.groupby(["run_id", "instance"], as_index=False).agg(
+        {"value": "mean", **{f: "first" for f in factors}})
+    fit = level_effects(obs, response="value", factors=factors, random=["run_id"])
+    runs = ok.groupby("run_id", as_index=False).agg({"value": "mean", "host": "first", "run_seq": "first",
+                                                     **{f: "first" for f in factors}})
+    runs["host"] = runs["host"].fillna("local")
+    drift = drift_segments(runs, response="value", order="run_seq", by="host", factors=factors)
+    suspect = int(stored.suspect.fillna(False).astype(bool).sum())
+
+    nb = run_notebook("01_affinity_factorial.ipynb", mode="view", data_dir=None)
+    cell = next(c for c in nb.cells if c.get("id") == "a32lvl02")
+    md = "\n".join(o["data"]["text/markdown"] for o in cell.outputs if "text/markdown" in o.get("data", {}))
+    plain = "\n".join(o["data"].get("text/plain", "") for o in cell.outputs if "data" in o)
+    # each level's share of the variance: the table and the sentence, as recomputed
+    assert "### Error term and variance by level" in md
+    for comp, pct in zip(fit.variance.component, fit.variance.pct):
+        label = {"run_id": "run", "residual": "residual (between the instances of a run)"}[comp]
+        assert f"{label} {pct:.1f} %" in md or (0 < pct < 0.05 and f"{label} < 0.1 %" in md), (comp, pct)
+        assert re.search(rf"\b{comp}\b", plain)
+    # the drift check: change points and segments, in the section and in the conclusions
+    changes = int(drift.attrs["changes"])
+    assert f"{changes} change point{'s' if changes != 1 else ''} in 1 host series" in md
+    concl = markdown_outputs(nb)
+    assert ("No drift" in concl) == (changes == 0)
+    if changes:
+        assert f"changes {changes} time" in concl
+        for _, s in drift.iterrows():
+            assert f"runs {s['start']:g}-{s['end']:g}" in concl
+    # per-run telemetry: the figure, how many runs were flagged, and the table of every run
+    assert "### Telemetry per run" in md
+    assert f"{suspect} of {len(stored)} runs flagged suspect" in md
+    html = "\n".join(o["data"]["text/html"] for o in cell.outputs if "text/html" in o.get("data", {}))
+    flagged = stored[stored.suspect.fillna(False).astype(bool)]
+    first = (flagged if len(flagged) else stored).sort_values("run_order").run_id.iloc[0]
+    assert "suspect_reason" in html and first in html          # the suspect runs listed first
+    figs = {p.name for p in (tmp_path / "figures").iterdir()}
+    for stem in ("01_variance_by_level_local", "01_drift_local", "01_telemetry_local"):
+        assert f"{stem}.png" in figs and f"{stem}.svg" in figs
+    assert sum("image/png" in o.get("data", {}) for o in cell.outputs) == 3   # levels, drift, telemetry
+    assert np.isclose(fit.variance.pct.sum(), 100)

@@ -97,8 +97,9 @@ def test_catalog_and_its_filters(data):
     assert set(catalog.filter_catalog(cat, backend="lxd").campaign) == {"affinity-lxd-libvirt", "deployments-cpu-lxd"}
     assert list(catalog.filter_catalog(cat, study="deployments_cpu", until="2026-11-24").campaign) == [
         "deployments-cpu-local", "deployments-cpu-lxd"]
+    # affinity-local: run again on 2026-11-27 with telemetry and levels
     assert catalog.filter_catalog(cat, since="2026-11-24").campaign.tolist() == [
-        "affinity-lxd-libvirt", "deployments-cpu-local", "deployments-cpu-lxd"]
+        "affinity-local", "affinity-lxd-libvirt", "deployments-cpu-local", "deployments-cpu-lxd"]
     assert catalog.filter_catalog(cat, status="failures").empty
     with pytest.raises(ConfigError, match="YYYY-MM-DD"):
         catalog.filter_catalog(cat, since="yesterday")
@@ -190,12 +191,31 @@ def test_explorer_views(data):
     assert ex.comparable("affinity-platforms") == ["affinity-lxd-libvirt"]
     analysis = ex.analysis_view("affinity-local")
     assert "wall\\_time\\_s on" in analysis[0].data or "wall_time_s on" in analysis[0].data
-    assert sum(isinstance(x, Figure) for x in analysis) == 5
+    # pareto, main effects, interactions, run order, Q-Q; variance by level and drift (issue 32)
+    assert sum(isinstance(x, Figure) for x in analysis) == 7
+    text = [getattr(x, "data", "") for x in analysis]
+    assert "#### Error term and variance by level" in text and "#### Drift in run order" in text
+    from labkit.store import Store, load_results
+    n = load_results(data, "affinity-local").run_id.nunique()
     runs = ex.runs_view("affinity-local", status="ok")
-    assert "48 of 48 runs" in runs[0].data
+    assert f"{n} of {n} runs" in runs[0].data
     view = ex.comparison_view("affinity-platforms", "affinity-lxd-libvirt")
     assert isinstance(view[-1], Figure) and any("How they differ" in getattr(x, "data", "") for x in view)
-    assert "No telemetry stored" in ex.telemetry_view("affinity-local")[0].data
+    # telemetry: every run's summaries with the suspect runs counted, then one run's samples (the
+    # first suspect one); stores made before telemetry was kept say they have none
+    for cid in ("affinity-local", "affinity-apache-local"):
+        with Store(data / cid / "store.sqlite", readonly=True) as st:
+            stored, samples = st.runs(), st.samples()
+        tel = ex.telemetry_view(cid)
+        shown = [getattr(x, "data", "") for x in tel]
+        if samples.empty:
+            assert "No telemetry stored" in shown[0]
+            continue
+        flagged = stored[stored.suspect.fillna(False).astype(bool)]
+        assert "#### Telemetry per run" in shown and isinstance(tel[-1], Figure)
+        assert any(f"{len(flagged)} of {len(stored)} runs flagged suspect" in t for t in shown)
+        first = (flagged if len(flagged) else stored).sort_values("run_order").run_id.iloc[0]
+        assert f"Telemetry of run {first}" in shown[-2] and ("**suspect**" in shown[-2]) == bool(len(flagged))
     with pytest.raises(ConfigError, match="did you mean"):
         Explorer(data, campaign="affinity-locl")
 

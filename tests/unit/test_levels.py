@@ -34,7 +34,8 @@ from tests.unit.test_fleet import _run_with_b_failing, closed_port, fakes  # noq
 from tests.unit.test_reliability_campaign import FakeBackend, FakeInstance
 
 ROOT = Path(__file__).resolve().parents[2]
-OLD_STORE = ROOT / "data" / "affinity-local" / "store.sqlite"        # written before levels existed
+# data/affinity-local as committed before levels existed (the campaign was run again since, with them)
+OLD_STORE = ROOT / "tests" / "vectors" / "affinity-local-before-levels.sqlite"
 OLD_FLEET = ROOT / "data" / "affinity-lxd-libvirt" / "store.sqlite"  # platform factor, host recorded
 
 
