@@ -48,6 +48,7 @@ from __future__ import annotations
 
 import ctypes
 import errno
+import hashlib
 import os
 import shutil
 import signal
@@ -142,6 +143,7 @@ class LocalInstance(cgroups.CgroupCounters, Instance):
         self.netns = name if backend.isolate else None
         self.hosts_file: str | None = None   # set on a private network
         self._holder: subprocess.Popen | None = None   # the process holding its PID and mount namespaces (sandbox)
+        self.hidden: list[str] = []   # the host directories covered inside it (LocalBackend.hidden_dirs)
         self.metadata.update(host_cpu_ids=host_cpus, limits_enforced=backend.enforce,
                              cgroup_version=backend.driver.version if backend.driver else None,
                              network="none" if self.netns else "host",
@@ -156,7 +158,10 @@ class LocalInstance(cgroups.CgroupCounters, Instance):
         hidden = [d for d in be.hidden_dirs() if d != own]
         self._holder = sandbox.start_holder(sandbox.holder_argv(self.name, str(self._dir), self.hosts_file,
                                                                 self.netns, be.mounts, new_netns), hidden)
-        self.metadata["isolation"] = {**self.metadata["isolation"], "hidden": hidden}
+        self.hidden = hidden
+        # stored as a count and a digest: the paths name other campaigns' and users' data dirs
+        self.metadata["isolation"] = {**self.metadata["isolation"], "hidden": len(hidden),
+                                      "hidden_sha256": hashlib.sha256("\n".join(hidden).encode()).hexdigest()[:16]}
 
     @property
     def workdir(self) -> str:
