@@ -481,7 +481,19 @@ def display_claims(claims: Sequence[Claim], *, title: str | None = None, table: 
                 "| " + " | ".join(escape_md(v) for v in r) + " |" for r in t.astype(str).itertuples(index=False))
     else:
         md = render(claims, title=title)
-    display({"text/markdown": md, MIMETYPE: [c.to_dict() for c in claims]}, raw=True)
+    display({"text/markdown": md, MIMETYPE: [json_safe(c.to_dict()) for c in claims]}, raw=True)
+
+
+def json_safe(x):
+    """``x`` with every non-finite float as the string ``"NaN"``, ``"Infinity"`` or ``"-Infinity"``
+    (what ``float()`` reads back): a notebook's display data must be strict JSON."""
+    if isinstance(x, float) and not math.isfinite(x):
+        return "NaN" if math.isnan(x) else ("Infinity" if x > 0 else "-Infinity")
+    if isinstance(x, dict):
+        return {k: json_safe(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [json_safe(v) for v in x]
+    return x
 
 
 # -- computing a Measured claim from the store ---------------------------------------------------

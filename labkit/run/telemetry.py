@@ -83,6 +83,9 @@ PSI = ("cpu", "memory", "io")
 HISTORY = 4
 #: seconds between the sampler's first two readings (at most its interval): the guard's first look
 FIRST_S = 0.25
+#: the shortest interval whose shares of the host's CPU are told (its CPU times count in 10-ms
+#: clock ticks: over a few ms they read as any share; 2 CPUs x 1 tick over 0.2 s is 10 % of a CPU)
+SHORTEST_S = 0.2
 DRIVERS = (cgroups.CgroupV1, cgroups.CgroupV2)
 
 
@@ -285,7 +288,7 @@ def delta_rows(a: Reading, b: Reading) -> list[tuple]:
         return []
     rows: list[tuple[str, float]] = []
     host_busy = None
-    if a.cpus and len(a.cpus) == len(b.cpus):
+    if a.cpus and len(a.cpus) == len(b.cpus) and dt >= SHORTEST_S:
         tot = busy = steal = iowait = 0.0
         for i, (x, y) in enumerate(zip(a.cpus, b.cpus)):
             (t0, b0), (t1, b1) = _busy_s(x), _busy_s(y)
@@ -308,11 +311,12 @@ def delta_rows(a: Reading, b: Reading) -> list[tuple]:
         if x is not None and y is not None:
             rows += [(name_in, max(0.0, y[0] - x[0]) / dt), (name_out, max(0.0, y[1] - x[1]) / dt)]
     own = None
-    if a.own_cpu_s is not None and b.own_cpu_s is not None:
+    if a.own_cpu_s is not None and b.own_cpu_s is not None and dt >= SHORTEST_S:
         own = max(0.0, b.own_cpu_s - a.own_cpu_s)
         rows.append(("controller_cpu_pct", 100.0 * own / dt))
-    if b.groups or a.groups:
-        # a cgroup seen first now was made during the interval: all its CPU time is in it
+    if (b.groups or a.groups) and not set(a.groups) - set(b.groups):
+        # a cgroup seen first now was made during the interval: all its CPU time is in it; one gone
+        # since (an instance removed) took its last CPU time with it: no campaign CPU for the interval
         used = sum(max(0.0, cpu - a.groups.get(g, (0.0, None))[0]) for g, (cpu, _) in b.groups.items())
         throttled = sum(max(0, (n or 0) - (a.groups.get(g, (0.0, 0))[1] or 0)) for g, (_, n) in b.groups.items())
         rows += [("campaign_cpu_pct", 100.0 * used / dt), ("throttled_periods", float(throttled))]
@@ -597,8 +601,17 @@ class HostSampler:
             self.configure(ctx.backend, ctx.prefix)
         threaded = self.ensure_started()
         w = Window(self.clock(), host, InstanceWatch(ctx) if ctx is not None else None, self.cpu_s)
+        first = None
+        if host and (not threaded or self._groups_for is not None):
+            # no thread, or the campaign's cgroups tell its CPU (local): the window starts with a
+            # reading now, not the thread's last one (which may hold a removed instance's CPU)
+            c0 = self.thread_clock()
+            first = self._read()
+            w.cpu0 -= max(0.0, self.thread_clock() - c0)
         with self._lock:
-            if threaded:
+            if first is not None:
+                w.add(first)
+            elif threaded:
                 # the run's instances already made (a later run of a boot): their last stats the
                 # thread read start the window, beside this machine's last reading
                 names = {getattr(i, "name", None) for i in (ctx.instances if ctx is not None else [])}
@@ -608,13 +621,8 @@ class HostSampler:
                     w.add(replace(self.last, instances=insts))
                 elif known:
                     w.add(Reading(max(t for t, _ in known.values()), instances=insts))
+            if threaded:
                 self._windows.append(w)
-        if not threaded and host:
-            c0 = self.thread_clock()
-            r = self._read()
-            if r is not None:
-                w.add(r)
-            w.cpu0 -= max(0.0, self.thread_clock() - c0)
         return w
 
     def close(self, w: Window) -> Window:

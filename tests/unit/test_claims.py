@@ -178,3 +178,17 @@ def test_compute_a_measured_claim_with_exclusions():
     assert runs["value"] == 1.0
     with pytest.raises(ConfigError, match="baseline"):
         Measured(("net",), "x", "slowdown_pct")
+
+
+def test_the_display_payload_is_strict_json_and_reads_back_with_float():
+    """An unbounded interval (NaN, inf) made every executed notebook carry jupyter_client's
+    "Out of range float values are not JSON compliant" warning."""
+    import json
+    import math
+
+    from labkit.report.claims import json_safe
+    payload = json_safe({"value": 1.5, "low": math.nan, "high": math.inf, "x": [-math.inf, 2]})
+    text = json.dumps(payload, allow_nan=False)
+    back = json.loads(text)
+    assert math.isnan(float(back["low"])) and float(back["high"]) == math.inf
+    assert float(back["x"][0]) == -math.inf and back["value"] == 1.5 and back["x"][1] == 2

@@ -104,6 +104,17 @@ def test_cpu_other_subtracts_campaign_cgroups_and_the_controller():
     assert rows["throttled_periods"] == 4
 
 
+def test_an_interval_in_which_a_campaign_cgroup_was_removed_tells_no_campaign_or_other_cpu():
+    """Every run of the flagship on a quiet host was flagged suspect: the interval that held the
+    previous run's end counted its instance's CPU (its cgroup removed before the next reading)
+    as CPU of processes outside the campaign."""
+    a = Reading(0.0, cpus=[cpu(user=0, idle=0)] * 2, own_cpu_s=0.0, groups={"c-old": (5.0, 0)})
+    b = Reading(1.0, cpus=[cpu(user=1.0, idle=0)] * 2, own_cpu_s=0.0, groups={"c-new": (0.1, 0)})
+    rows = dict(delta_rows(a, b))
+    assert rows["host_cpu_used_pct"] == pytest.approx(200.0)
+    assert "cpu_other_pct" not in rows and "campaign_cpu_pct" not in rows
+
+
 def test_readings_without_time_passing_give_no_rows():
     assert delta_rows(Reading(1.0), Reading(1.0)) == []
 

@@ -268,12 +268,12 @@ def test_a_stale_or_missing_reading_falls_back_to_a_short_sample(monkeypatch):
     clock = Clock(0.0)
     s = busy_sampler(clock)
     with s.campaign():
-        got = pre_run_load(ctx_with(), 0.05, sampler=s)   # no reading yet: the first run
-        assert got["source"] == "sample" and got["measured"] is True and taken == [0.05]
+        got = pre_run_load(ctx_with(), 0.25, sampler=s)   # no reading yet: the first run
+        assert got["source"] == "sample" and got["measured"] is True and taken == [0.25]
         read_twice(s, clock)
-        assert pre_run_load(ctx_with(), 0.05, sampler=s)["source"] == "sampler" and taken == [0.05]
+        assert pre_run_load(ctx_with(), 0.25, sampler=s)["source"] == "sampler" and taken == [0.25]
         clock.now = 100.0                                  # the sampler's last reading is old
-        assert pre_run_load(ctx_with(), 0.05, sampler=s)["source"] == "sample" and taken == [0.05, 0.05]
+        assert pre_run_load(ctx_with(), 0.25, sampler=s)["source"] == "sample" and taken == [0.25, 0.25]
 
 
 def test_telemetry_and_guard_of_a_campaign_share_one_sampler(tmp_path):
@@ -366,3 +366,21 @@ def test_new_instances_wake_the_thread_for_their_first_stats():
             time.sleep(0.01)
         assert len(calls) > before and s.readings == 3   # read at once, not 60 s later
         s.close(w)
+
+
+def test_a_window_on_a_machine_whose_cgroups_tell_the_campaigns_cpu_starts_with_a_reading_of_its_own():
+    """The thread's last reading may hold the previous run's instance, removed since: a window
+    of the local backend (cgroups) starts with a reading taken when it opens."""
+    clock = Clock()
+    reads: list = []
+    s = gauge_sampler(clock, reads)
+    s._groups_for = object()   # as configure() sets it for a backend with a cgroup driver
+    read_twice(s, clock)
+    clock.now = 1.4
+    with s.campaign():
+        w = s.open(ctx_with(), host=True)
+        assert reads[-1] == 1.4 and w.last.t == 1.4
+        clock.now = 2.0
+        s.sample()
+        s.close(w)
+    assert [t for t, m, *_ in w.rows if m == "load1"][0] == pytest.approx(0.6)   # from 1.4, not from 1.0
