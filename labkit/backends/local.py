@@ -462,7 +462,7 @@ def _hidden_signature() -> tuple:
     the invoking users' homes (a secret made there changes its time). Equal: the same list."""
     from ..core import datadirs, registry
     paths = [str(p) for p, _ in datadirs.sources()] + [str(d) for d in registry.dirs()] + sandbox.invoking_homes()
-    out = []
+    out: list[tuple] = []
     for p in paths:
         try:
             st = os.stat(p)
