@@ -61,7 +61,8 @@ from .hooks import (
     instances_ready,
 )
 from .platforms import BackendPool, Platform
-from .telemetry import HostSampler, Telemetry, check_interval
+from .sampler import HostSampler
+from .telemetry import Telemetry, check_interval
 from .testbed import Host, Testbed
 
 if TYPE_CHECKING:

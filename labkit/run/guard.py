@@ -52,7 +52,8 @@ from ..core import registry
 from ..design.options import DEFAULT_THRESHOLDS
 from ..errors import StoreError
 from .hooks import RunContext, RunHook
-from .telemetry import HostSampler, delta_rows, remote_reason
+from .readings import delta_rows, remote_reason
+from .sampler import HostSampler
 
 log = logging.getLogger("labkit.run.guard")
 
