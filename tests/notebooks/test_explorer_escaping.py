@@ -27,7 +27,7 @@ def test_explorer_shows_a_hostile_campaign_as_text(run_notebook, tmp_path):
     html_outputs = [o["data"]["text/html"] for c in nb.cells for o in c.get("outputs", [])
                     if "text/html" in o.get("data", {})]
     assert html_outputs and all(markup_left(h) == [] for h in html_outputs)    # tables (pandas)
-    assert images(nb) == 5
+    assert images(nb) == 6   # the analysis' five figures and the drift check's
 
 
 def test_explorer_application_shows_a_hostile_campaign_as_text(run_notebook, tmp_path):
