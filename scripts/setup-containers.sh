@@ -25,6 +25,7 @@ fi
 
 # --- packages ---------------------------------------------------------------
 . "$here/scripts/apt.sh"
+. "$here/scripts/pidfile.sh"
 apt_install_missing docker.io lxd lxd-client debootstrap tar coreutils gcc libc6-dev btrfs-progs
 
 # --- Python SDKs ---------------------------------------------------------------
@@ -42,11 +43,18 @@ else
         systemctl start docker || true
     fi
     if ! docker info >/dev/null 2>&1; then
+        # pid files of a dockerd killed with its session: dockerd would take an unrelated process
+        # that now has containerd's old pid for a running containerd and wait for it in vain
+        if ! pgrep -x dockerd >/dev/null; then
+            drop_stale_pidfile /var/run/docker/containerd/containerd.pid containerd
+            drop_stale_pidfile /var/run/docker.pid dockerd
+        fi
         nohup dockerd >>/var/log/labkit-dockerd.log 2>&1 </dev/null &
     fi
     for _ in $(seq "$WAIT_S"); do
         docker info >/dev/null 2>&1 && break
         sleep 1
+        pgrep -x dockerd >/dev/null || break   # it exited: its log says why
     done
     if ! docker info >/dev/null 2>&1; then
         echo "dockerd did not become ready within ${WAIT_S}s; see /var/log/labkit-dockerd.log:" >&2

@@ -99,6 +99,7 @@ if [ "$(cat /etc/rabbitmq/rabbitmq-env.conf 2>/dev/null)" != "$RABBIT_ENV" ]; th
   RABBIT_ACTION=restart
 fi
 . "$HERE/apt.sh"
+. "$HERE/pidfile.sh"
 export APT_LISTCHANGES_FRONTEND=none
 PKGS=(mariadb-server python3-pymysql rabbitmq-server memcached python3-memcache crudini
       keystone glance placement-api nova-api nova-conductor nova-scheduler nova-compute nova-compute-qemu
@@ -133,15 +134,25 @@ pidfile() {  # name: the pid file of an openstack-pkg-tools init script, or noth
     echo "/var/run/$proj/${name//\$\{PROJECT_NAME\}/$proj}.pid"
   fi
 }
+# The pid files of the other daemons, with the command their process runs: a file left by a killed
+# session names a pid that another process may have now, and their `status` trusts any live pid.
+declare -A OTHER_PIDFILES=([memcached]="/var/run/memcached/memcached.pid /var/run/memcached.pid"
+                           [mariadb]="/var/run/mysqld/mysqld.pid")
+declare -A OTHER_COMMANDS=([memcached]=memcached [mariadb]=mariadbd)
 running() {
-  local pf user
+  local pf proj user pid f
   pf=$(pidfile "$1")
   if [ -n "$pf" ]; then
-    # --user: a pid file left by a killed session may name a pid another daemon now has
-    user=$(sed -n 's/^PROJECT_NAME=//p' "/etc/init.d/$1" | head -1)
+    # --user and the project's config in its command line: a pid file left by a killed session may
+    # name a pid that another process now has (nova-compute runs as root, as the CI's processes do)
+    proj=$(sed -n 's/^PROJECT_NAME=//p' "/etc/init.d/$1" | head -1)
+    user=$proj
     grep -qs '^STARTDAEMON_CHUID=""' "/etc/default/$1" && user=root   # nova-compute (below)
-    start-stop-daemon --status --user "$user" --pidfile "$pf"
+    start-stop-daemon --status --user "$user" --pidfile "$pf" || return 1
+    pid=$(cat "$pf" 2>/dev/null) || return 1
+    tr '\0' ' ' < "/proc/$pid/cmdline" 2>/dev/null | grep -q -- "/etc/$proj/"
   else
+    for f in ${OTHER_PIDFILES[$1]:-}; do drop_stale_pidfile "$f" "${OTHER_COMMANDS[$1]}"; done
     /etc/init.d/"$1" status >/dev/null 2>&1
   fi
 }

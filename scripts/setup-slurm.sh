@@ -40,12 +40,7 @@ CLUSTER=labkit
 [ "$(id -u)" = 0 ] || { echo "setup-slurm.sh: run as root (it installs Slurm and starts its daemons)" >&2; exit 1; }
 case "$N" in [1-8]) ;; *) echo "setup-slurm.sh: LABKIT_SLURM_NODES must be a number of nodes from 1 to 8, got '$N'" >&2
                           exit 1;; esac
-
-pid_alive() {   # pidfile command: the pid in the file, if that process runs the command
-  local pid
-  pid=$(cat "$1" 2>/dev/null) || return 1
-  [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null && [ "$(cat "/proc/$pid/comm" 2>/dev/null)" = "$2" ] && echo "$pid"
-}
+. "$(dirname "$0")/pidfile.sh"
 
 stop() {   # pidfile command
   local pid i
