@@ -173,6 +173,24 @@ def test_the_host_file_system_is_read_only_but_for_the_work_dir_and_tmp(make):
     assert res.stdout.split() == [inst.workdir, "/tmp", "/var/tmp"]
 
 
+def test_hidden_directories_are_empty_and_read_only_even_under_tmp(make, tmp_path):
+    """Every hidden directory shows one empty read-only file system (the hidden ones share it), also
+    those under /tmp, which stays writable; the work root that holds the instance's work dir is
+    hidden but for that work dir."""
+    hide = [tmp_path / f"hidden-{i}" for i in range(3)]
+    for i, d in enumerate(hide):
+        trials.plant(d, f"secret-{i}")
+    [inst] = make(hide=[str(d) for d in hide])
+    assert all(str(d) in inst.hidden for d in hide)
+    root = str(Path(inst.workdir).parent)
+    script = ('for d in "$@"; do ls -A "$d"; '
+              'if (echo x > "$d/probe") 2>/dev/null || mkdir "$d/sub" 2>/dev/null; then echo "wrote $d"; fi; done; '
+              'echo x > /tmp/labkit-probe-ok && rm /tmp/labkit-probe-ok && echo tmp-writable')
+    res = inst.exec(["sh", "-c", script, "sh", *map(str, hide), root], check=False, timeout=30)
+    assert res.stdout.split() == [Path(inst.workdir).name, "tmp-writable"], (res.stdout, res.stderr)
+    assert all(sorted(p.name for p in d.iterdir()) == [f"secret-{i}"] for i, d in enumerate(hide))
+
+
 def test_mounts_are_read_only_unless_asked_even_under_tmp(make, tmp_path):
     suite, out = tmp_path / "suite", tmp_path / "out"
     suite.mkdir()

@@ -6,8 +6,9 @@
  *   namespaces (all mounts private; the network namespace's loopback up) and forks their PID 1 (killed with this process, which
  *   waits for it), which mounts its own /proc and then, with mount(2) calls:
  *   1. binds HOSTS (unless empty) on /etc/hosts;
- *   2. covers each hidden directory with an empty tmpfs (a hidden file: binds /dev/null on it)
- *      and binds WORKDIR back at its path;
+ *   2. covers each hidden directory with an empty read-only tmpfs, the same one bound at each
+ *      (a hidden file: binds /dev/null on it; a directory that holds WORKDIR: a tmpfs of its own,
+ *      read-only once WORKDIR is made in it) and binds WORKDIR back at its path;
  *   3. in the instance's own network namespace (NETNS given) lets ports below 1024 be bound
  *      and ICMP echo sockets be opened without a capability;
  *   4. makes every mount read-only except those at or under WORKDIR, /tmp, /var/tmp, /proc,
@@ -43,6 +44,7 @@
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -140,6 +142,20 @@ static void free_mounts(struct mnt *m, size_t n) {
     free(m);
 }
 
+/* the per-mount flags of the mount at `path` that a read-only remount must keep (statvfs(3),
+ * without reading mountinfo again) */
+static unsigned long path_flags(const char *path) {
+    static const struct { unsigned long st, ms; } map[] = {
+        {ST_NOSUID, MS_NOSUID}, {ST_NODEV, MS_NODEV}, {ST_NOEXEC, MS_NOEXEC}, {ST_NOATIME, MS_NOATIME},
+        {ST_NODIRATIME, MS_NODIRATIME}, {ST_RELATIME, MS_RELATIME}};
+    struct statvfs sv;
+    unsigned long flags = 0;
+    if (statvfs(path, &sv) != 0) die("statvfs", path);
+    for (size_t i = 0; i < sizeof map / sizeof map[0]; i++)
+        if (sv.f_flag & map[i].st) flags |= map[i].ms;
+    return flags;
+}
+
 static void read_only(const char *point, unsigned long flags) {
     do_mount(NULL, point, NULL, MS_REMOUNT | MS_BIND | MS_RDONLY | flags, NULL);
 }
@@ -195,12 +211,25 @@ static void setup(const char *workdir, const char *hosts, int netns, char **mark
     int keep = open(workdir, O_PATH | O_DIRECTORY | O_CLOEXEC);
     if (keep < 0) die("open", workdir);
     if (hosts[0]) do_mount(hosts, "/etc/hosts", NULL, MS_BIND, NULL);
-    char *file = calloc(nhidden + 1, 1);   /* which hidden paths are files, not directories */
+    /* per hidden path: FILE (a file: /dev/null bound on it), HOLDS (a directory that holds
+     * WORKDIR: a writable tmpfs of its own, WORKDIR is made in it; read-only below) or 0 (a
+     * directory: the one read-only tmpfs, mounted at the first and bound at the others, one
+     * mount(2) each, read-only from the start) */
+    enum { DIR_RO = 0, FILE = 1, HOLDS = 2 };
+    char *file = calloc(nhidden + 1, 1);
     if (!file) die("calloc", NULL);
+    const char *shared = NULL;
     for (size_t i = 0; i < nhidden; i++) {
-        file[i] = exists(hidden[i]) && !is_dir(hidden[i]);
-        if (file[i]) do_mount("/dev/null", hidden[i], NULL, MS_BIND, NULL);
-        else do_mount("labkit-hidden", hidden[i], "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, HIDDEN_OPTIONS);
+        file[i] = exists(hidden[i]) && !is_dir(hidden[i]) ? FILE : within(workdir, hidden[i]) ? HOLDS : DIR_RO;
+        if (file[i] == FILE) do_mount("/dev/null", hidden[i], NULL, MS_BIND, NULL);
+        else if (file[i] == HOLDS)
+            do_mount("labkit-hidden", hidden[i], "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, HIDDEN_OPTIONS);
+        else if (shared) do_mount(shared, hidden[i], NULL, MS_BIND, NULL);   /* its flags: read-only, ... */
+        else {
+            do_mount("labkit-hidden", hidden[i], "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
+                     HIDDEN_OPTIONS);
+            shared = hidden[i];
+        }
     }
     mkdirs(workdir);   /* inside a hidden directory: made in its tmpfs */
     char self[64];
@@ -227,7 +256,8 @@ static void setup(const char *workdir, const char *hosts, int netns, char **mark
     free_mounts(m, n);
     n = mounts(&m);
     for (size_t j = 0; j < n; j++) {
-        int skip = within(m[j].point, "/proc") || within(m[j].point, "/dev");
+        /* already read-only (the hidden tmpfs): nothing to do */
+        int skip = (m[j].flags & MS_RDONLY) || within(m[j].point, "/proc") || within(m[j].point, "/dev");
         for (int i = 0; i < nw && !skip; i++) skip = within(m[j].point, writable[i]);
         if (skip) continue;
         if (mount(NULL, m[j].point, NULL, MS_REMOUNT | MS_BIND | MS_RDONLY | m[j].flags, NULL) != 0
@@ -238,8 +268,9 @@ static void setup(const char *workdir, const char *hosts, int netns, char **mark
     }
     free_mounts(m, n);
     for (size_t i = 0; i < nhidden; i++) {   /* the file system itself, so its copies under /tmp too */
-        if (file[i]) read_only(hidden[i], MS_NOSUID | MS_NOEXEC);
-        else do_mount(NULL, hidden[i], NULL, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, HIDDEN_OPTIONS);
+        if (file[i] == FILE) read_only(hidden[i], MS_NOSUID | MS_NOEXEC);
+        else if (file[i] == HOLDS)
+            do_mount(NULL, hidden[i], NULL, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, HIDDEN_OPTIONS);
     }
     free(file);
     const char *ro[nmarks + 4];
@@ -250,12 +281,7 @@ static void setup(const char *workdir, const char *hosts, int netns, char **mark
     for (int i = 0; i < nro; i++) {
         if (!exists(ro[i])) continue;
         do_mount(ro[i], ro[i], NULL, MS_BIND, NULL);
-        n = mounts(&m);
-        unsigned long flags = 0;
-        for (size_t j = n; j-- > 0;)
-            if (strcmp(m[j].point, ro[i]) == 0) { flags = m[j].flags; break; }
-        free_mounts(m, n);
-        read_only(ro[i], flags);
+        read_only(ro[i], path_flags(ro[i]));
     }
 }
 
