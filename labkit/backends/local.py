@@ -24,7 +24,7 @@ default) runs every command in the instance's own PID and mount namespaces (and 
 network namespace unless ``network="host"``), with no capabilities and
 ``no_new_privs``, in a clean environment, with the controller's data dirs, the
 registry of running campaigns (``/run/labkit``), the other instances' work dirs and
-the directories of the ``hide`` option covered by empty tmpfs, every file system
+the directories of the ``hide`` option covered by an empty read-only tmpfs, every file system
 read-only but the work dir, ``/tmp``, ``/var/tmp``, ``/dev`` and read-write ``mounts``
 (so ``/etc``, ``/sys``, the cgroup hierarchies, ``/proc/sys`` too), and at most ``pids_max`` tasks (default 4096, the cgroup pids
 controller; recorded as None where the host has none). ``relaxed`` is the same with

@@ -16,8 +16,8 @@ instance cannot stop it):
   not, the registry of running campaigns ``/run/labkit``, the local work root holding the
   other instances' work dirs, the secrets in the homes of the controller's user, of root
   and of a ``sudo`` caller: :data:`HOME_SECRETS`; :func:`hidden_dirs`) is covered by an
-  empty read-only tmpfs, and every such file by ``/dev/null`` (read-only); the instance's
-  own work dir is bound back at its path;
+  empty read-only tmpfs (one file system, bound at each: one mount per directory), and every
+  such file by ``/dev/null`` (read-only); the instance's own work dir is bound back at its path;
 * every file system is read-only but for the work dir, ``/tmp``, ``/var/tmp``, ``/dev``
   and the ``mounts`` option's read-write directories (its read-only ones are read-only
   wherever they are): ``/etc``, ``/usr``, ``/root``, the
