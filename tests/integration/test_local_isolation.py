@@ -173,6 +173,24 @@ def test_the_host_file_system_is_read_only_but_for_the_work_dir_and_tmp(make):
     assert res.stdout.split() == [inst.workdir, "/tmp", "/var/tmp"]
 
 
+@pytest.mark.parametrize("isolation", ["strict", "none"])
+def test_a_command_and_what_it_starts_are_in_every_cgroup_of_the_instance(make, isolation):
+    """lkns (strict) and the shell wrapper (none) join each hierarchy before they exec; on v1 by
+    writing "0" to ``tasks`` (their one thread, so the whole process): the command, its threads
+    and its children are members of every hierarchy of the instance, listed in cgroup.procs."""
+    [inst] = make(isolation=isolation)
+    dirs = inst.backend.driver.dirs(inst.name)
+    res = inst.exec(["sh", "-c", "sleep 30 >/dev/null 2>&1 & a=$!; sleep 30 >/dev/null 2>&1 & b=$!; "
+                     "echo $$; cat /proc/self/cgroup; "
+                     'for d in "$@"; do wc -l < "$d/cgroup.procs"; done; kill $a $b', "sh", *dirs],
+                    timeout=60)
+    lines = res.stdout.split("\n")
+    member = [ln for ln in lines if ln.count(":") >= 2 and ln.endswith("/" + inst.name)]
+    assert len(member) >= len(dirs), res.stdout              # one line per hierarchy (v1) or the one (v2)
+    counts = [int(x) for x in lines[1:] if x.strip().isdigit()]
+    assert len(counts) == len(dirs) and all(n >= 3 for n in counts), res.stdout   # sh and its two sleeps
+
+
 def test_hidden_directories_are_empty_and_read_only_even_under_tmp(make, tmp_path):
     """Every hidden directory shows one empty read-only file system (the hidden ones share it), also
     those under /tmp, which stays writable; the work root that holds the instance's work dir is
