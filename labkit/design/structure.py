@@ -134,10 +134,10 @@ def check_adaptive(design: Design, spec: dict | None) -> dict | None:
     if spec is None:
         return None
     src = _where(design)
-    unknown = sorted(set(spec) - {"target_ci", "max", "relative", "confidence", "metric", "batch"})
+    unknown = sorted(set(spec) - {"target_ci", "max", "relative", "confidence", "metric", "batch", "balanced"})
     if unknown:
         raise ConfigError(f"{src}: replications: unknown key(s) {', '.join(unknown)}; allowed: "
-                          "target_ci, min, max, relative, confidence, metric, batch")
+                          "target_ci, min, max, relative, confidence, metric, batch, balanced")
     t = spec.get("target_ci")
     if isinstance(t, bool) or not isinstance(t, (int, float)) or not (math.isfinite(t) and t > 0):
         raise ConfigError(f"{src}: replications: target_ci must be a positive number "
@@ -160,11 +160,17 @@ def check_adaptive(design: Design, spec: dict | None) -> dict | None:
     batch = spec.get("batch", 1)
     if isinstance(batch, bool) or not isinstance(batch, int) or not 1 <= batch <= 100:
         raise ConfigError(f"{src}: replications: batch must be an integer from 1 to 100")
+    balanced = spec.get("balanced", False)
+    if not isinstance(balanced, bool):
+        raise ConfigError(f"{src}: replications: balanced must be true or false, got {balanced!r}")
     if design.blocks is not None:
         raise ConfigError(f"{src}: adaptive replication and blocks cannot be combined "
                           "(added replicates would belong to no block)")
-    return {"target_ci": float(t), "max": mx, "relative": relative, "confidence": float(conf),
-            "metric": metric, "batch": batch}
+    out = {"target_ci": float(t), "max": mx, "relative": relative, "confidence": float(conf),
+           "metric": metric, "batch": batch}
+    if balanced:   # absent when false: a design of before keeps its digest
+        out["balanced"] = True
+    return out
 
 
 def check_blocks(design: Design, spec: object) -> dict | None:

@@ -7,7 +7,11 @@ runs stored so far, each configuration whose t confidence interval of the mean
 unless ``relative: false``) gets one more replicate (``batch``, default 1: at most
 that many, and never more than its standard deviation says it still needs,
 :func:`labkit.stats.samplesize.n_for_halfwidth`) and never beyond ``max`` runs of
-that configuration (failed runs count: ``max`` is a hard cap on attempts). So each
+that configuration (failed runs count: ``max`` is a hard cap on attempts). With
+``balanced: true`` a round gives every configuration as many replicates as the neediest
+one gets (each still capped at ``max``), so the cells stay equal, as a 2^k analysis
+(:func:`labkit.stats.factorial_effects`) needs; the campaign then stops when every
+configuration has reached the target or the cap. So each
 configuration stops as soon as its own interval is narrow enough, and the runs go
 to the configurations in proportion to their need. The new runs of a round run in
 a random order drawn from the design's seed and the round number.
@@ -89,6 +93,11 @@ def _needs(design: Design, runs: pd.DataFrame) -> dict[int, int]:
         else:
             extra = min(spec["batch"], int(needed[c] - n[c]))
         out[c] = int(min(extra, room[c]))
+    if spec.get("balanced") and out:
+        # every configuration gets as many as the neediest, so that the cells stay equal (a 2^k
+        # analysis needs that); each still stops at its cap
+        most = max(out.values())
+        out = {c: int(min(most, room[c])) for c in range(n_cfg) if room[c] > 0}
     return out
 
 

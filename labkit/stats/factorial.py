@@ -133,7 +133,8 @@ def code(data: pd.DataFrame, factors: Sequence[str], response: str, *, levels: v
                        f"(e.g. {_cell_label(int(np.argmin(counts)), factors, coding)} has "
                        f"{counts.min()})")
         raise ConfigError(f"unbalanced 2^{k} design: {detail}; factorial_effects needs the "
-                          f"same number of replicates in every cell{ANOVA_HINT}")
+                          f"same number of replicates in every cell (adaptive replication: give it "
+                          f"balanced: true){ANOVA_HINT}")
     y, offset = num.shift(y)
     means = np.bincount(cell, weights=y, minlength=n) / r
     # one refinement pass: the mean of the residuals corrects the rounding of the sums

@@ -90,6 +90,28 @@ def test_next_round_adds_only_where_needed_and_is_deterministic():
     assert next_round(d, capped, 2) == []
 
 
+def test_a_balanced_round_gives_every_configuration_what_the_neediest_gets():
+    """balanced: true keeps the cells equal for a 2^k analysis: config 1 needs 3 more (batch 3),
+    so all four get 3, each numbered after its own last replicate, none beyond its cap."""
+    d = adaptive(balanced=True, batch=3)
+    runs = stored(d, {0: [10, 10.01, 9.99], 1: [10, 11, 9], 2: [5, 5.001, 4.999], 3: [1, 1.001, 0.999]})
+    by_cfg = {c: sorted(r.replicate for r in next_round(d, runs, 1) if r.config == c) for c in range(4)}
+    assert by_cfg == {0: [4, 5, 6], 1: [4, 5, 6], 2: [4, 5, 6], 3: [4, 5, 6]}
+    near_cap = stored(d, {0: [10, 10.01, 9.99, 10, 10, 10, 10], 1: [10, 11, 9], 2: [5, 5.001, 4.999],
+                          3: [1, 1.001, 0.999]})
+    by_cfg = {c: len([r for r in next_round(d, near_cap, 1) if r.config == c]) for c in range(4)}
+    assert by_cfg == {0: 1, 1: 3, 2: 3, 3: 3}                # config 0: one left before max 8
+    done = stored(d, {c: [10, 10.01, 9.99] for c in range(4)})
+    assert next_round(d, done, 1) == []                      # nobody needs more: no round
+    unbalanced = next_round(adaptive(batch=3), runs, 1)      # the default: only config 1
+    assert {r.config for r in unbalanced} == {1}
+    # absent from the design when false: a design of before keeps its digest
+    assert "balanced" not in adaptive().to_dict()["replications"]
+    assert adaptive(balanced=True).to_dict()["replications"]["balanced"] is True
+    with pytest.raises(ConfigError, match="balanced must be true or false"):
+        adaptive(balanced="yes")
+
+
 def test_adaptive_spec_errors():
     with pytest.raises(ConfigError, match="target_ci"):
         adaptive(target_ci=-1)
