@@ -199,7 +199,7 @@ def explore(page, shot: str, first: str, response: str) -> None:
     _select(page, ".lk-status", "complete")
     _tab(page, "Runs")
     _select(page, ".lk-run-status", "ok")
-    page.wait_for_function("() => /64 of 64 runs/.test(document.querySelector('.lk-runs').innerText)",
+    page.wait_for_function("() => /192 of 192 runs/.test(document.querySelector('.lk-runs').innerText)",
                            timeout=60_000)
     # compare with the other campaign of the same design: verdict, table and a figure
     _tab(page, "Compare")

@@ -97,9 +97,10 @@ def test_catalog_and_its_filters(data):
     assert set(catalog.filter_catalog(cat, backend="lxd").campaign) == {"affinity-lxd-libvirt", "deployments-cpu-lxd"}
     assert list(catalog.filter_catalog(cat, study="deployments_cpu", until="2026-11-24").campaign) == [
         "deployments-cpu-local", "deployments-cpu-lxd"]
-    # affinity-local: run again on 2026-11-27 with telemetry and levels
+    # affinity-local and affinity-platforms: run again on 2026-11-27 with telemetry and levels
     assert catalog.filter_catalog(cat, since="2026-11-24").campaign.tolist() == [
-        "affinity-local", "affinity-lxd-libvirt", "deployments-cpu-local", "deployments-cpu-lxd"]
+        "affinity-local", "affinity-lxd-libvirt", "affinity-platforms", "deployments-cpu-local",
+        "deployments-cpu-lxd"]
     assert catalog.filter_catalog(cat, status="failures").empty
     with pytest.raises(ConfigError, match="YYYY-MM-DD"):
         catalog.filter_catalog(cat, since="yesterday")
