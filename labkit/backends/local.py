@@ -155,6 +155,7 @@ class LocalInstance(cgroups.CgroupCounters, Instance):
         namespace too (none was made: no private network)."""
         be: LocalBackend = self.backend
         own = os.path.realpath(self._dir)
+        os.makedirs(self._dir / sandbox.TMP_NAME, mode=0o700, exist_ok=True)   # its $TMPDIR
         hidden = [d for d in be.hidden_dirs() if d != own]
         self._holder = sandbox.start_holder(sandbox.holder_argv(self.name, str(self._dir), self.hosts_file,
                                                                 self.netns, be.mounts, new_netns), hidden)

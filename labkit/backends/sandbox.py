@@ -127,12 +127,20 @@ def capabilities(mode: str) -> list[str]:
     return list(RELAXED_CAPS) if mode == "relaxed" else []
 
 
+#: the instance's own temporary directory, under its work dir (``$TMPDIR``)
+TMP_NAME = ".tmp"
+
+
 def environment(workdir: str, env: dict | None, extra: dict | None = None) -> dict:
     """A command's environment: :data:`ENV_KEPT` from this process's, ``HOME`` = ``workdir``,
-    then ``env`` (the workload's) and ``extra`` (the backend's own, e.g. the cgroup to join)."""
+    ``TMPDIR`` = the instance's own ``workdir/.tmp`` (:data:`TMP_NAME`): instances have PID
+    namespaces of their own, so two of them run processes with the same pids, and tools that
+    name files in a shared /tmp after their pid and the host name (Open MPI's session
+    directory: ``ompi.<host>.<uid>/pid.<pid>``) would collide; then ``env`` (the workload's)
+    and ``extra`` (the backend's own, e.g. the cgroup to join)."""
     base = {k: os.environ[k] for k in ENV_KEPT if k in os.environ}
     base.setdefault("PATH", DEFAULT_PATH)
-    return {**base, "HOME": workdir, **(env or {}), **(extra or {})}
+    return {**base, "HOME": workdir, "TMPDIR": os.path.join(workdir, TMP_NAME), **(env or {}), **(extra or {})}
 
 
 def invoking_homes() -> list[str]:

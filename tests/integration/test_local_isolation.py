@@ -191,6 +191,21 @@ def test_a_command_and_what_it_starts_are_in_every_cgroup_of_the_instance(make, 
     assert len(counts) == len(dirs) and all(n >= 3 for n in counts), res.stdout   # sh and its two sleeps
 
 
+def test_each_instance_has_its_own_tmpdir():
+    """Instances have PID namespaces of their own, so their processes share pids; two Open MPI
+    jobs at once (the shared scenario of seed 000) collided in /tmp/ompi.<host>.<uid>/pid.<pid>
+    ("PMIX ERROR ... gds_ds21_lock_pthread.c", 2 of 15 runs). Each instance's TMPDIR is its own."""
+    be = get_backend("local")
+    insts = be.provision(InstanceSpec(vcpus=1, memory_mb=256, count=2), prefix=PREFIX)
+    try:
+        seen = [i.exec(["sh", "-c", 'echo "$TMPDIR"; mktemp -p "$TMPDIR" >/dev/null && echo writable'],
+                       timeout=30).stdout.split() for i in insts]
+        assert [s[1] for s in seen] == ["writable", "writable"]
+        assert [s[0] for s in seen] == [f"{i.workdir}/.tmp" for i in insts] and seen[0][0] != seen[1][0]
+    finally:
+        assert teardown(insts) == []
+
+
 def test_hidden_directories_are_empty_and_read_only_even_under_tmp(make, tmp_path):
     """Every hidden directory shows one empty read-only file system (the hidden ones share it), also
     those under /tmp, which stays writable; the work root that holds the instance's work dir is

@@ -29,6 +29,10 @@ def test_environment_keeps_only_the_listed_variables(monkeypatch):
     assert "LABKIT_TEST_SECRET_X" not in env
     assert env["HOME"] == "/w" and env["LANG"] == "C.UTF-8" and env["OMP_NUM_THREADS"] == "2"
     assert set(env) <= {"PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "OMP_NUM_THREADS", "LABKIT_CGROUP_PROCS"}
+    # the instance's own TMPDIR whatever the controller's (a workload may still give its own)
+    monkeypatch.setenv("TMPDIR", "/tmp")
+    assert env["TMPDIR"] == "/w/.tmp" and sandbox.environment("/w", None)["TMPDIR"] == "/w/.tmp"
+    assert sandbox.environment("/w", {"TMPDIR": "/scratch"})["TMPDIR"] == "/scratch"
     monkeypatch.delenv("PATH")
     assert sandbox.environment("/w", None)["PATH"] == sandbox.DEFAULT_PATH
 
