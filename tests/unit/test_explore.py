@@ -95,9 +95,11 @@ def test_catalog_and_its_filters(data):
                                                                            "affinity-platforms"]
     assert list(catalog.filter_catalog(cat, platform="docker").campaign) == ["overhead-cpu"]
     assert set(catalog.filter_catalog(cat, backend="lxd").campaign) == {"affinity-lxd-libvirt", "deployments-cpu-lxd"}
-    assert list(catalog.filter_catalog(cat, study="deployments_cpu", until="2026-11-24").campaign) == [
+    # affinity-local, affinity-platforms and deployments-cpu-*: run again on 2026-11-27 with telemetry and levels
+    assert list(catalog.filter_catalog(cat, study="deployments_cpu", since="2026-11-27").campaign) == [
         "deployments-cpu-local", "deployments-cpu-lxd"]
-    # affinity-local and affinity-platforms: run again on 2026-11-27 with telemetry and levels
+    assert catalog.filter_catalog(cat, until="2026-11-24").campaign.tolist() == [
+        "affinity-apache-local", "affinity-lxd-libvirt", "overhead-cpu"]
     assert catalog.filter_catalog(cat, since="2026-11-24").campaign.tolist() == [
         "affinity-local", "affinity-lxd-libvirt", "affinity-platforms", "deployments-cpu-local",
         "deployments-cpu-lxd"]
