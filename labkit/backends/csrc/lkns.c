@@ -211,18 +211,18 @@ static void setup(const char *workdir, const char *hosts, int netns, char **mark
     int keep = open(workdir, O_PATH | O_DIRECTORY | O_CLOEXEC);
     if (keep < 0) die("open", workdir);
     if (hosts[0]) do_mount(hosts, "/etc/hosts", NULL, MS_BIND, NULL);
-    /* per hidden path: FILE (a file: /dev/null bound on it), HOLDS (a directory that holds
-     * WORKDIR: a writable tmpfs of its own, WORKDIR is made in it; read-only below) or 0 (a
-     * directory: the one read-only tmpfs, mounted at the first and bound at the others, one
-     * mount(2) each, read-only from the start) */
-    enum { DIR_RO = 0, FILE = 1, HOLDS = 2 };
+    /* per hidden path: HIDE_FILE (a file: /dev/null bound on it), HIDE_HOLDER (a directory that
+     * holds WORKDIR: a writable tmpfs of its own, WORKDIR is made in it; read-only below) or
+     * HIDE_DIR (a directory: the one read-only tmpfs, mounted at the first and bound at the others,
+     * one mount(2) each, read-only from the start) */
+    enum { HIDE_DIR = 0, HIDE_FILE = 1, HIDE_HOLDER = 2 };
     char *file = calloc(nhidden + 1, 1);
     if (!file) die("calloc", NULL);
     const char *shared = NULL;
     for (size_t i = 0; i < nhidden; i++) {
-        file[i] = exists(hidden[i]) && !is_dir(hidden[i]) ? FILE : within(workdir, hidden[i]) ? HOLDS : DIR_RO;
-        if (file[i] == FILE) do_mount("/dev/null", hidden[i], NULL, MS_BIND, NULL);
-        else if (file[i] == HOLDS)
+        file[i] = exists(hidden[i]) && !is_dir(hidden[i]) ? HIDE_FILE : within(workdir, hidden[i]) ? HIDE_HOLDER : HIDE_DIR;
+        if (file[i] == HIDE_FILE) do_mount("/dev/null", hidden[i], NULL, MS_BIND, NULL);
+        else if (file[i] == HIDE_HOLDER)
             do_mount("labkit-hidden", hidden[i], "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, HIDDEN_OPTIONS);
         else if (shared) do_mount(shared, hidden[i], NULL, MS_BIND, NULL);   /* its flags: read-only, ... */
         else {
@@ -268,8 +268,8 @@ static void setup(const char *workdir, const char *hosts, int netns, char **mark
     }
     free_mounts(m, n);
     for (size_t i = 0; i < nhidden; i++) {   /* the file system itself, so its copies under /tmp too */
-        if (file[i] == FILE) read_only(hidden[i], MS_NOSUID | MS_NOEXEC);
-        else if (file[i] == HOLDS)
+        if (file[i] == HIDE_FILE) read_only(hidden[i], MS_NOSUID | MS_NOEXEC);
+        else if (file[i] == HIDE_HOLDER)
             do_mount(NULL, hidden[i], NULL, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, HIDDEN_OPTIONS);
     }
     free(file);
