@@ -61,7 +61,9 @@ def test_explorer_compares_two_campaigns_side_by_side(run_notebook):
     assert "the backends differ: local vs lxd" in md
     assert "configurations drifted significantly from deployments-cpu-local to deployments-cpu-lxd" in md
     assert "recorded only for deployments" in md.lower()
-    assert images(nb) == 4            # ANOVA figures (main effects, run order), drift, the comparison
+    # ANOVA figures (main effects, run order), drift, the comparison, and since deployments-cpu-local
+    # was re-run with telemetry (2026-11-27) its telemetry tab: the runs' summaries and one run's samples
+    assert images(nb) == 6
 
 
 def test_explorer_missing_campaign_is_one_line(run_notebook):
