@@ -9,11 +9,9 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from ..errors import ConfigError
-from .labels import PALETTE, label
-from .plots import LiteralTextFigure
+from .labels import label
+from .plots import BAR, LiteralTextFigure
 from .small_n import interval_table, log_ticks
-
-BAR = PALETTE[0]
 
 
 def sweep(data: pd.DataFrame, x: str, response: str, *, alpha: float = 0.05, title: str | None = None) -> Figure:
