@@ -52,21 +52,19 @@ def emulated(data_dir: str | Path, campaigns: Iterable[str]) -> set[str]:
 
 def _half_widths(store, response: str | None) -> list[float]:
     """Per configuration with >= 2 successful runs: the 95 % t half-width of the mean of
-    ``response`` (each run: the mean over its instances) relative to the mean, in %."""
-    from scipy import stats as sps
+    ``response`` (each run: the mean over its instances) relative to the mean, in %
+    (:func:`labkit.stats.summarize`)."""
+    from ..stats import summarize
     if not response:
         return []
     tidy = store.tidy()
     ok = tidy[(tidy.status == "ok") & (tidy.metric == response)]
     if ok.empty:
         return []
-    per_run = ok.groupby(["config", "run_id"]).value.mean()
-    out = []
-    for _, v in per_run.groupby(level="config"):
-        n, mean = len(v), float(v.mean())
-        if n >= 2 and mean != 0 and math.isfinite(mean):
-            out.append(100 * float(sps.t.ppf(0.975, n - 1)) * float(v.std(ddof=1)) / math.sqrt(n) / abs(mean))
-    return out
+    per_run = ok.groupby(["config", "run_id"], as_index=False).value.mean()
+    s = summarize(per_run, by="config", response="value")
+    s = s[(s.n >= 2) & (s["mean"] != 0) & s["mean"].map(math.isfinite)]
+    return list(100 * (s.ci_high - s["mean"]) / s["mean"].abs())
 
 
 def runs_statement(data_dir: str | Path, campaigns: Sequence[str]) -> str:
