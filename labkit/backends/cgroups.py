@@ -357,6 +357,25 @@ def detect(mounts_text: str, controllers_of: Callable[[str], str | None]) -> Cgr
         "(recorded in the run metadata)")
 
 
+def detect_here() -> Driver:
+    """This machine's driver (:func:`detect` on /proc/self/mounts); BackendUnavailable or
+    OSError when it has no usable hierarchy."""
+    return detect(read_local("/proc/self/mounts"), _controllers_here)
+
+
+def _controllers_here(path: str) -> str | None:
+    try:
+        return read_local(f"{path}/cgroup.controllers")
+    except OSError:
+        return None
+
+
+def accounting_root(driver: Driver) -> str:
+    """The hierarchy that counts CPU time (v1: cpuacct's, else cpu's; v2: the unified one): a cgroup
+    made there and nowhere else counts its processes' CPU time without limiting them."""
+    return (driver.roots.get("cpuacct") or driver.roots["cpu"]) if isinstance(driver, CgroupV1) else driver.root
+
+
 def writable_roots(driver: Driver) -> list[str]:
     """The directories that must be writable to create instances."""
     return list(driver.roots.values()) if isinstance(driver, CgroupV1) else [driver.root]

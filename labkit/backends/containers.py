@@ -27,6 +27,7 @@ from collections.abc import Callable
 from typing import TypeVar
 
 from ..errors import BackendUnavailable
+from . import network_host
 from .base import NAME_PREFIX, RawResult
 
 T = TypeVar("T")
@@ -159,8 +160,9 @@ class CleanupByName:
         return sorted({n for n in self._names(prefix) if n.startswith(prefix)})
 
     def cleanup(self, prefix: str) -> list[str]:
-        """Remove every instance (any state) whose name starts with ``prefix``; return the names."""
+        """Remove every instance (any state) whose name starts with ``prefix``, and the cgroups of
+        host ends named so (:func:`~labkit.backends.network_host.remove_leftovers`); return the names."""
         names = self.list_labkit(prefix)
         for name in names:
             self.remove(name)
-        return names
+        return names + network_host.remove_leftovers(prefix)

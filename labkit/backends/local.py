@@ -290,7 +290,7 @@ class LocalBackend(Backend):
         self.driver: cgroups.Driver | None = None
         self._why_not = ""
         try:
-            driver = cgroups.detect(cgroups.read_local("/proc/self/mounts"), _controllers)
+            driver = cgroups.detect_here()
             bad = [r for r in cgroups.writable_roots(driver) if not os.access(r, os.W_OK)]
             if bad:
                 raise BackendUnavailable(f"cgroup v{driver.version} hierarchy {bad[0]} is not "
@@ -364,7 +364,8 @@ class LocalBackend(Backend):
         """A bridge ``network.device`` (ifalias = the network's name) with the host's address."""
         if not self.isolate:
             raise ConfigError("local backend: a private network needs root, iproute2 and network='none'")
-        netmod.create_bridge(network.device, network.name, f"{network.host_address}/{network.prefixlen}")
+        network.conntrack_exempt = netmod.create_bridge(network.device, network.name,
+                                                        f"{network.host_address}/{network.prefixlen}")
 
     def _remove_network(self, network: Network) -> None:
         netmod.delete_bridge(network.device, network.name)
@@ -493,13 +494,6 @@ def _data_dirs() -> list[str]:
     except (StoreError, OSError):
         pass
     return found
-
-
-def _controllers(path: str) -> str | None:
-    try:
-        return cgroups.read_local(f"{path}/cgroup.controllers")
-    except OSError:
-        return None
 
 
 def _delete_netns(name: str) -> None:

@@ -34,6 +34,7 @@ class Network:
     nics: int = 1
     data_subnet: str | None = None
     data_addresses: list[str] = field(default_factory=list)
+    conntrack_exempt: bool = False   # its bridge's traffic is not tracked (core.network.create_bridge)
 
     @property
     def prefixlen(self) -> int:
@@ -70,7 +71,7 @@ class Network:
         return {"mode": "private", "name": self.name, "subnet": self.subnet,
                 "host_address": self.host_address, "device": self.device,
                 "link": None if self.link is None else self.link.as_dict(), "nics": self.nics,
-                **aggregation}
+                "conntrack_exempt": self.conntrack_exempt, **aggregation}
 
     def remove(self) -> None:
         """Remove the network (after its instances); safe to call twice."""

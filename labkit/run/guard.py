@@ -13,8 +13,9 @@ leaves last around each run) records:
   (:class:`~labkit.errors.StoreError`) when this campaign or the other is ``exclusive``; two
   exclusive campaigns started in the same instant may both refuse, never both run.
 * ``quiet_check``: before the run, the CPU used by processes outside the campaign
-  (``other_cpu_pct``, % of one CPU: the host's busy time minus this process's and the campaign's
-  instances'), when the instances run on this machine, over ``seconds`` ending ``age_s`` seconds
+  (``other_cpu_pct``, % of one CPU: the host's busy time minus this process's, the campaign's
+  instances' and host ends', and the kernel threads'), when the instances run on this machine,
+  over ``seconds`` ending ``age_s`` seconds
   before the run: read from the campaign's host sampler
   (:class:`labkit.run.telemetry.HostSampler`, one thread for the whole campaign, which also
   serves the telemetry; ``source: sampler``), so the check costs the run nothing: the newest of

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..backends import cgroups
+from ..backends import cgroups, network_host
 from ..errors import LabkitError
 from .hooks import RunContext
 
@@ -18,6 +18,7 @@ PSI = ("cpu", "memory", "io")
 #: clock ticks: over a few ms they read as any share; 2 CPUs x 1 tick over 0.2 s is 10 % of a CPU)
 SHORTEST_S = 0.2
 DRIVERS = (cgroups.CgroupV1, cgroups.CgroupV2)
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
 
 def remote_reason(backend: Any) -> str | None:
@@ -49,10 +50,12 @@ class Reading:
     disk: tuple | None = None                       # (read_bytes, write_bytes)
     net: tuple | None = None                        # (bytes_recv, bytes_sent)
     own_cpu_s: float | None = None                  # this process's CPU time
+    kernel: dict | None = None                      # kernel thread pid -> CPU clock ticks used
     groups: dict = field(default_factory=dict)      # campaign cgroup -> (cpu_s, nr_throttled)
     gauges: dict = field(default_factory=dict)      # metric -> value read as is (load, memory, freq)
     instances: dict = field(default_factory=dict)   # the run's instance id -> Instance.stats()
     members: frozenset | None = None                # ids behind campaign_cpu_s (None: not all known)
+    groups_whole: bool = True                       # groups hold the instances (local), not only host ends
     campaign_cpu_s: float = 0.0                     # CPU seconds of the run's instances and neighbours
 
 
@@ -79,19 +82,21 @@ def parse_throttled(text: str) -> int | None:
 
 class CgroupWatch:
     """The campaign's cgroups on this machine: those under ``driver``'s CPU-accounting root whose
-    names start with ``prefix`` (the local backend names each instance's cgroup after it)."""
+    names start with ``prefix``. The local backend names each instance's cgroup after it
+    (``holds_instances``); on any backend, the commands a run's workload starts on this machine
+    (a private network's host end, :mod:`labkit.backends.network_host`) are in one too."""
 
-    def __init__(self, driver: cgroups.Driver, prefix: str):
-        self.driver, self.prefix = driver, prefix
-        if isinstance(driver, cgroups.CgroupV1):
-            self.root = driver.roots.get("cpuacct") or driver.roots["cpu"]
-            self.stat_root = driver.roots["cpu"]
-        else:
-            self.root = self.stat_root = driver.root
+    def __init__(self, driver: cgroups.Driver, prefix: str, holds_instances: bool = True):
+        self.driver, self.prefix, self.holds_instances = driver, prefix, holds_instances
+        self.root = cgroups.accounting_root(driver)
+        self.stat_root = driver.roots["cpu"] if isinstance(driver, cgroups.CgroupV1) else driver.root
 
     def read(self) -> dict[str, tuple[float, int | None]]:
-        """cgroup name -> (CPU seconds used, throttled periods); a cgroup gone meanwhile is left out."""
-        out = {}
+        """cgroup name -> (CPU seconds used, throttled periods); a cgroup gone meanwhile is left out.
+        ``<prefix>host-retired``: what the campaign's host ends removed so far used (their count
+        goes on there: :func:`~labkit.backends.network_host.retired_cpu`)."""
+        out: dict[str, tuple[float, int | None]] = {
+            self.prefix + network_host.GROUP_TAG + "retired": (network_host.retired_cpu(self.prefix), 0)}
         try:
             names = [n for n in os.listdir(self.root) if n.startswith(self.prefix)]
         except OSError:
@@ -108,6 +113,46 @@ class CgroupWatch:
                 throttled = None
             out[name] = (used, throttled)
         return out
+
+
+def campaign_watch(backend: Any, prefix: str) -> CgroupWatch | None:
+    """The :class:`CgroupWatch` of a campaign (instance names ``prefix*``) on ``backend``, which
+    runs here: its instances' cgroups when it has a cgroup driver (the local backend), else its
+    host ends' (cgroups in this machine's CPU-accounting hierarchy; its instances are counted
+    through their own stats); None when this machine has no usable cgroup hierarchy."""
+    driver = getattr(backend, "driver", None)
+    if isinstance(driver, DRIVERS):
+        return CgroupWatch(driver, prefix)
+    try:
+        return CgroupWatch(cgroups.detect_here(), prefix, holds_instances=False)
+    except (LabkitError, OSError):
+        return None
+
+
+def kernel_threads() -> dict[str, int]:
+    """pid -> CPU clock ticks (user + system) of each kernel thread alive: kthreadd and its children
+    (``/proc/2/task/2/children``: kworkers, ksoftirqd, the network namespaces' clean-up...). Their
+    work is the kernel's, done for whoever asked (often the campaign's own instances: a removed
+    network namespace is cleaned up by a kworker), not a process outside the campaign."""
+    with open("/proc/2/task/2/children") as fh:
+        pids = ["2", *fh.read().split()]
+    out = {}
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as fh:
+                data = fh.read()
+        except OSError:
+            continue   # ended meanwhile
+        fields = data[data.rindex(b")") + 2:].split()
+        out[pid] = int(fields[11]) + int(fields[12])
+    return out
+
+
+def kernel_cpu_s(a: dict[str, int], b: dict[str, int]) -> float:
+    """CPU seconds the kernel threads used between two :func:`kernel_threads` readings (a pid
+    new in ``b``, or reused, counts from its start)."""
+    ticks = sum(t if t < a.get(pid, 0) else t - a.get(pid, 0) for pid, t in b.items())
+    return ticks / CLOCK_TICKS
 
 
 def read_host(clock: Callable[[], float], groups: CgroupWatch | None, proc: Any) -> Reading:
@@ -130,8 +175,10 @@ def read_host(clock: Callable[[], float], groups: CgroupWatch | None, proc: Any)
     with contextlib.suppress(OSError, psutil.Error):
         c = proc.cpu_times()
         r.own_cpu_s = c.user + c.system
+    with contextlib.suppress(OSError, ValueError, IndexError):
+        r.kernel = kernel_threads()
     if groups is not None:
-        r.groups = groups.read()
+        r.groups, r.groups_whole = groups.read(), groups.holds_instances
     with contextlib.suppress(OSError):
         r.gauges["load1"] = os.getloadavg()[0]
     with contextlib.suppress(OSError, RuntimeError):
@@ -245,19 +292,27 @@ def delta_rows(a: Reading, b: Reading) -> list[tuple]:
     if a.own_cpu_s is not None and b.own_cpu_s is not None and dt >= SHORTEST_S:
         own = max(0.0, b.own_cpu_s - a.own_cpu_s)
         rows.append(("controller_cpu_pct", 100.0 * own / dt))
-    if (b.groups or a.groups) and not set(a.groups) - set(b.groups):
-        # a cgroup seen first now was made during the interval: all its CPU time is in it; one gone
-        # since (an instance removed) took its last CPU time with it: no campaign CPU for the interval
-        used = sum(max(0.0, cpu - a.groups.get(g, (0.0, None))[0]) for g, (cpu, _) in b.groups.items())
-        throttled = sum(max(0, (n or 0) - (a.groups.get(g, (0.0, 0))[1] or 0)) for g, (_, n) in b.groups.items())
-        rows += [("campaign_cpu_pct", 100.0 * used / dt), ("throttled_periods", float(throttled))]
-        if host_busy is not None:
-            rows.append(("cpu_other_pct", max(0.0, 100.0 * (host_busy - used - (own or 0.0)) / dt)))
-    elif host_busy is not None and a.members is not None and a.members == b.members:
-        used = max(0.0, b.campaign_cpu_s - a.campaign_cpu_s)
+    kernel = None
+    if a.kernel is not None and b.kernel is not None and dt >= SHORTEST_S:
+        kernel = kernel_cpu_s(a.kernel, b.kernel)
+        rows.append(("kernel_cpu_pct", 100.0 * kernel / dt))
+    # a cgroup seen first now was made during the interval: all its CPU time is in it; one gone
+    # since (an instance or host end removed) took its last CPU time with it: no campaign CPU then
+    grouped = None if set(a.groups) - set(b.groups) else \
+        sum(max(0.0, cpu - a.groups.get(g, (0.0, None))[0]) for g, (cpu, _) in b.groups.items())
+    used = None
+    if (b.groups or a.groups) and b.groups_whole:
+        if grouped is not None:
+            throttled = sum(max(0, (n or 0) - (a.groups.get(g, (0.0, 0))[1] or 0)) for g, (_, n) in b.groups.items())
+            used = grouped
+            rows.append(("throttled_periods", float(throttled)))
+    elif host_busy is not None and a.members is not None and a.members == b.members and grouped is not None:
+        # the instances' own counters, plus the campaign's commands on this machine (host ends)
+        used = max(0.0, b.campaign_cpu_s - a.campaign_cpu_s) + grouped
+    if used is not None:
         rows.append(("campaign_cpu_pct", 100.0 * used / dt))
         if host_busy is not None:
-            rows.append(("cpu_other_pct", max(0.0, 100.0 * (host_busy - used - (own or 0.0)) / dt)))
+            rows.append(("cpu_other_pct", max(0.0, 100.0 * (host_busy - used - (own or 0.0) - (kernel or 0.0)) / dt)))
     rows += list(b.gauges.items())
     return rows + instance_rows(a, b, dt)
 

@@ -13,7 +13,7 @@ from typing import Any
 
 from ..design.options import DEFAULT_INTERVAL
 from .hooks import RunContext
-from .readings import DRIVERS, CgroupWatch, InstanceWatch, Reading, delta_rows, read_host
+from .readings import DRIVERS, InstanceWatch, Reading, campaign_watch, delta_rows, read_host
 
 #: readings of this machine the campaign's sampler keeps for the quiet-host guard's look
 HISTORY = 4
@@ -27,11 +27,15 @@ FIRST_S = 0.25
 class Window:
     """One run's share of a :class:`HostSampler`'s readings: ``start`` (the sampler's clock when the
     run's hook was entered), whether this machine's metrics are its own (``host``), its
-    :class:`InstanceWatch`, the rows cut so far and the last reading they reach."""
+    :class:`InstanceWatch`, the rows cut so far and the last reading they reach. ``grouped``: its
+    instances are cgroups the campaign's :class:`~labkit.run.readings.CgroupWatch` counts (local); else (docker, lxd,
+    libvirt) their own stats count, beside the cgroups of the campaign's host ends, even when an
+    earlier run of the same campaign on ``local`` made the sampler watch instance cgroups."""
     start: float
     host: bool
     watch: InstanceWatch | None
     cpu0: float
+    grouped: bool = True
     rows: list = field(default_factory=list)
     last: Reading | None = None
     readings: int = 0
@@ -42,6 +46,8 @@ class Window:
     def add(self, r: Reading) -> None:
         """Append the rows of the interval from the window's last reading to ``r`` (the first
         reading only sets where the rows start)."""
+        if r.groups_whole and not self.grouped:
+            r = replace(r, groups_whole=False)
         if self.last is not None:
             t = round(r.t - self.start, 6)
             self.rows += [(t, m, float(v), *inst) for m, v, *inst in delta_rows(self.last, r) if math.isfinite(v)]
@@ -106,13 +112,15 @@ class HostSampler:
         ``prefix``) when ``backend`` has a cgroup driver (the local backend); a later run's driver
         adds them if the first had none. A reader given to the constructor is kept as is."""
         driver = getattr(backend, "driver", None)
+        holds = isinstance(driver, DRIVERS)
         with self._start_lock:
             if self.read_host is not None and not getattr(self.read_host, "labkit_default", False):
                 return
-            if self.read_host is not None and (self._groups_for is not None or not isinstance(driver, DRIVERS)):
+            current = self._groups_for
+            if self.read_host is not None and (not holds or (current is not None and current.holds_instances)):
                 return
             import psutil
-            watch = CgroupWatch(driver, prefix) if isinstance(driver, DRIVERS) else None
+            watch = campaign_watch(backend, prefix)
             self._groups_for = watch
             proc = psutil.Process()
 
@@ -286,9 +294,10 @@ class HostSampler:
         if host and ctx is not None:
             self.configure(ctx.backend, ctx.prefix)
         threaded = self.ensure_started()
-        w = Window(self.clock(), host, InstanceWatch(ctx) if ctx is not None else None, self.cpu_s)
+        grouped = ctx is None or isinstance(getattr(ctx.backend, "driver", None), DRIVERS)
+        w = Window(self.clock(), host, InstanceWatch(ctx) if ctx is not None else None, self.cpu_s, grouped)
         first = None
-        if host and (not threaded or self._groups_for is not None):
+        if host and (not threaded or (self._groups_for is not None and self._groups_for.holds_instances)):
             # no thread, or the campaign's cgroups tell its CPU (local): the window starts with a
             # reading now, not the thread's last one (which may hold a removed instance's CPU)
             c0 = self.thread_clock()

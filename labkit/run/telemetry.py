@@ -27,14 +27,18 @@ Metrics (psutil and /proc; a metric the host does not have is left out):
 * ``disk_read_Bps``, ``disk_write_Bps``, ``net_rx_Bps``, ``net_tx_Bps`` (counter deltas);
 * ``freq_min_mhz``, ``freq_max_mhz`` over the CPUs (where cpufreq is readable);
 * ``host_cpu_used_pct`` (busy CPU time in % of one CPU), ``controller_cpu_pct`` (this process, the
-  sampler included), and, where the instances' CPU is known (the ``local`` backend: the cgroups
+  sampler included), ``kernel_cpu_pct`` (the kernel's threads: kworkers, ksoftirqd, a removed
+  network namespace's clean-up; work done for whoever asked, often the campaign itself), and, where
+  the instances' CPU is known (the ``local`` backend: the cgroups
   whose names start with the campaign's prefix, its instances and neighbours, v1 or v2),
-  ``campaign_cpu_pct``, ``cpu_other_pct`` (host minus campaign cgroups minus this process: the
-  processes outside the campaign, % of one CPU) and ``throttled_periods`` (CFS periods the
+  ``campaign_cpu_pct``, ``cpu_other_pct`` (host minus campaign cgroups minus this process minus the
+  kernel's threads: the processes outside the campaign, % of one CPU) and ``throttled_periods`` (CFS periods the
   campaign's cgroups were throttled in); on the other backends running here (``docker``, ``lxd``,
   ``libvirt``), ``campaign_cpu_pct`` and ``cpu_other_pct`` come from the instances' and their
   neighbours' own counters (below), for the intervals in which all of them were known (not while
-  the instances are being made).
+  the instances are being made). On every backend the commands a workload runs on this machine
+  (a private network's host end: ``ab`` or an ``iperf3`` end on the host) are in a cgroup named
+  after the campaign and count as the campaign's, not as processes outside it.
 
 Per instance, from its backend's own stats interface (:meth:`Instance.stats
 <labkit.backends.base.Instance.stats>`: the cgroup's files for ``local`` and, through the
@@ -78,6 +82,7 @@ from .readings import (  # noqa: F401 (re-exported: what telemetry reads)
     CgroupWatch,
     InstanceWatch,
     Reading,
+    campaign_watch,
     delta_rows,
     instance_rows,
     parse_psi,
@@ -148,8 +153,7 @@ class Telemetry(RunHook):
         """How one reading for ``ctx``'s run is taken on the caller's thread: this machine
         (``host``), with the campaign's cgroups when the backend has a cgroup driver (the local
         backend), and the run's instances (the guard's first look, before the sampler has read)."""
-        driver = getattr(ctx.backend, "driver", None)
-        watch = CgroupWatch(driver, ctx.prefix) if host and isinstance(driver, DRIVERS) else None
+        watch = campaign_watch(ctx.backend, ctx.prefix) if host else None
         proc = None
         if host:
             import psutil

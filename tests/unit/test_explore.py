@@ -95,14 +95,15 @@ def test_catalog_and_its_filters(data):
                                                                            "affinity-platforms"]
     assert list(catalog.filter_catalog(cat, platform="docker").campaign) == ["overhead-cpu"]
     assert set(catalog.filter_catalog(cat, backend="lxd").campaign) == {"affinity-lxd-libvirt", "deployments-cpu-lxd"}
-    # affinity-local, affinity-platforms and deployments-cpu-*: run again on 2026-11-27 with telemetry and levels
+    # affinity-local, affinity-apache-local, affinity-platforms and deployments-cpu-*: run again on
+    # 2026-11-27 with telemetry and levels
     assert list(catalog.filter_catalog(cat, study="deployments_cpu", since="2026-11-27").campaign) == [
         "deployments-cpu-local", "deployments-cpu-lxd"]
     assert catalog.filter_catalog(cat, until="2026-11-24").campaign.tolist() == [
-        "affinity-apache-local", "affinity-lxd-libvirt", "overhead-cpu"]
+        "affinity-lxd-libvirt", "overhead-cpu"]
     assert catalog.filter_catalog(cat, since="2026-11-24").campaign.tolist() == [
-        "affinity-local", "affinity-lxd-libvirt", "affinity-platforms", "deployments-cpu-local",
-        "deployments-cpu-lxd"]
+        "affinity-apache-local", "affinity-local", "affinity-lxd-libvirt", "affinity-platforms",
+        "deployments-cpu-local", "deployments-cpu-lxd"]
     assert catalog.filter_catalog(cat, status="failures").empty
     with pytest.raises(ConfigError, match="YYYY-MM-DD"):
         catalog.filter_catalog(cat, since="yesterday")
@@ -206,7 +207,7 @@ def test_explorer_views(data):
     assert isinstance(view[-1], Figure) and any("How they differ" in getattr(x, "data", "") for x in view)
     # telemetry: every run's summaries with the suspect runs counted, then one run's samples (the
     # first suspect one); stores made before telemetry was kept say they have none
-    for cid in ("affinity-local", "affinity-apache-local"):
+    for cid in ("affinity-local", "affinity-apache-local", "affinity-lxd-libvirt"):   # the last has none
         with Store(data / cid / "store.sqlite", readonly=True) as st:
             stored, samples = st.runs(), st.samples()
         tel = ex.telemetry_view(cid)

@@ -69,3 +69,56 @@ def test_a_remote_host_end_is_asked_for_the_tool_and_destroyed():
     with host_end([on_network(there)], "iperf3", "to_host", "iperf3", "iperf3") as host:
         assert host is there and not there._destroyed
     assert there._destroyed
+
+
+needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="a host end's cgroup needs root")
+
+
+@needs_root
+def test_a_host_ends_commands_are_counted_in_a_cgroup_named_after_the_campaign():
+    """The quiet-host guard took ``ab`` on the host (apache ``path: from_host``) for a process
+    outside the campaign and flagged every run: a host end's commands now run in a cgroup named
+    with the campaign's prefix, which the campaign's telemetry counts, and which goes with it."""
+    from labkit.backends import cgroups
+    from labkit.run.readings import CgroupWatch
+    watch = CgroupWatch(cgroups.detect_here(), "labkit-t--", holds_instances=False)
+    retired = "labkit-t--host-retired"
+    before_all = sum(cpu for cpu, _ in watch.read().values())
+    host = HostEnd(on_network().network)
+    try:
+        name = host.group_name
+        assert name.startswith("labkit-t--host-") and host.metadata["cgroup"] == name
+        assert f"/{name}" in host.exec(["cat", "/proc/self/cgroup"], timeout=30).stdout
+        before = host.stats()["cpu_s"]
+        host.exec(["sh", "-c", "i=0; while [ $i -lt 200000 ]; do i=$((i+1)); done"], timeout=120)
+        used = host.stats()["cpu_s"] - before
+        assert used > 0.05
+        assert watch.read()[name][0] >= used
+        # a process that left the command's session is still the host end's, and dies with it
+        host.exec(["sh", "-c", "setsid -f sleep 600 </dev/null >/dev/null 2>&1"], timeout=30)
+        path = f"{cgroups.accounting_root(cgroups.detect_here())}/{name}"
+        assert cgroups.read_local(f"{path}/cgroup.procs").split()
+    finally:
+        host.destroy()
+    assert not os.path.exists(path)
+    # gone between two readings, its CPU is still the campaign's: the watch's retired count holds it
+    after = watch.read()
+    assert name not in after and sum(cpu for cpu, _ in after.values()) - before_all >= used
+    assert after[retired][0] >= used
+
+
+@needs_root
+def test_remove_leftovers_removes_only_the_campaigns_host_end_cgroups():
+    from labkit.backends import cgroups
+    from labkit.backends.network_host import remove_leftovers
+    root = cgroups.accounting_root(cgroups.detect_here())
+    ours, theirs = f"{root}/labkit-t--host-0badc0de", f"{root}/labkit-t2--host-0badc0de"
+    os.mkdir(ours)
+    os.mkdir(theirs)
+    try:
+        assert remove_leftovers("labkit-t--") == ["labkit-t--host-0badc0de"]
+        assert not os.path.exists(ours) and os.path.isdir(theirs)
+    finally:
+        for d in (ours, theirs):
+            if os.path.isdir(d):
+                os.rmdir(d)

@@ -2,6 +2,7 @@
 clock, where it refuses to sample, and the store's ``samples`` table."""
 from __future__ import annotations
 
+import os
 import sqlite3
 from collections import namedtuple
 from types import SimpleNamespace
@@ -115,6 +116,48 @@ def test_an_interval_in_which_a_campaign_cgroup_was_removed_tells_no_campaign_or
     assert "cpu_other_pct" not in rows and "campaign_cpu_pct" not in rows
 
 
+def test_on_a_backend_whose_instances_tell_their_own_cpu_the_host_ends_cgroups_count_as_the_campaigns():
+    """docker/lxd/libvirt: the instances' CPU comes from their stats (``members``), and a host end's
+    commands (``ab`` on the host) from its cgroup; before, ``ab`` counted as outside the campaign."""
+    kw = dict(own_cpu_s=0.0, groups_whole=False, members=frozenset({"i1"}))
+    a = Reading(0.0, cpus=[cpu(user=0, idle=0)] * 2, groups={}, campaign_cpu_s=10.0, **kw)
+    b = Reading(2.0, cpus=[cpu(user=1.5, idle=0.5)] * 2, groups={"p--host-1": (0.8, 0)}, campaign_cpu_s=11.0, **kw)
+    rows = dict(delta_rows(a, b))
+    assert rows["campaign_cpu_pct"] == pytest.approx(100 * (1.0 + 0.8) / 2)
+    assert rows["cpu_other_pct"] == pytest.approx(100 * (3.0 - 1.8) / 2)
+    assert "throttled_periods" not in rows   # the instances' own, not the host ends'
+    # the host end removed during the interval took its last CPU with it: nothing told
+    c = Reading(3.0, cpus=[cpu(user=2.0, idle=1.0)] * 2, groups={}, campaign_cpu_s=11.5, **kw)
+    assert "cpu_other_pct" not in dict(delta_rows(b, c))
+    # with no host end at all, the instances' counters alone, as before
+    d = Reading(4.0, cpus=[cpu(user=2.5, idle=1.5)] * 2, groups={}, campaign_cpu_s=12.0, **kw)
+    assert dict(delta_rows(c, d))["campaign_cpu_pct"] == pytest.approx(50.0)
+
+
+def test_the_kernels_threads_are_not_processes_outside_the_campaign():
+    """A campaign's removed network namespaces are cleaned up by kworkers (10-20 % of a CPU after
+    each apache run): the kernel's threads are told apart (``kernel_cpu_pct``), not counted as
+    other processes; a thread new in the interval, or a pid reused, counts from its start."""
+    from labkit.run.readings import CLOCK_TICKS
+    t = CLOCK_TICKS
+    a = Reading(0.0, cpus=[cpu(user=0, idle=0)] * 2, own_cpu_s=0.0, groups={"c-a": (1.0, 0)},
+                kernel={"2": 0, "40": 5 * t, "41": 3 * t})
+    b = Reading(2.0, cpus=[cpu(user=1.5, idle=0.5)] * 2, own_cpu_s=0.0, groups={"c-a": (2.5, 0)},
+                kernel={"2": 0, "40": int(5.2 * t), "41": int(0.1 * t), "99": int(0.1 * t)})   # 41 reused, 99 new
+    rows = dict(delta_rows(a, b))
+    assert rows["kernel_cpu_pct"] == pytest.approx(100 * 0.4 / 2)
+    assert rows["cpu_other_pct"] == pytest.approx(100 * (3.0 - 1.5 - 0.4) / 2)
+
+
+def test_kernel_threads_are_read_from_kthreadds_children():
+    from labkit.run.readings import kernel_threads
+    if not os.path.exists("/proc/2/task/2/children"):
+        pytest.skip("this kernel does not list a task's children (CONFIG_PROC_CHILDREN)")
+    seen = kernel_threads()
+    assert "2" in seen and len(seen) > 1 and all(v >= 0 for v in seen.values())
+    assert str(os.getpid()) not in seen
+
+
 def test_readings_without_time_passing_give_no_rows():
     assert delta_rows(Reading(1.0), Reading(1.0)) == []
 
@@ -162,7 +205,8 @@ def test_cgroup_watch_reads_the_campaigns_cgroups_v2(tmp_path):
     for name, usage, throttled in (("lk-c-1", 2_000_000, 3), ("lk-c-2", 500_000, 0), ("other", 9_000_000, 9)):
         (tmp_path / name).mkdir()
         (tmp_path / name / "cpu.stat").write_text(f"usage_usec {usage}\nnr_periods 9\nnr_throttled {throttled}\n")
-    assert CgroupWatch(CgroupV2(str(tmp_path)), "lk-c-").read() == {"lk-c-1": (2.0, 3), "lk-c-2": (0.5, 0)}
+    assert CgroupWatch(CgroupV2(str(tmp_path)), "lk-c-").read() == {"lk-c-1": (2.0, 3), "lk-c-2": (0.5, 0),
+                                                                    "lk-c-host-retired": (0.0, 0)}
 
 
 def test_cgroup_watch_reads_the_campaigns_cgroups_v1(tmp_path):
@@ -172,7 +216,8 @@ def test_cgroup_watch_reads_the_campaigns_cgroups_v1(tmp_path):
         (r / "lk-c-1").mkdir(parents=True)
     (roots["cpuacct"] / "lk-c-1" / "cpuacct.usage").write_text("1500000000\n")
     (roots["cpu"] / "lk-c-1" / "cpu.stat").write_text("nr_periods 4\nnr_throttled 2\nthrottled_time 7\n")
-    assert CgroupWatch(CgroupV1({k: str(v) for k, v in roots.items()}), "lk-c-").read() == {"lk-c-1": (1.5, 2)}
+    assert CgroupWatch(CgroupV1({k: str(v) for k, v in roots.items()}), "lk-c-").read() == {
+        "lk-c-1": (1.5, 2), "lk-c-host-retired": (0.0, 0)}
 
 
 # -- the store's samples table ---------------------------------------------------------------

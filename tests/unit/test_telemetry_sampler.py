@@ -374,7 +374,7 @@ def test_a_window_on_a_machine_whose_cgroups_tell_the_campaigns_cpu_starts_with_
     clock = Clock()
     reads: list = []
     s = gauge_sampler(clock, reads)
-    s._groups_for = object()   # as configure() sets it for a backend with a cgroup driver
+    s._groups_for = SimpleNamespace(holds_instances=True)   # as configure() sets it for a backend with a cgroup driver
     read_twice(s, clock)
     clock.now = 1.4
     with s.campaign():
@@ -384,3 +384,28 @@ def test_a_window_on_a_machine_whose_cgroups_tell_the_campaigns_cpu_starts_with_
         s.sample()
         s.close(w)
     assert [t for t, m, *_ in w.rows if m == "load1"][0] == pytest.approx(0.6)   # from 1.4, not from 1.0
+
+
+def test_a_run_on_a_backend_without_cgroups_of_ours_counts_its_instances_in_a_campaign_that_ran_local():
+    """platform = [local, lxd]: the sampler watches the local instances' cgroups, and an lxd run's
+    container (its CPU from LXD's state) counted as processes outside the campaign: up to 150 % of
+    a CPU, every lxd run flagged. A window of a backend whose instances are not those cgroups counts
+    its instances' own CPU beside the cgroups of the campaign's host ends (ab on the host)."""
+    clock = Clock(0.0)
+
+    def read():   # 2 CPUs, 1 CPU-s busy per second; a host end's cgroup 0.1 s/s; this process 0.05 s/s
+        t = clock.now
+        return Reading(t, cpus=[cpu(0.5 * t, 0.5 * t)] * 2, own_cpu_s=0.05 * t,
+                       groups={"lk-t-host-1": (0.1 * t, 0)}, groups_whole=True)
+    s = HostSampler(1.0, read, clock=clock, thread_clock=lambda: 0.0, autostart=False)
+    container = SimpleNamespace(name="lk-t-c1", stats=lambda: {"cpu_s": 0.8 * clock.now})
+    with s.campaign():
+        w = s.open(ctx_with([container], backend=SimpleNamespace(name="lxd")), host=True)
+        for now in (1.0, 2.0, 3.0):
+            clock.now = now
+            s.sample()
+        s.close(w)
+    other = [v for _, m, v, *_ in w.rows if m == "cpu_other_pct"]
+    campaign = [v for _, m, v, *_ in w.rows if m == "campaign_cpu_pct"]
+    assert other and all(v == pytest.approx(5.0) for v in other)
+    assert all(v == pytest.approx(90.0) for v in campaign)

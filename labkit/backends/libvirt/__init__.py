@@ -44,6 +44,7 @@ from ...core.instance import InstanceSpec
 from ...core.mounts import parse_mounts
 from ...core.waiting import wait_until
 from ...errors import BackendError, BackendUnavailable, ConfigError, tail
+from .. import network_host
 from ..base import (
     NAME_PREFIX,
     Backend,
@@ -531,8 +532,9 @@ class LibvirtBackend(Backend):
         for name in self.networks(prefix):
             libvirt_net.remove(self.conn, name)
             removed.add(name)
-        if self.local:   # cgroups libvirt left behind for domains already gone
+        if self.local:   # cgroups libvirt left behind for domains already gone, and host ends'
             remove_machine_cgroups(prefix + "*")
+            removed.update(network_host.remove_leftovers(prefix))
         return sorted(removed)
 
     # -- private networks ------------------------------------------------------

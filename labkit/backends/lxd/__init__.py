@@ -408,7 +408,8 @@ class LxdBackend(CleanupByName, Backend):
     def _create_network(self, network: Network) -> None:
         """A host bridge without uplink (see :func:`labkit.core.network.create_bridge`), not an LXD
         managed network: that would need dnsmasq even with DHCP and DNS off."""
-        netmod.create_bridge(network.device, network.name, f"{network.host_address}/{network.prefixlen}")
+        network.conntrack_exempt = netmod.create_bridge(network.device, network.name,
+                                                        f"{network.host_address}/{network.prefixlen}")
 
     def _remove_network(self, network: Network) -> None:
         netmod.delete_bridge(network.device, network.name)
