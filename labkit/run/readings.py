@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -129,23 +130,53 @@ def campaign_watch(backend: Any, prefix: str) -> CgroupWatch | None:
         return None
 
 
-def kernel_threads() -> dict[str, int]:
-    """pid -> CPU clock ticks (user + system) of each kernel thread alive: kthreadd and its children
+class KernelThreads:
+    """The CPU clock ticks (user + system) of each kernel thread alive: kthreadd and its children
     (``/proc/2/task/2/children``: kworkers, ksoftirqd, the network namespaces' clean-up...). Their
     work is the kernel's, done for whoever asked (often the campaign's own instances: a removed
-    network namespace is cleaned up by a kworker), not a process outside the campaign."""
-    with open("/proc/2/task/2/children") as fh:
-        pids = ["2", *fh.read().split()]
-    out = {}
-    for pid in pids:
-        try:
-            with open(f"/proc/{pid}/stat", "rb") as fh:
-                data = fh.read()
-        except OSError:
-            continue   # ended meanwhile
-        fields = data[data.rindex(b")") + 2:].split()
-        out[pid] = int(fields[11]) + int(fields[12])
-    return out
+    network namespace is cleaned up by a kworker), not a process outside the campaign.
+
+    Each thread's ``stat`` file stays open between readings (a ``pread`` each: ~0.3 ms for 85
+    threads instead of ~1.1 ms opening them every time), at most :attr:`MAX_OPEN` of them (the
+    others are opened at each reading); one that ended is closed."""
+
+    MAX_OPEN = 256
+
+    def __init__(self) -> None:
+        self._fds: dict[str, int] = {}
+        self._lock = threading.Lock()
+
+    def read(self) -> dict[str, int]:
+        """pid -> ticks; OSError where /proc does not list kthreadd's children."""
+        with open("/proc/2/task/2/children") as fh:
+            pids = ["2", *fh.read().split()]
+        out = {}
+        with self._lock:
+            for pid in set(self._fds) - set(pids):
+                os.close(self._fds.pop(pid))
+            for pid in pids:
+                fd = self._fds.get(pid)
+                try:
+                    if fd is None:
+                        fd = os.open(f"/proc/{pid}/stat", os.O_RDONLY | os.O_CLOEXEC)
+                        if len(self._fds) < self.MAX_OPEN:
+                            self._fds[pid] = fd
+                    data = os.pread(fd, 1024, 0)
+                except OSError:
+                    self._fds.pop(pid, None)   # closed below
+                    continue   # ended meanwhile
+                finally:
+                    if fd is not None and pid not in self._fds:
+                        os.close(fd)
+                if not data:
+                    continue
+                fields = data[data.rindex(b")") + 2:].split()
+                out[pid] = int(fields[11]) + int(fields[12])
+        return out
+
+
+#: this process's reader of the kernel threads (one set of open files for every sampler)
+kernel_threads = KernelThreads().read
 
 
 def kernel_cpu_s(a: dict[str, int], b: dict[str, int]) -> float:

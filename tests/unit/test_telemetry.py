@@ -156,6 +156,14 @@ def test_kernel_threads_are_read_from_kthreadds_children():
     seen = kernel_threads()
     assert "2" in seen and len(seen) > 1 and all(v >= 0 for v in seen.values())
     assert str(os.getpid()) not in seen
+    # the stat files stay open, at most MAX_OPEN of them; the others are opened and closed each time
+    from labkit.run.readings import KernelThreads
+    capped = KernelThreads()
+    capped.MAX_OPEN = 1
+    fds = len(os.listdir("/proc/self/fd"))
+    for _ in range(3):
+        assert set(capped.read()) >= {"2"}
+    assert len(os.listdir("/proc/self/fd")) <= fds + 1
 
 
 def test_readings_without_time_passing_give_no_rows():
