@@ -332,7 +332,7 @@ def delta_rows(a: Reading, b: Reading) -> list[tuple]:
     grouped = None if set(a.groups) - set(b.groups) else \
         sum(max(0.0, cpu - a.groups.get(g, (0.0, None))[0]) for g, (cpu, _) in b.groups.items())
     used = None
-    if (b.groups or a.groups) and b.groups_whole:
+    if (b.groups or a.groups) and a.groups_whole and b.groups_whole:
         if grouped is not None:
             throttled = sum(max(0, (n or 0) - (a.groups.get(g, (0.0, 0))[1] or 0)) for g, (_, n) in b.groups.items())
             used = grouped

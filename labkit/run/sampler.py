@@ -260,6 +260,8 @@ class HostSampler:
         with self._lock:
             if host is not None:
                 host.members, host.campaign_cpu_s = members, used
+                if any(w.host and not w.grouped for w in windows):
+                    host.groups_whole = False   # a run whose instances are not cgroups of ours was on
                 self.prev, self.last = self.last, host
                 self._history.append(host)
                 if len(self._history) > 1:

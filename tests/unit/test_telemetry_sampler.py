@@ -405,6 +405,11 @@ def test_a_run_on_a_backend_without_cgroups_of_ours_counts_its_instances_in_a_ca
             clock.now = now
             s.sample()
         s.close(w)
+        # the next run's look before it: the last interval still holds the container's CPU (being
+        # stopped), which it cannot tell apart; the one before it can (before: 85 %, the container's)
+        clock.now = 4.0
+        s.sample()
+        assert pre_run_load(ctx_with(), 0.25, sampler=s)["other_cpu_pct"] == pytest.approx(5.0)
     other = [v for _, m, v, *_ in w.rows if m == "cpu_other_pct"]
     campaign = [v for _, m, v, *_ in w.rows if m == "campaign_cpu_pct"]
     assert other and all(v == pytest.approx(5.0) for v in other)
