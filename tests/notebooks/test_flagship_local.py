@@ -98,7 +98,7 @@ def test_view_mode_defaults_read_the_committed_campaign_read_only(run_notebook, 
 
 @pytest.mark.parametrize("platforms, workload, campaign, runs", [
     (["local", "lxd"], "nqueens", "affinity-platforms", 192),               # 2^5 x 6
-    (["local", "lxd"], "apache", "affinity-apache-platforms", 96),          # 2^5 x 3
+    (["local", "lxd"], "apache", "affinity-apache-platforms", 192),         # 2^5 x 6
     (["lxd", "libvirt"], "nqueens", "affinity-lxd-libvirt", 64),            # 2^5 x 2, libvirt = TCG
 ])
 def test_view_mode_on_the_committed_platform_design(run_notebook, tmp_path, platforms, workload, campaign, runs):

@@ -159,10 +159,10 @@ def test_list_campaigns_and_run_facts_on_committed_data(data):
     from labkit.studies import load_platform_campaigns, overhead_benchmarks
     table = list_campaigns(data)
     assert list(table.campaign) == ["affinity-local", "overhead-cpu", "overhead-memory"]
-    assert table.set_index("campaign").loc["overhead-cpu", "ok"] == 16    # 4 platforms x 2 threads x 2
+    assert table.set_index("campaign").loc["overhead-cpu", "ok"] == 40    # 4 platforms x 2 threads x 5
     b = overhead_benchmarks()
     got, failures, facts = load_platform_campaigns(data, {"cpu": "overhead-cpu", "disk": "overhead-disk"}, b)
-    assert len(got) == 16 and set(got.test) == {"cpu events_per_s threads=1", "cpu events_per_s threads=2"}
+    assert len(got) == 40 and set(got.test) == {"cpu events_per_s threads=1", "cpu events_per_s threads=2"}
     assert set(got.platform) == {"local", "docker", "lxd", "libvirt"}
     assert list(failures.benchmark) == ["disk"] and "no results" in failures.note.iloc[0]
     assert set(facts["docker"]["versions"]["cpu"]) == {"sysbench"}
