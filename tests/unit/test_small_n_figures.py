@@ -28,10 +28,13 @@ def overhead_data():
 def test_the_slowdown_figure_of_the_committed_overhead_campaigns_holds(overhead_data):
     ov = stats.overhead_ratios(overhead_data, response="value", baseline="local",
                                by=["benchmark", "metric", "level", "test"], lower_is_better=OVERHEAD_LOWER_IS_BETTER)
-    assert ov.ci_low.isna().any()                     # 2 runs: some intervals are unbounded
+    # with 2 runs some intervals were unbounded (drawn open-ended: the arrowhead test below); since
+    # the re-run of 2026-11-27 (5 runs) every ratio that has a native run to compare with is bounded
+    shown = ov.dropna(subset=["ratio"])
+    assert len(shown) > 20 and not shown[["ci_low", "ci_high"]].isna().any().any()
     fig = plots.overhead(ov, panel="benchmark", test="test", baseline="local (native)")
     assert figure_problems(fig) == []
-    assert any(a.get_gid() == "open_interval" for ax in fig.axes for a in ax.texts)   # drawn open-ended
+    assert not any(a.get_gid() == "open_interval" for ax in fig.axes for a in ax.texts)
     for ax in fig.axes[:len(set(ov.benchmark))]:
         lo, hi = ax.get_xlim()
         assert lo > 1e-2 and hi < 1e3
