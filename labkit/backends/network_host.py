@@ -37,13 +37,17 @@ from .networks import Network
 GROUP_TAG = "host-"
 
 
-def group_name(network_name: str) -> str:
-    """A fresh cgroup name for a host end of the network ``network_name``: the campaign's prefix
-    (``labkit-<id>--``, the network's own) + ``host-`` + 8 hex; ``labkit-host-<hex>`` for a
-    network no campaign made."""
+def campaign_prefix_of(network_name: str) -> str:
+    """The campaign's prefix (``labkit-<id>--``) the network ``network_name`` is named with;
+    ``labkit-`` for a network no campaign made."""
     head, sep, _ = network_name.partition("--")
-    prefix = f"{head}--" if sep and head.startswith(NAME_PREFIX) else NAME_PREFIX
-    return f"{prefix}{GROUP_TAG}{secrets.token_hex(4)}"
+    return f"{head}--" if sep and head.startswith(NAME_PREFIX) else NAME_PREFIX
+
+
+def group_name(network_name: str) -> str:
+    """A fresh cgroup name for a host end of the network ``network_name``: its campaign's prefix
+    (:func:`campaign_prefix_of`) + ``host-`` + 8 hex."""
+    return f"{campaign_prefix_of(network_name)}{GROUP_TAG}{secrets.token_hex(4)}"
 
 
 def _make_group(name: str) -> tuple[cgroups.Driver | None, str | None, str | None]:
@@ -81,8 +85,7 @@ def remove_leftovers(prefix: str) -> list[str]:
         names = sorted(n for n in os.listdir(root) if n.startswith(prefix + GROUP_TAG))
     except (LabkitError, OSError):
         return []
-    for name in names:
-        cgroups.apply([cgroups.Op("rmdir", f"{root}/{name}")])
+    cgroups.apply([cgroups.Op("rmdir", f"{root}/{name}") for name in names])
     return names
 
 
@@ -93,8 +96,8 @@ class HostEnd(Instance):
         super().__init__(network.backend, "host", InstanceSpec(), 0, None)
         self.network, self.address = network, network.host_address
         self._dir = tempfile.mkdtemp(prefix="labkit-host-")   # 0700, ours
+        self.prefix = campaign_prefix_of(network.name)
         self.group_name = group_name(network.name)
-        self.prefix = self.group_name[:-len(GROUP_TAG) - 8]
         self._driver, self._group, why = _make_group(self.group_name)
         self.metadata.update(address=self.address, cgroup=self.group_name if self._group else why)
 
