@@ -12,9 +12,13 @@ hook's ``around_run``, median per run) and the load average are printed beside i
 
 Then the cost of the local backend's isolation (issue 28): one instance with isolation
 ``strict`` (the default) and one with ``none``, side by side, ``--pairs`` rounds (default
-200) each running ``true`` once in both, in alternating order; and ``--pairs // 10`` rounds
-making and destroying one instance of each. Printed: the median of each, the ratio of
-the medians (strict / none), and the 2.5-97.5 % range of the per-round ratios.
+200) each running ``true`` once in both, in alternating order; ``--pairs // 10`` rounds
+making and destroying one instance of each; and ``--pairs // 2`` rounds of what a run's
+instance goes through (make, run ``true`` once, destroy). Printed: the median of each, the
+ratio of the medians (strict / none), the 2.5-97.5 % range of the per-round ratios, and for
+the whole cycle the median of the paired differences (strict - none) with its exact
+distribution-free 95 % interval (:func:`labkit.stats.quantile_ci`): an interval that holds 0
+means the sandbox's cost is not measurable at that many rounds.
 No assertion on time: the machine is shared and noisy; this prints, you judge.
 """
 from __future__ import annotations
@@ -34,6 +38,7 @@ from labkit.core.instance import InstanceSpec
 from labkit.design import Design
 from labkit.run.campaign import Campaign
 from labkit.run.hooks import RunHook
+from labkit.stats import quantile_ci
 
 ISOLATION = ("strict", "none")
 
@@ -90,11 +95,26 @@ def isolation_cost(pairs: int) -> None:
                 t = time.perf_counter()
                 teardown(backends[mode].provision(spec, prefix="labkit-bench-iso--"))
                 made[mode].append(time.perf_counter() - t)
+        cycle: dict[str, list[float]] = {m: [] for m in ISOLATION}
+        for i in range(max(6, pairs // 2)):
+            for mode in (ISOLATION if i % 2 == 0 else ISOLATION[::-1]):
+                t = time.perf_counter()
+                made_now = backends[mode].provision(spec, prefix="labkit-bench-iso--")
+                try:
+                    made_now[0].exec(["true"], timeout=60)
+                finally:
+                    teardown(made_now)
+                cycle[mode].append(time.perf_counter() - t)
     finally:
         teardown(list(insts.values()))
     print(f"isolation cost (local backend; {pairs} interleaved rounds)")
     _print_pair("exec of `true`", execs)
     _print_pair("make + destroy instance", made)
+    _print_pair("make + exec + destroy", cycle)
+    diff = quantile_ci([1000 * (a - b) for a, b in zip(cycle["strict"], cycle["none"])]).iloc[0]
+    print(f"{'':26} strict - none, median of the paired differences {diff.estimate:+.2f} ms, exact 95 % "
+          f"interval [{diff.low:+.2f}, {diff.high:+.2f}] ms ({'holds 0: not measurable' if diff.low <= 0 <= diff.high else 'excludes 0'}"
+          f" at n={int(diff.n)})")
 
 
 class Timed(RunHook):

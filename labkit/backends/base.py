@@ -422,6 +422,10 @@ class Backend(ABC):
     OPTIONS: tuple[str, ...] = ()
     #: most NICs an instance can bond on a private network (``nics`` factor; 1: no aggregation)
     MAX_NICS = 1
+    #: names (``/proc/<pid>/comm``) of the host daemons that do this backend's work when it runs on
+    #: this machine: their CPU making and removing a campaign's instances is the campaign's
+    #: (telemetry's ``daemon_cpu_pct``), not a process outside it
+    daemons: tuple[str, ...] = ()
 
     def __init__(self, **options):
         check_options(self.name, options, self.OPTIONS)

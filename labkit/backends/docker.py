@@ -196,6 +196,7 @@ class DockerBackend(CleanupByName, Backend):
 
     name = "docker"
     OPTIONS = ("image", "base_url", "api_timeout", "mounts", *docker_ssh.OPTIONS)
+    daemons = ("dockerd", "containerd", "containerd-shim", "docker-proxy")   # comm: 15 characters
 
     def __init__(self, **options):
         super().__init__(**options)

@@ -6,7 +6,8 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -52,6 +53,7 @@ class Reading:
     net: tuple | None = None                        # (bytes_recv, bytes_sent)
     own_cpu_s: float | None = None                  # this process's CPU time
     kernel: dict | None = None                      # kernel thread pid -> CPU clock ticks used
+    daemons: dict | None = None                     # backend daemon "pid:start" -> CPU clock ticks used
     groups: dict = field(default_factory=dict)      # campaign cgroup -> (cpu_s, nr_throttled)
     gauges: dict = field(default_factory=dict)      # metric -> value read as is (load, memory, freq)
     instances: dict = field(default_factory=dict)   # the run's instance id -> Instance.stats()
@@ -180,14 +182,80 @@ kernel_threads = KernelThreads().read
 
 
 def kernel_cpu_s(a: dict[str, int], b: dict[str, int]) -> float:
-    """CPU seconds the kernel threads used between two :func:`kernel_threads` readings (a pid
-    new in ``b``, or reused, counts from its start)."""
+    """CPU seconds the processes of two readings of clock ticks used between them (the kernel
+    threads of :func:`kernel_threads`, the daemons of :class:`DaemonCpu`; one new in ``b``, or a
+    pid reused, counts from its start)."""
     ticks = sum(t if t < a.get(pid, 0) else t - a.get(pid, 0) for pid, t in b.items())
     return ticks / CLOCK_TICKS
 
 
-def read_host(clock: Callable[[], float], groups: CgroupWatch | None, proc: Any) -> Reading:
-    """One :class:`Reading` of this machine (psutil, /proc/pressure, the campaign's cgroups)."""
+class DaemonCpu:
+    """The CPU clock ticks (user + system: their own, not their children's, which the instances'
+    stats count) of the host daemons that do the campaign's backends' work on this machine
+    (:attr:`Backend.daemons <labkit.backends.base.Backend.daemons>`: LXD, dockerd and containerd,
+    libvirtd; :meth:`add`). Their work making and removing the campaign's instances (LXD deleting
+    a container's root file system after a run: 10-35 % of a CPU) is the campaign's, not a process
+    outside it. Another campaign using the same daemon meanwhile is told apart by the registry
+    (``others_running``, the run flagged suspect), not here.
+
+    The processes are found by name (``/proc/<pid>/comm``) at most every :attr:`RESCAN_S` seconds
+    (a scan of /proc: ~2 ms); between scans only their stat files are read. Keys are
+    ``"<pid>:<start time>"``, so a pid reused by another process is a new one."""
+
+    RESCAN_S = 5.0
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic, proc: str = "/proc") -> None:
+        self.names: frozenset[str] = frozenset()
+        self.clock, self.proc = clock, proc
+        self._pids: list[str] = []
+        self._scanned: float | None = None
+        self._lock = threading.Lock()
+
+    def add(self, names: Iterable[str]) -> None:
+        """Count the daemons called ``names`` too (``comm``, at most 15 characters) from the next
+        reading on."""
+        with self._lock:
+            more = self.names | {n[:15] for n in names}
+            if more != self.names:
+                self.names, self._scanned = more, None
+
+    def _scan(self) -> None:
+        pids = []
+        for pid in os.listdir(self.proc):
+            if not pid.isdigit():
+                continue
+            try:
+                with open(f"{self.proc}/{pid}/comm", "rb") as fh:
+                    if fh.read().decode(errors="replace").rstrip("\n") in self.names:
+                        pids.append(pid)
+            except OSError:
+                continue   # ended meanwhile
+        self._pids, self._scanned = pids, self.clock()
+
+    def read(self) -> dict[str, int] | None:
+        """``"pid:start"`` -> ticks of each daemon alive; None when no backend named any."""
+        with self._lock:
+            if not self.names:
+                return None
+            if self._scanned is None or self.clock() - self._scanned >= self.RESCAN_S:
+                self._scan()
+            out = {}
+            for pid in self._pids:
+                try:
+                    with open(f"{self.proc}/{pid}/stat", "rb") as fh:
+                        data = fh.read(1024)
+                except OSError:
+                    continue   # ended: the next scan drops it
+                comm, fields = data[data.index(b"(") + 1:data.rindex(b")")], data[data.rindex(b")") + 2:].split()
+                if comm.decode(errors="replace") in self.names:   # not a pid reused by another program
+                    out[f"{pid}:{int(fields[19])}"] = int(fields[11]) + int(fields[12])
+            return out
+
+
+def read_host(clock: Callable[[], float], groups: CgroupWatch | None, proc: Any,
+              daemons: DaemonCpu | None = None) -> Reading:
+    """One :class:`Reading` of this machine (psutil, /proc/pressure, the campaign's cgroups, the
+    backends' ``daemons``)."""
     import psutil
     r = Reading(clock())
     with contextlib.suppress(OSError, RuntimeError):
@@ -208,6 +276,9 @@ def read_host(clock: Callable[[], float], groups: CgroupWatch | None, proc: Any)
         r.own_cpu_s = c.user + c.system
     with contextlib.suppress(OSError, ValueError, IndexError):
         r.kernel = kernel_threads()
+    if daemons is not None:
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            r.daemons = daemons.read()
     if groups is not None:
         r.groups, r.groups_whole = groups.read(), groups.holds_instances
     with contextlib.suppress(OSError):
@@ -327,6 +398,10 @@ def delta_rows(a: Reading, b: Reading) -> list[tuple]:
     if a.kernel is not None and b.kernel is not None and dt >= SHORTEST_S:
         kernel = kernel_cpu_s(a.kernel, b.kernel)
         rows.append(("kernel_cpu_pct", 100.0 * kernel / dt))
+    daemon = None
+    if a.daemons is not None and b.daemons is not None and dt >= SHORTEST_S:
+        daemon = kernel_cpu_s(a.daemons, b.daemons)
+        rows.append(("daemon_cpu_pct", 100.0 * daemon / dt))
     # a cgroup seen first now was made during the interval: all its CPU time is in it; one gone
     # since (an instance or host end removed) took its last CPU time with it: no campaign CPU then
     grouped = None if set(a.groups) - set(b.groups) else \
@@ -343,7 +418,8 @@ def delta_rows(a: Reading, b: Reading) -> list[tuple]:
     if used is not None:
         rows.append(("campaign_cpu_pct", 100.0 * used / dt))
         if host_busy is not None:
-            rows.append(("cpu_other_pct", max(0.0, 100.0 * (host_busy - used - (own or 0.0) - (kernel or 0.0)) / dt)))
+            outside = host_busy - used - (own or 0.0) - (kernel or 0.0) - (daemon or 0.0)
+            rows.append(("cpu_other_pct", max(0.0, 100.0 * outside / dt)))
     rows += list(b.gauges.items())
     return rows + instance_rows(a, b, dt)
 

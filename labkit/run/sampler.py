@@ -13,7 +13,16 @@ from typing import Any
 
 from ..design.options import DEFAULT_INTERVAL
 from .hooks import RunContext
-from .readings import DRIVERS, InstanceWatch, Reading, campaign_watch, delta_rows, read_host
+from .readings import (
+    DRIVERS,
+    DaemonCpu,
+    InstanceWatch,
+    Reading,
+    campaign_watch,
+    delta_rows,
+    read_host,
+    remote_reason,
+)
 
 #: readings of this machine the campaign's sampler keeps for the quiet-host guard's look
 HISTORY = 4
@@ -104,15 +113,21 @@ class HostSampler:
         self._runs: set[int] = set()   # ids of the contexts of the runs in flight here (in_flight())
         self._runs_changed = False     # a run here started or ended since the last reading
         self._groups_for: Any = None
+        self.daemons = DaemonCpu(clock)   # the daemons of the backends configured here (configure())
 
     # -- configuration and life --
 
     def configure(self, backend: Any, prefix: str) -> None:
         """Read this machine from now on (psutil), with the campaign's cgroups (names starting with
         ``prefix``) when ``backend`` has a cgroup driver (the local backend); a later run's driver
-        adds them if the first had none. A reader given to the constructor is kept as is."""
+        adds them if the first had none. The daemons of every backend configured here that runs
+        on this machine (:attr:`Backend.daemons <labkit.backends.base.Backend.daemons>`) are read
+        from then on (:class:`~labkit.run.readings.DaemonCpu`). A reader given to the constructor
+        is kept as is."""
         driver = getattr(backend, "driver", None)
         holds = isinstance(driver, DRIVERS)
+        if remote_reason(backend) is None:
+            self.daemons.add(getattr(backend, "daemons", ()))
         with self._start_lock:
             if self.read_host is not None and not getattr(self.read_host, "labkit_default", False):
                 return
@@ -125,7 +140,7 @@ class HostSampler:
             proc = psutil.Process()
 
             def read() -> Reading:
-                return read_host(self.clock, watch, proc)
+                return read_host(self.clock, watch, proc, self.daemons)
             read.labkit_default = True   # type: ignore[attr-defined]
             self.read_host = read
 

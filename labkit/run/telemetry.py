@@ -28,11 +28,14 @@ Metrics (psutil and /proc; a metric the host does not have is left out):
 * ``freq_min_mhz``, ``freq_max_mhz`` over the CPUs (where cpufreq is readable);
 * ``host_cpu_used_pct`` (busy CPU time in % of one CPU), ``controller_cpu_pct`` (this process, the
   sampler included), ``kernel_cpu_pct`` (the kernel's threads: kworkers, ksoftirqd, a removed
-  network namespace's clean-up; work done for whoever asked, often the campaign itself), and, where
+  network namespace's clean-up; work done for whoever asked, often the campaign itself),
+  ``daemon_cpu_pct`` (the daemons of the campaign's backends running here, their own CPU: LXD,
+  dockerd and containerd, libvirtd, :attr:`Backend.daemons <labkit.backends.base.Backend.daemons>`;
+  their work making and removing the campaign's instances), and, where
   the instances' CPU is known (the ``local`` backend: the cgroups
   whose names start with the campaign's prefix, its instances and neighbours, v1 or v2),
   ``campaign_cpu_pct``, ``cpu_other_pct`` (host minus campaign cgroups minus this process minus the
-  kernel's threads: the processes outside the campaign, % of one CPU) and ``throttled_periods`` (CFS periods the
+  kernel's threads minus the backends' daemons: the processes outside the campaign, % of one CPU) and ``throttled_periods`` (CFS periods the
   campaign's cgroups were throttled in); on the other backends running here (``docker``, ``lxd``,
   ``libvirt``), ``campaign_cpu_pct`` and ``cpu_other_pct`` come from the instances' and their
   neighbours' own counters (below), for the intervals in which all of them were known (not while

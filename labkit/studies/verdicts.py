@@ -69,13 +69,15 @@ def _half_widths(store, response: str | None) -> list[float]:
 
 def runs_statement(data_dir: str | Path, campaigns: Sequence[str]) -> str:
     """The fewest and most successful runs per configuration over ``campaigns`` and whether that
-    meets :data:`MIN_RUNS` (if not: the intervals are wide, and the campaigns were committed before
-    the re-run with adaptive replication, see the README); then how many configurations' means
-    reach the target (95 % CI within ±:data:`TARGET_HALF_WIDTH_PCT` % of the mean, each campaign's
-    response) and the widest interval obtained."""
+    meets :data:`MIN_RUNS`; if not, why they were not re-run with the others: the runs still
+    missing and the time they would take at the campaigns' median run (``duration_s``, the
+    instances' start and stop included), and that the intervals are wide. Then how many
+    configurations' means reach the target (95 % CI within ±:data:`TARGET_HALF_WIDTH_PCT` % of
+    the mean, each campaign's response) and the widest interval obtained."""
     from ..store import Store
     counts: list[int] = []
     halves: list[float] = []
+    durations: list[float] = []
     for cid in campaigns:
         if not _stored(data_dir, cid):
             continue
@@ -85,6 +87,7 @@ def runs_statement(data_dir: str | Path, campaigns: Sequence[str]) -> str:
             if ok.empty:
                 continue
             counts += list(ok.groupby("config").size())
+            durations += [float(d) for d in ok.duration_s if math.isfinite(d)]
             halves += _half_widths(st, (st.meta().get("workload") or {}).get("response"))
     if not counts:
         return "No successful run is stored for these campaigns."
@@ -93,10 +96,15 @@ def runs_statement(data_dir: str | Path, campaigns: Sequence[str]) -> str:
     if lo >= MIN_RUNS:
         out = f"Runs per configuration: {spread} (at least {MIN_RUNS})."
     else:
-        out = (f"Runs per configuration: {spread}, fewer than {MIN_RUNS}: these campaigns were committed "
-               f"before the re-run with adaptive replication (each configuration's mean to "
-               f"±{TARGET_HALF_WIDTH_PCT:g} % at 95 %, at least {MIN_RUNS} runs); the intervals below are "
-               "the ones these runs give, wide or unbounded.")
+        missing = sum(max(0, MIN_RUNS - n) for n in counts)
+        cost = ""
+        if durations:
+            median = float(pd.Series(durations).median())
+            cost = (f": the {missing} runs still missing would take about {_span(missing * median)} at their "
+                    f"median of {_span(median)} a run (instances started and stopped included)")
+        out = (f"Runs per configuration: {spread}, fewer than {MIN_RUNS}: not re-run with the others (each "
+               f"configuration's mean to ±{TARGET_HALF_WIDTH_PCT:g} % at 95 %, at least {MIN_RUNS} runs)"
+               f"{cost}. The intervals below are the ones these runs give, wide or unbounded.")
     if halves:
         reached = sum(h <= TARGET_HALF_WIDTH_PCT for h in halves)
         widest = f"±{max(halves):.3g} %"
@@ -109,6 +117,15 @@ def runs_statement(data_dir: str | Path, campaigns: Sequence[str]) -> str:
             out += (f" The mean is {target} for {reached} of {len(halves)} configurations; the target is "
                     f"not reached in the others (widest {widest}).")
     return out
+
+
+def _span(seconds: float) -> str:
+    """``seconds`` in words: "40 s", "4.6 min", "1.5 h"."""
+    if seconds < 90:
+        return f"{seconds:.2g} s" if seconds < 10 else f"{seconds:.0f} s"
+    if seconds < 5400:
+        return f"{seconds / 60:.2g} min" if seconds < 600 else f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.2g} h"
 
 
 # -- notebook 02 (seed 004) ------------------------------------------------------------------------

@@ -41,6 +41,7 @@ def test_every_run_keeps_its_samples_and_summary(tmp_path):
         mine = samples[samples.run_id == run.run_id]
         metrics = set(mine.metric)
         assert HOST | CGROUP <= metrics, f"missing {sorted(HOST | CGROUP - metrics)}"
+        assert "daemon_cpu_pct" not in metrics   # the local backend has no daemon
         if os.path.exists("/proc/pressure/cpu"):
             assert {"psi_cpu_some_pct", "psi_memory_some_pct", "psi_io_some_pct"} <= metrics
         times = sorted(set(mine.t))
@@ -88,6 +89,8 @@ def test_docker_on_this_machine_samples_the_host_and_the_containers_stats(tmp_pa
         host = set(samples[samples.instance.isna()].metric)
         # no campaign cgroups here (throttled_periods is theirs); the containers' own counters instead
         assert HOST <= host and "throttled_periods" not in host
+        # dockerd and containerd making and removing the campaign's containers: the campaign's work
+        assert "daemon_cpu_pct" in host
         assert "instance_cpu_pct" in set(samples[samples.instance.notna()].metric)
 
 

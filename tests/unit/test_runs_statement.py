@@ -7,6 +7,9 @@ c(10, 11, 12, 13, 14): 10.03675684 .. 13.96324316, a half-width of 1.963243 arou
 c(100, 101, 102, 101, 100, 102): 100.0613562 .. 101.9386438, 0.9386438 around 101: +-0.929 %;
 c(10, 11, 12): 8.515862288 .. 13.484137712, +-22.58 %; c(100, 101): 94.14689763 .. 106.85310237, +-6.32 %.
 """
+import contextlib
+import sqlite3
+
 from labkit.design import Design
 from labkit.store import Store
 from labkit.studies.verdicts import runs_statement
@@ -48,7 +51,9 @@ def test_too_few_runs_say_so_and_why(tmp_path):
     _campaign(tmp_path, "c", [WIDE[:3], NARROW[:2]])
     s = runs_statement(tmp_path, ["c"])
     assert s.startswith("Runs per configuration: 2 to 3, fewer than 5:")
-    assert "committed before the re-run with adaptive replication" in s
+    # why: 2 + 3 runs missing, at the stored median duration_s of 1 s a run
+    assert "not re-run with the others" in s
+    assert "the 5 runs still missing would take about 5 s at their median of 1 s a run" in s
     # R (module docstring): +-22.58 % and +-6.32 %
     assert "No configuration's mean is within ±5 % at 95 %" in s and "widest ±22.6 %" in s
 
@@ -64,3 +69,14 @@ def test_the_target_everywhere_and_failed_runs_left_out(tmp_path):
 
 def test_no_campaign_stored(tmp_path):
     assert runs_statement(tmp_path, ["missing"]) == "No successful run is stored for these campaigns."
+
+
+def test_the_time_the_missing_runs_would_take_is_the_median_run_times_the_runs_missing(tmp_path):
+    _campaign(tmp_path, "c", [WIDE[:2], NARROW[:4]])
+    with contextlib.closing(sqlite3.connect(tmp_path / "c" / "store.sqlite")) as db, db:
+        ids = [r for (r,) in db.execute("SELECT run_id FROM runs ORDER BY run_id")]
+        for i, run_id in enumerate(ids):   # runs of 100, 200, 300, 400, 500 and 600 s
+            db.execute("UPDATE runs SET duration_s = ? WHERE run_id = ?", (100.0 * (i + 1), run_id))
+    s = runs_statement(tmp_path, ["c"])
+    # missing: 3 + 1 = 4 runs; median of 100..600 s = 350 s = 5.8 min; 4 x 350 s = 1400 s = 23 min
+    assert "the 4 runs still missing would take about 23 min at their median of 5.8 min a run" in s

@@ -149,6 +149,78 @@ def test_the_kernels_threads_are_not_processes_outside_the_campaign():
     assert rows["cpu_other_pct"] == pytest.approx(100 * (3.0 - 1.5 - 0.4) / 2)
 
 
+def test_the_backends_daemons_are_not_processes_outside_the_campaign():
+    """LXD deleting the previous run's container (11-34 % of a CPU "before the run" in a local+lxd
+    campaign) is the campaign's work: the backends' daemons are told apart (``daemon_cpu_pct``),
+    not counted as other processes; a daemon started in the interval counts from its start."""
+    from labkit.run.readings import CLOCK_TICKS
+    t = CLOCK_TICKS
+    kw = dict(own_cpu_s=0.0, groups_whole=False, members=frozenset({"i1"}), kernel={"2": 0}, groups={})
+    a = Reading(0.0, cpus=[cpu(user=0, idle=0)] * 2, campaign_cpu_s=10.0, daemons={"100:5": 7 * t}, **kw)
+    b = Reading(2.0, cpus=[cpu(user=1.5, idle=0.5)] * 2, campaign_cpu_s=11.0,
+                daemons={"100:5": int(7.6 * t), "200:9": int(0.2 * t)}, **kw)
+    rows = dict(delta_rows(a, b))
+    assert rows["daemon_cpu_pct"] == pytest.approx(100 * 0.8 / 2)
+    assert rows["cpu_other_pct"] == pytest.approx(100 * (3.0 - 1.0 - 0.8) / 2)
+    # no daemon read (a campaign on local only): no row, and the other processes as before
+    plain = dict(delta_rows(Reading(0.0, cpus=a.cpus, campaign_cpu_s=10.0, **kw),
+                            Reading(2.0, cpus=b.cpus, campaign_cpu_s=11.0, **kw)))
+    assert "daemon_cpu_pct" not in plain and plain["cpu_other_pct"] == pytest.approx(100 * 2.0 / 2)
+
+
+def test_daemons_are_found_by_name_and_their_own_cpu_read(tmp_path):
+    """A process named as a daemon (``comm``) is read, its CPU as it runs; one with another name is
+    not; nothing is read before a backend names a daemon."""
+    import subprocess
+    import sys
+
+    from labkit.run.readings import CLOCK_TICKS, DaemonCpu
+    burn = ("import sys, time\nopen('/proc/self/comm', 'w').write(sys.argv[1])\nprint(flush=True)\n"
+            "sys.stdin.readline()\nend = time.process_time() + 0.5\nwhile time.process_time() < end: pass\n"
+            "print(flush=True)\nsys.stdin.readline()\n")
+    procs = [subprocess.Popen([sys.executable, "-c", burn, name], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                              text=True) for name in ("lk-test-daemon", "lk-test-other")]
+    try:
+        for p in procs:
+            p.stdout.readline()   # renamed
+        now = [0.0]
+        d = DaemonCpu(clock=lambda: now[0])
+        assert d.read() is None
+        d.add(["lk-test-daemon"])
+        before = d.read()
+        assert list(before) == [k for k in before if k.startswith(f"{procs[0].pid}:")] and len(before) == 1
+        for p in procs:
+            p.stdin.write("\n")
+            p.stdin.flush()
+        for p in procs:
+            p.stdout.readline()   # burnt 0.5 s of CPU each
+        after = d.read()
+        used = (after[next(iter(before))] - next(iter(before.values()))) / CLOCK_TICKS
+        assert used >= 0.4, used
+        # a daemon that ended is left out; a pid whose program is another is not a daemon
+        procs[0].stdin.write("\n")
+        procs[0].stdin.close()
+        procs[0].wait()
+        assert d.read() == {}
+        now[0] += DaemonCpu.RESCAN_S   # the next reading scans /proc again: nothing is called so
+        assert d.read() == {}
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait()
+
+
+def test_the_sampler_reads_the_daemons_of_the_backends_that_run_here():
+    from labkit.run.sampler import HostSampler
+    s = HostSampler(1.0)
+    s.configure(SimpleNamespace(name="lxd", daemons=("lxd",)), "labkit-x--")
+    s.configure(SimpleNamespace(name="docker", base_url="ssh://root@10.0.0.2", ssh=object(),
+                                daemons=("dockerd",)), "labkit-x--")   # another machine's dockerd
+    s.configure(SimpleNamespace(name="local"), "labkit-x--")
+    assert s.daemons.names == {"lxd"}
+    assert s.read_host is not None and s.read_host().daemons is not None
+
+
 def test_kernel_threads_are_read_from_kthreadds_children():
     from labkit.run.readings import kernel_threads
     if not os.path.exists("/proc/2/task/2/children"):

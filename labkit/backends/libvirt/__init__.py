@@ -244,6 +244,7 @@ class LibvirtBackend(Backend):
                "pool_path", "disk_cache", "disk_format", "mounts", "host_key_policy", "known_hosts")
     #: guests bond NICs on a private network (``nics`` factor; the image carries ``bonding``)
     MAX_NICS = 8
+    daemons = ("libvirtd", "virtqemud", "virtlogd")   # a local URI's (monolithic or modular)
 
     def __init__(self, **options: Any):
         super().__init__(**options)

@@ -292,6 +292,7 @@ class LxdBackend(CleanupByName, Backend):
 
     name = "lxd"
     OPTIONS = ("image", "socket", "pool", "privileged", "mounts")
+    daemons = ("lxd",)   # the daemon and its forks (lxc monitors, forkstart); comm is "lxd"
 
     def __init__(self, **options):
         super().__init__(**options)
