@@ -112,9 +112,10 @@ def isolation_cost(pairs: int) -> None:
     _print_pair("make + destroy instance", made)
     _print_pair("make + exec + destroy", cycle)
     diff = quantile_ci([1000 * (a - b) for a, b in zip(cycle["strict"], cycle["none"])]).iloc[0]
+    said = ("holds 0: the sandbox's cost is not measurable" if diff.low <= 0 <= diff.high
+            else "strict is cheaper" if diff.high < 0 else "strict costs more")
     print(f"{'':26} strict - none, median of the paired differences {diff.estimate:+.2f} ms, exact 95 % "
-          f"interval [{diff.low:+.2f}, {diff.high:+.2f}] ms ({'holds 0: not measurable' if diff.low <= 0 <= diff.high else 'excludes 0'}"
-          f" at n={int(diff.n)})")
+          f"interval [{diff.low:+.2f}, {diff.high:+.2f}] ms ({said}; n={int(diff.n)})")
 
 
 class Timed(RunHook):

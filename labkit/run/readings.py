@@ -200,7 +200,10 @@ class DaemonCpu:
 
     The processes are found by name (``/proc/<pid>/comm``) at most every :attr:`RESCAN_S` seconds
     (a scan of /proc: ~2 ms); between scans only their stat files are read. Keys are
-    ``"<pid>:<start time>"``, so a pid reused by another process is a new one."""
+    ``"<pid>:<start time>"``, so a pid reused by another process is a new one. Values count from
+    when a process was first found: one started since the scan before counts from its start (all
+    its CPU is new), one that ran before it was found (a daemon named only now, by the campaign's
+    first run on that backend) from that moment, not with the CPU of its whole life."""
 
     RESCAN_S = 5.0
 
@@ -209,6 +212,9 @@ class DaemonCpu:
         self.clock, self.proc = clock, proc
         self._pids: list[str] = []
         self._scanned: float | None = None
+        self._uptime: float | None = None         # /proc/uptime at the last scan, in clock ticks
+        self._uptime_before: float | None = None  # ... and at the scan before it
+        self._base: dict[str, int] = {}           # key -> ticks not counted (used before it was found)
         self._lock = threading.Lock()
 
     def add(self, names: Iterable[str]) -> None:
@@ -220,6 +226,8 @@ class DaemonCpu:
                 self.names, self._scanned = more, None
 
     def _scan(self) -> None:
+        with open(f"{self.proc}/uptime", "rb") as fh:
+            now = float(fh.read().split()[0]) * CLOCK_TICKS
         pids = []
         for pid in os.listdir(self.proc):
             if not pid.isdigit():
@@ -231,6 +239,7 @@ class DaemonCpu:
             except OSError:
                 continue   # ended meanwhile
         self._pids, self._scanned = pids, self.clock()
+        self._uptime_before, self._uptime = self._uptime, now
 
     def read(self) -> dict[str, int] | None:
         """``"pid:start"`` -> ticks of each daemon alive; None when no backend named any."""
@@ -247,8 +256,15 @@ class DaemonCpu:
                 except OSError:
                     continue   # ended: the next scan drops it
                 comm, fields = data[data.index(b"(") + 1:data.rindex(b")")], data[data.rindex(b")") + 2:].split()
-                if comm.decode(errors="replace") in self.names:   # not a pid reused by another program
-                    out[f"{pid}:{int(fields[19])}"] = int(fields[11]) + int(fields[12])
+                if comm.decode(errors="replace") not in self.names:   # a pid reused by another program
+                    continue
+                key, ticks = f"{pid}:{int(fields[19])}", int(fields[11]) + int(fields[12])
+                if key not in self._base:   # first found: new since the scan before, or running already
+                    new = self._uptime_before is not None and int(fields[19]) >= self._uptime_before
+                    self._base[key] = 0 if new else ticks
+                out[key] = ticks - self._base[key]
+            for gone in set(self._base) - set(out):
+                del self._base[gone]
             return out
 
 

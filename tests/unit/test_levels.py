@@ -36,7 +36,8 @@ from tests.unit.test_reliability_campaign import FakeBackend, FakeInstance
 ROOT = Path(__file__).resolve().parents[2]
 # data/affinity-local as committed before levels existed (the campaign was run again since, with them)
 OLD_STORE = ROOT / "tests" / "vectors" / "affinity-local-before-levels.sqlite"
-OLD_FLEET = ROOT / "data" / "affinity-lxd-libvirt" / "store.sqlite"  # platform factor, host recorded
+# data/affinity-lxd-libvirt as committed before levels existed (2 runs per configuration; run again since)
+OLD_FLEET = ROOT / "tests" / "vectors" / "affinity-lxd-libvirt-before-levels.sqlite"  # platform factor, host recorded
 
 
 @pytest.fixture(autouse=True)

@@ -168,39 +168,56 @@ def test_the_backends_daemons_are_not_processes_outside_the_campaign():
     assert "daemon_cpu_pct" not in plain and plain["cpu_other_pct"] == pytest.approx(100 * 2.0 / 2)
 
 
-def test_daemons_are_found_by_name_and_their_own_cpu_read(tmp_path):
+def test_daemons_are_found_by_name_and_their_own_cpu_read():
     """A process named as a daemon (``comm``) is read, its CPU as it runs; one with another name is
-    not; nothing is read before a backend names a daemon."""
+    not; nothing is read before a backend names a daemon. A daemon that ran before it was named
+    counts from then (not with the CPU of its whole life: 390 % of a CPU in one interval, seen in a
+    campaign whose first libvirt run came after its lxd runs); one started since the scan before
+    counts from its start."""
     import subprocess
     import sys
 
     from labkit.run.readings import CLOCK_TICKS, DaemonCpu
-    burn = ("import sys, time\nopen('/proc/self/comm', 'w').write(sys.argv[1])\nprint(flush=True)\n"
-            "sys.stdin.readline()\nend = time.process_time() + 0.5\nwhile time.process_time() < end: pass\n"
-            "print(flush=True)\nsys.stdin.readline()\n")
-    procs = [subprocess.Popen([sys.executable, "-c", burn, name], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                              text=True) for name in ("lk-test-daemon", "lk-test-other")]
+    burn = ("import sys, time\nopen('/proc/self/comm', 'w').write(sys.argv[1])\n"
+            "def burn(s):\n    end = time.process_time() + s\n    while time.process_time() < end: pass\n"
+            "burn(float(sys.argv[2]))\nprint(flush=True)\n"
+            "sys.stdin.readline()\nburn(0.5)\nprint(flush=True)\nsys.stdin.readline()\n")
+
+    def start(name, before):
+        return subprocess.Popen([sys.executable, "-c", burn, name, str(before)], stdin=subprocess.PIPE,
+                                stdout=subprocess.PIPE, text=True)
+
+    def go(p):
+        p.stdin.write("\n")
+        p.stdin.flush()
+        p.stdout.readline()
+
+    procs = [start("lk-test-daemon", 0.4), start("lk-test-other", 0.0)]
     try:
         for p in procs:
-            p.stdout.readline()   # renamed
+            p.stdout.readline()   # renamed, and the daemon burnt 0.4 s of CPU before it is named
         now = [0.0]
         d = DaemonCpu(clock=lambda: now[0])
         assert d.read() is None
         d.add(["lk-test-daemon"])
         before = d.read()
-        assert list(before) == [k for k in before if k.startswith(f"{procs[0].pid}:")] and len(before) == 1
+        (key, value), = before.items()
+        assert key.startswith(f"{procs[0].pid}:") and value == 0   # its past is not counted
         for p in procs:
-            p.stdin.write("\n")
-            p.stdin.flush()
-        for p in procs:
-            p.stdout.readline()   # burnt 0.5 s of CPU each
+            go(p)   # 0.5 s of CPU each
         after = d.read()
-        used = (after[next(iter(before))] - next(iter(before.values()))) / CLOCK_TICKS
-        assert used >= 0.4, used
+        assert (after[key] - value) / CLOCK_TICKS >= 0.4, after
+        # a daemon started since the scan before counts from its start, once a scan finds it
+        procs.append(start("lk-test-daemon", 0.4))
+        procs[-1].stdout.readline()
+        now[0] += DaemonCpu.RESCAN_S
+        found = d.read()
+        assert set(found) > {key} and max(v for k, v in found.items() if k != key) / CLOCK_TICKS >= 0.3, found
         # a daemon that ended is left out; a pid whose program is another is not a daemon
-        procs[0].stdin.write("\n")
-        procs[0].stdin.close()
-        procs[0].wait()
+        for p in (procs[0], procs[2]):
+            go(p)
+            p.stdin.close()
+            p.wait()
         assert d.read() == {}
         now[0] += DaemonCpu.RESCAN_S   # the next reading scans /proc again: nothing is called so
         assert d.read() == {}
