@@ -193,9 +193,9 @@ class DaemonCpu:
     """The CPU clock ticks (user + system: their own, not their children's, which the instances'
     stats count) of the host daemons that do the campaign's backends' work on this machine
     (:attr:`Backend.daemons <labkit.backends.base.Backend.daemons>`: LXD, dockerd and containerd,
-    libvirtd; :meth:`add`). Their work making and removing the campaign's instances (LXD deleting
-    a container's root file system after a run: 10-35 % of a CPU) is the campaign's, not a process
-    outside it. Another campaign using the same daemon meanwhile is told apart by the registry
+    libvirtd; :meth:`add`). Their work making and removing the campaign's instances (LXD launching
+    and deleting containers: up to 60 % of a CPU over a one-second interval on the 2-core machine)
+    is the campaign's, not a process outside it. Another campaign using the same daemon meanwhile is told apart by the registry
     (``others_running``, the run flagged suspect), not here.
 
     The processes are found by name (``/proc/<pid>/comm``) at most every :attr:`RESCAN_S` seconds

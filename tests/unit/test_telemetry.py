@@ -213,7 +213,7 @@ def test_daemons_are_found_by_name_and_their_own_cpu_read():
         now[0] += DaemonCpu.RESCAN_S
         found = d.read()
         assert set(found) > {key} and max(v for k, v in found.items() if k != key) / CLOCK_TICKS >= 0.3, found
-        # a daemon that ended is left out; a pid whose program is another is not a daemon
+        # a daemon that ended is left out (the other name was never read: one key above)
         for p in (procs[0], procs[2]):
             go(p)
             p.stdin.close()
