@@ -79,32 +79,34 @@ def _print_pair(what: str, times: dict[str, list[float]]) -> None:
           f"{_quantile(ratios, 0.025):.3f}-{_quantile(ratios, 0.975):.3f} (n={len(ratios)})")
 
 
+def _interleaved(rounds: int, measure) -> dict[str, list[float]]:
+    """``measure(mode)`` for each isolation mode, ``rounds`` times, the order alternating per round."""
+    out: dict[str, list[float]] = {m: [] for m in ISOLATION}
+    for i in range(rounds):
+        for mode in (ISOLATION if i % 2 == 0 else ISOLATION[::-1]):
+            out[mode].append(measure(mode))
+    return out
+
+
 def isolation_cost(pairs: int) -> None:
     """Per-exec and per-instance cost of isolation strict vs none, interleaved (see the docstring)."""
     backends = {mode: get_backend("local", isolation=mode) for mode in ISOLATION}
     spec = InstanceSpec(vcpus=1, memory_mb=128)
     insts = {mode: be.provision(spec, prefix="labkit-bench-iso--")[0] for mode, be in backends.items()}
+
+    def make_destroy(mode: str, run: bool) -> float:
+        t = time.perf_counter()
+        made_now = backends[mode].provision(spec, prefix="labkit-bench-iso--")
+        try:
+            if run:
+                made_now[0].exec(["true"], timeout=60)
+        finally:
+            teardown(made_now)
+        return time.perf_counter() - t
     try:
-        execs: dict[str, list[float]] = {m: [] for m in ISOLATION}
-        for i in range(pairs):
-            for mode in (ISOLATION if i % 2 == 0 else ISOLATION[::-1]):
-                execs[mode].append(insts[mode].exec(["true"], timeout=60).duration_s)
-        made: dict[str, list[float]] = {m: [] for m in ISOLATION}
-        for i in range(max(2, pairs // 10)):
-            for mode in (ISOLATION if i % 2 == 0 else ISOLATION[::-1]):
-                t = time.perf_counter()
-                teardown(backends[mode].provision(spec, prefix="labkit-bench-iso--"))
-                made[mode].append(time.perf_counter() - t)
-        cycle: dict[str, list[float]] = {m: [] for m in ISOLATION}
-        for i in range(max(6, pairs // 2)):
-            for mode in (ISOLATION if i % 2 == 0 else ISOLATION[::-1]):
-                t = time.perf_counter()
-                made_now = backends[mode].provision(spec, prefix="labkit-bench-iso--")
-                try:
-                    made_now[0].exec(["true"], timeout=60)
-                finally:
-                    teardown(made_now)
-                cycle[mode].append(time.perf_counter() - t)
+        execs = _interleaved(pairs, lambda mode: insts[mode].exec(["true"], timeout=60).duration_s)
+        made = _interleaved(max(2, pairs // 10), lambda mode: make_destroy(mode, run=False))
+        cycle = _interleaved(max(6, pairs // 2), lambda mode: make_destroy(mode, run=True))
     finally:
         teardown(list(insts.values()))
     print(f"isolation cost (local backend; {pairs} interleaved rounds)")

@@ -132,6 +132,14 @@ def campaign_watch(backend: Any, prefix: str) -> CgroupWatch | None:
         return None
 
 
+def parse_stat(data: bytes) -> tuple[str, int, int]:
+    """A ``/proc/<pid>/stat`` line: the program's name (``comm``), the CPU clock ticks it used
+    (user + system, its own) and its start time (clock ticks after boot)."""
+    end = data.rindex(b")")
+    fields = data[end + 2:].split()
+    return data[data.index(b"(") + 1:end].decode(errors="replace"), int(fields[11]) + int(fields[12]), int(fields[19])
+
+
 class KernelThreads:
     """The CPU clock ticks (user + system) of each kernel thread alive: kthreadd and its children
     (``/proc/2/task/2/children``: kworkers, ksoftirqd, the network namespaces' clean-up...). Their
@@ -172,8 +180,7 @@ class KernelThreads:
                         os.close(fd)
                 if not data:
                     continue
-                fields = data[data.rindex(b")") + 2:].split()
-                out[pid] = int(fields[11]) + int(fields[12])
+                out[pid] = parse_stat(data)[1]
         return out
 
 
@@ -181,7 +188,7 @@ class KernelThreads:
 kernel_threads = KernelThreads().read
 
 
-def kernel_cpu_s(a: dict[str, int], b: dict[str, int]) -> float:
+def ticks_cpu_s(a: dict[str, int], b: dict[str, int]) -> float:
     """CPU seconds the processes of two readings of clock ticks used between them (the kernel
     threads of :func:`kernel_threads`, the daemons of :class:`DaemonCpu`; one new in ``b``, or a
     pid reused, counts from its start)."""
@@ -255,12 +262,12 @@ class DaemonCpu:
                         data = fh.read(1024)
                 except OSError:
                     continue   # ended: the next scan drops it
-                comm, fields = data[data.index(b"(") + 1:data.rindex(b")")], data[data.rindex(b")") + 2:].split()
-                if comm.decode(errors="replace") not in self.names:   # a pid reused by another program
+                comm, ticks, start = parse_stat(data)
+                if comm not in self.names:   # a pid reused by another program
                     continue
-                key, ticks = f"{pid}:{int(fields[19])}", int(fields[11]) + int(fields[12])
+                key = f"{pid}:{start}"
                 if key not in self._base:   # first found: new since the scan before, or running already
-                    new = self._uptime_before is not None and int(fields[19]) >= self._uptime_before
+                    new = self._uptime_before is not None and start >= self._uptime_before
                     self._base[key] = 0 if new else ticks
                 out[key] = ticks - self._base[key]
             for gone in set(self._base) - set(out):
@@ -412,11 +419,11 @@ def delta_rows(a: Reading, b: Reading) -> list[tuple]:
         rows.append(("controller_cpu_pct", 100.0 * own / dt))
     kernel = None
     if a.kernel is not None and b.kernel is not None and dt >= SHORTEST_S:
-        kernel = kernel_cpu_s(a.kernel, b.kernel)
+        kernel = ticks_cpu_s(a.kernel, b.kernel)
         rows.append(("kernel_cpu_pct", 100.0 * kernel / dt))
     daemon = None
     if a.daemons is not None and b.daemons is not None and dt >= SHORTEST_S:
-        daemon = kernel_cpu_s(a.daemons, b.daemons)
+        daemon = ticks_cpu_s(a.daemons, b.daemons)
         rows.append(("daemon_cpu_pct", 100.0 * daemon / dt))
     # a cgroup seen first now was made during the interval: all its CPU time is in it; one gone
     # since (an instance or host end removed) took its last CPU time with it: no campaign CPU then
