@@ -8,7 +8,9 @@ campaign's default telemetry (a sample of the host every second, :mod:`labkit.ru
 the same campaign then runs with ``telemetry="off"``, and the two are printed side by side
 (``--telemetry`` picks one). For each, the time the campaign's hooks take on the run's path
 (the quiet-host guard's look before the run, the telemetry's window: entering plus leaving each
-hook's ``around_run``, median per run) and the load average are printed beside it.
+hook's ``around_run``, median per run) and the load average are printed beside it, and how many
+paths each instance hides (one mount each in its namespace holder: every data dir recorded on this
+host that still exists counts, so a machine where test suites ran pays more per instance).
 
 Then the cost of the local backend's isolation (issue 28): one instance with isolation
 ``strict`` (the default) and one with ``none``, side by side, ``--pairs`` rounds (default
@@ -177,6 +179,9 @@ def campaign(args, telemetry: str) -> dict:
         print(f"per run, outside the work  {1000 * (r.duration_s - workload).mean():.1f} ms in the run (provisioning, "
               f"hooks, teardown), {1000 * (workload.sum() - bench) / runs:.1f} ms starting the command, "
               f"{1000 * (loop - r.duration_s.sum()) / max(1, runs - 1):.1f} ms between runs (engine, store)")
+        hidden = {((i.get("isolation") or {}).get("hidden")) for m in r.metadata for i in (m or {}).get("instances", [])}
+        print(f"paths hidden per instance  {', '.join(str(h) for h in sorted(hidden, key=str))}   (one mount each: "
+              "the data dirs recorded on this host that exist, /run/labkit, the work root, the homes' secrets)")
         hooks = {type(h.hook).__name__: 1000 * statistics.median(h.times) for h in c.hooks if h.times}
         print("hooks on the run's path    " + ", ".join(f"{k} {v:.2f} ms" for k, v in hooks.items())
               + "   (median per run, entering + leaving)\n", flush=True)

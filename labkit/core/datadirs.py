@@ -25,7 +25,7 @@ from pathlib import Path
 from ..errors import ConfigError
 from .files import atomic_write
 
-__all__ = ["known", "record_file", "remember", "sources"]
+__all__ = ["bounded", "known", "record_file", "remember", "sources"]
 
 ENV = "LABKIT_RUN_DIR"
 NAME = "data-dirs.list"
@@ -74,9 +74,10 @@ def _read(path: Path, owner: int | None = None) -> list[str]:
 
 
 def remember(data_dir: str | os.PathLike) -> None:
-    """Add ``data_dir`` (made absolute) to this user's record: moved to the end if there, the
-    oldest dropped past :data:`MAX_ENTRIES`. Best effort: a record that cannot be written is
-    logged, never an error (the campaign's own registry entry still names the dir while it runs)."""
+    """Add ``data_dir`` (made absolute) to this user's record: moved to the end if there; past
+    :data:`MAX_ENTRIES`, the directories that no longer exist are dropped first (oldest first), then
+    the oldest (:func:`bounded`). Best effort: a record that cannot be written is logged, never an
+    error (the campaign's own registry entry still names the dir while it runs)."""
     path = os.path.abspath(os.fspath(data_dir))
     if "\n" in path:
         return
@@ -88,12 +89,24 @@ def remember(data_dir: str | os.PathLike) -> None:
             fcntl.flock(lock, fcntl.LOCK_EX)   # one writer at a time: none loses another's line
             before = _read(record)
             if before[-1:] != [path]:
-                kept = [p for p in before if p != path][-(MAX_ENTRIES - 1):] + [path]
+                kept = bounded([p for p in before if p != path], MAX_ENTRIES - 1) + [path]
                 atomic_write(record, "".join(p + "\n" for p in kept), mode=0o600)
         finally:
             os.close(lock)
     except (OSError, ConfigError) as exc:   # ConfigError: a link planted at the record
         log.debug("data dir %s not recorded in %s: %s", path, record, exc)
+
+
+def bounded(paths: list[str], limit: int) -> list[str]:
+    """At most ``limit`` of ``paths`` (oldest first), in their order: when there are more, those
+    that are no longer directories go first, the oldest of them first, then the oldest. A record
+    filled with gone directories (a test suite's temporary data dirs) thus never pushes out a data
+    dir that still holds results, which instances must keep hiding."""
+    excess = len(paths) - limit
+    if excess <= 0:
+        return list(paths)
+    gone = set([i for i, p in enumerate(paths) if not os.path.isdir(p)][:excess])
+    return [p for i, p in enumerate(paths) if i not in gone][-limit:] if limit > 0 else []
 
 
 def sources() -> list[tuple[Path, int | None]]:
