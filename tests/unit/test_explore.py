@@ -20,15 +20,20 @@ from labkit.report.notebook import notebook_mode  # noqa: E402
 from labkit.report.tables import format_number, html_table, readable  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
+OLD = "interconnect-libvirt-nics"   # the fixture's store from before telemetry (2026-11-24)
 
 
 @pytest.fixture(scope="module")
 def data(tmp_path_factory):
-    """A copy of some committed stores (the committed files are never opened for writing)."""
+    """A copy of some committed stores (the committed files are never opened for writing), and one
+    store as committed on 2026-11-24, before telemetry and levels were kept: interconnect-libvirt-nics
+    at 2 runs per configuration (re-run with 5 on 2026-11-27; the old store is kept under tests/vectors)."""
     out = tmp_path_factory.mktemp("data")
     for cid in ("affinity-local", "affinity-apache-local", "affinity-platforms", "affinity-lxd-libvirt",
-                "deployments-cpu-local", "deployments-cpu-lxd", "overhead-cpu", "interconnect-libvirt-nics"):
+                "deployments-cpu-local", "deployments-cpu-lxd", "overhead-cpu"):
         shutil.copytree(REPO / "data" / cid, out / cid)
+    (out / OLD).mkdir()
+    shutil.copyfile(REPO / "tests" / "vectors" / f"{OLD}-before-telemetry.sqlite", out / OLD / "store.sqlite")
     return out
 
 
@@ -95,7 +100,7 @@ def test_catalog_and_its_filters(data):
                                                                            "affinity-platforms"]
     assert list(catalog.filter_catalog(cat, platform="docker").campaign) == ["overhead-cpu"]
     assert set(catalog.filter_catalog(cat, backend="lxd").campaign) == {"affinity-lxd-libvirt", "deployments-cpu-lxd"}
-    # all but interconnect-libvirt-nics (2026-11-24): run again on 2026-11-27 with telemetry and levels
+    # all but the old interconnect-libvirt-nics (2026-11-24): run again on 2026-11-27 with telemetry and levels
     assert list(catalog.filter_catalog(cat, study="deployments_cpu", since="2026-11-27").campaign) == [
         "deployments-cpu-local", "deployments-cpu-lxd"]
     assert catalog.filter_catalog(cat, until="2026-11-24").campaign.tolist() == ["interconnect-libvirt-nics"]
@@ -210,7 +215,7 @@ def test_explorer_views(data):
             stored, samples = st.runs(), st.samples()
         tel = ex.telemetry_view(cid)
         shown = [getattr(x, "data", "") for x in tel]
-        if cid == "interconnect-libvirt-nics":   # committed before telemetry was kept
+        if cid == OLD:   # committed before telemetry was kept
             assert samples.empty and "No telemetry stored" in shown[0]
             continue
         flagged = stored[stored.suspect.fillna(False).astype(bool)]
