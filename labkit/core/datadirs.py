@@ -106,7 +106,8 @@ def bounded(paths: list[str], limit: int) -> list[str]:
     if excess <= 0:
         return list(paths)
     gone = set([i for i, p in enumerate(paths) if not os.path.isdir(p)][:excess])
-    return [p for i, p in enumerate(paths) if i not in gone][-limit:] if limit > 0 else []
+    kept = [p for i, p in enumerate(paths) if i not in gone]
+    return kept[len(kept) - limit:]   # at least ``limit`` are left: at most ``excess`` were gone
 
 
 def sources() -> list[tuple[Path, int | None]]:
