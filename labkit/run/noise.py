@@ -35,7 +35,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import logging
-import random
 import re
 import shlex
 from collections.abc import Iterable, Iterator
@@ -44,7 +43,7 @@ from ..backends.base import Backend, Instance, Process, teardown
 from ..core.instance import InstanceSpec
 from ..core.waiting import wait_until
 from ..errors import BackendError, ConfigError, tail
-from ..workloads.base import require_tool
+from ..workloads.base import require_tool, server_port
 
 log = logging.getLogger("labkit.run.noise")
 
@@ -178,7 +177,7 @@ def neighbours(backend: Backend, spec: InstanceSpec, kind: str, *, count: int = 
             for tool, package in _tools(kind):
                 require_tool(inst, tool, package)
             load = load_command(kind, one, inst.workdir, command=command, max_s=max_s,
-                                port=random.randint(20000, 59999))
+                                port=server_port())
             started.append((inst, _start(inst, load), load))
         for i, (inst, proc, load) in enumerate(started):
             workers = confirm(inst, proc, kind, wait_s=confirm_s)

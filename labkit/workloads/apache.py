@@ -38,7 +38,6 @@ Parameters: ``path`` (above), ``requests`` (None = scaled), ``concurrency`` (Non
 """
 from __future__ import annotations
 
-import random
 import re
 import shlex
 from collections.abc import Sequence
@@ -46,6 +45,7 @@ from typing import TYPE_CHECKING
 
 from ..core.waiting import wait_until
 from ..errors import BenchmarkError, CommandTimeout, ConfigError, tail
+from . import base
 from .base import NUMBER, Measurement, Workload, find_number, network_address, require_tool, run_checked
 from .iperf3 import check_address
 from .params import TIMEOUT, Bool, Int, Num, Str
@@ -176,7 +176,7 @@ class Apache(Workload):
         page = int(float(params["page_kb"]) * 1024)
         last: ExecResult | None = None
         for _ in range(5):
-            port = random.randint(20000, 59999)
+            port = base.server_port()
             script = _SETUP.replace("{page_bytes}", str(page)).replace("{port}", str(port)) \
                            .replace("{modules}", MODULES).replace("{listen}", check_address(listen))
             res = run_checked(instance, ["sh", "-c", script], timeout=60)

@@ -19,6 +19,7 @@ by the run's workload factor levels, plus ``vcpus`` (the instance's vCPUs).
 from __future__ import annotations
 
 import json
+import random
 import re
 import shlex
 from abc import ABC, abstractmethod
@@ -142,6 +143,17 @@ def network_address(instance: Instance, *, peer: bool = False) -> str:
         raise ConfigError(f"{instance.name} has no address on the run's private network "
                           "(the design needs network: private)")
     return address
+
+
+#: ports the servers of workloads listen on: below Linux's default range of ephemeral ports
+#: (32768-60999, net.ipv4.ip_local_port_range), so no outgoing connection of an instance holds one
+SERVER_PORTS = (20000, 32767)
+
+
+def server_port() -> int:
+    """A random port in :data:`SERVER_PORTS` for a server a workload starts; a caller that finds
+    it busy tries another."""
+    return random.randint(*SERVER_PORTS)
 
 
 #: a decimal number in a tool's report, as one regex group

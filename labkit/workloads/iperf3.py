@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import ipaddress
 import json
-import random
 import re
 import shlex
 import time
@@ -42,7 +41,7 @@ from typing import TYPE_CHECKING
 
 from ..core.waiting import retry
 from ..errors import BenchmarkError, ConfigError, tail
-from .base import Measurement, Workload, network_address, require_tool, run_checked
+from .base import Measurement, Workload, network_address, require_tool, run_checked, server_port
 from .params import SIZE, TIMEOUT, Int, Num, Str
 
 if TYPE_CHECKING:
@@ -141,7 +140,7 @@ def start_server(instance: Instance, port: int | None = None, bind: str | None =
     """
     last = None
     for _ in range(tries):
-        p = port or random.randint(20000, 59999)
+        p = port or server_port()
         pidfile = f"{instance.workdir}/labkit-iperf3-{p}.pid"
         argv = ["iperf3", "-s", "-1", "-D", "-p", str(p), "-I", pidfile]
         if bind:

@@ -13,14 +13,13 @@ Parameters: ``test`` (``oltp_read_write``, ``oltp_read_only``, ``oltp_write_only
 """
 from __future__ import annotations
 
-import random
 import secrets
 import shlex
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from ..errors import BenchmarkError, CommandTimeout, ConfigError, tail
-from .base import NUMBER, Measurement, Workload, network_address, require_tool, run_checked
+from .base import NUMBER, Measurement, Workload, network_address, require_tool, run_checked, server_port
 from .params import TIMEOUT, Int, Num, Str
 from .sysbench import find, latency
 
@@ -35,8 +34,13 @@ mariadb-install-db --no-defaults --datadir="$d/data" --user=root --skip-test-db 
 setsid mariadbd --no-defaults --datadir="$d/data" --user=root --bind-address={address} --port={port} \
   --socket="$d/sock" --pid-file="$d/pid" --skip-name-resolve --innodb-buffer-pool-size=64M \
   </dev/null >"$d/server.log" 2>&1 &
+server=$!
 i=0; until mariadb --no-defaults --socket="$d/sock" -uroot -e 'select 1' >/dev/null 2>&1; do
-  i=$((i+1)); [ $i -lt 600 ] || { cat "$d/server.log" >&2; exit 1; }; sleep 0.1; done
+  if ! kill -0 "$server" 2>/dev/null; then   # the server ended: a busy port is tried again (exit 98)
+    if grep -q 'Address already in use' "$d/server.log"; then rm -rf "$d"; exit 98; fi
+    cat "$d/server.log" >&2; rm -rf "$d"; exit 1
+  fi
+  i=$((i+1)); [ $i -lt 600 ] || { kill "$server"; cat "$d/server.log" >&2; rm -rf "$d"; exit 1; }; sleep 0.1; done
 mariadb --no-defaults --socket="$d/sock" -uroot -e "CREATE DATABASE sbtest; \
   CREATE USER 'sbtest'@'%' IDENTIFIED BY '{password}'; GRANT ALL ON sbtest.* TO 'sbtest'@'%';"
 echo "$d"
@@ -96,13 +100,7 @@ class Oltp(Workload):
             raise ConfigError("oltp needs count >= 2 and network: private (MariaDB in inst0, sysbench in inst1)")
         params = {**self.params, **params}
         server, client = instances[0], instances[1]
-        port, password = random.randint(20000, 59999), secrets.token_hex(12)
-        script = _SERVER.replace("{address}", network_address(server, peer=True)).replace("{port}", str(port)) \
-                        .replace("{password}", password)
-        try:   # the per-run password never reaches an error message (hence the store or a log)
-            d = run_checked(server, ["sh", "-c", script], timeout=180).stdout.strip().splitlines()[-1]
-        except (BenchmarkError, CommandTimeout) as exc:
-            raise _hidden(exc, password) from None
+        port, password, d = self.start_server(server)
         timeout = params.get("timeout_s")
         try:
             run_checked(client, self.sysbench_argv(params, "inst0", port, password, "prepare"), timeout=timeout)
@@ -117,6 +115,29 @@ class Oltp(Workload):
                         check=False, timeout=60)
         shown = [a if not a.startswith("--mysql-password=") else "--mysql-password=***" for a in argv]
         return parse(res.stdout, shlex.join(shown), client.index)
+
+    @staticmethod
+    def start_server(server: Instance, tries: int = 5) -> tuple[int, str, str]:
+        """Start MariaDB in ``server`` on its private address; returns (port, password, its
+        directory). A port found busy (another listener, or a connection that still holds it)
+        is tried again with another one, up to ``tries`` times."""
+        password = secrets.token_hex(12)
+        try:   # the per-run password never reaches an error message (hence the store or a log)
+            for _ in range(tries):
+                port = server_port()
+                script = _SERVER.replace("{address}", network_address(server, peer=True)) \
+                                .replace("{port}", str(port)).replace("{password}", password)
+                res = server.exec(["sh", "-c", script], check=False, timeout=180)
+                if res.exit_code != 98:
+                    break
+            if not res.ok:
+                what = f"found {tries} random ports busy" if res.exit_code == 98 else \
+                    f"did not start (exit {res.exit_code})"
+                raise BenchmarkError(f"MariaDB {what} in {server.name}", res.command,
+                                     tail(res.stdout + "\n" + res.stderr))
+        except (BenchmarkError, CommandTimeout) as exc:
+            raise _hidden(exc, password) from None
+        return port, password, res.stdout.strip().splitlines()[-1]
 
     def run(self, instance: Instance, params: dict) -> list[Measurement]:
         raise ConfigError("oltp runs across two instances (count >= 2, network: private)")

@@ -62,3 +62,33 @@ def test_a_failed_run_never_shows_the_password():
     password = next(a for a in client.seen[0] if a.startswith("--mysql-password=")).split("=", 1)[1]
     assert password not in str(info.value) and "***" in str(info.value)
     assert any("rm -rf" in " ".join(a) for a in server.seen)   # the server is removed anyway
+
+
+def test_a_busy_port_is_tried_again_with_another_and_gives_up_after_five(monkeypatch):
+    """The server script exits 98 when MariaDB could not bind its port; the workload draws
+    another port, and after five busy ports says so without the password."""
+    from labkit.backends.base import ExecResult
+    from labkit.workloads import oltp
+
+    class Server:
+        index, address, peer_address, network, name = 0, "10.0.0.2", "10.0.0.2", object(), "i"
+
+        def __init__(self, busy):
+            self.busy, self.ports = busy, []
+
+        def exec(self, argv, check=True, timeout=None, env=None):
+            self.ports.append(int(argv[-1].split("--port=")[1].split()[0]))
+            self.password = argv[-1].split("IDENTIFIED BY '")[1].split("'")[0]
+            code = 98 if len(self.ports) <= self.busy else 0
+            return ExecResult(argv, code, "/tmp/labkit-mariadb-x\n", "", 0.1, self.name)
+
+    ports = iter([21000, 22000, 23000, 24000, 25000, 26000])
+    monkeypatch.setattr(oltp, "server_port", lambda: next(ports))
+    server = Server(busy=2)
+    port, password, d = oltp.Oltp.start_server(server)
+    assert server.ports == [21000, 22000, 23000] and port == 23000 and d == "/tmp/labkit-mariadb-x"
+    server = Server(busy=9)
+    ports = iter(range(30000, 30010))
+    with pytest.raises(BenchmarkError, match="found 5 random ports busy in i") as info:
+        oltp.Oltp.start_server(server)
+    assert len(server.ports) == 5 and len(server.password) == 24 and server.password not in str(info.value)
