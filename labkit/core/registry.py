@@ -26,9 +26,12 @@ through their claims). Entries of registries this user does not own (root's exce
 
 Per campaign id, two files:
 
-* ``<id>.lock`` (0600, never deleted): the running process holds an exclusive ``flock`` on it.
+* ``<id>.lock`` (0600): the running process holds an exclusive ``flock`` on it.
   The kernel releases it when the process dies, however it dies (SIGKILL too), so liveness is
-  "lock held", never a guess from a pid. A reader who may not open it (another user's registry)
+  "lock held", never a guess from a pid. A campaign that stops removes it after its entry, while
+  it still holds the lock and the id's claim (:mod:`labkit.core.claims`), so no second process can
+  be locking the same file meanwhile (a killed one leaves it, used again when the id runs again):
+  the directory does not grow with every campaign id ever run, and reading it stays cheap. A reader who may not open it (another user's registry)
   compares the entry's pid *and* that process's start time in ``/proc``.
 * ``<id>.json`` (0644): the entry (``campaign_id``, absolute ``data_dir``, ``pid``,
   ``pid_start``, ``started``, ``backend``, ``prefix``, ``testbed``, ``kind``: ``run`` or
@@ -218,11 +221,15 @@ def dirs() -> list[Path]:
         return out
     if mine != SYSTEM_DIR:
         out.append(SYSTEM_DIR)
-    if os.geteuid() == 0:
-        out += sorted(Path("/run/user").glob("*/labkit/campaigns"))
+    if os.geteuid() == 0:   # read before every run (the quiet-host guard): os.scandir, not Path.glob
+        with contextlib.suppress(OSError), os.scandir("/run/user") as users:
+            out += [Path(p) for p in sorted(os.path.join(u.path, "labkit", "campaigns") for u in users
+                                            if not u.name.startswith("."))
+                    if os.path.lexists(p)]
         with contextlib.suppress(OSError):
-            out += sorted({Path(pw.pw_dir) / ".cache" / "labkit" / "campaigns" for pw in pwd.getpwall()
-                           if pw.pw_uid != 0 and os.path.isabs(pw.pw_dir or "")})
+            out += [Path(p) for p in sorted({os.path.join(pw.pw_dir, ".cache", "labkit", "campaigns")
+                                             for pw in pwd.getpwall()
+                                             if pw.pw_uid != 0 and os.path.isabs(pw.pw_dir or "")})]
     return list(dict.fromkeys(out))
 
 
@@ -242,7 +249,10 @@ def entries() -> list[Entry]:
                 trusted = True
             except StoreError:
                 pass
-        for path in sorted(directory.glob("*.json")):
+        names: list[str] = []
+        with contextlib.suppress(OSError), os.scandir(directory) as listing:   # beside one .lock per id ever run
+            names = sorted(e.name for e in listing if e.name.endswith(".json") and not e.name.startswith("."))
+        for path in (directory / name for name in names):
             info = _read(path)
             if info is not None and path.name == f"{info['campaign_id']}.json":
                 out.append(_entry(directory, info, trusted))
@@ -287,6 +297,8 @@ class Registration:
         fd, self._fd = self._fd, None
         with contextlib.suppress(FileNotFoundError):
             os.unlink(self.path)
+        with contextlib.suppress(FileNotFoundError):   # locked and claimed still: nobody else has it open
+            os.unlink(self.directory / f"{self.campaign_id}.lock")
         os.close(fd)
         if self._claim is not None:   # last: the id stays claimed until the entry is gone
             claim, self._claim = self._claim, None

@@ -309,6 +309,7 @@ class Campaign:
         clean-up around it are :meth:`run`'s, the same for every path."""
         fixed = plan + [r for r in again if r.run_id not in {p.run_id for p in plan}]
         engine.prepare(fixed)
+        self.guard.ready()   # the host's first sample before the first run, not in its time
         before = len(store.completed())
         engine.run(fixed, progress=self.progress, max_runs=max_runs)
         if self.design.adaptive is not None:   # replications: {target_ci: ...}

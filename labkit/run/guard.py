@@ -22,8 +22,9 @@ leaves last around each run) records:
   its last intervals in which the campaign's CPU is told apart from the rest (by its cgroups on
   the local backend, else by its instances' counters, unknown while instances are being made or
   torn down: then ``measured: False`` and why). The sampler starts with the campaign when its
-  backend runs here, its first interval :data:`~labkit.run.telemetry.FIRST_S` long, so the first
-  run waits at most the rest of it; only when the sampler has no reading at all within
+  backend runs here, its first interval :data:`~labkit.run.telemetry.FIRST_S` long, and the campaign
+  waits for the rest of it before its first run (:meth:`QuietHost.ready`, start-up time, not the
+  run's); only when the sampler has no reading at all within
   ``pre_run_s`` is a sample of its own taken (:data:`PRE_RUN_S` seconds, ``source: sample``), dead
   time before that run; ``campaign.guard.pre_run_s`` sets its length (0: none, recorded as not
   measured).
@@ -145,6 +146,16 @@ class QuietHost(RunHook):
                              "this one's are then flagged suspect)")
         self._note(others)
         return sorted(others)
+
+    def ready(self) -> bool:
+        """Campaign start-up, once before the first run: wait (at most ``pre_run_s`` + 0.1 s) for the
+        host sampler's first interval when the sampler runs (started by :meth:`around_campaign`),
+        so that the first run's quiet check reads it rather than waiting for it inside the run's
+        own time. Whether there is an interval (False at once when the sampler does not run or
+        ``pre_run_s`` is 0: the first run then takes its look as every run does)."""
+        if self.pre_run_s <= 0 or not self.sampler.running:
+            return False
+        return self.sampler.wait_interval(self.pre_run_s + 0.1)
 
     def _note(self, others: dict[str, registry.Entry]) -> None:
         with self._lock:

@@ -55,6 +55,10 @@ def test_entry_appears_while_registered_and_goes_on_release(tmp_path, run_dir):
         assert reg.path.stat().st_mode & 0o777 == 0o644 and (run_dir / "reg-a.lock").stat().st_mode & 0o777 == 0o600
         assert run_dir.stat().st_mode & 0o777 == 0o755
     assert registry.entries() == [] and registry.running() == []
+    # the lock goes with the entry: the directory does not keep a file per id ever run
+    assert not [p.name for p in run_dir.iterdir() if p.suffix in (".lock", ".json")]
+    with registry.register("reg-a", tmp_path / "d"):   # and the id registers again
+        assert registry.find("reg-a").data_dir == str(tmp_path / "d")
 
 
 def test_a_sigkilled_holder_is_seen_stopped_and_its_id_can_run_again(tmp_path):

@@ -414,3 +414,45 @@ def test_a_run_on_a_backend_without_cgroups_of_ours_counts_its_instances_in_a_ca
     campaign = [v for _, m, v, *_ in w.rows if m == "campaign_cpu_pct"]
     assert other and all(v == pytest.approx(5.0) for v in other)
     assert all(v == pytest.approx(90.0) for v in campaign)
+
+
+# -- the first interval is campaign start-up, not the first run's time ---------------------------
+
+def test_ready_waits_for_the_threads_first_interval_and_only_when_it_runs():
+    reads = []
+    s = HostSampler(1.0, lambda: reads.append(1) or Reading(float(len(reads))), thread_clock=lambda: 0.0)
+    q = QuietHost("t-ready", sampler=s)
+    assert q.ready() is False and reads == []          # no campaign: no thread, nothing to wait for
+    with q.around_campaign(None):
+        s.ensure_started()
+        assert s.running and q.ready() is True and len(reads) >= 2   # the thread's first interval
+    assert QuietHost("t-ready0", sampler=HostSampler(1.0), pre_run_s=0).ready() is False
+
+
+def test_the_campaign_takes_the_hosts_first_interval_before_its_first_run(tmp_path, monkeypatch):
+    """A campaign on this machine: the sampler started with the campaign, ``QuietHost.ready`` waits
+    for its first interval after the start-up and before the first run's hooks, and that run's
+    quiet check reads it (``source: sampler``) instead of waiting inside its own time."""
+    from labkit.run.campaign import Campaign
+    order = []
+    ready = QuietHost.ready
+
+    def spy_ready(self):
+        got = ready(self)
+        order.append(("ready", got))
+        return got
+    monkeypatch.setattr(QuietHost, "ready", spy_ready)
+
+    class Spy(RunHook):
+        def around_run(self, ctx):
+            order.append(("run", ctx.metadata["quiet_check"].get("source")))
+            return super().around_run(ctx)
+
+    class HereBackend(CountingBackend):
+        name = "local"   # runs its instances on this machine: the sampler starts with the campaign
+    d = Design.from_dict({"factors": {"vcpus": [1, 2]}, "replications": 1, "seed": 4})
+    c = Campaign(d, backend=HereBackend(), workload=Iterating(), campaign_id="t-first", data_dir=tmp_path,
+                 progress=False, hooks=[Spy()], telemetry="off")
+    st = c.run()
+    assert order == [("ready", True), ("run", "sampler"), ("run", "sampler")]
+    assert all(md["quiet_check"]["measured"] for md in st.runs().metadata)
