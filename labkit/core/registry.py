@@ -28,11 +28,12 @@ Per campaign id, two files:
 
 * ``<id>.lock`` (0600): the running process holds an exclusive ``flock`` on it.
   The kernel releases it when the process dies, however it dies (SIGKILL too), so liveness is
-  "lock held", never a guess from a pid. A campaign that stops removes it after its entry, while
-  it still holds the lock and the id's claim (:mod:`labkit.core.claims`), so no second process can
-  be locking the same file meanwhile (a killed one leaves it, used again when the id runs again):
-  the directory does not grow with every campaign id ever run, and reading it stays cheap. A reader who may not open it (another user's registry)
-  compares the entry's pid *and* that process's start time in ``/proc``.
+  "lock held", never a guess from a pid. A reader who may not open it (another user's registry)
+  compares the entry's pid *and* that process's start time in ``/proc``. A campaign that stops
+  removes it after its entry, while it still holds the lock and the id's claim
+  (:mod:`labkit.core.claims`), so no second process can be locking that file meanwhile (a killed
+  one leaves it, used again when the id runs again): the directory does not keep a file per
+  campaign id ever run, and reading it before every run stays cheap.
 * ``<id>.json`` (0644): the entry (``campaign_id``, absolute ``data_dir``, ``pid``,
   ``pid_start``, ``started``, ``backend``, ``prefix``, ``testbed``, ``kind``: ``run`` or
   ``clean``, ``exclusive``: whether it refuses to share the host, :mod:`labkit.run.guard`), written to a temporary file and renamed over (readers never see half an entry),

@@ -45,8 +45,16 @@ from typing import TYPE_CHECKING
 
 from ..core.waiting import wait_until
 from ..errors import BenchmarkError, CommandTimeout, ConfigError, tail
-from . import base
-from .base import NUMBER, Measurement, Workload, find_number, network_address, require_tool, run_checked
+from .base import (
+    NUMBER,
+    Measurement,
+    Workload,
+    find_number,
+    network_address,
+    require_tool,
+    run_checked,
+    server_port,
+)
 from .iperf3 import check_address
 from .params import TIMEOUT, Bool, Int, Num, Str
 
@@ -176,7 +184,7 @@ class Apache(Workload):
         page = int(float(params["page_kb"]) * 1024)
         last: ExecResult | None = None
         for _ in range(5):
-            port = base.server_port()
+            port = server_port()
             script = _SETUP.replace("{page_bytes}", str(page)).replace("{port}", str(port)) \
                            .replace("{modules}", MODULES).replace("{listen}", check_address(listen))
             res = run_checked(instance, ["sh", "-c", script], timeout=60)
