@@ -286,8 +286,8 @@ class HostSampler:
             old = t - 3 * self.interval - 1.0
             self._stats = {name: v for name, v in self._stats.items() if v[0] >= old}
             for w, r in zip(windows, parts):
-                if w.closed:
-                    continue
+                if w.closed or (w.last is not None and r.t < w.last.t):
+                    continue   # read before the window's own first reading (it opened meanwhile): no interval of it
                 if w.host and host is not None:
                     r.members, r.campaign_cpu_s = members, used
                 w.add(r)

@@ -456,3 +456,31 @@ def test_the_campaign_takes_the_hosts_first_interval_before_its_first_run(tmp_pa
     st = c.run()
     assert order == [("ready", True), ("run", "sampler"), ("run", "sampler")]
     assert all(md["quiet_check"]["measured"] for md in st.runs().metadata)
+
+
+def test_a_reading_the_thread_took_before_a_window_opened_is_no_interval_of_it():
+    """The thread reads this machine; before it takes its lock, a run's window opens with a reading
+    of its own (cgroups of ours), 0.1 s later. The thread's older reading is not the window's: it
+    gave no row yet counted as one of its readings, and the next interval started from it
+    (CI of 2026-11-28: 8 readings, 6 row times)."""
+    clock = Clock()
+    opened: list = []
+
+    def read():
+        t = clock.now
+        if t == 1.0 and not opened:      # the thread's reading at 1.0; meanwhile the window opens at 1.1
+            clock.now = 1.1
+            opened.append(s.open(ctx_with(), host=True))
+        return Reading(t, gauges={"load1": t})
+    s = HostSampler(1.0, read, clock=clock, thread_clock=lambda: 0.0, autostart=False)
+    s._groups_for = SimpleNamespace(holds_instances=True)   # as configure() sets it for a backend with a cgroup driver
+    with s.campaign():
+        clock.now = 1.0
+        s.sample()
+        (w,) = opened
+        assert w.last.t == 1.1 and w.readings == 1
+        clock.now = 2.0
+        s.sample()
+        clock.now = 2.5
+        s.close(w)
+    assert w.readings == 3 and [(t, v) for t, m, v, *_ in w.rows if m == "load1"] == [(0.9, 2.0), (1.4, 2.5)]
