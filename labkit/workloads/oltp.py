@@ -122,12 +122,11 @@ class Oltp(Workload):
         directory). A port found busy (another listener, or a connection that still holds it)
         is tried again with another one, up to ``tries`` times."""
         password = secrets.token_hex(12)
+        script = _SERVER.replace("{address}", network_address(server, peer=True)).replace("{password}", password)
         try:   # the per-run password never reaches an error message (hence the store or a log)
             for _ in range(tries):
                 port = server_port()
-                script = _SERVER.replace("{address}", network_address(server, peer=True)) \
-                                .replace("{port}", str(port)).replace("{password}", password)
-                res = server.exec(["sh", "-c", script], check=False, timeout=180)
+                res = server.exec(["sh", "-c", script.replace("{port}", str(port))], check=False, timeout=180)
                 if res.exit_code != 98:
                     break
             if not res.ok:
