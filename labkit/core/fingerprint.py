@@ -8,6 +8,7 @@ labkit version/commit it was measured with. :func:`fingerprint_table` and
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -38,7 +39,10 @@ def _cpu_model() -> str:
     return platform.processor() or "unknown"
 
 
+@functools.lru_cache(maxsize=1)
 def _virt() -> str:
+    """What ``systemd-detect-virt`` says (once per process: a campaign's every start would
+    otherwise fork it, CPU the quiet-host guard's first look sees)."""
     try:
         out = subprocess.run(["systemd-detect-virt"], capture_output=True, text=True, timeout=5)
         return out.stdout.strip() or "none"
@@ -89,8 +93,10 @@ def memory_features(root: Path = SYS_MM) -> dict:
             "ksm_pages_sharing": _read(root / "ksm" / "pages_sharing")}
 
 
+@functools.lru_cache(maxsize=1)
 def labkit_commit() -> str:
-    """The git commit of the labkit checkout (``+dirty`` when it has local changes), or "n/a"."""
+    """The git commit of the labkit checkout (``+dirty`` when it has local changes), or "n/a"; read
+    once per process, when this process first asks: the code it imported then is the code it runs."""
     here = Path(__file__).resolve().parents[2]   # labkit/core/fingerprint.py -> the checkout
     if not (here / ".git").exists():
         return "n/a"

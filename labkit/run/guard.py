@@ -19,12 +19,13 @@ leaves last around each run) records:
   before the run: read from the campaign's host sampler
   (:class:`labkit.run.telemetry.HostSampler`, one thread for the whole campaign, which also
   serves the telemetry; ``source: sampler``), so the check costs the run nothing: the newest of
-  its last intervals in which the campaign's CPU is told apart from the rest (by its cgroups on
+  its last intervals in which the campaign's CPU is told apart from the rest, joined with those
+  just before it that tell it apart too until the look spans :data:`LOOK_S` (by its cgroups on
   the local backend, else by its instances' counters, unknown while instances are being made or
   torn down: then ``measured: False`` and why). The sampler starts with the campaign when its
   backend runs here, its first interval :data:`~labkit.run.telemetry.FIRST_S` long, and the campaign
   waits for the rest of it before its first run (:meth:`QuietHost.ready`, start-up time, not the
-  run's); only when the sampler has no reading at all within
+  run's; and for one interval more when that short first look crosses the threshold); only when the sampler has no reading at all within
   ``pre_run_s`` is a sample of its own taken (:data:`PRE_RUN_S` seconds, ``source: sample``), dead
   time before that run; ``campaign.guard.pre_run_s`` sets its length (0: none, recorded as not
   measured).
@@ -63,6 +64,10 @@ log = logging.getLogger("labkit.run.guard")
 PRE_RUN_S = 0.25
 #: seconds between two looks at the registry during a run
 POLL_S = 1.0
+#: seconds a look at the host before a run spans when the sampler's readings allow: its CPU
+#: counters are clock ticks, so over the sampler's first interval (0.25 s) one tick is 4 % of a
+#: CPU, and 3 ticks of nobody's were enough to flag a run
+LOOK_S = 1.0
 
 
 def other_campaigns(campaign_id: str) -> dict[str, registry.Entry]:
@@ -152,10 +157,20 @@ class QuietHost(RunHook):
         host sampler's first interval when the sampler runs (started by :meth:`around_campaign`),
         so that the first run's quiet check reads it rather than waiting for it inside the run's
         own time. Whether there is an interval (False at once when the sampler does not run or
-        ``pre_run_s`` is 0: the first run then takes its look as every run does)."""
+        ``pre_run_s`` is 0: the first run then takes its look as every run does).
+
+        That first interval is short (:data:`~labkit.run.sampler.FIRST_S`): when the CPU it shows
+        outside the campaign crosses the threshold, the campaign waits for the sampler's next
+        reading (at most one interval more) and the first run's look spans both, :data:`LOOK_S`
+        or more: a busy host is still seen, a few clock ticks nobody used no longer flag the run."""
         if self.pre_run_s <= 0 or not self.sampler.running:
             return False
-        return self.sampler.wait_interval(self.pre_run_s + 0.1)
+        if not self.sampler.wait_interval(self.pre_run_s + 0.1):
+            return False
+        got = sampled_load(self.sampler)
+        if got is not None and got["seconds"] < LOOK_S and got["other_cpu_pct"] > self.thresholds["other_cpu_pct"]:
+            self.sampler.wait_next(self.sampler.interval + 0.5)
+        return True
 
     def _note(self, others: dict[str, registry.Entry]) -> None:
         with self._lock:
@@ -228,16 +243,29 @@ class QuietHost(RunHook):
             yield
 
 
-def sampled_load(sampler: HostSampler) -> dict[str, Any] | None:
-    """``quiet_check`` from ``sampler``'s most recent interval(s) of this machine that tell the
-    campaign's CPU apart (the newest of the last few), or None when there is none recent."""
+def sampled_load(sampler: HostSampler, span: float = LOOK_S) -> dict[str, Any] | None:
+    """``quiet_check`` from ``sampler``'s most recent intervals of this machine that tell the
+    campaign's CPU apart: the newest of the last few, joined with the ones just before it that
+    also do until they span ``span`` s (or the history ends); None when there is none recent."""
+    first = last = None
     for a, b in sampler.recent():
-        rows = dict((m, v) for m, v, *inst in delta_rows(a, b) if not inst)
-        if "cpu_other_pct" in rows:
-            return {"measured": True, "seconds": round(b.t - a.t, 3),
-                    "other_cpu_pct": round(rows["cpu_other_pct"], 3),
-                    "source": "sampler", "age_s": round(max(0.0, sampler.clock() - b.t), 3)}
-    return None
+        tells = "cpu_other_pct" in (m for m, _, *inst in delta_rows(a, b) if not inst)
+        if not tells:
+            if last is None:
+                continue    # the newest that tells the campaign apart
+            break
+        last = last or b
+        first = a
+        if last.t - first.t >= span:
+            break
+    if first is None or last is None:
+        return None
+    rows = dict((m, v) for m, v, *inst in delta_rows(first, last) if not inst)
+    if "cpu_other_pct" not in rows:
+        return None
+    return {"measured": True, "seconds": round(last.t - first.t, 3),
+            "other_cpu_pct": round(rows["cpu_other_pct"], 3),
+            "source": "sampler", "age_s": round(max(0.0, sampler.clock() - last.t), 3)}
 
 
 def pre_run_load(ctx: RunContext, seconds: float = PRE_RUN_S, *, sampler: HostSampler | None = None) -> dict[str, Any]:

@@ -352,8 +352,14 @@ class InstanceWatch:
             else:
                 complete = False
         if complete:
-            r.members = frozenset(getattr(x, "name", str(id(x))) for x in insts + neighbours)
+            r.members = member_names(self.ctx)
             r.campaign_cpu_s = total
+
+
+def member_names(ctx: RunContext) -> frozenset[str]:
+    """The names of a run's instances and neighbours (``ctx.instances``, ``ctx.neighbours``): the
+    campaign's members whose CPU a reading counts."""
+    return frozenset(getattr(x, "name", str(id(x))) for x in list(ctx.instances) + list(ctx.neighbours))
 
 
 def instance_rows(a: Reading, b: Reading, dt: float) -> list[tuple[str, float, str]]:

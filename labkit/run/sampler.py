@@ -20,6 +20,7 @@ from .readings import (
     Reading,
     campaign_watch,
     delta_rows,
+    member_names,
     read_host,
     remote_reason,
 )
@@ -111,7 +112,8 @@ class HostSampler:
         self._pool: Any = None
         self._depth = 0             # campaigns entered (campaign())
         self._runs: set[int] = set()   # ids of the contexts of the runs in flight here (in_flight())
-        self._runs_changed = False     # a run here started or ended since the last reading
+        self._runs_changed = False     # a run here without instances ended since the last reading
+        self._departed: set[str] = set()   # instances of the runs here that ended since the last reading
         self._groups_for: Any = None
         self.daemons = DaemonCpu(clock)   # the daemons of the backends configured here (configure())
 
@@ -210,21 +212,40 @@ class HostSampler:
         """``ctx``'s run runs on this machine meanwhile (the quiet-host guard says so): a reading
         whose interval a run here overlaps without a window of its own (telemetry off: its
         instances' CPU is not read) does not tell the campaign's CPU apart unless the campaign's
-        cgroups do (the local backend)."""
+        cgroups do (the local backend). A run that ends leaves its instances' names: the next
+        reading tells the campaign's CPU apart only if a window still reads every one of them (a
+        later run of the same boot), as a run that started and ended between two readings would
+        otherwise hide its instances' CPU among the other processes'."""
         with self._lock:
             self._runs.add(id(ctx))
-            self._runs_changed = True
         try:
             yield
         finally:
+            names = member_names(ctx)
             with self._lock:
                 self._runs.discard(id(ctx))
-                self._runs_changed = True
+                if names:
+                    self._departed |= names
+                else:
+                    self._runs_changed = True   # no instance known: its CPU cannot be followed
 
     def wait_interval(self, timeout: float) -> bool:
         """Wait up to ``timeout`` s for the thread's first interval of this machine (two readings);
         whether there is one."""
         return self._interval.wait(timeout)
+
+    def wait_next(self, timeout: float) -> bool:
+        """Wait up to ``timeout`` s for the thread's next reading of this machine; whether one came
+        (False at once when no thread runs)."""
+        with self._lock:
+            seen = self._history[-1] if self._history else None
+        deadline = time.monotonic() + timeout
+        while self.running and time.monotonic() < deadline:
+            with self._lock:
+                if self._history and self._history[-1] is not seen:
+                    return True
+            time.sleep(0.01)
+        return False
 
     # -- readings --
 
@@ -261,6 +282,7 @@ class HostSampler:
             windows = [w for w in self._windows if not w.closed]
             seen = {id(w.watch.ctx) for w in windows if w.watch is not None}
             blind = self._runs_changed or bool(self._runs - seen)
+            departed, self._departed = self._departed, set()
             self._runs_changed = False
         parts = self._instances(windows, host, t)
         members: frozenset | None = None if blind else frozenset()
@@ -272,6 +294,8 @@ class HostSampler:
                 members = None
             else:
                 members, used = members | r.members, used + r.campaign_cpu_s
+        if members is not None and not departed <= members:
+            members = None   # an ended run's instance no window reads now: its CPU since is unknown
         with self._lock:
             if host is not None:
                 host.members, host.campaign_cpu_s = members, used
