@@ -25,7 +25,8 @@ leaves last around each run) records:
   torn down: then ``measured: False`` and why). The sampler starts with the campaign when its
   backend runs here, its first interval :data:`~labkit.run.telemetry.FIRST_S` long, and the campaign
   waits for the rest of it before its first run (:meth:`QuietHost.ready`, start-up time, not the
-  run's; and for one interval more when that short first look crosses the threshold); only when the sampler has no reading at all within
+  run's; and for one interval more when that short first look crosses the threshold); only when
+  the sampler has no reading at all within
   ``pre_run_s`` is a sample of its own taken (:data:`PRE_RUN_S` seconds, ``source: sample``), dead
   time before that run; ``campaign.guard.pre_run_s`` sets its length (0: none, recorded as not
   measured).
