@@ -362,21 +362,17 @@ def boot_runs(second_instance):
     i1 = SimpleNamespace(name="i1", stats=lambda: {"cpu_s": clock.now})
     s = HostSampler(1.0, read, clock=clock, thread_clock=lambda: 0.0, autostart=False)
     first, second = ctx_with([i1]), ctx_with([second_instance(clock) or i1])
+    windows = []
     with s.campaign():
         s.sample()
-        with s.in_flight(first):
-            w1 = s.open(first, host=True)
-            clock.now = 1.0
-            s.sample()
-            clock.now = 1.5
-            s.close(w1)
-        with s.in_flight(second):
-            w2 = s.open(second, host=True)
-            clock.now = 2.0
-            s.sample()
-            clock.now = 2.2
-            s.close(w2)
-    return w2
+        for ctx, (mid, end) in ((first, (1.0, 1.5)), (second, (2.0, 2.2))):
+            with s.in_flight(ctx):
+                w = s.open(ctx, host=True)
+                clock.now = mid
+                s.sample()
+                clock.now = end
+                windows.append(s.close(w))
+    return windows[1]
 
 
 def test_a_later_run_of_a_boot_tells_the_campaigns_cpu_apart_from_the_others():
