@@ -6,7 +6,7 @@ CAMPAIGN := affinity-local-$(shell date +%Y%m%d-%H%M%S)
 endif
 DEMO_ARGS ?=
 
-.PHONY: setup setup-tools setup-daemons setup-browser demo dashboard test unit integration notebooks bench lint clean-out reliability setup-openstack test-openstack
+.PHONY: setup setup-tools setup-daemons setup-browser demo dashboard test unit integration notebooks bench lint clean-out reliability setup-openstack test-openstack docs docs-site
 
 setup:
 	bash scripts/setup-core.sh
@@ -55,7 +55,17 @@ test: setup-daemons setup-browser setup-openstack
 	$(PY) -m ruff check labkit tests benchmarks reliability
 	.venv/bin/lint-imports
 	$(PY) -m mypy
+	$(MAKE) --no-print-directory docs-site
 	status=0; LABKIT_OPENSTACK=1 $(PY) -m pytest -ra --durations=25 tests || status=$$?; bash scripts/setup-fleet.sh teardown; exit $$status
+
+# The documentation site (mkdocs.yml, docs/index.md) into build/site/: the seed notebooks and the explorer
+# executed in view mode on the committed data (docs/gen/notebooks.py, skipped when current), then
+# `mkdocs build --strict`: a warning, a broken internal link or anchor fails it (external links not fetched).
+docs: setup docs-site
+
+docs-site:
+	$(PY) docs/gen/notebooks.py
+	NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs build --strict
 
 unit: setup
 	$(PY) -m pytest -ra tests/unit

@@ -7,6 +7,11 @@ through every renderer of data (``escape_md``, ``Conclusions.markdown``, the exp
 the Markdown is rendered as JupyterLab does (CommonMark, raw HTML allowed) and what
 became markup is counted. Every writer (report, bundle, export, figures, atomic_write)
 is pointed at a symbolic link planted in another directory and at a file left 0644.
+
+Issue 47: stores of a newer labkit and with tampered rows through status, show, report, export
+and resume (tracebacks counted), ``labkit check`` on injected faults, export and report into a
+directory link another user planted in a sticky directory, bundle member modes, campaigns under
+``umask 000``, a data dir whose path holds ``?`` and ``#``.
 """
 from __future__ import annotations
 
@@ -122,11 +127,233 @@ def _one_factor_rows(tmp: Path) -> list[tuple[str, str, object, str]]:
     return [(SECTION_FILES, "one-factor unreplicated campaigns without a report", failed, "0")]
 
 
+SECTION_STORES = "stores of other versions, tampered rows (issue 47)"
+SECTION_SHARED = "files on a shared machine (issue 47)"
+
+
+def _labkit(*argv: str):
+    """The CLI in its own process, as a user runs it (a traceback shows on its stderr)."""
+    import subprocess
+    return subprocess.run([sys.executable, "-m", "labkit", *argv], capture_output=True, text=True, timeout=300,
+                          cwd=ROOT, env={**os.environ, "MPLBACKEND": "Agg", "PYTHONPATH": str(ROOT)})
+
+
+def _sql(path: Path, *statements: str, args=()) -> None:
+    import sqlite3
+    from contextlib import closing
+    with closing(sqlite3.connect(path)) as db, db:
+        for st in statements:
+            db.execute(st, args)
+
+
+def _tiny_campaign(data: Path, cid: str):
+    """A two-run campaign of the ``command`` workload (``echo 1``) on this machine."""
+    from labkit.design import Design
+    from labkit.run.campaign import Campaign
+    return Campaign(Design.from_dict({"factors": {"vcpus": [1, 2]}, "seed": 1}), workload="command",
+                    workload_params={"argv": ["sh", "-c", "echo 1"]}, campaign_id=cid, data_dir=data,
+                    progress=False)
+
+
+def _store_rows(tmp: Path) -> list[tuple[str, str, object, str]]:
+    import dataclasses
+    import json
+
+    from labkit.design import Design, Run
+    from labkit.errors import StoreError
+    from labkit.run.adaptive import run_adaptive
+    from labkit.store import Store
+    from labkit.store.check import check_store
+    from tests.support.stores import BAD_RUN, CID, make_store
+
+    out = []
+    # a store written by a newer labkit: one more column in runs, schema 99
+    data = tmp / "newer"
+    path = make_store(data)
+    _sql(path, "ALTER TABLE runs ADD COLUMN newer TEXT", "PRAGMA user_version = 99",
+         "INSERT OR REPLACE INTO store_info VALUES ('labkit_version', '9.9.0')")
+    tracebacks = refused = 0
+    for argv in (["status", CID], ["show", CID], ["report", CID, "-o", str(tmp / "newer.html")], ["export", CID]):
+        res = _labkit(*argv, "--data-dir", str(data))
+        tracebacks += "Traceback" in res.stderr
+        refused += res.returncode == 2 and "written by labkit 9.9.0 (schema 99)" in res.stderr
+    try:        # resume
+        from labkit.run.campaign import Campaign
+        from tests.support.stores import FACTORS
+        Campaign(Design.from_dict({"factors": FACTORS, "replications": 2, "seed": 1}), workload="command",
+                 workload_params={"argv": ["sh", "-c", "echo 1"]}, campaign_id=CID, data_dir=data,
+                 progress=False).run()
+    except StoreError as exc:
+        refused += "written by labkit 9.9.0 (schema 99)" in str(exc)
+    except Exception:
+        tracebacks += 1
+    out += [(SECTION_STORES, "newer store (schema 99): status, show, report, export, resume with a traceback",
+             tracebacks, "0"),
+            (SECTION_STORES, "newer store: of those 5, not refused naming both labkits' versions", 5 - refused, "0")]
+
+    # a runs row whose metadata is not JSON: the others still read, the row named
+    data = tmp / "malformed"
+    path = make_store(data)
+    _sql(path, "UPDATE runs SET metadata = '{not json' WHERE run_id = ?", args=(BAD_RUN,))
+    tracebacks = named = 0
+    for argv in (["status", CID], ["show", CID], ["report", CID, "-o", str(tmp / "m.html")],
+                 ["export", CID, "--out", str(tmp / "m-export")]):
+        res = _labkit(*argv, "--data-dir", str(data))
+        tracebacks += "Traceback" in res.stderr or res.returncode != 0
+        named += sum(f"campaign {CID}: run {BAD_RUN}: column metadata" in ln for ln in res.stderr.splitlines()) == 1
+    import logging
+    quiet = logging.getLogger("labkit.store")
+    level, quiet.level = quiet.level, logging.ERROR      # its warning is counted, not printed here
+    try:
+        with Store(path, readonly=True) as st:
+            read = st.tidy().run_id.nunique()
+    finally:
+        quiet.setLevel(level)
+    out += [(SECTION_STORES, "malformed metadata of 1 run: status, show, report, export failing", tracebacks, "0"),
+            (SECTION_STORES, "malformed metadata: of those 4, not naming campaign, run and column in one line",
+             4 - named, "0"),
+            (SECTION_STORES, "malformed metadata: runs not read besides the malformed one (of 7)", 7 - read, "0")]
+
+    # a tampered pending adaptive round
+    design = Design.from_dict({"factors": {"vcpus": [1, 2]}, "seed": 5,
+                               "replications": {"target_ci": 1e-9, "min": 2, "max": 4}})
+    bad = {"run_id": "c0000r003", "run_order": 4, "config": 0, "replicate": 3, "levels": {"vcpus": 1}}
+    forged = dataclasses.asdict(Run("c0000r003", 4, 0, 3, {"vcpus": 64}))
+    other = 0
+    for pending in ([bad], [forged]):
+        with Store(tmp / "adaptive" / f"{len(out)}-{pending[0]['levels']['vcpus']}" / "store.sqlite") as st:
+            st.set_meta(campaign_id="adaptive", design=design.to_dict(), adaptive_round=1,
+                        adaptive_pending=pending)
+            for run in design.plan():
+                st.record_run(run, status="ok", started="2026-01-01T00:00:00+00:00", duration_s=1.0)
+            try:
+                run_adaptive(design, st, lambda runs: None, response="y")
+                other += 1      # a forged run accepted
+            except StoreError:
+                pass
+            except Exception:
+                other += 1
+    out.append((SECTION_STORES, "tampered adaptive_pending (unknown field, forged levels): not refused "
+                "with a StoreError", other, "0"))
+
+    # labkit check: each injected fault found, a good store passes
+    faults = [("UPDATE runs SET metadata = '{x' WHERE run_id = ?", (BAD_RUN,)),
+              ("UPDATE runs SET levels = '3' WHERE run_id = ?", (BAD_RUN,)),
+              ("UPDATE runs SET replicate = 'two' WHERE run_id = ?", (BAD_RUN,)),
+              ("UPDATE measurements SET value = 'fast' WHERE run_id = ?", (BAD_RUN,)),
+              ("INSERT INTO measurements VALUES ('c0009r009', 0, 't_s', 1.0, 's', 0)", ()),
+              ("UPDATE meta SET value = '{' WHERE key = 'workload'", ()),
+              ("UPDATE fingerprints SET data = 'x' WHERE id = 'fp1'", ()),
+              ("INSERT OR REPLACE INTO meta VALUES ('adaptive_pending', ?)", (json.dumps([{"run_order": 1}]),)),
+              ("ALTER TABLE runs ADD COLUMN surprise TEXT", ()),
+              ("PRAGMA user_version = 99", ())]
+    missed = 0
+    for i, (statement, args) in enumerate(faults):
+        p = make_store(tmp / "check", f"f{i}")
+        _sql(p, statement, args=args)
+        missed += check_store(p, f"f{i}").ok
+    good = check_store(make_store(tmp / "check", "good"), "good").ok
+    out += [(SECTION_STORES, f"labkit check: injected faults not found (of {len(faults)})", missed, "0"),
+            (SECTION_STORES, "labkit check: a good store reported as faulty", int(not good), "0")]
+    return out
+
+
+#: as another user: in the sticky directory argv[1], plant link "out" to argv[2]
+PLANT = """
+import os, sys
+os.symlink(sys.argv[2], os.path.join(sys.argv[1], "out"))
+print("planted", flush=True)
+"""
+
+
+def _shared_rows(tmp: Path) -> list[tuple[str, str, object, str]]:
+    import shutil
+
+    from labkit.report import write_bundle
+    from tests.support.stores import CID, make_store
+
+    out = []
+    # export / report into a directory link planted by another user in a sticky 1777 directory
+    if os.geteuid() == 0 and shutil.which("setpriv"):
+        from tests.support.other_users import as_user
+        base = Path(tempfile.mkdtemp(prefix="labkit-rel-shared-"))
+        try:
+            os.chmod(base, 0o755)
+            data = base / "data"
+            make_store(data)
+            target = base / "root-private"
+            target.mkdir(mode=0o700)
+            shared = base / "shared"
+            shared.mkdir()
+            os.chmod(shared, 0o1777)
+            as_user(4245, base / "user", PLANT, str(shared), str(target)).communicate(timeout=60)
+            link = shared / "out"
+            refused = 0
+            for argv in (["export", CID, "--out", str(link)], ["report", CID, "-o", str(link / "r.html")]):
+                res = _labkit(*argv, "--data-dir", str(data))
+                refused += res.returncode == 2 and f"{link} is a symbolic link" in res.stderr
+            out += [(SECTION_SHARED, "export/report into another user's planted dir link: files written in "
+                     "its target", len(list(target.iterdir())), "0"),
+                    (SECTION_SHARED, "export/report into the planted dir link: of 2, not refused naming it",
+                     2 - refused, "0")]
+        finally:
+            shutil.rmtree(base)
+    else:
+        out.append((SECTION_SHARED, "export into a planted dir link: skipped (needs root and setpriv)", "-", ""))
+
+    # bundle members
+    make_store(tmp / "bundle")
+    old = os.umask(0o022)
+    try:
+        bundle = write_bundle(tmp / "bundle", CID, tmp / "b.zip")
+    finally:
+        os.umask(old)
+    with zipfile.ZipFile(bundle) as z:
+        wrong = sum(i.external_attr >> 16 != stat.S_IFREG | 0o600 for i in z.infolist())
+        members = len(z.infolist())
+    out.append((SECTION_SHARED, f"bundle members not 0600 (of {members})", wrong, "0"))
+
+    # umask 000: two campaigns and a resume in a new data dir
+    data = tmp / "umask" / "data"
+    old = os.umask(0)
+    failed = 0
+    try:
+        for cid in ("u-a", "u-b", "u-a"):
+            try:
+                _tiny_campaign(data, cid).run().close()
+            except Exception:
+                failed += 1
+    finally:
+        os.umask(old)
+    dirs = (data, data / "u-a", data / "u-b")
+    wrong = sum(not p.is_dir() or stat.S_IMODE(os.stat(p).st_mode) != 0o700 for p in dirs)
+    out += [(SECTION_SHARED, "umask 000: campaigns failing (2 campaigns, 1 resume)", failed, "0"),
+            (SECTION_SHARED, "umask 000: data dir and campaign dirs not 0700 (of 3)", wrong, "0")]
+
+    # a data dir whose path holds ? and #
+    root = tmp / "uri"
+    root.mkdir()
+    data = root / "we?ird#data%20dir"
+    failed = 0
+    try:
+        make_store(data)
+        _tiny_campaign(data, "t-uri").run().close()
+    except Exception:
+        failed += 1
+    for argv in (["status", CID], ["export", CID], ["report", CID, "--bundle", str(root / "b.zip")]):
+        failed += _labkit(*argv, "--data-dir", str(data)).returncode != 0
+    stray = sorted(set(p.name for p in root.iterdir()) - {"we?ird#data%20dir", "b.zip"})
+    out += [(SECTION_SHARED, "data dir 'we?ird#data%20dir': campaign, status, export, bundle failing", failed, "0"),
+            (SECTION_SHARED, "data dir 'we?ird#data%20dir': stray files beside it", len(stray), "0")]
+    return out
+
+
 def rows() -> list[tuple[str, str, object, str]]:
     with tempfile.TemporaryDirectory(prefix="labkit-rel-sec-") as d:
         tmp = Path(d)
         out = []
-        for part, make in (("m", _markup_rows), ("f", _file_rows), ("o", _one_factor_rows)):
+        for part, make in (("m", _markup_rows), ("f", _file_rows), ("o", _one_factor_rows),
+                           ("s", _store_rows), ("h", _shared_rows)):
             (tmp / part).mkdir()
             out += make(tmp / part)
         return out

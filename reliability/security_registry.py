@@ -13,7 +13,15 @@ it with the real CLI:
   knows it): an instance made just now, then ``labkit clean --yes``: removed within the grace
   period (must be 0), and left after ``--grace 0`` (must be 0);
 * **two users, one id**: two non-root users (uids 4242 and 4243, each with its own runtime dir,
-  neither able to read the other's registry) start the same id: second starts not refused.
+  neither able to read the other's registry) start the same id: second starts not refused;
+* **FIFOs planted by another user** (issue 47, finding 2): a real passwd user (``labkit-other``,
+  tests/support/other_users.real_user) plants a FIFO as its registry entry ``<id>.json``, as the
+  lock ``<id>.lock`` of an entry, or as its ``data-dirs.list``; then root's ``labkit run`` (a
+  2-run campaign on ``local``) is started: counts those that did not end within 45 s (killed);
+* **5,000 data dirs recorded by another user** (finding 3): that user's record lists 5,000 of its
+  own data dirs: counts the paths an instance hides beyond those it hides with 1 recorded plus
+  ``HIDDEN_RECORDED`` (must be 0), and prints the ratio of the median start cost of an instance
+  (make + destroy, 3 interleaved rounds) with 5,000 recorded vs 1 (no bound: a figure to judge).
 
 ``SECURITY_REGISTRY_TRIALS`` (default 5) trials of each. Campaign ids carry a random token.
 """
@@ -108,6 +116,91 @@ def _two_users(counts: dict) -> None:
         shutil.rmtree(base)
 
 
+FIFO_CASES = ("registry entry <id>.json", "registry lock <id>.lock", "data-dirs.list")
+#: seconds a root ``labkit run`` of two short runs gets before it counts as hung (issue 47: 45)
+HANG_S = 45
+
+
+def _plant_fifo(user, case: str, cid: str) -> None:
+    """A FIFO planted by ``user`` (tests/support/other_users.User) where ``case`` says."""
+    import json
+
+    from tests.support.other_users import run_as
+    registry = user.home / ".cache" / "labkit" / "campaigns"
+    record = user.home / ".local" / "state" / "labkit" / "data-dirs.list"
+    entry = json.dumps({"campaign_id": cid, "data_dir": None, "pid": 1, "started": "2026-01-01"})
+    code = {"registry entry <id>.json": f"os.makedirs({str(registry)!r}, exist_ok=True); "
+                                        f"os.mkfifo({str(registry / (cid + '.json'))!r})",
+            "registry lock <id>.lock": f"os.makedirs({str(registry)!r}, exist_ok=True); "
+                                       f"open({str(registry / (cid + '.json'))!r}, 'w').write({entry!r}); "
+                                       f"os.mkfifo({str(registry / (cid + '.lock'))!r})",
+            "data-dirs.list": f"os.makedirs({str(record.parent)!r}, exist_ok=True); os.mkfifo({str(record)!r})"}[case]
+    run_as(user, ["python3", "-c", "import os; " + code])
+
+
+def _fifos(tmp: Path, counts: dict) -> None:
+    """Finding 2: root's ``labkit run`` beside each FIFO another user planted (see the docstring)."""
+    import shutil
+    import subprocess
+
+    from tests.support.other_users import real_user
+    user = real_user()
+    design = tmp / "d.yaml"
+    design.write_text("factors:\n  vcpus: [1, 2]\nseed: 1\n")
+    env = {k: v for k, v in os.environ.items() if k != "LABKIT_RUN_DIR"}
+    env["PYTHONPATH"] = str(ROOT)
+    for case in FIFO_CASES:
+        _plant_fifo(user, case, f"sec-fifo-{secrets.token_hex(4)}")
+        try:
+            subprocess.run([sys.executable, "-m", "labkit", "run", str(design), "--backend", "local",
+                            "--workload", "command", "--param", 'argv=["true"]', "--campaign-id",
+                            f"sec-fifo-run-{secrets.token_hex(4)}", "--data-dir", str(tmp / "data")],
+                           capture_output=True, text=True, env=env, cwd=ROOT, stdin=subprocess.DEVNULL,
+                           timeout=HANG_S)
+        except subprocess.TimeoutExpired:
+            counts[f"FIFO as another user's {case}: root's labkit run hung ({HANG_S} s)"] += 1
+        finally:
+            for d in (user.home / ".cache" / "labkit", user.home / ".local" / "state" / "labkit"):
+                shutil.rmtree(d, ignore_errors=True)
+
+
+def _planted_records(local) -> list[tuple[str, str, object, str]]:
+    """Finding 3: hidden paths and instance start cost with 1 and 5,000 data dirs recorded by
+    another user (see the docstring)."""
+    import shutil
+    import statistics
+    import time
+
+    from labkit.backends import teardown
+    from labkit.backends.local import HIDDEN_RECORDED
+    from labkit.core.instance import InstanceSpec
+    from tests.support.other_users import real_user, run_as
+    user = real_user()
+    data, record = user.home / "data", user.home / ".local" / "state" / "labkit" / "data-dirs.list"
+    run_as(user, ["python3", "-c", f"import os\nfor i in range(5000): os.makedirs('{data}/d%05d' % i)\n"
+                  f"os.makedirs({str(record.parent)!r}, exist_ok=True)"], timeout=600)
+    times: dict[int, list[float]] = {1: [], 5000: []}
+    hidden: dict[int, int] = {}
+    try:
+        for i in range(3):
+            for n in ((1, 5000) if i % 2 == 0 else (5000, 1)):
+                run_as(user, ["python3", "-c", "import sys; open(sys.argv[1], 'w').write(''.join("
+                              "f'{sys.argv[2]}/d{i:05}\\n' for i in range(int(sys.argv[3]))))",
+                              str(record), str(data), str(n)])
+                t = time.perf_counter()
+                teardown(local.provision(InstanceSpec(), prefix="labkit-sec-hidden--"))
+                times[n].append(time.perf_counter() - t)
+                hidden[n] = len(local.hidden_dirs())
+    finally:
+        shutil.rmtree(data, ignore_errors=True)
+        shutil.rmtree(record.parent, ignore_errors=True)
+    ratio = statistics.median(times[5000]) / statistics.median(times[1])
+    return [(SECTION, f"5,000 data dirs recorded by another user: hidden paths per instance beyond "
+                      f"1 recorded's ({hidden[1]}) + {HIDDEN_RECORDED}", max(0, hidden[5000] - hidden[1] - HIDDEN_RECORDED), "0"),
+            (SECTION, "5,000 data dirs recorded by another user: instance start, median 5,000 / 1 recorded",
+             round(ratio, 2), "")]
+
+
 def rows() -> list[tuple[str, str, object, str]]:
     from labkit.backends import get_backend
 
@@ -119,8 +212,10 @@ def rows() -> list[tuple[str, str, object, str]]:
         "clean --yes without id: running campaign's instances removed", "clean --yes without id: campaign not ending ok",
         "killed, clean --yes: leftovers remaining",
         "unregistered, made just now: removed by clean --yes (grace 10 min)",
-        "unregistered: left after clean --yes --grace 0", "two users, one id: second start not refused"], 0)
+        "unregistered: left after clean --yes --grace 0", "two users, one id: second start not refused",
+        *(f"FIFO as another user's {case}: root's labkit run hung ({HANG_S} s)" for case in FIFO_CASES)], 0)
     local = get_backend("local")
+    planted: list[tuple[str, str, object, str]] = []
     try:
         with tempfile.TemporaryDirectory(prefix="labkit-sec-reg-") as tmp:
             for attack in ("duplicate", "dry", "clean", "killed"):
@@ -133,9 +228,12 @@ def rows() -> list[tuple[str, str, object, str]]:
                 work.mkdir()
                 _unregistered(work, local, counts)
                 _two_users(counts)
+                _fifos(work, counts)
+            planted = _planted_records(local)
     finally:
         local.close()
-    return [(SECTION, "trials of each attack", trials, "")] + [(SECTION, k, v, "0") for k, v in counts.items()]
+    return ([(SECTION, "trials of each attack", trials, "")] + [(SECTION, k, v, "0") for k, v in counts.items()]
+            + planted)
 
 
 if __name__ == "__main__":

@@ -26,7 +26,9 @@ Hooks a backend writes (``abc`` refuses a class that misses one)::
         def put(self, local_path, remote_path, mode=0o755): ...
         def _destroy(self): ...                    # idempotent, quiet if already gone
 
-Instance names: ``<prefix><8 hex>``. A campaign's prefix is
+Instance names: ``<prefix><13 base-32 characters>`` (65 random bits, :func:`new_name`: at
+100,000 instances per campaign a repeat has odds of about 1 in 10^10, where the 8 hex digits
+of before gave 69 %). A campaign's prefix is
 ``labkit-<campaign id>--``; campaign ids contain no ``--`` and do not end in
 ``-``, so ``cleanup(prefix)`` (a plain ``startswith``) can only ever match that
 campaign's instances: ``labkit-x--`` never matches ``labkit-x-2--...``.
@@ -101,17 +103,36 @@ def check_name(name: str) -> str:
     return name
 
 
+#: random characters of an instance name (:func:`new_name`): base 32, 5 bits each, 65 bits
+NAME_RANDOM_CHARS = 13
+_BASE32 = "abcdefghijklmnopqrstuvwxyz234567"
+
+
+def name_token(chars: int = NAME_RANDOM_CHARS) -> str:
+    """``chars`` random characters of ``a-z2-7`` (5 bits each, from :mod:`secrets`)."""
+    bits = secrets.randbits(5 * chars)
+    return "".join(_BASE32[(bits >> (5 * i)) & 31] for i in range(chars))
+
+
 def new_name(prefix: str = "labkit-") -> str:
-    """A fresh instance name ``<prefix><8 hex>`` (``labkit-`` is added if missing).
+    """A fresh instance name ``<prefix><13 characters of a-z2-7>`` (``labkit-`` is added if missing).
+
+    The 13 characters are 65 random bits: the names a campaign draws are unique in practice (at
+    100,000 instances the odds of any repeat are about 1.4 in 10^10; 8 hex digits gave 69 %), in
+    13 characters rather than 16 hex digits so that a name stays within 63 characters (an LXD or
+    host name) with campaign ids up to 41 characters. The level analysis does not rely on that
+    alone: an instance is identified by its boot and its name (:mod:`labkit.store.levels`).
+    Network device names are not derived from it (``lk`` + a hash of the network's name,
+    :attr:`.networks.Network.device`), so their 15-character limit does not apply here.
 
     A prefix that does not end in ``-`` gets one, so ``new_name("labkit-test")``
-    is ``labkit-test-1a2b3c4d``.
+    is ``labkit-test-<13 characters>``.
     """
     if not prefix.startswith(NAME_PREFIX):
         prefix = NAME_PREFIX + prefix
     if not prefix.endswith("-"):
         prefix += "-"
-    return check_name(check_prefix(prefix) + secrets.token_hex(4))
+    return check_name(check_prefix(prefix) + name_token())
 
 
 def check_options(backend: str, given: dict, allowed: Sequence[str]) -> None:
@@ -422,9 +443,11 @@ class Backend(ABC):
     OPTIONS: tuple[str, ...] = ()
     #: most NICs an instance can bond on a private network (``nics`` factor; 1: no aggregation)
     MAX_NICS = 1
-    #: names (``/proc/<pid>/comm``) of the host daemons that do this backend's work when it runs on
-    #: this machine: their CPU making and removing a campaign's instances is the campaign's
-    #: (telemetry's ``daemon_cpu_pct``), not a process outside it
+    #: program names of the host daemons that do this backend's work when it runs on this machine:
+    #: their CPU making and removing a campaign's instances is the campaign's (telemetry's
+    #: ``daemon_cpu_pct``), not a process outside it. A process counts as one only when its
+    #: executable is that daemon's binary and root (or this user) runs it
+    #: (:class:`labkit.run.readings.DaemonCpu`): the name alone is a first filter, never proof
     daemons: tuple[str, ...] = ()
 
     def __init__(self, **options):

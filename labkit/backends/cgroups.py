@@ -13,6 +13,14 @@ the same way: a driver names the file and parses its text.
   memory (and pids where the kernel has it) enabled in the parent's
   ``cgroup.subtree_control``.
 
+Not root on cgroup v2: :func:`detect_here` finds this process's own cgroup (``/proc/self/cgroup``)
+and, when it is delegated to the user (writable: systemd ``Delegate=yes``, e.g. a scope made by
+``systemd-run --user --scope -p Delegate=yes``), drives instances there as children of it. Its own
+processes first move to a leaf child (:data:`LEAF`: cgroup v2 lets a cgroup other than the root
+enable controllers for its children only when it holds no process itself), then the controllers are
+enabled in its ``cgroup.subtree_control``. A controller the subtree was not given is refused by name
+with the fix (:func:`delegation_fix`); limits are never accepted and silently not enforced.
+
 ``pids_max`` (``create``) caps the number of tasks in the instance (``pids.max``);
 a driver's ``has_pids`` says whether the host has the pids controller. ``kill``
 leaves no process behind even when one keeps forking: v2 writes ``cgroup.kill``;
@@ -60,7 +68,8 @@ class Op:
     path) to path; ``kill`` path: SIGKILL once every process listed in the cgroup ``path``
     (no waiting: they may be frozen); ``drain`` path: kill every process in the cgroup
     ``path`` until it is empty; ``rmdir``: drain, then remove the cgroup ``path`` (quiet
-    if gone)."""
+    if gone); ``move`` path: every process of the cgroup ``path`` into the cgroup ``value`` (one that
+    exits meanwhile is skipped)."""
     kind: str
     path: str
     value: str = ""
@@ -155,13 +164,15 @@ class CgroupV1:
 
 
 class CgroupV2:
-    """The unified hierarchy rooted at ``root``."""
+    """The unified hierarchy rooted at ``root``: the mount point (root), or a subtree delegated to
+    this user, whose own processes move to the leaf ``leaf`` before controllers are enabled."""
 
     version = 2
 
-    def __init__(self, root: str, has_pids: bool = False):
+    def __init__(self, root: str, has_pids: bool = False, leaf: str | None = None):
         self.root = str(root)
         self.has_pids = has_pids
+        self.leaf = leaf
 
     def dirs(self, name: str) -> list[str]:
         return [f"{self.root}/{name}"]
@@ -176,6 +187,8 @@ class CgroupV2:
         pids = pids_max is not None and self.has_pids
         enable = [Op("write", f"{self.root}/cgroup.subtree_control", f"+{c}")
                   for c in CONTROLLERS + (("pids",) if pids else ())]
+        if self.leaf is not None:   # a delegated subtree: no process of its own where controllers are enabled
+            enable = [Op("mkdir?", self.leaf), Op("move", self.root, self.leaf), *enable]
         return enable + [
             Op("mkdir", d),
             *([Op("write", f"{d}/pids.max", str(pids_max))] if pids else []),
@@ -332,11 +345,59 @@ def cgroup_mounts(mounts_text: str) -> list[tuple[str, str, set[str]]]:
     return out
 
 
-def detect(mounts_text: str, controllers_of: Callable[[str], str | None]) -> CgroupV1 | CgroupV2:
+#: the child of a delegated cgroup that its own processes (labkit's) move to
+LEAF = "labkit-self"
+
+
+def own_cgroup(proc_self_cgroup: str) -> str | None:
+    """This process's cgroup in the unified hierarchy (the ``0::/path`` line of ``/proc/self/cgroup``),
+    or None (no such line: a v1-only host)."""
+    for line in proc_self_cgroup.splitlines():
+        hid, _, rest = line.partition(":")
+        ctl, _, path = rest.partition(":")
+        if hid == "0" and ctl == "" and path.startswith("/"):
+            return path.removesuffix(" (deleted)")
+    return None
+
+
+def delegation_fix(where: str) -> str:
+    """How a user gets a cgroup v2 subtree with the controllers labkit needs (``where``: the cgroup)."""
+    return (f"run labkit in a delegated scope: `systemd-run --user --scope -p Delegate=yes labkit run ...`; "
+            f"the user manager hands on only what it has: if `cat /sys/fs/cgroup/user.slice/user-$(id -u).slice/"
+            f"user@$(id -u).service/cgroup.controllers` lacks one of {' '.join(CONTROLLERS)} (cpuset usually), "
+            f"add it as root: `mkdir -p /etc/systemd/system/user@.service.d && printf '[Service]\\nDelegate=cpu "
+            f"cpuset memory pids\\n' > /etc/systemd/system/user@.service.d/delegate.conf && systemctl "
+            f"daemon-reload`, then log in again (this process's cgroup: {where}); or run as root, or unconfined "
+            f"with --backend-option enforce_limits=false")
+
+
+def delegated(cgroup_dir: str, controllers_of: Callable[[str], str | None],
+              writable: Callable[[str], bool]) -> CgroupV2:
+    """The driver for the delegated cgroup v2 directory ``cgroup_dir`` (this process's own cgroup):
+    BackendUnavailable naming the cause and the fix when it is not writable by this user (not
+    delegated) or lacks a controller labkit needs."""
+    files = [cgroup_dir, f"{cgroup_dir}/cgroup.procs", f"{cgroup_dir}/cgroup.subtree_control"]
+    if not all(writable(f) for f in files):
+        raise BackendUnavailable(f"cgroup v2: this process's cgroup {cgroup_dir} is not delegated to uid "
+                                 f"{os.geteuid()} (not writable by it), so instance limits cannot be set: "
+                                 + delegation_fix(cgroup_dir))
+    available = set((controllers_of(cgroup_dir) or "").split())
+    missing = [c for c in CONTROLLERS if c not in available]
+    if missing:
+        raise BackendUnavailable(f"cgroup v2: controller{'s' if len(missing) > 1 else ''} {', '.join(missing)} "
+                                 f"not delegated to {cgroup_dir} (its cgroup.controllers: "
+                                 f"{' '.join(sorted(available)) or 'none'}): " + delegation_fix(cgroup_dir))
+    return CgroupV2(cgroup_dir, has_pids="pids" in available, leaf=f"{cgroup_dir}/{LEAF}")
+
+
+def detect(mounts_text: str, controllers_of: Callable[[str], str | None], *, own: str | None = None,
+           writable: Callable[[str], bool] | None = None) -> CgroupV1 | CgroupV2:
     """The driver for a host: v1 when cpuset/cpu/memory hierarchies are mounted, else v2.
 
     ``mounts_text`` is the host's /proc/self/mounts; ``controllers_of(path)``
-    returns the text of ``<path>/cgroup.controllers`` (or None).
+    returns the text of ``<path>/cgroup.controllers`` (or None). With ``own`` (this process's
+    cgroup, :func:`own_cgroup`) and ``writable(path)``: on v2, when the mount point is not writable
+    (not root), the subtree delegated to this user (:func:`delegated`).
     """
     found = cgroup_mounts(mounts_text)
     v1: dict[str, str] = {}
@@ -348,8 +409,12 @@ def detect(mounts_text: str, controllers_of: Callable[[str], str | None]) -> Cgr
     if set(CONTROLLERS) <= set(v1):
         return CgroupV1(v1)
     for path, fstype, _ in found:
+        if fstype != "cgroup2":
+            continue
+        if own is not None and writable is not None and not writable(path):
+            return delegated(path.rstrip("/") + own if own != "/" else path, controllers_of, writable)
         available = set((controllers_of(path) or "").split())
-        if fstype == "cgroup2" and set(CONTROLLERS) <= available:
+        if set(CONTROLLERS) <= available:
             return CgroupV2(path, has_pids="pids" in available)
     raise BackendUnavailable(
         "no usable cgroup hierarchy: need cgroup v1 cpuset+cpu+memory or cgroup v2 with those "
@@ -358,9 +423,15 @@ def detect(mounts_text: str, controllers_of: Callable[[str], str | None]) -> Cgr
 
 
 def detect_here() -> Driver:
-    """This machine's driver (:func:`detect` on /proc/self/mounts); BackendUnavailable or
+    """This machine's driver (:func:`detect` on /proc/self/mounts, this process's cgroup from
+    /proc/self/cgroup: a subtree delegated to this user when not root); BackendUnavailable or
     OSError when it has no usable hierarchy."""
-    return detect(read_local("/proc/self/mounts"), _controllers_here)
+    try:
+        own = own_cgroup(read_local("/proc/self/cgroup"))
+    except OSError:
+        own = None
+    return detect(read_local("/proc/self/mounts"), _controllers_here, own=own,
+                  writable=lambda p: os.access(p, os.W_OK))
 
 
 def _controllers_here(path: str) -> str | None:
@@ -394,6 +465,18 @@ def _write(path: str, value: str) -> None:
 def read_local(path: str) -> str:
     with open(path) as fh:
         return fh.read()
+
+
+def _move(source: str, target: str) -> None:
+    """Every process of cgroup ``source`` into cgroup ``target`` (one gone meanwhile is skipped)."""
+    for pid in _pids(source):
+        try:
+            with open(f"{target}/cgroup.procs", "w") as fh:
+                fh.write(str(pid))
+        except ProcessLookupError:
+            continue
+        except OSError as exc:
+            raise BackendError(f"cannot move process {pid} from cgroup {source} to {target}: {exc.strerror}") from exc
 
 
 def _pids(directory: str) -> list[int]:
@@ -440,11 +523,16 @@ def _drain(directory: str, remove: bool, timeout: float) -> None:
 def apply(ops: list[Op], timeout: float = DRAIN_TIMEOUT_S) -> None:
     """Carry out ``ops`` on this machine, in order; BackendError on the first failure."""
     for op in ops:
-        if op.kind == "mkdir":
+        if op.kind in ("mkdir", "mkdir?"):
             try:
                 os.mkdir(op.path)
+            except FileExistsError:
+                if op.kind == "mkdir":
+                    raise BackendError(f"cannot create cgroup {op.path}: it exists") from None
             except OSError as exc:
                 raise BackendError(f"cannot create cgroup {op.path}: {exc.strerror}") from exc
+        elif op.kind == "move":
+            _move(op.path, op.value)
         elif op.kind == "write":
             _write(op.path, op.value)
         elif op.kind == "write?":
@@ -483,6 +571,10 @@ def script(ops: list[Op], timeout: float = DRAIN_TIMEOUT_S) -> str:
         p = q(op.path)
         if op.kind == "mkdir":
             lines.append(f"mkdir {p} || exit 1")
+        elif op.kind == "mkdir?":
+            lines.append(f"[ -d {p} ] || mkdir {p} || exit 1")
+        elif op.kind == "move":
+            lines.append(f"for p in $(cat {p}/cgroup.procs); do echo $p > {q(op.value)}/cgroup.procs 2>/dev/null; done")
         elif op.kind == "write":
             lines.append(f"w {p} {q(op.value)}")
         elif op.kind == "write?":

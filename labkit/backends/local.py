@@ -67,6 +67,10 @@ from .networks import Network, remove_bridges
 #: run argv with the instance's hosts file ($0) on /etc/hosts (in a private mount namespace)
 _HOSTS = 'mount --bind "$0" /etc/hosts && exec "$@"'
 
+#: what an isolated instance runs to write a file it is given on stdin ($1: path, $2: octal mode)
+_PUT = 'umask 077 && mkdir -p -- "$(dirname -- "$1")" && cat > "$1" && chmod -- "$2" "$1"'
+PUT_TIMEOUT_S = 300
+
 NETWORKS = ("none", "host")
 DEFAULT_PIDS_MAX = 4096
 
@@ -144,7 +148,7 @@ class LocalInstance(cgroups.CgroupCounters, Instance):
         self.hosts_file: str | None = None   # set on a private network
         self._holder: subprocess.Popen | None = None   # the process holding its PID and mount namespaces (sandbox)
         self.hidden: list[str] = []   # the host directories covered inside it (LocalBackend.hidden_dirs)
-        self.metadata.update(host_cpu_ids=host_cpus, limits_enforced=backend.enforce,
+        self.metadata.update(host_cpu_ids=host_cpus, limits_enforced=backend.driver is not None,
                              cgroup_version=backend.driver.version if backend.driver else None,
                              network="none" if self.netns else "host",
                              isolation=backend.isolation_record())
@@ -156,9 +160,12 @@ class LocalInstance(cgroups.CgroupCounters, Instance):
         be: LocalBackend = self.backend
         own = os.path.realpath(self._dir)
         os.makedirs(self._dir / sandbox.TMP_NAME, mode=0o700, exist_ok=True)   # its $TMPDIR
+        for d in (self._dir, self._dir / sandbox.TMP_NAME):   # the instance's root (uid 0 of its user namespace)
+            os.chown(d, sandbox.USERNS_BASE, sandbox.USERNS_BASE)
         hidden = [d for d in be.hidden_dirs() if d != own]
+        tmproot = sandbox.make_tmproot(be.tmproot(), self.name)
         self._holder = sandbox.start_holder(sandbox.holder_argv(self.name, str(self._dir), self.hosts_file,
-                                                                self.netns, be.mounts, new_netns), hidden)
+                                                                self.netns, be.mounts, new_netns, tmproot), hidden)
         self.hidden = hidden
         # stored as a count and a digest: the paths name other campaigns' and users' data dirs
         self.metadata["isolation"] = {**self.metadata["isolation"], "hidden": len(hidden),
@@ -233,15 +240,43 @@ class LocalInstance(cgroups.CgroupCounters, Instance):
         return cgroups.read_local(path)
 
     def put(self, local_path: str | os.PathLike, remote_path: str, mode: int = 0o755) -> None:
+        """Copy ``local_path`` to ``remote_path`` (relative: in the work dir) as the instance sees
+        it. Isolated, the instance writes it itself (:data:`_PUT`, through ``lkns enter``): into
+        its own ``/tmp`` too, as its own user, and a link it planted leads nowhere outside."""
         dest = Path(remote_path)
         if not dest.is_absolute():
             dest = self._dir / dest
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(local_path, dest)
-        os.chmod(dest, mode)
+        if self._holder is None:
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(local_path, dest)
+            os.chmod(dest, mode)
+            return
+        argv, extra = self._wrap(["/bin/sh", "-c", _PUT, "labkit-put", str(dest), f"{mode:o}"])
+        with open(local_path, "rb") as fh:
+            res = subprocess.run(argv, stdin=fh, capture_output=True, cwd=self._dir, timeout=PUT_TIMEOUT_S,
+                                 env=self._environ(None, extra))
+        if res.returncode != 0:
+            raise BackendError(f"could not copy {local_path} to {dest} in local instance {self.name}: "
+                               f"{res.stderr.decode(errors='replace').strip()[-500:]}")
 
     def _destroy(self) -> None:
         self.backend._remove(self.name, self._holder)
+
+
+#: the words a yes/no option may be written as (any case), from YAML or ``--backend-option KEY=VALUE``
+FLAG_WORDS = {"true": True, "yes": True, "on": True, "1": True, "false": False, "no": False, "off": False, "0": False}
+
+
+def flag_option(name: str, value) -> bool:
+    """``value`` of yes/no option ``name`` as a bool: True/False, 1/0 or one of :data:`FLAG_WORDS` in any
+    case ("False", "no", "0"); ConfigError naming the accepted spellings otherwise."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, int) and value in (0, 1):
+        return bool(value)
+    if isinstance(value, str) and value.strip().lower() in FLAG_WORDS:
+        return FLAG_WORDS[value.strip().lower()]
+    raise ConfigError(f"local backend: {name} must be true or false (also yes/no, 1/0, any case), got {value!r}")
 
 
 class LocalBackend(Backend):
@@ -267,13 +302,12 @@ class LocalBackend(Backend):
                  mounts=None, isolation: str = "strict", pids_max: int | None = DEFAULT_PIDS_MAX,
                  hide=None, **unknown):
         super().__init__(**unknown)   # an unknown option is refused with the list of valid ones
+        enforce_limits = flag_option("enforce_limits", enforce_limits)
         self.options = {"enforce_limits": enforce_limits, "workroot": workroot, "network": network,
                         "isolation": isolation, "pids_max": pids_max}
         self.mounts = same_path_mounts(parse_mounts(mounts, "local"))
         if self.mounts:
             self.options["mounts"] = [m.as_dict() for m in self.mounts]
-        if not isinstance(enforce_limits, bool):
-            raise ConfigError(f"local backend: enforce_limits must be true or false, got {enforce_limits!r}")
         if network not in NETWORKS:
             raise ConfigError(f"local backend: network={network!r}; use one of {', '.join(NETWORKS)}")
         if pids_max is not None and (isinstance(pids_max, bool) or not isinstance(pids_max, int) or pids_max < 1):
@@ -284,6 +318,8 @@ class LocalBackend(Backend):
             self.options["hide"] = self.hide
         # isolation needs root; without it (enforce_limits=False) commands run as before, recorded
         self.isolation = sandbox.check_mode(isolation) if os.geteuid() == 0 else "none"
+        if self.isolation != "none":
+            sandbox.check_writable(self.mounts)
         self.pids_max = pids_max
         self.enforce = enforce_limits
         self.workroot = private_dir(workroot or default_workroot())
@@ -305,8 +341,10 @@ class LocalBackend(Backend):
         if self.driver is None and self.enforce:
             raise BackendUnavailable(
                 f"local backend cannot enforce instance limits: {self._why_not}. "
-                "Run as root, or pass enforce_limits=False to run unconfined "
-                "(recorded as limits_enforced=False in every run's metadata).")
+                "Run as root or in a delegated cgroup v2 subtree (systemd-run --user --scope -p Delegate=yes "
+                "labkit run ...), or pass enforce_limits=False to run unconfined (CLI: `--backend-option "
+                "enforce_limits=false`, YAML: `enforce_limits: false`; recorded as limits_enforced=False in "
+                "every run's metadata).")
 
     def _cpu_ids(self) -> list[int]:
         if self.driver is not None:
@@ -386,15 +424,31 @@ class LocalBackend(Backend):
             except BackendError as exc:
                 errors.append(exc)
         shutil.rmtree(Path(self.workroot) / name, ignore_errors=True)
+        if self.isolation != "none":
+            shutil.rmtree(Path(self.tmproot()) / name, ignore_errors=True)
         if errors:
             raise errors[0]
 
-    def list_labkit(self, prefix: str = "labkit-") -> list[str]:
-        """Instances (cgroups, network namespaces, work dirs) whose names start with ``prefix``."""
-        check_prefix(prefix)
+    def tmproot(self) -> str:
+        """Where isolated instances' own /tmp and /var/tmp live (:data:`sandbox.TMP_ROOT`, made
+        0700 and verified as the work root is)."""
+        return private_dir(sandbox.TMP_ROOT)
+
+    def _places(self) -> list[Path]:
+        """Where an instance leaves a trace named after it: work dir, network namespace, its own
+        /tmp, cgroups."""
         places = [Path(self.workroot), Path("/run/netns")]
+        if self.isolation != "none":
+            places.append(Path(sandbox.TMP_ROOT))
         if self.driver is not None:
             places += [Path(r) for r in cgroups.writable_roots(self.driver)]
+        return places
+
+    def list_labkit(self, prefix: str = "labkit-") -> list[str]:
+        """Instances (cgroups, network namespaces, work dirs, their own /tmp) whose names start
+        with ``prefix``."""
+        check_prefix(prefix)
+        places = self._places()
         return sorted({p.name for place in places if place.is_dir()
                        for p in place.glob(prefix + "*") if p.name.startswith(prefix)})
 
@@ -402,9 +456,7 @@ class LocalBackend(Backend):
         """The earliest modification time of each instance's work dir, network namespace file
         and cgroup directories (each made when the instance was; files written later in the work
         dir only make it younger)."""
-        places = [Path(self.workroot), Path("/run/netns")]
-        if self.driver is not None:
-            places += [Path(r) for r in cgroups.writable_roots(self.driver)]
+        places = self._places()
         out = {}
         for name in names:
             times = []
@@ -439,20 +491,23 @@ class LocalBackend(Backend):
         return {"mode": self.isolation,
                 "capabilities": sandbox.capabilities(self.isolation) if isolated else None,
                 "no_new_privs": isolated,
-                "namespaces": (["pid", "mount"] if isolated else []) + (["net"] if self.isolate else []),
+                "namespaces": (["pid", "mount", "ipc", "user"] if isolated else []) + (["net"] if self.isolate else []),
+                "user": (f"uid 0 of its own user namespace = host uid {sandbox.USERNS_BASE} "
+                         f"(ids 0-{sandbox.USERNS_COUNT - 1})" if isolated else "root"),
+                "private": ["/tmp", "/var/tmp", "/dev (null zero full random urandom tty pts shm)"] if isolated else [],
                 "pids_max": self.pids_max if self.driver is not None and self.driver.has_pids else None,
                 "env": ("clean: " + " ".join(sandbox.ENV_KEPT) + ", HOME=work dir, the workload's"
                         if isolated else "the controller's")}
 
     def hidden_dirs(self) -> list[str]:
         """Host directories (and files) covered in every instance (:func:`sandbox.hidden_dirs`):
-        the registry of running campaigns (``/run/labkit``), every data dir campaigns used on this
-        host (recorded, running or not) and those the registry names, the default data dir, the
-        work root, the secrets of the invoking users' homes (:func:`sandbox.home_secrets`), the
-        ``hide`` option's."""
+        the registry of running campaigns (``/run/labkit``), the data dirs of running campaigns
+        and the newest :data:`HIDDEN_RECORDED` recorded ones (:func:`_data_dirs`: a bounded set,
+        however many data dirs were ever recorded), the default data dir, the work root, the
+        secrets of the invoking users' homes (:func:`sandbox.home_secrets`), the ``hide`` option's."""
         key = _hidden_signature()
         if self.hidden_cache is None or self.hidden_cache[0] != key:
-            candidates = ["/run/labkit", self.workroot, *self.hide, *_data_dirs(), *sandbox.home_secrets()]
+            candidates = ["/run/labkit", self.workroot, *self.hide, *_data_dirs(), *sandbox.system_hidden()]
             self.hidden_cache = (key, sandbox.hidden_dirs(candidates, [m.target for m in self.mounts]))
         # the list is made again only when a record it comes from changed; one removed since is left out
         return [p for p in self.hidden_cache[1] if os.path.lexists(p)]
@@ -474,21 +529,30 @@ def _hidden_signature() -> tuple:
     return tuple(out)
 
 
+#: recorded data dirs an instance hides at most, this user's and other users' each, besides the
+#: running campaigns' (issue 47: one mount per data dir ever recorded made 5,000 planted records
+#: cost a campaign 60 times its time)
+HIDDEN_RECORDED = 64
+
+
 def _data_dirs() -> list[str]:
-    """The controller's data dirs this host knows of: the checkout's default, every data dir
-    a campaign registered with (:func:`labkit.core.datadirs.known`, kept after it stops) and
-    those of every campaign in the registry (running or stopped)."""
+    """The data dirs an instance hides, a bounded set: the checkout's default, those of the
+    campaigns running now (the registry: another user's only when that user owns them, and at
+    most :data:`labkit.core.registry.MAX_FOREIGN_ENTRIES` a user), and the newest recorded ones
+    (:func:`labkit.core.datadirs.recent`: up to :data:`HIDDEN_RECORDED` of this user's and as
+    many of other users' own). Older data dirs are private (0700) to the user who ran them, and
+    an instance's workload runs as another uid."""
     from ..core import datadirs, paths, registry
     found = []
     try:
         found.append(str(paths.data_dir()))
     except ConfigError:
         pass   # no checkout: no default data dir
-    found += datadirs.known()
     try:
-        found += [e.data_dir for e in registry.entries() if e.data_dir]
+        found += [e.data_dir for e in registry.running() if e.data_dir]
     except (StoreError, OSError):
         pass   # no readable registry: nothing registered
+    found += datadirs.recent(HIDDEN_RECORDED)
     try:
         found.append(str(registry.run_dir()))
     except (StoreError, OSError):

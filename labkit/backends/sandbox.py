@@ -12,15 +12,22 @@ says ``ready`` on a pipe (no polling), then reaps orphans as the namespace's PID
 the instance is destroyed (a PID 1 ignores the signals it has no handler for, so the
 instance cannot stop it):
 
-* every directory in ``hidden`` (every data dir campaigns used on this host, running or
-  not, the registry of running campaigns ``/run/labkit``, the local work root holding the
-  other instances' work dirs, the secrets in the homes of the controller's user, of root
-  and of a ``sudo`` caller: :data:`HOME_SECRETS`; :func:`hidden_dirs`) is covered by an
-  empty read-only tmpfs (one file system, bound at each: one mount per directory), and every
-  such file by ``/dev/null`` (read-only); the instance's own work dir is bound back at its path;
-* every file system is read-only but for the work dir, ``/tmp``, ``/var/tmp``, ``/dev``
+* ``/tmp`` and ``/var/tmp`` are the instance's own: two empty directories on the host's disk
+  (:data:`TMP_ROOT`, :func:`make_tmproot`) bound there, removed with the instance;
+* every directory in ``hidden`` (:func:`hidden_dirs` of: the host's daemon state and sockets,
+  :data:`SYSTEM_HIDDEN`, which holds ``/run`` with the registry of running campaigns; the homes,
+  :data:`HOMES` and the invoking users': what a home holds is seen only where it is mounted
+  (an allow-list), or, for a home that holds a mount target, all but :data:`HOME_SECRETS`; the
+  data dirs campaigns used on this host; the local work root holding the other instances' work
+  dirs) is covered by an empty read-only tmpfs (one file system, bound at each: one mount per
+  directory), and every such file by ``/dev/null`` (read-only); the instance's own work dir,
+  and the ``mounts`` option's directories, are bound back at their paths;
+* ``/dev`` holds only ``null``, ``zero``, ``full``, ``random``, ``urandom``, ``tty`` (the
+  host's), a devpts of its own, a private ``/dev/shm`` and the ``fd`` links: no block device,
+  no ``/dev/kvm``, no host terminal;
+* every file system is read-only but for the work dir, ``/tmp``, ``/var/tmp``, ``/dev/shm``
   and the ``mounts`` option's read-write directories (its read-only ones are read-only
-  wherever they are): ``/etc``, ``/usr``, ``/root``, the
+  wherever they are): ``/etc``, ``/usr``, the
   labkit checkout, ``/sys`` with the cgroup hierarchies, and also ``/proc/sys``,
   ``/proc/sysrq-trigger``, ``/proc/irq`` and ``/proc/bus``;
 * ``/proc`` is the namespace's own: the instance sees only its processes;
@@ -31,8 +38,13 @@ instance cannot stop it):
 
 Each command then starts through ``lkns enter`` (:func:`enter`), one exec: it joins the
 instance's cgroup on the host side (the files of ``$LABKIT_CGROUP_PROCS``, as
-:data:`cgroups.JOIN` does), enters those namespaces, forks (the child is in the PID
-namespace), sets ``no_new_privs``, clears the inheritable and ambient sets, empties the
+:data:`cgroups.JOIN` does), enters those namespaces (and the holder's IPC namespace), forks (the
+child is in the PID namespace), drops its supplementary groups, makes a user namespace of its
+own in which it is uid and gid 0 but which maps ids 0-65535 to the host's
+:data:`USERNS_BASE`... (:data:`USERNS_COUNT`): the workload is root inside and an unprivileged
+id on the host, so no file, socket or process of the host's root passes an owner or group check
+for it (the daemons' sockets, ``/etc/shadow``, block devices, root's files), and a capability it
+keeps acts only on what its own user namespace owns. Then it sets ``no_new_privs``, clears the inheritable and ambient sets, empties the
 bounding set (``strict``) or cuts it to :data:`RELAXED_CAPS` (``relaxed``: enough for a
 service that switches to its own user, such as Apache httpd) and execs the command, in a
 clean environment (:func:`environment`); it exits as the command did. Without
@@ -40,7 +52,9 @@ clean environment (:func:`environment`); it exits as the command did. Without
 move itself to another cgroup (the hierarchies are read-only).
 
 Everything else of the host's file system is seen as on the host (``/usr``, ``/etc``,
-``/tmp``, the ``mounts`` option's directories), read-only as said; isolation ``none`` turns all of this
+the ``mounts`` option's directories), read-only as said, and with the access of an unprivileged
+user: a read-write mount must be writable by :data:`USERNS_BASE` (as for LXD's unprivileged
+containers; :func:`check_writable`); isolation ``none`` turns all of this
 off (commands run as before: in the network namespace only, as full root, with the
 controller's environment).
 """
@@ -75,6 +89,21 @@ DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 MARKER = "labkit-holder"
 #: directories an instance needs: a hidden directory may be none of them nor hold one
 NEEDED = ("/usr", "/bin", "/sbin", "/lib", "/lib64", "/etc", "/tmp", "/var/tmp", "/dev", "/proc", "/sys")
+#: the first host uid (and gid) of an instance's user namespace: its uid 0 is this id on the host.
+#: Above the ranges that /etc/subuid gives LXD (1,000,000 + 10^9) and Docker, below 2^31 (ICMP
+#: echo sockets take gids up to 2^31 - 1: ``ping_group_range``); no user of the host has it
+USERNS_BASE = 2_100_000_000
+#: ids mapped: 0-65535 inside, so that a service may switch to its own user (relaxed: Apache's www-data)
+USERNS_COUNT = 65536
+#: the host's daemon state and sockets (Docker, containerd, LXD, libvirt, MariaDB, munge and
+#: Slurm, labkit's own records): covered in every instance; ``/run`` holds every daemon's socket
+#: and the registry of running campaigns (``/var/run`` is a link to it on Debian)
+SYSTEM_HIDDEN = ("/run", "/var/run", "/var/lib/docker", "/var/lib/containerd", "/var/lib/lxd",
+                 "/var/snap/lxd", "/var/lib/libvirt", "/var/lib/mysql", "/var/lib/munge", "/etc/munge",
+                 "/var/lib/slurm", "/var/spool/slurmctld", "/var/spool/slurmd", "/var/lib/labkit",
+                 "/var/lib/postgresql", "/var/lib/nova", "/var/lib/glance", "/var/lib/keystone")
+#: the home directories covered whole (with every invoking user's home: :func:`invoking_homes`)
+HOMES = ("/root", "/home")
 READY_TIMEOUT_S = 30.0
 #: the C source of ``lkns`` (in this package's ``csrc``)
 SOURCE = "lkns.c"
@@ -162,6 +191,40 @@ def home_secrets(homes: Iterable[str] | None = None) -> list[str]:
             if os.path.lexists(os.path.join(h, name))]
 
 
+def system_hidden() -> list[str]:
+    """What every instance covers besides data dirs, work root and the ``hide`` option: the
+    daemons' state and sockets (:data:`SYSTEM_HIDDEN`), the homes (:data:`HOMES`, the invoking
+    users': an allow-list, nothing of them seen but what is mounted) and, for a home that holds
+    a mount target and so stays, its secrets (:func:`home_secrets`)."""
+    return [*SYSTEM_HIDDEN, *HOMES, *invoking_homes(), *home_secrets()]
+
+
+def userns_map() -> str:
+    """``BASE:COUNT``, the user namespace ``lkns enter`` gives a command."""
+    return f"{USERNS_BASE}:{USERNS_COUNT}"
+
+
+def check_writable(mounts: Iterable[Mount]) -> None:
+    """ConfigError for a read-write mount that the instance's uid (:data:`USERNS_BASE` on the
+    host) could not write: neither its own, nor writable by others, nor with an ACL (its
+    entries are then the kernel's to judge)."""
+    for m in mounts:
+        if m.readonly:
+            continue
+        st = os.stat(m.source)
+        try:
+            acl = bool(os.getxattr(m.source, "system.posix_acl_access"))
+        except OSError:
+            acl = False
+        if st.st_uid != USERNS_BASE and not st.st_mode & 0o002 and not acl:
+            raise ConfigError(
+                f"local option mounts: {m.source} is read-write, but an isolated instance's commands "
+                f"run as host uid {USERNS_BASE} (root of their own user namespace) and could not write "
+                f"it (owner uid {st.st_uid}, mode {stat.S_IMODE(st.st_mode):04o}); let that uid write "
+                f"it (setfacl -m u:{USERNS_BASE}:rwx,d:u:{USERNS_BASE}:rwx {m.source}, or chmod o+w), "
+                "as for LXD's unprivileged containers, or pass isolation='none'")
+
+
 def _is_within(path: str, parent: str) -> bool:
     return path == parent or path.startswith(parent.rstrip("/") + "/")
 
@@ -184,14 +247,33 @@ def hidden_dirs(candidates: Iterable[str | None], needed: Iterable[str] = ()) ->
 
 
 def holder_argv(name: str, workdir: str, hosts_file: str | None, netns: str | None,
-                mounts: Iterable[Mount] = (), new_netns: bool = False) -> list[str]:
-    """The holder's argv: ``lkns hold``, making PID and mount namespaces (in network namespace
+                mounts: Iterable[Mount] = (), new_netns: bool = False, tmproot: str | None = None) -> list[str]:
+    """The holder's argv: ``lkns hold``, making PID, mount and IPC namespaces (in network namespace
     ``netns``, a name under /run/netns, unless None; with ``new_netns`` it makes that one too,
     as ``ip netns add`` would, with its loopback up: one exec fewer); ``mounts``
-    (:class:`~labkit.core.mounts.Mount`): their targets writable or read-only as they ask."""
+    (:class:`~labkit.core.mounts.Mount`): their targets writable or read-only as they ask;
+    ``tmproot``: a directory holding ``tmp`` and ``var-tmp`` (:func:`make_tmproot`), the
+    instance's own /tmp and /var/tmp (None: a tmpfs each, counted in its memory)."""
     ns = ("+" if new_netns else "") + netns if netns else ""
-    return [helper(), "hold", MARKER, name, workdir, hosts_file or "", ns,
+    return [helper(), "hold", MARKER, name, workdir, hosts_file or "", ns, tmproot or "",
             *(("-" if m.readonly else "+") + m.target for m in mounts)]
+
+
+#: where the instances' own /tmp and /var/tmp live on the host (root's, in no directory another
+#: user may write; on disk, as the host's /var/tmp is: a database or a file benchmark in /tmp is
+#: not held in the instance's memory); hidden in every instance (/var/lib/labkit)
+TMP_ROOT = "/var/lib/labkit/instances"
+
+
+def make_tmproot(parent: str, name: str) -> str:
+    """``parent/name`` (0700, this user's) holding ``tmp`` and ``var-tmp`` (1777): an
+    instance's own /tmp and /var/tmp; its path."""
+    root = os.path.join(parent, name)
+    os.mkdir(root, 0o700)
+    for sub in ("tmp", "var-tmp"):
+        os.mkdir(os.path.join(root, sub))
+        os.chmod(os.path.join(root, sub), 0o1777)
+    return root
 
 
 def start_holder(argv: list[str], hidden: list[str]) -> subprocess.Popen:
@@ -230,8 +312,9 @@ def _kill_group(proc: subprocess.Popen) -> None:
 
 
 def enter(holder: subprocess.Popen, workdir: str, mode: str, net: bool) -> list[str]:
-    """The argv prefix that runs a command in ``holder``'s namespaces, in ``workdir``, with
-    the capabilities of ``mode`` and ``no_new_privs``, after joining the cgroup of
+    """The argv prefix that runs a command in ``holder``'s namespaces, in ``workdir``, as uid 0
+    of a user namespace of its own (the host's :data:`USERNS_BASE`), with the capabilities of
+    ``mode`` and ``no_new_privs``, after joining the cgroup of
     ``$LABKIT_CGROUP_PROCS`` (when set). BackendError if the holder is gone
     (its pid cannot be reused meanwhile: it is our child, reaped only here or in
     :func:`stop_holder`)."""
@@ -239,7 +322,7 @@ def enter(holder: subprocess.Popen, workdir: str, mode: str, net: bool) -> list[
         raise BackendError(f"the instance's namespace holder (pid {holder.pid}) exited "
                            f"(status {holder.returncode}): the instance is gone")
     caps = ",".join(str(CAP_NUMBERS[c]) for c in capabilities(mode))
-    return [helper(), "enter", str(holder.pid), workdir, "1" if net else "0", caps, "--"]
+    return [helper(), "enter", str(holder.pid), workdir, "1" if net else "0", caps, userns_map(), "--"]
 
 
 def stop_holder(holder: subprocess.Popen | None, name: str) -> None:

@@ -14,18 +14,29 @@ reading its registry.
 With ``LABKIT_RUN_DIR`` set (a separate registry, as tests use) names carry a digest of that
 directory, so ids are unique among those who share it. The names are per network namespace:
 campaigns started inside another network namespace (a container) are not seen.
+
+Any user may bind any name under the prefix, so :func:`bound` keeps only names that are valid
+campaign ids (:func:`labkit.core.ids.check_campaign_id`): a name such as ``../x`` or one with
+blanks is ignored (logged). (A name carrying a newline can still forge a whole line of
+``/proc/net/unix``, naming a valid id nobody holds: that id then reads as running, which only
+keeps ``labkit clean`` from removing that id's leftovers.)
 """
 from __future__ import annotations
 
 import errno
 import hashlib
+import logging
 import os
 import socket
 import struct
 
+from ..errors import ConfigError
+from .ids import check_campaign_id
+
 __all__ = ["bound", "claim", "holder", "socket_name"]
 
 ENV = "LABKIT_RUN_DIR"
+log = logging.getLogger("labkit.claims")
 PREFIX = "labkit/campaign/"
 #: bytes of /proc/net/unix read at most (a host with 100 000 sockets lists about 10 MB)
 MAX_LIST = 32 << 20
@@ -77,7 +88,7 @@ def holder(campaign_id: str) -> tuple[int, int] | None:
 
 def bound() -> set[str]:
     """The campaign ids claimed on this host now (in this process's network namespace and
-    ``LABKIT_RUN_DIR`` scope)."""
+    ``LABKIT_RUN_DIR`` scope); a bound name that is not a valid campaign id is left out (logged)."""
     space = "@" + _space()
     try:
         with open("/proc/net/unix", "rb") as fh:
@@ -87,7 +98,14 @@ def bound() -> set[str]:
     out = set()
     for line in text.splitlines()[1:]:
         fields = line.split()   # Num RefCount Protocol Flags Type St Inode [Path]
-        path = fields[7] if len(fields) >= 8 else ""
+        path = fields[7] if len(fields) == 8 else ""   # more: a name with blanks, never a campaign id
         if path.startswith(space):
-            out.add(path[len(space):])
+            cid = path[len(space):]
+            try:
+                check_campaign_id(cid)
+            except ConfigError:
+                log.warning("abstract socket @%s%r is not a campaign's claim (not a valid campaign id): ignored",
+                            space[1:], cid)
+                continue
+            out.add(cid)
     return out

@@ -2,15 +2,21 @@
 
 The registry of running campaigns (:mod:`labkit.core.registry`) forgets a campaign when it stops,
 but its results stay in its data dir, and another campaign's workload must not read them. Each
-campaign that registers adds its data dir here (:func:`remember`); :func:`known` lists them, and
-the ``local`` backend covers every one in its instances (:mod:`labkit.backends.sandbox`), as
-``labkit clean`` reads the stores there to age a campaign's leftovers.
+campaign that registers adds its data dir here (:func:`remember`); :func:`known` lists them (as
+``labkit clean`` reads the stores there to age a campaign's leftovers), and :func:`recent` the
+newest few, which the ``local`` backend covers in its instances (a bounded number of mounts,
+whatever the records hold: issue 47; data dirs are private, 0700, so the mounts are a second wall).
 
-Where (one absolute path a line, 0600, at most :data:`MAX_ENTRIES`, the newest kept):
-``$LABKIT_RUN_DIR/data-dirs.list`` when that is set (tests), else ``/var/lib/labkit/data-dirs.list``
-for root (it outlives a reboot, unlike ``/run``), else ``$XDG_STATE_HOME/labkit/data-dirs.list``
-(``~/.local/state/labkit/...``). Root also reads every user's own file, taking from it only the
-directories that user owns (a user cannot make root's instances hide someone else's directory).
+Where (one absolute path a line, 0600, at most :data:`MAX_ENTRIES`, the newest last; directories
+gone when it is written are dropped): ``$LABKIT_RUN_DIR/data-dirs.list`` when that is set (tests),
+else ``/var/lib/labkit/data-dirs.list`` for root (it outlives a reboot, unlike ``/run``), else
+``$XDG_STATE_HOME/labkit/data-dirs.list`` (``~/.local/state/labkit/...``). Root also reads every
+user's own file as :mod:`labkit.core.foreign` reads what another user wrote: a regular file of that
+user's (never a link; a FIFO opened without blocking and refused) of at most :data:`MAX_BYTES`, its
+newest :data:`MAX_ENTRIES` lines, taking from it only the directories that user owns (a user cannot
+make root's instances hide, nor ``labkit clean`` read, someone else's directory). No record, root's
+either, counts for a system directory (:func:`labkit.core.foreign.system_dir`). What is ignored is
+logged.
 """
 from __future__ import annotations
 
@@ -19,18 +25,19 @@ import fcntl
 import logging
 import os
 import pwd
-import stat
 from pathlib import Path
 
 from ..errors import ConfigError
 from .files import atomic_write
+from .foreign import owned_dir, read_regular
 
-__all__ = ["bounded", "known", "record_file", "remember", "sources"]
+__all__ = ["bounded", "known", "recent", "record_file", "remember", "sources"]
 
 ENV = "LABKIT_RUN_DIR"
 NAME = "data-dirs.list"
 SYSTEM_FILE = Path("/var/lib/labkit") / NAME
 MAX_ENTRIES = 1000
+#: a record larger than this is not one labkit wrote (:data:`MAX_ENTRIES` lines): ignored, logged
 MAX_BYTES = 4 << 20
 log = logging.getLogger("labkit.datadirs")
 
@@ -47,36 +54,42 @@ def record_file(uid: int | None = None, home: str | None = None) -> Path:
     return base / "labkit" / NAME
 
 
-def _read(path: Path, owner: int | None = None) -> list[str]:
-    """The paths of record ``path`` (not followed if a link; [] if absent or unreadable); with
-    ``owner``, only if the file is that user's, and only the directories that user owns."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-    except OSError:
+def _lines(path: Path, owner: int | None = None) -> list[str]:
+    """The absolute paths record ``path`` lists, oldest first ([] if absent, unreadable, or not a
+    regular file of at most :data:`MAX_BYTES`; with ``owner``, of that user's: :mod:`.foreign`)."""
+    raw = read_regular(path, owner=owner, max_bytes=MAX_BYTES, what="data-dir record")
+    if raw is None:
         return []
-    with os.fdopen(fd, "rb") as fh:
-        if owner is not None and os.fstat(fh.fileno()).st_uid != owner:
-            return []
-        lines = fh.read(MAX_BYTES).decode("utf-8", "replace").splitlines()
-    out = []
-    for line in lines:
-        if not line.startswith("/") or "\x00" in line:
+    return [line for line in raw.decode("utf-8", "replace").splitlines() if line.startswith("/") and "\x00" not in line]
+
+
+def _newest(record: Path, owner: int | None, limit: int) -> list[str]:
+    """Up to ``limit`` directories of ``record``, newest first: existing ones, none a system
+    directory, and with ``owner`` (another user's record) only that user's, of its newest
+    :data:`MAX_ENTRIES` lines. Those ignored are logged (each at debug, how many at warning)."""
+    lines = _lines(record, owner)
+    if owner is not None:
+        lines = lines[-MAX_ENTRIES:]
+    out: list[str] = []
+    ignored = 0
+    for line in reversed(lines):
+        if len(out) >= limit:
+            break
+        if line in out:
             continue
-        if owner is not None:
-            try:
-                st = os.stat(line)
-            except OSError:
-                continue
-            if st.st_uid != owner or not stat.S_ISDIR(st.st_mode):
-                continue
+        if owned_dir(line, owner, what=f"data-dir record {record}") is None:
+            ignored += os.path.lexists(line)   # a gone one is stale, not suspect
+            continue
         out.append(line)
+    if ignored:
+        log.warning("data-dir record %s: %d of its paths ignored (a system directory, or not a directory "
+                    "of uid %s)", record, ignored, "any" if owner is None else owner)
     return out
 
 
 def remember(data_dir: str | os.PathLike) -> None:
-    """Add ``data_dir`` (made absolute) to this user's record: moved to the end if there; past
-    :data:`MAX_ENTRIES`, the directories that no longer exist are dropped first (oldest first), then
-    the oldest (:func:`bounded`). Best effort: a record that cannot be written is logged, never an
+    """Add ``data_dir`` (made absolute) to this user's record: moved to the end if there; the
+    directories that no longer exist are dropped, then past :data:`MAX_ENTRIES` the oldest. Best effort: a record that cannot be written is logged, never an
     error (the campaign's own registry entry still names the dir while it runs)."""
     path = os.path.abspath(os.fspath(data_dir))
     if "\n" in path:
@@ -87,9 +100,10 @@ def remember(data_dir: str | os.PathLike) -> None:
         lock = os.open(record.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         try:
             fcntl.flock(lock, fcntl.LOCK_EX)   # one writer at a time: none loses another's line
-            before = _read(record)
-            if before[-1:] != [path]:
-                kept = bounded([p for p in before if p != path], MAX_ENTRIES - 1) + [path]
+            before = _lines(record)
+            kept = [p for p in before if p != path and os.path.isdir(p)]   # stale lines pruned
+            if before != [*kept, path]:
+                kept = bounded(kept, MAX_ENTRIES - 1) + [path]
                 atomic_write(record, "".join(p + "\n" for p in kept), mode=0o600)
         finally:
             os.close(lock)
@@ -124,6 +138,26 @@ def sources() -> list[tuple[Path, int | None]]:
 
 def known() -> list[str]:
     """Every data dir recorded on this host that this user may know of: this user's record, and
-    as root every user's (the directories each owns); those that no longer exist are left out."""
-    paths = [p for record, owner in sources() for p in _read(record, owner=owner)]
-    return [p for p in dict.fromkeys(paths) if os.path.isdir(p)]
+    as root every user's (the directories each owns); those that no longer exist, and system
+    directories, are left out. Oldest first within each record."""
+    paths = [p for record, owner in sources() for p in reversed(_newest(record, owner, MAX_ENTRIES))]
+    return list(dict.fromkeys(paths))
+
+
+def recent(limit: int) -> list[str]:
+    """Recorded data dirs, a bounded number whatever the records hold: at most ``limit`` of this
+    user's, newest first, then (as root) at most ``limit`` of other users' together (each the
+    directories that user owns, newest first, users in password-database order). What the
+    ``local`` backend hides besides the running campaigns' data dirs."""
+    if limit < 0:
+        raise ValueError(f"datadirs.recent: limit must be 0 or more, not {limit}")
+    (own, _), *others = sources()
+    out = _newest(own, None, limit)
+    left = limit
+    for record, owner in others:
+        if left <= 0:
+            break
+        found = [p for p in _newest(record, owner, left) if p not in out]
+        out += found
+        left -= len(found)
+    return out

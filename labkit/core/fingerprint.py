@@ -17,6 +17,8 @@ import subprocess
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from .paths import MARKER
+
 if TYPE_CHECKING:
     import pandas as pd
 
@@ -93,13 +95,24 @@ def memory_features(root: Path = SYS_MM) -> dict:
             "ksm_pages_sharing": _read(root / "ksm" / "pages_sharing")}
 
 
+#: the file in an installed labkit that names the commit its wheel was built from
+BUILD_COMMIT_FILE = "_build_commit.txt"
+
+
 @functools.lru_cache(maxsize=1)
 def labkit_commit() -> str:
-    """The git commit of the labkit checkout (``+dirty`` when it has local changes), or "n/a"; read
-    once per process, when this process first asks: the code it imported then is the code it runs."""
-    here = Path(__file__).resolve().parents[2]   # labkit/core/fingerprint.py -> the checkout
-    if not (here / ".git").exists():
-        return "n/a"
+    """The git commit of the labkit checkout this package runs from (``+dirty`` when it has local
+    changes); for an installed wheel, the commit it was built from (``labkit/_build_commit.txt``,
+    written by scripts/labkit_build_backend.py) with `` (installed)``; else "n/a". Read once per
+    process, when this process first asks: the code it imported then is the code it runs."""
+    package = Path(__file__).resolve().parents[1]   # labkit/core/fingerprint.py -> labkit/
+    here = package.parent                           # -> the checkout, when it is one
+    if not ((here / ".git").exists() and (here / MARKER).is_file()):
+        try:
+            built = (package / BUILD_COMMIT_FILE).read_text(encoding="utf-8").strip()
+        except OSError:
+            return "n/a"
+        return f"{built} (installed)" if built else "n/a"
     try:
         head = subprocess.run(["git", "-C", str(here), "rev-parse", "--short=12", "HEAD"],
                               capture_output=True, text=True, timeout=5)

@@ -11,7 +11,9 @@ from ..errors import ConfigError
 
 # no "--" inside (it delimits the campaign in instance names), no "-" at the end
 _ID = re.compile(r"^[a-z0-9](?:[a-z0-9_]|-(?!-))*$")
-MAX_ID = 48
+#: its instances' names (``labkit-<id>--<13 random characters>`` and the like, issue 45) stay within
+#: the 63 characters a host name, an LXD instance or a libvirt domain may have
+MAX_ID = 41
 
 
 def check_campaign_id(campaign_id) -> str:

@@ -29,20 +29,28 @@ from typing import TYPE_CHECKING
 
 from ..errors import StoreError
 from .clock import now_iso
+from .files import make_dirs
+from .foreign import open_regular, read_regular
 from .waiting import wait_until
 
 if TYPE_CHECKING:
     from .registry import Registration
 
 LOCK_NAME = "campaign.lock"
+#: a lock file's content (its holder's identity) is read up to this many bytes
+MAX_HOLDER = 4096
+#: a lock file larger than this is not a lock labkit wrote (the registry's are empty, a campaign's
+#: holds its holder's identity): refused by :func:`lock_state`
+MAX_LOCK_FILE = 1 << 20
 
 
 def holder(path: str | Path) -> dict | None:
-    """The holder recorded in lock file ``path`` (pid, host, started), or None if unreadable."""
+    """The holder recorded in lock file ``path`` (pid, host, started), or None if unreadable (or not
+    a regular file of at most :data:`MAX_HOLDER` bytes: never through a link, never blocking)."""
+    raw = read_regular(path, owner=None, max_bytes=MAX_HOLDER, what="campaign lock")
     try:
-        with open(path, "rb") as fh:
-            data = json.loads(fh.read(4096).decode("utf-8", "replace") or "null")
-    except (OSError, ValueError):
+        data = json.loads((raw or b"").decode("utf-8", "replace") or "null")
+    except ValueError:
         return None
     return data if isinstance(data, dict) else None
 
@@ -52,15 +60,16 @@ def is_locked(path: str | Path) -> bool:
     return lock_state(path) is True
 
 
-def lock_state(path: str | Path) -> bool | None:
+def lock_state(path: str | Path, owner: int | None = None) -> bool | None:
     """True if a live process holds the ``flock`` at ``path``; False if none does or there is no
-    file; None if the file cannot be opened (another user's, or a symlink: never followed)."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-    except FileNotFoundError:
+    file; None if it cannot tell: the file cannot be opened (another user's, or a symlink: never
+    followed), is not a regular file (a FIFO planted there: opened without blocking, never locked)
+    or, with ``owner``, is not that user's (:func:`labkit.core.foreign.open_regular`)."""
+    if not os.path.lexists(path):
         return False
-    except OSError:
-        return None
+    fd = open_regular(path, owner=owner, max_bytes=MAX_LOCK_FILE, what="lock")
+    if fd is None:
+        return False if not os.path.lexists(path) else None
     try:
         fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
     except BlockingIOError:
@@ -110,7 +119,7 @@ class CampaignLock:
 
     def _open(self) -> int:
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True, mode=self.dir_mode)
+            make_dirs(self.path.parent, self.dir_mode)   # its mode whatever the umask (issue 47)
             return os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
         except OSError as exc:
             if exc.errno not in (errno.EROFS, errno.EACCES, errno.EPERM):

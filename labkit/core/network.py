@@ -374,8 +374,14 @@ NO_DNS = "# labkit private network: names are in /etc/hosts, no DNS server\\nopt
 
 
 def short_id(name: str) -> str:
-    """The 8 hex digits that end a labkit name (``labkit-x--net-1a2b3c4d`` -> ``1a2b3c4d``)."""
+    """8 hex digits that stand for a network's name in its host devices (``lk<8 hex>``, at most
+    15 characters with ``h<i>``/``c<i>``): the name's own when it ends in 8 hex digits (the names
+    labkit made before its names got 65 random bits: ``labkit-x--net-1a2b3c4d`` -> ``1a2b3c4d``),
+    else the first 8 of the SHA-256 of the name. Labkit finds its bridges by their alias (the
+    network's whole name), never by this id."""
+    if not isinstance(name, str) or not name:
+        raise ConfigError(f"network name {name!r} must be a non-empty string")
     tail = name.rsplit("-", 1)[-1]
-    if not re.fullmatch(r"[0-9a-f]{8}", tail):
-        raise ConfigError(f"network name {name!r} does not end in 8 hex digits")
-    return tail
+    if re.fullmatch(r"[0-9a-f]{8}", tail):
+        return tail
+    return hashlib.sha256(name.encode()).hexdigest()[:8]

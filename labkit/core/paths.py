@@ -1,9 +1,19 @@
-"""Where the repository's data, figures and outputs are, whatever the working directory.
+"""Where the data, figures, outputs, reference data and notebooks are, whatever the working directory.
 
 Notebooks and the CLI call :func:`data_dir` and friends instead of relative
 paths such as ``"../data"``, so ``papermill notebooks/01... out.ipynb`` works
 from the repository root, from ``notebooks/`` or from anywhere else.
-``LABKIT_ROOT`` overrides the search (e.g. an installed labkit using a clone's data).
+
+Relative paths are taken from the labkit checkout when there is one: this repository, known by its
+own marker file (:data:`MARKER` at its root), found above the working directory or above this
+package's own location (an editable install); ``LABKIT_ROOT`` overrides the search. Outside a
+checkout (labkit installed from a wheel, a researcher's own study folder) they are taken from the
+working directory, as ``Campaign(data_dir="data")`` takes them. A folder that merely holds a
+``pyproject.toml`` and a ``data/`` is never taken for the checkout.
+
+The seed notebooks and the reference data they compare with (the papers' tables) ship inside the
+package (:func:`notebooks_dir`, :func:`reference_dir`): in a checkout those are links to
+``notebooks/`` and ``data/reference/``, one source of truth.
 """
 from __future__ import annotations
 
@@ -13,48 +23,83 @@ from pathlib import Path
 
 from ..errors import ConfigError, StoreError
 
-__all__ = ["check_data_dir", "data_dir", "figures_dir", "out_dir", "repo_root", "resolve", "unsafe_dir"]
+__all__ = ["DATA_DIR_ENV", "MARKER", "base_dir", "check_data_dir", "checkout", "data_dir", "figures_dir", "notebooks_dir", "out_dir",
+           "reference_dir", "repo_root", "resolve", "unsafe_dir"]
 
-_MARKERS = ("pyproject.toml", "data")
+#: the file at the root of the labkit repository that tells it apart from any other folder
+MARKER = ".labkit-checkout"
+#: the environment variable naming the default data dir (:func:`data_dir`)
+DATA_DIR_ENV = "LABKIT_DATA_DIR"
+_PACKAGE = Path(__file__).resolve().parents[1]   # labkit/core/paths.py -> labkit/
 
 
-def repo_root(start: str | Path | None = None) -> Path:
+def checkout(start: str | Path | None = None) -> Path | None:
     """The labkit checkout: ``LABKIT_ROOT``, else the first parent of ``start`` (default: the
-    working directory, then this package's location) holding ``pyproject.toml`` and ``data/``."""
+    working directory, then this package's location) holding :data:`MARKER`; None when there is none."""
     env = os.environ.get("LABKIT_ROOT")
     if env:
         root = Path(env).expanduser().resolve()
         if not root.is_dir():
-            raise ConfigError(f"LABKIT_ROOT={env!r} is not a directory")
+            raise ConfigError(f"LABKIT_ROOT={env!r} is not a directory; unset it or name the labkit checkout")
         return root
-    starts = [Path(start)] if start is not None else [Path.cwd(), Path(__file__).resolve().parent]
+    starts = [Path(start)] if start is not None else [Path.cwd(), _PACKAGE]
     for s in starts:
         for d in (s.resolve(), *s.resolve().parents):
-            if all((d / m).exists() for m in _MARKERS):
+            if (d / MARKER).is_file():
                 return d
-    raise ConfigError(f"no labkit checkout (a folder with {' and '.join(_MARKERS)}) above "
-                      f"{', '.join(str(s) for s in starts)}; set LABKIT_ROOT")
+    return None
+
+
+def repo_root(start: str | Path | None = None) -> Path:
+    """:func:`checkout`, or ConfigError when there is none (for what only the repository has)."""
+    root = checkout(start)
+    if root is None:
+        raise ConfigError(f"no labkit checkout (a folder with {MARKER}) above "
+                          f"{start if start is not None else f'{Path.cwd()} or {_PACKAGE}'}: this needs the "
+                          "labkit repository (set LABKIT_ROOT to a clone), or give the path explicitly")
+    return root
+
+
+def base_dir() -> Path:
+    """Where relative paths start: the checkout, else the working directory."""
+    return checkout() or Path.cwd()
 
 
 def resolve(path: str | Path | None, default: str) -> Path:
-    """``path`` as given when absolute; relative paths (and ``None`` → ``default``) from the root."""
+    """``path`` as given when absolute; relative paths (and ``None`` → ``default``) from the
+    checkout, or from the working directory outside one."""
     p = Path(path if path is not None else default).expanduser()
-    return p if p.is_absolute() else repo_root() / p
+    return p if p.is_absolute() else base_dir() / p
 
 
 def data_dir(path: str | Path | None = None) -> Path:
-    """The campaigns' folder (default ``<root>/data``)."""
+    """The campaigns' folder: ``path``, else ``$LABKIT_DATA_DIR`` (:data:`DATA_DIR_ENV`: how
+    ``labkit dashboard`` tells the explorer's kernels), else ``<checkout>/data``, or ``./data``
+    outside a checkout."""
+    if path is None and os.environ.get(DATA_DIR_ENV):
+        path = os.environ[DATA_DIR_ENV]
     return resolve(path, "data")
 
 
 def figures_dir(path: str | Path | None = None) -> Path:
-    """The committed figures' folder (default ``<root>/figures``)."""
+    """The committed figures' folder (default ``<checkout>/figures``, or ``./figures``)."""
     return resolve(path, "figures")
 
 
 def out_dir(path: str | Path | None = None) -> Path:
-    """Scratch output that is never committed (default ``<root>/out``)."""
+    """Scratch output that is never committed (default ``<checkout>/out``, or ``./out``)."""
     return resolve(path, "out")
+
+
+def reference_dir(path: str | Path | None = None) -> Path:
+    """The papers' tables the studies compare with: ``path`` when given (relative: as
+    :func:`resolve`), else the copy that ships with labkit (``labkit/studies/reference``)."""
+    return resolve(path, "") if path is not None else _PACKAGE / "studies" / "reference"
+
+
+def notebooks_dir() -> Path:
+    """The seed notebooks and the explorer that ship with labkit (``labkit/studies/notebooks``)."""
+    return _PACKAGE / "studies" / "notebooks"
 
 
 def unsafe_dir(path: str | Path) -> str | None:

@@ -24,6 +24,14 @@ through their claims). Entries of registries this user does not own (root's exce
 :attr:`Entry.trusted` False: anyone can write a stopped entry in their own registry, so
 ``labkit clean`` does not take one as proof that a campaign stopped.
 
+Another user's registry is data, read as :mod:`labkit.core.foreign` says (issue 47): its
+directory must be that user's (the uid in ``/run/user/<uid>``, the owner of the home), each file a
+regular file of that user's (never a link, a FIFO opened without blocking and refused) of at most
+:data:`MAX_ENTRY` bytes, at most :data:`MAX_FOREIGN_ENTRIES` entries read from it; an entry is
+trusted only about that user's campaigns: a ``data_dir`` that is not an existing directory of that
+user (or a system directory) becomes None (logged), and a pid that is not that user's process never
+makes it running.
+
 Per campaign id, two files:
 
 * ``<id>.lock`` (0600): the running process holds an exclusive ``flock`` on it.
@@ -49,6 +57,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import json
+import logging
 import os
 import pwd
 import socket
@@ -61,6 +70,7 @@ from ..errors import ConfigError, StoreError
 from . import claims, datadirs
 from .clock import now_iso
 from .files import atomic_write
+from .foreign import owned_dir, read_regular
 from .ids import check_campaign_id
 from .lock import lock_state
 from .paths import unsafe_dir
@@ -68,9 +78,13 @@ from .waiting import wait_until
 
 __all__ = ["Entry", "Registration", "claimed", "dirs", "entries", "find", "holder_text", "register", "run_dir", "running"]
 
+log = logging.getLogger("labkit.registry")
+
 ENV = "LABKIT_RUN_DIR"
 SYSTEM_DIR = Path("/run/labkit/campaigns")
 MAX_ENTRY = 65536
+#: entries read at most from a registry of another user (one who plants thousands gains nothing)
+MAX_FOREIGN_ENTRIES = 256
 
 
 def run_dir() -> Path:
@@ -159,27 +173,36 @@ def _proc_start(pid: int) -> int | None:
         return None
 
 
-def _lock_held(lock: Path, info: dict) -> bool:
-    """Whether a live process holds ``lock`` (pid + process start time when it cannot be opened)."""
-    held = lock_state(lock)
+def _proc_uid(pid: int) -> int | None:
+    """The uid owning process ``pid`` (its ``/proc`` directory's owner), or None if there is none."""
+    try:
+        return os.stat(f"/proc/{int(pid)}").st_uid
+    except (OSError, ValueError):
+        return None
+
+
+def _lock_held(lock: Path, info: dict, owner: int | None = None) -> bool:
+    """Whether a live process holds ``lock`` (pid + process start time when it cannot be opened);
+    with ``owner``, the lock must be that user's file and the pid that user's process."""
+    held = lock_state(lock, owner)
     if held is None:     # not ours to open: the pid and its start time identify the process
         pid, start = info.get("pid"), info.get("pid_start")
-        return isinstance(pid, int) and start is not None and _proc_start(pid) == start
+        return (isinstance(pid, int) and start is not None and _proc_start(pid) == start
+                and (owner is None or _proc_uid(pid) == owner))
     return held
 
 
-def _read(path: Path) -> dict | None:
-    """The entry at ``path``, or None if absent, not ours to read, malformed or for a campaign id
-    that is not valid (:func:`~labkit.core.ids.check_campaign_id`)."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-    except OSError:
+def _read(path: Path, owner: int | None = None) -> dict | None:
+    """The entry at ``path``, or None if absent, not ours to read, not a regular file of at most
+    :data:`MAX_ENTRY` bytes (of ``owner``'s, unless None), malformed or for a campaign id that is not
+    valid (:func:`~labkit.core.ids.check_campaign_id`)."""
+    raw = read_regular(path, owner=owner, max_bytes=MAX_ENTRY, what="registry entry")
+    if raw is None:
         return None
-    with os.fdopen(fd, "rb") as fh:
-        try:
-            data = json.loads(fh.read(MAX_ENTRY).decode("utf-8", "replace"))
-        except ValueError:
-            return None
+    try:
+        data = json.loads(raw.decode("utf-8", "replace"))
+    except ValueError:
+        return None
     if not isinstance(data, dict) or not isinstance(data.get("campaign_id"), str):
         return None
     try:
@@ -203,60 +226,97 @@ def _label(value, default: str) -> str:
     return default if text is None else text
 
 
-def _entry(directory: Path, info: dict, trusted: bool = True) -> Entry:
+def _entry(directory: Path, info: dict, trusted: bool = True, owner: int | None = None) -> Entry:
+    """The :class:`Entry` of ``info`` read in ``directory``; from another user's registry (not
+    ``trusted``, written by ``owner``), its data dir only if it is that user's (else None, logged)
+    and running only if the lock is that user's file or the pid that user's process."""
     cid = info["campaign_id"]
     known = {"campaign_id", "data_dir", "pid", "started", "kind", "backend", "prefix", "testbed"}
     pid = info.get("pid")
-    return Entry(campaign_id=cid, data_dir=_text(info.get("data_dir")), pid=pid if isinstance(pid, int) else -1,
+    data_dir = info.get("data_dir")
+    if not trusted and data_dir is not None:
+        what = f"registry entry {directory / cid}.json"
+        data_dir = owned_dir(data_dir, owner, what=what)
+        if data_dir is None:
+            log.warning("%s: its data dir %s is ignored (not a directory of uid %s)", what,
+                        _text(info.get("data_dir")), owner)
+    return Entry(campaign_id=cid, data_dir=_text(data_dir), pid=pid if isinstance(pid, int) else -1,
                  started=_label(info.get("started"), "?"), kind=_label(info.get("kind"), "run"),
-                 running=_lock_held(directory / f"{cid}.lock", info), backend=_text(info.get("backend")),
+                 running=_lock_held(directory / f"{cid}.lock", info, None if trusted else owner),
+                 backend=_text(info.get("backend")),
                  prefix=_text(info.get("prefix")), testbed=_text(info.get("testbed")), registry=str(directory),
                  extra={k: v for k, v in info.items() if k not in known}, trusted=trusted)
 
 
 def dirs() -> list[Path]:
     """Registry directories to read: this user's, root's ``/run/labkit``, and as root every user's."""
+    return [d for d, _ in _sources()]
+
+
+def _sources() -> list[tuple[Path, int | None]]:
+    """:func:`dirs`, each with the uid whose registry it is (None: this user's own, whoever owns it)."""
     mine = run_dir()
-    out = [mine]
+    out: list[tuple[Path, int | None]] = [(mine, None)]
     if os.environ.get(ENV):
         return out
     if mine != SYSTEM_DIR:
-        out.append(SYSTEM_DIR)
+        out.append((SYSTEM_DIR, 0))
     if os.geteuid() == 0:   # read before every run (the quiet-host guard): os.scandir, not Path.glob
         with contextlib.suppress(OSError), os.scandir("/run/user") as users:
-            out += [Path(p) for p in sorted(os.path.join(u.path, "labkit", "campaigns") for u in users
-                                            if not u.name.startswith("."))
+            out += [(Path(p), int(name)) for name, p in sorted(
+                        (u.name, os.path.join(u.path, "labkit", "campaigns")) for u in users if u.name.isdigit())
                     if os.path.lexists(p)]
         with contextlib.suppress(OSError):
-            out += [Path(p) for p in sorted({os.path.join(pw.pw_dir, ".cache", "labkit", "campaigns")
-                                             for pw in pwd.getpwall()
-                                             if pw.pw_uid != 0 and os.path.isabs(pw.pw_dir or "")})]
-    return list(dict.fromkeys(out))
+            out += sorted({(Path(pw.pw_dir) / ".cache" / "labkit" / "campaigns", pw.pw_uid) for pw in pwd.getpwall()
+                           if pw.pw_uid != 0 and os.path.isabs(pw.pw_dir or "")})
+    first = dict(reversed(out))   # a directory listed twice keeps its first owner
+    return [(d, first[d]) for d in dict.fromkeys(d for d, _ in out)]
+
+
+def _foreign_dir(directory: Path, owner: int) -> bool:
+    """Whether ``directory`` may be read as ``owner``'s registry: a directory (not a link) of theirs."""
+    try:
+        st = os.lstat(directory)
+    except OSError:
+        return False
+    if not stat.S_ISDIR(st.st_mode) or st.st_uid != owner:
+        log.warning("registry of running campaigns %s ignored: not a directory of uid %d (%s, uid %d)",
+                    directory, owner, stat.filemode(st.st_mode), st.st_uid)
+        return False
+    return True
 
 
 def entries() -> list[Entry]:
     """Every registered campaign, running or stopped (killed without removing its entry)."""
     out = []
     mine = run_dir()
-    for directory in dirs():
+    for directory, owner in _sources():
         if not _is_dir(directory):
             continue
         trusted = directory == mine
         if trusted:
             _checked(directory, create=False)
+            with contextlib.suppress(OSError):
+                owner = os.lstat(directory).st_uid   # this user's, or root's (shared by LABKIT_RUN_DIR)
         elif directory == SYSTEM_DIR:
             try:
                 _checked(directory, create=False)   # root's, and nobody else may write there
                 trusted = True
             except StoreError:
                 pass
+        if owner is None or (not trusted and not _foreign_dir(directory, owner)):
+            continue
         names: list[str] = []
         with contextlib.suppress(OSError), os.scandir(directory) as listing:   # beside one .lock per id ever run
             names = sorted(e.name for e in listing if e.name.endswith(".json") and not e.name.startswith("."))
+        if not trusted and len(names) > MAX_FOREIGN_ENTRIES:
+            log.warning("registry of running campaigns %s holds %d entries: only the first %d are read",
+                        directory, len(names), MAX_FOREIGN_ENTRIES)
+            names = names[:MAX_FOREIGN_ENTRIES]
         for path in (directory / name for name in names):
-            info = _read(path)
+            info = _read(path, owner)
             if info is not None and path.name == f"{info['campaign_id']}.json":
-                out.append(_entry(directory, info, trusted))
+                out.append(_entry(directory, info, trusted, owner))
     return out
 
 

@@ -29,7 +29,10 @@ restricted randomization (a split-plot): the boots (one provisioning of a config
 instances, holding k consecutive replicates of it) run in random order, and the k runs of a boot
 run back to back on the same instances (``Run.boot``; the last boot of a configuration holds
 fewer runs when k does not divide ``replications``). ``telemetry``, ``exclusive``, ``quarantine``
-and ``thresholds`` say how runs are watched (:mod:`labkit.design.options`).
+and ``thresholds`` say how runs are watched (:mod:`labkit.design.options`); ``practical`` and
+``family`` the rules every conclusion is held to (:mod:`labkit.design.decision`, docs/conclusions.md).
+``treatment_checks: false`` turns off the check, on each run, that its treatments took (the
+allowed CPUs, limits, KSM merges, neighbours' CPU read during the run: :mod:`labkit.run.treatments`).
 
 Letters A, B, C, ... name the factors in the order they are declared (I is
 skipped). ``describe()`` (and ``str(design)``) shows the defining relation,
@@ -58,6 +61,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from ..core.instance import HOST_FACTORS, normalize_level
 from ..errors import ConfigError, did_you_mean
+from .decision import DECISION_KEYS, check_family, check_practical
 from .options import (
     EXECUTION_KEYS,
     RUN_KEYS,
@@ -86,7 +90,9 @@ class WorkloadSchema(Protocol):
     def check_param(self, key: str, value: object, *, where: str | None = None) -> Any: ...
 
 
-DESIGN_KEYS = {"factors", "replications", "seed", "name", "description", "fraction", "blocks", *RUN_KEYS}
+DESIGN_KEYS = {"factors", "replications", "seed", "name", "description", "fraction", "blocks", "treatment_checks",
+               *RUN_KEYS,
+               *DECISION_KEYS}
 FRACTION_KEYS = {"generators", "p", "fold_over"}
 BLOCK_KEYS = {"by", "count", "factor", "confound"}
 BLOCK_BY = ("replicate", "host", "day", "factor")
@@ -219,6 +225,9 @@ class Design:
     exclusive: bool | None = None     # refuse to run beside another campaign (None: not given)
     quarantine: bool | None = None    # run suspect runs again at the end (None: not given)
     thresholds: dict | None = None    # when a run is suspect (None: not given: the defaults)
+    practical: float | dict | None = None   # smallest effect that matters (labkit.design.decision)
+    family: str | None = None         # family correction of the analysis (None: holm)
+    treatment_checks: bool | None = None   # verify each run's treatments (labkit.run.treatments; None: on)
 
     def __post_init__(self):
         src = self.source
@@ -245,8 +254,10 @@ class Design:
         runs = r if self.adaptive is None else self.adaptive["max"]
         n_cfg = self.n_configurations
         if runs * n_cfg > LIMITS["runs"]:
+            what = "configurations x replications" if self.adaptive is None else \
+                "configurations x adaptive max, its worst case"
             raise ConfigError(f"{src}: the design has more than {LIMITS['runs']:,} runs "
-                              "(configurations x replications); use fewer levels or replications")
+                              f"({what}); use fewer levels or replications")
         self.blocks = check_blocks(self, self.blocks)
         self.runs_per_instance = check_runs_per_instance(self.runs_per_instance, src)
         check_reuse(self)
@@ -255,6 +266,9 @@ class Design:
         self.exclusive = check_flag(self.exclusive, "exclusive", src)
         self.quarantine = check_flag(self.quarantine, "quarantine", src)
         self.thresholds = check_thresholds(self.thresholds, src)
+        self.practical = check_practical(self.practical, src)
+        self.family = check_family(self.family, src)
+        self.treatment_checks = check_flag(self.treatment_checks, "treatment_checks", src)
         if self.seed is None:
             self.seed = random.SystemRandom().randrange(2**31)
             self.seed_drawn = True
@@ -294,7 +308,8 @@ class Design:
                    blocks=data.get("blocks"), adaptive=adaptive,
                    runs_per_instance=data.get("runs_per_instance", 1), telemetry=data.get("telemetry"),
                    exclusive=data.get("exclusive"), quarantine=data.get("quarantine"),
-                   thresholds=data.get("thresholds"))
+                   thresholds=data.get("thresholds"), practical=data.get("practical"),
+                   family=data.get("family"), treatment_checks=data.get("treatment_checks"))
 
     @classmethod
     def from_yaml(cls, path: str | Path) -> Design:
@@ -314,7 +329,7 @@ class Design:
             out["blocks"] = dict(self.blocks)
         if self.runs_per_instance != 1:   # absent at 1: a design of before keeps its digest
             out["runs_per_instance"] = self.runs_per_instance
-        for key in EXECUTION_KEYS:
+        for key in (*EXECUTION_KEYS, *DECISION_KEYS, "treatment_checks"):
             if getattr(self, key) is not None:
                 out[key] = getattr(self, key)
         return out
@@ -325,11 +340,18 @@ class Design:
         quarantine, thresholds) is left out: a resume may change it."""
         d = self.to_dict()
         d.pop("description")
-        for key in EXECUTION_KEYS:
+        for key in (*EXECUTION_KEYS, *DECISION_KEYS, "treatment_checks"):
             d.pop(key, None)
         return hashlib.sha256(json.dumps(d, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
     # -- queries -----------------------------------------------------------
+    @property
+    def quarantine_default(self) -> bool:
+        """Whether suspect runs run once more at the end for a campaign started from the CLI or a
+        notebook: the design's ``quarantine`` when it says, else True (issue 41: on by default
+        there; a ``Campaign`` made in code keeps False unless asked)."""
+        return True if self.quarantine is None else bool(self.quarantine)
+
     @property
     def factor_names(self) -> list[str]:
         return [f.name for f in self.factors]

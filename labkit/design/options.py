@@ -5,11 +5,19 @@ These keys of a design file (all optional) say how its runs are executed, beside
     runs_per_instance: 3      # k runs of a configuration on the same instances (default 1: fresh per run)
     telemetry: 1.0            # seconds between samples during each run, or off (default 1.0)
     exclusive: true           # refuse to run beside another campaign on this host (default false: warn)
-    quarantine: true          # run again, at the end, the runs flagged suspect (default false)
+    quarantine: true          # run again, once, at the end, the runs flagged suspect (default false)
     thresholds:               # when a run is flagged suspect (defaults shown)
       other_cpu_pct: 10       #   processes outside the campaign used more than 10 % of a CPU
       steal_pct: 5            #   the host's or an instance's steal time above 5 %
       pinned_throttled: true  #   a pinned instance was CFS-throttled
+
+Every number that commits time is bounded: ``telemetry`` from :data:`MIN_INTERVAL` to
+:data:`MAX_INTERVAL` seconds (the campaign waits on the sampler's first interval before its first
+run), ``runs_per_instance`` up to :data:`MAX_RUNS_PER_INSTANCE`, adaptive replication's ``max``
+up to :data:`labkit.design.structure.MAX_ADAPTIVE` runs per configuration (and the worst case is
+logged before the adaptive rounds start, :func:`labkit.run.adaptive.run_adaptive`), and
+``quarantine`` runs each suspect run again at most :data:`QUARANTINE_RERUNS` time(s): a re-run
+flagged suspect again is kept as it is, so quarantine adds at most as many runs as the plan has.
 
 ``runs_per_instance`` changes the plan (a restricted randomization: the order of the boots is
 random, a boot's k runs follow one another; :meth:`labkit.design.Design.plan`), so it is part of the
@@ -31,15 +39,22 @@ EXECUTION_KEYS = ("telemetry", "exclusive", "quarantine", "thresholds")
 DEFAULT_INTERVAL = 1.0
 #: the shortest interval accepted (seconds)
 MIN_INTERVAL = 0.05
+#: the longest interval accepted (seconds): a campaign waits on its host sampler's first interval
+#: before its first run, so a longer one commits that much dead time (issue 47: 31 years accepted)
+MAX_INTERVAL = 60.0
 #: the most runs one boot may hold
 MAX_RUNS_PER_INSTANCE = 10_000
+#: how many times quarantine runs a suspect run again (not a setting: a re-run flagged suspect again
+#: stays as it is; :func:`labkit.run.campaign.forget_suspect`)
+QUARANTINE_RERUNS = 1
 #: when a run is flagged suspect (:mod:`labkit.run.guard`)
 DEFAULT_THRESHOLDS = {"other_cpu_pct": 10.0, "steal_pct": 5.0, "pinned_throttled": True}
 
 
 def check_interval(value: Any, where: str = "telemetry") -> float | None:
-    """A telemetry setting as an interval in seconds, or None for off (None, 0, False, ``"off"``);
-    ``"on"`` or True is :data:`DEFAULT_INTERVAL`. ConfigError naming ``where`` otherwise."""
+    """A telemetry setting as an interval in seconds (from :data:`MIN_INTERVAL` to
+    :data:`MAX_INTERVAL`), or None for off (None, 0, False, ``"off"``); ``"on"`` or True is
+    :data:`DEFAULT_INTERVAL`. ConfigError naming ``where`` and the allowed range otherwise."""
     word = value.strip().lower() if isinstance(value, str) else None
     if value is None or value is False or word == "off":
         return None
@@ -47,10 +62,10 @@ def check_interval(value: Any, where: str = "telemetry") -> float | None:
         return DEFAULT_INTERVAL
     if isinstance(value, (int, float)) and value == 0:
         return None
-    if isinstance(value, (int, float)) and math.isfinite(value) and value >= MIN_INTERVAL:
+    if isinstance(value, (int, float)) and math.isfinite(value) and MIN_INTERVAL <= value <= MAX_INTERVAL:
         return float(value)
-    raise ConfigError(f"{where}: expected 'off', 'on' or an interval in seconds >= {MIN_INTERVAL} "
-                      f"(e.g. 1.0), got {value!r}")
+    raise ConfigError(f"{where}: expected 'off', 'on' or an interval in seconds from {MIN_INTERVAL:g} to "
+                      f"{MAX_INTERVAL:g} (e.g. 1.0), got {value!r}")
 
 
 def check_runs_per_instance(value: Any, where: str) -> int:

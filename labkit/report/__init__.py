@@ -22,11 +22,13 @@ from ..stats.diagnostics import Diagnostics
 from ..stats.factorial import sign_table, yates_terms
 from ..stats.lenth import lenth
 from ..stats.levels import LevelEffects
+from .decisions import Policy, decide_terms, policy_for
 from .labels import label, term_label
 from .levels import LevelDesign
+from .tables import EFFECT_COLUMNS
 
-__all__ = ["Analysis", "Conclusions", "analyze", "analyze_results", "compare", "conclusions", "escape_html", "escape_md",
-           "html_report", "variation_ci", "write_bundle", "write_report"]
+__all__ = ["Analysis", "Conclusions", "analyze", "analyze_results", "compare", "conclusions", "declared_levels",
+           "escape_html", "escape_md", "html_report", "variation_ci", "write_bundle", "write_report"]
 
 # always backslash-escaped in Markdown; "<", ">" and "&" become entities; "_" only where it could
 # start or end emphasis (not inside a word such as wall_time_s); "#", "+", "-", "=" and "1." only
@@ -71,6 +73,45 @@ def escape_html(text: object) -> str:
     """``text`` (any value, shown with ``str``) as HTML text or attribute value: ``<``, ``>``,
     ``&`` and both quotes become entities (:func:`html.escape`)."""
     return html.escape(str(text), quote=True)
+
+
+def declared_levels(meta: dict | None, factors: Sequence[str],
+                    data: pd.DataFrame | None = None) -> dict[str, v.DesignOrder]:
+    """``{factor: its levels in the order the stored design declares them}`` for each of
+    ``factors`` that ``meta["design"]["factors"]`` (a store's metadata) lists with a list of
+    levels: the order every analysis, table and figure of a campaign keeps (the first level is the
+    low level of a two-level factor, so ``noise: [none, memory]`` reads "from none to memory").
+    Given ``data`` (rows with the factor columns), a factor whose column holds a level the design
+    does not list is left out, and its levels then sort as :func:`labkit.stats.validate.level_order`
+    sorts them. Factors the design does not declare are left out too."""
+    declared = ((meta or {}).get("design") or {}).get("factors") or {}
+    out: dict[str, v.DesignOrder] = {}
+    if not isinstance(declared, dict):
+        return out
+    for f in factors:
+        levels = declared.get(f)
+        if not isinstance(levels, list) or not levels:
+            continue
+        if data is not None and f in data.columns:
+            listed = set(levels) if all(isinstance(x, str | int | float | bool) for x in levels) else None
+            if listed is None or any(v.scalar(x) not in listed for x in pd.unique(data[f].dropna())):
+                continue
+        out[f] = v.DesignOrder(levels)
+    return out
+
+
+def sorted_as_declared(table: pd.DataFrame, by: Sequence[str], order: dict) -> pd.DataFrame:
+    """``table`` (one row per configuration of ``by``) with its rows in the declared level order of
+    ``order`` (:func:`declared_levels`; other columns of ``by`` keep their sorted order); ``attrs``
+    kept."""
+    keys = [f for f in by if f in table.columns]
+    if table.empty or not any(f in order for f in keys):
+        return table
+    pos = {f: {lv: i for i, lv in enumerate(order[f])} for f in keys if f in order}
+    out = table.sort_values(keys, key=lambda s: s.map(pos[s.name]) if s.name in pos else s,
+                            kind="stable").reset_index(drop=True)
+    out.attrs = dict(table.attrs)
+    return out
 
 
 def variation_ci(data: pd.DataFrame, factors: Sequence[str], response: str, *, levels: v.Levels = None,
@@ -128,22 +169,31 @@ def variation_ci(data: pd.DataFrame, factors: Sequence[str], response: str, *, l
 class Conclusions:
     """Sentences about one analysis. ``headline`` answers the focus question (or is empty);
     ``findings``, ``assumptions`` and ``reference`` are lists of sentences; ``significant``
-    lists the significant terms. The sentences are plain text (they carry names and levels from
-    the data); :meth:`markdown` escapes them with :func:`escape_md` and :func:`html_report` with
-    :func:`escape_html`. Displays as Markdown in Jupyter; ``str()`` is the plain text."""
+    lists the terms significant after the family correction; ``suspect`` the sentences about
+    the runs the telemetry flags suspect (how many, the analysis without them, confounding,
+    cells with no clean run). ``decided`` is the effects table with each term's verdict
+    (:func:`decided_effects`), ``rules`` the rules in words, ``answer`` the focus answer ("Yes",
+    "No", "Negligible", "Not resolved at this n", or "" without a focus). The sentences are plain
+    text (they carry names and levels from the data); :meth:`markdown` escapes them with
+    :func:`escape_md` and :func:`html_report` with :func:`escape_html`. Displays as Markdown in
+    Jupyter; ``str()`` is the plain text."""
     headline: str
     findings: list[str] = field(default_factory=list)
     assumptions: list[str] = field(default_factory=list)
     reference: list[str] = field(default_factory=list)
     significant: list[str] = field(default_factory=list)
+    suspect: list[str] = field(default_factory=list)
+    decided: pd.DataFrame | None = field(default=None, repr=False)
+    rules: str = ""
+    answer: str = ""
 
     def _sections(self):
         return [(title, items) for title, items in (
-            ("Findings", self.findings), ("Assumptions", self.assumptions),
+            ("Findings", self.findings), ("Suspect runs", self.suspect), ("Assumptions", self.assumptions),
             ("Compared with the published study", self.reference)) if items]
 
     def sections(self) -> list[tuple[str, list[str]]]:
-        """``(title, sentences)`` for each non-empty part: Findings, Assumptions, Compared with the
+        """``(title, sentences)`` for each non-empty part: Findings, Suspect runs, Assumptions, Compared with the
         published study (plain text: escape before showing)."""
         return self._sections()
 
@@ -175,18 +225,72 @@ def _share(row, ci: dict) -> str:
     return s
 
 
-def _significant(effects: pd.DataFrame, alpha: float) -> tuple[list[str], str]:
+def _method(effects: pd.DataFrame) -> str:
+    """The test behind the p-values of an effects or ANOVA table, in words."""
+    test = "t-test of each effect" if "t" in effects else "ANOVA F-test of each term"
+    return {"ems": "F-test of each term against the unit means (expected mean squares)",
+            "reml": "mixed-model t-test of each effect (REML, Satterthwaite df)",
+            "unit means": "ANOVA F-test of each term on the unit means"}.get(effects.attrs.get("method"), test)
+
+
+def _lenth_decided(effects: pd.DataFrame, policy: Policy, mean: float | None) -> pd.DataFrame:
+    """An unreplicated 2^k table decided by Lenth's method: significant after the correction =
+    beyond the simultaneous margin of error SME (family-wise over the effects; the margin ME
+    with ``family: none``); no interval, so nothing is shown not to matter."""
     rows = effects[~effects["term"].isin(["I", "error"])]
-    if "p" in rows and np.isfinite(rows["p"].to_numpy(float)).any():
-        sig = rows.loc[rows["p"] < alpha, "term"].tolist()
-        test = "t-test of each effect" if "t" in rows else "ANOVA F-test of each term"
-        test = {"ems": "F-test of each term against the unit means (expected mean squares)",
-                "reml": "mixed-model t-test of each effect (REML, Satterthwaite df)",
-                "unit means": "ANOVA F-test of each term on the unit means"}.get(
-            effects.attrs.get("method"), test)
-        return sig, f"{test}, α = {alpha:g}"
-    res = lenth(rows, alpha=alpha)
-    return list(res.active), f"Lenth's method (unreplicated design), α = {alpha:g}"
+    res = lenth(rows, alpha=policy.alpha)
+    active = set(res.table.loc[res.table["active" if policy.family == "none" else "sme_active"], "term"])
+    out = effects.copy()
+    fam = ~out["term"].isin(["I", "error"])
+    size = out["effect"].to_numpy(float)
+    threshold = 0.0
+    if policy.practical is not None:
+        if policy.practical_of == "mean":
+            threshold = policy.practical * abs(mean or 0.0)
+        else:
+            size = np.sqrt(out["pct_variation"].to_numpy(float) / 100)
+            threshold = float(np.sqrt(policy.practical))
+    sig = out["term"].isin(active).to_numpy()
+    big = np.abs(size) >= threshold
+    out["size"] = size
+    out["p_adjusted"] = np.nan
+    out["threshold"] = np.where(fam, threshold, np.nan)
+    out["verdict"] = pd.Series(np.where(sig & big, "matters", np.where(sig, "negligible", "not resolved at this n")),
+                               index=out.index, dtype=object).where(fam, None)
+    out["runs_to_resolve"] = np.nan
+    m = int(fam.sum())
+    how = ("Lenth's margin of error ME, each effect alone" if policy.family == "none"
+           else f"Lenth's simultaneous margin of error SME over {m} effects")
+    out.attrs.update(rules=f"{how} (unreplicated design), α = {policy.alpha:g}, {policy.threshold_text()}",
+                     family=m, policy=policy, threshold=threshold, lenth=True)
+    return out
+
+
+def decided_effects(effects: pd.DataFrame, policy: Policy, *, runs: pd.DataFrame | None = None,
+                    response: str | None = None) -> pd.DataFrame:
+    """:func:`labkit.report.decisions.decide_terms` of an effects table, or Lenth's decision
+    (:func:`_lenth_decided`) for an unreplicated 2^k table (no p-values)."""
+    if "p" in effects and np.isfinite(effects.loc[~effects["term"].isin(["I", "error"]), "p"]
+                                      .to_numpy(float, na_value=np.nan)).any():
+        return decide_terms(effects, policy, runs=runs, response=response)
+    mean = None
+    if runs is not None and response in runs:
+        mean = float(runs[response].mean())
+    elif "q" in effects and (effects.term == "I").any():
+        mean = float(effects.loc[effects.term == "I", "q"].iloc[0])
+    return _lenth_decided(effects, policy, mean)
+
+
+def _verdict_list(decided: pd.DataFrame, verdict: str) -> list[str]:
+    rows = decided[decided["verdict"] == verdict]
+    if "pct_variation" in rows:
+        rows = rows.sort_values("pct_variation", ascending=False, kind="stable")
+    return rows["term"].tolist()
+
+
+def _names(terms: list[str], limit: int = 8) -> str:
+    shown = ", ".join(term_label(t) for t in terms[:limit])
+    return shown + (f" and {len(terms) - limit} more" if len(terms) > limit else "")
 
 
 def _describe_terms(effects: pd.DataFrame, terms: list[str], ci: dict, response: str) -> list[str]:
@@ -209,52 +313,156 @@ def _describe_terms(effects: pd.DataFrame, terms: list[str], ci: dict, response:
     return out
 
 
+def _resolve_text(decided: pd.DataFrame, terms: list[str]) -> str:
+    rows = decided.set_index("term")
+    parts = []
+    for t in terms:
+        need = rows.loc[t, "runs_to_resolve"]
+        parts.append(term_label(t) + (f" (about {int(need):,} runs would resolve it)"
+                                      if np.isfinite(need) else ""))
+    return ", ".join(parts)
+
+
+def focus_answer(decided: pd.DataFrame, focus: str) -> tuple[str, str]:
+    """``(answer, sentence)``: the answer to "Does ``focus`` matter?" from a decided table
+    (:func:`decided_effects`) over the terms with the factor: "Yes" (one of them matters),
+    "No" (all shown not to matter), "Negligible" (significant ones all below the practical
+    threshold, the rest shown not to matter), else "Not resolved at this n"; the sentence says
+    which terms and the rules."""
+    terms = decided[~decided["term"].isin(["I", "error"])]
+    with_focus = [t for t in terms["term"] if focus in str(t).split(":")]
+    if not with_focus:
+        raise ConfigError(f"focus {focus!r} is not a factor of the effects table "
+                          f"(terms: {list(terms['term'])})")
+    part = terms.set_index("term").loc[with_focus]
+    share = float(part["pct_variation"].sum())
+    verdicts = part["verdict"]
+    name = term_label(focus)
+    rules = decided.attrs.get("rules", "")
+    hit = [t for t in with_focus if verdicts[t] == "matters"]
+    if hit:
+        return "Yes", (f"Yes: {_names(hit)} {'matters' if len(hit) == 1 else 'matter'} ({rules}); "
+                       f"terms with {name} explain {_pct(share)} of the variation.")
+    if (verdicts == "does not matter").all():
+        return "No", (f"No: {name} and every interaction with it are shown within the practical "
+                      f"threshold ({rules}); together they explain {_pct(share)} of the variation.")
+    neg = [t for t in with_focus if verdicts[t] == "negligible"]
+    if neg and verdicts.isin(["negligible", "does not matter"]).all():
+        return "Negligible", (f"Negligible: {_names(neg)} {'is' if len(neg) == 1 else 'are'} significant "
+                              f"but below the practical threshold ({rules}); terms with {name} explain "
+                              f"{_pct(share)} of the variation.")
+    open_ = [t for t in with_focus if verdicts[t] == "not resolved at this n"]
+    sig_raw = [t for t in with_focus if float(part.loc[t, "p"] if "p" in part else np.nan) < decided.attrs[
+        "policy"].alpha and verdicts[t] != "matters"] if "p" in part else []
+    s = (f"Not resolved at this n ({rules}): no term with {name} matters after the correction"
+         + (", and none can be said not to matter without a practical threshold"
+            if decided.attrs["policy"].practical is None else "")
+         + f"; open: {_resolve_text(decided, open_[:4])}" + (f" and {len(open_) - 4} more" if len(open_) > 4 else "")
+         + f". Terms with {name} explain {_pct(share)} of the variation.")
+    if sig_raw:
+        s += (" Significant before the correction only: " + ", ".join(
+            f"{term_label(t)} (p = {part.loc[t, 'p']:.2g}, adjusted {part.loc[t, 'p_adjusted']:.2g})"
+            for t in sig_raw) + ".")
+    return "Not resolved at this n", s
+
+
 def conclusions(effects: pd.DataFrame, *, diagnostics: Diagnostics | None = None,
                 variation: pd.DataFrame | None = None, focus: str | None = None,
                 reference: pd.DataFrame | None = None, alpha: float | None = None,
-                practical_pct: float = 1.0, error_term: Sequence[str] | None = None,
-                checks: Sequence[str] | None = None) -> Conclusions:
-    """Conclusions in words from a :func:`labkit.stats.factorial_effects` table.
+                rules: Policy | None = None, runs: pd.DataFrame | None = None,
+                error_term: Sequence[str] | None = None,
+                checks: Sequence[str] | None = None,
+                not_concluded: dict[str, str] | None = None) -> Conclusions:
+    """Conclusions in words from a :func:`labkit.stats.factorial_effects` table (or an ANOVA or
+    level-effects table), every term decided by the declared rules (docs/conclusions.md).
 
+    * ``rules``: the :class:`labkit.report.decisions.Policy` (alpha, practical threshold,
+      family correction); default Holm at ``alpha`` without a practical threshold (then
+      significance alone decides, it is said, and nothing is said not to matter). A term
+      *matters* when significant after the correction and at least the threshold; *does not
+      matter* when its interval lies within ±threshold; *negligible* when significant but below;
+      else *not resolved at this n*, with the runs that would resolve it.
+    * ``runs``: one row per run with the response (the mean the threshold is a fraction of, n).
     * ``diagnostics``: the :class:`labkit.stats.Diagnostics` of the same data; when the
       residuals fail Shapiro-Wilk the sentences say so and, if the log model was fitted,
-      which terms are significant on the log scale and whether that changes the answer.
+      which terms are significant (after the same correction) on the log scale.
     * ``variation``: :func:`variation_ci` output, giving each share a CI.
-    * ``focus``: a factor to answer for ("Does CPU affinity matter?"): significant alone or in
-      an interaction, and whether its share reaches ``practical_pct`` % of the variation.
+    * ``focus``: a factor to answer for ("Does CPU affinity matter?") from the verdicts of the
+      terms with it (:func:`focus_answer`).
     * ``reference``: a published allocation of variation, columns ``source``, ``term`` (our
       term names) and ``pct_variation``: the largest term and the focus factor's share there
       beside ours.
-    * ``error_term``: sentences saying which error term the tests used and each level's share
-      of the variance (:func:`labkit.report.levels.error_term_sentences`), among the findings.
-    * ``checks``: sentences of the measurement checks (drift in run order, warm-up cut:
-      :func:`labkit.report.levels.drift_sentences`, ``warmup_sentence``), among the assumptions.
+    * ``error_term``: sentences saying which error term the tests used, among the findings.
+    * ``checks``: sentences of the measurement checks (drift, order effects, warm-up), among the
+      assumptions.
+    * ``not_concluded``: ``{factor: why}`` for factors whose treatment did not take
+      (:func:`treatment_hook`): every term with them gets the verdict "not concluded on" and the
+      reason is said; a focus on such a factor is answered "Not concluded on".
 
-    Returns a :class:`Conclusions`.
+    Returns a :class:`Conclusions` (``decided``: the effects with ``p_adjusted``, ``threshold``,
+    ``verdict``, ``runs_to_resolve``; ``significant``: the terms significant after correction).
     """
     v.frame(effects, "effects")
     v.columns(effects, ["term", "effect", "pct_variation"], "effects")
     alpha = v.alpha(effects.attrs.get("alpha", 0.05) if alpha is None else alpha)
+    policy = rules if rules is not None else Policy(alpha=alpha)
+    alpha = policy.alpha
     response = effects.attrs.get("response", "response")
     ci = {}
     if variation is not None:
         v.columns(variation, ["term", "pct_low", "pct_high"], "variation")
         ci = {t: (lo, hi) for t, lo, hi in variation[["term", "pct_low", "pct_high"]].itertuples(
             index=False, name=None)}
-    sig, method = _significant(effects, alpha)
-    terms = effects[~effects["term"].isin(["I", "error"])]
-    out = Conclusions(headline="", significant=sig)
-    if sig:
-        out.findings.append(f"Significant ({method}): " + ", ".join(term_label(t) for t in sorted(
-            sig, key=lambda t: -float(terms.set_index("term").loc[t, "pct_variation"]))) + ".")
-        out.findings += _describe_terms(effects, sig, ci, response)
+    decided = decided_effects(effects, policy, runs=runs, response=response)
+    skip = dict(not_concluded or {})
+    if skip:
+        hit = decided["verdict"].notna() & decided["term"].map(
+            lambda t: any(f in str(t).split(":") for f in skip))
+        decided.loc[hit, "verdict"] = "not concluded on"
+    fam = decided[decided["verdict"].notna()]
+    sig = fam.loc[fam["verdict"].isin(["matters", "negligible"]), "term"].tolist()
+    rules_text = decided.attrs["rules"]
+    method = "Lenth's method" if decided.attrs.get("lenth") else _method(effects)
+    out = Conclusions(headline="", significant=sig, decided=decided, rules=rules_text)
+    threshold = decided.attrs.get("threshold")
+    for factor, why_not in skip.items():
+        out.findings.append(f"{term_label(factor)} is not concluded on (the treatment did not take): {why_not}")
+    out.findings.append(f"Decision rules: {rules_text}"
+                        + (f" (threshold {threshold:.3g} in the unit of the "
+                           f"{'effect' if policy.practical_of == 'mean' else 'q'})"
+                           if policy.practical is not None and np.isfinite(threshold or np.nan)
+                           and not decided.attrs.get("lenth") and policy.practical_of == "mean" else "")
+                        + f"; test: {method}.")
+    matters = _verdict_list(decided, "matters")
+    if matters:
+        out.findings.append(f"Matters ({'significant after the correction' if policy.practical is None else 'significant after the correction and at least the practical threshold'}): "
+                            + _names(matters, 20) + ".")
+        out.findings += _describe_terms(effects, matters, ci, response)
     else:
-        out.findings.append(f"No factor or interaction is significant ({method}).")
-    small = [t for t in sig if float(terms.set_index("term").loc[t, "pct_variation"]) < practical_pct]
-    if small:
-        out.findings.append("Significant but below " + _pct(practical_pct) + " of the variation "
-                            "(statistically detectable, practically negligible): "
-                            + ", ".join(term_label(t) for t in small) + ".")
+        out.findings.append("No factor or interaction matters under these rules.")
+    neg = _verdict_list(decided, "negligible")
+    if neg:
+        out.findings.append("Negligible (significant after the correction but below the practical "
+                            "threshold: real, too small to matter): " + _names(neg, 20) + ".")
+    same = _verdict_list(decided, "does not matter")
+    if same:
+        out.findings.append("Does not matter (interval within the practical threshold, equivalence): "
+                            + _names(same, 20) + ".")
+    open_ = _verdict_list(decided, "not resolved at this n")
+    if open_:
+        out.findings.append("Not resolved at this n" + (" (no practical threshold declared: a term that is "
+                                                         "not significant is never said not to matter)"
+                                                         if policy.practical is None else "")
+                            + ": " + _resolve_text(decided, open_[:8])
+                            + (f" and {len(open_) - 8} more" if len(open_) > 8 else "") + ".")
+    if "p" in decided and "p_adjusted" in decided:
+        raw_only = fam[(fam["p"] < alpha) & ~(fam["p_adjusted"] < alpha)]
+        if len(raw_only):
+            out.findings.append("Significant before the correction only (not after "
+                                + policy.correction(int(decided.attrs["family"])) + "): "
+                                + ", ".join(f"{term_label(t)} (p = {p:.2g}, adjusted {pa:.2g})"
+                                            for t, p, pa in raw_only[["term", "p", "p_adjusted"]]
+                                            .itertuples(index=False, name=None)) + ".")
     err = effects.loc[effects["term"] == "error"]
     if len(err) and np.isfinite(float(err["pct_variation"].iloc[0])):
         out.findings.append(f"Unexplained {'' if error_term else '(run-to-run) '}variation: "
@@ -275,12 +483,13 @@ def conclusions(effects: pd.DataFrame, *, diagnostics: Diagnostics | None = None
                  f" so the p-values above are approximate.")
             if diagnostics.log_effects is not None:
                 second = diagnostics.table.iloc[1]
-                log_sig, _ = _significant(diagnostics.log_effects, alpha)
+                log_dec = decided_effects(diagnostics.log_effects, Policy(alpha=alpha, family=policy.family))
+                log_sig = log_dec.loc[log_dec["verdict"].isin(["matters", "negligible"]), "term"].tolist()
                 verdict = ("they look normal" if second["normal"] is not pd.NA and bool(second["normal"])
                            else "they are still not normal")
                 s += (f" What was done: the analysis was repeated on log({label(response)}), where "
                       f"{verdict} (W = {second['W']:.3f}, p = {second['p']:.2g}); there the "
-                      f"significant terms are "
+                      f"significant terms after the correction are "
                       + (", ".join(term_label(t) for t in log_sig) or "none") + ".")
                 s += (" The conclusions do not change on the log scale." if set(log_sig) == set(sig)
                       else " The two scales disagree on "
@@ -291,29 +500,20 @@ def conclusions(effects: pd.DataFrame, *, diagnostics: Diagnostics | None = None
             out.assumptions.append(s)
     out.assumptions += list(checks or [])
 
-    if focus is not None:
-        with_focus = [t for t in terms["term"] if focus in t.split(":")]
-        if not with_focus:
-            raise ConfigError(f"focus {focus!r} is not a factor of the effects table "
-                              f"(terms: {list(terms['term'])})")
-        hit = [t for t in with_focus if t in sig]
-        share = float(terms.set_index("term").loc[with_focus, "pct_variation"].sum())
-        name = term_label(focus)
-        if not hit:
-            out.headline = (f"Does {name} matter? No: neither {name} nor any interaction with it "
-                            f"is significant; together they explain {_pct(share)} of the variation.")
-        elif share < practical_pct:
-            out.headline = (f"Does {name} matter? Barely: "
-                            + ", ".join(term_label(t) for t in hit)
-                            + f" is significant, but all terms with {name} explain only "
-                            f"{_pct(share)} of the variation.")
-        else:
-            out.headline = (f"Does {name} matter? Yes: " + ", ".join(term_label(t) for t in hit)
-                            + f" significant; terms with {name} explain {_pct(share)} of the variation.")
-        if log_sig is not None and bool([t for t in with_focus if t in log_sig]) != bool(hit):
-            out.headline += (" (On the log scale the answer differs: see the assumptions.)")
+    if focus is not None and focus in skip:
+        out.answer = "Not concluded on"
+        out.headline = f"Does {term_label(focus)} matter? Not concluded on: {skip[focus]}"
+    elif focus is not None:
+        answer, sentence = focus_answer(decided, focus)
+        out.answer = answer
+        out.headline = f"Does {term_label(focus)} matter? {sentence}"
+        with_focus = [t for t in decided["term"] if focus in str(t).split(":")]
+        if log_sig is not None and bool([t for t in with_focus if t in log_sig]) != bool(
+                [t for t in with_focus if t in sig]):
+            out.headline += " (On the log scale the answer differs: see the assumptions.)"
 
     if reference is not None:
+        terms = effects[~effects["term"].isin(["I", "error"])]
         v.columns(reference, ["source", "term", "pct_variation"], "reference")
         ours = terms.set_index("term")["pct_variation"]
         top_ours = ours.idxmax()
@@ -334,7 +534,7 @@ def conclusions(effects: pd.DataFrame, *, diagnostics: Diagnostics | None = None
                 s += f" Terms with {term_label(focus)}: {there} there, {_pct(here)} here."
             missing = [t for t in ref.index if t in ours.index and ref[t] >= 5 and t not in sig]
             if missing:
-                s += (" Reported there with >= 5 % but not significant here: "
+                s += (" Reported there with >= 5 % but not significant here (after the correction): "
                       + ", ".join(term_label(t) for t in missing) + ".")
             out.reference.append(s)
     return out
@@ -375,6 +575,16 @@ class Analysis:
     ``warmup`` (the iterations cut per run) and ``telemetry`` (one row per run: host,
     run_seq, suspect, suspect_reason and the telemetry summaries of
     :func:`labkit.run.telemetry.covariates`).
+
+    ``level_order`` maps each factor whose levels the design declares to them in that order
+    (:func:`declared_levels`): the effects' coding (first = low), the rows of ``summary`` and
+    ``quantiles`` and the axes of :meth:`figures` follow it.
+
+    Decision rules (issue 41): ``policy`` (the :class:`labkit.report.decisions.Policy` every
+    conclusion was decided by), ``order_effects`` (:func:`labkit.stats.order_effects`: trend and
+    carry-over in each host's run order, or None with too few runs), ``suspect_runs`` (run_id,
+    the factors, host, suspect_reason of the runs the telemetry flags). With an adaptive design
+    ``summary``'s mean intervals are Stein's (:func:`stein_summary`).
     """
     campaign: str
     response: str
@@ -396,6 +606,10 @@ class Analysis:
     drift: pd.DataFrame | None = None
     warmup: pd.DataFrame | None = None
     telemetry: pd.DataFrame | None = None
+    level_order: dict = field(default_factory=dict)
+    order_effects: pd.DataFrame | None = None
+    policy: Policy | None = None
+    suspect_runs: pd.DataFrame | None = None
 
     def design_text(self) -> str:
         """One plain-text sentence: design name, factors, replications, seed, backend, workload
@@ -425,10 +639,11 @@ class Analysis:
 
     def figures(self, alpha: float = 0.05) -> dict:
         """name -> Figure: pareto (factorial, unless one factor without replications), main_effects, interactions (>= 2 factors),
-        run_order and qq (when residuals exist)."""
+        run_order and qq (when residuals exist). Levels are drawn in the design's declared order
+        (``level_order``), else in the effects' coding (low level first), else sorted."""
         from . import plots
         figs = {}
-        levels = self.effects.attrs.get("levels")
+        levels = {**(self.effects.attrs.get("levels") or {}), **self.level_order}
         if self.kind in ("factorial", "levels") and (len(self.factors) >= 2 or self.diagnostics is not None
                                                       or self.kind == "levels"):
             figs["pareto"] = plots.pareto(self.effects, diagnostics=self.diagnostics)
@@ -438,7 +653,7 @@ class Analysis:
             figs["interactions"] = plots.interactions(self.runs, self.factors, self.response,
                                                       alpha=alpha, levels=levels)
         hue = self.factors[0] if self.runs[self.factors[0]].nunique() <= 8 else None
-        figs["run_order"] = plots.run_order(self.runs, self.response, hue=hue)
+        figs["run_order"] = plots.run_order(self.runs, self.response, hue=hue, levels=levels)
         if self.diagnostics is not None and self.diagnostics.normal is not None:
             figs["qq"] = plots.qq(self.diagnostics, alpha=alpha)
         return figs
@@ -455,7 +670,8 @@ def _is_full_two_level(runs: pd.DataFrame, factors: list) -> int:
 def analyze(data_dir: str | Path, campaign: str, *, response: str | None = None,
             factors: Sequence[str] | None = None, alpha: float = 0.05, focus: str | None = None,
             reference: pd.DataFrame | None = None,
-            n_boot: int = 1000, hosts: str = "block") -> Analysis:
+            n_boot: int = 1000, hosts: str = "block", practical: object = None,
+            family: str | None = None) -> Analysis:
     """Analyse a stored campaign (opened read-only) as its design allows.
 
     ``response`` defaults to the workload's response (else the first metric);
@@ -473,8 +689,10 @@ def analyze(data_dir: str | Path, campaign: str, *, response: str | None = None,
     mixed model; hosts of a fleet are fixed blocks by default, ``hosts="random"`` makes them a
     random level). Every analysis also checks each host's run order for drift, cuts the
     warm-up of iterations, gives median, p95 and p99 with their intervals, and reads the runs'
-    telemetry. Returns an :class:`Analysis`; :func:`analyze_results` does the same from a
-    tidy DataFrame.
+    telemetry. Every conclusion is decided by the design's rules (``practical:``, ``family:``;
+    ``practical``/``family`` override them, ``alpha`` is the level) and computed with and without
+    the suspect runs (docs/conclusions.md). Returns an :class:`Analysis`; :func:`analyze_results`
+    does the same from a tidy DataFrame.
     """
     from ..store import Store, load_results
     from .catalog import require_campaign
@@ -484,7 +702,73 @@ def analyze(data_dir: str | Path, campaign: str, *, response: str | None = None,
     tidy = load_results(data_dir, campaign)
     return analyze_results(tidy, meta=meta, campaign=campaign, fingerprints=fps, runs=stored,
                            response=response, factors=factors, alpha=alpha, focus=focus,
-                           reference=reference, n_boot=n_boot, hosts=hosts)
+                           reference=reference, n_boot=n_boot, hosts=hosts, practical=practical,
+                           family=family)
+
+
+def _fit(obs: pd.DataFrame, runs_table: pd.DataFrame, response: str, factors: list, plan: LevelDesign, *,
+         levels: v.Levels, alpha: float, n_boot: int, extras: bool = True) -> tuple:
+    """The analysis the data allow (:func:`analyze`): ``(kind, effects, fit, note, diagnostics,
+    variation, why)``; ``why`` says why no test is possible (or None). Without ``extras`` the
+    residual diagnostics and the bootstrap shares are skipped (the analysis without the suspect
+    runs needs the verdicts only)."""
+    from ..stats import anova, blocked_effects, factorial_diagnostics, factorial_effects
+    from .levels import level_analysis
+    diag: Diagnostics | None = None
+    variation: pd.DataFrame | None = None
+    fit = None
+    why: str | None = None
+    note = ""
+    r = _is_full_two_level(runs_table, factors)
+    if plan.random:
+        kind, effects, fit, note = level_analysis(obs, response, factors, plan, levels=levels,
+                                                  alpha=alpha)
+        if fit is not None and fit.unit is not None:
+            # the error term's units: their means are a 2^k·r design when balanced, whose residuals
+            # and bootstrap shares are those of the model's whole-unit stratum
+            from ..stats import unit_means
+            means = unit_means(obs, response=response, unit=fit.unit, keep=factors)
+            if extras and _is_full_two_level(means, factors) >= 2:
+                diag = factorial_diagnostics(means, factors=factors, response=response, alpha=alpha,
+                                             levels=levels)
+                variation = variation_ci(means, factors, response, levels=levels, alpha=alpha,
+                                         n_boot=n_boot)
+    elif r:
+        kind = "factorial"
+        if plan.blocks and r >= 2:
+            table = blocked_effects(runs_table, factors=factors, response=response, block="host",
+                                    alpha=alpha, levels=levels)
+            block = table.loc[table.term == "block", "pct_variation"]
+            effects = table[table.term != "block"].drop(columns="confounded").reset_index(drop=True)
+            effects.attrs.update(table.attrs, block_pct=float(block.iloc[0]) if len(block) else None)
+        else:
+            effects = factorial_effects(runs_table, factors=factors, response=response, alpha=alpha,
+                                        levels=levels)
+        if r >= 2 and extras:
+            diag = factorial_diagnostics(runs_table, factors=factors, response=response, alpha=alpha,
+                                         levels=levels)
+            variation = variation_ci(runs_table, factors, response, levels=levels, alpha=alpha,
+                                     n_boot=n_boot)
+        elif r < 2 and len(factors) < 2:
+            why = ("one two-level factor without replications: no error estimate, and Lenth's "
+                   "method needs at least 2 effects")
+    else:
+        kind = "anova"
+        cells = runs_table.groupby(factors, observed=True).size()
+        full = bool((cells >= 2).all())
+        if not extras:   # the analysis without the suspect runs: no interaction over a cell they emptied
+            full = full and len(cells) == int(np.prod([runs_table[f].nunique() for f in factors]))
+        try:
+            table = anova(runs_table, response=response, factors=factors,
+                          interactions=full and len(factors) > 1)
+        except ConfigError as exc:    # no residual degrees of freedom: say so, report the rest
+            kind, why = "none", str(exc)
+            effects = pd.DataFrame(columns=["term", "effect", "pct_variation"])
+        else:
+            effects = table.assign(pct_variation=100 * table["eta_sq"], effect=np.nan)
+        effects.attrs.update({} if why else table.attrs, response=response, alpha=alpha)
+    effects.attrs.setdefault("response", response)
+    return kind, effects, fit, note, diag, variation, why
 
 
 def analyze_results(tidy: pd.DataFrame, *, meta: dict | None = None, campaign: str | None = None,
@@ -492,26 +776,19 @@ def analyze_results(tidy: pd.DataFrame, *, meta: dict | None = None, campaign: s
                     response: str | None = None, factors: Sequence[str] | None = None,
                     alpha: float = 0.05, focus: str | None = None,
                     reference: pd.DataFrame | None = None, n_boot: int = 1000,
-                    hosts: str = "block") -> Analysis:
+                    hosts: str = "block", practical: object = None,
+                    family: str | None = None) -> Analysis:
     """:func:`analyze` of tidy rows (:meth:`labkit.store.Store.tidy`, long format: one row per
     measurement with the factor and level columns); ``meta`` is the store's metadata (design,
     workload), ``fingerprints`` its host fingerprints and ``runs`` its :meth:`Store.runs
-    <labkit.store.Store.runs>` (for the telemetry summaries), each optional."""
+    <labkit.store.Store.runs>` (for the telemetry summaries), each optional; ``practical`` and
+    ``family`` override the design's decision rules (:func:`labkit.report.decisions.policy_for`)."""
     from ..core.fingerprint import fingerprint_table
-    from ..stats import (
-        anova,
-        blocked_effects,
-        drift_segments,
-        factorial_diagnostics,
-        factorial_effects,
-        quantile_summary,
-        summarize,
-    )
+    from ..stats import drift_segments, order_effects, quantile_summary, summarize
     from .catalog import primary_response
     from .levels import (
         drift_sentences,
         error_term_sentences,
-        level_analysis,
         level_design,
         observations,
         runs_of,
@@ -520,6 +797,7 @@ def analyze_results(tidy: pd.DataFrame, *, meta: dict | None = None, campaign: s
     )
     meta = meta or {}
     campaign = campaign or str(meta.get("campaign_id") or "campaign")
+    policy = policy_for(meta, alpha=alpha, practical=practical, family=family)
     tidy = with_levels(v.frame(tidy, "tidy"))
     status = tidy.drop_duplicates("run_id").status.value_counts().to_dict()
     design_factors = list(meta.get("design", {}).get("factors", {}))
@@ -542,56 +820,19 @@ def analyze_results(tidy: pd.DataFrame, *, meta: dict | None = None, campaign: s
                           f"{did_you_mean(unknown[0], design_factors)}; factors: "
                           f"{', '.join(map(str, design_factors))}")
     v.columns(tidy, factors, "factors")
+    # the design's level order (noise: [none, memory] reads "from none to memory"), kept by every
+    # analysis, table and figure below; None when the design declares none of the factors
+    order = declared_levels(meta, factors, tidy)
+    levels = order or None
     obs, cut = observations(tidy, response, factors)
     runs_table = runs_of(obs, response, factors)
-    summary = summarize(runs_table, by=factors, response=response, alpha=alpha)
-    quantiles = quantile_summary(runs_table, by=factors, response=response, confidence=1 - alpha)
+    summary = sorted_as_declared(summarize(runs_table, by=factors, response=response, alpha=alpha),
+                                  factors, order)
+    quantiles = sorted_as_declared(quantile_summary(runs_table, by=factors, response=response,
+                                                     confidence=1 - alpha), factors, order)
     plan = level_design(obs, factors, hosts=hosts)
-    diag: Diagnostics | None = None
-    variation: pd.DataFrame | None = None
-    fit = None
-    why: str | None = None
-    note = ""
-    r = _is_full_two_level(runs_table, factors)
-    if plan.random:
-        kind, effects, fit, note = level_analysis(obs, response, factors, plan, alpha=alpha)
-        if fit is not None and fit.unit is not None:
-            # the error term's units: their means are a 2^k·r design when balanced, whose residuals
-            # and bootstrap shares are those of the model's whole-unit stratum
-            from ..stats import unit_means
-            means = unit_means(obs, response=response, unit=fit.unit, keep=factors)
-            if _is_full_two_level(means, factors) >= 2:
-                diag = factorial_diagnostics(means, factors=factors, response=response, alpha=alpha)
-                variation = variation_ci(means, factors, response, alpha=alpha, n_boot=n_boot)
-    elif r:
-        kind = "factorial"
-        if plan.blocks and r >= 2:
-            table = blocked_effects(runs_table, factors=factors, response=response, block="host",
-                                    alpha=alpha)
-            block = table.loc[table.term == "block", "pct_variation"]
-            effects = table[table.term != "block"].drop(columns="confounded").reset_index(drop=True)
-            effects.attrs.update(table.attrs, block_pct=float(block.iloc[0]) if len(block) else None)
-        else:
-            effects = factorial_effects(runs_table, factors=factors, response=response, alpha=alpha)
-        if r >= 2:
-            diag = factorial_diagnostics(runs_table, factors=factors, response=response, alpha=alpha)
-            variation = variation_ci(runs_table, factors, response, alpha=alpha, n_boot=n_boot)
-        elif len(factors) < 2:
-            why = ("one two-level factor without replications: no error estimate, and Lenth's "
-                   "method needs at least 2 effects")
-    else:
-        kind = "anova"
-        cells = runs_table.groupby(factors, observed=True).size()
-        full = bool((cells >= 2).all())
-        try:
-            table = anova(runs_table, response=response, factors=factors,
-                          interactions=full and len(factors) > 1)
-        except ConfigError as exc:    # no residual degrees of freedom: say so, report the rest
-            kind, why = "none", str(exc)
-            effects = pd.DataFrame(columns=["term", "effect", "pct_variation"])
-        else:
-            effects = table.assign(pct_variation=100 * table["eta_sq"], effect=np.nan)
-        effects.attrs.update({} if why else table.attrs, response=response, alpha=alpha)
+    kind, effects, fit, note, diag, variation, why = _fit(obs, runs_table, response, factors, plan, levels=levels,
+                                                          alpha=alpha, n_boot=n_boot)
     effects.attrs.setdefault("response", response)
     try:
         drift = drift_segments(runs_table, response=response, order="run_seq", by="host",
@@ -599,24 +840,218 @@ def analyze_results(tidy: pd.DataFrame, *, meta: dict | None = None, campaign: s
     except ConfigError:
         drift = None
     checks = (drift_sentences(drift, response) if drift is not None else [])
+    try:
+        order_check = order_effects(runs_table, response=response, factors=factors, order="run_seq",
+                                    by="host", alpha=alpha)
+    except ConfigError:
+        order_check = None
+    checks += order_sentences(order_check, response) if order_check is not None else []
     cut_text = warmup_sentence(cut)
     checks += [cut_text] if cut_text else []
+    adaptive = _adaptive_pilot(meta)
+    if adaptive:
+        summary = stein_summary(summary, runs_table, by=factors, response=response, pilot=adaptive,
+                                confidence=1 - alpha)
+        quantiles = stein_summary(quantiles, runs_table, by=factors, response=response, pilot=adaptive,
+                                  confidence=1 - alpha)
+        checks.append(f"Adaptive stopping: Stein's two-stage interval for each configuration's mean "
+                      f"(the standard deviation of the first {adaptive} runs, which the decision to "
+                      f"stop did not pick; the fixed-n interval covers less than its level after "
+                      f"adaptive stopping).")
+    untaken = treatment_hook(tidy, runs, factors)
     if why:
         shown = "The effects table is shown without tests; the" if kind == "factorial" else "The"
         concl = Conclusions(headline="", findings=[
             f"No test of significance or share of variation can be computed from these "
             f"{len(runs_table)} runs ({why}). {shown} summary per configuration and the figures are "
-            f"descriptive only; replicate the design to test the factors."], assumptions=checks)
+            f"descriptive only; replicate the design to test the factors.",
+            f"Decision rules: {policy.describe(0)}: nothing is concluded."], assumptions=checks)
     else:
-        concl = conclusions(effects, diagnostics=diag, variation=variation, alpha=alpha,
-                            focus=focus if focus in factors else None, reference=reference,
+        concl = conclusions(effects, diagnostics=diag, variation=variation, rules=policy,
+                            runs=runs_table, focus=focus if focus in factors else None, reference=reference,
                             error_term=error_term_sentences(kind, plan, effects, fit, note=note),
-                            checks=checks)
+                            checks=checks, not_concluded=untaken)
+    telemetry = _telemetry(runs, runs_table)
+    concl.suspect = suspect_sentences(runs_table, obs, response, factors, plan, policy,
+                                      concl, levels=levels, n_boot=n_boot, why=why, focus=focus,
+                                      watched=telemetry is not None)
+    from ..run.telemetry import measurement_notes
+    notes = measurement_notes(runs)   # never "none flagged" for runs that were never measured
+    if any(n.startswith("telemetry off") for n in notes):
+        concl.suspect = [s for s in concl.suspect if not s.startswith("Suspect runs: none of")]
+    concl.suspect = [f"Not measured: {n}." for n in notes] + list(concl.suspect)
     runs_out = runs_table[["run_id", "replicate", *factors, response, "run_order"]]
     return Analysis(campaign, response, factors, meta, status, runs_out, summary, kind, effects,
                     diag, variation, concl, fingerprint_table(fingerprints or {}),
                     observations=obs, level_design=plan, levels=fit, quantiles=quantiles,
-                    drift=drift, warmup=cut, telemetry=_telemetry(runs, runs_table))
+                    drift=drift, warmup=cut, telemetry=telemetry,
+                    level_order=dict(order), order_effects=order_check, policy=policy,
+                    suspect_runs=runs_table.loc[runs_table["suspect"].astype(bool),
+                                                ["run_id", *factors, "host", "suspect_reason"]]
+                    .reset_index(drop=True))
+
+
+def _adaptive_pilot(meta: dict) -> int:
+    """The pilot runs (``min``) of an adaptive design's replication, or 0 when not adaptive."""
+    reps = ((meta or {}).get("design") or {}).get("replications")
+    if isinstance(reps, dict):
+        pilot = reps.get("min", 3)
+        return int(pilot) if isinstance(pilot, int) and pilot >= 2 else 0
+    return 0
+
+
+def stein_summary(summary: pd.DataFrame, runs: pd.DataFrame, *, by: Sequence[str], response: str,
+                  pilot: int, confidence: float = 0.95) -> pd.DataFrame:
+    """``summary`` (:func:`labkit.stats.summarize`, one row per configuration of ``by``) with the
+    mean's interval (``ci_low``, ``ci_high``) replaced by Stein's two-stage interval
+    (:func:`labkit.stats.stein_ci`, the first ``pilot`` runs of each configuration in run order)
+    where a configuration has ``pilot`` runs or more, and a column ``interval`` saying which
+    ("stein" or "fixed-n"); ``attrs["interval"]`` = "adaptive stopping: Stein's two-stage interval"."""
+    from ..stats import stein_ci
+    out = summary.copy()
+    out["interval"] = "fixed-n"
+    keys = list(by)
+    ordered = runs.sort_values("run_order", kind="stable")
+    for i, row in out.iterrows():
+        sel = np.ones(len(ordered), dtype=bool)
+        for f in keys:
+            sel &= (ordered[f] == row[f]).to_numpy()
+        x = ordered.loc[sel, response].to_numpy(float)
+        if len(x) >= pilot and np.std(x[:pilot]) >= 0:
+            s = stein_ci(x, pilot=pilot, confidence=confidence).iloc[0]
+            out.loc[i, ["ci_low", "ci_high"]] = [s.ci_low, s.ci_high]
+            out.loc[i, "interval"] = "stein"
+    out.attrs = dict(summary.attrs, interval="adaptive stopping: Stein's two-stage interval")
+    return out
+
+
+def treatment_hook(tidy: pd.DataFrame, runs: pd.DataFrame | None, factors: Sequence[str]) -> dict[str, str]:
+    """``{factor: why it is not concluded on}`` for the factors of the analysis whose treatment did
+    not take on some runs (issue 41, item 4: :func:`labkit.report.treatments.untaken` reads the
+    per-run manipulation checks from the store's ``runs`` metadata): "KSM on merged no pages in 30
+    of 30 runs: the treatment did not take". Empty without checks (``runs`` None, older stores)."""
+    from .treatments import untaken
+    if runs is None:
+        return {}
+    table = untaken(runs)
+    bad = table[(table["failed"] > 0) & table["factor"].isin([str(f) for f in factors])]
+    return {str(f): "; ".join(str(x) for x in g["sentence"].dropna()) + "."
+            for f, g in bad.groupby("factor", sort=False)}
+
+
+def order_sentences(order: pd.DataFrame, response: str) -> list[str]:
+    """The order-effects check (:func:`labkit.stats.order_effects`) in words: per host, trend
+    (Spearman) and carry-over (Kruskal-Wallis on the previous run's configuration), and whether
+    the randomization is to be trusted."""
+    alpha = order.attrs.get("alpha", 0.05)
+    tests = order.attrs.get("tests", 0)
+    parts, bad = [], []
+    for r in order.itertuples(index=False):
+        carry = (f"carry-over H = {r.H:.3g}, p = {r.p_carry:.2g}" if np.isfinite(r.p_carry)
+                 else "carry-over not tested (fewer than 2 previous configurations with 2 runs)")
+        parts.append(f"host {r.host} ({r.n} runs): trend ρ = {r.rho:+.2f}, p = {r.p_trend:.2g} "
+                     f"(slope {r.slope:+.3g} per run), {carry}")
+        if not r.trusted:
+            bad.append(f"host {r.host}: " + " and ".join(
+                x for x, flag in (("a trend in run order", r.trend), ("carry-over from the previous run",
+                                                                      r.carryover)) if flag))
+    head = (f"Order effects (residuals of {label(response)} after the configuration means, in each "
+            f"host's run order; Spearman for a trend, Kruskal-Wallis on the previous run's "
+            f"configuration for carry-over; Holm over {tests} tests, α = {alpha:g}): " + "; ".join(parts) + ".")
+    if bad:
+        head += (" Found: " + "; ".join(bad) + ". The randomization spreads it over the configurations "
+                 "but does not remove it: trust the effects only as far as the error term absorbs it "
+                 "(block by time or re-run to be sure).")
+    else:
+        head += " No trend and no carry-over: the randomization can be trusted."
+    short = order.attrs.get("short") or []
+    if short:
+        head += f" Not checked on {', '.join(map(str, short))} (fewer than 6 runs)."
+    return [head]
+
+
+def suspect_sentences(runs_table: pd.DataFrame, obs: pd.DataFrame, response: str, factors: list,
+                      plan: LevelDesign, policy: Policy, concl: Conclusions, *, levels: v.Levels,
+                      n_boot: int, why: str | None, focus: str | None = None,
+                      watched: bool = True) -> list[str]:
+    """The suspect runs in the answer (issue 41, item 3): how many, which configurations are left
+    with no clean run, whether the flags concentrate on a level of a factor
+    (:func:`labkit.report.decisions.suspect_association`), and every verdict recomputed without
+    them: the same, or "not robust to the N suspect runs" with both verdicts shown (``watched``:
+    False when no telemetry is stored, said so instead of "none flagged"). Says in
+    ``concl.headline`` whether the answer about ``focus`` is the same without them."""
+    from .decisions import empty_cells, suspect_association
+    from .levels import level_design
+    sus = runs_table["suspect"].astype(bool)
+    n_sus, n = int(sus.sum()), len(runs_table)
+    if not n_sus:
+        return [f"Suspect runs: none of the {n} runs is flagged by the telemetry." if watched else
+                f"Suspect runs: none flagged, but no telemetry is stored for these {n} runs (campaigns "
+                f"run before telemetry was kept): they were not checked for a busy host."]
+    reasons = runs_table.loc[sus, "suspect_reason"].dropna().astype(str)
+    # the kind of reason: its words up to the first number ("... used 35.1 % of a CPU" -> "... used")
+    top = reasons.map(lambda r: re.split(r"\d", r)[0].strip(" ,:(") or r).value_counts().head(2)
+    ids = runs_table.loc[sus, "run_id"].astype(str).tolist()
+    out = [f"Suspect runs: {n_sus} of {n} runs are flagged by the telemetry"
+           + (f" (reasons: {'; '.join(f'{k} … ({c} run{chr(115) * (c != 1)})' for k, c in top.items())})" if len(top) else "")
+           + f": {', '.join(ids[:12])}" + (f" and {len(ids) - 12} more" if len(ids) > 12 else "") + "."]
+    empty = empty_cells(runs_table, factors)
+    if len(empty):
+        cells = ["; ".join(f"{f}={row[f]}" for f in factors) for _, row in empty.iterrows()]
+        out.append(f"Configurations with no clean run ({len(empty)}): " + " | ".join(cells[:8])
+                   + (f" and {len(cells) - 8} more" if len(cells) > 8 else "") + ".")
+    assoc = suspect_association(runs_table, factors, alpha=policy.alpha,
+                                family="none" if policy.family == "none" else policy.family)
+    if len(assoc) and not assoc["confounded"].any():
+        out.append(f"The suspect runs are not concentrated on a level of any factor (Fisher's exact test, "
+                   f"chi-square for more than two levels; {policy.correction(len(assoc), 'factor')}: "
+                   f"smallest adjusted p = {float(assoc['p_adjusted'].min()):.2g}).")
+    for r in assoc[assoc["confounded"]].itertuples(index=False):
+        test = "Fisher's exact test" if r.test == "fisher" else "chi-square test"
+        out.append(f"The suspect runs are confounded with {term_label(r.factor)}: {r.suspect_there} of the "
+                   f"{r.suspect} suspect runs are at {r.factor}={r.level}, which holds {r.runs_there} of "
+                   f"the {r.runs} runs ({test}, {policy.correction(len(assoc), 'factor')}, adjusted "
+                   f"p = {r.p_adjusted:.2g}): a difference between its levels may be the disturbance, "
+                   f"not {term_label(r.factor)}.")
+    if why or concl.decided is None:
+        return out
+    clean_runs = runs_table[~sus].reset_index(drop=True)
+    clean_obs = obs[~obs["run_id"].isin(ids)].reset_index(drop=True)
+    verdict_all = concl.decided.set_index("term")["verdict"].dropna()
+    verdict_all = verdict_all[verdict_all != "not concluded on"]
+    try:
+        if len(clean_runs) < 3:
+            raise ConfigError(f"{len(clean_runs)} clean runs")
+        clean_plan = level_design(clean_obs, factors, hosts=plan.host_mode)
+        k2, eff2, _, _, _, _, why2 = _fit(clean_obs, clean_runs, response, factors, clean_plan, levels=levels,
+                                          alpha=policy.alpha, n_boot=n_boot, extras=False)
+        if why2:
+            raise ConfigError(why2)
+        dec2 = decided_effects(eff2, policy, runs=clean_runs, response=response)
+    except (ConfigError, ValueError, np.linalg.LinAlgError) as exc:
+        out.append(f"Without the {n_sus} suspect runs no analysis is possible ({exc}): every conclusion "
+                   f"above rests on suspect runs; not robust to the {n_sus} suspect runs.")
+        if concl.headline:
+            concl.headline += f" Not robust to the {n_sus} suspect runs (without them nothing can be tested)."
+        return out
+    verdict_clean = dec2.set_index("term")["verdict"].dropna()
+    changed = [(t, verdict_all[t], verdict_clean.get(t, "not tested")) for t in verdict_all.index
+               if verdict_clean.get(t, "not tested") != verdict_all[t]]
+    head = f"Without the {n_sus} suspect runs ({len(clean_runs)} clean runs, {dec2.attrs['rules']})"
+    if not changed:
+        out.append(head + ": every verdict is the same; the conclusions are robust to the suspect runs.")
+    else:
+        out.append(head + f": not robust to the {n_sus} suspect runs: "
+                   + "; ".join(f"{term_label(t)} {a!r} with them, {b!r} without" for t, a, b in changed[:10])
+                   + (f"; and {len(changed) - 10} more" if len(changed) > 10 else "") + ".")
+    if focus is not None and focus in factors and concl.answer not in ("", "Not concluded on"):
+        answer2, _ = focus_answer(dec2, focus)
+        if answer2 != concl.answer:
+            concl.headline += (f" Not robust to the {n_sus} suspect runs: with them {concl.answer}, "
+                               f"without them {answer2}.")
+        else:
+            concl.headline += f" The same without the {n_sus} suspect runs."
+    return out
 
 
 def _telemetry(stored: pd.DataFrame | None, runs_table: pd.DataFrame) -> pd.DataFrame | None:
@@ -629,17 +1064,21 @@ def _telemetry(stored: pd.DataFrame | None, runs_table: pd.DataFrame) -> pd.Data
     if len(cov.columns) <= 1:
         return None
     keep = ["run_id", "run_order", "host", "run_seq", "suspect", "suspect_reason"]
-    return runs_table[keep].merge(cov, on="run_id", how="left")
+    out = runs_table[keep].merge(cov, on="run_id", how="left")
+    # what was not measured ("telemetry off: psutil missing: suspect runs unknown"): never "0 flagged"
+    from ..run.telemetry import measurement_notes
+    out.attrs["unmeasured"] = [n for n in measurement_notes(stored) if n.startswith("telemetry off")]
+    return out
 
 
 def compare(data_dir: str | Path, a: str, b: str, *, response: str | None = None, alpha: float = 0.05,
-            min_effect_pct: float = 2.0) -> tuple[pd.DataFrame, pd.DataFrame, str]:
+            min_effect_pct: float = 2.0, margin: float | None = None) -> tuple[pd.DataFrame, pd.DataFrame, str]:
     """Same design measured twice (two hosts, two dates): per-configuration drift from ``a`` to ``b``.
 
     Returns ``(table, fingerprint_diff, verdict)``. ``table`` is
     :func:`labkit.stats.compare.config_differences` (one row per configuration present in
-    both: factor columns, ``n_a``, ``n_b``, ``mean_a``, ``mean_b``, ``diff`` (b - a),
-    ``ci_low``/``ci_high`` (Welch), ``diff_pct``, ``ratio`` with Fieller's
+    both, in the level order ``a``'s design declares: factor columns, ``n_a``, ``n_b``,
+    ``mean_a``, ``mean_b``, ``diff`` (b - a), ``ci_low``/``ci_high`` (Welch), ``diff_pct``, ``ratio`` with Fieller's
     ``ratio_low``/``ratio_high``, ``p`` (Welch), ``p_holm`` (Holm over the configurations)
     and ``drift`` (p_holm < alpha and |diff_pct| >= ``min_effect_pct``, a minimum practical
     effect)); ``table.attrs["overall"]`` is :func:`labkit.stats.compare.drift_test` (one
@@ -650,6 +1089,13 @@ def compare(data_dir: str | Path, a: str, b: str, *, response: str | None = None
     (:func:`labkit.report.comparison.fingerprint_groups`: ``fact``, ``a``, ``b``, ``kind``;
     facts missing on both sides left out, facts only one side recorded marked so);
     ``verdict`` says the notes, the drift and the host facts in words.
+
+    Each configuration also gets an equivalence verdict (:func:`labkit.stats.equivalence` of b
+    against a, TOST at ``alpha``) against ``margin`` (a fraction of a's mean; default the
+    practical threshold of the mean ``a``'s design declares; none: not tested, said so), the
+    p-values Holm-corrected over the configurations: columns ``p_tost``, ``p_tost_holm`` (NaN
+    without a margin) and ``equivalence`` ("equivalent", "different", "negligible difference",
+    "inconclusive", or "not tested"); ``table.attrs["margin"]``.
 
     Campaigns whose factors differ cannot be compared configuration by configuration: ConfigError
     saying how the designs (and workloads) differ. A response only one of them measured (other
@@ -690,12 +1136,18 @@ def compare(data_dir: str | Path, a: str, b: str, *, response: str | None = None
         raise ConfigError(f"compare: no configuration has >= 2 successful runs in both {a!r} and {b!r}"
                           + (f" ({'; '.join(notes)})" if notes else "")) from None
     table = table.rename(columns={"p_adj": "p_holm"})
+    # configurations in the design's declared level order (as the analysis and its figures)
+    table = sorted_as_declared(table, fa, declared_levels(metas[0], fa, table))
     if (ra[response] > 0).all() and (rb[response] > 0).all():
         try:
             table.attrs["overall"] = drift_test(ra, rb, response=response, factors=fa, alpha=alpha,
                                                 min_effect_pct=min_effect_pct)
         except ConfigError:
             pass
+    if margin is None:
+        rule = policy_for(metas[0]).practical, policy_for(metas[0]).practical_of
+        margin = rule[0] if rule[1] == "mean" else None
+    table = _equivalence_columns(table, ra, rb, response=response, factors=fa, margin=margin, alpha=alpha)
     n = int(table.drift.sum())
     fpd = fingerprint_groups(fingerprint_diff(fps[0], fps[1]), a, b)
     kinds = list(dict.fromkeys(re.sub(r"^the ", "", n_.split(" differ")[0]) for n_ in notes))
@@ -710,15 +1162,59 @@ def compare(data_dir: str | Path, a: str, b: str, *, response: str | None = None
         o = overall.iloc[0]
         verdict += (f"; overall shift {o.shift_pct:+.1f} % [{o.ci_low_pct:+.1f}, {o.ci_high_pct:+.1f}] "
                     f"(p = {o.p:.2g})")
+    if margin is not None:
+        counts = table["equivalence"].value_counts()
+        verdict += (f". Equivalence of {b} to {a} within ±{100 * margin:g} % of {a}'s mean (TOST, Holm over "
+                    f"{len(table)} configurations, α = {alpha:g}): "
+                    + ", ".join(f"{c} {k}" for k, c in counts.items()))
+    else:
+        verdict += (". No equivalence margin declared (practical: in the design, or --margin): a "
+                    "configuration that did not drift is not shown the same")
     verdict += ". " + fingerprint_summary(fpd, a, b)
     table.attrs.update({"response": response, "alpha": alpha, "notes": notes, "a": a, "b": b,
-                        "factors": fa})
+                        "factors": fa, "margin": margin})
     return table, fpd, verdict
 
 
-#: the effects table's columns a report shows, in this order (those the table has)
-REPORT_EFFECT_COLUMNS = ["term", "effect", "ci_low", "ci_high", "df", "t", "F", "p", "pct_variation",
-                         "pct_low", "pct_high"]
+def _equivalence_columns(table: pd.DataFrame, ra: pd.DataFrame, rb: pd.DataFrame, *, response: str,
+                         factors: Sequence[str], margin: float | None, alpha: float) -> pd.DataFrame:
+    """``table`` (one row per configuration of ``factors``) with ``p_tost``, ``p_tost_holm`` and
+    ``equivalence``: TOST of ``rb`` against ``ra`` within ``margin`` (a fraction of ra's mean),
+    Holm over the rows, the verdict from the Holm-corrected TOST and Welch p-values."""
+    from ..stats import adjust_p, equivalence
+    from ..stats.equivalence import verdict as tost_verdict
+    out = table.copy()
+    out.attrs = dict(table.attrs)
+    if margin is None:
+        out["p_tost"], out["p_tost_holm"], out["equivalence"] = np.nan, np.nan, "not tested"
+        return out
+    p_tost, p_diff = [], []
+    for _, row in out.iterrows():
+        sa, sb = np.ones(len(ra), dtype=bool), np.ones(len(rb), dtype=bool)
+        for f in factors:
+            sa &= (ra[f] == row[f]).to_numpy()
+            sb &= (rb[f] == row[f]).to_numpy()
+        try:
+            e = equivalence(rb.loc[sb, response], ra.loc[sa, response], margin=margin, alpha=alpha).iloc[0]
+            p_tost.append(e.p_tost)
+            p_diff.append(e.p_diff)
+        except ConfigError:
+            p_tost.append(np.nan)
+            p_diff.append(np.nan)
+    pt, pd_ = np.asarray(p_tost, float), np.asarray(p_diff, float)
+    ok = np.isfinite(pt) & np.isfinite(pd_)
+    adj_t, adj_d = np.full(len(pt), np.nan), np.full(len(pt), np.nan)
+    if ok.any():
+        adj_t[ok], adj_d[ok] = adjust_p(pt[ok], method="holm"), adjust_p(pd_[ok], method="holm")
+    out["p_tost"], out["p_tost_holm"] = pt, adj_t
+    out["equivalence"] = [tost_verdict(t, d, alpha) if k else "not tested"
+                          for t, d, k in zip(adj_t, adj_d, ok)]
+    return out
+
+
+#: the effects table's columns a report shows, in this order (:func:`labkit.report.tables.effects_table`:
+#: each estimate beside its own interval)
+REPORT_EFFECT_COLUMNS = EFFECT_COLUMNS
 
 #: the report's caption of each figure of :meth:`Analysis.figures`
 FIGURE_CAPTIONS = {
@@ -736,29 +1232,38 @@ FIGURE_CAPTIONS = {
 
 
 def write_report(data_dir: str | Path, campaign: str, out: str | Path, *, response: str | None = None,
-                 alpha: float = 0.05) -> Path:
+                 alpha: float = 0.05, practical: object = None, family: str | None = None) -> Path:
     """Analyse ``campaign`` (:func:`analyze`) and write one self-contained HTML file to ``out``
     with :func:`labkit.core.files.atomic_write` (mode 0600, also when it replaces an older report:
     results are private until shared; a symbolic link at ``out`` is refused). Returns the path.
 
     The page (:func:`html_report`): the conclusions first, a table of contents, the design as a
     table (one row per factor) with the campaign's settings, the summary per configuration, the
-    effects (or ANOVA) with their CIs, residual diagnostics, the figures with captions, the host
+    effects (:func:`labkit.report.tables.effects_table`: Jain's q and the effect 2q, each beside its
+    own CI; or the ANOVA), residual diagnostics, the figures with captions, the host
     fingerprints and the provenance (:func:`labkit.report.page.provenance`: labkit version and
     commit, the store's SHA-256, the hosts). Numbers to 4 significant digits; it fits a screen and
     prints on A4 without cutting a table."""
     from ..core.files import atomic_write
     from .catalog import design_table, settings_table
     from .page import Captioned, provenance
-    a = analyze(data_dir, campaign, response=response, alpha=alpha)
+    a = analyze(data_dir, campaign, response=response, alpha=alpha, practical=practical, family=family)
     from ..store import Store
     with Store(Path(data_dir) / campaign / "store.sqlite", readonly=True) as st:
         fps = st.fingerprints()
-    effects = (a.effects if a.variation is None else a.effects.merge(a.variation, on="term", how="left"))
-    # the columns a reader needs (the whole table is in the bundle): the effect with its CI and
-    # test, and the share of variation with its CI; an ANOVA's df, F and p
-    effects = effects[[c for c in REPORT_EFFECT_COLUMNS if c in effects.columns
-                       and not (c == "F" and "t" in effects.columns) and effects[c].notna().any()]]
+    # the columns a reader needs (the whole table is in the bundle): q and the effect (2q) with the
+    # effect's CI and the test, then the share of variation with its CI (two tables, so that both
+    # fit an A4 page); an ANOVA's df, F, p and share in one
+    from .tables import effects_table
+    table = effects_table(a.effects, a.variation)
+    shares = [c for c in ("pct_variation", "pct_low", "pct_high") if c in table.columns]
+    effects: object = table
+    if "effect" in table.columns and shares:
+        effects = [("Estimates: Jain's q and the effect (2q) with the effect's "
+                    f"{100 * (1 - alpha):g} % CI", table.drop(columns=shares)),
+                   ("Share of the variation (%)" + (f" with its {100 * (1 - alpha):g} % bootstrap CI"
+                                                     if "pct_low" in shares else ""),
+                    table[["term", *shares]])]
     sections: list[tuple[str, object]] = [
         ("Conclusions", a.conclusions),
         ("Design", [("Factors and levels (the first level is the low level of a two-level factor)",
@@ -768,10 +1273,20 @@ def write_report(data_dir: str | Path, campaign: str, out: str | Path, *, respon
         ({"factorial": "Effects", "anova": "ANOVA", "none": "Effects", "levels": "Effects"}[a.kind],
          "none can be computed (see the conclusions)" if a.kind == "none" else effects),
     ]
+    from .tables import decisions_table
+    if a.conclusions.decided is not None and a.conclusions.decided["verdict"].notna().any():
+        sections.append(("Decisions", [f"Each term decided by the rules: {a.conclusions.rules}.",
+                                       decisions_table(a.conclusions.decided)]))
     if a.diagnostics is not None:
         sections.append(("Residual diagnostics", [a.diagnostics.table, a.diagnostics.message]))
     from .measurement import sections as measurement_sections
     sections += measurement_sections(a)     # levels, quantiles, drift, telemetry (issue 32)
+    if a.order_effects is not None:
+        sections.append(("Order effects", [order_sentences(a.order_effects, a.response)[0], a.order_effects]))
+    if a.suspect_runs is not None and len(a.suspect_runs):
+        sections.append(("Suspect runs", [f"{len(a.suspect_runs)} of {len(a.runs)} runs flagged by the "
+                                          f"telemetry (the conclusions are computed with and without them).",
+                                          a.suspect_runs]))
     sections += [
         ("Figures", [Captioned(fig, FIGURE_CAPTIONS.get(name, name))
                      for name, fig in a.figures(alpha=alpha).items()]),
@@ -785,42 +1300,70 @@ def write_report(data_dir: str | Path, campaign: str, out: str | Path, *, respon
     return atomic_write(out, page)
 
 
-def write_bundle(data_dir: str | Path, campaign: str, out: str | Path) -> Path:
+def write_bundle(data_dir: str | Path, campaign: str, out: str | Path, *, response: str | None = None,
+                 alpha: float = 0.05, n_boot: int = 1000, licence: str | None = None) -> Path:
     """A zip with the campaign's ``results.csv``, ``results.parquet``, ``runs.csv``, a copy of
     ``store.sqlite``, ``fingerprints.json``, ``campaign.json`` (the campaign id) and
-    ``environment.json`` (Python, installed package versions, this host's fingerprint). Member
-    names are plain file names (no directory, so nothing unpacks outside where it is
-    unpacked). Written with :func:`labkit.core.files.atomic_write` (0600, a symbolic link at
-    ``out`` refused). The store is read, never written. Returns the path."""
-    import json
+    ``environment.json`` (Python, installed package versions, this host's fingerprint), and, so
+    that anyone can check it (:mod:`labkit.report.bundle`, ``labkit verify``): the report's
+    tables and claims as data (``summary.csv``, ``effects.csv``, ``variation.csv``, ``claims.json``) computed from the bundled store
+    with the settings in ``settings.json`` (``response``, ``alpha``, ``n_boot``), a Frictionless
+    ``datapackage.json`` and RO-Crate 1.1 ``ro-crate-metadata.json`` (every file's SHA-256, labkit's
+    version and code state, the hosts, the ``licence``: an SPDX id, CC-BY-4.0 by default).
+    Member names are plain relative names (no ``..``, nothing unpacks outside where it is
+    unpacked), and every member is 0600 (``ZipInfo.external_attr``: unpacked, no member is
+    readable by others, whatever the files it was made from). Written with
+    :func:`labkit.core.files.atomic_write` (0600, a symbolic link at ``out`` or at its directory
+    refused). The store is read, never written (opened by its URI: a path holding ``?`` or ``#``
+    is that path). Returns the path."""
+    import shutil
     import sqlite3
+    import stat
     import tempfile
+    import time
     import zipfile
     from importlib import metadata
 
     from ..core.fingerprint import host_fingerprint
-    from ..store import Store
+    from ..store import sqlite_uri
+    from .bundle import DEFAULT_LICENCE, bundle_members
     src = Path(data_dir) / campaign / "store.sqlite"
-    with Store(src, readonly=True) as st:
-        tidy, runs, fps = st.tidy(), st.runs(), st.fingerprints()
-    runs["metadata"] = runs["metadata"].map(lambda d: json.dumps(d, default=str)) if len(runs) else []
+    if not src.is_file():
+        from ..errors import StoreError
+        raise StoreError(f"no result store at {src}")
     env = {"packages": {d.metadata["Name"]: d.version for d in metadata.distributions()},
            "host": host_fingerprint()}
+    settings = {"response": response, "alpha": alpha, "n_boot": n_boot}
     from ..core.files import atomic_write
     with tempfile.TemporaryDirectory() as tmpdir:
         tmp = Path(tmpdir)
-        pq = tmp / "results.parquet"
-        tidy.to_parquet(pq, index=False)
-        copy = tmp / "store.sqlite"
-        with sqlite3.connect(f"file:{src}?mode=ro", uri=True) as s, sqlite3.connect(copy) as d:
+        copy = tmp / "data" / campaign / "store.sqlite"
+        copy.parent.mkdir(parents=True, mode=0o700)
+        s = sqlite3.connect(sqlite_uri(src, readonly=True), uri=True)
+        d = sqlite3.connect(sqlite_uri(copy), uri=True)
+        try:
             s.backup(d)   # a consistent copy, made through SQLite's read-only connection
+        finally:
+            s.close()
+            d.close()
+        # everything else is derived from the copy: what is bundled is what verify re-derives from
+        members = bundle_members(copy, campaign, settings, env=env, licence=licence or DEFAULT_LICENCE)
+        stamp = time.localtime()[:6]
+
+        def member(z: zipfile.ZipFile, name: str, data: bytes | Path) -> None:
+            info = zipfile.ZipInfo(name, date_time=stamp)
+            info.compress_type = zipfile.ZIP_DEFLATED
+            info.external_attr = (stat.S_IFREG | 0o600) << 16    # unpacked: the owner's alone
+            big = isinstance(data, Path) and data.stat().st_size > (1 << 30)   # zip64 ahead of a large store
+            with z.open(info, "w", force_zip64=big) as dst:
+                if isinstance(data, Path):
+                    with open(data, "rb") as src_fh:
+                        shutil.copyfileobj(src_fh, dst, 1 << 20)
+                else:
+                    dst.write(data)
+
         def write(fh):
             with zipfile.ZipFile(fh, "w", zipfile.ZIP_DEFLATED) as z:
-                z.writestr("results.csv", tidy.to_csv(index=False))
-                z.write(pq, "results.parquet")
-                z.writestr("runs.csv", runs.to_csv(index=False))
-                z.write(copy, "store.sqlite")
-                z.writestr("fingerprints.json", json.dumps(fps, indent=2, default=str))
-                z.writestr("campaign.json", json.dumps({"campaign": campaign}))
-                z.writestr("environment.json", json.dumps(env, indent=2, sort_keys=True, default=str))
+                for name, data in members.items():
+                    member(z, name, data)
         return atomic_write(out, write)

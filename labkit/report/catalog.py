@@ -100,25 +100,25 @@ def campaign_catalog(data_dir: str | Path) -> pd.DataFrame:
         row: dict = {"campaign": cid}
         try:
             with Store(Path(data_dir) / cid / "store.sqlite", readonly=True) as st:
-                meta, runs = st.meta(), st.runs()
+                meta, counts = st.meta(), st.run_counts()   # SQL aggregates: no run's JSON parsed
         except (StoreError, OSError) as exc:
             rows.append(row | {"study": f"unreadable: {str(exc).splitlines()[0]}", "status": "unreadable"})
             continue
         design = meta.get("design") or {}
         workload = meta.get("workload") or {}
-        n = len(runs)
-        ok = int((runs.status == "ok").sum()) if n else 0
+        n = counts["runs"]
+        ok = counts["by_status"].get("ok", 0)
         planned = _planned(design)
         status = ("empty" if n == 0 else "failures" if ok < n
                   else "incomplete" if planned is not None and n < planned else "complete")
-        last = runs.started.max() if n else None
+        last = counts["last_run"]
         rows.append(row | {
             "study": str(design.get("name", "")), "backend": str(meta.get("backend") or ""),
             "platforms": _platforms(meta), "workload": str(workload.get("name") or ""),
             "response": str(workload.get("response") or ""),
             "factors": ",".join(map(str, design.get("factors") or {})), "runs": n, "ok": ok,
             "not_ok": n - ok, "planned": planned, "status": status,
-            "first_run": runs.started.min() if n else None, "last_run": last,
+            "first_run": counts["first_run"], "last_run": last,
             "date": str(last)[:10] if last else ""})
     out = pd.DataFrame(rows, columns=CATALOG_COLUMNS)
     out["planned"] = out["planned"].astype("Int64")

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigError, LabkitError
-from . import escape_html, escape_md
+from . import escape_html, escape_md, order_sentences
 from .catalog import (
     campaign_catalog,
     design_table,
@@ -41,7 +41,7 @@ from .catalog import (
     run_table,
     settings_table,
 )
-from .tables import html_table
+from .tables import decisions_table, effects_table, html_table
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -184,7 +184,9 @@ class Explorer:
                       factors: Sequence[str] | None = None) -> list:
         """:func:`labkit.report.analyze` of ``campaign`` on ``response`` (default: the declared
         primary response, never a constant) and ``factors``: heading, design, why this response,
-        summary per configuration, effects or ANOVA, residual checks, conclusions, figures, then
+        summary per configuration, effects (:func:`labkit.report.tables.effects_table`: q and the
+        effect, each with its own interval) or ANOVA, residual checks, conclusions, figures (levels
+        in the design's declared order, as in the words and tables), then
         the error term with each level's share of the variance and the drift check (each host's
         run-order residuals, change points marked: :mod:`labkit.report.measurement`)."""
         from .measurement import displayable, drift_section, levels_section
@@ -197,15 +199,21 @@ class Explorer:
         if response is None and d.response_why and not d.response_why.startswith("the workload's declared"):
             out.append(_md(f"*Response*: {escape_md(d.response_why)}."))
         out += [_md("**Summary per configuration**"), _html(html_table(a.summary)), _md(md["effects"])]
-        if len(a.effects):
-            shown = a.effects if a.variation is None else a.effects.merge(a.variation, on="term", how="left")
-            out.append(_html(html_table(shown)))
+        if len(a.effects):     # q and the effect (2q), each beside its own interval
+            out.append(_html(html_table(effects_table(a.effects, a.variation))))
+        decided = a.conclusions.decided
+        if decided is not None and decided["verdict"].notna().any():   # each term's verdict, the rules
+            out += [_md(f"**Decisions** ({escape_md(a.conclusions.rules)})"),
+                    _html(html_table(decisions_table(decided)))]
         if a.diagnostics is not None:
             out.append(_md(escape_md(a.diagnostics.message)))
         out.append(_md(md["conclusions"]))
         out += list(a.figures(alpha=self.alpha).values())
         parts = [p for p in (levels_section(a), drift_section(a)) if p is not None]
         out += displayable(parts, heading="####", html_tables=True)
+        if a.order_effects is not None:     # beside the drift check: trend and carry-over in run order
+            out += [_md("#### Order effects\n\n" + escape_md(order_sentences(a.order_effects, a.response)[0])),
+                    _html(html_table(a.order_effects))]
         return out
 
     def comparison_view(self, a: str, b: str, *, response: str | None = None) -> list:

@@ -117,8 +117,12 @@ def telemetry_section(a: Analysis) -> tuple[str, list] | None:
     except ConfigError:
         pass
     suspect = t[t["suspect"].fillna(False).astype(bool)] if "suspect" in t else t.iloc[:0]
-    content.append(f"{len(suspect)} of {len(t)} runs flagged suspect"
-                   + (": listed first below." if len(suspect) else "."))
+    off = t.attrs.get("unmeasured") or []
+    if off:   # runs never measured are not "0 flagged": say why nothing is known about them
+        content.extend(f"{note}." for note in off)
+    if not off or len(suspect):
+        content.append(f"{len(suspect)} of {len(t)} runs flagged suspect"
+                       + (": listed first below." if len(suspect) else "."))
     cols = [c for c in TELEMETRY_COLUMNS if c in t]
     shown = (t.assign(_s=~t["suspect"].fillna(False).astype(bool)).sort_values(["_s", "run_order"])
              if "suspect" in t else t)

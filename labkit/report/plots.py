@@ -480,10 +480,11 @@ def overhead(table: pd.DataFrame, *, panel: str = "benchmark", test: str = "test
 
 def run_order(data: pd.DataFrame, response: str, *, order: str = "run_order",
               hue: str | None = None, window: int | None = None, ax: Axes | None = None,
-              title: str | None = None) -> Figure:
+              title: str | None = None, levels: v.Levels = None) -> Figure:
     """Response against run order, to see drift over the campaign's time.
 
-    One dot per run (coloured by ``hue`` when given) and a centred rolling
+    One dot per run (coloured by ``hue`` when given, its levels in the legend in the order
+    ``levels`` gives, as in :func:`main_effects`) and a centred rolling
     median over ``window`` runs (default: about a tenth of the runs, at least
     3; line ``gid`` "rolling_median"). Because runs execute in random order, a
     trend in the rolling median is drift (warm-up, thermal, a neighbour), not
@@ -495,7 +496,7 @@ def run_order(data: pd.DataFrame, response: str, *, order: str = "run_order",
     d = data.sort_values(order)
     fig, ax = _axes(ax, (6.4, 3.6))
     if hue:
-        hl = _levels(d, hue)
+        hl = _levels(d, hue, levels)
         for lv, col in zip(hl, colors(hl)):
             part = d[d[hue] == lv]
             ax.scatter(part[order], part[response], s=14, color=col, label=str(lv), alpha=0.8)

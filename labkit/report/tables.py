@@ -4,7 +4,8 @@
 ``0.3003``, ``1.2e-49``; never ``2786.855000`` or ``3.347664e+01``); :func:`readable` applies
 it to a DataFrame's numeric columns; :func:`html_table` renders a DataFrame as an HTML table
 whose every cell and header is escaped (names and levels come from stores: text, never markup);
-:func:`readable_display` makes pandas show every float that way in Jupyter.
+:func:`readable_display` makes pandas show every float that way in Jupyter;
+:func:`effects_table` is the effects table a reader sees, each estimate beside its own interval.
 """
 from __future__ import annotations
 
@@ -17,13 +18,17 @@ from ..errors import ConfigError
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["DIGITS", "format_number", "html_table", "readable", "readable_display"]
+__all__ = ["DIGITS", "EFFECT_COLUMNS", "effects_table", "format_number", "html_table", "readable",
+           "readable_display"]
 
 #: significant digits shown by default: enough to compare configurations, not more than a
 #: benchmark's run-to-run noise supports
 DIGITS = 4
 #: a table with more columns than this gets the class ``lk-wide`` (a smaller font in reports)
 WIDE_COLUMNS = 9
+#: the columns of :func:`effects_table`, in this order (those it has values for)
+EFFECT_COLUMNS = ["term", "q", "effect", "effect_low", "effect_high", "df", "t", "F", "p", "pct_variation",
+                  "pct_low", "pct_high"]
 
 
 def format_number(x: object, digits: int = DIGITS) -> str:
@@ -114,3 +119,64 @@ def readable_display(digits: int = DIGITS) -> None:
     import pandas as pd
     pd.set_option("display.float_format", lambda x: format_number(x, digits))
     pd.set_option("display.html.use_mathjax", False)
+
+
+def effects_table(effects: pd.DataFrame, variation: pd.DataFrame | None = None) -> pd.DataFrame:
+    """The effects table a reader sees (the report, the explorer): every estimate beside its own
+    interval, named after it.
+
+    ``effects`` is a :func:`labkit.stats.factorial_effects` table (or :func:`labkit.stats.blocked_effects`,
+    :class:`labkit.stats.LevelEffects`' ``effects``, whose ``ci_low``/``ci_high`` are the interval
+    of ``q``) or an ANOVA table (``effect`` NaN, no ``q``); ``variation`` is
+    :func:`labkit.report.variation_ci` of the same design, or None. Returns one row per term, the
+    columns of :data:`EFFECT_COLUMNS` that have a value in some row: ``term``; Jain's ``q`` (for
+    ``I`` the mean); the effect ``2q`` with its interval ``effect_low``/``effect_high``, twice q's
+    limits (NaN for ``I``, which has no effect; q's own interval is half the effect's, so it is
+    not repeated: the table stays within an A4 page); ``df``; ``t`` (``F`` only when there is no
+    ``t``: an ANOVA); ``p``; ``pct_variation`` with its bootstrap interval ``pct_low``/``pct_high``.
+    No interval stands beside an estimate it does not belong to. ConfigError when ``effects`` has
+    no ``term`` column."""
+    import numpy as np
+    import pandas as pd
+    if not isinstance(effects, pd.DataFrame) or "term" not in effects.columns:
+        raise ConfigError("effects_table needs an effects table with a 'term' column")
+    out = pd.DataFrame({"term": effects["term"].to_numpy()})
+    nan = np.full(len(effects), np.nan)
+
+    def col(name: str) -> np.ndarray:
+        return effects[name].to_numpy(float) if name in effects.columns else nan
+    low, high, effect = col("ci_low"), col("ci_high"), col("effect")
+    out["q"] = col("q")
+    has = np.isfinite(effect)             # the interval of an effect exists where the effect does
+    out["effect"] = effect
+    out["effect_low"] = np.where(has, 2 * low, np.nan)
+    out["effect_high"] = np.where(has, 2 * high, np.nan)
+    for name in ("df", "t", "F", "p", "pct_variation"):
+        if name in effects.columns and not (name == "F" and "t" in effects.columns):
+            out[name] = effects[name].to_numpy()
+    if variation is not None:
+        if not {"term", "pct_low", "pct_high"} <= set(variation.columns):
+            raise ConfigError("effects_table: variation needs the columns term, pct_low, pct_high")
+        out = out.merge(variation[["term", "pct_low", "pct_high"]], on="term", how="left")
+    keep = [c for c in EFFECT_COLUMNS if c in out.columns and (c == "term" or out[c].notna().any())]
+    return out[keep]
+
+
+#: the columns of :func:`decisions_table`, in this order
+DECISION_COLUMNS = ["term", "p", "p_adjusted", "size", "threshold", "verdict", "runs_to_resolve"]
+
+
+def decisions_table(decided: pd.DataFrame) -> pd.DataFrame:
+    """Each term's verdict under the declared rules (:func:`labkit.report.decisions.decide_terms`):
+    one row per term of the family (the rows with a verdict), the columns of
+    :data:`DECISION_COLUMNS` it has: ``term``, ``p`` (the test's p-value), ``p_adjusted`` (after the
+    family correction), ``size`` (the size held to the threshold: the effect, q, or the ANOVA
+    term's range), ``threshold`` (the practical threshold in that unit; 0 without one),
+    ``verdict`` ("matters", "does not matter", "negligible", "not resolved at this n") and
+    ``runs_to_resolve`` (the runs that would resolve an open term, from the observed variance).
+    ConfigError without ``term`` and ``verdict`` columns."""
+    import pandas as pd
+    if not isinstance(decided, pd.DataFrame) or not {"term", "verdict"} <= set(decided.columns):
+        raise ConfigError("decisions_table needs a decided table (columns term and verdict)")
+    rows = decided[decided["verdict"].notna()]
+    return rows[[c for c in DECISION_COLUMNS if c in rows.columns]].reset_index(drop=True)

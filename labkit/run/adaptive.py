@@ -21,10 +21,16 @@ to the store's meta (``adaptive_round``, ``adaptive_pending``) before any of its
 starts; a resumed campaign first finishes the pending round, so no run is duplicated
 or lost. Added replicates are numbered after the configuration's highest stored
 replicate, so their run ids (``c0003r004``) are stable.
+
+Bounds: ``max`` is at most :data:`labkit.design.structure.MAX_ADAPTIVE` runs per
+configuration, and before its rounds start the campaign logs what it commits to at worst
+(:func:`worst_case`): "adaptive: at most N more run(s) (M configuration(s) x max K, ...),
+about H h at the pilot's mean run time of S s".
 """
 from __future__ import annotations
 
 import dataclasses
+import logging
 import random
 from collections.abc import Callable
 from typing import TYPE_CHECKING
@@ -33,14 +39,16 @@ import numpy as np
 import pandas as pd
 
 from ..design import Design, Run, run_id
-from ..errors import ConfigError
+from ..errors import ConfigError, StoreError
 from ..stats.samplesize import n_for_halfwidth
 from ..store import Store
 
 if TYPE_CHECKING:
     from tqdm import tqdm
 
-__all__ = ["next_round", "run_adaptive", "stored_values", "worst_fixed_equivalent"]
+__all__ = ["next_round", "pending_runs", "run_adaptive", "stored_values", "worst_case", "worst_fixed_equivalent"]
+
+log = logging.getLogger("labkit.run.adaptive")
 
 
 def stored_values(store: Store, metric: str) -> pd.DataFrame:
@@ -116,6 +124,47 @@ def next_round(design: Design, runs: pd.DataFrame, round_no: int) -> list[Run]:
     return [Run(run_id(c, r), start + i, c, r, dict(configs[c])) for i, (c, r) in enumerate(slots)]
 
 
+def pending_runs(design: Design, value: object, campaign: str) -> list[Run]:
+    """The runs of the pending adaptive round as the store's meta ``adaptive_pending`` holds them
+    (a list of :class:`~labkit.design.Run` fields); StoreError, naming the campaign and the entry, for
+    one labkit did not write: not a run's fields, or a run that is not this design's (its run id,
+    configuration and levels must agree), so a tampered store never runs what the design does not."""
+    if value is None:
+        return []
+    where = f"campaign {campaign}: meta adaptive_pending"
+    fix = ("; the pending adaptive round cannot be resumed: restore the store from a copy "
+           f"(labkit check {campaign} lists every problem)")
+    if not isinstance(value, list):
+        raise StoreError(f"{where}: a JSON {type(value).__name__} where a list of runs is expected{fix}")
+    fields = {f.name for f in dataclasses.fields(Run)}
+    required = {f.name for f in dataclasses.fields(Run)
+                if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING}
+    configs = design.configurations()
+    out = []
+    for i, entry in enumerate(value):
+        at = f"{where}[{i}]"
+        if not isinstance(entry, dict):
+            raise StoreError(f"{at}: a JSON {type(entry).__name__} where a run's fields are expected{fix}")
+        unknown, missing = sorted(set(entry) - fields), sorted(required - set(entry))
+        if unknown or missing:
+            said = [f"unknown field(s) {', '.join(map(repr, unknown))[:120]}"] if unknown else []
+            said += [f"missing {', '.join(missing)}"] if missing else []
+            raise StoreError(f"{at}: not a run ({'; '.join(said)}; a run has {', '.join(sorted(fields))}){fix}")
+        ints = ("order", "config", "replicate", "block", "boot")
+        bad = [k for k in ints if k in entry and (isinstance(entry[k], bool) or not isinstance(entry[k], int))]
+        if bad or not isinstance(entry["run_id"], str) or not isinstance(entry["levels"], dict):
+            what = f"{bad[0]} {str(entry[bad[0]])[:40]!r} is not a whole number" if bad else \
+                "run_id must be text and levels an object"
+            raise StoreError(f"{at}: {what}{fix}")
+        run = Run(**entry)
+        if not 0 <= run.config < len(configs) or run.replicate < 1 \
+                or run.run_id != run_id(run.config, run.replicate) or run.levels != dict(configs[run.config]):
+            raise StoreError(f"{at}: run {run.run_id[:40]!r} (configuration {run.config}, replicate "
+                             f"{run.replicate}) is not a run of this design{fix}")
+        out.append(run)
+    return out
+
+
 def run_adaptive(design: Design, store: Store, execute: Callable[[list[Run]], None], *,
                  response: str, bar: tqdm | None = None, budget: int | None = None) -> int:
     """Run adaptive rounds until every configuration meets the target or its cap; returns the
@@ -125,15 +174,18 @@ def run_adaptive(design: Design, store: Store, execute: Callable[[list[Run]], No
     their order: the campaign's loop on one backend, the fleet's workers on a testbed, so
     adaptive replication works the same on both. ``response`` is the workload's response, the
     metric judged when the design names none. Does nothing until the design's initial plan is
-    fully stored."""
+    fully stored; then logs (a warning, so it shows without logging set up) the worst case it
+    commits to (:func:`worst_case`: every configuration run ``max`` times, in hours at the
+    stored runs' mean run time) before any round starts, and again on each resume."""
     if design.adaptive is None:
         return 0
     if not {r.run_id for r in design.plan()} <= store.completed():
         return 0
+    log.warning("%s", worst_case(design, store.runs(), budget=budget)["message"])
     metric = design.adaptive["metric"] or response
     meta = store.meta()
     round_no = int(meta.get("adaptive_round") or 0)
-    pending = [Run(**r) for r in meta.get("adaptive_pending") or []]
+    pending = pending_runs(design, meta.get("adaptive_pending"), store.campaign)
     done = 0
     while True:
         stored = store.completed()
@@ -158,6 +210,35 @@ def run_adaptive(design: Design, store: Store, execute: Callable[[list[Run]], No
         done += len(todo)
         if len([r for r in todo if r.run_id not in store.completed()]) == len(todo):
             return done   # none of them could run (no live host offers them): resume later
+
+
+def worst_case(design: Design, runs: pd.DataFrame, *, budget: int | None = None) -> dict:
+    """What an adaptive campaign commits to at worst, from its stored ``runs``
+    (:meth:`Store.runs <labkit.store.Store.runs>`: ``config`` and ``duration_s`` of each; the pilot,
+    i.e. the initial plan of ``min`` replicates, once it is stored): every configuration run
+    ``max`` times (a ``target_ci`` never met). Returns ``configurations``, ``max``,
+    ``stored`` (runs so far), ``runs_left`` (at most, within ``budget`` when one is given),
+    ``mean_run_s`` (the stored runs' mean duration, NaN without any), ``hours_left`` (runs_left x
+    mean_run_s, one run at a time) and ``message``, the line :func:`run_adaptive` logs before its
+    rounds start."""
+    spec = _spec(design)
+    n_cfg, mx = design.n_configurations, spec["max"]
+    attempts = np.bincount(runs["config"].to_numpy(dtype=int), minlength=n_cfg)[:n_cfg] if len(runs) else \
+        np.zeros(n_cfg, dtype=int)
+    left = int(np.clip(mx - attempts, 0, None).sum())
+    if budget is not None:
+        left = min(left, max(0, budget))
+    durations = pd.to_numeric(runs["duration_s"], errors="coerce").dropna() if len(runs) else pd.Series(dtype=float)
+    mean = float(durations.mean()) if len(durations) else float("nan")
+    hours = left * mean / 3600
+    span = f"{hours:.1f} h" if hours >= 1 else f"{hours * 60:.0f} min"
+    when = (f"about {span} at the pilot's mean run time of {mean:.1f} s, one run at a time"
+            if np.isfinite(hours) else "time unknown (no run time stored)")
+    cap = "" if budget is None else f", within max_runs {budget}"
+    message = (f"adaptive: at most {left} more run(s) ({n_cfg} configuration(s) x max {mx}, "
+               f"{len(runs)} stored{cap}), {when}")
+    return {"configurations": n_cfg, "max": mx, "stored": int(len(runs)), "runs_left": left,
+            "mean_run_s": mean, "hours_left": hours, "message": message}
 
 
 def worst_fixed_equivalent(design: Design, runs: pd.DataFrame) -> dict:

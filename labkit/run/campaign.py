@@ -62,8 +62,9 @@ from .hooks import (
 )
 from .platforms import BackendPool, Platform
 from .sampler import HostSampler
-from .telemetry import Telemetry, check_interval
+from .telemetry import Telemetry, check_interval, start_warnings
 from .testbed import Host, Testbed
+from .treatments import TreatmentChecks
 
 if TYPE_CHECKING:
     from ..design import Run
@@ -220,8 +221,10 @@ class Campaign:
                                sampler=self.host_sampler)
         sampler = [Telemetry(self.telemetry, sampler=self.host_sampler)] if self.telemetry is not None else []
         # the guard first (its look at the host precedes the campaign's load; it judges the run
-        # last), telemetry last (entered once the neighbours run, left before they stop)
-        self.hooks: list[RunHook] = [self.guard, *check_hooks(hooks), NoiseNeighbour(), *sampler]
+        # last), telemetry last (entered once the neighbours run, left before they stop); the
+        # treatment checks once every neighbour runs and KSM is switched, left while they still run
+        checks = [] if design.treatment_checks is False else [TreatmentChecks()]
+        self.hooks: list[RunHook] = [self.guard, *check_hooks(hooks), NoiseNeighbour(), *checks, *sampler]
 
     @property
     def prefix(self) -> str:
@@ -274,6 +277,8 @@ class Campaign:
         try:
             lock.acquire()
             self.guard.check_start()   # registered: another campaign here warns, or refuses (exclusive)
+            for line in start_warnings(self.backend):   # what will not be measured or enforced, said first
+                log.warning("campaign %s: %s", self.campaign_id, line)
             hooked.enter_context(around_campaign(self.hooks, self))   # in the lock, before the store: a hook may refuse
             store = Store.for_campaign(self.data_dir, self.campaign_id, group_readable=self.group_readable,
                                        allow_new=new_store)

@@ -58,6 +58,7 @@ from ..errors import StoreError
 from .hooks import RunContext, RunHook
 from .readings import delta_rows, remote_reason
 from .sampler import HostSampler
+from .telemetry import PSUTIL_MISSING
 
 log = logging.getLogger("labkit.run.guard")
 
@@ -280,7 +281,7 @@ def pre_run_load(ctx: RunContext, seconds: float = PRE_RUN_S, *, sampler: HostSa
     if why is not None:
         return {"measured": False, "reason": why}
     if importlib.util.find_spec("psutil") is None:
-        return {"measured": False, "reason": "psutil is not installed (pip install psutil)"}
+        return {"measured": False, "reason": PSUTIL_MISSING}
     if sampler is not None:
         sampler.configure(ctx.backend, ctx.prefix)
         if sampler.ensure_started() and sampler.running and seconds > 0:

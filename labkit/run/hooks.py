@@ -17,8 +17,10 @@ are entered before the instances are made, the later runs' around their workload
 The campaign's own hooks: the quiet-host guard (:class:`labkit.run.guard.QuietHost`) is entered
 first (its check of the host comes before any of the campaign's load starts) and left last (it
 judges the run from what the others recorded); hooks given to the campaign come next, in their
-order; then :class:`NoiseNeighbour`, which runs one noisy neighbour for a ``noise`` level; the
-campaign's telemetry (:mod:`labkit.run.telemetry`) is entered last and left first.
+order; then :class:`NoiseNeighbour`, which runs one noisy neighbour for a ``noise`` level; then
+the treatment checks (:mod:`labkit.run.treatments`: did each factor's treatment take; off with
+the design's ``treatment_checks: false``); the campaign's telemetry (:mod:`labkit.run.telemetry`)
+is entered last and left first.
 A run's private network is not a hook: its instances are made on it, so it is opened before
 them and removed after them, as part of provisioning (:mod:`labkit.run.network`).
 

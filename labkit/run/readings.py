@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import stat
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -196,6 +197,29 @@ def ticks_cpu_s(a: dict[str, int], b: dict[str, int]) -> float:
     return ticks / CLOCK_TICKS
 
 
+#: where the daemons' programs are looked for (:class:`DaemonCpu`): the system's program
+#: directories, LXD's own (Debian's package, the snap)
+DAEMON_DIRS = ("/usr/sbin", "/usr/bin", "/sbin", "/bin", "/usr/local/sbin", "/usr/local/bin",
+               "/usr/libexec", "/usr/lib/lxd", "/snap/lxd/current/bin", "/snap/lxd/current/sbin")
+#: ``comm`` holds at most this many characters of a program's name (TASK_COMM_LEN - 1)
+COMM_LEN = 15
+DELETED = " (deleted)"
+#: where the daemons write their pid (:class:`DaemonCpu`: the process a root-owned pid file names,
+#: owned as a daemon is, runs a daemon's program, whatever directory it is in)
+DAEMON_PIDFILES = ("/run/docker.pid", "/run/docker/containerd/containerd.pid", "/run/containerd/containerd.pid",
+                   "/run/libvirtd.pid", "/run/virtqemud.pid", "/run/virtlogd.pid",
+                   "/var/snap/lxd/common/lxd.pid")
+
+
+def parse_uids(text: str) -> tuple[int, ...]:
+    """The real, effective, saved and file-system uids of a ``/proc/<pid>/status`` text; ValueError
+    without its ``Uid:`` line."""
+    for line in text.splitlines():
+        if line.startswith("Uid:"):
+            return tuple(int(u) for u in line.split()[1:])
+    raise ValueError("no Uid: line in /proc/<pid>/status")
+
+
 class DaemonCpu:
     """The CPU clock ticks (user + system: their own, not their children's, which the instances'
     stats count) of the host daemons that do the campaign's backends' work on this machine
@@ -205,8 +229,30 @@ class DaemonCpu:
     is the campaign's, not a process outside it. Another campaign using the same daemon meanwhile is told apart by the registry
     (``others_running``, the run flagged suspect), not here.
 
-    The processes are found by name (``/proc/<pid>/comm``) at most every :attr:`RESCAN_S` seconds
-    (a scan of /proc: ~2 ms); between scans only their stat files are read. Keys are
+    A daemon is identified by its program, owner and ancestry, never by its name alone (any user's
+    busy loop may call itself ``dockerd``: issue 47, it hid 100 % of a CPU from the quiet-host
+    guard). A process is one when its name (``/proc/<pid>/comm``, which it may set) is one of the
+    daemons' (the cheap first filter), its real and effective uids are in :attr:`owners` (root, or
+    the user running labkit: a rootless daemon), and its program (``/proc/<pid>/exe``, compared by
+    device and inode, so neither a copy, a link nor another mount namespace's file of the same
+    path passes) is a daemon's:
+
+    * a program of a daemon's name found in :attr:`dirs`, a file owned by one of :attr:`owners`
+      that no one else may write (a name of 15 characters, ``comm``'s longest, stands for every
+      program it begins: ``containerd-shim`` for ``containerd-shim-runc-v2``), or that program's
+      former file (``/usr/sbin/dockerd (deleted)``: upgraded while the daemon runs);
+    * or the program of the process a daemon's root-owned pid file names (:attr:`pidfiles`,
+      ``/run/docker.pid``...), owned as above: a daemon installed elsewhere, and its forks that
+      run its program (LXD's ``forkstart`` and monitors).
+
+    The processes a daemon starts with other programs (the instances: a container's processes
+    under containerd-shim, QEMU under libvirtd) are not daemons: their CPU is the instances' own
+    (their stats). A user who may not read a root process's ``exe`` (labkit not run as root)
+    counts a root-owned process of a daemon's name: an unprivileged user cannot make one.
+
+    The processes are found at most every :attr:`RESCAN_S` seconds (a scan of /proc: each
+    process's ``stat``, ~2 ms; the checks above only for a process of a daemon's name not seen
+    before, cached by pid and start time); between scans only their stat files are read. Keys are
     ``"<pid>:<start time>"``, so a pid reused by another process is a new one. Values count from
     when a process was first found: one started since the scan before counts from its start (all
     its CPU is new), one that ran before it was found (a daemon named only now, by the campaign's
@@ -214,10 +260,17 @@ class DaemonCpu:
 
     RESCAN_S = 5.0
 
-    def __init__(self, clock: Callable[[], float] = time.monotonic, proc: str = "/proc") -> None:
+    def __init__(self, clock: Callable[[], float] = time.monotonic, proc: str = "/proc",
+                 dirs: Iterable[str] = DAEMON_DIRS, pidfiles: Iterable[str] = DAEMON_PIDFILES,
+                 owners: Iterable[int] | None = None) -> None:
         self.names: frozenset[str] = frozenset()
-        self.clock, self.proc = clock, proc
+        self.clock, self.proc, self.dirs, self.pidfiles = clock, proc, tuple(dirs), tuple(pidfiles)
+        #: the uids a daemon may run as (and its program be owned by): root and labkit's user
+        self.owners = frozenset({0, os.geteuid()} if owners is None else owners)
+        self._paths: dict[str, str] = {}          # a daemon's program -> its name (comm)
         self._pids: list[str] = []
+        self._keys: dict[str, str] = {}           # pid -> key ("pid:start") of each daemon found
+        self._verdicts: dict[str, bool] = {}      # key -> whether it is a daemon (name matching)
         self._scanned: float | None = None
         self._uptime: float | None = None         # /proc/uptime at the last scan, in clock ticks
         self._uptime_before: float | None = None  # ... and at the scan before it
@@ -228,24 +281,115 @@ class DaemonCpu:
         """Count the daemons called ``names`` too (``comm``, at most 15 characters) from the next
         reading on."""
         with self._lock:
-            more = self.names | {n[:15] for n in names}
+            more = self.names | {n[:COMM_LEN] for n in names}
             if more != self.names:
                 self.names, self._scanned = more, None
+                self._paths = self._programs(more)
+                self._verdicts.clear()
+
+    def _programs(self, names: frozenset[str]) -> dict[str, str]:
+        """The paths in :attr:`dirs` of the programs of ``names`` -> their name."""
+        out = {}
+        for d in self.dirs:
+            try:
+                entries = os.listdir(d)
+            except OSError:
+                continue
+            for entry in entries:
+                if entry[:COMM_LEN] in names:   # a longer name is cut in comm: it is the program's start
+                    out[os.path.join(d, entry)] = entry[:COMM_LEN]
+        return out
+
+    def _files(self) -> set[tuple[int, int]]:
+        """(device, inode) of each daemon's program now: those found in :attr:`dirs` (a program
+        replaced since is its new file), leaving out one a user outside :attr:`owners` owns or may
+        write; and the program of each daemon a pid file names (:attr:`pidfiles`)."""
+        out = set()
+        for path in self._paths:
+            try:
+                st = os.stat(path)
+            except OSError:
+                continue
+            if st.st_uid in self.owners and not st.st_mode & 0o022 and stat.S_ISREG(st.st_mode):
+                out.add((st.st_dev, st.st_ino))
+        for path in self.pidfiles:
+            pid = self._pidfile(path)
+            if pid is not None and self._owned(pid):
+                with contextlib.suppress(OSError):
+                    st = os.stat(f"{self.proc}/{pid}/exe")
+                    out.add((st.st_dev, st.st_ino))
+        return out
+
+    def _pidfile(self, path: str) -> str | None:
+        """The pid a daemon's pid file holds, if it is a small regular file owned by root that no
+        one else may write, else None."""
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        except OSError:
+            return None
+        try:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode) or st.st_uid != 0 or st.st_mode & 0o022:
+                return None
+            text = os.read(fd, 32).decode(errors="replace").strip()
+        except OSError:
+            return None
+        finally:
+            os.close(fd)
+        return text if text.isdigit() else None
+
+    def _owned(self, pid: str) -> bool:
+        """Whether the real and effective uids of process ``pid`` are in :attr:`owners`."""
+        try:
+            with open(f"{self.proc}/{pid}/status", "rb") as fh:
+                uids = parse_uids(fh.read().decode(errors="replace"))
+        except (OSError, ValueError):
+            return False
+        return all(u in self.owners for u in uids[:2])
+
+    def _identify(self, pid: str, files: set[tuple[int, int]]) -> bool:
+        """Whether process ``pid`` (of a daemon's name) is a daemon by its owner and program."""
+        if not self._owned(pid):
+            return False
+        try:
+            st = os.stat(f"{self.proc}/{pid}/exe")
+        except PermissionError:
+            return True    # labkit is not root: a root-owned process of the name (see the class)
+        except OSError:
+            return False   # no program: a kernel thread, or ended
+        if (st.st_dev, st.st_ino) in files:
+            return True
+        try:
+            link = os.readlink(f"{self.proc}/{pid}/exe")
+        except OSError:
+            return False
+        # its program was upgraded while it runs
+        return link.endswith(DELETED) and link[:-len(DELETED)] in self._paths
 
     def _scan(self) -> None:
         with open(f"{self.proc}/uptime", "rb") as fh:
             now = float(fh.read().split()[0]) * CLOCK_TICKS
-        pids = []
+        files = self._files()
+        verdicts: dict[str, bool] = {}
+        keys: dict[str, str] = {}                 # pid -> key of each daemon
         for pid in os.listdir(self.proc):
             if not pid.isdigit():
                 continue
             try:
-                with open(f"{self.proc}/{pid}/comm", "rb") as fh:
-                    if fh.read().decode(errors="replace").rstrip("\n") in self.names:
-                        pids.append(pid)
-            except OSError:
+                with open(f"{self.proc}/{pid}/stat", "rb") as fh:
+                    data = fh.read(1024)
+                comm, _, start = parse_stat(data)
+            except (OSError, ValueError, IndexError):
                 continue   # ended meanwhile
-        self._pids, self._scanned = pids, self.clock()
+            if comm not in self.names:
+                continue
+            key = f"{pid}:{start}"
+            known = self._verdicts[key] if key in self._verdicts else self._identify(pid, files)
+            verdicts[key] = known
+            if known:
+                keys[pid] = key
+        self._verdicts = verdicts   # only the processes alive now: the cache stays small
+        self._keys, self._pids, self._scanned = keys, sorted(keys, key=int), self.clock()
         self._uptime_before, self._uptime = self._uptime, now
 
     def read(self) -> dict[str, int] | None:
@@ -262,10 +406,10 @@ class DaemonCpu:
                         data = fh.read(1024)
                 except OSError:
                     continue   # ended: the next scan drops it
-                comm, ticks, start = parse_stat(data)
-                if comm not in self.names:   # a pid reused by another program
-                    continue
+                _, ticks, start = parse_stat(data)
                 key = f"{pid}:{start}"
+                if key != self._keys.get(pid):   # a pid reused by another process
+                    continue
                 if key not in self._base:   # first found: new since the scan before, or running already
                     new = self._uptime_before is not None and start >= self._uptime_before
                     self._base[key] = 0 if new else ticks

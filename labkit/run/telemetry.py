@@ -31,7 +31,8 @@ Metrics (psutil and /proc; a metric the host does not have is left out):
   network namespace's clean-up; work done for whoever asked, often the campaign itself),
   ``daemon_cpu_pct`` (the daemons of the campaign's backends running here, their own CPU: LXD,
   dockerd and containerd, libvirtd, :attr:`Backend.daemons <labkit.backends.base.Backend.daemons>`;
-  their work making and removing the campaign's instances), and, where
+  their work making and removing the campaign's instances; identified by program, owner and pid
+  file, never by name alone: :class:`~labkit.run.readings.DaemonCpu`), and, where
   the instances' CPU is known (the ``local`` backend: the cgroups
   whose names start with the campaign's prefix, its instances and neighbours, v1 or v2),
   ``campaign_cpu_pct``, ``cpu_other_pct`` (host minus campaign cgroups minus this process minus the
@@ -130,13 +131,71 @@ def summarize(rows: list[tuple]) -> dict[str, float]:
     return out
 
 
+#: why nothing is measured on a host without psutil (a base dependency of labkit)
+PSUTIL_MISSING = "psutil missing (pip install psutil; it is a dependency of labkit: reinstall labkit)"
+
+
+def psutil_missing() -> bool:
+    """Whether psutil cannot be imported here (telemetry and the quiet-host guard then measure nothing)."""
+    return importlib.util.find_spec("psutil") is None
+
+
+def start_warnings(backend: Any = None) -> list[str]:
+    """What a campaign says at its start when it will not measure what it normally measures: telemetry
+    and the quiet-host guard without psutil; a backend that runs unconfined (limits not enforced)."""
+    out = []
+    if psutil_missing():
+        out.append(f"telemetry off: {PSUTIL_MISSING}: no run is sampled and the quiet-host guard cannot "
+                   "look, so whether a run was disturbed (suspect) stays unknown")
+    if backend is not None and getattr(backend, "enforce", True) is False and getattr(backend, "driver", None) is None:
+        out.append(f"unconfined: the {getattr(backend, 'name', '?')} backend runs with enforce_limits=false: "
+                   "instance vCPU, memory and affinity limits are not enforced (recorded per run as "
+                   "limits_enforced=False)")
+    return out
+
+
+def _has_false(md: Any, key: str) -> bool:
+    if isinstance(md, dict):
+        return md.get(key) is False or any(_has_false(v, key) for v in md.values())
+    if isinstance(md, list):
+        return any(_has_false(v, key) for v in md)
+    return False
+
+
+def measurement_notes(runs: Any) -> list[str]:
+    """What the stored ``runs`` (:meth:`Store.runs <labkit.store.Store.runs>`) were not measured for,
+    in words, for every conclusion drawn from them: ``telemetry off: <why>: suspect runs unknown``
+    when the host was not sampled during them (psutil missing, instances on another machine), and
+    ``unconfined: ...`` when their instances ran without enforced limits. Empty when all is measured."""
+    if runs is None or not len(runs) or "metadata" not in runs:
+        return []
+    mds = [md or {} for md in runs["metadata"]]
+    n = len(mds)
+    why: dict[str, int] = {}
+    for md in mds:
+        host = str((md.get("telemetry") or {}).get("host", ""))
+        if host.startswith("not sampled: "):
+            reason = host.removeprefix("not sampled: ")
+            reason = "psutil missing" if reason.startswith(("psutil is not installed", "psutil missing")) else reason
+            why[reason] = why.get(reason, 0) + 1
+    notes = []
+    for reason, k in why.items():
+        notes.append(f"telemetry off: {reason}: suspect runs unknown"
+                     + ("" if k == n else f" ({k} of {n} runs not measured)"))
+    unconfined = sum(_has_false(md, "limits_enforced") for md in mds)
+    if unconfined:
+        notes.append(f"unconfined: {unconfined} of {n} runs ran without enforced limits (enforce_limits=false): "
+                     "vCPU, memory and affinity levels were asked for, not applied")
+    return notes
+
+
 def host_reason(backend: Any) -> str | None:
     """None when this machine's metrics describe ``backend``'s runs (and psutil is here), else why not."""
     why = remote_reason(backend)
     if why is not None:
         return f"{why}: host telemetry is not collected there"
-    if importlib.util.find_spec("psutil") is None:
-        return "psutil is not installed (pip install psutil)"
+    if psutil_missing():
+        return PSUTIL_MISSING
     return None
 
 

@@ -28,8 +28,13 @@
   :func:`pettitt`, :func:`changepoint` (each with a minimum practical effect).
 * Cost: :func:`cost_efficiency` (executions per hour per price per hour).
 * Families of tests: :func:`adjust_p`, :func:`correct` (Holm, Bonferroni, BH).
+* Decisions: :func:`equivalence`, :func:`equivalence_paired` (TOST: equivalent, different,
+  negligible difference, inconclusive); :class:`Rules` and :func:`decide` (family correction
+  and practical threshold: matters, does not matter, negligible, not resolved at this n);
+  :func:`order_effects` (trend and carry-over in each host's run order).
 * Effect sizes: :func:`hedges_g`, :func:`effect_sizes` (omega², partial eta² with CI).
-* Quantiles, drift, warm-up: :func:`quantile_ci` (exact order-statistic interval),
+* Quantiles, drift, warm-up: :func:`quantile_ci` (exact order-statistic interval
+  or one-sided bound), :func:`runs_for_quantile` (the runs a bound needs, TriScale),
   :func:`change_points` (level changes in a series), :func:`drift_segments` (each host's run-order
   residuals cut at its changes), :func:`warmup` (MSER-5 truncation).
 
@@ -54,22 +59,26 @@ from .cost import cost_efficiency
 from .diagnostics import Diagnostics, factorial_diagnostics
 from .drift import change_points, drift_segments
 from .effectsize import effect_sizes, hedges_g
+from .equivalence import equivalence, equivalence_paired
 from .factorial import factorial_effects, factorial_residuals, yates_terms
 from .inference import shapiro, shapiro_by, ttest, ttest_by
 from .lenth import LenthResult, lenth
 from .levels import LevelEffects, constant_within, level_effects, unit_means
 from .mixed import MixedEffects, mixed_effects
 from .multitest import adjust_p, correct
+from .order import order_effects
 from .overhead import fieller_ratio, overhead_ratios
-from .quantile import quantile_ci
+from .quantile import quantile_ci, runs_for_quantile
 from .repetition import kj_estimators, plan_repetitions, runs_needed
 from .robust import brunner_munzel, dunn, games_howell, kruskal, levene, mann_whitney, welch_anova
-from .samplesize import detectable_effect, n_for_halfwidth, n_for_power, sample_size
+from .rules import Rules, decide
+from .samplesize import detectable_effect, n_for_halfwidth, n_for_power, sample_size, stein_ci
 from .summary import cv_ci, quantile_summary, summarize
 from .transform import boxcox, boxcox_transform
 from .warmup import WarmupWarning, warmup
 
-__all__ = ["WarmupWarning", "change_points", "quantile_ci", "warmup",  # quantiles, drift, warm-up
+__all__ = ["WarmupWarning", "change_points", "quantile_ci", "runs_for_quantile", "warmup",  # quantiles
+           "Rules", "decide", "equivalence", "equivalence_paired", "order_effects",      # decision rules
            "drift_segments", "quantile_summary", "cv_ci", "detectable_effect",
            "kj_estimators", "plan_repetitions", "runs_needed",           # repetitions per level
            "LevelEffects", "constant_within", "level_effects", "unit_means",  # the right error term
@@ -80,5 +89,5 @@ __all__ = ["WarmupWarning", "change_points", "quantile_ci", "warmup",  # quantil
            "effect_sizes", "factorial_diagnostics", "fieller_ratio", "factorial_effects",
            "factorial_residuals", "games_howell", "hedges_g", "kruskal", "lenth", "levene",
            "mann_whitney", "mixed_effects", "n_for_halfwidth", "n_for_power", "oneway_anova", "overhead_ratios",
-           "pettitt", "ratio_ci", "sample_size", "shapiro", "shapiro_by", "summarize", "ttest",
+           "pettitt", "ratio_ci", "sample_size", "stein_ci", "shapiro", "shapiro_by", "summarize", "ttest",
            "ttest_by", "tukey_hsd", "welch_anova", "yates_terms"]

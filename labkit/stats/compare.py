@@ -156,12 +156,92 @@ def drift_test(a: pd.DataFrame, b: pd.DataFrame, *, response: str, factors: Sequ
     return out
 
 
+# below this many pairs the median of the differences is taken from the full difference matrix
+_DIRECT_PAIRS = 1 << 20
+
+
+def _ordered(x: np.ndarray) -> np.ndarray:
+    """int64 keys with the order of the float64 values ``x`` (-0.0 and 0.0 equal)."""
+    i = (np.asarray(x, dtype=np.float64) + 0.0).view(np.int64)
+    return np.where(i < 0, np.int64(-(2 ** 63)) - i, i)
+
+
+def _from_ordered(k: int) -> float:
+    i = np.int64(k) if k >= 0 else np.int64(-(2 ** 63)) - np.int64(k)
+    return float(np.array([i]).view(np.float64)[0])
+
+
+def _count_at_most(after: np.ndarray, before_sorted: np.ndarray, d: float) -> int:
+    """How many pairs have ``after[j] - before[i] <= d`` (float subtraction, as the matrix
+    would compute it): for each j the differences fall as before[i] grows (rounding is
+    monotone), so the pairs at most d are a suffix of ``before_sorted``, found by a binary
+    search of all rows at once. O(len(after)) memory."""
+    m = len(before_sorted)
+    lo = np.zeros(len(after), dtype=np.int64)         # first index with after - before <= d
+    hi = np.full(len(after), m, dtype=np.int64)
+    while True:
+        open_ = lo < hi
+        if not open_.any():
+            break
+        mid = (lo + hi) // 2
+        ok = open_ & ((after - before_sorted[np.minimum(mid, m - 1)]) <= d)
+        hi = np.where(ok, mid, hi)
+        lo = np.where(open_ & ~ok, mid + 1, lo)
+    return int((m - lo).sum())
+
+
+def _kth_difference(after: np.ndarray, before_sorted: np.ndarray, k: int) -> float:
+    """The k-th smallest (1-based) of ``after[j] - before[i]`` over all pairs: bisection over
+    the float64 values in their integer order (at most 64 steps), each counting the pairs."""
+    lo = int(_ordered(np.array([after.min() - before_sorted[-1]]))[0])
+    hi = int(_ordered(np.array([after.max() - before_sorted[0]]))[0])
+    while lo < hi:                    # the smallest value with at least k pairs at or below it
+        mid = lo + (hi - lo) // 2
+        if _count_at_most(after, before_sorted, _from_ordered(mid)) >= k:
+            hi = mid
+        else:
+            lo = mid + 1
+    return _from_ordered(lo)
+
+
+def median_difference(after: v.Sample, before: v.Sample) -> float:
+    """The median of ``after[j] - before[i]`` over all pairs (the Hodges-Lehmann shift, R's
+    ``wq::pett`` change.size), equal to ``np.median(after[:, None] - before[None, :])`` without
+    the len(after) x len(before) matrix when that is large (O(n) memory, O(n log² n) time)."""
+    a = np.asarray(after, dtype=float).ravel()
+    b = np.sort(np.asarray(before, dtype=float).ravel())
+    pairs = len(a) * len(b)
+    if pairs <= _DIRECT_PAIRS:
+        return float(np.median(a[:, None] - b[None, :]))
+    k = (pairs + 1) // 2
+    low = _kth_difference(a, b, k)
+    if pairs % 2:
+        return low
+    return float(np.mean(np.array([low, _kth_difference(a, b, k + 1)])))
+
+
+def pettitt_u(x: np.ndarray) -> np.ndarray:
+    """``U_t`` for t = 1..n-1 in the rank-sum form (Pettitt 1979, eq. 2.2, with the sign of
+    sgn(x_j - x_i)): ``U_t = t(n + 1) - 2·sum_{i<=t} r_i`` with average ranks for ties; whole
+    or half numbers, exact in float64. O(n) memory."""
+    n = len(x)
+    t = np.arange(1, n)
+    return t * (n + 1) - 2 * np.cumsum(sps.rankdata(x))[:-1]
+
+
+def pettitt_p(K: float, n: int) -> float:
+    """Pettitt's approximate two-sided p of ``K = max |U_t|`` for ``n`` values (1979, eq. 2.4)."""
+    return min(1.0, 2 * float(np.exp(-6 * K ** 2 / (n ** 3 + n ** 2))))
+
+
 def pettitt(values: v.Sample, *, min_effect: float | None = None, alpha: float = 0.05) -> pd.DataFrame:
     """Pettitt's (1979) non-parametric test for one change point in a series (in order).
 
     ``U_t = sum_{i<=t} sum_{j>t} sgn(x_j - x_i)``, ``K = max |U_t|``, change point ``t``
     (1-based, the last value before the change), approximate two-sided
-    ``p = 2·exp(-6K²/(T³ + T²))`` (good for p <= 0.5; capped at 1). Returns one row:
+    ``p = 2·exp(-6K²/(T³ + T²))`` (good for p <= 0.5; capped at 1). ``U_t`` is computed from
+    the ranks, ``t(n + 1) - 2·sum_{i<=t} r_i``, and the shift by selection, so memory is O(n)
+    (100,000 values take megabytes, not the 74.5 GiB of the sign matrix). Returns one row:
     ``n``, ``K``, ``change_point``, ``p``, ``shift`` (median of x_j - x_i over j after,
     i up to the change; as R's ``wq::pett`` change.size), ``before`` and ``after``
     (medians), ``shift_pct`` (100·shift/|before|), ``min_effect`` and ``change``
@@ -172,16 +252,12 @@ def pettitt(values: v.Sample, *, min_effect: float | None = None, alpha: float =
     n = len(x)
     if n < 3:
         raise ConfigError(f"pettitt needs at least 3 values, got {n}")
-    s = np.sign(x[None, :] - x[:, None])              # s[i, j] = sgn(x_j - x_i)
-    # U_t = sum over i <= t, j > t: cumulative row sums of the upper-right block
-    upper = np.triu(s, 1)
-    row = np.cumsum(upper[:, ::-1], axis=1)[:, ::-1]   # row[i, t] = sum_{j >= t} s[i, j]
-    u = np.array([row[: t + 1, t + 1].sum() for t in range(n - 1)])
+    u = pettitt_u(x)
     t = int(np.argmax(np.abs(u)))
     K = float(abs(u[t]))
-    p = min(1.0, 2 * np.exp(-6 * K ** 2 / (n ** 3 + n ** 2)))
+    p = pettitt_p(K, n)
     before, after = x[: t + 1], x[t + 1:]
-    shift = float(np.median(after[:, None] - before[None, :]))
+    shift = median_difference(after, before)
     b = float(np.median(before))
     min_effect = None if min_effect is None else float(min_effect)
     out = pd.DataFrame([{"n": n, "K": K, "change_point": t + 1, "p": p, "shift": shift,

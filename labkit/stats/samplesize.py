@@ -21,7 +21,7 @@ from scipy import stats as sps
 from ..errors import ConfigError
 from . import validate as v
 
-__all__ = ["detectable_effect", "n_for_halfwidth", "n_for_power", "sample_size"]
+__all__ = ["detectable_effect", "n_for_halfwidth", "n_for_power", "sample_size", "stein_ci"]
 
 MAX_N = 1_000_000
 
@@ -163,3 +163,31 @@ def detectable_effect(sd: float, *, n: float, df: float | None = None, alpha: fl
         if hi > 1e6:
             raise ConfigError(f"no effect up to 1e6 sd is detected with power {power} from {n} values")
     return float(brentq(gap, 0.0, hi, xtol=1e-10)) * float(sd)
+
+
+def stein_ci(values: v.Sample, *, pilot: int, confidence: float = 0.95) -> pd.DataFrame:
+    """The interval of the mean after adaptive (sequential) replication, Stein's (1945,
+    "A two-sample test for a linear hypothesis whose power is independent of the variance",
+    Ann. Math. Stat. 16:243) two-stage form: the mean of all ``n`` values ± ``t(1 - a/2,
+    pilot - 1)·s_pilot/sqrt(n)``, ``s_pilot`` the standard deviation of the first ``pilot``
+    values (the design's ``min``), which the decision to stop did not pick.
+
+    The fixed-n interval (``t(n - 1)·s/sqrt(n)``) after stopping "when the interval is narrow"
+    covers less than nominal, because stopping favours runs whose ``s`` came out small:
+    simulated with ``{target_ci: 0.02, min: 3, max: 20}`` it covers 90.4 % at a run CV of 3-4 %
+    (docs/statistics/decision-rules.md); this one covers 95.1-95.5 % at every CV simulated there.
+
+    Returns one row: ``n``, ``mean``, ``sd_pilot``, ``df`` (pilot - 1), ``half_width``,
+    ``ci_low``, ``ci_high``. ConfigError for ``pilot`` < 2 or above the number of values, and
+    the errors of a sample (missing or infinite values).
+    """
+    c = _confidence(confidence)
+    x = v.sample(values, "values")
+    if isinstance(pilot, bool) or not isinstance(pilot, (int, np.integer)) or not 2 <= pilot <= len(x):
+        raise ConfigError(f"pilot must be a whole number from 2 to the number of values ({len(x)}): "
+                          f"the runs made before the first stopping decision, got {pilot!r}")
+    sd0 = float(np.std(x[:pilot], ddof=1))
+    half = float(sps.t.ppf(0.5 + c / 2, pilot - 1)) * sd0 / np.sqrt(len(x))
+    m = float(np.mean(x))
+    return pd.DataFrame([{"n": len(x), "mean": m, "sd_pilot": sd0, "df": int(pilot) - 1,
+                          "half_width": half, "ci_low": m - half, "ci_high": m + half}])

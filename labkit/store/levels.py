@@ -120,3 +120,32 @@ def fill_levels(tidy: pd.DataFrame) -> pd.DataFrame:
     if "suspect_reason" not in t.columns:
         t["suspect_reason"] = None
     return t
+
+
+def boot_key(run_id: str, metadata: dict) -> str:
+    """The boot a run's instances belong to: its ``boot_group`` (the runs of one boot share it,
+    :attr:`labkit.design.Run.boot_group`), else its own run id (a run of before: its own boot)."""
+    group = metadata.get("boot_group") if isinstance(metadata, dict) else None
+    return group if isinstance(group, str) and group else run_id
+
+
+def key_instances(names: Iterable[tuple[str, str]]) -> dict[tuple[str, str], str]:
+    """``(boot key, name) -> instance id``: the name itself when only one boot used it, else
+    ``<name>@<boot key>``, so that an instance name drawn twice (:func:`labkit.backends.base.new_name`
+    makes that all but impossible) never joins two boots' runs into one instance in the level
+    analysis or in the ``instance`` column. ``names``: the (boot key, name) of every recorded
+    instance of the store."""
+    boots: dict[str, set[str]] = {}
+    for key, name in names:
+        boots.setdefault(name, set()).add(key)
+    return {(key, name): name if len(keys) == 1 else f"{name}@{key}"
+            for name, keys in boots.items() for key in keys}
+
+
+def rekey(levels: dict[str, RunLevels], boot_keys: dict[str, str]) -> dict[str, RunLevels]:
+    """``levels`` (of :func:`run_levels`) with each instance's id made unique per boot
+    (:func:`key_instances`); ``boot_keys``: run id -> :func:`boot_key`."""
+    ids = key_instances((boot_keys[rid], name) for rid, lv in levels.items() for name in lv.names.values())
+    for rid, lv in levels.items():
+        lv.names = {i: ids[(boot_keys[rid], name)] for i, name in lv.names.items()}
+    return levels

@@ -323,17 +323,42 @@ def affinity_campaign_id(workload: str, platforms: Iterable[str], mode: str) -> 
     return cid if mode == "view" else f"{cid}-new"
 
 
-def affinity_better_level(runs: pd.DataFrame, response: str, *, higher_is_better: bool, factor: str = "affinity") -> str:
+def affinity_better_level(runs: pd.DataFrame, response: str, *, higher_is_better: bool, factor: str = "affinity",
+                          effects: pd.DataFrame | None = None, alpha: float = 0.05) -> str:
     """One sentence: which level of ``factor`` has the better overall mean ``response``, with
-    both means and the direction that counts as better (e.g. "requests/s: higher is better")."""
+    both means and the direction that counts as better (e.g. "requests/s: higher is better").
+
+    A level is named better only when the factor's difference is significant after the family
+    correction (docs/conclusions.md: Holm over the terms of the analysis): the factor's main term
+    of ``effects`` (the notebook's factorial effects table), or, without it, of a main-effects
+    ANOVA of ``runs`` on ``factor`` and the other design columns that vary (vcpus, memory_mb,
+    count, platform). Otherwise the sentence says that no level is better and why, with the
+    adjusted p-value and the rules."""
+    from ..report.decisions import Policy, decide_terms
     from ..report.labels import label
+    from ..stats import anova
     means = runs.groupby(factor, observed=True)[response].mean()
     if len(means) < 2:
         raise ConfigError(f"affinity_better_level: {factor!r} has {len(means)} level(s) in the runs")
+    if effects is None:
+        others = [c for c in ("platform", "vcpus", "memory_mb", "count")
+                  if c in runs.columns and c != factor and runs[c].nunique() > 1]
+        table = anova(runs, response=response, factors=[factor, *others], interactions=False)
+        effects = table.assign(pct_variation=100 * table["eta_sq"], effect=float("nan"))
+    decided = decide_terms(effects, Policy(alpha=alpha), runs=runs, response=response)
+    row = decided.loc[decided["term"] == factor]
+    if row.empty or not float(row["p_adjusted"].iloc[0]) >= 0:
+        raise ConfigError(f"affinity_better_level: no test of {factor!r} in the effects")
+    p_adj = float(row["p_adjusted"].iloc[0])
     best = means.idxmax() if higher_is_better else means.idxmin()
     parts = ", ".join(f"{lv} {m:.4g}" for lv, m in means.items())
-    return (f"{label(response)}, {'higher' if higher_is_better else 'lower'} is better: the better "
-            f"{label(factor)} level overall is {best} (means: {parts}).")
+    head = f"{label(response)}, {'higher' if higher_is_better else 'lower'} is better: "
+    rules = decided.attrs["rules"]
+    if p_adj < alpha:
+        return (head + f"the better {label(factor)} level overall is {best} (means: {parts}; "
+                f"significant after the correction: {rules}, adjusted p = {p_adj:.2g}).")
+    return (head + f"no {label(factor)} level is better overall: the means ({parts}) do not differ "
+            f"significantly after the correction ({rules}, adjusted p = {p_adj:.2g}).")
 
 
 def overhead_paper_claims(path: str | Path, data: pd.DataFrame, benchmarks: dict, *, names: dict,

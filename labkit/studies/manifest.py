@@ -23,7 +23,7 @@ END = "<!-- end of reproduction table -->"
 
 
 def manifest_path() -> Path:
-    return paths.repo_root() / "data" / "reference" / "reproduction.yaml"
+    return paths.reference_dir() / "reproduction.yaml"
 
 
 def load_manifest(path: str | Path | None = None) -> list[dict]:

@@ -278,8 +278,8 @@ def set_ksm(level: str, root: Path = KSM) -> None:
     _write_ksm(root, KSM_LEVELS[level])
 
 
-def _write_ksm(root: Path, value: str) -> None:
-    path = root / "run"
+def _write_ksm(root: Path, value: str, name: str = "run") -> None:
+    path = root / name
     if not path.exists():
         raise ConfigError(f"factor 'ksm': this kernel has no KSM ({path} is missing)")
     try:
@@ -289,16 +289,41 @@ def _write_ksm(root: Path, value: str) -> None:
                           "host-wide and switching it needs root") from exc
 
 
+#: ksmd's scan settings a campaign may set (``ksm_scan``) -> their bounds
+KSM_SCAN = {"pages_to_scan": (1, 100_000), "sleep_millisecs": (0, 10_000)}
+
+
+def check_ksm_scan(scan: object) -> dict[str, int]:
+    """``ksm_scan`` as ``{setting: int}`` within :data:`KSM_SCAN`; ConfigError otherwise."""
+    if scan is None:
+        return {}
+    if not isinstance(scan, dict):
+        raise ConfigError(f"ksm_scan must be a mapping of {', '.join(KSM_SCAN)} to integers, got {scan!r}")
+    out = {}
+    for key, value in scan.items():
+        if key not in KSM_SCAN:
+            raise ConfigError(f"ksm_scan: unknown setting {key!r}; use {', '.join(KSM_SCAN)}")
+        lo, hi = KSM_SCAN[key]
+        if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
+            raise ConfigError(f"ksm_scan: {key} must be an integer from {lo} to {hi}, got {value!r}")
+        out[key] = value
+    return out
+
+
 class KsmSwitch(RunHook):
     """Records this host's KSM state (:func:`ksm_state`) with every run, as ``ksm`` when the run
     starts and ``ksm_end`` when its workload is over (its instances still exist), and, for a run
     with a ``ksm`` level (``off``, ``on``; :func:`scenario_design` makes the factor), switches KSM
     before the run's instances start (``off`` unmerges every page), so KSM is randomized with the
     other factors. With ``switch``, the state found when the campaign starts is put back when it
-    ends (and a host where KSM cannot be switched fails before any run)."""
+    ends (and a host where KSM cannot be switched fails before any run). ``scan``: ksmd's
+    ``pages_to_scan`` and ``sleep_millisecs`` for the campaign (:data:`KSM_SCAN`; the kernel's
+    default, 100 pages every 20 ms, scans 20 MB/s: a run of a few seconds sees few merges), put
+    back when it ends; recorded with each run as ``ksm_scan``. Whether pages were merged during each
+    run is the treatment check's (:mod:`labkit.run.treatments`)."""
 
-    def __init__(self, root: Path = KSM, *, switch: bool = False):
-        self.root, self.switch = Path(root), switch
+    def __init__(self, root: Path = KSM, *, switch: bool = False, scan: dict | None = None):
+        self.root, self.switch, self.scan = Path(root), switch, check_ksm_scan(scan)
 
     @contextlib.contextmanager
     def around_campaign(self, campaign):
@@ -307,16 +332,25 @@ class KsmSwitch(RunHook):
             return
         found = str(ksm_state(self.root).get("run", 0))
         _write_ksm(self.root, found)   # no KSM here, or no right to switch it: fails before any run
+        saved = {k: (self.root / k).read_text().strip() for k in self.scan if (self.root / k).exists()}
         try:
+            for key, setting in self.scan.items():
+                _write_ksm(self.root, str(setting), key)
             yield
         finally:
-            _write_ksm(self.root, found)
+            try:
+                for key, value in saved.items():
+                    _write_ksm(self.root, value, key)
+            finally:
+                _write_ksm(self.root, found)
 
     @contextlib.contextmanager
     def around_run(self, ctx: RunContext):
         if "ksm" in ctx.run.levels:
             set_ksm(ctx.run.levels["ksm"], self.root)
         ctx.metadata["ksm"] = ksm_state(self.root)
+        if self.scan:
+            ctx.metadata["ksm_scan"] = dict(self.scan)
         try:
             yield []
         finally:
@@ -351,16 +385,28 @@ class Neighbours(RunHook):
 
 
 def SeedCampaign(*args: Any, noise_kind: str = "cpu", noise_command: str | None = None,  # noqa: N802
-                 ksm_root: Path = KSM, **kwargs: Any) -> Campaign:
+                 ksm_root: Path = KSM, ksm_scan: dict | None = None, **kwargs: Any) -> Campaign:
     """A :class:`~labkit.run.campaign.Campaign` (same arguments) with the seed studies' hooks: KSM
     recorded with every run and switched for a ``ksm`` factor (:class:`KsmSwitch`), and a
     ``neighbours`` factor of ``noise_kind`` neighbours (:class:`Neighbours`); any ``hooks=``
     given come after them. KSM is host-wide: with a ``ksm`` factor the instances must run on
     this host (not on a testbed, ``ssh`` or a remote libvirt URI), and nothing else on it should
-    depend on KSM meanwhile."""
-    ksm = KsmSwitch(ksm_root)
+    depend on KSM meanwhile; ``ksm_scan`` sets ksmd's scan rate for the campaign (:class:`KsmSwitch`).
+
+    KSM merges only memory marked mergeable: QEMU marks a VM's, a native process (the ``local``,
+    ``docker`` and ``lxd`` backends) only what it marks itself. With a ``ksm`` factor the
+    ``stream`` workload marks its arrays (``mergeable: true``, unless the parameters say
+    otherwise); ``sysbench`` (a packaged binary) cannot mark its memory, so its KSM ``on`` runs
+    are flagged ``treatment not applied`` by the campaign's treatment check
+    (:mod:`labkit.run.treatments`) rather than read as "KSM makes no difference". Suspect runs
+    run once more at the end (``quarantine``) unless the design or ``quarantine=False`` says not
+    (:attr:`Design.quarantine_default <labkit.design.Design.quarantine_default>`)."""
+    ksm = KsmSwitch(ksm_root, scan=ksm_scan)
+    asked = kwargs.get("quarantine")
     c = Campaign(*args, hooks=[ksm, Neighbours(noise_kind, noise_command), *check_hooks(kwargs.pop("hooks", None))],
                  **kwargs)
+    if asked is None:   # the seed notebooks' campaigns quarantine suspect runs unless the design says not
+        c.quarantine = c.design.quarantine_default
     if "ksm" in c.design.factor_names:
         check_ksm_levels(next(f for f in c.design.factors if f.name == "ksm").levels)
         uri = str(c.backend_options.get("uri") or "")
@@ -369,6 +415,8 @@ def SeedCampaign(*args: Any, noise_kind: str = "cpu", noise_command: str | None 
                               "backend (local, docker, lxd, libvirt with a local URI), not on a "
                               "testbed or a remote host")
         ksm.switch = True
+        if c.workload.name == "stream" and "mergeable" not in (kwargs.get("workload_params") or {}):
+            c.workload.params["mergeable"] = True   # a Bool parameter: KSM may merge the arrays
     return c
 
 

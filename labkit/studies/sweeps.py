@@ -39,8 +39,9 @@ class Sweep:
 
 
 def reference_file(path: str | Path | None = None) -> Path:
-    """``data/reference/sweeps.csv`` of this repository, or ``path``."""
-    return Path(path) if path is not None else paths.resolve(None, "data/reference") / "sweeps.csv"
+    """``sweeps.csv`` of the reference data that ships with labkit (``data/reference/`` in the
+    repository), or ``path``."""
+    return Path(path) if path is not None else paths.reference_dir() / "sweeps.csv"
 
 
 def load_sweeps(path: str | Path | None = None) -> list[Sweep]:

@@ -25,7 +25,8 @@ TCG_WHY = "QEMU TCG here (emulation, no KVM on this machine), KVM in the paper"
 
 
 def reference_dir() -> Path:
-    return paths.repo_root() / "data" / "reference"
+    """The papers' tables (:func:`labkit.core.paths.reference_dir`: the copy that ships with labkit)."""
+    return paths.reference_dir()
 
 
 def _stored(data_dir: str | Path, cid: str) -> bool:

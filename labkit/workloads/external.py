@@ -327,3 +327,60 @@ class Npb(Workload):
             m = re.search(r"NPB([0-9]+\.[0-9]+(?:\.[0-9]+)?)", self.params["install_path"])
             found = m.group(1) if m else "unknown (printed in each run's report)"
         return {"npb": found, "npb_install": self.params["install_path"], "experimental": True}
+
+
+# -- redis-benchmark (read only: labkit does not run Redis) -------------------------------------
+#: the columns of ``redis-benchmark --csv`` (Redis >= 6.2); before, each line held test and rps only
+REDIS_COLUMNS = ("test", "rps", "avg_latency_ms", "min_latency_ms", "p50_latency_ms", "p95_latency_ms",
+                 "p99_latency_ms", "max_latency_ms")
+
+
+def redis_metric(test: str) -> str:
+    """A metric prefix from a redis-benchmark test name (``LRANGE_100 (first 100 elements)`` ->
+    ``lrange_100``)."""
+    head = test.split("(")[0].strip().lower()
+    return re.sub(r"[^a-z0-9]+", "_", head).strip("_") or "test"
+
+
+def parse_redis_csv(text: str, command=None, instance: int = 0) -> list[Measurement]:
+    """Rows from one ``redis-benchmark --csv`` report: per test ``<test>_rps`` (requests/s) and,
+    when the header names them (Redis >= 6.2), ``<test>_<avg|min|p50|p95|p99|max>_latency_ms``
+    (ms). BenchmarkError naming the line for a row that is not ``"TEST","number",...``, a row
+    shorter than the header, or a report with no row."""
+    import csv
+    import io
+    rows: list[Measurement] = []
+    header: list[str] | None = None
+    seen: set[str] = set()
+    for n, rec in enumerate(csv.reader(io.StringIO(text or "")), 1):
+        if not rec or not "".join(rec).strip():
+            continue
+        if rec[0].strip().lower() == "test":
+            header = [c.strip() for c in rec]
+            bad = [c for c in header if c not in REDIS_COLUMNS]
+            if bad:
+                raise BenchmarkError(f"redis-benchmark CSV line {n}: unknown column {bad[0]!r} (expected "
+                                     f"{', '.join(REDIS_COLUMNS)})", command, tail(text))
+            continue
+        cols = header or list(REDIS_COLUMNS[:2])
+        if len(rec) < len(cols):
+            raise BenchmarkError(f"redis-benchmark CSV line {n}: {len(rec)} field(s), expected {len(cols)} "
+                                 f"({', '.join(cols)}): truncated?", command, tail(text))
+        name = redis_metric(rec[0])
+        if name in seen:
+            raise BenchmarkError(f"redis-benchmark CSV line {n}: test {rec[0]!r} twice in one report",
+                                 command, tail(text))
+        seen.add(name)
+        for col, value in zip(cols[1:], rec[1:]):
+            try:
+                number = float(value)
+            except ValueError:
+                raise BenchmarkError(f"redis-benchmark CSV line {n}: {col} = {value!r} is not a number",
+                                     command, tail(text)) from None
+            if col == "rps":
+                rows.append(Measurement(f"{name}_rps", number, "req/s", instance))
+            else:
+                rows.append(Measurement(f"{name}_{col}", number, "ms", instance))
+    if not rows:
+        raise BenchmarkError("redis-benchmark CSV has no result row ('\"TEST\",\"rps\",...')", command, tail(text))
+    return rows

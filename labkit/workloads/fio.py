@@ -107,6 +107,112 @@ def parse_version(text: str) -> str:
     return m.group(1)
 
 
+#: fio's units in its classic text output -> the factor to bytes/s (bandwidth) or to us (latency)
+_BW_UNITS = {"B": 1.0, "KiB": 1024.0, "MiB": 1048576.0, "GiB": 1073741824.0, "TiB": 1024.0**4,
+             "kB": 1e3, "MB": 1e6, "GB": 1e9, "TB": 1e12, "KB": 1024.0}   # fio 2.x: KB = KiB
+_LAT_UNITS = {"nsec": 1e-3, "usec": 1.0, "msec": 1e3, "sec": 1e6}
+_SUFFIX = {"": 1.0, "k": 1e3, "K": 1e3, "m": 1e6, "M": 1e6, "g": 1e9, "G": 1e9}
+_TEXT_JOB = re.compile(r"^(\S+): \(groupid=\d+, jobs=\d+\): err=\s*(-?\d+)", re.MULTILINE)
+_TEXT_SIDE = re.compile(r"^\s+(read|write|trim)\s*:\s*(.*)$", re.MULTILINE)
+_TEXT_IOPS = re.compile(r"\biops=([0-9.]+)([kKmMgG]?)", re.IGNORECASE)
+_TEXT_BW = re.compile(r"\bbw=([0-9.]+)([KMGT]?i?B|[kMGT]B|B)/s", re.IGNORECASE)
+_TEXT_CLAT = re.compile(r"^\s+clat \((nsec|usec|msec|sec)\):.*?\bavg=\s*([0-9.]+)", re.MULTILINE)
+
+
+def _job_prefix(name: str, direction: str) -> str:
+    """Metric prefix of one job's ``direction``: labkit's own ``<pattern>`` for a job named after
+    one of its patterns (``randread_iops``), else ``<job>_<direction>`` (``mixed_write_iops``)."""
+    if _DIRECTION.get(name) == direction:
+        return name
+    safe = re.sub(r"[^A-Za-z0-9_]+", "_", name).strip("_") or "job"
+    return f"{safe}_{direction}"
+
+
+def _add(acc: dict, prefix: str, iops: float, bw_bytes: float, lat_us: float | None) -> None:
+    """Jobs of one name (numjobs without group_reporting) add their IOPS and bandwidth; the
+    latency is their mean."""
+    a = acc.setdefault(prefix, {"iops": 0.0, "bw": 0.0, "lat": []})
+    a["iops"] += iops
+    a["bw"] += bw_bytes
+    if lat_us is not None:
+        a["lat"].append(lat_us)
+
+
+def _rows(acc: dict, instance: int) -> list[Measurement]:
+    rows = []
+    for prefix, a in acc.items():
+        rows += [Measurement(f"{prefix}_iops", a["iops"], "IO/s", instance),
+                 Measurement(f"{prefix}_bw_mib_per_s", a["bw"] / 1048576, "MiB/s", instance)]
+        if a["lat"]:
+            rows.append(Measurement(f"{prefix}_lat_mean_us", sum(a["lat"]) / len(a["lat"]), "us", instance))
+    return rows
+
+
+def parse_report(text: str, command: Sequence[str] | None = None, instance: int = 0) -> list[Measurement]:
+    """IOPS, bandwidth (MiB/s) and mean completion latency (us) of every job and direction that did
+    I/O, from one fio report: its JSON (``--output-format=json``) or its classic text (fio 3's
+    ``read: IOPS=19.3k, BW=75.5MiB/s`` and fio 2's ``read : io=..., bw=77283KB/s, iops=19320``),
+    in the units fio printed. Metric names as :func:`parse` for jobs named after labkit's
+    patterns, ``<job>_<read|write|trim>_...`` for others. BenchmarkError on a job that reports an
+    error, a report without jobs, or truncated output."""
+    text = text or ""
+    if text.lstrip().startswith("{") or ("{" in text and '"jobs"' in text):
+        doc = _json_document(text, command)
+        jobs = doc.get("jobs") if isinstance(doc, dict) else None
+        if not isinstance(jobs, list) or not jobs:
+            raise BenchmarkError("fio JSON has no jobs", command, tail(text))
+        acc: dict = {}
+        try:
+            for job in jobs:
+                name = str(job["jobname"])
+                if job.get("error"):
+                    raise BenchmarkError(f"fio job {name!r} failed with error {job['error']}", command, tail(text))
+                for direction in ("read", "write", "trim"):
+                    side = job.get(direction)
+                    if not isinstance(side, dict) or not (side.get("total_ios") or side.get("io_bytes")):
+                        continue
+                    clat = side.get("clat_ns", {}).get("mean")
+                    _add(acc, _job_prefix(name, direction), float(side["iops"]), float(side["bw_bytes"]),
+                         None if clat is None else float(clat) / 1000)
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise BenchmarkError(f"fio JSON lacks an expected field ({exc!r})", command, tail(text)) from exc
+    else:
+        heads = list(_TEXT_JOB.finditer(text))
+        if not heads:
+            raise BenchmarkError("fio output has no job result ('<job>: (groupid=0, jobs=1): err= 0: ...')",
+                                 command, tail(text))
+        if "Run status group" not in text:
+            raise BenchmarkError("fio output is truncated (no 'Run status group' line)", command, tail(text))
+        acc = {}
+        for i, head in enumerate(heads):
+            name, err = head.group(1), int(head.group(2))
+            if err:
+                raise BenchmarkError(f"fio job {name!r} failed with error {err}", command, tail(text))
+            end = heads[i + 1].start() if i + 1 < len(heads) else text.find("Run status group", head.end())
+            block = text[head.end():end]
+            sides = list(_TEXT_SIDE.finditer(block))
+            for j, side in enumerate(sides):
+                direction, line = side.group(1), side.group(2)
+                iops, bw = _TEXT_IOPS.search(line), _TEXT_BW.search(line)
+                if not iops or not bw:
+                    raise BenchmarkError(f"fio job {name!r} {direction}: expected 'IOPS=..., BW=...' (or "
+                                         f"'bw=..., iops=...'), got {line.strip()[:80]!r}", command, tail(text))
+                unit = bw.group(2)
+                if unit not in _BW_UNITS:
+                    raise BenchmarkError(f"fio job {name!r} {direction}: unknown bandwidth unit {unit + '/s'!r} "
+                                         f"(expected one of {', '.join(u + '/s' for u in _BW_UNITS)})",
+                                         command, tail(text))
+                part = block[side.end(): sides[j + 1].start() if j + 1 < len(sides) else len(block)]
+                clat = _TEXT_CLAT.search(part)
+                _add(acc, _job_prefix(name, direction), float(iops.group(1)) * _SUFFIX[iops.group(2)],
+                     float(bw.group(1)) * _BW_UNITS[unit],
+                     None if clat is None else float(clat.group(2)) * _LAT_UNITS[clat.group(1)])
+    rows = _rows(acc, instance)
+    if not rows:
+        raise BenchmarkError("fio report has no job that did I/O", command, tail(text))
+    return rows
+
+
 class Fio(Workload):
     """fio patterns on a file in the instance; see the module docstring."""
 

@@ -98,6 +98,50 @@ def parse(text: str, protocol: str, command: Sequence[str] | None = None, instan
     return [Measurement(m, float(v), u, instance) for m, v, u in rows]
 
 
+#: iperf3's rate units -> bits/s: bits are decimal (Kbits = 1000 bits), bytes binary (``-f M``:
+#: MBytes = 1024^2 bytes; iperf3's units.c), 8 bits a byte
+RATE_UNITS = {"bits": 1.0, "Kbits": 1e3, "Mbits": 1e6, "Gbits": 1e9, "Tbits": 1e12,
+              "Bytes": 8.0, "KBytes": 8.0 * 1024, "MBytes": 8.0 * 1024**2, "GBytes": 8.0 * 1024**3,
+              "TBytes": 8.0 * 1024**4}
+_SUMMARY = re.compile(r"^\[\s*(?:SUM|\d+)\]\s+[0-9.]+-[0-9.]+\s+sec\s+[0-9.]+\s+\S+\s+([0-9.]+)\s+(\S+)/sec"
+                      r"(.*?)\s(sender|receiver)\s*$", re.MULTILINE)
+_UDP_TAIL = re.compile(r"([0-9.]+)\s+ms\s+\d+/\d+\s+\(([0-9.e+-]+)%\)")
+
+
+def parse_report(text: str, command: Sequence[str] | None = None, instance: int = 0) -> list[Measurement]:
+    """One iperf3 client report, JSON (``-J``: the protocol read from ``start.test_start``) or
+    text (the summary's ``sender``/``receiver`` lines, ``[SUM]`` when there are several streams), in
+    the unit it printed: ``Mbits/sec`` or, with ``-f M``, ``MBytes/sec`` (bytes, 1024-based,
+    times 8); rows as :func:`parse`, in Mbit/s."""
+    text = text or ""
+    if text.lstrip().startswith("{"):
+        doc = _document(text, command)
+        proto = str(doc.get("start", {}).get("test_start", {}).get("protocol", "TCP")).lower()
+        return parse(text, "udp" if proto == "udp" else "tcp", command, instance)
+    found: dict[str, tuple[float, str]] = {}
+    for m in _SUMMARY.finditer(text):
+        value, unit, rest, side = m.groups()
+        if unit not in RATE_UNITS:
+            raise BenchmarkError(f"iperf3 summary: unknown rate unit {unit + '/sec'!r} (expected one of "
+                                 f"{', '.join(u + '/sec' for u in RATE_UNITS)})", command, tail(text))
+        if side not in found or m.group(0).lstrip().startswith("[SUM]"):
+            found[side] = (float(value) * RATE_UNITS[unit] / 1e6, rest)
+    if "receiver" not in found or "sender" not in found:
+        raise BenchmarkError("iperf3 output has no summary 'sender' and 'receiver' lines (truncated?)",
+                             command, tail(text))
+    udp = _UDP_TAIL.search(found["receiver"][1])
+    if udp:
+        return [Measurement("udp_mbit_per_s", found["receiver"][0], "Mbit/s", instance),
+                Measurement("udp_lost_percent", float(udp.group(2)), "%", instance),
+                Measurement("udp_jitter_ms", float(udp.group(1)), "ms", instance)]
+    retr = re.match(r"\s*([0-9]+)", found["sender"][1])
+    rows = [Measurement("tcp_mbit_per_s", found["receiver"][0], "Mbit/s", instance),
+            Measurement("tcp_sender_mbit_per_s", found["sender"][0], "Mbit/s", instance)]
+    if retr:
+        rows.append(Measurement("tcp_retransmits", float(retr.group(1)), "count", instance))
+    return rows
+
+
 def parse_version(text: str) -> str:
     m = re.search(r"iperf\s+([0-9]+(?:\.[0-9]+)*)", text or "")
     if not m:

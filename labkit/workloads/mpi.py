@@ -61,6 +61,12 @@ HPCC_METRICS = {
     "RandomlyOrderedRingLatency_usec": ("random_ring_latency_us", "us", 1.0),
     "RandomlyOrderedRingBandwidth_GBytes": ("random_ring_bandwidth_gb_per_s", "GB/s", 1.0),
 }
+#: RandomAccess (GUPS) keys of the summary, read when present (a run may skip RandomAccess)
+HPCC_GUPS = {
+    "MPIRandomAccess_GUPs": ("mpi_random_access_gups", "GUP/s", 1.0),
+    "StarRandomAccess_GUPs": ("star_random_access_gups", "GUP/s", 1.0),
+    "SingleRandomAccess_GUPs": ("single_random_access_gups", "GUP/s", 1.0),
+}
 _HPCC_INPUT = """HPLinpack benchmark input file
 Innovative Computing Laboratory, University of Tennessee
 HPL.out      output file name (if any)
@@ -123,6 +129,13 @@ def parse_hpcc(text: str, command: str | Sequence[str] | None = None, instance: 
         except ValueError as exc:
             raise BenchmarkError(f"hpcc summary {key}={summary[key]!r} is not a number", command,
                                  tail(text)) from exc
+    for key, (metric, unit, factor) in HPCC_GUPS.items():
+        if key in summary:
+            try:
+                rows.append(Measurement(metric, float(summary[key]) * factor, unit, instance))
+            except ValueError as exc:
+                raise BenchmarkError(f"hpcc summary {key}={summary[key]!r} is not a number", command,
+                                     tail(text)) from exc
     return rows
 
 

@@ -18,7 +18,11 @@ the instance and uses 4x it, capped so the three arrays stay within 60% of the
 instance's memory limit (the cap is then recorded through ``array_mib``).
 Parameters: ``array_mb`` (MiB per array, or None), ``ntimes`` (passes per
 kernel, first discarded; default 5), ``threads`` (None = vCPUs; make it a
-factor to sweep 1..vcpus as study 000 did), ``timeout_s``.
+factor to sweep 1..vcpus as study 000 did), ``timeout_s``, ``mergeable`` (default
+false; true marks the arrays ``madvise(MADV_MERGEABLE)`` so that kernel same-page
+merging can merge them: a native process's memory is never merged otherwise, so
+a KSM study of STREAM needs it; the output's ``Mergeable memory:`` line says
+whether the kernel accepted the mark).
 
 The parser also reads the output of McCalpin's reference ``stream.c``.
 """
@@ -31,7 +35,7 @@ from typing import TYPE_CHECKING
 from ..core import cbuild
 from ..errors import BenchmarkError, ConfigError, tail
 from .base import Measurement, Workload, run_checked
-from .params import THREADS, TIMEOUT, Int, Num
+from .params import THREADS, TIMEOUT, Bool, Int, Num
 from .scaling import resolve_threads
 
 if TYPE_CHECKING:
@@ -41,6 +45,11 @@ KERNELS = ("copy", "scale", "add", "triad")
 _ROW = re.compile(r"^\s*(Copy|Scale|Add|Triad):\s+([0-9]+(?:\.[0-9]+)?)\s+([0-9.]+)\s+([0-9.]+)\s+([0-9.]+)",
                   re.MULTILINE)
 _SIZE = re.compile(r"Array size = ([0-9]+)")
+#: the header of the rate column: ``Best Rate MB/s`` (STREAM 5.10), ``Rate (MB/s)`` (5.x before),
+#: ``Best Rate GB/s`` / ``Rate (GB/s)`` (variants that print GB/s), MiB/s and GiB/s in others
+_RATE_HEADER = re.compile(r"^\s*Function\b.*?\bRate\s*\(?\s*([KMG]i?B)/s\s*\)?", re.MULTILINE | re.IGNORECASE)
+#: a rate in the header's unit -> MB/s (10^6 bytes/s)
+TO_MB_PER_S = {"kb": 1e-3, "mb": 1.0, "gb": 1e3, "kib": 1024 / 1e6, "mib": 1048576 / 1e6, "gib": 1073741824 / 1e6}
 DEFAULT_LLC_BYTES = 32 * 1024 * 1024
 MIN_ARRAY_MB = 16
 
@@ -48,14 +57,21 @@ MIN_ARRAY_MB = 16
 def parse(text: str, command: Sequence[str] | None = None, instance: int = 0) -> list[Measurement]:
     """The four best rates (MB/s) and the array size from STREAM-format output.
 
-    Raises BenchmarkError when a kernel's row is missing (truncated output) or
-    the run did not print "Solution Validates".
+    The rates are read in the unit the column header names (``Best Rate MB/s``, ``Rate (GB/s)``,
+    MiB/s, GiB/s) and given in MB/s (10^6 bytes/s). Raises BenchmarkError when the header (so the
+    unit) is missing, a kernel's row is missing (truncated output) or the run did not print
+    "Solution Validates".
     """
     text = text or ""
     if "Failed Validation" in text or "Solution Validates" not in text:
         raise BenchmarkError("STREAM did not validate its arrays (or its output is truncated)",
                              command, tail(text))
-    rates = {m.group(1).lower(): float(m.group(2)) for m in _ROW.finditer(text)}
+    header = _RATE_HEADER.search(text)
+    if header is None:
+        raise BenchmarkError("STREAM output has no 'Function ... Rate (MB/s)' header line: the unit of its "
+                             "rates is unknown (expected MB/s, GB/s, MiB/s or GiB/s)", command, tail(text))
+    scale = TO_MB_PER_S[header.group(1).lower()]
+    rates = {m.group(1).lower(): float(m.group(2)) * scale for m in _ROW.finditer(text)}
     missing = [k for k in KERNELS if k not in rates]
     if missing:
         raise BenchmarkError(f"STREAM output lacks the {', '.join(missing)} row(s)", command, tail(text))
@@ -94,9 +110,9 @@ class Stream(Workload):
 
     name = "stream"
     response = "triad_mb_per_s"
-    defaults = {"array_mb": None, "ntimes": 5, "threads": None, "timeout_s": 900}
+    defaults = {"array_mb": None, "ntimes": 5, "threads": None, "timeout_s": 900, "mergeable": False}
     schema = {"array_mb": Num(0, 10**7, none=True), "ntimes": Int(2, 10**4), "threads": THREADS,
-              "timeout_s": TIMEOUT}
+              "timeout_s": TIMEOUT, "mergeable": Bool()}
     min_memory_mb = 128
     remote_path = "labkit-stream"
 
@@ -124,6 +140,8 @@ class Stream(Workload):
         llc = self.llc_bytes(instance) if params["array_mb"] is None else 0
         n = array_elements(params["array_mb"], llc, getattr(instance.spec, "memory_mb", None))
         cmd = [f"{instance.workdir}/{self.remote_path}", str(n), str(ntimes), str(threads)]
+        if params.get("mergeable"):   # madvise(MADV_MERGEABLE) on the arrays: KSM may merge them
+            cmd.append("1")
         res = run_checked(instance, cmd, timeout=params.get("timeout_s"))
         return parse(res.stdout, cmd, instance.index)
 

@@ -21,6 +21,20 @@ PREFIX = f"labkit-test-iso-{secrets.token_hex(3)}"
 
 
 @pytest.fixture
+def outside_tmp():
+    """A directory outside /tmp and /var/tmp (instances have their own: nothing planted under
+    the host's /tmp is seen inside anyway, so a hiding test plants here), removed afterwards."""
+    import shutil
+    import tempfile
+    d = Path(tempfile.mkdtemp(prefix="labkit-test-iso-", dir="/var/lib"))
+    d.chmod(0o755)
+    try:
+        yield d
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
+@pytest.fixture
 def make():
     made, backends = [], []
 
@@ -44,7 +58,7 @@ def test_no_capabilities_and_no_new_privileges(make):
     assert status["NoNewPrivs"] == "1"
     iso = inst.metadata["isolation"]
     assert iso["mode"] == "strict" and iso["capabilities"] == [] and iso["no_new_privs"] is True
-    assert set(iso["namespaces"]) == {"pid", "mount", "net"}
+    assert set(iso["namespaces"]) == {"pid", "mount", "ipc", "user", "net"}
     assert inst.backend.fingerprint()["isolation"]["mode"] == "strict"
 
 
@@ -65,8 +79,10 @@ def test_proc_shows_only_the_instance_processes(make):
     assert 1 in inside
 
 
-def test_other_campaigns_data_and_the_registry_are_hidden(make, tmp_path, monkeypatch):
+def test_other_campaigns_data_and_the_registry_are_hidden(make, outside_tmp, monkeypatch):
+    from labkit.backends import sandbox
     from labkit.core import registry
+    tmp_path = outside_tmp
     foreign = trials.plant(tmp_path / "foreign-data" / "campaign-x")          # a registered campaign's
     extra = trials.plant(tmp_path / "extra-data" / "campaign-y")              # the hide option's
     run = Path("/run/labkit")
@@ -77,22 +93,25 @@ def test_other_campaigns_data_and_the_registry_are_hidden(make, tmp_path, monkey
         with registry.register(f"test-iso-{secrets.token_hex(3)}", str(tmp_path / "foreign-data"), backend="local"):
             a, b = make(count=2, hide=[str(tmp_path / "extra-data")])
         mine = trials.plant(Path(a.workdir), "own.txt")
+        os.chown(mine, sandbox.USERNS_BASE, sandbox.USERNS_BASE)   # the instance's own file
         other = trials.plant(Path(b.workdir), "other.txt")
         default = [p for p in paths.data_dir().rglob("*") if p.is_file()][:1]
         wanted = [foreign, extra, in_run, other, *default]
         assert trials.visible(a, [*wanted, mine]) == [str(mine)]
         hidden = a.hidden
         assert a.metadata["isolation"]["hidden"] == len(hidden)   # the store keeps no one's paths
-        assert "/run/labkit" in hidden and str(tmp_path / "foreign-data") in hidden
+        assert "/run" in hidden and str(tmp_path / "foreign-data") in hidden   # /run holds /run/labkit
     finally:
         in_run.unlink()
 
 
-def test_a_finished_campaigns_data_dir_and_the_home_secrets_are_hidden(make, tmp_path, monkeypatch):
+def test_a_finished_campaigns_data_dir_and_the_home_secrets_are_hidden(make, outside_tmp, monkeypatch):
     """The audit's second pass: a campaign that had finished (its registry entry gone) in another
     data dir, and root's ~/.ssh, were readable from inside an instance. Every data dir a campaign
-    registered with is recorded for good, and the invoking user's home secrets are covered."""
+    registered with is recorded for good, and the invoking user's home is covered (issue 47: whole,
+    not only its secrets: a plain file is no longer seen either)."""
     from labkit.core import registry
+    tmp_path = outside_tmp
     finished = trials.plant(tmp_path / "finished-data" / "campaign-z")
     monkeypatch.setenv(registry.ENV, str(tmp_path / "registry"))
     with registry.register(f"test-iso-{secrets.token_hex(3)}", str(tmp_path / "finished-data"), backend="local"):
@@ -103,13 +122,13 @@ def test_a_finished_campaigns_data_dir_and_the_home_secrets_are_hidden(make, tmp
     planted = [trials.plant(home / ".ssh", "id_ed25519"), trials.plant(home / ".config" / "openstack", "clouds.yaml"),
                trials.plant(home / ".aws", "credentials"), trials.plant(home / ".azure", "accessTokens.json"),
                trials.plant(home / ".cache" / "labkit", "cloud_known_hosts"), trials.plant(home, ".netrc")]
-    plain = trials.plant(home, "notes.txt")                         # not a secret: seen
+    plain = trials.plant(home, "notes.txt")                         # not a secret: hidden too
     # root's own (the password database's home, whatever $HOME says): its test key, never planted
     real = [p for p in (Path("/root/.ssh/labkit_test_ed25519"), Path("/root/.ssh/known_hosts")) if p.is_file()]
     [inst] = make()
-    assert trials.visible(inst, [finished, *planted, *real, plain]) == [str(plain)]
+    assert trials.visible(inst, [finished, *planted, *real, plain]) == []
     hidden = inst.hidden
-    assert str(tmp_path / "finished-data") in hidden and str(home / ".netrc") in hidden and "/root/.ssh" in hidden
+    assert str(tmp_path / "finished-data") in hidden and str(home) in hidden and "/root" in hidden
     before = (home / ".netrc").read_text()
     inst.exec(["sh", "-c", f"echo x > {home / '.netrc'}; rm -f {home / '.netrc'}"], check=False, timeout=30)
     assert (home / ".netrc").read_text() == before   # nor changed (a write goes to /dev/null)
@@ -160,7 +179,7 @@ def test_relaxed_keeps_only_the_listed_capabilities(make):
 def test_network_host_is_recorded_as_reduced(make):
     [inst] = make(network="host")
     iso = inst.metadata["isolation"]
-    assert iso["namespaces"] == ["pid", "mount"] and inst.metadata["network"] == "host"
+    assert iso["namespaces"] == ["pid", "mount", "ipc", "user"] and inst.metadata["network"] == "host"
     assert int(trials.status_fields(inst)["CapEff"], 16) == 0
 
 
@@ -227,7 +246,8 @@ def test_hidden_directories_are_empty_and_read_only_even_under_tmp(make, tmp_pat
 def test_mounts_are_read_only_unless_asked_even_under_tmp(make, tmp_path):
     suite, out = tmp_path / "suite", tmp_path / "out"
     suite.mkdir()
-    out.mkdir()
+    out.mkdir(mode=0o777)
+    out.chmod(0o777)   # writable by the instance's uid (sandbox.USERNS_BASE on the host)
     (suite / "bin").write_text("x")
     [inst] = make(mounts=f"{suite},{out}:rw")
     res = inst.exec(["sh", "-c", f"cat {suite}/bin; echo y > {suite}/new"], check=False, timeout=30)
@@ -244,3 +264,103 @@ def test_cleanup_kills_the_namespace_holder_a_killed_controller_left(make):
     assert inst.backend.cleanup(inst.name) == [inst.name]                       # as `labkit clean` would
     assert sandbox.holders(inst.name) == []
     assert trials.processes_with(inst.name) == []
+
+
+# -- issue 47, finding 1: a workload can no longer act as host root --------------------------------
+def test_no_daemon_socket_answers_from_inside(make):
+    """From inside a run (2/2 runs before) docker.sock answered GET /version, LXD's unix.socket
+    GET /1.0, libvirt listed the host's domains, MariaDB logged in root@localhost and munge
+    issued a credential for uid 0: the workload was uid 0 and /run was the host's. The same probe
+    on the host (the control: the probe does find and reach the daemons CI starts) reaches
+    docker.sock; from inside, no socket of the host accepts a connection at all."""
+    on_host = trials.sockets_reached(None)
+    assert any(p.endswith("docker.sock") for p in on_host), on_host   # dockerd runs (CI starts it)
+    [inst] = make()
+    assert trials.sockets_reached(inst) == []
+
+
+def test_shadow_block_devices_and_root_files_are_unreadable_from_inside(make, outside_tmp):
+    """/etc/shadow, the host's block devices (/dev/loop0 held the LXD pool) and a root-owned
+    0600 file outside every hidden directory: read as uid 0 before (owner checks passed)."""
+    secret = trials.plant(outside_tmp / "root-only", "secret")   # 0600, root's, in a 0700 dir
+    blocks = [str(p) for p in Path("/dev").iterdir() if p.is_block_device()][:8]
+    assert blocks   # this machine has a disk
+    [inst] = make()
+    assert trials.readable(inst, ["/etc/shadow", "/etc/gshadow", str(secret), *blocks]) == []
+    res = inst.exec(["sh", "-c", 'ls /dev; for f in /dev/* /dev/pts/*; do [ -L "$f" ] && continue; [ -b "$f" ] && echo "block $f"; '
+                     '[ -c "$f" ] && echo "char $f"; done; true'], timeout=30)
+    listing = [ln for ln in res.stdout.splitlines() if " " not in ln]
+    assert set(listing) == {"fd", "full", "null", "ptmx", "pts", "random", "shm", "stderr", "stdin",
+                            "stdout", "tty", "urandom", "zero"}, res.stdout
+    devices = sorted(ln.split()[1] for ln in res.stdout.splitlines() if ln.startswith(("block ", "char ")))
+    assert devices == sorted(["/dev/full", "/dev/null", "/dev/pts/ptmx", "/dev/random", "/dev/tty",
+                              "/dev/urandom", "/dev/zero"]), res.stdout
+
+
+def test_tmp_is_private_both_ways(make):
+    """Root's Voila kernel connection files in the host's /tmp were readable, and what a workload
+    left in /tmp outlived the campaign. Now /tmp and /var/tmp are the instance's own: a host file
+    there is not seen, a file written inside never reaches the host and goes with the instance."""
+    name = f"labkit-test-private-{secrets.token_hex(4)}"
+    host_file = Path("/tmp") / f"{name}-host"
+    host_file.write_text("host secret\n")
+    try:
+        [inst] = make()
+        assert trials.readable(inst, [host_file]) == []
+        inst.exec(["sh", "-c", f"echo x > /tmp/{name} && echo y > /var/tmp/{name}"], timeout=30)
+        assert inst.exec(["cat", f"/tmp/{name}", f"/var/tmp/{name}"], timeout=30).stdout == "x\ny\n"
+        assert not (Path("/tmp") / name).exists() and not (Path("/var/tmp") / name).exists()
+    finally:
+        host_file.unlink()
+
+
+def test_home_content_is_seen_only_by_allow_list(make, outside_tmp, monkeypatch):
+    """Home files not on the secrets list (.pypirc, .vault-token, Jupyter's cookie secret) were
+    readable. Every home is now covered whole (root's, /home, the invoking users')."""
+    home = outside_tmp / "home"
+    planted = [trials.plant(home, ".pypirc"), trials.plant(home, ".vault-token"),
+               trials.plant(home / ".local" / "share" / "jupyter" / "runtime", "jupyter_cookie_secret"),
+               trials.plant(home / "notes", "todo.txt")]
+    monkeypatch.setenv("HOME", str(home))
+    [inst] = make()
+    assert str(home) in inst.hidden
+    assert trials.visible(inst, planted) == []
+    assert inst.exec(["ls", "-A", "/root", str(home)], timeout=30).stdout.split() == ["/root:", f"{home}:"]
+
+
+def test_the_workload_is_an_unprivileged_uid_on_the_host_and_it_is_recorded(make):
+    from labkit.backends import sandbox
+    [inst] = make()
+    assert inst.exec(["id", "-u"], timeout=30).stdout.strip() == "0"          # root inside
+    assert trials.host_uids_of_instance(inst) == {sandbox.USERNS_BASE}        # not on the host
+    for record in (inst.metadata["isolation"], inst.backend.fingerprint()["isolation"]):
+        assert "user" in record["namespaces"] and str(sandbox.USERNS_BASE) in record["user"]
+        assert "/tmp" in record["private"]
+
+
+def test_a_read_write_mount_the_instance_cannot_write_is_refused_with_the_fix(tmp_path):
+    """The instance's root is an unprivileged host uid (as in LXD's unprivileged containers): a
+    read-write mount it could not write is refused when the backend is made, naming the fix."""
+    from labkit.backends import sandbox
+    from labkit.errors import ConfigError
+    out = tmp_path / "out"
+    out.mkdir(mode=0o755)
+    with pytest.raises(ConfigError, match=f"setfacl -m u:{sandbox.USERNS_BASE}:rwx"):
+        get_backend("local", mounts=f"{out}:rw")
+    get_backend("local", mounts=f"{out}:rw", isolation="none")   # as full root: no such rule
+
+
+def test_a_hidden_path_that_became_a_link_covers_nothing(make, outside_tmp, monkeypatch):
+    """A user's recorded data dir, checked and resolved by labkit, swapped for a link to a system
+    directory before the holder mounts: the holder mounts on what it opens through no link, so
+    the link's target stays seen (before, the mount followed the link and covered the target)."""
+    from labkit.backends.local import LocalBackend
+    target = outside_tmp / "system-like"
+    marker = trials.plant(target, "marker")
+    marker.chmod(0o644)
+    target.chmod(0o755)
+    link = outside_tmp / "swapped"
+    link.symlink_to(target)
+    monkeypatch.setattr(LocalBackend, "hidden_dirs", lambda self: [str(link)])
+    [inst] = make()
+    assert trials.visible(inst, [marker]) == [str(marker)]

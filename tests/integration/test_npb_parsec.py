@@ -170,7 +170,7 @@ def test_npb_campaign_stores_the_failed_verification_as_a_failed_run(suites, tmp
     verification."""
     cid = f"t-npb{TAG}-campaign"
     d = {"factors": {"args": ["", "-f"]}, "replications": 1, "seed": 11}
-    st = Campaign(d, backend="local", workload="npb",
+    st = Campaign(d, backend="local", workload="npb", backend_options={"mounts": str(suites)},   # /tmp is the instances' own
                   workload_params={"install_path": f"{suites}/npb", "benchmark": "zs", "ranks": 2},
                   defaults=InstanceSpec(count=2, vcpus=1, memory_mb=128), campaign_id=cid,
                   data_dir=tmp_path / "data", progress=False, run_timeout=300).run()

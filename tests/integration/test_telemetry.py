@@ -106,3 +106,18 @@ def test_a_remote_host_is_not_sampled_and_its_runs_say_so(tmp_path):
     for md in runs.metadata:
         assert md["telemetry"]["collected"] is True
         assert "'ssh' runs its instances on another machine" in md["telemetry"]["host"]
+
+
+@pytest.mark.docker
+def test_the_real_docker_daemon_is_still_recognised_by_its_program_and_pid_file():
+    """Issue 47, finding 6: daemons are identified by program, owner and pid file, not by name;
+    the real dockerd (the pid its pid file holds) must still be read as the docker backend's
+    daemon, both through its program in the system's directories and through its pid file alone."""
+    from labkit.backends.docker import DockerBackend
+    from labkit.run.readings import DaemonCpu
+    pidfile = next(p for p in ("/run/docker.pid", "/var/run/docker.pid") if os.path.exists(p))
+    with open(pidfile) as fh:
+        pid = fh.read().strip()
+    for d in (DaemonCpu(pidfiles=()), DaemonCpu(dirs=(), pidfiles=[pidfile])):
+        d.add(DockerBackend.daemons)
+        assert pid in {k.split(":")[0] for k in d.read()}, (d.dirs, d.pidfiles)

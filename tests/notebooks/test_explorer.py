@@ -17,7 +17,10 @@ def test_explorer_static_on_committed_data(run_notebook):
     concl = markdown_outputs(nb)
     assert "wall\\_time\\_s on vcpus" in concl or "wall_time_s on vcpus" in concl   # the declared response
     # count = 2 runs have two instances, a level of its own: a mixed model's t-tests (issue 32)
-    assert "Significant (mixed-model t-test of each effect" in concl
+    # every term decided by the declared rules (issue 41): Holm over the 15 terms, no practical threshold
+    assert "Holm over 15 terms, α = 0.05, no practical threshold declared: significance only" in concl
+    assert "test: mixed-model t-test of each effect" in concl and "Matters (significant after the correction)" in concl
+    assert "**Decisions**" in concl and "Order effects" in concl
     assert "Error term: the variance of run" in concl
     assert "1.209442e-49" not in html and "2786.855000" not in html   # numbers to 4 significant digits
     # each level's share of the variance and the drift check (issue 32), after the analysis
@@ -45,7 +48,8 @@ def test_explorer_application_with_widgets(run_notebook):
     assert sum("image/png" in o.get("data", {}) for o in captured) >= 5
     text = json.dumps(captured)
     # count = 2 runs keep their instances as a level: a mixed model's t-tests (issue 32)
-    assert "Significant (mixed-model t-test of each effect" in text and "wall" in text
+    assert "test: mixed-model t-test of each effect" in text and "wall" in text
+    assert "Matters (significant after the correction)" in text      # decided by the rules (issue 41)
 
 
 def test_explorer_any_response_and_factor(run_notebook):

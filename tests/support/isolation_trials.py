@@ -167,3 +167,84 @@ def pids_seen(inst) -> list[int]:
     """The process ids a command in ``inst`` sees in its /proc."""
     res = inst.exec(["sh", "-c", "ls /proc | grep -E '^[0-9]+$'"], timeout=30)
     return [int(p) for p in res.stdout.split()]
+
+
+#: the host daemons' sockets (issue 47, finding 1): Docker, containerd, LXD (Debian's and the
+#: snap's), libvirt (read-write and read-only), MariaDB, munge (what Slurm trusts)
+DAEMON_SOCKETS = ("/run/docker.sock", "/var/run/docker.sock", "/run/containerd/containerd.sock",
+                  "/var/lib/lxd/unix.socket", "/var/snap/lxd/common/lxd/unix.socket",
+                  "/run/libvirt/libvirt-sock", "/run/libvirt/libvirt-sock-ro", "/run/mysqld/mysqld.sock",
+                  "/run/munge/munge.socket.2")
+
+#: connect to each Unix socket named, and to every socket file found below / (but /proc and /sys),
+#: and print "connected PATH" for each that accepts: a socket that accepts answers its daemon
+_SOCKETS = r"""
+import os, socket, stat, sys
+paths = list(sys.argv[1:])
+for top, dirs, files in os.walk("/"):
+    dirs[:] = [d for d in dirs if os.path.join(top, d) not in ("/proc", "/sys")]
+    for f in files:
+        p = os.path.join(top, f)
+        try:
+            if stat.S_ISSOCK(os.lstat(p).st_mode):
+                paths.append(p)
+        except OSError:
+            pass
+for p in dict.fromkeys(paths):
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.settimeout(2)
+    try:
+        s.connect(p)
+        print("connected", p, flush=True)
+    except OSError:
+        pass
+    finally:
+        s.close()
+"""
+
+
+def sockets_reached(inst=None, paths=DAEMON_SOCKETS) -> list[str]:
+    """The Unix sockets a command in ``inst`` (None: this process, on the host, the probe's
+    control) could connect to: ``paths`` and every socket file it finds below ``/``."""
+    import subprocess
+    import sys
+    if inst is None:
+        res = subprocess.run([sys.executable, "-c", _SOCKETS, *paths], capture_output=True, text=True,
+                             timeout=300)
+        out = res.stdout
+    else:
+        out = inst.exec(["python3", "-c", _SOCKETS, *paths], check=False, timeout=300).stdout
+    return [line.split(" ", 1)[1] for line in out.splitlines() if line.startswith("connected ")]
+
+
+def readable(inst, paths) -> list[str]:
+    """Those of ``paths`` (files or devices) a command in ``inst`` can open and read a byte of."""
+    script = 'for f in "$@"; do head -c 1 "$f" >/dev/null 2>&1 && echo "$f"; done; true'
+    return inst.exec(["sh", "-c", script, "readable", *map(str, paths)], check=False, timeout=60).stdout.split()
+
+
+def host_uids_of_instance(inst, deadline_s: float = 30.0) -> set[int]:
+    """The host uids of a ``sleep`` started in ``inst`` (found among its cgroup's members, read on
+    the host; ``lkns enter``, which waits for it there, is host root and not the command)."""
+    import time
+    marker = f"{secrets.randbelow(10**6) + 10**6}"
+    proc = inst.spawn(["sleep", marker])
+    try:
+        procs = Path(inst.backend.driver.dirs(inst.name)[0], "cgroup.procs")
+        end = time.monotonic() + deadline_s
+        while time.monotonic() < end:
+            uids = set()
+            for pid in procs.read_text().split():
+                try:
+                    argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+                    status = Path(f"/proc/{pid}/status").read_text()
+                except OSError:
+                    continue
+                if argv[:2] == [b"sleep", marker.encode()]:
+                    uids.add(int(next(ln for ln in status.splitlines() if ln.startswith("Uid:")).split()[1]))
+            if uids:
+                return uids
+            time.sleep(0.05)
+        raise AssertionError(f"sleep {marker} never showed in {procs}")
+    finally:
+        proc.stop()

@@ -163,3 +163,54 @@ def test_adaptive_campaign_caps_resumes_and_keeps_run_ids(tmp_path, testbed):
     assert again.run_order.is_unique
     spec["replications"]["target_ci"] = 10.0                   # met at once: the plan only
     assert len(camp("t-ad3").run().runs()) == 4
+
+
+class _PilotStore:
+    """What run_adaptive reads of a store whose pilot (the initial plan) is stored: 3 runs of each
+    configuration of ``design``, ``duration_s`` seconds each; the rounds' runs are never stored (so
+    run_adaptive stops after its first round: none of them could run)."""
+
+    campaign = "t-worst-case"
+
+    def __init__(self, design, duration_s):
+        self.plan = design.plan()
+        self.meta_ = {}
+        self.frame = pd.DataFrame({"run_id": [r.run_id for r in self.plan], "config": [r.config for r in self.plan],
+                                   "duration_s": [duration_s] * len(self.plan)})
+
+    def completed(self):
+        return {r.run_id for r in self.plan}
+
+    def runs(self):
+        return self.frame
+
+    def tidy(self):   # values far apart: every configuration's CI is too wide, a round follows
+        return pd.DataFrame({"run_id": [r.run_id for r in self.plan], "run_order": [r.order for r in self.plan],
+                             "config": [r.config for r in self.plan], "replicate": [r.replicate for r in self.plan],
+                             "status": "ok", "metric": "y", "value": [1.0 + 9 * (r.replicate % 2) for r in self.plan]})
+
+    def meta(self):
+        return dict(self.meta_)
+
+    def set_meta(self, **kw):
+        self.meta_.update(kw)
+
+
+def test_the_worst_case_of_an_adaptive_campaign_is_logged_before_its_first_round(caplog):
+    """Issue 47, finding 8: an adaptive campaign says what it commits to at worst (every
+    configuration run ``max`` times) in runs and hours at the pilot's mean run time, before any
+    round's run starts; before, nothing was said."""
+    import logging
+
+    from labkit.run.adaptive import run_adaptive
+    d = adaptive()                      # 4 configurations, min 3, max 8
+    store = _PilotStore(d, 360.0)       # the pilot: 12 runs of 6 minutes
+    said_before = []
+
+    def execute(runs):
+        said_before.append([r.getMessage() for r in caplog.records])
+    with caplog.at_level(logging.WARNING, logger="labkit.run.adaptive"):
+        run_adaptive(d, store, execute, response="y")
+    line = ("adaptive: at most 20 more run(s) (4 configuration(s) x max 8, 12 stored), about 2.0 h at "
+            "the pilot's mean run time of 360.0 s, one run at a time")
+    assert said_before and said_before[0] == [line]

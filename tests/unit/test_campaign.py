@@ -74,13 +74,15 @@ def test_failed_and_timed_out_runs_are_stored_and_campaign_goes_on(tmp_path):
 def test_retries_run_failed_runs_again_and_keep_their_first_attempt(tmp_path, testbed, capsys):
     d = Design.from_dict({"factors": {"vcpus": [1, 2]}, "seed": 1})
     marks = tmp_path / "marks"   # beside the data dir: an instance never sees a data dir
-    marks.mkdir()
+    marks.mkdir(mode=0o777)
+    marks.chmod(0o777)   # given to the instances read-write (their /tmp is their own): their uid may write
     # each configuration fails the first time it runs (it leaves a mark), then succeeds
     cmd = f"if [ -e {marks}/{{vcpus}} ]; then echo 1; else touch {marks}/{{vcpus}}; echo first >&2; exit 3; fi"
 
     def campaign(cid):
         return Campaign(d, workload="command", workload_params={"argv": ["sh", "-c", cmd]},
-                        campaign_id=f"{cid}-{RUN}", data_dir=tmp_path / "data", progress=False, testbed=testbed)
+                        campaign_id=f"{cid}-{RUN}", data_dir=tmp_path / "data", progress=False, testbed=testbed,
+                        backend_options={"mounts": f"{marks}:rw"})
 
     # failures of this call run again after the others
     st = campaign("t-retry").run(retries=1)

@@ -100,7 +100,9 @@ def test_cli_analyze_answers_in_words(data, capsys):
     # count = 2 runs have two instances: the instances of a run are a level (issue 32), and the
     # factors, constant within a run, are tested against the run level by a mixed model
     assert "wall_time_s on vcpus, memory_mb, affinity, count (levels)" in out
-    assert "Significant (mixed-model t-test of each effect (REML, Satterthwaite df), α = 0.05): " in out
+    assert "decision rules: Holm over 15 terms, α = 0.05, no practical threshold declared: significance only" in out
+    assert "test: mixed-model t-test of each effect (REML, Satterthwaite df)." in out
+    assert "Matters (significant after the correction): vCPUs, instances, vCPUs × instances." in out
     assert "Error term: the variance of run (runs have several instances (up to 2)" in out
     # quantile intervals where the runs per configuration allow them (the median's needs 6)
     assert "variance by level (reml):" in out and re.search(r"per configuration: mean(, p50)? with 95 % intervals", out)
@@ -143,7 +145,8 @@ def test_cli_report_html_and_bundle(data, tmp_path, capsys):
     # pareto, main effects, interactions, run order, Q-Q; variance by level, drift and, when the
     # store has it, per-run telemetry (issue 32)
     assert page.count('src="data:image/png;base64,') == 7 + telemetry and "<script" not in page
-    assert "Significant" in page and "host.kernel" in page
+    assert "Matters (significant after the correction)" in page and "host.kernel" in page
+    assert "Decisions" in page and "Order effects" in page and "Suspect runs" in page
     import re
     headings = {re.sub(r"^\d+\. ", "", h) for h in re.findall(r"<h2>(.*?)</h2>", page)}
     assert {"Error term and variance by level", "Quantiles per configuration", "Drift in run order"} <= headings

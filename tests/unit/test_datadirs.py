@@ -49,29 +49,27 @@ def test_the_record_is_bounded_and_never_written_through_a_link(tmp_path, run_di
     assert target.read_text() == "untouched\n" and datadirs.known() == []
 
 
-def test_past_the_bound_gone_dirs_are_forgotten_before_existing_ones(tmp_path, run_dir, monkeypatch):
-    """A test suite's temporary data dirs (gone once pytest prunes them) filled this machine's
-    record to its 1,000 lines; dropping the oldest line pushed out data dirs that still held
-    results, and instances stopped hiding them."""
+def test_gone_dirs_are_pruned_whenever_the_record_is_written(tmp_path, run_dir, monkeypatch):
+    """Issue 47: stale lines (a test suite's temporary data dirs, gone once pytest prunes them)
+    stayed in the record until it reached its 1,000 lines; every one was read, checked and, while
+    it existed, hidden in each instance. Now a write drops every gone directory (and past the
+    bound the oldest existing ones)."""
     monkeypatch.setattr(datadirs, "MAX_ENTRIES", 4)
-    dirs = [tmp_path / f"d{i}" for i in range(6)]
+    dirs = [tmp_path / f"d{i}" for i in range(7)]
     for d in dirs[:4]:
         d.mkdir()
         datadirs.remember(d)
     dirs[1].rmdir()
     dirs[2].rmdir()
     dirs[4].mkdir()
-    datadirs.remember(dirs[4])   # one line too many: the oldest gone one (d1) goes, not d0
-    assert (run_dir / datadirs.NAME).read_text().split() == [str(dirs[i]) for i in (0, 2, 3, 4)]
-    dirs[5].mkdir()
-    datadirs.remember(dirs[5])   # then d2, the other gone one
-    assert datadirs.known() == [str(dirs[i]) for i in (0, 3, 4, 5)]
-    dirs[0].rename(tmp_path / "moved")
-    (tmp_path / "moved").rename(dirs[1])   # d1 exists again (re-made), d0 is gone: d0 goes next
-    datadirs.remember(dirs[1])
-    assert datadirs.known() == [str(dirs[i]) for i in (3, 4, 5, 1)]
-    datadirs.remember(dirs[2])   # all others exist and d2 does not: still the bound, the oldest out
-    assert (run_dir / datadirs.NAME).read_text().split() == [str(dirs[i]) for i in (4, 5, 1, 2)]
+    datadirs.remember(dirs[4])   # d1 and d2 are gone: both dropped, though under the bound
+    assert (run_dir / datadirs.NAME).read_text().split() == [str(dirs[i]) for i in (0, 3, 4)]
+    datadirs.remember(dirs[3])   # used again: moved to the end
+    assert (run_dir / datadirs.NAME).read_text().split() == [str(dirs[i]) for i in (0, 4, 3)]
+    for d in dirs[5:]:
+        d.mkdir()
+        datadirs.remember(d)   # past the bound: the oldest existing one (d0) goes
+    assert datadirs.known() == [str(dirs[i]) for i in (4, 3, 5, 6)]
 
 
 @pytest.mark.parametrize("paths, limit, kept", [

@@ -112,3 +112,43 @@ def test_digest_changes_with_levels_not_description():
     b = Design.from_dict({**BASE, "description": "other words"})
     c = Design.from_dict({**BASE, "factors": {**BASE["factors"], "count": [1, 3]}})
     assert a.digest() == b.digest() != c.digest()
+
+
+# -- issue 47, finding 8: bounds on the design numbers that commit time ----------------------------
+
+def test_a_telemetry_interval_longer_than_a_minute_is_refused_with_the_range_and_where():
+    """``telemetry: 1000000000`` (31 years) was accepted and the campaign waited on its first
+    interval before its first run: the interval is bounded (0.05 s to 60 s), the error names the
+    design and the range."""
+    base = {"factors": {"vcpus": [1, 2]}, "seed": 1}
+    assert Design.from_dict({**base, "telemetry": 60}).telemetry == 60.0   # the longest allowed
+    for value in (1000000000, 60.5):
+        with pytest.raises(ConfigError) as err:
+            Design.from_dict({**base, "telemetry": value}, source="d.yaml")
+        assert str(err.value) == ("d.yaml: 'telemetry': expected 'off', 'on' or an interval in seconds from "
+                                  f"0.05 to 60 (e.g. 1.0), got {value!r}")
+
+
+def test_adaptive_max_is_at_most_1000_runs_per_configuration():
+    """``replications: {max: 10000}`` was accepted with a ``target_ci`` that may never be met:
+    ``max`` is bounded (1000 runs of one configuration), the error says why and where."""
+    def design(mx):
+        return Design.from_dict({"factors": {"vcpus": [1, 2]}, "seed": 1,
+                                 "replications": {"target_ci": 0.02, "min": 3, "max": mx}}, source="d.yaml")
+    assert design(1000).adaptive["max"] == 1000
+    for mx in (1001, 10000):
+        with pytest.raises(ConfigError) as err:
+            design(mx)
+        assert str(err.value) == ("d.yaml: replications: max must be an integer from min (3) to 1000 (runs of "
+                                  "one configuration at most, the campaign's worst case: configurations x max), "
+                                  f"got {mx}")
+
+
+def test_quarantine_states_its_cap_of_one_rerun_per_suspect_run():
+    """Quarantine re-runs are bounded: each suspect run runs again at most once (a re-run flagged
+    suspect again stays), a constant the design module states; ``quarantine`` itself must be a
+    true/false flag."""
+    from labkit.design import options
+    assert options.QUARANTINE_RERUNS == 1
+    with pytest.raises(ConfigError, match=r"'quarantine' must be true or false, got 3"):
+        Design.from_dict({"factors": {"vcpus": [1, 2]}, "seed": 1, "quarantine": 3})

@@ -2,7 +2,6 @@
 import json
 import os
 import secrets
-import sys
 import time
 from pathlib import Path
 
@@ -12,7 +11,7 @@ from labkit.backends import cgroups, get_backend, teardown
 from labkit.core.instance import InstanceSpec
 from labkit.errors import BackendUnavailable, CommandError, CommandTimeout
 
-PY = sys.executable
+PY = "/usr/bin/python3"   # the instance sees the system's Python, not the controller's (under /root, hidden)
 # this test run's own prefix: two test runs on one machine never clean up each other's instances
 PREFIX = f"labkit-test-local-{secrets.token_hex(3)}"
 
@@ -129,10 +128,17 @@ def test_floating_vcpus1_gets_about_one_cpu_of_time(backend, make):
 def test_count_instances_run_at_the_same_time(make, tmp_path):
     from labkit.run.campaign import _run_together
     from labkit.workloads import get_workload
-    insts = make(vcpus=1, memory_mb=64, affinity="floating", count=2)
-    log = tmp_path / "intervals"
+    shared = tmp_path / "shared"
+    shared.mkdir(mode=0o777)
+    shared.chmod(0o777)   # a read-write mount the instances' uid may write (their /tmp is their own)
+    be = get_backend("local", mounts=f"{shared}:rw")
+    insts = be.provision(InstanceSpec(vcpus=1, memory_mb=64, affinity="floating", count=2), prefix=PREFIX)
+    log = shared / "intervals"
     wl = get_workload("command", argv=["sh", "-c", f"a=$(date +%s.%N); sleep 1; echo $a $(date +%s.%N) >> {log}"])
-    rows, seconds = _run_together(wl, insts, wl.params_for({}, 1), None)
+    try:
+        rows, seconds = _run_together(wl, insts, wl.params_for({}, 1), None)
+    finally:
+        assert teardown(insts) == []
     intervals = [tuple(map(float, line.split())) for line in log.read_text().splitlines()]
     assert len(rows) == 2 and len(intervals) == 2
     # they overlapped: the later start came before the earlier end (no nominal duration involved)

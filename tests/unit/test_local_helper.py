@@ -60,9 +60,10 @@ def test_helper_without_a_compiler_names_what_to_install(tmp_path, monkeypatch):
         sandbox.helper.cache_clear()
 
 
-def _enter(argv, caps="", procs=None):
+def _enter(argv, caps="", procs=None, userns=None):
     env = {"PATH": sandbox.DEFAULT_PATH, **({"LABKIT_CGROUP_PROCS": procs} if procs else {})}
-    return subprocess.run([sandbox.helper(), "enter", str(os.getpid()), "/", "1", caps, "--", *argv],
+    userns = sandbox.userns_map() if userns is None else userns
+    return subprocess.run([sandbox.helper(), "enter", str(os.getpid()), "/", "1", caps, userns, "--", *argv],
                           capture_output=True, text=True, env=env, timeout=30)
 
 
@@ -94,3 +95,24 @@ def test_enter_keeps_only_the_capabilities_of_its_mode(mode):
     assert int(status["CapInh"], 16) == 0 and int(status["CapAmb"], 16) == 0
     assert status["NoNewPrivs"].strip() == "1"
 
+
+
+@root
+def test_enter_runs_the_command_as_root_of_its_own_user_namespace_and_an_unprivileged_host_uid():
+    """Issue 47, finding 1: a workload was uid 0 on the host, so the daemons' sockets, /etc/shadow
+    and every root-owned file passed their owner checks. Now uid 0 inside is sandbox.USERNS_BASE on
+    the host (uid_map), with no supplementary group; without a user namespace ("") it stays root."""
+    out = _enter(["sh", "-c", "cat /proc/self/uid_map /proc/self/gid_map; grep -E '^(Uid|Groups):' /proc/self/status; "
+                  "head -c1 /etc/shadow >/dev/null 2>&1 && echo shadow-read"]).stdout
+    maps = [line.split() for line in out.splitlines()[:2]]
+    assert maps == [["0", str(sandbox.USERNS_BASE), str(sandbox.USERNS_COUNT)]] * 2, out
+    fields = dict(line.split(":", 1) for line in out.splitlines() if ":" in line)
+    assert fields["Uid"].split() == ["0"] * 4 and fields["Groups"].split() == [] and "shadow-read" not in out, out
+    plain = _enter(["sh", "-c", "cat /proc/self/uid_map; head -c1 /etc/shadow >/dev/null && echo shadow-read"],
+                   userns="").stdout
+    assert plain.split()[:3] == ["0", "0", "4294967295"] and "shadow-read" in plain
+
+
+def test_enter_refuses_a_malformed_user_namespace_map():
+    res = _enter(["true"], userns="0:x")
+    assert res.returncode == 2 and "BASE:COUNT" in res.stderr

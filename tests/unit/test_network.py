@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import ipaddress
+import re
 
 import pytest
 
@@ -77,9 +78,15 @@ def test_hosts_text_lists_every_member():
 
 
 def test_short_id():
+    """Names labkit made before (8 hex digits) keep their id; today's names (13 characters of
+    a-z2-7, issue 45) get 8 hex digits of their SHA-256: a device name stays within 15 characters,
+    and two names give two ids."""
     assert net.short_id("labkit-x--net-1a2b3c4d") == "1a2b3c4d"
+    new = net.short_id("labkit-x--net-bk7j7mitpvj5l")
+    assert re.fullmatch(r"[0-9a-f]{8}", new) and new == net.short_id("labkit-x--net-bk7j7mitpvj5l")
+    assert new != net.short_id("labkit-x--net-bk7j7mitpvj5m") and len(f"lk{new}h15") <= 15
     with pytest.raises(ConfigError):
-        net.short_id("labkit-x--net")
+        net.short_id("")
 
 
 def test_design_accepts_network_and_link_factors_and_checks_levels():

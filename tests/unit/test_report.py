@@ -7,6 +7,7 @@ import pytest
 from labkit import stats
 from labkit.errors import ConfigError
 from labkit.report import Conclusions, conclusions, html_report, variation_ci
+from labkit.report.decisions import Policy
 
 
 def design(effect_a=2.0, effect_b=0.0, sd=0.1, r=4, seed=1):
@@ -26,11 +27,16 @@ def test_the_factor_with_an_effect_is_the_answer():
     eff, diag = analyse(design())
     c = conclusions(eff, diagnostics=diag, focus="B")
     assert isinstance(c, Conclusions) and c.significant == ["A"]
-    assert c.headline.startswith("Does B matter? No")
+    # no practical threshold declared: a non-significant B is never said not to matter
+    assert c.headline.startswith("Does B matter? Not resolved at this n")
+    assert "no practical threshold declared: significance only" in c.headline
     assert any(s.startswith(("A: going from -1 to 1 raises y by 1.9", "A: going from -1 to 1 raises y by 2.0"))
                for s in c.findings)
+    # 5 % of the mean (10): B's effect interval (about ±0.1) lies inside ±0.5: shown not to matter
+    no = conclusions(eff, diagnostics=diag, focus="B", rules=Policy(practical=0.05))
+    assert no.headline.startswith("Does B matter? No:") and no.answer == "No"
     yes = conclusions(eff, focus="A")
-    assert yes.headline.startswith("Does A matter? Yes") and "A significant" in yes.headline
+    assert yes.headline.startswith("Does A matter? Yes") and "A matters (Holm over 3 terms" in yes.headline
     assert "look normal" in c.assumptions[0]
     with pytest.raises(ConfigError, match="focus 'C'"):
         conclusions(eff, focus="C")
@@ -39,8 +45,9 @@ def test_the_factor_with_an_effect_is_the_answer():
 def test_significant_but_negligible_is_called_so():
     # B shifts y by 0.05 with almost no noise: detectable, but a tiny share next to A's 20
     eff, _ = analyse(design(effect_a=20.0, effect_b=0.05, sd=0.002))
-    c = conclusions(eff, focus="B", practical_pct=1.0)
-    assert "B" in c.significant and c.headline.startswith("Does B matter? Barely")
+    c = conclusions(eff, focus="B", rules=Policy(practical=0.01, practical_of="variation"))
+    assert "B" in c.significant and c.headline.startswith("Does B matter? Negligible")
+    assert "Negligible (significant after the correction but below the practical threshold" in str(c)
 
 
 def test_failed_normality_is_reported_with_what_was_done():
@@ -60,7 +67,7 @@ def test_comparison_with_a_reference():
     c = conclusions(eff, reference=ref, focus="B")
     assert "the largest term was B (60.0 %)" in c.reference[0]
     assert "a different one" in c.reference[0]
-    assert "Reported there with >= 5 % but not significant here: B" in c.reference[0]
+    assert "Reported there with >= 5 % but not significant here (after the correction): B" in c.reference[0]
     assert "Does B matter" in c.markdown() and "**" not in str(c)
 
 

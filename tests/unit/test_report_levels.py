@@ -63,8 +63,13 @@ def test_done_when_runs_share_capped_instances():
     assert "Error term: the variation between instances (runs share instances (up to 3 runs per instance))" in text
     assert "tested against the 12 instance means (exact expected-mean-squares F-test, df = 8)" in text
     assert f"instance {share['instance']:.1f} %" in text and "residual (run to run)" in text
-    ols = analyze_results(split_campaign(shared=False), meta=META)
+    # each term tested alone (family: none), as before the decision rules: OLS calls A significant
+    ols = analyze_results(split_campaign(shared=False), meta=META, family="none")
     assert ols.kind == "factorial" and "A" in ols.conclusions.significant
+    # under Holm over the 3 terms it is only "significant before the correction"
+    holm = analyze_results(split_campaign(shared=False), meta=META)
+    assert "A" not in holm.conclusions.significant
+    assert "Significant before the correction only (not after Holm over 3 terms): A (p = " in str(holm.conclusions)
     assert "Error term: the run-to-run variation between runs of the same configuration" in str(ols.conclusions)
 
 

@@ -101,3 +101,55 @@ def test_changepoint_over_campaigns():
     assert not changepoint(data, response="y", factors=["x"], campaign="campaign", min_effect_pct=20).iloc[0].change
     with pytest.raises(ConfigError, match="order"):
         changepoint(data, response="y", factors=["x"], campaign="campaign", order=["c0", "c1"])
+
+
+def _pettitt_matrix(x):
+    """The implementation before the rank-sum form (O(n²) memory), kept as the oracle."""
+    x = np.asarray(x, float)
+    n = len(x)
+    s = np.sign(x[None, :] - x[:, None])
+    row = np.cumsum(np.triu(s, 1)[:, ::-1], axis=1)[:, ::-1]
+    u = np.array([row[: t + 1, t + 1].sum() for t in range(n - 1)])
+    t = int(np.argmax(np.abs(u)))
+    K = float(abs(u[t]))
+    shift = float(np.median(x[t + 1:, None] - x[None, : t + 1]))
+    return K, t + 1, min(1.0, 2 * np.exp(-6 * K ** 2 / (n ** 3 + n ** 2))), shift
+
+
+@pytest.mark.parametrize("direct", [True, False])
+def test_pettitt_rank_sum_form_equals_the_sign_matrix(direct, monkeypatch):
+    """Identical K, change point, p and shift on small series, with ties, both ways of taking the
+    median of the differences (the full matrix, and selection without it)."""
+    import labkit.stats.compare as compare
+    if not direct:
+        monkeypatch.setattr(compare, "_DIRECT_PAIRS", 0)
+    rng = np.random.default_rng(79)
+    series = [PETTITT_TABLE_1, [1.0, 2.0, 3.0], [3.0, 3.0, 3.0, 3.0]]
+    for n in (4, 7, 30, 101):
+        series += [rng.normal(size=n), rng.integers(0, 4, n).astype(float),
+                   np.r_[rng.normal(size=n // 2), 2 + rng.normal(size=n - n // 2)] * 1e6 + 1e9]
+    for x in series:
+        r = pettitt(x).iloc[0]
+        assert (r.K, r.change_point, r.p, r["shift"]) == _pettitt_matrix(x)
+
+
+def test_median_difference_selection_equals_numpy(monkeypatch):
+    import labkit.stats.compare as compare
+    monkeypatch.setattr(compare, "_DIRECT_PAIRS", 0)
+    rng = np.random.default_rng(80)
+    for trial in range(60):
+        a, b = rng.normal(size=rng.integers(1, 30)), rng.normal(size=rng.integers(1, 30))
+        if trial % 3 == 0:
+            a, b = np.round(a, 1), np.round(b, 1)          # ties
+        if trial % 4 == 0:
+            b = -np.abs(b) * 1e-300                         # tiny and negative values
+        assert compare.median_difference(a, b) == np.median(a[:, None] - b[None, :])
+
+
+def test_pettitt_memory_is_linear():
+    """100,000 values: the sign matrix would need 74.5 GiB; the rank-sum form finds the change."""
+    x = np.random.default_rng(81).normal(size=100_000)
+    x[60_000:] += 0.5
+    r = pettitt(x).iloc[0]
+    assert abs(r.change_point - 60_000) < 500 and r.p < 1e-10
+    assert r["shift"] == pytest.approx(0.5, abs=0.05)

@@ -102,3 +102,89 @@ def test_bad_arguments(kwargs, match):
         quantile_ci([1.0, 2.0, np.nan, 3, 4, 5, 6])
     with pytest.raises(TypeError):
         quantile_ci(np.arange(50.0), 0.5)                    # q is keyword-only
+
+
+# --- one-sided bounds and the runs they need (labkit.stats.quantile.runs_for_quantile) ---------
+# Published: TriScale (Jacob, Zimmerling, Boano, Vanbever, Thiele, "TriScale: A Framework Supporting
+# Replicable Performance Evaluations in Networking", 2021, minimal number of runs): a lower bound on
+# the 10th percentile at 99 % confidence needs 44 runs, 97 when the 3 worst are excluded; a two-sided
+# 95 % interval of the median needs 6. Wilks (1941, "Determination of sample sizes for setting
+# tolerance limits", Ann. Math. Stat. 12:91), the "95/95" sample sizes of nuclear safety analysis
+# (GRS method): a one-sided 95 % upper bound on the 95th percentile from the largest value needs 59
+# runs, from the 2nd, 3rd, 4th, 5th largest 93, 124, 153, 181.
+# Closed form (k = 0): n = ceil(log(1 - c)/log(q)) for an upper bound, log(1 - c)/log(1 - q) for a
+# lower bound, e.g. R: ceiling(log(0.01)/log(0.9)) = 44.
+from labkit.stats import runs_for_quantile  # noqa: E402
+
+
+@pytest.mark.parametrize("q, c, side, k, need", [
+    (0.1, 0.99, "lower", 0, 44), (0.1, 0.99, "lower", 3, 97), (0.5, 0.95, "two-sided", 0, 6),
+    (0.9, 0.99, "upper", 0, 44), (0.9, 0.99, "upper", 3, 97),                   # the mirror image
+    (0.95, 0.95, "upper", 0, 59), (0.95, 0.95, "upper", 1, 93), (0.95, 0.95, "upper", 2, 124),
+    (0.95, 0.95, "upper", 3, 153), (0.95, 0.95, "upper", 4, 181), (0.05, 0.95, "lower", 0, 59)])
+def test_runs_for_quantile_are_the_published_counts(q, c, side, k, need):
+    assert runs_for_quantile(q, confidence=c, side=side, exclude_worst=k) == need
+
+
+@pytest.mark.parametrize("q", [0.05, 0.1, 0.5, 0.9, 0.95, 0.99])
+@pytest.mark.parametrize("c", [0.9, 0.95, 0.99])
+@pytest.mark.parametrize("k", [0, 1, 3])
+def test_runs_for_quantile_is_the_binomial_definition(q, c, k):
+    """Summing the binomial pmf term by term: n runs suffice and n - 1 do not."""
+    def tail_ok(n, side):
+        pmf = [sps.binom.pmf(j, n, q) for j in range(n + 1)]
+        a = 1 - c if side != "two-sided" else (1 - c) / 2
+        low = side == "upper" or sum(pmf[:k + 1]) <= a + 1e-12          # P(B <= k)
+        high = side == "lower" or sum(pmf[n - k:]) <= a + 1e-12         # P(B >= n - k)
+        return low and high
+    assert runs_for_quantile(q, confidence=c, side="two-sided") == min_values(q=q, confidence=c)
+    for side in ("upper", "lower", "two-sided"):
+        n = runs_for_quantile(q, confidence=c, side=side, exclude_worst=k)
+        if n > 400:
+            continue
+        assert tail_ok(n, side) and not tail_ok(n - 1, side), (side, n)
+        low, high, _ = quantile_ranks(n, q=q, confidence=c, side=side)
+        assert (side == "upper" or low >= k + 1) and (side == "lower" or high <= n - k)
+
+
+@pytest.mark.parametrize("q, c", [(0.95, 0.95), (0.1, 0.99), (0.5, 0.9)])
+def test_one_sided_ranks_are_the_binomial_definition(q, c):
+    for n in range(runs_for_quantile(q, confidence=c, side="upper"), 200, 11):
+        pmf = [sps.binom.pmf(j, n, q) for j in range(n + 1)]
+        u = min(r for r in range(1, n + 1) if sum(pmf[:r]) >= c - 1e-12)      # P(B <= u-1) >= c
+        low, high, cov = quantile_ranks(n, q=q, confidence=c, side="upper")
+        assert (low, high) == (0, u) and cov == pytest.approx(sum(pmf[:u]), abs=1e-12) and cov >= c
+    for n in range(runs_for_quantile(q, confidence=c, side="lower"), 200, 11):
+        pmf = [sps.binom.pmf(j, n, q) for j in range(n + 1)]
+        lo = max(r for r in range(1, n + 1) if sum(pmf[r:]) >= c - 1e-12)     # P(B >= l) >= c
+        low, high, cov = quantile_ranks(n, q=q, confidence=c, side="lower")
+        assert (low, high) == (lo, n + 1) and cov == pytest.approx(sum(pmf[lo:]), abs=1e-12)
+
+
+def test_one_sided_bounds_in_the_row():
+    x = np.arange(59, 0, -1) * 2.0                          # 59 values: the p95 upper bound is the max
+    up = quantile_ci(x, q=0.95, side="upper")
+    row = up.iloc[0]
+    assert (row.low, row.high, row.rank_low, row.rank_high) == (-np.inf, 118.0, 0, 59)
+    assert row.coverage == pytest.approx(1 - 0.95 ** 59) and up.attrs["side"] == "upper"
+    low = quantile_ci(np.arange(44.0), q=0.1, confidence=0.99, side="lower").iloc[0]
+    assert (low.low, low.high, low.rank_low, low.rank_high) == (0.0, np.inf, 1, 45)
+    with pytest.raises(ConfigError, match="upper bound for the 0.95 quantile needs at least 59 values.*got 58"):
+        quantile_ci(np.arange(58.0), q=0.95, side="upper")
+    with pytest.raises(ConfigError, match="side must be one of"):
+        quantile_ci(x, side="both")
+    with pytest.raises(ConfigError, match="exclude_worst"):
+        runs_for_quantile(0.5, exclude_worst=-1)
+
+
+@pytest.mark.parametrize("side", ["upper", "lower"])
+def test_one_sided_coverage_over_simulated_samples_is_at_least_nominal(side):
+    reps, n, q, c = 4000, 60, 0.9, 0.95
+    rng = np.random.default_rng([n, len(side)])
+    xs = np.sort(rng.lognormal(size=(reps, n)), axis=1)
+    truth = np.exp(sps.norm.ppf(q))
+    low, high, cov = quantile_ranks(n, q=q, confidence=c, side=side)
+    hits = int(np.count_nonzero(truth < xs[:, high - 1]) if side == "upper"
+               else np.count_nonzero(xs[:, low - 1] <= truth))
+    assert sps.binom.cdf(hits, reps, c) > 1e-3, hits
+    assert sps.binom.cdf(hits, reps, cov) > 5e-4 and sps.binom.sf(hits - 1, reps, cov) > 5e-4

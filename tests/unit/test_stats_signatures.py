@@ -23,6 +23,8 @@ SAMPLES = {
     "quantile_ci": ("values",), "change_points": ("values",), "warmup": ("values",),  # one series
     "runs_needed": ("pilot",), "plan_repetitions": ("variances",),      # a pilot, its components
     "cv_ci": ("values",), "detectable_effect": ("sd",),
+    "equivalence": ("a", "b"), "equivalence_paired": ("a", "b"),        # two samples
+    "decide": ("table", "rules"), "runs_for_quantile": ("q",), "stein_ci": ("values",),
 }
 PUBLIC = sorted(n for n in stats.__all__ if inspect.isfunction(getattr(stats, n)))
 

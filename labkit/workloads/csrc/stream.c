@@ -12,14 +12,24 @@
  * slice so pages land on its NUMA node. The output mimics STREAM's table so
  * the same parser reads labkit's kernel and the reference stream.c.
  *
+ * With mergeable = 1 the three arrays are mapped page-aligned (mmap) and marked
+ * madvise(MADV_MERGEABLE) before they are first touched, so that kernel same-page
+ * merging (KSM) may scan and merge them: without it no page of a native process is
+ * ever merged, whatever /sys/kernel/mm/ksm/run says. The output says whether the
+ * mark was accepted ("Mergeable memory: ..."); a refused mark (a kernel without KSM)
+ * is printed, not fatal: the run's KSM check then finds no merged page.
+ *
  * usage: stream <elements per array> [ntimes (>=2, default 10)] [threads (default 1)]
+ *               [mergeable (0 or 1, default 0)]
  */
 #define _GNU_SOURCE
+#include <errno.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 
 static double *a, *b, *c;
@@ -28,6 +38,20 @@ static int nthreads;
 static int op;              /* kernel the workers run next; -1 = init, 4 = exit */
 static const double scalar = 3.0;
 static pthread_barrier_t start_bar, end_bar;
+
+/* n doubles, page-aligned and marked MADV_MERGEABLE (before first touch); NULL when the
+ * mapping fails. *why gets 0 when the mark was accepted, else the errno of madvise. */
+static double *alloc_mergeable(long count, int *why) {
+    size_t bytes = sizeof(double) * (size_t)count;
+    void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) return NULL;
+#ifdef MADV_MERGEABLE
+    *why = madvise(p, bytes, MADV_MERGEABLE) == 0 ? 0 : errno;
+#else
+    *why = ENOSYS;
+#endif
+    return p;
+}
 
 static double now(void) {
     struct timespec ts;
@@ -66,19 +90,28 @@ static double run_op(int k) {
 
 int main(int argc, char **argv) {
     if (argc < 2) {
-        fprintf(stderr, "usage: %s <elements per array> [ntimes>=2] [threads>=1]\n", argv[0]);
+        fprintf(stderr, "usage: %s <elements per array> [ntimes>=2] [threads>=1] [mergeable 0|1]\n", argv[0]);
         return 2;
     }
     n = atol(argv[1]);
     int ntimes = argc > 2 ? atoi(argv[2]) : 10;
     nthreads = argc > 3 ? atoi(argv[3]) : 1;
-    if (n < 1000 || ntimes < 2 || nthreads < 1 || nthreads > 1024) {
-        fprintf(stderr, "stream: bad arguments (elements >= 1000, ntimes >= 2, 1 <= threads <= 1024)\n");
+    int mergeable = argc > 4 ? atoi(argv[4]) : 0;
+    if (n < 1000 || ntimes < 2 || nthreads < 1 || nthreads > 1024 || (mergeable != 0 && mergeable != 1)) {
+        fprintf(stderr, "stream: bad arguments (elements >= 1000, ntimes >= 2, 1 <= threads <= 1024, "
+                        "mergeable 0 or 1)\n");
         return 2;
     }
-    a = malloc(sizeof(double) * n);
-    b = malloc(sizeof(double) * n);
-    c = malloc(sizeof(double) * n);
+    int why[3] = {0, 0, 0};
+    if (mergeable) {
+        a = alloc_mergeable(n, &why[0]);
+        b = alloc_mergeable(n, &why[1]);
+        c = alloc_mergeable(n, &why[2]);
+    } else {
+        a = malloc(sizeof(double) * n);
+        b = malloc(sizeof(double) * n);
+        c = malloc(sizeof(double) * n);
+    }
     if (!a || !b || !c) {
         fprintf(stderr, "stream: cannot allocate 3 x %ld doubles\n", n);
         return 3;
@@ -92,6 +125,13 @@ int main(int argc, char **argv) {
            3.0 * sizeof(double) * n / 1048576.0, 3.0 * sizeof(double) * n / 1073741824.0);
     printf("Each kernel will be executed %d times.\n", ntimes);
     printf("Number of Threads requested = %d\n", nthreads);
+    if (!mergeable)
+        printf("Mergeable memory: no\n");
+    else if (!why[0] && !why[1] && !why[2])
+        printf("Mergeable memory: yes (madvise MADV_MERGEABLE on the 3 arrays)\n");
+    else
+        printf("Mergeable memory: refused (madvise MADV_MERGEABLE: %s)\n",
+               strerror(why[0] ? why[0] : why[1] ? why[1] : why[2]));
 
     pthread_barrier_init(&start_bar, NULL, nthreads + 1);
     pthread_barrier_init(&end_bar, NULL, nthreads + 1);

@@ -1,0 +1,160 @@
+"""labkit's data side at cluster scale (issue 45): campaigns of 1k and 10k runs (100k with ``--full``).
+
+Each campaign is written through the store's own write path, one run at a time as a fleet worker
+records it (:meth:`Store.claim_group <labkit.store.Store.claim_group>`, the run's output file
+:meth:`~labkit.store.Store.write_run_output`, then :meth:`~labkit.store.Store.record_run` with its
+measurements and telemetry): a 2^4 design, 3 metrics and 200 telemetry rows per run (10 s at 1 Hz,
+20 metrics), realistic metadata (spec, host, instances, versions). Then every step a reader takes
+runs in its own process, timed, its peak memory read from the kernel (``ru_maxrss`` of that process):
+
+    list, show, analyze (``labkit list/show/analyze``), export csv / parquet (``labkit export``),
+    report (``labkit report``), explorer load (the explorer's data of the campaign)
+
+beside the same work done by pandas / pyarrow / statsmodels on the same rows (read the exported
+Parquet, group, fit the factorial OLS). Prints time, peak memory and, from one size to the next,
+the growth exponent ``log(t2/t1) / log(n2/n1)`` (1: linear; 2: quadratic). Also the recording rate
+(runs/s) with and without the per-run output file.
+
+Never asserts a duration: this prints, you judge (a loaded machine's numbers vary).
+
+    .venv/bin/python benchmarks/bench_scale.py            # 1k and 10k runs (a few minutes)
+    .venv/bin/python benchmarks/bench_scale.py --full     # and 100k (about 2 GB of disk, long)
+"""
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+PY = sys.executable
+CID = "scale"
+METRICS = ("wall_time_s", "throughput", "latency_ms")
+TELEMETRY = tuple(f"host_m{j:02d}" for j in range(20))
+
+
+def build(data: Path, runs: int, *, output: bool = True) -> dict:
+    """Write a campaign of ``runs`` runs through the store's write path; its recording rate."""
+    from labkit.design import Design
+    from labkit.store import Store, now_iso
+    from labkit.workloads.base import Measurement
+    design = Design.from_dict({"name": "scale", "factors": {"vcpus": [1, 2], "memory_mb": [512, 1024],
+                                                            "affinity": ["pinned", "floating"], "count": [1, 2]},
+                               "replications": math.ceil(runs / 16), "seed": 1})
+    plan = design.plan()[:runs]
+    st = Store.for_campaign(data, CID)
+    st.set_meta(campaign_id=CID, design=design.to_dict(), backend="sim", created=now_iso(),
+                workload={"name": "sim", "response": "wall_time_s"})
+    samples = [(float(t), m, float(t * j)) for t in range(10) for j, m in enumerate(TELEMETRY)]
+    t0 = time.perf_counter()
+    for r in plan:
+        if not st.claim_group([[r.run_id]], "h1", "bench", 60.0):
+            raise SystemExit(f"run {r.run_id} not claimed")
+        if output:
+            st.write_run_output(r.run_id, f"$ sim run {r.run_id}\n" + "output line\n" * 40, "ok")
+        base = 10.0 + r.levels["vcpus"] + 0.001 * r.order
+        st.record_run(r, status="ok", started=now_iso(), duration_s=10.0,
+                      measurements=[Measurement(m, base * (k + 1), "s") for k, m in enumerate(METRICS)],
+                      metadata={"spec": {"vcpus": r.levels["vcpus"], "memory_mb": r.levels["memory_mb"]},
+                                "host": "h1", "platform": "sim", "backend": "sim", "run_seq": r.order + 1,
+                                "boot_group": r.boot_group, "boot_position": 1,
+                                "instances": [{"name": f"labkit-{CID}--{r.order:013d}", "index": 0, "cpus": [0],
+                                               "boot": 1}],
+                                "versions": {"sim": "1.0"}, "telemetry": {"host": "sampled", "samples": 200}},
+                      samples=samples)
+    rate = len(plan) / (time.perf_counter() - t0)
+    st.close()
+    return {"runs": len(plan), "runs_per_s": rate}
+
+
+def child(code: str, *args: str) -> tuple[float, float, str]:
+    """Run ``code`` in a fresh Python; (seconds, peak RSS MiB, stderr tail)."""
+    t0 = time.perf_counter()
+    proc = subprocess.Popen([PY, "-c", code, *args], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            env={**os.environ, "MPLBACKEND": "Agg"})
+    assert proc.stderr is not None
+    err = proc.stderr.read().decode(errors="replace")
+    _, status, usage = os.wait4(proc.pid, 0)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    dt = time.perf_counter() - t0
+    tail = "" if proc.returncode == 0 else (err.strip().splitlines() or ["?"])[-1][:120]
+    return dt, usage.ru_maxrss / 1024, tail
+
+
+CLI = "import sys; from labkit.cli import main; sys.exit(main(sys.argv[1:]))"
+STEPS = {
+    "list": (CLI, "list", "--data-dir", "{data}"),
+    "show": (CLI, "show", CID, "--data-dir", "{data}"),
+    "analyze": (CLI, "analyze", CID, "--data-dir", "{data}"),
+    "export csv": (CLI, "export", CID, "--data-dir", "{data}", "--out", "{tmp}/csv", "--format", "csv"),
+    "export parquet": (CLI, "export", CID, "--data-dir", "{data}", "--out", "{tmp}/pq", "--format", "parquet"),
+    "report": (CLI, "report", CID, "--data-dir", "{data}", "-o", "{tmp}/report.html"),
+    "explorer load": ("import sys; from labkit.report.explore import Explorer; "
+                      "Explorer(sys.argv[1]).data(sys.argv[2])", "{data}", CID),
+}
+#: the same work by the libraries labkit builds on (on the exported Parquet of the same rows)
+BASELINES = {
+    "list": "import sys, sqlite3; db = sqlite3.connect(sys.argv[1]); "
+            "db.execute('SELECT status, count(*) FROM runs GROUP BY status').fetchall()",
+    "analyze": "import sys, pandas as pd, statsmodels.formula.api as smf; t = pd.read_parquet(sys.argv[2]); "
+               "t = t[t.metric == 'wall_time_s']; "
+               "smf.ols('value ~ C(vcpus) * C(memory_mb) * C(affinity) * C(count)', data=t).fit()",
+    "export parquet": "import sys, pyarrow.parquet as pq; t = pq.read_table(sys.argv[2]); "
+                      "pq.write_table(t, sys.argv[2] + '.copy')",
+    "explorer load": "import sys, pandas as pd; pd.read_parquet(sys.argv[2])",
+}
+
+
+def measure(size: int, data: Path, tmp: Path) -> dict:
+    rows: dict = {}
+    for name, (code, *args) in STEPS.items():
+        rows[name] = child(code, *(a.format(data=data, tmp=tmp) for a in args))
+    store = data / CID / "store.sqlite"
+    parquet = tmp / "pq" / "results.parquet"
+    for name, code in BASELINES.items():
+        rows[name + " (baseline)"] = child(code, str(store), str(parquet))
+    return rows
+
+
+def exponent(t1: float, t2: float, n1: int, n2: int) -> str:
+    if t1 <= 0 or t2 <= 0:
+        return "-"
+    return f"{math.log(t2 / t1) / math.log(n2 / n1):.2f}"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--sizes", default="1000,10000", help="runs per campaign, comma-separated")
+    ap.add_argument("--full", action="store_true", help="add 100,000 runs (20 M telemetry rows)")
+    args = ap.parse_args()
+    sizes = [int(x) for x in args.sizes.split(",")] + ([100_000] if args.full else [])
+    results: dict[int, dict] = {}
+    rates: dict[int, tuple[float, float]] = {}
+    for n in sizes:
+        with tempfile.TemporaryDirectory(prefix="labkit-bench-scale-") as tmpdir:
+            tmp = Path(tmpdir)
+            data = tmp / "data"
+            with_output = build(data, n)["runs_per_s"]
+            without = build(tmp / "plain", min(n, 2000), output=False)["runs_per_s"]
+            rates[n] = (with_output, without)
+            size_mb = (data / CID / "store.sqlite").stat().st_size / 2**20
+            print(f"-- {n} runs ({n * 200 / 1e6:.1f} M telemetry rows, store {size_mb:.0f} MiB): recorded "
+                  f"{with_output:.0f} runs/s with the output file, {without:.0f} runs/s without", flush=True)
+            results[n] = measure(n, data, tmp)
+            for step, (dt, mib, err) in results[n].items():
+                print(f"   {step:28s} {dt:8.2f} s {mib:8.0f} MiB {('FAILED: ' + err) if err else ''}", flush=True)
+    print("\nstep                          " + "".join(f"{n:>22,d}" for n in sizes) + "   exponent")
+    for step in results[sizes[0]]:
+        cells = "".join(f"{results[n][step][0]:9.2f} s {results[n][step][1]:7.0f} MiB" for n in sizes)
+        exps = ",".join(exponent(results[a][step][0], results[b][step][0], a, b) for a, b in zip(sizes, sizes[1:]))
+        print(f"{step:30s}{cells}   {exps}")
+    print("recorded runs/s (with output file / without): "
+          + "; ".join(f"{n:,d}: {a:.0f} / {b:.0f}" for n, (a, b) in rates.items()))
+
+
+if __name__ == "__main__":
+    main()
