@@ -487,8 +487,15 @@ def _print_quantiles(table) -> None:
     print(f"\nper configuration: mean{''.join(', ' + q for q in shown)} with {conf:g} % intervals"
           + (f" (runs per configuration for a quantile's interval: {', '.join(missing)})" if missing else "")
           + ":")
+    tails = [q for q in ("p95", "p99") if f"{q}_upper" in table and table[f"{q}_upper"].notna().any()]
     _print_table(table[by + ["n", "mean", "ci_low", "ci_high"]
-                       + [c for q in shown for c in (q, f"{q}_low", f"{q}_high")]])
+                       + [c for q in shown for c in (q, f"{q}_low", f"{q}_high")]
+                       + [f"{q}_upper" for q in tails]])
+    upper = table.attrs.get("needs_upper", {})
+    if any(q in upper for q in ("p95", "p99")):
+        print(f"tail KPIs: pXX_upper is a one-sided {conf:g} % upper bound (the pXX is at most that); it needs "
+              + ", ".join(f"{n} runs for {q}" for q, n in upper.items() if q in ("p95", "p99"))
+              + " per configuration" + (f" (shown: {', '.join(tails)})" if tails else " (none has enough)"))
 
 
 def cmd_noise_check(args: argparse.Namespace) -> int:
@@ -825,7 +832,7 @@ def parser() -> argparse.ArgumentParser:
                     help="the correction over the terms of the analysis (default: the design's, else holm)")
     rp.set_defaults(func=cmd_report)
     ip = with_data_dir(sub.add_parser("import", help="import other tools' results (STREAM, fio, sysbench, iperf3, "
-                                      "HPCC, ab, redis-benchmark, NPB, CSV) as a campaign, from a manifest"))
+                                      "HPCC, ab, redis-benchmark, NPB, PARSEC, CSV) as a campaign, from a manifest"))
     ip.add_argument("manifest", help="YAML manifest: campaign, workload (the parser), factors, files (docs/import.md)")
     ip.set_defaults(func=cmd_import)
     vp = sub.add_parser("verify", help="check a bundle (labkit report --bundle): digests, and every table and "

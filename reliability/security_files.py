@@ -258,13 +258,6 @@ def _store_rows(tmp: Path) -> list[tuple[str, str, object, str]]:
     return out
 
 
-#: as another user: in the sticky directory argv[1], plant link "out" to argv[2]
-PLANT = """
-import os, sys
-os.symlink(sys.argv[2], os.path.join(sys.argv[1], "out"))
-print("planted", flush=True)
-"""
-
 
 def _shared_rows(tmp: Path) -> list[tuple[str, str, object, str]]:
     import shutil
@@ -275,19 +268,12 @@ def _shared_rows(tmp: Path) -> list[tuple[str, str, object, str]]:
     out = []
     # export / report into a directory link planted by another user in a sticky 1777 directory
     if os.geteuid() == 0 and shutil.which("setpriv"):
-        from tests.support.other_users import as_user
+        from tests.support.other_users import planted_dir_link
         base = Path(tempfile.mkdtemp(prefix="labkit-rel-shared-"))
         try:
-            os.chmod(base, 0o755)
             data = base / "data"
             make_store(data)
-            target = base / "root-private"
-            target.mkdir(mode=0o700)
-            shared = base / "shared"
-            shared.mkdir()
-            os.chmod(shared, 0o1777)
-            as_user(4245, base / "user", PLANT, str(shared), str(target)).communicate(timeout=60)
-            link = shared / "out"
+            target, link, _ = planted_dir_link(base, 4245)
             refused = 0
             for argv in (["export", CID, "--out", str(link)], ["report", CID, "-o", str(link / "r.html")]):
                 res = _labkit(*argv, "--data-dir", str(data))

@@ -253,7 +253,7 @@ class Instance(ABC):
 
     # -- shared work -------------------------------------------------------
     def exec(self, command: str | Sequence[str], *, timeout: float | None = None,
-             check: bool = True, env: dict | None = None) -> ExecResult:
+             check: bool = True, env: dict | None = None, logged: bool = True) -> ExecResult:
         """Run ``command`` in the instance and wait for it.
 
         ``command`` is an argv list, or a string run by ``sh -c``. Past
@@ -261,6 +261,8 @@ class Instance(ABC):
         :class:`CommandTimeout` raised (always, whatever ``check``); a non-zero
         exit raises :class:`CommandError` when ``check``. Both carry the
         :class:`ExecResult`. An interrupt (Ctrl-C, SIGTERM) kills the command too.
+        ``logged=False``: labkit's own probe (a run's treatment check), kept out of
+        :attr:`exec_log`, the run's command output, which is the workload's.
         """
         timeout = check_timeout(timeout)
         argv = ["sh", "-c", command] if isinstance(command, str) else [str(a) for a in command]
@@ -295,10 +297,11 @@ class Instance(ABC):
         if raw.exit_code == SIGKILL_STATUS and not timed_out:
             result.oom_killed = self._oom_killed_since_last()
         how = " (timed out)" if result.timed_out else " (OOM-killed)" if result.oom_killed else ""
-        self.exec_log.add(f"$ {shlex.join(argv)}\n# in {self.name}: exit {result.exit_code}{how} after "
-                          f"{result.duration_s:.2f}s; stdout {result.stdout_bytes} bytes, stderr "
-                          f"{result.stderr_bytes} bytes", result.stdout, result.stderr,
-                          result.stdout_bytes + result.stderr_bytes)
+        if logged:
+            self.exec_log.add(f"$ {shlex.join(argv)}\n# in {self.name}: exit {result.exit_code}{how} after "
+                              f"{result.duration_s:.2f}s; stdout {result.stdout_bytes} bytes, stderr "
+                              f"{result.stderr_bytes} bytes", result.stdout, result.stderr,
+                              result.stdout_bytes + result.stderr_bytes)
         log.debug("%s: %s -> %s (%.3fs)", self.name, argv, raw.exit_code, result.duration_s)
         if timed_out:
             raise CommandTimeout(f"timed out after {timeout}s: " + result.describe(), result)

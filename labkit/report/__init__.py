@@ -939,6 +939,11 @@ def treatment_hook(tidy: pd.DataFrame, runs: pd.DataFrame | None, factors: Seque
             for f, g in bad.groupby("factor", sort=False)}
 
 
+#: the order-effects table as the report prints it (the adjusted p-values decide; the raw ones, the
+#: slope and the carry-over groups stay in :attr:`Analysis.order_effects` and the export)
+ORDER_COLUMNS = ("host", "n", "rho", "p_trend_adj", "H", "p_carry_adj", "trend", "carryover", "trusted")
+
+
 def order_sentences(order: pd.DataFrame, response: str) -> list[str]:
     """The order-effects check (:func:`labkit.stats.order_effects`) in words: per host, trend
     (Spearman) and carry-over (Kruskal-Wallis on the previous run's configuration), and whether
@@ -1273,7 +1278,7 @@ def write_report(data_dir: str | Path, campaign: str, out: str | Path, *, respon
         ({"factorial": "Effects", "anova": "ANOVA", "none": "Effects", "levels": "Effects"}[a.kind],
          "none can be computed (see the conclusions)" if a.kind == "none" else effects),
     ]
-    from .tables import decisions_table
+    from .tables import capped, decisions_table
     if a.conclusions.decided is not None and a.conclusions.decided["verdict"].notna().any():
         sections.append(("Decisions", [f"Each term decided by the rules: {a.conclusions.rules}.",
                                        decisions_table(a.conclusions.decided)]))
@@ -1282,11 +1287,12 @@ def write_report(data_dir: str | Path, campaign: str, out: str | Path, *, respon
     from .measurement import sections as measurement_sections
     sections += measurement_sections(a)     # levels, quantiles, drift, telemetry (issue 32)
     if a.order_effects is not None:
-        sections.append(("Order effects", [order_sentences(a.order_effects, a.response)[0], a.order_effects]))
+        shown = [c for c in ORDER_COLUMNS if c in a.order_effects]   # the decision's columns: A4-wide
+        sections.append(("Order effects", [order_sentences(a.order_effects, a.response)[0], a.order_effects[shown]]))
     if a.suspect_runs is not None and len(a.suspect_runs):
         sections.append(("Suspect runs", [f"{len(a.suspect_runs)} of {len(a.runs)} runs flagged by the "
                                           f"telemetry (the conclusions are computed with and without them).",
-                                          a.suspect_runs]))
+                                          *capped(a.suspect_runs, what="suspect runs")]))
     sections += [
         ("Figures", [Captioned(fig, FIGURE_CAPTIONS.get(name, name))
                      for name, fig in a.figures(alpha=alpha).items()]),

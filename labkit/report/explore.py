@@ -132,14 +132,20 @@ class Explorer:
     def analysis(self, campaign: str, *, response: str | None = None,
                  factors: Sequence[str] | None = None):
         """:func:`labkit.report.analyze` of ``campaign`` on ``response`` (default: its declared
-        primary response) and ``factors`` (computed once, then kept: the analysis and the
-        telemetry tab share it)."""
+        primary response) and ``factors`` (computed once, then kept, a failure too: the analysis
+        and the telemetry tab share it, and a widget change never runs a failed analysis again)."""
         from . import analyze
         key = (campaign, response or self.data(campaign).response, tuple(factors) if factors else None)
         if key not in self._analyses:
-            self._analyses[key] = analyze(self.data_dir, campaign, response=key[1],
-                                          factors=list(factors) if factors else None, alpha=self.alpha)
-        return self._analyses[key]
+            try:
+                self._analyses[key] = analyze(self.data_dir, campaign, response=key[1],
+                                              factors=list(factors) if factors else None, alpha=self.alpha)
+            except LabkitError as exc:   # kept too: a widget change does not run a failed analysis again
+                self._analyses[key] = exc
+        got = self._analyses[key]
+        if isinstance(got, LabkitError):
+            raise got
+        return got
 
     def comparable(self, campaign: str) -> list[str]:
         """Other campaigns whose design has the same factors (in the same order): those

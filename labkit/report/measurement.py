@@ -57,22 +57,33 @@ def quantiles_section(a: Analysis) -> tuple[str, list] | None:
     if q is None or q.empty:
         return None
     needs = ", ".join(f"{name}: {n} runs" for name, n in q.attrs.get("needs", {}).items())
+    upper = ", ".join(f"{name}: {n}" for name, n in q.attrs.get("needs_upper", {}).items() if name in ("p95", "p99"))
+    conf = 100 * q.attrs.get("confidence", 0.95)
     return ("Quantiles per configuration", [
         f"Mean with its t interval, and quantiles with their exact order-statistic intervals "
-        f"({100 * q.attrs.get('confidence', 0.95):g} %); a quantile's interval needs at least "
-        f"({needs}) per configuration, else it is left empty.", quantiles_display(q)])
+        f"({conf:g} %); a quantile's interval needs at least "
+        f"({needs}) per configuration, else it is left empty."
+        + (f" The tail KPIs' one-sided bounds (\"p95 at most\": the p95 is at most that value with "
+           f"{conf:g} % confidence, an order statistic by the binomial definition) need {upper} runs "
+           "(TriScale, Jacob et al. 2021; Wilks 1941)." if upper else ""), quantiles_display(q)])
 
 
 def quantiles_display(q: pd.DataFrame) -> pd.DataFrame:
     """:func:`labkit.stats.quantile_summary`'s table narrowed for a page: one column per statistic
     (mean, p50, p95, p99), each ``estimate [low, high]`` to 4 significant digits (``[—]`` when the
-    interval needs more runs), beside the configuration's levels and ``n``."""
+    interval needs more runs), beside the configuration's levels and ``n``; then the tail KPIs'
+    one-sided upper bounds (``p95 at most``, ``p99 at most``: a column only when some configuration
+    has the runs it needs, ``—`` in the others)."""
     from .tables import format_number
     stats = [("mean", "ci_low", "ci_high"), ("p50", "p50_low", "p50_high"),
              ("p95", "p95_low", "p95_high"), ("p99", "p99_low", "p99_high")]
-    parts = {name for st in stats for name in st}
+    tails = ("p95", "p99")   # the tail KPIs: their one-sided upper bounds shown too ("p95 at most")
+    parts = {name for st in stats for name in st} | {f"{n}_upper" for n, _, _ in stats}
     keep = [c for c in q.columns if c not in parts]
     out = q[keep].copy()
+    for name in tails:   # only where some configuration has the runs for it (else the text says how many)
+        if f"{name}_upper" in q and q[f"{name}_upper"].notna().any():
+            out[f"{name} at most"] = q[f"{name}_upper"].map(lambda x: "—" if pd.isna(x) else format_number(x))
     for est, lo, hi in stats:
         if est not in q:
             continue
@@ -130,9 +141,10 @@ def telemetry_section(a: Analysis) -> tuple[str, list] | None:
     # suspect (both with the suspect runs first)
     where = [c for c in RUN_COLUMNS if c in cols]
     measured = [c for c in cols if c not in where]
+    from .tables import capped
     if measured:
-        content.append(shown[["run_id"] + measured])
-    content.append(shown[["run_id"] + where])
+        content.extend(capped(shown[["run_id"] + measured]))
+    content.extend(capped(shown[["run_id"] + where]))
     return "Telemetry per run", content
 
 

@@ -31,6 +31,20 @@ EFFECT_COLUMNS = ["term", "q", "effect", "effect_low", "effect_high", "df", "t",
                   "pct_low", "pct_high"]
 
 
+#: per-run rows a report table shows at most (issue 45: 10,000 runs made a report of tables); the
+#: rest are in the export
+PER_RUN_ROWS = 200
+
+
+def capped(df: pd.DataFrame, *, limit: int = PER_RUN_ROWS, what: str = "runs") -> list:
+    """``[df]`` when it has at most ``limit`` rows, else ``[its first limit rows, a sentence]``
+    saying "first N of M runs shown; all M are in the export (labkit export)"."""
+    if len(df) <= limit:
+        return [df]
+    return [df.head(limit), f"First {limit} of {len(df)} {what} shown; all {len(df)} are in the export "
+                            "(labkit export CAMPAIGN, or the bundle's runs.csv)."]
+
+
 def format_number(x: object, digits: int = DIGITS) -> str:
     """``x`` with ``digits`` significant digits, in fixed notation from 0.001 to 10^9 (whole
     numbers without decimals: ``32262``, ``1``), else in scientific notation with 2 significant

@@ -76,6 +76,13 @@ class NoiseCheck:
             if r["aa_p"] < self.alpha:
                 lines.append("    the identical arms differ: runs are not exchangeable here (drift, a "
                              "neighbour, warm-up); fix that before trusting a comparison")
+        from ..stats import runs_for_quantile
+        conf = 1 - self.alpha
+        need = {q: runs_for_quantile(q, confidence=conf, side="upper") for q in (0.95, 0.99)}
+        most = int(self.noise["n"].max()) if len(self.noise) else 0
+        lines.append(f"tail KPIs: a one-sided {100 * conf:g} % upper bound on p95 needs {need[0.95]} runs per "
+                     f"configuration, on p99 {need[0.99]} (order statistics, TriScale; this check ran {most}"
+                     f"{'' if most >= need[0.95] else ': plan more runs for a tail KPI'})")
         if self.mde is not None:
             lines.append(f"minimum detectable effect of design {self.design} (alpha {self.alpha:g}, "
                          f"power {self.power:g}; a difference between two levels of a factor, % of the mean):")

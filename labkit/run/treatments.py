@@ -420,7 +420,7 @@ class TreatmentChecks(RunHook):
                     for f in factors}
         inst = ctx.instances[0]
         try:
-            res = inst.exec(["sh", "-c", INSIDE], check=False, timeout=self.timeout_s)
+            res = inst.exec(["sh", "-c", INSIDE], check=False, timeout=self.timeout_s, logged=False)
             seen = parse_inside(res.stdout)
         except Exception as exc:
             why = f"not read: the command in {getattr(inst, 'name', 'instance 0')} failed: {exc}".splitlines()[0][:300]

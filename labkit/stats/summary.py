@@ -62,9 +62,13 @@ def quantile_summary(data: pd.DataFrame, *, by: v.Columns, response: str,
     (:func:`labkit.stats.quantile_ci`'s estimate, Hyndman-Fan type 7) and ``<name>_low``,
     ``<name>_high``, its exact order-statistic interval, NaN when the configuration has fewer
     values than the interval needs (6 for the median at 95 %, 72 for p95, 368 for p99:
-    ``attrs["needs"]`` maps each name to that count).
+    ``attrs["needs"]`` maps each name to that count), and ``<name>_upper``, the one-sided upper
+    bound at ``confidence`` (the tail KPI of a latency: "p95 is at most this"; the order statistic
+    of :func:`labkit.stats.quantile_ci` with ``side="upper"``), NaN below the runs it needs
+    (:func:`labkit.stats.runs_for_quantile`: 5 for the median, 59 for p95, 299 for p99 at 95 %;
+    ``attrs["needs_upper"]``).
     """
-    from .quantile import min_values, quantile_ci
+    from .quantile import min_values, quantile_ci, runs_for_quantile
     qs = [float(q) for q in np.atleast_1d(np.asarray(quantiles, dtype=float))]
     if not qs or any(not 0 < q < 1 for q in qs):
         raise ConfigError(f"quantiles must be numbers strictly between 0 and 1, got {quantiles!r}")
@@ -72,9 +76,10 @@ def quantile_summary(data: pd.DataFrame, *, by: v.Columns, response: str,
     out = summarize(data, by=by, response=response, alpha=1 - confidence)
     out = out.drop(columns=["std", "sem"])
     needs = {_qname(q): min_values(q=q, confidence=confidence) for q in qs}
+    needs_upper = {_qname(q): runs_for_quantile(q, confidence=confidence, side="upper") for q in qs}
     groups = (data.groupby(by, sort=True, observed=True, dropna=False)[response] if by
               else [((), data[response])])
-    cols: dict[str, list] = {f"{_qname(q)}{s}": [] for q in qs for s in ("", "_low", "_high")}
+    cols: dict[str, list] = {f"{_qname(q)}{s}": [] for q in qs for s in ("", "_low", "_high", "_upper")}
     for _, values in groups:
         x = values.dropna().to_numpy(float)
         for q in qs:
@@ -87,9 +92,12 @@ def quantile_summary(data: pd.DataFrame, *, by: v.Columns, response: str,
             else:
                 cols[f"{name}_low"].append(np.nan)
                 cols[f"{name}_high"].append(np.nan)
+            cols[f"{name}_upper"].append(float(quantile_ci(x, q=q, confidence=confidence, side="upper").iloc[0]["high"])
+                                         if len(x) >= needs_upper[name] else np.nan)
     for name, values in cols.items():
         out[name] = values
-    out.attrs.update({"response": response, "by": by, "confidence": confidence, "needs": needs})
+    out.attrs.update({"response": response, "by": by, "confidence": confidence, "needs": needs,
+                      "needs_upper": needs_upper})
     return out
 
 

@@ -1024,17 +1024,7 @@ class Store:
              f"{'m.iteration' if has_it else 'NULL'} "
              "FROM runs r LEFT JOIN measurements m ON m.run_id = r.run_id "
              f"ORDER BY r.run_order, m.instance, m.metric{', m.iteration' if has_it else ''}")
-        cur = self._read(q)
-        sent = False
-        while True:
-            try:
-                got = cur.fetchmany(rows)
-            except sqlite3.OperationalError:
-                raise
-            except sqlite3.DatabaseError as exc:
-                raise self._damaged(exc) from None
-            if not got and sent:
-                return
+        for got in self._chunks(self._read(q), rows):
             m = pd.DataFrame(got, columns=["run_id", "instance_index", "metric", "value", "unit", "iteration"])
             m = m[m["run_id"].isin(runs.index)]
             out = m.join(runs, on="run_id")
@@ -1054,10 +1044,7 @@ class Store:
             for col in ("instance", "metric", "unit", "error", "fingerprint_id", "host", "suspect_reason"):
                 out[col] = out[col].astype(object).where(out[col].notna(), None)
             out = out.infer_objects()    # the column types the DataFrame constructor would give
-            sent = True
             yield out.reset_index(drop=True)
-            if not got:
-                return
 
     def export(self, directory: str | Path | None = None,
                formats: Sequence[str] = ("csv", "parquet")) -> list[Path]:
@@ -1134,26 +1121,32 @@ class Store:
             inst = "instance" if "instance" in self._columns("samples") else "NULL"
             cur = self._read(f"SELECT run_id, t, metric, value, {inst} FROM samples "
                              f"ORDER BY run_id, t, {'instance, ' if inst != 'NULL' else ''}metric")
-            first = True
-            while True:
-                try:
-                    got = cur.fetchmany(EXPORT_CHUNK)
-                except sqlite3.OperationalError:
-                    raise
-                except sqlite3.DatabaseError as exc:
-                    raise self._damaged(exc) from None
-                if not got and not first:
-                    return
-                first = False
+            for got in self._chunks(cur, EXPORT_CHUNK):
                 frame = pd.DataFrame(got, columns=SAMPLE_COLUMNS)
                 frame["instance"] = frame["instance"].astype(object)
                 yield frame
-                if not got:
-                    return
         _write_frames(fh, fmt, frames(), types={"run_id": "string", "t": "double", "metric": "string",
                                                 "value": "double", "instance": "string"})
 
     # -- internals -------------------------------------------------------------
+    def _chunks(self, cur: sqlite3.Cursor, size: int) -> Iterator[list]:
+        """The rows of ``cur``, ``size`` at a time: one empty chunk when there are none (a file
+        still gets its header), none after the last; a page SQLite cannot read is a StoreError."""
+        first = True
+        while True:
+            try:
+                got = cur.fetchmany(size)
+            except sqlite3.OperationalError:
+                raise
+            except sqlite3.DatabaseError as exc:
+                raise self._damaged(exc) from None
+            if not got and not first:
+                return
+            first = False
+            yield got
+            if not got:
+                return
+
     def _tx(self):
         return _Transaction(self._db)
 

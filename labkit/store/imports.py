@@ -5,7 +5,7 @@ A manifest names the campaign, the parser that reads the files (a labkit workloa
 levels each holds::
 
     campaign: stream-2014
-    workload: stream          # stream, fio, sysbench, oltp, iperf3, hpcc, apache (ab), redis, npb, csv
+    workload: stream          # stream, fio, sysbench, oltp, iperf3, hpcc, apache (ab), redis, npb, parsec, csv
     factors: {platform: [native, docker, kvm]}
     files:
       - {platform: native, path: results/linux.log}
@@ -223,6 +223,28 @@ def _npb(text: str, params: dict) -> tuple[list, dict]:
     return rows, {"npb": str(info.get("version", "unknown")), "benchmark": f"{info['benchmark']}.{info['class']}"}
 
 
+def _parsec(text: str, params: dict) -> tuple[list, dict]:
+    """``parsecmgmt -a run`` output ([PARSEC] lines) or a hooks build run directly ([HOOKS] lines)."""
+    from ..workloads.external import parse_parsec, parse_parsec_hooks
+    if "[PARSEC]" in text:
+        return parse_parsec(text), {"parsec": "parsecmgmt", **_version(r"Running benchmark (parsec\.[\w.-]+)",
+                                                                         text, "benchmark")}
+    return parse_parsec_hooks(text), _version(r"\[HOOKS\] PARSEC Hooks Version ([0-9.]+)", text, "parsec_hooks")
+
+
+def split_parsec(text: str) -> list[Report]:
+    """parsecmgmt logs (which hold the hooks lines too) at each '[PARSEC] Benchmarks to run:';
+    the output of hooks builds run directly at each '[HOOKS] PARSEC Hooks Version'."""
+    if re.search(r"^\[PARSEC\] ", text, re.MULTILINE):
+        return split_at(r"^\[PARSEC\] Benchmarks to run:")(text)
+    return split_at(r"^\[HOOKS\] PARSEC Hooks Version")(text)
+
+
+def _parsec_response(rows: list) -> str | None:
+    names = [r.metric for r in rows]
+    return next((m for m in ("roi_time_s", "wall_time_s") if m in names), None)
+
+
 def _first(suffix: str) -> Callable[[list], str | None]:
     return lambda rows: next((r.metric for r in rows if r.metric.endswith(suffix)), None)
 
@@ -258,6 +280,10 @@ FORMATS: dict[str, Format] = {f.name: f for f in (
     Format("npb", "NAS Parallel Benchmarks", "1",
            split_at(r"^\s*NAS Parallel Benchmarks", r"^\s*[A-Z]+(?:-MZ)? Benchmark Completed"), _npb,
            _named("time_s"), "an NPB report: '<XX> Benchmark Completed.' then 'Time in seconds = ...'"),
+    Format("parsec", "PARSEC (parsecmgmt -a run output, or a hooks build run directly)", "1",
+           split_parsec, _parsec, _parsec_response,
+           "a PARSEC report: '[PARSEC] Benchmarks to run: ...' ... 'End of output' and its 'real' time, or "
+           "'[HOOKS] PARSEC Hooks Version' ... 'Total time spent in ROI' ... '[HOOKS] Terminating'"),
 )}
 ALIASES = {"ab": "apache", "redis-benchmark": "redis", "oltp": "sysbench"}
 CSV = "csv"

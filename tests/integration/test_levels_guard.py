@@ -34,7 +34,7 @@ def start(tmp_path, cid: str, replications: int, *extra: str) -> subprocess.Pope
     env = {**os.environ, "PYTHONPATH": str(ROOT), "LABKIT_RUN_DIR": str(tmp_path / "registry")}
     return subprocess.Popen([sys.executable, "-m", "labkit", "run", str(design), "--workload", "command",
                              "--param", f"argv={ARGV}", "--campaign-id", cid, "--data-dir", str(tmp_path / "data"),
-                             "--telemetry", "0.5", *extra],
+                             "--telemetry", "0.5", "--no-quarantine", *extra],   # the first attempts, as run
                             env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 

@@ -95,5 +95,6 @@ def test_notebook_01_in_view_mode_from_the_copied_notebooks(study):
     text = (folder / "out.ipynb").read_text()
     assert "mode view, campaign 'affinity-local'" in text
     # the paper's Table 3, read from the reference data that ships with the package (no checkout)
-    assert "Table 3, paper (Xen, N-queens)" in text and "best_affinity" in text and "134.78" in text
+    # (its 134.78 s shown to 4 significant digits, as the notebook shows every number)
+    assert "Table 3, paper (Xen, N-queens)" in text and "best_affinity" in text and "134.8" in text
     assert any((folder / "figs").glob("*.png"))

@@ -38,4 +38,7 @@ def test_message_size_sweep_on_local(tmp_path):
     assert (lat.value > 1).all() and (bw.value > 0).all() and (bw.value < 100_000).all()
     both = lat.merge(bw, on=["run_id", "message_bytes"], suffixes=("_lat", "_bw"))
     ratio = both.message_bytes / both.value_lat / both.value_bw       # bytes/us / MB/s = 1
-    assert ((ratio - 1).abs() < 0.01).all(), both
+    # up to the printed precision (%.3f each: a 1-byte message's 0.02 MB/s under load is rounded by
+    # up to 2.5 %), plus 1 %
+    slack = 0.01 + 0.0005 / both.value_bw + 0.0005 / both.value_lat
+    assert ((ratio - 1).abs() <= slack).all(), both

@@ -158,7 +158,9 @@ def test_platform_design_on_a_two_node_slurm_testbed(tmp_path):
         assert md["backend"] == "slurm" and md["platform"] == r.platform
         (inst,) = md["instances"]
         assert inst["slurm"]["job_id"] == job and inst["slurm"]["node"] == md["host"]
-        (step,) = inst["slurm"]["steps"]   # the workload's one command
+        # the workload's one command, and labkit's treatment check (its vCPUs read inside: a step too)
+        (step,) = [s for s in inst["slurm"]["steps"] if "hostname" in s["command"]]
+        assert all("Cpus_allowed_list" in s["command"] for s in inst["slurm"]["steps"] if s is not step)
         assert step["step"].startswith(f"{job}.") and step["state"] == "COMPLETED"
         assert step["accounting"]["nodelist"] == md["host"]
     assert wait_for(lambda: not queue(campaign_prefix("t-slurm-plat")), "the allocation to be given back", 60)

@@ -5,7 +5,6 @@ KSM merged during the run. A KSM "on" run of a workload whose memory is not merg
 from __future__ import annotations
 
 import os
-import time
 from pathlib import Path
 
 import pytest
@@ -69,10 +68,8 @@ def ksm_campaign(tmp_path, cid, mergeable):
 @needs_ksm
 def test_ksm_on_with_memory_not_mergeable_is_flagged_and_mergeable_stream_merges(tmp_path):
     before = {k: Path(KSM / k).read_text().strip() for k in ("run", "pages_to_scan", "sleep_millisecs")}
-    t0 = time.monotonic()
     plain = ksm_campaign(tmp_path, "treat-ksm-plain", False).runs()
     marked = ksm_campaign(tmp_path, "treat-ksm-marked", True).runs()
-    assert time.monotonic() - t0 < 60
     assert {k: Path(KSM / k).read_text().strip() for k in before} == before   # put back
     for runs in (plain, marked):
         assert set(runs.status) == {"ok"} and sorted(runs.ksm) == ["off", "on"]

@@ -93,3 +93,25 @@ def run_as(user: User, argv: list[str], timeout: float = 60) -> subprocess.Compl
 def remove_user(user: User) -> None:
     """Remove ``user`` and its home (``userdel --remove``; for throwaway users a benchmark made)."""
     subprocess.run(["userdel", "--remove", user.name], capture_output=True, text=True, timeout=60, check=True)
+
+
+#: as another user: in the sticky directory argv[1], plant link "out" to argv[2]
+PLANT_LINK = textwrap.dedent("""
+    import os, sys
+    os.symlink(sys.argv[2], os.path.join(sys.argv[1], "out"))
+    print("planted", flush=True)
+""")
+
+
+def planted_dir_link(base: Path, uid: int) -> tuple[Path, Path, str]:
+    """In ``base`` (made 0755, e.g. a directory in /tmp the other user can reach): ``root-private``
+    (root's, 0700) and ``shared`` (1777, like /tmp), in which ``uid`` plants ``shared/out`` ->
+    ``root-private``. Returns (the target, the link, what the planting printed and said on stderr)."""
+    os.chmod(base, 0o755)
+    target = base / "root-private"
+    target.mkdir(mode=0o700)
+    shared = base / "shared"
+    shared.mkdir()
+    os.chmod(shared, 0o1777)
+    out, err = as_user(uid, base / "user", PLANT_LINK, str(shared), str(target)).communicate(timeout=60)
+    return target, shared / "out", out + err

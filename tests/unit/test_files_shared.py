@@ -13,7 +13,6 @@ import shutil
 import stat
 import subprocess
 import tempfile
-import textwrap
 import zipfile
 from pathlib import Path
 
@@ -32,12 +31,6 @@ def mode(path: Path) -> int:
     return stat.S_IMODE(os.lstat(path).st_mode)
 
 
-#: as another user: in the sticky, world-writable directory argv[1], plant link "out" to argv[2]
-PLANT = textwrap.dedent("""
-    import os, sys
-    os.symlink(sys.argv[2], os.path.join(sys.argv[1], "out"))
-    print("planted", flush=True)
-""")
 
 
 def test_export_and_report_refuse_a_directory_link_planted_by_another_user(capsys):
@@ -47,20 +40,14 @@ def test_export_and_report_refuse_a_directory_link_planted_by_another_user(capsy
     (before: five files written there, and the report)."""
     if os.geteuid() != 0 or not shutil.which("setpriv"):
         pytest.skip("needs root and setpriv to act as another user")
-    from tests.support.other_users import as_user
+    from tests.support.other_users import planted_dir_link
     base = Path(tempfile.mkdtemp(prefix="labkit-test-files-"))   # /tmp: the other user can reach it
     try:
-        os.chmod(base, 0o755)
         data = base / "data"
         make_store(data)
-        target = base / "root-private"
-        target.mkdir(mode=0o700)
-        shared = base / "shared"
-        shared.mkdir()
-        os.chmod(shared, 0o1777)
-        out, err = as_user(4244, base / "user", PLANT, str(shared), str(target)).communicate(timeout=60)
-        assert "planted" in out, err
-        link = shared / "out"
+        target, link, said = planted_dir_link(base, 4244)
+        assert "planted" in said, said
+        shared = link.parent
         assert stat.S_ISLNK(os.lstat(link).st_mode) and os.lstat(link).st_uid == 4244
         try:
             os.stat(link)

@@ -259,3 +259,30 @@ def test_csv_with_column_mapping_and_a_bad_cell(tmp_path):
     with pytest.raises(ImportRefused, match=r"r.csv line 3: column 'Triad GB/s' = 'n/a': expected a number"):
         import_manifest(tmp_path / "m.yaml", tmp_path / "data")
     assert not (tmp_path / "data" / "csvbad").exists()
+
+
+def test_parsec_parsecmgmt_output_and_a_hooks_build_run_here(tmp_path):
+    """PARSEC (issue 43's list): ``parsecmgmt -a run`` output (the recorded blackscholes fixture,
+    two reports appended to one log: two runs) and a hooks build run directly, made here by
+    tests/support/parsec_like.c (a program printing the hooks library's own lines around a timed
+    region of interest): each report one run, ROI time as the response; a report cut before
+    '[HOOKS] Terminating' is refused naming its file, lines and what was expected."""
+    need("cc")
+    mgmt = (FIX / "parsec" / "blackscholes_simsmall.txt").read_text()
+    from tests.support import build_parsec_like
+    binary = build_parsec_like(tmp_path / "parsec")
+    runs = [subprocess.run([str(binary), "-nt", str(n)], capture_output=True, text=True, check=True,
+                           timeout=120).stdout for n in (1, 2)]
+    roi = [float(re.search(r"Total time spent in ROI: ([0-9.]+)s", r).group(1)) for r in runs]
+    m = manifest(tmp_path, "parsec", {"mgmt": [mgmt, mgmt], "hooks": runs}, factor="build")
+    t, meta = tidy(import_manifest(m, tmp_path / "data"))
+    assert values(t, "roi_time_s") == pytest.approx([0.011, 0.011, *roi])
+    assert values(t, "wall_time_s") == pytest.approx([0.062, 0.062])
+    assert values(t, "threads") == [1, 2]
+    assert meta["workload"]["response"] == "roi_time_s"
+    cut = runs[0].split("[HOOKS] Terminating")[0]
+    m = manifest(tmp_path, "parsec", {"mgmt": mgmt, "hooks": [runs[0], cut]}, factor="build",
+                 extra={"campaign": "parsec-cut"})
+    with pytest.raises(ImportRefused, match=r"hooks.log line .*report 2 of 2.*Terminating"):
+        import_manifest(m, tmp_path / "data2")
+    assert not (tmp_path / "data2" / "parsec-cut").exists()

@@ -55,8 +55,8 @@ def test_quantile_summary_gives_each_configuration_its_order_statistic_intervals
     data = pd.DataFrame({"g": ["big"] * 400 + ["small"] * 10,
                          "y": np.r_[rng.lognormal(size=400), rng.lognormal(size=10)]})
     out = quantile_summary(data, by="g", response="y", quantiles=[0.5, 0.95])
-    assert list(out.columns) == ["g", "n", "mean", "ci_low", "ci_high", "p50", "p50_low", "p50_high",
-                                 "p95", "p95_low", "p95_high"]
+    assert list(out.columns) == ["g", "n", "mean", "ci_low", "ci_high", "p50", "p50_low", "p50_high", "p50_upper",
+                                 "p95", "p95_low", "p95_high", "p95_upper"]
     assert out.attrs["needs"] == {"p50": 6, "p95": 72}
     means = summarize(data, by="g", response="y")
     assert out[["mean", "ci_low", "ci_high"]].to_numpy() == pytest.approx(
@@ -71,6 +71,23 @@ def test_quantile_summary_gives_each_configuration_its_order_statistic_intervals
         else:
             assert row["p95"] == np.quantile(x, 0.95) and np.isnan(row["p95_low"])
     overall = quantile_summary(data, by=None, response="y")
-    assert overall.columns[-1] == "p99_high" and overall.loc[0, "n"] == 410
+    assert overall.columns[-1] == "p99_upper" and overall.loc[0, "n"] == 410
     with pytest.raises(ConfigError, match="strictly between 0 and 1"):
         quantile_summary(data, by="g", response="y", quantiles=[50])
+
+
+def test_quantile_summary_gives_tail_quantiles_their_one_sided_upper_bound():
+    """Issue 41: a latency KPI is "p95 is at most X with 95 % confidence". Each quantile gets its
+    one-sided upper bound (the order statistic of quantile_ci(side="upper")), present from the
+    runs runs_for_quantile says it needs: Wilks (1941) 59 for p95 at 95 %, 299 for p99; 5 for the
+    median (0.5^5 = 0.031 <= 0.05). 60 runs give p95's bound, not p99's; 59 is the least."""
+    from labkit.stats import quantile_ci, quantile_summary
+    rng = np.random.default_rng(41)
+    data = pd.DataFrame({"g": ["sixty"] * 60 + ["four"] * 4, "y": rng.lognormal(size=64)})
+    out = quantile_summary(data, by="g", response="y").set_index("g")
+    assert out.attrs["needs_upper"] == {"p50": 5, "p95": 59, "p99": 299}
+    sixty = data.loc[data.g == "sixty", "y"].to_numpy()
+    assert out.loc["sixty", "p95_upper"] == quantile_ci(sixty, q=0.95, side="upper").iloc[0]["high"]
+    assert out.loc["sixty", "p95_upper"] == np.sort(sixty)[59]     # the 60th of 60: rank u = 60
+    assert np.isnan(out.loc["sixty", "p99_upper"]) and np.isnan(out.loc["four", "p50_upper"])
+    assert out.loc["sixty", "p50_upper"] >= out.loc["sixty", "p50"]

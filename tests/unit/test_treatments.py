@@ -153,7 +153,7 @@ class Inst:
         self.out, self.exc, self.name, self.cpus, self.host_cpu_ids = out, exc, name, cpus, cpus
         self.calls = 0
 
-    def exec(self, argv, check=True, timeout=None):
+    def exec(self, argv, check=True, timeout=None, logged=True):
         self.calls += 1
         if self.exc:
             raise self.exc

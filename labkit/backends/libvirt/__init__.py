@@ -101,6 +101,23 @@ def _seconds(options: dict, key: str, default: float) -> float:
     return value
 
 
+def connect_hint(error: str, uri: str, local: bool) -> str:
+    """What to do when libvirt refused ``uri``, from its ``error``: a non-root user on
+    ``qemu:///system`` meets polkit, which needs the D-Bus system bus (issue 44: "Unable to get
+    system bus connection" while the daemons run), or a socket only the libvirt group may open."""
+    if not local:
+        return "check the URI and ssh access"
+    text = error.lower()
+    if "system bus" in text or "polkit" in text or "authentication" in text:
+        return ("the daemons run, but a non-root user's access to qemu:///system is granted by polkit over "
+                "the D-Bus system bus, which is missing or refuses it: start dbus (and polkitd), or add "
+                "the user to the libvirt group (`usermod -aG libvirt USER`, then log in again), or use "
+                "qemu:///session with a pool_path of the user's")
+    if "permission denied" in text and "session" not in uri:
+        return ("this user may not open libvirt's socket: add it to the libvirt group (`usermod -aG libvirt "
+                "USER`, then log in again) or use qemu:///session")
+    return "start the daemons (`virtlogd -d && libvirtd -d`) or run scripts/setup-libvirt.sh"
+
 class LibvirtInstance(Instance):
     """One running VM. ``dom`` is its ``virDomain``; commands go through the guest agent."""
 
@@ -289,9 +306,8 @@ class LibvirtBackend(Backend):
                 keys = sshuri.refusal(self.ssh, exc)
                 if keys:
                     raise BackendUnavailable(f"libvirt at {self.uri}: {keys}") from exc
-                hint = ("start the daemons (`virtlogd -d && libvirtd -d`) or run "
-                        "scripts/setup-libvirt.sh") if self.local else "check the URI and ssh access"
-                raise BackendUnavailable(f"cannot connect to libvirt at {self.uri}: {exc}; {hint}") from exc
+                raise BackendUnavailable(f"cannot connect to libvirt at {self.uri}: {exc}; "
+                                         f"{connect_hint(str(exc), self.uri, self.local)}") from exc
         return self._conn
 
     def image_info(self) -> dict:

@@ -39,6 +39,7 @@ from __future__ import annotations
 import os
 import re
 import secrets
+import stat
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -74,6 +75,23 @@ START_HINT = ("start it with `lxd --group root > /var/log/labkit-lxd.log 2>&1 &`
               "`lxd waitready` and, the first time, `lxd init --preseed` (a dir pool, no network); "
               "or `systemctl start lxd`; or run `bash scripts/setup-containers.sh`")
 CGROUP_ROOT = "/sys/fs/cgroup"
+
+
+def socket_hint(socket: str) -> str:
+    """Why this user cannot reach LXD's ``socket`` and the fix: a socket it may not open is a
+    matter of groups (``--group root`` makes it root:root, and no group membership helps), not
+    of a daemon to start (issue 44); else :data:`START_HINT`."""
+    if os.path.exists(socket) and not os.access(socket, os.R_OK | os.W_OK):
+        st = os.stat(socket)
+        owner = f"uid {st.st_uid}, gid {st.st_gid}, mode {stat.S_IMODE(st.st_mode):04o}"
+        if st.st_gid == 0:
+            return (f"LXD is running but its socket is root's ({owner}): it was started with `--group root`, "
+                    "so membership of the lxd group cannot help; restart it with `--group lxd` (or "
+                    "`systemctl start lxd`, whose socket is lxd's) and add this user to the lxd group "
+                    "(`usermod -aG lxd USER`, then log in again)")
+        return (f"LXD is running but this user may not open its socket ({owner}): add the user to "
+                "that group (`usermod -aG GROUP USER`, then log in again)")
+    return START_HINT
 
 
 def _sdk():
@@ -314,7 +332,7 @@ class LxdBackend(CleanupByName, Backend):
                 self._client = pylxd.Client(endpoint=self.socket)
             except Exception as exc:
                 raise BackendUnavailable(
-                    f"cannot reach LXD at {self.socket} ({type(exc).__name__}: {exc}); {START_HINT}"
+                    f"cannot reach LXD at {self.socket} ({type(exc).__name__}: {exc}); {socket_hint(self.socket)}"
                 ) from exc
         return self._client
 
