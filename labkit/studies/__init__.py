@@ -333,7 +333,8 @@ def affinity_better_level(runs: pd.DataFrame, response: str, *, higher_is_better
     of ``effects`` (the notebook's factorial effects table), or, without it, of a main-effects
     ANOVA of ``runs`` on ``factor`` and the other design columns that vary (vcpus, memory_mb,
     count, platform). Otherwise the sentence says that no level is better and why, with the
-    adjusted p-value and the rules."""
+    adjusted p-value and the rules; without a test of the factor (an unreplicated design), that no
+    level is named and why."""
     from ..report.decisions import Policy, decide_terms
     from ..report.labels import label
     from ..stats import anova
@@ -347,12 +348,13 @@ def affinity_better_level(runs: pd.DataFrame, response: str, *, higher_is_better
         effects = table.assign(pct_variation=100 * table["eta_sq"], effect=float("nan"))
     decided = decide_terms(effects, Policy(alpha=alpha), runs=runs, response=response)
     row = decided.loc[decided["term"] == factor]
-    if row.empty or not float(row["p_adjusted"].iloc[0]) >= 0:
-        raise ConfigError(f"affinity_better_level: no test of {factor!r} in the effects")
-    p_adj = float(row["p_adjusted"].iloc[0])
     best = means.idxmax() if higher_is_better else means.idxmin()
     parts = ", ".join(f"{lv} {m:.4g}" for lv, m in means.items())
     head = f"{label(response)}, {'higher' if higher_is_better else 'lower'} is better: "
+    if row.empty or not float(row["p_adjusted"].iloc[0]) >= 0:   # unreplicated: Lenth's margins, no p-value
+        return (head + f"no {label(factor)} level is named better: the analysis gives no test of it (means: "
+                f"{parts}; an unreplicated design has Lenth's margins, not p-values: replicate to decide).")
+    p_adj = float(row["p_adjusted"].iloc[0])
     rules = decided.attrs["rules"]
     if p_adj < alpha:
         return (head + f"the better {label(factor)} level overall is {best} (means: {parts}; "
