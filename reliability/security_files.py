@@ -262,7 +262,6 @@ def _store_rows(tmp: Path) -> list[tuple[str, str, object, str]]:
 def _shared_rows(tmp: Path) -> list[tuple[str, str, object, str]]:
     import shutil
 
-    from labkit.report import write_bundle
     from tests.support.stores import CID, make_store
 
     out = []
@@ -288,16 +287,10 @@ def _shared_rows(tmp: Path) -> list[tuple[str, str, object, str]]:
         out.append((SECTION_SHARED, "export into a planted dir link: skipped (needs root and setpriv)", "-", ""))
 
     # bundle members
-    make_store(tmp / "bundle")
-    old = os.umask(0o022)
-    try:
-        bundle = write_bundle(tmp / "bundle", CID, tmp / "b.zip")
-    finally:
-        os.umask(old)
-    with zipfile.ZipFile(bundle) as z:
-        wrong = sum(i.external_attr >> 16 != stat.S_IFREG | 0o600 for i in z.infolist())
-        members = len(z.infolist())
-    out.append((SECTION_SHARED, f"bundle members not 0600 (of {members})", wrong, "0"))
+    from tests.support.stores import bundle_member_modes
+    modes = bundle_member_modes(tmp / "bundle", tmp / "b.zip")
+    wrong = sum(m != stat.S_IFREG | 0o600 for m in modes.values())
+    out.append((SECTION_SHARED, f"bundle members not 0600 (of {len(modes)})", wrong, "0"))
 
     # umask 000: two campaigns and a resume in a new data dir
     data = tmp / "umask" / "data"

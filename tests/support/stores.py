@@ -28,3 +28,20 @@ def make_store(data: str | Path, cid: str = CID) -> Path:
                                                         value=10.0 + 3 * run.config + 0.1 * run.replicate)],
                           metadata={"host": "local"}, fingerprint_id="fp1")
     return path
+
+
+def bundle_member_modes(data: Path, out: Path) -> dict[str, int]:
+    """A store made in ``data`` (:func:`make_store`), bundled to ``out`` under umask 022 (files on
+    disk 0644): each member's name -> its st_mode as the zip records it."""
+    import os
+    import zipfile
+
+    from labkit.report import write_bundle
+    make_store(data)
+    old = os.umask(0o022)
+    try:
+        bundle = write_bundle(data, CID, out)
+    finally:
+        os.umask(old)
+    with zipfile.ZipFile(bundle) as z:
+        return {i.filename: i.external_attr >> 16 for i in z.infolist()}

@@ -13,7 +13,6 @@ import shutil
 import stat
 import subprocess
 import tempfile
-import zipfile
 from pathlib import Path
 
 import pytest
@@ -21,10 +20,9 @@ import pytest
 from labkit.cli import main
 from labkit.design import Design
 from labkit.errors import ConfigError
-from labkit.report import write_bundle
 from labkit.run.campaign import Campaign
 from labkit.store import Store
-from tests.support.stores import CID, make_store
+from tests.support.stores import CID, bundle_member_modes, make_store
 
 
 def mode(path: Path) -> int:
@@ -68,14 +66,8 @@ def test_export_and_report_refuse_a_directory_link_planted_by_another_user(capsy
 def test_every_bundle_member_is_0600(tmp_path):
     """Members made from files (the Parquet file, the store's copy: 0644 on disk under umask 022)
     and from text alike are 0600 regular files, in the zip and once unzipped."""
-    make_store(tmp_path / "data")
-    old = os.umask(0o022)
-    try:
-        bundle = write_bundle(tmp_path / "data", CID, tmp_path / "b.zip")
-    finally:
-        os.umask(old)
-    with zipfile.ZipFile(bundle) as z:
-        modes = {i.filename: i.external_attr >> 16 for i in z.infolist()}
+    modes = bundle_member_modes(tmp_path / "data", tmp_path / "b.zip")
+    bundle = tmp_path / "b.zip"
     assert {"store.sqlite", "results.parquet", "results.csv"} <= set(modes)
     assert {n: oct(m) for n, m in modes.items() if m != stat.S_IFREG | 0o600} == {}
     if shutil.which("unzip"):
