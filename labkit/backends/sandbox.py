@@ -70,6 +70,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from ..core.files import is_within
 from ..core.mounts import Mount
 from ..errors import BackendError, BackendUnavailable, BenchmarkError, ConfigError
 
@@ -225,10 +226,6 @@ def check_writable(mounts: Iterable[Mount]) -> None:
                 "as for LXD's unprivileged containers, or pass isolation='none'")
 
 
-def _is_within(path: str, parent: str) -> bool:
-    return path == parent or path.startswith(parent.rstrip("/") + "/")
-
-
 def hidden_dirs(candidates: Iterable[str | None], needed: Iterable[str] = ()) -> list[str]:
     """The existing directories (and regular files) among ``candidates`` to cover, outermost
     only: none that is ``/``, that holds a directory of :data:`NEEDED` or ``needed`` (mount
@@ -239,11 +236,11 @@ def hidden_dirs(candidates: Iterable[str | None], needed: Iterable[str] = ()) ->
         if not c:
             continue
         p = os.path.realpath(c)
-        if p == "/" or not (os.path.isdir(p) or os.path.isfile(p)) or any(_is_within(n, p) for n in must_see):
+        if p == "/" or not (os.path.isdir(p) or os.path.isfile(p)) or any(is_within(n, p) for n in must_see):
             continue
         keep.append(p)
     keep = sorted(set(keep))
-    return [p for p in keep if not any(q != p and _is_within(p, q) for q in keep)]
+    return [p for p in keep if not any(q != p and is_within(p, q) for q in keep)]
 
 
 def holder_argv(name: str, workdir: str, hosts_file: str | None, netns: str | None,

@@ -31,7 +31,13 @@ from typing import BinaryIO
 
 from ..errors import ConfigError
 
-__all__ = ["atomic_write", "make_dirs", "open_dir"]
+__all__ = ["atomic_write", "is_within", "make_dirs", "open_dir"]
+
+
+def is_within(path: str, parent: str) -> bool:
+    """Whether the absolute, normalised ``path`` is ``parent`` or lies below it (by its text: no
+    link is followed)."""
+    return path == parent or path.startswith(parent.rstrip("/") + "/")
 
 
 def make_dirs(path: str | os.PathLike, mode: int = 0o700) -> Path:

@@ -20,6 +20,8 @@ import logging
 import os
 import stat
 
+from .files import is_within
+
 __all__ = ["SYSTEM_DIRS", "open_regular", "owned_dir", "read_regular", "system_dir"]
 
 log = logging.getLogger("labkit.foreign")
@@ -70,10 +72,6 @@ def read_regular(path: str | os.PathLike, *, owner: int | None, max_bytes: int, 
         return None
 
 
-def _within(path: str, parent: str) -> bool:
-    return path == parent or path.startswith(parent.rstrip("/") + "/")
-
-
 def system_dir(path: str) -> bool:
     """Whether ``path`` (absolute, links resolved by the caller) is ``/``, is or holds one of
     :data:`SYSTEM_DIRS` or a ``/lib*``, or lies inside ``/usr``, ``/etc``, ``/bin``, ``/sbin``,
@@ -81,7 +79,7 @@ def system_dir(path: str) -> bool:
     parts = [p for p in path.split("/") if p]
     if not parts or parts[0] in _SYSTEM_TOPS or parts[0].startswith("lib"):
         return True
-    return any(_within(system, path) for system in SYSTEM_DIRS)
+    return any(is_within(system, path) for system in SYSTEM_DIRS)
 
 
 def owned_dir(path: object, owner: int | None, *, what: str) -> str | None:

@@ -160,14 +160,8 @@ def _rows(db: sqlite3.Connection, have: dict[str, set[str]], res: CheckResult, p
     design = _design(meta, problem)
     _pending(meta, design, problem)
 
-    n = 0
-    for fid, data in db.execute("SELECT id, data FROM fingerprints"):
-        n += 1
-        try:
-            json_object(data, "data")
-        except Malformed as exc:
-            problem(f"fingerprint {str(fid)[:60]}: {exc}")
-    res.counts["fingerprints"] = n
+    res.counts["fingerprints"] = _json_objects(db, "SELECT id, data FROM fingerprints", "data", problem,
+                                               lambda key: f"fingerprint {str(key)[:60]}")
 
     runs: set[str] = set()
     n = 0
@@ -207,14 +201,21 @@ def _rows(db: sqlite3.Connection, have: dict[str, set[str]], res: CheckResult, p
         problem(f"{orphans} orphan measurement(s): of run(s) {shown}, which the store does not hold")
 
     if "attempts" in have:
-        n = 0
-        for rid, md in db.execute("SELECT run_id, metadata FROM attempts"):
-            n += 1
-            try:
-                json_object(md, "metadata")
-            except Malformed as exc:
-                problem(f"earlier attempt of run {str(rid)[:80]}: {exc}")
-        res.counts["earlier attempts"] = n
+        res.counts["earlier attempts"] = _json_objects(db, "SELECT run_id, metadata FROM attempts", "metadata",
+                                                       problem, lambda key: f"earlier attempt of run {str(key)[:80]}")
+
+
+def _json_objects(db: sqlite3.Connection, sql: str, column: str, problem, what) -> int:
+    """Check that the second column of each row of ``sql`` is a JSON object, naming a row that is
+    not by ``what(its first column)``; the number of rows."""
+    n = 0
+    for key, value in db.execute(sql):
+        n += 1
+        try:
+            json_object(value, column)
+        except Malformed as exc:
+            problem(f"{what(key)}: {exc}")
+    return n
 
 
 def _design(meta: dict, problem) -> list[str] | None:
