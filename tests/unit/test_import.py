@@ -8,6 +8,7 @@ import shutil
 import socket
 import subprocess
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -165,6 +166,14 @@ def test_fio_json_and_classic_text_real_output(tmp_path):
     assert len(got) == 3
 
 
+def _listening(port: int) -> bool:
+    """Whether 127.0.0.1:port is in LISTEN state (read from /proc, so no probe connection is made
+    that iperf3's one-shot server (-1) would take for its test)."""
+    want = f"0100007F:{port:04X}"
+    with open("/proc/net/tcp") as f:
+        return any(line.split()[1] == want and line.split()[3] == "0A" for line in list(f)[1:])
+
+
 def _iperf3(args: list[str]) -> str:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -172,13 +181,15 @@ def _iperf3(args: list[str]) -> str:
     server = subprocess.Popen(["iperf3", "-s", "-1", "-B", "127.0.0.1", "-p", str(port)],
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        for _ in range(50):
-            try:
-                return run(["iperf3", "-c", "127.0.0.1", "-p", str(port), "-t", "1", *args])
-            except subprocess.CalledProcessError:
-                import time
-                time.sleep(0.1)
-        raise AssertionError("iperf3 server did not start")
+        # iperf3 3.12 with -J exits 0 on "connection refused" (the error is in its JSON), so the
+        # client starts only once the server listens.
+        for _ in range(300):
+            if _listening(port):
+                break
+            time.sleep(0.1)
+        else:
+            raise AssertionError("iperf3 server did not start listening in 30 s")
+        return run(["iperf3", "-c", "127.0.0.1", "-p", str(port), "-t", "1", *args])
     finally:
         server.kill()
         server.wait()
