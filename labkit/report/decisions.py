@@ -26,7 +26,7 @@ from scipy import stats as sps
 from ..design.decision import FAMILIES, check_family, practical_rule
 from ..errors import ConfigError
 from ..stats import Rules, adjust_p, decide, equivalence
-from ..stats.equivalence import verdict as equivalence_verdict
+from ..stats.equivalence import family_verdicts
 
 __all__ = ["Policy", "baseline_table", "decide_terms", "empty_cells", "policy_for", "suspect_association"]
 
@@ -311,16 +311,10 @@ def baseline_table(runs: pd.DataFrame, *, response: str, factor: str, baseline: 
                           f"both {factor}={baseline} and another level")
     out = pd.DataFrame(rows)
 
-    def corrected(ps: np.ndarray) -> np.ndarray:
-        ok = np.isfinite(ps)
-        adj = np.full(len(ps), np.nan)
-        if ok.any():
-            adj[ok] = ps[ok] if family == "none" else adjust_p(ps[ok], method=family)
-        return adj
-    out["p_diff_adj"] = corrected(out["p_diff"].to_numpy(float))
-    out["p_tost_adj"] = corrected(out["p_tost"].to_numpy(float))
+    p_tost_adj, p_diff_adj, verdicts = family_verdicts(out["p_tost"], out["p_diff"], alpha=alpha, method=family)
+    out["p_diff_adj"], out["p_tost_adj"] = p_diff_adj, p_tost_adj
     if margin is not None:
-        out["verdict"] = [equivalence_verdict(t, d, alpha) for t, d in zip(out.p_tost_adj, out.p_diff_adj)]
+        out["verdict"] = verdicts
     else:
         out["verdict"] = np.where(out["p_diff_adj"] < alpha, "different", "not shown different")
     out = out[[*others, "level", "n", "n_base", "mean", "mean_base", "ratio", "ratio_low", "ratio_high",

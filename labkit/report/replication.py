@@ -144,9 +144,9 @@ def replication_table(original_tidy: pd.DataFrame, replica_tidy: pd.DataFrame, *
     """
     import pandas as pd
 
-    from ..stats import adjust_p, equivalence
+    from ..stats import equivalence
     from ..stats import validate as v
-    from ..stats.equivalence import verdict as tost_verdict
+    from ..stats.equivalence import family_verdicts
     margin = _check_margin(margin)
     alpha = v.alpha(alpha)
     if alpha >= 0.5:
@@ -212,14 +212,9 @@ def replication_table(original_tidy: pd.DataFrame, replica_tidy: pd.DataFrame, *
         rows.append(row)
     table = pd.DataFrame(rows, columns=[*fs, *TABLE_COLUMNS])
     tested = np.isfinite(table["p_tost"].to_numpy(dtype=float))
-    table["p_tost_holm"], table["p_diff_holm"] = np.nan, np.nan
-    if tested.any():
-        table.loc[tested, "p_tost_holm"] = adjust_p(table.loc[tested, "p_tost"].to_numpy(dtype=float))
-        table.loc[tested, "p_diff_holm"] = adjust_p(table.loc[tested, "p_diff"].to_numpy(dtype=float))
-        eq = [tost_verdict(t, d, alpha) for t, d in
-              zip(table.loc[tested, "p_tost_holm"], table.loc[tested, "p_diff_holm"])]
-        table.loc[tested, "equivalence"] = eq
-        table.loc[tested, "verdict"] = [REPRODUCTION[x] for x in eq]
+    table["p_tost_holm"], table["p_diff_holm"], eq = family_verdicts(table["p_tost"], table["p_diff"], alpha=alpha)
+    table["equivalence"] = eq
+    table.loc[tested, "verdict"] = [REPRODUCTION[x] for x in eq[tested]]
     table = table[[*fs, *TABLE_COLUMNS]]
     table.attrs.update({"response": response, "margin": margin, "alpha": alpha, "factors": fs,
                         "correction": {"method": "holm", "family": int(tested.sum())},

@@ -31,7 +31,7 @@ from scipy import stats as sps
 from ..errors import ConfigError
 from . import validate as v
 
-__all__ = ["VERDICTS", "equivalence", "equivalence_paired", "verdict"]
+__all__ = ["VERDICTS", "equivalence", "equivalence_paired", "family_verdicts", "verdict"]
 
 VERDICTS = ("equivalent", "different", "negligible difference", "inconclusive")
 
@@ -43,6 +43,26 @@ def verdict(p_tost: float, p_diff: float, alpha: float) -> str:
     eq, diff = bool(p_tost < alpha), bool(p_diff < alpha)
     return ("negligible difference" if eq and diff else "equivalent" if eq
             else "different" if diff else "inconclusive")
+
+
+def family_verdicts(p_tost: v.Sample, p_diff: v.Sample, *, alpha: float,
+                    method: str = "holm") -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """A family of equivalence tests judged together: ``(p_tost_adj, p_diff_adj, verdicts)``.
+
+    Each p-value column is corrected over the tests that ran (finite p-values; NaN marks a test
+    that did not run and stays NaN) by ``method`` (R's ``p.adjust``: ``"holm"``, ``"bonferroni"``,
+    ``"bh"``; ``"none"`` leaves them), and each test's :func:`verdict` is read from its two
+    corrected p-values (``""`` where either is NaN)."""
+    from .multitest import adjust_p
+    alpha = _alpha(alpha)
+    pt, pd_ = (np.asarray(x, dtype=float).ravel() for x in (p_tost, p_diff))
+    if len(pt) != len(pd_):
+        raise ConfigError(f"p_tost and p_diff must be as long as each other, got {len(pt)} and {len(pd_)}")
+    if method != "none":
+        pt, pd_ = adjust_p(pt, method=method), adjust_p(pd_, method=method)
+    verdicts = np.array([verdict(t, d, alpha) if np.isfinite(t) and np.isfinite(d) else ""
+                         for t, d in zip(pt, pd_)], dtype=object)
+    return pt, pd_, verdicts
 
 
 def _alpha(alpha: object) -> float:

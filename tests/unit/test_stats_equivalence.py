@@ -114,3 +114,24 @@ def test_the_four_verdicts_on_known_truth():
 def test_bad_input_says_what_is_wrong(call, match):
     with pytest.raises(ConfigError, match=match):
         call()
+
+
+def test_family_verdicts_corrects_only_the_tests_that_ran_and_reads_each_verdict():
+    """Holm as statsmodels' multipletests(method="holm") computes it (R's p.adjust(p, "holm") gives
+    the same), over the finite p-values only; NaN marks a test that did not run."""
+    from statsmodels.stats.multitest import multipletests
+
+    from labkit.stats.equivalence import family_verdicts
+    p_tost = [0.01, float("nan"), 0.02, 0.30]
+    p_diff = [0.50, float("nan"), 0.001, 0.04]
+    pt, pd_, verdicts = family_verdicts(p_tost, p_diff, alpha=0.05)
+    assert pt[[0, 2, 3]] == pytest.approx(multipletests([0.01, 0.02, 0.30], method="holm")[1])
+    assert pd_[[0, 2, 3]] == pytest.approx(multipletests([0.50, 0.001, 0.04], method="holm")[1])
+    assert np.isnan(pt[1]) and np.isnan(pd_[1])
+    # 0.03 / 0.5 -> equivalent; untested -> ""; 0.04 / 0.003 -> negligible difference;
+    # 0.30 / 0.08 -> inconclusive (0.04 alone would have said "different")
+    assert list(verdicts) == ["equivalent", "", "negligible difference", "inconclusive"]
+    _, _, raw = family_verdicts(p_tost, p_diff, alpha=0.05, method="none")
+    assert raw[3] == "different"
+    with pytest.raises(ConfigError, match="as long as each other"):
+        family_verdicts([0.1], [0.1, 0.2], alpha=0.05)
