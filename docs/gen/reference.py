@@ -11,7 +11,9 @@ The site's hook (``docs/gen/hooks.py``) replaces each marker ``<!-- gen:NAME -->
   ``OPTIONS`` and module docstring, and :data:`labkit.backends.needs.NEEDS` (what the host must give);
 * ``design-keys``: :data:`labkit.design.DESIGN_KEYS` and the nested keys' sets, each with the
   description below (a key of the code without one stops the build);
-* ``seed-table``: :func:`labkit.studies.manifest.table` over ``data/reference/reproduction.yaml``.
+* ``seed-table``: :func:`labkit.studies.manifest.table` over ``data/reference/reproduction.yaml``
+  (every item of every seed, with its status), after its counts per seed and status;
+* ``seed-statuses``: :func:`labkit.studies.manifest.status_docs`, what each status of the manifest says.
 """
 from __future__ import annotations
 
@@ -112,7 +114,12 @@ def workloads() -> str:
         parts += [f"## `{name}` {{#{name}}}", "",
                   f"`{cls.__module__}.{cls.__name__}`. Response (the metric analysed by default): "
                   f"`{cls.response}`. The least `memory_mb` a design may give its instances "
-                  f"(`min_memory_mb`): {cls.min_memory_mb} MB.", ""]
+                  f"(`min_memory_mb`): {cls.min_memory_mb} MB.", "",
+                  f"Run length (`min_measured_s`): at least {cls.min_measured_s:g} s of measured work per run, "
+                  f"counted as " + (" else ".join(f"`{m}`" for m in cls.timed_metrics) + " (its own timing)"
+                                    if cls.timed_metrics else "the seconds its run took (`workload_s`)")
+                  + (f"; raise `{cls.length_param}` to make runs longer" if cls.length_param
+                     else "; no parameter makes a run longer") + f". Why: {cls.min_measured_why}.", ""]
         parts += ["| parameter | default | allowed |", "|---|---|---|"]
         for key, default in cls.defaults.items():
             spec = cls.schema.get(key)
@@ -247,12 +254,22 @@ def design_keys() -> str:
 # -- the seed studies ----------------------------------------------------------------------------
 
 def seed_table() -> str:
-    from labkit.studies.manifest import load_manifest, table
-    return table(load_manifest())
+    from labkit.studies.manifest import counts_table, load_additions, load_manifest, table
+    items = load_manifest()
+    adds = [f"- seed {a['seed']}: {a['name']} ({', '.join(f'`{c}`' for c in a['campaigns'])})"
+            + (f"; {a['note']}" if a["note"] else "") for a in load_additions()]
+    return "\n".join([counts_table(items), "", table(items), "",
+                      *(["labkit's additions, campaigns with no counterpart in a seed (they have no status):", "",
+                         *adds] if adds else [])])
+
+
+def seed_statuses() -> str:
+    from labkit.studies.manifest import status_docs
+    return status_docs()
 
 
 GENERATORS = {"cli": cli, "workloads": workloads, "backends": backends, "design-keys": design_keys,
-              "seed-table": seed_table}
+              "seed-table": seed_table, "seed-statuses": seed_statuses}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,7 +1,13 @@
-"""The reproduction manifest (data/reference/reproduction.yaml) against the repository: every
-notebook and campaign it names exists, every seed file it names is a seed the reference files
-cite, and the README's study table is the one it generates."""
+"""The reproduction manifest (data/reference/reproduction.yaml) against the repository: every status is
+one of the six, every notebook, campaign and reference file it names exists, an item measured here
+names a committed store holding its measurements and an item not measured names none, every Table
+and Figure of each seed's text is listed (from data/reference/seed_items.csv, copied from the seed
+files by scripts/seed_items.py, so this runs where the seeds are not), and the README's study table
+is the one it generates."""
+import json
+import sqlite3
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -10,16 +16,94 @@ from labkit.errors import ConfigError
 from labkit.studies import manifest
 
 REPO = Path(__file__).resolve().parents[2]
+SEEDS = REPO.parent / "shared" / "seeds"          # the seed studies, beside a developer's checkout only
+ITEMS = manifest.load_manifest()
 
 
-def test_every_notebook_and_campaign_named_exists():
-    entries = manifest.load_manifest()
-    assert manifest.problems(entries) == []
-    assert {e["seed"] for e in entries} == {"000", "001", "002", "003", "004"}
+def test_the_statuses_are_exactly_the_six():
+    assert manifest.STATUSES == ("reproduced here", "substituted", "re-analysed from published tables",
+                                 "runnable here, not run", "not measured", "needs hardware or a cloud we do not have")
+    assert set(manifest.STATUS_DOCS) == set(manifest.STATUSES)
+    for e in ITEMS:
+        assert e["status"] in manifest.STATUSES, e
+
+
+def test_every_notebook_campaign_and_reference_file_named_exists():
+    assert manifest.problems(ITEMS) == []
+    assert manifest.problems([{**a, "reference": []} for a in manifest.load_additions()]) == []
+    assert {e["seed"] for e in ITEMS} == {"000", "001", "002", "003", "004"}
     cited = (REPO / "data" / "reference" / "README.md").read_text(encoding="utf-8") + "".join(
         p.read_text(encoding="utf-8") for p in (REPO / "data" / "reference").glob("*.csv"))
-    for e in entries:
+    for e in ITEMS:
         assert e["file"] in cited, e["file"]
+
+
+@pytest.mark.parametrize("e", [e for e in ITEMS if e["status"] in manifest.MEASURED],
+                         ids=lambda e: f"{e['seed']}-{'+'.join(e['ref'])}-{e['name'][:30]}")
+def test_an_item_measured_here_names_a_store_holding_its_measurements(e):
+    counts = {c: manifest.measurement_count(c, e["metrics"], e["levels"]) for c in e["campaigns"]}
+    assert any(counts.values()), (e["name"], counts)
+
+
+@pytest.mark.parametrize("e", [e for e in ITEMS if e["status"] not in manifest.MEASURED],
+                         ids=lambda e: f"{e['seed']}-{'+'.join(e['ref'])}-{e['name'][:30]}")
+def test_an_item_not_measured_here_names_no_campaign_with_data(e):
+    assert e["campaigns"] == [], e["name"]
+    for c in e["no_data_in"]:       # ran the workload, timed nothing of this item
+        assert manifest.measurement_count(c, e["metrics"], e["levels"]) == 0, (e["name"], c)
+
+
+def test_the_reviewers_findings_stay_fixed():
+    """Issue 42 item 6: five of seed 000's six PARSEC applications were never measured; seed 004's
+    Bonnie++ reads and seeks were never timed on native, Docker or LXD; seed 003's profiling figure,
+    Figures 5.9-5.19 and 802.3ad are listed; QEMU TCG is never the seed's KVM."""
+    def by_ref(seed, ref):
+        return [e for e in ITEMS if e["seed"] == seed and ref in e["ref"]]
+    for fig in ("Fig. 3.2", "Fig. 3.3", "Fig. 3.4", "Fig. 3.5", "Fig. 3.6"):
+        assert [e["status"] for e in by_ref("000", fig)] == ["not measured"], fig
+    read = [e for e in by_ref("004", "Fig. 7.4") if "read_kib_per_s" in e["metrics"] and "libvirt" not in
+            json.dumps(e["levels"])]
+    seeks = [e for e in by_ref("004", "Fig. 7.5") if "seeks_per_s" in e["metrics"] and "libvirt" not in
+             json.dumps(e["levels"])]
+    assert [e["status"] for e in read + seeks] == ["not measured", "not measured"]
+    assert manifest.measurement_count("overhead-bonnie", ["read_kib_per_s", "seeks_per_s"],
+                                      {"platform": ["local", "docker", "lxd"]}) == 0
+    for ref in ["Fig. 5.1", *(f"Fig. 5.{n}" for n in range(9, 20))]:
+        assert by_ref("003", ref), ref
+    assert any("802.3ad" in e["name"] for e in by_ref("003", "Fig. 5.18"))
+    for e in ITEMS:
+        if e["status"] == "reproduced here":
+            assert not any("libvirt" in c for c in e["campaigns"]) or e["levels"].get("platform"), e["name"]
+            assert "libvirt" not in e["levels"].get("platform", []), e["name"]
+        if "TCG" in e["by"]:
+            assert e["status"] == "substituted"
+
+
+def test_every_table_and_figure_of_each_seed_is_listed():
+    seed_items = manifest.load_seed_items()
+    assert {s["seed"] for s in seed_items} == {e["seed"] for e in ITEMS}
+    assert manifest.seed_item_problems(ITEMS, seed_items) == []
+    # the CSV says which seed file (and checksum) each identifier came from
+    head = [ln for ln in manifest.seed_items_path().read_text(encoding="utf-8").splitlines() if ln.startswith("#")]
+    for e in ITEMS:
+        assert any(e["file"] in ln and "sha256" in ln for ln in head), e["file"]
+
+
+@pytest.mark.skipif(not SEEDS.is_dir(), reason="the seed studies are not beside this checkout (CI)")
+def test_seed_items_csv_is_what_the_script_makes_of_the_seed_files():
+    got = subprocess.run([sys.executable, str(REPO / "scripts" / "seed_items.py"), "--seeds", str(SEEDS), "--out", "-"],
+                         capture_output=True, text=True, check=True, timeout=120).stdout
+    assert got == manifest.seed_items_path().read_text(encoding="utf-8"), \
+        "a seed file changed: python scripts/seed_items.py, then list its new items in reproduction.yaml"
+
+
+def test_seed_item_problems_names_what_is_missing_or_extra():
+    items = [{"seed": "9", "file": "9_a.txt", "ref": ["Fig. 1", "Table 2(a)", "§3"]}]
+    seed = [{"seed": "9", "file": "9_a.txt", "ref": "Fig. 1"}, {"seed": "9", "file": "9_a.txt", "ref": "Fig. 2"}]
+    got = manifest.seed_item_problems(items, seed)
+    assert got == ["seed 9: Fig. 2 is in the seed's text but not in the manifest",
+                   "seed 9: the manifest lists Table 2, which the seed's text does not name"]
+    assert manifest.ref_base("Fig. 2(a)") == "Fig. 2"
 
 
 def committed_campaigns() -> set[str]:
@@ -35,29 +119,95 @@ def committed_campaigns() -> set[str]:
 
 
 def test_every_committed_seed_campaign_is_in_the_manifest():
-    named = {c for e in manifest.load_manifest() for c in e["campaigns"]}
+    named = {c for e in ITEMS for c in e["campaigns"]} | {c for a in manifest.load_additions() for c in a["campaigns"]}
     committed = committed_campaigns()
     assert committed <= named, sorted(committed - named)
 
 
 def test_the_readme_table_is_generated_from_the_manifest():
     readme = (REPO / "README.md").read_text(encoding="utf-8")
-    assert manifest.rewrite_readme(readme, manifest.load_manifest()) == readme, \
+    assert manifest.rewrite_readme(readme, ITEMS, manifest.load_additions()) == readme, \
         "README.md is stale: python -m labkit.studies.manifest --readme"
     assert manifest.main(["--check"]) == 0
 
 
-def test_a_bad_manifest_is_refused_with_where(tmp_path):
+def test_a_notebook_summary_lists_its_items_and_counts():
+    text = manifest.summary("02_virtualization_overhead")
+    mine = [e for e in ITEMS if e["notebook"] == "02_virtualization_overhead.ipynb"]
+    assert text.count("\n| ") == len(mine) + 1            # the header row, then one row per item
+    for status in {e["status"] for e in mine}:
+        n = sum(e["status"] == status for e in mine)
+        assert f"{n} {status}" in text
+    assert "`overhead-disk`" in text                       # labkit's addition, said apart
+    assert manifest.summary("05a_interconnect_public_cloud.ipynb").count("| re-analysed from published tables |") == 3
+    with pytest.raises(ConfigError, match="no item for notebook nope.ipynb"):
+        manifest.summary("nope")
+
+
+def _item_yaml(**fields) -> str:
+    item = {"name": "a", "notebook": "n.ipynb", **fields}
+    return "seeds:\n  '000':\n    file: x.txt\n    title: t\n    items:\n      - " + json.dumps(item) + "\n"
+
+
+@pytest.mark.parametrize("fields, message", [
+    ({"status": "done"}, r"seeds.000.items\[0\]: status 'done'"),
+    ({"status": "runnable here"}, "status 'runnable here'"),          # the old status is gone
+    ({"status": "substituted", "campaigns": ["c"]}, "says 'by' what"),
+    ({"status": "not measured", "by": "x"}, "only a substituted item has 'by'"),
+    ({"status": "needs hardware or a cloud we do not have"}, "say what it 'needs'"),
+    ({"status": "reproduced here"}, "names the committed campaign"),
+    ({"status": "not measured", "campaigns": ["c"]}, "names no campaign"),
+    ({"status": "re-analysed from published tables"}, "names its 'reference' files"),
+    ({"status": "not measured", "ref": "Figure 3"}, "ref 'Figure 3'"),
+    ({"status": "not measured", "kind": "figure"}, "kind 'figure'"),
+    ({"status": "not measured", "colour": "red"}, "unknown field"),
+])
+def test_a_bad_manifest_is_refused_with_where(tmp_path, fields, message):
     bad = tmp_path / "m.yaml"
-    bad.write_text("seeds:\n  '000':\n    file: x.txt\n    title: t\n    experiments:\n"
-                   "      - {name: a, status: done, notebook: n.ipynb}\n")
-    with pytest.raises(ConfigError, match=r"seeds.000.experiments\[0\]: status 'done'"):
+    bad.write_text(_item_yaml(**fields))
+    with pytest.raises(ConfigError, match=message):
         manifest.load_manifest(bad)
-    bad.write_text("seeds:\n  '000':\n    file: x.txt\n    title: t\n    experiments:\n"
-                   "      - {name: a, status: substituted, notebook: n.ipynb}\n")
-    with pytest.raises(ConfigError, match="says 'by' what"):
-        manifest.load_manifest(bad)
-    entries = [{"seed": "9", "name": "x", "notebook": "nope.ipynb", "campaigns": ["nope"]}]
-    assert len(manifest.problems(entries)) == 2
+
+
+def test_problems_and_the_readme_block_refuse_what_is_missing():
+    entries = [{"seed": "9", "name": "x", "notebook": "nope.ipynb", "campaigns": ["nope"], "reference": ["nope.csv"]}]
+    assert len(manifest.problems(entries)) == 3
     with pytest.raises(ConfigError, match="exactly one reproduction block"):
         manifest.rewrite_readme("no block", [])
+
+
+def _store(root: Path, campaign: str, runs: list[tuple[dict, str, dict]]) -> None:
+    """A minimal store: runs (levels, status, {metric: value})."""
+    (root / "data" / campaign).mkdir(parents=True)
+    con = sqlite3.connect(root / "data" / campaign / "store.sqlite")
+    con.execute("CREATE TABLE runs (run_id TEXT, levels TEXT, status TEXT)")
+    con.execute("CREATE TABLE measurements (run_id TEXT, instance INTEGER, metric TEXT, value REAL)")
+    for i, (levels, status, values) in enumerate(runs):
+        con.execute("INSERT INTO runs VALUES (?, ?, ?)", (f"r{i}", json.dumps(levels), status))
+        for metric, value in values.items():
+            con.execute("INSERT INTO measurements VALUES (?, 0, ?, ?)", (f"r{i}", metric, value))
+    con.commit()
+    con.close()
+
+
+def test_data_problems_catch_a_status_the_store_contradicts(tmp_path):
+    _store(tmp_path, "disk", [({"platform": "local"}, "ok", {"write": 1.0}),
+                              ({"platform": "libvirt"}, "ok", {"write": 2.0, "read": 3.0}),
+                              ({"platform": "local"}, "failed", {"read": 4.0})])
+    assert manifest.measurement_count("disk", root=tmp_path) == 3           # the failed run's row is not counted
+    assert manifest.measurement_count("disk", ["read"], {"platform": ["local"]}, root=tmp_path) == 0
+    assert manifest.measurement_count("disk", ["read"], {"platform": ["libvirt"]}, root=tmp_path) == 1
+    assert manifest.measurement_count("disk", ["read"], {"threads": [1]}, root=tmp_path) == 0
+
+    def item(status, **kw):
+        return {"seed": "9", "ref": ["Fig. 1"], "name": "n", "status": status, "campaigns": [], "metrics": [],
+                "levels": {}, "no_data_in": [], **kw}
+    claims_read = item("reproduced here", campaigns=["disk"], metrics=["read"], levels={"platform": ["local"]})
+    assert "none of disk holds a measurement of read" in manifest.data_problems([claims_read], root=tmp_path)[0]
+    says_none = item("not measured", no_data_in=["disk"], metrics=["write"], levels={"platform": ["local"]})
+    assert "holds 1 measurement(s)" in manifest.data_problems([says_none], root=tmp_path)[0]
+    fine = [item("substituted", campaigns=["disk"], metrics=["read"], levels={"platform": ["libvirt"]}),
+            item("not measured", no_data_in=["disk"], metrics=["read"], levels={"platform": ["local"]})]
+    assert manifest.data_problems(fine, root=tmp_path) == []
+    with pytest.raises(ConfigError, match="campaign gone: no store"):
+        manifest.measurement_count("gone", root=tmp_path)
