@@ -27,6 +27,7 @@ WHAT_FAILED = {
     "noise": "had no neighbour using the CPU",
     "neighbours": "had fewer neighbours using the CPU than asked for",
     "count": "ran another number of instances",
+    "link": "was not what the link carried (its qdisc was missing or another, or traffic beat its rate)",
 }
 NAMES = {"ksm": "KSM", "memory_mb": "memory_mb", "vcpus": "vcpus"}
 

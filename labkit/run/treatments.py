@@ -18,18 +18,24 @@ backend gives no way to read it: a check never fails a run. What each factor's c
 | ``ksm`` | the pages KSM merged during the run (``/proc/<pid>/ksm_merging_pages`` of the run's instances' processes, else the host's ``/sys/kernel/mm/ksm/pages_sharing``), its most over the run, polled every :attr:`TreatmentChecks.poll_s` s on this machine | ``on``: ksmd running and > 0 pages merged; ``off``: ksmd not running and none merged | a thread reading sysfs and /proc |
 | ``noise`` / ``neighbours`` | each neighbour's CPU use (% of one CPU) over the run, from its own counters (:meth:`Instance.stats <labkit.backends.base.Instance.stats>`) | as many neighbours as the level, each using at least :data:`NOISE_MIN_CPU_PCT` of a CPU; ``none`` / 0: no neighbour | two readings per neighbour |
 | ``count`` | the instances made for the run | equal to the level | the run's instance list |
-| ``link`` | nothing: labkit configures the shaping (``tc``) but measures no rate on the link | never: null, "not verified" | |
+| ``link`` | the qdiscs on the host-side device of each instance's link (``tc -j -s qdisc show dev``: kind, rate, burst, delay), read back after the run; the bytes the device sent into the instance (``/sys/class/net/<dev>/statistics/tx_bytes``) polled every :attr:`TreatmentChecks.poll_s` s: the peak rate over any :data:`LINK_WINDOW_S` s window, the mean and the bytes | a rate: a ``tbf`` at the level's rate (within :data:`LINK_QDISC_TOLERANCE`, tc rounds) on every device and no window above the rate by more than :data:`LINK_RATE_TOLERANCE` plus the tbf's burst; a delay: a ``netem`` with it (in a VM the delay is the guest's own and is not read); ``none``: no shaping qdisc | a thread reading sysfs, one ``tc`` per device |
 
 In a VM (``libvirt`` and the cloud backends) the allowed CPUs are its own vCPUs: the host-side
 pinning (``vcpupin``) is not read, so ``affinity`` is null there. The instance checks read
 instance 0 of the run (one command per run: the others get their placement by the same rule).
 KSM counters are this machine's: on a backend whose instances run elsewhere ``ksm`` is null.
+So is ``link`` there (``ssh``, a remote Docker daemon or libvirt host, the clouds): the link is
+shaped where the instances run. A link's host-side devices are those the backend shaped
+(``Instance.host_device``, and the data NICs of bonded ones); the traffic read on them is what
+flows *into* the instances, the direction ``tc`` shapes.
 
 The checks run once the run's workload has ended, while its instances (and neighbours) still exist.
 """
 from __future__ import annotations
 
 import contextlib
+import json
+import math
 import os
 import re
 import threading
@@ -38,7 +44,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from ..errors import ConfigError
+from ..core import network as netmod
+from ..errors import BackendError, ConfigError
 from .hooks import RunContext, RunHook
 
 #: the factors this module checks
@@ -72,6 +79,17 @@ true"""
 
 #: a cgroup v1 memory limit at or above this is "no limit" (the kernel's PAGE_COUNTER_MAX, rounded)
 UNLIMITED_V1 = 2**62
+
+SYS_NET = Path("/sys/class/net")
+#: the shortest span (s) over which a link's rate is measured: its peak is the most over any such window
+LINK_WINDOW_S = 1.0
+#: how far a measured rate may exceed the level's (besides the tbf's burst) and the link still be held
+LINK_RATE_TOLERANCE = 0.10
+#: how far the qdisc's rate (or delay) read back may differ from the level's: tc stores bytes/s and
+#: a delay in clock ticks, so a rate such as 1gbit comes back rounded
+LINK_QDISC_TOLERANCE = 0.01
+#: qdiscs that shape a link (any other, e.g. noqueue or fq_codel, leaves its rate alone)
+SHAPING_QDISCS = frozenset({"tbf", "netem", "htb", "hfsc", "cbq", "cake"})
 
 
 # -- parsing (pure) ----------------------------------------------------------------------------
@@ -228,6 +246,204 @@ def check_neighbours(factor: str, level: Any, used: list[float | None], kind: st
                  f"{how}: each at least {floor:g} % of a CPU")
 
 
+def _tc_number(value: Any) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def _tc_rate_bit(value: Any) -> float | None:
+    """A tbf's rate in ``tc -j`` (bytes/s in iproute2 >= 5, a text such as ``50Mbit`` before) in bit/s."""
+    n = _tc_number(value)
+    if n is not None:
+        return 8.0 * n
+    if isinstance(value, str):
+        try:
+            return netmod.parse_rate("tc rate", value)
+        except ConfigError:
+            return None
+    return None
+
+
+def parse_qdiscs(text: str) -> list[dict]:
+    """What ``tc -j [-s] qdisc show dev DEV`` printed, one dict per qdisc: ``kind``, ``handle``,
+    ``parent`` (``root`` for the root one), ``rate_bit_per_s`` (a tbf's), ``burst_bytes`` (a tbf's),
+    ``delay_s`` (a netem's) and ``bytes`` (sent, with ``-s``); None where the qdisc has no such value.
+    ConfigError for text that is not that JSON."""
+    try:
+        data = json.loads(text or "[]")
+    except ValueError as exc:
+        raise ConfigError(f"not the JSON of tc -j qdisc show: {(text or '')[:80]!r}") from exc
+    if not isinstance(data, list):
+        raise ConfigError(f"not the JSON of tc -j qdisc show (a list of qdiscs): {(text or '')[:80]!r}")
+    out = []
+    for q in data:
+        if not isinstance(q, dict) or not isinstance(q.get("kind"), str):
+            continue
+        opts: dict = q["options"] if isinstance(q.get("options"), dict) else {}
+        delay = opts.get("delay")
+        delay_s = _tc_number(delay.get("delay") if isinstance(delay, dict) else delay)
+        burst, sent = _tc_number(opts.get("burst")), _tc_number(q.get("bytes"))
+        out.append({"kind": q["kind"], "handle": q.get("handle"),
+                    "parent": "root" if q.get("root") else q.get("parent"),
+                    "rate_bit_per_s": _tc_rate_bit(opts.get("rate")) if q["kind"] == "tbf" else None,
+                    "burst_bytes": None if burst is None or q["kind"] != "tbf" else int(burst),
+                    "delay_s": delay_s if q["kind"] == "netem" else None,
+                    "bytes": None if sent is None else int(sent)})
+    return out
+
+
+def rate_windows(samples: list[tuple[float, int]], window_s: float = LINK_WINDOW_S) -> list[tuple[float, int]]:
+    """``(seconds, bytes)`` between each reading of a byte counter (``(t, bytes)`` pairs) and the
+    first one at least ``window_s`` later; when no two readings are that far apart, the span from
+    the first to the last reading as the one window (none with fewer than two readings). A
+    counter that went back (its device made anew) counts 0 bytes."""
+    pts = sorted(samples)
+    out: list[tuple[float, int]] = []
+    j = 0
+    for i, (t, b) in enumerate(pts):
+        j = max(j, i + 1)
+        while j < len(pts) and pts[j][0] - t < window_s:
+            j += 1
+        if j == len(pts):
+            break
+        out.append((pts[j][0] - t, max(0, pts[j][1] - b)))
+    if not out and len(pts) >= 2 and pts[-1][0] > pts[0][0]:
+        out.append((pts[-1][0] - pts[0][0], max(0, pts[-1][1] - pts[0][1])))
+    return out
+
+
+def link_traffic(samples: list[tuple[float, int]], window_s: float = LINK_WINDOW_S) -> dict:
+    """The traffic a device's byte counter readings show: ``bytes`` (first to last reading),
+    ``mean_bit_per_s`` over that span, ``peak_bit_per_s`` (the most over any :func:`rate_windows`
+    window) and ``window_s`` (that window's length); the rates None with fewer than two readings."""
+    pts = sorted(samples)
+    wins = rate_windows(pts, window_s)
+    span = pts[-1][0] - pts[0][0] if len(pts) >= 2 else 0.0
+    total = max(0, pts[-1][1] - pts[0][1]) if len(pts) >= 2 else 0
+    if not wins or span <= 0:
+        return {"bytes": total, "mean_bit_per_s": None, "peak_bit_per_s": None, "window_s": None,
+                "readings": len(pts)}
+    dt, db = max(wins, key=lambda w: w[1] / w[0])
+    return {"bytes": total, "mean_bit_per_s": round(8.0 * total / span, 1), "peak_bit_per_s": round(8.0 * db / dt, 1),
+            "window_s": round(dt, 3), "readings": len(pts)}
+
+
+def _close(got: float | None, want: float, tolerance: float = LINK_QDISC_TOLERANCE) -> bool:
+    return got is not None and abs(got - want) <= tolerance * want
+
+
+def bit_text(bit_per_s: float) -> str:
+    """``50 Mbit/s``: a rate in bit/s in the largest unit that keeps it at least 1 (4 significant digits)."""
+    for unit, size in (("Gbit/s", 1e9), ("Mbit/s", 1e6), ("kbit/s", 1e3)):
+        if abs(bit_per_s) >= size:
+            return f"{bit_per_s / size:.4g} {unit}"
+    return f"{bit_per_s:.4g} bit/s"
+
+
+def _qdisc_text(q: dict) -> str:
+    extra = (f" {bit_text(q['rate_bit_per_s'])}" if q.get("rate_bit_per_s") is not None else "") + \
+            (f" {q['delay_s'] * 1e3:g} ms" if q.get("delay_s") is not None else "")
+    return f"{q['kind']}{extra}"
+
+
+def check_link(level: Any, link: netmod.Link | None, devices: dict[str, dict], *, delay_here: bool = True,
+               window_s: float = LINK_WINDOW_S, tolerance: float = LINK_RATE_TOLERANCE) -> dict:
+    """The ``link`` record. ``link``: what the level means (:func:`labkit.core.network.parse_link`;
+    None: unshaped); ``devices``: per host-side device of the run, ``qdiscs`` (:func:`parse_qdiscs`;
+    None when not read, ``error`` saying why) and ``samples`` (``(t, tx_bytes)`` readings);
+    ``delay_here``: whether a delay is a qdisc on these devices (not in a VM, whose guest delays
+    its own egress). False when a device lacks the level's shaping (or, unshaped, has some) or
+    its traffic beat the rate by more than ``tolerance`` plus the tbf's burst over a window;
+    null when a device or its traffic could not be read; see the module docstring.
+
+    ``observed``: the level's ``rate_bit_per_s`` and ``delay_s``; ``qdisc`` (the kinds found,
+    joined by ``+``); ``qdisc_rate_bit_per_s`` (the lowest tbf rate on the devices, None when one
+    has none); ``peak_bit_per_s`` (the most of any device over a window), ``mean_bit_per_s`` (the
+    busiest device's, over its readings), ``bytes`` (all devices') and, per device, ``devices``."""
+    rate = None if link is None else link.rate_bit
+    delay = 0.0 if link is None else link.delay_s
+    read = ("the qdiscs of the host-side device of each instance's link (tc -j -s qdisc show dev) and the "
+            f"bytes it sent into the instance (/sys/class/net/<dev>/statistics/tx_bytes) polled on this machine, "
+            f"peak over {window_s:g} s windows")
+    observed: dict[str, Any] = {"rate_bit_per_s": rate, "delay_s": delay, "qdisc": None,
+                                "qdisc_rate_bit_per_s": None, "peak_bit_per_s": None, "mean_bit_per_s": None,
+                                "bytes": 0, "devices": {}}
+    if not devices:
+        if link is None:
+            return entry(level, True, observed, "no instance of the run has a host-side link device (no private "
+                                                "network): nothing is shaped, as the level asks")
+        return entry(level, None, observed, "not read: no instance of the run has a host-side link device "
+                                            "(none was made, or the backend did not record it)")
+    problems: list[str] = []
+    unread: list[str] = []
+    kinds: list[str] = []
+    qrates: list[float] = []
+    for dev, d in devices.items():
+        qdiscs, traffic = d.get("qdiscs"), link_traffic(d.get("samples") or [], window_s)
+        rec: dict[str, Any] = {"qdiscs": None if qdiscs is None else [_qdisc_text(q) for q in qdiscs], **traffic}
+        observed["devices"][dev] = rec
+        observed["bytes"] += traffic["bytes"]
+        if qdiscs is None:
+            unread.append(f"{dev}: {d.get('error') or 'its qdiscs were not read'}")
+            continue
+        kinds += [k for k in kinds_of(qdiscs) if k not in kinds]
+        shaping = [q for q in qdiscs if q["kind"] in SHAPING_QDISCS]
+        burst = 0
+        if link is None:
+            if shaping:
+                problems.append(f"{dev} has {', '.join(_qdisc_text(q) for q in shaping)} though the level is unshaped")
+            continue
+        if rate is not None:
+            tbfs = [q for q in qdiscs if q["kind"] == "tbf"]
+            held = [q for q in tbfs if _close(q["rate_bit_per_s"], rate)]
+            qrates += [q["rate_bit_per_s"] if q["rate_bit_per_s"] is not None else math.nan for q in tbfs] or [math.nan]
+            if held:
+                burst = held[0]["burst_bytes"] or 0
+            elif tbfs:
+                problems.append(f"{dev}: {', '.join(_qdisc_text(q) for q in tbfs)}, not {bit_text(rate)}")
+            else:
+                problems.append(f"{dev}: no tbf qdisc (found {', '.join(kinds_of(qdiscs)) or 'none'})")
+        if delay > 0 and delay_here:
+            netems = [q for q in qdiscs if q["kind"] == "netem"]
+            if not any(q["delay_s"] is not None and abs(q["delay_s"] - delay) <= max(1e-6, LINK_QDISC_TOLERANCE * delay)
+                       for q in netems):
+                found = ", ".join(_qdisc_text(q) for q in netems) or "no netem qdisc"
+                problems.append(f"{dev}: {found}, not a {delay * 1e3:g} ms delay")
+        if rate is not None:
+            wins = rate_windows(d.get("samples") or [], window_s)
+            if not wins:
+                unread.append(f"{dev}: fewer than two readings of its byte counter")
+            elif any(8.0 * (db - burst) > rate * (1 + tolerance) * dt for dt, db in wins):
+                problems.append(f"{dev}: traffic at {bit_text(traffic['peak_bit_per_s'])} over {traffic['window_s']:g} s, "
+                                f"above {bit_text(rate)} + {tolerance:.0%}"
+                                + (f" and the tbf's {burst}-byte burst" if burst else ""))
+    peaks = [r["peak_bit_per_s"] for r in observed["devices"].values() if r["peak_bit_per_s"] is not None]
+    busiest = max(observed["devices"].values(), key=lambda r: r["bytes"])
+    observed.update(qdisc="+".join(kinds) or None,
+                    qdisc_rate_bit_per_s=min(qrates) if qrates and not any(map(math.isnan, qrates)) else None,
+                    peak_bit_per_s=max(peaks) if peaks else None, mean_bit_per_s=busiest["mean_bit_per_s"])
+    if link is None:
+        how = f"{read}: no shaping qdisc ({', '.join(sorted(SHAPING_QDISCS))}) on any, as the level asks"
+    else:
+        parts = ([f"a tbf at {bit_text(rate)} (within {LINK_QDISC_TOLERANCE:.0%}) and no traffic above it by more "
+                  f"than {tolerance:.0%} plus the tbf's burst"] if rate is not None else []) + \
+                ([f"a netem delay of {delay * 1e3:g} ms"] if delay > 0 and delay_here else []) + \
+                ([f"the {delay * 1e3:g} ms delay is netem inside the VM: not read"] if delay > 0 and not delay_here
+                 else [])
+        how = f"{read}: {'; '.join(parts)} on every device"
+        if rate is None and not delay_here:   # nothing of the level is on this machine to read
+            return entry(level, None, observed, f"not verified: {how}")
+    if problems:
+        return entry(level, False, observed, f"{how}; " + "; ".join(problems))
+    if unread:
+        return entry(level, None, observed, "not verified: " + "; ".join(unread) + f" ({how})")
+    return entry(level, True, observed, how)
+
+
+def kinds_of(qdiscs: list[dict]) -> list[str]:
+    """The kinds of ``qdiscs`` (:func:`parse_qdiscs`), each once, in order."""
+    return list(dict.fromkeys(q["kind"] for q in qdiscs))
+
+
 def failed(treatments: dict) -> list[str]:
     """The factors whose check failed (``verified`` false): the run's "treatment not applied"."""
     return sorted(f for f, rec in treatments.items() if rec.get("verified") is False)
@@ -334,6 +550,65 @@ class KsmWatch:
         return s
 
 
+# -- a link, polled during the run -------------------------------------------------------------
+def link_devices(instances: list) -> list[str]:
+    """The host-side devices the backend shaped for ``instances``: each one's ``host_device`` and
+    the data NICs of bonded ones (``metadata["network"]["data_devices"]``), each once."""
+    out: list[str] = []
+    for inst in instances:
+        net = (getattr(inst, "metadata", None) or {}).get("network") or {}
+        for dev in [getattr(inst, "host_device", None), *(net.get("data_devices") or [])]:
+            if isinstance(dev, str) and dev and dev not in out:
+                out.append(dev)
+    return out
+
+
+def read_qdiscs(device: str) -> list[dict]:
+    """The qdiscs on ``device`` of this machine (:func:`parse_qdiscs` of ``tc -j -s qdisc show``);
+    BackendError when tc fails (no such device), ConfigError when it prints no JSON."""
+    return parse_qdiscs(netmod.run_host(["tc", "-j", "-s", "qdisc", "show", "dev", device], timeout=10))
+
+
+class LinkWatch:
+    """Polls, every ``poll_s`` s, the bytes each host-side link device of the run's instances
+    (:func:`link_devices`, found as they are made) has sent: ``tx_bytes`` under ``sys_net``.
+    :meth:`stop` takes a last reading and returns ``{device: [(t, bytes), ...]}``."""
+
+    def __init__(self, ctx: RunContext, sys_net: Path = SYS_NET, poll_s: float = 0.2):
+        self.ctx, self.sys_net, self.poll_s = ctx, Path(sys_net), poll_s
+        self.stop_event = threading.Event()
+        self.samples: dict[str, list[tuple[float, int]]] = {}
+        self.error: str | None = None
+        self.thread: threading.Thread | None = None
+
+    def start(self) -> LinkWatch:
+        self.poll()
+        self.thread = threading.Thread(target=self._loop, daemon=True, name="labkit-link-check")
+        self.thread.start()
+        return self
+
+    def _loop(self) -> None:
+        while not self.stop_event.wait(self.poll_s):
+            self.poll()
+
+    def poll(self) -> None:
+        try:
+            for dev in link_devices(list(self.ctx.instances)):
+                n = _read_int(self.sys_net / dev / "statistics" / "tx_bytes")
+                if n is not None:
+                    self.samples.setdefault(dev, []).append((time.monotonic(), n))
+        except Exception as exc:   # a check never fails a run
+            self.error = f"{type(exc).__name__}: {exc}"[:300]
+
+    def stop(self) -> dict[str, list[tuple[float, int]]]:
+        self.stop_event.set()
+        if self.thread is not None:
+            self.thread.join(5)
+            self.thread = None
+            self.poll()   # the devices outlive the workload: the last bytes it sent
+        return self.samples
+
+
 # -- the hook ----------------------------------------------------------------------------------
 def _cpu_s(inst: Any) -> float | None:
     try:
@@ -345,12 +620,15 @@ def _cpu_s(inst: Any) -> float | None:
 
 class TreatmentChecks(RunHook):
     """The manipulation checks of every run (module docstring). ``ksm_root``: the KSM directory
-    read; ``poll_s``: seconds between KSM readings; ``timeout_s``: the instance command's limit."""
+    read; ``sys_net``: the network devices' directory read; ``poll_s``: seconds between KSM and
+    link readings; ``timeout_s``: the instance command's limit."""
 
-    def __init__(self, *, ksm_root: Path | str = KSM_ROOT, poll_s: float = 0.2, timeout_s: float = 15.0):
+    def __init__(self, *, ksm_root: Path | str = KSM_ROOT, sys_net: Path | str = SYS_NET, poll_s: float = 0.2,
+                 timeout_s: float = 15.0):
         if isinstance(poll_s, bool) or not isinstance(poll_s, (int, float)) or not 0.01 <= poll_s <= 10:
             raise ConfigError(f"TreatmentChecks: poll_s must be 0.01 to 10 seconds, got {poll_s!r}")
         self.ksm_root, self.poll_s, self.timeout_s = Path(ksm_root), float(poll_s), timeout_s
+        self.sys_net = Path(sys_net)
 
     def around_run(self, ctx: RunContext) -> contextlib.AbstractContextManager:
         if not any(f in KNOWN for f in ctx.run.levels):
@@ -360,29 +638,33 @@ class TreatmentChecks(RunHook):
     @contextlib.contextmanager
     def _checked(self, ctx: RunContext) -> Iterator[list]:
         levels = ctx.run.levels
-        watch = None
-        if "ksm" in levels:
+        watch: Any = None
+        link: Any = None
+        if "ksm" in levels or "link" in levels:
             from .readings import remote_reason
             why = remote_reason(ctx.backend)
-            watch = KsmWatch(ctx, self.ksm_root, self.poll_s) if why is None else why
-            if isinstance(watch, KsmWatch):
-                watch.start()
+            if "ksm" in levels:
+                watch = KsmWatch(ctx, self.ksm_root, self.poll_s).start() if why is None else why
+            if "link" in levels:
+                link = LinkWatch(ctx, self.sys_net, self.poll_s).start() if why is None else why
         t0 = time.monotonic()
         neighbours = list(ctx.neighbours)
         start = [_cpu_s(n) for n in neighbours]
         try:
             yield []
         except Exception:
-            self._record(ctx, watch, neighbours, start, t0)
+            self._record(ctx, watch, neighbours, start, t0, link)
             raise
         except BaseException:   # interrupted: the run is not stored
-            if isinstance(watch, KsmWatch):
-                watch.stop()
+            for w in (watch, link):
+                if isinstance(w, (KsmWatch, LinkWatch)):
+                    w.stop()
             raise
         else:
-            self._record(ctx, watch, neighbours, start, t0)
+            self._record(ctx, watch, neighbours, start, t0, link)
 
-    def _record(self, ctx: RunContext, watch: Any, neighbours: list, start: list, t0: float) -> None:
+    def _record(self, ctx: RunContext, watch: Any, neighbours: list, start: list, t0: float,
+                link: Any = None) -> None:
         levels, spec = ctx.run.levels, ctx.spec
         out: dict[str, dict] = {}
         try:
@@ -403,8 +685,7 @@ class TreatmentChecks(RunHook):
                 n = len(ctx.instances)
                 out["count"] = entry(levels["count"], n == spec.count, n, "instances made for the run")
             if "link" in levels:
-                out["link"] = entry(levels["link"], None, None,
-                                    "not verified: labkit shapes the link with tc but measures no rate on it")
+                out["link"] = self._link(ctx, link, vm)
             inside = [f for f in ("affinity", "vcpus", "memory_mb") if f in levels]
             if inside:
                 out.update(self._inside(ctx, inside, vm))
@@ -412,6 +693,29 @@ class TreatmentChecks(RunHook):
             out["_error"] = entry(None, None, None, f"checks stopped: {type(exc).__name__}: {exc}"[:300])
         ctx.metadata["treatments"] = out
         ctx.metadata["treatment_failed"] = failed(out)
+
+    def _link(self, ctx: RunContext, watch: Any, vm: bool) -> dict:
+        """The ``link`` record: ``watch`` is the run's :class:`LinkWatch`, or why none could run."""
+        level = ctx.run.levels["link"]
+        if not isinstance(watch, LinkWatch):
+            return entry(level, None, None, f"not read: {watch}: its links are shaped with tc there, not on this "
+                                            "machine")
+        samples = watch.stop()
+        try:
+            shaped = netmod.parse_link(level, "factor 'link' level")
+        except ConfigError as exc:
+            return entry(level, None, None, f"not verified: {exc}")
+        devices: dict[str, dict] = {}
+        for dev in link_devices(list(ctx.instances)):
+            try:
+                devices[dev] = {"qdiscs": read_qdiscs(dev), "samples": samples.get(dev, [])}
+            except (BackendError, ConfigError) as exc:
+                devices[dev] = {"qdiscs": None, "error": f"tc read nothing: {exc}"[:300],
+                                "samples": samples.get(dev, [])}
+        rec = check_link(level, shaped, devices, delay_here=not vm)
+        if watch.error and rec["verified"] is not False:
+            rec = entry(level, None, rec["observed"], f"not verified: reading the byte counters failed: {watch.error}")
+        return rec
 
     def _inside(self, ctx: RunContext, factors: list[str], vm: bool) -> dict:
         levels, spec = ctx.run.levels, ctx.spec

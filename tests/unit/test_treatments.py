@@ -207,14 +207,6 @@ def test_factors_it_does_not_know_cost_nothing(tmp_path):
         TreatmentChecks(poll_s=0)
 
 
-def test_link_is_said_not_verified(tmp_path):
-    ctx = context({"link": "1gbit/"}, InstanceSpec(count=2), [Inst(""), Inst("")], tmp_path)
-    with TreatmentChecks().around_run(ctx):
-        pass
-    assert ctx.metadata["treatments"]["link"]["verified"] is None
-    assert "not verified" in ctx.metadata["treatments"]["link"]["how"]
-
-
 def md(**checks):
     return {"treatments": {f: {"level": lv, "verified": v, "observed": None, "how": "x"} for f, (lv, v) in checks.items()}}
 
@@ -239,4 +231,7 @@ def test_untaken_in_part_and_without_checks():
     assert untaken(runs).sentence[0] == ("memory_mb 256 was not seen inside the instance (its memory limit "
                                          "differed) in 1 of 2 runs: the treatment did not take in part")
     assert untaken(pd.DataFrame({"metadata": [{}, {"spec": {}}]})).empty
+    link = untaken(pd.DataFrame({"metadata": [md(link=("50mbit/", False))]}))
+    assert link.sentence[0] == ("link 50mbit/ was not what the link carried (its qdisc was missing or another, or "
+                                "traffic beat its rate) in 1 of 1 runs: the treatment did not take")
     assert list(untaken(pd.DataFrame()).columns) == COLUMNS
