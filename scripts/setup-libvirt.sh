@@ -56,9 +56,10 @@ else
         systemctl start virtlogd libvirtd || true
     fi
     if ! virsh -c "$URI" version >/dev/null 2>&1; then
-        pgrep -x virtlogd >/dev/null || virtlogd -d
+        # root's daemons only: a user's session libvirtd/virtlogd (qemu:///session) is not the system one
+        pgrep -u 0 -x virtlogd >/dev/null || virtlogd -d
         # a stale pid file from a killed daemon makes libvirtd refuse to start
-        if ! pgrep -x libvirtd >/dev/null; then
+        if ! pgrep -u 0 -x libvirtd >/dev/null; then
             rm -f /run/libvirtd.pid /var/run/libvirtd.pid
             nohup libvirtd >>/var/log/labkit-libvirtd.log 2>&1 </dev/null &
         fi

@@ -8,7 +8,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from ..errors import BackendUnavailable, ConfigError
+from ..errors import BackendUnavailable, ConfigError, did_you_mean
 from .base import Backend, ExecResult, Instance, Process, RawResult, new_name, teardown
 
 # name -> (module, class, the pip extra that installs its SDK)
@@ -39,7 +39,8 @@ def backend_class(name: str) -> type[Backend]:
     extra when its SDK is missing). A backend built on another one (``ssh-hosts`` on ``ssh``)
     gets it here, never by importing the other backend's module."""
     if name not in REGISTRY:
-        raise ConfigError(f"unknown backend {name!r}; available: {', '.join(REGISTRY)}")
+        raise ConfigError(f"unknown backend {str(name)[:64]!r}{did_you_mean(name, list(REGISTRY), n=1)}; "
+                          f"available: {', '.join(REGISTRY)}")
     module, cls, extra = REGISTRY[name]
     try:
         mod = importlib.import_module(module)

@@ -45,9 +45,10 @@ NEEDS: tuple[Need, ...] = (
          "`--group root` makes it root:root: the lxd group does not help)",
          "usermod -aG lxd USER; start LXD with --group lxd"),
     Need("libvirt", "libvirt", "qemu:///system: libvirtd, its socket, and polkit over the D-Bus system bus "
-         "(group libvirt); qemu:///session: /dev/kvm, a user storage pool (pool_path)",
-         "usermod -aG libvirt,kvm USER; systemctl start dbus polkit libvirtd; or backend_options "
-         "uri: qemu:///session, pool_path: ~/labkit-pool"),
+         "(group libvirt); qemu:///session: nothing shared (the user's own libvirtd and pool under "
+         "~/.local/share/labkit/libvirt-pool; /dev/kvm for speed, else QEMU TCG; no mounts or private networks)",
+         "usermod -aG libvirt USER; systemctl start dbus polkit libvirtd; or backend_options "
+         "uri: qemu:///session"),
     Need("ssh", "ssh", "sshd on each host, a key the user can read, the host key in known_hosts",
          "ssh-copy-id; ssh-keyscan HOST >> ~/.ssh/known_hosts"),
     Need("notebooks", "notebooks", "papermill, JupyterLab, Voila (labkit dashboard)", "pip install 'labkit[notebooks]'"),
@@ -146,7 +147,7 @@ def _daemon(backend: str) -> Finding:
         kvm = Path("/dev/kvm")
         parts.append("/dev/kvm " + ("usable" if os.access(kvm, os.R_OK | os.W_OK) else
                                     "missing" if not kvm.exists() else "not usable (group kvm)")
-                     + " (qemu:///session needs it, and a pool_path of the user's)")
+                     + " (without it qemu:///session runs QEMU TCG: emulated, not KVM)")
     return Finding(backend, ok, "; ".join(parts))
 
 

@@ -5,6 +5,12 @@ the kernel, CPU, SMT state, governor, frequency, NUMA layout, vulnerability
 mitigations, transparent huge pages, kernel same-page merging (KSM) and the
 labkit version/commit it was measured with. :func:`fingerprint_table` and
 :func:`fingerprint_diff` show them in notebooks, reports and ``labkit compare``.
+
+Code state you can rebuild: when the checkout labkit runs from has uncommitted changes
+(``labkit_commit`` ends in ``+dirty``), :func:`code_diff` captures them (``git diff HEAD`` of the
+tracked files, :class:`CodeDiff`, at most :data:`DIFF_CAP` bytes, truncation recorded) and the
+fingerprint names the diff's SHA-256 (``labkit_diff_sha256``); a campaign stores the diff in its
+store's meta (:mod:`labkit.store.codestate`), so ``git apply`` on the commit rebuilds the code.
 """
 from __future__ import annotations
 
@@ -14,9 +20,12 @@ import json
 import os
 import platform
 import subprocess
+import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ..errors import ConfigError
 from .paths import MARKER
 
 if TYPE_CHECKING:
@@ -99,6 +108,96 @@ def memory_features(root: Path = SYS_MM) -> dict:
 BUILD_COMMIT_FILE = "_build_commit.txt"
 
 
+#: bytes of a checkout's uncommitted diff kept at most (:func:`capture_diff`): the first 4 MiB, cut
+#: at a line end, the whole diff's size and digest recorded
+DIFF_CAP = 4 << 20
+#: seconds ``git diff`` may take before the capture gives up (nothing is recorded then)
+DIFF_TIMEOUT_S = 60.0
+
+
+@dataclass(frozen=True)
+class CodeDiff:
+    """A checkout's uncommitted changes to its tracked files (``git diff HEAD --binary``).
+
+    ``commit`` the checkout's HEAD (12 hex digits), ``text`` the diff as kept (at most ``cap``
+    bytes of it, cut at a line end; bytes that are not UTF-8 kept as surrogate escapes:
+    :meth:`data` gives the bytes back), ``sha256`` the digest of the *whole* diff, ``size`` its
+    bytes, ``lines`` its lines, ``truncated`` whether ``text`` is only its beginning."""
+    commit: str
+    text: str
+    sha256: str
+    size: int
+    lines: int
+    truncated: bool
+
+    def data(self) -> bytes:
+        """The kept diff as bytes, as git printed them (``git apply`` takes them)."""
+        return self.text.encode("utf-8", "surrogateescape")
+
+    def record(self) -> dict:
+        """What a store keeps (:mod:`labkit.store.codestate`): every field, ``text`` as ``diff``."""
+        return {"commit": self.commit, "sha256": self.sha256, "bytes": self.size, "lines": self.lines,
+                "truncated": self.truncated, "kept_bytes": len(self.data()), "diff": self.text}
+
+
+def capture_diff(checkout: str | Path, *, cap: int = DIFF_CAP) -> CodeDiff | None:
+    """The uncommitted changes of the tracked files of the git checkout at ``checkout`` against its
+    HEAD (staged and not; untracked files are not code labkit runs), or None when the tree is clean,
+    ``checkout`` is not a git checkout (or has no commit), or git fails or takes longer than
+    :data:`DIFF_TIMEOUT_S`. The whole diff is read once, in pieces (memory stays bounded by
+    ``cap``): its digest and size are of all of it, its text the first ``cap`` bytes cut at the
+    last line end (``truncated`` then)."""
+    if isinstance(cap, bool) or not isinstance(cap, int) or cap < 1:
+        raise ConfigError(f"capture_diff: cap must be a whole number of bytes >= 1, got {cap!r}")
+    git = ["git", "-C", str(checkout), "-c", "core.quotepath=off"]
+    try:
+        head = subprocess.run([*git, "rev-parse", "--short=12", "HEAD"], capture_output=True, text=True,
+                              timeout=10)
+        if head.returncode != 0 or not head.stdout.strip():
+            return None
+        proc = subprocess.Popen([*git, "diff", "HEAD", "--binary", "--no-color", "--no-ext-diff",
+                                 "--no-textconv"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    digest, kept, size, lines = hashlib.sha256(), bytearray(), 0, 0
+    deadline = time.monotonic() + DIFF_TIMEOUT_S
+    with proc:
+        while proc.stdout is not None and (chunk := proc.stdout.read(1 << 16)):
+            digest.update(chunk)
+            size += len(chunk)
+            lines += chunk.count(b"\n")
+            if len(kept) <= cap:
+                kept += chunk[:cap + 1 - len(kept)]
+            if time.monotonic() > deadline:
+                proc.kill()
+                return None
+        if proc.wait() != 0 or size == 0:
+            return None
+    if size and not bytes(kept).endswith(b"\n"):
+        lines += 1   # a last line without a line end is a line
+    truncated = size > cap
+    if truncated:
+        cut = bytes(kept[:cap])
+        kept = bytearray(cut[:cut.rfind(b"\n") + 1] if b"\n" in cut else cut)
+    return CodeDiff(head.stdout.strip(), bytes(kept).decode("utf-8", "surrogateescape"), digest.hexdigest(),
+                    size, lines, truncated)
+
+
+def _own_checkout() -> Path | None:
+    """The labkit checkout this package runs from (a git work tree holding the checkout marker),
+    or None for an installed labkit."""
+    here = Path(__file__).resolve().parents[2]    # labkit/core/fingerprint.py -> the checkout
+    return here if (here / ".git").exists() and (here / MARKER).is_file() else None
+
+
+@functools.lru_cache(maxsize=1)
+def code_diff() -> CodeDiff | None:
+    """The uncommitted changes of the checkout this package runs from (:func:`capture_diff`), None
+    when it is clean or not a checkout. Read once per process, as :func:`labkit_commit` is."""
+    here = _own_checkout()
+    return capture_diff(here) if here is not None else None
+
+
 @functools.lru_cache(maxsize=1)
 def labkit_commit() -> str:
     """The git commit of the labkit checkout this package runs from (``+dirty`` when it has local
@@ -149,7 +248,17 @@ def host_fingerprint() -> dict:
         "python": platform.python_version(),
         "labkit": __version__,
         "labkit_commit": labkit_commit(),
+        **_diff_fact(),
     }
+
+
+def _diff_fact() -> dict:
+    """``labkit_diff_sha256``: the digest of the uncommitted diff a ``+dirty`` commit ran with
+    (:func:`code_diff`); nothing for a clean checkout or an installed labkit."""
+    if not labkit_commit().endswith("+dirty"):
+        return {}
+    diff = code_diff()
+    return {"labkit_diff_sha256": diff.sha256 if diff is not None else "n/a"}
 
 
 #: what makes a host the same host for a resume; frequency, labkit's commit and the like are

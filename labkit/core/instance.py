@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-from ..errors import ConfigError
+from ..errors import ConfigError, did_you_mean
 
 AFFINITIES = ("pinned", "floating")
 HOST_FACTORS = ("vcpus", "memory_mb", "affinity", "count")
@@ -81,6 +81,7 @@ def normalize_level(key: str, value: object) -> object:
         if v not in AFFINITIES:
             raise ConfigError(
                 f"factor 'affinity': level {value!r} not allowed; use one of {', '.join(AFFINITIES)}"
+                f"{did_you_mean(value, AFFINITIES)}"
             )
         return v
     return value

@@ -14,6 +14,10 @@ working directory, as ``Campaign(data_dir="data")`` takes them. A folder that me
 The seed notebooks and the reference data they compare with (the papers' tables) ship inside the
 package (:func:`notebooks_dir`, :func:`reference_dir`): in a checkout those are links to
 ``notebooks/`` and ``data/reference/``, one source of truth.
+
+What labkit keeps while it runs (sockets, bind mounts) goes under the user's own runtime directory
+(:func:`runtime_dir`): root's ``/run/labkit``, a user's ``$XDG_RUNTIME_DIR/labkit`` (or
+``/run/user/<uid>/labkit``, or ``~/.cache/labkit``), never another user's.
 """
 from __future__ import annotations
 
@@ -23,14 +27,18 @@ from pathlib import Path
 
 from ..errors import ConfigError, StoreError
 
-__all__ = ["DATA_DIR_ENV", "MARKER", "base_dir", "check_data_dir", "checkout", "data_dir", "figures_dir", "notebooks_dir", "out_dir",
-           "reference_dir", "repo_root", "resolve", "unsafe_dir"]
+__all__ = ["DATA_DIR_ENV", "MARKER", "SYSTEM_RUNTIME_DIR", "base_dir", "check_data_dir", "checkout", "data_dir",
+           "figures_dir", "notebooks_dir", "out_dir", "reference_dir", "repo_root", "resolve", "runtime_base",
+           "runtime_dir", "unsafe_dir"]
 
 #: the file at the root of the labkit repository that tells it apart from any other folder
 MARKER = ".labkit-checkout"
 #: the environment variable naming the default data dir (:func:`data_dir`)
 DATA_DIR_ENV = "LABKIT_DATA_DIR"
 _PACKAGE = Path(__file__).resolve().parents[1]   # labkit/core/paths.py -> labkit/
+#: root's runtime directory (the registry of running campaigns, the local backend's work root, the
+#: libvirt backend's bind mounts); other users have their own (:func:`runtime_base`)
+SYSTEM_RUNTIME_DIR = Path("/run/labkit")
 
 
 def checkout(start: str | Path | None = None) -> Path | None:
@@ -134,4 +142,76 @@ def check_data_dir(path: str | Path, what: str = "data dir") -> Path:
                 where = "" if d == path else f": its parent {d} is"
                 raise StoreError(f"{what} {path}{where or ' is'} {why}; another user could replace what "
                                  "labkit writes there: use a directory only you (and root) can change")
+    return path
+
+
+def _own_dir(path: Path) -> bool:
+    """Whether ``path`` is a directory (not a link) of this user's."""
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return False
+    return stat.S_ISDIR(st.st_mode) and st.st_uid == os.geteuid()
+
+
+def runtime_base() -> Path:
+    """This user's labkit runtime directory (not created): :data:`SYSTEM_RUNTIME_DIR` for root; else
+    ``$XDG_RUNTIME_DIR/labkit`` when ``XDG_RUNTIME_DIR`` is an absolute path, else
+    ``/run/user/<uid>/labkit`` when ``/run/user/<uid>`` is the user's, else ``~/.cache/labkit``.
+    ConfigError when a non-root user has none of them (no runtime dir and no home)."""
+    if os.geteuid() == 0:
+        return SYSTEM_RUNTIME_DIR
+    xdg = os.environ.get("XDG_RUNTIME_DIR")
+    if xdg and os.path.isabs(xdg):
+        return Path(xdg) / "labkit"
+    user_run = Path(f"/run/user/{os.geteuid()}")
+    if _own_dir(user_run):
+        return user_run / "labkit"
+    home = Path("~").expanduser()
+    if not home.is_absolute():
+        raise ConfigError(f"no runtime directory for labkit: uid {os.geteuid()} is not root, XDG_RUNTIME_DIR "
+                          f"is not set, {user_run} is not the user's and there is no home directory; set "
+                          "XDG_RUNTIME_DIR to a directory of yours (mode 0700)")
+    return home / ".cache" / "labkit"
+
+
+def runtime_dir(*parts: str, create: bool = True) -> Path:
+    """``runtime_base() / parts``: where labkit keeps what it needs while it runs (sockets, bind
+    mounts), this user's only. With ``create``, each missing level is made 0700 (``/run/labkit``
+    itself 0755, as the registry makes it); an existing one
+    must be a directory of this user's (root's: root's) that group and others cannot write.
+    ConfigError naming the directory and the fix when it cannot be made, reached or trusted (e.g.
+    a ``$XDG_RUNTIME_DIR`` of another user's); without ``create`` a missing directory is returned
+    as it is."""
+    base = runtime_base()
+    path = base.joinpath(*parts)
+    fix = ("set XDG_RUNTIME_DIR to a directory of yours (mode 0700)" if os.geteuid() != 0
+           else f"remove {path} (labkit makes it again)")
+    for d in (*reversed(path.parents), path):
+        try:
+            st = os.lstat(d)
+        except FileNotFoundError:
+            if not create:
+                return path
+            try:   # root's own is 0755: other users read root's registry of running campaigns there
+                os.mkdir(d, 0o755 if d == SYSTEM_RUNTIME_DIR else 0o700)
+                st = os.lstat(d)
+            except OSError as exc:
+                raise ConfigError(f"labkit's runtime directory {d} cannot be made ({exc.strerror or exc}); "
+                                  f"{fix}") from None
+        except OSError as exc:
+            raise ConfigError(f"labkit's runtime directory {d} cannot be reached ({exc.strerror or exc}); "
+                              f"{fix}") from None
+        if d != base and base not in d.parents:
+            continue   # above the runtime directory (/run, a home): only passed through
+        if stat.S_ISLNK(st.st_mode) or not stat.S_ISDIR(st.st_mode):
+            raise ConfigError(f"labkit's runtime directory {d} is not a directory (a link or a file); {fix}")
+        if st.st_uid != os.geteuid():
+            raise ConfigError(f"labkit's runtime directory {d} belongs to uid {st.st_uid}, not to this user "
+                              f"(uid {os.geteuid()}); {fix}")
+        if st.st_mode & 0o022:
+            raise ConfigError(f"labkit's runtime directory {d} is writable by group or others (mode "
+                              f"{stat.S_IMODE(st.st_mode):04o}); {fix}")
+    if not os.access(path, os.R_OK | os.W_OK | os.X_OK):
+        raise ConfigError(f"labkit's runtime directory {path} is not readable and writable by this user; {fix}")
     return path

@@ -71,6 +71,8 @@ from .options import (
     check_runs_per_instance,
     check_thresholds,
 )
+from .problems import DesignProblems as DesignProblems
+from .problems import Problem, problems_of, raise_problems, yaml_lines
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -162,24 +164,33 @@ class Factor:
         if not 2 <= len(levels) <= LIMITS["levels"]:
             raise ConfigError(f"factor {self.name!r}: needs at least 2 levels and at most {LIMITS['levels']}, "
                               f"got {len(levels)}")
-        levels = tuple(check_level(f"factor {self.name!r} level {i + 1}", v) for i, v in enumerate(levels))
-        if self.name in HOST_FACTORS or self.name == "noise":
-            for v in levels:
-                if isinstance(v, list):
-                    raise ConfigError(f"factor {self.name!r}: level {v!r} must be a single value")
-        try:
-            levels = tuple(normalize_level(self.name, v) for v in levels)
-        except ConfigError:
-            raise
-        except (ValueError, TypeError) as exc:   # e.g. a digit string int() cannot read ("²")
-            raise ConfigError(f"factor {self.name!r}: a level is not allowed ({exc})") from None
-        for v in levels:
-            if self.name in HOST_MAX and v > HOST_MAX[self.name]:
-                raise ConfigError(f"factor {self.name!r}: level {v} above the maximum {HOST_MAX[self.name]}")
+        checked, problems = [], []
+        for i, v in enumerate(levels):   # every bad level is said, not the first one only
+            try:
+                checked.append(self._level(i, v))
+            except ConfigError as exc:
+                problems.append(Problem(str(exc), ("factors", self.name, i)))
+        raise_problems(None, problems)
+        levels = tuple(checked)
         if len({_same_key(v) for v in levels}) != len(levels):
             raise ConfigError(f"factor {self.name!r}: duplicate levels in {list(levels)} "
                               "(8 and 8.0 are the same level)")
         object.__setattr__(self, "levels", levels)
+
+    def _level(self, i: int, value: object) -> object:
+        """Level ``i`` (0-based) in its canonical form, or ConfigError naming the factor and level."""
+        v = check_level(f"factor {self.name!r} level {i + 1}", value)
+        if (self.name in HOST_FACTORS or self.name == "noise") and isinstance(v, list):
+            raise ConfigError(f"factor {self.name!r}: level {v!r} must be a single value")
+        try:
+            v = normalize_level(self.name, v)
+        except ConfigError:
+            raise
+        except (ValueError, TypeError) as exc:   # e.g. a digit string int() cannot read ("²")
+            raise ConfigError(f"factor {self.name!r}: level {i + 1} is not allowed ({exc})") from None
+        if self.name in HOST_MAX and isinstance(v, int) and v > HOST_MAX[self.name]:   # an int: normalize_level
+            raise ConfigError(f"factor {self.name!r}: level {v} above the maximum {HOST_MAX[self.name]}")
+        return v
 
     @property
     def two_level(self) -> bool:
@@ -217,6 +228,7 @@ class Design:
     description: str = ""
     seed_drawn: bool = field(default=False, compare=False)   # True: no seed was given, one was drawn
     source: str = field(default="design", compare=False, repr=False)  # file name, for messages
+    lines: dict = field(default_factory=dict, compare=False, repr=False)  # where -> line (problems.yaml_lines)
     fraction: dict | None = None      # {"generators": [...], "fold_over": False | True | factor}
     blocks: dict | None = None        # {"by": ..., "count": n, "factor": name, "confound": [...]}
     adaptive: dict | None = None      # {"target_ci": .., "max": .., ...}; replications is the minimum
@@ -281,24 +293,37 @@ class Design:
 
     # -- construction ------------------------------------------------------
     @classmethod
-    def from_dict(cls, data: dict, *, source: str = "design") -> Design:
-        """Build from a mapping; ``source`` (e.g. a file name) prefixes error messages."""
+    def from_dict(cls, data: dict, *, source: str = "design", workload: WorkloadSchema | None = None,
+                  lines: dict | None = None) -> Design:
+        """Build from a mapping; ``source`` (e.g. a file name) prefixes error messages. Unknown keys
+        and every bad factor and level are reported together in one :class:`DesignProblems`
+        (with ``lines``, ``where -> line`` from :func:`~labkit.design.problems.yaml_lines`, each
+        with its line); given a ``workload``, so are the problems :meth:`validate_for` finds."""
         if not isinstance(data, dict):
             raise ConfigError(f"{source}: a design must be a mapping with keys {sorted(DESIGN_KEYS)}")
+        problems = []
         # keys of any type (YAML's ``1: a``): sorted by their text, each shown shortened
-        unknown = sorted(_short(k) for k in data if not (isinstance(k, str) and k in DESIGN_KEYS))
+        unknown = sorted((k for k in data if not (isinstance(k, str) and k in DESIGN_KEYS)), key=_short)
         if unknown:
-            raise ConfigError(f"{source}: unknown key(s) {', '.join(unknown)}; "
-                              f"allowed: {', '.join(sorted(DESIGN_KEYS))}")
+            named = ", ".join(_short(k) + did_you_mean(k, sorted(DESIGN_KEYS), n=1) for k in unknown)
+            problems.append(Problem(f"unknown key(s) {named}; allowed: {', '.join(sorted(DESIGN_KEYS))}",
+                                    (str(unknown[0]),)))
         raw = data.get("factors")
         if not isinstance(raw, dict) or not raw:
-            raise ConfigError(f"{source}: 'factors' must be a mapping of factor name to a list of levels")
+            problems.append(Problem("'factors' must be a mapping of factor name to a list of levels", ("factors",)))
+            raise DesignProblems(source, problems, lines)
         if len(raw) > LIMITS["factors"]:
             raise ConfigError(f"{source}: 'factors': at most {LIMITS['factors']} factors, got {len(raw)}")
-        try:
-            factors = [Factor(k if isinstance(k, str) else str(k)[:80], v) for k, v in raw.items()]
-        except ConfigError as exc:
-            raise ConfigError(f"{source}: {exc}") from None
+        factors = []
+        for k, v in raw.items():
+            name = k if isinstance(k, str) else str(k)[:80]
+            try:
+                factors.append(Factor(name, v))
+            except ConfigError as exc:
+                problems += problems_of(exc, ("factors", name))
+        if workload is not None:
+            problems += workload_problems(factors, workload)
+        raise_problems(source, problems, lines)
         reps, adaptive = data.get("replications", 1), None
         if isinstance(reps, dict):
             adaptive = dict(reps)
@@ -309,13 +334,17 @@ class Design:
                    runs_per_instance=data.get("runs_per_instance", 1), telemetry=data.get("telemetry"),
                    exclusive=data.get("exclusive"), quarantine=data.get("quarantine"),
                    thresholds=data.get("thresholds"), practical=data.get("practical"),
-                   family=data.get("family"), treatment_checks=data.get("treatment_checks"))
+                   family=data.get("family"), treatment_checks=data.get("treatment_checks"),
+                   lines=dict(lines or {}))
 
     @classmethod
-    def from_yaml(cls, path: str | Path) -> Design:
-        """Read a design file (bounded: see :mod:`labkit.core.yamlsafe`); ConfigError naming the file."""
+    def from_yaml(cls, path: str | Path, *, workload: WorkloadSchema | None = None) -> Design:
+        """Read a design file (bounded: see :mod:`labkit.core.yamlsafe`); ConfigError naming the file,
+        every bad key, factor and level with its line (and, given ``workload``, what
+        :meth:`validate_for` finds)."""
         from ..core.yamlsafe import load_yaml
-        return cls.from_dict(load_yaml(path), source=str(path))
+        data = load_yaml(path)
+        return cls.from_dict(data, source=str(path), workload=workload, lines=yaml_lines(path))
 
     def to_dict(self) -> dict:
         out = {"name": self.name, "description": self.description,
@@ -451,37 +480,66 @@ class Design:
         """Check every factor is a host factor or a parameter of ``workload`` (or ``noise``),
         every workload-parameter level against the workload's schema (levels are replaced by
         their canonical form, so ``[8, 8.0]`` is a duplicate), and that memory levels are at
-        least what the workload needs. Raises ConfigError naming the file, factor and level."""
-        allowed = set(HOST_FACTORS) | {"noise", "network", "link", "nics", "platform"}   # platform: labkit.run.platforms
-        for i, f in enumerate(self.factors):
-            if f.name in ("network", "link", "nics"):
-                from ..core.network import check_factor
-                check_factor(f.name, f.levels, self.source)
-            if f.name not in allowed and not workload.accepts(f.name):
-                params = sorted(k for k in workload.defaults)
-                raise ConfigError(
-                    f"{self.source}: design factor {f.name!r} is neither a host factor "
-                    f"({', '.join(HOST_FACTORS)}, noise, network, link, nics) "
-                    f"nor a parameter of workload {workload.name!r} ({', '.join(params) or 'none'})"
-                    + did_you_mean(f.name, [*HOST_FACTORS, "noise", "network", "link", "nics", "platform", *params]))
-            if f.name not in allowed:
-                levels = [workload.check_param(f.name, v, where=f"{self.source}: factor {f.name!r} level {_short(v)}")
-                          for v in f.levels]
+        least what the workload needs. Raises one ConfigError (:class:`DesignProblems`) naming the
+        file and every bad factor and level (with its line when the design was read from a file)."""
+        problems = workload_problems(self.factors, workload, memory_floor_mb=memory_floor_mb, canonical=True)
+        raise_problems(self.source, problems, self.lines)
+
+
+#: design factors that are neither host factors nor workload parameters (platform: labkit.run.platforms)
+OTHER_FACTORS = ("noise", "network", "link", "nics", "platform")
+
+
+def workload_problems(factors: list[Factor], workload: WorkloadSchema, *, memory_floor_mb: int | None = None,
+                      canonical: bool = False) -> list[Problem]:
+    """Every problem of ``factors`` against ``workload`` (:meth:`Design.validate_for`): a factor that
+    is neither a host factor, one of :data:`OTHER_FACTORS` nor a parameter of the workload, each
+    level a parameter's schema, a network factor or the noise kinds refuse, memory levels below
+    what the workload needs. With ``canonical``, the levels of parameter factors are replaced in
+    ``factors`` by their canonical form (so ``[8, 8.0]`` is a duplicate)."""
+    from ..core.network import check_factor
+    from .noise_kinds import NOISE_KINDS
+    problems: list[Problem] = []
+    params = sorted(workload.defaults)
+    for i, f in enumerate(factors):
+        where = ("factors", f.name)
+        if f.name in ("network", "link", "nics"):
+            for j, v in enumerate(f.levels):
                 try:
-                    self.factors[i] = Factor(f.name, tuple(levels))
+                    check_factor(f.name, [v], "")
                 except ConfigError as exc:
-                    raise ConfigError(f"{self.source}: {exc}") from None
-        need = max(workload.min_memory_mb, memory_floor_mb or 0)
-        for f in self.factors:
-            if f.name == "memory_mb":
-                low = [v for v in f.levels if v < need]
-                if low:
-                    raise ConfigError(
-                        f"{self.source}: factor 'memory_mb': level(s) {low} below the {need} MB that workload "
-                        f"{workload.name!r} needs; use levels >= {need}")
-        if "noise" in self.factor_names:
-            from .noise_kinds import NOISE_KINDS
-            bad = [v for v in next(f for f in self.factors if f.name == "noise").levels
-                   if v not in NOISE_KINDS]
-            if bad:
-                raise ConfigError(f"{self.source}: factor 'noise': level(s) {bad} not allowed; use {', '.join(NOISE_KINDS)}")
+                    problems.append(Problem(str(exc).removeprefix(": "), (*where, j)))
+        elif f.name == "noise":
+            problems += [Problem(f"factor 'noise': level {_short(v)} not allowed; use {', '.join(NOISE_KINDS)}"
+                                 f"{did_you_mean(v, NOISE_KINDS)}", (*where, j))
+                         for j, v in enumerate(f.levels) if v not in NOISE_KINDS]
+        elif f.name in HOST_FACTORS or f.name in OTHER_FACTORS:
+            continue
+        elif not workload.accepts(f.name):
+            problems.append(Problem(
+                f"design factor {f.name!r} is neither a host factor ({', '.join(HOST_FACTORS)}, "
+                f"{', '.join(OTHER_FACTORS[:-1])}) nor a parameter of workload {workload.name!r} "
+                f"({', '.join(params) or 'none'})"
+                + did_you_mean(f.name, [*HOST_FACTORS, *OTHER_FACTORS, *params]), where))
+        else:
+            levels, bad = [], []
+            for j, v in enumerate(f.levels):
+                try:
+                    levels.append(workload.check_param(f.name, v, where=f"factor {f.name!r} level {_short(v)}"))
+                except ConfigError as exc:
+                    bad.append(Problem(str(exc), (*where, j)))
+            problems += bad
+            if canonical and not bad:
+                try:
+                    factors[i] = Factor(f.name, tuple(levels))
+                except ConfigError as exc:
+                    problems += problems_of(exc, where)
+    need = max(workload.min_memory_mb, memory_floor_mb or 0)
+    for f in factors:
+        if f.name == "memory_mb":
+            low = [j for j, v in enumerate(f.levels) if v < need]
+            if low:
+                problems.append(Problem(
+                    f"factor 'memory_mb': level(s) {[f.levels[j] for j in low]} below the {need} MB that workload "
+                    f"{workload.name!r} needs; use levels >= {need}", ("factors", "memory_mb", low[0])))
+    return problems

@@ -10,7 +10,9 @@
   types, units, descriptions) that ``frictionless validate datapackage.json`` accepts;
 * ``ro-crate-metadata.json``: RO-Crate 1.1 metadata describing every file with its SHA-256, the
   labkit version and code state, the hosts' fingerprints and the licence (the Workflow Run
-  Crate's ``CreateAction``: labkit made these files from the campaign).
+  Crate's ``CreateAction``: labkit made these files from the campaign);
+* ``code_diff-<sha256>.patch``: the uncommitted changes a ``+dirty`` campaign ran with, when the
+  store keeps them (:mod:`labkit.store.codestate`): ``git apply`` them on the commit.
 
 :func:`labkit.report.verify.verify_bundle` re-computes all of it from the bundled store.
 """
@@ -63,7 +65,7 @@ def derived(store_path: Path, campaign: str, settings: dict) -> tuple[dict[str, 
     with ``settings`` (response, alpha, n_boot); an analysis that cannot be made is a claim saying
     why, the same on every re-computation."""
     from ..errors import LabkitError
-    from . import analyze
+    from .analysis import analyze
     data_dir = store_path.parent.parent
     response = settings.get("response")
     alpha, n_boot = float(settings.get("alpha", 0.05)), int(settings.get("n_boot", 1000))
@@ -180,7 +182,7 @@ def ro_crate(members: dict[str, bytes], *, campaign: str, meta: dict, fingerprin
 
 def _media(name: str) -> str:
     return {".csv": "text/csv", ".json": "application/json", ".parquet": "application/vnd.apache.parquet",
-            ".sqlite": "application/vnd.sqlite3"}.get(Path(name).suffix, "application/octet-stream")
+            ".sqlite": "application/vnd.sqlite3", ".patch": "text/x-diff"}.get(Path(name).suffix, "application/octet-stream")
 
 
 def finite(x: object) -> bool:
@@ -211,7 +213,7 @@ def bundle_members(store_path: Path, campaign: str, settings: dict, *, env: dict
     from ..store import Store
     derived_members, meta = data_members(store_path, campaign, settings)
     with Store(store_path, readonly=True) as st:
-        tidy, fps = st.tidy(), st.fingerprints()
+        tidy, fps, diffs = st.tidy(), st.fingerprints(), st.code_diffs()
     pq = io.BytesIO()
     tidy.to_parquet(pq, index=False)
     members: dict[str, Any] = {"results.csv": derived_members.pop("results.csv"), "results.parquet": pq.getvalue(),
@@ -220,6 +222,9 @@ def bundle_members(store_path: Path, campaign: str, settings: dict, *, env: dict
                                "campaign.json": json.dumps({"campaign": campaign}).encode(),
                                "environment.json": json.dumps(env, indent=2, sort_keys=True, default=str).encode()}
     members.update(derived_members)
+    for sha, d in diffs.items():   # the uncommitted changes it ran with: `git apply` on its commit
+        if isinstance(d.get("diff"), str):
+            members[f"code_diff-{sha[:16]}.patch"] = d["diff"].encode("utf-8", "surrogateescape")
     factors = list((meta.get("design") or {}).get("factors") or {})
     used = json.loads(members[SETTINGS])
     units = tidy.loc[tidy.metric == used.get("response"), "unit"].dropna().unique()
@@ -231,3 +236,71 @@ def bundle_members(store_path: Path, campaign: str, settings: dict, *, env: dict
     members[CRATE] = json.dumps(ro_crate(as_bytes, campaign=campaign, meta=meta, fingerprints=fps, licence=licence,
                                          created=now_iso()), indent=2).encode()
     return members
+
+
+def write_bundle(data_dir: str | Path, campaign: str, out: str | Path, *, response: str | None = None,
+                 alpha: float = 0.05, n_boot: int = 1000, licence: str | None = None) -> Path:
+    """A zip with the campaign's ``results.csv``, ``results.parquet``, ``runs.csv``, a copy of
+    ``store.sqlite``, ``fingerprints.json``, ``campaign.json`` (the campaign id) and
+    ``environment.json`` (Python, installed package versions, this host's fingerprint), and, so
+    that anyone can check it (:mod:`labkit.report.bundle`, ``labkit verify``): the report's
+    tables and claims as data (``summary.csv``, ``effects.csv``, ``variation.csv``, ``claims.json``) computed from the bundled store
+    with the settings in ``settings.json`` (``response``, ``alpha``, ``n_boot``), a Frictionless
+    ``datapackage.json`` and RO-Crate 1.1 ``ro-crate-metadata.json`` (every file's SHA-256, labkit's
+    version and code state, the hosts, the ``licence``: an SPDX id, CC-BY-4.0 by default).
+    Member names are plain relative names (no ``..``, nothing unpacks outside where it is
+    unpacked), and every member is 0600 (``ZipInfo.external_attr``: unpacked, no member is
+    readable by others, whatever the files it was made from). Written with
+    :func:`labkit.core.files.atomic_write` (0600, a symbolic link at ``out`` or at its directory
+    refused). The store is read, never written (opened by its URI: a path holding ``?`` or ``#``
+    is that path). Returns the path."""
+    import shutil
+    import sqlite3
+    import stat
+    import tempfile
+    import time
+    import zipfile
+    from importlib import metadata
+
+    from ..core.fingerprint import host_fingerprint
+    from ..store import sqlite_uri
+    src = Path(data_dir) / campaign / "store.sqlite"
+    if not src.is_file():
+        from ..errors import StoreError
+        raise StoreError(f"no result store at {src}")
+    env = {"packages": {d.metadata["Name"]: d.version for d in metadata.distributions()},
+           "host": host_fingerprint()}
+    settings = {"response": response, "alpha": alpha, "n_boot": n_boot}
+    from ..core.files import atomic_write
+    with tempfile.TemporaryDirectory() as tmpdir:
+        tmp = Path(tmpdir)
+        copy = tmp / "data" / campaign / "store.sqlite"
+        copy.parent.mkdir(parents=True, mode=0o700)
+        s = sqlite3.connect(sqlite_uri(src, readonly=True), uri=True)
+        d = sqlite3.connect(sqlite_uri(copy), uri=True)
+        try:
+            s.backup(d)   # a consistent copy, made through SQLite's read-only connection
+        finally:
+            s.close()
+            d.close()
+        # everything else is derived from the copy: what is bundled is what verify re-derives from
+        members = bundle_members(copy, campaign, settings, env=env, licence=licence or DEFAULT_LICENCE)
+        stamp = time.localtime()[:6]
+
+        def member(z: zipfile.ZipFile, name: str, data: bytes | Path) -> None:
+            info = zipfile.ZipInfo(name, date_time=stamp)
+            info.compress_type = zipfile.ZIP_DEFLATED
+            info.external_attr = (stat.S_IFREG | 0o600) << 16    # unpacked: the owner's alone
+            big = isinstance(data, Path) and data.stat().st_size > (1 << 30)   # zip64 ahead of a large store
+            with z.open(info, "w", force_zip64=big) as dst:
+                if isinstance(data, Path):
+                    with open(data, "rb") as src_fh:
+                        shutil.copyfileobj(src_fh, dst, 1 << 20)
+                else:
+                    dst.write(data)
+
+        def write(fh):
+            with zipfile.ZipFile(fh, "w", zipfile.ZIP_DEFLATED) as z:
+                for name, data in members.items():
+                    member(z, name, data)
+        return atomic_write(out, write)

@@ -291,6 +291,7 @@ def settings_table(meta: dict, status: dict | None = None) -> pd.DataFrame:
             ("parameters", ", ".join(f"{k}={v}" for k, v in params.items() if v is not None)),
             ("declared response", workload.get("response"))]
     if status is not None:
-        rows.append(("runs", ", ".join(f"{k} {v}" for k, v in status.items()) or "none"))
+        from .tables import count_words
+        rows.append(("runs", count_words(status)))
     return pd.DataFrame([(k, "" if v is None else str(v)) for k, v in rows if v not in (None, "")],
                         columns=["setting", "value"])

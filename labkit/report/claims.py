@@ -15,9 +15,13 @@ A claim that sets ours beside a paper's carries both (``paper``) and gets a verd
 :func:`verdict`, decided by intervals, never by sign alone:
 
 =================================  ==============================================================
-``not comparable``                 a different platform (QEMU TCG for KVM, a veth for InfiniBand):
-                                   stated, never scored
-``not measured``                   no value of ours (no comparable test here)
+``not measured``                   no value of ours (nothing comparable was run here); said first
+``not comparable``                 a different platform (QEMU TCG for KVM, a veth for InfiniBand)
+                                   or a stand-in workload (sysbench cpu for PARSEC): stated, never
+                                   scored
+``not randomized together``        ours compares platforms (or levels) from separate campaigns,
+                                   run at other times, not in one randomized plan: stated, never
+                                   scored
 ``inconclusive``                   our interval contains both 0 and the paper's value
 ``reproduced``                     the paper's value inside our interval (and 0 outside it), or
                                    both effects significant with overlapping intervals (when the
@@ -31,7 +35,47 @@ A claim that sets ours beside a paper's carries both (``paper``) and gets a verd
                                    or the paper says "no difference" and ours excludes 0
 =================================  ==============================================================
 
-Interval bounds count as inside. An unbounded interval (Fieller with a baseline that is not
+Interval bounds count as inside. The paper's value is a printed number: a gap within its printed
+precision (28 % printed, ours 28.6 %: the paper's 28 stands for 27.5 to 28.5) is no gap, so the
+paper's value counts as inside our interval when its rounding interval overlaps it
+(:attr:`Quote.precision`, read by :func:`quote` from the digits printed).
+
+**"No difference" claims ("≈ native")** with a declared ``margin`` (:attr:`Claim.margin`, in
+the claim's unit: the practical threshold of issue 41's rules, :mod:`labkit.report.decisions`)
+are decided by equivalence, as :func:`labkit.stats.equivalence` decides them (Schuirmann's
+TOST: equivalent at α exactly when the 1 − 2α interval lies inside ±margin, Schuirmann 1987):
+``reproduced`` when our 1 − 2α interval lies inside ±margin ("equivalent", or a "negligible
+difference"), ``not reproduced`` when our 1 − α interval excludes 0 and the 1 − 2α one is not
+inside ±margin ("different"), ``inconclusive`` otherwise. Without a margin a "no difference"
+claim is never reproduced: a wide interval holding 0 is ``inconclusive``.
+
+**Rankings** ("Docker: worst disk throughput of all platforms") are judged as rankings
+(:class:`Measured` with ``statistic="rank"``): our mean of the level against every other level
+compared, with Tukey-Kramer simultaneous intervals of the pairwise differences (Tukey 1953,
+Kramer 1956; equal to statsmodels' ``pairwise_tukeyhsd``): ``reproduced`` when the level is
+significantly worse (for "worst"; better for "best") than every other; ``opposite`` when our data
+rank it at the other end and it is significantly better than at least one other level;
+``not reproduced`` when it is significantly better than some other level without being at the
+other end; ``inconclusive`` otherwise.
+
+**The family: the scored claims of a notebook.** A notebook tests each claim it scores, so its
+verdicts form one family: :func:`claims_table`, :func:`render` and :func:`display_claims`
+decide every scored claim (a paper's value beside a measured, comparable, randomized-together
+value of ours) on its **Bonferroni-adjusted simultaneous interval** at 1 − α/m, m the number of
+scored claims shown together (the notebook's closing table holds all of them), so that with
+probability at least 1 − α every one of the m intervals covers its true value at once and no
+verdict drawn from them is wrong (Dunn 1961, "Multiple comparisons among means", JASA 56:52-64;
+Miller 1981, *Simultaneous Statistical Inference*, ch. 1-2). A claim whose interval excludes 0 is
+then significant exactly when Bonferroni's adjusted p-value (statsmodels' ``multipletests(p,
+method="bonferroni")``) is below α. Holm's step-down procedure rejects more, but it has no
+simultaneous intervals matching its rejections, and these verdicts are read from intervals
+(whether the paper's value is inside, on which side of 0), so Bonferroni's intervals are the
+correct choice. The rule is printed with the table (:func:`family_rule`). The 95 % interval is
+still the one shown in ``ci``; ``ci_family`` shows the one the verdict used. Claims made directly
+with ``low``/``high`` and no :attr:`Claim.spread` are widened as normal (z) intervals on the
+scale where they are symmetric (exact for :class:`Derived`' delta-method intervals).
+
+An unbounded interval (Fieller with a baseline that is not
 significantly different from 0: NaN or infinite bounds) contains everything: with a paper
 value it is ``inconclusive``.
 
@@ -43,9 +87,8 @@ from __future__ import annotations
 
 import json
 import math
-import re
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -54,263 +97,23 @@ import pandas as pd
 from scipy import stats as sps
 
 from ..errors import ConfigError
+from .claim_sources import Derived, Measured, Quote, plain_value, quote
+from .claim_verdicts import (
+    UNSCORED,
+    VERDICTS,
+    as_number,
+    mean_interval,
+    rank_verdict,
+    tukey_pairs,
+    verdict,
+)
 
-__all__ = ["MIMETYPE", "VERDICTS", "Claim", "Derived", "Measured", "Quote", "claims_table", "compute", "display_claims",
-           "mean_interval", "measured_claim", "quote", "render", "run_values", "verdict"]
+__all__ = ["MIMETYPE", "UNSCORED", "VERDICTS", "Claim", "Derived", "Measured", "Quote", "apply_family", "claims_table",
+           "compute", "display_claims", "family_rule", "interval_at", "mean_interval", "measured_claim", "quote",
+           "rank_verdict", "render", "run_values", "tukey_pairs", "verdict"]
 
 #: the mimetype under which :func:`display_claims` stores the claims in a notebook's outputs
 MIMETYPE = "application/vnd.labkit.claims+json"
-
-NOT_COMPARABLE = "not comparable"
-NOT_MEASURED = "not measured"
-INCONCLUSIVE = "inconclusive"
-REPRODUCED = "reproduced"
-DIFFERENT_SIZE = "same direction, different size"
-OPPOSITE = "opposite"
-NOT_REPRODUCED = "not reproduced"
-VERDICTS = (REPRODUCED, DIFFERENT_SIZE, OPPOSITE, INCONCLUSIVE, NOT_REPRODUCED, NOT_COMPARABLE, NOT_MEASURED)
-
-#: the statistics a :class:`Measured` claim can name (tests recompute each from the store)
-STATISTICS = ("mean", "slowdown_pct", "change_pct", "runs", "excluded", "share")
-SEED_FILE = re.compile(r"\b\d{3}_[0-9a-f]{16}\.txt\b")
-
-
-def _num(x: Any) -> float:
-    """``x`` as a float; None and NaN stay NaN."""
-    if x is None:
-        return math.nan
-    try:
-        return float(x)
-    except (TypeError, ValueError):
-        raise ConfigError(f"claims: {x!r} is not a number") from None
-
-
-def verdict(low: float | None, high: float | None, paper: float | None = None, *,
-            direction: int | None = None, paper_low: float | None = None, paper_high: float | None = None,
-            comparable: bool = True, measured: bool = True) -> str:
-    """Ours beside the paper's, decided by intervals (see the module's table).
-
-    ``low``/``high``: our interval of the relative change (or of any quantity where 0 means
-    "no effect"); NaN or infinite bounds are unbounded. ``paper``: the paper's value on the same
-    scale, or None for a claim in words, whose ``direction`` (+1, -1, or 0 for "no
-    difference") is then used. ``paper_low``/``paper_high``: the paper's own interval, when it
-    gives one. ``comparable=False`` (another platform) gives ``not comparable`` whatever the
-    numbers; ``measured=False`` (no value of ours) ``not measured``.
-    """
-    if not comparable:
-        return NOT_COMPARABLE
-    if not measured:
-        return NOT_MEASURED
-    lo, hi = _num(low), _num(high)
-    lo = -math.inf if math.isnan(lo) else lo
-    hi = math.inf if math.isnan(hi) else hi
-    if lo > hi:
-        raise ConfigError(f"verdict: interval [{lo}, {hi}] has its low bound above its high bound")
-    p = _num(paper)
-    if math.isnan(p):
-        if direction not in (-1, 0, 1):
-            raise ConfigError(f"verdict: give the paper's value or a direction -1, 0 or +1, got {direction!r}")
-        p_sign = direction
-        has_value = False
-    else:
-        p_sign = int(np.sign(p))
-        has_value = True
-    contains0 = lo <= 0 <= hi
-    if not has_value:        # a claim in words: the direction only
-        if p_sign == 0:
-            return INCONCLUSIVE if contains0 else NOT_REPRODUCED
-        if contains0:
-            return INCONCLUSIVE
-        return REPRODUCED if (lo > 0) == (p_sign > 0) else OPPOSITE
-    contains_p = lo <= p <= hi
-    if contains0 and contains_p:
-        return INCONCLUSIVE
-    if contains_p:
-        return REPRODUCED
-    if contains0:
-        return NOT_REPRODUCED
-    ours_sign = 1 if lo > 0 else -1
-    if p_sign == 0:
-        return NOT_REPRODUCED
-    if ours_sign != p_sign:
-        return OPPOSITE
-    plo, phi = _num(paper_low), _num(paper_high)
-    if not (math.isnan(plo) or math.isnan(phi)):
-        paper_significant = plo > 0 or phi < 0
-        if paper_significant and plo <= hi and lo <= phi:
-            return REPRODUCED
-    return DIFFERENT_SIZE
-
-
-def mean_interval(values: Iterable[float], *, alpha: float = 0.05, positive: bool | None = None) -> dict:
-    """Mean of ``values`` with its ``1 - alpha`` interval.
-
-    For a positive quantity (``positive``; None: when every value is > 0) the interval is
-    computed on the log scale (delta method: log(mean) +- t * s / (mean * sqrt(n)), then
-    exponentiated), so it is never negative and is asymmetric; otherwise the t interval.
-    Returns ``mean``, ``low``, ``high``, ``n``, ``sd``, ``half_width_pct`` (the larger side of
-    the interval in % of the mean; NaN with fewer than 2 values) and ``scale`` ("log", "linear").
-    """
-    x = np.asarray(list(values), dtype=float).ravel()
-    x = x[np.isfinite(x)]
-    n = len(x)
-    out = {"mean": math.nan, "low": math.nan, "high": math.nan, "n": n, "sd": math.nan,
-           "half_width_pct": math.nan, "scale": "linear"}
-    if n == 0:
-        return out
-    m = float(x.mean())
-    out["mean"] = m
-    if positive is None:
-        positive = bool((x > 0).all())
-    if n < 2:
-        return out
-    sd = float(x.std(ddof=1))
-    t = float(sps.t.ppf(1 - alpha / 2, n - 1))
-    se = sd / math.sqrt(n)
-    if positive and m > 0:
-        f = math.exp(t * se / m)
-        lo, hi = m / f, m * f
-        out["scale"] = "log"
-    else:
-        lo, hi = m - t * se, m + t * se
-    out.update(low=lo, high=hi, sd=sd,
-               half_width_pct=100 * max(hi - m, m - lo) / abs(m) if m else math.nan)
-    return out
-
-
-@dataclass(frozen=True)
-class Measured:
-    """How a claim is recomputed from the store.
-
-    ``campaigns``: campaign ids under the data directory (their successful runs, one value
-    per run: the mean over its instances). ``metric``: the metric. ``select``: column ->
-    level of the runs the claim is about (levels compared as text). ``statistic``: one of
-    :data:`STATISTICS`: ``mean`` (log-scale interval for a positive metric, see
-    :func:`mean_interval`), ``slowdown_pct`` (100 (slowdown - 1), Fieller interval; the
-    slowdown is selected/baseline for a metric where ``lower_is_better``, baseline/selected
-    otherwise), ``change_pct`` (100 (mean/baseline mean - 1), Fieller), ``runs`` (successful
-    runs selected), ``excluded`` (runs selected that ``exclude`` left out), ``share`` (% of the
-    variation of the 2^k terms ``terms`` of ``factors``, Jain's allocation). ``baseline``:
-    column -> level of the baseline runs of a ratio. ``exclude``: a validity rule of
-    :mod:`labkit.report.validity` applied before the statistic."""
-    campaigns: tuple[str, ...]
-    metric: str
-    statistic: str = "mean"
-    select: Mapping[str, Any] = field(default_factory=dict)
-    baseline: Mapping[str, Any] | None = None
-    lower_is_better: bool = False
-    exclude: str | None = None
-    factors: tuple[str, ...] = ()
-    terms: tuple[str, ...] = ()
-
-    def __post_init__(self):
-        if isinstance(self.campaigns, str):
-            object.__setattr__(self, "campaigns", (self.campaigns,))
-        if self.statistic not in STATISTICS:
-            raise ConfigError(f"Measured: statistic {self.statistic!r}; use one of {', '.join(STATISTICS)}")
-        if self.statistic in ("slowdown_pct", "change_pct") and not self.baseline:
-            raise ConfigError(f"Measured: statistic {self.statistic!r} needs a baseline selection")
-        if self.statistic == "share" and not (self.factors and self.terms):
-            raise ConfigError("Measured: statistic 'share' needs factors and terms")
-        object.__setattr__(self, "select", {str(k): _plain(v) for k, v in dict(self.select).items()})
-        if self.baseline is not None:
-            object.__setattr__(self, "baseline", {str(k): _plain(v) for k, v in dict(self.baseline).items()})
-
-
-@dataclass(frozen=True)
-class Derived:
-    """A number recomputed from a paper's published tables (no campaign): ``references`` (the
-    ``data/reference`` files), ``statistic`` (``gain_pct``: 100 (t_slower / t_faster - 1) of
-    Table 5.1 run times, with the delta-method interval of the log ratio from their Gaussian
-    half-widths at ``ci_z`` standard errors) and ``keys`` (app, faster, slower)."""
-    references: tuple[str, ...]
-    statistic: str
-    keys: Mapping[str, Any]
-    ci_z: float = 3.0
-
-
-@dataclass(frozen=True)
-class Quote:
-    """A number (or a claim in words: ``value`` None, ``direction`` +1/-1/0) as a paper
-    states it: ``seed`` (the seed file), ``where`` (table, figure or section and page, as the
-    reference file cites it), ``reference`` (the ``data/reference`` file), ``row`` (the
-    columns identifying its row) and ``column`` (the one holding the value). Made by
-    :func:`quote`, which checks all of it against the file."""
-    value: float | None
-    seed: str
-    where: str
-    reference: str
-    row: Mapping[str, Any]
-    column: str
-    unit: str = "%"
-    direction: int | None = None
-    low: float | None = None
-    high: float | None = None
-
-    def citation(self) -> str:
-        return f"seed {self.seed}, {self.where}"
-
-
-def _plain(v: Any) -> Any:
-    if isinstance(v, (np.integer,)):
-        return int(v)
-    if isinstance(v, (np.floating,)):
-        return float(v)
-    if isinstance(v, (np.bool_,)):
-        return bool(v)
-    return v
-
-
-def _citation(path: Path) -> str:
-    head = []
-    with path.open(encoding="utf-8") as f:
-        for line in f:
-            if not line.startswith("#"):
-                break
-            head.append(line[1:].strip())
-    return " ".join(head)
-
-
-def quote(path: str | Path, match: Mapping[str, Any], column: str, *, where: str, unit: str = "%",
-          direction: int | None = None, scale: float = 1.0) -> Quote:
-    """The paper's number in ``column`` of the one row of reference file ``path`` whose
-    columns equal ``match`` (compared as text), as a :class:`Quote`.
-
-    ``where`` (e.g. "Table 7.2, p. 46") must appear in the file's citation (its ``#`` lines,
-    or the README of its folder) or in the row's ``source`` column, and the citation must name
-    the seed file: ConfigError otherwise. An empty cell is a claim in words: give its
-    ``direction``. ``scale`` multiplies the value (e.g. -1 for a "% better" read as a change)."""
-    path = Path(path)
-    if not path.is_file():
-        raise ConfigError(f"quote: reference file {path} not found")
-    table = pd.read_csv(path, comment="#", dtype=str, keep_default_na=False)
-    missing = sorted(set(match) - set(table.columns) | ({column} - set(table.columns)))
-    if missing:
-        raise ConfigError(f"quote: {path.name} has no column(s) {missing} (has {list(table.columns)})")
-    sel = table
-    for k, v in match.items():
-        sel = sel[sel[k].astype(str) == str(v)]
-    if len(sel) != 1:
-        raise ConfigError(f"quote: {path.name}: {len(sel)} rows match {dict(match)}; need exactly one")
-    row = sel.iloc[0]
-    cited = _citation(path)
-    readme = path.parent / "README.md"
-    if readme.is_file():
-        cited += " " + " ".join(ln for ln in readme.read_text(encoding="utf-8").splitlines()
-                                if path.name in ln)
-    source = str(row.get("source", "")) + " " + str(row.get("figure", ""))
-    if where not in cited and where not in source:
-        raise ConfigError(f"quote: {where!r} is not how {path.name} cites its source")
-    seeds = SEED_FILE.findall(cited)
-    if not seeds:
-        raise ConfigError(f"quote: {path.name} names no seed file in its citation")
-    cell = str(row[column]).strip()
-    value = None if cell == "" else float(cell) * scale
-    if value is None and direction not in (-1, 0, 1):
-        raise ConfigError(f"quote: {path.name} row {dict(match)} has no number in {column!r}: "
-                          "give the claim's direction (-1, 0, +1)")
-    return Quote(value=value, seed=seeds[0], where=where, reference=path.name,
-                 row={k: str(v) for k, v in match.items()}, column=column, unit=unit, direction=direction)
 
 
 @dataclass
@@ -324,7 +127,12 @@ class Claim:
     :class:`Quote` set beside ours (then :attr:`verdict` applies); ``comparable``: False when
     ours ran on another platform than the paper's (``why`` says which); ``excluded``: runs
     left out as invalid (said beside the result); ``note``: anything else a reader must
-    know (a target of replication not reached, ...)."""
+    know (a target of replication not reached, ...); ``randomized``: False when ours compares
+    levels from separate campaigns (never scored: ``not randomized together``, ``why`` says so);
+    ``margin``: for a "no difference" claim, the practical margin (claim's unit) equivalence is
+    judged against; ``spread``: the statistics the interval was computed from
+    (:func:`interval_at` recomputes it at any level; :func:`compute` fills it); ``family``/
+    ``alpha``: set by :func:`apply_family` (m scored claims, family-wise alpha)."""
     key: str
     what: str
     value: float
@@ -339,6 +147,11 @@ class Claim:
     why: str = ""
     excluded: int = 0
     note: str = ""
+    randomized: bool = True
+    margin: float | None = None
+    spread: dict | None = None
+    family: int | None = None
+    alpha: float = 0.05
 
     def __post_init__(self):
         if not isinstance(self.key, str) or not self.key:
@@ -347,10 +160,12 @@ class Claim:
             raise ConfigError(f"Claim {self.key!r}: source must be Measured, Derived or Quote")
         if self.paper is not None and not isinstance(self.paper, Quote):
             raise ConfigError(f"Claim {self.key!r}: paper must be a Quote")
-        self.value = _num(self.value)
-        self.low, self.high = _num(self.low), _num(self.high)
+        self.value = as_number(self.value)
+        self.low, self.high = as_number(self.low), as_number(self.high)
         if not self.comparable and not self.why:
             raise ConfigError(f"Claim {self.key!r}: say why it is not comparable")
+        if not self.randomized and not self.why:
+            raise ConfigError(f"Claim {self.key!r}: say which campaigns were not randomized together")
 
     @property
     def measured(self) -> bool:
@@ -361,17 +176,43 @@ class Claim:
         return math.isfinite(self.low) and math.isfinite(self.high)
 
     @property
+    def scored(self) -> bool:
+        """Set beside a paper's value and neither not measured, not comparable nor not
+        randomized together: a member of the notebook's family."""
+        return (self.paper is not None and self.measured and self.comparable and self.randomized)
+
+    @property
+    def level(self) -> float:
+        """The confidence level the verdict uses: 1 - alpha/m in a family of m, else 1 - alpha."""
+        return 1 - self.alpha / (self.family or 1)
+
+    def family_interval(self) -> tuple[float, float]:
+        """Our interval at :attr:`level` (:func:`interval_at`)."""
+        return interval_at(self, self.level)
+
+    @property
     def verdict(self) -> str:
-        """The verdict of ours beside ``paper`` (:func:`verdict`); "" without a paper."""
+        """The verdict of ours beside ``paper`` (:func:`verdict`, :func:`rank_verdict` for a
+        ranking) on our interval at the family's level; "" without a paper."""
         if self.paper is None:
             return ""
-        lo, hi = (self.low, self.high) if self.measured else (math.nan, math.nan)
+        if not self.scored:
+            return verdict(math.nan, math.nan, self.paper.value, direction=self.paper.direction,
+                           comparable=self.comparable, measured=self.measured, randomized=self.randomized)
+        if isinstance(self.source, Measured) and self.source.statistic == "rank":
+            if self.paper.direction not in (-1, 1):
+                raise ConfigError(f"Claim {self.key!r}: a ranking claim needs the paper's direction -1 (worst) or "
+                                  f"+1 (best), got {self.paper.direction!r}")
+            return rank_verdict(self.spread or {}, self.paper.direction, level=self.level)
+        lo, hi = self.family_interval()
+        tlo, thi = interval_at(self, 1 - 2 * self.alpha / (self.family or 1)) if self.margin is not None else (
+            math.nan, math.nan)
         return verdict(lo, hi, self.paper.value, direction=self.paper.direction,
-                       paper_low=self.paper.low, paper_high=self.paper.high,
-                       comparable=self.comparable, measured=self.measured)
+                       paper_low=self.paper.low, paper_high=self.paper.high, paper_precision=self.paper.precision,
+                       margin=self.margin, tost_low=tlo, tost_high=thi)
 
     def interval_text(self) -> str:
-        if not self.measured:
+        if not self.measured or (self.spread or {}).get("kind") == "rank":
             return ""
         if math.isnan(self.low) and math.isnan(self.high):
             return "" if self.n is None or self.n < 2 else "interval unbounded"
@@ -411,7 +252,79 @@ class Claim:
         d["source_kind"] = type(self.source).__name__
         d["paper_kind"] = type(self.paper).__name__ if self.paper is not None else None
         d["verdict"] = self.verdict
-        return json.loads(json.dumps(d, default=_plain, allow_nan=True))
+        d["level"] = self.level
+        d["ci_family"] = list(self.family_interval()) if self.scored else [math.nan, math.nan]
+        return json.loads(json.dumps(d, default=plain_value, allow_nan=True))
+
+
+def interval_at(claim: Claim, level: float) -> tuple[float, float]:
+    """``claim``'s interval at confidence ``level`` (0 < level < 1).
+
+    From its :attr:`Claim.spread`: ``{"kind": "mean", "x": [...]}`` (:func:`mean_interval`),
+    ``{"kind": "slowdown_pct" | "change_pct", "x": [...], "y": [...]}`` (100 (Fieller - 1) of
+    mean(x)/mean(y)); a ranking has no interval (NaN). Without a spread: the stored interval,
+    taken as a normal (z) interval at ``1 - claim.alpha`` and widened by the ratio of the normal
+    quantiles, each side on the scale where the interval is symmetric (the log of 1 + x/100 for a
+    % change whose interval is symmetric there, as :class:`Derived`' is; else linear). Unbounded
+    stays unbounded."""
+    from ..stats import fieller_ratio
+    if not 0 < level < 1:
+        raise ConfigError(f"interval_at: level must be in (0, 1), got {level!r}")
+    if not claim.measured:
+        return math.nan, math.nan
+    sp = claim.spread
+    alpha = 1 - level
+    if sp:
+        kind = sp.get("kind")
+        if kind == "mean":
+            m = mean_interval(sp["x"], alpha=alpha)
+            return m["low"], m["high"]
+        if kind in ("slowdown_pct", "change_pct"):
+            f = fieller_ratio(np.asarray(sp["x"], float), np.asarray(sp["y"], float), alpha=alpha)
+            return 100 * (f["ci_low"] - 1), 100 * (f["ci_high"] - 1)
+        if kind == "rank":
+            return math.nan, math.nan
+        raise ConfigError(f"interval_at: claim {claim.key!r} has a spread of unknown kind {kind!r}")
+    lo, hi, v = claim.low, claim.high, claim.value
+    if not (math.isfinite(lo) and math.isfinite(hi)) or abs(level - (1 - claim.alpha)) < 1e-12:
+        return lo, hi
+    k = float(sps.norm.ppf(1 - alpha / 2) / sps.norm.ppf(1 - claim.alpha / 2))
+    if claim.unit == "%" and min(lo, v, hi) > -100:
+        a, b, c = (math.log1p(x / 100) for x in (lo, v, hi))
+        if math.isclose(b - a, c - b, rel_tol=1e-6, abs_tol=1e-12):
+            return 100 * math.expm1(b - k * (b - a)), 100 * math.expm1(b + k * (c - b))
+    return v - k * (v - lo), v + k * (hi - v)
+
+
+def apply_family(claims: Sequence[Claim], *, alpha: float | None = None) -> int:
+    """Make the scored claims of ``claims`` one family: each gets ``family`` = m (their number)
+    and ``alpha`` (the family-wise level; None: the claims' own, which must agree), so that its
+    verdict is decided on its 1 - alpha/m interval (module docstring). Returns m."""
+    scored = [c for c in claims if c.scored]
+    alphas = {c.alpha for c in scored} if alpha is None else {float(alpha)}
+    if len(alphas) > 1:
+        raise ConfigError(f"apply_family: the scored claims have different alpha {sorted(alphas)}; give alpha")
+    a = alphas.pop() if alphas else 0.05
+    if not 0 < a < 1:
+        raise ConfigError(f"apply_family: alpha must be in (0, 1), got {a!r}")
+    for c in scored:
+        c.family, c.alpha = len(scored), a
+    return len(scored)
+
+
+def family_rule(claims: Sequence[Claim]) -> str:
+    """The rule the verdicts of ``claims`` were decided by, in words (after :func:`apply_family`)."""
+    scored = [c for c in claims if c.scored]
+    unscored = sum(1 for c in claims if c.paper is not None and not c.scored)
+    tail = (f"; {unscored} claim(s) stated, not scored (not measured, not comparable or not randomized together)"
+            if unscored else "")
+    if not scored:
+        return "No claim is scored: none has a comparable, randomized-together measurement of ours" + tail + "."
+    m, a = scored[0].family or 1, scored[0].alpha
+    return (f"Verdicts: Bonferroni over the {m} scored claims of this notebook, α = {a:g} family-wise: each "
+            f"decided on its {100 * (1 - a / m):.4g} % simultaneous interval (1 − α/{m}; ci_family), rankings on "
+            f"Tukey-Kramer intervals at that level, \"no difference\" claims by equivalence (TOST) against their "
+            f"margin, gaps within the paper's printed precision are no gaps" + tail + ".")
 
 
 def _fmt(x: float) -> str:
@@ -433,31 +346,44 @@ def _fmt(x: float) -> str:
 
 def render(claims: Sequence[Claim], *, title: str | None = None) -> str:
     """Claims as a Markdown list, one escaped sentence each (bold ``title`` first)."""
-    from . import escape_md
+    from .escape import escape_md
+    apply_family(claims)
     lines = [f"**{escape_md(title)}**", ""] if title else []
     lines += [f"- {escape_md(c.sentence())}" for c in claims]
+    if any(c.paper is not None for c in claims):
+        lines += ["", escape_md(family_rule(claims))]
     return "\n".join(lines)
 
 
 def claims_table(claims: Sequence[Claim]) -> pd.DataFrame:
     """One row per claim set beside a paper's: ``claim``, ``ours`` (value and unit), ``ci``,
+    ``ci_family`` (the simultaneous interval the verdict used, :func:`apply_family`),
     ``runs``, ``excluded``, ``paper``, ``source`` (seed, table or figure, page), ``verdict``
-    and ``note`` (why not comparable, what else to know)."""
+    and ``note`` (why not comparable, what else to know). The scored claims form one family."""
+    apply_family(claims)
     rows = []
     for c in claims:
         if c.paper is None:
             continue
+        fam = ""
+        if c.scored and not (isinstance(c.source, Measured) and c.source.statistic == "rank"):
+            lo, hi = c.family_interval()
+            fam = (f"{_fmt(lo)} to {_fmt(hi)}" + (f" {c.unit}" if c.unit else "")) if (
+                math.isfinite(lo) and math.isfinite(hi)) else "unbounded"
+        elif c.scored:
+            fam = f"Tukey-Kramer at {100 * c.level:.4g} %"
         rows.append({"claim": c.what,
                      "ours": f"{_fmt(c.value)} {c.unit}".strip() if c.measured else "not measured",
                      "ci": c.interval_text(),
+                     "ci_family": fam,
                      "runs": "" if c.n is None else (f"{c.n}" if c.n_base is None else f"{c.n}+{c.n_base}"),
                      "excluded": c.excluded,
                      "paper": ("in words" if c.paper.value is None else f"{c.paper.value:g} {c.paper.unit}".strip()),
                      "source": c.paper.citation(),
                      "verdict": c.verdict,
                      "note": "; ".join(x for x in (c.why if not c.comparable else "", c.note) if x)})
-    return pd.DataFrame(rows, columns=["claim", "ours", "ci", "runs", "excluded", "paper", "source", "verdict",
-                                       "note"])
+    return pd.DataFrame(rows, columns=["claim", "ours", "ci", "ci_family", "runs", "excluded", "paper", "source",
+                                       "verdict", "note"])
 
 
 def display_claims(claims: Sequence[Claim], *, title: str | None = None, table: bool = False) -> None:
@@ -470,7 +396,7 @@ def display_claims(claims: Sequence[Claim], *, title: str | None = None, table: 
     if dup:
         raise ConfigError(f"display_claims: keys {dup} used twice")
     if table:
-        from . import escape_md
+        from .escape import escape_md
         t = claims_table(claims)
         head = f"**{escape_md(title)}**\n\n" if title else ""
         if t.empty:
@@ -479,6 +405,7 @@ def display_claims(claims: Sequence[Claim], *, title: str | None = None, table: 
             cols = list(t.columns)
             md = head + "| " + " | ".join(cols) + " |\n|" + "---|" * len(cols) + "\n" + "\n".join(
                 "| " + " | ".join(escape_md(v) for v in r) + " |" for r in t.astype(str).itertuples(index=False))
+            md += "\n\n" + escape_md(family_rule(claims))
     else:
         md = render(claims, title=title)
     display({"text/markdown": md, MIMETYPE: [json_safe(c.to_dict()) for c in claims]}, raw=True)
@@ -559,8 +486,8 @@ def compute(measured: Measured, data_dir: str | Path, *, alpha: float = 0.05,
     from ..stats import fieller_ratio
     runs, excluded = run_values(data_dir, measured, tidy=tidy)
     sel = _select(runs, measured.select)
-    out = {"value": math.nan, "low": math.nan, "high": math.nan, "n": int(len(sel)), "n_base": None,
-           "excluded": excluded}
+    out: dict[str, Any] = {"value": math.nan, "low": math.nan, "high": math.nan, "n": int(len(sel)),
+                           "n_base": None, "excluded": excluded}
     st = measured.statistic
     if st == "runs":
         out["value"] = float(len(sel))
@@ -569,6 +496,7 @@ def compute(measured: Measured, data_dir: str | Path, *, alpha: float = 0.05,
     elif st == "mean":
         m = mean_interval(sel.value, alpha=alpha)
         out.update(value=m["mean"], low=m["low"], high=m["high"])
+        out["spread"] = {"kind": "mean", "x": [float(x) for x in sel.value]}
     elif st in ("slowdown_pct", "change_pct"):
         base = _select(runs, measured.baseline or {})
         out["n_base"] = int(len(base))
@@ -578,6 +506,16 @@ def compute(measured: Measured, data_dir: str | Path, *, alpha: float = 0.05,
                 num, den = den, num
             f = fieller_ratio(num, den, alpha=alpha)
             out.update(value=100 * (f["ratio"] - 1), low=100 * (f["ci_low"] - 1), high=100 * (f["ci_high"] - 1))
+            out["spread"] = {"kind": st, "x": [float(x) for x in num], "y": [float(x) for x in den]}
+    elif st == "rank":
+        col, ranked = next(iter(measured.select.items()))
+        groups = {lvl: [float(x) for x in _select(runs, {col: lvl}).value] for lvl in measured.levels}
+        groups = {k: g for k, g in groups.items() if g}
+        higher = not measured.lower_is_better
+        if str(ranked) in groups:
+            order = sorted(groups, key=lambda k: float(np.mean(groups[k])), reverse=higher)
+            out["value"] = float(order.index(str(ranked)) + 1)
+        out["spread"] = {"kind": "rank", "groups": groups, "level": str(ranked), "higher_is_better": higher}
     elif st == "share":
         from ..stats import factorial_effects
         eff = factorial_effects(sel, factors=list(measured.factors), response="value", alpha=alpha)
@@ -591,5 +529,7 @@ def measured_claim(key: str, what: str, measured: Measured, data_dir: str | Path
     """A :class:`Claim` whose numbers :func:`compute` takes from the store; ``kwargs`` go to
     :class:`Claim` (``paper``, ``comparable``, ``why``, ``note``)."""
     c = compute(measured, data_dir, alpha=alpha, tidy=tidy)
+    kwargs.setdefault("spread", c.get("spread"))
+    kwargs.setdefault("alpha", alpha)
     return Claim(key=key, what=what, value=c["value"], low=c["low"], high=c["high"], n=c["n"],
                  n_base=c["n_base"], unit=unit, source=measured, excluded=c["excluded"], **kwargs)

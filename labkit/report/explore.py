@@ -29,7 +29,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigError, LabkitError
-from . import escape_html, escape_md, order_sentences
 from .catalog import (
     campaign_catalog,
     design_table,
@@ -41,6 +40,8 @@ from .catalog import (
     run_table,
     settings_table,
 )
+from .escape import escape_html, escape_md
+from .order import order_sentences
 from .tables import decisions_table, effects_table, html_table
 
 if TYPE_CHECKING:
@@ -134,7 +135,7 @@ class Explorer:
         """:func:`labkit.report.analyze` of ``campaign`` on ``response`` (default: its declared
         primary response) and ``factors`` (computed once, then kept, a failure too: the analysis
         and the telemetry tab share it, and a widget change never runs a failed analysis again)."""
-        from . import analyze
+        from .analysis import analyze
         key = (campaign, response or self.data(campaign).response, tuple(factors) if factors else None)
         if key not in self._analyses:
             try:
@@ -226,7 +227,8 @@ class Explorer:
         """:func:`labkit.report.compare` of ``a`` and ``b``: how their settings differ, the verdict,
         the per-configuration table, the host facts that differ (and those one side did not
         record, named but not counted) and :func:`labkit.report.plots.comparison`."""
-        from . import compare, plots
+        from . import plots
+        from .comparison import compare
         table, fpd, verdict = compare(self.data_dir, a, b, response=response or self.data(a).response,
                                       alpha=self.alpha)
         out: list[Any] = [_md(f"### {escape_md(a)} and {escape_md(b)}")]
@@ -251,18 +253,30 @@ class Explorer:
         the campaign's analysis: the instances' CPU beside other processes' CPU, steal, CPU
         frequency, suspect runs drawn as red crosses and listed first), then the samples of one
         run (default: the first suspect run, else the first run) as a figure; or a line saying
-        that the store holds none (stores written before telemetry was kept)."""
+        that the store holds none (stores written before telemetry was kept).
+
+        Bounded at any campaign size (:mod:`labkit.report.downsample`): the run's samples as stored up
+        to :data:`~labkit.report.downsample.RUN_SAMPLES`, else averaged over at most
+        :data:`~labkit.report.downsample.MAX_POINTS` spans per metric; before it, when its configuration
+        has more than one run, the median and p95 per second of run time across (at most
+        :data:`~labkit.report.downsample.SUMMARY_RUNS` of) those runs, averaged in SQL; each figure's
+        title says what was downsampled."""
         from ..store import Store
         from . import plots
+        from .downsample import config_summary, run_series, summary_figure, summary_note
         from .measurement import displayable, telemetry_section
         d = self.data(campaign)
+        summary = None
         with Store(self.data_dir / require_campaign(self.data_dir, campaign) / "store.sqlite",
                    readonly=True) as st:
             runs = d.runs
             if run_id is None and len(runs):
                 flagged = runs[runs["suspect"].fillna(False).astype(bool)] if "suspect" in runs else runs.iloc[:0]
                 run_id = str((flagged if len(flagged) else runs).run_id.iloc[0])
-            samples = st.samples(run_id) if run_id is not None else None
+            samples = run_series(st, run_id) if run_id is not None else None
+            config = st.run_config(run_id) if run_id is not None else None
+            if samples is not None and not samples.empty and config is not None:
+                summary = config_summary(st, config)
         if samples is None or samples.empty:
             return [_md(f"No telemetry stored for {escape_md(run_id or campaign)} (campaigns run before "
                         "telemetry was kept have none).")]
@@ -275,8 +289,13 @@ class Explorer:
         if flag is not None and len(flag) and bool(flag.fillna(False).astype(bool).iloc[0]):
             reason = runs.loc[runs.run_id == run_id, "suspect_reason"].iloc[0] if "suspect_reason" in runs else ""
             why = f", **suspect**: {escape_md(reason)}" if reason else ", **suspect**"
-        return out + [_md(f"**Telemetry of run {escape_md(run_id)}** ({samples.t.nunique()} samples{why})"),
-                      plots.telemetry(samples, title=f"telemetry of run {run_id}")]
+        if summary is not None and not summary.empty and summary.attrs["runs_used"] > 1:
+            out += [_md(f"**Telemetry of configuration {config}**: {escape_md(summary_note(summary))}"),
+                    summary_figure(summary, title=f"host telemetry of configuration {config}")]
+        note = samples.attrs.get("note") or ""
+        return out + [_md(f"**Telemetry of run {escape_md(run_id)}** ({samples.t.nunique()} "
+                          f"{'time points' if note else 'samples'}{why}{'; ' + escape_md(note) if note else ''})"),
+                      plots.telemetry(samples, title=f"telemetry of run {run_id}" + (f"\n({note})" if note else ""))]
 
     # -- showing ----------------------------------------------------------------------------------
     def show(self, interactive: bool = True) -> None:

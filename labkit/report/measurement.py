@@ -27,7 +27,7 @@ CAPTIONS = {
 }
 
 if TYPE_CHECKING:
-    from . import Analysis
+    from .analysis import Analysis
 
 __all__ = ["displayable", "drift_section", "levels_section", "quantiles_section", "sections",
            "telemetry_section"]
@@ -164,7 +164,7 @@ def displayable(parts: list[tuple[str, list]], *, heading: str = "###", html_tab
     from IPython.display import HTML, Markdown
     from matplotlib.figure import Figure
 
-    from . import escape_md
+    from .escape import escape_md
     from .tables import html_table
     out: list = []
     for title, content in parts:

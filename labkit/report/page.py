@@ -70,7 +70,7 @@ def _anchor(heading: str, used: set[str]) -> str:
 
 
 def _figure(fig, caption: str, number: int) -> str:
-    from . import escape_html
+    from .escape import escape_html
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=110, bbox_inches="tight")
     data = base64.b64encode(buf.getvalue()).decode("ascii")
@@ -88,7 +88,8 @@ def render(title: str, sections: Sequence[tuple[str, object]], *, subtitle: str 
     import pandas as pd
     from matplotlib.figure import Figure
 
-    from . import Conclusions, escape_html
+    from .conclusions import Conclusions
+    from .escape import escape_html
     from .tables import html_table
     used: set[str] = set()
     toc, body = [], []

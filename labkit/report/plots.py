@@ -25,34 +25,37 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Sequence
-from functools import partial
-from pathlib import Path
 
-import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
-from matplotlib import rc_context
 from matplotlib.axes import Axes
-from matplotlib.backend_bases import RendererBase
 from matplotlib.figure import Figure
 from scipy import stats as sps
 
-from ..core.files import atomic_write
 from ..errors import ConfigError
 from ..stats import validate as v
 from ..stats.diagnostics import Diagnostics
 from ..stats.lenth import lenth
 from ..stats.summary import summarize
-from .labels import PALETTE, colors, label, term_label
+from .canvas import (
+    BAR,
+    BAR_HIGH,
+    REF,
+    LiteralTextFigure,
+    figure_axes,
+    figures_written,
+    new_figure,
+    panel_grid,
+    save_figure,
+)
+from .labels import colors, label, term_label
+from .measurement_plots import comparison, drift, telemetry, telemetry_runs, variance_shares
 from .small_n import data_limits, draw_interval, interval_table, log_ticks
 
 __all__ = ["LiteralTextFigure", "comparison", "drift", "figures_written", "interactions", "main_effects", "overhead",
            "pareto", "qq", "response_by_config", "run_order", "save_figure", "telemetry", "telemetry_runs",
            "variance_shares"]
 
-BAR = PALETTE[0]
-BAR_HIGH = PALETTE[3]
-REF = "#a0322b"
 RAW_POINTS_MAX = 10
 
 
@@ -70,42 +73,6 @@ def _raw(ax, x, y, color, *, seed: int = 0, width: float = 0.12) -> None:
     x = np.asarray(x, float) + rng.uniform(-width, width, len(x))
     ax.scatter(x, y, s=10, color=color, alpha=0.45, linewidths=0, zorder=1, gid="raw")
 
-
-class LiteralTextFigure(Figure):
-    """A Figure whose texts are drawn as written: before each draw every Text artist gets
-    ``parse_math`` off, and texts created while drawing (tick labels are made lazily) are
-    created with ``text.parse_math`` off, so ``$`` in data is never mathtext."""
-
-    def draw(self, renderer: RendererBase) -> None:
-        from matplotlib.text import Text
-        with rc_context({"text.parse_math": False}):
-            for t in self.findobj(Text):
-                t.set_parse_math(False)
-            return super().draw(renderer)
-
-
-def _figure(figsize) -> Figure:
-    """A new figure (texts literal) on the current backend, already released by pyplot."""
-    fig = plt.figure(figsize=figsize, layout="constrained", FigureClass=LiteralTextFigure)
-    plt.close(fig)
-    return fig
-
-
-def _axes(ax, figsize):
-    if ax is not None:
-        return ax.figure, ax
-    fig = _figure(figsize)
-    return fig, fig.add_subplot()
-
-
-def _grid(n: int, ncols_max: int, panel=(3.2, 2.8)):
-    ncols = min(n, ncols_max)
-    nrows = math.ceil(n / ncols)
-    fig = _figure((panel[0] * ncols, panel[1] * nrows))
-    axes = fig.subplots(nrows, ncols, squeeze=False, sharey=True).ravel()
-    for ax in axes[n:]:
-        ax.set_visible(False)
-    return fig, axes[:n]
 
 
 def pareto(effects: pd.DataFrame, *, alpha: float | None = None, top: int | None = None,
@@ -164,7 +131,7 @@ def pareto(effects: pd.DataFrame, *, alpha: float | None = None, top: int | None
     vals = values[order]
     pct = rows["pct_variation"].to_numpy(float)[order]
     n = len(order)
-    fig, ax = _axes(ax, (6.4, min(1.6 + 0.3 * n, 40)))
+    fig, ax = figure_axes(ax, (6.4, min(1.6 + 0.3 * n, 40)))
     ypos = np.arange(n)[::-1]  # largest on top
     colors = [BAR_HIGH if val > lines[0][1] else BAR for val in vals]
     ax.barh(ypos, vals, color=colors, height=0.7)
@@ -236,7 +203,7 @@ def main_effects(data: pd.DataFrame, factors: Sequence[str], response: str, *,
     """
     factors = _check(data, factors, response)
     alpha = v.alpha(alpha)
-    fig, axes = _grid(len(factors), 4)
+    fig, axes = panel_grid(len(factors), 4)
     grand = float(data[response].mean())
     err = _pooled_error(data, factors, response) if ci else None
     for ax, f in zip(axes, factors):
@@ -274,7 +241,7 @@ def interactions(data: pd.DataFrame, factors: Sequence[str], response: str, *,
     if len(factors) < 2:
         raise ConfigError("interactions() needs at least two factors")
     pairs = list(itertools.combinations(factors, 2))
-    fig, axes = _grid(len(pairs), 3, panel=(3.6, 3.0))
+    fig, axes = panel_grid(len(pairs), 3, panel=(3.6, 3.0))
     for ax, (a, b) in zip(axes, pairs):
         s = summarize(data, by=[a, b], response=response, alpha=alpha)
         xlev = _levels(data, a, levels)
@@ -317,7 +284,7 @@ def qq(residuals: Diagnostics | pd.DataFrame | pd.Series, *, alpha: float = 0.05
         raise ConfigError(f"qq() needs at least 3 finite residuals, got {len(r)}")
     alpha = v.alpha(alpha)
     (osm, osr), (slope, intercept, _) = sps.probplot(r, dist="norm")
-    fig, ax = _axes(ax, (4.8, 4.2))
+    fig, ax = figure_axes(ax, (4.8, 4.2))
     ax.plot(osm, osr, "o", color=BAR, markersize=4, gid="points")
     ax.plot(osm, slope * osm + intercept, color=REF, linewidth=1.2, gid="fit")
     ax.set_xlabel("theoretical quantiles (normal)")
@@ -362,7 +329,7 @@ def response_by_config(data: pd.DataFrame, by: str | Sequence[str], response: st
     labels = ["\n".join(f"{label(c)}={val}" for c, val in zip(xcols, k)) or "all" for k in keys]
     longest = max(len(line) for label in labels for line in label.split("\n"))
     per_config = max(0.7 * max(1, len(series) / 2), 0.075 * longest)   # inches: room for the label
-    fig, ax = _axes(ax, (max(4.8, per_config * len(keys) + 2), 4.2))
+    fig, ax = figure_axes(ax, (max(4.8, per_config * len(keys) + 2), 4.2))
     raw = _show_points(points, int(s["n"].max()))
     palette = colors([lv for lv, _ in series]) if hue is not None else [BAR]
     # intervals of a positive quantity on the log scale (never negative); the axis holds the data
@@ -388,8 +355,9 @@ def response_by_config(data: pd.DataFrame, by: str | Sequence[str], response: st
     ax.set_xticks(range(len(keys)), labels, fontsize=8)
     ax.set_xlim(-0.6, len(keys) - 0.4)
     ax.set_ylim(*ylim)
-    scale = ", log scale" if (data[response] > 0).all() else ""
-    ax.set_ylabel(f"{label(response)}\n(mean, {100 * (1 - alpha):g}% CI{scale})")
+    # the axis is linear; only the interval of a positive quantity is computed on the log scale
+    scale = " from the logs" if (data[response] > 0).all() else ""
+    ax.set_ylabel(f"{label(response)}\n(mean, {100 * (1 - alpha):g}% CI{scale}; linear axis)")
     if hue is not None:
         ax.legend(title=label(hue), fontsize=8)
     ax.set_title(title or f"{label(response)} by configuration")
@@ -426,7 +394,7 @@ def overhead(table: pd.DataFrame, *, panel: str = "benchmark", test: str = "test
     nrows = math.ceil(len(panels) / ncols)
     per_test = 0.2 * len(plats) + 0.25
     heights = [max(n_tests[r * ncols:(r + 1) * ncols]) * per_test + 1.0 for r in range(nrows)]
-    fig = _figure((5.2 * ncols, sum(heights) + 0.6))
+    fig = new_figure((5.2 * ncols, sum(heights) + 0.6))
     axes = fig.subplots(nrows, ncols, squeeze=False,
                         gridspec_kw={"height_ratios": heights}).ravel()
     for ax in axes[len(panels):]:
@@ -494,7 +462,7 @@ def run_order(data: pd.DataFrame, response: str, *, order: str = "run_order",
     v.columns(data, [order] + ([hue] if hue else []), "columns")
     v.response(data, response)
     d = data.sort_values(order)
-    fig, ax = _axes(ax, (6.4, 3.6))
+    fig, ax = figure_axes(ax, (6.4, 3.6))
     if hue:
         hl = _levels(d, hue, levels)
         for lv, col in zip(hl, colors(hl)):
@@ -512,224 +480,3 @@ def run_order(data: pd.DataFrame, response: str, *, order: str = "run_order",
     ax.set_ylabel(label(response))
     ax.set_title(title or f"{label(response)} in run order (drift check)")
     return fig
-
-
-def save_figure(fig: Figure, name: str, directory: str | Path = "figures", *,
-                formats: Sequence[str] = ("png", "svg"), dpi: int = 150, mode: int = 0o600) -> list[Path]:
-    """Write ``fig`` as ``directory/name.png`` and ``directory/name.svg``; return the paths.
-
-    ``name`` is a bare file stem (no directory). The directory is created if
-    needed. SVG output is made reproducible (no date, fixed id salt) so
-    committed figures only change when the figure does. Each file is written with
-    :func:`labkit.core.files.atomic_write` with ``mode`` (0600 by default, like every file labkit
-    writes; git records figures as 0644 whatever their mode here), and a symbolic link
-    in place of a figure is refused.
-    """
-    if not isinstance(fig, Figure):
-        raise ConfigError(f"fig must be a matplotlib Figure, got {type(fig).__name__}")
-    if not isinstance(name, str) or not name.strip() or any(c in name for c in "/\\") \
-            or name in (".", ".."):
-        raise ConfigError(f"name must be a bare file name without directories, got {name!r}")
-    allowed = {"png", "svg", "pdf"}
-    formats = [formats] if isinstance(formats, str) else list(formats)
-    bad = [f for f in formats if f not in allowed]
-    if bad or not formats:
-        raise ConfigError(f"formats must be among {sorted(allowed)}, got {formats!r}")
-    stem = name[:-4] if name.lower().endswith((".png", ".svg", ".pdf")) else name
-    out = Path(directory)
-    paths = []
-    with rc_context({"svg.hashsalt": "labkit"}):
-        for fmt in formats:
-            meta = {"Date": None} if fmt in ("svg", "pdf") else None
-            paths.append(atomic_write(out / f"{stem}.{fmt}", partial(
-                fig.savefig, format=fmt, dpi=dpi, bbox_inches="tight", metadata=meta), mode=mode))
-    return paths
-
-
-# -- measurement: levels, drift, telemetry (issue 32) -------------------------------------------
-
-SUSPECT = "#a0322b"
-
-
-def variance_shares(variance: pd.DataFrame, *, ax: Axes | None = None, title: str | None = None) -> Figure:
-    """Each level's share of the variance (a :class:`labkit.stats.LevelEffects` ``variance`` table:
-    ``component``, ``pct``) as horizontal bars, largest on top (bars ``gid`` "share")."""
-    v.frame(variance, "variance")
-    v.columns(variance, ["component", "pct"], "variance")
-    d = variance.sort_values("pct", kind="stable")
-    fig, ax = _axes(ax, (6.4, 1.2 + 0.45 * len(d)))
-    y = np.arange(len(d))
-    pct = d["pct"].to_numpy(float)
-    ax.barh(y, np.nan_to_num(pct), color=BAR, height=0.6, gid="share")
-    ax.set_yticks(y, [str(c) for c in d["component"]])
-    for yy, p in zip(y, pct):
-        if np.isfinite(p):
-            ax.text(float(p) + 1, float(yy), f"{p:.1f}%", va="center", fontsize=8)
-    ax.set_xlim(0, 110)
-    ax.set_xlabel("share of the variance left by the design's terms (%)")
-    ax.set_title(title or "Variance by level")
-    return fig
-
-
-def drift(runs: pd.DataFrame, segments: pd.DataFrame, response: str, *, factors: Sequence[str] = (),
-          order: str = "run_seq", by: str = "host", title: str | None = None) -> Figure:
-    """Each host's runs in order: residuals (response minus its configuration's mean) as dots,
-    each segment's median as a horizontal line (gid "level") and the change points of
-    :func:`labkit.stats.drift_segments` as dashed vertical lines (gid "change_point"); one
-    panel per host."""
-    v.frame(runs, "runs")
-    factors = list(factors)
-    v.columns(runs, factors + [order, by], "runs")
-    y = v.response(runs, response)
-    d = runs.assign(_r=y - (runs.assign(_y=y).groupby(factors, observed=True)["_y"].transform("mean")
-                            if factors else float(np.mean(y))))
-    hosts = sorted(d[by].astype(str).unique())
-    fig, axes = _grid(len(hosts), 2, panel=(5.6, 2.8))
-    for ax, host in zip(axes, hosts):
-        part = d[d[by].astype(str) == host].sort_values(order)
-        ax.scatter(part[order], part["_r"], s=12, color=BAR, alpha=0.8)
-        segs = segments[segments[by].astype(str) == host] if by in segments else segments
-        for _, s in segs.iterrows():
-            ax.hlines(s["level"], s["start"], s["end"], color=PALETTE[2], lw=2, gid="level")
-            if s["segment"] > 1:
-                ax.axvline(s["start"] - 0.5, color=REF, ls="--", lw=1.2, gid="change_point")
-        ax.axhline(0, color="#888888", lw=0.6)
-        ax.set_title(f"host {host}", fontsize=9)
-        ax.set_xlabel(label(order))
-        ax.set_ylabel(f"residual: {label(response)}")
-    fig.suptitle(title or f"Drift check: {label(response)} in run order, change points dashed")
-    return fig
-
-
-def telemetry_runs(table: pd.DataFrame, *, order: str = "run_order", title: str | None = None) -> Figure:
-    """Per-run telemetry (:attr:`labkit.report.Analysis.telemetry`): the campaign's CPU (its
-    instances) beside the CPU of other processes, steal, and the CPU frequency range, one point
-    per run in ``order``; runs flagged ``suspect`` are drawn as red crosses (gid "suspect").
-    Panels without data are left out."""
-    v.frame(table, "telemetry")
-    v.columns(table, [order], "telemetry")
-    d = table.sort_values(order)
-    panels = [(("campaign_cpu_mean_pct", "instances (campaign)"), ("cpu_other_mean_pct", "other processes"),
-               ("cpu_other_max_pct", "other processes, max")),
-              (("steal_max_pct", "steal, max"), ("iowait_mean_pct", "iowait, mean")),
-              (("freq_min_mhz", "lowest"), ("freq_max_mhz", "highest"))]
-    ylabels = ["CPU (% of one CPU)", "% of the host's CPU time", "CPU frequency (MHz)"]
-    present = [(p, yl) for p, yl in zip(panels, ylabels)
-               if any(c in d and d[c].notna().any() for c, _ in p)]
-    if not present:
-        raise ConfigError("telemetry: no run has CPU, steal or frequency summaries to draw")
-    fig = _figure((6.8, 2.3 * len(present)))
-    axes = fig.subplots(len(present), 1, squeeze=False, sharex=True).ravel()
-    suspect = d["suspect"].fillna(False).astype(bool) if "suspect" in d else pd.Series(False, index=d.index)
-    for ax, (panel, ylabel) in zip(axes, present):
-        for (col, name), colr in zip(panel, PALETTE):
-            if col in d and d[col].notna().any():
-                ax.plot(d[order], d[col], marker="o", ms=3, lw=0.8, color=colr, label=name)
-                if suspect.any():
-                    ax.scatter(d.loc[suspect, order], d.loc[suspect, col], marker="x", s=40,
-                               color=SUSPECT, zorder=3, gid="suspect")
-        for x in d.loc[suspect, order]:
-            ax.axvline(x, color=SUSPECT, alpha=0.15, lw=6, zorder=0, gid="suspect_band")
-        ax.set_ylabel(ylabel, fontsize=8)
-        ax.legend(fontsize=7, loc="upper right")
-    axes[-1].set_xlabel(label(order))
-    n = int(suspect.sum())
-    fig.suptitle(title or "Telemetry per run" + (f" ({n} suspect run{'s' if n != 1 else ''}: red crosses)"
-                                                 if n else ""))
-    return fig
-
-
-def comparison(table: pd.DataFrame, factors: Sequence[str], *, a: str = "a", b: str = "b",
-               response: str | None = None, alpha: float = 0.05, title: str | None = None) -> Figure:
-    """Two campaigns of one design side by side, from :func:`labkit.report.compare`'s table.
-
-    Left: each configuration's mean in ``a`` (circle) and ``b`` (triangle). Right: the change
-    from ``a`` to ``b`` in percent with its CI (from Fieller's CI of the ratio, ``ratio_low`` /
-    ``ratio_high``; the difference's Welch CI when no ratio), a line at 0, and the configurations
-    flagged as drift (``drift``) in the accent colour. One row per configuration, labelled with
-    its factors' levels."""
-    v.frame(table, "table")
-    factors = list(factors)
-    v.columns(table, [*factors, "mean_a", "mean_b", "diff_pct"], "table")
-    alpha = v.alpha(alpha)
-    response = response or table.attrs.get("response", "response")
-    if table.empty:
-        raise ConfigError("comparison: the table has no configuration")
-    names = [", ".join(f"{f}={row[f]}" for f in factors) for _, row in table.iterrows()]
-    n = len(table)
-    fig = _figure((9.5, 1.1 + 0.32 * n))
-    left, right = fig.subplots(1, 2, sharey=True, gridspec_kw={"width_ratios": [1.2, 1]})
-    y = np.arange(n)
-    ca, cb = colors([a, b])
-    left.scatter(table["mean_a"], y, marker="o", color=ca, label=str(a), zorder=3)
-    left.scatter(table["mean_b"], y, marker="^", color=cb, label=str(b), zorder=3)
-    for yi, m1, m2 in zip(y, table["mean_a"], table["mean_b"]):
-        left.plot([m1, m2], [yi, yi], color="#999999", lw=0.8, zorder=2)
-    left.set_yticks(y, names, fontsize=7)
-    left.set_ylim(n - 0.5, -0.5)
-    left.set_xlabel(f"mean {label(response)}", fontsize=8)
-    left.legend(fontsize=7, loc="best")
-    pct = table["diff_pct"].to_numpy(float)
-    if {"ratio_low", "ratio_high"} <= set(table):
-        lo = 100 * (table["ratio_low"].to_numpy(float) - 1)
-        hi = 100 * (table["ratio_high"].to_numpy(float) - 1)
-    elif {"ci_low", "ci_high"} <= set(table):
-        base = table["mean_a"].to_numpy(float)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            lo = 100 * table["ci_low"].to_numpy(float) / base
-            hi = 100 * table["ci_high"].to_numpy(float) / base
-    else:
-        lo = hi = pct
-    drift = table["drift"].to_numpy(bool) if "drift" in table else np.zeros(n, bool)
-    for yi, p, lo_, hi_, d in zip(y, pct, lo, hi, drift):
-        col = BAR_HIGH if d else BAR
-        if np.isfinite(lo_) and np.isfinite(hi_):
-            right.plot([lo_, hi_], [yi, yi], color=col, lw=1.6)
-        right.scatter([p], [yi], color=col, zorder=3, gid="drift" if d else "change")
-    right.axvline(0, color="black", lw=0.8)
-    right.set_xlabel(f"change {a} → {b} (%, {100 * (1 - alpha):g}% CI)", fontsize=8)
-    right.tick_params(axis="x", labelsize=8)
-    left.tick_params(axis="x", labelsize=8)
-    fig.suptitle(title or f"{label(response)}: {a} and {b} (accent: drift)", fontsize=10)
-    return fig
-
-
-def telemetry(samples: pd.DataFrame, *, metrics: Sequence[str] | None = None, ncols: int = 3,
-              title: str | None = None) -> Figure:
-    """A run's telemetry (:meth:`labkit.store.Store.samples`: ``t``, ``metric``, ``value``), one
-    small panel per metric against time in seconds (at most 12 panels, first ones shown when
-    ``metrics`` is not given)."""
-    v.frame(samples, "samples")
-    v.columns(samples, ["t", "metric", "value"], "samples")
-    if samples.empty:
-        raise ConfigError("telemetry: no samples to plot")
-    names = list(metrics) if metrics is not None else list(dict.fromkeys(samples["metric"].astype(str)))[:12]
-    if not names:
-        raise ConfigError("telemetry: no metric to plot")
-    ncols = max(1, min(int(ncols), len(names)))
-    nrows = math.ceil(len(names) / ncols)
-    fig = _figure((3.0 * ncols, 1.9 * nrows + 0.4))
-    axes = fig.subplots(nrows, ncols, squeeze=False).ravel()
-    for ax in axes[len(names):]:
-        ax.set_visible(False)
-    for ax, m in zip(axes, names):
-        part = samples[samples["metric"].astype(str) == m].sort_values("t")
-        ax.plot(part["t"], part["value"], color=BAR, lw=1.2)
-        ax.set_title(label(m), fontsize=8)
-        ax.tick_params(labelsize=7)
-        ax.set_xlabel("t (s)", fontsize=7)
-    fig.suptitle(title or "telemetry during the run", fontsize=10)
-    return fig
-
-
-def figures_written(paths: Sequence[str | Path]) -> str:
-    """One line for the files :func:`save_figure` wrote: how many figures and files, in which
-    folder(s) ("wrote 6 figures (12 files: png, svg) to out/figures/x"), instead of a line per file."""
-    ps = [Path(p) for p in paths]
-    if not ps:
-        return "wrote no figure"
-    dirs = list(dict.fromkeys(str(p.parent) for p in ps))
-    stems = {(p.parent, p.stem) for p in ps}
-    kinds = ", ".join(dict.fromkeys(p.suffix.lstrip(".") for p in ps))
-    return (f"wrote {len(stems)} figure{'s' if len(stems) != 1 else ''} ({len(ps)} files: {kinds}) to "
-            + ", ".join(dirs))

@@ -384,10 +384,10 @@ def replication_report(data_dir: str | Path, original: str, replica: str, *, res
     """
     from ..store import Store
     from ..store.results import responses, store_path
-    from . import declared_levels, sorted_as_declared
     from .catalog import primary_response, require_campaign
     from .comparison import setting_differences
     from .decisions import policy_for
+    from .declared import declared_levels, sorted_as_declared
     metas, tidies, fps = [], [], []
     for cid in (original, replica):
         with Store(store_path(data_dir, require_campaign(data_dir, cid)), readonly=True) as st:

@@ -29,7 +29,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import FixedLocator, FuncFormatter, NullFormatter
 
 from ..errors import ConfigError
-from .claims import mean_interval
+from .claim_verdicts import mean_interval
 
 __all__ = ["data_limits", "draw_interval", "figure_problems", "interval_table", "log_ticks"]
 

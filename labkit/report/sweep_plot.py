@@ -9,8 +9,8 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from ..errors import ConfigError
+from .canvas import BAR, LiteralTextFigure
 from .labels import label
-from .plots import BAR, LiteralTextFigure
 from .small_n import interval_table, log_ticks
 
 

@@ -5,7 +5,8 @@
 it to a DataFrame's numeric columns; :func:`html_table` renders a DataFrame as an HTML table
 whose every cell and header is escaped (names and levels come from stores: text, never markup);
 :func:`readable_display` makes pandas show every float that way in Jupyter;
-:func:`effects_table` is the effects table a reader sees, each estimate beside its own interval.
+:func:`effects_table` is the effects table a reader sees, each estimate beside its own interval;
+:func:`count_words` says counts by status in words (``96 ok, 2 failed``).
 """
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from ..errors import ConfigError
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["DIGITS", "EFFECT_COLUMNS", "effects_table", "format_number", "html_table", "readable",
+__all__ = ["DIGITS", "EFFECT_COLUMNS", "count_words", "effects_table", "format_number", "html_table", "readable",
            "readable_display"]
 
 #: significant digits shown by default: enough to compare configurations, not more than a
@@ -29,6 +30,17 @@ WIDE_COLUMNS = 9
 #: the columns of :func:`effects_table`, in this order (those it has values for)
 EFFECT_COLUMNS = ["term", "q", "effect", "effect_low", "effect_high", "df", "t", "F", "p", "pct_variation",
                   "pct_low", "pct_high"]
+
+
+def count_words(counts: dict) -> str:
+    """Counts by status (or any label) as words, largest first: ``{'ok': 96, 'failed': 2}`` ->
+    ``"96 ok, 2 failed"``; ``"none"`` when empty (issue 46: dict reprs were printed).
+
+    >>> count_words({"failed": 2, "ok": 96})
+    '96 ok, 2 failed'
+    """
+    shown = sorted(((int(n), str(k)) for k, n in counts.items()), key=lambda nk: (-nk[0], nk[1]))
+    return ", ".join(f"{n:,} {k}" for n, k in shown) or "none"
 
 
 #: per-run rows a report table shows at most (issue 45: 10,000 runs made a report of tables); the
@@ -102,7 +114,7 @@ def html_table(df: pd.DataFrame, *, digits: int = DIGITS, caption: str | None = 
     ``lk-wide``."""
     import pandas as pd
 
-    from . import escape_html
+    from .escape import escape_html
     if max_rows is not None and len(df) > max_rows:
         shown, more = df.iloc[:max_rows], len(df) - max_rows
     else:

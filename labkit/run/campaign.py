@@ -47,6 +47,7 @@ from ..design import HOST_MAX, Design
 from ..design.options import DEFAULT_INTERVAL, DEFAULT_THRESHOLDS, check_flag, check_thresholds
 from ..errors import CommandTimeout, ConfigError, LabkitError, StoreError
 from ..store import Store, now_iso, run_output_policy
+from ..store.codestate import record_code_diff
 from ..workloads import get_workload
 from ..workloads.params import TIMEOUT
 from . import network as runnet
@@ -61,6 +62,7 @@ from .hooks import (
     instances_ready,
 )
 from .platforms import BackendPool, Platform
+from .runlength import short_run_warnings
 from .sampler import HostSampler
 from .telemetry import Telemetry, check_interval, start_warnings
 from .testbed import Host, Testbed
@@ -284,6 +286,7 @@ class Campaign:
                                        allow_new=new_store)
             one = {"backend": self.backend.name} if self.backend is not None else {}
             self._check_or_write_meta(store, host_identity({"host": host_fingerprint(), "backend": one}))
+            record_code_diff(store)   # a dirty checkout's diff: the code state can be rebuilt
             plan = self.design.plan()
             again = forget_failed(store, self.design, plan) if retry_failed else []
             with self._signals.installed():
@@ -292,6 +295,8 @@ class Campaign:
                 engine = Fleet(self, testbed, store, default_platform=platform, pool=pool,
                                guard=self._signals.deferred)
                 self._feed(engine, store, plan, again, retries, max_runs)
+                for line in short_run_warnings(store, self.workload):   # once per campaign
+                    log.warning("campaign %s: %s", self.campaign_id, line)
                 store.export()
         finally:
             with self._signals.installed(), self._signals.deferred():

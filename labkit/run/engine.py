@@ -21,7 +21,10 @@ rounds (:meth:`Fleet.extend`, then :meth:`Fleet.run` again) feed it the same way
   (:class:`~labkit.run.claims.ClaimIndex`: each host's runs in plan order, those known stored
   skipped, told of each run as it is stored), grouped by boot, and the store reads only the rows of
   the first few (:meth:`Store.claim_group <labkit.store.Store.claim_group>`); storing a run drops its
-  claim in the same transaction. Each stored run records its ``host`` and ``run_seq`` (its 1-based order on that
+  claim in the same transaction. Runs that end close together are stored in one transaction (group
+  commit, :class:`~labkit.store.group.GroupCommit`: up to 64 runs or 50 ms), each reported done (claim
+  index, progress) only once it committed; the queue is written before the engine reads the store
+  and on every exit (end, exception, Ctrl-C, SIGTERM). Each stored run records its ``host`` and ``run_seq`` (its 1-based order on that
   host, counted over the campaign's runs and attempts there; None for a run not run because an
   earlier run of its boot failed). A controller killed at any moment
   leaves claims whose runs were never stored: the next start (which holds the campaign lock)
@@ -56,8 +59,9 @@ from ..backends import teardown
 from ..core.fingerprint import fingerprint_id
 from ..core.redact import redact
 from ..core.waiting import wait_until
-from ..errors import BackendUnavailable, LabkitError
+from ..errors import BackendUnavailable, LabkitError, StoreError
 from ..store import now_iso
+from ..store.group import GroupCommit
 from .campaign import Measured, keep_output
 from .claims import ClaimIndex
 from .hosts import host_facts, identity_warnings
@@ -113,6 +117,11 @@ class Fleet:
         self.index = ClaimIndex()   # what each host may claim, without a store round trip
         self.total = None
         self.seq: dict[str, int] = {}    # host -> run_seq of the last run recorded there
+        # finished runs written in groups (one transaction for those ending close together), each
+        # reported done (claim index, counts, bars: _stored) only once its transaction committed
+        self.writer = GroupCommit(store, lock=self.db, owner=self.owner, on_done=self._stored,
+                                  on_lost=self._not_stored)
+        self.queued: dict[str, HostState] = {}   # run_id -> its host, while its group is not committed
 
     # -- set-up ------------------------------------------------------------
     def platform_of(self, run: Run) -> str:
@@ -216,6 +225,7 @@ class Fleet:
             while any(t.is_alive() for t in workers):
                 for t in workers:   # short waits: a signal another thread received is seen here
                     t.join(0.05)
+            self.writer.flush()   # the runs still queued: stored and reported done before run() returns
         except BaseException:
             with self.guard():   # a second Ctrl-C or SIGTERM waits until the instances are gone
                 self._cancel(workers)
@@ -238,8 +248,13 @@ class Fleet:
         for t in workers:
             if t.ident is not None:   # started
                 t.join(max(0.0, deadline - time.monotonic()))
-        with self.db:
-            self.store.release_claims(owner=self.owner)
+        try:
+            self.writer.flush()   # runs that ended before the interrupt: stored, their claims with them
+        except StoreError as exc:   # logged, not raised: the interrupt that brought us here is what propagates
+            log.error("while stopping: %s", exc)
+        finally:
+            with self.db:
+                self.store.release_claims(owner=self.owner)
 
     def candidates(self, state: HostState) -> list[str]:
         name = state.host.name
@@ -354,23 +369,37 @@ class Fleet:
                 seq = self.seq[state.host.name] = self.seq.get(state.host.name, 0) + 1
             metadata["run_seq"] = seq
             keep_output(self.store, run.run_id, status or st, output)
-            self.store.record_run(run, status=status or st, started=started, duration_s=duration,
-                                  measurements=measurements, error=error, metadata=metadata,
-                                  fingerprint_id=self.fp_ids.get((state.host.name, platform.name)),
-                                  samples=samples)
-            self.index.stored(run.run_id)
+            self.queued[run.run_id] = state
+            # stored with the next group commit (while its claim is this owner's), reported done then (_stored)
+            self.writer.add(run, status=status or st, started=started, duration_s=duration,
+                            measurements=measurements, error=error, metadata=metadata,
+                            fingerprint_id=self.fp_ids.get((state.host.name, platform.name)), samples=samples)
         with self.lock:
             state.current = None
             if run.run_id in state.claimed:
                 state.claimed.remove(run.run_id)
-            state.done += 1
         if (status or st) != "ok":
             log.warning("run %s on %s %s: %s", run.run_id, state.host.name, status or st,
                         (error or "").splitlines()[0][:200] if error else "")
+        return True
+
+    def _stored(self, run_id: str) -> None:
+        """The transaction holding ``run_id`` committed (:class:`~labkit.store.group.GroupCommit`):
+        reported done to the claim index, its host's count and the progress bars."""
+        self.index.stored(run_id)
+        state = self.queued.pop(run_id, None)
+        if state is None:
+            return
+        with self.lock:
+            state.done += 1
         for bar in (state.bar, self.total):
             if bar is not None:
                 bar.update(1)
-        return True
+
+    def _not_stored(self, run_id: str) -> None:
+        """A queued run its group commit did not store (its claim gone, or refused): forgotten here;
+        it runs again on resume or on the controller that holds its claim now."""
+        self.queued.pop(run_id, None)
 
     # -- liveness ----------------------------------------------------------
     def _answers(self, h) -> bool:
@@ -416,6 +445,7 @@ class Fleet:
             platform = self.tb.platform(self.platform_of(run))
             self._record(state, run, platform, Measured("host-lost", f"host {h.name} lost: {reason}", [], {},
                                                         now_iso(), 0.0), status="host-lost")
+        self.writer.flush()   # what the host ran is read below (moves, fail-block): stored first
         with self.db:
             for rid in rest:   # the boot's runs it had not started: free for the host that takes them
                 self.store.release_claims(run_id=rid, owner=self.owner)

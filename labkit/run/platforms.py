@@ -30,7 +30,7 @@ import threading
 import urllib.parse
 from dataclasses import dataclass, field
 
-from ..errors import BackendUnavailable, ConfigError, LabkitError
+from ..errors import BackendUnavailable, ConfigError, LabkitError, did_you_mean
 
 BACKENDS = ("local", "docker", "lxd", "libvirt", "ssh", "cloud", "slurm")
 FACTOR = "platform"
@@ -74,8 +74,8 @@ def parse_platforms(raw, source: str = "testbed") -> dict[str, Platform]:
             raise ConfigError(f"{where}: must be a mapping with a 'backend' key ({', '.join(BACKENDS)})")
         backend = spec["backend"]
         if backend not in BACKENDS:
-            raise ConfigError(f"{where}.backend: {str(backend)[:64]!r} is not a backend; "
-                              f"allowed: {', '.join(BACKENDS)}")
+            raise ConfigError(f"{where}.backend: {str(backend)[:64]!r} is not a backend"
+                              f"{did_you_mean(backend, BACKENDS, n=1)}; allowed: {', '.join(BACKENDS)}")
         options = {k: v for k, v in spec.items() if k != "backend"}
         if any(not isinstance(k, str) for k in options):
             raise ConfigError(f"{where}: option names must be strings")
@@ -90,7 +90,8 @@ def resolve(name: str, declared: dict[str, Platform], where: str = "design") -> 
     if name in BACKENDS:
         return Platform(name, name, {})
     raise ConfigError(f"{where}: platform {str(name)[:64]!r} is neither declared in the testbed "
-                      f"({', '.join(declared) or 'none declared'}) nor a backend ({', '.join(BACKENDS)})")
+                      f"({', '.join(declared) or 'none declared'}) nor a backend ({', '.join(BACKENDS)})"
+                      + did_you_mean(name, [*declared, *BACKENDS], n=1))
 
 
 def design_platforms(design) -> list[str] | None:

@@ -44,7 +44,7 @@ import urllib.parse
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO, NamedTuple
 
 from .. import __version__
 from ..core.clock import now_iso
@@ -113,6 +113,9 @@ CREATE TABLE IF NOT EXISTS samples (
 CREATE INDEX IF NOT EXISTS samples_run ON samples (run_id);
 CREATE TABLE IF NOT EXISTS store_info (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 """
+#: the prefix of the meta keys that keep a checkout's uncommitted diff, one per digest
+#: (:meth:`Store.set_code_diff`): megabytes that :meth:`Store.meta` does not read
+CODE_DIFF_KEY = "code_diff:"
 #: the columns of ``runs``, in the order this labkit reads them (named, never ``SELECT *``)
 RUN_COLUMNS = ("run_id", "run_order", "config", "replicate", "levels", "status", "error", "started",
                "duration_s", "metadata", "fingerprint_id")
@@ -347,6 +350,8 @@ class Store:
             raise
         try:
             self._check_version()
+            if readonly:
+                self._check_tables()
         except BaseException:
             self._db.close()
             raise
@@ -422,6 +427,22 @@ class Store:
             raise storage_error(self.path, exc, "read the store") from None
         if found > SCHEMA_VERSION:
             raise StoreError(newer_store_message(self.path, self.writer_version(), found))
+
+    #: the tables every labkit store has had, from the first schema on
+    CORE_TABLES = ("meta", "runs", "measurements")
+
+    def _check_tables(self) -> None:
+        """StoreError when a store opened read-only lacks one of :attr:`CORE_TABLES`: a store whose
+        writer is still creating it (or a file labkit did not write), never an sqlite error later."""
+        try:
+            have = {n for (n,) in self._db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        except sqlite3.DatabaseError as exc:
+            raise storage_error(self.path, exc, "read the store") from None
+        missing = [t for t in self.CORE_TABLES if t not in have]
+        if missing:
+            raise StoreError(f"{self.path}: not a complete labkit store: no {', '.join(missing)} table "
+                             f"({'its writer is still creating it; try again in a moment' if have else 'an empty database'}, "
+                             "or a file labkit did not write)")
 
     def _record_version(self) -> None:
         """Write this labkit's schema and version into the store (once per labkit that writes it)."""
@@ -566,7 +587,8 @@ class Store:
         """The campaign's settings; StoreError naming the campaign and key of a value that is not JSON
         (a damaged store: nothing of the campaign can be read safely without its design)."""
         out = {}
-        for k, v in self._db.execute("SELECT key, value FROM meta"):
+        for k, v in self._db.execute("SELECT key, value FROM meta WHERE substr(key, 1, ?) != ?",
+                                     (len(CODE_DIFF_KEY), CODE_DIFF_KEY)):
             try:
                 out[k] = json.loads(v)
             except (TypeError, ValueError, RecursionError) as exc:
@@ -582,6 +604,29 @@ class Store:
         with self._tx():
             for k, v in items.items():
                 self._db.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (k, json.dumps(v, default=str)))
+
+    def set_code_diff(self, record: dict) -> None:
+        """Keep a checkout's uncommitted diff (:meth:`labkit.core.fingerprint.CodeDiff.record`) in the
+        meta table under ``code_diff:<sha256>`` (:mod:`labkit.store.codestate`); a diff kept already
+        stays as it was."""
+        sha = record.get("sha256") if isinstance(record, dict) else None
+        if not isinstance(sha, str) or not re.fullmatch(r"[0-9a-f]{64}", sha):
+            raise StoreError(f"{self.path}: a code diff record needs its sha256 (64 hex digits), got {str(sha)[:80]!r}")
+        with self._tx():
+            self._db.execute("INSERT OR IGNORE INTO meta VALUES (?, ?)",
+                             (CODE_DIFF_KEY + sha, json.dumps(redact(record), default=str)))
+
+    def code_diffs(self) -> dict[str, dict]:
+        """The uncommitted diffs kept (:meth:`set_code_diff`): sha256 -> record; a record that is not
+        a JSON object is reported (:attr:`problems`) and left out. Kept out of :meth:`meta`."""
+        out = {}
+        for k, v in self._read("SELECT key, value FROM meta WHERE substr(key, 1, ?) = ?",
+                               (len(CODE_DIFF_KEY), CODE_DIFF_KEY)):
+            try:
+                out[str(k)[len(CODE_DIFF_KEY):]] = json_object(v, "value")
+            except Malformed as exc:
+                self._malformed(f"meta key {str(k)[:80]!r}", exc)
+        return out
 
     def add_fingerprint(self, fp_id: str, data: dict) -> None:
         with self._tx():
@@ -623,27 +668,73 @@ class Store:
         of repeated iterations inside the run) is part of its key.
 
         ``error`` is kept up to :data:`~labkit.errors.TEXT_CAP` characters (its head and
-        tail around a marker saying how many were omitted): a failed run's output can be huge."""
-        if status not in STATUSES:
-            raise StoreError(f"run status must be one of {', '.join(STATUSES)}, got {status!r}")
-        error = None if error is None else shorten(error)
+        tail around a marker saying how many were omitted): a failed run's output can be huge.
+        One transaction per run; :class:`labkit.store.group.GroupCommit` writes runs that end close
+        together in one (:meth:`prepare_run`, :meth:`record_prepared`)."""
+        rec = self.prepare_run(run, status=status, started=started, duration_s=duration_s,
+                               measurements=measurements, error=error, metadata=metadata,
+                               fingerprint_id=fingerprint_id, samples=samples)
         try:
             with self._tx():
-                self._db.execute(
-                    "INSERT INTO runs VALUES (?,?,?,?,?,?,?,?,?,?,?)",
-                    (run.run_id, run.order, run.config, run.replicate,
-                     json.dumps(run.levels, default=str), status, error, started, duration_s,
-                     json.dumps(redact(metadata or {}), default=str), fingerprint_id))
-                self._db.executemany(
-                    "INSERT INTO measurements (run_id, instance, metric, value, unit, iteration) "
-                    "VALUES (?,?,?,?,?,?)",
-                    [(run.run_id, m.instance, m.metric, float(m.value), m.unit, _iteration(run.run_id, m))
-                     for m in measurements])
-                self._insert_samples(run.run_id, samples)
-                self._db.execute("DELETE FROM claims WHERE run_id = ?", (run.run_id,))
+                self._insert_run(rec)
         except sqlite3.IntegrityError as exc:
             raise StoreError(f"{self.path}: run {run.run_id} could not be stored ({exc}); "
                              "a run is stored once") from exc
+
+    def prepare_run(self, run: Run, *, status: str, started: str, duration_s: float,
+                    measurements: Iterable[Measurement] = (),
+                    error: str | None = None, metadata: dict | None = None,
+                    fingerprint_id: str | None = None, samples: Iterable[tuple] = ()) -> PreparedRun:
+        """The rows :meth:`record_run` would write for this run, checked (StoreError for a status,
+        a measurement's iteration or a telemetry row that is not valid) and not written:
+        :meth:`record_prepared` writes them."""
+        if status not in STATUSES:
+            raise StoreError(f"run status must be one of {', '.join(STATUSES)}, got {status!r}")
+        error = None if error is None else shorten(error)
+        row = (run.run_id, run.order, run.config, run.replicate, json.dumps(run.levels, default=str), status,
+               error, started, duration_s, json.dumps(redact(metadata or {}), default=str), fingerprint_id)
+        values = [(run.run_id, m.instance, m.metric, float(m.value), m.unit, _iteration(run.run_id, m))
+                  for m in measurements]
+        return PreparedRun(run.run_id, row, values, _checked_samples(run.run_id, samples))
+
+    def record_prepared(self, runs: Sequence[PreparedRun], *, owner: str | None = None) -> RecordedBatch:
+        """Write ``runs`` (:meth:`prepare_run`) in one transaction, each as :meth:`record_run` would
+        (its claim dropped with it). With ``owner``, a run whose claim is not ``owner``'s (released,
+        or taken over by another controller) is not written: it is in ``skipped``. A run that cannot
+        be stored (stored already) is rolled back alone (a savepoint) and named in ``failed`` with
+        its StoreError; every other run commits. A StoreError for the transaction as a whole (a
+        full disk, a locked store) means none was written."""
+        stored: list[str] = []
+        skipped: list[str] = []
+        failed: dict[str, StoreError] = {}
+        if not runs:
+            return RecordedBatch(stored, skipped, failed)
+        with self._tx():
+            for rec in runs:
+                if owner is not None:
+                    row = self._db.execute("SELECT owner FROM claims WHERE run_id = ?", (rec.run_id,)).fetchone()
+                    if row is None or row[0] != owner:
+                        skipped.append(rec.run_id)
+                        continue
+                self._db.execute("SAVEPOINT labkit_run")
+                try:
+                    self._insert_run(rec)
+                except sqlite3.IntegrityError as exc:
+                    self._db.execute("ROLLBACK TO labkit_run")
+                    failed[rec.run_id] = StoreError(f"{self.path}: run {rec.run_id} could not be stored ({exc}); "
+                                                    "a run is stored once")
+                else:
+                    stored.append(rec.run_id)
+                self._db.execute("RELEASE labkit_run")   # (another error: the whole transaction rolls back)
+        return RecordedBatch(stored, skipped, failed)
+
+    def _insert_run(self, rec: PreparedRun) -> None:
+        self._db.execute("INSERT INTO runs VALUES (?,?,?,?,?,?,?,?,?,?,?)", rec.row)
+        self._db.executemany("INSERT INTO measurements (run_id, instance, metric, value, unit, iteration) "
+                             "VALUES (?,?,?,?,?,?)", rec.measurements)
+        self._db.executemany("INSERT INTO samples (run_id, t, metric, value, instance) VALUES (?,?,?,?,?)",
+                             rec.samples)
+        self._db.execute("DELETE FROM claims WHERE run_id = ?", (rec.run_id,))
 
     def record_samples(self, run_id: str, rows: Iterable[tuple]) -> None:
         """Add telemetry rows ``(t, metric, value)`` (host) or ``(t, metric, value, instance)`` (one
@@ -654,20 +745,8 @@ class Store:
             self._insert_samples(run_id, rows)
 
     def _insert_samples(self, run_id: str, rows: Iterable[tuple]) -> None:
-        checked = []
-        for i, row in enumerate(rows):
-            try:
-                t, metric, value, *rest = row
-                instance = rest[0] if rest else None
-                ok = (isinstance(metric, str) and metric != "" and len(rest) <= 1
-                      and (instance is None or isinstance(instance, str) and instance != ""))
-                checked.append((run_id, float(t), metric, float(value), instance))
-            except (TypeError, ValueError):
-                ok = False
-            if not ok:
-                raise StoreError(f"run {run_id}: sample row {i} must be (t seconds, metric name, value[, instance "
-                                 f"id]), got {row!r}")
-        self._db.executemany("INSERT INTO samples (run_id, t, metric, value, instance) VALUES (?,?,?,?,?)", checked)
+        self._db.executemany("INSERT INTO samples (run_id, t, metric, value, instance) VALUES (?,?,?,?,?)",
+                             _checked_samples(run_id, rows))
 
     def samples(self, run_id: str | None = None) -> pd.DataFrame:
         """Telemetry samples, of one run or of all, in time order: columns run_id, t, metric, value
@@ -682,6 +761,60 @@ class Store:
         rows = self._db.execute(f"SELECT run_id, t, metric, value, {'instance' if has_inst else 'NULL'} FROM samples "
                                 f"{where} ORDER BY run_id, t, {'instance, ' if has_inst else ''}metric", args).fetchall()
         return pd.DataFrame(rows, columns=SAMPLE_COLUMNS)
+
+    def sample_bins(self, run_ids: Sequence[str], *, bins: int, metrics: Sequence[str] | None = None,
+                    min_width_s: float = 1.0) -> pd.DataFrame:
+        """The host telemetry (rows without an instance) of ``run_ids``, averaged in SQL over spans of
+        run time: at most ``bins`` spans of equal width (never narrower than ``min_width_s``), so a
+        campaign of any size and runs of any length give at most ``len(run_ids) x metrics x bins``
+        rows. Columns run_id, metric, bin (0-based), t (the span's start, seconds), value (the mean),
+        n (samples averaged); ``attrs["width_s"]`` the span's width, ``attrs["samples"]`` how many
+        samples they summarise. Only ``metrics`` when given."""
+        import pandas as pd
+        cols = ["run_id", "metric", "bin", "t", "value", "n"]
+        if isinstance(bins, bool) or not isinstance(bins, int) or bins < 1:
+            raise StoreError(f"sample_bins: bins must be a whole number >= 1, got {bins!r}")
+        ids = list(dict.fromkeys(str(r) for r in run_ids))
+        if not ids or "samples" not in {n for (n,) in self._db.execute(
+                "SELECT name FROM sqlite_master WHERE type = 'table'")}:
+            return pd.DataFrame(columns=cols)
+        inst = "instance IS NULL" if "instance" in self._columns("samples") else "1"
+        want = list(dict.fromkeys(metrics)) if metrics is not None else None
+        where = f"run_id IN ({','.join('?' * len(ids))}) AND {inst}"
+        args: list = list(ids)
+        if want is not None:
+            where += f" AND metric IN ({','.join('?' * len(want))})"
+            args += want
+        if len(args) > 900:   # below SQLite's 999 variables: the caller asks for a bounded few runs
+            raise StoreError(f"sample_bins: {len(ids)} runs and {len(want or [])} metrics asked at once; "
+                             "ask for fewer (the display needs a bounded sample of runs)")
+        lo, hi, total = self._read(f"SELECT min(t), max(t), count(*) FROM samples WHERE {where}", args).fetchone()
+        if not total:
+            return pd.DataFrame(columns=cols)
+        width = max(float(min_width_s), (float(hi) - float(lo)) / bins if hi > lo else 0.0, 1e-9)
+        rows = self._read(
+            f"SELECT run_id, metric, min(CAST((t - ?) / ? AS INTEGER), ?) AS b, avg(value), count(*) FROM samples "
+            f"WHERE {where} GROUP BY run_id, metric, b ORDER BY metric, b, run_id", [lo, width, bins - 1, *args]
+        ).fetchall()
+        out = pd.DataFrame([(r, m, b, lo + b * width, v, n) for r, m, b, v, n in rows], columns=cols)
+        out.attrs.update(width_s=width, samples=int(total))
+        return out
+
+    def sample_count(self, run_id: str) -> int:
+        """How many telemetry samples run ``run_id`` has (0 for a store written before telemetry)."""
+        try:
+            return int(self._read("SELECT count(*) FROM samples WHERE run_id = ?", (run_id,)).fetchone()[0])
+        except sqlite3.OperationalError:   # no samples table (a store of before, read-only)
+            return 0
+
+    def config_runs(self, config: int) -> list[str]:
+        """The run ids stored for configuration ``config``, in run order."""
+        return [r for (r,) in self._read("SELECT run_id FROM runs WHERE config = ? ORDER BY run_order", (config,))]
+
+    def run_config(self, run_id: str) -> int | None:
+        """The configuration of the stored run ``run_id`` (None when it is not stored)."""
+        row = self._read("SELECT config FROM runs WHERE run_id = ?", (run_id,)).fetchone()
+        return None if row is None else int(row[0])
 
     def write_run_output(self, run_id: str, text: str, status: str | None = None) -> Path:
         """Keep ``text`` (a run's command output, e.g. :func:`labkit.backends.base.exec_log_text`)
@@ -1185,6 +1318,45 @@ class _Transaction:
                 pass
             raise storage_error(_db_path(self.db), exc, "commit to the store") from None
         return False
+
+
+class PreparedRun(NamedTuple):
+    """A run's rows, checked and ready to write (:meth:`Store.prepare_run`)."""
+    run_id: str
+    row: tuple
+    measurements: list[tuple]
+    samples: list[tuple]
+
+
+class RecordedBatch(NamedTuple):
+    """What :meth:`Store.record_prepared` did with each run of a batch."""
+    stored: list[str]
+    skipped: list[str]              # not written: its claim is not the writer's
+    failed: dict[str, StoreError]   # not written: could not be stored (stored already)
+
+
+def _checked_samples(run_id: str, rows: Iterable[tuple]) -> list[tuple]:
+    """Telemetry rows as stored (``(run_id, t, metric, value, instance)``); StoreError naming the
+    first that is not (number, non-empty text, number[, text or None])."""
+    checked = []
+    for i, row in enumerate(rows):
+        if type(row) is tuple and len(row) == 3:   # the common case (a host's row), checked quickly
+            t, metric, value = row
+            if type(metric) is str and metric and type(t) is float and type(value) is float:
+                checked.append((run_id, t, metric, value, None))
+                continue
+        try:
+            t, metric, value, *rest = row
+            instance = rest[0] if rest else None
+            ok = (isinstance(metric, str) and metric != "" and len(rest) <= 1
+                  and (instance is None or isinstance(instance, str) and instance != ""))
+            checked.append((run_id, float(t), metric, float(value), instance))
+        except (TypeError, ValueError):
+            ok = False
+        if not ok:
+            raise StoreError(f"run {run_id}: sample row {i} must be (t seconds, metric name, value[, instance "
+                             f"id]), got {row!r}")
+    return checked
 
 
 def _iteration(run_id: str, m: Measurement) -> int:

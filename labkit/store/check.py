@@ -9,10 +9,13 @@
   pending adaptive round (``adaptive_pending``) are what labkit writes, each ``runs`` row's
   numbers are numbers, its ``levels`` and ``metadata`` JSON objects, its status a known one, each
   measurement's columns of their type, each earlier attempt's metadata a JSON object;
-* orphans: measurements of a run the store does not hold.
+* orphans: measurements of a run the store does not hold;
+* the code state (:mod:`labkit.store.codestate`): a kept uncommitted diff whose digest is not its
+  key is a problem; a ``+dirty`` commit whose diff is not kept (a campaign from before labkit kept
+  diffs) is a *warning*: the store reads, but its code cannot be rebuilt.
 
 It returns a :class:`CheckResult`: the problems found, one line each naming the campaign, the
-row (run id, meta key) and the column, and what was counted.
+row (run id, meta key) and the column, the warnings, and what was counted.
 """
 from __future__ import annotations
 
@@ -23,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import (
+    CODE_DIFF_KEY,
     RUN_COLUMNS,
     SCHEMA_VERSION,
     Malformed,
@@ -33,6 +37,7 @@ from . import (
     sqlite_uri,
     writer_version,
 )
+from .codestate import code_state_of, diff_problems
 
 #: the tables and columns this labkit reads (``attempts``, ``claims``, ``samples`` and
 #: ``store_info`` came later: a store of before may lack them)
@@ -53,11 +58,13 @@ MAX_LISTED = 200
 
 @dataclass
 class CheckResult:
-    """What :func:`check_store` found: ``problems`` (one line each), ``counts`` (rows checked per
-    table) and the store's ``schema`` and ``writer`` (labkit version, None when not recorded)."""
+    """What :func:`check_store` found: ``problems`` (one line each), ``warnings`` (what does not
+    make the store wrong but should be known: a code state not recorded), ``counts`` (rows checked
+    per table) and the store's ``schema`` and ``writer`` (labkit version, None when not recorded)."""
     path: Path
     campaign: str
     problems: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
     counts: dict[str, int] = field(default_factory=dict)
     schema: int | None = None
     writer: str | None = None
@@ -70,14 +77,16 @@ class CheckResult:
         """The report ``labkit check`` prints."""
         if self.ok:
             counted = ", ".join(f"{n} {t}" for t, n in self.counts.items())
-            return (f"campaign {self.campaign}: store {self.path}: ok (schema {self.schema}, written by labkit "
-                    f"{self.writer or '(version not recorded)'}; {counted})")
+            return "\n".join([f"campaign {self.campaign}: store {self.path}: ok (schema {self.schema}, written by "
+                              f"labkit {self.writer or '(version not recorded)'}; {counted})",
+                              *(f"  warning: {w}" for w in self.warnings)])
         shown = self.problems[:MAX_LISTED]
         more = len(self.problems) - len(shown)
         lines = [f"campaign {self.campaign}: store {self.path}: {len(self.problems)} problem(s):"]
         lines += [f"  {p}" for p in shown]
         if more:
             lines.append(f"  ... and {more} more")
+        lines += [f"  warning: {w}" for w in self.warnings]
         return "\n".join(lines)
 
 
@@ -149,19 +158,26 @@ def _schema(db: sqlite3.Connection, problem) -> dict[str, set[str]]:
 
 def _rows(db: sqlite3.Connection, have: dict[str, set[str]], res: CheckResult, problem) -> None:
     meta: dict[str, object] = {}
+    diffs: dict[str, dict] = {}
     n = 0
     for key, value in db.execute("SELECT key, value FROM meta"):
         n += 1
         try:
-            meta[key] = json.loads(value)
+            loaded = json.loads(value)
         except (TypeError, ValueError, RecursionError) as exc:
             problem(f"meta key {str(key)[:60]!r}: column value: not JSON ({str(exc).splitlines()[0][:80]})")
+            continue
+        if str(key).startswith(CODE_DIFF_KEY):
+            diffs[str(key)[len(CODE_DIFF_KEY):]] = loaded if isinstance(loaded, dict) else {}
+        else:
+            meta[key] = loaded
     res.counts["meta rows"] = n
     design = _design(meta, problem)
     _pending(meta, design, problem)
 
     res.counts["fingerprints"] = _json_objects(db, "SELECT id, data FROM fingerprints", "data", problem,
                                                lambda key: f"fingerprint {str(key)[:60]}")
+    _code_state(db, diffs, res, problem)
 
     runs: set[str] = set()
     n = 0
@@ -203,6 +219,22 @@ def _rows(db: sqlite3.Connection, have: dict[str, set[str]], res: CheckResult, p
     if "attempts" in have:
         res.counts["earlier attempts"] = _json_objects(db, "SELECT run_id, metadata FROM attempts", "metadata",
                                                        problem, lambda key: f"earlier attempt of run {str(key)[:80]}")
+
+
+def _code_state(db: sqlite3.Connection, diffs: dict[str, dict], res: CheckResult, problem) -> None:
+    """The kept diffs are sound (:func:`~labkit.store.codestate.diff_problems`); a ``+dirty`` code
+    state without its diff is a warning (:func:`~labkit.store.codestate.code_state_of`)."""
+    for text in diff_problems(diffs):
+        problem(text)
+    fps = {}
+    for key, value in db.execute("SELECT id, data FROM fingerprints"):
+        try:
+            fps[key] = json_object(value, "data")
+        except Malformed:
+            continue   # reported by the fingerprints' check
+    state = code_state_of(fps, diffs)
+    if state.kind == "dirty, not recorded":
+        res.warnings.append(f"campaign {res.campaign}: {state.line(res.campaign)}: its code cannot be rebuilt")
 
 
 def _json_objects(db: sqlite3.Connection, sql: str, column: str, problem, what) -> int:

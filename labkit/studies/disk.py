@@ -84,18 +84,21 @@ def fixed_params(*, apps: Sequence[str], threads_levels: Sequence[int]) -> dict:
     return out
 
 
-def disk_format_responses(data_dir: str | Path, campaign_id: str, response: str = "wall_time_s",
+def disk_format_responses(data_dir: str | Path, campaign_id: str, response: str = "stages_s",
                           factors: Sequence[str] = ("app", "threads")) -> pd.DataFrame:
     """The successful runs of a stored disk-format campaign (read-only), one row per run:
     ``run_id``, ``replicate``, ``platform``, each of ``factors`` (a design factor, else the
-    workload parameter the campaign fixed, else left out), ``response``, and what the run's
+    workload parameter the campaign fixed, else left out), ``response`` (default ``stages_s``,
+    the pipeline's timed stages; a campaign stored before the workload reported it gets the sum
+    of its stage times, :func:`labkit.studies.with_stages_total`), and what the run's
     libvirt instance recorded: ``disk_format`` (the disk it booted) and ``domain_type`` ("kvm",
     or "qemu" for TCG emulation). ``attrs["excluded"]``: failed or timed-out runs left out.
     StoreError when the campaign is not stored; ConfigError when a run's recorded format is not
     the one its platform declares (``kvm-<format>``)."""
     from ..store import Store, load_results
     from ..store.results import responses, store_path
-    tidy = load_results(data_dir, campaign_id)
+    from . import with_stages_total
+    tidy = with_stages_total(load_results(data_dir, campaign_id))
     with Store(store_path(data_dir, campaign_id), readonly=True) as st:
         meta, runs = st.meta(), st.runs()
     params = (meta.get("workload") or {}).get("params") or {}

@@ -330,8 +330,8 @@ def counts_table(entries: list[dict]) -> str:
 def readme_block(entries: list[dict], additions: list[dict] | None = None) -> str:
     adds = "".join(f"\n\nlabkit's addition beside seed {a['seed']} (no counterpart in the seed): {_cell(a['name'])} "
                    f"({', '.join(f'`{c}`' for c in a['campaigns'])})" for a in additions or [])
-    return (f"{BEGIN}\n{counts_table(entries)}\n\n<details><summary>Every item of every seed ({len(entries)}), "
-            f"with its status</summary>\n\n{table(entries)}\n\n</details>{adds}\n{END}")
+    return (f"{BEGIN}\n{counts_table(entries)}\n\nEvery item of every seed ({len(entries)}), with its status and "
+            f"campaigns: [reproduce a seed study](docs/howto/reproduce-seed-study.md).{adds}\n{END}")
 
 
 def rewrite_readme(readme: str, entries: list[dict], additions: list[dict] | None = None) -> str:

@@ -409,15 +409,41 @@ def SeedCampaign(*args: Any, noise_kind: str = "cpu", noise_command: str | None 
         c.quarantine = c.design.quarantine_default
     if "ksm" in c.design.factor_names:
         check_ksm_levels(next(f for f in c.design.factors if f.name == "ksm").levels)
-        uri = str(c.backend_options.get("uri") or "")
-        if c.testbed is not None or c.backend_name == "ssh" or "+ssh://" in uri or "+tcp://" in uri:
+        if not _runs_here(c):
             raise ConfigError("factor 'ksm' switches KSM on this host: run the campaign on a local "
                               "backend (local, docker, lxd, libvirt with a local URI), not on a "
-                              "testbed or a remote host")
+                              "testbed with other hosts or a remote host")
         ksm.switch = True
         if c.workload.name == "stream" and "mergeable" not in (kwargs.get("workload_params") or {}):
             c.workload.params["mergeable"] = True   # a Bool parameter: KSM may merge the arrays
     return c
+
+
+#: backends whose instances run on this machine when their options name no remote host
+HERE_BACKENDS = ("local", "docker", "lxd", "libvirt")
+
+
+def _remote_options(options: dict) -> bool:
+    uri = str(options.get("uri") or "")
+    base = str(options.get("base_url") or "")
+    return "+ssh://" in uri or "+tcp://" in uri or "+tls://" in uri or base.startswith(("ssh://", "tcp://"))
+
+
+def _runs_here(c: Campaign) -> bool:
+    """Whether every instance of campaign ``c`` runs on this machine: its backend (or, with a
+    ``platform`` factor, each platform of the testbed of this machine alone) is a local backend
+    with no remote URI."""
+    from ..run.platforms import design_platforms
+    if c.testbed is None:
+        return c.backend_name in HERE_BACKENDS and not _remote_options(c.backend_options)
+    tb = c.testbed
+    if tb.slurm is not None or any(h.remote for h in tb.hosts):
+        return False
+    for name in design_platforms(c.design) or [c.backend_name]:
+        plat = tb.platform(name)
+        if plat.backend not in HERE_BACKENDS or _remote_options(plat.options):
+            return False
+    return True
 
 
 def stated_gains(times: pd.DataFrame, gains: pd.DataFrame, *, n: int = 30, ci_z: float = 3.0,
@@ -460,12 +486,16 @@ def stated_gains(times: pd.DataFrame, gains: pd.DataFrame, *, n: int = 30, ci_z:
 # -- seed 000: the benchmarks of notebook 03 ---------------------------------------------------
 def deployment_benchmarks(*, linpack_n: int = 1000, cpu_time_s: float = 2, stream_array_mb: int | None = None,
                           stream_ntimes: int = 5, iperf_duration_s: float = 2,
-                          scenarios: Sequence[str] = tuple(SCENARIOS)) -> dict:
+                          scenarios: Sequence[str] = tuple(SCENARIOS), ksm_array_mb: int | None = None,
+                          ksm_ntimes: int | None = None) -> dict:
     """Benchmark name -> ``workload``, fixed ``params``, ``factor`` ("scenario"), the
     ``scenarios`` it runs in, whether it needs the run's private ``network`` and the ``metrics``
     analysed, for seed 000's fronts on labkit workloads: LINPACK (``linpack``: HPL of hpcc, one per
     instance; needs ``hpcc`` in the instance), CPU (``sysbench cpu``, where hpcc is missing), STREAM (``stream``) and a network test between two instances of the run (``iperf3``
-    path ``instances``, in place of UPerf; only where a scenario has >= 2 instances)."""
+    path ``instances``, in place of UPerf; only where a scenario has >= 2 instances). ``ksm``: the
+    KSM campaign's STREAM, its arrays marked mergeable (``madvise(MADV_MERGEABLE)``: KSM merges
+    no page of a native process otherwise), ``ksm_array_mb`` MiB per array and ``ksm_ntimes``
+    passes (default: the STREAM benchmark's)."""
     scenarios = list(scenarios)
     return {
         "linpack": dict(workload="linpack", params={"n": linpack_n}, factor="scenario", scenarios=scenarios,
@@ -479,15 +509,27 @@ def deployment_benchmarks(*, linpack_n: int = 1000, cpu_time_s: float = 2, strea
                                                    "duration_s": iperf_duration_s},
                         factor="scenario", scenarios=[s for s in scenarios if s != "dedicated"], network=True,
                         metrics=["tcp_mbit_per_s"]),
+        "ksm": dict(workload="stream", params={"array_mb": stream_array_mb if ksm_array_mb is None else ksm_array_mb,
+                                               "ntimes": stream_ntimes if ksm_ntimes is None else ksm_ntimes,
+                                               "mergeable": True, "ksm_settle_s": KSM_SETTLE_S},
+                    factor="scenario", scenarios=scenarios, network=False,
+                    metrics=["triad_mb_per_s", "copy_mb_per_s"]),
     }
 
+
+#: the KSM campaign's STREAM waits up to this many seconds, before its timed passes, for KSM to merge
+#: half its arrays' pages (the ``stream`` workload's ``ksm_settle_s``): ksmd merges only pages left
+#: unchanged between two scans, and the timed passes rewrite every page, so without the wait "on"
+#: runs merged nothing in some runs (issue 42)
+KSM_SETTLE_S = 10
 
 #: the benchmarks of :func:`deployment_benchmarks` whose workload takes a ``threads`` parameter
 THREADED = ("linpack", "cpu", "stream")
 
 
 def scenario_design(bench: dict, host_cpus: int, *, replications: int, seed: int, name: str,
-                    ksm: Sequence[str] | None = None, threads: Sequence[int] | None = None) -> LabelledDesign:
+                    ksm: Sequence[str] | None = None, threads: Sequence[int] | None = None,
+                    platforms: Sequence[str] | None = None) -> LabelledDesign:
     """One campaign's design for a :func:`deployment_benchmarks` entry: factor ``scenario`` (its
     levels in random order, ``replications`` each), every level carrying its vCPUs and instance
     count on this host (:func:`scenario_settings`) and, for the network test, ``network: private``.
@@ -496,12 +538,22 @@ def scenario_design(bench: dict, host_cpus: int, *, replications: int, seed: int
     benchmark's threads per instance as a factor crossed with the scenarios (seed 000 ran up to 8
     threads, one per core/vCPU, section 3.1: ``data/reference/sweeps.csv``); a level above a
     scenario's vCPUs per instance oversubscribes that instance, which the report did only in
-    its overcommitted scenario. Default: threads = each instance's vCPUs (the workloads' own)."""
+    its overcommitted scenario. Default: threads = each instance's vCPUs (the workloads' own).
+    ``platforms`` (two or more, e.g. ``["local", "lxd", "libvirt"]``): a ``platform`` factor first,
+    crossed with the others, so that every platform's runs are interleaved in one randomized plan
+    (a campaign on a testbed of this machine alone, :mod:`labkit.run.platforms`); one platform is
+    the campaign's backend, not a factor."""
     if len(bench["scenarios"]) < 2:
         raise ConfigError(f"{name}: needs at least 2 scenarios, got {bench['scenarios']}")
     extra = {"network": "private"} if bench.get("network") else {}
     labels = {"scenario": {s: {**scenario_settings(s, host_cpus), **extra} for s in bench["scenarios"]}}
-    factors: dict[str, list] = {"scenario": list(bench["scenarios"])}
+    factors: dict[str, list] = {}
+    if platforms is not None:
+        if isinstance(platforms, str) or not platforms or len(set(platforms)) != len(platforms):
+            raise ConfigError(f"{name}: platforms must be a list of distinct platform names, got {platforms!r}")
+        if len(platforms) > 1:
+            factors["platform"] = list(platforms)
+    factors["scenario"] = list(bench["scenarios"])
     if threads:
         if bench["workload"] not in ("linpack", "sysbench", "stream"):
             raise ConfigError(f"{name}: parameter threads_levels: workload {bench['workload']!r} takes no "
@@ -518,31 +570,112 @@ def scenario_design(bench: dict, host_cpus: int, *, replications: int, seed: int
 
 
 def run_ksm(data_dir: str | Path, campaigns: dict) -> pd.DataFrame:
-    """KSM state recorded with every run of ``campaigns`` ((platform, benchmark) -> campaign id).
+    """KSM state recorded with every run of ``campaigns`` (a key ``(platform, benchmark)`` for a
+    campaign on one platform, or ``benchmark`` alone for a campaign whose runs carry their platform:
+    a ``platform`` factor, else the campaign's backend -> campaign id).
 
     Returns ``platform``, ``benchmark``, ``run_id``, ``ksm_run`` (0 off, 1 on, 2 off after
-    unmerging; NaN: not recorded), ``ksm_pages_sharing`` (as the run started) and
-    ``ksm_pages_sharing_end`` (once its workload was over; NaN before labkit recorded it)."""
+    unmerging; NaN: not recorded), ``ksm_pages_sharing`` (as the run started),
+    ``ksm_pages_sharing_end`` (once its workload was over; NaN before labkit recorded it),
+    ``ksm_level`` (the run's ``ksm`` factor level, else None), and the run's KSM manipulation check
+    (:mod:`labkit.run.treatments`): ``ksm_verified`` (True, False, or None: not read or not
+    recorded) and ``ksm_merged`` (pages merged during the run, its most)."""
     import pandas as pd
 
     from ..errors import StoreError
     rows = []
-    for (platform, bench), cid in campaigns.items():
+    for key, cid in campaigns.items():
+        given, bench = (None, key) if isinstance(key, str) else key
         path = Path(data_dir) / cid / "store.sqlite"
         if not path.exists():
             continue
         try:
             with Store(path, readonly=True) as st:
-                runs = st.runs()
+                runs, backend = st.runs(), st.meta().get("backend")
         except StoreError:
             continue
-        for r in runs.itertuples():
-            k, end = r.metadata.get("ksm", {}), r.metadata.get("ksm_end", {})
-            rows.append({"platform": platform, "benchmark": bench, "run_id": r.run_id,
-                         "ksm_run": k.get("run"), "ksm_pages_sharing": k.get("pages_sharing"),
-                         "ksm_pages_sharing_end": end.get("pages_sharing")})
-    return pd.DataFrame(rows, columns=["platform", "benchmark", "run_id", "ksm_run", "ksm_pages_sharing",
-                                       "ksm_pages_sharing_end"])
+        for r in runs.to_dict("records"):
+            md = r["metadata"] if isinstance(r["metadata"], dict) else {}
+            k, end = md.get("ksm", {}), md.get("ksm_end", {})
+            check = (md.get("treatments") or {}).get("ksm") or {}
+            seen = check.get("observed")
+            observed: dict = seen if isinstance(seen, dict) else {}
+            level = r.get("ksm")
+            rows.append({"platform": given or r.get("platform") or backend, "benchmark": bench,
+                         "run_id": r["run_id"], "ksm_run": k.get("run"), "ksm_pages_sharing": k.get("pages_sharing"),
+                         "ksm_pages_sharing_end": end.get("pages_sharing"),
+                         "ksm_level": level if isinstance(level, str) else None,
+                         "ksm_verified": check.get("verified"), "ksm_merged": observed.get("merged")})
+    return pd.DataFrame(rows, columns=["platform", "benchmark", "run_id", "ksm_run", "ksm_level", "ksm_verified",
+                                       "ksm_merged", "ksm_pages_sharing", "ksm_pages_sharing_end"])
+
+
+def ksm_check_statement(ksm: pd.DataFrame) -> str:
+    """The KSM manipulation check of the ``on`` runs of :func:`run_ksm`'s table, in words, per
+    platform: "KSM on merged N pages in k of n runs" (N: the most any run merged; k: the runs whose
+    check says verified), or that the check was not recorded (runs from before it existed)."""
+    on = ksm[ksm.ksm_level == "on"]
+    if on.empty:
+        return "No run had KSM switched on (no `ksm` factor)."
+    parts = []
+    for platform, grp in on.groupby("platform", sort=False):
+        merged = _numeric(grp.ksm_merged)
+        k = int((grp.ksm_verified == True).sum())  # noqa: E712 (True, False or None)
+        unread = int(grp.ksm_verified.isna().sum())
+        if unread == len(grp):
+            parts.append(f"{platform}: no treatment check recorded in its {len(grp)} KSM on runs (stored before "
+                         "labkit checked treatments): whether KSM took is not known")
+            continue
+        most = f"up to {int(merged.max())}" if merged.notna().any() else "an unknown number of"
+        parts.append(f"{platform}: KSM on merged {most} pages in {k} of {len(grp)} runs"
+                     + (f" ({unread} not checked: no treatment check recorded)" if unread else ""))
+    return "; ".join(parts) + "."
+
+
+def _numeric(values: Iterable) -> pd.Series:
+    import pandas as pd
+    return pd.to_numeric(pd.Series(list(values), dtype=object), errors="coerce")
+
+
+def campaign_platforms(data_dir: str | Path, campaign_id: str) -> list[str]:
+    """The platforms a stored campaign ran on: its ``platform`` factor's levels, else its backend;
+    empty when it is not stored or cannot be read."""
+    from ..errors import StoreError
+    path = Path(data_dir) / campaign_id / "store.sqlite"
+    if not path.is_file():
+        return []
+    try:
+        with Store(path, readonly=True) as st:
+            meta = st.meta()
+    except StoreError:
+        return []
+    levels = ((meta.get("design") or {}).get("factors") or {}).get("platform")
+    if isinstance(levels, dict):
+        levels = levels.get("levels")
+    if isinstance(levels, list) and levels:
+        return [str(v) for v in levels]
+    return [str(meta["backend"])] if meta.get("backend") else []
+
+
+def deployment_testbed(platforms: Sequence[str], backend_options: dict | None = None, *,
+                       variant: str | None = None) -> dict | None:
+    """The testbed of a notebook 03 campaign on this machine: each platform declared with its
+    ``backend_options`` and, for a benchmark that needs an image variant (``variant``, e.g.
+    ``study`` for LINPACK's hpcc), that variant's image (:func:`labkit.run.platforms.variant_image`)
+    unless its options name an image. None when nothing needs declaring (the backends' defaults)."""
+    from ..run.platforms import VARIANT_BUILD, variant_image
+    options = backend_options or {}
+    declared = {}
+    for p in platforms:
+        opts = dict(options.get(p) or {})
+        if variant and p in VARIANT_BUILD and "image" not in opts:
+            opts["image"] = variant_image(p, variant)
+        if opts:
+            declared[p] = {"backend": p, **opts}
+    if not declared:
+        return None
+    return {"name": "this machine" + (f", {variant} images" if variant else ""), "hosts": [{"name": "controller"}],
+            "platforms": declared}
 
 
 def headline_comparison(reference: pd.DataFrame, data: pd.DataFrame, *, names: dict,

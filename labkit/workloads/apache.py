@@ -164,6 +164,8 @@ class Apache(Workload):
 
     name = "apache"
     response = "requests_per_s"
+    timed_metrics = ()
+    length_param = "requests"
     defaults = {"requests": None, "concurrency": None, "page_kb": 4, "keepalive": False,
                 "timeout_s": 600, "path": "loopback"}
     schema = {"path": Str(PATHS), "requests": Int(1, 10**9, none=True), "concurrency": Int(1, 20000, none=True),

@@ -53,6 +53,24 @@ class Workload(ABC):
     defaults: dict = {}
     schema: dict[str, Param] = {}   # parameter -> type/range; a parameter without one must be a scalar
     min_memory_mb = 16
+    #: seconds of measured work a run needs for a trustworthy timing (:mod:`labkit.run.runlength`
+    #: counts and warns about the runs below it), and the one-line reason for the value
+    min_measured_s: float = 1.0
+    min_measured_why: str = ("below 1 s of measured work, per-run start-up (process start, page "
+                             "faults, caches, frequency ramp) and the timer's resolution are a large "
+                             "share of what is timed")
+    #: the metric(s) that are the workload's own timing of its measured work, the first a run
+    #: reports counting; none: the seconds its ``run`` took (the run's ``workload_s``)
+    timed_metrics: tuple[str, ...] = ()
+    #: the parameter that makes a run longer (None: none does; change what the workload runs)
+    length_param: str | None = None
+
+    @classmethod
+    def measured_seconds(cls, metrics: dict[str, float], params: dict) -> float | None:
+        """Seconds of measured work of one run, derived from its metrics (each the median over the
+        run's instances) and parameters, for a workload whose timed work is neither a metric of its
+        own nor the whole of its process (:mod:`labkit.run.runlength`). Default None: not derived."""
+        return None
 
     def __init__(self, **params: object):
         unknown = sorted(set(params) - set(self.defaults))

@@ -83,6 +83,8 @@ class Bonnie(Workload):
 
     name = "bonnie"
     response = "write_kib_per_s"
+    timed_metrics = ()
+    length_param = "size_mb"
     defaults = {"size_mb": 256, "ram_mb": None, "direct": True, "files": 0, "concurrency": 1, "timeout_s": 1800}
     schema = {"size_mb": Int(2, 10**7), "ram_mb": Int(1, 10**7, none=True), "direct": Bool(),
               "files": Int(0, 1000), "concurrency": Int(1, 64), "timeout_s": TIMEOUT}

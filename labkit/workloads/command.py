@@ -27,6 +27,8 @@ class Command(Workload):
     """
 
     name = "command"
+    timed_metrics = ("wall_time_s",)
+    length_param = None
     defaults = {"argv": None, "timeout_s": 3600, "threads": None}
     schema = {"argv": StrList(none=True), "timeout_s": TIMEOUT, "threads": THREADS}
 

@@ -189,6 +189,8 @@ class Parsec(Workload):
 
     name = "parsec"
     response = "wall_time_s"
+    timed_metrics = ("roi_time_s", "wall_time_s")
+    length_param = "input"
     experimental = True
     defaults = {"install_path": None, "package": "blackscholes", "input": "simsmall",
                 "threads": None, "config": "gcc", "binary": None, "args": "", "timeout_s": 3600}
@@ -255,6 +257,8 @@ class Npb(Workload):
 
     name = "npb"
     response = "time_s"
+    timed_metrics = ("time_s",)
+    length_param = "klass"
     experimental = True
     defaults = {"install_path": None, "benchmark": "ep", "klass": "S", "threads": None, "ranks": None,
                 "mpirun": None, "binary": None, "args": "", "timeout_s": 3600}

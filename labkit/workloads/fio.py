@@ -218,6 +218,8 @@ class Fio(Workload):
 
     name = "fio"
     response = "randread_iops"
+    timed_metrics = ()
+    length_param = "runtime_s"
     defaults = {"patterns": ["seqread", "seqwrite", "randread", "randwrite"], "size_mb": 64,
                 "bs": "4k", "runtime_s": 1, "ioengine": "psync", "direct": 0, "iodepth": 1,
                 "numjobs": 1, "timeout_s": 600}

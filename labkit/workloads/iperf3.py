@@ -281,6 +281,8 @@ class Iperf3(Workload):
 
     name = "iperf3"
     response = "tcp_mbit_per_s"
+    timed_metrics = ()
+    length_param = "duration_s"
     defaults = {"protocol": "both", "duration_s": 2, "udp_bandwidth": "1G", "parallel": 1,
                 "port": None, "timeout_s": 120, "path": "loopback"}
     schema = {"path": Str(PATHS), "protocol": Str(PROTOCOLS), "duration_s": Num(0, 86400), "udp_bandwidth": SIZE,

@@ -106,6 +106,18 @@ HPL.out      output file name (if any)
 """
 
 
+def hpl_seconds(metrics: dict[str, float], params: dict) -> float | None:
+    """The seconds HPL itself computed in a run: its operation count ``2/3 N^3 + 3/2 N^2`` (the one
+    HPL divides by its time to report Gflops: ``HPL_pdtest.c`` of HPL 2.3, netlib.org/benchmark/hpl)
+    over the run's ``hpl_gflops``; None without both. ``hpcc`` also runs DGEMM, STREAM, PTRANS,
+    RandomAccess and FFT, so its process time is not HPL's."""
+    n, gflops = params.get("n"), metrics.get("hpl_gflops")
+    if isinstance(n, bool) or not isinstance(n, (int, float)) or not isinstance(gflops, (int, float)) \
+            or not gflops > 0:
+        return None
+    return (2 / 3 * n ** 3 + 3 / 2 * n ** 2) / (gflops * 1e9)
+
+
 def hpcc_input(n: int, ranks: int) -> str:
     """An ``hpccinf.txt`` for HPL size ``n`` on a P x Q grid of ``ranks`` (P <= Q, as square as possible)."""
     p = max(d for d in range(1, int(ranks ** 0.5) + 1) if ranks % d == 0)
@@ -332,6 +344,8 @@ class Mpi(MpiBase):
     """Any MPI program across the run's instances; see the module docstring."""
 
     name = "mpi"
+    timed_metrics = ("wall_time_s",)
+    length_param = None
     defaults = {"program": "", "ranks": None, "parser": "none", "timeout_s": 600}
     schema = {"program": Str(), "ranks": Int(1, 4096, none=True),
               "parser": Str(pattern=r"none|hpcc|[A-Za-z_][\w.]*:[A-Za-z_]\w*"), "timeout_s": TIMEOUT}
@@ -357,6 +371,13 @@ class Hpcc(MpiBase):
 
     name = "hpcc"
     response = "hpl_gflops"
+    timed_metrics = ("wall_time_s",)
+    length_param = "n"
+
+    @classmethod
+    def measured_seconds(cls, metrics: dict[str, float], params: dict) -> float | None:
+        """HPL's own seconds (:func:`hpl_seconds`), not the whole HPCC suite's."""
+        return hpl_seconds(metrics, params)
     defaults = {"n": 1000, "ranks": None, "timeout_s": 1800}
     schema = {"n": Int(100, 200_000), "ranks": Int(1, 4096, none=True), "timeout_s": TIMEOUT}
 

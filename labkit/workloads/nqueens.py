@@ -77,6 +77,8 @@ class NQueens(Workload):
 
     name = "nqueens"
     response = "wall_time_s"
+    timed_metrics = ("wall_time_s",)
+    length_param = "board"
     defaults = {"board": 15, "threads": None, "timeout_s": 3600, "iterations": 1}
     schema = {"board": Int(4, 18), "threads": THREADS, "timeout_s": TIMEOUT, "iterations": Int(1, 100_000)}
     min_memory_mb = 8

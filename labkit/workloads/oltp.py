@@ -75,6 +75,8 @@ class Oltp(Workload):
 
     name = "oltp"
     response = "transactions_per_s"
+    timed_metrics = ()
+    length_param = "time_s"
     defaults = {"test": "oltp_read_write", "tables": 1, "table_size": 10000, "threads": 1,
                 "time_s": 5, "timeout_s": 900}
     schema = {"test": Str(TESTS), "tables": Int(1, 1000), "table_size": Int(1, 10**9),

@@ -15,7 +15,7 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
-from ..errors import ConfigError
+from ..errors import ConfigError, did_you_mean
 
 MAX_TEXT = 4096
 
@@ -133,7 +133,7 @@ class Str(Param):
         if not isinstance(value, str) or len(value) > MAX_TEXT or "\x00" in value:
             raise self._bad(where, value)
         if self.choices is not None and value not in self.choices:
-            raise self._bad(where, value)
+            raise ConfigError(f"{self._bad(where, value)}{did_you_mean(value, self.choices, n=1)}")
         if self.pattern is not None and not self.pattern.fullmatch(value):
             raise self._bad(where, value)
         return value

@@ -160,6 +160,8 @@ class PingPong(MpiBase):
 
     name = "pingpong"
     response = "pingpong_latency_us"
+    timed_metrics = ("wall_time_s",)
+    length_param = None
     defaults = {"message_bytes": None, "timeout_s": 600}
     schema = {"message_bytes": MESSAGE_BYTES, "timeout_s": TIMEOUT}
 

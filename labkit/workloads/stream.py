@@ -22,7 +22,11 @@ factor to sweep 1..vcpus as study 000 did), ``timeout_s``, ``mergeable`` (defaul
 false; true marks the arrays ``madvise(MADV_MERGEABLE)`` so that kernel same-page
 merging can merge them: a native process's memory is never merged otherwise, so
 a KSM study of STREAM needs it; the output's ``Mergeable memory:`` line says
-whether the kernel accepted the mark).
+whether the kernel accepted the mark), ``ksm_settle_s`` (default 0; with ``mergeable``, the
+most seconds to wait after filling the arrays, before the first timed pass, until KSM has merged
+half of their pages: ksmd merges a page only once it stayed unchanged between two scans, and
+the timed passes rewrite every page, so without the wait KSM rarely merges anything in a run;
+the pages merged are reported as ``ksm_settle_pages`` and the wait as ``ksm_settle_s``).
 
 The parser also reads the output of McCalpin's reference ``stream.c``.
 """
@@ -45,6 +49,7 @@ KERNELS = ("copy", "scale", "add", "triad")
 _ROW = re.compile(r"^\s*(Copy|Scale|Add|Triad):\s+([0-9]+(?:\.[0-9]+)?)\s+([0-9.]+)\s+([0-9.]+)\s+([0-9.]+)",
                   re.MULTILINE)
 _SIZE = re.compile(r"Array size = ([0-9]+)")
+_SETTLE = re.compile(r"^KSM settle: ([0-9]+) pages merged of [0-9]+ after ([0-9.]+) s$", re.MULTILINE)
 #: the header of the rate column: ``Best Rate MB/s`` (STREAM 5.10), ``Rate (MB/s)`` (5.x before),
 #: ``Best Rate GB/s`` / ``Rate (GB/s)`` (variants that print GB/s), MiB/s and GiB/s in others
 _RATE_HEADER = re.compile(r"^\s*Function\b.*?\bRate\s*\(?\s*([KMG]i?B)/s\s*\)?", re.MULTILINE | re.IGNORECASE)
@@ -79,6 +84,10 @@ def parse(text: str, command: Sequence[str] | None = None, instance: int = 0) ->
     size = _SIZE.search(text)
     if size:
         rows.append(Measurement("array_mib", int(size.group(1)) * 8 / 1048576, "MiB", instance))
+    settle = _SETTLE.search(text)
+    if settle:   # labkit's kernel with ksm_settle_s: what KSM merged before the timed passes
+        rows.append(Measurement("ksm_settle_pages", float(settle.group(1)), "pages", instance))
+        rows.append(Measurement("ksm_settle_s", float(settle.group(2)), "s", instance))
     return rows
 
 
@@ -110,9 +119,12 @@ class Stream(Workload):
 
     name = "stream"
     response = "triad_mb_per_s"
-    defaults = {"array_mb": None, "ntimes": 5, "threads": None, "timeout_s": 900, "mergeable": False}
+    timed_metrics = ()
+    length_param = "ntimes"
+    defaults = {"array_mb": None, "ntimes": 5, "threads": None, "timeout_s": 900, "mergeable": False,
+                "ksm_settle_s": 0}
     schema = {"array_mb": Num(0, 10**7, none=True), "ntimes": Int(2, 10**4), "threads": THREADS,
-              "timeout_s": TIMEOUT, "mergeable": Bool()}
+              "timeout_s": TIMEOUT, "mergeable": Bool(), "ksm_settle_s": Num(0, 3600)}
     min_memory_mb = 128
     remote_path = "labkit-stream"
 
@@ -142,6 +154,8 @@ class Stream(Workload):
         cmd = [f"{instance.workdir}/{self.remote_path}", str(n), str(ntimes), str(threads)]
         if params.get("mergeable"):   # madvise(MADV_MERGEABLE) on the arrays: KSM may merge them
             cmd.append("1")
+            if params.get("ksm_settle_s"):
+                cmd.append(str(int(round(float(params["ksm_settle_s"]) * 1000))))
         res = run_checked(instance, cmd, timeout=params.get("timeout_s"))
         return parse(res.stdout, cmd, instance.index)
 

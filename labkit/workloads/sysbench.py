@@ -118,6 +118,8 @@ class Sysbench(Workload):
 
     name = "sysbench"
     response = "events_per_s"
+    timed_metrics = ("total_time_s",)
+    length_param = "time_s"
     defaults = {"test": "cpu", "threads": None, "time_s": 2, "cpu_max_prime": 10000,
                 "memory_block_size": "1K", "memory_total_size": "10G", "memory_oper": "write",
                 "memory_access_mode": "seq", "fileio_total_size": "64M", "fileio_num": 4,

@@ -32,8 +32,10 @@ def test_explorer_static_on_committed_data(run_notebook):
     if telemetry:    # every run's telemetry, suspect runs counted, then one run's samples
         assert f"{suspect} of {len(stored)} runs flagged suspect" in concl and "**Telemetry of run " in concl
     # pareto, main effects, interactions, run order, Q-Q, variance by level, drift; telemetry:
-    # the runs' summaries and one run's samples
-    assert images(nb) == 7 + 2 * telemetry
+    # the runs' summaries, the median and p95 of the shown run's configuration (issue 45) and one run's samples
+    assert images(nb) == 7 + 3 * telemetry
+    if telemetry:
+        assert "median and p95 across all " in concl
     assert (REPO / "data" / "affinity-local" / "store.sqlite").read_bytes() == before
 
 
@@ -56,11 +58,11 @@ def test_explorer_any_response_and_factor(run_notebook):
     nb = run_notebook(NB, data_dir=None, campaign="overhead-memory", response="copy_mb_per_s", interactive=False)
     assert "copy_mb_per_s on platform, threads" in markdown_outputs(nb)   # two factors, platform 3 levels
     # platform has 3 levels: ANOVA figures, no 2^k Pareto; drift; telemetry (re-run 2026-11-27 with it):
-    # the runs' summaries and one run's samples
+    # the runs' summaries, the shown run's configuration (median and p95, issue 45) and one run's samples
     from labkit.store import Store
     with Store(REPO / "data" / "overhead-memory" / "store.sqlite", readonly=True) as st:
         telemetry = not st.samples().empty
-    assert images(nb) == 4 + 2 * telemetry
+    assert images(nb) == 4 + 3 * telemetry
 
 
 def test_explorer_compares_two_campaigns_side_by_side(run_notebook):
@@ -71,8 +73,9 @@ def test_explorer_compares_two_campaigns_side_by_side(run_notebook):
     assert "configurations drifted significantly from deployments-cpu-local to deployments-cpu-lxd" in md
     assert "recorded only for deployments" in md.lower()
     # ANOVA figures (main effects, run order), drift, the comparison, and since deployments-cpu-local
-    # was re-run with telemetry (2026-11-27) its telemetry tab: the runs' summaries and one run's samples
-    assert images(nb) == 6
+    # was re-run with telemetry (2026-11-27) its telemetry tab: the runs' summaries, the shown run's
+    # configuration (median and p95, issue 45) and one run's samples
+    assert images(nb) == 7
 
 
 def test_explorer_missing_campaign_is_one_line(run_notebook):

@@ -79,7 +79,10 @@ def test_verdict_with_the_papers_interval(plo, phi, expected):
 
 def test_not_comparable_and_not_measured_override_the_numbers():
     assert verdict(1.0, 10.0, 5.0, comparable=False) == "not comparable"
-    assert verdict(NAN, NAN, 5.0, comparable=False, measured=False) == "not comparable"
+    # nothing measured is "not measured", whatever else (issue 42: PARSEC Raytrace and Vips)
+    assert verdict(NAN, NAN, 5.0, comparable=False, measured=False) == "not measured"
+    assert verdict(1.0, 10.0, 5.0, randomized=False) == "not randomized together"
+    assert verdict(1.0, 10.0, 5.0, comparable=False, randomized=False) == "not comparable"
     assert verdict(NAN, NAN, 5.0, measured=False) == "not measured"
 
 
@@ -140,6 +143,7 @@ def test_claim_renders_escaped_with_its_verdict_and_table():
     md = render([c])
     assert "&lt;b&gt;" in md and "not comparable" in md and "001_94cd1ff94cd4e3e1.txt" in md
     t = claims_table([c])
+    assert "ci_family" in t.columns and t.ci_family.iloc[0] == ""        # not scored: no family interval
     assert list(t.verdict) == ["not comparable"] and t.note.iloc[0] == "QEMU TCG here, KVM there"
     with pytest.raises(ConfigError, match="why"):
         Claim("x", "x", 1.0, "%", src, paper=paper, comparable=False)

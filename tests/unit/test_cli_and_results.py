@@ -89,7 +89,7 @@ def test_cli_version_list_show(data, capsys):
     assert "affinity-local" in out and "vcpus,memory_mb,affinity,count" in out and f" {n} " in out
     assert main(["show", "affinity-local", "--data-dir", str(data)]) == 0
     out = capsys.readouterr().out
-    assert f"{n}: {{'ok': {n}}}" in out and "host.kernel" in out
+    assert f"runs       {n}: {n} ok\n" in out and "host.kernel" in out and "{'ok'" not in out
     assert main(["show", "nope", "--data-dir", str(data)]) == 2
     assert "no campaign 'nope'" in capsys.readouterr().err
 

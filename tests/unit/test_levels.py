@@ -522,7 +522,8 @@ def test_an_exclusive_campaign_refuses_before_making_a_store(tmp_path):
 
 
 def test_cli_options_override_the_designs(tmp_path):
-    from labkit.cli import _guard_options, parser
+    from labkit.cli import parser
+    from labkit.cli.run import _guard_options
     args = parser().parse_args(["run", "d.yaml", "--telemetry", "off", "--exclusive", "--no-quarantine"])
     assert _guard_options(args) == {"telemetry": "off", "exclusive": True, "quarantine": False}
     assert _guard_options(parser().parse_args(["run", "d.yaml", "--telemetry", "0.5"])) == {"telemetry": 0.5}

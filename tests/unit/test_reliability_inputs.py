@@ -6,6 +6,7 @@ import math
 import pytest
 
 from labkit import cli
+from labkit.cli.run import _parse_workload_params
 from labkit.design import Design
 from labkit.errors import BenchmarkError, ConfigError
 from labkit.run.campaign import Campaign
@@ -107,15 +108,15 @@ def test_8_and_8_0_are_one_level(tmp_path):
 
 
 def test_param_text_follows_the_schema():
-    w = cli._parse_workload_params(["argv=true", "timeout_s=5"], "command")
+    w = _parse_workload_params(["argv=true", "timeout_s=5"], "command")
     assert w == {"argv": "true", "timeout_s": 5}
-    assert cli._parse_workload_params(['argv=["sleep", "1"]'], "command") == {"argv": ["sleep", "1"]}
-    assert cli._parse_workload_params(["board=8", "threads=null"], "nqueens") == {"board": 8, "threads": None}
+    assert _parse_workload_params(['argv=["sleep", "1"]'], "command") == {"argv": ["sleep", "1"]}
+    assert _parse_workload_params(["board=8", "threads=null"], "nqueens") == {"board": 8, "threads": None}
     for bad in (["board=eight"], ["board=25"], ["board=8.5"], ["timeout_s=nan"], ["threads=-1"]):
         with pytest.raises(ConfigError, match=bad[0].split("=")[0]):
-            cli._parse_workload_params(bad, "nqueens")
+            _parse_workload_params(bad, "nqueens")
     with pytest.raises(ConfigError, match="unknown parameter"):
-        get_workload("nqueens", **cli._parse_workload_params(["size=3"], "nqueens"))
+        get_workload("nqueens", **_parse_workload_params(["size=3"], "nqueens"))
 
 
 @pytest.mark.parametrize("timeout", ["nan", "-1", "0", "inf", "1e308"])

@@ -95,3 +95,22 @@ def test_html_report_is_self_contained():
     assert page.startswith("<!DOCTYPE html>") and "<title>t &lt;1&gt;</title>" in page
     assert 'src="data:image/png;base64,' in page and "a &lt; b" in page
     assert "<script" not in page and "http" not in page.replace("http-equiv", "")
+
+
+def test_terms_whose_shares_intervals_overlap_are_said_tied_not_one_largest():
+    # A and B both shift y by 2 (equal shares by construction); C by 0: A and B's bootstrap
+    # intervals overlap, so neither is "the largest term" (issue 42: vCPUs 34.2 % vs instances 34.1 %)
+    rng = np.random.default_rng(3)
+    data = pd.DataFrame([{"A": a, "B": b, "y": 10 + a + b + rng.normal(0, 0.5)}
+                         for a in (-1, 1) for b in (-1, 1) for _ in range(6)])
+    eff = stats.factorial_effects(data, factors=["A", "B"], response="y")
+    ci = variation_ci(data, ["A", "B"], "y", n_boot=1000)
+    ref = pd.DataFrame({"source": ["paper", "paper"], "term": ["A", "B"], "pct_variation": [60.0, 30.0]})
+    c = conclusions(eff, reference=ref, variation=ci)
+    assert "are tied (their intervals overlap: no largest term is resolved), A among them." in c.reference[0]
+    assert "the same." not in c.reference[0]
+    # one clearly larger term: named, no tie
+    data2 = design(effect_a=4.0, effect_b=0.5, sd=0.1, r=6)
+    eff2 = stats.factorial_effects(data2, factors=["A", "B"], response="y")
+    c2 = conclusions(eff2, reference=ref, variation=variation_ci(data2, ["A", "B"], "y", n_boot=1000))
+    assert "here it is A" in c2.reference[0] and "the same." in c2.reference[0] and "tied" not in c2.reference[0]

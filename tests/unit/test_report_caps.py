@@ -25,7 +25,7 @@ def test_a_per_run_table_longer_than_the_cap_is_cut_and_says_so():
 
 
 def test_the_explorer_keeps_a_failed_analysis(tmp_path, monkeypatch):
-    from labkit import report
+    from labkit.report import analysis
     from labkit.report.explore import Explorer
     shutil.copytree(REPO / "data" / "affinity-local", tmp_path / "affinity-local")
     ex = Explorer(tmp_path)
@@ -34,7 +34,7 @@ def test_the_explorer_keeps_a_failed_analysis(tmp_path, monkeypatch):
     def failing(*a, **k):
         calls.append(a)
         raise ConfigError("this analysis cannot be made (test)")
-    monkeypatch.setattr(report, "analyze", failing)
+    monkeypatch.setattr(analysis, "analyze", failing)
     for _ in range(3):   # three widget changes asking for the same analysis
         with pytest.raises(ConfigError, match="cannot be made"):
             ex.analysis("affinity-local")

@@ -143,7 +143,7 @@ def test_list_and_show_count_by_sql_without_parsing_runs(tmp_path, monkeypatch, 
     assert main(["list", "--data-dir", str(tmp_path)]) == 0
     assert main(["show", "c", "--data-dir", str(tmp_path)]) == 0
     out = capsys.readouterr().out
-    assert "runs       16: {'ok': 16}" in out and " 16 " in out.splitlines()[1]
+    assert "runs       16: 16 ok" in out and " 16 " in out.splitlines()[1]
 
 
 def test_tidy_parses_each_configuration_once_not_each_run(tmp_path, monkeypatch):

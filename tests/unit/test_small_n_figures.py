@@ -59,7 +59,7 @@ def test_the_paper_beside_ours_figure_holds_with_a_tcg_slowdown_and_unbounded_in
 
 
 def test_figure_problems_sees_what_a_reviewer_would_reject():
-    from labkit.report.plots import _figure
+    from labkit.report.canvas import new_figure as _figure
     fig = _figure((4, 3))
     ax = fig.add_subplot()
     ax.set_xscale("log")
@@ -78,7 +78,7 @@ def test_figure_problems_sees_what_a_reviewer_would_reject():
 
 
 def test_an_interval_past_the_limits_ends_in_an_arrowhead_and_positive_intervals_stay_positive():
-    from labkit.report.plots import _figure
+    from labkit.report.canvas import new_figure as _figure
     t = interval_table(pd.DataFrame({"g": ["a", "a", "b", "b"], "y": [117.0, 700.0, 200.0, 210.0]}), ["g"], "y")
     assert (t.ci_low > 0).all() and set(t.scale) == {"log"}
     fig = _figure((3, 3))

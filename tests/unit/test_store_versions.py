@@ -282,3 +282,26 @@ def test_check_passes_the_stores_of_before(tmp_path, capsys, vector):
     shutil.copy(VECTORS / vector, tmp_path / "old" / "store.sqlite")
     code, out = check(tmp_path, "old", capsys=capsys)
     assert code == 0, out
+
+
+def test_a_store_still_being_created_is_a_store_error_when_read_not_an_sqlite_one(tmp_path):
+    """A reader that opens a store between its file's creation and its tables' (a campaign starting:
+    the reliability harness met ``sqlite3.OperationalError: no such table: runs``) gets a StoreError
+    saying so; once the writer has made the store, the same read works."""
+    path = tmp_path / CID / "store.sqlite"
+    path.parent.mkdir()
+    with closing(sqlite3.connect(path)) as db:
+        db.execute("CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+        db.commit()
+    with pytest.raises(StoreError, match=r"not a complete labkit store: no runs, measurements table \(its writer"):
+        Store(path, readonly=True)
+    path.unlink()
+    with closing(sqlite3.connect(path)) as db:
+        db.execute("PRAGMA application_id = 1")     # an SQLite file with no table at all
+        db.commit()
+    with pytest.raises(StoreError, match="an empty database, or a file labkit did not write"):
+        Store(path, readonly=True)
+    path.unlink()
+    Store(path).close()          # the writer creates it
+    with Store(path, readonly=True) as st:
+        assert st.completed() == set()

@@ -146,3 +146,62 @@ def test_threads_factor_crossed_with_the_scenarios():
     with pytest.raises(ConfigError, match="workload 'iperf3' takes no threads"):
         scenario_design(b["network"], 2, replications=1, seed=1, name="d", threads=[1, 2])
     assert "threads" not in scenario_design(b["cpu"], 2, replications=1, seed=1, name="d").factor_names
+
+
+def test_platforms_as_a_factor_of_the_scenario_design_and_ksm_on_this_machine(tmp_path):
+    """scenario_design(platforms=...): a platform factor first, crossed with the scenarios (and KSM),
+    every platform in one plan; one platform is the backend, not a factor. A KSM campaign with a
+    platform factor runs on a testbed of this machine alone and is accepted there, refused with a
+    remote host or a remote URI."""
+    from labkit.studies.seeds import SeedCampaign, deployment_benchmarks, scenario_design
+    b = deployment_benchmarks(scenarios=["dedicated", "shared"])
+    d = scenario_design(b["ksm"], 2, replications=1, seed=1, name="d", ksm=["off", "on"], platforms=["local", "lxd"])
+    assert d.factor_names[0] == "platform"
+    assert sorted((c["platform"], c["scenario"], c["ksm"], c["count"]) for c in d.configurations()) == sorted(
+        (p, s, k, n) for p in ("local", "lxd") for s, n in (("dedicated", 1), ("shared", 2)) for k in ("off", "on"))
+    assert "platform" not in scenario_design(b["cpu"], 2, replications=1, seed=1, name="d",
+                                             platforms=["local"]).factor_names
+    for bad in ("local", [], ["local", "local"]):
+        with pytest.raises(ConfigError, match="platforms must be a list of distinct"):
+            scenario_design(b["cpu"], 2, replications=1, seed=1, name="d", platforms=bad)
+    assert b["ksm"]["workload"] == "stream" and b["ksm"]["params"]["mergeable"] is True
+    c = SeedCampaign(d, backend="local", workload="stream", workload_params=b["ksm"]["params"], data_dir=tmp_path)
+    assert c.testbed is not None and c.workload.params["mergeable"] is True
+    remote = {"name": "t", "hosts": [{"name": "c", "platforms": ["local", "lxd"]},
+                                     {"name": "h", "address": "192.0.2.1", "platforms": ["lxd"]}]}
+    here_uri = {"name": "t", "hosts": [{"name": "c"}],
+                "platforms": {"lxd": {"backend": "libvirt", "uri": "qemu+ssh://h/system"}}}
+    for bed in (remote, here_uri):
+        with pytest.raises(ConfigError, match="switches KSM on this host"):
+            SeedCampaign(d, backend="local", testbed=bed, workload="stream", workload_params=b["ksm"]["params"],
+                         data_dir=tmp_path)
+
+
+def test_deployment_testbed_campaign_platforms_and_the_ksm_check_in_words(tmp_path):
+    """The testbed of a notebook 03 campaign declares each platform's options and LINPACK's study
+    image; campaign_platforms reads a stored campaign's platform factor (else its backend);
+    ksm_check_statement counts the KSM on runs whose treatment check says verified."""
+    import pandas as pd
+
+    from labkit.store import Store
+    from labkit.studies.seeds import campaign_platforms, deployment_testbed, ksm_check_statement
+    assert deployment_testbed(["local", "lxd"]) is None
+    bed = deployment_testbed(["local", "lxd", "libvirt"], {"libvirt": {"uri": "qemu:///system"}}, variant="study")
+    assert bed["platforms"] == {"lxd": {"backend": "lxd", "image": "labkit-debian-12-study"},
+                                "libvirt": {"backend": "libvirt", "uri": "qemu:///system", "image": "study"}}
+    assert campaign_platforms(tmp_path, "absent") == []
+    for cid, meta in (("both", {"backend": "local", "design": {"factors": {"platform": ["local", "lxd"]}}}),
+                      ("one", {"backend": "lxd", "design": {"factors": {"scenario": ["shared"]}}})):
+        (tmp_path / cid).mkdir()
+        with Store(tmp_path / cid / "store.sqlite") as st:
+            st.set_meta(**meta)
+    assert campaign_platforms(tmp_path, "both") == ["local", "lxd"]
+    assert campaign_platforms(tmp_path, "one") == ["lxd"]
+    ksm = pd.DataFrame({"platform": ["local"] * 4 + ["libvirt"] * 2,
+                        "ksm_level": ["on", "on", "on", "off", "on", "on"],
+                        "ksm_verified": [True, False, True, True, None, None],
+                        "ksm_merged": [120, 0, 2257, 0, None, None]})
+    assert ksm_check_statement(ksm) == (
+        "local: KSM on merged up to 2257 pages in 2 of 3 runs; libvirt: no treatment check recorded in its 2 KSM "
+        "on runs (stored before labkit checked treatments): whether KSM took is not known.")
+    assert ksm_check_statement(ksm.assign(ksm_level=None)) == "No run had KSM switched on (no `ksm` factor)."

@@ -90,3 +90,28 @@ def test_nonzero_exit_reports_tail():
     with pytest.raises(BenchmarkError, match="exit 4") as err:
         Stream(array_mb=16).run(inst, {"vcpus": 1})
     assert "Failed Validation" in err.value.output_tail
+
+
+def test_ksm_settle_runs_before_the_timed_passes_and_is_reported():
+    """The real kernel, compiled here: with mergeable and a settle time it waits (outside every
+    timed pass) for KSM to merge half its arrays' pages, at most settle_ms, and says what it found;
+    whether KSM runs on this host at the time does not matter to what is checked."""
+    import subprocess
+
+    from labkit.core import cbuild
+    binary = cbuild.build("stream.c")
+    out = subprocess.run([str(binary), "200000", "3", "1", "1", "300"], capture_output=True, text=True,
+                         timeout=120, check=True).stdout
+    r = {m.metric: m.value for m in parse(out)}
+    total = 3 * ((200000 * 8 + 4095) // 4096)
+    assert f"pages merged of {total} after" in out
+    assert 0 <= r["ksm_settle_pages"] <= total and r["ksm_settle_s"] >= 0
+    assert r["ksm_settle_pages"] >= total // 2 or r["ksm_settle_s"] >= 0.3    # merged half, or waited it all
+    plain = subprocess.run([str(binary), "200000", "3", "1", "1"], capture_output=True, text=True,
+                           timeout=120, check=True).stdout
+    assert "KSM settle" not in plain and "ksm_settle_pages" not in {m.metric for m in parse(plain)}
+    inst = FakeInstance({"labkit-stream": (0, out)})
+    Stream(array_mb=16, ntimes=3, mergeable=True, ksm_settle_s=2.5).run(inst, {"vcpus": 1})
+    assert inst.calls[-1][-2:] == ["1", "2500"]
+    with pytest.raises(ConfigError):
+        Stream(ksm_settle_s=-1)

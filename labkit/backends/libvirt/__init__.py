@@ -20,6 +20,12 @@ maps to the domain XML as described in :mod:`~labkit.backends.libvirt.xml`.
 Domain type: ``xen`` on Xen URIs; on QEMU URIs ``kvm`` when a guest really
 boots under KVM here, else ``qemu`` (TCG) (:mod:`~labkit.backends.libvirt.probe`).
 
+As a user who is not root, ``qemu:///session`` is the user's own daemon (libvirt starts it): its
+pool defaults to the user's data dir (:func:`~labkit.backends.libvirt.storage.session_pool_path`),
+each guest agent's socket is in the user's runtime directory
+(:func:`labkit.core.paths.runtime_dir`, short enough for a UNIX socket's name), and what needs
+root on the host (private networks, virtiofs ``mounts``) is refused at once by name.
+
 Teardown on every path: domains are started with AUTODESTROY (they die with the
 connection if the controller dies), ``destroy()`` stops the domain and deletes
 its disk, console log and the read-only bind mounts of its shares,
@@ -37,11 +43,13 @@ import sys
 import time
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlparse
 
 import libvirt
 
 from ...core.instance import InstanceSpec
 from ...core.mounts import parse_mounts
+from ...core.paths import runtime_dir
 from ...core.waiting import wait_until
 from ...errors import BackendError, BackendUnavailable, ConfigError, tail
 from .. import network_host
@@ -61,7 +69,7 @@ from . import agent, sshuri
 from . import mounts as libvirt_mounts
 from . import net as libvirt_net
 from . import probe as libvirt_probe
-from .storage import Pool, gone, load_image
+from .storage import Pool, gone, load_image, session_pool_path
 from .xml import (
     check_disk_format,
     domain_facts,
@@ -80,6 +88,8 @@ DEFAULT_URI = "qemu:///system"
 POOL_NAME = "labkit"
 POOL_PATH = "/var/lib/libvirt/images/labkit"
 DOMAIN_TYPES = ("auto", "kvm", "qemu", "xen")
+#: the longest path a UNIX socket may have (``sun_path`` holds 108 bytes with its final NUL)
+MAX_SOCKET_PATH = 107
 #: The Debian cloud kernel and the host's initrd panic while unpacking it in less (128 MiB fails, 160 boots)
 MIN_MEMORY_MB = 160
 
@@ -109,14 +119,38 @@ def connect_hint(error: str, uri: str, local: bool) -> str:
         return "check the URI and ssh access"
     text = error.lower()
     if "system bus" in text or "polkit" in text or "authentication" in text:
-        return ("the daemons run, but a non-root user's access to qemu:///system is granted by polkit over "
-                "the D-Bus system bus, which is missing or refuses it: start dbus (and polkitd), or add "
-                "the user to the libvirt group (`usermod -aG libvirt USER`, then log in again), or use "
-                "qemu:///session with a pool_path of the user's")
+        return ("the daemons run, but libvirtd asks polkit, over the D-Bus system bus, whether a non-root user "
+                "may use qemu:///system, and the bus is missing or polkit refuses: start dbus and polkitd "
+                "(`systemctl start dbus polkit`) with the user in the libvirt group (`usermod -aG libvirt "
+                "USER`, then log in again; polkit's rule grants that group, membership alone does not), or "
+                "use qemu:///session, the user's own daemon (labkit keeps its pool in the user's data dir)")
     if "permission denied" in text and "session" not in uri:
         return ("this user may not open libvirt's socket: add it to the libvirt group (`usermod -aG libvirt "
                 "USER`, then log in again) or use qemu:///session")
+    if is_session(uri):
+        return ("qemu:///session is this user's own libvirtd, which libvirt starts on first use: it needs "
+                "libvirtd installed (libvirt-daemon) and a home directory (or XDG_RUNTIME_DIR) this user "
+                "may write")
     return "start the daemons (`virtlogd -d && libvirtd -d`) or run scripts/setup-libvirt.sh"
+
+
+def is_session(uri: str) -> bool:
+    """Whether ``uri`` is a local ``qemu:///session``: the user's own daemon, run as the user."""
+    return uri_driver(uri) == "qemu" and uri_is_local(uri) and urlparse(uri).path.rstrip("/") == "/session"
+
+
+def agent_socket(name: str) -> str:
+    """The host end of domain ``name``'s guest agent channel on a session daemon:
+    ``<runtime dir>/libvirt/<the name's random part>.agent``, the user's own (libvirt's default
+    is deep in the user's home, and a longer path than a socket may have fails the start:
+    "UNIX socket path ... too long"). ConfigError naming the path and the fix when it is too long."""
+    path = f"{runtime_dir('libvirt')}/{name.rsplit('-', 1)[-1]}.agent"
+    if len(path.encode()) > MAX_SOCKET_PATH:
+        raise ConfigError(f"libvirt: the guest agent socket {path} is longer than the {MAX_SOCKET_PATH} bytes a "
+                          "UNIX socket's path may have; set XDG_RUNTIME_DIR to a shorter directory of yours "
+                          "(mode 0700)")
+    return path
+
 
 class LibvirtInstance(Instance):
     """One running VM. ``dom`` is its ``virDomain``; commands go through the guest agent."""
@@ -245,7 +279,8 @@ class LibvirtBackend(Backend):
     ``image`` (VM image directory or its image.json, or an image variant's name such as
     ``mpi``; default: the last built base image, see
     :func:`~labkit.backends.libvirt.storage.load_image`), ``boot_timeout`` (s, 240),
-    ``kvm_probe_timeout`` (s, 25), ``pool`` / ``pool_path`` (where disks go),
+    ``kvm_probe_timeout`` (s, 25), ``pool`` / ``pool_path`` (where disks go; a
+    ``qemu:///session``'s default is in the user's data dir),
     ``disk_cache`` (QEMU cache mode; libvirt's default when unset), ``disk_format``
     (``qcow2``: an overlay of the base disk, the default; ``raw``: a full raw copy per
     instance, deleted at teardown; recorded in each instance's metadata), ``mounts`` (host
@@ -272,6 +307,7 @@ class LibvirtBackend(Backend):
             self.options["host_key_policy"] = self.ssh.policy
         self.driver = uri_driver(self.uri)
         self.local = uri_is_local(self.uri)
+        self.session = is_session(self.uri)
         self.requested_type = options.get("domain_type") or "auto"
         if self.requested_type not in DOMAIN_TYPES:
             raise ConfigError(f"libvirt option domain_type={self.requested_type!r}; "
@@ -287,10 +323,19 @@ class LibvirtBackend(Backend):
         if self.mounts and not self.local:
             raise ConfigError(f"libvirt option mounts needs a local URI, not {self.uri} (the "
                               "directories and their virtiofsd are on this machine)")
+        if self.mounts and self.session:
+            raise ConfigError(f"libvirt option mounts needs qemu:///system, not {self.uri}: libvirt 9 starts "
+                              "virtiofsd only from the system daemon (\"virtiofs is not yet supported in "
+                              "session mode\")")
+        if any(m.readonly for m in self.mounts) and os.geteuid() != 0:
+            raise ConfigError("libvirt option mounts: a read-only mount needs root (labkit shares it through "
+                              "a read-only bind mount, which only root may make); run as root or make the "
+                              "mount read-write")
         if self.mounts:
             self.options["mounts"] = [m.as_dict() for m in self.mounts]
+        pool_path = options.get("pool_path") or (session_pool_path() if self.session else POOL_PATH)
         self.pool = Pool(lambda: self.conn, options.get("pool") or POOL_NAME,
-                         options.get("pool_path") or POOL_PATH)
+                         os.path.expanduser(pool_path) if self.local else pool_path)
         self._conn: libvirt.virConnect | None = None
         self._image: dict | None = None
         self.probe_detail = ""
@@ -428,6 +473,7 @@ class LibvirtBackend(Backend):
                                      "bonding module (built before labkit NIC aggregation); "
                                      "rebuild it: labkit images build --vm")
         t0 = time.monotonic()
+        socket = agent_socket(name) if self.session else None
         disk = self.pool.disk(name, img, self.disk_format)
         console_log = self.pool.console_log(name)
         try:
@@ -438,12 +484,13 @@ class LibvirtBackend(Backend):
                              disk_cache=self.disk_cache,
                              nics=() if network is None else (libvirt_net.nic(network, index),
                                                               *libvirt_net.data_nics(network, index)),
-                             shares=shares)
+                             shares=shares, agent_socket=socket)
             dom = self.conn.createXML(xml, libvirt.VIR_DOMAIN_START_AUTODESTROY)
         except BaseException as exc:
             self.pool.remove(disk)
             self.pool.remove(console_log)
             libvirt_mounts.release(name)
+            _unlink_socket(socket)
             if isinstance(exc, libvirt.libvirtError):
                 hint = ("; libvirt keeps a network's MAC list in its dnsmasq directory even "
                         "without dnsmasq: run scripts/setup-libvirt.sh (it creates "
@@ -473,7 +520,9 @@ class LibvirtBackend(Backend):
             except libvirt.libvirtError as exc:
                 if not gone(exc):
                     raise BackendError(f"{step} of {name} failed: {exc}") from exc
-        if self.local:
+        if self.session:
+            _unlink_socket(agent_socket(name))
+        elif self.local:
             remove_machine_cgroups(name, wait_s=5.0)
 
     # -- fingerprint, listing, cleanup ---------------------------------------
@@ -549,8 +598,12 @@ class LibvirtBackend(Backend):
         for name in self.networks(prefix):
             libvirt_net.remove(self.conn, name)
             removed.add(name)
-        if self.local:   # cgroups libvirt left behind for domains already gone, and host ends'
+        if self.session:   # agent sockets of domains gone with a killed controller
+            for name in removed:
+                _unlink_socket(agent_socket(name))
+        elif self.local:   # cgroups libvirt left behind for domains already gone, and host ends'
             remove_machine_cgroups(prefix + "*")
+        if self.local:
             removed.update(network_host.remove_leftovers(prefix))
         return sorted(removed)
 
@@ -560,10 +613,24 @@ class LibvirtBackend(Backend):
         if not self.local:
             raise ConfigError(f"libvirt: network: private needs a local URI, not {self.uri} (the run's "
                               "bridge, its link shaping and its host end are on this machine)")
+        if self.session:
+            raise ConfigError(f"libvirt: network: private needs qemu:///system, not {self.uri}: a session "
+                              "daemon runs as this user and cannot make the run's bridge and taps")
         libvirt_net.create(self.conn, network)
 
     def _remove_network(self, network: Network) -> None:
         libvirt_net.remove_all(self.conn, network)
+
+
+def _unlink_socket(path: str | None) -> None:
+    """Remove a guest agent socket QEMU left (quiet when there is none)."""
+    if path is not None:
+        try:
+            os.unlink(path)
+        except FileNotFoundError:
+            pass
+        except OSError as exc:
+            log.debug("agent socket %s left in place: %s", path, exc)
 
 
 #: where libvirt's QEMU driver puts a domain's cgroup without systemd (v1: under every controller)

@@ -10,7 +10,8 @@ Read-only, on two sides: libvirt 9.0 refuses ``<readonly/>`` for virtiofs and De
 virtiofsd (QEMU 7.2's, ``/usr/lib/qemu/virtiofsd``) has no read-only option, so
 
 * host: :func:`prepare` shares a read-only mount through a read-only bind mount of its
-  source at ``/run/labkit/virtiofs/<domain>/<i>`` (checked with ``statvfs``): virtiofsd
+  source at ``<runtime dir>/virtiofs/<domain>/<i>`` (:func:`ro_root`: root's
+  ``/run/labkit/virtiofs``; a bind mount needs root) (checked with ``statvfs``): virtiofsd
   itself cannot write there, whatever the guest does (a guest root that remounts its
   share read-write still gets EROFS);
 * guest: :func:`mount_in_guest` mounts it with ``-o ro`` (writes fail at once, in the guest).
@@ -28,12 +29,13 @@ import subprocess
 from pathlib import Path
 
 from ...core.mounts import Mount
-from ...errors import BackendError, tail
+from ...core.paths import SYSTEM_RUNTIME_DIR, runtime_dir
+from ...errors import BackendError, ConfigError, tail
 from ..base import Instance
 from .xml import Share, mount_tag
 
-#: where read-only shares' bind mounts live (one directory per domain, root-only)
-RO_ROOT = Path("/run/labkit/virtiofs")
+#: where root's read-only shares' bind mounts live (one directory per domain, root-only)
+RO_ROOT = SYSTEM_RUNTIME_DIR / "virtiofs"
 #: exit code of :data:`GUEST_SCRIPT` when the guest kernel cannot load virtiofs
 NO_MODULE = 3
 
@@ -61,6 +63,36 @@ done
 """
 
 
+def ro_root(create: bool = False) -> Path:
+    """Where this user's read-only shares' bind mounts live: ``virtiofs`` in the user's runtime
+    directory (:func:`labkit.core.paths.runtime_dir`; root's: :data:`RO_ROOT`), never another
+    user's. ConfigError naming it and the fix when it cannot be made or reached."""
+    return runtime_dir("virtiofs", create=create)
+
+
+def _entries(root: Path) -> list[Path]:
+    """The entries of directory ``root`` ([] when it does not exist); ConfigError naming it and the
+    fix when this user may not read it (e.g. root's 0700 ``/run/labkit/virtiofs``)."""
+    try:
+        return sorted(root.iterdir()) if root.is_dir() else []
+    except OSError as exc:
+        raise ConfigError(f"cannot read {root}, where labkit keeps libvirt shares' bind mounts: "
+                          f"{exc.strerror or exc} (it or its parent is uid {_owner(root)}'s; this is uid "
+                          f"{os.geteuid()}); each user's are in their own runtime directory "
+                          "($XDG_RUNTIME_DIR/labkit, else /run/user/<uid>/labkit, else ~/.cache/labkit): "
+                          "unset XDG_RUNTIME_DIR or set it to a directory of yours") from None
+
+
+def _owner(path: Path) -> str:
+    try:
+        return str(path.stat().st_uid)
+    except OSError:
+        try:
+            return str(path.parent.stat().st_uid)
+        except OSError:
+            return "?"
+
+
 def _run(argv: list[str], what: str) -> None:
     proc = subprocess.run(argv, capture_output=True, text=True)
     if proc.returncode != 0:
@@ -68,11 +100,14 @@ def _run(argv: list[str], what: str) -> None:
                            f"{tail(proc.stdout + proc.stderr, 10)}")
 
 
-def prepare(name: str, mounts: tuple[Mount, ...], root: Path = RO_ROOT) -> tuple[Share, ...]:
+def prepare(name: str, mounts: tuple[Mount, ...], root: Path | None = None) -> tuple[Share, ...]:
     """The virtiofs shares of domain ``name``: mount ``i`` has tag ``labkit<i>``; a read-only
-    one is shared through a read-only bind mount of its source at ``root/name/i``, a
-    read-write one as its source. On any failure what was made is released and
-    BackendError raised."""
+    one is shared through a read-only bind mount of its source at ``root/name/i`` (default
+    :func:`ro_root`), a read-write one as its source. On any failure what was made is released
+    and BackendError raised."""
+    if not any(m.readonly for m in mounts):
+        return tuple(Share(m.source, mount_tag(i)) for i, m in enumerate(mounts))
+    root = ro_root(create=True) if root is None else root
     shares = []
     try:
         for i, m in enumerate(mounts):
@@ -99,23 +134,24 @@ def _mounted(path: Path) -> bool:
     return any(line.split()[1] == str(path) for line in text.splitlines() if line.strip())
 
 
-def release(name: str, root: Path = RO_ROOT) -> None:
-    """Unmount and remove domain ``name``'s bind mounts (nothing to do when it has none)."""
-    base = root / name
-    if not base.is_dir():
+def release(name: str, root: Path | None = None) -> None:
+    """Unmount and remove domain ``name``'s bind mounts under ``root`` (default :func:`ro_root`;
+    nothing to do when it has none). ConfigError naming the directory when it cannot be read."""
+    base = (ro_root() if root is None else root) / name
+    entries = _entries(base)
+    if not entries and not base.is_dir():
         return
-    for d in sorted(base.iterdir()):
+    for d in entries:
         if _mounted(d):
             _run(["umount", str(d)], f"unmounting {d}")
         d.rmdir()
     base.rmdir()
 
 
-def leftovers(prefix: str, root: Path = RO_ROOT) -> list[str]:
-    """Names of the domains starting with ``prefix`` that still have bind mounts under ``root``."""
-    if not root.is_dir():
-        return []
-    return sorted(d.name for d in root.iterdir() if d.name.startswith(prefix))
+def leftovers(prefix: str, root: Path | None = None) -> list[str]:
+    """Names of the domains starting with ``prefix`` that still have bind mounts under ``root``
+    (default :func:`ro_root`: this user's); ConfigError naming it when it cannot be read."""
+    return sorted(d.name for d in _entries(ro_root() if root is None else root) if d.name.startswith(prefix))
 
 
 def mount_in_guest(inst: Instance, mounts: tuple[Mount, ...], timeout: float = 60) -> None:

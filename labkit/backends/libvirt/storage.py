@@ -13,8 +13,10 @@ option; without it, ``$LABKIT_VM_IMAGE``, else the image that
 ``<image cache>/vm-current.json`` points to (the cache is
 ``$LABKIT_IMAGE_CACHE``, default ``/var/cache/labkit/images``).
 
-Each VM boots a disk that is a volume of the libvirt storage pool ``labkit``,
-made as the backend's ``disk_format`` option says (:meth:`Pool.disk`): ``qcow2``
+Each VM boots a disk that is a volume of the libvirt storage pool ``labkit``
+(at ``/var/lib/libvirt/images/labkit`` on ``qemu:///system``; on ``qemu:///session``, the
+user's own daemon, at :func:`session_pool_path` in the user's data dir; the ``pool_path`` option
+says otherwise), made as the backend's ``disk_format`` option says (:meth:`Pool.disk`): ``qcow2``
 (the default), a copy-on-write overlay of the base disk; ``raw``, a full raw copy
 of it (``qemu-img convert``: every block of the base is in the file, which is
 sparse where the base holds zeros; a local daemon only). Its serial console log
@@ -49,6 +51,15 @@ CONSOLE_TAIL_BYTES = 16384
 RAW_COPY_TIMEOUT_S = 900
 #: longest remove() waits for another process's volume build in the pool to end
 BUSY_POOL_WAIT_S = 60
+
+
+def session_pool_path() -> str:
+    """Where the ``labkit`` pool of a ``qemu:///session`` daemon lives unless ``pool_path`` says
+    otherwise: ``$XDG_DATA_HOME/labkit/libvirt-pool`` (default ``~/.local/share/labkit/libvirt-pool``),
+    the user's own (libvirt creates it; the system pool's directory is root's)."""
+    data = os.environ.get("XDG_DATA_HOME")
+    base = Path(data) if data and os.path.isabs(data) else Path("~/.local/share").expanduser()
+    return str(base / "labkit" / "libvirt-pool")
 
 
 def image_cache() -> Path:
@@ -122,6 +133,7 @@ class Pool:
         self._conn_of = conn_of          # a callable: the backend's (lazily opened) connection
         self.name, self.path = name, path
         self._lock = threading.Lock()
+        self._checked = False   # whether self.path was read back from the pool
 
     def pool(self) -> libvirt.virStoragePool:
         """The ``virStoragePool``, defined (transient) and started if needed."""
@@ -133,10 +145,26 @@ class Pool:
                 try:
                     pool = conn.storagePoolCreateXML(pool_xml(self.name, self.path),
                                                      libvirt.VIR_STORAGE_POOL_CREATE_WITH_BUILD)
-                except libvirt.libvirtError:  # another process made it meanwhile
-                    pool = conn.storagePoolLookupByName(self.name)
+                except libvirt.libvirtError as exc:
+                    try:   # another process made it meanwhile
+                        pool = conn.storagePoolLookupByName(self.name)
+                    except libvirt.libvirtError:
+                        raise ConfigError(
+                            f"libvirt storage pool {self.name} could not be made at {self.path}: {exc}; "
+                            "set the libvirt option pool_path to a directory this user may create and "
+                            "write (e.g. --backend-option pool_path=$HOME/labkit-pool), or name an existing pool "
+                            "with the pool option") from exc
             if not pool.isActive():
                 pool.create(0)
+            if not self._checked:   # a pool defined before (by hand, or another labkit) decides where
+                self._checked = True
+                try:
+                    where = ElementTree.fromstring(pool.XMLDesc(0)).findtext("target/path")
+                except (libvirt.libvirtError, ElementTree.ParseError):
+                    where = None
+                if where and where != self.path:
+                    log.info("libvirt pool %s is at %s, not %s: its files go there", self.name, where, self.path)
+                    self.path = where
             return pool
 
     def overlay(self, name: str, img: dict) -> str:
@@ -177,7 +205,8 @@ class Pool:
         return dest   # remove() and volumes() refresh the pool, so they find it
 
     def console_log(self, name: str) -> str:
-        """Where the serial console of domain ``name`` is written."""
+        """Where the serial console of domain ``name`` is written (in the pool's directory)."""
+        self.pool()   # the pool's directory as libvirt has it
         return f"{self.path}/{name}.console.log"
 
     def volumes(self, prefix: str) -> list[str]:

@@ -138,7 +138,7 @@ def domain_xml(*, name: str, spec: InstanceSpec, cpus: list[int] | None, domain_
                disk: str, kernel: str, initrd: str, cmdline: str, console_log: str,
                disk_format: str = "qcow2", disk_cache: str | None = None,
                emulator: str | None = None, nics: tuple[Nic, ...] = (),
-               shares: tuple[Share, ...] = ()) -> str:
+               shares: tuple[Share, ...] = (), agent_socket: str | None = None) -> str:
     """The ``<domain>`` document for one instance.
 
     ``cpus`` is the host CPU of each vCPU when pinned, None when floating.
@@ -149,6 +149,9 @@ def domain_xml(*, name: str, spec: InstanceSpec, cpus: list[int] | None, domain_
     ``nics``: the guest's NICs on a private network, in order (none: no ``<interface>`` at all).
     ``shares``: host directories as virtiofs ``<filesystem>`` devices (then the guest's
     memory is a shared memfd; none: no ``<memoryBacking>``). Not on Xen (ConfigError).
+    ``agent_socket``: the host end of the guest agent's channel (None: libvirt's choice, under
+    its state directory; a ``qemu:///session`` daemon's is in the user's home, where the path can
+    pass the 107 bytes a UNIX socket's name may have).
     """
     if domain_type not in DOMAIN_TYPES:
         raise ConfigError(f"libvirt domain type {domain_type!r} not allowed; use one of "
@@ -235,6 +238,8 @@ def domain_xml(*, name: str, spec: InstanceSpec, cpus: list[int] | None, domain_
         _sub(cons, "target", type="xen", port=0)
     else:
         chan = _sub(dev, "channel", type="unix")
+        if agent_socket is not None:
+            _sub(chan, "source", mode="bind", path=agent_socket)
         _sub(chan, "target", type="virtio", name=AGENT_CHANNEL)
         _sub(dev, "controller", type="usb", model="none")
         _sub(dev, "memballoon", model="none")

@@ -19,8 +19,16 @@
  * mark was accepted ("Mergeable memory: ..."); a refused mark (a kernel without KSM)
  * is printed, not fatal: the run's KSM check then finds no merged page.
  *
+ * KSM merges a page only once it has stayed unchanged between two of ksmd's scans, and the
+ * timed passes rewrite every page: without a pause no page is merged before the kernels run.
+ * With settle_ms > 0 (and mergeable = 1) the program waits after initializing the arrays, before
+ * the first timed pass, until KSM has merged at least half of the arrays' pages for this process
+ * (/proc/self/ksm_merging_pages, Linux >= 6.1) or settle_ms have passed, and prints
+ * "KSM settle: <pages> pages merged of <total> after <s> s" (the wait is outside every timed
+ * pass). The timed passes then run on merged pages: what KSM costs a process that writes them.
+ *
  * usage: stream <elements per array> [ntimes (>=2, default 10)] [threads (default 1)]
- *               [mergeable (0 or 1, default 0)]
+ *               [mergeable (0 or 1, default 0)] [settle_ms (>= 0, default 0)]
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -88,18 +96,31 @@ static double run_op(int k) {
     return now() - t0;
 }
 
+/* pages KSM has merged for this process (/proc/self/ksm_merging_pages); -1 when unreadable */
+static long ksm_merging_pages(void) {
+    FILE *f = fopen("/proc/self/ksm_merging_pages", "r");
+    long v = -1;
+    if (!f) return -1;
+    if (fscanf(f, "%ld", &v) != 1) v = -1;
+    fclose(f);
+    return v;
+}
+
 int main(int argc, char **argv) {
     if (argc < 2) {
-        fprintf(stderr, "usage: %s <elements per array> [ntimes>=2] [threads>=1] [mergeable 0|1]\n", argv[0]);
+        fprintf(stderr, "usage: %s <elements per array> [ntimes>=2] [threads>=1] [mergeable 0|1] [settle_ms>=0]\n",
+                argv[0]);
         return 2;
     }
     n = atol(argv[1]);
     int ntimes = argc > 2 ? atoi(argv[2]) : 10;
     nthreads = argc > 3 ? atoi(argv[3]) : 1;
     int mergeable = argc > 4 ? atoi(argv[4]) : 0;
-    if (n < 1000 || ntimes < 2 || nthreads < 1 || nthreads > 1024 || (mergeable != 0 && mergeable != 1)) {
+    long settle_ms = argc > 5 ? atol(argv[5]) : 0;
+    if (n < 1000 || ntimes < 2 || nthreads < 1 || nthreads > 1024 || (mergeable != 0 && mergeable != 1)
+            || settle_ms < 0 || settle_ms > 3600000L) {
         fprintf(stderr, "stream: bad arguments (elements >= 1000, ntimes >= 2, 1 <= threads <= 1024, "
-                        "mergeable 0 or 1)\n");
+                        "mergeable 0 or 1, 0 <= settle_ms <= 3600000)\n");
         return 2;
     }
     int why[3] = {0, 0, 0};
@@ -143,6 +164,21 @@ int main(int argc, char **argv) {
         }
     }
     run_op(-1);
+
+    if (mergeable && settle_ms > 0) {
+        long total = 3 * (long)((sizeof(double) * n + 4095) / 4096), merged = ksm_merging_pages();
+        double t0 = now(), waited = 0;
+        while (merged >= 0 && merged < total / 2 && waited * 1000 < settle_ms) {
+            struct timespec pause = {0, 50 * 1000 * 1000};
+            nanosleep(&pause, NULL);
+            merged = ksm_merging_pages();
+            waited = now() - t0;
+        }
+        if (merged < 0)
+            printf("KSM settle: not readable (/proc/self/ksm_merging_pages)\n");
+        else
+            printf("KSM settle: %ld pages merged of %ld after %.2f s\n", merged, total, waited);
+    }
 
     static const char *label[4] = {"Copy:      ", "Scale:     ", "Add:       ", "Triad:     "};
     double bytes[4] = {2.0 * sizeof(double) * n, 2.0 * sizeof(double) * n,

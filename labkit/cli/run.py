@@ -1,0 +1,175 @@
+"""``labkit run`` (a campaign from a design file), ``labkit noise-check`` and ``labkit replicate``:
+the subcommands that run workloads."""
+from __future__ import annotations
+
+import argparse
+import os
+
+from ..errors import ConfigError
+from .common import data_dir_of, existing_campaign, parse_params, print_table
+
+__all__ = ["DEFAULT_WORKLOAD", "cmd_noise_check", "cmd_replicate", "cmd_run", "default_workload", "quarantine_default",
+           "telemetry_arg"]
+
+
+def _parse_workload_params(items: list[str], workload: str) -> dict:
+    """``--param KEY=VALUE`` items read by the workload's parameter schema (a string
+    parameter keeps its text: ``argv=true`` is the string "true")."""
+    from ..workloads import workload_class
+    cls = workload_class(workload)
+    out = {}
+    for item in items or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise ConfigError(f"--param {item!r}: write KEY=VALUE (VALUE may be JSON, e.g. board=12)")
+        out[key] = cls.param_from_text(key, value) if key in cls.defaults else value
+    return out
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from ..run.campaign import Campaign
+    from ..store import RUN_OUTPUT_ENV, run_output_policy
+    args.data_dir = str(data_dir_of(args))
+    if args.run_output:
+        os.environ[RUN_OUTPUT_ENV] = args.run_output   # read by each run's keep_output
+    run_output_policy()   # a bad LABKIT_RUN_OUTPUT fails before the first run
+    default_line = default_workload(args)
+    params = _parse_workload_params(args.param, args.workload)
+    from ..design import Design
+    from ..workloads import get_workload
+    workload = get_workload(args.workload, **params)
+    # every bad key, factor and level of the file in one error, the workload's parameters included
+    design = Design.from_yaml(args.design, workload=workload)
+    if default_line:
+        print(_default_workload_text(design, workload), flush=True)
+    backend_options = parse_params(args.backend_option)
+    quarantine_line = quarantine_default(args)
+    if quarantine_line:
+        print(quarantine_line, flush=True)
+    store = Campaign(args.design, backend=args.backend, workload=args.workload,
+                     workload_params=params,
+                     backend_options=backend_options,
+                     campaign_id=args.campaign_id, data_dir=args.data_dir,
+                     run_timeout=args.timeout, group_readable=args.group_readable, testbed=args.testbed,
+                     **_guard_options(args)).run(retry_failed=args.retry_failed, retries=args.retries, new_store=args.new_store)
+    runs = store.runs()
+    from ..report.tables import count_words
+    print(f"{len(runs)} runs stored in {store.path}: {count_words(runs.status.value_counts().to_dict())}")
+    return 0
+
+
+#: the workload ``labkit run`` runs when no ``--workload`` is given (said before it starts)
+DEFAULT_WORKLOAD = "nqueens"
+
+
+def default_workload(args: argparse.Namespace) -> bool:
+    """Sets ``args.workload`` to :data:`DEFAULT_WORKLOAD` when ``--workload`` was not given, and
+    says whether it did (then ``labkit run`` says what it runs before it starts)."""
+    if args.workload is not None:
+        return False
+    args.workload = DEFAULT_WORKLOAD
+    return True
+
+
+def _default_workload_text(design, workload) -> str:
+    """The line ``labkit run`` prints when it runs the default workload: which one, with which
+    parameters, and how many runs."""
+    from ..workloads import REGISTRY
+    params = ", ".join(f"{k}={v}" for k, v in workload.params.items() if v is not None)
+    runs = design.n_configurations * design.replications
+    if design.adaptive is not None:
+        count = f"{runs:,} to {design.n_configurations * int(design.adaptive['max']):,} runs (adaptive)"
+    else:
+        count = f"{runs:,} run{'s' if runs != 1 else ''}"
+    return (f"no --workload given: running the default workload {workload.name} ({params}), {count}; "
+            f"pass --workload to choose ({', '.join(REGISTRY)})")
+
+
+def quarantine_default(args: argparse.Namespace) -> str:
+    """Quarantine is on by default for campaigns started by ``labkit run`` (docs/conclusions.md):
+    sets ``args.quarantine`` to True unless ``--no-quarantine`` or the design's ``quarantine:`` says
+    otherwise, and returns the line saying so with its cap (each suspect run re-run at most once:
+    :func:`labkit.run.campaign.forget_suspect`, so at most one re-run per planned run); "" when
+    quarantine is off."""
+    from ..design import Design
+    if args.quarantine is None:
+        declared = Design.from_yaml(args.design).quarantine
+        args.quarantine = True if declared is None else declared
+        why = "the default of labkit run; --no-quarantine turns it off" if declared is None else "the design's"
+    else:
+        why = "--quarantine"
+    if not args.quarantine:
+        return ""
+    design = Design.from_yaml(args.design)
+    per_config = design.replications if design.adaptive is None else int(design.adaptive["max"])
+    cap = design.n_configurations * per_config
+    return (f"quarantine on ({why}): runs the telemetry flags suspect are run once more at the end, "
+            f"each at most once (cap: {cap:,} re-runs, one per planned run); the first attempt is kept "
+            f"in the store's attempts")
+
+
+def _guard_options(args: argparse.Namespace) -> dict:
+    """The options of ``labkit run`` that override the design's telemetry, exclusive and quarantine
+    (only those given)."""
+    out: dict = {}
+    if args.telemetry is not None:
+        out["telemetry"] = args.telemetry
+    if args.exclusive is not None:
+        out["exclusive"] = args.exclusive
+    if args.quarantine is not None:
+        out["quarantine"] = args.quarantine
+    return out
+
+
+def telemetry_arg(text: str):
+    """``--telemetry off|on|SECONDS`` as Campaign takes it (checked there)."""
+    try:
+        return float(text)
+    except ValueError:
+        return text
+
+
+def cmd_noise_check(args: argparse.Namespace) -> int:
+    """A short A/A campaign measuring each platform's and host's noise, and the minimum detectable
+    effect of ``--design`` (:mod:`labkit.run.noisecheck`)."""
+    from ..run.noisecheck import noise_check
+    result = noise_check(backend=args.backend, testbed=args.testbed, design=args.design, runs=args.runs,
+                         board=args.board, data_dir=args.data_dir,
+                         backend_options=parse_params(args.backend_option) or None,
+                         alpha=args.alpha, power=args.power, keep=args.keep, progress=args.progress)
+    print(result.text())
+    if result.data_dir is not None:
+        print(f"campaign stored in {result.data_dir / result.campaign}")
+    return 0
+
+
+def cmd_replicate(args: argparse.Namespace) -> int:
+    """Run a stored campaign's design on another backend or testbed (:mod:`labkit.run.replicate`),
+    then print the verdicts of reproduction (:mod:`labkit.report.replication`)."""
+    from ..report.replication import replication_report
+    from ..run.replicate import replicate
+    data_dir = data_dir_of(args)
+    original = existing_campaign(args, args.campaign)
+    _, replica = replicate(data_dir, original, backend=args.backend, testbed=args.testbed,
+                           campaign_id=args.campaign_id, backend_options=parse_params(args.backend_option),
+                           run_timeout=args.timeout, progress=args.progress)
+    for note in replica.notes:
+        print(f"note: {note}")
+    result = replication_report(data_dir, original, replica.campaign_id, response=args.response,
+                                margin=args.margin, alpha=args.alpha)
+    for note in result.notes:
+        print(f"note: {note}")
+    shown = [*result.table.attrs["factors"], "n_original", "n_replica", "ratio", "ratio_low", "ratio_high",
+             "p_tost_holm", "p_diff_holm", "verdict"]
+    print_table(result.table[shown])
+    differs = result.hosts[result.hosts.kind == "differs"]
+    if len(differs):
+        print("\nhost facts that differ:")
+        print_table(differs.drop(columns="kind"))
+    if len(result.effects):
+        print("\neffects of the 2^k analysis:")
+        print_table(result.effects[["term", "effect_original", "p_holm_original", "effect_replica",
+                                     "p_holm_replica", "status"]])
+    print("\n" + result.text())
+    print(f"replica stored as {replica.campaign_id} in {data_dir}")
+    return 0

@@ -1,0 +1,115 @@
+"""One-file HTML reports: :func:`html_report` writes sections as one self-contained page and
+:func:`write_report` writes a campaign's analysis that way."""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from .analysis import analyze
+from .order import ORDER_COLUMNS, order_sentences
+from .tables import EFFECT_COLUMNS
+
+__all__ = ["FIGURE_CAPTIONS", "REPORT_EFFECT_COLUMNS", "html_report", "write_report"]
+
+
+def html_report(title: str, sections: Sequence[tuple[str, object]], *, subtitle: str = "") -> str:
+    """One self-contained HTML page (:func:`labkit.report.page.render`): title, a numbered table of
+    contents, then ``sections``, a list of (heading, content), content a str (plain text, shown
+    as is), a DataFrame (a table, numbers to 4 significant digits), a :class:`Conclusions`, a
+    matplotlib Figure or a :class:`labkit.report.page.Captioned` figure (embedded as base64 PNG,
+    numbered, with its caption), or a list of those. Every text, heading, table cell and sentence
+    is escaped with :func:`escape_html`, so names and levels from a store are shown literally
+    and never become markup. No script, stylesheet or font is fetched; the page fits a screen and
+    prints on A4 without cutting a table."""
+    from .page import render
+    return render(title, sections, subtitle=subtitle)
+
+
+
+REPORT_EFFECT_COLUMNS = EFFECT_COLUMNS
+
+#: the report's caption of each figure of :meth:`Analysis.figures`
+FIGURE_CAPTIONS = {
+    "pareto": "Pareto chart of the effects: |t| of each term with the critical t line (replicated "
+              "designs), or |effect| with Lenth's margin of error (unreplicated); bars past the line "
+              "are significant.",
+    "main_effects": "Main effects: the mean response at each level of each factor, with confidence "
+                    "intervals and the runs as dots.",
+    "interactions": "Interactions: the mean response for each pair of factors' levels; lines that "
+                    "are not parallel show an interaction.",
+    "run_order": "The response in the order the runs executed, with a rolling median: runs were "
+                 "randomized, so a trend is drift (warm-up, a neighbour), not a factor's effect.",
+    "qq": "Normal Q-Q plot of the residuals (the Shapiro-Wilk test is in the residual diagnostics).",
+}
+
+
+def write_report(data_dir: str | Path, campaign: str, out: str | Path, *, response: str | None = None,
+                 alpha: float = 0.05, practical: object = None, family: str | None = None) -> Path:
+    """Analyse ``campaign`` (:func:`analyze`) and write one self-contained HTML file to ``out``
+    with :func:`labkit.core.files.atomic_write` (mode 0600, also when it replaces an older report:
+    results are private until shared; a symbolic link at ``out`` is refused). Returns the path.
+
+    The page (:func:`html_report`): the conclusions first, a table of contents, the design as a
+    table (one row per factor) with the campaign's settings, the summary per configuration, the
+    effects (:func:`labkit.report.tables.effects_table`: Jain's q and the effect 2q, each beside its
+    own CI; or the ANOVA), residual diagnostics, the figures with captions, the host
+    fingerprints and the provenance (:func:`labkit.report.page.provenance`: labkit version and
+    commit, the store's SHA-256, the hosts). Numbers to 4 significant digits; it fits a screen and
+    prints on A4 without cutting a table."""
+    from ..core.files import atomic_write
+    from .catalog import design_table, settings_table
+    from .page import Captioned, provenance
+    a = analyze(data_dir, campaign, response=response, alpha=alpha, practical=practical, family=family)
+    from ..store import Store
+    with Store(Path(data_dir) / campaign / "store.sqlite", readonly=True) as st:
+        fps = st.fingerprints()
+    # the columns a reader needs (the whole table is in the bundle): q and the effect (2q) with the
+    # effect's CI and the test, then the share of variation with its CI (two tables, so that both
+    # fit an A4 page); an ANOVA's df, F, p and share in one
+    from .tables import effects_table
+    table = effects_table(a.effects, a.variation)
+    shares = [c for c in ("pct_variation", "pct_low", "pct_high") if c in table.columns]
+    effects: object = table
+    if "effect" in table.columns and shares:
+        effects = [("Estimates: Jain's q and the effect (2q) with the effect's "
+                    f"{100 * (1 - alpha):g} % CI", table.drop(columns=shares)),
+                   ("Share of the variation (%)" + (f" with its {100 * (1 - alpha):g} % bootstrap CI"
+                                                     if "pct_low" in shares else ""),
+                    table[["term", *shares]])]
+    sections: list[tuple[str, object]] = [
+        ("Conclusions", a.conclusions),
+        ("Design", [("Factors and levels (the first level is the low level of a two-level factor)",
+                     design_table(a.meta)),
+                    ("Settings", settings_table(a.meta, a.status))]),
+        ("Summary per configuration", a.summary),
+        ({"factorial": "Effects", "anova": "ANOVA", "none": "Effects", "levels": "Effects"}[a.kind],
+         "none can be computed (see the conclusions)" if a.kind == "none" else effects),
+    ]
+    from .tables import capped, decisions_table
+    if a.conclusions.decided is not None and a.conclusions.decided["verdict"].notna().any():
+        sections.append(("Decisions", [f"Each term decided by the rules: {a.conclusions.rules}.",
+                                       decisions_table(a.conclusions.decided)]))
+    if a.diagnostics is not None:
+        sections.append(("Residual diagnostics", [a.diagnostics.table, a.diagnostics.message]))
+    from .measurement import sections as measurement_sections
+    sections += measurement_sections(a)     # levels, quantiles, drift, telemetry (issue 32)
+    if a.order_effects is not None:
+        shown = [c for c in ORDER_COLUMNS if c in a.order_effects]   # the decision's columns: A4-wide
+        sections.append(("Order effects", [order_sentences(a.order_effects, a.response)[0], a.order_effects[shown]]))
+    if a.suspect_runs is not None and len(a.suspect_runs):
+        sections.append(("Suspect runs", [f"{len(a.suspect_runs)} of {len(a.runs)} runs flagged by the "
+                                          f"telemetry (the conclusions are computed with and without them).",
+                                          *capped(a.suspect_runs, what="suspect runs")]))
+    if a.run_length is not None:
+        sections.append(("Run length", [f"{a.run_length.sentence()}. Why: {a.run_length.why}."]))
+    sections += [
+        ("Figures", [Captioned(fig, FIGURE_CAPTIONS.get(name, name))
+                     for name, fig in a.figures(alpha=alpha).items()]),
+        ("Host fingerprints", a.fingerprints),
+        ("Provenance", provenance(data_dir, campaign, a.meta, fps)),
+    ]
+    design = a.meta.get("design", {})
+    subtitle = (f"campaign {campaign} · response {a.response} · {a.kind} analysis of "
+                f"{len(a.runs)} successful runs · design {design.get('name', '')}")
+    page = html_report(f"labkit report: {campaign} ({a.response})", sections, subtitle=subtitle)
+    return atomic_write(out, page)
