@@ -1,6 +1,6 @@
 """The fleet engine's own cost at scale, by simulation: N simulated hosts, no sockets.
 
-Drives :class:`labkit.run.engine.Fleet` (the one engine: claims with leases and a heartbeat, blocks
+Drives :class:`labkit.run.engine.Dispatcher` (the one engine: claims with leases and a heartbeat, blocks
 per host, host-loss monitor, the crash-safe store) over N stand-in hosts
 (:class:`labkit.backends.testing.SimulatedBackend`: every round trip to a host costs ``--latency``
 seconds, slept; ``sleep 10`` takes 10 s without a process) at N = 16, 128 and 1,000, each host
@@ -32,7 +32,6 @@ from labkit.backends.testing import SimulatedBackend
 from labkit.design import Design
 from labkit.run.campaign import Campaign
 from labkit.run.claims import ClaimIndex
-from labkit.run.engine import Fleet
 from labkit.run.platforms import BackendPool, Platform
 from labkit.run.testbed import Host, Testbed
 from labkit.store import Store, now_iso
@@ -85,7 +84,7 @@ def one(hosts: int, rounds: int, seconds: float, latency: float, data: str) -> d
     sampler = threading.Thread(target=sample, daemon=True)
     sampler.start()
     t0 = time.perf_counter()
-    engine = Fleet(camp, tb, store, default_platform="sim", pool=pool)
+    engine = camp.dispatcher(tb, store, default_platform="sim", pool=pool)
     engine.prepare(plan)
     t1, c1 = time.perf_counter(), cpu_s()
     engine.run(plan, progress=False)

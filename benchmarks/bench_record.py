@@ -1,6 +1,6 @@
 """Recording rate of a campaign's runs: one transaction per run (before issue 45) vs group commit.
 
-Each run is written as a fleet worker writes it (:meth:`labkit.run.engine.Fleet._claim` and
+Each run is written as a fleet worker writes it (:meth:`labkit.run.engine.Dispatcher._claim` and
 ``_record``): its claim (:meth:`Store.claim_group <labkit.store.Store.claim_group>`), the check that
 the claim is still the worker's, its command output file (:meth:`~labkit.store.Store.write_run_output`;
 left out with ``--no-output``), then the run with 3 measurements and 200 telemetry rows (10 s at

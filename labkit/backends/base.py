@@ -26,12 +26,9 @@ Hooks a backend writes (``abc`` refuses a class that misses one)::
         def put(self, local_path, remote_path, mode=0o755): ...
         def _destroy(self): ...                    # idempotent, quiet if already gone
 
-Instance names: ``<prefix><13 base-32 characters>`` (65 random bits, :func:`new_name`: at
-100,000 instances per campaign a repeat has odds of about 1 in 10^10, where the 8 hex digits
-of before gave 69 %). A campaign's prefix is
-``labkit-<campaign id>--``; campaign ids contain no ``--`` and do not end in
-``-``, so ``cleanup(prefix)`` (a plain ``startswith``) can only ever match that
-campaign's instances: ``labkit-x--`` never matches ``labkit-x-2--...``.
+Instance names (``<prefix><13 base-32 characters>``, unique per campaign prefix) are
+:mod:`labkit.backends.names`'s; a command's result (:class:`ExecResult`) and an instance's
+counters (:data:`STAT_KEYS`) are :mod:`labkit.backends.exec_results`'s.
 """
 from __future__ import annotations
 
@@ -40,99 +37,31 @@ import logging
 import math
 import os
 import re
-import secrets
 import shlex
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..core import network as netmod
 from ..core.instance import InstanceSpec
-from ..errors import BackendError, CommandError, CommandTimeout, ConfigError, shorten, tail
+from ..errors import BackendError, CommandError, CommandTimeout, ConfigError
 from . import networks
-from .output import CappedOutput, CommandLog
+
+# what an instance gives back, and its names: re-exported where they were defined before
+from .exec_results import DESCRIBE_CAP, STAT_KEYS, ExecResult, RawResult, StatsUnavailable  # noqa: F401
+from .names import NAME_PREFIX, NAME_RANDOM_CHARS, check_name, check_prefix, name_token, new_name  # noqa: F401
+from .output import CommandLog
 
 if TYPE_CHECKING:
     from .networks import Network
 
 log = logging.getLogger("labkit.backends")
 
-NAME_PREFIX = "labkit-"
 #: how long a killed command may take to be reaped before exec gives up on it
 KILL_GRACE_S = 30.0
 #: an exit status of 128 + SIGKILL: what the OOM killer leaves
 SIGKILL_STATUS = 137
-#: characters of each stream an error message (ExecResult.describe) shows at most
-DESCRIBE_CAP = 8 * 1024
-_PREFIX_RE = re.compile(r"^labkit-[a-z0-9_-]*$")
-_NAME_RE = re.compile(r"^labkit-[a-z0-9_-]+$")
-
-
-#: what :meth:`Instance.stats` may return, each only where the backend's own stats interface has it
-STAT_KEYS = {
-    "cpu_s": "CPU time the instance used so far (all its processes, or the whole VM), seconds",
-    "throttled_periods": "CFS periods in which its CPU quota throttled it, so far",
-    "throttled_s": "time it was throttled, so far, seconds",
-    "memory_bytes": "memory in use now, bytes",
-    "vcpu_s": "time its vCPUs ran so far (VMs), seconds",
-    "steal_s": "steal time seen inside it (a VM's, or the remote host's for ssh) so far, seconds",
-    "cpu_total_s": "all CPU time seen inside it (the denominator of steal_s) so far, seconds",
-}
-
-
-class StatsUnavailable(BackendError):
-    """:meth:`Instance.stats` of an instance whose backend has no stats interface for it (or
-    cannot read it now); the message says why."""
-
-
-def check_prefix(prefix: str) -> str:
-    """A name prefix labkit may create or clean up: ``labkit-`` + [a-z0-9_-]."""
-    if not isinstance(prefix, str) or not _PREFIX_RE.match(prefix):
-        raise ConfigError(f"instance name prefix must be 'labkit-' followed by lowercase letters, "
-                          f"digits, '_' or '-'; got {prefix!r}")
-    return prefix
-
-
-def check_name(name: str) -> str:
-    """An instance name safe in a path, a shell word, a container or domain name."""
-    if not isinstance(name, str) or not _NAME_RE.match(name) or len(name) > 63:
-        raise ConfigError(f"instance name {name!r} must be 'labkit-' followed by lowercase letters, "
-                          "digits, '_' or '-' (at most 63 characters)")
-    return name
-
-
-#: random characters of an instance name (:func:`new_name`): base 32, 5 bits each, 65 bits
-NAME_RANDOM_CHARS = 13
-_BASE32 = "abcdefghijklmnopqrstuvwxyz234567"
-
-
-def name_token(chars: int = NAME_RANDOM_CHARS) -> str:
-    """``chars`` random characters of ``a-z2-7`` (5 bits each, from :mod:`secrets`)."""
-    bits = secrets.randbits(5 * chars)
-    return "".join(_BASE32[(bits >> (5 * i)) & 31] for i in range(chars))
-
-
-def new_name(prefix: str = "labkit-") -> str:
-    """A fresh instance name ``<prefix><13 characters of a-z2-7>`` (``labkit-`` is added if missing).
-
-    The 13 characters are 65 random bits: the names a campaign draws are unique in practice (at
-    100,000 instances the odds of any repeat are about 1.4 in 10^10; 8 hex digits gave 69 %), in
-    13 characters rather than 16 hex digits so that a name stays within 63 characters (an LXD or
-    host name) with campaign ids up to 41 characters. The level analysis does not rely on that
-    alone: an instance is identified by its boot and its name (:mod:`labkit.store.levels`).
-    Network device names are not derived from it (``lk`` + a hash of the network's name,
-    :attr:`.networks.Network.device`), so their 15-character limit does not apply here.
-
-    A prefix that does not end in ``-`` gets one, so ``new_name("labkit-test")``
-    is ``labkit-test-<13 characters>``.
-    """
-    if not prefix.startswith(NAME_PREFIX):
-        prefix = NAME_PREFIX + prefix
-    if not prefix.endswith("-"):
-        prefix += "-"
-    return check_name(check_prefix(prefix) + name_token())
 
 
 def check_options(backend: str, given: dict, allowed: Sequence[str]) -> None:
@@ -151,70 +80,6 @@ def check_timeout(timeout: Any) -> float | None:
             or not math.isfinite(timeout) or timeout <= 0:
         raise ConfigError(f"exec timeout must be a finite number of seconds > 0, got {timeout!r}")
     return float(timeout)
-
-
-@dataclass
-class RawResult:
-    """What a backend's ``_wait`` hook returns once the command has ended.
-
-    ``stdout``/``stderr`` are the text a backend kept (at most the head and tail of each
-    stream, see :mod:`.output`); ``stdout_bytes``/``stderr_bytes`` count every byte the
-    command printed (counted from the text when a backend gives no count), ``truncated``
-    says whether some were dropped. :meth:`from_sinks` builds one from two sinks.
-    """
-    exit_code: int
-    stdout: str
-    stderr: str
-    stdout_bytes: int = -1   # -1: count the bytes of ``stdout``
-    stderr_bytes: int = -1
-    truncated: bool = False
-
-    def __post_init__(self):
-        if self.stdout_bytes < 0:
-            self.stdout_bytes = len(self.stdout.encode("utf-8", "surrogateescape"))
-        if self.stderr_bytes < 0:
-            self.stderr_bytes = len(self.stderr.encode("utf-8", "surrogateescape"))
-
-    @classmethod
-    def from_sinks(cls, exit_code: int, out: CappedOutput, err: CappedOutput) -> RawResult:
-        """The result of a command whose output went into ``out`` and ``err``."""
-        return cls(exit_code, out.text(), err.text(), out.total, err.total,
-                   out.truncated or err.truncated)
-
-
-@dataclass
-class ExecResult:
-    """A finished command with its context.
-
-    ``timed_out``: labkit killed it at its deadline. ``oom_killed``: the
-    instance's OOM killer ended it (read from the backend, never guessed from
-    the exit code alone).
-    """
-    command: list[str]
-    exit_code: int
-    stdout: str
-    stderr: str
-    duration_s: float
-    instance: str = ""
-    timed_out: bool = False
-    oom_killed: bool = False
-    #: every byte the command printed on each stream, and whether ``stdout``/``stderr`` dropped
-    #: some (they keep the head and tail of each stream: :mod:`labkit.backends.output`)
-    stdout_bytes: int = 0
-    stderr_bytes: int = 0
-    truncated: bool = False
-
-    @property
-    def ok(self) -> bool:
-        return self.exit_code == 0 and not self.timed_out
-
-    def describe(self) -> str:
-        how = " (killed at its deadline)" if self.timed_out else \
-            " (killed by the OOM killer: memory limit reached)" if self.oom_killed else ""
-        return (f"command {shlex.join(self.command)!r} in {self.instance or 'instance'} "
-                f"exited {self.exit_code}{how} after {self.duration_s:.2f}s\n"
-                f"  stdout (tail):\n{tail(shorten(self.stdout, DESCRIBE_CAP))}\n"
-                f"  stderr (tail):\n{tail(shorten(self.stderr, DESCRIBE_CAP))}")
 
 
 class Instance(ABC):

@@ -2,7 +2,7 @@
 
 Commands run natively on one remote host, each on its own SSH channel of the
 backend's connection, its output read into capped sinks as it arrives
-(:func:`read_channel`, :mod:`.output`); control scripts (probe, create, remove, kill,
+(:func:`~labkit.backends.ssh_channel.read_channel`, :mod:`.output`); control scripts (probe, create, remove, kill,
 list) in the connection's one long-lived control shell (:mod:`.ssh_control`: a round trip each,
 not a new session and remote login shell), or on a channel of their own while it is busy. The limits of an
 :class:`~labkit.core.instance.InstanceSpec` are those of the ``local`` backend,
@@ -54,7 +54,6 @@ from __future__ import annotations
 import ipaddress
 import os
 import posixpath
-import select
 import shlex
 import socket
 import threading
@@ -74,7 +73,7 @@ from .base import NAME_PREFIX, Backend, Instance, RawResult, check_name, check_p
 from .hostkeys import known_hosts_path
 from .native import PROBE, WORK_ROOT, HostFacts, listing_script
 from .networks import Network
-from .output import CHUNK, CappedOutput
+from .ssh_channel import RemoteCommand, read_channel
 from .ssh_control import ControlShell
 
 ENV_HOST, ENV_PORT, ENV_USER, ENV_KEY = "LABKIT_SSH_HOST", "LABKIT_SSH_PORT", "LABKIT_SSH_USER", "LABKIT_SSH_KEY"
@@ -103,42 +102,6 @@ def resolve_target(host: str | None = None, user: str | None = None, port: int |
     if key is not None:
         key = os.path.expanduser(str(key))
     return {"host": str(host), "user": str(user), "port": port, "key_filename": key}
-
-
-class _Exec:
-    """One running remote command: its SSH channel read on a thread into two capped sinks
-    (:func:`read_channel`), its exit status, and the file holding its session id."""
-
-    #: the thread reading the channel (set by the ``_start`` that made the handle)
-    thread: threading.Thread
-
-    def __init__(self, pidfile: str):
-        self.pidfile = pidfile
-        self.out, self.err = CappedOutput(), CappedOutput()
-        self.exit_status: int | None = None
-        self.error: BaseException | None = None
-
-
-def read_channel(chan: paramiko.Channel, out: CappedOutput, err: CappedOutput) -> int:
-    """Feed ``chan``'s stdout and stderr into ``out`` and ``err`` as they arrive (neither is
-    ever held whole) until both reached their end and the remote command exited; its exit
-    status (-1 when the server sent none: the connection was lost)."""
-    def drain():
-        while chan.recv_ready() or chan.recv_stderr_ready():
-            while chan.recv_ready():
-                out.write(chan.recv(CHUNK))
-            while chan.recv_stderr_ready():
-                err.write(chan.recv_stderr(CHUNK))
-
-    while True:
-        drain()
-        if chan.closed or (chan.eof_received and chan.exit_status_ready()):
-            drain()   # what arrived before the end (nothing comes after it)
-            return chan.recv_exit_status() if chan.exit_status_ready() else -1
-        if chan.eof_received:
-            chan.status_event.wait(1.0)   # set by the exit status, or the channel's close
-        else:
-            select.select([chan], [], [], 1.0)   # woken by data, the end of the output or a close
 
 
 class SshInstance(cgroups.CgroupCounters, Instance):
@@ -198,7 +161,7 @@ class SshInstance(cgroups.CgroupCounters, Instance):
     # -- exec hooks --------------------------------------------------------
     def _start(self, argv, env):
         be: SshBackend = self.backend
-        handle = _Exec(f"{self.workdir}/.exec-{os.urandom(6).hex()}.pid")
+        handle = RemoteCommand(f"{self.workdir}/.exec-{os.urandom(6).hex()}.pid")
         line = self.command_line(argv, handle.pidfile, env)
         conn = be.connection()
 
@@ -214,7 +177,7 @@ class SshInstance(cgroups.CgroupCounters, Instance):
         handle.thread.start()
         return handle
 
-    def _wait(self, handle: _Exec, timeout):
+    def _wait(self, handle: RemoteCommand, timeout):
         handle.thread.join(timeout)
         if handle.thread.is_alive():
             return None
@@ -231,7 +194,7 @@ class SshInstance(cgroups.CgroupCounters, Instance):
             raise BackendError(f"could not join cgroup {self.name} on {be.target}: {res.stderr.strip()}")
         return res
 
-    def _kill(self, handle: _Exec) -> None:
+    def _kill(self, handle: RemoteCommand) -> None:
         script = native.kill_script(self.cgroup_driver, self.name, handle.pidfile)
         self.backend.run_script(script, f"killing a command in {self.name}")
 

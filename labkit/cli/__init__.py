@@ -79,7 +79,7 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--group-readable", action="store_true", help="store files 0640 (default 0600)")
     r.add_argument("--run-output", choices=("all", "failed", "off"), help="whose command output to keep beside "
                    "the store as output/<run_id>.log (first and last MiB): every run's (default), the runs "
-                   "that did not end ok, or none (sets LABKIT_RUN_OUTPUT)")
+                   "that did not end ok, or none (default: $LABKIT_RUN_OUTPUT, else all)")
     r.add_argument("--telemetry", type=telemetry_arg, metavar="off|SECONDS",
                    help="seconds between samples of the host and the instances during each run, or off "
                         "(default: the design's telemetry, else 1)")

@@ -107,7 +107,7 @@ def _clean_campaign(args) -> int:
     lock = CampaignLock(Path(args.data_dir) / cid / LOCK_NAME, f"campaign {cid!r}", readonly_ok=True,
                         register={"campaign_id": cid, "data_dir": args.data_dir, "kind": "clean"})
     if meta.get("testbed"):
-        from ..run.engine import clean_testbed
+        from ..run.clean import clean_testbed
         with lock:
             for where, removed in clean_testbed(meta, campaign_prefix(cid), args.testbed).items():
                 print(f"{where}: removed {len(removed)} leftover(s) of campaign {cid}: {' '.join(removed)}")

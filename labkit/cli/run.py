@@ -3,7 +3,6 @@ the subcommands that run workloads."""
 from __future__ import annotations
 
 import argparse
-import os
 
 from ..errors import ConfigError
 from .common import data_dir_of, existing_campaign, parse_params, print_table
@@ -28,11 +27,7 @@ def _parse_workload_params(items: list[str], workload: str) -> dict:
 
 def cmd_run(args: argparse.Namespace) -> int:
     from ..run.campaign import Campaign
-    from ..store import RUN_OUTPUT_ENV, run_output_policy
     args.data_dir = str(data_dir_of(args))
-    if args.run_output:
-        os.environ[RUN_OUTPUT_ENV] = args.run_output   # read by each run's keep_output
-    run_output_policy()   # a bad LABKIT_RUN_OUTPUT fails before the first run
     default_line = default_workload(args)
     params = _parse_workload_params(args.param, args.workload)
     from ..design import Design
@@ -51,7 +46,7 @@ def cmd_run(args: argparse.Namespace) -> int:
                      backend_options=backend_options,
                      campaign_id=args.campaign_id, data_dir=args.data_dir,
                      run_timeout=args.timeout, group_readable=args.group_readable, testbed=args.testbed,
-                     **_guard_options(args)).run(retry_failed=args.retry_failed, retries=args.retries, new_store=args.new_store)
+                     run_output=args.run_output, **_guard_options(args)).run(retry_failed=args.retry_failed, retries=args.retries, new_store=args.new_store)
     runs = store.runs()
     from ..report.tables import count_words
     print(f"{len(runs)} runs stored in {store.path}: {count_words(runs.status.value_counts().to_dict())}")
@@ -89,7 +84,7 @@ def quarantine_default(args: argparse.Namespace) -> str:
     """Quarantine is on by default for campaigns started by ``labkit run`` (docs/conclusions.md):
     sets ``args.quarantine`` to True unless ``--no-quarantine`` or the design's ``quarantine:`` says
     otherwise, and returns the line saying so with its cap (each suspect run re-run at most once:
-    :func:`labkit.run.campaign.forget_suspect`, so at most one re-run per planned run); "" when
+    :func:`labkit.store.forget.forget_suspect`, so at most one re-run per planned run); "" when
     quarantine is off."""
     from ..design import Design
     if args.quarantine is None:

@@ -45,7 +45,7 @@ MAX_INTERVAL = 60.0
 #: the most runs one boot may hold
 MAX_RUNS_PER_INSTANCE = 10_000
 #: how many times quarantine runs a suspect run again (not a setting: a re-run flagged suspect again
-#: stays as it is; :func:`labkit.run.campaign.forget_suspect`)
+#: stays as it is; :func:`labkit.store.forget.forget_suspect`)
 QUARANTINE_RERUNS = 1
 #: when a run is flagged suspect (:mod:`labkit.run.guard`)
 DEFAULT_THRESHOLDS = {"other_cpu_pct": 10.0, "steal_pct": 5.0, "pinned_throttled": True}

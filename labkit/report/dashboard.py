@@ -2,7 +2,10 @@
 
 ``labkit dashboard`` (and ``make dashboard``) runs :func:`voila_command`: Voila renders
 ``notebooks/00_explorer.ipynb`` (its code cells stripped, tracebacks hidden) for colleagues who
-browse and compare campaigns and never run anything: the explorer opens stores read-only, and
+browse and compare campaigns and never run anything: the page is served as soon as the campaign
+list is read, and the first campaign's analysis fills its tab a few seconds later (computed by
+the kernel after the page: :meth:`labkit.report.explore.Explorer.app`, ``defer``; measured by
+``benchmarks/bench_dashboard.py``); the page names no server path. The explorer opens stores read-only, and
 Voila does not let the page execute code of its own. It listens on 127.0.0.1 unless told
 otherwise and asks for a token (generated per start, passed to Voila in its environment, not on
 its command line where other users could read it); the kernels' channels are encrypted
@@ -100,7 +103,9 @@ def voila_command(*, port: int = DEFAULT_PORT, ip: str = "127.0.0.1", token: str
     ``unconnected_timeout`` idle seconds, any after ``idle_timeout``); ``env`` is this process's
     environment with ``JUPYTER_TOKEN`` set to ``token`` (``None``: a new random token; ``""``: no
     token, anyone who can reach the address may look; ``LABKIT_DATA_DIR`` the campaigns' folder:
-    ``data_dir``, default :func:`labkit.core.paths.data_dir`); ``url`` is where to open it. ``port`` must
+    ``data_dir``, default :func:`labkit.core.paths.data_dir`; ``LABKIT_EXPLORER_DEFER`` "1" unless
+    set: the explorer's page is served first and its first analysis computed after,
+    :meth:`labkit.report.explore.Explorer.app`); ``url`` is where to open it. ``port`` must
     be 1-65535, ``ip`` an address, ``max_kernels`` 1-1000 and the timeouts whole seconds >= 1
     (ConfigError otherwise)."""
     if isinstance(port, bool) or not isinstance(port, int) or not 1 <= port <= 65535:
@@ -141,6 +146,10 @@ def voila_command(*, port: int = DEFAULT_PORT, ip: str = "127.0.0.1", token: str
     # the campaigns shown: ``data_dir`` (relative: from here), else the checkout's or ./data, passed to
     # the kernels (which start beside the notebook) as an absolute path (paths.DATA_DIR_ENV)
     env[paths.DATA_DIR_ENV] = str(Path(os.path.abspath(paths.data_dir(data_dir))))
+    # the page is served before the first campaign's analysis is computed (issue 46: 32 s to the
+    # first page); LABKIT_EXPLORER_DEFER=0 in the environment keeps the old way (everything first)
+    from .deferred import DEFER_ENV
+    env.setdefault(DEFER_ENV, "1")
     host = f"[{addr}]" if addr.version == 6 else str(addr)
     shown = "127.0.0.1" if addr.is_unspecified else host
     url = f"http://{shown}:{port}/" + (f"?token={token}" if token else "")

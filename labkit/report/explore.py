@@ -40,6 +40,7 @@ from .catalog import (
     run_table,
     settings_table,
 )
+from .deferred import DEFER_ENV, fill_later, shown_path
 from .escape import escape_html, escape_md
 from .order import order_sentences
 from .tables import decisions_table, effects_table, html_table
@@ -47,7 +48,7 @@ from .tables import decisions_table, effects_table, html_table
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["CampaignData", "Explorer", "CATALOG_SHOWN"]
+__all__ = ["CATALOG_SHOWN", "CampaignData", "Explorer"]
 
 #: catalog columns the picker's table shows
 CATALOG_SHOWN = ["campaign", "study", "platforms", "workload", "response", "factors", "runs", "status", "date"]
@@ -136,11 +137,15 @@ class Explorer:
         primary response) and ``factors`` (computed once, then kept, a failure too: the analysis
         and the telemetry tab share it, and a widget change never runs a failed analysis again)."""
         from .analysis import analyze
-        key = (campaign, response or self.data(campaign).response, tuple(factors) if factors else None)
+        d = self.data(campaign)
+        # the design's varying factors, given or not, are one analysis (the analysis tab names
+        # them, the telemetry tab does not): computed once
+        chosen = tuple(factors) if factors and list(factors) != d.factors else None
+        key = (campaign, response or d.response, chosen)
         if key not in self._analyses:
             try:
                 self._analyses[key] = analyze(self.data_dir, campaign, response=key[1],
-                                              factors=list(factors) if factors else None, alpha=self.alpha)
+                                              factors=list(chosen) if chosen else None, alpha=self.alpha)
             except LabkitError as exc:   # kept too: a widget change does not run a failed analysis again
                 self._analyses[key] = exc
         got = self._analyses[key]
@@ -298,17 +303,21 @@ class Explorer:
                       plots.telemetry(samples, title=f"telemetry of run {run_id}" + (f"\n({note})" if note else ""))]
 
     # -- showing ----------------------------------------------------------------------------------
-    def show(self, interactive: bool = True) -> None:
+    def show(self, interactive: bool = True, *, defer: bool | None = None) -> None:
         """Notebook 00's output: :meth:`app` when ``interactive``, else the catalog and the views
-        of the chosen campaign one after another (papermill, Binder without widgets)."""
+        of the chosen campaign one after another (papermill, Binder without widgets). ``defer``
+        (default: whether :data:`DEFER_ENV` is "1", as ``labkit dashboard`` sets it) is
+        :meth:`app`'s: the first page served before the first analysis is computed."""
+        import os
+
         from IPython.display import display
         if interactive:
-            display(self.app())
+            display(self.app(defer=os.environ.get(DEFER_ENV) == "1" if defer is None else defer))
             return
-        display(_md(f"**{len(self.catalog)} campaigns** under {escape_md(self.data_dir)}"))
+        display(_md(f"**{len(self.catalog)} campaigns** in {escape_md(shown_path(self.data_dir))}"))
         display(_html(self.catalog_html(height="none")))
         if self.campaign is None:
-            display(_md(f"No campaign stored under {escape_md(self.data_dir)}."))
+            display(_md(f"No campaign stored in {escape_md(shown_path(self.data_dir))}."))
             return
         views = [self.analysis_view(self.campaign, response=self.response, factors=self.factors),
                  self.runs_view(self.campaign), self.overview(self.campaign),
@@ -319,9 +328,12 @@ class Explorer:
             for item in view:
                 display(item)
 
-    def app(self):
-        """The explorer as one ipywidgets application (see the module docstring)."""
-        return _App(self).root
+    def app(self, *, defer: bool = False):
+        """The explorer as one ipywidgets application (see the module docstring). With ``defer``
+        (:meth:`show` under ``labkit dashboard``), the first campaign's analysis and telemetry are
+        computed after the application is returned, in a background thread that fills their tabs
+        (a line says they are being computed): the page is served at once."""
+        return _App(self, defer=defer).root
 
 
 def _options(values) -> list[tuple[str, str]]:
@@ -331,9 +343,16 @@ def _options(values) -> list[tuple[str, str]]:
 class _App:
     """The widgets of :meth:`Explorer.app` and their callbacks."""
 
-    def __init__(self, ex: Explorer):
+    def __init__(self, ex: Explorer, *, defer: bool = False):
+        import threading
+
         import ipywidgets as W
         self.ex, self.W = ex, W
+        # defer: the first pick's slow views (analysis, telemetry) are computed by a background
+        # thread; ``lock`` keeps it and the callbacks from drawing at once (pyplot is not
+        # thread-safe), ``picks`` counts picks so that it drops what a newer pick replaced
+        self.defer, self.lock, self.picks = defer, threading.RLock(), 0
+        self._quiet = False
         cat = ex.catalog
         plats = sorted({p for ps in cat.platforms for p in str(ps).split(",") if p})
         def lay():        # one Layout per widget: a shared one would hide them all with one
@@ -387,7 +406,7 @@ class _App:
             W.VBox([self.tel_run, self.tel_out])])
         self.tabs.titles = ("Analysis", "Runs", "Compare", "Design and hosts", "Telemetry")
         self.tabs.add_class("lk-tabs")
-        title = W.HTML(f"<b>{len(cat)} campaigns</b> under {escape_html(ex.data_dir)} "
+        title = W.HTML(f"<b>{len(cat)} campaigns</b> in {escape_html(shown_path(ex.data_dir))} "
                        "(read-only). Pick one; filter to narrow the list.")
         self.root = W.VBox([title,
                             W.HBox([self.search, self.status, self.since, self.until], layout=_wrap(W)),
@@ -409,13 +428,22 @@ class _App:
     # callbacks ------------------------------------------------------------------------------
     def _fill(self, out, make) -> None:
         from IPython.display import display
-        out.clear_output(wait=True)
-        with out:
-            try:
-                for item in make():
-                    display(item)
-            except LabkitError as exc:
-                display(_html(_error_html(exc)))
+        with self.lock:
+            out.clear_output(wait=True)
+            with out:
+                try:
+                    for item in make():
+                        display(item)
+                except LabkitError as exc:
+                    display(_html(_error_html(exc)))
+
+    def _later(self, jobs: list) -> None:
+        """Each ``(out, what, make)`` of ``jobs`` filled by a background thread
+        (:func:`labkit.report.deferred.fill_later`), "Computing ``what``…" until then; a newer
+        pick drops the rest."""
+        pick = self.picks
+        fill_later([(out, _md(f"*Computing {escape_md(what)}…*"), make) for out, what, make in jobs],
+                   lock=self.lock, current=lambda: pick == self.picks, failed=lambda e: _html(_error_html(e)))
 
     def on_filter(self, change=None) -> None:
         ex = self.ex
@@ -446,9 +474,11 @@ class _App:
     def on_pick(self, change=None) -> None:
         if self._updating:
             return
+        self.picks += 1
         cid = self.pick.value
-        for out in (self.analysis_out, self.runs_out, self.compare_out, self.overview_out, self.tel_out):
-            out.clear_output()
+        if not self._first:     # the first pick's outputs are empty (and a deferred one is not captured)
+            for out in (self.analysis_out, self.runs_out, self.compare_out, self.overview_out, self.tel_out):
+                out.clear_output()
         if cid is None:
             return
         ex = self.ex
@@ -460,6 +490,43 @@ class _App:
                 display(_html(_error_html(exc)))
             return
         first = cid == ex.campaign and self._first
+        self._quiet = True        # filling the tabs' widgets below must not run their views (each once, below)
+        try:
+            self._set_choices(d, cid, first)
+        finally:
+            self._quiet = False
+        others = ex.comparable(cid)
+        later = self.defer and self._first
+        jobs: list = []
+        if later:         # the page first: the slow views computed after it is served
+            resp, facs = self.resp.value, list(self.facs.value) or None
+            jobs.append((self.analysis_out, f"the analysis of {cid}",
+                         lambda: ex.analysis_view(cid, response=resp, factors=facs)))
+        else:
+            self.on_analyse()
+        self.on_runs()
+        self._fill(self.overview_out, lambda: ex.overview(cid))
+        if not others:
+            self._fill(self.compare_out, lambda: [_md(
+                f"No other campaign has the factors of {escape_md(cid)} "
+                f"({escape_md(', '.join(map(str, d.factors)) or 'none')}): nothing to compare with.")])
+        elif self.other.value:
+            if later:
+                other = self.other.value
+                jobs.append((self.compare_out, f"the comparison with {other}",
+                             lambda: ex.comparison_view(cid, other, response=resp)))
+            else:
+                self.on_compare()
+        if later:
+            run = self.tel_run.value
+            jobs.append((self.tel_out, "the telemetry", lambda: ex.telemetry_view(cid, run)))
+            self._later(jobs)
+        else:
+            self.on_telemetry()
+
+    def _set_choices(self, d: CampaignData, cid: str, first: bool) -> None:
+        """The tabs' widgets set for campaign ``cid`` (its metrics, factors, statuses, hosts, runs)."""
+        ex = self.ex
         self.resp.options = d.metrics
         want = ex.response if first and ex.response in d.metrics else d.response
         self.resp.value = want if want in d.metrics else (d.metrics[0] if d.metrics else None)
@@ -478,16 +545,6 @@ class _App:
         self.tel_run.options = [(f"{r} (suspect)" if f else str(r), str(r)) for r, f in zip(d.runs.run_id, flagged)]
         suspects = [str(r) for r, f in zip(d.runs.run_id, flagged) if f]
         self.tel_run.value = suspects[0] if suspects else (str(d.runs.run_id.iloc[0]) if len(d.runs) else None)
-        self.on_analyse()
-        self.on_runs()
-        self._fill(self.overview_out, lambda: ex.overview(cid))
-        if not others:
-            self._fill(self.compare_out, lambda: [_md(
-                f"No other campaign has the factors of {escape_md(cid)} "
-                f"({escape_md(', '.join(map(str, d.factors)) or 'none')}): nothing to compare with.")])
-        elif self.other.value:
-            self.on_compare()
-        self.on_telemetry()
 
     def on_analyse(self, _=None) -> None:
         cid = self.pick.value
@@ -497,6 +554,8 @@ class _App:
             cid, response=self.resp.value, factors=list(self.facs.value) or None))
 
     def on_runs(self, change=None) -> None:
+        if self._quiet:
+            return
         cid = self.pick.value
         if cid is None:
             return
@@ -505,12 +564,16 @@ class _App:
             cid, status=self.run_status.value or None, host=self.run_host.value or None, suspect=suspect))
 
     def on_compare(self, change=None) -> None:
+        if self._quiet:
+            return
         cid, other = self.pick.value, self.other.value
         if cid is None or not other:
             return
         self._fill(self.compare_out, lambda: self.ex.comparison_view(cid, other, response=self.resp.value))
 
     def on_telemetry(self, change=None) -> None:
+        if self._quiet:
+            return
         cid = self.pick.value
         if cid is None:
             return

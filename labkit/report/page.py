@@ -36,6 +36,7 @@ h2{font-size:1.2rem;border-bottom:1px solid #d8d8d8;padding-bottom:.15rem;margin
 h3{font-size:1rem;margin:1.2rem 0 .4rem}
 nav.toc{border:1px solid #ddd;background:#f8f8f8;padding:.4rem 1rem .5rem;margin:1rem 0 1.5rem}
 nav.toc h2{border:0;margin:.2rem 0;font-size:1rem}nav.toc ol{margin:.2rem 0;padding-left:1.5rem}
+nav.toc li.appendix{list-style:none}
 table.lk-table{border-collapse:collapse;font-size:.78rem;margin:.4rem 0 1rem;max-width:100%}
 table.lk-table caption{caption-side:top;text-align:left;font-size:.85rem;color:#444;padding:.2rem 0}
 table.lk-table th,table.lk-table td{padding:.12rem .4rem;border-bottom:1px solid #e4e4e4;text-align:left;
@@ -43,13 +44,14 @@ table.lk-table th,table.lk-table td{padding:.12rem .4rem;border-bottom:1px solid
 table.lk-table th{background:#f1f1f1;font-weight:600;overflow-wrap:normal;word-break:normal}
 table.lk-table td.num{white-space:nowrap}table.lk-table .num{text-align:right;font-variant-numeric:tabular-nums}
 table.lk-wide{font-size:.68rem}
-figure{margin:1rem 0 1.4rem;break-inside:avoid}figure img{max-width:100%;height:auto;display:block}
+figure{margin:1rem 0 1.6rem;break-inside:avoid}figure img{width:100%;max-width:100%;height:auto;display:block}
 figcaption{font-size:.85rem;color:#3a3a3a;margin-top:.3rem}
 .headline{font-weight:700;font-size:1.08rem}pre{white-space:pre-wrap;overflow-wrap:anywhere;font-size:.82rem}
 ul{padding-left:1.3rem}li{margin:.15rem 0}
 @page{size:A4;margin:14mm}
 @media print{body{max-width:none;margin:0;padding:0;font-size:10.5pt}nav.toc{break-inside:avoid}
- h2,h3{break-after:avoid}tr,figure{break-inside:avoid}a{color:inherit;text-decoration:none}}
+ h2,h3{break-after:avoid}tr,figure{break-inside:avoid}a{color:inherit;text-decoration:none}
+ figure img{max-height:232mm;object-fit:contain}section.appendix{break-before:page}}
 """
 
 
@@ -69,10 +71,15 @@ def _anchor(heading: str, used: set[str]) -> str:
     return name
 
 
+#: the figures' resolution: drawn at their own size in inches and shown the page's full width (on
+#: A4, 182 mm), sharp on a laptop's screen and in print
+FIGURE_DPI = 150
+
+
 def _figure(fig, caption: str, number: int) -> str:
     from .escape import escape_html
     buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=110, bbox_inches="tight")
+    fig.savefig(buf, format="png", dpi=FIGURE_DPI, bbox_inches="tight")
     data = base64.b64encode(buf.getvalue()).decode("ascii")
     cap = f"<figcaption><b>Figure {number}.</b> {escape_html(caption)}</figcaption>" if caption else \
         f"<figcaption><b>Figure {number}.</b></figcaption>"
@@ -84,7 +91,9 @@ def render(title: str, sections: Sequence[tuple[str, object]], *, subtitle: str 
     each ``(heading, content)`` as a numbered section. Content is a str (plain text), a
     DataFrame (a formatted table: :func:`labkit.report.tables.html_table`), a
     :class:`labkit.report.Conclusions`, a matplotlib Figure, a :class:`Captioned` figure, or a list
-    of those. Every text is escaped."""
+    of those. Every text is escaped. A section whose heading starts with "Appendix"
+    (:data:`labkit.report.html.APPENDIX`) is not numbered (its heading says which appendix it is),
+    starts a new printed page and is listed in the contents all the same."""
     import pandas as pd
     from matplotlib.figure import Figure
 
@@ -94,10 +103,14 @@ def render(title: str, sections: Sequence[tuple[str, object]], *, subtitle: str 
     used: set[str] = set()
     toc, body = [], []
     n_fig = 0
-    for i, (heading, content) in enumerate(sections, 1):
+    i = 0
+    for heading, content in sections:
         anchor = _anchor(str(heading), used)
-        toc.append(f'<li><a href="#{anchor}">{escape_html(heading)}</a></li>')
-        part = [f'<section id="{anchor}"><h2>{i}. {escape_html(heading)}</h2>']
+        appendix = str(heading).startswith("Appendix")
+        i += not appendix
+        toc.append(f'<li{" class=appendix" if appendix else ""}><a href="#{anchor}">{escape_html(heading)}</a></li>')
+        part = [f'<section id="{anchor}" class="appendix"><h2>{escape_html(heading)}</h2>' if appendix
+                else f'<section id="{anchor}"><h2>{i}. {escape_html(heading)}</h2>']
         for item in content if isinstance(content, list) else [content]:
             if isinstance(item, pd.DataFrame):
                 part.append(html_table(item))

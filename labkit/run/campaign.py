@@ -28,15 +28,12 @@ import contextlib
 import logging
 import signal
 import threading
-import time
-import traceback
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any
 
-from ..backends import backend_class, get_backend, teardown
-from ..backends.base import Backend, Instance, exec_log_text, restart_exec_logs
+from ..backends import backend_class, get_backend
+from ..backends.base import Backend
 from ..core.fingerprint import host_fingerprint, host_identity
 from ..core.ids import campaign_prefix, check_campaign_id
 from ..core.instance import InstanceSpec
@@ -45,22 +42,17 @@ from ..core.paths import check_data_dir
 from ..core.redact import redact
 from ..design import HOST_MAX, Design
 from ..design.options import DEFAULT_INTERVAL, DEFAULT_THRESHOLDS, check_flag, check_thresholds
-from ..errors import CommandTimeout, ConfigError, LabkitError, StoreError
-from ..store import Store, now_iso, run_output_policy
+from ..errors import ConfigError, StoreError
+from ..store import RUN_OUTPUT_CHOICES, Store, now_iso, run_output_policy
 from ..store.codestate import record_code_diff
+from ..store.forget import forget_failed, forget_suspect
 from ..workloads import get_workload
 from ..workloads.params import TIMEOUT
 from . import network as runnet
+from .boot import BootRunner, BootSettings, Measured
+from .engine import Dispatcher
 from .guard import QuietHost
-from .hooks import (
-    NoiseNeighbour,
-    RunContext,
-    RunHook,
-    around_campaign,
-    around_run,
-    check_hooks,
-    instances_ready,
-)
+from .hooks import NoiseNeighbour, RunHook, around_campaign, check_hooks
 from .platforms import BackendPool, Platform
 from .runlength import short_run_warnings
 from .sampler import HostSampler
@@ -161,9 +153,14 @@ class Campaign:
         ``Store.attempts()`` (default: the design's ``quarantine``, else False)
     thresholds : when a run is flagged suspect (default: the design's, else
         :data:`labkit.design.options.DEFAULT_THRESHOLDS`)
+    run_output : whose command output to keep beside the store as ``output/<run_id>.log``: ``all``
+        (every run's), ``failed`` (the runs that did not end ok) or ``off``; default: the environment
+        variable ``LABKIT_RUN_OUTPUT`` (for notebooks and scripts: :func:`labkit.store.run_output_policy`),
+        else ``all``. ``labkit run --run-output`` passes it here.
 
     A design's ``runs_per_instance`` k makes each boot (one provisioning of a configuration's
-    instances) run k runs back to back before its teardown (:meth:`measure_boot`).
+    instances) run k runs back to back before its teardown (:meth:`BootRunner.measure_boot
+    <labkit.run.boot.BootRunner.measure_boot>`).
     """
 
     def __init__(self, design: Design | dict | str | Path, backend: str | Backend | None = None,
@@ -172,7 +169,8 @@ class Campaign:
                  workload_params: dict | None = None, defaults: InstanceSpec | None = None,
                  run_timeout: float | None = 3600, progress: bool = True, group_readable: bool = False,
                  testbed=None, hooks: Sequence[RunHook] | None = None, telemetry: Any = DESIGN,
-                 exclusive: bool | None = None, quarantine: bool | None = None, thresholds: dict | None = None):
+                 exclusive: bool | None = None, quarantine: bool | None = None, thresholds: dict | None = None,
+                 run_output: str | None = None):
         if isinstance(design, (str, Path)):
             design = Design.from_yaml(design)
         elif isinstance(design, dict):
@@ -204,6 +202,10 @@ class Campaign:
         self.run_timeout = TIMEOUT.check("run_timeout (--timeout, seconds)", run_timeout)
         self.progress = progress
         self.group_readable = group_readable
+        if run_output is not None and run_output not in RUN_OUTPUT_CHOICES:
+            raise ConfigError(f"run_output={str(run_output)[:40]!r}: use one of {', '.join(RUN_OUTPUT_CHOICES)}")
+        #: whose command output is kept (``all``, ``failed``, ``off``)
+        self.run_output = run_output if run_output is not None else run_output_policy()
         self.backend: Backend | None = None   # set by a run on one backend
         self._versions_by: dict = {}   # tool versions, read once per platform (and host)
         self._signals = _Signals()
@@ -270,7 +272,6 @@ class Campaign:
         """
         if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
             raise ConfigError(f"retries must be a whole number of times >= 0, got {retries!r}")
-        from .engine import Fleet
         testbed, pool, platform = self.slots()
         lock = self._lock()
         store = None
@@ -292,8 +293,8 @@ class Campaign:
             with self._signals.installed():
                 # a Slurm testbed's nodes: asked for here, given back in the finally (nothing otherwise)
                 allocation.enter_context(testbed.allocated(store, self.campaign_id))
-                engine = Fleet(self, testbed, store, default_platform=platform, pool=pool,
-                               guard=self._signals.deferred)
+                engine = self.dispatcher(testbed, store, default_platform=platform, pool=pool,
+                                         guard=self._signals.deferred)
                 self._feed(engine, store, plan, again, retries, max_runs)
                 for line in short_run_warnings(store, self.workload):   # once per campaign
                     log.warning("campaign %s: %s", self.campaign_id, line)
@@ -310,9 +311,9 @@ class Campaign:
                     lock.release()
         return Store.for_campaign(self.data_dir, self.campaign_id, readonly=True)
 
-    def _feed(self, engine, store: Store, plan: list[Run], again: list[Run], retries: int,
+    def _feed(self, engine: Dispatcher, store: Store, plan: list[Run], again: list[Run], retries: int,
               max_runs: int | None) -> None:
-        """Feed the one engine (:class:`labkit.run.engine.Fleet`) from its plan sources, in turn: the
+        """Feed the one engine (:class:`labkit.run.engine.Dispatcher`) from its plan sources, in turn: the
         fixed plan (with the runs ``retry_failed`` forgot that are not in it: adaptive rounds'
         runs), the adaptive rounds, then up to ``retries`` passes over the runs stored as failed,
         timed out or host-lost. The lock, the store, the resume check, the signals and the
@@ -405,214 +406,27 @@ class Campaign:
                     "the design to repeat the plan, or resume with the same campaign id",
                     d.name, d.seed, self.campaign_id, d.seed)
 
+    def boots(self) -> BootRunner:
+        """The boot runner of this campaign (:mod:`labkit.run.boot`): its settings taken from the
+        campaign as it is now (its workload, instance defaults, prefix, hooks and run timeout), its
+        teardown guarded by the campaign's signal deferral, its tool versions read once per campaign."""
+        settings = BootSettings(workload=self.workload, defaults=self.defaults, prefix=self.prefix,
+                                hooks=tuple(self.hooks), run_timeout=self.run_timeout)
+        return BootRunner(settings, guard=self._signals.deferred, versions=self._versions_by)
+
+    def dispatcher(self, testbed: Testbed, store: Store, *, default_platform: str, pool: BackendPool | None = None,
+                   guard: Callable[[], contextlib.AbstractContextManager] = contextlib.nullcontext) -> Dispatcher:
+        """The run engine (:class:`~labkit.run.engine.Dispatcher`) of this campaign on ``testbed``
+        into ``store``: its boots run by :meth:`boots`, its runs' output kept as :attr:`run_output` says."""
+        return Dispatcher(self.boots(), testbed, store, campaign_id=self.campaign_id, source=self.design.source,
+                          default_platform=default_platform, run_output=self.run_output, pool=pool, guard=guard)
+
     def measure(self, run: Run, backend: Backend, *, live: list | None = None, versions_key: Any = None,
                 deferred: contextlib.AbstractContextManager | None = None) -> Measured:
         """Provision, run and tear down one run on ``backend`` (a boot of one run:
-        :meth:`measure_boot`); returns its :class:`Measured`."""
-        [(_, result)] = list(self.measure_boot([run], backend, live=live, versions_key=versions_key,
-                                               deferred=deferred))
-        return result
-
-    def measure_boot(self, runs: Sequence[Run], backend: Backend, *, live: list | None = None,
-                     versions_key: Any = None,
-                     deferred: contextlib.AbstractContextManager | None = None) -> Iterator[tuple[Run, Measured]]:
-        """Run one boot on ``backend``: provision the instances of ``runs`` (a configuration's, one
-        or more of its replicates) once, run the workload for each run in turn on them, tear them
-        down once; yields ``(run, Measured)`` as each run ends (the last after the teardown, which
-        fails it if the teardown fails: a run of one boot is exactly what :meth:`measure` did).
-        What the fleet's workers call on their host's backend.
-
-        Each run has its own hooks, telemetry, deadline (``run_timeout``, the first run's including
-        the provisioning), start time, duration and metadata (``boot_group``, ``boot_position``).
-        A run that does not end ok ends the boot: the runs after it are yielded as failed, not run
-        (``--retry-failed`` or ``retries`` run them again on a fresh boot). ``live`` receives the
-        instances while they exist (so another thread can destroy them); ``deferred`` guards
-        teardown (default: the signal deferral). Closing the generator early tears down at once."""
-        spec = InstanceSpec.from_levels(runs[0].levels, self.defaults)
-        params = self.workload.params_for(runs[0].levels, spec.vcpus)
-        boot = _Boot(instances=[] if live is None else live)
-        last: tuple[Run, Measured, float] | None = None
-        errors: list = []
-        try:
-            failed: str | None = None
-            for i, run in enumerate(runs):
-                t0 = time.perf_counter()
-                if failed is None:
-                    result = self._run_in_boot(run, i, len(runs), backend, spec, params, boot, versions_key)
-                    if result.status != "ok":
-                        failed = f"{run.run_id} ({result.status})"
-                else:
-                    result = Measured("failed", f"not run: run {failed} of the same boot did not end ok; its "
-                                      "instances were torn down (--retry-failed or retries run it on a fresh boot)",
-                                      [], {"spec": spec.as_dict(), "boot_group": run.boot_group,
-                                           "boot_position": i + 1, "not_run": True}, now_iso(), 0.0)
-                if i + 1 < len(runs):
-                    yield run, result
-                else:
-                    last = (run, result, t0)
-        finally:
-            with deferred or self._signals.deferred():
-                errors = teardown(boot.instances) + runnet.close_network(boot.net)
-        if last is not None:
-            run, result, t0 = last
-            if errors and result.status == "ok":
-                result = result.but(status="failed", error=f"teardown: {errors[0]}")
-            if not result.metadata.get("not_run"):
-                result = result.but(duration_s=time.perf_counter() - t0)
-            yield run, result
-
-    def _run_in_boot(self, run: Run, position: int, of: int, backend: Backend, spec: InstanceSpec, params: dict,
-                     boot: _Boot, versions_key: Any) -> Measured:
-        """Run ``run``, the ``position``-th (0-based) of ``of`` runs of ``boot``: the first one makes
-        the boot's network and instances (inside its hooks) and prepares the workload in them."""
-        started, t0 = now_iso(), time.perf_counter()
-        metadata: dict = {"spec": spec.as_dict(), "boot_group": run.boot_group, "boot_position": position + 1}
-        if of > 1:
-            metadata["boot_runs"] = of
-        measurements: list = []
-        status, error = "ok", None
-        instances = boot.instances
-        ctx = RunContext(run, spec, metadata, backend, self.prefix, instances=instances)
-        try:
-            metadata["overcommitted"] = spec.overcommitted(backend.host_cpus())
-            with around_run(self.hooks, ctx) as neighbours:
-                # the run's time starts once its hooks are in place (the guard's look at the host,
-                # the neighbours started): provisioning, preparing and the workload count
-                deadline = None if self.run_timeout is None else time.monotonic() + self.run_timeout
-                if neighbours:
-                    metadata["neighbours"] = list(neighbours)
-                if position == 0:
-                    ctx.provisioning = True
-                    try:
-                        boot.net = runnet.open_network(backend, run.levels, self.workload, params, spec.count,
-                                                       self.prefix, boot.net_metadata)
-                        metadata.update(boot.net_metadata)   # kept by a run whose provisioning fails
-                        instances.extend(backend.provision(spec, prefix=self.prefix, network=boot.net))
-                    finally:
-                        ctx.provisioning = False
-                    boot.provisioned = instance_measurements(instances)
-                    instances_ready(self.hooks, ctx)
-                    _before(deadline, "preparing the workload",
-                            lambda: list(map(self.workload.prepare, instances)))
-                metadata.update(boot.net_metadata)
-                metadata["instances"] = [i.metadata for i in instances]
-                if versions_key not in self._versions_by:
-                    self._versions_by[versions_key] = _before(deadline, "reading tool versions",
-                                                              lambda: self.workload.version(instances[0]))
-                metadata["versions"] = self._versions_by[versions_key]
-                left = None if deadline is None else deadline - time.monotonic()
-                if left is not None and left <= 0:
-                    raise CommandTimeout(f"run timeout of {self.run_timeout}s used up before the workload started")
-                measurements, metadata["workload_s"] = runnet.run_workload(self.workload, instances, params,
-                                                                           left, _run_together)
-        except CommandTimeout as exc:
-            status, error = "timeout", str(exc)
-        except LabkitError as exc:
-            status, error = "failed", f"{type(exc).__name__}: {exc}"
-            if oom_killed(exc):
-                metadata["oom_killed"] = True
-                error = (f"OOM: the workload was killed for lack of memory (out-of-memory killer; "
-                         f"memory limit {spec.memory_mb} MB). {error}")
-        except (KeyboardInterrupt, SystemExit):
-            raise  # not stored: the run will execute again on resume
-        except Exception as exc:  # a bug in a workload: store it, keep the campaign going
-            status, error = "failed", "".join(traceback.format_exception(exc))[-4000:]
-        # what keep_output keeps: this run's commands (the boot's instances then log the next run's afresh)
-        output = exec_log_text(instances)
-        restart_exec_logs(instances)
-        provisioned = boot.provisioned if position == 0 else []
-        return Measured(status, error, provisioned + list(measurements), metadata, started,
-                        time.perf_counter() - t0, output, ctx.samples)
-
-
-@dataclass
-class _Boot:
-    """What the runs of one boot share: its instances (the live list), network, the network's
-    metadata keys and the instances' own measurements (the first run's)."""
-    instances: list
-    net: Any = None
-    net_metadata: dict = field(default_factory=dict)
-    provisioned: list = field(default_factory=list)
-
-
-class Measured(NamedTuple):
-    """What :meth:`Campaign.measure` returns for one run. ``output``: the commands the run's
-    instances ran for it with their output (the first and last MiB of each instance's log: bounded;
-    in a boot of several runs, each run's own commands, the first run's with the workload's
-    preparation). ``samples``: the run's telemetry rows ``(t, metric, value[, instance id])``
-    (:mod:`labkit.run.telemetry`)."""
-    status: str
-    error: str | None
-    measurements: list
-    metadata: dict
-    started: str
-    duration_s: float
-    output: str = ""
-    samples: list | tuple = ()
-
-    def but(self, **changes: Any) -> Measured:
-        """A copy with ``changes`` (field -> value)."""
-        return self._replace(**changes)
-
-
-def instance_measurements(instances: list[Instance]) -> list:
-    """The ``run_metrics`` of ``instances`` (provisioning time on cloud platforms) as
-    :class:`~labkit.workloads.base.Measurement` rows (metric, value, unit, the instance's index);
-    [] when none has any."""
-    from ..workloads.base import Measurement
-    return [Measurement(metric, float(value), unit, inst.index)
-            for inst in instances for metric, (value, unit) in getattr(inst, "run_metrics", {}).items()]
-
-
-def keep_output(store: Store, run_id: str, status: str, output: str) -> None:
-    """Keep a run's command output beside the store (``output/<run_id>.log``, 0600, its first
-    and last MiB and its size: :meth:`Store.write_run_output`) before the run itself is stored:
-    every run's, or as :func:`run_output_policy` says (``labkit run --run-output``); a failure
-    to write it is logged, never fatal."""
-    policy = run_output_policy()
-    if not output or policy == "off" or (policy == "failed" and status == "ok"):
-        return
-    try:
-        store.write_run_output(run_id, output, status)
-    except StoreError as exc:
-        log.warning("run %s: its output was not kept: %s", run_id, exc)
-
-
-def forget_failed(store: Store, design: Design, plan: list[Run]) -> list[Run]:
-    """Forget the runs stored as failed, timed out or host-lost so they run again (each stays in
-    ``store.attempts()``); returns them as runs of ``plan`` or, for runs an adaptive round added,
-    rebuilt from the store (configuration, replicate and order as stored)."""
-    runs = store.runs()
-    if runs.empty:
-        return []
-    return _forget(store, design, plan, runs[runs.status != "ok"])
-
-
-def forget_suspect(store: Store, design: Design, plan: list[Run]) -> list[Run]:
-    """Quarantine: forget the runs stored ok but flagged suspect (:mod:`labkit.run.guard`) so they run
-    again, each first attempt kept in ``store.attempts()`` as :func:`forget_failed` keeps it; a run
-    already run again for being suspect (an attempt of it was suspect) is not quarantined twice."""
-    runs = store.runs()
-    if runs.empty:
-        return []
-    attempts = store.attempts()
-    again = {a.run_id for a in attempts.itertuples() if (a.metadata or {}).get("suspect")}
-    return _forget(store, design, plan, runs[(runs.status == "ok") & runs.suspect & ~runs.run_id.isin(again)])
-
-
-def _forget(store: Store, design: Design, plan: list[Run], bad) -> list[Run]:
-    """Forget the stored runs of the frame ``bad`` (rows of ``store.runs()``); returns them as runs
-    of ``plan`` (their boots kept) or rebuilt from the store."""
-    from ..design import Run
-    if bad.empty:
-        return []
-    known = {r.run_id: r for r in plan}
-    configs = design.configurations()
-    out = [known.get(row.run_id) or Run(row.run_id, int(row.run_order), int(row.config), int(row.replicate),
-                                        dict(configs[int(row.config)]))
-           for row in bad[["run_id", "run_order", "config", "replicate"]].itertuples()]
-    store.delete_runs(bad.run_id)
-    return out
+        :meth:`BootRunner.measure_boot <labkit.run.boot.BootRunner.measure_boot>`); returns its
+        :class:`~labkit.run.boot.Measured`."""
+        return self.boots().measure(run, backend, live=live, versions_key=versions_key, deferred=deferred)
 
 
 def _testbed(testbed, design: Design, backend, backend_options: dict):
@@ -636,77 +450,6 @@ def _testbed(testbed, design: Design, backend, backend_options: dict):
     return tb
 
 
-def oom_killed(exc: BaseException) -> bool:
-    """Whether ``exc`` (or an exception it was raised from) carries a result the backend marked
-    ``oom_killed`` (ExecResult.oom_killed; False for backends that do not report it)."""
-    seen = 0
-    cur: BaseException | None = exc
-    while cur is not None and seen < 10:
-        if getattr(getattr(cur, "result", None), "oom_killed", False) is True:
-            return True
-        cur = cur.__cause__ or cur.__context__
-        seen += 1
-    return False
-
-
-def _before(deadline, doing: str, fn):
-    """``fn()``, or CommandTimeout if it is still running at ``deadline`` (monotonic; None: no limit).
-
-    ``fn`` runs in a helper thread; past the deadline it is abandoned: the run's teardown
-    destroys the instance, which ends the command it was waiting for.
-    """
-    if deadline is None:
-        return fn()
-    out: list = []
-
-    def work():
-        try:
-            out.append((True, fn()))
-        except BaseException as exc:  # re-raised in the campaign thread
-            out.append((False, exc))
-
-    t = threading.Thread(target=work, daemon=True, name=f"labkit-{doing}")
-    t.start()
-    t.join(max(0.0, deadline - time.monotonic()))
-    if not out:
-        raise CommandTimeout(f"run timeout reached while {doing}")
-    ok, value = out[0]
-    if not ok:
-        raise value
-    return value
-
-
-def _run_together(workload, instances, params, timeout):
-    """Run the workload in every instance at the same time; returns (measurements, per-instance seconds)."""
-    if timeout is not None and params.get("timeout_s") is None:
-        params = {**params, "timeout_s": timeout}
-    elif timeout is not None:
-        params = {**params, "timeout_s": min(timeout, params["timeout_s"])}
-    if len(instances) == 1:
-        t = time.perf_counter()
-        rows = workload.run(instances[0], params)
-        return rows, [time.perf_counter() - t]
-    results: list = [None] * len(instances)
-    barrier = threading.Barrier(len(instances))
-
-    def work(i, inst):
-        try:
-            barrier.wait()
-            t = time.perf_counter()
-            rows = workload.run(inst, params)
-            results[i] = (rows, time.perf_counter() - t)
-        except BaseException as exc:  # re-raised in the campaign thread
-            results[i] = exc
-
-    threads = [threading.Thread(target=work, args=(i, inst), daemon=True) for i, inst in enumerate(instances)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    for r in results:
-        if isinstance(r, BaseException):
-            raise r
-    return [m for rows, _ in results for m in rows], [s for _, s in results]
 
 
 def json_eq(a: Any, b: Any) -> bool | None:

@@ -30,6 +30,8 @@ Removal goes one campaign at a time with ``cleanup(campaign_prefix(id))`` while 
 holds that id in the registry (``kind: clean``), so the campaign cannot start meanwhile, and a
 campaign that started since the listing is skipped. A campaign's age is its newest sign, so an
 object is never removed while another object of its campaign is young.
+
+``labkit clean <campaign>`` of a campaign run on a testbed: :func:`clean_testbed`.
 """
 from __future__ import annotations
 
@@ -38,6 +40,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..backends.base import NAME_PREFIX
 from ..core import datadirs
@@ -45,8 +48,12 @@ from ..core.ids import campaign_of, campaign_prefix
 from ..core.lock import LOCK_NAME, is_locked
 from ..core.registry import claimed, entries, holder_text, register, running
 from ..errors import LabkitError, StoreError
+from .platforms import FACTOR, BackendPool
 
-__all__ = ["DEFAULT_GRACE_S", "Leftover", "find_leftovers", "last_signs", "remove_leftovers", "running_ids",
+if TYPE_CHECKING:
+    from .testbed import Testbed
+
+__all__ = ["DEFAULT_GRACE_S", "Leftover", "clean_testbed", "find_leftovers", "last_signs", "remove_leftovers", "running_ids",
            "stopped_ids"]
 
 #: how long an object of a campaign no registry knows is kept after the campaign's last sign of life
@@ -226,3 +233,45 @@ def remove_leftovers(backends: dict, leftovers: list[Leftover], *,
                                                 and y.name.startswith(x.name) for y in leftovers):
                 removed[x.backend] += backends[x.backend].cleanup(x.name)
     return removed
+
+
+def clean_testbed(meta: dict, prefix: str, testbed: Testbed | dict | str | Path | None = None) -> dict[str, list[str]]:
+    """``labkit clean <campaign>`` for a campaign run on a testbed: ``cleanup(prefix)`` on every
+    host and platform its store's meta records; returns ``"host/platform" -> removed names``
+    (hosts that cannot be reached are reported as an error line instead).
+
+    The hosts are those of ``testbed`` (a :class:`~labkit.run.testbed.Testbed`, a path or a dict:
+    give it when the store's copy lacks what reconnecting needs, e.g. a redacted key) or else
+    the store's description, where values redacted at run time are left out (so SSH falls
+    back to the agent and default keys instead of a ``<redacted>`` path). A Slurm testbed's
+    campaign: its allocations still running are cleaned node by node and cancelled
+    (:func:`labkit.run.slurm.clean`)."""
+    from ..core.redact import without_redacted
+    from .testbed import Testbed
+    if (meta.get("testbed") or {}).get("slurm") is not None:
+        from .slurm import clean
+        return clean(meta, prefix, meta["testbed"].get("platforms") or {})
+    if testbed is not None:
+        tb = Testbed.load(testbed)
+    else:
+        desc = meta["testbed"]
+        hosts = [without_redacted({k: v for k, v in h.items() if v is not None and k in
+                                   ("name", "address", "port", "user", "key", "platforms", "labels",
+                                    "price_per_hour")})
+                 for h in desc["hosts"]]
+        platforms = {n: {"backend": p["backend"], **without_redacted(p.get("options") or {})}
+                     for n, p in (desc.get("platforms") or {}).items()}
+        tb = Testbed.from_dict({"hosts": hosts, "platforms": platforms})
+    used = (meta.get("design") or {}).get("factors", {}).get(FACTOR) or [meta.get("backend") or "local"]
+    pool, out = BackendPool(), {}
+    try:
+        for h in tb.hosts:
+            for p in used:
+                if tb.offers(h, p):
+                    try:
+                        out[f"{h.name}/{p}"] = pool.open(h, tb.platform(p)).cleanup(prefix)
+                    except LabkitError as exc:
+                        out[f"{h.name}/{p}"] = [f"(not cleaned: {str(exc).splitlines()[0][:160]})"]
+    finally:
+        pool.close()
+    return out

@@ -1,45 +1,45 @@
 """The run engine: one worker thread per testbed host, each claiming the next pending run.
 
-:class:`Fleet` runs a campaign's plan on a :class:`~labkit.run.testbed.Testbed`. It is the one engine
-of every path (:meth:`labkit.run.campaign.Campaign.run` owns the frame around it: lock, store, resume
-check, signals): a campaign on one backend is a testbed of one slot, this machine offering that
-backend; a ``platform`` factor or a testbed gives more slots. The fixed plan and the adaptive
-rounds (:meth:`Fleet.extend`, then :meth:`Fleet.run` again) feed it the same way.
+:class:`Dispatcher` dispatches a campaign's plan over the hosts of a :class:`~labkit.run.testbed.Testbed`.
+It is the one engine of every path (:meth:`labkit.run.campaign.Campaign.run` owns the frame around it: lock,
+store, resume check, signals): a campaign on one backend is a testbed of one slot, this machine offering
+that backend; a ``platform`` factor or a testbed gives more slots. The fixed plan and the adaptive rounds
+(:meth:`Dispatcher.extend`, then :meth:`Dispatcher.run` again) feed it the same way. It runs each boot
+through a :class:`~labkit.run.boot.BootRunner` (the campaign's settings, not the campaign).
 
-* **Platforms and backends.** Each (host, platform) backend is opened and checked once, before the
-  first run (a platform a host cannot offer fails here, naming both), cleaned of the campaign's
-  leftovers (``cleanup(prefix)``), fingerprinted, and closed at the end.
-* **Assignment.** ``assign: blocks`` (default) gives each replicate block to one host (block r to
-  the r-th host able to run every platform, round robin; with ``runs_per_instance`` k, the block of
-  the k replicates of boot b goes to the b-th host, so a boot never spans hosts), stored in the store's meta as
-  ``fleet_assignment`` so a resume keeps it; ``assign: random`` lets any host offering a run's
-  platform take it.
-* **Claims.** A worker claims its next boot's runs in the store (a lease renewed by a heartbeat
-  thread; a boot is one run, or with ``runs_per_instance`` k the pending runs of one boot of a
-  configuration, run on the same instances: :meth:`Campaign.measure_boot
-  <labkit.run.campaign.Campaign.measure_boot>`); the candidates come from the claim index
-  (:class:`~labkit.run.claims.ClaimIndex`: each host's runs in plan order, those known stored
-  skipped, told of each run as it is stored), grouped by boot, and the store reads only the rows of
-  the first few (:meth:`Store.claim_group <labkit.store.Store.claim_group>`); storing a run drops its
-  claim in the same transaction. Runs that end close together are stored in one transaction (group
+* **Platforms and backends.** Each (host, platform) backend is opened and checked once, before the first run
+  (a platform a host cannot offer fails here, naming both), cleaned of the campaign's leftovers
+  (``cleanup(prefix)``), fingerprinted, and closed at the end.
+* **Assignment.** ``assign: blocks`` (default) gives each replicate block to one host (block r to the r-th
+  host able to run every platform, round robin; with ``runs_per_instance`` k, the block of the k replicates
+  of boot b goes to the b-th host, so a boot never spans hosts), stored in the store's meta as
+  ``fleet_assignment`` so a resume keeps it; ``assign: random`` lets any host offering a run's platform take
+  it.
+* **Claims.** A worker claims its next boot's runs in the store (a lease renewed by a heartbeat thread; a
+  boot is one run, or with ``runs_per_instance`` k the pending runs of one boot of a configuration, run on
+  the same instances: :meth:`BootRunner.measure_boot <labkit.run.boot.BootRunner.measure_boot>`); the
+  candidates come from the claim index (:class:`~labkit.run.claims.ClaimIndex`: each host's runs in plan
+  order, those known stored skipped, told of each run as it is stored), grouped by boot, and the store reads
+  only the rows of the first few (:meth:`Store.claim_group <labkit.store.Store.claim_group>`); storing a run
+  drops its claim in the same transaction. Runs that end close together are stored in one transaction (group
   commit, :class:`~labkit.store.group.GroupCommit`: up to 64 runs or 50 ms), each reported done (claim
-  index, progress) only once it committed; the queue is written before the engine reads the store
-  and on every exit (end, exception, Ctrl-C, SIGTERM). Each stored run records its ``host`` and ``run_seq`` (its 1-based order on that
-  host, counted over the campaign's runs and attempts there; None for a run not run because an
-  earlier run of its boot failed). A controller killed at any moment
-  leaves claims whose runs were never stored: the next start (which holds the campaign lock)
-  releases them and runs them; nothing is lost and nothing stored twice.
+  index, progress) only once it committed; the queue is written before the engine reads the store and on
+  every exit (end, exception, Ctrl-C, SIGTERM). Each stored run records its ``host`` and ``run_seq`` (its
+  1-based order on that host, counted over the campaign's runs and attempts there; None for a run not run
+  because an earlier run of its boot failed). A controller killed at any moment leaves claims whose runs
+  were never stored: the next start (which holds the campaign lock) releases them and runs them; nothing is
+  lost and nothing stored twice.
 * **Host loss.** A monitor probes every remote host whose run has been in flight longer than
-  :attr:`Fleet.probe_after_s` (TCP connect + SSH banner, every :attr:`Fleet.probe_interval_s`); after
-  :attr:`Fleet.lost_after` failed probes in a row, or when a run fails and the host does not answer,
-  the host is *lost*: its in-flight run is stored with status ``host-lost``, and its pending runs
-  move to live hosts offering their platforms (``fleet_moves`` in the meta; ``moved_from`` in the
-  run's metadata), or with ``on_host_loss: fail-block`` its blocks' runs on that host are removed
-  (kept in the meta as ``fleet_superseded``) and the blocks re-run whole elsewhere.
-* **Progress.** One tqdm bar per host plus a total (one bar in all for one host; the total alone
-  for more than :attr:`Fleet.max_host_bars` hosts). Workers are daemon threads; the caller's thread
-  only waits, so Ctrl-C (or SIGTERM) in a terminal or a notebook stops cleanly: in-flight instances
-  are destroyed, their claims released, and the runs execute again on resume.
+  :attr:`Dispatcher.probe_after_s` (TCP connect + SSH banner, every :attr:`Dispatcher.probe_interval_s`);
+  after :attr:`Dispatcher.lost_after` failed probes in a row, or when a run fails and the host does not
+  answer, the host is *lost*: its in-flight run is stored with status ``host-lost``, and its pending runs
+  move to live hosts offering their platforms (``fleet_moves`` in the meta; ``moved_from`` in the run's
+  metadata), or with ``on_host_loss: fail-block`` its blocks' runs on that host are removed (kept in the
+  meta as ``fleet_superseded``) and the blocks re-run whole elsewhere.
+* **Progress.** One tqdm bar per host plus a total (one bar in all for one host; the total alone for more
+  than :attr:`Dispatcher.max_host_bars` hosts). Workers are daemon threads; the caller's thread only waits,
+  so Ctrl-C (or SIGTERM) in a terminal or a notebook stops cleanly: in-flight instances are destroyed, their
+  claims released, and the runs execute again on resume.
 """
 from __future__ import annotations
 
@@ -62,15 +62,14 @@ from ..core.waiting import wait_until
 from ..errors import BackendUnavailable, LabkitError, StoreError
 from ..store import now_iso
 from ..store.group import GroupCommit
-from .campaign import Measured, keep_output
+from .boot import BootRunner, Measured, keep_output
 from .claims import ClaimIndex
 from .hosts import host_facts, identity_warnings
 from .platforms import FACTOR, BackendPool
 
 if TYPE_CHECKING:
-    from pathlib import Path
-
     from ..design import Run
+    from ..store import Store
     from .testbed import Host, Testbed
 
 log = logging.getLogger("labkit.run.engine")
@@ -90,8 +89,12 @@ class HostState:
     bar: Any = None                   # its tqdm progress bar (None without progress)
 
 
-class Fleet:
-    """Run ``campaign``'s pending runs on ``testbed`` into ``store`` (see the module docstring)."""
+class Dispatcher:
+    """Dispatch a campaign's pending runs over the hosts of ``testbed``, each boot run by ``runner``,
+    into ``store`` (see the module docstring). ``campaign_id`` names the progress bars; ``source``
+    (the design's file) prefixes the errors of platforms no host offers; ``run_output``: whose
+    command output is kept (:func:`~labkit.run.boot.keep_output`); ``guard``: entered around the
+    clean-up after an interrupt (the campaign's signal deferral)."""
 
     lease_s = 30.0
     max_host_bars = 32   # more hosts than this: the total bar alone
@@ -99,10 +102,14 @@ class Fleet:
     probe_after_s = 10.0   # a run in flight longer than this gets its host probed (sshd forks per probe)
     lost_after = 3
 
-    def __init__(self, campaign, testbed, store, *, default_platform: str, pool: BackendPool | None = None,
+    def __init__(self, runner: BootRunner, testbed: Testbed, store: Store, *, campaign_id: str,
+                 default_platform: str, source: str = "design", run_output: str = "all",
+                 pool: BackendPool | None = None,
                  guard: Callable[[], contextlib.AbstractContextManager] = contextlib.nullcontext):
-        self.c, self.tb, self.store = campaign, testbed, store
-        self.guard = guard   # entered around the clean-up after an interrupt (the campaign's signal deferral)
+        self.runner, self.tb, self.store = runner, testbed, store
+        self.campaign_id, self.source, self.run_output = campaign_id, source, run_output
+        self.prefix = runner.settings.prefix
+        self.guard = guard
         self.default_platform = default_platform
         self.pool = pool or BackendPool()
         self.owner = f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
@@ -131,7 +138,7 @@ class Fleet:
         """Check platforms, open every needed backend (in parallel), clean up, fingerprint,
         release stale claims and load or make the assignment. Raises before any run."""
         names = sorted({self.platform_of(r) for r in plan})
-        self.tb.check_platforms(names, self.c.design.source)
+        self.tb.check_platforms(names, self.source)
         meta = self.store.meta()
         was_lost = set((meta.get("fleet_hosts") or {}).get("lost", {}))
         needed = [(h, self.tb.platform(p)) for h in self.tb.hosts for p in names if self.tb.offers(h, p)]
@@ -144,7 +151,7 @@ class Fleet:
                 if h.name in was_lost and not self.tb.reachable(h, self.tb.connect_timeout)[0]:
                     return h, p, exc   # lost before and still unreachable: stays lost
                 raise
-            be.cleanup(self.c.prefix)
+            be.cleanup(self.prefix)
             backend_fp = be.fingerprint()   # remote round trips: read here, in parallel
             return h, p, be, backend_fp, host_facts(h, be, backend_fp)
 
@@ -327,8 +334,8 @@ class Fleet:
             platform = self.tb.platform(self.platform_of(runs[0]))
             try:
                 backend = self.pool.open(h, platform)
-                boot = self.c.measure_boot(runs, backend, live=state.live, versions_key=(h.name, platform.name),
-                                           deferred=contextlib.nullcontext())
+                boot = self.runner.measure_boot(runs, backend, live=state.live,
+                                               versions_key=(h.name, platform.name), deferred=contextlib.nullcontext())
             except LabkitError as exc:   # the backend could not be (re)opened
                 failed = Measured("failed", f"{type(exc).__name__}: {exc}", [], {}, now_iso(), 0.0)
                 boot = iter([(r, failed) for r in runs])
@@ -368,7 +375,7 @@ class Fleet:
             if not metadata.get("not_run"):
                 seq = self.seq[state.host.name] = self.seq.get(state.host.name, 0) + 1
             metadata["run_seq"] = seq
-            keep_output(self.store, run.run_id, status or st, output)
+            keep_output(self.store, run.run_id, status or st, output, self.run_output)
             self.queued[run.run_id] = state
             # stored with the next group commit (while its claim is this owner's), reported done then (_stored)
             self.writer.add(run, status=status or st, started=started, duration_s=duration,
@@ -520,9 +527,9 @@ class Fleet:
             return
         from tqdm.auto import tqdm
         if len(self.states) == 1:   # one slot (a campaign on one backend): one bar
-            self.total = tqdm(total=total, initial=initial, desc=self.c.campaign_id, unit="run")
+            self.total = tqdm(total=total, initial=initial, desc=self.campaign_id, unit="run")
             return
-        self.total = tqdm(total=total, initial=initial, desc=f"{self.c.campaign_id} (all hosts)", unit="run",
+        self.total = tqdm(total=total, initial=initial, desc=f"{self.campaign_id} (all hosts)", unit="run",
                           position=0)
         if len(self.states) > self.max_host_bars:   # a large fleet (a Slurm allocation): `labkit status` per host
             return
@@ -559,46 +566,4 @@ def run_seq_start(store) -> dict[str, int]:
             seq = md.get("run_seq") if "run_seq" in md else out.get(host, 0) + 1
             if isinstance(seq, int) and not isinstance(seq, bool):
                 out[host] = max(out.get(host, 0), seq)
-    return out
-
-
-def clean_testbed(meta: dict, prefix: str, testbed: Testbed | dict | str | Path | None = None) -> dict[str, list[str]]:
-    """``labkit clean <campaign>`` for a campaign run on a testbed: ``cleanup(prefix)`` on every
-    host and platform its store's meta records; returns ``"host/platform" -> removed names``
-    (hosts that cannot be reached are reported as an error line instead).
-
-    The hosts are those of ``testbed`` (a :class:`~labkit.run.testbed.Testbed`, a path or a dict:
-    give it when the store's copy lacks what reconnecting needs, e.g. a redacted key) or else
-    the store's description, where values redacted at run time are left out (so SSH falls
-    back to the agent and default keys instead of a ``<redacted>`` path). A Slurm testbed's
-    campaign: its allocations still running are cleaned node by node and cancelled
-    (:func:`labkit.run.slurm.clean`)."""
-    from ..core.redact import without_redacted
-    from .testbed import Testbed
-    if (meta.get("testbed") or {}).get("slurm") is not None:
-        from .slurm import clean
-        return clean(meta, prefix, meta["testbed"].get("platforms") or {})
-    if testbed is not None:
-        tb = Testbed.load(testbed)
-    else:
-        desc = meta["testbed"]
-        hosts = [without_redacted({k: v for k, v in h.items() if v is not None and k in
-                                   ("name", "address", "port", "user", "key", "platforms", "labels",
-                                    "price_per_hour")})
-                 for h in desc["hosts"]]
-        platforms = {n: {"backend": p["backend"], **without_redacted(p.get("options") or {})}
-                     for n, p in (desc.get("platforms") or {}).items()}
-        tb = Testbed.from_dict({"hosts": hosts, "platforms": platforms})
-    used = (meta.get("design") or {}).get("factors", {}).get(FACTOR) or [meta.get("backend") or "local"]
-    pool, out = BackendPool(), {}
-    try:
-        for h in tb.hosts:
-            for p in used:
-                if tb.offers(h, p):
-                    try:
-                        out[f"{h.name}/{p}"] = pool.open(h, tb.platform(p)).cleanup(prefix)
-                    except LabkitError as exc:
-                        out[f"{h.name}/{p}"] = [f"(not cleaned: {str(exc).splitlines()[0][:160]})"]
-    finally:
-        pool.close()
     return out

@@ -1,10 +1,12 @@
-"""A run's network, between the campaign and the backend (the campaign calls these three).
+"""A run's network, between the boot runner and the backend (:mod:`labkit.run.boot` calls these
+three; the campaign calls :func:`check_nics` before the first run).
 
 * :func:`open_network` reads the run's ``network``, ``link`` and ``nics`` levels (a workload
   that spans instances, e.g. ``iperf3`` with ``path: instances``, defaults to
   ``private``) and asks the backend for the network; the run's metadata records it.
 * :func:`run_workload` runs a spanning workload once over all the run's instances
-  (``Workload.run_group``), any other workload in every instance (``fallback``).
+  (``Workload.run_group``), any other workload in every instance (``fallback``: the boot runner's
+  :func:`~labkit.run.boot.run_together`, passed in, so this module imports nothing of the run layer).
 * :func:`close_network` removes it after the instances are gone.
 """
 from __future__ import annotations

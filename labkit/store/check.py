@@ -25,19 +25,10 @@ import sqlite3
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import (
-    CODE_DIFF_KEY,
-    RUN_COLUMNS,
-    SCHEMA_VERSION,
-    Malformed,
-    check_measurement,
-    json_object,
-    newer_store_message,
-    parse_run,
-    sqlite_uri,
-    writer_version,
-)
 from .codestate import code_state_of, diff_problems
+from .rows import Malformed, check_measurement, json_object, parse_run
+from .schema import CODE_DIFF_KEY, RUN_COLUMNS, SCHEMA_VERSION, newer_store_message, writer_version
+from .sqlite import sqlite_uri
 
 #: the tables and columns this labkit reads (``attempts``, ``claims``, ``samples`` and
 #: ``store_info`` came later: a store of before may lack them)

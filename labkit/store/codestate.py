@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 from ..core.fingerprint import CodeDiff, code_diff
 
 if TYPE_CHECKING:
-    from . import Store
+    from .store import Store
 
 #: what :func:`code_state` says, from best to worst: every start from a clean commit; dirty, with
 #: every start's diff kept; dirty with a diff not kept (a campaign from before labkit kept diffs);

@@ -6,7 +6,7 @@ for each run of a batch after its commit, never before. Its queue is written whe
 :attr:`GroupCommit.max_runs` runs (by the thread that adds the last one), when its oldest run has
 waited :attr:`GroupCommit.max_wait_s` (by a short-lived timer thread), and on :meth:`GroupCommit.flush`,
 which the engine calls before it reads the store, on every exit (normal end, exception, Ctrl-C or
-SIGTERM: :meth:`labkit.run.engine.Fleet.run`) and on :meth:`GroupCommit.close`.
+SIGTERM: :meth:`labkit.run.engine.Dispatcher.run`) and on :meth:`GroupCommit.close`.
 
 What a crash loses: a process killed (even SIGKILL) loses at most the runs still queued, none of which
 was reported done; their claims stay in the store and are released by the next start, which runs
@@ -29,7 +29,8 @@ from ..errors import StoreError
 
 if TYPE_CHECKING:
     from ..design import Run
-    from . import PreparedRun, RecordedBatch, Store
+    from .runs import PreparedRun, RecordedBatch
+    from .store import Store
 
 log = logging.getLogger(__name__)
 

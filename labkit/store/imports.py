@@ -44,7 +44,7 @@ from ..core.clock import now_iso
 from ..core.ids import check_campaign_id
 from ..core.paths import check_data_dir
 from ..errors import BenchmarkError, ConfigError, LabkitError
-from . import Store
+from .store import Store
 
 #: the keys a manifest may hold
 MANIFEST_KEYS = {"campaign", "workload", "factors", "files", "params", "columns", "response", "description",

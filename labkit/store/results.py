@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..errors import ConfigError, StoreError
-from . import STATUSES
+from .schema import STATUSES
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -48,7 +48,7 @@ def list_campaigns(data_dir: str | Path) -> pd.DataFrame:
     """
     import pandas as pd
 
-    from . import Store
+    from .store import Store
     rows = []
     for path in sorted(Path(data_dir).glob("*/store.sqlite")):
         row = {"campaign": path.parent.name}
@@ -78,7 +78,7 @@ def run_facts(data_dir: str | Path, campaign_id: str) -> dict:
     ``domain_types`` (set of libvirt domain types: "kvm", or "qemu" for TCG emulation)
     and ``fingerprints`` (id -> host/backend fingerprint).
     """
-    from . import Store
+    from .store import Store
     with Store(store_path(data_dir, campaign_id), readonly=True) as st:
         runs, fps = st.runs(), st.fingerprints()
     versions: dict = {}
@@ -113,7 +113,7 @@ def load_campaigns(data_dir: str | Path, campaigns: Mapping[str | tuple[str, str
     """
     import pandas as pd
 
-    from . import Store, load_results
+    from .store import Store, load_results
     frames: list = []
     failures: list[dict] = []
     facts: dict[str, dict] = {}

@@ -116,7 +116,7 @@ def share(frame, factors, terms, metric):
 def recompute(src: dict) -> dict:
     frame = pd.concat([runs_of(c) for c in src["campaigns"]], ignore_index=True)
     metric = src["metric"]
-    if metric == "stages_s":   # notebook 04's timed stages: campaigns stored before it have only the stage times
+    if metric == "stages_s":   # notebook 04's timed stages: pipeline-disk-libvirt, stored before it, has only the stage times
         parts = frame.filter(regex=r"^stage_.+_s$").sum(axis=1, min_count=1)
         frame[metric] = frame[metric].fillna(parts) if metric in frame else parts
     excluded = 0
@@ -290,6 +290,28 @@ def test_notebook_03_labels_stand_ins_unmeasured_and_separate_campaigns(executed
                       keep_default_na=False).set_index("application")
     assert ref.loc["Blackscholes", "stated_scenario"].eq("").all() and ref.loc["Raytrace", "stated_scenario"] == ""
     assert ref.loc["Vips", "stated_scenario"] == "shared"
+
+
+def test_notebook_04_compares_native_and_lxc_inside_one_randomized_campaign(executed):
+    """Issue 42: seed 001's "LXC performs like native" is measured inside the one committed campaign
+    whose ``platform`` factor crosses local (native) and lxd (LXC) in one randomized order; the
+    claims say so (randomized), differ from their baseline in the platform only, and stay "not
+    comparable" (a stand-in workload, not PARSEC)."""
+    claims = _closing(executed, "04_pipeline_kvm_lxc.ipynb")
+    db = sqlite3.connect(f"file:{REPO / 'data' / 'pipeline' / 'store.sqlite'}?mode=ro", uri=True)
+    try:
+        order = [json.loads(x)["platform"] for (x,) in db.execute("SELECT levels FROM runs ORDER BY run_order")]
+    finally:
+        db.close()
+    assert set(order) == {"local", "lxd"} and order not in (sorted(order), sorted(order, reverse=True))
+    for app in ("dedup", "ferret"):
+        c = claims[f"001.{app}.lxc_native"]
+        src = c["source"]
+        assert src["campaigns"] == ["pipeline"] and c["randomized"] is True, c["key"]
+        assert src["metric"] == "stages_s" and src["select"] == {**src["baseline"], "platform": "lxd"}
+        assert src["baseline"]["platform"] == "local" and src["baseline"]["app"] == app
+        assert c["verdict"] == "not comparable" and "stand-in" in c["why"], c["key"]
+        assert "not randomized together" not in c["why"] + c["note"]
 
 
 def test_notebook_02_judges_the_docker_ranking_as_a_ranking_with_one_vocabulary(executed):

@@ -6,7 +6,8 @@ last header and the text of every table's last row, and no word lies past the pa
 edge; (2) laid out at the A4 printable width (688 px, ``--dump-dom`` with a small script appended
 to a copy of the page) and at a laptop's 1280 px, no table is wider than its section. A page
 with one over-wide table must fail both checks (so the checks can fail). Also: conclusions
-first, a table of contents, figure captions, provenance with the store's SHA-256.
+first, then the figures, a table of contents, figure captions, provenance with the store's SHA-256,
+the per-run tables in appendices at the end.
 
 Needs Debian's chromium and poppler-utils (scripts/setup-browser.sh); skipped when missing
 unless LABKIT_REQUIRE lists "browser".
@@ -144,7 +145,9 @@ def test_an_over_wide_table_is_caught(tmp_path):
 def test_report_reads_conclusions_first_with_contents_captions_and_provenance(reports):
     page = reports["affinity-local"].read_text()
     h2 = re.findall(r"<h2>(.*?)</h2>", page)
-    assert h2[:3] == ["Contents", "1. Conclusions", "2. Design"] and h2[-1].endswith(". Provenance")
+    # issue 46: the answer, then the figures, the analysis tables, and the per-run tables last
+    assert h2[:4] == ["Contents", "1. Conclusions", "2. Figures", "3. Design"]
+    assert h2[-3].endswith(". Provenance") and h2[-2:] == ["Appendix A. Telemetry per run", "Appendix B. Suspect runs"]
     from labkit.store import Store
     with Store(REPO / "data" / "affinity-local" / "store.sqlite", readonly=True) as st:
         telemetry, hosts = not st.samples().empty, set(st.runs().fingerprint_id)

@@ -1,10 +1,16 @@
 """Notebook 04 (seed 001: pipeline applications on KVM and LXC) with papermill.
 
 The workload is the pipeline-shaped stand-in (NOT PARSEC); view mode reads the committed
-data/pipeline-* campaigns (the older layout, one campaign per platform; data/pipeline-disk-libvirt:
-qcow2 vs raw on libvirt, QEMU TCG), run mode runs one tiny campaign whose ``platform`` factor
-crosses ``local`` and ``lxd`` with the apps in one randomized order (root), and a tiny disk-format
-campaign on libvirt (4 VMs).
+data/pipeline campaign (one campaign whose ``platform`` factor crosses ``local``, native, and
+``lxd``, LXC, with the apps and thread counts in one randomized order) and data/pipeline-disk-libvirt
+(qcow2 vs raw on libvirt, QEMU TCG); run mode runs one tiny campaign of the same shape (root), and a
+tiny disk-format campaign on libvirt (4 VMs). The older per-platform layout (one campaign per
+platform, not randomized together) keeps its unit tests in tests/unit/test_pipeline_claims.py.
+
+Every number checked in view mode is recomputed here from ``data/pipeline/store.sqlite`` (read with
+sqlite3, not labkit); the equivalence test is statsmodels' (``ttost_ind(..., usevar="unequal")``,
+Welch's interval from ``CompareMeans.tconfint_diff``, Holm by ``multipletests``) with Lakens' (2017)
+four verdicts.
 """
 import json
 import sqlite3
@@ -18,6 +24,7 @@ from .conftest import REPO, markdown_outputs, outputs_text
 
 NB = "04_pipeline_kvm_lxc.ipynb"
 MIMETYPE = "application/vnd.labkit.claims+json"
+CAMPAIGN = "pipeline"
 
 
 def rendered_claims(nb) -> dict:
@@ -26,17 +33,50 @@ def rendered_claims(nb) -> dict:
     return {c["key"]: c for c in found[-1]}
 
 
-def per_run(campaign: str, app: str) -> pd.DataFrame:
-    """One row per successful run of ``app`` in ``campaign``: each metric's mean over the run's
-    instances, read from the store with sqlite3 (not labkit)."""
+def store_runs(campaign: str) -> tuple[pd.DataFrame, int]:
+    """(one row per successful run of ``campaign``: its levels and each metric's mean over the run's
+    instances, how many runs the store holds), read with sqlite3 (not labkit)."""
     db = sqlite3.connect(f"file:{REPO / 'data' / campaign / 'store.sqlite'}?mode=ro", uri=True)
     try:
         runs = pd.read_sql("SELECT run_id, status, levels FROM runs", db)
         meas = pd.read_sql("SELECT run_id, metric, value FROM measurements", db)
     finally:
         db.close()
-    runs = runs[(runs.status == "ok") & (runs.levels.map(lambda x: json.loads(x).get("app")) == app)]
-    return meas[meas.run_id.isin(runs.run_id)].groupby(["run_id", "metric"]).value.mean().unstack()
+    ok = runs[runs.status == "ok"]
+    levels = pd.DataFrame([json.loads(x) for x in ok.levels], index=ok.index)
+    values = meas[meas.run_id.isin(ok.run_id)].groupby(["run_id", "metric"]).value.mean().unstack()
+    return pd.concat([ok[["run_id"]], levels], axis=1).merge(values, left_on="run_id", right_index=True), len(runs)
+
+
+def lakens(p_tost: float, p_diff: float, alpha: float = 0.05) -> str:
+    """Lakens (2017, Table 1): TOST crossed with the two-sided test of no difference."""
+    eq, diff = p_tost < alpha, p_diff < alpha
+    return "negligible difference" if eq and diff else "equivalent" if eq else "different" if diff else "inconclusive"
+
+
+def equivalence_notes(frame: pd.DataFrame, margin: float = 0.05, alpha: float = 0.05) -> dict:
+    """Per app, the notebook's words for LXC against native per thread count: TOST within ``margin``
+    of native's mean on stages_s, Holm over every (app, threads) comparison, and the ratio LXC/native
+    with its 1 - 2 alpha interval (Welch's interval of the difference over native's mean)."""
+    from statsmodels.stats.multitest import multipletests
+    from statsmodels.stats.weightstats import CompareMeans, DescrStatsW, ttest_ind, ttost_ind
+    rows = []
+    for (app, threads), g in frame.groupby(["app", "threads"]):
+        lxc, nat = (g.loc[g.platform == p, "stages_s"].to_numpy(float) for p in ("lxd", "local"))
+        m = margin * nat.mean()
+        p_tost = ttost_ind(lxc, nat, -m, m, usevar="unequal")[0]
+        p_diff = ttest_ind(lxc, nat, usevar="unequal")[1]
+        lo, hi = CompareMeans(DescrStatsW(lxc), DescrStatsW(nat)).tconfint_diff(alpha=2 * alpha, usevar="unequal")
+        rows.append((app, int(threads), p_tost, p_diff, lxc.mean() / nat.mean(), 1 + lo / nat.mean(), 1 + hi / nat.mean()))
+    t = pd.DataFrame(rows, columns=["app", "threads", "p_tost", "p_diff", "ratio", "low", "high"])
+    t["p_tost"] = multipletests(t.p_tost, method="holm")[1]
+    t["p_diff"] = multipletests(t.p_diff, method="holm")[1]
+    notes = {}
+    for app, g in t.groupby("app"):
+        notes[app] = f"equivalence within {100 * margin:g} % of native's mean (TOST, Holm over {len(t)} comparisons): " + \
+            "; ".join(f"{r.threads} thread{'s' if r.threads > 1 else ''}: {lakens(r.p_tost, r.p_diff, alpha)} "
+                      f"(LXC/native {r.ratio:.2f}, 90 % CI {r.low:.2f} to {r.high:.2f})" for r in g.itertuples())
+    return notes
 
 
 def test_view_committed_results(run_notebook, tmp_path):
@@ -48,6 +88,7 @@ def test_view_committed_results(run_notebook, tmp_path):
     assert "p_holm" in text
     figs = {p.name for p in (tmp_path / "figures").iterdir()}
     assert {"04_dedup_stages_s.png", "04_ferret_stages_s.png", "04_paper_vs_labkit.svg"} <= figs
+    assert not any("wall_time_s" in n for n in figs)        # the timed stages are compared, not the whole process
     # the disk-format section: the committed campaign, both formats, every VM under TCG, verdicts in words
     assert "runs in pipeline-disk-libvirt (0 failed or timed out, left out); formats ['qcow2', 'raw']; " \
            "libvirt domain types ['qemu']" in text
@@ -58,46 +99,64 @@ def test_view_committed_results(run_notebook, tmp_path):
     assert {"04_disk_dedup_stages_s.png", "04_disk_ferret_stages_s.png",
             "04_disk_format_paper_vs_labkit.svg"} <= figs
 
+    # one campaign, native and LXC randomized together
+    frame, stored = store_runs(CAMPAIGN)
+    assert f"{stored} runs on ['local', 'lxd'], one randomized campaign ({CAMPAIGN})" in text
+    assert "(randomized together in one campaign)" in md and "separate campaigns" not in md
+    assert "**LXC against native, equivalence within 5 % of native's mean** (TOST per app and thread count, " \
+           "Holm; one randomized campaign)" in md
+    notes = equivalence_notes(frame)
     # issue 42: every label earned
     claims = rendered_claims(nb)
     for app in ("dedup", "ferret"):
         # emulated rows are stated, never scored
         disk = claims[f"001.disk.{app}"]
         assert disk["verdict"] == "not comparable" and "QEMU TCG" in disk["why"], disk
-        # seed 001's "LXC performs like native", a stand-in from separate campaigns: stated, never scored
+        # seed 001's "LXC performs like native", randomized together but a stand-in: stated, never scored
         c = claims[f"001.{app}.lxc_native"]
         assert c["paper"]["reference"] == "pipeline_native.csv" and c["paper"]["direction"] == 0
-        assert c["verdict"] == "not comparable", c
-        assert "stand-in" in c["why"] and "not randomized together" in c["why"]
-        assert "equivalence within 5 % of native's mean (TOST, Holm over 4 comparisons): 1 thread: " in c["note"]
-        assert c["randomized"] is False and c["source"]["campaigns"] == ["pipeline-lxd", "pipeline-local"]
-        lxc, nat = per_run("pipeline-lxd", app), per_run("pipeline-local", app)
-        # compared on the timed stages: these campaigns predate stages_s, so the sum of each run's stage times
-        assert "stages_s" not in lxc and c["source"]["metric"] == "stages_s"
-        stages = {k: f.filter(like="stage_").sum(axis=1).mean() for k, f in (("lxc", lxc), ("nat", nat))}
-        assert c["value"] == pytest.approx(100 * (stages["lxc"] / stages["nat"] - 1), rel=1e-9)
+        assert c["verdict"] == "not comparable" and c["why"] == "pipeline stand-in, not PARSEC", c
+        assert c["randomized"] is True and c["source"]["campaigns"] == [CAMPAIGN]
+        assert c["source"]["metric"] == "stages_s"
+        assert c["source"]["select"] == {"app": app, "platform": "lxd"}
+        assert c["source"]["baseline"] == {"app": app, "platform": "local"}
+        runs = frame[frame.app == app]
+        lxc, nat = runs[runs.platform == "lxd"], runs[runs.platform == "local"]
+        assert (c["n"], c["n_base"]) == (len(lxc), len(nat))
+        assert c["value"] == pytest.approx(100 * (lxc.stages_s.mean() / nat.stages_s.mean() - 1), rel=1e-9)
+        # the equivalence result, per thread count, in the claim's note and the notebook's words
+        assert c["note"] == notes[app], (c["note"], notes[app])
+        assert notes[app] in md
         # the per-run overhead: the part of a run outside its timed stages, from the store
-        outside = {k: (f.wall_time_s - f.filter(like="stage_").sum(axis=1)).mean() for k, f in (("lxc", lxc), ("nat", nat))}
-        share = 100 * (outside["lxc"] - outside["nat"]) / (lxc.wall_time_s.mean() - nat.wall_time_s.mean())
+        outside = {k: (f.wall_time_s - f.stages_s).mean() for k, f in (("lxc", lxc), ("nat", nat))}
+        wall = {"lxc": lxc.wall_time_s.mean(), "nat": nat.wall_time_s.mean()}
+        share = 100 * (outside["lxc"] - outside["nat"]) / (wall["lxc"] - wall["nat"])
         assert (f"- **{app} on LXC against native, {'mostly' if share > 50 else 'partly'} per-run overhead:** a run "
-                f"takes {lxc.wall_time_s.mean():.3f} s on LXC and {nat.wall_time_s.mean():.3f} s natively") in md
+                f"takes {wall['lxc']:.3f} s on LXC and {wall['nat']:.3f} s natively "
+                f"({100 * (wall['lxc'] / wall['nat'] - 1):.1f} %, in one randomized campaign)") in md
         assert f"lie outside the timed stages (generating the input, starting the pipeline in the instance, " \
-               f"removing its files): {share:.0f} % of the difference." in md
+               f"removing its files): {share:.0f} % of the difference. The timed stages alone differ by " \
+               f"{c['value']:.1f} %." in md
         # the share of a run outside the timed stages, per platform
-        for k, f in (("lxc", lxc), ("nat", nat)):
-            assert f"{outside[k]:.3f} s ({100 * outside[k] / f.wall_time_s.mean():.0f} %" in md
+        for k in ("lxc", "nat"):
+            assert f"{outside[k]:.3f} s ({100 * outside[k] / wall[k]:.0f} %" in md
     assert claims["001.dedup.kvm_lxc"]["verdict"] == "not measured"     # no KVM campaign: nothing measured
-    # nothing in this notebook is scored: a stand-in workload, TCG, or platforms from separate campaigns
+    # nothing in this notebook is scored: a stand-in workload, or TCG
     assert {c["verdict"] for c in claims.values()} <= {"not comparable", "not measured"}
-    assert "(not randomized together: separate campaigns, never scored)" in md
-    assert "from separate campaigns (pipeline-local, pipeline-lxd): not randomized together" in text
-    # runs too short, said from the store; libvirt's TCG time estimated from the committed disk-format runs
-    assert "pipeline-local: 24 of 24 runs shorter than the workload's minimum (1 s of measured work" in text
+    # run length, said from the store; libvirt's TCG time estimated from the committed disk-format runs
+    short = int((frame.stages_s < 1).sum())
+    assert f"{CAMPAIGN}: {short} of {stored} runs shorter than the workload's minimum (1 s of measured work; " \
+           "counted as stages_s)" in text
     assert "libvirt (QEMU TCG, estimated) would add" in text
-    # every figure of stand-in or emulated data says so in it (SVG text)
+    # every figure of stand-in or emulated data says so in it (SVG text), with what it plots in its title
     svg = {n: (tmp_path / "figures" / n).read_text(encoding="utf-8") for n in figs if n.endswith(".svg")}
+    for app in ("dedup", "ferret"):
+        assert f"{app} stand-in (pipeline, NOT PARSEC): timed stages by threads and platform" in svg[f"04_{app}_stages_s.svg"]
+        assert f"{app} stand-in (NOT PARSEC) on libvirt (QEMU TCG, not KVM): qcow2 vs raw" in svg[f"04_disk_{app}_stages_s.svg"]
+    assert "Seed 001: Dedup, KVM vs LXC (paper, PARSEC) and labkit's pipeline stand-in (NOT PARSEC)" \
+        in svg["04_paper_vs_labkit.svg"]
     for name in ("04_dedup_stages_s.svg", "04_ferret_stages_s.svg", "04_paper_vs_labkit.svg"):
-        assert "NOT PARSEC" in svg[name] and "not randomized together" in svg[name], name
+        assert "not randomized together" not in svg[name], name
     for name in ("04_disk_dedup_stages_s.svg", "04_disk_ferret_stages_s.svg", "04_disk_format_paper_vs_labkit.svg"):
         assert "QEMU TCG, not KVM" in svg[name] and "NOT PARSEC" in svg[name], name
     assert "[not comparable]" in svg["04_disk_format_paper_vs_labkit.svg"]    # the claims table's verdict

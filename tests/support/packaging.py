@@ -12,13 +12,14 @@ ENABLED_BY = {
     "labkit.backends.docker": ["docker"], "labkit.backends.docker_ssh": ["docker"],
     "labkit.backends._ssh_settings": ["docker", "ssh"], "labkit.backends.hostkeys": ["docker", "ssh"],
     "labkit.backends.lxd": ["lxd"], "labkit.backends.libvirt": ["libvirt"],
-    "labkit.backends.ssh": ["ssh"], "labkit.backends.ssh_control": ["ssh"],
+    "labkit.backends.ssh": ["ssh"], "labkit.backends.ssh_channel": ["ssh"], "labkit.backends.ssh_control": ["ssh"],
     "labkit.backends.ssh_hosts": ["ssh"], "labkit.backends.ssh_network": ["ssh"],
     "labkit.backends.clouds.openstack": ["openstack"], "labkit.backends.clouds.cloudstack": ["cloudstack"],
     "labkit.backends.clouds.azure": ["azure"], "labkit.backends.clouds.base": ["openstack", "cloudstack", "azure"],
     # papermill's engine, the dashboard, the explorer's widgets, IPython display in notebooks
     "labkit.report.papermill_engine": ["notebooks"], "labkit.voila_kernels": ["notebooks"],
     "labkit.report.dashboard": ["notebooks"], "labkit.report.explore": ["notebooks"],
+    "labkit.report.deferred": ["notebooks"],
     "labkit.report.notebook": ["notebooks"], "labkit.report.claims": ["notebooks"],
     "labkit.report.measurement": ["notebooks"], "labkit.cli": ["notebooks"],
 }

@@ -8,7 +8,7 @@ from labkit.backends.testing import SimulatedBackend
 from labkit.design import Design
 from labkit.run.campaign import Campaign
 from labkit.run.claims import ClaimIndex
-from labkit.run.engine import Fleet
+from labkit.run.engine import Dispatcher
 from labkit.run.platforms import BackendPool, Platform
 from labkit.run.testbed import Host, Testbed
 from labkit.store import CLAIM_CHUNK, Store, now_iso
@@ -52,13 +52,14 @@ def test_the_claim_index_hides_only_stored_runs():
     assert list(idx.claimable("c", build)) == [] and len(builds) == 2
 
 
-def fleet(tmp_path, hosts: list[str], design: Design, store: Store, assign: str = "blocks") -> Fleet:
+def fleet(tmp_path, hosts: list[str], design: Design, store: Store, assign: str = "blocks") -> Dispatcher:
     tb = Testbed([Host(h, f"sim-{h}", platforms=("sim",)) for h in hosts], {"sim": Platform("sim", "simulated", {})},
                  assign=assign, name="sim")
     tb.prober = lambda host, timeout, thorough: (True, "")
     camp = Campaign(design, backend="sim", workload="command", workload_params={"argv": ["sleep", "0.01"]},
                     campaign_id="t-claims", data_dir=tmp_path, testbed=tb, progress=False, telemetry=None)
-    return Fleet(camp, tb, store, default_platform="sim", pool=BackendPool(opener=lambda p, o: SimulatedBackend()))
+    return camp.dispatcher(tb, store, default_platform="sim",
+                           pool=BackendPool(opener=lambda p, o: SimulatedBackend()))
 
 
 def dispatch(tmp_path, hosts: int, design: Design, store: Store, assign: str) -> list:

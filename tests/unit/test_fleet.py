@@ -273,7 +273,7 @@ def test_clean_and_status_of_a_testbed_campaign(tmp_path, fakes, capsys):
 def test_clean_testbed_drops_redacted_host_keys_or_uses_the_given_testbed(monkeypatch, tmp_path):
     """A store keeps a host's ``key`` redacted: cleaning must not try the path '<redacted>' (it
     falls back to the agent/default keys), and ``--testbed`` supplies the real key."""
-    import labkit.run.engine as fleet
+    import labkit.run.clean as fleet
     from labkit.core.redact import REDACTED
     from labkit.run.platforms import BackendPool
     seen = []

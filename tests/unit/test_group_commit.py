@@ -133,7 +133,7 @@ def test_a_campaign_flushes_its_queue_when_it_ends(tmp_path, monkeypatch):
 
 
 #: a controller in a subprocess: a Campaign on the scripted backend whose runs take a few ms, printing
-#: each run the engine reports done (Fleet._stored: after its group committed)
+#: each run the engine reports done (Dispatcher._stored: after its group committed)
 CHILD = textwrap.dedent("""
     import sys, time
     sys.path.insert(0, sys.argv[3])
@@ -148,11 +148,11 @@ CHILD = textwrap.dedent("""
             time.sleep(0.01)
             return [Measurement("wall_time_s", 0.01, "s", instance.index)]
 
-    stored = engine.Fleet._stored
+    stored = engine.Dispatcher._stored
     def reported(self, run_id):
         stored(self, run_id)
         print(run_id, flush=True)
-    engine.Fleet._stored = reported
+    engine.Dispatcher._stored = reported
     Campaign({"factors": {"vcpus": [1, 2]}, "replications": int(sys.argv[2]), "seed": 2}, backend=FakeBackend(),
              workload=Quick(), campaign_id="t-kill", data_dir=sys.argv[1], progress=False).run()
 """)
@@ -198,7 +198,7 @@ def test_sigkill_mid_campaign_loses_only_unreported_runs_and_resume_stores_each_
 
 def test_runs_not_stored_are_handed_to_on_lost_and_never_to_on_done(tmp_path):
     """A run whose claim is another owner's by the time its batch is written: not stored, reported
-    lost (so the engine forgets it: Fleet.queued), never done."""
+    lost (so the engine forgets it: Dispatcher.queued), never done."""
     st = Store.for_campaign(tmp_path, "g")
     a, b = _plan(2)
     assert st.claim([a.run_id], "h", "me", 60) == a.run_id

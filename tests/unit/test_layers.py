@@ -54,6 +54,9 @@ def test_the_project_keeps_every_contract(tmp_path):
     ("stats/summary.py", "from ..core import clock as _c", "stats uses only errors"),
     ("core/clock.py", "from .. import design as _d", "no cycle between the packages"),
     ("backends/docker.py", "from . import ssh as _s", "a backend never imports another backend"),
+    ("run/engine.py", "from . import campaign as _c", "the run layer without its knot"),
+    ("run/boot.py", "from . import engine as _e", "the run layer without its knot"),
+    ("run/hooks.py", "from . import campaign as _c", "no cycle between the modules of labkit.run"),
 ])
 def test_a_broken_rule_fails_lint_imports(tmp_path, module, line, contract):
     broken = [name for name, status in contracts(tmp_path, module, line).items() if status == "BROKEN"]

@@ -126,7 +126,7 @@ def test_floating_vcpus1_gets_about_one_cpu_of_time(backend, make):
 
 @pytest.mark.root
 def test_count_instances_run_at_the_same_time(make, tmp_path):
-    from labkit.run.campaign import _run_together
+    from labkit.run.boot import run_together
     from labkit.workloads import get_workload
     shared = tmp_path / "shared"
     shared.mkdir(mode=0o777)
@@ -136,7 +136,7 @@ def test_count_instances_run_at_the_same_time(make, tmp_path):
     log = shared / "intervals"
     wl = get_workload("command", argv=["sh", "-c", f"a=$(date +%s.%N); sleep 1; echo $a $(date +%s.%N) >> {log}"])
     try:
-        rows, seconds = _run_together(wl, insts, wl.params_for({}, 1), None)
+        rows, seconds = run_together(wl, insts, wl.params_for({}, 1), None)
     finally:
         assert teardown(insts) == []
     intervals = [tuple(map(float, line.split())) for line in log.read_text().splitlines()]

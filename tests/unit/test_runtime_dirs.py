@@ -21,7 +21,7 @@ import pytest
 libvirt = pytest.importorskip("libvirt")
 
 from labkit.backends import get_backend  # noqa: E402
-from labkit.backends import libvirt as lv  # noqa: E402
+from labkit.backends.libvirt import backend as lv  # noqa: E402
 from labkit.backends.libvirt.storage import Pool, session_pool_path  # noqa: E402
 from labkit.backends.libvirt.xml import domain_xml  # noqa: E402
 from labkit.core import paths  # noqa: E402

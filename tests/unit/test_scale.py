@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 
 import labkit.stats.drift as drift
-import labkit.store as store_mod
+import labkit.store.export as store_mod
 from labkit.backends.base import name_token, new_name
 from labkit.design import Design
 from labkit.report.levels import level_design, observations, with_levels
@@ -119,7 +119,7 @@ def _traced(monkeypatch) -> list[str]:
         db = real(*a, **kw)
         db.set_trace_callback(statements.append)
         return db
-    monkeypatch.setattr(store_mod.sqlite3, "connect", connect)
+    monkeypatch.setattr(sqlite3, "connect", connect)
     return statements
 
 

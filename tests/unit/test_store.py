@@ -91,7 +91,7 @@ def test_a_busy_store_waits_once_then_says_it_is_locked(tmp_path, monkeypatch):
     """A write waits for another writer through SQLite's busy timeout only: when the store is
     still locked after it, StoreError at once, not after 50 more busy-timeout waits (the old
     loop called BEGIN IMMEDIATE 50 times, each waiting the 30 s timeout)."""
-    import labkit.store as store_mod
+    import labkit.store.sqlite as store_mod
     monkeypatch.setattr(store_mod, "BUSY_TIMEOUT_S", 0.2)
     st = Store(tmp_path / "s.sqlite")
     begins = []

@@ -1,0 +1,115 @@
+"""A store's telemetry samples (:mod:`labkit.run.telemetry`): written with their run, read
+back whole (:meth:`Samples.samples`) or averaged in SQL over spans of run time for a display
+(:meth:`Samples.sample_bins`)."""
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING
+
+from ..errors import StoreError
+from .schema import SAMPLE_COLUMNS
+from .sqlite import StoreFile
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+
+class Samples(StoreFile):
+    """The telemetry of :class:`labkit.store.Store`."""
+
+    def record_samples(self, run_id: str, rows: Iterable[tuple]) -> None:
+        """Add telemetry rows ``(t, metric, value)`` (host) or ``(t, metric, value, instance)`` (one
+        instance's, by its id) of run ``run_id`` (``t``: seconds since its telemetry started;
+        :mod:`labkit.run.telemetry`) in one transaction; StoreError for a row that is not
+        (number, non-empty text, number[, text or None])."""
+        with self._tx():
+            self._insert_samples(run_id, rows)
+
+    def _insert_samples(self, run_id: str, rows: Iterable[tuple]) -> None:
+        self._db.executemany("INSERT INTO samples (run_id, t, metric, value, instance) VALUES (?,?,?,?,?)",
+                             checked_samples(run_id, rows))
+
+    def samples(self, run_id: str | None = None) -> pd.DataFrame:
+        """Telemetry samples, of one run or of all, in time order: columns run_id, t, metric, value
+        and instance (the instance's id for its own counters, as in :meth:`tidy`; None for the
+        host's). Empty for a store written before telemetry was kept (opened read-only); instance
+        None throughout for one written before instances were sampled."""
+        import pandas as pd
+        if not self._db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'samples'").fetchone():
+            return pd.DataFrame(columns=SAMPLE_COLUMNS)
+        has_inst = "instance" in self._columns("samples")   # not in a store of before (read-only)
+        where, args = ("WHERE run_id = ?", (run_id,)) if run_id is not None else ("", ())
+        rows = self._db.execute(f"SELECT run_id, t, metric, value, {'instance' if has_inst else 'NULL'} FROM samples "
+                                f"{where} ORDER BY run_id, t, {'instance, ' if has_inst else ''}metric", args).fetchall()
+        return pd.DataFrame(rows, columns=SAMPLE_COLUMNS)
+
+    def sample_bins(self, run_ids: Sequence[str], *, bins: int, metrics: Sequence[str] | None = None,
+                    min_width_s: float = 1.0) -> pd.DataFrame:
+        """The host telemetry (rows without an instance) of ``run_ids``, averaged in SQL over spans of
+        run time: at most ``bins`` spans of equal width (never narrower than ``min_width_s``), so a
+        campaign of any size and runs of any length give at most ``len(run_ids) x metrics x bins``
+        rows. Columns run_id, metric, bin (0-based), t (the span's start, seconds), value (the mean),
+        n (samples averaged); ``attrs["width_s"]`` the span's width, ``attrs["samples"]`` how many
+        samples they summarise. Only ``metrics`` when given."""
+        import pandas as pd
+        cols = ["run_id", "metric", "bin", "t", "value", "n"]
+        if isinstance(bins, bool) or not isinstance(bins, int) or bins < 1:
+            raise StoreError(f"sample_bins: bins must be a whole number >= 1, got {bins!r}")
+        ids = list(dict.fromkeys(str(r) for r in run_ids))
+        if not ids or "samples" not in {n for (n,) in self._db.execute(
+                "SELECT name FROM sqlite_master WHERE type = 'table'")}:
+            return pd.DataFrame(columns=cols)
+        inst = "instance IS NULL" if "instance" in self._columns("samples") else "1"
+        want = list(dict.fromkeys(metrics)) if metrics is not None else None
+        where = f"run_id IN ({','.join('?' * len(ids))}) AND {inst}"
+        args: list = list(ids)
+        if want is not None:
+            where += f" AND metric IN ({','.join('?' * len(want))})"
+            args += want
+        if len(args) > 900:   # below SQLite's 999 variables: the caller asks for a bounded few runs
+            raise StoreError(f"sample_bins: {len(ids)} runs and {len(want or [])} metrics asked at once; "
+                             "ask for fewer (the display needs a bounded sample of runs)")
+        lo, hi, total = self._read(f"SELECT min(t), max(t), count(*) FROM samples WHERE {where}", args).fetchone()
+        if not total:
+            return pd.DataFrame(columns=cols)
+        width = max(float(min_width_s), (float(hi) - float(lo)) / bins if hi > lo else 0.0, 1e-9)
+        rows = self._read(
+            f"SELECT run_id, metric, min(CAST((t - ?) / ? AS INTEGER), ?) AS b, avg(value), count(*) FROM samples "
+            f"WHERE {where} GROUP BY run_id, metric, b ORDER BY metric, b, run_id", [lo, width, bins - 1, *args]
+        ).fetchall()
+        out = pd.DataFrame([(r, m, b, lo + b * width, v, n) for r, m, b, v, n in rows], columns=cols)
+        out.attrs.update(width_s=width, samples=int(total))
+        return out
+
+    def sample_count(self, run_id: str) -> int:
+        """How many telemetry samples run ``run_id`` has (0 for a store written before telemetry)."""
+        try:
+            return int(self._read("SELECT count(*) FROM samples WHERE run_id = ?", (run_id,)).fetchone()[0])
+        except sqlite3.OperationalError:   # no samples table (a store of before, read-only)
+            return 0
+
+
+def checked_samples(run_id: str, rows: Iterable[tuple]) -> list[tuple]:
+    """Telemetry rows as stored (``(run_id, t, metric, value, instance)``); StoreError naming the
+    first that is not (number, non-empty text, number[, text or None])."""
+    checked = []
+    for i, row in enumerate(rows):
+        if type(row) is tuple and len(row) == 3:   # the common case (a host's row), checked quickly
+            t, metric, value = row
+            if type(metric) is str and metric and type(t) is float and type(value) is float:
+                checked.append((run_id, t, metric, value, None))
+                continue
+        try:
+            t, metric, value, *rest = row
+            instance = rest[0] if rest else None
+            ok = (isinstance(metric, str) and metric != "" and len(rest) <= 1
+                  and (instance is None or isinstance(instance, str) and instance != ""))
+            checked.append((run_id, float(t), metric, float(value), instance))
+        except (TypeError, ValueError):
+            ok = False
+        if not ok:
+            raise StoreError(f"run {run_id}: sample row {i} must be (t seconds, metric name, value[, instance "
+                             f"id]), got {row!r}")
+    return checked
+

@@ -1,0 +1,180 @@
+"""The store's tidy table: one row per measurement with every factor's level and the levels of
+the measurement (:mod:`labkit.store.levels`), read column-wise and in chunks
+(:meth:`TidyTables.tidy`, :meth:`TidyTables.tidy_chunks`)."""
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+from .levels import boot_key, rekey, run_levels
+from .rows import Malformed, check_measurement, json_value, parse_run
+from .runs import RunRecords
+from .schema import RUN_COLUMNS, STATUSES, TIDY_COLUMNS
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+#: the metadata fields the levels of a run are read from (:mod:`labkit.store.levels`)
+_LEVEL_FIELDS = ("host", "run_seq", "suspect", "boot_group", "instances")
+#: a ``runs`` row SQLite can read as labkit writes it (:func:`parse_run` checks the others in Python)
+_RUN_VALID = ("typeof(run_id) = 'text' AND typeof(run_order) = 'integer' AND typeof(config) = 'integer' "
+              "AND typeof(replicate) = 'integer' AND typeof(duration_s) IN ('integer', 'real') "
+              f"AND status IN ({', '.join(repr(s) for s in STATUSES)}) "
+              "AND (error IS NULL OR typeof(error) = 'text') AND typeof(started) = 'text' "
+              "AND (fingerprint_id IS NULL OR typeof(fingerprint_id) = 'text') "
+              "AND typeof(levels) = 'text' AND (CASE WHEN json_valid(levels) THEN json_type(levels) END) = 'object' "
+              "AND typeof(metadata) = 'text' "
+              "AND (CASE WHEN json_valid(metadata) THEN json_type(metadata) END) = 'object'")
+
+
+def _measurement_valid(has_iteration: bool) -> str:
+    """SQL: a ``measurements`` row (alias ``m``) as labkit writes it (:func:`check_measurement`)."""
+    return ("typeof(m.instance) = 'integer' AND typeof(m.metric) = 'text' AND m.metric != '' "
+            "AND (m.value IS NULL OR typeof(m.value) IN ('integer', 'real')) "
+            "AND (m.unit IS NULL OR typeof(m.unit) = 'text')"
+            + (" AND typeof(m.iteration) = 'integer' AND m.iteration >= 0" if has_iteration else ""))
+
+
+
+class TidyTables(RunRecords):
+    """The tidy rows of :class:`labkit.store.Store`."""
+
+    def _run_table(self) -> tuple[pd.DataFrame, dict[tuple[str, int], tuple[str, int]], dict[str, str]]:
+        """``(runs, instances, stored_md)``: one row per run that reads, in run order (columns
+        run_id, run_order, config, replicate, levels (its JSON text), status, error, started,
+        duration_s, fingerprint_id, host, run_seq, suspect, suspect_reason), ``(run_id, index) ->
+        (instance id, boot)`` (:func:`~labkit.store.levels.key_instances`) and the stored metadata
+        text of each run.
+
+        A row SQLite's JSON functions accept is read there, only the fields the levels need leaving
+        SQLite (its host, run_seq, suspect flag, boot group and instances); a row they do not
+        (e.g. a NaN Python wrote) is parsed whole in Python (:func:`parse_run`) and reported and
+        left out when it is not what labkit writes."""
+        import pandas as pd
+        cols = ", ".join(RUN_COLUMNS[:-2] + ("fingerprint_id",))
+        md_fields = ", ".join(f"json_type(metadata, '$.{k}'), json_extract(metadata, '$.{k}')"
+                              for k in _LEVEL_FIELDS)
+        base, light, texts = [], {}, {}
+        for row in self._read(f"SELECT {cols}, {md_fields}, metadata FROM runs WHERE {_RUN_VALID} "
+                              "ORDER BY run_order"):
+            rid = row[0]
+            md: dict = {}
+            for i, k in enumerate(_LEVEL_FIELDS):
+                kind = row[11 + 2 * i - 1]
+                if kind is not None:
+                    md[k] = json_value(kind, row[11 + 2 * i])
+            light[rid] = md
+            texts[rid] = row[-1]
+            base.append(row[:10])
+        slow = [row for row in self._read(f"SELECT {', '.join(RUN_COLUMNS)} FROM runs WHERE NOT ({_RUN_VALID}) "
+                                          "ORDER BY run_order")]
+        for row in slow:
+            try:
+                r = parse_run(row)
+            except Malformed as exc:
+                self._malformed(f"run {str(row[0])[:80]}", exc)
+                continue
+            light[r["run_id"]] = r["metadata"]
+            texts[r["run_id"]] = row[9]
+            base.append((r["run_id"], r["run_order"], r["config"], r["replicate"], row[4], r["status"], r["error"],
+                         r["started"], r["duration_s"], r["fingerprint_id"]))
+        if slow:
+            base.sort(key=lambda b: b[1])
+        runs = pd.DataFrame(base, columns=["run_id", "run_order", "config", "replicate", "levels", "status", "error",
+                                           "started", "duration_s", "fingerprint_id"])
+        levels = rekey(run_levels((b[0], b[1], b[7], light[b[0]]) for b in base),
+                       {rid: boot_key(rid, md) for rid, md in light.items()})
+        lv = [levels[rid] for rid in runs["run_id"]]
+        runs["host"] = [x.host for x in lv]
+        runs["run_seq"] = pd.array([x.run_seq for x in lv], dtype="Int64")
+        runs["suspect"] = [x.suspect_reason is not None for x in lv]
+        runs["suspect_reason"] = pd.Series([x.suspect_reason for x in lv], dtype=object)
+        instances = {(x.run_id, i): (name, x.boots.get(i, 1)) for x in lv for i, name in x.names.items()}
+        return runs, instances, texts
+
+    def _bad_measurements(self, has_it: bool) -> set[str]:
+        """The runs with a measurement row that is not what labkit writes (found by SQL, each
+        reported as :func:`check_measurement` words it)."""
+        bad: set[str] = set()
+        it = "iteration" if has_it else "NULL"
+        for rid, inst, metric, value, unit, iteration in self._read(
+                f"SELECT run_id, instance, metric, value, unit, {it} FROM measurements m "
+                f"WHERE NOT ({_measurement_valid(has_it)})"):
+            try:
+                check_measurement(inst, metric, value, unit, iteration)
+            except Malformed as exc:
+                if rid not in bad:
+                    self._malformed(f"run {rid}", exc)
+                bad.add(rid)
+        return bad
+
+    def tidy(self) -> pd.DataFrame:
+        """One row per measurement, with every factor's level as a column (docs/design.md "Store").
+
+        Columns: campaign, run_id, run_order, replicate, config, <factor columns>,
+        instance (the id of the instance that measured it: its name, unique per started instance;
+        ``<name>@<boot>`` should two boots have drawn one name, :func:`~labkit.store.levels.key_instances`),
+        metric, value, unit, status, error, started, duration_s, fingerprint_id,
+        host (the host that ran it: a testbed host's name, ``local`` on this machine), then
+        the levels of the measurement: instance_index (the instance's index in its run),
+        boot (the instance's start count within the campaign, 1-based), run_seq (order of the run
+        on its host, 1-based, in execution order), iteration (1-based iteration inside the run for
+        a workload that reports repeated iterations, NA otherwise), and the quiet-host guard's
+        suspect (bool) and suspect_reason. ``instance_index``, ``boot``, ``run_seq`` and
+        ``iteration`` are nullable integers. A failed or timed-out run has one row with
+        metric/value (and instance) empty. A store written before levels were recorded is read
+        as described in :mod:`labkit.store.levels`.
+
+        Read column-wise: one SQL query for the measurements, the runs' JSON read by SQLite (only
+        the fields the levels need) and each distinct ``levels`` text parsed once
+        (:meth:`tidy_chunks`, which :meth:`export` writes from chunk by chunk).
+        """
+        import pandas as pd
+        parts = list(self.tidy_chunks())
+        return parts[0] if len(parts) == 1 else pd.concat(parts, ignore_index=True).infer_objects()
+
+    def tidy_chunks(self, rows: int = 200_000) -> Iterator[pd.DataFrame]:
+        """:meth:`tidy`'s rows, at most ``rows`` at a time, in its order and with its columns and
+        types (at least one frame, empty for a store without runs). Memory: the chunk, plus a few
+        fields per run and per instance."""
+        import pandas as pd
+        meta = self.meta()
+        factors = list(meta.get("design", {}).get("factors", {}))
+        cols = TIDY_COLUMNS[:5] + factors + TIDY_COLUMNS[5:]
+        has_it = "iteration" in self._columns("measurements")   # not in a store of before (read-only)
+        runs, instances, _ = self._run_table()
+        bad = self._bad_measurements(has_it)
+        if bad:
+            runs = runs[~runs["run_id"].isin(bad)]
+        parsed = {t: json.loads(t) for t in runs["levels"].unique()}   # distinct levels texts: one per configuration
+        for f in factors:
+            runs[f] = runs["levels"].map(lambda t, f=f: parsed[t].get(f))
+        runs = runs.drop(columns=["levels"]).assign(campaign=meta.get("campaign_id")).set_index("run_id")
+        inst = pd.DataFrame([(rid, i, name, boot) for (rid, i), (name, boot) in instances.items()],
+                            columns=["run_id", "instance_index", "instance", "boot"])
+        q = ("SELECT r.run_id, m.instance, m.metric, m.value, m.unit, "
+             f"{'m.iteration' if has_it else 'NULL'} "
+             "FROM runs r LEFT JOIN measurements m ON m.run_id = r.run_id "
+             f"ORDER BY r.run_order, m.instance, m.metric{', m.iteration' if has_it else ''}")
+        for got in self._chunks(self._read(q), rows):
+            m = pd.DataFrame(got, columns=["run_id", "instance_index", "metric", "value", "unit", "iteration"])
+            m = m[m["run_id"].isin(runs.index)]
+            out = m.join(runs, on="run_id")
+            out["instance_index"] = out["instance_index"].astype("Int64")
+            out = out.merge(inst.astype({"instance_index": "Int64"}), on=["run_id", "instance_index"], how="left",
+                            sort=False)
+            miss = out["instance"].isna() & out["instance_index"].notna()
+            if miss.any():   # an instance the run's metadata does not name: <run_id>:<index>, boot 1
+                out.loc[miss, "instance"] = (out.loc[miss, "run_id"] + ":"
+                                             + out.loc[miss, "instance_index"].astype(str))
+                out.loc[miss, "boot"] = 1
+            out["iteration"] = out["iteration"].where(out["iteration"].fillna(0) != 0)
+            out = out.reindex(columns=cols)
+            for col in ("instance_index", "boot", "run_seq", "iteration"):
+                out[col] = out[col].astype("Int64")
+            out["suspect"] = out["suspect"].astype(bool)
+            for col in ("instance", "metric", "unit", "error", "fingerprint_id", "host", "suspect_reason"):
+                out[col] = out[col].astype(object).where(out[col].notna(), None)
+            out = out.infer_objects()    # the column types the DataFrame constructor would give
+            yield out.reset_index(drop=True)
