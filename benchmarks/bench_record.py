@@ -30,10 +30,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+import _sim_runs  # noqa: E402  (benchmarks/: the simulated runs of issue 45)
+
 CID = "rec"
 OWNER = "bench:1:0"
-METRICS = ("wall_time_s", "throughput", "latency_ms")
-TELEMETRY = tuple(f"host_m{j:02d}" for j in range(20))
 
 
 def plan(runs: int):
@@ -51,11 +51,9 @@ def record(data: Path, design, runs: list, *, group: bool, output: bool) -> tupl
     that wrote runs)."""
     from labkit.store import Store, now_iso
     from labkit.store.group import GroupCommit
-    from labkit.workloads.base import Measurement
     st = Store.for_campaign(data, CID)
     st.set_meta(campaign_id=CID, design=design.to_dict(), backend="sim", created=now_iso(),
                 workload={"name": "sim", "response": "wall_time_s"})
-    samples = [(float(t), m, float(t * j)) for t in range(10) for j, m in enumerate(TELEMETRY)]
     done: list[str] = []
     writer = GroupCommit(st, owner=OWNER, on_done=done.append)
     t0, c0 = time.perf_counter(), time.process_time()
@@ -67,16 +65,7 @@ def record(data: Path, design, runs: list, *, group: bool, output: bool) -> tupl
                 raise SystemExit(f"run {r.run_id}: claim lost")
         if output:
             st.write_run_output(r.run_id, f"$ sim run {r.run_id}\n" + "output line\n" * 40, "ok")
-        base = 10.0 + r.levels["vcpus"] + 0.001 * r.order
-        result = dict(status="ok", started=now_iso(), duration_s=10.0,
-                      measurements=[Measurement(m, base * (k + 1), "s") for k, m in enumerate(METRICS)],
-                      metadata={"spec": {"vcpus": r.levels["vcpus"], "memory_mb": r.levels["memory_mb"]},
-                                "host": "h1", "platform": "sim", "backend": "sim", "run_seq": r.order + 1,
-                                "boot_group": r.boot_group, "boot_position": 1,
-                                "instances": [{"name": f"labkit-{CID}--{r.order:013d}", "index": 0, "cpus": [0],
-                                               "boot": 1}],
-                                "versions": {"sim": "1.0"}, "telemetry": {"host": "sampled", "samples": 200}},
-                      samples=samples)
+        result = _sim_runs.result(r, CID)
         if group:
             with writer.lock:
                 writer.add(r, **result)

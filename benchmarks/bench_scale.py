@@ -33,9 +33,9 @@ import time
 from pathlib import Path
 
 PY = sys.executable
+import _sim_runs  # noqa: E402  (benchmarks/: the simulated runs of issue 45)
+
 CID = "scale"
-METRICS = ("wall_time_s", "throughput", "latency_ms")
-TELEMETRY = tuple(f"host_m{j:02d}" for j in range(20))
 
 
 def build(data: Path, runs: int, *, output: bool = True, group: bool = True) -> dict:
@@ -44,7 +44,6 @@ def build(data: Path, runs: int, *, output: bool = True, group: bool = True) -> 
     from labkit.design import Design
     from labkit.store import Store, now_iso
     from labkit.store.group import GroupCommit
-    from labkit.workloads.base import Measurement
     design = Design.from_dict({"name": "scale", "factors": {"vcpus": [1, 2], "memory_mb": [512, 1024],
                                                             "affinity": ["pinned", "floating"], "count": [1, 2]},
                                "replications": math.ceil(runs / 16), "seed": 1})
@@ -52,7 +51,6 @@ def build(data: Path, runs: int, *, output: bool = True, group: bool = True) -> 
     st = Store.for_campaign(data, CID)
     st.set_meta(campaign_id=CID, design=design.to_dict(), backend="sim", created=now_iso(),
                 workload={"name": "sim", "response": "wall_time_s"})
-    samples = [(float(t), m, float(t * j)) for t in range(10) for j, m in enumerate(TELEMETRY)]
     writer = GroupCommit(st, owner="bench")
     t0 = time.perf_counter()
     for r in plan:
@@ -61,18 +59,9 @@ def build(data: Path, runs: int, *, output: bool = True, group: bool = True) -> 
                 raise SystemExit(f"run {r.run_id} not claimed")
         if output:
             st.write_run_output(r.run_id, f"$ sim run {r.run_id}\n" + "output line\n" * 40, "ok")
-        base = 10.0 + r.levels["vcpus"] + 0.001 * r.order
         record = writer.add if group else st.record_run
         with writer.lock:
-            record(r, status="ok", started=now_iso(), duration_s=10.0,
-                   measurements=[Measurement(m, base * (k + 1), "s") for k, m in enumerate(METRICS)],
-                   metadata={"spec": {"vcpus": r.levels["vcpus"], "memory_mb": r.levels["memory_mb"]},
-                             "host": "h1", "platform": "sim", "backend": "sim", "run_seq": r.order + 1,
-                             "boot_group": r.boot_group, "boot_position": 1,
-                             "instances": [{"name": f"labkit-{CID}--{r.order:013d}", "index": 0, "cpus": [0],
-                                            "boot": 1}],
-                             "versions": {"sim": "1.0"}, "telemetry": {"host": "sampled", "samples": 200}},
-                   samples=samples)
+            record(r, **_sim_runs.result(r, CID))
     writer.close()
     rate = len(plan) / (time.perf_counter() - t0)
     st.close()
