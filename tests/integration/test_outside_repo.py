@@ -32,6 +32,9 @@ from tests.support.other_users import real_user
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(os.geteuid() != 0, reason="makes a user: needs root")]
 
 ROOT = Path(__file__).resolve().parents[2]
+#: this file's own venv of the wheel: the extras its tests add (docker, libvirt, notebooks) must not
+#: reach the base install that test_wheel.py checks module by module
+USER_VENV = "user-venv"
 DESIGN = "name: tiny\nfactors:\n  vcpus: [1, 2]\nreplications: 1\nseed: 7\n"
 
 
@@ -86,7 +89,7 @@ def write_design(user, folder: Path) -> None:
 
 def test_labkit_run_unconfined_as_a_user_outside_the_repository(study):
     user, folder = study
-    venv = wheel.venv()
+    venv = wheel.venv(name=USER_VENV)
     design = folder / "tiny.yaml"
     design.write_text(DESIGN)
     os.chown(design, user.uid, user.gid)
@@ -112,7 +115,7 @@ def test_labkit_run_unconfined_as_a_user_outside_the_repository(study):
 
 def test_notebook_01_in_view_mode_from_the_copied_notebooks(study):
     user, folder = study
-    venv = wheel.venv(("notebooks",))
+    venv = wheel.venv(("notebooks",), name=USER_VENV)
     as_user(user, venv, folder, "labkit", "notebooks", "copy", "nbs")
     assert (folder / "nbs" / "01_affinity_factorial.ipynb").is_file()
     data = folder / "data"
@@ -166,7 +169,7 @@ def check_runs(runs: list[dict]) -> None:
 def test_labkit_run_on_docker_as_a_member_of_the_docker_group(study):
     user, folder = study
     subprocess.run(["usermod", "-aG", "docker", user.name], check=True, capture_output=True, timeout=60)
-    venv = wheel.venv(("docker",))
+    venv = wheel.venv(("docker",), name=USER_VENV)
     run_tiny(user, venv, folder, "tiny-docker", "docker")
     check_runs(stored_runs(user, venv, folder, "tiny-docker"))
     show = as_user(user, venv, folder, "labkit", "show", "tiny-docker").stdout
@@ -206,7 +209,7 @@ def test_labkit_run_on_libvirt_session_as_a_user(study, session_daemon):
     from labkit.backends.libvirt.mounts import RO_ROOT
     from labkit.backends.testing import required
     user, folder = study
-    venv = wheel.venv(("libvirt",))
+    venv = wheel.venv(("libvirt",), name=USER_VENV)
     os.makedirs(RO_ROOT, mode=0o700, exist_ok=True)
     os.chmod(RO_ROOT, 0o700)
     # the user's own daemon must start (libvirt starts it; the first start probes QEMU): a failure
@@ -246,7 +249,7 @@ def test_dashboard_as_a_user_over_the_study_data_dir(study):
     """``labkit dashboard --data-dir data`` as the user: its first page answers over HTTP; SIGTERM
     ends it with Voila and the page's kernel (all the user's processes)."""
     user, folder = study
-    venv = wheel.venv(("notebooks",))
+    venv = wheel.venv(("notebooks",), name=USER_VENV)
     data = folder / "data"
     if not (data / "affinity-local").is_dir():
         data.mkdir(exist_ok=True)

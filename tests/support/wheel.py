@@ -73,18 +73,20 @@ def base_python() -> str:
     return sys.executable
 
 
-def venv(extras: tuple[str, ...] = ()) -> Path:
-    """The venv (its folder) with the wheel installed, with at least ``extras``."""
+def venv(extras: tuple[str, ...] = (), *, name: str = "venv") -> Path:
+    """The venv ``name`` (its folder) with the wheel installed, with at least ``extras``: extras only
+    ever add, so a test that needs the base install alone (test_wheel.py) must have a venv no other
+    test adds extras to: other tests pass a ``name`` of their own."""
     whl = wheel()
-    d = _tmp() / "venv"
-    if "venv" not in _state:
+    d = _tmp() / name
+    if name not in _state:
         _run([base_python(), "-m", "venv", str(d)], timeout=120)
-        _state["venv"] = set()
+        _state[name] = set()
         _install(d, whl, "")
     for extra in extras:
-        if extra not in _state["venv"]:
+        if extra not in _state[name]:
             _install(d, whl, f"[{extra}]")
-            _state["venv"].add(extra)
+            _state[name].add(extra)
     return d
 
 

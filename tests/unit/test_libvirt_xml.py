@@ -459,3 +459,42 @@ def test_remove_machine_cgroups_leaves_busy_and_foreign_groups(tmp_path):
     assert not any(g.exists() for g in stale)
     assert remove_machine_cgroups("labkit-c1--*", root=str(tmp_path), wait_s=0.2) == []
     assert busy.exists() and other.exists()
+
+
+def test_pool_listing_waits_while_another_process_builds_a_volume(tmp_path, monkeypatch):
+    """Listing the pool's files refreshes it too: while another campaign builds a volume the refresh
+    is refused (CI met "listing pool labkit: internal error: pool 'labkit' has asynchronous jobs
+    running" with two libvirt campaigns at once); retried as remove() is."""
+    import libvirt
+    storage = pytest.importorskip("labkit.backends.libvirt.storage")
+    from tests.support.libvirt_errors import libvirt_error
+    busy = libvirt_error("internal error: pool 'labkit' has asynchronous jobs running.")
+    monkeypatch.setattr(busy, "get_error_code", lambda: libvirt.VIR_ERR_INTERNAL_ERROR)
+    monkeypatch.setattr(busy, "get_error_domain", lambda: libvirt.VIR_FROM_STORAGE)
+    refreshes = []
+
+    class Vol:
+        def __init__(self, name):
+            self._name = name
+
+        def name(self):
+            return self._name
+
+    class FakePool:
+        def refresh(self, flags):
+            refreshes.append(flags)
+            if len(refreshes) < 3:
+                raise busy
+
+        def listAllVolumes(self, flags):
+            return [Vol("labkit-a-1.raw"), Vol("other.raw"), Vol("labkit-a-0.console.log")]
+
+    pool = storage.Pool(lambda: None, "labkit", str(tmp_path))
+    monkeypatch.setattr(pool, "pool", lambda: FakePool())
+    monkeypatch.setattr("labkit.core.waiting.time.sleep", lambda s: None)
+    assert pool.volumes("labkit-a-") == ["labkit-a-0.console.log", "labkit-a-1.raw"]
+    assert refreshes == [0, 0, 0]
+    refreshes.clear()
+    monkeypatch.setattr(storage, "BUSY_POOL_WAIT_S", 0)     # no time left: the error is reported
+    with pytest.raises(BackendError, match="listing pool labkit: .*asynchronous jobs running"):
+        pool.volumes("labkit-a-")

@@ -209,11 +209,20 @@ class Pool:
         self.pool()   # the pool's directory as libvirt has it
         return f"{self.path}/{name}.console.log"
 
+    def refreshed(self) -> libvirt.virStoragePool:
+        """The pool, refreshed (its directory read again); while another process builds a volume in
+        it libvirt refuses the refresh (:func:`pool_busy`): retried for up to :data:`BUSY_POOL_WAIT_S`."""
+        def refresh() -> libvirt.virStoragePool:
+            pool = self.pool()
+            pool.refresh(0)
+            return pool
+        return retry(refresh, transient=pool_busy, what=f"refreshing pool {self.name}",
+                     timeout=BUSY_POOL_WAIT_S, interval=0.5, backoff=1)
+
     def volumes(self, prefix: str) -> list[str]:
         """Names of the pool's files starting with ``prefix`` (disks and console logs)."""
         try:
-            pool = self.pool()
-            pool.refresh(0)
+            pool = self.refreshed()
             return sorted(v.name() for v in pool.listAllVolumes(0) if v.name().startswith(prefix))
         except libvirt.libvirtError as exc:
             raise BackendError(f"listing pool {self.name}: {exc}") from exc
@@ -224,8 +233,7 @@ class Pool:
         without either are left out."""
         out = {}
         try:
-            pool = self.pool()
-            pool.refresh(0)
+            pool = self.refreshed()
             for vol in pool.listAllVolumes(0):
                 if not vol.name().startswith(prefix):
                     continue
