@@ -6,8 +6,8 @@ repository, and CI has no copy of them; the identifiers are copied in once, with
 SHA-256, so that ``tests/unit/test_manifest.py`` can check that ``data/reference/reproduction.yaml``
 lists every one of them. Run again (and commit the result) whenever a seed file changes::
 
-    python scripts/seed_items.py                      # seeds from ../shared/seeds
-    python scripts/seed_items.py --seeds DIR --out data/reference/seed_items.csv
+    python scripts/seed_items.py --seeds DIR          # DIR: the lab's seed files (NNN_<hex>.txt)
+    python scripts/seed_items.py --seeds DIR --out -  # print instead of writing
 
 An identifier is "Table N" or "Fig. N" with N as the seed writes it (``3.1``, ``2``, ``03``), from
 the seed's words Tabela/Table and Figura/Figure/Fig. (singular or plural); a sub-figure's letter,
@@ -24,7 +24,6 @@ import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-DEFAULT_SEEDS = REPO.parent / "shared" / "seeds"
 DEFAULT_OUT = REPO / "data" / "reference" / "seed_items.csv"
 ITEM = re.compile(r"\b(Tabelas?|Tables?|Figuras?|Figures?|Figs?\.)\s+(\d+(?:\.\d+)?)")
 SEED_FILE = re.compile(r"^(\d{3})_[0-9a-f]+\.txt$")
@@ -69,7 +68,7 @@ def render(seeds: Path) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--seeds", type=Path, default=DEFAULT_SEEDS, help=f"folder of the seed files (default {DEFAULT_SEEDS})")
+    ap.add_argument("--seeds", type=Path, required=True, help="folder of the seed files (NNN_<hex>.txt)")
     ap.add_argument("--out", type=Path, default=DEFAULT_OUT, help="the CSV to write; '-' prints it")
     args = ap.parse_args(argv)
     if not args.seeds.is_dir():

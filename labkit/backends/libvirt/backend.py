@@ -65,7 +65,7 @@ from . import mounts as libvirt_mounts
 from . import net as libvirt_net
 from . import probe as libvirt_probe
 from . import sshuri
-from .domain import LibvirtInstance, remove_machine_cgroups, unlink_socket
+from .domain import MACHINE_EXIT_WAIT_S, LibvirtInstance, remove_machine_cgroups, unlink_socket
 from .storage import Pool, gone, load_image, session_pool_path
 from .xml import (
     check_disk_format,
@@ -397,7 +397,7 @@ class LibvirtBackend(Backend):
         if self.session:
             unlink_socket(agent_socket(name))
         elif self.local:
-            remove_machine_cgroups(name, wait_s=5.0)
+            remove_machine_cgroups(name, wait_s=MACHINE_EXIT_WAIT_S)
 
     # -- fingerprint, listing, cleanup ---------------------------------------
     def fingerprint(self) -> dict:

@@ -162,6 +162,9 @@ def unlink_socket(path: str | None) -> None:
 
 #: where libvirt's QEMU driver puts a domain's cgroup without systemd (v1: under every controller)
 MACHINE_CGROUPS = ("{root}/*/machine/qemu-*-{name}.libvirt-qemu", "{root}/machine/qemu-*-{name}.libvirt-qemu")
+#: how long a teardown waits for a destroyed domain's QEMU threads to leave its cgroups: under TCG on
+#: a loaded host they took longer than 5 s, and the groups stayed (the wait ends when they are gone)
+MACHINE_EXIT_WAIT_S = 30.0
 
 
 def remove_machine_cgroups(name: str, *, root: str = "/sys/fs/cgroup", wait_s: float = 0.0) -> list[str]:
@@ -194,7 +197,7 @@ def remove_machine_cgroups(name: str, *, root: str = "/sys/fs/cgroup", wait_s: f
             for path in sorted((d for d, _s, _f in os.walk(top)), key=len, reverse=True):
                 os.rmdir(path)
         except OSError as exc:
-            log.debug("cgroup %s left in place: %s", top, exc)
+            log.warning("cgroup %s left in place (labkit clean removes it once it is empty): %s", top, exc)
         else:
             removed.append(top)
     return removed
