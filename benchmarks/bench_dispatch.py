@@ -31,7 +31,7 @@ from pathlib import Path
 from labkit.backends.testing import SimulatedBackend
 from labkit.design import Design
 from labkit.run.campaign import Campaign
-from labkit.run.claims import ClaimIndex
+from labkit.run.claim_index import ClaimIndex
 from labkit.run.platforms import BackendPool, Platform
 from labkit.run.testbed import Host, Testbed
 from labkit.store import Store, now_iso
@@ -105,7 +105,7 @@ def one(hosts: int, rounds: int, seconds: float, latency: float, data: str) -> d
 
 def claims_per_second(runs: int, data: str, seconds: float = 3.0) -> float:
     """Claim + store one run at a time on a store of ``runs`` runs, as a worker does: its candidates
-    through the engine's :class:`~labkit.run.claims.ClaimIndex`, then :meth:`Store.claim`, then
+    through the engine's :class:`~labkit.run.claim_index.ClaimIndex`, then :meth:`Store.claim`, then
     :meth:`Store.record_run` (one transaction each)."""
     d = Design.from_dict({"name": "claims", "factors": {"vcpus": [1, 2]}, "replications": runs // 2, "seed": 1})
     plan = d.plan()

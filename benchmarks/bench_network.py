@@ -30,7 +30,7 @@ from types import SimpleNamespace
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from labkit.backends import get_backend, teardown  # noqa: E402
-from labkit.core import network as netmod  # noqa: E402
+from labkit.core import network_factors as netmod  # noqa: E402
 from labkit.core.instance import InstanceSpec  # noqa: E402
 from labkit.errors import LabkitError  # noqa: E402
 from labkit.run.platforms import variant_image  # noqa: E402
@@ -102,7 +102,7 @@ def floor(seconds, repeats, binary, workdir):
     a_ip, b_ip = [str(h) for h in list(subnet.hosts())[:2]]
     ns = [f"labkit-bench-{tag}-a", f"labkit-bench-{tag}-b"]
     net = SimpleNamespace(subnet=str(subnet), peer_subnet=str(subnet))   # no bonded NICs: ranks use it too
-    run = netmod.run_host
+    run = netmod.host_output
     try:
         for n in ns:
             run(["ip", "netns", "add", n])

@@ -12,7 +12,10 @@ left out with ``--no-output``), then the run with 3 measurements and 200 telemet
   in one transaction; a run reported done only after its commit), flushed at the end.
 
 Prints runs/s of each (and the CPU time this process spent per run, less sensitive to other load),
-side by side, and the ratio new / old. Never asserts a duration: this prints,
+side by side, and the ratio new / old, with the machine's load average before and after (runs/s on
+a machine whose load exceeds its cores measures the load as much as the store). Both modes write
+a run's 200 telemetry rows as ready tuples; group commit writes those of all the runs of a batch with
+one statement (:func:`labkit.store.samples.insert_samples`). Never asserts a duration: this prints,
 you judge (a loaded machine's numbers vary; the two modes alternate, each ``--repeat`` times, and
 the best of each is shown beside the median).
 
@@ -22,6 +25,7 @@ the best of each is shown beside the median).
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import sys
 import tempfile
@@ -91,6 +95,7 @@ def main() -> None:
     rates: dict[str, list[float]] = {"old": [], "new": []}
     cpus: dict[str, list[float]] = {"old": [], "new": []}
     txs: dict[str, int] = {}
+    load0 = os.getloadavg()
     with tempfile.TemporaryDirectory(prefix="labkit-bench-record-") as tmp:
         for i in range(args.repeat):
             for mode in ("old", "new"):
@@ -102,7 +107,10 @@ def main() -> None:
                 print(f"  {mode} #{i + 1}: {rate:7.0f} runs/s, {cpu:.2f} CPU ms/run ({n_tx} transactions writing runs)",
                       flush=True)
     what = "without" if args.no_output else "with"
-    print(f"\n{args.runs:,d} runs, 3 measurements and 200 telemetry rows each, {what} the output file")
+    load1 = os.getloadavg()
+    print(f"\n{args.runs:,d} runs, 3 measurements and 200 telemetry rows each, {what} the output file; "
+          f"load average (1/5/15 min) {'/'.join(f'{x:.2f}' for x in load0)} before, "
+          f"{'/'.join(f'{x:.2f}' for x in load1)} after, {os.cpu_count()} CPUs")
     print(f"{'':24s}{'old (1 tx/run)':>18s}{'new (group commit)':>20s}{'new / old':>11s}")
     for label, pick in (("best runs/s", max), ("median runs/s", statistics.median)):
         old, new = pick(rates["old"]), pick(rates["new"])

@@ -320,7 +320,7 @@ def fuzz(args, work: Path) -> dict[str, Counter]:
         cli_call(argv)
 
     (work / "fuzz").mkdir(parents=True, exist_ok=True)
-    good.write_text("factors: {vcpus: [1, 2]}\nseed: 1\n")
+    good.write_text("factors: {vcpus: [1, 2]}\nworkload: nqueens\nseed: 1\n")
     original_run = Campaign.run
     Campaign.run = accepted_run
     import contextlib

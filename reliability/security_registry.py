@@ -53,7 +53,7 @@ def _trial(tmp: Path, local, counts: dict, attack: str) -> None:
             design = tmp / "d.yaml"
             design.write_text("factors:\n  vcpus: [1, 2]\nseed: 1\n")
             r = labkit_cli("run", str(design), "--campaign-id", cid, "--data-dir", str(tmp / "second"),
-                           "--param", "board=6")
+                           "--workload", "nqueens", "--param", "board=6")
             counts["duplicate: second start not refused"] += r.returncode != 2
             key = "duplicate: first campaign's instances removed"
         elif attack == "dry":

@@ -191,6 +191,8 @@ DESIGN_KEY_DOCS = {
     "fraction": "a fractional factorial: `{generators: [\"D=ABC\"]}` or `{p: 1}`, optional `fold_over`",
     "blocks": "blocking: `{by: replicate | host | day | factor, count: N, factor: NAME, confound: [...]}`",
     "treatment_checks": "`false` turns off the per-run check that each treatment took (docs: treatments)",
+    "workload": "the workload `labkit run` runs when no `--workload` is given: a name, or "
+                "`{name: NAME, params: {...}}` checked by the workload's schema; `--workload` wins over it",
     "runs_per_instance": "k runs of a configuration on the same instances (default 1: fresh instances per run)",
     "telemetry": "seconds between telemetry samples, or `off` (default 1.0)",
     "exclusive": "`true`: refuse to run beside another campaign on this host (default: warn)",

@@ -2,53 +2,19 @@
 
 >>> from labkit.backends import get_backend
 >>> be = get_backend("local")
+
+This package only gathers the public names; each lives in the module named for what it owns:
+:mod:`~labkit.backends.lookup` (:data:`REGISTRY`, :func:`get_backend`, :func:`backend_class`) and
+:mod:`~labkit.backends.base` (the contract every backend keeps: :class:`Backend`, :class:`Instance`,
+...), with :class:`~labkit.errors.BackendUnavailable`, what a backend's ``check()`` raises when
+it cannot run here. Each backend is a module (or subpackage) of its own, imported through
+the registry.
 """
 from __future__ import annotations
 
-import importlib
-from typing import Any
-
-from ..errors import BackendUnavailable, ConfigError, did_you_mean
+from ..errors import BackendUnavailable
 from .base import Backend, ExecResult, Instance, Process, RawResult, new_name, teardown
+from .lookup import REGISTRY, backend_class, get_backend
 
-# name -> (module, class, the pip extra that installs its SDK)
-REGISTRY = {
-    "local": ("labkit.backends.local", "LocalBackend", None),
-    "docker": ("labkit.backends.docker", "DockerBackend", "docker"),
-    "lxd": ("labkit.backends.lxd", "LxdBackend", "lxd"),
-    "libvirt": ("labkit.backends.libvirt", "LibvirtBackend", "libvirt"),
-    "ssh": ("labkit.backends.ssh", "SshBackend", "ssh"),
-    "ssh-hosts": ("labkit.backends.ssh_hosts", "SshHostsBackend", "ssh"),
-    "cloud": ("labkit.backends.cloud", "CloudBackend", None),   # the provider names its own extra
-    "slurm": ("labkit.backends.slurm", "SlurmBackend", None),   # the Slurm client tools, no SDK
-}
-
-
-def get_backend(name: str | Backend = "local", **options: Any) -> Backend:
-    """Instantiate backend ``name`` with its options and check it can run here (a Backend
-    given instead of a name is returned as it is)."""
-    if isinstance(name, Backend):
-        return name
-    backend = backend_class(name)(**options)
-    backend.check()
-    return backend
-
-
-def backend_class(name: str) -> type[Backend]:
-    """The class of backend ``name``, imported on first use (BackendUnavailable naming the pip
-    extra when its SDK is missing). A backend built on another one (``ssh-hosts`` on ``ssh``)
-    gets it here, never by importing the other backend's module."""
-    if name not in REGISTRY:
-        raise ConfigError(f"unknown backend {str(name)[:64]!r}{did_you_mean(name, list(REGISTRY), n=1)}; "
-                          f"available: {', '.join(REGISTRY)}")
-    module, cls, extra = REGISTRY[name]
-    try:
-        mod = importlib.import_module(module)
-    except ImportError as exc:
-        hint = f" Install it with: pip install 'labkit[{extra}]'" if extra else ""
-        raise BackendUnavailable(f"backend {name!r} needs a module that is missing ({exc}).{hint}") from exc
-    return getattr(mod, cls)
-
-
-__all__ = ["Backend", "ExecResult", "Instance", "Process", "RawResult", "REGISTRY", "get_backend",
-           "new_name", "teardown"]
+__all__ = ["REGISTRY", "Backend", "BackendUnavailable", "ExecResult", "Instance", "Process", "RawResult",
+           "backend_class", "get_backend", "new_name", "teardown"]

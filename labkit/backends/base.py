@@ -43,10 +43,10 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ..core import network as netmod
+from ..core import network_factors as netmod
 from ..core.instance import InstanceSpec
 from ..errors import BackendError, CommandError, CommandTimeout, ConfigError
-from . import networks
+from . import private_network
 
 # what an instance gives back, and its names: re-exported where they were defined before
 from .exec_results import DESCRIBE_CAP, STAT_KEYS, ExecResult, RawResult, StatsUnavailable  # noqa: F401
@@ -54,7 +54,7 @@ from .names import NAME_PREFIX, NAME_RANDOM_CHARS, check_name, check_prefix, nam
 from .output import CommandLog
 
 if TYPE_CHECKING:
-    from .networks import Network
+    from .private_network import Network
 
 log = logging.getLogger("labkit.backends")
 
@@ -377,7 +377,7 @@ class Backend(ABC):
                     continue
                 inst = self._create(spec, new_name(prefix), i, placement[i], network=network)
                 made.append(inst)
-                networks.join_network(inst, network, self.link_shaped_here(network))
+                private_network.join_network(inst, network, self.link_shaped_here(network))
         except BaseException:
             teardown(made)
             raise
@@ -400,9 +400,9 @@ class Backend(ABC):
 
     def create_network(self, prefix: str = NAME_PREFIX, count: int = 1, link: object = None,
                        nics: int = 1) -> Network:
-        """A private network for ``count`` instances of one run (see :mod:`labkit.core.network`).
+        """A private network for ``count`` instances of one run (see :mod:`labkit.core.network_factors`).
 
-        ``link``: a :class:`labkit.core.network.Link` level (or None) applied to every instance's
+        ``link``: a :class:`labkit.core.network_factors.Link` level (or None) applied to every instance's
         link at :meth:`provision`. ``nics`` > 1: each instance also bonds that many NICs on a
         data subnet (only where :attr:`MAX_NICS` allows). Remove it with ``Network.remove()``
         after the instances.
@@ -414,7 +414,7 @@ class Backend(ABC):
         subnet = netmod.pick_subnet(name, self.host_routes())
         hosts = [str(h) for h in subnet.hosts()]
         data = None if nics == 1 else netmod.pick_subnet(name + "/data", also=[subnet])
-        from .networks import Network
+        from .private_network import Network
         net = Network(name=name, subnet=str(subnet), host_address=hosts[0],
                       addresses=hosts[1:count + 1], device="lk" + netmod.short_id(name),
                       link=netmod.parse_link(link), backend=self, nics=nics,
@@ -429,7 +429,7 @@ class Backend(ABC):
 
     def host_routes(self) -> list[ipaddress.IPv4Network] | None:
         """The routes of the host a network of this backend is made on, which its subnet must not
-        overlap; None: this machine's (:func:`labkit.core.network.pick_subnet` reads them)."""
+        overlap; None: this machine's (:func:`labkit.core.network_factors.pick_subnet` reads them)."""
         return None
 
     def link_shaped_here(self, network: Network) -> netmod.Link | None:
@@ -442,8 +442,8 @@ class Backend(ABC):
         """The host end of ``network`` as an instance whose commands run where the network's
         bridge is, in that host's own network namespace (a workload's server or client on
         ``host``); the caller destroys it. This machine's
-        (:class:`~labkit.backends.network_host.HostEnd`) unless the backend's host is elsewhere."""
-        from .network_host import HostEnd
+        (:class:`~labkit.backends.host_end.HostEnd`) unless the backend's host is elsewhere."""
+        from .host_end import HostEnd
         return HostEnd(network)
 
     def refuse_network(self, network: Network | None) -> None:
@@ -452,7 +452,7 @@ class Backend(ABC):
             raise ConfigError(f"the {self.name} backend has no private networks; use network: none")
 
     def remove_network(self, network: Network) -> None:
-        """Remove ``network`` (what :meth:`Network.remove <labkit.backends.networks.Network.remove>`
+        """Remove ``network`` (what :meth:`Network.remove <labkit.backends.private_network.Network.remove>`
         calls once); idempotent."""
         self._remove_network(network)
 

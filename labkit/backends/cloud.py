@@ -33,7 +33,7 @@ from ..errors import ConfigError
 from .base import NAME_PREFIX, Backend, Instance, Wrapped, check_prefix, teardown
 from .clouds import PROVIDERS, get_provider
 from .clouds.base import CloudInstance
-from .networks import Network
+from .private_network import Network
 
 log = logging.getLogger("labkit.backends.cloud")
 

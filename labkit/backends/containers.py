@@ -27,7 +27,7 @@ from collections.abc import Callable
 from typing import TypeVar
 
 from ..errors import BackendUnavailable
-from . import network_host
+from . import host_end
 from .base import NAME_PREFIX, RawResult
 
 T = TypeVar("T")
@@ -161,8 +161,8 @@ class CleanupByName:
 
     def cleanup(self, prefix: str) -> list[str]:
         """Remove every instance (any state) whose name starts with ``prefix``, and the cgroups of
-        host ends named so (:func:`~labkit.backends.network_host.remove_leftovers`); return the names."""
+        host ends named so (:func:`~labkit.backends.host_end.remove_leftovers`); return the names."""
         names = self.list_labkit(prefix)
         for name in names:
             self.remove(name)
-        return names + network_host.remove_leftovers(prefix)
+        return names + host_end.remove_leftovers(prefix)

@@ -33,7 +33,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ..core import network as netmod
+from ..core import network_factors as netmod
 from ..core.instance import InstanceSpec
 from ..core.mounts import parse_mounts
 from ..errors import BackendError, BackendUnavailable
@@ -46,8 +46,8 @@ from .base import (
     StatsUnavailable,
 )
 from .containers import CleanupByName, SessionExec, check_image, oom_kill_count, or_none
-from .networks import Network
 from .output import CappedOutput
+from .private_network import Network
 
 DEFAULT_IMAGE = "labkit/debian:12"
 DEFAULT_SOCKET = "unix:///var/run/docker.sock"
@@ -325,7 +325,7 @@ class DockerBackend(CleanupByName, Backend):
         eth0's veth pair (where its link is shaped)."""
         container.reload()
         pid = int(container.attrs["State"]["Pid"])
-        netmod.run_host(["nsenter", "-t", str(pid), "-n", "ip", "route", "del", "default"],
+        netmod.host_output(["nsenter", "-t", str(pid), "-n", "ip", "route", "del", "default"],
                         f"removing the default route of {inst.name}")
         inst.exec(["sh", "-c", f"printf '{netmod.NO_DNS}' > /etc/resolv.conf"], timeout=30)
         try:

@@ -56,13 +56,14 @@ import stat
 import subprocess
 from pathlib import Path
 
-from ..core import network as netmod
+from ..core import network_factors as netmod
+from ..core.host_commands import run_host
 from ..core.instance import InstanceSpec
 from ..core.mounts import parse_mounts, same_path_mounts
 from ..errors import BackendError, BackendUnavailable, ConfigError, StoreError
 from . import cgroups, child, sandbox
 from .base import Backend, Instance, RawResult, check_name, check_prefix
-from .networks import Network, remove_bridges
+from .private_network import Network, remove_bridges
 
 #: run argv with the instance's hosts file ($0) on /etc/hosts (in a private mount namespace)
 _HOSTS = 'mount --bind "$0" /etc/hosts && exec "$@"'
@@ -70,6 +71,8 @@ _HOSTS = 'mount --bind "$0" /etc/hosts && exec "$@"'
 #: what an isolated instance runs to write a file it is given on stdin ($1: path, $2: octal mode)
 _PUT = 'umask 077 && mkdir -p -- "$(dirname -- "$1")" && cat > "$1" && chmod -- "$2" "$1"'
 PUT_TIMEOUT_S = 300
+#: the longest an ``ip`` command making a namespace or connecting an instance may take
+IP_TIMEOUT_S = 30
 
 NETWORKS = ("none", "host")
 DEFAULT_PIDS_MAX = 4096
@@ -253,11 +256,8 @@ class LocalInstance(cgroups.CgroupCounters, Instance):
             return
         argv, extra = self._wrap(["/bin/sh", "-c", _PUT, "labkit-put", str(dest), f"{mode:o}"])
         with open(local_path, "rb") as fh:
-            res = subprocess.run(argv, stdin=fh, capture_output=True, cwd=self._dir, timeout=PUT_TIMEOUT_S,
-                                 env=self._environ(None, extra))
-        if res.returncode != 0:
-            raise BackendError(f"could not copy {local_path} to {dest} in local instance {self.name}: "
-                               f"{res.stderr.decode(errors='replace').strip()[-500:]}")
+            run_host(argv, what=f"copying {local_path} to {dest} in local instance {self.name}",
+                     timeout=PUT_TIMEOUT_S, stdin=fh, cwd=self._dir, env=self._environ(None, extra), text=False)
 
     def _destroy(self) -> None:
         self.backend._remove(self.name, self._holder)
@@ -371,8 +371,9 @@ class LocalBackend(Backend):
             # namespace itself with its loopback up (no exec of `ip`); else `ip` does
             by_holder = self.isolation != "none" and network is None
             if self.isolate and not by_holder:
-                _ip("netns", "add", name)
-                _ip("-n", name, "link", "set", "lo", "up")
+                what = f"making the network namespace of local instance {name}"
+                run_host(["ip", "netns", "add", name], what=what, timeout=IP_TIMEOUT_S)
+                run_host(["ip", "-n", name, "link", "set", "lo", "up"], what=what, timeout=IP_TIMEOUT_S)
             inst = LocalInstance(self, name, spec, index, cpus, real)
             if network is not None:
                 self._attach(inst, network, index)
@@ -388,11 +389,12 @@ class LocalBackend(Backend):
         host end on the bridge; its hosts file. The host end dies with the namespace."""
         host_end = f"{network.device}h{index}"
         inside = f"{network.device}c{index}"
-        _ip("link", "add", host_end, "type", "veth", "peer", "name", inside, "netns", inst.name)
-        _ip("-n", inst.name, "link", "set", inside, "name", "eth0")
-        _ip("-n", inst.name, "addr", "add", f"{network.addresses[index]}/{network.prefixlen}", "dev", "eth0")
-        _ip("-n", inst.name, "link", "set", "eth0", "up")
-        _ip("link", "set", host_end, "master", network.device, "up")
+        for argv in (["link", "add", host_end, "type", "veth", "peer", "name", inside, "netns", inst.name],
+                     ["-n", inst.name, "link", "set", inside, "name", "eth0"],
+                     ["-n", inst.name, "addr", "add", f"{network.addresses[index]}/{network.prefixlen}", "dev", "eth0"],
+                     ["-n", inst.name, "link", "set", "eth0", "up"],
+                     ["link", "set", host_end, "master", network.device, "up"]):
+            run_host(["ip", *argv], what=f"connecting {inst.name} to network {network.name}", timeout=IP_TIMEOUT_S)
         hosts = Path(inst.workdir) / "hosts"
         hosts.write_text(network.hosts_text())
         os.chmod(hosts, 0o644)
@@ -574,9 +576,3 @@ def _delete_netns(name: str) -> None:
         pass
     except OSError as exc:
         raise BackendError(f"could not remove network namespace {path}: {exc}") from exc
-
-
-def _ip(*args: str) -> None:
-    res = subprocess.run(["ip", *args], capture_output=True, text=True, timeout=30)
-    if res.returncode != 0:
-        raise BackendError(f"ip {' '.join(args)} failed: {res.stderr.strip()}")

@@ -1,6 +1,6 @@
 """The ``slurm`` backend: one node of a Slurm allocation; every command a job step on that node.
 
-A Slurm testbed (:mod:`labkit.run.slurm`) asks the cluster for an allocation and opens this
+A Slurm testbed (:mod:`labkit.run.slurm_testbed`) asks the cluster for an allocation and opens this
 backend once per (node, platform) with the allocation's ``job_id`` and the ``node``. The node is
 the instance host, as on the ``ssh`` backend (the native-host model of :mod:`.native`): an
 instance is a cgroup on the node (made by :mod:`.cgroups`' driver) plus a private work directory
@@ -48,8 +48,8 @@ from ..errors import BackendError, BackendUnavailable, ConfigError
 from . import cgroups, native, slurm_cli
 from .base import NAME_PREFIX, Backend, Instance, RawResult, StatsUnavailable, check_prefix
 from .child import exited
-from .networks import Network
 from .output import CappedOutput, PipeReader
+from .private_network import Network
 
 q = shlex.quote
 #: seconds a control step (probe, create, list, kill, remove, copy) may take

@@ -2,7 +2,7 @@
 their output parsed and their failures translated.
 
 Used by the ``slurm`` backend (job steps on one node) and by Slurm testbeds
-(:mod:`labkit.run.slurm`: allocations). A missing tool is :class:`BackendUnavailable` with how to
+(:mod:`labkit.run.slurm_testbed`: allocations). A missing tool is :class:`BackendUnavailable` with how to
 get it; a command that fails is :class:`BackendError` naming it with the tail of its stderr.
 The tools read the cluster from their usual places (``/etc/slurm/slurm.conf``, ``SLURM_CONF``);
 every other ``SLURM_*``/``SALLOC_*``/``SBATCH_*``/``SRUN_*`` variable of the controller's environment
@@ -14,6 +14,7 @@ import os
 import re
 import subprocess
 
+from ..core.host_commands import run_host
 from ..errors import BackendError, BackendUnavailable, ConfigError
 
 TOOLS_HINT = ("install the Slurm client tools (Debian: apt-get install slurm-client) or load the "
@@ -52,19 +53,11 @@ def environment() -> dict[str, str]:
 
 
 def run(argv: list[str], *, timeout: float, what: str, check: bool = True, stdin=None) -> subprocess.CompletedProcess:
-    """Run a Slurm tool (text output); BackendUnavailable if it is missing, BackendError if it runs
+    """Run a Slurm tool (text output; :func:`~labkit.core.host_commands.run_host` in
+    :func:`environment`, from ``/``); BackendUnavailable if it is missing, BackendError if it runs
     past ``timeout`` s or (``check``) exits non-zero."""
-    try:
-        res = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, env=environment(),
-                             stdin=subprocess.DEVNULL if stdin is None else stdin, cwd="/")
-    except FileNotFoundError as exc:
-        raise BackendUnavailable(f"{what}: {argv[0]} is not installed here; {TOOLS_HINT}") from exc
-    except subprocess.TimeoutExpired as exc:
-        raise BackendError(f"{what}: {argv[0]} did not answer within {timeout:g} s") from exc
-    if check and res.returncode != 0:
-        raise BackendError(f"{what}: {' '.join(argv[:3])} ... exited {res.returncode}: "
-                           f"{(res.stderr or res.stdout).strip()[-1500:]}")
-    return res
+    return run_host(argv, what=what, timeout=timeout, check=check, stdin=stdin, cwd="/", env=environment(),
+                    missing=BackendUnavailable, hint=TOOLS_HINT)
 
 
 def parse_record(line: str) -> dict[str, str]:

@@ -64,7 +64,7 @@ import invoke
 import paramiko
 from fabric import Connection
 
-from ..core import network as netmod
+from ..core import network_factors as netmod
 from ..core.instance import InstanceSpec
 from ..errors import BackendError, BackendUnavailable, ConfigError
 from . import cgroups, hostkeys, native, ssh_network
@@ -72,7 +72,7 @@ from ._ssh_settings import SshSettings, policy_option
 from .base import NAME_PREFIX, Backend, Instance, RawResult, check_name, check_prefix
 from .hostkeys import known_hosts_path
 from .native import PROBE, WORK_ROOT, HostFacts, listing_script
-from .networks import Network
+from .private_network import Network
 from .ssh_channel import RemoteCommand, read_channel
 from .ssh_control import ControlShell
 

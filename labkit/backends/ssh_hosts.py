@@ -16,13 +16,13 @@ from __future__ import annotations
 
 import ipaddress
 import json
-import subprocess
 
+from ..core.host_commands import run_host
 from ..core.instance import InstanceSpec
-from ..errors import BackendError, ConfigError
-from . import backend_class
+from ..errors import ConfigError
 from .base import Backend, new_name
-from .networks import Network
+from .lookup import backend_class
+from .private_network import Network
 
 HOST_KEYS = ("host", "port", "user", "key_filename", "host_key_policy", "known_hosts")
 #: options every member gets unless its own mapping says otherwise
@@ -33,10 +33,8 @@ MAX_HOSTS = 64
 def _route(address: str) -> tuple[str, ipaddress.IPv4Interface]:
     """(device, its address with prefix) this machine uses to reach ``address``."""
     def ip(*args):
-        try:
-            res = subprocess.run(["ip", "-j", *args], capture_output=True, text=True, timeout=10)
-        except (OSError, subprocess.TimeoutExpired) as exc:
-            raise BackendError(f"ip {' '.join(args)} failed: {exc}") from exc
+        res = run_host(["ip", "-j", *args], what=f"ssh-hosts: finding the route to {address}", timeout=10,
+                       check=False)
         if res.returncode != 0:
             raise ConfigError(f"ssh-hosts: no route from this machine to {address}: {res.stderr.strip()}")
         return json.loads(res.stdout or "[]")

@@ -28,9 +28,9 @@ import json
 import shlex
 from collections.abc import Iterable
 
-from ..core import network as netmod
+from ..core import network_factors as netmod
 from ..errors import BackendError
-from .networks import Network
+from .private_network import Network
 
 q = shlex.quote
 

@@ -19,7 +19,7 @@ from .base import Backend, Instance, RawResult, StatsUnavailable
 
 
 def _probe(name: str, **options) -> None:
-    from . import get_backend
+    from .lookup import get_backend
     backend = get_backend(name, **options)
     backend.close()
 

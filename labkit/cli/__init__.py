@@ -27,16 +27,14 @@ from .admin import (
 from .analyze import cmd_analyze, cmd_compare, cmd_dashboard, cmd_report
 from .results import cmd_check, cmd_export, cmd_import, cmd_list, cmd_show, cmd_status, cmd_verify
 from .run import (
-    DEFAULT_WORKLOAD,
     cmd_noise_check,
     cmd_replicate,
     cmd_run,
-    default_workload,
     quarantine_default,
     telemetry_arg,
 )
 
-__all__ = ["DEFAULT_WORKLOAD", "default_workload", "main", "parser", "plain_text", "quarantine_default"]
+__all__ = ["main", "parser", "plain_text", "quarantine_default"]
 
 
 def plain_text(text: str) -> str:
@@ -64,9 +62,10 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--backend", help="backend, or platform on a testbed (default local; ssh on remote hosts)")
     r.add_argument("--testbed", help="testbed YAML: hosts and platforms to run on in parallel")
     from ..workloads import REGISTRY as WORKLOADS
-    r.add_argument("--workload", help=f"workload to run: {', '.join(WORKLOADS)} (docs/reference/workloads.md; "
-                   f"default {DEFAULT_WORKLOAD}, said before the runs start)")
-    r.add_argument("--param", action="append", metavar="KEY=VALUE", help="workload parameter")
+    r.add_argument("--workload", help=f"workload to run: {', '.join(WORKLOADS)} (docs/reference/workloads.md); "
+                   "required unless the design names one (workload: NAME), and wins over it")
+    r.add_argument("--param", action="append", metavar="KEY=VALUE",
+                   help="workload parameter (over the design's workload: params, for the same workload)")
     r.add_argument("--backend-option", action="append", metavar="KEY=VALUE")
     r.add_argument("--campaign-id")
     r.add_argument("--data-dir", help="default: the repository's data/")

@@ -30,7 +30,7 @@ def cmd_clean(args: argparse.Namespace) -> int:
     campaign that is not running (:mod:`labkit.run.clean`; shown first, removed with ``--yes``)."""
     from ..backends import REGISTRY, get_backend
     from ..run.clean import find_leftovers, remove_leftovers, running_ids, stopped_ids
-    from ..run.slurm import QueuedJobs
+    from ..run.slurm_testbed import QueuedJobs
     args.data_dir = str(data_dir_of(args))
     if args.campaign_id:
         return _clean_campaign(args)

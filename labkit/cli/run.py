@@ -7,8 +7,7 @@ import argparse
 from ..errors import ConfigError
 from .common import data_dir_of, existing_campaign, parse_params, print_table
 
-__all__ = ["DEFAULT_WORKLOAD", "cmd_noise_check", "cmd_replicate", "cmd_run", "default_workload", "quarantine_default",
-           "telemetry_arg"]
+__all__ = ["chosen_workload", "cmd_noise_check", "cmd_replicate", "cmd_run", "quarantine_default", "telemetry_arg"]
 
 
 def _parse_workload_params(items: list[str], workload: str) -> dict:
@@ -28,20 +27,20 @@ def _parse_workload_params(items: list[str], workload: str) -> dict:
 def cmd_run(args: argparse.Namespace) -> int:
     from ..run.campaign import Campaign
     args.data_dir = str(data_dir_of(args))
-    default_line = default_workload(args)
-    params = _parse_workload_params(args.param, args.workload)
+    name, params, named = chosen_workload(args)
     from ..design import Design
     from ..workloads import get_workload
-    workload = get_workload(args.workload, **params)
+    workload = get_workload(name, **params)
     # every bad key, factor and level of the file in one error, the workload's parameters included
-    design = Design.from_yaml(args.design, workload=workload)
-    if default_line:
-        print(_default_workload_text(design, workload), flush=True)
+    Design.from_yaml(args.design, workload=workload)
+    if named is not None and name != named["name"]:
+        print(f"--workload {name} given: running it, not the design's workload {named['name']} "
+              f"(the command line wins)", flush=True)
     backend_options = parse_params(args.backend_option)
     quarantine_line = quarantine_default(args)
     if quarantine_line:
         print(quarantine_line, flush=True)
-    store = Campaign(args.design, backend=args.backend, workload=args.workload,
+    store = Campaign(args.design, backend=args.backend, workload=name,
                      workload_params=params,
                      backend_options=backend_options,
                      campaign_id=args.campaign_id, data_dir=args.data_dir,
@@ -53,31 +52,52 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
-#: the workload ``labkit run`` runs when no ``--workload`` is given (said before it starts)
-DEFAULT_WORKLOAD = "nqueens"
-
-
-def default_workload(args: argparse.Namespace) -> bool:
-    """Sets ``args.workload`` to :data:`DEFAULT_WORKLOAD` when ``--workload`` was not given, and
-    says whether it did (then ``labkit run`` says what it runs before it starts)."""
+def chosen_workload(args: argparse.Namespace) -> tuple[str, dict, dict | None]:
+    """The workload ``labkit run`` runs, its parameters and the design's ``workload:`` key (None when
+    the file names none): ``--workload`` when given (the command line wins), else the design's.
+    Parameters are the design's (for the same workload) updated by ``--param``. Neither given is a
+    ConfigError naming the workloads and both ways to choose one (issue 46: no silent default)."""
+    named = _declared_workload(args.design)
     if args.workload is not None:
-        return False
-    args.workload = DEFAULT_WORKLOAD
-    return True
-
-
-def _default_workload_text(design, workload) -> str:
-    """The line ``labkit run`` prints when it runs the default workload: which one, with which
-    parameters, and how many runs."""
-    from ..workloads import REGISTRY
-    params = ", ".join(f"{k}={v}" for k, v in workload.params.items() if v is not None)
-    runs = design.n_configurations * design.replications
-    if design.adaptive is not None:
-        count = f"{runs:,} to {design.n_configurations * int(design.adaptive['max']):,} runs (adaptive)"
+        name = args.workload
+        from ..workloads import workload_class
+        try:
+            workload_class(name)
+        except ConfigError as exc:
+            raise ConfigError(f"--workload: {exc}") from None
+    elif named is not None:
+        name = named["name"]
     else:
-        count = f"{runs:,} run{'s' if runs != 1 else ''}"
-    return (f"no --workload given: running the default workload {workload.name} ({params}), {count}; "
-            f"pass --workload to choose ({', '.join(REGISTRY)})")
+        from ..design import Design
+        Design.from_yaml(args.design)   # a bad workload: key, or any problem of the file, is said first
+        raise ConfigError(no_workload_text(args.design))
+    given = _parse_workload_params(args.param, name)
+    base = named["params"] if named is not None and named["name"] == name else {}
+    return name, {**base, **given}, named
+
+
+def no_workload_text(design: str) -> str:
+    """What ``labkit run`` says when neither ``--workload`` nor the design names a workload."""
+    from ..workloads import REGISTRY
+    return (f"{design} names no workload: pass --workload NAME, or add 'workload: NAME' to the design file "
+            f"(with parameters: 'workload: {{name: NAME, params: {{...}}}}'); "
+            f"workloads: {', '.join(sorted(REGISTRY))}")
+
+
+def _declared_workload(path: str) -> dict | None:
+    """The design file's ``workload:`` key as :func:`labkit.design.workload_key.check_workload_key`
+    reads it; None when the file names none or a bad one (reading the whole design says why, with
+    its other problems)."""
+    from ..core.yamlsafe import load_yaml
+    from ..design.workload_key import check_workload_key
+    data = load_yaml(path)
+    raw = data.get("workload") if isinstance(data, dict) else None
+    if raw is None:
+        return None
+    try:
+        return check_workload_key(raw)
+    except ConfigError:
+        return None
 
 
 def quarantine_default(args: argparse.Namespace) -> str:

@@ -9,14 +9,16 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
-import subprocess
 from collections.abc import Sequence
 from importlib import resources
 from pathlib import Path
 
-from ..errors import BenchmarkError, tail
+from ..errors import BenchmarkError
+from .host_commands import run_host
 
 CACHE = Path(os.environ.get("LABKIT_CACHE", Path.home() / ".cache" / "labkit")) / "bin"
+#: the longest one compilation may take
+COMPILE_TIMEOUT_S = 300
 
 
 def compiler() -> str:
@@ -34,10 +36,8 @@ def compile_c(source: str | Path, binary: str | Path, *, flags: Sequence[str] = 
     compiler (and its Debian package) or shows the compiler's output tail."""
     if mpi and shutil.which("mpicc") is None:
         raise BenchmarkError("mpicc is not installed on this host (apt-get install libopenmpi-dev)")
-    cmd = ["mpicc" if mpi else compiler(), *flags, "-o", str(binary), str(source), "-lm"]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
-    if proc.returncode != 0:
-        raise BenchmarkError(f"compiling {Path(source).name} failed", cmd, tail(proc.stdout + proc.stderr))
+    cmd = ["mpicc" if mpi else compiler(), *flags, "-o", binary, source, "-lm"]
+    run_host(cmd, what=f"compiling {Path(source).name}", timeout=COMPILE_TIMEOUT_S, error=BenchmarkError)
     return Path(binary)
 
 

@@ -25,7 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..errors import ConfigError
+from ..errors import BackendError, ConfigError
+from .host_commands import run_host
 from .paths import MARKER
 
 if TYPE_CHECKING:
@@ -54,10 +55,10 @@ def _cpu_model() -> str:
 def _virt() -> str:
     """What ``systemd-detect-virt`` says (once per process: a campaign's every start would
     otherwise fork it, CPU the quiet-host guard's first look sees)."""
-    try:
-        out = subprocess.run(["systemd-detect-virt"], capture_output=True, text=True, timeout=5)
+    try:   # exit 1 with "none" on bare metal
+        out = run_host(["systemd-detect-virt"], what="detecting virtualization", timeout=5, check=False)
         return out.stdout.strip() or "none"
-    except (OSError, subprocess.SubprocessError):
+    except BackendError:
         flags = _read("/proc/cpuinfo", "")
         return "unknown-hypervisor" if " hypervisor" in flags else "unknown"
 
@@ -151,10 +152,13 @@ def capture_diff(checkout: str | Path, *, cap: int = DIFF_CAP) -> CodeDiff | Non
         raise ConfigError(f"capture_diff: cap must be a whole number of bytes >= 1, got {cap!r}")
     git = ["git", "-C", str(checkout), "-c", "core.quotepath=off"]
     try:
-        head = subprocess.run([*git, "rev-parse", "--short=12", "HEAD"], capture_output=True, text=True,
-                              timeout=10)
-        if head.returncode != 0 or not head.stdout.strip():
-            return None
+        head = run_host([*git, "rev-parse", "--short=12", "HEAD"], what="reading the checkout's commit",
+                        timeout=10, check=False)
+    except BackendError:
+        return None
+    if head.returncode != 0 or not head.stdout.strip():
+        return None
+    try:
         proc = subprocess.Popen([*git, "diff", "HEAD", "--binary", "--no-color", "--no-ext-diff",
                                  "--no-textconv"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
     except (OSError, subprocess.SubprocessError):
@@ -213,15 +217,13 @@ def labkit_commit() -> str:
             return "n/a"
         return f"{built} (installed)" if built else "n/a"
     try:
-        head = subprocess.run(["git", "-C", str(here), "rev-parse", "--short=12", "HEAD"],
-                              capture_output=True, text=True, timeout=5)
-        if head.returncode != 0:
-            return "n/a"
-        dirty = subprocess.run(["git", "-C", str(here), "status", "--porcelain", "--untracked-files=no"],
-                               capture_output=True, text=True, timeout=10)
-        return head.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "")
-    except (OSError, subprocess.SubprocessError):
+        head = run_host(["git", "-C", here, "rev-parse", "--short=12", "HEAD"], what="reading labkit's commit",
+                        timeout=5)
+        dirty = run_host(["git", "-C", here, "status", "--porcelain", "--untracked-files=no"],
+                         what="reading whether labkit's checkout has changes", timeout=10, check=False)
+    except BackendError:
         return "n/a"
+    return head.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "")
 
 
 def host_fingerprint() -> dict:

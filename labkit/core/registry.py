@@ -5,7 +5,7 @@ backend, so a second process running the same id (from another data dir, another
 another user) would clean up the first one's instances at its start. :func:`register` makes
 the second start fail at once instead, and :func:`running` tells ``labkit clean`` (and a
 quiet-host guard) which campaigns run right now. Besides its entry in a registry directory, a
-running campaign holds its id's abstract socket (:mod:`labkit.core.claims`), one namespace for
+running campaign holds its id's abstract socket (:mod:`labkit.core.id_sockets`), one namespace for
 every user: two users whose registries cannot read each other's still cannot run one id at once,
 and the refusal names the other's pid and uid. :func:`register` also records the data dir
 (:mod:`labkit.core.datadirs`), which outlives the entry.
@@ -39,7 +39,7 @@ Per campaign id, two files:
   "lock held", never a guess from a pid. A reader who may not open it (another user's registry)
   compares the entry's pid *and* that process's start time in ``/proc``. A campaign that stops
   removes it after its entry, while it still holds the lock and the id's claim
-  (:mod:`labkit.core.claims`), so no second process can be locking that file meanwhile (a killed
+  (:mod:`labkit.core.id_sockets`), so no second process can be locking that file meanwhile (a killed
   one leaves it, used again when the id runs again): the directory does not keep a file per
   campaign id ever run, and reading it before every run stays cheap.
 * ``<id>.json`` (0644): the entry (``campaign_id``, absolute ``data_dir``, ``pid``,
@@ -67,7 +67,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import ConfigError, StoreError
-from . import claims, datadirs
+from . import datadirs, id_sockets
 from .clock import now_iso
 from .files import atomic_write
 from .foreign import owned_dir, read_regular
@@ -327,9 +327,9 @@ def running() -> list[Entry]:
 
 
 def claimed() -> set[str]:
-    """The campaign ids any process of any user holds on this host now (:func:`labkit.core.claims.bound`):
+    """The campaign ids any process of any user holds on this host now (:func:`labkit.core.id_sockets.bound`):
     also those whose registries this user cannot read."""
-    return claims.bound()
+    return id_sockets.bound()
 
 
 def find(campaign_id: str) -> Entry | None:
@@ -400,7 +400,7 @@ def register(campaign_id: str, data_dir: str | Path | None, *, backend: str | No
     check_campaign_id(campaign_id)
     directory = _checked(run_dir(), create=True)
     try:
-        claim = claims.claim(campaign_id)
+        claim = id_sockets.claim(campaign_id)
     except OSError as exc:
         raise StoreError(f"campaign {campaign_id!r}: cannot claim its id on this host (an abstract Unix "
                          f"socket): {exc.strerror or exc}") from None
@@ -453,7 +453,7 @@ def register(campaign_id: str, data_dir: str | Path | None, *, backend: str | No
 def holder_text(campaign_id: str) -> str:
     """Who holds ``campaign_id``'s claim, from the kernel (pid, uid, user name) when no readable
     registry names it."""
-    held = claims.holder(campaign_id)
+    held = id_sockets.holder(campaign_id)
     if held is None:
         return "another process (it does not say which)"
     pid, uid = held

@@ -17,7 +17,7 @@ from . import fractional as fr
 if TYPE_CHECKING:
     import pandas as pd
 
-    from . import Design
+    from .design import Design
 
 
 def _where(design) -> str:

@@ -1,6 +1,6 @@
 """``python -m labkit.images build``: the same as ``labkit images build``."""
 import sys
 
-from . import main
+from .fallback_cli import main
 
 sys.exit(main())

@@ -11,7 +11,7 @@ import re
 from pathlib import Path
 
 from ..errors import BackendError, BackendUnavailable
-from . import sdk
+from .sdks import sdk
 
 log = logging.getLogger("labkit.images")
 

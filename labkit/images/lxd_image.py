@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 from ..errors import BackendError, BackendUnavailable
-from . import sdk
+from .sdks import sdk
 
 log = logging.getLogger("labkit.images")
 

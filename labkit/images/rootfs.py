@@ -27,14 +27,14 @@ import logging
 import os
 import re
 import shutil
-import subprocess
 import time
 from collections.abc import Iterable, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import BackendError, BackendUnavailable, ConfigError, tail
+from ..core.host_commands import run_host
+from ..errors import BackendError, BackendUnavailable, ConfigError
 
 log = logging.getLogger("labkit.images")
 
@@ -243,9 +243,9 @@ def inputs(packages: Iterable[str] = PACKAGES, suite: str = SUITE) -> dict:
 
 def _dpkg_arch() -> str:
     try:
-        return subprocess.run(["dpkg", "--print-architecture"], capture_output=True, text=True,
-                              check=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
+        return run_host(["dpkg", "--print-architecture"], what="reading this host's Debian architecture",
+                        timeout=30).stdout.strip()
+    except BackendError:
         return os.uname().machine
 
 
@@ -271,13 +271,10 @@ def read_stamp(path: Path | None = None) -> dict | None:
         return None
 
 
-def _run(cmd: list[str], what: str, **kw) -> subprocess.CompletedProcess:
-    log.info("%s: %s", what, " ".join(cmd))
-    proc = subprocess.run(cmd, capture_output=True, text=True, **kw)
-    if proc.returncode != 0:
-        raise BackendError(f"{what} failed (exit {proc.returncode}): {' '.join(cmd)}\n"
-                           f"{tail(proc.stdout + proc.stderr, 30)}")
-    return proc
+#: the longest the debootstrap of an image may take (minutes are usual; a slow mirror takes longer)
+DEBOOTSTRAP_TIMEOUT_S = 3600
+#: the longest packing a rootfs into its tarball may take
+TAR_TIMEOUT_S = 1800
 
 
 def build_rootfs(force: bool = False, *, var: Variant = BASE) -> Path:
@@ -318,7 +315,8 @@ def _build_rootfs(force: bool, var: Variant = BASE) -> Path:
     cmd += [SUITE, str(tmp), mirror.uri]
     log.info("debootstrap %s into %s from the apt mirror in %s (takes minutes)", SUITE, tmp, mirror.origin)
     t0 = time.monotonic()
-    _run(cmd, "debootstrap", env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"})
+    run_host(cmd, what="debootstrap", timeout=DEBOOTSTRAP_TIMEOUT_S,
+             env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"})
     _finish_rootfs(tmp)
     if path.exists():
         shutil.rmtree(path)
@@ -420,8 +418,8 @@ def _tarball(path: Path, force: bool) -> Path:
     tmp = out.with_suffix(".tar.tmp")
     log.info("packing %s into %s", path, out)
     # GNU tar keeps owners, modes, devices, hard links and xattrs exactly (numeric ids)
-    _run(["tar", "--numeric-owner", "--xattrs", "-C", str(path), "-cf", str(tmp), "."],
-         "tar of the rootfs")
+    run_host(["tar", "--numeric-owner", "--xattrs", "-C", str(path), "-cf", str(tmp), "."],
+             what="tar of the rootfs", timeout=TAR_TIMEOUT_S)
     os.replace(tmp, out)
     return out
 

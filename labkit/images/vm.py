@@ -29,13 +29,12 @@ import logging
 import os
 import re
 import shutil
-import subprocess
 import time
-from collections.abc import Sequence
 from importlib import resources
 from pathlib import Path
 
-from ..errors import BackendError, BackendUnavailable, tail
+from ..core.host_commands import run_host
+from ..errors import BackendError, BackendUnavailable
 
 log = logging.getLogger("labkit.images")
 
@@ -128,20 +127,14 @@ def _stamp(path: Path) -> Path:
     return path.with_name(path.name + ".stamp")
 
 
-def _run(cmd: Sequence[str | Path], what: str) -> subprocess.CompletedProcess:
-    log.info("%s: %s", what, " ".join(map(str, cmd)))
-    try:
-        proc = subprocess.run([str(c) for c in cmd], capture_output=True, text=True)
-    except FileNotFoundError as exc:
-        raise BackendUnavailable(f"{what}: {cmd[0]} not found ({exc}); run scripts/setup-libvirt.sh") from exc
-    if proc.returncode != 0:
-        raise BackendError(f"{what} failed (exit {proc.returncode}): {' '.join(map(str, cmd))}\n"
-                           f"{tail(proc.stdout + proc.stderr, 30)}")
-    return proc
+#: the longest one step of the image build (a copy, mkfs.ext4, qemu-img convert) may take
+STEP_TIMEOUT_S = 1800
+#: what to do when a program the build needs is missing
+SETUP_HINT = "run scripts/setup-libvirt.sh"
 
 
 def _du_bytes(path: Path) -> int:
-    out = _run(["du", "-sb", "--apparent-size", path], "measuring the rootfs").stdout
+    out = run_host(["du", "-sb", "--apparent-size", path], what="measuring the rootfs", timeout=STEP_TIMEOUT_S).stdout
     return int(out.split()[0])
 
 
@@ -183,10 +176,10 @@ def build_vm_image(rootfs: Path, force: bool = False, *, variant: str | None = N
     staging = work / "root"
     log.info("making the VM image from %s into %s", rootfs, out)
     try:
-        _run(["cp", "-al", rootfs, staging], "hard-link copy of the rootfs")
+        run_host(["cp", "-al", rootfs, staging], what="hard-link copy of the rootfs", timeout=STEP_TIMEOUT_S)
     except BackendError:  # another filesystem: a real copy
         shutil.rmtree(staging, ignore_errors=True)
-        _run(["cp", "-a", rootfs, staging], "copy of the rootfs")
+        run_host(["cp", "-a", rootfs, staging], what="copy of the rootfs", timeout=STEP_TIMEOUT_S)
 
     version, vmlinuz, initrd = host_kernel()
     # new files only (or unlink first): the hard links must never write through to the rootfs
@@ -218,10 +211,11 @@ def build_vm_image(rootfs: Path, force: bool = False, *, variant: str | None = N
     raw = work / "root.raw"
     with open(raw, "wb") as f:
         f.truncate(size_mb << 20)
-    _run(["mkfs.ext4", "-q", "-F", "-L", "labkit-root", "-m", "0", "-E", "lazy_itable_init=0",
-          "-d", staging, raw], "mkfs.ext4 of the VM root filesystem")
-    _run(["qemu-img", "convert", "-f", "raw", "-O", "qcow2", raw, work / "base.qcow2"],
-         "qemu-img convert to qcow2")
+    run_host(["mkfs.ext4", "-q", "-F", "-L", "labkit-root", "-m", "0", "-E", "lazy_itable_init=0",
+              "-d", staging, raw], what="mkfs.ext4 of the VM root filesystem", timeout=STEP_TIMEOUT_S,
+             missing=BackendUnavailable, hint=SETUP_HINT)
+    run_host(["qemu-img", "convert", "-f", "raw", "-O", "qcow2", raw, work / "base.qcow2"],
+             what="qemu-img convert to qcow2", timeout=STEP_TIMEOUT_S, missing=BackendUnavailable, hint=SETUP_HINT)
     raw.unlink()
     shutil.rmtree(staging)
     shutil.copyfile(vmlinuz, work / "vmlinuz")

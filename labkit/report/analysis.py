@@ -15,13 +15,13 @@ import pandas as pd
 from ..errors import ConfigError, did_you_mean
 from ..stats import validate as v
 from ..stats.diagnostics import Diagnostics
-from ..stats.levels import LevelEffects
-from .conclusions import Conclusions, conclusions, decided_effects, focus_answer
+from ..stats.error_terms import LevelEffects
+from .conclude import Conclusions, conclusions, decided_effects, focus_answer
 from .decisions import Policy, policy_for
 from .declared import declared_levels, sorted_as_declared
 from .escape import escape_md
 from .labels import term_label
-from .levels import LevelDesign
+from .level_analysis import LevelDesign
 from .order import order_sentences
 from .tables import count_words
 from .variation import variation_ci
@@ -46,8 +46,8 @@ class Analysis:
     ``fingerprints`` (:func:`labkit.core.fingerprint.fingerprint_table`).
 
     The measurement's levels (issue 32): ``observations`` (one row per run and instance, with
-    host, instance, boot, run_seq, suspect: :func:`labkit.report.levels.observations`),
-    ``level_design`` (which levels are random, :func:`labkit.report.levels.level_design`),
+    host, instance, boot, run_seq, suspect: :func:`labkit.report.level_analysis.observations`),
+    ``level_design`` (which levels are random, :func:`labkit.report.level_analysis.level_design`),
     ``levels`` (the :class:`labkit.stats.LevelEffects` when runs are not independent units, else
     None; ``kind`` is then "levels"), ``quantiles`` (:func:`labkit.stats.quantile_summary` per
     configuration), ``drift`` (:func:`labkit.stats.drift_segments` of each host's runs),
@@ -162,7 +162,7 @@ def analyze(data_dir: str | Path, campaign: str, *, response: str | None = None,
     one factor, or no replications) the analysis still returns, with ``kind`` "none", an
     empty effects table and conclusions that say what cannot be computed and why.
 
-    The right error term by itself (issue 32, :mod:`labkit.report.levels`): when runs share
+    The right error term by itself (issue 32, :mod:`labkit.report.level_analysis`): when runs share
     instances (``runs_per_instance`` > 1), a run has several instances, or ``hosts="random"``
     on a fleet, the runs are not independent units and each factor is tested against the level
     it varies across (``kind`` "levels": the exact EMS test for balanced designs, else a REML
@@ -196,7 +196,7 @@ def _fit(obs: pd.DataFrame, runs_table: pd.DataFrame, response: str, factors: li
     residual diagnostics and the bootstrap shares are skipped (the analysis without the suspect
     runs needs the verdicts only)."""
     from ..stats import anova, blocked_effects, factorial_diagnostics, factorial_effects
-    from .levels import level_analysis
+    from .level_analysis import level_analysis
     diag: Diagnostics | None = None
     variation: pd.DataFrame | None = None
     fit = None
@@ -269,7 +269,7 @@ def analyze_results(tidy: pd.DataFrame, *, meta: dict | None = None, campaign: s
     from ..core.fingerprint import fingerprint_table
     from ..stats import drift_segments, order_effects, quantile_summary, summarize
     from .catalog import primary_response
-    from .levels import (
+    from .level_analysis import (
         drift_sentences,
         error_term_sentences,
         level_design,
@@ -354,12 +354,12 @@ def analyze_results(tidy: pd.DataFrame, *, meta: dict | None = None, campaign: s
                             runs=runs_table, focus=focus if focus in factors else None, reference=reference,
                             error_term=error_term_sentences(kind, plan, effects, fit, note=note),
                             checks=checks, not_concluded=untaken)
-    telemetry = _telemetry(runs, runs_table)
+    from ..run.telemetry import measurement_notes
+    notes = measurement_notes(runs)   # never "none flagged" for runs that were never measured
+    telemetry = _telemetry(runs, runs_table, notes)
     concl.suspect = suspect_sentences(runs_table, obs, response, factors, plan, policy,
                                       concl, levels=levels, n_boot=n_boot, why=why, focus=focus,
                                       watched=telemetry is not None)
-    from ..run.telemetry import measurement_notes
-    notes = measurement_notes(runs)   # never "none flagged" for runs that were never measured
     if any(n.startswith("telemetry off") for n in notes):
         concl.suspect = [s for s in concl.suspect if not s.startswith("Suspect runs: none of")]
     concl.suspect = [f"Not measured: {n}." for n in notes] + list(concl.suspect)
@@ -433,7 +433,7 @@ def suspect_sentences(runs_table: pd.DataFrame, obs: pd.DataFrame, response: str
     False when no telemetry is stored, said so instead of "none flagged"). Says in
     ``concl.headline`` whether the answer about ``focus`` is the same without them."""
     from .decisions import empty_cells, suspect_association
-    from .levels import level_design
+    from .level_analysis import level_design
     sus = runs_table["suspect"].astype(bool)
     n_sus, n = int(sus.sum()), len(runs_table)
     if not n_sus:
@@ -506,9 +506,10 @@ def suspect_sentences(runs_table: pd.DataFrame, obs: pd.DataFrame, response: str
     return out
 
 
-def _telemetry(stored: pd.DataFrame | None, runs_table: pd.DataFrame) -> pd.DataFrame | None:
+def _telemetry(stored: pd.DataFrame | None, runs_table: pd.DataFrame, notes: list[str]) -> pd.DataFrame | None:
     """One row per analysed run: run_id, run_order, host, run_seq, suspect, suspect_reason and the
-    runs' telemetry summaries (:func:`labkit.run.telemetry.covariates`), or None without them."""
+    runs' telemetry summaries (:func:`labkit.run.telemetry.covariates`), or None without them;
+    ``notes``: :func:`labkit.run.telemetry.measurement_notes` of ``stored``."""
     if stored is None or not len(stored) or "metadata" not in stored:
         return None
     from ..run.telemetry import covariates
@@ -518,6 +519,5 @@ def _telemetry(stored: pd.DataFrame | None, runs_table: pd.DataFrame) -> pd.Data
     keep = ["run_id", "run_order", "host", "run_seq", "suspect", "suspect_reason"]
     out = runs_table[keep].merge(cov, on="run_id", how="left")
     # what was not measured ("telemetry off: psutil missing: suspect runs unknown"): never "0 flagged"
-    from ..run.telemetry import measurement_notes
-    out.attrs["unmeasured"] = [n for n in measurement_notes(stored) if n.startswith("telemetry off")]
+    out.attrs["unmeasured"] = [n for n in notes if n.startswith("telemetry off")]
     return out

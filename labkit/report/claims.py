@@ -460,13 +460,19 @@ def with_fixed_params(tidy: pd.DataFrame, data_dir: str | Path, campaign: str,
                       keys: Mapping[str, Any]) -> pd.DataFrame:
     """``tidy`` with a constant column for each of ``keys`` that is not a factor of ``campaign``
     but one of its fixed workload parameters (a one-level ``app`` set in the workload's
-    parameters instead of the design), so a claim selects on it either way."""
+    parameters instead of the design), or ``platform`` in a campaign without that factor (one
+    platform: its backend, as :func:`labkit.store.results.load_campaigns` labels its rows), so
+    a claim selects on it either way: a claim on another platform then selects no run and is
+    ``not measured`` instead of failing on a missing column."""
     from ..store import Store
     missing = [k for k in keys if k not in tidy.columns]
     if not missing:
         return tidy
     with Store(Path(data_dir) / campaign / "store.sqlite", readonly=True) as st:
-        params = (st.meta().get("workload") or {}).get("params") or {}
+        meta = st.meta()
+    params = dict((meta.get("workload") or {}).get("params") or {})
+    if "platform" not in params and meta.get("backend"):
+        params["platform"] = meta["backend"]
     fixed = {k: params[k] for k in missing if params.get(k) is not None}
     return tidy.assign(**fixed) if fixed else tidy
 
@@ -512,7 +518,7 @@ def compute(measured: Measured, data_dir: str | Path, *, alpha: float = 0.05,
         groups = {lvl: [float(x) for x in _select(runs, {col: lvl}).value] for lvl in measured.levels}
         groups = {k: g for k, g in groups.items() if g}
         higher = not measured.lower_is_better
-        if str(ranked) in groups:
+        if str(ranked) in groups and len(groups) > 1:   # a ranking of one level (one platform run) is not measured
             order = sorted(groups, key=lambda k: float(np.mean(groups[k])), reverse=higher)
             out["value"] = float(order.index(str(ranked)) + 1)
         out["spread"] = {"kind": "rank", "groups": groups, "level": str(ranked), "higher_is_better": higher}

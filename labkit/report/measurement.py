@@ -14,7 +14,7 @@ import pandas as pd
 
 from ..errors import ConfigError
 from . import plots
-from .levels import error_term_sentences
+from .level_analysis import error_term_sentences
 from .page import Captioned
 
 CAPTIONS = {

@@ -14,10 +14,14 @@ from ..errors import ConfigError
 from ..stats import validate as v
 from .canvas import BAR, BAR_HIGH, REF, figure_axes, new_figure, panel_grid
 from .labels import PALETTE, colors, label
+from .tables import PER_RUN_ROWS
 
 __all__ = ["SUSPECT", "comparison", "drift", "telemetry", "telemetry_runs", "variance_shares"]
 
 SUSPECT = "#a0322b"
+#: runs :func:`telemetry_runs` draws at most: the cap of the report's per-run tables
+#: (:data:`labkit.report.tables.PER_RUN_ROWS`)
+TELEMETRY_RUNS = PER_RUN_ROWS
 
 
 def variance_shares(variance: pd.DataFrame, *, ax: Axes | None = None, title: str | None = None) -> Figure:
@@ -70,14 +74,24 @@ def drift(runs: pd.DataFrame, segments: pd.DataFrame, response: str, *, factors:
     return fig
 
 
-def telemetry_runs(table: pd.DataFrame, *, order: str = "run_order", title: str | None = None) -> Figure:
+def telemetry_runs(table: pd.DataFrame, *, order: str = "run_order", title: str | None = None,
+                   max_runs: int = TELEMETRY_RUNS) -> Figure:
     """Per-run telemetry (:attr:`labkit.report.Analysis.telemetry`): the campaign's CPU (its
     instances) beside the CPU of other processes, steal, and the CPU frequency range, one point
     per run in ``order``; runs flagged ``suspect`` are drawn as red crosses (gid "suspect").
-    Panels without data are left out."""
+    Panels without data are left out.
+
+    At most ``max_runs`` runs are drawn (:data:`TELEMETRY_RUNS`, the cap of the report's per-run
+    tables: at 10,000 runs the figure was unreadable and slow, issue 45), picked deterministically:
+    every suspect run first (what the figure is there to show), the places left filled with the
+    other runs spread evenly in ``order``, first and last included (so a drift over the campaign
+    keeps its shape, which "the slowest first" would not); the title then says "N of M runs"."""
     v.frame(table, "telemetry")
     v.columns(table, [order], "telemetry")
-    d = table.sort_values(order)
+    if isinstance(max_runs, bool) or not isinstance(max_runs, int) or max_runs < 1:
+        raise ConfigError(f"telemetry: max_runs must be a whole number of runs >= 1, got {max_runs!r}")
+    total = len(table)
+    d = _capped_runs(table.sort_values(order, kind="stable"), max_runs)
     panels = [(("campaign_cpu_mean_pct", "instances (campaign)"), ("cpu_other_mean_pct", "other processes"),
                ("cpu_other_max_pct", "other processes, max")),
               (("steal_max_pct", "steal, max"), ("iowait_mean_pct", "iowait, mean")),
@@ -103,9 +117,42 @@ def telemetry_runs(table: pd.DataFrame, *, order: str = "run_order", title: str 
         ax.legend(fontsize=7, loc="upper right")
     axes[-1].set_xlabel(label(order))
     n = int(suspect.sum())
-    fig.suptitle(title or "Telemetry per run" + (f" ({n} suspect run{'s' if n != 1 else ''}: red crosses)"
-                                                 if n else ""))
+    n_all = int(table["suspect"].fillna(False).astype(bool).sum()) if "suspect" in table else 0
+    some = f"{n:,d} of {n_all:,d}" if n < n_all else f"{n:,d}"
+    flagged = f" ({some} suspect run{'s' if n_all != 1 else ''}: red crosses)" if n else ""
+    shown = f"{len(d):,d} of {total:,d} runs"
+    if title:
+        fig.suptitle(title + (f" ({shown})" if len(d) < total else ""))
+    else:
+        fig.suptitle("Telemetry per run" + (f": {shown}" if len(d) < total else "") + flagged)
     return fig
+
+
+def _capped_runs(table: pd.DataFrame, max_runs: int) -> pd.DataFrame:
+    """At most ``max_runs`` rows of ``table`` (one per run, already in run order), in that order:
+    all of them when they fit; else every run flagged ``suspect`` (evenly spread among them if
+    they alone are more than ``max_runs``), the places left filled with the other runs spread
+    evenly in order (first and last included). Deterministic: the same table gives the same runs."""
+    n = len(table)
+    if n <= max_runs:
+        return table
+    flag = (table["suspect"].fillna(False).astype(bool).to_numpy() if "suspect" in table
+            else np.zeros(n, dtype=bool))
+    sus, other = np.flatnonzero(flag), np.flatnonzero(~flag)
+    keep = _spread(sus, max_runs)
+    keep = np.concatenate([keep, _spread(other, max_runs - len(keep))])
+    return table.iloc[np.sort(keep)]
+
+
+def _spread(positions: np.ndarray, k: int) -> np.ndarray:
+    """``k`` of ``positions`` spread evenly over them (first and last included); all when they fit."""
+    if k <= 0:
+        return positions[:0]
+    if len(positions) <= k:
+        return positions
+    if k == 1:
+        return positions[:1]
+    return positions[np.round(np.linspace(0, len(positions) - 1, k)).astype(int)]
 
 
 def comparison(table: pd.DataFrame, factors: Sequence[str], *, a: str = "a", b: str = "b",

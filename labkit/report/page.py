@@ -97,7 +97,7 @@ def render(title: str, sections: Sequence[tuple[str, object]], *, subtitle: str 
     import pandas as pd
     from matplotlib.figure import Figure
 
-    from .conclusions import Conclusions
+    from .conclude import Conclusions
     from .escape import escape_html
     from .tables import html_table
     used: set[str] = set()

@@ -9,7 +9,7 @@ instance-name prefix, the run hooks and the run timeout), taken from the campaig
 the campaign nor the engine.
 
 * :func:`run_together`: the workload in every instance of a run at the same moment (a workload that
-  spans the instances runs once over all of them: :func:`labkit.run.network.run_workload`).
+  spans the instances runs once over all of them: :func:`labkit.run.network_setup.run_workload`).
 * :func:`keep_output`: a run's command output kept beside the store, as the run-output policy says.
 * :func:`oom_killed`: whether a failure carries the backend's out-of-memory verdict.
 """
@@ -32,7 +32,7 @@ from ..core.instance import InstanceSpec
 from ..errors import CommandTimeout, ConfigError, LabkitError, StoreError
 from ..store import now_iso
 from ..workloads.params import TIMEOUT
-from . import network as runnet
+from . import network_setup as runnet
 from .hooks import RunContext, RunHook, around_run, instances_ready
 
 if TYPE_CHECKING:

@@ -48,7 +48,7 @@ from ..store.codestate import record_code_diff
 from ..store.forget import forget_failed, forget_suspect
 from ..workloads import get_workload
 from ..workloads.params import TIMEOUT
-from . import network as runnet
+from . import network_setup as runnet
 from .boot import BootRunner, BootSettings, Measured
 from .engine import Dispatcher
 from .guard import QuietHost
@@ -66,6 +66,10 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("labkit.run.campaign")
 # what a resume must match (stored in the store's meta at creation)
+#: the workload of a Campaign given none, when its design names none either (``labkit run`` instead
+#: requires one: the command line's ``--workload`` or the design's ``workload:`` key)
+DEFAULT_WORKLOAD = "nqueens"
+
 RESUME_KEYS = ("design_digest", "backend", "backend_options", "workload", "defaults", "host", "testbed")
 HANDLED_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 #: ``Campaign(telemetry=DESIGN)`` (the default): the design's ``telemetry``, else every second
@@ -123,7 +127,8 @@ class Campaign:
     backend : backend name ("local", "docker", "lxd", "libvirt", "ssh", ...) or a Backend; default
         "local" ("ssh" on a testbed whose hosts are all remote, "slurm" on a Slurm testbed); with a
         testbed, a platform name
-    workload : workload name or a Workload instance
+    workload : workload name or a Workload instance; None: the design's ``workload:`` key (its
+        parameters under ``workload_params``), else :data:`DEFAULT_WORKLOAD`
     campaign_id : 1-48 lowercase letters, digits, ``-``/``_`` (no ``--``, no trailing ``-``);
         default: design name + seed
     data_dir : where ``<campaign_id>/store.sqlite`` goes (default ``data``)
@@ -137,7 +142,7 @@ class Campaign:
     testbed : a :class:`~labkit.run.testbed.Testbed`, a dict or a YAML path: run on its hosts in
         parallel (:mod:`labkit.run.engine`). A design with a ``platform`` factor runs on a testbed
         (this machine alone when none is given); ``backend`` then names the platform of designs
-        without that factor. A Slurm testbed (a ``slurm`` section: :mod:`labkit.run.slurm`) asks the
+        without that factor. A Slurm testbed (a ``slurm`` section: :mod:`labkit.run.slurm_testbed`) asks the
         cluster for its nodes when the run starts and gives them back when it ends.
     group_readable : store files 0640 (directory 0750) instead of 0600 (0700)
     hooks : :class:`~labkit.run.hooks.RunHook` objects entered around every run on every path (KSM
@@ -164,7 +169,7 @@ class Campaign:
     """
 
     def __init__(self, design: Design | dict | str | Path, backend: str | Backend | None = None,
-                 workload: str | Workload = "nqueens", *, campaign_id: str | None = None,
+                 workload: str | Workload | None = None, *, campaign_id: str | None = None,
                  data_dir: str | Path = "data", backend_options: dict | None = None,
                  workload_params: dict | None = None, defaults: InstanceSpec | None = None,
                  run_timeout: float | None = 3600, progress: bool = True, group_readable: bool = False,
@@ -182,6 +187,11 @@ class Campaign:
             raise ConfigError(f"workload_params must be a mapping, got {type(workload_params).__name__}")
         if any(not isinstance(k, str) for k in workload_params or {}):
             raise ConfigError("workload_params: parameter names must be strings")
+        named = design.named_workload     # the design file's ``workload:`` key, if it has one
+        if workload is None:
+            workload = named["name"] if named is not None else DEFAULT_WORKLOAD
+        if named is not None and workload == named["name"]:   # its parameters, the given ones winning
+            workload_params = {**named["params"], **(workload_params or {})}
         self.workload = get_workload(workload, **(workload_params or {}))
         self.defaults = defaults or InstanceSpec()
         if not isinstance(self.defaults, InstanceSpec):

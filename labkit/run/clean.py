@@ -245,11 +245,11 @@ def clean_testbed(meta: dict, prefix: str, testbed: Testbed | dict | str | Path 
     the store's description, where values redacted at run time are left out (so SSH falls
     back to the agent and default keys instead of a ``<redacted>`` path). A Slurm testbed's
     campaign: its allocations still running are cleaned node by node and cancelled
-    (:func:`labkit.run.slurm.clean`)."""
+    (:func:`labkit.run.slurm_testbed.clean`)."""
     from ..core.redact import without_redacted
     from .testbed import Testbed
     if (meta.get("testbed") or {}).get("slurm") is not None:
-        from .slurm import clean
+        from .slurm_testbed import clean
         return clean(meta, prefix, meta["testbed"].get("platforms") or {})
     if testbed is not None:
         tb = Testbed.load(testbed)

@@ -18,7 +18,7 @@ through a :class:`~labkit.run.boot.BootRunner` (the campaign's settings, not the
 * **Claims.** A worker claims its next boot's runs in the store (a lease renewed by a heartbeat thread; a
   boot is one run, or with ``runs_per_instance`` k the pending runs of one boot of a configuration, run on
   the same instances: :meth:`BootRunner.measure_boot <labkit.run.boot.BootRunner.measure_boot>`); the
-  candidates come from the claim index (:class:`~labkit.run.claims.ClaimIndex`: each host's runs in plan
+  candidates come from the claim index (:class:`~labkit.run.claim_index.ClaimIndex`: each host's runs in plan
   order, those known stored skipped, told of each run as it is stored), grouped by boot, and the store reads
   only the rows of the first few (:meth:`Store.claim_group <labkit.store.Store.claim_group>`); storing a run
   drops its claim in the same transaction. Runs that end close together are stored in one transaction (group
@@ -63,7 +63,7 @@ from ..errors import BackendUnavailable, LabkitError, StoreError
 from ..store import now_iso
 from ..store.group import GroupCommit
 from .boot import BootRunner, Measured, keep_output
-from .claims import ClaimIndex
+from .claim_index import ClaimIndex
 from .hosts import host_facts, identity_warnings
 from .platforms import FACTOR, BackendPool
 
@@ -288,7 +288,7 @@ class Dispatcher:
 
     def boots(self, state: HostState) -> Iterator[list[str]]:
         """The host's claimable candidates (:meth:`ClaimIndex.claimable
-        <labkit.run.claims.ClaimIndex.claimable>`: not known stored) grouped by boot (:attr:`Run.boot_group
+        <labkit.run.claim_index.ClaimIndex.claimable>`: not known stored) grouped by boot (:attr:`Run.boot_group
         <labkit.design.Run.boot_group>`: the runs of a boot of a configuration, in plan order), lazily, in
         the order of each boot's first candidate: what one claim takes together."""
         seen: set[str] = set()

@@ -22,7 +22,7 @@ the treatment checks (:mod:`labkit.run.treatments`: did each factor's treatment 
 the design's ``treatment_checks: false``); the campaign's telemetry (:mod:`labkit.run.telemetry`)
 is entered last and left first.
 A run's private network is not a hook: its instances are made on it, so it is opened before
-them and removed after them, as part of provisioning (:mod:`labkit.run.network`).
+them and removed after them, as part of provisioning (:mod:`labkit.run.network_setup`).
 
 >>> import contextlib
 >>> class Stamp(RunHook):

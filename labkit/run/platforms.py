@@ -20,7 +20,7 @@ gets ``qemu+ssh://user@address:port/system?keyfile=...``, and with any SSH URI (
 platform's own) the host's ``host_key_policy`` and ``known_hosts``, which the backend applies to the
 URI it opens (:mod:`labkit.backends.libvirt.sshuri`). ``local`` cannot run on a remote host. ``slurm``
 runs only on the nodes of a Slurm testbed's allocation and gets the allocation's ``job_id`` and the
-``node`` (:mod:`labkit.run.slurm`).
+``node`` (:mod:`labkit.run.slurm_testbed`).
 
 :class:`BackendPool` opens each (host, platform) backend once, checks it, and closes them all.
 """

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..backends import cgroups, network_host
+from ..backends import cgroups, host_end
 from ..errors import LabkitError
 from .hooks import RunContext
 
@@ -100,7 +100,7 @@ class CgroupWatch:
     """The campaign's cgroups on this machine: those under ``driver``'s CPU-accounting root whose
     names start with ``prefix``. The local backend names each instance's cgroup after it
     (``holds_instances``); on any backend, the commands a run's workload starts on this machine
-    (a private network's host end, :mod:`labkit.backends.network_host`) are in one too."""
+    (a private network's host end, :mod:`labkit.backends.host_end`) are in one too."""
 
     def __init__(self, driver: cgroups.Driver, prefix: str, holds_instances: bool = True):
         self.driver, self.prefix, self.holds_instances = driver, prefix, holds_instances
@@ -110,9 +110,9 @@ class CgroupWatch:
     def read(self) -> dict[str, tuple[float, int | None]]:
         """cgroup name -> (CPU seconds used, throttled periods); a cgroup gone meanwhile is left out.
         ``<prefix>host-retired``: what the campaign's host ends removed so far used (their count
-        goes on there: :func:`~labkit.backends.network_host.retired_cpu`)."""
+        goes on there: :func:`~labkit.backends.host_end.retired_cpu`)."""
         out: dict[str, tuple[float, int | None]] = {
-            self.prefix + network_host.GROUP_TAG + "retired": (network_host.retired_cpu(self.prefix), 0)}
+            self.prefix + host_end.GROUP_TAG + "retired": (host_end.retired_cpu(self.prefix), 0)}
         try:
             names = [n for n in os.listdir(self.root) if n.startswith(self.prefix)]
         except OSError:

@@ -149,16 +149,24 @@ def start_warnings(backend: Any = None) -> list[str]:
                    "look, so whether a run was disturbed (suspect) stays unknown")
     if backend is not None and getattr(backend, "enforce", True) is False and getattr(backend, "driver", None) is None:
         out.append(f"unconfined: the {getattr(backend, 'name', '?')} backend runs with enforce_limits=false: "
-                   "instance vCPU, memory and affinity limits are not enforced (recorded per run as "
-                   "limits_enforced=False)")
+                   "no cgroup caps the instances' CPU time or memory (recorded per run as "
+                   "limits_enforced=False; pinned instances are still bound to their CPUs where the "
+                   "backend can do it without cgroups, as local does with taskset)")
     return out
 
 
 def _has_false(md: Any, key: str) -> bool:
-    if isinstance(md, dict):
-        return md.get(key) is False or any(_has_false(v, key) for v in md.values())
-    if isinstance(md, list):
-        return any(_has_false(v, key) for v in md)
+    """Whether ``key`` is False anywhere in ``md``'s dicts and lists (walked with a stack: no call
+    per scalar value, which at 100,000 runs' metadata was 4.4 M calls)."""
+    stack = [md]
+    while stack:
+        x = stack.pop()
+        if isinstance(x, dict):
+            if x.get(key) is False:
+                return True
+            stack.extend(v for v in x.values() if isinstance(v, (dict, list)))
+        elif isinstance(x, list):
+            stack.extend(v for v in x if isinstance(v, (dict, list)))
     return False
 
 
@@ -185,7 +193,8 @@ def measurement_notes(runs: Any) -> list[str]:
     unconfined = sum(_has_false(md, "limits_enforced") for md in mds)
     if unconfined:
         notes.append(f"unconfined: {unconfined} of {n} runs ran without enforced limits (enforce_limits=false): "
-                     "vCPU, memory and affinity levels were asked for, not applied")
+                     "the CPU-time and memory limits of their levels were asked for, not applied "
+                     "(pinning only where the backend binds CPUs without cgroups, e.g. local's taskset)")
     return notes
 
 

@@ -20,7 +20,7 @@ A host without ``address`` is this machine (the controller); it offers every pla
 lists some. A remote host offers ``[ssh]`` unless it lists others. ``Testbed.local()`` (no testbed
 file) is this machine alone. Every bad input is a ConfigError naming the file and the key.
 
-A **Slurm testbed** has a ``slurm`` section instead of ``hosts`` (:mod:`labkit.run.slurm`): its hosts
+A **Slurm testbed** has a ``slurm`` section instead of ``hosts`` (:mod:`labkit.run.slurm_testbed`): its hosts
 are the nodes of an allocation asked for when the campaign starts (:meth:`Testbed.allocated`),
 each offering ``slurm`` and every declared platform (all of backend ``slurm``: job steps on the node).
 
@@ -43,7 +43,7 @@ from ..backends.hostkeys import known_hosts_path
 from ..errors import ConfigError
 from .hosts import reachable
 from .platforms import BACKENDS, Platform, check_platform_name, parse_platforms, resolve
-from .slurm import SlurmRequest
+from .slurm_testbed import SlurmRequest
 
 TESTBED_KEYS = ("name", "hosts", "slurm", "platforms", "assign", "on_host_loss", "connect_timeout",
                 "host_key_policy", "known_hosts")
@@ -197,13 +197,13 @@ class Testbed:
     @contextlib.contextmanager
     def allocated(self, store, campaign_id: str) -> Iterator[None]:
         """A Slurm testbed: while the block runs, its hosts are the nodes of a new allocation
-        recorded in ``store``'s meta (:func:`labkit.run.slurm.allocated`: released on every way out);
+        recorded in ``store``'s meta (:func:`labkit.run.slurm_testbed.allocated`: released on every way out);
         any other testbed: nothing to do."""
         if self.slurm is None:
             yield
             return
-        from . import slurm
-        with slurm.allocated(self.slurm, store, campaign_id) as alloc:
+        from . import slurm_testbed
+        with slurm_testbed.allocated(self.slurm, store, campaign_id) as alloc:
             plats = tuple(sorted({"slurm", *self.platforms}))
             self.hosts = [Host(n.name, n.address, user=getpass.getuser(), platforms=plats,
                                labels={k: v for k, v in (("partitions", n.partitions), ("features", n.features)) if v},

@@ -8,7 +8,7 @@ import math
 import re
 from typing import Any
 
-from ..core import network as netmod
+from ..core import network_factors as netmod
 from ..errors import ConfigError
 
 #: least CPU use (% of one CPU) over a run that shows a neighbour of this kind was running its load
@@ -284,7 +284,7 @@ def _qdisc_text(q: dict) -> str:
 
 def check_link(level: Any, link: netmod.Link | None, devices: dict[str, dict], *, delay_here: bool = True,
                window_s: float = LINK_WINDOW_S, tolerance: float = LINK_RATE_TOLERANCE) -> dict:
-    """The ``link`` record. ``link``: what the level means (:func:`labkit.core.network.parse_link`;
+    """The ``link`` record. ``link``: what the level means (:func:`labkit.core.network_factors.parse_link`;
     None: unshaped); ``devices``: per host-side device of the run, ``qdiscs`` (:func:`parse_qdiscs`;
     None when not read, ``error`` saying why) and ``samples`` (``(t, tx_bytes)`` readings);
     ``delay_here``: whether a delay is a qdisc on these devices (not in a VM, whose guest delays

@@ -43,7 +43,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from ..core import network as netmod
+from ..core import network_factors as netmod
 from ..errors import BackendError, ConfigError
 from .hooks import RunContext, RunHook
 
@@ -218,7 +218,7 @@ def link_devices(instances: list) -> list[str]:
 def read_qdiscs(device: str) -> list[dict]:
     """The qdiscs on ``device`` of this machine (:func:`parse_qdiscs` of ``tc -j -s qdisc show``);
     BackendError when tc fails (no such device), ConfigError when it prints no JSON."""
-    return parse_qdiscs(netmod.run_host(["tc", "-j", "-s", "qdisc", "show", "dev", device], timeout=10))
+    return parse_qdiscs(netmod.host_output(["tc", "-j", "-s", "qdisc", "show", "dev", device], timeout=10))
 
 
 class LinkWatch:

@@ -60,10 +60,10 @@ from .diagnostics import Diagnostics, factorial_diagnostics
 from .drift import change_points, drift_segments
 from .effectsize import effect_sizes, hedges_g
 from .equivalence import equivalence, equivalence_paired
+from .error_terms import LevelEffects, constant_within, level_effects, unit_means
 from .factorial import factorial_effects, factorial_residuals, yates_terms
 from .inference import shapiro, shapiro_by, ttest, ttest_by
 from .lenth import LenthResult, lenth
-from .levels import LevelEffects, constant_within, level_effects, unit_means
 from .mixed import MixedEffects, mixed_effects
 from .multitest import adjust_p, correct
 from .order import order_effects

@@ -76,7 +76,8 @@ def order_effects(data: pd.DataFrame, *, response: str, factors: Sequence[str], 
         raise ConfigError(f"order_effects: column {order!r} must hold each run's position (numbers)")
     d = data[[*factors] + ([by] if by is not None else [])].copy()
     d["_y"], d["_pos"] = y, pos
-    d["_config"] = d[factors].astype(str).agg("|".join, axis=1) if factors else "all"
+    # the configuration as a group number (a row-wise string join took 4 s at 100,000 runs)
+    d["_config"] = d.groupby(list(factors), sort=True, dropna=False).ngroup() if factors else 0
     d["_res"] = d["_y"] - d.groupby("_config", sort=False)["_y"].transform("mean")
     groups = d.groupby(by, sort=True) if by is not None else [("all", d)]
     rows, short = [], []

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Iterable, Sequence
+from itertools import chain
 from typing import TYPE_CHECKING, NamedTuple
 
 from ..core.redact import redact
@@ -14,7 +15,7 @@ from ..errors import StoreError, shorten
 from .campaign_meta import CampaignMeta
 from .levels import run_levels
 from .rows import Malformed, json_object, parse_run
-from .samples import checked_samples
+from .samples import checked_samples, insert_samples
 from .schema import RUN_COLUMNS, STATUSES
 
 if TYPE_CHECKING:
@@ -61,6 +62,7 @@ class RunRecords(CampaignMeta):
         try:
             with self._tx():
                 self._insert_run(rec)
+                insert_samples(self._db, rec.samples)
         except sqlite3.IntegrityError as exc:
             raise StoreError(f"{self.path}: run {run.run_id} could not be stored ({exc}); "
                              "a run is stored once") from exc
@@ -87,10 +89,12 @@ class RunRecords(CampaignMeta):
         or taken over by another controller) is not written: it is in ``skipped``. A run that cannot
         be stored (stored already) is rolled back alone (a savepoint) and named in ``failed`` with
         its StoreError; every other run commits. A StoreError for the transaction as a whole (a
-        full disk, a locked store) means none was written."""
+        full disk, a locked store) means none was written. The telemetry of the runs written goes in
+        with one statement for the batch (:func:`~labkit.store.samples.insert_samples`), last."""
         stored: list[str] = []
         skipped: list[str] = []
         failed: dict[str, StoreError] = {}
+        telemetry: list[list[tuple]] = []   # of the runs written
         if not runs:
             return RecordedBatch(stored, skipped, failed)
         with self._tx():
@@ -109,15 +113,15 @@ class RunRecords(CampaignMeta):
                                                     "a run is stored once")
                 else:
                     stored.append(rec.run_id)
+                    telemetry.append(rec.samples)
                 self._db.execute("RELEASE labkit_run")   # (another error: the whole transaction rolls back)
+            insert_samples(self._db, chain.from_iterable(telemetry))
         return RecordedBatch(stored, skipped, failed)
 
     def _insert_run(self, rec: PreparedRun) -> None:
         self._db.execute("INSERT INTO runs VALUES (?,?,?,?,?,?,?,?,?,?,?)", rec.row)
         self._db.executemany("INSERT INTO measurements (run_id, instance, metric, value, unit, iteration) "
                              "VALUES (?,?,?,?,?,?)", rec.measurements)
-        self._db.executemany("INSERT INTO samples (run_id, t, metric, value, instance) VALUES (?,?,?,?,?)",
-                             rec.samples)
         self._db.execute("DELETE FROM claims WHERE run_id = ?", (rec.run_id,))
 
     def config_runs(self, config: int) -> list[str]:

@@ -22,13 +22,12 @@ class Samples(StoreFile):
         """Add telemetry rows ``(t, metric, value)`` (host) or ``(t, metric, value, instance)`` (one
         instance's, by its id) of run ``run_id`` (``t``: seconds since its telemetry started;
         :mod:`labkit.run.telemetry`) in one transaction; StoreError for a row that is not
-        (number, non-empty text, number[, text or None])."""
+        (number, non-empty text, number[, text or None]), or whose t or value is NaN."""
         with self._tx():
             self._insert_samples(run_id, rows)
 
     def _insert_samples(self, run_id: str, rows: Iterable[tuple]) -> None:
-        self._db.executemany("INSERT INTO samples (run_id, t, metric, value, instance) VALUES (?,?,?,?,?)",
-                             checked_samples(run_id, rows))
+        insert_samples(self._db, checked_samples(run_id, rows))
 
     def samples(self, run_id: str | None = None) -> pd.DataFrame:
         """Telemetry samples, of one run or of all, in time order: columns run_id, t, metric, value
@@ -90,26 +89,45 @@ class Samples(StoreFile):
             return 0
 
 
+#: the one statement that writes telemetry rows as :func:`checked_samples` makes them
+INSERT_SAMPLES = "INSERT INTO samples (run_id, t, metric, value, instance) VALUES (?,?,?,?,?)"
+
+
+def insert_samples(db: sqlite3.Connection, rows: Iterable[tuple]) -> None:
+    """Write telemetry rows made by :func:`checked_samples` (of one run or of many: a group commit
+    writes all the runs of its batch with one call) in the caller's transaction. Such rows cannot be
+    refused by the table (no key, and no NULL where it takes none), so a batch fails only as a whole
+    (a full disk): it never leaves one run of the batch half written. Should the table refuse a row
+    all the same, a StoreError: the caller's transaction rolls back, none of its runs written."""
+    try:
+        db.executemany(INSERT_SAMPLES, rows)
+    except sqlite3.IntegrityError as exc:
+        raise StoreError(f"telemetry rows refused by the store ({exc}); nothing of this transaction was written") from exc
+
+
 def checked_samples(run_id: str, rows: Iterable[tuple]) -> list[tuple]:
-    """Telemetry rows as stored (``(run_id, t, metric, value, instance)``); StoreError naming the
-    first that is not (number, non-empty text, number[, text or None])."""
+    """Telemetry rows as stored (``(run_id, t, metric, value, instance)``: tuples, ready for
+    :func:`insert_samples`); StoreError naming the first that is not (number, non-empty text,
+    number[, text or None]) or whose time or value is NaN (the table keeps no NULL there)."""
     checked = []
     for i, row in enumerate(rows):
         if type(row) is tuple and len(row) == 3:   # the common case (a host's row), checked quickly
             t, metric, value = row
-            if type(metric) is str and metric and type(t) is float and type(value) is float:
+            if type(metric) is str and metric and type(t) is float and type(value) is float and t == t \
+                    and value == value:
                 checked.append((run_id, t, metric, value, None))
                 continue
         try:
             t, metric, value, *rest = row
             instance = rest[0] if rest else None
-            ok = (isinstance(metric, str) and metric != "" and len(rest) <= 1
+            t, value = float(t), float(value)
+            ok = (isinstance(metric, str) and metric != "" and len(rest) <= 1 and t == t and value == value
                   and (instance is None or isinstance(instance, str) and instance != ""))
-            checked.append((run_id, float(t), metric, float(value), instance))
+            checked.append((run_id, t, metric, value, instance))
         except (TypeError, ValueError):
             ok = False
         if not ok:
             raise StoreError(f"run {run_id}: sample row {i} must be (t seconds, metric name, value[, instance "
-                             f"id]), got {row!r}")
+                             f"id]) with t and value numbers (not NaN), got {row!r}")
     return checked
 

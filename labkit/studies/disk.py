@@ -97,7 +97,7 @@ def disk_format_responses(data_dir: str | Path, campaign_id: str, response: str 
     the one its platform declares (``kvm-<format>``)."""
     from ..store import Store, load_results
     from ..store.results import responses, store_path
-    from . import with_stages_total
+    from .stage_times import with_stages_total
     tidy = with_stages_total(load_results(data_dir, campaign_id))
     with Store(store_path(data_dir, campaign_id), readonly=True) as st:
         meta, runs = st.meta(), st.runs()

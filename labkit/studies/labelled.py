@@ -105,5 +105,5 @@ def _check_setting(source: str, key: str, values: list, workload, memory_floor_m
         elif key == "noise" and v not in NOISE_KINDS:
             raise ConfigError(f"{where}: {v!r} not allowed; use {', '.join(NOISE_KINDS)}")
     if key in ("network", "link", "nics"):
-        from ..core.network import check_factor
+        from ..core.network_factors import check_factor
         check_factor(key, values, where)

@@ -143,6 +143,17 @@ DIRECTION_004 = {  # the claims in words of overhead_disk_application.csv: the p
 }
 
 
+def _unmeasured_note(data_dir: str | Path, campaign: str, metric: str, platforms: Sequence[str]) -> str:
+    """Why a notebook 02 comparison has no value of ours: a platform the campaign did not run
+    (a one-platform run has no comparison), else the metric bonnie++ did not time."""
+    from .seeds import campaign_platforms
+    ran = campaign_platforms(data_dir, campaign)
+    absent = [p for p in platforms if p not in ran]
+    if absent:
+        return f"platform not measured here: {campaign} ran on {', '.join(ran) or 'none'}, not {', '.join(absent)}"
+    return f"{metric} not timed here on {platforms[0]} or native (bonnie++ printed +++++: too fast)"
+
+
 def overhead_claims(data_dir: str | Path, campaign_prefix: str = "overhead", *, alpha: float = 0.05,
                     udp_loss_pct: float = 5.0) -> list[Claim]:
     """Notebook 02's claims: the thesis's disk and application claims (section 7.3, 7.5,
@@ -182,7 +193,7 @@ def overhead_claims(data_dir: str | Path, campaign_prefix: str = "overhead", *, 
         except ConfigError:
             continue
         if not c.measured:
-            c.note = f"{r['metric']} not timed here on {r['platform']} or native (bonnie++ printed +++++: too fast)"
+            c.note = _unmeasured_note(data_dir, cid, r["metric"], (r["platform"], r["baseline"]))
         out.append(c)
     # Table 7.2: UDP platform -> host; runs above the loss threshold are not measurements of the path
     net = f"{campaign_prefix}-network"
@@ -213,7 +224,7 @@ def overhead_claims(data_dir: str | Path, campaign_prefix: str = "overhead", *, 
                                    Measured((cid,), metric, "mean", select={"platform": plat}), data_dir,
                                    unit={"write_kib_per_s": "KiB/s", "transactions_per_s": "transactions/s"}[metric],
                                    alpha=alpha)
-            except ConfigError:   # a one-platform campaign (no platform factor): no per-platform mean
+            except ConfigError:   # a column the claim selects on is missing: no per-platform mean
                 break
             if c.n:
                 out.append(c)
@@ -324,7 +335,7 @@ def pipeline_claims(data_dir: str | Path, campaign_prefix: str = "pipeline", *, 
     (:func:`labkit.studies.with_stages_total`)."""
     from ..report.claims import with_fixed_params
     from ..store import load_results
-    from . import with_stages_total
+    from .stage_times import with_stages_total
     ref = reference_dir()
     out: list[Claim] = []
     tcg = emulated(data_dir, [campaign_prefix, f"{campaign_prefix}-libvirt"])
@@ -481,7 +492,7 @@ def affinity_claims(data_dir: str | Path, campaign_id: str, factors: Sequence[st
     """Notebook 01's claims: the share of the variation of every term with affinity that Leite
     et al. list (Tables 5-8) beside the same term's share here; never scored (no Xen or KVM
     here: ``platform_words`` says what ran)."""
-    from . import AFFINITY_PAPER_TERMS
+    from .affinity import AFFINITY_PAPER_TERMS
     path = reference_dir() / "affinity_influence.csv"
     table = pd.read_csv(path, comment="#", dtype=str, keep_default_na=False)
     order = [f for f in AFFINITY_PAPER_TERMS.values()]

@@ -25,7 +25,7 @@ one-instance case above, run in every instance.
 
 ``path: from_host`` is seed 002's form (the load generator outside the VMs): httpd
 starts in EVERY instance on its private address, then one ab per instance is
-started on the host end of the run's network (:func:`labkit.backends.network_host.host_end`),
+started on the host end of the run's network (:func:`labkit.backends.host_end.host_end`),
 all at once, each against its own instance; rows carry the index of the instance
 whose httpd answered (``network: private`` is the default; ``ab`` must be on the
 host). httpd runs inside the limited instances (their vCPUs, memory, pinning), ab
@@ -217,7 +217,7 @@ class Apache(Workload):
         against every instance at once (see the module docstring)."""
         params = {**self.params, **params}
         if params["path"] == "from_host":
-            from ..backends.network_host import host_end
+            from ..backends.host_end import host_end
             with host_end(instances, "apache", "from_host", "ab", "apache2-utils") as host:
                 return self.from_host(host, instances, params)
         if len(instances) < 2 or instances[0].network is None:
@@ -227,7 +227,7 @@ class Apache(Workload):
     def from_host(self, host: Instance, instances: Sequence[Instance], params: dict) -> list[Measurement]:
         """httpd in every instance of ``instances`` on its private address, one ab per instance
         started together on ``host`` (an Instance on the same network, e.g.
-        :class:`labkit.backends.network_host.HostEnd`); returns every instance's measurements (rows carry
+        :class:`labkit.backends.host_end.HostEnd`); returns every instance's measurements (rows carry
         its index). Any ab that fails or outlives ``timeout_s`` fails the run; every ab and
         every httpd is stopped whatever happens."""
         params = {**self.params, **params}

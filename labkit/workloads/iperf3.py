@@ -321,7 +321,7 @@ class Iperf3(Workload):
                 raise ConfigError("iperf3 path 'instances' needs count >= 2")
             return self._along(instances[0], instances[1], params, 1,
                                network_address(instances[0], peer=True))
-        from ..backends.network_host import host_end
+        from ..backends.host_end import host_end
         with host_end(instances, "iperf3", path, "iperf3", "iperf3") as host:
             server, client = (host, instances[0]) if path == "to_host" else (instances[0], host)
             return self._along(server, client, params, 0, network_address(server))

@@ -37,7 +37,7 @@ class Linpack(Workload):
     @classmethod
     def measured_seconds(cls, metrics: dict[str, float], params: dict) -> float | None:
         """HPL's own seconds (:func:`labkit.workloads.mpi.hpl_seconds`): ``wall_time_s`` is the whole
-        HPCC suite's process, of which HPL at n=500 was 0.017 s of 0.42 s in ``deployments-linpack-local``."""
+        HPCC suite's process, of which HPL at n=500 was 0.017 s of 0.42 s in a native run here (2026-11)."""
         return hpl_seconds(metrics, params)
 
     def prepare(self, instance: Instance) -> None:

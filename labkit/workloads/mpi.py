@@ -45,7 +45,7 @@ from .params import TIMEOUT, Int, Str
 
 if TYPE_CHECKING:
     from ..backends.base import Instance
-    from ..backends.networks import Network
+    from ..backends.private_network import Network
 
 log = logging.getLogger("labkit.mpi")
 #: OpenMPI's words when a daemon died before it reported (help-errmgr-base.txt)
@@ -247,7 +247,7 @@ def launch(instances: Sequence[Instance], program: list[str], *, ranks: int, tim
     (mode 0755) into the ranks' work directory in every instance first. ``wdir``: that
     directory (default: a new ``/tmp/labkit-mpi-<random>``). Returns (ExecResult of mpirun, work
     directory, seconds)."""
-    from ..backends.network_host import HostEnd
+    from ..backends.host_end import HostEnd
     network = network_of(instances)
     targets = [i for i in instances if isinstance(i, LaunchTarget)]
     if len(targets) < len(instances):

@@ -5,7 +5,7 @@ Workloads that run parallel code (``sysbench``, ``stream``, ``nqueens``,
 default) they use the instance's vCPUs. To sweep it, make ``threads`` a factor
 of the design::
 
-    from labkit.design.levels import thread_levels
+    from labkit.design.host_scaling import thread_levels
     design = Design(factors={"vcpus": [4], "threads": thread_levels(4)}, replications=3)
     # threads: [1, 2, 4]; every run passes its level to the workload
 

@@ -79,7 +79,8 @@ def test_a_running_campaign_survives_a_duplicate_start_and_clean_without_id(tmp_
         live = local.list_labkit(campaign_prefix(cid))
         assert live == [started.read_text()]
         # finding 2: the same id from another data dir refuses before any clean-up
-        r = labkit("run", str(design), "--campaign-id", cid, "--data-dir", str(second), "--param", "board=6")
+        r = labkit("run", str(design), "--campaign-id", cid, "--data-dir", str(second), "--workload", "nqueens",
+                   "--param", "board=6")
         assert r.returncode == 2, r.stdout + r.stderr
         assert str(first) in r.stderr and f"pid {proc.pid}" in r.stderr and "already running" in r.stderr
         assert local.list_labkit(campaign_prefix(cid)) == live
@@ -150,7 +151,8 @@ def test_a_sigkilled_campaign_in_a_read_only_data_dir(tmp_path, local):
         ro = f"mount --bind -o ro {shlex.quote(str(data))} {shlex.quote(str(data))}"
         design = tmp_path / "d.yaml"
         design.write_text("factors:\n  vcpus: [1, 2]\nreplications: 1\nseed: 3\n")
-        r = labkit("run", str(design), "--campaign-id", cid, "--data-dir", str(data), wrap=ro)
+        r = labkit("run", str(design), "--workload", "nqueens", "--campaign-id", cid, "--data-dir", str(data),
+                   wrap=ro)
         assert r.returncode == 2
         (line,) = [x for x in r.stderr.splitlines() if x.startswith("labkit: error:")]
         assert "Read-only file system" in line and f"make {data} writable" in line and "--data-dir" in line

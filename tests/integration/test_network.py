@@ -20,7 +20,7 @@ import pytest
 
 from labkit.backends import get_backend, teardown
 from labkit.backends.testing import required
-from labkit.core import network as netmod
+from labkit.core import network_factors as netmod
 from labkit.core.instance import InstanceSpec
 from labkit.errors import BackendUnavailable, BenchmarkError
 from labkit.workloads import get_workload, mpi

@@ -32,7 +32,7 @@ import pytest
 
 from labkit.backends import get_backend
 from labkit.core.ids import campaign_prefix
-from labkit.core.network import bridges, bridges_in
+from labkit.core.network_factors import bridges, bridges_in
 from labkit.run.campaign import Campaign
 from labkit.run.hooks import RunHook
 from labkit.run.platforms import options_for

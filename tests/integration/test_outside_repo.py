@@ -3,13 +3,14 @@ folder outside the repository by a non-root user (``labkit-other``, made by the 
 ``labkit run`` on the local backend unconfined (``--backend-option enforce_limits=false``, as the
 error tells a user without cgroups to write it), the store checked, the unconfined mode said at the
 start and by ``labkit show``; then ``labkit notebooks copy`` and notebook 01 in view mode (papermill)
-over a committed campaign copied into that folder; ``labkit run`` on docker as a member of the
-``docker`` group; ``labkit run`` on libvirt ``qemu:///session`` (the user's own daemon, QEMU TCG,
-the VM image the libvirt tests use: the default one of the image cache) with root's 0700
-``/run/labkit/virtiofs`` in place, then ``labkit clean``; and ``labkit dashboard`` over the study's
-data dir, its first page fetched over HTTP, then stopped with SIGTERM (Voila and its kernel gone).
-Nothing of the checkout is on the user's path. The wheel and venv are built once per test process
-(tests/support/wheel.py)."""
+over a committed campaign copied into that folder, and in run mode on the local backend unconfined
+(``-y 'backend_options: {enforce_limits: false}'``, as docs/install.md has it; nothing left behind);
+``labkit run`` on docker as a member of the ``docker`` group; ``labkit run`` on libvirt
+``qemu:///session`` (the user's own daemon, QEMU TCG, the VM image the libvirt tests use: the default
+one of the image cache) with root's 0700 ``/run/labkit/virtiofs`` in place, then ``labkit clean``;
+and ``labkit dashboard`` over the study's data dir, its first page fetched over HTTP, then stopped
+with SIGTERM (Voila and its kernel gone). Nothing of the checkout is on the user's path. The wheel
+and venv are built once per test process (tests/support/wheel.py)."""
 from __future__ import annotations
 
 import contextlib
@@ -53,20 +54,20 @@ def study():
         shutil.rmtree(d, ignore_errors=True)
 
 
-def user_argv(user, venv: Path, *argv: str) -> tuple[list[str], dict]:
+def user_argv(user, venv: Path, *argv: str, home: Path | None = None) -> tuple[list[str], dict]:
     """The argv and environment of ``venv/bin/<argv[0]> argv[1:]`` as ``user``: its uid, gid and
-    groups, its HOME, no PYTHONPATH, no LABKIT_ROOT, no XDG_RUNTIME_DIR (labkit's runtime dir is then
-    ``~/.cache/labkit``)."""
-    env = {"PATH": f"{venv}/bin:/usr/bin:/bin", "HOME": str(user.home), "LANG": "C.UTF-8"}
+    groups, its HOME (or ``home``), no PYTHONPATH, no LABKIT_ROOT, no XDG_RUNTIME_DIR (labkit's
+    runtime dir is then ``~/.cache/labkit``)."""
+    env = {"PATH": f"{venv}/bin:/usr/bin:/bin", "HOME": str(home or user.home), "LANG": "C.UTF-8"}
     return ["setpriv", f"--reuid={user.uid}", f"--regid={user.gid}", "--init-groups",
             str(venv / "bin" / argv[0]), *argv[1:]], env
 
 
 def as_user(user, venv: Path, folder: Path, *argv: str, timeout: float = 300,
-            check: bool = True) -> subprocess.CompletedProcess:
-    """``venv/bin/<argv[0]> argv[1:]`` as ``user`` in ``folder`` (:func:`user_argv`); with ``check``,
-    asserted to exit 0."""
-    cmd, env = user_argv(user, venv, *argv)
+            check: bool = True, home: Path | None = None) -> subprocess.CompletedProcess:
+    """``venv/bin/<argv[0]> argv[1:]`` as ``user`` in ``folder`` (:func:`user_argv`, HOME ``home``
+    when given); with ``check``, asserted to exit 0."""
+    cmd, env = user_argv(user, venv, *argv, home=home)
     res = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=folder, timeout=timeout)
     if check:
         assert res.returncode == 0, (f"{' '.join(argv)} as {user.name}: {res.returncode}\n{res.stdout[-3000:]}\n"
@@ -136,6 +137,93 @@ def test_notebook_01_in_view_mode_from_the_copied_notebooks(study):
     # (its 134.78 s shown to 4 significant digits, as the notebook shows every number)
     assert "Table 3, paper (Xen, N-queens)" in text and "best_affinity" in text and "134.8" in text
     assert any((folder / "figs").glob("*.png"))
+
+
+#: notebook 01 in run mode, the smallest campaign its analysis takes: the 2^4 design (1 and 2 vCPUs, 64
+#: and 128 MB, floating and pinned, 1 and 2 instances) once (unreplicated: Lenth's margins, no
+#: p-values; its conclusions say "Not resolved at this n"), N-queens on an 8 x 8 board
+NB01_CAMPAIGN = "nb01-unconfined"
+NB01_REPLICATIONS = 1
+NB01_RUNS = 2 ** 4 * NB01_REPLICATIONS
+
+
+def user_processes_under(user, top: Path) -> list:
+    """``user``'s processes working under ``top`` or with their HOME there (what a test that ran as
+    the user with a HOME under ``top`` left running)."""
+    import psutil
+    out = []
+    for p in psutil.process_iter():
+        with contextlib.suppress(psutil.Error):
+            if p.uids().real == user.uid and any(
+                    Path(w) == top or top in Path(w).parents for w in (p.cwd(), p.environ().get("HOME", "/"))):
+                out.append(p)
+    return out
+
+
+def cgroups_named(prefix: str) -> list[str]:
+    """Every cgroup (v1 hierarchies and v2) whose name starts with ``prefix``."""
+    return [os.path.join(top, d) for top, dirs, _ in os.walk("/sys/fs/cgroup") for d in dirs if d.startswith(prefix)]
+
+
+def test_notebook_01_in_run_mode_unconfined_as_a_user(study):
+    """Notebook 01 as it ships (``labkit notebooks copy``) run by papermill in run mode as the user on
+    the local backend, unconfined as docs/install.md tells a user without a delegated cgroup v2 subtree
+    (``-y 'backend_options: {enforce_limits: false}'``; a cgroup v1 host delegates nothing), on the
+    smallest campaign its analysis takes. What the user checks: papermill exits 0, the store is in the
+    study folder, the user's and private, every run is ok, the conclusions are there with no traceback,
+    and the runs' metadata and the conclusions say that the limits were not enforced. HOME is a folder
+    of the test's (the compiled solver, labkit's runtime dir, Jupyter's and matplotlib's files go
+    there), so nothing is left outside the temporary folder: no file, no process, no cgroup."""
+    user, folder = study
+    venv = wheel.venv(("notebooks",), name=USER_VENV)
+    home = folder.parent / "home-nb01"
+    home.mkdir(mode=0o700)
+    os.chown(home, user.uid, user.gid)
+    try:
+        as_user(user, venv, folder, "labkit", "notebooks", "copy", "nbs-run", home=home)
+        assert (folder / "nbs-run" / "01_affinity_factorial.ipynb").is_file()
+        as_user(user, venv, folder, "papermill", "nbs-run/01_affinity_factorial.ipynb", "run.ipynb",
+                "-p", "mode", "run", "-p", "data_dir", "data", "-p", "interactive", "False",
+                "-y", "backend_options: {enforce_limits: false}",
+                "-p", "campaign_id", NB01_CAMPAIGN, "-p", "replications", str(NB01_REPLICATIONS),
+                "-p", "board_size", "8", "-p", "seed", "5",
+                "-y", "{vcpus_levels: [1, 2], memory_levels: [64, 128], count_levels: [1, 2]}",
+                home=home, timeout=1800)
+        # the store: in the study folder, the user's, nothing in it readable by others
+        campaign = folder / "data" / NB01_CAMPAIGN
+        assert (campaign / "store.sqlite").is_file()
+        for p in [campaign, *campaign.rglob("*")]:
+            st = p.lstat()
+            assert st.st_uid == user.uid and st.st_mode & 0o077 == 0, f"{p}: uid {st.st_uid}, mode {st.st_mode:o}"
+        # every run ok, each of its instances recorded as unconfined (no cgroup)
+        code = ("import json\nfrom labkit.store import Store\n"
+                f"st = Store.for_campaign('data', {NB01_CAMPAIGN!r}, readonly=True)\n"
+                "print(json.dumps([[r.status, [(i.get('limits_enforced'), i.get('cgroup_version'))\n"
+                "                              for i in r.metadata['instances']]] for r in st.runs().itertuples()]))")
+        runs = json.loads(as_user(user, venv, folder, "python", "-c", code, home=home).stdout)
+        assert len(runs) == NB01_RUNS and {status for status, _ in runs} == {"ok"}, runs
+        assert {tuple(i) for _, insts in runs for i in insts} == {(False, None)}, runs
+        # the executed notebook: every cell ran, no error; its conclusions say the runs were unconfined
+        nb = json.loads((folder / "run.ipynb").read_text())
+        outputs = [o for c in nb["cells"] for o in c.get("outputs", [])]
+        assert not [o for o in outputs if o["output_type"] == "error"]
+        text = json.dumps(outputs)
+        assert "Traceback" not in text
+        assert f"mode run, campaign '{NB01_CAMPAIGN}', data " in text
+        (concl,) = [md for o in outputs if (md := "".join(o.get("data", {}).get("text/markdown", "")))
+                    .startswith("**Does CPU affinity matter?")]
+        assert f"unconfined: {NB01_RUNS} of {NB01_RUNS} runs ran without enforced limits" in concl, concl
+        # nothing left: no process of the user's (the kernel, the instances), no cgroup of the campaign
+        deadline = time.monotonic() + 60
+        while user_processes_under(user, folder.parent) and time.monotonic() < deadline:
+            time.sleep(0.5)
+        left = user_processes_under(user, folder.parent)
+        assert not left, [" ".join(p.cmdline())[:120] for p in left]
+        assert not cgroups_named(f"labkit-{NB01_CAMPAIGN}--")
+    finally:
+        for p in user_processes_under(user, folder.parent):
+            with contextlib.suppress(Exception):
+                p.kill()
 
 
 #: ``labkit run`` of the tiny design on ``backend`` as the user: one command per run, no quarantine

@@ -29,7 +29,7 @@ from labkit.backends import get_backend, slurm_cli, teardown
 from labkit.core.ids import campaign_prefix
 from labkit.core.instance import InstanceSpec
 from labkit.errors import CommandError, CommandTimeout
-from labkit.run import slurm
+from labkit.run import slurm_testbed as slurm
 from labkit.run.campaign import Campaign
 from labkit.run.status import status_text
 from labkit.store import Store

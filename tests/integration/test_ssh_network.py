@@ -18,7 +18,7 @@ import shutil
 import pytest
 
 from labkit.backends import get_backend, teardown
-from labkit.core import network as netmod
+from labkit.core import network_factors as netmod
 from labkit.core.instance import InstanceSpec
 from labkit.errors import BackendError, BackendUnavailable, ConfigError
 from labkit.workloads import get_workload, mpi

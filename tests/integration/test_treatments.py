@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from labkit.core.instance import InstanceSpec
-from labkit.core.network import parse_link
+from labkit.core.network_factors import parse_link
 from labkit.run.campaign import Campaign
 from labkit.run.hooks import RunHook
 from labkit.run.treatments import LINK_QDISC_TOLERANCE
@@ -96,7 +96,7 @@ def test_ksm_on_with_memory_not_mergeable_is_flagged_and_mergeable_stream_merges
 needs_link_tools = pytest.mark.skipif(any(shutil.which(t) is None for t in ("ip", "tc", "iperf3")),
                                       reason="a shaped link needs ip, tc and iperf3 on this host")
 #: tbf's own bound: in any window of t seconds it lets out at most rate * t + its burst (the
-#: 64 KiB labkit.core.network.shape_commands gives it at these rates)
+#: 64 KiB labkit.core.network_factors.shape_commands gives it at these rates)
 TBF_BURST_BYTES = 65536
 
 

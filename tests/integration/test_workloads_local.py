@@ -15,7 +15,7 @@ import pytest
 from labkit.backends import get_backend, teardown
 from labkit.backends.base import Wrapped
 from labkit.core.instance import InstanceSpec
-from labkit.design.levels import thread_levels
+from labkit.design.host_scaling import thread_levels
 from labkit.workloads import get_workload
 from labkit.workloads.iperf3 import pair
 

@@ -66,7 +66,8 @@ def test_explorer_any_response_and_factor(run_notebook):
 
 
 def test_explorer_compares_two_campaigns_side_by_side(run_notebook):
-    nb = run_notebook(NB, data_dir=None, campaign="deployments-cpu-local", compare_with="deployments-cpu-lxd",
+    nb = run_notebook(NB, data_dir=str(REPO / "tests" / "vectors" / "campaigns"), campaign="deployments-cpu-local",
+                      compare_with="deployments-cpu-lxd",
                       interactive=False)
     md = markdown_outputs(nb)
     assert "the backends differ: local vs lxd" in md

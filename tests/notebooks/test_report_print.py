@@ -115,10 +115,10 @@ def reports(tmp_path_factory):
     from labkit.report import write_report
     out = tmp_path_factory.mktemp("reports")
     return {cid: write_report(REPO / "data", cid, out / f"{cid}.html")
-            for cid in ("affinity-local", "affinity-platforms", "deployments-cpu-local")}
+            for cid in ("affinity-local", "affinity-platforms", "deployments-cpu")}
 
 
-@pytest.mark.parametrize("cid", ["affinity-local", "affinity-platforms", "deployments-cpu-local"])
+@pytest.mark.parametrize("cid", ["affinity-local", "affinity-platforms", "deployments-cpu"])
 def test_report_prints_on_a4_without_cutting_a_table(reports, cid):
     _need()
     page = reports[cid]

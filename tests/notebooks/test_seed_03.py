@@ -1,9 +1,9 @@
 """Notebook 03 (seed 000: dedicated, shared and overcommitted deployments) with papermill.
 
-View mode reads the committed data/deployments-* campaigns: the earlier layout, one campaign per
-platform and benchmark (local, lxd and libvirt, QEMU TCG, on the 2-core test machine), whose
-cross-platform comparisons are labelled "not randomized together", and data/deployments-ksm (KSM
-off/on on mergeable STREAM, native, one campaign). Run mode runs tiny campaigns
+View mode reads the committed data/deployments-* campaigns: one per benchmark with the platforms as
+a factor, all runs of a benchmark in one random order (local, lxd and, for cpu and network, libvirt
+under QEMU TCG, on the 2-core test machine; run from clean commit 7bb160a), and data/deployments-ksm
+(KSM off/on on mergeable STREAM, native, one campaign). Run mode runs tiny campaigns
 in the new layout, one per benchmark with the platforms as a factor, on ``local`` (native, needs
 root) and on ``local`` + ``lxd``, and checks that every scenario ran with its vCPUs and instance
 count, that the platforms share one randomized plan, and that the KSM campaign (mergeable
@@ -28,12 +28,14 @@ def test_view_committed_results_sets_the_reports_percentages_beside_ours(run_not
     assert "platforms: local, lxd, libvirt" in text and "skipped" not in text
     assert "libvirt (TCG)" in text                               # KVM here is emulated, and says so
     assert "ksm_on" in text                                     # KSM state per run, shown
-    # the committed campaigns are one per platform: every platform comparison says so
-    assert "cpu      on local, lxd, libvirt: one campaign per platform: platforms NOT randomized together" in text
+    # the committed campaigns are one per benchmark, platforms randomized together
+    assert "cpu      on local, lxd, libvirt: one campaign, platforms randomized together" in text
+    assert "linpack  on local, lxd: one campaign, platforms randomized together" in text
     md = markdown_outputs(nb)
     assert "Blackscholes LXC vs native (2 threads) (ours: cpu events_per_s, dedicated): " in md
     assert "verdict: not comparable" in md                      # the KVM rows: QEMU TCG here
-    assert "platforms not randomized together" in md and "Not randomized together:" in md
+    assert "platforms not randomized together" not in md and "Not randomized together:" not in md
+    assert "Platforms randomized together (one campaign each, all runs in one random order)" in md
     assert "Raytrace KVM overhead" in md and "not measured: Raytrace (PARSEC) is not bundled" in md
     assert "no comparable labkit measurement" in text
     assert "KVM (libvirt) has no result here" not in md and "ran under TCG emulation" in md

@@ -7,7 +7,7 @@ from __future__ import annotations
 from labkit.backends.testing import SimulatedBackend
 from labkit.design import Design
 from labkit.run.campaign import Campaign
-from labkit.run.claims import ClaimIndex
+from labkit.run.claim_index import ClaimIndex
 from labkit.run.engine import Dispatcher
 from labkit.run.platforms import BackendPool, Platform
 from labkit.run.testbed import Host, Testbed

@@ -15,7 +15,7 @@ from labkit.studies import affinity_design, affinity_levels
 def test_cli_run_and_export(tmp_path, capsys):
     design = tmp_path / "d.yaml"
     design.write_text("name: cli\nfactors:\n  vcpus: [1, 2]\n  affinity: [floating, pinned]\nseed: 9\n")
-    rc = main(["run", str(design), "--param", "board=8", "--campaign-id", "t-cli",
+    rc = main(["run", str(design), "--workload", "nqueens", "--param", "board=8", "--campaign-id", "t-cli",
                "--data-dir", str(tmp_path / "data")])
     assert rc == 0
     assert "4 runs stored" in capsys.readouterr().out
@@ -28,9 +28,9 @@ def test_cli_run_and_export(tmp_path, capsys):
 def test_cli_reports_bad_input(tmp_path, capsys):
     design = tmp_path / "d.yaml"
     design.write_text("factors:\n  vcpus: [1]\n")
-    assert main(["run", str(design)]) == 2
+    assert main(["run", str(design), "--workload", "nqueens"]) == 2
     assert "vcpus" in capsys.readouterr().err
-    assert main(["run", str(design), "--param", "oops"]) == 2
+    assert main(["run", str(design), "--workload", "nqueens", "--param", "oops"]) == 2
     assert "KEY=VALUE" in capsys.readouterr().err
 
 

@@ -1,5 +1,5 @@
-"""What the command line says in words (issue 46's frictions): ``--help`` in plain text, the
-default workload of ``labkit run`` said before it runs, run counts by status as "96 ok"."""
+"""What the command line says in words (issue 46's frictions): ``--help`` in plain text, run counts
+by status as "96 ok" (a ``labkit run`` without a workload: tests/unit/test_cli_workload.py)."""
 import argparse
 import re
 import subprocess
@@ -11,7 +11,6 @@ import pytest
 from labkit.cli import main, parser, plain_text
 from labkit.report.tables import count_words
 from labkit.store import load_results
-from labkit.workloads import get_workload
 
 REPO = Path(__file__).resolve().parents[2]
 MARKUP = re.compile(r"``|:(?:func|class|mod|meth|data|attr|exc|obj):`|`_")
@@ -43,21 +42,6 @@ def test_plain_text_strips_the_roles_literals_and_links():
     assert plain_text(":class:`~labkit.run.campaign.Campaign` and :func:`f`") == "Campaign and f"
     assert plain_text("`MkDocs <https://www.mkdocs.org>`_, `ref`_ and `x`") == \
         "MkDocs (https://www.mkdocs.org), ref and x"
-
-
-def test_labkit_run_without_a_workload_says_what_it_runs(tmp_path, capsys):
-    """The line comes before anything runs: a misspelt backend stops the campaign right after it."""
-    design = tmp_path / "d.yaml"
-    design.write_text("factors:\n  vcpus: [1, 2]\n  affinity: [floating, pinned]\nreplications: 3\nseed: 2\n")
-    assert main(["run", str(design), "--backend", "lcoal", "--no-quarantine",
-                 "--data-dir", str(tmp_path / "data")]) == 2
-    out = capsys.readouterr().out
-    board = get_workload("nqueens").params["board"]
-    assert out.startswith(f"no --workload given: running the default workload nqueens (board={board}, ")
-    assert "), 12 runs; pass --workload to choose (nqueens, command, " in out          # 2 x 2 x 3 runs
-    assert main(["run", str(design), "--backend", "lcoal", "--no-quarantine", "--workload", "nqueens",
-                 "--param", "board=8", "--data-dir", str(tmp_path / "data")]) == 2
-    assert "no --workload given" not in capsys.readouterr().out
 
 
 def test_count_words():

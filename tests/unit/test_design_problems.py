@@ -61,7 +61,7 @@ def test_with_the_workload_every_problem_at_once(bad):
 
 
 def test_labkit_run_says_them_all_before_anything_runs(bad, tmp_path, capsys):
-    assert main(["run", str(bad), "--data-dir", str(tmp_path / "data")]) == 2
+    assert main(["run", str(bad), "--workload", "nqueens", "--data-dir", str(tmp_path / "data")]) == 2
     err = capsys.readouterr().err
     assert f"labkit: error: {bad}: 6 problems:" in err and "(line 9)" in err
     assert not (tmp_path / "data").exists()

@@ -265,7 +265,7 @@ def test_a_name_bound_under_the_claims_prefix_that_is_no_campaign_id_is_not_a_cl
         assert proc.stdout.readline().strip() == "bound"
         out = json.loads(_as_root("""
             import json
-            from labkit.core import claims
+            from labkit.core import id_sockets as claims
             print(json.dumps(sorted(claims.bound())))
         """))
     finally:

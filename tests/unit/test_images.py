@@ -16,8 +16,8 @@ import pytest
 
 from labkit.core.instance import InstanceSpec
 from labkit.errors import BackendError, ConfigError
-from labkit.images import _targets
 from labkit.images import rootfs as rf
+from labkit.images.builder import check_targets
 from labkit.images.lxd_image import metadata_tarball
 
 DEB822 = """\
@@ -136,15 +136,18 @@ def fake_debootstrap(tmp_path, monkeypatch):
     monkeypatch.setattr(rf.os, "geteuid", lambda: 0)
     monkeypatch.setattr(rf.shutil, "which", lambda tool: f"/usr/sbin/{tool}")
     calls = []
+    real_run = rf.run_host
 
     def run(cmd, what, **kw):
+        if cmd[0] == "dpkg":   # the architecture (an input of the hash) is read for real
+            return real_run(cmd, what=what, **kw)
         calls.append(cmd)
         assert cmd[0] == "debootstrap" and cmd[-1] == "http://mirror.example/debian"
         root = tmp_path / cmd[-2]
         (root / "var/lib/dpkg").mkdir(parents=True)
         (root / "var/lib/dpkg/status").write_text("Package: base-files\n")
         (root / "etc").mkdir()
-    monkeypatch.setattr(rf, "_run", run)
+    monkeypatch.setattr(rf, "run_host", run)
     return calls
 
 
@@ -193,8 +196,8 @@ def test_vm_image_build_is_cached_on_its_inputs(tmp_path, monkeypatch):
     (root / "var/lib/dpkg/status").write_text("Package: base-files\n")
     (root / "etc").mkdir()
     (root / "sbin").mkdir()
-    real_run, steps = vm._run, []
-    monkeypatch.setattr(vm, "_run", lambda cmd, what: steps.append(what) or real_run(cmd, what))
+    real_run, steps = vm.run_host, []
+    monkeypatch.setattr(vm, "run_host", lambda cmd, what, **kw: steps.append(what) or real_run(cmd, what=what, **kw))
 
     out = vm.build_vm_image(root)
     assert any("mkfs.ext4" in s for s in steps) and any("qemu-img" in s for s in steps)
@@ -234,11 +237,11 @@ def test_finish_rootfs_strips_docs_keeps_copyright(tmp_path):
 
 
 def test_targets_validation():
-    assert _targets("docker,lxd") == ("docker", "lxd")
-    assert _targets(["lxd"]) == ("lxd",)
-    assert _targets("") == ()
+    assert check_targets("docker,lxd") == ("docker", "lxd")
+    assert check_targets(["lxd"]) == ("lxd",)
+    assert check_targets("") == ()
     with pytest.raises(ConfigError, match="allowed: docker, lxd"):
-        _targets("podman")
+        check_targets("podman")
 
 
 def test_lxd_metadata_is_deterministic_and_carries_the_hash():

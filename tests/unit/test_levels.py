@@ -286,7 +286,7 @@ def test_a_results_table_of_before_gets_the_levels_the_store_gives_it():
     """One filling of stores and tables of before (labkit.store.levels): the analysis's with_levels on
     a table without the level columns (an old results.csv: ``instance`` the index) gives what
     Store.tidy gives for the same old store, and keeps the store's own columns when it has them."""
-    from labkit.report.levels import with_levels
+    from labkit.report.level_analysis import with_levels
     for path in (OLD_STORE, OLD_FLEET):
         with Store(path, readonly=True) as st:
             tidy = st.tidy()

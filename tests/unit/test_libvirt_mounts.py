@@ -74,9 +74,9 @@ def test_read_write_shares_are_their_source_and_a_failed_bind_mount_leaves_nothi
     assert lm.prepare("labkit-t-1", (Mount("/srv/out", "/o", False),), root) == (Share("/srv/out", "labkit0"),)
     assert not root.exists()          # nothing to bind for a read-write share
 
-    def refuse(argv, what):
+    def refuse(argv, what, **kw):
         raise BackendError(f"{what}: refused")
-    monkeypatch.setattr(lm, "_run", refuse)
+    monkeypatch.setattr(lm, "run_host", refuse)
     with pytest.raises(BackendError, match="read-only bind mount of /srv/suite for labkit-t-1"):
         lm.prepare("labkit-t-1", (Mount("/srv/out", "/o", False), Mount("/srv/suite", "/s")), root)
     assert lm.leftovers("labkit-t-", root) == [] and list(root.iterdir()) == []

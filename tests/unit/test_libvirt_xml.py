@@ -149,7 +149,7 @@ def test_bonded_network_gives_each_guest_one_nic_per_data_bridge():
     """nics: 3 -> the first NIC on the run's network, then one NIC on each of 3 address-less
     data networks, in order, each with its own MAC and a tap name tc can use (<= 15 chars)."""
     libvirt_net = pytest.importorskip("labkit.backends.libvirt.net")
-    from labkit.backends.networks import Network
+    from labkit.backends.private_network import Network
     net = Network(name="labkit-c--net-1a2b3c4d", subnet="10.201.3.0/24", host_address="10.201.3.1",
                   addresses=[f"10.201.3.{i + 2}" for i in range(200)], device="lk1a2b3c4d", backend=None,
                   nics=3, data_subnet="10.202.7.0/24", data_addresses=[f"10.202.7.{i + 2}" for i in range(200)])

@@ -7,10 +7,10 @@ import re
 import pytest
 
 from labkit.backends.base import Backend
-from labkit.core import network as net
+from labkit.core import network_factors as net
 from labkit.design import Design
 from labkit.errors import ConfigError
-from labkit.run import network as runnet
+from labkit.run import network_setup as runnet
 from labkit.workloads import get_workload
 
 

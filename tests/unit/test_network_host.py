@@ -1,10 +1,10 @@
-"""labkit.backends.network_host.host_end: the host end of a run's network, shared by iperf3 and apache."""
+"""labkit.backends.host_end.host_end: the host end of a run's network, shared by iperf3 and apache."""
 import os
 from types import SimpleNamespace
 
 import pytest
 
-from labkit.backends.network_host import HostEnd, host_end
+from labkit.backends.host_end import HostEnd, host_end
 from labkit.errors import BenchmarkError, ConfigError
 
 from .fixtures.fakes import FakeInstance
@@ -110,7 +110,7 @@ def test_a_host_ends_commands_are_counted_in_a_cgroup_named_after_the_campaign()
 @needs_root
 def test_remove_leftovers_removes_only_the_campaigns_host_end_cgroups():
     from labkit.backends import cgroups
-    from labkit.backends.network_host import remove_leftovers
+    from labkit.backends.host_end import remove_leftovers
     root = cgroups.accounting_root(cgroups.detect_here())
     ours, theirs = f"{root}/labkit-t--host-0badc0de", f"{root}/labkit-t2--host-0badc0de"
     os.mkdir(ours)

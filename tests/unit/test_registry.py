@@ -276,9 +276,9 @@ def test_two_non_root_users_cannot_run_one_campaign_id(tmp_path, monkeypatch):
 
 
 def test_a_claim_is_host_wide_named_by_the_kernel_and_scoped_by_the_run_dir(tmp_path, monkeypatch):
-    """labkit.core.claims: one holder per id; anyone learns its pid and uid (SO_PEERCRED) and sees the
+    """labkit.core.id_sockets: one holder per id; anyone learns its pid and uid (SO_PEERCRED) and sees the
     id in /proc/net/unix; the kernel frees it with its holder; LABKIT_RUN_DIR scopes the names."""
-    from labkit.core import claims
+    from labkit.core import id_sockets as claims
     first = claims.claim("cl-a")
     try:
         assert first is not None and claims.claim("cl-a") is None

@@ -258,13 +258,13 @@ def test_clean_everything_skips_unavailable_backends_and_spares_running_campaign
     """Issue 28: `labkit clean` without an id removed every labkit-* object, also those of campaigns
     running from other data dirs and test fixtures; now it lists first, keeps running campaigns'
     objects (registered anywhere, or locked under the data dir) and names no campaign made."""
-    import labkit.run.slurm
+    import labkit.run.slurm_testbed
     from labkit.core.registry import register
     from labkit.errors import BackendUnavailable
 
     def no_slurm():
         raise BackendUnavailable("squeue is not installed here")
-    monkeypatch.setattr(labkit.run.slurm, "QueuedJobs", no_slurm)   # the queue's jobs: tests/integration/test_slurm.py
+    monkeypatch.setattr(labkit.run.slurm_testbed, "QueuedJobs", no_slurm)   # the queue's jobs: tests/integration/test_slurm.py
     monkeypatch.setenv("LABKIT_RUN_DIR", str(tmp_path / "run"))
     monkeypatch.setattr(sys.modules[__name__], "LISTED", [
         "labkit-busy--0a", "labkit-elsewhere--0b", "labkit-gone--0c", "labkit-gone--noise0d", "labkit-test-0e"])

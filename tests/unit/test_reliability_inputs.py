@@ -122,7 +122,8 @@ def test_param_text_follows_the_schema():
 @pytest.mark.parametrize("timeout", ["nan", "-1", "0", "inf", "1e308"])
 def test_bad_timeouts_are_refused(tmp_path, timeout, capsys):
     p = design_file(tmp_path, "factors: {vcpus: [1, 2]}\nseed: 1\n")
-    rc = cli.main(["run", str(p), "--timeout", timeout, "--data-dir", str(tmp_path / "data")])
+    rc = cli.main(["run", str(p), "--workload", "nqueens", "--timeout", timeout,
+                   "--data-dir", str(tmp_path / "data")])
     assert rc == 2 and "run_timeout" in capsys.readouterr().err
     assert not (tmp_path / "data").exists()
     with pytest.raises(ConfigError, match="run_timeout"):

@@ -1,5 +1,5 @@
 """The analysis picks the right error term by itself, checks drift and warm-up, and shows the levels
-(labkit.report.analyze_results, labkit.report.levels, labkit.report.measurement).
+(labkit.report.analyze_results, labkit.report.level_analysis, labkit.report.measurement).
 
 The tidy frames are built here in the long format Store.tidy() gives with the levels of issue 32
 (host, instance as a unique id, instance_index, boot, run_seq, iteration, suspect). The expected
@@ -16,7 +16,7 @@ import pytest
 
 from labkit.errors import ConfigError
 from labkit.report import analyze_results, html_report
-from labkit.report.levels import level_design, observations, with_levels
+from labkit.report.level_analysis import level_design, observations, with_levels
 from labkit.report.measurement import sections
 
 VECTORS = Path(__file__).resolve().parents[1] / "vectors"
@@ -199,7 +199,7 @@ def test_the_report_shows_levels_quantiles_drift_and_telemetry():
 def test_large_unbalanced_designs_use_the_unit_means(monkeypatch):
     """Above MAX_MIXED_ROWS observations the REML model (dense n x n matrices) is not fitted: a
     balanced design still gets the exact EMS test, an unbalanced one the ANOVA of the unit means."""
-    import labkit.report.levels as levels
+    import labkit.report.level_analysis as levels
     monkeypatch.setattr(levels, "MAX_MIXED_ROWS", 20)
     balanced = analyze_results(split_campaign(), meta=META)
     assert balanced.kind == "levels" and balanced.levels.method == "ems"

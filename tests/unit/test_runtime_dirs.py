@@ -149,7 +149,7 @@ def test_what_a_session_cannot_do_is_refused_by_name(tmp_path):
         get_backend("libvirt", uri="qemu:///session", mounts=[{"source": str(tmp_path), "target": "/mnt/x",
                                                                "readonly": False}])
     be = get_backend("libvirt", uri="qemu:///session")
-    from labkit.backends.networks import Network
+    from labkit.backends.private_network import Network
     with pytest.raises(ConfigError, match="private needs qemu:///system"):
         be._create_network(Network.__new__(Network))
 

@@ -15,7 +15,7 @@ import labkit.stats.drift as drift
 import labkit.store.export as store_mod
 from labkit.backends.base import name_token, new_name
 from labkit.design import Design
-from labkit.report.levels import level_design, observations, with_levels
+from labkit.report.level_analysis import level_design, observations, with_levels
 from labkit.stats.compare import pettitt
 from labkit.store import Store, now_iso
 from labkit.workloads.base import Measurement

@@ -15,7 +15,7 @@ from labkit.backends import slurm_cli
 from labkit.backends.output import CappedOutput
 from labkit.backends.slurm import SlurmBackend, SrunLines
 from labkit.errors import BackendError, ConfigError
-from labkit.run import slurm
+from labkit.run import slurm_testbed as slurm
 from labkit.run.campaign import Campaign
 from labkit.run.platforms import options_for
 from labkit.run.testbed import Host, Testbed

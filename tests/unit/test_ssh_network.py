@@ -9,9 +9,9 @@ import shlex
 import pytest
 
 from labkit.backends import ssh_network as sn
-from labkit.backends.networks import Network
+from labkit.backends.private_network import Network
 from labkit.backends.ssh import SshBackend
-from labkit.core import network as netmod
+from labkit.core import network_factors as netmod
 from labkit.errors import BackendError
 
 

@@ -9,7 +9,7 @@ from types import SimpleNamespace
 import pytest
 
 from labkit.core.instance import InstanceSpec
-from labkit.core.network import Link, parse_link
+from labkit.core.network_factors import Link, parse_link
 from labkit.errors import BackendError, ConfigError
 from labkit.run import treatments
 from labkit.run.hooks import RunContext
@@ -25,7 +25,7 @@ from labkit.run.treatments import (
 )
 
 # Captured on this machine (iproute2 6.1.0, kernel 6.18): `tc -j -s qdisc show dev X` of a veth
-# shaped as labkit.core.network.shape_commands shapes it (tbf rate 50000000bit burst 65536
+# shaped as labkit.core.network_factors.shape_commands shapes it (tbf rate 50000000bit burst 65536
 # latency 50ms): tc prints the rate in bytes/s and the burst it stored (65531 of 65536 asked).
 TBF_50MBIT = ('[{"kind":"tbf","handle":"1:","root":true,"refcnt":3,"options":{"rate":6250000,"burst":65531,'
               '"lat":50000},"bytes":426,"packets":5,"drops":0,"overlimits":0,"requeues":0,"backlog":0,"qlen":0}]')

@@ -9,12 +9,12 @@ import pytest
 
 from labkit.backends import get_backend, teardown
 from labkit.backends.libvirt.xml import domain_facts, domain_xml, parse_pinning
-from labkit.backends.networks import Network, join_network
+from labkit.backends.private_network import Network, join_network
 from labkit.backends.ssh import SshBackend
 from labkit.core import registry
 from labkit.core.files import atomic_write
 from labkit.core.instance import InstanceSpec
-from labkit.core.network import parse_link
+from labkit.core.network_factors import parse_link
 from labkit.design import Design
 from labkit.errors import BackendError, ConfigError
 from labkit.run.adaptive import next_round, worst_fixed_equivalent

@@ -157,7 +157,7 @@ def test_from_host_timeout_kills_every_ab():
 def test_from_host_needs_the_private_network():
     w = Apache(path="from_host", requests=10, concurrency=1)
     assert w.spans({}) and Apache(path="instances").spans({}) and not Apache().spans({})
-    from labkit.run.network import mode_for
+    from labkit.run.network_setup import mode_for
     assert mode_for({}, w, {}) == "private" and mode_for({}, Apache(), {}) == "none"   # the default network
     with pytest.raises(ConfigError, match="from_host.*network: private"):
         w.run_group([FakeInstance()], {"vcpus": 1})                     # network None

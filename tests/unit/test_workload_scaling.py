@@ -1,7 +1,7 @@
 """Thread scaling helpers (study 000: threads 1..8 as a factor)."""
 import pytest
 
-from labkit.design.levels import thread_levels
+from labkit.design.host_scaling import thread_levels
 from labkit.errors import ConfigError
 from labkit.workloads import get_workload
 from labkit.workloads.scaling import resolve_threads

@@ -9,26 +9,14 @@
 
 ``openstack`` (openstacksdk) is tested on a real single-node cloud; ``cloudstack`` (cs) and
 ``azure`` (azure-mgmt-compute) are experimental. See :mod:`labkit.backends.clouds.base` for the contract.
+
+This package only gathers the public names: :mod:`~labkit.backends.clouds.providers` holds the
+providers by name and :func:`get_provider`, :mod:`~labkit.backends.clouds.base` the contract, and
+each provider its own module.
 """
 from __future__ import annotations
 
-import importlib
-
-from ...errors import ConfigError
 from .base import CloudInstance, CloudProvider, ServerRef, ServerState
-
-#: provider name -> (module, class)
-PROVIDERS = {"openstack": ("openstack", "OpenStackProvider"),
-             "cloudstack": ("cloudstack", "CloudStackProvider"),
-             "azure": ("azure", "AzureProvider")}
-
-
-def get_provider(name: str, **options) -> CloudProvider:
-    """The provider called ``name`` with ``options``; ConfigError listing the providers otherwise."""
-    if name not in PROVIDERS:
-        raise ConfigError(f"unknown cloud provider {str(name)[:64]!r}; allowed: {', '.join(PROVIDERS)}")
-    module, cls = PROVIDERS[name]
-    return getattr(importlib.import_module(f".{module}", __name__), cls)(**options)
-
+from .providers import PROVIDERS, get_provider
 
 __all__ = ["PROVIDERS", "CloudInstance", "CloudProvider", "ServerRef", "ServerState", "get_provider"]

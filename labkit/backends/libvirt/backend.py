@@ -51,7 +51,7 @@ from ...core.instance import InstanceSpec
 from ...core.mounts import parse_mounts
 from ...core.paths import runtime_dir
 from ...errors import BackendError, BackendUnavailable, ConfigError
-from .. import network_host
+from .. import host_end
 from ..base import (
     NAME_PREFIX,
     Backend,
@@ -60,7 +60,7 @@ from ..base import (
     new_name,
     teardown,
 )
-from ..networks import Network, join_network
+from ..private_network import Network, join_network
 from . import mounts as libvirt_mounts
 from . import net as libvirt_net
 from . import probe as libvirt_probe
@@ -478,7 +478,7 @@ class LibvirtBackend(Backend):
         elif self.local:   # cgroups libvirt left behind for domains already gone, and host ends'
             remove_machine_cgroups(prefix + "*")
         if self.local:
-            removed.update(network_host.remove_leftovers(prefix))
+            removed.update(host_end.remove_leftovers(prefix))
         return sorted(removed)
 
     # -- private networks ------------------------------------------------------

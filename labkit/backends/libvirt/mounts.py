@@ -25,9 +25,9 @@ file system is shared (a plain ``--bind``: file systems mounted below it are not
 from __future__ import annotations
 
 import os
-import subprocess
 from pathlib import Path
 
+from ...core.host_commands import run_host
 from ...core.mounts import Mount
 from ...core.paths import SYSTEM_RUNTIME_DIR, runtime_dir
 from ...errors import BackendError, ConfigError, tail
@@ -93,11 +93,8 @@ def _owner(path: Path) -> str:
             return "?"
 
 
-def _run(argv: list[str], what: str) -> None:
-    proc = subprocess.run(argv, capture_output=True, text=True)
-    if proc.returncode != 0:
-        raise BackendError(f"{what}: {' '.join(argv)} exited {proc.returncode}: "
-                           f"{tail(proc.stdout + proc.stderr, 10)}")
+#: the longest a bind mount or an unmount on this host may take
+MOUNT_TIMEOUT_S = 60
 
 
 def prepare(name: str, mounts: tuple[Mount, ...], root: Path | None = None) -> tuple[Share, ...]:
@@ -117,8 +114,8 @@ def prepare(name: str, mounts: tuple[Mount, ...], root: Path | None = None) -> t
                 os.chmod(root, 0o700)
                 target = root / name / str(i)
                 target.mkdir(parents=True, exist_ok=True)
-                _run(["mount", "--bind", "-o", "ro", m.source, str(target)],
-                     f"read-only bind mount of {m.source} for {name}")
+                run_host(["mount", "--bind", "-o", "ro", m.source, target],
+                         what=f"read-only bind mount of {m.source} for {name}", timeout=MOUNT_TIMEOUT_S)
                 if not os.statvfs(target).f_flag & os.ST_RDONLY:
                     raise BackendError(f"the bind mount of {m.source} at {target} is not read-only")
                 source = str(target)
@@ -143,7 +140,7 @@ def release(name: str, root: Path | None = None) -> None:
         return
     for d in entries:
         if _mounted(d):
-            _run(["umount", str(d)], f"unmounting {d}")
+            run_host(["umount", d], what=f"unmounting {d}", timeout=MOUNT_TIMEOUT_S)
         d.rmdir()
     base.rmdir()
 

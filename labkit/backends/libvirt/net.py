@@ -28,10 +28,10 @@ import shlex
 
 import libvirt
 
-from ...core import network as netmod
+from ...core import network_factors as netmod
 from ...errors import BackendError, BackendUnavailable
 from ..base import Instance
-from ..networks import Network
+from ..private_network import Network
 from . import agent
 from .xml import Nic, guest_mac, network_xml
 
@@ -45,7 +45,7 @@ def data_name(network: Network, j: int) -> str:
 
 
 def create(conn: libvirt.virConnect, network: Network) -> None:
-    """Start ``network`` (a :class:`~labkit.backends.networks.Network`) as a transient isolated
+    """Start ``network`` (a :class:`~labkit.backends.private_network.Network`) as a transient isolated
     libvirt network, with its data networks when it bonds NICs; BackendError with libvirt's
     message (and nothing left started)."""
     parts: list[tuple[str, str, str | None, str | None]] = [

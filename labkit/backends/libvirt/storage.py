@@ -28,7 +28,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import subprocess
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -36,6 +35,7 @@ from xml.etree import ElementTree
 
 import libvirt
 
+from ...core.host_commands import run_host
 from ...core.waiting import retry
 from ...errors import BackendError, BackendUnavailable, ConfigError
 from .xml import overlay_volume_xml, pool_xml
@@ -195,13 +195,11 @@ class Pool:
         except OSError as exc:
             raise BackendError(f"could not create {dest} for the raw disk of {name}: {exc}") from exc
         try:
-            res = subprocess.run(argv, capture_output=True, text=True, timeout=RAW_COPY_TIMEOUT_S)
-            why = "" if res.returncode == 0 else res.stderr.strip()[:500] or f"exit {res.returncode}"
-        except (OSError, subprocess.TimeoutExpired) as exc:
-            why = str(exc)
-        if why:
+            run_host(argv, what=f"could not make the raw copy of {img['disk']} for {name}",
+                     timeout=RAW_COPY_TIMEOUT_S)
+        except BackendError:
             os.unlink(dest)
-            raise BackendError(f"could not make the raw copy of {img['disk']} for {name}: {why}")
+            raise
         return dest   # remove() and volumes() refresh the pool, so they find it
 
     def console_log(self, name: str) -> str:

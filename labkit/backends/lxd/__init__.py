@@ -44,7 +44,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from ...core import network as netmod
+from ...core import network_factors as netmod
 from ...core.instance import InstanceSpec
 from ...core.mounts import parse_mounts
 from ...core.waiting import retry, wait_until
@@ -60,8 +60,8 @@ from ..base import (
     log,
 )
 from ..containers import CleanupByName, SessionExec, check_image, oom_kill_count, or_none
-from ..networks import Network, remove_bridges
 from ..output import CappedOutput
+from ..private_network import Network, remove_bridges
 from . import base as lxd_base
 
 DEFAULT_IMAGE = "labkit-debian-12"
@@ -425,7 +425,7 @@ class LxdBackend(CleanupByName, Backend):
         return inst
 
     def _create_network(self, network: Network) -> None:
-        """A host bridge without uplink (see :func:`labkit.core.network.create_bridge`), not an LXD
+        """A host bridge without uplink (see :func:`labkit.core.network_factors.create_bridge`), not an LXD
         managed network: that would need dnsmasq even with DHCP and DNS off."""
         network.conntrack_exempt = netmod.create_bridge(network.device, network.name,
                                                         f"{network.host_address}/{network.prefixlen}")
