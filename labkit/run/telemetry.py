@@ -170,6 +170,17 @@ def _has_false(md: Any, key: str) -> bool:
     return False
 
 
+def _guard_blind(md: dict) -> bool:
+    """Whether the quiet-host guard could judge a run neither before it (its ``quiet_check`` not
+    measured) nor during it (no ``cpu_other_mean_pct`` in its telemetry) although the host was
+    sampled: such a run is not flagged, and not known to be quiet either."""
+    quiet = md.get("quiet_check")
+    tele = md.get("telemetry") or {}
+    if not isinstance(quiet, dict) or quiet.get("measured") is not False or not isinstance(tele, dict):
+        return False
+    return str(tele.get("host", "")) == "sampled" and tele.get("cpu_other_mean_pct") is None
+
+
 def measurement_notes(runs: Any) -> list[str]:
     """What the stored ``runs`` (:meth:`Store.runs <labkit.store.Store.runs>`) were not measured for,
     in words, for every conclusion drawn from them: ``telemetry off: <why>: suspect runs unknown``
@@ -190,6 +201,12 @@ def measurement_notes(runs: Any) -> list[str]:
     for reason, k in why.items():
         notes.append(f"telemetry off: {reason}: suspect runs unknown"
                      + ("" if k == n else f" ({k} of {n} runs not measured)"))
+    blind = sum(_guard_blind(md) for md in mds)
+    if blind:
+        notes.append(f"guard blind: {blind} of {n} runs could not be judged for other processes' CPU (the "
+                     "campaign's CPU could not be told apart from the rest before or during them: instances "
+                     "made or torn down around a run shorter than the sampler's readings); whether they were "
+                     "disturbed is unknown")
     unconfined = sum(_has_false(md, "limits_enforced") for md in mds)
     if unconfined:
         notes.append(f"unconfined: {unconfined} of {n} runs ran without enforced limits (enforce_limits=false): "

@@ -210,18 +210,22 @@ class RunRecords(CampaignMeta):
 
     def measurement_metadata(self) -> pd.DataFrame:
         """One row per run, column ``metadata`` holding only what
-        :func:`labkit.run.telemetry.measurement_notes` reads (``telemetry.host`` and whether any
-        ``limits_enforced`` is false), read by SQL aggregates: ``labkit show`` parses no run's JSON.
+        :func:`labkit.run.telemetry.measurement_notes` reads (``telemetry.host``, whether any
+        ``limits_enforced`` is false and whether the guard was blind to it), read by SQL aggregates: ``labkit show`` parses no run's JSON.
         A run whose metadata SQLite cannot read counts as measured."""
         import pandas as pd
         rows: list[dict] = []
-        for host, unconfined, n in self._read(
+        for host, unconfined, blind, n in self._read(
                 "SELECT json_extract(metadata, '$.telemetry.host'), "
                 "EXISTS (SELECT 1 FROM json_tree(metadata) WHERE key = 'limits_enforced' AND type = 'false'), "
-                "count(*) FROM runs WHERE json_valid(metadata) GROUP BY 1, 2"):
+                "json_type(metadata, '$.quiet_check.measured') = 'false' "
+                "AND json_type(metadata, '$.telemetry.cpu_other_mean_pct') IS NULL, "
+                "count(*) FROM runs WHERE json_valid(metadata) GROUP BY 1, 2, 3"):
             md: dict = {"telemetry": {"host": host}}
             if unconfined:
                 md["limits_enforced"] = False
+            if blind:      # the guard judged it neither before nor during (labkit.run.telemetry)
+                md["quiet_check"] = {"measured": False}
             rows += [md] * int(n)
         n_other = self._read("SELECT count(*) FROM runs WHERE NOT json_valid(metadata)").fetchone()[0]
         rows += [{}] * int(n_other)

@@ -105,3 +105,30 @@ def test_campaign_start_logs_the_warnings(tmp_path, monkeypatch, caplog):
         camp.run()
     said = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert any("measure-off: telemetry off: psutil missing" in m for m in said)
+
+
+def test_runs_the_guard_could_not_judge_are_said_not_counted_as_quiet(tmp_path):
+    """A run whose quiet check was not measured (fresh instances: the campaign's CPU not told apart)
+    and whose telemetry has no reading of other processes' CPU is neither flagged nor quiet: said,
+    in the analysis' notes and by ``labkit show``'s SQL reading alike (the reliability row of
+    issue 47 found 3-5 of 8 docker runs beside a busy loop so)."""
+    from labkit.store import Store
+    t = split_campaign()
+    blind = {"telemetry": {**NOT_SAMPLED, "host": "sampled", "samples": 4},
+             "quiet_check": {"measured": False, "source": "sampler", "reason": "not told apart"}}
+    judged = {"telemetry": {**NOT_SAMPLED, "host": "sampled", "samples": 4, "cpu_other_mean_pct": 2.0},
+              "quiet_check": {"measured": False, "source": "sampler", "reason": "not told apart"}}
+    mds = [blind if i % 3 == 0 else judged for i in range(len(t.run_id))]
+    k = sum(1 for i in range(len(t.run_id)) if i % 3 == 0)
+    notes = telemetry.measurement_notes(pd.DataFrame({"run_id": t.run_id, "metadata": mds}))
+    assert notes == [notes[0]] and notes[0].startswith(f"guard blind: {k} of {len(t.run_id)} runs could not be judged")
+    a = analyze_results(t, meta=META, runs=pd.DataFrame({"run_id": t.run_id, "metadata": mds}))
+    assert f"guard blind: {k} of {len(t.run_id)} runs" in str(a.conclusions)
+    # the store's SQL reading (labkit show) finds the same count
+    from labkit.design import Design
+    design = Design.from_dict({"name": "blind", "factors": {"vcpus": [1, 2]}, "replications": len(mds)})
+    with Store.for_campaign(tmp_path, "blind") as st:
+        for run, md in zip(design.plan()[:len(mds)], mds):
+            st.record_run(run, status="ok", started="2026-11-29T00:00:00+00:00", duration_s=1.0, metadata=md)
+        shown = telemetry.measurement_notes(st.measurement_metadata())
+    assert shown == notes
