@@ -53,6 +53,7 @@ test integration bench test-openstack: export LABKIT_SSH_KEY ?= /root/.ssh/labki
 # whatever the outcome; the exit status is pytest's.
 test: setup-daemons setup-browser setup-openstack
 	$(PY) -m ruff check labkit tests benchmarks reliability
+	$(PY) -m ruff format --check labkit tests benchmarks reliability
 	.venv/bin/lint-imports
 	$(PY) -m mypy
 	$(MAKE) --no-print-directory docs-site
@@ -79,6 +80,7 @@ notebooks: setup-daemons setup-browser
 
 lint: setup
 	$(PY) -m ruff check labkit tests benchmarks reliability
+	$(PY) -m ruff format --check labkit tests benchmarks reliability
 	.venv/bin/lint-imports
 	$(PY) -m mypy
 

@@ -8,10 +8,12 @@ through group commit, :class:`~labkit.store.group.GroupCommit`, as the engine wr
 runs in its own process, timed, its peak memory read from the kernel (``ru_maxrss`` of that process):
 
     list, show, analyze (``labkit list/show/analyze``), export csv / parquet (``labkit export``),
-    report (``labkit report``), explorer load (the explorer's data of the campaign)
+    report (``labkit report``), explorer first figure (the explorer's application as ``labkit dashboard``
+    serves it, until its first figure is drawn as PNG: the response by configuration)
 
 beside the same work done by pandas / pyarrow / statsmodels on the same rows (read the exported
-Parquet, group, fit the factorial OLS). Prints time, peak memory and, from one size to the next,
+Parquet, group, fit the factorial OLS; for export also the export's whole work, the store's tables
+and telemetry read by ``pandas.read_sql`` in chunks and written by pyarrow's ``ParquetWriter``). Prints time, peak memory and, from one size to the next,
 the growth exponent ``log(t2/t1) / log(n2/n1)`` (1: linear; 2: quadratic). Also the recording rate
 (runs/s, with the per-run output file) with group commit beside one transaction per run (the write
 path before group commit, on up to 5,000 runs; ``benchmarks/bench_record.py`` compares the two alone).
@@ -90,8 +92,16 @@ STEPS = {
     "export csv": (CLI, "export", CID, "--data-dir", "{data}", "--out", "{tmp}/csv", "--format", "csv"),
     "export parquet": (CLI, "export", CID, "--data-dir", "{data}", "--out", "{tmp}/pq", "--format", "parquet"),
     "report": (CLI, "report", CID, "--data-dir", "{data}", "-o", "{tmp}/report.html"),
-    "explorer load": ("import sys; from labkit.report.explore import Explorer; "
-                      "Explorer(sys.argv[1]).data(sys.argv[2])", "{data}", CID),
+    "explorer first figure": ("import os, sys, json; from IPython.core.interactiveshell import InteractiveShell; "
+                              "from IPython.core.pylabtools import select_figure_formats; "
+                              "select_figure_formats(InteractiveShell.instance(), {'png'}); "
+                              "from labkit.report.explore import Explorer; "
+                              "root = Explorer(sys.argv[1], campaign=sys.argv[2]).app(defer=True); "
+                              "todo, pngs = [root], 0\n"
+                              "while todo:\n w = todo.pop(); todo.extend(getattr(w, 'children', ()))\n"
+                              " pngs += 'lk-first-view' in w._dom_classes and 'image/png' in json.dumps(w.outputs)\n"
+                              "sys.stdout.flush(); os._exit(0 if pngs else 1)   # the deferred analysis not awaited",
+                              "{data}", CID),
 }
 #: the same work by the libraries labkit builds on (on the exported Parquet of the same rows)
 BASELINES = {
@@ -102,7 +112,25 @@ BASELINES = {
                "smf.ols('value ~ C(vcpus) * C(memory_mb) * C(affinity) * C(count)', data=t).fit()",
     "export parquet": "import sys, pyarrow.parquet as pq; t = pq.read_table(sys.argv[2]); "
                       "pq.write_table(t, sys.argv[2] + '.copy')",
-    "explorer load": "import sys, pandas as pd; pd.read_parquet(sys.argv[2])",
+    # the export's own work done with pandas and pyarrow: the store's measurements, runs and 20 M
+    # telemetry rows read by SQL (pandas.read_sql in chunks, the samples in run order) and written as Parquet
+    "export parquet from the store": (
+        "import sys, sqlite3, pandas as pd, pyarrow as pa, pyarrow.parquet as pq\n"
+        "db = sqlite3.connect(f'file:{sys.argv[1]}?mode=ro', uri=True)\n"
+        "for name, sql in [('measurements', 'SELECT * FROM measurements'), ('runs', 'SELECT * FROM runs'),\n"
+        "                  ('samples', 'SELECT * FROM samples ORDER BY run_id, t')]:\n"
+        " w = None\n"
+        " for chunk in pd.read_sql(sql, db, chunksize=500_000):\n"
+        "  t = pa.Table.from_pandas(chunk, preserve_index=False)\n"
+        "  w = w or pq.ParquetWriter(f'{sys.argv[2]}.{name}.parquet', t.schema)\n"
+        "  w.write_table(t)\n"
+        " w.close()"),
+    "explorer first figure": "import io, sys, pandas as pd, matplotlib.pyplot as plt; f = ['vcpus', 'memory_mb', "
+                             "'affinity', 'count']; t = pd.read_parquet(sys.argv[2]); "
+                             "t = t[(t.metric == 'wall_time_s') & (t.status == 'ok')]; "
+                             "s = t.groupby(['run_id', *f]).value.mean().groupby(f).agg(['mean', 'std']); "
+                             "fig, ax = plt.subplots(); ax.errorbar(range(len(s)), s['mean'], yerr=s['std'], fmt='o'); "
+                             "fig.savefig(io.BytesIO(), format='png')",
 }
 
 

@@ -172,7 +172,7 @@ def _planted_records(local) -> list[tuple[str, str, object, str]]:
     import time
 
     from labkit.backends import teardown
-    from labkit.backends.local import HIDDEN_RECORDED
+    from labkit.backends.local_hidden import HIDDEN_RECORDED
     from labkit.core.instance import InstanceSpec
     from tests.support.other_users import real_user, run_as
     user = real_user()

@@ -103,5 +103,10 @@ except LabkitError as exc:
     # setup-containers.sh built: seed 004's disk and OLTP tests and Apache across guests
     log "building the study VM image variant (cached)"
     "$PYTHON" -m labkit images build --only none --vm --profile study >/dev/null
+    # the `systemd` variant (systemd as PID 1, the unified cgroup hierarchy): the guest of the test of
+    # the local backend as a user in a delegated cgroup subtree (test_cgroup_v2_delegation.py);
+    # its own debootstrap, about 2 minutes the first time, then cached
+    log "building the systemd VM image variant (cached)"
+    "$PYTHON" -m labkit images build --only none --vm --profile systemd >/dev/null
 fi
 log "done"

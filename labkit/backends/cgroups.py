@@ -3,7 +3,7 @@
 A driver never touches the file system itself: ``create``, ``kill`` and
 ``remove`` return a list of :class:`Op` (make a directory, write or copy a
 value, drain a cgroup of its processes). The ``local`` backend applies them
-with :func:`apply` (Python); the ``ssh`` backend sends :func:`script` (the same
+with :func:`apply` (Python); the ``ssh`` backend sends :func:`.cgroup_script.script` (the same
 operations as one POSIX ``sh`` script) over one ``fabric`` ``run``. Reads go
 the same way: a driver names the file and parses its text.
 
@@ -37,11 +37,9 @@ instruction.
 from __future__ import annotations
 
 import os
-import shlex
 import signal
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Protocol
 
 from ..core.waiting import wait_until
 from ..errors import BackendError, BackendUnavailable
@@ -234,105 +232,6 @@ def create_ops(driver: Driver | None, name: str, host_ids: list[int], cpus: Sequ
     if real is not None:
         return real, driver.create(name, real, None, memory_mb, pids_max)
     return real, driver.create(name, host_ids, vcpus, memory_mb, pids_max)
-
-
-def stat_paths(driver: Driver, name: str) -> dict[str, str]:
-    """The files instance ``name``'s counters are read from: ``cpu`` (v1 ``cpuacct.usage``, v2
-    ``cpu.stat``), ``throttle`` (``cpu.stat``: periods throttled) and ``memory`` (v1
-    ``memory.usage_in_bytes``, v2 ``memory.current``)."""
-    if isinstance(driver, CgroupV1):
-        cpu_path, _ = driver.cpu_time(name)
-        return {"cpu": cpu_path, "throttle": f"{driver.roots['cpu']}/{name}/cpu.stat",
-                "memory": f"{driver.roots['memory']}/{name}/memory.usage_in_bytes"}
-    d = f"{driver.root}/{name}"
-    return {"cpu": f"{d}/cpu.stat", "throttle": f"{d}/cpu.stat", "memory": f"{d}/memory.current"}
-
-
-def _keyed(text: str) -> dict[str, int]:
-    out = {}
-    for line in text.splitlines():
-        key, _, value = line.partition(" ")
-        if value.strip().lstrip("-").isdigit():
-            out[key] = int(value)
-    return out
-
-
-def parse_stats(driver: Driver, texts: dict[str, str | None]) -> dict[str, float]:
-    """The counters (``cpu_s``, ``throttled_periods``, ``throttled_s``, ``memory_bytes``: see
-    :data:`labkit.backends.base.STAT_KEYS`) in the texts of :func:`stat_paths`' files (by their
-    key; a file that could not be read is None and its counters are left out)."""
-    out: dict[str, float] = {}
-    cpu, throttle, memory = texts.get("cpu"), texts.get("throttle"), texts.get("memory")
-    if cpu is not None:
-        if isinstance(driver, CgroupV1):
-            out["cpu_s"] = int(cpu.strip()) / 1e9
-        elif "usage_usec" in _keyed(cpu):
-            out["cpu_s"] = _keyed(cpu)["usage_usec"] / 1e6
-    if throttle is not None:
-        keyed = _keyed(throttle)
-        if "nr_throttled" in keyed:
-            out["throttled_periods"] = float(keyed["nr_throttled"])
-        if "throttled_usec" in keyed:
-            out["throttled_s"] = keyed["throttled_usec"] / 1e6
-        elif "throttled_time" in keyed:   # v1: nanoseconds
-            out["throttled_s"] = keyed["throttled_time"] / 1e9
-    if memory is not None and memory.strip().isdigit():
-        out["memory_bytes"] = float(memory.strip())
-    return out
-
-
-class DriverOwner(Protocol):
-    """A backend with a cgroup driver (None when unconfined)."""
-
-    driver: Driver | None
-
-
-class CgroupCounters:
-    """Mixin for an Instance in cgroup ``self.name`` of ``self.backend.driver`` (None when
-    unconfined): the OOM and CPU-time counters, read with the hook ``_read(path) -> text``."""
-
-    name: str
-    backend: DriverOwner
-
-    def _read(self, path: str) -> str:
-        raise NotImplementedError
-
-    def _oom_kills(self) -> int | None:
-        driver = self.backend.driver
-        if driver is None:
-            return None
-        path, parse = driver.oom_kills(self.name)
-        return parse(self._read(path))
-
-    def _read_many(self, paths: dict[str, str]) -> dict[str, str | None]:
-        """The text of each of ``paths`` (by key; None where it cannot be read): one ``_read`` each."""
-        out: dict[str, str | None] = {}
-        for key, path in paths.items():
-            try:
-                out[key] = self._read(path)
-            except (OSError, BackendError):
-                out[key] = None
-        return out
-
-    def stats(self) -> dict[str, float]:
-        """The instance's cgroup counters (:func:`parse_stats`); StatsUnavailable without a cgroup
-        (limits not enforced) or when none of its files can be read (the instance is gone)."""
-        from .base import StatsUnavailable
-        driver = self.backend.driver
-        if driver is None:
-            raise StatsUnavailable(f"{self.name}: no cgroup (limits not enforced): no per-instance counters")
-        out = parse_stats(driver, self._read_many(stat_paths(driver, self.name)))
-        if not out:
-            raise StatsUnavailable(f"{self.name}: its cgroup's counters cannot be read (is it gone?)")
-        return out
-
-    def cpu_time_s(self) -> float:
-        """CPU time consumed by the instance's cgroup so far (seconds)."""
-        driver = self.backend.driver
-        if driver is None:
-            raise BackendError("cpu_time_s needs enforced limits (a cgroup)")
-        path, parse = driver.cpu_time(self.name)
-        return parse(self._read(path))
 
 
 def cgroup_mounts(mounts_text: str) -> list[tuple[str, str, set[str]]]:
@@ -549,43 +448,3 @@ def apply(ops: list[Op], timeout: float = DRAIN_TIMEOUT_S) -> None:
             _drain(op.path, op.kind == "rmdir", timeout)
         else:
             raise BackendError(f"unknown cgroup operation {op.kind!r}")
-
-
-# -- the same operations as a shell script -----------------------------------------------------
-
-_SH_HELPERS = r"""w() { printf '%s' "$2" > "$1" || { echo "cannot write '$2' to $1" >&2; exit 1; }; }
-drain() { i=0; while [ -d "$1" ]; do p=$(cat "$1/cgroup.procs" 2>/dev/null)
-  [ -n "$p" ] && kill -KILL $p 2>/dev/null
-  if [ -z "$p" ]; then [ "$2" = rm ] || return 0; rmdir "$1" 2>/dev/null && return 0; fi
-  i=$((i+1)); [ $i -gt $3 ] && { echo "cgroup $1: processes survive SIGKILL" >&2; exit 1; }
-  sleep 0.02; done; }
-"""
-
-
-def script(ops: list[Op], timeout: float = DRAIN_TIMEOUT_S) -> str:
-    """``ops`` as one POSIX sh script (exit 1 with a message on the first failure)."""
-    q = shlex.quote
-    steps = max(1, int(timeout / 0.02))
-    lines = [_SH_HELPERS.rstrip("\n")]
-    for op in ops:
-        p = q(op.path)
-        if op.kind == "mkdir":
-            lines.append(f"mkdir {p} || exit 1")
-        elif op.kind == "mkdir?":
-            lines.append(f"[ -d {p} ] || mkdir {p} || exit 1")
-        elif op.kind == "move":
-            lines.append(f"for p in $(cat {p}/cgroup.procs); do echo $p > {q(op.value)}/cgroup.procs 2>/dev/null; done")
-        elif op.kind == "write":
-            lines.append(f"w {p} {q(op.value)}")
-        elif op.kind == "write?":
-            lines.append(f"[ -e {p} ] && {{ printf '%s' {q(op.value)} > {p}; }} 2>/dev/null")
-        elif op.kind == "copy":
-            lines.append(f"w {p} \"$(cat {q(op.value)})\"")
-        elif op.kind == "kill":
-            lines.append(f"p=$(cat {p}/cgroup.procs 2>/dev/null); [ -n \"$p\" ] && kill -KILL $p 2>/dev/null")
-        elif op.kind in ("drain", "rmdir"):
-            lines.append(f"drain {p} {'rm' if op.kind == 'rmdir' else 'keep'} {steps}")
-        else:
-            raise BackendError(f"unknown cgroup operation {op.kind!r}")
-    return "\n".join(lines) + "\ntrue\n"
-

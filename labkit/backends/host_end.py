@@ -13,7 +13,7 @@ left in it and removes it, adding its count to :func:`retired_cpu`, and :func:`r
 removes what a killed campaign left. A
 backend whose networks are on another machine gives its own host end there
 (:meth:`Backend.host_end <labkit.backends.base.Backend.host_end>`; ``ssh``:
-:class:`~labkit.backends.ssh.SshHostEnd`), which :func:`host_end` hands out the same way.
+:class:`~labkit.backends.ssh_instance.SshHostEnd`), which :func:`host_end` hands out the same way.
 """
 from __future__ import annotations
 

@@ -52,7 +52,6 @@ import hashlib
 import os
 import shutil
 import signal
-import stat
 import subprocess
 from pathlib import Path
 
@@ -60,9 +59,12 @@ from ..core import network_factors as netmod
 from ..core.host_commands import run_host
 from ..core.instance import InstanceSpec
 from ..core.mounts import parse_mounts, same_path_mounts
-from ..errors import BackendError, BackendUnavailable, ConfigError, StoreError
+from ..errors import BackendError, BackendUnavailable, ConfigError
 from . import cgroups, child, sandbox
 from .base import Backend, Instance, RawResult, check_name, check_prefix
+from .cgroup_counters import CgroupCounters
+from .local_hidden import data_dirs, hidden_signature
+from .local_workroot import default_workroot, private_dir
 from .private_network import Network, remove_bridges
 
 #: run argv with the instance's hosts file ($0) on /etc/hosts (in a private mount namespace)
@@ -78,60 +80,6 @@ NETWORKS = ("none", "host")
 DEFAULT_PIDS_MAX = 4096
 
 
-def default_workroot() -> str:
-    """``/run/labkit/instances`` for root; else under $XDG_RUNTIME_DIR or ~/.cache (both the user's)."""
-    if os.geteuid() == 0:
-        return "/run/labkit/instances"
-    base = os.environ.get("XDG_RUNTIME_DIR") or os.path.expanduser("~/.cache")
-    return os.path.join(base, "labkit", "instances")
-
-
-def private_dir(path: str) -> str:
-    """Create ``path`` (and missing parents) 0700, or verify an existing one is ours and private.
-
-    Refuses (ConfigError) a directory that is a symlink, owned by another user,
-    or writable by group or others: someone else could swap what root runs.
-    """
-    path = os.path.abspath(path)
-    missing = []
-    p = path
-    while not os.path.lexists(p):
-        missing.append(p)
-        p = os.path.dirname(p)
-    for d in reversed(missing):
-        try:
-            os.mkdir(d, 0o700)
-        except FileExistsError:
-            pass
-    for d in _ancestors(os.path.dirname(path)):
-        st = os.stat(d)
-        if st.st_uid not in (0, os.geteuid()) or (st.st_mode & 0o002 and not st.st_mode & stat.S_ISVTX):
-            raise ConfigError(f"local backend workroot {path}: its parent {d} can be changed by "
-                              "another user; choose a workroot under a directory only you and root own")
-    for d in [path] + [d for d in missing if d != path]:
-        st = os.lstat(d)
-        if stat.S_ISLNK(st.st_mode) or not stat.S_ISDIR(st.st_mode):
-            raise ConfigError(f"local backend workroot {d} is not a plain directory (a symlink?); "
-                              "choose another workroot")
-        if st.st_uid != os.geteuid():
-            raise ConfigError(f"local backend workroot {d} is owned by uid {st.st_uid}, not by this "
-                              f"user (uid {os.geteuid()}): someone else could change what runs; remove "
-                              "it or choose another workroot")
-        if st.st_mode & 0o022:
-            raise ConfigError(f"local backend workroot {d} is writable by group or others "
-                              f"(mode {stat.S_IMODE(st.st_mode):04o}); chmod go-w it or choose another")
-    return path
-
-
-def _ancestors(path: str) -> list[str]:
-    out = []
-    while True:
-        out.append(path)
-        parent = os.path.dirname(path)
-        if parent == path:
-            return out
-        path = parent
-
 
 class _Done:
     """A command that could not even start (its result is known at once)."""
@@ -140,7 +88,7 @@ class _Done:
         self.raw = raw
 
 
-class LocalInstance(cgroups.CgroupCounters, Instance):
+class LocalInstance(CgroupCounters, Instance):
     backend: LocalBackend
 
     def __init__(self, backend: LocalBackend, name, spec, index, cpus, host_cpus: list[int] | None):
@@ -284,7 +232,7 @@ class LocalBackend(Backend):
 
     Options: ``enforce_limits`` (default True: refuse when cgroups can't be
     used), ``workroot`` (where instance work directories go; created 0700 and
-    verified, see :func:`private_dir`), ``network`` ("none": own network
+    verified, see :func:`.local_workroot.private_dir`), ``network`` ("none": own network
     namespace with loopback only, the default; "host": the host's network), ``mounts``
     (host directories, see :mod:`labkit.core.mounts`: instances share the host's file system, so
     each is seen at its own path; a different target is refused; read-only enforced when
@@ -487,15 +435,16 @@ class LocalBackend(Backend):
 
     def isolation_record(self) -> dict:
         """What confines an instance's commands (metadata and fingerprint): ``mode``,
-        ``capabilities`` (kept; None: all, as root), ``no_new_privs``, ``namespaces``,
+        ``capabilities`` (kept; None: all, as root), ``user``, ``no_new_privs``, ``namespaces``,
         ``pids_max`` (None: no cap), ``env`` (the environment policy)."""
         isolated = self.isolation != "none"
+        user, caps = sandbox.unconfined_identity()
         return {"mode": self.isolation,
-                "capabilities": sandbox.capabilities(self.isolation) if isolated else None,
+                "capabilities": sandbox.capabilities(self.isolation) if isolated else caps,
                 "no_new_privs": isolated,
                 "namespaces": (["pid", "mount", "ipc", "user"] if isolated else []) + (["net"] if self.isolate else []),
                 "user": (f"uid 0 of its own user namespace = host uid {sandbox.USERNS_BASE} "
-                         f"(ids 0-{sandbox.USERNS_COUNT - 1})" if isolated else "root"),
+                         f"(ids 0-{sandbox.USERNS_COUNT - 1})" if isolated else user),
                 "private": ["/tmp", "/var/tmp", "/dev (null zero full random urandom tty pts shm)"] if isolated else [],
                 "pids_max": self.pids_max if self.driver is not None and self.driver.has_pids else None,
                 "env": ("clean: " + " ".join(sandbox.ENV_KEPT) + ", HOME=work dir, the workload's"
@@ -504,63 +453,16 @@ class LocalBackend(Backend):
     def hidden_dirs(self) -> list[str]:
         """Host directories (and files) covered in every instance (:func:`sandbox.hidden_dirs`):
         the registry of running campaigns (``/run/labkit``), the data dirs of running campaigns
-        and the newest :data:`HIDDEN_RECORDED` recorded ones (:func:`_data_dirs`: a bounded set,
+        and the newest :data:`.local_hidden.HIDDEN_RECORDED` recorded ones (:func:`.local_hidden.data_dirs`: a bounded set,
         however many data dirs were ever recorded), the default data dir, the work root, the
         secrets of the invoking users' homes (:func:`sandbox.home_secrets`), the ``hide`` option's."""
-        key = _hidden_signature()
+        key = hidden_signature()
         if self.hidden_cache is None or self.hidden_cache[0] != key:
-            candidates = ["/run/labkit", self.workroot, *self.hide, *_data_dirs(), *sandbox.system_hidden()]
+            candidates = ["/run/labkit", self.workroot, *self.hide, *data_dirs(), *sandbox.system_hidden()]
             self.hidden_cache = (key, sandbox.hidden_dirs(candidates, [m.target for m in self.mounts]))
         # the list is made again only when a record it comes from changed; one removed since is left out
         return [p for p in self.hidden_cache[1] if os.path.lexists(p)]
 
-
-def _hidden_signature() -> tuple:
-    """What :meth:`LocalBackend.hidden_dirs` is made from, as (path, mtime, size, inode) of: the
-    data-dir records, the registry directories (an entry added or removed changes its time) and
-    the invoking users' homes (a secret made there changes its time). Equal: the same list."""
-    from ..core import datadirs, registry
-    paths = [str(p) for p, _ in datadirs.sources()] + [str(d) for d in registry.dirs()] + sandbox.invoking_homes()
-    out: list[tuple] = []
-    for p in paths:
-        try:
-            st = os.stat(p)
-            out.append((p, st.st_mtime_ns, st.st_size, st.st_ino))
-        except OSError:
-            out.append((p, None, None, None))
-    return tuple(out)
-
-
-#: recorded data dirs an instance hides at most, this user's and other users' each, besides the
-#: running campaigns' (issue 47: one mount per data dir ever recorded made 5,000 planted records
-#: cost a campaign 60 times its time). Defence in depth only: data dirs are 0700 and a workload
-#: runs as an unprivileged uid, so a few mounts more or less change what it can read of none
-HIDDEN_RECORDED = 16
-
-
-def _data_dirs() -> list[str]:
-    """The data dirs an instance hides, a bounded set: the checkout's default, those of the
-    campaigns running now (the registry: another user's only when that user owns them, and at
-    most :data:`labkit.core.registry.MAX_FOREIGN_ENTRIES` a user), and the newest recorded ones
-    (:func:`labkit.core.datadirs.recent`: up to :data:`HIDDEN_RECORDED` of this user's and as
-    many of other users' own). Older data dirs are private (0700) to the user who ran them, and
-    an instance's workload runs as another uid."""
-    from ..core import datadirs, paths, registry
-    found = []
-    try:
-        found.append(str(paths.data_dir()))
-    except ConfigError:
-        pass   # no checkout: no default data dir
-    try:
-        found += [e.data_dir for e in registry.running() if e.data_dir]
-    except (StoreError, OSError):
-        pass   # no readable registry: nothing registered
-    found += datadirs.recent(HIDDEN_RECORDED)
-    try:
-        found.append(str(registry.run_dir()))
-    except (StoreError, OSError):
-        pass
-    return found
 
 
 def _delete_netns(name: str) -> None:

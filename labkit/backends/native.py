@@ -22,7 +22,7 @@ from typing import TypeVar
 
 from ..core.instance import InstanceSpec
 from ..errors import BackendError, BackendUnavailable
-from . import cgroups
+from . import cgroup_counters, cgroup_script, cgroups
 from .base import StatsUnavailable, check_name, check_prefix, parse_proc_stat
 
 q = shlex.quote
@@ -172,7 +172,7 @@ def create_script(facts: HostFacts, driver: cgroups.Driver | None, workroot: str
         raise BackendUnavailable(f"{target} has no taskset to pin an unconfined instance; "
                                  "install it with: apt-get install util-linux")
     script = f"mkdir -m 700 {q(posixpath.join(workroot, name))} || exit 1\n"
-    return real, script + (cgroups.script(ops) if ops else "")
+    return real, script + (cgroup_script.script(ops) if ops else "")
 
 
 def create(name: str, run: Callable[[], object], remove: Callable[[list[str]], None], make: Callable[[], T]) -> T:
@@ -197,7 +197,7 @@ def remove_script(driver: cgroups.Driver | None, workroot: str, names: list[str]
     for name in names:
         check_name(name)
         if driver is not None:
-            script += cgroups.script(driver.remove(name))
+            script += cgroup_script.script(driver.remove(name))
         if also is not None:
             script += also(name)
         script += f"rm -rf {q(posixpath.join(workroot, name))}\n"
@@ -245,7 +245,7 @@ def kill_script(driver: cgroups.Driver | None, name: str, pidfile: str) -> str:
     script = (f"i=0; while [ ! -s {pf} ] && [ $i -lt 100 ]; do sleep 0.02; i=$((i+1)); done\n"
               f"[ -s {pf} ] && kill -KILL -$(cat {pf}) 2>/dev/null\n")  # dash: no `--`
     if driver is not None:
-        script += cgroups.script(driver.kill(name))
+        script += cgroup_script.script(driver.kill(name))
     return script + "true\n"
 
 
@@ -303,21 +303,21 @@ def split_marked(text: str, keys: list[str]) -> dict[str, str | None]:
 
 
 def stat_paths(driver: cgroups.Driver | None, name: str) -> dict[str, str]:
-    """The files instance ``name``'s counters are read from: its cgroup's (:func:`cgroups.stat_paths`;
+    """The files instance ``name``'s counters are read from: its cgroup's (:func:`cgroup_counters.stat_paths`;
     none without a ``driver``: unconfined) and the host's ``/proc/stat`` (``proc_stat``)."""
     paths = {"proc_stat": "/proc/stat"}
     if driver is not None:
-        paths.update(cgroups.stat_paths(driver, name))
+        paths.update(cgroup_counters.stat_paths(driver, name))
     return paths
 
 
 def instance_stats(driver: cgroups.Driver | None, texts: dict[str, str | None], what: str) -> dict[str, float]:
     """:meth:`Instance.stats <labkit.backends.base.Instance.stats>` of a native instance from the texts of
-    its :func:`stat_paths`: its cgroup's counters (:func:`cgroups.parse_stats`) and the host's steal
+    its :func:`stat_paths`: its cgroup's counters (:func:`cgroup_counters.parse_stats`) and the host's steal
     time (``steal_s``, ``cpu_total_s``: the instance runs natively there, so a cloud server's steal
     is the instance's); only the steal counters without a ``driver``. StatsUnavailable naming
     ``what`` when the cgroup's counters cannot be read (the instance is gone)."""
-    out = cgroups.parse_stats(driver, texts) if driver is not None else {}
+    out = cgroup_counters.parse_stats(driver, texts) if driver is not None else {}
     out.update(parse_proc_stat(texts.get("proc_stat") or ""))
     if driver is not None and "cpu_s" not in out:
         raise StatsUnavailable(f"{what}: its cgroup's counters cannot be read (is it gone?)")

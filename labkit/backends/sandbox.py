@@ -62,6 +62,7 @@ from __future__ import annotations
 
 import functools
 import os
+import pwd
 import select
 import signal
 import stat
@@ -155,6 +156,19 @@ def helper() -> str:
 def capabilities(mode: str) -> list[str]:
     """The capabilities a command keeps with isolation ``mode``."""
     return list(RELAXED_CAPS) if mode == "relaxed" else []
+
+
+def unconfined_identity() -> tuple[str, list[str] | None]:
+    """Who an unconfined command (isolation ``none``) runs as: this process's user, and the
+    capabilities it keeps (None: all, as root; an unprivileged user's commands keep none)."""
+    uid = os.geteuid()
+    if uid == 0:
+        return "root", None
+    try:
+        name = pwd.getpwuid(uid).pw_name
+    except KeyError:
+        name = "no passwd entry"
+    return f"uid {uid} ({name}), the controller's user", []
 
 
 #: the instance's own temporary directory, under its work dir (``$TMPDIR``)

@@ -32,11 +32,8 @@ accounting it says so instead.
 """
 from __future__ import annotations
 
-import contextlib
 import os
 import posixpath
-import queue
-import re
 import shlex
 import signal
 import subprocess
@@ -46,10 +43,12 @@ import time
 from ..core.instance import InstanceSpec
 from ..errors import BackendError, BackendUnavailable, ConfigError
 from . import cgroups, native, slurm_cli
-from .base import NAME_PREFIX, Backend, Instance, RawResult, StatsUnavailable, check_prefix
+from .base import NAME_PREFIX, Backend, Instance, RawResult, check_prefix
+from .cgroup_counters import CgroupCounters
 from .child import exited
-from .output import CappedOutput, PipeReader
 from .private_network import Network
+from .slurm_files import FileReader
+from .slurm_steps import Step
 
 q = shlex.quote
 #: seconds a control step (probe, create, list, kill, remove, copy) may take
@@ -58,186 +57,11 @@ CONTROL_TIMEOUT_S = 120.0
 ACCOUNTING_WAIT_S = 10.0
 #: the controller's variables a step gets (``srun --export``)
 EXPORTED = "HOME,PATH,USER,LOGNAME,LANG"
-#: at most this many of srun's own lines are kept per step (the first and the last ones)
-SRUN_LINES = 40
 #: at most this many steps an instance records (its first ones; the others are counted)
 MAX_STEPS = 256
-#: seconds the node's file reader (:class:`FileReader`) may take to answer one request
-READ_TIMEOUT_S = 10.0
-_LAUNCHED = re.compile(r"launching StepId=(\d+)\.(\d+)")
-#: srun's line for a task that ended on its own (not a failure of the step itself)
-_TASK_ENDED = re.compile(r"^srun: error: \S+: task \d+: ")
 
 
-class SrunLines:
-    """A stderr sink that passes the command's lines to ``sink`` and keeps ``srun``'s own lines
-    (``srun: ...``) apart in :attr:`lines` (the first and last :data:`SRUN_LINES` // 2). A line
-    is held only until it is seen not to start with ``srun: ``; :meth:`flush` passes on what is
-    held at the end of the stream."""
-
-    PREFIX = b"srun: "
-
-    def __init__(self, sink: CappedOutput):
-        self.sink = sink
-        self.lines: list[str] = []
-        self.dropped = 0
-        self._held = b""
-        self._passing = False   # inside a line of the command's, already passed on
-        self._lock = threading.Lock()
-
-    def write(self, data: bytes) -> int:
-        with self._lock:
-            buf = self._held + bytes(data)
-            self._held = b""
-            while buf:
-                if self._passing:
-                    nl = buf.find(b"\n")
-                    if nl < 0:
-                        self.sink.write(buf)
-                        return len(data)
-                    self.sink.write(buf[:nl + 1])
-                    buf, self._passing = buf[nl + 1:], False
-                    continue
-                nl = buf.find(b"\n")
-                line = buf if nl < 0 else buf[:nl + 1]
-                if line.startswith(self.PREFIX):
-                    if nl < 0:
-                        self._held = buf
-                        return len(data)
-                    self._keep(line)
-                    buf = buf[nl + 1:]
-                elif nl < 0 and self.PREFIX.startswith(line):
-                    self._held = buf   # maybe the start of an srun line
-                    return len(data)
-                else:
-                    self._passing = True
-        return len(data)
-
-    def _keep(self, line: bytes) -> None:
-        text = line.decode("utf-8", "replace").rstrip("\n")
-        if len(self.lines) < SRUN_LINES:
-            self.lines.append(text)
-        else:   # keep the first half and a moving last half
-            self.lines.pop(SRUN_LINES // 2)
-            self.lines.append(text)
-            self.dropped += 1
-
-    def flush(self) -> None:
-        with self._lock:
-            held, self._held = self._held, b""
-        if held.startswith(self.PREFIX):
-            self._keep(held)
-        elif held:
-            self.sink.write(held)
-
-    def step(self) -> str | None:
-        """The step id ``J.S`` srun said it launched, or None."""
-        for line in self.lines:
-            m = _LAUNCHED.search(line)
-            if m:
-                return f"{m.group(1)}.{m.group(2)}"
-        return None
-
-    def step_errors(self) -> list[str]:
-        """srun's error lines about the step itself (not launched, aborted, lost), not a task's end."""
-        return [ln for ln in self.lines if (ln.startswith("srun: error:") and not _TASK_ENDED.match(ln))
-                or "Job step aborted" in ln or "step creation" in ln.lower()]
-
-
-class _Step:
-    """One running step: its srun process, output sinks and pid file on the node."""
-
-    def __init__(self, proc: subprocess.Popen, pidfile: str, record: dict):
-        self.proc, self.pidfile, self.record = proc, pidfile, record
-        self.err = CappedOutput()
-        self.srun = SrunLines(self.err)
-        self.reader = PipeReader(proc.stdout, proc.stderr, stderr_sink=self.srun)
-        self.out = self.reader.stdout
-
-
-class FileReader:
-    """One long-lived step on the node reading files on request (:data:`.native.FILE_READER`): the
-    instances' counters every telemetry interval (:meth:`SlurmInstance.stats`) cost a line on its
-    stdin, not a step each (a job may start at most ``MaxStepCount`` steps, 40,000 by default, and
-    each is a round trip through the controller). Started on the first request, again after it
-    ended (the node lost, the step killed); stopped with the backend (:meth:`SlurmBackend.close`)."""
-
-    def __init__(self, backend: SlurmBackend):
-        self.backend = backend
-        self.proc: subprocess.Popen | None = None
-        self.lines: queue.Queue = queue.Queue()
-        self.lock = threading.Lock()
-
-    def read(self, paths: dict[str, str], timeout: float = READ_TIMEOUT_S) -> dict[str, str | None]:
-        """The text of each file of ``paths`` (key -> path; None where it cannot be read);
-        StatsUnavailable when the step cannot be started or does not answer within ``timeout``."""
-        words = [w for kv in paths.items() for w in kv]
-        if any(not w or any(c.isspace() for c in w) for w in words):
-            raise StatsUnavailable(f"{self.backend.where}: a counter's file name holds white space: {paths}")
-        with self.lock:
-            stdin = self.started().stdin
-            try:
-                if stdin is None:
-                    raise ValueError("no stdin")
-                stdin.write((" ".join(words) + "\n").encode())
-                stdin.flush()
-            except (OSError, ValueError) as exc:
-                self.stop()
-                raise StatsUnavailable(f"{self.backend.where}: the file reader step ended ({exc})") from None
-            got: list[str] = []
-            deadline = time.monotonic() + timeout
-            while True:
-                try:
-                    line = self.lines.get(timeout=max(0.0, deadline - time.monotonic()))
-                except queue.Empty:
-                    self.stop()
-                    raise StatsUnavailable(f"{self.backend.where}: the file reader step did not answer within "
-                                           f"{timeout:g} s") from None
-                if line is None:
-                    self.stop()
-                    raise StatsUnavailable(f"{self.backend.where}: the file reader step ended")
-                if line == native.END:
-                    return native.split_marked("\n".join(got), list(paths))
-                got.append(line)
-
-    def started(self) -> subprocess.Popen:
-        """The reader's ``srun``, started when there is none alive."""
-        if self.proc is not None and self.proc.poll() is None:
-            return self.proc
-        self.lines = queue.Queue()
-        proc = self.backend.spawn(f"{NAME_PREFIX}files", native.FILE_READER, stdin=subprocess.PIPE, verbose=False)
-        threading.Thread(target=_lines_into, args=(proc.stdout, self.lines), daemon=True,
-                         name="labkit-slurm-files").start()
-        self.proc = proc
-        return proc
-
-    def stop(self) -> None:
-        """End the reader: its stdin closed (the step's loop ends and the step with it), its ``srun``
-        killed if it has not ended within a few seconds."""
-        proc, self.proc = self.proc, None
-        if proc is None:
-            return
-        with contextlib.suppress(OSError, ValueError):
-            if proc.stdin is not None:
-                proc.stdin.close()
-        if not exited(proc, 3.0):
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)
-            exited(proc, 5.0)
-
-
-def _lines_into(stream, lines: queue.Queue) -> None:
-    """Each line of ``stream`` (bytes) into ``lines`` as text, then None at its end."""
-    try:
-        for raw in stream:
-            lines.put(raw.decode(errors="replace").rstrip("\n"))
-    except (OSError, ValueError):
-        pass
-    finally:
-        lines.put(None)
-
-
-class SlurmInstance(cgroups.CgroupCounters, Instance):
+class SlurmInstance(CgroupCounters, Instance):
     """A cgroup (when limits are enforced) and a private work dir on an allocated node."""
 
     backend: SlurmBackend
@@ -268,9 +92,9 @@ class SlurmInstance(cgroups.CgroupCounters, Instance):
                 self.metadata["slurm"]["steps_not_recorded"] = self.started - MAX_STEPS
         pidfile = f"{self.workdir}/.exec-{os.urandom(6).hex()}.pid"
         script = native.command_line(be.driver, self.name, self.workdir, argv, pidfile, env, self.host_cpu_ids)
-        return _Step(be.spawn(name, script), pidfile, record)
+        return Step(be.spawn(name, script), pidfile, record)
 
-    def _wait(self, handle: _Step, timeout):
+    def _wait(self, handle: Step, timeout):
         deadline = None if timeout is None else time.monotonic() + timeout
         if not exited(handle.proc, timeout):
             return None
@@ -289,7 +113,7 @@ class SlurmInstance(cgroups.CgroupCounters, Instance):
                                f"failed in Slurm (exit {code}): " + " | ".join(bad[-5:]))
         return RawResult.from_sinks(code, handle.out, handle.err)
 
-    def _kill(self, handle: _Step) -> None:
+    def _kill(self, handle: Step) -> None:
         try:
             self.backend.run_script(native.kill_script(self.backend.driver, self.name, handle.pidfile),
                                     f"killing a command in {self.name}")
@@ -310,7 +134,7 @@ class SlurmInstance(cgroups.CgroupCounters, Instance):
 
     def stats(self) -> dict[str, float]:
         """Its cgroup's counters and the node's steal time (:func:`.native.instance_stats`), read by the
-        node's one file reader step (:class:`FileReader`); without a cgroup (limits not enforced) only
+        node's one file reader step (:class:`.slurm_files.FileReader`); without a cgroup (limits not enforced) only
         the steal counters."""
         driver = self.backend.driver
         return native.instance_stats(driver, self._read_many(native.stat_paths(driver, self.name)),
@@ -397,7 +221,7 @@ class SlurmBackend(Backend):
 
     def close(self) -> None:
         """Stop the ``srun`` of every command still in flight (a lost node's: the engine drops its
-        backends) and of the file reader (:class:`FileReader`), so no thread waits on a step of a node
+        backends) and of the file reader (:class:`.slurm_files.FileReader`), so no thread waits on a step of a node
         that is gone."""
         self.files.stop()
         with self._lock:

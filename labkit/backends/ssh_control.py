@@ -5,7 +5,7 @@ Each SSH ``exec`` request starts the remote user's login shell, which reads its 
 (bash reads ``~/.bashrc`` when sshd starts it; one that sets up a version manager costs 85 ms on
 the development machine, more than everything else in the round trip). The control shell pays that
 once per connection: a control script then costs one round trip and the start of a ``/bin/sh``.
-Commands (:meth:`SshInstance.exec <labkit.backends.ssh.SshInstance>`) keep their own channels.
+Commands (:meth:`SshInstance.exec <labkit.backends.ssh_instance.SshInstance>`) keep their own channels.
 
 Protocol: each script is written to the shell's stdin as one command line::
 

@@ -104,7 +104,9 @@ def parser() -> argparse.ArgumentParser:
     e.add_argument("campaign_id")
     e.add_argument("--data-dir", help="default: the repository's data/")
     e.add_argument("--out", help="directory (default beside the store)")
-    e.add_argument("--format", default="csv,parquet")
+    e.add_argument("--format", default="csv,parquet",
+                   help="csv, parquet or csv,parquet (default): results.<fmt> and samples.<fmt> in each "
+                        "(runs.csv and fingerprints.json always), streamed in chunks")
     e.set_defaults(func=cmd_export)
 
     c = sub.add_parser("clean", help="remove labkit leftovers (instances, cgroups) of a killed campaign")

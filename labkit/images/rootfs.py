@@ -54,6 +54,12 @@ PROFILES = {"mpi": ("openmpi-bin", "hpcc"), "disk": ("bonnie++",), "oltp": ("mar
 #: ``study``: every profile above in one variant, the one image per container engine that the
 #: set-up builds (MPI/hpcc, bonnie++ and MariaDB across instances; notebook 02's disk and OLTP tests)
 PROFILES["study"] = tuple(sorted({p for pkgs in PROFILES.values() for p in pkgs}))
+#: ``systemd``: a VM image that boots systemd (PID 1, the unified cgroup hierarchy, logind and
+#: user managers) instead of labkit-init, for the test of the ``local`` backend as a user in a
+#: cgroup subtree systemd delegates (tests/integration/test_cgroup_v2_delegation.py); python3
+#: runs labkit there; udev makes the device units the guest agent's service is bound to (debootstrap
+#: installs no Recommends). Not part of ``study``.
+PROFILES["systemd"] = ("dbus", "libpam-systemd", "python3", "systemd-sysv", "udev")
 #: Debian package names (policy 5.6.1) and variant names (lower-case, for tags and aliases).
 _PACKAGE_RE = re.compile(r"[a-z0-9][a-z0-9+.-]+")
 _VARIANT_RE = re.compile(r"[a-z][a-z0-9]{0,15}")

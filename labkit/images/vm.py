@@ -8,6 +8,14 @@ kernel filesystems, loads ``virtio_console`` and runs the QEMU guest agent, so
 commands reach the guest through ``guest-exec`` and it needs no network.
 ``image.json`` is the image description the libvirt backend reads (its
 ``image`` option names the directory; by default ``vm-current.json`` does).
+
+A rootfs whose init is systemd (``/sbin/init`` links to it: the ``systemd`` variant,
+``labkit images build --vm --profile systemd``) boots ``/lib/systemd/systemd`` instead
+(:data:`SYSTEMD_INIT`, the unified cgroup hierarchy, logind and user managers): the image then
+also carries the module index of the kernel modules it holds (``depmod``), so udev loads
+``virtio_console`` and the guest agent's service starts on its port as Debian's package has it
+(:data:`SYSTEMD_UNITS` add the instance's host name and ``/tmp/labkit``, as labkit-init does; the
+daemons and timers the packages enable are masked, :data:`SYSTEMD_MASKED`).
 Cached under ``/var/cache/labkit/images`` (``$LABKIT_IMAGE_CACHE``)::
 
     vm-<hash>/base.qcow2     the root disk (each VM boots a copy-on-write overlay of it)
@@ -42,6 +50,37 @@ log = logging.getLogger("labkit.images")
 #: 3: sch_netem, 4: tls and bonding).
 RECIPE = 4
 GUEST_INIT = "/sbin/labkit-init"
+#: PID 1 of an image made from a rootfs whose /sbin/init is systemd (:func:`boots_systemd`)
+SYSTEMD_INIT = "/lib/systemd/systemd"
+#: what an image booting systemd adds to the kernel command line (the unified hierarchy only)
+SYSTEMD_ARGS = "systemd.unified_cgroup_hierarchy=1 systemd.show_status=0"
+#: units added to an image booting systemd: what labkit-init does besides the agent (the host name
+#: the backend gives on the command line, /tmp/labkit); the agent is Debian's qemu-guest-agent.service
+SYSTEMD_UNITS = {
+    "labkit-guest.service": """[Unit]
+Description=labkit guest set-up (host name from labkit.hostname=, /tmp/labkit)
+DefaultDependencies=no
+After=local-fs.target
+Before=sysinit.target
+
+[Service]
+Type=oneshot
+RemainAfterExit=yes
+ExecStart=/bin/sh -c 'mkdir -p /tmp/labkit; for a in $$(cat /proc/cmdline); do case "$$a" in \
+labkit.hostname=*) hostname "$${a#labkit.hostname=}" ;; esac; done'
+
+[Install]
+WantedBy=sysinit.target
+""",
+}
+#: the device unit of the guest agent's port: the image enables Debian's qemu-guest-agent.service for it
+#: (``<device>.wants/``; the package's udev rule asks for the same, this keeps it without the rule)
+SYSTEMD_AGENT_DEVICE = r"dev-virtio\x2dports-org.qemu.guest_agent.0.device"
+#: units masked in an image booting systemd: the daemons and timers the packages enable (a benchmark
+#: starts its own servers; a guest runs nothing else, as under labkit-init)
+SYSTEMD_MASKED = ("apache2.service", "apache-htcacheclean.service", "iperf3.service", "getty@tty1.service",
+                  "apt-daily.timer", "apt-daily-upgrade.timer", "dpkg-db-backup.timer", "e2scrub_all.timer",
+                  "fstrim.timer")
 #: Free space added to the rootfs size in the guest's root filesystem (benchmarks write there).
 HEADROOM_MB = 1536
 KERNEL_FLAVOUR = "cloud-amd64"
@@ -109,9 +148,18 @@ def _rootfs_identity(rootfs: Path) -> str:
     return f"dpkg-{st.st_size}-{st.st_mtime_ns}"
 
 
+def boots_systemd(rootfs: Path) -> bool:
+    """Whether ``rootfs``'s init is systemd (Debian's systemd-sysv: ``/sbin/init`` links to it)."""
+    init = Path(rootfs) / "sbin/init"
+    return init.is_symlink() and Path(os.readlink(init)).name == "systemd"
+
+
 def inputs(rootfs: Path) -> dict:
     version, vmlinuz, initrd = host_kernel()
-    return {
+    units = json.dumps([SYSTEMD_UNITS, SYSTEMD_MASKED, SYSTEMD_AGENT_DEVICE], sort_keys=True).encode()
+    systemd = ({"boot": "systemd", "units": hashlib.sha256(units).hexdigest()[:16]}
+               if boots_systemd(Path(rootfs)) else {})   # none: the base's hash as before
+    return {**systemd,
         "recipe": RECIPE,
         "rootfs": str(Path(rootfs).resolve()),
         "rootfs_identity": _rootfs_identity(Path(rootfs)),
@@ -200,6 +248,9 @@ def build_vm_image(rootfs: Path, force: bool = False, *, variant: str | None = N
         for ko in found:
             (mod_dir / Path(ko).name).unlink(missing_ok=True)   # never write through a hard link
             shutil.copy2(ko, mod_dir / Path(ko).name)
+    systemd = boots_systemd(rootfs)
+    if systemd:
+        _add_systemd_boot(staging, version, carried)
     for name in ("etc/fstab",):
         p = staging / name
         p.unlink(missing_ok=True)
@@ -222,8 +273,9 @@ def build_vm_image(rootfs: Path, force: bool = False, *, variant: str | None = N
     shutil.copyfile(initrd, work / "initrd.img")
     info = {
         "disk": "base.qcow2", "format": "qcow2", "kernel": "vmlinuz", "initrd": "initrd.img",
-        "kernel_version": version, "root": "/dev/vda", "init": GUEST_INIT,
-        "cmdline": f"root=/dev/vda rw console=ttyS0 init={GUEST_INIT} quiet",
+        "kernel_version": version, "root": "/dev/vda", "init": SYSTEMD_INIT if systemd else GUEST_INIT,
+        "cmdline": (f"root=/dev/vda rw console=ttyS0 init={SYSTEMD_INIT} {SYSTEMD_ARGS} quiet" if systemd
+                    else f"root=/dev/vda rw console=ttyS0 init={GUEST_INIT} quiet"),
         "size_mb": size_mb, "inputs": inp, "hash": h, "modules": carried,
         "built": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "seconds": round(time.monotonic() - t0, 1),
@@ -238,6 +290,37 @@ def build_vm_image(rootfs: Path, force: bool = False, *, variant: str | None = N
     _point_current(out, variant)
     log.info("VM image built at %s in %.0fs (%s MB disk, kernel %s)", out, time.monotonic() - t0, size_mb, version)
     return out
+
+
+def _add_systemd_boot(staging: Path, version: str, carried: list[str]) -> None:
+    """What an image booting systemd needs besides the rootfs: the index of the modules carried
+    (``depmod`` over the kernel's lists of built-in modules, so that udev and ``modprobe`` find
+    them by name and alias), :data:`SYSTEMD_UNITS` and the guest agent's service enabled and
+    :data:`SYSTEMD_MASKED` masked. New files only (the rootfs is hard-linked)."""
+    mods = staging / f"lib/modules/{version}"
+    mods.mkdir(parents=True, exist_ok=True)
+    for name in ("modules.builtin", "modules.builtin.modinfo", "modules.order"):
+        src = Path(f"/lib/modules/{version}/{name}")
+        if src.exists():
+            (mods / name).unlink(missing_ok=True)
+            shutil.copyfile(src, mods / name)
+    run_host(["depmod", "-b", staging, version], what=f"depmod of the {len(carried)} modules in the VM image",
+             timeout=STEP_TIMEOUT_S, missing=BackendUnavailable, hint="apt-get install kmod")
+    units = staging / "etc/systemd/system"
+    wants = units / "sysinit.target.wants"
+    wants.mkdir(parents=True, exist_ok=True)
+    for name, text in SYSTEMD_UNITS.items():
+        (units / name).unlink(missing_ok=True)
+        (units / name).write_text(text)
+        (wants / name).unlink(missing_ok=True)
+        (wants / name).symlink_to(f"/etc/systemd/system/{name}")
+    agent = units / f"{SYSTEMD_AGENT_DEVICE}.wants"
+    agent.mkdir(exist_ok=True)
+    (agent / "qemu-guest-agent.service").unlink(missing_ok=True)
+    (agent / "qemu-guest-agent.service").symlink_to("/lib/systemd/system/qemu-guest-agent.service")
+    for name in SYSTEMD_MASKED:
+        (units / name).unlink(missing_ok=True)
+        (units / name).symlink_to("/dev/null")
 
 
 def _point_current(out: Path, variant: str | None = None) -> None:

@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING, Any
 
 #: public name -> the submodule that owns it
 _OWNERS = {
-    "Analysis": "analysis", "analyze": "analysis", "analyze_results": "analysis", "stein_summary": "analysis",
-    "suspect_sentences": "analysis", "treatment_hook": "analysis", "write_bundle": "bundle", "compare": "comparison",
+    "Analysis": "analysis_result", "analyze": "analysis", "analyze_results": "analysis", "stein_summary": "adaptive",
+    "suspect_sentences": "robustness", "treatment_hook": "robustness", "write_bundle": "bundle", "compare": "comparison",
     "Conclusions": "conclude", "conclusions": "conclude", "decided_effects": "conclude",
     "focus_answer": "conclude", "declared_levels": "declared", "sorted_as_declared": "declared",
     "escape_html": "escape", "escape_md": "escape", "FIGURE_CAPTIONS": "html", "REPORT_EFFECT_COLUMNS": "html",
@@ -29,7 +29,9 @@ _OWNERS = {
 }
 
 if TYPE_CHECKING:
-    from .analysis import Analysis, analyze, analyze_results, stein_summary, suspect_sentences, treatment_hook
+    from .adaptive import stein_summary
+    from .analysis import analyze, analyze_results
+    from .analysis_result import Analysis
     from .bundle import write_bundle
     from .comparison import compare
     from .conclude import Conclusions, conclusions, decided_effects, focus_answer
@@ -37,6 +39,7 @@ if TYPE_CHECKING:
     from .escape import escape_html, escape_md
     from .html import FIGURE_CAPTIONS, REPORT_EFFECT_COLUMNS, html_report, write_report
     from .order import ORDER_COLUMNS, order_sentences
+    from .robustness import suspect_sentences, treatment_hook
     from .variation import variation_ci
 
 

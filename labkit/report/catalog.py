@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
 __all__ = ["CATALOG_COLUMNS", "OPTIONAL_RUN_COLUMNS", "STATUS_WORDS", "campaign_catalog", "campaign_ids", "design_table",
-           "filter_catalog", "filter_runs", "primary_response", "require_campaign", "response_metrics",
+           "declared_response", "filter_catalog", "filter_runs", "primary_response", "require_campaign", "response_metrics",
            "run_table", "settings_table"]
 
 CATALOG_COLUMNS = ["campaign", "study", "backend", "platforms", "workload", "response", "factors", "runs",
@@ -185,11 +185,15 @@ def primary_response(meta: dict, tidy: pd.DataFrame) -> tuple[str | None, str]:
     """``(metric, why)``: the workload's declared ``response`` when it has varying successful
     values; else the first varying metric (:func:`response_metrics`), with ``why`` saying what
     was declared and why it is not used; ``(None, why)`` when no metric varies."""
+    return declared_response(meta, response_metrics(tidy), set(tidy["metric"].dropna()))
+
+
+def declared_response(meta: dict, metrics: Sequence[str], present: set) -> tuple[str | None, str]:
+    """:func:`primary_response` from the campaign's varying ``metrics`` (:func:`response_metrics`)
+    and the metrics ``present`` in its rows."""
     declared = (meta.get("workload") or {}).get("response")
-    metrics = response_metrics(tidy)
     if declared in metrics:
         return str(declared), f"the workload's declared response {declared!r}"
-    present = set(tidy["metric"].dropna())
     if declared is None:
         why = "no response declared by the workload"
     elif declared in present:

@@ -27,7 +27,7 @@ CAPTIONS = {
 }
 
 if TYPE_CHECKING:
-    from .analysis import Analysis
+    from .analysis_result import Analysis
 
 __all__ = ["displayable", "drift_section", "levels_section", "quantiles_section", "sections",
            "telemetry_section"]

@@ -5,67 +5,33 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable, Iterable, Iterator, Sequence
+import sys
+from collections.abc import Callable, Iterator, Sequence
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO
 
 from ..core.files import atomic_write, open_dir
 from ..errors import StoreError
-from .schema import SAMPLE_COLUMNS
+from .bulk import gc_paused
+from .export_files import first_frame, write_frames, write_tables
+from .samples import Samples
 from .sqlite import storage_error
-from .tidy import TidyTables
+from .tidy import RunTable, TidyTables
 
 if TYPE_CHECKING:
     import pandas as pd
 
 #: rows per chunk of :meth:`Store.export` (and of :meth:`Store.tidy_chunks` when it exports)
 EXPORT_CHUNK = 50_000
-#: parquet types of the tidy and samples columns (a chunk whose column is all empty has no type of its own)
-_PARQUET_TYPES = {"campaign": "string", "run_id": "string", "run_order": "int64", "replicate": "int64",
-                  "config": "int64", "instance": "string", "metric": "string", "value": "double", "unit": "string",
-                  "status": "string", "error": "string", "started": "string", "duration_s": "double",
-                  "fingerprint_id": "string", "host": "string", "instance_index": "int64", "boot": "int64",
-                  "run_seq": "int64", "iteration": "int64", "suspect": "bool", "suspect_reason": "string"}
 
 
-
-def _write_frames(fh: BinaryIO, fmt: str, frames: Iterable[pd.DataFrame], types: dict | None = None) -> None:
-    """Write ``frames`` (one table in chunks, same columns) to ``fh`` as CSV (header once) or
-    Parquet (a ``ParquetWriter``, the schema of the first chunk with the known column types of
-    :data:`_PARQUET_TYPES` and ``types``; a column with no type yet is text)."""
-    if fmt == "csv":
-        first = True
-        for frame in frames:
-            frame.to_csv(fh, index=False, header=first)
-            first = False
-        return
-    import pyarrow as pa  # type: ignore[import-untyped]
-    import pyarrow.parquet as pq  # type: ignore[import-untyped]
-    known = {**_PARQUET_TYPES, **(types or {})}
-    writer = None
-    schema = None
-    try:
-        for frame in frames:
-            if schema is None:
-                first = pa.Schema.from_pandas(frame, preserve_index=False)
-                fields = []
-                for f in first:
-                    kind = known.get(f.name)
-                    fields.append(f.with_type(pa.type_for_alias(kind)) if kind
-                                  else f.with_type(pa.string()) if pa.types.is_null(f.type) else f)
-                schema = pa.schema(fields, metadata=first.metadata)
-                writer = pq.ParquetWriter(fh, schema)
-            if writer is None:   # (for the type checker: made with the schema above)
-                raise StoreError("parquet writer not opened")
-            writer.write_table(pa.Table.from_pandas(frame, schema=schema, preserve_index=False))
-    finally:
-        if writer is not None:
-            writer.close()
-
-
-class Exports(TidyTables):
+class Exports(TidyTables, Samples):
     """The exports of :class:`labkit.store.Store`."""
+
+    #: an :meth:`export` is in progress: the runs are read once for all its files (:meth:`_read_runs`)
+    _exporting = False
+    _export_runs: RunTable | None = None
 
     def export(self, directory: str | Path | None = None,
                formats: Sequence[str] = ("csv", "parquet")) -> list[Path]:
@@ -76,7 +42,12 @@ class Exports(TidyTables):
 
         Streaming: rows go from SQLite to the files in chunks (:data:`EXPORT_CHUNK` rows, a CSV
         writer, a ``pyarrow.parquet.ParquetWriter``), so memory stays bounded by the chunk and a
-        few fields per run, whatever the number of measurements and telemetry samples. Each file
+        few fields per run, whatever the number of measurements and telemetry samples. The
+        telemetry, millions of rows, goes through Arrow, never pandas (:meth:`sample_tables`,
+        :func:`~labkit.store.export_files.write_tables`: the same columns, values, order and
+        Parquet schema as a pandas frame of the rows would give), part of it read by a second
+        process on a machine of more than one core (:mod:`labkit.store.sample_worker`), and is
+        written first; the runs are then read once for results.* and runs.csv. Each file
         is written with :func:`labkit.core.files.atomic_write`: atomically, with the store's file
         mode, refusing a symbolic link in place of an output file or of ``directory`` itself
         (opened with ``O_NOFOLLOW``, then written into by descriptor:
@@ -93,28 +64,43 @@ class Exports(TidyTables):
         writers += [(f"samples.{fmt}", partial(self._write_samples, fmt=fmt)) for fmt in formats]
         writers.append(("fingerprints.json", lambda fh: fh.write(
             json.dumps(self.fingerprints(), indent=2, default=str).encode())))
-        written = []
+        written: dict[str, Path] = {}
         try:
             # the directory opened without following a link (one planted by another user is refused,
             # ConfigError), created with the store's directory mode whatever the umask
             dfd = open_dir(directory, dir_mode=self.dir_mode)
+            self._exporting = True
             try:
-                for name, write in writers:
+                # the telemetry first: its second process has ended before the runs are read
+                for name, write in sorted(writers, key=lambda w: not w[0].startswith("samples.")):
                     out = atomic_write(directory / name, write, mode=self.file_mode, dir_fd=dfd)
                     if name != "fingerprints.json":
-                        written.append(out)
+                        written[name] = out
             finally:
+                self._exporting, self._export_runs = False, None
                 os.close(dfd)
         except OSError as exc:
             raise storage_error(directory, exc, "write the exported results") from None
-        return written
+        return [written[name] for name, _ in writers if name in written]   # in the order of ``writers``
 
     def _write_results(self, fh: BinaryIO, fmt: str) -> None:
-        _write_frames(fh, fmt, self.tidy_chunks(EXPORT_CHUNK))
+        write_frames(fh, fmt, self.tidy_chunks(EXPORT_CHUNK))
+
+    def _read_runs(self, *, texts: bool = False, fields: bool = False) -> RunTable:
+        """During :meth:`export`, the runs it read once for all its files (results.* through
+        :meth:`tidy_chunks`, and runs.csv, which reads the metadata texts a chunk at a time);
+        else (or when asked for more) :meth:`TidyTables._read_runs <labkit.store.tidy.TidyTables>`'s."""
+        if not self._exporting or texts or fields:
+            return super()._read_runs(texts=texts, fields=fields)
+        if self._export_runs is None:
+            with gc_paused():
+                self._export_runs = super()._read_runs()
+        return self._export_runs
 
     def _write_runs(self, fh: BinaryIO) -> None:
-        """runs.csv: :meth:`runs`'s columns, ``metadata`` as its stored JSON text, in chunks."""
-        runs, _, texts = self._run_table()
+        """runs.csv: :meth:`runs`'s columns, ``metadata`` as its stored JSON text, in chunks (the
+        texts of a chunk's runs read for that chunk: never all of them at once)."""
+        runs = self._read_runs().runs
         parsed = {t: json.loads(t) for t in runs["levels"].unique()}
         keys = list(dict.fromkeys(k for t in runs["levels"].unique() for k in parsed[t]))
         head = ["run_id", "run_order", "config", "replicate"]
@@ -127,25 +113,27 @@ class Exports(TidyTables):
                 part = runs.iloc[start:start + EXPORT_CHUNK].copy()
                 for k in keys:
                     part[k] = part["levels"].map(lambda t, k=k: parsed[t].get(k))
-                part["metadata"] = part["run_id"].map(texts)
+                part["metadata"] = part["run_id"].map(self._metadata_texts(list(part["run_id"])))
                 yield part.reindex(columns=head + keys + tail)
-        _write_frames(fh, "csv", frames())
+        write_frames(fh, "csv", frames())
+
+    def _metadata_texts(self, run_ids: list[str]) -> dict[str, str]:
+        """run_id -> the stored metadata text, of ``run_ids`` (by the primary key, a few hundred at a time)."""
+        texts: dict[str, str] = {}
+        for start in range(0, len(run_ids), 500):
+            ids = run_ids[start:start + 500]
+            texts.update(self._read(f"SELECT run_id, metadata FROM runs WHERE run_id IN ({','.join('?' * len(ids))})",
+                                    ids).fetchall())
+        return texts
 
     def _write_samples(self, fh: BinaryIO, fmt: str) -> None:
-        """samples.<fmt>: every telemetry row (:data:`SAMPLE_COLUMNS`), as :meth:`samples` orders them."""
-        import pandas as pd
-
-        def frames() -> Iterator[pd.DataFrame]:
-            if not self._read("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'samples'").fetchone():
-                yield pd.DataFrame(columns=SAMPLE_COLUMNS)
-                return
-            inst = "instance" if "instance" in self._columns("samples") else "NULL"
-            cur = self._read(f"SELECT run_id, t, metric, value, {inst} FROM samples "
-                             f"ORDER BY run_id, t, {'instance, ' if inst != 'NULL' else ''}metric")
-            for got in self._chunks(cur, EXPORT_CHUNK):
-                frame = pd.DataFrame(got, columns=SAMPLE_COLUMNS)
-                frame["instance"] = frame["instance"].astype(object)
-                yield frame
-        _write_frames(fh, fmt, frames(), types={"run_id": "string", "t": "double", "metric": "string",
-                                                "value": "double", "instance": "string"})
-
+        """samples.<fmt>: every telemetry row (:data:`~labkit.store.schema.SAMPLE_COLUMNS`), as
+        :meth:`samples` orders them, :data:`EXPORT_CHUNK` rows at a time as Arrow tables
+        (:meth:`sample_tables`), the file's content what pandas would write from the same rows
+        (:func:`~labkit.store.export_files.write_tables`)."""
+        # a second process reads half the ranges; more for CSV, which this one spends longer writing
+        workers = 2 if (os.cpu_count() or 1) > 1 and sys.executable else 1
+        frame, tables = first_frame(self.sample_tables(EXPORT_CHUNK, workers=workers,
+                                                       share=0.6 if fmt == "csv" else 0.5))
+        frame["instance"] = frame["instance"].astype(object)   # (as a frame of the rows has it)
+        write_tables(fh, fmt, tables, frame)

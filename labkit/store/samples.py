@@ -1,10 +1,11 @@
 """A store's telemetry samples (:mod:`labkit.run.telemetry`): written with their run, read
-back whole (:meth:`Samples.samples`) or averaged in SQL over spans of run time for a display
+back whole (:meth:`Samples.samples`), a range of runs at a time as Arrow tables for the export
+(:meth:`Samples.sample_tables`), or averaged in SQL over spans of run time for a display
 (:meth:`Samples.sample_bins`)."""
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING
 
 from ..errors import StoreError
@@ -13,6 +14,16 @@ from .sqlite import StoreFile
 
 if TYPE_CHECKING:
     import pandas as pd
+    import pyarrow as pa  # type: ignore[import-untyped]
+
+#: the Arrow types of :data:`SAMPLE_COLUMNS` (:meth:`Samples.sample_tables`)
+SAMPLE_TYPES = {"run_id": "string", "t": "double", "metric": "string", "value": "double", "instance": "string"}
+
+
+def sample_schema() -> pa.Schema:
+    """The Arrow schema of :meth:`Samples.sample_tables` (:data:`SAMPLE_COLUMNS`, :data:`SAMPLE_TYPES`)."""
+    import pyarrow as pa
+    return pa.schema([(c, pa.type_for_alias(SAMPLE_TYPES[c])) for c in SAMPLE_COLUMNS])
 
 
 class Samples(StoreFile):
@@ -42,6 +53,73 @@ class Samples(StoreFile):
         rows = self._db.execute(f"SELECT run_id, t, metric, value, {'instance' if has_inst else 'NULL'} FROM samples "
                                 f"{where} ORDER BY run_id, t, {'instance, ' if has_inst else ''}metric", args).fetchall()
         return pd.DataFrame(rows, columns=SAMPLE_COLUMNS)
+
+    def sample_ranges(self, rows: int) -> list[tuple[str, str | None]]:
+        """Consecutive ranges ``[lo, hi)`` of run ids (``hi`` None: to the last) that together hold
+        every telemetry row, in run id order, each of at most ``rows`` rows (a run with more is a
+        range alone). Read from the index on ``run_id`` (a jump of ``rows`` entries per range);
+        empty when there are no samples."""
+        if isinstance(rows, bool) or not isinstance(rows, int) or rows < 1:
+            raise StoreError(f"sample_ranges: rows must be a whole number >= 1, got {rows!r}")
+        if not self._read("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'samples'").fetchone():
+            return []
+        lo = self._read("SELECT min(run_id) FROM samples").fetchone()[0]
+        out: list[tuple[str, str | None]] = []
+        while lo is not None:
+            got = self._read("SELECT run_id FROM samples WHERE run_id >= ? ORDER BY run_id LIMIT 1 OFFSET ?",
+                             (lo, rows)).fetchone()
+            hi = got[0] if got else None
+            if hi == lo:   # one run of more than ``rows`` rows: a range of its own
+                hi = self._read("SELECT min(run_id) FROM samples WHERE run_id > ?", (lo,)).fetchone()[0]
+            out.append((lo, hi))
+            lo = hi
+        return out
+
+    def range_tables(self, lo: str, hi: str | None, rows: int) -> Iterator[pa.Table]:
+        """The telemetry rows of the runs with ids in ``[lo, hi)`` (:meth:`sample_ranges`), in
+        :meth:`samples`' order, as Arrow tables of at most ``rows`` rows (none when there are no
+        rows). A value that is not what labkit writes (a text where a number belongs) is a
+        StoreError naming the run."""
+        import pyarrow as pa
+        kind = pa.struct(sample_schema())
+        inst = "instance" in self._columns("samples")   # not in a store of before (read-only)
+        where, args = ("run_id >= ? AND run_id < ?", (lo, hi)) if hi is not None else ("run_id >= ?", (lo,))
+        cur = self._read(f"SELECT run_id, t, metric, value, {'instance' if inst else 'NULL'} FROM samples "
+                         f"WHERE {where} ORDER BY run_id, t, {'instance, ' if inst else ''}metric", args)
+        for got in self._chunks(cur, rows):
+            if not got:
+                return
+            try:
+                yield pa.Table.from_struct_array(pa.array(got, type=kind))
+            except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
+                bad = next((r for r in got if not (isinstance(r[1], float) and isinstance(r[3], float)
+                                                   and all(x is None or isinstance(x, str) for x in r[::2]))),
+                           got[0])
+                raise StoreError(f"{self.path}: telemetry of run {str(bad[0])[:80]}: a row that is not "
+                                 f"(run_id, t, metric, value, instance) of text and numbers ({exc}); "
+                                 f"`labkit check {self.campaign}` lists what is damaged") from None
+
+    def sample_tables(self, rows: int = 50_000, *, workers: int = 1, share: float = 0.5) -> Iterator[pa.Table]:
+        """:meth:`samples`' rows, in its order, as Arrow tables of at most ``rows`` rows (columns
+        :data:`SAMPLE_COLUMNS`, types :data:`SAMPLE_TYPES`); at least one, empty when there are
+        no samples. Read a range of runs at a time (:meth:`sample_ranges`, :meth:`range_tables`)
+        with ``fetchmany`` and converted in Arrow (never through pandas), so memory stays bounded
+        by the chunk whatever the number of samples. ``workers=2`` reads ``share`` of the ranges in
+        a second process (:func:`labkit.store.sample_worker.parallel_tables`: the reading is
+        Python's, one core each) when there are at least 4 ranges."""
+        import pyarrow as pa
+        if isinstance(workers, bool) or workers not in (1, 2):
+            raise StoreError(f"sample_tables: workers must be 1 or 2, got {workers!r}")
+        ranges = self.sample_ranges(rows)
+        if not ranges:
+            yield pa.Table.from_struct_array(pa.array([], type=pa.struct(sample_schema())))
+            return
+        if workers == 2 and len(ranges) >= 4:
+            from .sample_worker import parallel_tables
+            yield from parallel_tables(self, ranges, rows, share)
+            return
+        for lo, hi in ranges:
+            yield from self.range_tables(lo, hi, rows)
 
     def sample_bins(self, run_ids: Sequence[str], *, bins: int, metrics: Sequence[str] | None = None,
                     min_width_s: float = 1.0) -> pd.DataFrame:

@@ -7,7 +7,8 @@ named for what it owns: :mod:`~labkit.studies.affinity` (study 002, notebook 01)
 :mod:`~labkit.studies.overhead` (study 004, notebook 02), :mod:`~labkit.studies.platform_plans`
 (every platform in one plan) and :mod:`~labkit.studies.stage_times` (the pipeline's timed
 stages). The other studies are imported from their own modules: :mod:`~labkit.studies.seeds`,
-:mod:`~labkit.studies.disk`, :mod:`~labkit.studies.verdicts`, :mod:`~labkit.studies.sweeps`,
+:mod:`~labkit.studies.public_cloud`, :mod:`~labkit.studies.disk`, :mod:`~labkit.studies.verdicts`,
+:mod:`~labkit.studies.pipeline_verdicts`, :mod:`~labkit.studies.interconnect_verdicts`, :mod:`~labkit.studies.sweeps`,
 :mod:`~labkit.studies.manifest`.
 """
 from __future__ import annotations

@@ -1,9 +1,11 @@
 """The seed notebooks' claims: every number they state, built from the stores and the papers'
 reference rows (:mod:`labkit.report.claims`), with the verdict of ours beside the paper's.
 
-One function per notebook returns its claims; :func:`runs_statement` says how many runs per
-configuration a campaign has against the replication target, and :func:`emulated` which
-platforms ran as QEMU TCG (never scored against a paper's KVM).
+One function per notebook returns its claims (notebook 04's: :mod:`labkit.studies.pipeline_verdicts`;
+05a's and 05b's: :mod:`labkit.studies.interconnect_verdicts`); :func:`runs_statement` says how many
+runs per configuration a campaign has against the replication target, :func:`emulated` which
+platforms ran as QEMU TCG (never scored against a paper's KVM) and :func:`campaign_stored` whether a
+campaign is stored.
 """
 from __future__ import annotations
 
@@ -14,8 +16,9 @@ from pathlib import Path
 import pandas as pd
 
 from ..core import paths
-from ..errors import ConfigError, StoreError
-from ..report.claims import Claim, Derived, Measured, measured_claim, quote
+from ..errors import ConfigError
+from ..report.claim_compute import measured_claim
+from ..report.claims import Claim, Measured, quote
 from ..report.validity import rule
 
 #: the replication target the committed campaigns are re-run to (README "Enough runs")
@@ -29,7 +32,8 @@ def reference_dir() -> Path:
     return paths.reference_dir()
 
 
-def _stored(data_dir: str | Path, cid: str) -> bool:
+def campaign_stored(data_dir: str | Path, cid: str) -> bool:
+    """Whether campaign ``cid`` has a store under ``data_dir``."""
     return (Path(data_dir) / cid / "store.sqlite").is_file()
 
 
@@ -39,7 +43,7 @@ def emulated(data_dir: str | Path, campaigns: Iterable[str]) -> set[str]:
     from ..store import Store
     out: set[str] = set()
     for cid in campaigns:
-        if not _stored(data_dir, cid):
+        if not campaign_stored(data_dir, cid):
             continue
         with Store(Path(data_dir) / cid / "store.sqlite", readonly=True) as st:
             runs, meta = st.runs(), st.meta()
@@ -80,7 +84,7 @@ def runs_statement(data_dir: str | Path, campaigns: Sequence[str]) -> str:
     halves: list[float] = []
     durations: list[float] = []
     for cid in campaigns:
-        if not _stored(data_dir, cid):
+        if not campaign_stored(data_dir, cid):
             continue
         with Store(Path(data_dir) / cid / "store.sqlite", readonly=True) as st:
             runs = st.runs()
@@ -166,7 +170,7 @@ def overhead_claims(data_dir: str | Path, campaign_prefix: str = "overhead", *, 
     table = pd.read_csv(ref / "overhead_disk_application.csv", comment="#", dtype=str, keep_default_na=False)
     for i, r in enumerate(table.to_dict("records")):
         cid = f"{campaign_prefix}-{r['benchmark']}"
-        if not _stored(data_dir, cid):
+        if not campaign_stored(data_dir, cid):
             continue
         stated = r["stated_pct"].strip()
         paper = quote(ref / "overhead_disk_application.csv", {"claim": r["claim"]}, "stated_pct",
@@ -197,7 +201,7 @@ def overhead_claims(data_dir: str | Path, campaign_prefix: str = "overhead", *, 
         out.append(c)
     # Table 7.2: UDP platform -> host; runs above the loss threshold are not measurements of the path
     net = f"{campaign_prefix}-network"
-    if _stored(data_dir, net):
+    if campaign_stored(data_dir, net):
         thr = rule("udp_loss", udp_loss_pct)
         for name, backend in PAPER_PLATFORMS_004.items():
             paper = quote(ref / "iperf_udp.csv", {"platform": name}, "udp_mbps", where="Table 7.2, p. 46",
@@ -215,7 +219,7 @@ def overhead_claims(data_dir: str | Path, campaign_prefix: str = "overhead", *, 
     # the means the conclusions state
     for bench, metric in (("bonnie", "write_kib_per_s"), ("oltp", "transactions_per_s")):
         cid = f"{campaign_prefix}-{bench}"
-        if not _stored(data_dir, cid):
+        if not campaign_stored(data_dir, cid):
             continue
         for plat in ("local", "docker", "lxd", "libvirt"):
             try:
@@ -254,7 +258,7 @@ def deployment_claims(data_dir: str | Path, campaign_prefix: str = "deployments"
         together = f"{campaign_prefix}-{r['benchmark']}"
         a, b = f"{campaign_prefix}-{r['benchmark']}-{r['platform']}", f"{campaign_prefix}-{r['benchmark']}-{r['baseline']}"
         joint = bool(r["benchmark"]) and {r["platform"], r["baseline"]} <= set(campaign_platforms(data_dir, together))
-        if not r["benchmark"] or not (joint or (_stored(data_dir, a) and _stored(data_dir, b))):
+        if not r["benchmark"] or not (joint or (campaign_stored(data_dir, a) and campaign_stored(data_dir, b))):
             out.append(Claim(f"000.{i}", r["claim"], math.nan, "%", paper, paper=paper,
                              note=f"not measured: {r['application']} (PARSEC) is not bundled and nothing stands in "
                                   "for it here" if not r["benchmark"] else "platform not measured here"))
@@ -281,205 +285,12 @@ def deployment_claims(data_dir: str | Path, campaign_prefix: str = "deployments"
     return out
 
 
-# -- notebook 04 (seed 001) ------------------------------------------------------------------------
-#: notebook 04's stand-in workload and its platforms from separate campaigns, as a claim's ``why`` says them
-PIPELINE_STAND_IN = "pipeline stand-in, not PARSEC"
-NOT_TOGETHER = "platforms from separate campaigns: not randomized together"
-
-
-def pipeline_platforms(data_dir: str | Path, campaign_prefix: str = "pipeline") -> list[str]:
-    """The platforms of notebook 04's one randomized campaign ``campaign_prefix`` (its runs'
-    ``platform`` levels, or its backend when it has no ``platform`` factor); [] when that
-    campaign is not stored (the notebook then reads the old per-platform campaigns
-    ``<campaign_prefix>-<platform>``)."""
-    from ..store import Store
-    if not _stored(data_dir, campaign_prefix):
-        return []
-    with Store(Path(data_dir) / campaign_prefix / "store.sqlite", readonly=True) as st:
-        runs, meta = st.runs(), st.meta()
-    if "platform" in runs.columns and runs["platform"].notna().any():
-        return [str(p) for p in pd.unique(runs["platform"].dropna())]
-    return [str(meta.get("backend"))] if meta.get("backend") else []
-
-
-def _pipeline_pair(data_dir: str | Path, campaign_prefix: str, platform: str, baseline: str,
-                   app: str, metric: str = "stages_s") -> tuple[Measured | None, bool]:
-    """``(source, randomized)`` of ``platform`` against ``baseline`` for ``app`` on ``metric``: inside the one
-    randomized campaign when it holds both, else across the old per-platform campaigns (not
-    randomized together), else ``(None, True)``: not measured."""
-    together = pipeline_platforms(data_dir, campaign_prefix)
-    if {platform, baseline} <= set(together):
-        return Measured((campaign_prefix,), metric, "slowdown_pct", select={"platform": platform, "app": app},
-                        baseline={"platform": baseline, "app": app}, lower_is_better=True), True
-    a, b = f"{campaign_prefix}-{platform}", f"{campaign_prefix}-{baseline}"
-    if not together and _stored(data_dir, a) and _stored(data_dir, b):
-        return Measured((a, b), metric, "slowdown_pct", select={"campaign": a, "app": app},
-                        baseline={"campaign": b, "app": app}, lower_is_better=True), False
-    return None, True
-
-
-def pipeline_claims(data_dir: str | Path, campaign_prefix: str = "pipeline", *, disk_campaign: str | None = None,
-                    alpha: float = 0.05, equivalence: pd.DataFrame | None = None,
-                    margin: float | None = None) -> list[Claim]:
-    """Notebook 04's claims, none scored (the workload is a stand-in, not PARSEC): Dedup's
-    KVM-vs-LXC difference (the paper's 40.19 %) where KVM was measured, else not measured;
-    seed 001's "LXC performs like native" per app (``pipeline_native.csv``); the disk-format
-    claims in words (qcow2 vs raw). Platforms are compared inside the one randomized campaign
-    ``campaign_prefix`` when it is stored (its ``platform`` factor), else across the old
-    per-platform campaigns ``<campaign_prefix>-<platform>``, then labelled not randomized
-    together (``Claim.randomized``). ``equivalence``: :func:`labkit.report.decisions.baseline_table`
-    of lxd against local (``app`` and optionally ``threads`` columns) with its ``margin``: each
-    LXC-vs-native claim's note states its equivalence verdicts. Each claim compares the metric its
-    reference file names (``stages_s``: the timed stages, as PARSEC times its region of interest);
-    a campaign stored before the workload reported ``stages_s`` gets the sum of its stage times
-    (:func:`labkit.studies.with_stages_total`)."""
-    from ..report.claims import with_fixed_params
-    from ..store import load_results
-    from .stage_times import with_stages_total
-    ref = reference_dir()
-    out: list[Claim] = []
-    tcg = emulated(data_dir, [campaign_prefix, f"{campaign_prefix}-libvirt"])
-
-    def measured(key: str, what: str, src: Measured, **kwargs) -> Claim:
-        keys = {**src.select, **(src.baseline or {})}
-        tidy = pd.concat([with_stages_total(with_fixed_params(load_results(data_dir, c), data_dir, c, keys))
-                          for c in src.campaigns], ignore_index=True)
-        return measured_claim(key, what, src, data_dir, unit="%", alpha=alpha, tidy=tidy, **kwargs)
-
-    def why(randomized: bool, platforms: Iterable[str]) -> str:
-        return "; ".join([PIPELINE_STAND_IN] + ([] if randomized else [NOT_TOGETHER])
-                         + ([TCG_WHY] if any(p in tcg for p in platforms) else []))
-
-    paper = quote(ref / "pipeline_kvm_lxc.csv", {"application": "Dedup"}, "stated_pct",
-                  where="abstract and section 4")
-    kvm_lxc = pd.read_csv(ref / "pipeline_kvm_lxc.csv", comment="#", dtype=str, keep_default_na=False)
-    src, randomized = _pipeline_pair(data_dir, campaign_prefix, "libvirt", "lxd", "dedup",
-                                     kvm_lxc.loc[kvm_lxc["application"] == "Dedup", "metric"].iloc[0])
-    if src is not None:
-        out.append(measured(
-            "001.dedup.kvm_lxc", "Dedup stand-in: KVM slower than LXC (mean over thread counts)", src,
-            paper=paper, comparable=False, randomized=randomized,
-            why=why(randomized, ["libvirt"])))
-    else:
-        out.append(Claim("001.dedup.kvm_lxc", "Dedup: KVM slower than LXC (mean over thread counts)", math.nan,
-                         "%", paper, paper=paper,
-                         note="no KVM campaign is committed: the paper's headline question is not tested here"))
-    native = ref / "pipeline_native.csv"
-    for r in pd.read_csv(native, comment="#", dtype=str, keep_default_na=False).to_dict("records"):
-        src, randomized = _pipeline_pair(data_dir, campaign_prefix, r["platform"], r["baseline"], r["app"],
-                                         r["metric"])
-        if src is None:
-            continue
-        note = ""
-        if equivalence is not None and margin is not None and "app" in equivalence.columns:
-            e = equivalence[equivalence["app"].astype(str) == r["app"]]
-            cells = [(f"{t} thread{'s' if str(t) != '1' else ''}: " if "threads" in e.columns else "")
-                     + f"{x.verdict} (LXC/native {x.ratio:.2f}, {100 * (1 - 2 * alpha):g} % CI "
-                       f"{x.ratio_low:.2f} to {x.ratio_high:.2f})"
-                     for t, x in zip(e["threads"] if "threads" in e.columns else [None] * len(e), e.itertuples())]
-            if cells:
-                note = (f"equivalence within {100 * margin:g} % of native's mean (TOST, Holm over {len(equivalence)} "
-                        f"comparisons): " + "; ".join(cells))
-        out.append(measured(
-            f"001.{r['app']}.lxc_native", f"{r['app']} stand-in: LXC against native (the paper: {r['claim']})",
-            src, comparable=False, randomized=randomized,
-            why=why(randomized, [r["platform"]]),
-            paper=quote(native, {"application": r["application"]}, "stated_pct", where="section 4", direction=0),
-            note=note))
-    disk = disk_campaign or f"{campaign_prefix}-disk-libvirt"
-    if _stored(data_dir, disk):
-        emul = disk in emulated(data_dir, [disk])
-        table = pd.read_csv(ref / "pipeline_disk_format.csv", comment="#", dtype=str, keep_default_na=False)
-        for r in table.to_dict("records"):
-            d = {"slower": 1, "no difference": 0}[r["stated_direction"]]
-            q = quote(ref / "pipeline_disk_format.csv", {"application": r["application"]}, "stated_pct",
-                      where="section 4", direction=d)
-            out.append(measured(
-                f"001.disk.{r['app']}", f"{r['claim']}: qcow2 against raw",
-                Measured((disk,), r["metric"], "slowdown_pct", select={"platform": r["platform"], "app": r["app"]},
-                         baseline={"platform": r["baseline"], "app": r["app"]}, lower_is_better=True),
-                paper=q, comparable=False,
-                why="; ".join(([TCG_WHY] if emul else []) + [PIPELINE_STAND_IN]),
-                note="both formats under QEMU TCG: the format is compared on the emulator's I/O path" if emul
-                else "both formats on one platform, in one randomized campaign"))
-    return out
-
-
-# -- notebook 05a (seed 003, public cloud) ---------------------------------------------------------
-def public_cloud_claims(check: pd.DataFrame, *, ci_z: float = 3.0) -> list[Claim]:
-    """Notebook 05a's claims: each gain the thesis states in words (section 5.2.2) beside the
-    same gain recomputed from its Table 5.1 (``check``: :func:`labkit.studies.seeds.stated_gains`)."""
-    ref = reference_dir()
-    out = []
-    for r in check.itertuples():
-        q = quote(ref / "interconnect_gains.csv", {"app": r.app, "faster": r.faster, "slower": r.slower},
-                  "stated_pct", where="section 5.2.2")
-        out.append(Claim(f"003a.{r.app}.{r.faster}.{r.slower}", f"{r.app}: {r.faster} over {r.slower}",
-                         r.computed_pct, "%", Derived(("interconnect_table_5_1.csv",), "gain_pct",
-                                                      {"app": r.app, "faster": r.faster, "slower": r.slower}, ci_z),
-                         low=r.ci_low, high=r.ci_high, n=30, paper=q,
-                         note="recomputed from the thesis's own Table 5.1 (30 runs per mean)"))
-    return out
-
-
-# -- notebook 05b (seed 003, private cloud) --------------------------------------------------------
-def interconnect_claims(data_dir: str | Path, campaign_id: str, *, alpha: float = 0.05) -> list[Claim]:
-    """Notebook 05b's claims: the thesis's ping-pong percentages (section 5.2.1) beside our
-    slower link class against the faster one, and its Round-Robin aggregation gains (section
-    5.3.1) beside our PingPong bandwidth with 1 NIC against k bonded NICs, where the campaign has
-    those factors. Never scored: shaped veth or tap links and TCG guests are not InfiniBand or
-    Gigabit NICs between hosts."""
-    from ..store import load_results
-    ref = reference_dir()
-    try:
-        tidy = load_results(data_dir, campaign_id)
-    except StoreError:
-        return []
-    out: list[Claim] = []
-    why = ("rate classes shaped by tc on veth pairs or taps on one host; the thesis: InfiniBand and Ethernet "
-           "NICs between Azure instances")
-    if "link" in tidy.columns:
-        pp = pd.read_csv(ref / "interconnect_pingpong.csv", comment="#", dtype=str, keep_default_na=False)
-        links = set(tidy.link.astype(str))
-        for i, r in enumerate(pp.to_dict("records")):
-            q = quote(ref / "interconnect_pingpong.csv", {"claim": r["claim"]}, "stated_pct", where="section 5.2.1")
-            if not r["metric"] or not {r["platform"], r["baseline"]} <= links:
-                out.append(Claim(f"003b.pp.{i}", r["claim"], math.nan, "%", q, paper=q, comparable=False, why=why,
-                                 note="no comparable metric here" if not r["metric"] else "link class not in the campaign"))
-                continue
-            sel = {"link": r["platform"]}
-            base = {"link": r["baseline"]}
-            if "neighbours" in tidy.columns:
-                sel["neighbours"] = base["neighbours"] = r["level"]
-            out.append(measured_claim(f"003b.pp.{i}", r["claim"],
-                                      Measured((campaign_id,), r["metric"], "slowdown_pct", select=sel, baseline=base,
-                                               lower_is_better=r["metric"] == "pingpong_latency_us"),
-                                      data_dir, unit="%", alpha=alpha, tidy=tidy, paper=q, comparable=False, why=why))
-    if "nics" in tidy.columns:
-        agg = pd.read_csv(ref / "interconnect_aggregation.csv", comment="#", dtype=str, keep_default_na=False)
-        nics = set(tidy.nics.astype(str))
-        for i, r in enumerate(agg.to_dict("records")):
-            q = quote(ref / "interconnect_aggregation.csv", {"claim": r["claim"]}, "stated_pct",
-                      where="section 5.3.1")
-            if not {r["platform"], r["baseline"]} <= nics or r["level"] not in set(tidy.neighbours.astype(str)):
-                continue
-            out.append(measured_claim(
-                f"003b.agg.{i}", f"{r['claim']} (ours: PingPong bandwidth, 1 NIC against {r['baseline']})",
-                Measured((campaign_id,), r["metric"], "slowdown_pct",
-                         select={"nics": r["platform"], "neighbours": r["level"]},
-                         baseline={"nics": r["baseline"], "neighbours": r["level"]}),
-                data_dir, unit="%", alpha=alpha, tidy=tidy, paper=q, comparable=False,
-                why="bonded virtio NICs of QEMU TCG guests on one host, HPCC PingPong; the thesis: NPB in LXD "
-                    "on 4 hosts with Gigabit NICs"))
-    return out
-
-
 def claims_by_key(claims: Sequence[Claim]) -> Mapping[str, Claim]:
     return {c.key: c for c in claims}
 
 
-__all__ = ["MIN_RUNS", "TARGET_HALF_WIDTH_PCT", "affinity_claims", "claims_by_key", "deployment_claims", "emulated",
-           "interconnect_claims", "overhead_claims", "pipeline_claims", "public_cloud_claims", "runs_statement"]
+__all__ = ["MIN_RUNS", "TARGET_HALF_WIDTH_PCT", "TCG_WHY", "affinity_claims", "campaign_stored", "claims_by_key",
+           "deployment_claims", "emulated", "overhead_claims", "reference_dir", "runs_statement"]
 
 
 # -- notebook 01 (seed 002) ------------------------------------------------------------------------

@@ -4,7 +4,7 @@ This machine mounts cpuset, cpu and memory as cgroup v1, and a controller
 lives in one hierarchy only, so the v2 driver cannot be exercised on the host.
 The guest is a clean kernel with nothing mounted: the test mounts the unified
 hierarchy there and runs the driver's operations as the ``ssh`` backend sends
-them (:func:`labkit.backends.cgroups.script`, one ``sh`` script) through the
+them (:func:`labkit.backends.cgroup_script.script`, one ``sh`` script) through the
 guest agent, commands joining the group through :data:`~labkit.backends.cgroups.JOIN`
 as on every backend, and parses the kernel's own cpu.stat and memory.events
 with the driver's readers.
@@ -22,7 +22,7 @@ import shlex
 
 import pytest
 
-from labkit.backends import cgroups
+from labkit.backends import cgroup_script, cgroups
 from labkit.core.instance import InstanceSpec
 
 from .conftest import PREFIX, instances, parse_cpu_list
@@ -38,7 +38,7 @@ def sh(inst, script: str, timeout: float = 120, check: bool = True):
 
 
 def apply(inst, ops) -> None:
-    sh(inst, cgroups.script(ops))
+    sh(inst, cgroup_script.script(ops))
 
 
 def in_group(inst, driver, name: str, command: str, check: bool = True):

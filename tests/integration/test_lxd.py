@@ -22,7 +22,7 @@ class TestLxd(ContainerContract, LifecycleContract):
         inst.model.stop(force=True, wait=True)
 
     def break_start(self, monkeypatch):
-        monkeypatch.setattr("labkit.backends.lxd.INIT_CMD", "/labkit-no-such-init")
+        monkeypatch.setattr("labkit.backends.lxd.config.INIT_CMD", "/labkit-no-such-init")
 
     def test_config_as_lxd_sees_it(self, backend):
         spec = InstanceSpec(vcpus=1, memory_mb=96, affinity="pinned")

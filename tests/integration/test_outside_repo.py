@@ -195,14 +195,17 @@ def test_notebook_01_in_run_mode_unconfined_as_a_user(study):
         for p in [campaign, *campaign.rglob("*")]:
             st = p.lstat()
             assert st.st_uid == user.uid and st.st_mode & 0o077 == 0, f"{p}: uid {st.st_uid}, mode {st.st_mode:o}"
-        # every run ok, each of its instances recorded as unconfined (no cgroup)
+        # every run ok, each of its instances recorded as unconfined (no cgroup), run as the user
+        # with no capability (not "root", "all")
         code = ("import json\nfrom labkit.store import Store\n"
                 f"st = Store.for_campaign('data', {NB01_CAMPAIGN!r}, readonly=True)\n"
-                "print(json.dumps([[r.status, [(i.get('limits_enforced'), i.get('cgroup_version'))\n"
+                "print(json.dumps([[r.status, [(i.get('limits_enforced'), i.get('cgroup_version'),\n"
+                "                               i['isolation']['user'], i['isolation']['capabilities'])\n"
                 "                              for i in r.metadata['instances']]] for r in st.runs().itertuples()]))")
         runs = json.loads(as_user(user, venv, folder, "python", "-c", code, home=home).stdout)
         assert len(runs) == NB01_RUNS and {status for status, _ in runs} == {"ok"}, runs
-        assert {tuple(i) for _, insts in runs for i in insts} == {(False, None)}, runs
+        assert {(a, b, c, tuple(d)) for _, insts in runs for a, b, c, d in insts} == {
+            (False, None, f"uid {user.uid} ({user.name}), the controller's user", ())}, runs
         # the executed notebook: every cell ran, no error; its conclusions say the runs were unconfined
         nb = json.loads((folder / "run.ipynb").read_text())
         outputs = [o for c in nb["cells"] for o in c.get("outputs", [])]

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from labkit.backends import cgroups
+from labkit.backends import cgroup_script, cgroups
 from labkit.errors import BackendUnavailable
 
 SCOPE = "/user.slice/user-1000.slice/user@1000.service/app.slice/run-r1234.scope"
@@ -74,7 +74,7 @@ def test_instances_in_a_delegated_subtree_move_its_processes_to_a_leaf_then_enab
     cgroups.apply(ops[:2])
     assert os.path.isdir(leaf)
     assert Path(leaf, "cgroup.procs").read_text() == "4343"
-    script = cgroups.script(ops[:2])
+    script = cgroup_script.script(ops[:2])
     assert f"[ -d {leaf} ] || mkdir {leaf}" in script and f"> {leaf}/cgroup.procs" in script
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from labkit.backends import cgroups
+from labkit.backends import cgroup_script, cgroups
 from labkit.errors import BackendError, BackendUnavailable
 
 
@@ -35,7 +35,7 @@ def snapshot(root: Path) -> dict[str, str]:
 
 
 def run_script(ops) -> subprocess.CompletedProcess:
-    return subprocess.run(["sh", "-c", cgroups.script(ops, timeout=1)], capture_output=True, text=True)
+    return subprocess.run(["sh", "-c", cgroup_script.script(ops, timeout=1)], capture_output=True, text=True)
 
 
 @pytest.mark.parametrize("quota", [None, 2])

@@ -10,12 +10,12 @@ import pytest
 from scipy import stats as sps
 
 from labkit.errors import ConfigError
+from labkit.report.claim_compute import compute
 from labkit.report.claims import (
     MIMETYPE,
     Claim,
     Measured,
     claims_table,
-    compute,
     mean_interval,
     quote,
     render,

@@ -15,13 +15,13 @@ from statsmodels.stats.multicomp import pairwise_tukeyhsd
 from statsmodels.stats.multitest import multipletests
 
 from labkit.errors import ConfigError
+from labkit.report.claim_compute import compute
 from labkit.report.claims import (
     Claim,
     Measured,
     Quote,
     apply_family,
     claims_table,
-    compute,
     family_rule,
     interval_at,
     quote,

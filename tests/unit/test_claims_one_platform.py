@@ -7,8 +7,9 @@ from types import SimpleNamespace
 import pytest
 
 from labkit.design import Design
+from labkit.report.claim_compute import compute
 from labkit.report.claim_verdicts import NOT_COMPARABLE, NOT_MEASURED
-from labkit.report.claims import Measured, compute
+from labkit.report.claims import Measured
 from labkit.store import Store, load_results
 from labkit.studies.verdicts import overhead_claims
 

@@ -97,18 +97,18 @@ def test_lxd_finds_the_containers_memory_cgroup():
 
 
 def test_lxd_finds_the_containers_processes_in_its_payload_group(tmp_path, monkeypatch):
-    from labkit.backends import lxd
-    monkeypatch.setattr(lxd, "CGROUP_ROOT", str(tmp_path))
-    assert lxd._payload_pids("labkit-x--1") is None   # no such group on this host: ask LXD
+    from labkit.backends.lxd import host as lxd_host
+    monkeypatch.setattr(lxd_host, "CGROUP_ROOT", str(tmp_path))
+    assert lxd_host.payload_pids("labkit-x--1") is None   # no such group on this host: ask LXD
     v2 = tmp_path / "lxc.payload.labkit-x--1"
     (v2 / "init.scope").mkdir(parents=True)
     (v2 / "cgroup.procs").write_text("")
     (v2 / "init.scope" / "cgroup.procs").write_text("41\n")   # v2: the init in a child group
-    assert lxd._payload_pids("labkit-x--1") == [41]
+    assert lxd_host.payload_pids("labkit-x--1") == [41]
     v1 = tmp_path / "memory" / "lxc.payload.labkit-x--1"
     v1.mkdir(parents=True)
     (v1 / "cgroup.procs").write_text("7\n9\n")
-    assert sorted(lxd._payload_pids("labkit-x--1")) == [7, 9]
+    assert sorted(lxd_host.payload_pids("labkit-x--1")) == [7, 9]
 
 
 def test_lxd_refuses_underscores_before_touching_the_daemon(tmp_path):

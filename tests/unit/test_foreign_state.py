@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from labkit.backends.local import HIDDEN_RECORDED
+from labkit.backends.local_hidden import HIDDEN_RECORDED
 from tests.support.other_users import User, real_user, run_as
 
 ROOT = Path(__file__).resolve().parents[2]

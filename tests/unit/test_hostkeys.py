@@ -188,8 +188,8 @@ def test_accept_new_records_a_new_key_and_refuses_a_different_recorded_one(home,
 
 
 def test_the_mpi_launch_agent_and_ssh_hosts_members_use_the_backends_policy(home, tmp_path):
-    from labkit.backends.ssh import SshInstance
     from labkit.backends.ssh_hosts import SshHostsBackend
+    from labkit.backends.ssh_instance import SshInstance
     from labkit.core.instance import InstanceSpec
     kh = str(tmp_path / "kh")
     be = SshBackend(host="10.0.0.5", host_key_policy="accept-new", known_hosts=kh)

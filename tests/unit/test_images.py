@@ -313,7 +313,7 @@ def test_missing_sdk_gives_the_pip_command(monkeypatch):
     with pytest.raises(BackendUnavailable, match="pip install docker"):
         dmod._sdk()
     with pytest.raises(BackendUnavailable, match="pip install pylxd"):
-        lmod._sdk()
+        lmod.sdk()
 
 
 def test_pinned_cpus_must_exist_on_the_host():

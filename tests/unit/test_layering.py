@@ -31,13 +31,20 @@ def imported_modules(path: Path) -> set[str]:
 ALLOWED = {("labkit.backends.clouds", "labkit.backends.ssh"):
            "a cloud server is reached over SSH: the cloud providers hand their servers to the ssh backend"}
 
+#: modules split out of a flat backend module by what they own, which know their backend's class
+PARTS = {"labkit.backends.ssh_instance": "labkit.backends.ssh"}
+
 
 def test_no_backend_imports_another():
     """Every module of the backends package, subpackages (libvirt/, lxd/, clouds/) included."""
     backend_modules = {module for module, _cls, _extra in REGISTRY.values()}
+    assert all(PARTS[m] in backend_modules and (PKG.parent / f"{m.replace('.', '/')}.py").is_file() for m in PARTS)
 
     def backend_of(module: str) -> str | None:
-        return next((b for b in backend_modules if module == b or module.startswith(b + ".")), None)
+        """The backend a module belongs to: the backend's module, its subpackage's modules, and the
+        parts split out of a flat backend module (:data:`PARTS`)."""
+        return PARTS.get(module) or next((b for b in backend_modules
+                                          if module == b or module.startswith(b + ".")), None)
 
     paths = sorted((PKG / "backends").rglob("*.py"))
     assert any(p.parent.name == "libvirt" for p in paths)   # the subpackages are looked at

@@ -143,7 +143,6 @@ def test_an_import_of_the_face_is_found(module, line, found):
 
 #: faces that still define code of their own (functions, classes), with why; the list may only shrink
 FAT_FACES = {
-    "backends/lxd/__init__.py": "the lxd backend itself, not yet moved into a module of its own",
     "cli/__init__.py": "the command line's parser and entry point",
     "workloads/__init__.py": "the workload registry's lookups",
 }

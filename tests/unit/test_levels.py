@@ -16,7 +16,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from labkit.backends import cgroups
+from labkit.backends import cgroup_counters, cgroups
 from labkit.backends.base import StatsUnavailable, parse_proc_stat
 from labkit.backends.docker import docker_stats
 from labkit.backends.lxd import lxd_stats
@@ -363,16 +363,16 @@ def test_run_levels_reads_recorded_levels():
 # -- the backends' stats interfaces (parsing; the calls: tests/integration/test_levels_backends.py) --
 def test_cgroup_counters_v1_and_v2():
     v2 = cgroups.CgroupV2("/sys/fs/cgroup")
-    paths = cgroups.stat_paths(v2, "labkit-x--1")
+    paths = cgroup_counters.stat_paths(v2, "labkit-x--1")
     assert paths["cpu"] == "/sys/fs/cgroup/labkit-x--1/cpu.stat" and paths["memory"].endswith("memory.current")
     stat = "usage_usec 2500000\nuser_usec 1\nnr_periods 10\nnr_throttled 4\nthrottled_usec 300000\n"
-    assert cgroups.parse_stats(v2, {"cpu": stat, "throttle": stat, "memory": "4096\n"}) == {
+    assert cgroup_counters.parse_stats(v2, {"cpu": stat, "throttle": stat, "memory": "4096\n"}) == {
         "cpu_s": 2.5, "throttled_periods": 4.0, "throttled_s": 0.3, "memory_bytes": 4096.0}
     v1 = cgroups.CgroupV1({"cpu": "/c/cpu", "cpuacct": "/c/cpuacct", "cpuset": "/c/cpuset", "memory": "/c/memory"})
-    paths = cgroups.stat_paths(v1, "n")
+    paths = cgroup_counters.stat_paths(v1, "n")
     assert paths == {"cpu": "/c/cpuacct/n/cpuacct.usage", "throttle": "/c/cpu/n/cpu.stat",
                      "memory": "/c/memory/n/memory.usage_in_bytes"}
-    got = cgroups.parse_stats(v1, {"cpu": "1500000000\n", "throttle": "nr_periods 3\nnr_throttled 2\nthrottled_time 5000000\n",
+    got = cgroup_counters.parse_stats(v1, {"cpu": "1500000000\n", "throttle": "nr_periods 3\nnr_throttled 2\nthrottled_time 5000000\n",
                                    "memory": None})
     assert got == {"cpu_s": 1.5, "throttled_periods": 2.0, "throttled_s": 0.005}
 

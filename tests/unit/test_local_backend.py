@@ -207,7 +207,7 @@ def test_cleanup_matches_only_its_own_campaign(backend):
 
 
 def test_workroot_owned_by_someone_else_is_refused(tmp_path):
-    from labkit.backends.local import private_dir
+    from labkit.backends.local_workroot import private_dir
     from labkit.errors import ConfigError
     theirs = tmp_path / "theirs"
     theirs.mkdir(mode=0o700)

@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from labkit.backends import cgroups, sandbox
+from labkit.backends import cgroup_script, cgroups, sandbox
 from labkit.backends.cgroups import Op
 from labkit.errors import ConfigError
 
@@ -95,7 +95,7 @@ def test_kill_op_signals_every_listed_process_once(tmp_path):
         assert child.wait(timeout=10) == -9
     finally:
         child.kill()
-    script = cgroups.script([Op("kill", "/f/n")])
+    script = cgroup_script.script([Op("kill", "/f/n")])
     assert "kill -KILL" in script and "/f/n/cgroup.procs" in script
 
 
@@ -105,3 +105,18 @@ def test_join_leaves_no_trace_in_the_environment(tmp_path):
     out = subprocess.run(["sh", "-c", cgroups.JOIN, "labkit-join", "env"], capture_output=True, text=True,
                          env={"PATH": os.environ["PATH"], "LABKIT_CGROUP_PROCS": str(procs)}).stdout
     assert "LABKIT_CGROUP_PROCS" not in out and procs.read_text().strip()
+
+
+def test_unconfined_identity_names_the_controllers_user(monkeypatch):
+    """An unconfined command runs as the controller's user: root keeps every capability (None),
+    any other user none; the record never says "root" for a user's run (it did, issue 44)."""
+    import pwd
+
+    monkeypatch.setattr(sandbox.os, "geteuid", lambda: 0)
+    assert sandbox.unconfined_identity() == ("root", None)
+    nobody = pwd.getpwnam("nobody")
+    monkeypatch.setattr(sandbox.os, "geteuid", lambda: nobody.pw_uid)
+    assert sandbox.unconfined_identity() == (f"uid {nobody.pw_uid} (nobody), the controller's user", [])
+    unused = max(p.pw_uid for p in pwd.getpwall()) + 1
+    monkeypatch.setattr(sandbox.os, "geteuid", lambda: unused)
+    assert sandbox.unconfined_identity() == (f"uid {unused} (no passwd entry), the controller's user", [])

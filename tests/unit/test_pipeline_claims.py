@@ -1,4 +1,4 @@
-"""labkit.studies.verdicts.pipeline_platforms and pipeline_claims (notebook 04): platforms compared
+"""labkit.studies.pipeline_verdicts.pipeline_platforms and pipeline_claims (notebook 04): platforms compared
 inside one randomized campaign (its ``platform`` factor) when it is stored, else across the older
 per-platform campaigns, labelled not randomized together; nothing scored (a stand-in workload).
 Claims compare the timed stages (``stages_s``); a run stored without it (older campaigns) counts
@@ -14,7 +14,12 @@ from labkit.design import Design
 from labkit.errors import ConfigError
 from labkit.store import Store
 from labkit.studies import with_stages_total
-from labkit.studies.verdicts import NOT_TOGETHER, PIPELINE_STAND_IN, pipeline_claims, pipeline_platforms
+from labkit.studies.pipeline_verdicts import (
+    NOT_TOGETHER,
+    PIPELINE_STAND_IN,
+    pipeline_claims,
+    pipeline_platforms,
+)
 from labkit.workloads import Measurement
 
 WALL = {"local": [9.0, 11.0], "lxd": [14.0, 16.0]}      # per platform, both apps alike

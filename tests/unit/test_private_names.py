@@ -35,7 +35,7 @@ THIRD_PARTY = {
     ("backends/docker_ssh.py", "_retrieve_server_version"): "docker-py's own call, made again once "
                                                             "the adapter is in place",
     ("backends/libvirt/relay.py", "_exit"): "os._exit is the documented way to end a forked child",
-    ("studies/seeds.py", "_asdict"): "namedtuple's public API is underscore-prefixed",
+    ("studies/public_cloud.py", "_asdict"): "namedtuple's public API is underscore-prefixed",
 }
 #: the builtins that name an attribute by a string
 ATTR_FUNCTIONS = {"getattr", "hasattr", "setattr", "delattr"}

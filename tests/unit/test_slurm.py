@@ -13,7 +13,8 @@ import pytest
 
 from labkit.backends import slurm_cli
 from labkit.backends.output import CappedOutput
-from labkit.backends.slurm import SlurmBackend, SrunLines
+from labkit.backends.slurm import SlurmBackend
+from labkit.backends.slurm_steps import SrunLines
 from labkit.errors import BackendError, ConfigError
 from labkit.run import slurm_testbed as slurm
 from labkit.run.campaign import Campaign

@@ -17,6 +17,7 @@ from labkit.backends import cgroups
 from labkit.errors import BackendError, BackendUnavailable, ConfigError
 
 ssh = pytest.importorskip("labkit.backends.ssh")
+ssh_instance = pytest.importorskip("labkit.backends.ssh_instance")
 
 
 def sh(script: str, **kw) -> subprocess.CompletedProcess:
@@ -30,10 +31,10 @@ class _Backend:
         self.workroot, self.driver, self.target = str(workroot), driver, "test"
 
 
-def instance(tmp_path, driver=None, cpus=None) -> ssh.SshInstance:
+def instance(tmp_path, driver=None, cpus=None) -> ssh_instance.SshInstance:
     be = _Backend(tmp_path, driver)
     (tmp_path / "labkit-test-x").mkdir(exist_ok=True)
-    inst = ssh.SshInstance.__new__(ssh.SshInstance)
+    inst = ssh_instance.SshInstance.__new__(ssh_instance.SshInstance)
     inst.backend, inst.name, inst.host_cpu_ids = be, "labkit-test-x", cpus
     inst.confined, inst.netns, inst.hosts_file = driver is not None, None, None
     return inst

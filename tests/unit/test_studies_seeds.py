@@ -12,7 +12,8 @@ import pandas as pd
 import pytest
 
 from labkit.errors import ConfigError
-from labkit.studies.seeds import LabelledDesign, ksm_state, read_reference, scenario_settings, stated_gains
+from labkit.studies.public_cloud import stated_gains
+from labkit.studies.seeds import LabelledDesign, ksm_state, read_reference, scenario_settings
 from labkit.workloads import get_workload
 
 VECTORS = Path(__file__).resolve().parents[1] / "vectors"
