@@ -1,4 +1,5 @@
 """Shared by the backend benchmarks: one provision + exec `true` + teardown cycle through labkit."""
+
 from __future__ import annotations
 
 import sys

@@ -14,6 +14,7 @@ load on the machine hits both alike:
 Prints the median of each and the ratio labkit/raw (target: at most 1.10). It
 asserts nothing about time: figures only.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -38,9 +39,23 @@ def _sh(argv):
 
 
 def docker_cli_cycle(backend) -> float:
-    argv = ["docker", "run", "--rm", "--network", "none", "--memory", f"{SPEC.memory_mb}m",
-            "--memory-swap", f"{SPEC.memory_mb}m", "--cpus", str(SPEC.vcpus),
-            "--name", new_name("labkit-bench"), backend.image, "true"]
+    argv = [
+        "docker",
+        "run",
+        "--rm",
+        "--network",
+        "none",
+        "--memory",
+        f"{SPEC.memory_mb}m",
+        "--memory-swap",
+        f"{SPEC.memory_mb}m",
+        "--cpus",
+        str(SPEC.vcpus),
+        "--name",
+        new_name("labkit-bench"),
+        backend.image,
+        "true",
+    ]
     t0 = time.perf_counter()
     _sh(argv)
     return time.perf_counter() - t0
@@ -48,9 +63,13 @@ def docker_cli_cycle(backend) -> float:
 
 def lxd_cli_cycle(backend) -> float:
     name = new_name("labkit-bench")
-    cfg = {"limits.memory": f"{SPEC.memory_mb}MiB", "limits.memory.enforce": "hard",
-           "limits.memory.swap": "false", "limits.cpu.allowance": f"{SPEC.vcpus * 100}ms/100ms",
-           "raw.lxc": f"lxc.init.cmd = {INIT_CMD}"}
+    cfg = {
+        "limits.memory": f"{SPEC.memory_mb}MiB",
+        "limits.memory.enforce": "hard",
+        "limits.memory.swap": "false",
+        "limits.cpu.allowance": f"{SPEC.vcpus * 100}ms/100ms",
+        "raw.lxc": f"lxc.init.cmd = {INIT_CMD}",
+    }
     launch = ["lxc", "launch", backend.image, name, "--no-profiles", "-s", backend._pool()]
     for k, v in cfg.items():
         launch += ["-c", f"{k}={v}"]
@@ -63,8 +82,10 @@ def lxd_cli_cycle(backend) -> float:
     return time.perf_counter() - t0
 
 
-RAW = {"docker": (docker_cli_cycle, "docker run --rm"),
-       "lxd": (lxd_cli_cycle, "lxc launch + lxc exec + lxc delete --force")}
+RAW = {
+    "docker": (docker_cli_cycle, "docker run --rm"),
+    "lxd": (lxd_cli_cycle, "lxc launch + lxc exec + lxc delete --force"),
+}
 
 
 def bench(name: str, rounds: int) -> dict:
@@ -78,13 +99,11 @@ def bench(name: str, rounds: int) -> dict:
             a, b = first(backend), second(backend)
             (lk, cli)[first is raw].append(a)
             (lk, cli)[second is raw].append(b)
-            print(f"  {name} round {i + 1:2d}/{rounds}: labkit {lk[-1]:.3f}s  raw {cli[-1]:.3f}s",
-                  flush=True)
+            print(f"  {name} round {i + 1:2d}/{rounds}: labkit {lk[-1]:.3f}s  raw {cli[-1]:.3f}s", flush=True)
     finally:
         backend.close()
     m_lk, m_cli = statistics.median(lk), statistics.median(cli)
-    return {"backend": name, "raw": raw_label, "labkit_s": m_lk, "raw_s": m_cli,
-            "ratio": m_lk / m_cli}
+    return {"backend": name, "raw": raw_label, "labkit_s": m_lk, "raw_s": m_cli, "ratio": m_lk / m_cli}
 
 
 def main(argv=None) -> int:

@@ -17,6 +17,7 @@ a benchmark, not a test. Exits non-zero only if a page was not served (status ot
 
 Run: ``python benchmarks/bench_dashboard.py [--repeat 3] [--way deferred|eager|both] [--old PATH]``.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -39,7 +40,9 @@ WAYS = {"deferred": "1", "eager": "0"}
 def _starter(tree: Path):
     """``running_dashboard`` of another labkit tree (its own tests/support/dashboard.py: it runs
     that tree's labkit on that tree's data)."""
-    spec = importlib.util.spec_from_file_location("old_dashboard_support", tree / "tests" / "support" / "dashboard.py")
+    spec = importlib.util.spec_from_file_location(
+        "old_dashboard_support", tree / "tests" / "support" / "dashboard.py"
+    )
     if spec is None or spec.loader is None or not (tree / "labkit").is_dir():
         raise SystemExit(f"--old {tree}: not a labkit tree (needs labkit/ and tests/support/dashboard.py)")
     module = importlib.util.module_from_spec(spec)
@@ -68,12 +71,20 @@ def first_page(way: str, start=running_dashboard) -> tuple[float, float, int]:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--repeat", type=int, default=3, help="page loads per way, each on a new dashboard (default 3)")
+    ap.add_argument(
+        "--repeat", type=int, default=3, help="page loads per way, each on a new dashboard (default 3)"
+    )
     ap.add_argument("--way", choices=["deferred", "eager", "both"], default="both")
-    ap.add_argument("--warmup", type=int, default=1,
-                    help="untimed loads per way first (a tree's first start compiles its modules and reads its "
-                         "stores from disk; default 1)")
-    ap.add_argument("--old", type=Path, help="another labkit tree (the code before) measured as the way 'old'")
+    ap.add_argument(
+        "--warmup",
+        type=int,
+        default=1,
+        help="untimed loads per way first (a tree's first start compiles its modules and reads its "
+        "stores from disk; default 1)",
+    )
+    ap.add_argument(
+        "--old", type=Path, help="another labkit tree (the code before) measured as the way 'old'"
+    )
     args = ap.parse_args(argv)
     if args.repeat < 1:
         ap.error("--repeat must be at least 1")
@@ -82,16 +93,18 @@ def main(argv: list[str] | None = None) -> int:
     if args.old is not None:
         starts["old"] = _starter(args.old.resolve())
         ways.append("old")
-    print(f"labkit dashboard, first page on the committed data ({len(list((ROOT / 'data').glob('*/store.sqlite')))} "
-          f"campaigns), {args.repeat} loads per way after {args.warmup} untimed, {os.cpu_count()} CPUs, "
-          f"load average {os.getloadavg()[0]:.1f}")
+    print(
+        f"labkit dashboard, first page on the committed data ({len(list((ROOT / 'data').glob('*/store.sqlite')))} "
+        f"campaigns), {args.repeat} loads per way after {args.warmup} untimed, {os.cpu_count()} CPUs, "
+        f"load average {os.getloadavg()[0]:.1f}"
+    )
     page: dict[str, list[float]] = {w: [] for w in ways}
     start: dict[str, list[float]] = {w: [] for w in ways}
     codes: set[int] = set()
     for _ in range(max(args.warmup, 0)):
         for way in ways:
             codes.add(first_page(way, starts[way])[2])
-    for _ in range(args.repeat):          # the ways interleaved: a load on the machine hits all alike
+    for _ in range(args.repeat):  # the ways interleaved: a load on the machine hits all alike
         for way in ways:
             p, s, code = first_page(way, starts[way])
             page[way].append(p)
@@ -99,12 +112,16 @@ def main(argv: list[str] | None = None) -> int:
             codes.add(code)
     medians = {w: statistics.median(v) for w, v in page.items()}
     for way in ways:
-        print(f"{way:>9}: first page in {min(page[way]):.2f} s best, {medians[way]:.2f} s median "
-              f"(from the command's start {statistics.median(start[way]):.2f} s)")
+        print(
+            f"{way:>9}: first page in {min(page[way]):.2f} s best, {medians[way]:.2f} s median "
+            f"(from the command's start {statistics.median(start[way]):.2f} s)"
+        )
     if "deferred" in medians:
         for way in (w for w in ways if w != "deferred"):
-            print(f"    ratio: {way} / deferred = {medians[way] / medians['deferred']:.1f}x "
-                  "(> 1: the deferred first page is faster)")
+            print(
+                f"    ratio: {way} / deferred = {medians[way] / medians['deferred']:.1f}x "
+                "(> 1: the deferred first page is faster)"
+            )
     print(f"HTTP status: {sorted(codes)}")
     return 1 if codes != {200} else 0
 

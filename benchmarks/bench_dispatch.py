@@ -19,6 +19,7 @@ Prints, per N:
 Targets at 1,000 hosts with 10-s runs: efficiency >= 0.95, CPU <= 5 ms per run, memory <= 1 MiB per
 host. No assertion: this prints, you judge.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -51,24 +52,37 @@ def cpu_s() -> float:
 
 def testbed(hosts: int) -> Testbed:
     """N remote hosts offering the simulated platform; their liveness probe answers at once."""
-    tb = Testbed([Host(f"h{i:04d}", f"sim-{i}", platforms=("sim",)) for i in range(hosts)],
-                 {"sim": Platform("sim", "simulated", {})}, name=f"sim-{hosts}")
+    tb = Testbed(
+        [Host(f"h{i:04d}", f"sim-{i}", platforms=("sim",)) for i in range(hosts)],
+        {"sim": Platform("sim", "simulated", {})},
+        name=f"sim-{hosts}",
+    )
     tb.prober = lambda host, timeout, thorough: (True, "")
     return tb
 
 
 def design(hosts: int, rounds: int) -> Design:
     # 2 configurations a block, rounds/2 blocks a host: every host runs `rounds` runs
-    return Design.from_dict({"name": "dispatch", "factors": {"vcpus": [1, 2]},
-                             "replications": hosts * rounds // 2, "seed": 1})
+    return Design.from_dict(
+        {"name": "dispatch", "factors": {"vcpus": [1, 2]}, "replications": hosts * rounds // 2, "seed": 1}
+    )
 
 
 def one(hosts: int, rounds: int, seconds: float, latency: float, data: str) -> dict:
     d = design(hosts, rounds)
     tb = testbed(hosts)
-    camp = Campaign(d, backend="sim", workload="command", workload_params={"argv": ["sleep", str(seconds)]},
-                    campaign_id=f"bench-dispatch-{hosts}", data_dir=data, testbed=tb, progress=False,
-                    telemetry=None, run_timeout=None)
+    camp = Campaign(
+        d,
+        backend="sim",
+        workload="command",
+        workload_params={"argv": ["sleep", str(seconds)]},
+        campaign_id=f"bench-dispatch-{hosts}",
+        data_dir=data,
+        testbed=tb,
+        progress=False,
+        telemetry=None,
+        run_timeout=None,
+    )
     store = Store.for_campaign(data, camp.campaign_id)
     store.set_meta(created=now_iso(), campaign_id=camp.campaign_id)
     pool = BackendPool(opener=lambda p, opts: SimulatedBackend(latency=latency, host="sim"))
@@ -96,18 +110,27 @@ def one(hosts: int, rounds: int, seconds: float, latency: float, data: str) -> d
     runs = store.runs()
     store.close()
     busy = float(runs.duration_s.sum())
-    return {"hosts": hosts, "runs": len(runs), "ok": int((runs.status == "ok").sum()),
-            "setup_s": t1 - t0, "wall_s": t2 - t1, "sum_run_s": busy,
-            "efficiency": busy / (hosts * (t2 - t1)), "efficiency_with_setup": busy / (hosts * (t2 - t0)),
-            "cpu_ms_per_run": 1000 * (c2 - c1) / max(1, len(runs)),
-            "mib_per_host": max(0.0, peak[0] - rss0) / hosts}
+    return {
+        "hosts": hosts,
+        "runs": len(runs),
+        "ok": int((runs.status == "ok").sum()),
+        "setup_s": t1 - t0,
+        "wall_s": t2 - t1,
+        "sum_run_s": busy,
+        "efficiency": busy / (hosts * (t2 - t1)),
+        "efficiency_with_setup": busy / (hosts * (t2 - t0)),
+        "cpu_ms_per_run": 1000 * (c2 - c1) / max(1, len(runs)),
+        "mib_per_host": max(0.0, peak[0] - rss0) / hosts,
+    }
 
 
 def claims_per_second(runs: int, data: str, seconds: float = 3.0) -> float:
     """Claim + store one run at a time on a store of ``runs`` runs, as a worker does: its candidates
     through the engine's :class:`~labkit.run.claim_index.ClaimIndex`, then :meth:`Store.claim`, then
     :meth:`Store.record_run` (one transaction each)."""
-    d = Design.from_dict({"name": "claims", "factors": {"vcpus": [1, 2]}, "replications": runs // 2, "seed": 1})
+    d = Design.from_dict(
+        {"name": "claims", "factors": {"vcpus": [1, 2]}, "replications": runs // 2, "seed": 1}
+    )
     plan = d.plan()
     ids = [r.run_id for r in plan]
     by_id = {r.run_id: r for r in plan}
@@ -141,12 +164,16 @@ def main() -> None:
             rows.append(r)
             need = n / args.seconds
             r["claims_per_s"] = claims_per_second(r["runs"], f"{data}/c{n}")
-            print(f"{n:>5} hosts: {r['ok']}/{r['runs']} ok, set-up {r['setup_s']:.1f} s, dispatch {r['wall_s']:.1f} s, "
-                  f"efficiency {r['efficiency']:.3f} ({r['efficiency_with_setup']:.3f} with the set-up; target "
-                  f">= 0.95 at 1,000), controller {r['cpu_ms_per_run']:.2f} ms CPU per run (target <= 5), "
-                  f"{r['mib_per_host'] * 1024:.0f} KiB per host (target <= 1024), store claims "
-                  f"{r['claims_per_s']:.0f}/s (the fleet needs {need:.1f}/s)", flush=True)
+            print(
+                f"{n:>5} hosts: {r['ok']}/{r['runs']} ok, set-up {r['setup_s']:.1f} s, dispatch {r['wall_s']:.1f} s, "
+                f"efficiency {r['efficiency']:.3f} ({r['efficiency_with_setup']:.3f} with the set-up; target "
+                f">= 0.95 at 1,000), controller {r['cpu_ms_per_run']:.2f} ms CPU per run (target <= 5), "
+                f"{r['mib_per_host'] * 1024:.0f} KiB per host (target <= 1024), store claims "
+                f"{r['claims_per_s']:.0f}/s (the fleet needs {need:.1f}/s)",
+                flush=True,
+            )
     import pandas as pd
+
     print(pd.DataFrame(rows).round(3).to_string(index=False))
 
 

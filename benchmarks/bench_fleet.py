@@ -13,6 +13,7 @@ round weigh less. Runs go to hosts with ``assign: random`` (any idle host takes 
 controller's own cost at 1,000 hosts, without SSH, is ``bench_dispatch.py``'s. No assertion: this
 prints, you judge.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -39,29 +40,52 @@ def rss_mb() -> float:
 
 
 def setup(n: int) -> None:
-    subprocess.run(["bash", str(ROOT / "scripts/setup-fleet.sh")], check=True, capture_output=True, timeout=600,
-                   env={**os.environ, "LABKIT_FLEET_HOSTS": str(n)})
+    subprocess.run(
+        ["bash", str(ROOT / "scripts/setup-fleet.sh")],
+        check=True,
+        capture_output=True,
+        timeout=600,
+        env={**os.environ, "LABKIT_FLEET_HOSTS": str(n)},
+    )
 
 
 def one(hosts: int, runs: int, seconds: float, data: str) -> dict:
-    testbed = {"hosts": [{"name": f"ns{i}", "address": f"10.231.0.{10 + i}", "key": KEY}
-                         for i in range(1, hosts + 1)], "assign": "random"}
+    testbed = {
+        "hosts": [
+            {"name": f"ns{i}", "address": f"10.231.0.{10 + i}", "key": KEY} for i in range(1, hosts + 1)
+        ],
+        "assign": "random",
+    }
     design = {"factors": {"vcpus": [1, 2]}, "replications": runs // 2, "seed": 1}
     cpu0, rss0, t0 = resource.getrusage(resource.RUSAGE_SELF), rss_mb(), time.perf_counter()
     epoch0 = time.time()
-    store = Campaign(design, workload="command", workload_params={"argv": ["sleep", str(seconds)]},
-                     campaign_id=f"bench-fleet-{hosts}", data_dir=data, testbed=testbed,
-                     progress=False).run()
+    store = Campaign(
+        design,
+        workload="command",
+        workload_params={"argv": ["sleep", str(seconds)]},
+        campaign_id=f"bench-fleet-{hosts}",
+        data_dir=data,
+        testbed=testbed,
+        progress=False,
+    ).run()
     wall = time.perf_counter() - t0
     cpu1 = resource.getrusage(resource.RUSAGE_SELF)
     rs = store.runs()
     busy = float(rs.duration_s.sum())
     cpu = (cpu1.ru_utime - cpu0.ru_utime) + (cpu1.ru_stime - cpu0.ru_stime)
     rounds = -(-len(rs) // hosts)
-    return {"hosts": hosts, "runs": len(rs), "ok": int((rs.status == "ok").sum()), "wall_s": wall,
-            "sum_run_s": busy, "efficiency": busy / (hosts * wall), "ceiling": len(rs) / (hosts * rounds),
-            **idle(rs, epoch0, wall, hosts),
-            "ctl_cpu_s_per_host": cpu / hosts, "ctl_rss_mb_per_host": max(0.0, rss_mb() - rss0) / hosts}
+    return {
+        "hosts": hosts,
+        "runs": len(rs),
+        "ok": int((rs.status == "ok").sum()),
+        "wall_s": wall,
+        "sum_run_s": busy,
+        "efficiency": busy / (hosts * wall),
+        "ceiling": len(rs) / (hosts * rounds),
+        **idle(rs, epoch0, wall, hosts),
+        "ctl_cpu_s_per_host": cpu / hosts,
+        "ctl_rss_mb_per_host": max(0.0, rss_mb() - rss0) / hosts,
+    }
 
 
 def idle(rs, epoch0: float, wall: float, hosts: int) -> dict:
@@ -69,9 +93,14 @@ def idle(rs, epoch0: float, wall: float, hosts: int) -> dict:
     (campaign set-up, connecting, cleaning, fingerprinting), between its runs (claim and store),
     and after its last run until the campaign returned (the last round's imbalance, closing)."""
     import pandas as pd
-    t = pd.DataFrame({"host": rs.metadata.map(lambda m: m.get("host")),
-                      "start": pd.to_datetime(rs.started).map(lambda x: x.timestamp()) - epoch0,
-                      "dur": rs.duration_s}).sort_values("start")
+
+    t = pd.DataFrame(
+        {
+            "host": rs.metadata.map(lambda m: m.get("host")),
+            "start": pd.to_datetime(rs.started).map(lambda x: x.timestamp()) - epoch0,
+            "dur": rs.duration_s,
+        }
+    ).sort_values("start")
     first = gaps = last = 0.0
     for _h, g in t.groupby("host"):
         ends = g.start + g.dur
@@ -94,26 +123,33 @@ def main() -> None:
     data = tempfile.mkdtemp(prefix="labkit-bench-fleet-")
     rows = []
     try:
-        one(1, 2, 0.1, data + "/warm-up")   # warm-up: imports and first connections are not per-host costs
+        one(1, 2, 0.1, data + "/warm-up")  # warm-up: imports and first connections are not per-host costs
         todo = [(n, args.runs) for n in sizes] + ([(max(sizes), args.long_runs)] if args.long_runs else [])
         for i, (n, runs) in enumerate(todo):
             rows.append(one(n, runs, args.seconds, f"{data}/{i}"))
             r = rows[-1]
-            print(f"{r['hosts']:>3} hosts: {r['ok']}/{r['runs']} ok, wall {r['wall_s']:.1f}s, Σ run "
-                  f"{r['sum_run_s']:.1f}s, efficiency {r['efficiency']:.2f} (ceiling {r['ceiling']:.2f}: "
-                  f"{r['runs']} equal runs on {r['hosts']} hosts, nothing else); idle per host: before the "
-                  f"first run {r['idle_first_s']:.2f}s, between runs {r['idle_gaps_s']:.2f}s, after the last "
-                  f"{r['idle_tail_s']:.2f}s; controller "
-                  f"{r['ctl_cpu_s_per_host']:.2f} CPU-s and {r['ctl_rss_mb_per_host']:.1f} MB RSS per host",
-                  flush=True)
+            print(
+                f"{r['hosts']:>3} hosts: {r['ok']}/{r['runs']} ok, wall {r['wall_s']:.1f}s, Σ run "
+                f"{r['sum_run_s']:.1f}s, efficiency {r['efficiency']:.2f} (ceiling {r['ceiling']:.2f}: "
+                f"{r['runs']} equal runs on {r['hosts']} hosts, nothing else); idle per host: before the "
+                f"first run {r['idle_first_s']:.2f}s, between runs {r['idle_gaps_s']:.2f}s, after the last "
+                f"{r['idle_tail_s']:.2f}s; controller "
+                f"{r['ctl_cpu_s_per_host']:.2f} CPU-s and {r['ctl_rss_mb_per_host']:.1f} MB RSS per host",
+                flush=True,
+            )
     finally:
         shutil.rmtree(data, ignore_errors=True)
-        if not before:   # none were here: remove the ones this script made
-            subprocess.run(["bash", str(ROOT / "scripts/setup-fleet.sh"), "teardown"], check=True,
-                           capture_output=True, timeout=600)
+        if not before:  # none were here: remove the ones this script made
+            subprocess.run(
+                ["bash", str(ROOT / "scripts/setup-fleet.sh"), "teardown"],
+                check=True,
+                capture_output=True,
+                timeout=600,
+            )
         elif before < max(sizes):
             setup(max(before, 4))
     import pandas as pd
+
     print(pd.DataFrame(rows).round(3).to_string(index=False))
 
 

@@ -15,6 +15,7 @@ then the ratios of the medians (100 vs 1, 5,000 vs 1) and the 2.5-97.5 % range o
 ratios. A ratio near 1 means the cost does not depend on the records. Needs root. No assertion
 on time: the machine is shared and noisy; this prints, you judge.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -66,10 +67,20 @@ def main() -> None:
     existed = _exists(NAME)
     user = real_user(NAME)
     try:
-        run_as(user, ["python3", "-c", "import os, sys\nfor i in range(int(sys.argv[2])): "
-                      "os.makedirs(f'{sys.argv[1]}/d{i:05}', mode=0o700, exist_ok=True)\n"
-                      "os.makedirs(sys.argv[3], mode=0o700, exist_ok=True)",
-                      str(user.home / "data"), str(max(COUNTS)), str(_record(user).parent)], timeout=600)
+        run_as(
+            user,
+            [
+                "python3",
+                "-c",
+                "import os, sys\nfor i in range(int(sys.argv[2])): "
+                "os.makedirs(f'{sys.argv[1]}/d{i:05}', mode=0o700, exist_ok=True)\n"
+                "os.makedirs(sys.argv[3], mode=0o700, exist_ok=True)",
+                str(user.home / "data"),
+                str(max(COUNTS)),
+                str(_record(user).parent),
+            ],
+            timeout=600,
+        )
         dirs = [str(user.home / "data" / f"d{i:05}") for i in range(max(COUNTS))]
         measure(user, dirs, args.rounds)
     finally:
@@ -81,6 +92,7 @@ def main() -> None:
 
 def _exists(name: str) -> bool:
     import pwd
+
     try:
         pwd.getpwnam(name)
     except KeyError:
@@ -98,7 +110,7 @@ def measure(user: User, dirs: list[str], rounds: int) -> None:
     hidden: dict[int, int] = {}
     try:
         for i in range(rounds):
-            for n in (COUNTS if i % 2 == 0 else COUNTS[::-1]):
+            for n in COUNTS if i % 2 == 0 else COUNTS[::-1]:
                 _write_record(user, dirs[:n])
                 t = time.perf_counter()
                 made = backend.provision(spec, prefix="labkit-bench-hidden--")
@@ -107,16 +119,22 @@ def measure(user: User, dirs: list[str], rounds: int) -> None:
                 hidden[n] = len(backend.hidden_dirs())
     finally:
         backend.close()
-    print(f"local instance start cost (make + destroy, isolation strict) by data dirs recorded by user "
-          f"{user.name} (uid {user.uid}); {rounds} interleaved rounds")
+    print(
+        f"local instance start cost (make + destroy, isolation strict) by data dirs recorded by user "
+        f"{user.name} (uid {user.uid}); {rounds} interleaved rounds"
+    )
     for n in COUNTS:
-        print(f"  {n:5d} recorded   paths hidden per instance {hidden[n]:5d}   median "
-              f"{statistics.median(times[n]) * 1000:9.1f} ms")
+        print(
+            f"  {n:5d} recorded   paths hidden per instance {hidden[n]:5d}   median "
+            f"{statistics.median(times[n]) * 1000:9.1f} ms"
+        )
     base = times[COUNTS[0]]
     for n in COUNTS[1:]:
         ratios = [a / b for a, b in zip(times[n], base)]
-        print(f"  {n:5d} vs {COUNTS[0]}: ratio of medians {statistics.median(times[n]) / statistics.median(base):.3f}"
-              f"   per-round ratio 2.5-97.5 % {_quantile(ratios, 0.025):.3f}-{_quantile(ratios, 0.975):.3f}")
+        print(
+            f"  {n:5d} vs {COUNTS[0]}: ratio of medians {statistics.median(times[n]) / statistics.median(base):.3f}"
+            f"   per-round ratio 2.5-97.5 % {_quantile(ratios, 0.025):.3f}-{_quantile(ratios, 0.975):.3f}"
+        )
     print(f"  load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
 
 

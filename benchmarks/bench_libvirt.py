@@ -22,6 +22,7 @@ Prints figures only; no timed assertions. Needs libvirtd and the VM image
 
     python benchmarks/bench_libvirt.py [--boots 3] [--execs 20] [--uri qemu:///system]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -65,15 +66,27 @@ class ByHand:
         self.overlay = f"{be.pool.path}/{self.name}.qcow2"
         self.log = be.pool.console_log(self.name)
         self.xml_path = Path(f"/tmp/{self.name}.xml")
-        self.xml_path.write_text(domain_xml(
-            name=self.name, spec=SPEC, cpus=None, domain_type=be.domain_type(), disk=self.overlay,
-            kernel=img["kernel"], initrd=img["initrd"], cmdline=img["cmdline"], console_log=self.log))
+        self.xml_path.write_text(
+            domain_xml(
+                name=self.name,
+                spec=SPEC,
+                cpus=None,
+                domain_type=be.domain_type(),
+                disk=self.overlay,
+                kernel=img["kernel"],
+                initrd=img["initrd"],
+                cmdline=img["cmdline"],
+                console_log=self.log,
+            )
+        )
         self.base = img["disk"]
 
     def boot(self, timeout: float = 300) -> float:
         t0 = time.perf_counter()
-        subprocess.run(["qemu-img", "create", "-q", "-f", "qcow2", "-b", self.base, "-F", "qcow2",
-                        self.overlay], check=True)
+        subprocess.run(
+            ["qemu-img", "create", "-q", "-f", "qcow2", "-b", self.base, "-F", "qcow2", self.overlay],
+            check=True,
+        )
         virsh(self.uri, "create", str(self.xml_path))
         while agent(self.uri, self.name, "guest-ping") is None:
             if time.perf_counter() - t0 > timeout:
@@ -82,8 +95,12 @@ class ByHand:
 
     def exec_true(self, argv: tuple[str, ...] = ("true",)) -> float:
         t0 = time.perf_counter()
-        pid = agent(self.uri, self.name, "guest-exec",
-                    {"path": argv[0], "arg": list(argv[1:]), "capture-output": True})["pid"]
+        pid = agent(
+            self.uri,
+            self.name,
+            "guest-exec",
+            {"path": argv[0], "arg": list(argv[1:]), "capture-output": True},
+        )["pid"]
         while not (agent(self.uri, self.name, "guest-exec-status", {"pid": pid}) or {}).get("exited"):
             pass
         return time.perf_counter() - t0
@@ -114,8 +131,10 @@ def main(argv=None) -> int:
         print(f"libvirt benchmark skipped: {exc}")
         return 0
     fp = be.fingerprint()
-    print(f"libvirt {fp['libvirt_version']}, QEMU {fp['hypervisor_version']}, domain type "
-          f"{fp['domain_type']} ({fp['domain_type_reason']}), {be.host_cpus()} host CPUs")
+    print(
+        f"libvirt {fp['libvirt_version']}, QEMU {fp['hypervisor_version']}, domain type "
+        f"{fp['domain_type']} ({fp['domain_type_reason']}), {be.host_cpus()} host CPUs"
+    )
     if be.probe_detail:
         print(f"KVM probe: {be.probe_detail.splitlines()[0][:200]}")
     print(f"spec: {SPEC}; {args.boots} boots and {args.execs} execs per side\n")
@@ -123,14 +142,14 @@ def main(argv=None) -> int:
     try:
         for k in range(args.boots):
             # alternate who goes first so drift on a shared machine hits both sides alike
-            for side in (("labkit", "virsh") if k % 2 == 0 else ("virsh", "labkit")):
+            for side in ("labkit", "virsh") if k % 2 == 0 else ("virsh", "labkit"):
                 if side == "labkit":
                     t0 = time.perf_counter()
                     insts = be.provision(SPEC, prefix="labkit-bench")
                     boot_lk.append(time.perf_counter() - t0)
                     try:
-                        insts[0].exec(["true"])          # warm-up
-                        for i in range(2 * args.execs):   # `true` and the old `setsid true`, alternating
+                        insts[0].exec(["true"])  # warm-up
+                        for i in range(2 * args.execs):  # `true` and the old `setsid true`, alternating
                             argv = ["true"] if i % 2 == 0 else ["setsid", "true"]
                             t0 = time.perf_counter()
                             insts[0].exec(argv)
@@ -141,7 +160,7 @@ def main(argv=None) -> int:
                     vm = ByHand(be, args.uri)
                     try:
                         boot_vh.append(vm.boot())
-                        vm.exec_true()                   # warm-up
+                        vm.exec_true()  # warm-up
                         for _ in range(args.execs):
                             exec_vh.append(vm.exec_true())
                     finally:
@@ -152,14 +171,20 @@ def main(argv=None) -> int:
 
     print()
     print(f"{'median':28s} {'labkit':>12s} {'virsh':>12s} {'ratio':>7s}  (target <= 1.10)")
-    for label, lk, vh in (("boot to agent ready", boot_lk, boot_vh),
-                          ("exec `true` (per command)", exec_lk, exec_vh)):
+    for label, lk, vh in (
+        ("boot to agent ready", boot_lk, boot_vh),
+        ("exec `true` (per command)", exec_lk, exec_vh),
+    ):
         ratio = statistics.median(lk) / statistics.median(vh)
-        print(f"{label:28s} {median_ms(lk)} {median_ms(vh)} {ratio:7.2f}  "
-              f"{'ok' if ratio <= 1.10 else 'ABOVE TARGET'}")
-    print(f"{'  labkit `setsid true`':28s} {median_ms(exec_ls)} {median_ms(exec_vh)} "
-          f"{statistics.median(exec_ls) / statistics.median(exec_vh):7.2f}  (labkit's command line before: "
-          f"{statistics.median(exec_ls) / statistics.median(exec_lk):.2f} x today's)")
+        print(
+            f"{label:28s} {median_ms(lk)} {median_ms(vh)} {ratio:7.2f}  "
+            f"{'ok' if ratio <= 1.10 else 'ABOVE TARGET'}"
+        )
+    print(
+        f"{'  labkit `setsid true`':28s} {median_ms(exec_ls)} {median_ms(exec_vh)} "
+        f"{statistics.median(exec_ls) / statistics.median(exec_vh):7.2f}  (labkit's command line before: "
+        f"{statistics.median(exec_ls) / statistics.median(exec_lk):.2f} x today's)"
+    )
     return 0
 
 

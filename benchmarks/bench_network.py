@@ -15,6 +15,7 @@ figure) is listed as skipped with the reason. No assertion: this prints figures.
 
 Network safety: traffic only on the networks made here (removed at the end).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -57,7 +58,7 @@ def pingpong(instances, binary: Path) -> float:
 def pingpong_floor(a, b, binary: Path, workdir: Path) -> float:
     """The floor's ping-pong: mpirun inside namespace ``a`` (the host is on no network here)."""
     agent = workdir / "agent"
-    wdir = str(workdir / "mpi")   # each instance's OpenMPI session root lives under it
+    wdir = str(workdir / "mpi")  # each instance's OpenMPI session root lives under it
     agent.write_text(agent_script([a, b], wdir))
     agent.chmod(0o700)
     argv = a.host_command(mpirun_argv([a, b], str(agent), 2, wdir, [str(binary)]))
@@ -86,14 +87,19 @@ class NetnsEnd:
     def exec(self, argv, timeout=None, check=True, env=None):
         argv = ["sh", "-c", argv] if isinstance(argv, str) else argv
         res = subprocess.run(self.host_command(argv), capture_output=True, text=True, timeout=timeout)
-        out = SimpleNamespace(ok=res.returncode == 0, stdout=res.stdout, stderr=res.stderr, command=argv,
-                              exit_code=res.returncode)
+        out = SimpleNamespace(
+            ok=res.returncode == 0,
+            stdout=res.stdout,
+            stderr=res.stderr,
+            command=argv,
+            exit_code=res.returncode,
+        )
         if check and not out.ok:
             raise LabkitError(f"{argv} failed in {self.name}: {res.stderr[-300:]}")
         return out
 
     def put(self, local, remote, mode=0o755):
-        pass   # same filesystem as the host
+        pass  # same filesystem as the host
 
 
 def floor(seconds, repeats, binary, workdir):
@@ -101,14 +107,29 @@ def floor(seconds, repeats, binary, workdir):
     subnet = netmod.pick_subnet(f"labkit-bench-{tag}")
     a_ip, b_ip = [str(h) for h in list(subnet.hosts())[:2]]
     ns = [f"labkit-bench-{tag}-a", f"labkit-bench-{tag}-b"]
-    net = SimpleNamespace(subnet=str(subnet), peer_subnet=str(subnet))   # no bonded NICs: ranks use it too
+    net = SimpleNamespace(subnet=str(subnet), peer_subnet=str(subnet))  # no bonded NICs: ranks use it too
     run = netmod.host_output
     try:
         for n in ns:
             run(["ip", "netns", "add", n])
             run(["ip", "-n", n, "link", "set", "lo", "up"])
-        run(["ip", "link", "add", f"lkb{tag}a", "netns", ns[0], "type", "veth", "peer", "name", f"lkb{tag}b",
-             "netns", ns[1]])
+        run(
+            [
+                "ip",
+                "link",
+                "add",
+                f"lkb{tag}a",
+                "netns",
+                ns[0],
+                "type",
+                "veth",
+                "peer",
+                "name",
+                f"lkb{tag}b",
+                "netns",
+                ns[1],
+            ]
+        )
         for n, dev, ip in ((ns[0], f"lkb{tag}a", a_ip), (ns[1], f"lkb{tag}b", b_ip)):
             run(["ip", "-n", n, "addr", "add", f"{ip}/24", "dev", dev])
             run(["ip", "-n", n, "link", "set", dev, "up"])
@@ -125,7 +146,7 @@ def platform(name, seconds, repeats, binary, variant: str):
     net = be.create_network(pfx, 2)
     insts = []
     try:
-        memory = 512 if name == "libvirt" else 256   # a guest's kernel and agent need more
+        memory = 512 if name == "libvirt" else 256  # a guest's kernel and agent need more
         insts = be.provision(InstanceSpec(vcpus=1, memory_mb=memory, count=2), prefix=pfx, network=net)
         tput = throughput(insts[0], insts[1], seconds, repeats)
         lat, why = None, ""

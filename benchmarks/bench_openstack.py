@@ -8,6 +8,7 @@ labkit / CLI (target <= 1.05: labkit's wait adds no more than 5 %). Makes no tim
 Needs the cloud of scripts/setup-openstack.sh (or ``--cloud``); boots are QEMU TCG on this machine.
 Run: ``python benchmarks/bench_openstack.py [--pairs 2] [--flavor labkit.small]``.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -31,15 +32,38 @@ def cli_once(args, provider, prefix: str) -> float:
     keypair = provider._keypair(prefix)
     env = {**os.environ, "OS_CLOUD": args.cloud}
     t0 = time.monotonic()
-    subprocess.run([args.openstack, "server", "create", "--wait", "--flavor", args.flavor, "--image", args.image,
-                    "--network", args.network, "--key-name", keypair, "--property", f"labkit-prefix={prefix}",
-                    name, "-f", "value", "-c", "id"], env=env, check=True, stdout=subprocess.DEVNULL,
-                   timeout=args.timeout)
+    subprocess.run(
+        [
+            args.openstack,
+            "server",
+            "create",
+            "--wait",
+            "--flavor",
+            args.flavor,
+            "--image",
+            args.image,
+            "--network",
+            args.network,
+            "--key-name",
+            keypair,
+            "--property",
+            f"labkit-prefix={prefix}",
+            name,
+            "-f",
+            "value",
+            "-c",
+            "id",
+        ],
+        env=env,
+        check=True,
+        stdout=subprocess.DEVNULL,
+        timeout=args.timeout,
+    )
     active = time.monotonic() - t0
     server = provider.conn.compute.find_server(name)
     try:
         address = first_address(server.addresses or {}, args.network)
-        provider.wait_new_server(address, t0 + args.timeout, f"cli server {name}")   # as labkit's own servers
+        provider.wait_new_server(address, t0 + args.timeout, f"cli server {name}")  # as labkit's own servers
         total = time.monotonic() - t0
     finally:
         provider.delete(server.id)
@@ -67,8 +91,14 @@ def main(argv=None) -> int:
     ap.add_argument("--timeout", type=float, default=900)
     ap.add_argument("--openstack", default=shutil.which("openstack") or "openstack", help="the OpenStack CLI")
     args = ap.parse_args(argv)
-    provider = get_provider("openstack", cloud=args.cloud, network=args.network, key_filename=args.key,
-                            boot_timeout=args.timeout, poll_interval=1)
+    provider = get_provider(
+        "openstack",
+        cloud=args.cloud,
+        network=args.network,
+        key_filename=args.key,
+        boot_timeout=args.timeout,
+        poll_interval=1,
+    )
     provider.check()
     prefix = f"labkit-benchos{secrets.token_hex(3)}--"
     lab, cli = [], []

@@ -22,6 +22,7 @@ the best of each is shown beside the median).
     .venv/bin/python benchmarks/bench_record.py                 # 5,000 runs per mode
     .venv/bin/python benchmarks/bench_record.py --runs 20000 --repeat 3
 """
+
 from __future__ import annotations
 
 import argparse
@@ -44,9 +45,20 @@ def plan(runs: int):
     import math
 
     from labkit.design import Design
-    design = Design.from_dict({"name": "rec", "factors": {"vcpus": [1, 2], "memory_mb": [512, 1024],
-                                                          "affinity": ["pinned", "floating"], "count": [1, 2]},
-                               "replications": math.ceil(runs / 16), "seed": 1})
+
+    design = Design.from_dict(
+        {
+            "name": "rec",
+            "factors": {
+                "vcpus": [1, 2],
+                "memory_mb": [512, 1024],
+                "affinity": ["pinned", "floating"],
+                "count": [1, 2],
+            },
+            "replications": math.ceil(runs / 16),
+            "seed": 1,
+        }
+    )
     return design, design.plan()[:runs]
 
 
@@ -55,14 +67,22 @@ def record(data: Path, design, runs: list, *, group: bool, output: bool) -> tupl
     that wrote runs)."""
     from labkit.store import Store, now_iso
     from labkit.store.group import GroupCommit
+
     st = Store.for_campaign(data, CID)
-    st.set_meta(campaign_id=CID, design=design.to_dict(), backend="sim", created=now_iso(),
-                workload={"name": "sim", "response": "wall_time_s"})
+    st.set_meta(
+        campaign_id=CID,
+        design=design.to_dict(),
+        backend="sim",
+        created=now_iso(),
+        workload={"name": "sim", "response": "wall_time_s"},
+    )
     done: list[str] = []
     writer = GroupCommit(st, owner=OWNER, on_done=done.append)
     t0, c0 = time.perf_counter(), time.process_time()
     for r in runs:
-        with writer.lock:   # the connection's lock, as the fleet's (the timer writes a batch on its own thread)
+        with (
+            writer.lock
+        ):  # the connection's lock, as the fleet's (the timer writes a batch on its own thread)
             if not st.claim_group([[r.run_id]], "h1", OWNER, 60.0):
                 raise SystemExit(f"run {r.run_id} not claimed")
             if st.claim_owner(r.run_id) != OWNER:
@@ -99,18 +119,23 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="labkit-bench-record-") as tmp:
         for i in range(args.repeat):
             for mode in ("old", "new"):
-                rate, cpu, n_tx = record(Path(tmp) / f"{mode}{i}", design, runs, group=mode == "new",
-                                    output=not args.no_output)
+                rate, cpu, n_tx = record(
+                    Path(tmp) / f"{mode}{i}", design, runs, group=mode == "new", output=not args.no_output
+                )
                 rates[mode].append(rate)
                 cpus[mode].append(cpu)
                 txs[mode] = n_tx
-                print(f"  {mode} #{i + 1}: {rate:7.0f} runs/s, {cpu:.2f} CPU ms/run ({n_tx} transactions writing runs)",
-                      flush=True)
+                print(
+                    f"  {mode} #{i + 1}: {rate:7.0f} runs/s, {cpu:.2f} CPU ms/run ({n_tx} transactions writing runs)",
+                    flush=True,
+                )
     what = "without" if args.no_output else "with"
     load1 = os.getloadavg()
-    print(f"\n{args.runs:,d} runs, 3 measurements and 200 telemetry rows each, {what} the output file; "
-          f"load average (1/5/15 min) {'/'.join(f'{x:.2f}' for x in load0)} before, "
-          f"{'/'.join(f'{x:.2f}' for x in load1)} after, {os.cpu_count()} CPUs")
+    print(
+        f"\n{args.runs:,d} runs, 3 measurements and 200 telemetry rows each, {what} the output file; "
+        f"load average (1/5/15 min) {'/'.join(f'{x:.2f}' for x in load0)} before, "
+        f"{'/'.join(f'{x:.2f}' for x in load1)} after, {os.cpu_count()} CPUs"
+    )
     print(f"{'':24s}{'old (1 tx/run)':>18s}{'new (group commit)':>20s}{'new / old':>11s}")
     for label, pick in (("best runs/s", max), ("median runs/s", statistics.median)):
         old, new = pick(rates["old"]), pick(rates["new"])

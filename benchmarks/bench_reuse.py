@@ -47,6 +47,7 @@ go below 0.56-0.76 by that bound, board 13 (0.18 s, c_b / c_r = 50) 0.38-0.59. M
 do better than the bound when a fresh VM's first run is noisier than a later run of a boot
 (a fresh run took 2.2 s instead of 1.0 once, its vCPU busy with the guest's own start-up).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -71,13 +72,25 @@ LEVELS = ["floating", "pinned"]
 
 
 def make(args, cid: str, reps: int, k: int, seed: int) -> Campaign:
-    cid = f"{cid}-{args.tag}"   # ids are host-wide: two runs of this script at once must not share them
-    design = {"name": cid, "factors": {"affinity": LEVELS}, "replications": reps, "seed": seed,
-              "runs_per_instance": k}
-    return Campaign(design, backend=args.backend, workload="nqueens",
-                    workload_params={"board": args.board, "threads": 1}, campaign_id=cid,
-                    data_dir=args.dir, defaults=InstanceSpec(vcpus=1, memory_mb=512), progress=False,
-                    run_timeout=1800)
+    cid = f"{cid}-{args.tag}"  # ids are host-wide: two runs of this script at once must not share them
+    design = {
+        "name": cid,
+        "factors": {"affinity": LEVELS},
+        "replications": reps,
+        "seed": seed,
+        "runs_per_instance": k,
+    }
+    return Campaign(
+        design,
+        backend=args.backend,
+        workload="nqueens",
+        workload_params={"board": args.board, "threads": 1},
+        campaign_id=cid,
+        data_dir=args.dir,
+        defaults=InstanceSpec(vcpus=1, memory_mb=512),
+        progress=False,
+        run_timeout=1800,
+    )
 
 
 def table(data_dir: str, cid: str) -> pd.DataFrame:
@@ -92,11 +105,21 @@ def table(data_dir: str, cid: str) -> pd.DataFrame:
         md = r.metadata or {}
         wl = md.get("workload_s")
         other = (md.get("telemetry") or {}).get("cpu_other_mean_pct")
-        rows.append({"other": float("nan") if other is None else float(other), "run_id": r.run_id, "affinity": r.affinity, "instance": inst.get(r.run_id),
-                     "group": md.get("boot_group", r.run_id), "pos": md.get("boot_position", 1),
-                     "of": md.get("boot_runs", 1), "duration": float(r.duration_s),
-                     "workload": float(sum(wl)) if isinstance(wl, list) else float("nan"),
-                     "status": r.status, "value": wall.get(r.run_id, float("nan"))})
+        rows.append(
+            {
+                "other": float("nan") if other is None else float(other),
+                "run_id": r.run_id,
+                "affinity": r.affinity,
+                "instance": inst.get(r.run_id),
+                "group": md.get("boot_group", r.run_id),
+                "pos": md.get("boot_position", 1),
+                "of": md.get("boot_runs", 1),
+                "duration": float(r.duration_s),
+                "workload": float(sum(wl)) if isinstance(wl, list) else float("nan"),
+                "status": r.status,
+                "value": wall.get(r.run_id, float("nan")),
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -113,7 +136,11 @@ def half_widths(t: pd.DataFrame, per_boot: bool) -> dict:
         else:
             units = rows.value
         n, mean = len(units), float(units.mean()) if len(units) else float("nan")
-        h = (sps.t.ppf(0.975, n - 1) * float(units.std(ddof=1)) / math.sqrt(n) / mean) if n >= 2 else float("nan")
+        h = (
+            (sps.t.ppf(0.975, n - 1) * float(units.std(ddof=1)) / math.sqrt(n) / mean)
+            if n >= 2
+            else float("nan")
+        )
         out[lv] = (n, mean, h)
     return out
 
@@ -138,9 +165,12 @@ class Arm:
         reached = all(n >= self.args.min_units and h <= self.args.target for n, _, h in hw.values())
         self.reached = reached
         self.done = reached or len(self.t) >= self.total
-        print(f"  {self.name}: {len(self.t)} runs, {self.t.instance.nunique()} boots, "
-              f"{self.t.duration.sum():.0f} s; half-widths "
-              + ", ".join(f"{lv} {100 * h:.1f} % ({n})" for lv, (n, _, h) in hw.items()), flush=True)
+        print(
+            f"  {self.name}: {len(self.t)} runs, {self.t.instance.nunique()} boots, "
+            f"{self.t.duration.sum():.0f} s; half-widths "
+            + ", ".join(f"{lv} {100 * h:.1f} % ({n})" for lv, (n, _, h) in hw.items()),
+            flush=True,
+        )
 
     def half_widths(self) -> dict:
         return half_widths(self.t, self.per_boot)
@@ -155,14 +185,18 @@ def phases(t: pd.DataFrame) -> str:
     its last (with the teardown); for runs of their own boot, the whole run and its workload."""
     ok = t[t.status == "ok"]
     if (ok["of"] == 1).all():
-        return (f"a run {ok.duration.mean():.1f} s (boot, prepare, workload {ok.workload.mean():.2f} s, "
-                f"teardown, hooks)")
+        return (
+            f"a run {ok.duration.mean():.1f} s (boot, prepare, workload {ok.workload.mean():.2f} s, "
+            f"teardown, hooks)"
+        )
     first, last = ok[ok.pos == 1], ok[ok.pos == ok["of"]]
     mid = ok[(ok.pos > 1) & (ok.pos < ok["of"])]
-    return (f"first run of a boot {first.duration.mean():.1f} s (boot, prepare, workload "
-            f"{first.workload.mean():.2f} s); a run between {mid.duration.mean():.2f} s (workload "
-            f"{mid.workload.mean():.2f} s, dead time {(mid.duration - mid.workload).mean():.2f} s: guard and "
-            f"telemetry); last {last.duration.mean():.1f} s (with the teardown)")
+    return (
+        f"first run of a boot {first.duration.mean():.1f} s (boot, prepare, workload "
+        f"{first.workload.mean():.2f} s); a run between {mid.duration.mean():.2f} s (workload "
+        f"{mid.workload.mean():.2f} s, dead time {(mid.duration - mid.workload).mean():.2f} s: guard and "
+        f"telemetry); last {last.duration.mean():.1f} s (with the teardown)"
+    )
 
 
 def costs(t: pd.DataFrame) -> tuple[float, float]:
@@ -184,18 +218,26 @@ def report(arm: Arm) -> None:
     t = arm.t
     hw = arm.half_widths()
     bad = int((t.status != "ok").sum())
-    print(f"  {arm.name}: {t.instance.nunique()} boots, {len(t)} runs ({bad} not ok), campaign time "
-          f"{arm.time_s:.0f} s (wall of its run() calls {arm.call_s:.0f} s)")
+    print(
+        f"  {arm.name}: {t.instance.nunique()} boots, {len(t)} runs ({bad} not ok), campaign time "
+        f"{arm.time_s:.0f} s (wall of its run() calls {arm.call_s:.0f} s)"
+    )
     print(f"    {phases(t)}")
-    print("    95 % CI half-width reached: " + "; ".join(
-        f"{lv} {100 * h:.2f} % of {m:.4f} s over {n} {'boots' if arm.per_boot else 'runs'}"
-        for lv, (n, m, h) in hw.items())
-        + ("" if all(h <= arm.args.target for _, _, h in hw.values()) else "  (target NOT reached: cap)"))
+    print(
+        "    95 % CI half-width reached: "
+        + "; ".join(
+            f"{lv} {100 * h:.2f} % of {m:.4f} s over {n} {'boots' if arm.per_boot else 'runs'}"
+            for lv, (n, m, h) in hw.items()
+        )
+        + ("" if all(h <= arm.args.target for _, _, h in hw.values()) else "  (target NOT reached: cap)")
+    )
     ok = t[(t.status == "ok") & t.other.notna()]
     if len(ok) >= 3:
         rho = sps.spearmanr(ok.other, ok.value)[0]
-        print(f"    processes outside the campaigns during a run: {ok.other.median():.0f} % of a CPU (median, "
-              f"{ok.other.min():.0f}-{ok.other.max():.0f} %); Spearman correlation with the wall time {rho:.2f}")
+        print(
+            f"    processes outside the campaigns during a run: {ok.other.median():.0f} % of a CPU (median, "
+            f"{ok.other.min():.0f}-{ok.other.max():.0f} %); Spearman correlation with the wall time {rho:.2f}"
+        )
     if arm.per_boot:
         print(f"    wall time by position in a boot: {by_position(t)}")
 
@@ -212,7 +254,9 @@ def efficiency(fresh: Arm, reuse: Arm) -> tuple[float, float, float]:
     f = fresh.t[fresh.t.status == "ok"]
     r = reuse.t[reuse.t.status == "ok"]
     r = r.groupby("group").filter(lambda g: len(g) == int(g["of"].iloc[0]))
-    boots = r.groupby(["affinity", "group"]).agg(value=("value", "mean"), cost=("duration", "sum")).reset_index()
+    boots = (
+        r.groupby(["affinity", "group"]).agg(value=("value", "mean"), cost=("duration", "sum")).reset_index()
+    )
     s2f, dff = pooled(f)
     s2b, dfb = pooled(boots)
     eff = float(boots.cost.mean() * s2b / (f.duration.mean() * s2f))
@@ -227,17 +271,19 @@ def projected(arm: Arm, target: float) -> float:
 
 
 #: the command line: option, type, default, what it is
-OPTIONS = (("--backend", str, "libvirt", "the backend"),
-           ("--board", int, 13, "N-queens board (13: 0.16 s in a TCG VM whose boot costs 9 s; 14: 1 s)"),
-           ("--target", float, 0.02, "95 %% CI half-width of each configuration mean, relative to it"),
-           ("--pilot-k", int, 4, "runs per boot of the pilot"),
-           ("--pilot-boots", int, 3, "boots per configuration of the pilot"),
-           ("--k-max", int, 12, "the largest k taken from the plan"),
-           ("--min-units", int, 3, "fewest runs (fresh) or boots (reuse) per configuration before stopping"),
-           ("--max-fresh", int, 40, "cap: fresh runs per configuration"),
-           ("--max-boots", int, 12, "cap: reuse boots per configuration"),
-           ("--seed", int, 32, "the designs' seed"),
-           ("--data-dir", str, None, "where the campaigns' stores go (kept)"))
+OPTIONS = (
+    ("--backend", str, "libvirt", "the backend"),
+    ("--board", int, 13, "N-queens board (13: 0.16 s in a TCG VM whose boot costs 9 s; 14: 1 s)"),
+    ("--target", float, 0.02, "95 %% CI half-width of each configuration mean, relative to it"),
+    ("--pilot-k", int, 4, "runs per boot of the pilot"),
+    ("--pilot-boots", int, 3, "boots per configuration of the pilot"),
+    ("--k-max", int, 12, "the largest k taken from the plan"),
+    ("--min-units", int, 3, "fewest runs (fresh) or boots (reuse) per configuration before stopping"),
+    ("--max-fresh", int, 40, "cap: fresh runs per configuration"),
+    ("--max-boots", int, 12, "cap: reuse boots per configuration"),
+    ("--seed", int, 32, "the designs' seed"),
+    ("--data-dir", str, None, "where the campaigns' stores go (kept)"),
+)
 
 
 def main(argv=None) -> None:
@@ -246,7 +292,9 @@ def main(argv=None) -> None:
         ap.add_argument(flag, type=kind, default=default, help=f"{what} (default {default})")
     args = ap.parse_args(argv)
     if args.pilot_k < 3 or args.pilot_boots < 2:
-        ap.error("the pilot needs --pilot-k >= 3 (a run between a boot's first and last) and --pilot-boots >= 2")
+        ap.error(
+            "the pilot needs --pilot-k >= 3 (a run between a boot's first and last) and --pilot-boots >= 2"
+        )
     with tempfile.TemporaryDirectory() as scratch:
         args.dir = args.data_dir or scratch
         args.tag = hashlib.sha256(str(Path(args.dir).resolve()).encode()).hexdigest()[:8]
@@ -255,26 +303,47 @@ def main(argv=None) -> None:
 
 def run(args) -> None:
     t_start = time.monotonic()
-    print(f"backend {args.backend}, N-queens board {args.board} (1 thread, 1 vCPU), affinity floating/pinned, "
-          f"target: 95 % CI half-width <= {100 * args.target:g} % of each configuration mean", flush=True)
-    pilot = Arm("pilot", make(args, "bench-reuse-pilot", args.pilot_k * args.pilot_boots, args.pilot_k, args.seed),
-                args.pilot_k * args.pilot_boots * len(LEVELS), True, args)
+    print(
+        f"backend {args.backend}, N-queens board {args.board} (1 thread, 1 vCPU), affinity floating/pinned, "
+        f"target: 95 % CI half-width <= {100 * args.target:g} % of each configuration mean",
+        flush=True,
+    )
+    pilot = Arm(
+        "pilot",
+        make(args, "bench-reuse-pilot", args.pilot_k * args.pilot_boots, args.pilot_k, args.seed),
+        args.pilot_k * args.pilot_boots * len(LEVELS),
+        True,
+        args,
+    )
     pilot.advance()
     pt = pilot.t[pilot.t.status == "ok"].copy()
     c_boot, c_run = costs(pt)
-    plan = runs_needed(pt, response="value", levels=["instance", "run_id"], within="affinity",
-                       costs={"instance": c_boot, "run_id": c_run}, target_ci=args.target, max_reps=1000)
+    plan = runs_needed(
+        pt,
+        response="value",
+        levels=["instance", "run_id"],
+        within="affinity",
+        costs={"instance": c_boot, "run_id": c_run},
+        target_ci=args.target,
+        max_reps=1000,
+    )
     comp = plan.set_index("level")
     s2_i, s2_r = float(comp.loc["instance", "variance"]), float(comp.loc["run_id", "variance"])
     k_plan, b_plan = int(comp.loc["run_id", "reps"]), int(comp.loc["instance", "reps"])
     k = min(max(k_plan, 2), args.k_max)
-    print(f"  pilot: {pilot.t.instance.nunique()} boots of {args.pilot_k} runs, {pilot.time_s:.0f} s; costs: boot "
-          f"{c_boot:.1f} s, run {c_run:.2f} s; variance components (K&J, {plan.attrs['method']}): instance "
-          f"{s2_i:.3g} ({comp.loc['instance', 'pct']:.0f} %), run {s2_r:.3g}; mean {plan.attrs['mean']:.4f} s")
+    print(
+        f"  pilot: {pilot.t.instance.nunique()} boots of {args.pilot_k} runs, {pilot.time_s:.0f} s; costs: boot "
+        f"{c_boot:.1f} s, run {c_run:.2f} s; variance components (K&J, {plan.attrs['method']}): instance "
+        f"{s2_i:.3g} ({comp.loc['instance', 'pct']:.0f} %), run {s2_r:.3g}; mean {plan.attrs['mean']:.4f} s"
+    )
     print(f"    wall time by position in a boot: {by_position(pt)}")
-    print(f"  runs_needed: k = {k_plan} runs per boot (exact {comp.loc['run_id', 'reps_exact']:.2f}), {b_plan} boots "
-          f"per configuration expected; reuse arm k = {k}" + ("" if k == k_plan else f" (clamped to 2..{args.k_max})")
-          + (f"; {plan.attrs['note']}" if plan.attrs.get("note") else ""), flush=True)
+    print(
+        f"  runs_needed: k = {k_plan} runs per boot (exact {comp.loc['run_id', 'reps_exact']:.2f}), {b_plan} boots "
+        f"per configuration expected; reuse arm k = {k}"
+        + ("" if k == k_plan else f" (clamped to 2..{args.k_max})")
+        + (f"; {plan.attrs['note']}" if plan.attrs.get("note") else ""),
+        flush=True,
+    )
     fresh = Arm("fresh", make(args, "bench-reuse-fresh", args.max_fresh, 1, args.seed + 1), 1, False, args)
     reuse = Arm("reuse", make(args, "bench-reuse-k", k * args.max_boots, k, args.seed + 2), k, True, args)
     while not (fresh.done and reuse.done):
@@ -285,25 +354,38 @@ def run(args) -> None:
     report(fresh)
     report(reuse)
     ratio = reuse.time_s / fresh.time_s
-    what = {(True, True): "to the target",
-            (False, True): f"as run, and to the target at most {ratio:.3f} (reuse reached it; fresh stopped at its "
-                           f"cap short of it, so fresh needs more)",
-            (True, False): f"as run, and to the target at least {ratio:.3f} (fresh reached it; reuse stopped at its "
-                           f"cap short of it)",
-            (False, False): "as run (both arms stopped at their caps short of the target: no bound)"}[
-        (fresh.reached, reuse.reached)]
-    print(f"  campaign time {what}, reuse (k = {k}) / fresh = {reuse.time_s:.0f} / {fresh.time_s:.0f} s = "
-          f"{ratio:.3f}  (target <= 0.5); with the pilot added to reuse: "
-          f"{(reuse.time_s + pilot.time_s) / fresh.time_s:.3f}; by the wall time of the run() calls: "
-          f"{reuse.call_s / fresh.call_s:.3f}")
+    what = {
+        (True, True): "to the target",
+        (
+            False,
+            True,
+        ): f"as run, and to the target at most {ratio:.3f} (reuse reached it; fresh stopped at its "
+        f"cap short of it, so fresh needs more)",
+        (
+            True,
+            False,
+        ): f"as run, and to the target at least {ratio:.3f} (fresh reached it; reuse stopped at its "
+        f"cap short of it)",
+        (False, False): "as run (both arms stopped at their caps short of the target: no bound)",
+    }[(fresh.reached, reuse.reached)]
+    print(
+        f"  campaign time {what}, reuse (k = {k}) / fresh = {reuse.time_s:.0f} / {fresh.time_s:.0f} s = "
+        f"{ratio:.3f}  (target <= 0.5); with the pilot added to reuse: "
+        f"{(reuse.time_s + pilot.time_s) / fresh.time_s:.3f}; by the wall time of the run() calls: "
+        f"{reuse.call_s / fresh.call_s:.3f}"
+    )
     eff, lo, hi = efficiency(fresh, reuse)
-    print(f"  efficiency (c_boot x var of a boot mean) / (c_fresh x var of a fresh run) = {eff:.3f}, 95 % CI "
-          f"{lo:.3f}-{hi:.3f}; the same with no instance variance (cost only, c_boot / (k c_fresh)): "
-          f"{reuse.t.groupby('group').duration.sum().mean() / (k * fresh.t.duration.mean()):.3f}")
+    print(
+        f"  efficiency (c_boot x var of a boot mean) / (c_fresh x var of a fresh run) = {eff:.3f}, 95 % CI "
+        f"{lo:.3f}-{hi:.3f}; the same with no instance variance (cost only, c_boot / (k c_fresh)): "
+        f"{reuse.t.groupby('group').duration.sum().mean() / (k * fresh.t.duration.mean()):.3f}"
+    )
     if not (fresh.reached and reuse.reached):
         pf, pr = projected(fresh, args.target), projected(reuse, args.target)
-        print(f"  an arm stopped at its cap: projected to the target (time x (widest half-width / target)^2): "
-              f"fresh {pf:.0f} s, reuse {pr:.0f} s, ratio {pr / pf:.3f}")
+        print(
+            f"  an arm stopped at its cap: projected to the target (time x (widest half-width / target)^2): "
+            f"fresh {pf:.0f} s, reuse {pr:.0f} s, ratio {pr / pf:.3f}"
+        )
 
 
 if __name__ == "__main__":

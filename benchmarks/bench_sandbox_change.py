@@ -13,6 +13,7 @@ nothing measurable at that many rounds. Issue 47 used it for the user namespace,
 
 Needs root (cgroups and namespaces). No assertion on time: the machine is shared; this prints.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -52,8 +53,13 @@ print(json.dumps(out))
 
 
 def block(tree: Path, rounds: int) -> list[float]:
-    res = subprocess.run([sys.executable, "-c", CYCLE, str(tree), str(rounds)], capture_output=True, text=True,
-                         timeout=600, cwd=tree)
+    res = subprocess.run(
+        [sys.executable, "-c", CYCLE, str(tree), str(rounds)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=tree,
+    )
     if res.returncode != 0:
         raise SystemExit(f"a block in {tree} failed: {res.stderr.strip()[-2000:]}")
     return json.loads(res.stdout.strip().splitlines()[-1])
@@ -70,7 +76,9 @@ def main() -> None:
         return
     with tempfile.TemporaryDirectory(prefix="labkit-bench-rev-") as tmp:
         old = Path(tmp)
-        archive = subprocess.run(["git", "-C", str(ROOT), "archive", args.rev], capture_output=True, check=True)
+        archive = subprocess.run(
+            ["git", "-C", str(ROOT), "archive", args.rev], capture_output=True, check=True
+        )
         subprocess.run(["tar", "-x", "-C", str(old)], input=archive.stdout, check=True)
         before: list[float] = []
         after: list[float] = []
@@ -79,13 +87,19 @@ def main() -> None:
             after += block(ROOT, args.block)
     diffs = np.array(after) - np.array(before)
     ci = quantile_ci(diffs, q=0.5, confidence=0.95).iloc[0]
-    print(f"local isolation strict, make + exec `true` + destroy, {len(after)} rounds a side "
-          f"({args.blocks} alternating blocks of {args.block})")
+    print(
+        f"local isolation strict, make + exec `true` + destroy, {len(after)} rounds a side "
+        f"({args.blocks} alternating blocks of {args.block})"
+    )
     print(f"  {args.rev:>12}: median {statistics.median(before):7.2f} ms")
-    print(f"  {'this checkout':>12}: median {statistics.median(after):7.2f} ms   "
-          f"ratio of medians {statistics.median(after) / statistics.median(before):.3f}")
-    print(f"  paired differences (this checkout - {args.rev}): median {ci.estimate:+.2f} ms, "
-          f"exact 95 % interval [{ci.low:+.2f}, {ci.high:+.2f}] ms")
+    print(
+        f"  {'this checkout':>12}: median {statistics.median(after):7.2f} ms   "
+        f"ratio of medians {statistics.median(after) / statistics.median(before):.3f}"
+    )
+    print(
+        f"  paired differences (this checkout - {args.rev}): median {ci.estimate:+.2f} ms, "
+        f"exact 95 % interval [{ci.low:+.2f}, {ci.high:+.2f}] ms"
+    )
     print(f"  load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
 
 

@@ -23,6 +23,7 @@ Never asserts a duration: this prints, you judge (a loaded machine's numbers var
     .venv/bin/python benchmarks/bench_scale.py            # 1k and 10k runs (a few minutes)
     .venv/bin/python benchmarks/bench_scale.py --full     # and 100k (about 2 GB of disk, long)
 """
+
 from __future__ import annotations
 
 import argparse
@@ -46,17 +47,33 @@ def build(data: Path, runs: int, *, output: bool = True, group: bool = True) -> 
     from labkit.design import Design
     from labkit.store import Store, now_iso
     from labkit.store.group import GroupCommit
-    design = Design.from_dict({"name": "scale", "factors": {"vcpus": [1, 2], "memory_mb": [512, 1024],
-                                                            "affinity": ["pinned", "floating"], "count": [1, 2]},
-                               "replications": math.ceil(runs / 16), "seed": 1})
+
+    design = Design.from_dict(
+        {
+            "name": "scale",
+            "factors": {
+                "vcpus": [1, 2],
+                "memory_mb": [512, 1024],
+                "affinity": ["pinned", "floating"],
+                "count": [1, 2],
+            },
+            "replications": math.ceil(runs / 16),
+            "seed": 1,
+        }
+    )
     plan = design.plan()[:runs]
     st = Store.for_campaign(data, CID)
-    st.set_meta(campaign_id=CID, design=design.to_dict(), backend="sim", created=now_iso(),
-                workload={"name": "sim", "response": "wall_time_s"})
+    st.set_meta(
+        campaign_id=CID,
+        design=design.to_dict(),
+        backend="sim",
+        created=now_iso(),
+        workload={"name": "sim", "response": "wall_time_s"},
+    )
     writer = GroupCommit(st, owner="bench")
     t0 = time.perf_counter()
     for r in plan:
-        with writer.lock:   # the connection's lock (the group commit's timer writes on its own thread)
+        with writer.lock:  # the connection's lock (the group commit's timer writes on its own thread)
             if not st.claim_group([[r.run_id]], "h1", "bench", 60.0):
                 raise SystemExit(f"run {r.run_id} not claimed")
         if output:
@@ -73,8 +90,12 @@ def build(data: Path, runs: int, *, output: bool = True, group: bool = True) -> 
 def child(code: str, *args: str) -> tuple[float, float, str]:
     """Run ``code`` in a fresh Python; (seconds, peak RSS MiB, stderr tail)."""
     t0 = time.perf_counter()
-    proc = subprocess.Popen([PY, "-c", code, *args], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                            env={**os.environ, "MPLBACKEND": "Agg"})
+    proc = subprocess.Popen(
+        [PY, "-c", code, *args],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        env={**os.environ, "MPLBACKEND": "Agg"},
+    )
     assert proc.stderr is not None
     err = proc.stderr.read().decode(errors="replace")
     _, status, usage = os.wait4(proc.pid, 0)
@@ -90,28 +111,41 @@ STEPS = {
     "show": (CLI, "show", CID, "--data-dir", "{data}"),
     "analyze": (CLI, "analyze", CID, "--data-dir", "{data}"),
     "export csv": (CLI, "export", CID, "--data-dir", "{data}", "--out", "{tmp}/csv", "--format", "csv"),
-    "export parquet": (CLI, "export", CID, "--data-dir", "{data}", "--out", "{tmp}/pq", "--format", "parquet"),
+    "export parquet": (
+        CLI,
+        "export",
+        CID,
+        "--data-dir",
+        "{data}",
+        "--out",
+        "{tmp}/pq",
+        "--format",
+        "parquet",
+    ),
     "report": (CLI, "report", CID, "--data-dir", "{data}", "-o", "{tmp}/report.html"),
-    "explorer first figure": ("import os, sys, json; from IPython.core.interactiveshell import InteractiveShell; "
-                              "from IPython.core.pylabtools import select_figure_formats; "
-                              "select_figure_formats(InteractiveShell.instance(), {'png'}); "
-                              "from labkit.report.explore import Explorer; "
-                              "root = Explorer(sys.argv[1], campaign=sys.argv[2]).app(defer=True); "
-                              "todo, pngs = [root], 0\n"
-                              "while todo:\n w = todo.pop(); todo.extend(getattr(w, 'children', ()))\n"
-                              " pngs += 'lk-first-view' in w._dom_classes and 'image/png' in json.dumps(w.outputs)\n"
-                              "sys.stdout.flush(); os._exit(0 if pngs else 1)   # the deferred analysis not awaited",
-                              "{data}", CID),
+    "explorer first figure": (
+        "import os, sys, json; from IPython.core.interactiveshell import InteractiveShell; "
+        "from IPython.core.pylabtools import select_figure_formats; "
+        "select_figure_formats(InteractiveShell.instance(), {'png'}); "
+        "from labkit.report.explore import Explorer; "
+        "root = Explorer(sys.argv[1], campaign=sys.argv[2]).app(defer=True); "
+        "todo, pngs = [root], 0\n"
+        "while todo:\n w = todo.pop(); todo.extend(getattr(w, 'children', ()))\n"
+        " pngs += 'lk-first-view' in w._dom_classes and 'image/png' in json.dumps(w.outputs)\n"
+        "sys.stdout.flush(); os._exit(0 if pngs else 1)   # the deferred analysis not awaited",
+        "{data}",
+        CID,
+    ),
 }
 #: the same work by the libraries labkit builds on (on the exported Parquet of the same rows)
 BASELINES = {
     "list": "import sys, sqlite3; db = sqlite3.connect(sys.argv[1]); "
-            "db.execute('SELECT status, count(*) FROM runs GROUP BY status').fetchall()",
+    "db.execute('SELECT status, count(*) FROM runs GROUP BY status').fetchall()",
     "analyze": "import sys, pandas as pd, statsmodels.formula.api as smf; t = pd.read_parquet(sys.argv[2]); "
-               "t = t[t.metric == 'wall_time_s']; "
-               "smf.ols('value ~ C(vcpus) * C(memory_mb) * C(affinity) * C(count)', data=t).fit()",
+    "t = t[t.metric == 'wall_time_s']; "
+    "smf.ols('value ~ C(vcpus) * C(memory_mb) * C(affinity) * C(count)', data=t).fit()",
     "export parquet": "import sys, pyarrow.parquet as pq; t = pq.read_table(sys.argv[2]); "
-                      "pq.write_table(t, sys.argv[2] + '.copy')",
+    "pq.write_table(t, sys.argv[2] + '.copy')",
     # the export's own work done with pandas and pyarrow: the store's measurements, runs and 20 M
     # telemetry rows read by SQL (pandas.read_sql in chunks, the samples in run order) and written as Parquet
     "export parquet from the store": (
@@ -124,13 +158,14 @@ BASELINES = {
         "  t = pa.Table.from_pandas(chunk, preserve_index=False)\n"
         "  w = w or pq.ParquetWriter(f'{sys.argv[2]}.{name}.parquet', t.schema)\n"
         "  w.write_table(t)\n"
-        " w.close()"),
+        " w.close()"
+    ),
     "explorer first figure": "import io, sys, pandas as pd, matplotlib.pyplot as plt; f = ['vcpus', 'memory_mb', "
-                             "'affinity', 'count']; t = pd.read_parquet(sys.argv[2]); "
-                             "t = t[(t.metric == 'wall_time_s') & (t.status == 'ok')]; "
-                             "s = t.groupby(['run_id', *f]).value.mean().groupby(f).agg(['mean', 'std']); "
-                             "fig, ax = plt.subplots(); ax.errorbar(range(len(s)), s['mean'], yerr=s['std'], fmt='o'); "
-                             "fig.savefig(io.BytesIO(), format='png')",
+    "'affinity', 'count']; t = pd.read_parquet(sys.argv[2]); "
+    "t = t[(t.metric == 'wall_time_s') & (t.status == 'ok')]; "
+    "s = t.groupby(['run_id', *f]).value.mean().groupby(f).agg(['mean', 'std']); "
+    "fig, ax = plt.subplots(); ax.errorbar(range(len(s)), s['mean'], yerr=s['std'], fmt='o'); "
+    "fig.savefig(io.BytesIO(), format='png')",
 }
 
 
@@ -167,19 +202,29 @@ def main() -> None:
             one_tx = build(tmp / "one-tx", min(n, 5000), group=False)["runs_per_s"]
             rates[n] = (grouped, one_tx)
             size_mb = (data / CID / "store.sqlite").stat().st_size / 2**20
-            print(f"-- {n} runs ({n * 200 / 1e6:.1f} M telemetry rows, store {size_mb:.0f} MiB): recorded "
-                  f"{grouped:.0f} runs/s with group commit, {one_tx:.0f} runs/s with one transaction per run "
-                  f"({grouped / one_tx:.2f}x)", flush=True)
+            print(
+                f"-- {n} runs ({n * 200 / 1e6:.1f} M telemetry rows, store {size_mb:.0f} MiB): recorded "
+                f"{grouped:.0f} runs/s with group commit, {one_tx:.0f} runs/s with one transaction per run "
+                f"({grouped / one_tx:.2f}x)",
+                flush=True,
+            )
             results[n] = measure(n, data, tmp)
             for step, (dt, mib, err) in results[n].items():
-                print(f"   {step:28s} {dt:8.2f} s {mib:8.0f} MiB {('FAILED: ' + err) if err else ''}", flush=True)
+                print(
+                    f"   {step:28s} {dt:8.2f} s {mib:8.0f} MiB {('FAILED: ' + err) if err else ''}",
+                    flush=True,
+                )
     print("\nstep                          " + "".join(f"{n:>22,d}" for n in sizes) + "   exponent")
     for step in results[sizes[0]]:
         cells = "".join(f"{results[n][step][0]:9.2f} s {results[n][step][1]:7.0f} MiB" for n in sizes)
-        exps = ",".join(exponent(results[a][step][0], results[b][step][0], a, b) for a, b in zip(sizes, sizes[1:]))
+        exps = ",".join(
+            exponent(results[a][step][0], results[b][step][0], a, b) for a, b in zip(sizes, sizes[1:])
+        )
         print(f"{step:30s}{cells}   {exps}")
-    print("recorded runs/s with the output file (group commit / one transaction per run = ratio): "
-          + "; ".join(f"{n:,d}: {a:.0f} / {b:.0f} = {a / b:.2f}x" for n, (a, b) in rates.items()))
+    print(
+        "recorded runs/s with the output file (group commit / one transaction per run = ratio): "
+        + "; ".join(f"{n:,d}: {a:.0f} / {b:.0f} = {a / b:.2f}x" for n, (a, b) in rates.items())
+    )
 
 
 if __name__ == "__main__":

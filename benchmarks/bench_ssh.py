@@ -13,6 +13,7 @@ alternating the order so that load on the machine hits both alike:
 and, for reference, labkit's exec ``true`` alone in a standing instance. Prints the
 medians and the ratio labkit / raw. It asserts nothing about time: figures only.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -30,9 +31,21 @@ from labkit.backends import get_backend, teardown  # noqa: E402
 
 
 def raw_argv(backend) -> list[str]:
-    argv = ["ssh", "-p", str(backend.port), "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=no",
-            "-o", "UserKnownHostsFile=/dev/null", "-o", "LogLevel=ERROR",
-            "-o", f"ConnectTimeout={int(backend.connect_timeout)}"]
+    argv = [
+        "ssh",
+        "-p",
+        str(backend.port),
+        "-o",
+        "BatchMode=yes",
+        "-o",
+        "StrictHostKeyChecking=no",
+        "-o",
+        "UserKnownHostsFile=/dev/null",
+        "-o",
+        "LogLevel=ERROR",
+        "-o",
+        f"ConnectTimeout={int(backend.connect_timeout)}",
+    ]
     if backend.key_filename:
         argv += ["-i", backend.key_filename, "-o", "IdentitiesOnly=yes"]
     return argv + [f"{backend.user}@{backend.host}", "true"]
@@ -59,8 +72,11 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     backend = get_backend("ssh")
     raw = raw_argv(backend)
-    print(f"ssh backend at {backend.target}: {args.rounds} rounds of provision + exec true + teardown "
-          f"vs `{' '.join(raw)}`", flush=True)
+    print(
+        f"ssh backend at {backend.target}: {args.rounds} rounds of provision + exec true + teardown "
+        f"vs `{' '.join(raw)}`",
+        flush=True,
+    )
     lk, cli, ex = [], [], []
     try:
         labkit_cycle(backend), raw_cycle(raw)  # warm caches
@@ -71,7 +87,9 @@ def main(argv=None) -> int:
             else:
                 cli.append(raw_cycle(raw))
                 lk.append(labkit_cycle(backend))
-            print(f"  round {i + 1:2d}/{args.rounds}: labkit {lk[-1]:.3f}s  raw ssh {cli[-1]:.3f}s", flush=True)
+            print(
+                f"  round {i + 1:2d}/{args.rounds}: labkit {lk[-1]:.3f}s  raw ssh {cli[-1]:.3f}s", flush=True
+            )
         (inst,) = backend.provision(SPEC, prefix="labkit-bench")
         try:
             ex = [exec_only(inst) for _ in range(args.rounds)]

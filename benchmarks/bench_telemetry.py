@@ -24,6 +24,7 @@ run was taken (``quiet_check.source``); the load average before and after. Targe
 effect <= 1 % and not significant; sampler <= 2 % of one core at 1 s. No assertion: the machine is
 shared; this prints figures, you judge.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -44,7 +45,7 @@ from labkit.run.campaign import Campaign  # noqa: E402
 from labkit.run.hooks import around_campaign  # noqa: E402
 from labkit.stats import ratio_ci, ttest  # noqa: E402
 
-WORKLOAD = {"factors": {"vcpus": [1, 2]}, "replications": 1, "seed": 1}   # only to build the campaigns
+WORKLOAD = {"factors": {"vcpus": [1, 2]}, "replications": 1, "seed": 1}  # only to build the campaigns
 
 
 def load() -> str:
@@ -60,9 +61,14 @@ def main(argv=None) -> None:
     ap.add_argument("--seed", type=int, default=32)
     args = ap.parse_args(argv)
     names = [b.strip() for b in args.backends.split(",") if b.strip()]
-    design = Design.from_dict({"name": "telemetry-overhead",
-                               "factors": {"backend": names, "telemetry": ["off", "on"]},
-                               "replications": args.reps, "seed": args.seed})
+    design = Design.from_dict(
+        {
+            "name": "telemetry-overhead",
+            "factors": {"backend": names, "telemetry": ["off", "on"]},
+            "replications": args.reps,
+            "seed": args.seed,
+        }
+    )
     backends = {name: get_backend(name) for name in names}
     spec = InstanceSpec(vcpus=1, memory_mb=256, affinity="pinned", count=1)
     times: dict[tuple, list[float]] = collections.defaultdict(list)
@@ -70,11 +76,21 @@ def main(argv=None) -> None:
     sources: dict[tuple, collections.Counter] = collections.defaultdict(collections.Counter)
     load_before = load()
     with tempfile.TemporaryDirectory() as tmp, contextlib.ExitStack() as entered:
-        campaigns = {(b, level): Campaign(WORKLOAD, backend=backends[b], workload="nqueens",
-                                          workload_params={"board": args.board},
-                                          campaign_id=f"bench-telemetry-{b}-{level}", data_dir=tmp, defaults=spec,
-                                          progress=False, telemetry=args.interval if level == "on" else "off")
-                     for b in names for level in ("off", "on")}
+        campaigns = {
+            (b, level): Campaign(
+                WORKLOAD,
+                backend=backends[b],
+                workload="nqueens",
+                workload_params={"board": args.board},
+                campaign_id=f"bench-telemetry-{b}-{level}",
+                data_dir=tmp,
+                defaults=spec,
+                progress=False,
+                telemetry=args.interval if level == "on" else "off",
+            )
+            for b in names
+            for level in ("off", "on")
+        }
         for c in campaigns.values():
             entered.enter_context(around_campaign(c.hooks, c))
         for run in design.plan():
@@ -92,11 +108,15 @@ def main(argv=None) -> None:
         passes = {b: (s.cpu_s, s.readings) for b, s in samplers.items()}
     for be in backends.values():
         be.close()
-    print(f"N-queens board {args.board}, {args.reps} runs per cell, backends {', '.join(names)} x telemetry "
-          f"off/on in one randomized plan (seed {args.seed}), interval {args.interval} s")
+    print(
+        f"N-queens board {args.board}, {args.reps} runs per cell, backends {', '.join(names)} x telemetry "
+        f"off/on in one randomized plan (seed {args.seed}), interval {args.interval} s"
+    )
     print(f"load average (1, 5, 15 min) before {load_before}, after {load()}")
-    print(f"{'backend':8} {'off mean s':>11} {'on mean s':>10} {'ratio on/off':>13} {'95% CI':>19} "
-          f"{'effect':>8} {'Welch p':>8} {'sampler ms/pass':>16} {'% core':>7} {'% core in runs':>15}  guard look")
+    print(
+        f"{'backend':8} {'off mean s':>11} {'on mean s':>10} {'ratio on/off':>13} {'95% CI':>19} "
+        f"{'effect':>8} {'Welch p':>8} {'sampler ms/pass':>16} {'% core':>7} {'% core in runs':>15}  guard look"
+    )
     for b in names:
         on, off = times[(b, "on")], times[(b, "off")]
         if len(on) < 2 or len(off) < 2:
@@ -107,11 +127,15 @@ def main(argv=None) -> None:
         cpu_s, n = passes[b]
         ms = 1000 * cpu_s / n if n else float("nan")
         in_runs = statistics.mean(per_run[b]) if per_run[b] else float("nan")
-        looks = "; ".join(f"{lvl}: " + ", ".join(f"{k} {v}" for k, v in sorted(sources[(b, lvl)].items()))
-                          for lvl in ("off", "on"))
-        print(f"{b:8} {statistics.mean(off):11.4f} {statistics.mean(on):10.4f} {r['ratio']:13.4f} "
-              f"[{r['ci_low']:.4f}, {r['ci_high']:.4f}] {100 * (r['ratio'] - 1):+7.2f}% {t['p']:8.3f} "
-              f"{ms:16.2f} {ms / 10 / args.interval:7.3f} {in_runs:15.3f}  {looks}")
+        looks = "; ".join(
+            f"{lvl}: " + ", ".join(f"{k} {v}" for k, v in sorted(sources[(b, lvl)].items()))
+            for lvl in ("off", "on")
+        )
+        print(
+            f"{b:8} {statistics.mean(off):11.4f} {statistics.mean(on):10.4f} {r['ratio']:13.4f} "
+            f"[{r['ci_low']:.4f}, {r['ci_high']:.4f}] {100 * (r['ratio'] - 1):+7.2f}% {t['p']:8.3f} "
+            f"{ms:16.2f} {ms / 10 / args.interval:7.3f} {in_runs:15.3f}  {looks}"
+        )
     print("targets: effect <= 1 % and not significant; sampler <= 2 % of one core at 1 s")
 
 

@@ -1,14 +1,15 @@
 """labkit's exception tree: one root, every error says what and where.
 
-    LabkitError
-    ├── ConfigError            bad design, parameter or option (names the key and what is allowed)
-    ├── BackendError           a backend could not do what was asked
-    │   ├── BackendUnavailable daemon/SDK/privilege missing (says how to fix it)
-    │   └── CommandError       a command in an instance exited non-zero (holds the ExecResult)
-    │       └── CommandTimeout the command ran past its timeout and was killed
-    ├── BenchmarkError         a workload's output could not be parsed or failed validation
-    └── StoreError             the result store is unreadable or inconsistent
+LabkitError
+├── ConfigError            bad design, parameter or option (names the key and what is allowed)
+├── BackendError           a backend could not do what was asked
+│   ├── BackendUnavailable daemon/SDK/privilege missing (says how to fix it)
+│   └── CommandError       a command in an instance exited non-zero (holds the ExecResult)
+│       └── CommandTimeout the command ran past its timeout and was killed
+├── BenchmarkError         a workload's output could not be parsed or failed validation
+└── StoreError             the result store is unreadable or inconsistent
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -86,13 +87,14 @@ def shorten(text: str, limit: int = TEXT_CAP) -> str:
         return text
     half = limit // 2
     omitted = len(text) - 2 * half
-    return text[:half] + TEXT_MARKER.format(omitted=omitted, total=len(text)) + text[len(text) - half:]
+    return text[:half] + TEXT_MARKER.format(omitted=omitted, total=len(text)) + text[len(text) - half :]
 
 
 def did_you_mean(name: object, choices: Sequence[object], *, n: int = 3) -> str:
     """`` (did you mean 'x'?)`` naming the ``choices`` closest to ``name`` (:mod:`difflib`, case
     ignored), or "" when none is close: for the end of an error message about an unknown name."""
     import difflib
+
     names = [str(c) for c in choices]
     by_lower = {c.lower(): c for c in reversed(names)}
     close = difflib.get_close_matches(str(name).lower(), list(by_lower), n=n, cutoff=0.6)

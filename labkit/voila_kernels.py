@@ -15,6 +15,7 @@ labkit.report would load pandas and matplotlib into the web server (~140 MB). Th
 are built when first asked for (module ``__getattr__``): jupyter_server is imported by Voila's
 process only, never by labkit.
 """
+
 from __future__ import annotations
 
 import functools
@@ -32,7 +33,7 @@ __all__ = ["DEFAULT_MAX_KERNELS", "DEFAULT_UNCONNECTED_TIMEOUT", "die_with_paren
 DEFAULT_MAX_KERNELS = 4
 #: seconds a kernel whose page never connected (or went away) may stay idle
 DEFAULT_UNCONNECTED_TIMEOUT = 60
-_PR_SET_PDEATHSIG = 1        # <linux/prctl.h>
+_PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 _KERNEL = "labkit.voila_kernels.DashboardKernel"
 
 
@@ -47,6 +48,7 @@ def die_with_parent(sig: int = signal.SIGKILL) -> Callable[[], None] | None:
     if not sys.platform.startswith("linux"):
         return None
     import ctypes
+
     # resolved here: the forked child must not load libraries (locks held by other threads)
     prctl = ctypes.CDLL(None, use_errno=True).prctl
     prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
@@ -57,8 +59,9 @@ def die_with_parent(sig: int = signal.SIGKILL) -> Callable[[], None] | None:
     def preexec() -> None:
         if prctl(_PR_SET_PDEATHSIG, signum, 0, 0, 0) != 0:
             raise OSError(ctypes.get_errno(), "prctl(PR_SET_PDEATHSIG) failed")
-        if os.getppid() != parent:       # the parent died between fork and prctl
+        if os.getppid() != parent:  # the parent died between fork and prctl
             os.kill(os.getpid(), signum)
+
     return preexec
 
 
@@ -90,10 +93,16 @@ def _server_classes() -> dict[str, type]:
         after ``unconnected_timeout`` idle seconds; jupyter_server's culler
         (``cull_idle_timeout``, ``cull_interval``, ``cull_connected``) does the rest."""
 
-        max_kernels = Integer(DEFAULT_MAX_KERNELS, config=True,
-                              help="Kernels running at once, at most; a page load past it gets HTTP 503.")
-        unconnected_timeout = Integer(DEFAULT_UNCONNECTED_TIMEOUT, config=True,
-                                      help="Seconds a kernel with no connected page may stay idle.")
+        max_kernels = Integer(
+            DEFAULT_MAX_KERNELS,
+            config=True,
+            help="Kernels running at once, at most; a page load past it gets HTTP 503.",
+        )
+        unconnected_timeout = Integer(
+            DEFAULT_UNCONNECTED_TIMEOUT,
+            config=True,
+            help="Seconds a kernel with no connected page may stay idle.",
+        )
 
         @default("kernel_manager_class")
         def _default_kernel_manager_class(self) -> str:
@@ -101,18 +110,25 @@ def _server_classes() -> dict[str, type]:
 
         def __init__(self, **kwargs: Any):
             super().__init__(**kwargs)
-            self.starting = 0            # kernels being started (not listed by list_kernel_ids yet)
+            self.starting = 0  # kernels being started (not listed by list_kernel_ids yet)
 
         async def start_kernel(  # type: ignore[override]  # async, as jupyter_server's own
-                self, *, kernel_id: str | None = None, path: Any = None, **kwargs: Any) -> str:
+            self, *, kernel_id: str | None = None, path: Any = None, **kwargs: Any
+        ) -> str:
             if kernel_id is not None and kernel_id in self:
                 return await super().start_kernel(kernel_id=kernel_id, path=path, **kwargs)
             running = len(self.list_kernel_ids()) + self.starting
             if running >= self.max_kernels:
-                self.log.warning("labkit dashboard: %d kernels run (the most allowed: max_kernels); "
-                                 "page load refused with 503", running)
-                raise web.HTTPError(503, reason=f"the dashboard is busy: {running} pages are open, the most "
-                                                "it serves at once; try again in a minute")
+                self.log.warning(
+                    "labkit dashboard: %d kernels run (the most allowed: max_kernels); "
+                    "page load refused with 503",
+                    running,
+                )
+                raise web.HTTPError(
+                    503,
+                    reason=f"the dashboard is busy: {running} pages are open, the most "
+                    "it serves at once; try again in a minute",
+                )
             self.starting += 1
             try:
                 return await super().start_kernel(kernel_id=kernel_id, path=path, **kwargs)
@@ -125,14 +141,18 @@ def _server_classes() -> dict[str, type]:
             if last is not None and getattr(kernel, "execution_state", None) not in ("busy", "dead"):
                 idle = (datetime.now(UTC) - last).total_seconds()
                 if self.kernel_model(kernel_id)["connections"] == 0 and idle > self.unconnected_timeout:
-                    self.log.warning("labkit dashboard: kernel %s shut down: no page connected to it "
-                                     "for %d s (unconnected_timeout)", kernel_id, idle)
+                    self.log.warning(
+                        "labkit dashboard: kernel %s shut down: no page connected to it "
+                        "for %d s (unconnected_timeout)",
+                        kernel_id,
+                        idle,
+                    )
                     await ensure_async(self.shutdown_kernel(kernel_id))
                     return
             await super().cull_kernel_if_idle(kernel_id)
 
     for cls in (DashboardKernel, DashboardKernelManager):
-        cls.__qualname__ = cls.__name__      # importable as labkit.voila_kernels.<name>
+        cls.__qualname__ = cls.__name__  # importable as labkit.voila_kernels.<name>
     return {"DashboardKernel": DashboardKernel, "DashboardKernelManager": DashboardKernelManager}
 
 

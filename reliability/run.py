@@ -3,6 +3,7 @@
 Run from the repository root (``make reliability``); see reliability/README.md.
 Prints one table; exit status 1 if a count that must be 0 is not.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -37,11 +38,28 @@ def write_design(directory: Path, replications: int, seed: int) -> Path:
 
 
 def start(design: Path, cid: str, data: Path, backend: str, sleep_arg: str) -> subprocess.Popen:
-    argv = [sys.executable, "-m", "labkit", "run", str(design), "--backend", backend,
-            "--workload", "command", "--param", f'argv=["sleep", "{sleep_arg}"]',
-            "--campaign-id", cid, "--data-dir", str(data), "--timeout", "120"]
-    return subprocess.Popen(argv, env=ENV, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                            text=True)
+    argv = [
+        sys.executable,
+        "-m",
+        "labkit",
+        "run",
+        str(design),
+        "--backend",
+        backend,
+        "--workload",
+        "command",
+        "--param",
+        f'argv=["sleep", "{sleep_arg}"]',
+        "--campaign-id",
+        cid,
+        "--data-dir",
+        str(data),
+        "--timeout",
+        "120",
+    ]
+    return subprocess.Popen(
+        argv, env=ENV, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+    )
 
 
 def stored_runs(data: Path, cid: str) -> int:
@@ -61,11 +79,12 @@ def leftovers(backend: str, prefix: str, sleep_arg: str) -> tuple[list[str], lis
                 names |= {x.name for x in Path(d).glob(prefix + "*")}
     else:
         from labkit.backends import get_backend
+
         be = get_backend(backend)
         try:
             try:
                 names |= {n for n in be.list_labkit(prefix) if n.startswith(prefix)}
-            except TypeError:      # before the backend layer's list_labkit(prefix)
+            except TypeError:  # before the backend layer's list_labkit(prefix)
                 names |= {n for n in be.list_labkit() if n.startswith(prefix)}
         finally:
             be.close()
@@ -91,7 +110,9 @@ def check_store(data: Path, cid: str, design: Design) -> Counter:
         ok = tidy[tidy.status == "ok"]
         c["duplicated"] += int(ok.duplicated(["run_id", "instance", "metric"]).sum())
         per_run = ok.groupby("run_id").metric.count()
-        c["partial"] += int((per_run < 1).sum()) + len(set(runs[runs.status == "ok"].run_id) - set(per_run.index))
+        c["partial"] += int((per_run < 1).sum()) + len(
+            set(runs[runs.status == "ok"].run_id) - set(per_run.index)
+        )
     c["failed"] += int((runs.status != "ok").sum()) if not runs.empty else 0
     return c
 
@@ -134,7 +155,7 @@ def kill_loop(args, work: Path, tag: str) -> Counter:
                 errors += 1
                 print(f"  {cid}: exit {rc}: {err.strip().splitlines()[-1:] if err else ''}", file=sys.stderr)
                 if time.monotonic() > deadline or errors >= 3:
-                    break        # the same error three times in a row: give this campaign up
+                    break  # the same error three times in a row: give this campaign up
                 continue
             break
         c += check_store(data, cid, design)
@@ -175,7 +196,7 @@ def signal_cases(args, work: Path, tag: str) -> dict[str, Counter]:
                 rc = proc.wait()
                 c["stuck"] += 1
             c["trials"] += 1
-            c["exit!=130"] += rc not in (130, 0)    # 0: the campaign had finished before the signal
+            c["exit!=130"] += rc not in (130, 0)  # 0: the campaign had finished before the signal
             names, pids = leftovers(args.backend, f"labkit-{cid}--", sleep_arg)
             c["leaked"] += len(names) + len(pids)
             resumed = start(design_path, cid, data, args.backend, sleep_arg)
@@ -196,26 +217,71 @@ def fuzz(args, work: Path) -> dict[str, Counter]:
 
     results: dict[str, Counter] = {"design dicts": Counter(), "YAML files": Counter(), "CLI calls": Counter()}
     failures: list[str] = []
-    cfg = settings(max_examples=args.fuzz, deadline=None, database=None, derandomize=False,
-                   suppress_health_check=list(HealthCheck))
-    scalar = st.one_of(st.none(), st.booleans(), st.integers(-2**70, 2**70), st.floats(allow_nan=True),
-                       st.text(max_size=20), st.sampled_from(["pinned", "floating", "yes", "8", "8.0", "1; id"]))
-    value = st.recursive(scalar, lambda ch: st.lists(ch, max_size=4) | st.dictionaries(st.text(max_size=5), ch,
-                                                                                        max_size=3), max_leaves=12)
-    names = st.sampled_from(["vcpus", "memory_mb", "affinity", "count", "board", "threads", "timeout_s",
-                             "noise", "bogus", "", "a b", "x" * 70])
+    cfg = settings(
+        max_examples=args.fuzz,
+        deadline=None,
+        database=None,
+        derandomize=False,
+        suppress_health_check=list(HealthCheck),
+    )
+    scalar = st.one_of(
+        st.none(),
+        st.booleans(),
+        st.integers(-(2**70), 2**70),
+        st.floats(allow_nan=True),
+        st.text(max_size=20),
+        st.sampled_from(["pinned", "floating", "yes", "8", "8.0", "1; id"]),
+    )
+    value = st.recursive(
+        scalar,
+        lambda ch: st.lists(ch, max_size=4) | st.dictionaries(st.text(max_size=5), ch, max_size=3),
+        max_leaves=12,
+    )
+    names = st.sampled_from(
+        [
+            "vcpus",
+            "memory_mb",
+            "affinity",
+            "count",
+            "board",
+            "threads",
+            "timeout_s",
+            "noise",
+            "bogus",
+            "",
+            "a b",
+            "x" * 70,
+        ]
+    )
     factors = st.one_of(
         st.dictionaries(names | st.text(max_size=6), st.lists(value, max_size=6) | value, max_size=5),
-        st.dictionaries(names, st.lists(scalar, min_size=2, max_size=4), min_size=1, max_size=4))
-    design = st.fixed_dictionaries({"factors": factors}, optional={
-        "replications": st.one_of(st.integers(-5, 10**9), st.floats(), st.just(2e8), st.text(max_size=4)),
-        "seed": value, "name": value, "description": value, "extra": value})
-    small = st.one_of(st.integers(0, 20), st.sampled_from([8.0, 4.5, "pinned", "floating", "on", "2", None,
-                                                           "light", "none", -1]))
+        st.dictionaries(names, st.lists(scalar, min_size=2, max_size=4), min_size=1, max_size=4),
+    )
+    design = st.fixed_dictionaries(
+        {"factors": factors},
+        optional={
+            "replications": st.one_of(st.integers(-5, 10**9), st.floats(), st.just(2e8), st.text(max_size=4)),
+            "seed": value,
+            "name": value,
+            "description": value,
+            "extra": value,
+        },
+    )
+    small = st.one_of(
+        st.integers(0, 20),
+        st.sampled_from([8.0, 4.5, "pinned", "floating", "on", "2", None, "light", "none", -1]),
+    )
     near_valid = st.fixed_dictionaries(
-        {"factors": st.dictionaries(st.sampled_from(["vcpus", "count", "affinity", "board", "threads"]),
-                                    st.lists(small, min_size=2, max_size=4), min_size=1, max_size=4)},
-        optional={"replications": st.integers(0, 12), "seed": st.integers(-1, 2**64)})
+        {
+            "factors": st.dictionaries(
+                st.sampled_from(["vcpus", "count", "affinity", "board", "threads"]),
+                st.lists(small, min_size=2, max_size=4),
+                min_size=1,
+                max_size=4,
+            )
+        },
+        optional={"replications": st.integers(0, 12), "seed": st.integers(-1, 2**64)},
+    )
     design = st.one_of(design, near_valid)
     workload = get_workload("nqueens")
 
@@ -241,16 +307,28 @@ def fuzz(args, work: Path) -> dict[str, Counter]:
         record("design dicts", lambda: check_design(d))
 
     bomb = "a: &a [x,x,x,x,x,x,x,x,x]\n" + "".join(
-        f"{c}: &{c} [" + ",".join([f"*{p}"] * 9) + "]\n" for p, c in zip("abcdefg", "bcdefgh"))
+        f"{c}: &{c} [" + ",".join([f"*{p}"] * 9) + "]\n" for p, c in zip("abcdefg", "bcdefgh")
+    )
     text_yaml = st.one_of(
         st.text(max_size=200),
         design.map(lambda d: json.dumps(d, default=str)),
         st.builds(lambda n: "[" * n + "]" * n, st.integers(0, 3000)),
         st.builds(lambda s: bomb + f"factors: {{vcpus: *{s}}}\n", st.sampled_from("abcdefgh")),
-        st.sampled_from(["factors: {vcpus: [1, 2]}\nseed: 1\n", "a: !!python/object:os.system x\n",
-                         "factors: {vcpus: [2001-13-45, 2]}\n", "---\n---\n", "factors: {board: [8, 8.0]}\n"]))
-    yaml_bytes = st.one_of(text_yaml.map(lambda t: t.encode("utf-8", "surrogatepass")), st.binary(max_size=300),
-                           text_yaml.map(lambda t: t.encode("utf-8", "ignore") + b"\xff\xfe caf\xe9"))
+        st.sampled_from(
+            [
+                "factors: {vcpus: [1, 2]}\nseed: 1\n",
+                "a: !!python/object:os.system x\n",
+                "factors: {vcpus: [2001-13-45, 2]}\n",
+                "---\n---\n",
+                "factors: {board: [8, 8.0]}\n",
+            ]
+        ),
+    )
+    yaml_bytes = st.one_of(
+        text_yaml.map(lambda t: t.encode("utf-8", "surrogatepass")),
+        st.binary(max_size=300),
+        text_yaml.map(lambda t: t.encode("utf-8", "ignore") + b"\xff\xfe caf\xe9"),
+    )
     counter = iter(range(10**9))
 
     def from_yaml(data: bytes):
@@ -277,29 +355,46 @@ def fuzz(args, work: Path) -> dict[str, Counter]:
         raise Accepted()
 
     good = work / "fuzz" / "good.yaml"
-    opt_value = st.one_of(st.text(max_size=12), st.sampled_from(
-        ["true", "nan", "-1", "1e999", "null", "[1,2]", '["sleep","1"]', "{}", "8", "8.0", "[" * 2000]))
+    opt_value = st.one_of(
+        st.text(max_size=12),
+        st.sampled_from(
+            ["true", "nan", "-1", "1e999", "null", "[1,2]", '["sleep","1"]', "{}", "8", "8.0", "[" * 2000]
+        ),
+    )
     option = st.one_of(
-        st.tuples(st.just("--param"), st.builds(lambda k, v: f"{k}={v}", st.sampled_from(
-            ["board", "threads", "timeout_s", "argv", "size", ""]), opt_value)),
+        st.tuples(
+            st.just("--param"),
+            st.builds(
+                lambda k, v: f"{k}={v}",
+                st.sampled_from(["board", "threads", "timeout_s", "argv", "size", ""]),
+                opt_value,
+            ),
+        ),
         st.tuples(st.just("--timeout"), opt_value),
         st.tuples(st.just("--campaign-id"), st.text(max_size=60) | st.sampled_from(["x--y", "x-", "ok-1"])),
         st.tuples(st.just("--workload"), st.sampled_from(["nqueens", "command", "nope"])),
-        st.tuples(st.just("--backend-option"), st.builds(lambda v: f"enforce_limits={v}", opt_value)))
-    run_call = st.builds(lambda opts: ["run", str(good)] + [x for o in opts for x in o], st.lists(option, max_size=5))
+        st.tuples(st.just("--backend-option"), st.builds(lambda v: f"enforce_limits={v}", opt_value)),
+    )
+    run_call = st.builds(
+        lambda opts: ["run", str(good)] + [x for o in opts for x in o], st.lists(option, max_size=5)
+    )
     other_call = st.one_of(
         st.builds(lambda c: ["export", c], st.text(max_size=50)),
         st.builds(lambda c: ["clean", c], st.text(min_size=1, max_size=50)),
-        st.lists(st.text(max_size=10), max_size=4))
+        st.lists(st.text(max_size=10), max_size=4),
+    )
 
     def call(argv):
         try:
-            rc = cli.main([*argv, "--data-dir", str(work / "fuzz" / "data")] if argv and argv[0] in
-                          ("run", "export", "clean") else argv)
+            rc = cli.main(
+                [*argv, "--data-dir", str(work / "fuzz" / "data")]
+                if argv and argv[0] in ("run", "export", "clean")
+                else argv
+            )
         except Accepted:
             results["CLI calls"]["accepted"] += 1
             return
-        except SystemExit as exc:          # argparse: usage error, exit 2
+        except SystemExit as exc:  # argparse: usage error, exit 2
             if exc.code != 2 and exc.code != 0:
                 raise
             results["CLI calls"]["usage error"] += 1
@@ -326,6 +421,7 @@ def fuzz(args, work: Path) -> dict[str, Counter]:
     import contextlib
     import io
     import logging
+
     logging.disable(logging.CRITICAL)
     try:
         with contextlib.redirect_stderr(io.StringIO()), contextlib.redirect_stdout(io.StringIO()):
@@ -345,6 +441,7 @@ def security_rows() -> list[list[tuple[str, str, object, str]]]:
     """Issue 28's attacks: each ``reliability/security_*.py`` module's ``rows()``, one list per
     module; a module that raises is one row counting it as an error (must be 0)."""
     import importlib.util
+
     out = []
     for path in sorted(Path(__file__).parent.glob("security_*.py")):
         spec = importlib.util.spec_from_file_location(f"reliability_{path.stem}", path)
@@ -352,7 +449,7 @@ def security_rows() -> list[list[tuple[str, str, object, str]]]:
             mod = importlib.util.module_from_spec(spec)
             spec.loader.exec_module(mod)
             out.append(list(mod.rows()))
-        except Exception as exc:   # the table must still print the other rows
+        except Exception as exc:  # the table must still print the other rows
             print(f"  {path.name}: {type(exc).__name__}: {exc}", file=sys.stderr)
             out.append([(path.stem.replace("_", " "), "errors", 1, "0")])
     return out
@@ -411,8 +508,14 @@ def main(argv=None) -> int:
                     rows.append((sec, k, v, "0" if bad else ""))
                     if bad:
                         must_zero.append(v)
-                rows.append((sec, "non-ConfigError exceptions", sum(v for k, v in c.items()
-                                                                    if k.startswith("other")), "0"))
+                rows.append(
+                    (
+                        sec,
+                        "non-ConfigError exceptions",
+                        sum(v for k, v in c.items() if k.startswith("other")),
+                        "0",
+                    )
+                )
             rows.append(("fuzz", "seconds", round(time.monotonic() - t), ""))
     if "security" not in args.skip:
         for sec_rows in security_rows():

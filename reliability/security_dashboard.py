@@ -15,6 +15,7 @@ on the way out):
   memory of Voila and its kernels, pages served and refused (503), and the kernels still
   running 300 s after the last load (must be 0).
 """
+
 from __future__ import annotations
 
 import os
@@ -48,10 +49,21 @@ def _signal_rows(tmp: Path, sig: signal.Signals) -> list[tuple[str, str, object,
         took = time.monotonic() - t0
         left = len(dash.left())
         answers = dash.answers()
-    return [(SECTION, f"{sig.name} to labkit dashboard ({n} processes): still running after {STOP_BOUND:g} s",
-             left, "0"),
-            (SECTION, f"{sig.name}: the page still answers", int(answers), "0"),
-            (SECTION, f"{sig.name}: seconds until Voila and its kernel ended", round(took, 2) if not left else "-", "")]
+    return [
+        (
+            SECTION,
+            f"{sig.name} to labkit dashboard ({n} processes): still running after {STOP_BOUND:g} s",
+            left,
+            "0",
+        ),
+        (SECTION, f"{sig.name}: the page still answers", int(answers), "0"),
+        (
+            SECTION,
+            f"{sig.name}: seconds until Voila and its kernel ended",
+            round(took, 2) if not left else "-",
+            "",
+        ),
+    ]
 
 
 def _load_rows(tmp: Path, loads: int) -> list[tuple[str, str, object, str]]:
@@ -89,14 +101,28 @@ def _load_rows(tmp: Path, loads: int) -> list[tuple[str, str, object, str]]:
             t.join()
         dash.wait_for(lambda: not dash.kernels(), 300, step=1)
         left = len(dash.kernels())
-    return [(SECTION, f"{loads} page loads: most kernels at once above --max-kernels={DEFAULT_MAX_KERNELS}",
-             max(0, most - DEFAULT_MAX_KERNELS), "0"),
-            (SECTION, f"{loads} page loads: most kernels at once", most, f"<= {DEFAULT_MAX_KERNELS}"),
-            (SECTION, f"{loads} page loads: most MB of Voila and kernels (idle Voila {base_mb:.0f} MB)",
-             round(most_mb), ""),
-            (SECTION, f"{loads} page loads: served / refused 503 / other", f"{codes.count(200)} / "
-             f"{codes.count(503)} / {len(codes) - codes.count(200) - codes.count(503)}", ""),
-            (SECTION, f"{loads} page loads: kernels still running 300 s later", left, "0")]
+    return [
+        (
+            SECTION,
+            f"{loads} page loads: most kernels at once above --max-kernels={DEFAULT_MAX_KERNELS}",
+            max(0, most - DEFAULT_MAX_KERNELS),
+            "0",
+        ),
+        (SECTION, f"{loads} page loads: most kernels at once", most, f"<= {DEFAULT_MAX_KERNELS}"),
+        (
+            SECTION,
+            f"{loads} page loads: most MB of Voila and kernels (idle Voila {base_mb:.0f} MB)",
+            round(most_mb),
+            "",
+        ),
+        (
+            SECTION,
+            f"{loads} page loads: served / refused 503 / other",
+            f"{codes.count(200)} / {codes.count(503)} / {len(codes) - codes.count(200) - codes.count(503)}",
+            "",
+        ),
+        (SECTION, f"{loads} page loads: kernels still running 300 s later", left, "0"),
+    ]
 
 
 def rows() -> list[tuple[str, str, object, str]]:

@@ -17,6 +17,7 @@ tell the fix apart).
 Without docker on this machine the rows say so (nothing to measure: the local backend counts no
 daemon). ``SECURITY_GUARD_NAME`` picks another name (e.g. ``containerd``).
 """
+
 from __future__ import annotations
 
 import os
@@ -44,19 +45,34 @@ def _campaign(tmp: Path, tag: str) -> tuple[int, int, float, float, int]:
     analysis, never counted as quiet). Runs of 2 s: a Docker stats call takes up to half a second on a loaded host,
     and a run needs two readings of its containers for its CPU to be told apart."""
     from labkit.run.campaign import Campaign
+
     design = {"factors": {"vcpus": [1, 2]}, "replications": 4, "seed": 47}
     cid = f"sec-guard-{tag}-{secrets.token_hex(3)}"
-    st = Campaign(design, backend="docker", workload="command", workload_params={"argv": ["sleep", "2"]},
-                  campaign_id=cid, data_dir=tmp / tag, progress=False, telemetry=0.25).run()
+    st = Campaign(
+        design,
+        backend="docker",
+        workload="command",
+        workload_params={"argv": ["sleep", "2"]},
+        campaign_id=cid,
+        data_dir=tmp / tag,
+        progress=False,
+        telemetry=0.25,
+    ).run()
     from labkit.run.telemetry import measurement_notes
+
     runs = st.runs()
     flagged = int(sum(OUTSIDE in str(r or "") for r in runs.suspect_reason))
     blind = next((int(n.split()[2]) for n in measurement_notes(runs) if n.startswith("guard blind: ")), 0)
     samples = st.samples()
     host = samples[samples.instance.isna()]
     other, daemon = (host[host.metric == m].value for m in ("cpu_other_pct", "daemon_cpu_pct"))
-    return (len(runs), flagged, float(other.mean()) if len(other) else float("nan"),
-            float(daemon.mean()) if len(daemon) else float("nan"), blind)
+    return (
+        len(runs),
+        flagged,
+        float(other.mean()) if len(other) else float("nan"),
+        float(daemon.mean()) if len(daemon) else float("nan"),
+        blind,
+    )
 
 
 def _read_as_daemon(pid: int) -> int:
@@ -64,6 +80,7 @@ def _read_as_daemon(pid: int) -> int:
     process ``pid`` as one of them, else 0."""
     from labkit.backends.docker import DockerBackend
     from labkit.run.readings import DaemonCpu
+
     d = DaemonCpu()
     d.add(DockerBackend.daemons)
     return int(any(k.split(":")[0] == str(pid) for k in d.read() or {}))
@@ -71,6 +88,7 @@ def _read_as_daemon(pid: int) -> int:
 
 def rows() -> list[tuple[str, str, object, str]]:
     from labkit.backends.testing import available
+
     ok, why = available("docker")
     if not ok:
         return [(SECTION, f"not measured: docker unavailable ({why})", 0, "")]
@@ -78,13 +96,27 @@ def rows() -> list[tuple[str, str, object, str]]:
     out: list[tuple[str, str, object, str]] = []
     with tempfile.TemporaryDirectory(prefix="labkit-sec-guard-") as tmp:
         n, flagged, other, daemon, _ = _campaign(Path(tmp), "quiet")
-        out += [(SECTION, "host as it is: runs", n, ""),
-                (SECTION, "host as it is: runs suspect for other processes' CPU", flagged, ""),
-                (SECTION, "host as it is: mean other CPU, % of a CPU", round(other, 1), ""),
-                (SECTION, "host as it is: mean daemon CPU, % of a CPU", round(daemon, 1), "")]
-        loop = subprocess.Popen(["setpriv", f"--reuid={UID}", f"--regid={UID}", "--clear-groups",
-                                 "/usr/bin/python3", "-c", LOOP, name], stdout=subprocess.PIPE,
-                                env={"PATH": "/usr/bin:/bin"}, cwd="/")
+        out += [
+            (SECTION, "host as it is: runs", n, ""),
+            (SECTION, "host as it is: runs suspect for other processes' CPU", flagged, ""),
+            (SECTION, "host as it is: mean other CPU, % of a CPU", round(other, 1), ""),
+            (SECTION, "host as it is: mean daemon CPU, % of a CPU", round(daemon, 1), ""),
+        ]
+        loop = subprocess.Popen(
+            [
+                "setpriv",
+                f"--reuid={UID}",
+                f"--regid={UID}",
+                "--clear-groups",
+                "/usr/bin/python3",
+                "-c",
+                LOOP,
+                name,
+            ],
+            stdout=subprocess.PIPE,
+            env={"PATH": "/usr/bin:/bin"},
+            cwd="/",
+        )
         try:
             if loop.stdout is None or loop.stdout.readline() != b"\n":
                 raise RuntimeError(f"the busy loop as uid {UID} did not start (exit {loop.poll()})")
@@ -93,13 +125,25 @@ def rows() -> list[tuple[str, str, object, str]]:
         finally:
             loop.kill()
             loop.wait()
-        out += [(SECTION, f"uid {UID} busy loop named {name}: runs", n, ""),
-                (SECTION, f"uid {UID} busy loop named {name}: mean other CPU, % of a CPU", round(other, 1), ""),
-                (SECTION, f"uid {UID} busy loop named {name}: mean daemon CPU, % of a CPU", round(daemon, 1), ""),
-                (SECTION, f"uid {UID} busy loop named {name}: read as a daemon", named, "0"),
-                (SECTION, f"uid {UID} busy loop named {name}: runs the guard could not judge (said as "
-                          "'guard blind', never as quiet)", blind, ""),
-                (SECTION, f"uid {UID} busy loop named {name}: runs judged and NOT suspect", n - blind - flagged, "0")]
+        out += [
+            (SECTION, f"uid {UID} busy loop named {name}: runs", n, ""),
+            (SECTION, f"uid {UID} busy loop named {name}: mean other CPU, % of a CPU", round(other, 1), ""),
+            (SECTION, f"uid {UID} busy loop named {name}: mean daemon CPU, % of a CPU", round(daemon, 1), ""),
+            (SECTION, f"uid {UID} busy loop named {name}: read as a daemon", named, "0"),
+            (
+                SECTION,
+                f"uid {UID} busy loop named {name}: runs the guard could not judge (said as "
+                "'guard blind', never as quiet)",
+                blind,
+                "",
+            ),
+            (
+                SECTION,
+                f"uid {UID} busy loop named {name}: runs judged and NOT suspect",
+                n - blind - flagged,
+                "0",
+            ),
+        ]
     return out
 
 

@@ -15,6 +15,7 @@ start a child that double-forks, ``setsid()``s, writes itself into the root cgro
 must still be gone once its command timed out; fork until ``pids_max``. Every count must
 be 0. Needs root (a skipped row says so otherwise).
 """
+
 from __future__ import annotations
 
 import os
@@ -55,12 +56,19 @@ def rows() -> list[tuple[str, str, object, str]]:
         foreign = trials.plant(tmp / "data" / "other-campaign")
         finished = trials.plant(tmp / "finished" / "done-campaign")
         home = tmp / "home"
-        secrets_planted = [trials.plant(home / ".ssh", "id_ed25519"), trials.plant(home / ".config", "token"),
-                           trials.plant(home / ".aws", "credentials"), trials.plant(home / ".azure", "token.json"),
-                           trials.plant(home, ".netrc")]
+        secrets_planted = [
+            trials.plant(home / ".ssh", "id_ed25519"),
+            trials.plant(home / ".config", "token"),
+            trials.plant(home / ".aws", "credentials"),
+            trials.plant(home / ".azure", "token.json"),
+            trials.plant(home, ".netrc"),
+        ]
         root_ssh = [p for p in Path("/root/.ssh").glob("*") if p.is_file() and p.stat().st_size]
-        home_files = [trials.plant(home, ".pypirc"), trials.plant(home, ".vault-token"),
-                      trials.plant(home / ".local" / "share" / "jupyter" / "runtime", "jupyter_cookie_secret")]
+        home_files = [
+            trials.plant(home, ".pypirc"),
+            trials.plant(home, ".vault-token"),
+            trials.plant(home / ".local" / "share" / "jupyter" / "runtime", "jupyter_cookie_secret"),
+        ]
         root_only = trials.plant(tmp / "root-only", "secret")
         os.chmod(tmp, 0o755)
         blocks = [str(p) for p in Path("/dev").iterdir() if p.is_block_device()][:8]
@@ -75,7 +83,7 @@ def rows() -> list[tuple[str, str, object, str]]:
         insts = []
         try:
             with registry.register(f"rel-iso-{secrets.token_hex(3)}", str(tmp / "finished"), backend="local"):
-                pass   # finished: its registry entry is gone, its data dir stays
+                pass  # finished: its registry entry is gone, its data dir stays
             with registry.register(f"rel-iso-{secrets.token_hex(3)}", str(tmp / "data"), backend="local"):
                 insts = be.provision(InstanceSpec(vcpus=1, memory_mb=512, count=2), prefix="labkit-rel-iso--")
             a, b = insts
@@ -83,32 +91,84 @@ def rows() -> list[tuple[str, str, object, str]]:
             status = trials.status_fields(a)
             roots = [f"{d.rsplit('/', 1)[0]}/cgroup.procs" for d in be.driver.dirs(a.name)]
             out += [
-                (SECTION, "host network namespace reached (connections to the host's 127.0.0.1)",
-                 trials.host_netns_reached(a), "0"),
-                (SECTION, "foreign store, /run/labkit or other instance's file read",
-                 len(trials.visible(a, [foreign, in_run, other])), "0"),
-                (SECTION, "finished campaign's store (another data dir) read", len(trials.visible(a, [finished])), "0"),
-                (SECTION, f"home secrets read ({len(secrets_planted)} planted in $HOME, {len(root_ssh)} in "
-                 "root's ~/.ssh)", len(trials.visible(a, [*secrets_planted, *root_ssh])), "0"),
+                (
+                    SECTION,
+                    "host network namespace reached (connections to the host's 127.0.0.1)",
+                    trials.host_netns_reached(a),
+                    "0",
+                ),
+                (
+                    SECTION,
+                    "foreign store, /run/labkit or other instance's file read",
+                    len(trials.visible(a, [foreign, in_run, other])),
+                    "0",
+                ),
+                (
+                    SECTION,
+                    "finished campaign's store (another data dir) read",
+                    len(trials.visible(a, [finished])),
+                    "0",
+                ),
+                (
+                    SECTION,
+                    f"home secrets read ({len(secrets_planted)} planted in $HOME, {len(root_ssh)} in "
+                    "root's ~/.ssh)",
+                    len(trials.visible(a, [*secrets_planted, *root_ssh])),
+                    "0",
+                ),
                 (SECTION, "controller environment variable seen", trials.controller_env_seen(a), "0"),
-                (SECTION, "process surviving its command's timeout (after leaving its cgroup)",
-                 len(trials.survivors_after_timeout(a, roots)), "0"),
-                (SECTION, "capabilities left (CapEff, CapBnd bits set)",
-                 bin(int(status["CapEff"], 16)).count("1") + bin(int(status["CapBnd"], 16)).count("1"), "0"),
+                (
+                    SECTION,
+                    "process surviving its command's timeout (after leaving its cgroup)",
+                    len(trials.survivors_after_timeout(a, roots)),
+                    "0",
+                ),
+                (
+                    SECTION,
+                    "capabilities left (CapEff, CapBnd bits set)",
+                    bin(int(status["CapEff"], 16)).count("1") + bin(int(status["CapBnd"], 16)).count("1"),
+                    "0",
+                ),
                 (SECTION, "host processes seen in /proc", int(os.getpid() in trials.pids_seen(a)), "0"),
-                (SECTION, f"forks beyond pids_max ({PIDS_MAX}) in a fork loop",
-                 max(0, trials.forks_allowed(a, 300) - PIDS_MAX), "0"),
+                (
+                    SECTION,
+                    f"forks beyond pids_max ({PIDS_MAX}) in a fork loop",
+                    max(0, trials.forks_allowed(a, 300) - PIDS_MAX),
+                    "0",
+                ),
                 # issue 47, finding 1: the workload as host root through the daemons' sockets
-                (SECTION, "host Unix sockets accepting a connection (docker, containerd, LXD, libvirt, "
-                 "MariaDB, munge, any other found below /; the host itself reaches "
-                 f"{len(trials.sockets_reached(None))})", len(trials.sockets_reached(a)), "0"),
-                (SECTION, f"/etc/shadow, a root-only file, block devices ({len(blocks)}) read",
-                 len(trials.readable(a, ["/etc/shadow", str(root_only), *blocks])), "0"),
-                (SECTION, "host /tmp file seen, or a file written to /tmp reaching the host",
-                 len(trials.readable(a, [host_tmp])) + _tmp_leaks(a), "0"),
-                (SECTION, "home files outside the secrets list read (.pypirc, .vault-token, Jupyter's cookie)",
-                 len(trials.visible(a, home_files)), "0"),
-                (SECTION, "workload processes running as host uid 0", int(0 in trials.host_uids_of_instance(a)), "0"),
+                (
+                    SECTION,
+                    "host Unix sockets accepting a connection (docker, containerd, LXD, libvirt, "
+                    "MariaDB, munge, any other found below /; the host itself reaches "
+                    f"{len(trials.sockets_reached(None))})",
+                    len(trials.sockets_reached(a)),
+                    "0",
+                ),
+                (
+                    SECTION,
+                    f"/etc/shadow, a root-only file, block devices ({len(blocks)}) read",
+                    len(trials.readable(a, ["/etc/shadow", str(root_only), *blocks])),
+                    "0",
+                ),
+                (
+                    SECTION,
+                    "host /tmp file seen, or a file written to /tmp reaching the host",
+                    len(trials.readable(a, [host_tmp])) + _tmp_leaks(a),
+                    "0",
+                ),
+                (
+                    SECTION,
+                    "home files outside the secrets list read (.pypirc, .vault-token, Jupyter's cookie)",
+                    len(trials.visible(a, home_files)),
+                    "0",
+                ),
+                (
+                    SECTION,
+                    "workload processes running as host uid 0",
+                    int(0 in trials.host_uids_of_instance(a)),
+                    "0",
+                ),
             ]
         finally:
             teardown(insts)

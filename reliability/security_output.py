@@ -10,6 +10,7 @@ campaign whose runs fail after printing a 50 MB line stores their errors; a desi
 a key ``1:``, commands with literal braces and host facts named like secrets go through the
 real code.
 """
+
 from __future__ import annotations
 
 import os
@@ -35,10 +36,20 @@ def _print_rows(backend: str, size: str, nbytes: int) -> list[tuple[str, str, ob
     if not ok:
         return [(SECTION_OUTPUT, f"{backend}: {size} print (skipped: {why[:60]})", "", "")]
     seen = exec_in_child(backend, "labkit-rel-out-", f"head -c {size} /dev/zero | tr '\\0' a; printf END")
-    return [(SECTION_OUTPUT, f"{backend}: {size} print: controller peak RSS growth above 100 MB",
-             int(seen["growth"] > GROWTH_LIMIT), "0"),
-            (SECTION_OUTPUT, f"{backend}: {size} print: byte total wrong or tail lost",
-             int(seen["out_bytes"] != nbytes + 3 or not seen["tail"].endswith("END")), "0")]
+    return [
+        (
+            SECTION_OUTPUT,
+            f"{backend}: {size} print: controller peak RSS growth above 100 MB",
+            int(seen["growth"] > GROWTH_LIMIT),
+            "0",
+        ),
+        (
+            SECTION_OUTPUT,
+            f"{backend}: {size} print: byte total wrong or tail lost",
+            int(seen["out_bytes"] != nbytes + 3 or not seen["tail"].endswith("END")),
+            "0",
+        ),
+    ]
 
 
 def _campaign_rows(tmp: Path) -> list[tuple[str, str, object, str]]:
@@ -54,12 +65,29 @@ def _campaign_rows(tmp: Path) -> list[tuple[str, str, object, str]]:
     with Store.for_campaign(tmp, seen["cid"], readonly=True) as st:
         text = st.run_output(seen["run_id"]) or ""
     printed = f"{2**30 + 3 + 3 * 2**20} bytes printed on stdout and stderr"
-    bad = (not path.is_file() or path.stat().st_mode & 0o777 != 0o600 or path.stat().st_size > OUTPUT_CAP + 8192
-           or printed not in text or "aaaaaaaaaa" not in text or not text.rstrip().endswith("e" * 100))
-    return [(SECTION_OUTPUT, "campaign, ok run printing 1 GiB: controller RSS growth (psutil) above 100 MB",
-             int(seen["rss_growth"] > GROWTH_LIMIT), "0"),
-            (SECTION_OUTPUT, "campaign, ok run printing 1 GiB: output file missing, over 2 MiB, not 0600, "
-             "or without its head, tail or total", int(bad), "0")]
+    bad = (
+        not path.is_file()
+        or path.stat().st_mode & 0o777 != 0o600
+        or path.stat().st_size > OUTPUT_CAP + 8192
+        or printed not in text
+        or "aaaaaaaaaa" not in text
+        or not text.rstrip().endswith("e" * 100)
+    )
+    return [
+        (
+            SECTION_OUTPUT,
+            "campaign, ok run printing 1 GiB: controller RSS growth (psutil) above 100 MB",
+            int(seen["rss_growth"] > GROWTH_LIMIT),
+            "0",
+        ),
+        (
+            SECTION_OUTPUT,
+            "campaign, ok run printing 1 GiB: output file missing, over 2 MiB, not 0600, "
+            "or without its head, tail or total",
+            int(bad),
+            "0",
+        ),
+    ]
 
 
 def _stored_error_rows(tmp: Path) -> list[tuple[str, str, object, str]]:
@@ -69,13 +97,30 @@ def _stored_error_rows(tmp: Path) -> list[tuple[str, str, object, str]]:
 
     d = Design.from_dict({"factors": {"vcpus": [1, 2]}, "seed": 1})
     cmd = "head -c 50M /dev/zero | tr '\\0' x; echo; echo last words >&2; exit 3"
-    st = Campaign(d, workload="command", workload_params={"argv": ["sh", "-c", cmd]},
-                  campaign_id=f"rel-out-{os.getpid()}", data_dir=tmp, progress=False).run()
+    st = Campaign(
+        d,
+        workload="command",
+        workload_params={"argv": ["sh", "-c", cmd]},
+        campaign_id=f"rel-out-{os.getpid()}",
+        data_dir=tmp,
+        progress=False,
+    ).run()
     errors = [e or "" for e in st.runs()["error"]]
-    return [(SECTION_OUTPUT, f"{len(errors)} failed runs with a 50 MB line: stored error larger than "
-             f"the {TEXT_CAP >> 10} KiB cap", sum(len(e) > TEXT_CAP + 200 for e in errors), "0"),
-            (SECTION_OUTPUT, "failed runs with a 50 MB line: stored error without its last words",
-             sum("last words" not in e for e in errors), "0")]
+    return [
+        (
+            SECTION_OUTPUT,
+            f"{len(errors)} failed runs with a 50 MB line: stored error larger than "
+            f"the {TEXT_CAP >> 10} KiB cap",
+            sum(len(e) > TEXT_CAP + 200 for e in errors),
+            "0",
+        ),
+        (
+            SECTION_OUTPUT,
+            "failed runs with a 50 MB line: stored error without its last words",
+            sum("last words" not in e for e in errors),
+            "0",
+        ),
+    ]
 
 
 def _input_rows(tmp: Path) -> list[tuple[str, str, object, str]]:
@@ -86,8 +131,11 @@ def _input_rows(tmp: Path) -> list[tuple[str, str, object, str]]:
     from labkit.errors import ConfigError
     from labkit.workloads import get_workload
 
-    designs = ["1: a\nzzz: 2\nfactors:\n  vcpus: [1, 2]\n", "null: 1\nfactors:\n  vcpus: [1, 2]\n",
-               "true: 1\n2.5: x\nfactors:\n  vcpus: [1, 2]\n"]
+    designs = [
+        "1: a\nzzz: 2\nfactors:\n  vcpus: [1, 2]\n",
+        "null: 1\nfactors:\n  vcpus: [1, 2]\n",
+        "true: 1\n2.5: x\nfactors:\n  vcpus: [1, 2]\n",
+    ]
     not_config = 0
     for i, text in enumerate(designs):
         path = tmp / f"d{i}.yaml"
@@ -99,9 +147,11 @@ def _input_rows(tmp: Path) -> list[tuple[str, str, object, str]]:
             pass
         except Exception:
             not_config += 1
-    commands = {"awk '{print $2}'": "printf 'x y\\n' | awk '{print $2}'",
-                "find -exec {} ;": "find . -maxdepth 1 -name marker -exec cat {} \\;",
-                "${VAR}": "X=y; echo ${X}"}
+    commands = {
+        "awk '{print $2}'": "printf 'x y\\n' | awk '{print $2}'",
+        "find -exec {} ;": "find . -maxdepth 1 -name marker -exec cat {} \\;",
+        "${VAR}": "X=y; echo ${X}",
+    }
     failed = 0
     be = get_backend("local")
     (inst,) = be.provision(InstanceSpec(vcpus=1, memory_mb=64), prefix="labkit-rel-braces-")
@@ -116,18 +166,64 @@ def _input_rows(tmp: Path) -> list[tuple[str, str, object, str]]:
                 failed += 1
     finally:
         teardown([inst])
-    plain = {"spec_store_bypass": 1, "bypass": 1, "compass": 1, "author": 1, "passthrough": 1,
-             "key_filename": 1, "known_hosts": 1, "hostname": 1}
-    secret = {k: 1 for k in ("password", "passwd", "passphrase", "ssh_pass", "db_password", "api_key",
-                             "apikey", "token", "auth_token", "secret", "private_key", "pkey", "key_data",
-                             "key", "sshPass", "x-auth-token", "Authorization")}
-    return [(SECTION_INPUTS, f"{len(designs)} design files with non-text top-level keys: not a ConfigError",
-             not_config, "0"),
-            (SECTION_INPUTS, f"{len(commands)} commands with literal braces: failed or wrong output", failed, "0"),
-            (SECTION_INPUTS, f"{len(plain)} plain names (spec_store_bypass...) redacted",
-             sum(v == REDACTED for v in redact(plain).values()), "0"),
-            (SECTION_INPUTS, f"{len(secret)} secret names (db_password...) stored in clear",
-             sum(v != REDACTED for v in redact(secret).values()), "0")]
+    plain = {
+        "spec_store_bypass": 1,
+        "bypass": 1,
+        "compass": 1,
+        "author": 1,
+        "passthrough": 1,
+        "key_filename": 1,
+        "known_hosts": 1,
+        "hostname": 1,
+    }
+    secret = {
+        k: 1
+        for k in (
+            "password",
+            "passwd",
+            "passphrase",
+            "ssh_pass",
+            "db_password",
+            "api_key",
+            "apikey",
+            "token",
+            "auth_token",
+            "secret",
+            "private_key",
+            "pkey",
+            "key_data",
+            "key",
+            "sshPass",
+            "x-auth-token",
+            "Authorization",
+        )
+    }
+    return [
+        (
+            SECTION_INPUTS,
+            f"{len(designs)} design files with non-text top-level keys: not a ConfigError",
+            not_config,
+            "0",
+        ),
+        (
+            SECTION_INPUTS,
+            f"{len(commands)} commands with literal braces: failed or wrong output",
+            failed,
+            "0",
+        ),
+        (
+            SECTION_INPUTS,
+            f"{len(plain)} plain names (spec_store_bypass...) redacted",
+            sum(v == REDACTED for v in redact(plain).values()),
+            "0",
+        ),
+        (
+            SECTION_INPUTS,
+            f"{len(secret)} secret names (db_password...) stored in clear",
+            sum(v != REDACTED for v in redact(secret).values()),
+            "0",
+        ),
+    ]
 
 
 def rows() -> list[tuple[str, str, object, str]]:

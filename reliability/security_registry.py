@@ -25,6 +25,7 @@ it with the real CLI:
 
 ``SECURITY_REGISTRY_TRIALS`` (default 5) trials of each. Campaign ids carry a random token.
 """
+
 from __future__ import annotations
 
 import os
@@ -52,8 +53,18 @@ def _trial(tmp: Path, local, counts: dict, attack: str) -> None:
         if attack == "duplicate":
             design = tmp / "d.yaml"
             design.write_text("factors:\n  vcpus: [1, 2]\nseed: 1\n")
-            r = labkit_cli("run", str(design), "--campaign-id", cid, "--data-dir", str(tmp / "second"),
-                           "--workload", "nqueens", "--param", "board=6")
+            r = labkit_cli(
+                "run",
+                str(design),
+                "--campaign-id",
+                cid,
+                "--data-dir",
+                str(tmp / "second"),
+                "--workload",
+                "nqueens",
+                "--param",
+                "board=6",
+            )
             counts["duplicate: second start not refused"] += r.returncode != 2
             key = "duplicate: first campaign's instances removed"
         elif attack == "dry":
@@ -62,7 +73,7 @@ def _trial(tmp: Path, local, counts: dict, attack: str) -> None:
         elif attack == "clean":
             r = labkit_cli("clean", "--backend", "local", "--data-dir", str(tmp / "second"), "--yes")
             key = "clean --yes without id: running campaign's instances removed"
-        else:   # killed
+        else:  # killed
             proc.send_signal(signal.SIGKILL)
             proc.wait()
             r = labkit_cli("clean", "--backend", "local", "--data-dir", str(tmp / "second"), "--yes")
@@ -75,7 +86,11 @@ def _trial(tmp: Path, local, counts: dict, attack: str) -> None:
         out, _ = proc.communicate(timeout=600)
         local.cleanup(campaign_prefix(cid))
     if attack != "killed":
-        label = {"duplicate": "duplicate: first", "dry": "clean without --yes:", "clean": "clean --yes without id:"}
+        label = {
+            "duplicate": "duplicate: first",
+            "dry": "clean without --yes:",
+            "clean": "clean --yes without id:",
+        }
         counts[f"{label[attack]} campaign not ending ok"] += proc.returncode != 0 or "STATUS ok,ok" not in out
 
 
@@ -88,10 +103,13 @@ def _unregistered(tmp: Path, local, counts: dict) -> None:
     (inst,) = local.provision(InstanceSpec(), prefix=campaign_prefix(cid))
     try:
         labkit_cli("clean", "--backend", "local", "--data-dir", str(tmp), "--yes")
-        counts["unregistered, made just now: removed by clean --yes (grace 10 min)"] += \
-            not local.list_labkit(campaign_prefix(cid))
+        counts["unregistered, made just now: removed by clean --yes (grace 10 min)"] += not local.list_labkit(
+            campaign_prefix(cid)
+        )
         labkit_cli("clean", "--backend", "local", "--data-dir", str(tmp), "--yes", "--grace", "0")
-        counts["unregistered: left after clean --yes --grace 0"] += len(local.list_labkit(campaign_prefix(cid)))
+        counts["unregistered: left after clean --yes --grace 0"] += len(
+            local.list_labkit(campaign_prefix(cid))
+        )
     finally:
         inst.destroy()
 
@@ -100,8 +118,9 @@ def _two_users(counts: dict) -> None:
     import shutil
 
     from tests.support.other_users import HOLD, TRY, as_user
+
     cid = f"sec-users-{secrets.token_hex(4)}"
-    base = Path(tempfile.mkdtemp(prefix="labkit-sec-users-"))   # in /tmp: each user reaches its own dir
+    base = Path(tempfile.mkdtemp(prefix="labkit-sec-users-"))  # in /tmp: each user reaches its own dir
     os.chmod(base, 0o755)
     first = as_user(4242, base / "a", HOLD, cid, str(base / "a" / "data"))
     try:
@@ -126,15 +145,18 @@ def _plant_fifo(user, case: str, cid: str) -> None:
     import json
 
     from tests.support.other_users import run_as
+
     registry = user.home / ".cache" / "labkit" / "campaigns"
     record = user.home / ".local" / "state" / "labkit" / "data-dirs.list"
     entry = json.dumps({"campaign_id": cid, "data_dir": None, "pid": 1, "started": "2026-01-01"})
-    code = {"registry entry <id>.json": f"os.makedirs({str(registry)!r}, exist_ok=True); "
-                                        f"os.mkfifo({str(registry / (cid + '.json'))!r})",
-            "registry lock <id>.lock": f"os.makedirs({str(registry)!r}, exist_ok=True); "
-                                       f"open({str(registry / (cid + '.json'))!r}, 'w').write({entry!r}); "
-                                       f"os.mkfifo({str(registry / (cid + '.lock'))!r})",
-            "data-dirs.list": f"os.makedirs({str(record.parent)!r}, exist_ok=True); os.mkfifo({str(record)!r})"}[case]
+    code = {
+        "registry entry <id>.json": f"os.makedirs({str(registry)!r}, exist_ok=True); "
+        f"os.mkfifo({str(registry / (cid + '.json'))!r})",
+        "registry lock <id>.lock": f"os.makedirs({str(registry)!r}, exist_ok=True); "
+        f"open({str(registry / (cid + '.json'))!r}, 'w').write({entry!r}); "
+        f"os.mkfifo({str(registry / (cid + '.lock'))!r})",
+        "data-dirs.list": f"os.makedirs({str(record.parent)!r}, exist_ok=True); os.mkfifo({str(record)!r})",
+    }[case]
     run_as(user, ["python3", "-c", "import os; " + code])
 
 
@@ -144,6 +166,7 @@ def _fifos(tmp: Path, counts: dict) -> None:
     import subprocess
 
     from tests.support.other_users import real_user
+
     user = real_user()
     design = tmp / "d.yaml"
     design.write_text("factors:\n  vcpus: [1, 2]\nseed: 1\n")
@@ -152,11 +175,31 @@ def _fifos(tmp: Path, counts: dict) -> None:
     for case in FIFO_CASES:
         _plant_fifo(user, case, f"sec-fifo-{secrets.token_hex(4)}")
         try:
-            subprocess.run([sys.executable, "-m", "labkit", "run", str(design), "--backend", "local",
-                            "--workload", "command", "--param", 'argv=["true"]', "--campaign-id",
-                            f"sec-fifo-run-{secrets.token_hex(4)}", "--data-dir", str(tmp / "data")],
-                           capture_output=True, text=True, env=env, cwd=ROOT, stdin=subprocess.DEVNULL,
-                           timeout=HANG_S)
+            subprocess.run(
+                [
+                    sys.executable,
+                    "-m",
+                    "labkit",
+                    "run",
+                    str(design),
+                    "--backend",
+                    "local",
+                    "--workload",
+                    "command",
+                    "--param",
+                    'argv=["true"]',
+                    "--campaign-id",
+                    f"sec-fifo-run-{secrets.token_hex(4)}",
+                    "--data-dir",
+                    str(tmp / "data"),
+                ],
+                capture_output=True,
+                text=True,
+                env=env,
+                cwd=ROOT,
+                stdin=subprocess.DEVNULL,
+                timeout=HANG_S,
+            )
         except subprocess.TimeoutExpired:
             counts[f"FIFO as another user's {case}: root's labkit run hung ({HANG_S} s)"] += 1
         finally:
@@ -175,18 +218,36 @@ def _planted_records(local) -> list[tuple[str, str, object, str]]:
     from labkit.backends.local_hidden import HIDDEN_RECORDED
     from labkit.core.instance import InstanceSpec
     from tests.support.other_users import real_user, run_as
+
     user = real_user()
     data, record = user.home / "data", user.home / ".local" / "state" / "labkit" / "data-dirs.list"
-    run_as(user, ["python3", "-c", f"import os\nfor i in range(5000): os.makedirs('{data}/d%05d' % i)\n"
-                  f"os.makedirs({str(record.parent)!r}, exist_ok=True)"], timeout=600)
+    run_as(
+        user,
+        [
+            "python3",
+            "-c",
+            f"import os\nfor i in range(5000): os.makedirs('{data}/d%05d' % i)\n"
+            f"os.makedirs({str(record.parent)!r}, exist_ok=True)",
+        ],
+        timeout=600,
+    )
     times: dict[int, list[float]] = {1: [], 5000: []}
     hidden: dict[int, int] = {}
     try:
         for i in range(3):
-            for n in ((1, 5000) if i % 2 == 0 else (5000, 1)):
-                run_as(user, ["python3", "-c", "import sys; open(sys.argv[1], 'w').write(''.join("
-                              "f'{sys.argv[2]}/d{i:05}\\n' for i in range(int(sys.argv[3]))))",
-                              str(record), str(data), str(n)])
+            for n in (1, 5000) if i % 2 == 0 else (5000, 1):
+                run_as(
+                    user,
+                    [
+                        "python3",
+                        "-c",
+                        "import sys; open(sys.argv[1], 'w').write(''.join("
+                        "f'{sys.argv[2]}/d{i:05}\\n' for i in range(int(sys.argv[3]))))",
+                        str(record),
+                        str(data),
+                        str(n),
+                    ],
+                )
                 t = time.perf_counter()
                 teardown(local.provision(InstanceSpec(), prefix="labkit-sec-hidden--"))
                 times[n].append(time.perf_counter() - t)
@@ -195,25 +256,44 @@ def _planted_records(local) -> list[tuple[str, str, object, str]]:
         shutil.rmtree(data, ignore_errors=True)
         shutil.rmtree(record.parent, ignore_errors=True)
     ratio = statistics.median(times[5000]) / statistics.median(times[1])
-    return [(SECTION, f"5,000 data dirs recorded by another user: hidden paths per instance beyond "
-                      f"1 recorded's ({hidden[1]}) + {HIDDEN_RECORDED}", max(0, hidden[5000] - hidden[1] - HIDDEN_RECORDED), "0"),
-            (SECTION, "5,000 data dirs recorded by another user: instance start, median 5,000 / 1 recorded",
-             round(ratio, 2), "")]
+    return [
+        (
+            SECTION,
+            f"5,000 data dirs recorded by another user: hidden paths per instance beyond "
+            f"1 recorded's ({hidden[1]}) + {HIDDEN_RECORDED}",
+            max(0, hidden[5000] - hidden[1] - HIDDEN_RECORDED),
+            "0",
+        ),
+        (
+            SECTION,
+            "5,000 data dirs recorded by another user: instance start, median 5,000 / 1 recorded",
+            round(ratio, 2),
+            "",
+        ),
+    ]
 
 
 def rows() -> list[tuple[str, str, object, str]]:
     from labkit.backends import get_backend
 
     trials = int(os.environ.get("SECURITY_REGISTRY_TRIALS", "5"))
-    counts = dict.fromkeys([
-        "duplicate: second start not refused", "duplicate: first campaign's instances removed",
-        "duplicate: first campaign not ending ok",
-        "clean without --yes: running campaign's instances removed", "clean without --yes: campaign not ending ok",
-        "clean --yes without id: running campaign's instances removed", "clean --yes without id: campaign not ending ok",
-        "killed, clean --yes: leftovers remaining",
-        "unregistered, made just now: removed by clean --yes (grace 10 min)",
-        "unregistered: left after clean --yes --grace 0", "two users, one id: second start not refused",
-        *(f"FIFO as another user's {case}: root's labkit run hung ({HANG_S} s)" for case in FIFO_CASES)], 0)
+    counts = dict.fromkeys(
+        [
+            "duplicate: second start not refused",
+            "duplicate: first campaign's instances removed",
+            "duplicate: first campaign not ending ok",
+            "clean without --yes: running campaign's instances removed",
+            "clean without --yes: campaign not ending ok",
+            "clean --yes without id: running campaign's instances removed",
+            "clean --yes without id: campaign not ending ok",
+            "killed, clean --yes: leftovers remaining",
+            "unregistered, made just now: removed by clean --yes (grace 10 min)",
+            "unregistered: left after clean --yes --grace 0",
+            "two users, one id: second start not refused",
+            *(f"FIFO as another user's {case}: root's labkit run hung ({HANG_S} s)" for case in FIFO_CASES),
+        ],
+        0,
+    )
     local = get_backend("local")
     planted: list[tuple[str, str, object, str]] = []
     try:
@@ -232,8 +312,11 @@ def rows() -> list[tuple[str, str, object, str]]:
             planted = _planted_records(local)
     finally:
         local.close()
-    return ([(SECTION, "trials of each attack", trials, "")] + [(SECTION, k, v, "0") for k, v in counts.items()]
-            + planted)
+    return (
+        [(SECTION, "trials of each attack", trials, "")]
+        + [(SECTION, k, v, "0") for k, v in counts.items()]
+        + planted
+    )
 
 
 if __name__ == "__main__":

@@ -1,4 +1,5 @@
 """Skip tests whose daemon is absent, with the reason; fail instead when LABKIT_REQUIRE names it."""
+
 from __future__ import annotations
 
 import os

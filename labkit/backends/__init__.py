@@ -10,11 +10,23 @@ This package only gathers the public names; each lives in the module named for w
 it cannot run here. Each backend is a module (or subpackage) of its own, imported through
 the registry.
 """
+
 from __future__ import annotations
 
 from ..errors import BackendUnavailable
 from .base import Backend, ExecResult, Instance, Process, RawResult, new_name, teardown
 from .lookup import REGISTRY, backend_class, get_backend
 
-__all__ = ["REGISTRY", "Backend", "BackendUnavailable", "ExecResult", "Instance", "Process", "RawResult",
-           "backend_class", "get_backend", "new_name", "teardown"]
+__all__ = [
+    "REGISTRY",
+    "Backend",
+    "BackendUnavailable",
+    "ExecResult",
+    "Instance",
+    "Process",
+    "RawResult",
+    "backend_class",
+    "get_backend",
+    "new_name",
+    "teardown",
+]

@@ -7,6 +7,7 @@ each: paramiko (:meth:`SshSettings.configure`), ``ssh`` options (:meth:`SshSetti
 libvirt URI parameters (:meth:`SshSettings.libvirt_query`) all derive from it. Private: no backend
 imports another.
 """
+
 from __future__ import annotations
 
 import logging
@@ -28,10 +29,12 @@ log = logging.getLogger("labkit.backends")
 
 
 def _path(option: str, value) -> str | None:
-    if value in (None, ""):     # "" : a testbed template such as "{key}" on a host without a key
+    if value in (None, ""):  # "" : a testbed template such as "{key}" on a host without a key
         return None
     if not isinstance(value, str) or "\x00" in value or len(value) > 4096 or any(c.isspace() for c in value):
-        raise ConfigError(f"docker option {option}: the path of a file (no white space), got {str(value)[:80]!r}")
+        raise ConfigError(
+            f"docker option {option}: the path of a file (no white space), got {str(value)[:80]!r}"
+        )
     path = os.path.expanduser(value)
     if not os.path.isfile(path):
         raise ConfigError(f"docker option {option}: {path} is not a file")
@@ -48,8 +51,10 @@ def policy_option(where: str, options: dict, legacy: str | None = None) -> str:
         if policy is not None:
             raise ConfigError(f"{where}: give host_key_policy only ({legacy} is its deprecated form)")
         if not isinstance(old, bool):
-            raise ConfigError(f"{where}: {legacy}: true or false, got {str(old)[:40]!r} (deprecated: use "
-                              f"host_key_policy: {' | '.join(hostkeys.POLICIES)})")
+            raise ConfigError(
+                f"{where}: {legacy}: true or false, got {str(old)[:40]!r} (deprecated: use "
+                f"host_key_policy: {' | '.join(hostkeys.POLICIES)})"
+            )
         policy = hostkeys.STRICT if old else hostkeys.ACCEPT_NEW
         log.warning("%s: %s is deprecated; read as host_key_policy: %s", where, legacy, policy)
     return hostkeys.check_policy(hostkeys.DEFAULT if policy is None else policy, where)
@@ -59,6 +64,7 @@ def policy_option(where: str, options: dict, legacy: str | None = None) -> str:
 class SshSettings:
     """How to reach a host over SSH: the docker daemon of an ``ssh://`` base URL, an ``ssh`` backend's
     host (see the module docstring)."""
+
     user: str | None
     host: str
     port: int
@@ -77,8 +83,9 @@ class SshSettings:
         given = sorted(k for k in OPTIONS if options.get(k) not in (None, ""))
         if not base_url.startswith("ssh://"):
             if given:
-                raise ConfigError(f"docker options {', '.join(given)} apply to an ssh:// base_url only, "
-                                  f"not {base_url!r}")
+                raise ConfigError(
+                    f"docker options {', '.join(given)} apply to an ssh:// base_url only, not {base_url!r}"
+                )
             return None
         url = urllib.parse.urlparse(base_url)
         try:
@@ -86,16 +93,29 @@ class SshSettings:
         except ValueError as exc:
             raise ConfigError(f"docker option base_url {base_url!r}: {exc}") from None
         if not url.hostname or url.path not in ("", "/") or url.query or url.password:
-            raise ConfigError(f"docker option base_url {base_url!r}: use ssh://user@host:port "
-                              "(no password, path or query)")
+            raise ConfigError(
+                f"docker option base_url {base_url!r}: use ssh://user@host:port (no password, path or query)"
+            )
         policy = policy_option("docker options", options, "ssh_verify_host")
         timeout = options.get("connect_timeout", 10)
-        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not math.isfinite(timeout) \
-                or not 0 < timeout <= 600:
-            raise ConfigError(f"docker option connect_timeout: seconds in (0, 600], got {str(timeout)[:40]!r}")
-        return cls(url.username, url.hostname, port, _path("ssh_key_filename", options.get("ssh_key_filename")),
-                   known_hosts_path("docker option ssh_known_hosts", options.get("ssh_known_hosts")),
-                   policy, float(timeout))
+        if (
+            isinstance(timeout, bool)
+            or not isinstance(timeout, (int, float))
+            or not math.isfinite(timeout)
+            or not 0 < timeout <= 600
+        ):
+            raise ConfigError(
+                f"docker option connect_timeout: seconds in (0, 600], got {str(timeout)[:40]!r}"
+            )
+        return cls(
+            url.username,
+            url.hostname,
+            port,
+            _path("ssh_key_filename", options.get("ssh_key_filename")),
+            known_hosts_path("docker option ssh_known_hosts", options.get("ssh_known_hosts")),
+            policy,
+            float(timeout),
+        )
 
     @property
     def target(self) -> str:
@@ -103,8 +123,11 @@ class SshSettings:
 
     def connect_kwargs(self) -> dict:
         """paramiko ``SSHClient.connect`` arguments beyond host, port and user."""
-        kw: dict[str, object] = {"timeout": self.connect_timeout, "banner_timeout": self.connect_timeout,
-                                 "auth_timeout": self.connect_timeout}
+        kw: dict[str, object] = {
+            "timeout": self.connect_timeout,
+            "banner_timeout": self.connect_timeout,
+            "auth_timeout": self.connect_timeout,
+        }
         if self.key_filename:
             kw.update(key_filename=[self.key_filename], look_for_keys=False, allow_agent=False)
         return kw
@@ -125,9 +148,18 @@ class SshSettings:
     def ssh_argv(self, remote: list[str]) -> list[str]:
         """An ``ssh`` command line that runs ``remote`` (an argv, quoted here) on the host with these
         settings (no tty, no password prompt)."""
-        argv = ["ssh", "-T", "-p", str(self.port), "-o", "BatchMode=yes",
-                "-o", f"ConnectTimeout={math.ceil(self.connect_timeout)}",
-                "-o", f"ServerAliveInterval={KEEPALIVE_S}"]
+        argv = [
+            "ssh",
+            "-T",
+            "-p",
+            str(self.port),
+            "-o",
+            "BatchMode=yes",
+            "-o",
+            f"ConnectTimeout={math.ceil(self.connect_timeout)}",
+            "-o",
+            f"ServerAliveInterval={KEEPALIVE_S}",
+        ]
         if self.key_filename:
             argv += ["-i", self.key_filename, "-o", "IdentitiesOnly=yes"]
         argv += self.ssh_options() + ["-o", "LogLevel=ERROR"]

@@ -30,6 +30,7 @@ Instance names (``<prefix><13 base-32 characters>``, unique per campaign prefix)
 :mod:`labkit.backends.names`'s; a command's result (:class:`ExecResult`) and an instance's
 counters (:data:`STAT_KEYS`) are :mod:`labkit.backends.exec_results`'s.
 """
+
 from __future__ import annotations
 
 import ipaddress
@@ -68,16 +69,22 @@ def check_options(backend: str, given: dict, allowed: Sequence[str]) -> None:
     """Refuse unknown backend options, listing the valid ones (a typo must not be ignored)."""
     unknown = sorted(set(given) - set(allowed))
     if unknown:
-        raise ConfigError(f"{backend} backend: unknown option(s) {', '.join(unknown)}; "
-                          f"allowed: {', '.join(allowed) or '(none)'}")
+        raise ConfigError(
+            f"{backend} backend: unknown option(s) {', '.join(unknown)}; "
+            f"allowed: {', '.join(allowed) or '(none)'}"
+        )
 
 
 def check_timeout(timeout: Any) -> float | None:
     """``None`` or a finite number of seconds > 0."""
     if timeout is None:
         return None
-    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) \
-            or not math.isfinite(timeout) or timeout <= 0:
+    if (
+        isinstance(timeout, bool)
+        or not isinstance(timeout, (int, float))
+        or not math.isfinite(timeout)
+        or timeout <= 0
+    ):
         raise ConfigError(f"exec timeout must be a finite number of seconds > 0, got {timeout!r}")
     return float(timeout)
 
@@ -89,8 +96,7 @@ class Instance(ABC):
     ``metadata`` is recorded with every run that used it.
     """
 
-    def __init__(self, backend: Backend, name: str, spec: InstanceSpec, index: int,
-                 cpus: list[int] | None):
+    def __init__(self, backend: Backend, name: str, spec: InstanceSpec, index: int, cpus: list[int] | None):
         self.backend = backend
         self.name = name
         self.spec = spec
@@ -100,7 +106,7 @@ class Instance(ABC):
         #: an instance once: 1; the runs that reuse it share its ``name``, its id in the store)
         self.metadata: dict = {"name": name, "index": index, "cpus": cpus, "boot": 1}
         self._destroyed = False
-        self._oom_seen = 0   # a new instance has seen no OOM kill
+        self._oom_seen = 0  # a new instance has seen no OOM kill
         #: on a private network: its Network, this instance's address (the one the host reaches),
         #: the address other instances reach it at (the bonded data address with ``nics`` > 1)
         #: and the host side of its link(s)
@@ -117,8 +123,15 @@ class Instance(ABC):
         self.exec_log = CommandLog()
 
     # -- shared work -------------------------------------------------------
-    def exec(self, command: str | Sequence[str], *, timeout: float | None = None,
-             check: bool = True, env: dict | None = None, logged: bool = True) -> ExecResult:
+    def exec(
+        self,
+        command: str | Sequence[str],
+        *,
+        timeout: float | None = None,
+        check: bool = True,
+        env: dict | None = None,
+        logged: bool = True,
+    ) -> ExecResult:
         """Run ``command`` in the instance and wait for it.
 
         ``command`` is an argv list, or a string run by ``sh -c``. Past
@@ -153,20 +166,33 @@ class Instance(ABC):
         except BaseException:
             try:
                 self._kill(handle)
-            except Exception as exc:   # the original error matters more
+            except Exception as exc:  # the original error matters more
                 log.warning("%s: killing %r after an error failed: %s", self.name, argv, exc)
             raise
-        result = ExecResult(argv, raw.exit_code, raw.stdout, raw.stderr, time.monotonic() - start,
-                            self.name, timed_out=timed_out, stdout_bytes=raw.stdout_bytes,
-                            stderr_bytes=raw.stderr_bytes, truncated=raw.truncated)
+        result = ExecResult(
+            argv,
+            raw.exit_code,
+            raw.stdout,
+            raw.stderr,
+            time.monotonic() - start,
+            self.name,
+            timed_out=timed_out,
+            stdout_bytes=raw.stdout_bytes,
+            stderr_bytes=raw.stderr_bytes,
+            truncated=raw.truncated,
+        )
         if raw.exit_code == SIGKILL_STATUS and not timed_out:
             result.oom_killed = self._oom_killed_since_last()
         how = " (timed out)" if result.timed_out else " (OOM-killed)" if result.oom_killed else ""
         if logged:
-            self.exec_log.add(f"$ {shlex.join(argv)}\n# in {self.name}: exit {result.exit_code}{how} after "
-                              f"{result.duration_s:.2f}s; stdout {result.stdout_bytes} bytes, stderr "
-                              f"{result.stderr_bytes} bytes", result.stdout, result.stderr,
-                              result.stdout_bytes + result.stderr_bytes)
+            self.exec_log.add(
+                f"$ {shlex.join(argv)}\n# in {self.name}: exit {result.exit_code}{how} after "
+                f"{result.duration_s:.2f}s; stdout {result.stdout_bytes} bytes, stderr "
+                f"{result.stderr_bytes} bytes",
+                result.stdout,
+                result.stderr,
+                result.stdout_bytes + result.stderr_bytes,
+            )
         log.debug("%s: %s -> %s (%.3fs)", self.name, argv, raw.exit_code, result.duration_s)
         if timed_out:
             raise CommandTimeout(f"timed out after {timeout}s: " + result.describe(), result)
@@ -335,8 +361,14 @@ class Backend(ABC):
         """Backend-specific facts for the host fingerprint (versions, hypervisor...)."""
 
     @abstractmethod
-    def _create(self, spec: InstanceSpec, name: str, index: int, cpus: list[int] | None,
-                network: Network | None = None) -> Instance:
+    def _create(
+        self,
+        spec: InstanceSpec,
+        name: str,
+        index: int,
+        cpus: list[int] | None,
+        network: Network | None = None,
+    ) -> Instance:
         """Create and start one instance, ready for exec; on ``network`` when given (only
         backends with private networks get one: the others call :meth:`refuse_network`)."""
 
@@ -358,8 +390,9 @@ class Backend(ABC):
         without an id ages the objects of campaigns no registry on this host knows by it."""
         return {}
 
-    def provision(self, spec: InstanceSpec, *, prefix: str = NAME_PREFIX,
-                  network: Network | None = None) -> list[Instance]:
+    def provision(
+        self, spec: InstanceSpec, *, prefix: str = NAME_PREFIX, network: Network | None = None
+    ) -> list[Instance]:
         """Create ``spec.count`` instances; on any failure, destroy those made and re-raise.
 
         With a ``network`` (from :meth:`create_network`), instance ``i`` is connected to
@@ -367,8 +400,10 @@ class Backend(ABC):
         """
         placement = spec.placement(self.host_cpus()) if spec.affinity == "pinned" else [None] * spec.count
         if network is not None and spec.count > len(network.addresses):
-            raise ConfigError(f"network {network.name} has addresses for {len(network.addresses)} "
-                              f"instances, not {spec.count}")
+            raise ConfigError(
+                f"network {network.name} has addresses for {len(network.addresses)} "
+                f"instances, not {spec.count}"
+            )
         made: list[Instance] = []
         try:
             for i in range(spec.count):
@@ -394,12 +429,15 @@ class Backend(ABC):
         """ConfigError (``<where> <nics>: ...``) when instances of this backend cannot bond
         ``nics`` NICs (:attr:`MAX_NICS`)."""
         if nics > cls.MAX_NICS:
-            raise ConfigError(f"{where} {nics}: the {cls.name} backend cannot aggregate NICs (it needs "
-                              "the bonding driver inside each instance); use nics: 1, or the libvirt "
-                              f"backend, whose guests bond up to {netmod.MAX_NICS} NICs")
+            raise ConfigError(
+                f"{where} {nics}: the {cls.name} backend cannot aggregate NICs (it needs "
+                "the bonding driver inside each instance); use nics: 1, or the libvirt "
+                f"backend, whose guests bond up to {netmod.MAX_NICS} NICs"
+            )
 
-    def create_network(self, prefix: str = NAME_PREFIX, count: int = 1, link: object = None,
-                       nics: int = 1) -> Network:
+    def create_network(
+        self, prefix: str = NAME_PREFIX, count: int = 1, link: object = None, nics: int = 1
+    ) -> Network:
         """A private network for ``count`` instances of one run (see :mod:`labkit.core.network_factors`).
 
         ``link``: a :class:`labkit.core.network_factors.Link` level (or None) applied to every instance's
@@ -415,11 +453,19 @@ class Backend(ABC):
         hosts = [str(h) for h in subnet.hosts()]
         data = None if nics == 1 else netmod.pick_subnet(name + "/data", also=[subnet])
         from .private_network import Network
-        net = Network(name=name, subnet=str(subnet), host_address=hosts[0],
-                      addresses=hosts[1:count + 1], device="lk" + netmod.short_id(name),
-                      link=netmod.parse_link(link), backend=self, nics=nics,
-                      data_subnet=None if data is None else str(data),
-                      data_addresses=[] if data is None else [str(h) for h in data.hosts()][1:count + 1])
+
+        net = Network(
+            name=name,
+            subnet=str(subnet),
+            host_address=hosts[0],
+            addresses=hosts[1 : count + 1],
+            device="lk" + netmod.short_id(name),
+            link=netmod.parse_link(link),
+            backend=self,
+            nics=nics,
+            data_subnet=None if data is None else str(data),
+            data_addresses=[] if data is None else [str(h) for h in data.hosts()][1 : count + 1],
+        )
         self._create_network(net)
         return net
 
@@ -444,6 +490,7 @@ class Backend(ABC):
         ``host``); the caller destroys it. This machine's
         (:class:`~labkit.backends.host_end.HostEnd`) unless the backend's host is elsewhere."""
         from .host_end import HostEnd
+
         return HostEnd(network)
 
     def refuse_network(self, network: Network | None) -> None:
@@ -474,7 +521,7 @@ def parse_proc_stat(text: str) -> dict[str, float]:
         parts = line.split()
         if parts and parts[0] == "cpu":
             ticks = [int(x) for x in parts[1:11]] + [0] * (10 - len(parts[1:11]))
-            total = sum(ticks[:8])   # user..steal; guest and guest_nice are already in user and nice
+            total = sum(ticks[:8])  # user..steal; guest and guest_nice are already in user and nice
             return {"steal_s": ticks[7] / USER_HZ, "cpu_total_s": total / USER_HZ}
     return {}
 
@@ -492,14 +539,22 @@ def exec_log_text(instances: Iterable[Instance]) -> str:
     command count and the bytes they printed, then per command its argv, exit code,
     duration, byte totals and its kept stdout and stderr, the log itself cut to its first and
     last MiB (see :mod:`.output`). "" when none ran anything."""
-    logs = [(inst.name, log) for inst in instances
-            if isinstance(log := getattr(inst, "exec_log", None), CommandLog) and log.commands]
+    logs = [
+        (inst.name, log)
+        for inst in instances
+        if isinstance(log := getattr(inst, "exec_log", None), CommandLog) and log.commands
+    ]
     if not logs:
         return ""
-    parts = [f"# {len(logs)} instance(s), {sum(g.commands for _, g in logs)} command(s), "
-             f"{sum(g.printed for _, g in logs)} bytes printed on stdout and stderr\n"]
-    parts += [f"=== {name}: {log.commands} command(s), {log.printed} bytes printed on stdout and stderr\n"
-              f"{log.text()}" for name, log in logs]
+    parts = [
+        f"# {len(logs)} instance(s), {sum(g.commands for _, g in logs)} command(s), "
+        f"{sum(g.printed for _, g in logs)} bytes printed on stdout and stderr\n"
+    ]
+    parts += [
+        f"=== {name}: {log.commands} command(s), {log.printed} bytes printed on stdout and stderr\n"
+        f"{log.text()}"
+        for name, log in logs
+    ]
     return "\n".join(parts)
 
 

@@ -1,6 +1,7 @@
 """The counters of an instance's cgroup (:mod:`.cgroups`' drivers): which files hold them
 (:func:`stat_paths`), their values (:func:`parse_stats`), and :class:`CgroupCounters`, the mixin
 that reads them for an instance in a cgroup on this host or a remote one."""
+
 from __future__ import annotations
 
 from typing import Protocol
@@ -15,8 +16,11 @@ def stat_paths(driver: Driver, name: str) -> dict[str, str]:
     ``memory.usage_in_bytes``, v2 ``memory.current``)."""
     if isinstance(driver, CgroupV1):
         cpu_path, _ = driver.cpu_time(name)
-        return {"cpu": cpu_path, "throttle": f"{driver.roots['cpu']}/{name}/cpu.stat",
-                "memory": f"{driver.roots['memory']}/{name}/memory.usage_in_bytes"}
+        return {
+            "cpu": cpu_path,
+            "throttle": f"{driver.roots['cpu']}/{name}/cpu.stat",
+            "memory": f"{driver.roots['memory']}/{name}/memory.usage_in_bytes",
+        }
     d = f"{driver.root}/{name}"
     return {"cpu": f"{d}/cpu.stat", "throttle": f"{d}/cpu.stat", "memory": f"{d}/memory.current"}
 
@@ -47,7 +51,7 @@ def parse_stats(driver: Driver, texts: dict[str, str | None]) -> dict[str, float
             out["throttled_periods"] = float(keyed["nr_throttled"])
         if "throttled_usec" in keyed:
             out["throttled_s"] = keyed["throttled_usec"] / 1e6
-        elif "throttled_time" in keyed:   # v1: nanoseconds
+        elif "throttled_time" in keyed:  # v1: nanoseconds
             out["throttled_s"] = keyed["throttled_time"] / 1e9
     if memory is not None and memory.strip().isdigit():
         out["memory_bytes"] = float(memory.strip())
@@ -91,6 +95,7 @@ class CgroupCounters:
         """The instance's cgroup counters (:func:`parse_stats`); StatsUnavailable without a cgroup
         (limits not enforced) or when none of its files can be read (the instance is gone)."""
         from .base import StatsUnavailable
+
         driver = self.backend.driver
         if driver is None:
             raise StatsUnavailable(f"{self.name}: no cgroup (limits not enforced): no per-instance counters")

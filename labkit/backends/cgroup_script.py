@@ -1,6 +1,7 @@
 """A cgroup driver's operations (:class:`.cgroups.Op`) as one POSIX ``sh`` script (:func:`script`),
 which the ``ssh`` and ``slurm`` backends send to the host (:mod:`.native`); the ``local`` backend
 applies the same operations in Python (:func:`.cgroups.apply`)."""
+
 from __future__ import annotations
 
 import shlex
@@ -29,15 +30,17 @@ def script(ops: list[Op], timeout: float = DRAIN_TIMEOUT_S) -> str:
         elif op.kind == "mkdir?":
             lines.append(f"[ -d {p} ] || mkdir {p} || exit 1")
         elif op.kind == "move":
-            lines.append(f"for p in $(cat {p}/cgroup.procs); do echo $p > {q(op.value)}/cgroup.procs 2>/dev/null; done")
+            lines.append(
+                f"for p in $(cat {p}/cgroup.procs); do echo $p > {q(op.value)}/cgroup.procs 2>/dev/null; done"
+            )
         elif op.kind == "write":
             lines.append(f"w {p} {q(op.value)}")
         elif op.kind == "write?":
             lines.append(f"[ -e {p} ] && {{ printf '%s' {q(op.value)} > {p}; }} 2>/dev/null")
         elif op.kind == "copy":
-            lines.append(f"w {p} \"$(cat {q(op.value)})\"")
+            lines.append(f'w {p} "$(cat {q(op.value)})"')
         elif op.kind == "kill":
-            lines.append(f"p=$(cat {p}/cgroup.procs 2>/dev/null); [ -n \"$p\" ] && kill -KILL $p 2>/dev/null")
+            lines.append(f'p=$(cat {p}/cgroup.procs 2>/dev/null); [ -n "$p" ] && kill -KILL $p 2>/dev/null')
         elif op.kind in ("drain", "rmdir"):
             lines.append(f"drain {p} {'rm' if op.kind == 'rmdir' else 'keep'} {steps}")
         else:

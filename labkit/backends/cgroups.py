@@ -34,6 +34,7 @@ moves its one thread, so the whole process, without the kernel's global threadgr
 then ``exec``\\s the command, so every process it starts is in the instance from its first
 instruction.
 """
+
 from __future__ import annotations
 
 import os
@@ -49,10 +50,12 @@ DRAIN_TIMEOUT_S = 10.0
 #: ``sh -c JOIN labkit-join argv...`` with $LABKIT_CGROUP_PROCS = the procs files
 #: (v1: "0" to the ``tasks`` file beside each: the shell's one thread, so the whole process, without
 #: the global threadgroup lock and its RCU grace period, 8-23 ms, that a write to cgroup.procs takes)
-JOIN = ('for f in $LABKIT_CGROUP_PROCS; do t="${f%/cgroup.procs}/tasks"; '
-        'if [ "$t" != "$f" ] && [ -e "$t" ]; then echo 0 > "$t"; else echo $$ > "$f"; fi '
-        '|| { echo "labkit-join: cannot join $f" >&2; exit 125; }; done; '
-        'unset LABKIT_CGROUP_PROCS; exec "$@"')
+JOIN = (
+    'for f in $LABKIT_CGROUP_PROCS; do t="${f%/cgroup.procs}/tasks"; '
+    'if [ "$t" != "$f" ] && [ -e "$t" ]; then echo 0 > "$t"; else echo $$ > "$f"; fi '
+    '|| { echo "labkit-join: cannot join $f" >&2; exit 125; }; done; '
+    'unset LABKIT_CGROUP_PROCS; exec "$@"'
+)
 JOIN_FAILED = 125
 CONTROLLERS = ("cpuset", "cpu", "memory")
 #: controllers used where the host has them (v1: mounted hierarchies; v2: pids)
@@ -68,6 +71,7 @@ class Op:
     ``path`` until it is empty; ``rmdir``: drain, then remove the cgroup ``path`` (quiet
     if gone); ``move`` path: every process of the cgroup ``path`` into the cgroup ``value`` (one that
     exits meanwhile is skipped)."""
+
     kind: str
     path: str
     value: str = ""
@@ -123,8 +127,9 @@ class CgroupV1:
     def cpus_file(self) -> str:
         return f"{self.roots['cpuset']}/cpuset.cpus"
 
-    def create(self, name: str, cpus: list[int], quota_cpus: int | None, memory_mb: int,
-               pids_max: int | None = None) -> list[Op]:
+    def create(
+        self, name: str, cpus: list[int], quota_cpus: int | None, memory_mb: int, pids_max: int | None = None
+    ) -> list[Op]:
         cs, cpu, mem = (f"{self.roots[c]}/{name}" for c in CONTROLLERS)
         limit = str(memory_mb * 2**20)
         ops = [Op("mkdir", d) for d in self.dirs(name)]
@@ -147,8 +152,12 @@ class CgroupV1:
         if "freezer" not in self.roots:
             return [Op("drain", d) for d in self.dirs(name)]
         frozen = f"{self.roots['freezer']}/{name}"
-        return [Op("write?", f"{frozen}/freezer.state", "FROZEN"), Op("kill", frozen),
-                Op("write?", f"{frozen}/freezer.state", "THAWED"), *(Op("drain", d) for d in self.dirs(name))]
+        return [
+            Op("write?", f"{frozen}/freezer.state", "FROZEN"),
+            Op("kill", frozen),
+            Op("write?", f"{frozen}/freezer.state", "THAWED"),
+            *(Op("drain", d) for d in self.dirs(name)),
+        ]
 
     def remove(self, name: str) -> list[Op]:
         return [Op("rmdir", d) for d in self.dirs(name)]
@@ -178,14 +187,17 @@ class CgroupV2:
     def cpus_file(self) -> str:
         return f"{self.root}/cpuset.cpus.effective"
 
-    def create(self, name: str, cpus: list[int], quota_cpus: int | None, memory_mb: int,
-               pids_max: int | None = None) -> list[Op]:
+    def create(
+        self, name: str, cpus: list[int], quota_cpus: int | None, memory_mb: int, pids_max: int | None = None
+    ) -> list[Op]:
         d = f"{self.root}/{name}"
         quota = f"{quota_cpus * PERIOD_US} {PERIOD_US}" if quota_cpus else f"max {PERIOD_US}"
         pids = pids_max is not None and self.has_pids
-        enable = [Op("write", f"{self.root}/cgroup.subtree_control", f"+{c}")
-                  for c in CONTROLLERS + (("pids",) if pids else ())]
-        if self.leaf is not None:   # a delegated subtree: no process of its own where controllers are enabled
+        enable = [
+            Op("write", f"{self.root}/cgroup.subtree_control", f"+{c}")
+            for c in CONTROLLERS + (("pids",) if pids else ())
+        ]
+        if self.leaf is not None:  # a delegated subtree: no process of its own where controllers are enabled
             enable = [Op("mkdir?", self.leaf), Op("move", self.root, self.leaf), *enable]
         return enable + [
             Op("mkdir", d),
@@ -219,8 +231,16 @@ Driver = CgroupV1 | CgroupV2
 
 # -- detection ------------------------------------------------------------------------------
 
-def create_ops(driver: Driver | None, name: str, host_ids: list[int], cpus: Sequence[int] | None, vcpus: int,
-               memory_mb: int, pids_max: int | None = None) -> tuple[list[int] | None, list[Op]]:
+
+def create_ops(
+    driver: Driver | None,
+    name: str,
+    host_ids: list[int],
+    cpus: Sequence[int] | None,
+    vcpus: int,
+    memory_mb: int,
+    pids_max: int | None = None,
+) -> tuple[list[int] | None, list[Op]]:
     """How to make instance ``name``'s cgroup, given indexes ``cpus`` into the host's CPU ids
     ``host_ids`` (None: floating). Returns the host CPU ids it is pinned to (None when
     floating) and the ops that create the cgroup with ``driver``: on those CPUs, or on all
@@ -261,36 +281,48 @@ def own_cgroup(proc_self_cgroup: str) -> str | None:
 
 def delegation_fix(where: str) -> str:
     """How a user gets a cgroup v2 subtree with the controllers labkit needs (``where``: the cgroup)."""
-    return (f"run labkit in a delegated scope: `systemd-run --user --scope -p Delegate=yes labkit run ...`; "
-            f"the user manager hands on only what it has: if `cat /sys/fs/cgroup/user.slice/user-$(id -u).slice/"
-            f"user@$(id -u).service/cgroup.controllers` lacks one of {' '.join(CONTROLLERS)} (cpuset usually), "
-            f"add it as root: `mkdir -p /etc/systemd/system/user@.service.d && printf '[Service]\\nDelegate=cpu "
-            f"cpuset memory pids\\n' > /etc/systemd/system/user@.service.d/delegate.conf && systemctl "
-            f"daemon-reload`, then log in again (this process's cgroup: {where}); or run as root, or unconfined "
-            f"with --backend-option enforce_limits=false")
+    return (
+        f"run labkit in a delegated scope: `systemd-run --user --scope -p Delegate=yes labkit run ...`; "
+        f"the user manager hands on only what it has: if `cat /sys/fs/cgroup/user.slice/user-$(id -u).slice/"
+        f"user@$(id -u).service/cgroup.controllers` lacks one of {' '.join(CONTROLLERS)} (cpuset usually), "
+        f"add it as root: `mkdir -p /etc/systemd/system/user@.service.d && printf '[Service]\\nDelegate=cpu "
+        f"cpuset memory pids\\n' > /etc/systemd/system/user@.service.d/delegate.conf && systemctl "
+        f"daemon-reload`, then log in again (this process's cgroup: {where}); or run as root, or unconfined "
+        f"with --backend-option enforce_limits=false"
+    )
 
 
-def delegated(cgroup_dir: str, controllers_of: Callable[[str], str | None],
-              writable: Callable[[str], bool]) -> CgroupV2:
+def delegated(
+    cgroup_dir: str, controllers_of: Callable[[str], str | None], writable: Callable[[str], bool]
+) -> CgroupV2:
     """The driver for the delegated cgroup v2 directory ``cgroup_dir`` (this process's own cgroup):
     BackendUnavailable naming the cause and the fix when it is not writable by this user (not
     delegated) or lacks a controller labkit needs."""
     files = [cgroup_dir, f"{cgroup_dir}/cgroup.procs", f"{cgroup_dir}/cgroup.subtree_control"]
     if not all(writable(f) for f in files):
-        raise BackendUnavailable(f"cgroup v2: this process's cgroup {cgroup_dir} is not delegated to uid "
-                                 f"{os.geteuid()} (not writable by it), so instance limits cannot be set: "
-                                 + delegation_fix(cgroup_dir))
+        raise BackendUnavailable(
+            f"cgroup v2: this process's cgroup {cgroup_dir} is not delegated to uid "
+            f"{os.geteuid()} (not writable by it), so instance limits cannot be set: "
+            + delegation_fix(cgroup_dir)
+        )
     available = set((controllers_of(cgroup_dir) or "").split())
     missing = [c for c in CONTROLLERS if c not in available]
     if missing:
-        raise BackendUnavailable(f"cgroup v2: controller{'s' if len(missing) > 1 else ''} {', '.join(missing)} "
-                                 f"not delegated to {cgroup_dir} (its cgroup.controllers: "
-                                 f"{' '.join(sorted(available)) or 'none'}): " + delegation_fix(cgroup_dir))
+        raise BackendUnavailable(
+            f"cgroup v2: controller{'s' if len(missing) > 1 else ''} {', '.join(missing)} "
+            f"not delegated to {cgroup_dir} (its cgroup.controllers: "
+            f"{' '.join(sorted(available)) or 'none'}): " + delegation_fix(cgroup_dir)
+        )
     return CgroupV2(cgroup_dir, has_pids="pids" in available, leaf=f"{cgroup_dir}/{LEAF}")
 
 
-def detect(mounts_text: str, controllers_of: Callable[[str], str | None], *, own: str | None = None,
-           writable: Callable[[str], bool] | None = None) -> CgroupV1 | CgroupV2:
+def detect(
+    mounts_text: str,
+    controllers_of: Callable[[str], str | None],
+    *,
+    own: str | None = None,
+    writable: Callable[[str], bool] | None = None,
+) -> CgroupV1 | CgroupV2:
     """The driver for a host: v1 when cpuset/cpu/memory hierarchies are mounted, else v2.
 
     ``mounts_text`` is the host's /proc/self/mounts; ``controllers_of(path)``
@@ -318,7 +350,8 @@ def detect(mounts_text: str, controllers_of: Callable[[str], str | None], *, own
     raise BackendUnavailable(
         "no usable cgroup hierarchy: need cgroup v1 cpuset+cpu+memory or cgroup v2 with those "
         "controllers (see /proc/self/mounts); pass enforce_limits=False to run without limits "
-        "(recorded in the run metadata)")
+        "(recorded in the run metadata)"
+    )
 
 
 def detect_here() -> Driver:
@@ -329,8 +362,9 @@ def detect_here() -> Driver:
         own = own_cgroup(read_local("/proc/self/cgroup"))
     except OSError:
         own = None
-    return detect(read_local("/proc/self/mounts"), _controllers_here, own=own,
-                  writable=lambda p: os.access(p, os.W_OK))
+    return detect(
+        read_local("/proc/self/mounts"), _controllers_here, own=own, writable=lambda p: os.access(p, os.W_OK)
+    )
 
 
 def _controllers_here(path: str) -> str | None:
@@ -343,7 +377,9 @@ def _controllers_here(path: str) -> str | None:
 def accounting_root(driver: Driver) -> str:
     """The hierarchy that counts CPU time (v1: cpuacct's, else cpu's; v2: the unified one): a cgroup
     made there and nowhere else counts its processes' CPU time without limiting them."""
-    return (driver.roots.get("cpuacct") or driver.roots["cpu"]) if isinstance(driver, CgroupV1) else driver.root
+    return (
+        (driver.roots.get("cpuacct") or driver.roots["cpu"]) if isinstance(driver, CgroupV1) else driver.root
+    )
 
 
 def writable_roots(driver: Driver) -> list[str]:
@@ -352,6 +388,7 @@ def writable_roots(driver: Driver) -> list[str]:
 
 
 # -- applying operations here ---------------------------------------------------------------
+
 
 def _write(path: str, value: str) -> None:
     try:
@@ -375,7 +412,9 @@ def _move(source: str, target: str) -> None:
         except ProcessLookupError:
             continue
         except OSError as exc:
-            raise BackendError(f"cannot move process {pid} from cgroup {source} to {target}: {exc.strerror}") from exc
+            raise BackendError(
+                f"cannot move process {pid} from cgroup {source} to {target}: {exc.strerror}"
+            ) from exc
 
 
 def _pids(directory: str) -> list[int]:
@@ -399,6 +438,7 @@ def _kill_listed(directory: str) -> list[int]:
 def _drain(directory: str, remove: bool, timeout: float) -> None:
     """SIGKILL what cgroup ``directory`` holds until it is empty (then remove it when
     ``remove``); BackendError naming the survivors after ``timeout`` s."""
+
     def drained() -> bool:
         if not os.path.isdir(directory):
             return True
@@ -412,11 +452,16 @@ def _drain(directory: str, remove: bool, timeout: float) -> None:
         except FileNotFoundError:
             pass
         except OSError:
-            return False   # processes are still exiting
+            return False  # processes are still exiting
         return True
 
-    wait_until(drained, timeout=timeout, interval=0.02, what=f"the processes of cgroup {directory} to end "
-               "after SIGKILL", detail=lambda: f"survivors: {_pids(directory)}")
+    wait_until(
+        drained,
+        timeout=timeout,
+        interval=0.02,
+        what=f"the processes of cgroup {directory} to end after SIGKILL",
+        detail=lambda: f"survivors: {_pids(directory)}",
+    )
 
 
 def apply(ops: list[Op], timeout: float = DRAIN_TIMEOUT_S) -> None:
@@ -439,7 +484,7 @@ def apply(ops: list[Op], timeout: float = DRAIN_TIMEOUT_S) -> None:
                 try:
                     _write(op.path, op.value)
                 except BackendError:
-                    pass   # optional: not settable on every kernel
+                    pass  # optional: not settable on every kernel
         elif op.kind == "copy":
             _write(op.path, read_local(op.value).strip())
         elif op.kind == "kill":

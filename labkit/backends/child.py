@@ -10,6 +10,7 @@ that still holds them keeps it "running", as ``communicate`` would). It waits on
 command's end is seen when it happens, not up to 50 ms later (which inflated every measured
 duration).
 """
+
 from __future__ import annotations
 
 import math
@@ -34,8 +35,17 @@ class Child:
 def start(argv: list[str], *, cwd, env: dict) -> Child:
     """Start ``argv`` in ``cwd`` with environment ``env``, in a new session, stdin empty.
     Raises what ``Popen`` raises (FileNotFoundError for a missing program)."""
-    return Child(subprocess.Popen(argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL,
-                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True))
+    return Child(
+        subprocess.Popen(
+            argv,
+            cwd=cwd,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+        )
+    )
 
 
 def wait(child: Child, timeout: float | None) -> RawResult | None:
@@ -58,7 +68,7 @@ def exited(proc: subprocess.Popen, timeout: float | None) -> bool:
         return True
     try:
         fd = os.pidfd_open(proc.pid)
-    except OSError:   # no pidfd_open (Linux < 5.3)
+    except OSError:  # no pidfd_open (Linux < 5.3)
         try:
             proc.wait(timeout)
             return True

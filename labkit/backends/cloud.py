@@ -24,6 +24,7 @@ measurement of the run with the instance's index (one row per server). ``active_
 image, server id, address, price per hour and the CPUs the server's system reports
 (``guest_cpus``) go into the run's instance metadata (``instances[i]["cloud"]``).
 """
+
 from __future__ import annotations
 
 import logging
@@ -53,21 +54,29 @@ class CloudBackend(Backend):
         super().__init__(**own)
         for key in ("provider", "flavor", "image"):
             if not isinstance(own.get(key), str) or not own[key]:
-                raise ConfigError(f"cloud backend: option {key!r} is required (a name)"
-                                  + (f"; providers: {', '.join(PROVIDERS)}" if key == "provider" else ""))
+                raise ConfigError(
+                    f"cloud backend: option {key!r} is required (a name)"
+                    + (f"; providers: {', '.join(PROVIDERS)}" if key == "provider" else "")
+                )
         cpus = own.get("host_cpus")
-        if cpus is not None and (isinstance(cpus, bool) or not isinstance(cpus, int) or not 1 <= cpus <= 4096):
+        if cpus is not None and (
+            isinstance(cpus, bool) or not isinstance(cpus, int) or not 1 <= cpus <= 4096
+        ):
             raise ConfigError(f"cloud backend: 'host_cpus' must be an integer in [1, 4096], got {cpus!r}")
         if not isinstance(own.get("enforce_limits", True), bool):
             raise ConfigError("cloud backend: 'enforce_limits' must be true or false")
         timeout = own.get("connect_timeout", CONNECT_TIMEOUT)
         if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 < timeout <= 600:
-            raise ConfigError(f"cloud backend: 'connect_timeout' must be seconds in (0, 600], got {timeout!r}")
+            raise ConfigError(
+                f"cloud backend: 'connect_timeout' must be seconds in (0, 600], got {timeout!r}"
+            )
         self.connect_timeout = timeout
         self.flavor, self.image = own["flavor"], own["image"]
         self.enforce_limits = own.get("enforce_limits", True)
         self._cpus = cpus
-        self.provider = get_provider(own["provider"], **{k: v for k, v in options.items() if k not in OWN_OPTIONS})
+        self.provider = get_provider(
+            own["provider"], **{k: v for k, v in options.items() if k not in OWN_OPTIONS}
+        )
 
     def check(self) -> None:
         self.provider.check()
@@ -77,21 +86,26 @@ class CloudBackend(Backend):
         if self._cpus is None:
             self._cpus = self.provider.flavor_vcpus(self.flavor)
             if self._cpus is None:
-                raise ConfigError(f"cloud backend: the {self.provider.name} provider does not report the vCPUs of "
-                                  f"flavor {self.flavor!r}; give them as option 'host_cpus'")
+                raise ConfigError(
+                    f"cloud backend: the {self.provider.name} provider does not report the vCPUs of "
+                    f"flavor {self.flavor!r}; give them as option 'host_cpus'"
+                )
         return self._cpus
 
     def fingerprint(self) -> dict:
         return {"provider": self.provider.name, "flavor": self.flavor, "image": self.image}
 
-    def provision(self, spec: InstanceSpec, *, prefix: str = NAME_PREFIX,
-                  network: Network | None = None) -> list[Instance]:
+    def provision(
+        self, spec: InstanceSpec, *, prefix: str = NAME_PREFIX, network: Network | None = None
+    ) -> list[Instance]:
         """``spec.count`` servers (requested together), each with one ``ssh``-backend instance of
         ``spec``'s limits; on any failure every server made is deleted and the error re-raised."""
         check_prefix(prefix)
         if network is not None:
-            raise ConfigError("the cloud backend has no private networks (servers are on the provider's "
-                              "network); use network: none")
+            raise ConfigError(
+                "the cloud backend has no private networks (servers are on the provider's "
+                "network); use network: none"
+            )
         servers = self.provider.provision(self.flavor, self.image, prefix, spec.count)
         made: list[Instance] = []
         try:
@@ -99,12 +113,18 @@ class CloudBackend(Backend):
                 made.append(self._attach(server, spec, i, prefix))
         except BaseException:
             teardown(made)
-            _quietly(lambda: self.provider.destroy(servers[len(made):]), "deleting the servers")
+            _quietly(lambda: self.provider.destroy(servers[len(made) :]), "deleting the servers")
             raise
         return made
 
-    def _create(self, spec: InstanceSpec, name: str, index: int, cpus: list[int] | None,
-                network: Network | None = None) -> Instance:
+    def _create(
+        self,
+        spec: InstanceSpec,
+        name: str,
+        index: int,
+        cpus: list[int] | None,
+        network: Network | None = None,
+    ) -> Instance:
         """One server under ``name``'s prefix (the provider draws the name's 8 hex digits)."""
         self.refuse_network(network)
         prefix = name[:-8]
@@ -141,21 +161,40 @@ class CloudBackend(Backend):
 class CloudServer(Wrapped):
     """An ``ssh``-backend instance in a cloud server; destroying it deletes the server."""
 
-    def __init__(self, backend: CloudBackend, server: CloudInstance, ssh, inner: Instance,
-                 spec: InstanceSpec, index: int, guest_cpus: int | None = None):
+    def __init__(
+        self,
+        backend: CloudBackend,
+        server: CloudInstance,
+        ssh,
+        inner: Instance,
+        spec: InstanceSpec,
+        index: int,
+        guest_cpus: int | None = None,
+    ):
         super().__init__(backend, server.name, inner, spec, index)
         self.server, self.ssh = server, ssh
-        self.metadata["cloud"] = {"provider": server.provider, "flavor": server.flavor, "image": server.image,
-                                  "server_id": server.id, "address": server.address,
-                                  "provisioning_s": server.provisioning_s, "active_s": server.active_s,
-                                  "price_per_hour": server.price_per_hour, "guest_cpus": guest_cpus}
+        self.metadata["cloud"] = {
+            "provider": server.provider,
+            "flavor": server.flavor,
+            "image": server.image,
+            "server_id": server.id,
+            "address": server.address,
+            "provisioning_s": server.provisioning_s,
+            "active_s": server.active_s,
+            "price_per_hour": server.price_per_hour,
+            "guest_cpus": guest_cpus,
+        }
         self.metadata["instance"] = inner.metadata
         self.run_metrics = {"provisioning_s": (server.provisioning_s, "s")}
 
     def _destroy(self):
         """The ssh instance, its connection, then the server (each tried; the first error raised)."""
         first = None
-        for step in (self.inner.destroy, self.ssh.close, lambda: self.backend.provider.delete(self.server.id)):
+        for step in (
+            self.inner.destroy,
+            self.ssh.close,
+            lambda: self.backend.provider.delete(self.server.id),
+        ):
             try:
                 step()
             except Exception as exc:
@@ -167,5 +206,5 @@ class CloudServer(Wrapped):
 def _quietly(fn, doing: str) -> None:
     try:
         fn()
-    except Exception as exc:   # the error that made us clean up is the one to report
+    except Exception as exc:  # the error that made us clean up is the one to report
         log.warning("cloud backend: %s failed: %s", doing, exc)

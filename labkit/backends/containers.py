@@ -18,6 +18,7 @@ kernel), then any member that moved to another group (``pkill -s``), until only
 zombies are left (a container's ``sleep`` pid 1 reaps nobody). It is a no-op
 once the command has ended (the wrapper removes PIDFILE).
 """
+
 from __future__ import annotations
 
 import re
@@ -34,11 +35,13 @@ T = TypeVar("T")
 
 _RUN = 'setsid "$@" & echo $! > {f}; wait $!; s=$?; rm -f {f}; exit $s'
 # wait briefly for a just-started command to record its session, then kill it until empty
-_KILL = ('f={f}; i=0; while [ ! -s $f ] && [ $i -lt 40 ]; do sleep 0.05; i=$((i+1)); done; '
-         'p=$(cat $f 2>/dev/null); [ -n "$p" ] || exit 0; '
-         'for _ in 1 2 3 4 5 6 7 8 9 10; do kill -KILL -- -$p $p 2>/dev/null; '
-         'pkill -KILL -s $p 2>/dev/null; ps -o stat= -s $p | grep -qv ^Z || break; sleep 0.1; done; '
-         'rm -f $f')
+_KILL = (
+    "f={f}; i=0; while [ ! -s $f ] && [ $i -lt 40 ]; do sleep 0.05; i=$((i+1)); done; "
+    'p=$(cat $f 2>/dev/null); [ -n "$p" ] || exit 0; '
+    "for _ in 1 2 3 4 5 6 7 8 9 10; do kill -KILL -- -$p $p 2>/dev/null; "
+    "pkill -KILL -s $p 2>/dev/null; ps -o stat= -s $p | grep -qv ^Z || break; sleep 0.1; done; "
+    "rm -f $f"
+)
 _OOM_KILL = re.compile(r"^oom_kill (\d+)$", re.MULTILINE)
 
 
@@ -75,8 +78,9 @@ class Running:
         self._result: RawResult | None = None
         self._error: BaseException | None = None
         self._done = threading.Event()
-        threading.Thread(target=self._run, args=(call,), daemon=True,
-                         name=f"labkit-exec-{pidfile[-12:-4]}").start()
+        threading.Thread(
+            target=self._run, args=(call,), daemon=True, name=f"labkit-exec-{pidfile[-12:-4]}"
+        ).start()
 
     def _run(self, call: Callable[[], RawResult]) -> None:
         try:
@@ -123,8 +127,13 @@ class SessionExec:
             self._run_quick(kill_argv(handle.pidfile))
 
 
-def check_image(get: Callable[[], object], label: str, not_found: type[BaseException],
-                api_error: type[BaseException], hint: str) -> None:
+def check_image(
+    get: Callable[[], object],
+    label: str,
+    not_found: type[BaseException],
+    api_error: type[BaseException],
+    hint: str,
+) -> None:
     """Look the image up with ``get()``: BackendUnavailable naming ``label`` if the SDK raises
     ``not_found`` (with ``hint``, how to make it) or ``api_error``."""
     try:

@@ -21,6 +21,7 @@ every container (any state) whose name starts with ``prefix``.
 >>> be = get_backend("docker")                  # image labkit/debian:12 by default
 >>> [inst] = be.provision(InstanceSpec(vcpus=2, affinity="pinned"))
 """
+
 from __future__ import annotations
 
 import io
@@ -55,14 +56,19 @@ LABEL = "labkit"
 #: the container's main process: it only keeps the container alive for exec
 MAIN_COMMAND = ["sleep", "infinity"]
 #: the container's memory cgroup as the container sees it (v1, then v2)
-OOM_COUNTER = ["sh", "-c", ("cat /sys/fs/cgroup/memory/memory.oom_control "
-                            "/sys/fs/cgroup/memory.events 2>/dev/null")]
+OOM_COUNTER = [
+    "sh",
+    "-c",
+    ("cat /sys/fs/cgroup/memory/memory.oom_control /sys/fs/cgroup/memory.events 2>/dev/null"),
+]
 
 #: the host-side interface index of the container's eth0 (its veth peer)
 IFLINK = ["cat", "/sys/class/net/eth0/iflink"]
 
-START_HINT = ("start it with `dockerd > /var/log/labkit-dockerd.log 2>&1 &` (or "
-              "`systemctl start docker`), or run `bash scripts/setup-containers.sh`")
+START_HINT = (
+    "start it with `dockerd > /var/log/labkit-dockerd.log 2>&1 &` (or "
+    "`systemctl start docker`), or run `bash scripts/setup-containers.sh`"
+)
 
 
 def _sdk():
@@ -71,7 +77,8 @@ def _sdk():
     except ImportError as exc:
         raise BackendUnavailable(
             "the docker backend needs the docker SDK for Python, which is not installed; "
-            "install it with: pip install docker") from exc
+            "install it with: pip install docker"
+        ) from exc
     return docker
 
 
@@ -115,7 +122,7 @@ class DockerInstance(SessionExec, Instance):
         api = self.backend.exec_api
         try:
             exec_id = api.exec_create(self.id, argv, environment=env or None)["Id"]
-            out, err = CappedOutput(), CappedOutput()   # fed as the stream comes, never whole
+            out, err = CappedOutput(), CappedOutput()  # fed as the stream comes, never whole
             for chunk_out, chunk_err in api.exec_start(exec_id, stream=True, demux=True):
                 if chunk_out:
                     out.write(chunk_out)
@@ -196,7 +203,7 @@ class DockerBackend(CleanupByName, Backend):
 
     name = "docker"
     OPTIONS = ("image", "base_url", "api_timeout", "mounts", *docker_ssh.OPTIONS)
-    daemons = ("dockerd", "containerd", "containerd-shim", "docker-proxy")   # comm: 15 characters
+    daemons = ("dockerd", "containerd", "containerd-shim", "docker-proxy")  # comm: 15 characters
 
     def __init__(self, **options):
         super().__init__(**options)
@@ -224,7 +231,8 @@ class DockerBackend(CleanupByName, Backend):
             except Exception as exc:  # DockerException, requests' ConnectionError and friends
                 raise BackendUnavailable(
                     f"cannot reach the Docker daemon at {self.base_url} ({type(exc).__name__}: "
-                    f"{exc}); {START_HINT}") from exc
+                    f"{exc}); {START_HINT}"
+                ) from exc
             self._client = client
         return self._client
 
@@ -239,20 +247,27 @@ class DockerBackend(CleanupByName, Backend):
         deadline is ``Instance.exec``'s, which kills the command)."""
         if self._exec_api is None:
             if self.ssh is None:
-                self._exec_api = _sdk().APIClient(base_url=self.base_url, timeout=None,
-                                                  version=self.api.api_version)
+                self._exec_api = _sdk().APIClient(
+                    base_url=self.base_url, timeout=None, version=self.api.api_version
+                )
             else:
-                self._exec_api = docker_ssh.api_client(self.base_url, self.ssh, timeout=None,
-                                                       version=self.api.api_version)
+                self._exec_api = docker_ssh.api_client(
+                    self.base_url, self.ssh, timeout=None, version=self.api.api_version
+                )
         return self._exec_api
 
     # -- hooks -----------------------------------------------------------------
     def check(self) -> None:
         errors = _sdk().errors
-        check_image(lambda: self.client.images.get(self.image), f"docker image {self.image!r}",
-                    errors.ImageNotFound, errors.APIError,
-                    "build it with: labkit images build --only docker"
-                    if self.image.startswith("labkit/") else "pull or build it first")
+        check_image(
+            lambda: self.client.images.get(self.image),
+            f"docker image {self.image!r}",
+            errors.ImageNotFound,
+            errors.APIError,
+            "build it with: labkit images build --only docker"
+            if self.image.startswith("labkit/")
+            else "pull or build it first",
+        )
 
     def info(self) -> dict:
         if self._info is None:
@@ -265,14 +280,21 @@ class DockerBackend(CleanupByName, Backend):
     def host_cpus(self) -> int:
         return int(self.info().get("NCPU") or os.cpu_count() or 1)
 
-    def _create(self, spec: InstanceSpec, name: str, index: int, cpus,
-                network: Network | None = None) -> DockerInstance:
+    def _create(
+        self, spec: InstanceSpec, name: str, index: int, cpus, network: Network | None = None
+    ) -> DockerInstance:
         docker = _sdk()
         base.check_name(name)
         base.check_cpus(cpus, self.host_cpus())
-        limits: dict[str, str | int] = {"mem_limit": f"{spec.memory_mb}m", "memswap_limit": f"{spec.memory_mb}m"}
-        meta: dict[str, object] = {"image": self.image, "memory_limit_mb": spec.memory_mb,
-                "mounts": [m.as_dict() for m in self.mounts]}
+        limits: dict[str, str | int] = {
+            "mem_limit": f"{spec.memory_mb}m",
+            "memswap_limit": f"{spec.memory_mb}m",
+        }
+        meta: dict[str, object] = {
+            "image": self.image,
+            "memory_limit_mb": spec.memory_mb,
+            "mounts": [m.as_dict() for m in self.mounts],
+        }
         if cpus is not None:
             cpuset = ",".join(str(c) for c in sorted(set(cpus)))
             limits["cpuset_cpus"] = meta["cpuset"] = cpuset
@@ -281,31 +303,52 @@ class DockerBackend(CleanupByName, Backend):
             limits["nano_cpus"] = int(quota * 1e9)
             meta["cpu_quota_cpus"] = quota
             if quota < spec.vcpus:
-                meta["note"] = (f"floating vcpus={spec.vcpus} capped at the host's {quota} CPUs "
-                                "(docker refuses a quota above the host's CPU count)")
+                meta["note"] = (
+                    f"floating vcpus={spec.vcpus} capped at the host's {quota} CPUs "
+                    "(docker refuses a quota above the host's CPU count)"
+                )
         # proof of ownership: after a failure, only a container carrying it is removed
         token = secrets.token_hex(8)
-        labels = {LABEL: "1", "labkit.spec": json.dumps(spec.as_dict()),
-                  "labkit.index": str(index), "labkit.token": token}
+        labels = {
+            LABEL: "1",
+            "labkit.spec": json.dumps(spec.as_dict()),
+            "labkit.index": str(index),
+            "labkit.token": token,
+        }
         # no init=True: with docker-init a missing main command no longer fails the start; the
         # zombies of finished daemons (httpd, iperf3) vanish with the container at teardown
         if network is None:
             net = {"network_mode": "none", "network_disabled": True}
         else:
-            net = {"network": network.name, "extra_hosts": network.names(), "networking_config": {
-                network.name: self.api.create_endpoint_config(ipv4_address=network.addresses[index])}}
+            net = {
+                "network": network.name,
+                "extra_hosts": network.names(),
+                "networking_config": {
+                    network.name: self.api.create_endpoint_config(ipv4_address=network.addresses[index])
+                },
+            }
         try:
             container = self.client.containers.create(
-                self.image, command=list(MAIN_COMMAND), name=name, hostname=name, labels=labels,
-                working_dir="/tmp/labkit", **net, **limits,
-                volumes={m.source: {"bind": m.target, "mode": "ro" if m.readonly else "rw"}
-                         for m in self.mounts})
+                self.image,
+                command=list(MAIN_COMMAND),
+                name=name,
+                hostname=name,
+                labels=labels,
+                working_dir="/tmp/labkit",
+                **net,
+                **limits,
+                volumes={
+                    m.source: {"bind": m.target, "mode": "ro" if m.readonly else "rw"} for m in self.mounts
+                },
+            )
             container.start()
         except BaseException as exc:
             self._remove_if_ours(name, token)
             if isinstance(exc, docker.errors.ImageNotFound):
-                raise BackendUnavailable(f"docker image {self.image!r} is missing; "
-                                         "build it with: labkit images build --only docker") from exc
+                raise BackendUnavailable(
+                    f"docker image {self.image!r} is missing; "
+                    "build it with: labkit images build --only docker"
+                ) from exc
             if isinstance(exc, docker.errors.APIError):
                 raise BackendError(f"creating container {name} ({limits}) failed: {exc}") from exc
             raise
@@ -325,8 +368,10 @@ class DockerBackend(CleanupByName, Backend):
         eth0's veth pair (where its link is shaped)."""
         container.reload()
         pid = int(container.attrs["State"]["Pid"])
-        netmod.host_output(["nsenter", "-t", str(pid), "-n", "ip", "route", "del", "default"],
-                        f"removing the default route of {inst.name}")
+        netmod.host_output(
+            ["nsenter", "-t", str(pid), "-n", "ip", "route", "del", "default"],
+            f"removing the default route of {inst.name}",
+        )
         inst.exec(["sh", "-c", f"printf '{netmod.NO_DNS}' > /etc/resolv.conf"], timeout=30)
         try:
             inst.host_device = netmod.device_by_index(int(inst._run_quick(IFLINK).strip()))
@@ -336,13 +381,21 @@ class DockerBackend(CleanupByName, Backend):
     def _create_network(self, network: Network) -> None:
         """An ``internal`` bridge network (no NAT, no route out) on ``network.subnet``."""
         docker = _sdk()
-        ipam = docker.types.IPAMConfig(pool_configs=[docker.types.IPAMPool(
-            subnet=network.subnet, gateway=network.host_address)])
+        ipam = docker.types.IPAMConfig(
+            pool_configs=[docker.types.IPAMPool(subnet=network.subnet, gateway=network.host_address)]
+        )
         try:
             self.client.networks.create(
-                network.name, driver="bridge", internal=True, ipam=ipam, labels={LABEL: "1"},
-                options={"com.docker.network.bridge.name": network.device,
-                         "com.docker.network.bridge.enable_ip_masquerade": "false"})
+                network.name,
+                driver="bridge",
+                internal=True,
+                ipam=ipam,
+                labels={LABEL: "1"},
+                options={
+                    "com.docker.network.bridge.name": network.device,
+                    "com.docker.network.bridge.enable_ip_masquerade": "false",
+                },
+            )
         except docker.errors.APIError as exc:
             raise BackendError(f"creating docker network {network.name} failed: {exc}") from exc
 
@@ -404,8 +457,10 @@ class DockerBackend(CleanupByName, Backend):
             "backend": self.name,
             "docker_version": version.get("Version"),
             "docker_api_version": version.get("ApiVersion"),
-            "containerd_version": next((c.get("Version") for c in version.get("Components", [])
-                                        if c.get("Name") == "containerd"), None),
+            "containerd_version": next(
+                (c.get("Version") for c in version.get("Components", []) if c.get("Name") == "containerd"),
+                None,
+            ),
             "runc_version": (info.get("RuncCommit") or {}).get("ID"),
             "storage_driver": info.get("Driver"),
             "cgroup_version": info.get("CgroupVersion"),
@@ -424,8 +479,12 @@ class DockerBackend(CleanupByName, Backend):
             found = self.api.containers(all=True, filters={"name": NAME_PREFIX})
         except _sdk().errors.APIError as exc:
             raise BackendError(f"listing docker containers failed: {exc}") from exc
-        return {n.lstrip("/"): float(c["Created"]) for c in found for n in c.get("Names", [])
-                if n.lstrip("/") in wanted and isinstance(c.get("Created"), (int, float))}
+        return {
+            n.lstrip("/"): float(c["Created"])
+            for c in found
+            for n in c.get("Names", [])
+            if n.lstrip("/") in wanted and isinstance(c.get("Created"), (int, float))
+        }
 
     def _names(self, prefix: str) -> list[str]:
         try:

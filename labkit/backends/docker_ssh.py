@@ -17,6 +17,7 @@ and has no connect timeout. :class:`SshSettings` are this backend's options for 
 the SDK's own SSH adapter; the docker CLI commands an MPI launch agent needs go through the ``ssh``
 binary with the same settings (:meth:`SshSettings.ssh_argv`).
 """
+
 from __future__ import annotations
 
 import paramiko
@@ -36,7 +37,7 @@ def _adapter_class():
             super().__init__(base_url, timeout, shell_out=False, **kwargs)
 
         def _create_paramiko_client(self, base_url):
-            super()._create_paramiko_client(base_url)   # ~/.ssh/config (its host keys: replaced)
+            super()._create_paramiko_client(base_url)  # ~/.ssh/config (its host keys: replaced)
             s = self.settings
             self.ssh_params["port"] = s.port
             self.ssh_client = paramiko.SSHClient()
@@ -47,7 +48,7 @@ def _adapter_class():
             super()._connect()
             transport = self.ssh_client.get_transport() if self.ssh_client else None
             if transport is not None:
-                transport.set_keepalive(KEEPALIVE_S)   # a partitioned host must not hang a call
+                transport.set_keepalive(KEEPALIVE_S)  # a partitioned host must not hang a call
 
     return KeyedSSHAdapter
 
@@ -57,9 +58,11 @@ def api_client(base_url: str, settings: SshSettings, *, timeout, version: str | 
     saying why when the SSH connection fails. ``version`` None asks the daemon."""
     import docker
     from docker.constants import DEFAULT_DOCKER_API_VERSION
+
     # use_ssh_client: the SDK's own adapter is built without connecting, then replaced by ours
-    api = docker.APIClient(base_url=base_url, timeout=timeout, use_ssh_client=True,
-                           version=version or DEFAULT_DOCKER_API_VERSION)
+    api = docker.APIClient(
+        base_url=base_url, timeout=timeout, use_ssh_client=True, version=version or DEFAULT_DOCKER_API_VERSION
+    )
     try:
         adapter = _adapter_class()(base_url, timeout, settings)
     except (paramiko.SSHException, OSError, EOFError) as exc:
@@ -78,7 +81,7 @@ def client(base_url: str, settings: SshSettings, *, timeout):
     import docker
 
     class _Client(docker.DockerClient):
-        def __init__(self, api):   # DockerClient.__init__ only makes self.api
+        def __init__(self, api):  # DockerClient.__init__ only makes self.api
             self.api = api
 
     return _Client(api_client(base_url, settings, timeout=timeout))

@@ -2,6 +2,7 @@
 (:class:`RawResult`) and as :meth:`Instance.exec <labkit.backends.base.Instance.exec>` returns it
 (:class:`ExecResult`), and the counters :meth:`Instance.stats
 <labkit.backends.base.Instance.stats>` may return (:data:`STAT_KEYS`)."""
+
 from __future__ import annotations
 
 import shlex
@@ -40,10 +41,11 @@ class RawResult:
     command printed (counted from the text when a backend gives no count), ``truncated``
     says whether some were dropped. :meth:`from_sinks` builds one from two sinks.
     """
+
     exit_code: int
     stdout: str
     stderr: str
-    stdout_bytes: int = -1   # -1: count the bytes of ``stdout``
+    stdout_bytes: int = -1  # -1: count the bytes of ``stdout``
     stderr_bytes: int = -1
     truncated: bool = False
 
@@ -56,8 +58,7 @@ class RawResult:
     @classmethod
     def from_sinks(cls, exit_code: int, out: CappedOutput, err: CappedOutput) -> RawResult:
         """The result of a command whose output went into ``out`` and ``err``."""
-        return cls(exit_code, out.text(), err.text(), out.total, err.total,
-                   out.truncated or err.truncated)
+        return cls(exit_code, out.text(), err.text(), out.total, err.total, out.truncated or err.truncated)
 
 
 @dataclass
@@ -68,6 +69,7 @@ class ExecResult:
     instance's OOM killer ended it (read from the backend, never guessed from
     the exit code alone).
     """
+
     command: list[str]
     exit_code: int
     stdout: str
@@ -87,9 +89,16 @@ class ExecResult:
         return self.exit_code == 0 and not self.timed_out
 
     def describe(self) -> str:
-        how = " (killed at its deadline)" if self.timed_out else \
-            " (killed by the OOM killer: memory limit reached)" if self.oom_killed else ""
-        return (f"command {shlex.join(self.command)!r} in {self.instance or 'instance'} "
-                f"exited {self.exit_code}{how} after {self.duration_s:.2f}s\n"
-                f"  stdout (tail):\n{tail(shorten(self.stdout, DESCRIBE_CAP))}\n"
-                f"  stderr (tail):\n{tail(shorten(self.stderr, DESCRIBE_CAP))}")
+        how = (
+            " (killed at its deadline)"
+            if self.timed_out
+            else " (killed by the OOM killer: memory limit reached)"
+            if self.oom_killed
+            else ""
+        )
+        return (
+            f"command {shlex.join(self.command)!r} in {self.instance or 'instance'} "
+            f"exited {self.exit_code}{how} after {self.duration_s:.2f}s\n"
+            f"  stdout (tail):\n{tail(shorten(self.stdout, DESCRIBE_CAP))}\n"
+            f"  stderr (tail):\n{tail(shorten(self.stderr, DESCRIBE_CAP))}"
+        )

@@ -15,6 +15,7 @@ backend whose networks are on another machine gives its own host end there
 (:meth:`Backend.host_end <labkit.backends.base.Backend.host_end>`; ``ssh``:
 :class:`~labkit.backends.ssh_instance.SshHostEnd`), which :func:`host_end` hands out the same way.
 """
+
 from __future__ import annotations
 
 import os
@@ -95,7 +96,7 @@ class HostEnd(Instance):
     def __init__(self, network: Network):
         super().__init__(network.backend, "host", InstanceSpec(), 0, None)
         self.network, self.address = network, network.host_address
-        self._dir = tempfile.mkdtemp(prefix="labkit-host-")   # 0700, ours
+        self._dir = tempfile.mkdtemp(prefix="labkit-host-")  # 0700, ours
         self.prefix = campaign_prefix_of(network.name)
         self.group_name = group_name(network.name)
         self._driver, self._group, why = _make_group(self.group_name)
@@ -121,7 +122,7 @@ class HostEnd(Instance):
             os.killpg(handle.pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
-        if self._group is not None:   # what left the session
+        if self._group is not None:  # what left the session
             cgroups.apply([cgroups.Op("kill", self._group)])
 
     def _oom_kills(self):
@@ -130,7 +131,9 @@ class HostEnd(Instance):
     def stats(self) -> dict[str, float]:
         """``cpu_s``: the CPU time of the commands run here so far (its cgroup's count)."""
         if self._driver is None:
-            raise StatsUnavailable(f"the host end of a network is this machine, not an instance ({self.metadata['cgroup']})")
+            raise StatsUnavailable(
+                f"the host end of a network is this machine, not an instance ({self.metadata['cgroup']})"
+            )
         path, parse = self._driver.cpu_time(self.group_name)
         try:
             return {"cpu_s": parse(cgroups.read_local(path))}
@@ -152,13 +155,14 @@ class HostEnd(Instance):
                 used = 0.0
             cgroups.apply([cgroups.Op("rmdir", self._group)])
             self._group = None
-            with _retired_lock:   # after the removal: never counted twice by a reading between
+            with _retired_lock:  # after the removal: never counted twice by a reading between
                 _retired[self.prefix] = _retired.get(self.prefix, 0.0) + used
 
 
 @contextmanager
-def host_end(instances: Sequence[Instance], workload: str, path: str, tool: str,
-             package: str) -> Iterator[Instance]:
+def host_end(
+    instances: Sequence[Instance], workload: str, path: str, tool: str, package: str
+) -> Iterator[Instance]:
     """The host end of the run's private network for a workload's host ``path``
     (:meth:`Backend.host_end <labkit.backends.base.Backend.host_end>`: a :class:`HostEnd` on this
     machine, or the network's own host for a backend whose host is another machine), removed on exit.
@@ -173,7 +177,7 @@ def host_end(instances: Sequence[Instance], workload: str, path: str, tool: str,
     try:
         if isinstance(host, HostEnd):
             found = shutil.which(tool) is not None
-        else:   # the network's host is another machine (ssh): ask it
+        else:  # the network's host is another machine (ssh): ask it
             found = host.exec(["sh", "-c", f"command -v {shlex.quote(tool)}"], check=False, timeout=60).ok
         if not found:
             where = "this host" if isinstance(host, HostEnd) else f"the host of network {net.name}"

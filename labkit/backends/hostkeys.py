@@ -20,6 +20,7 @@ run ``ssh`` with those same options; :func:`ssh_refusal` turns the ``ssh`` binar
 libvirt passes it on) into the same messages. :class:`labkit.backends._ssh_settings.SshSettings` carries
 the policy to each.
 """
+
 from __future__ import annotations
 
 import fcntl
@@ -54,8 +55,9 @@ class UnknownHostKey(ConnectionError):
 def check_policy(value: Any, where: str) -> str:
     """``value`` if it is one of :data:`POLICIES`; ConfigError naming ``where`` otherwise."""
     if value not in POLICIES:
-        raise ConfigError(f"{where}: host_key_policy must be one of {', '.join(POLICIES)}, "
-                          f"got {str(value)[:40]!r}")
+        raise ConfigError(
+            f"{where}: host_key_policy must be one of {', '.join(POLICIES)}, got {str(value)[:40]!r}"
+        )
     return value
 
 
@@ -65,7 +67,9 @@ def known_hosts_path(where: str, value: Any) -> str | None:
     if value in (None, ""):
         return None
     if not isinstance(value, str) or "\x00" in value or len(value) > 4096 or any(c.isspace() for c in value):
-        raise ConfigError(f"{where}: the path of a known_hosts file (no white space), got {str(value)[:80]!r}")
+        raise ConfigError(
+            f"{where}: the path of a known_hosts file (no white space), got {str(value)[:80]!r}"
+        )
     path = os.path.abspath(os.path.expanduser(value))
     if not (os.path.isfile(path) or (not os.path.exists(path) and os.path.isdir(os.path.dirname(path)))):
         raise ConfigError(f"{where}: {path} is not a file (nor a new file in an existing directory)")
@@ -95,6 +99,7 @@ def find_entry(path: str, name: str) -> int | None:
     """The line number (1-based) of the first entry of ``path`` for ``name`` (plain or hashed, as
     paramiko matches them), reading at most :data:`MAX_SCAN` bytes; None if there is none."""
     from paramiko.hostkeys import HostKeys
+
     try:
         with open(path, encoding="utf-8", errors="replace") as f:
             text = f.read(MAX_SCAN)
@@ -129,9 +134,11 @@ def _old_entry(host: str, port: int, known_hosts: str | None) -> str:
 def _changed(host: str, port: int, offered: str | None, where: str) -> str:
     name = entry_name(host, port)
     offers = f"the server offers {offered} but" if offered else "the server offers a key other than the one"
-    return (f"the host key of {host}:{port} CHANGED: {offers} {where} holds a "
-            f"different key for {name} (a man-in-the-middle, or the host was reinstalled). If the new "
-            f"key is right, remove the old one with: ssh-keygen -f {where.split(' line ')[0]} -R '{name}'")
+    return (
+        f"the host key of {host}:{port} CHANGED: {offers} {where} holds a "
+        f"different key for {name} (a man-in-the-middle, or the host was reinstalled). If the new "
+        f"key is right, remove the old one with: ssh-keygen -f {where.split(' line ')[0]} -R '{name}'"
+    )
 
 
 #: OpenSSH's words (the ``ssh`` binary's stderr, which libvirt's ssh transport passes on in its errors)
@@ -139,9 +146,16 @@ def _changed(host: str, port: int, offered: str | None, where: str) -> str:
 #: words of OpenSSH and of libvirt's libssh/libssh2 transports for a changed and an unknown key
 _OFFERED = re.compile(r"key sent by the remote host is\s+(\S+?)\.?\n")
 _OFFENDING = re.compile(r"Offending \S+ key in (.+?):(\d+)\n")
-_CHANGED_WORDS = ("REMOTE HOST IDENTIFICATION HAS CHANGED", "has changed and you have requested strict checking",
-                  "differs from stored identity")
-_REFUSED_WORDS = ("Host key verification failed", "host key is known for", "Can't verify the session host key")
+_CHANGED_WORDS = (
+    "REMOTE HOST IDENTIFICATION HAS CHANGED",
+    "has changed and you have requested strict checking",
+    "differs from stored identity",
+)
+_REFUSED_WORDS = (
+    "Host key verification failed",
+    "host key is known for",
+    "Can't verify the session host key",
+)
 
 
 def ssh_refusal(text: str, host: str, port: int, known_hosts: str | None) -> str | None:
@@ -160,9 +174,11 @@ def ssh_refusal(text: str, host: str, port: int, known_hosts: str | None) -> str
 
 
 def unknown_message(host: str, port: int, known_hosts: str | None) -> str:
-    return (f"the host key of {host}:{port} is unknown (not in {' or '.join(files(known_hosts))}) and "
-            f"host_key_policy is strict; add it (ssh-keyscan -p {port} {host} >> {record_file(known_hosts)}, "
-            "after checking its fingerprint) or set host_key_policy: accept-new to trust it on first use")
+    return (
+        f"the host key of {host}:{port} is unknown (not in {' or '.join(files(known_hosts))}) and "
+        f"host_key_policy is strict; add it (ssh-keyscan -p {port} {host} >> {record_file(known_hosts)}, "
+        "after checking its fingerprint) or set host_key_policy: accept-new to trust it on first use"
+    )
 
 
 # paramiko calls a policy's missing_host_key (raise to refuse); no base class needed
@@ -184,9 +200,14 @@ class _RecordNew:
     def missing_host_key(self, client, hostname, key):
         import paramiko
         from paramiko.hostkeys import HostKeyEntry, HostKeys
+
         os.makedirs(os.path.dirname(self.path) or ".", mode=0o700, exist_ok=True)
-        with _record_lock, open(os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o600),
-                                "r+", encoding="utf-8") as f:
+        with (
+            _record_lock,
+            open(
+                os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o600), "r+", encoding="utf-8"
+            ) as f,
+        ):
             fcntl.flock(f, fcntl.LOCK_EX)
             now = HostKeys(self.path).lookup(hostname)
             if now is not None:
@@ -204,6 +225,7 @@ def forget(path: str, host: str, port: int) -> int:
     :class:`_RecordNew` records, rewritten atomically, 0600); returns how many. For files labkit
     owns only (the cloud servers' file: a new server at a recycled address has a new key)."""
     from paramiko.hostkeys import HostKeys
+
     if not os.path.isfile(path):
         return 0
     name, removed = entry_name(host, port), 0
@@ -226,20 +248,23 @@ def forget(path: str, host: str, port: int) -> int:
 
 class _AcceptAny:
     def missing_host_key(self, client, hostname, key):
-        log.warning("host_key_policy insecure: accepting host key %s of %s unchecked", key.fingerprint, hostname)
+        log.warning(
+            "host_key_policy insecure: accepting host key %s of %s unchecked", key.fingerprint, hostname
+        )
 
 
-def configure(client: Any, policy: str,
-              known_hosts: str | None = None) -> _AcceptAny | _Refuse | _RecordNew:
+def configure(client: Any, policy: str, known_hosts: str | None = None) -> _AcceptAny | _Refuse | _RecordNew:
     """Make the paramiko ``client`` check host keys by ``policy`` (``known_hosts``: the optional
     extra file); returns the ``MissingHostKeyPolicy`` it installed (paramiko calls it for a key no
     loaded file lists; a listed key that differs is paramiko's BadHostKeyException)."""
     check_policy(policy, "ssh")
-    if policy == INSECURE:   # nothing loaded: every key goes to the policy, which accepts it
-        log.warning("host_key_policy insecure: host keys are not checked (a man-in-the-middle is not noticed)")
+    if policy == INSECURE:  # nothing loaded: every key goes to the policy, which accepts it
+        log.warning(
+            "host_key_policy insecure: host keys are not checked (a man-in-the-middle is not noticed)"
+        )
         missing: _AcceptAny | _Refuse | _RecordNew = _AcceptAny()
     else:
-        client.load_system_host_keys()     # ~/.ssh/known_hosts, if it exists
+        client.load_system_host_keys()  # ~/.ssh/known_hosts, if it exists
         if known_hosts and os.path.isfile(known_hosts):
             client.load_host_keys(known_hosts)
         missing = _Refuse(known_hosts) if policy == STRICT else _RecordNew(record_file(known_hosts))
@@ -253,8 +278,14 @@ def ssh_options(policy: str, known_hosts: str | None) -> list[str]:
     given, else the user's), both checking ``known_hosts`` and ``~/.ssh/known_hosts``; insecure ``no``
     with no known_hosts file at all (a changed key is accepted too)."""
     if check_policy(policy, "ssh") == INSECURE:
-        return ["-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null",
-                "-o", "GlobalKnownHostsFile=/dev/null"]
+        return [
+            "-o",
+            "StrictHostKeyChecking=no",
+            "-o",
+            "UserKnownHostsFile=/dev/null",
+            "-o",
+            "GlobalKnownHostsFile=/dev/null",
+        ]
     files = [record_file(known_hosts)] + ([user_known_hosts()] if known_hosts else [])
     check = "yes" if policy == STRICT else "accept-new"
     return ["-o", "UserKnownHostsFile=" + " ".join(files), "-o", f"StrictHostKeyChecking={check}"]
@@ -265,8 +296,10 @@ def ssh_wrapper(options: list[str]) -> str:
     given where only an ``ssh`` binary's name can be (libvirt's ``command`` URI parameter). OpenSSH
     uses the first value of each option, so ``options`` win over those the caller adds after them.
     Written once per distinct ``options`` under :data:`SSH_WRAPPERS` (0700, atomically)."""
-    body = ("#!/bin/sh\n# labkit: ssh with a host-key policy (labkit.backends.hostkeys.ssh_wrapper)\n"
-            f"exec ssh {shlex.join(options)} \"$@\"\n")
+    body = (
+        "#!/bin/sh\n# labkit: ssh with a host-key policy (labkit.backends.hostkeys.ssh_wrapper)\n"
+        f'exec ssh {shlex.join(options)} "$@"\n'
+    )
     folder = os.path.expanduser(SSH_WRAPPERS)
     os.makedirs(folder, mode=0o700, exist_ok=True)
     path = os.path.join(folder, "ssh-" + hashlib.sha256(body.encode()).hexdigest()[:16])
@@ -299,6 +332,7 @@ def libvirt_query(policy: str, known_hosts: str | None, key_filename: str | None
 def why_not(exc: BaseException, host: str, port: int, known_hosts: str | None) -> str | None:
     """The host-key meaning of a failed connect (changed or unknown key), else None."""
     import paramiko
+
     if isinstance(exc, paramiko.BadHostKeyException):
         return changed_message(host, port, known_hosts, exc)
     if isinstance(exc, UnknownHostKey):

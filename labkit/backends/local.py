@@ -44,6 +44,7 @@ Without root or a usable cgroup the backend refuses with a clear error, unless
 get ``taskset``; no network namespace without root) and ``limits_enforced:
 False`` is recorded in each run's metadata (and isolation ``none`` without root).
 """
+
 from __future__ import annotations
 
 import ctypes
@@ -80,7 +81,6 @@ NETWORKS = ("none", "host")
 DEFAULT_PIDS_MAX = 4096
 
 
-
 class _Done:
     """A command that could not even start (its result is known at once)."""
 
@@ -96,13 +96,18 @@ class LocalInstance(CgroupCounters, Instance):
         self.host_cpu_ids = host_cpus  # real CPU ids when pinned
         self._dir = Path(backend.workroot) / name
         self.netns = name if backend.isolate else None
-        self.hosts_file: str | None = None   # set on a private network
-        self._holder: subprocess.Popen | None = None   # the process holding its PID and mount namespaces (sandbox)
-        self.hidden: list[str] = []   # the host directories covered inside it (LocalBackend.hidden_dirs)
-        self.metadata.update(host_cpu_ids=host_cpus, limits_enforced=backend.driver is not None,
-                             cgroup_version=backend.driver.version if backend.driver else None,
-                             network="none" if self.netns else "host",
-                             isolation=backend.isolation_record())
+        self.hosts_file: str | None = None  # set on a private network
+        self._holder: subprocess.Popen | None = (
+            None  # the process holding its PID and mount namespaces (sandbox)
+        )
+        self.hidden: list[str] = []  # the host directories covered inside it (LocalBackend.hidden_dirs)
+        self.metadata.update(
+            host_cpu_ids=host_cpus,
+            limits_enforced=backend.driver is not None,
+            cgroup_version=backend.driver.version if backend.driver else None,
+            network="none" if self.netns else "host",
+            isolation=backend.isolation_record(),
+        )
 
     def _sandbox(self, new_netns: bool = False) -> None:
         """Start the holder of its namespaces (isolation strict/relaxed): after the network
@@ -110,17 +115,27 @@ class LocalInstance(CgroupCounters, Instance):
         namespace too (none was made: no private network)."""
         be: LocalBackend = self.backend
         own = os.path.realpath(self._dir)
-        os.makedirs(self._dir / sandbox.TMP_NAME, mode=0o700, exist_ok=True)   # its $TMPDIR
-        for d in (self._dir, self._dir / sandbox.TMP_NAME):   # the instance's root (uid 0 of its user namespace)
+        os.makedirs(self._dir / sandbox.TMP_NAME, mode=0o700, exist_ok=True)  # its $TMPDIR
+        for d in (
+            self._dir,
+            self._dir / sandbox.TMP_NAME,
+        ):  # the instance's root (uid 0 of its user namespace)
             os.chown(d, sandbox.USERNS_BASE, sandbox.USERNS_BASE)
         hidden = [d for d in be.hidden_dirs() if d != own]
         tmproot = sandbox.make_tmproot(be.tmproot(), self.name)
-        self._holder = sandbox.start_holder(sandbox.holder_argv(self.name, str(self._dir), self.hosts_file,
-                                                                self.netns, be.mounts, new_netns, tmproot), hidden)
+        self._holder = sandbox.start_holder(
+            sandbox.holder_argv(
+                self.name, str(self._dir), self.hosts_file, self.netns, be.mounts, new_netns, tmproot
+            ),
+            hidden,
+        )
         self.hidden = hidden
         # stored as a count and a digest: the paths name other campaigns' and users' data dirs
-        self.metadata["isolation"] = {**self.metadata["isolation"], "hidden": len(hidden),
-                                      "hidden_sha256": hashlib.sha256("\n".join(hidden).encode()).hexdigest()[:16]}
+        self.metadata["isolation"] = {
+            **self.metadata["isolation"],
+            "hidden": len(hidden),
+            "hidden_sha256": hashlib.sha256("\n".join(hidden).encode()).hexdigest()[:16],
+        }
 
     @property
     def workdir(self) -> str:
@@ -129,7 +144,7 @@ class LocalInstance(CgroupCounters, Instance):
     def _wrap(self, argv: list[str]) -> tuple[list[str], dict]:
         be: LocalBackend = self.backend
         extra = {"LABKIT_CGROUP_PROCS": " ".join(be.driver.procs_files(self.name))} if be.driver else {}
-        if self._holder is not None:   # one exec: joins the cgroup on the host, then enters the namespaces
+        if self._holder is not None:  # one exec: joins the cgroup on the host, then enters the namespaces
             argv = [*sandbox.enter(self._holder, str(self._dir), be.isolation, self.netns is not None), *argv]
             if be.driver is not None:
                 return argv, extra
@@ -163,7 +178,7 @@ class LocalInstance(CgroupCounters, Instance):
     # -- exec hooks --------------------------------------------------------
     def _start(self, argv, env):
         wrapped, extra = self._wrap(argv)
-        try:   # output drained into capped sinks as it comes (labkit.backends.child)
+        try:  # output drained into capped sinks as it comes (labkit.backends.child)
             return child.start(wrapped, cwd=self._dir, env=self._environ(env, extra))
         except FileNotFoundError as exc:
             return _Done(RawResult(127, "", f"{exc}\n"))
@@ -184,7 +199,7 @@ class LocalInstance(CgroupCounters, Instance):
         except ProcessLookupError:
             pass
         be: LocalBackend = self.backend
-        if be.driver is not None:   # whatever left the session (daemons) is still in the cgroup
+        if be.driver is not None:  # whatever left the session (daemons) is still in the cgroup
             cgroups.apply(be.driver.kill(self.name))
 
     def _read(self, path: str) -> str:
@@ -204,15 +219,31 @@ class LocalInstance(CgroupCounters, Instance):
             return
         argv, extra = self._wrap(["/bin/sh", "-c", _PUT, "labkit-put", str(dest), f"{mode:o}"])
         with open(local_path, "rb") as fh:
-            run_host(argv, what=f"copying {local_path} to {dest} in local instance {self.name}",
-                     timeout=PUT_TIMEOUT_S, stdin=fh, cwd=self._dir, env=self._environ(None, extra), text=False)
+            run_host(
+                argv,
+                what=f"copying {local_path} to {dest} in local instance {self.name}",
+                timeout=PUT_TIMEOUT_S,
+                stdin=fh,
+                cwd=self._dir,
+                env=self._environ(None, extra),
+                text=False,
+            )
 
     def _destroy(self) -> None:
         self.backend._remove(self.name, self._holder)
 
 
 #: the words a yes/no option may be written as (any case), from YAML or ``--backend-option KEY=VALUE``
-FLAG_WORDS = {"true": True, "yes": True, "on": True, "1": True, "false": False, "no": False, "off": False, "0": False}
+FLAG_WORDS = {
+    "true": True,
+    "yes": True,
+    "on": True,
+    "1": True,
+    "false": False,
+    "no": False,
+    "off": False,
+    "0": False,
+}
 
 
 def flag_option(name: str, value) -> bool:
@@ -224,7 +255,9 @@ def flag_option(name: str, value) -> bool:
         return bool(value)
     if isinstance(value, str) and value.strip().lower() in FLAG_WORDS:
         return FLAG_WORDS[value.strip().lower()]
-    raise ConfigError(f"local backend: {name} must be true or false (also yes/no, 1/0, any case), got {value!r}")
+    raise ConfigError(
+        f"local backend: {name} must be true or false (also yes/no, 1/0, any case), got {value!r}"
+    )
 
 
 class LocalBackend(Backend):
@@ -246,22 +279,37 @@ class LocalBackend(Backend):
     name = "local"
     OPTIONS = ("enforce_limits", "workroot", "network", "mounts", "isolation", "pids_max", "hide")
 
-    def __init__(self, enforce_limits: bool = True, workroot: str | None = None, network: str = "none",
-                 mounts=None, isolation: str = "strict", pids_max: int | None = DEFAULT_PIDS_MAX,
-                 hide=None, **unknown):
-        super().__init__(**unknown)   # an unknown option is refused with the list of valid ones
+    def __init__(
+        self,
+        enforce_limits: bool = True,
+        workroot: str | None = None,
+        network: str = "none",
+        mounts=None,
+        isolation: str = "strict",
+        pids_max: int | None = DEFAULT_PIDS_MAX,
+        hide=None,
+        **unknown,
+    ):
+        super().__init__(**unknown)  # an unknown option is refused with the list of valid ones
         enforce_limits = flag_option("enforce_limits", enforce_limits)
-        self.options = {"enforce_limits": enforce_limits, "workroot": workroot, "network": network,
-                        "isolation": isolation, "pids_max": pids_max}
+        self.options = {
+            "enforce_limits": enforce_limits,
+            "workroot": workroot,
+            "network": network,
+            "isolation": isolation,
+            "pids_max": pids_max,
+        }
         self.mounts = same_path_mounts(parse_mounts(mounts, "local"))
         if self.mounts:
             self.options["mounts"] = [m.as_dict() for m in self.mounts]
         if network not in NETWORKS:
             raise ConfigError(f"local backend: network={network!r}; use one of {', '.join(NETWORKS)}")
-        if pids_max is not None and (isinstance(pids_max, bool) or not isinstance(pids_max, int) or pids_max < 1):
+        if pids_max is not None and (
+            isinstance(pids_max, bool) or not isinstance(pids_max, int) or pids_max < 1
+        ):
             raise ConfigError(f"local backend: pids_max must be a positive integer or None, got {pids_max!r}")
         self.hide = sandbox.check_hide(hide)
-        self.hidden_cache: tuple[tuple, list[str]] | None = None   # (signature, list): hidden_dirs()
+        self.hidden_cache: tuple[tuple, list[str]] | None = None  # (signature, list): hidden_dirs()
         if self.hide:
             self.options["hide"] = self.hide
         # isolation needs root; without it (enforce_limits=False) commands run as before, recorded
@@ -277,8 +325,9 @@ class LocalBackend(Backend):
             driver = cgroups.detect_here()
             bad = [r for r in cgroups.writable_roots(driver) if not os.access(r, os.W_OK)]
             if bad:
-                raise BackendUnavailable(f"cgroup v{driver.version} hierarchy {bad[0]} is not "
-                                         "writable (run as root)")
+                raise BackendUnavailable(
+                    f"cgroup v{driver.version} hierarchy {bad[0]} is not writable (run as root)"
+                )
             self.driver = driver
         except (BackendUnavailable, OSError) as exc:
             self._why_not = str(exc)
@@ -292,7 +341,8 @@ class LocalBackend(Backend):
                 "Run as root or in a delegated cgroup v2 subtree (systemd-run --user --scope -p Delegate=yes "
                 "labkit run ...), or pass enforce_limits=False to run unconfined (CLI: `--backend-option "
                 "enforce_limits=false`, YAML: `enforce_limits: false`; recorded as limits_enforced=False in "
-                "every run's metadata).")
+                "every run's metadata)."
+            )
 
     def _cpu_ids(self) -> list[int]:
         if self.driver is not None:
@@ -305,10 +355,13 @@ class LocalBackend(Backend):
     def _create(self, spec: InstanceSpec, name, index, cpus, network: Network | None = None) -> LocalInstance:
         check_name(name)
         if network is not None and not self.isolate:
-            raise ConfigError("local backend: a private network needs root, iproute2 and network='none' "
-                              "(each instance in its own network namespace)")
-        real, ops = cgroups.create_ops(self.driver, name, self._cpu_ids(), cpus, spec.vcpus, spec.memory_mb,
-                                       self.pids_max)
+            raise ConfigError(
+                "local backend: a private network needs root, iproute2 and network='none' "
+                "(each instance in its own network namespace)"
+            )
+        real, ops = cgroups.create_ops(
+            self.driver, name, self._cpu_ids(), cpus, spec.vcpus, spec.memory_mb, self.pids_max
+        )
         try:
             os.mkdir(Path(self.workroot) / name, 0o700)
         except FileExistsError as exc:
@@ -337,12 +390,24 @@ class LocalBackend(Backend):
         host end on the bridge; its hosts file. The host end dies with the namespace."""
         host_end = f"{network.device}h{index}"
         inside = f"{network.device}c{index}"
-        for argv in (["link", "add", host_end, "type", "veth", "peer", "name", inside, "netns", inst.name],
-                     ["-n", inst.name, "link", "set", inside, "name", "eth0"],
-                     ["-n", inst.name, "addr", "add", f"{network.addresses[index]}/{network.prefixlen}", "dev", "eth0"],
-                     ["-n", inst.name, "link", "set", "eth0", "up"],
-                     ["link", "set", host_end, "master", network.device, "up"]):
-            run_host(["ip", *argv], what=f"connecting {inst.name} to network {network.name}", timeout=IP_TIMEOUT_S)
+        for argv in (
+            ["link", "add", host_end, "type", "veth", "peer", "name", inside, "netns", inst.name],
+            ["-n", inst.name, "link", "set", inside, "name", "eth0"],
+            [
+                "-n",
+                inst.name,
+                "addr",
+                "add",
+                f"{network.addresses[index]}/{network.prefixlen}",
+                "dev",
+                "eth0",
+            ],
+            ["-n", inst.name, "link", "set", "eth0", "up"],
+            ["link", "set", host_end, "master", network.device, "up"],
+        ):
+            run_host(
+                ["ip", *argv], what=f"connecting {inst.name} to network {network.name}", timeout=IP_TIMEOUT_S
+            )
         hosts = Path(inst.workdir) / "hosts"
         hosts.write_text(network.hosts_text())
         os.chmod(hosts, 0o644)
@@ -352,8 +417,9 @@ class LocalBackend(Backend):
         """A bridge ``network.device`` (ifalias = the network's name) with the host's address."""
         if not self.isolate:
             raise ConfigError("local backend: a private network needs root, iproute2 and network='none'")
-        network.conntrack_exempt = netmod.create_bridge(network.device, network.name,
-                                                        f"{network.host_address}/{network.prefixlen}")
+        network.conntrack_exempt = netmod.create_bridge(
+            network.device, network.name, f"{network.host_address}/{network.prefixlen}"
+        )
 
     def _remove_network(self, network: Network) -> None:
         netmod.delete_bridge(network.device, network.name)
@@ -399,8 +465,15 @@ class LocalBackend(Backend):
         with ``prefix``."""
         check_prefix(prefix)
         places = self._places()
-        return sorted({p.name for place in places if place.is_dir()
-                       for p in place.glob(prefix + "*") if p.name.startswith(prefix)})
+        return sorted(
+            {
+                p.name
+                for place in places
+                if place.is_dir()
+                for p in place.glob(prefix + "*")
+                if p.name.startswith(prefix)
+            }
+        )
 
     def created(self, names) -> dict[str, float]:
         """The earliest modification time of each instance's work dir, network namespace file
@@ -427,11 +500,13 @@ class LocalBackend(Backend):
         return names + (remove_bridges(prefix) if self.isolate else [])
 
     def fingerprint(self) -> dict:
-        return {"backend": self.name,
-                "cgroup_version": self.driver.version if self.driver else None,
-                "limits_enforced": self.driver is not None,
-                "network_isolated": self.isolate,
-                "isolation": self.isolation_record()}
+        return {
+            "backend": self.name,
+            "cgroup_version": self.driver.version if self.driver else None,
+            "limits_enforced": self.driver is not None,
+            "network_isolated": self.isolate,
+            "isolation": self.isolation_record(),
+        }
 
     def isolation_record(self) -> dict:
         """What confines an instance's commands (metadata and fingerprint): ``mode``,
@@ -439,16 +514,28 @@ class LocalBackend(Backend):
         ``pids_max`` (None: no cap), ``env`` (the environment policy)."""
         isolated = self.isolation != "none"
         user, caps = sandbox.unconfined_identity()
-        return {"mode": self.isolation,
-                "capabilities": sandbox.capabilities(self.isolation) if isolated else caps,
-                "no_new_privs": isolated,
-                "namespaces": (["pid", "mount", "ipc", "user"] if isolated else []) + (["net"] if self.isolate else []),
-                "user": (f"uid 0 of its own user namespace = host uid {sandbox.USERNS_BASE} "
-                         f"(ids 0-{sandbox.USERNS_COUNT - 1})" if isolated else user),
-                "private": ["/tmp", "/var/tmp", "/dev (null zero full random urandom tty pts shm)"] if isolated else [],
-                "pids_max": self.pids_max if self.driver is not None and self.driver.has_pids else None,
-                "env": ("clean: " + " ".join(sandbox.ENV_KEPT) + ", HOME=work dir, the workload's"
-                        if isolated else "the controller's")}
+        return {
+            "mode": self.isolation,
+            "capabilities": sandbox.capabilities(self.isolation) if isolated else caps,
+            "no_new_privs": isolated,
+            "namespaces": (["pid", "mount", "ipc", "user"] if isolated else [])
+            + (["net"] if self.isolate else []),
+            "user": (
+                f"uid 0 of its own user namespace = host uid {sandbox.USERNS_BASE} "
+                f"(ids 0-{sandbox.USERNS_COUNT - 1})"
+                if isolated
+                else user
+            ),
+            "private": ["/tmp", "/var/tmp", "/dev (null zero full random urandom tty pts shm)"]
+            if isolated
+            else [],
+            "pids_max": self.pids_max if self.driver is not None and self.driver.has_pids else None,
+            "env": (
+                "clean: " + " ".join(sandbox.ENV_KEPT) + ", HOME=work dir, the workload's"
+                if isolated
+                else "the controller's"
+            ),
+        }
 
     def hidden_dirs(self) -> list[str]:
         """Host directories (and files) covered in every instance (:func:`sandbox.hidden_dirs`):
@@ -462,7 +549,6 @@ class LocalBackend(Backend):
             self.hidden_cache = (key, sandbox.hidden_dirs(candidates, [m.target for m in self.mounts]))
         # the list is made again only when a record it comes from changed; one removed since is left out
         return [p for p in self.hidden_cache[1] if os.path.lexists(p)]
-
 
 
 def _delete_netns(name: str) -> None:

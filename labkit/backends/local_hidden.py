@@ -1,6 +1,7 @@
 """What the ``local`` backend's instances hide of the controller's data (:meth:`.local.LocalBackend.hidden_dirs`):
 the data dirs of running campaigns and the newest recorded ones, a bounded set (:func:`data_dirs`),
 and the signature of the records that list is made from (:func:`hidden_signature`)."""
+
 from __future__ import annotations
 
 import os
@@ -14,7 +15,10 @@ def hidden_signature() -> tuple:
     data-dir records, the registry directories (an entry added or removed changes its time) and
     the invoking users' homes (a secret made there changes its time). Equal: the same list."""
     from ..core import datadirs, registry
-    paths = [str(p) for p, _ in datadirs.sources()] + [str(d) for d in registry.dirs()] + sandbox.invoking_homes()
+
+    paths = (
+        [str(p) for p, _ in datadirs.sources()] + [str(d) for d in registry.dirs()] + sandbox.invoking_homes()
+    )
     out: list[tuple] = []
     for p in paths:
         try:
@@ -40,15 +44,16 @@ def data_dirs() -> list[str]:
     many of other users' own). Older data dirs are private (0700) to the user who ran them, and
     an instance's workload runs as another uid."""
     from ..core import datadirs, paths, registry
+
     found = []
     try:
         found.append(str(paths.data_dir()))
     except ConfigError:
-        pass   # no checkout: no default data dir
+        pass  # no checkout: no default data dir
     try:
         found += [e.data_dir for e in registry.running() if e.data_dir]
     except (StoreError, OSError):
-        pass   # no readable registry: nothing registered
+        pass  # no readable registry: nothing registered
     found += datadirs.recent(HIDDEN_RECORDED)
     try:
         found.append(str(registry.run_dir()))

@@ -6,6 +6,7 @@ registry of running campaigns.
 A backend built on another one (``ssh-hosts`` on ``ssh``) gets that backend's class here
 (:func:`backend_class`), never by importing the other backend's module.
 """
+
 from __future__ import annotations
 
 import importlib
@@ -22,8 +23,8 @@ REGISTRY = {
     "libvirt": ("labkit.backends.libvirt", "LibvirtBackend", "libvirt"),
     "ssh": ("labkit.backends.ssh", "SshBackend", "ssh"),
     "ssh-hosts": ("labkit.backends.ssh_hosts", "SshHostsBackend", "ssh"),
-    "cloud": ("labkit.backends.cloud", "CloudBackend", None),   # the provider names its own extra
-    "slurm": ("labkit.backends.slurm", "SlurmBackend", None),   # the Slurm client tools, no SDK
+    "cloud": ("labkit.backends.cloud", "CloudBackend", None),  # the provider names its own extra
+    "slurm": ("labkit.backends.slurm", "SlurmBackend", None),  # the Slurm client tools, no SDK
 }
 
 
@@ -42,8 +43,10 @@ def backend_class(name: str) -> type[Backend]:
     extra when its SDK is missing). A backend built on another one (``ssh-hosts`` on ``ssh``)
     gets it here, never by importing the other backend's module."""
     if name not in REGISTRY:
-        raise ConfigError(f"unknown backend {str(name)[:64]!r}{did_you_mean(name, list(REGISTRY), n=1)}; "
-                          f"available: {', '.join(REGISTRY)}")
+        raise ConfigError(
+            f"unknown backend {str(name)[:64]!r}{did_you_mean(name, list(REGISTRY), n=1)}; "
+            f"available: {', '.join(REGISTRY)}"
+        )
     module, cls, extra = REGISTRY[name]
     try:
         mod = importlib.import_module(module)

@@ -4,6 +4,7 @@ of before gave 69 %). A campaign's prefix is ``labkit-<campaign id>--``; campaig
 ``--`` and do not end in ``-``, so a backend's ``cleanup(prefix)`` (a plain ``startswith``) can
 only ever match that campaign's instances: ``labkit-x--`` never matches ``labkit-x-2--...``.
 :func:`check_prefix` and :func:`check_name` refuse anything else."""
+
 from __future__ import annotations
 
 import re
@@ -20,16 +21,20 @@ _NAME_RE = re.compile(r"^labkit-[a-z0-9_-]+$")
 def check_prefix(prefix: str) -> str:
     """A name prefix labkit may create or clean up: ``labkit-`` + [a-z0-9_-]."""
     if not isinstance(prefix, str) or not _PREFIX_RE.match(prefix):
-        raise ConfigError(f"instance name prefix must be 'labkit-' followed by lowercase letters, "
-                          f"digits, '_' or '-'; got {prefix!r}")
+        raise ConfigError(
+            f"instance name prefix must be 'labkit-' followed by lowercase letters, "
+            f"digits, '_' or '-'; got {prefix!r}"
+        )
     return prefix
 
 
 def check_name(name: str) -> str:
     """An instance name safe in a path, a shell word, a container or domain name."""
     if not isinstance(name, str) or not _NAME_RE.match(name) or len(name) > 63:
-        raise ConfigError(f"instance name {name!r} must be 'labkit-' followed by lowercase letters, "
-                          "digits, '_' or '-' (at most 63 characters)")
+        raise ConfigError(
+            f"instance name {name!r} must be 'labkit-' followed by lowercase letters, "
+            "digits, '_' or '-' (at most 63 characters)"
+        )
     return name
 
 

@@ -13,6 +13,7 @@ This module writes the scripts and reads what they print; it runs nothing. Each 
 its channel to the host: the ``ssh`` backend an SSH connection, the ``slurm`` backend job steps
 on an allocated node.
 """
+
 from __future__ import annotations
 
 import posixpath
@@ -54,10 +55,12 @@ def work_root_script(root: str) -> str:
     """Shell lines that set ``wr`` to ``root`` (a shell word, ``$HOME`` expanded on the host), make it
     a private directory of the login user (0700, refusing a link or another owner's) and print
     ``workroot <path>``: run in the probe's round trip."""
-    return (f"wr={root}\n"
-            'mkdir -p "$wr" && chmod 700 "$wr" && [ -O "$wr" ] && [ ! -L "$wr" ] || {\n'
-            '  echo "work root $wr is not a private directory of this user" >&2; exit 1; }\n'
-            'echo "workroot $wr"\n')
+    return (
+        f"wr={root}\n"
+        'mkdir -p "$wr" && chmod 700 "$wr" && [ -O "$wr" ] && [ ! -L "$wr" ] || {\n'
+        '  echo "work root $wr is not a private directory of this user" >&2; exit 1; }\n'
+        'echo "workroot $wr"\n'
+    )
 
 
 #: the ``ssh`` backend's work root: ``~/.cache/labkit/instances`` of the login user
@@ -66,8 +69,11 @@ WORK_ROOT = work_root_script('"$HOME/.cache/labkit/instances"')
 #: (``lk`` + 8 hex digits: :attr:`.networks.Network.device`), from ``/proc/net/dev`` with shell builtins
 #: only (no exec: it rides in the listing of the connection probe, which every campaign pays); only when
 #: there is one does the ``ssh`` backend's ``cleanup`` ask ``ip`` whose they are (:mod:`.ssh_network`)
-NETDEVS = ("while read -r l; do case \"${l%%:*}\" in lk" + "[0-9a-f]" * 8
-           + ") echo \"netdev ${l%%:*}\";; esac; done < /proc/net/dev\n")
+NETDEVS = (
+    'while read -r l; do case "${l%%:*}" in lk'
+    + "[0-9a-f]" * 8
+    + ') echo "netdev ${l%%:*}";; esac; done < /proc/net/dev\n'
+)
 
 
 def listing_script(prefix: str, roots: list[str] | None = None) -> str:
@@ -76,11 +82,16 @@ def listing_script(prefix: str, roots: list[str] | None = None) -> str:
     the cgroup ``roots`` (default: every cgroup mount, for the probe, before the driver is known) and
     ``netdev <name>`` for each device named like a run network's bridge (:data:`NETDEVS`)."""
     check_prefix(prefix)
-    where = " ".join(q(r) for r in roots) if roots is not None else \
-        "$(awk '$3 ~ /^cgroup2?$/ {print $2}' /proc/self/mounts)"
-    return (f"for d in \"$wr\"/{prefix}*; do [ -d \"$d\" ] && echo \"listed @work ${{d##*/}}\"; done\n"
-            f"for p in {where}; do for d in \"$p\"/{prefix}*; do\n"
-            f"  [ -d \"$d\" ] && echo \"listed $p ${{d##*/}}\"; done; done\n" + NETDEVS)
+    where = (
+        " ".join(q(r) for r in roots)
+        if roots is not None
+        else "$(awk '$3 ~ /^cgroup2?$/ {print $2}' /proc/self/mounts)"
+    )
+    return (
+        f'for d in "$wr"/{prefix}*; do [ -d "$d" ] && echo "listed @work ${{d##*/}}"; done\n'
+        f'for p in {where}; do for d in "$p"/{prefix}*; do\n'
+        f'  [ -d "$d" ] && echo "listed $p ${{d##*/}}"; done; done\n' + NETDEVS
+    )
 
 
 class HostFacts:
@@ -134,21 +145,24 @@ def detect_driver(facts: HostFacts, target: str) -> tuple[cgroups.Driver | None,
         driver = cgroups.detect("\n".join(facts.mounts), facts.controllers.get)
         bad = [r for r in cgroups.writable_roots(driver) if r not in facts.writable]
         if bad:
-            raise BackendUnavailable(f"cgroup v{driver.version} hierarchy {bad[0]} on {target} is not "
-                                     "writable (log in as root)")
+            raise BackendUnavailable(
+                f"cgroup v{driver.version} hierarchy {bad[0]} on {target} is not writable (log in as root)"
+            )
         return driver, ""
     except BackendUnavailable as exc:
         return None, str(exc)
 
 
-def check_host(backend: str, facts: HostFacts, driver: cgroups.Driver | None, why_not: str, enforce: bool,
-               target: str) -> None:
+def check_host(
+    backend: str, facts: HostFacts, driver: cgroups.Driver | None, why_not: str, enforce: bool, target: str
+) -> None:
     """BackendUnavailable unless instances can be made on the host as asked (``enforce``: limits)."""
     if driver is None and enforce:
         raise BackendUnavailable(
             f"{backend} backend cannot enforce instance limits on {target}: {why_not}. "
             "Log in as root, or pass enforce_limits=False to run unconfined "
-            "(recorded as limits_enforced=False in every run's metadata).")
+            "(recorded as limits_enforced=False in every run's metadata)."
+        )
     if "setsid" not in facts.tools:
         raise BackendUnavailable(f"{target} has no setsid; install it with: apt-get install util-linux")
 
@@ -162,20 +176,31 @@ def cpu_ids(facts: HostFacts, driver: cgroups.Driver | None) -> list[int]:
     return facts.cpus_allowed()
 
 
-def create_script(facts: HostFacts, driver: cgroups.Driver | None, workroot: str, spec: InstanceSpec,
-                  name: str, cpus: list[int] | None, target: str) -> tuple[list[int] | None, str]:
+def create_script(
+    facts: HostFacts,
+    driver: cgroups.Driver | None,
+    workroot: str,
+    spec: InstanceSpec,
+    name: str,
+    cpus: list[int] | None,
+    target: str,
+) -> tuple[list[int] | None, str]:
     """(the host CPU ids instance ``name`` is pinned to or None, the script that makes its work dir
     and cgroup); BackendUnavailable when an unconfined pinned instance has no ``taskset``."""
     check_name(name)
     real, ops = cgroups.create_ops(driver, name, cpu_ids(facts, driver), cpus, spec.vcpus, spec.memory_mb)
     if driver is None and real is not None and "taskset" not in facts.tools:
-        raise BackendUnavailable(f"{target} has no taskset to pin an unconfined instance; "
-                                 "install it with: apt-get install util-linux")
+        raise BackendUnavailable(
+            f"{target} has no taskset to pin an unconfined instance; "
+            "install it with: apt-get install util-linux"
+        )
     script = f"mkdir -m 700 {q(posixpath.join(workroot, name))} || exit 1\n"
     return real, script + (cgroup_script.script(ops) if ops else "")
 
 
-def create(name: str, run: Callable[[], object], remove: Callable[[list[str]], None], make: Callable[[], T]) -> T:
+def create(
+    name: str, run: Callable[[], object], remove: Callable[[list[str]], None], make: Callable[[], T]
+) -> T:
     """Instance ``name``: ``run()`` its create script (:func:`create_script`), then ``make()`` the
     object; on any failure ``remove([name])`` what the script made (quietly) and re-raise."""
     try:
@@ -189,8 +214,9 @@ def create(name: str, run: Callable[[], object], remove: Callable[[list[str]], N
         raise
 
 
-def remove_script(driver: cgroups.Driver | None, workroot: str, names: list[str],
-                  also: Callable[[str], str] | None = None) -> str:
+def remove_script(
+    driver: cgroups.Driver | None, workroot: str, names: list[str], also: Callable[[str], str] | None = None
+) -> str:
     """Kill the instances' processes, remove their cgroups, what ``also(name)`` removes (shell lines:
     the ``ssh`` backend's network namespaces) and, last, their work dirs ("" for no names)."""
     script = ""
@@ -216,8 +242,16 @@ def listed_names(driver: cgroups.Driver | None, listed: list[tuple[str, str]], p
     return sorted({n for p, n in listed if (p == "@work" or p in roots) and n.startswith(prefix)})
 
 
-def command_line(driver: cgroups.Driver | None, name: str, workdir: str, argv: list[str], pidfile: str,
-                 env: dict | None, host_cpu_ids: list[int] | None, enter: list[str] | None = None) -> str:
+def command_line(
+    driver: cgroups.Driver | None,
+    name: str,
+    workdir: str,
+    argv: list[str],
+    pidfile: str,
+    env: dict | None,
+    host_cpu_ids: list[int] | None,
+    enter: list[str] | None = None,
+) -> str:
     """The ``sh`` script of one exec in instance ``name``: in its work dir, in its own session
     (its id in ``pidfile``), in its cgroup (``driver``; None: unconfined, on its CPUs), through the
     ``enter`` argv prefix when there is one (the ``ssh`` backend's network namespace); exits with the
@@ -225,11 +259,11 @@ def command_line(driver: cgroups.Driver | None, name: str, workdir: str, argv: l
     lines = [f"cd {q(workdir)} || exit 1"]
     for key, value in (env or {}).items():
         lines.append(f"export {key}={q(value)}")
-    inner = "echo $$ > \"$0\" || exit 1; " + cgroups.JOIN
+    inner = 'echo $$ > "$0" || exit 1; ' + cgroups.JOIN
     if driver is not None:
         lines.append(f"export LABKIT_CGROUP_PROCS={q(' '.join(driver.procs_files(name)))}")
     else:
-        inner = "echo $$ > \"$0\" || exit 1; exec \"$@\""
+        inner = 'echo $$ > "$0" || exit 1; exec "$@"'
     words = ["setsid", "/bin/sh", "-c", inner, pidfile]
     if driver is None and host_cpu_ids:
         words += ["taskset", "-c", cgroups.format_cpulist(host_cpu_ids)]
@@ -242,8 +276,10 @@ def kill_script(driver: cgroups.Driver | None, name: str, pidfile: str) -> str:
     """Kill the session of the command whose pid file is ``pidfile`` (waiting up to 2 s for it to be
     written) and, with a cgroup (``driver``; None: unconfined), every process left in instance ``name``."""
     pf = q(pidfile)
-    script = (f"i=0; while [ ! -s {pf} ] && [ $i -lt 100 ]; do sleep 0.02; i=$((i+1)); done\n"
-              f"[ -s {pf} ] && kill -KILL -$(cat {pf}) 2>/dev/null\n")  # dash: no `--`
+    script = (
+        f"i=0; while [ ! -s {pf} ] && [ $i -lt 100 ]; do sleep 0.02; i=$((i+1)); done\n"
+        f"[ -s {pf} ] && kill -KILL -$(cat {pf}) 2>/dev/null\n"
+    )  # dash: no `--`
     if driver is not None:
         script += cgroup_script.script(driver.kill(name))
     return script + "true\n"
@@ -251,16 +287,26 @@ def kill_script(driver: cgroups.Driver | None, name: str, pidfile: str) -> str:
 
 def instance_facts(driver: cgroups.Driver | None, host_cpu_ids: list[int] | None) -> dict:
     """What an instance's metadata records of its confinement."""
-    return {"host_cpu_ids": host_cpu_ids, "limits_enforced": driver is not None,
-            "cgroup_version": driver.version if driver else None}
+    return {
+        "host_cpu_ids": host_cpu_ids,
+        "limits_enforced": driver is not None,
+        "cgroup_version": driver.version if driver else None,
+    }
 
 
 def host_fingerprint(facts: HostFacts, driver: cgroups.Driver | None) -> dict:
     """The host's part of a backend fingerprint: kernel, CPU model and count, governor, SMT, cgroups."""
-    return {"hostname": facts.get("hostname"), "kernel": facts.get("kernel"), "machine": facts.get("machine"),
-            "cpu_model": facts.get("cpu_model"), "cpus": len(cpu_ids(facts, driver)),
-            "cgroup_version": driver.version if driver else None, "limits_enforced": driver is not None,
-            "governor": facts.get("governor") or None, "smt": facts.get("smt") or None}
+    return {
+        "hostname": facts.get("hostname"),
+        "kernel": facts.get("kernel"),
+        "machine": facts.get("machine"),
+        "cpu_model": facts.get("cpu_model"),
+        "cpus": len(cpu_ids(facts, driver)),
+        "cgroup_version": driver.version if driver else None,
+        "limits_enforced": driver is not None,
+        "governor": facts.get("governor") or None,
+        "smt": facts.get("smt") or None,
+    }
 
 
 # -- an instance's counters (Instance.stats) ------------------------------------------------------
@@ -271,16 +317,23 @@ END = "@@labkit-end"
 #: a long-lived reader of files (the ``slurm`` backend's one step per node for the counters): for
 #: each line ``key path [key path ...]`` on its stdin, prints each file as :func:`read_files_script`
 #: does, then :data:`END`; words are split with globbing off, so keys and paths hold no white space
-FILE_READER = (f"set -f\nwhile IFS= read -r line; do set -- $line\n"
-               f"  while [ $# -ge 2 ]; do echo {q(MARK)}\"$1\"; cat \"$2\" 2>/dev/null || echo {MISSING}; shift 2; done\n"
-               f"  echo {END}\ndone\n")
+FILE_READER = (
+    f"set -f\nwhile IFS= read -r line; do set -- $line\n"
+    f'  while [ $# -ge 2 ]; do echo {q(MARK)}"$1"; cat "$2" 2>/dev/null || echo {MISSING}; shift 2; done\n'
+    f"  echo {END}\ndone\n"
+)
 
 
 def read_files_script(paths: dict[str, str]) -> str:
     """Shell lines printing each file of ``paths`` (key -> path) after a line :data:`MARK` + key, or
     :data:`MISSING` for one that cannot be read: :func:`split_marked` reads the output."""
-    return "".join(f"echo {q(MARK + key)}; cat {q(path)} 2>/dev/null || echo {MISSING}\n"
-                   for key, path in paths.items()) + "true\n"
+    return (
+        "".join(
+            f"echo {q(MARK + key)}; cat {q(path)} 2>/dev/null || echo {MISSING}\n"
+            for key, path in paths.items()
+        )
+        + "true\n"
+    )
 
 
 def split_marked(text: str, keys: list[str]) -> dict[str, str | None]:
@@ -290,8 +343,8 @@ def split_marked(text: str, keys: list[str]) -> dict[str, str | None]:
     current: str | None = None
     chunks: dict[str, list[str]] = {}
     for line in text.splitlines():
-        if line.startswith(MARK) and line[len(MARK):] in out:
-            current = line[len(MARK):]
+        if line.startswith(MARK) and line[len(MARK) :] in out:
+            current = line[len(MARK) :]
             chunks[current] = []
         elif line == MISSING and current is not None:
             chunks.pop(current, None)
@@ -311,7 +364,9 @@ def stat_paths(driver: cgroups.Driver | None, name: str) -> dict[str, str]:
     return paths
 
 
-def instance_stats(driver: cgroups.Driver | None, texts: dict[str, str | None], what: str) -> dict[str, float]:
+def instance_stats(
+    driver: cgroups.Driver | None, texts: dict[str, str | None], what: str
+) -> dict[str, float]:
     """:meth:`Instance.stats <labkit.backends.base.Instance.stats>` of a native instance from the texts of
     its :func:`stat_paths`: its cgroup's counters (:func:`cgroup_counters.parse_stats`) and the host's steal
     time (``steal_s``, ``cpu_total_s``: the instance runs natively there, so a cloud server's steal

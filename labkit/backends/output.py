@@ -21,6 +21,7 @@ the omitted bytes), never rendered as a broken character.
 :class:`CommandLog` keeps an instance's commands, one after the other, in one such sink: the
 first and last MiB of the log of everything it ran (what a run's output file holds).
 """
+
 from __future__ import annotations
 
 import codecs
@@ -49,7 +50,7 @@ class CappedOutput:
             raise ValueError(f"CappedOutput: head and tail must be >= 0, got {head}, {tail}")
         self.head_limit, self.tail_limit = head, tail
         self._head = bytearray()
-        self._tail = bytearray()   # the bytes after the head; trimmed to the last tail_limit
+        self._tail = bytearray()  # the bytes after the head; trimmed to the last tail_limit
         self.total = 0
         self._lock = threading.Lock()
 
@@ -67,16 +68,16 @@ class CappedOutput:
                 view = view[room:]
             if len(view) and self.tail_limit:
                 if len(view) >= self.tail_limit:
-                    self._tail[:] = view[len(view) - self.tail_limit:]
+                    self._tail[:] = view[len(view) - self.tail_limit :]
                 else:
                     self._tail += view
-                    if len(self._tail) > 2 * self.tail_limit:   # trim now and then, not per write
-                        del self._tail[:len(self._tail) - self.tail_limit]
+                    if len(self._tail) > 2 * self.tail_limit:  # trim now and then, not per write
+                        del self._tail[: len(self._tail) - self.tail_limit]
         return n
 
     def _parts(self) -> tuple[bytes, bytes]:
         with self._lock:
-            tail = bytes(self._tail[max(0, len(self._tail) - self.tail_limit):])
+            tail = bytes(self._tail[max(0, len(self._tail) - self.tail_limit) :])
             return bytes(self._head), tail
 
     @property
@@ -92,9 +93,9 @@ class CappedOutput:
         if self.total == len(head) + len(tail):
             return (head + tail).decode("utf-8", "replace")
         decoder = codecs.getincrementaldecoder("utf-8")("replace")
-        start = decoder.decode(head, final=False)          # leaves a cut character undecoded
+        start = decoder.decode(head, final=False)  # leaves a cut character undecoded
         cut = 0
-        while cut < min(3, len(tail)) and tail[cut] & 0xC0 == 0x80:   # continuation bytes
+        while cut < min(3, len(tail)) and tail[cut] & 0xC0 == 0x80:  # continuation bytes
             cut += 1
         end = tail[cut:].decode("utf-8", "replace")
         kept = len(head) - len(decoder.getstate()[0]) + len(tail) - cut
@@ -134,10 +135,11 @@ class PipeReader:
     def __init__(self, stdout, stderr, head: int = HEAD_BYTES, tail: int = TAIL_BYTES, *, stderr_sink=None):
         self.stdout, self.stderr = CappedOutput(head, tail), CappedOutput(head, tail)
         err_sink = self.stderr if stderr_sink is None else stderr_sink
-        self._threads = [threading.Thread(target=_drain, args=(src, sink), daemon=True,
-                                          name=f"labkit-output-{name}")
-                         for name, src, sink in (("out", stdout, self.stdout), ("err", stderr, err_sink))
-                         if src is not None]
+        self._threads = [
+            threading.Thread(target=_drain, args=(src, sink), daemon=True, name=f"labkit-output-{name}")
+            for name, src, sink in (("out", stdout, self.stdout), ("err", stderr, err_sink))
+            if src is not None
+        ]
         for t in self._threads:
             t.start()
 
@@ -159,7 +161,7 @@ def _drain(src, sink) -> None:
             if not data:
                 return
             sink.write(data)
-    except OSError:   # the pipe was closed under us: what was read is what there is
+    except OSError:  # the pipe was closed under us: what was read is what there is
         return
     finally:
         if not isinstance(src, int):

@@ -3,6 +3,7 @@ run's instances and of the host, the bridge, the link shaping and bonded NICs) t
 :meth:`Backend.create_network <labkit.backends.base.Backend.create_network>` makes and each
 backend realises, :func:`join_network` (an instance joins it) and :func:`remove_bridges`
 (clean-up of the host bridges of a campaign's networks)."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -23,6 +24,7 @@ class Network:
     With ``nics`` > 1 each instance also has ``nics`` bonded NICs, NIC ``j`` (1-based) on
     bridge :meth:`data_device` ``(j)``, holding ``data_addresses[i]`` on ``data_subnet``
     (no host address there): instances reach each other at :attr:`peer_addresses`."""
+
     name: str
     subnet: str
     host_address: str
@@ -34,7 +36,7 @@ class Network:
     nics: int = 1
     data_subnet: str | None = None
     data_addresses: list[str] = field(default_factory=list)
-    conntrack_exempt: bool = False   # its bridge's traffic is not tracked (core.network.create_bridge)
+    conntrack_exempt: bool = False  # its bridge's traffic is not tracked (core.network.create_bridge)
 
     @property
     def prefixlen(self) -> int:
@@ -68,10 +70,17 @@ class Network:
     def metadata(self) -> dict:
         """What a run records: name, subnet, host address, bridge and link."""
         aggregation = {} if self.nics == 1 else {"data_subnet": self.data_subnet, "bonding": "balance-rr"}
-        return {"mode": "private", "name": self.name, "subnet": self.subnet,
-                "host_address": self.host_address, "device": self.device,
-                "link": None if self.link is None else self.link.as_dict(), "nics": self.nics,
-                "conntrack_exempt": self.conntrack_exempt, **aggregation}
+        return {
+            "mode": "private",
+            "name": self.name,
+            "subnet": self.subnet,
+            "host_address": self.host_address,
+            "device": self.device,
+            "link": None if self.link is None else self.link.as_dict(),
+            "nics": self.nics,
+            "conntrack_exempt": self.conntrack_exempt,
+            **aggregation,
+        }
 
     def remove(self) -> None:
         """Remove the network (after its instances); safe to call twice."""
@@ -86,14 +95,20 @@ def join_network(inst: Instance, network: Network, host_link: netmod.Link | None
     of it the backend applies on the host; see :func:`labkit.core.network_factors.shape`). BackendError when
     there is a link to shape but no host-side device (a network labkit did not create)."""
     if inst.host_device is None and host_link is not None:
-        raise BackendError(f"instance {inst.name} has no host-side device on network {network.name}, "
-                           "so its link cannot be shaped")
+        raise BackendError(
+            f"instance {inst.name} has no host-side device on network {network.name}, "
+            "so its link cannot be shaped"
+        )
     inst.network, inst.address = network, network.addresses[inst.index]
     inst.peer_address = network.peer_addresses[inst.index]
     if inst.host_device is not None:
         netmod.shape(inst.host_device, host_link)
-    inst.metadata["network"] = {"name": network.name, "host": f"inst{inst.index}",
-                                "address": inst.address, "host_device": inst.host_device}
+    inst.metadata["network"] = {
+        "name": network.name,
+        "host": f"inst{inst.index}",
+        "address": inst.address,
+        "host_device": inst.host_device,
+    }
     if network.nics > 1:
         inst.metadata["network"]["data_address"] = inst.peer_address
 
@@ -101,6 +116,7 @@ def join_network(inst: Instance, network: Network, host_link: netmod.Link | None
 def remove_bridges(prefix: str) -> list[str]:
     """Delete the host bridges (and their rules) of networks named ``prefix*``; return those names."""
     from .base import check_prefix
+
     nets = netmod.bridges(check_prefix(prefix))
     for alias, device in nets.items():
         netmod.delete_bridge(device, alias)

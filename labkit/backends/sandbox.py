@@ -58,6 +58,7 @@ containers; :func:`check_writable`); isolation ``none`` turns all of this
 off (commands run as before: in the network namespace only, as full root, with the
 controller's environment).
 """
+
 from __future__ import annotations
 
 import functools
@@ -78,11 +79,29 @@ from ..errors import BackendError, BackendUnavailable, BenchmarkError, ConfigErr
 MODES = ("strict", "relaxed", "none")
 #: capabilities kept in the bounding set with isolation ``relaxed`` (Docker's default set
 #: without mknod, setpcap, setfcap, sys_chroot and audit_write)
-RELAXED_CAPS = ("chown", "dac_override", "fowner", "fsetid", "kill", "setgid", "setuid",
-                "net_bind_service", "net_raw")
+RELAXED_CAPS = (
+    "chown",
+    "dac_override",
+    "fowner",
+    "fsetid",
+    "kill",
+    "setgid",
+    "setuid",
+    "net_bind_service",
+    "net_raw",
+)
 #: capability numbers (linux/capability.h) of the names above, as ``lkns enter`` takes them
-CAP_NUMBERS = {"chown": 0, "dac_override": 1, "fowner": 3, "fsetid": 4, "kill": 5, "setgid": 6,
-               "setuid": 7, "net_bind_service": 10, "net_raw": 13}
+CAP_NUMBERS = {
+    "chown": 0,
+    "dac_override": 1,
+    "fowner": 3,
+    "fsetid": 4,
+    "kill": 5,
+    "setgid": 6,
+    "setuid": 7,
+    "net_bind_service": 10,
+    "net_raw": 13,
+}
 #: the only variables of the controller's environment a command sees (plus HOME = its work
 #: dir and what the workload passes to ``exec(env=...)``)
 ENV_KEPT = ("PATH", "LANG", "LC_ALL", "TMPDIR")
@@ -100,10 +119,26 @@ USERNS_COUNT = 65536
 #: the host's daemon state and sockets (Docker, containerd, LXD, libvirt, MariaDB, munge and
 #: Slurm, labkit's own records): covered in every instance; ``/run`` holds every daemon's socket
 #: and the registry of running campaigns (``/var/run`` is a link to it on Debian)
-SYSTEM_HIDDEN = ("/run", "/var/run", "/var/lib/docker", "/var/lib/containerd", "/var/lib/lxd",
-                 "/var/snap/lxd", "/var/lib/libvirt", "/var/lib/mysql", "/var/lib/munge", "/etc/munge",
-                 "/var/lib/slurm", "/var/spool/slurmctld", "/var/spool/slurmd", "/var/lib/labkit",
-                 "/var/lib/postgresql", "/var/lib/nova", "/var/lib/glance", "/var/lib/keystone")
+SYSTEM_HIDDEN = (
+    "/run",
+    "/var/run",
+    "/var/lib/docker",
+    "/var/lib/containerd",
+    "/var/lib/lxd",
+    "/var/snap/lxd",
+    "/var/lib/libvirt",
+    "/var/lib/mysql",
+    "/var/lib/munge",
+    "/etc/munge",
+    "/var/lib/slurm",
+    "/var/spool/slurmctld",
+    "/var/spool/slurmd",
+    "/var/lib/labkit",
+    "/var/lib/postgresql",
+    "/var/lib/nova",
+    "/var/lib/glance",
+    "/var/lib/keystone",
+)
 #: the home directories covered whole (with every invoking user's home: :func:`invoking_homes`)
 HOMES = ("/root", "/home")
 READY_TIMEOUT_S = 30.0
@@ -113,11 +148,35 @@ SOURCE = "lkns.c"
 #: ~/.config with OpenStack's clouds.yaml and gcloud, AWS, Azure, OCI, CloudStack, Docker and
 #: Kubernetes logins, labkit's own cloud known_hosts, keyrings, netrc and the like, shell and
 #: client histories): covered in every instance (:func:`home_secrets`)
-HOME_SECRETS = (".ssh", ".config", ".aws", ".azure", ".oci", ".cloudmonkey", ".gnupg", ".docker", ".kube",
-                ".password-store", ".terraform.d", ".cache/labkit", ".local/share/keyrings", ".netrc",
-                ".pgpass", ".git-credentials", ".my.cnf", ".boto", ".s3cfg", ".cloudstack.ini",
-                ".bash_history", ".zsh_history", ".python_history", ".psql_history", ".mysql_history",
-                ".lesshst", ".viminfo")
+HOME_SECRETS = (
+    ".ssh",
+    ".config",
+    ".aws",
+    ".azure",
+    ".oci",
+    ".cloudmonkey",
+    ".gnupg",
+    ".docker",
+    ".kube",
+    ".password-store",
+    ".terraform.d",
+    ".cache/labkit",
+    ".local/share/keyrings",
+    ".netrc",
+    ".pgpass",
+    ".git-credentials",
+    ".my.cnf",
+    ".boto",
+    ".s3cfg",
+    ".cloudstack.ini",
+    ".bash_history",
+    ".zsh_history",
+    ".python_history",
+    ".psql_history",
+    ".mysql_history",
+    ".lesshst",
+    ".viminfo",
+)
 
 
 def check_mode(mode: Any) -> str:
@@ -129,7 +188,9 @@ def check_mode(mode: Any) -> str:
 def check_hide(value: Any) -> list[str]:
     """The ``hide`` option: a list of absolute directory paths (or one, or None)."""
     items = [] if value is None else [value] if isinstance(value, str) else value
-    if not isinstance(items, (list, tuple)) or not all(isinstance(p, str) and os.path.isabs(p) for p in items):
+    if not isinstance(items, (list, tuple)) or not all(
+        isinstance(p, str) and os.path.isabs(p) for p in items
+    ):
         raise ConfigError(f"local backend: hide={value!r} must be a list of absolute directory paths")
     return [os.path.normpath(p) for p in items]
 
@@ -140,16 +201,21 @@ def helper() -> str:
     source text) the first time; BackendUnavailable without a C compiler, or if the binary or
     its directory could be changed by another user (it runs as root)."""
     from ..core import cbuild
+
     try:
         path = cbuild.build(SOURCE, package=__package__, flags=("-O2",))
     except BenchmarkError as exc:
-        raise BackendUnavailable(f"local backend: isolation needs its helper {SOURCE} compiled: {exc}; "
-                                 "install a C compiler (apt-get install gcc) or pass isolation='none'") from exc
+        raise BackendUnavailable(
+            f"local backend: isolation needs its helper {SOURCE} compiled: {exc}; "
+            "install a C compiler (apt-get install gcc) or pass isolation='none'"
+        ) from exc
     for p in (path, path.parent):
         st = os.stat(p)
         if st.st_uid != os.geteuid() or st.st_mode & 0o022 or (p == path and not stat.S_ISREG(st.st_mode)):
-            raise BackendUnavailable(f"local backend: {p} (isolation helper) is not a file or directory "
-                                     "only this user can change; remove it so that it is built again")
+            raise BackendUnavailable(
+                f"local backend: {p} (isolation helper) is not a file or directory "
+                "only this user can change; remove it so that it is built again"
+            )
     return str(path)
 
 
@@ -184,15 +250,26 @@ def environment(workdir: str, env: dict | None, extra: dict | None = None) -> di
     and ``extra`` (the backend's own, e.g. the cgroup to join)."""
     base = {k: os.environ[k] for k in ENV_KEPT if k in os.environ}
     base.setdefault("PATH", DEFAULT_PATH)
-    return {**base, "HOME": workdir, "TMPDIR": os.path.join(workdir, TMP_NAME), **(env or {}), **(extra or {})}
+    return {
+        **base,
+        "HOME": workdir,
+        "TMPDIR": os.path.join(workdir, TMP_NAME),
+        **(env or {}),
+        **(extra or {}),
+    }
 
 
 def invoking_homes() -> list[str]:
     """The homes whose secrets instances must not see: ``$HOME``, this user's (the password
     database's), root's, and the ``sudo`` caller's (``SUDO_UID``)."""
     import pwd
+
     homes = [os.environ.get("HOME")]
-    for uid in {os.geteuid(), 0, *([int(os.environ["SUDO_UID"])] if os.environ.get("SUDO_UID", "").isdigit() else [])}:
+    for uid in {
+        os.geteuid(),
+        0,
+        *([int(os.environ["SUDO_UID"])] if os.environ.get("SUDO_UID", "").isdigit() else []),
+    }:
         try:
             homes.append(pwd.getpwuid(uid).pw_dir)
         except KeyError:
@@ -202,8 +279,12 @@ def invoking_homes() -> list[str]:
 
 def home_secrets(homes: Iterable[str] | None = None) -> list[str]:
     """The :data:`HOME_SECRETS` that exist in ``homes`` (default :func:`invoking_homes`)."""
-    return [os.path.join(h, name) for h in (invoking_homes() if homes is None else homes) for name in HOME_SECRETS
-            if os.path.lexists(os.path.join(h, name))]
+    return [
+        os.path.join(h, name)
+        for h in (invoking_homes() if homes is None else homes)
+        for name in HOME_SECRETS
+        if os.path.lexists(os.path.join(h, name))
+    ]
 
 
 def system_hidden() -> list[str]:
@@ -237,7 +318,8 @@ def check_writable(mounts: Iterable[Mount]) -> None:
                 f"run as host uid {USERNS_BASE} (root of their own user namespace) and could not write "
                 f"it (owner uid {st.st_uid}, mode {stat.S_IMODE(st.st_mode):04o}); let that uid write "
                 f"it (setfacl -m u:{USERNS_BASE}:rwx,d:u:{USERNS_BASE}:rwx {m.source}, or chmod o+w), "
-                "as for LXD's unprivileged containers, or pass isolation='none'")
+                "as for LXD's unprivileged containers, or pass isolation='none'"
+            )
 
 
 def hidden_dirs(candidates: Iterable[str | None], needed: Iterable[str] = ()) -> list[str]:
@@ -257,8 +339,15 @@ def hidden_dirs(candidates: Iterable[str | None], needed: Iterable[str] = ()) ->
     return [p for p in keep if not any(q != p and is_within(p, q) for q in keep)]
 
 
-def holder_argv(name: str, workdir: str, hosts_file: str | None, netns: str | None,
-                mounts: Iterable[Mount] = (), new_netns: bool = False, tmproot: str | None = None) -> list[str]:
+def holder_argv(
+    name: str,
+    workdir: str,
+    hosts_file: str | None,
+    netns: str | None,
+    mounts: Iterable[Mount] = (),
+    new_netns: bool = False,
+    tmproot: str | None = None,
+) -> list[str]:
     """The holder's argv: ``lkns hold``, making PID, mount and IPC namespaces (in network namespace
     ``netns``, a name under /run/netns, unless None; with ``new_netns`` it makes that one too,
     as ``ip netns add`` would, with its loopback up: one exec fewer); ``mounts``
@@ -266,8 +355,17 @@ def holder_argv(name: str, workdir: str, hosts_file: str | None, netns: str | No
     ``tmproot``: a directory holding ``tmp`` and ``var-tmp`` (:func:`make_tmproot`), the
     instance's own /tmp and /var/tmp (None: a tmpfs each, counted in its memory)."""
     ns = ("+" if new_netns else "") + netns if netns else ""
-    return [helper(), "hold", MARKER, name, workdir, hosts_file or "", ns, tmproot or "",
-            *(("-" if m.readonly else "+") + m.target for m in mounts)]
+    return [
+        helper(),
+        "hold",
+        MARKER,
+        name,
+        workdir,
+        hosts_file or "",
+        ns,
+        tmproot or "",
+        *(("-" if m.readonly else "+") + m.target for m in mounts),
+    ]
 
 
 #: where the instances' own /tmp and /var/tmp live on the host (root's, in no directory another
@@ -292,16 +390,22 @@ def start_holder(argv: list[str], hidden: list[str]) -> subprocess.Popen:
     until its mounts are made; BackendError with its message if it fails."""
     if any("\n" in d for d in hidden):
         raise ConfigError(f"local backend: a directory to hide has a newline in its name: {hidden!r}")
-    proc = subprocess.Popen(argv, env={"PATH": DEFAULT_PATH}, stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
-    if proc.stdin is None or proc.stdout is None or proc.stderr is None:   # PIPE above makes all three
+    proc = subprocess.Popen(
+        argv,
+        env={"PATH": DEFAULT_PATH},
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
+    if proc.stdin is None or proc.stdout is None or proc.stderr is None:  # PIPE above makes all three
         _kill_group(proc)
         raise BackendError(f"could not talk to the instance's namespace holder ({' '.join(argv[:3])} ...)")
     try:
         proc.stdin.write("".join(f"{d}\n" for d in hidden).encode())
         proc.stdin.close()
     except BrokenPipeError:
-        pass   # it failed at once: its stderr says why (below)
+        pass  # it failed at once: its stderr says why (below)
     ready, _, _ = select.select([proc.stdout], [], [], READY_TIMEOUT_S)
     line = proc.stdout.readline() if ready else b""
     proc.stdout.close()
@@ -330,8 +434,10 @@ def enter(holder: subprocess.Popen, workdir: str, mode: str, net: bool) -> list[
     (its pid cannot be reused meanwhile: it is our child, reaped only here or in
     :func:`stop_holder`)."""
     if holder.poll() is not None:
-        raise BackendError(f"the instance's namespace holder (pid {holder.pid}) exited "
-                           f"(status {holder.returncode}): the instance is gone")
+        raise BackendError(
+            f"the instance's namespace holder (pid {holder.pid}) exited "
+            f"(status {holder.returncode}): the instance is gone"
+        )
     caps = ",".join(str(CAP_NUMBERS[c]) for c in capabilities(mode))
     return [helper(), "enter", str(holder.pid), workdir, "1" if net else "0", caps, userns_map(), "--"]
 
@@ -371,6 +477,7 @@ def require(mode: str) -> None:
     if mode == "none":
         return
     if os.geteuid() != 0:
-        raise BackendUnavailable(f"local backend: isolation={mode!r} needs root (namespaces); "
-                                 "run as root or pass isolation='none'")
+        raise BackendUnavailable(
+            f"local backend: isolation={mode!r} needs root (namespaces); run as root or pass isolation='none'"
+        )
     helper()

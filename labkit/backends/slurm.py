@@ -30,6 +30,7 @@ accounting it says so instead.
 
 >>> be = get_backend("slurm", job_id="4242", node="n1")   # inside allocation 4242, on node n1
 """
+
 from __future__ import annotations
 
 import os
@@ -70,10 +71,12 @@ class SlurmInstance(CgroupCounters, Instance):
         super().__init__(backend, name, spec, index, cpus)
         self.host_cpu_ids = host_cpu_ids
         self.steps: list[dict] = []
-        self.started = 0   # commands started (steps launched for them)
+        self.started = 0  # commands started (steps launched for them)
         self._lock = threading.Lock()
-        self.metadata.update(native.instance_facts(backend.driver, host_cpu_ids),
-                             slurm={"job_id": backend.job_id, "node": backend.node, "steps": self.steps})
+        self.metadata.update(
+            native.instance_facts(backend.driver, host_cpu_ids),
+            slurm={"job_id": backend.job_id, "node": backend.node, "steps": self.steps},
+        )
 
     @property
     def workdir(self) -> str:
@@ -86,12 +89,14 @@ class SlurmInstance(CgroupCounters, Instance):
             self.started += 1
             name = f"{self.name}.{self.started}"
             record: dict = {"step": None, "name": name, "command": shlex.join(argv)[:200]}
-            if len(self.steps) < MAX_STEPS:   # a bounded record, whatever an instance runs
+            if len(self.steps) < MAX_STEPS:  # a bounded record, whatever an instance runs
                 self.steps.append(record)
             else:
                 self.metadata["slurm"]["steps_not_recorded"] = self.started - MAX_STEPS
         pidfile = f"{self.workdir}/.exec-{os.urandom(6).hex()}.pid"
-        script = native.command_line(be.driver, self.name, self.workdir, argv, pidfile, env, self.host_cpu_ids)
+        script = native.command_line(
+            be.driver, self.name, self.workdir, argv, pidfile, env, self.host_cpu_ids
+        )
         return Step(be.spawn(name, script), pidfile, record)
 
     def _wait(self, handle: Step, timeout):
@@ -109,16 +114,20 @@ class SlurmInstance(CgroupCounters, Instance):
         bad = handle.srun.step_errors()
         if bad:
             handle.record["srun"] = bad[-5:]
-            raise BackendError(f"{self.backend.where}: step {handle.record['step'] or handle.record['name']} of {self.name} "
-                               f"failed in Slurm (exit {code}): " + " | ".join(bad[-5:]))
+            raise BackendError(
+                f"{self.backend.where}: step {handle.record['step'] or handle.record['name']} of {self.name} "
+                f"failed in Slurm (exit {code}): " + " | ".join(bad[-5:])
+            )
         return RawResult.from_sinks(code, handle.out, handle.err)
 
     def _kill(self, handle: Step) -> None:
         try:
-            self.backend.run_script(native.kill_script(self.backend.driver, self.name, handle.pidfile),
-                                    f"killing a command in {self.name}")
+            self.backend.run_script(
+                native.kill_script(self.backend.driver, self.name, handle.pidfile),
+                f"killing a command in {self.name}",
+            )
         except BackendError:
-            pass   # the node cannot be reached: at least srun goes
+            pass  # the node cannot be reached: at least srun goes
         if handle.proc.poll() is None and not exited(handle.proc, 5.0):
             try:
                 os.killpg(handle.proc.pid, signal.SIGKILL)
@@ -137,16 +146,21 @@ class SlurmInstance(CgroupCounters, Instance):
         node's one file reader step (:class:`.slurm_files.FileReader`); without a cgroup (limits not enforced) only
         the steal counters."""
         driver = self.backend.driver
-        return native.instance_stats(driver, self._read_many(native.stat_paths(driver, self.name)),
-                                     f"{self.name} on {self.backend.where}")
+        return native.instance_stats(
+            driver,
+            self._read_many(native.stat_paths(driver, self.name)),
+            f"{self.name} on {self.backend.where}",
+        )
 
     def put(self, local_path, remote_path: str, mode: int = 0o755) -> None:
         path = str(remote_path)
         if not posixpath.isabs(path):
             path = posixpath.join(self.workdir, path)
         tmp = f"{path}.labkit-{os.urandom(4).hex()}"
-        script = (f"mkdir -p {q(posixpath.dirname(path) or '/')} && cat > {q(tmp)} && chmod {mode:o} {q(tmp)} "
-                  f"&& mv -f {q(tmp)} {q(path)} || {{ rm -f {q(tmp)}; exit 1; }}")
+        script = (
+            f"mkdir -p {q(posixpath.dirname(path) or '/')} && cat > {q(tmp)} && chmod {mode:o} {q(tmp)} "
+            f"&& mv -f {q(tmp)} {q(path)} || {{ rm -f {q(tmp)}; exit 1; }}"
+        )
         with open(local_path, "rb") as fh:
             self.backend.run_script(script, f"copying {local_path} to {path}", stdin=fh)
 
@@ -168,20 +182,38 @@ class SlurmBackend(Backend):
     name = "slurm"
     OPTIONS = ("job_id", "node", "enforce_limits", "step_timeout")
 
-    def __init__(self, job_id=None, node=None, enforce_limits: bool = True,
-                 step_timeout: float = CONTROL_TIMEOUT_S, **unknown):
+    def __init__(
+        self,
+        job_id=None,
+        node=None,
+        enforce_limits: bool = True,
+        step_timeout: float = CONTROL_TIMEOUT_S,
+        **unknown,
+    ):
         super().__init__(**unknown)
         if job_id is None or node is None:
-            raise ConfigError("slurm backend: options job_id and node are required (the allocation and the node "
-                              "a Slurm testbed gives; see the README's Slurm section)")
+            raise ConfigError(
+                "slurm backend: options job_id and node are required (the allocation and the node "
+                "a Slurm testbed gives; see the README's Slurm section)"
+            )
         self.job_id = slurm_cli.check_job_id(job_id, "slurm backend")
         self.node = slurm_cli.check_node(node, "slurm backend")
-        if isinstance(step_timeout, bool) or not isinstance(step_timeout, (int, float)) or not 0 < step_timeout <= 3600:
-            raise ConfigError(f"slurm backend: step_timeout must be seconds in (0, 3600], got {step_timeout!r}")
+        if (
+            isinstance(step_timeout, bool)
+            or not isinstance(step_timeout, (int, float))
+            or not 0 < step_timeout <= 3600
+        ):
+            raise ConfigError(
+                f"slurm backend: step_timeout must be seconds in (0, 3600], got {step_timeout!r}"
+            )
         if not isinstance(enforce_limits, bool):
             raise ConfigError(f"slurm backend: enforce_limits must be true or false, got {enforce_limits!r}")
-        self.options = {"job_id": self.job_id, "node": self.node, "enforce_limits": enforce_limits,
-                        "step_timeout": float(step_timeout)}
+        self.options = {
+            "job_id": self.job_id,
+            "node": self.node,
+            "enforce_limits": enforce_limits,
+            "step_timeout": float(step_timeout),
+        }
         self.enforce = enforce_limits
         self.step_timeout = float(step_timeout)
         self.facts: native.HostFacts | None = None
@@ -189,8 +221,8 @@ class SlurmBackend(Backend):
         self.workroot = ""
         self._why_not = ""
         self._lock = threading.Lock()
-        self._accounting: str | None = None   # why the cluster keeps no accounting, once known
-        self._running: set[subprocess.Popen] = set()   # the srun of every command in flight
+        self._accounting: str | None = None  # why the cluster keeps no accounting, once known
+        self._running: set[subprocess.Popen] = set()  # the srun of every command in flight
         #: the node's file reader step (the instances' counters)
         self.files = FileReader(self)
 
@@ -201,20 +233,40 @@ class SlurmBackend(Backend):
     # -- steps ----------------------------------------------------------------------------------
     def step_argv(self, name: str, verbose: bool = False) -> list[str]:
         """The ``srun`` argv of a step named ``name`` on this backend's node (the command follows)."""
-        return ["srun", f"--jobid={self.job_id}", f"--nodelist={self.node}", "--nodes=1", "--ntasks=1",
-                "--overlap", "--whole", "--mem=0", "--chdir=/", f"--export={EXPORTED}", f"--job-name={name}",
-                "-v" if verbose else "--quiet"]
+        return [
+            "srun",
+            f"--jobid={self.job_id}",
+            f"--nodelist={self.node}",
+            "--nodes=1",
+            "--ntasks=1",
+            "--overlap",
+            "--whole",
+            "--mem=0",
+            "--chdir=/",
+            f"--export={EXPORTED}",
+            f"--job-name={name}",
+            "-v" if verbose else "--quiet",
+        ]
 
-    def spawn(self, name: str, script: str, *, stdin=subprocess.DEVNULL, verbose: bool = True) -> subprocess.Popen:
+    def spawn(
+        self, name: str, script: str, *, stdin=subprocess.DEVNULL, verbose: bool = True
+    ) -> subprocess.Popen:
         """Start ``script`` (sh) as step ``name`` on the node without waiting; its own session, stdin
         empty (or ``stdin``); stderr piped with srun's ``-v`` lines (``verbose``), else dropped."""
         try:
-            proc = subprocess.Popen(self.step_argv(name, verbose=verbose) + ["/bin/sh", "-c", script],
-                                    stdin=stdin, stdout=subprocess.PIPE,
-                                    stderr=subprocess.PIPE if verbose else subprocess.DEVNULL,
-                                    env=slurm_cli.environment(), cwd="/", start_new_session=True)
+            proc = subprocess.Popen(
+                self.step_argv(name, verbose=verbose) + ["/bin/sh", "-c", script],
+                stdin=stdin,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE if verbose else subprocess.DEVNULL,
+                env=slurm_cli.environment(),
+                cwd="/",
+                start_new_session=True,
+            )
         except FileNotFoundError as exc:
-            raise BackendUnavailable(f"slurm backend: srun is not installed here; {slurm_cli.TOOLS_HINT}") from exc
+            raise BackendUnavailable(
+                f"slurm backend: srun is not installed here; {slurm_cli.TOOLS_HINT}"
+            ) from exc
         with self._lock:
             self._running = {p for p in self._running if p.poll() is None} | {proc}
         return proc
@@ -233,14 +285,19 @@ class SlurmBackend(Backend):
                 except ProcessLookupError:
                     pass
 
-    def run_script(self, script: str, what: str, timeout: float | None = None, stdin=None) -> subprocess.CompletedProcess:
+    def run_script(
+        self, script: str, what: str, timeout: float | None = None, stdin=None
+    ) -> subprocess.CompletedProcess:
         """A control script (sh) as a step on the node; BackendError unless it exits 0 in time."""
         argv = self.step_argv(f"{NAME_PREFIX}control") + ["/bin/sh", "-c", script]
-        res = slurm_cli.run(argv, timeout=timeout or self.step_timeout, what=f"{self.where}: {what}", check=False,
-                            stdin=stdin)
+        res = slurm_cli.run(
+            argv, timeout=timeout or self.step_timeout, what=f"{self.where}: {what}", check=False, stdin=stdin
+        )
         if res.returncode != 0:
-            raise BackendError(f"{self.where}: {what} failed (exit {res.returncode}): "
-                               f"{(res.stderr or res.stdout).strip()[-2000:]}")
+            raise BackendError(
+                f"{self.where}: {what} failed (exit {res.returncode}): "
+                f"{(res.stderr or res.stdout).strip()[-2000:]}"
+            )
         return res
 
     # -- facts ------------------------------------------------------------------------------------
@@ -250,7 +307,9 @@ class SlurmBackend(Backend):
             if self.facts is None:
                 script = native.PROBE + native.WORK_ROOT + "true\n"
                 try:
-                    facts = native.HostFacts(self.run_script(script, "probing the node", max(30.0, self.step_timeout)).stdout)
+                    facts = native.HostFacts(
+                        self.run_script(script, "probing the node", max(30.0, self.step_timeout)).stdout
+                    )
                 except BackendError as exc:
                     raise BackendUnavailable(f"slurm backend: {exc}") from exc
                 self.workroot = facts.get("workroot")
@@ -268,21 +327,38 @@ class SlurmBackend(Backend):
         facts = self.host_facts()
         try:
             node = slurm_cli.show_nodes([self.node], 30.0).get(self.node, {})
-            slurm = {"version": slurm_cli.version(), "node": self.node,
-                     **{k.lower(): node.get(k) for k in ("Partitions", "AvailableFeatures", "CPUTot", "RealMemory",
-                                                          "Arch", "OS") if node.get(k)}}
-        except BackendError as exc:   # a fact we cannot read is recorded as such
+            slurm = {
+                "version": slurm_cli.version(),
+                "node": self.node,
+                **{
+                    k.lower(): node.get(k)
+                    for k in ("Partitions", "AvailableFeatures", "CPUTot", "RealMemory", "Arch", "OS")
+                    if node.get(k)
+                },
+            }
+        except BackendError as exc:  # a fact we cannot read is recorded as such
             slurm = {"node": self.node, "error": str(exc)[:200]}
         return {"backend": self.name, **native.host_fingerprint(facts, self.driver), "slurm": slurm}
 
     # -- instances ----------------------------------------------------------------------------------
-    def _create(self, spec: InstanceSpec, name: str, index: int, cpus: list[int] | None,
-                network: Network | None = None) -> SlurmInstance:
+    def _create(
+        self,
+        spec: InstanceSpec,
+        name: str,
+        index: int,
+        cpus: list[int] | None,
+        network: Network | None = None,
+    ) -> SlurmInstance:
         self.refuse_network(network)
-        real, script = native.create_script(self.host_facts(), self.driver, self.workroot, spec, name, cpus,
-                                            self.where)
-        return native.create(name, lambda: self.run_script(script, f"creating instance {name}"), self.remove,
-                             lambda: SlurmInstance(self, name, spec, index, cpus, real))
+        real, script = native.create_script(
+            self.host_facts(), self.driver, self.workroot, spec, name, cpus, self.where
+        )
+        return native.create(
+            name,
+            lambda: self.run_script(script, f"creating instance {name}"),
+            self.remove,
+            lambda: SlurmInstance(self, name, spec, index, cpus, real),
+        )
 
     def remove(self, names: list[str]) -> None:
         """Kill the instances' processes, remove their cgroups and work dirs."""
@@ -294,7 +370,9 @@ class SlurmBackend(Backend):
     def list_labkit(self, prefix: str = NAME_PREFIX) -> list[str]:
         check_prefix(prefix)
         self.host_facts()
-        out = self.run_script(native.list_script(self.driver, self.workroot, prefix), f"listing {prefix}* instances")
+        out = self.run_script(
+            native.list_script(self.driver, self.workroot, prefix), f"listing {prefix}* instances"
+        )
         return native.listed_names(self.driver, native.HostFacts(out.stdout, probe=False).listed, prefix)
 
     def cleanup(self, prefix: str) -> list[str]:
@@ -328,7 +406,11 @@ class SlurmBackend(Backend):
                 for s in wanted.values():
                     s.setdefault("accounting", f"not read: {exc}"[:300])
                 return
-            final = {sid: rows[sid] for sid in wanted if sid in rows and rows[sid]["State"] not in ("RUNNING", "PENDING")}
+            final = {
+                sid: rows[sid]
+                for sid in wanted
+                if sid in rows and rows[sid]["State"] not in ("RUNNING", "PENDING")
+            }
             if len(final) == len(wanted) or time.monotonic() > deadline:
                 break
             time.sleep(0.25)
@@ -338,4 +420,6 @@ class SlurmBackend(Backend):
                 s["accounting"] = f"not recorded by the cluster within {ACCOUNTING_WAIT_S:g} s"
                 continue
             s["state"] = row["State"]
-            s["accounting"] = {k.lower(): v for k, v in row.items() if k not in ("JobID", "JobName") and v != ""}
+            s["accounting"] = {
+                k.lower(): v for k, v in row.items() if k not in ("JobID", "JobName") and v != ""
+            }

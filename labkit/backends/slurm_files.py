@@ -1,5 +1,6 @@
 """The node's file reader of the ``slurm`` backend (:mod:`.slurm`): one long-lived job step reading
 files on request, so an instance's counters cost a line on its stdin, not a step each."""
+
 from __future__ import annotations
 
 import contextlib
@@ -67,8 +68,9 @@ class FileReader:
                     line = self.lines.get(timeout=max(0.0, deadline - time.monotonic()))
                 except queue.Empty:
                     self.stop()
-                    raise StatsUnavailable(f"{self.backend.where}: the file reader step did not answer within "
-                                           f"{timeout:g} s") from None
+                    raise StatsUnavailable(
+                        f"{self.backend.where}: the file reader step did not answer within {timeout:g} s"
+                    ) from None
                 if line is None:
                     self.stop()
                     raise StatsUnavailable(f"{self.backend.where}: the file reader step ended")
@@ -81,9 +83,12 @@ class FileReader:
         if self.proc is not None and self.proc.poll() is None:
             return self.proc
         self.lines = queue.Queue()
-        proc = self.backend.spawn(f"{NAME_PREFIX}files", native.FILE_READER, stdin=subprocess.PIPE, verbose=False)
-        threading.Thread(target=_lines_into, args=(proc.stdout, self.lines), daemon=True,
-                         name="labkit-slurm-files").start()
+        proc = self.backend.spawn(
+            f"{NAME_PREFIX}files", native.FILE_READER, stdin=subprocess.PIPE, verbose=False
+        )
+        threading.Thread(
+            target=_lines_into, args=(proc.stdout, self.lines), daemon=True, name="labkit-slurm-files"
+        ).start()
         self.proc = proc
         return proc
 

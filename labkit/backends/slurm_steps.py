@@ -1,5 +1,6 @@
 """The output of a Slurm job step as the ``slurm`` backend reads it (:mod:`.slurm`): the command's
 stderr with ``srun``'s own lines kept apart (:class:`SrunLines`), and one running step (:class:`Step`)."""
+
 from __future__ import annotations
 
 import re
@@ -28,7 +29,7 @@ class SrunLines:
         self.lines: list[str] = []
         self.dropped = 0
         self._held = b""
-        self._passing = False   # inside a line of the command's, already passed on
+        self._passing = False  # inside a line of the command's, already passed on
         self._lock = threading.Lock()
 
     def write(self, data: bytes) -> int:
@@ -41,19 +42,19 @@ class SrunLines:
                     if nl < 0:
                         self.sink.write(buf)
                         return len(data)
-                    self.sink.write(buf[:nl + 1])
-                    buf, self._passing = buf[nl + 1:], False
+                    self.sink.write(buf[: nl + 1])
+                    buf, self._passing = buf[nl + 1 :], False
                     continue
                 nl = buf.find(b"\n")
-                line = buf if nl < 0 else buf[:nl + 1]
+                line = buf if nl < 0 else buf[: nl + 1]
                 if line.startswith(self.PREFIX):
                     if nl < 0:
                         self._held = buf
                         return len(data)
                     self._keep(line)
-                    buf = buf[nl + 1:]
+                    buf = buf[nl + 1 :]
                 elif nl < 0 and self.PREFIX.startswith(line):
-                    self._held = buf   # maybe the start of an srun line
+                    self._held = buf  # maybe the start of an srun line
                     return len(data)
                 else:
                     self._passing = True
@@ -63,7 +64,7 @@ class SrunLines:
         text = line.decode("utf-8", "replace").rstrip("\n")
         if len(self.lines) < SRUN_LINES:
             self.lines.append(text)
-        else:   # keep the first half and a moving last half
+        else:  # keep the first half and a moving last half
             self.lines.pop(SRUN_LINES // 2)
             self.lines.append(text)
             self.dropped += 1
@@ -86,8 +87,13 @@ class SrunLines:
 
     def step_errors(self) -> list[str]:
         """srun's error lines about the step itself (not launched, aborted, lost), not a task's end."""
-        return [ln for ln in self.lines if (ln.startswith("srun: error:") and not _TASK_ENDED.match(ln))
-                or "Job step aborted" in ln or "step creation" in ln.lower()]
+        return [
+            ln
+            for ln in self.lines
+            if (ln.startswith("srun: error:") and not _TASK_ENDED.match(ln))
+            or "Job step aborted" in ln
+            or "step creation" in ln.lower()
+        ]
 
 
 class Step:

@@ -49,6 +49,7 @@ fabric's own policy, which accepts any key, is replaced).
 ``scripts/setup-ssh.sh`` starts a test sshd on 127.0.0.1:2222 with a dedicated key and records its
 host keys in root's ``~/.ssh/known_hosts``.
 """
+
 from __future__ import annotations
 
 import ipaddress
@@ -76,17 +77,30 @@ from .private_network import Network
 from .ssh_control import ControlShell
 from .ssh_instance import SshHostEnd, SshInstance
 
-ENV_HOST, ENV_PORT, ENV_USER, ENV_KEY = "LABKIT_SSH_HOST", "LABKIT_SSH_PORT", "LABKIT_SSH_USER", "LABKIT_SSH_KEY"
-SETUP_HINT = ("for the local test sshd run `bash scripts/setup-ssh.sh` and export "
-              "LABKIT_SSH_HOST=127.0.0.1 LABKIT_SSH_PORT=2222 LABKIT_SSH_USER=root "
-              "LABKIT_SSH_KEY=/root/.ssh/labkit_test_ed25519")
+ENV_HOST, ENV_PORT, ENV_USER, ENV_KEY = (
+    "LABKIT_SSH_HOST",
+    "LABKIT_SSH_PORT",
+    "LABKIT_SSH_USER",
+    "LABKIT_SSH_KEY",
+)
+SETUP_HINT = (
+    "for the local test sshd run `bash scripts/setup-ssh.sh` and export "
+    "LABKIT_SSH_HOST=127.0.0.1 LABKIT_SSH_PORT=2222 LABKIT_SSH_USER=root "
+    "LABKIT_SSH_KEY=/root/.ssh/labkit_test_ed25519"
+)
 CONTROL_TIMEOUT_S = 120.0
 #: how long the listing taken with the connection probe stands for :meth:`SshBackend.list_labkit`
 LISTING_FRESH_S = 10.0
 q = shlex.quote
 
-def resolve_target(host: str | None = None, user: str | None = None, port: int | str | None = None,
-                   key_filename: str | None = None, environ: Mapping[str, str] | None = None) -> dict:
+
+def resolve_target(
+    host: str | None = None,
+    user: str | None = None,
+    port: int | str | None = None,
+    key_filename: str | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> dict:
     """Host, user, port and key: explicit arguments, else LABKIT_SSH_* variables, else defaults."""
     environ = os.environ if environ is None else environ
     host = host or environ.get(ENV_HOST) or "localhost"
@@ -120,34 +134,63 @@ class SshBackend(Backend):
     """
 
     name = "ssh"
-    OPTIONS = ("host", "user", "port", "key_filename", "connect_timeout", "enforce_limits",
-               "connect_kwargs", "host_key_policy", "known_hosts")
+    OPTIONS = (
+        "host",
+        "user",
+        "port",
+        "key_filename",
+        "connect_timeout",
+        "enforce_limits",
+        "connect_kwargs",
+        "host_key_policy",
+        "known_hosts",
+    )
 
-    def __init__(self, host: str | None = None, user: str | None = None, port: int | None = None,
-                 key_filename: str | None = None, connect_timeout: float = 10,
-                 enforce_limits: bool = True, connect_kwargs: dict | None = None,
-                 host_key_policy: str | None = None, known_hosts: str | None = None, **unknown):
-        super().__init__(**unknown)   # an unknown option is refused with the list of valid ones
+    def __init__(
+        self,
+        host: str | None = None,
+        user: str | None = None,
+        port: int | None = None,
+        key_filename: str | None = None,
+        connect_timeout: float = 10,
+        enforce_limits: bool = True,
+        connect_kwargs: dict | None = None,
+        host_key_policy: str | None = None,
+        known_hosts: str | None = None,
+        **unknown,
+    ):
+        super().__init__(**unknown)  # an unknown option is refused with the list of valid ones
         target = resolve_target(host, user, port, key_filename)
-        if not isinstance(connect_timeout, (int, float)) or isinstance(connect_timeout, bool) \
-                or connect_timeout <= 0:
+        if (
+            not isinstance(connect_timeout, (int, float))
+            or isinstance(connect_timeout, bool)
+            or connect_timeout <= 0
+        ):
             raise ConfigError(f"ssh backend: connect_timeout must be > 0 seconds, got {connect_timeout!r}")
         if connect_kwargs is not None and not isinstance(connect_kwargs, dict):
             raise ConfigError("ssh backend: connect_kwargs must be a dict of paramiko connect() arguments")
         bad = sorted({"hostname", "port", "username", "timeout"} & set(connect_kwargs or {}))
         if bad:
-            raise ConfigError(f"ssh backend: pass host/port/user/connect_timeout as options, "
-                              f"not as connect_kwargs {', '.join(bad)}")
+            raise ConfigError(
+                f"ssh backend: pass host/port/user/connect_timeout as options, "
+                f"not as connect_kwargs {', '.join(bad)}"
+            )
         policy = policy_option("ssh backend", {"host_key_policy": host_key_policy})
         known_hosts = known_hosts_path("ssh backend: known_hosts", known_hosts)
-        self.options = {**target, "connect_timeout": connect_timeout, "enforce_limits": enforce_limits,
-                        "host_key_policy": policy, "known_hosts": known_hosts}
+        self.options = {
+            **target,
+            "connect_timeout": connect_timeout,
+            "enforce_limits": enforce_limits,
+            "host_key_policy": policy,
+            "known_hosts": known_hosts,
+        }
         self.host, self.user, self.port = target["host"], target["user"], target["port"]
         self.key_filename = target["key_filename"]
         self.connect_timeout = connect_timeout
         #: host, key and host-key policy as the ssh binary and paramiko use them
-        self.settings = SshSettings(self.user, self.host, self.port, self.key_filename, known_hosts, policy,
-                                    float(connect_timeout))
+        self.settings = SshSettings(
+            self.user, self.host, self.port, self.key_filename, known_hosts, policy, float(connect_timeout)
+        )
         self.enforce = bool(enforce_limits)
         self.connect_kwargs = dict(connect_kwargs or {})
         self.conn: Connection | None = None
@@ -174,18 +217,27 @@ class SshBackend(Backend):
         if self.key_filename and not os.path.isfile(self.key_filename):
             raise BackendUnavailable(
                 f"ssh backend: key file {self.key_filename} does not exist (from key_filename or "
-                f"{ENV_KEY}); create one with ssh-keygen, or {SETUP_HINT}")
-        kwargs: dict[str, object] = {"banner_timeout": self.connect_timeout, "auth_timeout": self.connect_timeout,
-                                     "channel_timeout": self.connect_timeout}
+                f"{ENV_KEY}); create one with ssh-keygen, or {SETUP_HINT}"
+            )
+        kwargs: dict[str, object] = {
+            "banner_timeout": self.connect_timeout,
+            "auth_timeout": self.connect_timeout,
+            "channel_timeout": self.connect_timeout,
+        }
         if self.key_filename:
             kwargs.update(key_filename=[self.key_filename], look_for_keys=False, allow_agent=False)
         kwargs.update(self.connect_kwargs)
-        conn = Connection(self.host, user=self.user, port=self.port,
-                          connect_timeout=self.connect_timeout, connect_kwargs=kwargs)
-        self.settings.configure(conn.client)   # fabric's own policy accepts every host key
+        conn = Connection(
+            self.host,
+            user=self.user,
+            port=self.port,
+            connect_timeout=self.connect_timeout,
+            connect_kwargs=kwargs,
+        )
+        self.settings.configure(conn.client)  # fabric's own policy accepts every host key
         try:
             conn.open()
-            conn.transport.set_keepalive(15)   # a partitioned host must not hang a run forever
+            conn.transport.set_keepalive(15)  # a partitioned host must not hang a run forever
             return conn
         except (paramiko.SSHException, EOFError, OSError) as exc:
             conn.close()
@@ -199,19 +251,27 @@ class SshBackend(Backend):
         if keys:
             return keys
         if isinstance(exc, paramiko.AuthenticationException):
-            return (f"{self._tried()}: authentication failed ({exc}). Authorize the public key in "
-                    f"~{self.user}/.ssh/authorized_keys on {self.host}, or choose the user/key with "
-                    f"user=/key_filename= or {ENV_USER}/{ENV_KEY}; {SETUP_HINT}")
+            return (
+                f"{self._tried()}: authentication failed ({exc}). Authorize the public key in "
+                f"~{self.user}/.ssh/authorized_keys on {self.host}, or choose the user/key with "
+                f"user=/key_filename= or {ENV_USER}/{ENV_KEY}; {SETUP_HINT}"
+            )
         if isinstance(exc, (socket.timeout, TimeoutError)):
-            return (f"no answer from {self.host}:{self.port} within {self.connect_timeout}s (tried "
-                    f"{self._tried()}); check the address and firewall, or set {ENV_HOST}/{ENV_PORT}; "
-                    f"{SETUP_HINT}")
+            return (
+                f"no answer from {self.host}:{self.port} within {self.connect_timeout}s (tried "
+                f"{self._tried()}); check the address and firewall, or set {ENV_HOST}/{ENV_PORT}; "
+                f"{SETUP_HINT}"
+            )
         if isinstance(exc, (paramiko.SSHException, EOFError)):
-            return (f"SSH handshake with {self.host}:{self.port} failed ({exc}); is an sshd listening "
-                    f"there? (tried {self._tried()}); {SETUP_HINT}")
+            return (
+                f"SSH handshake with {self.host}:{self.port} failed ({exc}); is an sshd listening "
+                f"there? (tried {self._tried()}); {SETUP_HINT}"
+            )
         # refused, unreachable, unknown host (NoValidConnectionsError)
-        return (f"cannot connect to {self.host}:{self.port} ({exc}; tried {self._tried()}); start an "
-                f"sshd there or point {ENV_HOST}/{ENV_PORT} at one; {SETUP_HINT}")
+        return (
+            f"cannot connect to {self.host}:{self.port} ({exc}; tried {self._tried()}); start an "
+            f"sshd there or point {ENV_HOST}/{ENV_PORT} at one; {SETUP_HINT}"
+        )
 
     def connection(self) -> Connection:
         """The open connection, probed (facts, cgroup driver, work root) the first time."""
@@ -235,8 +295,14 @@ class SshBackend(Backend):
         self.shell = ControlShell(conn.transport)
         try:
             script = PROBE + WORK_ROOT + listing_script(NAME_PREFIX) + "true\n"
-            facts = HostFacts(self._run(conn, script, max(30.0, float(self.connect_timeout)),
-                                        "probing the host and making the work root").stdout)
+            facts = HostFacts(
+                self._run(
+                    conn,
+                    script,
+                    max(30.0, float(self.connect_timeout)),
+                    "probing the host and making the work root",
+                ).stdout
+            )
             self.workroot = posixpath.join(facts.get("home"), ".cache", "labkit", "instances")
         except BaseException as exc:
             self.close_locked()
@@ -258,26 +324,40 @@ class SshBackend(Backend):
         of its own while the control shell is busy with another thread's script."""
         shell = self.shell
         try:
-            reply = shell.run(script, timeout) if shell is not None and shell.transport is conn.transport \
+            reply = (
+                shell.run(script, timeout)
+                if shell is not None and shell.transport is conn.transport
                 else None
+            )
             if reply is not None:
-                res = invoke.Result(stdout=reply.stdout, stderr=reply.stderr, exited=reply.exited, command=script)
+                res = invoke.Result(
+                    stdout=reply.stdout, stderr=reply.stderr, exited=reply.exited, command=script
+                )
             else:
-                res = conn.run("exec /bin/sh -c " + q(script), hide=True, warn=True, in_stream=False,
-                               pty=False, timeout=timeout)
+                res = conn.run(
+                    "exec /bin/sh -c " + q(script),
+                    hide=True,
+                    warn=True,
+                    in_stream=False,
+                    pty=False,
+                    timeout=timeout,
+                )
         except (invoke.exceptions.CommandTimedOut, TimeoutError) as exc:
             raise BackendError(f"{self.target}: {what} ran past {timeout:.0f}s") from exc
         except paramiko.ChannelException as exc:
             raise BackendError(
                 f"{self.target} refused a new SSH channel ({exc}): too many commands at once over one "
-                "connection; raise MaxSessions in the remote sshd_config") from exc
+                "connection; raise MaxSessions in the remote sshd_config"
+            ) from exc
         except (paramiko.SSHException, EOFError, OSError) as exc:
             raise BackendError(f"{self.target}: SSH connection failed ({exc})") from exc
-        if res.exited == ssh_network.UNAVAILABLE:   # the script found the host unable to do it
+        if res.exited == ssh_network.UNAVAILABLE:  # the script found the host unable to do it
             raise BackendUnavailable(f"{self.target}: {what}: {(res.stderr or res.stdout).strip()[-2000:]}")
         if res.exited != 0:
-            raise BackendError(f"{self.target}: {what} failed (exit {res.exited}): "
-                               f"{(res.stderr or res.stdout).strip()[-2000:]}")
+            raise BackendError(
+                f"{self.target}: {what} failed (exit {res.exited}): "
+                f"{(res.stderr or res.stdout).strip()[-2000:]}"
+            )
         return res
 
     def run_script(self, script: str, what: str, timeout: float = CONTROL_TIMEOUT_S) -> invoke.Result:
@@ -291,23 +371,34 @@ class SshBackend(Backend):
     def host_cpus(self) -> int:
         return len(self._cpu_ids())
 
-    def _create(self, spec: InstanceSpec, name: str, index: int, cpus: list[int] | None,
-                network: Network | None = None) -> SshInstance:
+    def _create(
+        self,
+        spec: InstanceSpec,
+        name: str,
+        index: int,
+        cpus: list[int] | None,
+        network: Network | None = None,
+    ) -> SshInstance:
         if network is not None:
             self._check_network(network)
-        self._listed = None   # the probe's listing no longer stands
-        real, script = native.create_script(self.host_facts(), self.driver, self.workroot, spec, name, cpus,
-                                            self.target)
-        if network is not None:   # in the same round trip: its namespace on the network
-            script += ssh_network.attach_script(name, network, index, posixpath.join(self.workroot, name, "hosts"))
+        self._listed = None  # the probe's listing no longer stands
+        real, script = native.create_script(
+            self.host_facts(), self.driver, self.workroot, spec, name, cpus, self.target
+        )
+        if network is not None:  # in the same round trip: its namespace on the network
+            script += ssh_network.attach_script(
+                name, network, index, posixpath.join(self.workroot, name, "hosts")
+            )
 
         def make() -> SshInstance:
             inst = SshInstance(self, name, spec, index, cpus, real, netns=network is not None)
             if network is not None:
                 inst.host_device = ssh_network.host_device(network, index)
             return inst
-        return native.create(name, lambda: self.run_script(script, f"creating instance {name}"), self.remove,
-                             make)
+
+        return native.create(
+            name, lambda: self.run_script(script, f"creating instance {name}"), self.remove, make
+        )
 
     def remove(self, names: list[str], bridges: dict[str, str] | None = None) -> None:
         """Kill the instances' processes, remove their cgroups, network namespaces and work dirs
@@ -335,7 +426,8 @@ class SshBackend(Backend):
             raise BackendUnavailable(
                 f"ssh backend: a private network on {self.target} needs {', '.join(lacking)} there (each "
                 "instance in its own network namespace on a bridge): log in as root and install "
-                "iproute2 and util-linux")
+                "iproute2 and util-linux"
+            )
 
     def _create_network(self, network: Network) -> None:
         """The network's bridge on the host (:func:`.ssh_network.bridge_script`)."""
@@ -343,14 +435,16 @@ class SshBackend(Backend):
         self.run_script(ssh_network.bridge_script(network), f"creating network {network.name}")
 
     def _remove_network(self, network: Network) -> None:
-        self.run_script(ssh_network.remove_bridge_script(network.device, network.name),
-                        f"removing network {network.name}")
+        self.run_script(
+            ssh_network.remove_bridge_script(network.device, network.name), f"removing network {network.name}"
+        )
 
     def host_routes(self) -> list[ipaddress.IPv4Network]:
         """The host's routes, which a new network's subnet must not overlap."""
-        self._require_network_tools(None)   # before `ip` is run: what the host lacks, said clearly
-        return netmod.parse_routes(self.run_script(shlex.join(netmod.ROUTES_ARGV),
-                                                   "reading the host's routes").stdout)
+        self._require_network_tools(None)  # before `ip` is run: what the host lacks, said clearly
+        return netmod.parse_routes(
+            self.run_script(shlex.join(netmod.ROUTES_ARGV), "reading the host's routes").stdout
+        )
 
     def link_shaped_here(self, network: Network) -> None:
         """Nothing: the veths' host ends are on the ssh host, shaped there as the instance is made."""
@@ -374,15 +468,16 @@ class SshBackend(Backend):
             if self.conn is None:
                 self._connect_locked()
             taken, facts = self._listed or (0.0, None)
-            self._listed = None   # used once: later calls list again
+            self._listed = None  # used once: later calls list again
         if facts is None or time.monotonic() - taken > LISTING_FRESH_S:
             script = native.list_script(self.driver, self.workroot, prefix)
             facts = HostFacts(self.run_script(script, f"listing {prefix}* instances").stdout, probe=False)
         names = native.listed_names(self.driver, facts.listed, prefix)
         found: dict[str, str] = {}
-        if bridges and facts.netdevs:   # devices named like networks' bridges: whose? (one more round trip)
-            found = ssh_network.parse_bridges(self.run_script(ssh_network.BRIDGES, "listing bridges").stdout,
-                                              prefix)
+        if bridges and facts.netdevs:  # devices named like networks' bridges: whose? (one more round trip)
+            found = ssh_network.parse_bridges(
+                self.run_script(ssh_network.BRIDGES, "listing bridges").stdout, prefix
+            )
         return names, found
 
     def cleanup(self, prefix: str) -> list[str]:
@@ -394,8 +489,12 @@ class SshBackend(Backend):
         return names + sorted(bridges)
 
     def fingerprint(self) -> dict:
-        return {"backend": self.name, "ssh_host": self.target, "host_key_policy": self.settings.host_key_policy,
-                **native.host_fingerprint(self.host_facts(), self.driver)}
+        return {
+            "backend": self.name,
+            "ssh_host": self.target,
+            "host_key_policy": self.settings.host_key_policy,
+            **native.host_fingerprint(self.host_facts(), self.driver),
+        }
 
     def close(self) -> None:
         with self._lock:

@@ -1,6 +1,7 @@
 """One remote command of the ``ssh`` backend (:mod:`labkit.backends.ssh`) on its own SSH channel:
 its output read into capped sinks as it arrives (:func:`read_channel`: neither stream is ever held
 whole), its exit status, and the file holding its session id (:class:`RemoteCommand`)."""
+
 from __future__ import annotations
 
 import select
@@ -29,6 +30,7 @@ def read_channel(chan: paramiko.Channel, out: CappedOutput, err: CappedOutput) -
     """Feed ``chan``'s stdout and stderr into ``out`` and ``err`` as they arrive (neither is
     ever held whole) until both reached their end and the remote command exited; its exit
     status (-1 when the server sent none: the connection was lost)."""
+
     def drain():
         while chan.recv_ready() or chan.recv_stderr_ready():
             while chan.recv_ready():
@@ -39,9 +41,9 @@ def read_channel(chan: paramiko.Channel, out: CappedOutput, err: CappedOutput) -
     while True:
         drain()
         if chan.closed or (chan.eof_received and chan.exit_status_ready()):
-            drain()   # what arrived before the end (nothing comes after it)
+            drain()  # what arrived before the end (nothing comes after it)
             return chan.recv_exit_status() if chan.exit_status_ready() else -1
         if chan.eof_received:
-            chan.status_event.wait(1.0)   # set by the exit status, or the channel's close
+            chan.status_event.wait(1.0)  # set by the exit status, or the channel's close
         else:
-            select.select([chan], [], [], 1.0)   # woken by data, the end of the output or a close
+            select.select([chan], [], [], 1.0)  # woken by data, the end of the output or a close

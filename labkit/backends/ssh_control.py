@@ -21,6 +21,7 @@ One script at a time: :meth:`ControlShell.run` returns None at once when another
 holds the shell (the caller then opens a channel of its own). A script that runs past its timeout,
 or a shell that ends, costs the shell: its channel is closed and the next script starts a new one.
 """
+
 from __future__ import annotations
 
 import os
@@ -38,6 +39,7 @@ from .output import CHUNK
 @dataclass
 class Reply:
     """What a control script did: its exit status, stdout and stderr (UTF-8, invalid bytes replaced)."""
+
     exited: int
     stdout: str
     stderr: str
@@ -97,7 +99,7 @@ class ControlShell:
         """Read until both ends of ``token``'s frame arrived; the frame, removed from the buffers."""
         out_end, err_end = f"\n{token} ".encode(), f"\n{token}\n".encode()
         while True:
-            ended = chan.closed or chan.eof_received   # before draining: nothing comes after the end
+            ended = chan.closed or chan.eof_received  # before draining: nothing comes after the end
             while chan.recv_ready():
                 self._out += chan.recv(CHUNK)
             while chan.recv_stderr_ready():
@@ -105,18 +107,21 @@ class ControlShell:
             i, j = self._out.find(out_end), self._err.find(err_end)
             k = self._out.find(b"\n", i + len(out_end)) if i >= 0 else -1
             if k >= 0 and j >= 0:
-                status = self._out[i + len(out_end):k].decode(errors="replace")
-                reply = Reply(int(status) if status.isdigit() else -1,
-                              self._out[:i].decode(errors="replace"), self._err[:j].decode(errors="replace"))
-                del self._out[:k + 1]
-                del self._err[:j + len(err_end)]
+                status = self._out[i + len(out_end) : k].decode(errors="replace")
+                reply = Reply(
+                    int(status) if status.isdigit() else -1,
+                    self._out[:i].decode(errors="replace"),
+                    self._err[:j].decode(errors="replace"),
+                )
+                del self._out[: k + 1]
+                del self._err[: j + len(err_end)]
                 return reply
             if ended:
                 raise EOFError("the remote control shell ended")
             left = deadline - time.monotonic()
             if left <= 0:
                 raise TimeoutError("control script timed out")
-            select.select([chan], [], [], min(left, 1.0))   # woken by data, its end or a close
+            select.select([chan], [], [], min(left, 1.0))  # woken by data, its end or a close
 
     def close(self) -> None:
         """Close the shell's channel (the shell reads the end of its input and exits)."""
@@ -126,5 +131,7 @@ class ControlShell:
 
 
 def _frame(script: str, token: str) -> str:
-    return (f"/bin/sh -c {shlex.quote(script)} </dev/null; printf '\\n{token} %s\\n' \"$?\"; "
-            f"printf '\\n{token}\\n' >&2\n")
+    return (
+        f"/bin/sh -c {shlex.quote(script)} </dev/null; printf '\\n{token} %s\\n' \"$?\"; "
+        f"printf '\\n{token}\\n' >&2\n"
+    )

@@ -12,6 +12,7 @@ network labkit made, so ``link`` is refused.
 >>> be = get_backend("ssh-hosts", hosts=[{"host": "10.0.0.11", "key_filename": "~/.ssh/k"},
 ...                                      {"host": "10.0.0.12", "key_filename": "~/.ssh/k"}])
 """
+
 from __future__ import annotations
 
 import ipaddress
@@ -32,12 +33,15 @@ MAX_HOSTS = 64
 
 def _route(address: str) -> tuple[str, ipaddress.IPv4Interface]:
     """(device, its address with prefix) this machine uses to reach ``address``."""
+
     def ip(*args):
-        res = run_host(["ip", "-j", *args], what=f"ssh-hosts: finding the route to {address}", timeout=10,
-                       check=False)
+        res = run_host(
+            ["ip", "-j", *args], what=f"ssh-hosts: finding the route to {address}", timeout=10, check=False
+        )
         if res.returncode != 0:
             raise ConfigError(f"ssh-hosts: no route from this machine to {address}: {res.stderr.strip()}")
         return json.loads(res.stdout or "[]")
+
     route = ip("route", "get", address)[0]
     dev, src = route.get("dev"), route.get("prefsrc")
     for link in ip("-4", "addr", "show", "dev", dev):
@@ -60,15 +64,18 @@ class SshHostsBackend(Backend):
         super().__init__(**options)
         hosts = options.get("hosts")
         if not isinstance(hosts, list) or not 1 <= len(hosts) <= MAX_HOSTS:
-            raise ConfigError(f"ssh-hosts option hosts: a list of 1-{MAX_HOSTS} mappings with keys "
-                              f"{', '.join(HOST_KEYS)}")
+            raise ConfigError(
+                f"ssh-hosts option hosts: a list of 1-{MAX_HOSTS} mappings with keys {', '.join(HOST_KEYS)}"
+            )
         common = {k: options[k] for k in COMMON if k in options}
-        ssh = backend_class("ssh")   # through the registry: a backend never imports another
+        ssh = backend_class("ssh")  # through the registry: a backend never imports another
         self.members: list = []
         for i, h in enumerate(hosts):
             if not isinstance(h, dict) or not h.get("host") or set(h) - set(HOST_KEYS):
-                raise ConfigError(f"ssh-hosts option hosts[{i}]: a mapping with 'host' and optionally "
-                                  f"{', '.join(HOST_KEYS[1:])}, got {str(h)[:120]!r}")
+                raise ConfigError(
+                    f"ssh-hosts option hosts[{i}]: a mapping with 'host' and optionally "
+                    f"{', '.join(HOST_KEYS[1:])}, got {str(h)[:120]!r}"
+                )
             self.members.append(ssh(**{**common, **h}))
 
     def member(self, index: int):
@@ -90,26 +97,42 @@ class SshHostsBackend(Backend):
     def create_network(self, prefix: str = "labkit-", count: int = 1, link=None, nics: int = 1) -> Network:
         """The hosts' own network for ``count`` instances (one per host; nothing is created)."""
         if nics != 1:
-            raise ConfigError(f"ssh-hosts: nics: {nics}: the hosts' own NICs are what they are; labkit "
-                              "aggregates NICs only on networks it creates (drop the 'nics' factor)")
+            raise ConfigError(
+                f"ssh-hosts: nics: {nics}: the hosts' own NICs are what they are; labkit "
+                "aggregates NICs only on networks it creates (drop the 'nics' factor)"
+            )
         if link is not None:
-            raise ConfigError("ssh-hosts: link shaping needs a network labkit creates; the hosts' own "
-                              "network cannot be shaped (drop the 'link' factor)")
+            raise ConfigError(
+                "ssh-hosts: link shaping needs a network labkit creates; the hosts' own "
+                "network cannot be shaped (drop the 'link' factor)"
+            )
         if not 1 <= count <= len(self.members):
-            raise ConfigError(f"ssh-hosts: a run on the hosts' network has one instance per host: "
-                              f"1-{len(self.members)}, not {count}")
+            raise ConfigError(
+                f"ssh-hosts: a run on the hosts' network has one instance per host: "
+                f"1-{len(self.members)}, not {count}"
+            )
         addresses = [m.host for m in self.members[:count]]
         try:
             parsed = [ipaddress.IPv4Address(a) for a in addresses]
         except ValueError as exc:
-            raise ConfigError(f"ssh-hosts: MPI across hosts needs their IPv4 addresses as 'host' ({exc})") from None
+            raise ConfigError(
+                f"ssh-hosts: MPI across hosts needs their IPv4 addresses as 'host' ({exc})"
+            ) from None
         dev, iface = _route(addresses[0])
         outside = [str(a) for a in parsed if a not in iface.network]
         if outside:
-            raise ConfigError(f"ssh-hosts: host(s) {', '.join(outside)} are not on {iface.network}, the "
-                              f"subnet this machine reaches {addresses[0]} on; MPI's traffic is held to one subnet")
-        return Network(name=new_name(prefix + "net"), subnet=str(iface.network), host_address=str(iface.ip),
-                       addresses=addresses, device=dev, backend=self)
+            raise ConfigError(
+                f"ssh-hosts: host(s) {', '.join(outside)} are not on {iface.network}, the "
+                f"subnet this machine reaches {addresses[0]} on; MPI's traffic is held to one subnet"
+            )
+        return Network(
+            name=new_name(prefix + "net"),
+            subnet=str(iface.network),
+            host_address=str(iface.ip),
+            addresses=addresses,
+            device=dev,
+            backend=self,
+        )
 
     def _remove_network(self, network: Network) -> None:
         """Nothing to remove: the hosts' network is theirs."""

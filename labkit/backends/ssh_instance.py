@@ -2,6 +2,7 @@
 private work dir on the remote host, each command on its own SSH channel of the backend's
 connection (:class:`SshInstance`); and the host end of a private network there, the ssh host
 itself (:class:`SshHostEnd`)."""
+
 from __future__ import annotations
 
 import os
@@ -48,8 +49,9 @@ class SshInstance(CgroupCounters, Instance):
 
     def command_line(self, argv: list[str], pidfile: str, env: dict | None) -> str:
         """The remote command line of one exec: in the work dir, in its own session, in the cgroup."""
-        script = native.command_line(self.cgroup_driver, self.name, self.workdir, argv, pidfile, env,
-                                     self.host_cpu_ids, self.enter())
+        script = native.command_line(
+            self.cgroup_driver, self.name, self.workdir, argv, pidfile, env, self.host_cpu_ids, self.enter()
+        )
         return "exec /bin/sh -c " + q(script)
 
     @property
@@ -74,8 +76,13 @@ class SshInstance(CgroupCounters, Instance):
         remote = ["env", "-C", self.workdir]
         driver = self.cgroup_driver
         if driver is not None:
-            remote += [f"LABKIT_CGROUP_PROCS={' '.join(driver.procs_files(self.name))}",
-                       "/bin/sh", "-c", cgroups.JOIN, "sh"]
+            remote += [
+                f"LABKIT_CGROUP_PROCS={' '.join(driver.procs_files(self.name))}",
+                "/bin/sh",
+                "-c",
+                cgroups.JOIN,
+                "sh",
+            ]
         elif self.host_cpu_ids:
             remote += ["taskset", "-c", cgroups.format_cpulist(self.host_cpu_ids)]
         return be.settings.ssh_argv(remote + self.enter() + list(argv))
@@ -91,10 +98,11 @@ class SshInstance(CgroupCounters, Instance):
             try:
                 with conn.create_session() as chan:
                     chan.exec_command(line)
-                    chan.shutdown_write()   # stdin empty
+                    chan.shutdown_write()  # stdin empty
                     handle.exit_status = read_channel(chan, handle.out, handle.err)
-            except BaseException as exc:   # re-raised by _wait in the caller's thread
+            except BaseException as exc:  # re-raised by _wait in the caller's thread
                 handle.error = exc
+
         handle.thread = threading.Thread(target=run, name=f"ssh-exec-{self.name}", daemon=True)
         handle.thread.start()
         return handle
@@ -105,13 +113,16 @@ class SshInstance(CgroupCounters, Instance):
             return None
         be: SshBackend = self.backend
         if handle.error is not None:
-            raise BackendError(f"{be.target}: SSH connection failed while running in {self.name} "
-                               f"({handle.error})") from handle.error
-        status = -1 if handle.exit_status is None else handle.exit_status   # -1: none came
+            raise BackendError(
+                f"{be.target}: SSH connection failed while running in {self.name} ({handle.error})"
+            ) from handle.error
+        status = -1 if handle.exit_status is None else handle.exit_status  # -1: none came
         res = RawResult.from_sinks(status, handle.out, handle.err)
         if res.exit_code is None or res.exit_code < 0:
-            raise BackendError(f"{be.target}: no exit status from {self.name} "
-                               "(the connection was lost or the remote shell was killed)")
+            raise BackendError(
+                f"{be.target}: no exit status from {self.name} "
+                "(the connection was lost or the remote shell was killed)"
+            )
         if res.exit_code == cgroups.JOIN_FAILED and "cgroup.procs" in res.stderr:
             raise BackendError(f"could not join cgroup {self.name} on {be.target}: {res.stderr.strip()}")
         return res
@@ -125,7 +136,9 @@ class SshInstance(CgroupCounters, Instance):
 
     def _read_many(self, paths: dict[str, str]) -> dict[str, str | None]:
         """Every file of ``paths`` in one round trip (None where it cannot be read)."""
-        out = self.backend.run_script(native.read_files_script(paths), f"reading the counters of {self.name}").stdout
+        out = self.backend.run_script(
+            native.read_files_script(paths), f"reading the counters of {self.name}"
+        ).stdout
         return native.split_marked(out, list(paths))
 
     def stats(self) -> dict[str, float]:
@@ -133,8 +146,11 @@ class SshInstance(CgroupCounters, Instance):
         (:func:`.native.instance_stats`); without a cgroup (limits not enforced, a network's host end)
         only the steal counters."""
         driver = self.cgroup_driver
-        return native.instance_stats(driver, self._read_many(native.stat_paths(driver, self.name)),
-                                     f"{self.name} on {self.backend.target}")
+        return native.instance_stats(
+            driver,
+            self._read_many(native.stat_paths(driver, self.name)),
+            f"{self.name} on {self.backend.target}",
+        )
 
     def put(self, local_path: str | os.PathLike, remote_path: str, mode: int = 0o755) -> None:
         be: SshBackend = self.backend
@@ -167,9 +183,11 @@ class SshHostEnd(SshInstance):
 
     def __init__(self, backend: SshBackend, network: Network):
         name = check_name(network.name + "h")
-        backend.connection()   # the work root is known once connected
-        backend.run_script(f"mkdir -m 700 {q(posixpath.join(backend.workroot, name))}",
-                           f"making the work dir of {network.name}'s host end")
+        backend.connection()  # the work root is known once connected
+        backend.run_script(
+            f"mkdir -m 700 {q(posixpath.join(backend.workroot, name))}",
+            f"making the work dir of {network.name}'s host end",
+        )
         super().__init__(backend, name, InstanceSpec(), 0, None, None)
         self.confined = False
         self.network, self.address = network, network.host_address

@@ -22,6 +22,7 @@ What ``local`` does on this machine (:mod:`labkit.backends.local`), done on the 
 It needs root on the host and ``ip``, ``nsenter``, ``unshare`` (and ``tc`` for a shaped link):
 :func:`missing` names what is not there.
 """
+
 from __future__ import annotations
 
 import json
@@ -61,11 +62,13 @@ def bridge_script(network: Network) -> str:
     dev, alias = q(network.device), q(network.name)
     address = q(f"{network.host_address}/{network.prefixlen}")
     rule = " ".join(q(w) for w in forward_rule(network.device, network.name))
-    return (f"ip link add {dev} type bridge || exit 1\n"
-            f"{{ ip link set {dev} alias {alias} && ip addr add {address} dev {dev} && ip link set {dev} up "
-            f"&& {{ [ \"$(cat /proc/sys/net/bridge/bridge-nf-call-iptables 2>/dev/null)\" != 1 ] "
-            f"|| ! command -v iptables >/dev/null 2>&1 || iptables -I FORWARD {rule}; }}; }} "
-            f"|| {{ ip link delete {dev} type bridge; exit 1; }}\n")
+    return (
+        f"ip link add {dev} type bridge || exit 1\n"
+        f"{{ ip link set {dev} alias {alias} && ip addr add {address} dev {dev} && ip link set {dev} up "
+        f'&& {{ [ "$(cat /proc/sys/net/bridge/bridge-nf-call-iptables 2>/dev/null)" != 1 ] '
+        f"|| ! command -v iptables >/dev/null 2>&1 || iptables -I FORWARD {rule}; }}; }} "
+        f"|| {{ ip link delete {dev} type bridge; exit 1; }}\n"
+    )
 
 
 def forward_rule(device: str, alias: str) -> list[str]:
@@ -77,9 +80,11 @@ def remove_bridge_script(device: str, alias: str) -> str:
     """Delete the bridge's FORWARD rule(s) (quiet without iptables or a rule), then the bridge
     (quiet if it is gone)."""
     rule = " ".join(q(w) for w in forward_rule(device, alias))
-    return (f"if command -v iptables >/dev/null 2>&1; then while iptables -D FORWARD {rule} 2>/dev/null; "
-            f"do :; done; fi\n"
-            f"if ip link show {q(device)} >/dev/null 2>&1; then ip link delete {q(device)} type bridge || exit 1; fi\n")
+    return (
+        f"if command -v iptables >/dev/null 2>&1; then while iptables -D FORWARD {rule} 2>/dev/null; "
+        f"do :; done; fi\n"
+        f"if ip link show {q(device)} >/dev/null 2>&1; then ip link delete {q(device)} type bridge || exit 1; fi\n"
+    )
 
 
 def host_device(network: Network, index: int) -> str:
@@ -93,21 +98,25 @@ def attach_script(name: str, network: Network, index: int, hosts_path: str) -> s
     bridge and shaped to the network's link, and its hosts file at ``hosts_path``."""
     ns, inside, outside = q(name), q(f"{network.device}c{index}"), q(host_device(network, index))
     address = q(f"{network.addresses[index]}/{network.prefixlen}")
-    lines = [f"ip netns add {ns}",
-             f"ip -n {ns} link set lo up",
-             f"ip link add {outside} type veth peer name {inside} netns {ns}",
-             f"ip -n {ns} link set {inside} name eth0",
-             f"ip -n {ns} addr add {address} dev eth0",
-             f"ip -n {ns} link set eth0 up",
-             f"ip link set {outside} master {q(network.device)} up",
-             f"printf %s {q(network.hosts_text())} > {q(hosts_path)}",
-             f"chmod 644 {q(hosts_path)}"]
+    lines = [
+        f"ip netns add {ns}",
+        f"ip -n {ns} link set lo up",
+        f"ip link add {outside} type veth peer name {inside} netns {ns}",
+        f"ip -n {ns} link set {inside} name eth0",
+        f"ip -n {ns} addr add {address} dev eth0",
+        f"ip -n {ns} link set eth0 up",
+        f"ip link set {outside} master {q(network.device)} up",
+        f"printf %s {q(network.hosts_text())} > {q(hosts_path)}",
+        f"chmod 644 {q(hosts_path)}",
+    ]
     script = "".join(f"{line} || exit 1\n" for line in lines)
     for argv in netmod.shape_commands(host_device(network, index), network.link) if network.link else []:
-        if "netem" in argv:   # the one qdisc a kernel may lack: the host cannot delay a link
-            script += (f"{shlex.join(argv)} || {{ echo 'tc could not add a netem qdisc (above): this kernel "
-                       "may have no netem (CONFIG_NET_SCH_NETEM), so a link delay cannot be emulated there; "
-                       f"use a rate-only link such as 1gbit/ or load sch_netem' >&2; exit {UNAVAILABLE}; }}\n")
+        if "netem" in argv:  # the one qdisc a kernel may lack: the host cannot delay a link
+            script += (
+                f"{shlex.join(argv)} || {{ echo 'tc could not add a netem qdisc (above): this kernel "
+                "may have no netem (CONFIG_NET_SCH_NETEM), so a link delay cannot be emulated there; "
+                f"use a rate-only link such as 1gbit/ or load sch_netem' >&2; exit {UNAVAILABLE}; }}\n"
+            )
         else:
             script += f"{shlex.join(argv)} || exit 1\n"
     return script
@@ -123,8 +132,19 @@ def enter_argv(name: str, hosts_path: str) -> list[str]:
     """The argv prefix that runs a command in instance ``name``'s network namespace with its hosts
     file on ``/etc/hosts``: ``nsenter`` (not ``ip netns exec``, which remounts ``/sys`` and would
     hide the cgroup files), then ``unshare`` of a private mount namespace for the bind mount."""
-    return ["nsenter", f"--net=/run/netns/{name}", "--", "unshare", "--mount", "--propagation", "private",
-            "sh", "-c", HOSTS, hosts_path]
+    return [
+        "nsenter",
+        f"--net=/run/netns/{name}",
+        "--",
+        "unshare",
+        "--mount",
+        "--propagation",
+        "private",
+        "sh",
+        "-c",
+        HOSTS,
+        hosts_path,
+    ]
 
 
 def parse_bridges(text: str, prefix: str) -> dict[str, str]:

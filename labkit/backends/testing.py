@@ -8,6 +8,7 @@ this process, every round trip to the "host" a configurable ``latency`` (slept, 
 ``sleep N`` taking N seconds without a process. It is not in the backend registry: nothing runs on
 it unless a caller builds it on purpose.
 """
+
 from __future__ import annotations
 
 import os
@@ -20,6 +21,7 @@ from .base import Backend, Instance, RawResult, StatsUnavailable
 
 def _probe(name: str, **options) -> None:
     from .lookup import get_backend
+
     backend = get_backend(name, **options)
     backend.close()
 
@@ -33,17 +35,30 @@ def _slurm_cluster() -> None:
     has :data:`SLURM_NODES` nodes that respond (the cluster of scripts/setup-slurm.sh)."""
     from ..errors import BackendUnavailable
     from . import slurm_cli
+
     hint = "start it with: bash scripts/setup-slurm.sh"
     ping = slurm_cli.run(["scontrol", "ping"], timeout=30, what="asking the Slurm controller", check=False)
     if "UP" not in ping.stdout:
-        raise BackendUnavailable(f"no Slurm controller answers ({(ping.stderr or ping.stdout).strip()[-200:]}); {hint}")
-    states = slurm_cli.run(["sinfo", "-h", "-N", "-p", SLURM_PARTITION, "-o", "%N %T"], timeout=30,
-                           what="listing the Slurm test nodes").stdout.split("\n")
-    good = [ln.split()[0] for ln in states if len(ln.split()) == 2 and slurm_cli.node_failure(ln.split()[1]) is None
-            and not ln.split()[1].startswith(("drain", "down"))]
+        raise BackendUnavailable(
+            f"no Slurm controller answers ({(ping.stderr or ping.stdout).strip()[-200:]}); {hint}"
+        )
+    states = slurm_cli.run(
+        ["sinfo", "-h", "-N", "-p", SLURM_PARTITION, "-o", "%N %T"],
+        timeout=30,
+        what="listing the Slurm test nodes",
+    ).stdout.split("\n")
+    good = [
+        ln.split()[0]
+        for ln in states
+        if len(ln.split()) == 2
+        and slurm_cli.node_failure(ln.split()[1]) is None
+        and not ln.split()[1].startswith(("drain", "down"))
+    ]
     if len(good) < SLURM_NODES:
-        raise BackendUnavailable(f"partition {SLURM_PARTITION} has {len(good)} responsive node(s), the slurm tests "
-                                 f"need {SLURM_NODES} ({'; '.join(s for s in states if s)[:200]}); {hint}")
+        raise BackendUnavailable(
+            f"partition {SLURM_PARTITION} has {len(good)} responsive node(s), the slurm tests "
+            f"need {SLURM_NODES} ({'; '.join(s for s in states if s)[:200]}); {hint}"
+        )
 
 
 def available(name: str) -> tuple[bool, str]:
@@ -133,14 +148,19 @@ class SimulatedBackend(Backend):
             time.sleep(self.latency)
 
     def check(self) -> None:
-        self.round_trip()   # connecting
+        self.round_trip()  # connecting
 
     def host_cpus(self) -> int:
         return self.cpus
 
     def fingerprint(self) -> dict:
-        return {"backend": self.name, "hostname": self.host, "kernel": "simulated", "cpu_model": "simulated",
-                "cpus": self.cpus}
+        return {
+            "backend": self.name,
+            "hostname": self.host,
+            "kernel": "simulated",
+            "cpu_model": "simulated",
+            "cpus": self.cpus,
+        }
 
     def _create(self, spec, name, index, cpus, network=None) -> Instance:
         self.refuse_network(network)

@@ -1,6 +1,7 @@
 """What the subcommands share: ``--param KEY=VALUE`` items (:func:`parse_params`), the data
 directory (:func:`data_dir_of`), a stored campaign's id checked (:func:`existing_campaign`) and tables
 printed as text (:func:`print_table`)."""
+
 from __future__ import annotations
 
 import json
@@ -28,6 +29,7 @@ def parse_params(items: list[str]) -> dict:
 
 def data_dir_of(args) -> Path:
     from ..core.paths import data_dir
+
     if args.data_dir is not None:
         return Path(args.data_dir)
     try:
@@ -42,6 +44,7 @@ def existing_campaign(args, campaign: str) -> str:
     (:func:`labkit.report.catalog.require_campaign`)."""
     from ..core.ids import check_campaign_id
     from ..report.catalog import require_campaign
+
     return require_campaign(data_dir_of(args), check_campaign_id(campaign))
 
 
@@ -50,5 +53,6 @@ def print_table(df) -> None:
     import pandas as pd
 
     from ..report.tables import readable
+
     with pd.option_context("display.width", 200, "display.max_columns", 40, "display.max_rows", 500):
         print(readable(df).to_string(index=False))

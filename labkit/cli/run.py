@@ -1,5 +1,6 @@
 """``labkit run`` (a campaign from a design file), ``labkit noise-check`` and ``labkit replicate``:
 the subcommands that run workloads."""
+
 from __future__ import annotations
 
 import argparse
@@ -7,13 +8,21 @@ import argparse
 from ..errors import ConfigError
 from .common import data_dir_of, existing_campaign, parse_params, print_table
 
-__all__ = ["chosen_workload", "cmd_noise_check", "cmd_replicate", "cmd_run", "quarantine_default", "telemetry_arg"]
+__all__ = [
+    "chosen_workload",
+    "cmd_noise_check",
+    "cmd_replicate",
+    "cmd_run",
+    "quarantine_default",
+    "telemetry_arg",
+]
 
 
 def _parse_workload_params(items: list[str], workload: str) -> dict:
     """``--param KEY=VALUE`` items read by the workload's parameter schema (a string
     parameter keeps its text: ``argv=true`` is the string "true")."""
     from ..workloads import workload_class
+
     cls = workload_class(workload)
     out = {}
     for item in items or []:
@@ -26,28 +35,42 @@ def _parse_workload_params(items: list[str], workload: str) -> dict:
 
 def cmd_run(args: argparse.Namespace) -> int:
     from ..run.campaign import Campaign
+
     args.data_dir = str(data_dir_of(args))
     name, params, named = chosen_workload(args)
     from ..design import Design
     from ..workloads import get_workload
+
     workload = get_workload(name, **params)
     # every bad key, factor and level of the file in one error, the workload's parameters included
     Design.from_yaml(args.design, workload=workload)
     if named is not None and name != named["name"]:
-        print(f"--workload {name} given: running it, not the design's workload {named['name']} "
-              f"(the command line wins)", flush=True)
+        print(
+            f"--workload {name} given: running it, not the design's workload {named['name']} "
+            f"(the command line wins)",
+            flush=True,
+        )
     backend_options = parse_params(args.backend_option)
     quarantine_line = quarantine_default(args)
     if quarantine_line:
         print(quarantine_line, flush=True)
-    store = Campaign(args.design, backend=args.backend, workload=name,
-                     workload_params=params,
-                     backend_options=backend_options,
-                     campaign_id=args.campaign_id, data_dir=args.data_dir,
-                     run_timeout=args.timeout, group_readable=args.group_readable, testbed=args.testbed,
-                     run_output=args.run_output, **_guard_options(args)).run(retry_failed=args.retry_failed, retries=args.retries, new_store=args.new_store)
+    store = Campaign(
+        args.design,
+        backend=args.backend,
+        workload=name,
+        workload_params=params,
+        backend_options=backend_options,
+        campaign_id=args.campaign_id,
+        data_dir=args.data_dir,
+        run_timeout=args.timeout,
+        group_readable=args.group_readable,
+        testbed=args.testbed,
+        run_output=args.run_output,
+        **_guard_options(args),
+    ).run(retry_failed=args.retry_failed, retries=args.retries, new_store=args.new_store)
     runs = store.runs()
     from ..report.tables import count_words
+
     print(f"{len(runs)} runs stored in {store.path}: {count_words(runs.status.value_counts().to_dict())}")
     return 0
 
@@ -61,6 +84,7 @@ def chosen_workload(args: argparse.Namespace) -> tuple[str, dict, dict | None]:
     if args.workload is not None:
         name = args.workload
         from ..workloads import workload_class
+
         try:
             workload_class(name)
         except ConfigError as exc:
@@ -69,7 +93,8 @@ def chosen_workload(args: argparse.Namespace) -> tuple[str, dict, dict | None]:
         name = named["name"]
     else:
         from ..design import Design
-        Design.from_yaml(args.design)   # a bad workload: key, or any problem of the file, is said first
+
+        Design.from_yaml(args.design)  # a bad workload: key, or any problem of the file, is said first
         raise ConfigError(no_workload_text(args.design))
     given = _parse_workload_params(args.param, name)
     base = named["params"] if named is not None and named["name"] == name else {}
@@ -79,9 +104,12 @@ def chosen_workload(args: argparse.Namespace) -> tuple[str, dict, dict | None]:
 def no_workload_text(design: str) -> str:
     """What ``labkit run`` says when neither ``--workload`` nor the design names a workload."""
     from ..workloads import REGISTRY
-    return (f"{design} names no workload: pass --workload NAME, or add 'workload: NAME' to the design file "
-            f"(with parameters: 'workload: {{name: NAME, params: {{...}}}}'); "
-            f"workloads: {', '.join(sorted(REGISTRY))}")
+
+    return (
+        f"{design} names no workload: pass --workload NAME, or add 'workload: NAME' to the design file "
+        f"(with parameters: 'workload: {{name: NAME, params: {{...}}}}'); "
+        f"workloads: {', '.join(sorted(REGISTRY))}"
+    )
 
 
 def _declared_workload(path: str) -> dict | None:
@@ -90,6 +118,7 @@ def _declared_workload(path: str) -> dict | None:
     its other problems)."""
     from ..core.yamlsafe import load_yaml
     from ..design.workload_key import check_workload_key
+
     data = load_yaml(path)
     raw = data.get("workload") if isinstance(data, dict) else None
     if raw is None:
@@ -107,10 +136,13 @@ def quarantine_default(args: argparse.Namespace) -> str:
     :func:`labkit.store.forget.forget_suspect`, so at most one re-run per planned run); "" when
     quarantine is off."""
     from ..design import Design
+
     if args.quarantine is None:
         declared = Design.from_yaml(args.design).quarantine
         args.quarantine = True if declared is None else declared
-        why = "the default of labkit run; --no-quarantine turns it off" if declared is None else "the design's"
+        why = (
+            "the default of labkit run; --no-quarantine turns it off" if declared is None else "the design's"
+        )
     else:
         why = "--quarantine"
     if not args.quarantine:
@@ -118,9 +150,11 @@ def quarantine_default(args: argparse.Namespace) -> str:
     design = Design.from_yaml(args.design)
     per_config = design.replications if design.adaptive is None else int(design.adaptive["max"])
     cap = design.n_configurations * per_config
-    return (f"quarantine on ({why}): runs the telemetry flags suspect are run once more at the end, "
-            f"each at most once (cap: {cap:,} re-runs, one per planned run); the first attempt is kept "
-            f"in the store's attempts")
+    return (
+        f"quarantine on ({why}): runs the telemetry flags suspect are run once more at the end, "
+        f"each at most once (cap: {cap:,} re-runs, one per planned run); the first attempt is kept "
+        f"in the store's attempts"
+    )
 
 
 def _guard_options(args: argparse.Namespace) -> dict:
@@ -148,10 +182,20 @@ def cmd_noise_check(args: argparse.Namespace) -> int:
     """A short A/A campaign measuring each platform's and host's noise, and the minimum detectable
     effect of ``--design`` (:mod:`labkit.run.noisecheck`)."""
     from ..run.noisecheck import noise_check
-    result = noise_check(backend=args.backend, testbed=args.testbed, design=args.design, runs=args.runs,
-                         board=args.board, data_dir=args.data_dir,
-                         backend_options=parse_params(args.backend_option) or None,
-                         alpha=args.alpha, power=args.power, keep=args.keep, progress=args.progress)
+
+    result = noise_check(
+        backend=args.backend,
+        testbed=args.testbed,
+        design=args.design,
+        runs=args.runs,
+        board=args.board,
+        data_dir=args.data_dir,
+        backend_options=parse_params(args.backend_option) or None,
+        alpha=args.alpha,
+        power=args.power,
+        keep=args.keep,
+        progress=args.progress,
+    )
     print(result.text())
     if result.data_dir is not None:
         print(f"campaign stored in {result.data_dir / result.campaign}")
@@ -163,19 +207,37 @@ def cmd_replicate(args: argparse.Namespace) -> int:
     then print the verdicts of reproduction (:mod:`labkit.report.replication`)."""
     from ..report.replication import replication_report
     from ..run.replicate import replicate
+
     data_dir = data_dir_of(args)
     original = existing_campaign(args, args.campaign)
-    _, replica = replicate(data_dir, original, backend=args.backend, testbed=args.testbed,
-                           campaign_id=args.campaign_id, backend_options=parse_params(args.backend_option),
-                           run_timeout=args.timeout, progress=args.progress)
+    _, replica = replicate(
+        data_dir,
+        original,
+        backend=args.backend,
+        testbed=args.testbed,
+        campaign_id=args.campaign_id,
+        backend_options=parse_params(args.backend_option),
+        run_timeout=args.timeout,
+        progress=args.progress,
+    )
     for note in replica.notes:
         print(f"note: {note}")
-    result = replication_report(data_dir, original, replica.campaign_id, response=args.response,
-                                margin=args.margin, alpha=args.alpha)
+    result = replication_report(
+        data_dir, original, replica.campaign_id, response=args.response, margin=args.margin, alpha=args.alpha
+    )
     for note in result.notes:
         print(f"note: {note}")
-    shown = [*result.table.attrs["factors"], "n_original", "n_replica", "ratio", "ratio_low", "ratio_high",
-             "p_tost_holm", "p_diff_holm", "verdict"]
+    shown = [
+        *result.table.attrs["factors"],
+        "n_original",
+        "n_replica",
+        "ratio",
+        "ratio_low",
+        "ratio_high",
+        "p_tost_holm",
+        "p_diff_holm",
+        "verdict",
+    ]
     print_table(result.table[shown])
     differs = result.hosts[result.hosts.kind == "differs"]
     if len(differs):
@@ -183,8 +245,11 @@ def cmd_replicate(args: argparse.Namespace) -> int:
         print_table(differs.drop(columns="kind"))
     if len(result.effects):
         print("\neffects of the 2^k analysis:")
-        print_table(result.effects[["term", "effect_original", "p_holm_original", "effect_replica",
-                                     "p_holm_replica", "status"]])
+        print_table(
+            result.effects[
+                ["term", "effect_original", "p_holm_original", "effect_replica", "p_holm_replica", "status"]
+            ]
+        )
     print("\n" + result.text())
     print(f"replica stored as {replica.campaign_id} in {data_dir}")
     return 0

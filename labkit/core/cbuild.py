@@ -4,6 +4,7 @@ Binaries are linked statically so the same file runs on the host, in a
 container and in a VM. The cache key is the source text plus the flags, so an
 edited source is rebuilt and an unchanged one never is.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -25,12 +26,14 @@ def compiler() -> str:
     for cc in (os.environ.get("CC"), "cc", "gcc", "clang"):
         if cc and shutil.which(cc):
             return cc
-    raise BenchmarkError("no C compiler found (tried $CC, cc, gcc, clang); "
-                         "install one with: apt-get install gcc")
+    raise BenchmarkError(
+        "no C compiler found (tried $CC, cc, gcc, clang); install one with: apt-get install gcc"
+    )
 
 
-def compile_c(source: str | Path, binary: str | Path, *, flags: Sequence[str] = ("-O2",),
-              mpi: bool = False) -> Path:
+def compile_c(
+    source: str | Path, binary: str | Path, *, flags: Sequence[str] = ("-O2",), mpi: bool = False
+) -> Path:
     """Compile the C file ``source`` into ``binary`` (linked with -lm) with the C compiler, or
     with ``mpicc`` when ``mpi``; returns ``binary``'s Path. BenchmarkError names a missing
     compiler (and its Debian package) or shows the compiler's output tail."""
@@ -41,8 +44,13 @@ def compile_c(source: str | Path, binary: str | Path, *, flags: Sequence[str] = 
     return Path(binary)
 
 
-def build(source: str, *, flags: tuple[str, ...] = ("-O2", "-pthread"), static: bool = True,
-          package: str = "labkit.workloads") -> Path:
+def build(
+    source: str,
+    *,
+    flags: tuple[str, ...] = ("-O2", "-pthread"),
+    static: bool = True,
+    package: str = "labkit.workloads",
+) -> Path:
     """Path of the compiled binary for ``csrc/<source>`` of ``package`` (labkit's kernels by
     default; ``labkit.backends`` for the local backend's helper), building it if needed."""
     src = resources.files(package).joinpath("csrc", source)

@@ -1,5 +1,6 @@
 """Timestamps labkit records (UTC, ISO 8601, milliseconds): one format in stores, locks and the
 registry of running campaigns. Imports nothing of labkit, so every layer may use it."""
+
 from __future__ import annotations
 
 from datetime import UTC, datetime

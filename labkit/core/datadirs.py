@@ -18,6 +18,7 @@ make root's instances hide, nor ``labkit clean`` read, someone else's directory)
 either, counts for a system directory (:func:`labkit.core.foreign.system_dir`). What is ignored is
 logged.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -50,7 +51,11 @@ def record_file(uid: int | None = None, home: str | None = None) -> Path:
     if (os.geteuid() if uid is None else uid) == 0:
         return SYSTEM_FILE
     state = os.environ.get("XDG_STATE_HOME") if uid is None else None
-    base = Path(state) if state and os.path.isabs(state) else Path(home or os.path.expanduser("~")) / ".local" / "state"
+    base = (
+        Path(state)
+        if state and os.path.isabs(state)
+        else Path(home or os.path.expanduser("~")) / ".local" / "state"
+    )
     return base / "labkit" / NAME
 
 
@@ -60,7 +65,11 @@ def _lines(path: Path, owner: int | None = None) -> list[str]:
     raw = read_regular(path, owner=owner, max_bytes=MAX_BYTES, what="data-dir record")
     if raw is None:
         return []
-    return [line for line in raw.decode("utf-8", "replace").splitlines() if line.startswith("/") and "\x00" not in line]
+    return [
+        line
+        for line in raw.decode("utf-8", "replace").splitlines()
+        if line.startswith("/") and "\x00" not in line
+    ]
 
 
 def _newest(record: Path, owner: int | None, limit: int) -> list[str]:
@@ -78,12 +87,16 @@ def _newest(record: Path, owner: int | None, limit: int) -> list[str]:
         if line in out:
             continue
         if owned_dir(line, owner, what=f"data-dir record {record}") is None:
-            ignored += os.path.lexists(line)   # a gone one is stale, not suspect
+            ignored += os.path.lexists(line)  # a gone one is stale, not suspect
             continue
         out.append(line)
     if ignored:
-        log.warning("data-dir record %s: %d of its paths ignored (a system directory, or not a directory "
-                    "of uid %s)", record, ignored, "any" if owner is None else owner)
+        log.warning(
+            "data-dir record %s: %d of its paths ignored (a system directory, or not a directory of uid %s)",
+            record,
+            ignored,
+            "any" if owner is None else owner,
+        )
     return out
 
 
@@ -99,15 +112,15 @@ def remember(data_dir: str | os.PathLike) -> None:
         record.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         lock = os.open(record.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         try:
-            fcntl.flock(lock, fcntl.LOCK_EX)   # one writer at a time: none loses another's line
+            fcntl.flock(lock, fcntl.LOCK_EX)  # one writer at a time: none loses another's line
             before = _lines(record)
-            kept = [p for p in before if p != path and os.path.isdir(p)]   # stale lines pruned
+            kept = [p for p in before if p != path and os.path.isdir(p)]  # stale lines pruned
             if before != [*kept, path]:
                 kept = bounded(kept, MAX_ENTRIES - 1) + [path]
                 atomic_write(record, "".join(p + "\n" for p in kept), mode=0o600)
         finally:
             os.close(lock)
-    except (OSError, ConfigError) as exc:   # ConfigError: a link planted at the record
+    except (OSError, ConfigError) as exc:  # ConfigError: a link planted at the record
         log.debug("data dir %s not recorded in %s: %s", path, record, exc)
 
 
@@ -121,7 +134,7 @@ def bounded(paths: list[str], limit: int) -> list[str]:
         return list(paths)
     gone = set([i for i, p in enumerate(paths) if not os.path.isdir(p)][:excess])
     kept = [p for i, p in enumerate(paths) if i not in gone]
-    return kept[len(kept) - limit:]   # at least ``limit`` are left: at most ``excess`` were gone
+    return kept[len(kept) - limit :]  # at least ``limit`` are left: at most ``excess`` were gone
 
 
 def sources() -> list[tuple[Path, int | None]]:

@@ -19,6 +19,7 @@ fsync'd, then renamed over the target and the directory fsync'd. So:
 * directories labkit creates get their declared mode whatever the umask (:func:`make_dirs`):
   under ``umask 000`` a data dir is still 0700, not 0777.
 """
+
 from __future__ import annotations
 
 import errno
@@ -56,7 +57,7 @@ def make_dirs(path: str | os.PathLike, mode: int = 0o700) -> Path:
         try:
             os.mkdir(d, mode & 0o777)
         except FileExistsError:
-            continue              # made meanwhile by someone else: theirs, left as it is
+            continue  # made meanwhile by someone else: theirs, left as it is
         os.chmod(d, mode, follow_symlinks=False)
     return path
 
@@ -75,9 +76,11 @@ def open_dir(path: str | os.PathLike, *, dir_mode: int = 0o700, create: bool = T
         if exc.errno not in (errno.ELOOP, errno.ENOTDIR):
             raise
         if os.path.islink(path):
-            raise ConfigError(f"{path} is a symbolic link (to {os.readlink(path)}): labkit does not write "
-                              "into a directory through a link (remove the link, or give the directory "
-                              "itself)") from None
+            raise ConfigError(
+                f"{path} is a symbolic link (to {os.readlink(path)}): labkit does not write "
+                "into a directory through a link (remove the link, or give the directory "
+                "itself)"
+            ) from None
         raise ConfigError(f"{path} is not a directory: cannot write into it") from None
 
 
@@ -89,14 +92,23 @@ def _check_target(path: Path, dfd: int | None = None) -> None:
     except FileNotFoundError:
         return
     if stat.S_ISLNK(st.st_mode):
-        raise ConfigError(f"{path} is a symbolic link: labkit does not write through links "
-                          "(remove the link or choose another path)")
+        raise ConfigError(
+            f"{path} is a symbolic link: labkit does not write through links "
+            "(remove the link or choose another path)"
+        )
     if not stat.S_ISREG(st.st_mode):
         raise ConfigError(f"{path} exists and is not a regular file: refusing to replace it")
 
 
-def atomic_write(path, data: bytes | str | Callable[[BinaryIO], object], *, mode: int = 0o600,
-                 dir_mode: int = 0o700, dir_fd: int | None = None, sync: bool = True) -> Path:
+def atomic_write(
+    path,
+    data: bytes | str | Callable[[BinaryIO], object],
+    *,
+    mode: int = 0o600,
+    dir_mode: int = 0o700,
+    dir_fd: int | None = None,
+    sync: bool = True,
+) -> Path:
     """Write ``data`` to ``path`` atomically with file mode ``mode``; return ``path``.
 
     ``data`` is bytes, a str (written as UTF-8) or a callback given the open binary file
@@ -124,8 +136,9 @@ def atomic_write(path, data: bytes | str | Callable[[BinaryIO], object], *, mode
     tmp = f".{path.name}.{secrets.token_hex(6)}.tmp"
     try:
         _check_target(path, dfd)
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
-                     mode & 0o777, dir_fd=dfd)
+        fd = os.open(
+            tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode & 0o777, dir_fd=dfd
+        )
         try:
             with os.fdopen(fd, "wb") as fh:
                 os.fchmod(fh.fileno(), mode)

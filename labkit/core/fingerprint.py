@@ -12,6 +12,7 @@ tracked files, :class:`CodeDiff`, at most :data:`DIFF_CAP` bytes, truncation rec
 fingerprint names the diff's SHA-256 (``labkit_diff_sha256``); a campaign stores the diff in its
 store's meta (:mod:`labkit.store.codestate`), so ``git apply`` on the commit rebuilds the code.
 """
+
 from __future__ import annotations
 
 import functools
@@ -55,7 +56,7 @@ def _cpu_model() -> str:
 def _virt() -> str:
     """What ``systemd-detect-virt`` says (once per process: a campaign's every start would
     otherwise fork it, CPU the quiet-host guard's first look sees)."""
-    try:   # exit 1 with "none" on bare metal
+    try:  # exit 1 with "none" on bare metal
         out = run_host(["systemd-detect-virt"], what="detecting virtualization", timeout=5, check=False)
         return out.stdout.strip() or "none"
     except BackendError:
@@ -66,7 +67,7 @@ def _virt() -> str:
 def _selected(text: str) -> str:
     """The bracketed choice of a sysfs switch such as ``always [madvise] never``."""
     if "[" in text and "]" in text:
-        return text[text.index("[") + 1:text.index("]")]
+        return text[text.index("[") + 1 : text.index("]")]
     return text
 
 
@@ -79,8 +80,7 @@ def numa_layout(root: Path = SYS_NODE) -> str:
 def cpu_frequency_mhz(root: Path = SYS_CPU) -> dict:
     """cpu0's current, minimum and maximum frequency in MHz (cpufreq), or from /proc/cpuinfo."""
     out = {}
-    for key, name in (("cur", "scaling_cur_freq"), ("min", "cpuinfo_min_freq"),
-                      ("max", "cpuinfo_max_freq")):
+    for key, name in (("cur", "scaling_cur_freq"), ("min", "cpuinfo_min_freq"), ("max", "cpuinfo_max_freq")):
         raw = _read(root / "cpu0" / "cpufreq" / name, "")
         if raw.isdigit():
             out[key] = int(raw) // 1000
@@ -99,10 +99,12 @@ def mitigations(root: Path = SYS_CPU / "vulnerabilities") -> dict:
 
 def memory_features(root: Path = SYS_MM) -> dict:
     """Transparent huge pages (enabled, defrag) and KSM (run, pages_sharing)."""
-    return {"thp_enabled": _selected(_read(root / "transparent_hugepage" / "enabled")),
-            "thp_defrag": _selected(_read(root / "transparent_hugepage" / "defrag")),
-            "ksm_run": _read(root / "ksm" / "run"),
-            "ksm_pages_sharing": _read(root / "ksm" / "pages_sharing")}
+    return {
+        "thp_enabled": _selected(_read(root / "transparent_hugepage" / "enabled")),
+        "thp_defrag": _selected(_read(root / "transparent_hugepage" / "defrag")),
+        "ksm_run": _read(root / "ksm" / "run"),
+        "ksm_pages_sharing": _read(root / "ksm" / "pages_sharing"),
+    }
 
 
 #: the file in an installed labkit that names the commit its wheel was built from
@@ -124,6 +126,7 @@ class CodeDiff:
     bytes of it, cut at a line end; bytes that are not UTF-8 kept as surrogate escapes:
     :meth:`data` gives the bytes back), ``sha256`` the digest of the *whole* diff, ``size`` its
     bytes, ``lines`` its lines, ``truncated`` whether ``text`` is only its beginning."""
+
     commit: str
     text: str
     sha256: str
@@ -137,8 +140,15 @@ class CodeDiff:
 
     def record(self) -> dict:
         """What a store keeps (:mod:`labkit.store.codestate`): every field, ``text`` as ``diff``."""
-        return {"commit": self.commit, "sha256": self.sha256, "bytes": self.size, "lines": self.lines,
-                "truncated": self.truncated, "kept_bytes": len(self.data()), "diff": self.text}
+        return {
+            "commit": self.commit,
+            "sha256": self.sha256,
+            "bytes": self.size,
+            "lines": self.lines,
+            "truncated": self.truncated,
+            "kept_bytes": len(self.data()),
+            "diff": self.text,
+        }
 
 
 def capture_diff(checkout: str | Path, *, cap: int = DIFF_CAP) -> CodeDiff | None:
@@ -152,15 +162,22 @@ def capture_diff(checkout: str | Path, *, cap: int = DIFF_CAP) -> CodeDiff | Non
         raise ConfigError(f"capture_diff: cap must be a whole number of bytes >= 1, got {cap!r}")
     git = ["git", "-C", str(checkout), "-c", "core.quotepath=off"]
     try:
-        head = run_host([*git, "rev-parse", "--short=12", "HEAD"], what="reading the checkout's commit",
-                        timeout=10, check=False)
+        head = run_host(
+            [*git, "rev-parse", "--short=12", "HEAD"],
+            what="reading the checkout's commit",
+            timeout=10,
+            check=False,
+        )
     except BackendError:
         return None
     if head.returncode != 0 or not head.stdout.strip():
         return None
     try:
-        proc = subprocess.Popen([*git, "diff", "HEAD", "--binary", "--no-color", "--no-ext-diff",
-                                 "--no-textconv"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+        proc = subprocess.Popen(
+            [*git, "diff", "HEAD", "--binary", "--no-color", "--no-ext-diff", "--no-textconv"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+        )
     except (OSError, subprocess.SubprocessError):
         return None
     digest, kept, size, lines = hashlib.sha256(), bytearray(), 0, 0
@@ -171,26 +188,32 @@ def capture_diff(checkout: str | Path, *, cap: int = DIFF_CAP) -> CodeDiff | Non
             size += len(chunk)
             lines += chunk.count(b"\n")
             if len(kept) <= cap:
-                kept += chunk[:cap + 1 - len(kept)]
+                kept += chunk[: cap + 1 - len(kept)]
             if time.monotonic() > deadline:
                 proc.kill()
                 return None
         if proc.wait() != 0 or size == 0:
             return None
     if size and not bytes(kept).endswith(b"\n"):
-        lines += 1   # a last line without a line end is a line
+        lines += 1  # a last line without a line end is a line
     truncated = size > cap
     if truncated:
         cut = bytes(kept[:cap])
-        kept = bytearray(cut[:cut.rfind(b"\n") + 1] if b"\n" in cut else cut)
-    return CodeDiff(head.stdout.strip(), bytes(kept).decode("utf-8", "surrogateescape"), digest.hexdigest(),
-                    size, lines, truncated)
+        kept = bytearray(cut[: cut.rfind(b"\n") + 1] if b"\n" in cut else cut)
+    return CodeDiff(
+        head.stdout.strip(),
+        bytes(kept).decode("utf-8", "surrogateescape"),
+        digest.hexdigest(),
+        size,
+        lines,
+        truncated,
+    )
 
 
 def _own_checkout() -> Path | None:
     """The labkit checkout this package runs from (a git work tree holding the checkout marker),
     or None for an installed labkit."""
-    here = Path(__file__).resolve().parents[2]    # labkit/core/fingerprint.py -> the checkout
+    here = Path(__file__).resolve().parents[2]  # labkit/core/fingerprint.py -> the checkout
     return here if (here / ".git").exists() and (here / MARKER).is_file() else None
 
 
@@ -208,8 +231,8 @@ def labkit_commit() -> str:
     changes); for an installed wheel, the commit it was built from (``labkit/_build_commit.txt``,
     written by scripts/labkit_build_backend.py) with `` (installed)``; else "n/a". Read once per
     process, when this process first asks: the code it imported then is the code it runs."""
-    package = Path(__file__).resolve().parents[1]   # labkit/core/fingerprint.py -> labkit/
-    here = package.parent                           # -> the checkout, when it is one
+    package = Path(__file__).resolve().parents[1]  # labkit/core/fingerprint.py -> labkit/
+    here = package.parent  # -> the checkout, when it is one
     if not ((here / ".git").exists() and (here / MARKER).is_file()):
         try:
             built = (package / BUILD_COMMIT_FILE).read_text(encoding="utf-8").strip()
@@ -217,10 +240,15 @@ def labkit_commit() -> str:
             return "n/a"
         return f"{built} (installed)" if built else "n/a"
     try:
-        head = run_host(["git", "-C", here, "rev-parse", "--short=12", "HEAD"], what="reading labkit's commit",
-                        timeout=5)
-        dirty = run_host(["git", "-C", here, "status", "--porcelain", "--untracked-files=no"],
-                         what="reading whether labkit's checkout has changes", timeout=10, check=False)
+        head = run_host(
+            ["git", "-C", here, "rev-parse", "--short=12", "HEAD"], what="reading labkit's commit", timeout=5
+        )
+        dirty = run_host(
+            ["git", "-C", here, "status", "--porcelain", "--untracked-files=no"],
+            what="reading whether labkit's checkout has changes",
+            timeout=10,
+            check=False,
+        )
     except BackendError:
         return "n/a"
     return head.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "")
@@ -230,9 +258,9 @@ def host_fingerprint() -> dict:
     """Facts about the controller host: kernel, CPU, SMT, governor, frequency, NUMA, memory,
     mitigations, THP, KSM, virtualization, Python and labkit (version and commit)."""
     meminfo = _read("/proc/meminfo", "")
-    mem_kb = next((int(line.split()[1]) for line in meminfo.splitlines()
-                   if line.startswith("MemTotal")), 0)
+    mem_kb = next((int(line.split()[1]) for line in meminfo.splitlines() if line.startswith("MemTotal")), 0)
     from .. import __version__
+
     return {
         "hostname": platform.node(),
         "kernel": platform.release(),
@@ -293,10 +321,12 @@ def fingerprint_table(fingerprints: dict) -> pd.DataFrame:
     DataFrame: one row per fact (``fact``, e.g. "host.kernel"), one column per fingerprint id.
     Facts a fingerprint lacks (older labkit) are "n/a"."""
     import pandas as pd
+
     cols = {fid: _flat(fp) for fid, fp in fingerprints.items()}
     facts = list(dict.fromkeys(k for c in cols.values() for k in c))
-    return pd.DataFrame({"fact": facts, **{fid: [str(c.get(f, "n/a")) for f in facts]
-                                            for fid, c in cols.items()}})
+    return pd.DataFrame(
+        {"fact": facts, **{fid: [str(c.get(f, "n/a")) for f in facts] for fid, c in cols.items()}}
+    )
 
 
 def fingerprint_diff(a: dict, b: dict) -> pd.DataFrame:
@@ -304,7 +334,11 @@ def fingerprint_diff(a: dict, b: dict) -> pd.DataFrame:
     DataFrame ``fact``, ``a``, ``b``. Volatile facts (current CPU MHz, KSM pages shared) are
     included: a reader decides whether a 4 % frequency change matters."""
     import pandas as pd
+
     fa, fb = _flat(a), _flat(b)
-    rows = [{"fact": k, "a": str(fa.get(k, "n/a")), "b": str(fb.get(k, "n/a"))}
-            for k in dict.fromkeys([*fa, *fb]) if str(fa.get(k, "n/a")) != str(fb.get(k, "n/a"))]
+    rows = [
+        {"fact": k, "a": str(fa.get(k, "n/a")), "b": str(fb.get(k, "n/a"))}
+        for k in dict.fromkeys([*fa, *fb])
+        if str(fa.get(k, "n/a")) != str(fb.get(k, "n/a"))
+    ]
     return pd.DataFrame(rows, columns=["fact", "a", "b"])

@@ -14,6 +14,7 @@ a record naming ``/usr`` made root's instances hide it. Here:
 * :func:`owned_dir` tells whether a path a record names is an existing directory of that user,
   and not a system directory (:func:`system_dir`): only then may a record be trusted about it.
 """
+
 from __future__ import annotations
 
 import logging
@@ -49,9 +50,15 @@ def open_regular(path: str | os.PathLike, *, owner: int | None, max_bytes: int, 
         os.close(fd)
         log.warning("%s %s not read: %s", what, path, exc.strerror or exc)
         return None
-    why = (f"not a regular file (mode {stat.filemode(st.st_mode)})" if not stat.S_ISREG(st.st_mode) else
-           f"owned by uid {st.st_uid}, not uid {owner}" if owner is not None and st.st_uid != owner else
-           f"{st.st_size} bytes, more than the {max_bytes} allowed" if st.st_size > max_bytes else None)
+    why = (
+        f"not a regular file (mode {stat.filemode(st.st_mode)})"
+        if not stat.S_ISREG(st.st_mode)
+        else f"owned by uid {st.st_uid}, not uid {owner}"
+        if owner is not None and st.st_uid != owner
+        else f"{st.st_size} bytes, more than the {max_bytes} allowed"
+        if st.st_size > max_bytes
+        else None
+    )
     if why:
         os.close(fd)
         log.warning("%s %s ignored: %s", what, path, why)
@@ -96,7 +103,7 @@ def owned_dir(path: object, owner: int | None, *, what: str) -> str | None:
     try:
         st = os.stat(real)
     except OSError:
-        return None   # gone: nothing to say about it
+        return None  # gone: nothing to say about it
     if not stat.S_ISDIR(st.st_mode):
         log.debug("%s: %s ignored: not a directory", what, path)
         return None

@@ -17,6 +17,7 @@ the Slurm tools, ``git``, the C compiler) goes through :func:`run_host`, which
 Children that stream their output or outlive the call (a Slurm step, an instance's command, the
 dashboard's server) are started with :class:`subprocess.Popen` where they are used instead.
 """
+
 from __future__ import annotations
 
 import logging
@@ -51,7 +52,7 @@ def output_tail(text: str | bytes | None, chars: int = TAIL_CHARS) -> str:
         text = text.decode("utf-8", errors="replace")
     text = (text or "").strip()
     cut = len(text) > chars
-    lines = [line.strip() for line in text[max(0, len(text) - chars):].splitlines() if line.strip()]
+    lines = [line.strip() for line in text[max(0, len(text) - chars) :].splitlines() if line.strip()]
     return ("..." if cut else "") + " | ".join(lines)
 
 
@@ -65,22 +66,38 @@ def _validated(argv: object, what: object, timeout: object, input: object, stdin
         raise ValueError(f"run_host: what must say what the command is for (non-empty text), got {what!r}")
     where = f"run_host({what})"
     if isinstance(argv, (str, bytes)) or not isinstance(argv, Sequence):
-        raise TypeError(f"{where}: argv must be a list of arguments (never a shell string), got {str(argv)[:80]!r}")
+        raise TypeError(
+            f"{where}: argv must be a list of arguments (never a shell string), got {str(argv)[:80]!r}"
+        )
     if not argv:
         raise ValueError(f"{where}: argv is empty: name the program to run")
-    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not math.isfinite(timeout) \
-            or timeout <= 0:
+    if (
+        isinstance(timeout, bool)
+        or not isinstance(timeout, (int, float))
+        or not math.isfinite(timeout)
+        or timeout <= 0
+    ):
         raise ValueError(f"{where}: timeout must be a finite number of seconds > 0, got {timeout!r}")
     if input is not None and stdin is not None:
         raise ValueError(f"{where}: give input or stdin, not both")
     return [str(a) for a in argv]
 
 
-def run_host(argv: Sequence[object], *, what: str, timeout: float, check: bool = True,
-             input: str | bytes | None = None, stdin: IO[Any] | int | None = None,
-             cwd: str | Path | None = None, env: Mapping[str, str] | None = None, text: bool = True,
-             error: type[LabkitError] = BackendError, missing: type[LabkitError] | None = None,
-             hint: str = "") -> subprocess.CompletedProcess:
+def run_host(
+    argv: Sequence[object],
+    *,
+    what: str,
+    timeout: float,
+    check: bool = True,
+    input: str | bytes | None = None,
+    stdin: IO[Any] | int | None = None,
+    cwd: str | Path | None = None,
+    env: Mapping[str, str] | None = None,
+    text: bool = True,
+    error: type[LabkitError] = BackendError,
+    missing: type[LabkitError] | None = None,
+    hint: str = "",
+) -> subprocess.CompletedProcess:
     """Run ``argv`` on this host and wait at most ``timeout`` s for it; its CompletedProcess
     (stdout and stderr captured, text unless ``text`` is False).
 
@@ -101,19 +118,31 @@ def run_host(argv: Sequence[object], *, what: str, timeout: float, check: bool =
     try:
         if input is None and stdin is None:
             stdin = subprocess.DEVNULL
-        res = subprocess.run(args, input=input, stdin=stdin, capture_output=True, text=text, timeout=timeout,
-                             cwd=cwd, env=None if env is None else dict(env))
+        res = subprocess.run(
+            args,
+            input=input,
+            stdin=stdin,
+            capture_output=True,
+            text=text,
+            timeout=timeout,
+            cwd=cwd,
+            env=None if env is None else dict(env),
+        )
     except FileNotFoundError as exc:
         if cwd is not None and exc.filename is not None and str(exc.filename) == str(cwd):
             raise error(f"{what}: cannot run {cmd}: its directory {cwd} does not exist") from None
-        raise (missing or error)(f"{what}: cannot run {cmd}: {args[0]} is not installed here (no such program)"
-                                 + (f"; {hint}" if hint else "")) from None
+        raise (missing or error)(
+            f"{what}: cannot run {cmd}: {args[0]} is not installed here (no such program)"
+            + (f"; {hint}" if hint else "")
+        ) from None
     except OSError as exc:
         raise error(f"{what}: cannot run {cmd}: {exc.strerror or exc}") from None
     except subprocess.TimeoutExpired as exc:
         said = output_tail(exc.stderr) or output_tail(exc.output)
-        raise error(f"{what}: {cmd} did not finish within {timeout:g} s and was killed"
-                    + (f": {said}" if said else "")) from None
+        raise error(
+            f"{what}: {cmd} did not finish within {timeout:g} s and was killed"
+            + (f": {said}" if said else "")
+        ) from None
     if check and res.returncode != 0:
         raise error(f"{what}: {cmd} {exit_status(res.returncode)}: {_said(res.stderr, res.stdout)}")
     return res

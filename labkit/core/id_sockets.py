@@ -21,6 +21,7 @@ blanks is ignored (logged). (A name carrying a newline can still forge a whole l
 ``/proc/net/unix``, naming a valid id nobody holds: that id then reads as running, which only
 keeps ``labkit clean`` from removing that id's leftovers.)
 """
+
 from __future__ import annotations
 
 import errno
@@ -77,8 +78,9 @@ def holder(campaign_id: str) -> tuple[int, int] | None:
     sock.setblocking(False)
     try:
         sock.connect("\0" + socket_name(campaign_id))
-        pid, uid, _gid = struct.unpack("3i", sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED,
-                                                             struct.calcsize("3i")))
+        pid, uid, _gid = struct.unpack(
+            "3i", sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+        )
         return pid, uid
     except OSError:
         return None
@@ -97,15 +99,18 @@ def bound() -> set[str]:
         return set()
     out = set()
     for line in text.splitlines()[1:]:
-        fields = line.split()   # Num RefCount Protocol Flags Type St Inode [Path]
-        path = fields[7] if len(fields) == 8 else ""   # more: a name with blanks, never a campaign id
+        fields = line.split()  # Num RefCount Protocol Flags Type St Inode [Path]
+        path = fields[7] if len(fields) == 8 else ""  # more: a name with blanks, never a campaign id
         if path.startswith(space):
-            cid = path[len(space):]
+            cid = path[len(space) :]
             try:
                 check_campaign_id(cid)
             except ConfigError:
-                log.warning("abstract socket @%s%r is not a campaign's claim (not a valid campaign id): ignored",
-                            space[1:], cid)
+                log.warning(
+                    "abstract socket @%s%r is not a campaign's claim (not a valid campaign id): ignored",
+                    space[1:],
+                    cid,
+                )
                 continue
             out.add(cid)
     return out

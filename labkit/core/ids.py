@@ -3,6 +3,7 @@
 The lowest layer of the run path: the registry of running campaigns, ``labkit clean`` and the
 campaign itself read ids here, and nothing here imports another labkit module but errors.
 """
+
 from __future__ import annotations
 
 import re
@@ -18,10 +19,16 @@ MAX_ID = 41
 
 def check_campaign_id(campaign_id) -> str:
     """``campaign_id`` if valid, else ConfigError saying the rule."""
-    if (not isinstance(campaign_id, str) or len(campaign_id) > MAX_ID or not _ID.match(campaign_id)
-            or campaign_id.endswith("-")):
-        raise ConfigError(f"campaign_id {str(campaign_id)[:80]!r}: use 1-{MAX_ID} lowercase letters, digits, "
-                          "'-' or '_', starting with a letter or digit, without '--' and not ending in '-'")
+    if (
+        not isinstance(campaign_id, str)
+        or len(campaign_id) > MAX_ID
+        or not _ID.match(campaign_id)
+        or campaign_id.endswith("-")
+    ):
+        raise ConfigError(
+            f"campaign_id {str(campaign_id)[:80]!r}: use 1-{MAX_ID} lowercase letters, digits, "
+            "'-' or '_', starting with a letter or digit, without '--' and not ending in '-'"
+        )
     return campaign_id
 
 
@@ -35,7 +42,7 @@ def campaign_of(name: str) -> str | None:
     for a name no campaign makes (``labkit-test-1a2b``, ``labkit-fleet-1``: made by hand or by tests)."""
     if not isinstance(name, str) or not name.startswith("labkit-"):
         return None
-    cid, sep, _ = name[len("labkit-"):].partition("--")
+    cid, sep, _ = name[len("labkit-") :].partition("--")
     if not sep:
         return None
     try:

@@ -4,6 +4,7 @@ An :class:`InstanceSpec` says how many vCPUs an instance may use, its enforced
 memory limit, whether its vCPUs are pinned 1:1 to host CPUs or float, and how
 many identical instances run the workload at the same time.
 """
+
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
@@ -49,10 +50,7 @@ class InstanceSpec:
         """
         if host_cpus < 1:
             raise ConfigError(f"host_cpus must be >= 1, got {host_cpus}")
-        return [
-            [(i * self.vcpus + j) % host_cpus for j in range(self.vcpus)]
-            for i in range(self.count)
-        ]
+        return [[(i * self.vcpus + j) % host_cpus for j in range(self.vcpus)] for i in range(self.count)]
 
     def overcommitted(self, host_cpus: int) -> bool:
         return self.vcpus * self.count > host_cpus
@@ -74,8 +72,16 @@ def normalize_level(key: str, value: object) -> object:
             raise ConfigError(f"factor {key!r}: level {value!r} must be a positive integer")
         return value
     if key == "affinity":
-        aliases = {"yes": "pinned", "on": "pinned", True: "pinned", "true": "pinned",
-                   "no": "floating", "off": "floating", False: "floating", "false": "floating"}
+        aliases = {
+            "yes": "pinned",
+            "on": "pinned",
+            True: "pinned",
+            "true": "pinned",
+            "no": "floating",
+            "off": "floating",
+            False: "floating",
+            "false": "floating",
+        }
         v = value.lower() if isinstance(value, str) else value
         v = aliases.get(v, v)
         if v not in AFFINITIES:

@@ -16,6 +16,7 @@ clean``, which writes nothing there) an existing lock file is then locked read-o
 >>> with CampaignLock("data/demo/campaign.lock"):   # doctest: +SKIP
 ...     ...  # run the campaign
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -82,8 +83,7 @@ def lock_state(path: str | Path, owner: int | None = None) -> bool | None:
 def describe_holder(info: dict | None) -> str:
     if not info:
         return "another process (holder not recorded yet)"
-    return (f"pid {info.get('pid', '?')} on host {info.get('host', '?')}, "
-            f"started {info.get('started', '?')}")
+    return f"pid {info.get('pid', '?')} on host {info.get('host', '?')}, started {info.get('started', '?')}"
 
 
 class CampaignLock:
@@ -93,8 +93,15 @@ class CampaignLock:
     process holds it (naming that process) or when the lock file cannot be created.
     """
 
-    def __init__(self, path: str | Path, what: str = "campaign", *, dir_mode: int = 0o700,
-                 register: dict | None = None, readonly_ok: bool = False):
+    def __init__(
+        self,
+        path: str | Path,
+        what: str = "campaign",
+        *,
+        dir_mode: int = 0o700,
+        register: dict | None = None,
+        readonly_ok: bool = False,
+    ):
         self.path = Path(path)
         self.what = what
         self.dir_mode = dir_mode
@@ -109,6 +116,7 @@ class CampaignLock:
         self._lock(fd)
         if self.register is not None:
             from .registry import register
+
             try:
                 self._registration = register(**self.register)
             except BaseException:
@@ -119,39 +127,53 @@ class CampaignLock:
 
     def _open(self) -> int:
         try:
-            make_dirs(self.path.parent, self.dir_mode)   # its mode whatever the umask (issue 47)
+            make_dirs(self.path.parent, self.dir_mode)  # its mode whatever the umask (issue 47)
             return os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
         except OSError as exc:
             if exc.errno not in (errno.EROFS, errno.EACCES, errno.EPERM):
-                raise StoreError(f"{self.path}: cannot create the campaign lock: {exc.strerror or exc}") from None
+                raise StoreError(
+                    f"{self.path}: cannot create the campaign lock: {exc.strerror or exc}"
+                ) from None
             if self.readonly_ok and self.path.is_file():
                 with contextlib.suppress(OSError):
                     return os.open(self.path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
             where = self.path.parent.parent
-            raise StoreError(f"{self.path}: cannot write the campaign lock ({exc.strerror or exc}): make {where} "
-                             f"writable (remount it read-write or chmod u+w), or copy it (cp -a {where} "
-                             "<somewhere writable>) and pass that as --data-dir") from None
+            raise StoreError(
+                f"{self.path}: cannot write the campaign lock ({exc.strerror or exc}): make {where} "
+                f"writable (remount it read-write or chmod u+w), or copy it (cp -a {where} "
+                "<somewhere writable>) and pass that as --data-dir"
+            ) from None
 
     def _lock(self, fd: int) -> None:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             os.close(fd)
-            raise StoreError(f"{self.what} is already running: {describe_holder(self._wait_holder())} "
-                             f"holds {self.path}; wait for it to finish or stop it first") from None
+            raise StoreError(
+                f"{self.what} is already running: {describe_holder(self._wait_holder())} "
+                f"holds {self.path}; wait for it to finish or stop it first"
+            ) from None
         except OSError as exc:
             os.close(fd)
             raise StoreError(f"{self.path}: cannot lock: {exc.strerror or exc}") from None
         # a stale file (its holder died) is taken over: the content is rewritten
         info = {"pid": os.getpid(), "host": socket.gethostname(), "started": now_iso()}
-        with contextlib.suppress(OSError):   # a lock file opened read-only (readonly_ok) keeps its content
+        with contextlib.suppress(OSError):  # a lock file opened read-only (readonly_ok) keeps its content
             os.ftruncate(fd, 0)
             os.pwrite(fd, json.dumps(info).encode(), 0)
 
     def _wait_holder(self) -> dict | None:
         # the holder writes its identity just after locking: give it a moment
-        return wait_until(lambda: holder(self.path), timeout=1.0, interval=0.05, error=None,
-                          what=f"the holder of {self.path} to write its identity") or None
+        return (
+            wait_until(
+                lambda: holder(self.path),
+                timeout=1.0,
+                interval=0.05,
+                error=None,
+                what=f"the holder of {self.path} to write its identity",
+            )
+            or None
+        )
 
     def release(self) -> None:
         if self._registration is not None:
@@ -159,7 +181,7 @@ class CampaignLock:
             reg.release()
         if self._fd is not None:
             fd, self._fd = self._fd, None
-            os.close(fd)   # closing releases the flock; the file stays (see module docstring)
+            os.close(fd)  # closing releases the flock; the file stays (see module docstring)
 
     def __enter__(self):
         return self.acquire()

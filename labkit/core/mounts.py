@@ -12,6 +12,7 @@ virtiofs share (:mod:`labkit.backends.libvirt.mounts`), local the same path
 (its instances share the host's file system; only the same target is allowed,
 and read-only is not enforced there: the local backend has no mount namespace).
 """
+
 from __future__ import annotations
 
 import os
@@ -23,6 +24,7 @@ from ..errors import ConfigError
 @dataclass(frozen=True)
 class Mount:
     """One host directory ``source`` seen at ``target`` inside the instance."""
+
     source: str
     target: str
     readonly: bool = True
@@ -48,15 +50,20 @@ def _one(item: object, where: str) -> Mount:
             parts, mode = [parts[0]], parts[1]
         if mode not in ("ro", "rw"):
             raise ConfigError(f"{where}: mode {mode!r} in {item!r}; allowed: ro, rw")
-        item = {"source": parts[0], "target": parts[1] if len(parts) > 1 else parts[0],
-                "readonly": mode == "ro"}
+        item = {
+            "source": parts[0],
+            "target": parts[1] if len(parts) > 1 else parts[0],
+            "readonly": mode == "ro",
+        }
     if not isinstance(item, dict):
-        raise ConfigError(f"{where}: each mount is a mapping or a SOURCE[:TARGET[:ro|rw]] string, "
-                          f"not {type(item).__name__}")
+        raise ConfigError(
+            f"{where}: each mount is a mapping or a SOURCE[:TARGET[:ro|rw]] string, not {type(item).__name__}"
+        )
     unknown = set(item) - {"source", "target", "readonly"}
     if unknown:
-        raise ConfigError(f"{where}: unknown key(s) {', '.join(sorted(unknown))}; "
-                          "allowed: source, target, readonly")
+        raise ConfigError(
+            f"{where}: unknown key(s) {', '.join(sorted(unknown))}; allowed: source, target, readonly"
+        )
     source = _absolute(item.get("source"), "source", where)
     target = _absolute(item.get("target", source), "target", where)
     readonly = item.get("readonly", True)
@@ -82,8 +89,9 @@ def parse_mounts(value: object, backend: str) -> tuple[Mount, ...]:
     where = f"{backend} option mounts"
     items = value.split(",") if isinstance(value, str) else value
     if not isinstance(items, (list, tuple)):
-        raise ConfigError(f"{where}: a list of mounts or a comma-separated string, "
-                          f"not {type(value).__name__}")
+        raise ConfigError(
+            f"{where}: a list of mounts or a comma-separated string, not {type(value).__name__}"
+        )
     mounts = tuple(_one(item, where) for item in items)
     targets = [m.target for m in mounts]
     dup = sorted({t for t in targets if targets.count(t) > 1})
@@ -97,7 +105,9 @@ def same_path_mounts(mounts: tuple[Mount, ...]) -> tuple[Mount, ...]:
     each must be seen at its own path. Raises ConfigError for a different target."""
     for m in mounts:
         if m.target != m.source:
-            raise ConfigError(f"local option mounts: {m.source} can only be seen at its own path "
-                              f"inside local instances (they share the host's file system), not at "
-                              f"{m.target}; use target {m.source}")
+            raise ConfigError(
+                f"local option mounts: {m.source} can only be seen at its own path "
+                f"inside local instances (they share the host's file system), not at "
+                f"{m.target}; use target {m.source}"
+            )
     return mounts

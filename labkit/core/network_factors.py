@@ -31,6 +31,7 @@ a mapping ``{"rate": "1gbit", "delay": "50us"}``.
 Subnets are /24s of 10.200.0.0/13 picked from the network's name, skipping
 any that overlaps a route of this host.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -53,8 +54,17 @@ MAX_NICS = 8
 MIN_RATE_BIT, MAX_RATE_BIT = 8_000, 100e9
 MAX_DELAY_S = 10.0
 
-_RATE_UNITS = {"bit": 1, "kbit": 1e3, "mbit": 1e6, "gbit": 1e9, "tbit": 1e12,
-               "bps": 8, "kbps": 8e3, "mbps": 8e6, "gbps": 8e9}
+_RATE_UNITS = {
+    "bit": 1,
+    "kbit": 1e3,
+    "mbit": 1e6,
+    "gbit": 1e9,
+    "tbit": 1e12,
+    "bps": 8,
+    "kbps": 8e3,
+    "mbps": 8e6,
+    "gbps": 8e9,
+}
 _DELAY_UNITS = {"us": 1e-6, "ms": 1e-3, "s": 1.0}
 _RATE_RE = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*([a-z]+)\s*$")
 
@@ -62,6 +72,7 @@ _RATE_RE = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*([a-z]+)\s*$")
 @dataclass(frozen=True)
 class Link:
     """A shaped link: ``rate_bit`` (bit/s, None = unlimited) and one-way ``delay_s`` (s)."""
+
     rate_bit: float | None = None
     delay_s: float = 0.0
 
@@ -85,8 +96,9 @@ def parse_rate(where: str, text: object) -> float:
     """Bit/s of a tc-style rate (``1gbit``, ``200mbit``, ``10mbps`` = bytes), within the bounds."""
     m = _RATE_RE.match(str(text).lower())
     if not m or m.group(2) not in _RATE_UNITS:
-        raise ConfigError(f"{where}: rate {text!r} is not a number followed by one of "
-                          f"{', '.join(_RATE_UNITS)} (e.g. 1gbit)")
+        raise ConfigError(
+            f"{where}: rate {text!r} is not a number followed by one of {', '.join(_RATE_UNITS)} (e.g. 1gbit)"
+        )
     value = float(m.group(1)) * _RATE_UNITS[m.group(2)]
     if not MIN_RATE_BIT <= value <= MAX_RATE_BIT:
         raise ConfigError(f"{where}: rate {text!r} outside {MIN_RATE_BIT:.0f} bit/s - 100gbit")
@@ -116,9 +128,11 @@ def parse_link(level: object, where: str = "link") -> Link | None:
         rate_text, _, delay_text = level.partition("/")
         level = {k: v for k, v in (("rate", rate_text.strip()), ("delay", delay_text.strip())) if v}
     if not isinstance(level, dict) or not level or set(level) - {"rate", "delay"}:
-        raise ConfigError(f"{where}: {str(level)[:80]!r} is not a link; use none, a class "
-                          f"({', '.join(LINK_CLASSES)}), '<rate>/<delay>' such as '1gbit/50us', "
-                          "or {rate: ..., delay: ...}")
+        raise ConfigError(
+            f"{where}: {str(level)[:80]!r} is not a link; use none, a class "
+            f"({', '.join(LINK_CLASSES)}), '<rate>/<delay>' such as '1gbit/50us', "
+            "or {rate: ..., delay: ...}"
+        )
     rate = parse_rate(where, level["rate"]) if "rate" in level else None
     delay = parse_delay(where, level["delay"]) if "delay" in level else 0.0
     return Link(rate, delay)
@@ -127,15 +141,19 @@ def parse_link(level: object, where: str = "link") -> Link | None:
 def check_mode(level: object, where: str = "network") -> str:
     """``level`` if it is one of :data:`NETWORK_MODES`; ConfigError naming ``where``."""
     if not isinstance(level, str) or level not in NETWORK_MODES:
-        raise ConfigError(f"{where}: {str(level)[:80]!r} is not a network; use one of {', '.join(NETWORK_MODES)}")
+        raise ConfigError(
+            f"{where}: {str(level)[:80]!r} is not a network; use one of {', '.join(NETWORK_MODES)}"
+        )
     return level
 
 
 def check_nics(level: object, where: str = "nics") -> int:
     """The number of bonded NICs a ``nics`` level means (1 - :data:`MAX_NICS`); ConfigError naming ``where``."""
     if isinstance(level, bool) or not isinstance(level, int) or not 1 <= level <= MAX_NICS:
-        raise ConfigError(f"{where}: {str(level)[:80]!r} is not a number of NICs; use a whole number "
-                          f"from 1 (no aggregation) to {MAX_NICS}")
+        raise ConfigError(
+            f"{where}: {str(level)[:80]!r} is not a number of NICs; use a whole number "
+            f"from 1 (no aggregation) to {MAX_NICS}"
+        )
     return level
 
 
@@ -162,13 +180,43 @@ def shape_commands(device: str, link: Link) -> list[list[str]]:
     cmds = []
     parent = ["root", "handle", "1:"]
     if link.delay_s > 0:
-        cmds.append(["tc", "qdisc", "replace", "dev", device, "root", "handle", "1:", "netem",
-                     "delay", f"{link.delay_s * 1e6:.0f}us", "limit", "100000"])
+        cmds.append(
+            [
+                "tc",
+                "qdisc",
+                "replace",
+                "dev",
+                device,
+                "root",
+                "handle",
+                "1:",
+                "netem",
+                "delay",
+                f"{link.delay_s * 1e6:.0f}us",
+                "limit",
+                "100000",
+            ]
+        )
         parent = ["parent", "1:1", "handle", "10:"]
     if link.rate_bit is not None:
         burst = max(65536, int(link.rate_bit / 8 * 0.002))
-        cmds.append(["tc", "qdisc", "replace", "dev", device, *parent, "tbf",
-                     "rate", _tc_rate(link.rate_bit), "burst", str(burst), "latency", "50ms"])
+        cmds.append(
+            [
+                "tc",
+                "qdisc",
+                "replace",
+                "dev",
+                device,
+                *parent,
+                "tbf",
+                "rate",
+                _tc_rate(link.rate_bit),
+                "burst",
+                str(burst),
+                "latency",
+                "50ms",
+            ]
+        )
     return cmds
 
 
@@ -189,7 +237,8 @@ def shape(device: str, link: Link | None) -> None:
             if "netem" in argv and "unknown" in str(exc).lower():
                 raise BackendUnavailable(
                     "this kernel has no netem qdisc (CONFIG_NET_SCH_NETEM), so a link delay cannot "
-                    "be emulated here; use a rate-only link such as '1gbit/' or load sch_netem") from exc
+                    "be emulated here; use a rate-only link such as '1gbit/' or load sch_netem"
+                ) from exc
             raise
 
 
@@ -251,16 +300,24 @@ def _bridge_netfilter() -> bool:
 def tracked() -> bool:
     """Whether this host tracks connections (the conntrack module is loaded) and so whether a
     bridge made here gets the rules that exempt its traffic (:func:`create_bridge`)."""
-    return os.path.exists("/proc/sys/net/netfilter/nf_conntrack_count") and shutil.which("iptables") is not None
+    return (
+        os.path.exists("/proc/sys/net/netfilter/nf_conntrack_count") and shutil.which("iptables") is not None
+    )
 
 
 def _rules(device: str, alias: str) -> list[tuple[str, str, list[str]]]:
     """(table, chain, rule) of what :func:`create_bridge` inserts for bridge ``device``."""
     tag = ["-m", "comment", "--comment", f"labkit:{alias}"]
-    out = [("filter", "FORWARD", ["-i", device, "-o", device, *tag, "-j", "ACCEPT"])] if _bridge_netfilter() else []
+    out = (
+        [("filter", "FORWARD", ["-i", device, "-o", device, *tag, "-j", "ACCEPT"])]
+        if _bridge_netfilter()
+        else []
+    )
     if tracked():
-        out += [("raw", "PREROUTING", ["-i", device, *tag, "-j", "CT", "--notrack"]),
-                ("raw", "OUTPUT", ["-o", device, *tag, "-j", "CT", "--notrack"])]
+        out += [
+            ("raw", "PREROUTING", ["-i", device, *tag, "-j", "CT", "--notrack"]),
+            ("raw", "OUTPUT", ["-o", device, *tag, "-j", "CT", "--notrack"]),
+        ]
     return out
 
 
@@ -282,7 +339,7 @@ def drop_rules(prefix: str) -> list[str]:
         try:
             listing = host_output(["iptables", "-t", table, "-S", chain])
         except BackendError:
-            continue   # no such table here (raw without conntrack's modules)
+            continue  # no such table here (raw without conntrack's modules)
         for line in listing.splitlines():
             argv = shlex.split(line)
             if argv[:1] == ["-A"] and "--comment" in argv:
@@ -303,13 +360,18 @@ def bridges_in(links: object, prefix: str) -> dict[str, str]:
     starts with ``prefix``: alias -> device. Anything else in ``links`` is ignored."""
     if not isinstance(links, list):
         return {}
-    return {str(link["ifalias"]): str(link["ifname"]) for link in links
-            if isinstance(link, dict) and str(link.get("ifalias", "")).startswith(prefix)
-            and "ifname" in link and (link.get("linkinfo") or {}).get("info_kind") == "bridge"}
+    return {
+        str(link["ifalias"]): str(link["ifname"])
+        for link in links
+        if isinstance(link, dict)
+        and str(link.get("ifalias", "")).startswith(prefix)
+        and "ifname" in link
+        and (link.get("linkinfo") or {}).get("info_kind") == "bridge"
+    }
 
 
 # -- addresses -----------------------------------------------------------------------
-SUBNET_POOL = ipaddress.ip_network("10.200.0.0/13")   # 10.200.0.0 - 10.207.255.255
+SUBNET_POOL = ipaddress.ip_network("10.200.0.0/13")  # 10.200.0.0 - 10.207.255.255
 MAX_INSTANCES = 200
 
 
@@ -343,8 +405,12 @@ def parse_routes(text: str) -> list[ipaddress.IPv4Network]:
     return out
 
 
-def pick_subnet(name: str, taken: Sequence[ipaddress.IPv4Network] | None = None,
-                tries: int = 256, also: Sequence[ipaddress.IPv4Network] = ()) -> ipaddress.IPv4Network:
+def pick_subnet(
+    name: str,
+    taken: Sequence[ipaddress.IPv4Network] | None = None,
+    tries: int = 256,
+    also: Sequence[ipaddress.IPv4Network] = (),
+) -> ipaddress.IPv4Network:
     """A /24 of :data:`SUBNET_POOL` for network ``name`` (hash of the name, then the next ones)
     that overlaps no route of this host (or ``taken``) nor ``also``; BackendError after ``tries``."""
     taken = [*(_routes() if taken is None else taken), *also]

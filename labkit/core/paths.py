@@ -19,6 +19,7 @@ What labkit keeps while it runs (sockets, bind mounts) goes under the user's own
 (:func:`runtime_dir`): root's ``/run/labkit``, a user's ``$XDG_RUNTIME_DIR/labkit`` (or
 ``/run/user/<uid>/labkit``, or ``~/.cache/labkit``), never another user's.
 """
+
 from __future__ import annotations
 
 import os
@@ -27,15 +28,30 @@ from pathlib import Path
 
 from ..errors import ConfigError, StoreError
 
-__all__ = ["DATA_DIR_ENV", "MARKER", "SYSTEM_RUNTIME_DIR", "base_dir", "check_data_dir", "checkout", "data_dir",
-           "figures_dir", "notebooks_dir", "out_dir", "reference_dir", "repo_root", "resolve", "runtime_base",
-           "runtime_dir", "unsafe_dir"]
+__all__ = [
+    "DATA_DIR_ENV",
+    "MARKER",
+    "SYSTEM_RUNTIME_DIR",
+    "base_dir",
+    "check_data_dir",
+    "checkout",
+    "data_dir",
+    "figures_dir",
+    "notebooks_dir",
+    "out_dir",
+    "reference_dir",
+    "repo_root",
+    "resolve",
+    "runtime_base",
+    "runtime_dir",
+    "unsafe_dir",
+]
 
 #: the file at the root of the labkit repository that tells it apart from any other folder
 MARKER = ".labkit-checkout"
 #: the environment variable naming the default data dir (:func:`data_dir`)
 DATA_DIR_ENV = "LABKIT_DATA_DIR"
-_PACKAGE = Path(__file__).resolve().parents[1]   # labkit/core/paths.py -> labkit/
+_PACKAGE = Path(__file__).resolve().parents[1]  # labkit/core/paths.py -> labkit/
 #: root's runtime directory (the registry of running campaigns, the local backend's work root, the
 #: libvirt backend's bind mounts); other users have their own (:func:`runtime_base`)
 SYSTEM_RUNTIME_DIR = Path("/run/labkit")
@@ -62,9 +78,11 @@ def repo_root(start: str | Path | None = None) -> Path:
     """:func:`checkout`, or ConfigError when there is none (for what only the repository has)."""
     root = checkout(start)
     if root is None:
-        raise ConfigError(f"no labkit checkout (a folder with {MARKER}) above "
-                          f"{start if start is not None else f'{Path.cwd()} or {_PACKAGE}'}: this needs the "
-                          "labkit repository (set LABKIT_ROOT to a clone), or give the path explicitly")
+        raise ConfigError(
+            f"no labkit checkout (a folder with {MARKER}) above "
+            f"{start if start is not None else f'{Path.cwd()} or {_PACKAGE}'}: this needs the "
+            "labkit repository (set LABKIT_ROOT to a clone), or give the path explicitly"
+        )
     return root
 
 
@@ -140,8 +158,10 @@ def check_data_dir(path: str | Path, what: str = "data dir") -> Path:
             why = unsafe_dir(d)
             if why:
                 where = "" if d == path else f": its parent {d} is"
-                raise StoreError(f"{what} {path}{where or ' is'} {why}; another user could replace what "
-                                 "labkit writes there: use a directory only you (and root) can change")
+                raise StoreError(
+                    f"{what} {path}{where or ' is'} {why}; another user could replace what "
+                    "labkit writes there: use a directory only you (and root) can change"
+                )
     return path
 
 
@@ -169,9 +189,11 @@ def runtime_base() -> Path:
         return user_run / "labkit"
     home = Path("~").expanduser()
     if not home.is_absolute():
-        raise ConfigError(f"no runtime directory for labkit: uid {os.geteuid()} is not root, XDG_RUNTIME_DIR "
-                          f"is not set, {user_run} is not the user's and there is no home directory; set "
-                          "XDG_RUNTIME_DIR to a directory of yours (mode 0700)")
+        raise ConfigError(
+            f"no runtime directory for labkit: uid {os.geteuid()} is not root, XDG_RUNTIME_DIR "
+            f"is not set, {user_run} is not the user's and there is no home directory; set "
+            "XDG_RUNTIME_DIR to a directory of yours (mode 0700)"
+        )
     return home / ".cache" / "labkit"
 
 
@@ -185,33 +207,44 @@ def runtime_dir(*parts: str, create: bool = True) -> Path:
     as it is."""
     base = runtime_base()
     path = base.joinpath(*parts)
-    fix = ("set XDG_RUNTIME_DIR to a directory of yours (mode 0700)" if os.geteuid() != 0
-           else f"remove {path} (labkit makes it again)")
+    fix = (
+        "set XDG_RUNTIME_DIR to a directory of yours (mode 0700)"
+        if os.geteuid() != 0
+        else f"remove {path} (labkit makes it again)"
+    )
     for d in (*reversed(path.parents), path):
         try:
             st = os.lstat(d)
         except FileNotFoundError:
             if not create:
                 return path
-            try:   # root's own is 0755: other users read root's registry of running campaigns there
+            try:  # root's own is 0755: other users read root's registry of running campaigns there
                 os.mkdir(d, 0o755 if d == SYSTEM_RUNTIME_DIR else 0o700)
                 st = os.lstat(d)
             except OSError as exc:
-                raise ConfigError(f"labkit's runtime directory {d} cannot be made ({exc.strerror or exc}); "
-                                  f"{fix}") from None
+                raise ConfigError(
+                    f"labkit's runtime directory {d} cannot be made ({exc.strerror or exc}); {fix}"
+                ) from None
         except OSError as exc:
-            raise ConfigError(f"labkit's runtime directory {d} cannot be reached ({exc.strerror or exc}); "
-                              f"{fix}") from None
+            raise ConfigError(
+                f"labkit's runtime directory {d} cannot be reached ({exc.strerror or exc}); {fix}"
+            ) from None
         if d != base and base not in d.parents:
-            continue   # above the runtime directory (/run, a home): only passed through
+            continue  # above the runtime directory (/run, a home): only passed through
         if stat.S_ISLNK(st.st_mode) or not stat.S_ISDIR(st.st_mode):
             raise ConfigError(f"labkit's runtime directory {d} is not a directory (a link or a file); {fix}")
         if st.st_uid != os.geteuid():
-            raise ConfigError(f"labkit's runtime directory {d} belongs to uid {st.st_uid}, not to this user "
-                              f"(uid {os.geteuid()}); {fix}")
+            raise ConfigError(
+                f"labkit's runtime directory {d} belongs to uid {st.st_uid}, not to this user "
+                f"(uid {os.geteuid()}); {fix}"
+            )
         if st.st_mode & 0o022:
-            raise ConfigError(f"labkit's runtime directory {d} is writable by group or others (mode "
-                              f"{stat.S_IMODE(st.st_mode):04o}); {fix}")
+            raise ConfigError(
+                f"labkit's runtime directory {d} is writable by group or others (mode "
+                f"{stat.S_IMODE(st.st_mode):04o}); {fix}"
+            )
     if not os.access(path, os.R_OK | os.W_OK | os.X_OK):
-        raise ConfigError(f"labkit's runtime directory {path} is not readable and writable by this user; {fix}")
+        raise ConfigError(
+            f"labkit's runtime directory {path} is not readable and writable by this user; {fix}"
+        )
     return path

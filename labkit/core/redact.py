@@ -15,6 +15,7 @@ other non-letters and camelCase humps: ``ssh_pass``, ``x-auth``, ``sshPass`` and
 >>> redact({"host": "h", "password": "hunter2", "connect_kwargs": {"passphrase": "x"}})
 {'host': 'h', 'password': '<redacted>', 'connect_kwargs': {'passphrase': '<redacted>'}}
 """
+
 from __future__ import annotations
 
 import re
@@ -27,7 +28,8 @@ _B, _E = r"(?:^|(?<=_))", r"(?=_|$)"
 _SECRET = re.compile(
     r"pass_?(?:word|wd|phrase|code|key)|secret|token|credential|cookie|authori[sz]ation|oauth|"
     r"pkey|api_?key|auth_?key|access_?key|private_?key|key_?(?:data|material|content|text|bytes)|"
-    rf"{_B}(?:pass|auth|private){_E}|^key$")
+    rf"{_B}(?:pass|auth|private){_E}|^key$"
+)
 _HUMP = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
 _SEPARATORS = re.compile(r"[^a-z0-9]+")
 
@@ -47,8 +49,10 @@ def redact(value, _depth: int = 0):
     if _depth > 50:
         return REDACTED
     if isinstance(value, dict):
-        return {k: (REDACTED if is_secret(k) and v is not None else redact(v, _depth + 1))
-                for k, v in value.items()}
+        return {
+            k: (REDACTED if is_secret(k) and v is not None else redact(v, _depth + 1))
+            for k, v in value.items()
+        }
     if isinstance(value, (list, tuple)):
         return type(value)(redact(v, _depth + 1) for v in value)
     return value

@@ -52,6 +52,7 @@ Per campaign id, two files:
 ...     [e.campaign_id for e in running()]
 ['demo']
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -76,7 +77,18 @@ from .lock import lock_state
 from .paths import unsafe_dir
 from .waiting import wait_until
 
-__all__ = ["Entry", "Registration", "claimed", "dirs", "entries", "find", "holder_text", "register", "run_dir", "running"]
+__all__ = [
+    "Entry",
+    "Registration",
+    "claimed",
+    "dirs",
+    "entries",
+    "find",
+    "holder_text",
+    "register",
+    "run_dir",
+    "running",
+]
 
 log = logging.getLogger("labkit.registry")
 
@@ -100,9 +112,11 @@ def run_dir() -> Path:
     home = Path("~").expanduser()
     if home.is_absolute() and _is_dir(home):
         return home / ".cache" / "labkit" / "campaigns"
-    raise StoreError(f"no place for the registry of running campaigns: {SYSTEM_DIR} is not writable by "
-                     f"uid {os.geteuid()}, and neither XDG_RUNTIME_DIR nor a home directory is set; set {ENV} "
-                     "to a directory of yours (the same one for every labkit you run)")
+    raise StoreError(
+        f"no place for the registry of running campaigns: {SYSTEM_DIR} is not writable by "
+        f"uid {os.geteuid()}, and neither XDG_RUNTIME_DIR nor a home directory is set; set {ENV} "
+        "to a directory of yours (the same one for every labkit you run)"
+    )
 
 
 def _is_dir(path: Path) -> bool:
@@ -128,22 +142,29 @@ def _checked(path: Path, create: bool) -> Path:
     except OSError as exc:
         raise StoreError(f"registry of running campaigns {path}: {exc.strerror or exc}") from None
     if stat.S_ISLNK(st.st_mode) or not stat.S_ISDIR(st.st_mode):
-        raise StoreError(f"registry of running campaigns {path} is not a plain directory (a symlink?); "
-                         f"remove it or set {ENV}")
+        raise StoreError(
+            f"registry of running campaigns {path} is not a plain directory (a symlink?); "
+            f"remove it or set {ENV}"
+        )
     if st.st_uid != os.geteuid() and (create or st.st_uid != 0):
-        raise StoreError(f"registry of running campaigns {path} is owned by uid {st.st_uid}, not by this "
-                         f"user (uid {os.geteuid()}); remove it or set {ENV} to a directory of yours")
+        raise StoreError(
+            f"registry of running campaigns {path} is owned by uid {st.st_uid}, not by this "
+            f"user (uid {os.geteuid()}); remove it or set {ENV} to a directory of yours"
+        )
     for d in (path, *path.parents):
         why = unsafe_dir(d)
         if why:
-            raise StoreError(f"registry of running campaigns {path}: {d} is {why}; another user could "
-                             f"forge or hide entries: fix its owner and mode or set {ENV}")
+            raise StoreError(
+                f"registry of running campaigns {path}: {d} is {why}; another user could "
+                f"forge or hide entries: fix its owner and mode or set {ENV}"
+            )
     return path
 
 
 @dataclass
 class Entry:
     """One registered campaign; ``running`` is whether its process is alive right now."""
+
     campaign_id: str
     data_dir: str | None
     pid: int
@@ -185,10 +206,14 @@ def _lock_held(lock: Path, info: dict, owner: int | None = None) -> bool:
     """Whether a live process holds ``lock`` (pid + process start time when it cannot be opened);
     with ``owner``, the lock must be that user's file and the pid that user's process."""
     held = lock_state(lock, owner)
-    if held is None:     # not ours to open: the pid and its start time identify the process
+    if held is None:  # not ours to open: the pid and its start time identify the process
         pid, start = info.get("pid"), info.get("pid_start")
-        return (isinstance(pid, int) and start is not None and _proc_start(pid) == start
-                and (owner is None or _proc_uid(pid) == owner))
+        return (
+            isinstance(pid, int)
+            and start is not None
+            and _proc_start(pid) == start
+            and (owner is None or _proc_uid(pid) == owner)
+        )
     return held
 
 
@@ -238,14 +263,26 @@ def _entry(directory: Path, info: dict, trusted: bool = True, owner: int | None 
         what = f"registry entry {directory / cid}.json"
         data_dir = owned_dir(data_dir, owner, what=what)
         if data_dir is None:
-            log.warning("%s: its data dir %s is ignored (not a directory of uid %s)", what,
-                        _text(info.get("data_dir")), owner)
-    return Entry(campaign_id=cid, data_dir=_text(data_dir), pid=pid if isinstance(pid, int) else -1,
-                 started=_label(info.get("started"), "?"), kind=_label(info.get("kind"), "run"),
-                 running=_lock_held(directory / f"{cid}.lock", info, None if trusted else owner),
-                 backend=_text(info.get("backend")),
-                 prefix=_text(info.get("prefix")), testbed=_text(info.get("testbed")), registry=str(directory),
-                 extra={k: v for k, v in info.items() if k not in known}, trusted=trusted)
+            log.warning(
+                "%s: its data dir %s is ignored (not a directory of uid %s)",
+                what,
+                _text(info.get("data_dir")),
+                owner,
+            )
+    return Entry(
+        campaign_id=cid,
+        data_dir=_text(data_dir),
+        pid=pid if isinstance(pid, int) else -1,
+        started=_label(info.get("started"), "?"),
+        kind=_label(info.get("kind"), "run"),
+        running=_lock_held(directory / f"{cid}.lock", info, None if trusted else owner),
+        backend=_text(info.get("backend")),
+        prefix=_text(info.get("prefix")),
+        testbed=_text(info.get("testbed")),
+        registry=str(directory),
+        extra={k: v for k, v in info.items() if k not in known},
+        trusted=trusted,
+    )
 
 
 def dirs() -> list[Path]:
@@ -261,15 +298,24 @@ def _sources() -> list[tuple[Path, int | None]]:
         return out
     if mine != SYSTEM_DIR:
         out.append((SYSTEM_DIR, 0))
-    if os.geteuid() == 0:   # read before every run (the quiet-host guard): os.scandir, not Path.glob
+    if os.geteuid() == 0:  # read before every run (the quiet-host guard): os.scandir, not Path.glob
         with contextlib.suppress(OSError), os.scandir("/run/user") as users:
-            out += [(Path(p), int(name)) for name, p in sorted(
-                        (u.name, os.path.join(u.path, "labkit", "campaigns")) for u in users if u.name.isdigit())
-                    if os.path.lexists(p)]
+            out += [
+                (Path(p), int(name))
+                for name, p in sorted(
+                    (u.name, os.path.join(u.path, "labkit", "campaigns")) for u in users if u.name.isdigit()
+                )
+                if os.path.lexists(p)
+            ]
         with contextlib.suppress(OSError):
-            out += sorted({(Path(pw.pw_dir) / ".cache" / "labkit" / "campaigns", pw.pw_uid) for pw in pwd.getpwall()
-                           if pw.pw_uid != 0 and os.path.isabs(pw.pw_dir or "")})
-    first = dict(reversed(out))   # a directory listed twice keeps its first owner
+            out += sorted(
+                {
+                    (Path(pw.pw_dir) / ".cache" / "labkit" / "campaigns", pw.pw_uid)
+                    for pw in pwd.getpwall()
+                    if pw.pw_uid != 0 and os.path.isabs(pw.pw_dir or "")
+                }
+            )
+    first = dict(reversed(out))  # a directory listed twice keeps its first owner
     return [(d, first[d]) for d in dict.fromkeys(d for d, _ in out)]
 
 
@@ -280,8 +326,13 @@ def _foreign_dir(directory: Path, owner: int) -> bool:
     except OSError:
         return False
     if not stat.S_ISDIR(st.st_mode) or st.st_uid != owner:
-        log.warning("registry of running campaigns %s ignored: not a directory of uid %d (%s, uid %d)",
-                    directory, owner, stat.filemode(st.st_mode), st.st_uid)
+        log.warning(
+            "registry of running campaigns %s ignored: not a directory of uid %d (%s, uid %d)",
+            directory,
+            owner,
+            stat.filemode(st.st_mode),
+            st.st_uid,
+        )
         return False
     return True
 
@@ -297,21 +348,28 @@ def entries() -> list[Entry]:
         if trusted:
             _checked(directory, create=False)
             with contextlib.suppress(OSError):
-                owner = os.lstat(directory).st_uid   # this user's, or root's (shared by LABKIT_RUN_DIR)
+                owner = os.lstat(directory).st_uid  # this user's, or root's (shared by LABKIT_RUN_DIR)
         elif directory == SYSTEM_DIR:
             try:
-                _checked(directory, create=False)   # root's, and nobody else may write there
+                _checked(directory, create=False)  # root's, and nobody else may write there
                 trusted = True
             except StoreError:
                 pass
         if owner is None or (not trusted and not _foreign_dir(directory, owner)):
             continue
         names: list[str] = []
-        with contextlib.suppress(OSError), os.scandir(directory) as listing:   # beside one .lock per id ever run
+        with (
+            contextlib.suppress(OSError),
+            os.scandir(directory) as listing,
+        ):  # beside one .lock per id ever run
             names = sorted(e.name for e in listing if e.name.endswith(".json") and not e.name.startswith("."))
         if not trusted and len(names) > MAX_FOREIGN_ENTRIES:
-            log.warning("registry of running campaigns %s holds %d entries: only the first %d are read",
-                        directory, len(names), MAX_FOREIGN_ENTRIES)
+            log.warning(
+                "registry of running campaigns %s holds %d entries: only the first %d are read",
+                directory,
+                len(names),
+                MAX_FOREIGN_ENTRIES,
+            )
             names = names[:MAX_FOREIGN_ENTRIES]
         for path in (directory / name for name in names):
             info = _read(path, owner)
@@ -358,10 +416,10 @@ class Registration:
         fd, self._fd = self._fd, None
         with contextlib.suppress(FileNotFoundError):
             os.unlink(self.path)
-        with contextlib.suppress(FileNotFoundError):   # locked and claimed still: nobody else has it open
+        with contextlib.suppress(FileNotFoundError):  # locked and claimed still: nobody else has it open
             os.unlink(self.directory / f"{self.campaign_id}.lock")
         os.close(fd)
-        if self._claim is not None:   # last: the id stays claimed until the entry is gone
+        if self._claim is not None:  # last: the id stays claimed until the entry is gone
             claim, self._claim = self._claim, None
             os.close(claim)
 
@@ -375,12 +433,22 @@ class Registration:
 def _busy(campaign_id: str, other: Entry | dict | str | None) -> StoreError:
     if isinstance(other, dict):
         other = _entry(Path("."), other)
-    who = other if isinstance(other, str) else other.describe() if other else \
-        "another process (entry not written yet)"
-    doing = "is being cleaned by" if isinstance(other, Entry) and other.kind == "clean" else \
-        "is already running on this host:"
-    return StoreError(f"campaign {campaign_id!r} {doing} {who}; a campaign id runs once per host (its "
-                      "instances are named after it): wait for it, stop it, or use another campaign id")
+    who = (
+        other
+        if isinstance(other, str)
+        else other.describe()
+        if other
+        else "another process (entry not written yet)"
+    )
+    doing = (
+        "is being cleaned by"
+        if isinstance(other, Entry) and other.kind == "clean"
+        else "is already running on this host:"
+    )
+    return StoreError(
+        f"campaign {campaign_id!r} {doing} {who}; a campaign id runs once per host (its "
+        "instances are named after it): wait for it, stop it, or use another campaign id"
+    )
 
 
 #: a lock probed by a reader (:func:`running`: a shared lock held for an instant) is tried again
@@ -388,9 +456,16 @@ def _busy(campaign_id: str, other: Entry | dict | str | None) -> StoreError:
 LOCK_TRIES, LOCK_PAUSE_S = 10, 0.02
 
 
-def register(campaign_id: str, data_dir: str | Path | None, *, backend: str | None = None,
-             prefix: str | None = None, testbed: str | None = None, kind: str = "run",
-             exclusive: bool = False) -> Registration:
+def register(
+    campaign_id: str,
+    data_dir: str | Path | None,
+    *,
+    backend: str | None = None,
+    prefix: str | None = None,
+    testbed: str | None = None,
+    kind: str = "run",
+    exclusive: bool = False,
+) -> Registration:
     """Register ``campaign_id`` as running in this process (``kind`` ``clean`` for ``labkit clean``).
 
     Raises StoreError naming the other data dir, pid and start time when the id is running
@@ -402,11 +477,18 @@ def register(campaign_id: str, data_dir: str | Path | None, *, backend: str | No
     try:
         claim = id_sockets.claim(campaign_id)
     except OSError as exc:
-        raise StoreError(f"campaign {campaign_id!r}: cannot claim its id on this host (an abstract Unix "
-                         f"socket): {exc.strerror or exc}") from None
-    if claim is None:   # held by another process, any user's: name it as well as we can
-        other = wait_until(lambda: find(campaign_id), timeout=1.0, interval=0.05, error=None,
-                           what=f"the holder of campaign {campaign_id!r} to write its entry")
+        raise StoreError(
+            f"campaign {campaign_id!r}: cannot claim its id on this host (an abstract Unix "
+            f"socket): {exc.strerror or exc}"
+        ) from None
+    if claim is None:  # held by another process, any user's: name it as well as we can
+        other = wait_until(
+            lambda: find(campaign_id),
+            timeout=1.0,
+            interval=0.05,
+            error=None,
+            what=f"the holder of campaign {campaign_id!r} to write its entry",
+        )
         raise _busy(campaign_id, other or holder_text(campaign_id))
     lock = directory / f"{campaign_id}.lock"
     try:
@@ -419,7 +501,7 @@ def register(campaign_id: str, data_dir: str | Path | None, *, backend: str | No
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             break
         except BlockingIOError:
-            if attempt + 1 < LOCK_TRIES:   # a reader's probe holds it for an instant
+            if attempt + 1 < LOCK_TRIES:  # a reader's probe holds it for an instant
                 time.sleep(LOCK_PAUSE_S)
                 continue
             os.close(fd)
@@ -427,15 +509,24 @@ def register(campaign_id: str, data_dir: str | Path | None, *, backend: str | No
             raise _busy(campaign_id, _wait_entry(directory / f"{campaign_id}.json")) from None
     reg = Registration(directory, campaign_id, fd, claim)
     try:
-        elsewhere = next((e for e in running() if e.campaign_id == campaign_id
-                          and Path(e.registry) != directory), None)
+        elsewhere = next(
+            (e for e in running() if e.campaign_id == campaign_id and Path(e.registry) != directory), None
+        )
         if elsewhere is not None:
             raise _busy(campaign_id, elsewhere)
-        info = {"campaign_id": campaign_id, "kind": kind, "pid": os.getpid(),
-                "pid_start": _proc_start(os.getpid()), "started": now_iso(),
-                "data_dir": None if data_dir is None else os.path.abspath(data_dir),
-                "backend": backend, "prefix": prefix, "testbed": testbed, "exclusive": bool(exclusive)}
-        with contextlib.suppress(FileNotFoundError):   # a stale entry (its holder was killed); never followed
+        info = {
+            "campaign_id": campaign_id,
+            "kind": kind,
+            "pid": os.getpid(),
+            "pid_start": _proc_start(os.getpid()),
+            "started": now_iso(),
+            "data_dir": None if data_dir is None else os.path.abspath(data_dir),
+            "backend": backend,
+            "prefix": prefix,
+            "testbed": testbed,
+            "exclusive": bool(exclusive),
+        }
+        with contextlib.suppress(FileNotFoundError):  # a stale entry (its holder was killed); never followed
             os.unlink(reg.path)
         atomic_write(reg.path, json.dumps(info), mode=0o644)
     except BaseException:
@@ -467,5 +558,13 @@ def holder_text(campaign_id: str) -> str:
 
 def _wait_entry(path: Path) -> dict | None:
     # the holder writes its entry just after locking: give it a moment
-    return wait_until(lambda: _read(path), timeout=1.0, interval=0.05, error=None,
-                      what=f"the holder of {path} to write its entry") or None
+    return (
+        wait_until(
+            lambda: _read(path),
+            timeout=1.0,
+            interval=0.05,
+            error=None,
+            what=f"the holder of {path} to write its entry",
+        )
+        or None
+    )

@@ -17,6 +17,7 @@ each failure up to ``max_interval`` s, never sleep past the deadline and try one
 labkit but :mod:`labkit.errors`, so that every layer (backends, clouds, workloads, the store)
 may use it.
 """
+
 from __future__ import annotations
 
 import logging
@@ -36,8 +37,15 @@ class _Pauses:
     """The pauses between tries: ``interval``, times ``backoff`` after each, capped, and never
     past the deadline (None: none)."""
 
-    def __init__(self, timeout: float | None, interval: float, backoff: float, max_interval: float | None,
-                 clock: Callable[[], float] | None, sleep: Callable[[float], object] | None):
+    def __init__(
+        self,
+        timeout: float | None,
+        interval: float,
+        backoff: float,
+        max_interval: float | None,
+        clock: Callable[[], float] | None,
+        sleep: Callable[[float], object] | None,
+    ):
         for name, v in (("interval", interval), ("backoff", backoff)):
             if not isinstance(v, (int, float)) or v != v or v < (1 if name == "backoff" else 0):
                 raise ConfigError(f"{name} must be a number >= {1 if name == 'backoff' else 0}, got {v!r}")
@@ -62,11 +70,19 @@ class _Pauses:
         return True
 
 
-def wait_until(predicate: Callable[[], T | None], *, timeout: float | None, what: str, interval: float = 0.1,
-               backoff: float = 1.0, max_interval: float | None = None,
-               error: type[Exception] | None = BackendError, detail: Callable[[], str] | None = None,
-               clock: Callable[[], float] | None = None,
-               sleep: Callable[[float], object] | None = None) -> T:
+def wait_until(
+    predicate: Callable[[], T | None],
+    *,
+    timeout: float | None,
+    what: str,
+    interval: float = 0.1,
+    backoff: float = 1.0,
+    max_interval: float | None = None,
+    error: type[Exception] | None = BackendError,
+    detail: Callable[[], str] | None = None,
+    clock: Callable[[], float] | None = None,
+    sleep: Callable[[float], object] | None = None,
+) -> T:
     """Call ``predicate()`` until it returns a true value, and return that value.
 
     Between calls it sleeps as the module docstring says; ``timeout`` s after the start (None:
@@ -81,7 +97,7 @@ def wait_until(predicate: Callable[[], T | None], *, timeout: float | None, what
         if value or not pauses.wait():
             break
     if value or error is None:
-        return cast(T, value)   # with error=None, possibly the predicate's last (false) value
+        return cast(T, value)  # with error=None, possibly the predicate's last (false) value
     extra = f"; {detail()}" if detail is not None else ""
     raise error(f"timed out after {timeout:g} s waiting for {what}{extra}")
 
@@ -94,10 +110,19 @@ def is_transient(exc: BaseException, transient: Transient) -> bool:
     return bool(transient(exc))
 
 
-def retry(fn: Callable[[], T], *, transient: Transient, what: str, attempts: int | None = None,
-          timeout: float | None = None, interval: float = 0.1, backoff: float = 2.0,
-          max_interval: float | None = 5.0, clock: Callable[[], float] | None = None,
-          sleep: Callable[[float], object] | None = None) -> T:
+def retry(
+    fn: Callable[[], T],
+    *,
+    transient: Transient,
+    what: str,
+    attempts: int | None = None,
+    timeout: float | None = None,
+    interval: float = 0.1,
+    backoff: float = 2.0,
+    max_interval: float | None = 5.0,
+    clock: Callable[[], float] | None = None,
+    sleep: Callable[[float], object] | None = None,
+) -> T:
     """``fn()``, called again while it raises an exception that :func:`is_transient` of
     ``transient``: up to ``attempts`` calls in all and/or until ``timeout`` s have passed (at
     least one of them is required; pauses as the module docstring says). Any other exception,
@@ -116,7 +141,13 @@ def retry(fn: Callable[[], T], *, transient: Transient, what: str, attempts: int
         except Exception as exc:
             if not is_transient(exc, transient) or (attempts is not None and tried >= attempts):
                 raise
-            log.warning("%s failed (%s: %s); trying again (attempt %d%s)", what, type(exc).__name__, exc,
-                        tried + 1, "" if attempts is None else f" of {attempts}")
+            log.warning(
+                "%s failed (%s: %s); trying again (attempt %d%s)",
+                what,
+                type(exc).__name__,
+                exc,
+                tried + 1,
+                "" if attempts is None else f" of {attempts}",
+            )
             if not pauses.wait():
                 raise

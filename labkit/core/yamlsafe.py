@@ -6,6 +6,7 @@ UTF-8, and refuses documents whose aliases would expand past a small budget
 nest deeper than :data:`MAX_DEPTH`, or that hold more than one document. Every
 refusal is a :class:`~labkit.errors.ConfigError` naming the file (and line).
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -14,10 +15,10 @@ import yaml
 
 from ..errors import ConfigError
 
-MAX_BYTES = 1 << 20          # 1 MiB: a design is a few hundred bytes
-MAX_ALIASES = 100            # *references* in one document
-MAX_NODES = 100_000          # nodes after alias expansion
-MAX_DEPTH = 64               # nesting of sequences/mappings
+MAX_BYTES = 1 << 20  # 1 MiB: a design is a few hundred bytes
+MAX_ALIASES = 100  # *references* in one document
+MAX_NODES = 100_000  # nodes after alias expansion
+MAX_DEPTH = 64  # nesting of sequences/mappings
 
 
 class _Budget(Exception):
@@ -31,7 +32,7 @@ class _BoundedLoader(yaml.SafeLoader):
         super().__init__(stream)
         self._aliases = 0
         self._depth = 0
-        self._size: dict[int, int] = {}   # id(node) -> expanded node count
+        self._size: dict[int, int] = {}  # id(node) -> expanded node count
         self._total = 0
 
     def compose_node(self, parent, index):
@@ -66,7 +67,7 @@ def loads(text: str, source: str = "<yaml>"):
         raise ConfigError(f"{source}: larger than {MAX_BYTES:,} bytes; not a labkit file")
     loader = None
     try:
-        loader = _BoundedLoader(text)   # the reader refuses control characters here already
+        loader = _BoundedLoader(text)  # the reader refuses control characters here already
         data = loader.get_single_data()
     except _Budget as exc:
         raise ConfigError(f"{source}: refused: {exc}") from None
@@ -74,7 +75,7 @@ def loads(text: str, source: str = "<yaml>"):
         raise ConfigError(f"{source}: not valid YAML: {exc}") from None
     except RecursionError:
         raise ConfigError(f"{source}: refused: nested too deeply") from None
-    except (ValueError, TypeError, OverflowError) as exc:   # e.g. a timestamp out of range
+    except (ValueError, TypeError, OverflowError) as exc:  # e.g. a timestamp out of range
         raise ConfigError(f"{source}: a value could not be read: {exc}") from None
     finally:
         if loader is not None:
@@ -93,6 +94,8 @@ def load_yaml(path: str | Path):
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise ConfigError(f"{path}: not UTF-8 text (byte {exc.start}: {raw[exc.start:exc.start + 1]!r}); "
-                          "save the file as UTF-8") from None
+        raise ConfigError(
+            f"{path}: not UTF-8 text (byte {exc.start}: {raw[exc.start : exc.start + 1]!r}); "
+            "save the file as UTF-8"
+        ) from None
     return loads(text, str(path))

@@ -59,6 +59,7 @@ replication), :mod:`~labkit.design.fractional` (their arithmetic), :mod:`~labkit
 (how runs are watched), :mod:`~labkit.design.decision` (the rules of conclusions) and
 :mod:`~labkit.design.problems` (every problem of a design file, with its line).
 """
+
 from __future__ import annotations
 
 from .design import ADAPTIVE_KEYS, BLOCK_BY, BLOCK_KEYS, DESIGN_KEYS, FRACTION_KEYS, Design
@@ -67,6 +68,22 @@ from .problems import DesignProblems
 from .runs import Run, run_id
 from .workload_check import OTHER_FACTORS, WorkloadSchema, workload_problems
 
-__all__ = ["ADAPTIVE_KEYS", "BLOCK_BY", "BLOCK_KEYS", "DESIGN_KEYS", "FRACTION_KEYS", "HOST_MAX", "LIMITS",
-           "NAME_CHARS", "OTHER_FACTORS", "Design", "DesignProblems", "Factor", "Run", "WorkloadSchema",
-           "check_level", "run_id", "workload_problems"]
+__all__ = [
+    "ADAPTIVE_KEYS",
+    "BLOCK_BY",
+    "BLOCK_KEYS",
+    "DESIGN_KEYS",
+    "FRACTION_KEYS",
+    "HOST_MAX",
+    "LIMITS",
+    "NAME_CHARS",
+    "OTHER_FACTORS",
+    "Design",
+    "DesignProblems",
+    "Factor",
+    "Run",
+    "WorkloadSchema",
+    "check_level",
+    "run_id",
+    "workload_problems",
+]

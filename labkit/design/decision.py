@@ -9,6 +9,7 @@
 Neither changes the plan: they say how the analysis decides (``labkit analyze`` and the report
 hold every conclusion to them; ``--practical`` and ``--alpha`` override them there).
 """
+
 from __future__ import annotations
 
 import math
@@ -32,18 +33,32 @@ def check_practical(value: object, src: str = "design") -> float | dict | None:
         return None
     if isinstance(value, dict):
         if set(value) != {"share_of_variation"}:
-            raise ConfigError(f"{src}: 'practical' as a mapping takes one key, share_of_variation "
-                              f"(percent of the total variation), got keys {sorted(map(str, value))}")
+            raise ConfigError(
+                f"{src}: 'practical' as a mapping takes one key, share_of_variation "
+                f"(percent of the total variation), got keys {sorted(map(str, value))}"
+            )
         pct = value["share_of_variation"]
-        if isinstance(pct, bool) or not isinstance(pct, (int, float)) or not math.isfinite(pct) \
-                or not 0 < pct < 100:
-            raise ConfigError(f"{src}: 'practical: {{share_of_variation: P}}' needs P in (0, 100) "
-                              f"(percent of the total variation, e.g. 1), got {pct!r}")
+        if (
+            isinstance(pct, bool)
+            or not isinstance(pct, (int, float))
+            or not math.isfinite(pct)
+            or not 0 < pct < 100
+        ):
+            raise ConfigError(
+                f"{src}: 'practical: {{share_of_variation: P}}' needs P in (0, 100) "
+                f"(percent of the total variation, e.g. 1), got {pct!r}"
+            )
         return {"share_of_variation": float(pct)}
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
-            or not 0 < value <= 10:
-        raise ConfigError(f"{src}: 'practical' must be a fraction of the response's mean in (0, 10] "
-                          f"(0.05 = 5 %) or {{share_of_variation: P}} (percent), got {value!r}")
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or not math.isfinite(value)
+        or not 0 < value <= 10
+    ):
+        raise ConfigError(
+            f"{src}: 'practical' must be a fraction of the response's mean in (0, 10] "
+            f"(0.05 = 5 %) or {{share_of_variation: P}} (percent), got {value!r}"
+        )
     return float(value)
 
 
@@ -52,8 +67,10 @@ def check_family(value: object, src: str = "design") -> str | None:
     if value is None:
         return None
     if not isinstance(value, str) or value.lower() not in FAMILIES:
-        raise ConfigError(f"{src}: 'family' must be one of {', '.join(FAMILIES)} (the correction over "
-                          f"the terms of one analysis), got {value!r}")
+        raise ConfigError(
+            f"{src}: 'family' must be one of {', '.join(FAMILIES)} (the correction over "
+            f"the terms of one analysis), got {value!r}"
+        )
     return value.lower()
 
 
@@ -73,8 +90,10 @@ def practical_rule(value: object, src: str = "design") -> tuple[float, str] | No
             else:
                 value = float(text)
         except ValueError:
-            raise ConfigError(f"{src}: practical {value!r}: write a fraction of the mean (0.05 or 5%) "
-                              f"or variation=P (percent of the total variation)") from None
+            raise ConfigError(
+                f"{src}: practical {value!r}: write a fraction of the mean (0.05 or 5%) "
+                f"or variation=P (percent of the total variation)"
+            ) from None
     checked = check_practical(value, src)
     if checked is None:
         return None

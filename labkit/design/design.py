@@ -7,6 +7,7 @@ and adaptive ``replications``: :data:`FRACTION_KEYS`, :data:`BLOCK_KEYS`, :data:
 the package's docstring (:mod:`labkit.design`) describes them. Fractions, blocks and adaptive
 replication are checked and laid out by :mod:`labkit.design.structure`.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -39,10 +40,19 @@ if TYPE_CHECKING:
     import pandas as pd
 
 #: the keys of a design file
-DESIGN_KEYS = {"factors", "replications", "seed", "name", "description", "fraction", "blocks", "treatment_checks",
-               "workload",
-               *RUN_KEYS,
-               *DECISION_KEYS}
+DESIGN_KEYS = {
+    "factors",
+    "replications",
+    "seed",
+    "name",
+    "description",
+    "fraction",
+    "blocks",
+    "treatment_checks",
+    "workload",
+    *RUN_KEYS,
+    *DECISION_KEYS,
+}
 #: the keys of ``fraction:``
 FRACTION_KEYS = {"generators", "p", "fold_over"}
 #: the keys of ``blocks:``
@@ -59,33 +69,38 @@ class Design:
     structure (fraction, blocks, adaptive replication, runs per instance), with how its runs are
     watched and judged. Build it with :meth:`from_yaml` or :meth:`from_dict`; :meth:`plan` lists
     its runs."""
+
     factors: list[Factor]
     replications: int = 1
     seed: int | None = None
     name: str = "design"
     description: str = ""
-    seed_drawn: bool = field(default=False, compare=False)   # True: no seed was given, one was drawn
+    seed_drawn: bool = field(default=False, compare=False)  # True: no seed was given, one was drawn
     source: str = field(default="design", compare=False, repr=False)  # file name, for messages
-    lines: dict = field(default_factory=dict, compare=False, repr=False)  # where -> line (problems.yaml_lines)
-    fraction: dict | None = None      # {"generators": [...], "fold_over": False | True | factor}
-    blocks: dict | None = None        # {"by": ..., "count": n, "factor": name, "confound": [...]}
-    adaptive: dict | None = None      # {"target_ci": .., "max": .., ...}; replications is the minimum
-    runs_per_instance: int = 1        # runs per boot of a configuration's instances (labkit.design.options)
-    telemetry: float | str | None = None   # seconds between samples, "off", or None (not given)
-    exclusive: bool | None = None     # refuse to run beside another campaign (None: not given)
-    quarantine: bool | None = None    # run suspect runs again at the end (None: not given)
-    thresholds: dict | None = None    # when a run is suspect (None: not given: the defaults)
-    practical: float | dict | None = None   # smallest effect that matters (labkit.design.decision)
-    family: str | None = None         # family correction of the analysis (None: holm)
-    treatment_checks: bool | None = None   # verify each run's treatments (labkit.run.treatments; None: on)
-    named_workload: dict | None = None     # the file's workload: {"name", "params"} (labkit.design.workload_key)
+    lines: dict = field(
+        default_factory=dict, compare=False, repr=False
+    )  # where -> line (problems.yaml_lines)
+    fraction: dict | None = None  # {"generators": [...], "fold_over": False | True | factor}
+    blocks: dict | None = None  # {"by": ..., "count": n, "factor": name, "confound": [...]}
+    adaptive: dict | None = None  # {"target_ci": .., "max": .., ...}; replications is the minimum
+    runs_per_instance: int = 1  # runs per boot of a configuration's instances (labkit.design.options)
+    telemetry: float | str | None = None  # seconds between samples, "off", or None (not given)
+    exclusive: bool | None = None  # refuse to run beside another campaign (None: not given)
+    quarantine: bool | None = None  # run suspect runs again at the end (None: not given)
+    thresholds: dict | None = None  # when a run is suspect (None: not given: the defaults)
+    practical: float | dict | None = None  # smallest effect that matters (labkit.design.decision)
+    family: str | None = None  # family correction of the analysis (None: holm)
+    treatment_checks: bool | None = None  # verify each run's treatments (labkit.run.treatments; None: on)
+    named_workload: dict | None = None  # the file's workload: {"name", "params"} (labkit.design.workload_key)
 
     def __post_init__(self):
         src = self.source
         if not isinstance(self.factors, (list, tuple)) or not self.factors:
             raise ConfigError(f"{src}: 'factors' must name at least one factor")
         if len(self.factors) > LIMITS["factors"]:
-            raise ConfigError(f"{src}: 'factors': at most {LIMITS['factors']} factors, got {len(self.factors)}")
+            raise ConfigError(
+                f"{src}: 'factors': at most {LIMITS['factors']} factors, got {len(self.factors)}"
+            )
         self.factors = list(self.factors)
         if not all(isinstance(f, Factor) for f in self.factors):
             raise ConfigError(f"{src}: 'factors' must be Factor objects")
@@ -93,22 +108,30 @@ class Design:
         dup = sorted({n for n in names if names.count(n) > 1})
         if dup:
             raise ConfigError(f"{src}: duplicate factor name(s): {', '.join(dup)}")
-        r: object = self.replications   # a YAML float such as 3.0 is an integer
+        r: object = self.replications  # a YAML float such as 3.0 is an integer
         if isinstance(r, float) and math.isfinite(r) and r.is_integer():
             r = self.replications = int(r)
         if isinstance(r, bool) or not isinstance(r, int) or not 1 <= r <= LIMITS["replications"]:
-            raise ConfigError(f"{src}: 'replications' must be an integer from 1 to "
-                              f"{LIMITS['replications']:,}, got {short_value(r)}")
+            raise ConfigError(
+                f"{src}: 'replications' must be an integer from 1 to "
+                f"{LIMITS['replications']:,}, got {short_value(r)}"
+            )
         from .structure import check_adaptive, check_blocks, check_fraction
+
         self.fraction = check_fraction(self, self.fraction)
         self.adaptive = check_adaptive(self, self.adaptive)
         runs = r if self.adaptive is None else self.adaptive["max"]
         n_cfg = self.n_configurations
         if runs * n_cfg > LIMITS["runs"]:
-            what = "configurations x replications" if self.adaptive is None else \
-                "configurations x adaptive max, its worst case"
-            raise ConfigError(f"{src}: the design has more than {LIMITS['runs']:,} runs "
-                              f"({what}); use fewer levels or replications")
+            what = (
+                "configurations x replications"
+                if self.adaptive is None
+                else "configurations x adaptive max, its worst case"
+            )
+            raise ConfigError(
+                f"{src}: the design has more than {LIMITS['runs']:,} runs "
+                f"({what}); use fewer levels or replications"
+            )
         self.blocks = check_blocks(self, self.blocks)
         self.runs_per_instance = check_runs_per_instance(self.runs_per_instance, src)
         check_reuse(self)
@@ -128,8 +151,14 @@ class Design:
         if self.seed is None:
             self.seed = random.SystemRandom().randrange(2**31)
             self.seed_drawn = True
-        if isinstance(self.seed, bool) or not isinstance(self.seed, int) or not 0 <= self.seed <= LIMITS["seed"]:
-            raise ConfigError(f"{src}: 'seed' must be an integer from 0 to 2**63-1, got {short_value(self.seed)}")
+        if (
+            isinstance(self.seed, bool)
+            or not isinstance(self.seed, int)
+            or not 0 <= self.seed <= LIMITS["seed"]
+        ):
+            raise ConfigError(
+                f"{src}: 'seed' must be an integer from 0 to 2**63-1, got {short_value(self.seed)}"
+            )
         for key in ("name", "description"):
             v = getattr(self, key)
             if not isinstance(v, str) or len(v) > LIMITS["text"]:
@@ -137,8 +166,14 @@ class Design:
 
     # -- construction ------------------------------------------------------
     @classmethod
-    def from_dict(cls, data: dict, *, source: str = "design", workload: WorkloadSchema | None = None,
-                  lines: dict | None = None) -> Design:
+    def from_dict(
+        cls,
+        data: dict,
+        *,
+        source: str = "design",
+        workload: WorkloadSchema | None = None,
+        lines: dict | None = None,
+    ) -> Design:
         """Build from a mapping; ``source`` (e.g. a file name) prefixes error messages. Unknown keys
         and every bad factor and level are reported together in one :class:`DesignProblems`
         (with ``lines``, ``where -> line`` from :func:`~labkit.design.problems.yaml_lines`, each
@@ -150,11 +185,16 @@ class Design:
         unknown = sorted((k for k in data if not (isinstance(k, str) and k in DESIGN_KEYS)), key=short_value)
         if unknown:
             named = ", ".join(short_value(k) + did_you_mean(k, sorted(DESIGN_KEYS), n=1) for k in unknown)
-            problems.append(Problem(f"unknown key(s) {named}; allowed: {', '.join(sorted(DESIGN_KEYS))}",
-                                    (str(unknown[0]),)))
+            problems.append(
+                Problem(
+                    f"unknown key(s) {named}; allowed: {', '.join(sorted(DESIGN_KEYS))}", (str(unknown[0]),)
+                )
+            )
         raw = data.get("factors")
         if not isinstance(raw, dict) or not raw:
-            problems.append(Problem("'factors' must be a mapping of factor name to a list of levels", ("factors",)))
+            problems.append(
+                Problem("'factors' must be a mapping of factor name to a list of levels", ("factors",))
+            )
             raise DesignProblems(source, problems, lines)
         if len(raw) > LIMITS["factors"]:
             raise ConfigError(f"{source}: 'factors': at most {LIMITS['factors']} factors, got {len(raw)}")
@@ -177,14 +217,27 @@ class Design:
         if isinstance(reps, dict):
             adaptive = dict(reps)
             reps = adaptive.pop("min", 3)
-        return cls(factors, reps, data.get("seed"), data.get("name", "design"),
-                   data.get("description", ""), source=source, fraction=data.get("fraction"),
-                   blocks=data.get("blocks"), adaptive=adaptive,
-                   runs_per_instance=data.get("runs_per_instance", 1), telemetry=data.get("telemetry"),
-                   exclusive=data.get("exclusive"), quarantine=data.get("quarantine"),
-                   thresholds=data.get("thresholds"), practical=data.get("practical"),
-                   family=data.get("family"), treatment_checks=data.get("treatment_checks"),
-                   named_workload=data.get("workload"), lines=dict(lines or {}))
+        return cls(
+            factors,
+            reps,
+            data.get("seed"),
+            data.get("name", "design"),
+            data.get("description", ""),
+            source=source,
+            fraction=data.get("fraction"),
+            blocks=data.get("blocks"),
+            adaptive=adaptive,
+            runs_per_instance=data.get("runs_per_instance", 1),
+            telemetry=data.get("telemetry"),
+            exclusive=data.get("exclusive"),
+            quarantine=data.get("quarantine"),
+            thresholds=data.get("thresholds"),
+            practical=data.get("practical"),
+            family=data.get("family"),
+            treatment_checks=data.get("treatment_checks"),
+            named_workload=data.get("workload"),
+            lines=dict(lines or {}),
+        )
 
     @classmethod
     def from_yaml(cls, path: str | Path, *, workload: WorkloadSchema | None = None) -> Design:
@@ -192,26 +245,34 @@ class Design:
         every bad key, factor and level with its line (and, given ``workload``, what
         :meth:`validate_for` finds)."""
         from ..core.yamlsafe import load_yaml
+
         data = load_yaml(path)
         return cls.from_dict(data, source=str(path), workload=workload, lines=yaml_lines(path))
 
     def to_dict(self) -> dict:
-        out = {"name": self.name, "description": self.description,
-               "factors": {f.name: list(f.levels) for f in self.factors},
-               "replications": (self.replications if self.adaptive is None
-                                else {"min": self.replications, **self.adaptive}),
-               "seed": self.seed}
+        out = {
+            "name": self.name,
+            "description": self.description,
+            "factors": {f.name: list(f.levels) for f in self.factors},
+            "replications": (
+                self.replications if self.adaptive is None else {"min": self.replications, **self.adaptive}
+            ),
+            "seed": self.seed,
+        }
         if self.fraction is not None:
             out["fraction"] = dict(self.fraction)
         if self.blocks is not None:
             out["blocks"] = dict(self.blocks)
-        if self.runs_per_instance != 1:   # absent at 1: a design of before keeps its digest
+        if self.runs_per_instance != 1:  # absent at 1: a design of before keeps its digest
             out["runs_per_instance"] = self.runs_per_instance
         for key in (*EXECUTION_KEYS, *DECISION_KEYS, "treatment_checks"):
             if getattr(self, key) is not None:
                 out[key] = getattr(self, key)
-        if self.named_workload is not None:   # absent when not named: a design of before keeps its digest
-            out["workload"] = {"name": self.named_workload["name"], "params": dict(self.named_workload["params"])}
+        if self.named_workload is not None:  # absent when not named: a design of before keeps its digest
+            out["workload"] = {
+                "name": self.named_workload["name"],
+                "params": dict(self.named_workload["params"]),
+            }
         return out
 
     def digest(self) -> str:
@@ -255,9 +316,12 @@ class Design:
         standard order, generated factors from the generators), then its fold-over."""
         if self.fraction is not None:
             from .structure import letter_table
+
             table = letter_table(self)
-            return [{f.name: f.levels[int(row[j] > 0)] for j, f in enumerate(self.factors)}
-                    for row in table.to_numpy()]
+            return [
+                {f.name: f.levels[int(row[j] > 0)] for j, f in enumerate(self.factors)}
+                for row in table.to_numpy()
+            ]
         combos = itertools.product(*[f.levels for f in reversed(self.factors)])
         return [dict(zip(reversed(self.factor_names), c)) for c in combos]
 
@@ -281,23 +345,28 @@ class Design:
         rng = random.Random(self.seed)
         if self.runs_per_instance > 1:
             from .structure import boot_sequence
-            return [Run(run_id(c, r), order, c, r, dict(configs[c]), blk, boot)
-                    for order, (c, r, blk, boot) in enumerate(boot_sequence(self, rng))]
+
+            return [
+                Run(run_id(c, r), order, c, r, dict(configs[c]), blk, boot)
+                for order, (c, r, blk, boot) in enumerate(boot_sequence(self, rng))
+            ]
         slots = [(c, r) for r in range(1, self.replications + 1) for c in range(len(configs))]
         if self.blocks is None:
             rng.shuffle(slots)
-            return [Run(run_id(c, r), order, c, r, dict(configs[c]))
-                    for order, (c, r) in enumerate(slots)]
+            return [Run(run_id(c, r), order, c, r, dict(configs[c])) for order, (c, r) in enumerate(slots)]
         from .structure import block_sequence
+
         ordered = block_sequence(self, slots, rng)
-        return [Run(run_id(c, r), order, c, r, dict(configs[c]), b)
-                for order, (c, r, b) in enumerate(ordered)]
+        return [
+            Run(run_id(c, r), order, c, r, dict(configs[c]), b) for order, (c, r, b) in enumerate(ordered)
+        ]
 
     # -- structure: fractions, aliases, blocks ---------------------------------
     @property
     def resolution(self) -> int | None:
         """Resolution of a fractional design (None for a full factorial)."""
         from .structure import design_resolution
+
         return design_resolution(self)
 
     def aliases(self, order: int = 2) -> pd.DataFrame:
@@ -305,19 +374,26 @@ class Design:
         ``aliases`` (whole chain) and ``short`` (effects of at most ``order`` factors);
         empty for a full factorial."""
         from .structure import named_aliases
+
         return named_aliases(self, order)
 
     def block_table(self) -> pd.DataFrame:
         """Run id -> block: DataFrame with ``run_id``, ``config``, ``replicate`` and ``block``
         (1-based; 0 without blocks), to join with results for a blocked analysis."""
         import pandas as pd
-        return pd.DataFrame([{"run_id": r.run_id, "config": r.config, "replicate": r.replicate,
-                              "block": r.block} for r in self.plan()])
+
+        return pd.DataFrame(
+            [
+                {"run_id": r.run_id, "config": r.config, "replicate": r.replicate, "block": r.block}
+                for r in self.plan()
+            ]
+        )
 
     def describe(self) -> str:
         """Text: factors and letters, runs, fraction (generators, defining relation,
         resolution, aliases to two-factor interactions), blocks and what they confound."""
         from .structure import describe
+
         return describe(self)
 
     def __str__(self) -> str:
@@ -326,6 +402,7 @@ class Design:
     def table(self) -> pd.DataFrame:
         """The design as a DataFrame: one row per configuration, standard order."""
         import pandas as pd
+
         return pd.DataFrame(self.configurations()).rename_axis("config").reset_index()
 
     def validate_for(self, workload: WorkloadSchema, *, memory_floor_mb: int | None = None) -> None:
@@ -336,4 +413,3 @@ class Design:
         file and every bad factor and level (with its line when the design was read from a file)."""
         problems = workload_problems(self.factors, workload, memory_floor_mb=memory_floor_mb, canonical=True)
         raise_problems(self.source, problems, self.lines)
-

@@ -18,6 +18,7 @@ blocks confounds b independent interaction words (and their products) with
 blocks; :func:`block_generators` picks words that keep the blocked design's
 resolution as high as possible, :func:`block_index` gives each run's block.
 """
+
 from __future__ import annotations
 
 import operator
@@ -33,31 +34,41 @@ from ..errors import ConfigError
 #: generators of a fraction: a sequence of words such as ``"D=ABC"``, or one string of them
 Generators = str | Sequence[str]
 
-__all__ = ["MINIMUM_ABERRATION", "aliases", "block_generators", "block_index", "blocked_resolution",
-           "defining_relation", "fold_over", "fractional_design", "fractional_effects", "resolution",
-           "standard_generators"]
+__all__ = [
+    "MINIMUM_ABERRATION",
+    "aliases",
+    "block_generators",
+    "block_index",
+    "blocked_resolution",
+    "defining_relation",
+    "fold_over",
+    "fractional_design",
+    "fractional_effects",
+    "resolution",
+    "standard_generators",
+]
 
-LETTERS = "ABCDEFGHJKLMNOPQRSTUVWXYZ"   # no I: it names the identity
+LETTERS = "ABCDEFGHJKLMNOPQRSTUVWXYZ"  # no I: it names the identity
 MAX_K = len(LETTERS)
 
 # Montgomery, Table 8.14 (minimum aberration designs, resolution in the key's comment); checked
 # entry by entry against Minitab's "Design generators for 2-level designs" (same generators)
 MINIMUM_ABERRATION = {
-    (3, 1): ["C=AB"],                                   # III
-    (4, 1): ["D=ABC"],                                  # IV
-    (5, 1): ["E=ABCD"],                                 # V
-    (5, 2): ["D=AB", "E=AC"],                           # III
-    (6, 1): ["F=ABCDE"],                                # VI
-    (6, 2): ["E=ABC", "F=BCD"],                         # IV
-    (6, 3): ["D=AB", "E=AC", "F=BC"],                   # III
-    (7, 1): ["G=ABCDEF"],                               # VII
-    (7, 2): ["F=ABCD", "G=ABDE"],                       # IV
-    (7, 3): ["E=ABC", "F=BCD", "G=ACD"],                # IV
-    (7, 4): ["D=AB", "E=AC", "F=BC", "G=ABC"],          # III
-    (8, 2): ["G=ABCD", "H=ABEF"],                       # V
-    (8, 3): ["F=ABC", "G=ABD", "H=BCDE"],               # IV
-    (8, 4): ["E=BCD", "F=ACD", "G=ABC", "H=ABD"],       # IV
-    (8, 1): ["H=ABCDEFG"],                              # VIII (Minitab's table)
+    (3, 1): ["C=AB"],  # III
+    (4, 1): ["D=ABC"],  # IV
+    (5, 1): ["E=ABCD"],  # V
+    (5, 2): ["D=AB", "E=AC"],  # III
+    (6, 1): ["F=ABCDE"],  # VI
+    (6, 2): ["E=ABC", "F=BCD"],  # IV
+    (6, 3): ["D=AB", "E=AC", "F=BC"],  # III
+    (7, 1): ["G=ABCDEF"],  # VII
+    (7, 2): ["F=ABCD", "G=ABDE"],  # IV
+    (7, 3): ["E=ABC", "F=BCD", "G=ACD"],  # IV
+    (7, 4): ["D=AB", "E=AC", "F=BC", "G=ABC"],  # III
+    (8, 2): ["G=ABCD", "H=ABEF"],  # V
+    (8, 3): ["F=ABC", "G=ABD", "H=BCDE"],  # IV
+    (8, 4): ["E=BCD", "F=ACD", "G=ABC", "H=ABD"],  # IV
+    (8, 1): ["H=ABCDEFG"],  # VIII (Minitab's table)
 }
 
 
@@ -66,8 +77,10 @@ def standard_generators(k: int, p: int) -> list[str]:
     try:
         return list(MINIMUM_ABERRATION[(k, p)])
     except KeyError:
-        raise ConfigError(f"no tabulated 2^({k}-{p}) design; tabulated (k, p): "
-                          f"{', '.join(map(str, sorted(MINIMUM_ABERRATION)))}") from None
+        raise ConfigError(
+            f"no tabulated 2^({k}-{p}) design; tabulated (k, p): "
+            f"{', '.join(map(str, sorted(MINIMUM_ABERRATION)))}"
+        ) from None
 
 
 def _parse(k: int, generators: Generators) -> list[tuple[int, frozenset[int]]]:
@@ -88,15 +101,18 @@ def _parse(k: int, generators: Generators) -> list[tuple[int, frozenset[int]]]:
         lhs, rhs = (s.strip().upper() for s in g.split("="))
         rhs = rhs.lstrip("+")
         if len(lhs) != 1 or lhs not in LETTERS[base:k]:
-            raise ConfigError(f"generator {g!r}: the left side must be one of the generated "
-                              f"factors {', '.join(LETTERS[base:k])} (k = {k}, p = {p})")
+            raise ConfigError(
+                f"generator {g!r}: the left side must be one of the generated "
+                f"factors {', '.join(LETTERS[base:k])} (k = {k}, p = {p})"
+            )
         if lhs in seen:
             raise ConfigError(f"factor {lhs} is generated twice")
         word: set[int] = set()
         for ch in rhs:
             if ch not in LETTERS[:base]:
-                raise ConfigError(f"generator {g!r}: {ch!r} is not a base factor "
-                                  f"({', '.join(LETTERS[:base])})")
+                raise ConfigError(
+                    f"generator {g!r}: {ch!r} is not a base factor ({', '.join(LETTERS[:base])})"
+                )
             word ^= {LETTERS.index(ch)}
         if len(word) < 2:
             raise ConfigError(f"generator {g!r} must be a product of at least two base factors")
@@ -123,14 +139,19 @@ def fractional_design(k: int, generators: Generators | None = None, *, p: int | 
         generators = standard_generators(k, p)
     gens = _parse(k, generators)
     base = k - len(gens)
-    i = np.arange(2 ** base)
+    i = np.arange(2**base)
     cols = {LETTERS[j]: np.where(i >> j & 1, 1, -1) for j in range(base)}
     for j, word in sorted(gens):
         cols[LETTERS[j]] = reduce(np.multiply, (cols[LETTERS[b]] for b in word))
     out = pd.DataFrame({LETTERS[j]: cols[LETTERS[j]] for j in range(k)})
     words = defining_relation(k, generators)
-    out.attrs.update({"generators": [f"{LETTERS[j]}={_word(w)}" for j, w in gens],
-                      "defining_relation": words, "resolution": min(map(len, words))})
+    out.attrs.update(
+        {
+            "generators": [f"{LETTERS[j]}={_word(w)}" for j, w in gens],
+            "defining_relation": words,
+            "resolution": min(map(len, words)),
+        }
+    )
     return out
 
 
@@ -169,14 +190,18 @@ def aliases(k: int, generators: Generators, *, order: int = 2) -> pd.DataFrame:
     base = k - len(gens)
     words = [_set(w) for w in defining_relation(k, generators)]
     rows = []
-    for mask in range(1, 2 ** base):
+    for mask in range(1, 2**base):
         term = frozenset(j for j in range(base) if mask >> j & 1)
         chain = sorted({term} | {term ^ w for w in words}, key=lambda s: (len(s), _word(s)))
         short = [c for c in chain if len(c) <= order]
         if short:
-            rows.append({"term": _word(term),
-                         "aliases": " + ".join(_word(c) for c in chain),
-                         "short": " + ".join(_word(c) for c in short)})
+            rows.append(
+                {
+                    "term": _word(term),
+                    "aliases": " + ".join(_word(c) for c in chain),
+                    "short": " + ".join(_word(c) for c in short),
+                }
+            )
     return pd.DataFrame(rows, columns=["term", "aliases", "short"])
 
 
@@ -201,9 +226,15 @@ def fold_over(design: pd.DataFrame, factor: str | None = None) -> pd.DataFrame:
     return pd.concat([design[cols].assign(fold=0), second.assign(fold=1)], ignore_index=True)
 
 
-def fractional_effects(effects_or_data: pd.DataFrame, generators: Generators, *, k: int | None = None,
-                       factors: Sequence[str] | None = None, response: str | None = None,
-                       order: int = 2) -> pd.DataFrame:
+def fractional_effects(
+    effects_or_data: pd.DataFrame,
+    generators: Generators,
+    *,
+    k: int | None = None,
+    factors: Sequence[str] | None = None,
+    response: str | None = None,
+    order: int = 2,
+) -> pd.DataFrame:
     """Effects of a 2^(k-p) design reported with their aliases, so aliased effects read together.
 
     Either a ``labkit.stats.factorial_effects`` table of the base factors
@@ -222,18 +253,20 @@ def fractional_effects(effects_or_data: pd.DataFrame, generators: Generators, *,
         factors = list(factors or [])
         k = len(factors)
         gens = _parse(k, generators)
-        table = factorial_effects(effects_or_data, factors=factors[:k - len(gens)], response=response)
+        table = factorial_effects(effects_or_data, factors=factors[: k - len(gens)], response=response)
     else:
         if k is None:
             raise ConfigError("k is required when a factorial_effects table is given")
         table = effects_or_data
         if not isinstance(table, pd.DataFrame) or "term" not in table.columns:
-            raise ConfigError("effects must be a factorial_effects() table or give "
-                              "factors= and response= with the data")
+            raise ConfigError(
+                "effects must be a factorial_effects() table or give factors= and response= with the data"
+            )
         base_names = table.attrs.get("factors")
-        factors = list(base_names or LETTERS[:k - len(_parse(k, generators))]) + \
-            [LETTERS[j] for j, _ in _parse(k, generators)]
-    names = list(factors) + list(LETTERS[len(factors):k])
+        factors = list(base_names or LETTERS[: k - len(_parse(k, generators))]) + [
+            LETTERS[j] for j, _ in _parse(k, generators)
+        ]
+    names = list(factors) + list(LETTERS[len(factors) : k])
     al = aliases(k, generators, order=order).set_index("term")
     rows = table[~table["term"].isin(["I", "error"])].copy()
 
@@ -243,20 +276,23 @@ def fractional_effects(effects_or_data: pd.DataFrame, generators: Generators, *,
 
     def named(word: str) -> str:
         return ":".join(names[i] for i in sorted(_set(word)))
+
     chains = []
     for term in rows["term"]:
         w = letters(term)
-        chains.append(" + ".join(named(x) for x in al.loc[w, "short"].split(" + "))
-                      if w in al.index else term)
+        chains.append(
+            " + ".join(named(x) for x in al.loc[w, "short"].split(" + ")) if w in al.index else term
+        )
     rows.insert(1, "aliases", chains)
     rows.attrs.update(table.attrs)
-    rows.attrs.update({"defining_relation": defining_relation(k, generators),
-                       "resolution": resolution(k, generators)})
+    rows.attrs.update(
+        {"defining_relation": defining_relation(k, generators), "resolution": resolution(k, generators)}
+    )
     return rows.reset_index(drop=True)
 
 
 # -- blocking --------------------------------------------------------------------------
-MAX_BLOCK_SEARCH = 2 ** 21     # candidate generator sets examined at most (bounded time)
+MAX_BLOCK_SEARCH = 2**21  # candidate generator sets examined at most (bounded time)
 
 
 def _basic(k: int, generators: Generators | None) -> tuple[int, list[int]]:
@@ -285,8 +321,9 @@ def _parse_word(word: str, base: int) -> int:
     mask = 0
     for ch in word.strip().upper():
         if ch not in LETTERS[:base]:
-            raise ConfigError(f"block word {word!r}: {ch!r} is not a base factor "
-                              f"({', '.join(LETTERS[:base])})")
+            raise ConfigError(
+                f"block word {word!r}: {ch!r} is not a base factor ({', '.join(LETTERS[:base])})"
+            )
         mask ^= 1 << LETTERS.index(ch)
     if not mask:
         raise ConfigError(f"block word {word!r} is the identity")
@@ -312,33 +349,43 @@ def block_generators(k: int, generators: Generators | None = None, n_blocks: int
     """
     base, words = _basic(k, generators)
     b = _log2(n_blocks)
-    cand = np.arange(1, 2 ** base, dtype=np.int64)
-    length = np.zeros(2 ** base, dtype=np.int64)
+    cand = np.arange(1, 2**base, dtype=np.int64)
+    length = np.zeros(2**base, dtype=np.int64)
     length[1:] = _chain_length(cand, words)
     if float(len(cand)) ** b > MAX_BLOCK_SEARCH:
-        raise ConfigError(f"{n_blocks} blocks of a design with {base} base factors: too many "
-                          "generator sets to search; give the confounded words (blocks: confound: [...])")
+        raise ConfigError(
+            f"{n_blocks} blocks of a design with {base} base factors: too many "
+            "generator sets to search; give the confounded words (blocks: confound: [...])"
+        )
     best, best_key = None, None
     for combo in combinations(cand.tolist(), b):
         grp = _group(combo)
-        if len(grp) != 2 ** b - 1:
-            continue                       # not independent
+        if len(grp) != 2**b - 1:
+            continue  # not independent
         ls = length[grp]
         if (ls == 0).any():
-            continue                       # confounded with the identity (in the defining relation)
+            continue  # confounded with the identity (in the defining relation)
         key = (-int(ls.min()), int((ls == ls.min()).sum()), sorted(grp))
         if best_key is None or key < best_key:
             best, best_key = combo, key
     if best is None or best_key is None or -best_key[0] < 2:
-        raise ConfigError(f"no way to run this design in {n_blocks} blocks without confounding a main "
-                          "effect with blocks; use fewer blocks or a larger fraction")
+        raise ConfigError(
+            f"no way to run this design in {n_blocks} blocks without confounding a main "
+            "effect with blocks; use fewer blocks or a larger fraction"
+        )
     return [_word(j for j in range(base) if m >> j & 1) for m in best]
 
 
 def _log2(n_blocks) -> int:
-    if (isinstance(n_blocks, bool) or not isinstance(n_blocks, int) or n_blocks < 2
-            or n_blocks & (n_blocks - 1)):
-        raise ConfigError(f"blocks of a two-level design come in powers of two (2, 4, 8, ...), got {n_blocks!r}")
+    if (
+        isinstance(n_blocks, bool)
+        or not isinstance(n_blocks, int)
+        or n_blocks < 2
+        or n_blocks & (n_blocks - 1)
+    ):
+        raise ConfigError(
+            f"blocks of a two-level design come in powers of two (2, 4, 8, ...), got {n_blocks!r}"
+        )
     return n_blocks.bit_length() - 1
 
 

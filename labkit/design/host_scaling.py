@@ -1,4 +1,5 @@
 """Levels of a design factor scaled to the host a study runs on."""
+
 from __future__ import annotations
 
 from ..errors import ConfigError

@@ -24,6 +24,7 @@ random, a boot's k runs follow one another; :meth:`labkit.design.Design.plan`), 
 design's digest; the others are settings of the execution that a resume may change. A
 :class:`~labkit.run.campaign.Campaign` argument of the same name overrides the design's value.
 """
+
 from __future__ import annotations
 
 import math
@@ -64,8 +65,10 @@ def check_interval(value: Any, where: str = "telemetry") -> float | None:
         return None
     if isinstance(value, (int, float)) and math.isfinite(value) and MIN_INTERVAL <= value <= MAX_INTERVAL:
         return float(value)
-    raise ConfigError(f"{where}: expected 'off', 'on' or an interval in seconds from {MIN_INTERVAL:g} to "
-                      f"{MAX_INTERVAL:g} (e.g. 1.0), got {value!r}")
+    raise ConfigError(
+        f"{where}: expected 'off', 'on' or an interval in seconds from {MIN_INTERVAL:g} to "
+        f"{MAX_INTERVAL:g} (e.g. 1.0), got {value!r}"
+    )
 
 
 def check_runs_per_instance(value: Any, where: str) -> int:
@@ -73,9 +76,11 @@ def check_runs_per_instance(value: Any, where: str) -> int:
     if isinstance(value, float) and math.isfinite(value) and value.is_integer():
         value = int(value)
     if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_RUNS_PER_INSTANCE:
-        raise ConfigError(f"{where}: 'runs_per_instance' must be a whole number from 1 to "
-                          f"{MAX_RUNS_PER_INSTANCE:,} (runs of a configuration on the same instances), "
-                          f"got {value!r}")
+        raise ConfigError(
+            f"{where}: 'runs_per_instance' must be a whole number from 1 to "
+            f"{MAX_RUNS_PER_INSTANCE:,} (runs of a configuration on the same instances), "
+            f"got {value!r}"
+        )
     return value
 
 
@@ -91,16 +96,25 @@ def check_thresholds(value: Any, where: str) -> dict | None:
     if value is None:
         return None
     if not isinstance(value, dict):
-        raise ConfigError(f"{where}: 'thresholds' must be a mapping such as {{other_cpu_pct: 10, steal_pct: 5}}")
+        raise ConfigError(
+            f"{where}: 'thresholds' must be a mapping such as {{other_cpu_pct: 10, steal_pct: 5}}"
+        )
     unknown = sorted(str(k) for k in value if k not in DEFAULT_THRESHOLDS)
     if unknown:
-        raise ConfigError(f"{where}: thresholds: unknown key(s) {', '.join(unknown)}; "
-                          f"allowed: {', '.join(DEFAULT_THRESHOLDS)}")
+        raise ConfigError(
+            f"{where}: thresholds: unknown key(s) {', '.join(unknown)}; "
+            f"allowed: {', '.join(DEFAULT_THRESHOLDS)}"
+        )
     out = dict(DEFAULT_THRESHOLDS)
     for key in ("other_cpu_pct", "steal_pct"):
         if key in value:
             v = value[key]
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or not 0 <= v <= 100_000:
+            if (
+                isinstance(v, bool)
+                or not isinstance(v, (int, float))
+                or not math.isfinite(v)
+                or not 0 <= v <= 100_000
+            ):
                 raise ConfigError(f"{where}: thresholds.{key} must be a number of per cent >= 0, got {v!r}")
             out[key] = float(v)
     if "pinned_throttled" in value:
@@ -118,19 +132,27 @@ def check_reuse(design: Any) -> None:
     if k == 1:
         return
     if design.adaptive is not None:
-        raise ConfigError(f"{src}: runs_per_instance > 1 cannot be combined with adaptive replication "
-                          "(replications: {target_ci: ...}); give a fixed number of replications")
+        raise ConfigError(
+            f"{src}: runs_per_instance > 1 cannot be combined with adaptive replication "
+            "(replications: {target_ci: ...}); give a fixed number of replications"
+        )
     if k > design.replications:
-        raise ConfigError(f"{src}: runs_per_instance ({k}) is more than replications ({design.replications}): "
-                          "a boot holds replicates of one configuration; use runs_per_instance <= replications")
+        raise ConfigError(
+            f"{src}: runs_per_instance ({k}) is more than replications ({design.replications}): "
+            "a boot holds replicates of one configuration; use runs_per_instance <= replications"
+        )
     b = design.blocks
     if b is None:
         return
     if b["by"] == "factor" or b["count"] > design.replications:
         what = "by factor" if b["by"] == "factor" else "splitting replicates"
-        raise ConfigError(f"{src}: runs_per_instance > 1 with blocks {what}: a boot's {k} runs (k replicates "
-                          "of one configuration) would fall in different blocks; use blocks of whole replicates")
+        raise ConfigError(
+            f"{src}: runs_per_instance > 1 with blocks {what}: a boot's {k} runs (k replicates "
+            "of one configuration) would fall in different blocks; use blocks of whole replicates"
+        )
     per_block = design.replications // b["count"]
     if per_block % k:
-        raise ConfigError(f"{src}: blocks: each of the {b['count']} blocks holds {per_block} replicate(s), not a "
-                          f"multiple of runs_per_instance ({k}): a boot would straddle two blocks")
+        raise ConfigError(
+            f"{src}: blocks: each of the {b['count']} blocks holds {per_block} replicate(s), not a "
+            f"multiple of runs_per_instance ({k}): a boot would straddle two blocks"
+        )

@@ -11,6 +11,7 @@ was read from YAML (:func:`yaml_lines`)::
 
 One problem alone reads as before: ``d.yaml: <problem> (line N)``.
 """
+
 from __future__ import annotations
 
 from collections.abc import Iterable
@@ -28,6 +29,7 @@ Where = tuple
 class Problem:
     """One thing wrong with a design: ``text`` says what (naming the key, factor and level) and
     ``where`` locates it for the line number (see :data:`Where`; ``()`` when not one place)."""
+
     text: str
     where: Where = ()
 
@@ -79,6 +81,7 @@ def yaml_lines(path: str | Path) -> dict:
     import yaml
 
     from ..core.yamlsafe import MAX_BYTES
+
     try:
         with open(path, "rb") as fh:
             node = yaml.compose(fh.read(MAX_BYTES + 1).decode("utf-8"), Loader=yaml.SafeLoader)

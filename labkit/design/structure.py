@@ -4,6 +4,7 @@ blocks and adaptive replication (validation, plan order, alias tables, text).
 Kept apart from design.py so that the plain factorial stays small; the arithmetic of
 two-level fractions and confounding lives in :mod:`labkit.design.fractional`.
 """
+
 from __future__ import annotations
 
 import math
@@ -27,8 +28,9 @@ def _where(design) -> str:
 def _two_level(design, what: str) -> None:
     multi = [f.name for f in design.factors if not f.two_level]
     if multi:
-        raise ConfigError(f"{_where(design)}: {what} needs two-level factors; "
-                          f"{', '.join(multi)} have more levels")
+        raise ConfigError(
+            f"{_where(design)}: {what} needs two-level factors; {', '.join(multi)} have more levels"
+        )
 
 
 def _fraction(design: Design) -> dict:
@@ -56,12 +58,14 @@ def check_fraction(design: Design, spec: object) -> dict | None:
         return None
     src = _where(design)
     if not isinstance(spec, dict):
-        raise ConfigError(f"{src}: 'fraction' must be a mapping such as {{generators: [\"D=ABC\"]}} "
-                          "or {p: 1}")
+        raise ConfigError(
+            f"{src}: 'fraction' must be a mapping such as {{generators: [\"D=ABC\"]}} or {{p: 1}}"
+        )
     unknown = sorted(set(spec) - {"generators", "p", "fold_over"})
     if unknown:
-        raise ConfigError(f"{src}: fraction: unknown key(s) {', '.join(unknown)}; "
-                          "allowed: generators, p, fold_over")
+        raise ConfigError(
+            f"{src}: fraction: unknown key(s) {', '.join(unknown)}; allowed: generators, p, fold_over"
+        )
     _two_level(design, "a fractional design")
     k = len(design.factors)
     if k > fr.MAX_K:
@@ -87,8 +91,10 @@ def check_fraction(design: Design, spec: object) -> dict | None:
     if fold not in (False, True, None):
         names = letters(design)
         if not isinstance(fold, str) or (fold not in names and fold.upper() not in names.values()):
-            raise ConfigError(f"{src}: fraction: fold_over must be true, false or a factor "
-                              f"({', '.join(names)}), got {fold!r}")
+            raise ConfigError(
+                f"{src}: fraction: fold_over must be true, false or a factor "
+                f"({', '.join(names)}), got {fold!r}"
+            )
         fold = names.get(fold, fold.upper() if isinstance(fold, str) else fold)
     return {"generators": table.attrs["generators"], "fold_over": fold or False}
 
@@ -118,6 +124,7 @@ def design_resolution(design: Design) -> int | None:
 def named_aliases(design: Design, order: int = 2) -> pd.DataFrame:
     """:func:`labkit.design.fractional.aliases` in factor names (empty for a full factorial)."""
     import pandas as pd
+
     if design.fraction is None:
         return pd.DataFrame(columns=["term", "aliases", "short"])
     names = {v: k for k, v in letters(design).items()}
@@ -125,8 +132,10 @@ def named_aliases(design: Design, order: int = 2) -> pd.DataFrame:
 
     def named(chain: str) -> str:
         return " + ".join(":".join(names[c] for c in word) for word in chain.split(" + "))
-    return table.assign(term=table["term"].map(named), aliases=table["aliases"].map(named),
-                        short=table["short"].map(named))
+
+    return table.assign(
+        term=table["term"].map(named), aliases=table["aliases"].map(named), short=table["short"].map(named)
+    )
 
 
 #: the most runs adaptive replication may give one configuration (``replications: {max: ...}``): a
@@ -141,19 +150,27 @@ def check_adaptive(design: Design, spec: dict | None) -> dict | None:
     if spec is None:
         return None
     src = _where(design)
-    unknown = sorted(set(spec) - {"target_ci", "max", "relative", "confidence", "metric", "batch", "balanced"})
+    unknown = sorted(
+        set(spec) - {"target_ci", "max", "relative", "confidence", "metric", "batch", "balanced"}
+    )
     if unknown:
-        raise ConfigError(f"{src}: replications: unknown key(s) {', '.join(unknown)}; allowed: "
-                          "target_ci, min, max, relative, confidence, metric, batch, balanced")
+        raise ConfigError(
+            f"{src}: replications: unknown key(s) {', '.join(unknown)}; allowed: "
+            "target_ci, min, max, relative, confidence, metric, batch, balanced"
+        )
     t = spec.get("target_ci")
     if isinstance(t, bool) or not isinstance(t, (int, float)) or not (math.isfinite(t) and t > 0):
-        raise ConfigError(f"{src}: replications: target_ci must be a positive number "
-                          f"(relative half-width, e.g. 0.02 = 2 %), got {t!r}")
+        raise ConfigError(
+            f"{src}: replications: target_ci must be a positive number "
+            f"(relative half-width, e.g. 0.02 = 2 %), got {t!r}"
+        )
     mx = spec.get("max")
     if isinstance(mx, bool) or not isinstance(mx, int) or not design.replications <= mx <= MAX_ADAPTIVE:
-        raise ConfigError(f"{src}: replications: max must be an integer from min ({design.replications}) to "
-                          f"{MAX_ADAPTIVE} (runs of one configuration at most, the campaign's worst case: "
-                          f"configurations x max), got {mx!r}")
+        raise ConfigError(
+            f"{src}: replications: max must be an integer from min ({design.replications}) to "
+            f"{MAX_ADAPTIVE} (runs of one configuration at most, the campaign's worst case: "
+            f"configurations x max), got {mx!r}"
+        )
     if design.replications < 2:
         raise ConfigError(f"{src}: replications: min must be at least 2 to estimate a CI")
     relative = spec.get("relative", True)
@@ -172,11 +189,19 @@ def check_adaptive(design: Design, spec: dict | None) -> dict | None:
     if not isinstance(balanced, bool):
         raise ConfigError(f"{src}: replications: balanced must be true or false, got {balanced!r}")
     if design.blocks is not None:
-        raise ConfigError(f"{src}: adaptive replication and blocks cannot be combined "
-                          "(added replicates would belong to no block)")
-    out = {"target_ci": float(t), "max": mx, "relative": relative, "confidence": float(conf),
-           "metric": metric, "batch": batch}
-    if balanced:   # absent when false: a design of before keeps its digest
+        raise ConfigError(
+            f"{src}: adaptive replication and blocks cannot be combined "
+            "(added replicates would belong to no block)"
+        )
+    out = {
+        "target_ci": float(t),
+        "max": mx,
+        "relative": relative,
+        "confidence": float(conf),
+        "metric": metric,
+        "batch": batch,
+    }
+    if balanced:  # absent when false: a design of before keeps its digest
         out["balanced"] = True
     return out
 
@@ -190,8 +215,9 @@ def check_blocks(design: Design, spec: object) -> dict | None:
         raise ConfigError(f"{src}: 'blocks' must be a mapping such as {{by: day, count: 2}}")
     unknown = sorted(set(spec) - {"by", "count", "factor", "confound"})
     if unknown:
-        raise ConfigError(f"{src}: blocks: unknown key(s) {', '.join(unknown)}; "
-                          "allowed: by, count, factor, confound")
+        raise ConfigError(
+            f"{src}: blocks: unknown key(s) {', '.join(unknown)}; allowed: by, count, factor, confound"
+        )
     by = spec.get("by", "replicate")
     if by not in ("replicate", "host", "day", "factor"):
         raise ConfigError(f"{src}: blocks: by must be one of replicate, host, day, factor; got {by!r}")
@@ -201,11 +227,14 @@ def check_blocks(design: Design, spec: object) -> dict | None:
     if by == "factor":
         name = spec.get("factor")
         if name not in design.factor_names:
-            raise ConfigError(f"{src}: blocks: factor must name a factor of the design "
-                              f"({', '.join(design.factor_names)}), got {name!r}")
+            raise ConfigError(
+                f"{src}: blocks: factor must name a factor of the design "
+                f"({', '.join(design.factor_names)}), got {name!r}"
+            )
         if spec.get("count") is not None or spec.get("confound") is not None:
-            raise ConfigError(f"{src}: blocks by factor: one block per level and replicate; "
-                              "count and confound do not apply")
+            raise ConfigError(
+                f"{src}: blocks by factor: one block per level and replicate; count and confound do not apply"
+            )
         return {"by": by, "factor": name}
     if spec.get("factor") is not None:
         raise ConfigError(f"{src}: blocks: 'factor' is only for by: factor")
@@ -214,20 +243,26 @@ def check_blocks(design: Design, spec: object) -> dict | None:
         raise ConfigError(f"{src}: blocks: count must be an integer >= 2, got {count!r}")
     if count <= r:
         if r % count or spec.get("confound") is not None:
-            raise ConfigError(f"{src}: blocks: {count} blocks of whole replicates need replications "
-                              f"({r}) to be a multiple of count; confound applies only when "
-                              "count exceeds replications")
+            raise ConfigError(
+                f"{src}: blocks: {count} blocks of whole replicates need replications "
+                f"({r}) to be a multiple of count; confound applies only when "
+                "count exceeds replications"
+            )
         return {"by": by, "count": count}
     per = count // r
     if count % r or per & (per - 1):
-        raise ConfigError(f"{src}: blocks: count ({count}) must be replications ({r}) times a "
-                          "power of two to split each replicate by confounding")
+        raise ConfigError(
+            f"{src}: blocks: count ({count}) must be replications ({r}) times a "
+            "power of two to split each replicate by confounding"
+        )
     _two_level(design, "splitting a replicate into blocks")
     k = len(design.factors)
     gens = design.fraction["generators"] if design.fraction else None
     if design.fraction and design.fraction.get("fold_over"):
-        raise ConfigError(f"{src}: blocks: a folded-over fraction is blocked by its fold; "
-                          "use blocks with count <= replications")
+        raise ConfigError(
+            f"{src}: blocks: a folded-over fraction is blocked by its fold; "
+            "use blocks with count <= replications"
+        )
     words = spec.get("confound")
     try:
         if words is None:
@@ -235,8 +270,9 @@ def check_blocks(design: Design, spec: object) -> dict | None:
         if isinstance(words, str):
             words = words.replace(",", " ").split()
         if not isinstance(words, list) or len(words) != per.bit_length() - 1:
-            raise ConfigError(f"confound must list {per.bit_length() - 1} word(s) for {per} blocks "
-                              "per replicate")
+            raise ConfigError(
+                f"confound must list {per.bit_length() - 1} word(s) for {per} blocks per replicate"
+            )
         if fr.blocked_resolution(k, gens, words) < 3:
             raise ConfigError(f"confound {words} confounds a main effect with blocks")
     except ConfigError as exc:
@@ -247,11 +283,11 @@ def check_blocks(design: Design, spec: object) -> dict | None:
 def _design_letters(design):
     """-1/+1 table (letters) of every configuration, for confounding."""
     import pandas as pd
+
     if design.fraction is not None:
         return letter_table(design)
     coded = design.coded()
-    return pd.DataFrame([{fr.LETTERS[j]: row[f.name] for j, f in enumerate(design.factors)}
-                         for row in coded])
+    return pd.DataFrame([{fr.LETTERS[j]: row[f.name] for j, f in enumerate(design.factors)} for row in coded])
 
 
 def block_of_slots(design: Design, slots: Sequence[tuple[int, int]]) -> list[int]:
@@ -271,8 +307,9 @@ def block_of_slots(design: Design, slots: Sequence[tuple[int, int]]) -> list[int
     return [(rep - 1) * per + int(sub[c]) + 1 for c, rep in slots]
 
 
-def block_sequence(design: Design, slots: Sequence[tuple[int, int]],
-                   rng: random.Random) -> list[tuple[int, int, int]]:
+def block_sequence(
+    design: Design, slots: Sequence[tuple[int, int]], rng: random.Random
+) -> list[tuple[int, int, int]]:
     """(config, replicate, block) in run order: blocks in order (by factor: the levels of each
     replicate in random order), runs shuffled within each block."""
     blocks = block_of_slots(design, slots)
@@ -306,7 +343,7 @@ def boot_sequence(design: Design, rng: random.Random) -> list[tuple[int, int, in
     if design.blocks is None:
         rng.shuffle(boots)
         ordered = [(c, b, 0) for c, b in boots]
-    else:   # blocks of whole replicates holding whole boots (labkit.design.options.check_reuse)
+    else:  # blocks of whole replicates holding whole boots (labkit.design.options.check_reuse)
         firsts = block_of_slots(design, [(c, (b - 1) * k + 1) for c, b in boots])
         by_block: dict[int, list] = {}
         for (c, b), blk in zip(boots, firsts):
@@ -320,42 +357,62 @@ def boot_sequence(design: Design, rng: random.Random) -> list[tuple[int, int, in
 
 def describe(design: Design) -> str:
     """The text of :meth:`Design.describe`."""
-    lines = [f"design {design.name!r}: {len(design.factors)} factors, "
-             f"{design.n_configurations} configurations x {design.replications} replicates"
-             + (f" (adaptive up to {design.adaptive['max']}, target CI half-width "
-                f"{design.adaptive['target_ci']:g}{' relative' if design.adaptive['relative'] else ''})"
-                if design.adaptive else "")
-             + f", seed {design.seed}"]
+    lines = [
+        f"design {design.name!r}: {len(design.factors)} factors, "
+        f"{design.n_configurations} configurations x {design.replications} replicates"
+        + (
+            f" (adaptive up to {design.adaptive['max']}, target CI half-width "
+            f"{design.adaptive['target_ci']:g}{' relative' if design.adaptive['relative'] else ''})"
+            if design.adaptive
+            else ""
+        )
+        + f", seed {design.seed}"
+    ]
     for j, f in enumerate(design.factors):
         lines.append(f"  {fr.LETTERS[j]} = {f.name}: {', '.join(map(str, f.levels))}")
     k = len(design.factors)
     if design.fraction is not None:
         gens = design.fraction["generators"]
-        lines.append(f"fraction 2^({k}-{len(gens)}), generators {', '.join(gens)}; "
-                     f"I = {' = '.join(fr.defining_relation(k, gens))}; "
-                     f"resolution {_roman(design.resolution)}")
+        lines.append(
+            f"fraction 2^({k}-{len(gens)}), generators {', '.join(gens)}; "
+            f"I = {' = '.join(fr.defining_relation(k, gens))}; "
+            f"resolution {_roman(design.resolution)}"
+        )
         if design.fraction.get("fold_over"):
             fold = design.fraction["fold_over"]
-            lines.append("  followed by its fold-over" + ("" if fold is True else f" on {fold}")
-                         + " (aliases below are those of the first fraction)")
+            lines.append(
+                "  followed by its fold-over"
+                + ("" if fold is True else f" on {fold}")
+                + " (aliases below are those of the first fraction)"
+            )
         lines.append("aliases (to two-factor interactions):")
         lines += [f"  {row.short}" for row in design.aliases(2).itertuples()]
     per = design.runs_per_instance
     if per > 1:
-        short = "" if design.replications % per == 0 else \
-            f"; the last boot of each configuration holds {design.replications % per}"
-        lines.append(f"runs per instance: {per} (boots in random order, a boot's runs back to back on the same "
-                     f"instances: a split-plot randomization{short})")
+        short = (
+            ""
+            if design.replications % per == 0
+            else f"; the last boot of each configuration holds {design.replications % per}"
+        )
+        lines.append(
+            f"runs per instance: {per} (boots in random order, a boot's runs back to back on the same "
+            f"instances: a split-plot randomization{short})"
+        )
     if design.blocks is not None:
         b = design.blocks
-        what = (f"by {b['factor']} (hard to change): one block per level and replicate"
-                if b["by"] == "factor" else f"{b['count']} blocks by {b['by']}")
+        what = (
+            f"by {b['factor']} (hard to change): one block per level and replicate"
+            if b["by"] == "factor"
+            else f"{b['count']} blocks by {b['by']}"
+        )
         lines.append(f"blocks: {what}; runs randomized within blocks")
         if b.get("confound"):
             gens = design.fraction["generators"] if design.fraction else None
             conf = fr.confounded(k, gens, b["confound"])
-            lines.append(f"  confounded with blocks: {'; '.join(conf)} "
-                         f"(blocked resolution {_roman(fr.blocked_resolution(k, gens, b['confound']))})")
+            lines.append(
+                f"  confounded with blocks: {'; '.join(conf)} "
+                f"(blocked resolution {_roman(fr.blocked_resolution(k, gens, b['confound']))})"
+            )
     return "\n".join(lines)
 
 

@@ -26,6 +26,7 @@ This package only gathers the public names; each lives in the module named for w
 SDKs), and one module per step (:mod:`~labkit.images.rootfs`, :mod:`~labkit.images.docker_image`,
 :mod:`~labkit.images.lxd_image`, :mod:`~labkit.images.vm`).
 """
+
 from __future__ import annotations
 
 from .builder import TARGETS, build, check_targets

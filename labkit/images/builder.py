@@ -1,5 +1,6 @@
 """The build of the images: the rootfs, then each target's import of it (:func:`build`, what
 ``labkit images build`` runs; the steps are described in :mod:`labkit.images`)."""
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -20,16 +21,23 @@ def check_targets(targets: str | Sequence[str] | None) -> tuple[str, ...]:
     out: list[str] = []
     for t in targets:
         if t not in TARGETS:
-            raise ConfigError(f"images build: unknown target {t!r}; allowed: {', '.join(TARGETS)} "
-                              "(the VM image is --vm)")
+            raise ConfigError(
+                f"images build: unknown target {t!r}; allowed: {', '.join(TARGETS)} (the VM image is --vm)"
+            )
         if t not in out:
             out.append(t)
     return tuple(out)
 
 
-def build(targets: str | Sequence[str] | None = TARGETS, vm: bool = False, force: bool = False,
-          *, profile: str | None = None, packages: str | Sequence[str] | None = None,
-          variant: str | None = None) -> dict:
+def build(
+    targets: str | Sequence[str] | None = TARGETS,
+    vm: bool = False,
+    force: bool = False,
+    *,
+    profile: str | None = None,
+    packages: str | Sequence[str] | None = None,
+    variant: str | None = None,
+) -> dict:
     """Build the rootfs and import it into each target; returns what each step did.
 
     ``targets``: a sequence or comma-separated string of ``docker``, ``lxd``
@@ -57,11 +65,14 @@ def build(targets: str | Sequence[str] | None = TARGETS, vm: bool = False, force
         result["tarball"] = str(tarball)
         if "docker" in chosen:
             from .docker_image import import_image as import_docker
+
             result["docker"] = import_docker(tarball, h, force=force, variant=var.name)
         if "lxd" in chosen:
             from .lxd_image import import_image as import_lxd
+
             result["lxd"] = import_lxd(tarball, h, force=force, variant=var.name)
     if vm:
         from .vm import build_vm_image  # the libvirt image, written by its own module
+
         result["vm"] = build_vm_image(path, force=force, variant=var.name)
     return result

@@ -3,6 +3,7 @@
 The equivalent of ``docker import rootfs.tar labkit/debian:12-<hash>``, through the
 docker SDK. Cached: an image already tagged with the same hash is not imported again.
 """
+
 from __future__ import annotations
 
 import logging
@@ -33,8 +34,9 @@ def image_names(h: str, variant: str | None = None) -> tuple[str, str]:
     return f"{REPOSITORY}:{tag(variant)}-{h}", f"{REPOSITORY}:{tag(variant)}"
 
 
-def import_image(tarball: Path, h: str, *, force: bool = False, base_url: str | None = None,
-                 variant: str | None = None) -> dict:
+def import_image(
+    tarball: Path, h: str, *, force: bool = False, base_url: str | None = None, variant: str | None = None
+) -> dict:
     """Import ``tarball`` unless an image for ``h`` (of ``variant``) exists.
 
     Returns ``image`` (the content-addressed name), ``tag`` (the moving name), ``id`` and
@@ -45,8 +47,10 @@ def import_image(tarball: Path, h: str, *, force: bool = False, base_url: str | 
     try:
         api = docker.APIClient(base_url=base_url, timeout=600)
     except docker.errors.DockerException as exc:
-        raise BackendUnavailable(f"cannot reach the Docker daemon at {base_url} ({exc}); start dockerd "
-                                 "or run `bash scripts/setup-containers.sh`") from exc
+        raise BackendUnavailable(
+            f"cannot reach the Docker daemon at {base_url} ({exc}); start dockerd "
+            "or run `bash scripts/setup-containers.sh`"
+        ) from exc
     exact, moving = image_names(h, variant)
     try:
         existing = _image_id(api, docker, exact)
@@ -55,10 +59,13 @@ def import_image(tarball: Path, h: str, *, force: bool = False, base_url: str | 
             log.info("docker image %s is up to date; nothing to do", exact)
             return {"image": exact, "tag": moving, "id": existing, "built": False}
         log.info("docker import %s %s", tarball, exact)
-        changes = ['CMD ["sleep", "infinity"]', f"ENV PATH={PATH_ENV}", "WORKDIR /tmp/labkit",
-                   f"LABEL labkit=1 labkit.hash={h}"]
-        api.import_image(src=str(tarball), repository=REPOSITORY, tag=f"{tag(variant)}-{h}",
-                         changes=changes)
+        changes = [
+            'CMD ["sleep", "infinity"]',
+            f"ENV PATH={PATH_ENV}",
+            "WORKDIR /tmp/labkit",
+            f"LABEL labkit=1 labkit.hash={h}",
+        ]
+        api.import_image(src=str(tarball), repository=REPOSITORY, tag=f"{tag(variant)}-{h}", changes=changes)
         new_id = _image_id(api, docker, exact)
         if not new_id:
             raise BackendError(f"docker import of {tarball} did not create {exact}")

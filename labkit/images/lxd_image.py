@@ -5,6 +5,7 @@ rootfs tarball, the equivalent of ``lxc image import meta.tar rootfs.tar --alias
 labkit-debian-12``, through pylxd's client. The rootfs hash is stored as the image
 property ``labkit.hash``: an image with the same hash is not imported again.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -22,7 +23,9 @@ from .sdks import sdk
 log = logging.getLogger("labkit.images")
 
 ALIAS = "labkit-debian-12"
-START_HINT = "start LXD (`lxd --group root &`, then `lxd waitready`) or run `bash scripts/setup-containers.sh`"
+START_HINT = (
+    "start LXD (`lxd --group root &`, then `lxd waitready`) or run `bash scripts/setup-containers.sh`"
+)
 _ARCH = {"x86_64": "x86_64", "amd64": "x86_64", "aarch64": "aarch64", "arm64": "aarch64"}
 
 
@@ -30,15 +33,17 @@ def metadata_tarball(h: str, created: int | None = None) -> bytes:
     """A deterministic tarball holding LXD's ``metadata.yaml`` for rootfs hash ``h``."""
     created = int(created if created is not None else time.time())
     arch = _ARCH.get(platform.machine(), platform.machine())
-    yaml = (f"architecture: {arch}\n"
-            f"creation_date: {created}\n"
-            "properties:\n"
-            "  description: labkit Debian 12 (bookworm) benchmark image\n"
-            "  os: debian\n"
-            "  release: bookworm\n"
-            "  version: \"12\"\n"
-            f"  labkit.hash: \"{h}\"\n"
-            "templates: {}\n").encode()
+    yaml = (
+        f"architecture: {arch}\n"
+        f"creation_date: {created}\n"
+        "properties:\n"
+        "  description: labkit Debian 12 (bookworm) benchmark image\n"
+        "  os: debian\n"
+        "  release: bookworm\n"
+        '  version: "12"\n'
+        f'  labkit.hash: "{h}"\n'
+        "templates: {}\n"
+    ).encode()
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w", format=tarfile.GNU_FORMAT) as tf:
         info = tarfile.TarInfo("metadata.yaml")
@@ -61,8 +66,9 @@ def alias(variant: str | None = None) -> str:
     return f"{ALIAS}-{variant}" if variant else ALIAS
 
 
-def import_image(tarball: Path, h: str, *, force: bool = False, socket: str | None = None,
-                 variant: str | None = None) -> dict:
+def import_image(
+    tarball: Path, h: str, *, force: bool = False, socket: str | None = None, variant: str | None = None
+) -> dict:
     """Import ``tarball`` as ``labkit-debian-12`` (``-<variant>``) unless that alias already
     has hash ``h``.
 

@@ -17,6 +17,7 @@ by content like the base, and it never replaces the base image.
 >>> from labkit.images.rootfs import build_rootfs
 >>> path = build_rootfs()          # minutes the first time, instant after
 """
+
 from __future__ import annotations
 
 import fcntl
@@ -44,8 +45,7 @@ VARIANT = "minbase"
 #: backend (scripts/setup-tools.sh installs them there).
 TOOL_PACKAGES = ("sysbench", "apache2", "apache2-utils", "stress-ng", "fio", "iperf3")
 #: Debian packages installed in every image (qemu-guest-agent and kmod are for the VM image).
-PACKAGES = TOOL_PACKAGES + ("procps", "coreutils", "qemu-guest-agent", "util-linux", "iproute2",
-                            "kmod")
+PACKAGES = TOOL_PACKAGES + ("procps", "coreutils", "qemu-guest-agent", "util-linux", "iproute2", "kmod")
 #: Extra Debian packages by profile, for workloads across instances (``mpi``, ``hpcc``): on
 #: the host for the ``local`` backend (scripts/setup-tools.sh installs them; mpirun runs on the
 #: host), and in the image variant of the same name (``labkit images build --profile mpi``);
@@ -67,8 +67,7 @@ _VARIANT_RE = re.compile(r"[a-z][a-z0-9]{0,15}")
 #: (3: no benchmark binary baked in; each benchmark copies its own into the instance).
 RECIPE = 3
 
-APT_SOURCES = ("/etc/apt/sources.list", "/etc/apt/sources.list.d/*.list",
-               "/etc/apt/sources.list.d/*.sources")
+APT_SOURCES = ("/etc/apt/sources.list", "/etc/apt/sources.list.d/*.list", "/etc/apt/sources.list.d/*.sources")
 
 
 def cache_dir() -> Path:
@@ -153,8 +152,15 @@ def _parse_deb822(text: str, origin: str) -> list[AptSource]:
         if signed and "\n" in signed:  # an inline key, not a path
             signed = None
         for uri in st.get("uris", "").split():
-            out.append(AptSource(uri, tuple(st.get("suites", "").split()),
-                                 tuple(st.get("components", "").split()), signed, origin))
+            out.append(
+                AptSource(
+                    uri,
+                    tuple(st.get("suites", "").split()),
+                    tuple(st.get("components", "").split()),
+                    signed,
+                    origin,
+                )
+            )
     return out
 
 
@@ -187,13 +193,15 @@ def debian_mirror(suite: str = SUITE, patterns: Sequence[str] = APT_SOURCES) -> 
     read = sorted({s.origin for s in sources}) or list(patterns)
     raise ConfigError(
         f"no apt source for Debian {suite!r} with component 'main' found in {', '.join(read)}; "
-        f"configure one, or set LABKIT_APT_MIRROR to a Debian mirror URL")
+        f"configure one, or set LABKIT_APT_MIRROR to a Debian mirror URL"
+    )
 
 
 # --------------------------------------------------------------------------- variants
 @dataclass(frozen=True)
 class Variant:
     """An image variant: a name (``None`` for the base image) and its extra Debian packages."""
+
     name: str | None = None
     extra: tuple[str, ...] = ()
 
@@ -208,8 +216,9 @@ class Variant:
 BASE = Variant()
 
 
-def variant(profile: str | None = None, packages: str | Sequence[str] | None = None,
-            name: str | None = None) -> Variant:
+def variant(
+    profile: str | None = None, packages: str | Sequence[str] | None = None, name: str | None = None
+) -> Variant:
     """The variant a profile and/or a package list (sequence or comma-separated string) ask for.
 
     Its name is ``name``, else the profile's, else ``x`` + 8 hex digits of the package list.
@@ -220,37 +229,49 @@ def variant(profile: str | None = None, packages: str | Sequence[str] | None = N
     extra = set(packages or ())
     for pkg in sorted(extra):
         if not isinstance(pkg, str) or not _PACKAGE_RE.fullmatch(pkg):
-            raise ConfigError(f"images build --packages: {pkg!r} is not a Debian package name "
-                              "(lower-case letters, digits, + - .)")
+            raise ConfigError(
+                f"images build --packages: {pkg!r} is not a Debian package name "
+                "(lower-case letters, digits, + - .)"
+            )
     if profile is not None:
         if profile not in PROFILES:
-            raise ConfigError(f"images build --profile: unknown profile {profile!r}; "
-                              f"allowed: {', '.join(sorted(PROFILES))}")
+            raise ConfigError(
+                f"images build --profile: unknown profile {profile!r}; allowed: {', '.join(sorted(PROFILES))}"
+            )
         extra |= set(PROFILES[profile])
     extra -= set(PACKAGES)
     if not extra:
         if name:
-            raise ConfigError(f"images build --variant {name!r}: no extra packages (give --profile "
-                              "or --packages)")
+            raise ConfigError(
+                f"images build --variant {name!r}: no extra packages (give --profile or --packages)"
+            )
         return BASE
     name = name or profile or "x" + hashlib.sha256(",".join(sorted(extra)).encode()).hexdigest()[:8]
     if not _VARIANT_RE.fullmatch(name):
-        raise ConfigError(f"images build --variant: {name!r} must be 1-16 lower-case letters "
-                          "and digits, starting with a letter")
+        raise ConfigError(
+            f"images build --variant: {name!r} must be 1-16 lower-case letters "
+            "and digits, starting with a letter"
+        )
     return Variant(name, tuple(sorted(extra)))
 
 
 # --------------------------------------------------------------------------- build
 def inputs(packages: Iterable[str] = PACKAGES, suite: str = SUITE) -> dict:
     """What determines the debootstrap result (the mirror does not: same suite, same packages)."""
-    return {"suite": suite, "variant": VARIANT, "packages": sorted(packages), "recipe": RECIPE,
-            "arch": _dpkg_arch()}
+    return {
+        "suite": suite,
+        "variant": VARIANT,
+        "packages": sorted(packages),
+        "recipe": RECIPE,
+        "arch": _dpkg_arch(),
+    }
 
 
 def _dpkg_arch() -> str:
     try:
-        return run_host(["dpkg", "--print-architecture"], what="reading this host's Debian architecture",
-                        timeout=30).stdout.strip()
+        return run_host(
+            ["dpkg", "--print-architecture"], what="reading this host's Debian architecture", timeout=30
+        ).stdout.strip()
     except BackendError:
         return os.uname().machine
 
@@ -306,30 +327,42 @@ def _build_rootfs(force: bool, var: Variant = BASE) -> Path:
         return path
 
     if not shutil.which("debootstrap"):
-        raise BackendUnavailable("debootstrap is not installed; install it with: "
-                                 "apt-get install debootstrap (or run scripts/setup-containers.sh)")
+        raise BackendUnavailable(
+            "debootstrap is not installed; install it with: "
+            "apt-get install debootstrap (or run scripts/setup-containers.sh)"
+        )
     mirror = debian_mirror()
     _stamp(path).unlink(missing_ok=True)
     tmp = path.with_name(path.name + ".tmp")
     if tmp.exists():
         shutil.rmtree(tmp)
     tmp.parent.mkdir(parents=True, exist_ok=True)
-    cmd = ["debootstrap", f"--variant={VARIANT}", "--include=" + ",".join(var.packages),
-           "--components=main"]
+    cmd = ["debootstrap", f"--variant={VARIANT}", "--include=" + ",".join(var.packages), "--components=main"]
     if mirror.signed_by and Path(mirror.signed_by).exists():
         cmd.append(f"--keyring={mirror.signed_by}")
     cmd += [SUITE, str(tmp), mirror.uri]
     log.info("debootstrap %s into %s from the apt mirror in %s (takes minutes)", SUITE, tmp, mirror.origin)
     t0 = time.monotonic()
-    run_host(cmd, what="debootstrap", timeout=DEBOOTSTRAP_TIMEOUT_S,
-             env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"})
+    run_host(
+        cmd,
+        what="debootstrap",
+        timeout=DEBOOTSTRAP_TIMEOUT_S,
+        env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"},
+    )
     _finish_rootfs(tmp)
     if path.exists():
         shutil.rmtree(path)
     os.replace(tmp, path)
-    _write_stamp(path, {**inp, "hash": h, "variant": var.name,
-                        "built": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                        "seconds": round(time.monotonic() - t0, 1)})
+    _write_stamp(
+        path,
+        {
+            **inp,
+            "hash": h,
+            "variant": var.name,
+            "built": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "seconds": round(time.monotonic() - t0, 1),
+        },
+    )
     log.info("rootfs built at %s in %.0fs", path, time.monotonic() - t0)
     _prune_stale(path, var)
     return path
@@ -424,8 +457,10 @@ def _tarball(path: Path, force: bool) -> Path:
     tmp = out.with_suffix(".tar.tmp")
     log.info("packing %s into %s", path, out)
     # GNU tar keeps owners, modes, devices, hard links and xattrs exactly (numeric ids)
-    run_host(["tar", "--numeric-owner", "--xattrs", "-C", str(path), "-cf", str(tmp), "."],
-             what="tar of the rootfs", timeout=TAR_TIMEOUT_S)
+    run_host(
+        ["tar", "--numeric-owner", "--xattrs", "-C", str(path), "-cf", str(tmp), "."],
+        what="tar of the rootfs",
+        timeout=TAR_TIMEOUT_S,
+    )
     os.replace(tmp, out)
     return out
-

@@ -1,4 +1,5 @@
 """The optional SDKs the image importers need (``docker``, ``pylxd``), imported when used."""
+
 from __future__ import annotations
 
 import importlib
@@ -12,5 +13,7 @@ def sdk(module: str, pip_name: str) -> ModuleType:
     try:
         return importlib.import_module(module)
     except ImportError as exc:
-        raise BackendUnavailable(f"importing images needs the {module} SDK for Python, which is not "
-                                 f"installed; install it with: pip install {pip_name}") from exc
+        raise BackendUnavailable(
+            f"importing images needs the {module} SDK for Python, which is not "
+            f"installed; install it with: pip install {pip_name}"
+        ) from exc

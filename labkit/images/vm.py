@@ -28,6 +28,7 @@ Cached under ``/var/cache/labkit/images`` (``$LABKIT_IMAGE_CACHE``)::
 >>> from labkit.images.vm import build_vm_image
 >>> build_vm_image(build_rootfs())     # about a minute the first time, instant after
 """
+
 from __future__ import annotations
 
 import glob
@@ -78,9 +79,17 @@ WantedBy=sysinit.target
 SYSTEMD_AGENT_DEVICE = r"dev-virtio\x2dports-org.qemu.guest_agent.0.device"
 #: units masked in an image booting systemd: the daemons and timers the packages enable (a benchmark
 #: starts its own servers; a guest runs nothing else, as under labkit-init)
-SYSTEMD_MASKED = ("apache2.service", "apache-htcacheclean.service", "iperf3.service", "getty@tty1.service",
-                  "apt-daily.timer", "apt-daily-upgrade.timer", "dpkg-db-backup.timer", "e2scrub_all.timer",
-                  "fstrim.timer")
+SYSTEMD_MASKED = (
+    "apache2.service",
+    "apache-htcacheclean.service",
+    "iperf3.service",
+    "getty@tty1.service",
+    "apt-daily.timer",
+    "apt-daily-upgrade.timer",
+    "dpkg-db-backup.timer",
+    "e2scrub_all.timer",
+    "fstrim.timer",
+)
 #: Free space added to the rootfs size in the guest's root filesystem (benchmarks write there).
 HEADROOM_MB = 1536
 KERNEL_FLAVOUR = "cloud-amd64"
@@ -92,8 +101,14 @@ CURRENT = "vm-current.json"
 #: has one; see :mod:`labkit.backends.libvirt.net`), and bonding with tls, which it needs (loaded
 #: when a run bonds NICs: the ``nics`` factor). Debian 12's cloud kernel: CONFIG_VIRTIO_FS=m,
 #: CONFIG_NET_SCH_NETEM=m, CONFIG_BONDING=m.
-GUEST_MODULES = ("kernel/drivers/char/virtio_console", "kernel/fs/fuse/fuse", "kernel/fs/fuse/virtiofs",
-                 "kernel/net/sched/sch_netem", "kernel/net/tls/tls", "kernel/drivers/net/bonding/bonding")
+GUEST_MODULES = (
+    "kernel/drivers/char/virtio_console",
+    "kernel/fs/fuse/fuse",
+    "kernel/fs/fuse/virtiofs",
+    "kernel/net/sched/sch_netem",
+    "kernel/net/tls/tls",
+    "kernel/drivers/net/bonding/bonding",
+)
 
 
 def cache_dir() -> Path:
@@ -111,14 +126,15 @@ def host_kernel(boot: str = "/boot") -> tuple[str, Path, Path]:
     """
     found: list[tuple[list[int | str], str, Path, Path]] = []
     for vmlinuz in glob.glob(f"{boot}/vmlinuz-*-{KERNEL_FLAVOUR}"):
-        version = Path(vmlinuz).name[len("vmlinuz-"):]
+        version = Path(vmlinuz).name[len("vmlinuz-") :]
         initrd = Path(boot) / f"initrd.img-{version}"
         if initrd.exists() and Path(f"/lib/modules/{version}").is_dir():
             found.append((_version_key(version), version, Path(vmlinuz), initrd))
     if not found:
         raise BackendUnavailable(
             f"no Debian cloud kernel (vmlinuz-*-{KERNEL_FLAVOUR} with initrd and modules) in {boot}; "
-            "install it with: apt-get install linux-image-cloud-amd64")
+            "install it with: apt-get install linux-image-cloud-amd64"
+        )
     found.sort()
     _, version, kernel, initrd = found[-1]
     return version, kernel, initrd
@@ -157,9 +173,13 @@ def boots_systemd(rootfs: Path) -> bool:
 def inputs(rootfs: Path) -> dict:
     version, vmlinuz, initrd = host_kernel()
     units = json.dumps([SYSTEMD_UNITS, SYSTEMD_MASKED, SYSTEMD_AGENT_DEVICE], sort_keys=True).encode()
-    systemd = ({"boot": "systemd", "units": hashlib.sha256(units).hexdigest()[:16]}
-               if boots_systemd(Path(rootfs)) else {})   # none: the base's hash as before
-    return {**systemd,
+    systemd = (
+        {"boot": "systemd", "units": hashlib.sha256(units).hexdigest()[:16]}
+        if boots_systemd(Path(rootfs))
+        else {}
+    )  # none: the base's hash as before
+    return {
+        **systemd,
         "recipe": RECIPE,
         "rootfs": str(Path(rootfs).resolve()),
         "rootfs_identity": _rootfs_identity(Path(rootfs)),
@@ -182,7 +202,9 @@ SETUP_HINT = "run scripts/setup-libvirt.sh"
 
 
 def _du_bytes(path: Path) -> int:
-    out = run_host(["du", "-sb", "--apparent-size", path], what="measuring the rootfs", timeout=STEP_TIMEOUT_S).stdout
+    out = run_host(
+        ["du", "-sb", "--apparent-size", path], what="measuring the rootfs", timeout=STEP_TIMEOUT_S
+    ).stdout
     return int(out.split()[0])
 
 
@@ -239,14 +261,15 @@ def build_vm_image(rootfs: Path, force: bool = False, *, variant: str | None = N
     for module in GUEST_MODULES:
         found = glob.glob(f"/lib/modules/{version}/{module}.ko*")
         if not found:
-            log.warning("kernel %s has no module %s.ko* in /lib/modules: the image goes without",
-                        version, module)
+            log.warning(
+                "kernel %s has no module %s.ko* in /lib/modules: the image goes without", version, module
+            )
             continue
         carried.append(Path(module).name)
         mod_dir = (staging / f"lib/modules/{version}/{module}").parent
         mod_dir.mkdir(parents=True, exist_ok=True)
         for ko in found:
-            (mod_dir / Path(ko).name).unlink(missing_ok=True)   # never write through a hard link
+            (mod_dir / Path(ko).name).unlink(missing_ok=True)  # never write through a hard link
             shutil.copy2(ko, mod_dir / Path(ko).name)
     systemd = boots_systemd(rootfs)
     if systemd:
@@ -262,21 +285,54 @@ def build_vm_image(rootfs: Path, force: bool = False, *, variant: str | None = N
     raw = work / "root.raw"
     with open(raw, "wb") as f:
         f.truncate(size_mb << 20)
-    run_host(["mkfs.ext4", "-q", "-F", "-L", "labkit-root", "-m", "0", "-E", "lazy_itable_init=0",
-              "-d", staging, raw], what="mkfs.ext4 of the VM root filesystem", timeout=STEP_TIMEOUT_S,
-             missing=BackendUnavailable, hint=SETUP_HINT)
-    run_host(["qemu-img", "convert", "-f", "raw", "-O", "qcow2", raw, work / "base.qcow2"],
-             what="qemu-img convert to qcow2", timeout=STEP_TIMEOUT_S, missing=BackendUnavailable, hint=SETUP_HINT)
+    run_host(
+        [
+            "mkfs.ext4",
+            "-q",
+            "-F",
+            "-L",
+            "labkit-root",
+            "-m",
+            "0",
+            "-E",
+            "lazy_itable_init=0",
+            "-d",
+            staging,
+            raw,
+        ],
+        what="mkfs.ext4 of the VM root filesystem",
+        timeout=STEP_TIMEOUT_S,
+        missing=BackendUnavailable,
+        hint=SETUP_HINT,
+    )
+    run_host(
+        ["qemu-img", "convert", "-f", "raw", "-O", "qcow2", raw, work / "base.qcow2"],
+        what="qemu-img convert to qcow2",
+        timeout=STEP_TIMEOUT_S,
+        missing=BackendUnavailable,
+        hint=SETUP_HINT,
+    )
     raw.unlink()
     shutil.rmtree(staging)
     shutil.copyfile(vmlinuz, work / "vmlinuz")
     shutil.copyfile(initrd, work / "initrd.img")
     info = {
-        "disk": "base.qcow2", "format": "qcow2", "kernel": "vmlinuz", "initrd": "initrd.img",
-        "kernel_version": version, "root": "/dev/vda", "init": SYSTEMD_INIT if systemd else GUEST_INIT,
-        "cmdline": (f"root=/dev/vda rw console=ttyS0 init={SYSTEMD_INIT} {SYSTEMD_ARGS} quiet" if systemd
-                    else f"root=/dev/vda rw console=ttyS0 init={GUEST_INIT} quiet"),
-        "size_mb": size_mb, "inputs": inp, "hash": h, "modules": carried,
+        "disk": "base.qcow2",
+        "format": "qcow2",
+        "kernel": "vmlinuz",
+        "initrd": "initrd.img",
+        "kernel_version": version,
+        "root": "/dev/vda",
+        "init": SYSTEMD_INIT if systemd else GUEST_INIT,
+        "cmdline": (
+            f"root=/dev/vda rw console=ttyS0 init={SYSTEMD_INIT} {SYSTEMD_ARGS} quiet"
+            if systemd
+            else f"root=/dev/vda rw console=ttyS0 init={GUEST_INIT} quiet"
+        ),
+        "size_mb": size_mb,
+        "inputs": inp,
+        "hash": h,
+        "modules": carried,
         "built": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "seconds": round(time.monotonic() - t0, 1),
     }
@@ -288,7 +344,9 @@ def build_vm_image(rootfs: Path, force: bool = False, *, variant: str | None = N
     os.replace(work, out)
     _stamp(out).write_text(json.dumps({"hash": h, "built": info["built"]}))
     _point_current(out, variant)
-    log.info("VM image built at %s in %.0fs (%s MB disk, kernel %s)", out, time.monotonic() - t0, size_mb, version)
+    log.info(
+        "VM image built at %s in %.0fs (%s MB disk, kernel %s)", out, time.monotonic() - t0, size_mb, version
+    )
     return out
 
 
@@ -304,8 +362,13 @@ def _add_systemd_boot(staging: Path, version: str, carried: list[str]) -> None:
         if src.exists():
             (mods / name).unlink(missing_ok=True)
             shutil.copyfile(src, mods / name)
-    run_host(["depmod", "-b", staging, version], what=f"depmod of the {len(carried)} modules in the VM image",
-             timeout=STEP_TIMEOUT_S, missing=BackendUnavailable, hint="apt-get install kmod")
+    run_host(
+        ["depmod", "-b", staging, version],
+        what=f"depmod of the {len(carried)} modules in the VM image",
+        timeout=STEP_TIMEOUT_S,
+        missing=BackendUnavailable,
+        hint="apt-get install kmod",
+    )
     units = staging / "etc/systemd/system"
     wants = units / "sysinit.target.wants"
     wants.mkdir(parents=True, exist_ok=True)
@@ -341,6 +404,7 @@ def current_image() -> Path | None:
 def ensure_vm_image(force: bool = False) -> Path:
     """Build the shared rootfs (if needed), then the VM image from it."""
     from .rootfs import build_rootfs
+
     return build_vm_image(build_rootfs(), force=force)
 
 

@@ -12,6 +12,7 @@ only gathers their public names; each lives in the module named for what it owns
 Its names are imported when first used (PEP 562): ``import labkit.report.catalog`` (``labkit list``,
 ``labkit show``) does not load the analysis and its statistics stack.
 """
+
 from __future__ import annotations
 
 import importlib
@@ -19,12 +20,28 @@ from typing import TYPE_CHECKING, Any
 
 #: public name -> the submodule that owns it
 _OWNERS = {
-    "Analysis": "analysis_result", "analyze": "analysis", "analyze_results": "analysis", "stein_summary": "adaptive",
-    "suspect_sentences": "robustness", "treatment_hook": "robustness", "write_bundle": "bundle", "compare": "comparison",
-    "Conclusions": "conclude", "conclusions": "conclude", "decided_effects": "conclude",
-    "focus_answer": "conclude", "declared_levels": "declared", "sorted_as_declared": "declared",
-    "escape_html": "escape", "escape_md": "escape", "FIGURE_CAPTIONS": "html", "REPORT_EFFECT_COLUMNS": "html",
-    "html_report": "html", "write_report": "html", "ORDER_COLUMNS": "order", "order_sentences": "order",
+    "Analysis": "analysis_result",
+    "analyze": "analysis",
+    "analyze_results": "analysis",
+    "stein_summary": "adaptive",
+    "suspect_sentences": "robustness",
+    "treatment_hook": "robustness",
+    "write_bundle": "bundle",
+    "compare": "comparison",
+    "Conclusions": "conclude",
+    "conclusions": "conclude",
+    "decided_effects": "conclude",
+    "focus_answer": "conclude",
+    "declared_levels": "declared",
+    "sorted_as_declared": "declared",
+    "escape_html": "escape",
+    "escape_md": "escape",
+    "FIGURE_CAPTIONS": "html",
+    "REPORT_EFFECT_COLUMNS": "html",
+    "html_report": "html",
+    "write_report": "html",
+    "ORDER_COLUMNS": "order",
+    "order_sentences": "order",
     "variation_ci": "variation",
 }
 
@@ -55,7 +72,29 @@ def __getattr__(name: str) -> Any:
 def __dir__() -> list[str]:
     return sorted([*globals(), *_OWNERS])
 
-__all__ = ["FIGURE_CAPTIONS", "ORDER_COLUMNS", "REPORT_EFFECT_COLUMNS", "Analysis", "Conclusions", "analyze",
-           "analyze_results", "compare", "conclusions", "decided_effects", "declared_levels", "escape_html",
-           "escape_md", "focus_answer", "html_report", "order_sentences", "sorted_as_declared", "stein_summary",
-           "suspect_sentences", "treatment_hook", "variation_ci", "write_bundle", "write_report"]
+
+__all__ = [
+    "FIGURE_CAPTIONS",
+    "ORDER_COLUMNS",
+    "REPORT_EFFECT_COLUMNS",
+    "Analysis",
+    "Conclusions",
+    "analyze",
+    "analyze_results",
+    "compare",
+    "conclusions",
+    "decided_effects",
+    "declared_levels",
+    "escape_html",
+    "escape_md",
+    "focus_answer",
+    "html_report",
+    "order_sentences",
+    "sorted_as_declared",
+    "stein_summary",
+    "suspect_sentences",
+    "treatment_hook",
+    "variation_ci",
+    "write_bundle",
+    "write_report",
+]

@@ -16,6 +16,7 @@
 
 :func:`labkit.report.verify.verify_bundle` re-computes all of it from the bundled store.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -37,20 +38,39 @@ CRATE = "ro-crate-metadata.json"
 
 #: what the columns of results.csv / runs.csv mean (the others: a factor of the design)
 DESCRIPTIONS = {
-    "campaign": "campaign id", "run_id": "run id: configuration and replicate (c0003r012)",
+    "campaign": "campaign id",
+    "run_id": "run id: configuration and replicate (c0003r012)",
     "run_order": "position of the run in the randomized execution order (0-based)",
-    "replicate": "replicate of the configuration (1-based)", "config": "configuration, standard (Yates) order index",
-    "instance": "the instance that measured it", "metric": "what was measured", "value": "the measured value, in `unit`",
-    "unit": "unit of `value`", "status": "ok, failed, timeout or host-lost", "error": "error text of a failed run",
-    "started": "start time (ISO 8601)", "duration_s": "run duration", "fingerprint_id": "host fingerprint id",
-    "host": "host that ran it", "instance_index": "index of the instance in its run", "boot": "instance's start count",
-    "run_seq": "order of the run on its host (1-based)", "iteration": "iteration inside the run (1-based)",
-    "suspect": "flagged by the quiet-host guard", "suspect_reason": "why the run is suspect",
-    "metadata": "the run's metadata (JSON)", "term": "effect term (factor names joined by ':')",
-    "effect": "the effect (2q), in the response's unit", "q": "Jain's q, in the response's unit",
-    "pct_variation": "share of the variation", "pct_low": "share of the variation: lower bound",
-    "pct_high": "share of the variation: upper bound", "mean": "mean of the response", "n": "runs",
-    "p": "p-value", "p_adj": "p-value after the family's correction", "t": "t statistic",
+    "replicate": "replicate of the configuration (1-based)",
+    "config": "configuration, standard (Yates) order index",
+    "instance": "the instance that measured it",
+    "metric": "what was measured",
+    "value": "the measured value, in `unit`",
+    "unit": "unit of `value`",
+    "status": "ok, failed, timeout or host-lost",
+    "error": "error text of a failed run",
+    "started": "start time (ISO 8601)",
+    "duration_s": "run duration",
+    "fingerprint_id": "host fingerprint id",
+    "host": "host that ran it",
+    "instance_index": "index of the instance in its run",
+    "boot": "instance's start count",
+    "run_seq": "order of the run on its host (1-based)",
+    "iteration": "iteration inside the run (1-based)",
+    "suspect": "flagged by the quiet-host guard",
+    "suspect_reason": "why the run is suspect",
+    "metadata": "the run's metadata (JSON)",
+    "term": "effect term (factor names joined by ':')",
+    "effect": "the effect (2q), in the response's unit",
+    "q": "Jain's q, in the response's unit",
+    "pct_variation": "share of the variation",
+    "pct_low": "share of the variation: lower bound",
+    "pct_high": "share of the variation: upper bound",
+    "mean": "mean of the response",
+    "n": "runs",
+    "p": "p-value",
+    "p_adj": "p-value after the family's correction",
+    "t": "t statistic",
 }
 UNITS = {"duration_s": "s", "pct_variation": "%", "pct_low": "%", "pct_high": "%"}
 
@@ -66,13 +86,19 @@ def derived(store_path: Path, campaign: str, settings: dict) -> tuple[dict[str, 
     why, the same on every re-computation."""
     from ..errors import LabkitError
     from .analysis import analyze
+
     data_dir = store_path.parent.parent
     response = settings.get("response")
     alpha, n_boot = float(settings.get("alpha", 0.05)), int(settings.get("n_boot", 1000))
     used: dict[str, Any] = {"response": response, "alpha": alpha, "n_boot": n_boot}
     try:
-        a = analyze(data_dir, campaign, response=None if response is None else str(response), alpha=alpha,
-                    n_boot=n_boot)
+        a = analyze(
+            data_dir,
+            campaign,
+            response=None if response is None else str(response),
+            alpha=alpha,
+            n_boot=n_boot,
+        )
     except LabkitError as exc:
         return {}, {"analysis": "none", "error": str(exc).splitlines()[0]}, used
     used["response"] = a.response
@@ -80,8 +106,15 @@ def derived(store_path: Path, campaign: str, settings: dict) -> tuple[dict[str, 
     if a.variation is not None:
         tables["variation.csv"] = _csv(a.variation)
     c = a.conclusions
-    claims = {"analysis": a.kind, "response": a.response, "factors": list(a.factors), "headline": c.headline,
-              "findings": list(c.findings), "assumptions": list(c.assumptions), "significant": list(c.significant)}
+    claims = {
+        "analysis": a.kind,
+        "response": a.response,
+        "factors": list(a.factors),
+        "headline": c.headline,
+        "findings": list(c.findings),
+        "assumptions": list(c.assumptions),
+        "significant": list(c.significant),
+    }
     return tables, claims, used
 
 
@@ -89,7 +122,9 @@ def _csv(df: pd.DataFrame) -> str:
     out = df.copy()
     for col in out.columns:
         if out[col].dtype == object:
-            out[col] = out[col].map(lambda x: json.dumps(x, default=str) if isinstance(x, (dict, list, tuple)) else x)
+            out[col] = out[col].map(
+                lambda x: json.dumps(x, default=str) if isinstance(x, (dict, list, tuple)) else x
+            )
     return out.to_csv(index=False, float_format="%.12g")
 
 
@@ -107,6 +142,7 @@ def table_schema(text: str, *, factors: list[str], response_unit: str | None = N
     """A Table Schema of a CSV's text: each column's name, type (read back as pandas reads the
     CSV), description and unit."""
     import io
+
     df = pd.read_csv(io.StringIO(text), keep_default_na=True)
     fields = []
     for col in df.columns:
@@ -116,73 +152,143 @@ def table_schema(text: str, *, factors: list[str], response_unit: str | None = N
         desc = DESCRIPTIONS.get(str(col)) or (f"level of factor {col}" if col in factors else None)
         if desc:
             f["description"] = desc
-        unit = UNITS.get(str(col)) or (response_unit if col in ("mean", "effect", "q", "median", "sd", "ci_low",
-                                                                "ci_high", "std") else None)
+        unit = UNITS.get(str(col)) or (
+            response_unit
+            if col in ("mean", "effect", "q", "median", "sd", "ci_low", "ci_high", "std")
+            else None
+        )
         if unit:
             f["unit"] = unit
         fields.append(f)
     return {"fields": fields, "missingValues": [""]}
 
 
-def datapackage(csvs: dict[str, str], *, campaign: str, factors: list[str], response_unit: str | None,
-                licence: str) -> dict:
+def datapackage(
+    csvs: dict[str, str], *, campaign: str, factors: list[str], response_unit: str | None, licence: str
+) -> dict:
     """The Frictionless Data Package of the bundle's CSV members (name -> text)."""
     resources = []
     for name, text in csvs.items():
         stem = Path(name).stem.replace("_", "-").lower()
-        resources.append({
-            "name": stem, "path": name, "profile": "tabular-data-resource",
-            "format": "csv", "mediatype": "text/csv", "encoding": "utf-8",
-            "hash": "sha256:" + sha256_bytes(text.encode()), "bytes": len(text.encode()),
-            "schema": table_schema(text, factors=factors, response_unit=response_unit)})
-    return {"name": f"labkit-{campaign}".lower().replace("_", "-"), "title": f"labkit campaign {campaign}",
-            "profile": "tabular-data-package",
-            "licenses": [{"name": licence, "path": f"https://spdx.org/licenses/{licence}"}],
-            "resources": resources}
+        resources.append(
+            {
+                "name": stem,
+                "path": name,
+                "profile": "tabular-data-resource",
+                "format": "csv",
+                "mediatype": "text/csv",
+                "encoding": "utf-8",
+                "hash": "sha256:" + sha256_bytes(text.encode()),
+                "bytes": len(text.encode()),
+                "schema": table_schema(text, factors=factors, response_unit=response_unit),
+            }
+        )
+    return {
+        "name": f"labkit-{campaign}".lower().replace("_", "-"),
+        "title": f"labkit campaign {campaign}",
+        "profile": "tabular-data-package",
+        "licenses": [{"name": licence, "path": f"https://spdx.org/licenses/{licence}"}],
+        "resources": resources,
+    }
 
 
-def ro_crate(members: dict[str, bytes], *, campaign: str, meta: dict, fingerprints: dict, licence: str,
-             created: str) -> dict:
+def ro_crate(
+    members: dict[str, bytes], *, campaign: str, meta: dict, fingerprints: dict, licence: str, created: str
+) -> dict:
     """RO-Crate 1.1 metadata of the bundle: every member with its SHA-256 and size, labkit (version
     and code state), the hosts' fingerprints, the licence, and the Workflow Run Crate's
     ``CreateAction`` (labkit ran the campaign's design and made these files)."""
     from .. import __version__
     from ..core.fingerprint import labkit_commit
+
     licence_id = f"https://spdx.org/licenses/{licence}"
     host = meta.get("host") if isinstance(meta.get("host"), dict) else {}
-    commits = sorted({str(fp.get("labkit_commit")) for fp in fingerprints.values() if fp.get("labkit_commit")})
+    commits = sorted(
+        {str(fp.get("labkit_commit")) for fp in fingerprints.values() if fp.get("labkit_commit")}
+    )
     files = []
     for name, data in members.items():
-        files.append({"@id": name, "@type": "File", "name": name, "sha256": sha256_bytes(data),
-                      "contentSize": str(len(data)), "encodingFormat": _media(name)})
-    hosts = [{"@id": f"#host-{fid}", "@type": "Thing", "name": f"host fingerprint {fid}",
-              "description": json.dumps(fp, sort_keys=True, default=str)[:4000]} for fid, fp in fingerprints.items()]
-    labkit = {"@id": "#labkit", "@type": "SoftwareApplication", "name": "labkit", "version": __version__,
-              "description": f"code state when bundled: {labkit_commit()}; measured with: "
-                             f"{', '.join(commits) or (host or {}).get('labkit_commit') or 'not recorded'}"}
-    action: dict[str, Any] = {"@id": "#campaign-run", "@type": "CreateAction", "name": f"labkit campaign {campaign}",
-              "instrument": {"@id": "#labkit"}, "endTime": created,
-              "result": [{"@id": f["@id"]} for f in files],
-              "description": f"backend {meta.get('backend')}, workload {json.dumps(meta.get('workload'), default=str)}"}
+        files.append(
+            {
+                "@id": name,
+                "@type": "File",
+                "name": name,
+                "sha256": sha256_bytes(data),
+                "contentSize": str(len(data)),
+                "encodingFormat": _media(name),
+            }
+        )
+    hosts = [
+        {
+            "@id": f"#host-{fid}",
+            "@type": "Thing",
+            "name": f"host fingerprint {fid}",
+            "description": json.dumps(fp, sort_keys=True, default=str)[:4000],
+        }
+        for fid, fp in fingerprints.items()
+    ]
+    labkit = {
+        "@id": "#labkit",
+        "@type": "SoftwareApplication",
+        "name": "labkit",
+        "version": __version__,
+        "description": f"code state when bundled: {labkit_commit()}; measured with: "
+        f"{', '.join(commits) or (host or {}).get('labkit_commit') or 'not recorded'}",
+    }
+    action: dict[str, Any] = {
+        "@id": "#campaign-run",
+        "@type": "CreateAction",
+        "name": f"labkit campaign {campaign}",
+        "instrument": {"@id": "#labkit"},
+        "endTime": created,
+        "result": [{"@id": f["@id"]} for f in files],
+        "description": f"backend {meta.get('backend')}, workload {json.dumps(meta.get('workload'), default=str)}",
+    }
     if "imported" in meta:
         action["description"] += "; imported from other tools' output (see the store's meta 'imported')"
-    root = {"@id": "./", "@type": "Dataset", "name": f"labkit campaign {campaign}",
-            "description": (meta.get("design") or {}).get("description") or f"results of labkit campaign {campaign}",
-            "datePublished": created, "license": {"@id": licence_id},
-            "hasPart": [{"@id": f["@id"]} for f in files], "mentions": [{"@id": "#campaign-run"}],
-            "about": [{"@id": h["@id"]} for h in hosts]}
-    graph = [{"@id": CRATE, "@type": "CreativeWork", "conformsTo": {"@id": "https://w3id.org/ro/crate/1.1"},
-              "about": {"@id": "./"}},
-             root, *files, labkit, action, *hosts,
-             {"@id": licence_id, "@type": "CreativeWork", "name": licence}]
-    return {"@context": ["https://w3id.org/ro/crate/1.1/context",
-                         {"sha256": "https://w3id.org/ro/terms/workflow-run#sha256"}],
-            "@graph": graph}
+    root = {
+        "@id": "./",
+        "@type": "Dataset",
+        "name": f"labkit campaign {campaign}",
+        "description": (meta.get("design") or {}).get("description")
+        or f"results of labkit campaign {campaign}",
+        "datePublished": created,
+        "license": {"@id": licence_id},
+        "hasPart": [{"@id": f["@id"]} for f in files],
+        "mentions": [{"@id": "#campaign-run"}],
+        "about": [{"@id": h["@id"]} for h in hosts],
+    }
+    graph = [
+        {
+            "@id": CRATE,
+            "@type": "CreativeWork",
+            "conformsTo": {"@id": "https://w3id.org/ro/crate/1.1"},
+            "about": {"@id": "./"},
+        },
+        root,
+        *files,
+        labkit,
+        action,
+        *hosts,
+        {"@id": licence_id, "@type": "CreativeWork", "name": licence},
+    ]
+    return {
+        "@context": [
+            "https://w3id.org/ro/crate/1.1/context",
+            {"sha256": "https://w3id.org/ro/terms/workflow-run#sha256"},
+        ],
+        "@graph": graph,
+    }
 
 
 def _media(name: str) -> str:
-    return {".csv": "text/csv", ".json": "application/json", ".parquet": "application/vnd.apache.parquet",
-            ".sqlite": "application/vnd.sqlite3", ".patch": "text/x-diff"}.get(Path(name).suffix, "application/octet-stream")
+    return {
+        ".csv": "text/csv",
+        ".json": "application/json",
+        ".parquet": "application/vnd.apache.parquet",
+        ".sqlite": "application/vnd.sqlite3",
+        ".patch": "text/x-diff",
+    }.get(Path(name).suffix, "application/octet-stream")
 
 
 def finite(x: object) -> bool:
@@ -193,6 +299,7 @@ def data_members(store_path: Path, campaign: str, settings: dict) -> tuple[dict[
     """The members re-derived from the store at ``store_path``: ``results.csv``, ``runs.csv``, the
     tables, ``claims.json`` and ``settings.json`` (name -> bytes), and the store's meta."""
     from ..store import Store
+
     with Store(store_path, readonly=True) as st:
         tidy, runs, meta = st.tidy(), st.runs(), st.meta()
     if len(runs):
@@ -205,41 +312,69 @@ def data_members(store_path: Path, campaign: str, settings: dict) -> tuple[dict[
     return out, meta
 
 
-def bundle_members(store_path: Path, campaign: str, settings: dict, *, env: dict, licence: str) -> dict[str, Any]:
+def bundle_members(
+    store_path: Path, campaign: str, settings: dict, *, env: dict, licence: str
+) -> dict[str, Any]:
     """Every member of a bundle, in order (name -> bytes, or the Path of the store copy)."""
     import io
 
     from ..core.clock import now_iso
     from ..store import Store
+
     derived_members, meta = data_members(store_path, campaign, settings)
     with Store(store_path, readonly=True) as st:
         tidy, fps, diffs = st.tidy(), st.fingerprints(), st.code_diffs()
     pq = io.BytesIO()
     tidy.to_parquet(pq, index=False)
-    members: dict[str, Any] = {"results.csv": derived_members.pop("results.csv"), "results.parquet": pq.getvalue(),
-                               "runs.csv": derived_members.pop("runs.csv"), "store.sqlite": store_path,
-                               "fingerprints.json": json.dumps(fps, indent=2, default=str).encode(),
-                               "campaign.json": json.dumps({"campaign": campaign}).encode(),
-                               "environment.json": json.dumps(env, indent=2, sort_keys=True, default=str).encode()}
+    members: dict[str, Any] = {
+        "results.csv": derived_members.pop("results.csv"),
+        "results.parquet": pq.getvalue(),
+        "runs.csv": derived_members.pop("runs.csv"),
+        "store.sqlite": store_path,
+        "fingerprints.json": json.dumps(fps, indent=2, default=str).encode(),
+        "campaign.json": json.dumps({"campaign": campaign}).encode(),
+        "environment.json": json.dumps(env, indent=2, sort_keys=True, default=str).encode(),
+    }
     members.update(derived_members)
-    for sha, d in diffs.items():   # the uncommitted changes it ran with: `git apply` on its commit
+    for sha, d in diffs.items():  # the uncommitted changes it ran with: `git apply` on its commit
         if isinstance(d.get("diff"), str):
             members[f"code_diff-{sha[:16]}.patch"] = d["diff"].encode("utf-8", "surrogateescape")
     factors = list((meta.get("design") or {}).get("factors") or {})
     used = json.loads(members[SETTINGS])
     units = tidy.loc[tidy.metric == used.get("response"), "unit"].dropna().unique()
     csvs = {name: data.decode() for name, data in members.items() if name.endswith(".csv")}
-    members[DATAPACKAGE] = json.dumps(datapackage(csvs, campaign=campaign, factors=factors,
-                                                  response_unit=str(units[0]) if len(units) == 1 else None,
-                                                  licence=licence), indent=2).encode()
-    as_bytes = {name: (data.read_bytes() if isinstance(data, Path) else data) for name, data in members.items()}
-    members[CRATE] = json.dumps(ro_crate(as_bytes, campaign=campaign, meta=meta, fingerprints=fps, licence=licence,
-                                         created=now_iso()), indent=2).encode()
+    members[DATAPACKAGE] = json.dumps(
+        datapackage(
+            csvs,
+            campaign=campaign,
+            factors=factors,
+            response_unit=str(units[0]) if len(units) == 1 else None,
+            licence=licence,
+        ),
+        indent=2,
+    ).encode()
+    as_bytes = {
+        name: (data.read_bytes() if isinstance(data, Path) else data) for name, data in members.items()
+    }
+    members[CRATE] = json.dumps(
+        ro_crate(
+            as_bytes, campaign=campaign, meta=meta, fingerprints=fps, licence=licence, created=now_iso()
+        ),
+        indent=2,
+    ).encode()
     return members
 
 
-def write_bundle(data_dir: str | Path, campaign: str, out: str | Path, *, response: str | None = None,
-                 alpha: float = 0.05, n_boot: int = 1000, licence: str | None = None) -> Path:
+def write_bundle(
+    data_dir: str | Path,
+    campaign: str,
+    out: str | Path,
+    *,
+    response: str | None = None,
+    alpha: float = 0.05,
+    n_boot: int = 1000,
+    licence: str | None = None,
+) -> Path:
     """A zip with the campaign's ``results.csv``, ``results.parquet``, ``runs.csv``, a copy of
     ``store.sqlite``, ``fingerprints.json``, ``campaign.json`` (the campaign id) and
     ``environment.json`` (Python, installed package versions, this host's fingerprint), and, so
@@ -264,14 +399,19 @@ def write_bundle(data_dir: str | Path, campaign: str, out: str | Path, *, respon
 
     from ..core.fingerprint import host_fingerprint
     from ..store import sqlite_uri
+
     src = Path(data_dir) / campaign / "store.sqlite"
     if not src.is_file():
         from ..errors import StoreError
+
         raise StoreError(f"no result store at {src}")
-    env = {"packages": {d.metadata["Name"]: d.version for d in metadata.distributions()},
-           "host": host_fingerprint()}
+    env = {
+        "packages": {d.metadata["Name"]: d.version for d in metadata.distributions()},
+        "host": host_fingerprint(),
+    }
     settings = {"response": response, "alpha": alpha, "n_boot": n_boot}
     from ..core.files import atomic_write
+
     with tempfile.TemporaryDirectory() as tmpdir:
         tmp = Path(tmpdir)
         copy = tmp / "data" / campaign / "store.sqlite"
@@ -279,7 +419,7 @@ def write_bundle(data_dir: str | Path, campaign: str, out: str | Path, *, respon
         s = sqlite3.connect(sqlite_uri(src, readonly=True), uri=True)
         d = sqlite3.connect(sqlite_uri(copy), uri=True)
         try:
-            s.backup(d)   # a consistent copy, made through SQLite's read-only connection
+            s.backup(d)  # a consistent copy, made through SQLite's read-only connection
         finally:
             s.close()
             d.close()
@@ -290,8 +430,8 @@ def write_bundle(data_dir: str | Path, campaign: str, out: str | Path, *, respon
         def member(z: zipfile.ZipFile, name: str, data: bytes | Path) -> None:
             info = zipfile.ZipInfo(name, date_time=stamp)
             info.compress_type = zipfile.ZIP_DEFLATED
-            info.external_attr = (stat.S_IFREG | 0o600) << 16    # unpacked: the owner's alone
-            big = isinstance(data, Path) and data.stat().st_size > (1 << 30)   # zip64 ahead of a large store
+            info.external_attr = (stat.S_IFREG | 0o600) << 16  # unpacked: the owner's alone
+            big = isinstance(data, Path) and data.stat().st_size > (1 << 30)  # zip64 ahead of a large store
             with z.open(info, "w", force_zip64=big) as dst:
                 if isinstance(data, Path):
                     with open(data, "rb") as src_fh:
@@ -303,4 +443,5 @@ def write_bundle(data_dir: str | Path, campaign: str, out: str | Path, *, respon
             with zipfile.ZipFile(fh, "w", zipfile.ZIP_DEFLATED) as z:
                 for name, data in members.items():
                     member(z, name, data)
+
         return atomic_write(out, write)

@@ -1,6 +1,7 @@
 """The canvas of every labkit figure: :class:`LiteralTextFigure` (texts drawn as written, never
 mathtext), new figures, axes and panel grids released by pyplot at once, the bar and reference
 colours, and :func:`save_figure` (PNG and SVG written reproducibly) with :func:`figures_written`."""
+
 from __future__ import annotations
 
 import math
@@ -17,8 +18,17 @@ from ..core.files import atomic_write
 from ..errors import ConfigError
 from .labels import PALETTE
 
-__all__ = ["BAR", "BAR_HIGH", "REF", "LiteralTextFigure", "figure_axes", "figures_written", "new_figure",
-           "panel_grid", "save_figure"]
+__all__ = [
+    "BAR",
+    "BAR_HIGH",
+    "REF",
+    "LiteralTextFigure",
+    "figure_axes",
+    "figures_written",
+    "new_figure",
+    "panel_grid",
+    "save_figure",
+]
 
 BAR = PALETTE[0]
 BAR_HIGH = PALETTE[3]
@@ -32,6 +42,7 @@ class LiteralTextFigure(Figure):
 
     def draw(self, renderer: RendererBase) -> None:
         from matplotlib.text import Text
+
         with rc_context({"text.parse_math": False}):
             for t in self.findobj(Text):
                 t.set_parse_math(False)
@@ -62,8 +73,15 @@ def panel_grid(n: int, ncols_max: int, panel=(3.2, 2.8)):
     return fig, axes[:n]
 
 
-def save_figure(fig: Figure, name: str, directory: str | Path = "figures", *,
-                formats: Sequence[str] = ("png", "svg"), dpi: int = 150, mode: int = 0o600) -> list[Path]:
+def save_figure(
+    fig: Figure,
+    name: str,
+    directory: str | Path = "figures",
+    *,
+    formats: Sequence[str] = ("png", "svg"),
+    dpi: int = 150,
+    mode: int = 0o600,
+) -> list[Path]:
     """Write ``fig`` as ``directory/name.png`` and ``directory/name.svg``; return the paths.
 
     ``name`` is a bare file stem (no directory). The directory is created if
@@ -75,8 +93,7 @@ def save_figure(fig: Figure, name: str, directory: str | Path = "figures", *,
     """
     if not isinstance(fig, Figure):
         raise ConfigError(f"fig must be a matplotlib Figure, got {type(fig).__name__}")
-    if not isinstance(name, str) or not name.strip() or any(c in name for c in "/\\") \
-            or name in (".", ".."):
+    if not isinstance(name, str) or not name.strip() or any(c in name for c in "/\\") or name in (".", ".."):
         raise ConfigError(f"name must be a bare file name without directories, got {name!r}")
     allowed = {"png", "svg", "pdf"}
     formats = [formats] if isinstance(formats, str) else list(formats)
@@ -89,8 +106,13 @@ def save_figure(fig: Figure, name: str, directory: str | Path = "figures", *,
     with rc_context({"svg.hashsalt": "labkit"}):
         for fmt in formats:
             meta = {"Date": None} if fmt in ("svg", "pdf") else None
-            paths.append(atomic_write(out / f"{stem}.{fmt}", partial(
-                fig.savefig, format=fmt, dpi=dpi, bbox_inches="tight", metadata=meta), mode=mode))
+            paths.append(
+                atomic_write(
+                    out / f"{stem}.{fmt}",
+                    partial(fig.savefig, format=fmt, dpi=dpi, bbox_inches="tight", metadata=meta),
+                    mode=mode,
+                )
+            )
     return paths
 
 
@@ -106,5 +128,7 @@ def figures_written(paths: Sequence[str | Path]) -> str:
     dirs = list(dict.fromkeys(str(p.parent) for p in ps))
     stems = {(p.parent, p.stem) for p in ps}
     kinds = ", ".join(dict.fromkeys(p.suffix.lstrip(".") for p in ps))
-    return (f"wrote {len(stems)} figure{'s' if len(stems) != 1 else ''} ({len(ps)} files: {kinds}) to "
-            + ", ".join(dirs))
+    return (
+        f"wrote {len(stems)} figure{'s' if len(stems) != 1 else ''} ({len(ps)} files: {kinds}) to "
+        + ", ".join(dirs)
+    )

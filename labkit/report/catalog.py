@@ -11,6 +11,7 @@
   the response, the error's first line; ``suspect``, ``boot``, ``run_seq``, ``iteration`` and the
   number of instances when the store has them).
 """
+
 from __future__ import annotations
 
 import math
@@ -23,12 +24,40 @@ from ..errors import ConfigError, StoreError, did_you_mean
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["CATALOG_COLUMNS", "OPTIONAL_RUN_COLUMNS", "STATUS_WORDS", "campaign_catalog", "campaign_ids", "design_table",
-           "declared_response", "filter_catalog", "filter_runs", "primary_response", "require_campaign", "response_metrics",
-           "run_table", "settings_table"]
+__all__ = [
+    "CATALOG_COLUMNS",
+    "OPTIONAL_RUN_COLUMNS",
+    "STATUS_WORDS",
+    "campaign_catalog",
+    "campaign_ids",
+    "design_table",
+    "declared_response",
+    "filter_catalog",
+    "filter_runs",
+    "primary_response",
+    "require_campaign",
+    "response_metrics",
+    "run_table",
+    "settings_table",
+]
 
-CATALOG_COLUMNS = ["campaign", "study", "backend", "platforms", "workload", "response", "factors", "runs",
-                   "ok", "not_ok", "planned", "status", "first_run", "last_run", "date"]
+CATALOG_COLUMNS = [
+    "campaign",
+    "study",
+    "backend",
+    "platforms",
+    "workload",
+    "response",
+    "factors",
+    "runs",
+    "ok",
+    "not_ok",
+    "planned",
+    "status",
+    "first_run",
+    "last_run",
+    "date",
+]
 #: the status word of a campaign: every planned run stored and ok / some run failed, timed out or
 #: was lost with its host / fewer runs stored than planned (and none failed) / no run / unreadable
 STATUS_WORDS = ("complete", "failures", "incomplete", "empty", "unreadable")
@@ -46,10 +75,19 @@ def require_campaign(data_dir: str | Path, campaign: object) -> str:
     naming the data directory, the closest stored ids ("did you mean") and how many are stored.
     A name that is not a plain folder name (a path, "..") is refused before anything is opened;
     a stored folder whose name is no valid new campaign id (a copied store) is still found."""
-    if (not isinstance(campaign, str) or not campaign or campaign in (".", "..") or "/" in campaign
-            or "\\" in campaign or "\0" in campaign or len(campaign) > 255):
-        raise ConfigError(f"campaign {str(campaign)[:80]!r}: give a campaign id, a folder name under the "
-                          "data directory (no '/', not '.' or '..')")
+    if (
+        not isinstance(campaign, str)
+        or not campaign
+        or campaign in (".", "..")
+        or "/" in campaign
+        or "\\" in campaign
+        or "\0" in campaign
+        or len(campaign) > 255
+    ):
+        raise ConfigError(
+            f"campaign {str(campaign)[:80]!r}: give a campaign id, a folder name under the "
+            "data directory (no '/', not '.' or '..')"
+        )
     cid = campaign
     if (Path(data_dir) / cid / "store.sqlite").is_file():
         return cid
@@ -58,8 +96,9 @@ def require_campaign(data_dir: str | Path, campaign: object) -> str:
     if not have:
         raise ConfigError(f"no campaign {cid!r} under {data_dir}: no campaign is stored there")
     listing = "" if hint else f"; stored: {', '.join(have[:12])}{', ...' if len(have) > 12 else ''}"
-    raise ConfigError(f"no campaign {cid!r} under {data_dir}{hint}{listing} "
-                      f"({len(have)} stored; `labkit list` shows them)")
+    raise ConfigError(
+        f"no campaign {cid!r} under {data_dir}{hint}{listing} ({len(have)} stored; `labkit list` shows them)"
+    )
 
 
 def _planned(design: dict) -> int | None:
@@ -95,12 +134,13 @@ def campaign_catalog(data_dir: str | Path) -> pd.DataFrame:
     import pandas as pd
 
     from ..store import Store
+
     rows = []
     for cid in campaign_ids(data_dir):
         row: dict = {"campaign": cid}
         try:
             with Store(Path(data_dir) / cid / "store.sqlite", readonly=True) as st:
-                meta, counts = st.meta(), st.run_counts()   # SQL aggregates: no run's JSON parsed
+                meta, counts = st.meta(), st.run_counts()  # SQL aggregates: no run's JSON parsed
         except (StoreError, OSError) as exc:
             rows.append(row | {"study": f"unreadable: {str(exc).splitlines()[0]}", "status": "unreadable"})
             continue
@@ -109,17 +149,35 @@ def campaign_catalog(data_dir: str | Path) -> pd.DataFrame:
         n = counts["runs"]
         ok = counts["by_status"].get("ok", 0)
         planned = _planned(design)
-        status = ("empty" if n == 0 else "failures" if ok < n
-                  else "incomplete" if planned is not None and n < planned else "complete")
+        status = (
+            "empty"
+            if n == 0
+            else "failures"
+            if ok < n
+            else "incomplete"
+            if planned is not None and n < planned
+            else "complete"
+        )
         last = counts["last_run"]
-        rows.append(row | {
-            "study": str(design.get("name", "")), "backend": str(meta.get("backend") or ""),
-            "platforms": _platforms(meta), "workload": str(workload.get("name") or ""),
-            "response": str(workload.get("response") or ""),
-            "factors": ",".join(map(str, design.get("factors") or {})), "runs": n, "ok": ok,
-            "not_ok": n - ok, "planned": planned, "status": status,
-            "first_run": counts["first_run"], "last_run": last,
-            "date": str(last)[:10] if last else ""})
+        rows.append(
+            row
+            | {
+                "study": str(design.get("name", "")),
+                "backend": str(meta.get("backend") or ""),
+                "platforms": _platforms(meta),
+                "workload": str(workload.get("name") or ""),
+                "response": str(workload.get("response") or ""),
+                "factors": ",".join(map(str, design.get("factors") or {})),
+                "runs": n,
+                "ok": ok,
+                "not_ok": n - ok,
+                "planned": planned,
+                "status": status,
+                "first_run": counts["first_run"],
+                "last_run": last,
+                "date": str(last)[:10] if last else "",
+            }
+        )
     out = pd.DataFrame(rows, columns=CATALOG_COLUMNS)
     out["planned"] = out["planned"].astype("Int64")
     for col in ("runs", "ok", "not_ok"):
@@ -135,8 +193,17 @@ def _chosen(value) -> list[str]:
     return [str(value)] if isinstance(value, str) else [str(x) for x in value]
 
 
-def filter_catalog(catalog: pd.DataFrame, *, search: str = "", study=None, backend=None, platform=None,
-                   status=None, since: object = None, until: object = None) -> pd.DataFrame:
+def filter_catalog(
+    catalog: pd.DataFrame,
+    *,
+    search: str = "",
+    study=None,
+    backend=None,
+    platform=None,
+    status=None,
+    since: object = None,
+    until: object = None,
+) -> pd.DataFrame:
     """The rows of :func:`campaign_catalog` that match every filter given.
 
     ``search``: words that must all occur (case ignored) in the campaign id, study, workload,
@@ -148,8 +215,13 @@ def filter_catalog(catalog: pd.DataFrame, *, search: str = "", study=None, backe
     if not isinstance(search, str):
         raise ConfigError(f"search must be text, got {type(search).__name__}")
     mask = catalog["campaign"].notna()
-    hay = (catalog[["campaign", "study", "workload", "factors", "backend", "platforms"]]
-           .fillna("").astype(str).agg(" ".join, axis=1).str.lower())
+    hay = (
+        catalog[["campaign", "study", "workload", "factors", "backend", "platforms"]]
+        .fillna("")
+        .astype(str)
+        .agg(" ".join, axis=1)
+        .str.lower()
+    )
     for word in search.lower().split():
         mask &= hay.str.contains(word, regex=False)
     for col, want in (("study", study), ("backend", backend), ("status", status)):
@@ -221,10 +293,12 @@ def run_table(tidy: pd.DataFrame, factors: Sequence[str], response: str | None =
     the tidy rows have them, :data:`OPTIONAL_RUN_COLUMNS` (``suspect`` as a boolean). Ordered by
     run order."""
     import pandas as pd
+
     missing = [f for f in factors if f not in tidy.columns]
     if missing:
-        raise ConfigError(f"run_table: factor(s) {missing} not in the results"
-                          f"{did_you_mean(missing[0], list(tidy.columns))}")
+        raise ConfigError(
+            f"run_table: factor(s) {missing} not in the results{did_you_mean(missing[0], list(tidy.columns))}"
+        )
     runs = tidy.drop_duplicates("run_id").set_index("run_id")
     out = pd.DataFrame({"run_order": runs["run_order"]})
     for f in factors:
@@ -237,19 +311,30 @@ def run_table(tidy: pd.DataFrame, factors: Sequence[str], response: str | None =
         ok = tidy[(tidy["metric"] == response) & (tidy["status"] == "ok")]
         out[response] = ok.groupby("run_id")["value"].mean().reindex(out.index)
     if "instance" in tidy:
-        out["instances"] = tidy.dropna(subset=["metric"]).groupby("run_id")["instance"].nunique() \
-            .reindex(out.index).fillna(0).astype(int)
+        out["instances"] = (
+            tidy.dropna(subset=["metric"])
+            .groupby("run_id")["instance"]
+            .nunique()
+            .reindex(out.index)
+            .fillna(0)
+            .astype(int)
+        )
     for col in OPTIONAL_RUN_COLUMNS:
         if col in tidy.columns:
             if col == "suspect":
-                out[col] = tidy.groupby("run_id", sort=False)[col].agg(
-                    lambda s: bool(s.fillna(False).astype(bool).any())).reindex(out.index)
+                out[col] = (
+                    tidy.groupby("run_id", sort=False)[col]
+                    .agg(lambda s: bool(s.fillna(False).astype(bool).any()))
+                    .reindex(out.index)
+                )
             else:
                 out[col] = _run_level(tidy, col).reindex(out.index)
-    out["error"] = runs["error"].fillna("").astype(str).map(
-        lambda e: (e.splitlines() or [""])[0][:160])
-    return out.reset_index().sort_values("run_order", kind="stable").reset_index(drop=True)[
-        ["run_order", "run_id", *[c for c in out.columns if c != "run_order"]]]
+    out["error"] = runs["error"].fillna("").astype(str).map(lambda e: (e.splitlines() or [""])[0][:160])
+    return (
+        out.reset_index()
+        .sort_values("run_order", kind="stable")
+        .reset_index(drop=True)[["run_order", "run_id", *[c for c in out.columns if c != "run_order"]]]
+    )
 
 
 def filter_runs(runs: pd.DataFrame, *, status=None, host=None, suspect: bool | None = None) -> pd.DataFrame:
@@ -270,10 +355,16 @@ def design_table(meta: dict) -> pd.DataFrame:
     """A stored design as a table: one row per factor, ``factor``, ``levels`` (in order, the
     first being the low level of a two-level factor) and ``n_levels``."""
     import pandas as pd
+
     factors = (meta.get("design") or {}).get("factors") or {}
-    rows = [{"factor": str(name), "levels": ", ".join(map(str, levels if isinstance(levels, list) else [levels])),
-             "n_levels": len(levels) if isinstance(levels, list) else 1}
-            for name, levels in (factors.items() if isinstance(factors, dict) else [])]
+    rows = [
+        {
+            "factor": str(name),
+            "levels": ", ".join(map(str, levels if isinstance(levels, list) else [levels])),
+            "n_levels": len(levels) if isinstance(levels, list) else 1,
+        }
+        for name, levels in (factors.items() if isinstance(factors, dict) else [])
+    ]
     return pd.DataFrame(rows, columns=["factor", "levels", "n_levels"])
 
 
@@ -284,18 +375,27 @@ def settings_table(meta: dict, status: dict | None = None) -> pd.DataFrame:
     import json
 
     import pandas as pd
+
     design = meta.get("design") or {}
     workload = meta.get("workload") or {}
     params = workload.get("params") or {}
-    rows = [("campaign", meta.get("campaign_id")), ("study", design.get("name")),
-            ("description", design.get("description")),
-            ("replications", json.dumps(design.get("replications"), default=str)),
-            ("seed", design.get("seed")), ("backend", meta.get("backend")), ("platforms", _platforms(meta)),
-            ("workload", workload.get("name")),
-            ("parameters", ", ".join(f"{k}={v}" for k, v in params.items() if v is not None)),
-            ("declared response", workload.get("response"))]
+    rows = [
+        ("campaign", meta.get("campaign_id")),
+        ("study", design.get("name")),
+        ("description", design.get("description")),
+        ("replications", json.dumps(design.get("replications"), default=str)),
+        ("seed", design.get("seed")),
+        ("backend", meta.get("backend")),
+        ("platforms", _platforms(meta)),
+        ("workload", workload.get("name")),
+        ("parameters", ", ".join(f"{k}={v}" for k, v in params.items() if v is not None)),
+        ("declared response", workload.get("response")),
+    ]
     if status is not None:
         from .tables import count_words
+
         rows.append(("runs", count_words(status)))
-    return pd.DataFrame([(k, "" if v is None else str(v)) for k, v in rows if v not in (None, "")],
-                        columns=["setting", "value"])
+    return pd.DataFrame(
+        [(k, "" if v is None else str(v)) for k, v in rows if v not in (None, "")],
+        columns=["setting", "value"],
+    )

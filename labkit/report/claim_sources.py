@@ -1,6 +1,7 @@
 """Where a claim's number comes from: :class:`Measured` (how to recompute it from the stored
 campaigns), :class:`Derived` (computed from other claims) or :class:`Quote` (a paper's number as a
 seed file's ``data/reference`` row gives it, read by :func:`quote`)."""
+
 from __future__ import annotations
 
 import re
@@ -39,6 +40,7 @@ class Measured:
     the module docstring). ``baseline``:
     column -> level of the baseline runs of a ratio. ``exclude``: a validity rule of
     :mod:`labkit.report.validity` applied before the statistic."""
+
     campaigns: tuple[str, ...]
     metric: str
     statistic: str = "mean"
@@ -62,13 +64,19 @@ class Measured:
         object.__setattr__(self, "levels", tuple(str(x) for x in self.levels))
         if self.statistic == "rank":
             if len(dict(self.select)) != 1 or len(self.levels) < 2:
-                raise ConfigError("Measured: statistic 'rank' needs select of one column (the level ranked) and "
-                                  f"levels (at least 2 compared), got select={dict(self.select)}, levels={self.levels}")
+                raise ConfigError(
+                    "Measured: statistic 'rank' needs select of one column (the level ranked) and "
+                    f"levels (at least 2 compared), got select={dict(self.select)}, levels={self.levels}"
+                )
             if str(next(iter(dict(self.select).values()))) not in self.levels:
-                raise ConfigError(f"Measured: the ranked level {dict(self.select)} is not among levels {self.levels}")
+                raise ConfigError(
+                    f"Measured: the ranked level {dict(self.select)} is not among levels {self.levels}"
+                )
         object.__setattr__(self, "select", {str(k): plain_value(v) for k, v in dict(self.select).items()})
         if self.baseline is not None:
-            object.__setattr__(self, "baseline", {str(k): plain_value(v) for k, v in dict(self.baseline).items()})
+            object.__setattr__(
+                self, "baseline", {str(k): plain_value(v) for k, v in dict(self.baseline).items()}
+            )
 
 
 @dataclass(frozen=True)
@@ -77,6 +85,7 @@ class Derived:
     ``data/reference`` files), ``statistic`` (``gain_pct``: 100 (t_slower / t_faster - 1) of
     Table 5.1 run times, with the delta-method interval of the log ratio from their Gaussian
     half-widths at ``ci_z`` standard errors) and ``keys`` (app, faster, slower)."""
+
     references: tuple[str, ...]
     statistic: str
     keys: Mapping[str, Any]
@@ -90,6 +99,7 @@ class Quote:
     reference file cites it), ``reference`` (the ``data/reference`` file), ``row`` (the
     columns identifying its row) and ``column`` (the one holding the value). Made by
     :func:`quote`, which checks all of it against the file."""
+
     value: float | None
     seed: str
     where: str
@@ -126,8 +136,16 @@ def _citation(path: Path) -> str:
     return " ".join(head)
 
 
-def quote(path: str | Path, match: Mapping[str, Any], column: str, *, where: str, unit: str = "%",
-          direction: int | None = None, scale: float = 1.0) -> Quote:
+def quote(
+    path: str | Path,
+    match: Mapping[str, Any],
+    column: str,
+    *,
+    where: str,
+    unit: str = "%",
+    direction: int | None = None,
+    scale: float = 1.0,
+) -> Quote:
     """The paper's number in ``column`` of the one row of reference file ``path`` whose
     columns equal ``match`` (compared as text), as a :class:`Quote`.
 
@@ -153,8 +171,9 @@ def quote(path: str | Path, match: Mapping[str, Any], column: str, *, where: str
     cited = _citation(path)
     readme = path.parent / "README.md"
     if readme.is_file():
-        cited += " " + " ".join(ln for ln in readme.read_text(encoding="utf-8").splitlines()
-                                if path.name in ln)
+        cited += " " + " ".join(
+            ln for ln in readme.read_text(encoding="utf-8").splitlines() if path.name in ln
+        )
     source = str(row.get("source", "")) + " " + str(row.get("figure", ""))
     if where not in cited and where not in source:
         raise ConfigError(f"quote: {where!r} is not how {path.name} cites its source")
@@ -168,8 +187,18 @@ def quote(path: str | Path, match: Mapping[str, Any], column: str, *, where: str
         digits = len(cell.split(".")[1]) if "." in cell and "e" not in cell.lower() else 0
         precision = 0.5 * 10.0 ** (-digits) * abs(scale)
     if value is None and direction not in (-1, 0, 1):
-        raise ConfigError(f"quote: {path.name} row {dict(match)} has no number in {column!r}: "
-                          "give the claim's direction (-1, 0, +1)")
-    return Quote(value=value, seed=seeds[0], where=where, reference=path.name,
-                 row={k: str(v) for k, v in match.items()}, column=column, unit=unit, direction=direction,
-                 precision=precision)
+        raise ConfigError(
+            f"quote: {path.name} row {dict(match)} has no number in {column!r}: "
+            "give the claim's direction (-1, 0, +1)"
+        )
+    return Quote(
+        value=value,
+        seed=seeds[0],
+        where=where,
+        reference=path.name,
+        row={k: str(v) for k, v in match.items()},
+        column=column,
+        unit=unit,
+        direction=direction,
+        precision=precision,
+    )

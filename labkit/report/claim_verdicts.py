@@ -2,6 +2,7 @@
 alone; the verdicts are :data:`VERDICTS`), the interval of a mean (:func:`mean_interval`) and the
 verdict of a ranking on Tukey-Kramer simultaneous intervals (:func:`tukey_pairs`,
 :func:`rank_verdict`). :mod:`labkit.report.claims` says what each verdict means."""
+
 from __future__ import annotations
 
 import math
@@ -14,9 +15,23 @@ from scipy import stats as sps
 
 from ..errors import ConfigError
 
-__all__ = ["DIFFERENT_SIZE", "INCONCLUSIVE", "NOT_COMPARABLE", "NOT_MEASURED", "NOT_RANDOMIZED", "NOT_REPRODUCED",
-           "OPPOSITE", "REPRODUCED", "UNSCORED", "VERDICTS", "as_number", "mean_interval", "rank_verdict",
-           "tukey_pairs", "verdict"]
+__all__ = [
+    "DIFFERENT_SIZE",
+    "INCONCLUSIVE",
+    "NOT_COMPARABLE",
+    "NOT_MEASURED",
+    "NOT_RANDOMIZED",
+    "NOT_REPRODUCED",
+    "OPPOSITE",
+    "REPRODUCED",
+    "UNSCORED",
+    "VERDICTS",
+    "as_number",
+    "mean_interval",
+    "rank_verdict",
+    "tukey_pairs",
+    "verdict",
+]
 
 NOT_COMPARABLE = "not comparable"
 NOT_MEASURED = "not measured"
@@ -26,8 +41,16 @@ DIFFERENT_SIZE = "same direction, different size"
 OPPOSITE = "opposite"
 NOT_REPRODUCED = "not reproduced"
 NOT_RANDOMIZED = "not randomized together"
-VERDICTS = (REPRODUCED, DIFFERENT_SIZE, OPPOSITE, INCONCLUSIVE, NOT_REPRODUCED, NOT_COMPARABLE, NOT_MEASURED,
-            NOT_RANDOMIZED)
+VERDICTS = (
+    REPRODUCED,
+    DIFFERENT_SIZE,
+    OPPOSITE,
+    INCONCLUSIVE,
+    NOT_REPRODUCED,
+    NOT_COMPARABLE,
+    NOT_MEASURED,
+    NOT_RANDOMIZED,
+)
 #: the verdicts of claims that are stated, never scored (not in the family)
 UNSCORED = (NOT_COMPARABLE, NOT_MEASURED, NOT_RANDOMIZED)
 
@@ -42,11 +65,22 @@ def as_number(x: Any) -> float:
         raise ConfigError(f"claims: {x!r} is not a number") from None
 
 
-def verdict(low: float | None, high: float | None, paper: float | None = None, *,
-            direction: int | None = None, paper_low: float | None = None, paper_high: float | None = None,
-            comparable: bool = True, measured: bool = True, randomized: bool = True,
-            paper_precision: float | None = None, margin: float | None = None,
-            tost_low: float | None = None, tost_high: float | None = None) -> str:
+def verdict(
+    low: float | None,
+    high: float | None,
+    paper: float | None = None,
+    *,
+    direction: int | None = None,
+    paper_low: float | None = None,
+    paper_high: float | None = None,
+    comparable: bool = True,
+    measured: bool = True,
+    randomized: bool = True,
+    paper_precision: float | None = None,
+    margin: float | None = None,
+    tost_low: float | None = None,
+    tost_high: float | None = None,
+) -> str:
     """Ours beside the paper's, decided by intervals (see the module's table).
 
     ``low``/``high``: our interval of the relative change (or of any quantity where 0 means
@@ -75,7 +109,9 @@ def verdict(low: float | None, high: float | None, paper: float | None = None, *
     p = as_number(paper)
     if math.isnan(p):
         if direction not in (-1, 0, 1):
-            raise ConfigError(f"verdict: give the paper's value or a direction -1, 0 or +1, got {direction!r}")
+            raise ConfigError(
+                f"verdict: give the paper's value or a direction -1, 0 or +1, got {direction!r}"
+            )
         p_sign = direction
         has_value = False
     else:
@@ -83,7 +119,7 @@ def verdict(low: float | None, high: float | None, paper: float | None = None, *
         has_value = True
     contains0 = lo <= 0 <= hi
     m = as_number(margin)
-    if p_sign == 0 and not math.isnan(m):        # "no difference": equivalence against the margin
+    if p_sign == 0 and not math.isnan(m):  # "no difference": equivalence against the margin
         if m <= 0:
             raise ConfigError(f"verdict: margin must be > 0, got {m}")
         tlo, thi = as_number(tost_low), as_number(tost_high)
@@ -92,7 +128,7 @@ def verdict(low: float | None, high: float | None, paper: float | None = None, *
         if -m <= tlo and thi <= m:
             return REPRODUCED
         return INCONCLUSIVE if contains0 else NOT_REPRODUCED
-    if not has_value:        # a claim in words: the direction only
+    if not has_value:  # a claim in words: the direction only
         if p_sign == 0:
             return INCONCLUSIVE if contains0 else NOT_REPRODUCED
         if contains0:
@@ -132,8 +168,15 @@ def mean_interval(values: Iterable[float], *, alpha: float = 0.05, positive: boo
     x = np.asarray(list(values), dtype=float).ravel()
     x = x[np.isfinite(x)]
     n = len(x)
-    out = {"mean": math.nan, "low": math.nan, "high": math.nan, "n": n, "sd": math.nan,
-           "half_width_pct": math.nan, "scale": "linear"}
+    out = {
+        "mean": math.nan,
+        "low": math.nan,
+        "high": math.nan,
+        "n": n,
+        "sd": math.nan,
+        "half_width_pct": math.nan,
+        "scale": "linear",
+    }
     if n == 0:
         return out
     m = float(x.mean())
@@ -151,8 +194,7 @@ def mean_interval(values: Iterable[float], *, alpha: float = 0.05, positive: boo
         out["scale"] = "log"
     else:
         lo, hi = m - t * se, m + t * se
-    out.update(low=lo, high=hi, sd=sd,
-               half_width_pct=100 * max(hi - m, m - lo) / abs(m) if m else math.nan)
+    out.update(low=lo, high=hi, sd=sd, half_width_pct=100 * max(hi - m, m - lo) / abs(m) if m else math.nan)
     return out
 
 
@@ -195,7 +237,7 @@ def rank_verdict(spread: Mapping[str, Any], direction: int, *, level: float = 0.
         return INCONCLUSIVE
     g = 1 if spread.get("higher_is_better", True) else -1
     pairs = tukey_pairs(groups, x, level=level)
-    better = (g * pairs.low > 0) if g > 0 else (pairs.high < 0)      # x significantly better than other
+    better = (g * pairs.low > 0) if g > 0 else (pairs.high < 0)  # x significantly better than other
     worse = (pairs.high < 0) if g > 0 else (pairs.low > 0)
     means = {k: g * float(np.mean(v)) for k, v in groups.items()}
     at_best = means[x] == max(means.values())

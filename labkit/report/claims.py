@@ -86,6 +86,7 @@ claims as JSON (mimetype :data:`MIMETYPE`) for the tests to check against the st
 Computing a :class:`Measured` claim from the store (:func:`~labkit.report.claim_compute.compute`,
 :func:`~labkit.report.claim_compute.measured_claim`) lives in :mod:`labkit.report.claim_compute`.
 """
+
 from __future__ import annotations
 
 import json
@@ -109,9 +110,26 @@ from .claim_verdicts import (
     verdict,
 )
 
-__all__ = ["MIMETYPE", "UNSCORED", "VERDICTS", "Claim", "Derived", "Measured", "Quote", "apply_family", "claims_table",
-           "display_claims", "family_rule", "interval_at", "mean_interval", "quote", "rank_verdict", "render",
-           "tukey_pairs", "verdict"]
+__all__ = [
+    "MIMETYPE",
+    "UNSCORED",
+    "VERDICTS",
+    "Claim",
+    "Derived",
+    "Measured",
+    "Quote",
+    "apply_family",
+    "claims_table",
+    "display_claims",
+    "family_rule",
+    "interval_at",
+    "mean_interval",
+    "quote",
+    "rank_verdict",
+    "render",
+    "tukey_pairs",
+    "verdict",
+]
 
 #: the mimetype under which :func:`display_claims` stores the claims in a notebook's outputs
 MIMETYPE = "application/vnd.labkit.claims+json"
@@ -134,6 +152,7 @@ class Claim:
     judged against; ``spread``: the statistics the interval was computed from
     (:func:`interval_at` recomputes it at any level; :func:`~labkit.report.claim_compute.compute` fills it); ``family``/
     ``alpha``: set by :func:`apply_family` (m scored claims, family-wise alpha)."""
+
     key: str
     what: str
     value: float
@@ -180,7 +199,7 @@ class Claim:
     def scored(self) -> bool:
         """Set beside a paper's value and neither not measured, not comparable nor not
         randomized together: a member of the notebook's family."""
-        return (self.paper is not None and self.measured and self.comparable and self.randomized)
+        return self.paper is not None and self.measured and self.comparable and self.randomized
 
     @property
     def level(self) -> float:
@@ -198,19 +217,40 @@ class Claim:
         if self.paper is None:
             return ""
         if not self.scored:
-            return verdict(math.nan, math.nan, self.paper.value, direction=self.paper.direction,
-                           comparable=self.comparable, measured=self.measured, randomized=self.randomized)
+            return verdict(
+                math.nan,
+                math.nan,
+                self.paper.value,
+                direction=self.paper.direction,
+                comparable=self.comparable,
+                measured=self.measured,
+                randomized=self.randomized,
+            )
         if isinstance(self.source, Measured) and self.source.statistic == "rank":
             if self.paper.direction not in (-1, 1):
-                raise ConfigError(f"Claim {self.key!r}: a ranking claim needs the paper's direction -1 (worst) or "
-                                  f"+1 (best), got {self.paper.direction!r}")
+                raise ConfigError(
+                    f"Claim {self.key!r}: a ranking claim needs the paper's direction -1 (worst) or "
+                    f"+1 (best), got {self.paper.direction!r}"
+                )
             return rank_verdict(self.spread or {}, self.paper.direction, level=self.level)
         lo, hi = self.family_interval()
-        tlo, thi = interval_at(self, 1 - 2 * self.alpha / (self.family or 1)) if self.margin is not None else (
-            math.nan, math.nan)
-        return verdict(lo, hi, self.paper.value, direction=self.paper.direction,
-                       paper_low=self.paper.low, paper_high=self.paper.high, paper_precision=self.paper.precision,
-                       margin=self.margin, tost_low=tlo, tost_high=thi)
+        tlo, thi = (
+            interval_at(self, 1 - 2 * self.alpha / (self.family or 1))
+            if self.margin is not None
+            else (math.nan, math.nan)
+        )
+        return verdict(
+            lo,
+            hi,
+            self.paper.value,
+            direction=self.paper.direction,
+            paper_low=self.paper.low,
+            paper_high=self.paper.high,
+            paper_precision=self.paper.precision,
+            margin=self.margin,
+            tost_low=tlo,
+            tost_high=thi,
+        )
 
     def interval_text(self) -> str:
         if not self.measured or (self.spread or {}).get("kind") == "rank":
@@ -224,14 +264,31 @@ class Claim:
     def ours_text(self) -> str:
         if not self.measured:
             return "not measured here"
-        sign = "+" if self.unit == "%" and getattr(self.source, "statistic", "") in (
-            "slowdown_pct", "change_pct", "gain_pct") and self.value > 0 else ""
+        sign = (
+            "+"
+            if self.unit == "%"
+            and getattr(self.source, "statistic", "") in ("slowdown_pct", "change_pct", "gain_pct")
+            and self.value > 0
+            else ""
+        )
         s = f"{sign}{_fmt(self.value)}" + (f" {self.unit}" if self.unit else "")
         ci = self.interval_text()
-        runs = f"{self.n} runs" if self.n is not None and self.n_base is None else \
-            f"{self.n}+{self.n_base} runs" if self.n is not None else ""
-        inner = "; ".join(x for x in (f"95 % CI {ci}" if ci and ci != "interval unbounded" else ci, runs,
-                                      f"{self.excluded} invalid left out" if self.excluded else "") if x)
+        runs = (
+            f"{self.n} runs"
+            if self.n is not None and self.n_base is None
+            else f"{self.n}+{self.n_base} runs"
+            if self.n is not None
+            else ""
+        )
+        inner = "; ".join(
+            x
+            for x in (
+                f"95 % CI {ci}" if ci and ci != "interval unbounded" else ci,
+                runs,
+                f"{self.excluded} invalid left out" if self.excluded else "",
+            )
+            if x
+        )
         return s + (f" ({inner})" if inner else "")
 
     def sentence(self) -> str:
@@ -239,7 +296,11 @@ class Claim:
         verdict, notes."""
         parts = [f"{self.what}: {self.ours_text()}"]
         if self.paper is not None:
-            pv = "stated in words" if self.paper.value is None else f"{self.paper.value:g} {self.paper.unit}".strip()
+            pv = (
+                "stated in words"
+                if self.paper.value is None
+                else f"{self.paper.value:g} {self.paper.unit}".strip()
+            )
             parts.append(f"the paper {pv} ({self.paper.citation()})")
             parts.append(f"verdict: {self.verdict}" + (f" ({self.why})" if not self.comparable else ""))
         elif isinstance(self.source, Quote):
@@ -269,6 +330,7 @@ def interval_at(claim: Claim, level: float) -> tuple[float, float]:
     % change whose interval is symmetric there, as :class:`Derived`' is; else linear). Unbounded
     stays unbounded."""
     from ..stats import fieller_ratio
+
     if not 0 < level < 1:
         raise ConfigError(f"interval_at: level must be in (0, 1), got {level!r}")
     if not claim.measured:
@@ -304,7 +366,9 @@ def apply_family(claims: Sequence[Claim], *, alpha: float | None = None) -> int:
     scored = [c for c in claims if c.scored]
     alphas = {c.alpha for c in scored} if alpha is None else {float(alpha)}
     if len(alphas) > 1:
-        raise ConfigError(f"apply_family: the scored claims have different alpha {sorted(alphas)}; give alpha")
+        raise ConfigError(
+            f"apply_family: the scored claims have different alpha {sorted(alphas)}; give alpha"
+        )
     a = alphas.pop() if alphas else 0.05
     if not 0 < a < 1:
         raise ConfigError(f"apply_family: alpha must be in (0, 1), got {a!r}")
@@ -317,15 +381,22 @@ def family_rule(claims: Sequence[Claim]) -> str:
     """The rule the verdicts of ``claims`` were decided by, in words (after :func:`apply_family`)."""
     scored = [c for c in claims if c.scored]
     unscored = sum(1 for c in claims if c.paper is not None and not c.scored)
-    tail = (f"; {unscored} claim(s) stated, not scored (not measured, not comparable or not randomized together)"
-            if unscored else "")
+    tail = (
+        f"; {unscored} claim(s) stated, not scored (not measured, not comparable or not randomized together)"
+        if unscored
+        else ""
+    )
     if not scored:
-        return "No claim is scored: none has a comparable, randomized-together measurement of ours" + tail + "."
+        return (
+            "No claim is scored: none has a comparable, randomized-together measurement of ours" + tail + "."
+        )
     m, a = scored[0].family or 1, scored[0].alpha
-    return (f"Verdicts: Bonferroni over the {m} scored claims of this notebook, α = {a:g} family-wise: each "
-            f"decided on its {100 * (1 - a / m):.4g} % simultaneous interval (1 − α/{m}; ci_family), rankings on "
-            f"Tukey-Kramer intervals at that level, \"no difference\" claims by equivalence (TOST) against their "
-            f"margin, gaps within the paper's printed precision are no gaps" + tail + ".")
+    return (
+        f"Verdicts: Bonferroni over the {m} scored claims of this notebook, α = {a:g} family-wise: each "
+        f"decided on its {100 * (1 - a / m):.4g} % simultaneous interval (1 − α/{m}; ci_family), rankings on "
+        f'Tukey-Kramer intervals at that level, "no difference" claims by equivalence (TOST) against their '
+        f"margin, gaps within the paper's printed precision are no gaps" + tail + "."
+    )
 
 
 def _fmt(x: float) -> str:
@@ -348,6 +419,7 @@ def _fmt(x: float) -> str:
 def render(claims: Sequence[Claim], *, title: str | None = None) -> str:
     """Claims as a Markdown list, one escaped sentence each (bold ``title`` first)."""
     from .escape import escape_md
+
     apply_family(claims)
     lines = [f"**{escape_md(title)}**", ""] if title else []
     lines += [f"- {escape_md(c.sentence())}" for c in claims]
@@ -369,22 +441,44 @@ def claims_table(claims: Sequence[Claim]) -> pd.DataFrame:
         fam = ""
         if c.scored and not (isinstance(c.source, Measured) and c.source.statistic == "rank"):
             lo, hi = c.family_interval()
-            fam = (f"{_fmt(lo)} to {_fmt(hi)}" + (f" {c.unit}" if c.unit else "")) if (
-                math.isfinite(lo) and math.isfinite(hi)) else "unbounded"
+            fam = (
+                (f"{_fmt(lo)} to {_fmt(hi)}" + (f" {c.unit}" if c.unit else ""))
+                if (math.isfinite(lo) and math.isfinite(hi))
+                else "unbounded"
+            )
         elif c.scored:
             fam = f"Tukey-Kramer at {100 * c.level:.4g} %"
-        rows.append({"claim": c.what,
-                     "ours": f"{_fmt(c.value)} {c.unit}".strip() if c.measured else "not measured",
-                     "ci": c.interval_text(),
-                     "ci_family": fam,
-                     "runs": "" if c.n is None else (f"{c.n}" if c.n_base is None else f"{c.n}+{c.n_base}"),
-                     "excluded": c.excluded,
-                     "paper": ("in words" if c.paper.value is None else f"{c.paper.value:g} {c.paper.unit}".strip()),
-                     "source": c.paper.citation(),
-                     "verdict": c.verdict,
-                     "note": "; ".join(x for x in (c.why if not c.comparable else "", c.note) if x)})
-    return pd.DataFrame(rows, columns=["claim", "ours", "ci", "ci_family", "runs", "excluded", "paper", "source",
-                                       "verdict", "note"])
+        rows.append(
+            {
+                "claim": c.what,
+                "ours": f"{_fmt(c.value)} {c.unit}".strip() if c.measured else "not measured",
+                "ci": c.interval_text(),
+                "ci_family": fam,
+                "runs": "" if c.n is None else (f"{c.n}" if c.n_base is None else f"{c.n}+{c.n_base}"),
+                "excluded": c.excluded,
+                "paper": (
+                    "in words" if c.paper.value is None else f"{c.paper.value:g} {c.paper.unit}".strip()
+                ),
+                "source": c.paper.citation(),
+                "verdict": c.verdict,
+                "note": "; ".join(x for x in (c.why if not c.comparable else "", c.note) if x),
+            }
+        )
+    return pd.DataFrame(
+        rows,
+        columns=[
+            "claim",
+            "ours",
+            "ci",
+            "ci_family",
+            "runs",
+            "excluded",
+            "paper",
+            "source",
+            "verdict",
+            "note",
+        ],
+    )
 
 
 def display_claims(claims: Sequence[Claim], *, title: str | None = None, table: bool = False) -> None:
@@ -392,20 +486,32 @@ def display_claims(claims: Sequence[Claim], *, title: str | None = None, table: 
     :func:`claims_table` as Markdown under ``title``) with the claims as JSON under
     :data:`MIMETYPE`, which the notebook tests read back and recompute from the store."""
     from IPython.display import display
+
     keys = [c.key for c in claims]
     dup = sorted({k for k in keys if keys.count(k) > 1})
     if dup:
         raise ConfigError(f"display_claims: keys {dup} used twice")
     if table:
         from .escape import escape_md
+
         t = claims_table(claims)
         head = f"**{escape_md(title)}**\n\n" if title else ""
         if t.empty:
             md = head + "No claim of this notebook is set beside a paper's number."
         else:
             cols = list(t.columns)
-            md = head + "| " + " | ".join(cols) + " |\n|" + "---|" * len(cols) + "\n" + "\n".join(
-                "| " + " | ".join(escape_md(v) for v in r) + " |" for r in t.astype(str).itertuples(index=False))
+            md = (
+                head
+                + "| "
+                + " | ".join(cols)
+                + " |\n|"
+                + "---|" * len(cols)
+                + "\n"
+                + "\n".join(
+                    "| " + " | ".join(escape_md(v) for v in r) + " |"
+                    for r in t.astype(str).itertuples(index=False)
+                )
+            )
             md += "\n\n" + escape_md(family_rule(claims))
     else:
         md = render(claims, title=title)

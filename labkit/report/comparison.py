@@ -6,6 +6,7 @@ anything else does); :func:`fingerprint_groups` sorts the host facts that differ
 recorded on both sides with different values and facts recorded on one side only (a newer
 labkit, another backend), and leaves out facts missing on both.
 """
+
 from __future__ import annotations
 
 import json
@@ -39,6 +40,7 @@ def fingerprint_groups(diff: pd.DataFrame, a: str = "a", b: str = "b") -> pd.Dat
     facts missing on both sides are dropped. Rows: the differing facts first, then those of
     ``a`` only, then of ``b`` only, each in their order."""
     import pandas as pd
+
     rows = []
     for rec in diff.itertuples(index=False):
         ma, mb = _missing(rec.a), _missing(rec.b)
@@ -64,8 +66,9 @@ def fingerprint_summary(groups: pd.DataFrame, a: str = "a", b: str = "b", *, lis
         parts.append("Host facts that differ: " + "; ".join(shown) + more + ".")
     else:
         parts.append("No host fact recorded on both sides differs.")
-    one_side = [f"{n} only {side} recorded" for side in (a, b)
-                if (n := int((groups.kind == f"only in {side}").sum()))]
+    one_side = [
+        f"{n} only {side} recorded" for side in (a, b) if (n := int((groups.kind == f"only in {side}").sum()))
+    ]
     if one_side:
         parts.append("Facts one side did not record are not differences (" + "; ".join(one_side) + ").")
     return " ".join(parts)
@@ -91,8 +94,10 @@ def setting_differences(meta_a: dict, meta_b: dict, a: str = "a", b: str = "b") 
         pa, pb = _params(wa), _params(wb)
         changed = [k for k in dict.fromkeys([*pa, *pb]) if pa.get(k) != pb.get(k)]
         if changed:
-            out.append("the workload parameters differ: " + "; ".join(
-                f"{k} {_text(pa.get(k, 'n/a'))} vs {_text(pb.get(k, 'n/a'))}" for k in changed))
+            out.append(
+                "the workload parameters differ: "
+                + "; ".join(f"{k} {_text(pa.get(k, 'n/a'))} vs {_text(pb.get(k, 'n/a'))}" for k in changed)
+            )
     if wa.get("response") != wb.get("response"):
         out.append(f"the declared responses differ: {wa.get('response')} vs {wb.get('response')}")
     da, db = meta_a.get("design") or {}, meta_b.get("design") or {}
@@ -102,8 +107,10 @@ def setting_differences(meta_a: dict, meta_b: dict, a: str = "a", b: str = "b") 
     else:
         for name in fa:
             if list(fa[name]) != list(fb[name]):
-                out.append(f"the designs differ: levels of {name} {_text(list(fa[name]))} vs "
-                           f"{_text(list(fb[name]))} (only configurations in both are compared)")
+                out.append(
+                    f"the designs differ: levels of {name} {_text(list(fa[name]))} vs "
+                    f"{_text(list(fb[name]))} (only configurations in both are compared)"
+                )
     if da.get("replications") != db.get("replications"):
         out.append(f"replications differ: {_text(da.get('replications'))} vs {_text(db.get('replications'))}")
     if meta_a.get("backend") != meta_b.get("backend"):
@@ -111,8 +118,16 @@ def setting_differences(meta_a: dict, meta_b: dict, a: str = "a", b: str = "b") 
     return out
 
 
-def compare(data_dir: str | Path, a: str, b: str, *, response: str | None = None, alpha: float = 0.05,
-            min_effect_pct: float = 2.0, margin: float | None = None) -> tuple[pd.DataFrame, pd.DataFrame, str]:
+def compare(
+    data_dir: str | Path,
+    a: str,
+    b: str,
+    *,
+    response: str | None = None,
+    alpha: float = 0.05,
+    min_effect_pct: float = 2.0,
+    margin: float | None = None,
+) -> tuple[pd.DataFrame, pd.DataFrame, str]:
     """Same design measured twice (two hosts, two dates): per-configuration drift from ``a`` to ``b``.
 
     Returns ``(table, fingerprint_diff, verdict)``. ``table`` is
@@ -147,6 +162,7 @@ def compare(data_dir: str | Path, a: str, b: str, *, response: str | None = None
     from ..store.results import responses
     from .catalog import primary_response, require_campaign
     from .comparison import fingerprint_groups, fingerprint_summary, setting_differences
+
     metas: list[dict] = []
     tidies: list[pd.DataFrame] = []
     fps: list[dict] = []
@@ -158,30 +174,40 @@ def compare(data_dir: str | Path, a: str, b: str, *, response: str | None = None
     notes = setting_differences(metas[0], metas[1], a, b)
     fa, fb = (list(m.get("design", {}).get("factors", {})) for m in metas)
     if fa != fb:
-        raise ConfigError(f"compare: {a!r} and {b!r} have different factors ({fa} vs {fb}): "
-                          + "; ".join(notes) + ". Compare campaigns of one design.")
+        raise ConfigError(
+            f"compare: {a!r} and {b!r} have different factors ({fa} vs {fb}): "
+            + "; ".join(notes)
+            + ". Compare campaigns of one design."
+        )
     if response is None:
         response = primary_response(metas[0], tidies[0])[0] or "wall_time_s"
     for cid, tidy in zip((a, b), tidies):
         have = sorted(tidy.metric.dropna().unique())
         if response not in have:
             why = next((n for n in notes if n.startswith("the workloads differ")), "")
-            raise ConfigError(f"compare: {cid!r} has no metric {response!r}{did_you_mean(response, have)}"
-                              + (f" ({why})" if why else "") + f"; its metrics: {', '.join(map(str, have))}")
+            raise ConfigError(
+                f"compare: {cid!r} has no metric {response!r}{did_you_mean(response, have)}"
+                + (f" ({why})" if why else "")
+                + f"; its metrics: {', '.join(map(str, have))}"
+            )
     ra, rb = (responses(t, response, fa) for t in tidies)
     try:
-        table = config_differences(ra, rb, response=response, factors=fa, alpha=alpha,
-                                   min_effect_pct=min_effect_pct)
+        table = config_differences(
+            ra, rb, response=response, factors=fa, alpha=alpha, min_effect_pct=min_effect_pct
+        )
     except ConfigError:
-        raise ConfigError(f"compare: no configuration has >= 2 successful runs in both {a!r} and {b!r}"
-                          + (f" ({'; '.join(notes)})" if notes else "")) from None
+        raise ConfigError(
+            f"compare: no configuration has >= 2 successful runs in both {a!r} and {b!r}"
+            + (f" ({'; '.join(notes)})" if notes else "")
+        ) from None
     table = table.rename(columns={"p_adj": "p_holm"})
     # configurations in the design's declared level order (as the analysis and its figures)
     table = sorted_as_declared(table, fa, declared_levels(metas[0], fa, table))
     if (ra[response] > 0).all() and (rb[response] > 0).all():
         try:
-            table.attrs["overall"] = drift_test(ra, rb, response=response, factors=fa, alpha=alpha,
-                                                min_effect_pct=min_effect_pct)
+            table.attrs["overall"] = drift_test(
+                ra, rb, response=response, factors=fa, alpha=alpha, min_effect_pct=min_effect_pct
+            )
         except ConfigError:
             pass
     if margin is None:
@@ -191,38 +217,68 @@ def compare(data_dir: str | Path, a: str, b: str, *, response: str | None = None
     n = int(table.drift.sum())
     fpd = fingerprint_groups(fingerprint_diff(fps[0], fps[1]), a, b)
     kinds = list(dict.fromkeys(re.sub(r"^the ", "", n_.split(" differ")[0]) for n_ in notes))
-    verdict = (f"Note: the {', '.join(kinds[:-1]) + ' and ' + kinds[-1] if len(kinds) > 1 else kinds[0]} "
-               f"differ (see the notes). " if kinds else "")
-    verdict += (f"{response}: {n} of {len(table)} configurations drifted significantly from {a} to {b} "
-                f"(Welch, Holm-adjusted, α = {alpha:g}, |change| >= {min_effect_pct:g} %)")
+    verdict = (
+        f"Note: the {', '.join(kinds[:-1]) + ' and ' + kinds[-1] if len(kinds) > 1 else kinds[0]} "
+        f"differ (see the notes). "
+        if kinds
+        else ""
+    )
+    verdict += (
+        f"{response}: {n} of {len(table)} configurations drifted significantly from {a} to {b} "
+        f"(Welch, Holm-adjusted, α = {alpha:g}, |change| >= {min_effect_pct:g} %)"
+    )
     if n:
         verdict += f"; median change {table.loc[table.drift, 'diff_pct'].median():+.1f} %"
     overall = table.attrs.get("overall")
     if overall is not None:
         o = overall.iloc[0]
-        verdict += (f"; overall shift {o.shift_pct:+.1f} % [{o.ci_low_pct:+.1f}, {o.ci_high_pct:+.1f}] "
-                    f"(p = {o.p:.2g})")
+        verdict += (
+            f"; overall shift {o.shift_pct:+.1f} % [{o.ci_low_pct:+.1f}, {o.ci_high_pct:+.1f}] "
+            f"(p = {o.p:.2g})"
+        )
     if margin is not None:
         counts = table["equivalence"].value_counts()
-        verdict += (f". Equivalence of {b} to {a} within ±{100 * margin:g} % of {a}'s mean (TOST, Holm over "
-                    f"{len(table)} configurations, α = {alpha:g}): "
-                    + ", ".join(f"{c} {k}" for k, c in counts.items()))
+        verdict += (
+            f". Equivalence of {b} to {a} within ±{100 * margin:g} % of {a}'s mean (TOST, Holm over "
+            f"{len(table)} configurations, α = {alpha:g}): "
+            + ", ".join(f"{c} {k}" for k, c in counts.items())
+        )
     else:
-        verdict += (". No equivalence margin declared (practical: in the design, or --margin): a "
-                    "configuration that did not drift is not shown the same")
+        verdict += (
+            ". No equivalence margin declared (practical: in the design, or --margin): a "
+            "configuration that did not drift is not shown the same"
+        )
     verdict += ". " + fingerprint_summary(fpd, a, b)
-    table.attrs.update({"response": response, "alpha": alpha, "notes": notes, "a": a, "b": b,
-                        "factors": fa, "margin": margin})
+    table.attrs.update(
+        {
+            "response": response,
+            "alpha": alpha,
+            "notes": notes,
+            "a": a,
+            "b": b,
+            "factors": fa,
+            "margin": margin,
+        }
+    )
     return table, fpd, verdict
 
 
-def _equivalence_columns(table: pd.DataFrame, ra: pd.DataFrame, rb: pd.DataFrame, *, response: str,
-                         factors: Sequence[str], margin: float | None, alpha: float) -> pd.DataFrame:
+def _equivalence_columns(
+    table: pd.DataFrame,
+    ra: pd.DataFrame,
+    rb: pd.DataFrame,
+    *,
+    response: str,
+    factors: Sequence[str],
+    margin: float | None,
+    alpha: float,
+) -> pd.DataFrame:
     """``table`` (one row per configuration of ``factors``) with ``p_tost``, ``p_tost_holm`` and
     ``equivalence``: TOST of ``rb`` against ``ra`` within ``margin`` (a fraction of ra's mean),
     Holm over the rows, the verdict from the Holm-corrected TOST and Welch p-values."""
     from ..stats import adjust_p, equivalence
     from ..stats.equivalence import verdict as tost_verdict
+
     out = table.copy()
     out.attrs = dict(table.attrs)
     if margin is None:
@@ -247,8 +303,9 @@ def _equivalence_columns(table: pd.DataFrame, ra: pd.DataFrame, rb: pd.DataFrame
     if ok.any():
         adj_t[ok], adj_d[ok] = adjust_p(pt[ok], method="holm"), adjust_p(pd_[ok], method="holm")
     out["p_tost"], out["p_tost_holm"] = pt, adj_t
-    out["equivalence"] = [tost_verdict(t, d, alpha) if k else "not tested"
-                          for t, d, k in zip(adj_t, adj_d, ok)]
+    out["equivalence"] = [
+        tost_verdict(t, d, alpha) if k else "not tested" for t, d, k in zip(adj_t, adj_d, ok)
+    ]
     return out
 
 

@@ -38,6 +38,7 @@ The command owns what it starts (:func:`serve`):
   ``cull_connected``; the reader reloads). A kernel busy running the notebook is never culled.
   Reloading the page in a loop therefore holds at most ``max_kernels`` kernels' memory.
 """
+
 from __future__ import annotations
 
 import ipaddress
@@ -53,8 +54,18 @@ from typing import Any, TextIO
 from ..errors import ConfigError
 from ..voila_kernels import DEFAULT_MAX_KERNELS, DEFAULT_UNCONNECTED_TIMEOUT, die_with_parent
 
-__all__ = ["DEFAULT_IDLE_TIMEOUT", "DEFAULT_MAX_KERNELS", "DEFAULT_PORT", "DEFAULT_UNCONNECTED_TIMEOUT",
-           "KERNEL_ENCRYPTION", "STOP_BOUND", "STOP_GRACE", "explorer_notebook", "serve", "voila_command"]
+__all__ = [
+    "DEFAULT_IDLE_TIMEOUT",
+    "DEFAULT_MAX_KERNELS",
+    "DEFAULT_PORT",
+    "DEFAULT_UNCONNECTED_TIMEOUT",
+    "KERNEL_ENCRYPTION",
+    "STOP_BOUND",
+    "STOP_GRACE",
+    "explorer_notebook",
+    "serve",
+    "voila_command",
+]
 
 DEFAULT_PORT = 8866
 #: jupyter_client's transport-encryption policy for the kernels the dashboard starts: "auto"
@@ -77,11 +88,18 @@ def explorer_notebook(root: str | Path | None = None) -> Path:
     (:func:`labkit.core.paths.checkout`), else the copy that ships with labkit
     (:func:`labkit.core.paths.notebooks_dir`: no checkout needed)."""
     from ..core import paths
+
     base = Path(root) if root is not None else paths.checkout()
-    nb = base / "notebooks" / "00_explorer.ipynb" if base is not None else paths.notebooks_dir() / "00_explorer.ipynb"
+    nb = (
+        base / "notebooks" / "00_explorer.ipynb"
+        if base is not None
+        else paths.notebooks_dir() / "00_explorer.ipynb"
+    )
     if not nb.is_file():
-        raise ConfigError(f"the explorer notebook {nb} is missing: reinstall labkit (it ships with the package) "
-                          "or give the root of a labkit checkout")
+        raise ConfigError(
+            f"the explorer notebook {nb} is missing: reinstall labkit (it ships with the package) "
+            "or give the root of a labkit checkout"
+        )
     return nb
 
 
@@ -91,11 +109,17 @@ def _seconds(name: str, value: object) -> int:
     return value
 
 
-def voila_command(*, port: int = DEFAULT_PORT, ip: str = "127.0.0.1", token: str | None = None,
-                  root: str | Path | None = None, data_dir: str | Path | None = None,
-                  max_kernels: int = DEFAULT_MAX_KERNELS,
-                  unconnected_timeout: int = DEFAULT_UNCONNECTED_TIMEOUT,
-                  idle_timeout: int = DEFAULT_IDLE_TIMEOUT) -> tuple[list[str], dict[str, str], str]:
+def voila_command(
+    *,
+    port: int = DEFAULT_PORT,
+    ip: str = "127.0.0.1",
+    token: str | None = None,
+    root: str | Path | None = None,
+    data_dir: str | Path | None = None,
+    max_kernels: int = DEFAULT_MAX_KERNELS,
+    unconnected_timeout: int = DEFAULT_UNCONNECTED_TIMEOUT,
+    idle_timeout: int = DEFAULT_IDLE_TIMEOUT,
+) -> tuple[list[str], dict[str, str], str]:
     """``(argv, env, url)`` to serve the explorer with Voila: ``argv`` runs ``python -m voila``
     on :func:`explorer_notebook` (sources stripped, tracebacks hidden, no browser opened, the
     kernels' transport encrypted, kernels managed by :class:`~labkit.voila_kernels.DashboardKernelManager`: at most
@@ -113,42 +137,58 @@ def voila_command(*, port: int = DEFAULT_PORT, ip: str = "127.0.0.1", token: str
     try:
         addr = ipaddress.ip_address(ip)
     except ValueError:
-        raise ConfigError(f"dashboard ip {ip!r}: give an IP address, e.g. 127.0.0.1 (the default) "
-                          "or 0.0.0.0 to listen on every interface") from None
+        raise ConfigError(
+            f"dashboard ip {ip!r}: give an IP address, e.g. 127.0.0.1 (the default) "
+            "or 0.0.0.0 to listen on every interface"
+        ) from None
     if isinstance(max_kernels, bool) or not isinstance(max_kernels, int) or not 1 <= max_kernels <= 1000:
-        raise ConfigError(f"dashboard max_kernels {max_kernels!r}: give a whole number from 1 to 1000 "
-                          "(kernels running at once; each holds about 0.5 GB)")
+        raise ConfigError(
+            f"dashboard max_kernels {max_kernels!r}: give a whole number from 1 to 1000 "
+            "(kernels running at once; each holds about 0.5 GB)"
+        )
     unconnected_timeout = _seconds("unconnected_timeout", unconnected_timeout)
     idle_timeout = _seconds("idle_timeout", idle_timeout)
     nb = explorer_notebook(root)
     token = secrets.token_urlsafe(24) if token is None else token
     # the culler wakes often enough to honour the shorter timeout within a quarter of it
     cull_interval = max(1, min(unconnected_timeout, idle_timeout) // 4)
-    argv = [sys.executable, "-m", "voila", str(nb), "--no-browser", f"--port={port}",
-            f"--Voila.ip={ip}", "--Voila.port_retries=0",
-            "--VoilaConfiguration.strip_sources=True", "--VoilaConfiguration.show_tracebacks=False",
-            f"--VoilaConfiguration.multi_kernel_manager_class={_KERNEL_MANAGER}",
-            f"--DashboardKernelManager.max_kernels={max_kernels}",
-            f"--DashboardKernelManager.unconnected_timeout={unconnected_timeout}",
-            f"--MappingKernelManager.cull_idle_timeout={idle_timeout}",
-            "--MappingKernelManager.cull_connected=True",
-            f"--MappingKernelManager.cull_interval={cull_interval}",
-            f"--KernelManager.shutdown_wait_time={KERNEL_SHUTDOWN_WAIT}"]
+    argv = [
+        sys.executable,
+        "-m",
+        "voila",
+        str(nb),
+        "--no-browser",
+        f"--port={port}",
+        f"--Voila.ip={ip}",
+        "--Voila.port_retries=0",
+        "--VoilaConfiguration.strip_sources=True",
+        "--VoilaConfiguration.show_tracebacks=False",
+        f"--VoilaConfiguration.multi_kernel_manager_class={_KERNEL_MANAGER}",
+        f"--DashboardKernelManager.max_kernels={max_kernels}",
+        f"--DashboardKernelManager.unconnected_timeout={unconnected_timeout}",
+        f"--MappingKernelManager.cull_idle_timeout={idle_timeout}",
+        "--MappingKernelManager.cull_connected=True",
+        f"--MappingKernelManager.cull_interval={cull_interval}",
+        f"--KernelManager.shutdown_wait_time={KERNEL_SHUTDOWN_WAIT}",
+    ]
     import zmq
-    if zmq.has("curve"):          # jupyter_client refuses the policy without CurveZMQ in libzmq
+
+    if zmq.has("curve"):  # jupyter_client refuses the policy without CurveZMQ in libzmq
         argv.append(f"--KernelManager.transport_encryption={KERNEL_ENCRYPTION}")
     env = dict(os.environ)
     env.pop("JUPYTER_TOKEN", None)
     if token:
-        argv.append("--token")            # Voila.auto_token: the identity provider reads JUPYTER_TOKEN
+        argv.append("--token")  # Voila.auto_token: the identity provider reads JUPYTER_TOKEN
         env["JUPYTER_TOKEN"] = token
     from ..core import paths
+
     # the campaigns shown: ``data_dir`` (relative: from here), else the checkout's or ./data, passed to
     # the kernels (which start beside the notebook) as an absolute path (paths.DATA_DIR_ENV)
     env[paths.DATA_DIR_ENV] = str(Path(os.path.abspath(paths.data_dir(data_dir))))
     # the page is served before the first campaign's analysis is computed (issue 46: 32 s to the
     # first page); LABKIT_EXPLORER_DEFER=0 in the environment keeps the old way (everything first)
     from .deferred import DEFER_ENV
+
     env.setdefault(DEFER_ENV, "1")
     host = f"[{addr}]" if addr.version == 6 else str(addr)
     shown = "127.0.0.1" if addr.is_unspecified else host
@@ -160,13 +200,14 @@ def voila_command(*, port: int = DEFAULT_PORT, ip: str = "127.0.0.1", token: str
 def _say(out: TextIO, line: str) -> None:
     try:
         print(line, file=out, flush=True)
-    except (OSError, ValueError):      # the terminal went away (SIGHUP): the stop goes on
+    except (OSError, ValueError):  # the terminal went away (SIGHUP): the stop goes on
         pass
 
 
 def _gone(procs: list[Any]) -> list[Any]:
     """Those of ``procs`` (psutil.Process) still running (a zombie has ended)."""
     import psutil
+
     left = []
     for p in procs:
         try:
@@ -177,7 +218,9 @@ def _gone(procs: list[Any]) -> list[Any]:
     return left
 
 
-def serve(argv: list[str], env: dict[str, str], *, grace: float = STOP_GRACE, out: TextIO | None = None) -> int:
+def serve(
+    argv: list[str], env: dict[str, str], *, grace: float = STOP_GRACE, out: TextIO | None = None
+) -> int:
     """Run Voila (``argv``, ``env`` from :func:`voila_command`) until it exits or this process
     receives SIGTERM, SIGINT or SIGHUP (see the module docstring: Voila in its own process group
     with ``PR_SET_PDEATHSIG``, the signal forwarded, SIGKILL of the group and of every kernel
@@ -194,12 +237,13 @@ def serve(argv: list[str], env: dict[str, str], *, grace: float = STOP_GRACE, ou
         received.append(signum)
 
     stops = [signal.SIGTERM, signal.SIGINT]
-    if signal.getsignal(signal.SIGHUP) != signal.SIG_IGN:       # nohup: hangups stay ignored
+    if signal.getsignal(signal.SIGHUP) != signal.SIG_IGN:  # nohup: hangups stay ignored
         stops.append(signal.SIGHUP)
     previous = {s: signal.signal(s, on_signal) for s in stops}
     try:
-        proc = subprocess.Popen(argv, env=env, start_new_session=True,
-                                preexec_fn=die_with_parent(signal.SIGTERM))
+        proc = subprocess.Popen(
+            argv, env=env, start_new_session=True, preexec_fn=die_with_parent(signal.SIGTERM)
+        )
         try:
             while not received:
                 try:
@@ -210,7 +254,7 @@ def serve(argv: list[str], env: dict[str, str], *, grace: float = STOP_GRACE, ou
                 return rc
             return _stop(proc, received, grace, out)
         finally:
-            if proc.poll() is None:           # an exception on the way: nothing may outlive us
+            if proc.poll() is None:  # an exception on the way: nothing may outlive us
                 _killpg(proc.pid, signal.SIGKILL)
                 proc.wait()
     finally:
@@ -228,6 +272,7 @@ def _killpg(pgid: int, sig: int) -> None:
 
 def _stop(proc: subprocess.Popen, received: list[int], grace: float, out: TextIO) -> int:
     import psutil
+
     t0 = time.monotonic()
     signum = received[0]
     name = signal.Signals(signum).name
@@ -243,8 +288,8 @@ def _stop(proc: subprocess.Popen, received: list[int], grace: float, out: TextIO
     while proc.poll() is None and time.monotonic() < deadline and len(received) < 2:
         time.sleep(0.05)
     killed = proc.poll() is None or bool(_gone(kernels))
-    _killpg(proc.pid, signal.SIGKILL)         # the group: Voila and anything it left in it
-    for k in _gone(kernels):                   # each kernel is in a session of its own
+    _killpg(proc.pid, signal.SIGKILL)  # the group: Voila and anything it left in it
+    for k in _gone(kernels):  # each kernel is in a session of its own
         try:
             k.kill()
         except psutil.NoSuchProcess:
@@ -259,9 +304,15 @@ def _stop(proc: subprocess.Popen, received: list[int], grace: float, out: TextIO
     n = len(kernels)
     what = f"Voila and {n} kernel{'s' if n != 1 else ''}" if voila is not None else "Voila"
     if left:
-        _say(out, f"labkit dashboard: stopped on {name}, but {len(left)} of its processes still run: "
-                  + ", ".join(str(p.pid) for p in left))
+        _say(
+            out,
+            f"labkit dashboard: stopped on {name}, but {len(left)} of its processes still run: "
+            + ", ".join(str(p.pid) for p in left),
+        )
         return 1
-    _say(out, f"labkit dashboard: stopped on {name}: {what} ended in {dt:.1f} s"
-              + (f" (killed after {grace:g} s)" if killed else ""))
+    _say(
+        out,
+        f"labkit dashboard: stopped on {name}: {what} ended in {dt:.1f} s"
+        + (f" (killed after {grace:g} s)" if killed else ""),
+    )
     return 0

@@ -13,6 +13,7 @@
 * :func:`baseline_table`: each level of a factor against a baseline level, per configuration of
   the other factors: ratio with its interval and the equivalence verdict (TOST) against a margin.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -42,6 +43,7 @@ class Policy:
     decides and nothing is ever said not to matter); ``family``: ``holm``, ``bonferroni``,
     ``bh`` or ``none`` (each term its own family, said in every conclusion). ConfigError for any
     other value (through :class:`labkit.stats.Rules`)."""
+
     alpha: float = 0.05
     practical: float | None = None
     practical_of: str = "mean"
@@ -54,8 +56,12 @@ class Policy:
 
     def rules(self) -> Rules:
         """The :class:`labkit.stats.Rules` (Holm standing in for "none": applied term by term)."""
-        return Rules(alpha=self.alpha, practical=self.practical, practical_of=self.practical_of,
-                     family="holm" if self.family == "none" else self.family)
+        return Rules(
+            alpha=self.alpha,
+            practical=self.practical,
+            practical_of=self.practical_of,
+            family="holm" if self.family == "none" else self.family,
+        )
 
     def correction(self, terms: int, what: str = "term") -> str:
         """``"Holm over 31 terms"`` (or "no family correction (family: none; 31 terms each
@@ -77,8 +83,9 @@ class Policy:
         return f"{self.correction(terms, what)}, α = {self.alpha:g}, {self.threshold_text()}"
 
 
-def policy_for(meta: dict | None, *, alpha: float = 0.05, practical: object = None,
-               family: str | None = None) -> Policy:
+def policy_for(
+    meta: dict | None, *, alpha: float = 0.05, practical: object = None, family: str | None = None
+) -> Policy:
     """The :class:`Policy` of a campaign: ``practical`` (a number, ``{share_of_variation: P}``, or
     a text such as ``"0.05"``/``"variation=1"``) and ``family`` override what the stored design
     (``meta["design"]``) declares; ``alpha`` as given. ConfigError for bad values."""
@@ -86,8 +93,12 @@ def policy_for(meta: dict | None, *, alpha: float = 0.05, practical: object = No
     raw = practical if practical is not None else design.get("practical")
     rule = practical_rule(raw, "practical")
     fam = check_family(family if family is not None else design.get("family"), "family") or "holm"
-    return Policy(alpha=float(alpha), practical=None if rule is None else rule[0],
-                  practical_of="mean" if rule is None else rule[1], family=fam)
+    return Policy(
+        alpha=float(alpha),
+        practical=None if rule is None else rule[0],
+        practical_of="mean" if rule is None else rule[1],
+        family=fam,
+    )
 
 
 def _components(runs: pd.DataFrame, term: str, response: str) -> float:
@@ -104,13 +115,16 @@ def _components(runs: pd.DataFrame, term: str, response: str) -> float:
                 total += sign * float(cells.mean())
                 continue
             marg = cells.groupby(level=list(sub), observed=True).mean()
-            key = cells.index.droplevel([f for f in fs if f not in sub]) if len(sub) < len(fs) else cells.index
+            key = (
+                cells.index.droplevel([f for f in fs if f not in sub]) if len(sub) < len(fs) else cells.index
+            )
             total += sign * marg.reindex(key).to_numpy(float)
     return float(total.max() - total.min())
 
 
-def decide_terms(effects: pd.DataFrame, policy: Policy, *, runs: pd.DataFrame | None = None,
-                 response: str | None = None) -> pd.DataFrame:
+def decide_terms(
+    effects: pd.DataFrame, policy: Policy, *, runs: pd.DataFrame | None = None, response: str | None = None
+) -> pd.DataFrame:
     """``effects`` (a factorial effects table with ``q``/``effect``/``ci_low``/``ci_high`` of q,
     or an ANOVA table with ``pct_variation``) with each term decided by ``policy``
     (:func:`labkit.stats.decide`).
@@ -129,8 +143,11 @@ def decide_terms(effects: pd.DataFrame, policy: Policy, *, runs: pd.DataFrame | 
     words), ``family`` (terms corrected over), ``policy`` and ``threshold``.
     """
     response = response or effects.attrs.get("response")
-    fam = ~effects["term"].isin(["I", "error"]) & np.isfinite(effects["p"].to_numpy(float, na_value=np.nan)) \
-        if "p" in effects.columns else pd.Series(False, index=effects.index)
+    fam = (
+        ~effects["term"].isin(["I", "error"]) & np.isfinite(effects["p"].to_numpy(float, na_value=np.nan))
+        if "p" in effects.columns
+        else pd.Series(False, index=effects.index)
+    )
     out = effects.copy()
     m = int(fam.sum())
     if m == 0:
@@ -141,11 +158,20 @@ def decide_terms(effects: pd.DataFrame, policy: Policy, *, runs: pd.DataFrame | 
         return out
     y = runs[response].to_numpy(float) if runs is not None and response in runs.columns else None
     n = len(y) if y is not None else int(effects.attrs.get("n") or 0) or None
-    mean = float(np.mean(y)) if y is not None else (
-        float(effects.loc[effects.term == "I", "q"].iloc[0]) if "q" in effects.columns
-        and (effects.term == "I").any() else None)
-    has_q = "q" in effects.columns and "ci_low" in effects.columns and np.isfinite(
-        effects.loc[fam, "q"].to_numpy(float)).all()
+    mean = (
+        float(np.mean(y))
+        if y is not None
+        else (
+            float(effects.loc[effects.term == "I", "q"].iloc[0])
+            if "q" in effects.columns and (effects.term == "I").any()
+            else None
+        )
+    )
+    has_q = (
+        "q" in effects.columns
+        and "ci_low" in effects.columns
+        and np.isfinite(effects.loc[fam, "q"].to_numpy(float)).all()
+    )
     work = pd.DataFrame({"term": effects["term"], "p": effects["p"] if "p" in effects.columns else np.nan})
     kw: dict = {}
     if has_q and policy.practical_of == "mean":
@@ -160,20 +186,22 @@ def decide_terms(effects: pd.DataFrame, policy: Policy, *, runs: pd.DataFrame | 
         work["size"] = effects["q"]
         work["lo"], work["hi"] = effects["ci_low"], effects["ci_high"]
         kw = {"n": n, "sst": sst_n * (n or 1)}
-    else:      # ANOVA: no interval
+    else:  # ANOVA: no interval
         if policy.practical_of == "variation":
             work["size"] = np.sqrt(effects["pct_variation"].to_numpy(float) / 100)
             kw = {"n": n or 1, "sst": float(n or 1)}
         else:
-            sizes = [(_components(runs, t, response) if f and runs is not None else np.nan)
-                     for t, f in zip(effects["term"], fam)]
+            sizes = [
+                (_components(runs, t, response) if f and runs is not None else np.nan)
+                for t, f in zip(effects["term"], fam)
+            ]
             work["size"] = sizes
             kw = {"mean": mean, "n": n}
         work["lo"], work["hi"] = np.nan, np.nan
     if policy.practical is None or policy.practical_of != "mean":
         kw.pop("mean", None)
     rules = policy.rules()
-    if policy.family == "none":     # each term its own family of one
+    if policy.family == "none":  # each term its own family of one
         parts = []
         for i in work.index[fam]:
             one = decide(work.loc[[i]], rules, estimate="size", ci_low="lo", ci_high="hi", **kw)
@@ -184,7 +212,9 @@ def decide_terms(effects: pd.DataFrame, policy: Policy, *, runs: pd.DataFrame | 
         decided = decide(work, rules, estimate="size", ci_low="lo", ci_high="hi", **kw)
         threshold = float(decided.loc[fam, "threshold"].iloc[0])
     for c in ("p_adjusted", "threshold", "verdict", "runs_to_resolve"):
-        out[c] = decided[c].reindex(out.index) if c != "verdict" else decided[c].reindex(out.index).astype(object)
+        out[c] = (
+            decided[c].reindex(out.index) if c != "verdict" else decided[c].reindex(out.index).astype(object)
+        )
     out["size"] = work["size"]
     runs_col = out["runs_to_resolve"].to_numpy(float)
     out["runs_to_resolve"] = np.where(np.isfinite(runs_col), runs_col, np.nan)
@@ -196,8 +226,9 @@ def decide_terms(effects: pd.DataFrame, policy: Policy, *, runs: pd.DataFrame | 
     return out
 
 
-def suspect_association(runs: pd.DataFrame, factors: Sequence[str], *, alpha: float = 0.05,
-                        family: str = "holm") -> pd.DataFrame:
+def suspect_association(
+    runs: pd.DataFrame, factors: Sequence[str], *, alpha: float = 0.05, family: str = "holm"
+) -> pd.DataFrame:
     """Are the suspect runs concentrated on one level of a factor? One row per factor of
     ``factors`` with at least 2 levels, from ``runs`` (one row per run, a boolean ``suspect``).
 
@@ -213,8 +244,18 @@ def suspect_association(runs: pd.DataFrame, factors: Sequence[str], *, alpha: fl
     runs on it), ``suspect`` (all suspect runs), ``runs_there`` (runs on it), ``runs`` (all runs).
     Empty (these columns) when no run is suspect.
     """
-    cols = ["factor", "test", "p", "p_adjusted", "confounded", "level", "suspect_there", "suspect",
-            "runs_there", "runs"]
+    cols = [
+        "factor",
+        "test",
+        "p",
+        "p_adjusted",
+        "confounded",
+        "level",
+        "suspect_there",
+        "suspect",
+        "runs_there",
+        "runs",
+    ]
     s = runs["suspect"].astype(bool)
     rows = []
     if s.any():
@@ -230,9 +271,18 @@ def suspect_association(runs: pd.DataFrame, factors: Sequence[str], *, alpha: fl
                 test = "chi2"
             share = tab[True] / tab[True].sum()
             level = share.idxmax()
-            rows.append({"factor": f, "test": test, "p": p, "level": level,
-                         "suspect_there": int(tab.loc[level, True]), "suspect": int(s.sum()),
-                         "runs_there": int(tab.loc[level].sum()), "runs": len(runs)})
+            rows.append(
+                {
+                    "factor": f,
+                    "test": test,
+                    "p": p,
+                    "level": level,
+                    "suspect_there": int(tab.loc[level, True]),
+                    "suspect": int(s.sum()),
+                    "runs_there": int(tab.loc[level].sum()),
+                    "runs": len(runs),
+                }
+            )
     out = pd.DataFrame(rows, columns=[c for c in cols if c not in ("p_adjusted", "confounded")])
     if len(out):
         ps = out["p"].to_numpy(float)
@@ -253,9 +303,17 @@ def empty_cells(runs: pd.DataFrame, factors: Sequence[str]) -> pd.DataFrame:
     return tab.loc[tab["all"].astype(bool), [*factors, "runs"]].reset_index(drop=True)
 
 
-def baseline_table(runs: pd.DataFrame, *, response: str, factor: str, baseline: object,
-                   factors: Sequence[str], margin: float | None, alpha: float = 0.05,
-                   family: str = "holm") -> pd.DataFrame:
+def baseline_table(
+    runs: pd.DataFrame,
+    *,
+    response: str,
+    factor: str,
+    baseline: object,
+    factors: Sequence[str],
+    margin: float | None,
+    alpha: float = 0.05,
+    family: str = "holm",
+) -> pd.DataFrame:
     """Each level of ``factor`` against ``baseline``, per configuration of the other ``factors``
     (one row each, when both sides have 2 runs or more): Welch's difference and TOST
     (:func:`labkit.stats.equivalence`, ``margin`` a fraction of the baseline's mean), the
@@ -274,8 +332,9 @@ def baseline_table(runs: pd.DataFrame, *, response: str, factor: str, baseline: 
     levels = list(pd.unique(runs[factor]))
     match = [lv for lv in levels if str(lv) == str(baseline)]
     if not match:
-        raise ConfigError(f"--baseline {factor}={baseline}: not a level of {factor} "
-                          f"(levels: {', '.join(map(str, levels))})")
+        raise ConfigError(
+            f"--baseline {factor}={baseline}: not a level of {factor} (levels: {', '.join(map(str, levels))})"
+        )
     base = match[0]
     others = [f for f in factors if f != factor]
     groups = runs.groupby(others, observed=True, sort=True) if others else [((), runs)]
@@ -297,28 +356,57 @@ def baseline_table(runs: pd.DataFrame, *, response: str, factor: str, baseline: 
             else:
                 t = sps.ttest_ind(a, b, equal_var=False)
                 va, vb = np.var(a, ddof=1) / len(a), np.var(b, ddof=1) / len(b)
-                df = (va + vb) ** 2 / (va ** 2 / (len(a) - 1) + vb ** 2 / (len(b) - 1))
+                df = (va + vb) ** 2 / (va**2 / (len(a) - 1) + vb**2 / (len(b) - 1))
                 half = float(sps.t.ppf(1 - alpha / 2, df) * np.sqrt(va + vb))
                 d = float(np.mean(a)) - mb
                 lo, hi, p_diff, p_tost = d - half, d + half, float(t.pvalue), np.nan
-            row.update(level=lv, n=len(a), n_base=len(b), mean=float(np.mean(a)), mean_base=mb,
-                       ratio=float(np.mean(a)) / mb if mb else np.nan,
-                       ratio_low=1 + lo / mb if mb else np.nan, ratio_high=1 + hi / mb if mb else np.nan,
-                       p_diff=p_diff, p_tost=p_tost)
+            row.update(
+                level=lv,
+                n=len(a),
+                n_base=len(b),
+                mean=float(np.mean(a)),
+                mean_base=mb,
+                ratio=float(np.mean(a)) / mb if mb else np.nan,
+                ratio_low=1 + lo / mb if mb else np.nan,
+                ratio_high=1 + hi / mb if mb else np.nan,
+                p_diff=p_diff,
+                p_tost=p_tost,
+            )
             rows.append(row)
     if not rows:
-        raise ConfigError(f"--baseline {factor}={baseline}: no configuration has 2 runs or more of "
-                          f"both {factor}={baseline} and another level")
+        raise ConfigError(
+            f"--baseline {factor}={baseline}: no configuration has 2 runs or more of "
+            f"both {factor}={baseline} and another level"
+        )
     out = pd.DataFrame(rows)
 
-    p_tost_adj, p_diff_adj, verdicts = family_verdicts(out["p_tost"], out["p_diff"], alpha=alpha, method=family)
+    p_tost_adj, p_diff_adj, verdicts = family_verdicts(
+        out["p_tost"], out["p_diff"], alpha=alpha, method=family
+    )
     out["p_diff_adj"], out["p_tost_adj"] = p_diff_adj, p_tost_adj
     if margin is not None:
         out["verdict"] = verdicts
     else:
         out["verdict"] = np.where(out["p_diff_adj"] < alpha, "different", "not shown different")
-    out = out[[*others, "level", "n", "n_base", "mean", "mean_base", "ratio", "ratio_low", "ratio_high",
-               "p_diff", "p_diff_adj", "p_tost", "p_tost_adj", "verdict"]]
-    out.attrs.update(factor=factor, baseline=base, margin=margin, alpha=alpha, family=family,
-                     response=response)
+    out = out[
+        [
+            *others,
+            "level",
+            "n",
+            "n_base",
+            "mean",
+            "mean_base",
+            "ratio",
+            "ratio_low",
+            "ratio_high",
+            "p_diff",
+            "p_diff_adj",
+            "p_tost",
+            "p_tost_adj",
+            "verdict",
+        ]
+    ]
+    out.attrs.update(
+        factor=factor, baseline=base, margin=margin, alpha=alpha, family=family, response=response
+    )
     return out

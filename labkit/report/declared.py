@@ -1,5 +1,6 @@
 """The factor levels in the order the stored design declares them (:func:`declared_levels`), and
 tables sorted that way (:func:`sorted_as_declared`)."""
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -11,8 +12,9 @@ from ..stats import validate as v
 __all__ = ["declared_levels", "sorted_as_declared"]
 
 
-def declared_levels(meta: dict | None, factors: Sequence[str],
-                    data: pd.DataFrame | None = None) -> dict[str, v.DesignOrder]:
+def declared_levels(
+    meta: dict | None, factors: Sequence[str], data: pd.DataFrame | None = None
+) -> dict[str, v.DesignOrder]:
     """``{factor: its levels in the order the stored design declares them}`` for each of
     ``factors`` that ``meta["design"]["factors"]`` (a store's metadata) lists with a list of
     levels: the order every analysis, table and figure of a campaign keeps (the first level is the
@@ -44,7 +46,8 @@ def sorted_as_declared(table: pd.DataFrame, by: Sequence[str], order: dict) -> p
     if table.empty or not any(f in order for f in keys):
         return table
     pos = {f: {lv: i for i, lv in enumerate(order[f])} for f in keys if f in order}
-    out = table.sort_values(keys, key=lambda s: s.map(pos[s.name]) if s.name in pos else s,
-                            kind="stable").reset_index(drop=True)
+    out = table.sort_values(
+        keys, key=lambda s: s.map(pos[s.name]) if s.name in pos else s, kind="stable"
+    ).reset_index(drop=True)
     out.attrs = dict(table.attrs)
     return out

@@ -9,6 +9,7 @@ send its own copy of the outputs back after the cell; the state also reaches a p
 connects later. :data:`DEFER_ENV` is how the dashboard asks for it; :func:`shown_path` is the
 data folder as a page names it (never the server's absolute path).
 """
+
 from __future__ import annotations
 
 import os
@@ -29,14 +30,20 @@ THREAD_NAME = "labkit-explorer-first-analysis"
 def output(item: Any) -> dict:
     """``item`` as one output of an Output widget (what ``display`` inside it would add)."""
     from IPython.core.interactiveshell import InteractiveShell
+
     formatter = InteractiveShell.instance().display_formatter
-    assert formatter is not None               # an InteractiveShell always has one
+    assert formatter is not None  # an InteractiveShell always has one
     data, metadata = formatter.format(item)
     return {"output_type": "display_data", "data": data, "metadata": metadata}
 
 
-def fill_later(jobs: Sequence[tuple[Any, Any, Callable[[], Iterable]]], *, lock: threading.RLock,
-               current: Callable[[], bool], failed: Callable[[BaseException], Any]) -> threading.Thread:
+def fill_later(
+    jobs: Sequence[tuple[Any, Any, Callable[[], Iterable]]],
+    *,
+    lock: threading.RLock,
+    current: Callable[[], bool],
+    failed: Callable[[BaseException], Any],
+) -> threading.Thread:
     """Fill each ``(out, waiting, make)`` of ``jobs`` in a background thread (returned, started):
     ``out`` (an Output widget) shows ``waiting`` (a displayable) at once, then ``make()``'s items,
     or ``failed(exc)`` if it raised. Each job runs holding ``lock`` (the callbacks' lock: pyplot
@@ -51,10 +58,11 @@ def fill_later(jobs: Sequence[tuple[Any, Any, Callable[[], Iterable]]], *, lock:
                     return
                 try:
                     items = list(make())
-                except Exception as exc:     # noqa: BLE001  # shown where the view would be
+                except Exception as exc:  # noqa: BLE001  # shown where the view would be
                     items = [failed(exc)]
                 if current():
                     out.outputs = tuple(output(item) for item in items)
+
     thread = threading.Thread(target=work, name=THREAD_NAME, daemon=True)
     thread.start()
     return thread
@@ -64,6 +72,7 @@ def shown_path(folder: str | Path) -> str:
     """``folder`` as a page names it, never the server's absolute path (issue 46): relative to the
     labkit checkout or the working directory when under one (``data/``), else its name."""
     from ..core import paths
+
     here = Path(os.path.abspath(folder))
     for base in (paths.checkout(), Path.cwd()):
         if base is not None and here.is_relative_to(os.path.abspath(base)):

@@ -15,6 +15,7 @@ bounded, whatever the campaign's size or its runs' length:
 * :func:`summary_figure`: that summary, one panel per metric, its title saying how many runs
   and spans it summarises.
 """
+
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
@@ -38,7 +39,9 @@ SUMMARY_BINS = 120
 SUMMARY_METRICS = 6
 
 
-def run_series(store: Store, run_id: str, *, cap: int = RUN_SAMPLES, points: int = MAX_POINTS) -> pd.DataFrame:
+def run_series(
+    store: Store, run_id: str, *, cap: int = RUN_SAMPLES, points: int = MAX_POINTS
+) -> pd.DataFrame:
     """Run ``run_id``'s telemetry to draw (:func:`labkit.report.plots.telemetry`): its samples as
     stored when it has at most ``cap``, else its host metrics averaged over at most ``points`` spans of
     run time each. ``attrs``: ``samples`` (stored), ``shown`` (rows returned), ``note`` (what was
@@ -50,8 +53,10 @@ def run_series(store: Store, run_id: str, *, cap: int = RUN_SAMPLES, points: int
         return out
     binned = store.sample_bins([run_id], bins=points, min_width_s=0.0)
     out = binned[["run_id", "t", "metric", "value"]].assign(instance=None)
-    note = (f"downsampled: {len(out):,d} of {total:,d} samples shown, each the mean over "
-            f"{binned.attrs['width_s']:.3g} s (host metrics, at most {points} points per metric)")
+    note = (
+        f"downsampled: {len(out):,d} of {total:,d} samples shown, each the mean over "
+        f"{binned.attrs['width_s']:.3g} s (host metrics, at most {points} points per metric)"
+    )
     out.attrs.update(samples=total, shown=len(out), note=note)
     return out
 
@@ -68,13 +73,20 @@ def pick_runs(run_ids: list[str], at_most: int) -> list[str]:
     return [run_ids[round(i * step)] for i in range(at_most)]
 
 
-def config_summary(store: Store, config: int, *, runs: int = SUMMARY_RUNS, bins: int = SUMMARY_BINS,
-                   metrics: list[str] | None = None) -> pd.DataFrame:
+def config_summary(
+    store: Store,
+    config: int,
+    *,
+    runs: int = SUMMARY_RUNS,
+    bins: int = SUMMARY_BINS,
+    metrics: list[str] | None = None,
+) -> pd.DataFrame:
     """Median and 95th percentile across the runs of configuration ``config`` of each host metric per
     span of run time (see the module docstring). Columns metric, bin, t (the span's start, s), median,
     p95, runs (how many runs have samples there). ``attrs``: ``runs_used``, ``runs_total``,
     ``rows_loaded`` (rows read from the store), ``width_s``, ``samples`` (samples summarised)."""
     import pandas as pd
+
     every = store.config_runs(config)
     used = pick_runs(every, runs)
     binned = store.sample_bins(used, bins=bins, metrics=metrics)
@@ -83,10 +95,21 @@ def config_summary(store: Store, config: int, *, runs: int = SUMMARY_RUNS, bins:
         out = pd.DataFrame(columns=cols)
     else:
         g = binned.groupby(["metric", "bin"], sort=True)
-        out = pd.DataFrame({"t": g["t"].first(), "median": g["value"].median(),
-                            "p95": g["value"].quantile(0.95), "runs": g["run_id"].nunique()}).reset_index()[cols]
-    out.attrs.update(runs_used=len(used), runs_total=len(every), rows_loaded=len(binned),
-                     width_s=binned.attrs.get("width_s"), samples=binned.attrs.get("samples", 0))
+        out = pd.DataFrame(
+            {
+                "t": g["t"].first(),
+                "median": g["value"].median(),
+                "p95": g["value"].quantile(0.95),
+                "runs": g["run_id"].nunique(),
+            }
+        ).reset_index()[cols]
+    out.attrs.update(
+        runs_used=len(used),
+        runs_total=len(every),
+        rows_loaded=len(binned),
+        width_s=binned.attrs.get("width_s"),
+        samples=binned.attrs.get("samples", 0),
+    )
     return out
 
 
@@ -95,8 +118,11 @@ def summary_note(summary: pd.DataFrame) -> str:
     a = summary.attrs
     width = a.get("width_s") or 0
     span = "per second of run time" if abs(width - 1.0) < 1e-9 else f"per {width:.3g} s of run time"
-    runs = (f"all {a['runs_total']:,d} runs" if a["runs_used"] == a["runs_total"]
-            else f"{a['runs_used']:,d} of {a['runs_total']:,d} runs, spread evenly in run order")
+    runs = (
+        f"all {a['runs_total']:,d} runs"
+        if a["runs_used"] == a["runs_total"]
+        else f"{a['runs_used']:,d} of {a['runs_total']:,d} runs, spread evenly in run order"
+    )
     return f"median and p95 across {runs}, {span} ({a.get('samples', 0):,d} samples, averaged per run and span in SQL)"
 
 
@@ -105,6 +131,7 @@ def summary_figure(summary: pd.DataFrame, *, title: str, metrics: list[str] | No
     run time; the title says what was summarised (:func:`summary_note`)."""
     # texts drawn as written: a "$" in a metric name is not mathtext
     from .canvas import LiteralTextFigure
+
     if summary.empty:
         raise ConfigError("telemetry summary: no samples to draw")
     names = list(metrics) if metrics is not None else list(dict.fromkeys(summary["metric"]))[:SUMMARY_METRICS]
@@ -112,7 +139,7 @@ def summary_figure(summary: pd.DataFrame, *, title: str, metrics: list[str] | No
     nrows = -(-len(names) // ncols)
     fig = LiteralTextFigure(figsize=(3.0 * ncols, 1.9 * nrows + 0.7), layout="constrained")
     axes = fig.subplots(nrows, ncols, squeeze=False).ravel()
-    for ax in axes[len(names):]:
+    for ax in axes[len(names) :]:
         ax.set_visible(False)
     for ax, m in zip(axes, names):
         part = summary[summary["metric"] == m]

@@ -1,6 +1,7 @@
 """Store text made safe to show: :func:`escape_md` for Markdown (notebooks, the explorer) and
 :func:`escape_html` for HTML (the report), so names and levels from a store are shown literally
 and never become markup."""
+
 from __future__ import annotations
 
 import html
@@ -29,8 +30,9 @@ def escape_md(text: object) -> str:
     for i, c in enumerate(s):
         if c in _MD_ENTITIES:
             out.append(_MD_ENTITIES[c])
-        elif c in _MD_ALWAYS or (c == "_" and not (0 < i < len(s) - 1 and s[i - 1].isalnum()
-                                                    and s[i + 1].isalnum())):
+        elif c in _MD_ALWAYS or (
+            c == "_" and not (0 < i < len(s) - 1 and s[i - 1].isalnum() and s[i + 1].isalnum())
+        ):
             out.append("\\" + c)
         else:
             out.append(c)
@@ -41,8 +43,8 @@ def escape_md(text: object) -> str:
         s = s[:lead] + "\\" + head
     else:
         digits = len(head) - len(head.lstrip("0123456789"))
-        if digits and head[digits:digits + 1] in (".", ")"):
-            s = s[:lead + digits] + "\\" + s[lead + digits:]
+        if digits and head[digits : digits + 1] in (".", ")"):
+            s = s[: lead + digits] + "\\" + s[lead + digits :]
     return s
 
 

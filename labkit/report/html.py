@@ -1,5 +1,6 @@
 """One-file HTML reports: :func:`html_report` writes sections as one self-contained page and
 :func:`write_report` writes a campaign's analysis that way."""
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -10,8 +11,15 @@ from .analysis import analyze
 from .order import ORDER_COLUMNS, order_sentences
 from .tables import EFFECT_COLUMNS
 
-__all__ = ["APPENDIX", "FIGURE_CAPTIONS", "REPORT_EFFECT_COLUMNS", "data_notes", "figure_caption", "html_report",
-           "write_report"]
+__all__ = [
+    "APPENDIX",
+    "FIGURE_CAPTIONS",
+    "REPORT_EFFECT_COLUMNS",
+    "data_notes",
+    "figure_caption",
+    "html_report",
+    "write_report",
+]
 
 
 def html_report(title: str, sections: Sequence[tuple[str, object]], *, subtitle: str = "") -> str:
@@ -24,8 +32,8 @@ def html_report(title: str, sections: Sequence[tuple[str, object]], *, subtitle:
     and never become markup. No script, stylesheet or font is fetched; the page fits a screen and
     prints on A4 without cutting a table."""
     from .page import render
-    return render(title, sections, subtitle=subtitle)
 
+    return render(title, sections, subtitle=subtitle)
 
 
 REPORT_EFFECT_COLUMNS = EFFECT_COLUMNS
@@ -33,20 +41,28 @@ REPORT_EFFECT_COLUMNS = EFFECT_COLUMNS
 #: the report's caption of each figure of :meth:`Analysis.figures`
 FIGURE_CAPTIONS = {
     "pareto": "Pareto chart of the effects: |t| of each term with the critical t line (replicated "
-              "designs), or |effect| with Lenth's margin of error (unreplicated); bars past the line "
-              "are significant.",
+    "designs), or |effect| with Lenth's margin of error (unreplicated); bars past the line "
+    "are significant.",
     "main_effects": "Main effects: the mean response at each level of each factor, with confidence "
-                    "intervals and the runs as dots.",
+    "intervals and the runs as dots.",
     "interactions": "Interactions: the mean response for each pair of factors' levels; lines that "
-                    "are not parallel show an interaction.",
+    "are not parallel show an interaction.",
     "run_order": "The response in the order the runs executed, with a rolling median: runs were "
-                 "randomized, so a trend is drift (warm-up, a neighbour), not a factor's effect.",
+    "randomized, so a trend is drift (warm-up, a neighbour), not a factor's effect.",
     "qq": "Normal Q-Q plot of the residuals (the Shapiro-Wilk test is in the residual diagnostics).",
 }
 
 
-def write_report(data_dir: str | Path, campaign: str, out: str | Path, *, response: str | None = None,
-                 alpha: float = 0.05, practical: object = None, family: str | None = None) -> Path:
+def write_report(
+    data_dir: str | Path,
+    campaign: str,
+    out: str | Path,
+    *,
+    response: str | None = None,
+    alpha: float = 0.05,
+    practical: object = None,
+    family: str | None = None,
+) -> Path:
     """Analyse ``campaign`` (:func:`analyze`) and write one self-contained HTML file to ``out``
     with :func:`labkit.core.files.atomic_write` (mode 0600, also when it replaces an older report:
     results are private until shared; a symbolic link at ``out`` is refused). Returns the path.
@@ -64,81 +80,137 @@ def write_report(data_dir: str | Path, campaign: str, out: str | Path, *, respon
     from ..core.files import atomic_write
     from .catalog import design_table, settings_table
     from .page import Captioned, provenance
+
     a = analyze(data_dir, campaign, response=response, alpha=alpha, practical=practical, family=family)
     from ..store import Store
+
     with Store(Path(data_dir) / campaign / "store.sqlite", readonly=True) as st:
         fps, runs = st.fingerprints(), st.runs()
-    domain_types = ({i.get("domain_type") for m in runs.metadata for i in (m or {}).get("instances", [])} - {None}
-                    if "metadata" in runs else set())
+    domain_types = (
+        {i.get("domain_type") for m in runs.metadata for i in (m or {}).get("instances", [])} - {None}
+        if "metadata" in runs
+        else set()
+    )
     notes = data_notes(a, domain_types)
     # the columns a reader needs (the whole table is in the bundle): q and the effect (2q) with the
     # effect's CI and the test, then the share of variation with its CI (two tables, so that both
     # fit an A4 page); an ANOVA's df, F, p and share in one
     from .tables import effects_table
+
     table = effects_table(a.effects, a.variation)
     shares = [c for c in ("pct_variation", "pct_low", "pct_high") if c in table.columns]
     effects: object = table
     if "effect" in table.columns and shares:
-        effects = [("Estimates: Jain's q and the effect (2q) with the effect's "
-                    f"{100 * (1 - alpha):g} % CI", table.drop(columns=shares)),
-                   ("Share of the variation (%)" + (f" with its {100 * (1 - alpha):g} % bootstrap CI"
-                                                     if "pct_low" in shares else ""),
-                    table[["term", *shares]])]
+        effects = [
+            (
+                f"Estimates: Jain's q and the effect (2q) with the effect's {100 * (1 - alpha):g} % CI",
+                table.drop(columns=shares),
+            ),
+            (
+                "Share of the variation (%)"
+                + (f" with its {100 * (1 - alpha):g} % bootstrap CI" if "pct_low" in shares else ""),
+                table[["term", *shares]],
+            ),
+        ]
     n_runs = f"n = {len(a.runs)} runs in {len(a.summary)} configurations"
-    figures: list = [Captioned(fig, figure_caption(FIGURE_CAPTIONS.get(name, name), n_runs, notes))
-                     for name, fig in a.figures(alpha=alpha).items()]
+    figures: list = [
+        Captioned(fig, figure_caption(FIGURE_CAPTIONS.get(name, name), n_runs, notes))
+        for name, fig in a.figures(alpha=alpha).items()
+    ]
     from .measurement import drift_section, levels_section, quantiles_section, telemetry_section
+
     tables: list[tuple[str, object]] = [
-        ("Design", [("Factors and levels (the first level is the low level of a two-level factor)",
-                     design_table(a.meta)),
-                    ("Settings", settings_table(a.meta, a.status))]),
+        (
+            "Design",
+            [
+                (
+                    "Factors and levels (the first level is the low level of a two-level factor)",
+                    design_table(a.meta),
+                ),
+                ("Settings", settings_table(a.meta, a.status)),
+            ],
+        ),
         ("Summary per configuration", a.summary),
-        ({"factorial": "Effects", "anova": "ANOVA", "none": "Effects", "levels": "Effects"}[a.kind],
-         "none can be computed (see the conclusions)" if a.kind == "none" else effects),
+        (
+            {"factorial": "Effects", "anova": "ANOVA", "none": "Effects", "levels": "Effects"}[a.kind],
+            "none can be computed (see the conclusions)" if a.kind == "none" else effects,
+        ),
     ]
     from .tables import capped, decisions_table
+
     if a.conclusions.decided is not None and a.conclusions.decided["verdict"].notna().any():
-        tables.append(("Decisions", [f"Each term decided by the rules: {a.conclusions.rules}.",
-                                     decisions_table(a.conclusions.decided)]))
+        tables.append(
+            (
+                "Decisions",
+                [
+                    f"Each term decided by the rules: {a.conclusions.rules}.",
+                    decisions_table(a.conclusions.decided),
+                ],
+            )
+        )
     if a.diagnostics is not None:
         tables.append(("Residual diagnostics", [a.diagnostics.table, a.diagnostics.message]))
     # the measurement's sections (issue 32): their figures join the others, their tables stay here
-    n_measured = {"drift": n_runs,
-                  "telemetry": f"n = {len(a.telemetry)} runs with telemetry" if a.telemetry is not None else n_runs}
-    for part, kind in ((levels_section(a), "levels"), (quantiles_section(a), ""), (drift_section(a), "drift")):
+    n_measured = {
+        "drift": n_runs,
+        "telemetry": f"n = {len(a.telemetry)} runs with telemetry" if a.telemetry is not None else n_runs,
+    }
+    for part, kind in (
+        (levels_section(a), "levels"),
+        (quantiles_section(a), ""),
+        (drift_section(a), "drift"),
+    ):
         if part is not None:
             title, content = part
-            figures += [Captioned(c.figure, figure_caption(c.caption, n_measured.get(kind, n_runs), notes))
-                        for c in content if isinstance(c, Captioned)]
+            figures += [
+                Captioned(c.figure, figure_caption(c.caption, n_measured.get(kind, n_runs), notes))
+                for c in content
+                if isinstance(c, Captioned)
+            ]
             rest = [c for c in content if not isinstance(c, Captioned)]
             if rest:
                 tables.append((title, rest))
     if a.order_effects is not None:
-        shown = [c for c in ORDER_COLUMNS if c in a.order_effects]   # the decision's columns: A4-wide
-        tables.append(("Order effects", [order_sentences(a.order_effects, a.response)[0], a.order_effects[shown]]))
+        shown = [c for c in ORDER_COLUMNS if c in a.order_effects]  # the decision's columns: A4-wide
+        tables.append(
+            ("Order effects", [order_sentences(a.order_effects, a.response)[0], a.order_effects[shown]])
+        )
     if a.run_length is not None:
         tables.append(("Run length", [f"{a.run_length.sentence()}. Why: {a.run_length.why}."]))
-    tables += [("Host fingerprints", a.fingerprints),
-               ("Provenance", provenance(data_dir, campaign, a.meta, fps))]
+    tables += [
+        ("Host fingerprints", a.fingerprints),
+        ("Provenance", provenance(data_dir, campaign, a.meta, fps)),
+    ]
     # the per-run tables: an appendix at the end (issue 46: they filled pages 6-14 of 19)
     appendix: list[tuple[str, object]] = []
     tele = telemetry_section(a)
     if tele is not None:
-        figures += [Captioned(c.figure, figure_caption(c.caption, n_measured["telemetry"], notes))
-                    for c in tele[1] if isinstance(c, Captioned)]
+        figures += [
+            Captioned(c.figure, figure_caption(c.caption, n_measured["telemetry"], notes))
+            for c in tele[1]
+            if isinstance(c, Captioned)
+        ]
         appendix.append((f"{APPENDIX} A. {tele[0]}", [c for c in tele[1] if not isinstance(c, Captioned)]))
     if a.suspect_runs is not None and len(a.suspect_runs):
-        appendix.append((f"{APPENDIX} {'AB'[len(appendix)]}. Suspect runs",
-                         [f"{len(a.suspect_runs)} of {len(a.runs)} runs flagged by the telemetry (the "
-                          "conclusions are computed with and without them).",
-                          *capped(a.suspect_runs, what="suspect runs")]))
+        appendix.append(
+            (
+                f"{APPENDIX} {'AB'[len(appendix)]}. Suspect runs",
+                [
+                    f"{len(a.suspect_runs)} of {len(a.runs)} runs flagged by the telemetry (the "
+                    "conclusions are computed with and without them).",
+                    *capped(a.suspect_runs, what="suspect runs"),
+                ],
+            )
+        )
     sections: list[tuple[str, object]] = [("Conclusions", a.conclusions)]
     if figures:
         sections.append(("Figures", figures))
     sections += tables + appendix
     design = a.meta.get("design", {})
-    subtitle = (f"campaign {campaign} · response {a.response} · {a.kind} analysis of "
-                f"{len(a.runs)} successful runs · design {design.get('name', '')}")
+    subtitle = (
+        f"campaign {campaign} · response {a.response} · {a.kind} analysis of "
+        f"{len(a.runs)} successful runs · design {design.get('name', '')}"
+    )
     page = html_report(f"labkit report: {campaign} ({a.response})", sections, subtitle=subtitle)
     return atomic_write(out, page)
 
@@ -156,16 +228,23 @@ def data_notes(a: object, domain_types: set | None = None) -> list[str]:
     notes = []
     suspect, runs = getattr(a, "suspect_runs", None), getattr(a, "runs", None)
     if suspect is not None and len(suspect) and runs is not None:
-        notes.append(f"Includes the {len(suspect)} runs flagged suspect by the telemetry (listed in the appendix; "
-                     "the conclusions say whether the answer holds without them).")
+        notes.append(
+            f"Includes the {len(suspect)} runs flagged suspect by the telemetry (listed in the appendix; "
+            "the conclusions say whether the answer holds without them)."
+        )
     meta = getattr(a, "meta", {}) or {}
-    described = " ".join(str((meta.get(k) or {}).get("description", "")) for k in ("design", "workload")
-                         if isinstance(meta.get(k), dict))
+    described = " ".join(
+        str((meta.get(k) or {}).get("description", ""))
+        for k in ("design", "workload")
+        if isinstance(meta.get(k), dict)
+    )
     if "stand-in" in described.lower() or "not parsec" in described.lower():
         notes.append(f"Stand-in data: {described.strip()}; not the original benchmark's numbers.")
     if "qemu" in (domain_types or set()):
-        notes.append("Stand-in platform: libvirt guests ran under QEMU TCG (software emulation), so "
-                     "libvirt's times are the emulator's, not a hypervisor's.")
+        notes.append(
+            "Stand-in platform: libvirt guests ran under QEMU TCG (software emulation), so "
+            "libvirt's times are the emulator's, not a hypervisor's."
+        )
     return notes
 
 

@@ -7,6 +7,7 @@
 same platform or level in every figure (the Okabe-Ito palette, readable by
 colour-blind readers).
 """
+
 from __future__ import annotations
 
 import re
@@ -43,14 +44,31 @@ LABELS = {
 }
 
 # suffix -> unit, longest first, for names not in LABELS
-_UNITS = [("_mbit_per_s", "Mbit/s"), ("_mb_per_s", "MB/s"), ("_per_s", "/s"), ("_iops", "IO/s"),
-          ("_ms", "ms"), ("_us", "µs"), ("_s", "s"), ("_mb", "MB"), ("_gb", "GB"), ("_pct", "%")]
+_UNITS = [
+    ("_mbit_per_s", "Mbit/s"),
+    ("_mb_per_s", "MB/s"),
+    ("_per_s", "/s"),
+    ("_iops", "IO/s"),
+    ("_ms", "ms"),
+    ("_us", "µs"),
+    ("_s", "s"),
+    ("_mb", "MB"),
+    ("_gb", "GB"),
+    ("_pct", "%"),
+]
 
 # Okabe & Ito (2008), "Color Universal Design": distinguishable by colour-blind readers
 PALETTE = ["#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#F0E442", "#000000"]
 # fixed colours for names that recur across figures
-_FIXED = {"local": PALETTE[0], "native": PALETTE[0], "docker": PALETTE[1], "lxd": PALETTE[2],
-          "libvirt": PALETTE[3], "floating": PALETTE[0], "pinned": PALETTE[3]}
+_FIXED = {
+    "local": PALETTE[0],
+    "native": PALETTE[0],
+    "docker": PALETTE[1],
+    "lxd": PALETTE[2],
+    "libvirt": PALETTE[3],
+    "floating": PALETTE[0],
+    "pinned": PALETTE[3],
+}
 _assigned: dict[str, str] = {}
 
 
@@ -89,10 +107,12 @@ def emulation_note(domain_types=None) -> str:
     if "qemu" not in kinds:
         return ""
     which = "The libvirt guests" if kinds == {"qemu"} else "Some libvirt guests"
-    return (f"{which} ran under QEMU TCG (software emulation; this host offered no usable KVM), so "
-            "the platform effect and the interactions with platform measure the emulator, not a "
-            "hypervisor such as KVM or Xen: compare the ranking of the other factors within each "
-            "platform with the paper, not the platforms' times.")
+    return (
+        f"{which} ran under QEMU TCG (software emulation; this host offered no usable KVM), so "
+        "the platform effect and the interactions with platform measure the emulator, not a "
+        "hypervisor such as KVM or Xen: compare the ranking of the other factors within each "
+        "platform with the paper, not the platforms' times."
+    )
 
 
 def color(level) -> str:

@@ -15,6 +15,7 @@ instances per run; hosts of a fleet as a random level when asked), and :func:`le
 tests the factors against the right error term with :func:`labkit.stats.level_effects`. The
 sentence builders say which error term was used, each level's share, drift and warm-up.
 """
+
 from __future__ import annotations
 
 import warnings
@@ -30,8 +31,18 @@ from ..stats.warmup import WarmupWarning, warmup
 from ..store.levels import fill_levels
 from .labels import label
 
-__all__ = ["HOSTS", "LevelDesign", "drift_sentences", "error_term_sentences", "level_analysis",
-           "level_design", "observations", "runs_of", "warmup_sentence", "with_levels"]
+__all__ = [
+    "HOSTS",
+    "LevelDesign",
+    "drift_sentences",
+    "error_term_sentences",
+    "level_analysis",
+    "level_design",
+    "observations",
+    "runs_of",
+    "warmup_sentence",
+    "with_levels",
+]
 
 #: how hosts of a fleet enter the analysis: fixed blocks (conclusions about these hosts) or a
 #: random level (conclusions about hosts like these)
@@ -62,8 +73,9 @@ def with_levels(tidy: pd.DataFrame) -> pd.DataFrame:
 RUN_COLUMNS = ["run_id", "run_order", "replicate", "host", "boot", "run_seq", "suspect", "suspect_reason"]
 
 
-def observations(tidy: pd.DataFrame, response: str, factors: Sequence[str], *,
-                 cut_warmup: bool = True) -> tuple[pd.DataFrame, pd.DataFrame]:
+def observations(
+    tidy: pd.DataFrame, response: str, factors: Sequence[str], *, cut_warmup: bool = True
+) -> tuple[pd.DataFrame, pd.DataFrame]:
     """``(obs, cut)``: the successful measurements of ``response``, one row per run and instance.
 
     ``obs`` columns: the factors, ``run_id``, ``run_order``, ``replicate``, ``host``, ``boot``,
@@ -82,8 +94,12 @@ def observations(tidy: pd.DataFrame, response: str, factors: Sequence[str], *,
     keys = ["run_id", "instance"]
     has_it = ok["iteration"].notna()
     series_keys = set(map(tuple, ok.loc[has_it, keys].itertuples(index=False, name=None)))
-    plain = ok[~has_it & ~pd.Series([k in series_keys for k in zip(ok["run_id"], ok["instance"])],
-                                     index=ok.index, dtype=bool)]
+    plain = ok[
+        ~has_it
+        & ~pd.Series(
+            [k in series_keys for k in zip(ok["run_id"], ok["instance"])], index=ok.index, dtype=bool
+        )
+    ]
     value = plain.groupby(keys, sort=False)["value"].mean()
     cuts = []
     for (rid, inst), part in ok[has_it].groupby(keys, sort=False):
@@ -102,8 +118,9 @@ def observations(tidy: pd.DataFrame, response: str, factors: Sequence[str], *,
         cuts.append({"run_id": rid, "instance": inst, "iterations": len(x), "cut": cut, "note": note})
         value.loc[(rid, inst)] = float(np.mean(x[cut:]))
     value = value.rename(response).reset_index()
-    meta = ok.drop_duplicates(keys)[keys + [c for c in factors if c not in keys] + RUN_COLUMNS[1:]
-                                    + ["instance_index"]]
+    meta = ok.drop_duplicates(keys)[
+        keys + [c for c in factors if c not in keys] + RUN_COLUMNS[1:] + ["instance_index"]
+    ]
     obs = value.merge(meta, on=keys, how="left")
     cols = list(factors) + RUN_COLUMNS + ["instance", "instance_index", response]
     obs = obs[cols].sort_values(["run_order", "instance_index"], kind="stable").reset_index(drop=True)
@@ -117,7 +134,7 @@ def runs_of(obs: pd.DataFrame, response: str, factors: Sequence[str]) -> pd.Data
     measured it) and ``response`` (the mean over its instances)."""
     cols = list(factors) + RUN_COLUMNS
     g = obs.groupby("run_id", sort=False)
-    out = g[cols[len(factors):][1:] + list(factors)].first().reset_index()
+    out = g[cols[len(factors) :][1:] + list(factors)].first().reset_index()
     out["instances"] = g["instance"].nunique().to_numpy()
     out[response] = g[response].mean().to_numpy()
     return out[cols + ["instances", response]].sort_values("run_order", kind="stable").reset_index(drop=True)
@@ -131,6 +148,7 @@ class LevelDesign:
     ``host_mode`` ("block" or "random"), ``random`` (the random columns of the observations, in
     order), ``blocks`` (fixed nuisance columns), ``needed`` (True when runs are not the
     independent units: then :func:`level_analysis` applies) and ``reasons`` (why, in words)."""
+
     runs_per_instance: int
     instances_per_run: int
     hosts: int
@@ -187,8 +205,15 @@ def _two_level(obs: pd.DataFrame, factors: Sequence[str]) -> bool:
     return all(obs[f].nunique() == 2 for f in factors)
 
 
-def level_analysis(obs: pd.DataFrame, response: str, factors: Sequence[str], design: LevelDesign, *,
-                   levels=None, alpha: float = 0.05) -> tuple[str, pd.DataFrame, LevelEffects | None, str]:
+def level_analysis(
+    obs: pd.DataFrame,
+    response: str,
+    factors: Sequence[str],
+    design: LevelDesign,
+    *,
+    levels=None,
+    alpha: float = 0.05,
+) -> tuple[str, pd.DataFrame, LevelEffects | None, str]:
     """``(kind, effects, fit, note)`` for a design whose runs are not independent units.
 
     Two-level factors: :func:`labkit.stats.level_effects` (``kind`` "levels"; EMS or REML, hosts
@@ -197,32 +222,54 @@ def level_analysis(obs: pd.DataFrame, response: str, factors: Sequence[str], des
     analysed by :func:`labkit.stats.anova` (``kind`` "anova", ``note`` says so)."""
     from ..stats import anova
     from ..stats.error_terms import constant_within
+
     note = ""
     if factors and _two_level(obs, factors):
         # REML holds a few dense n x n matrices (some 300 MB at 3,000 rows): above MAX_MIXED_ROWS
         # only the exact EMS test (balanced designs) runs, else the unit means below
         big = len(obs) > MAX_MIXED_ROWS
         try:
-            fit = level_effects(obs, response=response, factors=factors, random=design.random,
-                                levels=levels, alpha=alpha, blocks=design.blocks,
-                                method="ems" if big else "auto")
+            fit = level_effects(
+                obs,
+                response=response,
+                factors=factors,
+                random=design.random,
+                levels=levels,
+                alpha=alpha,
+                blocks=design.blocks,
+                method="ems" if big else "auto",
+            )
             return "levels", fit.effects, fit, fit.note
         except ConfigError as exc:
-            note = (f"{len(obs)} observations are more than the mixed model takes here "
-                    f"({MAX_MIXED_ROWS}) and the design is not balanced for the exact test; " if big
-                    else f"the mixed model could not be fitted ({exc}); ")
-    unit = next((c for c in reversed(design.random) if c != "host"
-                 and constant_within(obs, factors=list(factors), unit=c)), None)
+            note = (
+                f"{len(obs)} observations are more than the mixed model takes here "
+                f"({MAX_MIXED_ROWS}) and the design is not balanced for the exact test; "
+                if big
+                else f"the mixed model could not be fitted ({exc}); "
+            )
+    unit = next(
+        (
+            c
+            for c in reversed(design.random)
+            if c != "host" and constant_within(obs, factors=list(factors), unit=c)
+        ),
+        None,
+    )
     if unit is None:
-        raise ConfigError(note + "no level within which every factor is constant: "
-                                 "the factors cannot be tested against a unit level")
+        raise ConfigError(
+            note + "no level within which every factor is constant: "
+            "the factors cannot be tested against a unit level"
+        )
     means = unit_means(obs, response=response, unit=unit, keep=list(factors))
     cells = means.groupby(list(factors), observed=True).size()
-    table = anova(means, response=response, factors=list(factors),
-                  interactions=bool((cells >= 2).all()) and len(factors) > 1)
+    table = anova(
+        means,
+        response=response,
+        factors=list(factors),
+        interactions=bool((cells >= 2).all()) and len(factors) > 1,
+    )
     effects = table.assign(pct_variation=100 * table["eta_sq"], effect=np.nan)
-    effects.attrs.update(table.attrs, response=response, alpha=alpha, method="unit means",
-                         error_term=unit)
+    effects.attrs.update(table.attrs, response=response, alpha=alpha, method="unit means", error_term=unit)
     return "anova", effects, None, note + f"ANOVA of the {len(means)} {unit} means"
 
 
@@ -240,11 +287,13 @@ def _residual_label(random: Sequence[str]) -> str:
 
 def _component_label(name: str, random: Sequence[str]) -> str:
     return {"residual": _residual_label(random), "run_id": "run", HOST_CONFIG: "host x configuration"}.get(
-        name, name)
+        name, name
+    )
 
 
-def error_term_sentences(kind: str, design: LevelDesign, effects: pd.DataFrame,
-                         fit: LevelEffects | None, *, note: str = "") -> list[str]:
+def error_term_sentences(
+    kind: str, design: LevelDesign, effects: pd.DataFrame, fit: LevelEffects | None, *, note: str = ""
+) -> list[str]:
     """Which error term the tests used and why, and each level's share of the variance."""
     why = "; ".join(design.reasons)
     n = effects.attrs.get("n")
@@ -253,41 +302,71 @@ def error_term_sentences(kind: str, design: LevelDesign, effects: pd.DataFrame,
         if fit.method == "ems":
             unit = fit.error_term
             df = float(terms["df"].iloc[0]) if len(terms) else float("nan")
-            out = [f"Error term: the variation between {unit}s ({why}). Every factor is constant "
-                   f"within a{'n' if unit[:1] in 'aeiou' else ''} {unit}, so each is tested against "
-                   f"the {fit.units} {unit} means (exact expected-mean-squares F-test, df = {df:g}), "
-                   f"not against the {n} observations."]
+            out = [
+                f"Error term: the variation between {unit}s ({why}). Every factor is constant "
+                f"within a{'n' if unit[:1] in 'aeiou' else ''} {unit}, so each is tested against "
+                f"the {fit.units} {unit} means (exact expected-mean-squares F-test, df = {df:g}), "
+                f"not against the {n} observations."
+            ]
         else:
             df = terms["df"].to_numpy(float)
-            span = (f"{df.min():.3g}" if np.allclose(df.min(), df.max(), rtol=1e-3)
-                    else f"{df.min():.3g}-{df.max():.3g}") if len(df) else "-"
-            target = (" and ".join(_component_label(c, design.random) for c in fit.error_term.split(" and "))
-                      if fit.error_term != "residual" else "the residual")
-            out = [f"Error term: the variance of {target} ({why}): a linear mixed model (REML) with "
-                   f"random levels {', '.join(_component_label(c, design.random) for c in design.random)}"
-                   + (" and the hosts as fixed blocks" if design.blocks else "")
-                   + f"; Satterthwaite df {span}."]
-        shares = ", ".join(f"{_component_label(c, design.random)} {_pct(p)}"
-                           for c, p in zip(fit.variance["component"], fit.variance["pct"]))
-        out.append(f"Share of the variance the design's terms leave, by level "
-                   f"({'ANOVA estimates' if fit.method == 'ems' else 'REML'}): {shares}.")
+            span = (
+                (
+                    f"{df.min():.3g}"
+                    if np.allclose(df.min(), df.max(), rtol=1e-3)
+                    else f"{df.min():.3g}-{df.max():.3g}"
+                )
+                if len(df)
+                else "-"
+            )
+            target = (
+                " and ".join(_component_label(c, design.random) for c in fit.error_term.split(" and "))
+                if fit.error_term != "residual"
+                else "the residual"
+            )
+            out = [
+                f"Error term: the variance of {target} ({why}): a linear mixed model (REML) with "
+                f"random levels {', '.join(_component_label(c, design.random) for c in design.random)}"
+                + (" and the hosts as fixed blocks" if design.blocks else "")
+                + f"; Satterthwaite df {span}."
+            ]
+        shares = ", ".join(
+            f"{_component_label(c, design.random)} {_pct(p)}"
+            for c, p in zip(fit.variance["component"], fit.variance["pct"])
+        )
+        out.append(
+            f"Share of the variance the design's terms leave, by level "
+            f"({'ANOVA estimates' if fit.method == 'ems' else 'REML'}): {shares}."
+        )
         if fit.note:
             out.append(f"Note: {fit.note}.")
         return out
     if kind == "anova" and effects.attrs.get("method") == "unit means":
         unit = _component_label(effects.attrs["error_term"], design.random)
-        return [f"Error term: the variation between {unit} means ({why}); "
-                f"{note.replace(effects.attrs['error_term'] + ' means', unit + ' means')}."]
+        return [
+            f"Error term: the variation between {unit} means ({why}); "
+            f"{note.replace(effects.attrs['error_term'] + ' means', unit + ' means')}."
+        ]
     df = effects.attrs.get("df_error")
     if df is None:
-        return ["Error term: none (an unreplicated design: effects are judged by Lenth's "
-                "pseudo standard error)."] if kind == "factorial" else []
-    out = [f"Error term: the run-to-run variation between runs of the same configuration ({why}; "
-           f"df = {float(df):g})."]
+        return (
+            [
+                "Error term: none (an unreplicated design: effects are judged by Lenth's "
+                "pseudo standard error)."
+            ]
+            if kind == "factorial"
+            else []
+        )
+    out = [
+        f"Error term: the run-to-run variation between runs of the same configuration ({why}; "
+        f"df = {float(df):g})."
+    ]
     block = effects.attrs.get("block_pct")
     if block is not None:
-        out[0] = (f"Error term: the run-to-run variation within hosts ({why}): the host differences "
-                  f"({_pct(block)} of the variation) are taken out of the error (df = {float(df):g}).")
+        out[0] = (
+            f"Error term: the run-to-run variation within hosts ({why}): the host differences "
+            f"({_pct(block)} of the variation) are taken out of the error (df = {float(df):g})."
+        )
     return out
 
 
@@ -306,23 +385,32 @@ def drift_sentences(drift: pd.DataFrame, response: str) -> list[str]:
         for _, s in part.iterrows():
             shift = "" if s["segment"] == 1 else f" ({s['shift_pct']:+.1f} % of the mean)"
             ranges.append(f"runs {s['start']:g}-{s['end']:g}{shift}")
-        moved.append(f"on host {host} the level of {label(response)} changes "
-                     f"{len(part) - 1} time{'s' if len(part) > 2 else ''}: " + ", then ".join(ranges))
+        moved.append(
+            f"on host {host} the level of {label(response)} changes "
+            f"{len(part) - 1} time{'s' if len(part) > 2 else ''}: " + ", then ".join(ranges)
+        )
     if moved:
-        out.append("Drift (each host's run order, residuals after the design's effects, change "
-                   f"points at α = {alpha:g}): " + "; ".join(moved)
-                   + ". Runs before and after a change were not measured under the same conditions; "
-                     "the random run order spreads that over the configurations, but it widens "
-                     "the error and may bias a comparison.")
+        out.append(
+            "Drift (each host's run order, residuals after the design's effects, change "
+            f"points at α = {alpha:g}): "
+            + "; ".join(moved)
+            + ". Runs before and after a change were not measured under the same conditions; "
+            "the random run order spreads that over the configurations, but it widens "
+            "the error and may bias a comparison."
+        )
     else:
         tested = drift.attrs.get("series", 0) - len(drift.attrs.get("short", []))
         if tested:
-            out.append(f"No drift: the run-order residuals of {'each of the ' + str(tested) + ' hosts' if tested > 1 else 'the host'} "
-                       f"are stationary (change points at α = {alpha:g}).")
+            out.append(
+                f"No drift: the run-order residuals of {'each of the ' + str(tested) + ' hosts' if tested > 1 else 'the host'} "
+                f"are stationary (change points at α = {alpha:g})."
+            )
     short = drift.attrs.get("short") or []
     if short:
-        out.append(f"Drift not checked on {', '.join(map(str, short))}: fewer than "
-                   f"{2 * drift.attrs.get('min_size', 5)} runs.")
+        out.append(
+            f"Drift not checked on {', '.join(map(str, short))}: fewer than "
+            f"{2 * drift.attrs.get('min_size', 5)} runs."
+        )
     return out
 
 
@@ -334,9 +422,11 @@ def warmup_sentence(cut: pd.DataFrame) -> str | None:
     s = []
     if len(tested):
         c, n = tested["cut"].to_numpy(), tested["iterations"].to_numpy()
-        s.append(f"Warm-up: MSER-5 cut a median of {np.median(c):g} of {np.median(n):g} iterations "
-                 f"per run (range {c.min():g}-{c.max():g}; {100 * c.sum() / n.sum():.1f} % of the "
-                 f"iterations); the steady part is analysed.")
+        s.append(
+            f"Warm-up: MSER-5 cut a median of {np.median(c):g} of {np.median(n):g} iterations "
+            f"per run (range {c.min():g}-{c.max():g}; {100 * c.sum() / n.sum():.1f} % of the "
+            f"iterations); the steady part is analysed."
+        )
     longer = int(cut["note"].str.startswith("the warm-up may").sum())
     if longer:
         s.append(f"In {longer} run(s) the warm-up may last longer than the run: run longer.")
@@ -344,4 +434,3 @@ def warmup_sentence(cut: pd.DataFrame) -> str | None:
     if few:
         s.append(f"{few} run(s) had fewer than {MIN_ITERATIONS} iterations: nothing was cut there.")
     return " ".join(s) or None
-

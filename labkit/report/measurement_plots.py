@@ -1,5 +1,6 @@
 """The measurement's own figures (issue 32): each level's share of the variance, drift with change
 points, per-run telemetry, and two campaigns of one design side by side."""
+
 from __future__ import annotations
 
 import math
@@ -44,8 +45,16 @@ def variance_shares(variance: pd.DataFrame, *, ax: Axes | None = None, title: st
     return fig
 
 
-def drift(runs: pd.DataFrame, segments: pd.DataFrame, response: str, *, factors: Sequence[str] = (),
-          order: str = "run_seq", by: str = "host", title: str | None = None) -> Figure:
+def drift(
+    runs: pd.DataFrame,
+    segments: pd.DataFrame,
+    response: str,
+    *,
+    factors: Sequence[str] = (),
+    order: str = "run_seq",
+    by: str = "host",
+    title: str | None = None,
+) -> Figure:
     """Each host's runs in order: residuals (response minus its configuration's mean) as dots,
     each segment's median as a horizontal line (gid "level") and the change points of
     :func:`labkit.stats.drift_segments` as dashed vertical lines (gid "change_point"); one
@@ -54,8 +63,14 @@ def drift(runs: pd.DataFrame, segments: pd.DataFrame, response: str, *, factors:
     factors = list(factors)
     v.columns(runs, factors + [order, by], "runs")
     y = v.response(runs, response)
-    d = runs.assign(_r=y - (runs.assign(_y=y).groupby(factors, observed=True)["_y"].transform("mean")
-                            if factors else float(np.mean(y))))
+    d = runs.assign(
+        _r=y
+        - (
+            runs.assign(_y=y).groupby(factors, observed=True)["_y"].transform("mean")
+            if factors
+            else float(np.mean(y))
+        )
+    )
     hosts = sorted(d[by].astype(str).unique())
     fig, axes = panel_grid(len(hosts), 2, panel=(5.6, 2.8))
     for ax, host in zip(axes, hosts):
@@ -74,8 +89,9 @@ def drift(runs: pd.DataFrame, segments: pd.DataFrame, response: str, *, factors:
     return fig
 
 
-def telemetry_runs(table: pd.DataFrame, *, order: str = "run_order", title: str | None = None,
-                   max_runs: int = TELEMETRY_RUNS) -> Figure:
+def telemetry_runs(
+    table: pd.DataFrame, *, order: str = "run_order", title: str | None = None, max_runs: int = TELEMETRY_RUNS
+) -> Figure:
     """Per-run telemetry (:attr:`labkit.report.Analysis.telemetry`): the campaign's CPU (its
     instances) beside the CPU of other processes, steal, and the CPU frequency range, one point
     per run in ``order``; runs flagged ``suspect`` are drawn as red crosses (gid "suspect").
@@ -92,13 +108,17 @@ def telemetry_runs(table: pd.DataFrame, *, order: str = "run_order", title: str 
         raise ConfigError(f"telemetry: max_runs must be a whole number of runs >= 1, got {max_runs!r}")
     total = len(table)
     d = _capped_runs(table.sort_values(order, kind="stable"), max_runs)
-    panels = [(("campaign_cpu_mean_pct", "instances (campaign)"), ("cpu_other_mean_pct", "other processes"),
-               ("cpu_other_max_pct", "other processes, max")),
-              (("steal_max_pct", "steal, max"), ("iowait_mean_pct", "iowait, mean")),
-              (("freq_min_mhz", "lowest"), ("freq_max_mhz", "highest"))]
+    panels = [
+        (
+            ("campaign_cpu_mean_pct", "instances (campaign)"),
+            ("cpu_other_mean_pct", "other processes"),
+            ("cpu_other_max_pct", "other processes, max"),
+        ),
+        (("steal_max_pct", "steal, max"), ("iowait_mean_pct", "iowait, mean")),
+        (("freq_min_mhz", "lowest"), ("freq_max_mhz", "highest")),
+    ]
     ylabels = ["CPU (% of one CPU)", "% of the host's CPU time", "CPU frequency (MHz)"]
-    present = [(p, yl) for p, yl in zip(panels, ylabels)
-               if any(c in d and d[c].notna().any() for c, _ in p)]
+    present = [(p, yl) for p, yl in zip(panels, ylabels) if any(c in d and d[c].notna().any() for c, _ in p)]
     if not present:
         raise ConfigError("telemetry: no run has CPU, steal or frequency summaries to draw")
     fig = new_figure((6.8, 2.3 * len(present)))
@@ -109,8 +129,15 @@ def telemetry_runs(table: pd.DataFrame, *, order: str = "run_order", title: str 
             if col in d and d[col].notna().any():
                 ax.plot(d[order], d[col], marker="o", ms=3, lw=0.8, color=colr, label=name)
                 if suspect.any():
-                    ax.scatter(d.loc[suspect, order], d.loc[suspect, col], marker="x", s=40,
-                               color=SUSPECT, zorder=3, gid="suspect")
+                    ax.scatter(
+                        d.loc[suspect, order],
+                        d.loc[suspect, col],
+                        marker="x",
+                        s=40,
+                        color=SUSPECT,
+                        zorder=3,
+                        gid="suspect",
+                    )
         for x in d.loc[suspect, order]:
             ax.axvline(x, color=SUSPECT, alpha=0.15, lw=6, zorder=0, gid="suspect_band")
         ax.set_ylabel(ylabel, fontsize=8)
@@ -136,8 +163,11 @@ def _capped_runs(table: pd.DataFrame, max_runs: int) -> pd.DataFrame:
     n = len(table)
     if n <= max_runs:
         return table
-    flag = (table["suspect"].fillna(False).astype(bool).to_numpy() if "suspect" in table
-            else np.zeros(n, dtype=bool))
+    flag = (
+        table["suspect"].fillna(False).astype(bool).to_numpy()
+        if "suspect" in table
+        else np.zeros(n, dtype=bool)
+    )
     sus, other = np.flatnonzero(flag), np.flatnonzero(~flag)
     keep = _spread(sus, max_runs)
     keep = np.concatenate([keep, _spread(other, max_runs - len(keep))])
@@ -155,8 +185,16 @@ def _spread(positions: np.ndarray, k: int) -> np.ndarray:
     return positions[np.round(np.linspace(0, len(positions) - 1, k)).astype(int)]
 
 
-def comparison(table: pd.DataFrame, factors: Sequence[str], *, a: str = "a", b: str = "b",
-               response: str | None = None, alpha: float = 0.05, title: str | None = None) -> Figure:
+def comparison(
+    table: pd.DataFrame,
+    factors: Sequence[str],
+    *,
+    a: str = "a",
+    b: str = "b",
+    response: str | None = None,
+    alpha: float = 0.05,
+    title: str | None = None,
+) -> Figure:
     """Two campaigns of one design side by side, from :func:`labkit.report.compare`'s table.
 
     Left: each configuration's mean in ``a`` (circle) and ``b`` (triangle). Right: the change
@@ -210,8 +248,9 @@ def comparison(table: pd.DataFrame, factors: Sequence[str], *, a: str = "a", b: 
     return fig
 
 
-def telemetry(samples: pd.DataFrame, *, metrics: Sequence[str] | None = None, ncols: int = 3,
-              title: str | None = None) -> Figure:
+def telemetry(
+    samples: pd.DataFrame, *, metrics: Sequence[str] | None = None, ncols: int = 3, title: str | None = None
+) -> Figure:
     """A run's telemetry (:meth:`labkit.store.Store.samples`: ``t``, ``metric``, ``value``), one
     small panel per metric against time in seconds (at most 12 panels, first ones shown when
     ``metrics`` is not given)."""
@@ -226,7 +265,7 @@ def telemetry(samples: pd.DataFrame, *, metrics: Sequence[str] | None = None, nc
     nrows = math.ceil(len(names) / ncols)
     fig = new_figure((3.0 * ncols, 1.9 * nrows + 0.4))
     axes = fig.subplots(nrows, ncols, squeeze=False).ravel()
-    for ax in axes[len(names):]:
+    for ax in axes[len(names) :]:
         ax.set_visible(False)
     for ax, m in zip(axes, names):
         part = samples[samples["metric"].astype(str) == m].sort_values("t")

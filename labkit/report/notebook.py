@@ -10,6 +10,7 @@ output line: the mode, why, and how to change it.
 :func:`one_line_errors` shows labkit's own errors (a wrong parameter, a missing campaign) in
 IPython as one line (``ConfigError: ...``) instead of a traceback; other exceptions keep theirs.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
@@ -28,6 +29,7 @@ class NotebookMode:
     """The outcome of :func:`notebook_mode`: ``mode`` ("view" or "run"), ``asked`` (the
     parameter as given), ``stored`` and ``missing`` (the notebook's campaign ids found and not
     found under ``data_dir``), ``reason`` (why this mode) and :meth:`line` (what to print)."""
+
     mode: str
     asked: str
     data_dir: Path
@@ -37,10 +39,16 @@ class NotebookMode:
 
     def line(self) -> str:
         """One sentence: the mode, why, and how to switch (parameters cell or papermill ``-p``)."""
-        how = ('to run the campaign here (starts instances): mode = "run" in the parameters cell '
-               "(papermill: -p mode run)") if self.mode == "view" else \
-              ('to only read stored results: mode = "view" in the parameters cell '
-               "(papermill: -p mode view)")
+        how = (
+            (
+                'to run the campaign here (starts instances): mode = "run" in the parameters cell '
+                "(papermill: -p mode run)"
+            )
+            if self.mode == "view"
+            else (
+                'to only read stored results: mode = "view" in the parameters cell (papermill: -p mode view)'
+            )
+        )
         return f"mode {self.mode} ({self.reason}). To change it: {how}."
 
     def __str__(self) -> str:
@@ -51,9 +59,15 @@ def _short(names: Sequence[str], n: int = 4) -> str:
     return ", ".join(names[:n]) + (f" and {len(names) - n} more" if len(names) > n else "")
 
 
-def notebook_mode(mode: object, *, data_dir: str | Path, campaigns: Sequence[str],
-                  backends: Sequence[str] = (), can_run: Callable[[str], tuple[bool, str]] | None = None,
-                  echo: bool = True) -> NotebookMode:
+def notebook_mode(
+    mode: object,
+    *,
+    data_dir: str | Path,
+    campaigns: Sequence[str],
+    backends: Sequence[str] = (),
+    can_run: Callable[[str], tuple[bool, str]] | None = None,
+    echo: bool = True,
+) -> NotebookMode:
     """Choose a study notebook's mode and print it (its first output, with ``echo``).
 
     ``campaigns``: the ids the notebook reads in view mode (under ``data_dir``); ``backends``:
@@ -82,26 +96,36 @@ def notebook_mode(mode: object, *, data_dir: str | Path, campaigns: Sequence[str
         out.mode, out.reason = "run", "asked for: instances are started"
     elif stored:
         out.mode = "view"
-        out.reason = (f"{'asked for' if mode == 'view' else 'auto'}: reading {_short(stored)} "
-                      f"under {base} read-only, no instance is started{absent}")
+        out.reason = (
+            f"{'asked for' if mode == 'view' else 'auto'}: reading {_short(stored)} "
+            f"under {base} read-only, no instance is started{absent}"
+        )
     elif mode == "view":
         from .catalog import campaign_ids
+
         have = campaign_ids(base) if base.is_dir() else []
         hint = did_you_mean(ids[0], have) if len(ids) == 1 else ""
-        raise ConfigError(f"view mode: no stored campaign {_short(ids)} under {base}{hint}; "
-                          f"run it with mode='run' (papermill: -p mode run)")
+        raise ConfigError(
+            f"view mode: no stored campaign {_short(ids)} under {base}{hint}; "
+            f"run it with mode='run' (papermill: -p mode run)"
+        )
     else:
         from ..backends.testing import available
+
         probe = can_run if can_run is not None else available
         blocked = [(b, why) for b, (ok, why) in ((b, probe(b)) for b in backends) if not ok]
         if blocked:
             b, why = blocked[0]
             first = (why.splitlines() or ["unavailable"])[0][:200]
-            raise ConfigError(f"mode auto: no stored campaign {_short(ids)} under {base} to view, and "
-                              f"backend {b!r} cannot start instances here ({first})")
+            raise ConfigError(
+                f"mode auto: no stored campaign {_short(ids)} under {base} to view, and "
+                f"backend {b!r} cannot start instances here ({first})"
+            )
         out.mode = "run"
-        out.reason = (f"auto: no stored campaign {_short(ids)} under {base}, so it runs on "
-                      f"{', '.join(backends) or 'this machine'} and starts instances")
+        out.reason = (
+            f"auto: no stored campaign {_short(ids)} under {base}, so it runs on "
+            f"{', '.join(backends) or 'this machine'} and starts instances"
+        )
     if echo:
         print(out.line())
     return out

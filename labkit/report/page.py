@@ -9,6 +9,7 @@ store's SHA-256, the campaign's creation and design digest, and the hosts it ran
 Everything from a store is escaped (:func:`labkit.report.escape_html`); the page fetches nothing
 (no script, stylesheet, font or image from elsewhere: figures are embedded PNGs).
 """
+
 from __future__ import annotations
 
 import base64
@@ -58,6 +59,7 @@ ul{padding-left:1.3rem}li{margin:.15rem 0}
 @dataclass
 class Captioned:
     """A figure with its caption (``Figure N.`` is added in front when the page is built)."""
+
     figure: Any
     caption: str
 
@@ -78,11 +80,15 @@ FIGURE_DPI = 150
 
 def _figure(fig, caption: str, number: int) -> str:
     from .escape import escape_html
+
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=FIGURE_DPI, bbox_inches="tight")
     data = base64.b64encode(buf.getvalue()).decode("ascii")
-    cap = f"<figcaption><b>Figure {number}.</b> {escape_html(caption)}</figcaption>" if caption else \
-        f"<figcaption><b>Figure {number}.</b></figcaption>"
+    cap = (
+        f"<figcaption><b>Figure {number}.</b> {escape_html(caption)}</figcaption>"
+        if caption
+        else f"<figcaption><b>Figure {number}.</b></figcaption>"
+    )
     return f'<figure><img alt="figure" src="data:image/png;base64,{data}">{cap}</figure>'
 
 
@@ -100,6 +106,7 @@ def render(title: str, sections: Sequence[tuple[str, object]], *, subtitle: str 
     from .conclude import Conclusions
     from .escape import escape_html
     from .tables import html_table
+
     used: set[str] = set()
     toc, body = [], []
     n_fig = 0
@@ -108,9 +115,14 @@ def render(title: str, sections: Sequence[tuple[str, object]], *, subtitle: str 
         anchor = _anchor(str(heading), used)
         appendix = str(heading).startswith("Appendix")
         i += not appendix
-        toc.append(f'<li{" class=appendix" if appendix else ""}><a href="#{anchor}">{escape_html(heading)}</a></li>')
-        part = [f'<section id="{anchor}" class="appendix"><h2>{escape_html(heading)}</h2>' if appendix
-                else f'<section id="{anchor}"><h2>{i}. {escape_html(heading)}</h2>']
+        toc.append(
+            f'<li{" class=appendix" if appendix else ""}><a href="#{anchor}">{escape_html(heading)}</a></li>'
+        )
+        part = [
+            f'<section id="{anchor}" class="appendix"><h2>{escape_html(heading)}</h2>'
+            if appendix
+            else f'<section id="{anchor}"><h2>{i}. {escape_html(heading)}</h2>'
+        ]
         for item in content if isinstance(content, list) else [content]:
             if isinstance(item, pd.DataFrame):
                 part.append(html_table(item))
@@ -122,23 +134,32 @@ def render(title: str, sections: Sequence[tuple[str, object]], *, subtitle: str 
                 if item.headline:
                     part.append(f'<p class="headline">{escape_html(item.headline)}</p>')
                 for name, sentences in item.sections():
-                    part.append(f"<h3>{escape_html(name)}</h3><ul>"
-                                + "".join(f"<li>{escape_html(s)}</li>" for s in sentences) + "</ul>")
+                    part.append(
+                        f"<h3>{escape_html(name)}</h3><ul>"
+                        + "".join(f"<li>{escape_html(s)}</li>" for s in sentences)
+                        + "</ul>"
+                    )
             elif isinstance(item, tuple) and len(item) == 2 and isinstance(item[0], str):
                 part.append(f"<h3>{escape_html(item[0])}</h3>")
-                part.append(html_table(item[1]) if isinstance(item[1], pd.DataFrame)
-                            else f"<p>{escape_html(item[1])}</p>")
+                part.append(
+                    html_table(item[1])
+                    if isinstance(item[1], pd.DataFrame)
+                    else f"<p>{escape_html(item[1])}</p>"
+                )
             else:
                 part.append(f"<pre>{escape_html(item)}</pre>")
         part.append("</section>")
         body.append("\n".join(part))
     sub = f'<p class="subtitle">{escape_html(subtitle)}</p>' if subtitle else ""
     nav = f'<nav class="toc"><h2>Contents</h2><ol>{"".join(toc)}</ol></nav>' if sections else ""
-    return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
-            "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
-            f"<title>{escape_html(title)}</title><style>{CSS}</style></head><body>\n"
-            f"<header><h1>{escape_html(title)}</h1>{sub}</header>\n{nav}\n"
-            + "\n".join(body) + "\n</body></html>\n")
+    return (
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        '<meta name="viewport" content="width=device-width, initial-scale=1">'
+        f"<title>{escape_html(title)}</title><style>{CSS}</style></head><body>\n"
+        f"<header><h1>{escape_html(title)}</h1>{sub}</header>\n{nav}\n"
+        + "\n".join(body)
+        + "\n</body></html>\n"
+    )
 
 
 #: digests already computed by this process: (path, device, inode, mtime_ns, size) -> hex digest
@@ -176,14 +197,17 @@ def provenance(data_dir: str | Path, campaign: str, meta: dict, fingerprints: di
 
     from .. import __version__
     from ..core.fingerprint import labkit_commit
+
     store = Path(data_dir) / campaign / "store.sqlite"
-    rows = [("report made", datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")),
-            ("by labkit", f"{__version__}, commit {labkit_commit()}"),
-            ("Python", platform.python_version()),
-            ("store", f"{campaign}/store.sqlite, {store.stat().st_size:,} bytes"),
-            ("store SHA-256", sha256_file(store)),
-            ("campaign created", str(meta.get("created", "n/a"))),
-            ("design digest", str(meta.get("design_digest", "n/a")))]
+    rows = [
+        ("report made", datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")),
+        ("by labkit", f"{__version__}, commit {labkit_commit()}"),
+        ("Python", platform.python_version()),
+        ("store", f"{campaign}/store.sqlite, {store.stat().st_size:,} bytes"),
+        ("store SHA-256", sha256_file(store)),
+        ("campaign created", str(meta.get("created", "n/a"))),
+        ("design digest", str(meta.get("design_digest", "n/a"))),
+    ]
     for fid, fp in fingerprints.items():
         host = fp.get("host") or {}
         backend = fp.get("backend") or {}
@@ -193,6 +217,7 @@ def provenance(data_dir: str | Path, campaign: str, meta: dict, fingerprints: di
         if backend.get("backend"):
             facts.append(f"backend {backend['backend']}")
         measured = f"labkit {host.get('labkit', 'n/a')}" + (
-            f", commit {host['labkit_commit']}" if host.get("labkit_commit") else "")
+            f", commit {host['labkit_commit']}" if host.get("labkit_commit") else ""
+        )
         rows.append((f"host {fid}", ", ".join(facts + [measured])))
     return pd.DataFrame(rows, columns=["item", "value"])

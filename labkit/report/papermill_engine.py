@@ -9,6 +9,7 @@ loopback and the warning has nothing to warn about. Registered as the ``labkit``
 ``papermill.engine`` (pyproject.toml); the Makefile, the README's commands and the notebook tests
 use it. papermill is imported only when the engine is used.
 """
+
 from __future__ import annotations
 
 from papermill.engines import NBClientEngine
@@ -27,6 +28,7 @@ class LabkitEngine(NBClientEngine):
     @classmethod
     def execute_managed_notebook(cls, nb_man, kernel_name, **kwargs):
         import zmq
+
         # jupyter_client refuses "auto" where pyzmq's libzmq has no CurveZMQ (no libsodium): there
         # the kernel runs as with papermill's own engine rather than not at all
         config = Config(KERNEL_CONFIG if zmq.has("curve") else {})

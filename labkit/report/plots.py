@@ -20,6 +20,7 @@ Text shows literally: names and levels come from stores, so a level ``$\\alpha$`
 typeset it or fail the whole figure); the figures these functions create
 (:class:`LiteralTextFigure`) draw every text with ``parse_math`` off.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -52,9 +53,23 @@ from .labels import colors, label, term_label
 from .measurement_plots import comparison, drift, telemetry, telemetry_runs, variance_shares
 from .small_n import data_limits, draw_interval, interval_table, log_ticks
 
-__all__ = ["LiteralTextFigure", "comparison", "drift", "figures_written", "interactions", "main_effects", "overhead",
-           "pareto", "qq", "response_by_config", "run_order", "save_figure", "telemetry", "telemetry_runs",
-           "variance_shares"]
+__all__ = [
+    "LiteralTextFigure",
+    "comparison",
+    "drift",
+    "figures_written",
+    "interactions",
+    "main_effects",
+    "overhead",
+    "pareto",
+    "qq",
+    "response_by_config",
+    "run_order",
+    "save_figure",
+    "telemetry",
+    "telemetry_runs",
+    "variance_shares",
+]
 
 RAW_POINTS_MAX = 10
 
@@ -74,9 +89,15 @@ def _raw(ax, x, y, color, *, seed: int = 0, width: float = 0.12) -> None:
     ax.scatter(x, y, s=10, color=color, alpha=0.45, linewidths=0, zorder=1, gid="raw")
 
 
-
-def pareto(effects: pd.DataFrame, *, alpha: float | None = None, top: int | None = None,
-           ax: Axes | None = None, title: str | None = None, diagnostics: Diagnostics | None = None) -> Figure:
+def pareto(
+    effects: pd.DataFrame,
+    *,
+    alpha: float | None = None,
+    top: int | None = None,
+    ax: Axes | None = None,
+    title: str | None = None,
+    diagnostics: Diagnostics | None = None,
+) -> Figure:
     """Minitab-style Pareto chart of a :func:`labkit.stats.factorial_effects` table.
 
     * Replicated design (the table has ``t``): bars of |t| (standardized
@@ -110,8 +131,10 @@ def pareto(effects: pd.DataFrame, *, alpha: float | None = None, top: int | None
         if df_e is None and not err.empty:
             df_e = float(err["df"].iloc[0])
         if df_e is None:
-            raise ConfigError("effects has t values but no error row or attrs['df_error']: "
-                              "pass the table factorial_effects() returned")
+            raise ConfigError(
+                "effects has t values but no error row or attrs['df_error']: "
+                "pass the table factorial_effects() returned"
+            )
         values = rows["t"].abs().to_numpy(float)
         crit = float(sps.t.ppf(1 - alpha / 2, df_e))
         lines.append(("t_crit", crit, "--", f"t(1-α/2, {df_e:g}) = {crit:.3f}"))
@@ -139,8 +162,14 @@ def pareto(effects: pd.DataFrame, *, alpha: float | None = None, top: int | None
     span = max(float(np.nanmax(vals)) if n else 0.0, max(x for _, x, _, _ in lines))
     for y, val, p in zip(ypos, vals, pct):
         if np.isfinite(p):
-            ax.text(val + 0.01 * span, y, f"{p:.1f}%", va="center", fontsize=8,
-                    bbox={"facecolor": "white", "edgecolor": "none", "pad": 0.5, "alpha": 0.8})
+            ax.text(
+                val + 0.01 * span,
+                y,
+                f"{p:.1f}%",
+                va="center",
+                fontsize=8,
+                bbox={"facecolor": "white", "edgecolor": "none", "pad": 0.5, "alpha": 0.8},
+            )
     for gid, x, style, text in lines:
         ax.axvline(x, color=REF, linestyle=style, linewidth=1.2, label=text, gid=gid)
     ax.set_xlim(0, span * 1.15 if span > 0 else 1)
@@ -151,16 +180,23 @@ def pareto(effects: pd.DataFrame, *, alpha: float | None = None, top: int | None
         notes.append(("error", f"error (residual): {float(err.iloc[0]):.1f}% of the variation"))
     if diagnostics is not None and getattr(diagnostics, "normal", None) is False:
         w, p = diagnostics.table.iloc[0][["W", "p"]]
-        notes.append(("caveat", f"caveat: residuals not normal (Shapiro-Wilk W = {w:.3f}, "
-                                f"p = {p:.2g}); the reference line is approximate"))
+        notes.append(
+            (
+                "caveat",
+                f"caveat: residuals not normal (Shapiro-Wilk W = {w:.3f}, "
+                f"p = {p:.2g}); the reference line is approximate",
+            )
+        )
     xlabel += "".join(f"\n{text}" for _, text in notes)
     ax.set_xlabel(xlabel)
     ax.set_ylabel("term")
     ax.legend(loc="lower right", fontsize=8)
     response = effects.attrs.get("response")
     kind = "standardized effects" if replicated else "effects (Lenth)"
-    ax.set_title(title or f"Pareto chart of the {kind}"
-                 + (f": {label(response)}" if response else "") + f", α = {alpha:g}")
+    ax.set_title(
+        title
+        or f"Pareto chart of the {kind}" + (f": {label(response)}" if response else "") + f", α = {alpha:g}"
+    )
     return fig
 
 
@@ -186,9 +222,16 @@ def _pooled_error(data: pd.DataFrame, factors: list[str], response: str):
     return (np.sqrt(sse / df_e), df_e) if df_e > 0 else None
 
 
-def main_effects(data: pd.DataFrame, factors: Sequence[str], response: str, *,
-                 alpha: float = 0.05, ci: bool = True, levels: v.Levels = None,
-                 points: bool | str = "auto") -> Figure:
+def main_effects(
+    data: pd.DataFrame,
+    factors: Sequence[str],
+    response: str,
+    *,
+    alpha: float = 0.05,
+    ci: bool = True,
+    levels: v.Levels = None,
+    points: bool | str = "auto",
+) -> Figure:
     """Main effects plot (Minitab style): mean response at each level of each factor.
 
     One panel per factor (shared y axis), points joined by a line, error bars
@@ -228,8 +271,15 @@ def main_effects(data: pd.DataFrame, factors: Sequence[str], response: str, *,
     return fig
 
 
-def interactions(data: pd.DataFrame, factors: Sequence[str], response: str, *,
-                 alpha: float = 0.05, ci: bool = False, levels: v.Levels = None) -> Figure:
+def interactions(
+    data: pd.DataFrame,
+    factors: Sequence[str],
+    response: str,
+    *,
+    alpha: float = 0.05,
+    ci: bool = False,
+    levels: v.Levels = None,
+) -> Figure:
     """Interaction plots: one panel per pair of factors (A, B), in the order of ``factors``.
 
     x = levels of A, one line per level of B, y = mean response; parallel
@@ -253,8 +303,9 @@ def interactions(data: pd.DataFrame, factors: Sequence[str], response: str, *,
             part = part.sort_values("_x")
             if ci:
                 yerr = np.vstack([part["mean"] - part["ci_low"], part["ci_high"] - part["mean"]])
-                ax.errorbar(part["_x"], part["mean"], yerr=yerr, marker="o", capsize=3,
-                            label=str(lv), color=col)
+                ax.errorbar(
+                    part["_x"], part["mean"], yerr=yerr, marker="o", capsize=3, label=str(lv), color=col
+                )
             else:
                 ax.plot(part["_x"], part["mean"], marker="o", label=str(lv), color=col)
         ax.set_xticks(range(len(xlev)), [str(lv) for lv in xlev])
@@ -266,8 +317,13 @@ def interactions(data: pd.DataFrame, factors: Sequence[str], response: str, *,
     return fig
 
 
-def qq(residuals: Diagnostics | pd.DataFrame | pd.Series, *, alpha: float = 0.05, ax: Axes | None = None,
-       title: str | None = None) -> Figure:
+def qq(
+    residuals: Diagnostics | pd.DataFrame | pd.Series,
+    *,
+    alpha: float = 0.05,
+    ax: Axes | None = None,
+    title: str | None = None,
+) -> Figure:
     """Normal Q-Q plot of residuals, with the Shapiro-Wilk result in the title.
 
     ``residuals`` is a :class:`labkit.stats.Diagnostics`, a DataFrame with a
@@ -299,9 +355,18 @@ def qq(residuals: Diagnostics | pd.DataFrame | pd.Series, *, alpha: float = 0.05
     return fig
 
 
-def response_by_config(data: pd.DataFrame, by: str | Sequence[str], response: str, *, hue: str | None = None,
-                       alpha: float = 0.05, levels: v.Levels = None, ax: Axes | None = None,
-                       title: str | None = None, points: bool | str = "auto") -> Figure:
+def response_by_config(
+    data: pd.DataFrame,
+    by: str | Sequence[str],
+    response: str,
+    *,
+    hue: str | None = None,
+    alpha: float = 0.05,
+    levels: v.Levels = None,
+    ax: Axes | None = None,
+    title: str | None = None,
+    points: bool | str = "auto",
+) -> Figure:
     """Mean response of every configuration with its t-based ``1 - alpha`` CI.
 
     Configurations are the combinations of the ``by`` columns (from
@@ -328,19 +393,21 @@ def response_by_config(data: pd.DataFrame, by: str | Sequence[str], response: st
     width = 0.8 / len(series)
     labels = ["\n".join(f"{label(c)}={val}" for c, val in zip(xcols, k)) or "all" for k in keys]
     longest = max(len(line) for label in labels for line in label.split("\n"))
-    per_config = max(0.7 * max(1, len(series) / 2), 0.075 * longest)   # inches: room for the label
+    per_config = max(0.7 * max(1, len(series) / 2), 0.075 * longest)  # inches: room for the label
     fig, ax = figure_axes(ax, (max(4.8, per_config * len(keys) + 2), 4.2))
     raw = _show_points(points, int(s["n"].max()))
     palette = colors([lv for lv, _ in series]) if hue is not None else [BAR]
     # intervals of a positive quantity on the log scale (never negative); the axis holds the data
     # and the means, and an interval reaching past it ends in an arrowhead (small_n)
     s = s.drop(columns=["ci_low", "ci_high"]).merge(
-        interval_table(data, by, response, alpha=alpha)[[*by, "ci_low", "ci_high"]], on=by, how="left")
+        interval_table(data, by, response, alpha=alpha)[[*by, "ci_low", "ci_high"]], on=by, how="left"
+    )
     series = [(None, s)] if hue is None else [(lv, s[s[hue] == lv]) for lv in _levels(data, hue, levels)]
     ylim = data_limits([*data[response], *s["mean"]])
     for i, ((lv, part), col) in enumerate(zip(series, palette)):
-        x = np.array([xpos[tuple(r)] if xcols else 0
-                      for r in part[xcols].itertuples(index=False, name=None)], float)
+        x = np.array(
+            [xpos[tuple(r)] if xcols else 0 for r in part[xcols].itertuples(index=False, name=None)], float
+        )
         shift = (i - (len(series) - 1) / 2) * width
         x = x + shift
         ax.plot(x, part["mean"], "o", color=col, zorder=2, label=None if lv is None else str(lv))
@@ -349,8 +416,7 @@ def response_by_config(data: pd.DataFrame, by: str | Sequence[str], response: st
                 draw_interval(ax, xi, lo, hi, color=col, limits=ylim)
         if raw:
             rows = data if lv is None else data[data[hue] == lv]
-            rx = [xpos[tuple(r)] if xcols else 0
-                  for r in rows[xcols].itertuples(index=False, name=None)]
+            rx = [xpos[tuple(r)] if xcols else 0 for r in rows[xcols].itertuples(index=False, name=None)]
             _raw(ax, np.asarray(rx, float) + shift, rows[response], col, width=width / 4)
     ax.set_xticks(range(len(keys)), labels, fontsize=8)
     ax.set_xlim(-0.6, len(keys) - 0.4)
@@ -364,9 +430,16 @@ def response_by_config(data: pd.DataFrame, by: str | Sequence[str], response: st
     return fig
 
 
-def overhead(table: pd.DataFrame, *, panel: str = "benchmark", test: str = "test",
-             alpha: float = 0.05, baseline: str = "native", ncols: int = 2,
-             title: str | None = None) -> Figure:
+def overhead(
+    table: pd.DataFrame,
+    *,
+    panel: str = "benchmark",
+    test: str = "test",
+    alpha: float = 0.05,
+    baseline: str = "native",
+    ncols: int = 2,
+    title: str | None = None,
+) -> Figure:
     """Slowdown of each platform against a baseline, as ratios on a log scale, one panel per ``panel``.
 
     ``table`` is :func:`labkit.stats.overhead_ratios` output with a ``test``
@@ -393,11 +466,10 @@ def overhead(table: pd.DataFrame, *, panel: str = "benchmark", test: str = "test
     ncols = max(1, min(int(ncols), len(panels)))
     nrows = math.ceil(len(panels) / ncols)
     per_test = 0.2 * len(plats) + 0.25
-    heights = [max(n_tests[r * ncols:(r + 1) * ncols]) * per_test + 1.0 for r in range(nrows)]
+    heights = [max(n_tests[r * ncols : (r + 1) * ncols]) * per_test + 1.0 for r in range(nrows)]
     fig = new_figure((5.2 * ncols, sum(heights) + 0.6))
-    axes = fig.subplots(nrows, ncols, squeeze=False,
-                        gridspec_kw={"height_ratios": heights}).ravel()
-    for ax in axes[len(panels):]:
+    axes = fig.subplots(nrows, ncols, squeeze=False, gridspec_kw={"height_ratios": heights}).ravel()
+    for ax in axes[len(panels) :]:
         ax.set_visible(False)
     height = 0.8 / len(plats)
     pending: list[tuple[float, float, float]] = []
@@ -414,41 +486,54 @@ def overhead(table: pd.DataFrame, *, panel: str = "benchmark", test: str = "test
             # bars start at 1 (no overhead) and end at the ratio; intervals are drawn once the
             # axis is set from the ratios (an unbounded or far bound ends in an arrowhead)
             ax.barh(y, r - 1, left=1, height=height, color=colours[plat], label=plat)
-            pending += [(yy, lo, hi) for yy, lo, hi in zip(y, rows.ci_low.to_numpy(float),
-                                                          rows.ci_high.to_numpy(float))]
+            pending += [
+                (yy, lo, hi)
+                for yy, lo, hi in zip(y, rows.ci_low.to_numpy(float), rows.ci_high.to_numpy(float))
+            ]
         ax.set_xscale("log")
         finite = [b for _, lo, hi in pending for b in (lo, hi) if np.isfinite(b) and b > 0]
         rat = part.ratio.to_numpy(float)
-        xlim = data_limits([*rat, *[b for b in finite if rat.min() / 10 <= b <= rat.max() * 10]],
-                           log=True, include=[1.0])
+        xlim = data_limits(
+            [*rat, *[b for b in finite if rat.min() / 10 <= b <= rat.max() * 10]], log=True, include=[1.0]
+        )
         ax.set_xlim(*xlim)
         for yy, lo, hi in pending:
             draw_interval(ax, yy, lo, hi, orient="h", limits=xlim, lw=0.8, capsize=2)
         pending.clear()
         log_ticks(ax, "x")
         ax.axvline(1, color="black", lw=0.8, gid="no_overhead")
-        short = [x[len(name) + 1:] if x.startswith(name + " ") else x for x in tests]
+        short = [x[len(name) + 1 :] if x.startswith(name + " ") else x for x in tests]
         ax.set_yticks(range(len(tests)), short, fontsize=7)
         ax.set_ylim(len(tests) - 0.5, -0.5)
         ax.set_title(name, fontsize=10)
         ax.tick_params(axis="x", labelsize=8)
         ax.set_xlabel(f"slowdown vs {baseline} (×, log scale)", fontsize=8)
     handles, names = [], []
-    for ax in axes[:len(panels)]:
+    for ax in axes[: len(panels)]:
         for h, n in zip(*ax.get_legend_handles_labels()):
             if n not in names:
                 handles.append(h)
                 names.append(n)
-    fig.legend(handles, names, title="platform", loc="outside lower center", ncols=len(names),
-               fontsize=8)
-    fig.suptitle(title or f"Slowdown against {baseline} (ratio of means, "
-                 f"{100 * (1 - alpha):g}% Fieller CI); > 1: worse", fontsize=11)
+    fig.legend(handles, names, title="platform", loc="outside lower center", ncols=len(names), fontsize=8)
+    fig.suptitle(
+        title
+        or f"Slowdown against {baseline} (ratio of means, {100 * (1 - alpha):g}% Fieller CI); > 1: worse",
+        fontsize=11,
+    )
     return fig
 
 
-def run_order(data: pd.DataFrame, response: str, *, order: str = "run_order",
-              hue: str | None = None, window: int | None = None, ax: Axes | None = None,
-              title: str | None = None, levels: v.Levels = None) -> Figure:
+def run_order(
+    data: pd.DataFrame,
+    response: str,
+    *,
+    order: str = "run_order",
+    hue: str | None = None,
+    window: int | None = None,
+    ax: Axes | None = None,
+    title: str | None = None,
+    levels: v.Levels = None,
+) -> Figure:
     """Response against run order, to see drift over the campaign's time.
 
     One dot per run (coloured by ``hue`` when given, its levels in the legend in the order
@@ -474,8 +559,7 @@ def run_order(data: pd.DataFrame, response: str, *, order: str = "run_order",
     w = window or max(3, len(d) // 10)
     if len(d) >= w:
         roll = d[response].rolling(w, center=True, min_periods=max(1, w // 2)).median()
-        ax.plot(d[order], roll, color=REF, lw=1.5, gid="rolling_median",
-                label=f"rolling median ({w} runs)")
+        ax.plot(d[order], roll, color=REF, lw=1.5, gid="rolling_median", label=f"rolling median ({w} runs)")
     ax.set_xlabel(label(order))
     ax.set_ylabel(label(response))
     ax.set_title(title or f"{label(response)} in run order (drift check)")

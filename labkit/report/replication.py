@@ -29,6 +29,7 @@ Verdicts of reproduction (:data:`REPRODUCTION`, from the equivalence verdicts of
                              margin needs one): the ``note`` says which
 ==========================  =================================================================
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -43,22 +44,57 @@ from ..errors import ConfigError
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["REPRODUCTION", "TABLE_COLUMNS", "Replication", "effects_kept", "host_differences",
-           "replication_report", "replication_table"]
+__all__ = [
+    "REPRODUCTION",
+    "TABLE_COLUMNS",
+    "Replication",
+    "effects_kept",
+    "host_differences",
+    "replication_report",
+    "replication_table",
+]
 
 #: equivalence verdict (:data:`labkit.stats.equivalence.VERDICTS`) -> verdict of reproduction
-REPRODUCTION = {"equivalent": "reproduced (equivalent)", "different": "changed",
-                "negligible difference": "negligible difference", "inconclusive": "inconclusive"}
+REPRODUCTION = {
+    "equivalent": "reproduced (equivalent)",
+    "different": "changed",
+    "negligible difference": "negligible difference",
+    "inconclusive": "inconclusive",
+}
 NOT_MEASURED, NOT_TESTABLE = "not measured", "not testable"
 
 #: the columns of :func:`replication_table` after the factor columns
-TABLE_COLUMNS = ["n_original", "n_replica", "mean_original", "mean_replica", "ratio", "ratio_low",
-                 "ratio_high", "margin", "p_tost", "p_diff", "p_tost_holm", "p_diff_holm", "equivalence",
-                 "verdict", "note"]
+TABLE_COLUMNS = [
+    "n_original",
+    "n_replica",
+    "mean_original",
+    "mean_replica",
+    "ratio",
+    "ratio_low",
+    "ratio_high",
+    "margin",
+    "p_tost",
+    "p_diff",
+    "p_tost_holm",
+    "p_diff_holm",
+    "equivalence",
+    "verdict",
+    "note",
+]
 
 #: the columns of :func:`effects_kept`
-EFFECT_COLUMNS = ["term", "effect_original", "p_holm_original", "significant_original", "effect_replica",
-                  "p_holm_replica", "significant_replica", "same_sign", "kept", "status"]
+EFFECT_COLUMNS = [
+    "term",
+    "effect_original",
+    "p_holm_original",
+    "significant_original",
+    "effect_replica",
+    "p_holm_replica",
+    "significant_replica",
+    "same_sign",
+    "kept",
+    "status",
+]
 
 
 def _factors(tidy: pd.DataFrame, name: str) -> list[str]:
@@ -66,17 +102,24 @@ def _factors(tidy: pd.DataFrame, name: str) -> list[str]:
     ``config`` and ``instance``."""
     cols = list(tidy.columns)
     if "config" not in cols or "instance" not in cols or cols.index("instance") < cols.index("config"):
-        raise ConfigError(f"replication_table: {name} is not a tidy frame of labkit.store.Store.tidy() "
-                          f"(its factor columns lie between 'config' and 'instance'); pass factors= "
-                          f"explicitly. Columns: {cols[:20]}")
-    return cols[cols.index("config") + 1:cols.index("instance")]
+        raise ConfigError(
+            f"replication_table: {name} is not a tidy frame of labkit.store.Store.tidy() "
+            f"(its factor columns lie between 'config' and 'instance'); pass factors= "
+            f"explicitly. Columns: {cols[:20]}"
+        )
+    return cols[cols.index("config") + 1 : cols.index("instance")]
 
 
 def _check_margin(margin: object) -> float:
-    if isinstance(margin, bool) or not isinstance(margin, (int, float, np.integer, np.floating)) \
-            or not np.isfinite(margin) or not 0 < margin < 1:
-        raise ConfigError(f"margin must be a fraction of the original's mean between 0 and 1 "
-                          f"(0.05 = ±5 %), got {margin!r}")
+    if (
+        isinstance(margin, bool)
+        or not isinstance(margin, (int, float, np.integer, np.floating))
+        or not np.isfinite(margin)
+        or not 0 < margin < 1
+    ):
+        raise ConfigError(
+            f"margin must be a fraction of the original's mean between 0 and 1 (0.05 = ±5 %), got {margin!r}"
+        )
     return float(margin)
 
 
@@ -86,16 +129,24 @@ def _run_values(tidy: pd.DataFrame, response: str, factors: list[str]) -> pd.Dat
     import pandas as pd
 
     from ..store.results import responses
+
     if "metric" in tidy.columns and (tidy["metric"] == response).any() and (tidy["status"] == "ok").any():
         try:
             return responses(tidy, response, factors)
-        except ConfigError:   # no successful row of the metric
+        except ConfigError:  # no successful row of the metric
             pass
     return pd.DataFrame(columns=["run_id", "replicate", *factors, response])
 
 
-def replication_table(original_tidy: pd.DataFrame, replica_tidy: pd.DataFrame, *, response: str,
-                      margin: float, alpha: float = 0.05, factors: Sequence[str] | None = None) -> pd.DataFrame:
+def replication_table(
+    original_tidy: pd.DataFrame,
+    replica_tidy: pd.DataFrame,
+    *,
+    response: str,
+    margin: float,
+    alpha: float = 0.05,
+    factors: Sequence[str] | None = None,
+) -> pd.DataFrame:
     """Per configuration, did ``replica_tidy`` reproduce ``original_tidy`` within ``margin``?
 
     Parameters
@@ -147,13 +198,16 @@ def replication_table(original_tidy: pd.DataFrame, replica_tidy: pd.DataFrame, *
     from ..stats import equivalence
     from ..stats import validate as v
     from ..stats.equivalence import family_verdicts
+
     margin = _check_margin(margin)
     alpha = v.alpha(alpha)
     if alpha >= 0.5:
         raise ConfigError(f"alpha must be below 0.5 (the interval has confidence 1 - 2·alpha), got {alpha!r}")
     v.frame(original_tidy, "original_tidy")
-    if not isinstance(replica_tidy, pd.DataFrame):   # empty: no run stored yet, every verdict "not measured"
-        raise ConfigError(f"replica_tidy must be a pandas DataFrame (Store.tidy()), got {type(replica_tidy).__name__}")
+    if not isinstance(replica_tidy, pd.DataFrame):  # empty: no run stored yet, every verdict "not measured"
+        raise ConfigError(
+            f"replica_tidy must be a pandas DataFrame (Store.tidy()), got {type(replica_tidy).__name__}"
+        )
     for name, frame in (("original_tidy", original_tidy), ("replica_tidy", replica_tidy)):
         v.columns(frame, ["metric", "value", "status", "run_id", "replicate"], f"{name}: tidy columns")
     if not isinstance(response, str) or not response:
@@ -164,8 +218,10 @@ def replication_table(original_tidy: pd.DataFrame, replica_tidy: pd.DataFrame, *
     ro = _run_values(original_tidy, response, fs)
     if ro.empty:
         have = sorted(map(str, original_tidy["metric"].dropna().unique()))
-        raise ConfigError(f"replication_table: the original has no successful run measuring {response!r}; "
-                          f"its metrics: {', '.join(have) or 'none'}")
+        raise ConfigError(
+            f"replication_table: the original has no successful run measuring {response!r}; "
+            f"its metrics: {', '.join(have) or 'none'}"
+        )
     rr = _run_values(replica_tidy, response, fs)
 
     def keys(frame: pd.DataFrame) -> list[tuple]:
@@ -177,9 +233,12 @@ def replication_table(original_tidy: pd.DataFrame, replica_tidy: pd.DataFrame, *
     if fs:
         order = {f: v.level_order(pd.concat([original_tidy[f], replica_tidy[f]]), present=None) for f in fs}
         in_original = set(keys(original_tidy))
-        configs.sort(key=lambda k: (k not in in_original,
-                                    *(order[f].index(x) if x in order[f] else len(order[f])
-                                      for f, x in zip(fs, k))))
+        configs.sort(
+            key=lambda k: (
+                k not in in_original,
+                *(order[f].index(x) if x in order[f] else len(order[f]) for f, x in zip(fs, k)),
+            )
+        )
 
     def values(frame: pd.DataFrame, key: tuple) -> np.ndarray:
         sel = np.ones(len(frame), dtype=bool)
@@ -190,15 +249,28 @@ def replication_table(original_tidy: pd.DataFrame, replica_tidy: pd.DataFrame, *
     rows = []
     for key in configs:
         xo, xr = values(ro, key), values(rr, key)
-        row: dict = {**dict(zip(fs, key)), "n_original": len(xo), "n_replica": len(xr),
-                     "mean_original": float(xo.mean()) if len(xo) else np.nan,
-                     "mean_replica": float(xr.mean()) if len(xr) else np.nan,
-                     "ratio_low": np.nan, "ratio_high": np.nan, "margin": margin, "p_tost": np.nan,
-                     "p_diff": np.nan, "equivalence": "", "verdict": NOT_MEASURED, "note": ""}
+        row: dict = {
+            **dict(zip(fs, key)),
+            "n_original": len(xo),
+            "n_replica": len(xr),
+            "mean_original": float(xo.mean()) if len(xo) else np.nan,
+            "mean_replica": float(xr.mean()) if len(xr) else np.nan,
+            "ratio_low": np.nan,
+            "ratio_high": np.nan,
+            "margin": margin,
+            "p_tost": np.nan,
+            "p_diff": np.nan,
+            "equivalence": "",
+            "verdict": NOT_MEASURED,
+            "note": "",
+        }
         mo = row["mean_original"]
         row["ratio"] = row["mean_replica"] / mo if len(xo) and mo != 0 else np.nan
-        few = [f"{side} has {n} successful run{'s' if n != 1 else ''}"
-               for side, n in (("the original", len(xo)), ("the replica", len(xr))) if n < 2]
+        few = [
+            f"{side} has {n} successful run{'s' if n != 1 else ''}"
+            for side, n in (("the original", len(xo)), ("the replica", len(xr)))
+            if n < 2
+        ]
         if few:
             row["note"] = "; ".join(few) + " (a test needs 2 on each side)"
         else:
@@ -207,18 +279,31 @@ def replication_table(original_tidy: pd.DataFrame, replica_tidy: pd.DataFrame, *
             except ConfigError as exc:
                 row.update(verdict=NOT_TESTABLE, note=str(exc))
             else:
-                row.update(p_tost=float(e.p_tost), p_diff=float(e.p_diff),
-                           ratio_low=1 + float(e.ci_low) / mo, ratio_high=1 + float(e.ci_high) / mo)
+                row.update(
+                    p_tost=float(e.p_tost),
+                    p_diff=float(e.p_diff),
+                    ratio_low=1 + float(e.ci_low) / mo,
+                    ratio_high=1 + float(e.ci_high) / mo,
+                )
         rows.append(row)
     table = pd.DataFrame(rows, columns=[*fs, *TABLE_COLUMNS])
     tested = np.isfinite(table["p_tost"].to_numpy(dtype=float))
-    table["p_tost_holm"], table["p_diff_holm"], eq = family_verdicts(table["p_tost"], table["p_diff"], alpha=alpha)
+    table["p_tost_holm"], table["p_diff_holm"], eq = family_verdicts(
+        table["p_tost"], table["p_diff"], alpha=alpha
+    )
     table["equivalence"] = eq
     table.loc[tested, "verdict"] = [REPRODUCTION[x] for x in eq[tested]]
     table = table[[*fs, *TABLE_COLUMNS]]
-    table.attrs.update({"response": response, "margin": margin, "alpha": alpha, "factors": fs,
-                        "correction": {"method": "holm", "family": int(tested.sum())},
-                        "test": "TOST, Welch's t, replica against original"})
+    table.attrs.update(
+        {
+            "response": response,
+            "margin": margin,
+            "alpha": alpha,
+            "factors": fs,
+            "correction": {"method": "holm", "family": int(tested.sum())},
+            "test": "TOST, Welch's t, replica against original",
+        }
+    )
     return table
 
 
@@ -242,18 +327,30 @@ def host_differences(original: dict, replica: dict) -> pd.DataFrame:
         if not fps:
             return {}
         table = fingerprint_table(fps)
-        return {row[0]: " | ".join(dict.fromkeys(str(x) for x in row[1:]))
-                for row in table.itertuples(index=False, name=None)}
+        return {
+            row[0]: " | ".join(dict.fromkeys(str(x) for x in row[1:]))
+            for row in table.itertuples(index=False, name=None)
+        }
 
     a, b = merged(original or {}), merged(replica or {})
-    rows = [{"fact": f, "a": a.get(f, "n/a"), "b": b.get(f, "n/a")} for f in dict.fromkeys([*a, *b])
-            if a.get(f, "n/a") != b.get(f, "n/a")]
+    rows = [
+        {"fact": f, "a": a.get(f, "n/a"), "b": b.get(f, "n/a")}
+        for f in dict.fromkeys([*a, *b])
+        if a.get(f, "n/a") != b.get(f, "n/a")
+    ]
     groups = fingerprint_groups(pd.DataFrame(rows, columns=["fact", "a", "b"]), "original", "replica")
     return groups.rename(columns={"a": "original", "b": "replica"})
 
 
-def effects_kept(original_runs: pd.DataFrame, replica_runs: pd.DataFrame, *, factors: Sequence[str],
-                 response: str, alpha: float = 0.05, levels: object = None) -> pd.DataFrame:
+def effects_kept(
+    original_runs: pd.DataFrame,
+    replica_runs: pd.DataFrame,
+    *,
+    factors: Sequence[str],
+    response: str,
+    alpha: float = 0.05,
+    levels: object = None,
+) -> pd.DataFrame:
     """Which effects of the 2^k analysis kept their sign and significance in the replica?
 
     ``original_runs``, ``replica_runs``: one row per run (factor columns and ``response``, e.g.
@@ -281,6 +378,7 @@ def effects_kept(original_runs: pd.DataFrame, replica_runs: pd.DataFrame, *, fac
     import pandas as pd
 
     from ..stats import adjust_p, factorial_effects
+
     fs = list(factors)
     out = pd.DataFrame(columns=EFFECT_COLUMNS)
     out.attrs.update({"alpha": alpha, "note": "", "correction": "holm over the terms of each analysis"})
@@ -313,9 +411,20 @@ def effects_kept(original_runs: pd.DataFrame, replica_runs: pd.DataFrame, *, fac
             status, kept = "kept (not significant)", True
         else:
             status, kept = ("lost significance" if so else "gained significance"), False
-        rows.append({"term": term, "effect_original": eo, "p_holm_original": po, "significant_original": so,
-                     "effect_replica": er, "p_holm_replica": pr, "significant_replica": sr,
-                     "same_sign": same, "kept": kept, "status": status})
+        rows.append(
+            {
+                "term": term,
+                "effect_original": eo,
+                "p_holm_original": po,
+                "significant_original": so,
+                "effect_replica": er,
+                "p_holm_replica": pr,
+                "significant_replica": sr,
+                "same_sign": same,
+                "kept": kept,
+                "status": status,
+            }
+        )
     table = pd.DataFrame(rows, columns=EFFECT_COLUMNS)
     table.attrs.update(out.attrs)
     return table
@@ -324,16 +433,17 @@ def effects_kept(original_runs: pd.DataFrame, replica_runs: pd.DataFrame, *, fac
 @dataclass
 class Replication:
     """What :func:`replication_report` found; :meth:`text` says it in words."""
+
     original: str
     replica: str
     response: str
     margin: float
     margin_source: str
     alpha: float
-    table: pd.DataFrame          # replication_table
-    hosts: pd.DataFrame          # host_differences
-    effects: pd.DataFrame        # effects_kept
-    notes: list[str] = field(default_factory=list)   # how the two campaigns' settings differ
+    table: pd.DataFrame  # replication_table
+    hosts: pd.DataFrame  # host_differences
+    effects: pd.DataFrame  # effects_kept
+    notes: list[str] = field(default_factory=list)  # how the two campaigns' settings differ
 
     def counts(self) -> dict[str, int]:
         """Verdict -> number of configurations."""
@@ -342,16 +452,19 @@ class Replication:
     def text(self) -> str:
         """A summary in words: verdicts, host facts, effects."""
         from .comparison import fingerprint_summary
+
         counts = self.counts()
         n = len(self.table)
         fam = self.table.attrs.get("correction", {}).get("family", 0)
-        lines = [f"Replication of {self.original} as {self.replica}, {self.response}: ratio replica/original per "
-                 f"configuration; reproduced = equivalent within ±{100 * self.margin:g} % of the original's mean "
-                 f"({self.margin_source}; TOST with Welch's t, Holm over {fam} configuration"
-                 f"{'s' if fam != 1 else ''}, α = {self.alpha:g}): "
-                 + ", ".join(f"{c} of {n} {k}" for k, c in counts.items())
-                 + ". The two campaigns were not randomized together: a verdict says whether the result "
-                   "reproduced, not which platform is faster."]
+        lines = [
+            f"Replication of {self.original} as {self.replica}, {self.response}: ratio replica/original per "
+            f"configuration; reproduced = equivalent within ±{100 * self.margin:g} % of the original's mean "
+            f"({self.margin_source}; TOST with Welch's t, Holm over {fam} configuration"
+            f"{'s' if fam != 1 else ''}, α = {self.alpha:g}): "
+            + ", ".join(f"{c} of {n} {k}" for k, c in counts.items())
+            + ". The two campaigns were not randomized together: a verdict says whether the result "
+            "reproduced, not which platform is faster."
+        ]
         groups = self.hosts.rename(columns={"original": "a", "replica": "b"})
         lines.append(fingerprint_summary(groups, "original", "replica"))
         e = self.effects
@@ -360,14 +473,24 @@ class Replication:
         else:
             kept = int(e.kept.sum())
             changed = [f"{r.term} ({r.status})" for r in e.itertuples() if not r.kept]
-            lines.append(f"Effects of the 2^k analysis (Holm over the terms of each side, α = {self.alpha:g}): "
-                         f"{kept} of {len(e)} kept their significance (and their sign where significant)"
-                         + (f"; not kept: {', '.join(changed)}" if changed else "") + ".")
+            lines.append(
+                f"Effects of the 2^k analysis (Holm over the terms of each side, α = {self.alpha:g}): "
+                f"{kept} of {len(e)} kept their significance (and their sign where significant)"
+                + (f"; not kept: {', '.join(changed)}" if changed else "")
+                + "."
+            )
         return "\n".join(lines)
 
 
-def replication_report(data_dir: str | Path, original: str, replica: str, *, response: str | None = None,
-                       margin: float | None = None, alpha: float = 0.05) -> Replication:
+def replication_report(
+    data_dir: str | Path,
+    original: str,
+    replica: str,
+    *,
+    response: str | None = None,
+    margin: float | None = None,
+    alpha: float = 0.05,
+) -> Replication:
     """Compare a stored replica with its original (both under ``data_dir``, read-only).
 
     ``response``: default the original workload's declared response
@@ -388,6 +511,7 @@ def replication_report(data_dir: str | Path, original: str, replica: str, *, res
     from .comparison import setting_differences
     from .decisions import policy_for
     from .declared import declared_levels, sorted_as_declared
+
     metas, tidies, fps = [], [], []
     for cid in (original, replica):
         with Store(store_path(data_dir, require_campaign(data_dir, cid)), readonly=True) as st:
@@ -396,8 +520,10 @@ def replication_report(data_dir: str | Path, original: str, replica: str, *, res
             fps.append(st.fingerprints())
     fo, fr = (list((m.get("design") or {}).get("factors") or {}) for m in metas)
     if fo != fr:
-        raise ConfigError(f"replicate: {replica!r} is not a replica of {original!r}: its factors are {fr}, "
-                          f"the original's {fo}")
+        raise ConfigError(
+            f"replicate: {replica!r} is not a replica of {original!r}: its factors are {fr}, "
+            f"the original's {fo}"
+        )
     if response is None:
         response = primary_response(metas[0], tidies[0])[0] or "wall_time_s"
     if margin is None:
@@ -419,11 +545,21 @@ def replication_report(data_dir: str | Path, original: str, replica: str, *, res
             runs.append(None)
     if runs[0] is None or runs[1] is None:
         import pandas as pd
+
         effects = pd.DataFrame(columns=EFFECT_COLUMNS)
         effects.attrs.update({"alpha": alpha, "note": "a side has no successful run to analyse"})
     else:
         levels = {f: list(order[f]) for f in fo if f in order} or None
         effects = effects_kept(runs[0], runs[1], factors=fo, response=response, alpha=alpha, levels=levels)
-    return Replication(original, replica, response, float(margin), source, alpha, table,
-                       host_differences(fps[0], fps[1]), effects,
-                       setting_differences(metas[0], metas[1], original, replica))
+    return Replication(
+        original,
+        replica,
+        response,
+        float(margin),
+        source,
+        alpha,
+        table,
+        host_differences(fps[0], fps[1]),
+        effects,
+        setting_differences(metas[0], metas[1], original, replica),
+    )

@@ -17,6 +17,7 @@ axis stretched to hold such a bound flattens every other point. Here:
   labels, an axis far wider than its data, a negative interval of a positive quantity), read
   through matplotlib's renderer; the tests run it on every committed figure.
 """
+
 from __future__ import annotations
 
 import math
@@ -37,7 +38,9 @@ __all__ = ["data_limits", "draw_interval", "figure_problems", "interval_table", 
 LIMIT_FACTOR = 3.0
 
 
-def interval_table(data: pd.DataFrame, by: Sequence[str], response: str, *, alpha: float = 0.05) -> pd.DataFrame:
+def interval_table(
+    data: pd.DataFrame, by: Sequence[str], response: str, *, alpha: float = 0.05
+) -> pd.DataFrame:
     """One row per group of ``by`` (in order of first appearance): the ``by`` columns, ``n``,
     ``mean``, ``ci_low``, ``ci_high`` and ``scale`` ("log" for a positive quantity, whose
     interval is computed on the log scale and is never negative; "linear" otherwise)."""
@@ -50,13 +53,22 @@ def interval_table(data: pd.DataFrame, by: Sequence[str], response: str, *, alph
     for key, grp in data.groupby(by, sort=False, observed=True):
         key = key if isinstance(key, tuple) else (key,)
         m = mean_interval(grp[response], alpha=alpha, positive=positive)
-        rows.append({**dict(zip(by, key)), "n": m["n"], "mean": m["mean"], "ci_low": m["low"],
-                     "ci_high": m["high"], "scale": m["scale"]})
+        rows.append(
+            {
+                **dict(zip(by, key)),
+                "n": m["n"],
+                "mean": m["mean"],
+                "ci_low": m["low"],
+                "ci_high": m["high"],
+                "scale": m["scale"],
+            }
+        )
     return pd.DataFrame(rows, columns=[*by, "n", "mean", "ci_low", "ci_high", "scale"])
 
 
-def data_limits(values: Sequence[float], *, log: bool = False, pad: float = 0.08,
-                include: Sequence[float] = ()) -> tuple[float, float]:
+def data_limits(
+    values: Sequence[float], *, log: bool = False, pad: float = 0.08, include: Sequence[float] = ()
+) -> tuple[float, float]:
     """Axis limits that hold ``values`` (and ``include``, e.g. 1 on a ratio axis), padded by
     ``pad`` of the span (of the log span on a ``log`` axis); a linear axis of positive data
     does not go below 0."""
@@ -76,8 +88,18 @@ def data_limits(values: Sequence[float], *, log: bool = False, pad: float = 0.08
     return out_lo, out_hi
 
 
-def draw_interval(ax: Axes, pos: float, lo: float, hi: float, *, orient: str = "v", color: str = "black",
-                  limits: tuple[float, float] | None = None, lw: float = 1.0, capsize: float = 3.0) -> None:
+def draw_interval(
+    ax: Axes,
+    pos: float,
+    lo: float,
+    hi: float,
+    *,
+    orient: str = "v",
+    color: str = "black",
+    limits: tuple[float, float] | None = None,
+    lw: float = 1.0,
+    capsize: float = 3.0,
+) -> None:
     """Draw the interval [``lo``, ``hi``] at ``pos`` (x for ``orient`` "v", y for "h"), clipped to
     ``limits`` (default: the axis' current limits); a side that is NaN or infinite (unbounded) or
     beyond the limits ends in an arrowhead at the axis edge (gid "open_interval"), a side
@@ -97,20 +119,33 @@ def draw_interval(ax: Axes, pos: float, lo: float, hi: float, *, orient: str = "
         xy = (pos, end) if orient == "v" else (end, pos)
         if clipped:
             inner = (pos, (lo_c + hi_c) / 2) if orient == "v" else ((lo_c + hi_c) / 2, pos)
-            ax.annotate("", xy=xy, xytext=inner, gid="open_interval",
-                        arrowprops={"arrowstyle": "-|>", "color": color, "lw": lw, "shrinkA": 0, "shrinkB": 0,
-                                    "mutation_scale": 8})
+            ax.annotate(
+                "",
+                xy=xy,
+                xytext=inner,
+                gid="open_interval",
+                arrowprops={
+                    "arrowstyle": "-|>",
+                    "color": color,
+                    "lw": lw,
+                    "shrinkA": 0,
+                    "shrinkB": 0,
+                    "mutation_scale": 8,
+                },
+            )
         else:
-            ax.plot(*xy, marker="_" if orient == "v" else "|", color=color, markersize=2 * capsize, gid="interval")
+            ax.plot(
+                *xy, marker="_" if orient == "v" else "|", color=color, markersize=2 * capsize, gid="interval"
+            )
 
 
 def _nice_log_ticks(lo: float, hi: float, most: int = 6) -> list[float]:
     a, b = math.floor(math.log10(lo)), math.ceil(math.log10(hi))
     for mantissas in ((1, 2, 5), (1, 2, 3, 5, 7), (1, 1.5, 2, 3, 4, 5, 6, 8), (1,)):
-        ticks = [m * 10 ** e for e in range(a, b + 1) for m in mantissas if lo <= m * 10 ** e <= hi]
+        ticks = [m * 10**e for e in range(a, b + 1) for m in mantissas if lo <= m * 10**e <= hi]
         if 2 <= len(ticks) <= most:
             return ticks
-    ticks = [10 ** e for e in range(a, b + 1) if lo <= 10 ** e <= hi]
+    ticks = [10**e for e in range(a, b + 1) if lo <= 10**e <= hi]
     step = max(1, math.ceil(len(ticks) / most))
     return ticks[::step] or [lo, hi]
 
@@ -148,11 +183,16 @@ def _points(ax: Axes) -> tuple[list[float], list[float]]:
     from matplotlib.collections import PathCollection
     from matplotlib.lines import Line2D
     from matplotlib.patches import Rectangle
+
     xs: list[float] = []
     ys: list[float] = []
     for ln in ax.get_lines():
-        if not isinstance(ln, Line2D) or ln.get_gid() in ("interval", "open_interval") \
-                or ln.get_marker() in (None, "", "None", "none", "_", "|") or ln.get_transform() != ax.transData:
+        if (
+            not isinstance(ln, Line2D)
+            or ln.get_gid() in ("interval", "open_interval")
+            or ln.get_marker() in (None, "", "None", "none", "_", "|")
+            or ln.get_transform() != ax.transData
+        ):
             continue
         xs += list(np.asarray(ln.get_xdata(), float))
         ys += list(np.asarray(ln.get_ydata(), float))
@@ -172,6 +212,7 @@ def _points(ax: Axes) -> tuple[list[float], list[float]]:
 
 def _interval_segments(ax: Axes) -> list[np.ndarray]:
     from matplotlib.collections import LineCollection
+
     segs = [np.asarray(ln.get_xydata(), float) for ln in ax.get_lines() if ln.get_gid() == "interval"]
     for col in ax.collections:
         if isinstance(col, LineCollection):
@@ -187,8 +228,9 @@ def figure_problems(fig: Figure, *, factor: float = LIMIT_FACTOR * 3) -> list[st
       points, bars; intervals left out), e.g. a log axis stretched to 1e-12 by one bound;
     * an interval (an error bar or :func:`draw_interval`'s line) going below 0 on a linear axis
       whose data are all positive."""
-    if not hasattr(fig.canvas, "get_renderer"):     # a figure made without pyplot: draw it with Agg
+    if not hasattr(fig.canvas, "get_renderer"):  # a figure made without pyplot: draw it with Agg
         from matplotlib.backends.backend_agg import FigureCanvasAgg
+
         FigureCanvasAgg(fig)
     fig.canvas.draw()
     renderer = fig.canvas.get_renderer()  # type: ignore[attr-defined]
@@ -198,13 +240,18 @@ def figure_problems(fig: Figure, *, factor: float = LIMIT_FACTOR * 3) -> list[st
             continue
         where = f"axes {k} ({ax.get_title()!r})"
         for name, axis in (("x", ax.xaxis), ("y", ax.yaxis)):
-            boxes = [t.get_window_extent(renderer) for t in axis.get_ticklabels(which="both")
-                     if t.get_visible() and t.get_text().strip()]
+            boxes = [
+                t.get_window_extent(renderer)
+                for t in axis.get_ticklabels(which="both")
+                if t.get_visible() and t.get_text().strip()
+            ]
             if _overlaps(boxes):
                 problems.append(f"{where}: {name} tick labels overlap")
         xs, ys = _points(ax)
-        for name, vals, (lo, hi), scale in (("x", xs, ax.get_xlim(), ax.get_xscale()),
-                                            ("y", ys, ax.get_ylim(), ax.get_yscale())):
+        for name, vals, (lo, hi), scale in (
+            ("x", xs, ax.get_xlim(), ax.get_xscale()),
+            ("y", ys, ax.get_ylim(), ax.get_yscale()),
+        ):
             if len(vals) < 1:
                 continue
             lo, hi = min(lo, hi), max(lo, hi)
@@ -215,8 +262,10 @@ def figure_problems(fig: Figure, *, factor: float = LIMIT_FACTOR * 3) -> list[st
                 span = hi - lo
                 dspan = max(dhi - dlo, 0.1 * max(abs(dhi), abs(dlo)), 1e-12)
             if span > factor * dspan:
-                problems.append(f"{where}: {name} axis [{lo:.3g}, {hi:.3g}] spans more than {factor:g}x "
-                                f"its data [{dlo:.3g}, {dhi:.3g}]")
+                problems.append(
+                    f"{where}: {name} axis [{lo:.3g}, {hi:.3g}] spans more than {factor:g}x "
+                    f"its data [{dlo:.3g}, {dhi:.3g}]"
+                )
         if ys and min(ys) > 0 and ax.get_yscale() == "linear":
             if any(seg[:, 1].min() < 0 for seg in _interval_segments(ax) if seg.size):
                 problems.append(f"{where}: an interval goes below 0 while every value is positive")

@@ -8,6 +8,7 @@ whose every cell and header is escaped (names and levels come from stores: text,
 :func:`effects_table` is the effects table a reader sees, each estimate beside its own interval;
 :func:`count_words` says counts by status in words (``96 ok, 2 failed``).
 """
+
 from __future__ import annotations
 
 import math
@@ -19,8 +20,16 @@ from ..errors import ConfigError
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["DIGITS", "EFFECT_COLUMNS", "count_words", "effects_table", "format_number", "html_table", "readable",
-           "readable_display"]
+__all__ = [
+    "DIGITS",
+    "EFFECT_COLUMNS",
+    "count_words",
+    "effects_table",
+    "format_number",
+    "html_table",
+    "readable",
+    "readable_display",
+]
 
 #: significant digits shown by default: enough to compare configurations, not more than a
 #: benchmark's run-to-run noise supports
@@ -28,8 +37,20 @@ DIGITS = 4
 #: a table with more columns than this gets the class ``lk-wide`` (a smaller font in reports)
 WIDE_COLUMNS = 9
 #: the columns of :func:`effects_table`, in this order (those it has values for)
-EFFECT_COLUMNS = ["term", "q", "effect", "effect_low", "effect_high", "df", "t", "F", "p", "pct_variation",
-                  "pct_low", "pct_high"]
+EFFECT_COLUMNS = [
+    "term",
+    "q",
+    "effect",
+    "effect_low",
+    "effect_high",
+    "df",
+    "t",
+    "F",
+    "p",
+    "pct_variation",
+    "pct_low",
+    "pct_high",
+]
 
 
 def count_words(counts: dict) -> str:
@@ -53,8 +74,11 @@ def capped(df: pd.DataFrame, *, limit: int = PER_RUN_ROWS, what: str = "runs") -
     saying "first N of M runs shown; all M are in the export (labkit export)"."""
     if len(df) <= limit:
         return [df]
-    return [df.head(limit), f"First {limit} of {len(df)} {what} shown; all {len(df)} are in the export "
-                            "(labkit export CAMPAIGN, or the bundle's runs.csv)."]
+    return [
+        df.head(limit),
+        f"First {limit} of {len(df)} {what} shown; all {len(df)} are in the export "
+        "(labkit export CAMPAIGN, or the bundle's runs.csv).",
+    ]
 
 
 def format_number(x: object, digits: int = DIGITS) -> str:
@@ -70,7 +94,8 @@ def format_number(x: object, digits: int = DIGITS) -> str:
     if not isinstance(x, numbers.Real):
         try:
             import pandas as pd
-            if pd.isna(x):       # pd.NA, NaT
+
+            if pd.isna(x):  # pd.NA, NaT
                 return ""
         except (TypeError, ValueError):
             pass
@@ -95,6 +120,7 @@ def readable(df: pd.DataFrame, digits: int = DIGITS) -> pd.DataFrame:
     """A copy of ``df`` whose float columns are strings from :func:`format_number` (integer,
     text and other columns unchanged; ``attrs`` kept)."""
     import pandas as pd
+
     out = df.copy()
     for col in out.columns:
         s = out[col]
@@ -105,8 +131,14 @@ def readable(df: pd.DataFrame, digits: int = DIGITS) -> pd.DataFrame:
     return out
 
 
-def html_table(df: pd.DataFrame, *, digits: int = DIGITS, caption: str | None = None,
-               max_rows: int | None = None, css_class: str = "lk-table") -> str:
+def html_table(
+    df: pd.DataFrame,
+    *,
+    digits: int = DIGITS,
+    caption: str | None = None,
+    max_rows: int | None = None,
+    css_class: str = "lk-table",
+) -> str:
     """``df`` as an HTML ``<table>``: numbers from :func:`format_number`, every header and cell
     escaped (``<``, ``>``, ``&``, quotes become entities), numeric columns right-aligned (class
     ``num``), an optional ``<caption>``; with ``max_rows``, the first rows and a last row saying
@@ -115,27 +147,37 @@ def html_table(df: pd.DataFrame, *, digits: int = DIGITS, caption: str | None = 
     import pandas as pd
 
     from .escape import escape_html
+
     if max_rows is not None and len(df) > max_rows:
         shown, more = df.iloc[:max_rows], len(df) - max_rows
     else:
         shown, more = df, 0
-    numeric = {c for c in shown.columns if pd.api.types.is_numeric_dtype(shown[c])
-               and not pd.api.types.is_bool_dtype(shown[c])}
+    numeric = {
+        c
+        for c in shown.columns
+        if pd.api.types.is_numeric_dtype(shown[c]) and not pd.api.types.is_bool_dtype(shown[c])
+    }
     text = readable(shown, digits)
     # headers may wrap after an underscore (pct_variation), never inside a word
-    head = "".join(f'<th{" class=num" if c in numeric else ""}>{escape_html(c).replace("_", "_<wbr>")}</th>'
-                   for c in text.columns)
+    head = "".join(
+        f"<th{' class=num' if c in numeric else ''}>{escape_html(c).replace('_', '_<wbr>')}</th>"
+        for c in text.columns
+    )
     rows = []
     for rec in text.itertuples(index=False, name=None):
-        cells = "".join(f'<td{" class=num" if c in numeric else ""}>{escape_html(format_number(x, digits))}</td>'
-                        for c, x in zip(text.columns, rec))
+        cells = "".join(
+            f"<td{' class=num' if c in numeric else ''}>{escape_html(format_number(x, digits))}</td>"
+            for c, x in zip(text.columns, rec)
+        )
         rows.append(f"<tr>{cells}</tr>")
     if more:
         rows.append(f'<tr><td colspan="{max(len(text.columns), 1)}">… {more} more rows</td></tr>')
     cap = f"<caption>{escape_html(caption)}</caption>" if caption else ""
     wide = " lk-wide" if len(text.columns) > WIDE_COLUMNS else ""
-    return (f'<table class="{escape_html(css_class)}{wide}">{cap}<thead><tr>{head}</tr></thead>'
-            f"<tbody>{''.join(rows)}</tbody></table>")
+    return (
+        f'<table class="{escape_html(css_class)}{wide}">{cap}<thead><tr>{head}</tr></thead>'
+        f"<tbody>{''.join(rows)}</tbody></table>"
+    )
 
 
 def readable_display(digits: int = DIGITS) -> None:
@@ -143,6 +185,7 @@ def readable_display(digits: int = DIGITS) -> None:
     "$" as text rather than math: for notebooks, whose tables then read ``2787`` and
     ``1.2e-49`` rather than ``2786.855000`` and ``1.209442e-49``."""
     import pandas as pd
+
     pd.set_option("display.float_format", lambda x: format_number(x, digits))
     pd.set_option("display.html.use_mathjax", False)
 
@@ -164,6 +207,7 @@ def effects_table(effects: pd.DataFrame, variation: pd.DataFrame | None = None) 
     no ``term`` column."""
     import numpy as np
     import pandas as pd
+
     if not isinstance(effects, pd.DataFrame) or "term" not in effects.columns:
         raise ConfigError("effects_table needs an effects table with a 'term' column")
     out = pd.DataFrame({"term": effects["term"].to_numpy()})
@@ -171,9 +215,10 @@ def effects_table(effects: pd.DataFrame, variation: pd.DataFrame | None = None) 
 
     def col(name: str) -> np.ndarray:
         return effects[name].to_numpy(float) if name in effects.columns else nan
+
     low, high, effect = col("ci_low"), col("ci_high"), col("effect")
     out["q"] = col("q")
-    has = np.isfinite(effect)             # the interval of an effect exists where the effect does
+    has = np.isfinite(effect)  # the interval of an effect exists where the effect does
     out["effect"] = effect
     out["effect_low"] = np.where(has, 2 * low, np.nan)
     out["effect_high"] = np.where(has, 2 * high, np.nan)
@@ -202,6 +247,7 @@ def decisions_table(decided: pd.DataFrame) -> pd.DataFrame:
     ``runs_to_resolve`` (the runs that would resolve an open term, from the observed variance).
     ConfigError without ``term`` and ``verdict`` columns."""
     import pandas as pd
+
     if not isinstance(decided, pd.DataFrame) or not {"term", "verdict"} <= set(decided.columns):
         raise ConfigError("decisions_table needs a decided table (columns term and verdict)")
     rows = decided[decided["verdict"].notna()]

@@ -8,6 +8,7 @@ factor and level and says so in a sentence ("KSM on merged no pages in 30 of 30 
 treatment did not take"). Pure: it reads the ``runs`` table (:meth:`Store.runs
 <labkit.store.Store.runs>`), nothing else.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -67,14 +68,18 @@ def untaken(runs: pd.DataFrame) -> pd.DataFrame:
         if c["failed"]:
             what = WHAT_FAILED.get(factor, "failed its check")
             took = "did not take" if c["failed"] == c["runs"] else "did not take in part"
-            sentence = (f"{NAMES.get(factor, factor)} {level} {what} in {c['failed']} of {c['runs']} runs: "
-                        f"the treatment {took}")
-        rows.append({"factor": factor, "level": level, **c, "sentence": sentence,
-                     "_order": order[(factor, level)]})
+            sentence = (
+                f"{NAMES.get(factor, factor)} {level} {what} in {c['failed']} of {c['runs']} runs: "
+                f"the treatment {took}"
+            )
+        rows.append(
+            {"factor": factor, "level": level, **c, "sentence": sentence, "_order": order[(factor, level)]}
+        )
     if not rows:
         return pd.DataFrame(columns=COLUMNS)
     out = pd.DataFrame(rows).sort_values(["factor", "_order"], kind="stable").drop(columns="_order")
     out = out[COLUMNS].reset_index(drop=True)
-    out["sentence"] = pd.Series([r["sentence"] for r in sorted(rows, key=lambda r: (r["factor"], r["_order"]))],
-                                dtype=object)
+    out["sentence"] = pd.Series(
+        [r["sentence"] for r in sorted(rows, key=lambda r: (r["factor"], r["_order"]))], dtype=object
+    )
     return out

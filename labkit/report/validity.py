@@ -8,6 +8,7 @@ run. :func:`screen` applies rules to a tidy table (:func:`labkit.store.load_resu
 returns what is kept and one row per excluded run, so that a notebook shows the count
 excluded beside every result it states.
 """
+
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
@@ -24,6 +25,7 @@ __all__ = ["RULES", "Rule", "excluded_runs", "rule", "screen"]
 class Rule:
     """Runs whose ``check`` metric (mean over the run's instances) is above ``threshold`` are
     invalid for the ``metrics`` (the ``check`` itself included)."""
+
     name: str
     check: str
     threshold: float
@@ -36,15 +38,28 @@ class Rule:
 
 #: the rules labkit applies; the threshold of UDP loss is the one a notebook states
 RULES = {
-    "udp_loss": Rule("udp_loss", "udp_lost_percent", 5.0, ("udp_mbit_per_s", "udp_jitter_ms", "udp_lost_percent"),
-                     "iperf3 UDP lost more datagrams than the threshold: the rate measured is the "
-                     "sender's overload, not the path"),
-    "ab_failed": Rule("ab_failed", "failed_requests", 0.0,
-                      ("requests_per_s", "time_per_request_ms", "transfer_kb_per_s", "failed_requests"),
-                      "ab counted failed requests"),
-    "oltp_errors": Rule("oltp_errors", "errors", 0.0,
-                        ("transactions_per_s", "queries_per_s", "latency_avg_ms", "latency_p95_ms", "errors"),
-                        "sysbench OLTP counted errors"),
+    "udp_loss": Rule(
+        "udp_loss",
+        "udp_lost_percent",
+        5.0,
+        ("udp_mbit_per_s", "udp_jitter_ms", "udp_lost_percent"),
+        "iperf3 UDP lost more datagrams than the threshold: the rate measured is the "
+        "sender's overload, not the path",
+    ),
+    "ab_failed": Rule(
+        "ab_failed",
+        "failed_requests",
+        0.0,
+        ("requests_per_s", "time_per_request_ms", "transfer_kb_per_s", "failed_requests"),
+        "ab counted failed requests",
+    ),
+    "oltp_errors": Rule(
+        "oltp_errors",
+        "errors",
+        0.0,
+        ("transactions_per_s", "queries_per_s", "latency_avg_ms", "latency_p95_ms", "errors"),
+        "sysbench OLTP counted errors",
+    ),
 }
 
 
@@ -69,12 +84,22 @@ def excluded_runs(tidy: pd.DataFrame, rules: Iterable[Rule]) -> pd.DataFrame:
     for r in rules:
         vals = ok[ok.metric == r.check].groupby("run_id", sort=True).value.mean()
         for run_id, v in vals[vals > r.threshold].items():
-            rows.append({"run_id": run_id, "rule": r.name, "check": r.check, "value": float(v),
-                         "threshold": r.threshold, "metrics": ",".join(r.metrics)})
+            rows.append(
+                {
+                    "run_id": run_id,
+                    "rule": r.name,
+                    "check": r.check,
+                    "value": float(v),
+                    "threshold": r.threshold,
+                    "metrics": ",".join(r.metrics),
+                }
+            )
     return pd.DataFrame(rows, columns=["run_id", "rule", "check", "value", "threshold", "metrics"])
 
 
-def screen(tidy: pd.DataFrame, rules: Sequence[Rule | str] = tuple(RULES)) -> tuple[pd.DataFrame, pd.DataFrame]:
+def screen(
+    tidy: pd.DataFrame, rules: Sequence[Rule | str] = tuple(RULES)
+) -> tuple[pd.DataFrame, pd.DataFrame]:
     """``(kept, excluded)``: ``tidy`` without the measurements the ``rules`` invalidate, and
     :func:`excluded_runs`. A run is kept for its other metrics (a UDP run above the loss
     threshold still counts for TCP)."""

@@ -1,4 +1,5 @@
 """Bootstrap CIs of each term's share of variation in a balanced 2^k·r design (:func:`variation_ci`)."""
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -16,8 +17,16 @@ __all__ = ["BOOT_CELLS", "variation_ci"]
 BOOT_CELLS = 4_000_000
 
 
-def variation_ci(data: pd.DataFrame, factors: Sequence[str], response: str, *, levels: v.Levels = None,
-                 n_boot: int = 1000, alpha: float = 0.05, seed: int = 0) -> pd.DataFrame:
+def variation_ci(
+    data: pd.DataFrame,
+    factors: Sequence[str],
+    response: str,
+    *,
+    levels: v.Levels = None,
+    n_boot: int = 1000,
+    alpha: float = 0.05,
+    seed: int = 0,
+) -> pd.DataFrame:
     """Bootstrap percentile CIs of each term's share of variation in a balanced 2^k·r design.
 
     Runs are resampled with replacement within each configuration (so every
@@ -42,12 +51,14 @@ def variation_ci(data: pd.DataFrame, factors: Sequence[str], response: str, *, l
         low, high = v.two_levels(data[f], lmap.get(f), arg="levels")
         col = data[f].to_numpy()
         cell |= (col == high).astype(np.int64) << j
-    counts = np.bincount(cell, minlength=2 ** k)
+    counts = np.bincount(cell, minlength=2**k)
     r = int(counts[0])
     if r < 2 or not np.all(counts == r):
-        raise ConfigError(f"variation_ci needs a balanced 2^k·r design with r >= 2; "
-                          f"runs per configuration: {sorted(set(counts.tolist()))}")
-    cube = y[np.argsort(cell, kind="stable")].reshape(2 ** k, r)      # (cells, r)
+        raise ConfigError(
+            f"variation_ci needs a balanced 2^k·r design with r >= 2; "
+            f"runs per configuration: {sorted(set(counts.tolist()))}"
+        )
+    cube = y[np.argsort(cell, kind="stable")].reshape(2**k, r)  # (cells, r)
     rng = np.random.default_rng(seed)
     signs = sign_table(k).T.astype(float)
     ss_parts, sse_parts = [], []
@@ -57,16 +68,16 @@ def variation_ci(data: pd.DataFrame, factors: Sequence[str], response: str, *, l
     step = max(1, BOOT_CELLS // len(y))
     for start in range(0, n_boot, step):
         b = min(step, n_boot - start)
-        idx = rng.integers(0, r, size=(b, 2 ** k, r))
-        boot = np.take_along_axis(np.broadcast_to(cube, (b, 2 ** k, r)), idx, axis=2)
-        means = boot.mean(axis=2)                                      # (b, cells)
-        q = means @ signs / 2 ** k                                     # (b, terms)
-        ss_parts.append(2 ** k * r * q[:, 1:] ** 2)
+        idx = rng.integers(0, r, size=(b, 2**k, r))
+        boot = np.take_along_axis(np.broadcast_to(cube, (b, 2**k, r)), idx, axis=2)
+        means = boot.mean(axis=2)  # (b, cells)
+        q = means @ signs / 2**k  # (b, terms)
+        ss_parts.append(2**k * r * q[:, 1:] ** 2)
         # a resample of r values keeps on average (r-1)/r of their sum of squares about the cell mean
         # (duplicates): undo that bias, or the error share's interval misses its own estimate (r = 2)
         sse_parts.append(((boot - means[:, :, None]) ** 2).sum(axis=2).sum(axis=1) * r / (r - 1))
     ss, sse = np.concatenate(ss_parts), np.concatenate(sse_parts)
-    sst = ss.sum(axis=1) + sse                     # balanced 2^k·r: SST = sum of SS_terms + SSE
+    sst = ss.sum(axis=1) + sse  # balanced 2^k·r: SST = sum of SS_terms + SSE
     with np.errstate(invalid="ignore", divide="ignore"):
         pct = 100 * np.column_stack([ss, sse]) / sst[:, None]
     lo, hi = np.nanpercentile(pct, [100 * alpha / 2, 100 * (1 - alpha / 2)], axis=0)

@@ -12,6 +12,7 @@ A value changed in ``results.csv`` fails both (its digest, and "results.csv row 
 value: bundled X, from the store Y"); a changed store fails its digest and re-computes to other
 tables and claims, each named.
 """
+
 from __future__ import annotations
 
 import io
@@ -34,6 +35,7 @@ RTOL = 1e-9
 @dataclass
 class Verdict:
     """``problems``: one line per file or claim that differs (empty: all match); ``checked``: counts."""
+
     bundle: str
     problems: list[str] = field(default_factory=list)
     checked: dict = field(default_factory=dict)
@@ -45,8 +47,10 @@ class Verdict:
     def summary(self) -> str:
         c = self.checked
         if self.ok:
-            return (f"{self.bundle}: OK: {c.get('files', 0)} files match their SHA-256; {c.get('tables', 0)} "
-                    f"tables and {c.get('claims', 0)} claims re-computed from the bundled store match")
+            return (
+                f"{self.bundle}: OK: {c.get('files', 0)} files match their SHA-256; {c.get('tables', 0)} "
+                f"tables and {c.get('claims', 0)} claims re-computed from the bundled store match"
+            )
         return f"{self.bundle}: {len(self.problems)} difference(s)"
 
 
@@ -58,7 +62,9 @@ def _read_zip(path: Path) -> dict[str, bytes]:
                 name = info.filename
                 p = PurePosixPath(name)
                 if p.is_absolute() or ".." in p.parts:
-                    raise ConfigError(f"{path}: member {name!r} is not a plain relative name; not a labkit bundle")
+                    raise ConfigError(
+                        f"{path}: member {name!r} is not a plain relative name; not a labkit bundle"
+                    )
                 out[name] = z.read(info)
             return out
     except (OSError, zipfile.BadZipFile) as exc:
@@ -79,8 +85,10 @@ def _digests(members: dict[str, bytes], v: Verdict) -> None:
         if name not in members:
             v.problems.append(f"{name}: listed in {CRATE} but not in the bundle")
         elif entity.get("sha256") != sha256_bytes(members[name]):
-            v.problems.append(f"{name}: SHA-256 differs from {CRATE} (stated {str(entity.get('sha256'))[:16]}..., "
-                              f"found {sha256_bytes(members[name])[:16]}...)")
+            v.problems.append(
+                f"{name}: SHA-256 differs from {CRATE} (stated {str(entity.get('sha256'))[:16]}..., "
+                f"found {sha256_bytes(members[name])[:16]}...)"
+            )
     for name in sorted(set(members) - set(files) - {CRATE}):
         v.problems.append(f"{name}: in the bundle but not described in {CRATE}")
     v.checked["files"] = len(files)
@@ -95,8 +103,9 @@ def _num(x: object) -> float | None:
 
 
 def _same(a: object, b: object) -> bool:
-    if (pd.isna(a) if not isinstance(a, (list, dict)) else False) and \
-            (pd.isna(b) if not isinstance(b, (list, dict)) else False):
+    if (pd.isna(a) if not isinstance(a, (list, dict)) else False) and (
+        pd.isna(b) if not isinstance(b, (list, dict)) else False
+    ):
         return True
     fa, fb = _num(a), _num(b)
     if fa is not None and fb is not None:
@@ -128,10 +137,15 @@ def compare_csv(name: str, bundled: bytes, fresh: bytes, v: Verdict, *, limit: i
             if not _same(x if x != "" else float("nan"), y if y != "" else float("nan")):
                 found += 1
                 if found <= limit:
-                    where = f" ({key} {a.at[i, key]}{', metric ' + a.at[i, 'metric'] if 'metric' in a.columns else ''})" \
-                        if key else ""
-                    v.problems.append(f"{name}: row {i + 2}{where} column {col}: bundled {x!r}, "
-                                      f"re-computed from the store {y!r}")
+                    where = (
+                        f" ({key} {a.at[i, key]}{', metric ' + a.at[i, 'metric'] if 'metric' in a.columns else ''})"
+                        if key
+                        else ""
+                    )
+                    v.problems.append(
+                        f"{name}: row {i + 2}{where} column {col}: bundled {x!r}, "
+                        f"re-computed from the store {y!r}"
+                    )
     if found > limit:
         v.problems.append(f"{name}: {found - limit} more cell(s) differ")
 
@@ -152,13 +166,17 @@ def compare_claims(bundled: bytes, fresh: bytes, v: Verdict) -> None:
                 xi = x[i] if i < len(x) else None
                 yi = y[i] if i < len(y) else None
                 if xi != yi:
-                    v.problems.append(f"{CLAIMS}: claim {key}[{i}] differs: bundled {str(xi)[:200]!r}, "
-                                      f"re-computed from the store {str(yi)[:200]!r}")
+                    v.problems.append(
+                        f"{CLAIMS}: claim {key}[{i}] differs: bundled {str(xi)[:200]!r}, "
+                        f"re-computed from the store {str(yi)[:200]!r}"
+                    )
         else:
             n += 1
             if x != y:
-                v.problems.append(f"{CLAIMS}: claim {key} differs: bundled {str(x)[:200]!r}, "
-                                  f"re-computed from the store {str(y)[:200]!r}")
+                v.problems.append(
+                    f"{CLAIMS}: claim {key} differs: bundled {str(x)[:200]!r}, "
+                    f"re-computed from the store {str(y)[:200]!r}"
+                )
     v.checked["claims"] = n
 
 
@@ -174,8 +192,10 @@ def verify_bundle(path: str | Path) -> Verdict:
         settings = json.loads(members[SETTINGS])
         store = members["store.sqlite"]
     except (KeyError, ValueError, TypeError) as exc:
-        v.problems.append(f"cannot re-compute: the bundle lacks a readable {exc} (campaign.json, settings.json, "
-                          "store.sqlite)")
+        v.problems.append(
+            f"cannot re-compute: the bundle lacks a readable {exc} (campaign.json, settings.json, "
+            "store.sqlite)"
+        )
         return v
     with tempfile.TemporaryDirectory() as tmpdir:
         copy = Path(tmpdir) / "data" / str(campaign) / "store.sqlite"
@@ -183,7 +203,7 @@ def verify_bundle(path: str | Path) -> Verdict:
         copy.write_bytes(store)
         try:
             fresh, _meta = data_members(copy, str(campaign), settings)
-        except Exception as exc:   # noqa: BLE001 (a store that cannot be read is a difference, said)
+        except Exception as exc:  # noqa: BLE001 (a store that cannot be read is a difference, said)
             v.problems.append(f"store.sqlite: cannot be re-computed from ({str(exc).splitlines()[0][:200]})")
             return v
     tables = 0

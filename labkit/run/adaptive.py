@@ -27,6 +27,7 @@ configuration, and before its rounds start the campaign logs what it commits to 
 (:func:`worst_case`): "adaptive: at most N more run(s) (M configuration(s) x max K, ...),
 about H h at the pilot's mean run time of S s".
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -46,7 +47,14 @@ from ..store import Store
 if TYPE_CHECKING:
     from tqdm import tqdm
 
-__all__ = ["next_round", "pending_runs", "run_adaptive", "stored_values", "worst_case", "worst_fixed_equivalent"]
+__all__ = [
+    "next_round",
+    "pending_runs",
+    "run_adaptive",
+    "stored_values",
+    "worst_case",
+    "worst_fixed_equivalent",
+]
 
 log = logging.getLogger("labkit.run.adaptive")
 
@@ -68,8 +76,10 @@ def stored_values(store: Store, metric: str) -> pd.DataFrame:
 def _spec(design: Design) -> dict:
     """The design's adaptive replication settings; ConfigError if it has fixed replication."""
     if design.adaptive is None:
-        raise ConfigError("adaptive replication needs a design with replications: {target_ci: ...}; "
-                          "this one has a fixed number of replications")
+        raise ConfigError(
+            "adaptive replication needs a design with replications: {target_ci: ...}; "
+            "this one has a fixed number of replications"
+        )
     return design.adaptive
 
 
@@ -95,7 +105,7 @@ def _needs(design: Design, runs: pd.DataFrame) -> dict[int, int]:
         if room[c] <= 0:
             continue
         if n[c] < 2 or not np.isfinite(needed[c]):
-            extra = 2 - int(n[c]) if n[c] < 2 else 1     # too few successes to judge: one more
+            extra = 2 - int(n[c]) if n[c] < 2 else 1  # too few successes to judge: one more
         elif needed[c] <= n[c]:
             continue
         else:
@@ -132,13 +142,18 @@ def pending_runs(design: Design, value: object, campaign: str) -> list[Run]:
     if value is None:
         return []
     where = f"campaign {campaign}: meta adaptive_pending"
-    fix = ("; the pending adaptive round cannot be resumed: restore the store from a copy "
-           f"(labkit check {campaign} lists every problem)")
+    fix = (
+        "; the pending adaptive round cannot be resumed: restore the store from a copy "
+        f"(labkit check {campaign} lists every problem)"
+    )
     if not isinstance(value, list):
         raise StoreError(f"{where}: a JSON {type(value).__name__} where a list of runs is expected{fix}")
     fields = {f.name for f in dataclasses.fields(Run)}
-    required = {f.name for f in dataclasses.fields(Run)
-                if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING}
+    required = {
+        f.name
+        for f in dataclasses.fields(Run)
+        if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+    }
     configs = design.configurations()
     out = []
     for i, entry in enumerate(value):
@@ -149,24 +164,44 @@ def pending_runs(design: Design, value: object, campaign: str) -> list[Run]:
         if unknown or missing:
             said = [f"unknown field(s) {', '.join(map(repr, unknown))[:120]}"] if unknown else []
             said += [f"missing {', '.join(missing)}"] if missing else []
-            raise StoreError(f"{at}: not a run ({'; '.join(said)}; a run has {', '.join(sorted(fields))}){fix}")
+            raise StoreError(
+                f"{at}: not a run ({'; '.join(said)}; a run has {', '.join(sorted(fields))}){fix}"
+            )
         ints = ("order", "config", "replicate", "block", "boot")
-        bad = [k for k in ints if k in entry and (isinstance(entry[k], bool) or not isinstance(entry[k], int))]
+        bad = [
+            k for k in ints if k in entry and (isinstance(entry[k], bool) or not isinstance(entry[k], int))
+        ]
         if bad or not isinstance(entry["run_id"], str) or not isinstance(entry["levels"], dict):
-            what = f"{bad[0]} {str(entry[bad[0]])[:40]!r} is not a whole number" if bad else \
-                "run_id must be text and levels an object"
+            what = (
+                f"{bad[0]} {str(entry[bad[0]])[:40]!r} is not a whole number"
+                if bad
+                else "run_id must be text and levels an object"
+            )
             raise StoreError(f"{at}: {what}{fix}")
         run = Run(**entry)
-        if not 0 <= run.config < len(configs) or run.replicate < 1 \
-                or run.run_id != run_id(run.config, run.replicate) or run.levels != dict(configs[run.config]):
-            raise StoreError(f"{at}: run {run.run_id[:40]!r} (configuration {run.config}, replicate "
-                             f"{run.replicate}) is not a run of this design{fix}")
+        if (
+            not 0 <= run.config < len(configs)
+            or run.replicate < 1
+            or run.run_id != run_id(run.config, run.replicate)
+            or run.levels != dict(configs[run.config])
+        ):
+            raise StoreError(
+                f"{at}: run {run.run_id[:40]!r} (configuration {run.config}, replicate "
+                f"{run.replicate}) is not a run of this design{fix}"
+            )
         out.append(run)
     return out
 
 
-def run_adaptive(design: Design, store: Store, execute: Callable[[list[Run]], None], *,
-                 response: str, bar: tqdm | None = None, budget: int | None = None) -> int:
+def run_adaptive(
+    design: Design,
+    store: Store,
+    execute: Callable[[list[Run]], None],
+    *,
+    response: str,
+    bar: tqdm | None = None,
+    budget: int | None = None,
+) -> int:
     """Run adaptive rounds until every configuration meets the target or its cap; returns the
     number of runs handed to ``execute`` (at most ``budget``).
 
@@ -196,20 +231,19 @@ def run_adaptive(design: Design, store: Store, execute: Callable[[list[Run]], No
                 store.set_meta(adaptive_pending=[])
                 return done
             round_no += 1
-            store.set_meta(adaptive_round=round_no,
-                           adaptive_pending=[dataclasses.asdict(r) for r in pending])
+            store.set_meta(adaptive_round=round_no, adaptive_pending=[dataclasses.asdict(r) for r in pending])
             todo = pending
             if bar is not None and getattr(bar, "total", None) is not None:
                 bar.total += len(todo)
                 bar.refresh()
         if budget is not None:
-            todo = todo[:max(0, budget - done)]
+            todo = todo[: max(0, budget - done)]
             if not todo:
                 return done
         execute(todo)
         done += len(todo)
         if len([r for r in todo if r.run_id not in store.completed()]) == len(todo):
-            return done   # none of them could run (no live host offers them): resume later
+            return done  # none of them could run (no live host offers them): resume later
 
 
 def worst_case(design: Design, runs: pd.DataFrame, *, budget: int | None = None) -> dict:
@@ -223,22 +257,39 @@ def worst_case(design: Design, runs: pd.DataFrame, *, budget: int | None = None)
     rounds start."""
     spec = _spec(design)
     n_cfg, mx = design.n_configurations, spec["max"]
-    attempts = np.bincount(runs["config"].to_numpy(dtype=int), minlength=n_cfg)[:n_cfg] if len(runs) else \
-        np.zeros(n_cfg, dtype=int)
+    attempts = (
+        np.bincount(runs["config"].to_numpy(dtype=int), minlength=n_cfg)[:n_cfg]
+        if len(runs)
+        else np.zeros(n_cfg, dtype=int)
+    )
     left = int(np.clip(mx - attempts, 0, None).sum())
     if budget is not None:
         left = min(left, max(0, budget))
-    durations = pd.to_numeric(runs["duration_s"], errors="coerce").dropna() if len(runs) else pd.Series(dtype=float)
+    durations = (
+        pd.to_numeric(runs["duration_s"], errors="coerce").dropna() if len(runs) else pd.Series(dtype=float)
+    )
     mean = float(durations.mean()) if len(durations) else float("nan")
     hours = left * mean / 3600
     span = f"{hours:.1f} h" if hours >= 1 else f"{hours * 60:.0f} min"
-    when = (f"about {span} at the pilot's mean run time of {mean:.1f} s, one run at a time"
-            if np.isfinite(hours) else "time unknown (no run time stored)")
+    when = (
+        f"about {span} at the pilot's mean run time of {mean:.1f} s, one run at a time"
+        if np.isfinite(hours)
+        else "time unknown (no run time stored)"
+    )
     cap = "" if budget is None else f", within max_runs {budget}"
-    message = (f"adaptive: at most {left} more run(s) ({n_cfg} configuration(s) x max {mx}, "
-               f"{len(runs)} stored{cap}), {when}")
-    return {"configurations": n_cfg, "max": mx, "stored": int(len(runs)), "runs_left": left,
-            "mean_run_s": mean, "hours_left": hours, "message": message}
+    message = (
+        f"adaptive: at most {left} more run(s) ({n_cfg} configuration(s) x max {mx}, "
+        f"{len(runs)} stored{cap}), {when}"
+    )
+    return {
+        "configurations": n_cfg,
+        "max": mx,
+        "stored": int(len(runs)),
+        "runs_left": left,
+        "mean_run_s": mean,
+        "hours_left": hours,
+        "message": message,
+    }
 
 
 def worst_fixed_equivalent(design: Design, runs: pd.DataFrame) -> dict:
@@ -249,6 +300,7 @@ def worst_fixed_equivalent(design: Design, runs: pd.DataFrame) -> dict:
     ``worst_half_width`` (relative when the design's target is), ``fixed_replicates``,
     ``fixed_runs`` and ``saving`` (1 - adaptive/fixed)."""
     from scipy import stats as sps
+
     spec = _spec(design)
     ok = runs.dropna(subset=["value"])
     g = ok.groupby("config")["value"].agg(["count", "mean", "std"])
@@ -258,9 +310,17 @@ def worst_fixed_equivalent(design: Design, runs: pd.DataFrame) -> dict:
     worst = float((hw / scale).max())
     # the worst configuration needs exactly its own count: the tolerance keeps rounding
     # (t quantile recomputed at that count) from asking one replicate more
-    need = n_for_halfwidth(g["std"].to_numpy(), (worst * scale if spec["relative"] else worst)
-                           * np.full(len(g), 1 + 1e-9), confidence=c)
+    need = n_for_halfwidth(
+        g["std"].to_numpy(),
+        (worst * scale if spec["relative"] else worst) * np.full(len(g), 1 + 1e-9),
+        confidence=c,
+    )
     fixed_r = int(max(np.nanmax(need), design.replications))
     fixed = fixed_r * design.n_configurations
-    return {"adaptive_runs": int(len(runs)), "worst_half_width": worst, "fixed_replicates": fixed_r,
-            "fixed_runs": fixed, "saving": 1 - len(runs) / fixed}
+    return {
+        "adaptive_runs": int(len(runs)),
+        "worst_half_width": worst,
+        "fixed_replicates": fixed_r,
+        "fixed_runs": fixed,
+        "saving": 1 - len(runs) / fixed,
+    }

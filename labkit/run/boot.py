@@ -13,6 +13,7 @@ the campaign nor the engine.
 * :func:`keep_output`: a run's command output kept beside the store, as the run-output policy says.
 * :func:`oom_killed`: whether a failure carries the backend's out-of-memory verdict.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -52,6 +53,7 @@ class BootSettings:
     ``prefix``: the campaign's instance-name prefix; ``hooks``: the run hooks entered around every
     run, in order (:mod:`labkit.run.hooks`); ``run_timeout``: seconds a run may take once its hooks
     are in place (provisioning included for a boot's first run), or None."""
+
     workload: Workload
     defaults: InstanceSpec
     prefix: str
@@ -60,10 +62,14 @@ class BootSettings:
 
     def __post_init__(self) -> None:
         if not isinstance(self.defaults, InstanceSpec):
-            raise ConfigError(f"BootSettings.defaults must be an InstanceSpec, got {type(self.defaults).__name__}")
+            raise ConfigError(
+                f"BootSettings.defaults must be an InstanceSpec, got {type(self.defaults).__name__}"
+            )
         if not isinstance(self.prefix, str) or not self.prefix:
             raise ConfigError(f"BootSettings.prefix must be a non-empty string, got {self.prefix!r}")
-        object.__setattr__(self, "run_timeout", TIMEOUT.check("BootSettings.run_timeout (seconds)", self.run_timeout))
+        object.__setattr__(
+            self, "run_timeout", TIMEOUT.check("BootSettings.run_timeout (seconds)", self.run_timeout)
+        )
         object.__setattr__(self, "hooks", tuple(self.hooks))
 
 
@@ -73,26 +79,44 @@ class BootRunner:
     are gone); ``versions``: the tool versions read once per key (a platform, a host), shared by
     the runners of one campaign."""
 
-    def __init__(self, settings: BootSettings, *,
-                 guard: Callable[[], contextlib.AbstractContextManager] = contextlib.nullcontext,
-                 versions: dict | None = None):
+    def __init__(
+        self,
+        settings: BootSettings,
+        *,
+        guard: Callable[[], contextlib.AbstractContextManager] = contextlib.nullcontext,
+        versions: dict | None = None,
+    ):
         if not isinstance(settings, BootSettings):
             raise ConfigError(f"BootRunner needs BootSettings, got {type(settings).__name__}")
         self.settings = settings
         self.guard = guard
         self.versions: dict = {} if versions is None else versions
 
-    def measure(self, run: Run, backend: Backend, *, live: list | None = None, versions_key: Any = None,
-                deferred: contextlib.AbstractContextManager | None = None) -> Measured:
+    def measure(
+        self,
+        run: Run,
+        backend: Backend,
+        *,
+        live: list | None = None,
+        versions_key: Any = None,
+        deferred: contextlib.AbstractContextManager | None = None,
+    ) -> Measured:
         """Provision, run and tear down one run on ``backend`` (a boot of one run:
         :meth:`measure_boot`); returns its :class:`Measured`."""
-        [(_, result)] = list(self.measure_boot([run], backend, live=live, versions_key=versions_key,
-                                               deferred=deferred))
+        [(_, result)] = list(
+            self.measure_boot([run], backend, live=live, versions_key=versions_key, deferred=deferred)
+        )
         return result
 
-    def measure_boot(self, runs: Sequence[Run], backend: Backend, *, live: list | None = None,
-                     versions_key: Any = None,
-                     deferred: contextlib.AbstractContextManager | None = None) -> Iterator[tuple[Run, Measured]]:
+    def measure_boot(
+        self,
+        runs: Sequence[Run],
+        backend: Backend,
+        *,
+        live: list | None = None,
+        versions_key: Any = None,
+        deferred: contextlib.AbstractContextManager | None = None,
+    ) -> Iterator[tuple[Run, Measured]]:
         """Run one boot on ``backend``: provision the instances of ``runs`` (a configuration's, one
         or more of its replicates) once, run the workload for each run in turn on them, tear them
         down once; yields ``(run, Measured)`` as each run ends (the last after the teardown, which
@@ -119,10 +143,20 @@ class BootRunner:
                     if result.status != "ok":
                         failed = f"{run.run_id} ({result.status})"
                 else:
-                    result = Measured("failed", f"not run: run {failed} of the same boot did not end ok; its "
-                                      "instances were torn down (--retry-failed or retries run it on a fresh boot)",
-                                      [], {"spec": spec.as_dict(), "boot_group": run.boot_group,
-                                           "boot_position": i + 1, "not_run": True}, now_iso(), 0.0)
+                    result = Measured(
+                        "failed",
+                        f"not run: run {failed} of the same boot did not end ok; its "
+                        "instances were torn down (--retry-failed or retries run it on a fresh boot)",
+                        [],
+                        {
+                            "spec": spec.as_dict(),
+                            "boot_group": run.boot_group,
+                            "boot_position": i + 1,
+                            "not_run": True,
+                        },
+                        now_iso(),
+                        0.0,
+                    )
                 if i + 1 < len(runs):
                     yield run, result
                 else:
@@ -138,8 +172,17 @@ class BootRunner:
                 result = result.but(duration_s=time.perf_counter() - t0)
             yield run, result
 
-    def _run_in_boot(self, run: Run, position: int, of: int, backend: Backend, spec: InstanceSpec, params: dict,
-                     boot: _Boot, versions_key: Any) -> Measured:
+    def _run_in_boot(
+        self,
+        run: Run,
+        position: int,
+        of: int,
+        backend: Backend,
+        spec: InstanceSpec,
+        params: dict,
+        boot: _Boot,
+        versions_key: Any,
+    ) -> Measured:
         """Run ``run``, the ``position``-th (0-based) of ``of`` runs of ``boot``: the first one makes
         the boot's network and instances (inside its hooks) and prepares the workload in them."""
         s = self.settings
@@ -162,35 +205,43 @@ class BootRunner:
                 if position == 0:
                     ctx.provisioning = True
                     try:
-                        boot.net = runnet.open_network(backend, run.levels, s.workload, params, spec.count,
-                                                       s.prefix, boot.net_metadata)
-                        metadata.update(boot.net_metadata)   # kept by a run whose provisioning fails
+                        boot.net = runnet.open_network(
+                            backend, run.levels, s.workload, params, spec.count, s.prefix, boot.net_metadata
+                        )
+                        metadata.update(boot.net_metadata)  # kept by a run whose provisioning fails
                         instances.extend(backend.provision(spec, prefix=s.prefix, network=boot.net))
                     finally:
                         ctx.provisioning = False
                     boot.provisioned = instance_measurements(instances)
                     instances_ready(s.hooks, ctx)
-                    _before(deadline, "preparing the workload",
-                            lambda: list(map(s.workload.prepare, instances)))
+                    _before(
+                        deadline, "preparing the workload", lambda: list(map(s.workload.prepare, instances))
+                    )
                 metadata.update(boot.net_metadata)
                 metadata["instances"] = [i.metadata for i in instances]
                 if versions_key not in self.versions:
-                    self.versions[versions_key] = _before(deadline, "reading tool versions",
-                                                          lambda: s.workload.version(instances[0]))
+                    self.versions[versions_key] = _before(
+                        deadline, "reading tool versions", lambda: s.workload.version(instances[0])
+                    )
                 metadata["versions"] = self.versions[versions_key]
                 left = None if deadline is None else deadline - time.monotonic()
                 if left is not None and left <= 0:
-                    raise CommandTimeout(f"run timeout of {s.run_timeout}s used up before the workload started")
-                measurements, metadata["workload_s"] = runnet.run_workload(s.workload, instances, params,
-                                                                           left, run_together)
+                    raise CommandTimeout(
+                        f"run timeout of {s.run_timeout}s used up before the workload started"
+                    )
+                measurements, metadata["workload_s"] = runnet.run_workload(
+                    s.workload, instances, params, left, run_together
+                )
         except CommandTimeout as exc:
             status, error = "timeout", str(exc)
         except LabkitError as exc:
             status, error = "failed", f"{type(exc).__name__}: {exc}"
             if oom_killed(exc):
                 metadata["oom_killed"] = True
-                error = (f"OOM: the workload was killed for lack of memory (out-of-memory killer; "
-                         f"memory limit {spec.memory_mb} MB). {error}")
+                error = (
+                    f"OOM: the workload was killed for lack of memory (out-of-memory killer; "
+                    f"memory limit {spec.memory_mb} MB). {error}"
+                )
         except (KeyboardInterrupt, SystemExit):
             raise  # not stored: the run will execute again on resume
         except Exception as exc:  # a bug in a workload: store it, keep the campaign going
@@ -199,14 +250,23 @@ class BootRunner:
         output = exec_log_text(instances)
         restart_exec_logs(instances)
         provisioned = boot.provisioned if position == 0 else []
-        return Measured(status, error, provisioned + list(measurements), metadata, started,
-                        time.perf_counter() - t0, output, ctx.samples)
+        return Measured(
+            status,
+            error,
+            provisioned + list(measurements),
+            metadata,
+            started,
+            time.perf_counter() - t0,
+            output,
+            ctx.samples,
+        )
 
 
 @dataclass
 class _Boot:
     """What the runs of one boot share: its instances (the live list), network, the network's
     metadata keys and the instances' own measurements (the first run's)."""
+
     instances: list
     net: Any = None
     net_metadata: dict = field(default_factory=dict)
@@ -219,6 +279,7 @@ class Measured(NamedTuple):
     in a boot of several runs, each run's own commands, the first run's with the workload's
     preparation). ``samples``: the run's telemetry rows ``(t, metric, value[, instance id])``
     (:mod:`labkit.run.telemetry`)."""
+
     status: str
     error: str | None
     measurements: list
@@ -238,8 +299,12 @@ def instance_measurements(instances: list[Instance]) -> list:
     :class:`~labkit.workloads.base.Measurement` rows (metric, value, unit, the instance's index);
     [] when none has any."""
     from ..workloads.base import Measurement
-    return [Measurement(metric, float(value), unit, inst.index)
-            for inst in instances for metric, (value, unit) in getattr(inst, "run_metrics", {}).items()]
+
+    return [
+        Measurement(metric, float(value), unit, inst.index)
+        for inst in instances
+        for metric, (value, unit) in getattr(inst, "run_metrics", {}).items()
+    ]
 
 
 def keep_output(store: Store, run_id: str, status: str, output: str, policy: str = "all") -> None:
@@ -294,8 +359,9 @@ def _before(deadline: float | None, doing: str, fn: Callable[[], T]) -> T:
         raise CommandTimeout(f"run timeout reached while {doing}") from None
 
 
-def run_together(workload: Workload, instances: Sequence[Instance], params: dict,
-                 timeout: float | None) -> tuple[list[Measurement], list[float]]:
+def run_together(
+    workload: Workload, instances: Sequence[Instance], params: dict, timeout: float | None
+) -> tuple[list[Measurement], list[float]]:
     """Run the workload in every instance at the same time; returns (measurements, per-instance seconds)."""
     if timeout is not None and params.get("timeout_s") is None:
         params = {**params, "timeout_s": timeout}

@@ -22,6 +22,7 @@ A data dir another user could change is refused (:func:`labkit.core.paths.check_
 >>> store = Campaign(d, backend="local", workload="nqueens",
 ...                  workload_params={"board": 12}, campaign_id="demo").run()
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -168,14 +169,28 @@ class Campaign:
     <labkit.run.boot.BootRunner.measure_boot>`).
     """
 
-    def __init__(self, design: Design | dict | str | Path, backend: str | Backend | None = None,
-                 workload: str | Workload | None = None, *, campaign_id: str | None = None,
-                 data_dir: str | Path = "data", backend_options: dict | None = None,
-                 workload_params: dict | None = None, defaults: InstanceSpec | None = None,
-                 run_timeout: float | None = 3600, progress: bool = True, group_readable: bool = False,
-                 testbed=None, hooks: Sequence[RunHook] | None = None, telemetry: Any = DESIGN,
-                 exclusive: bool | None = None, quarantine: bool | None = None, thresholds: dict | None = None,
-                 run_output: str | None = None):
+    def __init__(
+        self,
+        design: Design | dict | str | Path,
+        backend: str | Backend | None = None,
+        workload: str | Workload | None = None,
+        *,
+        campaign_id: str | None = None,
+        data_dir: str | Path = "data",
+        backend_options: dict | None = None,
+        workload_params: dict | None = None,
+        defaults: InstanceSpec | None = None,
+        run_timeout: float | None = 3600,
+        progress: bool = True,
+        group_readable: bool = False,
+        testbed=None,
+        hooks: Sequence[RunHook] | None = None,
+        telemetry: Any = DESIGN,
+        exclusive: bool | None = None,
+        quarantine: bool | None = None,
+        thresholds: dict | None = None,
+        run_output: str | None = None,
+    ):
         if isinstance(design, (str, Path)):
             design = Design.from_yaml(design)
         elif isinstance(design, dict):
@@ -187,10 +202,10 @@ class Campaign:
             raise ConfigError(f"workload_params must be a mapping, got {type(workload_params).__name__}")
         if any(not isinstance(k, str) for k in workload_params or {}):
             raise ConfigError("workload_params: parameter names must be strings")
-        named = design.named_workload     # the design file's ``workload:`` key, if it has one
+        named = design.named_workload  # the design file's ``workload:`` key, if it has one
         if workload is None:
             workload = named["name"] if named is not None else DEFAULT_WORKLOAD
-        if named is not None and workload == named["name"]:   # its parameters, the given ones winning
+        if named is not None and workload == named["name"]:  # its parameters, the given ones winning
             workload_params = {**named["params"], **(workload_params or {})}
         self.workload = get_workload(workload, **(workload_params or {}))
         self.defaults = defaults or InstanceSpec()
@@ -198,11 +213,13 @@ class Campaign:
             raise ConfigError(f"defaults must be an InstanceSpec, got {type(self.defaults).__name__}")
         for key, top in HOST_MAX.items():
             if getattr(self.defaults, key) > top:
-                raise ConfigError(f"defaults.{key} = {getattr(self.defaults, key)} is above the maximum {top}")
+                raise ConfigError(
+                    f"defaults.{key} = {getattr(self.defaults, key)} is above the maximum {top}"
+                )
         design.validate_for(self.workload)
         self.campaign_id = check_campaign_id(campaign_id or f"{design.name}-{design.seed}".lower())
         self.data_dir = Path(data_dir)
-        if backend is None:   # local; ssh on remote hosts; slurm on a Slurm testbed
+        if backend is None:  # local; ssh on remote hosts; slurm on a Slurm testbed
             backend = Testbed.load(testbed).default_platform if testbed is not None else "local"
         self._backend_arg = backend
         if backend_options is not None and not isinstance(backend_options, dict):
@@ -213,26 +230,33 @@ class Campaign:
         self.progress = progress
         self.group_readable = group_readable
         if run_output is not None and run_output not in RUN_OUTPUT_CHOICES:
-            raise ConfigError(f"run_output={str(run_output)[:40]!r}: use one of {', '.join(RUN_OUTPUT_CHOICES)}")
+            raise ConfigError(
+                f"run_output={str(run_output)[:40]!r}: use one of {', '.join(RUN_OUTPUT_CHOICES)}"
+            )
         #: whose command output is kept (``all``, ``failed``, ``off``)
         self.run_output = run_output if run_output is not None else run_output_policy()
-        self.backend: Backend | None = None   # set by a run on one backend
-        self._versions_by: dict = {}   # tool versions, read once per platform (and host)
+        self.backend: Backend | None = None  # set by a run on one backend
+        self._versions_by: dict = {}  # tool versions, read once per platform (and host)
         self._signals = _Signals()
         self.testbed = _testbed(testbed, design, backend, self.backend_options)
         if telemetry is DESIGN:
             telemetry = DEFAULT_INTERVAL if design.telemetry is None else design.telemetry
         self.telemetry = check_interval(telemetry, "telemetry (seconds between samples, or 'off')")
-        self.exclusive = bool(check_flag(exclusive, "exclusive", "Campaign") if exclusive is not None
-                              else design.exclusive)
-        self.quarantine = bool(check_flag(quarantine, "quarantine", "Campaign") if quarantine is not None
-                               else design.quarantine)
-        self.thresholds = check_thresholds(thresholds, "Campaign") or design.thresholds or dict(DEFAULT_THRESHOLDS)
+        self.exclusive = bool(
+            check_flag(exclusive, "exclusive", "Campaign") if exclusive is not None else design.exclusive
+        )
+        self.quarantine = bool(
+            check_flag(quarantine, "quarantine", "Campaign") if quarantine is not None else design.quarantine
+        )
+        self.thresholds = (
+            check_thresholds(thresholds, "Campaign") or design.thresholds or dict(DEFAULT_THRESHOLDS)
+        )
         # one host sampler for the whole campaign: the telemetry's readings and the guard's look
         # before each run (with telemetry off it still reads the host for the guard, nothing is stored)
         self.host_sampler = HostSampler(self.telemetry or DEFAULT_INTERVAL)
-        self.guard = QuietHost(self.campaign_id, exclusive=self.exclusive, thresholds=self.thresholds,
-                               sampler=self.host_sampler)
+        self.guard = QuietHost(
+            self.campaign_id, exclusive=self.exclusive, thresholds=self.thresholds, sampler=self.host_sampler
+        )
         sampler = [Telemetry(self.telemetry, sampler=self.host_sampler)] if self.telemetry is not None else []
         # the guard first (its look at the host precedes the campaign's load; it judges the run
         # last), telemetry last (entered once the neighbours run, left before they stop); the
@@ -259,14 +283,28 @@ class Campaign:
         The data dir is checked first (:func:`labkit.core.paths.check_data_dir`)."""
         check_data_dir(self.data_dir)
         testbed = self.testbed.name if self.testbed is not None else None
-        return CampaignLock(self.lock_path, f"campaign {self.campaign_id!r}",
-                            dir_mode=0o750 if self.group_readable else 0o700,
-                            register={"campaign_id": self.campaign_id, "data_dir": self.data_dir,
-                                      "backend": self.backend_name, "prefix": self.prefix, "testbed": testbed,
-                                      "exclusive": self.exclusive})
+        return CampaignLock(
+            self.lock_path,
+            f"campaign {self.campaign_id!r}",
+            dir_mode=0o750 if self.group_readable else 0o700,
+            register={
+                "campaign_id": self.campaign_id,
+                "data_dir": self.data_dir,
+                "backend": self.backend_name,
+                "prefix": self.prefix,
+                "testbed": testbed,
+                "exclusive": self.exclusive,
+            },
+        )
 
-    def run(self, *, retry_failed: bool = False, retries: int = 0, max_runs: int | None = None,
-            new_store: bool = False) -> Store:
+    def run(
+        self,
+        *,
+        retry_failed: bool = False,
+        retries: int = 0,
+        max_runs: int | None = None,
+        new_store: bool = False,
+    ) -> Store:
         """Execute every run not yet stored; returns the store, opened read-only.
 
         ``retry_failed`` forgets failed/timed-out runs first so they run again;
@@ -289,24 +327,28 @@ class Campaign:
         allocation = contextlib.ExitStack()
         try:
             lock.acquire()
-            self.guard.check_start()   # registered: another campaign here warns, or refuses (exclusive)
-            for line in start_warnings(self.backend):   # what will not be measured or enforced, said first
+            self.guard.check_start()  # registered: another campaign here warns, or refuses (exclusive)
+            for line in start_warnings(self.backend):  # what will not be measured or enforced, said first
                 log.warning("campaign %s: %s", self.campaign_id, line)
-            hooked.enter_context(around_campaign(self.hooks, self))   # in the lock, before the store: a hook may refuse
-            store = Store.for_campaign(self.data_dir, self.campaign_id, group_readable=self.group_readable,
-                                       allow_new=new_store)
+            hooked.enter_context(
+                around_campaign(self.hooks, self)
+            )  # in the lock, before the store: a hook may refuse
+            store = Store.for_campaign(
+                self.data_dir, self.campaign_id, group_readable=self.group_readable, allow_new=new_store
+            )
             one = {"backend": self.backend.name} if self.backend is not None else {}
             self._check_or_write_meta(store, host_identity({"host": host_fingerprint(), "backend": one}))
-            record_code_diff(store)   # a dirty checkout's diff: the code state can be rebuilt
+            record_code_diff(store)  # a dirty checkout's diff: the code state can be rebuilt
             plan = self.design.plan()
             again = forget_failed(store, self.design, plan) if retry_failed else []
             with self._signals.installed():
                 # a Slurm testbed's nodes: asked for here, given back in the finally (nothing otherwise)
                 allocation.enter_context(testbed.allocated(store, self.campaign_id))
-                engine = self.dispatcher(testbed, store, default_platform=platform, pool=pool,
-                                         guard=self._signals.deferred)
+                engine = self.dispatcher(
+                    testbed, store, default_platform=platform, pool=pool, guard=self._signals.deferred
+                )
                 self._feed(engine, store, plan, again, retries, max_runs)
-                for line in short_run_warnings(store, self.workload):   # once per campaign
+                for line in short_run_warnings(store, self.workload):  # once per campaign
                     log.warning("campaign %s: %s", self.campaign_id, line)
                 store.export()
         finally:
@@ -316,13 +358,20 @@ class Campaign:
                 if store is not None:
                     store.close()
                 try:
-                    hooked.close()   # inside the lock, as they were entered
+                    hooked.close()  # inside the lock, as they were entered
                 finally:
                     lock.release()
         return Store.for_campaign(self.data_dir, self.campaign_id, readonly=True)
 
-    def _feed(self, engine: Dispatcher, store: Store, plan: list[Run], again: list[Run], retries: int,
-              max_runs: int | None) -> None:
+    def _feed(
+        self,
+        engine: Dispatcher,
+        store: Store,
+        plan: list[Run],
+        again: list[Run],
+        retries: int,
+        max_runs: int | None,
+    ) -> None:
         """Feed the one engine (:class:`labkit.run.engine.Dispatcher`) from its plan sources, in turn: the
         fixed plan (with the runs ``retry_failed`` forgot that are not in it: adaptive rounds'
         runs), the adaptive rounds, then up to ``retries`` passes over the runs stored as failed,
@@ -330,30 +379,37 @@ class Campaign:
         clean-up around it are :meth:`run`'s, the same for every path."""
         fixed = plan + [r for r in again if r.run_id not in {p.run_id for p in plan}]
         engine.prepare(fixed)
-        self.guard.ready()   # the host's first sample before the first run, not in its time
+        self.guard.ready()  # the host's first sample before the first run, not in its time
         before = len(store.completed())
         engine.run(fixed, progress=self.progress, max_runs=max_runs)
-        if self.design.adaptive is not None:   # replications: {target_ci: ...}
+        if self.design.adaptive is not None:  # replications: {target_ci: ...}
             from .adaptive import run_adaptive
 
             def execute(runs):
                 engine.extend(runs)
                 engine.run(runs, progress=self.progress)
+
             left = None if max_runs is None else max(0, max_runs - (len(store.completed()) - before))
             run_adaptive(self.design, store, execute, response=self.workload.response, budget=left)
         for _ in range(retries):
             runs = forget_failed(store, self.design, plan)
             if not runs:
                 break
-            log.warning("%d run(s) failed or timed out; running them once more: %s", len(runs),
-                        ", ".join(sorted(r.run_id for r in runs)))
+            log.warning(
+                "%d run(s) failed or timed out; running them once more: %s",
+                len(runs),
+                ", ".join(sorted(r.run_id for r in runs)),
+            )
             engine.extend(runs)
             engine.run(runs, progress=self.progress)
         if self.quarantine:
             runs = forget_suspect(store, self.design, plan)
             if runs:
-                log.warning("quarantine: %d suspect run(s) run once more: %s", len(runs),
-                            ", ".join(sorted(r.run_id for r in runs)))
+                log.warning(
+                    "quarantine: %d suspect run(s) run once more: %s",
+                    len(runs),
+                    ", ".join(sorted(r.run_id for r in runs)),
+                )
                 engine.extend(runs)
                 engine.run(runs, progress=self.progress)
 
@@ -380,11 +436,20 @@ class Campaign:
         (every key of RESUME_KEYS); StoreError listing every difference otherwise."""
         meta = store.meta()
         self._adopt_drawn_seed(meta)
-        mine = redact({"campaign_id": self.campaign_id, "design_digest": self.design.digest(),
-                       "design": self.design.to_dict(), "seed_drawn": self.design.seed_drawn,
-                       "backend": self.backend_name, "backend_options": self.backend_options,
-                       "workload": self.workload.describe(), "defaults": self.defaults.as_dict(),
-                       "host": host, "testbed": self.testbed.describe() if self.testbed else None})
+        mine = redact(
+            {
+                "campaign_id": self.campaign_id,
+                "design_digest": self.design.digest(),
+                "design": self.design.to_dict(),
+                "seed_drawn": self.design.seed_drawn,
+                "backend": self.backend_name,
+                "backend_options": self.backend_options,
+                "workload": self.workload.describe(),
+                "defaults": self.defaults.as_dict(),
+                "host": host,
+                "testbed": self.testbed.describe() if self.testbed else None,
+            }
+        )
         if not meta:
             store.set_meta(created=now_iso(), **mine)
             return
@@ -398,7 +463,8 @@ class Campaign:
             shown = "\n  ".join(diffs[:20])
             raise StoreError(
                 f"{store.path}: campaign {self.campaign_id!r} was started with other settings; "
-                f"refusing to mix them in one store (use a new campaign_id). Stored vs now:\n  {shown}")
+                f"refusing to mix them in one store (use a new campaign_id). Stored vs now:\n  {shown}"
+            )
 
     def _adopt_drawn_seed(self, meta: dict) -> None:
         """A design without a seed resumes with the seed drawn when the campaign started."""
@@ -408,31 +474,66 @@ class Campaign:
         stored = meta.get("design") if meta else None
         if meta and meta.get("seed_drawn") and isinstance(stored, dict):
             mine = {k: v for k, v in d.to_dict().items() if k != "seed"}
-            if json_eq({k: v for k, v in stored.items() if k != "seed"}, mine) and isinstance(stored.get("seed"), int):
+            if json_eq({k: v for k, v in stored.items() if k != "seed"}, mine) and isinstance(
+                stored.get("seed"), int
+            ):
                 d.seed = stored["seed"]
                 log.info("design has no seed: resuming with the seed drawn at the start, %d", d.seed)
                 return
-        log.warning("design %r has no seed: drew seed %d and stored it with campaign %r; add `seed: %d` to "
-                    "the design to repeat the plan, or resume with the same campaign id",
-                    d.name, d.seed, self.campaign_id, d.seed)
+        log.warning(
+            "design %r has no seed: drew seed %d and stored it with campaign %r; add `seed: %d` to "
+            "the design to repeat the plan, or resume with the same campaign id",
+            d.name,
+            d.seed,
+            self.campaign_id,
+            d.seed,
+        )
 
     def boots(self) -> BootRunner:
         """The boot runner of this campaign (:mod:`labkit.run.boot`): its settings taken from the
         campaign as it is now (its workload, instance defaults, prefix, hooks and run timeout), its
         teardown guarded by the campaign's signal deferral, its tool versions read once per campaign."""
-        settings = BootSettings(workload=self.workload, defaults=self.defaults, prefix=self.prefix,
-                                hooks=tuple(self.hooks), run_timeout=self.run_timeout)
+        settings = BootSettings(
+            workload=self.workload,
+            defaults=self.defaults,
+            prefix=self.prefix,
+            hooks=tuple(self.hooks),
+            run_timeout=self.run_timeout,
+        )
         return BootRunner(settings, guard=self._signals.deferred, versions=self._versions_by)
 
-    def dispatcher(self, testbed: Testbed, store: Store, *, default_platform: str, pool: BackendPool | None = None,
-                   guard: Callable[[], contextlib.AbstractContextManager] = contextlib.nullcontext) -> Dispatcher:
+    def dispatcher(
+        self,
+        testbed: Testbed,
+        store: Store,
+        *,
+        default_platform: str,
+        pool: BackendPool | None = None,
+        guard: Callable[[], contextlib.AbstractContextManager] = contextlib.nullcontext,
+    ) -> Dispatcher:
         """The run engine (:class:`~labkit.run.engine.Dispatcher`) of this campaign on ``testbed``
         into ``store``: its boots run by :meth:`boots`, its runs' output kept as :attr:`run_output` says."""
-        return Dispatcher(self.boots(), testbed, store, campaign_id=self.campaign_id, source=self.design.source,
-                          default_platform=default_platform, run_output=self.run_output, pool=pool, guard=guard)
+        return Dispatcher(
+            self.boots(),
+            testbed,
+            store,
+            campaign_id=self.campaign_id,
+            source=self.design.source,
+            default_platform=default_platform,
+            run_output=self.run_output,
+            pool=pool,
+            guard=guard,
+        )
 
-    def measure(self, run: Run, backend: Backend, *, live: list | None = None, versions_key: Any = None,
-                deferred: contextlib.AbstractContextManager | None = None) -> Measured:
+    def measure(
+        self,
+        run: Run,
+        backend: Backend,
+        *,
+        live: list | None = None,
+        versions_key: Any = None,
+        deferred: contextlib.AbstractContextManager | None = None,
+    ) -> Measured:
         """Provision, run and tear down one run on ``backend`` (a boot of one run:
         :meth:`BootRunner.measure_boot <labkit.run.boot.BootRunner.measure_boot>`); returns its
         :class:`~labkit.run.boot.Measured`."""
@@ -443,28 +544,31 @@ def _testbed(testbed, design: Design, backend, backend_options: dict):
     """The campaign's Testbed: the one given, or this machine alone for a design with a ``platform``
     factor; None (one backend, as before testbeds) otherwise."""
     from .platforms import FACTOR, Platform, design_platforms
+
     if testbed is None and FACTOR not in design.factor_names:
         return None
     tb = Testbed.load(testbed)
     if not isinstance(backend, str):
-        raise ConfigError("with a testbed or a 'platform' factor, backend must be a platform name, "
-                          "not a Backend object")
+        raise ConfigError(
+            "with a testbed or a 'platform' factor, backend must be a platform name, not a Backend object"
+        )
     if FACTOR in design.factor_names:
         if backend_options:
-            raise ConfigError("backend_options apply to one backend; with a 'platform' factor declare each "
-                              "platform's options under the testbed's 'platforms'")
-    elif backend_options:   # one platform: the options complete its declaration
+            raise ConfigError(
+                "backend_options apply to one backend; with a 'platform' factor declare each "
+                "platform's options under the testbed's 'platforms'"
+            )
+    elif backend_options:  # one platform: the options complete its declaration
         p = tb.platform(backend)
         tb.platforms[backend] = Platform(p.name, p.backend, {**p.options, **backend_options})
-    tb.check_platforms(design_platforms(design) or [backend], design.source)   # before any store exists
+    tb.check_platforms(design_platforms(design) or [backend], design.source)  # before any store exists
     return tb
-
-
 
 
 def json_eq(a: Any, b: Any) -> bool | None:
     """Whether a and b are equal as JSON; None when ``a`` is None (not recorded: nothing to compare)."""
     import json
+
     if a is None:
         return None
     return json.dumps(a, sort_keys=True, default=str) == json.dumps(b, sort_keys=True, default=str)
@@ -478,8 +582,9 @@ def differences(key: str, stored: Any, now: Any) -> list[str]:
             if json_eq(stored.get(k, "<absent>"), now.get(k, "<absent>")) is False:
                 out += differences(f"{key}.{k}", stored.get(k, "<absent>"), now.get(k, "<absent>"))
         return out
+
     def short(v):
         t = repr(v)
         return t if len(t) <= 120 else t[:117] + "..."
-    return [f"{key}: stored {short(stored)}, now {short(now)}"]
 
+    return [f"{key}: stored {short(stored)}, now {short(now)}"]

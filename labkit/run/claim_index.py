@@ -11,6 +11,7 @@ starts a pass, :meth:`~ClaimIndex.stored` adds each run the engine stores, and
 :meth:`~ClaimIndex.forget` drops runs the engine deletes (a block re-run whole), so a run is never
 hidden from a worker while the store does not hold it.
 """
+
 from __future__ import annotations
 
 import threading
@@ -58,7 +59,7 @@ class ClaimIndex:
                 self._lists = dict(build())
             runs = self._lists.get(host, [])
             i = self._start.get(host, 0)
-            while i < len(runs) and runs[i] in self.done:   # skipped for good (until forget)
+            while i < len(runs) and runs[i] in self.done:  # skipped for good (until forget)
                 i += 1
             self._start[host] = i
             done = self.done

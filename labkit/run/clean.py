@@ -33,6 +33,7 @@ object is never removed while another object of its campaign is young.
 
 ``labkit clean <campaign>`` of a campaign run on a testbed: :func:`clean_testbed`.
 """
+
 from __future__ import annotations
 
 import time
@@ -53,8 +54,16 @@ from .platforms import FACTOR, BackendPool
 if TYPE_CHECKING:
     from .testbed import Testbed
 
-__all__ = ["DEFAULT_GRACE_S", "Leftover", "clean_testbed", "find_leftovers", "last_signs", "remove_leftovers", "running_ids",
-           "stopped_ids"]
+__all__ = [
+    "DEFAULT_GRACE_S",
+    "Leftover",
+    "clean_testbed",
+    "find_leftovers",
+    "last_signs",
+    "remove_leftovers",
+    "running_ids",
+    "stopped_ids",
+]
 
 #: how long an object of a campaign no registry knows is kept after the campaign's last sign of life
 DEFAULT_GRACE_S = 600.0
@@ -68,6 +77,7 @@ class Leftover:
     """One object a backend lists: its name, its campaign (None: unknown), its ``state``
     (``running``, ``stopped``, ``unregistered``, ``recent`` or ``unknown``; see the module docstring)
     and ``why``, the reason said to the user."""
+
     backend: str
     name: str
     campaign: str | None
@@ -98,8 +108,11 @@ def stopped_ids() -> dict[str, str]:
     """Campaign id -> its entry, for the campaigns registered as stopped in this user's own
     registry or root's (a killed campaign's entry stays); entries of other users' registries
     are only signs of life (:func:`last_signs`)."""
-    return {e.campaign_id: f"registered as stopped: {e.describe()}" for e in entries()
-            if not e.running and e.trusted}
+    return {
+        e.campaign_id: f"registered as stopped: {e.describe()}"
+        for e in entries()
+        if not e.running and e.trusted
+    }
 
 
 def _mtime(path: Path) -> float | None:
@@ -109,7 +122,9 @@ def _mtime(path: Path) -> float | None:
         return None
 
 
-def last_signs(campaigns: Iterable[str], data_dirs: Iterable[str | Path] = ()) -> dict[str, tuple[float, str]]:
+def last_signs(
+    campaigns: Iterable[str], data_dirs: Iterable[str | Path] = ()
+) -> dict[str, tuple[float, str]]:
     """Campaign id -> (epoch seconds, what) of the newest sign of its life labkit finds outside the
     backends: the last write of its store in ``data_dirs`` or in a data dir this host knows
     (:func:`labkit.core.datadirs.known`, the registries' entries), the start of a stopped entry in
@@ -122,7 +137,9 @@ def last_signs(campaigns: Iterable[str], data_dirs: Iterable[str | Path] = ()) -
             out[cid] = (when, what)
 
     known = entries()
-    dirs = list(dict.fromkeys([*map(str, data_dirs), *datadirs.known(), *(e.data_dir for e in known if e.data_dir)]))
+    dirs = list(
+        dict.fromkeys([*map(str, data_dirs), *datadirs.known(), *(e.data_dir for e in known if e.data_dir)])
+    )
     for cid in wanted:
         for d in dirs:
             for name in STORE_FILES:
@@ -133,7 +150,7 @@ def last_signs(campaigns: Iterable[str], data_dirs: Iterable[str | Path] = ()) -
                 started = datetime.fromisoformat(e.started)
             except ValueError:
                 continue
-            if started.tzinfo is not None:   # labkit.core.clock writes UTC with its offset
+            if started.tzinfo is not None:  # labkit.core.clock writes UTC with its offset
                 seen(e.campaign_id, started.timestamp(), f"started, says the entry in {e.registry}")
     return out
 
@@ -147,9 +164,16 @@ def _ago(seconds: float) -> str:
     return f"{seconds / 3600:.1f} h"
 
 
-def find_leftovers(backends: dict, busy: dict[str, str], *, stopped: dict[str, str] | None = None,
-                   grace_s: float = DEFAULT_GRACE_S, signs: dict[str, tuple[float, str]] | None = None,
-                   data_dirs: Iterable[str | Path] = (), now: float | None = None) -> list[Leftover]:
+def find_leftovers(
+    backends: dict,
+    busy: dict[str, str],
+    *,
+    stopped: dict[str, str] | None = None,
+    grace_s: float = DEFAULT_GRACE_S,
+    signs: dict[str, tuple[float, str]] | None = None,
+    data_dirs: Iterable[str | Path] = (),
+    now: float | None = None,
+) -> list[Leftover]:
     """Every ``labkit-`` object of each backend (name -> Backend), classified against ``busy``
     (:func:`running_ids`), ``stopped`` (:func:`stopped_ids`; None: none) and, for the rest, the
     grace period ``grace_s`` from the newest of the objects' creation times (each backend's
@@ -157,14 +181,22 @@ def find_leftovers(backends: dict, busy: dict[str, str], *, stopped: dict[str, s
     those campaigns, with ``data_dirs``)."""
     now = time.time() if now is None else now
     stopped = stopped or {}
-    listed = [(bname, name, campaign_of(name)) for bname, backend in backends.items()
-              for name in backend.list_labkit(NAME_PREFIX)]
+    listed = [
+        (bname, name, campaign_of(name))
+        for bname, backend in backends.items()
+        for name in backend.list_labkit(NAME_PREFIX)
+    ]
     if signs is None:
-        signs = last_signs({c for _, _, c in listed if c is not None and c not in busy and c not in stopped},
-                           data_dirs)
+        signs = last_signs(
+            {c for _, _, c in listed if c is not None and c not in busy and c not in stopped}, data_dirs
+        )
     born: dict[str, float | None] = {}
     for bname, backend in backends.items():
-        names = [n for b, n, cid in listed if b == bname and cid is not None and cid not in busy and cid not in stopped]
+        names = [
+            n
+            for b, n, cid in listed
+            if b == bname and cid is not None and cid not in busy and cid not in stopped
+        ]
         if not names:
             continue
         try:
@@ -193,26 +225,55 @@ def find_leftovers(backends: dict, busy: dict[str, str], *, stopped: dict[str, s
             sign = newest.get(cid)
             grace = f"the grace period is {_ago(grace_s)}"
             if sign is not None and now - sign[0] >= grace_s:
-                out.append(Leftover(bname, name, cid, "unregistered",
-                                    f"campaign {cid} is not registered on this host; its newest sign of life "
-                                    f"({sign[1]}) is {_ago(now - sign[0])} old and {grace}"))
+                out.append(
+                    Leftover(
+                        bname,
+                        name,
+                        cid,
+                        "unregistered",
+                        f"campaign {cid} is not registered on this host; its newest sign of life "
+                        f"({sign[1]}) is {_ago(now - sign[0])} old and {grace}",
+                    )
+                )
             elif grace_s <= 0:
-                out.append(Leftover(bname, name, cid, "unregistered",
-                                    f"campaign {cid} is not registered on this host (--grace 0)"))
+                out.append(
+                    Leftover(
+                        bname,
+                        name,
+                        cid,
+                        "unregistered",
+                        f"campaign {cid} is not registered on this host (--grace 0)",
+                    )
+                )
             elif sign is not None:
-                out.append(Leftover(bname, name, cid, "recent",
-                                    f"campaign {cid} is not registered on this host, but its newest sign of "
-                                    f"life ({sign[1]}) is only {_ago(now - sign[0])} old and {grace} "
-                                    "(it may run elsewhere; --grace 0 removes it)"))
+                out.append(
+                    Leftover(
+                        bname,
+                        name,
+                        cid,
+                        "recent",
+                        f"campaign {cid} is not registered on this host, but its newest sign of "
+                        f"life ({sign[1]}) is only {_ago(now - sign[0])} old and {grace} "
+                        "(it may run elsewhere; --grace 0 removes it)",
+                    )
+                )
             else:
-                out.append(Leftover(bname, name, cid, "recent",
-                                    f"campaign {cid} is not registered on this host and no one tells how old "
-                                    "its objects are (it may run elsewhere; --grace 0 removes it)"))
+                out.append(
+                    Leftover(
+                        bname,
+                        name,
+                        cid,
+                        "recent",
+                        f"campaign {cid} is not registered on this host and no one tells how old "
+                        "its objects are (it may run elsewhere; --grace 0 removes it)",
+                    )
+                )
     return out
 
 
-def remove_leftovers(backends: dict, leftovers: list[Leftover], *,
-                     include_unknown: bool = False) -> dict[str, list[str]]:
+def remove_leftovers(
+    backends: dict, leftovers: list[Leftover], *, include_unknown: bool = False
+) -> dict[str, list[str]]:
     """Remove the ``stopped`` and ``unregistered`` leftovers (and ``unknown`` ones with
     ``include_unknown``); returns backend -> removed names. A campaign that is running now
     (registered since the listing) is skipped, and its id is held in the registry while its
@@ -222,20 +283,24 @@ def remove_leftovers(backends: dict, leftovers: list[Leftover], *,
         try:
             reg = register(cid, None, kind="clean")
         except StoreError:
-            continue   # it started meanwhile: its objects are its own again
+            continue  # it started meanwhile: its objects are its own again
         with reg:
             for bname in sorted({x.backend for x in leftovers if x.campaign == cid}):
                 removed[bname] += backends[bname].cleanup(campaign_prefix(cid))
     if include_unknown:
         for x in leftovers:
             # cleanup() matches a prefix: never one that also starts a campaign's name (labkit-a, labkit-a--...)
-            if x.state == "unknown" and not any(y.backend == x.backend and y.state != "unknown"
-                                                and y.name.startswith(x.name) for y in leftovers):
+            if x.state == "unknown" and not any(
+                y.backend == x.backend and y.state != "unknown" and y.name.startswith(x.name)
+                for y in leftovers
+            ):
                 removed[x.backend] += backends[x.backend].cleanup(x.name)
     return removed
 
 
-def clean_testbed(meta: dict, prefix: str, testbed: Testbed | dict | str | Path | None = None) -> dict[str, list[str]]:
+def clean_testbed(
+    meta: dict, prefix: str, testbed: Testbed | dict | str | Path | None = None
+) -> dict[str, list[str]]:
     """``labkit clean <campaign>`` for a campaign run on a testbed: ``cleanup(prefix)`` on every
     host and platform its store's meta records; returns ``"host/platform" -> removed names``
     (hosts that cannot be reached are reported as an error line instead).
@@ -248,19 +313,31 @@ def clean_testbed(meta: dict, prefix: str, testbed: Testbed | dict | str | Path 
     (:func:`labkit.run.slurm_testbed.clean`)."""
     from ..core.redact import without_redacted
     from .testbed import Testbed
+
     if (meta.get("testbed") or {}).get("slurm") is not None:
         from .slurm_testbed import clean
+
         return clean(meta, prefix, meta["testbed"].get("platforms") or {})
     if testbed is not None:
         tb = Testbed.load(testbed)
     else:
         desc = meta["testbed"]
-        hosts = [without_redacted({k: v for k, v in h.items() if v is not None and k in
-                                   ("name", "address", "port", "user", "key", "platforms", "labels",
-                                    "price_per_hour")})
-                 for h in desc["hosts"]]
-        platforms = {n: {"backend": p["backend"], **without_redacted(p.get("options") or {})}
-                     for n, p in (desc.get("platforms") or {}).items()}
+        hosts = [
+            without_redacted(
+                {
+                    k: v
+                    for k, v in h.items()
+                    if v is not None
+                    and k
+                    in ("name", "address", "port", "user", "key", "platforms", "labels", "price_per_hour")
+                }
+            )
+            for h in desc["hosts"]
+        ]
+        platforms = {
+            n: {"backend": p["backend"], **without_redacted(p.get("options") or {})}
+            for n, p in (desc.get("platforms") or {}).items()
+        }
         tb = Testbed.from_dict({"hosts": hosts, "platforms": platforms})
     used = (meta.get("design") or {}).get("factors", {}).get(FACTOR) or [meta.get("backend") or "local"]
     pool, out = BackendPool(), {}

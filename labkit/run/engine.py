@@ -41,6 +41,7 @@ through a :class:`~labkit.run.boot.BootRunner` (the campaign's settings, not the
   so Ctrl-C (or SIGTERM) in a terminal or a notebook stops cleanly: in-flight instances are destroyed, their
   claims released, and the runs execute again on resume.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -83,15 +84,24 @@ class Dispatcher(HostLoss):
     clean-up after an interrupt (the campaign's signal deferral)."""
 
     lease_s = 30.0
-    max_host_bars = 32   # more hosts than this: the total bar alone
+    max_host_bars = 32  # more hosts than this: the total bar alone
     probe_interval_s = 2.0
-    probe_after_s = 10.0   # a run in flight longer than this gets its host probed (sshd forks per probe)
+    probe_after_s = 10.0  # a run in flight longer than this gets its host probed (sshd forks per probe)
     lost_after = 3
 
-    def __init__(self, runner: BootRunner, testbed: Testbed, store: Store, *, campaign_id: str,
-                 default_platform: str, source: str = "design", run_output: str = "all",
-                 pool: BackendPool | None = None,
-                 guard: Callable[[], contextlib.AbstractContextManager] = contextlib.nullcontext):
+    def __init__(
+        self,
+        runner: BootRunner,
+        testbed: Testbed,
+        store: Store,
+        *,
+        campaign_id: str,
+        default_platform: str,
+        source: str = "design",
+        run_output: str = "all",
+        pool: BackendPool | None = None,
+        guard: Callable[[], contextlib.AbstractContextManager] = contextlib.nullcontext,
+    ):
         self.runner, self.tb, self.store = runner, testbed, store
         self.campaign_id, self.source, self.run_output = campaign_id, source, run_output
         self.prefix = runner.settings.prefix
@@ -99,7 +109,7 @@ class Dispatcher(HostLoss):
         self.default_platform = default_platform
         self.pool = pool or BackendPool()
         self.owner = f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
-        self.db = threading.RLock()      # one SQLite connection: one user at a time
+        self.db = threading.RLock()  # one SQLite connection: one user at a time
         self.lock = threading.Lock()
         self.stop = threading.Event()
         self.states = {h.name: HostState(h) for h in testbed.hosts}
@@ -107,14 +117,15 @@ class Dispatcher(HostLoss):
         self.assigned: dict[str, str] = {}
         self.block_order: list[str] = []
         self.moved: dict[str, str] = {}
-        self.index = ClaimIndex()   # what each host may claim, without a store round trip
+        self.index = ClaimIndex()  # what each host may claim, without a store round trip
         self.total = None
-        self.seq: dict[str, int] = {}    # host -> run_seq of the last run recorded there
+        self.seq: dict[str, int] = {}  # host -> run_seq of the last run recorded there
         # finished runs written in groups (one transaction for those ending close together), each
         # reported done (claim index, counts, bars: _stored) only once its transaction committed
-        self.writer = GroupCommit(store, lock=self.db, owner=self.owner, on_done=self._stored,
-                                  on_lost=self._not_stored)
-        self.queued: dict[str, HostState] = {}   # run_id -> its host, while its group is not committed
+        self.writer = GroupCommit(
+            store, lock=self.db, owner=self.owner, on_done=self._stored, on_lost=self._not_stored
+        )
+        self.queued: dict[str, HostState] = {}  # run_id -> its host, while its group is not committed
 
     # -- set-up ------------------------------------------------------------
     def platform_of(self, run: Run) -> str:
@@ -135,10 +146,10 @@ class Dispatcher(HostLoss):
                 be = self.pool.open(h, p)
             except BackendUnavailable as exc:
                 if h.name in was_lost and not self.tb.reachable(h, self.tb.connect_timeout)[0]:
-                    return h, p, exc   # lost before and still unreachable: stays lost
+                    return h, p, exc  # lost before and still unreachable: stays lost
                 raise
             be.cleanup(self.prefix)
-            backend_fp = be.fingerprint()   # remote round trips: read here, in parallel
+            backend_fp = be.fingerprint()  # remote round trips: read here, in parallel
             return h, p, be, backend_fp, host_facts(h, be, backend_fp)
 
         with ThreadPoolExecutor(max_workers=min(16, len(needed)) or 1) as ex:
@@ -160,8 +171,11 @@ class Dispatcher(HostLoss):
         self.store.set_meta(fleet_fingerprint_warnings=warnings)
         stale = self.store.release_claims(not_owner=self.owner)
         for cl in stale:
-            log.warning("run %s was in flight on host %s when the last controller stopped: it runs again",
-                        cl["run_id"], cl["host"])
+            log.warning(
+                "run %s was in flight on host %s when the last controller stopped: it runs again",
+                cl["run_id"],
+                cl["host"],
+            )
         self.assigned = dict(meta.get("fleet_assignment") or {})
         self.moved = {m["run_id"]: m["from"] for m in meta.get("fleet_moves") or []}
         self.block_order = [h.name for h in self.tb.block_hosts(names)]
@@ -170,7 +184,7 @@ class Dispatcher(HostLoss):
             self.assigned = {r.run_id: order[(block_of(r) - 1) % len(order)] for r in plan}
             self.store.set_meta(fleet_assignment=self.assigned)
         absent = sorted(set(self.assigned.values()) - set(self.states))
-        if absent:   # a resume on other hosts (a Slurm testbed's new allocation): moved as a lost host's
+        if absent:  # a resume on other hosts (a Slurm testbed's new allocation): moved as a lost host's
             self.plan = plan
             for name in absent:
                 self._move(name)
@@ -185,7 +199,7 @@ class Dispatcher(HostLoss):
             return
         live = [n for n in self.block_order if not self.states[n].lost]
         if not live:
-            return   # no host can take them: run() says so, a resume runs them
+            return  # no host can take them: run() says so, a resume runs them
         for r in runs:
             host = self.assigned.get(r.run_id)
             if host is None or host not in self.states or self.states[host].lost:
@@ -199,28 +213,33 @@ class Dispatcher(HostLoss):
         new runs are stored. KeyboardInterrupt stops the workers cleanly and is re-raised."""
         self.plan = plan
         self.runs_by_id = {r.run_id: r for r in plan}
-        self.boot_runs: dict[str, list[str]] = {}   # boot group -> its run ids in plan order
+        self.boot_runs: dict[str, list[str]] = {}  # boot group -> its run ids in plan order
         for r in plan:
             if r.boot_group != r.run_id:
                 self.boot_runs.setdefault(r.boot_group, []).append(r.run_id)
         self.left = max_runs
-        self.stop.clear()   # a later call (an adaptive round) after an earlier one ended
+        self.stop.clear()  # a later call (an adaptive round) after an earlier one ended
         done = self.store.completed()
         self.index.reset(done)
         self._bars(progress, len(plan), sum(r.run_id in done for r in plan))
-        workers = [threading.Thread(target=self._work, args=(s,), daemon=True, name=f"labkit-fleet-{n}")
-                   for n, s in self.states.items() if not s.lost]
-        helpers = [threading.Thread(target=self._heartbeat, daemon=True, name="labkit-fleet-heartbeat"),
-                   threading.Thread(target=self._monitor, daemon=True, name="labkit-fleet-monitor")]
+        workers = [
+            threading.Thread(target=self._work, args=(s,), daemon=True, name=f"labkit-fleet-{n}")
+            for n, s in self.states.items()
+            if not s.lost
+        ]
+        helpers = [
+            threading.Thread(target=self._heartbeat, daemon=True, name="labkit-fleet-heartbeat"),
+            threading.Thread(target=self._monitor, daemon=True, name="labkit-fleet-monitor"),
+        ]
         try:
-            for t in workers + helpers:   # inside the try: a signal may come while they start
+            for t in workers + helpers:  # inside the try: a signal may come while they start
                 t.start()
             while any(t.is_alive() for t in workers):
-                for t in workers:   # short waits: a signal another thread received is seen here
+                for t in workers:  # short waits: a signal another thread received is seen here
                     t.join(0.05)
-            self.writer.flush()   # the runs still queued: stored and reported done before run() returns
+            self.writer.flush()  # the runs still queued: stored and reported done before run() returns
         except BaseException:
-            with self.guard():   # a second Ctrl-C or SIGTERM waits until the instances are gone
+            with self.guard():  # a second Ctrl-C or SIGTERM waits until the instances are gone
                 self._cancel(workers)
             raise
         finally:
@@ -229,8 +248,12 @@ class Dispatcher(HostLoss):
         stored = self.store.completed()
         left = [r.run_id for r in plan if r.run_id not in stored]
         if left and self.left != 0:
-            log.error("%d run(s) not executed: no live host offers their platform (lost: %s); resume when "
-                      "the hosts are back", len(left), ", ".join(n for n, s in self.states.items() if s.lost))
+            log.error(
+                "%d run(s) not executed: no live host offers their platform (lost: %s); resume when "
+                "the hosts are back",
+                len(left),
+                ", ".join(n for n, s in self.states.items() if s.lost),
+            )
 
     def _cancel(self, workers) -> None:
         self.stop.set()
@@ -239,11 +262,11 @@ class Dispatcher(HostLoss):
                 teardown(list(s.live))
         deadline = time.monotonic() + 30
         for t in workers:
-            if t.ident is not None:   # started
+            if t.ident is not None:  # started
                 t.join(max(0.0, deadline - time.monotonic()))
         try:
-            self.writer.flush()   # runs that ended before the interrupt: stored, their claims with them
-        except StoreError as exc:   # logged, not raised: the interrupt that brought us here is what propagates
+            self.writer.flush()  # runs that ended before the interrupt: stored, their claims with them
+        except StoreError as exc:  # logged, not raised: the interrupt that brought us here is what propagates
             log.error("while stopping: %s", exc)
         finally:
             with self.db:
@@ -280,7 +303,7 @@ class Dispatcher(HostLoss):
         seen: set[str] = set()
         for rid in self.index.claimable(state.host.name, self.candidate_lists):
             group = self.runs_by_id[rid].boot_group
-            if group == rid:   # a run of its own boot
+            if group == rid:  # a run of its own boot
                 yield [rid]
             elif group not in seen:
                 seen.add(group)
@@ -297,8 +320,9 @@ class Dispatcher(HostLoss):
         with self.db:
             if self.left is not None and self.left <= 0:
                 return []
-            rids = self.store.claim_group(self.boots(state), state.host.name, self.owner, self.lease_s,
-                                          limit=self.left)
+            rids = self.store.claim_group(
+                self.boots(state), state.host.name, self.owner, self.lease_s, limit=self.left
+            )
             if self.left is not None:
                 self.left -= len(rids)
         return [self.runs_by_id[r] for r in rids]
@@ -320,9 +344,14 @@ class Dispatcher(HostLoss):
             platform = self.tb.platform(self.platform_of(runs[0]))
             try:
                 backend = self.pool.open(h, platform)
-                boot = self.runner.measure_boot(runs, backend, live=state.live,
-                                               versions_key=(h.name, platform.name), deferred=contextlib.nullcontext())
-            except LabkitError as exc:   # the backend could not be (re)opened
+                boot = self.runner.measure_boot(
+                    runs,
+                    backend,
+                    live=state.live,
+                    versions_key=(h.name, platform.name),
+                    deferred=contextlib.nullcontext(),
+                )
+            except LabkitError as exc:  # the backend could not be (re)opened
                 failed = Measured("failed", f"{type(exc).__name__}: {exc}", [], {}, now_iso(), 0.0)
                 boot = iter([(r, failed) for r in runs])
             if not self._record_boot(state, platform, runs, boot):
@@ -335,7 +364,7 @@ class Dispatcher(HostLoss):
         with contextlib.closing(boot):
             for j, (run, result) in enumerate(boot):
                 if self.stop.is_set() or state.lost:
-                    return False   # interrupted (claims released by _cancel) or recorded as host-lost
+                    return False  # interrupted (claims released by _cancel) or recorded as host-lost
                 if result.status != "ok" and h.remote and not self._answers(h):
                     self.lose(state, f"host stopped answering during run {run.run_id}: {result.error}")
                     return False
@@ -345,13 +374,18 @@ class Dispatcher(HostLoss):
                     with self.lock:
                         state.current, state.since = runs[j + 1], time.monotonic()
         if drop:
-            self.pool.drop(h.name)   # a dropped connection reconnects on the next run
+            self.pool.drop(h.name)  # a dropped connection reconnects on the next run
         return True
 
     def _record(self, state, run, platform, result, status: str | None = None) -> bool:
         st, error, measurements, metadata, started, duration, output, samples = result
-        metadata = {**metadata, "host": state.host.name, "platform": platform.name,
-                    "backend": platform.backend, "platform_options": platform.options}
+        metadata = {
+            **metadata,
+            "host": state.host.name,
+            "platform": platform.name,
+            "backend": platform.backend,
+            "platform_options": platform.options,
+        }
         if run.run_id in self.moved:
             metadata["moved_from"] = self.moved[run.run_id]
         with self.db:
@@ -364,16 +398,29 @@ class Dispatcher(HostLoss):
             keep_output(self.store, run.run_id, status or st, output, self.run_output)
             self.queued[run.run_id] = state
             # stored with the next group commit (while its claim is this owner's), reported done then (_stored)
-            self.writer.add(run, status=status or st, started=started, duration_s=duration,
-                            measurements=measurements, error=error, metadata=metadata,
-                            fingerprint_id=self.fp_ids.get((state.host.name, platform.name)), samples=samples)
+            self.writer.add(
+                run,
+                status=status or st,
+                started=started,
+                duration_s=duration,
+                measurements=measurements,
+                error=error,
+                metadata=metadata,
+                fingerprint_id=self.fp_ids.get((state.host.name, platform.name)),
+                samples=samples,
+            )
         with self.lock:
             state.current = None
             if run.run_id in state.claimed:
                 state.claimed.remove(run.run_id)
         if (status or st) != "ok":
-            log.warning("run %s on %s %s: %s", run.run_id, state.host.name, status or st,
-                        (error or "").splitlines()[0][:200] if error else "")
+            log.warning(
+                "run %s on %s %s: %s",
+                run.run_id,
+                state.host.name,
+                status or st,
+                (error or "").splitlines()[0][:200] if error else "",
+            )
         return True
 
     def _stored(self, run_id: str) -> None:
@@ -405,12 +452,16 @@ class Dispatcher(HostLoss):
         if not progress:
             return
         from tqdm.auto import tqdm
-        if len(self.states) == 1:   # one slot (a campaign on one backend): one bar
+
+        if len(self.states) == 1:  # one slot (a campaign on one backend): one bar
             self.total = tqdm(total=total, initial=initial, desc=self.campaign_id, unit="run")
             return
-        self.total = tqdm(total=total, initial=initial, desc=f"{self.campaign_id} (all hosts)", unit="run",
-                          position=0)
-        if len(self.states) > self.max_host_bars:   # a large fleet (a Slurm allocation): `labkit status` per host
+        self.total = tqdm(
+            total=total, initial=initial, desc=f"{self.campaign_id} (all hosts)", unit="run", position=0
+        )
+        if (
+            len(self.states) > self.max_host_bars
+        ):  # a large fleet (a Slurm allocation): `labkit status` per host
             return
         for i, (name, s) in enumerate(self.states.items(), start=1):
             n = len(self.candidates(s)) if self.tb.assign == "blocks" else None
@@ -431,7 +482,7 @@ def run_seq_start(store) -> dict[str, int]:
     out: dict[str, int] = {}
     runs, attempts = store.runs(), store.attempts()
     for frame in (runs, attempts):
-        for md in ([] if frame.empty else frame.metadata):
+        for md in [] if frame.empty else frame.metadata:
             md = md or {}
             host = md.get("host")
             if not isinstance(host, str):

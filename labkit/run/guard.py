@@ -42,6 +42,7 @@ The store shows the flag as the ``suspect`` and ``suspect_reason`` columns of
 with ``quarantine`` the campaign runs its suspect runs once more at the end, the first attempt
 kept in :meth:`Store.attempts <labkit.store.Store.attempts>` as a retry keeps it.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -76,10 +77,13 @@ def other_campaigns(campaign_id: str) -> dict[str, registry.Entry]:
     """The campaigns running on this host now other than ``campaign_id`` (``labkit clean`` runs
     left out); {} when the registry cannot be read (logged)."""
     try:
-        return {e.campaign_id: e for e in registry.running()
-                if e.campaign_id != campaign_id and e.kind == "run"}
+        return {
+            e.campaign_id: e for e in registry.running() if e.campaign_id != campaign_id and e.kind == "run"
+        }
     except (StoreError, OSError) as exc:
-        log.warning("the registry of running campaigns cannot be read (%s): other campaigns are not seen", exc)
+        log.warning(
+            "the registry of running campaigns cannot be read (%s): other campaigns are not seen", exc
+        )
         return {}
 
 
@@ -93,14 +97,21 @@ def verdict(metadata: dict, affinity: str, thresholds: dict) -> str | None:
     limit = thresholds["other_cpu_pct"]
     before = (metadata.get("quiet_check") or {}).get("other_cpu_pct")
     if before is not None and before > limit:
-        reasons.append(f"before the run, processes outside the campaign used {before:.1f} % of a CPU "
-                       f"(threshold {limit:g} %)")
+        reasons.append(
+            f"before the run, processes outside the campaign used {before:.1f} % of a CPU "
+            f"(threshold {limit:g} %)"
+        )
     tele = metadata.get("telemetry") or {}
     during = tele.get("cpu_other_mean_pct")
     if during is not None and during > limit:
-        reasons.append(f"during the run, processes outside the campaign used {during:.1f} % of a CPU on average "
-                       f"(max {tele.get('cpu_other_max_pct', during):.1f} %; threshold {limit:g} %)")
-    for key, what in (("steal_mean_pct", "the host's steal time"), ("instance_steal_mean_pct", "steal time in an instance")):
+        reasons.append(
+            f"during the run, processes outside the campaign used {during:.1f} % of a CPU on average "
+            f"(max {tele.get('cpu_other_max_pct', during):.1f} %; threshold {limit:g} %)"
+        )
+    for key, what in (
+        ("steal_mean_pct", "the host's steal time"),
+        ("instance_steal_mean_pct", "steal time in an instance"),
+    ):
         value = tele.get(key)
         if value is not None and value > thresholds["steal_pct"]:
             reasons.append(f"{what} was {value:.1f} % on average (threshold {thresholds['steal_pct']:g} %)")
@@ -120,8 +131,16 @@ class QuietHost(RunHook):
     that recent is shared): on a fleet of a thousand hosts the registry is read a few times a
     second, not by a thread per run."""
 
-    def __init__(self, campaign_id: str, *, exclusive: bool = False, thresholds: dict | None = None,
-                 pre_run_s: float = PRE_RUN_S, poll_s: float = POLL_S, sampler: HostSampler | None = None):
+    def __init__(
+        self,
+        campaign_id: str,
+        *,
+        exclusive: bool = False,
+        thresholds: dict | None = None,
+        pre_run_s: float = PRE_RUN_S,
+        poll_s: float = POLL_S,
+        sampler: HostSampler | None = None,
+    ):
         self.campaign_id = campaign_id
         #: the campaign's host sampler (shared with its telemetry), read before each run
         self.sampler = sampler if sampler is not None else HostSampler()
@@ -134,7 +153,7 @@ class QuietHost(RunHook):
         self._lock = threading.Lock()
         self._read_lock = threading.Lock()
         self._last: tuple[float, dict[str, registry.Entry]] | None = None
-        self._active: dict[int, set[str]] = {}   # id of each run in flight -> the campaigns it saw
+        self._active: dict[int, set[str]] = {}  # id of each run in flight -> the campaigns it saw
         self._watcher: threading.Thread | None = None
 
     def check_start(self) -> list[str]:
@@ -146,11 +165,16 @@ class QuietHost(RunHook):
         shown = "; ".join(f"{cid} ({e.describe()})" for cid, e in sorted(others.items()))
         strict = sorted(cid for cid, e in others.items() if e.extra.get("exclusive"))
         if self.exclusive or strict:
-            why = ("this campaign is exclusive" if self.exclusive
-                   else f"campaign(s) {', '.join(strict)} run exclusive")
-            raise StoreError(f"campaign {self.campaign_id!r} refused: {why}, and other campaign(s) run on this "
-                             f"host: {shown}. Wait for them to end, or run without exclusive (their runs and "
-                             "this one's are then flagged suspect)")
+            why = (
+                "this campaign is exclusive"
+                if self.exclusive
+                else f"campaign(s) {', '.join(strict)} run exclusive"
+            )
+            raise StoreError(
+                f"campaign {self.campaign_id!r} refused: {why}, and other campaign(s) run on this "
+                f"host: {shown}. Wait for them to end, or run without exclusive (their runs and "
+                "this one's are then flagged suspect)"
+            )
         self._note(others)
         return sorted(others)
 
@@ -170,7 +194,11 @@ class QuietHost(RunHook):
         if not self.sampler.wait_interval(self.pre_run_s + 0.1):
             return False
         got = sampled_load(self.sampler)
-        if got is not None and got["seconds"] < LOOK_S and got["other_cpu_pct"] > self.thresholds["other_cpu_pct"]:
+        if (
+            got is not None
+            and got["seconds"] < LOOK_S
+            and got["other_cpu_pct"] > self.thresholds["other_cpu_pct"]
+        ):
             self.sampler.wait_next(self.sampler.interval + 0.5)
         return True
 
@@ -179,9 +207,13 @@ class QuietHost(RunHook):
             new = sorted(set(others) - self.seen)
             self.seen |= set(new)
         for cid in new:
-            log.warning("campaign %s: another campaign runs on this host: %s (%s); the runs that overlap it are "
-                        "recorded with others_running and flagged suspect", self.campaign_id, cid,
-                        others[cid].describe())
+            log.warning(
+                "campaign %s: another campaign runs on this host: %s (%s); the runs that overlap it are "
+                "recorded with others_running and flagged suspect",
+                self.campaign_id,
+                cid,
+                others[cid].describe(),
+            )
 
     def _others(self, max_age: float) -> set[str]:
         """The other campaigns running now, from a reading of the registry at most ``max_age`` s old
@@ -238,8 +270,11 @@ class QuietHost(RunHook):
         or nearly), else by the first run that needs it."""
         with self.sampler.campaign():
             backend = getattr(campaign, "backend", None)
-            if (backend is not None and remote_reason(backend) is None
-                    and importlib.util.find_spec("psutil") is not None):
+            if (
+                backend is not None
+                and remote_reason(backend) is None
+                and importlib.util.find_spec("psutil") is not None
+            ):
                 self.sampler.configure(backend, campaign.prefix)
                 self.sampler.ensure_started()
             yield
@@ -254,7 +289,7 @@ def sampled_load(sampler: HostSampler, span: float = LOOK_S) -> dict[str, Any] |
         tells = "cpu_other_pct" in (m for m, _, *inst in delta_rows(a, b) if not inst)
         if not tells:
             if last is None:
-                continue    # the newest that tells the campaign apart
+                continue  # the newest that tells the campaign apart
             break
         last = last or b
         first = a
@@ -265,12 +300,18 @@ def sampled_load(sampler: HostSampler, span: float = LOOK_S) -> dict[str, Any] |
     rows = dict((m, v) for m, v, *inst in delta_rows(first, last) if not inst)
     if "cpu_other_pct" not in rows:
         return None
-    return {"measured": True, "seconds": round(last.t - first.t, 3),
-            "other_cpu_pct": round(rows["cpu_other_pct"], 3),
-            "source": "sampler", "age_s": round(max(0.0, sampler.clock() - last.t), 3)}
+    return {
+        "measured": True,
+        "seconds": round(last.t - first.t, 3),
+        "other_cpu_pct": round(rows["cpu_other_pct"], 3),
+        "source": "sampler",
+        "age_s": round(max(0.0, sampler.clock() - last.t), 3),
+    }
 
 
-def pre_run_load(ctx: RunContext, seconds: float = PRE_RUN_S, *, sampler: HostSampler | None = None) -> dict[str, Any]:
+def pre_run_load(
+    ctx: RunContext, seconds: float = PRE_RUN_S, *, sampler: HostSampler | None = None
+) -> dict[str, Any]:
     """The CPU used by processes outside the campaign before ``ctx``'s run (``other_cpu_pct``, % of
     one CPU, over ``seconds``): from ``sampler``'s most recent interval that tells the campaign's
     CPU apart (its thread is started here if the campaign runs and it does not yet; the first run
@@ -291,9 +332,12 @@ def pre_run_load(ctx: RunContext, seconds: float = PRE_RUN_S, *, sampler: HostSa
         if got is not None:
             return got
         if sampler.recent():
-            return {"measured": False, "source": "sampler",
-                    "reason": "the campaign's CPU could not be told apart in the sampler's last intervals "
-                              "(its instances were being made or torn down, or gave no CPU counter)"}
+            return {
+                "measured": False,
+                "source": "sampler",
+                "reason": "the campaign's CPU could not be told apart in the sampler's last intervals "
+                "(its instances were being made or torn down, or gave no CPU counter)",
+            }
     if seconds <= 0:
         return {"measured": False, "reason": "no sample asked (pre_run_s 0)"}
     return take_sample(ctx, seconds)
@@ -303,6 +347,7 @@ def take_sample(ctx: RunContext, seconds: float) -> dict[str, Any]:
     """``quiet_check`` from a sample of ``seconds`` of this machine taken now (the guard's fallback:
     dead time before the run)."""
     from .telemetry import Telemetry
+
     read, _ = Telemetry(max(seconds, 0.05)).reader(ctx)
     a = read()
     time.sleep(seconds)
@@ -310,4 +355,9 @@ def take_sample(ctx: RunContext, seconds: float) -> dict[str, Any]:
     rows = dict((m, v) for m, v, *inst in delta_rows(a, b) if not inst)
     if "cpu_other_pct" not in rows:
         return {"measured": False, "reason": "the CPU of the campaign's instances could not be read"}
-    return {"measured": True, "seconds": seconds, "other_cpu_pct": round(rows["cpu_other_pct"], 3), "source": "sample"}
+    return {
+        "measured": True,
+        "seconds": seconds,
+        "other_cpu_pct": round(rows["cpu_other_pct"], 3),
+        "source": "sample",
+    }

@@ -30,6 +30,7 @@ them and removed after them, as part of provisioning (:mod:`labkit.run.network_s
 ...         ctx.metadata["stamped"] = ctx.run.run_id
 ...         return contextlib.nullcontext([])
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -56,6 +57,7 @@ class RunContext:
     are made: for the first run of a boot, after the hooks are entered) and ``neighbours`` the
     instances the hooks entered so far started beside them (a hook's value with an
     ``instances`` attribute, e.g. :class:`~labkit.run.noise.NoiseGroup`)."""
+
     run: Run
     spec: InstanceSpec
     metadata: dict
@@ -96,10 +98,16 @@ class NoiseNeighbour(RunHook):
         if kind == "none":
             return contextlib.nullcontext([])
         from .noise import neighbours
+
         ctx.metadata["noise"] = kind
         spec = ctx.spec
-        return neighbours(ctx.backend, InstanceSpec(spec.vcpus, spec.memory_mb, spec.affinity, 1), kind,
-                          count=1, prefix=ctx.prefix + "noise")
+        return neighbours(
+            ctx.backend,
+            InstanceSpec(spec.vcpus, spec.memory_mb, spec.affinity, 1),
+            kind,
+            count=1,
+            prefix=ctx.prefix + "noise",
+        )
 
 
 def check_hooks(hooks: Sequence[RunHook] | None) -> list[RunHook]:

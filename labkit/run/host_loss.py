@@ -5,6 +5,7 @@ its pending runs moved to live hosts or, with ``on_host_loss: fail-block``, its 
 :class:`HostLoss` is a part of :class:`~labkit.run.engine.Dispatcher` (its base class): the
 attributes it declares are the dispatcher's.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -59,15 +60,25 @@ class HostLoss:
     def _answers(self, h) -> bool:
         """Whether ``h`` answers (its sshd's banner, or its testbed's own probe: a Slurm node's state and
         a step on it), asked twice a second apart."""
-        return bool(wait_until(lambda: self.tb.reachable(h, min(3.0, self.tb.connect_timeout), thorough=True)[0],
-                               timeout=1.0,
-                               interval=1.0, error=None, what=f"host {h.name} to answer"))
+        return bool(
+            wait_until(
+                lambda: self.tb.reachable(h, min(3.0, self.tb.connect_timeout), thorough=True)[0],
+                timeout=1.0,
+                interval=1.0,
+                error=None,
+                what=f"host {h.name} to answer",
+            )
+        )
 
     def _monitor(self) -> None:
         while not self.stop.wait(self.probe_interval_s):
             for state in list(self.states.values()):
-                if state.lost or state.current is None or not state.host.remote \
-                        or time.monotonic() - state.since < self.probe_after_s:
+                if (
+                    state.lost
+                    or state.current is None
+                    or not state.host.remote
+                    or time.monotonic() - state.since < self.probe_after_s
+                ):
                     state.failures = 0
                     continue
                 ok, why = self.tb.reachable(state.host, min(3.0, self.tb.connect_timeout))
@@ -85,18 +96,25 @@ class HostLoss:
             rest = [r for r in state.claimed if run is None or r != run.run_id]
         h = state.host
         log.error("host %s lost: %s", h.name, reason)
+
         # its connections may hang on a dead link: close them and its instances off this thread
         def close_off() -> None:
             teardown(live)
             self.pool.drop(h.name)
+
         threading.Thread(target=close_off, daemon=True).start()
         if run is not None:
             platform = self.tb.platform(self.platform_of(run))
-            self._record(state, run, platform, Measured("host-lost", f"host {h.name} lost: {reason}", [], {},
-                                                        now_iso(), 0.0), status="host-lost")
-        self.writer.flush()   # what the host ran is read below (moves, fail-block): stored first
+            self._record(
+                state,
+                run,
+                platform,
+                Measured("host-lost", f"host {h.name} lost: {reason}", [], {}, now_iso(), 0.0),
+                status="host-lost",
+            )
+        self.writer.flush()  # what the host ran is read below (moves, fail-block): stored first
         with self.db:
-            for rid in rest:   # the boot's runs it had not started: free for the host that takes them
+            for rid in rest:  # the boot's runs it had not started: free for the host that takes them
                 self.store.release_claims(run_id=rid, owner=self.owner)
             self._mark_lost(h.name, reason)
             if self.tb.on_host_loss == "fail-block":
@@ -115,7 +133,7 @@ class HostLoss:
     def _move(self, lost: str) -> None:
         """Give the lost host's pending runs (whole blocks together) to the least-loaded live hosts."""
         if self.tb.assign != "blocks":
-            return   # random: any live host offering the platform takes them anyway
+            return  # random: any live host offering the platform takes them anyway
         done = self.store.completed()
         blocks: dict[int, list] = {}
         for r in self.plan:
@@ -124,14 +142,26 @@ class HostLoss:
         moves = list(self.store.meta().get("fleet_moves") or [])
         for rep, runs in sorted(blocks.items()):
             plats = {self.platform_of(r) for r in runs}
-            live = [s.host for s in self.states.values()
-                    if not s.lost and all(self.tb.offers(s.host, p) for p in plats)]
+            live = [
+                s.host
+                for s in self.states.values()
+                if not s.lost and all(self.tb.offers(s.host, p) for p in plats)
+            ]
             if not live:
-                log.error("block %d of lost host %s: no live host offers %s; its %d run(s) wait for a resume",
-                          rep, lost, sorted(plats), len(runs))
+                log.error(
+                    "block %d of lost host %s: no live host offers %s; its %d run(s) wait for a resume",
+                    rep,
+                    lost,
+                    sorted(plats),
+                    len(runs),
+                )
                 continue
-            load = {h.name: sum(1 for r in self.plan if self.assigned.get(r.run_id) == h.name
-                                and r.run_id not in done) for h in live}
+            load = {
+                h.name: sum(
+                    1 for r in self.plan if self.assigned.get(r.run_id) == h.name and r.run_id not in done
+                )
+                for h in live
+            }
             to = min(live, key=lambda h: (load[h.name], h.name)).name
             for r in runs:
                 self.assigned[r.run_id] = to
@@ -155,10 +185,16 @@ class HostLoss:
         if gone.empty:
             return
         superseded = list(self.store.meta().get("fleet_superseded") or [])
-        superseded += [{"run_id": r.run_id, "host": lost, "status": r.status, "started": r.started,
-                        "at": now_iso()} for r in gone.itertuples()]
+        superseded += [
+            {"run_id": r.run_id, "host": lost, "status": r.status, "started": r.started, "at": now_iso()}
+            for r in gone.itertuples()
+        ]
         self.store.delete_runs(gone.run_id)
         self.index.forget(gone.run_id)
         self.store.set_meta(fleet_superseded=superseded)
-        log.warning("on_host_loss fail-block: %d run(s) of block(s) %s on %s will run again whole",
-                    len(gone), sorted(reps), lost)
+        log.warning(
+            "on_host_loss fail-block: %d run(s) of block(s) %s on %s will run again whole",
+            len(gone),
+            sorted(reps),
+            lost,
+        )

@@ -5,6 +5,7 @@ banner, bounded by ``timeout``); ``host_facts(host, backend)`` is the host part 
 fingerprint; ``identity_warnings(facts, hosts)`` lists differences between hosts that should be
 identical (same labels): CPU model, kernel, governor, SMT, CPU count.
 """
+
 from __future__ import annotations
 
 import socket
@@ -35,15 +36,21 @@ def host_facts(host, backend, fp: dict | None = None) -> dict:
     read it already)."""
     if not host.remote:
         from ..core.fingerprint import host_fingerprint
+
         return host_fingerprint()
     facts = {"name": host.name, "address": host.address, "labels": dict(host.labels)}
     if fp is None:
         try:
             fp = backend.fingerprint()
-        except Exception as exc:   # a fact we cannot read is recorded as such
+        except Exception as exc:  # a fact we cannot read is recorded as such
             fp = {"error": str(exc)[:200]}
-    facts.update({k: fp.get(k) for k in ("kernel", "cpu_model", "cpus", "hostname", "machine", "governor", "smt")
-                  if k in fp})
+    facts.update(
+        {
+            k: fp.get(k)
+            for k in ("kernel", "cpu_model", "cpus", "hostname", "machine", "governor", "smt")
+            if k in fp
+        }
+    )
     return facts
 
 
@@ -61,6 +68,8 @@ def identity_warnings(facts: dict[str, dict], hosts) -> list[str]:
             for key in IDENTITY:
                 a, b = facts[first.name].get(key), facts[other.name].get(key)
                 if a is not None and b is not None and a != b:
-                    out.append(f"hosts {first.name} and {other.name} (labels {first.labels}) differ in "
-                               f"{key}: {a!r} vs {b!r}")
+                    out.append(
+                        f"hosts {first.name} and {other.name} (labels {first.labels}) differ in "
+                        f"{key}: {a!r} vs {b!r}"
+                    )
     return out

@@ -9,6 +9,7 @@ three; the campaign calls :func:`check_nics` before the first run).
   :func:`~labkit.run.boot.run_together`, passed in, so this module imports nothing of the run layer).
 * :func:`close_network` removes it after the instances are gone.
 """
+
 from __future__ import annotations
 
 import logging
@@ -28,8 +29,9 @@ if TYPE_CHECKING:
 
     #: what runs a workload that does not span the instances: (workload, instances, params,
     #: timeout) -> (measurements, seconds of each instance's run)
-    Fallback = Callable[[Workload, Sequence[Instance], dict, float | None],
-                        tuple[list[Measurement], list[float]]]
+    Fallback = Callable[
+        [Workload, Sequence[Instance], dict, float | None], tuple[list[Measurement], list[float]]
+    ]
 
 log = logging.getLogger("labkit.core.network_factors")
 
@@ -53,8 +55,9 @@ def check_nics(backend: Backend | type[Backend], runs: Sequence[Run]) -> None:
     backend.check_nics(top, "factor 'nics' level")
 
 
-def open_network(backend: Backend, levels: dict, workload: Workload, params: dict, count: int,
-                 prefix: str, metadata: dict) -> Network | None:
+def open_network(
+    backend: Backend, levels: dict, workload: Workload, params: dict, count: int, prefix: str, metadata: dict
+) -> Network | None:
     """The run's network (None for ``none``); records ``metadata["network"]``."""
     mode = mode_for(levels, workload, params)
     link = parse_link(levels.get("link"), "factor 'link' level")
@@ -83,8 +86,9 @@ def close_network(net: Network | None) -> list[Exception]:
     return []
 
 
-def run_workload(workload: Workload, instances: Sequence[Instance], params: dict, timeout: float | None,
-                 fallback: Fallback) -> tuple[list[Measurement], list[float]]:
+def run_workload(
+    workload: Workload, instances: Sequence[Instance], params: dict, timeout: float | None, fallback: Fallback
+) -> tuple[list[Measurement], list[float]]:
     """(measurements, [seconds]) of a run: ``workload.run_group`` once for a spanning workload,
     else ``fallback(workload, instances, params, timeout)``."""
     if not spans(workload, params):

@@ -30,6 +30,7 @@ worst case of co-location, recorded in each neighbour's ``cpus``.
 Every load also carries its own time limit (``max_s``, default 3600 s) so a
 neighbour can never spin forever, even if its teardown were to fail.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -59,8 +60,15 @@ class NoiseGroup(list[dict]):
         self.instances = list(instances)
 
 
-def load_command(kind: str, spec: InstanceSpec, workdir: str, *, command: str | None = None,
-                 max_s: int = 3600, port: int = 5202) -> str:
+def load_command(
+    kind: str,
+    spec: InstanceSpec,
+    workdir: str,
+    *,
+    command: str | None = None,
+    max_s: int = 3600,
+    port: int = 5202,
+) -> str:
     """The shell command (foreground) that makes ``kind`` noise in one neighbour.
 
     ``port`` is the loopback port of the ``network`` load (neighbours of the
@@ -73,11 +81,15 @@ def load_command(kind: str, spec: InstanceSpec, workdir: str, *, command: str | 
         per_worker = max(8, int(spec.memory_mb * 0.4 / n))
         return f"stress-ng --vm {n} --vm-bytes {per_worker}M --timeout {max_s}s"
     if kind == "io":
-        return (f"stress-ng --io 1 --hdd {n} --hdd-bytes 64M --temp-path {shlex.quote(workdir)} "
-                f"--timeout {max_s}s")
+        return (
+            f"stress-ng --io 1 --hdd {n} --hdd-bytes 64M --temp-path {shlex.quote(workdir)} "
+            f"--timeout {max_s}s"
+        )
     if kind == "network":
-        return (f"iperf3 -s -B 127.0.0.1 -p {port} >/dev/null 2>&1 & sleep 0.5; "
-                f"iperf3 -c 127.0.0.1 -p {port} -t {max_s} -P {n} >/dev/null 2>&1")
+        return (
+            f"iperf3 -s -B 127.0.0.1 -p {port} >/dev/null 2>&1 & sleep 0.5; "
+            f"iperf3 -c 127.0.0.1 -p {port} -t {max_s} -P {n} >/dev/null 2>&1"
+        )
     if kind == "command":
         if not command:
             raise ConfigError("noise kind 'command' needs command='<shell command to repeat>'")
@@ -86,22 +98,35 @@ def load_command(kind: str, spec: InstanceSpec, workdir: str, *, command: str | 
 
 
 def _tools(kind: str) -> list[tuple[str, str]]:
-    return {"cpu": [("stress-ng", "stress-ng")], "memory": [("stress-ng", "stress-ng")],
-            "io": [("stress-ng", "stress-ng")], "network": [("iperf3", "iperf3")]}.get(kind, [])
+    return {
+        "cpu": [("stress-ng", "stress-ng")],
+        "memory": [("stress-ng", "stress-ng")],
+        "io": [("stress-ng", "stress-ng")],
+        "network": [("iperf3", "iperf3")],
+    }.get(kind, [])
 
 
 def _start(inst: Instance, load: str) -> Process:
     """Start ``load`` in the background in ``inst``, output to a log in its work dir; a Process."""
     wd = shlex.quote(inst.workdir)
     log_file = shlex.quote(f"{inst.workdir}/labkit-noise.log")
-    return inst.spawn(["sh", "-c", f"mkdir -p {wd} && cd {wd} && exec sh -c {shlex.quote(load)} "
-                                   f"</dev/null >{log_file} 2>&1"])
+    return inst.spawn(
+        [
+            "sh",
+            "-c",
+            f"mkdir -p {wd} && cd {wd} && exec sh -c {shlex.quote(load)} </dev/null >{log_file} 2>&1",
+        ]
+    )
 
 
 # What must be seen running before the main run starts: the parent and a worker
 # (stress-ng), the server and the client (iperf3).
-_WORKERS = {"cpu": ("stress-ng", 2), "memory": ("stress-ng", 2), "io": ("stress-ng", 2),
-            "network": ("iperf3", 2)}
+_WORKERS = {
+    "cpu": ("stress-ng", 2),
+    "memory": ("stress-ng", 2),
+    "io": ("stress-ng", 2),
+    "network": ("iperf3", 2),
+}
 
 
 def confirm(inst: Instance, proc: Process, kind: str, *, wait_s: float = 10.0) -> int:
@@ -111,7 +136,7 @@ def confirm(inst: Instance, proc: Process, kind: str, *, wait_s: float = 10.0) -
     tool, need = _WORKERS.get(kind, ("", 0))
     seen = 0
 
-    def up() -> str:   # "up": running with its workers; "gone": exited (nothing more to wait for)
+    def up() -> str:  # "up": running with its workers; "gone": exited (nothing more to wait for)
         nonlocal seen
         if not proc.running():
             return "gone"
@@ -122,11 +147,13 @@ def confirm(inst: Instance, proc: Process, kind: str, *, wait_s: float = 10.0) -
 
     if wait_until(up, timeout=wait_s, interval=0.2, error=None, what=f"the {kind} neighbour's load") == "up":
         return seen
-    log_tail = inst.exec(["sh", "-c", f"tail -n 20 {shlex.quote(inst.workdir)}/labkit-noise.log"],
-                         check=False, timeout=30).stdout
+    log_tail = inst.exec(
+        ["sh", "-c", f"tail -n 20 {shlex.quote(inst.workdir)}/labkit-noise.log"], check=False, timeout=30
+    ).stdout
     state = "exited" if not proc.running() else f"has {seen} {tool} process(es), expected >= {need}"
-    raise BackendError(f"noise ({kind}) in {inst.name} is not running: {state}\n"
-                       f"  log (tail):\n{tail(log_tail)}")
+    raise BackendError(
+        f"noise ({kind}) in {inst.name} is not running: {state}\n  log (tail):\n{tail(log_tail)}"
+    )
 
 
 def stop(proc: Process) -> None:
@@ -147,9 +174,17 @@ def _tool_version(inst: Instance, kind: str) -> str | None:
 
 
 @contextlib.contextmanager
-def neighbours(backend: Backend, spec: InstanceSpec, kind: str, *, count: int = 1,
-               prefix: str = "labkit-noise", command: str | None = None, max_s: int = 3600,
-               confirm_s: float = 10.0) -> Iterator[NoiseGroup]:
+def neighbours(
+    backend: Backend,
+    spec: InstanceSpec,
+    kind: str,
+    *,
+    count: int = 1,
+    prefix: str = "labkit-noise",
+    command: str | None = None,
+    max_s: int = 3600,
+    confirm_s: float = 10.0,
+) -> Iterator[NoiseGroup]:
     """Run ``count`` noisy neighbours of ``kind`` for the duration of the ``with`` block.
 
     Yields a :class:`NoiseGroup` (``[]`` for kind ``none``). Raises ConfigError
@@ -176,14 +211,22 @@ def neighbours(backend: Backend, spec: InstanceSpec, kind: str, *, count: int = 
         for inst in made:
             for tool, package in _tools(kind):
                 require_tool(inst, tool, package)
-            load = load_command(kind, one, inst.workdir, command=command, max_s=max_s,
-                                port=server_port())
+            load = load_command(kind, one, inst.workdir, command=command, max_s=max_s, port=server_port())
             started.append((inst, _start(inst, load), load))
         for i, (inst, proc, load) in enumerate(started):
             workers = confirm(inst, proc, kind, wait_s=confirm_s)
-            group.append({"name": inst.name, "index": i, "cpus": inst.cpus, "kind": kind,
-                          "command": load, "workers": workers, "tool_version": _tool_version(inst, kind),
-                          "backend": getattr(backend, "name", None)})
+            group.append(
+                {
+                    "name": inst.name,
+                    "index": i,
+                    "cpus": inst.cpus,
+                    "kind": kind,
+                    "command": load,
+                    "workers": workers,
+                    "tool_version": _tool_version(inst, kind),
+                    "backend": getattr(backend, "name", None),
+                }
+            )
         group.instances = list(made)
         log.info("noise %s: %d neighbour(s) running", kind, len(group))
         yield group

@@ -16,6 +16,7 @@ configuration (an A/A test). From the runs it measures, per platform and host:
 The campaign goes into a temporary data dir (removed afterwards, unless ``keep``) or a named
 one, under a fresh campaign id, like any campaign (the lock, the registry, telemetry, clean-up).
 """
+
 from __future__ import annotations
 
 import secrets
@@ -55,6 +56,7 @@ class NoiseCheck:
     * ``campaign``, ``data_dir`` (None when the temporary one was removed), ``design`` (its
       name), ``alpha``, ``power``.
     """
+
     noise: pd.DataFrame
     mde: pd.DataFrame | None
     campaign: str
@@ -67,30 +69,44 @@ class NoiseCheck:
         """The report ``labkit noise-check`` prints."""
         lines = [f"noise check {self.campaign}: N-queens wall time, an A/A design (two identical arms)"]
         for _, r in self.noise.iterrows():
-            med = (f"median {r['median']:.4g} s [{r['median_low']:.4g}, {r['median_high']:.4g}]"
-                   if np.isfinite(r["median_low"]) else f"median {r['median']:.4g} s")
+            med = (
+                f"median {r['median']:.4g} s [{r['median_low']:.4g}, {r['median_high']:.4g}]"
+                if np.isfinite(r["median_low"])
+                else f"median {r['median']:.4g} s"
+            )
             aa = "differ" if r["aa_p"] < self.alpha else "agree"
-            lines.append(f"  {r['platform']} on {r['host']}: {r['n']} runs, mean {r['mean']:.4g} s, {med}; "
-                         f"CV {100 * r['cv']:.2f} % [{100 * r['cv_low']:.2f}, {100 * r['cv_high']:.2f}] "
-                         f"(95 %); A/A arms {aa} ({r['aa_diff_pct']:+.2f} %, p = {r['aa_p']:.2g})")
+            lines.append(
+                f"  {r['platform']} on {r['host']}: {r['n']} runs, mean {r['mean']:.4g} s, {med}; "
+                f"CV {100 * r['cv']:.2f} % [{100 * r['cv_low']:.2f}, {100 * r['cv_high']:.2f}] "
+                f"(95 %); A/A arms {aa} ({r['aa_diff_pct']:+.2f} %, p = {r['aa_p']:.2g})"
+            )
             if r["aa_p"] < self.alpha:
-                lines.append("    the identical arms differ: runs are not exchangeable here (drift, a "
-                             "neighbour, warm-up); fix that before trusting a comparison")
+                lines.append(
+                    "    the identical arms differ: runs are not exchangeable here (drift, a "
+                    "neighbour, warm-up); fix that before trusting a comparison"
+                )
         from ..stats import runs_for_quantile
+
         conf = 1 - self.alpha
         need = {q: runs_for_quantile(q, confidence=conf, side="upper") for q in (0.95, 0.99)}
         most = int(self.noise["n"].max()) if len(self.noise) else 0
-        lines.append(f"tail KPIs: a one-sided {100 * conf:g} % upper bound on p95 needs {need[0.95]} runs per "
-                     f"configuration, on p99 {need[0.99]} (order statistics, TriScale; this check ran {most}"
-                     f"{'' if most >= need[0.95] else ': plan more runs for a tail KPI'})")
+        lines.append(
+            f"tail KPIs: a one-sided {100 * conf:g} % upper bound on p95 needs {need[0.95]} runs per "
+            f"configuration, on p99 {need[0.99]} (order statistics, TriScale; this check ran {most}"
+            f"{'' if most >= need[0.95] else ': plan more runs for a tail KPI'})"
+        )
         if self.mde is not None:
-            lines.append(f"minimum detectable effect of design {self.design} (alpha {self.alpha:g}, "
-                         f"power {self.power:g}; a difference between two levels of a factor, % of the mean):")
+            lines.append(
+                f"minimum detectable effect of design {self.design} (alpha {self.alpha:g}, "
+                f"power {self.power:g}; a difference between two levels of a factor, % of the mean):"
+            )
             for _, r in self.mde.iterrows():
                 value = f"{r['mde_pct']:.2f} %" if np.isfinite(r["mde_pct"]) else "n/a"
-                lines.append(f"  {r['platform']} on {r['host']}: {r['factor']} ({r['levels']} levels, "
-                             f"{r['runs_per_level']:g} runs per level, df {r['df']:g}): {value}"
-                             + (f" ({r['note']})" if r["note"] else ""))
+                lines.append(
+                    f"  {r['platform']} on {r['host']}: {r['factor']} ({r['levels']} levels, "
+                    f"{r['runs_per_level']:g} runs per level, df {r['df']:g}): {value}"
+                    + (f" ({r['note']})" if r["note"] else "")
+                )
         return "\n".join(lines)
 
     def __str__(self) -> str:
@@ -105,10 +121,16 @@ def aa_design(platforms: list[str], runs: int, seed: int | None = None) -> Desig
     factors: dict[str, list[Any]] = {AA_FACTOR: list(AA_LEVELS)}
     if len(platforms) > 1:
         factors["platform"] = list(platforms)
-    return Design.from_dict({"name": "noise-check", "factors": factors, "replications": (runs + 1) // 2,
-                             "seed": seed if seed is not None else secrets.randbelow(2**31),
-                             "description": "A/A: the two timeout_s levels are the same configuration"},
-                            source="noise check")
+    return Design.from_dict(
+        {
+            "name": "noise-check",
+            "factors": factors,
+            "replications": (runs + 1) // 2,
+            "seed": seed if seed is not None else secrets.randbelow(2**31),
+            "description": "A/A: the two timeout_s levels are the same configuration",
+        },
+        source="noise check",
+    )
 
 
 def noise_table(tidy: pd.DataFrame, platform: str) -> pd.DataFrame:
@@ -127,8 +149,14 @@ def noise_table(tidy: pd.DataFrame, platform: str) -> pd.DataFrame:
             rows.append(row | {"n": len(y), "mean": float(np.mean(y))})
             continue
         cv = cv_ci(y).iloc[0]
-        row |= {"n": len(y), "mean": cv["mean"], "cv": cv["cv"], "cv_low": cv["cv_low"],
-                "cv_high": cv["cv_high"], "median": float(np.median(y))}
+        row |= {
+            "n": len(y),
+            "mean": cv["mean"],
+            "cv": cv["cv"],
+            "cv_low": cv["cv_low"],
+            "cv_high": cv["cv_high"],
+            "median": float(np.median(y)),
+        }
         try:
             med = quantile_ci(y, q=0.5).iloc[0]
             row |= {"median_low": med["low"], "median_high": med["high"]}
@@ -140,12 +168,26 @@ def noise_table(tidy: pd.DataFrame, platform: str) -> pd.DataFrame:
             t = ttest(b, a).iloc[0]
             row |= {"aa_diff_pct": 100 * (b.mean() - a.mean()) / cv["mean"], "aa_p": float(t["p"])}
         rows.append(row)
-    cols = ["platform", "host", "n", "mean", "cv", "cv_low", "cv_high", "median", "median_low",
-            "median_high", "aa_diff_pct", "aa_p"]
+    cols = [
+        "platform",
+        "host",
+        "n",
+        "mean",
+        "cv",
+        "cv_low",
+        "cv_high",
+        "median",
+        "median_low",
+        "median_high",
+        "aa_diff_pct",
+        "aa_p",
+    ]
     return pd.DataFrame(rows).reindex(columns=cols)
 
 
-def design_mde(design: Design, noise: pd.DataFrame, *, alpha: float = 0.05, power: float = 0.8) -> pd.DataFrame:
+def design_mde(
+    design: Design, noise: pd.DataFrame, *, alpha: float = 0.05, power: float = 0.8
+) -> pd.DataFrame:
     """The ``mde`` table of :class:`NoiseCheck`: for each noise row and each factor of ``design``,
     the smallest difference between two of its levels the design detects.
 
@@ -171,16 +213,38 @@ def design_mde(design: Design, noise: pd.DataFrame, *, alpha: float = 0.05, powe
                 note = "unreplicated: no error df (effects judged by Lenth's method)"
             elif per >= 2 and np.isfinite(r.get("cv", np.nan)):
                 mde = 100 * detectable_effect(float(r["cv"]), n=per, df=df, alpha=alpha, power=power)
-            rows.append({"platform": r["platform"], "host": r["host"], "factor": f.name, "levels": L,
-                         "runs_per_level": per, "df": df, "mde_pct": mde, "note": note})
-    return pd.DataFrame(rows, columns=["platform", "host", "factor", "levels", "runs_per_level", "df",
-                                       "mde_pct", "note"])
+            rows.append(
+                {
+                    "platform": r["platform"],
+                    "host": r["host"],
+                    "factor": f.name,
+                    "levels": L,
+                    "runs_per_level": per,
+                    "df": df,
+                    "mde_pct": mde,
+                    "note": note,
+                }
+            )
+    return pd.DataFrame(
+        rows, columns=["platform", "host", "factor", "levels", "runs_per_level", "df", "mde_pct", "note"]
+    )
 
 
-def noise_check(*, backend: str = "local", testbed: Any = None, design: Design | dict | str | Path | None = None,
-                runs: int = 10, board: int = 13, data_dir: str | Path | None = None,
-                backend_options: dict | None = None, alpha: float = 0.05, power: float = 0.8,
-                keep: bool = False, progress: bool = False, seed: int | None = None) -> NoiseCheck:
+def noise_check(
+    *,
+    backend: str = "local",
+    testbed: Any = None,
+    design: Design | dict | str | Path | None = None,
+    runs: int = 10,
+    board: int = 13,
+    data_dir: str | Path | None = None,
+    backend_options: dict | None = None,
+    alpha: float = 0.05,
+    power: float = 0.8,
+    keep: bool = False,
+    progress: bool = False,
+    seed: int | None = None,
+) -> NoiseCheck:
     """Run the A/A campaign (module docstring) and measure each platform's and host's noise.
 
     ``backend``: a backend or platform name, or several joined by commas (one ``platform``
@@ -192,22 +256,36 @@ def noise_check(*, backend: str = "local", testbed: Any = None, design: Design |
     """
     from ..store import Store
     from .campaign import Campaign
+
     if not isinstance(backend, str) or not backend.strip():
-        raise ConfigError(f"backend must be a backend or platform name (or several, comma-separated), got {backend!r}")
+        raise ConfigError(
+            f"backend must be a backend or platform name (or several, comma-separated), got {backend!r}"
+        )
     platforms = [p.strip() for p in backend.split(",") if p.strip()]
     target = None
     if design is not None:
-        target = design if isinstance(design, Design) else (
-            Design.from_dict(design) if isinstance(design, dict) else Design.from_yaml(design))
+        target = (
+            design
+            if isinstance(design, Design)
+            else (Design.from_dict(design) if isinstance(design, dict) else Design.from_yaml(design))
+        )
     aa = aa_design(platforms, runs, seed)
     temporary = data_dir is None
     base = Path(tempfile.mkdtemp(prefix="labkit-noisecheck-")) if data_dir is None else Path(data_dir)
     cid = f"noisecheck-{secrets.token_hex(4)}"
     try:
-        Campaign(aa, backend=platforms[0], workload="nqueens",
-                 workload_params={"board": board}, campaign_id=cid, data_dir=base,
-                 backend_options=backend_options, testbed=testbed, progress=progress,
-                 run_timeout=max(AA_LEVELS) + 60).run()
+        Campaign(
+            aa,
+            backend=platforms[0],
+            workload="nqueens",
+            workload_params={"board": board},
+            campaign_id=cid,
+            data_dir=base,
+            backend_options=backend_options,
+            testbed=testbed,
+            progress=progress,
+            run_timeout=max(AA_LEVELS) + 60,
+        ).run()
         with Store.for_campaign(base, cid, readonly=True) as st:
             tidy = st.tidy()
         noise = noise_table(tidy, platforms[0])
@@ -215,5 +293,12 @@ def noise_check(*, backend: str = "local", testbed: Any = None, design: Design |
     finally:
         if temporary and not keep:
             shutil.rmtree(base, ignore_errors=True)
-    return NoiseCheck(noise, mde, cid, None if temporary and not keep else base,
-                      target.name if target is not None else None, alpha, power)
+    return NoiseCheck(
+        noise,
+        mde,
+        cid,
+        None if temporary and not keep else base,
+        target.name if target is not None else None,
+        alpha,
+        power,
+    )

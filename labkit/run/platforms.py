@@ -24,6 +24,7 @@ runs only on the nodes of a Slurm testbed's allocation and gets the allocation's
 
 :class:`BackendPool` opens each (host, platform) backend once, checks it, and closes them all.
 """
+
 from __future__ import annotations
 
 import threading
@@ -41,6 +42,7 @@ MAX_PLATFORMS = 64
 @dataclass(frozen=True)
 class Platform:
     """A named platform: ``backend`` (one of :data:`BACKENDS`) and its ``options``."""
+
     name: str
     backend: str
     options: dict = field(default_factory=dict, hash=False)
@@ -51,8 +53,9 @@ class Platform:
 
 def check_platform_name(where: str, name) -> str:
     if not isinstance(name, str) or not 1 <= len(name) <= 64 or not set(name) <= _NAME_CHARS:
-        raise ConfigError(f"{where}: platform name {str(name)[:80]!r}: use 1-64 lowercase letters, "
-                          "digits, '_' or '-'")
+        raise ConfigError(
+            f"{where}: platform name {str(name)[:80]!r}: use 1-64 lowercase letters, digits, '_' or '-'"
+        )
     return name
 
 
@@ -62,8 +65,9 @@ def parse_platforms(raw, source: str = "testbed") -> dict[str, Platform]:
     if raw is None:
         return {}
     if not isinstance(raw, dict):
-        raise ConfigError(f"{source}: 'platforms' must be a mapping of platform name to "
-                          "{backend: ..., options...}")
+        raise ConfigError(
+            f"{source}: 'platforms' must be a mapping of platform name to {{backend: ..., options...}}"
+        )
     if len(raw) > MAX_PLATFORMS:
         raise ConfigError(f"{source}: 'platforms': at most {MAX_PLATFORMS} platforms")
     out = {}
@@ -74,8 +78,10 @@ def parse_platforms(raw, source: str = "testbed") -> dict[str, Platform]:
             raise ConfigError(f"{where}: must be a mapping with a 'backend' key ({', '.join(BACKENDS)})")
         backend = spec["backend"]
         if backend not in BACKENDS:
-            raise ConfigError(f"{where}.backend: {str(backend)[:64]!r} is not a backend"
-                              f"{did_you_mean(backend, BACKENDS, n=1)}; allowed: {', '.join(BACKENDS)}")
+            raise ConfigError(
+                f"{where}.backend: {str(backend)[:64]!r} is not a backend"
+                f"{did_you_mean(backend, BACKENDS, n=1)}; allowed: {', '.join(BACKENDS)}"
+            )
         options = {k: v for k, v in spec.items() if k != "backend"}
         if any(not isinstance(k, str) for k in options):
             raise ConfigError(f"{where}: option names must be strings")
@@ -89,9 +95,11 @@ def resolve(name: str, declared: dict[str, Platform], where: str = "design") -> 
         return declared[name]
     if name in BACKENDS:
         return Platform(name, name, {})
-    raise ConfigError(f"{where}: platform {str(name)[:64]!r} is neither declared in the testbed "
-                      f"({', '.join(declared) or 'none declared'}) nor a backend ({', '.join(BACKENDS)})"
-                      + did_you_mean(name, [*declared, *BACKENDS], n=1))
+    raise ConfigError(
+        f"{where}: platform {str(name)[:64]!r} is neither declared in the testbed "
+        f"({', '.join(declared) or 'none declared'}) nor a backend ({', '.join(BACKENDS)})"
+        + did_you_mean(name, [*declared, *BACKENDS], n=1)
+    )
 
 
 def design_platforms(design) -> list[str] | None:
@@ -117,30 +125,49 @@ def _substitute(value, values: dict):
 def options_for(platform: Platform, host) -> dict:
     """The backend options of ``platform`` on ``host`` (a :class:`labkit.run.testbed.Host`): templates
     filled in, the host's connection added for remote hosts. ConfigError if it cannot run there."""
-    values = {"address": host.address, "host": host.address, "port": host.port, "user": host.user,
-              "key": host.key, "name": host.name}
+    values = {
+        "address": host.address,
+        "host": host.address,
+        "port": host.port,
+        "user": host.user,
+        "key": host.key,
+        "name": host.name,
+    }
     opts = _substitute(dict(platform.options), values)
-    if platform.backend == "slurm":   # job steps on a node of the testbed's allocation
+    if platform.backend == "slurm":  # job steps on a node of the testbed's allocation
         job = getattr(host, "slurm_job", None)
         if job is None:
-            raise ConfigError(f"platform {platform.name!r} (backend slurm) runs on the nodes of a Slurm testbed's "
-                              f"allocation; host {host.name!r} is not one (declare a 'slurm' section in the testbed)")
+            raise ConfigError(
+                f"platform {platform.name!r} (backend slurm) runs on the nodes of a Slurm testbed's "
+                f"allocation; host {host.name!r} is not one (declare a 'slurm' section in the testbed)"
+            )
         return {**opts, "job_id": job, "node": host.name}
     if not host.remote:
         return opts
     if platform.backend == "local":
-        raise ConfigError(f"platform {platform.name!r} (backend local) runs on the controller only; "
-                          f"host {host.name!r} is remote: offer it the 'ssh' platform instead")
-    keys = {"host_key_policy": host.host_key_policy, **({"known_hosts": host.known_hosts} if host.known_hosts else {})}
+        raise ConfigError(
+            f"platform {platform.name!r} (backend local) runs on the controller only; "
+            f"host {host.name!r} is remote: offer it the 'ssh' platform instead"
+        )
+    keys = {
+        "host_key_policy": host.host_key_policy,
+        **({"known_hosts": host.known_hosts} if host.known_hosts else {}),
+    }
     if platform.backend == "ssh":
-        opts = {"host": host.address, "port": host.port, "user": host.user,
-                **({"key_filename": host.key} if host.key else {}), **keys, **opts}
+        opts = {
+            "host": host.address,
+            "port": host.port,
+            "user": host.user,
+            **({"key_filename": host.key} if host.key else {}),
+            **keys,
+            **opts,
+        }
     elif platform.backend == "docker":
         opts.setdefault("base_url", f"ssh://{host.user}@{host.address}:{host.port}")
         if str(opts["base_url"]).startswith("ssh://"):
             if host.key:
                 opts.setdefault("ssh_key_filename", host.key)
-            if "ssh_verify_host" not in opts:   # its deprecated form, given by the platform
+            if "ssh_verify_host" not in opts:  # its deprecated form, given by the platform
                 opts.setdefault("host_key_policy", host.host_key_policy)
             if host.known_hosts:
                 opts.setdefault("ssh_known_hosts", host.known_hosts)
@@ -149,7 +176,7 @@ def options_for(platform: Platform, host) -> dict:
             query = f"?keyfile={urllib.parse.quote(host.key, safe='/')}" if host.key else ""
             opts["uri"] = f"qemu+ssh://{host.user}@{host.address}:{host.port}/system{query}"
         scheme = urllib.parse.urlsplit(str(opts["uri"])).scheme
-        if scheme.partition("+")[2] in ("ssh", "libssh", "libssh2"):   # the backend applies the policy
+        if scheme.partition("+")[2] in ("ssh", "libssh", "libssh2"):  # the backend applies the policy
             opts.setdefault("host_key_policy", host.host_key_policy)
             if host.known_hosts:
                 opts.setdefault("known_hosts", host.known_hosts)
@@ -166,9 +193,11 @@ def variant_image(backend: str, variant: str) -> str:
     ConfigError for a backend without image variants."""
     if backend == "docker":
         from ..images.docker_image import REPOSITORY, tag
+
         return f"{REPOSITORY}:{tag(variant)}"
     if backend == "lxd":
         from ..images.lxd_image import alias
+
         return alias(variant)
     if backend == "libvirt":
         return variant
@@ -179,6 +208,7 @@ def check_image(backend: str, image: str) -> None:
     """BackendUnavailable (saying how to fix it) unless ``backend`` can run ``image`` on this
     machine: the backend's own check, made with that image."""
     from ..backends import get_backend
+
     be = get_backend(backend, image=image)
     try:
         be.check()
@@ -190,6 +220,7 @@ def disk_formats(formats=None, where: str = "disk_formats") -> list[str]:
     """``formats`` (default: every ``disk_format`` a libvirt platform takes, qcow2 and raw), each
     checked: ConfigError naming ``where`` and the allowed formats."""
     from ..backends.libvirt.xml import DISK_FORMATS, check_disk_format
+
     return [check_disk_format(f, where) for f in (DISK_FORMATS if formats is None else formats)]
 
 
@@ -202,6 +233,7 @@ class BackendPool:
 
     def __init__(self, opener=None):
         from ..backends import get_backend
+
         self._opener = opener or (lambda p, opts: get_backend(p.backend, **opts))
         self._backends: dict[tuple[str, str], object] = {}
         self._locks: dict[tuple[str, str], threading.Lock] = {}
@@ -219,8 +251,10 @@ class BackendPool:
             except ConfigError as exc:
                 raise ConfigError(f"host {host.name!r}, platform {platform.name!r}: {exc}") from None
             except LabkitError as exc:
-                raise BackendUnavailable(f"host {host.name!r} cannot offer platform {platform.name!r} "
-                                         f"(backend {platform.backend}): {exc}") from exc
+                raise BackendUnavailable(
+                    f"host {host.name!r} cannot offer platform {platform.name!r} "
+                    f"(backend {platform.backend}): {exc}"
+                ) from exc
             with self._lock:
                 self._backends[key] = backend
             return backend
@@ -249,5 +283,5 @@ class BackendPool:
 def _close(backend) -> None:
     try:
         backend.close()
-    except Exception:   # closing a backend of a dead host must not stop the others closing
+    except Exception:  # closing a backend of a dead host must not stop the others closing
         pass

@@ -2,6 +2,7 @@
 kernel threads used (:class:`KernelThreads`) and the CPU the backends' daemons used
 (:class:`DaemonCpu`: dockerd, containerd, libvirtd, LXD ..., identified by their program file,
 never by name alone), in clock ticks (:func:`ticks_cpu_s`)."""
+
 from __future__ import annotations
 
 import contextlib
@@ -19,8 +20,12 @@ def parse_stat(data: bytes) -> tuple[str, int, int]:
     """A ``/proc/<pid>/stat`` line: the program's name (``comm``), the CPU clock ticks it used
     (user + system, its own) and its start time (clock ticks after boot)."""
     end = data.rindex(b")")
-    fields = data[end + 2:].split()
-    return data[data.index(b"(") + 1:end].decode(errors="replace"), int(fields[11]) + int(fields[12]), int(fields[19])
+    fields = data[end + 2 :].split()
+    return (
+        data[data.index(b"(") + 1 : end].decode(errors="replace"),
+        int(fields[11]) + int(fields[12]),
+        int(fields[19]),
+    )
 
 
 class KernelThreads:
@@ -56,8 +61,8 @@ class KernelThreads:
                             self._fds[pid] = fd
                     data = os.pread(fd, 1024, 0)
                 except OSError:
-                    self._fds.pop(pid, None)   # closed below
-                    continue   # ended meanwhile
+                    self._fds.pop(pid, None)  # closed below
+                    continue  # ended meanwhile
                 finally:
                     if fd is not None and pid not in self._fds:
                         os.close(fd)
@@ -81,16 +86,32 @@ def ticks_cpu_s(a: dict[str, int], b: dict[str, int]) -> float:
 
 #: where the daemons' programs are looked for (:class:`DaemonCpu`): the system's program
 #: directories, LXD's own (Debian's package, the snap)
-DAEMON_DIRS = ("/usr/sbin", "/usr/bin", "/sbin", "/bin", "/usr/local/sbin", "/usr/local/bin",
-               "/usr/libexec", "/usr/lib/lxd", "/snap/lxd/current/bin", "/snap/lxd/current/sbin")
+DAEMON_DIRS = (
+    "/usr/sbin",
+    "/usr/bin",
+    "/sbin",
+    "/bin",
+    "/usr/local/sbin",
+    "/usr/local/bin",
+    "/usr/libexec",
+    "/usr/lib/lxd",
+    "/snap/lxd/current/bin",
+    "/snap/lxd/current/sbin",
+)
 #: ``comm`` holds at most this many characters of a program's name (TASK_COMM_LEN - 1)
 COMM_LEN = 15
 DELETED = " (deleted)"
 #: where the daemons write their pid (:class:`DaemonCpu`: the process a root-owned pid file names,
 #: owned as a daemon is, runs a daemon's program, whatever directory it is in)
-DAEMON_PIDFILES = ("/run/docker.pid", "/run/docker/containerd/containerd.pid", "/run/containerd/containerd.pid",
-                   "/run/libvirtd.pid", "/run/virtqemud.pid", "/run/virtlogd.pid",
-                   "/var/snap/lxd/common/lxd.pid")
+DAEMON_PIDFILES = (
+    "/run/docker.pid",
+    "/run/docker/containerd/containerd.pid",
+    "/run/containerd/containerd.pid",
+    "/run/libvirtd.pid",
+    "/run/virtqemud.pid",
+    "/run/virtlogd.pid",
+    "/var/snap/lxd/common/lxd.pid",
+)
 
 
 def parse_uids(text: str) -> tuple[int, ...]:
@@ -142,21 +163,26 @@ class DaemonCpu:
 
     RESCAN_S = 5.0
 
-    def __init__(self, clock: Callable[[], float] = time.monotonic, proc: str = "/proc",
-                 dirs: Iterable[str] = DAEMON_DIRS, pidfiles: Iterable[str] = DAEMON_PIDFILES,
-                 owners: Iterable[int] | None = None) -> None:
+    def __init__(
+        self,
+        clock: Callable[[], float] = time.monotonic,
+        proc: str = "/proc",
+        dirs: Iterable[str] = DAEMON_DIRS,
+        pidfiles: Iterable[str] = DAEMON_PIDFILES,
+        owners: Iterable[int] | None = None,
+    ) -> None:
         self.names: frozenset[str] = frozenset()
         self.clock, self.proc, self.dirs, self.pidfiles = clock, proc, tuple(dirs), tuple(pidfiles)
         #: the uids a daemon may run as (and its program be owned by): root and labkit's user
         self.owners = frozenset({0, os.geteuid()} if owners is None else owners)
-        self._paths: dict[str, str] = {}          # a daemon's program -> its name (comm)
+        self._paths: dict[str, str] = {}  # a daemon's program -> its name (comm)
         self._pids: list[str] = []
-        self._keys: dict[str, str] = {}           # pid -> key ("pid:start") of each daemon found
-        self._verdicts: dict[str, bool] = {}      # key -> whether it is a daemon (name matching)
+        self._keys: dict[str, str] = {}  # pid -> key ("pid:start") of each daemon found
+        self._verdicts: dict[str, bool] = {}  # key -> whether it is a daemon (name matching)
         self._scanned: float | None = None
-        self._uptime: float | None = None         # /proc/uptime at the last scan, in clock ticks
+        self._uptime: float | None = None  # /proc/uptime at the last scan, in clock ticks
         self._uptime_before: float | None = None  # ... and at the scan before it
-        self._base: dict[str, int] = {}           # key -> ticks not counted (used before it was found)
+        self._base: dict[str, int] = {}  # key -> ticks not counted (used before it was found)
         self._lock = threading.Lock()
 
     def add(self, names: Iterable[str]) -> None:
@@ -178,7 +204,7 @@ class DaemonCpu:
             except OSError:
                 continue
             for entry in entries:
-                if entry[:COMM_LEN] in names:   # a longer name is cut in comm: it is the program's start
+                if entry[:COMM_LEN] in names:  # a longer name is cut in comm: it is the program's start
                     out[os.path.join(d, entry)] = entry[:COMM_LEN]
         return out
 
@@ -236,9 +262,9 @@ class DaemonCpu:
         try:
             st = os.stat(f"{self.proc}/{pid}/exe")
         except PermissionError:
-            return True    # labkit is not root: a root-owned process of the name (see the class)
+            return True  # labkit is not root: a root-owned process of the name (see the class)
         except OSError:
-            return False   # no program: a kernel thread, or ended
+            return False  # no program: a kernel thread, or ended
         if (st.st_dev, st.st_ino) in files:
             return True
         try:
@@ -246,14 +272,14 @@ class DaemonCpu:
         except OSError:
             return False
         # its program was upgraded while it runs
-        return link.endswith(DELETED) and link[:-len(DELETED)] in self._paths
+        return link.endswith(DELETED) and link[: -len(DELETED)] in self._paths
 
     def _scan(self) -> None:
         with open(f"{self.proc}/uptime", "rb") as fh:
             now = float(fh.read().split()[0]) * CLOCK_TICKS
         files = self._files()
         verdicts: dict[str, bool] = {}
-        keys: dict[str, str] = {}                 # pid -> key of each daemon
+        keys: dict[str, str] = {}  # pid -> key of each daemon
         for pid in os.listdir(self.proc):
             if not pid.isdigit():
                 continue
@@ -262,7 +288,7 @@ class DaemonCpu:
                     data = fh.read(1024)
                 comm, _, start = parse_stat(data)
             except (OSError, ValueError, IndexError):
-                continue   # ended meanwhile
+                continue  # ended meanwhile
             if comm not in self.names:
                 continue
             key = f"{pid}:{start}"
@@ -270,7 +296,7 @@ class DaemonCpu:
             verdicts[key] = known
             if known:
                 keys[pid] = key
-        self._verdicts = verdicts   # only the processes alive now: the cache stays small
+        self._verdicts = verdicts  # only the processes alive now: the cache stays small
         self._keys, self._pids, self._scanned = keys, sorted(keys, key=int), self.clock()
         self._uptime_before, self._uptime = self._uptime, now
 
@@ -287,16 +313,15 @@ class DaemonCpu:
                     with open(f"{self.proc}/{pid}/stat", "rb") as fh:
                         data = fh.read(1024)
                 except OSError:
-                    continue   # ended: the next scan drops it
+                    continue  # ended: the next scan drops it
                 _, ticks, start = parse_stat(data)
                 key = f"{pid}:{start}"
-                if key != self._keys.get(pid):   # a pid reused by another process
+                if key != self._keys.get(pid):  # a pid reused by another process
                     continue
-                if key not in self._base:   # first found: new since the scan before, or running already
+                if key not in self._base:  # first found: new since the scan before, or running already
                     new = self._uptime_before is not None and start >= self._uptime_before
                     self._base[key] = 0 if new else ticks
                 out[key] = ticks - self._base[key]
             for gone in set(self._base) - set(out):
                 del self._base[gone]
             return out
-

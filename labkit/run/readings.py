@@ -2,6 +2,7 @@
 (:func:`delta_rows`): what :mod:`labkit.run.sampler` reads and :mod:`labkit.run.telemetry` stores
 (the metrics are listed there). What is read of this machine's processes (kernel threads, the
 backends' daemons) is :mod:`labkit.run.processes`."""
+
 from __future__ import annotations
 
 import contextlib
@@ -48,7 +49,7 @@ def remote_reason(backend: Any) -> str | None:
             return None
         return f"the docker daemon at {url} is not on this machine"
     if name == "lxd":
-        return None   # a unix socket on this machine
+        return None  # a unix socket on this machine
     if name == "libvirt" and getattr(backend, "local", False):
         return None
     return f"backend {name!r} runs its instances on another machine"
@@ -56,23 +57,25 @@ def remote_reason(backend: Any) -> str | None:
 
 # -- readings ---------------------------------------------------------------------------------
 
+
 @dataclass
 class Reading:
     """Counters read at one moment (``t``: monotonic seconds)."""
+
     t: float
-    cpus: list = field(default_factory=list)        # psutil scputimes per CPU
-    psi: dict = field(default_factory=dict)         # "cpu_some" -> total microseconds
-    disk: tuple | None = None                       # (read_bytes, write_bytes)
-    net: tuple | None = None                        # (bytes_recv, bytes_sent)
-    own_cpu_s: float | None = None                  # this process's CPU time
-    kernel: dict | None = None                      # kernel thread pid -> CPU clock ticks used
-    daemons: dict | None = None                     # backend daemon "pid:start" -> CPU clock ticks used
-    groups: dict = field(default_factory=dict)      # campaign cgroup -> (cpu_s, nr_throttled)
-    gauges: dict = field(default_factory=dict)      # metric -> value read as is (load, memory, freq)
-    instances: dict = field(default_factory=dict)   # the run's instance id -> Instance.stats()
-    members: frozenset | None = None                # ids behind campaign_cpu_s (None: not all known)
-    groups_whole: bool = True                       # groups hold the instances (local), not only host ends
-    campaign_cpu_s: float = 0.0                     # CPU seconds of the run's instances and neighbours
+    cpus: list = field(default_factory=list)  # psutil scputimes per CPU
+    psi: dict = field(default_factory=dict)  # "cpu_some" -> total microseconds
+    disk: tuple | None = None  # (read_bytes, write_bytes)
+    net: tuple | None = None  # (bytes_recv, bytes_sent)
+    own_cpu_s: float | None = None  # this process's CPU time
+    kernel: dict | None = None  # kernel thread pid -> CPU clock ticks used
+    daemons: dict | None = None  # backend daemon "pid:start" -> CPU clock ticks used
+    groups: dict = field(default_factory=dict)  # campaign cgroup -> (cpu_s, nr_throttled)
+    gauges: dict = field(default_factory=dict)  # metric -> value read as is (load, memory, freq)
+    instances: dict = field(default_factory=dict)  # the run's instance id -> Instance.stats()
+    members: frozenset | None = None  # ids behind campaign_cpu_s (None: not all known)
+    groups_whole: bool = True  # groups hold the instances (local), not only host ends
+    campaign_cpu_s: float = 0.0  # CPU seconds of the run's instances and neighbours
 
 
 def parse_psi(text: str) -> dict[str, float]:
@@ -112,7 +115,8 @@ class CgroupWatch:
         ``<prefix>host-retired``: what the campaign's host ends removed so far used (their count
         goes on there: :func:`~labkit.backends.host_end.retired_cpu`)."""
         out: dict[str, tuple[float, int | None]] = {
-            self.prefix + host_end.GROUP_TAG + "retired": (host_end.retired_cpu(self.prefix), 0)}
+            self.prefix + host_end.GROUP_TAG + "retired": (host_end.retired_cpu(self.prefix), 0)
+        }
         try:
             names = [n for n in os.listdir(self.root) if n.startswith(self.prefix)]
         except OSError:
@@ -145,12 +149,13 @@ def campaign_watch(backend: Any, prefix: str) -> CgroupWatch | None:
         return None
 
 
-
-def read_host(clock: Callable[[], float], groups: CgroupWatch | None, proc: Any,
-              daemons: DaemonCpu | None = None) -> Reading:
+def read_host(
+    clock: Callable[[], float], groups: CgroupWatch | None, proc: Any, daemons: DaemonCpu | None = None
+) -> Reading:
     """One :class:`Reading` of this machine (psutil, /proc/pressure, the campaign's cgroups, the
     backends' ``daemons``)."""
     import psutil
+
     r = Reading(clock())
     with contextlib.suppress(OSError, RuntimeError):
         r.cpus = psutil.cpu_times(percpu=True)
@@ -211,7 +216,7 @@ class InstanceWatch:
                 self.why_not = str(exc).splitlines()[0][:300] if str(exc) else type(exc).__name__
                 complete = False
                 continue
-            except Exception as exc:   # a backend SDK's own error: telemetry never fails a run
+            except Exception as exc:  # a backend SDK's own error: telemetry never fails a run
                 self.why_not = f"{type(exc).__name__}: {exc}"[:300]
                 complete = False
                 continue
@@ -247,8 +252,13 @@ def instance_rows(a: Reading, b: Reading, dt: float) -> list[tuple[str, float, s
             if key in x and key in y:
                 rows.append((f"instance_{key}", max(0.0, y[key] - x[key]), name))
         if "steal_s" in x and "steal_s" in y and y.get("cpu_total_s", 0) > x.get("cpu_total_s", 0):
-            rows.append(("instance_steal_pct", _pct(y["steal_s"] - x["steal_s"], y["cpu_total_s"] - x["cpu_total_s"]),
-                         name))
+            rows.append(
+                (
+                    "instance_steal_pct",
+                    _pct(y["steal_s"] - x["steal_s"], y["cpu_total_s"] - x["cpu_total_s"]),
+                    name,
+                )
+            )
         if "memory_bytes" in y:
             rows.append(("instance_memory_mb", y["memory_bytes"] / 2**20, name))
     return rows
@@ -279,15 +289,20 @@ def delta_rows(a: Reading, b: Reading) -> list[tuple]:
             steal += getattr(y, "steal", 0.0) - getattr(x, "steal", 0.0)
             iowait += getattr(y, "iowait", 0.0) - getattr(x, "iowait", 0.0)
         if tot > 0:
-            rows += [("cpu_pct", _pct(busy, tot)), ("steal_pct", _pct(steal, tot)),
-                     ("iowait_pct", _pct(iowait, tot))]
+            rows += [
+                ("cpu_pct", _pct(busy, tot)),
+                ("steal_pct", _pct(steal, tot)),
+                ("iowait_pct", _pct(iowait, tot)),
+            ]
             host_busy = max(0.0, busy)
             rows.append(("host_cpu_used_pct", 100.0 * host_busy / dt))
     for key, total in b.psi.items():
         if key in a.psi:
             rows.append((f"psi_{key}_pct", min(100.0, 100.0 * (total - a.psi[key]) / 1e6 / dt)))
-    for (name_in, name_out), (x, y) in ((("disk_read_Bps", "disk_write_Bps"), (a.disk, b.disk)),
-                                        (("net_rx_Bps", "net_tx_Bps"), (a.net, b.net))):
+    for (name_in, name_out), (x, y) in (
+        (("disk_read_Bps", "disk_write_Bps"), (a.disk, b.disk)),
+        (("net_rx_Bps", "net_tx_Bps"), (a.net, b.net)),
+    ):
         if x is not None and y is not None:
             rows += [(name_in, max(0.0, y[0] - x[0]) / dt), (name_out, max(0.0, y[1] - x[1]) / dt)]
     own = None
@@ -304,12 +319,17 @@ def delta_rows(a: Reading, b: Reading) -> list[tuple]:
         rows.append(("daemon_cpu_pct", 100.0 * daemon / dt))
     # a cgroup seen first now was made during the interval: all its CPU time is in it; one gone
     # since (an instance or host end removed) took its last CPU time with it: no campaign CPU then
-    grouped = None if set(a.groups) - set(b.groups) else \
-        sum(max(0.0, cpu - a.groups.get(g, (0.0, None))[0]) for g, (cpu, _) in b.groups.items())
+    grouped = (
+        None
+        if set(a.groups) - set(b.groups)
+        else sum(max(0.0, cpu - a.groups.get(g, (0.0, None))[0]) for g, (cpu, _) in b.groups.items())
+    )
     used = None
     if (b.groups or a.groups) and a.groups_whole and b.groups_whole:
         if grouped is not None:
-            throttled = sum(max(0, (n or 0) - (a.groups.get(g, (0.0, 0))[1] or 0)) for g, (_, n) in b.groups.items())
+            throttled = sum(
+                max(0, (n or 0) - (a.groups.get(g, (0.0, 0))[1] or 0)) for g, (_, n) in b.groups.items()
+            )
             used = grouped
             rows.append(("throttled_periods", float(throttled)))
     elif host_busy is not None and a.members is not None and a.members == b.members and grouped is not None:

@@ -18,6 +18,7 @@ A campaign that labkit did not run (``labkit import``) has no runnable workload 
 refused, as is a design with a ``platform`` factor given ``--backend`` (its platforms are the
 factor: give a testbed).
 """
+
 from __future__ import annotations
 
 import logging
@@ -45,6 +46,7 @@ __all__ = ["Replica", "replica_campaign", "replicate"]
 class Replica:
     """A replica ready to run: the :class:`Campaign`, the original's id and backend, and what was
     carried over or dropped (``notes``, one sentence each, to show the user)."""
+
     campaign: Campaign
     original: str
     original_backend: str
@@ -60,8 +62,8 @@ def default_replica_id(original: str, target: str) -> str:
     safe = "".join(c if c.isalnum() or c in "-_" else "-" for c in target.lower()).strip("-_") or "other"
     while "--" in safe:
         safe = safe.replace("--", "-")
-    suffix = f"-on-{safe}"[:MAX_ID - 1]
-    return (original[:MAX_ID - len(suffix)] + suffix).rstrip("-")
+    suffix = f"-on-{safe}"[: MAX_ID - 1]
+    return (original[: MAX_ID - len(suffix)] + suffix).rstrip("-")
 
 
 def _original_meta(data_dir: str | Path, original: str) -> dict:
@@ -72,13 +74,17 @@ def _original_meta(data_dir: str | Path, original: str) -> dict:
         meta = st.meta()
     for key in ("design", "workload", "backend"):
         if not meta.get(key):
-            raise StoreError(f"{path}: campaign {original!r} has no {key!r} recorded in its meta; "
-                             "it cannot be replicated (a store written by another tool?)")
+            raise StoreError(
+                f"{path}: campaign {original!r} has no {key!r} recorded in its meta; "
+                "it cannot be replicated (a store written by another tool?)"
+            )
     if meta.get("imported"):
-        raise ConfigError(f"replicate: campaign {original!r} was imported from another tool's results "
-                          f"(labkit import, parser {(meta.get('workload') or {}).get('name')!r}): labkit did not run "
-                          "it, so there is no workload with parameters to run again; run the study with "
-                          "`labkit run` on each backend instead")
+        raise ConfigError(
+            f"replicate: campaign {original!r} was imported from another tool's results "
+            f"(labkit import, parser {(meta.get('workload') or {}).get('name')!r}): labkit did not run "
+            "it, so there is no workload with parameters to run again; run the study with "
+            "`labkit run` on each backend instead"
+        )
     return meta
 
 
@@ -91,12 +97,16 @@ def _options(meta: dict, backend: str | None, testbed: Any, given: dict | None) 
     for k in secret:
         stored.pop(k)
     if secret:
-        notes.append(f"backend option(s) {', '.join(secret)} of {original!r} were stored redacted (secrets) and "
-                     "are not carried over; give them again with --backend-option")
+        notes.append(
+            f"backend option(s) {', '.join(secret)} of {original!r} were stored redacted (secrets) and "
+            "are not carried over; give them again with --backend-option"
+        )
     if testbed is not None:
         if stored:
-            notes.append(f"backend options of {original!r} dropped: {_shown(stored)} (on a testbed its "
-                         "platforms declare their options)")
+            notes.append(
+                f"backend options of {original!r} dropped: {_shown(stored)} (on a testbed its "
+                "platforms declare their options)"
+            )
         return dict(given or {}), notes
     target = str(backend)
     if target == original:
@@ -106,11 +116,15 @@ def _options(meta: dict, backend: str | None, testbed: Any, given: dict | None) 
         kept = {k: val for k, val in stored.items() if k in allowed}
         dropped = {k: val for k, val in stored.items() if k not in allowed}
         if dropped:
-            notes.append(f"backend options of {original!r} that {target!r} does not take were dropped: "
-                         f"{_shown(dropped)}")
+            notes.append(
+                f"backend options of {original!r} that {target!r} does not take were dropped: "
+                f"{_shown(dropped)}"
+            )
         if kept:
-            notes.append(f"backend options of {original!r} that {target!r} also takes were kept: {_shown(kept)} "
-                         "(override with --backend-option)")
+            notes.append(
+                f"backend options of {original!r} that {target!r} also takes were kept: {_shown(kept)} "
+                "(override with --backend-option)"
+            )
     return {**kept, **(given or {})}, notes
 
 
@@ -118,9 +132,17 @@ def _shown(options: dict) -> str:
     return ", ".join(f"{k}={val!r}" for k, val in sorted(options.items()))
 
 
-def replica_campaign(data_dir: str | Path, original: str, *, backend: str | None = None, testbed: Any = None,
-                     campaign_id: str | None = None, backend_options: dict | None = None,
-                     run_timeout: float | None = 3600, progress: bool = False) -> Replica:
+def replica_campaign(
+    data_dir: str | Path,
+    original: str,
+    *,
+    backend: str | None = None,
+    testbed: Any = None,
+    campaign_id: str | None = None,
+    backend_options: dict | None = None,
+    run_timeout: float | None = 3600,
+    progress: bool = False,
+) -> Replica:
     """A :class:`Replica` of stored campaign ``original`` (under ``data_dir``) on ``backend`` (a
     backend name) or ``testbed`` (a Testbed, dict or YAML path; ``backend`` then names its
     platform, default the testbed's), stored as ``campaign_id`` (default
@@ -134,8 +156,10 @@ def replica_campaign(data_dir: str | Path, original: str, *, backend: str | None
     workload parameter the workload no longer takes) as they are.
     """
     if backend is None and testbed is None:
-        raise ConfigError("replicate: say where to run the replica: --backend B (local, docker, lxd, libvirt, "
-                          "ssh, ...) or --testbed T")
+        raise ConfigError(
+            "replicate: say where to run the replica: --backend B (local, docker, lxd, libvirt, "
+            "ssh, ...) or --testbed T"
+        )
     if backend is not None and (not isinstance(backend, str) or not backend):
         raise ConfigError(f"replicate: backend must be a backend (or platform) name, got {backend!r}")
     meta = _original_meta(data_dir, original)
@@ -143,42 +167,65 @@ def replica_campaign(data_dir: str | Path, original: str, *, backend: str | None
     design = Design.from_dict(meta["design"], source=source)
     notes: list[str] = []
     if FACTOR in design.factor_names and testbed is None:
-        raise ConfigError(f"replicate: {original!r} varies {FACTOR!r} ({', '.join(map(str, meta['design']['factors'][FACTOR]))}): "
-                          "its platforms are a factor of the design, not a backend to swap; replicate it on "
-                          "another testbed declaring those platforms (--testbed T)")
+        raise ConfigError(
+            f"replicate: {original!r} varies {FACTOR!r} ({', '.join(map(str, meta['design']['factors'][FACTOR]))}): "
+            "its platforms are a factor of the design, not a backend to swap; replicate it on "
+            "another testbed declaring those platforms (--testbed T)"
+        )
     workload = meta["workload"]
     if not isinstance(workload, dict) or not isinstance(workload.get("name"), str):
-        raise StoreError(f"{source}: its workload is recorded as {str(workload)[:80]!r}, not {{name, params}}")
+        raise StoreError(
+            f"{source}: its workload is recorded as {str(workload)[:80]!r}, not {{name, params}}"
+        )
     params = workload.get("params") or {}
     if not isinstance(params, dict):
-        raise StoreError(f"{source}: its workload parameters are recorded as {str(params)[:80]!r}, not a mapping")
+        raise StoreError(
+            f"{source}: its workload parameters are recorded as {str(params)[:80]!r}, not a mapping"
+        )
     redacted = sorted(k for k, val in params.items() if val == REDACTED)
     if redacted:
-        raise ConfigError(f"replicate: the workload parameter(s) {', '.join(redacted)} of {original!r} were stored "
-                          "redacted (secrets): the replica cannot run them")
+        raise ConfigError(
+            f"replicate: the workload parameter(s) {', '.join(redacted)} of {original!r} were stored "
+            "redacted (secrets): the replica cannot run them"
+        )
     try:
         defaults = InstanceSpec(**(meta.get("defaults") or {}))
     except TypeError as exc:
-        raise StoreError(f"{source}: its instance defaults {meta.get('defaults')!r} are not an InstanceSpec "
-                         f"({exc})") from None
+        raise StoreError(
+            f"{source}: its instance defaults {meta.get('defaults')!r} are not an InstanceSpec ({exc})"
+        ) from None
     options, more = _options(meta, backend, testbed, backend_options)
     notes += more
     if meta.get("testbed") and testbed is None:
-        notes.append(f"{original!r} ran on testbed {(meta['testbed'] or {}).get('name', '?')!r}; the replica runs on "
-                     f"this machine's {backend!r} backend")
+        notes.append(
+            f"{original!r} ran on testbed {(meta['testbed'] or {}).get('name', '?')!r}; the replica runs on "
+            f"this machine's {backend!r} backend"
+        )
     if campaign_id is None:
         if testbed is None:
             target = str(backend)
-        else:   # the platform named, else the testbed's file name
+        else:  # the platform named, else the testbed's file name
             target = backend or (Path(testbed).stem if isinstance(testbed, str | Path) else "testbed")
         campaign_id = default_replica_id(original, target)
     campaign_id = check_campaign_id(campaign_id)
     if campaign_id == original:
-        raise ConfigError(f"replicate: the replica needs its own campaign id, not the original's {original!r} "
-                          "(--campaign-id)")
-    campaign = Campaign(design, backend=backend, workload=workload["name"], workload_params=params,
-                        campaign_id=campaign_id, data_dir=data_dir, backend_options=options or None,
-                        defaults=defaults, testbed=testbed, run_timeout=run_timeout, progress=progress)
+        raise ConfigError(
+            f"replicate: the replica needs its own campaign id, not the original's {original!r} "
+            "(--campaign-id)"
+        )
+    campaign = Campaign(
+        design,
+        backend=backend,
+        workload=workload["name"],
+        workload_params=params,
+        campaign_id=campaign_id,
+        data_dir=data_dir,
+        backend_options=options or None,
+        defaults=defaults,
+        testbed=testbed,
+        run_timeout=run_timeout,
+        progress=progress,
+    )
     return Replica(campaign, original, str(meta["backend"]), notes)
 
 
@@ -191,6 +238,7 @@ def replicate(data_dir: str | Path, original: str, **kw: Any) -> tuple[Store, Re
         log.warning("replicate %s: %s", original, note)
     replica.campaign.run()
     with Store.for_campaign(data_dir, replica.campaign_id) as st:
-        st.set_meta(replica_of={"campaign": original, "backend": replica.original_backend,
-                                "notes": replica.notes})
+        st.set_meta(
+            replica_of={"campaign": original, "backend": replica.original_backend, "notes": replica.notes}
+        )
     return Store.for_campaign(data_dir, replica.campaign_id, readonly=True), replica

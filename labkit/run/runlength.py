@@ -22,6 +22,7 @@ line a campaign logs once when it ends (with the parameter that makes a run long
 enough, when there is one); :meth:`RunLength.sentence` is what ``labkit analyze`` and the HTML
 report say. Imported campaigns (another tool's numbers, no run of ours timed) are not judged.
 """
+
 from __future__ import annotations
 
 import math
@@ -48,6 +49,7 @@ class RunLength:
     ``workload_s`` or ``duration_s``), ``param`` (the parameter that makes a run longer, or None)
     and ``by_level`` ((level, shortest, longest) measured work of each level of ``param`` this
     campaign ran)."""
+
     workload: str
     minimum_s: float
     why: str
@@ -84,16 +86,20 @@ class RunLength:
         if short.empty:
             return None
         lo, hi = _below(short.min(), self.minimum_s), _below(short.max(), self.minimum_s)
-        return (f"{self.workload}: {len(short)} run{'s' if len(short) != 1 else ''} of "
-                f"{lo if lo == hi else f'{lo}-{hi}'} s, below the {_s(self.minimum_s)} s this workload needs for a "
-                f"trustworthy timing; {self.hint()}")
+        return (
+            f"{self.workload}: {len(short)} run{'s' if len(short) != 1 else ''} of "
+            f"{lo if lo == hi else f'{lo}-{hi}'} s, below the {_s(self.minimum_s)} s this workload needs for a "
+            f"trustworthy timing; {self.hint()}"
+        )
 
     def sentence(self) -> str:
         """``N of M runs shorter than the workload's minimum (X s)``, with what was counted and the
         hint when some are."""
         n, m = len(self.short), len(self.measured)
-        text = (f"{n} of {m} runs shorter than the workload's minimum ({_s(self.minimum_s)} s of measured "
-                f"work{self._counted()})")
+        text = (
+            f"{n} of {m} runs shorter than the workload's minimum ({_s(self.minimum_s)} s of measured "
+            f"work{self._counted()})"
+        )
         return text + (f": {self.hint()}" if n else "")
 
     def _counted(self) -> str:
@@ -120,8 +126,9 @@ def _span(lo: float, hi: float) -> str:
     return _s(lo) if _s(lo) == _s(hi) else f"{_s(lo)}-{_s(hi)}"
 
 
-def measured_work(tidy: pd.DataFrame, runs: pd.DataFrame, timed_metrics: Sequence[str] = ()
-                  ) -> tuple[pd.Series, pd.Series]:
+def measured_work(
+    tidy: pd.DataFrame, runs: pd.DataFrame, timed_metrics: Sequence[str] = ()
+) -> tuple[pd.Series, pd.Series]:
     """``(seconds, source)`` by run id for the successful runs of ``runs`` (:meth:`Store.runs
     <labkit.store.Store.runs>`: ``run_id``, ``status``, ``duration_s``, ``metadata``): the first of
     ``timed_metrics`` the run reports in ``tidy`` (median over its rows), else the median of its
@@ -134,9 +141,14 @@ def measured_work(tidy: pd.DataFrame, runs: pd.DataFrame, timed_metrics: Sequenc
     source: dict[str, str] = {}
     if len(tidy) and {"run_id", "metric", "value"} <= set(tidy.columns):
         for metric in timed_metrics:
-            rows = tidy[(tidy["metric"] == metric) & tidy["run_id"].isin(ok["run_id"])
-                        & ~tidy["run_id"].isin(list(seconds))]
-            for rid, v in pd.to_numeric(rows["value"], errors="coerce").groupby(rows["run_id"]).median().items():
+            rows = tidy[
+                (tidy["metric"] == metric)
+                & tidy["run_id"].isin(ok["run_id"])
+                & ~tidy["run_id"].isin(list(seconds))
+            ]
+            for rid, v in (
+                pd.to_numeric(rows["value"], errors="coerce").groupby(rows["run_id"]).median().items()
+            ):
                 if math.isfinite(v):
                     seconds[str(rid)], source[str(rid)] = float(v), metric
     for r in ok.itertuples(index=False):
@@ -144,8 +156,11 @@ def measured_work(tidy: pd.DataFrame, runs: pd.DataFrame, timed_metrics: Sequenc
         if rid in seconds:
             continue
         md = r.metadata if "metadata" in ok.columns and isinstance(r.metadata, dict) else {}
-        took = [float(x) for x in md.get("workload_s") or [] if isinstance(x, (int, float))
-                and not isinstance(x, bool) and math.isfinite(x)]
+        took = [
+            float(x)
+            for x in md.get("workload_s") or []
+            if isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+        ]
         if took:
             seconds[rid], source[rid] = float(pd.Series(took).median()), "workload_s"
         elif isinstance(r.duration_s, (int, float)) and math.isfinite(r.duration_s):
@@ -153,8 +168,9 @@ def measured_work(tidy: pd.DataFrame, runs: pd.DataFrame, timed_metrics: Sequenc
     return pd.Series(seconds, dtype=float), pd.Series(source, dtype=object)
 
 
-def run_length_of(tidy: pd.DataFrame, runs: pd.DataFrame, meta: dict,
-                  workload: type[Workload] | Workload | None = None) -> RunLength | None:
+def run_length_of(
+    tidy: pd.DataFrame, runs: pd.DataFrame, meta: dict, workload: type[Workload] | Workload | None = None
+) -> RunLength | None:
     """:class:`RunLength` of a campaign from its tidy results, runs and meta (``workload``: the
     workload, default the class the meta names); None for an imported campaign, a workload this
     labkit does not know, or no successful run."""
@@ -176,17 +192,27 @@ def run_length_of(tidy: pd.DataFrame, runs: pd.DataFrame, meta: dict,
     if param is not None:
         params = _dict(wl.get("params"))
         factors = _dict(_dict(meta.get("design")).get("factors"))
-        if param in factors and param in runs.columns:   # a factor: each run's level
+        if param in factors and param in runs.columns:  # a factor: each run's level
             level = runs.set_index(runs["run_id"].astype(str))[param].reindex(seconds.index)
         else:
             level = pd.Series([params.get(param)] * len(seconds), index=seconds.index, dtype=object)
         if level.notna().any():
             keys = level.astype(str)
             first = {str(v): v for v in level.dropna()}
-            by_level = tuple((first[k], float(g.min()), float(g.max()))
-                             for k, g in seconds.groupby(keys, sort=False) if k in first)
-    return RunLength(str(wl.get("name") or workload.name), float(workload.min_measured_s),
-                     str(workload.min_measured_why), seconds, source.reindex(seconds.index), param, by_level)
+            by_level = tuple(
+                (first[k], float(g.min()), float(g.max()))
+                for k, g in seconds.groupby(keys, sort=False)
+                if k in first
+            )
+    return RunLength(
+        str(wl.get("name") or workload.name),
+        float(workload.min_measured_s),
+        str(workload.min_measured_why),
+        seconds,
+        source.reindex(seconds.index),
+        param,
+        by_level,
+    )
 
 
 #: what :attr:`RunLength.source` says of a run whose measured work the workload derived
@@ -194,18 +220,25 @@ def run_length_of(tidy: pd.DataFrame, runs: pd.DataFrame, meta: dict,
 DERIVED = "the workload's own time derived from its metrics"
 
 
-def _derived(tidy: pd.DataFrame, runs: pd.DataFrame, params: dict, workload: type[Workload] | Workload,
-             ids: pd.Index) -> dict[str, float]:
+def _derived(
+    tidy: pd.DataFrame, runs: pd.DataFrame, params: dict, workload: type[Workload] | Workload, ids: pd.Index
+) -> dict[str, float]:
     """run id -> :meth:`~labkit.workloads.Workload.measured_seconds` of each run of ``ids`` the
     workload derives one for (its metrics' medians over instances; its parameters: the campaign's,
     with the run's levels of factors that are parameters)."""
     base = getattr(Workload.measured_seconds, "__func__", None)
-    if getattr(workload.measured_seconds, "__func__", None) is base \
-            or not len(tidy) or not {"run_id", "metric", "value"} <= set(tidy.columns):
+    if (
+        getattr(workload.measured_seconds, "__func__", None) is base
+        or not len(tidy)
+        or not {"run_id", "metric", "value"} <= set(tidy.columns)
+    ):
         return {}
     rows = tidy[tidy["run_id"].astype(str).isin(ids)]
-    medians = pd.to_numeric(rows["value"], errors="coerce").groupby([rows["run_id"].astype(str),
-                                                                     rows["metric"]]).median()
+    medians = (
+        pd.to_numeric(rows["value"], errors="coerce")
+        .groupby([rows["run_id"].astype(str), rows["metric"]])
+        .median()
+    )
     keys = [k for k in workload.defaults if k in runs.columns]
     levels = runs.set_index(runs["run_id"].astype(str))[keys] if keys else None
     by_run: dict[str, dict[str, float]] = {}

@@ -1,5 +1,6 @@
 """The campaign's one sampling thread (:class:`HostSampler`) and each run's window cut from its
 readings (:class:`Window`); see :mod:`labkit.run.telemetry` for what is read and stored."""
+
 from __future__ import annotations
 
 import contextlib
@@ -33,6 +34,7 @@ FIRST_S = 0.25
 
 # -- the campaign's sampler ----------------------------------------------------------------------
 
+
 @dataclass(eq=False)
 class Window:
     """One run's share of a :class:`HostSampler`'s readings: ``start`` (the sampler's clock when the
@@ -41,6 +43,7 @@ class Window:
     instances are cgroups the campaign's :class:`~labkit.run.readings.CgroupWatch` counts (local); else (docker, lxd,
     libvirt) their own stats count, beside the cgroups of the campaign's host ends, even when an
     earlier run of the same campaign on ``local`` made the sampler watch instance cgroups."""
+
     start: float
     host: bool
     watch: InstanceWatch | None
@@ -49,7 +52,7 @@ class Window:
     rows: list = field(default_factory=list)
     last: Reading | None = None
     readings: int = 0
-    cpu_s: float = 0.0          # the sampler's CPU while the window was open (filled at close)
+    cpu_s: float = 0.0  # the sampler's CPU while the window was open (filled at close)
     wall_s: float = 0.0
     closed: bool = False
 
@@ -60,7 +63,9 @@ class Window:
             r = replace(r, groups_whole=False)
         if self.last is not None:
             t = round(r.t - self.start, 6)
-            self.rows += [(t, m, float(v), *inst) for m, v, *inst in delta_rows(self.last, r) if math.isfinite(v)]
+            self.rows += [
+                (t, m, float(v), *inst) for m, v, *inst in delta_rows(self.last, r) if math.isfinite(v)
+            ]
         self.last = r
         self.readings += 1
 
@@ -88,34 +93,43 @@ class HostSampler:
     stats when several runs are in flight (a fleet); ``autostart`` False runs no thread (the caller
     calls :meth:`sample`)."""
 
-    def __init__(self, interval: float = DEFAULT_INTERVAL, read_host: Callable[[], Reading] | None = None, *,
-                 clock: Callable[[], float] = time.monotonic, thread_clock: Callable[[], float] = time.thread_time,
-                 workers: int = 8, autostart: bool = True):
+    def __init__(
+        self,
+        interval: float = DEFAULT_INTERVAL,
+        read_host: Callable[[], Reading] | None = None,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        thread_clock: Callable[[], float] = time.thread_time,
+        workers: int = 8,
+        autostart: bool = True,
+    ):
         self.interval = interval
-        self.autostart = autostart   # False: no thread; whoever drives it calls sample() (tests)
+        self.autostart = autostart  # False: no thread; whoever drives it calls sample() (tests)
         self.read_host = read_host
         self.clock, self.thread_clock = clock, thread_clock
         self.workers = workers
         self.readings = 0
-        self.cpu_s = 0.0            # CPU time of the sampling thread's readings
-        self.prev: Reading | None = None   # the last two readings of this machine (the guard's look)
+        self.cpu_s = 0.0  # CPU time of the sampling thread's readings
+        self.prev: Reading | None = None  # the last two readings of this machine (the guard's look)
         self.last: Reading | None = None
         self._lock = threading.Lock()
         self._start_lock = threading.Lock()
         self._windows: list[Window] = []
         self._history: deque[Reading] = deque(maxlen=HISTORY)
-        self._interval = threading.Event()   # set once two readings of this machine exist
+        self._interval = threading.Event()  # set once two readings of this machine exist
         self._stop = threading.Event()
         self._wake = threading.Event()
-        self._stats: dict[str, tuple[float, dict]] = {}   # instance id -> (t, its last stats) read by the thread
+        self._stats: dict[
+            str, tuple[float, dict]
+        ] = {}  # instance id -> (t, its last stats) read by the thread
         self._thread: threading.Thread | None = None
         self._pool: Any = None
-        self._depth = 0             # campaigns entered (campaign())
-        self._runs: set[int] = set()   # ids of the contexts of the runs in flight here (in_flight())
-        self._runs_changed = False     # a run here without instances ended since the last reading
-        self._departed: set[str] = set()   # instances of the runs here that ended since the last reading
+        self._depth = 0  # campaigns entered (campaign())
+        self._runs: set[int] = set()  # ids of the contexts of the runs in flight here (in_flight())
+        self._runs_changed = False  # a run here without instances ended since the last reading
+        self._departed: set[str] = set()  # instances of the runs here that ended since the last reading
         self._groups_for: Any = None
-        self.daemons = DaemonCpu(clock)   # the daemons of the backends configured here (configure())
+        self.daemons = DaemonCpu(clock)  # the daemons of the backends configured here (configure())
 
     # -- configuration and life --
 
@@ -134,16 +148,20 @@ class HostSampler:
             if self.read_host is not None and not getattr(self.read_host, "labkit_default", False):
                 return
             current = self._groups_for
-            if self.read_host is not None and (not holds or (current is not None and current.holds_instances)):
+            if self.read_host is not None and (
+                not holds or (current is not None and current.holds_instances)
+            ):
                 return
             import psutil
+
             watch = campaign_watch(backend, prefix)
             self._groups_for = watch
             proc = psutil.Process()
 
             def read() -> Reading:
                 return read_host(self.clock, watch, proc, self.daemons)
-            read.labkit_default = True   # type: ignore[attr-defined]
+
+            read.labkit_default = True  # type: ignore[attr-defined]
             self.read_host = read
 
     @property
@@ -189,13 +207,13 @@ class HostSampler:
         if self._pool is not None:
             self._pool.shutdown(wait=True)
             self._pool = None
-        with self._lock:   # a campaign run again starts from fresh readings
+        with self._lock:  # a campaign run again starts from fresh readings
             self.prev = self.last = None
             self._history.clear()
             self._interval.clear()
 
     def _loop(self) -> None:
-        wait = min(self.interval, FIRST_S)   # a first interval soon (the guard's first look)
+        wait = min(self.interval, FIRST_S)  # a first interval soon (the guard's first look)
         while not self._stop.is_set():
             self.sample()
             self._wake.wait(wait)
@@ -227,7 +245,7 @@ class HostSampler:
                 if names:
                     self._departed |= names
                 else:
-                    self._runs_changed = True   # no instance known: its CPU cannot be followed
+                    self._runs_changed = True  # no instance known: its CPU cannot be followed
 
     def wait_interval(self, timeout: float) -> bool:
         """Wait up to ``timeout`` s for the thread's first interval of this machine (two readings);
@@ -254,21 +272,30 @@ class HostSampler:
             return None
         try:
             return self.read_host()
-        except Exception:   # telemetry never fails a run
+        except Exception:  # telemetry never fails a run
             return None
 
     def _instances(self, windows: list[Window], host: Reading | None, t: float) -> list[Reading]:
         """Each window's reading: this machine's (a copy, for windows on it) and its instances'."""
+
         def one(w: Window) -> Reading:
-            r = replace(host, instances={}, members=None, campaign_cpu_s=0.0) if host and w.host else Reading(t)
+            r = (
+                replace(host, instances={}, members=None, campaign_cpu_s=0.0)
+                if host and w.host
+                else Reading(t)
+            )
             if w.watch is not None:
                 w.watch.read(r)
             return r
+
         if len(windows) <= 1:
             return [one(w) for w in windows]
         if self._pool is None:
             from concurrent.futures import ThreadPoolExecutor
-            self._pool = ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="labkit-telemetry-stats")
+
+            self._pool = ThreadPoolExecutor(
+                max_workers=self.workers, thread_name_prefix="labkit-telemetry-stats"
+            )
         return list(self._pool.map(one, windows))
 
     def sample(self) -> None:
@@ -295,12 +322,12 @@ class HostSampler:
             else:
                 members, used = members | r.members, used + r.campaign_cpu_s
         if members is not None and not departed <= members:
-            members = None   # an ended run's instance no window reads now: its CPU since is unknown
+            members = None  # an ended run's instance no window reads now: its CPU since is unknown
         with self._lock:
             if host is not None:
                 host.members, host.campaign_cpu_s = members, used
                 if any(w.host and not w.grouped for w in windows):
-                    host.groups_whole = False   # a run whose instances are not cgroups of ours was on
+                    host.groups_whole = False  # a run whose instances are not cgroups of ours was on
                 self.prev, self.last = self.last, host
                 self._history.append(host)
                 if len(self._history) > 1:
@@ -311,7 +338,7 @@ class HostSampler:
             self._stats = {name: v for name, v in self._stats.items() if v[0] >= old}
             for w, r in zip(windows, parts):
                 if w.closed or (w.last is not None and r.t < w.last.t):
-                    continue   # read before the window's own first reading (it opened meanwhile): no interval of it
+                    continue  # read before the window's own first reading (it opened meanwhile): no interval of it
                 if w.host and host is not None:
                     r.members, r.campaign_cpu_s = members, used
                 w.add(r)
@@ -373,7 +400,7 @@ class HostSampler:
             c0 = self.thread_clock()
             r = self._read()
             if r is not None:
-                w.add(r)   # its members unknown (None): no campaign CPU from instance stats in this interval
+                w.add(r)  # its members unknown (None): no campaign CPU from instance stats in this interval
             cpu += max(0.0, self.thread_clock() - c0)
         w.cpu_s, w.wall_s = cpu, max(0.0, self.clock() - w.start)
         return w

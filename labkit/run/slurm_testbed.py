@@ -30,6 +30,7 @@ when the campaign ends, on Ctrl-C or SIGTERM, and by ``labkit clean <campaign>``
 controller's allocation and asks for a new one (runs assigned to nodes it does not get move to
 the nodes it gets, as a lost host's).
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -51,7 +52,17 @@ from ..store import now_iso
 
 log = logging.getLogger("labkit.run.slurm_testbed")
 
-SLURM_KEYS = ("partition", "nodes", "exclusive", "time", "account", "constraint", "qos", "reservation", "wait")
+SLURM_KEYS = (
+    "partition",
+    "nodes",
+    "exclusive",
+    "time",
+    "account",
+    "constraint",
+    "qos",
+    "reservation",
+    "wait",
+)
 #: seconds a query of the controller (scontrol, squeue, scancel) may take
 QUERY_TIMEOUT_S = 30.0
 #: how long a node's state read from the controller stands for the liveness probes
@@ -67,6 +78,7 @@ _JOB_LINE = re.compile(r"job(?: allocation)? (\d+)")
 @dataclass(frozen=True)
 class SlurmRequest:
     """A testbed's ``slurm`` section: what to ask the cluster for (see the module docstring)."""
+
     nodes: int = 1
     partition: str | None = None
     exclusive: bool = True
@@ -84,36 +96,65 @@ class SlurmRequest:
             raise ConfigError(f"{where}: a mapping with keys {', '.join(SLURM_KEYS)}")
         unknown = sorted(str(k)[:64] for k in raw if k not in SLURM_KEYS)
         if unknown:
-            raise ConfigError(f"{where}: unknown key(s) {', '.join(map(repr, unknown))}; allowed: {', '.join(SLURM_KEYS)}")
+            raise ConfigError(
+                f"{where}: unknown key(s) {', '.join(map(repr, unknown))}; allowed: {', '.join(SLURM_KEYS)}"
+            )
         nodes = raw.get("nodes", 1)
         if isinstance(nodes, bool) or not isinstance(nodes, int) or not 1 <= nodes <= max_nodes:
-            raise ConfigError(f"{where}.nodes: a whole number of nodes from 1 to {max_nodes}, got {str(nodes)[:32]!r}")
+            raise ConfigError(
+                f"{where}.nodes: a whole number of nodes from 1 to {max_nodes}, got {str(nodes)[:32]!r}"
+            )
         exclusive = raw.get("exclusive", True)
         if not isinstance(exclusive, bool):
-            raise ConfigError(f"{where}.exclusive: true (whole nodes, the default) or false, got {str(exclusive)[:32]!r}")
+            raise ConfigError(
+                f"{where}.exclusive: true (whole nodes, the default) or false, got {str(exclusive)[:32]!r}"
+            )
         limit = raw.get("time")
         if isinstance(limit, int) and not isinstance(limit, bool) and limit > 0:
-            limit = str(limit)   # minutes, as Slurm reads a bare number
+            limit = str(limit)  # minutes, as Slurm reads a bare number
         if limit is not None and (not isinstance(limit, str) or not _TIME.fullmatch(limit)):
-            raise ConfigError(f"{where}.time: a Slurm time limit (minutes, MM:SS, HH:MM:SS, D-HH, D-HH:MM:SS or "
-                              f"UNLIMITED), got {str(limit)[:40]!r}")
+            raise ConfigError(
+                f"{where}.time: a Slurm time limit (minutes, MM:SS, HH:MM:SS, D-HH, D-HH:MM:SS or "
+                f"UNLIMITED), got {str(limit)[:40]!r}"
+            )
         words = {}
         for key in ("partition", "account", "qos", "reservation"):
             value = raw.get(key)
             if value is not None and (not isinstance(value, str) or not _WORD.fullmatch(value)):
-                raise ConfigError(f"{where}.{key}: a Slurm {key} name (letters, digits, '_', '.', '-'), "
-                                  f"got {str(value)[:64]!r}")
+                raise ConfigError(
+                    f"{where}.{key}: a Slurm {key} name (letters, digits, '_', '.', '-'), "
+                    f"got {str(value)[:64]!r}"
+                )
             words[key] = value
         constraint = raw.get("constraint")
-        if constraint is not None and (not isinstance(constraint, str) or not _CONSTRAINT.fullmatch(constraint)):
-            raise ConfigError(f"{where}.constraint: a Slurm feature expression (features joined by & | , with "
-                              f"[] * ! ()), got {str(constraint)[:64]!r}")
+        if constraint is not None and (
+            not isinstance(constraint, str) or not _CONSTRAINT.fullmatch(constraint)
+        ):
+            raise ConfigError(
+                f"{where}.constraint: a Slurm feature expression (features joined by & | , with "
+                f"[] * ! ()), got {str(constraint)[:64]!r}"
+            )
         wait = raw.get("wait")
-        if wait is not None and (isinstance(wait, bool) or not isinstance(wait, (int, float))
-                                 or not math.isfinite(wait) or not 1 <= wait <= 30 * 86400):
-            raise ConfigError(f"{where}.wait: seconds to wait for the nodes, 1 to {30 * 86400}, got {str(wait)[:32]!r}")
-        return cls(nodes, words["partition"], exclusive, limit, words["account"], constraint, words["qos"],
-                   words["reservation"], None if wait is None else float(wait))
+        if wait is not None and (
+            isinstance(wait, bool)
+            or not isinstance(wait, (int, float))
+            or not math.isfinite(wait)
+            or not 1 <= wait <= 30 * 86400
+        ):
+            raise ConfigError(
+                f"{where}.wait: seconds to wait for the nodes, 1 to {30 * 86400}, got {str(wait)[:32]!r}"
+            )
+        return cls(
+            nodes,
+            words["partition"],
+            exclusive,
+            limit,
+            words["account"],
+            constraint,
+            words["qos"],
+            words["reservation"],
+            None if wait is None else float(wait),
+        )
 
     def salloc_argv(self, job_name: str) -> list[str]:
         """The ``salloc`` command that asks for this allocation under ``job_name``."""
@@ -135,6 +176,7 @@ class SlurmRequest:
 @dataclass(frozen=True)
 class Node:
     """One allocated node: its name, address and what Slurm says of it."""
+
     name: str
     address: str
     cpus: int | None = None
@@ -145,6 +187,7 @@ class Node:
 @dataclass
 class Allocation:
     """A granted allocation: Slurm job ``job_id`` (named ``name``) holding ``nodes``."""
+
     job_id: str
     name: str
     nodes: list[Node]
@@ -167,8 +210,12 @@ class Allocation:
             else:
                 held = set(slurm_cli.hostnames(job.get("NodeList", ""), QUERY_TIMEOUT_S))
                 recs = slurm_cli.show_nodes([n.name for n in self.nodes if n.name in held], QUERY_TIMEOUT_S)
-                states = {n.name: recs.get(n.name, {}).get("State", "(unknown to Slurm)") if n.name in held
-                          else "(not in the job)" for n in self.nodes}
+                states = {
+                    n.name: recs.get(n.name, {}).get("State", "(unknown to Slurm)")
+                    if n.name in held
+                    else "(not in the job)"
+                    for n in self.nodes
+                }
             self._states = (time.monotonic(), states)
             return states
 
@@ -181,8 +228,8 @@ class Allocation:
             state = self.states().get(host.name, "(not allocated)")
         except BackendError as exc:
             if not thorough:
-                return True, f"state not read ({exc})"   # the controller is slow: not a reason to drop a node
-            state = ""   # the step decides
+                return True, f"state not read ({exc})"  # the controller is slow: not a reason to drop a node
+            state = ""  # the step decides
         if state.startswith("("):
             return False, f"node {host.name}: {state}"
         failed = slurm_cli.node_failure(state)
@@ -190,11 +237,22 @@ class Allocation:
             return False, f"node {host.name} is {state} in Slurm"
         if not thorough:
             return True, ""
-        argv = ["srun", f"--jobid={self.job_id}", f"--nodelist={slurm_cli.check_node(host.name)}", "--nodes=1",
-                "--ntasks=1", "--overlap", "--quiet", "--chdir=/", f"--job-name={self.name}-probe", "true"]
+        argv = [
+            "srun",
+            f"--jobid={self.job_id}",
+            f"--nodelist={slurm_cli.check_node(host.name)}",
+            "--nodes=1",
+            "--ntasks=1",
+            "--overlap",
+            "--quiet",
+            "--chdir=/",
+            f"--job-name={self.name}-probe",
+            "true",
+        ]
         try:
-            res = slurm_cli.run(argv, timeout=max(timeout, STEP_PROBE_S), what=f"probing node {host.name}",
-                                check=False)
+            res = slurm_cli.run(
+                argv, timeout=max(timeout, STEP_PROBE_S), what=f"probing node {host.name}", check=False
+            )
         except BackendError as exc:
             return False, str(exc)
         if res.returncode != 0:
@@ -211,6 +269,7 @@ class Allocation:
 def job_name(campaign_id: str) -> str:
     """The name of a new allocation of ``campaign_id``: ``labkit-<id>--alloc-<8 hex>``."""
     from ..core.ids import campaign_prefix
+
     return f"{campaign_prefix(campaign_id)}alloc-{secrets.token_hex(4)}"
 
 
@@ -222,14 +281,26 @@ def allocate(request: SlurmRequest, name: str, on_job, *, log_every: float = 60.
     argv = request.salloc_argv(name)
     job: str | None = None
     try:
-        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                                text=True, env=slurm_cli.environment(), cwd="/", start_new_session=True)
+        proc = subprocess.Popen(
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=slurm_cli.environment(),
+            cwd="/",
+            start_new_session=True,
+        )
     except FileNotFoundError as exc:
-        raise BackendUnavailable(f"Slurm testbed: salloc is not installed here; {slurm_cli.TOOLS_HINT}") from exc
+        raise BackendUnavailable(
+            f"Slurm testbed: salloc is not installed here; {slurm_cli.TOOLS_HINT}"
+        ) from exc
     lines: list[str] = []
     try:
         last = time.monotonic()
-        for line in proc.stderr or ():   # blocking reads: a signal interrupts them (the campaign's handler raises)
+        for line in (
+            proc.stderr or ()
+        ):  # blocking reads: a signal interrupts them (the campaign's handler raises)
             lines.append(line.rstrip())
             del lines[:-50]
             m = _JOB_LINE.search(line)
@@ -242,15 +313,24 @@ def allocate(request: SlurmRequest, name: str, on_job, *, log_every: float = 60.
         code = proc.wait()
         if code != 0 or job is None:
             text = "\n".join(lines[-10:])
-            if any(w in text for w in ("Invalid account", "invalid partition", "Invalid qos", "Requested node "
-                                       "configuration is not available", "Invalid feature", "Invalid reservation")):
+            if any(
+                w in text
+                for w in (
+                    "Invalid account",
+                    "invalid partition",
+                    "Invalid qos",
+                    "Requested node configuration is not available",
+                    "Invalid feature",
+                    "Invalid reservation",
+                )
+            ):
                 raise ConfigError(f"Slurm refused the testbed's request ({' '.join(argv[1:])}): {text}")
             raise BackendError(f"Slurm allocation {name} failed (salloc exited {code}): {text}")
         return _granted(job, name)
     except BaseException:
         with contextlib.suppress(Exception):
             if proc.poll() is None:
-                os.killpg(proc.pid, signal.SIGTERM)   # salloc withdraws its request (SIGINT may be ignored)
+                os.killpg(proc.pid, signal.SIGTERM)  # salloc withdraws its request (SIGINT may be ignored)
                 with contextlib.suppress(subprocess.TimeoutExpired):
                     proc.wait(5)
                 if proc.poll() is None:
@@ -263,17 +343,24 @@ def _granted(job_id: str, name: str) -> Allocation:
     """The nodes of granted job ``job_id``."""
     job = slurm_cli.show_job(job_id, QUERY_TIMEOUT_S)
     if job is None or job.get("JobState") != "RUNNING":
-        raise BackendError(f"Slurm job {job_id} ({name}) was granted but is "
-                           f"{'gone' if job is None else job.get('JobState')}")
+        raise BackendError(
+            f"Slurm job {job_id} ({name}) was granted but is {'gone' if job is None else job.get('JobState')}"
+        )
     names = slurm_cli.hostnames(job.get("NodeList", ""), QUERY_TIMEOUT_S)
     recs = slurm_cli.show_nodes(names, QUERY_TIMEOUT_S)
     nodes = []
     for n in names:
         rec = recs.get(n, {})
         cpus = rec.get("CPUTot", "")
-        nodes.append(Node(n, rec.get("NodeAddr") or n, int(cpus) if cpus.isdigit() else None,
-                          "" if rec.get("AvailableFeatures") in (None, "(null)") else rec["AvailableFeatures"],
-                          rec.get("Partitions", "")))
+        nodes.append(
+            Node(
+                n,
+                rec.get("NodeAddr") or n,
+                int(cpus) if cpus.isdigit() else None,
+                "" if rec.get("AvailableFeatures") in (None, "(null)") else rec["AvailableFeatures"],
+                rec.get("Partitions", ""),
+            )
+        )
     if not nodes:
         raise BackendError(f"Slurm job {job_id} ({name}) holds no nodes")
     return Allocation(job_id, name, nodes)
@@ -283,8 +370,11 @@ def jobs_named(names: list[str]) -> list[str]:
     """Ids of this user's jobs in the queue named one of ``names``."""
     if not names:
         return []
-    res = slurm_cli.run(["squeue", "-h", "--me", "-o", "%i", f"--name={','.join(names)}"], timeout=QUERY_TIMEOUT_S,
-                        what="listing labkit's Slurm jobs")
+    res = slurm_cli.run(
+        ["squeue", "-h", "--me", "-o", "%i", f"--name={','.join(names)}"],
+        timeout=QUERY_TIMEOUT_S,
+        what="listing labkit's Slurm jobs",
+    )
     return [j.strip() for j in res.stdout.split() if j.strip().isdigit()]
 
 
@@ -292,8 +382,11 @@ def cancel_named(job_ids: list[str], names: list[str]) -> list[str]:
     """Cancel the jobs ``job_ids`` and this user's queued jobs named one of ``names`` (a job asked
     for whose id was never seen); returns the ids cancelled (that were still in the queue)."""
     ids = sorted({*job_ids, *jobs_named(names)}, key=int)
-    live = [j for j in ids if (slurm_cli.show_job(j, QUERY_TIMEOUT_S) or {}).get("JobState") not in
-            (None, *slurm_cli.JOB_ENDED)]
+    live = [
+        j
+        for j in ids
+        if (slurm_cli.show_job(j, QUERY_TIMEOUT_S) or {}).get("JobState") not in (None, *slurm_cli.JOB_ENDED)
+    ]
     slurm_cli.cancel(live, timeout=QUERY_TIMEOUT_S)
     return live
 
@@ -337,8 +430,11 @@ def allocated(request: SlurmRequest, store, campaign_id: str):
         for j in stale:
             rec.update(j["name"], state="released" if j.get("job_id") in gone else "gone", released=now_iso())
         if gone:
-            log.warning("cancelled Slurm job(s) %s of an earlier controller of campaign %s", ", ".join(gone),
-                        campaign_id)
+            log.warning(
+                "cancelled Slurm job(s) %s of an earlier controller of campaign %s",
+                ", ".join(gone),
+                campaign_id,
+            )
     name = job_name(campaign_id)
     rec.update(name, state="asked", asked=now_iso(), request=request.describe())
     alloc = allocate(request, name, lambda job: rec.update(name, job_id=job, state="pending"))
@@ -351,22 +447,34 @@ def allocated(request: SlurmRequest, store, campaign_id: str):
             alloc.release()
             rec.update(name, state="released", released=now_iso())
         except LabkitError as exc:
-            log.error("Slurm job %s (%s) could not be cancelled: %s; cancel it with `scancel %s` or "
-                      "`labkit clean %s`", alloc.job_id, name, exc, alloc.job_id, campaign_id)
+            log.error(
+                "Slurm job %s (%s) could not be cancelled: %s; cancel it with `scancel %s` or "
+                "`labkit clean %s`",
+                alloc.job_id,
+                name,
+                exc,
+                alloc.job_id,
+                campaign_id,
+            )
 
 
 def clean_nodes(job_id: str, prefix: str, options: dict | None = None) -> dict[str, list[str]]:
     """On every node of Slurm job ``job_id`` if it is running, remove the instances named
     ``prefix*`` (``cleanup(prefix)`` through a step); ``"node/slurm"`` -> removed names (or why not)."""
     from ..backends import get_backend
+
     info = slurm_cli.show_job(job_id, QUERY_TIMEOUT_S)
     if info is None or info.get("JobState") != "RUNNING":
         return {}
     out: dict[str, list[str]] = {}
     for node in slurm_cli.hostnames(info.get("NodeList", ""), QUERY_TIMEOUT_S):
         try:
-            be = get_backend("slurm", job_id=job_id, node=node,
-                             **{k: v for k, v in (options or {}).items() if k in ("enforce_limits", "step_timeout")})
+            be = get_backend(
+                "slurm",
+                job_id=job_id,
+                node=node,
+                **{k: v for k, v in (options or {}).items() if k in ("enforce_limits", "step_timeout")},
+            )
             try:
                 out[f"{node}/slurm"] = be.cleanup(prefix)
             finally:
@@ -395,9 +503,10 @@ def clean(meta: dict, prefix: str, platforms: dict) -> dict[str, list[str]]:
 def _epoch(text: str) -> float | None:
     """A Slurm time stamp (``2026-11-27T08:44:01``, the controller's local time) as epoch seconds."""
     from datetime import datetime
+
     try:
         return datetime.fromisoformat(text).timestamp()
-    except ValueError:   # Unknown, None, N/A
+    except ValueError:  # Unknown, None, N/A
         return None
 
 
@@ -411,12 +520,15 @@ class QueuedJobs:
     the accounting -- is older than the grace period. BackendUnavailable without the Slurm tools."""
 
     def __init__(self):
-        self.jobs: dict[str, list[tuple[str, str, str]]] = {}   # name -> [(job id, state, submitted)]
+        self.jobs: dict[str, list[tuple[str, str, str]]] = {}  # name -> [(job id, state, submitted)]
         self._read()
 
     def _read(self) -> None:
-        res = slurm_cli.run(["squeue", "-h", "--me", "-o", "%i|%j|%T|%V"], timeout=QUERY_TIMEOUT_S,
-                            what="listing this user's Slurm jobs")
+        res = slurm_cli.run(
+            ["squeue", "-h", "--me", "-o", "%i|%j|%T|%V"],
+            timeout=QUERY_TIMEOUT_S,
+            what="listing this user's Slurm jobs",
+        )
         self.jobs = {}
         for line in res.stdout.splitlines():
             parts = line.strip().split("|")
@@ -428,9 +540,14 @@ class QueuedJobs:
         return sorted(n for n in self.jobs if n.startswith(prefix))
 
     def created(self, names: list[str]) -> dict[str, float | None]:
-        running_steps = {line.split(".")[0] for line in slurm_cli.run(
-            ["squeue", "-h", "--me", "--steps", "-o", "%i"], timeout=QUERY_TIMEOUT_S,
-            what="listing this user's Slurm steps").stdout.split()}
+        running_steps = {
+            line.split(".")[0]
+            for line in slurm_cli.run(
+                ["squeue", "-h", "--me", "--steps", "-o", "%i"],
+                timeout=QUERY_TIMEOUT_S,
+                what="listing this user's Slurm steps",
+            ).stdout.split()
+        }
         out: dict[str, float | None] = {}
         for name in names:
             signs: list[float | None] = []
@@ -443,7 +560,7 @@ class QueuedJobs:
                     for step in slurm_cli.sacct_steps(job_id, QUERY_TIMEOUT_S):
                         signs += [_epoch(step.get("Start", "")), _epoch(step.get("End", ""))]
                 except BackendUnavailable:
-                    pass   # no accounting: the submit time is all there is
+                    pass  # no accounting: the submit time is all there is
             known = [t for t in signs if t is not None]
             out[name] = max(known) if known else None
         return out

@@ -68,6 +68,7 @@ summary's ``host`` says why not, rather than sampling the wrong machine (or with
 not), and only the instances are sampled. Telemetry never fails a run: a reading that fails is
 left out.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -145,13 +146,21 @@ def start_warnings(backend: Any = None) -> list[str]:
     and the quiet-host guard without psutil; a backend that runs unconfined (limits not enforced)."""
     out = []
     if psutil_missing():
-        out.append(f"telemetry off: {PSUTIL_MISSING}: no run is sampled and the quiet-host guard cannot "
-                   "look, so whether a run was disturbed (suspect) stays unknown")
-    if backend is not None and getattr(backend, "enforce", True) is False and getattr(backend, "driver", None) is None:
-        out.append(f"unconfined: the {getattr(backend, 'name', '?')} backend runs with enforce_limits=false: "
-                   "no cgroup caps the instances' CPU time or memory (recorded per run as "
-                   "limits_enforced=False; pinned instances are still bound to their CPUs where the "
-                   "backend can do it without cgroups, as local does with taskset)")
+        out.append(
+            f"telemetry off: {PSUTIL_MISSING}: no run is sampled and the quiet-host guard cannot "
+            "look, so whether a run was disturbed (suspect) stays unknown"
+        )
+    if (
+        backend is not None
+        and getattr(backend, "enforce", True) is False
+        and getattr(backend, "driver", None) is None
+    ):
+        out.append(
+            f"unconfined: the {getattr(backend, 'name', '?')} backend runs with enforce_limits=false: "
+            "no cgroup caps the instances' CPU time or memory (recorded per run as "
+            "limits_enforced=False; pinned instances are still bound to their CPUs where the "
+            "backend can do it without cgroups, as local does with taskset)"
+        )
     return out
 
 
@@ -195,23 +204,33 @@ def measurement_notes(runs: Any) -> list[str]:
         host = str((md.get("telemetry") or {}).get("host", ""))
         if host.startswith("not sampled: "):
             reason = host.removeprefix("not sampled: ")
-            reason = "psutil missing" if reason.startswith(("psutil is not installed", "psutil missing")) else reason
+            reason = (
+                "psutil missing"
+                if reason.startswith(("psutil is not installed", "psutil missing"))
+                else reason
+            )
             why[reason] = why.get(reason, 0) + 1
     notes = []
     for reason, k in why.items():
-        notes.append(f"telemetry off: {reason}: suspect runs unknown"
-                     + ("" if k == n else f" ({k} of {n} runs not measured)"))
+        notes.append(
+            f"telemetry off: {reason}: suspect runs unknown"
+            + ("" if k == n else f" ({k} of {n} runs not measured)")
+        )
     blind = sum(_guard_blind(md) for md in mds)
     if blind:
-        notes.append(f"guard blind: {blind} of {n} runs could not be judged for other processes' CPU (the "
-                     "campaign's CPU could not be told apart from the rest before or during them: instances "
-                     "made or torn down around a run shorter than the sampler's readings); whether they were "
-                     "disturbed is unknown")
+        notes.append(
+            f"guard blind: {blind} of {n} runs could not be judged for other processes' CPU (the "
+            "campaign's CPU could not be told apart from the rest before or during them: instances "
+            "made or torn down around a run shorter than the sampler's readings); whether they were "
+            "disturbed is unknown"
+        )
     unconfined = sum(_has_false(md, "limits_enforced") for md in mds)
     if unconfined:
-        notes.append(f"unconfined: {unconfined} of {n} runs ran without enforced limits (enforce_limits=false): "
-                     "the CPU-time and memory limits of their levels were asked for, not applied "
-                     "(pinning only where the backend binds CPUs without cgroups, e.g. local's taskset)")
+        notes.append(
+            f"unconfined: {unconfined} of {n} runs ran without enforced limits (enforce_limits=false): "
+            "the CPU-time and memory limits of their levels were asked for, not applied "
+            "(pinning only where the backend binds CPUs without cgroups, e.g. local's taskset)"
+        )
     return notes
 
 
@@ -233,7 +252,9 @@ class Telemetry(RunHook):
     def __init__(self, interval: float = DEFAULT_INTERVAL, *, sampler: HostSampler | None = None):
         checked = check_interval(interval)
         if checked is None:
-            raise ConfigError("Telemetry(interval): give an interval in seconds; leave the hook out to turn telemetry off")
+            raise ConfigError(
+                "Telemetry(interval): give an interval in seconds; leave the hook out to turn telemetry off"
+            )
         self.interval = checked
         self.sampler = sampler if sampler is not None else HostSampler(checked)
 
@@ -245,6 +266,7 @@ class Telemetry(RunHook):
         proc = None
         if host:
             import psutil
+
             proc = psutil.Process()
         insts = InstanceWatch(ctx)
 
@@ -252,13 +274,14 @@ class Telemetry(RunHook):
             r = read_host(time.monotonic, watch, proc) if host else Reading(time.monotonic())
             insts.read(r)
             return r
+
         return read, insts
 
     def around_campaign(self, campaign: Any) -> contextlib.AbstractContextManager:
         return self.sampler.campaign()
 
     def instances_ready(self, ctx: RunContext) -> None:
-        self.sampler.wake()   # the new instances' first stats now, not up to an interval later
+        self.sampler.wake()  # the new instances' first stats now, not up to an interval later
 
     @contextlib.contextmanager
     def _sampled(self, ctx: RunContext) -> Iterator[list]:
@@ -274,13 +297,22 @@ class Telemetry(RunHook):
             read_any = insts is not None and insts.read_any
             why_not = insts.why_not if insts is not None else None
             ctx.metadata["telemetry"] = {
-                "collected": True, "interval_s": self.interval, "samples": window.readings,
+                "collected": True,
+                "interval_s": self.interval,
+                "samples": window.readings,
                 "host": "sampled" if why is None else f"not sampled: {why}",
                 "instance_cpu": "cgroups" if cgroup else f"not read (backend {ctx.backend.name})",
-                "instance_stats": (f"{ctx.backend.name} stats" if read_any
-                                   else f"none: {why_not or 'no instance was sampled'}"),
-                **summarize(window.rows), "sampler_cpu_s": round(window.cpu_s, 6),
-                "sampler_cpu_pct": round(100.0 * window.cpu_s / window.wall_s, 4) if window.wall_s > 0 else None}
+                "instance_stats": (
+                    f"{ctx.backend.name} stats"
+                    if read_any
+                    else f"none: {why_not or 'no instance was sampled'}"
+                ),
+                **summarize(window.rows),
+                "sampler_cpu_s": round(window.cpu_s, 6),
+                "sampler_cpu_pct": round(100.0 * window.cpu_s / window.wall_s, 4)
+                if window.wall_s > 0
+                else None,
+            }
 
     def around_run(self, ctx: RunContext) -> contextlib.AbstractContextManager:
         return self._sampled(ctx)
@@ -293,11 +325,20 @@ def covariates(runs: Any) -> Any:
     has none, e.g. not collected), ready to merge into :meth:`Store.tidy <labkit.store.Store.tidy>`
     on ``run_id``."""
     import pandas as pd
+
     if runs.empty:
         return pd.DataFrame(columns=["run_id"])
     rows = []
     for rid, md in zip(runs["run_id"], runs["metadata"]):
         summary = (md or {}).get("telemetry") or {}
-        rows.append({"run_id": rid, **{k: v for k, v in summary.items()
-                                       if isinstance(v, (int, float)) and not isinstance(v, bool)}})
+        rows.append(
+            {
+                "run_id": rid,
+                **{
+                    k: v
+                    for k, v in summary.items()
+                    if isinstance(v, (int, float)) and not isinstance(v, bool)
+                },
+            }
+        )
     return pd.DataFrame(rows)

@@ -28,6 +28,7 @@ each offering ``slurm`` and every declared platform (all of backend ``slurm``: j
 of a remote host's platforms (:func:`labkit.run.platforms.options_for`): the ``ssh`` backend, docker
 over ``ssh://``, generated libvirt URIs, and the MPI launch agent's ``ssh`` commands.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -45,10 +46,29 @@ from .hosts import reachable
 from .platforms import BACKENDS, Platform, check_platform_name, parse_platforms, resolve
 from .slurm_testbed import SlurmRequest
 
-TESTBED_KEYS = ("name", "hosts", "slurm", "platforms", "assign", "on_host_loss", "connect_timeout",
-                "host_key_policy", "known_hosts")
-HOST_KEYS = ("name", "address", "port", "user", "key", "platforms", "labels", "price_per_hour", "host_key_policy",
-             "known_hosts")
+TESTBED_KEYS = (
+    "name",
+    "hosts",
+    "slurm",
+    "platforms",
+    "assign",
+    "on_host_loss",
+    "connect_timeout",
+    "host_key_policy",
+    "known_hosts",
+)
+HOST_KEYS = (
+    "name",
+    "address",
+    "port",
+    "user",
+    "key",
+    "platforms",
+    "labels",
+    "price_per_hour",
+    "host_key_policy",
+    "known_hosts",
+)
 ASSIGN = ("blocks", "random")
 ON_HOST_LOSS = ("move", "fail-block")
 MAX_HOSTS = 4096
@@ -59,6 +79,7 @@ _ADDR_CHARS = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ012345678
 @dataclass(frozen=True)
 class Host:
     """One host: ``address`` None means this machine (the controller)."""
+
     name: str
     address: str | None = None
     port: int = 22
@@ -77,17 +98,24 @@ class Host:
         return self.address is not None
 
     def describe(self) -> dict:
-        return {"name": self.name, "address": self.address, "port": self.port, "user": self.user,
-                "key": self.key, "platforms": list(self.platforms), "labels": dict(self.labels),
-                "price_per_hour": self.price_per_hour,
-                # only when set: a campaign stored before these keys existed still resumes (RESUME_KEYS)
-                **({"host_key_policy": self.host_key_policy} if self.host_key_policy != hostkeys.DEFAULT else {}),
-                **({"known_hosts": self.known_hosts} if self.known_hosts else {})}
+        return {
+            "name": self.name,
+            "address": self.address,
+            "port": self.port,
+            "user": self.user,
+            "key": self.key,
+            "platforms": list(self.platforms),
+            "labels": dict(self.labels),
+            "price_per_hour": self.price_per_hour,
+            # only when set: a campaign stored before these keys existed still resumes (RESUME_KEYS)
+            **({"host_key_policy": self.host_key_policy} if self.host_key_policy != hostkeys.DEFAULT else {}),
+            **({"known_hosts": self.known_hosts} if self.known_hosts else {}),
+        }
 
 
 @dataclass
 class Testbed:
-    __test__ = False   # not a pytest test class
+    __test__ = False  # not a pytest test class
     hosts: list[Host]
     platforms: dict[str, Platform] = field(default_factory=dict)
     assign: str = "blocks"
@@ -123,6 +151,7 @@ class Testbed:
     @classmethod
     def from_yaml(cls, path) -> Testbed:
         from ..core.yamlsafe import load_yaml
+
         return cls.from_dict(load_yaml(path), source=str(Path(path)))
 
     @classmethod
@@ -131,25 +160,33 @@ class Testbed:
             raise ConfigError(f"{source}: a testbed must be a mapping with keys {', '.join(TESTBED_KEYS)}")
         unknown = sorted(str(k)[:64] for k in data if k not in TESTBED_KEYS)
         if unknown:
-            raise ConfigError(f"{source}: unknown key(s) {', '.join(map(repr, unknown))}; "
-                              f"allowed: {', '.join(TESTBED_KEYS)}")
+            raise ConfigError(
+                f"{source}: unknown key(s) {', '.join(map(repr, unknown))}; "
+                f"allowed: {', '.join(TESTBED_KEYS)}"
+            )
         declared = parse_platforms(data.get("platforms"), source)
         slurm = None
         raw_hosts = data.get("hosts")
         if data.get("slurm") is not None:
             if data.get("hosts") is not None:
-                raise ConfigError(f"{source}: a Slurm testbed's hosts are the nodes of its allocation: give "
-                                  "'slurm' or 'hosts', not both")
+                raise ConfigError(
+                    f"{source}: a Slurm testbed's hosts are the nodes of its allocation: give "
+                    "'slurm' or 'hosts', not both"
+                )
             slurm = SlurmRequest.parse(data["slurm"], source, MAX_HOSTS)
             for p in declared.values():
                 if p.backend != "slurm":
-                    raise ConfigError(f"{source}: platforms.{p.name}.backend: on a Slurm testbed every platform "
-                                      f"runs as job steps on the allocated nodes: use backend slurm, not {p.backend!r}")
+                    raise ConfigError(
+                        f"{source}: platforms.{p.name}.backend: on a Slurm testbed every platform "
+                        f"runs as job steps on the allocated nodes: use backend slurm, not {p.backend!r}"
+                    )
             raw_hosts = []
         else:
             if not isinstance(raw_hosts, list) or not raw_hosts:
-                raise ConfigError(f"{source}: 'hosts' must be a list of at least one host mapping "
-                                  "(or a 'slurm' section: nodes from a Slurm allocation)")
+                raise ConfigError(
+                    f"{source}: 'hosts' must be a list of at least one host mapping "
+                    "(or a 'slurm' section: nodes from a Slurm allocation)"
+                )
         if len(raw_hosts) > MAX_HOSTS:
             raise ConfigError(f"{source}: 'hosts': at most {MAX_HOSTS} hosts, got {len(raw_hosts)}")
         keys = _host_keys(source, data, {})
@@ -160,15 +197,24 @@ class Testbed:
             raise ConfigError(f"{source}: 'hosts': duplicate host name(s) {', '.join(dup)}")
         assign = data.get("assign", "blocks")
         if assign not in ASSIGN:
-            raise ConfigError(f"{source}: 'assign' must be one of {', '.join(ASSIGN)}, got {str(assign)[:64]!r}")
+            raise ConfigError(
+                f"{source}: 'assign' must be one of {', '.join(ASSIGN)}, got {str(assign)[:64]!r}"
+            )
         loss = data.get("on_host_loss", "move")
         if loss not in ON_HOST_LOSS:
-            raise ConfigError(f"{source}: 'on_host_loss' must be one of {', '.join(ON_HOST_LOSS)}, "
-                              f"got {str(loss)[:64]!r}")
+            raise ConfigError(
+                f"{source}: 'on_host_loss' must be one of {', '.join(ON_HOST_LOSS)}, got {str(loss)[:64]!r}"
+            )
         timeout = data.get("connect_timeout", 10)
-        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not math.isfinite(timeout) \
-                or not 0 < timeout <= 600:
-            raise ConfigError(f"{source}: 'connect_timeout' must be seconds in (0, 600], got {str(timeout)[:64]}")
+        if (
+            isinstance(timeout, bool)
+            or not isinstance(timeout, (int, float))
+            or not math.isfinite(timeout)
+            or not 0 < timeout <= 600
+        ):
+            raise ConfigError(
+                f"{source}: 'connect_timeout' must be seconds in (0, 600], got {str(timeout)[:64]}"
+            )
         name = data.get("name", "testbed")
         if not isinstance(name, str) or len(name) > 256:
             raise ConfigError(f"{source}: 'name' must be text of at most 256 characters")
@@ -203,11 +249,20 @@ class Testbed:
             yield
             return
         from . import slurm_testbed
+
         with slurm_testbed.allocated(self.slurm, store, campaign_id) as alloc:
             plats = tuple(sorted({"slurm", *self.platforms}))
-            self.hosts = [Host(n.name, n.address, user=getpass.getuser(), platforms=plats,
-                               labels={k: v for k, v in (("partitions", n.partitions), ("features", n.features)) if v},
-                               slurm_job=alloc.job_id) for n in alloc.nodes]
+            self.hosts = [
+                Host(
+                    n.name,
+                    n.address,
+                    user=getpass.getuser(),
+                    platforms=plats,
+                    labels={k: v for k, v in (("partitions", n.partitions), ("features", n.features)) if v},
+                    slurm_job=alloc.job_id,
+                )
+                for n in alloc.nodes
+            ]
             self.prober = alloc.probe
             try:
                 yield
@@ -225,21 +280,27 @@ class Testbed:
     def check_platforms(self, names: list[str], where: str = "design") -> None:
         """Every platform in ``names`` is known and offered by some host; blocks assignment needs a
         host offering all of them. ConfigError naming the platform and the hosts otherwise."""
-        if self.slurm is not None:   # its hosts are not known yet: every node offers every platform
+        if self.slurm is not None:  # its hosts are not known yet: every node offers every platform
             for n in names:
                 if self.platform(n).backend != "slurm":
-                    raise ConfigError(f"{where}: platform {n!r} of Slurm testbed {self.source} must use backend "
-                                      f"slurm (job steps on the allocated nodes), not {self.platform(n).backend!r}")
+                    raise ConfigError(
+                        f"{where}: platform {n!r} of Slurm testbed {self.source} must use backend "
+                        f"slurm (job steps on the allocated nodes), not {self.platform(n).backend!r}"
+                    )
             return
         for n in names:
             self.platform(n)
             if not self.hosts_for(n):
-                raise ConfigError(f"{where}: no host of testbed {self.source} offers platform {n!r} "
-                                  f"(hosts: {', '.join(f'{h.name}: {list(h.platforms) or _default(h)}' for h in self.hosts)})")
+                raise ConfigError(
+                    f"{where}: no host of testbed {self.source} offers platform {n!r} "
+                    f"(hosts: {', '.join(f'{h.name}: {list(h.platforms) or _default(h)}' for h in self.hosts)})"
+                )
         if self.assign == "blocks" and not self.block_hosts(names):
-            raise ConfigError(f"{where}: assign: blocks runs a whole replicate block on one host, but no host of "
-                              f"{self.source} offers every platform {names}; offer them all on some host or "
-                              "use assign: random")
+            raise ConfigError(
+                f"{where}: assign: blocks runs a whole replicate block on one host, but no host of "
+                f"{self.source} offers every platform {names}; offer them all on some host or "
+                "use assign: random"
+            )
 
     def block_hosts(self, names: list[str]) -> list[Host]:
         """Hosts that offer every platform in ``names`` (those that can take whole blocks)."""
@@ -247,13 +308,22 @@ class Testbed:
 
     def describe(self) -> dict:
         """What a resumed campaign must match (stored redacted)."""
-        if self.slurm is not None:   # the request, not the nodes one allocation gave: a resume gets others
-            return {"name": self.name, "assign": self.assign, "on_host_loss": self.on_host_loss,
-                    "slurm": self.slurm.describe(), "hosts": [],
-                    "platforms": {n: p.describe() for n, p in sorted(self.platforms.items())}}
-        return {"name": self.name, "assign": self.assign, "on_host_loss": self.on_host_loss,
-                "hosts": [h.describe() for h in self.hosts],
-                "platforms": {n: p.describe() for n, p in sorted(self.platforms.items())}}
+        if self.slurm is not None:  # the request, not the nodes one allocation gave: a resume gets others
+            return {
+                "name": self.name,
+                "assign": self.assign,
+                "on_host_loss": self.on_host_loss,
+                "slurm": self.slurm.describe(),
+                "hosts": [],
+                "platforms": {n: p.describe() for n, p in sorted(self.platforms.items())},
+            }
+        return {
+            "name": self.name,
+            "assign": self.assign,
+            "on_host_loss": self.on_host_loss,
+            "hosts": [h.describe() for h in self.hosts],
+            "platforms": {n: p.describe() for n, p in sorted(self.platforms.items())},
+        }
 
 
 def _default(h: Host) -> list[str]:
@@ -275,14 +345,22 @@ def _host(where: str, raw, declared: dict, keys: dict) -> Host:
         raise ConfigError(f"{where}: a host must be a mapping with keys {', '.join(HOST_KEYS)}")
     unknown = sorted(str(k)[:64] for k in raw if k not in HOST_KEYS)
     if unknown:
-        raise ConfigError(f"{where}: unknown key(s) {', '.join(map(repr, unknown))}; allowed: {', '.join(HOST_KEYS)}")
+        raise ConfigError(
+            f"{where}: unknown key(s) {', '.join(map(repr, unknown))}; allowed: {', '.join(HOST_KEYS)}"
+        )
     name = raw.get("name")
     if not isinstance(name, str) or not 1 <= len(name) <= 64 or not set(name) <= _HOST_CHARS:
-        raise ConfigError(f"{where}.name: required, 1-64 letters, digits, '.', '_' or '-'; got {str(name)[:80]!r}")
+        raise ConfigError(
+            f"{where}.name: required, 1-64 letters, digits, '.', '_' or '-'; got {str(name)[:80]!r}"
+        )
     where = f"{where.rsplit(':', 1)[0]}: hosts.{name}"
     address = raw.get("address")
-    if address is not None and (not isinstance(address, str) or not 1 <= len(address) <= 253
-                                or not set(address) <= _ADDR_CHARS or address.startswith("-")):
+    if address is not None and (
+        not isinstance(address, str)
+        or not 1 <= len(address) <= 253
+        or not set(address) <= _ADDR_CHARS
+        or address.startswith("-")
+    ):
         raise ConfigError(f"{where}.address: a host name or IP address, got {str(address)[:80]!r}")
     port = raw.get("port", 22)
     if isinstance(port, bool) or not isinstance(port, int) or not 0 < port < 65536:
@@ -301,19 +379,41 @@ def _host(where: str, raw, declared: dict, keys: dict) -> Host:
     for p in plats:
         check_platform_name(f"{where}.platforms", p)
         if p not in declared and p not in BACKENDS:
-            raise ConfigError(f"{where}.platforms: {p!r} is neither declared under 'platforms' "
-                              f"({', '.join(declared) or 'none'}) nor a backend ({', '.join(BACKENDS)})")
+            raise ConfigError(
+                f"{where}.platforms: {p!r} is neither declared under 'platforms' "
+                f"({', '.join(declared) or 'none'}) nor a backend ({', '.join(BACKENDS)})"
+            )
         if address is not None and (declared[p].backend if p in declared else p) == "local":
-            raise ConfigError(f"{where}.platforms: {p!r} uses the local backend, which runs on the controller "
-                              "only; a remote host offers 'ssh' for native runs")
+            raise ConfigError(
+                f"{where}.platforms: {p!r} uses the local backend, which runs on the controller "
+                "only; a remote host offers 'ssh' for native runs"
+            )
     labels = raw.get("labels", {})
-    if not isinstance(labels, dict) or len(labels) > 64 or any(
+    if (
+        not isinstance(labels, dict)
+        or len(labels) > 64
+        or any(
             not isinstance(k, str) or not isinstance(v, (str, int, float, bool)) or len(str(v)) > 256
-            for k, v in labels.items()):
+            for k, v in labels.items()
+        )
+    ):
         raise ConfigError(f"{where}.labels: a mapping of at most 64 names to short values (text or numbers)")
     price = raw.get("price_per_hour")
-    if price is not None and (isinstance(price, bool) or not isinstance(price, (int, float))
-                              or not math.isfinite(price) or price < 0):
+    if price is not None and (
+        isinstance(price, bool)
+        or not isinstance(price, (int, float))
+        or not math.isfinite(price)
+        or price < 0
+    ):
         raise ConfigError(f"{where}.price_per_hour: a number >= 0, got {str(price)[:32]!r}")
-    return Host(name, address, port, user, key, tuple(plats), dict(labels),
-                None if price is None else float(price), **_host_keys(where, raw, keys))
+    return Host(
+        name,
+        address,
+        port,
+        user,
+        key,
+        tuple(plats),
+        dict(labels),
+        None if price is None else float(price),
+        **_host_keys(where, raw, keys),
+    )

@@ -1,6 +1,7 @@
 """Each factor's treatment record from what was read during a run (pure: parsing and checks, no
 reading). :class:`labkit.run.treatments.TreatmentChecks` reads and calls these; its module
 documents what each factor's check reads and when it is verified."""
+
 from __future__ import annotations
 
 import json
@@ -81,21 +82,30 @@ def entry(level: Any, verified: bool | None, observed: Any, how: str) -> dict:
     return {"level": level, "verified": verified, "observed": observed, "how": how}
 
 
-def check_affinity(level: str, seen: dict, *, expected: list[int] | None, vcpus: int, host_cpus: int | None,
-                   vm: bool) -> dict:
+def check_affinity(
+    level: str, seen: dict, *, expected: list[int] | None, vcpus: int, host_cpus: int | None, vm: bool
+) -> dict:
     """The ``affinity`` record from :func:`parse_inside`'s ``seen`` (see the module docstring)."""
     how = "Cpus_allowed_list of /proc/self/status read inside instance 0"
     if vm:
-        return entry(level, None, seen.get("cpus_allowed"),
-                     "not verified: inside a VM the allowed CPUs are its own vCPUs; the host-side pinning "
-                     "(vcpupin) is not read")
+        return entry(
+            level,
+            None,
+            seen.get("cpus_allowed"),
+            "not verified: inside a VM the allowed CPUs are its own vCPUs; the host-side pinning "
+            "(vcpupin) is not read",
+        )
     cpus = seen.get("cpus_allowed")
     if cpus is None:
         return entry(level, None, None, f"not read: {how} gave no Cpus_allowed_list")
     if level == "pinned":
         if expected:
-            return entry(level, sorted(cpus) == sorted(expected), cpus,
-                         f"{how}, against the CPUs the backend pinned it to {sorted(expected)}")
+            return entry(
+                level,
+                sorted(cpus) == sorted(expected),
+                cpus,
+                f"{how}, against the CPUs the backend pinned it to {sorted(expected)}",
+            )
         return entry(level, len(cpus) == vcpus, cpus, f"{how}: pinned to as many CPUs as vCPUs ({vcpus})")
     if host_cpus is None:
         return entry(level, None, cpus, f"not verified: the host's CPU count is unknown ({how})")
@@ -111,13 +121,23 @@ def check_vcpus(level: int, seen: dict, *, vm: bool) -> dict:
         return entry(level, n == level, n, "nproc inside the VM (its vCPUs)")
     quota = seen.get("cpu_quota")
     if quota is not None:
-        return entry(level, abs(quota - level) < 0.01, quota,
-                     "CFS quota / period of the instance's cgroup read inside it (cpu.max or cpu.cfs_quota_us)")
+        return entry(
+            level,
+            abs(quota - level) < 0.01,
+            quota,
+            "CFS quota / period of the instance's cgroup read inside it (cpu.max or cpu.cfs_quota_us)",
+        )
     cpus = seen.get("cpus_allowed")
     if cpus is None:
-        return entry(level, None, None, "not read: neither a CPU quota nor Cpus_allowed_list inside the instance")
-    return entry(level, len(cpus) == level, len(cpus),
-                 "no CPU quota inside the instance: the number of CPUs it may run on (Cpus_allowed_list)")
+        return entry(
+            level, None, None, "not read: neither a CPU quota nor Cpus_allowed_list inside the instance"
+        )
+    return entry(
+        level,
+        len(cpus) == level,
+        len(cpus),
+        "no CPU quota inside the instance: the number of CPUs it may run on (Cpus_allowed_list)",
+    )
 
 
 def check_memory(level: int, seen: dict, *, vm: bool) -> dict:
@@ -127,11 +147,17 @@ def check_memory(level: int, seen: dict, *, vm: bool) -> dict:
         if total is None:
             return entry(level, None, None, "not read: MemTotal of /proc/meminfo inside the VM")
         lo, hi = VM_MEMTOTAL_SHARE
-        return entry(level, lo * level <= total <= hi * level, total,
-                     f"MemTotal of /proc/meminfo inside the VM, {lo:.0%}-{hi:.0%} of the level (the guest kernel "
-                     "keeps some)")
+        return entry(
+            level,
+            lo * level <= total <= hi * level,
+            total,
+            f"MemTotal of /proc/meminfo inside the VM, {lo:.0%}-{hi:.0%} of the level (the guest kernel "
+            "keeps some)",
+        )
     if "memory_limit_mb" not in seen:
-        return entry(level, None, None, "not read: no memory.max or memory.limit_in_bytes visible inside the instance")
+        return entry(
+            level, None, None, "not read: no memory.max or memory.limit_in_bytes visible inside the instance"
+        )
     limit = seen["memory_limit_mb"]
     how = "the memory limit of the instance's cgroup read inside it (memory.max or memory.limit_in_bytes)"
     if limit is None:
@@ -147,18 +173,28 @@ def check_ksm(level: str, seen: dict) -> dict:
     running = seen.get("run_values", [])
     observed = {k: seen.get(k) for k in ("merged", "pages_sharing_max", "run_values", "polls", "attributed")}
     if seen.get("attributed"):
-        how = ("pages of the run's instances' processes merged (/proc/<pid>/ksm_merging_pages), the most over "
-               "the run, polled on this machine")
+        how = (
+            "pages of the run's instances' processes merged (/proc/<pid>/ksm_merging_pages), the most over "
+            "the run, polled on this machine"
+        )
     elif seen.get("pages_sharing_max") == 0:
-        how = ("the host's merged pages (/sys/kernel/mm/ksm/pages_sharing), polled on this machine during the run: "
-               "none at any reading, so none of the run's")
+        how = (
+            "the host's merged pages (/sys/kernel/mm/ksm/pages_sharing), polled on this machine during the run: "
+            "none at any reading, so none of the run's"
+        )
     else:
-        how = ("the host's merged pages (/sys/kernel/mm/ksm/pages_sharing), the most over the run, polled on this "
-               "machine (no process of the run's instances was found while pages were merged)")
+        how = (
+            "the host's merged pages (/sys/kernel/mm/ksm/pages_sharing), the most over the run, polled on this "
+            "machine (no process of the run's instances was found while pages were merged)"
+        )
     if merged is None:
-        return entry(level, None, observed,
-                     f"not verified: pages were merged on this host ({seen.get('pages_sharing_max')} at most) but "
-                     "none could be attributed to the run's instances' processes")
+        return entry(
+            level,
+            None,
+            observed,
+            f"not verified: pages were merged on this host ({seen.get('pages_sharing_max')} at most) but "
+            "none could be attributed to the run's instances' processes",
+        )
     if level == "on":
         ok = merged > 0 and 1 in running
         return entry(level, ok, observed, how + ("" if 1 in running else "; ksmd was not running (run != 1)"))
@@ -179,8 +215,12 @@ def check_neighbours(factor: str, level: Any, used: list[float | None], kind: st
         return entry(level, False, observed, f"{how}: {len(used)} neighbour(s) ran, {want} asked for")
     if any(u is None for u in used):
         return entry(level, None, observed, f"not read: a neighbour's CPU counters were unavailable ({how})")
-    return entry(level, all(u >= floor for u in used if u is not None), observed,
-                 f"{how}: each at least {floor:g} % of a CPU")
+    return entry(
+        level,
+        all(u >= floor for u in used if u is not None),
+        observed,
+        f"{how}: each at least {floor:g} % of a CPU",
+    )
 
 
 def _tc_number(value: Any) -> float | None:
@@ -219,16 +259,23 @@ def parse_qdiscs(text: str) -> list[dict]:
         delay = opts.get("delay")
         delay_s = _tc_number(delay.get("delay") if isinstance(delay, dict) else delay)
         burst, sent = _tc_number(opts.get("burst")), _tc_number(q.get("bytes"))
-        out.append({"kind": q["kind"], "handle": q.get("handle"),
-                    "parent": "root" if q.get("root") else q.get("parent"),
-                    "rate_bit_per_s": _tc_rate_bit(opts.get("rate")) if q["kind"] == "tbf" else None,
-                    "burst_bytes": None if burst is None or q["kind"] != "tbf" else int(burst),
-                    "delay_s": delay_s if q["kind"] == "netem" else None,
-                    "bytes": None if sent is None else int(sent)})
+        out.append(
+            {
+                "kind": q["kind"],
+                "handle": q.get("handle"),
+                "parent": "root" if q.get("root") else q.get("parent"),
+                "rate_bit_per_s": _tc_rate_bit(opts.get("rate")) if q["kind"] == "tbf" else None,
+                "burst_bytes": None if burst is None or q["kind"] != "tbf" else int(burst),
+                "delay_s": delay_s if q["kind"] == "netem" else None,
+                "bytes": None if sent is None else int(sent),
+            }
+        )
     return out
 
 
-def rate_windows(samples: list[tuple[float, int]], window_s: float = LINK_WINDOW_S) -> list[tuple[float, int]]:
+def rate_windows(
+    samples: list[tuple[float, int]], window_s: float = LINK_WINDOW_S
+) -> list[tuple[float, int]]:
     """``(seconds, bytes)`` between each reading of a byte counter (``(t, bytes)`` pairs) and the
     first one at least ``window_s`` later; when no two readings are that far apart, the span from
     the first to the last reading as the one window (none with fewer than two readings). A
@@ -257,11 +304,21 @@ def link_traffic(samples: list[tuple[float, int]], window_s: float = LINK_WINDOW
     span = pts[-1][0] - pts[0][0] if len(pts) >= 2 else 0.0
     total = max(0, pts[-1][1] - pts[0][1]) if len(pts) >= 2 else 0
     if not wins or span <= 0:
-        return {"bytes": total, "mean_bit_per_s": None, "peak_bit_per_s": None, "window_s": None,
-                "readings": len(pts)}
+        return {
+            "bytes": total,
+            "mean_bit_per_s": None,
+            "peak_bit_per_s": None,
+            "window_s": None,
+            "readings": len(pts),
+        }
     dt, db = max(wins, key=lambda w: w[1] / w[0])
-    return {"bytes": total, "mean_bit_per_s": round(8.0 * total / span, 1), "peak_bit_per_s": round(8.0 * db / dt, 1),
-            "window_s": round(dt, 3), "readings": len(pts)}
+    return {
+        "bytes": total,
+        "mean_bit_per_s": round(8.0 * total / span, 1),
+        "peak_bit_per_s": round(8.0 * db / dt, 1),
+        "window_s": round(dt, 3),
+        "readings": len(pts),
+    }
 
 
 def _close(got: float | None, want: float, tolerance: float = LINK_QDISC_TOLERANCE) -> bool:
@@ -277,13 +334,21 @@ def bit_text(bit_per_s: float) -> str:
 
 
 def _qdisc_text(q: dict) -> str:
-    extra = (f" {bit_text(q['rate_bit_per_s'])}" if q.get("rate_bit_per_s") is not None else "") + \
-            (f" {q['delay_s'] * 1e3:g} ms" if q.get("delay_s") is not None else "")
+    extra = (f" {bit_text(q['rate_bit_per_s'])}" if q.get("rate_bit_per_s") is not None else "") + (
+        f" {q['delay_s'] * 1e3:g} ms" if q.get("delay_s") is not None else ""
+    )
     return f"{q['kind']}{extra}"
 
 
-def check_link(level: Any, link: netmod.Link | None, devices: dict[str, dict], *, delay_here: bool = True,
-               window_s: float = LINK_WINDOW_S, tolerance: float = LINK_RATE_TOLERANCE) -> dict:
+def check_link(
+    level: Any,
+    link: netmod.Link | None,
+    devices: dict[str, dict],
+    *,
+    delay_here: bool = True,
+    window_s: float = LINK_WINDOW_S,
+    tolerance: float = LINK_RATE_TOLERANCE,
+) -> dict:
     """The ``link`` record. ``link``: what the level means (:func:`labkit.core.network_factors.parse_link`;
     None: unshaped); ``devices``: per host-side device of the run, ``qdiscs`` (:func:`parse_qdiscs`;
     None when not read, ``error`` saying why) and ``samples`` (``(t, tx_bytes)`` readings);
@@ -298,25 +363,47 @@ def check_link(level: Any, link: netmod.Link | None, devices: dict[str, dict], *
     busiest device's, over its readings), ``bytes`` (all devices') and, per device, ``devices``."""
     rate = None if link is None else link.rate_bit
     delay = 0.0 if link is None else link.delay_s
-    read = ("the qdiscs of the host-side device of each instance's link (tc -j -s qdisc show dev) and the "
-            f"bytes it sent into the instance (/sys/class/net/<dev>/statistics/tx_bytes) polled on this machine, "
-            f"peak over {window_s:g} s windows")
-    observed: dict[str, Any] = {"rate_bit_per_s": rate, "delay_s": delay, "qdisc": None,
-                                "qdisc_rate_bit_per_s": None, "peak_bit_per_s": None, "mean_bit_per_s": None,
-                                "bytes": 0, "devices": {}}
+    read = (
+        "the qdiscs of the host-side device of each instance's link (tc -j -s qdisc show dev) and the "
+        f"bytes it sent into the instance (/sys/class/net/<dev>/statistics/tx_bytes) polled on this machine, "
+        f"peak over {window_s:g} s windows"
+    )
+    observed: dict[str, Any] = {
+        "rate_bit_per_s": rate,
+        "delay_s": delay,
+        "qdisc": None,
+        "qdisc_rate_bit_per_s": None,
+        "peak_bit_per_s": None,
+        "mean_bit_per_s": None,
+        "bytes": 0,
+        "devices": {},
+    }
     if not devices:
         if link is None:
-            return entry(level, True, observed, "no instance of the run has a host-side link device (no private "
-                                                "network): nothing is shaped, as the level asks")
-        return entry(level, None, observed, "not read: no instance of the run has a host-side link device "
-                                            "(none was made, or the backend did not record it)")
+            return entry(
+                level,
+                True,
+                observed,
+                "no instance of the run has a host-side link device (no private "
+                "network): nothing is shaped, as the level asks",
+            )
+        return entry(
+            level,
+            None,
+            observed,
+            "not read: no instance of the run has a host-side link device "
+            "(none was made, or the backend did not record it)",
+        )
     problems: list[str] = []
     unread: list[str] = []
     kinds: list[str] = []
     qrates: list[float] = []
     for dev, d in devices.items():
         qdiscs, traffic = d.get("qdiscs"), link_traffic(d.get("samples") or [], window_s)
-        rec: dict[str, Any] = {"qdiscs": None if qdiscs is None else [_qdisc_text(q) for q in qdiscs], **traffic}
+        rec: dict[str, Any] = {
+            "qdiscs": None if qdiscs is None else [_qdisc_text(q) for q in qdiscs],
+            **traffic,
+        }
         observed["devices"][dev] = rec
         observed["bytes"] += traffic["bytes"]
         if qdiscs is None:
@@ -327,12 +414,16 @@ def check_link(level: Any, link: netmod.Link | None, devices: dict[str, dict], *
         burst = 0
         if link is None:
             if shaping:
-                problems.append(f"{dev} has {', '.join(_qdisc_text(q) for q in shaping)} though the level is unshaped")
+                problems.append(
+                    f"{dev} has {', '.join(_qdisc_text(q) for q in shaping)} though the level is unshaped"
+                )
             continue
         if rate is not None:
             tbfs = [q for q in qdiscs if q["kind"] == "tbf"]
             held = [q for q in tbfs if _close(q["rate_bit_per_s"], rate)]
-            qrates += [q["rate_bit_per_s"] if q["rate_bit_per_s"] is not None else math.nan for q in tbfs] or [math.nan]
+            qrates += [
+                q["rate_bit_per_s"] if q["rate_bit_per_s"] is not None else math.nan for q in tbfs
+            ] or [math.nan]
             if held:
                 burst = held[0]["burst_bytes"] or 0
             elif tbfs:
@@ -341,8 +432,11 @@ def check_link(level: Any, link: netmod.Link | None, devices: dict[str, dict], *
                 problems.append(f"{dev}: no tbf qdisc (found {', '.join(kinds_of(qdiscs)) or 'none'})")
         if delay > 0 and delay_here:
             netems = [q for q in qdiscs if q["kind"] == "netem"]
-            if not any(q["delay_s"] is not None and abs(q["delay_s"] - delay) <= max(1e-6, LINK_QDISC_TOLERANCE * delay)
-                       for q in netems):
+            if not any(
+                q["delay_s"] is not None
+                and abs(q["delay_s"] - delay) <= max(1e-6, LINK_QDISC_TOLERANCE * delay)
+                for q in netems
+            ):
                 found = ", ".join(_qdisc_text(q) for q in netems) or "no netem qdisc"
                 problems.append(f"{dev}: {found}, not a {delay * 1e3:g} ms delay")
         if rate is not None:
@@ -350,24 +444,40 @@ def check_link(level: Any, link: netmod.Link | None, devices: dict[str, dict], *
             if not wins:
                 unread.append(f"{dev}: fewer than two readings of its byte counter")
             elif any(8.0 * (db - burst) > rate * (1 + tolerance) * dt for dt, db in wins):
-                problems.append(f"{dev}: traffic at {bit_text(traffic['peak_bit_per_s'])} over {traffic['window_s']:g} s, "
-                                f"above {bit_text(rate)} + {tolerance:.0%}"
-                                + (f" and the tbf's {burst}-byte burst" if burst else ""))
+                problems.append(
+                    f"{dev}: traffic at {bit_text(traffic['peak_bit_per_s'])} over {traffic['window_s']:g} s, "
+                    f"above {bit_text(rate)} + {tolerance:.0%}"
+                    + (f" and the tbf's {burst}-byte burst" if burst else "")
+                )
     peaks = [r["peak_bit_per_s"] for r in observed["devices"].values() if r["peak_bit_per_s"] is not None]
     busiest = max(observed["devices"].values(), key=lambda r: r["bytes"])
-    observed.update(qdisc="+".join(kinds) or None,
-                    qdisc_rate_bit_per_s=min(qrates) if qrates and not any(map(math.isnan, qrates)) else None,
-                    peak_bit_per_s=max(peaks) if peaks else None, mean_bit_per_s=busiest["mean_bit_per_s"])
+    observed.update(
+        qdisc="+".join(kinds) or None,
+        qdisc_rate_bit_per_s=min(qrates) if qrates and not any(map(math.isnan, qrates)) else None,
+        peak_bit_per_s=max(peaks) if peaks else None,
+        mean_bit_per_s=busiest["mean_bit_per_s"],
+    )
     if link is None:
         how = f"{read}: no shaping qdisc ({', '.join(sorted(SHAPING_QDISCS))}) on any, as the level asks"
     else:
-        parts = ([f"a tbf at {bit_text(rate)} (within {LINK_QDISC_TOLERANCE:.0%}) and no traffic above it by more "
-                  f"than {tolerance:.0%} plus the tbf's burst"] if rate is not None else []) + \
-                ([f"a netem delay of {delay * 1e3:g} ms"] if delay > 0 and delay_here else []) + \
-                ([f"the {delay * 1e3:g} ms delay is netem inside the VM: not read"] if delay > 0 and not delay_here
-                 else [])
+        parts = (
+            (
+                [
+                    f"a tbf at {bit_text(rate)} (within {LINK_QDISC_TOLERANCE:.0%}) and no traffic above it by more "
+                    f"than {tolerance:.0%} plus the tbf's burst"
+                ]
+                if rate is not None
+                else []
+            )
+            + ([f"a netem delay of {delay * 1e3:g} ms"] if delay > 0 and delay_here else [])
+            + (
+                [f"the {delay * 1e3:g} ms delay is netem inside the VM: not read"]
+                if delay > 0 and not delay_here
+                else []
+            )
+        )
         how = f"{read}: {'; '.join(parts)} on every device"
-        if rate is None and not delay_here:   # nothing of the level is on this machine to read
+        if rate is None and not delay_here:  # nothing of the level is on this machine to read
             return entry(level, None, observed, f"not verified: {how}")
     if problems:
         return entry(level, False, observed, f"{how}; " + "; ".join(problems))

@@ -33,6 +33,7 @@ The checks run once the run's workload has ended, while its instances (and neigh
 What each record says from what was read (parsing and the checks, pure) is
 :mod:`labkit.run.treatment_records`; this module reads and watches.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -131,8 +132,15 @@ class KsmWatch:
     def __init__(self, ctx: RunContext, root: Path = KSM_ROOT, poll_s: float = 0.2, proc: str = "/proc"):
         self.ctx, self.root, self.poll_s, self.proc = ctx, Path(root), poll_s, proc
         self.stop_event = threading.Event()
-        self.seen: dict[str, Any] = {"merged": None, "pages_sharing_max": None, "run_values": [], "polls": 0,
-                                     "attributed": False, "instance_merged": 0, "host_merged": 0}
+        self.seen: dict[str, Any] = {
+            "merged": None,
+            "pages_sharing_max": None,
+            "run_values": [],
+            "polls": 0,
+            "attributed": False,
+            "instance_merged": 0,
+            "host_merged": 0,
+        }
         self.thread: threading.Thread | None = None
 
     def start(self) -> KsmWatch:
@@ -182,17 +190,17 @@ class KsmWatch:
                 return
             s["pages_sharing_max"] = max(sharing, s["pages_sharing_max"] or 0)
             s["host_merged"] = max(s["host_merged"], sharing)
-            if sharing > 0:   # only then is it worth finding whose pages they are
+            if sharing > 0:  # only then is it worth finding whose pages they are
                 found, pages = self._instance_pages()
                 if found:
                     s["attributed"] = True
                     s["instance_merged"] = max(s["instance_merged"], pages)
-        except Exception as exc:   # a check never fails a run
+        except Exception as exc:  # a check never fails a run
             s["error"] = f"{type(exc).__name__}: {exc}"[:300]
 
     def stop(self) -> dict:
         self.stop_event.set()
-        if self.thread is not None:   # no reading after the workload: its processes are gone by then
+        if self.thread is not None:  # no reading after the workload: its processes are gone by then
             self.thread.join(5)
         s = self.seen
         if "error" not in s and s["pages_sharing_max"] is not None:
@@ -249,7 +257,7 @@ class LinkWatch:
                 n = _read_int(self.sys_net / dev / "statistics" / "tx_bytes")
                 if n is not None:
                     self.samples.setdefault(dev, []).append((time.monotonic(), n))
-        except Exception as exc:   # a check never fails a run
+        except Exception as exc:  # a check never fails a run
             self.error = f"{type(exc).__name__}: {exc}"[:300]
 
     def stop(self) -> dict[str, list[tuple[float, int]]]:
@@ -257,7 +265,7 @@ class LinkWatch:
         if self.thread is not None:
             self.thread.join(5)
             self.thread = None
-            self.poll()   # the devices outlive the workload: the last bytes it sent
+            self.poll()  # the devices outlive the workload: the last bytes it sent
         return self.samples
 
 
@@ -265,7 +273,7 @@ class LinkWatch:
 def _cpu_s(inst: Any) -> float | None:
     try:
         value = inst.stats().get("cpu_s")
-    except Exception:   # a backend SDK's own error too: a check never fails a run
+    except Exception:  # a backend SDK's own error too: a check never fails a run
         return None
     return float(value) if isinstance(value, (int, float)) else None
 
@@ -275,8 +283,14 @@ class TreatmentChecks(RunHook):
     read; ``sys_net``: the network devices' directory read; ``poll_s``: seconds between KSM and
     link readings; ``timeout_s``: the instance command's limit."""
 
-    def __init__(self, *, ksm_root: Path | str = KSM_ROOT, sys_net: Path | str = SYS_NET, poll_s: float = 0.2,
-                 timeout_s: float = 15.0):
+    def __init__(
+        self,
+        *,
+        ksm_root: Path | str = KSM_ROOT,
+        sys_net: Path | str = SYS_NET,
+        poll_s: float = 0.2,
+        timeout_s: float = 15.0,
+    ):
         if isinstance(poll_s, bool) or not isinstance(poll_s, (int, float)) or not 0.01 <= poll_s <= 10:
             raise ConfigError(f"TreatmentChecks: poll_s must be 0.01 to 10 seconds, got {poll_s!r}")
         self.ksm_root, self.poll_s, self.timeout_s = Path(ksm_root), float(poll_s), timeout_s
@@ -294,6 +308,7 @@ class TreatmentChecks(RunHook):
         link: Any = None
         if "ksm" in levels or "link" in levels:
             from .readings import remote_reason
+
             why = remote_reason(ctx.backend)
             if "ksm" in levels:
                 watch = KsmWatch(ctx, self.ksm_root, self.poll_s).start() if why is None else why
@@ -307,7 +322,7 @@ class TreatmentChecks(RunHook):
         except Exception:
             self._record(ctx, watch, neighbours, start, t0, link)
             raise
-        except BaseException:   # interrupted: the run is not stored
+        except BaseException:  # interrupted: the run is not stored
             for w in (watch, link):
                 if isinstance(w, (KsmWatch, LinkWatch)):
                     w.stop()
@@ -315,8 +330,9 @@ class TreatmentChecks(RunHook):
         else:
             self._record(ctx, watch, neighbours, start, t0, link)
 
-    def _record(self, ctx: RunContext, watch: Any, neighbours: list, start: list, t0: float,
-                link: Any = None) -> None:
+    def _record(
+        self, ctx: RunContext, watch: Any, neighbours: list, start: list, t0: float, link: Any = None
+    ) -> None:
         levels, spec = ctx.run.levels, ctx.spec
         out: dict[str, dict] = {}
         try:
@@ -324,15 +340,21 @@ class TreatmentChecks(RunHook):
             if isinstance(watch, KsmWatch):
                 out["ksm"] = check_ksm(levels["ksm"], watch.stop())
             elif "ksm" in levels:
-                out["ksm"] = entry(levels["ksm"], None, None, f"not read: {watch}: KSM counters are this machine's")
+                out["ksm"] = entry(
+                    levels["ksm"], None, None, f"not read: {watch}: KSM counters are this machine's"
+                )
             if any(f in levels for f in ("noise", "neighbours")):
                 dt = max(time.monotonic() - t0, 1e-9)
-                used = [None if a is None or b is None else round(max(0.0, 100.0 * (b - a) / dt), 1)
-                        for a, b in zip(start, (_cpu_s(n) for n in neighbours))]
-                kind = (ctx.metadata.get("noise") if isinstance(ctx.metadata.get("noise"), str) else None)
+                used = [
+                    None if a is None or b is None else round(max(0.0, 100.0 * (b - a) / dt), 1)
+                    for a, b in zip(start, (_cpu_s(n) for n in neighbours))
+                ]
+                kind = ctx.metadata.get("noise") if isinstance(ctx.metadata.get("noise"), str) else None
                 for factor in ("noise", "neighbours"):
                     if factor in levels:
-                        out[factor] = check_neighbours(factor, levels[factor], used, kind or levels.get("noise"))
+                        out[factor] = check_neighbours(
+                            factor, levels[factor], used, kind or levels.get("noise")
+                        )
             if "count" in levels:
                 n = len(ctx.instances)
                 out["count"] = entry(levels["count"], n == spec.count, n, "instances made for the run")
@@ -341,7 +363,7 @@ class TreatmentChecks(RunHook):
             inside = [f for f in ("affinity", "vcpus", "memory_mb") if f in levels]
             if inside:
                 out.update(self._inside(ctx, inside, vm))
-        except Exception as exc:   # a bug here never fails a run: said in the record
+        except Exception as exc:  # a bug here never fails a run: said in the record
             out["_error"] = entry(None, None, None, f"checks stopped: {type(exc).__name__}: {exc}"[:300])
         ctx.metadata["treatments"] = out
         ctx.metadata["treatment_failed"] = failed(out)
@@ -350,8 +372,12 @@ class TreatmentChecks(RunHook):
         """The ``link`` record: ``watch`` is the run's :class:`LinkWatch`, or why none could run."""
         level = ctx.run.levels["link"]
         if not isinstance(watch, LinkWatch):
-            return entry(level, None, None, f"not read: {watch}: its links are shaped with tc there, not on this "
-                                            "machine")
+            return entry(
+                level,
+                None,
+                None,
+                f"not read: {watch}: its links are shaped with tc there, not on this machine",
+            )
         samples = watch.stop()
         try:
             shaped = netmod.parse_link(level, "factor 'link' level")
@@ -362,24 +388,35 @@ class TreatmentChecks(RunHook):
             try:
                 devices[dev] = {"qdiscs": read_qdiscs(dev), "samples": samples.get(dev, [])}
             except (BackendError, ConfigError) as exc:
-                devices[dev] = {"qdiscs": None, "error": f"tc read nothing: {exc}"[:300],
-                                "samples": samples.get(dev, [])}
+                devices[dev] = {
+                    "qdiscs": None,
+                    "error": f"tc read nothing: {exc}"[:300],
+                    "samples": samples.get(dev, []),
+                }
         rec = check_link(level, shaped, devices, delay_here=not vm)
         if watch.error and rec["verified"] is not False:
-            rec = entry(level, None, rec["observed"], f"not verified: reading the byte counters failed: {watch.error}")
+            rec = entry(
+                level, None, rec["observed"], f"not verified: reading the byte counters failed: {watch.error}"
+            )
         return rec
 
     def _inside(self, ctx: RunContext, factors: list[str], vm: bool) -> dict:
         levels, spec = ctx.run.levels, ctx.spec
         if not ctx.instances:
-            return {f: entry(levels[f], None, None, "not read: the run has no instance (provisioning failed)")
-                    for f in factors}
+            return {
+                f: entry(levels[f], None, None, "not read: the run has no instance (provisioning failed)")
+                for f in factors
+            }
         inst = ctx.instances[0]
         try:
             res = inst.exec(["sh", "-c", INSIDE], check=False, timeout=self.timeout_s, logged=False)
             seen = parse_inside(res.stdout)
         except Exception as exc:
-            why = f"not read: the command in {getattr(inst, 'name', 'instance 0')} failed: {exc}".splitlines()[0][:300]
+            why = (
+                f"not read: the command in {getattr(inst, 'name', 'instance 0')} failed: {exc}".splitlines()[
+                    0
+                ][:300]
+            )
             return {f: entry(levels[f], None, None, why) for f in factors}
         out = {}
         if "affinity" in factors:
@@ -388,12 +425,13 @@ class TreatmentChecks(RunHook):
                 host_cpus = ctx.backend.host_cpus() if spec.affinity != "pinned" else None
             except Exception:
                 host_cpus = None
-            out["affinity"] = check_affinity(spec.affinity, seen, expected=expected, vcpus=spec.vcpus,
-                                             host_cpus=host_cpus, vm=vm)
+            out["affinity"] = check_affinity(
+                spec.affinity, seen, expected=expected, vcpus=spec.vcpus, host_cpus=host_cpus, vm=vm
+            )
         if "vcpus" in factors:
             out["vcpus"] = check_vcpus(spec.vcpus, seen, vm=vm)
         if "memory_mb" in factors:
             out["memory_mb"] = check_memory(spec.memory_mb, seen, vm=vm)
-        for f in factors:   # the level as the design names it
+        for f in factors:  # the level as the design names it
             out[f]["level"] = levels[f]
         return out

@@ -49,6 +49,7 @@ pct_variation = 100·SS_x/SST with SST including error. Every function
 validates its input and raises :class:`labkit.errors.ConfigError` naming the
 argument or column at fault.
 """
+
 from .anova import anova, oneway_anova, tukey_hsd
 from .art import art_aligned, art_anova
 from .blocking import blocked_effects
@@ -77,17 +78,75 @@ from .summary import cv_ci, quantile_summary, summarize
 from .transform import boxcox, boxcox_transform
 from .warmup import WarmupWarning, warmup
 
-__all__ = ["WarmupWarning", "change_points", "quantile_ci", "runs_for_quantile", "warmup",  # quantiles
-           "Rules", "decide", "equivalence", "equivalence_paired", "order_effects",      # decision rules
-           "drift_segments", "quantile_summary", "cv_ci", "detectable_effect",
-           "kj_estimators", "plan_repetitions", "runs_needed",           # repetitions per level
-           "LevelEffects", "constant_within", "level_effects", "unit_means",  # the right error term
-           "Choice", "Diagnostics", "FewRunsWarning", "LenthResult", "MixedEffects", "adjust_p", "anova",
-           "art_aligned", "art_anova", "blocked_effects", "bootstrap_ci", "boxcox",
-           "boxcox_transform", "brunner_munzel", "changepoint", "compare_groups",
-           "config_differences", "correct", "cost_efficiency", "drift_test", "dunn",
-           "effect_sizes", "factorial_diagnostics", "fieller_ratio", "factorial_effects",
-           "factorial_residuals", "games_howell", "hedges_g", "kruskal", "lenth", "levene",
-           "mann_whitney", "mixed_effects", "n_for_halfwidth", "n_for_power", "oneway_anova", "overhead_ratios",
-           "pettitt", "ratio_ci", "sample_size", "stein_ci", "shapiro", "shapiro_by", "summarize", "ttest",
-           "ttest_by", "tukey_hsd", "welch_anova", "yates_terms"]
+__all__ = [
+    "WarmupWarning",
+    "change_points",
+    "quantile_ci",
+    "runs_for_quantile",
+    "warmup",  # quantiles
+    "Rules",
+    "decide",
+    "equivalence",
+    "equivalence_paired",
+    "order_effects",  # decision rules
+    "drift_segments",
+    "quantile_summary",
+    "cv_ci",
+    "detectable_effect",
+    "kj_estimators",
+    "plan_repetitions",
+    "runs_needed",  # repetitions per level
+    "LevelEffects",
+    "constant_within",
+    "level_effects",
+    "unit_means",  # the right error term
+    "Choice",
+    "Diagnostics",
+    "FewRunsWarning",
+    "LenthResult",
+    "MixedEffects",
+    "adjust_p",
+    "anova",
+    "art_aligned",
+    "art_anova",
+    "blocked_effects",
+    "bootstrap_ci",
+    "boxcox",
+    "boxcox_transform",
+    "brunner_munzel",
+    "changepoint",
+    "compare_groups",
+    "config_differences",
+    "correct",
+    "cost_efficiency",
+    "drift_test",
+    "dunn",
+    "effect_sizes",
+    "factorial_diagnostics",
+    "fieller_ratio",
+    "factorial_effects",
+    "factorial_residuals",
+    "games_howell",
+    "hedges_g",
+    "kruskal",
+    "lenth",
+    "levene",
+    "mann_whitney",
+    "mixed_effects",
+    "n_for_halfwidth",
+    "n_for_power",
+    "oneway_anova",
+    "overhead_ratios",
+    "pettitt",
+    "ratio_ci",
+    "sample_size",
+    "stein_ci",
+    "shapiro",
+    "shapiro_by",
+    "summarize",
+    "ttest",
+    "ttest_by",
+    "tukey_hsd",
+    "welch_anova",
+    "yates_terms",
+]

@@ -11,6 +11,7 @@ gives for such data, without building a model matrix: the ANOVA fast path
 (:func:`labkit.stats.anova`) and the ART (:func:`labkit.stats.art_anova`,
 which runs one such ANOVA per effect on ranks) use it.
 """
+
 from __future__ import annotations
 
 import math
@@ -29,9 +30,10 @@ from . import validate as v
 @dataclass(frozen=True, eq=False)
 class Cells:
     """Each observation's cell in the full factorial of ``factors``."""
-    codes: np.ndarray        # cell index of each observation (C order over ``shape``)
-    shape: tuple[int, ...]   # levels per factor (levels present in the data)
-    counts: np.ndarray       # observations per cell
+
+    codes: np.ndarray  # cell index of each observation (C order over ``shape``)
+    shape: tuple[int, ...]  # levels per factor (levels present in the data)
+    counts: np.ndarray  # observations per cell
 
     @property
     def replicates(self) -> int:
@@ -50,8 +52,9 @@ def factor_codes(data: pd.DataFrame, factors: Sequence[str]) -> tuple[list[np.nd
     return codes, shape
 
 
-def cells(data: pd.DataFrame, factors: Sequence[str],
-          codes: tuple[list[np.ndarray], list[int]] | None = None) -> Cells:
+def cells(
+    data: pd.DataFrame, factors: Sequence[str], codes: tuple[list[np.ndarray], list[int]] | None = None
+) -> Cells:
     """The cells of ``data`` over the (validated, non-missing) ``factors`` columns
     (``codes``: their :func:`factor_codes`, if already computed)."""
     per_factor, shape = codes or factor_codes(data, factors)
@@ -69,10 +72,11 @@ def terms(n_factors: int) -> list[tuple[int, ...]]:
 @dataclass(frozen=True, eq=False)
 class Table:
     """Sums of squares of a balanced full factorial: one entry per :func:`terms` item."""
-    ss: np.ndarray       # SS of each term
-    df: np.ndarray       # degrees of freedom of each term, prod(levels - 1)
-    sse: float           # residual (within-cell) SS
-    df_error: float      # n - number of cells
+
+    ss: np.ndarray  # SS of each term
+    df: np.ndarray  # degrees of freedom of each term, prod(levels - 1)
+    sse: float  # residual (within-cell) SS
+    df_error: float  # n - number of cells
 
 
 def balanced_table(y: np.ndarray, c: Cells) -> Table:

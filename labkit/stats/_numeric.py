@@ -6,6 +6,7 @@ data values first is exact for values within a factor of two of it
 (Sterbenz), so the differences keep all the information the float64 inputs
 hold; ``math.fsum`` then sums without accumulating rounding error.
 """
+
 from __future__ import annotations
 
 import math
@@ -76,7 +77,7 @@ def group_ss(y: np.ndarray, codes: np.ndarray, n_groups: int) -> tuple[np.ndarra
 
 def group_order(codes: np.ndarray, n_groups: int) -> np.ndarray:
     """The stable order that sorts ``codes`` (0..n_groups-1): a radix sort for few groups."""
-    small = np.uint8 if n_groups <= 2 ** 8 else np.uint16 if n_groups <= 2 ** 16 else np.int64
+    small = np.uint8 if n_groups <= 2**8 else np.uint16 if n_groups <= 2**16 else np.int64
     return np.argsort(codes.astype(small, copy=False), kind="stable")
 
 

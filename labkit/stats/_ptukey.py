@@ -14,6 +14,7 @@ is done for every pair at once with fixed quadrature: Gauss-Legendre over t = lo
 method on the same integral. The unit tests check the tail probability against scipy to
 1e-8 and the quantile to 1e-6.
 """
+
 from __future__ import annotations
 
 from functools import lru_cache
@@ -41,14 +42,13 @@ def _s_nodes(df: np.ndarray):
     lo = -np.maximum(9 * sig, 38 / nu)
     hi = 7 * sig
     t = lo + (hi - lo) * x[None, :]
-    logf = (np.log(2) + (nu / 2) * np.log(nu / 2) - special.gammaln(nu / 2)
-            + nu * t - nu * np.exp(2 * t) / 2)
+    logf = np.log(2) + (nu / 2) * np.log(nu / 2) - special.gammaln(nu / 2) + nu * t - nu * np.exp(2 * t) / 2
     return np.exp(t), np.exp(logf) * (hi - lo) * wx[None, :]
 
 
 def _pr(w: np.ndarray, k: int, deriv: bool = False):
     """P_R(w; k) (and dP_R/dw) for an array w (any shape)."""
-    _, _, z, wz = _nodes(N_Z if k <= 10 else 2 * N_Z)     # (Φ(z) - Φ(z-w))^(k-1) sharpens with k
+    _, _, z, wz = _nodes(N_Z if k <= 10 else 2 * N_Z)  # (Φ(z) - Φ(z-w))^(k-1) sharpens with k
     zz = z.reshape((1,) * w.ndim + (-1,))
     a = special.ndtr(zz)
     d = np.clip(a - special.ndtr(zz - w[..., None]), 0, 1)
@@ -68,14 +68,14 @@ def cdf(q: ArrayLike, k: int, df: ArrayLike) -> np.ndarray:
     return np.clip(np.sum(p * ws, axis=1), 0, 1)
 
 
-CHUNK = 128      # pairs integrated at once (memory: CHUNK x N_S x N_Z floats)
+CHUNK = 128  # pairs integrated at once (memory: CHUNK x N_S x N_Z floats)
 
 
 def _chunked(fn, *arrays):
     n = len(arrays[0])
     if n <= CHUNK:
         return fn(*arrays)
-    return np.concatenate([fn(*(a[i:i + CHUNK] for a in arrays)) for i in range(0, n, CHUNK)])
+    return np.concatenate([fn(*(a[i : i + CHUNK] for a in arrays)) for i in range(0, n, CHUNK)])
 
 
 def sf(q: ArrayLike, k: int, df: ArrayLike) -> np.ndarray:

@@ -9,6 +9,7 @@ Columns are renamed to labkit's tidy names. Degenerate data (a constant
 response, no residual variation) give NaN F and p and say why in
 ``table.attrs["note"]``, never numbers made of rounding noise.
 """
+
 from __future__ import annotations
 
 import math
@@ -39,8 +40,9 @@ def _model_frame(data, response, factors):
     return frame, {s: f for f, s in safe.items()}
 
 
-def anova(data: pd.DataFrame, *, response: str, factors: Sequence[str], typ: int = 2,
-          interactions: bool = True) -> pd.DataFrame:
+def anova(
+    data: pd.DataFrame, *, response: str, factors: Sequence[str], typ: int = 2, interactions: bool = True
+) -> pd.DataFrame:
     """n-way ANOVA table of ``response`` on categorical ``factors`` (as statsmodels OLS + anova_lm).
 
     Every factor is treated as categorical, with any number of levels; the
@@ -82,7 +84,7 @@ def anova(data: pd.DataFrame, *, response: str, factors: Sequence[str], typ: int
     model = ols(formula, data=frame).fit()
     _need_residual_df(model.df_resid, int(model.df_model) + 1, len(frame))
     with warnings.catch_warnings():
-        if np.ptp(frame["y"].to_numpy()) == 0:   # NaN F below; statsmodels warns about it
+        if np.ptp(frame["y"].to_numpy()) == 0:  # NaN F below; statsmodels warns about it
             warnings.simplefilter("ignore")
         res = anova_lm(model, typ=typ)
     res = res.drop(index=[i for i in res.index if i == "Intercept"])
@@ -90,12 +92,17 @@ def anova(data: pd.DataFrame, *, response: str, factors: Sequence[str], typ: int
     def term(name: str) -> str:
         if name == "Residual":
             return "error"
-        return ":".join(back[part.split("(")[1].split(",")[0].rstrip(")").strip()]
-                        for part in name.split(":"))
+        return ":".join(
+            back[part.split("(")[1].split(",")[0].rstrip(")").strip()] for part in name.split(":")
+        )
 
-    out = pd.DataFrame({"term": [term(i) for i in res.index],
-                        "df": res["df"].to_numpy(float),
-                        "ss": res["sum_sq"].to_numpy(float)})
+    out = pd.DataFrame(
+        {
+            "term": [term(i) for i in res.index],
+            "df": res["df"].to_numpy(float),
+            "ss": res["sum_sq"].to_numpy(float),
+        }
+    )
     out["ms"] = out["ss"] / out["df"]
     out["F"] = res["F"].to_numpy(float)
     out["p"] = res["PR(>F)"].to_numpy(float)
@@ -107,16 +114,21 @@ def _need_residual_df(df_resid: float, params: int, n: int) -> None:
         raise ConfigError(
             f"no residual degrees of freedom: the model has {params} parameters "
             f"for {n} observations; replicate the design, or use "
-            f"interactions=False, or for an unreplicated 2^k design factorial_effects() + lenth()")
+            f"interactions=False, or for an unreplicated 2^k design factorial_effects() + lenth()"
+        )
 
 
 def _balanced(frame, cs, factors, response, typ) -> pd.DataFrame:
     """The full factorial table of a balanced complete design from its cell means (no OLS)."""
     _need_residual_df(len(frame) - len(cs.counts), len(cs.counts), len(frame))
     t = _cells.balanced_table(frame["y"].to_numpy(), cs)
-    out = pd.DataFrame({"term": [":".join(factors[j] for j in term)
-                                 for term in _cells.terms(len(factors))] + ["error"],
-                        "df": np.append(t.df, t.df_error), "ss": np.append(t.ss, t.sse)})
+    out = pd.DataFrame(
+        {
+            "term": [":".join(factors[j] for j in term) for term in _cells.terms(len(factors))] + ["error"],
+            "df": np.append(t.df, t.df_error),
+            "ss": np.append(t.ss, t.sse),
+        }
+    )
     out["ms"] = out["ss"] / out["df"]
     with np.errstate(divide="ignore", invalid="ignore"):
         f = out["ms"].to_numpy() / (t.sse / t.df_error)
@@ -139,8 +151,17 @@ def _table(out, y, response, factors, typ, df_error) -> pd.DataFrame:
         out["ms"] = out["ss"] / out["df"]
         sse = 0.0
     _finish(out, sst, sse, note)
-    out.attrs.update({"response": response, "factors": factors, "typ": typ, "sst": sst,
-                      "n": len(y), "df_error": df_error, "note": note})
+    out.attrs.update(
+        {
+            "response": response,
+            "factors": factors,
+            "typ": typ,
+            "sst": sst,
+            "n": len(y),
+            "df_error": df_error,
+            "note": note,
+        }
+    )
     return out[ANOVA_COLUMNS]
 
 
@@ -149,8 +170,10 @@ def _degenerate(y: np.ndarray, sst: float, sse: float) -> str:
     if sst == 0 or np.ptp(y) == 0:
         return "the response is constant (zero variance): F, p and eta squared are undefined"
     if sse <= num.NOISE * sst:
-        return ("the residuals are zero (to rounding): the model fits every observation "
-                "exactly, so F and p are undefined")
+        return (
+            "the residuals are zero (to rounding): the model fits every observation "
+            "exactly, so F and p are undefined"
+        )
     return ""
 
 
@@ -189,8 +212,9 @@ def oneway_anova(data: pd.DataFrame, *, response: str, factor: str) -> pd.DataFr
         raise ConfigError(f"factor {factor!r} has {g} level in the data; ANOVA needs at least 2")
     n = len(y)
     if n - g < 1:
-        raise ConfigError(f"no residual degrees of freedom: {n} observations in {g} groups; "
-                          f"replicate the groups")
+        raise ConfigError(
+            f"no residual degrees of freedom: {n} observations in {g} groups; replicate the groups"
+        )
     counts, means, within = num.group_ss(y, codes, g)
     # grand mean from the (refined) group means, SST = SSB + SSW exactly: no pass over n
     grand = math.fsum(counts * means) / n
@@ -206,16 +230,34 @@ def oneway_anova(data: pd.DataFrame, *, response: str, factor: str) -> pd.DataFr
         eta = np.array([ssb, sse]) / sst if sst > 0 else np.full(2, np.nan)
         peta = ssb / (ssb + sse) if sst > 0 else np.nan
     p = float(special.fdtrc(df_b, df_e, f)) if not note else np.nan
-    out = pd.DataFrame({"term": [factor, "error"], "df": [df_b, df_e], "ss": [ssb, sse],
-                        "ms": [ssb / df_b, sse / df_e], "F": [f, np.nan], "p": [p, np.nan],
-                        "eta_sq": eta, "partial_eta_sq": [peta, np.nan]}, columns=ANOVA_COLUMNS)
-    out.attrs.update({"response": response, "factors": [factor], "typ": 1, "sst": sst,
-                      "n": n, "df_error": df_e, "note": note})
+    out = pd.DataFrame(
+        {
+            "term": [factor, "error"],
+            "df": [df_b, df_e],
+            "ss": [ssb, sse],
+            "ms": [ssb / df_b, sse / df_e],
+            "F": [f, np.nan],
+            "p": [p, np.nan],
+            "eta_sq": eta,
+            "partial_eta_sq": [peta, np.nan],
+        },
+        columns=ANOVA_COLUMNS,
+    )
+    out.attrs.update(
+        {
+            "response": response,
+            "factors": [factor],
+            "typ": 1,
+            "sst": sst,
+            "n": n,
+            "df_error": df_e,
+            "note": note,
+        }
+    )
     return out
 
 
-def tukey_hsd(data: pd.DataFrame, *, response: str, factor: str,
-              alpha: float = 0.05) -> pd.DataFrame:
+def tukey_hsd(data: pd.DataFrame, *, response: str, factor: str, alpha: float = 0.05) -> pd.DataFrame:
     """Tukey's honestly significant differences between every pair of levels of ``factor``.
 
     (statsmodels ``pairwise_tukeyhsd``; R's ``TukeyHSD(aov(y ~ g))``.)
@@ -239,11 +281,15 @@ def tukey_hsd(data: pd.DataFrame, *, response: str, factor: str,
     res = pairwise_tukeyhsd(y, groups, alpha=alpha)
     g = res.groupsunique
     i, j = np.triu_indices(len(g), 1)
-    out = pd.DataFrame({"group_a": [v.scalar(x) for x in g[i]],
-                        "group_b": [v.scalar(x) for x in g[j]],
-                        "diff": np.asarray(res.meandiffs, float),
-                        "ci_low": np.asarray(res.confint, float)[:, 0],
-                        "ci_high": np.asarray(res.confint, float)[:, 1],
-                        "p_adj": np.asarray(res.pvalues, float),
-                        "reject": np.asarray(res.reject, bool)})
+    out = pd.DataFrame(
+        {
+            "group_a": [v.scalar(x) for x in g[i]],
+            "group_b": [v.scalar(x) for x in g[j]],
+            "diff": np.asarray(res.meandiffs, float),
+            "ci_low": np.asarray(res.confint, float)[:, 0],
+            "ci_high": np.asarray(res.confint, float)[:, 1],
+            "p_adj": np.asarray(res.pvalues, float),
+            "reject": np.asarray(res.reject, bool),
+        }
+    )
     return out

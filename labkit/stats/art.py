@@ -7,6 +7,7 @@ effect: align the response (residual of the full cell-means model plus the
 estimated effect), rank the aligned values, run the full factorial ANOVA on
 the ranks and keep only that effect's row.
 """
+
 from __future__ import annotations
 
 import math
@@ -35,7 +36,7 @@ def _align(data, response, factors):
     factors = v.names(factors, "factors")
     v.columns(data, factors, "factors")
     v.no_missing(data, factors, "factors")
-    y, _ = num.shift(v.response(data, response))   # alignment is shift-invariant
+    y, _ = num.shift(v.response(data, response))  # alignment is shift-invariant
     codes, shape = _cells.factor_codes(data, factors)
     cs = _cells.cells(data, factors, (codes, shape))
     n = len(y)
@@ -89,8 +90,9 @@ def art_anova(data: pd.DataFrame, *, response: str, factors: Sequence[str]) -> p
     n_cells = len(cs.counts)
     filled = int(np.count_nonzero(cs.counts))
     if filled < n_cells:
-        raise ConfigError(f"ART needs every combination of {factors!r} observed: "
-                          f"{filled} of {n_cells} cells have data")
+        raise ConfigError(
+            f"ART needs every combination of {factors!r} observed: {filled} of {n_cells} cells have data"
+        )
     rows, check = [], 0.0
     fit = _balanced if cs.replicates else _ols
     design = data[factors].rename(columns={f: f"f{i}" for i, f in enumerate(factors)})
@@ -108,8 +110,13 @@ def _balanced(i, aligned, ranks, cs, _design):
     """(row of effect i from the ANOVA of ``ranks``, F of the other effects on ``aligned``)."""
     t = _cells.balanced_table(ranks, cs)
     f, p, peta = _cells.f_tests(t)
-    row = {"df": float(t.df[i]), "df_error": t.df_error, "F": float(f[i]), "p": float(p[i]),
-           "partial_eta_sq": float(peta[i])}
+    row = {
+        "df": float(t.df[i]),
+        "df_error": t.df_error,
+        "F": float(f[i]),
+        "p": float(p[i]),
+        "partial_eta_sq": float(peta[i]),
+    }
     raw, _, _ = _cells.f_tests(_cells.balanced_table(aligned, cs))
     return row, np.delete(raw, i)
 
@@ -119,8 +126,12 @@ def _ols(i, aligned, ranks, _cs, design):
     safe = list(design.columns)
     name = ":".join(safe[j] for j in _cells.terms(len(safe))[i])
     t = anova(design.assign(_r=ranks), response="_r", factors=safe, typ=3).set_index("term")
-    row = {"df": float(t.loc[name, "df"]), "df_error": float(t.loc["error", "df"]),
-           "F": float(t.loc[name, "F"]), "p": float(t.loc[name, "p"]),
-           "partial_eta_sq": float(t.loc[name, "partial_eta_sq"])}
+    row = {
+        "df": float(t.loc[name, "df"]),
+        "df_error": float(t.loc["error", "df"]),
+        "F": float(t.loc[name, "F"]),
+        "p": float(t.loc[name, "p"]),
+        "partial_eta_sq": float(t.loc[name, "partial_eta_sq"]),
+    }
     raw = anova(design.assign(_a=aligned), response="_a", factors=safe, typ=3)
     return row, raw[(raw["term"] != name) & (raw["term"] != "error")]["F"].to_numpy(float)

@@ -6,6 +6,7 @@
 * :func:`ratio_ci` gives the interval of a ratio of means (the overhead of
   platform A over B) by Fieller's theorem or by bootstrap.
 """
+
 from __future__ import annotations
 
 import math
@@ -43,15 +44,23 @@ def _resampled_means(rng, sums: np.ndarray, counts: np.ndarray, n_boot: int) -> 
     """``n_boot`` means of k runs drawn with replacement from the k runs (row sums, row counts)."""
     k = len(sums)
     idx = rng.integers(0, k, size=(n_boot, k), dtype=np.int32)
-    if counts.min() == counts.max():            # every run has as many rows: one gather
+    if counts.min() == counts.max():  # every run has as many rows: one gather
         return np.take(sums, idx).sum(axis=1) / (counts[0] * k)
-    both = np.take(sums + 1j * counts, idx).sum(axis=1)    # sums and counts in one gather
+    both = np.take(sums + 1j * counts, idx).sum(axis=1)  # sums and counts in one gather
     return both.real / both.imag
 
 
-def bootstrap_ci(data: pd.DataFrame, *, response: str, by: v.Columns = None, run: str = "run_id",
-                 n_boot: int = 2000, alpha: float = 0.05, seed: v.Seed = None,
-                 min_runs: int = MIN_RUNS) -> pd.DataFrame:
+def bootstrap_ci(
+    data: pd.DataFrame,
+    *,
+    response: str,
+    by: v.Columns = None,
+    run: str = "run_id",
+    n_boot: int = 2000,
+    alpha: float = 0.05,
+    seed: v.Seed = None,
+    min_runs: int = MIN_RUNS,
+) -> pd.DataFrame:
     """Percentile bootstrap CI of the mean of ``response`` per configuration, resampling runs.
 
     Each bootstrap replicate draws, per configuration of ``by``, as many runs
@@ -74,32 +83,43 @@ def bootstrap_ci(data: pd.DataFrame, *, response: str, by: v.Columns = None, run
     rows = []
     for key, grp in groups:
         key = key if isinstance(key, tuple) else (key,)
-        codes, _ = pd.factorize(grp[run], sort=False)     # rows without a run id: -1, left out
+        codes, _ = pd.factorize(grp[run], sort=False)  # rows without a run id: -1, left out
         has_run = codes >= 0
         codes, y = codes[has_run], grp[response].to_numpy(float)[has_run]
         sums, counts = np.bincount(codes, weights=y), np.bincount(codes).astype(float)
         k = len(sums)
-        row = dict(zip(by, key)) | {"n_runs": k, "n_rows": int(counts.sum()),
-                                    "mean": float(grp[response].mean()), "note": ""}
+        row = dict(zip(by, key)) | {
+            "n_runs": k,
+            "n_rows": int(counts.sum()),
+            "mean": float(grp[response].mean()),
+            "note": "",
+        }
         if k < 2:
-            row |= {"ci_low": np.nan, "ci_high": np.nan,
-                    "note": f"{k} run: no interval without replication"}
+            row |= {"ci_low": np.nan, "ci_high": np.nan, "note": f"{k} run: no interval without replication"}
         else:
             boot = _resampled_means(rng, sums, counts, n_boot)
             row["ci_low"], row["ci_high"] = _percentile(boot, alpha)
             if k < min_runs:
-                row["note"] = (f"only {k} runs (fewer than {min_runs}): the bootstrap interval "
-                               f"is too narrow; add runs or use a t interval")
+                row["note"] = (
+                    f"only {k} runs (fewer than {min_runs}): the bootstrap interval "
+                    f"is too narrow; add runs or use a t interval"
+                )
         if row["note"]:
             label = ", ".join(f"{b}={x!r}" for b, x in zip(by, key)) or "all data"
             warnings.warn(f"bootstrap_ci({label}): {row['note']}", FewRunsWarning, stacklevel=2)
         rows.append(row)
-    return pd.DataFrame(rows, columns=by + ["n_runs", "n_rows", "mean", "ci_low", "ci_high",
-                                            "note"])
+    return pd.DataFrame(rows, columns=by + ["n_runs", "n_rows", "mean", "ci_low", "ci_high", "note"])
 
 
-def ratio_ci(a: v.Sample, b: v.Sample, *, method: str = "fieller", alpha: float = 0.05, n_boot: int = 4000,
-             seed: v.Seed = None) -> pd.DataFrame:
+def ratio_ci(
+    a: v.Sample,
+    b: v.Sample,
+    *,
+    method: str = "fieller",
+    alpha: float = 0.05,
+    n_boot: int = 4000,
+    seed: v.Seed = None,
+) -> pd.DataFrame:
     """CI of mean(a)/mean(b), ``a`` and ``b`` independent samples of runs (one value per run).
 
     ``method="fieller"``: Fieller's theorem (Fieller 1954) for independent
@@ -121,8 +141,7 @@ def ratio_ci(a: v.Sample, b: v.Sample, *, method: str = "fieller", alpha: float 
         raise ConfigError(f"method must be 'fieller' or 'bootstrap', got {method!r}")
     x, y = v.sample(a, "a"), v.sample(b, "b")
     if len(x) < 2 or len(y) < 2:
-        raise ConfigError(f"ratio_ci needs at least 2 runs in each sample, got {len(x)} "
-                          f"and {len(y)}")
+        raise ConfigError(f"ratio_ci needs at least 2 runs in each sample, got {len(x)} and {len(y)}")
     ma, mb = math.fsum(x) / len(x), math.fsum(y) / len(y)
     if mb == 0:
         raise ConfigError("mean of b is 0: the ratio is undefined")
@@ -134,13 +153,15 @@ def ratio_ci(a: v.Sample, b: v.Sample, *, method: str = "fieller", alpha: float 
         if va + vb == 0:
             lo = hi = ratio
         else:
-            df = (va + vb) ** 2 / (va ** 2 / (len(x) - 1) + vb ** 2 / (len(y) - 1))
+            df = (va + vb) ** 2 / (va**2 / (len(x) - 1) + vb**2 / (len(y) - 1))
             t = float(sps.t.ppf(1 - alpha / 2, df))
             g = t * t * vb / (mb * mb)
             if g >= 1:
                 lo = hi = np.nan
-                note = (f"g = {g:.3g} >= 1: mean(b) is not distinguishable from 0, the Fieller "
-                        f"interval is unbounded; add runs")
+                note = (
+                    f"g = {g:.3g} >= 1: mean(b) is not distinguishable from 0, the Fieller "
+                    f"interval is unbounded; add runs"
+                )
             else:
                 half = t / abs(mb) * math.sqrt(va * (1 - g) + ratio * ratio * vb)
                 lo, hi = (ratio - half) / (1 - g), (ratio + half) / (1 - g)
@@ -156,8 +177,23 @@ def ratio_ci(a: v.Sample, b: v.Sample, *, method: str = "fieller", alpha: float 
             warnings.warn(f"ratio_ci: {note}", FewRunsWarning, stacklevel=2)
     if positive and np.isfinite(lo) and lo < 0:
         lo = 0.0
-        note = note or "the lower bound is clipped at 0 (positive data; the mean of a is " \
-                       "not distinguishable from 0)"
-    return pd.DataFrame([{"method": method, "n_a": len(x), "n_b": len(y), "mean_a": ma,
-                          "mean_b": mb, "ratio": ratio, "ci_low": lo, "ci_high": hi,
-                          "overhead_pct": 100 * (ratio - 1), "note": note}])
+        note = (
+            note
+            or "the lower bound is clipped at 0 (positive data; the mean of a is not distinguishable from 0)"
+        )
+    return pd.DataFrame(
+        [
+            {
+                "method": method,
+                "n_a": len(x),
+                "n_b": len(y),
+                "mean_a": ma,
+                "mean_b": mb,
+                "ratio": ratio,
+                "ci_low": lo,
+                "ci_high": hi,
+                "overhead_pct": 100 * (ratio - 1),
+                "note": note,
+            }
+        ]
+    )

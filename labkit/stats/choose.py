@@ -12,6 +12,7 @@ no         yes         Mann-Whitney U                  Kruskal-Wallis + Dunn (Ho
 no         no          Brunner-Munzel                  Kruskal-Wallis + Dunn (Holm), caveat
 =========  ==========  ==============================  ====================================
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -36,6 +37,7 @@ class Choice:
     three or more groups, else None), ``normality`` (:func:`shapiro_by` per
     group with Holm ``p_adj``), ``variances`` (:func:`levene`).
     """
+
     test: str
     reason: str
     table: pd.DataFrame = field(repr=False)
@@ -47,8 +49,7 @@ class Choice:
         return f"{self.test}: {self.reason}"
 
 
-def compare_groups(data: pd.DataFrame, *, response: str, factor: str,
-                   alpha: float = 0.05) -> Choice:
+def compare_groups(data: pd.DataFrame, *, response: str, factor: str, alpha: float = 0.05) -> Choice:
     """Compare ``response`` across the levels of ``factor`` with the test the data allow.
 
     Returns a :class:`Choice` naming the test run and the reason.
@@ -63,15 +64,22 @@ def compare_groups(data: pd.DataFrame, *, response: str, factor: str,
     equal = bool(bf["equal_var"].iloc[0]) if bf["equal_var"].iloc[0] is not pd.NA else True
     why = []
     if rejected:
-        why.append(f"values are not normal in {rejected!r} (Shapiro-Wilk, Holm-corrected "
-                   f"p <= {alpha})")
+        why.append(f"values are not normal in {rejected!r} (Shapiro-Wilk, Holm-corrected p <= {alpha})")
     else:
-        why.append("normality is not rejected in any group" +
-                   (f" ({sw.loc[untestable, factor].tolist()!r} too small or constant to "
-                    f"test)" if untestable.any() else ""))
+        why.append(
+            "normality is not rejected in any group"
+            + (
+                f" ({sw.loc[untestable, factor].tolist()!r} too small or constant to test)"
+                if untestable.any()
+                else ""
+            )
+        )
     p_bf = bf["p"].iloc[0]
-    why.append(f"variances are {'equal' if equal else 'unequal'} (Brown-Forsythe p = "
-               f"{p_bf:.3g})" if pd.notna(p_bf) else "variances cannot be compared")
+    why.append(
+        f"variances are {'equal' if equal else 'unequal'} (Brown-Forsythe p = {p_bf:.3g})"
+        if pd.notna(p_bf)
+        else "variances cannot be compared"
+    )
     posthoc = None
     if len(levels) == 2:
         x, y = samples
@@ -96,6 +104,7 @@ def compare_groups(data: pd.DataFrame, *, response: str, factor: str,
         table = kruskal(data, response=response, factor=factor)
         posthoc = dunn(data, response=response, factor=factor, alpha=alpha)
         if not equal:
-            why.append("Kruskal-Wallis then tests stochastic dominance, not medians, since "
-                       "the spreads differ")
+            why.append(
+                "Kruskal-Wallis then tests stochastic dominance, not medians, since the spreads differ"
+            )
     return Choice(test, "; ".join(why), table, posthoc, sw, bf)

@@ -11,6 +11,7 @@ Each result carries a minimum practical effect beside its p-value: a change is c
 * :func:`pettitt` -- Pettitt's (1979) rank test for one change point in a series;
   :func:`changepoint` applies it to a series of campaigns.
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -33,9 +34,16 @@ def _min_effect(x) -> float:
     return float(x)
 
 
-def config_differences(a: pd.DataFrame, b: pd.DataFrame, *, response: str, factors: Sequence[str],
-                       alpha: float = 0.05, min_effect_pct: float = 2.0,
-                       method: str = "holm") -> pd.DataFrame:
+def config_differences(
+    a: pd.DataFrame,
+    b: pd.DataFrame,
+    *,
+    response: str,
+    factors: Sequence[str],
+    alpha: float = 0.05,
+    min_effect_pct: float = 2.0,
+    method: str = "holm",
+) -> pd.DataFrame:
     """Per configuration, campaign ``b`` against campaign ``a`` (one row per run in each).
 
     Returns one row per configuration with >= 2 runs in both: the factor columns,
@@ -52,8 +60,10 @@ def config_differences(a: pd.DataFrame, b: pd.DataFrame, *, response: str, facto
         v.frame(d, name)
         v.columns(d, factors, f"{name}: factors")
         v.response(d, response)
-    gb = {k if isinstance(k, tuple) else (k,): g[response].to_numpy(dtype=float)
-          for k, g in b.groupby(factors, sort=False, observed=True)}
+    gb = {
+        k if isinstance(k, tuple) else (k,): g[response].to_numpy(dtype=float)
+        for k, g in b.groupby(factors, sort=False, observed=True)
+    }
     rows = []
     t_q = {}
     for key, ga in a.groupby(factors, sort=True, observed=True):
@@ -64,29 +74,49 @@ def config_differences(a: pd.DataFrame, b: pd.DataFrame, *, response: str, facto
         ma, mb = xa.mean(), xb.mean()
         va, vb = xa.var(ddof=1) / len(xa), xb.var(ddof=1) / len(xb)
         se = np.sqrt(va + vb)
-        df = (va + vb) ** 2 / (va ** 2 / (len(xa) - 1) + vb ** 2 / (len(xb) - 1)) if se > 0 else np.nan
+        df = (va + vb) ** 2 / (va**2 / (len(xa) - 1) + vb**2 / (len(xb) - 1)) if se > 0 else np.nan
         if df not in t_q:
             t_q[df] = sps.t.ppf(1 - alpha / 2, df) if np.isfinite(df) else np.nan
         diff = mb - ma
         p = 2 * sps.t.sf(abs(diff) / se, df) if se > 0 else (1.0 if diff == 0 else 0.0)
         fr = fieller_ratio(xb, xa, alpha=alpha)
-        rows.append({**dict(zip(factors, key)), "n_a": len(xa), "n_b": len(xb), "mean_a": ma,
-                     "mean_b": mb, "diff": diff, "ci_low": diff - t_q[df] * se,
-                     "ci_high": diff + t_q[df] * se, "diff_pct": 100 * diff / ma,
-                     "ratio": fr["ratio"], "ratio_low": fr["ci_low"], "ratio_high": fr["ci_high"],
-                     "p": p})
+        rows.append(
+            {
+                **dict(zip(factors, key)),
+                "n_a": len(xa),
+                "n_b": len(xb),
+                "mean_a": ma,
+                "mean_b": mb,
+                "diff": diff,
+                "ci_low": diff - t_q[df] * se,
+                "ci_high": diff + t_q[df] * se,
+                "diff_pct": 100 * diff / ma,
+                "ratio": fr["ratio"],
+                "ratio_low": fr["ci_low"],
+                "ratio_high": fr["ci_high"],
+                "p": p,
+            }
+        )
     table = pd.DataFrame(rows)
     if table.empty:
         raise ConfigError("no configuration has >= 2 runs in both campaigns")
     table["p_adj"] = adjust_p(table["p"].fillna(1).to_numpy(), method=method)
     table["drift"] = (table["p_adj"] < alpha) & (table["diff_pct"].abs() >= min_effect_pct)
-    table.attrs.update({"response": response, "alpha": alpha, "method": method,
-                        "min_effect_pct": min_effect_pct})
+    table.attrs.update(
+        {"response": response, "alpha": alpha, "method": method, "min_effect_pct": min_effect_pct}
+    )
     return table
 
 
-def drift_test(a: pd.DataFrame, b: pd.DataFrame, *, response: str, factors: Sequence[str],
-               alpha: float = 0.05, min_effect_pct: float = 2.0) -> pd.DataFrame:
+def drift_test(
+    a: pd.DataFrame,
+    b: pd.DataFrame,
+    *,
+    response: str,
+    factors: Sequence[str],
+    alpha: float = 0.05,
+    min_effect_pct: float = 2.0,
+) -> pd.DataFrame:
     """Did the whole campaign move from ``a`` to ``b``? One-row DataFrame.
 
     Fits ``log(response) ~ configuration + campaign`` by least squares (configurations
@@ -107,8 +137,11 @@ def drift_test(a: pd.DataFrame, b: pd.DataFrame, *, response: str, factors: Sequ
         y = v.response(d, response)
         if (y <= 0).any():
             raise ConfigError(f"{name}: response {response!r} must be > 0 for a ratio (log) drift test")
-        cfg = pd.MultiIndex.from_frame(d[factors].astype(str)) if len(factors) > 1 \
+        cfg = (
+            pd.MultiIndex.from_frame(d[factors].astype(str))
+            if len(factors) > 1
             else d[factors[0]].astype(str)
+        )
         parts.append(pd.DataFrame({"cfg": list(cfg), "camp": flag, "ly": np.log(y)}))
     data = pd.concat(parts, ignore_index=True)
     both = set(parts[0]["cfg"]) & set(parts[1]["cfg"])
@@ -139,19 +172,35 @@ def drift_test(a: pd.DataFrame, b: pd.DataFrame, *, response: str, factors: Sequ
     df2, mse = (df_full, sse_full / df_full) if df_full > 0 else (df_add, sse_add / df_add)
     F = (sse_cfg - sse_add) / mse if mse > 0 else np.nan
     p = float(sps.f.sf(F, 1, df2)) if np.isfinite(F) else np.nan
-    p_int = (float(sps.f.sf(((sse_add - sse_full) / (k - 1)) / (sse_full / df_full), k - 1, df_full))
-             if df_full > 0 and k > 1 and sse_full > 0 else np.nan)
+    p_int = (
+        float(sps.f.sf(((sse_add - sse_full) / (k - 1)) / (sse_full / df_full), k - 1, df_full))
+        if df_full > 0 and k > 1 and sse_full > 0
+        else np.nan
+    )
     cov = mse * np.linalg.pinv(X.T @ X)
     se = float(np.sqrt(cov[-1, -1]))
     tq = sps.t.ppf(1 - alpha / 2, df2)
     coef = float(beta[-1])
     shift = 100 * np.expm1(coef)
-    out = pd.DataFrame([{
-        "n_a": int((camp == 0).sum()), "n_b": int((camp == 1).sum()), "configs": int(k),
-        "shift_pct": shift, "ci_low_pct": 100 * np.expm1(coef - tq * se),
-        "ci_high_pct": 100 * np.expm1(coef + tq * se), "F": F, "df1": 1, "df2": int(df2), "p": p,
-        "p_interaction": p_int, "min_effect_pct": min_effect_pct,
-        "drift": bool(p < alpha and abs(shift) >= min_effect_pct)}])
+    out = pd.DataFrame(
+        [
+            {
+                "n_a": int((camp == 0).sum()),
+                "n_b": int((camp == 1).sum()),
+                "configs": int(k),
+                "shift_pct": shift,
+                "ci_low_pct": 100 * np.expm1(coef - tq * se),
+                "ci_high_pct": 100 * np.expm1(coef + tq * se),
+                "F": F,
+                "df1": 1,
+                "df2": int(df2),
+                "p": p,
+                "p_interaction": p_int,
+                "min_effect_pct": min_effect_pct,
+                "drift": bool(p < alpha and abs(shift) >= min_effect_pct),
+            }
+        ]
+    )
     out.attrs.update({"response": response, "alpha": alpha})
     return out
 
@@ -163,11 +212,11 @@ _DIRECT_PAIRS = 1 << 20
 def _ordered(x: np.ndarray) -> np.ndarray:
     """int64 keys with the order of the float64 values ``x`` (-0.0 and 0.0 equal)."""
     i = (np.asarray(x, dtype=np.float64) + 0.0).view(np.int64)
-    return np.where(i < 0, np.int64(-(2 ** 63)) - i, i)
+    return np.where(i < 0, np.int64(-(2**63)) - i, i)
 
 
 def _from_ordered(k: int) -> float:
-    i = np.int64(k) if k >= 0 else np.int64(-(2 ** 63)) - np.int64(k)
+    i = np.int64(k) if k >= 0 else np.int64(-(2**63)) - np.int64(k)
     return float(np.array([i]).view(np.float64)[0])
 
 
@@ -177,7 +226,7 @@ def _count_at_most(after: np.ndarray, before_sorted: np.ndarray, d: float) -> in
     monotone), so the pairs at most d are a suffix of ``before_sorted``, found by a binary
     search of all rows at once. O(len(after)) memory."""
     m = len(before_sorted)
-    lo = np.zeros(len(after), dtype=np.int64)         # first index with after - before <= d
+    lo = np.zeros(len(after), dtype=np.int64)  # first index with after - before <= d
     hi = np.full(len(after), m, dtype=np.int64)
     while True:
         open_ = lo < hi
@@ -195,7 +244,7 @@ def _kth_difference(after: np.ndarray, before_sorted: np.ndarray, k: int) -> flo
     the float64 values in their integer order (at most 64 steps), each counting the pairs."""
     lo = int(_ordered(np.array([after.min() - before_sorted[-1]]))[0])
     hi = int(_ordered(np.array([after.max() - before_sorted[0]]))[0])
-    while lo < hi:                    # the smallest value with at least k pairs at or below it
+    while lo < hi:  # the smallest value with at least k pairs at or below it
         mid = lo + (hi - lo) // 2
         if _count_at_most(after, before_sorted, _from_ordered(mid)) >= k:
             hi = mid
@@ -231,7 +280,7 @@ def pettitt_u(x: np.ndarray) -> np.ndarray:
 
 def pettitt_p(K: float, n: int) -> float:
     """Pettitt's approximate two-sided p of ``K = max |U_t|`` for ``n`` values (1979, eq. 2.4)."""
-    return min(1.0, 2 * float(np.exp(-6 * K ** 2 / (n ** 3 + n ** 2))))
+    return min(1.0, 2 * float(np.exp(-6 * K**2 / (n**3 + n**2))))
 
 
 def pettitt(values: v.Sample, *, min_effect: float | None = None, alpha: float = 0.05) -> pd.DataFrame:
@@ -256,21 +305,39 @@ def pettitt(values: v.Sample, *, min_effect: float | None = None, alpha: float =
     t = int(np.argmax(np.abs(u)))
     K = float(abs(u[t]))
     p = pettitt_p(K, n)
-    before, after = x[: t + 1], x[t + 1:]
+    before, after = x[: t + 1], x[t + 1 :]
     shift = median_difference(after, before)
     b = float(np.median(before))
     min_effect = None if min_effect is None else float(min_effect)
-    out = pd.DataFrame([{"n": n, "K": K, "change_point": t + 1, "p": p, "shift": shift,
-                         "before": b, "after": float(np.median(after)),
-                         "shift_pct": 100 * shift / abs(b) if b else np.nan,
-                         "min_effect": min_effect,
-                         "change": bool(p < alpha and (min_effect is None or abs(shift) >= min_effect))}])
+    out = pd.DataFrame(
+        [
+            {
+                "n": n,
+                "K": K,
+                "change_point": t + 1,
+                "p": p,
+                "shift": shift,
+                "before": b,
+                "after": float(np.median(after)),
+                "shift_pct": 100 * shift / abs(b) if b else np.nan,
+                "min_effect": min_effect,
+                "change": bool(p < alpha and (min_effect is None or abs(shift) >= min_effect)),
+            }
+        ]
+    )
     return out
 
 
-def changepoint(data: pd.DataFrame, *, response: str, factors: Sequence[str], campaign: str,
-                order: Sequence | None = None, min_effect_pct: float = 2.0,
-                alpha: float = 0.05) -> pd.DataFrame:
+def changepoint(
+    data: pd.DataFrame,
+    *,
+    response: str,
+    factors: Sequence[str],
+    campaign: str,
+    order: Sequence | None = None,
+    min_effect_pct: float = 2.0,
+    alpha: float = 0.05,
+) -> pd.DataFrame:
     """Change point over a series of campaigns of the same design.
 
     Each campaign is summarised by the mean over configurations of log(configuration

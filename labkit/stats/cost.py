@@ -6,6 +6,7 @@ i.e. how many executions one dollar-hour buys; higher is better. The price
 is that of everything the execution occupies (e.g. all 8 instances of a
 cluster), which the caller supplies.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -19,8 +20,9 @@ __all__ = ["cost_efficiency"]
 SECONDS = {"s": 1.0, "ms": 1e-3, "min": 60.0, "h": 3600.0}
 
 
-def cost_efficiency(data: pd.DataFrame, *, time: str, price: str, unit: str = "s",
-                    by: v.Columns = None) -> pd.DataFrame:
+def cost_efficiency(
+    data: pd.DataFrame, *, time: str, price: str, unit: str = "s", by: v.Columns = None
+) -> pd.DataFrame:
     """Executions per hour divided by the price per hour, per row of ``data``.
 
     ``time`` is the column of execution times (in ``unit``: "s", "ms", "min"

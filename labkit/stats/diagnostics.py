@@ -6,6 +6,7 @@ analysis on log(response) is computed and offered (multiplicative effects and
 variance growing with the mean, common for throughput and latency, often
 become additive and homoscedastic on the log scale).
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -34,6 +35,7 @@ class Diagnostics:
     * ``log_effects`` / ``log_residuals`` -- the factorial analysis of
       log(response), computed when normality is rejected and y > 0; else None.
     """
+
     table: pd.DataFrame
     residuals: pd.DataFrame = field(repr=False)
     normal: bool | None
@@ -47,15 +49,26 @@ class Diagnostics:
 
 def _test(res: pd.DataFrame, alpha: float, saturated: bool) -> dict:
     if saturated:
-        return {"n": len(res), "W": np.nan, "p": np.nan, "normal": pd.NA,
-                "note": "saturated model (unreplicated design): residuals are all zero; pass "
-                        "terms=lenth(effects).active for a reduced model"}
+        return {
+            "n": len(res),
+            "W": np.nan,
+            "p": np.nan,
+            "normal": pd.NA,
+            "note": "saturated model (unreplicated design): residuals are all zero; pass "
+            "terms=lenth(effects).active for a reduced model",
+        }
     return shapiro_row(res["residual"].to_numpy(float), alpha)
 
 
-def factorial_diagnostics(data: pd.DataFrame, *, factors: Sequence[str], response: str,
-                          alpha: float = 0.05, terms: Sequence[str] | None = None,
-                          levels: v.Levels = None) -> Diagnostics:
+def factorial_diagnostics(
+    data: pd.DataFrame,
+    *,
+    factors: Sequence[str],
+    response: str,
+    alpha: float = 0.05,
+    terms: Sequence[str] | None = None,
+    levels: v.Levels = None,
+) -> Diagnostics:
     """Shapiro-Wilk on the residuals of the factorial model; the log model when it fails.
 
     ``terms`` as in :func:`factorial_residuals` (None: full model, which is
@@ -73,29 +86,39 @@ def factorial_diagnostics(data: pd.DataFrame, *, factors: Sequence[str], respons
     if normal is None:
         message = f"Residuals of {response!r} cannot be tested: {first['note']}."
     elif normal:
-        message = (f"Residuals of {response!r} look normal (Shapiro-Wilk W = {first['W']:.4f}, "
-                   f"p = {first['p']:.4g} > {alpha}): t-based inference is reasonable.")
+        message = (
+            f"Residuals of {response!r} look normal (Shapiro-Wilk W = {first['W']:.4f}, "
+            f"p = {first['p']:.4g} > {alpha}): t-based inference is reasonable."
+        )
     else:
-        message = (f"WARNING: residuals of {response!r} are not normal (Shapiro-Wilk "
-                   f"W = {first['W']:.4f}, p = {first['p']:.4g} <= {alpha}); confidence "
-                   f"intervals and p-values of the effects are unreliable.")
+        message = (
+            f"WARNING: residuals of {response!r} are not normal (Shapiro-Wilk "
+            f"W = {first['W']:.4f}, p = {first['p']:.4g} <= {alpha}); confidence "
+            f"intervals and p-values of the effects are unreliable."
+        )
         y = data[response].to_numpy(float)
         if np.all(y > 0):
             logged = data.assign(**{response: np.log(y)})
-            log_effects = factorial_effects(logged, factors=factors, response=response, alpha=alpha,
-                                            levels=levels)
-            log_res = factorial_residuals(logged, factors=factors, response=response, terms=terms,
-                                          levels=levels)
+            log_effects = factorial_effects(
+                logged, factors=factors, response=response, alpha=alpha, levels=levels
+            )
+            log_res = factorial_residuals(
+                logged, factors=factors, response=response, terms=terms, levels=levels
+            )
             second = {"model": f"log({response})"} | _test(log_res, alpha, saturated)
             rows.append(second)
             if second["normal"] is True:
-                message += (f" On log({response}) they look normal (W = {second['W']:.4f}, "
-                            f"p = {second['p']:.4g}): consider the log model "
-                            f"(Diagnostics.log_effects).")
+                message += (
+                    f" On log({response}) they look normal (W = {second['W']:.4f}, "
+                    f"p = {second['p']:.4g}): consider the log model "
+                    f"(Diagnostics.log_effects)."
+                )
             else:
-                message += (f" log({response}) does not help (W = {second['W']:.4f}, "
-                            f"p = {second['p']:.4g}); inspect the Q-Q plot, look for outliers, "
-                            f"or use more replicates.")
+                message += (
+                    f" log({response}) does not help (W = {second['W']:.4f}, "
+                    f"p = {second['p']:.4g}); inspect the Q-Q plot, look for outliers, "
+                    f"or use more replicates."
+                )
         else:
             message += f" log({response}) is not possible: the response has values <= 0."
     table = pd.DataFrame(rows, columns=["model", "n", "W", "p", "normal", "note"])

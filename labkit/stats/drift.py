@@ -11,6 +11,7 @@ values, normal or Student's t with 3 df (Pettitt's p-value approximation is slig
 conservative). Change points in long-running performance series: Duplyakin et al., "In search
 of the perfect baseline" (2020); Maricq et al., "Taming performance variability" (OSDI 2018).
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -25,15 +26,16 @@ from .compare import median_difference, pettitt_p, pettitt_u
 __all__ = ["change_points", "drift_segments"]
 
 
-def _test(x: np.ndarray, *, level: float, min_size: int,
-          min_effect: float | None) -> tuple[float, int | None]:
+def _test(
+    x: np.ndarray, *, level: float, min_size: int, min_effect: float | None
+) -> tuple[float, int | None]:
     """``(p, t)``: Pettitt's p-value on ``x`` and the 0-based first index of the new segment,
     or ``t = None`` unless the test rejects at ``level``, with a change leaving ``min_size``
     values on each side and a shift of at least ``min_effect``."""
     n = len(x)
     if n < 2 * min_size:
         return np.inf, None
-    u = pettitt_u(x)                     # U_t for t = 1..n-1 (compare.pettitt), O(n)
+    u = pettitt_u(x)  # U_t for t = 1..n-1 (compare.pettitt), O(n)
     p = pettitt_p(float(np.max(np.abs(u))), n)
     if p >= level:
         return p, None
@@ -46,8 +48,9 @@ def _test(x: np.ndarray, *, level: float, min_size: int,
     return p, cut
 
 
-def change_points(values: v.Sample, *, alpha: float = 0.05, min_size: int = 5,
-                  min_effect: float | None = None) -> list[int]:
+def change_points(
+    values: v.Sample, *, alpha: float = 0.05, min_size: int = 5, min_effect: float | None = None
+) -> list[int]:
     """The 0-based positions where the level of ``values`` (in order) changes: the first index
     of each new segment, ascending; ``[]`` when the series is stationary.
 
@@ -75,13 +78,18 @@ def change_points(values: v.Sample, *, alpha: float = 0.05, min_size: int = 5,
     x = v.sample(values, "values")
     if isinstance(min_size, bool) or not isinstance(min_size, (int, np.integer)) or min_size < 2:
         raise ConfigError(f"min_size must be a whole number >= 2 (values per segment), got {min_size!r}")
-    if min_effect is not None and (isinstance(min_effect, bool)
-                                   or not isinstance(min_effect, (int, float, np.floating))
-                                   or not min_effect >= 0):
-        raise ConfigError(f"min_effect must be None or a number >= 0 (in the values' unit), "
-                          f"got {min_effect!r}")
-    opts: dict[str, Any] = {"min_size": int(min_size),
-                            "min_effect": None if min_effect is None else float(min_effect)}
+    if min_effect is not None and (
+        isinstance(min_effect, bool)
+        or not isinstance(min_effect, (int, float, np.floating))
+        or not min_effect >= 0
+    ):
+        raise ConfigError(
+            f"min_effect must be None or a number >= 0 (in the values' unit), got {min_effect!r}"
+        )
+    opts: dict[str, Any] = {
+        "min_size": int(min_size),
+        "min_effect": None if min_effect is None else float(min_effect),
+    }
     n = len(x)
     found: list[int] = []
     stack = [(0, n)]
@@ -117,7 +125,7 @@ def _refine(x: np.ndarray, points: list[int], alpha: float, opts: dict[str, Any]
         failing = [i for i, (_, t) in enumerate(tests) if t is None]
         if failing:
             drop = max(failing, key=lambda i: tests[i][0])
-            return points[:drop] + points[drop + 1:]
+            return points[:drop] + points[drop + 1 :]
         moved = sorted({bounds[i] + t for i, (_, t) in enumerate(tests) if t is not None})
         return None if moved == points else moved
 
@@ -143,8 +151,16 @@ def _refine(x: np.ndarray, points: list[int], alpha: float, opts: dict[str, Any]
     return points
 
 
-def drift_segments(data: pd.DataFrame, *, response: str, order: str, by: v.Columns = None,
-                   factors: v.Columns = None, alpha: float = 0.05, min_size: int = 5) -> pd.DataFrame:
+def drift_segments(
+    data: pd.DataFrame,
+    *,
+    response: str,
+    order: str,
+    by: v.Columns = None,
+    factors: v.Columns = None,
+    alpha: float = 0.05,
+    min_size: int = 5,
+) -> pd.DataFrame:
     """Drift in run order: each series' stretches of constant level, after the design's effects.
 
     ``data`` has one row per run; ``order`` is the run-order column (``run_seq``: the run's
@@ -168,8 +184,11 @@ def drift_segments(data: pd.DataFrame, *, response: str, order: str, by: v.Colum
     y = v.response(data, response)
     alpha = v.alpha(alpha)
     frame = data[by + factors + [order]].copy()
-    fitted = (frame.assign(_y=y).groupby(factors, observed=True, dropna=False)["_y"].transform("mean")
-              if factors else pd.Series(np.full(len(y), float(np.mean(y))), index=frame.index))
+    fitted = (
+        frame.assign(_y=y).groupby(factors, observed=True, dropna=False)["_y"].transform("mean")
+        if factors
+        else pd.Series(np.full(len(y), float(np.mean(y))), index=frame.index)
+    )
     frame["_r"] = y - fitted.to_numpy()
     mean = float(np.mean(y))
     rows, short, changes, series = [], [], 0, 0
@@ -188,15 +207,31 @@ def drift_segments(data: pd.DataFrame, *, response: str, order: str, by: v.Colum
         bounds = [0, *cps, len(r)]
         prev = np.nan
         for s in range(len(bounds) - 1):
-            seg = r[bounds[s]: bounds[s + 1]]
+            seg = r[bounds[s] : bounds[s + 1]]
             level = float(np.median(seg))
             shift = level - prev
-            rows.append({**dict(zip(by, key)), "segment": s + 1,
-                         "start": part[order].iloc[bounds[s]], "end": part[order].iloc[bounds[s + 1] - 1],
-                         "n": len(seg), "level": level, "shift": shift,
-                         "shift_pct": 100 * shift / abs(mean) if mean else np.nan})
+            rows.append(
+                {
+                    **dict(zip(by, key)),
+                    "segment": s + 1,
+                    "start": part[order].iloc[bounds[s]],
+                    "end": part[order].iloc[bounds[s + 1] - 1],
+                    "n": len(seg),
+                    "level": level,
+                    "shift": shift,
+                    "shift_pct": 100 * shift / abs(mean) if mean else np.nan,
+                }
+            )
             prev = level
     out = pd.DataFrame(rows, columns=by + ["segment", "start", "end", "n", "level", "shift", "shift_pct"])
-    out.attrs.update(changes=changes, series=series, short=short, alpha=alpha, min_size=min_size,
-                     response=response, order=order, by=by)
+    out.attrs.update(
+        changes=changes,
+        series=series,
+        short=short,
+        alpha=alpha,
+        min_size=min_size,
+        response=response,
+        order=order,
+        by=by,
+    )
     return out

@@ -21,6 +21,7 @@ ISMM 2013, on the levels of a benchmark experiment).
   linear mixed model of :func:`labkit.stats.mixed_effects` with Satterthwaite's df. On balanced
   data with a positive unit component both give the same estimates, t and p (the tests check it).
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -59,6 +60,7 @@ class LevelEffects:
       its column (None for the residual); ``note`` -- "" or what to know (a singular fit, a
       component estimated at 0).
     """
+
     effects: pd.DataFrame
     variance: pd.DataFrame
     method: str
@@ -89,8 +91,10 @@ def unit_means(data: pd.DataFrame, *, response: str, unit: str, keep: v.Columns 
     v.response(data, response)
     if keep and not constant_within(data, factors=keep, unit=unit):
         varying = [c for c in keep if not constant_within(data, factors=[c], unit=unit)]
-        raise ConfigError(f"{', '.join(map(repr, varying))} vary within units of {unit!r}: "
-                          f"their levels have no single value per unit")
+        raise ConfigError(
+            f"{', '.join(map(repr, varying))} vary within units of {unit!r}: "
+            f"their levels have no single value per unit"
+        )
     g = data.groupby(unit, observed=True, sort=False)
     out = g[keep].first().reset_index() if keep else g.size().reset_index()[[unit]]
     out["n"] = g[response].count().to_numpy()
@@ -98,9 +102,17 @@ def unit_means(data: pd.DataFrame, *, response: str, unit: str, keep: v.Columns 
     return out[keep + [unit, "n", response]]
 
 
-def level_effects(data: pd.DataFrame, *, response: str, factors: v.Columns, random: v.Columns,
-                  levels: v.Levels = None, alpha: float = 0.05, method: str = "auto",
-                  blocks: v.Columns = None) -> LevelEffects:
+def level_effects(
+    data: pd.DataFrame,
+    *,
+    response: str,
+    factors: v.Columns,
+    random: v.Columns,
+    levels: v.Levels = None,
+    alpha: float = 0.05,
+    method: str = "auto",
+    blocks: v.Columns = None,
+) -> LevelEffects:
     """Two-level factorial effects tested against the variance of the level they vary across.
 
     Parameters
@@ -136,8 +148,11 @@ def level_effects(data: pd.DataFrame, *, response: str, factors: v.Columns, rand
         raise ConfigError(f"method must be one of {', '.join(METHODS)}, got {method!r}")
     inner = [c for c in random if constant_within(data, factors=factors, unit=c)]
     error_term = " and ".join(inner) if inner else "residual"
-    why = (f"blocks {', '.join(blocks)} need the mixed model" if blocks
-           else _ems_refusal(data, response, factors, random, levels))
+    why = (
+        f"blocks {', '.join(blocks)} need the mixed model"
+        if blocks
+        else _ems_refusal(data, response, factors, random, levels)
+    )
     if method == "ems" and why:
         raise ConfigError(f"method='ems' does not fit this design: {why}; use method='reml'")
     if method == "ems" or (method == "auto" and not why):
@@ -146,7 +161,7 @@ def level_effects(data: pd.DataFrame, *, response: str, factors: v.Columns, rand
 
 
 def _ems_refusal(data, response, factors, random, levels) -> str:
-    """"" when the EMS test fits, else why not."""
+    """ "" when the EMS test fits, else why not."""
     if len(random) != 1:
         return f"{len(random)} random levels ({', '.join(random)}); EMS here takes one"
     unit = random[0]
@@ -157,24 +172,38 @@ def _ems_refusal(data, response, factors, random, levels) -> str:
         v.two_levels(data[f], level_map.get(f))
     per_unit = data.groupby(unit, observed=True).size()
     if per_unit.nunique() != 1 or per_unit.iloc[0] < 2:
-        return (f"units of {unit!r} hold between {per_unit.min()} and {per_unit.max()} observations; "
-                f"EMS needs the same number, at least 2, in each")
+        return (
+            f"units of {unit!r} hold between {per_unit.min()} and {per_unit.max()} observations; "
+            f"EMS needs the same number, at least 2, in each"
+        )
     cells = data.groupby(factors, observed=True)[unit].nunique()
     if len(cells) != 2 ** len(factors) or cells.nunique() != 1 or cells.iloc[0] < 2:
-        return (f"configurations hold between {cells.min()} and {cells.max()} units of {unit!r} "
-                f"({len(cells)} of {2 ** len(factors)} configurations present); EMS needs the "
-                f"same number, at least 2, in each")
+        return (
+            f"configurations hold between {cells.min()} and {cells.max()} units of {unit!r} "
+            f"({len(cells)} of {2 ** len(factors)} configurations present); EMS needs the "
+            f"same number, at least 2, in each"
+        )
     return ""
 
 
-def _allocation(data: pd.DataFrame, response: str, factors: list[str], unit: str | None,
-                q: np.ndarray, coding: dict, means: pd.DataFrame | None = None) -> tuple[np.ndarray, float]:
+def _allocation(
+    data: pd.DataFrame,
+    response: str,
+    factors: list[str],
+    unit: str | None,
+    q: np.ndarray,
+    coding: dict,
+    means: pd.DataFrame | None = None,
+) -> tuple[np.ndarray, float]:
     """Each term's share of the variation between the units (``unit`` means, or the rows) and the
     rest: Jain's ``100 N q^2 / SST``; when the units are unbalanced (the sign columns not
     orthogonal) the terms' sums of squares are scaled to add up to the model's, ``sum (fitted -
     mean)^2``, so that the shares stay additive. The mean's entry is NaN."""
-    units = means if means is not None else (
-        unit_means(data, response=response, unit=unit, keep=factors) if unit else data)
+    units = (
+        means
+        if means is not None
+        else (unit_means(data, response=response, unit=unit, keep=factors) if unit else data)
+    )
     y = units[response].to_numpy(float)
     X = np.ones((len(units), len(q)))
     signs = [np.where((units[f] == coding[f][1]).to_numpy(dtype=bool), 1.0, -1.0) for f in factors]
@@ -183,7 +212,7 @@ def _allocation(data: pd.DataFrame, response: str, factors: list[str], unit: str
             if i >> j & 1:
                 X[:, i] *= sgn
     sst = num.ss(num.centered(y))
-    ss = len(y) * q ** 2
+    ss = len(y) * q**2
     ss[0] = 0.0
     fitted = X @ q
     ss_model = min(num.ss(fitted - num.fmean(fitted)), sst)
@@ -204,17 +233,30 @@ def _table(terms, q, se, df, alpha, share) -> pd.DataFrame:
     pct, rest = share
     effect = 2 * q
     effect[0] = np.nan
-    f = t ** 2
+    f = t**2
     f[0] = np.nan
-    table = pd.DataFrame({"term": terms, "q": q, "effect": effect, "se": se,
-                          "ci_low": q - tcrit * se, "ci_high": q + tcrit * se, "df": df, "t": t,
-                          "F": f, "p": 2 * sps.t.sf(np.abs(t), df), "pct_variation": pct})
+    table = pd.DataFrame(
+        {
+            "term": terms,
+            "q": q,
+            "effect": effect,
+            "se": se,
+            "ci_low": q - tcrit * se,
+            "ci_high": q + tcrit * se,
+            "df": df,
+            "t": t,
+            "F": f,
+            "p": 2 * sps.t.sf(np.abs(t), df),
+            "pct_variation": pct,
+        }
+    )
     error = {c: np.nan for c in table.columns} | {"term": "error", "pct_variation": rest}
     return pd.concat([table, pd.DataFrame([error])], ignore_index=True)
 
 
 def _ems(data, response, factors, unit, levels, alpha) -> LevelEffects:
     from .factorial import factorial_effects
+
     means = unit_means(data, response=response, unit=unit, keep=factors)
     fe = factorial_effects(means, factors=factors, response=response, alpha=alpha, levels=levels)
     terms = fe.loc[fe.term != "error", "term"].tolist()
@@ -222,48 +264,90 @@ def _ems(data, response, factors, unit, levels, alpha) -> LevelEffects:
     y = v.response(data, response)
     df_e = float(fe.attrs["df_error"])
     q = body["q"].to_numpy(float)
-    table = _table(terms, q, body["se"].to_numpy(float).copy(), np.full(len(terms), df_e), alpha,
-                   _allocation(data, response, factors, unit, q, fe.attrs["levels"], means))
+    table = _table(
+        terms,
+        q,
+        body["se"].to_numpy(float).copy(),
+        np.full(len(terms), df_e),
+        alpha,
+        _allocation(data, response, factors, unit, q, fe.attrs["levels"], means),
+    )
     table.loc[table.term == "error", "df"] = df_e
     m = int(means["n"].iloc[0])
     codes = pd.factorize(data[unit])[0]
     within = y - (np.bincount(codes, weights=y) / np.bincount(codes))[codes]
     ms_within = num.ss(within) / (len(y) - len(means))
-    s2_means = float(fe.attrs["s_e"]) ** 2        # estimates var_unit + var_within / m
+    s2_means = float(fe.attrs["s_e"]) ** 2  # estimates var_unit + var_within / m
     var_unit = max(s2_means - ms_within / m, 0.0)
-    note = (f"the {unit} variance is estimated as 0 (the unit means vary no more than the "
-            f"observations within units predict)" if var_unit == 0 else "")
-    table.attrs.update(factors=factors, response=response, levels=fe.attrs["levels"], alpha=alpha,
-                       n=len(y), df_error=df_e, method="ems", error_term=unit)
-    return LevelEffects(table, _variance([unit], [var_unit], ms_within), "ems", unit, len(means), note,
-                        unit)
+    note = (
+        f"the {unit} variance is estimated as 0 (the unit means vary no more than the "
+        f"observations within units predict)"
+        if var_unit == 0
+        else ""
+    )
+    table.attrs.update(
+        factors=factors,
+        response=response,
+        levels=fe.attrs["levels"],
+        alpha=alpha,
+        n=len(y),
+        df_error=df_e,
+        method="ems",
+        error_term=unit,
+    )
+    return LevelEffects(table, _variance([unit], [var_unit], ms_within), "ems", unit, len(means), note, unit)
 
 
 def _reml(data, response, factors, random, levels, alpha, error_term, blocks) -> LevelEffects:
     from .mixed import mixed_effects
-    fit = mixed_effects(data, response=response, fixed=factors, random=random, levels=levels,
-                        blocks=blocks)
+
+    fit = mixed_effects(data, response=response, fixed=factors, random=random, levels=levels, blocks=blocks)
     fx = fit.fixed
     y = v.response(data, response)
     inner = [c for c in random if constant_within(data, factors=factors, unit=c)]
     unit = max(inner, key=lambda c: data[c].nunique()) if inner else None
     q = fx["estimate"].to_numpy(float)
-    table = _table(fx["term"].tolist(), q, fx["se"].to_numpy(float), fx["df"].to_numpy(float), alpha,
-                   _allocation(data, response, factors, unit, q, dict(fit.levels)))
+    table = _table(
+        fx["term"].tolist(),
+        q,
+        fx["se"].to_numpy(float),
+        fx["df"].to_numpy(float),
+        alpha,
+        _allocation(data, response, factors, unit, q, dict(fit.levels)),
+    )
     var = fit.variance
     df_terms = fx["df"].to_numpy(float)[1:]
     table.loc[table.term == "error", "df"] = float(np.median(df_terms)) if len(df_terms) else np.nan
-    table.attrs.update(factors=factors, response=response, levels=dict(fit.levels), alpha=alpha,
-                       n=len(y), method="reml", error_term=error_term, blocks=blocks,
-                       df_error=table["df"].iloc[-1])
+    table.attrs.update(
+        factors=factors,
+        response=response,
+        levels=dict(fit.levels),
+        alpha=alpha,
+        n=len(y),
+        method="reml",
+        error_term=error_term,
+        blocks=blocks,
+        df_error=table["df"].iloc[-1],
+    )
     units = int(data[unit].nunique()) if unit else len(data)
-    return LevelEffects(table, _variance(random, var["variance"].to_numpy(float)[:-1],
-                                         float(var["variance"].iloc[-1])),
-                        "reml", error_term, units, fit.note, unit)
+    return LevelEffects(
+        table,
+        _variance(random, var["variance"].to_numpy(float)[:-1], float(var["variance"].iloc[-1])),
+        "reml",
+        error_term,
+        units,
+        fit.note,
+        unit,
+    )
 
 
 def _variance(names: Sequence[str], comps: Sequence[float], residual: float) -> pd.DataFrame:
     var = np.append(np.asarray(comps, dtype=float), residual)
     total = var.sum()
-    return pd.DataFrame({"component": list(names) + ["residual"], "variance": var,
-                         "pct": 100 * var / total if total > 0 else np.full(len(var), np.nan)})
+    return pd.DataFrame(
+        {
+            "component": list(names) + ["residual"],
+            "variance": var,
+            "pct": 100 * var / total if total > 0 else np.full(len(var), np.nan),
+        }
+    )

@@ -6,6 +6,7 @@ pass over the cell means gives every contrast at once. No model is fitted,
 which is what makes this orders of magnitude faster than OLS + ``anova_lm``
 on wide designs; the property tests check the two agree.
 """
+
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
@@ -54,7 +55,7 @@ def yates(values: np.ndarray) -> np.ndarray:
     y = np.asarray(values, dtype=float)
     n = y.shape[0]
     k = n.bit_length() - 1
-    if n < 1 or 2 ** k != n:
+    if n < 1 or 2**k != n:
         raise ConfigError(f"yates() needs 2^k values, got {n}")
     for _ in range(k):
         pairs = y.reshape((n // 2, 2) + y.shape[1:])
@@ -67,24 +68,25 @@ def sign_table(k: int, rows: Sequence[int] | np.ndarray | None = None) -> np.nda
 
     All 2^k rows, or only the terms listed in ``rows``.
     """
-    n = 2 ** k
+    n = 2**k
     idx = np.arange(n)
     t = idx if rows is None else np.asarray(rows, dtype=np.int64)
     # s[t, i] = prod over factors j in t of (+1 if j is high in cell i else -1)
-    low = (t[:, None] & ~idx[None, :]) & (n - 1)      # factors of t that are low in i
+    low = (t[:, None] & ~idx[None, :]) & (n - 1)  # factors of t that are low in i
     return np.where(np.bitwise_count(low) % 2 == 0, 1, -1).astype(np.int8)
 
 
 @dataclass(frozen=True, eq=False)
 class Coded:
     """A balanced 2^k·r data set reduced to what the sign-table analysis needs."""
+
     factors: tuple[str, ...]
-    levels: dict            # factor -> (low, high)
-    cell: np.ndarray        # cell index of each observation (bit j = factor j high)
-    y: np.ndarray           # response of each observation, minus ``offset``
-    r: int                  # replicates per cell
-    means: np.ndarray       # cell means (of y, so minus ``offset``) in standard order
-    offset: float = 0.0     # a data value subtracted from the response (exact, for accuracy)
+    levels: dict  # factor -> (low, high)
+    cell: np.ndarray  # cell index of each observation (bit j = factor j high)
+    y: np.ndarray  # response of each observation, minus ``offset``
+    r: int  # replicates per cell
+    means: np.ndarray  # cell means (of y, so minus ``offset``) in standard order
+    offset: float = 0.0  # a data value subtracted from the response (exact, for accuracy)
     constant: np.ndarray | None = None  # cells whose observations are all equal (None: not known)
 
     @property
@@ -102,8 +104,9 @@ def code(data: pd.DataFrame, factors: Sequence[str], response: str, *, levels: v
     data = v.frame(data)
     factors = v.names(factors, "factors")
     if len(factors) > MAX_FACTORS:
-        raise ConfigError(f"factors: {len(factors)} factors is more than the {MAX_FACTORS} "
-                          f"a full 2^k table can hold here")
+        raise ConfigError(
+            f"factors: {len(factors)} factors is more than the {MAX_FACTORS} a full 2^k table can hold here"
+        )
     v.columns(data, factors, "factors")
     y = v.response(data, response)
     if response in factors:
@@ -122,19 +125,24 @@ def code(data: pd.DataFrame, factors: Sequence[str], response: str, *, levels: v
         low, high = v.two_levels(col, levels.get(f), hint=ANOVA_HINT)
         coding[f] = (low, high)
         cell |= (col == high).to_numpy(dtype=bool, na_value=False).astype(np.int64) << j
-    n = 2 ** k
+    n = 2**k
     counts = np.bincount(cell, minlength=n)
     r = int(counts[0])
     if counts.min() == 0 or counts.max() != counts.min():
         empty = np.flatnonzero(counts == 0)
-        detail = (f"{len(empty)} of the {n} cells have no observation "
-                  f"(e.g. {_cell_label(int(empty[0]), factors, coding)})" if len(empty)
-                  else f"cells have between {counts.min()} and {counts.max()} observations "
-                       f"(e.g. {_cell_label(int(np.argmin(counts)), factors, coding)} has "
-                       f"{counts.min()})")
-        raise ConfigError(f"unbalanced 2^{k} design: {detail}; factorial_effects needs the "
-                          f"same number of replicates in every cell (adaptive replication: give it "
-                          f"balanced: true){ANOVA_HINT}")
+        detail = (
+            f"{len(empty)} of the {n} cells have no observation "
+            f"(e.g. {_cell_label(int(empty[0]), factors, coding)})"
+            if len(empty)
+            else f"cells have between {counts.min()} and {counts.max()} observations "
+            f"(e.g. {_cell_label(int(np.argmin(counts)), factors, coding)} has "
+            f"{counts.min()})"
+        )
+        raise ConfigError(
+            f"unbalanced 2^{k} design: {detail}; factorial_effects needs the "
+            f"same number of replicates in every cell (adaptive replication: give it "
+            f"balanced: true){ANOVA_HINT}"
+        )
     y, offset = num.shift(y)
     means = np.bincount(cell, weights=y, minlength=n) / r
     # one refinement pass: the mean of the residuals corrects the rounding of the sums
@@ -159,8 +167,9 @@ def _cell_label(i: int, factors, coding) -> str:
     return ", ".join(f"{f}={coding[f][i >> j & 1]!r}" for j, f in enumerate(factors))
 
 
-def factorial_effects(data: pd.DataFrame, *, factors: Sequence[str], response: str,
-                      alpha: float = 0.05, levels: v.Levels = None) -> pd.DataFrame:
+def factorial_effects(
+    data: pd.DataFrame, *, factors: Sequence[str], response: str, alpha: float = 0.05, levels: v.Levels = None
+) -> pd.DataFrame:
     """Effects and allocation of variation of a balanced 2^k·r factorial design.
 
     Parameters
@@ -213,11 +222,11 @@ def factorial_effects(data: pd.DataFrame, *, factors: Sequence[str], response: s
     alpha = v.alpha(alpha)
     c = code(data, factors, response, levels=levels)
     k, r = c.k, c.r
-    n = 2 ** k
+    n = 2**k
     q = yates(c.means) / n
     sst = num.ss(c.y - num.fmean(c.y)) if np.ptp(c.y) > 0 else 0.0
     sse = num.ss(_residuals(c))
-    ss = n * r * q ** 2
+    ss = n * r * q**2
     q[0] += c.offset
     ss[0] = np.nan
     df = np.ones(n)
@@ -227,11 +236,27 @@ def factorial_effects(data: pd.DataFrame, *, factors: Sequence[str], response: s
     with np.errstate(divide="ignore", invalid="ignore"):
         pct = 100 * ss / sst if sst > 0 else np.full(n, np.nan)
     terms = list(_yates_terms(c.factors))
-    cols = {"term": terms, "q": q, "effect": effect, "df": df, "ss": ss, "ms": ss.copy(),
-            "pct_variation": pct}
+    cols = {
+        "term": terms,
+        "q": q,
+        "effect": effect,
+        "df": df,
+        "ss": ss,
+        "ms": ss.copy(),
+        "pct_variation": pct,
+    }
     note = "the response is constant (zero variance): every effect is 0" if sst == 0 else ""
-    attrs = {"factors": list(c.factors), "response": response, "levels": dict(c.levels),
-             "k": k, "r": r, "n": len(c.y), "alpha": alpha, "sst": sst, "replicated": r > 1}
+    attrs = {
+        "factors": list(c.factors),
+        "response": response,
+        "levels": dict(c.levels),
+        "k": k,
+        "r": r,
+        "n": len(c.y),
+        "alpha": alpha,
+        "sst": sst,
+        "replicated": r > 1,
+    }
     if r > 1:
         df_e = n * (r - 1)
         s_e = np.sqrt(sse / df_e)
@@ -241,15 +266,22 @@ def factorial_effects(data: pd.DataFrame, *, factors: Sequence[str], response: s
             t = q / s_q
             pct_e = 100 * sse / sst if sst > 0 else np.nan
         p = 2 * sps.t.sf(np.abs(t), df_e)
-        f = t ** 2
+        f = t**2
         f[0] = np.nan
         if sse == 0:
             t[:], p[:], f[:] = np.nan, np.nan, np.nan
             s_q = np.nan
-            note = note or ("no variation within cells (s_e = 0): standard errors, "
-                            "t, F and p are undefined")
-        cols.update({"se": np.full(n, s_q), "ci_low": q - t_crit * s_q,
-                     "ci_high": q + t_crit * s_q, "t": t, "F": f, "p": p})
+            note = note or ("no variation within cells (s_e = 0): standard errors, t, F and p are undefined")
+        cols.update(
+            {
+                "se": np.full(n, s_q),
+                "ci_low": q - t_crit * s_q,
+                "ci_high": q + t_crit * s_q,
+                "t": t,
+                "F": f,
+                "p": p,
+            }
+        )
         nan = np.nan
         for name in cols:
             cols[name] = np.append(cols[name], nan) if name != "term" else terms + ["error"]
@@ -263,8 +295,14 @@ def factorial_effects(data: pd.DataFrame, *, factors: Sequence[str], response: s
     return table
 
 
-def factorial_residuals(data: pd.DataFrame, *, factors: Sequence[str], response: str,
-                        terms: Sequence[str] | None = None, levels: v.Levels = None) -> pd.DataFrame:
+def factorial_residuals(
+    data: pd.DataFrame,
+    *,
+    factors: Sequence[str],
+    response: str,
+    terms: Sequence[str] | None = None,
+    levels: v.Levels = None,
+) -> pd.DataFrame:
     """Fitted values and residuals of a 2^k·r factorial model.
 
     ``terms=None`` is the full model (fitted = cell mean). Otherwise the model
@@ -284,10 +322,12 @@ def factorial_residuals(data: pd.DataFrame, *, factors: Sequence[str], response:
         wanted = v.names(terms, "terms", allow_empty=True)
         unknown = [t for t in wanted if t not in index]
         if unknown:
-            raise ConfigError(f"terms: {', '.join(map(repr, unknown))} not among the design's "
-                              f"terms ({', '.join(names[1:6])}, ...)")
-        q = yates(c.means) / 2 ** c.k
-        keep = np.zeros(2 ** c.k, dtype=bool)
+            raise ConfigError(
+                f"terms: {', '.join(map(repr, unknown))} not among the design's "
+                f"terms ({', '.join(names[1:6])}, ...)"
+            )
+        q = yates(c.means) / 2**c.k
+        keep = np.zeros(2**c.k, dtype=bool)
         keep[0] = True
         keep[[index[t] for t in wanted]] = True
         rows = np.flatnonzero(keep)

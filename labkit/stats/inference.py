@@ -4,6 +4,7 @@ Thin, validated wrappers over scipy.stats that return tidy DataFrames
 (pingouin style). Group-wise variants (``*_by``) never raise for a cell that
 is too small: they return NaN and say why in a ``note`` column.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -23,11 +24,15 @@ def shapiro_row(a: np.ndarray, alpha: float) -> dict:
     3 values), the row :func:`shapiro` returns and the residual check reuses."""
     n = len(a)
     if n < 3:
-        return {"n": n, "W": np.nan, "p": np.nan, "normal": pd.NA,
-                "note": f"Shapiro-Wilk needs at least 3 observations, got {n}"}
+        return {
+            "n": n,
+            "W": np.nan,
+            "p": np.nan,
+            "normal": pd.NA,
+            "note": f"Shapiro-Wilk needs at least 3 observations, got {n}",
+        }
     if np.ptp(a) == 0:
-        return {"n": n, "W": np.nan, "p": np.nan, "normal": pd.NA,
-                "note": "all values are equal"}
+        return {"n": n, "W": np.nan, "p": np.nan, "normal": pd.NA, "note": "all values are equal"}
     res = sps.shapiro(a)
     p = float(res.pvalue)
     return {"n": n, "W": float(res.statistic), "p": p, "normal": bool(p > alpha), "note": ""}
@@ -65,12 +70,12 @@ def shapiro_by(data: pd.DataFrame, *, by: v.Columns, response: str, alpha: float
     return pd.DataFrame(rows, columns=by + SHAPIRO_COLUMNS)
 
 
-TTEST_COLUMNS = ["test", "n_a", "n_b", "mean_a", "mean_b", "diff", "t", "df", "p",
-                 "ci_low", "ci_high"]
+TTEST_COLUMNS = ["test", "n_a", "n_b", "mean_a", "mean_b", "diff", "t", "df", "p", "ci_low", "ci_high"]
 
 
-def ttest(a: v.Sample, b: v.Sample, *, paired: bool = False, equal_var: bool = False,
-          alpha: float = 0.05) -> pd.DataFrame:
+def ttest(
+    a: v.Sample, b: v.Sample, *, paired: bool = False, equal_var: bool = False, alpha: float = 0.05
+) -> pd.DataFrame:
     """Two-sample t-test of ``a`` against ``b`` (R's ``t.test(a, b, ...)``).
 
     Welch by default; ``equal_var=True`` is Student's pooled test;
@@ -86,8 +91,7 @@ def ttest(a: v.Sample, b: v.Sample, *, paired: bool = False, equal_var: bool = F
     x, y = v.sample(a, "a"), v.sample(b, "b")
     if paired:
         if len(x) != len(y):
-            raise ConfigError(f"paired t-test needs a and b of the same length, "
-                              f"got {len(x)} and {len(y)}")
+            raise ConfigError(f"paired t-test needs a and b of the same length, got {len(x)} and {len(y)}")
         if len(x) < 2:
             raise ConfigError(f"paired t-test needs at least 2 pairs, got {len(x)}")
         res = sps.ttest_rel(x, y)
@@ -95,21 +99,40 @@ def ttest(a: v.Sample, b: v.Sample, *, paired: bool = False, equal_var: bool = F
     else:
         need = 1 if equal_var else 2
         if len(x) < need or len(y) < need or len(x) + len(y) < 3:
-            raise ConfigError(f"{'Student' if equal_var else 'Welch'} t-test needs at least "
-                              f"{need} observation(s) in each sample and 3 in all, "
-                              f"got {len(x)} and {len(y)}")
+            raise ConfigError(
+                f"{'Student' if equal_var else 'Welch'} t-test needs at least "
+                f"{need} observation(s) in each sample and 3 in all, "
+                f"got {len(x)} and {len(y)}"
+            )
         res = sps.ttest_ind(x, y, equal_var=equal_var)
         test, diff = ("student" if equal_var else "welch"), float(np.mean(x) - np.mean(y))
     ci = res.confidence_interval(confidence_level=1 - alpha)
-    row = {"test": test, "n_a": len(x), "n_b": len(y), "mean_a": float(np.mean(x)),
-           "mean_b": float(np.mean(y)), "diff": diff, "t": float(res.statistic),
-           "df": float(res.df), "p": float(res.pvalue), "ci_low": float(ci.low),
-           "ci_high": float(ci.high)}
+    row = {
+        "test": test,
+        "n_a": len(x),
+        "n_b": len(y),
+        "mean_a": float(np.mean(x)),
+        "mean_b": float(np.mean(y)),
+        "diff": diff,
+        "t": float(res.statistic),
+        "df": float(res.df),
+        "p": float(res.pvalue),
+        "ci_low": float(ci.low),
+        "ci_high": float(ci.high),
+    }
     return pd.DataFrame([row], columns=TTEST_COLUMNS)
 
 
-def ttest_by(data: pd.DataFrame, *, factor: str, response: str, by: v.Columns = None,
-             levels: v.Levels = None, equal_var: bool = False, alpha: float = 0.05) -> pd.DataFrame:
+def ttest_by(
+    data: pd.DataFrame,
+    *,
+    factor: str,
+    response: str,
+    by: v.Columns = None,
+    levels: v.Levels = None,
+    equal_var: bool = False,
+    alpha: float = 0.05,
+) -> pd.DataFrame:
     """For each configuration of ``by``, t-test ``response`` between the two levels of ``factor``.
 
     E.g. ``ttest_by(df, factor="affinity", response="rps", by=["vcpus", "memory_mb", "count"])``
@@ -138,30 +161,49 @@ def ttest_by(data: pd.DataFrame, *, factor: str, response: str, by: v.Columns = 
     v.no_missing(data, [factor], "factor")
     if levels is not None and not isinstance(levels, (list, tuple)):
         levels = v.level_map(levels).get(factor)
-    a_level, b_level = v.two_levels(data[factor], levels, arg="levels",
-                                    hint="; use labkit.stats.anova()/tukey_hsd() for more")
+    a_level, b_level = v.two_levels(
+        data[factor], levels, arg="levels", hint="; use labkit.stats.anova()/tukey_hsd() for more"
+    )
     groups = data.groupby(by, sort=True, observed=True, dropna=False) if by else [((), data)]
     rows = []
     for key, grp in groups:
         key = key if isinstance(key, tuple) else (key,)
         x = grp.loc[grp[factor] == a_level, response].to_numpy(float)
         y = grp.loc[grp[factor] == b_level, response].to_numpy(float)
-        row = dict(zip(by, key)) | {"level_a": a_level, "level_b": b_level,
-                                    "n_a": len(x), "n_b": len(y)}
+        row = dict(zip(by, key)) | {"level_a": a_level, "level_b": b_level, "n_a": len(x), "n_b": len(y)}
         if len(x) < 2 or len(y) < 2:
-            row |= {"mean_a": np.mean(x) if len(x) else np.nan,
-                    "mean_b": np.mean(y) if len(y) else np.nan,
-                    "note": f"needs at least 2 observations of each level, "
-                            f"got {len(x)} {a_level!r} and {len(y)} {b_level!r}"}
+            row |= {
+                "mean_a": np.mean(x) if len(x) else np.nan,
+                "mean_b": np.mean(y) if len(y) else np.nan,
+                "note": f"needs at least 2 observations of each level, "
+                f"got {len(x)} {a_level!r} and {len(y)} {b_level!r}",
+            }
         else:
             res = ttest(x, y, equal_var=equal_var, alpha=alpha).iloc[0]
-            row |= {c: res[c] for c in ("mean_a", "mean_b", "diff", "t", "df", "p",
-                                        "ci_low", "ci_high")}
+            row |= {c: res[c] for c in ("mean_a", "mean_b", "diff", "t", "df", "p", "ci_low", "ci_high")}
             row["note"] = ""
         rows.append(row)
-    out = pd.DataFrame(rows, columns=by + ["level_a", "level_b", "n_a", "n_b", "mean_a",
-                                           "mean_b", "diff", "diff_pct", "t", "df", "p",
-                                           "ci_low", "ci_high", "significant", "note"])
+    out = pd.DataFrame(
+        rows,
+        columns=by
+        + [
+            "level_a",
+            "level_b",
+            "n_a",
+            "n_b",
+            "mean_a",
+            "mean_b",
+            "diff",
+            "diff_pct",
+            "t",
+            "df",
+            "p",
+            "ci_low",
+            "ci_high",
+            "significant",
+            "note",
+        ],
+    )
     with np.errstate(divide="ignore", invalid="ignore"):
         out["diff_pct"] = 100 * out["diff"] / out["mean_b"]
     out["significant"] = out["p"] < alpha

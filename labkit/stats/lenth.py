@@ -3,6 +3,7 @@
 R. V. Lenth, "Quick and easy analysis of unreplicated factorials",
 Technometrics 31(4), 1989. Same formulas as R's ``BsMD::LenthPlot``.
 """
+
 from __future__ import annotations
 
 from collections.abc import Mapping
@@ -29,6 +30,7 @@ class LenthResult:
     (|c| > ME) and ``sme_active`` (|c| > SME), in the input order; ``note``:
     "" or why PSE, ME and SME are NaN (and no effect is active).
     """
+
     alpha: float
     m: int
     s0: float
@@ -63,12 +65,16 @@ def _contrasts(effects) -> tuple[list[str], np.ndarray]:
     try:
         c = np.asarray(effects, dtype=float).ravel()
     except (TypeError, ValueError) as e:
-        raise ConfigError(f"effects must be numbers, a Series/Mapping term -> effect or a "
-                          f"factorial_effects() table; got {type(effects).__name__}") from e
+        raise ConfigError(
+            f"effects must be numbers, a Series/Mapping term -> effect or a "
+            f"factorial_effects() table; got {type(effects).__name__}"
+        ) from e
     return [f"c{i + 1}" for i in range(len(c))], c
 
 
-def lenth(effects: pd.DataFrame | pd.Series | Mapping[str, float] | v.Sample, *, alpha: float = 0.05) -> LenthResult:
+def lenth(
+    effects: pd.DataFrame | pd.Series | Mapping[str, float] | v.Sample, *, alpha: float = 0.05
+) -> LenthResult:
     """Lenth's PSE, ME and SME for the contrasts (effects) of an unreplicated design.
 
     ``effects`` is a ``factorial_effects()`` table (its ``effect`` column,
@@ -90,8 +96,9 @@ def lenth(effects: pd.DataFrame | pd.Series | Mapping[str, float] | v.Sample, *,
     alpha = v.alpha(alpha)
     terms, c = _contrasts(effects)
     if len(c) < 2:
-        raise ConfigError(f"lenth() needs at least 2 effects (an unreplicated 2^k design with "
-                          f"k >= 2), got {len(c)}")
+        raise ConfigError(
+            f"lenth() needs at least 2 effects (an unreplicated 2^k design with k >= 2), got {len(c)}"
+        )
     if not np.all(np.isfinite(c)):
         raise ConfigError("effects contain missing or infinite values")
     a = np.abs(c)
@@ -102,12 +109,15 @@ def lenth(effects: pd.DataFrame | pd.Series | Mapping[str, float] | v.Sample, *,
     note = ""
     if not pse > 0:
         pse = np.nan
-        note = (f"{int(np.sum(a == 0))} of the {m} effects are exactly zero: Lenth's pseudo "
-                f"standard error is undefined (no scale to judge the others against)")
+        note = (
+            f"{int(np.sum(a == 0))} of the {m} effects are exactly zero: Lenth's pseudo "
+            f"standard error is undefined (no scale to judge the others against)"
+        )
     d = m / 3
     me = float(sps.t.ppf(1 - alpha / 2, d)) * pse
     gamma = (1 + (1 - alpha) ** (1 / m)) / 2
     sme = float(sps.t.ppf(gamma, d)) * pse
-    table = pd.DataFrame({"term": terms, "effect": c, "abs_effect": a,
-                          "active": a > me, "sme_active": a > sme})
+    table = pd.DataFrame(
+        {"term": terms, "effect": c, "abs_effect": a, "active": a > me, "sme_active": a > sme}
+    )
     return LenthResult(alpha, m, s0, pse, d, me, gamma, sme, table, note)

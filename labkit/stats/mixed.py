@@ -17,6 +17,7 @@ fixed term are Satterthwaite's (lmerTest's, from the observed REML information o
 variance components), so a factor that is constant within an instance is tested against the
 instance-level variance with about as many df as there are instances, not runs.
 """
+
 from __future__ import annotations
 
 import warnings
@@ -60,6 +61,7 @@ class MixedEffects:
       REML log-likelihood; ``levels`` -- the (low, high) coding of each fixed factor;
       ``note`` -- "" or what the caller should know (a singular fit).
     """
+
     fixed: pd.DataFrame
     variance: pd.DataFrame
     singular: bool
@@ -71,9 +73,15 @@ class MixedEffects:
     note: str = ""
 
 
-def mixed_effects(data: pd.DataFrame, *, response: str, random: v.Columns,
-                  fixed: v.Columns = None, levels: v.Levels = None,
-                  blocks: v.Columns = None) -> MixedEffects:
+def mixed_effects(
+    data: pd.DataFrame,
+    *,
+    response: str,
+    random: v.Columns,
+    fixed: v.Columns = None,
+    levels: v.Levels = None,
+    blocks: v.Columns = None,
+) -> MixedEffects:
     """REML fit of a linear mixed model with two-level fixed factors and random levels.
 
     Parameters
@@ -136,18 +144,29 @@ def mixed_effects(data: pd.DataFrame, *, response: str, random: v.Columns,
     beta, se, df = beta[:p], se[:p], df[:p]
     with np.errstate(divide="ignore", invalid="ignore"):
         t = beta / se
-    fixed_table = pd.DataFrame({"term": terms, "estimate": beta, "se": se, "df": df, "t": t,
-                                "p": 2 * sps.t.sf(np.abs(t), df)})
+    fixed_table = pd.DataFrame(
+        {"term": terms, "estimate": beta, "se": se, "df": df, "t": t, "p": 2 * sps.t.sf(np.abs(t), df)}
+    )
     var = np.append(var_c, var_e)
     total = var.sum()
-    variance = pd.DataFrame({"component": random_cols + ["residual"], "variance": var,
-                             "pct": 100 * var / total if total > 0 else np.full(len(var), np.nan)})
+    variance = pd.DataFrame(
+        {
+            "component": random_cols + ["residual"],
+            "variance": var,
+            "pct": 100 * var / total if total > 0 else np.full(len(var), np.nan),
+        }
+    )
     rel_sd = np.sqrt(var_c / var_e) if var_e > 0 else np.zeros(len(var_c))
     zero = [c for c, r in zip(random_cols, rel_sd) if r < SINGULAR_TOL]
-    note = (f"singular fit: the variance of {', '.join(map(repr, zero))} is estimated as 0 "
-            f"(no evidence of variation between its units)" if zero else "")
-    return MixedEffects(fixed_table, variance, bool(zero), fit["optimizer"], fit["start"],
-                        fit["llf"], True, coding, note)
+    note = (
+        f"singular fit: the variance of {', '.join(map(repr, zero))} is estimated as 0 "
+        f"(no evidence of variation between its units)"
+        if zero
+        else ""
+    )
+    return MixedEffects(
+        fixed_table, variance, bool(zero), fit["optimizer"], fit["start"], fit["llf"], True, coding, note
+    )
 
 
 def _no_overlap(response: str, fixed: list[str], random: list[str]) -> None:
@@ -156,8 +175,10 @@ def _no_overlap(response: str, fixed: list[str], random: list[str]) -> None:
             raise ConfigError(f"response {response!r} is also listed in {where}")
     both = [c for c in fixed if c in random]
     if both:
-        raise ConfigError(f"{', '.join(map(repr, both))} listed in both fixed and random; "
-                          f"a column is either a fixed factor or a random level")
+        raise ConfigError(
+            f"{', '.join(map(repr, both))} listed in both fixed and random; "
+            f"a column is either a fixed factor or a random level"
+        )
 
 
 def _fixed_matrix(data: pd.DataFrame, fixed: list[str], levels: v.Levels):
@@ -179,9 +200,11 @@ def _fixed_matrix(data: pd.DataFrame, fixed: list[str], levels: v.Levels):
                 X[:, i] *= signs[j]
     rank = np.linalg.matrix_rank(X)
     if rank < X.shape[1]:
-        raise ConfigError(f"fixed: the data cannot separate the {len(terms)} terms of the full "
-                          f"factorial of {fixed!r} (rank {rank}): some combinations of levels "
-                          f"have no observation")
+        raise ConfigError(
+            f"fixed: the data cannot separate the {len(terms)} terms of the full "
+            f"factorial of {fixed!r} (rank {rank}): some combinations of levels "
+            f"have no observation"
+        )
     return X, terms, coding
 
 
@@ -193,7 +216,7 @@ def _with_blocks(X: np.ndarray, data: pd.DataFrame, blocks: list[str]) -> np.nda
         codes, labels = v.factorize(data, b, "blocks")
         m = len(labels)
         if m < 2:
-            continue                       # one block: nothing to remove
+            continue  # one block: nothing to remove
         c = np.zeros((len(data), m - 1))
         for j in range(m - 1):
             c[codes == j, j] = 1.0
@@ -202,8 +225,10 @@ def _with_blocks(X: np.ndarray, data: pd.DataFrame, blocks: list[str]) -> np.nda
     out = np.hstack(cols)
     rank = np.linalg.matrix_rank(out)
     if rank < out.shape[1]:
-        raise ConfigError(f"blocks {blocks!r} are confounded with the fixed factors (rank {rank} of "
-                          f"{out.shape[1]}): every block must hold several configurations")
+        raise ConfigError(
+            f"blocks {blocks!r} are confounded with the fixed factors (rank {rank} of "
+            f"{out.shape[1]}): every block must hold several configurations"
+        )
     return out
 
 
@@ -211,12 +236,16 @@ def _units(data: pd.DataFrame, col: str, n: int) -> np.ndarray:
     """The 0/1 indicator matrix (observation x unit) of a random column."""
     codes, labels = v.factorize(data, col, "random")
     if len(labels) < 2:
-        raise ConfigError(f"random: column {col!r} has {len(labels)} unit(s); a random level "
-                          f"needs at least two units to estimate its variance")
+        raise ConfigError(
+            f"random: column {col!r} has {len(labels)} unit(s); a random level "
+            f"needs at least two units to estimate its variance"
+        )
     if len(labels) >= n:
-        raise ConfigError(f"random: column {col!r} has a unit for every observation "
-                          f"({len(labels)} units, {n} rows): its variance cannot be told "
-                          f"apart from the residual one")
+        raise ConfigError(
+            f"random: column {col!r} has a unit for every observation "
+            f"({len(labels)} units, {n} rows): its variance cannot be told "
+            f"apart from the residual one"
+        )
     Z = np.zeros((n, len(labels)))
     Z[np.arange(n), codes] = 1.0
     return Z
@@ -239,10 +268,10 @@ def _model(y: np.ndarray, X: np.ndarray, Z: list[np.ndarray], names: list[str]):
     A VCSpec keeps the order of ``names`` (statsmodels sorts a dict's).
     """
     from statsmodels.regression.mixed_linear_model import MixedLM, VCSpec
+
     outer = _outer(Z)
     if outer is None:
-        vc = VCSpec(list(names), [[[str(j) for j in range(z.shape[1])]] for z in Z],
-                    [[z] for z in Z])
+        vc = VCSpec(list(names), [[[str(j) for j in range(z.shape[1])]] for z in Z], [[z] for z in Z])
         return MixedLM(y, X, np.zeros(len(y)), exog_vc=vc), None
     groups = np.argmax(Z[outer], axis=1)
     inner = [i for i in range(len(Z)) if i != outer]
@@ -274,12 +303,12 @@ def _anova_start(y: np.ndarray, X: np.ndarray, Z: list[np.ndarray]) -> np.ndarra
         a, n = len(n_i), len(y)
         means = (z.T @ resid) / n_i
         ssb = float(n_i @ (means - resid.mean()) ** 2)
-        ssw = float(resid @ resid) - float(n_i @ means ** 2)
+        ssw = float(resid @ resid) - float(n_i @ means**2)
         msb, msw = ssb / (a - 1), ssw / max(n - a, 1)
         n0 = (n - float(n_i @ n_i) / n) / (a - 1)
         comps[c] = max((msb - msw) / n0, 0.0)
     resid_var = max(total - comps.sum(), 0.1 * total)
-    return np.sqrt(np.maximum(comps / resid_var, 1e-4))       # packed: square roots of ratios
+    return np.sqrt(np.maximum(comps / resid_var, 1e-4))  # packed: square roots of ratios
 
 
 def _components(result, outer: int | None) -> np.ndarray:
@@ -300,22 +329,33 @@ def _fits(model, outer: int | None, start: np.ndarray | None, label: str):
             except (np.linalg.LinAlgError, ValueError, FloatingPointError):
                 continue
         if res.converged and np.isfinite(res.llf):
-            return {"fe": np.asarray(res.fe_params, dtype=float).copy(),
-                    "vcomp": np.maximum(_components(res, outer), 0.0), "scale": float(res.scale),
-                    "optimizer": method, "start": label}
+            return {
+                "fe": np.asarray(res.fe_params, dtype=float).copy(),
+                "vcomp": np.maximum(_components(res, outer), 0.0),
+                "scale": float(res.scale),
+                "optimizer": method,
+                "start": label,
+            }
     return None
 
 
 def _converged(y, X, Z, names) -> list[dict]:
     """The converged fits from statsmodels' default start and from the ANOVA estimates."""
-    if not Z:                             # no component left: ordinary least squares
+    if not Z:  # no component left: ordinary least squares
         beta = np.linalg.lstsq(X, y, rcond=None)[0]
         r = y - X @ beta
-        return [{"fe": beta, "vcomp": np.zeros(0), "scale": float(r @ r) / (len(y) - X.shape[1]),
-                 "optimizer": "ols", "start": "boundary"}]
+        return [
+            {
+                "fe": beta,
+                "vcomp": np.zeros(0),
+                "scale": float(r @ r) / (len(y) - X.shape[1]),
+                "optimizer": "ols",
+                "start": "boundary",
+            }
+        ]
     model, outer = _model(y, X, Z, names)
     anova = _anova_start(y, X, Z)
-    if outer is not None:                 # statsmodels' packed order: the groups' first
+    if outer is not None:  # statsmodels' packed order: the groups' first
         anova = np.append(anova[outer], np.delete(anova, outer))
     starts = ((None, "default"), (anova, "anova"))
     return [f for f in (_fits(model, outer, s, label) for s, label in starts) if f]
@@ -325,9 +365,11 @@ def _best_fit(y, X, Z, names) -> dict:
     """The converged fit with the highest REML likelihood, near-zero components tried at 0."""
     fits = _converged(y, X, Z, names)
     if not fits:
-        raise ConfigError(f"mixed_effects: no optimizer ({', '.join(OPTIMIZERS)}) converged, "
-                          f"from the default or the ANOVA start; check that the random columns "
-                          f"{names!r} label units with several observations each")
+        raise ConfigError(
+            f"mixed_effects: no optimizer ({', '.join(OPTIMIZERS)}) converged, "
+            f"from the default or the ANOVA start; check that the random columns "
+            f"{names!r} label units with several observations each"
+        )
     for f in fits:
         f["llf"] = reml_loglik(y, X, Z, f["vcomp"], f["scale"])
     best = max(fits, key=lambda f: f["llf"])
@@ -335,13 +377,12 @@ def _best_fit(y, X, Z, names) -> dict:
     near = rel < BOUNDARY_TRY
     if not near.any():
         return best
-    keep = np.flatnonzero(~near)          # the boundary: the near-zero components removed
+    keep = np.flatnonzero(~near)  # the boundary: the near-zero components removed
     edges = _converged(y, X, [Z[i] for i in keep], [names[i] for i in keep])
     for edge in edges:
         vcomp = np.zeros(len(Z))
         vcomp[keep] = edge["vcomp"]
-        edge.update(vcomp=vcomp, start="boundary",
-                    llf=reml_loglik(y, X, Z, vcomp, edge["scale"]))
+        edge.update(vcomp=vcomp, start="boundary", llf=reml_loglik(y, X, Z, vcomp, edge["scale"]))
         if edge["llf"] >= best["llf"] - 1e-9 * max(1.0, abs(best["llf"])):
             best = edge
     return best
@@ -355,8 +396,9 @@ def _covariance(Z: Sequence[np.ndarray], var_c: np.ndarray, var_e: float) -> np.
     return V
 
 
-def reml_loglik(y: np.ndarray, X: np.ndarray, Z: Sequence[np.ndarray], var_c: np.ndarray,
-                var_e: float) -> float:
+def reml_loglik(
+    y: np.ndarray, X: np.ndarray, Z: Sequence[np.ndarray], var_c: np.ndarray, var_e: float
+) -> float:
     """The REML log-likelihood at the given variances (lme4's ``-REMLcrit / 2``).
 
     ``-(log|V| + log|X'V^-1X| + r'V^-1r + (n-p) log 2 pi) / 2``, ``r`` the GLS residuals.
@@ -374,8 +416,9 @@ def reml_loglik(y: np.ndarray, X: np.ndarray, Z: Sequence[np.ndarray], var_c: np
     return float(-0.5 * (logdet_v + logdet_x + r @ r + (n - p) * np.log(2 * np.pi)))
 
 
-def _inference(y: np.ndarray, X: np.ndarray, Z: Sequence[np.ndarray], var_c: np.ndarray,
-               var_e: float) -> tuple[np.ndarray, np.ndarray]:
+def _inference(
+    y: np.ndarray, X: np.ndarray, Z: Sequence[np.ndarray], var_c: np.ndarray, var_e: float
+) -> tuple[np.ndarray, np.ndarray]:
     """Standard errors and Satterthwaite df of the fixed effects at the REML estimates.
 
     ``C = (X'V^-1X)^-1``; ``df_j = 2 C_jj^2 / (g_j' A g_j)`` with ``g_j`` the gradient of
@@ -393,15 +436,16 @@ def _inference(y: np.ndarray, X: np.ndarray, Z: Sequence[np.ndarray], var_c: np.
     F = [z for s, z in zip(var_c, Z) if s > 0] + [None]
     PF = [P if f is None else P @ f for f in F]
 
-    def left(f, m):                       # F' m
+    def left(f, m):  # F' m
         return m if f is None else f.T @ m
 
     Py = P @ y
-    u = [left(f, Py) for f in F]          # F_k' P y
-    M = [[left(fk, pfl) for pfl in PF] for fk in F]                          # F_k' P F_l
-    info = np.array([[u[k] @ M[k][j] @ u[j] - 0.5 * np.sum(M[k][j] ** 2) for j in range(len(F))]
-                     for k in range(len(F))])
-    grads = np.array([np.sum((left(f, ViX) @ C) ** 2, axis=0) for f in F])   # d C_jj / d theta_k
+    u = [left(f, Py) for f in F]  # F_k' P y
+    M = [[left(fk, pfl) for pfl in PF] for fk in F]  # F_k' P F_l
+    info = np.array(
+        [[u[k] @ M[k][j] @ u[j] - 0.5 * np.sum(M[k][j] ** 2) for j in range(len(F))] for k in range(len(F))]
+    )
+    grads = np.array([np.sum((left(f, ViX) @ C) ** 2, axis=0) for f in F])  # d C_jj / d theta_k
     denom = np.einsum("kj,kl,lj->j", grads, np.linalg.pinv(info), grads)
     with np.errstate(divide="ignore", invalid="ignore"):
         df = np.where(denom > 0, 2 * np.diag(C) ** 2 / denom, np.inf)

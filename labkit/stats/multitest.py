@@ -6,6 +6,7 @@ Hochberg 1995, false discovery rate) by choice. NaN p-values (tests that
 could not run, e.g. a configuration with too few runs) stay NaN and are not
 counted in the family.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -30,10 +31,10 @@ def _adjust(p: np.ndarray, method: str) -> np.ndarray:
     n = len(p)
     if method == "bonferroni":
         return np.minimum(1.0, n * p)
-    if method == "holm":        # pmin(1, cummax((n - i + 1) * p[o]))[ro], o = order(p)
+    if method == "holm":  # pmin(1, cummax((n - i + 1) * p[o]))[ro], o = order(p)
         o = np.argsort(p, kind="stable")
         adj = np.minimum(1.0, np.maximum.accumulate((n - np.arange(n)) * p[o]))
-    else:                       # bh: pmin(1, cummin(n / i * p[o]))[ro], o decreasing
+    else:  # bh: pmin(1, cummin(n / i * p[o]))[ro], o decreasing
         o = np.argsort(-p, kind="stable")
         adj = np.minimum(1.0, np.minimum.accumulate(n / np.arange(n, 0, -1) * p[o]))
     out = np.empty(n)
@@ -60,8 +61,7 @@ def adjust_p(p: v.Sample, *, method: str = "holm") -> np.ndarray:
     return out
 
 
-def correct(table: pd.DataFrame, *, p: str = "p", method: str = "holm",
-            alpha: float = 0.05) -> pd.DataFrame:
+def correct(table: pd.DataFrame, *, p: str = "p", method: str = "holm", alpha: float = 0.05) -> pd.DataFrame:
     """A copy of ``table`` (one row per test of the family) with the p-values corrected.
 
     Adds ``p_adj`` (the adjusted p-value of column ``p``) and ``reject``
@@ -75,6 +75,9 @@ def correct(table: pd.DataFrame, *, p: str = "p", method: str = "holm",
     out = table.copy()
     out["p_adj"] = adjust_p(out[p].to_numpy(dtype=float, na_value=np.nan), method=method)
     out["reject"] = out["p_adj"] < alpha
-    out.attrs["correction"] = {"method": method, "family": int(np.isfinite(out["p_adj"]).sum()),
-                               "alpha": alpha}
+    out.attrs["correction"] = {
+        "method": method,
+        "family": int(np.isfinite(out["p_adj"]).sum()),
+        "alpha": alpha,
+    }
     return out

@@ -18,6 +18,7 @@ the design's effects are out), in the order the host ran them:
 The randomization is to be trusted on a host when neither test is significant at ``alpha``
 after Holm over the tests made (two per host): ``trusted``.
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -32,15 +33,35 @@ from .multitest import adjust_p
 
 __all__ = ["ORDER_COLUMNS", "order_effects"]
 
-ORDER_COLUMNS = ["host", "n", "rho", "p_trend", "slope", "groups", "H", "p_carry", "p_trend_adj",
-                 "p_carry_adj", "trend", "carryover", "trusted"]
+ORDER_COLUMNS = [
+    "host",
+    "n",
+    "rho",
+    "p_trend",
+    "slope",
+    "groups",
+    "H",
+    "p_carry",
+    "p_trend_adj",
+    "p_carry_adj",
+    "trend",
+    "carryover",
+    "trusted",
+]
 
 #: fewest runs on a host for the trend test
 MIN_RUNS = 6
 
 
-def order_effects(data: pd.DataFrame, *, response: str, factors: Sequence[str], order: str = "run_seq",
-                  by: str | None = "host", alpha: float = 0.05) -> pd.DataFrame:
+def order_effects(
+    data: pd.DataFrame,
+    *,
+    response: str,
+    factors: Sequence[str],
+    order: str = "run_seq",
+    by: str | None = "host",
+    alpha: float = 0.05,
+) -> pd.DataFrame:
     """Trend and carry-over in each host's run order (module docstring).
 
     ``data``: one row per run with ``response``, the ``factors`` (a configuration is one
@@ -100,19 +121,30 @@ def order_effects(data: pd.DataFrame, *, response: str, factors: Sequence[str], 
             h, p_carry = (float(z) for z in sps.kruskal(*samples))
         else:
             h, p_carry = np.nan, np.nan
-        rows.append({"host": host, "n": len(part), "rho": rho, "p_trend": p_trend, "slope": slope,
-                     "groups": len(samples), "H": h, "p_carry": p_carry})
+        rows.append(
+            {
+                "host": host,
+                "n": len(part),
+                "rho": rho,
+                "p_trend": p_trend,
+                "slope": slope,
+                "groups": len(samples),
+                "H": h,
+                "p_carry": p_carry,
+            }
+        )
     if not rows:
-        raise ConfigError(f"order_effects: no host has {MIN_RUNS} runs or more "
-                          f"(runs per host: {len(d)} in all)")
+        raise ConfigError(
+            f"order_effects: no host has {MIN_RUNS} runs or more (runs per host: {len(d)} in all)"
+        )
     out = pd.DataFrame(rows)
     ps = np.concatenate([out["p_trend"].to_numpy(float), out["p_carry"].to_numpy(float)])
     ok = np.isfinite(ps)
     adj = np.full(len(ps), np.nan)
     adj[ok] = adjust_p(ps[ok], method="holm")
-    out["p_trend_adj"], out["p_carry_adj"] = adj[:len(out)], adj[len(out):]
+    out["p_trend_adj"], out["p_carry_adj"] = adj[: len(out)], adj[len(out) :]
     out["trend"] = out["p_trend_adj"] < alpha
-    out["carryover"] = out["p_carry_adj"] < alpha     # NaN (not tested) -> False
+    out["carryover"] = out["p_carry_adj"] < alpha  # NaN (not tested) -> False
     out["trusted"] = ~(out["trend"] | out["carryover"])
     out = out[ORDER_COLUMNS]
     out.attrs.update(alpha=alpha, response=response, order=order, by=by, short=short, tests=int(ok.sum()))

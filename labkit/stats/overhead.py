@@ -15,6 +15,7 @@ unequal variances and Welch-Satterthwaite degrees of freedom (Tamhane & Logan
 when the denominator mean is significantly different from zero; otherwise the
 row says so and the bounds are NaN.
 """
+
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
@@ -28,8 +29,20 @@ from . import validate as v
 
 __all__ = ["fieller_ratio", "overhead_ratios"]
 
-OVERHEAD_COLUMNS = ["platform", "n", "n_base", "mean", "base_mean", "ratio", "ci_low", "ci_high",
-                    "df", "p", "significant", "note"]
+OVERHEAD_COLUMNS = [
+    "platform",
+    "n",
+    "n_base",
+    "mean",
+    "base_mean",
+    "ratio",
+    "ci_low",
+    "ci_high",
+    "df",
+    "p",
+    "significant",
+    "note",
+]
 
 
 def fieller_ratio(num: v.Sample, den: v.Sample, *, alpha: float = 0.05) -> dict:
@@ -60,21 +73,22 @@ def fieller_ratio(num: v.Sample, den: v.Sample, *, alpha: float = 0.05) -> dict:
         out["note"] = "fewer than 2 values in a sample: no interval"
         return out
     vx, vy = x.var(ddof=1) / len(x), y.var(ddof=1) / len(y)
-    denom_df = vx ** 2 / (len(x) - 1) + r ** 4 * vy ** 2 / (len(y) - 1)
+    denom_df = vx**2 / (len(x) - 1) + r**4 * vy**2 / (len(y) - 1)
     if denom_df == 0:
         out["note"] = "no variation in either sample: the ratio is exact"
         out.update(ci_low=r, ci_high=r, df=np.inf)
         return out
-    df = (vx + r ** 2 * vy) ** 2 / denom_df
+    df = (vx + r**2 * vy) ** 2 / denom_df
     t = float(sps.t.ppf(1 - alpha / 2, df))
-    a = my ** 2 - t ** 2 * vy
+    a = my**2 - t**2 * vy
     b = -2 * mx * my
-    c = mx ** 2 - t ** 2 * vx
+    c = mx**2 - t**2 * vx
     disc = b * b - 4 * a * c
     out["df"] = df
     if a <= 0 or disc < 0:
-        out["note"] = ("unbounded: the baseline mean is not significantly different from 0 "
-                       f"at alpha = {alpha:g}")
+        out["note"] = (
+            f"unbounded: the baseline mean is not significantly different from 0 at alpha = {alpha:g}"
+        )
         return out
     root = np.sqrt(disc)
     lo, hi = sorted(((-b - root) / (2 * a), (-b + root) / (2 * a)))
@@ -82,10 +96,17 @@ def fieller_ratio(num: v.Sample, den: v.Sample, *, alpha: float = 0.05) -> dict:
     return out
 
 
-def overhead_ratios(data: pd.DataFrame, *, response: str, platform: str = "platform",
-                    baseline: str = "local", by: Sequence[str] | str | None = None,
-                    lower_is_better: bool | Iterable[str] = False, metric: str = "metric",
-                    alpha: float = 0.05) -> pd.DataFrame:
+def overhead_ratios(
+    data: pd.DataFrame,
+    *,
+    response: str,
+    platform: str = "platform",
+    baseline: str = "local",
+    by: Sequence[str] | str | None = None,
+    lower_is_better: bool | Iterable[str] = False,
+    metric: str = "metric",
+    alpha: float = 0.05,
+) -> pd.DataFrame:
     """Slowdown of every platform against ``baseline``, per group of ``by``.
 
     ``data`` is long format: one row per run, a ``platform`` column, the
@@ -112,8 +133,10 @@ def overhead_ratios(data: pd.DataFrame, *, response: str, platform: str = "platf
             v.columns(data, [metric], "metric")
         lower = lambda key: str(key.get(metric)) in names  # noqa: E731
     if baseline not in set(data[platform].astype(str)):
-        raise ConfigError(f"overhead_ratios: baseline {baseline!r} not among the platforms "
-                          f"{sorted(set(data[platform].astype(str)))}")
+        raise ConfigError(
+            f"overhead_ratios: baseline {baseline!r} not among the platforms "
+            f"{sorted(set(data[platform].astype(str)))}"
+        )
     rows = []
     groups = data.groupby(by, sort=True, observed=True) if by else [((), data)]
     for key, grp in groups:
@@ -127,18 +150,38 @@ def overhead_ratios(data: pd.DataFrame, *, response: str, platform: str = "platf
             x = grp.loc[plat == name, response].to_numpy(float)
             # slowdown: time -> platform/base; throughput -> base/platform
             num, den = (x, base) if lower(keyd) else (base, x)
-            f: dict = fieller_ratio(num, den, alpha=alpha) if len(base) else {
-                "ratio": np.nan, "ci_low": np.nan, "ci_high": np.nan, "df": np.nan,
-                "note": f"no {baseline} run in this group"}
+            f: dict = (
+                fieller_ratio(num, den, alpha=alpha)
+                if len(base)
+                else {
+                    "ratio": np.nan,
+                    "ci_low": np.nan,
+                    "ci_high": np.nan,
+                    "df": np.nan,
+                    "note": f"no {baseline} run in this group",
+                }
+            )
             p = np.nan
             if len(x) >= 2 and len(base) >= 2 and (np.ptp(x) > 0 or np.ptp(base) > 0):
                 p = float(sps.ttest_ind(x, base, equal_var=False).pvalue)
             sig = bool(np.isfinite(f["ci_low"]) and (f["ci_low"] > 1 or f["ci_high"] < 1))
-            rows.append({**keyd, "platform": name, "n": len(x), "n_base": len(base),
-                         "mean": x.mean() if len(x) else np.nan,
-                         "base_mean": base.mean() if len(base) else np.nan,
-                         "ratio": f["ratio"], "ci_low": f["ci_low"], "ci_high": f["ci_high"],
-                         "df": f["df"], "p": p, "significant": sig, "note": f["note"]})
+            rows.append(
+                {
+                    **keyd,
+                    "platform": name,
+                    "n": len(x),
+                    "n_base": len(base),
+                    "mean": x.mean() if len(x) else np.nan,
+                    "base_mean": base.mean() if len(base) else np.nan,
+                    "ratio": f["ratio"],
+                    "ci_low": f["ci_low"],
+                    "ci_high": f["ci_high"],
+                    "df": f["df"],
+                    "p": p,
+                    "significant": sig,
+                    "note": f["note"],
+                }
+            )
     out = pd.DataFrame(rows, columns=[*by, *OVERHEAD_COLUMNS])
     out.attrs.update({"alpha": alpha, "baseline": baseline, "response": response})
     return out

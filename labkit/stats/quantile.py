@@ -26,6 +26,7 @@ et al., "TriScale: A Framework Supporting Replicable Performance Evaluations in 
 2021), which is also Wilks' (1941) rule for one-sided tolerance limits (59 runs for a 95 %
 bound on p95).
 """
+
 from __future__ import annotations
 
 import math
@@ -46,8 +47,11 @@ _REL_TOL = 1e-12
 
 
 def _fraction(value: object, arg: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.floating)) \
-            or not 0 < float(value) < 1:
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float, np.floating))
+        or not 0 < float(value) < 1
+    ):
         raise ConfigError(f"{arg} must be a number strictly between 0 and 1, got {value!r}")
     return float(value)
 
@@ -60,7 +64,7 @@ def min_values(*, q: float = 0.5, confidence: float = 0.95) -> int:
     q, c = _fraction(q, "q"), _fraction(confidence, "confidence")
     tail = (1 - c) / 2
     n = max(1, math.ceil(math.log(tail) / math.log(max(q, 1 - q))) - 1)
-    while max(q, 1 - q) ** n > tail * (1 + _REL_TOL):    # the log may round either way
+    while max(q, 1 - q) ** n > tail * (1 + _REL_TOL):  # the log may round either way
         n += 1
     return n
 
@@ -77,8 +81,9 @@ def _count(value: object, arg: str, *, least: int) -> int:
     return int(value)
 
 
-def runs_for_quantile(q: float, *, confidence: float = 0.95, side: str = "two-sided",
-                      exclude_worst: int = 0) -> int:
+def runs_for_quantile(
+    q: float, *, confidence: float = 0.95, side: str = "two-sided", exclude_worst: int = 0
+) -> int:
     """The fewest runs for which the ``confidence`` bound (``side="upper"`` or ``"lower"``) or
     interval (``"two-sided"``, equal-tailed) of the ``q``-quantile exists without using the
     ``exclude_worst`` most extreme runs on the bounded side (on each side when two-sided).
@@ -105,14 +110,15 @@ def runs_for_quantile(q: float, *, confidence: float = 0.95, side: str = "two-si
         high = side == "lower" or sps.binom.cdf(k, n, 1 - q) <= limit
         return bool(low and high)
 
-    lo = k + 1 if side != "two-sided" else 2 * k + 2     # too few for a rank inside [k+1, n-k]
+    lo = k + 1 if side != "two-sided" else 2 * k + 2  # too few for a rank inside [k+1, n-k]
     hi = lo
     while not ok(hi):
         lo, hi = hi + 1, 2 * hi
-        if hi > 10 ** 9:
-            raise ConfigError(f"the {100 * c:g} % {side} bound of the {q:g} quantile needs more "
-                              f"than 10^9 runs")
-    while lo < hi:                  # ok(hi); everything below lo is not
+        if hi > 10**9:
+            raise ConfigError(
+                f"the {100 * c:g} % {side} bound of the {q:g} quantile needs more than 10^9 runs"
+            )
+    while lo < hi:  # ok(hi); everything below lo is not
         mid = (lo + hi) // 2
         if ok(mid):
             hi = mid
@@ -121,8 +127,9 @@ def runs_for_quantile(q: float, *, confidence: float = 0.95, side: str = "two-si
     return hi
 
 
-def quantile_ranks(n: int, *, q: float = 0.5, confidence: float = 0.95,
-                   side: str = "two-sided") -> tuple[int, int, float]:
+def quantile_ranks(
+    n: int, *, q: float = 0.5, confidence: float = 0.95, side: str = "two-sided"
+) -> tuple[int, int, float]:
     """``(rank_low, rank_high, coverage)`` of the exact interval or one-sided bound for ``n`` values.
 
     With ``B ~ Binomial(n, q)`` and ``a = (1 - confidence)/2`` (two-sided) or ``1 - confidence``
@@ -136,26 +143,31 @@ def quantile_ranks(n: int, *, q: float = 0.5, confidence: float = 0.95,
     side = _side(side)
     if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 0:
         raise ConfigError(f"n must be a whole number of values >= 0, got {n!r}")
-    need = min_values(q=q, confidence=c) if side == "two-sided" else runs_for_quantile(
-        q, confidence=c, side=side)
+    need = (
+        min_values(q=q, confidence=c)
+        if side == "two-sided"
+        else runs_for_quantile(q, confidence=c, side=side)
+    )
     if n < need:
         what = "interval" if side == "two-sided" else f"{side} bound"
         raise ConfigError(
             f"a {100 * c:g} % {what} for the {q:g} quantile needs at least {need} values "
             f"(below that even the sample's extremes cover the quantile with probability "
-            f"< {100 * c:g} %), got {n}")
+            f"< {100 * c:g} %), got {n}"
+        )
     limit = (1 - c) / (2 if side == "two-sided" else 1) * (1 + _REL_TOL)
     k = np.arange(n + 1)
-    cdf = sps.binom.cdf(k, n, q)          # cdf[k] = P(B <= k)
-    sf = sps.binom.sf(k - 1, n, q)        # sf[k] = P(B >= k)
+    cdf = sps.binom.cdf(k, n, q)  # cdf[k] = P(B <= k)
+    sf = sps.binom.sf(k - 1, n, q)  # sf[k] = P(B >= k)
     low = 0 if side == "upper" else int(np.flatnonzero(cdf <= limit)[-1]) + 1
     high = n + 1 if side == "lower" else int(np.flatnonzero(sf <= limit)[0])
     coverage = float((cdf[high - 1] if high <= n else 1.0) - (cdf[low - 1] if low >= 1 else 0.0))
     return low, high, coverage
 
 
-def quantile_ci(values: v.Sample, *, q: float = 0.5, confidence: float = 0.95,
-                side: str = "two-sided") -> pd.DataFrame:
+def quantile_ci(
+    values: v.Sample, *, q: float = 0.5, confidence: float = 0.95, side: str = "two-sided"
+) -> pd.DataFrame:
     """The ``q``-quantile of ``values`` with its exact distribution-free confidence interval
     (``side="two-sided"``, equal-tailed) or one-sided bound (``"upper"``: "the quantile is at
     most ``high``"; ``"lower"``: "at least ``low``").
@@ -179,9 +191,19 @@ def quantile_ci(values: v.Sample, *, q: float = 0.5, confidence: float = 0.95,
     side = _side(side)
     x = np.sort(v.sample(values, "values"))
     low, high, coverage = quantile_ranks(len(x), q=q, confidence=c, side=side)
-    out = pd.DataFrame([{"n": len(x), "q": q, "estimate": float(np.quantile(x, q)),
-                         "low": float(x[low - 1]) if low >= 1 else -np.inf,
-                         "high": float(x[high - 1]) if high <= len(x) else np.inf,
-                         "rank_low": low, "rank_high": high, "coverage": coverage}])
+    out = pd.DataFrame(
+        [
+            {
+                "n": len(x),
+                "q": q,
+                "estimate": float(np.quantile(x, q)),
+                "low": float(x[low - 1]) if low >= 1 else -np.inf,
+                "high": float(x[high - 1]) if high <= len(x) else np.inf,
+                "rank_low": low,
+                "rank_high": high,
+                "coverage": coverage,
+            }
+        ]
+    )
     out.attrs.update({"confidence": c, "side": side, "estimate": "numpy linear (Hyndman-Fan type 7)"})
     return out

@@ -32,6 +32,7 @@ target with that probability (Kupper & Hafner, "How appropriate are popular samp
 formulas?", The American Statistician 43(2), 1989: ``(r - 1) s^2 / V`` is chi-square with
 ``r - 1`` df).
 """
+
 from __future__ import annotations
 
 import math
@@ -51,8 +52,12 @@ MAX_REPS = 1000
 
 
 def _positive(x: object, arg: str) -> float:
-    if isinstance(x, bool) or not isinstance(x, (int, float, np.integer, np.floating)) \
-            or not math.isfinite(float(x)) or float(x) <= 0:
+    if (
+        isinstance(x, bool)
+        or not isinstance(x, (int, float, np.integer, np.floating))
+        or not math.isfinite(float(x))
+        or float(x) <= 0
+    ):
         raise ConfigError(f"{arg} must be a positive number, got {x!r}")
     return float(x)
 
@@ -78,16 +83,20 @@ def _structure(data: pd.DataFrame, levels: list[str]) -> tuple[list[np.ndarray],
     ConfigError when the levels do not identify each row or a level holds one unit only."""
     codes = _unit_codes(data, levels)
     if len(np.unique(codes[-1])) != len(data):
-        raise ConfigError(f"levels {levels!r} must identify each row (the lowest, {levels[-1]!r}, "
-                          f"names the observations): some rows share all of their labels")
+        raise ConfigError(
+            f"levels {levels!r} must identify each row (the lowest, {levels[-1]!r}, "
+            f"names the observations): some rows share all of their labels"
+        )
     reps: list[int] | None = []
     parent = np.zeros(len(data), dtype=np.int64)
     for j, c in enumerate(codes):
         pairs = pd.DataFrame({"p": parent, "c": c}).drop_duplicates()
         per = pairs.groupby("p").size().to_numpy()
         if per.max() < 2:
-            raise ConfigError(f"level {levels[j]!r} has one unit per {'campaign' if j == 0 else levels[j - 1]!r}: "
-                              f"a pilot needs at least 2 units at every level to estimate its variance")
+            raise ConfigError(
+                f"level {levels[j]!r} has one unit per {'campaign' if j == 0 else levels[j - 1]!r}: "
+                f"a pilot needs at least 2 units at every level to estimate its variance"
+            )
         if reps is not None:
             reps = reps + [int(per[0])] if (per == per[0]).all() else None
         parent = c
@@ -111,8 +120,10 @@ def kj_estimators(data: pd.DataFrame, *, response: str, levels: v.Columns) -> pd
     y = v.response(data, response)
     codes, reps = _structure(data, levels)
     if reps is None:
-        raise ConfigError(f"kj_estimators needs a balanced pilot (the same number of units of each "
-                          f"level in every unit above it); levels {levels!r} are unbalanced")
+        raise ConfigError(
+            f"kj_estimators needs a balanced pilot (the same number of units of each "
+            f"level in every unit above it); levels {levels!r} are unbalanced"
+        )
     return _kj(y, codes, reps, levels)
 
 
@@ -121,7 +132,7 @@ def _kj(y: np.ndarray, codes: list[np.ndarray], reps: list[int], levels: list[st
     grand = float(np.mean(y))
     s2 = np.zeros(n)
     parent_mean = np.full(len(y), grand)
-    for j, c in enumerate(codes):                       # high (j = 0) to low
+    for j, c in enumerate(codes):  # high (j = 0) to low
         sums = np.bincount(c, weights=y)
         counts = np.bincount(c)
         unit_mean = (sums / counts)[c]
@@ -131,18 +142,20 @@ def _kj(y: np.ndarray, codes: list[np.ndarray], reps: list[int], levels: list[st
         s2[j] = ss / (math.prod(reps[:j]) * (reps[j] - 1))
         parent_mean = unit_mean
     t2 = s2.copy()
-    for j in range(n - 2, -1, -1):                      # T_i^2 = S_i^2 - S_{i-1}^2 / r_{i-1}
+    for j in range(n - 2, -1, -1):  # T_i^2 = S_i^2 - S_{i-1}^2 / r_{i-1}
         t2[j] = s2[j] - s2[j + 1] / reps[j + 1]
     out = pd.DataFrame({"level": levels, "i": np.arange(n, 0, -1), "r": reps, "S2": s2, "T2": t2})
     out.attrs["mean"] = grand
     return out
 
 
-def _reml(data: pd.DataFrame, y: np.ndarray, codes: list[np.ndarray], levels: list[str],
-          within: Sequence[str] = ()) -> np.ndarray:
+def _reml(
+    data: pd.DataFrame, y: np.ndarray, codes: list[np.ndarray], levels: list[str], within: Sequence[str] = ()
+) -> np.ndarray:
     """Variance components (high to low) from the REML fit of :func:`mixed_effects` (the
     configurations of ``within`` as fixed blocks; ``codes`` then name units within them)."""
     from .mixed import mixed_effects
+
     frame = pd.DataFrame({f"u{j}": codes[j] for j in range(len(levels) - 1)})
     frame["y"] = y
     blocks = None
@@ -153,10 +166,20 @@ def _reml(data: pd.DataFrame, y: np.ndarray, codes: list[np.ndarray], levels: li
     return fit.variance["variance"].to_numpy(dtype=float)
 
 
-def runs_needed(pilot: pd.DataFrame, *, response: str, levels: v.Columns,
-                costs: Mapping[str, float] | Sequence[float], target_ci: float, relative: bool = True,
-                confidence: float = 0.95, assurance: float | None = None, method: str = "auto",
-                max_reps: int = MAX_REPS, within: v.Columns = None) -> pd.DataFrame:
+def runs_needed(
+    pilot: pd.DataFrame,
+    *,
+    response: str,
+    levels: v.Columns,
+    costs: Mapping[str, float] | Sequence[float],
+    target_ci: float,
+    relative: bool = True,
+    confidence: float = 0.95,
+    assurance: float | None = None,
+    method: str = "auto",
+    max_reps: int = MAX_REPS,
+    within: v.Columns = None,
+) -> pd.DataFrame:
     """The cheapest repetition counts per level for a target confidence-interval half-width.
 
     Parameters
@@ -214,38 +237,56 @@ def runs_needed(pilot: pd.DataFrame, *, response: str, levels: v.Columns,
     if method not in ("auto", "kj", "reml"):
         raise ConfigError(f"method must be 'auto', 'kj' or 'reml', got {method!r}")
     target = _positive(target_ci, "target_ci")
-    parts = [np.arange(len(data))] if not within else \
-        list(data.groupby(within, sort=True, dropna=False).indices.values())
+    parts = (
+        [np.arange(len(data))]
+        if not within
+        else list(data.groupby(within, sort=True, dropna=False).indices.values())
+    )
     structures = [_structure(data.iloc[ix], levels) for ix in parts]
     shapes = {tuple(r) if r is not None else None for _, r in structures}
     reps = structures[0][1] if len(shapes) == 1 else None
     if method == "kj" and reps is None:
-        raise ConfigError(f"method='kj' needs a balanced pilot; levels {levels!r} are unbalanced"
-                          + (f" or differ between the configurations of {within!r}" if within else "")
-                          + " (use method='reml' or 'auto')")
+        raise ConfigError(
+            f"method='kj' needs a balanced pilot; levels {levels!r} are unbalanced"
+            + (f" or differ between the configurations of {within!r}" if within else "")
+            + " (use method='reml' or 'auto')"
+        )
     means = [float(np.mean(y[ix])) for ix in parts]
     mean = min(means, key=abs)
     if relative:
         if mean == 0:
-            raise ConfigError("target_ci is relative to the mean, which is 0: give an absolute target "
-                              "(relative=False)")
+            raise ConfigError(
+                "target_ci is relative to the mean, which is 0: give an absolute target (relative=False)"
+            )
         target *= abs(mean)
     if reps is not None and method != "reml":
         # balanced in every configuration alike: K&J's S^2 per configuration, pooled (averaged)
-        s2 = np.mean([_kj(y[ix], codes, reps, levels)["S2"].to_numpy()
-                      for ix, (codes, _) in zip(parts, structures)], axis=0)
+        s2 = np.mean(
+            [_kj(y[ix], codes, reps, levels)["S2"].to_numpy() for ix, (codes, _) in zip(parts, structures)],
+            axis=0,
+        )
         t2 = s2.copy()
-        for j in range(len(levels) - 2, -1, -1):        # T_i^2 = S_i^2 - S_{i-1}^2 / r_{i-1}
+        for j in range(len(levels) - 2, -1, -1):  # T_i^2 = S_i^2 - S_{i-1}^2 / r_{i-1}
             t2[j] = s2[j] - s2[j + 1] / reps[j + 1]
         comps, used = np.maximum(t2, 0.0), "kj"
     else:
         blocks = within if len(parts) > 1 else []
-        comps, used = _reml(data, y, _unit_codes(data, blocks + levels)[len(blocks):], levels, blocks), "reml"
+        comps, used = (
+            _reml(data, y, _unit_codes(data, blocks + levels)[len(blocks) :], levels, blocks),
+            "reml",
+        )
         s2 = t2 = np.full(len(levels), np.nan)
-    plan = plan_repetitions(dict(zip(levels, comps)), costs=costs, target=target,
-                            confidence=confidence, assurance=assurance, max_reps=max_reps)
-    plan.insert(1, "pilot_reps", np.asarray(reps, dtype=float) if reps is not None
-                else np.full(len(levels), np.nan))
+    plan = plan_repetitions(
+        dict(zip(levels, comps)),
+        costs=costs,
+        target=target,
+        confidence=confidence,
+        assurance=assurance,
+        max_reps=max_reps,
+    )
+    plan.insert(
+        1, "pilot_reps", np.asarray(reps, dtype=float) if reps is not None else np.full(len(levels), np.nan)
+    )
     plan.insert(2, "S2", s2)
     plan.insert(3, "T2", t2)
     plan.attrs.update(mean=mean, method=used, relative=relative)
@@ -257,9 +298,11 @@ def _costs(costs: Mapping[str, float] | Sequence[float], levels: list[str]) -> n
         missing = [lv for lv in levels if lv not in costs]
         extra = [k for k in costs if k not in levels]
         if missing or extra:
-            raise ConfigError(f"costs must give one cost per level {levels!r}"
-                              + (f"; missing {missing!r}" if missing else "")
-                              + (f"; unknown {extra!r}" if extra else ""))
+            raise ConfigError(
+                f"costs must give one cost per level {levels!r}"
+                + (f"; missing {missing!r}" if missing else "")
+                + (f"; unknown {extra!r}" if extra else "")
+            )
         values = [costs[lv] for lv in levels]
     elif isinstance(costs, (list, tuple, np.ndarray)):
         if len(costs) != len(levels):
@@ -272,11 +315,12 @@ def _costs(costs: Mapping[str, float] | Sequence[float], levels: list[str]) -> n
 
 def _top_variance(comps: np.ndarray, reps: np.ndarray) -> float:
     """Variance of one top-level unit's mean: sum_j comps_j / prod_{1<=k<=j} reps_k."""
-    return float(sum(comps[j] / np.prod(reps[1: j + 1]) for j in range(len(comps))))
+    return float(sum(comps[j] / np.prod(reps[1 : j + 1]) for j in range(len(comps))))
 
 
-def _top_reps(var_top: float, target: float, confidence: float, assurance: float | None,
-              max_reps: int) -> int:
+def _top_reps(
+    var_top: float, target: float, confidence: float, assurance: float | None, max_reps: int
+) -> int:
     """The fewest top-level units (>= 2) meeting the target (see the module docstring)."""
     if var_top <= 0:
         return 2
@@ -286,15 +330,15 @@ def _top_reps(var_top: float, target: float, confidence: float, assurance: float
         t = sps.t.ppf(q, r - 1)
         if assurance is None:
             return bool(t * math.sqrt(var_top / r) <= target)
-        limit = (r - 1) * r * target ** 2 / (t ** 2 * var_top)
+        limit = (r - 1) * r * target**2 / (t**2 * var_top)
         return bool(sps.chi2.cdf(limit, r - 1) >= assurance)
 
     lo, hi = 2, 2
     while not ok(hi):
         if hi >= max_reps:
-            return max_reps + 1          # not reachable within max_reps
+            return max_reps + 1  # not reachable within max_reps
         lo, hi = hi + 1, min(2 * hi, max_reps)
-    while lo < hi:                       # both conditions become true and stay true as r grows
+    while lo < hi:  # both conditions become true and stay true as r grows
         mid = (lo + hi) // 2
         lo, hi = (lo, mid) if ok(mid) else (mid + 1, hi)
     return hi
@@ -305,9 +349,15 @@ def _cost(reps: np.ndarray, costs: np.ndarray) -> float:
     return float(sum(costs[j] * np.prod(reps[: j + 1]) for j in range(len(reps))))
 
 
-def plan_repetitions(variances: Mapping[str, float], *, costs: Mapping[str, float] | Sequence[float],
-                     target: float, confidence: float = 0.95, assurance: float | None = None,
-                     max_reps: int = MAX_REPS) -> pd.DataFrame:
+def plan_repetitions(
+    variances: Mapping[str, float],
+    *,
+    costs: Mapping[str, float] | Sequence[float],
+    target: float,
+    confidence: float = 0.95,
+    assurance: float | None = None,
+    max_reps: int = MAX_REPS,
+) -> pd.DataFrame:
     """The repetition plan for known variance components (``{level: variance}``, highest first,
     the last the observations' own) and per-level ``costs``, for an absolute half-width
     ``target``. Returns the columns ``level``, ``variance``, ``pct``, ``cost``, ``reps_exact``,
@@ -330,13 +380,17 @@ def plan_repetitions(variances: Mapping[str, float], *, costs: Mapping[str, floa
     confidence = _fraction(confidence, "confidence")
     if assurance is not None:
         assurance = _fraction(assurance, "assurance")
-    if isinstance(max_reps, bool) or not isinstance(max_reps, (int, np.integer)) or not 2 <= max_reps <= 10**6:
+    if (
+        isinstance(max_reps, bool)
+        or not isinstance(max_reps, (int, np.integer))
+        or not 2 <= max_reps <= 10**6
+    ):
         raise ConfigError(f"max_reps must be a whole number from 2 to 1000000, got {max_reps!r}")
     n = len(levels)
     exact = np.full(n, np.nan)
     reps = np.ones(n)
     open_levels = []
-    for j in range(1, n):                 # level j (K&J's i = n - j) below level j - 1 (i + 1)
+    for j in range(1, n):  # level j (K&J's i = n - j) below level j - 1 (i + 1)
         if comps[j] == 0:
             exact[j] = 0.0
         elif comps[j - 1] == 0:
@@ -353,7 +407,7 @@ def plan_repetitions(variances: Mapping[str, float], *, costs: Mapping[str, floa
         r[0] = _top_reps(_top_variance(comps, r), target, confidence, assurance, max_reps)
         return r
 
-    for j in open_levels:                 # no finite optimum: search this level's count
+    for j in open_levels:  # no finite optimum: search this level's count
         best = None
         for k in range(1, max_reps + 1):
             trial = reps.copy()
@@ -362,22 +416,39 @@ def plan_repetitions(variances: Mapping[str, float], *, costs: Mapping[str, floa
             key = (trial[0] > max_reps, _cost(trial, c))
             if best is None or key < best[0]:
                 best = (key, k)
-            if trial[0] == 2:             # more repetitions here cannot lower the cost further
+            if trial[0] == 2:  # more repetitions here cannot lower the cost further
                 break
         reps[j] = best[1] if best else 1
-        note = (f"{', '.join(levels[j - 1] for j in open_levels)} shows no variance of its own: "
-                f"repetitions below it are set to meet the target with the fewest units of it")
+        note = (
+            f"{', '.join(levels[j - 1] for j in open_levels)} shows no variance of its own: "
+            f"repetitions below it are set to meet the target with the fewest units of it"
+        )
     reps = finish(reps)
     if reps[0] > max_reps:
         reps[0] = max_reps
-        note = (note + "; " if note else "") + (f"the target is not reached with max_reps = {max_reps} "
-                                                f"units of {levels[0]!r}")
+        note = (note + "; " if note else "") + (
+            f"the target is not reached with max_reps = {max_reps} units of {levels[0]!r}"
+        )
     var_top = _top_variance(comps, reps)
     total_var = comps.sum()
     half = float(sps.t.ppf(0.5 + confidence / 2, reps[0] - 1) * math.sqrt(var_top / reps[0]))
-    out = pd.DataFrame({"level": levels, "variance": comps,
-                        "pct": 100 * comps / total_var if total_var > 0 else np.full(n, np.nan),
-                        "cost": c, "reps_exact": exact, "reps": reps.astype(int)})
-    out.attrs.update(target=target, half_width=half, cost=_cost(reps, c), total=int(np.prod(reps)),
-                     confidence=confidence, assurance=assurance, note=note)
+    out = pd.DataFrame(
+        {
+            "level": levels,
+            "variance": comps,
+            "pct": 100 * comps / total_var if total_var > 0 else np.full(n, np.nan),
+            "cost": c,
+            "reps_exact": exact,
+            "reps": reps.astype(int),
+        }
+    )
+    out.attrs.update(
+        target=target,
+        half_width=half,
+        cost=_cost(reps, c),
+        total=int(np.prod(reps)),
+        confidence=confidence,
+        assurance=assurance,
+        note=note,
+    )
     return out

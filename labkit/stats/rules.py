@@ -7,6 +7,7 @@ an interval); a significant term below the threshold is *negligible*; anything e
 resolved at this n*, with the runs that would resolve it. :class:`Rules` holds the rules,
 :func:`decide` applies them to a tidy table of terms (e.g. :func:`labkit.stats.factorial_effects`).
 """
+
 from __future__ import annotations
 
 import math
@@ -54,31 +55,54 @@ class Rules:
         if a >= 0.5:
             raise ConfigError(f"Rules: alpha must be below 0.5, got {self.alpha!r}")
         if self.practical_of not in KINDS:
-            raise ConfigError(f"Rules: practical_of must be 'mean' (a fraction of the response's "
-                              f"mean) or 'variation' (a share of SST), got {self.practical_of!r}")
+            raise ConfigError(
+                f"Rules: practical_of must be 'mean' (a fraction of the response's "
+                f"mean) or 'variation' (a share of SST), got {self.practical_of!r}"
+            )
         p = self.practical
-        if p is not None and (isinstance(p, bool) or not isinstance(p, (int, float, np.floating))
-                              or not math.isfinite(p) or not p > 0
-                              or (self.practical_of == "variation" and not p < 1)):
+        if p is not None and (
+            isinstance(p, bool)
+            or not isinstance(p, (int, float, np.floating))
+            or not math.isfinite(p)
+            or not p > 0
+            or (self.practical_of == "variation" and not p < 1)
+        ):
             limit = "in (0, 1)" if self.practical_of == "variation" else "> 0"
-            raise ConfigError(f"Rules: practical must be None or a number {limit} (a fraction of "
-                              f"the {self.practical_of}, 0.05 = 5 %), got {p!r}")
+            raise ConfigError(
+                f"Rules: practical must be None or a number {limit} (a fraction of "
+                f"the {self.practical_of}, 0.05 = 5 %), got {p!r}"
+            )
         if self.family not in METHODS:
-            raise ConfigError(f"Rules: family must be one of {', '.join(map(repr, METHODS))}, "
-                              f"got {self.family!r}")
+            raise ConfigError(
+                f"Rules: family must be one of {', '.join(map(repr, METHODS))}, got {self.family!r}"
+            )
 
     def describe(self, terms: int) -> str:
         """The rules in words: ``"Holm over 31 terms, α = 0.05, practical ≥ 5 % of the mean"``."""
-        what = ("no practical threshold" if self.practical is None
-                else f"practical ≥ {100 * self.practical:g} % of the "
-                     f"{'mean' if self.practical_of == 'mean' else 'variation'}")
-        return (f"{_FAMILY_NAMES[self.family]} over {terms} term{'s' * (terms != 1)}, "
-                f"α = {self.alpha:g}, {what}")
+        what = (
+            "no practical threshold"
+            if self.practical is None
+            else f"practical ≥ {100 * self.practical:g} % of the "
+            f"{'mean' if self.practical_of == 'mean' else 'variation'}"
+        )
+        return (
+            f"{_FAMILY_NAMES[self.family]} over {terms} term{'s' * (terms != 1)}, α = {self.alpha:g}, {what}"
+        )
 
 
-def decide(table: pd.DataFrame, rules: Rules, *, estimate: str = "estimate", ci_low: str = "ci_low",
-           ci_high: str = "ci_high", p: str = "p", term: str = "term", n: int | None = None,
-           mean: float | None = None, sst: float | None = None) -> pd.DataFrame:
+def decide(
+    table: pd.DataFrame,
+    rules: Rules,
+    *,
+    estimate: str = "estimate",
+    ci_low: str = "ci_low",
+    ci_high: str = "ci_high",
+    p: str = "p",
+    term: str = "term",
+    n: int | None = None,
+    mean: float | None = None,
+    sst: float | None = None,
+) -> pd.DataFrame:
     """``table`` (one row per term) with the family correction and a verdict per term.
 
     The family is the rows with a finite ``p`` except the terms ``"I"`` (the mean) and
@@ -134,14 +158,18 @@ def decide(table: pd.DataFrame, rules: Rules, *, estimate: str = "estimate", ci_
         if mean is None and term in out.columns and (out[term] == "I").any():
             mean = float(out.loc[out[term] == "I", estimate].iloc[0])
         if mean is None or not np.isfinite(mean):
-            raise ConfigError("decide: a practical threshold of the mean needs mean= (the "
-                              "response's mean) or an 'I' row holding it")
+            raise ConfigError(
+                "decide: a practical threshold of the mean needs mean= (the "
+                "response's mean) or an 'I' row holding it"
+            )
         threshold = rules.practical * abs(float(mean))
     else:
         sst = sst if sst is not None else out.attrs.get("sst")
         if sst is None or n is None:
-            raise ConfigError("decide: a practical threshold of the variation needs sst= and n= "
-                              "(or a factorial_effects table, whose attrs hold them)")
+            raise ConfigError(
+                "decide: a practical threshold of the variation needs sst= and n= "
+                "(or a factorial_effects table, whose attrs hold them)"
+            )
         threshold = math.sqrt(rules.practical * float(sst) / int(n))
     adj = np.full(len(out), np.nan)
     adj[fam] = adjust_p(pv[fam], method=rules.family)
@@ -150,9 +178,11 @@ def decide(table: pd.DataFrame, rules: Rules, *, estimate: str = "estimate", ci_
     size = np.abs(est)
     sig = adj < rules.alpha
     inside = (low > -threshold) & (high < threshold)
-    verdict = np.where(sig & (size >= threshold), "matters",
-                       np.where(sig, "negligible",
-                                np.where(inside, "does not matter", "not resolved at this n")))
+    verdict = np.where(
+        sig & (size >= threshold),
+        "matters",
+        np.where(sig, "negligible", np.where(inside, "does not matter", "not resolved at this n")),
+    )
     verdict = pd.Series(verdict, dtype=object).where(fam, None).to_numpy()
     runs = np.full(len(out), np.nan)
     todo = fam & (verdict == "not resolved at this n")

@@ -10,6 +10,7 @@
 * :func:`detectable_effect` -- the other way round: the smallest difference ``n`` runs per group
   detect with that power (the minimum detectable effect of a design, before it runs).
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -27,8 +28,7 @@ MAX_N = 1_000_000
 
 
 def _confidence(confidence) -> float:
-    if isinstance(confidence, bool) or not isinstance(confidence, (int, float)) \
-            or not 0 < confidence < 1:
+    if isinstance(confidence, bool) or not isinstance(confidence, (int, float)) or not 0 < confidence < 1:
         raise ConfigError(f"confidence must be a number in (0, 1), got {confidence!r}")
     return float(confidence)
 
@@ -49,13 +49,14 @@ def n_for_halfwidth(sd: v.Sample, halfwidth: v.Sample, *, confidence: float = 0.
 
     def reached(n):
         return sps.t.ppf(q, n - 1) * sd_ / np.sqrt(n) <= h_
+
     # f(n) = t(n-1)·sd/sqrt(n) decreases in n: lo (the z bound, never enough... or just enough)
     # and hi (the t bound at lo, always enough) bracket the answer; bisect all at once
     lo = np.clip(np.ceil((z * sd_ / h_) ** 2), 2, MAX_N)
     hi = np.clip(np.ceil((sps.t.ppf(q, lo - 1) * sd_ / h_) ** 2), lo, MAX_N)
     done = reached(lo)
     hi = np.where(done, lo, hi)
-    lo = np.where(done, lo, lo + 1)          # lo is short: the answer is in (lo, hi]
+    lo = np.where(done, lo, lo + 1)  # lo is short: the answer is in (lo, hi]
     for _ in range(64):
         if (lo >= hi).all():
             break
@@ -68,8 +69,15 @@ def n_for_halfwidth(sd: v.Sample, halfwidth: v.Sample, *, confidence: float = 0.
     return out
 
 
-def sample_size(data: pd.DataFrame, *, response: str, by: Sequence[str] | str, target: float,
-                relative: bool = True, confidence: float = 0.95) -> pd.DataFrame:
+def sample_size(
+    data: pd.DataFrame,
+    *,
+    response: str,
+    by: Sequence[str] | str,
+    target: float,
+    relative: bool = True,
+    confidence: float = 0.95,
+) -> pd.DataFrame:
     """Runs per configuration needed for a CI half-width of ``target``.
 
     ``data``: one row per run (long format); ``by``: the configuration columns.
@@ -104,14 +112,16 @@ def sample_size(data: pd.DataFrame, *, response: str, by: Sequence[str] | str, t
     return out
 
 
-def n_for_power(delta: float, sd: float, *, alpha: float = 0.05, power: float = 0.8,
-                alternative: str = "two-sided") -> int:
+def n_for_power(
+    delta: float, sd: float, *, alpha: float = 0.05, power: float = 0.8, alternative: str = "two-sided"
+) -> int:
     """Runs per group for a two-sample t test to detect a mean difference ``delta`` with
     standard deviation ``sd`` (equal groups), at level ``alpha`` with ``power``.
 
     statsmodels ``TTestIndPower().solve_power(effect_size=delta/sd, ...)``, rounded up.
     """
     from statsmodels.stats.power import TTestIndPower
+
     alpha = v.alpha(alpha)
     for name, x in (("delta", delta), ("sd", sd)):
         if isinstance(x, bool) or not isinstance(x, (int, float)) or not np.isfinite(x) or x <= 0:
@@ -120,13 +130,19 @@ def n_for_power(delta: float, sd: float, *, alpha: float = 0.05, power: float = 
         raise ConfigError(f"power must be in (alpha, 1), got {power!r}")
     if alternative not in ("two-sided", "larger", "smaller"):
         raise ConfigError(f"alternative must be two-sided, larger or smaller, got {alternative!r}")
-    n = TTestIndPower().solve_power(effect_size=delta / sd, alpha=alpha, power=power,
-                                    alternative=alternative)
+    n = TTestIndPower().solve_power(effect_size=delta / sd, alpha=alpha, power=power, alternative=alternative)
     return int(np.ceil(float(np.squeeze(n)) - 1e-9))
 
 
-def detectable_effect(sd: float, *, n: float, df: float | None = None, alpha: float = 0.05,
-                      power: float = 0.8, alternative: str = "two-sided") -> float:
+def detectable_effect(
+    sd: float,
+    *,
+    n: float,
+    df: float | None = None,
+    alpha: float = 0.05,
+    power: float = 0.8,
+    alternative: str = "two-sided",
+) -> float:
     """The smallest difference between two group means of ``n`` values each that a t test at
     ``alpha`` detects with probability ``power`` (the minimum detectable effect), in the unit of
     ``sd``.
@@ -140,6 +156,7 @@ def detectable_effect(sd: float, *, n: float, df: float | None = None, alpha: fl
     """
     from scipy.optimize import brentq
     from statsmodels.stats.power import TTestIndPower
+
     alpha = v.alpha(alpha)
     if isinstance(sd, bool) or not isinstance(sd, (int, float)) or not np.isfinite(sd) or sd <= 0:
         raise ConfigError(f"sd must be a positive number, got {sd!r}")
@@ -155,7 +172,9 @@ def detectable_effect(sd: float, *, n: float, df: float | None = None, alpha: fl
     test = TTestIndPower()
 
     def gap(d: float) -> float:
-        return float(test.power(d, nobs1=float(n), alpha=alpha, df=float(df), alternative=alternative)) - power
+        return (
+            float(test.power(d, nobs1=float(n), alpha=alpha, df=float(df), alternative=alternative)) - power
+        )
 
     hi = 1.0
     while gap(hi) < 0:
@@ -184,10 +203,23 @@ def stein_ci(values: v.Sample, *, pilot: int, confidence: float = 0.95) -> pd.Da
     c = _confidence(confidence)
     x = v.sample(values, "values")
     if isinstance(pilot, bool) or not isinstance(pilot, (int, np.integer)) or not 2 <= pilot <= len(x):
-        raise ConfigError(f"pilot must be a whole number from 2 to the number of values ({len(x)}): "
-                          f"the runs made before the first stopping decision, got {pilot!r}")
+        raise ConfigError(
+            f"pilot must be a whole number from 2 to the number of values ({len(x)}): "
+            f"the runs made before the first stopping decision, got {pilot!r}"
+        )
     sd0 = float(np.std(x[:pilot], ddof=1))
     half = float(sps.t.ppf(0.5 + c / 2, pilot - 1)) * sd0 / np.sqrt(len(x))
     m = float(np.mean(x))
-    return pd.DataFrame([{"n": len(x), "mean": m, "sd_pilot": sd0, "df": int(pilot) - 1,
-                          "half_width": half, "ci_low": m - half, "ci_high": m + half}])
+    return pd.DataFrame(
+        [
+            {
+                "n": len(x),
+                "mean": m,
+                "sd_pilot": sd0,
+                "df": int(pilot) - 1,
+                "half_width": half,
+                "ci_low": m - half,
+                "ci_high": m + half,
+            }
+        ]
+    )

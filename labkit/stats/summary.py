@@ -1,5 +1,6 @@
 """Per-configuration descriptive statistics: means with t-based confidence intervals
 (:func:`summarize`), quantiles with distribution-free ones (:func:`quantile_summary`)."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -50,8 +51,14 @@ def _qname(q: float) -> str:
     return "p" + f"{100 * q:.10g}"
 
 
-def quantile_summary(data: pd.DataFrame, *, by: v.Columns, response: str,
-                     quantiles: v.Sample = (0.5, 0.95, 0.99), confidence: float = 0.95) -> pd.DataFrame:
+def quantile_summary(
+    data: pd.DataFrame,
+    *,
+    by: v.Columns,
+    response: str,
+    quantiles: v.Sample = (0.5, 0.95, 0.99),
+    confidence: float = 0.95,
+) -> pd.DataFrame:
     """Quantiles of ``response`` per configuration, each with its distribution-free interval,
     beside the mean and its t interval (Hoefler & Belli, SC15: medians and nonparametric intervals
     when performance data are not normal).
@@ -69,6 +76,7 @@ def quantile_summary(data: pd.DataFrame, *, by: v.Columns, response: str,
     ``attrs["needs_upper"]``).
     """
     from .quantile import min_values, quantile_ci, runs_for_quantile
+
     qs = [float(q) for q in np.atleast_1d(np.asarray(quantiles, dtype=float))]
     if not qs or any(not 0 < q < 1 for q in qs):
         raise ConfigError(f"quantiles must be numbers strictly between 0 and 1, got {quantiles!r}")
@@ -77,8 +85,9 @@ def quantile_summary(data: pd.DataFrame, *, by: v.Columns, response: str,
     out = out.drop(columns=["std", "sem"])
     needs = {_qname(q): min_values(q=q, confidence=confidence) for q in qs}
     needs_upper = {_qname(q): runs_for_quantile(q, confidence=confidence, side="upper") for q in qs}
-    groups = (data.groupby(by, sort=True, observed=True, dropna=False)[response] if by
-              else [((), data[response])])
+    groups = (
+        data.groupby(by, sort=True, observed=True, dropna=False)[response] if by else [((), data[response])]
+    )
     cols: dict[str, list] = {f"{_qname(q)}{s}": [] for q in qs for s in ("", "_low", "_high", "_upper")}
     for _, values in groups:
         x = values.dropna().to_numpy(float)
@@ -92,12 +101,16 @@ def quantile_summary(data: pd.DataFrame, *, by: v.Columns, response: str,
             else:
                 cols[f"{name}_low"].append(np.nan)
                 cols[f"{name}_high"].append(np.nan)
-            cols[f"{name}_upper"].append(float(quantile_ci(x, q=q, confidence=confidence, side="upper").iloc[0]["high"])
-                                         if len(x) >= needs_upper[name] else np.nan)
+            cols[f"{name}_upper"].append(
+                float(quantile_ci(x, q=q, confidence=confidence, side="upper").iloc[0]["high"])
+                if len(x) >= needs_upper[name]
+                else np.nan
+            )
     for name, values in cols.items():
         out[name] = values
-    out.attrs.update({"response": response, "by": by, "confidence": confidence, "needs": needs,
-                      "needs_upper": needs_upper})
+    out.attrs.update(
+        {"response": response, "by": by, "confidence": confidence, "needs": needs, "needs_upper": needs_upper}
+    )
     return out
 
 
@@ -129,8 +142,17 @@ def cv_ci(values: v.Sample, *, confidence: float = 0.95) -> pd.DataFrame:
         return k / np.sqrt(root) if root > 0 else np.inf
 
     a = 1 - c
-    out = pd.DataFrame([{"n": len(x), "mean": mean, "sd": sd, "cv": k,
-                         "cv_low": limit(float(sps.chi2.ppf(1 - a / 2, nu))),
-                         "cv_high": limit(float(sps.chi2.ppf(a / 2, nu)))}])
+    out = pd.DataFrame(
+        [
+            {
+                "n": len(x),
+                "mean": mean,
+                "sd": sd,
+                "cv": k,
+                "cv_low": limit(float(sps.chi2.ppf(1 - a / 2, nu))),
+                "cv_high": limit(float(sps.chi2.ppf(a / 2, nu))),
+            }
+        ]
+    )
     out.attrs["confidence"] = c
     return out

@@ -1,5 +1,6 @@
 """Input checks shared by labkit.stats and the plots and reports drawn from its tables: every
 failure is a ConfigError naming the argument."""
+
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
@@ -26,8 +27,10 @@ Seed = int | np.random.Generator | None
 def frame(data: object, arg: str = "data") -> pd.DataFrame:
     """``data`` itself, after checking it is a non-empty DataFrame."""
     if not isinstance(data, pd.DataFrame):
-        raise ConfigError(f"{arg} must be a pandas DataFrame in long format "
-                          f"(one row per observation), got {type(data).__name__}")
+        raise ConfigError(
+            f"{arg} must be a pandas DataFrame in long format "
+            f"(one row per observation), got {type(data).__name__}"
+        )
     if data.empty:
         raise ConfigError(f"{arg} is empty: there are no observations to analyse")
     return data
@@ -59,7 +62,8 @@ def columns(data: pd.DataFrame, cols: Sequence[str], arg: str) -> None:
     if missing:
         raise ConfigError(
             f"{arg}: no column {', '.join(map(repr, missing))} in data; "
-            f"columns are {', '.join(map(repr, map(str, data.columns)))}")
+            f"columns are {', '.join(map(repr, map(str, data.columns)))}"
+        )
 
 
 def response(data: pd.DataFrame, name: object, arg: str = "response") -> np.ndarray:
@@ -76,14 +80,18 @@ def response(data: pd.DataFrame, name: object, arg: str = "response") -> np.ndar
         raise ConfigError(
             f"{arg} column {name!r} has {int(bad.sum())} missing or infinite value(s) "
             f"(first at row {data.index[np.argmax(bad)]!r}); drop failed runs first, "
-            f"e.g. data[data.status == 'ok']")
+            f"e.g. data[data.status == 'ok']"
+        )
     return y
 
 
 def alpha(value: object) -> float:
     """A significance level strictly between 0 and 1."""
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.floating)) \
-            or not 0 < float(value) < 1:
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float, np.floating))
+        or not 0 < float(value) < 1
+    ):
         raise ConfigError(f"alpha must be a number strictly between 0 and 1, got {value!r}")
     return float(value)
 
@@ -96,13 +104,12 @@ def no_missing(data: pd.DataFrame, cols: Sequence[str], arg: str) -> None:
 def missing_levels(n: int, col: str, arg: str) -> None:
     """Raise if ``n`` observations of factor column ``col`` have no level."""
     if n:
-        raise ConfigError(f"{arg}: column {col!r} has {n} missing value(s); "
-                          f"every observation needs a level")
+        raise ConfigError(f"{arg}: column {col!r} has {n} missing value(s); every observation needs a level")
 
 
 def factorize(data: pd.DataFrame, factor: str, arg: str = "factor") -> tuple[np.ndarray, list]:
     """``(codes, levels in order of appearance)`` of a factor column without missing values."""
-    codes, uniques = data[factor].array.factorize()     # the array's own: no Index built
+    codes, uniques = data[factor].array.factorize()  # the array's own: no Index built
     missing_levels(int(np.count_nonzero(codes < 0)), factor, arg)
     return codes, [scalar(u) for u in uniques.tolist()]
 
@@ -127,14 +134,17 @@ def level_map(levels: Levels, arg: str = "levels") -> dict:
         try:
             return {f.name: DesignOrder(f.levels) for f in factors}
         except (AttributeError, TypeError) as e:
-            raise ConfigError(f"{arg}: {type(levels).__name__}.factors must hold objects with "
-                              f".name and .levels") from e
-    raise ConfigError(f"{arg} must be a mapping {{factor: (low, high)}} or a labkit Design, "
-                      f"got {type(levels).__name__}")
+            raise ConfigError(
+                f"{arg}: {type(levels).__name__}.factors must hold objects with .name and .levels"
+            ) from e
+    raise ConfigError(
+        f"{arg} must be a mapping {{factor: (low, high)}} or a labkit Design, got {type(levels).__name__}"
+    )
 
 
-def level_order(col: pd.Series, explicit: object = None, *, arg: str = "levels",
-                present: list | None = None) -> list:
+def level_order(
+    col: pd.Series, explicit: object = None, *, arg: str = "levels", present: list | None = None
+) -> list:
     """The levels of a factor column, in analysis order.
 
     ``explicit`` (a sequence of levels, e.g. the design's) wins; then a pandas
@@ -151,8 +161,10 @@ def level_order(col: pd.Series, explicit: object = None, *, arg: str = "levels",
         order = list(explicit)
         extra = [v for v in present if v not in order]
         if extra:
-            raise ConfigError(f"{arg}[{col.name!r}] = {order!r} does not list level(s) "
-                              f"{', '.join(map(repr, extra))} found in column {col.name!r}")
+            raise ConfigError(
+                f"{arg}[{col.name!r}] = {order!r} does not list level(s) "
+                f"{', '.join(map(repr, extra))} found in column {col.name!r}"
+            )
         present_set = set(present)
         return [v for v in order if v in present_set]
     if isinstance(col.dtype, pd.CategoricalDtype):
@@ -173,8 +185,9 @@ def two_levels(col: pd.Series, explicit: object = None, *, arg: str = "levels", 
     or a design's level order (of which the data must hold exactly two).
     """
     if isinstance(explicit, Mapping):
-        bad = ConfigError(f"{arg}[{col.name!r}] must map one level to -1 and one to +1, "
-                          f"got {dict(explicit)!r}")
+        bad = ConfigError(
+            f"{arg}[{col.name!r}] must map one level to -1 and one to +1, got {dict(explicit)!r}"
+        )
         inv = {}
         for level, code in explicit.items():
             if isinstance(code, bool) or code not in (-1, 1) or code in inv:
@@ -183,15 +196,22 @@ def two_levels(col: pd.Series, explicit: object = None, *, arg: str = "levels", 
         if set(inv) != {-1, 1}:
             raise bad
         explicit = [inv[-1], inv[1]]
-    if explicit is not None and not isinstance(explicit, (str, bytes, DesignOrder)) \
-            and isinstance(explicit, Iterable) and len(list(explicit)) != 2:
-        raise ConfigError(f"{arg}[{col.name!r}] must give exactly two levels (low, high), "
-                          f"got {list(explicit)!r}{hint}")
+    if (
+        explicit is not None
+        and not isinstance(explicit, (str, bytes, DesignOrder))
+        and isinstance(explicit, Iterable)
+        and len(list(explicit)) != 2
+    ):
+        raise ConfigError(
+            f"{arg}[{col.name!r}] must give exactly two levels (low, high), got {list(explicit)!r}{hint}"
+        )
     order = level_order(col, explicit, arg=arg)
     if len(order) != 2:
         shown = ", ".join(map(repr, order[:8])) + (", ..." if len(order) > 8 else "")
-        raise ConfigError(f"factor {col.name!r} has {len(order)} level(s) in the data ({shown}); "
-                          f"a two-level design needs exactly two{hint}")
+        raise ConfigError(
+            f"factor {col.name!r} has {len(order)} level(s) in the data ({shown}); "
+            f"a two-level design needs exactly two{hint}"
+        )
     return scalar(order[0]), scalar(order[1])
 
 
@@ -208,8 +228,9 @@ def groups(data: pd.DataFrame, response: str, factor: str, *, min_groups: int = 
     return levels, np.split(y[order], bounds)
 
 
-def coded_groups(data: pd.DataFrame, response: str, factor: str, *,
-                 min_groups: int = 2) -> tuple[list, np.ndarray, np.ndarray]:
+def coded_groups(
+    data: pd.DataFrame, response: str, factor: str, *, min_groups: int = 2
+) -> tuple[list, np.ndarray, np.ndarray]:
     """``(levels, y, codes)``: the response and each observation's level index (analysis order).
 
     ConfigError for a missing or non-string factor, a factor that is the response,
@@ -224,8 +245,9 @@ def coded_groups(data: pd.DataFrame, response: str, factor: str, *,
     codes, present = factorize(data, factor)
     levels = level_order(data[factor], present=present)
     if len(levels) < min_groups:
-        raise ConfigError(f"factor {factor!r} has {len(levels)} level(s) in the data; "
-                          f"at least {min_groups} are needed")
+        raise ConfigError(
+            f"factor {factor!r} has {len(levels)} level(s) in the data; at least {min_groups} are needed"
+        )
     rank = {lv: i for i, lv in enumerate(levels)}
     g = np.array([rank[u] for u in present], dtype=np.int64)[codes]
     return levels, y, g
@@ -242,4 +264,4 @@ def sample(x: Sample, arg: str) -> np.ndarray:
     return a
 
 
-_response_column = response   # groups() has a parameter of that name
+_response_column = response  # groups() has a parameter of that name

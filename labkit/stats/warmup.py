@@ -8,6 +8,7 @@ OOPSLA 2007; Jain, *The Art of Computer Systems Performance Analysis*, ch. 25) b
 MSER cuts where the remaining observations' squared standard error of the mean is smallest,
 trading the bias removed against the precision lost.
 """
+
 from __future__ import annotations
 
 import warnings
@@ -38,8 +39,9 @@ def mser(values: v.Sample, *, batch: int = 5) -> np.ndarray:
     x = v.sample(values, "values")
     k = len(x) // batch
     if k < 4:
-        raise ConfigError(f"warm-up detection needs at least {4 * batch} values "
-                          f"(4 batches of {batch}), got {len(x)}")
+        raise ConfigError(
+            f"warm-up detection needs at least {4 * batch} values (4 batches of {batch}), got {len(x)}"
+        )
     z = x[: k * batch].reshape(k, batch).mean(axis=1)
     # suffix sums of Z and Z^2 give every truncation's sum of squares in one pass
     s1 = np.cumsum(z[::-1])[::-1]
@@ -63,7 +65,10 @@ def warmup(values: v.Sample, *, batch: int = 5) -> int:
     stat = mser(values, batch=batch)
     d = int(np.argmin(stat))
     if d == len(stat) - 1:
-        warnings.warn(f"MSER-{batch}'s minimum is at the end of the range searched (half the series): "
-                      f"the warm-up may last longer than the series; run longer", WarmupWarning,
-                      stacklevel=2)
+        warnings.warn(
+            f"MSER-{batch}'s minimum is at the end of the range searched (half the series): "
+            f"the warm-up may last longer than the series; run longer",
+            WarmupWarning,
+            stacklevel=2,
+        )
     return batch * d

@@ -41,6 +41,7 @@ and fingerprints), :mod:`~labkit.store.runs` (recording and reading runs),
 :mod:`~labkit.store.export` (the exported files), :mod:`~labkit.store.leases` (the fleet's claims
 on runs) and :mod:`~labkit.store.run_output` (each run's command output).
 """
+
 from __future__ import annotations
 
 from ..core.clock import now_iso
@@ -79,9 +80,40 @@ from .sqlite import (
 )
 from .store import Store, load_design, load_results
 
-__all__ = ["BUSY_TIMEOUT_S", "CLAIM_CHUNK", "CODE_DIFF_KEY", "EXPORTS", "EXPORT_CHUNK", "MIGRATE_MEASUREMENTS",
-           "OUTPUT_CAP", "OUTPUT_HEAD", "OUTPUT_TAIL", "READONLY_ATTEMPTS", "READONLY_RECOVER_AT",
-           "RUN_COLUMNS", "RUN_OUTPUT_CHOICES", "RUN_OUTPUT_ENV", "SAMPLE_COLUMNS", "SCHEMA", "SCHEMA_VERSION",
-           "STATUSES", "TIDY_COLUMNS", "Malformed", "PreparedRun", "RecordedBatch", "Store", "busy",
-           "check_measurement", "json_object", "load_design", "load_results", "newer_store_message", "now_iso",
-           "parse_run", "run_output_policy", "sqlite_uri", "storage_error", "writer_version"]
+__all__ = [
+    "BUSY_TIMEOUT_S",
+    "CLAIM_CHUNK",
+    "CODE_DIFF_KEY",
+    "EXPORTS",
+    "EXPORT_CHUNK",
+    "MIGRATE_MEASUREMENTS",
+    "OUTPUT_CAP",
+    "OUTPUT_HEAD",
+    "OUTPUT_TAIL",
+    "READONLY_ATTEMPTS",
+    "READONLY_RECOVER_AT",
+    "RUN_COLUMNS",
+    "RUN_OUTPUT_CHOICES",
+    "RUN_OUTPUT_ENV",
+    "SAMPLE_COLUMNS",
+    "SCHEMA",
+    "SCHEMA_VERSION",
+    "STATUSES",
+    "TIDY_COLUMNS",
+    "Malformed",
+    "PreparedRun",
+    "RecordedBatch",
+    "Store",
+    "busy",
+    "check_measurement",
+    "json_object",
+    "load_design",
+    "load_results",
+    "newer_store_message",
+    "now_iso",
+    "parse_run",
+    "run_output_policy",
+    "sqlite_uri",
+    "storage_error",
+    "writer_version",
+]

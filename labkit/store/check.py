@@ -17,6 +17,7 @@
 It returns a :class:`CheckResult`: the problems found, one line each naming the campaign, the
 row (run id, meta key) and the column, the warnings, and what was counted.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -52,6 +53,7 @@ class CheckResult:
     """What :func:`check_store` found: ``problems`` (one line each), ``warnings`` (what does not
     make the store wrong but should be known: a code state not recorded), ``counts`` (rows checked
     per table) and the store's ``schema`` and ``writer`` (labkit version, None when not recorded)."""
+
     path: Path
     campaign: str
     problems: list[str] = field(default_factory=list)
@@ -68,9 +70,13 @@ class CheckResult:
         """The report ``labkit check`` prints."""
         if self.ok:
             counted = ", ".join(f"{n} {t}" for t, n in self.counts.items())
-            return "\n".join([f"campaign {self.campaign}: store {self.path}: ok (schema {self.schema}, written by "
-                              f"labkit {self.writer or '(version not recorded)'}; {counted})",
-                              *(f"  warning: {w}" for w in self.warnings)])
+            return "\n".join(
+                [
+                    f"campaign {self.campaign}: store {self.path}: ok (schema {self.schema}, written by "
+                    f"labkit {self.writer or '(version not recorded)'}; {counted})",
+                    *(f"  warning: {w}" for w in self.warnings),
+                ]
+            )
         shown = self.problems[:MAX_LISTED]
         more = len(self.problems) - len(shown)
         lines = [f"campaign {self.campaign}: store {self.path}: {len(self.problems)} problem(s):"]
@@ -136,14 +142,16 @@ def _schema(db: sqlite3.Connection, problem) -> dict[str, set[str]]:
             continue
         found = {row[1] for row in db.execute(f"PRAGMA table_info({table})")}
         have[table] = found
-        optional = {("measurements", "iteration"), ("samples", "instance")}   # migrated when written
+        optional = {("measurements", "iteration"), ("samples", "instance")}  # migrated when written
         missing = [c for c in cols if c not in found and (table, c) not in optional]
         extra = sorted(found - set(cols))
         if missing:
             problem(f"table {table}: column(s) {', '.join(missing)} missing")
         if extra:
-            problem(f"table {table}: column(s) {', '.join(extra)} this labkit does not know (a store written "
-                    "by another labkit, or altered by hand)")
+            problem(
+                f"table {table}: column(s) {', '.join(extra)} this labkit does not know (a store written "
+                "by another labkit, or altered by hand)"
+            )
     return have
 
 
@@ -159,15 +167,16 @@ def _rows(db: sqlite3.Connection, have: dict[str, set[str]], res: CheckResult, p
             problem(f"meta key {str(key)[:60]!r}: column value: not JSON ({str(exc).splitlines()[0][:80]})")
             continue
         if str(key).startswith(CODE_DIFF_KEY):
-            diffs[str(key)[len(CODE_DIFF_KEY):]] = loaded if isinstance(loaded, dict) else {}
+            diffs[str(key)[len(CODE_DIFF_KEY) :]] = loaded if isinstance(loaded, dict) else {}
         else:
             meta[key] = loaded
     res.counts["meta rows"] = n
     design = _design(meta, problem)
     _pending(meta, design, problem)
 
-    res.counts["fingerprints"] = _json_objects(db, "SELECT id, data FROM fingerprints", "data", problem,
-                                               lambda key: f"fingerprint {str(key)[:60]}")
+    res.counts["fingerprints"] = _json_objects(
+        db, "SELECT id, data FROM fingerprints", "data", problem, lambda key: f"fingerprint {str(key)[:60]}"
+    )
     _code_state(db, diffs, res, problem)
 
     runs: set[str] = set()
@@ -183,15 +192,18 @@ def _rows(db: sqlite3.Connection, have: dict[str, set[str]], res: CheckResult, p
             continue
         lacking = sorted(set(design or ()) - set(parsed["levels"]))
         if lacking:
-            problem(f"run {parsed['run_id']}: column levels: no level of the design's factor(s) "
-                    f"{', '.join(lacking)} (has {', '.join(sorted(parsed['levels']))[:120] or 'none'})")
+            problem(
+                f"run {parsed['run_id']}: column levels: no level of the design's factor(s) "
+                f"{', '.join(lacking)} (has {', '.join(sorted(parsed['levels']))[:120] or 'none'})"
+            )
     res.counts["runs"] = n
 
     it = "iteration" if "iteration" in have["measurements"] else "NULL"
     n = orphans = 0
     orphan_runs: list[str] = []
     for rid, inst, metric, value, unit, iteration in db.execute(
-            f"SELECT run_id, instance, metric, value, unit, {it} FROM measurements"):
+        f"SELECT run_id, instance, metric, value, unit, {it} FROM measurements"
+    ):
         n += 1
         if rid not in runs:
             orphans += 1
@@ -204,12 +216,19 @@ def _rows(db: sqlite3.Connection, have: dict[str, set[str]], res: CheckResult, p
             problem(f"run {rid}: {exc}")
     res.counts["measurements"] = n
     if orphans:
-        shown = ", ".join(orphan_runs[:10]) + (f" and {len(orphan_runs) - 10} more" if len(orphan_runs) > 10 else "")
+        shown = ", ".join(orphan_runs[:10]) + (
+            f" and {len(orphan_runs) - 10} more" if len(orphan_runs) > 10 else ""
+        )
         problem(f"{orphans} orphan measurement(s): of run(s) {shown}, which the store does not hold")
 
     if "attempts" in have:
-        res.counts["earlier attempts"] = _json_objects(db, "SELECT run_id, metadata FROM attempts", "metadata",
-                                                       problem, lambda key: f"earlier attempt of run {str(key)[:80]}")
+        res.counts["earlier attempts"] = _json_objects(
+            db,
+            "SELECT run_id, metadata FROM attempts",
+            "metadata",
+            problem,
+            lambda key: f"earlier attempt of run {str(key)[:80]}",
+        )
 
 
 def _code_state(db: sqlite3.Connection, diffs: dict[str, dict], res: CheckResult, problem) -> None:
@@ -222,10 +241,12 @@ def _code_state(db: sqlite3.Connection, diffs: dict[str, dict], res: CheckResult
         try:
             fps[key] = json_object(value, "data")
         except Malformed:
-            continue   # reported by the fingerprints' check
+            continue  # reported by the fingerprints' check
     state = code_state_of(fps, diffs)
     if state.kind == "dirty, not recorded":
-        res.warnings.append(f"campaign {res.campaign}: {state.line(res.campaign)}: its code cannot be rebuilt")
+        res.warnings.append(
+            f"campaign {res.campaign}: {state.line(res.campaign)}: its code cannot be rebuilt"
+        )
 
 
 def _json_objects(db: sqlite3.Connection, sql: str, column: str, problem, what) -> int:
@@ -263,9 +284,12 @@ def _pending(meta: dict, factors: list[str] | None, problem) -> None:
     if value is None:
         return
     from ..design import Run
+
     fields = {f.name for f in dataclasses.fields(Run)}
     if not isinstance(value, list):
-        problem(f"meta key 'adaptive_pending': column value: a JSON {type(value).__name__}, not a list of runs")
+        problem(
+            f"meta key 'adaptive_pending': column value: a JSON {type(value).__name__}, not a list of runs"
+        )
         return
     for i, entry in enumerate(value):
         where = f"meta key 'adaptive_pending': entry {i}"
@@ -275,12 +299,20 @@ def _pending(meta: dict, factors: list[str] | None, problem) -> None:
         unknown = sorted(set(entry) - fields)
         missing = sorted({"run_id", "order", "config", "replicate", "levels"} - set(entry))
         if unknown or missing:
-            problem(f"{where}: not a run ("
-                    + "; ".join(([f"unknown field(s) {', '.join(map(repr, unknown))[:120]}"] if unknown else [])
-                                + ([f"missing {', '.join(missing)}"] if missing else [])) + ")")
+            problem(
+                f"{where}: not a run ("
+                + "; ".join(
+                    ([f"unknown field(s) {', '.join(map(repr, unknown))[:120]}"] if unknown else [])
+                    + ([f"missing {', '.join(missing)}"] if missing else [])
+                )
+                + ")"
+            )
             continue
-        ints = [k for k in ("order", "config", "replicate", "block", "boot")
-                if k in entry and (isinstance(entry[k], bool) or not isinstance(entry[k], int))]
+        ints = [
+            k
+            for k in ("order", "config", "replicate", "block", "boot")
+            if k in entry and (isinstance(entry[k], bool) or not isinstance(entry[k], int))
+        ]
         if ints:
             problem(f"{where}: {ints[0]} {str(entry[ints[0]])[:40]!r} is not a whole number")
         elif not isinstance(entry["levels"], dict) or not set(factors or ()) <= set(entry["levels"]):

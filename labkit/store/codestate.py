@@ -14,6 +14,7 @@ in one line (``labkit show``). The diff is the user's own code: it is kept in th
 0600) as git printed it. :func:`labkit.core.redact.redact` redacts values by their key's name and
 has nothing for free text, so a secret written into tracked code is kept as the code holds it.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -48,6 +49,7 @@ class CodeState:
     ``labkit_commit`` values of its fingerprints, in order), ``diffs`` (the kept diffs' records
     without their text: sha256 -> commit, bytes, lines, truncated) and ``missing`` (the
     ``+dirty`` commits whose diff is not kept)."""
+
     kind: str
     commits: tuple[str, ...] = ()
     diffs: dict = field(default_factory=dict)
@@ -63,16 +65,25 @@ class CodeState:
             return f"code: {shown} (clean)"
         if self.kind == "dirty with diff":
             bare = ", ".join(dict.fromkeys(c.removesuffix(DIRTY) for c in self.commits))
-            each = "; ".join(f"sha256 {sha[:12]}, {d.get('lines')} lines"
-                             + (f", truncated to its first {d.get('kept_bytes')} of {d.get('bytes')} bytes"
-                                if d.get("truncated") else "")
-                             for sha, d in self.diffs.items())
+            each = "; ".join(
+                f"sha256 {sha[:12]}, {d.get('lines')} lines"
+                + (
+                    f", truncated to its first {d.get('kept_bytes')} of {d.get('bytes')} bytes"
+                    if d.get("truncated")
+                    else ""
+                )
+                for sha, d in self.diffs.items()
+            )
             several = "diffs" if len(self.diffs) > 1 else "diff"
-            return (f"code: {bare} with uncommitted changes, {several} stored ({each}; "
-                    f"`labkit show --diff {campaign}` prints it)")
+            return (
+                f"code: {bare} with uncommitted changes, {several} stored ({each}; "
+                f"`labkit show --diff {campaign}` prints it)"
+            )
         if self.kind == "dirty, not recorded":
-            return (f"code: {', '.join(self.missing)}, uncommitted changes NOT recorded (campaign from "
-                    "before labkit recorded diffs)")
+            return (
+                f"code: {', '.join(self.missing)}, uncommitted changes NOT recorded (campaign from "
+                "before labkit recorded diffs)"
+            )
         if self.kind == "installed":
             return f"code: {shown}"
         return "code: not recorded" + (f" ({shown})" if shown else "")
@@ -129,11 +140,17 @@ def diff_problems(diffs: dict) -> list[str]:
     for sha, d in diffs.items():
         text = d.get("diff")
         if not isinstance(text, str) or not isinstance(d.get("truncated"), bool):
-            out.append(f"meta key 'code_diff:{sha[:16]}...': not a code diff record (no diff text or no "
-                       "truncated flag)")
-        elif not d["truncated"] and hashlib.sha256(text.encode("utf-8", "surrogateescape")).hexdigest() != sha:
-            out.append(f"meta key 'code_diff:{sha[:16]}...': the diff's SHA-256 is not the one it is kept "
-                       "under: it was altered")
+            out.append(
+                f"meta key 'code_diff:{sha[:16]}...': not a code diff record (no diff text or no "
+                "truncated flag)"
+            )
+        elif (
+            not d["truncated"] and hashlib.sha256(text.encode("utf-8", "surrogateescape")).hexdigest() != sha
+        ):
+            out.append(
+                f"meta key 'code_diff:{sha[:16]}...': the diff's SHA-256 is not the one it is kept "
+                "under: it was altered"
+            )
     return out
 
 
@@ -142,10 +159,13 @@ def stored_diff(store: Store, campaign: str = "") -> tuple[bytes, list[str]]:
     and notes for stderr (a truncated diff; several diffs, each then headed by a ``# code_diff``
     line that ``git apply`` skips). ConfigError saying the code state when no diff is kept."""
     from ..errors import ConfigError
+
     diffs = store.code_diffs()
     if not diffs:
-        raise ConfigError(f"campaign {campaign or store.campaign}: no uncommitted diff stored "
-                          f"({code_state(store).line(campaign or store.campaign)})")
+        raise ConfigError(
+            f"campaign {campaign or store.campaign}: no uncommitted diff stored "
+            f"({code_state(store).line(campaign or store.campaign)})"
+        )
     out, notes = b"", []
     for sha, d in diffs.items():
         text = d.get("diff")
@@ -154,9 +174,13 @@ def stored_diff(store: Store, campaign: str = "") -> tuple[bytes, list[str]]:
             out += f"# code_diff sha256 {sha} of commit {d.get('commit')}\n".encode()
         out += text.encode("utf-8", "surrogateescape")
         if d.get("truncated"):
-            notes.append(f"diff {sha[:12]}: truncated to its first {d.get('kept_bytes')} of {d.get('bytes')} "
-                         "bytes: it does not rebuild the code by itself")
+            notes.append(
+                f"diff {sha[:12]}: truncated to its first {d.get('kept_bytes')} of {d.get('bytes')} "
+                "bytes: it does not rebuild the code by itself"
+            )
     if len(diffs) > 1:
-        notes.append(f"{len(diffs)} diffs: the campaign was started from {len(diffs)} different uncommitted "
-                     "states; apply the one of the start you rebuild")
+        notes.append(
+            f"{len(diffs)} diffs: the campaign was started from {len(diffs)} different uncommitted "
+            "states; apply the one of the start you rebuild"
+        )
     return out, notes

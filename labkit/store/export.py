@@ -1,6 +1,7 @@
 """Exporting a store: ``results.csv``/``.parquet`` (the tidy rows), ``runs.csv``, the telemetry
 and the fingerprints beside it, streamed from SQLite in chunks and written atomically with the
 store's file mode (:meth:`Exports.export`)."""
+
 from __future__ import annotations
 
 import json
@@ -33,8 +34,9 @@ class Exports(TidyTables, Samples):
     _exporting = False
     _export_runs: RunTable | None = None
 
-    def export(self, directory: str | Path | None = None,
-               formats: Sequence[str] = ("csv", "parquet")) -> list[Path]:
+    def export(
+        self, directory: str | Path | None = None, formats: Sequence[str] = ("csv", "parquet")
+    ) -> list[Path]:
         """Write ``results.<fmt>`` (tidy rows) for each of ``formats``, ``runs.csv``, the telemetry
         (:meth:`samples`) as ``samples.csv`` and/or ``samples.parquet`` (the formats asked for)
         and ``fingerprints.json`` beside the store (or in ``directory``); returns the paths written
@@ -59,11 +61,16 @@ class Exports(TidyTables, Samples):
         directory = Path(directory or self.path.parent)
         self._name_unreadable_metadata()
         writers: list[tuple[str, Callable[[BinaryIO], object]]] = [
-            (f"results.{fmt}", partial(self._write_results, fmt=fmt)) for fmt in formats]
+            (f"results.{fmt}", partial(self._write_results, fmt=fmt)) for fmt in formats
+        ]
         writers.append(("runs.csv", self._write_runs))
         writers += [(f"samples.{fmt}", partial(self._write_samples, fmt=fmt)) for fmt in formats]
-        writers.append(("fingerprints.json", lambda fh: fh.write(
-            json.dumps(self.fingerprints(), indent=2, default=str).encode())))
+        writers.append(
+            (
+                "fingerprints.json",
+                lambda fh: fh.write(json.dumps(self.fingerprints(), indent=2, default=str).encode()),
+            )
+        )
         written: dict[str, Path] = {}
         try:
             # the directory opened without following a link (one planted by another user is refused,
@@ -81,7 +88,7 @@ class Exports(TidyTables, Samples):
                 os.close(dfd)
         except OSError as exc:
             raise storage_error(directory, exc, "write the exported results") from None
-        return [written[name] for name, _ in writers if name in written]   # in the order of ``writers``
+        return [written[name] for name, _ in writers if name in written]  # in the order of ``writers``
 
     def _write_results(self, fh: BinaryIO, fmt: str) -> None:
         write_frames(fh, fmt, self.tidy_chunks(EXPORT_CHUNK))
@@ -104,26 +111,40 @@ class Exports(TidyTables, Samples):
         parsed = {t: json.loads(t) for t in runs["levels"].unique()}
         keys = list(dict.fromkeys(k for t in runs["levels"].unique() for k in parsed[t]))
         head = ["run_id", "run_order", "config", "replicate"]
-        tail = ["status", "error", "started", "duration_s", "metadata", "fingerprint_id", "host", "run_seq",
-                "suspect", "suspect_reason"]
+        tail = [
+            "status",
+            "error",
+            "started",
+            "duration_s",
+            "metadata",
+            "fingerprint_id",
+            "host",
+            "run_seq",
+            "suspect",
+            "suspect_reason",
+        ]
         keys = [k for k in keys if k not in head + tail]
 
         def frames() -> Iterator[pd.DataFrame]:
             for start in range(0, max(len(runs), 1), EXPORT_CHUNK):
-                part = runs.iloc[start:start + EXPORT_CHUNK].copy()
+                part = runs.iloc[start : start + EXPORT_CHUNK].copy()
                 for k in keys:
                     part[k] = part["levels"].map(lambda t, k=k: parsed[t].get(k))
                 part["metadata"] = part["run_id"].map(self._metadata_texts(list(part["run_id"])))
                 yield part.reindex(columns=head + keys + tail)
+
         write_frames(fh, "csv", frames())
 
     def _metadata_texts(self, run_ids: list[str]) -> dict[str, str]:
         """run_id -> the stored metadata text, of ``run_ids`` (by the primary key, a few hundred at a time)."""
         texts: dict[str, str] = {}
         for start in range(0, len(run_ids), 500):
-            ids = run_ids[start:start + 500]
-            texts.update(self._read(f"SELECT run_id, metadata FROM runs WHERE run_id IN ({','.join('?' * len(ids))})",
-                                    ids).fetchall())
+            ids = run_ids[start : start + 500]
+            texts.update(
+                self._read(
+                    f"SELECT run_id, metadata FROM runs WHERE run_id IN ({','.join('?' * len(ids))})", ids
+                ).fetchall()
+            )
         return texts
 
     def _write_samples(self, fh: BinaryIO, fmt: str) -> None:
@@ -133,7 +154,8 @@ class Exports(TidyTables, Samples):
         (:func:`~labkit.store.export_files.write_tables`)."""
         # a second process reads half the ranges; more for CSV, which this one spends longer writing
         workers = 2 if (os.cpu_count() or 1) > 1 and sys.executable else 1
-        frame, tables = first_frame(self.sample_tables(EXPORT_CHUNK, workers=workers,
-                                                       share=0.6 if fmt == "csv" else 0.5))
-        frame["instance"] = frame["instance"].astype(object)   # (as a frame of the rows has it)
+        frame, tables = first_frame(
+            self.sample_tables(EXPORT_CHUNK, workers=workers, share=0.6 if fmt == "csv" else 0.5)
+        )
+        frame["instance"] = frame["instance"].astype(object)  # (as a frame of the rows has it)
         write_tables(fh, fmt, tables, frame)

@@ -2,6 +2,7 @@
 as CSV (the header once) or Parquet (a ``pyarrow.parquet.ParquetWriter``), from pandas frames
 (:func:`write_frames`) or from Arrow tables (:func:`write_tables`: the telemetry, millions of rows,
 never through pandas). Memory: one chunk at a time."""
+
 from __future__ import annotations
 
 import io
@@ -15,12 +16,30 @@ if TYPE_CHECKING:
     import pyarrow as pa  # type: ignore[import-untyped]
 
 #: parquet types of the tidy and samples columns (a chunk whose column is all empty has no type of its own)
-PARQUET_TYPES = {"campaign": "string", "run_id": "string", "run_order": "int64", "replicate": "int64",
-                 "config": "int64", "instance": "string", "metric": "string", "value": "double", "unit": "string",
-                 "status": "string", "error": "string", "started": "string", "duration_s": "double",
-                 "fingerprint_id": "string", "host": "string", "instance_index": "int64", "boot": "int64",
-                 "run_seq": "int64", "iteration": "int64", "suspect": "bool", "suspect_reason": "string",
-                 "t": "double"}
+PARQUET_TYPES = {
+    "campaign": "string",
+    "run_id": "string",
+    "run_order": "int64",
+    "replicate": "int64",
+    "config": "int64",
+    "instance": "string",
+    "metric": "string",
+    "value": "double",
+    "unit": "string",
+    "status": "string",
+    "error": "string",
+    "started": "string",
+    "duration_s": "double",
+    "fingerprint_id": "string",
+    "host": "string",
+    "instance_index": "int64",
+    "boot": "int64",
+    "run_seq": "int64",
+    "iteration": "int64",
+    "suspect": "bool",
+    "suspect_reason": "string",
+    "t": "double",
+}
 
 
 def parquet_schema(frame: pd.DataFrame, types: dict[str, str] | None = None) -> pa.Schema:
@@ -28,17 +47,25 @@ def parquet_schema(frame: pd.DataFrame, types: dict[str, str] | None = None) -> 
     pandas metadata, so that ``pd.read_parquet`` gives back its dtypes) with the known column
     types of :data:`PARQUET_TYPES` and ``types``; a column with no type yet (all empty) is text."""
     import pyarrow as pa
+
     known = {**PARQUET_TYPES, **(types or {})}
     first = pa.Schema.from_pandas(frame, preserve_index=False)
     fields = []
     for f in first:
         kind = known.get(f.name)
-        fields.append(f.with_type(pa.type_for_alias(kind)) if kind
-                      else f.with_type(pa.string()) if pa.types.is_null(f.type) else f)
+        fields.append(
+            f.with_type(pa.type_for_alias(kind))
+            if kind
+            else f.with_type(pa.string())
+            if pa.types.is_null(f.type)
+            else f
+        )
     return pa.schema(fields, metadata=first.metadata)
 
 
-def write_frames(fh: BinaryIO, fmt: str, frames: Iterable[pd.DataFrame], types: dict[str, str] | None = None) -> None:
+def write_frames(
+    fh: BinaryIO, fmt: str, frames: Iterable[pd.DataFrame], types: dict[str, str] | None = None
+) -> None:
     """Write ``frames`` (one table in chunks, same columns) to ``fh`` as CSV (header once) or
     Parquet (the schema of the first chunk: :func:`parquet_schema`)."""
     if fmt == "csv":
@@ -49,6 +76,7 @@ def write_frames(fh: BinaryIO, fmt: str, frames: Iterable[pd.DataFrame], types: 
         return
     import pyarrow as pa
     import pyarrow.parquet as pq  # type: ignore[import-untyped]
+
     writer = None
     schema = None
     try:
@@ -56,7 +84,7 @@ def write_frames(fh: BinaryIO, fmt: str, frames: Iterable[pd.DataFrame], types: 
             if schema is None:
                 schema = parquet_schema(frame, types)
                 writer = pq.ParquetWriter(fh, schema)
-            if writer is None:   # (for the type checker: made with the schema above)
+            if writer is None:  # (for the type checker: made with the schema above)
                 raise StoreError("parquet writer not opened")
             writer.write_table(pa.Table.from_pandas(frame, schema=schema, preserve_index=False))
     finally:
@@ -77,6 +105,7 @@ def write_tables(fh: BinaryIO, fmt: str, tables: Iterable[pa.Table], first_frame
         return
     import pyarrow as pa
     import pyarrow.parquet as pq
+
     schema = parquet_schema(first_frame)
     with pq.ParquetWriter(fh, schema) as writer:
         for table in tables:
@@ -91,6 +120,7 @@ def csv_text(table: pa.Table) -> bytes:
     import pyarrow as pa
     import pyarrow.compute as pc  # type: ignore[import-untyped]
     import pyarrow.csv as pacsv  # type: ignore[import-untyped]
+
     cols = []
     for col in table.columns:
         if pa.types.is_floating(col.type):
@@ -101,10 +131,14 @@ def csv_text(table: pa.Table) -> bytes:
         cols.append(col)
     buf = io.BytesIO()
     try:
-        pacsv.write_csv(pa.table(cols, names=table.column_names), buf,
-                        pacsv.WriteOptions(include_header=False, quoting_style="none"))
-    except pa.ArrowInvalid:   # a text with a comma, quote or line break: quoted as pandas quotes it
+        pacsv.write_csv(
+            pa.table(cols, names=table.column_names),
+            buf,
+            pacsv.WriteOptions(include_header=False, quoting_style="none"),
+        )
+    except pa.ArrowInvalid:  # a text with a comma, quote or line break: quoted as pandas quotes it
         import pandas as pd
+
         return pd.DataFrame(table.to_pydict()).to_csv(index=False, header=False).encode()
     return buf.getvalue()
 
@@ -115,6 +149,7 @@ def first_frame(tables: Iterator[pa.Table]) -> tuple[pd.DataFrame, Iterator[pa.T
     import itertools
 
     import pandas as pd
+
     first = next(tables)
     frame = pd.DataFrame(first.to_pydict(), columns=first.column_names)
     return frame, itertools.chain([first], tables)

@@ -5,6 +5,7 @@ Each run forgotten leaves the store's ``runs`` (and with it its measurements) bu
 :meth:`Store.attempts <labkit.store.Store.attempts>`; the functions return the runs to execute
 again, as runs of the plan or, for runs an adaptive round added, rebuilt from the store.
 """
+
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
@@ -44,12 +45,21 @@ def _forget(store: Store, design: Design, plan: list[Run], bad: pd.DataFrame) ->
     """Forget the stored runs of the frame ``bad`` (rows of ``store.runs()``); returns them as runs
     of ``plan`` (their boots kept) or rebuilt from the store."""
     from ..design import Run
+
     if bad.empty:
         return []
     known = {r.run_id: r for r in plan}
     configs = design.configurations()
-    out = [known.get(row.run_id) or Run(row.run_id, int(row.run_order), int(row.config), int(row.replicate),
-                                        dict(configs[int(row.config)]))
-           for row in bad[["run_id", "run_order", "config", "replicate"]].itertuples()]
+    out = [
+        known.get(row.run_id)
+        or Run(
+            row.run_id,
+            int(row.run_order),
+            int(row.config),
+            int(row.replicate),
+            dict(configs[int(row.config)]),
+        )
+        for row in bad[["run_id", "run_order", "config", "replicate"]].itertuples()
+    ]
     store.delete_runs(bad.run_id)
     return out

@@ -22,6 +22,7 @@ not hold (NaN) is refused then, by :meth:`add`, so that statement cannot fail fo
 ``max_runs=1`` is the old way, one transaction per run, each committed before :meth:`add` returns
 (``benchmarks/bench_record.py`` compares the two).
 """
+
 from __future__ import annotations
 
 import logging
@@ -58,15 +59,26 @@ class GroupCommit:
     :meth:`flush` or :meth:`close`; the runs it concerns are not reported done.
     """
 
-    def __init__(self, store: Store, *, max_runs: int | None = None, max_wait_s: float | None = None,
-                 lock: Any = None, owner: str | None = None,
-                 on_done: Callable[[str], None] | None = None,
-                 on_lost: Callable[[str], None] | None = None):
+    def __init__(
+        self,
+        store: Store,
+        *,
+        max_runs: int | None = None,
+        max_wait_s: float | None = None,
+        lock: Any = None,
+        owner: str | None = None,
+        on_done: Callable[[str], None] | None = None,
+        on_lost: Callable[[str], None] | None = None,
+    ):
         max_runs = GROUP_RUNS if max_runs is None else max_runs
         max_wait_s = GROUP_WAIT_S if max_wait_s is None else max_wait_s
         if isinstance(max_runs, bool) or not isinstance(max_runs, int) or max_runs < 1:
             raise StoreError(f"group commit: max_runs must be a whole number of runs >= 1, got {max_runs!r}")
-        if isinstance(max_wait_s, bool) or not isinstance(max_wait_s, (int, float)) or not 0 < max_wait_s <= 60:
+        if (
+            isinstance(max_wait_s, bool)
+            or not isinstance(max_wait_s, (int, float))
+            or not 0 < max_wait_s <= 60
+        ):
             raise StoreError(f"group commit: max_wait_s must be seconds in (0, 60], got {max_wait_s!r}")
         self.store = store
         self.max_runs, self.max_wait_s = max_runs, float(max_wait_s)
@@ -74,11 +86,11 @@ class GroupCommit:
         self.owner = owner
         self.on_done = on_done
         self.on_lost = on_lost
-        self.committed = 0      # runs written so far (reported done)
-        self.transactions = 0   # batches written so far
+        self.committed = 0  # runs written so far (reported done)
+        self.transactions = 0  # batches written so far
         self._queue: list[PreparedRun] = []
         self._qlock = threading.Lock()
-        self._batch = 0         # which batch the timer of the queue's first run is for
+        self._batch = 0  # which batch the timer of the queue's first run is for
         self._errors: list[StoreError] = []
         self._closed = False
 
@@ -143,7 +155,7 @@ class GroupCommit:
             self._errors.append(exc)
 
     def _write(self) -> list[str]:
-        with self.lock:   # the connection's lock first, then the queue's: batches are written in order
+        with self.lock:  # the connection's lock first, then the queue's: batches are written in order
             with self._qlock:
                 runs, self._queue = self._queue, []
                 self._batch += 1
@@ -158,8 +170,9 @@ class GroupCommit:
             self.committed += len(got.stored)
         log.debug("group commit: %d run(s) in %.1f ms", len(got.stored), 1e3 * (time.perf_counter() - t0))
         for rid in got.skipped:
-            log.warning("run %s: not stored: its claim is no longer this controller's (released or taken over)",
-                        rid)
+            log.warning(
+                "run %s: not stored: its claim is no longer this controller's (released or taken over)", rid
+            )
         self._errors.extend(got.failed.values())
         if self.on_lost is not None:
             for rid in [*got.skipped, *got.failed]:

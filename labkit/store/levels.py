@@ -11,6 +11,7 @@ within the campaign) and ``suspect`` (why the quiet-host guard doubts it, or Non
 :func:`fill_levels` does the same for a results table without those columns (a ``results.csv``
 exported before them): the one place stores and tables of before get their levels.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -29,10 +30,11 @@ LEVEL_COLUMNS = ("instance_index", "boot", "run_seq", "iteration", "suspect", "s
 @dataclass
 class RunLevels:
     """One run's levels; :meth:`instance` gives an instance index's id and boot."""
+
     run_id: str
     host: str | None
     run_seq: int | None
-    recorded: bool                                 # False: a store of before (levels inferred)
+    recorded: bool  # False: a store of before (levels inferred)
     names: dict[int, str] = field(default_factory=dict)
     boots: dict[int, int] = field(default_factory=dict)
     suspect_reason: str | None = None
@@ -90,21 +92,29 @@ def fill_levels(tidy: pd.DataFrame) -> pd.DataFrame:
     and the id ``<run_id>:<index>``; boot 1; ``run_seq`` the order of the runs' start times (ties by
     run order) on each ``host``; iteration NA; nothing suspect. Columns it has are kept as they are."""
     import pandas as pd
+
     t = tidy.copy()
     if "instance_index" not in t.columns:
-        t["instance_index"] = pd.to_numeric(t["instance"], errors="coerce") if "instance" in t.columns else pd.NA
+        t["instance_index"] = (
+            pd.to_numeric(t["instance"], errors="coerce") if "instance" in t.columns else pd.NA
+        )
         t = t.drop(columns=["instance"], errors="ignore")
     t["instance_index"] = t["instance_index"].astype("Int64")
     missing = [c for c in ("instance", "boot", "run_seq") if c not in t.columns]
     if missing:
         hosts = t["host"] if "host" in t.columns else pd.Series([None] * len(t), index=t.index)
         started = t["started"] if "started" in t.columns else pd.Series([""] * len(t), index=t.index)
-        runs = pd.DataFrame({"run_id": t["run_id"], "run_order": t["run_order"], "started": started,
-                             "host": hosts}).drop_duplicates("run_id")
-        levels = run_levels((rid, order, st, {"host": h} if isinstance(h, str) else {})
-                            for rid, order, st, h in runs.itertuples(index=False, name=None))
-        found = [levels[rid].instance(None if pd.isna(i) else int(i))
-                 for rid, i in zip(t["run_id"], t["instance_index"])]
+        runs = pd.DataFrame(
+            {"run_id": t["run_id"], "run_order": t["run_order"], "started": started, "host": hosts}
+        ).drop_duplicates("run_id")
+        levels = run_levels(
+            (rid, order, st, {"host": h} if isinstance(h, str) else {})
+            for rid, order, st, h in runs.itertuples(index=False, name=None)
+        )
+        found = [
+            levels[rid].instance(None if pd.isna(i) else int(i))
+            for rid, i in zip(t["run_id"], t["instance_index"])
+        ]
         if "instance" in missing:
             t["instance"] = [name for name, _ in found]
         if "boot" in missing:
@@ -115,7 +125,7 @@ def fill_levels(tidy: pd.DataFrame) -> pd.DataFrame:
         t["iteration"] = pd.NA
     for col in ("boot", "run_seq", "iteration"):
         t[col] = t[col].astype("Int64")
-    t["suspect"] = (t["suspect"] if "suspect" in t.columns else False)
+    t["suspect"] = t["suspect"] if "suspect" in t.columns else False
     t["suspect"] = t["suspect"].astype("boolean").fillna(False).astype(bool)
     if "suspect_reason" not in t.columns:
         t["suspect_reason"] = None
@@ -138,8 +148,11 @@ def key_instances(names: Iterable[tuple[str, str]]) -> dict[tuple[str, str], str
     boots: dict[str, set[str]] = {}
     for key, name in names:
         boots.setdefault(name, set()).add(key)
-    return {(key, name): name if len(keys) == 1 else f"{name}@{key}"
-            for name, keys in boots.items() for key in keys}
+    return {
+        (key, name): name if len(keys) == 1 else f"{name}@{key}"
+        for name, keys in boots.items()
+        for key in keys
+    }
 
 
 def rekey(levels: dict[str, RunLevels], boot_keys: dict[str, str]) -> dict[str, RunLevels]:

@@ -1,4 +1,5 @@
 """Shape a store's tidy rows into analysis tables (store → stats, never the other way)."""
+
 from __future__ import annotations
 
 from collections.abc import Mapping
@@ -28,8 +29,12 @@ def responses(tidy: pd.DataFrame, metric: str, factors: list[str], *, how: str =
     if ok.empty:
         metrics = sorted(m for m in tidy["metric"].dropna().unique())
         raise ConfigError(f"responses: no successful rows for metric {metric!r}; metrics present: {metrics}")
-    out = (ok.groupby(["run_id", "replicate", *factors], sort=False, observed=True)["value"]
-             .agg(how).rename(metric).reset_index())
+    out = (
+        ok.groupby(["run_id", "replicate", *factors], sort=False, observed=True)["value"]
+        .agg(how)
+        .rename(metric)
+        .reset_index()
+    )
     out.attrs["excluded"] = int(tidy.loc[tidy["status"] != "ok", "run_id"].nunique())
     return out
 
@@ -49,6 +54,7 @@ def list_campaigns(data_dir: str | Path) -> pd.DataFrame:
     import pandas as pd
 
     from .store import Store
+
     rows = []
     for path in sorted(Path(data_dir).glob("*/store.sqlite")):
         row = {"campaign": path.parent.name}
@@ -60,15 +66,33 @@ def list_campaigns(data_dir: str | Path) -> pd.DataFrame:
             continue
         counts = runs.status.value_counts().to_dict() if len(runs) else {}
         design = meta.get("design", {})
-        rows.append(row | {"design": design.get("name", ""),
-                           "factors": ",".join(design.get("factors", {})),
-                           "backend": meta.get("backend", ""),
-                           "workload": (meta.get("workload") or {}).get("name", ""),
-                           "runs": len(runs), **{s: int(counts.get(s, 0)) for s in STATUSES},
-                           "first_run": runs.started.min() if len(runs) else None,
-                           "last_run": runs.started.max() if len(runs) else None})
-    return pd.DataFrame(rows, columns=["campaign", "design", "factors", "backend", "workload", "runs",
-                                       *STATUSES, "first_run", "last_run"])
+        rows.append(
+            row
+            | {
+                "design": design.get("name", ""),
+                "factors": ",".join(design.get("factors", {})),
+                "backend": meta.get("backend", ""),
+                "workload": (meta.get("workload") or {}).get("name", ""),
+                "runs": len(runs),
+                **{s: int(counts.get(s, 0)) for s in STATUSES},
+                "first_run": runs.started.min() if len(runs) else None,
+                "last_run": runs.started.max() if len(runs) else None,
+            }
+        )
+    return pd.DataFrame(
+        rows,
+        columns=[
+            "campaign",
+            "design",
+            "factors",
+            "backend",
+            "workload",
+            "runs",
+            *STATUSES,
+            "first_run",
+            "last_run",
+        ],
+    )
 
 
 def run_facts(data_dir: str | Path, campaign_id: str) -> dict:
@@ -79,6 +103,7 @@ def run_facts(data_dir: str | Path, campaign_id: str) -> dict:
     and ``fingerprints`` (id -> host/backend fingerprint).
     """
     from .store import Store
+
     with Store(store_path(data_dir, campaign_id), readonly=True) as st:
         runs, fps = st.runs(), st.fingerprints()
     versions: dict = {}
@@ -89,8 +114,9 @@ def run_facts(data_dir: str | Path, campaign_id: str) -> dict:
     return {"versions": versions, "domain_types": kinds, "fingerprints": fps}
 
 
-def load_campaigns(data_dir: str | Path, campaigns: Mapping[str | tuple[str, str], str],
-                   benchmarks: Mapping[str, Mapping]) -> tuple[pd.DataFrame, pd.DataFrame, dict[str, dict]]:
+def load_campaigns(
+    data_dir: str | Path, campaigns: Mapping[str | tuple[str, str], str], benchmarks: Mapping[str, Mapping]
+) -> tuple[pd.DataFrame, pd.DataFrame, dict[str, dict]]:
     """Successful runs of several campaigns as one long table (notebooks 02 and 03).
 
     ``campaigns`` maps a key to a campaign id. The key is ``(platform, benchmark)`` for a
@@ -114,47 +140,69 @@ def load_campaigns(data_dir: str | Path, campaigns: Mapping[str | tuple[str, str
     import pandas as pd
 
     from .store import Store, load_results
+
     frames: list = []
     failures: list[dict] = []
     facts: dict[str, dict] = {}
     for key, cid in campaigns.items():
         given, bench = _campaign_key(key)
         if bench not in benchmarks:
-            raise ConfigError(f"load_campaigns: campaign {cid!r}: benchmark {bench!r} is not among "
-                              f"{sorted(benchmarks)}")
+            raise ConfigError(
+                f"load_campaigns: campaign {cid!r}: benchmark {bench!r} is not among {sorted(benchmarks)}"
+            )
         b = benchmarks[bench]
         try:
             tidy = load_results(data_dir, cid)
             with Store(store_path(data_dir, cid), readonly=True) as st:
                 runs, fps, meta = st.runs(), st.fingerprints(), st.meta()
         except StoreError as exc:
-            failures.append({"platform": given, "benchmark": bench, "runs_failed": None,
-                             "note": str(exc).splitlines()[0]})
+            failures.append(
+                {"platform": given, "benchmark": bench, "runs_failed": None, "note": str(exc).splitlines()[0]}
+            )
             continue
         if "platform" in tidy.columns and given is not None:
-            raise ConfigError(f"load_campaigns: campaign {cid!r} has a platform factor: key it by its "
-                              f"benchmark {bench!r} alone, not by ({given!r}, {bench!r})")
-        if "platform" not in tidy.columns:      # a one-platform campaign: the given one, or its backend
+            raise ConfigError(
+                f"load_campaigns: campaign {cid!r} has a platform factor: key it by its "
+                f"benchmark {bench!r} alone, not by ({given!r}, {bench!r})"
+            )
+        if "platform" not in tidy.columns:  # a one-platform campaign: the given one, or its backend
             tidy["platform"] = runs["platform"] = given if given is not None else meta.get("backend")
         for platform, bad in tidy.loc[tidy.status != "ok"].drop_duplicates("run_id").groupby("platform"):
-            failures.append({"platform": platform, "benchmark": bench, "runs_failed": len(bad),
-                             "note": str(bad.error.iloc[0]).splitlines()[0][:160]})
-        varied = b["factor"] in tidy.columns    # a one-level factor ran as a workload parameter
+            failures.append(
+                {
+                    "platform": platform,
+                    "benchmark": bench,
+                    "runs_failed": len(bad),
+                    "note": str(bad.error.iloc[0]).splitlines()[0][:160],
+                }
+            )
+        varied = b["factor"] in tidy.columns  # a one-level factor ran as a workload parameter
         for metric in b["metrics"]:
             if not ((tidy.metric == metric) & (tidy.status == "ok")).any():
                 continue  # e.g. udp_mbit_per_s only exists in protocol=udp runs
             r = responses(tidy, metric, ["platform", b["factor"]] if varied else ["platform"])
             level = r[b["factor"]].astype(str) if varied else str(b["levels"][0])
-            frames.append(pd.DataFrame({"platform": r["platform"], "benchmark": bench, "metric": metric,
-                                        "factor": b["factor"], "level": level,
-                                        "run_id": r["run_id"], "value": r[metric]}))
+            frames.append(
+                pd.DataFrame(
+                    {
+                        "platform": r["platform"],
+                        "benchmark": bench,
+                        "metric": metric,
+                        "factor": b["factor"],
+                        "level": level,
+                        "run_id": r["run_id"],
+                        "value": r[metric],
+                    }
+                )
+            )
         for platform, grp in runs.groupby("platform"):
             f = facts.setdefault(platform, {"versions": {}, "domain_types": set(), "fingerprints": {}})
             versions: dict = next((m["versions"] for m in grp.metadata if m.get("versions")), {})
             if versions:
                 f["versions"][bench] = versions
-            f["domain_types"] |= {i.get("domain_type") for m in grp.metadata
-                                  for i in m.get("instances", [])} - {None}
+            f["domain_types"] |= {
+                i.get("domain_type") for m in grp.metadata for i in m.get("instances", [])
+            } - {None}
             f["fingerprints"].update({k: v for k, v in fps.items() if k in set(grp.fingerprint_id)})
     cols = ["platform", "benchmark", "metric", "factor", "level", "run_id", "value"]
     data = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=cols)
@@ -168,5 +216,6 @@ def _campaign_key(key: object) -> tuple[str | None, str]:
         return None, key
     if isinstance(key, tuple) and len(key) == 2 and all(isinstance(k, str) for k in key):
         return key[0], key[1]
-    raise ConfigError(f"load_campaigns: key {str(key)[:80]!r} is neither a benchmark name nor a "
-                      "(platform, benchmark) pair")
+    raise ConfigError(
+        f"load_campaigns: key {str(key)[:80]!r} is neither a benchmark name nor a (platform, benchmark) pair"
+    )

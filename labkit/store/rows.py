@@ -1,5 +1,6 @@
 """Reading a stored row: what labkit wrote, or :class:`Malformed` naming the column that does
 not hold it (a tampered or damaged store; :attr:`labkit.store.Store.problems`)."""
+
 from __future__ import annotations
 
 import json
@@ -58,14 +59,24 @@ def parse_run(row: Sequence) -> dict:
         raise Malformed("duration_s", f"{_shown(dur)} is not a number")
     if status not in STATUSES:
         raise Malformed("status", f"{_shown(status)} is not one of {', '.join(STATUSES)}")
-    return {"run_id": rid, "run_order": _whole(order, "run_order"), "config": _whole(cfg, "config"),
-            "replicate": _whole(rep, "replicate"), "levels": json_object(levels, "levels"),
-            "status": status, "error": _text(error, "error", optional=True), "started": _text(started, "started"),
-            "duration_s": dur, "metadata": json_object(md, "metadata"),
-            "fingerprint_id": _text(fp, "fingerprint_id", optional=True)}
+    return {
+        "run_id": rid,
+        "run_order": _whole(order, "run_order"),
+        "config": _whole(cfg, "config"),
+        "replicate": _whole(rep, "replicate"),
+        "levels": json_object(levels, "levels"),
+        "status": status,
+        "error": _text(error, "error", optional=True),
+        "started": _text(started, "started"),
+        "duration_s": dur,
+        "metadata": json_object(md, "metadata"),
+        "fingerprint_id": _text(fp, "fingerprint_id", optional=True),
+    }
 
 
-def check_measurement(instance: object, metric: object, value: object, unit: object, iteration: object) -> None:
+def check_measurement(
+    instance: object, metric: object, value: object, unit: object, iteration: object
+) -> None:
     """:class:`Malformed` (column ``measurements.<name>``) unless a measurement row holds what
     labkit writes."""
     _whole(instance, "measurements.instance")

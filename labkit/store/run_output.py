@@ -1,6 +1,7 @@
 """Each run's command output, kept beside the store as ``output/<run_id>.log`` (private,
 its first and last MiB with the total size stated), and which runs' output a campaign keeps
 (:func:`run_output_policy`)."""
+
 from __future__ import annotations
 
 import os
@@ -24,10 +25,13 @@ def run_output_policy() -> str:
     """``$LABKIT_RUN_OUTPUT`` (``all`` when unset: every run's output is kept); ConfigError
     naming the choices for another value."""
     from ..errors import ConfigError
+
     value = os.environ.get(RUN_OUTPUT_ENV) or "all"
     if value not in RUN_OUTPUT_CHOICES:
         raise ConfigError(f"{RUN_OUTPUT_ENV}={value[:40]!r}: use one of {', '.join(RUN_OUTPUT_CHOICES)}")
     return value
+
+
 _RUN_ID = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9_.-]{0,127}")
 
 
@@ -48,19 +52,29 @@ class RunOutputs(StoreFile):
         same durability, for a tenth of the time two fsyncs took (15.7 -> 1-2 ms per run,
         issue 45)."""
         if self.readonly:
-            raise StoreError(f"{self.path}: the store is open read-only; the run output of {run_id!r} "
-                             "was not written")
+            raise StoreError(
+                f"{self.path}: the store is open read-only; the run output of {run_id!r} was not written"
+            )
         if not isinstance(run_id, str) or not _RUN_ID.fullmatch(run_id):
-            raise StoreError(f"{self.path}: run output: {run_id!r} is not a run id ([A-Za-z0-9_.-], "
-                             "not starting with a dot)")
+            raise StoreError(
+                f"{self.path}: run output: {run_id!r} is not a run id ([A-Za-z0-9_.-], "
+                "not starting with a dot)"
+            )
         from ..backends.output import CappedOutput
+
         path = self.path.parent / "output" / f"{run_id}.log"
         kept = CappedOutput(OUTPUT_HEAD, OUTPUT_TAIL)
         kept.write(text)
         how = f" ({status})" if status else ""
-        first = (f"# labkit: command output of run {run_id}{how}: {kept.total} bytes; "
-                 + ("all kept" if not kept.truncated else
-                    f"the first {OUTPUT_HEAD >> 20} MiB and the last {OUTPUT_TAIL >> 20} MiB kept") + "\n")
+        first = (
+            f"# labkit: command output of run {run_id}{how}: {kept.total} bytes; "
+            + (
+                "all kept"
+                if not kept.truncated
+                else f"the first {OUTPUT_HEAD >> 20} MiB and the last {OUTPUT_TAIL >> 20} MiB kept"
+            )
+            + "\n"
+        )
         try:
             return atomic_write(path, first + kept.text(), mode=0o600, dir_mode=0o700, sync=False)
         except OSError as exc:
@@ -79,4 +93,3 @@ class RunOutputs(StoreFile):
         if not folder.is_dir():
             return []
         return sorted(p.stem for p in folder.glob("*.log") if _RUN_ID.fullmatch(p.stem) and p.is_file())
-

@@ -5,6 +5,7 @@ reads a share of the ranges of runs (:func:`worker_reads`) and sends their rows 
 stream (a thread sending while it reads on), while this one reads the others and writes the
 files. The tables come out in the order of the ranges, one range at a time, so memory stays a few
 chunks in each process (the worker is at most two tables ahead of the reader)."""
+
 from __future__ import annotations
 
 import json
@@ -26,8 +27,9 @@ if TYPE_CHECKING:
     from .samples import Samples
 
 
-def parallel_tables(store: Samples, ranges: Sequence[tuple[str, str | None]], rows: int,
-                    share: float = 0.5) -> Iterator[pa.Table]:
+def parallel_tables(
+    store: Samples, ranges: Sequence[tuple[str, str | None]], rows: int, share: float = 0.5
+) -> Iterator[pa.Table]:
     """:meth:`Samples.range_tables <labkit.store.samples.Samples.range_tables>` of each of
     ``ranges`` in turn, the ``share`` of them that :func:`worker_reads` says read by a worker
     process (started here, ended when the iteration ends, however it ends; this process also
@@ -36,12 +38,21 @@ def parallel_tables(store: Samples, ranges: Sequence[tuple[str, str | None]], ro
     if not 0 < share < 1:
         raise StoreError(f"parallel_tables: share must be between 0 and 1, got {share!r}")
     import pyarrow as pa
+
     theirs = [list(r) for k, r in enumerate(ranges) if worker_reads(k, share)]
-    package = str(Path(__file__).resolve().parents[2])    # the labkit this process runs
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (package, os.environ.get("PYTHONPATH")) if p)}
+    package = str(Path(__file__).resolve().parents[2])  # the labkit this process runs
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(p for p in (package, os.environ.get("PYTHONPATH")) if p),
+    }
     with tempfile.TemporaryFile() as err:
-        proc = subprocess.Popen([sys.executable, "-m", "labkit.store.sample_worker", str(store.path), str(rows)],
-                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, env=env)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "labkit.store.sample_worker", str(store.path), str(rows)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=err,
+            env=env,
+        )
         assert proc.stdin is not None and proc.stdout is not None
         failed: BaseException | None = None
         try:
@@ -56,12 +67,16 @@ def parallel_tables(store: Samples, ranges: Sequence[tuple[str, str | None]], ro
                     reader = pa.ipc.open_stream(proc.stdout)
                 while True:
                     batch = reader.read_next_batch()
-                    if batch.num_rows == 0:   # the end of this range
+                    if batch.num_rows == 0:  # the end of this range
                         break
                     yield pa.Table.from_batches([batch])
             if proc.wait() != 0:
                 failed = ChildProcessError("it failed after its last range")
-        except (StopIteration, pa.ArrowInvalid, OSError) as exc:   # it ended (or wrote garbage) before its last range
+        except (
+            StopIteration,
+            pa.ArrowInvalid,
+            OSError,
+        ) as exc:  # it ended (or wrote garbage) before its last range
             failed = exc
         finally:
             if proc.poll() is None:
@@ -71,8 +86,10 @@ def parallel_tables(store: Samples, ranges: Sequence[tuple[str, str | None]], ro
         if failed is not None:
             err.seek(0)
             said = err.read().decode(errors="replace").strip().splitlines()
-            raise StoreError(f"{store.path}: reading the telemetry in a second process failed "
-                             f"(exit {proc.returncode}): {said[-1] if said else failed}")
+            raise StoreError(
+                f"{store.path}: reading the telemetry in a second process failed "
+                f"(exit {proc.returncode}): {said[-1] if said else failed}"
+            )
 
 
 def worker_reads(k: int, share: float) -> bool:
@@ -88,6 +105,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     from .samples import sample_schema
     from .store import Store
+
     path, rows = argv if argv is not None else sys.argv[1:]
     ranges = json.loads(sys.stdin.buffer.read())
     schema = sample_schema()
@@ -100,10 +118,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         try:
             while (item := ready.get()) is not None:
                 out.write_table(item) if isinstance(item, pa.Table) else out.write_batch(item)
-        except OSError as exc:   # the reader stopped (it failed, or it was interrupted)
+        except OSError as exc:  # the reader stopped (it failed, or it was interrupted)
             broken.append(exc)
-            while ready.get() is not None:   # what is still put is dropped: the reader never blocks
+            while ready.get() is not None:  # what is still put is dropped: the reader never blocks
                 pass
+
     try:
         with Store(path, readonly=True) as st:
             out = pa.ipc.new_stream(sys.stdout.buffer, schema)
@@ -123,7 +142,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except StoreError as exc:
         print(exc, file=sys.stderr)
         return 1
-    except OSError:   # the reader stopped
+    except OSError:  # the reader stopped
         return 1
     return 0
 

@@ -1,6 +1,7 @@
 """The store's tables and versions: the SQL schema this labkit writes (:data:`SCHEMA`,
 :data:`SCHEMA_VERSION`), the migration from a store of before, the columns labkit reads, and the
 words for a store written by a newer labkit (:func:`newer_store_message`)."""
+
 from __future__ import annotations
 
 import sqlite3
@@ -42,8 +43,19 @@ CREATE TABLE IF NOT EXISTS store_info (key TEXT PRIMARY KEY, value TEXT NOT NULL
 #: (:meth:`Store.set_code_diff`): megabytes that :meth:`Store.meta` does not read
 CODE_DIFF_KEY = "code_diff:"
 #: the columns of ``runs``, in the order this labkit reads them (named, never ``SELECT *``)
-RUN_COLUMNS = ("run_id", "run_order", "config", "replicate", "levels", "status", "error", "started",
-               "duration_s", "metadata", "fingerprint_id")
+RUN_COLUMNS = (
+    "run_id",
+    "run_order",
+    "config",
+    "replicate",
+    "levels",
+    "status",
+    "error",
+    "started",
+    "duration_s",
+    "metadata",
+    "fingerprint_id",
+)
 #: a store written before iterations were kept: its measurements table rebuilt with an
 #: ``iteration`` column in the key (0: the measurement is not one of repeated iterations)
 MIGRATE_MEASUREMENTS = """
@@ -57,9 +69,29 @@ DROP TABLE measurements;
 ALTER TABLE measurements_v2 RENAME TO measurements;
 """
 
-TIDY_COLUMNS = ["campaign", "run_id", "run_order", "replicate", "config", "instance", "metric",
-                "value", "unit", "status", "error", "started", "duration_s", "fingerprint_id", "host",
-                "instance_index", "boot", "run_seq", "iteration", "suspect", "suspect_reason"]
+TIDY_COLUMNS = [
+    "campaign",
+    "run_id",
+    "run_order",
+    "replicate",
+    "config",
+    "instance",
+    "metric",
+    "value",
+    "unit",
+    "status",
+    "error",
+    "started",
+    "duration_s",
+    "fingerprint_id",
+    "host",
+    "instance_index",
+    "boot",
+    "run_seq",
+    "iteration",
+    "suspect",
+    "suspect_reason",
+]
 #: columns of :meth:`Store.samples`
 SAMPLE_COLUMNS = ["run_id", "t", "metric", "value", "instance"]
 
@@ -80,7 +112,8 @@ def writer_version(db: sqlite3.Connection) -> str | None:
 def newer_store_message(path: str | Path, writer: str | None, schema: int) -> str:
     """Why a store of schema ``schema`` (> :data:`SCHEMA_VERSION`) is refused, in one line."""
     who = f"labkit {writer}" if writer else "a newer labkit (version not recorded)"
-    return (f"{path}: written by {who} (schema {schema}); this is labkit {__version__} (schema "
-            f"{SCHEMA_VERSION}): upgrade labkit to read it (pip install -U -r requirements.txt, or update "
-            "the checkout); nothing was changed")
-
+    return (
+        f"{path}: written by {who} (schema {schema}); this is labkit {__version__} (schema "
+        f"{SCHEMA_VERSION}): upgrade labkit to read it (pip install -U -r requirements.txt, or update "
+        "the checkout); nothing was changed"
+    )

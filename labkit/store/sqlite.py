@@ -2,6 +2,7 @@
 and version), reading it with damage reported as a :class:`~labkit.errors.StoreError`, and
 writing it in transactions. :class:`StoreFile` is what every part of
 :class:`labkit.store.Store` stands on."""
+
 from __future__ import annotations
 
 import json
@@ -60,8 +61,14 @@ class StoreFile:
     connection, the checks made when it is opened, and the helpers every part of the store reads
     and writes with."""
 
-    def __init__(self, path: str | Path, *, readonly: bool = False, group_readable: bool = False,
-                 allow_new: bool = False):
+    def __init__(
+        self,
+        path: str | Path,
+        *,
+        readonly: bool = False,
+        group_readable: bool = False,
+        allow_new: bool = False,
+    ):
         self.path = Path(path)
         self.readonly = readonly
         self.file_mode = 0o640 if group_readable else 0o600
@@ -73,7 +80,7 @@ class StoreFile:
         self._db = self._open_readonly() if readonly else self._open_write(allow_new)
         try:
             self._sanity()
-            if not readonly:      # integrity is checked where the store is written, not where it is read
+            if not readonly:  # integrity is checked where the store is written, not where it is read
                 self._integrity()
         except BaseException:
             self._db.close()
@@ -106,16 +113,20 @@ class StoreFile:
         except OSError as exc:
             raise storage_error(self.path, exc, "read the store") from None
         if size == 0 and not self.readonly:
-            return    # a new store, not written yet
+            return  # a new store, not written yet
         if len(head) < 100 or not head.startswith(b"SQLite format 3\0"):
-            raise StoreError(f"{self.path}: not a labkit store: not an SQLite file, or corrupt (its header is not SQLite's); "
-                             "restore it from a copy")
+            raise StoreError(
+                f"{self.path}: not a labkit store: not an SQLite file, or corrupt (its header is not SQLite's); "
+                "restore it from a copy"
+            )
         page = int.from_bytes(head[16:18], "big")
         page = 65536 if page == 1 else page
-        counter, pages, valid_for = (int.from_bytes(head[i:i + 4], "big") for i in (24, 28, 92))
+        counter, pages, valid_for = (int.from_bytes(head[i : i + 4], "big") for i in (24, 28, 92))
         if counter == valid_for and pages and size < pages * page:
-            raise StoreError(f"{self.path}: the store is corrupt: its header counts {pages} pages of {page} bytes "
-                             f"but the file has {size} bytes (truncated); restore it from a copy")
+            raise StoreError(
+                f"{self.path}: the store is corrupt: its header counts {pages} pages of {page} bytes "
+                f"but the file has {size} bytes (truncated); restore it from a copy"
+            )
 
     def _integrity(self) -> None:
         """StoreError unless ``PRAGMA quick_check`` finds every page sound (reads the whole file)."""
@@ -124,8 +135,10 @@ class StoreFile:
         except sqlite3.DatabaseError as exc:
             raise storage_error(self.path, exc, "read the store") from None
         if bad != ["ok"]:
-            raise StoreError(f"{self.path}: the store is corrupt (integrity check: {'; '.join(bad)[:500]}); "
-                             "restore it from a copy, or export what is readable with the sqlite3 .recover command")
+            raise StoreError(
+                f"{self.path}: the store is corrupt (integrity check: {'; '.join(bad)[:500]}); "
+                "restore it from a copy, or export what is readable with the sqlite3 .recover command"
+            )
 
     def _read(self, sql: str, args: Sequence = ()) -> sqlite3.Cursor:
         """A read query's cursor; damage SQLite meets while reading is a StoreError naming the store
@@ -138,8 +151,10 @@ class StoreFile:
             raise self._damaged(exc) from None
 
     def _damaged(self, exc: sqlite3.DatabaseError) -> StoreError:
-        return StoreError(f"{self.path}: the store is corrupt ({exc}); `labkit check {self.campaign}` lists "
-                          "what is damaged; restore it from a copy")
+        return StoreError(
+            f"{self.path}: the store is corrupt ({exc}); `labkit check {self.campaign}` lists "
+            "what is damaged; restore it from a copy"
+        )
 
     def schema_version(self) -> int:
         """The store's schema (``PRAGMA user_version``: 0 for one written before schemas were numbered)."""
@@ -170,9 +185,11 @@ class StoreFile:
             raise storage_error(self.path, exc, "read the store") from None
         missing = [t for t in self.CORE_TABLES if t not in have]
         if missing:
-            raise StoreError(f"{self.path}: not a complete labkit store: no {', '.join(missing)} table "
-                             f"({'its writer is still creating it; try again in a moment' if have else 'an empty database'}, "
-                             "or a file labkit did not write)")
+            raise StoreError(
+                f"{self.path}: not a complete labkit store: no {', '.join(missing)} table "
+                f"({'its writer is still creating it; try again in a moment' if have else 'an empty database'}, "
+                "or a file labkit did not write)"
+            )
 
     def _record_version(self) -> None:
         """Write this labkit's schema and version into the store (once per labkit that writes it)."""
@@ -200,13 +217,16 @@ class StoreFile:
         if text in self.problems:
             return
         self.problems.append(text)
-        said = text   # the campaign and the row: a command opens a store (or its bundled copy) more than once
-        if said in _WARNED:      # one warning per process
+        said = text  # the campaign and the row: a command opens a store (or its bundled copy) more than once
+        if said in _WARNED:  # one warning per process
             return
         if len(_WARNED) < 10_000:
             _WARNED.add(said)
-        log.warning("%s; left out of what is read (labkit check %s lists every problem of the store)",
-                    text, self.campaign)
+        log.warning(
+            "%s; left out of what is read (labkit check %s lists every problem of the store)",
+            text,
+            self.campaign,
+        )
 
     def _columns(self, table: str) -> set[str]:
         return {row[1] for row in self._db.execute(f"PRAGMA table_info({table})")}
@@ -236,17 +256,23 @@ class StoreFile:
                 raise StoreError(
                     f"{self.path} {state} but {', '.join(left)} from an earlier campaign remain beside it: "
                     "refusing to start over and overwrite them. Restore the store, or move those files "
-                    "away, or start over on purpose (allow_new=True, labkit run --new-store)")
+                    "away, or start over on purpose (allow_new=True, labkit run --new-store)"
+                )
         try:
-            make_dirs(self.path.parent, self.dir_mode)   # its mode whatever the umask
+            make_dirs(self.path.parent, self.dir_mode)  # its mode whatever the umask
             fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, self.file_mode)
             try:
                 if os.fstat(fd).st_uid == os.geteuid():
                     os.fchmod(fd, self.file_mode)
             finally:
                 os.close(fd)
-            return sqlite3.connect(sqlite_uri(self.path), uri=True, timeout=BUSY_TIMEOUT_S,
-                                   check_same_thread=False, isolation_level=None)
+            return sqlite3.connect(
+                sqlite_uri(self.path),
+                uri=True,
+                timeout=BUSY_TIMEOUT_S,
+                check_same_thread=False,
+                isolation_level=None,
+            )
         except (OSError, sqlite3.DatabaseError) as exc:
             raise storage_error(self.path, exc, "create the store") from None
 
@@ -275,8 +301,14 @@ class StoreFile:
         # WAL may need a recovery a read-only connection cannot do (SQLITE_READONLY_RECOVERY), or
         # a writer holds it briefly; any other DatabaseError (not a database, corrupt) is not
         try:
-            return retry(connect, transient=sqlite3.OperationalError, what=f"opening {self.path} read-only",
-                         attempts=READONLY_ATTEMPTS, interval=0.05, max_interval=0.25)
+            return retry(
+                connect,
+                transient=sqlite3.OperationalError,
+                what=f"opening {self.path} read-only",
+                attempts=READONLY_ATTEMPTS,
+                interval=0.05,
+                max_interval=0.25,
+            )
         except sqlite3.OperationalError as exc:
             raise storage_error(self.path, exc, "open the store read-only") from None
         except sqlite3.DatabaseError as exc:
@@ -330,7 +362,6 @@ class StoreFile:
         return _Transaction(self._db)
 
 
-
 class _Transaction:
     def __init__(self, db):
         self.db = db
@@ -343,8 +374,10 @@ class _Transaction:
             return self
         except sqlite3.OperationalError as exc:
             if busy(exc):
-                raise StoreError(f"{_db_path(self.db)}: the store is locked by another writer (waited "
-                                 f"{BUSY_TIMEOUT_S:g} s): {exc}") from exc
+                raise StoreError(
+                    f"{_db_path(self.db)}: the store is locked by another writer (waited "
+                    f"{BUSY_TIMEOUT_S:g} s): {exc}"
+                ) from exc
             raise storage_error(_db_path(self.db), exc, "write to the store") from None
 
     def __exit__(self, exc_type, exc, _tb):
@@ -352,7 +385,7 @@ class _Transaction:
             try:
                 self.db.execute("ROLLBACK")
             except sqlite3.DatabaseError:
-                pass   # SQLite already rolled back (e.g. disk full)
+                pass  # SQLite already rolled back (e.g. disk full)
             if isinstance(exc, sqlite3.OperationalError):
                 raise storage_error(_db_path(self.db), exc, "write to the store") from None
             return False
@@ -379,4 +412,3 @@ def _db_path(db) -> str:
         return next((f for _, name, f in db.execute("PRAGMA database_list") if name == "main"), "store")
     except sqlite3.DatabaseError:
         return "store"
-

@@ -4,6 +4,7 @@ parts live in the modules named for what they own: the file and its checks
 runs (:mod:`labkit.store.runs`), the telemetry (:mod:`labkit.store.samples`), the tidy table
 (:mod:`labkit.store.tidy`), the exports (:mod:`labkit.store.export`), the fleet's leases
 (:mod:`labkit.store.leases`) and each run's command output (:mod:`labkit.store.run_output`)."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -42,6 +43,7 @@ class Store(Exports, Samples, Leases, RunOutputs):
 def load_results(data_dir: str | Path, campaign_id: str) -> pd.DataFrame:
     """Tidy results of a campaign for view mode: the store if present, else results.parquet/csv."""
     import pandas as pd
+
     base = Path(data_dir) / campaign_id
     if (base / "store.sqlite").exists():
         with Store(base / "store.sqlite", readonly=True) as st:
@@ -49,13 +51,16 @@ def load_results(data_dir: str | Path, campaign_id: str) -> pd.DataFrame:
     for name, reader in (("results.parquet", pd.read_parquet), ("results.csv", pd.read_csv)):
         if (base / name).exists():
             return reader(base / name)
-    raise StoreError(f"no results for campaign {campaign_id!r} under {base} "
-                     "(expected store.sqlite, results.parquet or results.csv)")
+    raise StoreError(
+        f"no results for campaign {campaign_id!r} under {base} "
+        "(expected store.sqlite, results.parquet or results.csv)"
+    )
 
 
 def load_design(data_dir: str | Path, campaign_id: str) -> Design:
     """The :class:`~labkit.design.Design` a stored campaign ran (for view mode)."""
     from ..design import Design
+
     path = Path(data_dir) / campaign_id / "store.sqlite"
     with Store(path, readonly=True) as st:
         meta = st.meta()

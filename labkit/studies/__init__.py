@@ -11,6 +11,7 @@ stages). The other studies are imported from their own modules: :mod:`~labkit.st
 :mod:`~labkit.studies.pipeline_verdicts`, :mod:`~labkit.studies.interconnect_verdicts`, :mod:`~labkit.studies.sweeps`,
 :mod:`~labkit.studies.manifest`.
 """
+
 from __future__ import annotations
 
 from .affinity import (
@@ -37,8 +38,25 @@ from .overhead import (
 from .platform_plans import platform_design
 from .stage_times import untimed_share, with_stages_total
 
-__all__ = ["AFFINITY_PAPER_TERMS", "AFFINITY_WORKLOADS", "OVERHEAD_LOWER_IS_BETTER", "OVERHEAD_VARIANT",
-           "affinity_best_times", "affinity_better_level", "affinity_campaign_id", "affinity_count_differences",
-           "affinity_design", "affinity_levels", "affinity_reference", "affinity_workload", "load_platform_campaigns",
-           "overhead_benchmarks", "overhead_design", "overhead_paper_claims", "overhead_testbed", "platform_design",
-           "untimed_share", "with_stages_total"]
+__all__ = [
+    "AFFINITY_PAPER_TERMS",
+    "AFFINITY_WORKLOADS",
+    "OVERHEAD_LOWER_IS_BETTER",
+    "OVERHEAD_VARIANT",
+    "affinity_best_times",
+    "affinity_better_level",
+    "affinity_campaign_id",
+    "affinity_count_differences",
+    "affinity_design",
+    "affinity_levels",
+    "affinity_reference",
+    "affinity_workload",
+    "load_platform_campaigns",
+    "overhead_benchmarks",
+    "overhead_design",
+    "overhead_paper_claims",
+    "overhead_testbed",
+    "platform_design",
+    "untimed_share",
+    "with_stages_total",
+]

@@ -4,6 +4,7 @@ switching them per run (:class:`KsmSwitch`, a run hook :func:`labkit.studies.see
 adds), ksmd's scan settings for a campaign (:data:`KSM_SCAN`), and the KSM state and manipulation
 check recorded with each stored run, as a table and in words (:func:`run_ksm`,
 :func:`ksm_check_statement`)."""
+
 from __future__ import annotations
 
 import contextlib
@@ -46,8 +47,9 @@ def check_ksm_levels(levels: Iterable[object], where: str = "factor 'ksm'") -> l
     given = list(levels)
     good = [lv for lv in given if isinstance(lv, str) and lv in KSM_LEVELS]
     if len(good) != len(given) or len(set(good)) != len(good) or not good:
-        raise ConfigError(f"{where}: levels {given!r} not allowed; use distinct levels from "
-                          f"{', '.join(KSM_LEVELS)}")
+        raise ConfigError(
+            f"{where}: levels {given!r} not allowed; use distinct levels from {', '.join(KSM_LEVELS)}"
+        )
     return good
 
 
@@ -64,8 +66,10 @@ def _write_ksm(root: Path, value: str, name: str = "run") -> None:
     try:
         path.write_text(value)
     except OSError as exc:
-        raise ConfigError(f"factor 'ksm': cannot write {value} to {path} ({exc.strerror}); KSM is "
-                          "host-wide and switching it needs root") from exc
+        raise ConfigError(
+            f"factor 'ksm': cannot write {value} to {path} ({exc.strerror}); KSM is "
+            "host-wide and switching it needs root"
+        ) from exc
 
 
 #: ksmd's scan settings a campaign may set (``ksm_scan``) -> their bounds
@@ -110,7 +114,7 @@ class KsmSwitch(RunHook):
             yield
             return
         found = str(ksm_state(self.root).get("run", 0))
-        _write_ksm(self.root, found)   # no KSM here, or no right to switch it: fails before any run
+        _write_ksm(self.root, found)  # no KSM here, or no right to switch it: fails before any run
         saved = {k: (self.root / k).read_text().strip() for k in self.scan if (self.root / k).exists()}
         try:
             for key, setting in self.scan.items():
@@ -150,6 +154,7 @@ def run_ksm(data_dir: str | Path, campaigns: dict) -> pd.DataFrame:
     import pandas as pd
 
     from ..errors import StoreError
+
     rows = []
     for key, cid in campaigns.items():
         given, bench = (None, key) if isinstance(key, str) else key
@@ -168,13 +173,33 @@ def run_ksm(data_dir: str | Path, campaigns: dict) -> pd.DataFrame:
             seen = check.get("observed")
             observed: dict = seen if isinstance(seen, dict) else {}
             level = r.get("ksm")
-            rows.append({"platform": given or r.get("platform") or backend, "benchmark": bench,
-                         "run_id": r["run_id"], "ksm_run": k.get("run"), "ksm_pages_sharing": k.get("pages_sharing"),
-                         "ksm_pages_sharing_end": end.get("pages_sharing"),
-                         "ksm_level": level if isinstance(level, str) else None,
-                         "ksm_verified": check.get("verified"), "ksm_merged": observed.get("merged")})
-    return pd.DataFrame(rows, columns=["platform", "benchmark", "run_id", "ksm_run", "ksm_level", "ksm_verified",
-                                       "ksm_merged", "ksm_pages_sharing", "ksm_pages_sharing_end"])
+            rows.append(
+                {
+                    "platform": given or r.get("platform") or backend,
+                    "benchmark": bench,
+                    "run_id": r["run_id"],
+                    "ksm_run": k.get("run"),
+                    "ksm_pages_sharing": k.get("pages_sharing"),
+                    "ksm_pages_sharing_end": end.get("pages_sharing"),
+                    "ksm_level": level if isinstance(level, str) else None,
+                    "ksm_verified": check.get("verified"),
+                    "ksm_merged": observed.get("merged"),
+                }
+            )
+    return pd.DataFrame(
+        rows,
+        columns=[
+            "platform",
+            "benchmark",
+            "run_id",
+            "ksm_run",
+            "ksm_level",
+            "ksm_verified",
+            "ksm_merged",
+            "ksm_pages_sharing",
+            "ksm_pages_sharing_end",
+        ],
+    )
 
 
 def ksm_check_statement(ksm: pd.DataFrame) -> str:
@@ -190,15 +215,20 @@ def ksm_check_statement(ksm: pd.DataFrame) -> str:
         k = int((grp.ksm_verified == True).sum())  # noqa: E712 (True, False or None)
         unread = int(grp.ksm_verified.isna().sum())
         if unread == len(grp):
-            parts.append(f"{platform}: no treatment check recorded in its {len(grp)} KSM on runs (stored before "
-                         "labkit checked treatments): whether KSM took is not known")
+            parts.append(
+                f"{platform}: no treatment check recorded in its {len(grp)} KSM on runs (stored before "
+                "labkit checked treatments): whether KSM took is not known"
+            )
             continue
         most = f"up to {int(merged.max())}" if merged.notna().any() else "an unknown number of"
-        parts.append(f"{platform}: KSM on merged {most} pages in {k} of {len(grp)} runs"
-                     + (f" ({unread} not checked: no treatment check recorded)" if unread else ""))
+        parts.append(
+            f"{platform}: KSM on merged {most} pages in {k} of {len(grp)} runs"
+            + (f" ({unread} not checked: no treatment check recorded)" if unread else "")
+        )
     return "; ".join(parts) + "."
 
 
 def _numeric(values: Iterable) -> pd.Series:
     import pandas as pd
+
     return pd.to_numeric(pd.Series(list(values), dtype=object), errors="coerce")

@@ -1,6 +1,7 @@
 """Designs with *label factors* (:class:`LabelledDesign`): a study's own factor (``scenario``,
 ``neighbours``) whose levels stand for settings of other factors (vcpus, count ...), randomized
 in one plan and analysed by its own name (the seed studies, :mod:`labkit.studies.seeds`)."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -23,6 +24,7 @@ class LabelledDesign(Design):
     ``vcpus=1, count=2``). The settings are part of the design's digest: a resumed campaign
     refuses a different mapping. Label factors may not be workload parameters.
     """
+
     labels: dict = field(default_factory=dict)
 
     def __post_init__(self):
@@ -45,18 +47,32 @@ class LabelledDesign(Design):
                 bad = sorted(set(settings) - set(MAPPABLE))
                 clash = sorted(set(settings) & set(self.factor_names))
                 if bad or clash:
-                    raise ConfigError(f"{self.source}: label {name!r} level {level!r}: settings "
-                                      f"{bad or clash} not allowed; use {', '.join(MAPPABLE)} that are "
-                                      "not factors of the design")
-                clean[name][str(level)] = {k: check_level(f"label {name!r} {k}", v) for k, v in settings.items()}
+                    raise ConfigError(
+                        f"{self.source}: label {name!r} level {level!r}: settings "
+                        f"{bad or clash} not allowed; use {', '.join(MAPPABLE)} that are "
+                        "not factors of the design"
+                    )
+                clean[name][str(level)] = {
+                    k: check_level(f"label {name!r} {k}", v) for k, v in settings.items()
+                }
         self.labels = clean
 
     @classmethod
     def with_labels(cls, data: dict, labels: dict, *, source: str = "design") -> LabelledDesign:
         """Build from a design mapping (as :meth:`Design.from_dict`) plus ``labels``."""
         d = Design.from_dict(data, source=source)
-        return cls(d.factors, d.replications, data.get("seed"), d.name, d.description, source=source,
-                   fraction=d.fraction, blocks=d.blocks, adaptive=d.adaptive, labels=labels)
+        return cls(
+            d.factors,
+            d.replications,
+            data.get("seed"),
+            d.name,
+            d.description,
+            source=source,
+            fraction=d.fraction,
+            blocks=d.blocks,
+            adaptive=d.adaptive,
+            labels=labels,
+        )
 
     def configurations(self) -> list[dict]:
         out = []
@@ -75,15 +91,17 @@ class LabelledDesign(Design):
         checked as a factor of its own (levels it takes across the label's levels)."""
         for name in self.labels:
             if workload.accepts(name):
-                raise ConfigError(f"{self.source}: label factor {name!r} is also a parameter of "
-                                  f"workload {workload.name!r}; rename it")
+                raise ConfigError(
+                    f"{self.source}: label factor {name!r} is also a parameter of "
+                    f"workload {workload.name!r}; rename it"
+                )
         mapped: dict[str, list] = {}
         for mapping in self.labels.values():
             for settings in mapping.values():
                 for k, v in settings.items():
                     if v not in mapped.setdefault(k, []):
                         mapped[k].append(v)
-        for k, vals in mapped.items():    # each setting checked as a factor would be
+        for k, vals in mapped.items():  # each setting checked as a factor would be
             _check_setting(self.source, k, vals, workload, memory_floor_mb)
         rest = [f for f in self.factors if f.name not in self.labels]
         if rest:
@@ -96,6 +114,7 @@ class LabelledDesign(Design):
 def _check_setting(source: str, key: str, values: list, workload, memory_floor_mb) -> None:
     from ..core.instance import normalize_level
     from ..design.noise_kinds import NOISE_KINDS
+
     where = f"{source}: label setting {key!r}"
     for v in values:
         if key in HOST_FACTORS:
@@ -106,4 +125,5 @@ def _check_setting(source: str, key: str, values: list, workload, memory_floor_m
             raise ConfigError(f"{where}: {v!r} not allowed; use {', '.join(NOISE_KINDS)}")
     if key in ("network", "link", "nics"):
         from ..core.network_factors import check_factor
+
         check_factor(key, values, where)

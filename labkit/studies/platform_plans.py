@@ -1,5 +1,6 @@
 """Designs that run every platform in one randomized plan (notebook 04, the Slurm tests):
 :func:`platform_design`."""
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -7,8 +8,15 @@ from collections.abc import Sequence
 from ..errors import ConfigError
 
 
-def platform_design(name: str, platforms: Sequence[str], factors: dict[str, Sequence], *, replications: int,
-                    seed: int, description: str = "") -> tuple[dict, dict]:
+def platform_design(
+    name: str,
+    platforms: Sequence[str],
+    factors: dict[str, Sequence],
+    *,
+    replications: int,
+    seed: int,
+    description: str = "",
+) -> tuple[dict, dict]:
     """A design running every platform in one randomized plan, as ``(design, fixed)``:
     ``platform`` first (only with two or more platforms: one platform is the campaign's backend),
     then each of ``factors`` with two or more levels; a factor with one level is no factor, it
@@ -30,8 +38,9 @@ def platform_design(name: str, platforms: Sequence[str], factors: dict[str, Sequ
         else:
             fixed[key] = levels[0]
     if not out:
-        raise ConfigError(f"platform_design({name!r}): one platform {names} and one level of every factor: "
-                          "nothing varies")
+        raise ConfigError(
+            f"platform_design({name!r}): one platform {names} and one level of every factor: nothing varies"
+        )
     design = {"name": name, "factors": out, "replications": replications, "seed": seed}
     if description:
         design["description"] = description

@@ -5,6 +5,7 @@
 * :func:`stated_gains`: the performance gains section 5.2.2 states, recomputed from Table 5.1 with
   a confidence interval and a Welch test each.
 """
+
 from __future__ import annotations
 
 import math
@@ -28,8 +29,11 @@ def cluster_cost_efficiency(times: pd.DataFrame, prices: pd.DataFrame) -> pd.Dat
     (executions per US$), ``rank`` (1 = most cost-efficient) and ``vs_best``.
     """
     from ..stats import cost_efficiency
-    for name, frame, cols in (("times", times, ("app", "instance", "mean_s", "ci_s")),
-                              ("prices", prices, ("instance", "instances", "price_per_hour_usd"))):
+
+    for name, frame, cols in (
+        ("times", times, ("app", "instance", "mean_s", "ci_s")),
+        ("prices", prices, ("instance", "instances", "price_per_hour_usd")),
+    ):
         missing = sorted(set(cols) - set(frame.columns))
         if missing:
             raise ConfigError(f"cluster_cost_efficiency: {name} lacks columns {missing}")
@@ -46,8 +50,9 @@ def cluster_cost_efficiency(times: pd.DataFrame, prices: pd.DataFrame) -> pd.Dat
     return cost_efficiency(data, time="mean_s", price="cluster_price", by="app")
 
 
-def stated_gains(times: pd.DataFrame, gains: pd.DataFrame, *, n: int = 30, ci_z: float = 3.0,
-                 alpha: float = 0.05) -> pd.DataFrame:
+def stated_gains(
+    times: pd.DataFrame, gains: pd.DataFrame, *, n: int = 30, ci_z: float = 3.0, alpha: float = 0.05
+) -> pd.DataFrame:
     """Seed 003's stated performance gains (section 5.2.2) recomputed from Table 5.1, with
     what the thesis did not report: a confidence interval for each gain and a Welch test.
 
@@ -62,6 +67,7 @@ def stated_gains(times: pd.DataFrame, gains: pd.DataFrame, *, n: int = 30, ci_z:
     import numpy as np
     import pandas as pd
     from scipy import stats as sps
+
     t = times.set_index(["app", "instance"])
     rows = []
     for g in gains.itertuples(index=False):
@@ -73,13 +79,22 @@ def stated_gains(times: pd.DataFrame, gains: pd.DataFrame, *, n: int = 30, ci_z:
         r = slow.mean_s / fast.mean_s
         se_log = math.hypot(se_s / slow.mean_s, se_f / fast.mean_s)
         zq = sps.norm.ppf(1 - alpha / 2)
-        w = sps.ttest_ind_from_stats(slow.mean_s, se_s * math.sqrt(n), n, fast.mean_s, se_f * math.sqrt(n), n,
-                                     equal_var=False)
+        w = sps.ttest_ind_from_stats(
+            slow.mean_s, se_s * math.sqrt(n), n, fast.mean_s, se_f * math.sqrt(n), n, equal_var=False
+        )
         df = (se_s**2 + se_f**2) ** 2 / (se_s**4 / (n - 1) + se_f**4 / (n - 1))
-        rows.append({**g._asdict(), "computed_pct": 100 * (r - 1),
-                     "diff_pp": 100 * (r - 1) - g.stated_pct,
-                     "ci_low": 100 * (r * np.exp(-zq * se_log) - 1), "ci_high": 100 * (r * np.exp(zq * se_log) - 1),
-                     "t": float(w.statistic), "df": df, "p": float(w.pvalue)})
+        rows.append(
+            {
+                **g._asdict(),
+                "computed_pct": 100 * (r - 1),
+                "diff_pp": 100 * (r - 1) - g.stated_pct,
+                "ci_low": 100 * (r * np.exp(-zq * se_log) - 1),
+                "ci_high": 100 * (r * np.exp(zq * se_log) - 1),
+                "t": float(w.statistic),
+                "df": df,
+                "p": float(w.pvalue),
+            }
+        )
     return pd.DataFrame(rows)
 
 

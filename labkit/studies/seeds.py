@@ -15,6 +15,7 @@
   :class:`Neighbours` runs ``neighbours`` = k noisy neighbours (seed 003's 0, 1 or 3) where the
   plain campaign runs one.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -55,6 +56,7 @@ def read_reference(path: str | Path, columns: Iterable[str]) -> tuple[pd.DataFra
     citation (the ``#`` lines at the top, joined). ConfigError when the file has no citation
     or lacks one of ``columns``."""
     import pandas as pd
+
     path = Path(path)
     if not path.is_file():
         raise ConfigError(f"reference file {path} not found")
@@ -65,8 +67,10 @@ def read_reference(path: str | Path, columns: Iterable[str]) -> tuple[pd.DataFra
                 break
             head.append(line[1:].strip())
     if not head:
-        raise ConfigError(f"{path}: no citation: start the file with '# ' lines naming the seed file, "
-                          "table or figure and page")
+        raise ConfigError(
+            f"{path}: no citation: start the file with '# ' lines naming the seed file, "
+            "table or figure and page"
+        )
     table = pd.read_csv(path, comment="#")
     missing = sorted(set(columns) - set(table.columns))
     if missing:
@@ -79,14 +83,23 @@ def read_reference(path: str | Path, columns: Iterable[str]) -> tuple[pd.DataFra
 #: ratio of vCPUs given to instances to the host's CPUs, and how many instances run the
 #: benchmark at the same time on one host.
 SCENARIOS = {
-    "dedicated": {"vcpu_per_cpu": 1.0, "instances": 1,
-                  "paper": "1 VM using all of the host (8 vCPUs on 8 cores), alone on it"},
-    "shared": {"vcpu_per_cpu": 1.0, "instances": 2,
-               "paper": "instances that split the host: 2 x 4 vCPUs (3.1) or 4 x 2 vCPUs (2.5), "
-                        "all running a benchmark at once"},
-    "overcommitted": {"vcpu_per_cpu": 1.5, "instances": 3,
-                      "paper": "more processes than the host's CPUs (3.2.3): LINPACK with 6 threads at "
-                               "once; the 1.5 vCPUs per CPU here is labkit's choice, not the report's"},
+    "dedicated": {
+        "vcpu_per_cpu": 1.0,
+        "instances": 1,
+        "paper": "1 VM using all of the host (8 vCPUs on 8 cores), alone on it",
+    },
+    "shared": {
+        "vcpu_per_cpu": 1.0,
+        "instances": 2,
+        "paper": "instances that split the host: 2 x 4 vCPUs (3.1) or 4 x 2 vCPUs (2.5), "
+        "all running a benchmark at once",
+    },
+    "overcommitted": {
+        "vcpu_per_cpu": 1.5,
+        "instances": 3,
+        "paper": "more processes than the host's CPUs (3.2.3): LINPACK with 6 threads at "
+        "once; the 1.5 vCPUs per CPU here is labkit's choice, not the report's",
+    },
 }
 
 
@@ -114,15 +127,20 @@ def scenario_table(host_cpus: int, scenarios: dict = SCENARIOS) -> pd.DataFrame:
     """Seed 000's scenarios on this host: ``scenario``, ``vcpus``, ``count`` (instances at
     once), ``vcpus_total``, ``vcpu_per_cpu`` (here) and ``paper`` (what the report did)."""
     import pandas as pd
+
     rows = []
     for s in scenarios:
         st = scenario_settings(s, host_cpus)
-        rows.append({"scenario": s, **st, "vcpus_total": st["vcpus"] * st["count"],
-                     "vcpu_per_cpu": st["vcpus"] * st["count"] / host_cpus,
-                     "paper": SCENARIOS[s]["paper"]})
+        rows.append(
+            {
+                "scenario": s,
+                **st,
+                "vcpus_total": st["vcpus"] * st["count"],
+                "vcpu_per_cpu": st["vcpus"] * st["count"] / host_cpus,
+                "paper": SCENARIOS[s]["paper"],
+            }
+        )
     return pd.DataFrame(rows)
-
-
 
 
 class Neighbours(RunHook):
@@ -132,9 +150,11 @@ class Neighbours(RunHook):
 
     def __init__(self, kind: str = "cpu", command: str | None = None):
         from ..run.noise import KINDS
+
         if kind not in KINDS or kind == "none":
-            raise ConfigError(f"noise_kind must be one of {', '.join(k for k in KINDS if k != 'none')}, "
-                              f"got {kind!r}")
+            raise ConfigError(
+                f"noise_kind must be one of {', '.join(k for k in KINDS if k != 'none')}, got {kind!r}"
+            )
         self.kind, self.command = kind, command
 
     def around_run(self, ctx: RunContext):
@@ -146,14 +166,27 @@ class Neighbours(RunHook):
         if k == 0:
             return contextlib.nullcontext([])
         from ..run.noise import neighbours
+
         ctx.metadata["noise"] = self.kind
         spec = ctx.spec
-        return neighbours(ctx.backend, InstanceSpec(spec.vcpus, spec.memory_mb, spec.affinity, 1),
-                          self.kind, count=k, command=self.command, prefix=ctx.prefix + "noise")
+        return neighbours(
+            ctx.backend,
+            InstanceSpec(spec.vcpus, spec.memory_mb, spec.affinity, 1),
+            self.kind,
+            count=k,
+            command=self.command,
+            prefix=ctx.prefix + "noise",
+        )
 
 
-def SeedCampaign(*args: Any, noise_kind: str = "cpu", noise_command: str | None = None,  # noqa: N802
-                 ksm_root: Path = KSM, ksm_scan: dict | None = None, **kwargs: Any) -> Campaign:
+def SeedCampaign(
+    *args: Any,
+    noise_kind: str = "cpu",
+    noise_command: str | None = None,  # noqa: N802
+    ksm_root: Path = KSM,
+    ksm_scan: dict | None = None,
+    **kwargs: Any,
+) -> Campaign:
     """A :class:`~labkit.run.campaign.Campaign` (same arguments) with the seed studies' hooks: KSM
     recorded with every run and switched for a ``ksm`` factor (:class:`KsmSwitch`), and a
     ``neighbours`` factor of ``noise_kind`` neighbours (:class:`Neighbours`); any ``hooks=``
@@ -171,19 +204,24 @@ def SeedCampaign(*args: Any, noise_kind: str = "cpu", noise_command: str | None 
     (:attr:`Design.quarantine_default <labkit.design.Design.quarantine_default>`)."""
     ksm = KsmSwitch(ksm_root, scan=ksm_scan)
     asked = kwargs.get("quarantine")
-    c = Campaign(*args, hooks=[ksm, Neighbours(noise_kind, noise_command), *check_hooks(kwargs.pop("hooks", None))],
-                 **kwargs)
-    if asked is None:   # the seed notebooks' campaigns quarantine suspect runs unless the design says not
+    c = Campaign(
+        *args,
+        hooks=[ksm, Neighbours(noise_kind, noise_command), *check_hooks(kwargs.pop("hooks", None))],
+        **kwargs,
+    )
+    if asked is None:  # the seed notebooks' campaigns quarantine suspect runs unless the design says not
         c.quarantine = c.design.quarantine_default
     if "ksm" in c.design.factor_names:
         check_ksm_levels(next(f for f in c.design.factors if f.name == "ksm").levels)
         if not _runs_here(c):
-            raise ConfigError("factor 'ksm' switches KSM on this host: run the campaign on a local "
-                              "backend (local, docker, lxd, libvirt with a local URI), not on a "
-                              "testbed with other hosts or a remote host")
+            raise ConfigError(
+                "factor 'ksm' switches KSM on this host: run the campaign on a local "
+                "backend (local, docker, lxd, libvirt with a local URI), not on a "
+                "testbed with other hosts or a remote host"
+            )
         ksm.switch = True
         if c.workload.name == "stream" and "mergeable" not in (kwargs.get("workload_params") or {}):
-            c.workload.params["mergeable"] = True   # a Bool parameter: KSM may merge the arrays
+            c.workload.params["mergeable"] = True  # a Bool parameter: KSM may merge the arrays
     return c
 
 
@@ -202,6 +240,7 @@ def _runs_here(c: Campaign) -> bool:
     ``platform`` factor, each platform of the testbed of this machine alone) is a local backend
     with no remote URI."""
     from ..run.platforms import design_platforms
+
     if c.testbed is None:
         return c.backend_name in HERE_BACKENDS and not _remote_options(c.backend_options)
     tb = c.testbed
@@ -215,10 +254,17 @@ def _runs_here(c: Campaign) -> bool:
 
 
 # -- seed 000: the benchmarks of notebook 03 ---------------------------------------------------
-def deployment_benchmarks(*, linpack_n: int = 1000, cpu_time_s: float = 2, stream_array_mb: int | None = None,
-                          stream_ntimes: int = 5, iperf_duration_s: float = 2,
-                          scenarios: Sequence[str] = tuple(SCENARIOS), ksm_array_mb: int | None = None,
-                          ksm_ntimes: int | None = None) -> dict:
+def deployment_benchmarks(
+    *,
+    linpack_n: int = 1000,
+    cpu_time_s: float = 2,
+    stream_array_mb: int | None = None,
+    stream_ntimes: int = 5,
+    iperf_duration_s: float = 2,
+    scenarios: Sequence[str] = tuple(SCENARIOS),
+    ksm_array_mb: int | None = None,
+    ksm_ntimes: int | None = None,
+) -> dict:
     """Benchmark name -> ``workload``, fixed ``params``, ``factor`` ("scenario"), the
     ``scenarios`` it runs in, whether it needs the run's private ``network`` and the ``metrics``
     analysed, for seed 000's fronts on labkit workloads: LINPACK (``linpack``: HPL of hpcc, one per
@@ -229,22 +275,51 @@ def deployment_benchmarks(*, linpack_n: int = 1000, cpu_time_s: float = 2, strea
     passes (default: the STREAM benchmark's)."""
     scenarios = list(scenarios)
     return {
-        "linpack": dict(workload="linpack", params={"n": linpack_n}, factor="scenario", scenarios=scenarios,
-                        network=False, metrics=["hpl_gflops"]),
-        "cpu": dict(workload="sysbench", params={"test": "cpu", "time_s": cpu_time_s, "cpu_max_prime": 20000},
-                    factor="scenario", scenarios=scenarios, network=False, metrics=["events_per_s"]),
-        "stream": dict(workload="stream", params={"array_mb": stream_array_mb, "ntimes": stream_ntimes},
-                       factor="scenario", scenarios=scenarios, network=False,
-                       metrics=["triad_mb_per_s", "copy_mb_per_s"]),
-        "network": dict(workload="iperf3", params={"path": "instances", "protocol": "tcp",
-                                                   "duration_s": iperf_duration_s},
-                        factor="scenario", scenarios=[s for s in scenarios if s != "dedicated"], network=True,
-                        metrics=["tcp_mbit_per_s"]),
-        "ksm": dict(workload="stream", params={"array_mb": stream_array_mb if ksm_array_mb is None else ksm_array_mb,
-                                               "ntimes": stream_ntimes if ksm_ntimes is None else ksm_ntimes,
-                                               "mergeable": True, "ksm_settle_s": KSM_SETTLE_S},
-                    factor="scenario", scenarios=scenarios, network=False,
-                    metrics=["triad_mb_per_s", "copy_mb_per_s"]),
+        "linpack": dict(
+            workload="linpack",
+            params={"n": linpack_n},
+            factor="scenario",
+            scenarios=scenarios,
+            network=False,
+            metrics=["hpl_gflops"],
+        ),
+        "cpu": dict(
+            workload="sysbench",
+            params={"test": "cpu", "time_s": cpu_time_s, "cpu_max_prime": 20000},
+            factor="scenario",
+            scenarios=scenarios,
+            network=False,
+            metrics=["events_per_s"],
+        ),
+        "stream": dict(
+            workload="stream",
+            params={"array_mb": stream_array_mb, "ntimes": stream_ntimes},
+            factor="scenario",
+            scenarios=scenarios,
+            network=False,
+            metrics=["triad_mb_per_s", "copy_mb_per_s"],
+        ),
+        "network": dict(
+            workload="iperf3",
+            params={"path": "instances", "protocol": "tcp", "duration_s": iperf_duration_s},
+            factor="scenario",
+            scenarios=[s for s in scenarios if s != "dedicated"],
+            network=True,
+            metrics=["tcp_mbit_per_s"],
+        ),
+        "ksm": dict(
+            workload="stream",
+            params={
+                "array_mb": stream_array_mb if ksm_array_mb is None else ksm_array_mb,
+                "ntimes": stream_ntimes if ksm_ntimes is None else ksm_ntimes,
+                "mergeable": True,
+                "ksm_settle_s": KSM_SETTLE_S,
+            },
+            factor="scenario",
+            scenarios=scenarios,
+            network=False,
+            metrics=["triad_mb_per_s", "copy_mb_per_s"],
+        ),
     }
 
 
@@ -258,9 +333,17 @@ KSM_SETTLE_S = 10
 THREADED = ("linpack", "cpu", "stream")
 
 
-def scenario_design(bench: dict, host_cpus: int, *, replications: int, seed: int, name: str,
-                    ksm: Sequence[str] | None = None, threads: Sequence[int] | None = None,
-                    platforms: Sequence[str] | None = None) -> LabelledDesign:
+def scenario_design(
+    bench: dict,
+    host_cpus: int,
+    *,
+    replications: int,
+    seed: int,
+    name: str,
+    ksm: Sequence[str] | None = None,
+    threads: Sequence[int] | None = None,
+    platforms: Sequence[str] | None = None,
+) -> LabelledDesign:
     """One campaign's design for a :func:`deployment_benchmarks` entry: factor ``scenario`` (its
     levels in random order, ``replications`` each), every level carrying its vCPUs and instance
     count on this host (:func:`scenario_settings`) and, for the network test, ``network: private``.
@@ -281,30 +364,37 @@ def scenario_design(bench: dict, host_cpus: int, *, replications: int, seed: int
     factors: dict[str, list] = {}
     if platforms is not None:
         if isinstance(platforms, str) or not platforms or len(set(platforms)) != len(platforms):
-            raise ConfigError(f"{name}: platforms must be a list of distinct platform names, got {platforms!r}")
+            raise ConfigError(
+                f"{name}: platforms must be a list of distinct platform names, got {platforms!r}"
+            )
         if len(platforms) > 1:
             factors["platform"] = list(platforms)
     factors["scenario"] = list(bench["scenarios"])
     if threads:
         if bench["workload"] not in ("linpack", "sysbench", "stream"):
-            raise ConfigError(f"{name}: parameter threads_levels: workload {bench['workload']!r} takes no "
-                              f"threads (those that do: {', '.join(THREADED)})")
+            raise ConfigError(
+                f"{name}: parameter threads_levels: workload {bench['workload']!r} takes no "
+                f"threads (those that do: {', '.join(THREADED)})"
+            )
         if len(threads) < 2:
-            raise ConfigError(f"{name}: threads {list(threads)}: one level is not a sweep; set the "
-                              "workload's threads parameter instead")
+            raise ConfigError(
+                f"{name}: threads {list(threads)}: one level is not a sweep; set the "
+                "workload's threads parameter instead"
+            )
         factors["threads"] = list(threads)
     if ksm:
         factors["ksm"] = check_ksm_levels(ksm, "parameter ksm_levels")
         labels["ksm"] = {lv: {} for lv in factors["ksm"]}
-    return LabelledDesign.with_labels({"name": name, "factors": factors,
-                                       "replications": replications, "seed": seed}, labels)
-
+    return LabelledDesign.with_labels(
+        {"name": name, "factors": factors, "replications": replications, "seed": seed}, labels
+    )
 
 
 def campaign_platforms(data_dir: str | Path, campaign_id: str) -> list[str]:
     """The platforms a stored campaign ran on: its ``platform`` factor's levels, else its backend;
     empty when it is not stored or cannot be read."""
     from ..errors import StoreError
+
     path = Path(data_dir) / campaign_id / "store.sqlite"
     if not path.is_file():
         return []
@@ -321,13 +411,15 @@ def campaign_platforms(data_dir: str | Path, campaign_id: str) -> list[str]:
     return [str(meta["backend"])] if meta.get("backend") else []
 
 
-def deployment_testbed(platforms: Sequence[str], backend_options: dict | None = None, *,
-                       variant: str | None = None) -> dict | None:
+def deployment_testbed(
+    platforms: Sequence[str], backend_options: dict | None = None, *, variant: str | None = None
+) -> dict | None:
     """The testbed of a notebook 03 campaign on this machine: each platform declared with its
     ``backend_options`` and, for a benchmark that needs an image variant (``variant``, e.g.
     ``study`` for LINPACK's hpcc), that variant's image (:func:`labkit.run.platforms.variant_image`)
     unless its options name an image. None when nothing needs declaring (the backends' defaults)."""
     from ..run.platforms import VARIANT_BUILD, variant_image
+
     options = backend_options or {}
     declared = {}
     for p in platforms:
@@ -338,13 +430,22 @@ def deployment_testbed(platforms: Sequence[str], backend_options: dict | None = 
             declared[p] = {"backend": p, **opts}
     if not declared:
         return None
-    return {"name": "this machine" + (f", {variant} images" if variant else ""), "hosts": [{"name": "controller"}],
-            "platforms": declared}
+    return {
+        "name": "this machine" + (f", {variant} images" if variant else ""),
+        "hosts": [{"name": "controller"}],
+        "platforms": declared,
+    }
 
 
-def headline_comparison(reference: pd.DataFrame, data: pd.DataFrame, *, names: dict,
-                        level_col: str = "scenario", lower_is_better: Iterable[str] = (),
-                        alpha: float = 0.05) -> pd.DataFrame:
+def headline_comparison(
+    reference: pd.DataFrame,
+    data: pd.DataFrame,
+    *,
+    names: dict,
+    level_col: str = "scenario",
+    lower_is_better: Iterable[str] = (),
+    alpha: float = 0.05,
+) -> pd.DataFrame:
     """The paper's headline percentages beside ours.
 
     ``reference`` rows: ``claim``, ``platform`` and ``baseline`` (backend names: local, lxd,
@@ -361,9 +462,18 @@ def headline_comparison(reference: pd.DataFrame, data: pd.DataFrame, *, names: d
     import pandas as pd
 
     from ..stats import overhead_ratios
+
     out = []
     for ref in reference.to_dict("records"):
-        row = {**ref, "ours_pct": np.nan, "ci_low": np.nan, "ci_high": np.nan, "n": 0, "n_base": 0, "note": ""}
+        row = {
+            **ref,
+            "ours_pct": np.nan,
+            "ci_low": np.nan,
+            "ci_high": np.nan,
+            "n": 0,
+            "n_base": 0,
+            "note": "",
+        }
         bench = ref.get("benchmark")
         plat, base = names.get(ref["platform"]), names.get(ref["baseline"])
         if not isinstance(bench, str) or not bench:
@@ -371,16 +481,31 @@ def headline_comparison(reference: pd.DataFrame, data: pd.DataFrame, *, names: d
         elif plat is None or base is None:
             row["note"] = "platform not measured here"
         else:
-            sel = data[(data.benchmark == bench) & (data.metric == ref["metric"]) & (data.level.astype(str) == str(ref[level_col]))
-                       & data.platform.astype(str).isin([plat, base])].copy()
+            sel = data[
+                (data.benchmark == bench)
+                & (data.metric == ref["metric"])
+                & (data.level.astype(str) == str(ref[level_col]))
+                & data.platform.astype(str).isin([plat, base])
+            ].copy()
             sel["platform"] = sel.platform.astype(str)
             if sel.platform.nunique() < 2:
                 row["note"] = "one of the two platforms has no successful run"
             else:
-                o = overhead_ratios(sel, response="value", baseline=base, alpha=alpha,
-                                    lower_is_better=ref["metric"] in set(lower_is_better)).iloc[0]
-                row.update(ours_pct=100 * (o.ratio - 1), ci_low=100 * (o.ci_low - 1),
-                           ci_high=100 * (o.ci_high - 1), n=int(o.n), n_base=int(o.n_base), note=o.note)
+                o = overhead_ratios(
+                    sel,
+                    response="value",
+                    baseline=base,
+                    alpha=alpha,
+                    lower_is_better=ref["metric"] in set(lower_is_better),
+                ).iloc[0]
+                row.update(
+                    ours_pct=100 * (o.ratio - 1),
+                    ci_low=100 * (o.ci_low - 1),
+                    ci_high=100 * (o.ci_high - 1),
+                    n=int(o.n),
+                    n_base=int(o.n_base),
+                    note=o.note,
+                )
         out.append(row)
     return pd.DataFrame(out)
 
@@ -399,14 +524,16 @@ def paper_vs_labkit_figure(table: pd.DataFrame, *, title: str, label_col: str = 
 
     from ..report.labels import colors
     from ..report.small_n import data_limits, draw_interval, log_ticks
+
     n = len(table)
-    fig = Figure(figsize=(8.5, 0.6 * n + 1.8))    # not pyplot: shown once, where the notebook displays it
+    fig = Figure(figsize=(8.5, 0.6 * n + 1.8))  # not pyplot: shown once, where the notebook displays it
     ax = fig.subplots()
     y = np.arange(n)
     paper_c, ours_c = colors(["paper", "labkit"])
 
     def ratio(pct):
         return np.clip(1 + np.asarray(pct, float) / 100, 1e-3, None)
+
     stated, ours = ratio(table.stated_pct), ratio(table.ours_pct)
     lo, hi = ratio(table.ci_low), ratio(table.ci_high)
     shown = [v for v in (*stated, *ours) if np.isfinite(v)]

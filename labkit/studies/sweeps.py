@@ -7,6 +7,7 @@ notebook parameter (``"paper"``, a list, or None) into the levels to run on this
 paper's levels cut to what the machine can run (e.g. threads up to its CPUs), and one sentence
 that says which of the paper's levels were left out and why.
 """
+
 from __future__ import annotations
 
 import csv
@@ -59,8 +60,9 @@ def load_sweeps(path: str | Path | None = None) -> list[Sweep]:
         try:
             levels = tuple(int(x) for x in (r["levels"] or "").split())
         except ValueError:
-            raise ConfigError(f"{path}, row {i}: levels {r['levels']!r} must be integers separated by "
-                              "spaces") from None
+            raise ConfigError(
+                f"{path}, row {i}: levels {r['levels']!r} must be integers separated by spaces"
+            ) from None
         if any(v < 1 for v in levels):
             raise ConfigError(f"{path}, row {i}: levels {r['levels']!r} must be positive")
         out.append(Sweep(r["seed"], r["experiment"], r["factor"], levels, r["unit"], r["where"], r["stated"]))
@@ -77,8 +79,14 @@ def paper_sweep(seed: str, experiment: str, factor: str, *, path: str | Path | N
     raise ConfigError(f"no sweep {seed}/{experiment}/{factor} in {reference_file(path)}; known: {known}")
 
 
-def sweep_levels(value: object, sweep: Sweep, *, limit: int | None = None, what: str = "the machine",
-                 name: str = "parameter") -> tuple[list[int] | None, str]:
+def sweep_levels(
+    value: object,
+    sweep: Sweep,
+    *,
+    limit: int | None = None,
+    what: str = "the machine",
+    name: str = "parameter",
+) -> tuple[list[int] | None, str]:
     """``(levels, note)`` for a notebook parameter ``name`` of value ``value``:
 
     * None: ``(None, "")``, the notebook's own default (no sweep);
@@ -93,11 +101,14 @@ def sweep_levels(value: object, sweep: Sweep, *, limit: int | None = None, what:
     paper = list(sweep.levels)
     if value == PAPER:
         if not paper:
-            raise ConfigError(f"{name}='paper': the seed gives no levels of {sweep.factor} ({sweep.source()}); "
-                              "pass a list")
+            raise ConfigError(
+                f"{name}='paper': the seed gives no levels of {sweep.factor} ({sweep.source()}); pass a list"
+            )
         levels = [v for v in paper if limit is None or v <= limit]
         if not levels:
-            raise ConfigError(f"{name}='paper': none of the seed's levels {paper} fits {what} (at most {limit})")
+            raise ConfigError(
+                f"{name}='paper': none of the seed's levels {paper} fits {what} (at most {limit})"
+            )
     elif isinstance(value, (list, tuple)) and value:
         levels = []
         for v in value:
@@ -108,14 +119,22 @@ def sweep_levels(value: object, sweep: Sweep, *, limit: int | None = None, what:
             if v not in levels:
                 levels.append(v)
     else:
-        raise ConfigError(f"{name}: {value!r} is not allowed; use None, {PAPER!r} or a list of positive integers")
+        raise ConfigError(
+            f"{name}: {value!r} is not allowed; use None, {PAPER!r} or a list of positive integers"
+        )
     left = [v for v in paper if v not in levels]
-    note = (f"{sweep.factor}: {', '.join(map(str, levels))} {sweep.unit} here; the paper: "
-            + (", ".join(map(str, paper)) if paper else "no levels in the seed text") + f" ({sweep.source()})")
+    note = (
+        f"{sweep.factor}: {', '.join(map(str, levels))} {sweep.unit} here; the paper: "
+        + (", ".join(map(str, paper)) if paper else "no levels in the seed text")
+        + f" ({sweep.source()})"
+    )
     if left:
         cut = [v for v in left if limit is not None and v > limit]
         note += f"; not run here: {', '.join(map(str, left))}"
         if cut:
-            note += (f" (above what {what} allows, {limit})" if cut == left
-                     else f" ({', '.join(map(str, cut))} above what {what} allows, {limit})")
+            note += (
+                f" (above what {what} allows, {limit})"
+                if cut == left
+                else f" ({', '.join(map(str, cut))} above what {what} allows, {limit})"
+            )
     return levels, note

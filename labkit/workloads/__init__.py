@@ -1,4 +1,5 @@
 """Registry of workloads; each module is imported when its workload is used."""
+
 from __future__ import annotations
 
 import importlib
@@ -29,8 +30,10 @@ REGISTRY = {
 def workload_class(name: object) -> type[Workload]:
     """The Workload class registered as ``name`` (ConfigError listing the names if unknown)."""
     if not isinstance(name, str) or name not in REGISTRY:
-        raise ConfigError(f"unknown workload {name!r}{did_you_mean(name, list(REGISTRY))}; "
-                          f"available: {', '.join(sorted(REGISTRY))}")
+        raise ConfigError(
+            f"unknown workload {name!r}{did_you_mean(name, list(REGISTRY))}; "
+            f"available: {', '.join(sorted(REGISTRY))}"
+        )
     module, cls = REGISTRY[name]
     return getattr(importlib.import_module(module), cls)
 
@@ -42,4 +45,12 @@ def get_workload(name: str | Workload, **params: object) -> Workload:
     return workload_class(name)(**params)
 
 
-__all__ = ["Measurement", "Workload", "REGISTRY", "get_workload", "workload_class", "require_tool", "run_checked"]
+__all__ = [
+    "Measurement",
+    "Workload",
+    "REGISTRY",
+    "get_workload",
+    "workload_class",
+    "require_tool",
+    "run_checked",
+]

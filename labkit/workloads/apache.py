@@ -36,6 +36,7 @@ Parameters: ``path`` (above), ``requests`` (None = scaled), ``concurrency`` (Non
 ``page_kb`` (size of the static page, 4), ``keepalive`` (False; ``ab -k``),
 ``timeout_s`` (600).
 """
+
 from __future__ import annotations
 
 import re
@@ -66,11 +67,14 @@ PATHS = ("loopback", "instances", "from_host")
 MODULES = "/usr/lib/apache2/modules"
 HTTPD = "/usr/sbin/apache2"
 
+
 def _find(pattern: str, text: str, what: str, command: Sequence[str] | None) -> float:
     return find_number(pattern, text, what, command, tool="ab")
 
 
-def parse(text: str, command: Sequence[str] | None = None, instance: int = 0, requests: int | None = None) -> list[Measurement]:
+def parse(
+    text: str, command: Sequence[str] | None = None, instance: int = 0, requests: int | None = None
+) -> list[Measurement]:
     """Measurements from ApacheBench's report.
 
     Raises BenchmarkError on truncated or foreign output, when fewer than
@@ -79,7 +83,9 @@ def parse(text: str, command: Sequence[str] | None = None, instance: int = 0, re
     """
     text = text or ""
     rps = _find(r"Requests per second:\s*" + NUMBER, text, "'Requests per second'", command)
-    tpr = _find(r"Time per request:\s*" + NUMBER + r" \[ms\] \(mean\)", text, "'Time per request (mean)'", command)
+    tpr = _find(
+        r"Time per request:\s*" + NUMBER + r" \[ms\] \(mean\)", text, "'Time per request (mean)'", command
+    )
     complete = _find(r"Complete requests:\s*([0-9]+)", text, "'Complete requests'", command)
     failed = _find(r"Failed requests:\s*([0-9]+)", text, "'Failed requests'", command)
     rate = _find(r"Transfer rate:\s*" + NUMBER, text, "'Transfer rate'", command)
@@ -88,13 +94,16 @@ def parse(text: str, command: Sequence[str] | None = None, instance: int = 0, re
     if requests is not None and complete < requests:
         raise BenchmarkError(f"ab completed {int(complete)} of {requests} requests", command, tail(text))
     if non2xx:
-        raise BenchmarkError(f"httpd answered {int(non2xx)} requests with a non-2xx status", command,
-                             tail(text))
-    return [Measurement("requests_per_s", rps, "req/s", instance),
-            Measurement("time_per_request_ms", tpr, "ms", instance),
-            Measurement("failed_requests", failed, "count", instance),
-            Measurement("non_2xx_responses", non2xx, "count", instance),
-            Measurement("transfer_kb_per_s", rate, "KB/s", instance)]
+        raise BenchmarkError(
+            f"httpd answered {int(non2xx)} requests with a non-2xx status", command, tail(text)
+        )
+    return [
+        Measurement("requests_per_s", rps, "req/s", instance),
+        Measurement("time_per_request_ms", tpr, "ms", instance),
+        Measurement("failed_requests", failed, "count", instance),
+        Measurement("non_2xx_responses", non2xx, "count", instance),
+        Measurement("transfer_kb_per_s", rate, "KB/s", instance),
+    ]
 
 
 def parse_versions(httpd_text: str, ab_text: str) -> dict:
@@ -102,8 +111,11 @@ def parse_versions(httpd_text: str, ab_text: str) -> dict:
     m1 = re.search(r"Apache/([0-9][0-9.]*)", httpd_text or "")
     m2 = re.search(r"ApacheBench, Version ([0-9][0-9.]*)", ab_text or "")
     if not m1 or not m2:
-        raise BenchmarkError("cannot read the versions of apache2 and ab", "apache2 -v; ab -V",
-                             tail((httpd_text or "") + "\n" + (ab_text or "")))
+        raise BenchmarkError(
+            "cannot read the versions of apache2 and ab",
+            "apache2 -v; ab -V",
+            tail((httpd_text or "") + "\n" + (ab_text or "")),
+        )
     return {"apache2": m1.group(1), "ab": m2.group(1)}
 
 
@@ -122,8 +134,16 @@ def scaled(params: dict) -> tuple[int, int]:
 
 def ab_command(requests: int, concurrency: int, url: str, keepalive: bool = False) -> list[str]:
     """ApacheBench's argv: ``ab -n <requests> -c <concurrency> -q [-k] <url>``."""
-    return ["ab", "-n", str(int(requests)), "-c", str(int(concurrency)), "-q",
-            *(["-k"] if keepalive else []), url]
+    return [
+        "ab",
+        "-n",
+        str(int(requests)),
+        "-c",
+        str(int(concurrency)),
+        "-q",
+        *(["-k"] if keepalive else []),
+        url,
+    ]
 
 
 _SETUP = r"""
@@ -166,19 +186,34 @@ class Apache(Workload):
     response = "requests_per_s"
     timed_metrics = ()
     length_param = "requests"
-    defaults = {"requests": None, "concurrency": None, "page_kb": 4, "keepalive": False,
-                "timeout_s": 600, "path": "loopback"}
-    schema = {"path": Str(PATHS), "requests": Int(1, 10**9, none=True), "concurrency": Int(1, 20000, none=True),
-              "page_kb": Num(0, 10**6), "keepalive": Bool(), "timeout_s": TIMEOUT}
+    defaults = {
+        "requests": None,
+        "concurrency": None,
+        "page_kb": 4,
+        "keepalive": False,
+        "timeout_s": 600,
+        "path": "loopback",
+    }
+    schema = {
+        "path": Str(PATHS),
+        "requests": Int(1, 10**9, none=True),
+        "concurrency": Int(1, 20000, none=True),
+        "page_kb": Num(0, 10**6),
+        "keepalive": Bool(),
+        "timeout_s": TIMEOUT,
+    }
     min_memory_mb = 64
 
     def prepare(self, instance: Instance) -> None:
         require_tool(instance, "ab", "apache2-utils")
-        res = instance.exec(["sh", "-c", f"command -v apache2 || test -x {HTTPD} && echo {HTTPD}"],
-                            check=False, timeout=30)
+        res = instance.exec(
+            ["sh", "-c", f"command -v apache2 || test -x {HTTPD} && echo {HTTPD}"], check=False, timeout=30
+        )
         if not res.stdout.strip():
-            raise BenchmarkError(f"'apache2' is not installed in {instance.name}; it comes with the "
-                                 "Debian package 'apache2' (apt-get install apache2)")
+            raise BenchmarkError(
+                f"'apache2' is not installed in {instance.name}; it comes with the "
+                "Debian package 'apache2' (apt-get install apache2)"
+            )
 
     def _start(self, instance: Instance, params: dict, listen: str = "127.0.0.1") -> tuple[str, int]:
         """Write the config, start httpd on ``listen`` at a free random port; returns its
@@ -187,8 +222,12 @@ class Apache(Workload):
         last: ExecResult | None = None
         for _ in range(5):
             port = server_port()
-            script = _SETUP.replace("{page_bytes}", str(page)).replace("{port}", str(port)) \
-                           .replace("{modules}", MODULES).replace("{listen}", check_address(listen))
+            script = (
+                _SETUP.replace("{page_bytes}", str(page))
+                .replace("{port}", str(port))
+                .replace("{modules}", MODULES)
+                .replace("{listen}", check_address(listen))
+            )
             res = run_checked(instance, ["sh", "-c", script], timeout=60)
             d = res.stdout.strip().splitlines()[-1]
             conf = f"{d}/httpd.conf"
@@ -197,16 +236,24 @@ class Apache(Workload):
                 return d, port
             last = start
             self._stop(instance, d)
-        if last is None:   # five tries, so never
+        if last is None:  # five tries, so never
             raise BenchmarkError("httpd did not start: it was never tried")
         raise BenchmarkError("httpd did not start", last.command, tail(last.stdout + last.stderr))
 
     @staticmethod
     def _stop(instance, d: str) -> None:
         q = shlex.quote(d)
-        instance.exec(["sh", "-c", f"if [ -s {q}/httpd.pid ]; then {HTTPD} -f {q}/httpd.conf -k stop; "
-                       f"i=0; while [ -e {q}/httpd.pid ] && [ $i -lt 50 ]; do sleep 0.1; i=$((i+1)); done; "
-                       f"fi; rm -rf {q}"], check=False, timeout=60)
+        instance.exec(
+            [
+                "sh",
+                "-c",
+                f"if [ -s {q}/httpd.pid ]; then {HTTPD} -f {q}/httpd.conf -k stop; "
+                f"i=0; while [ -e {q}/httpd.pid ] && [ $i -lt 50 ]; do sleep 0.1; i=$((i+1)); done; "
+                f"fi; rm -rf {q}",
+            ],
+            check=False,
+            timeout=60,
+        )
 
     def spans(self, params: dict) -> bool:
         """Whether this run goes across the run's network (``path`` instances or from_host)."""
@@ -218,6 +265,7 @@ class Apache(Workload):
         params = {**self.params, **params}
         if params["path"] == "from_host":
             from ..backends.host_end import host_end
+
             with host_end(instances, "apache", "from_host", "ab", "apache2-utils") as host:
                 return self.from_host(host, instances, params)
         if len(instances) < 2 or instances[0].network is None:
@@ -237,25 +285,32 @@ class Apache(Workload):
         try:
             for inst in instances:
                 if inst.address is None:
-                    raise ConfigError(f"apache path 'from_host': {inst.name} has no address on the run's "
-                                      "private network (network: private)")
+                    raise ConfigError(
+                        f"apache path 'from_host': {inst.name} has no address on the run's "
+                        "private network (network: private)"
+                    )
                 d, port = self._start(inst, params, inst.address)
                 started.append((inst, d))
                 urls.append(f"http://{inst.address}:{port}/index.html")
             argvs = [ab_command(requests, concurrency, url, bool(params.get("keepalive"))) for url in urls]
-            procs = [host.spawn(argv) for argv in argvs]          # all load generators at once
-            wait_until(lambda: not any(p.running() for p in procs), timeout=timeout, interval=0.05,
-                       error=CommandTimeout, what=f"ab on the host against {len(procs)} instance(s) to end "
-                       f"(timeout_s={timeout}s)")
+            procs = [host.spawn(argv) for argv in argvs]  # all load generators at once
+            wait_until(
+                lambda: not any(p.running() for p in procs),
+                timeout=timeout,
+                interval=0.05,
+                error=CommandTimeout,
+                what=f"ab on the host against {len(procs)} instance(s) to end (timeout_s={timeout}s)",
+            )
             rows: list[Measurement] = []
             for inst, argv, p in zip(instances, argvs, procs):
                 res = p.result
-                if res is None:   # never: the loop above waited for every ab
+                if res is None:  # never: the loop above waited for every ab
                     raise BenchmarkError(f"ab against httpd in {inst.name} has not ended", argv)
                 out = res.stdout + res.stderr
                 if res.exit_code != 0:
-                    raise BenchmarkError(f"ab against httpd in {inst.name} exited {res.exit_code}",
-                                         argv, tail(out))
+                    raise BenchmarkError(
+                        f"ab against httpd in {inst.name} exited {res.exit_code}", argv, tail(out)
+                    )
                 rows += parse(res.stdout, argv, inst.index, requests)
             return rows
         finally:
@@ -272,8 +327,9 @@ class Apache(Workload):
         d, port = self._start(server, params, address)
         try:
             host = "127.0.0.1" if server is instance else f"inst{server.index}"
-            argv = ab_command(requests, concurrency, f"http://{host}:{port}/index.html",
-                              bool(params.get("keepalive")))
+            argv = ab_command(
+                requests, concurrency, f"http://{host}:{port}/index.html", bool(params.get("keepalive"))
+            )
             try:
                 res = run_checked(instance, argv, timeout=params.get("timeout_s"))
             except BenchmarkError as exc:
@@ -281,7 +337,10 @@ class Apache(Workload):
                     raise BenchmarkError(
                         f"ab cannot reach httpd on 127.0.0.1 in {instance.name}: its loopback "
                         "interface is down (the backend must bring 'lo' up when it starts an "
-                        "instance)", exc.command, exc.output_tail) from exc
+                        "instance)",
+                        exc.command,
+                        exc.output_tail,
+                    ) from exc
                 raise
         finally:
             self._stop(server, d)

@@ -16,6 +16,7 @@ parameters, and returns :class:`Measurement` rows. It never touches the store.
 ``params`` holds the defaults, overridden by constructor arguments, overridden
 by the run's workload factor levels, plus ``vcpus`` (the instance's vCPUs).
 """
+
 from __future__ import annotations
 
 import json
@@ -40,6 +41,7 @@ class Measurement:
     """One measured value of a run: ``instance`` is the index of the instance that measured it,
     ``iteration`` the 1-based iteration inside the run for a workload that repeats its work
     within one run (N-queens' ``iterations``), None when it does not."""
+
     metric: str
     value: float
     unit: str
@@ -51,14 +53,16 @@ class Workload(ABC):
     name = "base"
     response = "wall_time_s"
     defaults: dict = {}
-    schema: dict[str, Param] = {}   # parameter -> type/range; a parameter without one must be a scalar
+    schema: dict[str, Param] = {}  # parameter -> type/range; a parameter without one must be a scalar
     min_memory_mb = 16
     #: seconds of measured work a run needs for a trustworthy timing (:mod:`labkit.run.runlength`
     #: counts and warns about the runs below it), and the one-line reason for the value
     min_measured_s: float = 1.0
-    min_measured_why: str = ("below 1 s of measured work, per-run start-up (process start, page "
-                             "faults, caches, frequency ramp) and the timer's resolution are a large "
-                             "share of what is timed")
+    min_measured_why: str = (
+        "below 1 s of measured work, per-run start-up (process start, page "
+        "faults, caches, frequency ramp) and the timer's resolution are a large "
+        "share of what is timed"
+    )
     #: the metric(s) that are the workload's own timing of its measured work, the first a run
     #: reports counting; none: the seconds its ``run`` took (the run's ``workload_s``)
     timed_metrics: tuple[str, ...] = ()
@@ -78,7 +82,8 @@ class Workload(ABC):
             raise ConfigError(
                 f"workload {self.name!r}: unknown parameter(s) {', '.join(map(str, unknown))[:400]}"
                 f"{did_you_mean(unknown[0], list(self.defaults)) if len(unknown) == 1 else ''}; "
-                f"allowed: {', '.join(sorted(self.defaults)) or '(none)'}")
+                f"allowed: {', '.join(sorted(self.defaults)) or '(none)'}"
+            )
         self.params = {**self.defaults, **{k: self.check_param(k, v) for k, v in params.items()}}
 
     @classmethod
@@ -149,7 +154,8 @@ def require_tool(instance: Instance, tool: str, package: str) -> str:
     if not res.ok or not res.stdout.strip():
         raise BenchmarkError(
             f"{tool!r} is not installed in {instance.name}; it comes with the Debian package "
-            f"{package!r} (apt-get install {package}; for container/VM images: labkit images build)")
+            f"{package!r} (apt-get install {package}; for container/VM images: labkit images build)"
+        )
     return res.stdout.strip()
 
 
@@ -158,8 +164,9 @@ def network_address(instance: Instance, *, peer: bool = False) -> str:
     reach it at, the bonded data address with ``nics`` > 1); ConfigError when it is on none."""
     address = instance.peer_address if peer else instance.address
     if address is None:
-        raise ConfigError(f"{instance.name} has no address on the run's private network "
-                          "(the design needs network: private)")
+        raise ConfigError(
+            f"{instance.name} has no address on the run's private network (the design needs network: private)"
+        )
     return address
 
 
@@ -178,8 +185,9 @@ def server_port() -> int:
 NUMBER = r"([0-9]+(?:\.[0-9]+)?)"
 
 
-def find_number(pattern: str, text: str, what: str, command: Sequence[str] | None, *, tool: str,
-                flags: int = 0) -> float:
+def find_number(
+    pattern: str, text: str, what: str, command: Sequence[str] | None, *, tool: str, flags: int = 0
+) -> float:
     """The first group of ``pattern`` in ``text`` (a tool's report) as a float; BenchmarkError
     "<tool> output has no <what>" with the command and the output's tail when it is missing."""
     m = re.search(pattern, text, flags)
@@ -188,8 +196,9 @@ def find_number(pattern: str, text: str, what: str, command: Sequence[str] | Non
     return float(m.group(1))
 
 
-def run_checked(instance: Instance, argv: str | Sequence[str], *, timeout: float | None = None,
-                env: dict | None = None) -> ExecResult:
+def run_checked(
+    instance: Instance, argv: str | Sequence[str], *, timeout: float | None = None, env: dict | None = None
+) -> ExecResult:
     """exec ``argv``; a non-zero exit becomes BenchmarkError with the command and output tail."""
     try:
         return instance.exec(argv, timeout=timeout, env=env)
@@ -197,7 +206,8 @@ def run_checked(instance: Instance, argv: str | Sequence[str], *, timeout: float
         if type(exc).__name__ == "CommandTimeout":
             raise
         r = exc.result
-        if not isinstance(r, ExecResult):   # every CommandError of an exec holds its result
+        if not isinstance(r, ExecResult):  # every CommandError of an exec holds its result
             raise
-        raise BenchmarkError(f"benchmark command failed (exit {r.exit_code})", r.command,
-                             tail(r.stdout + "\n" + r.stderr)) from exc
+        raise BenchmarkError(
+            f"benchmark command failed (exit {r.exit_code})", r.command, tail(r.stdout + "\n" + r.stderr)
+        ) from exc

@@ -27,6 +27,7 @@ half of ``size_mb``), ``direct`` (true), ``files`` (0: none; at most 1000), ``co
 (1 to 64, default 1), ``timeout_s`` (1800). Response:
 ``write_kib_per_s``.
 """
+
 from __future__ import annotations
 
 import shlex
@@ -41,12 +42,22 @@ if TYPE_CHECKING:
     from ..backends.base import Instance
 
 #: offset from the end of the CSV line of each sequential result -> (metric, unit)
-_FROM_END = {-39: ("write_kib_per_s", "KiB/s"), -37: ("rewrite_kib_per_s", "KiB/s"),
-             -33: ("read_kib_per_s", "KiB/s"), -31: ("seeks_per_s", "seeks/s")}
+_FROM_END = {
+    -39: ("write_kib_per_s", "KiB/s"),
+    -37: ("rewrite_kib_per_s", "KiB/s"),
+    -33: ("read_kib_per_s", "KiB/s"),
+    -31: ("seeks_per_s", "seeks/s"),
+}
 #: the file-creation results (``-n`` > 0), offsets from the end: the 6 rates of
 #: ``seq_create, seq_stat, seq_del, ran_create, ran_stat, ran_del``, each followed by its CPU %
-_FILES_FROM_END = {-24: "create_per_s", -22: "stat_per_s", -20: "delete_per_s", -18: "random_create_per_s",
-                   -16: "random_stat_per_s", -14: "random_delete_per_s"}
+_FILES_FROM_END = {
+    -24: "create_per_s",
+    -22: "stat_per_s",
+    -20: "delete_per_s",
+    -18: "random_create_per_s",
+    -16: "random_stat_per_s",
+    -14: "random_delete_per_s",
+}
 _FIELDS_AFTER_SEEKS = 12 + 17
 
 
@@ -63,18 +74,23 @@ def parse(text: str, command: Sequence[str] | None = None, instance: int = 0) ->
     wanted = {**_FROM_END, **{k: (m, "files/s") for k, m in _FILES_FROM_END.items()}}
     for offset, (metric, unit) in wanted.items():
         raw = fields[offset].strip()
-        if not raw or raw.startswith("+"):   # skipped (-f, -n 0) or too fast to time
+        if not raw or raw.startswith("+"):  # skipped (-f, -n 0) or too fast to time
             continue
         try:
             rows.append(Measurement(metric, float(raw), unit, instance))
         except ValueError:
             raise BenchmarkError(f"bonnie++ {metric}: {raw!r} is not a number", command, tail(text)) from None
     if not rows:
-        raise BenchmarkError("bonnie++ timed none of its tests (all '+++++': make size_mb larger)",
-                             command, tail(text))
+        raise BenchmarkError(
+            "bonnie++ timed none of its tests (all '+++++': make size_mb larger)", command, tail(text)
+        )
     if rows[0].metric != "write_kib_per_s":
-        raise BenchmarkError("bonnie++ did not time the block write ('+++++': it ended too fast); "
-                             "make size_mb larger or keep direct: true", command, tail(text))
+        raise BenchmarkError(
+            "bonnie++ did not time the block write ('+++++': it ended too fast); "
+            "make size_mb larger or keep direct: true",
+            command,
+            tail(text),
+        )
     return rows
 
 
@@ -85,9 +101,22 @@ class Bonnie(Workload):
     response = "write_kib_per_s"
     timed_metrics = ()
     length_param = "size_mb"
-    defaults = {"size_mb": 256, "ram_mb": None, "direct": True, "files": 0, "concurrency": 1, "timeout_s": 1800}
-    schema = {"size_mb": Int(2, 10**7), "ram_mb": Int(1, 10**7, none=True), "direct": Bool(),
-              "files": Int(0, 1000), "concurrency": Int(1, 64), "timeout_s": TIMEOUT}
+    defaults = {
+        "size_mb": 256,
+        "ram_mb": None,
+        "direct": True,
+        "files": 0,
+        "concurrency": 1,
+        "timeout_s": 1800,
+    }
+    schema = {
+        "size_mb": Int(2, 10**7),
+        "ram_mb": Int(1, 10**7, none=True),
+        "direct": Bool(),
+        "files": Int(0, 1000),
+        "concurrency": Int(1, 64),
+        "timeout_s": TIMEOUT,
+    }
     min_memory_mb = 32
 
     def prepare(self, instance: Instance) -> None:
@@ -100,9 +129,27 @@ class Bonnie(Workload):
             raise ConfigError(f"bonnie: size_mb ({size}) must be at least twice ram_mb ({ram})")
         files = int(params.get("files") or 0)
         copies = int(params.get("concurrency") or 1)
-        return (["bonnie++", "-d", directory, "-s", str(size), "-r", str(ram), "-n", str(files), "-f", "-q",
-                 "-u", "root", "-m", "labkit"] + (["-c", str(copies)] if copies > 1 else [])
-                + (["-D"] if params.get("direct", True) else []))
+        return (
+            [
+                "bonnie++",
+                "-d",
+                directory,
+                "-s",
+                str(size),
+                "-r",
+                str(ram),
+                "-n",
+                str(files),
+                "-f",
+                "-q",
+                "-u",
+                "root",
+                "-m",
+                "labkit",
+            ]
+            + (["-c", str(copies)] if copies > 1 else [])
+            + (["-D"] if params.get("direct", True) else [])
+        )
 
     def run(self, instance: Instance, params: dict) -> list[Measurement]:
         params = {**self.params, **params}

@@ -3,6 +3,7 @@
 Useful for quick studies (``Command(argv=["sleep", "1"])``) and for tools labkit
 has no parser for yet.
 """
+
 from __future__ import annotations
 
 import shlex

@@ -43,6 +43,7 @@ threads"; one other than the run's ranks / threads is an error). A run whose
 ``Verification`` is not SUCCESSFUL, or whose report names another benchmark or
 class than asked for, is a failed run.
 """
+
 from __future__ import annotations
 
 import re
@@ -67,13 +68,18 @@ def _require_path(instance, path: str, what: str, hint: str) -> None:
     if not res.ok:
         raise BenchmarkError(
             f"{what} not found at {path!r} in {instance.name}. labkit does not download or build "
-            f"it: install it yourself and pass install_path ({hint}). This runner is experimental.")
+            f"it: install it yourself and pass install_path ({hint}). This runner is experimental."
+        )
 
 
 def _count(name: str, found: int, wanted: int | None, command, text: str) -> None:
     if wanted is not None and found != wanted:
-        raise BenchmarkError(f"the report says {found} {name}, the run asked for {wanted}: "
-                             "not the configuration the run records", command, tail(text))
+        raise BenchmarkError(
+            f"the report says {found} {name}, the run asked for {wanted}: "
+            "not the configuration the run records",
+            command,
+            tail(text),
+        )
 
 
 def _hooks_rows(text: str, command, instance: int, threads: int | None) -> list[Measurement]:
@@ -97,8 +103,7 @@ def parse_parsec(text: str, command=None, instance: int = 0, threads: int | None
     if "[PARSEC]" not in text:
         raise BenchmarkError("not parsecmgmt output (no [PARSEC] lines)", command, tail(text))
     if "End of output" not in text:
-        raise BenchmarkError("PARSEC output is truncated (no 'End of output' marker)", command,
-                             tail(text))
+        raise BenchmarkError("PARSEC output is truncated (no 'End of output' marker)", command, tail(text))
     m = _TIME.search(text)
     if not m:
         raise BenchmarkError("PARSEC output has no 'real' time line", command, tail(text))
@@ -106,22 +111,30 @@ def parse_parsec(text: str, command=None, instance: int = 0, threads: int | None
     return rows + _hooks_rows(text, command, instance, threads)
 
 
-def parse_parsec_hooks(text: str, command=None, instance: int = 0,
-                       threads: int | None = None) -> list[Measurement]:
+def parse_parsec_hooks(
+    text: str, command=None, instance: int = 0, threads: int | None = None
+) -> list[Measurement]:
     """Rows from the output of one PARSEC hooks build run directly: ``roi_time_s`` and
     ``threads`` when printed. BenchmarkError when there are no hooks lines (not a
     ``gcc-hooks`` build), no "[HOOKS] Terminating" (the run did not finish) or no ROI time
     (hooks built without timing), or another thread count than ``threads``."""
     text = text or ""
     if "[HOOKS]" not in text:
-        raise BenchmarkError("no [HOOKS] lines: a PARSEC binary run directly must be a hooks build "
-                             "(parsecmgmt -a build -c gcc-hooks)", command, tail(text))
+        raise BenchmarkError(
+            "no [HOOKS] lines: a PARSEC binary run directly must be a hooks build "
+            "(parsecmgmt -a build -c gcc-hooks)",
+            command,
+            tail(text),
+        )
     if "[HOOKS] Terminating" not in text:
         raise BenchmarkError("PARSEC output is truncated (no '[HOOKS] Terminating')", command, tail(text))
     rows = _hooks_rows(text, command, instance, threads)
     if not rows or rows[0].metric != "roi_time_s":
-        raise BenchmarkError("PARSEC hooks output has no 'Total time spent in ROI' line (hooks "
-                             "built without ENABLE_TIMING?)", command, tail(text))
+        raise BenchmarkError(
+            "PARSEC hooks output has no 'Total time spent in ROI' line (hooks built without ENABLE_TIMING?)",
+            command,
+            tail(text),
+        )
     return rows
 
 
@@ -155,8 +168,9 @@ def parse_npb(text: str, command=None, instance: int = 0) -> tuple[list[Measurem
         raise BenchmarkError(f"NPB report has a non-numeric value ({exc})", command, tail(text)) from exc
     verification = _npb_field("Verification", text, command)
     if verification != "SUCCESSFUL":
-        raise BenchmarkError(f"NPB verification {verification}: wrong result, not a measurement",
-                             command, tail(text))
+        raise BenchmarkError(
+            f"NPB verification {verification}: wrong result, not a measurement", command, tail(text)
+        )
     info = {"benchmark": done.group(1), "class": _npb_field("Class", text, command)}
     v = re.search(r"^\s*Version\s*=\s*(\S+)", text, re.MULTILINE)
     if v:
@@ -165,8 +179,10 @@ def parse_npb(text: str, command=None, instance: int = 0) -> tuple[list[Measurem
         m = re.search(rf"^\s*{label}\s*=\s*([0-9]+)", text, re.MULTILINE)
         if m:
             info[key] = int(m.group(1))
-    return ([Measurement("time_s", seconds, "s", instance),
-             Measurement("mops_total", mops, "Mop/s", instance)], info)
+    return (
+        [Measurement("time_s", seconds, "s", instance), Measurement("mops_total", mops, "Mop/s", instance)],
+        info,
+    )
 
 
 def _expand(template: str, threads: int) -> list[str]:
@@ -192,29 +208,55 @@ class Parsec(Workload):
     timed_metrics = ("roi_time_s", "wall_time_s")
     length_param = "input"
     experimental = True
-    defaults = {"install_path": None, "package": "blackscholes", "input": "simsmall",
-                "threads": None, "config": "gcc", "binary": None, "args": "", "timeout_s": 3600}
-    schema = {"install_path": PATH, "package": NAME, "input": NAME, "threads": THREADS, "config": NAME,
-              "binary": PATH, "args": Str(), "timeout_s": TIMEOUT}
+    defaults = {
+        "install_path": None,
+        "package": "blackscholes",
+        "input": "simsmall",
+        "threads": None,
+        "config": "gcc",
+        "binary": None,
+        "args": "",
+        "timeout_s": 3600,
+    }
+    schema = {
+        "install_path": PATH,
+        "package": NAME,
+        "input": NAME,
+        "threads": THREADS,
+        "config": NAME,
+        "binary": PATH,
+        "args": Str(),
+        "timeout_s": TIMEOUT,
+    }
     min_memory_mb = 256
 
     def __init__(self, **params):
         super().__init__(**params)
         if not self.params["install_path"] and not self.params["binary"]:
-            raise ConfigError("parsec (experimental): parameter 'install_path' (or 'binary') is required "
-                              "— labkit does not ship PARSEC; install PARSEC 3.0 in the instance (or mount "
-                              "it) and pass its root, or one built benchmark binary")
+            raise ConfigError(
+                "parsec (experimental): parameter 'install_path' (or 'binary') is required "
+                "— labkit does not ship PARSEC; install PARSEC 3.0 in the instance (or mount "
+                "it) and pass its root, or one built benchmark binary"
+            )
 
     def _mgmt(self, params) -> str:
         return f"{params['install_path'].rstrip('/')}/bin/parsecmgmt"
 
     def prepare(self, instance) -> None:
         if self.params["binary"]:
-            _require_path(instance, self.params["binary"], "PARSEC benchmark binary",
-                          "binary: e.g. <parsec>/pkgs/apps/swaptions/inst/amd64-linux.gcc-hooks/bin/swaptions")
+            _require_path(
+                instance,
+                self.params["binary"],
+                "PARSEC benchmark binary",
+                "binary: e.g. <parsec>/pkgs/apps/swaptions/inst/amd64-linux.gcc-hooks/bin/swaptions",
+            )
         else:
-            _require_path(instance, self._mgmt(self.params), "PARSEC's parsecmgmt",
-                          "the directory holding bin/parsecmgmt, e.g. /opt/parsec-3.0")
+            _require_path(
+                instance,
+                self._mgmt(self.params),
+                "PARSEC's parsecmgmt",
+                "the directory holding bin/parsecmgmt, e.g. /opt/parsec-3.0",
+            )
 
     def run(self, instance, params: dict) -> list[Measurement]:
         params = {**self.params, **params}
@@ -224,20 +266,38 @@ class Parsec(Workload):
             res = run_checked(instance, argv, timeout=params.get("timeout_s"))
             rows = parse_parsec_hooks(res.stdout, argv, instance.index, threads)
             return [Measurement("wall_time_s", res.duration_s, "s", instance.index), *rows]
-        argv = [self._mgmt(params), "-a", "run", "-p", str(params["package"]), "-i",
-                str(params["input"]), "-n", str(threads), "-c", str(params["config"])]
+        argv = [
+            self._mgmt(params),
+            "-a",
+            "run",
+            "-p",
+            str(params["package"]),
+            "-i",
+            str(params["input"]),
+            "-n",
+            str(threads),
+            "-c",
+            str(params["config"]),
+        ]
         res = run_checked(instance, argv, timeout=params.get("timeout_s"))
         return parse_parsec(res.stdout + "\n" + res.stderr, argv, instance.index, threads)
 
     def version(self, instance) -> dict:
         if not self.params["install_path"]:
-            return {"parsec": "unknown (a binary run directly)", "parsec_binary": self.params["binary"],
-                    "experimental": True}
+            return {
+                "parsec": "unknown (a binary run directly)",
+                "parsec_binary": self.params["binary"],
+                "experimental": True,
+            }
         root = shlex.quote(self.params["install_path"].rstrip("/"))
-        res = instance.exec(["sh", "-c", f"cat {root}/version 2>/dev/null || echo unknown"],
-                            check=False, timeout=30)
-        return {"parsec": parse_parsec_version(res.stdout), "parsec_install": self.params["install_path"],
-                "experimental": True}
+        res = instance.exec(
+            ["sh", "-c", f"cat {root}/version 2>/dev/null || echo unknown"], check=False, timeout=30
+        )
+        return {
+            "parsec": parse_parsec_version(res.stdout),
+            "parsec_install": self.params["install_path"],
+            "experimental": True,
+        }
 
 
 class Npb(Workload):
@@ -260,20 +320,38 @@ class Npb(Workload):
     timed_metrics = ("time_s",)
     length_param = "klass"
     experimental = True
-    defaults = {"install_path": None, "benchmark": "ep", "klass": "S", "threads": None, "ranks": None,
-                "mpirun": None, "binary": None, "args": "", "timeout_s": 3600}
-    schema = {"install_path": PATH, "benchmark": Str(pattern=r"[A-Za-z]{2}"),
-              "klass": Str(pattern=r"[SWABCDEFswabcdef]"), "threads": THREADS,
-              "ranks": Int(1, 4096, none=True), "mpirun": PATH, "binary": PATH, "args": Str(),
-              "timeout_s": TIMEOUT}
+    defaults = {
+        "install_path": None,
+        "benchmark": "ep",
+        "klass": "S",
+        "threads": None,
+        "ranks": None,
+        "mpirun": None,
+        "binary": None,
+        "args": "",
+        "timeout_s": 3600,
+    }
+    schema = {
+        "install_path": PATH,
+        "benchmark": Str(pattern=r"[A-Za-z]{2}"),
+        "klass": Str(pattern=r"[SWABCDEFswabcdef]"),
+        "threads": THREADS,
+        "ranks": Int(1, 4096, none=True),
+        "mpirun": PATH,
+        "binary": PATH,
+        "args": Str(),
+        "timeout_s": TIMEOUT,
+    }
     min_memory_mb = 64
 
     def __init__(self, **params):
         super().__init__(**params)
         if not self.params["install_path"]:
-            raise ConfigError("npb (experimental): parameter 'install_path' is required — labkit does "
-                              "not ship the NAS Parallel Benchmarks; build them in the instance and "
-                              "pass the directory holding bin/")
+            raise ConfigError(
+                "npb (experimental): parameter 'install_path' is required — labkit does "
+                "not ship the NAS Parallel Benchmarks; build them in the instance and "
+                "pass the directory holding bin/"
+            )
         self._seen_version: str | None = None
 
     def spans(self, params: dict) -> bool:
@@ -288,17 +366,25 @@ class Npb(Workload):
         return f"{params['install_path'].rstrip('/')}/bin/{bench}.{klass}.x"
 
     def prepare(self, instance) -> None:
-        _require_path(instance, self.binary(self.params), "NPB binary",
-                      "the NPB directory whose bin/ holds <benchmark>.<class>.x; build it with "
-                      "'make <benchmark> CLASS=<class>'")
+        _require_path(
+            instance,
+            self.binary(self.params),
+            "NPB binary",
+            "the NPB directory whose bin/ holds <benchmark>.<class>.x; build it with "
+            "'make <benchmark> CLASS=<class>'",
+        )
 
     def _rows(self, text: str, argv, params, *, processes=None, threads=None) -> list[Measurement]:
         rows, info = parse_npb(text, argv, 0)
         if not params.get("binary"):
             bench, klass = str(params["benchmark"]).upper(), str(params["klass"]).upper()
             if info["benchmark"].split("-")[0] != bench or info["class"] != klass:
-                raise BenchmarkError(f"the report is of {info['benchmark']} class {info['class']}, the run "
-                                     f"asked for {bench} class {klass}", argv, tail(text))
+                raise BenchmarkError(
+                    f"the report is of {info['benchmark']} class {info['class']}, the run "
+                    f"asked for {bench} class {klass}",
+                    argv,
+                    tail(text),
+                )
         for key, wanted in (("processes", processes), ("threads", threads)):
             if key in info:
                 _count(key, info[key], wanted, argv, text)
@@ -312,8 +398,9 @@ class Npb(Workload):
         argv = [self.binary(params), *shlex.split(params["args"])]
         if params.get("mpirun"):
             argv = shlex.split(fill(params["mpirun"], {"threads": threads, "vcpus": params["vcpus"]})) + argv
-        res = run_checked(instance, argv, timeout=params.get("timeout_s"),
-                          env={"OMP_NUM_THREADS": str(threads)})
+        res = run_checked(
+            instance, argv, timeout=params.get("timeout_s"), env={"OMP_NUM_THREADS": str(threads)}
+        )
         rows = self._rows(res.stdout, argv, params, threads=None if params.get("mpirun") else threads)
         return [Measurement(r.metric, r.value, r.unit, instance.index) for r in rows]
 
@@ -335,8 +422,16 @@ class Npb(Workload):
 
 # -- redis-benchmark (read only: labkit does not run Redis) -------------------------------------
 #: the columns of ``redis-benchmark --csv`` (Redis >= 6.2); before, each line held test and rps only
-REDIS_COLUMNS = ("test", "rps", "avg_latency_ms", "min_latency_ms", "p50_latency_ms", "p95_latency_ms",
-                 "p99_latency_ms", "max_latency_ms")
+REDIS_COLUMNS = (
+    "test",
+    "rps",
+    "avg_latency_ms",
+    "min_latency_ms",
+    "p50_latency_ms",
+    "p95_latency_ms",
+    "p99_latency_ms",
+    "max_latency_ms",
+)
 
 
 def redis_metric(test: str) -> str:
@@ -353,6 +448,7 @@ def parse_redis_csv(text: str, command=None, instance: int = 0) -> list[Measurem
     shorter than the header, or a report with no row."""
     import csv
     import io
+
     rows: list[Measurement] = []
     header: list[str] | None = None
     seen: set[str] = set()
@@ -363,28 +459,40 @@ def parse_redis_csv(text: str, command=None, instance: int = 0) -> list[Measurem
             header = [c.strip() for c in rec]
             bad = [c for c in header if c not in REDIS_COLUMNS]
             if bad:
-                raise BenchmarkError(f"redis-benchmark CSV line {n}: unknown column {bad[0]!r} (expected "
-                                     f"{', '.join(REDIS_COLUMNS)})", command, tail(text))
+                raise BenchmarkError(
+                    f"redis-benchmark CSV line {n}: unknown column {bad[0]!r} (expected "
+                    f"{', '.join(REDIS_COLUMNS)})",
+                    command,
+                    tail(text),
+                )
             continue
         cols = header or list(REDIS_COLUMNS[:2])
         if len(rec) < len(cols):
-            raise BenchmarkError(f"redis-benchmark CSV line {n}: {len(rec)} field(s), expected {len(cols)} "
-                                 f"({', '.join(cols)}): truncated?", command, tail(text))
+            raise BenchmarkError(
+                f"redis-benchmark CSV line {n}: {len(rec)} field(s), expected {len(cols)} "
+                f"({', '.join(cols)}): truncated?",
+                command,
+                tail(text),
+            )
         name = redis_metric(rec[0])
         if name in seen:
-            raise BenchmarkError(f"redis-benchmark CSV line {n}: test {rec[0]!r} twice in one report",
-                                 command, tail(text))
+            raise BenchmarkError(
+                f"redis-benchmark CSV line {n}: test {rec[0]!r} twice in one report", command, tail(text)
+            )
         seen.add(name)
         for col, value in zip(cols[1:], rec[1:]):
             try:
                 number = float(value)
             except ValueError:
-                raise BenchmarkError(f"redis-benchmark CSV line {n}: {col} = {value!r} is not a number",
-                                     command, tail(text)) from None
+                raise BenchmarkError(
+                    f"redis-benchmark CSV line {n}: {col} = {value!r} is not a number", command, tail(text)
+                ) from None
             if col == "rps":
                 rows.append(Measurement(f"{name}_rps", number, "req/s", instance))
             else:
                 rows.append(Measurement(f"{name}_{col}", number, "ms", instance))
     if not rows:
-        raise BenchmarkError("redis-benchmark CSV has no result row ('\"TEST\",\"rps\",...')", command, tail(text))
+        raise BenchmarkError(
+            'redis-benchmark CSV has no result row (\'"TEST","rps",...\')', command, tail(text)
+        )
     return rows

@@ -18,6 +18,7 @@ the page cache, which containers and VMs handle differently — set 1 to
 measure the device, where the filesystem allows O_DIRECT), ``iodepth`` (1),
 ``numjobs`` (1), ``timeout_s``. The response is the first pattern's IOPS.
 """
+
 from __future__ import annotations
 
 import json
@@ -41,8 +42,7 @@ def _patterns(value) -> list[str]:
     items = [p.strip() for p in value.split(",")] if isinstance(value, str) else list(value or [])
     bad = [p for p in items if p not in PATTERNS]
     if not items or bad:
-        raise ConfigError(f"fio: patterns must be a non-empty subset of {', '.join(PATTERNS)}; "
-                          f"got {value!r}")
+        raise ConfigError(f"fio: patterns must be a non-empty subset of {', '.join(PATTERNS)}; got {value!r}")
     return items
 
 
@@ -54,11 +54,14 @@ def _json_document(text: str, command):
     try:
         return json.loads(text[start:])
     except json.JSONDecodeError as exc:
-        raise BenchmarkError(f"fio's JSON output is malformed or truncated ({exc})", command,
-                             tail(text)) from exc
+        raise BenchmarkError(
+            f"fio's JSON output is malformed or truncated ({exc})", command, tail(text)
+        ) from exc
 
 
-def parse(text: str, patterns: Iterable[str] | None = None, command: Sequence[str] | None = None, instance: int = 0) -> list[Measurement]:
+def parse(
+    text: str, patterns: Iterable[str] | None = None, command: Sequence[str] | None = None, instance: int = 0
+) -> list[Measurement]:
     """IOPS, bandwidth and mean completion latency per job from ``fio --output-format=json``.
 
     Each job must be named after its pattern (``seqread`` ...). Raises
@@ -75,17 +78,19 @@ def parse(text: str, patterns: Iterable[str] | None = None, command: Sequence[st
         for job in jobs:
             name = job["jobname"]
             if job.get("error"):
-                raise BenchmarkError(f"fio job {name!r} failed with error {job['error']}", command,
-                                     tail(text))
+                raise BenchmarkError(
+                    f"fio job {name!r} failed with error {job['error']}", command, tail(text)
+                )
             if name not in _DIRECTION:
                 continue
             side = job[_DIRECTION[name]]
             if not side.get("total_ios") and not side.get("io_bytes"):
                 raise BenchmarkError(f"fio job {name!r} did no I/O", command, tail(text))
             clat = side.get("clat_ns", {}).get("mean")
-            rows += [Measurement(f"{name}_iops", float(side["iops"]), "IO/s", instance),
-                     Measurement(f"{name}_bw_mib_per_s", float(side["bw_bytes"]) / 1048576, "MiB/s",
-                                 instance)]
+            rows += [
+                Measurement(f"{name}_iops", float(side["iops"]), "IO/s", instance),
+                Measurement(f"{name}_bw_mib_per_s", float(side["bw_bytes"]) / 1048576, "MiB/s", instance),
+            ]
             if clat is not None:
                 rows.append(Measurement(f"{name}_lat_mean_us", float(clat) / 1000, "us", instance))
             seen.add(name)
@@ -95,8 +100,7 @@ def parse(text: str, patterns: Iterable[str] | None = None, command: Sequence[st
     if missing:
         raise BenchmarkError(f"fio output has no result for {', '.join(missing)}", command, tail(text))
     if not rows:
-        raise BenchmarkError("fio output has no seqread/seqwrite/randread/randwrite job", command,
-                             tail(text))
+        raise BenchmarkError("fio output has no seqread/seqwrite/randread/randwrite job", command, tail(text))
     return rows
 
 
@@ -108,8 +112,18 @@ def parse_version(text: str) -> str:
 
 
 #: fio's units in its classic text output -> the factor to bytes/s (bandwidth) or to us (latency)
-_BW_UNITS = {"B": 1.0, "KiB": 1024.0, "MiB": 1048576.0, "GiB": 1073741824.0, "TiB": 1024.0**4,
-             "kB": 1e3, "MB": 1e6, "GB": 1e9, "TB": 1e12, "KB": 1024.0}   # fio 2.x: KB = KiB
+_BW_UNITS = {
+    "B": 1.0,
+    "KiB": 1024.0,
+    "MiB": 1048576.0,
+    "GiB": 1073741824.0,
+    "TiB": 1024.0**4,
+    "kB": 1e3,
+    "MB": 1e6,
+    "GB": 1e9,
+    "TB": 1e12,
+    "KB": 1024.0,
+}  # fio 2.x: KB = KiB
 _LAT_UNITS = {"nsec": 1e-3, "usec": 1.0, "msec": 1e3, "sec": 1e6}
 _SUFFIX = {"": 1.0, "k": 1e3, "K": 1e3, "m": 1e6, "M": 1e6, "g": 1e9, "G": 1e9}
 _TEXT_JOB = re.compile(r"^(\S+): \(groupid=\d+, jobs=\d+\): err=\s*(-?\d+)", re.MULTILINE)
@@ -141,8 +155,10 @@ def _add(acc: dict, prefix: str, iops: float, bw_bytes: float, lat_us: float | N
 def _rows(acc: dict, instance: int) -> list[Measurement]:
     rows = []
     for prefix, a in acc.items():
-        rows += [Measurement(f"{prefix}_iops", a["iops"], "IO/s", instance),
-                 Measurement(f"{prefix}_bw_mib_per_s", a["bw"] / 1048576, "MiB/s", instance)]
+        rows += [
+            Measurement(f"{prefix}_iops", a["iops"], "IO/s", instance),
+            Measurement(f"{prefix}_bw_mib_per_s", a["bw"] / 1048576, "MiB/s", instance),
+        ]
         if a["lat"]:
             rows.append(Measurement(f"{prefix}_lat_mean_us", sum(a["lat"]) / len(a["lat"]), "us", instance))
     return rows
@@ -166,21 +182,31 @@ def parse_report(text: str, command: Sequence[str] | None = None, instance: int 
             for job in jobs:
                 name = str(job["jobname"])
                 if job.get("error"):
-                    raise BenchmarkError(f"fio job {name!r} failed with error {job['error']}", command, tail(text))
+                    raise BenchmarkError(
+                        f"fio job {name!r} failed with error {job['error']}", command, tail(text)
+                    )
                 for direction in ("read", "write", "trim"):
                     side = job.get(direction)
                     if not isinstance(side, dict) or not (side.get("total_ios") or side.get("io_bytes")):
                         continue
                     clat = side.get("clat_ns", {}).get("mean")
-                    _add(acc, _job_prefix(name, direction), float(side["iops"]), float(side["bw_bytes"]),
-                         None if clat is None else float(clat) / 1000)
+                    _add(
+                        acc,
+                        _job_prefix(name, direction),
+                        float(side["iops"]),
+                        float(side["bw_bytes"]),
+                        None if clat is None else float(clat) / 1000,
+                    )
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise BenchmarkError(f"fio JSON lacks an expected field ({exc!r})", command, tail(text)) from exc
     else:
         heads = list(_TEXT_JOB.finditer(text))
         if not heads:
-            raise BenchmarkError("fio output has no job result ('<job>: (groupid=0, jobs=1): err= 0: ...')",
-                                 command, tail(text))
+            raise BenchmarkError(
+                "fio output has no job result ('<job>: (groupid=0, jobs=1): err= 0: ...')",
+                command,
+                tail(text),
+            )
         if "Run status group" not in text:
             raise BenchmarkError("fio output is truncated (no 'Run status group' line)", command, tail(text))
         acc = {}
@@ -189,24 +215,35 @@ def parse_report(text: str, command: Sequence[str] | None = None, instance: int 
             if err:
                 raise BenchmarkError(f"fio job {name!r} failed with error {err}", command, tail(text))
             end = heads[i + 1].start() if i + 1 < len(heads) else text.find("Run status group", head.end())
-            block = text[head.end():end]
+            block = text[head.end() : end]
             sides = list(_TEXT_SIDE.finditer(block))
             for j, side in enumerate(sides):
                 direction, line = side.group(1), side.group(2)
                 iops, bw = _TEXT_IOPS.search(line), _TEXT_BW.search(line)
                 if not iops or not bw:
-                    raise BenchmarkError(f"fio job {name!r} {direction}: expected 'IOPS=..., BW=...' (or "
-                                         f"'bw=..., iops=...'), got {line.strip()[:80]!r}", command, tail(text))
+                    raise BenchmarkError(
+                        f"fio job {name!r} {direction}: expected 'IOPS=..., BW=...' (or "
+                        f"'bw=..., iops=...'), got {line.strip()[:80]!r}",
+                        command,
+                        tail(text),
+                    )
                 unit = bw.group(2)
                 if unit not in _BW_UNITS:
-                    raise BenchmarkError(f"fio job {name!r} {direction}: unknown bandwidth unit {unit + '/s'!r} "
-                                         f"(expected one of {', '.join(u + '/s' for u in _BW_UNITS)})",
-                                         command, tail(text))
-                part = block[side.end(): sides[j + 1].start() if j + 1 < len(sides) else len(block)]
+                    raise BenchmarkError(
+                        f"fio job {name!r} {direction}: unknown bandwidth unit {unit + '/s'!r} "
+                        f"(expected one of {', '.join(u + '/s' for u in _BW_UNITS)})",
+                        command,
+                        tail(text),
+                    )
+                part = block[side.end() : sides[j + 1].start() if j + 1 < len(sides) else len(block)]
                 clat = _TEXT_CLAT.search(part)
-                _add(acc, _job_prefix(name, direction), float(iops.group(1)) * _SUFFIX[iops.group(2)],
-                     float(bw.group(1)) * _BW_UNITS[unit],
-                     None if clat is None else float(clat.group(2)) * _LAT_UNITS[clat.group(1)])
+                _add(
+                    acc,
+                    _job_prefix(name, direction),
+                    float(iops.group(1)) * _SUFFIX[iops.group(2)],
+                    float(bw.group(1)) * _BW_UNITS[unit],
+                    None if clat is None else float(clat.group(2)) * _LAT_UNITS[clat.group(1)],
+                )
     rows = _rows(acc, instance)
     if not rows:
         raise BenchmarkError("fio report has no job that did I/O", command, tail(text))
@@ -220,12 +257,28 @@ class Fio(Workload):
     response = "randread_iops"
     timed_metrics = ()
     length_param = "runtime_s"
-    defaults = {"patterns": ["seqread", "seqwrite", "randread", "randwrite"], "size_mb": 64,
-                "bs": "4k", "runtime_s": 1, "ioengine": "psync", "direct": 0, "iodepth": 1,
-                "numjobs": 1, "timeout_s": 600}
-    schema = {"patterns": StrList(tuple(PATTERNS)), "size_mb": Num(0, 10**7), "bs": SIZE,
-              "runtime_s": Num(0, 86400), "ioengine": Str(pattern=r"[a-z0-9_]{1,32}"),
-              "direct": Int(0, 1), "iodepth": Int(1, 65536), "numjobs": Int(1, 4096), "timeout_s": TIMEOUT}
+    defaults = {
+        "patterns": ["seqread", "seqwrite", "randread", "randwrite"],
+        "size_mb": 64,
+        "bs": "4k",
+        "runtime_s": 1,
+        "ioengine": "psync",
+        "direct": 0,
+        "iodepth": 1,
+        "numjobs": 1,
+        "timeout_s": 600,
+    }
+    schema = {
+        "patterns": StrList(tuple(PATTERNS)),
+        "size_mb": Num(0, 10**7),
+        "bs": SIZE,
+        "runtime_s": Num(0, 86400),
+        "ioengine": Str(pattern=r"[a-z0-9_]{1,32}"),
+        "direct": Int(0, 1),
+        "iodepth": Int(1, 65536),
+        "numjobs": Int(1, 4096),
+        "timeout_s": TIMEOUT,
+    }
     min_memory_mb = 64
 
     def __init__(self, **params: object):
@@ -240,11 +293,21 @@ class Fio(Workload):
         size = params["size_mb"]
         if isinstance(size, bool) or not isinstance(size, (int, float)) or size <= 0:
             raise ConfigError(f"fio: size_mb must be a positive number, got {size!r}")
-        argv = ["fio", f"--filename={filename}", f"--size={int(size)}M", f"--bs={params['bs']}",
-                f"--runtime={max(1, round(params['runtime_s']))}", "--time_based",
-                f"--ioengine={params['ioengine']}", f"--direct={int(params['direct'])}",
-                f"--iodepth={int(params['iodepth'])}", f"--numjobs={int(params['numjobs'])}",
-                "--group_reporting", "--stonewall", "--output-format=json"]
+        argv = [
+            "fio",
+            f"--filename={filename}",
+            f"--size={int(size)}M",
+            f"--bs={params['bs']}",
+            f"--runtime={max(1, round(params['runtime_s']))}",
+            "--time_based",
+            f"--ioengine={params['ioengine']}",
+            f"--direct={int(params['direct'])}",
+            f"--iodepth={int(params['iodepth'])}",
+            f"--numjobs={int(params['numjobs'])}",
+            "--group_reporting",
+            "--stonewall",
+            "--output-format=json",
+        ]
         for p in patterns:
             argv += [f"--name={p}", f"--rw={PATTERNS[p]}"]
         return argv

@@ -10,6 +10,7 @@ Parameters: ``n`` (HPL problem size, default 1000), ``threads``, ``timeout_s``.
 Metrics (per instance): ``hpl_gflops`` (response, GFLOP/s), ``single_stream_triad_gb_per_s``
 (GB/s) and ``wall_time_s``.
 """
+
 from __future__ import annotations
 
 import shlex
@@ -46,16 +47,25 @@ class Linpack(Workload):
     def run(self, instance: Instance, params: dict) -> list[Measurement]:
         threads = params.get("threads") or params["vcpus"]
         wdir = f"{instance.workdir}/labkit-linpack"
-        script = (f"rm -rf {shlex.quote(wdir)} && mkdir -p {shlex.quote(wdir)} && cd {shlex.quote(wdir)} && "
-                  f"printf '%s' {shlex.quote(hpcc_input(params['n'], 1))} > hpccinf.txt && "
-                  "hpcc >/dev/null && cat hpccoutf.txt")
-        env = {"OMP_NUM_THREADS": threads, "OPENBLAS_NUM_THREADS": threads,
-               "OMPI_ALLOW_RUN_AS_ROOT": 1, "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": 1, "OMPI_MCA_btl": "self"}
+        script = (
+            f"rm -rf {shlex.quote(wdir)} && mkdir -p {shlex.quote(wdir)} && cd {shlex.quote(wdir)} && "
+            f"printf '%s' {shlex.quote(hpcc_input(params['n'], 1))} > hpccinf.txt && "
+            "hpcc >/dev/null && cat hpccoutf.txt"
+        )
+        env = {
+            "OMP_NUM_THREADS": threads,
+            "OPENBLAS_NUM_THREADS": threads,
+            "OMPI_ALLOW_RUN_AS_ROOT": 1,
+            "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": 1,
+            "OMPI_MCA_btl": "self",
+        }
         res = run_checked(instance, ["sh", "-c", script], timeout=params.get("timeout_s"), env=env)
         instance.exec(["rm", "-rf", wdir], check=False, timeout=30)
         rows = [m for m in parse_hpcc(res.stdout, script, instance.index) if m.metric in KEEP]
         return rows + [Measurement("wall_time_s", res.duration_s, "s", instance.index)]
 
     def version(self, instance: Instance) -> dict:
-        res = instance.exec(["sh", "-c", "dpkg-query -W -f '${Version}' hpcc 2>/dev/null"], check=False, timeout=30)
+        res = instance.exec(
+            ["sh", "-c", "dpkg-query -W -f '${Version}' hpcc 2>/dev/null"], check=False, timeout=30
+        )
         return {"hpcc": res.stdout.strip() or "unknown"}

@@ -24,6 +24,7 @@ mpi``, used with the backend option ``image=labkit/debian:12-mpi`` (Docker) or
   (µs), ``random_ring_bandwidth_gb_per_s`` (GB/s), ``wall_time_s``. A summary
   without ``Success=1`` is a failed run.
 """
+
 from __future__ import annotations
 
 import importlib
@@ -112,15 +113,19 @@ def hpl_seconds(metrics: dict[str, float], params: dict) -> float | None:
     over the run's ``hpl_gflops``; None without both. ``hpcc`` also runs DGEMM, STREAM, PTRANS,
     RandomAccess and FFT, so its process time is not HPL's."""
     n, gflops = params.get("n"), metrics.get("hpl_gflops")
-    if isinstance(n, bool) or not isinstance(n, (int, float)) or not isinstance(gflops, (int, float)) \
-            or not gflops > 0:
+    if (
+        isinstance(n, bool)
+        or not isinstance(n, (int, float))
+        or not isinstance(gflops, (int, float))
+        or not gflops > 0
+    ):
         return None
-    return (2 / 3 * n ** 3 + 3 / 2 * n ** 2) / (gflops * 1e9)
+    return (2 / 3 * n**3 + 3 / 2 * n**2) / (gflops * 1e9)
 
 
 def hpcc_input(n: int, ranks: int) -> str:
     """An ``hpccinf.txt`` for HPL size ``n`` on a P x Q grid of ``ranks`` (P <= Q, as square as possible)."""
-    p = max(d for d in range(1, int(ranks ** 0.5) + 1) if ranks % d == 0)
+    p = max(d for d in range(1, int(ranks**0.5) + 1) if ranks % d == 0)
     return _HPCC_INPUT.format(n=n, p=p, q=ranks // p)
 
 
@@ -139,15 +144,17 @@ def parse_hpcc(text: str, command: str | Sequence[str] | None = None, instance: 
         try:
             rows.append(Measurement(metric, float(summary[key]) * factor, unit, instance))
         except ValueError as exc:
-            raise BenchmarkError(f"hpcc summary {key}={summary[key]!r} is not a number", command,
-                                 tail(text)) from exc
+            raise BenchmarkError(
+                f"hpcc summary {key}={summary[key]!r} is not a number", command, tail(text)
+            ) from exc
     for key, (metric, unit, factor) in HPCC_GUPS.items():
         if key in summary:
             try:
                 rows.append(Measurement(metric, float(summary[key]) * factor, unit, instance))
             except ValueError as exc:
-                raise BenchmarkError(f"hpcc summary {key}={summary[key]!r} is not a number", command,
-                                     tail(text)) from exc
+                raise BenchmarkError(
+                    f"hpcc summary {key}={summary[key]!r} is not a number", command, tail(text)
+                ) from exc
     return rows
 
 
@@ -184,14 +191,18 @@ def agent_script(instances: Sequence[LaunchTarget], wdir: str) -> str:
     instances (and ``ssh`` instances on one machine) share this host's /tmp and hostname, so
     their daemons and mpirun's would otherwise share one session tree, which OpenMPI assumes
     belongs to one daemon per node."""
-    lines = ["#!/bin/sh", "# labkit MPI launch agent: $1 = instance, the rest = a shell command",
-             # q: one word quoted for a remote shell (ssh hands its last word to the far side's shell)
-             r"""q() { printf "'%s'" "$(printf '%s' "$1" | sed "s/'/'\\\\''/g")"; }""",
-             'h=$1; shift', 'case "$h" in']
+    lines = [
+        "#!/bin/sh",
+        "# labkit MPI launch agent: $1 = instance, the rest = a shell command",
+        # q: one word quoted for a remote shell (ssh hands its last word to the far side's shell)
+        r"""q() { printf "'%s'" "$(printf '%s' "$1" | sed "s/'/'\\\\''/g")"; }""",
+        "h=$1; shift",
+        'case "$h" in',
+    ]
     for inst in instances:
         inside = shlex.join(inst.host_command(["sh", "-c", _INSIDE, f"{wdir}/ompi{inst.index}"]))
         word = '"$(q "$*")"' if getattr(inst, "remote_shell", False) else '"$*"'
-        lines.append(f'  {inst.address}|inst{inst.index}) exec {inside} {word} ;;')
+        lines.append(f"  {inst.address}|inst{inst.index}) exec {inside} {word} ;;")
     lines += ["esac", 'echo "labkit MPI agent: unknown instance $h" >&2', "exit 1"]
     return "\n".join(lines) + "\n"
 
@@ -201,7 +212,9 @@ def agent_script(instances: Sequence[LaunchTarget], wdir: str) -> str:
 STARTUP_TIMEOUT_S = 120
 
 
-def mpirun_argv(instances: Sequence[Instance], agent: str, ranks: int, wdir: str, program: list[str]) -> list[str]:
+def mpirun_argv(
+    instances: Sequence[Instance], agent: str, ranks: int, wdir: str, program: list[str]
+) -> list[str]:
     """``mpirun`` on the host for ``ranks`` ranks spread over ``instances`` (round robin slots),
     launched by ``agent``, its traffic held to the run's subnet (the ranks' own traffic to the
     data subnet when the network bonds NICs: ``nics`` > 1).
@@ -221,17 +234,48 @@ def mpirun_argv(instances: Sequence[Instance], agent: str, ranks: int, wdir: str
     2-core machine (one 250 Hz tick), 23 us yielding. On dedicated hosts a yield with nothing
     else to run returns at once."""
     network = network_of(instances)
-    subnet = network.subnet            # mpirun (on the host) <-> orteds
-    peers = network.peer_subnet        # rank <-> rank: the bonded NICs, if any
-    slots = [ranks // len(instances) + (1 if i < ranks % len(instances) else 0) for i in range(len(instances))]
+    subnet = network.subnet  # mpirun (on the host) <-> orteds
+    peers = network.peer_subnet  # rank <-> rank: the bonded NICs, if any
+    slots = [
+        ranks // len(instances) + (1 if i < ranks % len(instances) else 0) for i in range(len(instances))
+    ]
     hosts = ",".join(f"{inst.address}:{s}" for inst, s in zip(instances, slots) if s)
-    return ["mpirun", "--allow-run-as-root", "-np", str(ranks), "--host", hosts,
-            # "sh agent": the orteds check that the agent's first word exists in their instance too
-            "--mca", "plm_rsh_agent", f"sh {agent}", "--mca", "plm_rsh_no_tree_spawn", "1",
-            "--mca", "orte_leave_session_attached", "1", "--mca", "mpi_yield_when_idle", "1",
-            "--mca", "oob_tcp_if_include", subnet, "--mca", "btl", "tcp,self",
-            "--mca", "btl_tcp_if_include", peers,
-            "--mca", "orte_startup_timeout", str(STARTUP_TIMEOUT_S), "--wdir", wdir, *program]
+    return [
+        "mpirun",
+        "--allow-run-as-root",
+        "-np",
+        str(ranks),
+        "--host",
+        hosts,
+        # "sh agent": the orteds check that the agent's first word exists in their instance too
+        "--mca",
+        "plm_rsh_agent",
+        f"sh {agent}",
+        "--mca",
+        "plm_rsh_no_tree_spawn",
+        "1",
+        "--mca",
+        "orte_leave_session_attached",
+        "1",
+        "--mca",
+        "mpi_yield_when_idle",
+        "1",
+        "--mca",
+        "oob_tcp_if_include",
+        subnet,
+        "--mca",
+        "btl",
+        "tcp,self",
+        "--mca",
+        "btl_tcp_if_include",
+        peers,
+        "--mca",
+        "orte_startup_timeout",
+        str(STARTUP_TIMEOUT_S),
+        "--wdir",
+        wdir,
+        *program,
+    ]
 
 
 def new_wdir() -> str:
@@ -239,15 +283,23 @@ def new_wdir() -> str:
     return f"/tmp/labkit-mpi-{secrets.token_hex(4)}"
 
 
-def launch(instances: Sequence[Instance], program: list[str], *, ranks: int, timeout: float | None,
-           files: dict | None = None, binaries: dict | None = None,
-           wdir: str | None = None) -> tuple[ExecResult, str, float]:
+def launch(
+    instances: Sequence[Instance],
+    program: list[str],
+    *,
+    ranks: int,
+    timeout: float | None,
+    files: dict | None = None,
+    binaries: dict | None = None,
+    wdir: str | None = None,
+) -> tuple[ExecResult, str, float]:
     """Run ``program`` as ``ranks`` MPI ranks over ``instances`` (on a private network);
     ``files`` (name -> text) are written and ``binaries`` (name -> path on this host) copied
     (mode 0755) into the ranks' work directory in every instance first. ``wdir``: that
     directory (default: a new ``/tmp/labkit-mpi-<random>``). Returns (ExecResult of mpirun, work
     directory, seconds)."""
     from ..backends.host_end import HostEnd
+
     network = network_of(instances)
     targets = [i for i in instances if isinstance(i, LaunchTarget)]
     if len(targets) < len(instances):
@@ -269,9 +321,11 @@ def launch(instances: Sequence[Instance], program: list[str], *, ranks: int, tim
     host = network.backend.host_end(network)
     if not isinstance(host, HostEnd):
         host.destroy()
-        raise ConfigError(f"MPI over network {network.name}: mpirun runs on this machine, which is not "
-                          f"on that network (its host is the {network.backend.name} backend's host); "
-                          "run MPI on a backend whose instances are on this machine")
+        raise ConfigError(
+            f"MPI over network {network.name}: mpirun runs on this machine, which is not "
+            f"on that network (its host is the {network.backend.name} backend's host); "
+            "run MPI on a backend whose instances are on this machine"
+        )
     try:
         agent = os.path.join(host.workdir, "agent")
         with open(agent, "w") as f:
@@ -286,13 +340,16 @@ def launch(instances: Sequence[Instance], program: list[str], *, ranks: int, tim
             # in 18 of 200 launches, exit 139; with a session root per instance, 0 of 200.)
             log.warning("mpirun: a daemon died at start (exit %s); launching once more", res.exit_code)
             t = time.perf_counter()
-            res = host.exec(argv, timeout=None if timeout is None else max(1.0, timeout - (t - t0)),
-                            check=False)
+            res = host.exec(
+                argv, timeout=None if timeout is None else max(1.0, timeout - (t - t0)), check=False
+            )
         took = time.perf_counter() - t
     finally:
         host.destroy()
     if not res.ok:
-        raise BenchmarkError(f"mpirun failed (exit {res.exit_code})", argv, tail(res.stdout + "\n" + res.stderr))
+        raise BenchmarkError(
+            f"mpirun failed (exit {res.exit_code})", argv, tail(res.stdout + "\n" + res.stderr)
+        )
     return res, wdir, took
 
 
@@ -347,19 +404,25 @@ class Mpi(MpiBase):
     timed_metrics = ("wall_time_s",)
     length_param = None
     defaults = {"program": "", "ranks": None, "parser": "none", "timeout_s": 600}
-    schema = {"program": Str(), "ranks": Int(1, 4096, none=True),
-              "parser": Str(pattern=r"none|hpcc|[A-Za-z_][\w.]*:[A-Za-z_]\w*"), "timeout_s": TIMEOUT}
+    schema = {
+        "program": Str(),
+        "ranks": Int(1, 4096, none=True),
+        "parser": Str(pattern=r"none|hpcc|[A-Za-z_][\w.]*:[A-Za-z_]\w*"),
+        "timeout_s": TIMEOUT,
+    }
 
     def __init__(self, **params):
         super().__init__(**params)
-        _hook(self.params["parser"])   # fail now on a hook that cannot be imported
+        _hook(self.params["parser"])  # fail now on a hook that cannot be imported
 
     def run_group(self, instances, params: dict) -> list[Measurement]:
         params = {**self.params, **params}
         program = shlex.split(params["program"])
         if not program:
             raise ConfigError("workload 'mpi': parameter 'program' (the MPI command line) is required")
-        res, wdir, took = launch(instances, program, ranks=_ranks(params, instances), timeout=params["timeout_s"])
+        res, wdir, took = launch(
+            instances, program, ranks=_ranks(params, instances), timeout=params["timeout_s"]
+        )
         remove_launch_dir(instances, wdir)
         hook = _hook(params["parser"])
         rows = [Measurement("wall_time_s", took, "s", 0)]
@@ -378,6 +441,7 @@ class Hpcc(MpiBase):
     def measured_seconds(cls, metrics: dict[str, float], params: dict) -> float | None:
         """HPL's own seconds (:func:`hpl_seconds`), not the whole HPCC suite's."""
         return hpl_seconds(metrics, params)
+
     defaults = {"n": 1000, "ranks": None, "timeout_s": 1800}
     schema = {"n": Int(100, 200_000), "ranks": Int(1, 4096, none=True), "timeout_s": TIMEOUT}
 
@@ -388,8 +452,13 @@ class Hpcc(MpiBase):
     def run_group(self, instances, params: dict) -> list[Measurement]:
         params = {**self.params, **params}
         ranks = _ranks(params, instances)
-        _, wdir, took = launch(instances, ["hpcc"], ranks=ranks, timeout=params["timeout_s"],
-                               files={"hpccinf.txt": hpcc_input(params["n"], ranks)})
+        _, wdir, took = launch(
+            instances,
+            ["hpcc"],
+            ranks=ranks,
+            timeout=params["timeout_s"],
+            files={"hpccinf.txt": hpcc_input(params["n"], ranks)},
+        )
         try:
             out = instances[0].exec(["cat", f"{wdir}/hpccoutf.txt"], timeout=30).stdout
         finally:

@@ -11,6 +11,7 @@ board that many times in one process, each solve timed on its own: one ``wall_ti
 iteration (``Measurement.iteration`` 1-based, so warm-up can be seen and cut), every solve's
 count checked, ``solutions`` once.
 """
+
 from __future__ import annotations
 
 import re
@@ -26,9 +27,23 @@ if TYPE_CHECKING:
     from ..backends.base import Instance
 
 # OEIS A000170: number of ways to place n non-attacking queens on an n x n board.
-KNOWN_SOLUTIONS = {4: 2, 5: 10, 6: 4, 7: 40, 8: 92, 9: 352, 10: 724, 11: 2680, 12: 14200,
-                   13: 73712, 14: 365596, 15: 2279184, 16: 14772512, 17: 95815104,
-                   18: 666090624}
+KNOWN_SOLUTIONS = {
+    4: 2,
+    5: 10,
+    6: 4,
+    7: 40,
+    8: 92,
+    9: 352,
+    10: 724,
+    11: 2680,
+    12: 14200,
+    13: 73712,
+    14: 365596,
+    15: 2279184,
+    16: 14772512,
+    17: 95815104,
+    18: 666090624,
+}
 
 _LINE = re.compile(r"nqueens n=(\d+) threads=(\d+) solutions=(\d+) seconds=([0-9.]+)(?: iteration=(\d+))?")
 
@@ -41,30 +56,48 @@ def parse(output: str, command: Sequence[str] | None = None) -> tuple[int, int, 
     return int(m[1]), int(m[2]), int(m[3]), float(m[4])
 
 
-def parse_iterations(output: str, iterations: int,
-                     command: Sequence[str] | None = None) -> list[tuple[int, int, int, float]]:
+def parse_iterations(
+    output: str, iterations: int, command: Sequence[str] | None = None
+) -> list[tuple[int, int, int, float]]:
     """(n, threads, solutions, seconds) of each of ``iterations`` solves, in order; BenchmarkError
     when a line is missing or out of order."""
-    found = [(int(m[5]), int(m[1]), int(m[2]), int(m[3]), float(m[4])) for m in _LINE.finditer(output or "")
-             if m[5] is not None]
+    found = [
+        (int(m[5]), int(m[1]), int(m[2]), int(m[3]), float(m[4]))
+        for m in _LINE.finditer(output or "")
+        if m[5] is not None
+    ]
     if [f[0] for f in found] != list(range(1, iterations + 1)):
-        raise BenchmarkError(f"N-queens output has iterations {[f[0] for f in found][:20]}, expected 1..{iterations}",
-                             command, tail(output))
+        raise BenchmarkError(
+            f"N-queens output has iterations {[f[0] for f in found][:20]}, expected 1..{iterations}",
+            command,
+            tail(output),
+        )
     return [f[1:] for f in found]
 
 
-def check_solutions(n: int, solutions: int, command: Sequence[str] | None = None, output: str = "", *,
-                    board: int | None = None) -> None:
+def check_solutions(
+    n: int,
+    solutions: int,
+    command: Sequence[str] | None = None,
+    output: str = "",
+    *,
+    board: int | None = None,
+) -> None:
     """Raise BenchmarkError if the output is for another board than ``board`` (when given) or
     ``solutions`` is not the known count for board ``n``."""
     if board is not None and n != board:
-        raise BenchmarkError(f"N-queens output is for board n={n} but board {board} was asked: wrong result",
-                             command, tail(output))
+        raise BenchmarkError(
+            f"N-queens output is for board n={n} but board {board} was asked: wrong result",
+            command,
+            tail(output),
+        )
     expected = KNOWN_SOLUTIONS.get(n)
     if expected is not None and solutions != expected:
         raise BenchmarkError(
             f"N-queens n={n} gave {solutions} solutions, expected {expected}: wrong result",
-            command, tail(output))
+            command,
+            tail(output),
+        )
 
 
 class NQueens(Workload):
@@ -100,14 +133,17 @@ class NQueens(Workload):
         if iterations == 1:
             n, _, solutions, seconds = parse(res.stdout, cmd)
             check_solutions(n, solutions, cmd, res.stdout, board=board)
-            return [Measurement("wall_time_s", seconds, "s", instance.index),
-                    Measurement("solutions", float(solutions), "count", instance.index)]
+            return [
+                Measurement("wall_time_s", seconds, "s", instance.index),
+                Measurement("solutions", float(solutions), "count", instance.index),
+            ]
         solves = parse_iterations(res.stdout, iterations, cmd)
         for n, _, solutions, _ in solves:
             check_solutions(n, solutions, cmd, res.stdout, board=board)
-        return [Measurement("wall_time_s", seconds, "s", instance.index, i)
-                for i, (_, _, _, seconds) in enumerate(solves, start=1)] + \
-            [Measurement("solutions", float(solves[0][2]), "count", instance.index)]
+        return [
+            Measurement("wall_time_s", seconds, "s", instance.index, i)
+            for i, (_, _, _, seconds) in enumerate(solves, start=1)
+        ] + [Measurement("solutions", float(solves[0][2]), "count", instance.index)]
 
     def describe(self) -> dict:
         """As every workload's, without ``iterations`` at its default (1), so that a campaign stored

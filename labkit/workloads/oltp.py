@@ -11,6 +11,7 @@ Parameters: ``test`` (``oltp_read_write``, ``oltp_read_only``, ``oltp_write_only
 ``time_s`` (5), ``timeout_s`` (900). Metrics: ``transactions_per_s`` (the response),
 ``queries_per_s``, ``latency_avg_ms``, ``latency_p95_ms``, ``errors``.
 """
+
 from __future__ import annotations
 
 import secrets
@@ -57,11 +58,13 @@ def parse(text: str, command: Sequence[str] | None = None, instance: int = 0) ->
     qps = find(r"queries:\s*[0-9]+\s*\(" + NUMBER + " per sec", text, "queries per second", command)
     errors = find(r"ignored errors:\s*([0-9]+)", text, "ignored errors", command)
     avg, p95 = latency(text, command)
-    return [Measurement("transactions_per_s", tps, "tx/s", instance),
-            Measurement("queries_per_s", qps, "queries/s", instance),
-            Measurement("latency_avg_ms", avg, "ms", instance),
-            Measurement("latency_p95_ms", p95, "ms", instance),
-            Measurement("errors", errors, "count", instance)]
+    return [
+        Measurement("transactions_per_s", tps, "tx/s", instance),
+        Measurement("queries_per_s", qps, "queries/s", instance),
+        Measurement("latency_avg_ms", avg, "ms", instance),
+        Measurement("latency_p95_ms", p95, "ms", instance),
+        Measurement("errors", errors, "count", instance),
+    ]
 
 
 def _hidden(exc, password: str):
@@ -77,10 +80,22 @@ class Oltp(Workload):
     response = "transactions_per_s"
     timed_metrics = ()
     length_param = "time_s"
-    defaults = {"test": "oltp_read_write", "tables": 1, "table_size": 10000, "threads": 1,
-                "time_s": 5, "timeout_s": 900}
-    schema = {"test": Str(TESTS), "tables": Int(1, 1000), "table_size": Int(1, 10**9),
-              "threads": Int(1, 4096), "time_s": Num(1, 86400), "timeout_s": TIMEOUT}
+    defaults = {
+        "test": "oltp_read_write",
+        "tables": 1,
+        "table_size": 10000,
+        "threads": 1,
+        "time_s": 5,
+        "timeout_s": 900,
+    }
+    schema = {
+        "test": Str(TESTS),
+        "tables": Int(1, 1000),
+        "table_size": Int(1, 10**9),
+        "threads": Int(1, 4096),
+        "time_s": Num(1, 86400),
+        "timeout_s": TIMEOUT,
+    }
     min_memory_mb = 256
 
     def spans(self, params: dict) -> bool:
@@ -91,30 +106,51 @@ class Oltp(Workload):
         require_tool(instance, "mariadbd", "mariadb-server")
 
     def sysbench_argv(self, params: dict, host: str, port: int, password: str, step: str) -> list[str]:
-        return ["sysbench", params["test"], "--db-driver=mysql", f"--mysql-host={host}",
-                f"--mysql-port={port}", "--mysql-user=sbtest", f"--mysql-password={password}",
-                "--mysql-db=sbtest", f"--tables={int(params['tables'])}",
-                f"--table-size={int(params['table_size'])}", f"--threads={int(params['threads'])}",
-                f"--time={max(1, round(params['time_s']))}", step]
+        return [
+            "sysbench",
+            params["test"],
+            "--db-driver=mysql",
+            f"--mysql-host={host}",
+            f"--mysql-port={port}",
+            "--mysql-user=sbtest",
+            f"--mysql-password={password}",
+            "--mysql-db=sbtest",
+            f"--tables={int(params['tables'])}",
+            f"--table-size={int(params['table_size'])}",
+            f"--threads={int(params['threads'])}",
+            f"--time={max(1, round(params['time_s']))}",
+            step,
+        ]
 
     def run_group(self, instances: Sequence[Instance], params: dict) -> list[Measurement]:
         if len(instances) < 2 or instances[0].network is None:
-            raise ConfigError("oltp needs count >= 2 and network: private (MariaDB in inst0, sysbench in inst1)")
+            raise ConfigError(
+                "oltp needs count >= 2 and network: private (MariaDB in inst0, sysbench in inst1)"
+            )
         params = {**self.params, **params}
         server, client = instances[0], instances[1]
         port, password, d = self.start_server(server)
         timeout = params.get("timeout_s")
         try:
-            run_checked(client, self.sysbench_argv(params, "inst0", port, password, "prepare"), timeout=timeout)
+            run_checked(
+                client, self.sysbench_argv(params, "inst0", port, password, "prepare"), timeout=timeout
+            )
             argv = self.sysbench_argv(params, "inst0", port, password, "run")
             res = run_checked(client, argv, timeout=timeout)
         except (BenchmarkError, CommandTimeout) as exc:
             raise _hidden(exc, password) from None
         finally:
             q = shlex.quote(d)
-            server.exec(["sh", "-c", f"[ -s {q}/pid ] && kill $(cat {q}/pid); i=0; while [ -s {q}/pid ] "
-                         f"&& [ $i -lt 100 ]; do sleep 0.1; i=$((i+1)); done; rm -rf {q}"],
-                        check=False, timeout=60)
+            server.exec(
+                [
+                    "sh",
+                    "-c",
+                    f"[ -s {q}/pid ] && kill $(cat {q}/pid); i=0; while [ -s {q}/pid ] "
+                    f"&& [ $i -lt 100 ]; do sleep 0.1; i=$((i+1)); done; rm -rf {q}",
+                ],
+                check=False,
+                timeout=60,
+            )
         shown = [a if not a.startswith("--mysql-password=") else "--mysql-password=***" for a in argv]
         return parse(res.stdout, shlex.join(shown), client.index)
 
@@ -124,18 +160,24 @@ class Oltp(Workload):
         directory). A port found busy (another listener, or a connection that still holds it)
         is tried again with another one, up to ``tries`` times."""
         password = secrets.token_hex(12)
-        script = _SERVER.replace("{address}", network_address(server, peer=True)).replace("{password}", password)
-        try:   # the per-run password never reaches an error message (hence the store or a log)
+        script = _SERVER.replace("{address}", network_address(server, peer=True)).replace(
+            "{password}", password
+        )
+        try:  # the per-run password never reaches an error message (hence the store or a log)
             for _ in range(tries):
                 port = server_port()
                 res = server.exec(["sh", "-c", script.replace("{port}", str(port))], check=False, timeout=180)
                 if res.exit_code != 98:
                     break
             if not res.ok:
-                what = f"found {tries} random ports busy" if res.exit_code == 98 else \
-                    f"did not start (exit {res.exit_code})"
-                raise BenchmarkError(f"MariaDB {what} in {server.name}", res.command,
-                                     tail(res.stdout + "\n" + res.stderr))
+                what = (
+                    f"found {tries} random ports busy"
+                    if res.exit_code == 98
+                    else f"did not start (exit {res.exit_code})"
+                )
+                raise BenchmarkError(
+                    f"MariaDB {what} in {server.name}", res.command, tail(res.stdout + "\n" + res.stderr)
+                )
         except (BenchmarkError, CommandTimeout) as exc:
             raise _hidden(exc, password) from None
         return port, password, res.stdout.strip().splitlines()[-1]

@@ -7,6 +7,7 @@ A workload declares ``schema = {"board": Int(4, 18), ...}`` beside its
 allowed. :meth:`Param.from_text` reads a ``--param KEY=VALUE`` string: a string
 parameter keeps the text as it is (``argv=true`` is the string ``"true"``).
 """
+
 from __future__ import annotations
 
 import json
@@ -22,6 +23,7 @@ MAX_TEXT = 4096
 
 class Param:
     """Base schema entry; ``none=True`` also allows None (usually: "derive it")."""
+
     kind = "value"
 
     def __init__(self, *, none: bool = False):
@@ -102,8 +104,16 @@ class Num(Param):
 
 class Bool(Param):
     kind = "true or false"
-    _TEXT = {"true": True, "yes": True, "on": True, "1": True,
-             "false": False, "no": False, "off": False, "0": False}
+    _TEXT = {
+        "true": True,
+        "yes": True,
+        "on": True,
+        "1": True,
+        "false": False,
+        "no": False,
+        "off": False,
+        "0": False,
+    }
 
     def _check(self, where, value):
         if isinstance(value, bool):
@@ -145,13 +155,14 @@ class StrList(Param):
     ``from_text`` reads a JSON list (``["sleep", "1"]``) or keeps the text as one string.
     """
 
-    def __init__(self, choices: Iterable[str] | None = None, *, text_ok: bool = True, max_items: int = 256,
-                 **kw: bool):
+    def __init__(
+        self, choices: Iterable[str] | None = None, *, text_ok: bool = True, max_items: int = 256, **kw: bool
+    ):
         super().__init__(**kw)
         self.item = Str(choices)
         self.text_ok = text_ok
         self.max_items = max_items
-        self.kind = (f"a list of {self.item.kind}s" if choices is None else f"a list of ({self.item.kind})")
+        self.kind = f"a list of {self.item.kind}s" if choices is None else f"a list of ({self.item.kind})"
         if text_ok:
             self.kind += " or a string"
 
@@ -164,7 +175,7 @@ class StrList(Param):
                 raise self._bad(where, value)
             for v in items:
                 self.item.check(where, v)
-            return value          # validated; a comma list stays the string it was
+            return value  # validated; a comma list stays the string it was
         if not isinstance(value, (list, tuple)) or not value or len(value) > self.max_items:
             raise self._bad(where, value)
         return [self.item.check(f"{where}[{i}]", v) for i, v in enumerate(value)]

@@ -22,6 +22,7 @@ trips. Rank 0 prints ``pingpong_latency_us <x>`` and ``pingpong_bandwidth_mb_per
     get_workload("mpi", program="/opt/lab/labkit-pingpong 4096", ranks=2,
                  parser="labkit.workloads.pingpong:parse")
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -172,14 +173,21 @@ class PingPong(MpiBase):
         wdir = new_wdir()
         argv = program(f"{wdir}/labkit-pingpong", None if size is None else message_size(size))
         try:
-            res, _, took = launch(instances, argv, ranks=2, timeout=params["timeout_s"],
-                                  binaries={"labkit-pingpong": binary}, wdir=wdir)
+            res, _, took = launch(
+                instances,
+                argv,
+                ranks=2,
+                timeout=params["timeout_s"],
+                binaries={"labkit-pingpong": binary},
+                wdir=wdir,
+            )
         finally:
             remove_launch_dir(instances, wdir)
         rows = parse(res.stdout)
         if size is not None:
             m = _SIZE.search(res.stdout)
             if not m or int(m.group(1)) != size:
-                raise BenchmarkError(f"ping-pong output is not for {size}-byte messages", shlex.join(argv),
-                                     tail(res.stdout))
+                raise BenchmarkError(
+                    f"ping-pong output is not for {size}-byte messages", shlex.join(argv), tail(res.stdout)
+                )
         return rows + [Measurement("wall_time_s", took, "s", 0)]

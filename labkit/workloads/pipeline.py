@@ -28,6 +28,7 @@ per platform (a large share of a short LXD run lies outside the stages: issue 42
 Campaigns stored before ``stages_s`` existed have only the ``stage_<name>_s``; their measured work
 (:meth:`Pipeline.measured_seconds`) and :func:`labkit.studies.with_stages_total` take the sum.
 """
+
 from __future__ import annotations
 
 import re
@@ -43,16 +44,29 @@ if TYPE_CHECKING:
 
 APPS = ("dedup", "ferret")
 COMPRESSORS = {"gzip": "gzip", "xz": "xz-utils"}
-STAGES = {"dedup": ("fragment", "hash", "deduplicate", "compress", "reassemble"),
-          "ferret": ("segment", "extract", "index", "rank")}
+STAGES = {
+    "dedup": ("fragment", "hash", "deduplicate", "compress", "reassemble"),
+    "ferret": ("segment", "extract", "index", "rank"),
+}
 _LINE = re.compile(r"^labkit-pipeline (\w+) ([0-9.]+)$", re.M)
 
 
-def script(app: str, *, size_mb: int, chunk_kb: int, copies: int, compressor: str, level: int,
-           threads: int, wdir: str) -> str:
+def script(
+    app: str,
+    *,
+    size_mb: int,
+    chunk_kb: int,
+    copies: int,
+    compressor: str,
+    level: int,
+    threads: int,
+    wdir: str,
+) -> str:
     """The shell script of one run (POSIX sh + coreutils): prints ``labkit-pipeline <key> <value>``
     lines (stage seconds and counts). Every value is an integer or a checked choice."""
-    unique_bytes = max(chunk_kb * 1024, (size_mb * 1024 * 1024 // copies) // (chunk_kb * 1024) * chunk_kb * 1024)
+    unique_bytes = max(
+        chunk_kb * 1024, (size_mb * 1024 * 1024 // copies) // (chunk_kb * 1024) * chunk_kb * 1024
+    )
     lines = f"$(({unique_bytes} / 24 + 1))"
     w = shlex.quote(wdir)
     head = f"""set -e
@@ -90,15 +104,31 @@ echo "labkit-pipeline unique_chunks $(cut -d' ' -f3 features | sort -u | wc -l)"
 
 class Pipeline(Workload):
     """See the module docstring: a Dedup- or Ferret-shaped pipeline of packaged tools, not PARSEC."""
+
     name = "pipeline"
     response = "stages_s"
     timed_metrics = ("stages_s",)
     length_param = "size_mb"
-    defaults = {"app": "dedup", "size_mb": 32, "chunk_kb": 256, "copies": 4, "compressor": "gzip",
-                "level": 6, "threads": None, "timeout_s": 1800}
-    schema = {"app": Str(APPS), "size_mb": Int(1, 65536), "chunk_kb": Int(4, 65536), "copies": Int(1, 1000),
-              "compressor": Str(tuple(COMPRESSORS)), "level": Int(1, 9), "threads": THREADS,
-              "timeout_s": TIMEOUT}
+    defaults = {
+        "app": "dedup",
+        "size_mb": 32,
+        "chunk_kb": 256,
+        "copies": 4,
+        "compressor": "gzip",
+        "level": 6,
+        "threads": None,
+        "timeout_s": 1800,
+    }
+    schema = {
+        "app": Str(APPS),
+        "size_mb": Int(1, 65536),
+        "chunk_kb": Int(4, 65536),
+        "copies": Int(1, 1000),
+        "compressor": Str(tuple(COMPRESSORS)),
+        "level": Int(1, 9),
+        "threads": THREADS,
+        "timeout_s": TIMEOUT,
+    }
     min_memory_mb = 64
 
     @classmethod
@@ -111,17 +141,29 @@ class Pipeline(Workload):
         return float(sum(stages)) if stages else None
 
     def prepare(self, instance: Instance) -> None:
-        for tool, package in (("split", "coreutils"), ("sha256sum", "coreutils"), ("xargs", "findutils"),
-                              ("awk", "mawk"), (self.params["compressor"], COMPRESSORS[self.params["compressor"]])):
+        for tool, package in (
+            ("split", "coreutils"),
+            ("sha256sum", "coreutils"),
+            ("xargs", "findutils"),
+            ("awk", "mawk"),
+            (self.params["compressor"], COMPRESSORS[self.params["compressor"]]),
+        ):
             require_tool(instance, tool, package)
 
     def run(self, instance: Instance, params: dict) -> list[Measurement]:
         p = {**self.params, **params}
         if p["compressor"] != self.params["compressor"]:
             require_tool(instance, p["compressor"], COMPRESSORS[p["compressor"]])
-        text = script(p["app"], size_mb=p["size_mb"], chunk_kb=p["chunk_kb"], copies=p["copies"],
-                      compressor=p["compressor"], level=p["level"], threads=p.get("threads") or p["vcpus"],
-                      wdir=f"{instance.workdir}/labkit-pipeline")
+        text = script(
+            p["app"],
+            size_mb=p["size_mb"],
+            chunk_kb=p["chunk_kb"],
+            copies=p["copies"],
+            compressor=p["compressor"],
+            level=p["level"],
+            threads=p.get("threads") or p["vcpus"],
+            wdir=f"{instance.workdir}/labkit-pipeline",
+        )
         res = run_checked(instance, ["sh", "-c", text], timeout=p.get("timeout_s"))
         return parse(res.stdout, p["app"], res.duration_s, instance.index)
 
@@ -140,11 +182,17 @@ def parse(text: str, app: str, wall_s: float, instance: int = 0) -> list[Measure
     missing = [s for s in (*STAGES[app], "stages", "chunks") if s not in found]
     if missing:
         raise BenchmarkError(f"pipeline {app}: no result for {missing}", None, tail(text))
-    rows = [Measurement("stages_s", found["stages"], "s", instance), Measurement("wall_time_s", wall_s, "s", instance)]
+    rows = [
+        Measurement("stages_s", found["stages"], "s", instance),
+        Measurement("wall_time_s", wall_s, "s", instance),
+    ]
     rows += [Measurement(f"stage_{s}_s", found[s], "s", instance) for s in STAGES[app]]
     rows += [Measurement(k, found[k], "count", instance) for k in ("chunks", "unique_chunks") if k in found]
     if app == "dedup":
         rows.append(Measurement("output_mb", found["output_bytes"] / 2**20, "MiB", instance))
-        rows.append(Measurement("compression_ratio", found["input_bytes"] / max(found["output_bytes"], 1), "x",
-                                instance))
+        rows.append(
+            Measurement(
+                "compression_ratio", found["input_bytes"] / max(found["output_bytes"], 1), "x", instance
+            )
+        )
     return rows

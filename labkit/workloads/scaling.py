@@ -13,6 +13,7 @@ A level above the instance's vCPUs is legal (it oversubscribes the instance,
 as the "shared" scenario of study 000 did with 2 threads on 2 vCPUs) and is
 recorded like any other level.
 """
+
 from __future__ import annotations
 
 from ..errors import ConfigError
@@ -31,6 +32,8 @@ def resolve_threads(params: dict, workload: str = "workload") -> int:
     if isinstance(value, float) and value.is_integer():
         value = int(value)
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ConfigError(f"{workload}: parameter 'threads' must be a positive integer or None "
-                          f"(= the instance's vCPUs), got {value!r}")
+        raise ConfigError(
+            f"{workload}: parameter 'threads' must be a positive integer or None "
+            f"(= the instance's vCPUs), got {value!r}"
+        )
     return value

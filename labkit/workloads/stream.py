@@ -30,6 +30,7 @@ the pages merged are reported as ``ksm_settle_pages`` and the wait as ``ksm_sett
 
 The parser also reads the output of McCalpin's reference ``stream.c``.
 """
+
 from __future__ import annotations
 
 import re
@@ -46,15 +47,23 @@ if TYPE_CHECKING:
     from ..backends.base import Instance
 
 KERNELS = ("copy", "scale", "add", "triad")
-_ROW = re.compile(r"^\s*(Copy|Scale|Add|Triad):\s+([0-9]+(?:\.[0-9]+)?)\s+([0-9.]+)\s+([0-9.]+)\s+([0-9.]+)",
-                  re.MULTILINE)
+_ROW = re.compile(
+    r"^\s*(Copy|Scale|Add|Triad):\s+([0-9]+(?:\.[0-9]+)?)\s+([0-9.]+)\s+([0-9.]+)\s+([0-9.]+)", re.MULTILINE
+)
 _SIZE = re.compile(r"Array size = ([0-9]+)")
 _SETTLE = re.compile(r"^KSM settle: ([0-9]+) pages merged of [0-9]+ after ([0-9.]+) s$", re.MULTILINE)
 #: the header of the rate column: ``Best Rate MB/s`` (STREAM 5.10), ``Rate (MB/s)`` (5.x before),
 #: ``Best Rate GB/s`` / ``Rate (GB/s)`` (variants that print GB/s), MiB/s and GiB/s in others
 _RATE_HEADER = re.compile(r"^\s*Function\b.*?\bRate\s*\(?\s*([KMG]i?B)/s\s*\)?", re.MULTILINE | re.IGNORECASE)
 #: a rate in the header's unit -> MB/s (10^6 bytes/s)
-TO_MB_PER_S = {"kb": 1e-3, "mb": 1.0, "gb": 1e3, "kib": 1024 / 1e6, "mib": 1048576 / 1e6, "gib": 1073741824 / 1e6}
+TO_MB_PER_S = {
+    "kb": 1e-3,
+    "mb": 1.0,
+    "gb": 1e3,
+    "kib": 1024 / 1e6,
+    "mib": 1048576 / 1e6,
+    "gib": 1073741824 / 1e6,
+}
 DEFAULT_LLC_BYTES = 32 * 1024 * 1024
 MIN_ARRAY_MB = 16
 
@@ -69,12 +78,17 @@ def parse(text: str, command: Sequence[str] | None = None, instance: int = 0) ->
     """
     text = text or ""
     if "Failed Validation" in text or "Solution Validates" not in text:
-        raise BenchmarkError("STREAM did not validate its arrays (or its output is truncated)",
-                             command, tail(text))
+        raise BenchmarkError(
+            "STREAM did not validate its arrays (or its output is truncated)", command, tail(text)
+        )
     header = _RATE_HEADER.search(text)
     if header is None:
-        raise BenchmarkError("STREAM output has no 'Function ... Rate (MB/s)' header line: the unit of its "
-                             "rates is unknown (expected MB/s, GB/s, MiB/s or GiB/s)", command, tail(text))
+        raise BenchmarkError(
+            "STREAM output has no 'Function ... Rate (MB/s)' header line: the unit of its "
+            "rates is unknown (expected MB/s, GB/s, MiB/s or GiB/s)",
+            command,
+            tail(text),
+        )
     scale = TO_MB_PER_S[header.group(1).lower()]
     rates = {m.group(1).lower(): float(m.group(2)) * scale for m in _ROW.finditer(text)}
     missing = [k for k in KERNELS if k not in rates]
@@ -85,7 +99,7 @@ def parse(text: str, command: Sequence[str] | None = None, instance: int = 0) ->
     if size:
         rows.append(Measurement("array_mib", int(size.group(1)) * 8 / 1048576, "MiB", instance))
     settle = _SETTLE.search(text)
-    if settle:   # labkit's kernel with ksm_settle_s: what KSM merged before the timed passes
+    if settle:  # labkit's kernel with ksm_settle_s: what KSM merged before the timed passes
         rows.append(Measurement("ksm_settle_pages", float(settle.group(1)), "pages", instance))
         rows.append(Measurement("ksm_settle_s", float(settle.group(2)), "s", instance))
     return rows
@@ -121,10 +135,22 @@ class Stream(Workload):
     response = "triad_mb_per_s"
     timed_metrics = ()
     length_param = "ntimes"
-    defaults = {"array_mb": None, "ntimes": 5, "threads": None, "timeout_s": 900, "mergeable": False,
-                "ksm_settle_s": 0}
-    schema = {"array_mb": Num(0, 10**7, none=True), "ntimes": Int(2, 10**4), "threads": THREADS,
-              "timeout_s": TIMEOUT, "mergeable": Bool(), "ksm_settle_s": Num(0, 3600)}
+    defaults = {
+        "array_mb": None,
+        "ntimes": 5,
+        "threads": None,
+        "timeout_s": 900,
+        "mergeable": False,
+        "ksm_settle_s": 0,
+    }
+    schema = {
+        "array_mb": Num(0, 10**7, none=True),
+        "ntimes": Int(2, 10**4),
+        "threads": THREADS,
+        "timeout_s": TIMEOUT,
+        "mergeable": Bool(),
+        "ksm_settle_s": Num(0, 3600),
+    }
     min_memory_mb = 128
     remote_path = "labkit-stream"
 
@@ -141,8 +167,9 @@ class Stream(Workload):
         instance.put(binary, f"{instance.workdir}/{self.remote_path}")
 
     def llc_bytes(self, instance: Instance) -> int:
-        res = instance.exec(["sh", "-c", "cat /sys/devices/system/cpu/cpu0/cache/index*/size"],
-                            check=False, timeout=30)
+        res = instance.exec(
+            ["sh", "-c", "cat /sys/devices/system/cpu/cpu0/cache/index*/size"], check=False, timeout=30
+        )
         return parse_cache_sizes(res.stdout)
 
     def run(self, instance: Instance, params: dict) -> list[Measurement]:
@@ -152,7 +179,7 @@ class Stream(Workload):
         llc = self.llc_bytes(instance) if params["array_mb"] is None else 0
         n = array_elements(params["array_mb"], llc, getattr(instance.spec, "memory_mb", None))
         cmd = [f"{instance.workdir}/{self.remote_path}", str(n), str(ntimes), str(threads)]
-        if params.get("mergeable"):   # madvise(MADV_MERGEABLE) on the arrays: KSM may merge them
+        if params.get("mergeable"):  # madvise(MADV_MERGEABLE) on the arrays: KSM may merge them
             cmd.append("1")
             if params.get("ksm_settle_s"):
                 cmd.append(str(int(round(float(params["ksm_settle_s"]) * 1000))))

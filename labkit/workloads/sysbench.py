@@ -23,6 +23,7 @@ many events, with no time limit, and the response is then ``total_time_s``, the
 time the work took, in s, as study 004 timed its prime search). The fileio files
 live in the instance's work directory and are removed after each run.
 """
+
 from __future__ import annotations
 
 import re
@@ -39,8 +40,12 @@ if TYPE_CHECKING:
     from ..backends.base import Instance
 
 TESTS = ("cpu", "memory", "threads", "fileio")
-RESPONSES = {"cpu": "events_per_s", "memory": "mib_per_s", "threads": "events_per_s",
-             "fileio": "read_mib_per_s"}
+RESPONSES = {
+    "cpu": "events_per_s",
+    "memory": "mib_per_s",
+    "threads": "events_per_s",
+    "fileio": "read_mib_per_s",
+}
 FILEIO_MODES = ("seqwr", "seqrewr", "seqrd", "rndrd", "rndwr", "rndrw")
 
 _VERSION = re.compile(r"sysbench\s+([0-9]+(?:\.[0-9]+)*)")
@@ -76,20 +81,49 @@ def parse(test: str, text: str, command: Sequence[str] | None = None, instance: 
         raise ConfigError(f"sysbench: test must be one of {', '.join(TESTS)}; got {test!r}")
     text = text or ""
     if "General statistics" not in text:
-        raise BenchmarkError(f"sysbench {test} output is incomplete (no 'General statistics')",
-                             command, tail(text))
+        raise BenchmarkError(
+            f"sysbench {test} output is incomplete (no 'General statistics')", command, tail(text)
+        )
     rows: list[tuple[str, float, str]] = []
     if test == "cpu":
-        rows.append(("events_per_s", find(r"events per second:\s*" + NUMBER, text,
-                                           "'events per second'", command), "events/s"))
+        rows.append(
+            (
+                "events_per_s",
+                find(r"events per second:\s*" + NUMBER, text, "'events per second'", command),
+                "events/s",
+            )
+        )
         avg, p95 = latency(text, command)
-        rows += [("latency_avg_ms", avg, "ms"), ("latency_p95_ms", p95, "ms"),
-                 ("total_time_s", find(r"total time:\s*" + NUMBER + "s", text, "total time", command), "s")]
+        rows += [
+            ("latency_avg_ms", avg, "ms"),
+            ("latency_p95_ms", p95, "ms"),
+            ("total_time_s", find(r"total time:\s*" + NUMBER + "s", text, "total time", command), "s"),
+        ]
     elif test == "memory":
-        rows.append(("mib_per_s", find(r"MiB transferred \(" + NUMBER + r" MiB/sec\)", text,
-                                        "'MiB transferred (... MiB/sec)'", command), "MiB/s"))
-        rows.append(("ops_per_s", find(r"Total operations:\s*[0-9]+\s*\(" + NUMBER + " per second",
-                                        text, "'Total operations'", command), "ops/s"))
+        rows.append(
+            (
+                "mib_per_s",
+                find(
+                    r"MiB transferred \(" + NUMBER + r" MiB/sec\)",
+                    text,
+                    "'MiB transferred (... MiB/sec)'",
+                    command,
+                ),
+                "MiB/s",
+            )
+        )
+        rows.append(
+            (
+                "ops_per_s",
+                find(
+                    r"Total operations:\s*[0-9]+\s*\(" + NUMBER + " per second",
+                    text,
+                    "'Total operations'",
+                    command,
+                ),
+                "ops/s",
+            )
+        )
     elif test == "threads":
         rows.append(("events_per_s", _events_per_s(text, command), "events/s"))
         avg, p95 = latency(text, command)
@@ -97,7 +131,11 @@ def parse(test: str, text: str, command: Sequence[str] | None = None, instance: 
     else:  # fileio
         rows += [
             ("read_mib_per_s", find(r"read, MiB/s:\s*" + NUMBER, text, "'read, MiB/s'", command), "MiB/s"),
-            ("write_mib_per_s", find(r"written, MiB/s:\s*" + NUMBER, text, "'written, MiB/s'", command), "MiB/s"),
+            (
+                "write_mib_per_s",
+                find(r"written, MiB/s:\s*" + NUMBER, text, "'written, MiB/s'", command),
+                "MiB/s",
+            ),
             ("reads_per_s", find(r"reads/s:\s*" + NUMBER, text, "'reads/s'", command), "ops/s"),
             ("writes_per_s", find(r"writes/s:\s*" + NUMBER, text, "'writes/s'", command), "ops/s"),
             ("fsyncs_per_s", find(r"fsyncs/s:\s*" + NUMBER, text, "'fsyncs/s'", command), "ops/s"),
@@ -120,15 +158,36 @@ class Sysbench(Workload):
     response = "events_per_s"
     timed_metrics = ("total_time_s",)
     length_param = "time_s"
-    defaults = {"test": "cpu", "threads": None, "time_s": 2, "cpu_max_prime": 10000,
-                "memory_block_size": "1K", "memory_total_size": "10G", "memory_oper": "write",
-                "memory_access_mode": "seq", "fileio_total_size": "64M", "fileio_num": 4,
-                "fileio_mode": "rndrw", "timeout_s": 600, "events": None}
-    schema = {"test": Str(TESTS), "threads": THREADS, "time_s": Num(0, 86400),
-              "cpu_max_prime": Int(3, 10**9), "memory_block_size": SIZE, "memory_total_size": SIZE,
-              "memory_oper": Str(("read", "write", "none")), "memory_access_mode": Str(("seq", "rnd")),
-              "fileio_total_size": SIZE, "fileio_num": Int(1, 10**6), "fileio_mode": Str(FILEIO_MODES),
-              "timeout_s": TIMEOUT, "events": Int(1, 10**12, none=True)}
+    defaults = {
+        "test": "cpu",
+        "threads": None,
+        "time_s": 2,
+        "cpu_max_prime": 10000,
+        "memory_block_size": "1K",
+        "memory_total_size": "10G",
+        "memory_oper": "write",
+        "memory_access_mode": "seq",
+        "fileio_total_size": "64M",
+        "fileio_num": 4,
+        "fileio_mode": "rndrw",
+        "timeout_s": 600,
+        "events": None,
+    }
+    schema = {
+        "test": Str(TESTS),
+        "threads": THREADS,
+        "time_s": Num(0, 86400),
+        "cpu_max_prime": Int(3, 10**9),
+        "memory_block_size": SIZE,
+        "memory_total_size": SIZE,
+        "memory_oper": Str(("read", "write", "none")),
+        "memory_access_mode": Str(("seq", "rnd")),
+        "fileio_total_size": SIZE,
+        "fileio_num": Int(1, 10**6),
+        "fileio_mode": Str(FILEIO_MODES),
+        "timeout_s": TIMEOUT,
+        "events": Int(1, 10**12, none=True),
+    }
     min_memory_mb = 32
 
     def __init__(self, **params: object):
@@ -137,8 +196,10 @@ class Sysbench(Workload):
         self.response = RESPONSES[self.params["test"]]
         if self.params["events"] is not None:
             if self.params["test"] != "cpu":
-                raise ConfigError("sysbench: parameter 'events' (a fixed amount of work) is for "
-                                  f"test 'cpu', not {self.params['test']!r}")
+                raise ConfigError(
+                    "sysbench: parameter 'events' (a fixed amount of work) is for "
+                    f"test 'cpu', not {self.params['test']!r}"
+                )
             self.response = "total_time_s"
 
     @staticmethod
@@ -158,27 +219,30 @@ class Sysbench(Workload):
         if not isinstance(time_s, (int, float)) or time_s <= 0:
             raise ConfigError(f"sysbench: time_s must be a positive number, got {time_s!r}")
         argv = ["sysbench", test, f"--threads={threads}", f"--time={max(1, round(time_s))}"]
-        if test == "cpu" and params.get("events") is not None:   # fixed work, no time limit
+        if test == "cpu" and params.get("events") is not None:  # fixed work, no time limit
             argv[-1:] = ["--time=0", f"--events={int(params['events'])}"]
         if test == "cpu":
             argv.append(f"--cpu-max-prime={int(params['cpu_max_prime'])}")
         elif test == "memory":
-            argv += [f"--memory-block-size={params['memory_block_size']}",
-                     f"--memory-total-size={params['memory_total_size']}",
-                     f"--memory-oper={params['memory_oper']}",
-                     f"--memory-access-mode={params['memory_access_mode']}"]
+            argv += [
+                f"--memory-block-size={params['memory_block_size']}",
+                f"--memory-total-size={params['memory_total_size']}",
+                f"--memory-oper={params['memory_oper']}",
+                f"--memory-access-mode={params['memory_access_mode']}",
+            ]
         elif test == "fileio":
             if params["fileio_mode"] not in FILEIO_MODES:
-                raise ConfigError(f"sysbench: fileio_mode must be one of {', '.join(FILEIO_MODES)}; "
-                                  f"got {params['fileio_mode']!r}")
+                raise ConfigError(
+                    f"sysbench: fileio_mode must be one of {', '.join(FILEIO_MODES)}; "
+                    f"got {params['fileio_mode']!r}"
+                )
             argv += self._fileio_args(params) + [f"--file-test-mode={params['fileio_mode']}"]
         argv.append("run")
         return argv
 
     @staticmethod
     def _fileio_args(params) -> list[str]:
-        return [f"--file-total-size={params['fileio_total_size']}",
-                f"--file-num={int(params['fileio_num'])}"]
+        return [f"--file-total-size={params['fileio_total_size']}", f"--file-num={int(params['fileio_num'])}"]
 
     def run(self, instance: Instance, params: dict) -> list[Measurement]:
         params = {**self.params, **params}
@@ -190,10 +254,14 @@ class Sysbench(Workload):
         d = f"{instance.workdir}/sysbench-fileio"
         files = shlex.join(["sysbench", "fileio", *self._fileio_args(params)])
         try:
-            run_checked(instance, ["sh", "-c", f"mkdir -p {shlex.quote(d)} && cd {shlex.quote(d)} "
-                                               f"&& {files} prepare"], timeout=timeout)
-            res = run_checked(instance, ["sh", "-c", f"cd {shlex.quote(d)} && {shlex.join(argv)}"],
-                              timeout=timeout)
+            run_checked(
+                instance,
+                ["sh", "-c", f"mkdir -p {shlex.quote(d)} && cd {shlex.quote(d)} && {files} prepare"],
+                timeout=timeout,
+            )
+            res = run_checked(
+                instance, ["sh", "-c", f"cd {shlex.quote(d)} && {shlex.join(argv)}"], timeout=timeout
+            )
         finally:
             instance.exec(["rm", "-rf", d], check=False, timeout=120)
         return parse("fileio", res.stdout, argv, instance.index)

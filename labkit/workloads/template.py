@@ -10,6 +10,7 @@ written before this rule used), so ``{{threads}}`` is the literal text ``{thread
 >>> fill("awk '{print $1}' -v n={threads} {{x}}", {"threads": 4})
 "awk '{print $1}' -v n=4 {x}"
 """
+
 from __future__ import annotations
 
 import re
@@ -20,5 +21,4 @@ def fill(template: str, values: dict) -> str:
     and ``{{``/``}}`` by ``{``/``}``; every other character is kept (see the module docstring)."""
     names = "|".join(re.escape(str(n)) for n in values)
     pattern = r"\{\{|\}\}" + (rf"|\{{({names})\}}" if names else "")
-    return re.sub(pattern, lambda m: str(values[m.group(1)]) if m.group(1) else m.group(0)[0],
-                  str(template))
+    return re.sub(pattern, lambda m: str(values[m.group(1)]) if m.group(1) else m.group(0)[0], str(template))

@@ -7,6 +7,7 @@ on the same daemons never see each other's instances) and removed in ``finally``
 ``backend`` fixture fails the last test of a class if any instance of this session
 was left behind.
 """
+
 from __future__ import annotations
 
 import concurrent.futures as cf
@@ -33,6 +34,7 @@ def capped_levels_store(tmp_path_factory):
     if os.geteuid() != 0:
         pytest.skip("the local backend's cgroups need root")
     from tests.support.levels import capped_store
+
     return capped_store(tmp_path_factory.mktemp("levels"), f"levels-capped-{secrets.token_hex(2)}")
 
 
@@ -104,14 +106,17 @@ def parse_cpu_list(text: str) -> set[int]:
 
 
 # two busy loops for WALL seconds; bash's `time` reports the CPU time the loops got
-BUSY = ("cd /tmp; TIMEFORMAT='%U %S'; "
-        "{ time ( for i in $(seq {loops}); do timeout {wall} sh -c 'while :; do :; done' & done; "
-        "wait ) ; } 2>&1 | tail -n 1")
+BUSY = (
+    "cd /tmp; TIMEFORMAT='%U %S'; "
+    "{ time ( for i in $(seq {loops}); do timeout {wall} sh -c 'while :; do :; done' & done; "
+    "wait ) ; } 2>&1 | tail -n 1"
+)
 
 
 def cpu_seconds(inst, loops: int, wall: float) -> float:
-    out = inst.exec(["bash", "-c", BUSY.replace("{loops}", str(loops)).replace("{wall}", str(wall))],
-                    timeout=wall + 30).stdout.split()
+    out = inst.exec(
+        ["bash", "-c", BUSY.replace("{loops}", str(loops)).replace("{wall}", str(wall))], timeout=wall + 30
+    ).stdout.split()
     return float(out[0]) + float(out[1])
 
 
@@ -119,6 +124,7 @@ def tiny_rootfs_tar(path):
     """A small tarball that stands in for a rootfs when testing image import and caching."""
     import io
     import tarfile
+
     with tarfile.open(path, "w") as tf:
         data = b"labkit image import test\n"
         info = tarfile.TarInfo("./etc/labkit-test")
@@ -172,12 +178,15 @@ class ContainerContract:
 
     def test_count_instances_run_at_the_same_time(self, backend):
         spec = InstanceSpec(vcpus=1, memory_mb=64, affinity="floating", count=2)
-        script = ("date +%s.%N; timeout 2 sh -c 'while :; do :; done'; date +%s.%N")
+        script = "date +%s.%N; timeout 2 sh -c 'while :; do :; done'; date +%s.%N"
         with instances(backend, spec) as insts:
             assert len(insts) == 2 and len({i.name for i in insts}) == 2
             with cf.ThreadPoolExecutor(len(insts)) as pool:
-                outs = list(pool.map(lambda i: i.exec(["sh", "-c", script + " || true"],
-                                                      timeout=30).stdout.split(), insts))
+                outs = list(
+                    pool.map(
+                        lambda i: i.exec(["sh", "-c", script + " || true"], timeout=30).stdout.split(), insts
+                    )
+                )
         intervals = [(float(o[0]), float(o[1])) for o in outs]
         latest_start = max(s for s, _ in intervals)
         earliest_end = min(e for _, e in intervals)
@@ -215,11 +224,21 @@ class ContainerContract:
 
     def test_no_network_and_image_tools(self, backend):
         with instances(backend, InstanceSpec(memory_mb=64)) as (inst,):
-            ifaces = [line.split(":")[0].strip()
-                      for line in inst.exec("cat /proc/net/dev").stdout.splitlines()[2:]]
+            ifaces = [
+                line.split(":")[0].strip() for line in inst.exec("cat /proc/net/dev").stdout.splitlines()[2:]
+            ]
             assert ifaces == ["lo"], ifaces
-            for tool in ("sysbench", "ab", "apache2", "stress-ng", "fio", "iperf3", "timeout",
-                         "ps", "taskset"):
+            for tool in (
+                "sysbench",
+                "ab",
+                "apache2",
+                "stress-ng",
+                "fio",
+                "iperf3",
+                "timeout",
+                "ps",
+                "taskset",
+            ):
                 assert inst.exec(["sh", "-c", f"command -v {tool}"], check=False).ok, tool
 
     def test_names_and_teardown_on_failure(self, backend):
@@ -257,6 +276,7 @@ class ContainerContract:
     def test_a_start_that_fails_leaves_nothing(self, backend, monkeypatch):
         from labkit.backends import new_name
         from labkit.errors import BackendError, ConfigError
+
         name = new_name(PREFIX)
         with pytest.raises(ConfigError, match="do not exist"):
             backend._create(InstanceSpec(memory_mb=64, affinity="pinned"), name, 0, [97])
@@ -267,6 +287,7 @@ class ContainerContract:
 
     def test_a_name_clash_never_removes_the_other_instance(self, backend):
         from labkit.errors import BackendError
+
         with instances(backend, InstanceSpec(memory_mb=64)) as (other,):
             with pytest.raises(BackendError):
                 backend._create(InstanceSpec(memory_mb=64), other.name, 0, None)

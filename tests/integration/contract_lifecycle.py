@@ -3,6 +3,7 @@
 ``LifecycleContract`` is mixed into the docker and lxd test classes beside conftest's
 ``ContainerContract`` (it needs the class-scoped ``backend`` fixture from conftest).
 """
+
 from __future__ import annotations
 
 import os
@@ -27,7 +28,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 
 def campaign_prefix() -> str:
     """A campaign's instance prefix as Campaign makes it: ``labkit-<id>--``."""
-    return f"{PREFIX}-{secrets.token_hex(3)}--"   # inside this session's prefix (see conftest)
+    return f"{PREFIX}-{secrets.token_hex(3)}--"  # inside this session's prefix (see conftest)
 
 
 class LifecycleContract:
@@ -44,8 +45,11 @@ class LifecycleContract:
                 inst.exec("timeout 300 sleep 46 & sleep 47 & sleep 48", timeout=1.5)
             res = err.value.result
             assert res.timed_out and not res.oom_killed and res.exit_code == 137
-            live = [line for line in inst.exec("ps -eo stat=,args=").stdout.splitlines()
-                    if not line.startswith("Z")]
+            live = [
+                line
+                for line in inst.exec("ps -eo stat=,args=").stdout.splitlines()
+                if not line.startswith("Z")
+            ]
             assert not any(re.search(r"(sleep|timeout) .*4[678]$", p) for p in live), live
             assert inst.exec("echo alive").stdout == "alive\n"
 
@@ -89,8 +93,9 @@ class LifecycleContract:
             inst.exec("sleep 300", timeout=600)   # a run in progress when the kill comes
         """)
         env = dict(os.environ, PYTHONPATH=ROOT)
-        proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True,
-                                env=env, cwd=ROOT)
+        proc = subprocess.Popen(
+            [sys.executable, "-c", script], stdout=subprocess.PIPE, text=True, env=env, cwd=ROOT
+        )
         try:
             name = proc.stdout.readline().strip()
             assert name.startswith(prefix), name

@@ -1,5 +1,6 @@
 """bonnie++ on a real local instance: block write and rewrite come back as positive KiB/s
 (never a nominal value: the machine is shared)."""
+
 from __future__ import annotations
 
 import shutil

@@ -7,6 +7,7 @@ The running campaign is a real ``Campaign`` in a child process whose workload ho
 until the test lets it go (a file), so no step depends on timing. Campaign ids carry a random
 token: the host's registry (/run/labkit) is shared with any other suite running meanwhile.
 """
+
 import secrets
 import shlex
 import signal
@@ -42,8 +43,9 @@ def local():
 
 def _stored(data_dir: Path, cid: str) -> None:
     """A store for ``cid`` recording the local backend (what `clean <id>` reads)."""
-    c = Campaign({"factors": {"vcpus": [1, 2]}}, backend="local", campaign_id=cid, data_dir=data_dir,
-                 progress=False)
+    c = Campaign(
+        {"factors": {"vcpus": [1, 2]}}, backend="local", campaign_id=cid, data_dir=data_dir, progress=False
+    )
     with Store.for_campaign(data_dir, cid) as st:
         c._check_or_write_meta(st)
 
@@ -52,10 +54,17 @@ def _killed_registration(cid: str, data_dir: Path) -> None:
     """What a SIGKILLed campaign leaves in the host's registry: its entry, nobody holding it."""
     import os
     import sys
-    code = ("import sys, time\nfrom labkit.core.registry import register\nregister(sys.argv[1], sys.argv[2])\n"
-            "print('registered', flush=True)\ntime.sleep(600)\n")
-    proc = subprocess.Popen([sys.executable, "-c", code, cid, str(data_dir)], stdout=subprocess.PIPE, text=True,
-                            env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])})
+
+    code = (
+        "import sys, time\nfrom labkit.core.registry import register\nregister(sys.argv[1], sys.argv[2])\n"
+        "print('registered', flush=True)\ntime.sleep(600)\n"
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code, cid, str(data_dir)],
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])},
+    )
     assert proc.stdout.readline().strip() == "registered"
     proc.kill()
     proc.wait()
@@ -68,19 +77,31 @@ def test_a_running_campaign_survives_a_duplicate_start_and_clean_without_id(tmp_
     design = tmp_path / "d.yaml"
     design.write_text("factors:\n  vcpus: [1, 2]\nseed: 1\n")
     (left,) = local.provision(InstanceSpec(), prefix=campaign_prefix(killed))
-    _killed_registration(killed, tmp_path / "killed")   # as after a SIGKILL: registered as stopped
+    _killed_registration(killed, tmp_path / "killed")  # as after a SIGKILL: registered as stopped
     # a campaign no registry here knows (run from another network namespace or machine), made just now
     (recent,) = local.provision(InstanceSpec(), prefix=campaign_prefix(young))
-    harness = f"labkit-test-{token}"      # a test harness's namespace host, as scripts/setup-fleet.sh makes
+    harness = f"labkit-test-{token}"  # a test harness's namespace host, as scripts/setup-fleet.sh makes
     subprocess.run(["ip", "netns", "add", harness], check=True)
-    hosts = {harness} | {p.name for p in Path("/run/netns").glob("labkit-fleet-*")}   # scripts/setup-fleet.sh's
+    hosts = {harness} | {
+        p.name for p in Path("/run/netns").glob("labkit-fleet-*")
+    }  # scripts/setup-fleet.sh's
     proc, started, go = _gated(cid, first, tmp_path)
     try:
         live = local.list_labkit(campaign_prefix(cid))
         assert live == [started.read_text()]
         # finding 2: the same id from another data dir refuses before any clean-up
-        r = labkit("run", str(design), "--campaign-id", cid, "--data-dir", str(second), "--workload", "nqueens",
-                   "--param", "board=6")
+        r = labkit(
+            "run",
+            str(design),
+            "--campaign-id",
+            cid,
+            "--data-dir",
+            str(second),
+            "--workload",
+            "nqueens",
+            "--param",
+            "board=6",
+        )
         assert r.returncode == 2, r.stdout + r.stderr
         assert str(first) in r.stderr and f"pid {proc.pid}" in r.stderr and "already running" in r.stderr
         assert local.list_labkit(campaign_prefix(cid)) == live
@@ -92,8 +113,10 @@ def test_a_running_campaign_survives_a_duplicate_start_and_clean_without_id(tmp_
         assert "nothing removed: pass --yes" in r.stdout
         assert local.list_labkit(campaign_prefix(killed)) == [left.name]
         # the young one is kept, said why: its instance's creation time, from the local backend
-        assert (f"local: {recent.name}: kept: campaign {young} is not registered on this host, but its newest "
-                f"sign of life (local object {recent.name} made) is only ") in r.stdout
+        assert (
+            f"local: {recent.name}: kept: campaign {young} is not registered on this host, but its newest "
+            f"sign of life (local object {recent.name} made) is only "
+        ) in r.stdout
         assert "old and the grace period is 10 min" in r.stdout
         # with --yes: the stopped campaign's instance goes, the running one's stays
         r = labkit("clean", "--backend", "local", "--data-dir", str(second), "--yes")
@@ -107,7 +130,7 @@ def test_a_running_campaign_survives_a_duplicate_start_and_clean_without_id(tmp_
         assert r.returncode == 0, r.stdout + r.stderr
         assert local.list_labkit(campaign_prefix(young)) == []
         assert local.list_labkit(campaign_prefix(cid)) == live
-        assert hosts <= {p.name for p in Path("/run/netns").glob("labkit-*")}   # test hosts: kept
+        assert hosts <= {p.name for p in Path("/run/netns").glob("labkit-*")}  # test hosts: kept
         assert proc.poll() is None
     finally:
         go.touch()
@@ -116,7 +139,8 @@ def test_a_running_campaign_survives_a_duplicate_start_and_clean_without_id(tmp_
         recent.destroy()
         subprocess.run(["ip", "netns", "delete", harness], check=False)
         from labkit.core.registry import run_dir
-        for leftover in (f"{killed}.json", f"{killed}.lock"):   # the stopped entry the test made
+
+        for leftover in (f"{killed}.json", f"{killed}.lock"):  # the stopped entry the test made
             (run_dir() / leftover).unlink(missing_ok=True)
     assert proc.returncode == 0 and "STATUS ok,ok" in out, err[-2000:]
     assert local.list_labkit(campaign_prefix(cid)) == []
@@ -151,12 +175,21 @@ def test_a_sigkilled_campaign_in_a_read_only_data_dir(tmp_path, local):
         ro = f"mount --bind -o ro {shlex.quote(str(data))} {shlex.quote(str(data))}"
         design = tmp_path / "d.yaml"
         design.write_text("factors:\n  vcpus: [1, 2]\nreplications: 1\nseed: 3\n")
-        r = labkit("run", str(design), "--workload", "nqueens", "--campaign-id", cid, "--data-dir", str(data),
-                   wrap=ro)
+        r = labkit(
+            "run",
+            str(design),
+            "--workload",
+            "nqueens",
+            "--campaign-id",
+            cid,
+            "--data-dir",
+            str(data),
+            wrap=ro,
+        )
         assert r.returncode == 2
         (line,) = [x for x in r.stderr.splitlines() if x.startswith("labkit: error:")]
         assert "Read-only file system" in line and f"make {data} writable" in line and "--data-dir" in line
-        assert local.list_labkit(campaign_prefix(cid)) == [name]     # it cleaned nothing up
+        assert local.list_labkit(campaign_prefix(cid)) == [name]  # it cleaned nothing up
         r = labkit("clean", cid, "--data-dir", str(data), wrap=ro)
         assert r.returncode == 0, r.stdout + r.stderr
         assert local.list_labkit(campaign_prefix(cid)) == []

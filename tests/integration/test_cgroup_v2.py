@@ -15,6 +15,7 @@ a floating group with two busy loops gets at most one CPU's worth of time
 the driver's kill empties a group whatever its processes did, and removal
 leaves nothing.
 """
+
 from __future__ import annotations
 
 import secrets
@@ -43,8 +44,12 @@ def apply(inst, ops) -> None:
 
 def in_group(inst, driver, name: str, command: str, check: bool = True):
     """Run ``command`` inside cgroup ``name`` the way every backend starts a command."""
-    return inst.exec(["sh", "-c", cgroups.JOIN, "labkit-join", "sh", "-c", command], timeout=120,
-                     check=check, env={"LABKIT_CGROUP_PROCS": " ".join(driver.procs_files(name))})
+    return inst.exec(
+        ["sh", "-c", cgroups.JOIN, "labkit-join", "sh", "-c", command],
+        timeout=120,
+        check=check,
+        env={"LABKIT_CGROUP_PROCS": " ".join(driver.procs_files(name))},
+    )
 
 
 def read(inst, path: str) -> str:
@@ -69,8 +74,9 @@ def guest(backend):
     """One 2-vCPU guest with the unified hierarchy mounted at /sys/fs/cgroup, and its driver."""
     with instances(backend, InstanceSpec(vcpus=2, memory_mb=512, affinity="floating")) as (inst,):
         sh(inst, f"grep -q ' {ROOT} ' /proc/mounts || mount -t cgroup2 cgroup2 {ROOT}")
-        driver = cgroups.detect(read(inst, "/proc/self/mounts"),
-                                lambda path: read(inst, f"{path}/cgroup.controllers"))
+        driver = cgroups.detect(
+            read(inst, "/proc/self/mounts"), lambda path: read(inst, f"{path}/cgroup.controllers")
+        )
         yield inst, driver
 
 
@@ -110,10 +116,14 @@ class TestCgroupV2InGuest:
             before = reading(inst, driver.cpu_time(name))
             # the wall time of the loops is measured inside the guest, around the same loops
             # (a nominal duration is no bound: a loaded host stretches the loops' lifetime)
-            out = in_group(inst, driver, name,
-                           "s=$(cat /proc/uptime); for i in 1 2; do timeout "
-                           f"{WALL_S} sh -c 'while :; do :; done' & done; wait; "
-                           "e=$(cat /proc/uptime); echo ${s%% *} ${e%% *}").stdout.split()
+            out = in_group(
+                inst,
+                driver,
+                name,
+                "s=$(cat /proc/uptime); for i in 1 2; do timeout "
+                f"{WALL_S} sh -c 'while :; do :; done' & done; wait; "
+                "e=$(cat /proc/uptime); echo ${s%% *} ${e%% *}",
+            ).stdout.split()
             wall = float(out[-1]) - float(out[-2])
             stat = read(inst, f"{ROOT}/{name}/cpu.stat")
             used = reading(inst, driver.cpu_time(name)) - before
@@ -153,7 +163,7 @@ class TestCgroupV2InGuest:
             # one process escapes into its own session: the group still holds it
             in_group(inst, driver, name, "setsid sleep 300 >/dev/null 2>&1 & sleep 301 >/dev/null 2>&1 &")
             assert len(pids(inst, name)) == 2, pids(inst, name)
-            apply(inst, driver.kill(name))            # returns once the group is empty
+            apply(inst, driver.kill(name))  # returns once the group is empty
             assert pids(inst, name) == []
             # a group with a live process is still removed: remove kills first
             in_group(inst, driver, name, "sleep 302 >/dev/null 2>&1 &")

@@ -18,6 +18,7 @@ instances' cgroups are under the user's delegated subtree (the scope, owned by t
 the busy loop (``cpu.stat``), OOM-killed the allocation (``memory.events``), refused the fork
 bomb's forks past ``pids.max`` (``pids.events``), and nothing of the user's is left after.
 """
+
 from __future__ import annotations
 
 import json
@@ -58,7 +59,7 @@ STEP_TIMEOUT_S = 420
 
 #: run as the user: ``python3 DRIVER STEPS PREFIX PIDS_MAX MEMORY_MB WALL_S``; each step writes
 #: ``STEPS/step-<n>.json`` and waits for ``STEPS/go-<n>``
-DRIVER = r'''
+DRIVER = r"""
 import json, os, sys, threading, time
 from labkit.backends import teardown
 from labkit.backends.local import LocalBackend
@@ -125,7 +126,7 @@ finally:
 left = be.list_labkit(prefix)
 step(3, {"teardown_errors": [str(e) for e in errors], "left": left,
          "workroot_entries": sorted(os.listdir(be.workroot))})
-'''
+"""
 
 
 def sh(inst, script: str, timeout: float = 120, check: bool = True):
@@ -150,8 +151,12 @@ def step(inst, n: int) -> dict:
     path = f"{STEPS}/step-{n}.json"
     deadline = time.monotonic() + STEP_TIMEOUT_S
     while sh(inst, f"test -e {path}", check=False).exit_code != 0:
-        log = sh(inst, f"cat {STEPS}/driver.log 2>/dev/null; echo; "
-                       f"pgrep -u {USER} -f labkit-deleg-driver >/dev/null && echo RUNNING", check=False).stdout
+        log = sh(
+            inst,
+            f"cat {STEPS}/driver.log 2>/dev/null; echo; "
+            f"pgrep -u {USER} -f labkit-deleg-driver >/dev/null && echo RUNNING",
+            check=False,
+        ).stdout
         if "RUNNING" not in log or time.monotonic() > deadline:
             pytest.fail(f"the driver did not reach step {n}; its log:\n{log[-4000:]}")
         time.sleep(1)
@@ -164,8 +169,10 @@ def go(inst, n: int) -> None:
 
 def as_user(uid: int, argv: str) -> str:
     """``argv`` (shell words) run as :data:`USER`, with its manager's bus and labkit importable."""
-    env = (f"XDG_RUNTIME_DIR=/run/user/{uid} DBUS_SESSION_BUS_ADDRESS=unix:path=/run/user/{uid}/bus "
-           f"PYTHONPATH={shlex.quote(REPO)} PYTHONDONTWRITEBYTECODE=1 PATH=/usr/bin:/bin:/usr/sbin:/sbin")
+    env = (
+        f"XDG_RUNTIME_DIR=/run/user/{uid} DBUS_SESSION_BUS_ADDRESS=unix:path=/run/user/{uid}/bus "
+        f"PYTHONPATH={shlex.quote(REPO)} PYTHONDONTWRITEBYTECODE=1 PATH=/usr/bin:/bin:/usr/sbin:/sbin"
+    )
     return f"runuser -u {USER} -- env -i {env} {argv}"
 
 
@@ -182,13 +189,19 @@ def guest():
     try:
         load_image(IMAGE)
     except BackendUnavailable as exc:
-        why = (f"the VM image variant {IMAGE!r} (systemd as PID 1) is not built: {exc}; build it with "
-               f"`labkit images build --only none --vm --profile {IMAGE}` (scripts/setup-libvirt.sh does)")
-        if "libvirt" in required():   # LABKIT_REQUIRE: a missing image fails, as a missing daemon does
+        why = (
+            f"the VM image variant {IMAGE!r} (systemd as PID 1) is not built: {exc}; build it with "
+            f"`labkit images build --only none --vm --profile {IMAGE}` (scripts/setup-libvirt.sh does)"
+        )
+        if "libvirt" in required():  # LABKIT_REQUIRE: a missing image fails, as a missing daemon does
             pytest.fail(why)
         pytest.skip(why)
-    be = get_backend("libvirt", image=IMAGE, boot_timeout=STEP_TIMEOUT_S,
-                     mounts=[{"source": REPO, "target": REPO, "readonly": True}])
+    be = get_backend(
+        "libvirt",
+        image=IMAGE,
+        boot_timeout=STEP_TIMEOUT_S,
+        mounts=[{"source": REPO, "target": REPO, "readonly": True}],
+    )
     insts = []
     try:
         insts = be.provision(InstanceSpec(vcpus=2, memory_mb=1024, affinity="floating"), prefix=PREFIX)
@@ -196,9 +209,12 @@ def guest():
         # the agent starts early in the boot: wait for the rest (logind above all)
         state = sh(inst, "systemctl is-system-running --wait", timeout=STEP_TIMEOUT_S, check=False).stdout
         assert state.strip() in ("running", "degraded"), state
-        sh(inst, f"useradd --create-home --shell /bin/sh {USER}; mkdir -p /etc/systemd/system/user@.service.d; "
-                 f"printf %s {shlex.quote(DROP_IN)} > /etc/systemd/system/user@.service.d/delegate.conf; "
-                 f"systemctl daemon-reload; loginctl enable-linger {USER}")
+        sh(
+            inst,
+            f"useradd --create-home --shell /bin/sh {USER}; mkdir -p /etc/systemd/system/user@.service.d; "
+            f"printf %s {shlex.quote(DROP_IN)} > /etc/systemd/system/user@.service.d/delegate.conf; "
+            f"systemctl daemon-reload; loginctl enable-linger {USER}",
+        )
         uid = int(sh(inst, f"id -u {USER}").stdout)
         wait_for(inst, f"user@{uid}.service", f"systemctl is-active --quiet user@{uid}.service")
         yield inst, uid
@@ -218,8 +234,10 @@ def test_local_backend_as_a_user_in_a_systemd_delegated_subtree(guest):
     sh(inst, f"rm -rf {STEPS}; mkdir -p {STEPS}; chown {USER}: {STEPS}; chmod 700 {STEPS}")
     driver = f"{STEPS}/labkit-deleg-driver.py"
     sh(inst, f"cat > {driver} <<'LABKIT_EOF'\n{DRIVER}\nLABKIT_EOF\nchown {USER}: {driver}")
-    argv = (f"systemd-run --user --quiet --scope -p Delegate=yes --unit={scope} /usr/bin/python3 {driver} "
-            f"{STEPS} {PREFIX} {PIDS_MAX} {MEMORY_MB} {WALL_S}")
+    argv = (
+        f"systemd-run --user --quiet --scope -p Delegate=yes --unit={scope} /usr/bin/python3 {driver} "
+        f"{STEPS} {PREFIX} {PIDS_MAX} {MEMORY_MB} {WALL_S}"
+    )
     sh(inst, f"cd {STEPS} && nohup {as_user(uid, argv)} > {STEPS}/driver.log 2>&1 < /dev/null &")
 
     # 1: two instances made: where their cgroups are, who owns them, what the kernel holds
@@ -230,8 +248,10 @@ def test_local_backend_as_a_user_in_a_systemd_delegated_subtree(guest):
     root = f"{CG}{own}"
     assert one["root"] == root and one["leaf"] == f"{root}/labkit-self" and one["has_pids"] is True
     # delegated: systemd gave the scope to the user, and the driver moved itself to the leaf
-    assert sh(inst, f"stat -c %u {root} {root}/cgroup.procs {root}/cgroup.subtree_control").stdout.split() == \
-        [str(uid)] * 3
+    assert (
+        sh(inst, f"stat -c %u {root} {root}/cgroup.procs {root}/cgroup.subtree_control").stdout.split()
+        == [str(uid)] * 3
+    )
     assert str(one["pid"]) in read(inst, f"{root}/labkit-self/cgroup.procs").split()
     assert read(inst, f"{root}/cgroup.procs").split() == []
     assert {"cpuset", "cpu", "memory", "pids"} <= set(read(inst, f"{root}/cgroup.subtree_control").split())
@@ -267,7 +287,7 @@ def test_local_backend_as_a_user_in_a_systemd_delegated_subtree(guest):
     assert two["small"]["exit"] == 0 and two["small"]["stdout"].strip() == str(16 << 20), two["small"]
     assert two["big"]["exit"] == 137, two["big"]
     assert keyed(read(inst, f"{pinned}/memory.events"))["oom_kill"] >= 1
-    assert keyed(read(inst, f"{pinned}/pids.events"))["max"] > 0      # forks refused at pids.max
+    assert keyed(read(inst, f"{pinned}/pids.events"))["max"] > 0  # forks refused at pids.max
     assert two["pids_sampled"] and max(two["pids_sampled"]) <= PIDS_MAX, two["pids_sampled"]
     assert two["after_bomb"]["alive"]["stdout"] == "alive\n", two["after_bomb"]
     assert read(inst, f"{pinned}/pids.current").strip() == "0"
@@ -293,11 +313,18 @@ def test_a_scope_without_delegation_is_refused_with_the_fix(guest):
     inst, uid = guest
     scope = f"labkit-nodeleg-{uid}.scope"
     check = "from labkit.backends.local import LocalBackend; LocalBackend().check()"
-    r = sh(inst, as_user(uid, f"systemd-run --user --quiet --scope --unit={scope} /usr/bin/python3 -c "
-                              f"{shlex.quote(check)}"), check=False)
+    r = sh(
+        inst,
+        as_user(
+            uid, f"systemd-run --user --quiet --scope --unit={scope} /usr/bin/python3 -c {shlex.quote(check)}"
+        ),
+        check=False,
+    )
     where = f"/user.slice/user-{uid}.slice/user@{uid}.service/app.slice/{scope}"
     assert r.exit_code != 0, r.describe()
-    refusal = re.search(rf"cgroup v2: controllers? ([a-z, ]+) not delegated to {re.escape(CG + where)} ", r.stderr)
+    refusal = re.search(
+        rf"cgroup v2: controllers? ([a-z, ]+) not delegated to {re.escape(CG + where)} ", r.stderr
+    )
     assert refusal and "cpuset" in refusal.group(1).split(", "), r.stderr
     assert "systemd-run --user --scope -p Delegate=yes" in r.stderr and "enforce_limits=false" in r.stderr
     wait_for(inst, "the refused scope to end", f"! test -e {CG}{where}", timeout=60)

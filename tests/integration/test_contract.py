@@ -8,6 +8,7 @@ limits seen from inside, and ``cleanup(prefix)`` that removes exactly one
 campaign's instances. One instance per backend serves most tests (VMs boot
 slowly under TCG); every test leaves nothing behind.
 """
+
 from __future__ import annotations
 
 import re
@@ -22,9 +23,13 @@ from labkit.errors import CommandError, CommandTimeout
 
 from .conftest import allowed_cpus, check_exec_contract
 
-BACKENDS = [pytest.param("local", marks=pytest.mark.root), pytest.param("docker", marks=pytest.mark.docker),
-            pytest.param("lxd", marks=pytest.mark.lxd), pytest.param("libvirt", marks=pytest.mark.libvirt),
-            pytest.param("ssh", marks=pytest.mark.ssh)]
+BACKENDS = [
+    pytest.param("local", marks=pytest.mark.root),
+    pytest.param("docker", marks=pytest.mark.docker),
+    pytest.param("lxd", marks=pytest.mark.lxd),
+    pytest.param("libvirt", marks=pytest.mark.libvirt),
+    pytest.param("ssh", marks=pytest.mark.ssh),
+]
 # one prefix per backend: local and ssh (to localhost) share this machine's cgroup hierarchy
 TAG = secrets.token_hex(2)
 
@@ -39,6 +44,7 @@ def memory(backend_name: str) -> int:
 
 def prefix(backend_name: str) -> str:
     return f"labkit-test-ct{TAG}-{backend_name}--"
+
 
 pytestmark = pytest.mark.parametrize("backend_name", BACKENDS)
 
@@ -66,8 +72,10 @@ def inst(pool, backend_name):
     if backend_name not in pool:
         be = get_backend(backend_name)
         t0 = time.time()
-        (one,) = be.provision(InstanceSpec(vcpus=1, memory_mb=memory(backend_name), affinity="pinned"),
-                            prefix=prefix(backend_name))
+        (one,) = be.provision(
+            InstanceSpec(vcpus=1, memory_mb=memory(backend_name), affinity="pinned"),
+            prefix=prefix(backend_name),
+        )
         MADE_AT[backend_name] = (t0, time.time())
         pool[backend_name] = (be, one)
     return pool[backend_name][1]
@@ -95,15 +103,16 @@ def test_exec_output_exit_codes_and_env(inst):
     assert inst.exec(["labkit-no-such-command"], check=False).exit_code == 127
     assert inst.exec(["printf", "%s|", "a b", "it's", "$HOME"]).stdout == "a b|it's|$HOME|"
     assert inst.exec("echo $LABKIT_X", env={"LABKIT_X": "y 'z'"}).stdout == "y 'z'\n"
-    assert inst.exec(["cat"], timeout=60).stdout == ""        # no stdin: a read gets EOF at once
+    assert inst.exec(["cat"], timeout=60).stdout == ""  # no stdin: a read gets EOF at once
 
 
 def test_long_output_keeps_head_and_tail_with_exact_totals(inst):
     # 2.5 MiB + 8 bytes on stdout (more than the 1 MiB head + 1 MiB tail a sink keeps, less than
     # the ~3 MiB libvirt carries in one guest agent reply), 4 on stderr
     size = 5 * 2**19 + 8
-    res = inst.exec("printf START; head -c 2560K /dev/zero | tr '\\0' b; printf END; printf oops >&2",
-                    timeout=300)
+    res = inst.exec(
+        "printf START; head -c 2560K /dev/zero | tr '\\0' b; printf END; printf oops >&2", timeout=300
+    )
     assert (res.stdout_bytes, res.stderr_bytes, res.truncated) == (size, 4, True)
     assert res.stdout.startswith("STARTbbb") and res.stdout.endswith("bbbEND") and res.stderr == "oops"
     assert f"bytes omitted; total {size} bytes" in res.stdout and len(res.stdout) < 2**21 + 200
@@ -152,7 +161,7 @@ def test_pinned_instance_sees_exactly_its_cpu(inst):
 def test_cleanup_removes_exactly_one_campaigns_instances(inst, backend_name, pool):
     be = pool[backend_name][0]
     mine = f"labkit-test-cl{secrets.token_hex(2)}--"
-    other = mine[:-2] + "-2--"          # a campaign id that extends the first one's
+    other = mine[:-2] + "-2--"  # a campaign id that extends the first one's
     made = []
     try:
         made += be.provision(InstanceSpec(vcpus=1, memory_mb=memory(backend_name)), prefix=mine)

@@ -1,5 +1,6 @@
 """The docker backend on a real dockerd (marker ``docker``): the instance meaning of
 docs/design.md proved from inside each container, plus docker-specific guarantees."""
+
 from __future__ import annotations
 
 import logging
@@ -35,8 +36,12 @@ class TestDocker(ContainerContract, LifecycleContract):
     def test_a_campaign_never_touches_a_container_it_did_not_create(self, backend):
         foreign = f"{PREFIX}-foreign"
         api = backend.api
-        cid = api.create_container(DEFAULT_IMAGE, command=["sleep", "infinity"], name=foreign,
-                                   host_config=api.create_host_config(network_mode="none"))["Id"]
+        cid = api.create_container(
+            DEFAULT_IMAGE,
+            command=["sleep", "infinity"],
+            name=foreign,
+            host_config=api.create_host_config(network_mode="none"),
+        )["Id"]
         try:
             api.start(cid)
             with instances(backend, InstanceSpec(memory_mb=64, count=2)):

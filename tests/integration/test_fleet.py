@@ -6,6 +6,7 @@
   or stored twice, lost hosts' runs stored as host-lost and their pending runs moved (recorded),
   nothing left on any host.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -34,6 +35,7 @@ TESTBED = {"hosts": [{"name": n, "address": a, "key": KEY} for n, a in HOSTS], "
 def _hosts_up() -> tuple[bool, str]:
     from labkit.run.hosts import reachable
     from labkit.run.testbed import Testbed
+
     for h in Testbed.from_dict(TESTBED).hosts:
         ok, why = reachable(h, 3)
         if not ok:
@@ -62,8 +64,14 @@ def _restore() -> None:
     n = len(glob.glob("/run/netns/labkit-fleet-*")) or 4
     for i in range(1, n + 1):
         subprocess.run(["ip", "link", "set", f"lkf{i}h", "up"], check=False)
-    subprocess.run(["bash", str(ROOT / "scripts/setup-fleet.sh")], check=True, capture_output=True,
-                   stdin=subprocess.DEVNULL, timeout=120, env={**os.environ, "LABKIT_FLEET_HOSTS": str(max(n, 4))})
+    subprocess.run(
+        ["bash", str(ROOT / "scripts/setup-fleet.sh")],
+        check=True,
+        capture_output=True,
+        stdin=subprocess.DEVNULL,
+        timeout=120,
+        env={**os.environ, "LABKIT_FLEET_HOSTS": str(max(n, 4))},
+    )
 
 
 def _leftovers(prefix: str, *, remove: bool = False) -> dict[str, list[str]]:
@@ -83,8 +91,14 @@ def _leftovers(prefix: str, *, remove: bool = False) -> dict[str, list[str]]:
 @pytest.mark.root
 def test_local_and_docker_interleaved_in_one_campaign(tmp_path):
     d = {"factors": {"platform": ["local", "docker"], "vcpus": [1, 2]}, "replications": 2, "seed": 11}
-    st = Campaign(d, workload="command", workload_params={"argv": ["true"]}, campaign_id="t-plat",
-                  data_dir=tmp_path, progress=False).run()
+    st = Campaign(
+        d,
+        workload="command",
+        workload_params={"argv": ["true"]},
+        campaign_id="t-plat",
+        data_dir=tmp_path,
+        progress=False,
+    ).run()
     runs = st.runs().sort_values("run_order")
     assert len(runs) == 8 and set(runs.status) == {"ok"}, runs[["status", "error"]]
     seq = list(runs.platform)
@@ -135,17 +149,24 @@ def test_host_loss_controller_kill_and_resume(fleet_hosts, tmp_path):
     script = tmp_path / "controller.py"
     script.write_text(CONTROLLER.format(testbed=TESTBED))
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    proc = subprocess.Popen([sys.executable, str(script), str(data)], env=env, cwd=ROOT,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, str(script), str(data)],
+        env=env,
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     try:
         # ns1: kill its sshd (listener and sessions), once it has stored a run. Only sshd: the
         # namespace hosts share this machine's file system, and a shell killed in the middle of
         # its start-up files could leave a lock there that every host's logins then wait on.
         _wait(lambda: "ns1" in _stored(data)[0], "a first run on ns1")
-        pids = subprocess.run(["ip", "netns", "pids", "labkit-fleet-1"], capture_output=True,
-                              text=True).stdout.split()
+        pids = subprocess.run(
+            ["ip", "netns", "pids", "labkit-fleet-1"], capture_output=True, text=True
+        ).stdout.split()
         for pid in pids:
-            try:   # a session process may end between the listing and this read
+            try:  # a session process may end between the listing and this read
                 comm = Path(f"/proc/{pid}/comm").read_text().strip()
             except FileNotFoundError:
                 continue
@@ -155,8 +176,11 @@ def test_host_loss_controller_kill_and_resume(fleet_hosts, tmp_path):
         # ns2: cut its link while it runs
         _wait(lambda: "ns2" in _stored(data)[0], "a first run on ns2")
         subprocess.run(["ip", "link", "set", "lkf2h", "down"], check=True)
-        _wait(lambda: set((_stored(data)[1].get("fleet_hosts") or {}).get("lost", {})) == {"ns1", "ns2"},
-              "ns1 and ns2 marked lost", 60)
+        _wait(
+            lambda: set((_stored(data)[1].get("fleet_hosts") or {}).get("lost", {})) == {"ns1", "ns2"},
+            "ns1 and ns2 marked lost",
+            60,
+        )
         assert proc.poll() is None, proc.communicate()[0][-3000:]
         before = len(_stored(data)[0])
         assert before < 20
@@ -178,9 +202,16 @@ def test_host_loss_controller_kill_and_resume(fleet_hosts, tmp_path):
     moved = {m["from"] for m in meta.get("fleet_moves") or []}
     assert moved == {"ns1", "ns2"}, meta.get("fleet_moves")
     # resume: every host is back; no run lost, none twice, nothing left anywhere
-    st = Campaign({"factors": {"vcpus": [1, 2]}, "replications": 10, "seed": 5}, workload="command",
-                  workload_params={"argv": ["sleep", "2"]}, campaign_id="t-fleet", data_dir=data,
-                  testbed=TESTBED, progress=False, run_timeout=60).run()
+    st = Campaign(
+        {"factors": {"vcpus": [1, 2]}, "replications": 10, "seed": 5},
+        workload="command",
+        workload_params={"argv": ["sleep", "2"]},
+        campaign_id="t-fleet",
+        data_dir=data,
+        testbed=TESTBED,
+        progress=False,
+        run_timeout=60,
+    ).run()
     runs = st.runs()
     assert len(runs) == 20 and runs.run_id.is_unique and st.claims() == []
     assert set(runs.status) <= {"ok", "host-lost"}, runs[["status", "error"]]

@@ -13,6 +13,7 @@ locally, but every call crosses that host's sshd, with the test key and a host-k
 * an MPI ping-pong between rank 0 on one fleet host and rank 1 on another (ssh backend, the hosts'
   own addresses): latency and bandwidth stored by a campaign.
 """
+
 from __future__ import annotations
 
 import subprocess
@@ -59,19 +60,38 @@ def fleet(tmp_path_factory):
 @pytest.mark.docker
 def test_docker_over_ssh_on_two_fleet_hosts(fleet, tmp_path):
     cid = "t-fleet2-docker"
-    testbed = {"platforms": {"docker": {"backend": "docker", "base_url": "ssh://{user}@{address}:{port}",
-                                        "ssh_known_hosts": str(fleet), "connect_timeout": 5}},
-               "hosts": [{"name": n, "address": a, "key": KEY, "platforms": ["docker"]} for n, a in HOSTS[:2]],
-               "connect_timeout": 5}
-    d = {"factors": {"vcpus": [1, 2]}, "replications": 2, "seed": 3}   # 4 runs: one block per host
-    st = Campaign(d, backend="docker", workload="command", workload_params={"argv": ["sh", "-c", "test -f /.dockerenv"]},
-                  campaign_id=cid, data_dir=tmp_path, testbed=testbed, progress=False, run_timeout=120).run()
+    testbed = {
+        "platforms": {
+            "docker": {
+                "backend": "docker",
+                "base_url": "ssh://{user}@{address}:{port}",
+                "ssh_known_hosts": str(fleet),
+                "connect_timeout": 5,
+            }
+        },
+        "hosts": [{"name": n, "address": a, "key": KEY, "platforms": ["docker"]} for n, a in HOSTS[:2]],
+        "connect_timeout": 5,
+    }
+    d = {"factors": {"vcpus": [1, 2]}, "replications": 2, "seed": 3}  # 4 runs: one block per host
+    st = Campaign(
+        d,
+        backend="docker",
+        workload="command",
+        workload_params={"argv": ["sh", "-c", "test -f /.dockerenv"]},
+        campaign_id=cid,
+        data_dir=tmp_path,
+        testbed=testbed,
+        progress=False,
+        run_timeout=120,
+    ).run()
     runs = st.runs()
     assert len(runs) == 4 and set(runs.status) == {"ok"}, runs[["status", "error"]]
     # one replicate block per host (assign: blocks), each run names its host and platform
     assert sorted(runs.metadata.map(lambda m: m["host"])) == ["ns1", "ns1", "ns2", "ns2"]
     assert set(runs.metadata.map(lambda m: (m["platform"], m["backend"]))) == {("docker", "docker")}
-    assert set(runs.metadata.map(lambda m: m["platform_options"]["base_url"])) == {"ssh://{user}@{address}:{port}"}
+    assert set(runs.metadata.map(lambda m: m["platform_options"]["base_url"])) == {
+        "ssh://{user}@{address}:{port}"
+    }
     names = runs.metadata.map(lambda m: m["instances"][0]["name"])
     assert all(n.startswith(campaign_prefix(cid)) for n in names)
     tb = Testbed.from_dict(testbed)
@@ -86,13 +106,23 @@ def test_docker_over_ssh_on_two_fleet_hosts(fleet, tmp_path):
 @pytest.mark.fleet
 @pytest.mark.docker
 def test_docker_over_ssh_refuses_an_unknown_host_key(fleet, tmp_path, monkeypatch):
-    monkeypatch.setenv("HOME", str(tmp_path))   # no ~/.ssh/known_hosts (setup-fleet.sh records the hosts there)
+    monkeypatch.setenv(
+        "HOME", str(tmp_path)
+    )  # no ~/.ssh/known_hosts (setup-fleet.sh records the hosts there)
     empty = tmp_path / "known_hosts"
     empty.write_text("")
-    with pytest.raises(BackendUnavailable, match=r"host key of 10\.231\.0\.12:22 is unknown.*host_key_policy is strict"
-                                                 r".*accept-new"):
-        get_backend("docker", base_url="ssh://root@10.231.0.12:22", ssh_key_filename=KEY,
-                    ssh_known_hosts=str(empty), connect_timeout=5)
+    with pytest.raises(
+        BackendUnavailable,
+        match=r"host key of 10\.231\.0\.12:22 is unknown.*host_key_policy is strict"
+        r".*accept-new",
+    ):
+        get_backend(
+            "docker",
+            base_url="ssh://root@10.231.0.12:22",
+            ssh_key_filename=KEY,
+            ssh_known_hosts=str(empty),
+            connect_timeout=5,
+        )
 
 
 @pytest.mark.fleet
@@ -103,19 +133,26 @@ def test_libvirt_over_qemu_ssh_on_a_fleet_host(fleet):
     the client spawns ssh with the test key and strict host-key checking against ~/.ssh/known_hosts,
     where setup-fleet.sh records the host's key; ns1's sshd runs virt-ssh-helper, which reaches the
     shared libvirtd). One TCG boot."""
-    tb = Testbed.from_dict({"hosts": [{"name": n, "address": a, "key": KEY, "platforms": ["libvirt"]}
-                                      for n, a in HOSTS[:1]]})
+    tb = Testbed.from_dict(
+        {"hosts": [{"name": n, "address": a, "key": KEY, "platforms": ["libvirt"]} for n, a in HOSTS[:1]]}
+    )
     opts = options_for(tb.platform("libvirt"), tb.hosts[0])
     # the host's key policy goes to the backend, which applies it to the URI it opens
     # (backends/libvirt/sshuri.py: the policy's ssh wrapper as libvirt's command, no_tty)
-    assert opts == {"uri": f"qemu+ssh://root@{HOSTS[0][1]}:22/system?keyfile={KEY}", "host_key_policy": "strict"}
+    assert opts == {
+        "uri": f"qemu+ssh://root@{HOSTS[0][1]}:22/system?keyfile={KEY}",
+        "host_key_policy": "strict",
+    }
     be = get_backend("libvirt", **opts)
     local = get_backend("libvirt")
     try:
         assert not be.local
-        assert f"command={ssh_wrapper(ssh_options('strict', None))}" in be.ssh.open_uri and "no_tty=1" in be.ssh.open_uri
+        assert (
+            f"command={ssh_wrapper(ssh_options('strict', None))}" in be.ssh.open_uri
+            and "no_tty=1" in be.ssh.open_uri
+        )
         with instances(be, InstanceSpec(vcpus=1, memory_mb=256), prefix="labkit-fleet2-kvm") as (inst,):
-            assert inst.name in local.list_labkit("labkit-fleet2-kvm")   # the daemon both reach
+            assert inst.name in local.list_labkit("labkit-fleet2-kvm")  # the daemon both reach
             assert inst.metadata["uri"] == opts["uri"]
             res = inst.exec(["sh", "-c", "echo $((6 * 7)); awk '/MemTotal/ {print $2}' /proc/meminfo"])
             answer, mem_kb = res.stdout.split()
@@ -136,18 +173,39 @@ def test_mpi_pingpong_between_two_fleet_hosts(fleet, tmp_path):
     machine's file system."""
     cid = "t-fleet2-mpi"
     # a TCP connection from ns1 to ns2's sshd (bash's /dev/tcp: no ping needed on the machine)
-    probe = subprocess.run(["nsenter", "--net=/run/netns/labkit-fleet-1", "timeout", "5", "bash", "-c",
-                            f"exec 3<>/dev/tcp/{HOSTS[1][1]}/22"], capture_output=True, text=True, timeout=30)
-    assert probe.returncode == 0, ("fleet host ns1 cannot reach ns2 (the bridge's FORWARD rule is missing?): "
-                                   f"run scripts/setup-fleet.sh\n{probe.stdout}{probe.stderr}")
+    probe = subprocess.run(
+        [
+            "nsenter",
+            "--net=/run/netns/labkit-fleet-1",
+            "timeout",
+            "5",
+            "bash",
+            "-c",
+            f"exec 3<>/dev/tcp/{HOSTS[1][1]}/22",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert probe.returncode == 0, (
+        "fleet host ns1 cannot reach ns2 (the bridge's FORWARD rule is missing?): "
+        f"run scripts/setup-fleet.sh\n{probe.stdout}{probe.stderr}"
+    )
     binary = pingpong.build(str(tmp_path))
     hosts = [{"host": a, "port": 22, "user": "root", "key_filename": KEY} for _n, a in HOSTS[:2]]
     d = {"factors": {"vcpus": [1, 2]}, "replications": 1, "seed": 7}
-    st = Campaign(d, backend="ssh-hosts", backend_options={"hosts": hosts, "connect_timeout": 5},
-                  workload="mpi", workload_params={"program": binary, "ranks": 2,
-                                                   "parser": "labkit.workloads.pingpong:parse"},
-                  defaults=InstanceSpec(count=2, memory_mb=256), campaign_id=cid, data_dir=tmp_path / "data",
-                  progress=False, run_timeout=300).run()
+    st = Campaign(
+        d,
+        backend="ssh-hosts",
+        backend_options={"hosts": hosts, "connect_timeout": 5},
+        workload="mpi",
+        workload_params={"program": binary, "ranks": 2, "parser": "labkit.workloads.pingpong:parse"},
+        defaults=InstanceSpec(count=2, memory_mb=256),
+        campaign_id=cid,
+        data_dir=tmp_path / "data",
+        progress=False,
+        run_timeout=300,
+    ).run()
     runs = st.runs()
     assert len(runs) == 2 and set(runs.status) == {"ok"}, runs[["status", "error"]]
     for meta in runs.metadata:

@@ -8,6 +8,7 @@ least-squares fit over the runs is more confident (a smaller standard error, a s
 than the data allow. The synthetic version with known truth and R references is
 tests/unit/test_report_levels.py and test_stats_levels.py.
 """
+
 from __future__ import annotations
 
 import pytest
@@ -19,18 +20,31 @@ pytestmark = pytest.mark.root
 #: 6 replicates per configuration in boots of 3: 2 boots per configuration, 8 instances in all. The
 #: boards take long enough (0.1-1 s on one CPU) for a CPU cap to bite: CFS enforces a quota per
 #: 100 ms period, so a solve shorter than the quota runs at full speed whatever the cap
-DESIGN = {"name": "capped", "factors": {"timeout_s": [600, 601], "board": [13, 14]}, "replications": 6,
-          "seed": 7, "runs_per_instance": 3}
+DESIGN = {
+    "name": "capped",
+    "factors": {"timeout_s": [600, 601], "board": [13, 14]},
+    "replications": 6,
+    "seed": 7,
+    "runs_per_instance": 3,
+}
 
 
 def test_capped_instances_are_the_error_term(tmp_path):
     from labkit.report import analyze
     from labkit.run.campaign import Campaign
     from labkit.stats import factorial_effects
-    st = Campaign(DESIGN, backend="local", workload="nqueens", data_dir=tmp_path, campaign_id="capped-levels",
-                  hooks=[CapPerBoot((0.2, 1.0), balanced=True)], progress=False).run()
+
+    st = Campaign(
+        DESIGN,
+        backend="local",
+        workload="nqueens",
+        data_dir=tmp_path,
+        campaign_id="capped-levels",
+        hooks=[CapPerBoot((0.2, 1.0), balanced=True)],
+        progress=False,
+    ).run()
     caps = {m["instances"][0]["name"]: m["instances"][0]["test_cpu_cap"] for m in st.runs().metadata}
-    assert len(caps) == 8 and sorted(caps.values()) == [0.2] * 4 + [1.0] * 4   # 8 boots (4 configurations x 2)
+    assert len(caps) == 8 and sorted(caps.values()) == [0.2] * 4 + [1.0] * 4  # 8 boots (4 configurations x 2)
     a = analyze(tmp_path, "capped-levels")
     assert a.level_design.runs_per_instance == 3 and "instance" in a.level_design.random
     share = a.levels.variance.set_index("component")["pct"]

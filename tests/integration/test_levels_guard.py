@@ -7,6 +7,7 @@ Both campaigns are real ``labkit run`` processes on the local backend (root), wi
 running campaigns of the test's own (``LABKIT_RUN_DIR``), so that other campaigns on the machine do
 not enter the picture.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -32,10 +33,31 @@ def start(tmp_path, cid: str, replications: int, *extra: str) -> subprocess.Pope
     design = tmp_path / f"{cid}.yaml"
     design.write_text(f"name: {cid}\nfactors:\n  vcpus: [1, 2]\nreplications: {replications}\nseed: 3\n")
     env = {**os.environ, "PYTHONPATH": str(ROOT), "LABKIT_RUN_DIR": str(tmp_path / "registry")}
-    return subprocess.Popen([sys.executable, "-m", "labkit", "run", str(design), "--workload", "command",
-                             "--param", f"argv={ARGV}", "--campaign-id", cid, "--data-dir", str(tmp_path / "data"),
-                             "--telemetry", "0.5", "--no-quarantine", *extra],   # the first attempts, as run
-                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "labkit",
+            "run",
+            str(design),
+            "--workload",
+            "command",
+            "--param",
+            f"argv={ARGV}",
+            "--campaign-id",
+            cid,
+            "--data-dir",
+            str(tmp_path / "data"),
+            "--telemetry",
+            "0.5",
+            "--no-quarantine",
+            *extra,
+        ],  # the first attempts, as run
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def stop(proc: subprocess.Popen) -> None:
@@ -55,7 +77,7 @@ def stored(tmp_path, cid: str) -> int:
     try:
         with Store(path, readonly=True) as st:
             return len(st.runs())
-    except Exception:   # being written: try again
+    except Exception:  # being written: try again
         return 0
 
 
@@ -65,10 +87,10 @@ def intervals(runs: pd.DataFrame) -> pd.DataFrame:
 
 
 def test_two_campaigns_at_once_warn_record_and_flag_the_overlap(tmp_path):
-    first = start(tmp_path, "guard-first", 5)        # 10 runs of about 1.5 s
+    first = start(tmp_path, "guard-first", 5)  # 10 runs of about 1.5 s
     try:
         deadline = time.monotonic() + 300
-        while stored(tmp_path, "guard-first") < 2:     # the second starts once two runs of the first are done
+        while stored(tmp_path, "guard-first") < 2:  # the second starts once two runs of the first are done
             assert first.poll() is None, first.communicate()
             assert time.monotonic() < deadline, "the first campaign did not store two runs"
             time.sleep(0.2)
@@ -83,7 +105,7 @@ def test_two_campaigns_at_once_warn_record_and_flag_the_overlap(tmp_path):
             if proc is not None and proc.poll() is None:
                 stop(proc)
     assert "another campaign runs on this host: guard-first" in err2
-    assert "another campaign runs on this host: guard-second" in err1   # the first saw it too, mid-way
+    assert "another campaign runs on this host: guard-second" in err1  # the first saw it too, mid-way
     with Store(tmp_path / "data" / "guard-first" / "store.sqlite", readonly=True) as st:
         one = intervals(st.runs())
     with Store(tmp_path / "data" / "guard-second" / "store.sqlite", readonly=True) as st:
@@ -93,7 +115,9 @@ def test_two_campaigns_at_once_warn_record_and_flag_the_overlap(tmp_path):
     for md, flag, why in zip(two.metadata, two.suspect, two.suspect_reason):
         assert md["others_running"] == ["guard-first"] and flag and "guard-first" in why
     # runs of the first that overlapped a run of the second: recorded and flagged
-    overlapped = [any(a.start < b.end and b.start < a.end for b in two.itertuples()) for a in one.itertuples()]
+    overlapped = [
+        any(a.start < b.end and b.start < a.end for b in two.itertuples()) for a in one.itertuples()
+    ]
     assert sum(overlapped) >= 1
     for ok, md, flag, why in zip(overlapped, one.metadata, one.suspect, one.suspect_reason):
         if ok:
@@ -122,4 +146,4 @@ def test_an_exclusive_campaign_refuses_beside_another(tmp_path):
         assert not (tmp_path / "data" / "guard-excl" / "store.sqlite").exists()
     finally:
         stop(first)
-    assert first.returncode != 0   # interrupted: its instances torn down (SIGTERM), none left
+    assert first.returncode != 0  # interrupted: its instances torn down (SIGTERM), none left

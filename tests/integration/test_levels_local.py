@@ -4,6 +4,7 @@ each instance's own counters in the samples table. The statistics on this store 
 variance component, no false effect of a factor constant within instances) are the analysis side's
 test, on the same fixture (``capped_levels_store``).
 """
+
 from __future__ import annotations
 
 import pandas as pd
@@ -35,7 +36,9 @@ def test_capped_boots_store_their_levels(capped_levels_store):
     quotas = runs.metadata.map(lambda m: m["instances"][0]["test_cpu_quota"])
     for cap, quota in zip(caps, quotas):
         assert int(quota.split()[0]) == int(cap * 100_000)
-    per_instance = pd.DataFrame({"instance": runs.metadata.map(lambda m: m["instances"][0]["name"]), "cap": caps})
+    per_instance = pd.DataFrame(
+        {"instance": runs.metadata.map(lambda m: m["instances"][0]["name"]), "cap": caps}
+    )
     assert set(per_instance.groupby("instance").cap.nunique()) == {1}
     # the instance's own counters, sampled with its id, for every instance
     mine = samples[samples.instance.notna()]

@@ -13,6 +13,7 @@ with the Debian cloud kernel). We accept ``memory_mb - 80 MiB < MemTotal <=
 memory_mb`` and additionally that two sizes differ by their difference within
 16 MiB, which shows ``<memory>`` is what the guest gets.
 """
+
 from __future__ import annotations
 
 import concurrent.futures as cf
@@ -46,14 +47,20 @@ def backend_files(*names) -> list[str]:
 
 def killed_controller(backend, prefix: str) -> str:
     """Start a domain named ``prefix*`` from another process, SIGKILL that process; the name."""
-    code = ("import json, sys; from labkit.backends import get_backend, new_name; "
-            "from labkit.core.instance import InstanceSpec; "
-            "be = get_backend('libvirt', **json.loads(sys.argv[2])); "
-            "i = be._boot(InstanceSpec(memory_mb=256), new_name(sys.argv[1]), 0, None, be.domain_type()); "
-            "print(i.name, flush=True); sys.stdin.read()")
-    proc = subprocess.Popen([sys.executable, "-c", code, prefix, json.dumps(backend.options)],
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
-                            cwd=os.path.dirname(os.path.dirname(os.path.dirname(__file__))))
+    code = (
+        "import json, sys; from labkit.backends import get_backend, new_name; "
+        "from labkit.core.instance import InstanceSpec; "
+        "be = get_backend('libvirt', **json.loads(sys.argv[2])); "
+        "i = be._boot(InstanceSpec(memory_mb=256), new_name(sys.argv[1]), 0, None, be.domain_type()); "
+        "print(i.name, flush=True); sys.stdin.read()"
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code, prefix, json.dumps(backend.options)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=os.path.dirname(os.path.dirname(os.path.dirname(__file__))),
+    )
     try:
         name = proc.stdout.readline().strip()
         assert name.startswith(prefix), name
@@ -71,7 +78,8 @@ def memtotal_mb(inst) -> float:
 def check_memory(inst, memory_mb: int) -> None:
     got = memtotal_mb(inst)
     assert memory_mb - KERNEL_RESERVE_MB < got <= memory_mb, (
-        f"MemTotal {got:.0f} MiB for memory_mb={memory_mb}")
+        f"MemTotal {got:.0f} MiB for memory_mb={memory_mb}"
+    )
     _memtotal[memory_mb] = got
 
 
@@ -123,8 +131,8 @@ class TestLibvirt:
         assert inst.exec("nproc").stdout.strip() == "1"
         check_memory(inst, 256)
         pins = inst.pinning()
-        assert pins["vcpupin_xml"] == {}                       # no <cputune><vcpupin>
-        assert pins["vcpupin"] == {0: list(range(host))}       # the vCPU may run anywhere
+        assert pins["vcpupin_xml"] == {}  # no <cputune><vcpupin>
+        assert pins["vcpupin"] == {0: list(range(host))}  # the vCPU may run anywhere
         assert inst.metadata["vcpupin_xml"] == {}
 
     def test_memory_scales_with_memory_mb(self):
@@ -135,6 +143,7 @@ class TestLibvirt:
 
     def test_two_vms_run_nqueens_at_the_same_time(self, backend):
         from labkit.workloads.nqueens import NQueens
+
         wl = NQueens(board=10)
         spec = InstanceSpec(vcpus=1, memory_mb=256, affinity="floating", count=2)
         with instances(backend, spec) as insts:
@@ -144,8 +153,9 @@ class TestLibvirt:
             for inst in insts:
                 wl.prepare(inst)
             # repeat the solver so each side runs for a few seconds, then check the overlap
-            loop = ("i=0; while [ $i -lt 8 ]; do {bin} 10 1 || exit 1; i=$((i+1)); done"
-                    .format(bin=f"{insts[0].workdir}/{wl.remote_path}"))
+            loop = "i=0; while [ $i -lt 8 ]; do {bin} 10 1 || exit 1; i=$((i+1)); done".format(
+                bin=f"{insts[0].workdir}/{wl.remote_path}"
+            )
 
             def run(inst):
                 t0 = time.monotonic()
@@ -185,7 +195,7 @@ class TestLibvirt:
         assert r.timed_out and not r.oom_killed and r.exit_code == 137, r.describe()
         assert r.duration_s >= 1.5 and "never" not in r.stdout
         ps = inst.exec("ps -eo args").stdout
-        assert not re.search(r"^sleep 4[012]", ps, re.M), ps     # child, grandchildren: all gone
+        assert not re.search(r"^sleep 4[012]", ps, re.M), ps  # child, grandchildren: all gone
         assert inst.exec("echo alive").stdout == "alive\n"
 
     def test_oom_kill_is_reported_and_a_plain_sigkill_is_not(self, floating_vm):
@@ -214,25 +224,31 @@ class TestLibvirt:
 
     def test_put_copies_a_file_with_its_mode(self, floating_vm):
         inst = floating_vm
-        payload = os.urandom(300_000)                # several agent chunks
+        payload = os.urandom(300_000)  # several agent chunks
         with tempfile.NamedTemporaryFile("wb", delete=False) as f:
             f.write(payload)
         try:
             inst.put(f.name, "/tmp/labkit/sub/dir/blob", mode=0o640)
             assert inst.exec("stat -c '%a %s' /tmp/labkit/sub/dir/blob").stdout.split() == [
-                "640", str(len(payload))]
+                "640",
+                str(len(payload)),
+            ]
             import hashlib
-            assert inst.exec("sha256sum /tmp/labkit/sub/dir/blob").stdout.split()[0] == \
-                hashlib.sha256(payload).hexdigest()
+
+            assert (
+                inst.exec("sha256sum /tmp/labkit/sub/dir/blob").stdout.split()[0]
+                == hashlib.sha256(payload).hexdigest()
+            )
         finally:
             os.unlink(f.name)
 
     def test_no_network_loopback_up_and_image_tools(self, floating_vm):
         inst = floating_vm
-        ifaces = [line.split(":")[0].strip()
-                  for line in inst.exec("cat /proc/net/dev").stdout.splitlines()[2:]]
+        ifaces = [
+            line.split(":")[0].strip() for line in inst.exec("cat /proc/net/dev").stdout.splitlines()[2:]
+        ]
         assert ifaces == ["lo"], ifaces
-        assert int(inst.exec("cat /sys/class/net/lo/flags").stdout, 16) & 1   # IFF_UP
+        assert int(inst.exec("cat /sys/class/net/lo/flags").stdout, 16) & 1  # IFF_UP
         for tool in ("sysbench", "ab", "apache2", "stress-ng", "fio", "iperf3", "timeout", "ps"):
             assert inst.exec(["sh", "-c", f"command -v {tool}"], check=False).ok, tool
 
@@ -285,7 +301,8 @@ class TestLibvirt:
         try:
             assert backend.list_labkit(mine) == [live[0].name]
             assert set(backend.list_overlays(mine)) == {
-                f"{n}{ext}" for n in (left, live[0].name) for ext in (".qcow2", ".console.log")}
+                f"{n}{ext}" for n in (left, live[0].name) for ext in (".qcow2", ".console.log")
+            }
             removed = backend.cleanup(mine)
             assert removed == sorted([left, live[0].name])
             assert backend.list_labkit(mine) == [] and backend.list_overlays(mine) == []
@@ -294,7 +311,7 @@ class TestLibvirt:
             assert set(backend.list_overlays(other)) == set(backend_files(live[1].name))
             assert backend.cleanup(mine) == []
             with pytest.raises(ConfigError):
-                backend.cleanup("")        # never "everything"
+                backend.cleanup("")  # never "everything"
         finally:
             assert not teardown(live)
         assert backend.cleanup(other) == []
@@ -305,4 +322,3 @@ class TestLibvirt:
         assert fp["domain_type"] in ("kvm", "qemu") and fp["domain_type_reason"]
         assert fp["hypervisor"] == "QEMU" and fp["libvirt_version"]
         assert fp["guest_kernel"].endswith("cloud-amd64")
-

@@ -10,6 +10,7 @@ eth0; after teardown no domain, network or bridge named with the prefix remains.
 
 Network safety: the only traffic is on the three bridges made here.
 """
+
 from __future__ import annotations
 
 import secrets
@@ -24,7 +25,7 @@ from labkit.backends.testing import required
 from labkit.core.instance import InstanceSpec
 from labkit.workloads import get_workload
 
-pytestmark = [pytest.mark.libvirt, pytest.mark.network, pytest.mark.slow]   # 50-120 s: two TCG boots
+pytestmark = [pytest.mark.libvirt, pytest.mark.network, pytest.mark.slow]  # 50-120 s: two TCG boots
 RATE_MBIT = 20
 
 
@@ -47,8 +48,10 @@ def test_two_vms_bond_two_nics_and_a_stream_between_them_uses_both():
         a, b = insts
         for inst in insts:
             bonding = inst.exec(["cat", "/proc/net/bonding/bond0"], timeout=60).stdout
-            assert "Bonding Mode: load balancing (round-robin)" in bonding, bonding   # balance-rr
-            assert bonding.count("Slave Interface:") == 2 and "data1" in bonding and "data2" in bonding, bonding
+            assert "Bonding Mode: load balancing (round-robin)" in bonding, bonding  # balance-rr
+            assert bonding.count("Slave Interface:") == 2 and "data1" in bonding and "data2" in bonding, (
+                bonding
+            )
             for dev, address in (("eth0", inst.address), ("bond0", inst.peer_address)):
                 shown = inst.exec(["ip", "-4", "-o", "addr", "show", "dev", dev], timeout=60).stdout
                 assert f"inet {address}/24" in shown and shown.count(" inet ") == 1, shown
@@ -63,7 +66,9 @@ def test_two_vms_bond_two_nics_and_a_stream_between_them_uses_both():
             taps = inst.metadata["network"]["data_devices"]
             assert taps == [f"{net.device}1h{inst.index}", f"{net.device}2h{inst.index}"]
             for tap in [inst.host_device, *taps]:
-                qdisc = subprocess.run(["tc", "qdisc", "show", "dev", tap], capture_output=True, text=True).stdout
+                qdisc = subprocess.run(
+                    ["tc", "qdisc", "show", "dev", tap], capture_output=True, text=True
+                ).stdout
                 assert "tbf" in qdisc and f"{RATE_MBIT}Mbit" in qdisc, qdisc
 
         # inst1 -> inst0 (iperf3's listener on inst0's data address): the bytes into inst0
@@ -76,7 +81,7 @@ def test_two_vms_bond_two_nics_and_a_stream_between_them_uses_both():
         on_bond = sum(sent[t] for t in data_taps)
         assert on_bond > 1_000_000, sent
         for t in data_taps:
-            assert 0.3 < sent[t] / on_bond < 0.7, sent   # round robin: about half each
+            assert 0.3 < sent[t] / on_bond < 0.7, sent  # round robin: about half each
         assert sent[a.host_device] < 0.05 * on_bond, sent
     finally:
         errors = teardown(insts)
@@ -85,7 +90,10 @@ def test_two_vms_bond_two_nics_and_a_stream_between_them_uses_both():
             assert errors == []
             assert be.list_labkit(pfx) == [] and be.list_overlays(pfx) == []
             for j in ("", "1", "2"):
-                assert subprocess.run(["ip", "link", "show", net.device + j], capture_output=True).returncode != 0
+                assert (
+                    subprocess.run(["ip", "link", "show", net.device + j], capture_output=True).returncode
+                    != 0
+                )
         finally:
             be.cleanup(pfx)
             be.close()

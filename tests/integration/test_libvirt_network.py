@@ -10,6 +10,7 @@ after teardown + ``cleanup(prefix)`` no domain, network or disk named with the p
 
 Network safety: the only traffic is on the two networks made here.
 """
+
 from __future__ import annotations
 
 import secrets
@@ -24,7 +25,7 @@ from labkit.backends.testing import required
 from labkit.core.instance import InstanceSpec
 from labkit.workloads import get_workload
 
-pytestmark = [pytest.mark.libvirt, pytest.mark.network, pytest.mark.slow]   # 50-120 s: two TCG boots
+pytestmark = [pytest.mark.libvirt, pytest.mark.network, pytest.mark.slow]  # 50-120 s: two TCG boots
 RATE_MBIT = 20
 
 
@@ -35,7 +36,7 @@ def test_two_vms_on_a_private_network_with_raw_disks():
     be = get_backend("libvirt", disk_format="raw")
     pfx = f"labkit-test-lvnet{secrets.token_hex(2)}--"
     net = be.create_network(pfx, 2, f"{RATE_MBIT}mbit/")
-    other = be.create_network(pfx + "other-", 1)   # another run's network: must stay unreachable
+    other = be.create_network(pfx + "other-", 1)  # another run's network: must stay unreachable
     insts = []
     try:
         insts = be.provision(InstanceSpec(vcpus=1, memory_mb=256, count=2), prefix=pfx, network=net)
@@ -62,15 +63,19 @@ def test_two_vms_on_a_private_network_with_raw_disks():
         assert 0 < got <= 1.02 * RATE_MBIT, got
         res = b.exec(["timeout", "20", "bash", "-c", "exec 3<>/dev/tcp/host/9"], check=False, timeout=60)
         assert "refused" in res.stderr.lower(), res.stderr
-        res = a.exec(["timeout", "20", "bash", "-c", f"exec 3<>/dev/tcp/{other.host_address}/9"],
-                     check=False, timeout=60)
+        res = a.exec(
+            ["timeout", "20", "bash", "-c", f"exec 3<>/dev/tcp/{other.host_address}/9"],
+            check=False,
+            timeout=60,
+        )
         assert not res.ok and "unreachable" in res.stderr.lower(), res.stderr
 
         # the shaping is on each guest's host-side tap, whose name is recorded
         for inst in insts:
             assert inst.metadata["network"]["host_device"] == inst.host_device == f"{net.device}h{inst.index}"
-            qdisc = subprocess.run(["tc", "qdisc", "show", "dev", inst.host_device],
-                                   capture_output=True, text=True).stdout
+            qdisc = subprocess.run(
+                ["tc", "qdisc", "show", "dev", inst.host_device], capture_output=True, text=True
+            ).stdout
             assert "tbf" in qdisc and f"{RATE_MBIT}Mbit" in qdisc, qdisc
     finally:
         errors = teardown(insts)

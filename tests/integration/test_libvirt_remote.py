@@ -7,6 +7,7 @@ and every call (domain XML, storage-pool overlays, guest-agent commands,
 console log) crosses that tunnel. The KVM probe runs again for the remote URI
 (nothing is cached for remote hosts) and its verdict must agree with the local one.
 """
+
 from __future__ import annotations
 
 import os
@@ -28,7 +29,7 @@ def ssh_uri() -> str:
     if not host:
         pytest.skip("LABKIT_SSH_HOST is not set (make integration sets the test sshd's address)")
     key = os.environ.get("LABKIT_SSH_KEY")
-    query = "no_tty=1" + (f"&keyfile={key}" if key else "")   # host key: known (setup-ssh.sh records it)
+    query = "no_tty=1" + (f"&keyfile={key}" if key else "")  # host key: known (setup-ssh.sh records it)
     user, port = os.environ.get("LABKIT_SSH_USER", "root"), os.environ.get("LABKIT_SSH_PORT", "22")
     return f"qemu+ssh://{user}@{host}:{port}/system?{query}"
 
@@ -63,7 +64,9 @@ def test_a_vm_over_qemu_ssh_is_provisioned_driven_and_removed(remote):
         assert inst.pinning()["vcpupin"] == {0: want}
         check_exec_contract(inst)
         inst.put(__file__, "/tmp/labkit/remote_test.py", mode=0o644)
-        assert inst.exec("wc -c < /tmp/labkit/remote_test.py").stdout.strip() == str(len(open(__file__, "rb").read()))
+        assert inst.exec("wc -c < /tmp/labkit/remote_test.py").stdout.strip() == str(
+            len(open(__file__, "rb").read())
+        )
     assert inst.name not in local.list_labkit(PREFIX)
     fp = be.fingerprint()
     assert fp["uri"] == be.uri and fp["domain_type"] == local.domain_type()

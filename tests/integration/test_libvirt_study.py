@@ -13,6 +13,7 @@ machine is shared. Afterwards no domain, disk or network named with the test's p
 
 Network safety: the only traffic is on the run's private network made here.
 """
+
 from __future__ import annotations
 
 import secrets
@@ -32,7 +33,7 @@ from labkit.workloads.mpi import launch
 
 from . import workload_checks as checks
 
-pytestmark = [pytest.mark.libvirt, pytest.mark.network, pytest.mark.slow]   # two TCG boots, ~3-5 min
+pytestmark = [pytest.mark.libvirt, pytest.mark.network, pytest.mark.slow]  # two TCG boots, ~3-5 min
 IMAGE = "study"
 BUILD = "labkit images build --only none --vm --profile study"
 
@@ -46,7 +47,7 @@ def guests():
     if shutil.which("ab") is None:
         _unavailable("needs ab on this host (scripts/setup-tools.sh)")
     try:
-        be = get_backend("libvirt", image=IMAGE)   # checks libvirtd and the image
+        be = get_backend("libvirt", image=IMAGE)  # checks libvirtd and the image
     except BackendUnavailable as exc:
         _unavailable(f"libvirt or its {IMAGE!r} VM image is unavailable ({exc}); build it with: {BUILD}")
     pfx = f"labkit-test-lvstudy{secrets.token_hex(2)}--"
@@ -71,7 +72,7 @@ def test_the_study_image_carries_the_tools(guests):
     be, net, (a, b) = guests
     base = get_backend("libvirt")
     try:
-        assert be.fingerprint()["vm_image"] != base.image_info().get("hash")   # not the base image
+        assert be.fingerprint()["vm_image"] != base.image_info().get("hash")  # not the base image
     finally:
         base.close()
     for tool in ("mariadbd", "bonnie++", "sysbench", "apache2", "ab"):
@@ -123,8 +124,11 @@ def test_mpi_daemon_that_dies_in_a_guest_fails_the_launch(guests, monkeypatch):
     real = mpi.agent_script
 
     def broken(instances, wdir):
-        return "\n".join(ln.replace('"$*" ;;', '"$* -mca oob ^tcp" ;;') if ln.lstrip().startswith(f"{b.address}|")
-                         else ln for ln in real(instances, wdir).split("\n"))
+        return "\n".join(
+            ln.replace('"$*" ;;', '"$* -mca oob ^tcp" ;;') if ln.lstrip().startswith(f"{b.address}|") else ln
+            for ln in real(instances, wdir).split("\n")
+        )
+
     monkeypatch.setattr(mpi, "agent_script", broken)
     with pytest.raises(BenchmarkError, match=r"mpirun failed \(exit (?!137)"):
         launch([a, b], ["true"], ranks=2, timeout=200)
@@ -138,9 +142,14 @@ def test_mpi_pingpong_between_guests(guests, tmp_path):
     binary = pingpong.build(str(tmp_path))
     for g in (a, b):
         g.put(binary, "/opt/labkit/labkit-pingpong", 0o755)
-    wl = get_workload("mpi", program="/opt/labkit/labkit-pingpong", ranks=2,
-                      parser="labkit.workloads.pingpong:parse", timeout_s=300)
-    taps = b.metadata["network"]["data_devices"]            # b's two bonded NICs, host side
+    wl = get_workload(
+        "mpi",
+        program="/opt/labkit/labkit-pingpong",
+        ranks=2,
+        parser="labkit.workloads.pingpong:parse",
+        timeout_s=300,
+    )
+    taps = b.metadata["network"]["data_devices"]  # b's two bonded NICs, host side
     before = {t: _tx_bytes(t) for t in [b.host_device, *taps]}
     got = {r.metric: r.value for r in wl.run_group([a, b], {})}
     into_b = {t: _tx_bytes(t) - before[t] for t in before}
@@ -165,6 +174,7 @@ def test_link_delay_is_netem_in_the_guest():
     host to the guest takes one round trip, whose guest-to-host half is delayed: at least the
     20 ms delay (an emulated guest answers a SYN in well under that unshaped)."""
     from labkit.workloads.iperf3 import start_server, stop_server
+
     try:
         be = get_backend("libvirt", image=IMAGE)
     except BackendUnavailable as exc:
@@ -176,8 +186,9 @@ def test_link_delay_is_netem_in_the_guest():
         g = insts[0]
         qdisc = g.exec(["tc", "qdisc", "show", "dev", "eth0"], timeout=30).stdout
         assert "netem" in qdisc and "delay 20ms" in qdisc, qdisc
-        on_tap = subprocess.run(["tc", "qdisc", "show", "dev", g.host_device], capture_output=True,
-                                text=True, timeout=30).stdout
+        on_tap = subprocess.run(
+            ["tc", "qdisc", "show", "dev", g.host_device], capture_output=True, text=True, timeout=30
+        ).stdout
         assert "tbf" in on_tap and "100Mbit" in on_tap and "netem" not in on_tap, on_tap
         port, pidfile = start_server(g, bind=g.address)
         try:

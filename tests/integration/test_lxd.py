@@ -1,5 +1,6 @@
 """The lxd backend on a real LXD (marker ``lxd``): the instance meaning of docs/design.md
 proved from inside each container, plus LXD-specific guarantees."""
+
 from __future__ import annotations
 
 import logging
@@ -43,6 +44,7 @@ class TestLxd(ContainerContract, LifecycleContract):
 
     def test_image_import_is_cached_then_replaced(self, backend, tmp_path, monkeypatch, caplog):
         import pylxd
+
         alias = f"{PREFIX}-image"
         monkeypatch.setattr(lxd_image, "ALIAS", alias)
         tar = tiny_rootfs_tar(tmp_path / "rootfs.tar")
@@ -83,7 +85,7 @@ class TestLxd(ContainerContract, LifecycleContract):
             assert base.config["user.labkit.image"] == fp
             shifted = base.config["volatile.last_state.idmap"]
             assert backend.client.instances.get(inst.name).config["volatile.last_state.idmap"] == shifted
-        assert name not in backend.list_labkit()          # a cache of the image, not a campaign's
+        assert name not in backend.list_labkit()  # a cache of the image, not a campaign's
 
     def test_a_half_made_base_is_not_used_then_made_again(self, backend, monkeypatch):
         """A base that is not ready (its maker died before starting it) is not copied: the
@@ -98,28 +100,43 @@ class TestLxd(ContainerContract, LifecycleContract):
             client.instances.get(name).delete(wait=True)
         except Exception:
             pass
-        client.instances.create({"name": name, "source": {"type": "image", "alias": backend.image},
-                                 "profiles": [], "devices": root}, wait=True)    # never started
-        client.instances.create({"name": stale, "source": {"type": "image", "alias": backend.image},
-                                 "profiles": [], "devices": root,
-                                 "config": {"user.labkit.image": "0" * 64}}, wait=True)
+        client.instances.create(
+            {
+                "name": name,
+                "source": {"type": "image", "alias": backend.image},
+                "profiles": [],
+                "devices": root,
+            },
+            wait=True,
+        )  # never started
+        client.instances.create(
+            {
+                "name": stale,
+                "source": {"type": "image", "alias": backend.image},
+                "profiles": [],
+                "devices": root,
+                "config": {"user.labkit.image": "0" * 64},
+            },
+            wait=True,
+        )
         try:
             with instances(backend, InstanceSpec(vcpus=1, memory_mb=96)) as (inst,):
                 assert inst.metadata["base"] is None and inst.exec(["true"]).ok
             assert client.instances.exists(name) and client.instances.exists(stale)
             monkeypatch.setattr(lxd_base, "PATIENCE_S", 0.0)
             with instances(backend, InstanceSpec(vcpus=1, memory_mb=96)) as (inst,):
-                assert inst.metadata["base"] is None                 # removed, not yet made again
+                assert inst.metadata["base"] is None  # removed, not yet made again
             assert not client.instances.exists(name)
             with instances(backend, InstanceSpec(vcpus=1, memory_mb=96)) as (inst,):
                 assert inst.metadata["base"] == name and inst.exec(["true"]).ok
-            assert not client.instances.exists(stale)                # its image is gone
+            assert not client.instances.exists(stale)  # its image is gone
         finally:
             if client.instances.exists(stale):
                 client.instances.get(stale).delete(wait=True)
 
     def test_privileged_instances_come_from_the_image(self):
         from labkit.backends import get_backend
+
         be = get_backend("lxd", privileged=True)
         try:
             with instances(be, InstanceSpec(vcpus=1, memory_mb=96)) as (inst,):

@@ -6,6 +6,7 @@ Network safety: the only traffic is on networks these tests create (the run's br
 second run's network used as the "outside" that must be unreachable); no other address is
 ever probed. One network with two instances per backend serves the module.
 """
+
 from __future__ import annotations
 
 import json
@@ -29,8 +30,11 @@ from tests.support.processes import killed_when_ready
 
 from . import workload_checks as checks
 
-BACKENDS = [pytest.param("local", marks=pytest.mark.root), pytest.param("docker", marks=pytest.mark.docker),
-            pytest.param("lxd", marks=pytest.mark.lxd)]
+BACKENDS = [
+    pytest.param("local", marks=pytest.mark.root),
+    pytest.param("docker", marks=pytest.mark.docker),
+    pytest.param("lxd", marks=pytest.mark.lxd),
+]
 pytestmark = [pytest.mark.network, pytest.mark.parametrize("backend_name", BACKENDS)]
 TAG = secrets.token_hex(2)
 #: the shaped rate of the module's network (low enough that a loaded 2-core machine reaches it)
@@ -52,8 +56,10 @@ def _tools():
 #: the image variants per container backend, best first: ``study`` (``labkit images build
 #: --profile study``, what the set-up builds: OpenMPI, hpcc, bonnie++, MariaDB), then ``mpi``;
 #: the module uses the first that exists (each is the base image plus those packages)
-VARIANT_IMAGES = {"docker": ("labkit/debian:12-study", "labkit/debian:12-mpi"),
-                  "lxd": ("labkit-debian-12-study", "labkit-debian-12-mpi")}
+VARIANT_IMAGES = {
+    "docker": ("labkit/debian:12-study", "labkit/debian:12-mpi"),
+    "lxd": ("labkit-debian-12-study", "labkit-debian-12-mpi"),
+}
 NO_TOOL = "no {tool} in the {image} image; build the variant with: labkit images build --profile study"
 NO_MPI = NO_TOOL.replace("{tool}", "OpenMPI").replace("{image}", "{}")
 
@@ -119,7 +125,7 @@ def run(runs, backend_name):
         be = backend(backend_name)
         pfx = prefix(backend_name)
         net = be.create_network(pfx, 2, f"{RATE_MBIT}mbit/")
-        other = be.create_network(pfx + "other-", 1)   # another run's network: must stay unreachable
+        other = be.create_network(pfx + "other-", 1)  # another run's network: must stay unreachable
         try:
             insts = be.provision(InstanceSpec(vcpus=1, memory_mb=128, count=2), prefix=pfx, network=net)
         except BaseException:
@@ -132,8 +138,9 @@ def run(runs, backend_name):
 
 def tcp_connect(inst, address: str, port: int):
     """Open a TCP connection from ``inst`` with bash's /dev/tcp (no extra tool in the image)."""
-    return inst.exec(["timeout", "10", "bash", "-c", f"exec 3<>/dev/tcp/{address}/{port}"],
-                     check=False, timeout=30)
+    return inst.exec(
+        ["timeout", "10", "bash", "-c", f"exec 3<>/dev/tcp/{address}/{port}"], check=False, timeout=30
+    )
 
 
 def test_names_resolve_to_the_run_addresses(run):
@@ -175,7 +182,9 @@ def test_shaped_link_measures_as_shaped(run):
     rows = get_workload("iperf3", path="instances", protocol="tcp", duration_s=3).run_group([a, b], {})
     got = next(r.value for r in rows if r.metric == "tcp_mbit_per_s")
     assert 0.5 * RATE_MBIT <= got <= 1.02 * RATE_MBIT, got
-    qdisc = subprocess.run(["tc", "qdisc", "show", "dev", a.host_device], capture_output=True, text=True).stdout
+    qdisc = subprocess.run(
+        ["tc", "qdisc", "show", "dev", a.host_device], capture_output=True, text=True
+    ).stdout
     assert "tbf" in qdisc and "100Mbit" in qdisc, qdisc
 
 
@@ -190,7 +199,7 @@ def test_link_delay_where_the_kernel_has_netem(backend_name):
             insts = be.provision(InstanceSpec(vcpus=1, memory_mb=128, count=2), prefix=pfx, network=net)
         except BackendUnavailable as exc:
             pytest.skip(str(exc))
-        rtt_us = checks.connect_rtt_us(insts[0], insts[1])   # TCP connect time = one round trip
+        rtt_us = checks.connect_rtt_us(insts[0], insts[1])  # TCP connect time = one round trip
         assert rtt_us >= 10_000, rtt_us
     finally:
         teardown(insts)
@@ -268,8 +277,12 @@ def test_mpi_ranks_run_in_both_instances(run, backend_name):
             pytest.skip(NO_MPI.format(be.options.get("image") or backend_name))
     wl = get_workload("mpi", program="ip -4 -o addr show dev eth0", ranks=2)
     # each rank prints its address and its session directory (OpenMPI's OMPI_FILE_LOCATION)
-    res, wdir, _ = launch([a, b], ["sh", "-c", 'echo "$(ip -4 -o addr show dev eth0) at $OMPI_FILE_LOCATION"'],
-                          ranks=2, timeout=120)
+    res, wdir, _ = launch(
+        [a, b],
+        ["sh", "-c", 'echo "$(ip -4 -o addr show dev eth0) at $OMPI_FILE_LOCATION"'],
+        ranks=2,
+        timeout=120,
+    )
     seen = {addr for addr in net.addresses if addr + "/" in res.stdout}
     assert seen == set(net.addresses), res.stdout
     # every instance's daemon and rank keep their session files apart (local instances share /tmp)
@@ -307,8 +320,11 @@ def test_mpi_daemon_that_dies_at_start_fails_the_launch(run, backend_name, monke
 
     def broken(instances, wdir):
         lines = real(instances, wdir).split("\n")
-        return "\n".join(ln.replace('"$*" ;;', '"$* -mca oob ^tcp" ;;') if ln.lstrip().startswith(f"{b.address}|")
-                         else ln for ln in lines)
+        return "\n".join(
+            ln.replace('"$*" ;;', '"$* -mca oob ^tcp" ;;') if ln.lstrip().startswith(f"{b.address}|") else ln
+            for ln in lines
+        )
+
     monkeypatch.setattr(mpi, "agent_script", broken)
     with pytest.raises(BenchmarkError, match=r"mpirun failed \(exit (?!137)"):
         launch([a, b], ["true"], ranks=2, timeout=150)
@@ -327,7 +343,9 @@ def test_hpcc_across_two_instances(run, backend_name):
     wl = get_workload("hpcc", n=500)
     wl.prepare(a)
     got = {r.metric: r.value for r in wl.run_group([a, b], {})}
-    assert got["hpl_gflops"] > 0 and got["pingpong_latency_us"] > 0 and got["random_ring_bandwidth_gb_per_s"] > 0
+    assert (
+        got["hpl_gflops"] > 0 and got["pingpong_latency_us"] > 0 and got["random_ring_bandwidth_gb_per_s"] > 0
+    )
 
 
 def test_sysbench_oltp_against_mariadb_in_the_other_instance(run, backend_name, monkeypatch):
@@ -336,13 +354,15 @@ def test_sysbench_oltp_against_mariadb_in_the_other_instance(run, backend_name, 
     The first port drawn is held by a listener in inst0 (as one was in a CI run of
     2026-11-28): MariaDB fails to bind it and the workload moves to another port."""
     from labkit.workloads import base, iperf3, oltp
+
     be, net, (a, b), _ = run
     need_tool(a, be, "mariadbd")
     need_tool(a, be, "iperf3")
     busy, pidfile = iperf3.start_server(a, bind=a.peer_address)
     drawn: list[int] = []
-    monkeypatch.setattr(oltp, "server_port", lambda: drawn.append(busy if not drawn else base.server_port())
-                        or drawn[-1])
+    monkeypatch.setattr(
+        oltp, "server_port", lambda: drawn.append(busy if not drawn else base.server_port()) or drawn[-1]
+    )
     try:
         checks.oltp_across(a, b, table_size=1000, time_s=2)
     finally:

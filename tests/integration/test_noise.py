@@ -1,4 +1,5 @@
 """Noisy neighbours for real (study 003 §4.3): start, confirm, main run, stop — on local and docker."""
+
 from __future__ import annotations
 
 import json
@@ -46,8 +47,8 @@ def _exercise(be, kind, alive_outside):
 @pytest.mark.parametrize("kind", KINDS)
 def test_local_neighbours(kind):
     be = get_backend("local")
-    rows = _exercise(be, kind, lambda nb: nb.name in be.list_labkit(nb.name))   # cgroup gone = processes gone
-    assert rows[0]["backend"] == "local" and json.dumps(rows)             # JSON-ready for run metadata
+    rows = _exercise(be, kind, lambda nb: nb.name in be.list_labkit(nb.name))  # cgroup gone = processes gone
+    assert rows[0]["backend"] == "local" and json.dumps(rows)  # JSON-ready for run metadata
 
 
 @pytest.mark.root
@@ -67,14 +68,22 @@ def test_local_none_and_failure_paths():
 def test_campaign_with_a_noise_factor(tmp_path):
     from labkit.run.campaign import Campaign
     from labkit.store import load_results
+
     design = {"factors": {"noise": ["none", "cpu"]}, "replications": 1, "seed": 3, "name": "noise"}
-    Campaign(design, backend="local", workload="sysbench",
-             workload_params={"test": "cpu", "time_s": 1}, campaign_id="noise-test",
-             data_dir=tmp_path, defaults=SPEC, progress=False).run()
+    Campaign(
+        design,
+        backend="local",
+        workload="sysbench",
+        workload_params={"test": "cpu", "time_s": 1},
+        campaign_id="noise-test",
+        data_dir=tmp_path,
+        defaults=SPEC,
+        progress=False,
+    ).run()
     tidy = load_results(tmp_path, "noise-test")
     assert set(tidy.status) == {"ok"}, tidy.error.dropna().tolist()
     assert set(tidy.noise) == {"none", "cpu"}
-    assert set(tidy.instance_index) == {0}    # only the main instance's result is stored
+    assert set(tidy.instance_index) == {0}  # only the main instance's result is stored
     runs = tidy.drop_duplicates("run_id")
     assert len(runs) == 2
 
@@ -84,8 +93,10 @@ def test_campaign_with_a_noise_factor(tmp_path):
 def test_docker_neighbours(kind):
     be = get_backend("docker")
     try:
+
         def alive(nb):
             return nb.name in be.list_labkit()
+
         _exercise(be, kind, alive)
     finally:
         be.close()

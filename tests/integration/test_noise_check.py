@@ -1,6 +1,7 @@
 """labkit noise-check on the real local backend (root + cgroups: marker ``root``): a short A/A
 campaign of N-queens (board 12, a few seconds) into a temporary data dir that is removed, its noise
 table and the minimum detectable effects of a design (labkit.run.noisecheck)."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -12,8 +13,12 @@ from labkit.stats import detectable_effect
 
 pytestmark = pytest.mark.root
 
-DESIGN = {"name": "target", "factors": {"vcpus": [1, 2], "affinity": ["floating", "pinned"]},
-          "replications": 3, "seed": 1}
+DESIGN = {
+    "name": "target",
+    "factors": {"vcpus": [1, 2], "affinity": ["floating", "pinned"]},
+    "replications": 3,
+    "seed": 1,
+}
 
 
 def test_noise_check_measures_the_local_host(tmp_path):
@@ -30,7 +35,7 @@ def test_noise_check_measures_the_local_host(tmp_path):
     # 12 runs, 4 configurations: 6 runs per level, 8 error df
     assert (mde["runs_per_level"] == 6).all() and (mde["df"] == 8).all()
     assert mde.loc["vcpus", "mde_pct"] == pytest.approx(100 * detectable_effect(row["cv"], n=6, df=8))
-    assert (tmp_path / result.campaign / "store.sqlite").exists()      # a named data dir is kept
+    assert (tmp_path / result.campaign / "store.sqlite").exists()  # a named data dir is kept
     text = result.text()
     assert "local on local: 6 runs" in text and "vcpus (2 levels, 6 runs per level, df 8)" in text
 
@@ -38,13 +43,15 @@ def test_noise_check_measures_the_local_host(tmp_path):
 def test_cli_noise_check_uses_a_temporary_data_dir(tmp_path, capsys, monkeypatch):
     made = []
     import tempfile
+
     real = tempfile.mkdtemp
 
     def spy(*a, **k):
         made.append(real(*a, dir=tmp_path, **{x: y for x, y in k.items() if x != "dir"}))
         return made[-1]
+
     monkeypatch.setattr(tempfile, "mkdtemp", spy)
     assert main(["noise-check", "--backend", "local", "--runs", "4", "--board", "11"]) == 0
     out = capsys.readouterr().out
     assert "noise check noisecheck-" in out and "local on local: 4 runs" in out and "CV " in out
-    assert made and not any(__import__("os").path.exists(p) for p in made)   # removed afterwards
+    assert made and not any(__import__("os").path.exists(p) for p in made)  # removed afterwards

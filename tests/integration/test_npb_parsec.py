@@ -16,6 +16,7 @@ read-only bind on docker, a disk device on lxd) and run them through the workloa
 Only figures the programs print are checked, and only for being what was run (positive time and
 Mop/s, the rank or thread count): never a nominal duration, the machine is shared.
 """
+
 from __future__ import annotations
 
 import secrets
@@ -102,8 +103,10 @@ def run(runs, backend_name, suites):
             raise
         runs[backend_name] = (be, net, insts)
     be, net, insts = runs[backend_name]
-    if backend_name != "local" and not insts[0].exec(["sh", "-c", "command -v orted"], check=False,
-                                                     timeout=30).ok:
+    if (
+        backend_name != "local"
+        and not insts[0].exec(["sh", "-c", "command -v orted"], check=False, timeout=30).ok
+    ):
         why = NO_MPI.format(be.options.get("image") or backend_name)
         if "network" in required():
             pytest.fail(why)
@@ -115,8 +118,13 @@ def run(runs, backend_name, suites):
 def test_npb_mpi_ranks_across_two_instances(run, backend_name, suites):
     """2 ranks, one per instance: the report's time, Mop/s and process count are stored."""
     _be, _net, (a, b) = run
-    wl = get_workload("npb", install_path=f"{target(backend_name, suites)}/npb", benchmark="zs", ranks=2,
-                      timeout_s=TIMEOUT_S)
+    wl = get_workload(
+        "npb",
+        install_path=f"{target(backend_name, suites)}/npb",
+        benchmark="zs",
+        ranks=2,
+        timeout_s=TIMEOUT_S,
+    )
     assert wl.spans(wl.params)
     for inst in (a, b):
         wl.prepare(inst)
@@ -130,8 +138,14 @@ def test_npb_mpi_ranks_across_two_instances(run, backend_name, suites):
 @ON_BACKENDS
 def test_npb_failed_verification_is_a_benchmark_error(run, backend_name, suites):
     _be, _net, (a, b) = run
-    wl = get_workload("npb", install_path=f"{target(backend_name, suites)}/npb", benchmark="zs", ranks=2,
-                      args="-f", timeout_s=TIMEOUT_S)
+    wl = get_workload(
+        "npb",
+        install_path=f"{target(backend_name, suites)}/npb",
+        benchmark="zs",
+        ranks=2,
+        args="-f",
+        timeout_s=TIMEOUT_S,
+    )
     with pytest.raises(BenchmarkError, match="verification UNSUCCESSFUL"):
         wl.run_group([a, b], {"vcpus": 1})
 
@@ -139,8 +153,9 @@ def test_npb_failed_verification_is_a_benchmark_error(run, backend_name, suites)
 @ON_BACKENDS
 def test_npb_openmp_threads_in_one_instance(run, backend_name, suites):
     _be, _net, (a, _b) = run
-    wl = get_workload("npb", install_path=f"{target(backend_name, suites)}/npb-omp", benchmark="zs",
-                      timeout_s=TIMEOUT_S)
+    wl = get_workload(
+        "npb", install_path=f"{target(backend_name, suites)}/npb-omp", benchmark="zs", timeout_s=TIMEOUT_S
+    )
     wl.prepare(a)
     got = {r.metric: r.value for r in wl.run(a, wl.params_for({"threads": 2}, 1))}
     assert got["time_s"] > 0 and got["mops_total"] > 0 and got["threads"] == 2
@@ -170,10 +185,18 @@ def test_npb_campaign_stores_the_failed_verification_as_a_failed_run(suites, tmp
     verification."""
     cid = f"t-npb{TAG}-campaign"
     d = {"factors": {"args": ["", "-f"]}, "replications": 1, "seed": 11}
-    st = Campaign(d, backend="local", workload="npb", backend_options={"mounts": str(suites)},   # /tmp is the instances' own
-                  workload_params={"install_path": f"{suites}/npb", "benchmark": "zs", "ranks": 2},
-                  defaults=InstanceSpec(count=2, vcpus=1, memory_mb=128), campaign_id=cid,
-                  data_dir=tmp_path / "data", progress=False, run_timeout=300).run()
+    st = Campaign(
+        d,
+        backend="local",
+        workload="npb",
+        backend_options={"mounts": str(suites)},  # /tmp is the instances' own
+        workload_params={"install_path": f"{suites}/npb", "benchmark": "zs", "ranks": 2},
+        defaults=InstanceSpec(count=2, vcpus=1, memory_mb=128),
+        campaign_id=cid,
+        data_dir=tmp_path / "data",
+        progress=False,
+        run_timeout=300,
+    ).run()
     runs = st.runs()
     assert len(runs) == 2, runs
     by_args = {r.args: r for r in runs.itertuples()}

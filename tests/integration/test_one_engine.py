@@ -20,6 +20,7 @@ same runs (configuration without ``platform``, replicate), all ``ok``, the injec
 kept as an earlier attempt, the same per-run metadata keys, and nothing left behind (no
 instance, and no network bridge on this machine or on the ssh hosts).
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -44,13 +45,17 @@ from .test_fleet import HOSTS, KEY, fleet_or_skip
 MIN, MAX = 2, 3
 NOISE = ["none", "cpu"]
 NETWORK = ["none", "private"]
-PLATFORMS = {"strict": {"backend": "local", "isolation": "strict"},
-             "relaxed": {"backend": "local", "isolation": "relaxed"}}
+PLATFORMS = {
+    "strict": {"backend": "local", "isolation": "strict"},
+    "relaxed": {"backend": "local", "isolation": "relaxed"},
+}
 FLEET = {"hosts": [{"name": n, "address": a, "key": KEY} for n, a in HOSTS[:2]], "connect_timeout": 5}
 #: (host, platform, backend) each path's runs record
-SLOTS = {"one-backend": {("local", "local", "local")},
-         "platforms": {("here", "strict", "local"), ("here", "relaxed", "local")},
-         "testbed": {("ns1", "ssh", "ssh"), ("ns2", "ssh", "ssh")}}
+SLOTS = {
+    "one-backend": {("local", "local", "local")},
+    "platforms": {("here", "strict", "local"), ("here", "relaxed", "local")},
+    "testbed": {("ns1", "ssh", "ssh"), ("ns2", "ssh", "ssh")},
+}
 PATHS = ["one-backend", "platforms", "testbed"]
 _done: dict[str, Outcome] = {}
 
@@ -59,8 +64,7 @@ def design(path: str) -> dict:
     factors: dict = {"noise": NOISE, "network": NETWORK}
     if path == "platforms":
         factors["platform"] = list(PLATFORMS)
-    return {"factors": factors, "seed": 33,
-            "replications": {"min": MIN, "max": MAX, "target_ci": 1e-9}}
+    return {"factors": factors, "seed": 33, "replications": {"min": MIN, "max": MAX, "target_ci": 1e-9}}
 
 
 class Stamp(RunHook):
@@ -86,18 +90,19 @@ class Stamp(RunHook):
 @dataclass
 class Outcome:
     """What one path's campaign stored (read once from its store, which is then closed)."""
+
     path: str
     prefix: str
     runs: pd.DataFrame
     attempts: pd.DataFrame
     meta: dict
     failed_in: list[str]
-    left: dict[str, list[str]]   # "<host>/<platform>" -> instances still there afterwards; "bridges"
+    left: dict[str, list[str]]  # "<host>/<platform>" -> instances still there afterwards; "bridges"
     hook_campaigns: list[str] = field(default_factory=list)
 
 
 def _leftovers(testbed: dict | None, platforms: list[str], prefix: str) -> dict[str, list[str]]:
-    """"<host>/<platform>" -> its instances named ``prefix*`` (and, on an ssh host, the bridges of
+    """ "<host>/<platform>" -> its instances named ``prefix*`` (and, on an ssh host, the bridges of
     its run networks there) after the campaign."""
     tb = Testbed.load(testbed)
     out = {}
@@ -107,7 +112,9 @@ def _leftovers(testbed: dict | None, platforms: list[str], prefix: str) -> dict[
             try:
                 out[f"{h.name}/{p}"] = be.list_labkit(prefix)
                 if be.name == "ssh":
-                    links = json.loads(be.run_script("ip -j -d link show type bridge", "listing bridges").stdout)
+                    links = json.loads(
+                        be.run_script("ip -j -d link show type bridge", "listing bridges").stdout
+                    )
                     out[f"{h.name}/{p}"] += sorted(bridges_in(links, prefix))
             finally:
                 be.close()
@@ -121,22 +128,34 @@ def outcome(path: str, tmp_path_factory) -> Outcome:
     if path in _done:
         return _done[path]
     cid = f"t-one-{path}-{secrets.token_hex(3)}"
-    testbed = {"platforms": PLATFORMS, "hosts": [{"name": "here"}]} if path == "platforms" else (
-        FLEET if path == "testbed" else None)
+    testbed = (
+        {"platforms": PLATFORMS, "hosts": [{"name": "here"}]}
+        if path == "platforms"
+        else (FLEET if path == "testbed" else None)
+    )
     workload = FailsFirst(argv=["true"])
     stamp = Stamp()
-    store = Campaign(design(path), backend="local" if path == "one-backend" else None, workload=workload,
-                     campaign_id=cid, data_dir=tmp_path_factory.mktemp(path), testbed=testbed,
-                     progress=False, run_timeout=120, hooks=[stamp]).run(retries=1)
+    store = Campaign(
+        design(path),
+        backend="local" if path == "one-backend" else None,
+        workload=workload,
+        campaign_id=cid,
+        data_dir=tmp_path_factory.mktemp(path),
+        testbed=testbed,
+        progress=False,
+        run_timeout=120,
+        hooks=[stamp],
+    ).run(retries=1)
     try:
         runs, attempts, meta = store.runs(), store.attempts(), store.meta()
     finally:
         store.close()
     platforms = list(PLATFORMS) if path == "platforms" else ["ssh" if path == "testbed" else "local"]
     left = _leftovers(testbed, platforms, campaign_prefix(cid))
-    left["bridges"] = sorted(bridges(campaign_prefix(cid)))   # the run networks' bridges, removed
-    _done[path] = Outcome(path, campaign_prefix(cid), runs, attempts, meta, workload.failed_in, left,
-                          stamp.campaigns)
+    left["bridges"] = sorted(bridges(campaign_prefix(cid)))  # the run networks' bridges, removed
+    _done[path] = Outcome(
+        path, campaign_prefix(cid), runs, attempts, meta, workload.failed_in, left, stamp.campaigns
+    )
     return _done[path]
 
 
@@ -148,8 +167,9 @@ def column(runs: pd.DataFrame, name: str, absent) -> pd.Series:
 def run_keys(runs: pd.DataFrame) -> dict[str | None, set[tuple[str, str, int]]]:
     """platform (None without that factor) -> {(noise, network, replicate)} of the stored runs."""
     out: dict = {}
-    for p, noise, net, rep in zip(column(runs, "platform", None), runs["noise"],
-                                  column(runs, "network", "none"), runs["replicate"]):
+    for p, noise, net, rep in zip(
+        column(runs, "platform", None), runs["noise"], column(runs, "network", "none"), runs["replicate"]
+    ):
         out.setdefault(p, set()).add((noise, net, int(rep)))
     return out
 
@@ -164,8 +184,9 @@ def metadata_keys(runs: pd.DataFrame) -> dict[tuple[str, str], set[str]]:
 
 
 pytestmark = [pytest.mark.root, pytest.mark.network]
-path_param = pytest.mark.parametrize("path", [pytest.param(p, marks=pytest.mark.fleet) if p == "testbed"
-                                              else p for p in PATHS])
+path_param = pytest.mark.parametrize(
+    "path", [pytest.param(p, marks=pytest.mark.fleet) if p == "testbed" else p for p in PATHS]
+)
 
 
 @path_param
@@ -227,8 +248,11 @@ def test_run_network(path, tmp_path_factory):
     names = [md["network"]["name"] for md in private]
     assert len(names) == len(runs) // 2 and len(set(names)) == len(names)
     assert all(n.startswith(o.prefix) for n in names)
-    base = [md for md in outcome("one-backend", tmp_path_factory).runs["metadata"]
-            if md["network"]["mode"] == "private"]
+    base = [
+        md
+        for md in outcome("one-backend", tmp_path_factory).runs["metadata"]
+        if md["network"]["mode"] == "private"
+    ]
     assert {frozenset(md["network"]) for md in private} == {frozenset(md["network"]) for md in base}
     for md in private:
         (inst,) = md["instances"]
@@ -242,8 +266,10 @@ def test_same_metadata_keys(path, tmp_path_factory):
     mine = metadata_keys(o.runs)
     assert set(mine) == set(base)
     for cfg, keys in sorted(mine.items()):
-        assert keys == base[cfg], (f"{cfg}: keys only on path {path}: {sorted(keys - base[cfg])}, "
-                                   f"only on one backend: {sorted(base[cfg] - keys)}")
+        assert keys == base[cfg], (
+            f"{cfg}: keys only on path {path}: {sorted(keys - base[cfg])}, "
+            f"only on one backend: {sorted(base[cfg] - keys)}"
+        )
     # the run's slot is named on every path, so the paths' keys are the same by content too
     slots = {(md["host"], md["platform"], md["backend"]) for md in o.runs["metadata"]}
     assert slots == SLOTS[path], slots

@@ -14,6 +14,7 @@ Cloud ``$LABKIT_OS_CLOUD`` (default ``labkit``) of clouds.yaml; key ``$LABKIT_SS
 LABKIT_REQUIRE=openstack; LABKIT_OPENSTACK=1 runs it when the cloud is there): it boots VMs, and the
 cloud is not part of ``make test``. Asked and absent: fails under LABKIT_REQUIRE, else skipped.
 """
+
 from __future__ import annotations
 
 import json
@@ -41,12 +42,13 @@ IMAGE = os.environ.get("LABKIT_OS_IMAGE", "labkit-debian-12")
 NETWORK = os.environ.get("LABKIT_OS_NETWORK", "provider")
 FLAVOR_CPUS = {"labkit.small": 1, "labkit.medium": 2}
 NOVA_COMPUTE_LOG = "/var/log/nova/nova-compute.log"
-PRICES = {"labkit.small": 0.011, "labkit.medium": 0.022}   # made-up prices: a testbed attribute
+PRICES = {"labkit.small": 0.011, "labkit.medium": 0.022}  # made-up prices: a testbed attribute
 
 
 def provider(**extra):
-    return get_provider("openstack", cloud=CLOUD, network=NETWORK, key_filename=KEY, prices=PRICES,
-                        boot_timeout=900, **extra)
+    return get_provider(
+        "openstack", cloud=CLOUD, network=NETWORK, key_filename=KEY, prices=PRICES, boot_timeout=900, **extra
+    )
 
 
 @pytest.fixture(scope="module")
@@ -73,12 +75,16 @@ def cloud():
             print(nova_story(p, prefix))
             raise
     left = [s.name for s in conn.compute.servers() if any(s.name.startswith(x) for x in prefixes)]
-    ports = [pt.id for pt in conn.network.ports() if pt.device_owner.startswith("compute:")
-             and pt.device_id not in {s.id for s in conn.compute.servers()}]
+    ports = [
+        pt.id
+        for pt in conn.network.ports()
+        if pt.device_owner.startswith("compute:")
+        and pt.device_id not in {s.id for s in conn.compute.servers()}
+    ]
     keys = [k.name for k in conn.compute.keypairs() if any(k.name.startswith(x) for x in prefixes)]
     assert (left, ports, keys) == ([], [], []), "left behind"
     assert sorted(i.id for i in conn.image.images()) == images_before
-    if conn.has_service("block-storage"):     # the test cloud has no cinder; labkit makes no volume
+    if conn.has_service("block-storage"):  # the test cloud has no cinder; labkit makes no volume
         assert list(conn.block_storage.volumes()) == []
 
 
@@ -89,12 +95,14 @@ def nova_story(p, prefix: str, lines: int = 60) -> str:
     log = Path(NOVA_COMPUTE_LOG)
     text = []
     if log.is_file():
-        with log.open("rb") as fh:   # its last 8 MB: a long-lived log stays out of memory
+        with log.open("rb") as fh:  # its last 8 MB: a long-lived log stays out of memory
             fh.seek(max(0, log.stat().st_size - (8 << 20)))
             text = fh.read().decode(errors="replace").splitlines()
     for s in p.conn.compute.servers(name=f"^{prefix}"):
-        out.append(f"server {s.name} {s.id}: status={s.status} vm_state={s.vm_state} "
-                   f"task_state={s.task_state} power_state={s.power_state}")
+        out.append(
+            f"server {s.name} {s.id}: status={s.status} vm_state={s.vm_state} "
+            f"task_state={s.task_state} power_state={s.power_state}"
+        )
         out += [line[:400] for line in text if s.id in line][-lines:]
     return "\n".join(out) or f"no server of {prefix} is left"
 
@@ -110,13 +118,28 @@ def test_campaign_with_flavor_as_factor_stores_provisioning_s(cloud, tmp_path):
     p, prefixes = cloud
     cid = f"ostest{secrets.token_hex(3)}"
     prefixes.append(campaign_prefix(cid))
-    common = {"backend": "cloud", "provider": "openstack", "cloud": CLOUD, "network": NETWORK,
-              "key_filename": KEY, "image": IMAGE, "prices": PRICES, "boot_timeout": 900}
+    common = {
+        "backend": "cloud",
+        "provider": "openstack",
+        "cloud": CLOUD,
+        "network": NETWORK,
+        "key_filename": KEY,
+        "image": IMAGE,
+        "prices": PRICES,
+        "boot_timeout": 900,
+    }
     platforms = {flavor.split(".")[1]: {**common, "flavor": flavor} for flavor in FLAVOR_CPUS}
     design = {"name": "flavors", "factors": {"platform": list(platforms)}, "seed": 7}
-    store = Campaign(design, backend="small", workload="command", workload_params={"argv": ["hostname"]},
-                     campaign_id=cid, data_dir=tmp_path, progress=False,
-                     testbed={"name": "os", "hosts": [{"name": "controller"}], "platforms": platforms}).run()
+    store = Campaign(
+        design,
+        backend="small",
+        workload="command",
+        workload_params={"argv": ["hostname"]},
+        campaign_id=cid,
+        data_dir=tmp_path,
+        progress=False,
+        testbed={"name": "os", "hosts": [{"name": "controller"}], "platforms": platforms},
+    ).run()
     with store:
         runs, tidy = store.runs(), store.tidy()
     print(runs[["run_id", "status", "error"]].to_dict("records"))
@@ -124,7 +147,11 @@ def test_campaign_with_flavor_as_factor_stores_provisioning_s(cloud, tmp_path):
         print(nova_story(p, campaign_prefix(cid)))
     assert list(runs.status) == ["ok", "ok"]
     prov = tidy[tidy.metric == "provisioning_s"]
-    assert sorted(prov.run_id) == sorted(runs.run_id) and (prov.value > 0).all() and set(prov.instance_index) == {0}
+    assert (
+        sorted(prov.run_id) == sorted(runs.run_id)
+        and (prov.value > 0).all()
+        and set(prov.instance_index) == {0}
+    )
     seen = {}
     for _, run in runs.iterrows():
         meta = json.loads(run.metadata) if isinstance(run.metadata, str) else run.metadata
@@ -134,7 +161,7 @@ def test_campaign_with_flavor_as_factor_stores_provisioning_s(cloud, tmp_path):
         seen[server["flavor"]] = (server["guest_cpus"], server["price_per_hour"])
     print(prov[["run_id", "value"]].to_dict("records"))
     assert seen == {f: (FLAVOR_CPUS[f], PRICES[f]) for f in FLAVOR_CPUS}
-    assert p.list_labkit(campaign_prefix(cid)) == []                      # servers deleted after each run
+    assert p.list_labkit(campaign_prefix(cid)) == []  # servers deleted after each run
     assert [k.name for k in p.conn.compute.keypairs() if k.name.startswith(campaign_prefix(cid))] == []
 
 
@@ -150,8 +177,10 @@ time.sleep(3600)
 def test_killed_campaign_leaves_servers_that_cleanup_deletes(cloud):
     p, prefixes = cloud
     prefix = new_prefix(prefixes)
-    proc = subprocess.Popen([sys.executable, "-c", KILLED, CLOUD, NETWORK, KEY, IMAGE, prefix],
-                            cwd=os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+    proc = subprocess.Popen(
+        [sys.executable, "-c", KILLED, CLOUD, NETWORK, KEY, IMAGE, prefix],
+        cwd=os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
+    )
     try:
         deadline = time.monotonic() + 180
         while not p.list_labkit(prefix):

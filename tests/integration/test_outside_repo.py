@@ -11,6 +11,7 @@ one of the image cache) with root's 0700 ``/run/labkit/virtiofs`` in place, then
 and ``labkit dashboard`` over the study's data dir, its first page fetched over HTTP, then stopped
 with SIGTERM (Voila and its kernel gone). Nothing of the checkout is on the user's path. The wheel
 and venv are built once per test process (tests/support/wheel.py)."""
+
 from __future__ import annotations
 
 import contextlib
@@ -59,19 +60,33 @@ def user_argv(user, venv: Path, *argv: str, home: Path | None = None) -> tuple[l
     groups, its HOME (or ``home``), no PYTHONPATH, no LABKIT_ROOT, no XDG_RUNTIME_DIR (labkit's
     runtime dir is then ``~/.cache/labkit``)."""
     env = {"PATH": f"{venv}/bin:/usr/bin:/bin", "HOME": str(home or user.home), "LANG": "C.UTF-8"}
-    return ["setpriv", f"--reuid={user.uid}", f"--regid={user.gid}", "--init-groups",
-            str(venv / "bin" / argv[0]), *argv[1:]], env
+    return [
+        "setpriv",
+        f"--reuid={user.uid}",
+        f"--regid={user.gid}",
+        "--init-groups",
+        str(venv / "bin" / argv[0]),
+        *argv[1:],
+    ], env
 
 
-def as_user(user, venv: Path, folder: Path, *argv: str, timeout: float = 300,
-            check: bool = True, home: Path | None = None) -> subprocess.CompletedProcess:
+def as_user(
+    user,
+    venv: Path,
+    folder: Path,
+    *argv: str,
+    timeout: float = 300,
+    check: bool = True,
+    home: Path | None = None,
+) -> subprocess.CompletedProcess:
     """``venv/bin/<argv[0]> argv[1:]`` as ``user`` in ``folder`` (:func:`user_argv`, HOME ``home``
     when given); with ``check``, asserted to exit 0."""
     cmd, env = user_argv(user, venv, *argv, home=home)
     res = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=folder, timeout=timeout)
     if check:
-        assert res.returncode == 0, (f"{' '.join(argv)} as {user.name}: {res.returncode}\n{res.stdout[-3000:]}\n"
-                                     f"{res.stderr[-3000:]}")
+        assert res.returncode == 0, (
+            f"{' '.join(argv)} as {user.name}: {res.returncode}\n{res.stdout[-3000:]}\n{res.stderr[-3000:]}"
+        )
     return res
 
 
@@ -94,12 +109,29 @@ def test_labkit_run_unconfined_as_a_user_outside_the_repository(study):
     design = folder / "tiny.yaml"
     design.write_text(DESIGN)
     os.chown(design, user.uid, user.gid)
-    run = as_user(user, venv, folder, "labkit", "run", "tiny.yaml", "--backend", "local", "--workload", "command",
-                  "--param", 'argv=["sleep", "0"]', "--backend-option", "enforce_limits=False",
-                  "--campaign-id", "tiny-unconfined", "--telemetry", "off")
+    run = as_user(
+        user,
+        venv,
+        folder,
+        "labkit",
+        "run",
+        "tiny.yaml",
+        "--backend",
+        "local",
+        "--workload",
+        "command",
+        "--param",
+        'argv=["sleep", "0"]',
+        "--backend-option",
+        "enforce_limits=False",
+        "--campaign-id",
+        "tiny-unconfined",
+        "--telemetry",
+        "off",
+    )
     said = run.stdout + run.stderr
     assert "unconfined: the local backend runs with enforce_limits=false" in said
-    store = folder / "data" / "tiny-unconfined" / "store.sqlite"       # ./data: no checkout needed
+    store = folder / "data" / "tiny-unconfined" / "store.sqlite"  # ./data: no checkout needed
     assert store.is_file() and store.stat().st_uid == user.uid
     check = as_user(user, venv, folder, "labkit", "check", "tiny-unconfined")
     assert check.returncode == 0
@@ -107,10 +139,16 @@ def test_labkit_run_unconfined_as_a_user_outside_the_repository(study):
     assert "runs       2: 2 ok" in show
     assert "unconfined: 2 of 2 runs ran without enforced limits" in show
     # the installed labkit recorded the commit its wheel was built from
-    fp = as_user(user, venv, folder, "python", "-c",
-                 "from labkit.store import Store\n"
-                 "st = Store.for_campaign('data', 'tiny-unconfined', readonly=True)\n"
-                 "print([fp.get('host', fp).get('labkit_commit') for fp in st.fingerprints().values()])").stdout
+    fp = as_user(
+        user,
+        venv,
+        folder,
+        "python",
+        "-c",
+        "from labkit.store import Store\n"
+        "st = Store.for_campaign('data', 'tiny-unconfined', readonly=True)\n"
+        "print([fp.get('host', fp).get('labkit_commit') for fp in st.fingerprints().values()])",
+    ).stdout
     assert "(installed)" in fp and "n/a" not in fp
 
 
@@ -121,15 +159,36 @@ def test_notebook_01_in_view_mode_from_the_copied_notebooks(study):
     assert (folder / "nbs" / "01_affinity_factorial.ipynb").is_file()
     data = folder / "data"
     data.mkdir(exist_ok=True)
-    shutil.copytree(ROOT / "data" / "affinity-local", data / "affinity-local",
-                    ignore=shutil.ignore_patterns("output"))
+    shutil.copytree(
+        ROOT / "data" / "affinity-local", data / "affinity-local", ignore=shutil.ignore_patterns("output")
+    )
     for p in [data, *data.rglob("*")]:
         os.chown(p, user.uid, user.gid)
-    kernel = as_user(user, venv, folder, "python", "-m", "ipykernel", "install", "--user", "--name", "python3")
+    kernel = as_user(
+        user, venv, folder, "python", "-m", "ipykernel", "install", "--user", "--name", "python3"
+    )
     assert kernel.returncode == 0
-    run = as_user(user, venv, folder, "papermill", "nbs/01_affinity_factorial.ipynb", "out.ipynb",
-                  "-p", "mode", "view", "-p", "data_dir", "data", "-p", "interactive", "False",
-                  "-p", "figures_dir", "figs", timeout=600)
+    run = as_user(
+        user,
+        venv,
+        folder,
+        "papermill",
+        "nbs/01_affinity_factorial.ipynb",
+        "out.ipynb",
+        "-p",
+        "mode",
+        "view",
+        "-p",
+        "data_dir",
+        "data",
+        "-p",
+        "interactive",
+        "False",
+        "-p",
+        "figures_dir",
+        "figs",
+        timeout=600,
+    )
     assert run.returncode == 0
     text = (folder / "out.ipynb").read_text()
     assert "mode view, campaign 'affinity-local'" in text
@@ -144,25 +203,32 @@ def test_notebook_01_in_view_mode_from_the_copied_notebooks(study):
 #: p-values; its conclusions say "Not resolved at this n"), N-queens on an 8 x 8 board
 NB01_CAMPAIGN = "nb01-unconfined"
 NB01_REPLICATIONS = 1
-NB01_RUNS = 2 ** 4 * NB01_REPLICATIONS
+NB01_RUNS = 2**4 * NB01_REPLICATIONS
 
 
 def user_processes_under(user, top: Path) -> list:
     """``user``'s processes working under ``top`` or with their HOME there (what a test that ran as
     the user with a HOME under ``top`` left running)."""
     import psutil
+
     out = []
     for p in psutil.process_iter():
         with contextlib.suppress(psutil.Error):
             if p.uids().real == user.uid and any(
-                    Path(w) == top or top in Path(w).parents for w in (p.cwd(), p.environ().get("HOME", "/"))):
+                Path(w) == top or top in Path(w).parents for w in (p.cwd(), p.environ().get("HOME", "/"))
+            ):
                 out.append(p)
     return out
 
 
 def cgroups_named(prefix: str) -> list[str]:
     """Every cgroup (v1 hierarchies and v2) whose name starts with ``prefix``."""
-    return [os.path.join(top, d) for top, dirs, _ in os.walk("/sys/fs/cgroup") for d in dirs if d.startswith(prefix)]
+    return [
+        os.path.join(top, d)
+        for top, dirs, _ in os.walk("/sys/fs/cgroup")
+        for d in dirs
+        if d.startswith(prefix)
+    ]
 
 
 def test_notebook_01_in_run_mode_unconfined_as_a_user(study):
@@ -182,30 +248,63 @@ def test_notebook_01_in_run_mode_unconfined_as_a_user(study):
     try:
         as_user(user, venv, folder, "labkit", "notebooks", "copy", "nbs-run", home=home)
         assert (folder / "nbs-run" / "01_affinity_factorial.ipynb").is_file()
-        as_user(user, venv, folder, "papermill", "nbs-run/01_affinity_factorial.ipynb", "run.ipynb",
-                "-p", "mode", "run", "-p", "data_dir", "data", "-p", "interactive", "False",
-                "-y", "backend_options: {enforce_limits: false}",
-                "-p", "campaign_id", NB01_CAMPAIGN, "-p", "replications", str(NB01_REPLICATIONS),
-                "-p", "board_size", "8", "-p", "seed", "5",
-                "-y", "{vcpus_levels: [1, 2], memory_levels: [64, 128], count_levels: [1, 2]}",
-                home=home, timeout=1800)
+        as_user(
+            user,
+            venv,
+            folder,
+            "papermill",
+            "nbs-run/01_affinity_factorial.ipynb",
+            "run.ipynb",
+            "-p",
+            "mode",
+            "run",
+            "-p",
+            "data_dir",
+            "data",
+            "-p",
+            "interactive",
+            "False",
+            "-y",
+            "backend_options: {enforce_limits: false}",
+            "-p",
+            "campaign_id",
+            NB01_CAMPAIGN,
+            "-p",
+            "replications",
+            str(NB01_REPLICATIONS),
+            "-p",
+            "board_size",
+            "8",
+            "-p",
+            "seed",
+            "5",
+            "-y",
+            "{vcpus_levels: [1, 2], memory_levels: [64, 128], count_levels: [1, 2]}",
+            home=home,
+            timeout=1800,
+        )
         # the store: in the study folder, the user's, nothing in it readable by others
         campaign = folder / "data" / NB01_CAMPAIGN
         assert (campaign / "store.sqlite").is_file()
         for p in [campaign, *campaign.rglob("*")]:
             st = p.lstat()
-            assert st.st_uid == user.uid and st.st_mode & 0o077 == 0, f"{p}: uid {st.st_uid}, mode {st.st_mode:o}"
+            assert st.st_uid == user.uid and st.st_mode & 0o077 == 0, (
+                f"{p}: uid {st.st_uid}, mode {st.st_mode:o}"
+            )
         # every run ok, each of its instances recorded as unconfined (no cgroup), run as the user
         # with no capability (not "root", "all")
-        code = ("import json\nfrom labkit.store import Store\n"
-                f"st = Store.for_campaign('data', {NB01_CAMPAIGN!r}, readonly=True)\n"
-                "print(json.dumps([[r.status, [(i.get('limits_enforced'), i.get('cgroup_version'),\n"
-                "                               i['isolation']['user'], i['isolation']['capabilities'])\n"
-                "                              for i in r.metadata['instances']]] for r in st.runs().itertuples()]))")
+        code = (
+            "import json\nfrom labkit.store import Store\n"
+            f"st = Store.for_campaign('data', {NB01_CAMPAIGN!r}, readonly=True)\n"
+            "print(json.dumps([[r.status, [(i.get('limits_enforced'), i.get('cgroup_version'),\n"
+            "                               i['isolation']['user'], i['isolation']['capabilities'])\n"
+            "                              for i in r.metadata['instances']]] for r in st.runs().itertuples()]))"
+        )
         runs = json.loads(as_user(user, venv, folder, "python", "-c", code, home=home).stdout)
         assert len(runs) == NB01_RUNS and {status for status, _ in runs} == {"ok"}, runs
         assert {(a, b, c, tuple(d)) for _, insts in runs for a, b, c, d in insts} == {
-            (False, None, f"uid {user.uid} ({user.name}), the controller's user", ())}, runs
+            (False, None, f"uid {user.uid} ({user.name}), the controller's user", ())
+        }, runs
         # the executed notebook: every cell ran, no error; its conclusions say the runs were unconfined
         nb = json.loads((folder / "run.ipynb").read_text())
         outputs = [o for c in nb["cells"] for o in c.get("outputs", [])]
@@ -213,8 +312,13 @@ def test_notebook_01_in_run_mode_unconfined_as_a_user(study):
         text = json.dumps(outputs)
         assert "Traceback" not in text
         assert f"mode run, campaign '{NB01_CAMPAIGN}', data " in text
-        (concl,) = [md for o in outputs if (md := "".join(o.get("data", {}).get("text/markdown", "")))
-                    .startswith("**Does CPU affinity matter?")]
+        (concl,) = [
+            md
+            for o in outputs
+            if (md := "".join(o.get("data", {}).get("text/markdown", ""))).startswith(
+                "**Does CPU affinity matter?"
+            )
+        ]
         assert f"unconfined: {NB01_RUNS} of {NB01_RUNS} runs ran without enforced limits" in concl, concl
         # nothing left: no process of the user's (the kernel, the instances), no cgroup of the campaign
         deadline = time.monotonic() + 60
@@ -231,29 +335,52 @@ def test_notebook_01_in_run_mode_unconfined_as_a_user(study):
 
 #: ``labkit run`` of the tiny design on ``backend`` as the user: one command per run, no quarantine
 #: re-runs (each run is a container or a VM boot)
-def run_tiny(user, venv: Path, folder: Path, campaign: str, backend: str, *options: str,
-             timeout: float = 600) -> subprocess.CompletedProcess:
+def run_tiny(
+    user, venv: Path, folder: Path, campaign: str, backend: str, *options: str, timeout: float = 600
+) -> subprocess.CompletedProcess:
     write_design(user, folder)
-    return as_user(user, venv, folder, "labkit", "run", "tiny.yaml", "--backend", backend, *options,
-                   "--workload", "command", "--param", 'argv=["nproc"]', "--campaign-id", campaign,
-                   "--telemetry", "off", "--no-quarantine", timeout=timeout)
+    return as_user(
+        user,
+        venv,
+        folder,
+        "labkit",
+        "run",
+        "tiny.yaml",
+        "--backend",
+        backend,
+        *options,
+        "--workload",
+        "command",
+        "--param",
+        'argv=["nproc"]',
+        "--campaign-id",
+        campaign,
+        "--telemetry",
+        "off",
+        "--no-quarantine",
+        timeout=timeout,
+    )
 
 
 def stored_runs(user, venv: Path, folder: Path, campaign: str) -> list[dict]:
     """Each run of ``campaign`` (in ``./data``) as the user reads it: status, vcpus, the vCPUs seen
     inside the instance, and the instances' metadata."""
-    code = ("import json\nfrom labkit.store import Store\n"
-            f"st = Store.for_campaign('data', {campaign!r}, readonly=True)\n"
-            "out = [{'status': r.status, 'vcpus': int(r.vcpus),\n"
-            "        'observed': r.metadata['treatments']['vcpus'].get('observed'),\n"
-            "        'instances': r.metadata['instances']} for r in st.runs().itertuples()]\n"
-            "print(json.dumps(out, default=str))")
+    code = (
+        "import json\nfrom labkit.store import Store\n"
+        f"st = Store.for_campaign('data', {campaign!r}, readonly=True)\n"
+        "out = [{'status': r.status, 'vcpus': int(r.vcpus),\n"
+        "        'observed': r.metadata['treatments']['vcpus'].get('observed'),\n"
+        "        'instances': r.metadata['instances']} for r in st.runs().itertuples()]\n"
+        "print(json.dumps(out, default=str))"
+    )
     return json.loads(as_user(user, venv, folder, "python", "-c", code).stdout)
 
 
 def check_runs(runs: list[dict]) -> None:
     """Both runs ok, each instance with the vCPUs its run asked for (seen from inside)."""
-    assert sorted((r["status"], r["vcpus"], r["observed"]) for r in runs) == [("ok", 1, 1), ("ok", 2, 2)], runs
+    assert sorted((r["status"], r["vcpus"], r["observed"]) for r in runs) == [("ok", 1, 1), ("ok", 2, 2)], (
+        runs
+    )
 
 
 @pytest.mark.docker
@@ -299,15 +426,23 @@ def test_labkit_run_on_libvirt_session_as_a_user(study, session_daemon):
     ``labkit clean`` ended on a PermissionError reading it."""
     from labkit.backends.libvirt.mounts import RO_ROOT
     from labkit.backends.testing import required
+
     user, folder = study
     venv = wheel.venv(("libvirt",), name=USER_VENV)
     os.makedirs(RO_ROOT, mode=0o700, exist_ok=True)
     os.chmod(RO_ROOT, 0o700)
     # the user's own daemon must start (libvirt starts it; the first start probes QEMU): a failure
     # there is libvirt's, not labkit's
-    probe = as_user(user, venv, folder, "python", "-c",
-                    "import libvirt; c = libvirt.open('qemu:///session'); print(c.getVersion())",
-                    check=False, timeout=180)
+    probe = as_user(
+        user,
+        venv,
+        folder,
+        "python",
+        "-c",
+        "import libvirt; c = libvirt.open('qemu:///session'); print(c.getVersion())",
+        check=False,
+        timeout=180,
+    )
     if probe.returncode != 0:
         why = f"qemu:///session does not start for {user.name}: {probe.stderr.strip()[-500:]}"
         if "libvirt" in required():
@@ -319,7 +454,9 @@ def test_labkit_run_on_libvirt_session_as_a_user(study, session_daemon):
     check_runs(runs)
     for r in runs:
         (inst,) = r["instances"]
-        assert (inst["uri"], inst["domain_type"]) == ("qemu:///session", "qemu"), inst   # TCG: no /dev/kvm access
+        assert (inst["uri"], inst["domain_type"]) == ("qemu:///session", "qemu"), (
+            inst
+        )  # TCG: no /dev/kvm access
     # the pool is the user's, in its data dir, and nothing of the campaign is left in it or in the runtime dir
     pool = user.home / ".local" / "share" / "labkit" / "libvirt-pool"
     assert pool.is_dir() and pool.stat().st_uid == user.uid
@@ -330,8 +467,17 @@ def test_labkit_run_on_libvirt_session_as_a_user(study, session_daemon):
     # labkit clean, of the campaign (its backend options from the store) and of every campaign
     clean = as_user(user, venv, folder, "labkit", "clean", "tiny-session")
     assert "removed 0 leftover(s)" in clean.stdout
-    clean = as_user(user, venv, folder, "labkit", "clean", "--backend", "libvirt",
-                    "--backend-option", "uri=qemu:///session")
+    clean = as_user(
+        user,
+        venv,
+        folder,
+        "labkit",
+        "clean",
+        "--backend",
+        "libvirt",
+        "--backend-option",
+        "uri=qemu:///session",
+    )
     assert "nothing to remove" in clean.stdout
 
 
@@ -344,8 +490,9 @@ def test_dashboard_as_a_user_over_the_study_data_dir(study):
     data = folder / "data"
     if not (data / "affinity-local").is_dir():
         data.mkdir(exist_ok=True)
-        shutil.copytree(ROOT / "data" / "affinity-local", data / "affinity-local",
-                        ignore=shutil.ignore_patterns("output"))
+        shutil.copytree(
+            ROOT / "data" / "affinity-local", data / "affinity-local", ignore=shutil.ignore_patterns("output")
+        )
         own(user, data)
     # the kernel the explorer names (a spec left by another test process would name a venv now gone)
     as_user(user, venv, folder, "python", "-m", "ipykernel", "install", "--user", "--name", "python3")
@@ -353,11 +500,13 @@ def test_dashboard_as_a_user_over_the_study_data_dir(study):
     log = folder.parent / f"dashboard-{port}.log"
     # a page that never connects (no JavaScript runs here) loses its kernel after --unconnected-timeout:
     # generous, as tests/notebooks/test_dashboard_lifecycle.py has it (the explorer runs long on a loaded host)
-    cmd, env = user_argv(user, venv, "labkit", "dashboard", f"--port={port}", "--data-dir", "data",
-                         "--unconnected-timeout=600")
+    cmd, env = user_argv(
+        user, venv, "labkit", "dashboard", f"--port={port}", "--data-dir", "data", "--unconnected-timeout=600"
+    )
     with open(log, "wb") as out:
-        proc = subprocess.Popen(cmd, cwd=folder, env=env, stdout=out, stderr=subprocess.STDOUT,
-                                start_new_session=True)
+        proc = subprocess.Popen(
+            cmd, cwd=folder, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+        )
     dash = None
     try:
         end = time.monotonic() + 180
@@ -382,7 +531,9 @@ def test_dashboard_as_a_user_over_the_study_data_dir(study):
         assert {p.uids().real for p in dash.processes()} == {user.uid}
         proc.send_signal(signal.SIGTERM)
         gone = dash.wait_for(lambda: not dash.left() and proc.poll() is not None, 60)
-        assert gone, f"still running: {[' '.join(p.cmdline())[:80] for p in dash.left()]}\n{dash.output()[-3000:]}"
+        assert gone, (
+            f"still running: {[' '.join(p.cmdline())[:80] for p in dash.left()]}\n{dash.output()[-3000:]}"
+        )
         assert proc.returncode == 0 and not dash.answers()
         assert "labkit dashboard: stopped on SIGTERM: Voila and 1 kernel ended" in dash.output()
     finally:

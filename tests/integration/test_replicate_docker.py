@@ -2,6 +2,7 @@
 image, labkit/debian:12, as test_workloads_docker.py uses it) through the command line; the verdict
 table has its columns and a verdict for every configuration, the replica ran the original's design,
 and nothing is left behind."""
+
 from __future__ import annotations
 
 import secrets
@@ -21,23 +22,48 @@ VERDICTS = {*REPRODUCTION.values(), "not measured", "not testable"}
 
 
 def test_local_campaign_replicated_on_docker(tmp_path, monkeypatch, capsys):
-    monkeypatch.setenv("LABKIT_RUN_DIR", str(tmp_path / "registry"))   # other campaigns unseen
+    monkeypatch.setenv("LABKIT_RUN_DIR", str(tmp_path / "registry"))  # other campaigns unseen
     token = secrets.token_hex(2)
     original, replica = f"rep-{token}", f"rep-{token}-docker"
     design = {"name": "replicate-test", "factors": {"vcpus": [1, 2]}, "replications": 4, "seed": 11}
-    Campaign(design, backend="local", workload="command", workload_params={"argv": ["sleep", "0.05"]},
-             campaign_id=original, data_dir=tmp_path, progress=False, run_timeout=300).run()
+    Campaign(
+        design,
+        backend="local",
+        workload="command",
+        workload_params={"argv": ["sleep", "0.05"]},
+        campaign_id=original,
+        data_dir=tmp_path,
+        progress=False,
+        run_timeout=300,
+    ).run()
 
     be = get_backend("docker")
     try:
-        assert main(["replicate", original, "--backend", "docker", "--campaign-id", replica,
-                     "--data-dir", str(tmp_path), "--margin", "0.1", "--timeout", "300"]) == 0
-        assert be.list_labkit(campaign_prefix(replica)) == []   # every container removed
+        assert (
+            main(
+                [
+                    "replicate",
+                    original,
+                    "--backend",
+                    "docker",
+                    "--campaign-id",
+                    replica,
+                    "--data-dir",
+                    str(tmp_path),
+                    "--margin",
+                    "0.1",
+                    "--timeout",
+                    "300",
+                ]
+            )
+            == 0
+        )
+        assert be.list_labkit(campaign_prefix(replica)) == []  # every container removed
     finally:
         be.close()
     out = capsys.readouterr().out
     assert "verdict" in out and "ratio_low" in out and f"replica stored as {replica}" in out
-    assert "backend.backend" in out   # the host facts that differ: local vs docker at least
+    assert "backend.backend" in out  # the host facts that differ: local vs docker at least
 
     with Store.for_campaign(tmp_path, replica, readonly=True) as st:
         meta, runs = st.meta(), st.runs()

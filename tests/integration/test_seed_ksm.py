@@ -2,6 +2,7 @@
 SeedCampaign switches this host's KSM before each run's instances start, records it with the
 run, and puts back the state it found. On the local backend, against a KSM directory of its
 own (``ksm_root``) and against the kernel's /sys/kernel/mm/ksm."""
+
 from __future__ import annotations
 
 import os
@@ -17,10 +18,19 @@ BENCH = {"scenarios": ["dedicated", "shared"]}
 
 
 def campaign(tmp_path, cid, **kw):
-    design = scenario_design(BENCH, os.cpu_count() or 1, replications=2, seed=3, name="ksm",
-                             ksm=["off", "on"])
-    return SeedCampaign(design, backend="local", workload="command", workload_params={"argv": ["true"]},
-                        campaign_id=cid, data_dir=tmp_path, progress=False, **kw)
+    design = scenario_design(
+        BENCH, os.cpu_count() or 1, replications=2, seed=3, name="ksm", ksm=["off", "on"]
+    )
+    return SeedCampaign(
+        design,
+        backend="local",
+        workload="command",
+        workload_params={"argv": ["true"]},
+        campaign_id=cid,
+        data_dir=tmp_path,
+        progress=False,
+        **kw,
+    )
 
 
 def recorded(store):
@@ -36,10 +46,10 @@ def test_each_run_starts_with_its_ksm_level_and_the_state_found_is_put_back(tmp_
     seen = recorded(store)
     assert len(seen) == 8 and set(store.runs().status) == {"ok"}
     assert {lv for lv, _ in seen} == {"off", "on"}
-    assert all(value == {"off": 2, "on": 1}[lv] for lv, value in seen)   # off unmerges (2)
-    assert (root / "run").read_text().strip() == "0"                      # what it found
+    assert all(value == {"off": 2, "on": 1}[lv] for lv, value in seen)  # off unmerges (2)
+    assert (root / "run").read_text().strip() == "0"  # what it found
     assert all("ksm_end" in m and m["ksm_end"]["run"] == m["ksm"]["run"] for m in store.runs().metadata)
-    table = run_ksm(tmp_path, {("local", "command"): "ksm-fake"})       # what notebook 03 reads
+    table = run_ksm(tmp_path, {("local", "command"): "ksm-fake"})  # what notebook 03 reads
     assert sorted(table.ksm_run) == [1, 1, 1, 1, 2, 2, 2, 2]
     assert list(table.columns[-2:]) == ["ksm_pages_sharing", "ksm_pages_sharing_end"]
 

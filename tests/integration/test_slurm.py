@@ -13,6 +13,7 @@ Slurm's own.
   controller's allocation, a resume cancels the second's and finishes on a new allocation: no
   run lost or stored twice, no labkit job left in the queue, nothing left on the nodes.
 """
+
 from __future__ import annotations
 
 import glob
@@ -60,8 +61,13 @@ def wait_for(cond, what: str, timeout: float = 90.0):
 
 def restore() -> None:
     """Every test node back (setup-slurm.sh starts a stopped slurmd; the node returns to service)."""
-    subprocess.run(["bash", str(ROOT / "scripts/setup-slurm.sh")], check=True, capture_output=True,
-                   stdin=subprocess.DEVNULL, timeout=300)
+    subprocess.run(
+        ["bash", str(ROOT / "scripts/setup-slurm.sh")],
+        check=True,
+        capture_output=True,
+        stdin=subprocess.DEVNULL,
+        timeout=300,
+    )
 
 
 def leftovers(cid: str) -> list[str]:
@@ -107,8 +113,12 @@ def test_backend_on_a_node_of_a_real_allocation(allocation):
         with pytest.raises(CommandTimeout):
             inst.exec("sleep 40 & sleep 41; echo never", timeout=2)
         assert time.monotonic() - t0 < 20
-        assert "sleep 4" not in inst.exec(f"cat {be.driver.procs_files(inst.name)[0]} | xargs -r ps -o args= -p",
-                                          check=False).stdout
+        assert (
+            "sleep 4"
+            not in inst.exec(
+                f"cat {be.driver.procs_files(inst.name)[0]} | xargs -r ps -o args= -p", check=False
+            ).stdout
+        )
         src = Path(f"/tmp/labkit-slurm-put-{os.getpid()}.sh")
         src.write_text("#!/bin/sh\necho hello from $(hostname)\n")
         try:
@@ -126,11 +136,16 @@ def test_backend_on_a_node_of_a_real_allocation(allocation):
     steps = insts[0].metadata["slurm"]["steps"]
     assert insts[0].metadata["slurm"]["job_id"] == allocation.job_id
     # every command was its own step of the job, on the node, accounted by slurmdbd
-    assert all(s["step"].startswith(f"{allocation.job_id}.") for s in steps) and len({s["step"] for s in steps}) == len(steps)
+    assert all(s["step"].startswith(f"{allocation.job_id}.") for s in steps) and len(
+        {s["step"] for s in steps}
+    ) == len(steps)
     by_cmd = {s["command"]: s for s in steps}
     assert by_cmd["sh -c hostname"]["state"] == "COMPLETED"
     assert by_cmd["sh -c hostname"]["accounting"]["nodelist"] == node
-    assert by_cmd["sh -c 'exit 5'"]["state"] == "FAILED" and by_cmd["sh -c 'exit 5'"]["accounting"]["exitcode"] == "5:0"
+    assert (
+        by_cmd["sh -c 'exit 5'"]["state"] == "FAILED"
+        and by_cmd["sh -c 'exit 5'"]["accounting"]["exitcode"] == "5:0"
+    )
     assert int(by_cmd["sh -c 'sleep 40 & sleep 41; echo never'"]["accounting"]["elapsedraw"]) >= 1
 
 
@@ -138,11 +153,21 @@ PLATFORMS = {"native": {"backend": "slurm"}, "unconfined": {"backend": "slurm", 
 
 
 def test_platform_design_on_a_two_node_slurm_testbed(tmp_path):
-    tb = {"name": "t-slurm", "slurm": {"partition": PARTITION, "nodes": 2, "time": "10", "account": "labkit"},
-          "platforms": PLATFORMS}
+    tb = {
+        "name": "t-slurm",
+        "slurm": {"partition": PARTITION, "nodes": 2, "time": "10", "account": "labkit"},
+        "platforms": PLATFORMS,
+    }
     d = {"factors": {"platform": ["native", "unconfined"], "vcpus": [1, 2]}, "replications": 2, "seed": 7}
-    st = Campaign(d, workload="command", workload_params={"argv": ["sh", "-c", "hostname; sleep 0.3"]},
-                  campaign_id="t-slurm-plat", data_dir=tmp_path, testbed=tb, progress=False).run()
+    st = Campaign(
+        d,
+        workload="command",
+        workload_params={"argv": ["sh", "-c", "hostname; sleep 0.3"]},
+        campaign_id="t-slurm-plat",
+        data_dir=tmp_path,
+        testbed=tb,
+        progress=False,
+    ).run()
     runs = st.runs().sort_values("run_order")
     assert len(runs) == 8 and set(runs.status) == {"ok"}, runs[["status", "error"]]
     seq = list(runs.platform)
@@ -152,7 +177,7 @@ def test_platform_design_on_a_two_node_slurm_testbed(tmp_path):
     job, nodes = jobs[0]["job_id"], jobs[0]["nodes"]
     assert len(nodes) == 2
     hosts = runs.metadata.map(lambda m: m["host"])
-    assert set(hosts) == set(nodes)   # a block per node: both ran runs
+    assert set(hosts) == set(nodes)  # a block per node: both ran runs
     for _, r in runs.iterrows():
         md = r.metadata
         assert md["backend"] == "slurm" and md["platform"] == r.platform
@@ -188,8 +213,14 @@ def _stored(data: Path) -> tuple[list, dict]:
 
 
 def _controller(script: Path, data: Path) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, str(script), str(data)], env={**os.environ, "PYTHONPATH": str(ROOT)},
-                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    return subprocess.Popen(
+        [sys.executable, str(script), str(data)],
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
 
 
 def _kill(proc: subprocess.Popen) -> None:
@@ -205,12 +236,16 @@ def test_lost_node_controller_kills_clean_and_resume(tmp_path):
     proc = _controller(script, data)
     try:
         # stop the slurmd of the node of the second block once it has stored a run there
-        first = wait_for(lambda: (_stored(data)[1].get("fleet_assignment") or {}), "the block assignment", 120)
+        first = wait_for(lambda: _stored(data)[1].get("fleet_assignment") or {}, "the block assignment", 120)
         victim = sorted(set(first.values()))[1]
         wait_for(lambda: victim in _stored(data)[0], f"a first run on {victim}", 120)
         pid = int(Path(f"/run/labkit-slurm/slurmd-{victim}.pid").read_text())
         os.kill(pid, signal.SIGKILL)
-        wait_for(lambda: victim in (_stored(data)[1].get("fleet_hosts") or {}).get("lost", {}), f"{victim} lost", 120)
+        wait_for(
+            lambda: victim in (_stored(data)[1].get("fleet_hosts") or {}).get("lost", {}),
+            f"{victim} lost",
+            120,
+        )
         assert proc.poll() is None, proc.communicate()[0][-3000:]
         hosts, meta = _stored(data)
         assert len(hosts) < 12 and {m["from"] for m in meta["fleet_moves"]} == {victim}
@@ -218,9 +253,14 @@ def test_lost_node_controller_kills_clean_and_resume(tmp_path):
         # the killed controller's allocation is still held: `labkit clean <id>` cleans its nodes and cancels it
         (job1,) = [j["job_id"] for j in _stored(data)[1]["slurm_jobs"]]
         assert any(ln.split()[0] == job1 for ln in queue(prefix))
-        out = subprocess.run([sys.executable, "-m", "labkit", "clean", "t-slurm-kill", "--data-dir", str(data)],
-                             env={**os.environ, "PYTHONPATH": str(ROOT)}, cwd=ROOT, capture_output=True, text=True,
-                             timeout=300)
+        out = subprocess.run(
+            [sys.executable, "-m", "labkit", "clean", "t-slurm-kill", "--data-dir", str(data)],
+            env={**os.environ, "PYTHONPATH": str(ROOT)},
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         assert out.returncode == 0 and f"job {job1}" in out.stdout, out.stdout + out.stderr
         wait_for(lambda: not queue(prefix), "no labkit job of the campaign in the queue", 60)
         assert leftovers("t-slurm-kill") == []
@@ -236,9 +276,16 @@ def test_lost_node_controller_kills_clean_and_resume(tmp_path):
             proc.kill()
     try:
         # the last resume cancels the second controller's allocation and finishes on a new one
-        st = Campaign(KILL_DESIGN, workload="command", workload_params={"argv": ["sleep", "1.5"]},
-                      campaign_id="t-slurm-kill", data_dir=data, testbed=KILL_TB, progress=False,
-                      run_timeout=120).run()
+        st = Campaign(
+            KILL_DESIGN,
+            workload="command",
+            workload_params={"argv": ["sleep", "1.5"]},
+            campaign_id="t-slurm-kill",
+            data_dir=data,
+            testbed=KILL_TB,
+            progress=False,
+            run_timeout=120,
+        ).run()
         runs, meta = st.runs(), st.meta()
         assert len(runs) == 12 and runs.run_id.is_unique and st.claims() == []
         assert set(runs.status) <= {"ok", "host-lost"}, runs[["status", "error"]]
@@ -252,33 +299,46 @@ def test_lost_node_controller_kills_clean_and_resume(tmp_path):
         assert [j["state"] for j in jobs] == ["gone", "released", "released"] and jobs[1]["job_id"] == job2
         assert not queue(prefix) or wait_for(lambda: not queue(prefix), "the last allocation given back", 60)
         assert leftovers("t-slurm-kill") == []
-        text = status_text(st, "t-slurm-kill")   # `labkit status`: the nodes and the allocations
+        text = status_text(st, "t-slurm-kill")  # `labkit status`: the nodes and the allocations
         assert f"lost host {victim}" in text and f"slurm job {job2} (" in text and "released" in text
     finally:
         restore()
 
 
 def _clean(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "labkit", "clean", "--backend", "slurm", *args],
-                          env={**os.environ, "PYTHONPATH": str(ROOT)}, cwd=ROOT, capture_output=True, text=True,
-                          stdin=subprocess.DEVNULL, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "labkit", "clean", "--backend", "slurm", *args],
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        stdin=subprocess.DEVNULL,
+        timeout=300,
+    )
 
 
 def test_clean_without_an_id_keeps_a_running_campaigns_job_and_cancels_an_unknown_ones_after_its_grace():
     from labkit.core.registry import register
+
     orphan, live = slurm.job_name("t-slurm-orphan"), slurm.job_name("t-slurm-live")
-    jobs = [slurm.allocate(slurm.SlurmRequest(nodes=1, partition=PARTITION, time="10"), name, lambda _: None)
-            for name in (orphan, live)]
+    jobs = [
+        slurm.allocate(slurm.SlurmRequest(nodes=1, partition=PARTITION, time="10"), name, lambda _: None)
+        for name in (orphan, live)
+    ]
     try:
         with register("t-slurm-live", None):
             # default grace (10 min): the unknown campaign's job was submitted just now: kept
             out = _clean()
-            assert f"slurm: {orphan}: kept" in out.stdout and "not registered on this host" in out.stdout, out.stdout
+            assert f"slurm: {orphan}: kept" in out.stdout and "not registered on this host" in out.stdout, (
+                out.stdout
+            )
             assert f"slurm: {live}: kept: campaign t-slurm-live is running" in out.stdout, out.stdout
             assert queue(orphan) and queue(live)
             # --grace 0: the unknown one's job is cancelled, the running one's stays
             out = _clean("--grace", "0", "--yes")
-            assert out.returncode == 0 and f"slurm: removed 1 leftover(s): {orphan}" in out.stdout, out.stdout + out.stderr
+            assert out.returncode == 0 and f"slurm: removed 1 leftover(s): {orphan}" in out.stdout, (
+                out.stdout + out.stderr
+            )
             wait_for(lambda: not queue(orphan), f"job {jobs[0].job_id} to leave the queue", 60)
             assert queue(live)
     finally:

@@ -5,6 +5,7 @@ starts one on 127.0.0.1:2222 and prints them). Only shell tools run inside insta
 Everything is named ``labkit-test-ssh-<hex>`` and removed in ``finally``; the module's
 backend fixture fails if any such cgroup or work dir is left on the host.
 """
+
 from __future__ import annotations
 
 import concurrent.futures as cf
@@ -67,8 +68,10 @@ def allowed_cpus(inst) -> list[int]:
 
 
 # two busy loops for WALL seconds; bash's `time` reports the CPU time they got (user + sys)
-BUSY = ("TIMEFORMAT='%U %S'; { time ( for i in 1 2; do timeout {wall} sh -c 'while :; do :; done' & done; "
-        "wait ) ; } 2>&1 | tail -n 1")
+BUSY = (
+    "TIMEFORMAT='%U %S'; { time ( for i in 1 2; do timeout {wall} sh -c 'while :; do :; done' & done; "
+    "wait ) ; } 2>&1 | tail -n 1"
+)
 
 
 def cpus_worth(inst, wall: float = 3.0) -> float:
@@ -77,6 +80,7 @@ def cpus_worth(inst, wall: float = 3.0) -> float:
 
 
 # -- the instance meaning of docs/design.md ----------------------------------------------------------
+
 
 def test_pinned_instances_see_only_their_cpus(backend):
     ids, n = backend._cpu_ids(), backend.host_cpus()
@@ -102,9 +106,11 @@ def test_pinning_wraps_around_when_overcommitted(backend):
 def test_floating_vcpus1_is_capped_at_one_cpu_of_time(backend):
     if backend.host_cpus() < 2:
         pytest.skip("needs 2 host CPUs to tell 1 CPU of time from 2")
-    with instances(backend, InstanceSpec(vcpus=1, memory_mb=128, affinity="floating")) as (capped,), \
-            instances(backend, InstanceSpec(vcpus=2, memory_mb=128, affinity="floating")) as (control,):
-        assert allowed_cpus(capped) == backend._cpu_ids()   # floating: any CPU, only capped
+    with (
+        instances(backend, InstanceSpec(vcpus=1, memory_mb=128, affinity="floating")) as (capped,),
+        instances(backend, InstanceSpec(vcpus=2, memory_mb=128, affinity="floating")) as (control,),
+    ):
+        assert allowed_cpus(capped) == backend._cpu_ids()  # floating: any CPU, only capped
         one = cpus_worth(capped)
         # the cap: two busy loops never get more than 1 CPU of time under a 1-vCPU quota
         assert one < 1.2, f"vcpus=1 instance got {one:.2f} CPUs"
@@ -145,6 +151,7 @@ def test_count_instances_run_at_the_same_time(backend):
 
 # -- exec, files, teardown --------------------------------------------------------------------------
 
+
 def test_exec_result_errors_and_env(backend):
     with instances(backend, InstanceSpec(memory_mb=64)) as (inst,):
         check_exec_contract(inst)
@@ -152,7 +159,7 @@ def test_exec_result_errors_and_env(backend):
         assert inst.exec(["printf", "%s|", "a b", "it's", "$HOME"]).stdout == "a b|it's|$HOME|"
         assert inst.exec("echo $LABKIT_X", env={"LABKIT_X": "y 'z'"}).stdout == "y 'z'\n"
         assert inst.exec("pwd").stdout.strip() == inst.workdir
-        assert inst.exec(["cat"], timeout=30).stdout == ""          # no stdin: reading gets EOF
+        assert inst.exec(["cat"], timeout=30).stdout == ""  # no stdin: reading gets EOF
 
 
 def test_timeout_kills_the_whole_remote_tree(backend):
@@ -174,7 +181,7 @@ def test_put_copies_a_file_with_its_mode(backend, tmp_path):
     src = tmp_path / "hello.sh"
     src.write_text("#!/bin/sh\necho hello from labkit\n")
     with instances(backend, InstanceSpec(memory_mb=64)) as (inst,):
-        inst.put(src, "sub/dir/hello.sh", mode=0o750)            # relative: in the work dir
+        inst.put(src, "sub/dir/hello.sh", mode=0o750)  # relative: in the work dir
         path = f"{inst.workdir}/sub/dir/hello.sh"
         assert inst.exec([path]).stdout == "hello from labkit\n"
         assert inst.exec(["stat", "-c", "%a", path]).stdout.strip() == "750"
@@ -193,11 +200,19 @@ def test_teardown_kills_processes_and_removes_cgroup_and_workdir(backend):
         inst.destroy()
     assert not exists(backend, inst.name) and pids(backend, inst.name) == set()
     assert inst.name not in backend.list_labkit()
-    check = subprocess.run(["sh", "-c", f"ls -d /sys/fs/cgroup/*/{inst.name} /sys/fs/cgroup/{inst.name} "
-                            f"{backend.workroot}/{inst.name} 2>/dev/null"], capture_output=True, text=True)
-    if backend.host in ("127.0.0.1", "localhost", "::1"):   # the remote is this machine: look ourselves
+    check = subprocess.run(
+        [
+            "sh",
+            "-c",
+            f"ls -d /sys/fs/cgroup/*/{inst.name} /sys/fs/cgroup/{inst.name} "
+            f"{backend.workroot}/{inst.name} 2>/dev/null",
+        ],
+        capture_output=True,
+        text=True,
+    )
+    if backend.host in ("127.0.0.1", "localhost", "::1"):  # the remote is this machine: look ourselves
         assert check.stdout == ""
-    inst.destroy()   # idempotent
+    inst.destroy()  # idempotent
 
 
 def test_cleanup_removes_what_a_killed_campaign_left(backend):
@@ -227,9 +242,11 @@ def test_first_listing_rides_in_the_connection_probe(backend, monkeypatch):
         fresh = get_backend("ssh")
         try:
             sent = []
-            monkeypatch.setattr(fresh, "run_script", lambda *a, **k: sent.append(a) or type(fresh).run_script(fresh, *a, **k))
+            monkeypatch.setattr(
+                fresh, "run_script", lambda *a, **k: sent.append(a) or type(fresh).run_script(fresh, *a, **k)
+            )
             prefix = inst.name[: inst.name.rindex("-") + 1]
-            assert fresh.list_labkit(prefix) == [inst.name] and sent == []   # from the probe
+            assert fresh.list_labkit(prefix) == [inst.name] and sent == []  # from the probe
             assert fresh.list_labkit(inst.name) == [inst.name] and len(sent) == 1
             assert fresh.list_labkit(PREFIX + "-none-") == [] and len(sent) == 2
             [mine] = fresh.provision(InstanceSpec(vcpus=1), prefix=prefix)
@@ -263,15 +280,17 @@ def test_fingerprint(backend):
     assert fp["kernel"] and fp["cgroup_version"] in (1, 2) and fp["limits_enforced"] is True
     assert fp["cpus"] == backend.host_cpus() >= 1
     # read in the connection's probe (the fleet's host identity checks compare them across hosts)
-    smt = Path("/sys/devices/system/cpu/smt/active")   # the test sshd runs on this machine
+    smt = Path("/sys/devices/system/cpu/smt/active")  # the test sshd runs on this machine
     assert fp["smt"] == (smt.read_text().strip() if smt.exists() else "n/a") and fp["governor"]
 
 
 # -- without cgroups: refused, or recorded --------------------------------------------------------
 
+
 def test_unenforced_limits_are_refused_unless_allowed(monkeypatch):
     def no_cgroups(*args):
         raise BackendUnavailable("no usable cgroup hierarchy on the remote host (test)")
+
     monkeypatch.setattr(cgroups, "detect", no_cgroups)
     with pytest.raises(BackendUnavailable, match="enforce_limits=False"):
         get_backend("ssh")
@@ -281,10 +300,10 @@ def test_unenforced_limits_are_refused_unless_allowed(monkeypatch):
         ids = be._cpu_ids()
         with instances(be, InstanceSpec(vcpus=1, memory_mb=64, affinity="pinned")) as (inst,):
             assert inst.metadata["limits_enforced"] is False and inst.metadata["cgroup_version"] is None
-            assert allowed_cpus(inst) == [ids[0]]           # taskset still pins
+            assert allowed_cpus(inst) == [ids[0]]  # taskset still pins
             with pytest.raises(CommandTimeout):
                 inst.exec("sleep 613 & sleep 614", timeout=1)
-            ps = inst.exec("ps -eo args").stdout            # the command's session was killed
+            ps = inst.exec("ps -eo args").stdout  # the command's session was killed
             assert not re.search(r"^sleep 61[34]$", ps, re.M), ps
         assert not exists(be, inst.name)
     finally:
@@ -305,14 +324,25 @@ def test_wrong_key_says_which_host_user_and_key(tmp_path):
 
 # -- a real campaign --------------------------------------------------------------------------------
 
+
 def test_nqueens_campaign_over_ssh(tmp_path, backend):
     from labkit.design import Design
     from labkit.run.campaign import Campaign
-    design = Design.from_dict({"factors": {"affinity": ["floating", "pinned"], "count": [1, 2]},
-                               "replications": 1, "seed": 7})
+
+    design = Design.from_dict(
+        {"factors": {"affinity": ["floating", "pinned"], "count": [1, 2]}, "replications": 1, "seed": 7}
+    )
     cid = f"test-ssh-nq{secrets.token_hex(2)}"
-    st = Campaign(design, backend="ssh", workload="nqueens", workload_params={"board": 8},
-                  campaign_id=cid, data_dir=tmp_path, run_timeout=120, progress=False).run()
+    st = Campaign(
+        design,
+        backend="ssh",
+        workload="nqueens",
+        workload_params={"board": 8},
+        campaign_id=cid,
+        data_dir=tmp_path,
+        run_timeout=120,
+        progress=False,
+    ).run()
     runs, tidy = st.runs(), st.tidy()
     assert len(runs) == 4 and set(runs.status) == {"ok"}, runs[["status", "error"]]
     assert set(tidy[tidy.metric == "solutions"].value) == {92.0}

@@ -10,6 +10,7 @@ gives its own known_hosts file (tests/support/hostkey_trials.py). Before issue 2
 * an unknown key is refused under strict; accept-new connects and records it, strict then works;
 * insecure connects whatever the key, says so in a warning and in the backend's fingerprint.
 """
+
 from __future__ import annotations
 
 import logging
@@ -50,7 +51,7 @@ def test_a_changed_key_is_refused(path, policy, home):
     else:
         assert f"{host}:{port} CHANGED" in why and "@@@" not in why, why
         assert f"{kh} line 2" in why and f"ssh-keygen -f {kh} -R '[{host}]:{port}'" in why, why
-    assert kh.read_text() == before   # nothing recorded over the old key
+    assert kh.read_text() == before  # nothing recorded over the old key
 
 
 @pytest.mark.parametrize("path", PATHS)
@@ -64,9 +65,9 @@ def test_an_unknown_key_is_refused_under_strict_and_recorded_under_accept_new(pa
         assert "is unknown" in why and "host_key_policy is strict" in why and "accept-new" in why, why
     assert trials.attempt(path, "accept-new", kh) == (True, "")
     recorded = trials.recorded_keys(kh)
-    assert recorded and recorded <= trials.server_keys()   # the sshd's own key, nothing else
-    assert trials.attempt(path, "strict", kh) == (True, "")   # known now
-    assert trials.recorded_keys(kh) == recorded               # recorded once
+    assert recorded and recorded <= trials.server_keys()  # the sshd's own key, nothing else
+    assert trials.attempt(path, "strict", kh) == (True, "")  # known now
+    assert trials.recorded_keys(kh) == recorded  # recorded once
 
 
 def test_insecure_connects_with_a_changed_key_and_says_so(home, caplog):
@@ -75,20 +76,23 @@ def test_insecure_connects_with_a_changed_key_and_says_so(home, caplog):
     with caplog.at_level(logging.WARNING, logger="labkit"):
         be = get_backend("ssh", **t, host_key_policy="insecure", known_hosts=str(kh))
         try:
-            assert be.fingerprint()["host_key_policy"] == "insecure"   # stored with every run
+            assert be.fingerprint()["host_key_policy"] == "insecure"  # stored with every run
         finally:
             be.close()
     assert "host_key_policy insecure" in caplog.text
-    for path in ("ssh binary", "docker ssh://", *trials.LIBVIRT_PATHS):   # also accepted
+    for path in ("ssh binary", "docker ssh://", *trials.LIBVIRT_PATHS):  # also accepted
         if path in trials.LIBVIRT_PATHS and not _libvirt_up():
             continue
         assert trials.attempt(path, "insecure", kh) == (True, ""), path
-    if _libvirt_up():   # recorded in the libvirt backend's fingerprint, so with every run
-        be = trials.libvirt_backend("insecure", kh, domain_type="qemu")   # no KVM probe boot
+    if _libvirt_up():  # recorded in the libvirt backend's fingerprint, so with every run
+        be = trials.libvirt_backend("insecure", kh, domain_type="qemu")  # no KVM probe boot
         try:
             assert be.fingerprint()["host_key_policy"] == "insecure"
-            assert be.ssh.policy == "insecure" and "StrictHostKeyChecking=no" in open(
-                be.ssh.open_uri.split("command=")[1].split("&")[0]).read()
+            assert (
+                be.ssh.policy == "insecure"
+                and "StrictHostKeyChecking=no"
+                in open(be.ssh.open_uri.split("command=")[1].split("&")[0]).read()
+            )
         finally:
             be.close()
 
@@ -117,15 +121,21 @@ def test_libvirts_own_ssh_clients_take_the_policy_too(transport, home):
 
     def attempt(policy, kh):
         from labkit.backends.libvirt import LibvirtBackend
-        be = LibvirtBackend(uri=f"qemu+{transport}://{t['user']}@{t['host']}:{t['port']}/system?keyfile={t['key_filename']}",
-                            host_key_policy=policy, known_hosts=str(kh))
+
+        be = LibvirtBackend(
+            uri=f"qemu+{transport}://{t['user']}@{t['host']}:{t['port']}/system?keyfile={t['key_filename']}",
+            host_key_policy=policy,
+            known_hosts=str(kh),
+        )
         try:
             be.conn.getVersion()
         finally:
             be.close()
 
     for policy in ("strict", "accept-new"):
-        with pytest.raises(BackendUnavailable, match=rf"{t['host']}:{t['port']} CHANGED.*{trials.changed_file(home)} line 2"):
+        with pytest.raises(
+            BackendUnavailable, match=rf"{t['host']}:{t['port']} CHANGED.*{trials.changed_file(home)} line 2"
+        ):
             attempt(policy, trials.changed_file(home))
     kh = trials.unknown_file(home)
     with pytest.raises(BackendUnavailable, match="is unknown .* host_key_policy is strict"):
@@ -137,4 +147,5 @@ def test_libvirts_own_ssh_clients_take_the_policy_too(transport, home):
 
 def _libvirt_up() -> bool:
     from labkit.backends.testing import available
+
     return available("libvirt")[0]

@@ -9,6 +9,7 @@ are there while the run lasts and gone after teardown, and after a SIGKILL + ``c
 Network safety: the only traffic is on networks these tests create on the namespace host (the
 run's bridge and a second run's network, the "outside" that must stay unreachable).
 """
+
 from __future__ import annotations
 
 import json
@@ -42,7 +43,9 @@ def backend():
 def _fleet():
     fleet_or_skip()
     if shutil.which("iperf3") is None:
-        pytest.skip("the namespace hosts share this machine's tools: iperf3 is missing (scripts/setup-tools.sh)")
+        pytest.skip(
+            "the namespace hosts share this machine's tools: iperf3 is missing (scripts/setup-tools.sh)"
+        )
 
 
 def remote(be, script: str) -> str:
@@ -68,7 +71,7 @@ def run():
     insts: list = []
     try:
         net = be.create_network(PREFIX, 2, f"{RATE_MBIT}mbit/")
-        other = be.create_network(PREFIX + "other-", 1)   # another run's network: must stay unreachable
+        other = be.create_network(PREFIX + "other-", 1)  # another run's network: must stay unreachable
         insts = be.provision(InstanceSpec(vcpus=1, memory_mb=128, count=2), prefix=PREFIX, network=net)
         yield be, net, insts, other
         assert teardown(insts) == []
@@ -86,14 +89,19 @@ def run():
 
 
 def tcp_connect(inst, address: str, port: int):
-    return inst.exec(["timeout", "10", "bash", "-c", f"exec 3<>/dev/tcp/{address}/{port}"], check=False, timeout=30)
+    return inst.exec(
+        ["timeout", "10", "bash", "-c", f"exec 3<>/dev/tcp/{address}/{port}"], check=False, timeout=30
+    )
 
 
 def test_the_network_is_on_the_ssh_host_not_here(run):
     be, net, (a, b), _ = run
-    assert netmod.bridges(PREFIX) == {}                              # nothing on the controller
+    assert netmod.bridges(PREFIX) == {}  # nothing on the controller
     links = json.loads(remote(be, "ip -j -d link show type bridge"))
-    assert netmod.bridges_in(links, PREFIX) == {net.name: net.device, **netmod.bridges_in(links, PREFIX + "other-")}
+    assert netmod.bridges_in(links, PREFIX) == {
+        net.name: net.device,
+        **netmod.bridges_in(links, PREFIX + "other-"),
+    }
     addrs = remote(be, f"ip -4 -br addr show dev {net.device}")
     assert f"{net.host_address}/24" in addrs
     ports = remote(be, f"ip -br link show master {net.device}")
@@ -129,9 +137,9 @@ def test_instances_reach_each_other_and_the_host_both_ways(run):
 
 def test_nothing_outside_the_run_network_is_reachable(run):
     be, net, (a, b), other = run
-    res = tcp_connect(a, other.host_address, 9)   # another run's bridge on the same host
+    res = tcp_connect(a, other.host_address, 9)  # another run's bridge on the same host
     assert not res.ok and "unreachable" in (res.stdout + res.stderr).lower(), res.stderr
-    res = tcp_connect(a, ADDRESS, 22)             # the ssh host's own address: not routed either
+    res = tcp_connect(a, ADDRESS, 22)  # the ssh host's own address: not routed either
     assert not res.ok and "unreachable" in (res.stdout + res.stderr).lower(), res.stderr
     routes = a.exec(["ip", "-4", "route"], timeout=30).stdout
     assert "default" not in routes and routes.count("\n") == 1, routes
@@ -153,8 +161,12 @@ def test_metadata_of_the_run(run):
     meta = net.metadata()
     assert meta["mode"] == "private" and meta["device"] == net.device
     assert meta["link"] == {"rate_bit_per_s": RATE_MBIT * 1e6, "delay_s": 0.0}
-    assert a.metadata["network"] == {"name": net.name, "host": "inst0", "address": a.address,
-                                     "host_device": a.host_device}
+    assert a.metadata["network"] == {
+        "name": net.name,
+        "host": "inst0",
+        "address": a.address,
+        "host_device": a.host_device,
+    }
     json.dumps(meta)
 
 
@@ -192,10 +204,12 @@ def test_network_is_gone_after_sigkill_and_cleanup():
     be = None
     try:
         with killed_when_ready(KILLED, repr(OPTIONS), pfx):
-            be = backend()   # connected after the kill (its probe's listing stands for a few seconds)
+            be = backend()  # connected after the kill (its probe's listing stands for a few seconds)
             left = left_on_host(be, pfx)
             # two instances, their namespaces and the bridge (and its FORWARD rule where br_netfilter is on)
-            assert len(be.list_labkit(pfx)) == 2 and len([x for x in left if not x.startswith("-A ")]) == 5, left
+            assert len(be.list_labkit(pfx)) == 2 and len([x for x in left if not x.startswith("-A ")]) == 5, (
+                left
+            )
             removed = be.cleanup(pfx)
             assert len(removed) == 3 and any("-net-" in n for n in removed), removed
             assert left_on_host(be, pfx) == []
@@ -215,10 +229,12 @@ def test_making_a_bridge_that_exists_fails_and_leaves_it_alone():
         try:
             (inst,) = be.provision(InstanceSpec(vcpus=1, memory_mb=64), prefix=pfx, network=net)
             from labkit.backends import ssh_network
+
             with pytest.raises(BackendError, match="creating network again failed"):
                 be.run_script(ssh_network.bridge_script(net), "creating network again")
-            assert netmod.bridges_in(json.loads(remote(be, "ip -j -d link show type bridge")), pfx) \
-                == {net.name: net.device}
+            assert netmod.bridges_in(json.loads(remote(be, "ip -j -d link show type bridge")), pfx) == {
+                net.name: net.device
+            }
             assert inst.exec(["getent", "ahostsv4", "host"], timeout=30).stdout.split()[0] == net.host_address
             inst.destroy()
         finally:

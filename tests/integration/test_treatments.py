@@ -4,6 +4,7 @@ KSM merged during the run, the qdisc on a shaped link and the rate its traffic r
 "on" run of a workload whose memory is not mergeable is flagged ``treatment not applied``; STREAM
 with its arrays marked mergeable gets pages merged; a link whose tbf was removed behind labkit's
 back is flagged, with the traffic that then beat its rate."""
+
 from __future__ import annotations
 
 import os
@@ -42,7 +43,7 @@ def test_pinned_cpus_and_memory_limits_are_read_inside_the_instance(tmp_path):
         assert r.metadata["treatment_failed"] == []
         aff, mem = t["affinity"], t["memory_mb"]
         assert aff["verified"] is True and "Cpus_allowed_list" in aff["how"]
-        if r.affinity == "pinned":   # the one CPU the backend chose, seen from inside
+        if r.affinity == "pinned":  # the one CPU the backend chose, seen from inside
             assert aff["observed"] == r.metadata["instances"][0]["host_cpu_ids"] and len(aff["observed"]) == 1
         else:
             assert aff["observed"] == host
@@ -50,26 +51,49 @@ def test_pinned_cpus_and_memory_limits_are_read_inside_the_instance(tmp_path):
 
 
 def test_design_key_turns_the_checks_off(tmp_path):
-    design = {"name": "off", "factors": {"memory_mb": [192, 256]}, "replications": 1, "seed": 5,
-              "telemetry": "off", "treatment_checks": False}
-    store = Campaign(design, backend="local", workload="command", workload_params={"argv": ["true"]},
-                     campaign_id="treat-off", data_dir=tmp_path, progress=False).run()
+    design = {
+        "name": "off",
+        "factors": {"memory_mb": [192, 256]},
+        "replications": 1,
+        "seed": 5,
+        "telemetry": "off",
+        "treatment_checks": False,
+    }
+    store = Campaign(
+        design,
+        backend="local",
+        workload="command",
+        workload_params={"argv": ["true"]},
+        campaign_id="treat-off",
+        data_dir=tmp_path,
+        progress=False,
+    ).run()
     assert all("treatments" not in m for m in store.runs().metadata)
 
 
-needs_ksm = pytest.mark.skipif(not (KSM / "run").exists() or os.geteuid() != 0,
-                               reason="needs the kernel's KSM (/sys/kernel/mm/ksm) and root")
+needs_ksm = pytest.mark.skipif(
+    not (KSM / "run").exists() or os.geteuid() != 0,
+    reason="needs the kernel's KSM (/sys/kernel/mm/ksm) and root",
+)
 
 
 def ksm_campaign(tmp_path, cid, mergeable):
     # ksmd fast enough to merge within a short run: 1000 pages every 10 ms (put back at the end)
-    design = LabelledDesign.with_labels({"name": cid, "factors": {"ksm": ["off", "on"]}, "replications": 1,
-                                         "seed": 11, "telemetry": "off"}, {"ksm": {"off": {}, "on": {}}})
-    return SeedCampaign(design, backend="local", workload="stream",
-                        workload_params={"array_mb": 4, "ntimes": 1500, "threads": 1, "mergeable": mergeable},
-                        campaign_id=cid, data_dir=tmp_path, progress=False,
-                        defaults=InstanceSpec(vcpus=1, memory_mb=256),
-                        ksm_scan={"pages_to_scan": 1000, "sleep_millisecs": 10}).run()
+    design = LabelledDesign.with_labels(
+        {"name": cid, "factors": {"ksm": ["off", "on"]}, "replications": 1, "seed": 11, "telemetry": "off"},
+        {"ksm": {"off": {}, "on": {}}},
+    )
+    return SeedCampaign(
+        design,
+        backend="local",
+        workload="stream",
+        workload_params={"array_mb": 4, "ntimes": 1500, "threads": 1, "mergeable": mergeable},
+        campaign_id=cid,
+        data_dir=tmp_path,
+        progress=False,
+        defaults=InstanceSpec(vcpus=1, memory_mb=256),
+        ksm_scan={"pages_to_scan": 1000, "sleep_millisecs": 10},
+    ).run()
 
 
 @needs_ksm
@@ -77,11 +101,14 @@ def test_ksm_on_with_memory_not_mergeable_is_flagged_and_mergeable_stream_merges
     before = {k: Path(KSM / k).read_text().strip() for k in ("run", "pages_to_scan", "sleep_millisecs")}
     plain = ksm_campaign(tmp_path, "treat-ksm-plain", False).runs()
     marked = ksm_campaign(tmp_path, "treat-ksm-marked", True).runs()
-    assert {k: Path(KSM / k).read_text().strip() for k in before} == before   # put back
+    assert {k: Path(KSM / k).read_text().strip() for k in before} == before  # put back
     for runs in (plain, marked):
         assert set(runs.status) == {"ok"} and sorted(runs.ksm) == ["off", "on"]
         off = runs[runs.ksm == "off"].iloc[0].metadata
-        assert off["treatments"]["ksm"]["verified"] is True and off["treatments"]["ksm"]["observed"]["merged"] == 0
+        assert (
+            off["treatments"]["ksm"]["verified"] is True
+            and off["treatments"]["ksm"]["observed"]["merged"] == 0
+        )
     on = plain[plain.ksm == "on"].iloc[0].metadata
     assert on["treatments"]["ksm"]["verified"] is False, on["treatments"]["ksm"]
     assert on["treatment_failed"] == ["ksm"]
@@ -93,8 +120,10 @@ def test_ksm_on_with_memory_not_mergeable_is_flagged_and_mergeable_stream_merges
     assert on["treatment_failed"] == []
 
 
-needs_link_tools = pytest.mark.skipif(any(shutil.which(t) is None for t in ("ip", "tc", "iperf3")),
-                                      reason="a shaped link needs ip, tc and iperf3 on this host")
+needs_link_tools = pytest.mark.skipif(
+    any(shutil.which(t) is None for t in ("ip", "tc", "iperf3")),
+    reason="a shaped link needs ip, tc and iperf3 on this host",
+)
 #: tbf's own bound: in any window of t seconds it lets out at most rate * t + its burst (the
 #: 64 KiB labkit.core.network_factors.shape_commands gives it at these rates)
 TBF_BURST_BYTES = 65536
@@ -103,9 +132,15 @@ TBF_BURST_BYTES = 65536
 def link_campaign(tmp_path, cid, levels, hooks=()):
     """A 2-instance run per ``link`` level with iperf3 TCP from inst1 into inst0 over the run's
     private network (its bridge and veths only, made and removed by the campaign)."""
-    return run(tmp_path, cid, {"link": levels}, workload="iperf3", hooks=list(hooks),
-               workload_params={"path": "instances", "protocol": "tcp", "duration_s": 2},
-               defaults=InstanceSpec(vcpus=1, memory_mb=256, count=2))
+    return run(
+        tmp_path,
+        cid,
+        {"link": levels},
+        workload="iperf3",
+        hooks=list(hooks),
+        workload_params={"path": "instances", "protocol": "tcp", "duration_s": 2},
+        defaults=InstanceSpec(vcpus=1, memory_mb=256, count=2),
+    )
 
 
 @needs_link_tools
@@ -123,7 +158,7 @@ def test_a_shaped_link_is_read_back_and_its_traffic_held_to_the_rate(tmp_path):
         ob = rec["observed"]
         assert ob["qdisc"] == "tbf" and abs(ob["qdisc_rate_bit_per_s"] - rate) <= LINK_QDISC_TOLERANCE * rate
         devices = r.metadata["network"]["device"]
-        assert set(ob["devices"]) == {f"{devices}h0", f"{devices}h1"}   # each instance's host end
+        assert set(ob["devices"]) == {f"{devices}h0", f"{devices}h1"}  # each instance's host end
         # the traffic into inst0 (the iperf3 server): iperf3 saw it, the link carried it, never
         # above what tbf lets through (the rate over the window plus one burst)
         server = ob["devices"][f"{devices}h0"]
@@ -131,7 +166,7 @@ def test_a_shaped_link_is_read_back_and_its_traffic_held_to_the_rate(tmp_path):
         assert server["bytes"] > 0 and ob["peak_bit_per_s"] == server["peak_bit_per_s"]
         assert server["peak_bit_per_s"] <= rate + 8 * TBF_BURST_BYTES / server["window_s"], server
         assert server["mean_bit_per_s"] <= rate and goodput <= rate
-        assert server["peak_bit_per_s"] >= 0.9 * goodput   # the counter saw what iperf3 measured (+ headers)
+        assert server["peak_bit_per_s"] >= 0.9 * goodput  # the counter saw what iperf3 measured (+ headers)
 
 
 class DropShaping(RunHook):
@@ -153,7 +188,10 @@ def test_a_link_whose_shaping_is_gone_is_flagged_and_an_unshaped_level_is_checke
     rec = gone["treatments"]["link"]
     assert rec["verified"] is False and gone["treatment_failed"] == ["link"], rec
     inst0 = gone["network"]["device"] + "h0"
-    assert f"{inst0}: no tbf qdisc (found noqueue)" in rec["how"] and rec["observed"]["qdisc_rate_bit_per_s"] is None
+    assert (
+        f"{inst0}: no tbf qdisc (found noqueue)" in rec["how"]
+        and rec["observed"]["qdisc_rate_bit_per_s"] is None
+    )
     # with nothing shaping it, iperf3's traffic into inst0 beat the level's rate, and the check saw it
     assert rec["observed"]["devices"][inst0]["peak_bit_per_s"] > 50e6 and f"{inst0}: traffic at" in rec["how"]
     # unshaped on purpose: no shaping qdisc, as the level asks

@@ -3,6 +3,7 @@
 and every backend module with only the extra that enables it; it ships the notebooks and the reference
 data, and it records the commit it was built from. Builds and installs once per test process
 (tests/support/wheel.py, shared with test_outside_repo.py): a few minutes on a first run (PyPI)."""
+
 from __future__ import annotations
 
 import json
@@ -40,7 +41,7 @@ def test_every_module_imports_from_the_wheel_with_only_its_declared_extras():
     by_extra: dict[str, list[str]] = {}
     base = []
     for name in modules():
-        if name.endswith("__main__"):   # `python -m labkit`: runs the CLI when imported
+        if name.endswith("__main__"):  # `python -m labkit`: runs the CLI when imported
             continue
         extras = extras_of(name)
         if extras is None:
@@ -50,8 +51,11 @@ def test_every_module_imports_from_the_wheel_with_only_its_declared_extras():
     venv = wheel.venv()
     assert _import(venv, base) == {}, "base modules that the base install cannot import"
     # the docker backend says which extra it needs, and after exactly that install it works
-    got = wheel.python(venv, "from labkit.backends import backend_class\n"
-                             "try:\n    backend_class('docker')\nexcept Exception as e:\n    print(e)")
+    got = wheel.python(
+        venv,
+        "from labkit.backends import backend_class\n"
+        "try:\n    backend_class('docker')\nexcept Exception as e:\n    print(e)",
+    )
     assert "pip install 'labkit[docker]'" in got.stdout
     for extra in ORDER:
         venv = wheel.venv((extra,))
@@ -65,13 +69,16 @@ def test_every_module_imports_from_the_wheel_with_only_its_declared_extras():
 
 def test_the_wheel_ships_the_notebooks_and_reference_data_and_records_its_commit():
     venv = wheel.venv()
-    out = wheel.python(venv, "import json, labkit\n"
-                             "from labkit.core import paths\n"
-                             "from labkit.core.fingerprint import labkit_commit\n"
-                             "print(json.dumps({'nb': sorted(p.name for p in paths.notebooks_dir().glob('*.ipynb')),\n"
-                             "  'ref': sorted(p.name for p in paths.reference_dir().iterdir()),\n"
-                             "  'checkout': str(paths.checkout()), 'file': labkit.__file__,\n"
-                             "  'commit': labkit_commit(), 'version': labkit.__version__}))").stdout
+    out = wheel.python(
+        venv,
+        "import json, labkit\n"
+        "from labkit.core import paths\n"
+        "from labkit.core.fingerprint import labkit_commit\n"
+        "print(json.dumps({'nb': sorted(p.name for p in paths.notebooks_dir().glob('*.ipynb')),\n"
+        "  'ref': sorted(p.name for p in paths.reference_dir().iterdir()),\n"
+        "  'checkout': str(paths.checkout()), 'file': labkit.__file__,\n"
+        "  'commit': labkit_commit(), 'version': labkit.__version__}))",
+    ).stdout
     got = json.loads(out)
     assert "site-packages" in got["file"] and got["checkout"] == "None"
     assert "00_explorer.ipynb" in got["nb"] and "01_affinity_factorial.ipynb" in got["nb"]

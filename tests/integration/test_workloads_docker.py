@@ -1,5 +1,6 @@
 """Every workload of issue 6 run for real in docker containers (marker ``docker``), and iperf3
 between two containers on an internal Docker network that the test creates and removes."""
+
 from __future__ import annotations
 
 import secrets
@@ -60,6 +61,7 @@ def test_iperf3_between_two_containers_on_an_internal_network(docker_be):
     and removed with the network in ``finally``.
     """
     from labkit.backends.docker import DockerInstance
+
     api = docker_be.api
     tag = secrets.token_hex(4)
     netname = f"{PREFIX}-{tag}"
@@ -71,14 +73,20 @@ def test_iperf3_between_two_containers_on_an_internal_network(docker_be):
         for i in range(2):
             name = f"{PREFIX}-{tag}-{i}"
             hc = api.create_host_config(network_mode=netname, mem_limit="256m", nano_cpus=10**9)
-            cid = api.create_container(docker_be.image, command=["sleep", "infinity"], name=name,
-                                       labels={"labkit": "1"}, host_config=hc)["Id"]
+            cid = api.create_container(
+                docker_be.image,
+                command=["sleep", "infinity"],
+                name=name,
+                labels={"labkit": "1"},
+                host_config=hc,
+            )["Id"]
             insts.append(DockerInstance(docker_be, name, spec, i, None, cid))
             api.start(cid)
         ip = api.inspect_container(insts[0].id)["NetworkSettings"]["Networks"][netname]["IPAddress"]
         rows = pair(insts[0], insts[1], ip, protocol="both", duration_s=1)
-        check_rows(rows, {"tcp_mbit_per_s": "Mbit/s", "udp_mbit_per_s": "Mbit/s",
-                          "udp_lost_percent": "%"}, index=1)
+        check_rows(
+            rows, {"tcp_mbit_per_s": "Mbit/s", "udp_mbit_per_s": "Mbit/s", "udp_lost_percent": "%"}, index=1
+        )
     finally:
         teardown(insts)
         api.remove_network(net)

@@ -4,6 +4,7 @@ Parameters are tiny (each run lasts about a second on 2 CPUs). Each test checks
 the metrics and units the workload documents, that its tool version is recorded,
 and that it leaves no process behind in the instance's cgroup.
 """
+
 from __future__ import annotations
 
 import glob
@@ -23,29 +24,75 @@ pytestmark = pytest.mark.root
 
 # name, constructor parameters, {metric: unit} that must come back (value > 0 unless in ZERO_OK)
 CASES = [
-    ("sysbench-cpu", "sysbench", {"test": "cpu", "time_s": 1},
-     {"events_per_s": "events/s", "latency_avg_ms": "ms", "latency_p95_ms": "ms"}),
-    ("sysbench-memory", "sysbench", {"test": "memory", "time_s": 1, "memory_total_size": "512M"},
-     {"mib_per_s": "MiB/s", "ops_per_s": "ops/s"}),
+    (
+        "sysbench-cpu",
+        "sysbench",
+        {"test": "cpu", "time_s": 1},
+        {"events_per_s": "events/s", "latency_avg_ms": "ms", "latency_p95_ms": "ms"},
+    ),
+    (
+        "sysbench-memory",
+        "sysbench",
+        {"test": "memory", "time_s": 1, "memory_total_size": "512M"},
+        {"mib_per_s": "MiB/s", "ops_per_s": "ops/s"},
+    ),
     ("sysbench-threads", "sysbench", {"test": "threads", "time_s": 1}, {"events_per_s": "events/s"}),
-    ("sysbench-fileio", "sysbench", {"test": "fileio", "time_s": 1, "fileio_total_size": "16M"},
-     {"read_mib_per_s": "MiB/s", "write_mib_per_s": "MiB/s", "fsyncs_per_s": "ops/s"}),
-    ("stream", "stream", {"array_mb": 24, "ntimes": 3},
-     {"copy_mb_per_s": "MB/s", "scale_mb_per_s": "MB/s", "add_mb_per_s": "MB/s",
-      "triad_mb_per_s": "MB/s", "array_mib": "MiB"}),
-    ("fio", "fio", {"size_mb": 8, "patterns": "seqwrite,randread"},
-     {"seqwrite_iops": "IO/s", "seqwrite_bw_mib_per_s": "MiB/s", "randread_iops": "IO/s",
-      "randread_lat_mean_us": "us"}),
-    ("iperf3", "iperf3", {"duration_s": 1},
-     {"tcp_mbit_per_s": "Mbit/s", "tcp_retransmits": "count", "udp_mbit_per_s": "Mbit/s",
-      "udp_lost_percent": "%", "udp_jitter_ms": "ms"}),
-    ("apache", "apache", {"requests": 1000, "concurrency": 10},
-     {"requests_per_s": "req/s", "time_per_request_ms": "ms", "failed_requests": "count"}),
+    (
+        "sysbench-fileio",
+        "sysbench",
+        {"test": "fileio", "time_s": 1, "fileio_total_size": "16M"},
+        {"read_mib_per_s": "MiB/s", "write_mib_per_s": "MiB/s", "fsyncs_per_s": "ops/s"},
+    ),
+    (
+        "stream",
+        "stream",
+        {"array_mb": 24, "ntimes": 3},
+        {
+            "copy_mb_per_s": "MB/s",
+            "scale_mb_per_s": "MB/s",
+            "add_mb_per_s": "MB/s",
+            "triad_mb_per_s": "MB/s",
+            "array_mib": "MiB",
+        },
+    ),
+    (
+        "fio",
+        "fio",
+        {"size_mb": 8, "patterns": "seqwrite,randread"},
+        {
+            "seqwrite_iops": "IO/s",
+            "seqwrite_bw_mib_per_s": "MiB/s",
+            "randread_iops": "IO/s",
+            "randread_lat_mean_us": "us",
+        },
+    ),
+    (
+        "iperf3",
+        "iperf3",
+        {"duration_s": 1},
+        {
+            "tcp_mbit_per_s": "Mbit/s",
+            "tcp_retransmits": "count",
+            "udp_mbit_per_s": "Mbit/s",
+            "udp_lost_percent": "%",
+            "udp_jitter_ms": "ms",
+        },
+    ),
+    (
+        "apache",
+        "apache",
+        {"requests": 1000, "concurrency": 10},
+        {"requests_per_s": "req/s", "time_per_request_ms": "ms", "failed_requests": "count"},
+    ),
 ]
-ZERO_OK = {"tcp_retransmits", "udp_lost_percent", "failed_requests", "non_2xx_responses",
-           "udp_jitter_ms"}
-VERSION_KEYS = {"sysbench": {"sysbench"}, "stream": {"stream"}, "fio": {"fio"},
-                "iperf3": {"iperf3"}, "apache": {"apache2", "ab"}}
+ZERO_OK = {"tcp_retransmits", "udp_lost_percent", "failed_requests", "non_2xx_responses", "udp_jitter_ms"}
+VERSION_KEYS = {
+    "sysbench": {"sysbench"},
+    "stream": {"stream"},
+    "fio": {"fio"},
+    "iperf3": {"iperf3"},
+    "apache": {"apache2", "ab"},
+}
 
 
 @pytest.fixture(scope="module")
@@ -166,14 +213,15 @@ def test_iperf3_between_two_instances_on_a_test_made_network(local):
         insts = local.provision(InstanceSpec(vcpus=1, memory_mb=256, count=2), prefix="labkit-test")
         server, client = (InNamespace(i, n) for i, n in zip(insts, ns))
         routes = client.exec(["ip", "-4", "route"]).stdout
-        assert "default" not in routes     # the client namespace can reach only 10.213.0.0/24
+        assert "default" not in routes  # the client namespace can reach only 10.213.0.0/24
         rows = pair(server, client, addr[0], protocol="both", duration_s=1)
-        check_rows(rows, {"tcp_mbit_per_s": "Mbit/s", "udp_mbit_per_s": "Mbit/s",
-                          "udp_lost_percent": "%"}, index=1)
-        assert local_pids(local, insts[0].name) == set()   # the server went away
+        check_rows(
+            rows, {"tcp_mbit_per_s": "Mbit/s", "udp_mbit_per_s": "Mbit/s", "udp_lost_percent": "%"}, index=1
+        )
+        assert local_pids(local, insts[0].name) == set()  # the server went away
     finally:
         teardown(insts)
         for n in ns:
-            subprocess.run(["ip", "netns", "del", n], capture_output=True)   # removes the veths too
+            subprocess.run(["ip", "netns", "del", n], capture_output=True)  # removes the veths too
     out = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
     assert tag not in out

@@ -1,6 +1,7 @@
 """Checks of the workloads that span instances, shared by the network tests of every backend
 (test_network.py on local/docker/lxd, test_libvirt_study.py on libvirt guests). Each asserts only
 positive figures, never a nominal rate: the machine is shared."""
+
 from __future__ import annotations
 
 from labkit.workloads import get_workload
@@ -50,10 +51,19 @@ def connect_rtt_us(server, client) -> int:
     """One TCP round trip from ``client`` to ``server`` (inst0) in µs: the time of a connect from
     bash's /dev/tcp to iperf3's listener in ``server`` (no other tool in either instance)."""
     from labkit.workloads.iperf3 import start_server, stop_server
+
     port, pidfile = start_server(server, bind=server.address)
     try:
-        res = client.exec(["bash", "-c", "s=$(date +%s%N); exec 3<>/dev/tcp/inst0/" + str(port)
-                           + "; e=$(date +%s%N); echo $(( (e - s) / 1000 ))"], timeout=30)
+        res = client.exec(
+            [
+                "bash",
+                "-c",
+                "s=$(date +%s%N); exec 3<>/dev/tcp/inst0/"
+                + str(port)
+                + "; e=$(date +%s%N); echo $(( (e - s) / 1000 ))",
+            ],
+            timeout=30,
+        )
     finally:
         stop_server(server, pidfile)
     return int(res.stdout.split()[-1])

@@ -8,6 +8,7 @@
 They live in the tests, not in the library: a program that prints "Benchmark Completed" in
 NPB's format must never be mistaken for NPB in a user's study.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -30,4 +31,6 @@ def build_npb_like(root: Path, klass: str = "S", *, omp: bool = False) -> Path:
 def build_parsec_like(root: Path) -> Path:
     """``root/bin/parsec_like`` built from parsec_like.c (pthreads); returns the binary's path."""
     (root / "bin").mkdir(parents=True, exist_ok=True)
-    return compile_c(SUPPORT / "parsec_like.c", root / "bin" / "parsec_like", flags=("-O2", "-pthread", "-static"))
+    return compile_c(
+        SUPPORT / "parsec_like.c", root / "bin" / "parsec_like", flags=("-O2", "-pthread", "-static")
+    )

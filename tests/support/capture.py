@@ -7,6 +7,7 @@ private network (the MPI build as 2 ranks, one per instance, through labkit's mp
 the others in one instance with 2 threads) and writes their standard output, unedited, to
 tests/unit/fixtures/npb/ and tests/unit/fixtures/parsec/.
 """
+
 from __future__ import annotations
 
 import secrets
@@ -39,15 +40,19 @@ def _capture(root: Path) -> list[Path]:
     out = {}
     try:
         insts = be.provision(InstanceSpec(vcpus=1, memory_mb=128, count=2), prefix=pfx, network=net)
-        for name, argv in (("zs_S_mpi_2ranks.txt", [str(npb)]),
-                           ("zs_S_mpi_2ranks_unsuccessful.txt", [str(npb), "-f"])):
+        for name, argv in (
+            ("zs_S_mpi_2ranks.txt", [str(npb)]),
+            ("zs_S_mpi_2ranks_unsuccessful.txt", [str(npb), "-f"]),
+        ):
             res, wdir, _ = launch(insts, argv, ranks=2, timeout=300)
             remove_launch_dir(insts, wdir)
             out[FIXTURES / "npb" / name] = res.stdout
-        out[FIXTURES / "npb" / "zs_S_omp_2threads.txt"] = insts[0].exec(
-            [str(omp)], env={"OMP_NUM_THREADS": "2"}, timeout=300).stdout
-        out[FIXTURES / "parsec" / "parsec_like_2threads.txt"] = insts[0].exec(
-            [str(parsec), "-ns", "16", "-nt", "2"], timeout=300).stdout
+        out[FIXTURES / "npb" / "zs_S_omp_2threads.txt"] = (
+            insts[0].exec([str(omp)], env={"OMP_NUM_THREADS": "2"}, timeout=300).stdout
+        )
+        out[FIXTURES / "parsec" / "parsec_like_2threads.txt"] = (
+            insts[0].exec([str(parsec), "-ns", "16", "-nt", "2"], timeout=300).stdout
+        )
     finally:
         teardown(insts)
         net.remove()

@@ -7,6 +7,7 @@ by ancestry (psutil: ``labkit dashboard`` > Voila > kernels), page loads over pl
 page's websocket is never opened: nothing runs its JavaScript), and memory. On the way out,
 whatever happened, every process it ever saw is killed, so a test leaves nothing behind.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -122,8 +123,9 @@ class Dashboard:
 
 
 @contextlib.contextmanager
-def running_dashboard(tmp: Path, *args: str, start_timeout: float = 180,
-                      ignored: tuple[int, ...] = ()) -> Iterator[Dashboard]:
+def running_dashboard(
+    tmp: Path, *args: str, start_timeout: float = 180, ignored: tuple[int, ...] = ()
+) -> Iterator[Dashboard]:
     """``labkit dashboard --port=<free> *args`` running and answering; everything it started is
     killed on the way out (see the module docstring). It starts with SIGINT and SIGHUP at their
     defaults (as from a terminal), except the signals in ``ignored``, inherited as ignored (as a
@@ -132,15 +134,27 @@ def running_dashboard(tmp: Path, *args: str, start_timeout: float = 180,
     def dispositions() -> None:
         for s in (signal.SIGINT, signal.SIGHUP):
             signal.signal(s, signal.SIG_IGN if s in ignored else signal.SIG_DFL)
+
     tmp.mkdir(parents=True, exist_ok=True)
     port = free_port()
     log = tmp / f"dashboard-{port}.log"
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "LABKIT_ROOT": str(ROOT),
-           "JUPYTER_CONFIG_DIR": str(tmp / "cfg"), "JUPYTER_RUNTIME_DIR": str(tmp / "rt")}
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(ROOT),
+        "LABKIT_ROOT": str(ROOT),
+        "JUPYTER_CONFIG_DIR": str(tmp / "cfg"),
+        "JUPYTER_RUNTIME_DIR": str(tmp / "rt"),
+    }
     with open(log, "wb") as out:
-        proc = subprocess.Popen([sys.executable, "-m", "labkit", "dashboard", f"--port={port}", *args],
-                                cwd=tmp, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
-                                preexec_fn=dispositions)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "labkit", "dashboard", f"--port={port}", *args],
+            cwd=tmp,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            preexec_fn=dispositions,
+        )
     dash = None
     try:
         end = time.monotonic() + start_timeout
@@ -166,11 +180,11 @@ def running_dashboard(tmp: Path, *args: str, start_timeout: float = 180,
             procs = list(dash.seen.values())
         else:
             procs = []
-        if proc.poll() is None:        # its own stop first (Voila removes its connection files) ...
+        if proc.poll() is None:  # its own stop first (Voila removes its connection files) ...
             proc.send_signal(signal.SIGTERM)
             with contextlib.suppress(subprocess.TimeoutExpired):
                 proc.wait(15)
-        with contextlib.suppress(ProcessLookupError):   # ... then whatever is left, killed
+        with contextlib.suppress(ProcessLookupError):  # ... then whatever is left, killed
             os.killpg(proc.pid, signal.SIGKILL)
         for p in procs:
             with contextlib.suppress(psutil.NoSuchProcess):

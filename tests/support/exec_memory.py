@@ -3,6 +3,7 @@ much the controller's peak memory (VmHWM) grew across it (issue 28's output caps
 tests/unit/test_output.py, tests/integration/test_output_caps.py and
 reliability/security_output.py; :func:`campaign_in_child` does the same for a whole campaign, its
 controller's resident size sampled with psutil."""
+
 from __future__ import annotations
 
 import json
@@ -45,8 +46,12 @@ BIG = "head -c 200M /dev/zero | tr '\\0' a; printf END; head -c 3M /dev/zero | t
 def exec_in_child(backend: str, prefix: str, command: str = BIG, options: dict | None = None) -> dict:
     """Run ``command`` in a fresh instance of ``backend`` from a child Python process; what the
     child saw, with the growth of its peak memory (VmHWM) across the exec."""
-    res = subprocess.run([PY, "-c", MEASURE, backend, json.dumps(options or {}), prefix, command],
-                         capture_output=True, text=True, timeout=1800)
+    res = subprocess.run(
+        [PY, "-c", MEASURE, backend, json.dumps(options or {}), prefix, command],
+        capture_output=True,
+        text=True,
+        timeout=1800,
+    )
     assert res.returncode == 0, res.stderr[-3000:]
     return json.loads(res.stdout.strip().splitlines()[-1])
 
@@ -93,8 +98,14 @@ def campaign_in_child(data_dir: str, token: str, command: str = BIG, sample_s: f
     resident size psutil saw of the child during that campaign (sampled every ``sample_s``) minus
     its resident size just before."""
     import psutil
-    proc = subprocess.Popen([PY, "-c", CAMPAIGN, data_dir, token, command], stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+    proc = subprocess.Popen(
+        [PY, "-c", CAMPAIGN, data_dir, token, command],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         line = proc.stdout.readline().strip()
         assert line == "READY", line + proc.stderr.read()[-3000:]

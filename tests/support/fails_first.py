@@ -7,6 +7,7 @@ call runs the command for real. The campaign stores that run as ``failed`` and, 
 ``retries=1``, runs it again; the failed attempt stays in ``Store.attempts()``. ``failed_in``
 lists the instance that took the injected failure.
 """
+
 from __future__ import annotations
 
 import threading

@@ -6,6 +6,7 @@ instance exists, writes the instance's name to ``<tmp>/<cid>.started`` and waits
 is known to be running, with no timing assumption. The child prints ``STATUS ok,ok`` when both
 runs are stored ok. :func:`labkit_cli` runs ``python -m labkit`` without a terminal.
 """
+
 from __future__ import annotations
 
 import os
@@ -44,13 +45,20 @@ GATED = textwrap.dedent("""
 """)
 
 
-def start_gated(cid: str, data_dir: Path, tmp: Path, hang_s: float = 300) -> tuple[subprocess.Popen, Path, Path]:
+def start_gated(
+    cid: str, data_dir: Path, tmp: Path, hang_s: float = 300
+) -> tuple[subprocess.Popen, Path, Path]:
     """Start campaign ``cid`` in ``data_dir``; return (process, started file, go file) once its first
     run's instance exists. RuntimeError (with the child's output) if it ends or hangs first."""
     started, go = tmp / f"{cid}.started", tmp / f"{cid}.go"
-    proc = subprocess.Popen([sys.executable, "-c", GATED, cid, str(data_dir), str(started), str(go)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV)
-    deadline = time.monotonic() + hang_s      # a bound for a hang, not a measurement
+    proc = subprocess.Popen(
+        [sys.executable, "-c", GATED, cid, str(data_dir), str(started), str(go)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=ENV,
+    )
+    deadline = time.monotonic() + hang_s  # a bound for a hang, not a measurement
     while not started.exists():
         if proc.poll() is not None or time.monotonic() > deadline:
             proc.kill()
@@ -64,5 +72,15 @@ def labkit_cli(*args: str, wrap: str = "") -> subprocess.CompletedProcess:
     mount namespace (e.g. a read-only bind mount of the data dir)."""
     argv = [sys.executable, "-m", "labkit", *args]
     if wrap:
-        argv = ["unshare", "--mount", "--propagation", "private", "sh", "-c", f"{wrap} && exec {shlex.join(argv)}"]
-    return subprocess.run(argv, capture_output=True, text=True, env=ENV, stdin=subprocess.DEVNULL, timeout=600)
+        argv = [
+            "unshare",
+            "--mount",
+            "--propagation",
+            "private",
+            "sh",
+            "-c",
+            f"{wrap} && exec {shlex.join(argv)}",
+        ]
+    return subprocess.run(
+        argv, capture_output=True, text=True, env=ENV, stdin=subprocess.DEVNULL, timeout=600
+    )

@@ -11,6 +11,7 @@ is empty and root's real file is never read or written) against a known_hosts fi
 lists a *different* key for ``[host]:port`` (:func:`changed_file`, the old key on line 2) or does
 not exist (:func:`unknown_file`). :func:`attempt` says whether a path accepted the host.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -30,10 +31,12 @@ LIBVIRT_PATHS = ("libvirt", "libvirt relay")
 
 def target() -> dict:
     """The test sshd (the Makefile's LABKIT_SSH_* variables, else scripts/setup-ssh.sh's)."""
-    return {"host": os.environ.get("LABKIT_SSH_HOST", "127.0.0.1"),
-            "port": int(os.environ.get("LABKIT_SSH_PORT", "2222")),
-            "user": os.environ.get("LABKIT_SSH_USER", "root"),
-            "key_filename": os.environ.get("LABKIT_SSH_KEY", "/root/.ssh/labkit_test_ed25519")}
+    return {
+        "host": os.environ.get("LABKIT_SSH_HOST", "127.0.0.1"),
+        "port": int(os.environ.get("LABKIT_SSH_PORT", "2222")),
+        "user": os.environ.get("LABKIT_SSH_USER", "root"),
+        "key_filename": os.environ.get("LABKIT_SSH_KEY", "/root/.ssh/labkit_test_ed25519"),
+    }
 
 
 def entry_name() -> str:
@@ -79,12 +82,14 @@ def recorded_keys(path: Path) -> set[str]:
     """``type base64`` of the entries of ``path`` for the test sshd (plain or hashed: the ssh binary
     hashes what it records where ``HashKnownHosts`` is on, as on Debian)."""
     from paramiko.hostkeys import HostKeys
+
     found = HostKeys(str(path)).lookup(entry_name()) if path.exists() else None
     return {f"{k.get_name()} {k.get_base64()}" for k in (found or {}).values()}
 
 
 def _ssh_backend(policy: str, known_hosts: Path):
     from labkit.backends.ssh import SshBackend
+
     return SshBackend(**target(), connect_timeout=10, host_key_policy=policy, known_hosts=str(known_hosts))
 
 
@@ -97,35 +102,53 @@ def connect(path: str, policy: str, known_hosts: Path) -> None:
             be.connection()
         finally:
             be.close()
-    elif path == "ssh binary":   # what an MPI launch agent runs (SshInstance.host_command)
+    elif path == "ssh binary":  # what an MPI launch agent runs (SshInstance.host_command)
         argv = _ssh_backend(policy, known_hosts).settings.ssh_argv(["true"])
         res = subprocess.run(argv, capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
         if res.returncode != 0:
             raise ConnectionRefusedError(f"ssh exited {res.returncode}: {res.stderr.strip()[-400:]}")
     elif path == "docker ssh://":
         from labkit.backends import docker_ssh
-        settings = docker_ssh.SshSettings(t["user"], t["host"], t["port"], t["key_filename"], str(known_hosts),
-                                          policy, 10.0)
+
+        settings = docker_ssh.SshSettings(
+            t["user"], t["host"], t["port"], t["key_filename"], str(known_hosts), policy, 10.0
+        )
         # a version given: no API call, only the SSH connection (the part that checks the host key)
-        docker_ssh.api_client(f"ssh://{t['user']}@{t['host']}:{t['port']}", settings, timeout=30,
-                              version="1.41").close()
+        docker_ssh.api_client(
+            f"ssh://{t['user']}@{t['host']}:{t['port']}", settings, timeout=30, version="1.41"
+        ).close()
     elif path == "libvirt":
         be = libvirt_backend(policy, known_hosts)
         try:
             be.conn.getVersion()
         finally:
             be.close()
-    elif path == "libvirt relay":   # what an MPI launch agent runs for a libvirt guest (host_command)
+    elif path == "libvirt relay":  # what an MPI launch agent runs for a libvirt guest (host_command)
         uri = libvirt_backend(policy, known_hosts).ssh.open_uri
-        res = subprocess.run([sys.executable, "-m", "labkit.backends.libvirt.relay", uri, "labkit-test-nosuchvm",
-                              "true"], capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL,
-                             cwd=str(Path(__file__).resolve().parents[2]))
-        if "Domain not found" not in res.stderr:   # connected: only the domain is missing
+        res = subprocess.run(
+            [sys.executable, "-m", "labkit.backends.libvirt.relay", uri, "labkit-test-nosuchvm", "true"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            stdin=subprocess.DEVNULL,
+            cwd=str(Path(__file__).resolve().parents[2]),
+        )
+        if "Domain not found" not in res.stderr:  # connected: only the domain is missing
             raise ConnectionRefusedError(f"relay exited {res.returncode}: {res.stderr.strip()[-1500:]}")
     elif path == "cloud wait":
         from labkit.backends.clouds.base import wait_ssh
-        wait_ssh(t["host"], t["port"], t["user"], t["key_filename"], time.monotonic() + 60, connect_timeout=10,
-                 interval=0.5, host_key_policy=policy, known_hosts=str(known_hosts))
+
+        wait_ssh(
+            t["host"],
+            t["port"],
+            t["user"],
+            t["key_filename"],
+            time.monotonic() + 60,
+            connect_timeout=10,
+            interval=0.5,
+            host_key_policy=policy,
+            known_hosts=str(known_hosts),
+        )
     else:
         raise ValueError(f"unknown path {path!r}; one of {PATHS}")
 
@@ -133,15 +156,20 @@ def connect(path: str, policy: str, known_hosts: Path) -> None:
 def libvirt_backend(policy: str, known_hosts: Path, **options):
     """The libvirt backend on the test sshd's ``qemu+ssh://`` URI with ``policy`` (not connected yet)."""
     from labkit.backends.libvirt import LibvirtBackend
+
     t = target()
-    return LibvirtBackend(uri=f"qemu+ssh://{t['user']}@{t['host']}:{t['port']}/system?keyfile={t['key_filename']}",
-                          host_key_policy=policy, known_hosts=str(known_hosts), **options)
+    return LibvirtBackend(
+        uri=f"qemu+ssh://{t['user']}@{t['host']}:{t['port']}/system?keyfile={t['key_filename']}",
+        host_key_policy=policy,
+        known_hosts=str(known_hosts),
+        **options,
+    )
 
 
 def attempt(path: str, policy: str, known_hosts: Path) -> tuple[bool, str]:
     """(True, "") if ``path`` connected under ``policy``, else (False, the error text)."""
     try:
         connect(path, policy, known_hosts)
-    except Exception as exc:   # every refusal counts, whatever its type: the caller checks the text
+    except Exception as exc:  # every refusal counts, whatever its type: the caller checks the text
         return False, f"{type(exc).__name__}: {exc}"
     return True, ""

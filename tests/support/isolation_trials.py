@@ -4,6 +4,7 @@ Used by tests/integration/test_local_isolation.py and reliability/security_isola
 Every function runs its attack through ``inst.exec`` (as a workload would) and returns
 what got through: 0 (or an empty list) when the isolation held.
 """
+
 from __future__ import annotations
 
 import os
@@ -63,8 +64,19 @@ def host_netns_reached(inst) -> int:
     ``nsenter --net`` through every /proc/<pid>/ns/net it sees and the controller's pid."""
     listener = Listener()
     try:
-        inst.exec(["sh", "-c", _REACH, "reach", str(listener.port), f"/proc/{os.getpid()}/ns/net",
-                   "/proc/1/ns/net"], check=False, timeout=120)
+        inst.exec(
+            [
+                "sh",
+                "-c",
+                _REACH,
+                "reach",
+                str(listener.port),
+                f"/proc/{os.getpid()}/ns/net",
+                "/proc/1/ns/net",
+            ],
+            check=False,
+            timeout=120,
+        )
     finally:
         reached = listener.close()
     return reached
@@ -93,8 +105,11 @@ def controller_env_seen(inst) -> int:
     name = f"LABKIT_TEST_SECRET_{secrets.token_hex(4).upper()}"
     os.environ[name] = "controller-only"
     try:
-        res = inst.exec(["sh", "-c", "env; cat /proc/[0-9]*/environ 2>/dev/null | tr '\\0' '\\n'; true"],
-                        check=False, timeout=60)
+        res = inst.exec(
+            ["sh", "-c", "env; cat /proc/[0-9]*/environ 2>/dev/null | tr '\\0' '\\n'; true"],
+            check=False,
+            timeout=60,
+        )
     finally:
         del os.environ[name]
     return res.stdout.count(name)
@@ -140,7 +155,7 @@ def survivors_after_timeout(inst, root_procs_files, timeout: float = 3.0) -> lis
     marker = f"labkit-escapee-{secrets.token_hex(4)}"
     try:
         inst.exec(["python3", "-c", _ESCAPEE, marker, *root_procs_files], check=False, timeout=timeout)
-    except BackendError:   # CommandTimeout, or the escapee holding its output
+    except BackendError:  # CommandTimeout, or the escapee holding its output
         pass
     return processes_with(marker)
 
@@ -148,10 +163,12 @@ def survivors_after_timeout(inst, root_procs_files, timeout: float = 3.0) -> lis
 def forks_allowed(inst, limit: int = 400) -> int:
     """How many sleeping children a fork loop in ``inst`` could start (it stops at ``limit``
     or at the first failed fork); the children are killed afterwards."""
-    script = ("import os, sys, time\nn = 0\n"
-              "try:\n    while n < int(sys.argv[1]):\n        if os.fork() == 0:\n"
-              "            time.sleep(120); os._exit(0)\n        n += 1\n"
-              "except OSError:\n    pass\nprint(n, flush=True)\nos.killpg(0, 9)\n")
+    script = (
+        "import os, sys, time\nn = 0\n"
+        "try:\n    while n < int(sys.argv[1]):\n        if os.fork() == 0:\n"
+        "            time.sleep(120); os._exit(0)\n        n += 1\n"
+        "except OSError:\n    pass\nprint(n, flush=True)\nos.killpg(0, 9)\n"
+    )
     res = inst.exec(["setsid", "python3", "-c", script, str(limit)], check=False, timeout=120)
     return int(res.stdout.split()[0])
 
@@ -160,7 +177,9 @@ def status_fields(inst) -> dict:
     """CapEff, CapBnd, CapPrm, CapAmb, NoNewPrivs of a command in ``inst`` (/proc/self/status)."""
     out = inst.exec(["cat", "/proc/self/status"], timeout=30).stdout
     fields = dict(line.split(":", 1) for line in out.splitlines() if ":" in line)
-    return {k: fields[k].strip() for k in ("CapEff", "CapBnd", "CapPrm", "CapAmb", "NoNewPrivs") if k in fields}
+    return {
+        k: fields[k].strip() for k in ("CapEff", "CapBnd", "CapPrm", "CapAmb", "NoNewPrivs") if k in fields
+    }
 
 
 def pids_seen(inst) -> list[int]:
@@ -171,10 +190,17 @@ def pids_seen(inst) -> list[int]:
 
 #: the host daemons' sockets (issue 47, finding 1): Docker, containerd, LXD (Debian's and the
 #: snap's), libvirt (read-write and read-only), MariaDB, munge (what Slurm trusts)
-DAEMON_SOCKETS = ("/run/docker.sock", "/var/run/docker.sock", "/run/containerd/containerd.sock",
-                  "/var/lib/lxd/unix.socket", "/var/snap/lxd/common/lxd/unix.socket",
-                  "/run/libvirt/libvirt-sock", "/run/libvirt/libvirt-sock-ro", "/run/mysqld/mysqld.sock",
-                  "/run/munge/munge.socket.2")
+DAEMON_SOCKETS = (
+    "/run/docker.sock",
+    "/var/run/docker.sock",
+    "/run/containerd/containerd.sock",
+    "/var/lib/lxd/unix.socket",
+    "/var/snap/lxd/common/lxd/unix.socket",
+    "/run/libvirt/libvirt-sock",
+    "/run/libvirt/libvirt-sock-ro",
+    "/run/mysqld/mysqld.sock",
+    "/run/munge/munge.socket.2",
+)
 
 #: connect to each Unix socket named, and to every socket file found below / (but /proc and /sys),
 #: and print "connected PATH" for each that accepts: a socket that accepts answers its daemon
@@ -208,9 +234,11 @@ def sockets_reached(inst=None, paths=DAEMON_SOCKETS) -> list[str]:
     control) could connect to: ``paths`` and every socket file it finds below ``/``."""
     import subprocess
     import sys
+
     if inst is None:
-        res = subprocess.run([sys.executable, "-c", _SOCKETS, *paths], capture_output=True, text=True,
-                             timeout=300)
+        res = subprocess.run(
+            [sys.executable, "-c", _SOCKETS, *paths], capture_output=True, text=True, timeout=300
+        )
         out = res.stdout
     else:
         out = inst.exec(["python3", "-c", _SOCKETS, *paths], check=False, timeout=300).stdout
@@ -220,13 +248,16 @@ def sockets_reached(inst=None, paths=DAEMON_SOCKETS) -> list[str]:
 def readable(inst, paths) -> list[str]:
     """Those of ``paths`` (files or devices) a command in ``inst`` can open and read a byte of."""
     script = 'for f in "$@"; do head -c 1 "$f" >/dev/null 2>&1 && echo "$f"; done; true'
-    return inst.exec(["sh", "-c", script, "readable", *map(str, paths)], check=False, timeout=60).stdout.split()
+    return inst.exec(
+        ["sh", "-c", script, "readable", *map(str, paths)], check=False, timeout=60
+    ).stdout.split()
 
 
 def host_uids_of_instance(inst, deadline_s: float = 30.0) -> set[int]:
     """The host uids of a ``sleep`` started in ``inst`` (found among its cgroup's members, read on
     the host; ``lkns enter``, which waits for it there, is host root and not the command)."""
     import time
+
     marker = f"{secrets.randbelow(10**6) + 10**6}"
     proc = inst.spawn(["sleep", marker])
     try:

@@ -13,6 +13,7 @@ statistics side's test, issue 32). The store's levels (instance, boot, run_seq) 
 tests/integration/test_levels_local.py; ``capped_levels_store`` (tests/integration/conftest.py)
 gives it as a module-scoped fixture.
 """
+
 from __future__ import annotations
 
 import random
@@ -50,14 +51,36 @@ class CapPerBoot(RunHook):
             inst.metadata.update(test_cpu_cap=cap, test_cpu_quota=cgroups.read_local(path).strip())
 
 
-def capped_store(data_dir: str | Path, campaign_id: str = "levels-capped", *, replications: int = 6,
-                 runs_per_instance: int = 3, caps=CAPS, board: int = 14, seed: int = 32,
-                 telemetry: float = 0.25) -> Store:
+def capped_store(
+    data_dir: str | Path,
+    campaign_id: str = "levels-capped",
+    *,
+    replications: int = 6,
+    runs_per_instance: int = 3,
+    caps=CAPS,
+    board: int = 14,
+    seed: int = 32,
+    telemetry: float = 0.25,
+) -> Store:
     """Run the capped campaign (see the module docstring) on the local backend into ``data_dir``
     and return its store (read-only): factor ``vcpus`` [1, 2] (floating), ``replications`` runs per
     configuration, ``runs_per_instance`` per boot, N-queens on a ``board`` board with 3 iterations."""
-    design = {"name": "levels-capped", "factors": {"vcpus": [1, 2]}, "replications": replications,
-              "seed": seed, "runs_per_instance": runs_per_instance}
-    return Campaign(design, backend="local", workload="nqueens", workload_params={"board": board, "iterations": 3},
-                    campaign_id=campaign_id, data_dir=data_dir, progress=False, telemetry=telemetry,
-                    hooks=[CapPerBoot(caps, seed)], run_timeout=600).run()
+    design = {
+        "name": "levels-capped",
+        "factors": {"vcpus": [1, 2]},
+        "replications": replications,
+        "seed": seed,
+        "runs_per_instance": runs_per_instance,
+    }
+    return Campaign(
+        design,
+        backend="local",
+        workload="nqueens",
+        workload_params={"board": board, "iterations": 3},
+        campaign_id=campaign_id,
+        data_dir=data_dir,
+        progress=False,
+        telemetry=telemetry,
+        hooks=[CapPerBoot(caps, seed)],
+        run_timeout=600,
+    ).run()

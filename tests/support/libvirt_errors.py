@@ -5,6 +5,7 @@ libvirt error when there is one (``virGetLastError``), not from ``msg``: after a
 libvirt call that failed earlier in the same test process (a connection refused, say), a
 fake error would carry that old text. Resetting the thread's last error first makes the
 fake say what the test means."""
+
 import libvirt
 
 

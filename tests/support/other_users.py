@@ -5,6 +5,7 @@ dir, as a user's labkit finds its registry (issue 28: two users and one campaign
 :func:`real_user` makes a real passwd user (issue 47: root reads every user's registry and
 data-dir record it finds through ``pwd.getpwall()``), and :func:`run_as` runs a command as it,
 so what a test plants is that user's own doing."""
+
 from __future__ import annotations
 
 import os
@@ -47,13 +48,19 @@ def as_user(uid: int, home: Path, code: str, *args: str) -> subprocess.Popen:
     home.mkdir(mode=0o700)
     os.chown(home, uid, uid)
     env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT), "HOME": str(home), "XDG_RUNTIME_DIR": str(home)}
-    return subprocess.Popen(["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", sys.executable,
-                             "-c", code, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env=env, cwd="/")
+    return subprocess.Popen(
+        ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", sys.executable, "-c", code, *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        cwd="/",
+    )
 
 
 class User(NamedTuple):
     """A real passwd user (:func:`real_user`)."""
+
     name: str
     uid: int
     gid: int
@@ -68,10 +75,23 @@ def real_user(name: str = "labkit-other") -> User:
     try:
         pw = pwd.getpwnam(name)
     except KeyError:
-        res = subprocess.run(["useradd", "--system", "--create-home", "--home-dir", f"/var/lib/{name}",
-                              "--shell", "/usr/sbin/nologin", "--user-group", name],
-                             capture_output=True, text=True, timeout=60)
-        try:   # another process may have made it meanwhile (useradd then fails: the user exists)
+        res = subprocess.run(
+            [
+                "useradd",
+                "--system",
+                "--create-home",
+                "--home-dir",
+                f"/var/lib/{name}",
+                "--shell",
+                "/usr/sbin/nologin",
+                "--user-group",
+                name,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        try:  # another process may have made it meanwhile (useradd then fails: the user exists)
             pw = pwd.getpwnam(name)
         except KeyError:
             raise RuntimeError(f"useradd {name} failed ({res.returncode}): {res.stderr.strip()}") from None
@@ -86,8 +106,15 @@ def run_as(user: User, argv: list[str], timeout: float = 60) -> subprocess.Compl
     """``argv`` run as ``user`` (its uid, gid and groups; HOME its home), checked: what it makes
     is that user's. Needs root."""
     env = {"PATH": "/usr/bin:/bin", "HOME": str(user.home), "PYTHONPATH": str(ROOT)}
-    return subprocess.run(["setpriv", f"--reuid={user.uid}", f"--regid={user.gid}", "--init-groups", *argv],
-                          capture_output=True, text=True, env=env, cwd="/", timeout=timeout, check=True)
+    return subprocess.run(
+        ["setpriv", f"--reuid={user.uid}", f"--regid={user.gid}", "--init-groups", *argv],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd="/",
+        timeout=timeout,
+        check=True,
+    )
 
 
 def remove_user(user: User) -> None:

@@ -1,4 +1,5 @@
 """Processes in tests: whether one runs, and a Python child killed with SIGKILL once it is ready."""
+
 from __future__ import annotations
 
 import contextlib
@@ -26,11 +27,18 @@ def killed_when_ready(script: str, *args: str) -> Iterator[subprocess.Popen]:
     """Run ``python -c script args...`` (labkit importable), wait for its line ``ready``, SIGKILL it
     (what a killed campaign leaves) and yield it, dead; killed on every path out."""
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    proc = subprocess.Popen([sys.executable, "-c", script, *args], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=env)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", script, *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
     try:
         line = proc.stdout.readline() if proc.stdout else ""
-        assert line.strip() == "ready", proc.stderr.read() if proc.poll() is not None and proc.stderr else line
+        assert line.strip() == "ready", (
+            proc.stderr.read() if proc.poll() is not None and proc.stderr else line
+        )
         proc.send_signal(signal.SIGKILL)
         proc.wait(30)
         yield proc

@@ -6,6 +6,7 @@ installs the wheel into it with the extras asked for, added one extra at a time,
 requirements.txt (``-c``: the lock, which installs only what the wheel itself declares). The venv and
 the wheel live in a 0755 temporary folder (other users run them: tests/integration/test_outside_repo.py),
 removed when the process ends."""
+
 from __future__ import annotations
 
 import atexit
@@ -35,8 +36,10 @@ def _tmp() -> Path:
 def _run(argv: list[str], timeout: float = PIP_TIMEOUT, **kw) -> subprocess.CompletedProcess:
     res = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, **kw)
     if res.returncode != 0:
-        raise AssertionError(f"{' '.join(map(str, argv))} failed ({res.returncode}):\n{res.stdout[-3000:]}\n"
-                             f"{res.stderr[-3000:]}")
+        raise AssertionError(
+            f"{' '.join(map(str, argv))} failed ({res.returncode}):\n{res.stdout[-3000:]}\n"
+            f"{res.stderr[-3000:]}"
+        )
     return res
 
 
@@ -44,6 +47,7 @@ def wheel() -> Path:
     """The labkit wheel built from this checkout's working tree (cached for the process)."""
     if "wheel" not in _state:
         from labkit.core.fingerprint import labkit_commit
+
         src = _tmp() / "src"
         src.mkdir()
         ignore = shutil.ignore_patterns("__pycache__", "*.pyc", "_build_commit.txt")
@@ -55,7 +59,10 @@ def wheel() -> Path:
         shutil.copy2(ROOT / "scripts" / "labkit_build_backend.py", src / "scripts")
         dist = _tmp() / "dist"
         env = {**os.environ, "LABKIT_BUILD_COMMIT": labkit_commit()}
-        _run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--wheel-dir", str(dist), str(src)], env=env)
+        _run(
+            [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--wheel-dir", str(dist), str(src)],
+            env=env,
+        )
         (whl,) = dist.glob("labkit-*.whl")
         _state["wheel"] = whl
     return _state["wheel"]
@@ -66,8 +73,12 @@ def base_python() -> str:
     (any user may run it, as a researcher's would be), else this one's."""
     system = shutil.which("python3", path="/usr/bin:/bin")
     if system:
-        res = subprocess.run([system, "-c", "import sys, venv; print(sys.version_info[:2])"],
-                             capture_output=True, text=True, timeout=30)
+        res = subprocess.run(
+            [system, "-c", "import sys, venv; print(sys.version_info[:2])"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
         if res.returncode == 0 and res.stdout.strip() == str(tuple(sys.version_info[:2])):
             return system
     return sys.executable
@@ -91,15 +102,29 @@ def venv(extras: tuple[str, ...] = (), *, name: str = "venv") -> Path:
 
 
 def _install(d: Path, whl: Path, extras: str) -> None:
-    _run([str(d / "bin" / "python"), "-m", "pip", "install", "-q", "--disable-pip-version-check",
-          "-c", str(ROOT / "requirements.txt"), f"{whl}{extras}"])
+    _run(
+        [
+            str(d / "bin" / "python"),
+            "-m",
+            "pip",
+            "install",
+            "-q",
+            "--disable-pip-version-check",
+            "-c",
+            str(ROOT / "requirements.txt"),
+            f"{whl}{extras}",
+        ]
+    )
 
 
 def python(d: Path, code: str, *, cwd: str | Path = "/", check: bool = True) -> subprocess.CompletedProcess:
     """``python -c code`` of venv ``d``, from ``cwd`` (default ``/``: nothing of the checkout on its path)."""
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "LABKIT_ROOT", "VIRTUAL_ENV")}
-    res = subprocess.run([str(d / "bin" / "python"), "-c", code], capture_output=True, text=True, cwd=cwd,
-                         env=env, timeout=300)
+    res = subprocess.run(
+        [str(d / "bin" / "python"), "-c", code], capture_output=True, text=True, cwd=cwd, env=env, timeout=300
+    )
     if check and res.returncode != 0:
-        raise AssertionError(f"python -c failed ({res.returncode}):\n{res.stdout[-3000:]}\n{res.stderr[-3000:]}")
+        raise AssertionError(
+            f"python -c failed ({res.returncode}):\n{res.stdout[-3000:]}\n{res.stderr[-3000:]}"
+        )
     return res

@@ -7,6 +7,7 @@ entry must be requested, in order (``responses``' OrderedRegistry), and a reques
 entry's query parameters and (a superset of) its JSON body; any other request fails the test.
 CloudStack's query also holds apiKey/signature, which the entries leave out (not compared).
 """
+
 from __future__ import annotations
 
 import json
@@ -24,7 +25,9 @@ def _subset(want, got) -> bool:
     if isinstance(want, dict):
         return isinstance(got, dict) and all(k in got and _subset(v, got[k]) for k, v in want.items())
     if isinstance(want, list):
-        return isinstance(got, list) and len(want) == len(got) and all(_subset(a, b) for a, b in zip(want, got))
+        return (
+            isinstance(got, list) and len(want) == len(got) and all(_subset(a, b) for a, b in zip(want, got))
+        )
     return want == got
 
 
@@ -35,6 +38,7 @@ def _body_matcher(want):
         except ValueError:
             return False, "request body is not JSON"
         return (True, "") if _subset(want, got) else (False, f"body {got!r} does not contain {want!r}")
+
     return match
 
 
@@ -51,7 +55,12 @@ def replay(*names: str) -> responses.RequestsMock:
             match = [matchers.query_param_matcher(dict(parse_qsl(parts.query)), strict_match=False)]
             if e.get("RequestBody") is not None:
                 match.append(_body_matcher(e["RequestBody"]))
-            mock.add(e["RequestMethod"], f"{parts.scheme}://{parts.netloc}{parts.path}",
-                     json=e.get("ResponseBody"), status=e["StatusCode"],
-                     headers=e.get("ResponseHeaders") or {}, match=match)
+            mock.add(
+                e["RequestMethod"],
+                f"{parts.scheme}://{parts.netloc}{parts.path}",
+                json=e.get("ResponseBody"),
+                status=e["StatusCode"],
+                headers=e.get("ResponseHeaders") or {},
+                match=match,
+            )
     return mock

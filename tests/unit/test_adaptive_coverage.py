@@ -9,6 +9,7 @@ configurations per CV (normal runs, mean 1): the fixed-n t interval covers >= 94
 in the studies' setting but only ~90 % at CV 3-4 % in the README's; Stein's form
 (labkit.stats.stein_ci: the pilot's sd with t(min - 1)) covers >= 94.5 % in both.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -26,19 +27,45 @@ README = {"target_ci": 0.02, "min_runs": 3, "max_runs": 20}
 
 @pytest.mark.parametrize("setting", [STUDIES, README])
 def test_the_vectorised_rule_is_the_real_rule(setting):
-    design = Design.from_dict({"factors": {"a": [1, 2], "b": [1, 2]}, "seed": 3, "replications": {
-        "target_ci": setting["target_ci"], "min": setting["min_runs"], "max": setting["max_runs"]}})
+    design = Design.from_dict(
+        {
+            "factors": {"a": [1, 2], "b": [1, 2]},
+            "seed": 3,
+            "replications": {
+                "target_ci": setting["target_ci"],
+                "min": setting["min_runs"],
+                "max": setting["max_runs"],
+            },
+        }
+    )
     rng = np.random.default_rng(7)
     for cvs in ([0.01, 0.03, 0.05, 0.08], [0.02, 0.02, 0.04, 0.2]):
         values = 1 + np.array(cvs)[:, None] * rng.standard_normal((4, setting["max_runs"]))
-        rows = [{"run_id": f"c{c}r{r}", "run_order": 0, "config": c, "replicate": r + 1, "status": "ok",
-                 "value": values[c, r]} for c in range(4) for r in range(setting["min_runs"])]
+        rows = [
+            {
+                "run_id": f"c{c}r{r}",
+                "run_order": 0,
+                "config": c,
+                "replicate": r + 1,
+                "status": "ok",
+                "value": values[c, r],
+            }
+            for c in range(4)
+            for r in range(setting["min_runs"])
+        ]
         round_no = 1
         while runs := next_round(design, pd.DataFrame(rows), round_no):
             for run in runs:
-                rows.append({"run_id": run.run_id, "run_order": 0, "config": run.config,
-                             "replicate": run.replicate, "status": "ok",
-                             "value": values[run.config, run.replicate - 1]})
+                rows.append(
+                    {
+                        "run_id": run.run_id,
+                        "run_order": 0,
+                        "config": run.config,
+                        "replicate": run.replicate,
+                        "status": "ok",
+                        "value": values[run.config, run.replicate - 1],
+                    }
+                )
             round_no += 1
         real = pd.DataFrame(rows).groupby("config").size().to_numpy()
         assert list(adaptive_stop(values, **setting)) == list(real)
@@ -64,6 +91,7 @@ def test_stein_ci():
     assert row.half_width == pytest.approx(4.302652729749464 / np.sqrt(6), rel=1e-12)
     assert (row.n, row.df, row.sd_pilot) == (6, 2, 1.0) and row["mean"] == pytest.approx(x.mean())
     from labkit.errors import ConfigError
+
     with pytest.raises(ConfigError, match="pilot must be"):
         stein_ci(x, pilot=1)
     with pytest.raises(ConfigError, match="pilot must be"):

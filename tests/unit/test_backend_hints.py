@@ -1,6 +1,7 @@
 """Issue 44: a non-root user's backend errors name the real cause and the fix. Before, LXD said
 "start it with `lxd --group root`" while LXD ran (its socket root:root 0660: no group helps), and
 libvirt said "start the daemons" when polkit had no D-Bus system bus to ask."""
+
 from __future__ import annotations
 
 import os
@@ -13,18 +14,30 @@ from tests.support.other_users import as_user
 
 
 def test_libvirt_names_polkit_and_the_system_bus():
-    hint = connect_hint("authentication unavailable: no polkit agent available to authenticate action "
-                        "'org.libvirt.unix.manage'", "qemu:///system", True)
+    hint = connect_hint(
+        "authentication unavailable: no polkit agent available to authenticate action "
+        "'org.libvirt.unix.manage'",
+        "qemu:///system",
+        True,
+    )
     assert "polkit" in hint and "D-Bus system bus" in hint and "start the daemons" not in hint
-    hint = connect_hint("Unable to get system bus connection: Could not connect: No such file or directory",
-                        "qemu:///system", True)
+    hint = connect_hint(
+        "Unable to get system bus connection: Could not connect: No such file or directory",
+        "qemu:///system",
+        True,
+    )
     assert "D-Bus" in hint and "usermod -aG libvirt" in hint
-    assert "start the daemons" in connect_hint("Failed to connect socket to '/run/libvirt/libvirt-sock': "
-                                               "No such file or directory", "qemu:///system", True)
+    assert "start the daemons" in connect_hint(
+        "Failed to connect socket to '/run/libvirt/libvirt-sock': No such file or directory",
+        "qemu:///system",
+        True,
+    )
     assert connect_hint("anything", "qemu+ssh://h/system", False) == "check the URI and ssh access"
 
 
-@pytest.mark.skipif(os.geteuid() != 0, reason="a socket made root:root 0660 and read as another user needs root")
+@pytest.mark.skipif(
+    os.geteuid() != 0, reason="a socket made root:root 0660 and read as another user needs root"
+)
 def test_lxd_names_a_socket_of_root_as_a_matter_of_groups():
     """As a non-root user (uid 4248, set-up's setpriv), a root:root 0660 socket file: the hint says
     `--group root` and that the lxd group cannot help; no socket at all: the start hint."""
@@ -32,7 +45,8 @@ def test_lxd_names_a_socket_of_root_as_a_matter_of_groups():
     import socket
     import tempfile
     from pathlib import Path
-    base = Path(tempfile.mkdtemp(prefix="labkit-test-lxdsock-"))   # in /tmp: the other user can reach it
+
+    base = Path(tempfile.mkdtemp(prefix="labkit-test-lxdsock-"))  # in /tmp: the other user can reach it
     try:
         os.chmod(base, 0o755)
         path = base / "unix.socket"

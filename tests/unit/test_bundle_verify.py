@@ -1,5 +1,6 @@
 """labkit report --bundle and labkit verify: a Frictionless Data Package and RO-Crate that their own
 libraries accept, and every table and claim re-computed from the bundled store."""
+
 from __future__ import annotations
 
 import json
@@ -27,9 +28,13 @@ def bundle(tmp_path) -> Path:
         for x, y, v in ROWS:
             lines.append(f"{x},{y},{v + 0.4 * rep - 0.1 * (rep == 2)}")
     (tmp_path / "r.csv").write_text("\n".join(lines) + "\n")
-    doc = {"campaign": "small", "workload": "csv", "factors": {"x": ["1", "2"], "y": ["a", "b"]},
-           "columns": {"factors": {"x": "x", "y": "y"}, "metrics": {"wall_ms": {"column": "ms", "unit": "ms"}}},
-           "files": [{"path": "r.csv"}]}
+    doc = {
+        "campaign": "small",
+        "workload": "csv",
+        "factors": {"x": ["1", "2"], "y": ["a", "b"]},
+        "columns": {"factors": {"x": "x", "y": "y"}, "metrics": {"wall_ms": {"column": "ms", "unit": "ms"}}},
+        "files": [{"path": "r.csv"}],
+    }
     (tmp_path / "m.yaml").write_text(yaml.safe_dump(doc))
     import_manifest(tmp_path / "m.yaml", tmp_path / "data")
     return write_bundle(tmp_path / "data", "small", tmp_path / "b.zip")
@@ -93,7 +98,9 @@ def test_verify_passes_then_names_a_changed_result_and_a_changed_store(bundle, t
     db = tmp_path / "store.sqlite"
     db.write_bytes(store)
     with sqlite3.connect(db) as c:
-        c.execute("UPDATE measurements SET value = value * 3 WHERE run_id = (SELECT min(run_id) FROM measurements)")
+        c.execute(
+            "UPDATE measurements SET value = value * 3 WHERE run_id = (SELECT min(run_id) FROM measurements)"
+        )
     bad = rezip(bundle, tmp_path / "bad_store.zip", {"store.sqlite": db.read_bytes()})
     v = verify_bundle(bad)
     assert not v.ok

@@ -1,4 +1,5 @@
 """The campaign on the local backend: failures stored, teardown on every path, resume after SIGKILL."""
+
 import os
 import secrets
 import signal
@@ -34,8 +35,14 @@ def leftovers(prefix="labkit-t"):
 @pytest.mark.root
 def test_nqueens_campaign_stores_every_run(tmp_path):
     d = Design.from_dict({"factors": {**FACTORS, "count": [1, 2]}, "replications": 2, "seed": 3})
-    st = Campaign(d, workload="nqueens", workload_params={"board": 10}, campaign_id=f"t-nq-{RUN}",
-                  data_dir=tmp_path, progress=False).run()
+    st = Campaign(
+        d,
+        workload="nqueens",
+        workload_params={"board": 10},
+        campaign_id=f"t-nq-{RUN}",
+        data_dir=tmp_path,
+        progress=False,
+    ).run()
     runs, tidy = st.runs(), st.tidy()
     assert len(runs) == 16 and set(runs.status) == {"ok"}
     sol = tidy[tidy.metric == "solutions"]
@@ -56,33 +63,57 @@ def test_failed_and_timed_out_runs_are_stored_and_campaign_goes_on(tmp_path):
     d = Design.from_dict({"factors": {"vcpus": [1, 2]}, "replications": 2, "seed": 1})
     # vcpus=1 exits 1; vcpus=2 sleeps past the run timeout
     cmd = "if [ {vcpus} = 1 ]; then echo bad >&2; exit 1; else sleep 20; fi"
-    st = Campaign(d, workload="command", workload_params={"argv": ["sh", "-c", cmd]},
-                  campaign_id=f"t-fail-{RUN}", data_dir=tmp_path, run_timeout=0.5, progress=False).run()
+    st = Campaign(
+        d,
+        workload="command",
+        workload_params={"argv": ["sh", "-c", cmd]},
+        campaign_id=f"t-fail-{RUN}",
+        data_dir=tmp_path,
+        run_timeout=0.5,
+        progress=False,
+    ).run()
     runs = st.runs().set_index("vcpus")
     assert sorted(runs.loc[1, "status"]) == ["failed", "failed"]
     assert sorted(runs.loc[2, "status"]) == ["timeout", "timeout"]
     assert all("bad" in e for e in runs.loc[1, "error"])
     assert leftovers(f"labkit-t-fail-{RUN}") == []
     # retry_failed runs them again (still failing), and nothing is duplicated
-    st2 = Campaign(d, workload="command", workload_params={"argv": ["sh", "-c", cmd]},
-                   campaign_id=f"t-fail-{RUN}", data_dir=tmp_path, run_timeout=0.5, progress=False).run(retry_failed=True)
+    st2 = Campaign(
+        d,
+        workload="command",
+        workload_params={"argv": ["sh", "-c", cmd]},
+        campaign_id=f"t-fail-{RUN}",
+        data_dir=tmp_path,
+        run_timeout=0.5,
+        progress=False,
+    ).run(retry_failed=True)
     assert len(st2.runs()) == 4
 
 
-@pytest.mark.parametrize("testbed", [None, {"hosts": [{"name": "here", "platforms": ["local"]}]}],
-                         ids=["one-backend", "testbed"])
+@pytest.mark.parametrize(
+    "testbed", [None, {"hosts": [{"name": "here", "platforms": ["local"]}]}], ids=["one-backend", "testbed"]
+)
 def test_retries_run_failed_runs_again_and_keep_their_first_attempt(tmp_path, testbed, capsys):
     d = Design.from_dict({"factors": {"vcpus": [1, 2]}, "seed": 1})
-    marks = tmp_path / "marks"   # beside the data dir: an instance never sees a data dir
+    marks = tmp_path / "marks"  # beside the data dir: an instance never sees a data dir
     marks.mkdir(mode=0o777)
-    marks.chmod(0o777)   # given to the instances read-write (their /tmp is their own): their uid may write
+    marks.chmod(0o777)  # given to the instances read-write (their /tmp is their own): their uid may write
     # each configuration fails the first time it runs (it leaves a mark), then succeeds
-    cmd = f"if [ -e {marks}/{{vcpus}} ]; then echo 1; else touch {marks}/{{vcpus}}; echo first >&2; exit 3; fi"
+    cmd = (
+        f"if [ -e {marks}/{{vcpus}} ]; then echo 1; else touch {marks}/{{vcpus}}; echo first >&2; exit 3; fi"
+    )
 
     def campaign(cid):
-        return Campaign(d, workload="command", workload_params={"argv": ["sh", "-c", cmd]},
-                        campaign_id=f"{cid}-{RUN}", data_dir=tmp_path / "data", progress=False, testbed=testbed,
-                        backend_options={"mounts": f"{marks}:rw"})
+        return Campaign(
+            d,
+            workload="command",
+            workload_params={"argv": ["sh", "-c", cmd]},
+            campaign_id=f"{cid}-{RUN}",
+            data_dir=tmp_path / "data",
+            progress=False,
+            testbed=testbed,
+            backend_options={"mounts": f"{marks}:rw"},
+        )
 
     # failures of this call run again after the others
     st = campaign("t-retry").run(retries=1)
@@ -91,6 +122,7 @@ def test_retries_run_failed_runs_again_and_keep_their_first_attempt(tmp_path, te
     assert sorted(attempts.run_id) == sorted(runs.run_id)
     assert set(attempts.status) == {"failed"} and all("first" in e for e in attempts.error)
     from labkit.cli import main
+
     assert main(["status", f"t-retry-{RUN}", "--data-dir", str(tmp_path / "data")]) == 0
     assert "2 run(s) ran again; their 2 earlier attempt(s) are kept ({'failed': 2}" in capsys.readouterr().out
     # without retries failures are stored as they are; a later call with retries runs them again
@@ -107,8 +139,14 @@ def test_retries_run_failed_runs_again_and_keep_their_first_attempt(tmp_path, te
 @pytest.mark.parametrize("bad", [-1, 1.5, True, "2"])
 def test_retries_must_be_a_whole_number(tmp_path, bad):
     d = Design.from_dict({"factors": {"vcpus": [1, 2]}, "seed": 1})
-    c = Campaign(d, workload="command", workload_params={"argv": ["true"]}, campaign_id=f"t-r-{RUN}",
-                 data_dir=tmp_path, progress=False)
+    c = Campaign(
+        d,
+        workload="command",
+        workload_params={"argv": ["true"]},
+        campaign_id=f"t-r-{RUN}",
+        data_dir=tmp_path,
+        progress=False,
+    )
     with pytest.raises(ConfigError, match="retries must be a whole number"):
         c.run(retries=bad)
     assert not (tmp_path / f"t-r-{RUN}").exists()
@@ -117,11 +155,29 @@ def test_retries_must_be_a_whole_number(tmp_path, bad):
 def test_resume_with_another_design_is_refused(tmp_path):
     d1 = Design.from_dict({"factors": {"vcpus": [1, 2]}, "seed": 1})
     d2 = Design.from_dict({"factors": {"vcpus": [1, 3]}, "seed": 1})
-    c = Campaign(d1, workload="command", workload_params={"argv": ["true"]}, campaign_id=f"t-x-{RUN}", data_dir=tmp_path)
+    c = Campaign(
+        d1,
+        workload="command",
+        workload_params={"argv": ["true"]},
+        campaign_id=f"t-x-{RUN}",
+        data_dir=tmp_path,
+    )
     with Store.for_campaign(tmp_path, f"t-x-{RUN}") as st:
         c._check_or_write_meta(st)
-    c2 = Campaign(d2, workload="command", workload_params={"argv": ["true"]}, campaign_id=f"t-x-{RUN}", data_dir=tmp_path)
-    with Store.for_campaign(tmp_path, f"t-x-{RUN}") as st, pytest.raises(StoreError, match=r"(?s)other settings.*design_digest.*design.factors.vcpus: stored \[1, 2\], now \[1, 3\]"):
+    c2 = Campaign(
+        d2,
+        workload="command",
+        workload_params={"argv": ["true"]},
+        campaign_id=f"t-x-{RUN}",
+        data_dir=tmp_path,
+    )
+    with (
+        Store.for_campaign(tmp_path, f"t-x-{RUN}") as st,
+        pytest.raises(
+            StoreError,
+            match=r"(?s)other settings.*design_digest.*design.factors.vcpus: stored \[1, 2\], now \[1, 3\]",
+        ),
+    ):
         c2._check_or_write_meta(st)
 
 
@@ -133,7 +189,7 @@ def test_bad_campaign_arguments(tmp_path):
         Campaign(d, workload="nope", data_dir=tmp_path)
     with pytest.raises(ConfigError, match="unknown backend"):
         Campaign(d, backend="vmware", workload="nqueens", data_dir=tmp_path).run()
-    assert list(tmp_path.iterdir()) == []    # a campaign that cannot start leaves no store
+    assert list(tmp_path.iterdir()) == []  # a campaign that cannot start leaves no store
 
 
 RUNNER = textwrap.dedent("""
@@ -161,6 +217,7 @@ def _start_and_wait(tmp_path, cid, at_least):
     script = tmp_path / "runner.py"
     script.write_text(RUNNER)
     import labkit
+
     env = {**os.environ, "PYTHONPATH": str(Path(labkit.__file__).resolve().parents[1])}
     proc = subprocess.Popen([PY, str(script), str(tmp_path), cid], env=env)
     store = tmp_path / cid / "store.sqlite"
@@ -176,18 +233,24 @@ def _start_and_wait(tmp_path, cid, at_least):
 @pytest.mark.root
 def test_resume_after_sigkill_holds_exactly_the_planned_runs(tmp_path):
     proc, store = _start_and_wait(tmp_path, f"t-kill-{RUN}", 3)
-    time.sleep(0.15)            # most likely in the middle of a run
+    time.sleep(0.15)  # most likely in the middle of a run
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     done_before = _count_runs(store)
     assert 3 <= done_before < 12
     d = Design.from_dict({"factors": FACTORS, "replications": 3, "seed": 11})
-    st = Campaign(d, workload="command", workload_params={"argv": ["sleep", "0.3"]},
-                  campaign_id=f"t-kill-{RUN}", data_dir=tmp_path, progress=False).run()
+    st = Campaign(
+        d,
+        workload="command",
+        workload_params={"argv": ["sleep", "0.3"]},
+        campaign_id=f"t-kill-{RUN}",
+        data_dir=tmp_path,
+        progress=False,
+    ).run()
     runs = st.runs()
-    assert sorted(runs.run_id) == sorted(r.run_id for r in d.plan())   # all planned, none twice
+    assert sorted(runs.run_id) == sorted(r.run_id for r in d.plan())  # all planned, none twice
     assert set(runs.status) == {"ok"}
-    assert leftovers(f"labkit-t-kill-{RUN}") == []   # the killed run's cgroup was cleaned on resume
+    assert leftovers(f"labkit-t-kill-{RUN}") == []  # the killed run's cgroup was cleaned on resume
 
 
 @pytest.mark.root
@@ -196,17 +259,24 @@ def test_sigterm_tears_down_and_resume_finishes(tmp_path):
     time.sleep(0.1)
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(timeout=30) != 0
-    assert leftovers(f"labkit-t-term-{RUN}") == []   # teardown ran in the killed process itself
+    assert leftovers(f"labkit-t-term-{RUN}") == []  # teardown ran in the killed process itself
     out = subprocess.run(["pgrep", "-f", f"labkit-t-term-{RUN}"], capture_output=True, text=True)
     assert out.stdout.strip() == ""
     d = Design.from_dict({"factors": FACTORS, "replications": 3, "seed": 11})
-    st = Campaign(d, workload="command", workload_params={"argv": ["sleep", "0.3"]},
-                  campaign_id=f"t-term-{RUN}", data_dir=tmp_path, progress=False).run()
+    st = Campaign(
+        d,
+        workload="command",
+        workload_params={"argv": ["sleep", "0.3"]},
+        campaign_id=f"t-term-{RUN}",
+        data_dir=tmp_path,
+        progress=False,
+    ).run()
     assert len(st.runs()) == 12
 
 
-@pytest.mark.parametrize("testbed", [None, {"hosts": [{"name": "here", "platforms": ["local"]}]}],
-                         ids=["one-backend", "testbed"])
+@pytest.mark.parametrize(
+    "testbed", [None, {"hosts": [{"name": "here", "platforms": ["local"]}]}], ids=["one-backend", "testbed"]
+)
 def test_every_run_keeps_its_commands_output_beside_the_store(tmp_path, testbed, monkeypatch, capsys):
     """Every run's command output (ok runs too, since issue 28's second pass) in output/<run_id>.log,
     0600, stating its size; LABKIT_RUN_OUTPUT=failed keeps only the others', off none."""
@@ -215,8 +285,15 @@ def test_every_run_keeps_its_commands_output_beside_the_store(tmp_path, testbed,
     cmd = "echo out-{vcpus}; if [ {vcpus} = 1 ]; then echo err-line >&2; exit 4; fi"
 
     def run(cid):
-        st = Campaign(d, workload="command", workload_params={"argv": ["sh", "-c", cmd]}, progress=False,
-                      campaign_id=cid, data_dir=tmp_path, testbed=testbed).run()
+        st = Campaign(
+            d,
+            workload="command",
+            workload_params={"argv": ["sh", "-c", cmd]},
+            progress=False,
+            campaign_id=cid,
+            data_dir=tmp_path,
+            testbed=testbed,
+        ).run()
         runs = st.runs().set_index("vcpus")
         return st, runs.loc[1, "run_id"], runs.loc[2, "run_id"]
 
@@ -225,11 +302,16 @@ def test_every_run_keeps_its_commands_output_beside_the_store(tmp_path, testbed,
     assert text.startswith(f"# labkit: command output of run {failed} (failed): ")
     assert "out-1" in text and "err-line" in text and "exit 4" in text
     text = st.run_output(ok)
-    assert text.startswith(f"# labkit: command output of run {ok} (ok): ") and "out-2" in text and "exit 0" in text
+    assert (
+        text.startswith(f"# labkit: command output of run {ok} (ok): ")
+        and "out-2" in text
+        and "exit 0" in text
+    )
     for rid in (failed, ok):
         assert (tmp_path / f"t-out-{RUN}" / "output" / f"{rid}.log").stat().st_mode & 0o777 == 0o600
     # readable from the command line
     from labkit import cli
+
     show = ["show", f"t-out-{RUN}", "--data-dir", str(tmp_path), "--output"]
     assert cli.main([*show, ok]) == 0 and capsys.readouterr().out == st.run_output(ok)
     assert cli.main([*show, ""]) == 0 and capsys.readouterr().out.split() == sorted([failed, ok])

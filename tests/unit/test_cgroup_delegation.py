@@ -3,6 +3,7 @@ instances in the subtree systemd delegated to the user (``Delegate=yes``), moves
 to a leaf first and enables the controllers there, and refuses by name (with the fix) a subtree that is
 not writable or lacks a controller. On fixture files: a fake /proc/self/cgroup and a tmp dir shaped
 like a delegated v2 subtree (this machine mounts cgroup v1; the real kernel path is left to a guest)."""
+
 from __future__ import annotations
 
 import os
@@ -15,7 +16,9 @@ from labkit.errors import BackendUnavailable
 
 SCOPE = "/user.slice/user-1000.slice/user@1000.service/app.slice/run-r1234.scope"
 PROC_SELF_CGROUP = f"0::{SCOPE}\n"
-PROC_SELF_CGROUP_HYBRID = "12:memory:/user.slice\n11:cpuset:/\n1:name=systemd:/user.slice\n" + PROC_SELF_CGROUP
+PROC_SELF_CGROUP_HYBRID = (
+    "12:memory:/user.slice\n11:cpuset:/\n1:name=systemd:/user.slice\n" + PROC_SELF_CGROUP
+)
 
 
 def v2_host(tmp_path: Path, controllers: str = "cpuset cpu io memory pids", procs: str = "4242\n4343\n"):
@@ -32,6 +35,7 @@ def v2_host(tmp_path: Path, controllers: str = "cpuset cpu io memory pids", proc
     def controllers_of(path: str) -> str | None:
         f = Path(path) / "cgroup.controllers"
         return f.read_text() if f.exists() else None
+
     return mounts, controllers_of, mount, scope
 
 
@@ -44,7 +48,7 @@ def test_own_cgroup_is_the_unified_line_of_proc_self_cgroup():
     assert cgroups.own_cgroup(PROC_SELF_CGROUP) == SCOPE
     assert cgroups.own_cgroup(PROC_SELF_CGROUP_HYBRID) == SCOPE
     assert cgroups.own_cgroup("0::/\n") == "/"
-    assert cgroups.own_cgroup("12:memory:/user.slice\n4:cpuset:/\n") is None   # v1 only
+    assert cgroups.own_cgroup("12:memory:/user.slice\n4:cpuset:/\n") is None  # v1 only
 
 
 def test_a_delegated_subtree_is_used_when_the_mount_point_is_not_writable(tmp_path):
@@ -105,6 +109,7 @@ def test_detect_here_reads_proc_self_cgroup(monkeypatch, tmp_path):
         if path in files:
             return files[path]
         return Path(path).read_text()
+
     monkeypatch.setattr(cgroups, "read_local", read)
     monkeypatch.setattr(cgroups.os, "access", lambda p, mode: Path(p) == scope or scope in Path(p).parents)
     drv = cgroups.detect_here()

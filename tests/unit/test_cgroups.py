@@ -1,5 +1,6 @@
 """The one cgroup driver: its operations, applied in Python and run as a shell script, build
 the same files; detection reads a mount table; readers parse the kernel's formats."""
+
 from __future__ import annotations
 
 import subprocess
@@ -64,7 +65,7 @@ def test_v2_python_and_shell_write_the_same_files(tmp_path, quota):
     assert files["labkit-y/cpu.max"] == ("max 100000" if quota is None else "100000 100000")
     assert files["labkit-y/memory.max"] == str(128 << 20)
     assert files["labkit-y/cpuset.cpus"] == "0,3"
-    assert files["cgroup.subtree_control"] == "+memory"   # (a fake file keeps the last write)
+    assert files["cgroup.subtree_control"] == "+memory"  # (a fake file keeps the last write)
     assert cgroups.CgroupV2("/r").procs_files("n") == ["/r/n/cgroup.procs"]
 
 
@@ -82,7 +83,7 @@ def test_rmdir_of_an_empty_group_and_of_one_gone(tmp_path):
     for runner in ("python", "sh"):
         d = tmp_path / runner / "labkit-z"
         d.mkdir(parents=True)
-        ops = [cgroups.Op("rmdir", str(d)), cgroups.Op("rmdir", str(d))]   # second: already gone
+        ops = [cgroups.Op("rmdir", str(d)), cgroups.Op("rmdir", str(d))]  # second: already gone
         if runner == "python":
             cgroups.apply(ops)
         else:
@@ -94,13 +95,15 @@ def test_detection_from_a_mount_table():
     v2 = "cgroup2 /sys/fs/cgroup cgroup2 rw,nosuid 0 0\n"
     drv = cgroups.detect(v2, lambda p: "cpuset cpu memory" if p == "/sys/fs/cgroup" else None)
     assert isinstance(drv, cgroups.CgroupV2) and drv.root == "/sys/fs/cgroup"
-    v1 = ("cgroup /a cgroup rw,cpuset 0 0\ncgroup /b cgroup rw,cpu,cpuacct 0 0\n"
-          "cgroup /c cgroup rw,memory 0 0\n")
+    v1 = (
+        "cgroup /a cgroup rw,cpuset 0 0\ncgroup /b cgroup rw,cpu,cpuacct 0 0\n"
+        "cgroup /c cgroup rw,memory 0 0\n"
+    )
     drv = cgroups.detect(v1, lambda p: None)
     assert isinstance(drv, cgroups.CgroupV1) and drv.roots["cpu"] == "/b" and drv.roots["cpuacct"] == "/b"
     assert drv.dirs("n") == ["/a/n", "/b/n", "/c/n"]
     with pytest.raises(BackendUnavailable, match="enforce_limits=False"):
-        cgroups.detect(v2, lambda p: "cpu memory")     # no cpuset controller
+        cgroups.detect(v2, lambda p: "cpu memory")  # no cpuset controller
     with pytest.raises(BackendUnavailable):
         cgroups.detect("", lambda p: None)
 

@@ -1,5 +1,6 @@
 """LICENSE, CITATION.cff and pyproject.toml agree (issue 46): the license is Apache-2.0 in all three,
 and the citation's version is the package's, so a release cannot cite another version."""
+
 from __future__ import annotations
 
 import tomllib

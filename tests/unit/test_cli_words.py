@@ -1,5 +1,6 @@
 """What the command line says in words (issue 46's frictions): ``--help`` in plain text, run counts
 by status as "96 ok" (a ``labkit run`` without a workload: tests/unit/test_cli_workload.py)."""
+
 import argparse
 import re
 import subprocess
@@ -18,7 +19,7 @@ MARKUP = re.compile(r"``|:(?:func|class|mod|meth|data|attr|exc|obj):`|`_")
 
 def _commands(p: argparse.ArgumentParser, prefix: tuple = ()) -> list[tuple]:
     out = [prefix]
-    for action in p._actions:          # argparse keeps its subparsers here only
+    for action in p._actions:  # argparse keeps its subparsers here only
         if isinstance(action, argparse._SubParsersAction):
             for name, sub in action.choices.items():
                 out += _commands(sub, (*prefix, name))
@@ -29,8 +30,13 @@ def test_every_help_is_plain_text():
     commands = _commands(parser())
     assert ("run",) in commands and ("images", "build") in commands and len(commands) > 20
     for cmd in commands:
-        r = subprocess.run([sys.executable, "-m", "labkit", *cmd, "--help"], capture_output=True, text=True,
-                           cwd=REPO, timeout=120)
+        r = subprocess.run(
+            [sys.executable, "-m", "labkit", *cmd, "--help"],
+            capture_output=True,
+            text=True,
+            cwd=REPO,
+            timeout=120,
+        )
         assert r.returncode == 0, (cmd, r.stderr)
         assert r.stdout.startswith("usage: labkit"), cmd
         found = MARKUP.findall(r.stdout)
@@ -40,8 +46,10 @@ def test_every_help_is_plain_text():
 def test_plain_text_strips_the_roles_literals_and_links():
     assert plain_text("``labkit run`` (see :mod:`labkit.core.paths`)") == "labkit run (see labkit.core.paths)"
     assert plain_text(":class:`~labkit.run.campaign.Campaign` and :func:`f`") == "Campaign and f"
-    assert plain_text("`MkDocs <https://www.mkdocs.org>`_, `ref`_ and `x`") == \
-        "MkDocs (https://www.mkdocs.org), ref and x"
+    assert (
+        plain_text("`MkDocs <https://www.mkdocs.org>`_, `ref`_ and `x`")
+        == "MkDocs (https://www.mkdocs.org), ref and x"
+    )
 
 
 def test_count_words():
@@ -54,6 +62,7 @@ def test_count_words():
 def data(tmp_path):
     """A copy of one committed store (the committed files are never opened for writing)."""
     import shutil
+
     shutil.copytree(REPO / "data" / "affinity-local", tmp_path / "data" / "affinity-local")
     return tmp_path / "data"
 

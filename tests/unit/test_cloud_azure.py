@@ -1,4 +1,5 @@
 """The Azure adapter on recorded HTTP exchanges (tests/unit/fixtures/clouds/az_*.json)."""
+
 from __future__ import annotations
 
 import json
@@ -23,6 +24,7 @@ SUBNET = f"/subscriptions/{SUB}/resourceGroups/labkit-rg/providers/Microsoft.Net
 
 class Token:
     """A credential as azure-core expects one (``get_token``): no Entra ID request is made."""
+
     def get_token(self, *scopes, **kwargs):
         return AccessToken("recorded-token", int(time.time()) + 3600)
 
@@ -34,11 +36,22 @@ def cloud(tmp_path, monkeypatch):
     (tmp_path / "id.pub").write_text("ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIK0test labkit\n")
     monkeypatch.setattr(base.secrets, "token_hex", lambda n: "0a1b2c3d")
     dialled = []
-    monkeypatch.setattr(base, "wait_ssh", lambda address, port, user, key, deadline, **kw: dialled.append(
-        (address, port, user)))
-    p = get_provider("azure", credential=Token(), subscription_id=SUB, resource_group="labkit-rg",
-                     location="westeurope", subnet_id=SUBNET, key_filename=str(key),
-                     prices={"Standard_B1s": 0.0104}, poll_interval=0)
+    monkeypatch.setattr(
+        base,
+        "wait_ssh",
+        lambda address, port, user, key, deadline, **kw: dialled.append((address, port, user)),
+    )
+    p = get_provider(
+        "azure",
+        credential=Token(),
+        subscription_id=SUB,
+        resource_group="labkit-rg",
+        location="westeurope",
+        subnet_id=SUBNET,
+        key_filename=str(key),
+        prices={"Standard_B1s": 0.0104},
+        poll_interval=0,
+    )
     p.dialled = dialled
     return p
 
@@ -53,10 +66,16 @@ def test_provision_puts_a_tagged_server_waits_and_delete_waits_for_404(cloud):
     assert cloud.dialled == [("10.0.0.4", 22, "root")]
     assert auth == "Bearer recorded-token"
     nic = put["properties"]["networkProfile"]["networkInterfaceConfigurations"][0]["properties"]
-    assert nic["deleteOption"] == "Delete" and nic["ipConfigurations"][0]["properties"]["subnet"]["id"] == SUBNET
+    assert (
+        nic["deleteOption"] == "Delete" and nic["ipConfigurations"][0]["properties"]["subnet"]["id"] == SUBNET
+    )
     keys = put["properties"]["osProfile"]["linuxConfiguration"]["ssh"]["publicKeys"]
-    assert keys == [{"path": "/home/labkit/.ssh/authorized_keys",
-                     "keyData": "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIK0test"}]
+    assert keys == [
+        {
+            "path": "/home/labkit/.ssh/authorized_keys",
+            "keyData": "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIK0test",
+        }
+    ]
 
 
 def test_cleanup_deletes_only_servers_tagged_with_the_prefix(cloud):

@@ -1,5 +1,6 @@
 """The ``cloud`` backend in a campaign: ``provisioning_s`` per instance in the measurements table,
 servers deleted after each run, and ``labkit clean <campaign>`` calling the provider's cleanup."""
+
 from __future__ import annotations
 
 import json
@@ -24,8 +25,9 @@ PROVIDER_OPTS = {"provider": "ledger", "flavor": "small", "image": "img", "host_
 
 class FakeSsh:
     """What ``CloudInstance.ssh_backend()`` gives: one scripted instance per server."""
+
     made: list = []
-    opened: list = []   # the options of every ssh_backend() call
+    opened: list = []  # the options of every ssh_backend() call
 
     def __init__(self, address, fail=False):
         self.address, self.fail, self.closed = address, fail, False
@@ -53,8 +55,9 @@ def ledger(monkeypatch):
     cloud = Ledger([ServerState(BUILDING), ServerState(ACTIVE, "192.0.2.7")])
     monkeypatch.setattr(base, "wait_ssh", lambda *a, **k: None)
     monkeypatch.setattr(cloud_backend, "get_provider", lambda name, **opts: cloud)
-    monkeypatch.setattr(base.CloudInstance, "ssh_backend",
-                        lambda self, **o: FakeSsh.opened.append(o) or FakeSsh(self.address))
+    monkeypatch.setattr(
+        base.CloudInstance, "ssh_backend", lambda self, **o: FakeSsh.opened.append(o) or FakeSsh(self.address)
+    )
     FakeSsh.made, FakeSsh.opened = [], []
     return cloud
 
@@ -62,8 +65,15 @@ def ledger(monkeypatch):
 def test_each_run_stores_provisioning_s_per_instance_and_deletes_its_servers(tmp_path, ledger):
     be = cloud_backend.CloudBackend(**PROVIDER_OPTS)
     design = {"name": "c", "factors": {"count": [1, 2]}, "seed": 3}
-    store = Campaign(design, backend=be, workload="command", workload_params={"argv": ["true"]},
-                     campaign_id="cloud-unit", data_dir=tmp_path, progress=False).run()
+    store = Campaign(
+        design,
+        backend=be,
+        workload="command",
+        workload_params={"argv": ["true"]},
+        campaign_id="cloud-unit",
+        data_dir=tmp_path,
+        progress=False,
+    ).run()
     with store:
         tidy = store.tidy()
         runs = store.runs()
@@ -72,13 +82,15 @@ def test_each_run_stores_provisioning_s_per_instance_and_deletes_its_servers(tmp
     # one row per server: instance 0 in the count=1 run, instances 0 and 1 in the count=2 run
     assert sorted(prov.groupby("run_id").instance_index.apply(sorted).tolist()) == [[0], [0, 1]]
     assert (prov.value > 0).all() and set(prov.unit) == {"s"}
-    assert len(tidy[tidy.metric == "wall_time_s"]) == 3            # the workload's rows are still there
-    for _, run in runs.iterrows():   # the measurement is the server's own timing, also in the metadata
+    assert len(tidy[tidy.metric == "wall_time_s"]) == 3  # the workload's rows are still there
+    for _, run in runs.iterrows():  # the measurement is the server's own timing, also in the metadata
         meta = json.loads(run.metadata) if isinstance(run.metadata, str) else run.metadata
         stored = prov[prov.run_id == run.run_id].sort_values("instance_index").value.tolist()
         assert stored == [i["cloud"]["provisioning_s"] for i in meta["instances"]]
-        assert all(i["cloud"]["flavor"] == "small" and i["cloud"]["guest_cpus"] == 4 for i in meta["instances"])
-    assert ledger.servers == {} and len(ledger.deleted) == 3          # every server deleted after its run
+        assert all(
+            i["cloud"]["flavor"] == "small" and i["cloud"]["guest_cpus"] == 4 for i in meta["instances"]
+        )
+    assert ledger.servers == {} and len(ledger.deleted) == 3  # every server deleted after its run
     assert FakeSsh.opened == [{"enforce_limits": True, "connect_timeout": 60}] * 3
 
 
@@ -86,7 +98,7 @@ def test_a_server_that_fails_ssh_setup_is_deleted_with_the_others(ledger, monkey
     opened = []
 
     def ssh(server, **options):
-        opened.append(FakeSsh(server.address, fail=len(opened) == 1))   # the second server refuses
+        opened.append(FakeSsh(server.address, fail=len(opened) == 1))  # the second server refuses
         return opened[-1]
 
     monkeypatch.setattr(base.CloudInstance, "ssh_backend", ssh)
@@ -104,7 +116,7 @@ def test_options_are_checked(ledger):
     with pytest.raises(ConfigError, match="connect_timeout"):
         cloud_backend.CloudBackend(**{**PROVIDER_OPTS, "connect_timeout": "1m"})
     be = cloud_backend.CloudBackend(**{**PROVIDER_OPTS, "host_cpus": None})
-    with pytest.raises(ConfigError, match="give them as option 'host_cpus'"):   # Ledger does not say
+    with pytest.raises(ConfigError, match="give them as option 'host_cpus'"):  # Ledger does not say
         be.host_cpus()
 
 
@@ -119,11 +131,26 @@ def test_clean_campaign_deletes_only_its_tagged_servers(tmp_path, monkeypatch, c
     pytest.importorskip("cs")
     pytest.importorskip("responses")
     from .cloud_replay import replay
+
     monkeypatch.setattr(base, "wait_ssh", lambda *a, **k: 0.0)
-    opts = {"provider": "cloudstack", "flavor": "Small Instance", "image": "Debian 12",
-            "endpoint": "https://cloud.example.org/client/api", "key": "k", "secret": "s", "poll_interval": 0}
-    c = Campaign({"name": "c", "factors": {"vcpus": [1, 2]}, "seed": 1}, backend="cloud", workload="command",
-                 workload_params={"argv": ["true"]}, backend_options=opts, campaign_id="c1", data_dir=tmp_path)
+    opts = {
+        "provider": "cloudstack",
+        "flavor": "Small Instance",
+        "image": "Debian 12",
+        "endpoint": "https://cloud.example.org/client/api",
+        "key": "k",
+        "secret": "s",
+        "poll_interval": 0,
+    }
+    c = Campaign(
+        {"name": "c", "factors": {"vcpus": [1, 2]}, "seed": 1},
+        backend="cloud",
+        workload="command",
+        workload_params={"argv": ["true"]},
+        backend_options=opts,
+        campaign_id="c1",
+        data_dir=tmp_path,
+    )
     with Store.for_campaign(tmp_path, "c1") as st:
         c._check_or_write_meta(st)
         assert st.meta()["backend_options"]["secret"] == "<redacted>"
@@ -131,9 +158,22 @@ def test_clean_campaign_deletes_only_its_tagged_servers(tmp_path, monkeypatch, c
     # answers with this campaign's tagged server, another campaign's (labkit-c1-2--) and an untagged
     # one named with the prefix: only the first is destroyed (then its keypair is deleted).
     with replay("cs_check", "cs_cleanup") as mock:
-        assert cli.main(["clean", "c1", "--data-dir", str(tmp_path), "--backend-option", "key=k",
-                         "--backend-option", "secret=s"]) == 0
+        assert (
+            cli.main(
+                [
+                    "clean",
+                    "c1",
+                    "--data-dir",
+                    str(tmp_path),
+                    "--backend-option",
+                    "key=k",
+                    "--backend-option",
+                    "secret=s",
+                ]
+            )
+            == 0
+        )
         destroyed = [c.request.url for c in mock.calls if "command=destroyVirtualMachine" in c.request.url]
-        mock.reset()   # the recording's last listing (after the cleanup) is not requested by `clean`
+        mock.reset()  # the recording's last listing (after the cleanup) is not requested by `clean`
     assert len(destroyed) == 1 and "id=6f1e0a62-53a1-4c8e-9b5e-2d5c6a1f0e11" in destroyed[0]
     assert "cloud: removed 1 leftover(s) of campaign c1: labkit-c1--0a1b2c3d" in capsys.readouterr().out

@@ -1,4 +1,5 @@
 """The CloudStack adapter on recorded HTTP exchanges (tests/unit/fixtures/clouds/cs_*.json)."""
+
 from __future__ import annotations
 
 from urllib.parse import parse_qsl, urlsplit
@@ -24,10 +25,20 @@ def cloud(tmp_path, monkeypatch):
     key.write_text("private\n")
     monkeypatch.setattr(base.secrets, "token_hex", lambda n: "0a1b2c3d")
     dialled = []
-    monkeypatch.setattr(base, "wait_ssh", lambda address, port, user, key, deadline, **kw: dialled.append(
-        (address, port, user, key)))
-    p = get_provider("cloudstack", endpoint="https://cloud.example.org/client/api", key="k", secret="s",
-                     key_filename=str(key), prices={"Small Instance": 0.031}, poll_interval=0)
+    monkeypatch.setattr(
+        base,
+        "wait_ssh",
+        lambda address, port, user, key, deadline, **kw: dialled.append((address, port, user, key)),
+    )
+    p = get_provider(
+        "cloudstack",
+        endpoint="https://cloud.example.org/client/api",
+        key="k",
+        secret="s",
+        key_filename=str(key),
+        prices={"Small Instance": 0.031},
+        poll_interval=0,
+    )
     p.dialled = dialled
     return p
 
@@ -58,7 +69,7 @@ def test_cleanup_deletes_only_servers_tagged_with_the_prefix(cloud):
 def test_list_by_tag_ignores_other_campaigns_and_untagged(cloud):
     with replay("cs_cleanup") as mock:
         listed = cloud.list_labkit(PREFIX)
-        mock.reset()   # the rest of the recording (the deletion) is not requested here
+        mock.reset()  # the rest of the recording (the deletion) is not requested here
     assert [(s.name, s.tags["labkit-prefix"]) for s in listed] == [("labkit-c1--0a1b2c3d", PREFIX)]
 
 
@@ -86,6 +97,7 @@ def test_server_in_error_state_is_deleted(cloud):
 def test_unreachable_endpoint_is_backend_unavailable(cloud):
     import requests
     import responses
+
     with responses.RequestsMock() as mock:
         mock.add("GET", "https://cloud.example.org/client/api", body=requests.ConnectionError("refused"))
         with pytest.raises(BackendUnavailable, match="cannot reach"):

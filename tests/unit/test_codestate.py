@@ -1,6 +1,7 @@
 """Provenance you can rebuild (issue 42, item 1): a dirty checkout's diff is captured, kept in the
 store's meta, named by the fingerprint, said by ``labkit show``, printed by ``labkit show --diff``,
 checked by ``labkit check`` and bundled; a bare ``+dirty`` without its diff is a warning."""
+
 from __future__ import annotations
 
 import hashlib
@@ -24,8 +25,9 @@ GIT_ID = ["-c", "user.email=t@example.invalid", "-c", "user.name=t"]
 
 
 def git(repo: Path, *args: str) -> str:
-    return subprocess.run(["git", "-C", str(repo), *GIT_ID, *args], check=True, capture_output=True,
-                          text=True).stdout
+    return subprocess.run(
+        ["git", "-C", str(repo), *GIT_ID, *args], check=True, capture_output=True, text=True
+    ).stdout
 
 
 @pytest.fixture
@@ -42,15 +44,18 @@ def repo(tmp_path) -> Path:
 
 
 def whole_diff(repo: Path) -> bytes:
-    return subprocess.run(["git", "-C", str(repo), "diff", "HEAD", "--binary", "--no-color", "--no-ext-diff",
-                           "--no-textconv"], check=True, capture_output=True).stdout
+    return subprocess.run(
+        ["git", "-C", str(repo), "diff", "HEAD", "--binary", "--no-color", "--no-ext-diff", "--no-textconv"],
+        check=True,
+        capture_output=True,
+    ).stdout
 
 
 def test_a_dirty_checkouts_diff_is_captured_and_rebuilds_its_code(repo, tmp_path):
     (repo / "a.txt").write_text("one\nTWO\nthree\n")
-    (repo / "b.bin").write_bytes(b"\xff\xfe changed \xe8\n")   # not UTF-8: kept byte for byte
+    (repo / "b.bin").write_bytes(b"\xff\xfe changed \xe8\n")  # not UTF-8: kept byte for byte
     (repo / "new.txt").write_text("staged\n")
-    git(repo, "add", "new.txt")                                 # staged: part of the code state
+    git(repo, "add", "new.txt")  # staged: part of the code state
     (repo / "untracked.txt").write_text("not code labkit runs\n")
     d = capture_diff(repo)
     assert d is not None and not d.truncated
@@ -92,7 +97,7 @@ def test_a_clean_tree_an_untracked_file_and_no_checkout_capture_nothing(repo, tm
     assert capture_diff(tmp_path / "missing") is None
     empty = tmp_path / "empty"
     empty.mkdir()
-    git(empty, "init", "-q")                                    # a repository without a commit
+    git(empty, "init", "-q")  # a repository without a commit
     assert capture_diff(empty) is None
 
 
@@ -103,9 +108,12 @@ def host(commit: str, sha: str | None = None) -> dict:
 
 def new_store(data: Path, cid: str) -> Store:
     st = Store.for_campaign(data, cid)
-    st.set_meta(campaign_id=cid, design={"name": "d", "factors": {"vcpus": [1, 2]}, "replications": 1,
-                                         "seed": 1},
-                backend="local", workload={"name": "nqueens", "params": {"board": 8}})
+    st.set_meta(
+        campaign_id=cid,
+        design={"name": "d", "factors": {"vcpus": [1, 2]}, "replications": 1, "seed": 1},
+        backend="local",
+        workload={"name": "nqueens", "params": {"board": 8}},
+    )
     return st
 
 
@@ -114,9 +122,13 @@ def test_the_store_keeps_the_diff_out_of_meta_and_says_each_code_state(repo, tmp
     d = capture_diff(repo)
     assert d is not None
     kinds = {}
-    cases = {"clean": [host("0123456789ab")], "dirty with diff": [host(f"{d.commit}+dirty", d.sha256)],
-             "dirty, not recorded": [host("0123456789ab+dirty")],
-             "installed": [host("0123456789ab (installed)")], "unknown": []}
+    cases = {
+        "clean": [host("0123456789ab")],
+        "dirty with diff": [host(f"{d.commit}+dirty", d.sha256)],
+        "dirty, not recorded": [host("0123456789ab+dirty")],
+        "installed": [host("0123456789ab (installed)")],
+        "unknown": [],
+    }
     for kind, fps in cases.items():
         cid = kind.replace(" ", "").replace(",", "")
         with new_store(tmp_path / "data", cid) as st:
@@ -124,17 +136,23 @@ def test_the_store_keeps_the_diff_out_of_meta_and_says_each_code_state(repo, tmp
                 st.add_fingerprint(f"f{i}", fp)
             if kind == "dirty with diff":
                 assert record_code_diff(st, d) is d
-                record_code_diff(st, d)                           # again: kept once
+                record_code_diff(st, d)  # again: kept once
                 assert set(st.code_diffs()) == {d.sha256}
                 assert not any(k.startswith("code_diff") for k in st.meta())
             kinds[kind] = code_state(st)
     assert {k: s.kind for k, s in kinds.items()} == {k: k for k in cases}
     assert kinds["clean"].line() == "code: 0123456789ab (clean)"
     line = kinds["dirty with diff"].line("c1")
-    assert line.startswith(f"code: {d.commit} with uncommitted changes, diff stored (sha256 {d.sha256[:12]}, "
-                           f"{d.lines} lines") and "`labkit show --diff c1`" in line
-    assert kinds["dirty, not recorded"].line() == ("code: 0123456789ab+dirty, uncommitted changes NOT recorded "
-                                                   "(campaign from before labkit recorded diffs)")
+    assert (
+        line.startswith(
+            f"code: {d.commit} with uncommitted changes, diff stored (sha256 {d.sha256[:12]}, {d.lines} lines"
+        )
+        and "`labkit show --diff c1`" in line
+    )
+    assert kinds["dirty, not recorded"].line() == (
+        "code: 0123456789ab+dirty, uncommitted changes NOT recorded "
+        "(campaign from before labkit recorded diffs)"
+    )
     # one start dirty with its diff, a later start dirty without: not recorded
     with new_store(tmp_path / "data", "mixed") as st:
         st.add_fingerprint("f0", host(f"{d.commit}+dirty", d.sha256))
@@ -168,6 +186,7 @@ def test_show_prints_the_code_state_and_the_diff_and_check_warns(repo, tmp_path,
     assert good.ok and good.warnings == []
     # a kept diff altered after the fact is a problem
     import sqlite3
+
     db = sqlite3.connect(data / "dirty" / "store.sqlite")
     rec = {**d.record(), "diff": d.text.replace("zwei", "drei")}
     db.execute("UPDATE meta SET value = ? WHERE key = ?", (json.dumps(rec), f"code_diff:{d.sha256}"))
@@ -195,10 +214,15 @@ def test_the_bundle_holds_the_diff(repo, tmp_path):
     from labkit.report import write_bundle
     from labkit.report.verify import verify_bundle
     from labkit.store.imports import import_manifest
+
     (tmp_path / "r.csv").write_text("x,ms\n1,10\n2,20\n1,11\n2,21\n")
-    doc = {"campaign": "small", "workload": "csv", "factors": {"x": ["1", "2"]},
-           "columns": {"factors": {"x": "x"}, "metrics": {"wall_ms": {"column": "ms", "unit": "ms"}}},
-           "files": [{"path": "r.csv"}]}
+    doc = {
+        "campaign": "small",
+        "workload": "csv",
+        "factors": {"x": ["1", "2"]},
+        "columns": {"factors": {"x": "x"}, "metrics": {"wall_ms": {"column": "ms", "unit": "ms"}}},
+        "files": [{"path": "r.csv"}],
+    }
     (tmp_path / "m.yaml").write_text(yaml.safe_dump(doc))
     import_manifest(tmp_path / "m.yaml", tmp_path / "data")
     (repo / "a.txt").write_text("one\n")

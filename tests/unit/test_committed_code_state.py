@@ -2,6 +2,7 @@
 run from a clean commit, or from a checkout whose uncommitted diff its store keeps. The campaigns
 committed before labkit recorded diffs are listed below, each still recording a bare ``+dirty``:
 the list may only shrink, as each is re-run from a clean commit."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -15,14 +16,26 @@ DATA = Path(__file__).resolve().parents[2] / "data"
 
 #: committed before labkit kept a dirty checkout's diff (a bare "+dirty": the code that measured them
 #: cannot be rebuilt); to re-run from a clean commit (issue 42), then removed from here
-NOT_RECORDED = frozenset({
-    "affinity-apache-local", "affinity-apache-platforms", "affinity-local", "affinity-lxd-libvirt",
-    "affinity-platforms",
-    "interconnect-libvirt-nics", "interconnect-local-pingpong", "interconnect-local",
-    "overhead-application", "overhead-bonnie", "overhead-cpu", "overhead-disk", "overhead-memory",
-    "overhead-network", "overhead-oltp",
-    "pipeline-disk-libvirt",
-})
+NOT_RECORDED = frozenset(
+    {
+        "affinity-apache-local",
+        "affinity-apache-platforms",
+        "affinity-local",
+        "affinity-lxd-libvirt",
+        "affinity-platforms",
+        "interconnect-libvirt-nics",
+        "interconnect-local-pingpong",
+        "interconnect-local",
+        "overhead-application",
+        "overhead-bonnie",
+        "overhead-cpu",
+        "overhead-disk",
+        "overhead-memory",
+        "overhead-network",
+        "overhead-oltp",
+        "pipeline-disk-libvirt",
+    }
+)
 
 STORES = sorted(p.parent.name for p in DATA.glob("*/store.sqlite"))
 
@@ -38,14 +51,22 @@ def test_each_committed_campaign_records_code_that_can_be_rebuilt(campaign):
     if campaign in NOT_RECORDED:
         # still the old kind: once re-run, it leaves the list (a clean store listed here fails)
         assert found == "dirty, not recorded", (
-            f"{campaign} now records {found!r}: remove it from NOT_RECORDED")
+            f"{campaign} now records {found!r}: remove it from NOT_RECORDED"
+        )
     else:
         assert found in ("clean", "dirty with diff"), (
             f"{campaign}: code state {found!r}; commit a campaign run from a clean commit (labkit show "
-            f"{campaign} prints its code state)")
+            f"{campaign} prints its code state)"
+        )
 
 
 def test_the_list_names_only_committed_campaigns():
     assert NOT_RECORDED <= set(STORES), sorted(NOT_RECORDED - set(STORES))
-    assert {"deployments-ksm", "pipeline", "deployments-cpu", "deployments-linpack", "deployments-network",
-            "deployments-stream"} <= set(STORES) - NOT_RECORDED
+    assert {
+        "deployments-ksm",
+        "pipeline",
+        "deployments-cpu",
+        "deployments-linpack",
+        "deployments-network",
+        "deployments-stream",
+    } <= set(STORES) - NOT_RECORDED

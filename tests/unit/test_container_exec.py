@@ -1,6 +1,7 @@
 """The container backends' exec wrapper (labkit.backends.containers) run for real on the host:
 a command becomes its own session, whose whole tree kill_argv SIGKILLs; and the parsers of
 the OOM counters (cgroup v1 memory.oom_control, v2 memory.events)."""
+
 from __future__ import annotations
 
 import os
@@ -22,12 +23,22 @@ from tests.support.processes import alive
 
 def test_exit_status_output_and_missing_command_pass_through():
     pidfile = new_pidfile()
-    run = subprocess.run(session_argv(["sh", "-c", "echo out; echo err >&2; exit 3"], pidfile),
-                         capture_output=True, text=True, timeout=30, check=False)
+    run = subprocess.run(
+        session_argv(["sh", "-c", "echo out; echo err >&2; exit 3"], pidfile),
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
     assert (run.returncode, run.stdout, run.stderr) == (3, "out\n", "err\n")
     assert not os.path.exists(pidfile)  # removed once the command ended
-    missing = subprocess.run(session_argv(["labkit-no-such-command"], new_pidfile()),
-                             capture_output=True, text=True, timeout=30, check=False)
+    missing = subprocess.run(
+        session_argv(["labkit-no-such-command"], new_pidfile()),
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
     assert missing.returncode == 127
 
 
@@ -35,8 +46,7 @@ def test_kill_reaches_the_whole_tree_even_a_child_in_another_group():
     pidfile = new_pidfile()
     # a background sleep, and `timeout`, which moves itself (and its sleep) to a group of its own
     script = "sleep 60 & echo $!; timeout 120 sleep 62 & echo $!; sleep 63; echo never"
-    proc = subprocess.Popen(session_argv(["sh", "-c", script], pidfile), stdout=subprocess.PIPE,
-                            text=True)
+    proc = subprocess.Popen(session_argv(["sh", "-c", script], pidfile), stdout=subprocess.PIPE, text=True)
     try:
         pids = [int(proc.stdout.readline()) for _ in range(2)]
         deadline = time.monotonic() + 10
@@ -55,8 +65,9 @@ def test_kill_reaches_the_whole_tree_even_a_child_in_another_group():
         while any(map(alive, pids)) and time.monotonic() < deadline:
             time.sleep(0.05)
         assert not any(map(alive, pids)), pids
-        left = subprocess.run(["ps", "-o", "stat=", "-s", str(sid)], capture_output=True, text=True,
-                              check=False)
+        left = subprocess.run(
+            ["ps", "-o", "stat=", "-s", str(sid)], capture_output=True, text=True, check=False
+        )
         assert all(st.startswith("Z") for st in left.stdout.split()), left.stdout
     finally:
         proc.kill()
@@ -72,6 +83,7 @@ def test_running_waits_with_a_timeout_and_hands_back_errors():
 
     def boom():
         raise OSError("daemon went away")
+
     with pytest.raises(OSError, match="went away"):
         Running(boom, new_pidfile()).wait(10)
 
@@ -88,9 +100,12 @@ def test_oom_counters_of_both_cgroup_versions():
 
 def test_lxd_finds_the_containers_memory_cgroup():
     from labkit.backends.lxd import memory_cgroup_file
+
     v1 = "9:name=systemd:/lxc.payload.labkit-x--1\n4:memory:/lxc.payload.labkit-x--1\n2:cpu,cpuacct:/x\n"
-    assert memory_cgroup_file(v1, "labkit-x--1") == \
-        "/sys/fs/cgroup/memory/lxc.payload.labkit-x--1/memory.oom_control"
+    assert (
+        memory_cgroup_file(v1, "labkit-x--1")
+        == "/sys/fs/cgroup/memory/lxc.payload.labkit-x--1/memory.oom_control"
+    )
     v2 = "0::/lxc.payload.labkit-x--1/init.scope\n"
     assert memory_cgroup_file(v2, "labkit-x--1") == "/sys/fs/cgroup/lxc.payload.labkit-x--1/memory.events"
     assert memory_cgroup_file("1:cpu:/\n", "labkit-x--1") is None
@@ -98,12 +113,13 @@ def test_lxd_finds_the_containers_memory_cgroup():
 
 def test_lxd_finds_the_containers_processes_in_its_payload_group(tmp_path, monkeypatch):
     from labkit.backends.lxd import host as lxd_host
+
     monkeypatch.setattr(lxd_host, "CGROUP_ROOT", str(tmp_path))
-    assert lxd_host.payload_pids("labkit-x--1") is None   # no such group on this host: ask LXD
+    assert lxd_host.payload_pids("labkit-x--1") is None  # no such group on this host: ask LXD
     v2 = tmp_path / "lxc.payload.labkit-x--1"
     (v2 / "init.scope").mkdir(parents=True)
     (v2 / "cgroup.procs").write_text("")
-    (v2 / "init.scope" / "cgroup.procs").write_text("41\n")   # v2: the init in a child group
+    (v2 / "init.scope" / "cgroup.procs").write_text("41\n")  # v2: the init in a child group
     assert lxd_host.payload_pids("labkit-x--1") == [41]
     v1 = tmp_path / "memory" / "lxc.payload.labkit-x--1"
     v1.mkdir(parents=True)
@@ -115,6 +131,7 @@ def test_lxd_refuses_underscores_before_touching_the_daemon(tmp_path):
     # LXD names are host names; mapping '_' to '-' would let campaign a-b clean campaign a_b
     from labkit.backends.lxd import LxdBackend
     from labkit.errors import ConfigError
+
     be = LxdBackend(socket=str(tmp_path / "no.sock"))
     with pytest.raises(ConfigError, match="cannot contain '_'"):
         be.cleanup("labkit-a_b--")
@@ -126,6 +143,7 @@ def test_container_backends_list_their_options_when_given_an_unknown_one():
     from labkit.backends.docker import DockerBackend
     from labkit.backends.lxd import LxdBackend
     from labkit.errors import ConfigError
+
     with pytest.raises(ConfigError, match="enforce_limit.*allowed: image, base_url, api_timeout"):
         DockerBackend(enforce_limit=False)
     with pytest.raises(ConfigError, match="storage.*allowed: image, socket, pool, privileged"):
@@ -137,6 +155,7 @@ def test_lxd_init_survives_lxcs_blank_split(tmp_path):
     import subprocess
 
     from labkit.backends.lxd import INIT_CMD, INIT_READY
+
     argv = INIT_CMD.split()
     assert argv[:2] == ["/bin/sh", "-c"] and len(argv) == 3
     for tool in ("ip", "sleep"):  # stand-ins on PATH that record how they were called
@@ -155,6 +174,7 @@ class _ClosingSocket:
     def __init__(self, path: str):
         import socket
         import threading
+
         self.sock = socket.socket(socket.AF_UNIX)
         self.sock.bind(path)
         self.sock.listen(8)
@@ -183,6 +203,7 @@ class _Model:
         from types import SimpleNamespace
 
         from ws4py.client import WebSocketBaseClient
+
         self.calls += 1
         if self.calls <= self.fail:
             if self.connect_to:
@@ -194,9 +215,10 @@ class _Model:
 def test_lxd_exec_is_tried_again_only_when_its_websockets_did_not_connect(tmp_path, monkeypatch):
     from labkit.backends import lxd
     from labkit.errors import BackendError
+
     monkeypatch.setattr("labkit.core.waiting.time.sleep", lambda s: None)
     url = _ClosingSocket(str(tmp_path / "lxd.sock")).url
-    model = _Model(fail=2, connect_to=url)             # LXD hung up on the first two attempts
+    model = _Model(fail=2, connect_to=url)  # LXD hung up on the first two attempts
     assert lxd.execute(model, ["echo", "hi"], {}).stdout == "echo hi"
     assert model.calls == 3
     model = _Model(fail=lxd.EXEC_ATTEMPTS, connect_to=url)

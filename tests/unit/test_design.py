@@ -1,26 +1,43 @@
 """Design validation, standard order and seeded randomization."""
+
 import pytest
 
 from labkit.design import Design, Factor
 from labkit.errors import ConfigError
 from labkit.workloads import get_workload
 
-BASE = {"factors": {"vcpus": [1, 2], "memory_mb": [256, 512], "affinity": ["floating", "pinned"],
-                    "count": [1, 2]}, "replications": 3, "seed": 7}
+BASE = {
+    "factors": {
+        "vcpus": [1, 2],
+        "memory_mb": [256, 512],
+        "affinity": ["floating", "pinned"],
+        "count": [1, 2],
+    },
+    "replications": 3,
+    "seed": 7,
+}
 
 
 def test_full_factorial_yates_order_first_factor_fastest():
     d = Design.from_dict({"factors": {"a": [1, 2], "b": ["x", "y"], "c": [0, 5]}, "seed": 1})
     cfgs = d.configurations()
     assert [(c["a"], c["b"], c["c"]) for c in cfgs] == [
-        (1, "x", 0), (2, "x", 0), (1, "y", 0), (2, "y", 0),
-        (1, "x", 5), (2, "x", 5), (1, "y", 5), (2, "y", 5)]
+        (1, "x", 0),
+        (2, "x", 0),
+        (1, "y", 0),
+        (2, "y", 0),
+        (1, "x", 5),
+        (2, "x", 5),
+        (1, "y", 5),
+        (2, "y", 5),
+    ]
     assert [r["a"] for r in d.coded()] == [-1, 1, -1, 1, -1, 1, -1, 1]
 
 
 def test_general_factorial_with_multilevel_factor():
-    d = Design.from_dict({"factors": {"vcpus": [1, 2, 4], "affinity": ["floating", "pinned"]},
-                          "replications": 2, "seed": 3})
+    d = Design.from_dict(
+        {"factors": {"vcpus": [1, 2, 4], "affinity": ["floating", "pinned"]}, "replications": 2, "seed": 3}
+    )
     assert len(d.configurations()) == 6 and len(d.plan()) == 12
     assert not d.is_two_level
 
@@ -46,19 +63,22 @@ def test_missing_seed_is_drawn_and_recorded():
     assert isinstance(d.seed, int) and d.to_dict()["seed"] == d.seed
 
 
-@pytest.mark.parametrize("data, words", [
-    ({**BASE, "replication": 2}, ["unknown key", "replication", "replications"]),
-    ({**BASE, "factors": {"vcpus": [1]}}, ["vcpus", "at least 2 levels"]),
-    ({**BASE, "replications": 0}, ["replications", "from 1 to"]),
-    ({**BASE, "replications": 1.5}, ["replications"]),
-    ({**BASE, "factors": {"vcpus": [1, 2.5]}}, ["vcpus", "2.5", "integer"]),
-    ({**BASE, "factors": {"vcpus": [1, "two"]}}, ["vcpus", "two"]),
-    ({**BASE, "factors": {"affinity": ["floating", "sometimes"]}}, ["affinity", "sometimes", "pinned"]),
-    ({**BASE, "factors": {"vcpus": [1, 1]}}, ["duplicate levels"]),
-    ({**BASE, "factors": {"bad name": [1, 2]}}, ["bad name"]),
-    ({**BASE, "factors": []}, ["factors"]),
-    ({**BASE, "seed": "abc"}, ["seed"]),
-])
+@pytest.mark.parametrize(
+    "data, words",
+    [
+        ({**BASE, "replication": 2}, ["unknown key", "replication", "replications"]),
+        ({**BASE, "factors": {"vcpus": [1]}}, ["vcpus", "at least 2 levels"]),
+        ({**BASE, "replications": 0}, ["replications", "from 1 to"]),
+        ({**BASE, "replications": 1.5}, ["replications"]),
+        ({**BASE, "factors": {"vcpus": [1, 2.5]}}, ["vcpus", "2.5", "integer"]),
+        ({**BASE, "factors": {"vcpus": [1, "two"]}}, ["vcpus", "two"]),
+        ({**BASE, "factors": {"affinity": ["floating", "sometimes"]}}, ["affinity", "sometimes", "pinned"]),
+        ({**BASE, "factors": {"vcpus": [1, 1]}}, ["duplicate levels"]),
+        ({**BASE, "factors": {"bad name": [1, 2]}}, ["bad name"]),
+        ({**BASE, "factors": []}, ["factors"]),
+        ({**BASE, "seed": "abc"}, ["seed"]),
+    ],
+)
 def test_bad_designs_name_the_key(data, words):
     with pytest.raises(ConfigError) as err:
         Design.from_dict(data)
@@ -116,32 +136,45 @@ def test_digest_changes_with_levels_not_description():
 
 # -- issue 47, finding 8: bounds on the design numbers that commit time ----------------------------
 
+
 def test_a_telemetry_interval_longer_than_a_minute_is_refused_with_the_range_and_where():
     """``telemetry: 1000000000`` (31 years) was accepted and the campaign waited on its first
     interval before its first run: the interval is bounded (0.05 s to 60 s), the error names the
     design and the range."""
     base = {"factors": {"vcpus": [1, 2]}, "seed": 1}
-    assert Design.from_dict({**base, "telemetry": 60}).telemetry == 60.0   # the longest allowed
+    assert Design.from_dict({**base, "telemetry": 60}).telemetry == 60.0  # the longest allowed
     for value in (1000000000, 60.5):
         with pytest.raises(ConfigError) as err:
             Design.from_dict({**base, "telemetry": value}, source="d.yaml")
-        assert str(err.value) == ("d.yaml: 'telemetry': expected 'off', 'on' or an interval in seconds from "
-                                  f"0.05 to 60 (e.g. 1.0), got {value!r}")
+        assert str(err.value) == (
+            "d.yaml: 'telemetry': expected 'off', 'on' or an interval in seconds from "
+            f"0.05 to 60 (e.g. 1.0), got {value!r}"
+        )
 
 
 def test_adaptive_max_is_at_most_1000_runs_per_configuration():
     """``replications: {max: 10000}`` was accepted with a ``target_ci`` that may never be met:
     ``max`` is bounded (1000 runs of one configuration), the error says why and where."""
+
     def design(mx):
-        return Design.from_dict({"factors": {"vcpus": [1, 2]}, "seed": 1,
-                                 "replications": {"target_ci": 0.02, "min": 3, "max": mx}}, source="d.yaml")
+        return Design.from_dict(
+            {
+                "factors": {"vcpus": [1, 2]},
+                "seed": 1,
+                "replications": {"target_ci": 0.02, "min": 3, "max": mx},
+            },
+            source="d.yaml",
+        )
+
     assert design(1000).adaptive["max"] == 1000
     for mx in (1001, 10000):
         with pytest.raises(ConfigError) as err:
             design(mx)
-        assert str(err.value) == ("d.yaml: replications: max must be an integer from min (3) to 1000 (runs of "
-                                  "one configuration at most, the campaign's worst case: configurations x max), "
-                                  f"got {mx}")
+        assert str(err.value) == (
+            "d.yaml: replications: max must be an integer from min (3) to 1000 (runs of "
+            "one configuration at most, the campaign's worst case: configurations x max), "
+            f"got {mx}"
+        )
 
 
 def test_quarantine_states_its_cap_of_one_rerun_per_suspect_run():
@@ -149,6 +182,7 @@ def test_quarantine_states_its_cap_of_one_rerun_per_suspect_run():
     suspect again stays), a constant the design module states; ``quarantine`` itself must be a
     true/false flag."""
     from labkit.design import options
+
     assert options.QUARANTINE_RERUNS == 1
     with pytest.raises(ConfigError, match=r"'quarantine' must be true or false, got 3"):
         Design.from_dict({"factors": {"vcpus": [1, 2]}, "seed": 1, "quarantine": 3})

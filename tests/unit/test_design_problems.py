@@ -1,5 +1,6 @@
 """Every bad key, factor and level of a design file in one error, each with its factor, level and
 line (issue 46: two bad levels were reported one per attempt)."""
+
 import pytest
 
 from labkit.cli import main
@@ -40,10 +41,15 @@ def test_the_file_alone_reports_every_key_and_level_it_can_check(bad):
     assert lines[1].startswith("  unknown key(s) 'replication' (did you mean 'replications'?); allowed: ")
     assert lines[1].endswith(" (line 2)")
     assert lines[2] == "  factor 'vcpus': level 0 must be a positive integer (line 4)"
-    assert lines[3] == ("  factor 'affinity': level 'pinnd' not allowed; use one of pinned, floating "
-                        "(did you mean 'pinned'?) (line 7)")          # the level's own line
-    assert [p.where for p in err.problems] == [("replication",), ("factors", "vcpus", 1),
-                                               ("factors", "affinity", 1)]
+    assert lines[3] == (
+        "  factor 'affinity': level 'pinnd' not allowed; use one of pinned, floating "
+        "(did you mean 'pinned'?) (line 7)"
+    )  # the level's own line
+    assert [p.where for p in err.problems] == [
+        ("replication",),
+        ("factors", "vcpus", 1),
+        ("factors", "affinity", 1),
+    ]
 
 
 def test_with_the_workload_every_problem_at_once(bad):
@@ -51,11 +57,15 @@ def test_with_the_workload_every_problem_at_once(bad):
         Design.from_yaml(bad, workload=get_workload("nqueens"))
     text = str(exc.value)
     assert text.startswith(f"{bad}: 6 problems:\n")
-    for part in ("'replication'", "factor 'vcpus': level 0", "factor 'affinity': level 'pinnd'",
-                 "factor 'noise': level 'cpuu' not allowed; use none, cpu, memory, io, network "
-                 "(did you mean 'cpu'?) (line 8)",
-                 "factor 'board' level 99: 99 is not allowed; expected an integer from 4 to 18 (line 9)",
-                 "design factor 'bord' is neither a host factor"):
+    for part in (
+        "'replication'",
+        "factor 'vcpus': level 0",
+        "factor 'affinity': level 'pinnd'",
+        "factor 'noise': level 'cpuu' not allowed; use none, cpu, memory, io, network "
+        "(did you mean 'cpu'?) (line 8)",
+        "factor 'board' level 99: 99 is not allowed; expected an integer from 4 to 18 (line 9)",
+        "design factor 'bord' is neither a host factor",
+    ):
         assert part in text, part
     assert text.count("\n  ") == 6
 
@@ -68,12 +78,17 @@ def test_labkit_run_says_them_all_before_anything_runs(bad, tmp_path, capsys):
 
 
 def test_validate_for_collects_every_bad_parameter_level_and_memory():
-    d = Design.from_dict({"factors": {"board": [2, 8, 40], "memory_mb": [1, 512], "link": ["fast", "gbe"]},
-                          "seed": 1})
+    d = Design.from_dict(
+        {"factors": {"board": [2, 8, 40], "memory_mb": [1, 512], "link": ["fast", "gbe"]}, "seed": 1}
+    )
     with pytest.raises(DesignProblems) as exc:
         d.validate_for(get_workload("nqueens"))
-    assert [p.where for p in exc.value.problems] == [("factors", "board", 0), ("factors", "board", 2),
-                                                     ("factors", "link", 0), ("factors", "memory_mb", 0)]
+    assert [p.where for p in exc.value.problems] == [
+        ("factors", "board", 0),
+        ("factors", "board", 2),
+        ("factors", "link", 0),
+        ("factors", "memory_mb", 0),
+    ]
     text = str(exc.value)
     assert text.startswith("design: 4 problems:\n  factor 'board' level 2: 2 is not allowed")
     assert "  factor 'link' level 'fast': 'fast' is not a link" in text

@@ -1,5 +1,6 @@
 """``labkit doctor`` (issue 44): the table of what each backend needs from the host (docs/install.md)
 with what this machine has, as this user; and the socket look it is made of."""
+
 from __future__ import annotations
 
 import os
@@ -45,8 +46,11 @@ def test_a_socket_this_user_cannot_open_is_reported_with_its_owner(tmp_path):
 
 
 def test_an_lxd_socket_of_root_root_names_the_group_root_cause(monkeypatch):
-    monkeypatch.setattr(needs, "socket_state", lambda paths, access=os.access:
-                        (False, f"{paths[0]} root:root 0660 (not writable by alice)"))
+    monkeypatch.setattr(
+        needs,
+        "socket_state",
+        lambda paths, access=os.access: (False, f"{paths[0]} root:root 0660 (not writable by alice)"),
+    )
     monkeypatch.setattr(needs, "_module", lambda name: True)
     f = needs._daemon("lxd")
     assert not f.ok and "--group root" in f.here and "--group lxd" in f.here

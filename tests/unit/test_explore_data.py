@@ -56,29 +56,64 @@ def _campaign(data: Path, n: int = 600) -> None:
     from labkit.store import Store, now_iso
     from labkit.workloads.base import Measurement
 
-    design = Design.from_dict({"name": "sql", "factors": {"vcpus": [1, 2], "affinity": ["pinned", "floating"]},
-                               "replications": n // 4, "seed": 3})
+    design = Design.from_dict(
+        {
+            "name": "sql",
+            "factors": {"vcpus": [1, 2], "affinity": ["pinned", "floating"]},
+            "replications": n // 4,
+            "seed": 3,
+        }
+    )
     with Store.for_campaign(data, "sql") as st:
-        st.set_meta(campaign_id="sql", design=design.to_dict(), backend="sim", created=now_iso(),
-                    workload={"name": "sim", "response": "wall_time_s"})
+        st.set_meta(
+            campaign_id="sql",
+            design=design.to_dict(),
+            backend="sim",
+            created=now_iso(),
+            workload={"name": "sim", "response": "wall_time_s"},
+        )
         seq: dict[str, int] = {}
         for i, r in enumerate(design.plan()):
             host = f"h{i % 3}"
             seq[host] = seq.get(host, 0) + 1
             failed = i % 11 == 10
-            md = {"host": host, "run_seq": seq[host], "boot_group": f"g{i // 2}",
-                  "instances": [{"name": f"vm-{i}-0", "index": 0, "boot": 1},
-                                {"name": f"vm-{i // 2}-1", "index": 1, "boot": 1 + i % 2}]}
+            md = {
+                "host": host,
+                "run_seq": seq[host],
+                "boot_group": f"g{i // 2}",
+                "instances": [
+                    {"name": f"vm-{i}-0", "index": 0, "boot": 1},
+                    {"name": f"vm-{i // 2}-1", "index": 1, "boot": 1 + i % 2},
+                ],
+            }
             if i % 7 == 3:
                 md["suspect"] = "cpu_other 40% > 10%"
             its = (1, 2) if i % 5 == 0 else (None,)
-            ms = [] if failed else [
-                Measurement(metric, 1.0 + i % 13 + 0.5 * inst + (it or 0) if metric == "wall_time_s" else 8.0,
-                            "s", instance=inst, **({"iteration": it} if it else {}))
-                for inst in (0, 1) for it in its for metric in ("wall_time_s", "solutions")]
-            st.record_run(r, status="failed" if failed else "ok", started=f"2026-01-01T00:{i // 60:02d}:{i % 60:02d}",
-                          duration_s=1.0 + i % 3, measurements=ms, metadata=md,
-                          error="boom\nsecond line" if failed else None)
+            ms = (
+                []
+                if failed
+                else [
+                    Measurement(
+                        metric,
+                        1.0 + i % 13 + 0.5 * inst + (it or 0) if metric == "wall_time_s" else 8.0,
+                        "s",
+                        instance=inst,
+                        **({"iteration": it} if it else {}),
+                    )
+                    for inst in (0, 1)
+                    for it in its
+                    for metric in ("wall_time_s", "solutions")
+                ]
+            )
+            st.record_run(
+                r,
+                status="failed" if failed else "ok",
+                started=f"2026-01-01T00:{i // 60:02d}:{i % 60:02d}",
+                duration_s=1.0 + i % 3,
+                measurements=ms,
+                metadata=md,
+                error="boom\nsecond line" if failed else None,
+            )
 
 
 def test_the_first_view_of_a_written_campaign_is_what_the_tidy_rows_gave(tmp_path):
@@ -96,13 +131,13 @@ def test_a_run_picker_lists_suspect_runs_first_and_at_most_the_cap(tmp_path):
     _campaign(tmp_path)
     runs = load_campaign(tmp_path, "sql").runs
     every = shown_runs(runs, limit=len(runs))
-    assert [r for _, r in every] == list(runs["run_id"])       # all runs, in run order
+    assert [r for _, r in every] == list(runs["run_id"])  # all runs, in run order
     suspects = list(runs.loc[runs["suspect"], "run_id"])
     capped = shown_runs(runs, limit=len(suspects) + 10)
     assert len(suspects) > 10 and len(capped) == len(suspects) + 10
-    assert [r for _, r in capped[: len(suspects)]] == suspects       # the suspect runs first, in run order
+    assert [r for _, r in capped[: len(suspects)]] == suspects  # the suspect runs first, in run order
     assert all(label == f"{r} (suspect)" for label, r in capped[: len(suspects)])
-    assert [r for _, r in capped[len(suspects):]] == list(runs.loc[~runs["suspect"], "run_id"][:10])
+    assert [r for _, r in capped[len(suspects) :]] == list(runs.loc[~runs["suspect"], "run_id"][:10])
 
 
 def test_the_first_figure_is_the_response_of_every_configuration(tmp_path):

@@ -3,6 +3,7 @@ and showed developer text): with ``defer`` the application is returned before th
 is computed, a line says it is being computed, and a background thread fills it; the page names
 no absolute path and shows no Python dict repr. Durations are measured by
 benchmarks/bench_dashboard.py, never asserted here."""
+
 from __future__ import annotations
 
 import json
@@ -24,6 +25,7 @@ def data(tmp_path_factory):
     shown as PNG, as in a kernel with ``%matplotlib inline``."""
     from IPython.core.interactiveshell import InteractiveShell
     from IPython.core.pylabtools import select_figure_formats
+
     select_figure_formats(InteractiveShell.instance(), {"png"})
     out = tmp_path_factory.mktemp("data")
     for cid in ("affinity-local", "affinity-apache-local"):
@@ -33,6 +35,7 @@ def data(tmp_path_factory):
 
 def _wait_for_first_analysis(timeout: float = 300) -> None:
     from labkit.report.deferred import THREAD_NAME
+
     for t in threading.enumerate():
         if t.name == THREAD_NAME:
             t.join(timeout)
@@ -42,6 +45,7 @@ def _wait_for_first_analysis(timeout: float = 300) -> None:
 def _texts(root) -> list[str]:
     """Every HTML widget value and every output the application's Output widgets hold."""
     import ipywidgets as W
+
     out, todo = [], [root]
     while todo:
         w = todo.pop()
@@ -55,6 +59,7 @@ def _texts(root) -> list[str]:
 
 def _outputs(root, css: str):
     import ipywidgets as W
+
     todo = [root]
     while todo:
         w = todo.pop()
@@ -66,15 +71,17 @@ def _outputs(root, css: str):
 
 def test_deferred_first_analysis_is_filled_after_the_application_is_returned(data):
     from labkit.report.explore import Explorer
+
     ex = Explorer(data, campaign="affinity-local")
     gate = threading.Lock()
-    gate.acquire()                     # the analysis waits until the application was returned
+    gate.acquire()  # the analysis waits until the application was returned
     analysis = ex.analysis
 
     def held(*args, **kw):
         with gate:
             return analysis(*args, **kw)
-    ex.analysis = held                 # type: ignore[method-assign]
+
+    ex.analysis = held  # type: ignore[method-assign]
     root = ex.app(defer=True)
     first = _outputs(root, "lk-analysis")
     assert len(first) == 1 and "Computing the analysis of affinity-local" in first[0]["data"]["text/markdown"]
@@ -90,6 +97,7 @@ def test_deferred_first_analysis_is_filled_after_the_application_is_returned(dat
 def test_a_newer_pick_drops_the_deferred_analysis(data):
     """A reader who picks another campaign before the first analysis is done sees the one picked."""
     from labkit.report.explore import Explorer
+
     ex = Explorer(data, campaign="affinity-local")
     gate = threading.Lock()
     gate.acquire()
@@ -98,10 +106,11 @@ def test_a_newer_pick_drops_the_deferred_analysis(data):
     def held(*args, **kw):
         with gate:
             return analysis(*args, **kw)
-    ex.analysis = held                 # type: ignore[method-assign]
+
+    ex.analysis = held  # type: ignore[method-assign]
     root = ex.app(defer=True)
     pick = next(w for w in root.children if hasattr(w, "children") and len(w.children) == 2).children[0]
-    threading.Timer(0.5, gate.release).start()       # the pick below waits for the lock the thread holds
+    threading.Timer(0.5, gate.release).start()  # the pick below waits for the lock the thread holds
     pick.value = "affinity-apache-local"
     _wait_for_first_analysis()
     # the new pick's views are displayed by the callback (captured by a kernel's front end, not
@@ -113,8 +122,9 @@ def test_a_newer_pick_drops_the_deferred_analysis(data):
 
 def test_the_first_page_names_no_server_path_and_no_dict_repr(data):
     from labkit.report.explore import Explorer
+
     root = Explorer(data, campaign="affinity-local").app(defer=True)
-    _wait_for_first_analysis()       # its analysis and telemetry, held as the widgets' state
+    _wait_for_first_analysis()  # its analysis and telemetry, held as the widgets' state
     text = "\n".join(_texts(root))
     assert f"campaigns</b> in {data.name}/" in text and "image/png" in text
     assert str(data) not in text and str(REPO) not in text
@@ -123,5 +133,6 @@ def test_the_first_page_names_no_server_path_and_no_dict_repr(data):
 
 def test_the_data_folder_is_named_relative_to_the_checkout_or_by_its_name(tmp_path):
     from labkit.report.deferred import shown_path
+
     assert shown_path(REPO / "data") == "data/"
     assert shown_path(tmp_path / "mine") == "mine/"

@@ -1,6 +1,7 @@
 """Streaming export of the telemetry (issue 45): ``samples.csv`` and ``samples.parquet`` written from
 Arrow tables in chunks hold what the export wrote before through pandas (same columns, values,
 order, Parquet schema), and memory stays bounded by the chunk. Counts rows and bytes, never time."""
+
 from __future__ import annotations
 
 import csv
@@ -28,8 +29,26 @@ PLAN = Design.from_dict({"name": "s", "factors": {"vcpus": [1, 2]}, "replication
 
 def _tricky_rows(rng: random.Random, n: int) -> list[tuple]:
     """Telemetry rows with values of every kind a float takes and texts that need quoting."""
-    special = [0.0, -0.0, 1.0, 3.0, -7.0, 1e16, 1e15, 123456789012345678.0, 1e-4, 1e-5, 0.1, 1 / 3,
-               5e-324, 1.7976931348623157e308, math.inf, -math.inf, 4221904115763.5356, 2.5e-9]
+    special = [
+        0.0,
+        -0.0,
+        1.0,
+        3.0,
+        -7.0,
+        1e16,
+        1e15,
+        123456789012345678.0,
+        1e-4,
+        1e-5,
+        0.1,
+        1 / 3,
+        5e-324,
+        1.7976931348623157e308,
+        math.inf,
+        -math.inf,
+        4221904115763.5356,
+        2.5e-9,
+    ]
     rows: list[tuple] = []
     for k in range(n):
         t = rng.choice([float(k % 7), rng.random() * 10 ** rng.randint(-12, 18), rng.choice(special)])
@@ -47,11 +66,20 @@ def _store(path, rng: random.Random, per_run: int, *, quoting: bool = True) -> S
         rows = _tricky_rows(rng, per_run)
         if not quoting:
             rows = [(row[0], row[1].replace(",", "_").replace('"', "_"), *row[2:]) for row in rows]
-        st.record_run(r, status="ok", started=now_iso(), duration_s=1.0,
-                      measurements=[Measurement("wall_time_s", 1.0 + r.order, "s")],
-                      metadata={"host": "h1", "run_seq": r.order + 1, "boot_group": r.boot_group,
-                                "instances": [{"name": f"labkit-c--{r.order:04d}", "index": 0, "boot": 1}]},
-                      samples=rows)
+        st.record_run(
+            r,
+            status="ok",
+            started=now_iso(),
+            duration_s=1.0,
+            measurements=[Measurement("wall_time_s", 1.0 + r.order, "s")],
+            metadata={
+                "host": "h1",
+                "run_seq": r.order + 1,
+                "boot_group": r.boot_group,
+                "instances": [{"name": f"labkit-c--{r.order:04d}", "index": 0, "boot": 1}],
+            },
+            samples=rows,
+        )
     return st
 
 
@@ -62,12 +90,22 @@ def _before(st: Store, fmt: str, chunk: int) -> bytes:
     rows = list(st.samples().itertuples(index=False, name=None))
     frames = []
     for start in range(0, max(len(rows), 1), chunk):
-        frame = pd.DataFrame(rows[start:start + chunk], columns=SAMPLE_COLUMNS)
+        frame = pd.DataFrame(rows[start : start + chunk], columns=SAMPLE_COLUMNS)
         frame["instance"] = frame["instance"].astype(object)
         frames.append(frame)
     out = io.BytesIO()
-    write_frames(out, fmt, frames, types={"run_id": "string", "t": "double", "metric": "string",
-                                          "value": "double", "instance": "string"})
+    write_frames(
+        out,
+        fmt,
+        frames,
+        types={
+            "run_id": "string",
+            "t": "double",
+            "metric": "string",
+            "value": "double",
+            "instance": "string",
+        },
+    )
     return out.getvalue()
 
 
@@ -94,13 +132,14 @@ def test_samples_export_holds_what_the_pandas_export_held(tmp_path, monkeypatch,
     # (a float's notation may differ: Arrow writes 4.2219041157635356e+12 where Python wrote 4221904115763.5356)
     got, want = _fields(new_csv), _fields(old_csv)
     assert len(got) == n + 1 and got == want
-    assert any(",comma" in line for line in new_csv.decode().splitlines())   # quoted, as pandas quotes
+    assert any(",comma" in line for line in new_csv.decode().splitlines())  # quoted, as pandas quotes
     pd.testing.assert_frame_equal(pd.read_csv(io.BytesIO(new_csv)), pd.read_csv(io.BytesIO(old_csv)))
     new = pq.read_table(tmp_path / "out" / "samples.parquet")
     old = pq.read_table(io.BytesIO(old_pq))
     assert new.schema.equals(old.schema, check_metadata=True) and new.equals(old)
-    pd.testing.assert_frame_equal(pd.read_parquet(tmp_path / "out" / "samples.parquet"),
-                                  pd.read_parquet(io.BytesIO(old_pq)))
+    pd.testing.assert_frame_equal(
+        pd.read_parquet(tmp_path / "out" / "samples.parquet"), pd.read_parquet(io.BytesIO(old_pq))
+    )
 
 
 def test_samples_csv_is_byte_for_byte_the_pandas_one_for_whole_numbers_and_plain_texts(tmp_path):
@@ -115,6 +154,7 @@ def test_samples_csv_is_byte_for_byte_the_pandas_one_for_whole_numbers_and_plain
 
 def test_csv_text_keeps_the_point_of_whole_floats_and_quotes_like_pandas():
     import pyarrow as pa
+
     table = pa.table({"a": ["x", "y,z", None], "t": [0.0, -0.0, 2.5], "v": [1e16, 3.0, math.inf]})
     assert csv_text(table) == pd.DataFrame(table.to_pydict()).to_csv(index=False, header=False).encode()
     plain = pa.table({"a": ["x", None], "t": [0.0, -2.0]})
@@ -124,23 +164,34 @@ def test_csv_text_keeps_the_point_of_whole_floats_and_quotes_like_pandas():
 def _export_peak(tmp_path, name: str, runs: int, per_run: int, monkeypatch) -> tuple[int, list[int]]:
     """(tracemalloc peak of exporting, the row count of every table written) for a store of
     ``runs`` runs of ``per_run`` telemetry rows each."""
-    plan = Design.from_dict({"name": "b", "factors": {"vcpus": [1, 2]}, "replications": runs // 2,
-                             "seed": 1}).plan()
+    plan = Design.from_dict(
+        {"name": "b", "factors": {"vcpus": [1, 2]}, "replications": runs // 2, "seed": 1}
+    ).plan()
     rows = [(float(t), f"m{t % 20}", float(t) * 0.5) for t in range(per_run)]
     with Store(tmp_path / name / "store.sqlite") as st:
         st.set_meta(campaign_id=name, design={"factors": {"vcpus": [1, 2]}})
         for r in plan:
-            st.record_run(r, status="ok", started=now_iso(), duration_s=1.0,
-                          measurements=[Measurement("wall_time_s", 1.0, "s")],
-                          metadata={"host": "h1", "run_seq": r.order + 1, "boot_group": r.boot_group,
-                                    "instances": [{"name": f"i{r.order}", "index": 0, "boot": 1}]},
-                          samples=rows)
+            st.record_run(
+                r,
+                status="ok",
+                started=now_iso(),
+                duration_s=1.0,
+                measurements=[Measurement("wall_time_s", 1.0, "s")],
+                metadata={
+                    "host": "h1",
+                    "run_seq": r.order + 1,
+                    "boot_group": r.boot_group,
+                    "instances": [{"name": f"i{r.order}", "index": 0, "boot": 1}],
+                },
+                samples=rows,
+            )
     sizes: list[int] = []
-    real_csv = csv_text   # the writer itself (not the counting one of an earlier call)
+    real_csv = csv_text  # the writer itself (not the counting one of an earlier call)
 
     def counting_csv(table):
         sizes.append(table.num_rows)
         return real_csv(table)
+
     monkeypatch.setattr(files_mod, "csv_text", counting_csv)
     with Store(tmp_path / name / "store.sqlite", readonly=True) as st:
         tracemalloc.start()
@@ -156,8 +207,8 @@ def _export_peak(tmp_path, name: str, runs: int, per_run: int, monkeypatch) -> t
 
 def test_export_memory_is_bounded_by_the_chunk_not_the_campaign(tmp_path, monkeypatch):
     monkeypatch.setattr(export_mod, "EXPORT_CHUNK", 2_000)
-    small, small_sizes = _export_peak(tmp_path, "small", 20, 1_000, monkeypatch)     # 20,000 samples
-    big, big_sizes = _export_peak(tmp_path, "big", 160, 1_000, monkeypatch)          # 160,000 samples
+    small, small_sizes = _export_peak(tmp_path, "small", 20, 1_000, monkeypatch)  # 20,000 samples
+    big, big_sizes = _export_peak(tmp_path, "big", 160, 1_000, monkeypatch)  # 160,000 samples
     # every table the writers got holds at most a chunk, and 8x the samples made 8x the tables
     assert max(small_sizes + big_sizes) <= 2_000 and len(big_sizes) >= 8 * len(small_sizes) - 1
     # the Python memory of the export does not grow with the campaign's telemetry: 8x the rows
@@ -178,6 +229,7 @@ def test_a_sample_value_that_is_text_is_a_store_error_naming_the_run(tmp_path):
 
 def test_ranges_cover_every_sample_once_and_two_processes_read_what_one_reads(tmp_path):
     import pyarrow as pa
+
     with _store(tmp_path / "c" / "store.sqlite", random.Random(3), 25):
         pass
     with Store(tmp_path / "c" / "store.sqlite", readonly=True) as st:
@@ -185,12 +237,16 @@ def test_ranges_cover_every_sample_once_and_two_processes_read_what_one_reads(tm
         ids = sorted(r.run_id for r in PLAN)
         # consecutive, from the first run id to the end, each of at most 60 rows (25 per run: 2 runs)
         assert ranges[0][0] == ids[0] and ranges[-1][1] is None
-        assert all(a[1] == b[0] for a, b in zip(ranges, ranges[1:])) and len(ranges) == math.ceil(len(ids) / 2)
+        assert all(a[1] == b[0] for a, b in zip(ranges, ranges[1:])) and len(ranges) == math.ceil(
+            len(ids) / 2
+        )
         one = list(st.sample_tables(60))
         two = list(st.sample_tables(60, workers=2))
         more = list(st.sample_tables(60, workers=2, share=0.6))
         assert len(two) == len(more) == len(one) == len(ranges) >= 4
-        assert pa.concat_tables(two).equals(pa.concat_tables(one)) and pa.concat_tables(more).equals(pa.concat_tables(one))
+        assert pa.concat_tables(two).equals(pa.concat_tables(one)) and pa.concat_tables(more).equals(
+            pa.concat_tables(one)
+        )
         with pytest.raises(StoreError, match="share must be between 0 and 1"):
             list(st.sample_tables(60, workers=2, share=1.0))
         whole = pa.concat_tables(one).to_pandas()
@@ -205,13 +261,15 @@ def test_ranges_cover_every_sample_once_and_two_processes_read_what_one_reads(tm
 def test_the_second_process_failing_is_a_store_error_naming_the_run(tmp_path):
     with _store(tmp_path / "c" / "store.sqlite", random.Random(4), 25, quoting=False) as st:
         ranges = st.sample_ranges(60)
-        theirs, mine = (next(k for k in range(len(ranges)) if worker_reads(k, 0.5) == w) for w in (True, False))
+        theirs, mine = (
+            next(k for k in range(len(ranges)) if worker_reads(k, 0.5) == w) for w in (True, False)
+        )
         st._db.execute("UPDATE samples SET t = 'soon' WHERE run_id = ?", (ranges[theirs][0],))
         st._db.commit()
     with Store(tmp_path / "c" / "store.sqlite", readonly=True) as st:
         with pytest.raises(StoreError, match=f"second process failed.*telemetry of run {ranges[theirs][0]}"):
             list(st.sample_tables(60, workers=2))
-    with Store(tmp_path / "c" / "store.sqlite") as st:   # and one this process reads
+    with Store(tmp_path / "c" / "store.sqlite") as st:  # and one this process reads
         st._db.execute("UPDATE samples SET t = 1.0 WHERE run_id = ?", (ranges[theirs][0],))
         st._db.execute("UPDATE samples SET value = 'soon' WHERE run_id = ?", (ranges[mine][0],))
         st._db.commit()

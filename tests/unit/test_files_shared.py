@@ -6,6 +6,7 @@ directory; the bundle's ``store.sqlite`` and ``results.parquet`` were 0644 membe
 ``umask 000`` the first campaign made its data dir 0777 and the next one was refused; a data dir
 whose path holds ``?`` or ``#`` was read as an SQLite URI (a stray empty file, then a traceback).
 """
+
 from __future__ import annotations
 
 import os
@@ -29,8 +30,6 @@ def mode(path: Path) -> int:
     return stat.S_IMODE(os.lstat(path).st_mode)
 
 
-
-
 def test_export_and_report_refuse_a_directory_link_planted_by_another_user(capsys):
     """Another user (uid 4244) plants ``shared/out`` -> a private directory of root's, in a sticky
     1777 directory like /tmp. ``labkit export --out shared/out`` and ``labkit report -o
@@ -39,7 +38,8 @@ def test_export_and_report_refuse_a_directory_link_planted_by_another_user(capsy
     if os.geteuid() != 0 or not shutil.which("setpriv"):
         pytest.skip("needs root and setpriv to act as another user")
     from tests.support.other_users import planted_dir_link
-    base = Path(tempfile.mkdtemp(prefix="labkit-test-files-"))   # /tmp: the other user can reach it
+
+    base = Path(tempfile.mkdtemp(prefix="labkit-test-files-"))  # /tmp: the other user can reach it
     try:
         data = base / "data"
         make_store(data)
@@ -83,10 +83,17 @@ def test_under_umask_000_campaigns_keep_private_dirs_and_run_again(tmp_path):
     data = tmp_path / "data"
 
     def run(cid):
-        st = Campaign(d, workload="command", workload_params={"argv": ["sh", "-c", "echo 1"]},
-                      campaign_id=cid, data_dir=data, progress=False).run()
+        st = Campaign(
+            d,
+            workload="command",
+            workload_params={"argv": ["sh", "-c", "echo 1"]},
+            campaign_id=cid,
+            data_dir=data,
+            progress=False,
+        ).run()
         with st:
             return len(st.runs())
+
     old = os.umask(0)
     try:
         counts = [run("t-umask-a"), run("t-umask-b"), run("t-umask-a")]
@@ -105,9 +112,14 @@ def test_a_data_dir_with_question_mark_and_hash_is_a_path(tmp_path, capsys):
     made an empty file ``we``, then a traceback: no such table)."""
     data = tmp_path / "we?ird#data%20dir"
     make_store(data)
-    st = Campaign(Design.from_dict({"factors": {"vcpus": [1, 2]}, "seed": 1}), workload="command",
-                  workload_params={"argv": ["sh", "-c", "echo 1"]}, campaign_id="t-uri", data_dir=data,
-                  progress=False).run()
+    st = Campaign(
+        Design.from_dict({"factors": {"vcpus": [1, 2]}, "seed": 1}),
+        workload="command",
+        workload_params={"argv": ["sh", "-c", "echo 1"]},
+        campaign_id="t-uri",
+        data_dir=data,
+        progress=False,
+    ).run()
     with st:
         assert len(st.runs()) == 2
     assert main(["status", CID, "--data-dir", str(data)]) == 0

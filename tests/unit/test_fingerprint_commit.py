@@ -1,5 +1,6 @@
 """The labkit commit a fingerprint records is the checkout's (found from the module's own place
 in the package, which moved into labkit/core/)."""
+
 import re
 from pathlib import Path
 
@@ -22,12 +23,13 @@ def test_a_campaigns_every_start_forks_nothing_for_the_fingerprint(monkeypatch):
     import subprocess
 
     from labkit.core import fingerprint
+
     fingerprint.labkit_commit.cache_clear()
     calls = []
     real = subprocess.run
     monkeypatch.setattr(subprocess, "run", lambda *a, **k: calls.append(a[0][0]) or real(*a, **k))
     fingerprint.host_fingerprint()
     forks = len(calls)
-    assert forks >= (2 if (ROOT / ".git").exists() else 0)   # git rev-parse, git status
+    assert forks >= (2 if (ROOT / ".git").exists() else 0)  # git rev-parse, git status
     fingerprint.host_fingerprint()
     assert len(calls) == forks

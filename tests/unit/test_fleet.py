@@ -1,4 +1,5 @@
 """Fleet execution with a fake backend: claims, blocks per host, host loss, resume (no daemons)."""
+
 import socket
 import threading
 import time
@@ -16,6 +17,7 @@ from tests.unit.test_reliability_campaign import FakeInstance as Inst
 
 class Fake(Backend):
     """Options: host (where it runs), fail_after (runs before every later run fails)."""
+
     name = "fake"
     OPTIONS = ("host", "port", "user", "key_filename", "fail_after", "base_url")
 
@@ -49,6 +51,7 @@ class Fake(Backend):
 
 class Nap(Workload):
     """Records which thread ran it; takes a short while so hosts overlap."""
+
     name = "nap"
     defaults = {"size": 1}
     threads: set = set()
@@ -85,8 +88,9 @@ DESIGN = {"factors": {"platform": ["local", "docker"], "vcpus": [1, 2]}, "replic
 
 
 def run(tmp_path, testbed=None, design=DESIGN, cid="t-fleet", max_runs=None, **kw):
-    return Campaign(design, workload=Nap(), testbed=testbed, campaign_id=cid, data_dir=tmp_path,
-                    progress=False, **kw).run(max_runs=max_runs)
+    return Campaign(
+        design, workload=Nap(), testbed=testbed, campaign_id=cid, data_dir=tmp_path, progress=False, **kw
+    ).run(max_runs=max_runs)
 
 
 def test_platform_factor_without_testbed_runs_interleaved_on_this_machine(tmp_path, fakes):
@@ -106,9 +110,12 @@ def test_platform_factor_without_testbed_runs_interleaved_on_this_machine(tmp_pa
     assert st.meta()["testbed"]["hosts"][0]["name"] == "local"
 
 
-TESTBED = {"platforms": {"kvm": {"backend": "libvirt", "uri": "qemu+ssh://{user}@{address}/system",
-                                 "password": "hunter2"}},
-           "hosts": [{"name": f"h{i}", "platforms": ["local", "docker"]} for i in range(3)]}
+TESTBED = {
+    "platforms": {
+        "kvm": {"backend": "libvirt", "uri": "qemu+ssh://{user}@{address}/system", "password": "hunter2"}
+    },
+    "hosts": [{"name": f"h{i}", "platforms": ["local", "docker"]} for i in range(3)],
+}
 
 
 def test_blocks_run_on_one_host_each_in_parallel(tmp_path, fakes):
@@ -118,9 +125,9 @@ def test_blocks_run_on_one_host_each_in_parallel(tmp_path, fakes):
     assert len(runs) == 16 and set(runs.status) == {"ok"}
     hosts = runs.metadata.map(lambda m: m["host"])
     by_block = {rep: set(hosts[runs.replicate == rep]) for rep in range(1, 5)}
-    assert all(len(v) == 1 for v in by_block.values())          # a block never spans hosts
+    assert all(len(v) == 1 for v in by_block.values())  # a block never spans hosts
     assert by_block[1] == {"h0"} and by_block[4] == {"h0"} and by_block[2] == {"h1"}
-    assert len(Nap.threads) == 3                               # one worker thread per host
+    assert len(Nap.threads) == 3  # one worker thread per host
     assert st.meta()["fleet_assignment"]["c0000r002"] == "h1"
     # secrets of declared platforms are redacted in the stored testbed
     assert st.meta()["testbed"]["platforms"]["kvm"]["options"]["password"] == "<redacted>"
@@ -151,15 +158,21 @@ def test_resume_with_another_testbed_is_refused(tmp_path, fakes):
 def test_blocks_of_a_lost_host_move_and_fail_block_reruns_them(tmp_path, fakes):
     design = {"factors": {"vcpus": [1, 2]}, "replications": 4, "seed": 3}
     for mode in ("move", "fail-block"):
-        tb = {"platforms": {"flaky": {"backend": "ssh", "fail_after": 1}},
-              "hosts": [{"name": "a", "platforms": ["local"]},
-                        {"name": "b", "address": "127.0.0.1", "port": closed_port(), "platforms": ["local"]}],
-              "on_host_loss": mode}
+        tb = {
+            "platforms": {"flaky": {"backend": "ssh", "fail_after": 1}},
+            "hosts": [
+                {"name": "a", "platforms": ["local"]},
+                {"name": "b", "address": "127.0.0.1", "port": closed_port(), "platforms": ["local"]},
+            ],
+            "on_host_loss": mode,
+        }
         # b is remote but offers "local"? not allowed: give it the flaky ssh platform instead
         with pytest.raises(ConfigError, match="local backend"):
             run(tmp_path, tb, design, cid=f"t-{mode}", backend="local")
-        tb["hosts"] = [{"name": "a", "platforms": ["flaky"]},
-                       {"name": "b", "address": "127.0.0.1", "port": closed_port(), "platforms": ["flaky"]}]
+        tb["hosts"] = [
+            {"name": "a", "platforms": ["flaky"]},
+            {"name": "b", "address": "127.0.0.1", "port": closed_port(), "platforms": ["flaky"]},
+        ]
         tb["platforms"]["flaky"] = {"backend": "ssh"}
         fakes.clear()
         st = _run_with_b_failing(tmp_path, tb, design, f"t-{mode}")
@@ -204,7 +217,7 @@ def test_stale_claims_of_a_killed_controller_run_again_once(tmp_path, fakes):
     # a controller killed mid-run leaves a claim; the next start releases it and runs it once
     with Store.for_campaign(tmp_path, "t-claim") as w:
         assert w.claim(["c0003r004"], "h0", "dead:1:x", 30) == "c0003r004"
-        assert w.claim(["c0003r004"], "h1", "other", 30) is None     # a live lease is exclusive
+        assert w.claim(["c0003r004"], "h1", "other", 30) is None  # a live lease is exclusive
     st = run(tmp_path, TESTBED, cid="t-claim")
     runs = st.runs()
     assert len(runs) == 16 and runs.run_id.is_unique and st.claims() == []
@@ -212,7 +225,7 @@ def test_stale_claims_of_a_killed_controller_run_again_once(tmp_path, fakes):
 
 class Slow(Nap):
     name = "slow"
-    started = None   # a threading.Event set when the first run starts measuring
+    started = None  # a threading.Event set when the first run starts measuring
 
     def run(self, instance, params):
         if Slow.started is not None:
@@ -223,11 +236,13 @@ class Slow(Nap):
 
 def test_interrupt_stops_workers_releases_claims_and_resume_completes(tmp_path, fakes):
     import signal
+
     main = threading.get_ident()
     Slow.started = threading.Event()
 
-    def interrupt_once_running():   # once a run is stored, whatever the machine's load
+    def interrupt_once_running():  # once a run is stored, whatever the machine's load
         import sqlite3
+
         if not Slow.started.wait(120):
             return
         db, deadline = tmp_path / "t-int" / "store.sqlite", time.monotonic() + 120
@@ -240,22 +255,26 @@ def test_interrupt_stops_workers_releases_claims_and_resume_completes(tmp_path, 
                 pass
             time.sleep(0.05)
         signal.pthread_kill(main, signal.SIGINT)
+
     threading.Thread(target=interrupt_once_running, daemon=True).start()
     with pytest.raises(KeyboardInterrupt):
-        Campaign(DESIGN, workload=Slow(), testbed=TESTBED, campaign_id="t-int", data_dir=tmp_path,
-                 progress=False).run()
+        Campaign(
+            DESIGN, workload=Slow(), testbed=TESTBED, campaign_id="t-int", data_dir=tmp_path, progress=False
+        ).run()
     with Store.for_campaign(tmp_path, "t-int", readonly=True) as st:
         assert st.claims() == [] and 0 < len(st.runs()) < 16
     destroyed = [n for bes in fakes.values() for be in bes for n in be.destroyed]
     assert len(destroyed) == len(set(destroyed))
     Slow.started = None
-    st = Campaign(DESIGN, workload=Slow(), testbed=TESTBED, campaign_id="t-int", data_dir=tmp_path,
-                  progress=False).run()
+    st = Campaign(
+        DESIGN, workload=Slow(), testbed=TESTBED, campaign_id="t-int", data_dir=tmp_path, progress=False
+    ).run()
     assert len(st.runs()) == 16 and st.runs().run_id.is_unique
 
 
 def test_clean_and_status_of_a_testbed_campaign(tmp_path, fakes, capsys):
     from labkit.cli import main
+
     run(tmp_path, TESTBED, cid="t-cli")
     fakes.clear()
     assert main(["clean", "t-cli", "--data-dir", str(tmp_path)]) == 0
@@ -266,8 +285,11 @@ def test_clean_and_status_of_a_testbed_campaign(tmp_path, fakes, capsys):
     assert main(["status", "t-cli", "--data-dir", str(tmp_path)]) == 0
     out = capsys.readouterr().out
     assert "16 of 16 runs stored" in out
-    assert [ln.split()[:3] for ln in out.splitlines() if ln.split()[:1] in (["h0"], ["h1"], ["h2"])] == \
-        [["h0", "8", "8"], ["h1", "4", "4"], ["h2", "4", "4"]]
+    assert [ln.split()[:3] for ln in out.splitlines() if ln.split()[:1] in (["h0"], ["h1"], ["h2"])] == [
+        ["h0", "8", "8"],
+        ["h1", "4", "4"],
+        ["h2", "4", "4"],
+    ]
 
 
 def test_clean_testbed_drops_redacted_host_keys_or_uses_the_given_testbed(monkeypatch, tmp_path):
@@ -276,6 +298,7 @@ def test_clean_testbed_drops_redacted_host_keys_or_uses_the_given_testbed(monkey
     import labkit.run.clean as fleet
     from labkit.core.redact import REDACTED
     from labkit.run.platforms import BackendPool
+
     seen = []
 
     class Cleaner:
@@ -285,8 +308,9 @@ def test_clean_testbed_drops_redacted_host_keys_or_uses_the_given_testbed(monkey
         def close(self):
             pass
 
-    monkeypatch.setattr(fleet, "BackendPool",
-                        lambda: BackendPool(opener=lambda p, opts: seen.append(opts) or Cleaner()))
+    monkeypatch.setattr(
+        fleet, "BackendPool", lambda: BackendPool(opener=lambda p, opts: seen.append(opts) or Cleaner())
+    )
     host = {"name": "h1", "address": "10.231.0.11", "port": 22, "user": "root", "platforms": ["ssh"]}
     meta = {"backend": "ssh", "testbed": {"hosts": [{**host, "key": REDACTED}], "platforms": {}}}
     assert fleet.clean_testbed(meta, "labkit-c1--") == {"h1/ssh": ["labkit-c1--0"]}

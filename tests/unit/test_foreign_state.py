@@ -8,6 +8,7 @@ root's labkit reads: its registry (``~/.cache/labkit/campaigns`` and
 Root's side runs in a child process with a deadline (:func:`_as_root`), without ``LABKIT_RUN_DIR``
 (as ``labkit run`` does), so a regression that blocks on a FIFO fails here instead of hanging.
 """
+
 import json
 import os
 import shutil
@@ -38,8 +39,11 @@ def other():
     try:
         yield user
     finally:
-        for d in (user.home / ".cache" / "labkit", user.home / ".local" / "state" / "labkit",
-                  user.home / "data"):
+        for d in (
+            user.home / ".cache" / "labkit",
+            user.home / ".local" / "state" / "labkit",
+            user.home / "data",
+        ):
             shutil.rmtree(d, ignore_errors=True)
         if made_runtime:
             shutil.rmtree(runtime, ignore_errors=True)
@@ -57,17 +61,25 @@ def _as_root(code: str) -> str:
     fails, naming the hang, if it does not finish within :data:`DEADLINE_S`."""
     env = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "PYTHONPATH": str(ROOT), "HOME": "/root"}
     try:
-        res = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True,
-                             env=env, cwd="/", timeout=DEADLINE_S)
+        res = subprocess.run(
+            [sys.executable, "-c", textwrap.dedent(code)],
+            capture_output=True,
+            text=True,
+            env=env,
+            cwd="/",
+            timeout=DEADLINE_S,
+        )
     except subprocess.TimeoutExpired:
-        pytest.fail(f"root's read of another user's state did not finish within {DEADLINE_S} s (blocked on a FIFO?)")
+        pytest.fail(
+            f"root's read of another user's state did not finish within {DEADLINE_S} s (blocked on a FIFO?)"
+        )
     assert res.returncode == 0, res.stderr[-3000:]
     return res.stdout
 
 
 def _registry(user: User, where: str) -> Path:
     runtime = Path(f"/run/user/{user.uid}")
-    if where == "runtime" and not runtime.exists():   # as pam_systemd makes it: the user's, 0700
+    if where == "runtime" and not runtime.exists():  # as pam_systemd makes it: the user's, 0700
         runtime.mkdir(mode=0o700, parents=True)
         os.chown(runtime, user.uid, user.gid)
     return (runtime if where == "runtime" else user.home / ".cache") / "labkit" / "campaigns"
@@ -126,7 +138,9 @@ def test_a_fifo_planted_as_a_campaign_lock_in_another_users_data_dir_does_not_ha
     """Finding 2: ``labkit clean`` asks whether each known data dir's ``<id>/campaign.lock`` is held;
     a FIFO there blocked root's ``open``. Now it is not a lock: not held."""
     lock = other.home / "data" / "c1" / "campaign.lock"
-    _plant(other, "import os, sys; os.makedirs(os.path.dirname(sys.argv[1])); os.mkfifo(sys.argv[1])", str(lock))
+    _plant(
+        other, "import os, sys; os.makedirs(os.path.dirname(sys.argv[1])); os.mkfifo(sys.argv[1])", str(lock)
+    )
     out = _as_root(f"""
         from labkit.core.lock import is_locked, lock_state
         print(is_locked({str(lock)!r}), lock_state({str(lock)!r}))
@@ -155,8 +169,12 @@ def _record(user: User) -> Path:
 def _user_dirs(user: User, count: int, base: str = "data") -> list[str]:
     """``count`` data dirs of ``user`` (made by it, oldest first)."""
     root = user.home / base
-    _plant(user, "import os, sys\nfor i in range(int(sys.argv[2])): os.makedirs(f'{sys.argv[1]}/d{i:05}')",
-           str(root), str(count))
+    _plant(
+        user,
+        "import os, sys\nfor i in range(int(sys.argv[2])): os.makedirs(f'{sys.argv[1]}/d{i:05}')",
+        str(root),
+        str(count),
+    )
     return [str(root / f"d{i:05}") for i in range(count)]
 
 
@@ -188,13 +206,15 @@ def test_records_naming_others_or_system_dirs_are_not_hidden_by_roots_instances(
     _plant(other, MAKE_RECORD, str(_record(other)), "record", system, str(roots), str(link), mine)
     cid = _cid()
     _plant(other, MAKE_ENTRIES, str(_registry(other, "home")), f"{cid}.json|entry|{system}|0")
-    out = json.loads(_as_root(f"""
+    out = json.loads(
+        _as_root(f"""
         import json
         from labkit.backends.local import LocalBackend
         from labkit.core import registry
         (entry,) = [e for e in registry.entries() if e.campaign_id == {cid!r}]
         print(json.dumps({{"hidden": LocalBackend().hidden_dirs(), "entry": entry.data_dir}}))
-    """))
+    """)
+    )
     hidden = out["hidden"]
     assert mine in hidden and out["entry"] is None
     assert not {system, str(roots), "/etc/ssl", "/usr/lib"} & set(hidden)
@@ -222,23 +242,39 @@ def test_an_instance_hides_a_bounded_set_however_many_data_dirs_another_user_rec
     _plant(other, MAKE_RECORD, str(_record(other)), "record", *dirs)
     cid = _cid()
     env = {"PATH": "/usr/bin:/bin", "HOME": str(other.home)}
-    holder = subprocess.Popen(["setpriv", f"--reuid={other.uid}", f"--regid={other.gid}", "--init-groups",
-                               "python3", "-c", textwrap.dedent(HOLD_CAMPAIGN),
-                               str(_registry(other, "home")), cid, dirs[0]],
-                              stdout=subprocess.PIPE, text=True, env=env, cwd="/")
+    holder = subprocess.Popen(
+        [
+            "setpriv",
+            f"--reuid={other.uid}",
+            f"--regid={other.gid}",
+            "--init-groups",
+            "python3",
+            "-c",
+            textwrap.dedent(HOLD_CAMPAIGN),
+            str(_registry(other, "home")),
+            cid,
+            dirs[0],
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+        env=env,
+        cwd="/",
+    )
     try:
         assert holder.stdout.readline().strip() == "held"
-        out = json.loads(_as_root("""
+        out = json.loads(
+            _as_root("""
             import json
             from labkit.backends import local
             print(json.dumps(local.LocalBackend().hidden_dirs()))
-        """))
+        """)
+        )
     finally:
         holder.kill()
         holder.wait()
     hidden = set(out)
-    assert dirs[0] in hidden and dirs[-1] in hidden   # the running campaign's, and the newest recorded
-    assert len(hidden & set(dirs)) <= 2 * HIDDEN_RECORDED + 1   # + the running one; was all 5,000
+    assert dirs[0] in hidden and dirs[-1] in hidden  # the running campaign's, and the newest recorded
+    assert len(hidden & set(dirs)) <= 2 * HIDDEN_RECORDED + 1  # + the running one; was all 5,000
 
 
 def test_a_name_bound_under_the_claims_prefix_that_is_no_campaign_id_is_not_a_claim(other):
@@ -258,16 +294,31 @@ def test_a_name_bound_under_the_claims_prefix_that_is_no_campaign_id_is_not_a_cl
         time.sleep(300)
     """
     env = {"PATH": "/usr/bin:/bin", "HOME": str(other.home)}
-    proc = subprocess.Popen(["setpriv", f"--reuid={other.uid}", f"--regid={other.gid}", "--init-groups",
-                             "python3", "-c", textwrap.dedent(code), *names], stdout=subprocess.PIPE, text=True,
-                            env=env, cwd="/")
+    proc = subprocess.Popen(
+        [
+            "setpriv",
+            f"--reuid={other.uid}",
+            f"--regid={other.gid}",
+            "--init-groups",
+            "python3",
+            "-c",
+            textwrap.dedent(code),
+            *names,
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+        env=env,
+        cwd="/",
+    )
     try:
         assert proc.stdout.readline().strip() == "bound"
-        out = json.loads(_as_root("""
+        out = json.loads(
+            _as_root("""
             import json
             from labkit.core import id_sockets as claims
             print(json.dumps(sorted(claims.bound())))
-        """))
+        """)
+        )
     finally:
         proc.kill()
         proc.wait()

@@ -9,6 +9,7 @@
   main effects are each aliased with three two-factor interactions, e.g.
   A + BD + CE + FG; a full fold-over makes it resolution IV (sec. 8.6).
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -28,9 +29,23 @@ from labkit.errors import ConfigError
 from labkit.stats import factorial_effects
 
 # Table 8.14 resolutions, as printed
-TABLE_8_14_RESOLUTION = {(3, 1): 3, (4, 1): 4, (5, 1): 5, (5, 2): 3, (6, 1): 6, (6, 2): 4,
-                         (6, 3): 3, (7, 1): 7, (7, 2): 4, (7, 3): 4, (7, 4): 3, (8, 2): 5,
-                         (8, 3): 4, (8, 4): 4, (8, 1): 8}
+TABLE_8_14_RESOLUTION = {
+    (3, 1): 3,
+    (4, 1): 4,
+    (5, 1): 5,
+    (5, 2): 3,
+    (6, 1): 6,
+    (6, 2): 4,
+    (6, 3): 3,
+    (7, 1): 7,
+    (7, 2): 4,
+    (7, 3): 4,
+    (7, 4): 3,
+    (8, 2): 5,
+    (8, 3): 4,
+    (8, 4): 4,
+    (8, 1): 8,
+}
 
 
 def filtration():
@@ -42,8 +57,7 @@ def filtration():
 def test_example_8_1_design_and_relation():
     d = fractional_design(4, ["D=ABC"])
     assert d.attrs["defining_relation"] == ["ABCD"] and d.attrs["resolution"] == 4
-    runs = ["".join(c.lower() for c in "ABCD" if row[c] == 1) or "(1)"
-            for _, row in d.iterrows()]
+    runs = ["".join(c.lower() for c in "ABCD" if row[c] == 1) or "(1)" for _, row in d.iterrows()]
     assert runs == ["(1)", "ad", "bd", "ab", "cd", "ac", "bc", "abcd"]
     al = aliases(4, ["D=ABC"]).set_index("term")
     assert al.loc["A", "aliases"] == "A + BCD"
@@ -52,10 +66,18 @@ def test_example_8_1_design_and_relation():
 
 
 def test_example_8_1_effects_reported_with_aliases():
-    t = fractional_effects(filtration(), ["D=ABC"], factors=list("ABCD"),
-                           response="rate").set_index("aliases")
-    published = {"A": 19.00, "B": 1.50, "C": 14.00, "A:B + C:D": -1.00,
-                 "A:C + B:D": -18.50, "A:D + B:C": 19.00, "D": 16.50}
+    t = fractional_effects(filtration(), ["D=ABC"], factors=list("ABCD"), response="rate").set_index(
+        "aliases"
+    )
+    published = {
+        "A": 19.00,
+        "B": 1.50,
+        "C": 14.00,
+        "A:B + C:D": -1.00,
+        "A:C + B:D": -18.50,
+        "A:D + B:C": 19.00,
+        "D": 16.50,
+    }
     assert set(t.index) == set(published)
     for chain, effect in published.items():
         assert t.loc[chain, "effect"] == pytest.approx(effect)

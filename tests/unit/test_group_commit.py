@@ -1,6 +1,7 @@
 """Group commit (issue 45): runs that end close together are stored in one transaction, each reported
 done only after its commit; the queue is written on exit; a writer killed with SIGKILL loses only runs
 it never reported, which a resume runs again, and nothing is stored twice."""
+
 from __future__ import annotations
 
 import os
@@ -24,7 +25,7 @@ from labkit.workloads import Measurement, Workload
 from tests.unit.test_reliability_campaign import FakeBackend
 
 ROOT = Path(__file__).resolve().parents[2]
-SAMPLES = [(float(t), f"m{j}", float(t * j)) for t in range(5) for j in range(4)]   # 20 rows a run
+SAMPLES = [(float(t), f"m{j}", float(t * j)) for t in range(5) for j in range(4)]  # 20 rows a run
 
 
 def _plan(n: int):
@@ -33,9 +34,14 @@ def _plan(n: int):
 
 
 def _result(run):
-    return dict(status="ok", started="2026-01-01T00:00:00+00:00", duration_s=1.0,
-                measurements=[Measurement("wall_time_s", 1.0 + run.order, "s")], metadata={"host": "h"},
-                samples=SAMPLES)
+    return dict(
+        status="ok",
+        started="2026-01-01T00:00:00+00:00",
+        duration_s=1.0,
+        measurements=[Measurement("wall_time_s", 1.0 + run.order, "s")],
+        metadata={"host": "h"},
+        samples=SAMPLES,
+    )
 
 
 def _committed(path: Path) -> set[str]:
@@ -63,8 +69,9 @@ def test_runs_wait_in_the_queue_and_are_written_together_on_exit(tmp_path):
 def test_a_full_queue_is_written_at_once_and_each_run_is_reported_after_its_commit(tmp_path):
     st = Store.for_campaign(tmp_path, "g")
     seen: list[tuple[str, bool]] = []
-    gc = GroupCommit(st, max_runs=3, max_wait_s=60,
-                     on_done=lambda rid: seen.append((rid, rid in _committed(st.path))))
+    gc = GroupCommit(
+        st, max_runs=3, max_wait_s=60, on_done=lambda rid: seen.append((rid, rid in _committed(st.path)))
+    )
     runs = _plan(7)
     for r in runs:
         gc.add(r, **_result(r))
@@ -87,9 +94,9 @@ def test_the_oldest_run_waits_at_most_max_wait_s(tmp_path):
 def test_owner_check_duplicates_and_invalid_rows(tmp_path):
     st = Store.for_campaign(tmp_path, "g")
     a, b, c, d = _plan(4)
-    st.record_run(c, **_result(c))                                # stored already
+    st.record_run(c, **_result(c))  # stored already
     assert [st.claim([r.run_id], "h", "me", 60) for r in (a, b, c)] == [a.run_id, b.run_id, None]
-    assert st.claim([d.run_id], "h", "other", 60) == d.run_id      # another controller's claim
+    assert st.claim([d.run_id], "h", "other", 60) == d.run_id  # another controller's claim
     done: list[str] = []
     gc = GroupCommit(st, max_runs=64, max_wait_s=60, owner="me", on_done=done.append)
     with pytest.raises(StoreError, match="sample row 0"):
@@ -109,7 +116,7 @@ def test_owner_check_duplicates_and_invalid_rows(tmp_path):
     with pytest.raises(StoreError, match=f"run {a.run_id} could not be stored"):
         gc2.flush()
     assert st.completed() >= {e.run_id, f.run_id}
-    assert len(st.samples(a.run_id)) == len(SAMPLES)   # not twice
+    assert len(st.samples(a.run_id)) == len(SAMPLES)  # not twice
     with pytest.raises(StoreError, match="max_runs"):
         GroupCommit(st, max_runs=0)
 
@@ -124,10 +131,17 @@ class Once(Workload):
 def test_a_campaign_flushes_its_queue_when_it_ends(tmp_path, monkeypatch):
     """With batches that never fill nor time out, only the engine's flush on exit stores the runs."""
     from labkit.store import group
+
     monkeypatch.setattr(group, "GROUP_RUNS", 10_000)
     monkeypatch.setattr(group, "GROUP_WAIT_S", 60.0)
-    st = Campaign({"factors": {"vcpus": [1, 2]}, "replications": 3, "seed": 1}, backend=FakeBackend(),
-                  workload=Once(), campaign_id="t-gc", data_dir=tmp_path, progress=False).run()
+    st = Campaign(
+        {"factors": {"vcpus": [1, 2]}, "replications": 3, "seed": 1},
+        backend=FakeBackend(),
+        workload=Once(),
+        campaign_id="t-gc",
+        data_dir=tmp_path,
+        progress=False,
+    ).run()
     runs = st.runs()
     assert len(runs) == 6 and runs.run_id.is_unique and st.claims() == []
 
@@ -159,10 +173,15 @@ CHILD = textwrap.dedent("""
 
 
 def test_sigkill_mid_campaign_loses_only_unreported_runs_and_resume_stores_each_once(tmp_path):
-    reps = 60   # 120 runs
-    proc = subprocess.Popen([sys.executable, "-c", CHILD, str(tmp_path), str(reps), str(ROOT)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
-                            env={**os.environ, "LABKIT_RUN_OUTPUT": "all"})
+    reps = 60  # 120 runs
+    proc = subprocess.Popen(
+        [sys.executable, "-c", CHILD, str(tmp_path), str(reps), str(ROOT)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+        env={**os.environ, "LABKIT_RUN_OUTPUT": "all"},
+    )
     assert proc.stdout is not None
     reported: list[str] = []
     try:
@@ -179,20 +198,27 @@ def test_sigkill_mid_campaign_loses_only_unreported_runs_and_resume_stores_each_
     db = tmp_path / "t-kill" / "store.sqlite"
     with Store(db, readonly=True) as st:
         stored = st.completed()
-        assert set(reported) <= stored   # every run reported done was committed
+        assert set(reported) <= stored  # every run reported done was committed
         assert 0 < len(stored) < 2 * reps
     # resume in a new controller: the killed one's claims are released, its queued runs run again
-    resumed = subprocess.run([sys.executable, "-c", CHILD, str(tmp_path), str(reps), str(ROOT)],
-                             capture_output=True, text=True, cwd=ROOT, timeout=600)
+    resumed = subprocess.run(
+        [sys.executable, "-c", CHILD, str(tmp_path), str(reps), str(ROOT)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=600,
+    )
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     again = resumed.stdout.split()
-    assert not set(again) & stored            # nothing stored before ran twice
-    assert set(again) | stored == {r.run_id for r in Design.from_dict(
-        {"factors": {"vcpus": [1, 2]}, "replications": reps, "seed": 2}).plan()}
+    assert not set(again) & stored  # nothing stored before ran twice
+    assert set(again) | stored == {
+        r.run_id
+        for r in Design.from_dict({"factors": {"vcpus": [1, 2]}, "replications": reps, "seed": 2}).plan()
+    }
     with Store(db, readonly=True) as st:
         runs, tidy = st.runs(), st.tidy()
         assert len(runs) == 2 * reps and runs.run_id.is_unique and st.claims() == []
-        assert tidy.groupby("run_id").size().eq(1).all()   # one measurement per run: none twice
+        assert tidy.groupby("run_id").size().eq(1).all()  # one measurement per run: none twice
         assert st.attempts().empty
 
 

@@ -1,6 +1,7 @@
 """Image building without daemons: apt mirror discovery, cache keys and the caches
 themselves (a second build does no work), LXD metadata, and the pure parts of the
 docker/lxd backends' mapping of an InstanceSpec."""
+
 from __future__ import annotations
 
 import io
@@ -60,17 +61,18 @@ def test_deb822_picks_the_bookworm_suite_not_security(tmp_path):
 def test_one_line_format_with_options_and_comments(tmp_path):
     path = _write(tmp_path, "sources.list", ONE_LINE)
     sources = rf.apt_sources(patterns=(path,))
-    assert [s.uri for s in sources] == ["http://other.example/debian-security",
-                                        "http://one.example/debian"]
+    assert [s.uri for s in sources] == ["http://other.example/debian-security", "http://one.example/debian"]
     assert sources[0].signed_by == "/k.gpg"
     assert rf.debian_mirror("bookworm", patterns=(path,)).uri == "http://one.example/debian"
 
 
 def test_deb822_disabled_stanza_and_deb_src_are_ignored(tmp_path):
-    text = ("Types: deb\nURIs: http://off.example/debian\nSuites: bookworm\nComponents: main\n"
-            "Enabled: no\n\nTypes: deb-src\nURIs: http://src.example/debian\nSuites: bookworm\n"
-            "Components: main\n\nTypes: deb deb-src\nURIs: http://on.example/debian\n"
-            "Suites: bookworm\nComponents: main\n")
+    text = (
+        "Types: deb\nURIs: http://off.example/debian\nSuites: bookworm\nComponents: main\n"
+        "Enabled: no\n\nTypes: deb-src\nURIs: http://src.example/debian\nSuites: bookworm\n"
+        "Components: main\n\nTypes: deb deb-src\nURIs: http://on.example/debian\n"
+        "Suites: bookworm\nComponents: main\n"
+    )
     path = _write(tmp_path, "x.sources", text)
     assert rf.debian_mirror("bookworm", patterns=(path,)).uri == "http://on.example/debian"
 
@@ -111,8 +113,7 @@ def test_inputs_hash_is_stable_and_sensitive():
     assert a == rf.inputs_hash(rf.inputs())
     assert a != rf.inputs_hash(rf.inputs(packages=rf.PACKAGES + ("htop",)))
     assert len(a) == 12
-    for tool in ("sysbench", "apache2", "apache2-utils", "stress-ng", "fio", "iperf3",
-                 "qemu-guest-agent"):
+    for tool in ("sysbench", "apache2", "apache2-utils", "stress-ng", "fio", "iperf3", "qemu-guest-agent"):
         assert tool in rf.PACKAGES
 
 
@@ -139,7 +140,7 @@ def fake_debootstrap(tmp_path, monkeypatch):
     real_run = rf.run_host
 
     def run(cmd, what, **kw):
-        if cmd[0] == "dpkg":   # the architecture (an input of the hash) is read for real
+        if cmd[0] == "dpkg":  # the architecture (an input of the hash) is read for real
             return real_run(cmd, what=what, **kw)
         calls.append(cmd)
         assert cmd[0] == "debootstrap" and cmd[-1] == "http://mirror.example/debian"
@@ -147,6 +148,7 @@ def fake_debootstrap(tmp_path, monkeypatch):
         (root / "var/lib/dpkg").mkdir(parents=True)
         (root / "var/lib/dpkg/status").write_text("Package: base-files\n")
         (root / "etc").mkdir()
+
     monkeypatch.setattr(rf, "run_host", run)
     return calls
 
@@ -178,6 +180,7 @@ def test_rootfs_build_is_cached_on_its_inputs(fake_debootstrap, caplog):
 
 def test_vm_image_build_is_cached_on_its_inputs(tmp_path, monkeypatch):
     from labkit.images import vm
+
     for tool in ("mkfs.ext4", "qemu-img"):
         if not vm.shutil.which(tool):
             pytest.skip(f"{tool} not installed")
@@ -188,8 +191,15 @@ def test_vm_image_build_is_cached_on_its_inputs(tmp_path, monkeypatch):
     boot.mkdir()
     (boot / "vmlinuz-9.9.9-cloud-amd64").write_bytes(b"kernel")
     (boot / "initrd.img-9.9.9-cloud-amd64").write_bytes(b"initrd")
-    monkeypatch.setattr(vm, "host_kernel", lambda: ("9.9.9-cloud-amd64", boot / "vmlinuz-9.9.9-cloud-amd64",
-                                                    boot / "initrd.img-9.9.9-cloud-amd64"))
+    monkeypatch.setattr(
+        vm,
+        "host_kernel",
+        lambda: (
+            "9.9.9-cloud-amd64",
+            boot / "vmlinuz-9.9.9-cloud-amd64",
+            boot / "initrd.img-9.9.9-cloud-amd64",
+        ),
+    )
     monkeypatch.setattr(vm, "HEADROOM_MB", 8)
     root = tmp_path / "rootfs"
     (root / "var/lib/dpkg").mkdir(parents=True)
@@ -197,7 +207,9 @@ def test_vm_image_build_is_cached_on_its_inputs(tmp_path, monkeypatch):
     (root / "etc").mkdir()
     (root / "sbin").mkdir()
     real_run, steps = vm.run_host, []
-    monkeypatch.setattr(vm, "run_host", lambda cmd, what, **kw: steps.append(what) or real_run(cmd, what=what, **kw))
+    monkeypatch.setattr(
+        vm, "run_host", lambda cmd, what, **kw: steps.append(what) or real_run(cmd, what=what, **kw)
+    )
 
     out = vm.build_vm_image(root)
     assert any("mkfs.ext4" in s for s in steps) and any("qemu-img" in s for s in steps)
@@ -257,6 +269,7 @@ def test_lxd_metadata_is_deterministic_and_carries_the_hash():
 # --- backend mappings that need no daemon -------------------------------------------
 def test_lxd_cpu_set_never_reads_as_a_count():
     from labkit.backends.lxd import cpu_set
+
     assert cpu_set([1]) == "1-1"
     assert cpu_set([0, 1]) == "0,1"
     assert cpu_set([1, 0, 1]) == "0,1"  # overcommitted wrap-around
@@ -264,8 +277,10 @@ def test_lxd_cpu_set_never_reads_as_a_count():
 
 def test_lxd_instance_config_pinned_and_floating():
     from labkit.backends.lxd import instance_config
-    pinned, meta = instance_config(InstanceSpec(vcpus=2, memory_mb=256, affinity="pinned"),
-                                   [0, 1], host_cpus=2)
+
+    pinned, meta = instance_config(
+        InstanceSpec(vcpus=2, memory_mb=256, affinity="pinned"), [0, 1], host_cpus=2
+    )
     assert pinned["limits.cpu"] == "0,1" and "limits.cpu.allowance" not in pinned
     assert pinned["limits.memory"] == "256MiB" and pinned["limits.memory.enforce"] == "hard"
     floating, meta = instance_config(InstanceSpec(vcpus=3, memory_mb=128), None, host_cpus=2)
@@ -277,6 +292,7 @@ def test_lxd_instance_config_pinned_and_floating():
 def test_backend_options_are_validated():
     from labkit.backends.docker import DockerBackend
     from labkit.backends.lxd import LxdBackend
+
     with pytest.raises(ConfigError, match="allowed: image"):
         DockerBackend(imgae="x")
     with pytest.raises(ConfigError, match="allowed: image"):
@@ -287,6 +303,7 @@ def test_unreachable_daemons_say_which_socket_and_how_to_start(tmp_path):
     from labkit.backends.docker import DockerBackend
     from labkit.backends.lxd import LxdBackend
     from labkit.errors import BackendUnavailable
+
     sock = tmp_path / "nothing.sock"
     with pytest.raises(BackendUnavailable) as err:
         DockerBackend(base_url=f"unix://{sock}").check()
@@ -302,6 +319,7 @@ def test_missing_sdk_gives_the_pip_command(monkeypatch):
     from labkit.backends import docker as dmod
     from labkit.backends import lxd as lmod
     from labkit.errors import BackendUnavailable
+
     real = builtins.__import__
 
     def fake(name, *a, **k):
@@ -318,6 +336,7 @@ def test_missing_sdk_gives_the_pip_command(monkeypatch):
 
 def test_pinned_cpus_must_exist_on_the_host():
     from labkit.backends.base import check_cpus
+
     check_cpus(None, 2)
     check_cpus([0, 1, 0], 2)  # wrap-around of an overcommitted placement is fine
     with pytest.raises(ConfigError, match=r"\[5\] do not exist.*0-1"):
@@ -332,13 +351,17 @@ def test_stale_rootfs_trees_are_pruned_after_a_build(tmp_path, caplog):
     (tmp_path / "rootfs-bbbbbbbbbbbb").mkdir()
     (tmp_path / "rootfs-bbbbbbbbbbbb.stamp").write_text("{}")
     (tmp_path / "rootfs-cccccccccccc.tar").write_text("")  # tarballs are handled by rootfs_tarball
-    (tmp_path / "vm-bbbbbbbbbbbb").mkdir()                  # not ours
+    (tmp_path / "vm-bbbbbbbbbbbb").mkdir()  # not ours
     rf._prune_stale(keep)
     assert sorted(p.name for p in tmp_path.iterdir()) == [
-        "rootfs-aaaaaaaaaaaa", "rootfs-aaaaaaaaaaaa.stamp", "rootfs-cccccccccccc.tar",
-        "vm-bbbbbbbbbbbb"]
-    assert sorted(said(caplog)) == [f"removed stale {tmp_path / n}"
-                                    for n in ("rootfs-bbbbbbbbbbbb", "rootfs-bbbbbbbbbbbb.stamp")]
+        "rootfs-aaaaaaaaaaaa",
+        "rootfs-aaaaaaaaaaaa.stamp",
+        "rootfs-cccccccccccc.tar",
+        "vm-bbbbbbbbbbbb",
+    ]
+    assert sorted(said(caplog)) == [
+        f"removed stale {tmp_path / n}" for n in ("rootfs-bbbbbbbbbbbb", "rootfs-bbbbbbbbbbbb.stamp")
+    ]
 
 
 def test_variant_from_profile_packages_and_name():
@@ -346,7 +369,7 @@ def test_variant_from_profile_packages_and_name():
     mpi = rf.variant("mpi")
     assert mpi.name == "mpi" and mpi.extra == tuple(sorted(rf.PROFILES["mpi"]))
     assert set(mpi.packages) == set(rf.PACKAGES) | set(rf.PROFILES["mpi"])
-    assert rf.variant(packages="hpcc, openmpi-bin") .extra == mpi.extra
+    assert rf.variant(packages="hpcc, openmpi-bin").extra == mpi.extra
     custom = rf.variant(packages="mariadb-server,bonnie++")
     assert custom.name.startswith("x") and len(custom.name) == 9
     assert custom == rf.variant(packages=["bonnie++", "mariadb-server"])  # order does not matter
@@ -357,12 +380,15 @@ def test_variant_from_profile_packages_and_name():
     assert rf.inputs_hash(rf.inputs(mpi.packages)) != rf.inputs_hash(rf.inputs())
 
 
-@pytest.mark.parametrize("kw, msg", [
-    ({"profile": "nope"}, r"unknown profile 'nope'.*mpi"),
-    ({"packages": "hpcc,Bad;rm"}, r"'Bad;rm' is not a Debian package name"),
-    ({"packages": "hpcc", "name": "Has-Dash"}, r"'Has-Dash' must be 1-16 lower-case"),
-    ({"name": "lonely"}, r"no extra packages"),
-])
+@pytest.mark.parametrize(
+    "kw, msg",
+    [
+        ({"profile": "nope"}, r"unknown profile 'nope'.*mpi"),
+        ({"packages": "hpcc,Bad;rm"}, r"'Bad;rm' is not a Debian package name"),
+        ({"packages": "hpcc", "name": "Has-Dash"}, r"'Has-Dash' must be 1-16 lower-case"),
+        ({"name": "lonely"}, r"no extra packages"),
+    ],
+)
 def test_variant_validation(kw, msg):
     with pytest.raises(ConfigError, match=msg):
         rf.variant(kw.get("profile"), kw.get("packages"), kw.get("name"))
@@ -387,6 +413,7 @@ def test_variant_build_is_cached_beside_the_base_and_prunes_only_its_own(fake_de
 
 def test_variant_image_names():
     from labkit.images import docker_image, lxd_image, vm
+
     h = "c" * 12
     assert docker_image.image_names(h) == (f"labkit/debian:12-{h}", "labkit/debian:12")
     assert docker_image.image_names(h, "mpi") == (f"labkit/debian:12-mpi-{h}", "labkit/debian:12-mpi")
@@ -394,11 +421,17 @@ def test_variant_image_names():
     assert vm.pointer().name == "vm-current.json" and vm.pointer("mpi").name == "vm-mpi.json"
 
 
-@pytest.mark.parametrize("argv, line", [
-    (["labkit.images", "build", "--only", ""], "rootfs {} is up to date (inputs {}); nothing to do"),
-    (["labkit", "images", "build", "--only", "none"],
-     "INFO labkit.images: rootfs {} is up to date (inputs {}); nothing to do"),
-], ids=["python -m labkit.images", "labkit images build"])
+@pytest.mark.parametrize(
+    "argv, line",
+    [
+        (["labkit.images", "build", "--only", ""], "rootfs {} is up to date (inputs {}); nothing to do"),
+        (
+            ["labkit", "images", "build", "--only", "none"],
+            "INFO labkit.images: rootfs {} is up to date (inputs {}); nothing to do",
+        ),
+    ],
+    ids=["python -m labkit.images", "labkit images build"],
+)
 def test_command_line_builds_show_their_progress(tmp_path, argv, line):
     """``python -m labkit.images build`` and ``labkit images build`` set up logging so that the
     builders' progress lines (INFO on ``labkit.images``) reach the terminal: here a cached rootfs."""
@@ -409,7 +442,6 @@ def test_command_line_builds_show_their_progress(tmp_path, argv, line):
     path = tmp_path / rf.BASE.dirname(h)
     path.mkdir()
     rf._write_stamp(path, {"hash": h})
-    proc = subprocess.run([sys.executable, "-m", *argv], capture_output=True, text=True, env=env,
-                          timeout=120)
+    proc = subprocess.run([sys.executable, "-m", *argv], capture_output=True, text=True, env=env, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert line.format(path, h) in proc.stderr.splitlines()

@@ -1,5 +1,6 @@
 """labkit import (labkit.store.imports): real tools' outputs made here, recorded ones where the tool
 is absent (tests/unit/fixtures/README.md), hand-made variants for units and truncation."""
+
 from __future__ import annotations
 
 import http.server
@@ -21,16 +22,27 @@ from labkit.store.imports import ImportRefused, import_manifest
 FIX = Path(__file__).parent / "fixtures"
 
 
-def manifest(tmp_path: Path, workload: str, files: dict[str, str | list[str]], *, factor: str = "platform",
-             extra: dict | None = None) -> Path:
+def manifest(
+    tmp_path: Path,
+    workload: str,
+    files: dict[str, str | list[str]],
+    *,
+    factor: str = "platform",
+    extra: dict | None = None,
+) -> Path:
     """A manifest of one factor whose levels are ``files``' keys, each file the texts joined."""
     entries = []
     for level, texts in files.items():
         path = tmp_path / f"{level}.log"
         path.write_text("".join([texts] if isinstance(texts, str) else texts))
         entries.append({factor: level, "path": path.name})
-    doc = {"campaign": f"imp-{workload}", "workload": workload, "factors": {factor: list(files)},
-           "files": entries, **(extra or {})}
+    doc = {
+        "campaign": f"imp-{workload}",
+        "workload": workload,
+        "factors": {factor: list(files)},
+        "files": entries,
+        **(extra or {}),
+    }
     out = tmp_path / "manifest.yaml"
     out.write_text(yaml.safe_dump(doc))
     return out
@@ -83,10 +95,13 @@ def test_stream_reports_in_file_order_and_gb_per_s_read_as_mb_per_s(tmp_path):
     imported = meta["imported"]
     assert imported["parser"] == "stream" and imported["parser_version"]
     import hashlib
-    assert imported["files"][0]["sha256"] == hashlib.sha256((tmp_path / "native.log").read_bytes()).hexdigest()
+
+    assert (
+        imported["files"][0]["sha256"] == hashlib.sha256((tmp_path / "native.log").read_bytes()).hexdigest()
+    )
     assert [f["reports"] for f in imported["files"]] == [2, 1]
     assert meta["workload"]["response"] == "triad_mb_per_s"
-    assert (tmp_path / "data" / "imp-stream" / "results.csv").exists()   # exported as a run campaign is
+    assert (tmp_path / "data" / "imp-stream" / "results.csv").exists()  # exported as a run campaign is
 
 
 def test_stream_without_a_unit_header_is_refused(tmp_path):
@@ -107,7 +122,7 @@ def test_truncated_report_names_file_and_line_and_writes_nothing(tmp_path):
     text = (tmp_path / "docker.log").read_text().splitlines()
     line = [i for i, x in enumerate(text, 1) if x.startswith("labkit STREAM")][1]
     assert f"docker.log line {line}-{len(text)} (report 2 of 2)" in msg and "truncated" in msg
-    assert not data.exists() or list(data.iterdir()) == []     # nothing half-imported
+    assert not data.exists() or list(data.iterdir()) == []  # nothing half-imported
     assert main(["import", str(m), "--data-dir", str(data)]) == 2
 
 
@@ -131,7 +146,9 @@ def run(argv: list[str], **kw) -> str:
 
 def test_sysbench_cpu_and_memory_real_output(tmp_path):
     need("sysbench")
-    cpu = [run(["sysbench", "cpu", "--threads=1", "--time=1", "--cpu-max-prime=2000", "run"]) for _ in range(2)]
+    cpu = [
+        run(["sysbench", "cpu", "--threads=1", "--time=1", "--cpu-max-prime=2000", "run"]) for _ in range(2)
+    ]
     mem = run(["sysbench", "memory", "--threads=1", "--time=1", "--memory-total-size=64M", "run"])
     m = manifest(tmp_path, "sysbench", {"a": cpu, "b": cpu[0]}, factor="setup")
     t, meta = tidy(import_manifest(m, tmp_path / "data"))
@@ -146,14 +163,22 @@ def test_sysbench_cpu_and_memory_real_output(tmp_path):
 
 def test_fio_json_and_classic_text_real_output(tmp_path):
     need("fio")
-    common = ["fio", "--name=randread", "--rw=randread", "--size=4M", "--bs=4k", f"--filename={tmp_path}/f",
-              "--ioengine=psync"]
+    common = [
+        "fio",
+        "--name=randread",
+        "--rw=randread",
+        "--size=4M",
+        "--bs=4k",
+        f"--filename={tmp_path}/f",
+        "--ioengine=psync",
+    ]
     js = run([*common, "--output-format=json"])
     txt = run(common)
     m = manifest(tmp_path, "fio", {"json": js, "text": [txt, txt]}, factor="fmt")
     t, meta = tidy(import_manifest(m, tmp_path / "data"))
     import json
-    job = json.loads(js[js.index("{"):])["jobs"][0]["read"]
+
+    job = json.loads(js[js.index("{") :])["jobs"][0]["read"]
     got = values(t, "randread_iops")
     assert got[0] == pytest.approx(job["iops"])
     # text: IOPS=12.8k (k = 1000), BW in the unit fio printed
@@ -178,8 +203,11 @@ def _iperf3(args: list[str]) -> str:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    server = subprocess.Popen(["iperf3", "-s", "-1", "-B", "127.0.0.1", "-p", str(port)],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    server = subprocess.Popen(
+        ["iperf3", "-s", "-1", "-B", "127.0.0.1", "-p", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         # iperf3 3.12 with -J exits 0 on "connection refused" (the error is in its JSON), so the
         # client starts only once the server listens.
@@ -198,14 +226,15 @@ def _iperf3(args: list[str]) -> str:
 def test_iperf3_json_bits_and_text_bytes_real_output(tmp_path):
     need("iperf3")
     js = _iperf3(["-J"])
-    mbytes = _iperf3(["-f", "M"])           # rates in MBytes/sec: bytes, 1024-based
+    mbytes = _iperf3(["-f", "M"])  # rates in MBytes/sec: bytes, 1024-based
     m = manifest(tmp_path, "iperf3", {"json": js, "text": mbytes}, factor="fmt")
     t, _ = tidy(import_manifest(m, tmp_path / "data"))
     import json
+
     got = values(t, "tcp_mbit_per_s")
     assert got[0] == pytest.approx(json.loads(js)["end"]["sum_received"]["bits_per_second"] / 1e6)
     recv = float(re.search(r"([0-9.]+) MBytes/sec\s.*receiver", mbytes).group(1))
-    assert got[1] == pytest.approx(recv * 8 * 1048576 / 1e6)     # not recv (bytes read as bits)
+    assert got[1] == pytest.approx(recv * 8 * 1048576 / 1e6)  # not recv (bytes read as bits)
 
 
 def test_ab_real_output(tmp_path):
@@ -216,6 +245,7 @@ def test_ab_real_output(tmp_path):
     class Quiet(http.server.SimpleHTTPRequestHandler):
         def log_message(self, *a):
             pass
+
     handler = lambda *a, **k: Quiet(*a, directory=str(tmp_path / "www"), **k)  # noqa: E731
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
@@ -242,24 +272,37 @@ def test_hpcc_with_gups_npb_and_redis_recorded(tmp_path):
     t, _ = tidy(import_manifest(m, tmp_path / "data"))
     assert values(t, "mops_total") == pytest.approx([267.56] * 3)
     redis = (FIX / "redis" / "redis_benchmark_csv.txt").read_text()
-    m = manifest(tmp_path, "redis", {"a": redis, "b": redis.split('"test"')[0] + '"test"' + redis.split('"test"')[1]},
-                 factor="setup", extra={"campaign": "redis"})
+    m = manifest(
+        tmp_path,
+        "redis",
+        {"a": redis, "b": redis.split('"test"')[0] + '"test"' + redis.split('"test"')[1]},
+        factor="setup",
+        extra={"campaign": "redis"},
+    )
     t, meta = tidy(import_manifest(m, tmp_path / "data"))
-    assert values(t, "get_rps") == pytest.approx([55555.56, 60606.06, 55555.56])   # two reports in one file
+    assert values(t, "get_rps") == pytest.approx([55555.56, 60606.06, 55555.56])  # two reports in one file
     assert values(t, "get_max_latency_ms")[1] == pytest.approx(4.111)
     assert meta["workload"]["response"] == "ping_inline_rps"
     bad = redis.replace('"SET","54054.05","0.050","0.016","0.055"', '"SET","54054.05","0.050"')
     m = manifest(tmp_path, "redis", {"a": redis, "b": bad}, factor="setup", extra={"campaign": "redis2"})
-    with pytest.raises(ImportRefused, match=r"b.log line 6-10 \(report 2 of 2\): redis-benchmark CSV line 4: 6 field"):
+    with pytest.raises(
+        ImportRefused, match=r"b.log line 6-10 \(report 2 of 2\): redis-benchmark CSV line 4: 6 field"
+    ):
         import_manifest(m, tmp_path / "data")
 
 
 def test_csv_with_column_mapping_and_a_bad_cell(tmp_path):
     (tmp_path / "r.csv").write_text("Platform,Triad GB/s\nnative,12.5\ndocker,12.0\nnative,12.7\n")
-    doc = {"campaign": "csvimp", "workload": "csv", "factors": {"platform": ["native", "docker"]},
-           "columns": {"factors": {"platform": "Platform"},
-                       "metrics": {"triad_mb_per_s": {"column": "Triad GB/s", "unit": "MB/s", "scale": 1000}}},
-           "files": [{"path": "r.csv"}]}
+    doc = {
+        "campaign": "csvimp",
+        "workload": "csv",
+        "factors": {"platform": ["native", "docker"]},
+        "columns": {
+            "factors": {"platform": "Platform"},
+            "metrics": {"triad_mb_per_s": {"column": "Triad GB/s", "unit": "MB/s", "scale": 1000}},
+        },
+        "files": [{"path": "r.csv"}],
+    }
     (tmp_path / "m.yaml").write_text(yaml.safe_dump(doc))
     t, _ = tidy(import_manifest(tmp_path / "m.yaml", tmp_path / "data"))
     assert values(t, "triad_mb_per_s") == pytest.approx([12500, 12000, 12700])
@@ -281,9 +324,14 @@ def test_parsec_parsecmgmt_output_and_a_hooks_build_run_here(tmp_path):
     need("cc")
     mgmt = (FIX / "parsec" / "blackscholes_simsmall.txt").read_text()
     from tests.support import build_parsec_like
+
     binary = build_parsec_like(tmp_path / "parsec")
-    runs = [subprocess.run([str(binary), "-nt", str(n)], capture_output=True, text=True, check=True,
-                           timeout=120).stdout for n in (1, 2)]
+    runs = [
+        subprocess.run(
+            [str(binary), "-nt", str(n)], capture_output=True, text=True, check=True, timeout=120
+        ).stdout
+        for n in (1, 2)
+    ]
     roi = [float(re.search(r"Total time spent in ROI: ([0-9.]+)s", r).group(1)) for r in runs]
     m = manifest(tmp_path, "parsec", {"mgmt": [mgmt, mgmt], "hooks": runs}, factor="build")
     t, meta = tidy(import_manifest(m, tmp_path / "data"))
@@ -292,8 +340,13 @@ def test_parsec_parsecmgmt_output_and_a_hooks_build_run_here(tmp_path):
     assert values(t, "threads") == [1, 2]
     assert meta["workload"]["response"] == "roi_time_s"
     cut = runs[0].split("[HOOKS] Terminating")[0]
-    m = manifest(tmp_path, "parsec", {"mgmt": mgmt, "hooks": [runs[0], cut]}, factor="build",
-                 extra={"campaign": "parsec-cut"})
+    m = manifest(
+        tmp_path,
+        "parsec",
+        {"mgmt": mgmt, "hooks": [runs[0], cut]},
+        factor="build",
+        extra={"campaign": "parsec-cut"},
+    )
     with pytest.raises(ImportRefused, match=r"hooks.log line .*report 2 of 2.*Terminating"):
         import_manifest(m, tmp_path / "data2")
     assert not (tmp_path / "data2" / "parsec-cut").exists()

@@ -4,6 +4,7 @@ Each case copies ``labkit/`` into a temporary directory, adds one import that br
 runs ``lint-imports`` with the project's contracts on the copy: the contract named must be
 reported broken (and, on the untouched copy, every contract kept).
 """
+
 from __future__ import annotations
 
 import ast
@@ -23,42 +24,54 @@ LINT = Path(sys.executable).with_name("lint-imports")
 def contracts(tmp_path: Path, module: str | None = None, line: str = "") -> dict[str, str]:
     """Contract name -> KEPT or BROKEN, as ``lint-imports`` reports them on a copy of labkit with
     ``line`` appended to ``module`` (a path under labkit/)."""
-    shutil.copytree(REPO / "labkit", tmp_path / "labkit", ignore=shutil.ignore_patterns("__pycache__", "*.so"))
+    shutil.copytree(
+        REPO / "labkit", tmp_path / "labkit", ignore=shutil.ignore_patterns("__pycache__", "*.so")
+    )
     shutil.copy(REPO / "pyproject.toml", tmp_path / "pyproject.toml")
     if module is not None:
         with open(tmp_path / "labkit" / module, "a") as f:
             f.write(f"\n{line}  # noqa\n")
-    env = {**os.environ, "PYTHONPATH": str(tmp_path)}   # the copy before the installed labkit
-    res = subprocess.run([str(LINT), "--no-cache", "--no-logo", "--config", "pyproject.toml"], cwd=tmp_path,
-                         env=env, capture_output=True, text=True, timeout=300)
-    out = re.sub(r"\s*\n\s*", " ", res.stdout)   # the report wraps long contract names
+    env = {**os.environ, "PYTHONPATH": str(tmp_path)}  # the copy before the installed labkit
+    res = subprocess.run(
+        [str(LINT), "--no-cache", "--no-logo", "--config", "pyproject.toml"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    out = re.sub(r"\s*\n\s*", " ", res.stdout)  # the report wraps long contract names
     assert "Contracts:" in out, res.stdout + res.stderr
     assert (res.returncode != 0) == (" BROKEN" in out), res.stdout
     report = out.split("dependencies.", 1)[-1].split("Contracts:", 1)[0].strip(" -")
-    parts = re.split(r" (KEPT|BROKEN)\b", report)   # name, status, name, status, ...
+    parts = re.split(r" (KEPT|BROKEN)\b", report)  # name, status, name, status, ...
     return {name.strip(" -"): status for name, status in zip(parts[::2], parts[1::2])}
 
 
 def test_the_project_keeps_every_contract(tmp_path):
     assert LINT.exists(), "lint-imports is missing: pip install -r requirements.txt"
     import tomllib
+
     declared = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["importlinter"]["contracts"]
     assert contracts(tmp_path) == {c["name"]: "KEPT" for c in declared}
 
 
-@pytest.mark.parametrize("module, line, contract", [
-    ("studies/disk.py", "from ..backends import base as _b", "studies use run"),
-    ("studies/__init__.py", "from ..images import rootfs as _r", "studies use run"),
-    ("studies/seeds.py", "from ..workloads import base as _w", "studies use run"),
-    ("backends/output.py", "from ..run import hooks as _h", "backends use only the core"),
-    ("backends/output.py", "from ..workloads import base as _w", "backends use only the core"),
-    ("stats/summary.py", "from ..core import clock as _c", "stats uses only errors"),
-    ("core/clock.py", "from .. import design as _d", "no cycle between the packages"),
-    ("backends/docker.py", "from . import ssh as _s", "a backend never imports another backend"),
-    ("run/engine.py", "from . import campaign as _c", "the run layer without its knot"),
-    ("run/boot.py", "from . import engine as _e", "the run layer without its knot"),
-    ("run/hooks.py", "from . import campaign as _c", "no cycle between the modules of labkit.run"),
-])
+@pytest.mark.parametrize(
+    "module, line, contract",
+    [
+        ("studies/disk.py", "from ..backends import base as _b", "studies use run"),
+        ("studies/__init__.py", "from ..images import rootfs as _r", "studies use run"),
+        ("studies/seeds.py", "from ..workloads import base as _w", "studies use run"),
+        ("backends/output.py", "from ..run import hooks as _h", "backends use only the core"),
+        ("backends/output.py", "from ..workloads import base as _w", "backends use only the core"),
+        ("stats/summary.py", "from ..core import clock as _c", "stats uses only errors"),
+        ("core/clock.py", "from .. import design as _d", "no cycle between the packages"),
+        ("backends/docker.py", "from . import ssh as _s", "a backend never imports another backend"),
+        ("run/engine.py", "from . import campaign as _c", "the run layer without its knot"),
+        ("run/boot.py", "from . import engine as _e", "the run layer without its knot"),
+        ("run/hooks.py", "from . import campaign as _c", "no cycle between the modules of labkit.run"),
+    ],
+)
 def test_a_broken_rule_fails_lint_imports(tmp_path, module, line, contract):
     broken = [name for name, status in contracts(tmp_path, module, line).items() if status == "BROKEN"]
     assert any(name.startswith(contract) for name in broken), broken
@@ -114,27 +127,59 @@ def test_no_module_imports_its_packages_face():
     """Every module of every package: report and store, studies, design, backends (with clouds,
     libvirt and lxd) and images, and all the others."""
     paths = sorted(PKG.rglob("*.py"))
-    assert {p.parent.name for p in paths} >= {"report", "store", "studies", "design", "backends", "clouds",
-                                              "libvirt", "lxd", "images"}
+    assert {p.parent.name for p in paths} >= {
+        "report",
+        "store",
+        "studies",
+        "design",
+        "backends",
+        "clouds",
+        "libvirt",
+        "lxd",
+        "images",
+    }
     found = [line for path in paths for line in face_imports(path)]
     assert not found, "modules importing their package's face:\n" + "\n".join(found)
 
 
-@pytest.mark.parametrize("module, line, found", [
-    ("studies/disk.py", "from . import with_stages_total", ["from labkit.studies import with_stages_total"]),
-    ("studies/disk.py", "from . import seeds, with_stages_total", ["from labkit.studies import with_stages_total"]),
-    ("studies/disk.py", "from . import seeds", []),                    # a module of the package
-    ("studies/disk.py", "from .. import stats", []),                   # a package of labkit
-    ("design/structure.py", "from labkit.design import Design", ["from labkit.design import Design"]),
-    ("backends/ssh_hosts.py", "import labkit.backends", ["import labkit.backends"]),
-    ("backends/clouds/base.py", "from .. import get_backend", ["from labkit.backends import get_backend"]),
-    ("backends/clouds/base.py", "from .. import hostkeys", []),
-    ("backends/clouds/base.py", "from . import get_provider", ["from labkit.backends.clouds import get_provider"]),
-    ("backends/libvirt/net.py", "from ...backends import REGISTRY", ["from labkit.backends import REGISTRY"]),
-    ("images/docker_image.py", "from . import build", ["from labkit.images import build"]),
-    ("report/html.py", "from labkit.report import analyze", ["from labkit.report import analyze"]),
-    ("store/runs.py", "from . import Store", ["from labkit.store import Store"]),
-])
+@pytest.mark.parametrize(
+    "module, line, found",
+    [
+        (
+            "studies/disk.py",
+            "from . import with_stages_total",
+            ["from labkit.studies import with_stages_total"],
+        ),
+        (
+            "studies/disk.py",
+            "from . import seeds, with_stages_total",
+            ["from labkit.studies import with_stages_total"],
+        ),
+        ("studies/disk.py", "from . import seeds", []),  # a module of the package
+        ("studies/disk.py", "from .. import stats", []),  # a package of labkit
+        ("design/structure.py", "from labkit.design import Design", ["from labkit.design import Design"]),
+        ("backends/ssh_hosts.py", "import labkit.backends", ["import labkit.backends"]),
+        (
+            "backends/clouds/base.py",
+            "from .. import get_backend",
+            ["from labkit.backends import get_backend"],
+        ),
+        ("backends/clouds/base.py", "from .. import hostkeys", []),
+        (
+            "backends/clouds/base.py",
+            "from . import get_provider",
+            ["from labkit.backends.clouds import get_provider"],
+        ),
+        (
+            "backends/libvirt/net.py",
+            "from ...backends import REGISTRY",
+            ["from labkit.backends import REGISTRY"],
+        ),
+        ("images/docker_image.py", "from . import build", ["from labkit.images import build"]),
+        ("report/html.py", "from labkit.report import analyze", ["from labkit.report import analyze"]),
+        ("store/runs.py", "from . import Store", ["from labkit.store import Store"]),
+    ],
+)
 def test_an_import_of_the_face_is_found(module, line, found):
     path = PKG / module
     lines = face_imports(path, path.read_text() + f"\n{line}\n")
@@ -155,8 +200,11 @@ def test_faces_only_gather_names():
     lazy = {"__getattr__", "__dir__"}
     for path in sorted(PKG.rglob("__init__.py")):
         tree = ast.parse(path.read_text())
-        defs = [n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
-                and n.name not in lazy]
+        defs = [
+            n.name
+            for n in tree.body
+            if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and n.name not in lazy
+        ]
         if defs:
             fat[path.relative_to(PKG).as_posix()] = defs
     assert sorted(fat) == sorted(FAT_FACES), fat

@@ -1,5 +1,6 @@
 """The guest-exec-status polling loop of labkit.backends.libvirt.agent, on a scripted agent
 (the real agent is exercised by tests/integration/test_contract.py on libvirt)."""
+
 from __future__ import annotations
 
 import base64
@@ -34,11 +35,14 @@ def scripted(monkeypatch, statuses):
 
 def test_polls_until_exit_and_decodes_the_output(monkeypatch):
     out = base64.b64encode(b"hello\n").decode()
-    calls = scripted(monkeypatch, [{"exited": False}] * 5 + [{"exited": True, "exitcode": 3, "out-data": out}])
+    calls = scripted(
+        monkeypatch, [{"exited": False}] * 5 + [{"exited": True, "exitcode": 3, "out-data": out}]
+    )
     res = agent.wait(Dom(), 42, timeout=30)
     assert (res.exit_code, res.stdout, res.stderr) == (3, "hello\n", "")
-    assert len(calls) == 6 and all(c == {"execute": "guest-exec-status", "arguments": {"pid": 42}}
-                                   for c in calls)
+    assert len(calls) == 6 and all(
+        c == {"execute": "guest-exec-status", "arguments": {"pid": 42}} for c in calls
+    )
 
 
 def test_signal_and_truncation(monkeypatch):
@@ -67,8 +71,11 @@ def test_a_guest_that_stopped_raises_instead_of_waiting_forever(monkeypatch):
 
 
 def test_agent_errors_are_backend_errors(monkeypatch):
-    monkeypatch.setattr(agent.libvirt_qemu, "qemuAgentCommand",
-                        lambda *a: json.dumps({"error": {"class": "GenericError", "desc": "no such pid"}}))
+    monkeypatch.setattr(
+        agent.libvirt_qemu,
+        "qemuAgentCommand",
+        lambda *a: json.dumps({"error": {"class": "GenericError", "desc": "no such pid"}}),
+    )
     with pytest.raises(agent.AgentError, match="no such pid"):
         agent.wait(Dom(), 9, timeout=1)
 
@@ -76,6 +83,7 @@ def test_agent_errors_are_backend_errors(monkeypatch):
 def test_output_too_large_for_libvirt_says_so(monkeypatch):
     def refuse(*a):
         raise libvirt_error("Unable to encode message payload")
+
     monkeypatch.setattr(agent.libvirt_qemu, "qemuAgentCommand", refuse)
     with pytest.raises(agent.AgentError, match="output, base64-encoded, exceeds what libvirt carries.*3 MiB"):
         agent.wait(Dom(), 9, timeout=1)
@@ -93,6 +101,7 @@ class LiveDom(Dom):
 
 def test_relay_starts_the_command_and_hands_back_its_output_and_status(monkeypatch, capsys):
     from labkit.backends.libvirt import relay as libvirt_relay
+
     out, err = (base64.b64encode(s).decode() for s in (b"orted out\n", b"orted err\n"))
     calls = []
 
@@ -101,24 +110,31 @@ def test_relay_starts_the_command_and_hands_back_its_output_and_status(monkeypat
         if calls[-1]["execute"] == "guest-exec":
             return json.dumps({"return": {"pid": 5}})
         done = len(calls) > 3
-        return json.dumps({"return": {"exited": True, "exitcode": 7, "out-data": out, "err-data": err}
-                           if done else {"exited": False}})
+        return json.dumps(
+            {
+                "return": {"exited": True, "exitcode": 7, "out-data": out, "err-data": err}
+                if done
+                else {"exited": False}
+            }
+        )
 
     monkeypatch.setattr(agent.libvirt_qemu, "qemuAgentCommand", reply)
     monkeypatch.setattr(agent.libvirt, "open", lambda uri: Conn())
     assert libvirt_relay.main(["qemu:///system", "labkit-unit--0", "sh", "-c", "echo a b"]) == 7
     assert calls[0]["arguments"]["path"] == "sh"
-    assert calls[0]["arguments"]["arg"] == ["-c", "echo a b"]   # the words, not re-split
+    assert calls[0]["arguments"]["arg"] == ["-c", "echo a b"]  # the words, not re-split
     assert capsys.readouterr() == ("orted out\n", "orted err\n")
 
 
 def test_relay_usage_and_unreachable_guest(monkeypatch, capsys):
     from labkit.backends.libvirt import relay as libvirt_relay
+
     assert libvirt_relay.main(["qemu:///system", "dom"]) == 2
     assert "usage" in capsys.readouterr().err
 
     def refuse(uri):
         raise libvirt_error("cannot connect")
+
     monkeypatch.setattr(agent.libvirt, "open", refuse)
     assert libvirt_relay.main(["qemu:///system", "dom", "true"]) == 255
     assert "dom at qemu:///system" in capsys.readouterr().err
@@ -128,6 +144,7 @@ def silent_then(monkeypatch, silent: int, final: dict, code=None):
     """An agent that does not answer ``silent`` times (libvirt's error ``code``, default: agent
     unresponsive), then answers ``final``."""
     import libvirt
+
     calls = []
 
     def reply(dom, msg, timeout, flags):
@@ -150,7 +167,7 @@ def test_an_agent_that_stops_answering_for_a_while_is_asked_again(monkeypatch):
 
 
 def test_a_silent_agent_past_the_deadline_is_a_timeout_and_past_the_patience_an_error(monkeypatch):
-    silent_then(monkeypatch, 10 ** 6, {"exited": True, "exitcode": 0})
+    silent_then(monkeypatch, 10**6, {"exited": True, "exitcode": 0})
     assert agent.wait(Dom(), 7, timeout=0.05) is None
     monkeypatch.setattr(agent, "SILENCE_S", 0.05)
     with pytest.raises(agent.AgentError, match="not responding") as info:
@@ -160,7 +177,10 @@ def test_a_silent_agent_past_the_deadline_is_a_timeout_and_past_the_patience_an_
 
 def test_other_agent_errors_are_raised_at_once(monkeypatch):
     import libvirt
-    calls = silent_then(monkeypatch, 1, {"exited": True, "exitcode": 0}, code=libvirt.VIR_ERR_OPERATION_FAILED)
+
+    calls = silent_then(
+        monkeypatch, 1, {"exited": True, "exitcode": 0}, code=libvirt.VIR_ERR_OPERATION_FAILED
+    )
     with pytest.raises(agent.AgentError) as info:
         agent.wait(Dom(), 7, timeout=30)
     assert not info.value.unresponsive and len(calls) == 1
@@ -168,11 +188,13 @@ def test_other_agent_errors_are_raised_at_once(monkeypatch):
 
 # -- the kill of a command and everything it started (KILL_TREE), run for real on this host ----------
 
+
 def _descendants_started(proc, count: int, tag: str) -> list[int]:
     """The pids of the ``count`` ``sleep`` processes carrying ``tag`` (they may have left ``proc``'s
     tree: a daemon's double fork reparents them)."""
     import os
     import time
+
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         found = []
@@ -201,6 +223,7 @@ def test_kill_tree_ends_the_command_its_children_and_what_left_its_process_group
     import os
     import secrets
     import subprocess
+
     tag, other = secrets.token_hex(8), secrets.token_hex(8)
     env = {**os.environ, agent.TAG_VAR: tag}
     script = "sleep 611 & setsid sleep 612 & (sh -c 'sleep 613 &' &) ; sleep 614"
@@ -208,15 +231,23 @@ def test_kill_tree_ends_the_command_its_children_and_what_left_its_process_group
     bystander = subprocess.Popen(["sleep", "615"], env={**os.environ, agent.TAG_VAR: other})
     try:
         pids = _descendants_started(proc, 4, tag)
-        res = subprocess.run(["/bin/sh", "-c", agent.KILL_TREE, "sh", tag, str(proc.pid)], capture_output=True,
-                             text=True, timeout=60)
+        res = subprocess.run(
+            ["/bin/sh", "-c", agent.KILL_TREE, "sh", tag, str(proc.pid)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         assert res.returncode == 0, res.stderr
         assert proc.wait(timeout=30) == -9
         assert [p for p in pids if alive(p)] == []
         assert alive(bystander.pid)
         # a second kill finds nothing and says nothing
-        again = subprocess.run(["/bin/sh", "-c", agent.KILL_TREE, "sh", tag, str(proc.pid)], capture_output=True,
-                               text=True, timeout=60)
+        again = subprocess.run(
+            ["/bin/sh", "-c", agent.KILL_TREE, "sh", tag, str(proc.pid)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         assert (again.returncode, again.stderr) == (0, "")
     finally:
         for p in (proc, bystander):
@@ -234,7 +265,7 @@ def test_start_tags_the_command_and_runs_it_without_a_wrapper(monkeypatch):
     monkeypatch.setattr(agent.libvirt_qemu, "qemuAgentCommand", reply)
     a, b = agent.start(Dom(), ["true", "x"], {"A": "1"}), agent.start(Dom(), ["true"])
     args = sent[0]["arguments"]
-    assert (args["path"], args["arg"]) == ("true", ["x"])            # no setsid, no shell before it
+    assert (args["path"], args["arg"]) == ("true", ["x"])  # no setsid, no shell before it
     assert f"{agent.TAG_VAR}={a.tag}" in args["env"] and "A=1" in args["env"]
     assert a.pid == b.pid == 77 and a.tag != b.tag and len(a.tag) == 16
 
@@ -251,9 +282,12 @@ def test_a_command_the_agent_cannot_start_runs_under_sh_to_fail_as_in_a_shell(mo
     monkeypatch.setattr(agent.libvirt_qemu, "qemuAgentCommand", reply)
     cmd = agent.start(Dom(), ["labkit-no-such-command", "a b"])
     assert cmd.pid == 9 and len(sent) == 2
-    assert [sent[1]["arguments"]["path"], *sent[1]["arguments"]["arg"]] == [*agent.AS_SHELL, "labkit-no-such-command",
-                                                                           "a b"]
-    assert sent[1]["arguments"]["env"] == sent[0]["arguments"]["env"]   # the same tag
+    assert [sent[1]["arguments"]["path"], *sent[1]["arguments"]["arg"]] == [
+        *agent.AS_SHELL,
+        "labkit-no-such-command",
+        "a b",
+    ]
+    assert sent[1]["arguments"]["env"] == sent[0]["arguments"]["env"]  # the same tag
 
 
 def test_an_unresponsive_agent_is_not_retried(monkeypatch):

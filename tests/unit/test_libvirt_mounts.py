@@ -1,5 +1,6 @@
 """libvirt mounts as virtiofs shares: the domain XML, the host side's bookkeeping, the guest
 script's arguments. No libvirt needed (the real boot: tests/integration/test_mounts.py)."""
+
 import subprocess
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -11,14 +12,26 @@ from labkit.core.instance import InstanceSpec
 from labkit.core.mounts import Mount
 from labkit.errors import BackendError, BackendUnavailable, ConfigError
 
-PATHS = dict(disk="/pool/labkit-t.qcow2", kernel="/img/vmlinuz", initrd="/img/initrd.img",
-             cmdline="root=/dev/vda rw console=ttyS0 init=/sbin/labkit-init quiet",
-             console_log="/pool/labkit-t.console.log")
+PATHS = dict(
+    disk="/pool/labkit-t.qcow2",
+    kernel="/img/vmlinuz",
+    initrd="/img/initrd.img",
+    cmdline="root=/dev/vda rw console=ttyS0 init=/sbin/labkit-init quiet",
+    console_log="/pool/labkit-t.console.log",
+)
 
 
 def make(shares=(), domain_type="qemu", spec=None):
-    return ET.fromstring(domain_xml(name="labkit-t", spec=spec or InstanceSpec(memory_mb=256),
-                                    cpus=None, domain_type=domain_type, shares=shares, **PATHS))
+    return ET.fromstring(
+        domain_xml(
+            name="labkit-t",
+            spec=spec or InstanceSpec(memory_mb=256),
+            cpus=None,
+            domain_type=domain_type,
+            shares=shares,
+            **PATHS,
+        )
+    )
 
 
 def test_no_mounts_no_shared_memory_and_no_filesystem():
@@ -59,7 +72,9 @@ def test_share_validation():
 
 def test_backend_parses_mounts_and_needs_a_local_uri(tmp_path):
     libvirt_backend = pytest.importorskip("labkit.backends.libvirt")
-    be = libvirt_backend.LibvirtBackend(uri="qemu:///nowhere", mounts=f"{tmp_path}:/opt/suite,{tmp_path}:/o:rw")
+    be = libvirt_backend.LibvirtBackend(
+        uri="qemu:///nowhere", mounts=f"{tmp_path}:/opt/suite,{tmp_path}:/o:rw"
+    )
     assert be.mounts == (Mount(str(tmp_path), "/opt/suite", True), Mount(str(tmp_path), "/o", False))
     assert be.options["mounts"][1] == {"source": str(tmp_path), "target": "/o", "readonly": False}
     with pytest.raises(ConfigError, match="mounts needs a local URI"):
@@ -71,11 +86,14 @@ def test_backend_parses_mounts_and_needs_a_local_uri(tmp_path):
 def test_read_write_shares_are_their_source_and_a_failed_bind_mount_leaves_nothing(tmp_path, monkeypatch):
     lm = pytest.importorskip("labkit.backends.libvirt.mounts")
     root = tmp_path / "virtiofs"
-    assert lm.prepare("labkit-t-1", (Mount("/srv/out", "/o", False),), root) == (Share("/srv/out", "labkit0"),)
-    assert not root.exists()          # nothing to bind for a read-write share
+    assert lm.prepare("labkit-t-1", (Mount("/srv/out", "/o", False),), root) == (
+        Share("/srv/out", "labkit0"),
+    )
+    assert not root.exists()  # nothing to bind for a read-write share
 
     def refuse(argv, what, **kw):
         raise BackendError(f"{what}: refused")
+
     monkeypatch.setattr(lm, "run_host", refuse)
     with pytest.raises(BackendError, match="read-only bind mount of /srv/suite for labkit-t-1"):
         lm.prepare("labkit-t-1", (Mount("/srv/out", "/o", False), Mount("/srv/suite", "/s")), root)
@@ -89,13 +107,14 @@ def test_leftovers_are_found_by_prefix_and_released(tmp_path):
         (tmp_path / name / "0").mkdir(parents=True)
     assert lm.leftovers("labkit-a--", tmp_path) == ["labkit-a--1", "labkit-a--2"]
     lm.release("labkit-a--1", tmp_path)
-    lm.release("labkit-a--1", tmp_path)     # idempotent
+    lm.release("labkit-a--1", tmp_path)  # idempotent
     assert lm.leftovers("labkit-", tmp_path) == ["labkit-a--2", "labkit-b--1"]
     assert lm.leftovers("labkit-", tmp_path / "absent") == []
 
 
 class FakeGuest:
     """Records the argv it is given and answers with one canned result."""
+
     name = "labkit-t-1"
 
     def __init__(self, code=0, stderr=""):
@@ -103,13 +122,14 @@ class FakeGuest:
 
     def exec(self, argv, timeout=None, check=True):
         from labkit.backends.base import ExecResult
+
         self.argv = argv
         return ExecResult(argv, self.code, "", self.stderr, 0.0)
 
 
 def test_guest_mounts_each_tag_at_its_target_with_its_mode():
     lm = pytest.importorskip("labkit.backends.libvirt.mounts")
-    subprocess.run(["sh", "-n", "-c", lm.GUEST_SCRIPT], check=True)     # it parses
+    subprocess.run(["sh", "-n", "-c", lm.GUEST_SCRIPT], check=True)  # it parses
     guest = FakeGuest()
     lm.mount_in_guest(guest, (Mount("/srv/suite", "/opt/my suite"), Mount("/srv/out", "/o", False)))
     assert guest.argv[:2] == ["sh", "-c"] and guest.argv[3] == "sh"
@@ -124,6 +144,7 @@ def test_guest_mounts_each_tag_at_its_target_with_its_mode():
 
 def test_the_vm_image_carries_the_virtiofs_modules_of_the_cloud_kernel():
     from labkit.images import vm
+
     assert {"kernel/fs/fuse/fuse", "kernel/fs/fuse/virtiofs"} <= set(vm.GUEST_MODULES)
     try:
         version = vm.host_kernel()[0]
@@ -138,6 +159,6 @@ def test_the_vm_image_carries_the_virtiofs_modules_of_the_cloud_kernel():
 def test_an_image_without_the_virtiofs_module_is_refused_before_anything_is_made(tmp_path):
     libvirt_backend = pytest.importorskip("labkit.backends.libvirt")
     be = libvirt_backend.LibvirtBackend(uri="qemu:///nowhere-never-opened", mounts=str(tmp_path))
-    be._image = {"dir": "/cache/vm-old", "modules": ["virtio_console"]}   # built before virtiofs
+    be._image = {"dir": "/cache/vm-old", "modules": ["virtio_console"]}  # built before virtiofs
     with pytest.raises(BackendUnavailable, match="vm-old has no virtiofs module.*images build --vm"):
         be._boot(InstanceSpec(memory_mb=256), "labkit-t-1", 0, None, "qemu", None, be.mounts)

@@ -1,4 +1,5 @@
 """Domain XML from an InstanceSpec (labkit.backends.libvirt.xml): no libvirt needed."""
+
 import json
 import os
 import shutil
@@ -24,14 +25,19 @@ from labkit.backends.libvirt.xml import (
 from labkit.core.instance import InstanceSpec
 from labkit.errors import BackendError, BackendUnavailable, ConfigError
 
-PATHS = dict(disk="/pool/labkit-t.qcow2", kernel="/img/vmlinuz", initrd="/img/initrd.img",
-             cmdline="root=/dev/vda rw console=ttyS0 init=/sbin/labkit-init quiet",
-             console_log="/pool/labkit-t.console.log")
+PATHS = dict(
+    disk="/pool/labkit-t.qcow2",
+    kernel="/img/vmlinuz",
+    initrd="/img/initrd.img",
+    cmdline="root=/dev/vda rw console=ttyS0 init=/sbin/labkit-init quiet",
+    console_log="/pool/labkit-t.console.log",
+)
 
 
 def make(spec, cpus=None, domain_type="qemu", name="labkit-t", **kw):
-    return ET.fromstring(domain_xml(name=name, spec=spec, cpus=cpus, domain_type=domain_type,
-                                    **{**PATHS, **kw}))
+    return ET.fromstring(
+        domain_xml(name=name, spec=spec, cpus=cpus, domain_type=domain_type, **{**PATHS, **kw})
+    )
 
 
 def test_vcpus_and_memory():
@@ -41,14 +47,17 @@ def test_vcpus_and_memory():
     assert dom.find("vcpu").text == "3" and dom.find("vcpu").get("placement") == "static"
     for tag in ("memory", "currentMemory"):
         assert (dom.find(tag).text, dom.find(tag).get("unit")) == ("768", "MiB")
-    assert dom.find("devices/memballoon").get("model") == "none"   # the guest keeps all of it
+    assert dom.find("devices/memballoon").get("model") == "none"  # the guest keeps all of it
     assert domain_facts(ET.tostring(dom, encoding="unicode")) == {
-        "domain_type": "qemu", "vcpus": 3, "memory_mb": 768}
+        "domain_type": "qemu",
+        "vcpus": 3,
+        "memory_mb": 768,
+    }
 
 
 def test_pinned_has_one_vcpupin_per_vcpu():
     spec = InstanceSpec(vcpus=2, memory_mb=256, affinity="pinned", count=2)
-    cpus = spec.placement(4)[1]                      # instance 1: CPUs 2 and 3
+    cpus = spec.placement(4)[1]  # instance 1: CPUs 2 and 3
     dom = make(spec, cpus)
     pins = [(p.get("vcpu"), p.get("cpuset")) for p in dom.findall("cputune/vcpupin")]
     assert pins == [("0", "2"), ("1", "3")]
@@ -101,7 +110,7 @@ def test_direct_kernel_boot_agent_channel_console_and_no_network():
     assert (disk.find("target").get("dev"), disk.find("target").get("bus")) == ("vda", "virtio")
     assert dom.find("devices/channel/target").get("name") == AGENT_CHANNEL
     assert dom.find("devices/serial/source").get("path") == PATHS["console_log"]
-    assert dom.find("devices/interface") is None            # docs/design.md: no network by default
+    assert dom.find("devices/interface") is None  # docs/design.md: no network by default
     assert dom.find("devices/graphics") is None
     for event in ("on_poweroff", "on_reboot", "on_crash"):
         assert dom.findtext(event) == "destroy"
@@ -123,9 +132,9 @@ def test_raw_disk_format_and_its_validation():
 
 def test_private_network_is_isolated_with_a_virtio_nic_per_guest():
     net = ET.fromstring(network_xml("labkit-c--net-1a2b3c4d", "lk1a2b3c4d", "10.201.3.1", 24))
-    assert net.find("forward") is None                     # nothing is routed or NATed out
+    assert net.find("forward") is None  # nothing is routed or NATed out
     assert net.find("dhcp") is None and net.find("ip/dhcp") is None
-    assert net.find("dns").get("enable") == "no"           # libvirt starts no dnsmasq
+    assert net.find("dns").get("enable") == "no"  # libvirt starts no dnsmasq
     assert net.find("bridge").attrib == {"name": "lk1a2b3c4d", "stp": "off", "delay": "0"}
     assert net.find("ip").attrib == {"address": "10.201.3.1", "prefix": "24"}
     for bad in (("other", "lk1"), ("labkit-x", "lk" + "0" * 14)):
@@ -140,9 +149,9 @@ def test_private_network_is_isolated_with_a_virtio_nic_per_guest():
     assert iface.get("type") == "network"
     assert iface.find("source").get("network") == nic.network
     assert iface.find("mac").get("address") == nic.mac
-    assert iface.find("target").get("dev") == nic.device   # the tap tc shapes
+    assert iface.find("target").get("dev") == nic.device  # the tap tc shapes
     assert iface.find("model").get("type") == "virtio"
-    assert make(InstanceSpec()).find("devices/interface") is None   # no network: no NIC at all
+    assert make(InstanceSpec()).find("devices/interface") is None  # no network: no NIC at all
 
 
 def test_bonded_network_gives_each_guest_one_nic_per_data_bridge():
@@ -150,24 +159,42 @@ def test_bonded_network_gives_each_guest_one_nic_per_data_bridge():
     data networks, in order, each with its own MAC and a tap name tc can use (<= 15 chars)."""
     libvirt_net = pytest.importorskip("labkit.backends.libvirt.net")
     from labkit.backends.private_network import Network
-    net = Network(name="labkit-c--net-1a2b3c4d", subnet="10.201.3.0/24", host_address="10.201.3.1",
-                  addresses=[f"10.201.3.{i + 2}" for i in range(200)], device="lk1a2b3c4d", backend=None,
-                  nics=3, data_subnet="10.202.7.0/24", data_addresses=[f"10.202.7.{i + 2}" for i in range(200)])
+
+    net = Network(
+        name="labkit-c--net-1a2b3c4d",
+        subnet="10.201.3.0/24",
+        host_address="10.201.3.1",
+        addresses=[f"10.201.3.{i + 2}" for i in range(200)],
+        device="lk1a2b3c4d",
+        backend=None,
+        nics=3,
+        data_subnet="10.202.7.0/24",
+        data_addresses=[f"10.202.7.{i + 2}" for i in range(200)],
+    )
     for index in (0, 199):
         nics = (libvirt_net.nic(net, index), *libvirt_net.data_nics(net, index))
         ifaces = make(InstanceSpec(), nics=nics).findall("devices/interface")
         assert [i.find("source").get("network") for i in ifaces] == [
-            "labkit-c--net-1a2b3c4d", "labkit-c--net-1a2b3c4d-d1", "labkit-c--net-1a2b3c4d-d2",
-            "labkit-c--net-1a2b3c4d-d3"]
+            "labkit-c--net-1a2b3c4d",
+            "labkit-c--net-1a2b3c4d-d1",
+            "labkit-c--net-1a2b3c4d-d2",
+            "labkit-c--net-1a2b3c4d-d3",
+        ]
         taps = [i.find("target").get("dev") for i in ifaces]
         assert taps == [f"lk1a2b3c4dh{index}", *(f"lk1a2b3c4d{j}h{index}" for j in (1, 2, 3))]
         assert all(len(t) <= 15 for t in taps)
         assert len({i.find("mac").get("address") for i in ifaces}) == 4
     data = ET.fromstring(network_xml("labkit-c--net-1a2b3c4d-d1", "lk1a2b3c4d1", None, 24))
-    assert data.find("ip") is None and data.find("forward") is None   # a switch: no host address, no route
+    assert data.find("ip") is None and data.find("forward") is None  # a switch: no host address, no route
     assert data.find("bridge").get("name") == "lk1a2b3c4d1"
-    one = Network(name="labkit-c--net-1a2b3c4d", subnet="10.201.3.0/24", host_address="10.201.3.1",
-                  addresses=["10.201.3.2"], device="lk1a2b3c4d", backend=None)
+    one = Network(
+        name="labkit-c--net-1a2b3c4d",
+        subnet="10.201.3.0/24",
+        host_address="10.201.3.1",
+        addresses=["10.201.3.2"],
+        device="lk1a2b3c4d",
+        backend=None,
+    )
     assert libvirt_net.data_nics(one, 0) == ()
 
 
@@ -175,7 +202,7 @@ def test_bond_script_enslaves_every_data_nic_and_keeps_eth0_for_the_host():
     libvirt_net = pytest.importorskip("labkit.backends.libvirt.net")
     macs = ("52:54:00:00:00:01", "52:54:00:00:00:02")
     script = libvirt_net.guest_script("52:54:00:aa:bb:cc", "10.201.3.2", 24, macs, "10.202.7.2")
-    assert "ip addr add 10.201.3.2/24 dev eth0" in script          # the host's address stays on eth0
+    assert "ip addr add 10.201.3.2/24 dev eth0" in script  # the host's address stays on eth0
     assert "type bond mode balance-rr" in script and "max_bonds=0" in script
     assert all(f"find_nic {m}" in script for m in macs)
     assert script.count("master bond0") == 2
@@ -190,8 +217,8 @@ def test_guest_network_script_names_eth0_and_adds_only_the_subnet():
     script = libvirt_net.guest_script("52:54:00:aa:bb:cc", "10.201.3.2", 24)
     assert "find_nic 52:54:00:aa:bb:cc" in script and "name eth0" in script
     assert "ip addr add 10.201.3.2/24 dev eth0" in script
-    assert "route" not in script and "default" not in script   # no way out of the /24
-    subprocess.run(["sh", "-n", "-c", script], check=True)      # it parses
+    assert "route" not in script and "default" not in script  # no way out of the /24
+    subprocess.run(["sh", "-n", "-c", script], check=True)  # it parses
 
 
 def test_disk_format_is_validated_and_remote_uris_refuse_raw_disks_and_networks():
@@ -223,16 +250,19 @@ def test_pool_disk_is_an_overlay_or_a_raw_copy(tmp_path, monkeypatch):
     assert pool.disk("labkit-t-1", img) == "overlay of labkit-t-1"
     path = pool.disk("labkit-t-1", img, "raw")
     assert path == f"{tmp_path}/pool/labkit-t-1.raw"
-    info = json.loads(subprocess.run(["qemu-img", "info", "--output=json", path], check=True,
-                                     capture_output=True, text=True).stdout)
+    info = json.loads(
+        subprocess.run(
+            ["qemu-img", "info", "--output=json", path], check=True, capture_output=True, text=True
+        ).stdout
+    )
     assert info["format"] == "raw" and info["virtual-size"] == 4 << 20 and "backing-filename" not in info
-    subprocess.run(["qemu-img", "compare", "-q", str(base), path], check=True)   # same contents
+    subprocess.run(["qemu-img", "compare", "-q", str(base), path], check=True)  # same contents
     assert os.stat(path).st_mode & 0o777 == 0o600
-    with pytest.raises(BackendError, match="could not create"):   # never over an existing file
+    with pytest.raises(BackendError, match="could not create"):  # never over an existing file
         pool.disk("labkit-t-1", img, "raw")
     with pytest.raises(BackendError, match="could not make the raw copy"):
         pool.disk("labkit-t-2", {"disk": str(tmp_path / "absent.qcow2"), "format": "qcow2"}, "raw")
-    assert not (tmp_path / "pool/labkit-t-2.raw").exists()     # a failed copy leaves nothing
+    assert not (tmp_path / "pool/labkit-t-2.raw").exists()  # a failed copy leaves nothing
 
 
 def test_pool_remove_waits_while_another_process_builds_a_volume(tmp_path, monkeypatch):
@@ -241,6 +271,7 @@ def test_pool_remove_waits_while_another_process_builds_a_volume(tmp_path, monke
     the storage driver): retried, told by its code and domain whatever its (translated) text;
     the same text with another code is not retried."""
     import libvirt
+
     storage = pytest.importorskip("labkit.backends.libvirt.storage")
     from tests.support.libvirt_errors import libvirt_error
 
@@ -250,8 +281,11 @@ def test_pool_remove_waits_while_another_process_builds_a_volume(tmp_path, monke
         monkeypatch.setattr(exc, "get_error_domain", lambda: domain)
         return exc
 
-    busy = coded("erreur interne : le pool 'labkit' a des travaux asynchrones en cours.",
-                 libvirt.VIR_ERR_INTERNAL_ERROR, libvirt.VIR_FROM_STORAGE)
+    busy = coded(
+        "erreur interne : le pool 'labkit' a des travaux asynchrones en cours.",
+        libvirt.VIR_ERR_INTERNAL_ERROR,
+        libvirt.VIR_FROM_STORAGE,
+    )
     calls = []
 
     class FakePool:
@@ -272,9 +306,12 @@ def test_pool_remove_waits_while_another_process_builds_a_volume(tmp_path, monke
     pool.remove(f"{tmp_path}/labkit-t-1.raw")
     assert calls == [0, 0, 0, "deleted"]
 
-    calls.clear()   # the same words with another code (a user's wrong pool, say): reported at once
-    other = coded("internal error: pool 'labkit' has asynchronous jobs running.",
-                  libvirt.VIR_ERR_OPERATION_FAILED, libvirt.VIR_FROM_STORAGE)
+    calls.clear()  # the same words with another code (a user's wrong pool, say): reported at once
+    other = coded(
+        "internal error: pool 'labkit' has asynchronous jobs running.",
+        libvirt.VIR_ERR_OPERATION_FAILED,
+        libvirt.VIR_FROM_STORAGE,
+    )
     monkeypatch.setattr(pool, "pool", lambda: FakePool(other))
     with pytest.raises(BackendError, match="asynchronous jobs running"):
         pool.remove(f"{tmp_path}/labkit-t-1.raw")
@@ -282,7 +319,7 @@ def test_pool_remove_waits_while_another_process_builds_a_volume(tmp_path, monke
 
     calls.clear()
     monkeypatch.setattr(pool, "pool", lambda: FakePool(busy))
-    monkeypatch.setattr(storage, "BUSY_POOL_WAIT_S", 0)     # no time left: the error is reported
+    monkeypatch.setattr(storage, "BUSY_POOL_WAIT_S", 0)  # no time left: the error is reported
     with pytest.raises(BackendError, match="travaux asynchrones"):
         pool.remove(f"{tmp_path}/labkit-t-1.raw")
     assert calls == [0]
@@ -306,8 +343,13 @@ def test_names_must_start_with_labkit():
 def test_metadata_records_the_spec():
     dom = make(InstanceSpec(vcpus=2, memory_mb=300, affinity="pinned"), [1, 0])
     inst = [el for el in dom.find("metadata")][0]
-    assert inst.attrib == {"vcpus": "2", "memory_mb": "300", "affinity": "pinned", "cpus": "1,0",
-                           "disk_format": "qcow2"}
+    assert inst.attrib == {
+        "vcpus": "2",
+        "memory_mb": "300",
+        "affinity": "pinned",
+        "cpus": "1,0",
+        "disk_format": "qcow2",
+    }
 
 
 def test_overlay_volume_and_pool():
@@ -320,20 +362,24 @@ def test_overlay_volume_and_pool():
     assert pool.get("type") == "dir" and pool.findtext("target/path") == "/var/lib/libvirt/images/labkit"
 
 
-@pytest.mark.parametrize("text,cpus", [("0", [0]), ("0-3", [0, 1, 2, 3]), ("0-3,^1", [0, 2, 3]),
-                                       ("1,5-6", [1, 5, 6]), ("", [])])
+@pytest.mark.parametrize(
+    "text,cpus", [("0", [0]), ("0-3", [0, 1, 2, 3]), ("0-3,^1", [0, 2, 3]), ("1,5-6", [1, 5, 6]), ("", [])]
+)
 def test_parse_cpuset(text, cpus):
     assert parse_cpuset(text) == cpus
 
 
-@pytest.mark.parametrize("uri,driver,local", [
-    ("qemu:///system", "qemu", True),
-    ("qemu+ssh://root@host/system", "qemu", False),
-    ("qemu+unix:///system", "qemu", True),
-    ("xen:///system", "xen", True),
-    ("libxl:///", "xen", True),
-    ("qemu+tcp://10.0.0.2/system", "qemu", False),
-])
+@pytest.mark.parametrize(
+    "uri,driver,local",
+    [
+        ("qemu:///system", "qemu", True),
+        ("qemu+ssh://root@host/system", "qemu", False),
+        ("qemu+unix:///system", "qemu", True),
+        ("xen:///system", "xen", True),
+        ("libxl:///", "xen", True),
+        ("qemu+tcp://10.0.0.2/system", "qemu", False),
+    ],
+)
 def test_uri_driver_and_locality(uri, driver, local):
     assert uri_driver(uri) == driver
     assert uri_is_local(uri) == local
@@ -343,8 +389,11 @@ def test_uri_driver_and_locality(uri, driver, local):
 def _image_dir(tmp_path, files=("base.qcow2", "vmlinuz", "initrd.img")):
     d = tmp_path / "vm-abc"
     d.mkdir()
-    (d / "image.json").write_text(json.dumps({"disk": "base.qcow2", "kernel": "vmlinuz",
-                                              "initrd": "initrd.img", "cmdline": "root=/dev/vda"}))
+    (d / "image.json").write_text(
+        json.dumps(
+            {"disk": "base.qcow2", "kernel": "vmlinuz", "initrd": "initrd.img", "cmdline": "root=/dev/vda"}
+        )
+    )
     for f in files:
         (d / f).write_bytes(b"x")
     return d
@@ -420,6 +469,7 @@ def test_unknown_backend_options_are_rejected_with_the_allowed_list():
 
 def test_host_kernel_needs_the_cloud_kernel(tmp_path):
     from labkit.images import vm
+
     with pytest.raises(BackendUnavailable, match="linux-image-cloud-amd64"):
         vm.host_kernel(str(tmp_path))
     assert vm._version_key("6.1.0-56-cloud-amd64") > vm._version_key("6.1.0-9-cloud-amd64")
@@ -427,6 +477,7 @@ def test_host_kernel_needs_the_cloud_kernel(tmp_path):
 
 def test_guest_init_is_packaged_and_needs_no_compiled_helper():
     from labkit.images import rootfs, vm
+
     init = vm._files("labkit-init").decode()
     assert init.startswith("#!/bin/sh") and "org.qemu.guest_agent.0" in init and "qemu-ga" in init
     # what it runs comes from the image's packages: insmod (kmod), ip (iproute2)
@@ -446,6 +497,7 @@ def test_remove_machine_cgroups_leaves_busy_and_foreign_groups(tmp_path):
     a group with a process (here: a file, which refuses rmdir as the kernel does for a
     populated cgroup) and other domains' groups stay."""
     from labkit.backends.libvirt import remove_machine_cgroups
+
     mine = "labkit-c1--0a1b2c3d"
     stale = [tmp_path / c / "machine" / f"qemu-7-{mine}.libvirt-qemu" for c in ("cpu", "memory")]
     for g in stale:
@@ -466,8 +518,10 @@ def test_pool_listing_waits_while_another_process_builds_a_volume(tmp_path, monk
     is refused (CI met "listing pool labkit: internal error: pool 'labkit' has asynchronous jobs
     running" with two libvirt campaigns at once); retried as remove() is."""
     import libvirt
+
     storage = pytest.importorskip("labkit.backends.libvirt.storage")
     from tests.support.libvirt_errors import libvirt_error
+
     busy = libvirt_error("internal error: pool 'labkit' has asynchronous jobs running.")
     monkeypatch.setattr(busy, "get_error_code", lambda: libvirt.VIR_ERR_INTERNAL_ERROR)
     monkeypatch.setattr(busy, "get_error_domain", lambda: libvirt.VIR_FROM_STORAGE)
@@ -495,6 +549,6 @@ def test_pool_listing_waits_while_another_process_builds_a_volume(tmp_path, monk
     assert pool.volumes("labkit-a-") == ["labkit-a-0.console.log", "labkit-a-1.raw"]
     assert refreshes == [0, 0, 0]
     refreshes.clear()
-    monkeypatch.setattr(storage, "BUSY_POOL_WAIT_S", 0)     # no time left: the error is reported
+    monkeypatch.setattr(storage, "BUSY_POOL_WAIT_S", 0)  # no time left: the error is reported
     with pytest.raises(BackendError, match="listing pool labkit: .*asynchronous jobs running"):
         pool.volumes("labkit-a-")

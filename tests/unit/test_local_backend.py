@@ -1,4 +1,5 @@
 """The local backend's limits, proven from inside an instance (needs root and cgroups)."""
+
 import json
 import os
 import secrets
@@ -11,7 +12,7 @@ from labkit.backends import cgroups, get_backend, teardown
 from labkit.core.instance import InstanceSpec
 from labkit.errors import BackendUnavailable, CommandError, CommandTimeout
 
-PY = "/usr/bin/python3"   # the instance sees the system's Python, not the controller's (under /root, hidden)
+PY = "/usr/bin/python3"  # the instance sees the system's Python, not the controller's (under /root, hidden)
 # this test run's own prefix: two test runs on one machine never clean up each other's instances
 PREFIX = f"labkit-test-local-{secrets.token_hex(3)}"
 
@@ -32,6 +33,7 @@ def make(backend):
         insts = backend.provision(InstanceSpec(**kw), prefix=PREFIX)
         made.extend(insts)
         return insts
+
     yield _make
     assert teardown(made) == []
 
@@ -121,20 +123,23 @@ def test_floating_vcpus1_gets_about_one_cpu_of_time(backend, make):
     if two < 1.3:
         pytest.skip(f"host too busy to show the contrast: uncapped control got {two:.2f} CPUs")
     assert one > 0.6, f"capped instance got only {one:.2f} CPUs while the control got {two:.2f}"
-    assert affinity_inside(capped) == backend._cpu_ids()   # floating: not pinned, only capped
+    assert affinity_inside(capped) == backend._cpu_ids()  # floating: not pinned, only capped
 
 
 @pytest.mark.root
 def test_count_instances_run_at_the_same_time(make, tmp_path):
     from labkit.run.boot import run_together
     from labkit.workloads import get_workload
+
     shared = tmp_path / "shared"
     shared.mkdir(mode=0o777)
-    shared.chmod(0o777)   # a read-write mount the instances' uid may write (their /tmp is their own)
+    shared.chmod(0o777)  # a read-write mount the instances' uid may write (their /tmp is their own)
     be = get_backend("local", mounts=f"{shared}:rw")
     insts = be.provision(InstanceSpec(vcpus=1, memory_mb=64, affinity="floating", count=2), prefix=PREFIX)
     log = shared / "intervals"
-    wl = get_workload("command", argv=["sh", "-c", f"a=$(date +%s.%N); sleep 1; echo $a $(date +%s.%N) >> {log}"])
+    wl = get_workload(
+        "command", argv=["sh", "-c", f"a=$(date +%s.%N); sleep 1; echo $a $(date +%s.%N) >> {log}"]
+    )
     try:
         rows, seconds = run_together(wl, insts, wl.params_for({}, 1), None)
     finally:
@@ -157,7 +162,7 @@ def test_exec_result_error_and_timeout(make):
     with pytest.raises(CommandTimeout):
         inst.exec("sleep 30 & sleep 30; wait", timeout=0.5)
     assert time.time() - t0 < 5
-    assert pids(inst) == set()   # the whole tree was killed, and exec waited until it was gone
+    assert pids(inst) == set()  # the whole tree was killed, and exec waited until it was gone
     assert inst.exec("echo alive").stdout == "alive\n"
 
 
@@ -175,6 +180,7 @@ def test_oom_kill_is_reported_as_such(make):
 @pytest.mark.root
 def test_instances_have_no_network_but_loopback(make):
     import socket
+
     listener = socket.socket()
     listener.bind(("127.0.0.1", 0))
     listener.listen(1)
@@ -183,12 +189,15 @@ def test_instances_have_no_network_but_loopback(make):
         (inst,) = make(vcpus=1, memory_mb=64, affinity="floating")
         ifaces = inst.exec("cat /proc/net/dev").stdout.splitlines()[2:]
         assert [i.split(":")[0].strip() for i in ifaces] == ["lo"]
-        probe = (f"import socket; s = socket.socket(); s.settimeout(3); "
-                 f"print(s.connect_ex(('127.0.0.1', {port})))")
-        assert inst.exec([PY, "-c", probe]).stdout.strip() != "0"   # the host's listener is out of reach
+        probe = (
+            f"import socket; s = socket.socket(); s.settimeout(3); print(s.connect_ex(('127.0.0.1', {port})))"
+        )
+        assert inst.exec([PY, "-c", probe]).stdout.strip() != "0"  # the host's listener is out of reach
         # loopback inside the instance works (servers and clients of one benchmark)
-        both = ("import socket; a = socket.socket(); a.bind(('127.0.0.1', 0)); a.listen(1); "
-                "b = socket.socket(); print(b.connect_ex(a.getsockname()))")
+        both = (
+            "import socket; a = socket.socket(); a.bind(('127.0.0.1', 0)); a.listen(1); "
+            "b = socket.socket(); print(b.connect_ex(a.getsockname()))"
+        )
         assert inst.exec([PY, "-c", both]).stdout.strip() == "0"
     finally:
         listener.close()
@@ -209,9 +218,10 @@ def test_cleanup_matches_only_its_own_campaign(backend):
 def test_workroot_owned_by_someone_else_is_refused(tmp_path):
     from labkit.backends.local_workroot import private_dir
     from labkit.errors import ConfigError
+
     theirs = tmp_path / "theirs"
     theirs.mkdir(mode=0o700)
-    os.chown(theirs, 65534, 65534)   # nobody
+    os.chown(theirs, 65534, 65534)  # nobody
     with pytest.raises(ConfigError, match="owned by uid 65534"):
         private_dir(str(theirs))
     shared = tmp_path / "shared"
@@ -248,6 +258,7 @@ def test_teardown_kills_processes_and_removes_cgroup(backend):
 def test_unenforced_limits_are_refused_unless_allowed(monkeypatch):
     def no_cgroups(*a, **k):
         raise BackendUnavailable("no usable cgroup hierarchy (test)")
+
     monkeypatch.setattr(cgroups, "detect", no_cgroups)
     with pytest.raises(BackendUnavailable, match="enforce_limits=False"):
         get_backend("local")

@@ -1,5 +1,6 @@
 """labkit.backends.lxd.base: the base's name and readiness rules (the real LXD side is in
 tests/integration/test_lxd.py)."""
+
 from __future__ import annotations
 
 import re
@@ -16,13 +17,13 @@ def test_base_name_is_a_valid_lxd_name_per_image_and_pool_and_never_a_campaigns(
     assert a == lxd_base.base_name("f" * 64, "labkit-btrfs")
     assert a != lxd_base.base_name("f" * 64, "default") != lxd_base.base_name("e" * 64, "default")
     assert lxd_base.base_name("f" * 64, "a pool_with odd/chars").startswith("lkbase-")
-    assert not a.startswith("labkit-")          # no campaign's cleanup (labkit-<id>-...) matches it
+    assert not a.startswith("labkit-")  # no campaign's cleanup (labkit-<id>-...) matches it
 
 
 def test_only_a_stopped_shifted_base_is_ready():
     assert lxd_base.is_ready({"volatile.last_state.idmap": SHIFTED}, "Stopped")
-    assert not lxd_base.is_ready({"volatile.last_state.idmap": SHIFTED}, "Running")   # being made
-    assert not lxd_base.is_ready({"volatile.last_state.idmap": "[]"}, "Stopped")      # never started
+    assert not lxd_base.is_ready({"volatile.last_state.idmap": SHIFTED}, "Running")  # being made
+    assert not lxd_base.is_ready({"volatile.last_state.idmap": "[]"}, "Stopped")  # never started
     assert not lxd_base.is_ready({}, "Stopped")
 
 

@@ -2,6 +2,7 @@
 (psutil missing) says so at its start, and the analysis and report never say "0 of N runs flagged
 suspect" (or "none flagged") for runs that were never measured; the local backend's unconfined mode
 (``enforce_limits: false``, in any spelling) is said at the start and beside the runs."""
+
 from __future__ import annotations
 
 import logging
@@ -16,12 +17,20 @@ from labkit.report.measurement import sections
 from labkit.run import telemetry
 from tests.unit.test_report_levels import META, split_campaign
 
-NOT_SAMPLED = {"collected": True, "interval_s": 0.5, "samples": 0, "sampler_cpu_s": 0.0,
-               "host": f"not sampled: {telemetry.PSUTIL_MISSING}", "instance_cpu": "cgroups"}
+NOT_SAMPLED = {
+    "collected": True,
+    "interval_s": 0.5,
+    "samples": 0,
+    "sampler_cpu_s": 0.0,
+    "host": f"not sampled: {telemetry.PSUTIL_MISSING}",
+    "instance_cpu": "cgroups",
+}
 
 
 def unmeasured_runs(t: pd.DataFrame, **extra) -> pd.DataFrame:
-    return pd.DataFrame({"run_id": t.run_id, "metadata": [{"telemetry": dict(NOT_SAMPLED), **extra} for _ in t.run_id]})
+    return pd.DataFrame(
+        {"run_id": t.run_id, "metadata": [{"telemetry": dict(NOT_SAMPLED), **extra} for _ in t.run_id]}
+    )
 
 
 def test_runs_never_measured_are_not_called_unflagged_in_the_report_or_the_conclusions():
@@ -37,8 +46,12 @@ def test_runs_never_measured_are_not_called_unflagged_in_the_report_or_the_concl
 
 def test_measured_runs_are_still_counted():
     t = split_campaign()
-    runs = pd.DataFrame({"run_id": t.run_id, "metadata": [
-        {"telemetry": {**NOT_SAMPLED, "host": "sampled", "samples": 4}} for _ in t.run_id]})
+    runs = pd.DataFrame(
+        {
+            "run_id": t.run_id,
+            "metadata": [{"telemetry": {**NOT_SAMPLED, "host": "sampled", "samples": 4}} for _ in t.run_id],
+        }
+    )
     a = analyze_results(t, meta=META, runs=runs)
     shown = [x for x in dict(sections(a))["Telemetry per run"] if isinstance(x, str)]
     assert "0 of 36 runs flagged suspect." in shown
@@ -86,7 +99,7 @@ def test_the_unconfined_mode_is_announced_at_the_start(monkeypatch):
     monkeypatch.setattr(telemetry, "psutil_missing", lambda: False)
     be = LocalBackend(enforce_limits="false")
     try:
-        be.driver = None    # as for a user without cgroups: nothing enforces the limits
+        be.driver = None  # as for a user without cgroups: nothing enforces the limits
         (line,) = telemetry.start_warnings(be)
         assert line.startswith("unconfined: the local backend runs with enforce_limits=false")
     finally:
@@ -97,10 +110,19 @@ def test_campaign_start_logs_the_warnings(tmp_path, monkeypatch, caplog):
     """The CLI's output: the campaign's logger at WARNING, before any run."""
     from labkit.design import Design
     from labkit.run.campaign import Campaign
+
     monkeypatch.setattr(telemetry, "psutil_missing", lambda: True)
     design = Design.from_dict({"name": "t", "factors": {"vcpus": [1, 2]}, "replications": 1, "seed": 1})
-    camp = Campaign(design, "local", "command", workload_params={"argv": ["true"]}, data_dir=tmp_path,
-                    campaign_id="measure-off", backend_options={"enforce_limits": "false"}, progress=False)
+    camp = Campaign(
+        design,
+        "local",
+        "command",
+        workload_params={"argv": ["true"]},
+        data_dir=tmp_path,
+        campaign_id="measure-off",
+        backend_options={"enforce_limits": "false"},
+        progress=False,
+    )
     with caplog.at_level(logging.WARNING):
         camp.run()
     said = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
@@ -113,22 +135,30 @@ def test_runs_the_guard_could_not_judge_are_said_not_counted_as_quiet(tmp_path):
     in the analysis' notes and by ``labkit show``'s SQL reading alike (the reliability row of
     issue 47 found 3-5 of 8 docker runs beside a busy loop so)."""
     from labkit.store import Store
+
     t = split_campaign()
-    blind = {"telemetry": {**NOT_SAMPLED, "host": "sampled", "samples": 4},
-             "quiet_check": {"measured": False, "source": "sampler", "reason": "not told apart"}}
-    judged = {"telemetry": {**NOT_SAMPLED, "host": "sampled", "samples": 4, "cpu_other_mean_pct": 2.0},
-              "quiet_check": {"measured": False, "source": "sampler", "reason": "not told apart"}}
+    blind = {
+        "telemetry": {**NOT_SAMPLED, "host": "sampled", "samples": 4},
+        "quiet_check": {"measured": False, "source": "sampler", "reason": "not told apart"},
+    }
+    judged = {
+        "telemetry": {**NOT_SAMPLED, "host": "sampled", "samples": 4, "cpu_other_mean_pct": 2.0},
+        "quiet_check": {"measured": False, "source": "sampler", "reason": "not told apart"},
+    }
     mds = [blind if i % 3 == 0 else judged for i in range(len(t.run_id))]
     k = sum(1 for i in range(len(t.run_id)) if i % 3 == 0)
     notes = telemetry.measurement_notes(pd.DataFrame({"run_id": t.run_id, "metadata": mds}))
-    assert notes == [notes[0]] and notes[0].startswith(f"guard blind: {k} of {len(t.run_id)} runs could not be judged")
+    assert notes == [notes[0]] and notes[0].startswith(
+        f"guard blind: {k} of {len(t.run_id)} runs could not be judged"
+    )
     a = analyze_results(t, meta=META, runs=pd.DataFrame({"run_id": t.run_id, "metadata": mds}))
     assert f"guard blind: {k} of {len(t.run_id)} runs" in str(a.conclusions)
     # the store's SQL reading (labkit show) finds the same count
     from labkit.design import Design
+
     design = Design.from_dict({"name": "blind", "factors": {"vcpus": [1, 2]}, "replications": len(mds)})
     with Store.for_campaign(tmp_path, "blind") as st:
-        for run, md in zip(design.plan()[:len(mds)], mds):
+        for run, md in zip(design.plan()[: len(mds)], mds):
             st.record_run(run, status="ok", started="2026-11-29T00:00:00+00:00", duration_s=1.0, metadata=md)
         shown = telemetry.measurement_notes(st.measurement_metadata())
     assert shown == notes

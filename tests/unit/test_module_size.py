@@ -4,6 +4,7 @@ The count is of the file as committed, which ``ruff format --check`` (in ``make 
 ``make test``) holds to the formatter's layout, so a module cannot stay under the limit by
 packing its lines.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -16,8 +17,9 @@ PACKAGE = Path(labkit.__file__).parent
 
 def module_lengths(root: Path) -> dict[str, int]:
     """Lines of every ``.py`` file under ``root``, keyed by its path relative to ``root``'s parent."""
-    return {str(p.relative_to(root.parent)): len(p.read_text().splitlines())
-            for p in sorted(root.rglob("*.py"))}
+    return {
+        str(p.relative_to(root.parent)): len(p.read_text().splitlines()) for p in sorted(root.rglob("*.py"))
+    }
 
 
 def test_no_labkit_module_exceeds_the_limit():

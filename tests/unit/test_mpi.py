@@ -1,5 +1,6 @@
 """MPI/HPCC helpers: the hpcc summary parser on a captured output, the input grid, the
 launch agent and the mpirun command line (no daemon, no MPI run)."""
+
 from __future__ import annotations
 
 import shlex
@@ -44,14 +45,17 @@ def test_hpcc_grid(ranks, p, q):
 
 
 def _inst(i, peer_subnet="10.200.0.0/24"):
-    return SimpleNamespace(index=i, address=f"10.200.0.{i + 2}",
-                           network=SimpleNamespace(subnet="10.200.0.0/24", peer_subnet=peer_subnet),
-                           host_command=lambda argv, i=i: ["enter", f"i{i}", *argv])
+    return SimpleNamespace(
+        index=i,
+        address=f"10.200.0.{i + 2}",
+        network=SimpleNamespace(subnet="10.200.0.0/24", peer_subnet=peer_subnet),
+        host_command=lambda argv, i=i: ["enter", f"i{i}", *argv],
+    )
 
 
 def test_agent_maps_names_and_addresses_to_instances():
     text = agent_script([_inst(0), _inst(1)], "/tmp/w")
-    assert f"10.200.0.3|inst1) exec enter i1 sh -c {shlex.quote(mpi._INSIDE)} /tmp/w/ompi1 \"$*\" ;;" in text
+    assert f'10.200.0.3|inst1) exec enter i1 sh -c {shlex.quote(mpi._INSIDE)} /tmp/w/ompi1 "$*" ;;' in text
     assert text.rstrip().endswith("exit 1")
 
 

@@ -1,4 +1,5 @@
 """Network and link specs, tc commands, subnet choice, hosts files: no daemon, no traffic."""
+
 from __future__ import annotations
 
 import ipaddress
@@ -14,21 +15,36 @@ from labkit.run import network_setup as runnet
 from labkit.workloads import get_workload
 
 
-@pytest.mark.parametrize("level,rate,delay", [
-    ("1gbit/50us", 1e9, 50e-6),
-    ("200mbit/", 200e6, 0.0),
-    ("/2ms", None, 2e-3),
-    ({"rate": "10mbps", "delay": "0.1s"}, 80e6, 0.1),   # mbps = megabytes per second, as in tc
-    ("gbe", 1e9, 50e-6),
-])
+@pytest.mark.parametrize(
+    "level,rate,delay",
+    [
+        ("1gbit/50us", 1e9, 50e-6),
+        ("200mbit/", 200e6, 0.0),
+        ("/2ms", None, 2e-3),
+        ({"rate": "10mbps", "delay": "0.1s"}, 80e6, 0.1),  # mbps = megabytes per second, as in tc
+        ("gbe", 1e9, 50e-6),
+    ],
+)
 def test_link_levels(level, rate, delay):
     link = net.parse_link(level)
     assert link.rate_bit == pytest.approx(rate) if rate else link.rate_bit is None
     assert link.delay_s == pytest.approx(delay)
 
 
-@pytest.mark.parametrize("level", ["fast", "1gbit", "1gbyte/1ms", "1gbit/1parsec", "1kbit/", "/11s",
-                                   {"rate": "1gbit", "jitter": "1ms"}, 3, "/"])
+@pytest.mark.parametrize(
+    "level",
+    [
+        "fast",
+        "1gbit",
+        "1gbyte/1ms",
+        "1gbit/1parsec",
+        "1kbit/",
+        "/11s",
+        {"rate": "1gbit", "jitter": "1ms"},
+        3,
+        "/",
+    ],
+)
 def test_bad_link_levels_name_the_factor(level):
     with pytest.raises(ConfigError, match="link"):
         net.parse_link(level, "design.yaml: factor 'link'")
@@ -62,7 +78,7 @@ def test_subnet_skips_taken_routes():
     name = "labkit-x--net-0badcafe"
     first = net.pick_subnet(name, taken=[])
     assert first.prefixlen == 24 and first.subnet_of(net.SUBNET_POOL)
-    assert net.pick_subnet(name, taken=[]) == first   # a function of the name
+    assert net.pick_subnet(name, taken=[]) == first  # a function of the name
     second = net.pick_subnet(name, taken=[first])
     assert second != first and not second.overlaps(first)
     # a wide route over the whole pool leaves nothing
@@ -113,12 +129,14 @@ def test_nics_factor_is_accepted_and_needs_a_private_network():
     class NoBackend:
         def create_network(self, *a):
             raise AssertionError("must not be called")
+
     with pytest.raises(ConfigError, match="'nics' level 2 needs network: private"):
         runnet.open_network(NoBackend(), {"nics": 2}, get_workload("iperf3"), {}, 1, "labkit-x--", {})
 
 
 class FakeBackend(Backend):
     """A backend with no instances: what ``create_network`` does before the backend's hook."""
+
     name = "fake"
 
     def check(self):
@@ -148,12 +166,16 @@ def test_a_backend_that_cannot_bond_refuses_nics_and_names_libvirt():
 
 def test_a_campaign_with_nics_on_a_backend_that_cannot_bond_fails_before_any_run(tmp_path):
     from labkit.run.campaign import Campaign
+
     design = Design.from_dict({"factors": {"nics": [1, 2]}, "name": "agg"})
-    camp = Campaign(design, backend="local", workload="iperf3", workload_params={"path": "instances"},
-                    data_dir=tmp_path)
-    with pytest.raises(ConfigError, match=r"'nics' level 2: the local backend cannot aggregate NICs.*libvirt"):
+    camp = Campaign(
+        design, backend="local", workload="iperf3", workload_params={"path": "instances"}, data_dir=tmp_path
+    )
+    with pytest.raises(
+        ConfigError, match=r"'nics' level 2: the local backend cannot aggregate NICs.*libvirt"
+    ):
         camp.run()
-    assert not (tmp_path / camp.campaign_id / "store.sqlite").exists()   # nothing ran, no store
+    assert not (tmp_path / camp.campaign_id / "store.sqlite").exists()  # nothing ran, no store
 
 
 def test_bonded_network_has_a_data_subnet_the_instances_name_each_other_on(monkeypatch):
@@ -165,6 +187,7 @@ def test_bonded_network_has_a_data_subnet_the_instances_name_each_other_on(monke
 
         def _create_network(self, network):
             made.append(network)
+
     n = Bonding().create_network("labkit-x--", 3, "1gbit/", nics=4)
     assert made == [n] and n.nics == 4
     main, data = ipaddress.ip_network(n.subnet), ipaddress.ip_network(n.data_subnet)
@@ -173,8 +196,12 @@ def test_bonded_network_has_a_data_subnet_the_instances_name_each_other_on(monke
     assert all(ipaddress.ip_address(a) in data for a in n.data_addresses) and len(n.data_addresses) == 3
     assert n.peer_addresses == n.data_addresses and n.peer_subnet == n.data_subnet
     hosts = dict(line.split("\t")[::-1] for line in n.hosts_text().splitlines()[2:])
-    assert hosts == {"inst0": n.data_addresses[0], "inst1": n.data_addresses[1],
-                     "inst2": n.data_addresses[2], "host": n.host_address}   # instances talk over the bond
+    assert hosts == {
+        "inst0": n.data_addresses[0],
+        "inst1": n.data_addresses[1],
+        "inst2": n.data_addresses[2],
+        "host": n.host_address,
+    }  # instances talk over the bond
     assert [n.data_device(j) for j in (1, 4)] == [n.device + "1", n.device + "4"]
     with pytest.raises(ConfigError, match="data NICs 1-4, not 5"):
         n.data_device(5)
@@ -195,6 +222,7 @@ def test_a_link_without_a_network_is_refused():
     class NoBackend:
         def create_network(self, *a):
             raise AssertionError("must not be called")
+
     with pytest.raises(ConfigError, match="network: private"):
         runnet.open_network(NoBackend(), {"link": "1gbit/"}, get_workload("iperf3"), {}, 1, "labkit-x--", {})
 

@@ -1,4 +1,5 @@
 """labkit.backends.host_end.host_end: the host end of a run's network, shared by iperf3 and apache."""
+
 import os
 from types import SimpleNamespace
 
@@ -15,7 +16,9 @@ def on_network(host=None):
     ``host`` (another machine's, as the ssh backend's)."""
     inst = FakeInstance()
     inst.network = SimpleNamespace(name="labkit-t--net-1a2b3c4d", host_address="10.77.0.1")
-    inst.network.backend = SimpleNamespace(host_end=(lambda net: HostEnd(net)) if host is None else (lambda net: host))
+    inst.network.backend = SimpleNamespace(
+        host_end=(lambda net: HostEnd(net)) if host is None else (lambda net: host)
+    )
     return inst
 
 
@@ -38,13 +41,14 @@ def test_yields_the_host_end_and_removes_its_work_directory():
             assert host.exec(["pwd"], timeout=30).stdout.strip() == host.workdir
             workdir = host.workdir
             raise RuntimeError("the workload failed")
-    assert not os.path.exists(workdir)          # removed even when the workload raised
+    assert not os.path.exists(workdir)  # removed even when the workload raised
 
 
 def test_a_spawned_command_is_seen_to_end():
     """Process.running() polls with timeout 0: the host end must still drain the pipes and reap
     the command (subprocess's communicate(timeout=0) alone never would)."""
     import time
+
     host = HostEnd(on_network().network)
     try:
         p = host.spawn(["sh", "-c", "echo served; exit 3"])
@@ -81,6 +85,7 @@ def test_a_host_ends_commands_are_counted_in_a_cgroup_named_after_the_campaign()
     with the campaign's prefix, which the campaign's telemetry counts, and which goes with it."""
     from labkit.backends import cgroups
     from labkit.run.readings import CgroupWatch
+
     watch = CgroupWatch(cgroups.detect_here(), "labkit-t--", holds_instances=False)
     retired = "labkit-t--host-retired"
     before_all = sum(cpu for cpu, _ in watch.read().values())
@@ -111,6 +116,7 @@ def test_a_host_ends_commands_are_counted_in_a_cgroup_named_after_the_campaign()
 def test_remove_leftovers_removes_only_the_campaigns_host_end_cgroups():
     from labkit.backends import cgroups
     from labkit.backends.host_end import remove_leftovers
+
     root = cgroups.accounting_root(cgroups.detect_here())
     ours, theirs = f"{root}/labkit-t--host-0badc0de", f"{root}/labkit-t2--host-0badc0de"
     os.mkdir(ours)

@@ -1,4 +1,5 @@
 """The N-queens solver against the known solution counts (OEIS A000170)."""
+
 import subprocess
 
 import pytest
@@ -20,11 +21,16 @@ def test_solver_counts(n, expected, threads):
 
 def _count_queens(n: int) -> int:
     """An independent count (plain backtracking over columns and diagonals) to check the table."""
+
     def place(row, cols, d1, d2):
         if row == n:
             return 1
-        return sum(place(row + 1, cols | {c}, d1 | {row - c}, d2 | {row + c})
-                   for c in range(n) if c not in cols and row - c not in d1 and row + c not in d2)
+        return sum(
+            place(row + 1, cols | {c}, d1 | {row - c}, d2 | {row + c})
+            for c in range(n)
+            if c not in cols and row - c not in d1 and row + c not in d2
+        )
+
     return place(0, frozenset(), frozenset(), frozenset())
 
 
@@ -58,9 +64,9 @@ def test_build_is_cached(monkeypatch, tmp_path):
     monkeypatch.setattr(cbuild, "compile_c", lambda *a, **kw: compiled.append(a) or real(*a, **kw))
     first = cbuild.build("nqueens.c")
     assert cbuild.build("nqueens.c") == first and first.is_file()
-    assert len(compiled) == 1          # the second call found the cached binary: no compiler run
+    assert len(compiled) == 1  # the second call found the cached binary: no compiler run
     cbuild.build("nqueens.c", flags=("-O1", "-pthread"))
-    assert len(compiled) == 2          # other flags: another binary
+    assert len(compiled) == 2  # other flags: another binary
 
 
 def test_board_parameter_validated():

@@ -2,6 +2,7 @@
 base when the base install reaches the module, else in each extra that enables it), every lock pin
 (requirements.txt) is inside its declared range, and the notebooks and reference data ship as package
 data. The built wheel itself is installed and imported in tests/integration/test_wheel.py."""
+
 from __future__ import annotations
 
 import ast
@@ -19,14 +20,25 @@ ROOT = Path(__file__).resolve().parents[2]
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
 
 #: import name -> distribution (the ones whose names differ)
-DISTRIBUTION = {"yaml": "PyYAML", "zmq": "pyzmq", "IPython": "ipython", "libvirt": "libvirt-python",
-                "libvirt_qemu": "libvirt-python", "openstack": "openstacksdk", "azure.core": "azure-core",
-                "azure.identity": "azure-identity", "azure.mgmt.compute": "azure-mgmt-compute"}
+DISTRIBUTION = {
+    "yaml": "PyYAML",
+    "zmq": "pyzmq",
+    "IPython": "ipython",
+    "libvirt": "libvirt-python",
+    "libvirt_qemu": "libvirt-python",
+    "openstack": "openstacksdk",
+    "azure.core": "azure-core",
+    "azure.identity": "azure-identity",
+    "azure.mgmt.compute": "azure-mgmt-compute",
+}
+
 
 def requirements(extra: str | None = None) -> list[Requirement]:
     """The base's requirements, or an extra's (``labkit[x,y]`` self-references expanded)."""
-    reqs = [Requirement(r) for r in (PYPROJECT["dependencies"] if extra is None
-                                     else PYPROJECT["optional-dependencies"][extra])]
+    reqs = [
+        Requirement(r)
+        for r in (PYPROJECT["dependencies"] if extra is None else PYPROJECT["optional-dependencies"][extra])
+    ]
     out = []
     for r in reqs:
         if canonicalize_name(r.name) == "labkit":
@@ -67,7 +79,11 @@ def third_party_imports(path: Path) -> set[str]:
             top = name.split(".")[0]
             if top in sys.stdlib_module_names or top in ("labkit", "__future__"):
                 continue
-            key = ".".join(name.split(".")[:3 if name.startswith("azure.mgmt") else 2]) if top == "azure" else top
+            key = (
+                ".".join(name.split(".")[: 3 if name.startswith("azure.mgmt") else 2])
+                if top == "azure"
+                else top
+            )
             out.add(canonicalize_name(DISTRIBUTION.get(key, key)))
     return out
 
@@ -123,7 +139,10 @@ def test_the_lock_pins_what_labkit_imports_directly():
 
 def test_notebooks_and_reference_data_ship_as_package_data():
     from labkit.core import paths
-    data = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]["labkit.studies"]
+
+    data = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"][
+        "labkit.studies"
+    ]
     shipped = {p.name for pattern in data for p in (ROOT / "labkit" / "studies").glob(pattern)}
     in_repo = {p.name for p in (ROOT / "notebooks").glob("*.ipynb")}
     assert in_repo and in_repo <= shipped

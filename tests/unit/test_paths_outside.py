@@ -3,6 +3,7 @@ never any folder with pyproject.toml and data/); outside it relative paths start
 directory as ``Campaign(data_dir="data")``'s do; the notebooks and the papers' tables ship with the
 package, ``labkit notebooks copy`` writes them into a user's folder, the dashboard finds its explorer
 without a checkout, and an installed labkit names the commit it was built from."""
+
 from __future__ import annotations
 
 import json
@@ -59,6 +60,7 @@ def test_reference_data_and_notebooks_come_with_the_package():
     assert (paths.reference_dir() / "affinity_influence.csv").is_file()
     assert (paths.notebooks_dir() / "01_affinity_factorial.ipynb").is_file()
     from labkit.studies import sweeps, verdicts
+
     assert verdicts.reference_dir() == paths.reference_dir()
     assert sweeps.reference_file().parent == paths.reference_dir()
 
@@ -69,17 +71,20 @@ def test_notebooks_copy_writes_them_into_a_user_folder(tmp_path, capsys):
     names = sorted(p.name for p in dest.glob("*.ipynb"))
     assert "00_explorer.ipynb" in names and "01_affinity_factorial.ipynb" in names
     nb = json.loads((dest / "01_affinity_factorial.ipynb").read_text())
-    params = "".join(next(c for c in nb["cells"] if "parameters" in c.get("metadata", {}).get("tags", []))["source"])
+    params = "".join(
+        next(c for c in nb["cells"] if "parameters" in c.get("metadata", {}).get("tags", []))["source"]
+    )
     assert "data_dir = None" in params and "reference_dir = None" in params
     (dest / "00_explorer.ipynb").write_text("mine")
     assert cli.main(["notebooks", "copy", str(dest)]) == 0
-    assert (dest / "00_explorer.ipynb").read_text() == "mine"       # kept without --force
+    assert (dest / "00_explorer.ipynb").read_text() == "mine"  # kept without --force
     assert "kept" in capsys.readouterr().err
 
 
 def test_the_dashboard_serves_the_packaged_explorer_over_any_data_dir(elsewhere, monkeypatch):
     from labkit.report import dashboard
-    monkeypatch.setattr(paths, "_PACKAGE", ROOT / "labkit")          # the package data, as installed
+
+    monkeypatch.setattr(paths, "_PACKAGE", ROOT / "labkit")  # the package data, as installed
     monkeypatch.setattr(paths, "checkout", lambda start=None: None)  # and no checkout anywhere
     nb = dashboard.explorer_notebook()
     assert nb == ROOT / "labkit" / "studies" / "notebooks" / "00_explorer.ipynb"

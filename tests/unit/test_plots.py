@@ -1,4 +1,5 @@
 """labkit.report.plots: structure of the figures (bars, reference lines, labels) and saving."""
+
 from __future__ import annotations
 
 import matplotlib
@@ -39,19 +40,20 @@ def bar_widths(ax):
 
 
 def test_pareto_replicated_uses_t_and_the_t_quantile(sv):
-    table = factorial_effects(long_frame(sv.JAIN_22R3["y"], ["A", "B"]), factors=["A", "B"], response="y",
-                              alpha=0.10)
+    table = factorial_effects(
+        long_frame(sv.JAIN_22R3["y"], ["A", "B"]), factors=["A", "B"], response="y", alpha=0.10
+    )
     fig = plots.pareto(table)
     assert isinstance(fig, Figure)
     ax = fig.axes[0]
     assert len(ax.patches) == 3
     assert bar_widths(ax) == pytest.approx(sorted(table["t"].abs()[1:4], reverse=True))
-    assert term_labels(ax) == ["A", "B", "A × B"]                 # largest on top
+    assert term_labels(ax) == ["A", "B", "A × B"]  # largest on top
     # Jain Ex. 18.4: t(0.95, 8) = 1.8595 (R: qt(0.95, 8))
     assert line(ax, "t_crit").get_xdata()[0] == pytest.approx(sv.JAIN_22R3["t_90_df8"], abs=5e-5)
     assert "|t|" in ax.get_xlabel()
     texts = sorted(t.get_text() for t in ax.texts)
-    assert texts == ["15.4%", "4.3%", "78.9%"]                     # Jain: 78.88, 15.40, 4.27
+    assert texts == ["15.4%", "4.3%", "78.9%"]  # Jain: 78.88, 15.40, 4.27
     assert "α = 0.1" in ax.get_title()
     # Jain Ex. 18.3: errors explain 100 - 78.88 - 15.40 - 4.27 = 1.45 % (1.5 % to one decimal)
     assert "error (residual): 1.5% of the variation" in ax.get_xlabel()
@@ -62,14 +64,14 @@ def test_pareto_unreplicated_uses_lenth_me_and_sme(sv):
     ax = plots.pareto(table).axes[0]
     res = lenth(table)
     assert len(ax.patches) == 7
-    assert bar_widths(ax) == [40, 20, 10, 10, 6, 4, 2]              # Jain Ex. 17.3: 2q
+    assert bar_widths(ax) == [40, 20, 10, 10, 6, 4, 2]  # Jain Ex. 17.3: 2q
     assert line(ax, "ME").get_xdata()[0] == pytest.approx(res.me)
     assert line(ax, "SME").get_xdata()[0] == pytest.approx(res.sme)
     assert ax.get_xlabel() == "|effect|"
     assert term_labels(ax) == ["C", "A", "B", "A × B", "B × C", "A × C", "A × B × C"]
     top3 = plots.pareto(table, top=3).axes[0]
     assert len(top3.patches) == 3
-    assert line(top3, "ME").get_xdata()[0] == pytest.approx(res.me)   # lines still use all 7
+    assert line(top3, "ME").get_xdata()[0] == pytest.approx(res.me)  # lines still use all 7
 
 
 def test_pareto_rejects_what_it_cannot_chart():
@@ -83,9 +85,18 @@ def test_pareto_rejects_what_it_cannot_chart():
 @pytest.fixture
 def study():
     rng = np.random.default_rng(7)
-    rows = [{"vcpus": v, "affinity": a, "count": c, "rps": 100 * v + 20 * (a == "pinned")
-             - 15 * c + rng.normal(0, 5)}
-            for v in (1, 2) for a in ("floating", "pinned") for c in (1, 2, 4) for _ in range(4)]
+    rows = [
+        {
+            "vcpus": v,
+            "affinity": a,
+            "count": c,
+            "rps": 100 * v + 20 * (a == "pinned") - 15 * c + rng.normal(0, 5),
+        }
+        for v in (1, 2)
+        for a in ("floating", "pinned")
+        for c in (1, 2, 4)
+        for _ in range(4)
+    ]
     return pd.DataFrame(rows)
 
 
@@ -106,9 +117,12 @@ def test_interactions_one_panel_per_pair(study):
     axes = [ax for ax in fig.axes if ax.get_visible()]
     assert len(axes) == 3
     assert [ax.get_xlabel() for ax in axes] == ["vCPUs", "vCPUs", "CPU affinity"]
-    assert [ax.get_legend().get_title().get_text() for ax in axes] == ["CPU affinity", "instances",
-                                                                      "instances"]
-    assert len(axes[1].lines) == 3                                   # one per count level
+    assert [ax.get_legend().get_title().get_text() for ax in axes] == [
+        "CPU affinity",
+        "instances",
+        "instances",
+    ]
+    assert len(axes[1].lines) == 3  # one per count level
     with pytest.raises(ConfigError, match="at least two factors"):
         plots.interactions(study, ["vcpus"], "rps")
 
@@ -126,8 +140,7 @@ def test_qq_of_residuals(sv):
 
 
 def test_response_by_config_with_hue(study):
-    ax = plots.response_by_config(study, ["vcpus", "count", "affinity"], "rps",
-                                  hue="affinity").axes[0]
+    ax = plots.response_by_config(study, ["vcpus", "count", "affinity"], "rps", hue="affinity").axes[0]
     labels = [t.get_text() for t in ax.get_xticklabels()]
     assert len(labels) == 6 and labels[0] == "vCPUs=1\ninstances=1"
     assert [t.get_text() for t in ax.get_legend().get_texts()] == ["floating", "pinned"]
@@ -137,8 +150,11 @@ def test_response_by_config_with_hue(study):
     # n = 4 per configuration: every run drawn beside its mean, in its series' colour
     raw = [c for c in ax.collections if c.get_gid() == "raw"]
     assert sum(len(c.get_offsets()) for c in raw) == len(study)
-    assert not [c for c in plots.response_by_config(study, ["vcpus"], "rps", points=False)
-                .axes[0].collections if c.get_gid() == "raw"]
+    assert not [
+        c
+        for c in plots.response_by_config(study, ["vcpus"], "rps", points=False).axes[0].collections
+        if c.get_gid() == "raw"
+    ]
     with pytest.raises(ConfigError, match="hue 'nope' must be one of by"):
         plots.response_by_config(study, ["vcpus"], "rps", hue="nope")
 
@@ -158,7 +174,7 @@ def test_save_figure_writes_png_and_svg(tmp_path, sv):
     assert paths[0].read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "<svg" in paths[1].read_text()
     again = plots.save_figure(fig, "pareto_jain23", tmp_path / "figures")
-    assert again[1].read_text() == paths[1].read_text()              # reproducible SVG
+    assert again[1].read_text() == paths[1].read_text()  # reproducible SVG
     with pytest.raises(ConfigError, match="bare file name"):
         plots.save_figure(fig, "../escape", tmp_path)
     with pytest.raises(ConfigError, match="formats must be among"):
@@ -167,25 +183,46 @@ def test_save_figure_writes_png_and_svg(tmp_path, sv):
 
 def test_figures_are_not_left_open_in_pyplot(study):
     import matplotlib.pyplot as plt
+
     before = set(plt.get_fignums())
-    figs = [plots.main_effects(study, ["vcpus", "count"], "rps"),
-            plots.interactions(study, ["vcpus", "count"], "rps"),
-            plots.response_by_config(study, ["vcpus"], "rps")]
-    assert set(plt.get_fignums()) == before                          # nothing to show twice
+    figs = [
+        plots.main_effects(study, ["vcpus", "count"], "rps"),
+        plots.interactions(study, ["vcpus", "count"], "rps"),
+        plots.response_by_config(study, ["vcpus"], "rps"),
+    ]
+    assert set(plt.get_fignums()) == before  # nothing to show twice
     assert all(isinstance(f, Figure) for f in figs)
 
 
 def overhead_table():
     rows = []
-    for bench, tests in {"cpu": ["cpu events threads=1", "cpu events threads=2"],
-                         "application": ["application rps c=10"]}.items():
+    for bench, tests in {
+        "cpu": ["cpu events threads=1", "cpu events threads=2"],
+        "application": ["application rps c=10"],
+    }.items():
         for k, test in enumerate(tests):
             for j, plat in enumerate(["docker", "libvirt"]):
-                ratio = 1.0 + 0.1 * k + j if bench == "cpu" else 16.0 ** j
-                rows.append({"benchmark": bench, "test": test, "platform": plat,
-                             "ratio": ratio, "ci_low": ratio * 0.9, "ci_high": ratio * 1.2})
-    rows.append({"benchmark": "cpu", "test": "cpu events threads=4", "platform": "docker",
-                 "ratio": np.nan, "ci_low": np.nan, "ci_high": np.nan})
+                ratio = 1.0 + 0.1 * k + j if bench == "cpu" else 16.0**j
+                rows.append(
+                    {
+                        "benchmark": bench,
+                        "test": test,
+                        "platform": plat,
+                        "ratio": ratio,
+                        "ci_low": ratio * 0.9,
+                        "ci_high": ratio * 1.2,
+                    }
+                )
+    rows.append(
+        {
+            "benchmark": "cpu",
+            "test": "cpu events threads=4",
+            "platform": "docker",
+            "ratio": np.nan,
+            "ci_low": np.nan,
+            "ci_high": np.nan,
+        }
+    )
     return pd.DataFrame(rows)
 
 
@@ -204,7 +241,7 @@ def test_overhead_ratios_on_a_log_scale_one_panel_per_benchmark():
                 ends.setdefault(c.get_label(), []).extend(b.get_x() + b.get_width() for b in c.patches)
     assert ends["docker"] == pytest.approx([1.0, 1.1, 1.0])
     assert ends["libvirt"] == pytest.approx([2.0, 2.1, 16.0])
-    assert cpu.get_xlim()[1] < 10 < app.get_xlim()[1]            # panels do not share the x scale
+    assert cpu.get_xlim()[1] < 10 < app.get_xlim()[1]  # panels do not share the x scale
     assert [t.get_text() for t in fig.legends[0].get_texts()] == ["docker", "libvirt"]
     assert "95% Fieller CI" in fig.get_suptitle()
 
@@ -220,6 +257,7 @@ def test_main_effect_ci_uses_the_model_error(study):
     """Half-width t(df_e)·s_e/sqrt(n): s_e² is the residual mean square of the full model
     (statsmodels OLS rps ~ C(vcpus)*C(affinity)*C(count), mse_resid), not each level's spread."""
     import statsmodels.formula.api as smf
+
     fit = smf.ols("rps ~ C(vcpus) * C(affinity) * C(count)", data=study).fit()
     ax = plots.main_effects(study, ["vcpus", "affinity", "count"], "rps").axes[0]
     bars = [c for c in ax.containers if c.__class__.__name__ == "ErrorbarContainer"][0]
@@ -239,8 +277,9 @@ def test_pareto_caveat_when_residuals_are_not_normal():
 
 
 def test_run_order_shows_drift():
-    d = pd.DataFrame({"run_order": range(30), "t": np.linspace(1, 2, 30),
-                      "affinity": ["floating", "pinned"] * 15})
+    d = pd.DataFrame(
+        {"run_order": range(30), "t": np.linspace(1, 2, 30), "affinity": ["floating", "pinned"] * 15}
+    )
     ax = plots.run_order(d, "t", hue="affinity").axes[0]
     roll = line(ax, "rolling_median")
     assert roll.get_ydata()[15] == pytest.approx(d.t.rolling(3, center=True).median()[15])
@@ -251,6 +290,7 @@ def test_platform_label_and_emulation_note_follow_the_domain_types():
     """A libvirt platform whose domains ran as type qemu (TCG) is labelled and caveated so; KVM
     domains, or a platform with no libvirt domains, get neither."""
     from labkit.report.labels import emulation_note, platform_label
+
     assert platform_label("libvirt", {"qemu"}) == "libvirt (TCG)"
     assert platform_label("kvm", {"kvm", "qemu"}) == "kvm (KVM+TCG)"
     assert platform_label("kvm", {"kvm"}) == "kvm" and platform_label("lxd", set()) == "lxd"

@@ -18,6 +18,7 @@ name starts with one is private to its package. Over the AST of every module of 
 
 The few third-party internals labkit must touch are listed below with the reason.
 """
+
 from __future__ import annotations
 
 import ast
@@ -30,10 +31,10 @@ PKG = Path(__file__).resolve().parents[2] / "labkit"
 #: (module, name): why a third-party private is touched (never a labkit module's)
 THIRD_PARTY = {
     ("backends/docker_ssh.py", "_custom_adapter"): "docker-py has no public hook for an SSH adapter "
-                                                   "that applies labkit's host-key policy",
+    "that applies labkit's host-key policy",
     ("backends/docker_ssh.py", "_version"): "docker-py's APIClient keeps the API version there",
     ("backends/docker_ssh.py", "_retrieve_server_version"): "docker-py's own call, made again once "
-                                                            "the adapter is in place",
+    "the adapter is in place",
     ("backends/libvirt/relay.py", "_exit"): "os._exit is the documented way to end a forked child",
     ("studies/public_cloud.py", "_asdict"): "namedtuple's public API is underscore-prefixed",
 }
@@ -57,8 +58,12 @@ def class_members(tree: ast.AST) -> set[str]:
                 elif isinstance(item, (ast.Assign, ast.AnnAssign)):
                     targets = item.targets if isinstance(item, ast.Assign) else [item.target]
                     names |= {t.id for t in targets if isinstance(t, ast.Name)}
-        elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store) \
-                and isinstance(node.value, ast.Name) and node.value.id in ("self", "cls"):
+        elif (
+            isinstance(node, ast.Attribute)
+            and isinstance(node.ctx, ast.Store)
+            and isinstance(node.value, ast.Name)
+            and node.value.id in ("self", "cls")
+        ):
             names.add(node.attr)
     return names
 
@@ -90,11 +95,13 @@ def private_module_import(node: ast.Import | ast.ImportFrom, here: Path) -> list
     for i, part in enumerate(parts):
         # allowed: the first component of a level-1 import, a module of the importer's package
         if private(part) and not (node.level == 1 and i == 0 and (here / f"{part}.py").is_file()):
-            bad.append(".".join(parts[:i + 1]))
+            bad.append(".".join(parts[: i + 1]))
     for alias in node.names:
         if not private(alias.name):
             continue
-        same_package_module = node.level == 1 and node.module is None and (here / f"{alias.name}.py").is_file()
+        same_package_module = (
+            node.level == 1 and node.module is None and (here / f"{alias.name}.py").is_file()
+        )
         if not same_package_module:
             bad.append(alias.name)
     return bad
@@ -112,19 +119,27 @@ def violations(path: Path) -> list[str]:
             return
         foreign = isinstance(value, ast.Name) and value.id in imported
         if foreign or attr not in members:
-            out.append(f"{rel}:{node.lineno}: {shown}")   # type: ignore[attr-defined]
+            out.append(f"{rel}:{node.lineno}: {shown}")  # type: ignore[attr-defined]
 
     for node in ast.walk(tree):
         if isinstance(node, (ast.Import, ast.ImportFrom)):
             for name in private_module_import(node, here):
-                src = ("import " if isinstance(node, ast.Import) else
-                       f"from {'.' * node.level}{node.module or ''} import ")
+                src = (
+                    "import "
+                    if isinstance(node, ast.Import)
+                    else f"from {'.' * node.level}{node.module or ''} import "
+                )
                 out.append(f"{rel}:{node.lineno}: {src}... ({name})")
         elif isinstance(node, ast.Attribute):
             check(node, node.value, node.attr, ast.unparse(node))
-        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ATTR_FUNCTIONS \
-                and len(node.args) >= 2 and isinstance(node.args[1], ast.Constant) \
-                and isinstance(node.args[1].value, str):
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id in ATTR_FUNCTIONS
+            and len(node.args) >= 2
+            and isinstance(node.args[1], ast.Constant)
+            and isinstance(node.args[1].value, str)
+        ):
             check(node, node.args[0], node.args[1].value, ast.unparse(node))
     return out
 
@@ -134,32 +149,43 @@ def test_no_module_uses_another_modules_private_names():
     assert found == [], "private names used across modules:\n" + "\n".join(found)
 
 
-@pytest.mark.parametrize("source, bad", [
-    ("from .campaign import _forget_failed\n", True),
-    ("from .stats import _cells\n", True),             # another package's private module
-    ("from . import _cells\n", False),                 # a private module of this package (sub/_cells.py)
-    ("from ._cells import cell_means\n", False),
-    ("from .._cells import cell_means\n", True),       # the parent package's private module
-    ("from ..backends._ssh_settings import SshSettings\n", True),
-    ("from labkit.backends._ssh_settings import SshSettings\n", True),
-    ("import labkit.backends._ssh_settings\n", True),
-    ("def f(c):\n    return c._measure()\n", True),
-    ("class A:\n    def _h(self):\n        pass\n    def g(self, other):\n        return other._h()\n", False),
-    ("class A:\n    def __init__(self):\n        self._n = 0\n    def g(self, o):\n        return o._n\n", False),
-    ("class A:\n    def _h(self):\n        return super()._h()\n", False),
-    # a module-level helper of the same name does not make another object's private its own
-    ("def _measure():\n    pass\ndef f(c):\n    return c._measure()\n", True),
-    # nor does a method of the same name make an imported module's or class's private its own
-    ("from . import netmod\nclass A:\n    def _routes(self):\n        return netmod._routes()\n", True),
-    ("from .campaign import Campaign\nclass F:\n    def _measure(self):\n        return Campaign._measure(self)\n",
-     True),
-    ("def f(c):\n    return getattr(c, '_measure')()\n", True),
-    ("def f(c):\n    return hasattr(c, '_measure')\n", True),
-    ("def f(c):\n    setattr(c, '_seen', 1)\n", True),
-    ("class A:\n    def _h(self):\n        return getattr(self, '_h')\n", False),
-    ("def f(c, name):\n    return getattr(c, name)\n", False),   # not a literal: not checked
-    ("import os\nos._exit(0)\n", True),                  # only where THIRD_PARTY says why
-])
+@pytest.mark.parametrize(
+    "source, bad",
+    [
+        ("from .campaign import _forget_failed\n", True),
+        ("from .stats import _cells\n", True),  # another package's private module
+        ("from . import _cells\n", False),  # a private module of this package (sub/_cells.py)
+        ("from ._cells import cell_means\n", False),
+        ("from .._cells import cell_means\n", True),  # the parent package's private module
+        ("from ..backends._ssh_settings import SshSettings\n", True),
+        ("from labkit.backends._ssh_settings import SshSettings\n", True),
+        ("import labkit.backends._ssh_settings\n", True),
+        ("def f(c):\n    return c._measure()\n", True),
+        (
+            "class A:\n    def _h(self):\n        pass\n    def g(self, other):\n        return other._h()\n",
+            False,
+        ),
+        (
+            "class A:\n    def __init__(self):\n        self._n = 0\n    def g(self, o):\n        return o._n\n",
+            False,
+        ),
+        ("class A:\n    def _h(self):\n        return super()._h()\n", False),
+        # a module-level helper of the same name does not make another object's private its own
+        ("def _measure():\n    pass\ndef f(c):\n    return c._measure()\n", True),
+        # nor does a method of the same name make an imported module's or class's private its own
+        ("from . import netmod\nclass A:\n    def _routes(self):\n        return netmod._routes()\n", True),
+        (
+            "from .campaign import Campaign\nclass F:\n    def _measure(self):\n        return Campaign._measure(self)\n",
+            True,
+        ),
+        ("def f(c):\n    return getattr(c, '_measure')()\n", True),
+        ("def f(c):\n    return hasattr(c, '_measure')\n", True),
+        ("def f(c):\n    setattr(c, '_seen', 1)\n", True),
+        ("class A:\n    def _h(self):\n        return getattr(self, '_h')\n", False),
+        ("def f(c, name):\n    return getattr(c, name)\n", False),  # not a literal: not checked
+        ("import os\nos._exit(0)\n", True),  # only where THIRD_PARTY says why
+    ],
+)
 def test_the_rule_itself(tmp_path, monkeypatch, source, bad):
     pkg = tmp_path / "labkit"
     sub = pkg / "sub"

@@ -4,6 +4,7 @@ across data dirs, data dirs another user could change, and campaign ids in every
 Liveness is proved with a real child process that is SIGKILLed; the registry is a temporary
 directory (LABKIT_RUN_DIR) so these tests never meet another suite's campaigns.
 """
+
 import os
 import signal
 import subprocess
@@ -40,8 +41,9 @@ REGISTERED = textwrap.dedent("""
 
 def _child(cid: str, data_dir) -> subprocess.Popen:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    proc = subprocess.Popen([sys.executable, "-c", REGISTERED, cid, str(data_dir)], stdout=subprocess.PIPE,
-                            text=True, env=env)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", REGISTERED, cid, str(data_dir)], stdout=subprocess.PIPE, text=True, env=env
+    )
     assert proc.stdout.readline().strip() == "registered"
     return proc
 
@@ -49,15 +51,24 @@ def _child(cid: str, data_dir) -> subprocess.Popen:
 def test_entry_appears_while_registered_and_goes_on_release(tmp_path, run_dir):
     with registry.register("reg-a", tmp_path / "d", backend="local", prefix="labkit-reg-a--") as reg:
         (e,) = registry.running()
-        assert (e.campaign_id, e.data_dir, e.pid, e.backend, e.prefix, e.kind) == \
-            ("reg-a", str(tmp_path / "d"), os.getpid(), "local", "labkit-reg-a--", "run")
+        assert (e.campaign_id, e.data_dir, e.pid, e.backend, e.prefix, e.kind) == (
+            "reg-a",
+            str(tmp_path / "d"),
+            os.getpid(),
+            "local",
+            "labkit-reg-a--",
+            "run",
+        )
         assert registry.find("reg-a") == e and registry.find("reg-b") is None
-        assert reg.path.stat().st_mode & 0o777 == 0o644 and (run_dir / "reg-a.lock").stat().st_mode & 0o777 == 0o600
+        assert (
+            reg.path.stat().st_mode & 0o777 == 0o644
+            and (run_dir / "reg-a.lock").stat().st_mode & 0o777 == 0o600
+        )
         assert run_dir.stat().st_mode & 0o777 == 0o755
     assert registry.entries() == [] and registry.running() == []
     # the lock goes with the entry: the directory does not keep a file per id ever run
     assert not [p.name for p in run_dir.iterdir() if p.suffix in (".lock", ".json")]
-    with registry.register("reg-a", tmp_path / "d"):   # and the id registers again
+    with registry.register("reg-a", tmp_path / "d"):  # and the id registers again
         assert registry.find("reg-a").data_dir == str(tmp_path / "d")
 
 
@@ -66,14 +77,14 @@ def test_a_sigkilled_holder_is_seen_stopped_and_its_id_can_run_again(tmp_path):
     try:
         (e,) = registry.running()
         assert e.pid == proc.pid and e.data_dir == str(tmp_path / "first")
-        with pytest.raises(StoreError) as err:             # held by a live process: refused, naming it
+        with pytest.raises(StoreError) as err:  # held by a live process: refused, naming it
             registry.register("reg-k", tmp_path / "second")
         assert str(tmp_path / "first") in str(err.value) and f"pid {proc.pid}" in str(err.value)
         assert e.started in str(err.value)
     finally:
         proc.send_signal(signal.SIGKILL)
         proc.wait()
-    (e,) = registry.entries()                           # the entry stays, the kernel dropped the lock
+    (e,) = registry.entries()  # the entry stays, the kernel dropped the lock
     assert e.campaign_id == "reg-k" and e.running is False and registry.running() == []
     with registry.register("reg-k", tmp_path / "second"):
         assert registry.find("reg-k").data_dir == str(tmp_path / "second")
@@ -119,7 +130,7 @@ def test_same_id_from_another_data_dir_refuses_before_any_cleanup(tmp_path):
         be = FakeBackend()
         with pytest.raises(StoreError, match="already running on this host") as err:
             campaign(tmp_path / "second", backend=be, campaign_id="t-dup").run()
-        assert be.cleaned == [] and be.destroyed == []            # nothing touched, nothing created
+        assert be.cleaned == [] and be.destroyed == []  # nothing touched, nothing created
         assert str(tmp_path / "first") in str(err.value) and f"pid {proc.pid}" in str(err.value)
         assert not (tmp_path / "second" / "t-dup" / "store.sqlite").exists()
     finally:
@@ -127,11 +138,12 @@ def test_same_id_from_another_data_dir_refuses_before_any_cleanup(tmp_path):
         proc.wait()
     be = FakeBackend()
     assert len(campaign(tmp_path / "second", backend=be, campaign_id="t-dup").run().runs()) == 4
-    assert be.cleaned == ["labkit-t-dup--"] and registry.running() == []   # unregistered at the end
+    assert be.cleaned == ["labkit-t-dup--"] and registry.running() == []  # unregistered at the end
 
 
 def test_clean_of_one_campaign_refuses_while_it_runs_elsewhere(tmp_path, capsys):
     from labkit.store import Store
+
     c = campaign(tmp_path, backend=FakeBackend(), campaign_id="t-cl")
     with Store.for_campaign(tmp_path, "t-cl") as st:
         c._check_or_write_meta(st)
@@ -153,7 +165,7 @@ def test_a_data_dir_others_can_change_is_refused(tmp_path, mode):
     with pytest.raises(StoreError, match="writable by group or others"):
         campaign(shared / "data", backend=be).run()
     assert be.cleaned == [] and not (shared / "data").exists()
-    os.chmod(shared, mode | 0o1000)       # sticky, as /tmp: nobody replaces another's entries
+    os.chmod(shared, mode | 0o1000)  # sticky, as /tmp: nobody replaces another's entries
     assert check_data_dir(shared / "data") == shared / "data"
 
 
@@ -172,10 +184,11 @@ def test_a_data_dir_owned_by_another_user_is_refused(tmp_path):
 def test_every_verb_refuses_a_campaign_id_that_is_a_path(tmp_path, capsys, verb, cid):
     (tmp_path / "data").mkdir()
     (tmp_path / "x").mkdir()
-    (tmp_path / "x" / "store.sqlite").write_text("")   # what `../x` would reach
-    args = [verb, cid, "--data-dir", str(tmp_path / "data")] + (["-o", str(tmp_path / "r.html")]
-                                                               if verb == "report" else [])
-    assert cli.main(args) == 2                    # a ConfigError (exit 2) saying the id rule
+    (tmp_path / "x" / "store.sqlite").write_text("")  # what `../x` would reach
+    args = [verb, cid, "--data-dir", str(tmp_path / "data")] + (
+        ["-o", str(tmp_path / "r.html")] if verb == "report" else []
+    )
+    assert cli.main(args) == 2  # a ConfigError (exit 2) saying the id rule
     err = capsys.readouterr().err
     assert "campaign_id" in err and "lowercase letters" in err and not (tmp_path / "r.html").exists()
 
@@ -185,10 +198,11 @@ def test_a_platform_campaign_registers_and_refuses_a_duplicate_id(tmp_path, monk
     import labkit.backends
     from labkit.run.campaign import Campaign
     from tests.unit.test_fleet import DESIGN, Fake, Nap
+
     made = []
 
     def get_backend(name="local", **options):
-        be = Fake()    # opened from several threads at once (one per platform)
+        be = Fake()  # opened from several threads at once (one per platform)
         be.name = name
         made.append(be)
         if registry.find("t-fl") is None or registry.find("t-fl").data_dir != str(tmp_path / "a"):
@@ -199,7 +213,9 @@ def test_a_platform_campaign_registers_and_refuses_a_duplicate_id(tmp_path, monk
     proc = _child("t-fl", tmp_path / "other")
     try:
         with pytest.raises(StoreError, match="already running on this host") as err:
-            Campaign(DESIGN, workload=Nap(), campaign_id="t-fl", data_dir=tmp_path / "a", progress=False).run()
+            Campaign(
+                DESIGN, workload=Nap(), campaign_id="t-fl", data_dir=tmp_path / "a", progress=False
+            ).run()
         assert str(tmp_path / "other") in str(err.value) and made == []
     finally:
         proc.kill()
@@ -216,7 +232,8 @@ def test_another_user_sees_a_campaign_by_pid_and_start_time_until_it_is_killed(t
         pytest.skip("needs root to read as another user")
     import shutil
     import tempfile
-    shared = Path(tempfile.mkdtemp(prefix="labkit-test-reg-"))   # /tmp: others may look in
+
+    shared = Path(tempfile.mkdtemp(prefix="labkit-test-reg-"))  # /tmp: others may look in
     os.chmod(shared, 0o755)
     run_dir = shared / "run"
     monkeypatch.setenv("LABKIT_RUN_DIR", str(run_dir))
@@ -229,9 +246,15 @@ def test_another_user_sees_a_campaign_by_pid_and_start_time_until_it_is_killed(t
 
     def read_as_nobody() -> str:
         env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT), "LABKIT_RUN_DIR": str(run_dir), "HOME": "/"}
-        return subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", sys.executable,
-                               "-c", reader], capture_output=True, text=True, env=env, check=True,
-                              cwd="/").stdout.strip()
+        return subprocess.run(
+            ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", sys.executable, "-c", reader],
+            capture_output=True,
+            text=True,
+            env=env,
+            check=True,
+            cwd="/",
+        ).stdout.strip()
+
     try:
         try:
             assert read_as_nobody() == f"reg-x:True:{proc.pid}"
@@ -252,11 +275,13 @@ def test_two_non_root_users_cannot_run_one_campaign_id(tmp_path, monkeypatch):
     import secrets
     import shutil
     import tempfile
+
     monkeypatch.delenv("LABKIT_RUN_DIR")
     cid = f"t-xu{secrets.token_hex(3)}"
-    base = Path(tempfile.mkdtemp(prefix="labkit-test-users-"))   # /tmp: both users can reach their own dirs
+    base = Path(tempfile.mkdtemp(prefix="labkit-test-users-"))  # /tmp: both users can reach their own dirs
     os.chmod(base, 0o755)
     from tests.support.other_users import HOLD, TRY, as_user
+
     try:
         first = as_user(4242, base / "a", HOLD, cid, str(base / "a" / "data"))
         try:
@@ -265,7 +290,7 @@ def test_two_non_root_users_cannot_run_one_campaign_id(tmp_path, monkeypatch):
             assert out.startswith("REFUSED"), out + err
             assert f"campaign {cid!r} is already running on this host: pid {first.pid} of another user" in out
             assert "uid 4242" in out
-            assert cid in registry.claimed()   # what root's `labkit clean` sees as running
+            assert cid in registry.claimed()  # what root's `labkit clean` sees as running
         finally:
             first.kill()
             first.wait()
@@ -279,11 +304,12 @@ def test_a_claim_is_host_wide_named_by_the_kernel_and_scoped_by_the_run_dir(tmp_
     """labkit.core.id_sockets: one holder per id; anyone learns its pid and uid (SO_PEERCRED) and sees the
     id in /proc/net/unix; the kernel frees it with its holder; LABKIT_RUN_DIR scopes the names."""
     from labkit.core import id_sockets as claims
+
     first = claims.claim("cl-a")
     try:
         assert first is not None and claims.claim("cl-a") is None
         assert claims.holder("cl-a") == (os.getpid(), os.geteuid()) and "cl-a" in claims.bound()
-        monkeypatch.setenv("LABKIT_RUN_DIR", str(tmp_path / "elsewhere"))   # another scope: free there
+        monkeypatch.setenv("LABKIT_RUN_DIR", str(tmp_path / "elsewhere"))  # another scope: free there
         other = claims.claim("cl-a")
         assert other is not None and "cl-a" in claims.bound()
         other.close()
@@ -291,7 +317,7 @@ def test_a_claim_is_host_wide_named_by_the_kernel_and_scoped_by_the_run_dir(tmp_
         monkeypatch.setenv("LABKIT_RUN_DIR", str(tmp_path / "run"))
         first.close()
     assert claims.holder("cl-a") is None and "cl-a" not in claims.bound()
-    proc = _child("cl-b", tmp_path / "d")   # registered (claimed) in a child, then SIGKILLed
+    proc = _child("cl-b", tmp_path / "d")  # registered (claimed) in a child, then SIGKILLed
     assert "cl-b" in registry.claimed() and registry.holder_text("cl-b").startswith(f"pid {proc.pid} of")
     proc.kill()
     proc.wait()

@@ -5,6 +5,7 @@ every setting (12), campaign ids and prefixes (2, interface with the backends).
 A small in-memory backend stands in for a real one where the test is about the campaign's logic;
 the tests that need real cgroups are marked ``root``.
 """
+
 import json
 import os
 import signal
@@ -69,7 +70,7 @@ class FakeBackend(Backend):
     def __init__(self, **options):
         super().__init__(**options)
         self.cleaned, self.destroyed, self.cpus = [], [], 2
-        self.listed = list(LISTED)   # names list_labkit shows (as left by killed campaigns)
+        self.listed = list(LISTED)  # names list_labkit shows (as left by killed campaigns)
 
     def host_cpus(self):
         return self.cpus
@@ -118,7 +119,7 @@ def test_campaign_id_rule(bad, tmp_path):
 def test_prefix_delimits_the_campaign(tmp_path):
     assert check_campaign_id("x-2_b") == "x-2_b"
     assert campaign_prefix("x") == "labkit-x--"
-    assert not campaign_prefix("x-2").startswith(campaign_prefix("x"))   # x never matches x-2's names
+    assert not campaign_prefix("x-2").startswith(campaign_prefix("x"))  # x never matches x-2's names
     be = FakeBackend()
     campaign(tmp_path, backend=be, campaign_id="x").run()
     assert be.cleaned == ["labkit-x--"]
@@ -136,7 +137,9 @@ HOLDER = textwrap.dedent("""
 
 def _hold(path):
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    proc = subprocess.Popen([sys.executable, "-c", HOLDER, str(path)], stdout=subprocess.PIPE, text=True, env=env)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", HOLDER, str(path)], stdout=subprocess.PIPE, text=True, env=env
+    )
     assert proc.stdout.readline().strip() == "locked"
     return proc
 
@@ -146,10 +149,13 @@ def test_second_process_on_a_campaign_fails_at_once_naming_the_holder(tmp_path):
     proc = _hold(lock)
     try:
         be = FakeBackend()
-        with pytest.raises(StoreError, match=rf"already running: pid {proc.pid} on host "
-                                             rf"{socket.gethostname()}, started 20"):
+        with pytest.raises(
+            StoreError,
+            match=rf"already running: pid {proc.pid} on host "
+            rf"{socket.gethostname()}, started 20",
+        ):
             campaign(tmp_path, backend=be).run()
-        assert be.cleaned == []       # it never touched the holder's instances
+        assert be.cleaned == []  # it never touched the holder's instances
     finally:
         proc.kill()
         proc.wait()
@@ -167,8 +173,8 @@ def test_stale_lock_file_is_taken_over(tmp_path):
     with CampaignLock(path):
         assert json.loads(path.read_text())["pid"] == os.getpid()
         with pytest.raises(StoreError, match=f"pid {os.getpid()}"):
-            CampaignLock(path).acquire()     # a second holder, even in the same process
-    CampaignLock(path).acquire().release()   # released on exit
+            CampaignLock(path).acquire()  # a second holder, even in the same process
+    CampaignLock(path).acquire().release()  # released on exit
 
 
 def test_lock_refuses_a_symlink(tmp_path):
@@ -189,7 +195,7 @@ def test_sigint_during_teardown_is_deferred():
                 time.sleep(0.01)
                 reached.append("teardown finished")
     assert reached == ["teardown finished"]
-    with sig.installed(), pytest.raises(Interrupted):   # outside teardown: interrupts at once
+    with sig.installed(), pytest.raises(Interrupted):  # outside teardown: interrupts at once
         os.kill(os.getpid(), signal.SIGINT)
         time.sleep(1)
 
@@ -204,7 +210,7 @@ def test_interrupt_during_teardown_still_tears_down_every_instance(tmp_path):
     class Slow(FakeInstance):
         def _destroy(self):
             if not destroyed:
-                os.kill(os.getpid(), signal.SIGINT)   # Ctrl-C while the first one is torn down
+                os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C while the first one is torn down
                 time.sleep(0.01)
             destroyed.append(self.name)
 
@@ -218,7 +224,9 @@ def test_interrupt_during_teardown_still_tears_down_every_instance(tmp_path):
         campaign(tmp_path, d, backend=be).run()
     assert len(created) >= 2 and sorted(destroyed) == sorted(created)
     with Store.for_campaign(tmp_path, "t-rel", readonly=True) as st:
-        assert set(st.runs().get("status", [])) <= {"ok"} and not st.claims()   # nothing partial, nothing left claimed
+        assert (
+            set(st.runs().get("status", [])) <= {"ok"} and not st.claims()
+        )  # nothing partial, nothing left claimed
 
 
 # -- 4: labkit clean ----------------------------------------------------------------------------
@@ -241,20 +249,22 @@ def fake_backends(monkeypatch):
 
 
 def test_clean_one_campaign_uses_its_backend_and_prefix(tmp_path, fake_backends, capsys):
-    c = campaign(tmp_path, backend=FakeBackend(), campaign_id="x",
-                 backend_options={"host": "h", "password": "s3cret"})
+    c = campaign(
+        tmp_path, backend=FakeBackend(), campaign_id="x", backend_options={"host": "h", "password": "s3cret"}
+    )
     with Store.for_campaign(tmp_path, "x") as st:
         c._check_or_write_meta(st)
     assert cli.main(["clean", "x", "--data-dir", str(tmp_path), "--backend-option", "password=again"]) == 0
     (be,) = fake_backends
     assert be.name == "fake" and be.cleaned == ["labkit-x--"]
-    assert be.options == {"host": "h", "password": "again"}   # the store kept no password
+    assert be.options == {"host": "h", "password": "again"}  # the store kept no password
     assert cli.main(["clean", "nope", "--data-dir", str(tmp_path)]) == 2
     assert not (tmp_path / "nope").exists()
 
 
 def test_clean_everything_skips_unavailable_backends_and_spares_running_campaigns(
-        tmp_path, fake_backends, capsys, monkeypatch):
+    tmp_path, fake_backends, capsys, monkeypatch
+):
     """Issue 28: `labkit clean` without an id removed every labkit-* object, also those of campaigns
     running from other data dirs and test fixtures; now it lists first, keeps running campaigns'
     objects (registered anywhere, or locked under the data dir) and names no campaign made."""
@@ -264,10 +274,22 @@ def test_clean_everything_skips_unavailable_backends_and_spares_running_campaign
 
     def no_slurm():
         raise BackendUnavailable("squeue is not installed here")
-    monkeypatch.setattr(labkit.run.slurm_testbed, "QueuedJobs", no_slurm)   # the queue's jobs: tests/integration/test_slurm.py
+
+    monkeypatch.setattr(
+        labkit.run.slurm_testbed, "QueuedJobs", no_slurm
+    )  # the queue's jobs: tests/integration/test_slurm.py
     monkeypatch.setenv("LABKIT_RUN_DIR", str(tmp_path / "run"))
-    monkeypatch.setattr(sys.modules[__name__], "LISTED", [
-        "labkit-busy--0a", "labkit-elsewhere--0b", "labkit-gone--0c", "labkit-gone--noise0d", "labkit-test-0e"])
+    monkeypatch.setattr(
+        sys.modules[__name__],
+        "LISTED",
+        [
+            "labkit-busy--0a",
+            "labkit-elsewhere--0b",
+            "labkit-gone--0c",
+            "labkit-gone--noise0d",
+            "labkit-test-0e",
+        ],
+    )
     with CampaignLock(tmp_path / "busy" / LOCK_NAME), register("elsewhere", tmp_path / "other-checkout"):
         assert cli.main(["clean", "--data-dir", str(tmp_path)]) == 0
         out = capsys.readouterr().out
@@ -275,23 +297,30 @@ def test_clean_everything_skips_unavailable_backends_and_spares_running_campaign
         assert "slurm: skipped (squeue is not installed here)" in out
         assert {b.name for b in fake_backends} == set(labkit.backends.REGISTRY) - {"docker", "slurm"}
         # gone: no registry knows it and no one says how old its objects are: kept (the grace period)
-        assert "local: labkit-gone--0c: kept: campaign gone is not registered on this host and no one tells" in out
+        assert (
+            "local: labkit-gone--0c: kept: campaign gone is not registered on this host and no one tells"
+            in out
+        )
         assert "local: labkit-test-0e: kept" in out and "nothing to remove" in out
         assert f"campaign elsewhere is running (data dir {tmp_path / 'other-checkout'}" in out
         fake_backends.clear()
-        assert cli.main(["clean", "--data-dir", str(tmp_path), "--grace", "0"]) == 1  # no --yes, no terminal: list only
+        assert (
+            cli.main(["clean", "--data-dir", str(tmp_path), "--grace", "0"]) == 1
+        )  # no --yes, no terminal: list only
         out = capsys.readouterr().out
         assert all(b.cleaned == [] for b in fake_backends) and "nothing removed: pass --yes" in out
         assert "local: labkit-gone--0c: remove" in out
         fake_backends.clear()
         assert cli.main(["clean", "--data-dir", str(tmp_path), "--yes", "--grace", "0"]) == 0
         assert all(b.cleaned == ["labkit-gone--"] for b in fake_backends)
-        assert all(b.listed == ["labkit-busy--0a", "labkit-elsewhere--0b", "labkit-test-0e"] for b in fake_backends)
-        assert cli.main(["clean", "busy", "--data-dir", str(tmp_path)]) == 2   # no store there: an error
+        assert all(
+            b.listed == ["labkit-busy--0a", "labkit-elsewhere--0b", "labkit-test-0e"] for b in fake_backends
+        )
+        assert cli.main(["clean", "busy", "--data-dir", str(tmp_path)]) == 2  # no store there: an error
         assert "no result store" in capsys.readouterr().err
     fake_backends.clear()
     assert cli.main(["clean", "--data-dir", str(tmp_path), "--yes", "--include-unknown", "--grace", "0"]) == 0
-    assert all(b.listed == [] for b in fake_backends)    # nothing runs any more: everything goes
+    assert all(b.listed == [] for b in fake_backends)  # nothing runs any more: everything goes
 
 
 # -- 11: an OOM kill is stored as such -----------------------------------------------------------
@@ -329,8 +358,16 @@ def test_run_timeout_covers_prepare(tmp_path):
         def prepare(self, instance):
             time.sleep(3)
 
-    runs = campaign(tmp_path, workload=SlowPrepare(), run_timeout=0.2,
-                    design={"factors": {"vcpus": [1, 2]}, "seed": 1}).run().runs()
+    runs = (
+        campaign(
+            tmp_path,
+            workload=SlowPrepare(),
+            run_timeout=0.2,
+            design={"factors": {"vcpus": [1, 2]}, "seed": 1},
+        )
+        .run()
+        .runs()
+    )
     assert set(runs.status) == {"timeout"}
     assert all("preparing the workload" in e for e in runs.error)
 
@@ -345,8 +382,8 @@ def test_drawn_seed_is_stored_said_and_reused(tmp_path, caplog):
     assert f"drew seed {d1.seed}" in caplog.text
     assert st.meta()["design"]["seed"] == d1.seed and st.meta()["seed_drawn"] is True
     first = st.runs().run_id.tolist()
-    d2 = Design.from_dict(no_seed)        # another seed is drawn...
-    st2 = campaign(tmp_path, d2, campaign_id="noseed").run()   # ...but the stored one is used
+    d2 = Design.from_dict(no_seed)  # another seed is drawn...
+    st2 = campaign(tmp_path, d2, campaign_id="noseed").run()  # ...but the stored one is used
     assert d2.seed == d1.seed
     runs = st2.runs()
     assert len(runs) == 12 and runs.run_id.tolist()[:4] == first
@@ -354,11 +391,14 @@ def test_drawn_seed_is_stored_said_and_reused(tmp_path, caplog):
 
 
 # -- 12: resume compares every setting and shows the differences -------------------------------
-@pytest.mark.parametrize("change, shown", [
-    ({"defaults": InstanceSpec(vcpus=2)}, "defaults.vcpus: stored 1, now 2"),
-    ({"backend_options": {"zone": "b"}}, "backend_options.zone: stored 'a', now 'b'"),
-    ({"workload": Quick(size=2)}, "workload.params.size: stored 1, now 2"),
-])
+@pytest.mark.parametrize(
+    "change, shown",
+    [
+        ({"defaults": InstanceSpec(vcpus=2)}, "defaults.vcpus: stored 1, now 2"),
+        ({"backend_options": {"zone": "b"}}, "backend_options.zone: stored 'a', now 'b'"),
+        ({"workload": Quick(size=2)}, "workload.params.size: stored 1, now 2"),
+    ],
+)
 def test_resume_with_other_settings_is_refused_with_the_difference(tmp_path, change, shown):
     campaign(tmp_path, backend_options={"zone": "a"}).run(max_runs=1)
     kw = {"backend_options": {"zone": "a"}, **change}
@@ -371,6 +411,7 @@ def test_resume_with_other_settings_is_refused_with_the_difference(tmp_path, cha
 def test_resume_on_another_host_is_refused(tmp_path, monkeypatch):
     campaign(tmp_path).run(max_runs=1)
     import labkit.run.campaign as lc
+
     real = lc.host_fingerprint
     monkeypatch.setattr(lc, "host_fingerprint", lambda: {**real(), "kernel": "9.9.9-other"})
     with pytest.raises(StoreError, match="host.kernel: stored"):
@@ -382,10 +423,11 @@ def test_resume_survives_what_varies_between_starts(tmp_path, monkeypatch):
     campaign(tmp_path).run(max_runs=1)
     import labkit.core.fingerprint as lf
     import labkit.run.campaign as lc
+
     real = lf.host_fingerprint
     changed = lambda: {**real(), "cpu_mhz": 1234.5, "labkit_commit": "0123abc"}  # noqa: E731
-    monkeypatch.setattr(lc, "host_fingerprint", changed)   # the resume check
-    monkeypatch.setattr(lf, "host_fingerprint", changed)   # the runs' fingerprint (the engine's host facts)
+    monkeypatch.setattr(lc, "host_fingerprint", changed)  # the resume check
+    monkeypatch.setattr(lf, "host_fingerprint", changed)  # the runs' fingerprint (the engine's host facts)
     st = campaign(tmp_path).run()
     assert len(st.runs()) > 1 and len(st.fingerprints()) == 2
 
@@ -402,11 +444,14 @@ def _cgroups(prefix):
 @pytest.mark.root
 def test_labkit_clean_removes_a_killed_campaigns_leftovers_only(tmp_path, capsys):
     from labkit.backends import get_backend
+
     be = get_backend("local")
     marker = f"sleep 6[12].{os.getpid()}"
     left = {}
     for n, cid in enumerate(("x", "x-2")):
-        (inst,) = be.provision(InstanceSpec(), prefix=campaign_prefix(cid))    # never torn down: as after SIGKILL
+        (inst,) = be.provision(
+            InstanceSpec(), prefix=campaign_prefix(cid)
+        )  # never torn down: as after SIGKILL
         inst.exec(["sh", "-c", f"sleep 6{n + 1}.{os.getpid()} >/dev/null 2>&1 &"])
         left[cid] = inst
         c = campaign(tmp_path, backend="local", campaign_id=cid, workload="nqueens")
@@ -416,9 +461,9 @@ def test_labkit_clean_removes_a_killed_campaigns_leftovers_only(tmp_path, capsys
         assert _cgroups("labkit-x--") and _cgroups("labkit-x-2--")
         assert cli.main(["clean", "x", "--data-dir", str(tmp_path)]) == 0
         assert _cgroups("labkit-x--") == set()
-        assert _cgroups("labkit-x-2--") != set()                     # the other campaign is untouched
+        assert _cgroups("labkit-x-2--") != set()  # the other campaign is untouched
         ps = subprocess.run(["pgrep", "-af", marker], capture_output=True, text=True).stdout.splitlines()
-        assert [p.split(None, 1)[1] for p in ps] == [f"sleep 62.{os.getpid()}"]   # x's workload is gone
+        assert [p.split(None, 1)[1] for p in ps] == [f"sleep 62.{os.getpid()}"]  # x's workload is gone
     finally:
         left["x-2"].destroy()
         left["x"].destroy()

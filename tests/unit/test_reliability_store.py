@@ -1,6 +1,7 @@
 """Regression tests of issue 13 (store side): private files and no secrets (5), storage errors
 (11): read-only or full data directory, a store emptied or deleted beside its results.csv, a
 zeroed index page, a read-only open that must ride out a WAL recovery, ``labkit export <typo>``."""
+
 import os
 import sqlite3
 import subprocess
@@ -14,14 +15,21 @@ from labkit.errors import StoreError
 from labkit.store import Store
 from labkit.workloads import Measurement
 
-DESIGN = Design.from_dict({"factors": {"vcpus": [1, 2], "affinity": ["floating", "pinned"]},
-                           "replications": 3, "seed": 7})
+DESIGN = Design.from_dict(
+    {"factors": {"vcpus": [1, 2], "affinity": ["floating", "pinned"]}, "replications": 3, "seed": 7}
+)
 
 
 def fill(st, runs, metadata=None):
     for r in runs:
-        st.record_run(r, status="ok", started="2026-01-01T00:00:00+00:00", duration_s=1.0,
-                      measurements=[Measurement("wall_time_s", 1.5, "s")], metadata=metadata or {})
+        st.record_run(
+            r,
+            status="ok",
+            started="2026-01-01T00:00:00+00:00",
+            duration_s=1.0,
+            measurements=[Measurement("wall_time_s", 1.5, "s")],
+            metadata=metadata or {},
+        )
 
 
 def mode(path):
@@ -60,13 +68,20 @@ def test_an_existing_world_readable_store_is_made_private(tmp_path):
 def test_secrets_never_reach_the_store(tmp_path):
     secret = "pw-" + uuid.uuid4().hex
     with Store(tmp_path / "s.sqlite") as st:
-        st.set_meta(backend_options={"host": "h", "password": secret,
-                                     "connect_kwargs": {"passphrase": secret, "pkey": secret}})
+        st.set_meta(
+            backend_options={
+                "host": "h",
+                "password": secret,
+                "connect_kwargs": {"passphrase": secret, "pkey": secret},
+            }
+        )
         fill(st, DESIGN.plan()[:1], metadata={"instances": [{"token": secret, "name": "i"}]})
         st.add_fingerprint("f", {"backend": {"api_key": secret}})
         assert st.meta()["backend_options"] == {
-            "host": "h", "password": "<redacted>",
-            "connect_kwargs": {"passphrase": "<redacted>", "pkey": "<redacted>"}}
+            "host": "h",
+            "password": "<redacted>",
+            "connect_kwargs": {"passphrase": "<redacted>", "pkey": "<redacted>"},
+        }
         st.export()
     for f in tmp_path.iterdir():
         assert secret.encode() not in f.read_bytes(), f.name
@@ -88,8 +103,8 @@ def test_lost_store_beside_results_is_not_silently_restarted(tmp_path, damage):
         Store.for_campaign(tmp_path, "c")
     with pytest.raises(StoreError):
         Store.for_campaign(tmp_path, "c", readonly=True)
-    assert (tmp_path / "c" / "results.csv").read_bytes() == before   # untouched
-    with Store.for_campaign(tmp_path, "c", allow_new=True) as st:   # explicit: start over
+    assert (tmp_path / "c" / "results.csv").read_bytes() == before  # untouched
+    with Store.for_campaign(tmp_path, "c", allow_new=True) as st:  # explicit: start over
         assert st.completed() == set()
 
 
@@ -107,6 +122,7 @@ def test_zeroed_index_page_is_detected_on_a_writing_open_and_by_check(tmp_path):
     """Integrity is checked where the store is written and on demand (``labkit check``); a
     read-only open stays O(1) (issue 45: quick_check took 9-13 s at 100,000 runs)."""
     from labkit.store.check import check_store
+
     path = tmp_path / "s.sqlite"
     with Store(path) as st:
         fill(st, DESIGN.plan())
@@ -124,7 +140,7 @@ def test_readonly_open_rides_out_a_wal_recovery(tmp_path, monkeypatch):
     failures = []
 
     def connect(*a, **kw):
-        if len(failures) < 2:   # what a reader sees right after a writer was SIGKILLed
+        if len(failures) < 2:  # what a reader sees right after a writer was SIGKILLed
             failures.append(1)
             raise sqlite3.OperationalError("attempt to write a readonly database")
         return real(*a, **kw)

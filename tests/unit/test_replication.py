@@ -1,5 +1,6 @@
 """``labkit replicate``'s verdicts (labkit.report.replication) on data whose truth is known, and how a
 replica is built from a stored campaign (labkit.run.replicate) without running it."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -21,7 +22,9 @@ from labkit.store import Store
 SPREAD = np.array([-1.5, -1.0, -0.5, -0.25, 0.0, 0.0, 0.25, 0.5, 1.0, 1.5])
 
 
-def tidy(values: dict[str, list[float]], campaign: str, *, failed: dict[str, int] | None = None) -> pd.DataFrame:
+def tidy(
+    values: dict[str, list[float]], campaign: str, *, failed: dict[str, int] | None = None
+) -> pd.DataFrame:
     """A tidy frame as Store.tidy() writes it: factor ``cfg`` between ``config`` and ``instance``,
     one ok measurement of wall_time_s per run, plus ``failed[level]`` failed runs (no value)."""
     rows = []
@@ -29,23 +32,47 @@ def tidy(values: dict[str, list[float]], campaign: str, *, failed: dict[str, int
     for c, (level, xs) in enumerate(values.items()):
         for i, x in enumerate(xs):
             order += 1
-            rows.append({"campaign": campaign, "run_id": f"{level}-{i}", "run_order": order, "replicate": i + 1,
-                         "config": c, "cfg": level, "instance": "i0", "metric": "wall_time_s", "value": x,
-                         "unit": "s", "status": "ok"})
+            rows.append(
+                {
+                    "campaign": campaign,
+                    "run_id": f"{level}-{i}",
+                    "run_order": order,
+                    "replicate": i + 1,
+                    "config": c,
+                    "cfg": level,
+                    "instance": "i0",
+                    "metric": "wall_time_s",
+                    "value": x,
+                    "unit": "s",
+                    "status": "ok",
+                }
+            )
         for j in range((failed or {}).get(level, 0)):
             order += 1
-            rows.append({"campaign": campaign, "run_id": f"{level}-f{j}", "run_order": order,
-                         "replicate": len(xs) + j + 1, "config": c, "cfg": level, "instance": None, "metric": None,
-                         "value": np.nan, "unit": None, "status": "failed"})
+            rows.append(
+                {
+                    "campaign": campaign,
+                    "run_id": f"{level}-f{j}",
+                    "run_order": order,
+                    "replicate": len(xs) + j + 1,
+                    "config": c,
+                    "cfg": level,
+                    "instance": None,
+                    "metric": None,
+                    "value": np.nan,
+                    "unit": None,
+                    "status": "failed",
+                }
+            )
     return pd.DataFrame(rows)
 
 
 ORIGINAL = {
-    "equal": list(100 + SPREAD),          # replica: the same values -> equivalent, no difference
-    "slower": list(100 + SPREAD),         # replica 30 % slower -> changed
+    "equal": list(100 + SPREAD),  # replica: the same values -> equivalent, no difference
+    "slower": list(100 + SPREAD),  # replica 30 % slower -> changed
     "nudged": list(100 + 0.05 * SPREAD),  # replica 1 % slower, tiny noise -> negligible difference
-    "noisy": [80.0, 120.0],               # two wild runs a side -> inconclusive
-    "lonely": list(100 + SPREAD),         # the replica ran it once -> not measured
+    "noisy": [80.0, 120.0],  # two wild runs a side -> inconclusive
+    "lonely": list(100 + SPREAD),  # the replica ran it once -> not measured
 }
 REPLICA = {
     "equal": list(100 + SPREAD[::-1]),
@@ -57,8 +84,13 @@ REPLICA = {
 
 
 def table(margin: float = 0.05) -> pd.DataFrame:
-    return replication_table(tidy(ORIGINAL, "orig"), tidy(REPLICA, "rep", failed={"lonely": 3}),
-                             response="wall_time_s", margin=margin, alpha=0.05)
+    return replication_table(
+        tidy(ORIGINAL, "orig"),
+        tidy(REPLICA, "rep", failed={"lonely": 3}),
+        response="wall_time_s",
+        margin=margin,
+        alpha=0.05,
+    )
 
 
 def row(t: pd.DataFrame, level: str) -> pd.Series:
@@ -69,8 +101,12 @@ def test_verdicts_on_known_truth():
     t = table()
     assert list(t.columns) == ["cfg", *TABLE_COLUMNS]
     assert dict(zip(t.cfg, t.verdict)) == {
-        "equal": "reproduced (equivalent)", "slower": "changed", "nudged": "negligible difference",
-        "noisy": "inconclusive", "lonely": "not measured"}
+        "equal": "reproduced (equivalent)",
+        "slower": "changed",
+        "nudged": "negligible difference",
+        "noisy": "inconclusive",
+        "lonely": "not measured",
+    }
     assert dict(zip(t.cfg, t.equivalence))["lonely"] == ""
     assert "the replica has 1 successful run" in row(t, "lonely").note
     assert t.attrs["correction"] == {"method": "holm", "family": 4}
@@ -112,14 +148,16 @@ def test_holm_can_turn_a_verdict():
     p = float(alone.p_tost.iloc[0])
     assert 0.05 / 4 < p < 0.05 and alone.verdict.iloc[0] == "reproduced (equivalent)"
     many = {f"x{i}": orig["x"] for i in range(4)}
-    crowd = replication_table(tidy(many, "o"), tidy({k: rep["x"] for k in many}, "r"), response="wall_time_s",
-                              margin=0.05)
+    crowd = replication_table(
+        tidy(many, "o"), tidy({k: rep["x"] for k in many}, "r"), response="wall_time_s", margin=0.05
+    )
     assert set(crowd.verdict) == {"inconclusive"}
 
 
 def test_constant_values_are_not_testable_and_said():
-    t = replication_table(tidy({"c": [5.0, 5.0]}, "o"), tidy({"c": [5.0, 5.0]}, "r"), response="wall_time_s",
-                          margin=0.05)
+    t = replication_table(
+        tidy({"c": [5.0, 5.0]}, "o"), tidy({"c": [5.0, 5.0]}, "r"), response="wall_time_s", margin=0.05
+    )
     assert t.verdict.iloc[0] == "not testable" and "variation" in t.note.iloc[0]
 
 
@@ -136,8 +174,9 @@ def test_original_without_the_response_is_refused():
 
 def test_replica_without_factor_columns_is_refused():
     with pytest.raises(ConfigError, match="replica_tidy: factors"):
-        replication_table(tidy(ORIGINAL, "o"), tidy(REPLICA, "r").drop(columns="cfg"), response="wall_time_s",
-                          margin=0.05)
+        replication_table(
+            tidy(ORIGINAL, "o"), tidy(REPLICA, "r").drop(columns="cfg"), response="wall_time_s", margin=0.05
+        )
 
 
 def test_host_differences():
@@ -146,8 +185,12 @@ def test_host_differences():
     d = host_differences(a, b)
     assert list(d.columns) == ["fact", "original", "replica", "kind"]
     kinds = dict(zip(d.fact, d.kind))
-    assert kinds == {"host.kernel": "differs", "backend.backend": "differs", "host.smt": "only in original",
-                     "backend.image": "only in replica"}
+    assert kinds == {
+        "host.kernel": "differs",
+        "backend.backend": "differs",
+        "host.smt": "only in original",
+        "backend.image": "only in replica",
+    }
     assert dict(zip(d.fact, d.replica))["host.kernel"] == "6.8"
 
 
@@ -158,8 +201,13 @@ def runs(effect_a: float, effect_b: float, noise: float = 0.1) -> pd.DataFrame:
     for a in (-1, 1):
         for b in (-1, 1):
             for i in range(4):
-                rows.append({"a": "lo" if a < 0 else "hi", "b": "lo" if b < 0 else "hi",
-                             "y": 10 + effect_a / 2 * a + effect_b / 2 * b + e[(i + a + b) % 4]})
+                rows.append(
+                    {
+                        "a": "lo" if a < 0 else "hi",
+                        "b": "lo" if b < 0 else "hi",
+                        "y": 10 + effect_a / 2 * a + effect_b / 2 * b + e[(i + a + b) % 4],
+                    }
+                )
     return pd.DataFrame(rows)
 
 
@@ -181,14 +229,22 @@ def test_effects_not_compared_when_a_cell_is_short():
 
 # -- the replica's campaign, built from a store's meta (nothing runs) -----------------------------------
 
+
 def stored(tmp_path, cid: str = "orig", **changes) -> str:
-    meta = {"campaign_id": cid, "design": {"name": "d", "factors": {"vcpus": [1, 2]}, "replications": 4,
-                                           "seed": 7},
-            "backend": "local", "backend_options": {"workroot": "/srv/lab", "mounts": [], "isolation": "none"},
-            "workload": {"name": "command", "params": {"argv": ["sleep", "0.05"], "timeout_s": 60},
-                         "response": "wall_time_s"},
-            "defaults": {"vcpus": 1, "memory_mb": 256, "affinity": "floating", "count": 1}, "host": {},
-            "testbed": None} | changes
+    meta = {
+        "campaign_id": cid,
+        "design": {"name": "d", "factors": {"vcpus": [1, 2]}, "replications": 4, "seed": 7},
+        "backend": "local",
+        "backend_options": {"workroot": "/srv/lab", "mounts": [], "isolation": "none"},
+        "workload": {
+            "name": "command",
+            "params": {"argv": ["sleep", "0.05"], "timeout_s": 60},
+            "response": "wall_time_s",
+        },
+        "defaults": {"vcpus": 1, "memory_mb": 256, "affinity": "floating", "count": 1},
+        "host": {},
+        "testbed": None,
+    } | changes
     with Store.for_campaign(tmp_path, cid) as st:
         st.set_meta(**meta)
     return cid
@@ -215,14 +271,20 @@ def test_same_backend_keeps_every_option(tmp_path):
     assert r.notes == []
 
 
-@pytest.mark.parametrize("kw,changes,match", [
-    ({}, {}, "say where to run the replica"),
-    ({"backend": "docker", "campaign_id": "orig"}, {}, "its own campaign id"),
-    ({"backend": "docker"}, {"imported": {"files": []}}, "imported from another tool"),
-    ({"backend": "docker"}, {"design": {"name": "d", "factors": {"platform": ["a", "b"]}, "replications": 2,
-                                        "seed": 1}}, "varies 'platform'"),
-    ({"backend": "nosuch"}, {}, "unknown backend 'nosuch'"),
-])
+@pytest.mark.parametrize(
+    "kw,changes,match",
+    [
+        ({}, {}, "say where to run the replica"),
+        ({"backend": "docker", "campaign_id": "orig"}, {}, "its own campaign id"),
+        ({"backend": "docker"}, {"imported": {"files": []}}, "imported from another tool"),
+        (
+            {"backend": "docker"},
+            {"design": {"name": "d", "factors": {"platform": ["a", "b"]}, "replications": 2, "seed": 1}},
+            "varies 'platform'",
+        ),
+        ({"backend": "nosuch"}, {}, "unknown backend 'nosuch'"),
+    ],
+)
 def test_replica_refusals(tmp_path, kw, changes, match):
     cid = stored(tmp_path, **changes)
     with pytest.raises(ConfigError, match=match):
@@ -236,6 +298,7 @@ def test_missing_original_is_refused(tmp_path):
 
 def test_cli_refuses_a_replicate_without_a_place_to_run(tmp_path, capsys):
     from labkit.cli import main
+
     cid = stored(tmp_path)
     assert main(["replicate", cid, "--data-dir", str(tmp_path)]) == 2
     assert "say where to run the replica: --backend B" in capsys.readouterr().err

@@ -1,5 +1,6 @@
 """labkit.report: conclusions written from the statistics, on data whose answer is known by
 construction, the bootstrap CIs of the shares of variation, and the one-file HTML report."""
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -13,8 +14,12 @@ from labkit.report.decisions import Policy
 def design(effect_a=2.0, effect_b=0.0, sd=0.1, r=4, seed=1):
     """y = 10 + (effect_a/2)·A + (effect_b/2)·B + N(0, sd²), A and B coded -1/+1."""
     rng = np.random.default_rng(seed)
-    rows = [{"A": a, "B": b, "y": 10 + effect_a / 2 * a + effect_b / 2 * b + rng.normal(0, sd)}
-            for a in (-1, 1) for b in (-1, 1) for _ in range(r)]
+    rows = [
+        {"A": a, "B": b, "y": 10 + effect_a / 2 * a + effect_b / 2 * b + rng.normal(0, sd)}
+        for a in (-1, 1)
+        for b in (-1, 1)
+        for _ in range(r)
+    ]
     return pd.DataFrame(rows)
 
 
@@ -30,8 +35,10 @@ def test_the_factor_with_an_effect_is_the_answer():
     # no practical threshold declared: a non-significant B is never said not to matter
     assert c.headline.startswith("Does B matter? Not resolved at this n")
     assert "no practical threshold declared: significance only" in c.headline
-    assert any(s.startswith(("A: going from -1 to 1 raises y by 1.9", "A: going from -1 to 1 raises y by 2.0"))
-               for s in c.findings)
+    assert any(
+        s.startswith(("A: going from -1 to 1 raises y by 1.9", "A: going from -1 to 1 raises y by 2.0"))
+        for s in c.findings
+    )
     # 5 % of the mean (10): B's effect interval (about ±0.1) lies inside ±0.5: shown not to matter
     no = conclusions(eff, diagnostics=diag, focus="B", rules=Policy(practical=0.05))
     assert no.headline.startswith("Does B matter? No:") and no.answer == "No"
@@ -52,9 +59,13 @@ def test_significant_but_negligible_is_called_so():
 
 def test_failed_normality_is_reported_with_what_was_done():
     # every cell: three equal runs and one 8 units higher -> residuals -2, -2, -2, +6
-    data = pd.DataFrame([{"A": a, "B": b, "y": base + extra}
-                         for (a, b), base in zip([(-1, -1), (1, -1), (-1, 1), (1, 1)], (1, 2, 3, 4))
-                         for extra in (0, 0, 0, 8)])
+    data = pd.DataFrame(
+        [
+            {"A": a, "B": b, "y": base + extra}
+            for (a, b), base in zip([(-1, -1), (1, -1), (-1, 1), (1, 1)], (1, 2, 3, 4))
+            for extra in (0, 0, 0, 8)
+        ]
+    )
     eff, diag = analyse(data)
     text = " ".join(conclusions(eff, diagnostics=diag).assumptions)
     assert "not normal" in text and "repeated on log(y)" in text
@@ -62,8 +73,7 @@ def test_failed_normality_is_reported_with_what_was_done():
 
 def test_comparison_with_a_reference():
     eff, _ = analyse(design())
-    ref = pd.DataFrame({"source": ["paper", "paper"], "term": ["B", "A"],
-                        "pct_variation": [60.0, 30.0]})
+    ref = pd.DataFrame({"source": ["paper", "paper"], "term": ["B", "A"], "pct_variation": [60.0, 30.0]})
     c = conclusions(eff, reference=ref, focus="B")
     assert "the largest term was B (60.0 %)" in c.reference[0]
     assert "a different one" in c.reference[0]
@@ -87,11 +97,20 @@ def test_variation_ci_covers_the_share_known_by_construction():
 
 def test_html_report_is_self_contained():
     import matplotlib
+
     matplotlib.use("Agg")
     from labkit.report import plots
+
     eff, diag = analyse(design())
-    page = html_report("t <1>", [("Conclusions", conclusions(eff, diagnostics=diag)),
-                                 ("Effects", eff), ("Pareto", plots.pareto(eff)), ("Note", "a < b")])
+    page = html_report(
+        "t <1>",
+        [
+            ("Conclusions", conclusions(eff, diagnostics=diag)),
+            ("Effects", eff),
+            ("Pareto", plots.pareto(eff)),
+            ("Note", "a < b"),
+        ],
+    )
     assert page.startswith("<!DOCTYPE html>") and "<title>t &lt;1&gt;</title>" in page
     assert 'src="data:image/png;base64,' in page and "a &lt; b" in page
     assert "<script" not in page and "http" not in page.replace("http-equiv", "")
@@ -101,8 +120,14 @@ def test_terms_whose_shares_intervals_overlap_are_said_tied_not_one_largest():
     # A and B both shift y by 2 (equal shares by construction); C by 0: A and B's bootstrap
     # intervals overlap, so neither is "the largest term" (issue 42: vCPUs 34.2 % vs instances 34.1 %)
     rng = np.random.default_rng(3)
-    data = pd.DataFrame([{"A": a, "B": b, "y": 10 + a + b + rng.normal(0, 0.5)}
-                         for a in (-1, 1) for b in (-1, 1) for _ in range(6)])
+    data = pd.DataFrame(
+        [
+            {"A": a, "B": b, "y": 10 + a + b + rng.normal(0, 0.5)}
+            for a in (-1, 1)
+            for b in (-1, 1)
+            for _ in range(6)
+        ]
+    )
     eff = stats.factorial_effects(data, factors=["A", "B"], response="y")
     ci = variation_ci(data, ["A", "B"], "y", n_boot=1000)
     ref = pd.DataFrame({"source": ["paper", "paper"], "term": ["A", "B"], "pct_variation": [60.0, 30.0]})
@@ -113,4 +138,6 @@ def test_terms_whose_shares_intervals_overlap_are_said_tied_not_one_largest():
     data2 = design(effect_a=4.0, effect_b=0.5, sd=0.1, r=6)
     eff2 = stats.factorial_effects(data2, factors=["A", "B"], response="y")
     c2 = conclusions(eff2, reference=ref, variation=variation_ci(data2, ["A", "B"], "y", n_boot=1000))
-    assert "here it is A" in c2.reference[0] and "the same." in c2.reference[0] and "tied" not in c2.reference[0]
+    assert (
+        "here it is A" in c2.reference[0] and "the same." in c2.reference[0] and "tied" not in c2.reference[0]
+    )

@@ -2,6 +2,7 @@
 interval (q with q's CI, the effect 2q with the effect's CI), and the level order a design declares
 (``noise: [none, memory]``) is kept by the words, the tables and the figures of the report, the
 explorer and ``labkit analyze``."""
+
 from __future__ import annotations
 
 import shutil
@@ -96,7 +97,7 @@ def test_the_affinity_local_report_shows_no_estimate_outside_its_interval(tmp_pa
     page = write_report(data, "affinity-local", tmp_path / "r.html").read_text()
     parser = _Sections()
     parser.feed(page)
-    tables = parser.tables["Effects"]            # the estimates, then the shares of variation
+    tables = parser.tables["Effects"]  # the estimates, then the shares of variation
     checked, shown, cells = 0, set(), {}
     for table in tables:
         header, rows = table[0], table[1:]
@@ -111,9 +112,9 @@ def test_the_affinity_local_report_shows_no_estimate_outside_its_interval(tmp_pa
                     continue
                 checked += 1
                 assert low <= x <= high, f"{cell['term']}: {est} {x} outside [{low}, {high}]"
-    assert {"effect", "pct_variation"} <= shown          # the estimates that have an interval here
-    assert len(cells) == 17 and checked >= 2 * 15        # I, 15 terms, error: effects and shares
-    vcpus = cells["vcpus"]                               # Jain's q beside the effect 2q
+    assert {"effect", "pct_variation"} <= shown  # the estimates that have an interval here
+    assert len(cells) == 17 and checked >= 2 * 15  # I, 15 terms, error: effects and shares
+    vcpus = cells["vcpus"]  # Jain's q beside the effect 2q
     assert _number(vcpus["effect"]) == pytest.approx(2 * _number(vcpus["q"]), abs=2e-4)
     assert _number(vcpus["effect_low"]) < -0.2699 < _number(vcpus["effect_high"])
 
@@ -124,13 +125,27 @@ def test_effects_table_gives_each_estimate_its_own_interval():
     no effect and so no effect interval; an ANOVA table keeps df, F, p and the share, with no
     estimate columns it cannot fill."""
     rng = np.random.default_rng(7)
-    data = pd.DataFrame([{"A": a, "B": b, "y": 10 + 1.5 * a + rng.normal(0, 0.2)}
-                         for a in (-1, 1) for b in (-1, 1) for _ in range(3)])
+    data = pd.DataFrame(
+        [
+            {"A": a, "B": b, "y": 10 + 1.5 * a + rng.normal(0, 0.2)}
+            for a in (-1, 1)
+            for b in (-1, 1)
+            for _ in range(3)
+        ]
+    )
     eff = stats.factorial_effects(data, factors=["A", "B"], response="y")
     shown = effects_table(eff).set_index("term")
     raw = eff.set_index("term")
-    assert list(shown.columns) == ["q", "effect", "effect_low", "effect_high", "df", "t", "p",
-                                   "pct_variation"]
+    assert list(shown.columns) == [
+        "q",
+        "effect",
+        "effect_low",
+        "effect_high",
+        "df",
+        "t",
+        "p",
+        "pct_variation",
+    ]
     for t in ("A", "B", "A:B"):
         assert shown.loc[t, "q"] == raw.loc[t, "q"]
         assert shown.loc[t, "effect_low"] == 2 * raw.loc[t, "ci_low"]
@@ -148,8 +163,9 @@ def test_effects_table_gives_each_estimate_its_own_interval():
 
 
 # -- declared level order -----------------------------------------------------------------------------
-NOISE = Design.from_dict({"name": "noise", "factors": {"noise": ["none", "memory"], "vcpus": [1, 2]},
-                          "replications": 3, "seed": 5})
+NOISE = Design.from_dict(
+    {"name": "noise", "factors": {"noise": ["none", "memory"], "vcpus": [1, 2]}, "replications": 3, "seed": 5}
+)
 #: the true effect of noise (memory - none) and of vcpus (2 - 1) on wall_time_s
 NOISE_EFFECT, VCPUS_EFFECT = 0.8, -0.3
 
@@ -161,13 +177,26 @@ def noise_store(tmp_path_factory) -> Path:
     data = tmp_path_factory.mktemp("data")
     rng = np.random.default_rng(11)
     with Store(data / "noise-c" / "store.sqlite") as st:
-        st.set_meta(campaign_id="noise-c", design=NOISE.to_dict(), backend="local",
-                    workload={"name": "nqueens", "response": "wall_time_s"})
+        st.set_meta(
+            campaign_id="noise-c",
+            design=NOISE.to_dict(),
+            backend="local",
+            workload={"name": "nqueens", "response": "wall_time_s"},
+        )
         for i, run in enumerate(NOISE.plan()):
-            y = (2 + NOISE_EFFECT * (run.levels["noise"] == "memory")
-                 + VCPUS_EFFECT * (run.levels["vcpus"] == 2) + rng.normal(0, 0.02))
-            st.record_run(run, status="ok", started=f"2026-01-01T00:{i:02d}:00+00:00", duration_s=1.0,
-                          measurements=[Measurement("wall_time_s", float(y), "s", 0)])
+            y = (
+                2
+                + NOISE_EFFECT * (run.levels["noise"] == "memory")
+                + VCPUS_EFFECT * (run.levels["vcpus"] == 2)
+                + rng.normal(0, 0.02)
+            )
+            st.record_run(
+                run,
+                status="ok",
+                started=f"2026-01-01T00:{i:02d}:00+00:00",
+                duration_s=1.0,
+                measurements=[Measurement("wall_time_s", float(y), "s", 0)],
+            )
     return data
 
 
@@ -211,22 +240,47 @@ def test_declared_level_order_in_the_report_cli_and_explorer(noise_store, tmp_pa
     text = "\n".join(getattr(item, "data", "") or "" for item in view)
     assert "going from none to memory raises" in text and "from memory to none" not in text
     figs = [item for item in view if isinstance(item, matplotlib.figure.Figure)]
-    assert ["none", "memory"] in [_ticks(f, "noise") for f in figs
-                                  if any(ax.get_xlabel() == "noise" for ax in f.axes)]
+    assert ["none", "memory"] in [
+        _ticks(f, "noise") for f in figs if any(ax.get_xlabel() == "noise" for ax in f.axes)
+    ]
 
 
 def test_declared_levels_leaves_out_what_the_design_does_not_order():
     """Tidy rows without a design keep their sorted order; with one, its order; a factor whose data
     hold a level the design does not list (or that the design does not declare) keeps its sorted
     order too."""
-    rows = pd.DataFrame([{"campaign": "c", "run_id": f"r{i}", "run_order": i, "replicate": 1 + i // 2,
-                          "config": i % 2, "noise": ("none", "memory")[i % 2], "metric": "y",
-                          "value": 1.0 + i % 2 + 0.01 * i, "unit": "s", "status": "ok", "error": None,
-                          "duration_s": 1.0, "fingerprint_id": None, "host": "h1", "boot": 1,
-                          "instance_index": 0, "iteration": pd.NA, "suspect": False, "suspect_reason": "",
-                          "started": f"2026-01-01T00:00:{i:02d}+00:00"} for i in range(6)])
-    declared = analyze_results(rows, meta={"design": {"factors": {"noise": ["none", "memory"]}},
-                                           "workload": {"response": "y"}}, n_boot=200)
+    rows = pd.DataFrame(
+        [
+            {
+                "campaign": "c",
+                "run_id": f"r{i}",
+                "run_order": i,
+                "replicate": 1 + i // 2,
+                "config": i % 2,
+                "noise": ("none", "memory")[i % 2],
+                "metric": "y",
+                "value": 1.0 + i % 2 + 0.01 * i,
+                "unit": "s",
+                "status": "ok",
+                "error": None,
+                "duration_s": 1.0,
+                "fingerprint_id": None,
+                "host": "h1",
+                "boot": 1,
+                "instance_index": 0,
+                "iteration": pd.NA,
+                "suspect": False,
+                "suspect_reason": "",
+                "started": f"2026-01-01T00:00:{i:02d}+00:00",
+            }
+            for i in range(6)
+        ]
+    )
+    declared = analyze_results(
+        rows,
+        meta={"design": {"factors": {"noise": ["none", "memory"]}}, "workload": {"response": "y"}},
+        n_boot=200,
+    )
     assert list(dict.fromkeys(declared.summary["noise"])) == ["none", "memory"]
     assert "going from none to memory raises" in str(declared.conclusions)
     sorted_ = analyze_results(rows, meta={"workload": {"response": "y"}}, factors=["noise"], n_boot=200)
@@ -242,6 +296,7 @@ def test_declared_level_order_reaches_the_mixed_model():
     """Runs sharing instances (kind "levels": the EMS test against the instances) code the factor
     in the declared order too: A declared [high, low] against its sorted order."""
     from tests.unit.test_report_levels import META, split_campaign
+
     t = split_campaign()
     t["A"] = t["A"].map({-1: "low", 1: "high"})
     meta = {**META, "design": {"factors": {"A": ["low", "high"], "B": [-1, 1]}}}
@@ -249,5 +304,7 @@ def test_declared_level_order_reaches_the_mixed_model():
     assert a.kind == "levels" and a.effects.attrs["levels"]["A"] == ("low", "high")
     flipped = analyze_results(t, meta={**META, "design": {"factors": {"A": ["high", "low"], "B": [-1, 1]}}})
     assert flipped.effects.attrs["levels"]["A"] == ("high", "low")
-    q = {x.effects.attrs["levels"]["A"]: float(x.effects.set_index("term").loc["A", "q"]) for x in (a, flipped)}
+    q = {
+        x.effects.attrs["levels"]["A"]: float(x.effects.set_index("term").loc["A", "q"]) for x in (a, flipped)
+    }
     assert q[("low", "high")] == pytest.approx(-q[("high", "low")]) and q[("low", "high")] != 0

@@ -3,6 +3,7 @@ figures came last): conclusions, then every figure with a caption that says what
 and what is suspect or a stand-in about its data, then the analysis tables, and the per-run
 tables in appendices at the end, linked from the contents. On a committed campaign with
 telemetry and suspect runs (affinity-local), opened read-only."""
+
 from __future__ import annotations
 
 import re
@@ -29,7 +30,10 @@ def page(tmp_path_factory) -> str:
 
 def _sections(page: str) -> list[tuple[str, str]]:
     """(heading, body) of each section, in page order."""
-    return [(h, body) for h, body in re.findall(r'<section id="[^"]+"[^>]*><h2>(.*?)</h2>(.*?)</section>', page, re.S)]
+    return [
+        (h, body)
+        for h, body in re.findall(r'<section id="[^"]+"[^>]*><h2>(.*?)</h2>(.*?)</section>', page, re.S)
+    ]
 
 
 def _per_run(table: str) -> bool:
@@ -41,7 +45,7 @@ def test_conclusions_then_figures_then_tables_then_the_per_run_appendix(page):
     heads = [h for h, _ in _sections(page)]
     assert heads[0] == "1. Conclusions" and heads[1] == "2. Figures"
     appendix = [i for i, h in enumerate(heads) if h.startswith("Appendix")]
-    assert appendix and appendix == list(range(appendix[0], len(heads))), heads   # the appendices come last
+    assert appendix and appendix == list(range(appendix[0], len(heads))), heads  # the appendices come last
     assert page.index("<h2>1. Conclusions") < page.index("<h2>2. Figures") < page.index("<h2>Appendix")
     # every appendix is linked from the contents, unnumbered there as in its heading
     toc = re.search(r'<nav class="toc">(.*?)</nav>', page, re.S).group(1)
@@ -53,15 +57,19 @@ def test_conclusions_then_figures_then_tables_then_the_per_run_appendix(page):
 def test_every_figure_is_in_the_figures_section_with_a_caption_and_its_n(page):
     sections = dict(_sections(page))
     figures = sections["2. Figures"]
-    assert page.count("<figure>") == figures.count("<figure>") >= 7     # none left among the tables
-    caps = re.findall(r"<figure><img [^>]+><figcaption><b>Figure (\d+)\.</b> (.*?)</figcaption></figure>", figures)
-    assert len(caps) == figures.count("<figure>") and [int(n) for n, _ in caps] == list(range(1, len(caps) + 1))
-    analysed = re.search(r"analysis of (\d+) successful runs", page).group(1)     # the subtitle's n
+    assert page.count("<figure>") == figures.count("<figure>") >= 7  # none left among the tables
+    caps = re.findall(
+        r"<figure><img [^>]+><figcaption><b>Figure (\d+)\.</b> (.*?)</figcaption></figure>", figures
+    )
+    assert len(caps) == figures.count("<figure>") and [int(n) for n, _ in caps] == list(
+        range(1, len(caps) + 1)
+    )
+    analysed = re.search(r"analysis of (\d+) successful runs", page).group(1)  # the subtitle's n
     for _, text in caps:
         assert len(text) > 60 and re.search(r"\bn = \d+ runs\b", text), text
         # affinity-local has suspect runs: every figure says it includes them
         assert "flagged suspect" in text, text
-    assert f"n = {analysed} runs in " in caps[0][1]          # the Pareto chart: the analysed runs
+    assert f"n = {analysed} runs in " in caps[0][1]  # the Pareto chart: the analysed runs
 
 
 def test_the_per_run_tables_are_in_the_appendix_only(page):
@@ -74,19 +82,26 @@ def test_the_per_run_tables_are_in_the_appendix_only(page):
 
 
 def test_data_notes_name_suspect_runs_stand_ins_and_emulation():
-    a = SimpleNamespace(suspect_runs=pd.DataFrame({"run_id": ["r1", "r2"]}), runs=pd.DataFrame({"run_id": range(10)}),
-                        meta={"design": {"description": "seed 001 stand-in: pipeline-shaped dedup (NOT PARSEC)"}})
+    a = SimpleNamespace(
+        suspect_runs=pd.DataFrame({"run_id": ["r1", "r2"]}),
+        runs=pd.DataFrame({"run_id": range(10)}),
+        meta={"design": {"description": "seed 001 stand-in: pipeline-shaped dedup (NOT PARSEC)"}},
+    )
     notes = data_notes(a, {"kvm", "qemu"})
     assert len(notes) == 3 and "the 2 runs flagged suspect" in notes[0]
     assert notes[1].startswith("Stand-in data: seed 001 stand-in") and "QEMU TCG" in notes[2]
     assert data_notes(SimpleNamespace(suspect_runs=None, runs=None, meta={}), {"kvm"}) == []
-    assert figure_caption("Main effects", "n = 8 runs in 4 configurations", ["A note."]) == \
-        "Main effects. n = 8 runs in 4 configurations. A note."
+    assert (
+        figure_caption("Main effects", "n = 8 runs in 4 configurations", ["A note."])
+        == "Main effects. n = 8 runs in 4 configurations. A note."
+    )
     with pytest.raises(ConfigError, match="what the figure shows"):
         figure_caption(" ", "n = 1 runs")
 
 
 def test_an_appendix_section_is_unnumbered_and_listed():
-    page = html_report("t", [("One", "x"), ("Two", "y"), ("Appendix A. Runs", pd.DataFrame({"run_id": ["a"]}))])
+    page = html_report(
+        "t", [("One", "x"), ("Two", "y"), ("Appendix A. Runs", pd.DataFrame({"run_id": ["a"]}))]
+    )
     assert re.findall(r"<h2>(.*?)</h2>", page) == ["Contents", "1. One", "2. Two", "Appendix A. Runs"]
     assert '<li class=appendix><a href="#appendix-a-runs">Appendix A. Runs</a></li>' in page

@@ -9,6 +9,7 @@ too long"). Here: :func:`labkit.core.paths.runtime_dir` as root and as other use
 mounts' listing of a directory the user may not read (a ConfigError naming it), the session's pool
 in the user's data dir, the agent socket's place and length, and what a session refuses by name.
 """
+
 from __future__ import annotations
 
 import json
@@ -93,6 +94,7 @@ def test_a_user_keeps_its_own_and_is_told_by_name_what_it_cannot_read():
         assert got["no_xdg"] == ["ok", str(home / ".cache" / "labkit")]
     finally:
         import shutil
+
         shutil.rmtree(base, ignore_errors=True)
 
 
@@ -105,7 +107,9 @@ def test_a_runtime_dir_others_may_write_is_refused(tmp_path, monkeypatch):
     os.chmod(tmp_path / "rt", 0o700)
     assert paths.runtime_dir("libvirt") == tmp_path / "rt" / "libvirt"
     assert (tmp_path / "rt" / "libvirt").stat().st_mode & 0o777 == 0o700
-    assert paths.runtime_dir("x", create=False) == tmp_path / "rt" / "x" and not (tmp_path / "rt" / "x").exists()
+    assert (
+        paths.runtime_dir("x", create=False) == tmp_path / "rt" / "x" and not (tmp_path / "rt" / "x").exists()
+    )
 
 
 def test_session_uris():
@@ -132,7 +136,9 @@ class _NoPool:
         raise libvirt.libvirtError(f"Storage pool not found: no storage pool with matching name '{name}'")
 
     def storagePoolCreateXML(self, xml, flags):
-        raise libvirt.libvirtError("failed to create directory '/var/lib/libvirt/images/labkit': Permission denied")
+        raise libvirt.libvirtError(
+            "failed to create directory '/var/lib/libvirt/images/labkit': Permission denied"
+        )
 
 
 def test_a_pool_that_cannot_be_made_is_said_with_its_path_and_the_option():
@@ -140,26 +146,41 @@ def test_a_pool_that_cannot_be_made_is_said_with_its_path_and_the_option():
     with pytest.raises(ConfigError) as err:
         pool.pool()
     text = str(err.value)
-    assert "/var/lib/libvirt/images/labkit: failed to create directory" in text and "Permission denied" in text
+    assert (
+        "/var/lib/libvirt/images/labkit: failed to create directory" in text and "Permission denied" in text
+    )
     assert "pool_path" in text and "Storage pool not found" not in text
 
 
 def test_what_a_session_cannot_do_is_refused_by_name(tmp_path):
     with pytest.raises(ConfigError, match="mounts needs qemu:///system.*session mode"):
-        get_backend("libvirt", uri="qemu:///session", mounts=[{"source": str(tmp_path), "target": "/mnt/x",
-                                                               "readonly": False}])
+        get_backend(
+            "libvirt",
+            uri="qemu:///session",
+            mounts=[{"source": str(tmp_path), "target": "/mnt/x", "readonly": False}],
+        )
     be = get_backend("libvirt", uri="qemu:///session")
     from labkit.backends.private_network import Network
+
     with pytest.raises(ConfigError, match="private needs qemu:///system"):
         be._create_network(Network.__new__(Network))
 
 
 def test_the_agent_socket_is_given_on_a_session_and_its_length_checked(monkeypatch, tmp_path):
     spec = InstanceSpec(vcpus=1, memory_mb=256)
-    args = dict(name="labkit-x-abcdefghijklm", spec=spec, cpus=None, domain_type="qemu", disk="/d.qcow2",
-                kernel="/k", initrd="/i", cmdline="root=/dev/vda", console_log="/c.log")
-    assert "<source mode=\"bind\" path=\"/s.agent\" />" in domain_xml(**args, agent_socket="/s.agent")
-    assert "mode=\"bind\"" not in domain_xml(**args)
+    args = dict(
+        name="labkit-x-abcdefghijklm",
+        spec=spec,
+        cpus=None,
+        domain_type="qemu",
+        disk="/d.qcow2",
+        kernel="/k",
+        initrd="/i",
+        cmdline="root=/dev/vda",
+        console_log="/c.log",
+    )
+    assert '<source mode="bind" path="/s.agent" />' in domain_xml(**args, agent_socket="/s.agent")
+    assert 'mode="bind"' not in domain_xml(**args)
     monkeypatch.setattr(lv, "runtime_dir", lambda *parts: tmp_path.joinpath(*parts))
     assert lv.agent_socket("labkit-camp--abcdefghijklm") == f"{tmp_path}/libvirt/abcdefghijklm.agent"
     deep = tmp_path / ("d" * 100)
@@ -171,9 +192,15 @@ def test_the_agent_socket_is_given_on_a_session_and_its_length_checked(monkeypat
 def test_connect_hints_of_system_and_session():
     """qemu:///system refused for want of the system bus names polkit and D-Bus (and that the libvirt
     group is granted through polkit); a session that does not start says it is the user's own daemon."""
-    hint = lv.connect_hint("internal error: Unable to get system bus connection: Could not connect: No such "
-                           "file or directory", "qemu:///system", True)
+    hint = lv.connect_hint(
+        "internal error: Unable to get system bus connection: Could not connect: No such file or directory",
+        "qemu:///system",
+        True,
+    )
     assert "polkit" in hint and "D-Bus system bus" in hint and "membership alone does not" in hint
-    hint = lv.connect_hint("Failed to connect socket to '/run/user/1000/libvirt/libvirt-sock': No such file",
-                           "qemu:///session", True)
+    hint = lv.connect_hint(
+        "Failed to connect socket to '/run/user/1000/libvirt/libvirt-sock': No such file",
+        "qemu:///session",
+        True,
+    )
     assert "this user's own libvirtd" in hint and "start the daemons" not in hint

@@ -1,5 +1,6 @@
 """Issue 45 at reduced size: what keeps a campaign of 100,000 runs and 20 M telemetry rows
 interactive, correct and bounded in memory. Each test counts work or memory, never time."""
+
 from __future__ import annotations
 
 import json
@@ -20,19 +21,33 @@ from labkit.stats.compare import pettitt
 from labkit.store import Store, now_iso
 from labkit.workloads.base import Measurement
 
-DESIGN = Design.from_dict({"name": "scale", "factors": {"vcpus": [1, 2], "affinity": ["pinned", "floating"]},
-                           "replications": 4, "seed": 3})
+DESIGN = Design.from_dict(
+    {
+        "name": "scale",
+        "factors": {"vcpus": [1, 2], "affinity": ["pinned", "floating"]},
+        "replications": 4,
+        "seed": 3,
+    }
+)
 
 
 def fill(st: Store, runs, *, samples: int = 0, name=lambda r: f"labkit-c--{r.order:013d}", boot_group=None):
     rows = [(float(t), f"m{t % 20}", float(t)) for t in range(samples)]
     for r in runs:
-        st.record_run(r, status="ok", started=now_iso(), duration_s=1.0,
-                      measurements=[Measurement("wall_time_s", 1.0 + r.levels["vcpus"] + 0.01 * r.order, "s")],
-                      metadata={"host": "h1", "run_seq": r.order + 1,
-                                "boot_group": boot_group(r) if boot_group else r.boot_group,
-                                "instances": [{"name": name(r), "index": 0, "boot": 1}]},
-                      samples=rows)
+        st.record_run(
+            r,
+            status="ok",
+            started=now_iso(),
+            duration_s=1.0,
+            measurements=[Measurement("wall_time_s", 1.0 + r.levels["vcpus"] + 0.01 * r.order, "s")],
+            metadata={
+                "host": "h1",
+                "run_seq": r.order + 1,
+                "boot_group": boot_group(r) if boot_group else r.boot_group,
+                "instances": [{"name": name(r), "index": 0, "boot": 1}],
+            },
+            samples=rows,
+        )
 
 
 # -- 1: no quadratic step in the drift check ----------------------------------------------------------
@@ -44,8 +59,9 @@ def _elements_tested(monkeypatch, n: int) -> int:
     def counting(x, **kw):
         seen[0] += len(x)
         return real(x, **kw)
+
     monkeypatch.setattr(drift, "_test", counting)
-    x = np.arange(n) + np.random.default_rng(0).normal(size=n) * 50   # a trend: change points grow with n
+    x = np.arange(n) + np.random.default_rng(0).normal(size=n) * 50  # a trend: change points grow with n
     drift.change_points(x)
     return seen[0]
 
@@ -78,12 +94,12 @@ def test_pettitt_memory_is_linear():
 def test_instance_names_carry_64_bits_and_100000_are_unique():
     token = name_token()
     assert set(token) <= set("abcdefghijklmnopqrstuvwxyz234567") and len(token) * 5 >= 64
-    prefix = "labkit-" + "c" * 41 + "--"                # the longest campaign id a 63-character name holds
+    prefix = "labkit-" + "c" * 41 + "--"  # the longest campaign id a 63-character name holds
     names = [new_name(prefix) for _ in range(100_000)]
     assert len(set(names)) == 100_000 and max(map(len, names)) <= 63
     bits = len(names[0]) - len(prefix)
     # the chance of any repeat among 100,000 names of these bits (birthday bound): negligible
-    assert 100_000 ** 2 / 2 ** (5 * bits + 1) < 1e-9
+    assert 100_000**2 / 2 ** (5 * bits + 1) < 1e-9
 
 
 def test_a_name_drawn_by_two_boots_never_joins_them(tmp_path):
@@ -95,8 +111,10 @@ def test_a_name_drawn_by_two_boots_never_joins_them(tmp_path):
         fill(st, plan, name=lambda r: "labkit-c--same" if r.order < 2 else f"labkit-c--{r.order:013d}")
         tidy = st.tidy()
     first, second = (tidy.loc[tidy.run_id == plan[i].run_id, "instance"].item() for i in (0, 1))
-    assert first != second and {first, second} == {f"labkit-c--same@{plan[0].boot_group}",
-                                                   f"labkit-c--same@{plan[1].boot_group}"}
+    assert first != second and {first, second} == {
+        f"labkit-c--same@{plan[0].boot_group}",
+        f"labkit-c--same@{plan[1].boot_group}",
+    }
     obs, _ = observations(with_levels(tidy), "wall_time_s", ["vcpus", "affinity"])
     assert level_design(obs, ["vcpus", "affinity"]).runs_per_instance == 1
     assert tidy.instance.nunique() == len(plan)
@@ -119,6 +137,7 @@ def _traced(monkeypatch) -> list[str]:
         db = real(*a, **kw)
         db.set_trace_callback(statements.append)
         return db
+
     monkeypatch.setattr(sqlite3, "connect", connect)
     return statements
 
@@ -134,6 +153,7 @@ def test_a_read_only_open_reads_no_page_of_the_store(tmp_path, monkeypatch):
 
 def test_list_and_show_count_by_sql_without_parsing_runs(tmp_path, monkeypatch, capsys):
     from labkit.cli import main
+
     with Store.for_campaign(tmp_path, "c") as st:
         st.set_meta(campaign_id="c", design=DESIGN.to_dict(), workload={"name": "w"})
         fill(st, DESIGN.plan())
@@ -156,6 +176,7 @@ def test_tidy_parses_each_configuration_once_not_each_run(tmp_path, monkeypatch)
     def loads(text, *a, **kw):
         calls[0] += 1
         return real(text, *a, **kw)
+
     monkeypatch.setattr(store_mod.json, "loads", loads)
     with Store(tmp_path / "s.sqlite", readonly=True) as st:
         tidy = st.tidy()
@@ -168,10 +189,12 @@ def test_tidy_parses_each_configuration_once_not_each_run(tmp_path, monkeypatch)
 # -- 4: streaming export ------------------------------------------------------------------------------------
 def test_export_is_bounded_in_memory_and_writes_samples_parquet(tmp_path, monkeypatch):
     monkeypatch.setattr(store_mod, "EXPORT_CHUNK", 5_000)
-    plan = Design.from_dict({"name": "big", "factors": {"vcpus": [1, 2]}, "replications": 100, "seed": 1}).plan()
+    plan = Design.from_dict(
+        {"name": "big", "factors": {"vcpus": [1, 2]}, "replications": 100, "seed": 1}
+    ).plan()
     with Store(tmp_path / "c" / "store.sqlite") as st:
         st.set_meta(campaign_id="c", design={"factors": {"vcpus": [1, 2]}})
-        fill(st, plan, samples=2_000)               # 400,000 telemetry rows
+        fill(st, plan, samples=2_000)  # 400,000 telemetry rows
     with Store(tmp_path / "c" / "store.sqlite", readonly=True) as st:
         n = st._db.execute("SELECT count(*) FROM samples").fetchone()[0]
         tracemalloc.start()
@@ -198,6 +221,7 @@ def test_memory_error_is_one_line_not_a_traceback(tmp_path, monkeypatch, capsys)
 
     def boom(args):
         raise MemoryError()
+
     monkeypatch.setattr(cli, "cmd_list", boom)
     parser = cli.parser
     monkeypatch.setattr(cli, "parser", lambda: _with_func(parser(), "list", boom))
@@ -215,5 +239,5 @@ def _with_func(p, command, func):
 
 def test_growth_numbers_of_the_birthday_bound_used_above():
     # 32 bits at 100,000 names: the 69 % of the issue; 65 bits: about 1.4e-10
-    assert math.isclose(1 - math.exp(-1e10 / 2 ** 33), 0.69, abs_tol=0.01)
-    assert 1 - math.exp(-1e10 / 2 ** 66) < 2e-10
+    assert math.isclose(1 - math.exp(-1e10 / 2**33), 0.69, abs_tol=0.01)
+    assert 1 - math.exp(-1e10 / 2**66) < 2e-10

@@ -1,5 +1,6 @@
 """Issue 28: data from a store is shown as text (Markdown, HTML, figures), and files labkit writes
 go through labkit.core.files.atomic_write (no write through a planted link, declared modes)."""
+
 import io
 import os
 import stat
@@ -53,18 +54,30 @@ def hostile(tmp_path):
 
 
 # -- Markdown and HTML --------------------------------------------------------------------------
-@pytest.mark.parametrize("text", [*PAYLOADS, "# heading", "1. item", "- item", "**bold** _em_ `code`",
-                                  "a | b", "x\n\n<script>y</script>", "[x](https://example.org)", "&amp; \\ ~~s~~ ![i](x)"])
+@pytest.mark.parametrize(
+    "text",
+    [
+        *PAYLOADS,
+        "# heading",
+        "1. item",
+        "- item",
+        "**bold** _em_ `code`",
+        "a | b",
+        "x\n\n<script>y</script>",
+        "[x](https://example.org)",
+        "&amp; \\ ~~s~~ ![i](x)",
+    ],
+)
 def test_escape_md_renders_as_the_text_itself(text):
     page = rendered_markdown(escape_md(text))
     assert markup_left(page) == [] and "<a " not in page and "<em>" not in page
     assert visible_text(page).strip() == " ".join(text.splitlines()).strip()
-    assert "$" not in escape_md(text).replace("\\$", "")    # no "$" left for MathJax
+    assert "$" not in escape_md(text).replace("\\$", "")  # no "$" left for MathJax
     assert escape_md("wall_time_s on vcpus, memory_mb") == "wall_time_s on vcpus, memory_mb"
 
 
 def test_escape_html():
-    assert escape_html(f'{IMG}"\'') == "&lt;img src=x onerror=alert(1)&gt;&quot;&#x27;"
+    assert escape_html(f"{IMG}\"'") == "&lt;img src=x onerror=alert(1)&gt;&quot;&#x27;"
 
 
 def test_conclusions_markdown_shows_names_and_levels_as_text():
@@ -101,10 +114,11 @@ def test_html_report_of_a_hostile_store(hostile, tmp_path):
 
 
 def test_figures_draw_dollar_levels_literally():
-    data = pd.DataFrame({"f": [MATH, MATH, BAD_MATH, BAD_MATH], "y": [1.0, 1.2, 2.0, 2.1],
-                         "run_order": [0, 1, 2, 3]})
+    data = pd.DataFrame(
+        {"f": [MATH, MATH, BAD_MATH, BAD_MATH], "y": [1.0, 1.2, 2.0, 2.1], "run_order": [0, 1, 2, 3]}
+    )
     for fig in (plots.main_effects(data, ["f"], "y"), plots.run_order(data, "y", hue="f")):
-        fig.savefig(io.BytesIO(), format="png")           # raised ValueError on "$x^$" before
+        fig.savefig(io.BytesIO(), format="png")  # raised ValueError on "$x^$" before
         texts = [t for t in fig.findobj(matplotlib.text.Text) if "$" in t.get_text()]
         assert texts and not any(t.get_parse_math() for t in texts)
 
@@ -128,14 +142,16 @@ def test_report_refuses_a_planted_link(hostile, planted, flag, capsys):
     assert main(["report", "hostile", "--data-dir", str(hostile), flag, str(link)]) == 2
     assert f"{link} is a symbolic link" in capsys.readouterr().err
     assert victim.read_text() == "precious\n" and link.is_symlink()
-    assert sorted(p.name for p in other.iterdir()) == ["out"]    # no temporary file left
+    assert sorted(p.name for p in other.iterdir()) == ["out"]  # no temporary file left
 
 
 def test_report_rewritten_private_and_bundle_names_plain(hostile, tmp_path):
     out, bundle = tmp_path / "r.html", tmp_path / "b.zip"
     out.write_text("old")
     os.chmod(out, 0o644)
-    assert main(["report", "hostile", "--data-dir", str(hostile), "-o", str(out), "--bundle", str(bundle)]) == 0
+    assert (
+        main(["report", "hostile", "--data-dir", str(hostile), "-o", str(out), "--bundle", str(bundle)]) == 0
+    )
     assert mode(out) == 0o600 and mode(bundle) == 0o600 and out.read_text().startswith("<!DOCTYPE html>")
     names = zipfile.ZipFile(bundle).namelist()
     assert {"results.csv", "store.sqlite", "campaign.json", "environment.json"} <= set(names)
@@ -154,8 +170,10 @@ def test_report_of_one_factor_without_replications(tmp_path):
 def test_export_and_figures_refuse_planted_links(hostile, planted):
     victim, other = planted
     (other / "results.csv").symlink_to(victim)
-    with Store(hostile / CAMPAIGN / "store.sqlite", readonly=True) as st, \
-            pytest.raises(ConfigError, match="results.csv is a symbolic link"):
+    with (
+        Store(hostile / CAMPAIGN / "store.sqlite", readonly=True) as st,
+        pytest.raises(ConfigError, match="results.csv is a symbolic link"),
+    ):
         st.export(other, formats=("csv",))
     (other / "fig.png").symlink_to(victim)
     fig = plots.run_order(pd.DataFrame({"run_order": [0, 1], "y": [1.0, 2.0]}), "y")
@@ -176,6 +194,7 @@ def test_atomic_write_modes_and_failures(tmp_path):
     def broken(fh):
         fh.write(b"half")
         raise OSError(28, "No space left on device")
+
     with pytest.raises(OSError):
         atomic_write(target, broken)
     assert target.read_bytes() == b"two" and os.listdir(target.parent) == ["f"]

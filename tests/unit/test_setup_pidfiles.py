@@ -16,8 +16,13 @@ HELPER = Path(__file__).resolve().parents[2] / "scripts" / "pidfile.sh"
 
 
 def _bash(script: str, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(["bash", "-c", f'. "$0"; {script}', str(HELPER), *args],
-                          capture_output=True, text=True, timeout=30, check=False)
+    return subprocess.run(
+        ["bash", "-c", f'. "$0"; {script}', str(HELPER), *args],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
 
 
 @pytest.fixture

@@ -2,6 +2,7 @@
 command, srun's output kept apart from the command's, Slurm's records parsed, and the allocation's
 life (asked, granted, released on every path) against stand-in Slurm tools that log their calls.
 The real cluster is tests/integration/test_slurm.py's."""
+
 from __future__ import annotations
 
 import copy
@@ -37,37 +38,88 @@ def test_a_slurm_testbed_is_its_request_until_allocated(tmp_path):
     tb = Testbed.load(p)
     assert tb.hosts == [] and tb.default_platform == "slurm"
     req = tb.slurm
-    assert (req.partition, req.nodes, req.exclusive, req.time, req.account, req.constraint, req.wait) == \
-        ("compute", 4, True, "02:00:00", "lab-perf", "epyc&ib", 600.0)
+    assert (req.partition, req.nodes, req.exclusive, req.time, req.account, req.constraint, req.wait) == (
+        "compute",
+        4,
+        True,
+        "02:00:00",
+        "lab-perf",
+        "epyc&ib",
+        600.0,
+    )
     assert req.salloc_argv("labkit-x--alloc-1") == [
-        "salloc", "--no-shell", "--no-kill", "--job-name=labkit-x--alloc-1", "--nodes=4", "--exclusive",
-        "--partition=compute", "--time=02:00:00", "--account=lab-perf", "--constraint=epyc&ib", "--immediate=600"]
+        "salloc",
+        "--no-shell",
+        "--no-kill",
+        "--job-name=labkit-x--alloc-1",
+        "--nodes=4",
+        "--exclusive",
+        "--partition=compute",
+        "--time=02:00:00",
+        "--account=lab-perf",
+        "--constraint=epyc&ib",
+        "--immediate=600",
+    ]
     # what a resume must match is the request, never the nodes one allocation gave
-    assert tb.describe()["slurm"] == {"partition": "compute", "nodes": 4, "exclusive": True, "time": "02:00:00",
-                                      "account": "lab-perf", "constraint": "epyc&ib", "wait": 600.0}
+    assert tb.describe()["slurm"] == {
+        "partition": "compute",
+        "nodes": 4,
+        "exclusive": True,
+        "time": "02:00:00",
+        "account": "lab-perf",
+        "constraint": "epyc&ib",
+        "wait": 600.0,
+    }
     assert tb.describe()["hosts"] == []
     tb.check_platforms(["native", "unconfined", "slurm"])
     minimal = Testbed.from_dict({"slurm": {}})
-    assert minimal.slurm.salloc_argv("j") == ["salloc", "--no-shell", "--no-kill", "--job-name=j", "--nodes=1",
-                                              "--exclusive"]
-    assert Testbed.from_dict({"slurm": {"time": 30, "exclusive": False}}).slurm.salloc_argv("j")[-1] == "--time=30"
+    assert minimal.slurm.salloc_argv("j") == [
+        "salloc",
+        "--no-shell",
+        "--no-kill",
+        "--job-name=j",
+        "--nodes=1",
+        "--exclusive",
+    ]
+    assert (
+        Testbed.from_dict({"slurm": {"time": 30, "exclusive": False}}).slurm.salloc_argv("j")[-1]
+        == "--time=30"
+    )
 
 
 def test_campaign_on_a_slurm_testbed_runs_on_slurm_platforms_only(tmp_path):
     tb = {"slurm": {"nodes": 2}, "platforms": {"native": {"backend": "slurm"}}}
-    c = Campaign({"factors": {"vcpus": [1, 2]}, "replications": 1}, workload="command",
-                 workload_params={"argv": ["true"]}, testbed=tb, data_dir=tmp_path)
+    c = Campaign(
+        {"factors": {"vcpus": [1, 2]}, "replications": 1},
+        workload="command",
+        workload_params={"argv": ["true"]},
+        testbed=tb,
+        data_dir=tmp_path,
+    )
     assert c.backend_name == "slurm"
     with pytest.raises(ConfigError, match="platform 'docker' of Slurm testbed .* must use backend slurm"):
-        Campaign({"factors": {"platform": ["native", "docker"]}, "replications": 1}, workload="command",
-                 workload_params={"argv": ["true"]}, testbed=tb, data_dir=tmp_path)
+        Campaign(
+            {"factors": {"platform": ["native", "docker"]}, "replications": 1},
+            workload="command",
+            workload_params={"argv": ["true"]},
+            testbed=tb,
+            data_dir=tmp_path,
+        )
 
 
 def test_slurm_platform_options_carry_the_allocation_and_node():
-    tb = Testbed.from_dict({"slurm": {"nodes": 1}, "platforms": {"native": {"backend": "slurm", "enforce_limits": False}}})
+    tb = Testbed.from_dict(
+        {"slurm": {"nodes": 1}, "platforms": {"native": {"backend": "slurm", "enforce_limits": False}}}
+    )
     node = Host("n7", "10.0.0.7", platforms=("native", "slurm"), slurm_job="4242")
-    assert options_for(tb.platform("native"), node) == {"enforce_limits": False, "job_id": "4242", "node": "n7"}
-    with pytest.raises(ConfigError, match="runs on the nodes of a Slurm testbed's allocation; host 'h' is not one"):
+    assert options_for(tb.platform("native"), node) == {
+        "enforce_limits": False,
+        "job_id": "4242",
+        "node": "n7",
+    }
+    with pytest.raises(
+        ConfigError, match="runs on the nodes of a Slurm testbed's allocation; host 'h' is not one"
+    ):
         options_for(tb.platform("native"), Host("h", "10.0.0.8"))
 
 
@@ -84,33 +136,39 @@ def test_slurm_backend_options_are_checked_and_steps_are_pinned_to_the_node():
     argv = be.step_argv("labkit-x--1.1")
     assert argv[:5] == ["srun", "--jobid=12", "--nodelist=n1", "--nodes=1", "--ntasks=1"]
     assert {"--overlap", "--whole", "--chdir=/", "--job-name=labkit-x--1.1"} <= set(argv)
-    assert "--export=HOME,PATH,USER,LOGNAME,LANG" in argv   # nothing else of the controller's environment
+    assert "--export=HOME,PATH,USER,LOGNAME,LANG" in argv  # nothing else of the controller's environment
 
 
 def feed(sink: SrunLines, data: bytes, size: int) -> None:
     for i in range(0, len(data), size):
-        sink.write(data[i:i + size])
+        sink.write(data[i : i + size])
     sink.flush()
 
 
 @pytest.mark.parametrize("size", [1, 3, 7, 4096])
 def test_srun_lines_are_kept_apart_from_the_commands_stderr_however_the_bytes_arrive(size):
-    stream = (b"srun: jobid 12: nodes(1):`n1', cpu counts: 2(x1)\n"
-              b"srun: launching StepId=12.7 on host n1, 1 tasks: 0\n"
-              b"err one\nsrun-like but not srun\n"
-              b"srun: error: n1: task 0: Exited with exit code 3\n"
-              b"sr")   # a last line without its newline
+    stream = (
+        b"srun: jobid 12: nodes(1):`n1', cpu counts: 2(x1)\n"
+        b"srun: launching StepId=12.7 on host n1, 1 tasks: 0\n"
+        b"err one\nsrun-like but not srun\n"
+        b"srun: error: n1: task 0: Exited with exit code 3\n"
+        b"sr"
+    )  # a last line without its newline
     err = CappedOutput()
     sink = SrunLines(err)
     feed(sink, stream, size)
     assert err.text() == "err one\nsrun-like but not srun\nsr"
     assert sink.step() == "12.7"
-    assert sink.step_errors() == []   # a task's own end is not a failure of the step
+    assert sink.step_errors() == []  # a task's own end is not a failure of the step
     failed = SrunLines(CappedOutput())
-    feed(failed, b"srun: error: Unable to create step for job 12: Requested node configuration is not available\n",
-         size)
+    feed(
+        failed,
+        b"srun: error: Unable to create step for job 12: Requested node configuration is not available\n",
+        size,
+    )
     assert failed.step() is None and failed.step_errors() == [
-        "srun: error: Unable to create step for job 12: Requested node configuration is not available"]
+        "srun: error: Unable to create step for job 12: Requested node configuration is not available"
+    ]
 
 
 def test_srun_lines_keep_the_first_and_last_ones():
@@ -121,20 +179,35 @@ def test_srun_lines_keep_the_first_and_last_ones():
 
 
 def test_slurm_records_and_states():
-    rec = slurm_cli.parse_record("NodeName=n1 Arch=x86_64 CoresPerSocket=1 NodeAddr=10.1.0.1 "
-                                 "OS=Linux 6.1.0-13-amd64 #1 SMP Debian State=ALLOCATED+NOT_RESPONDING Port=17001")
-    assert rec["OS"] == "Linux 6.1.0-13-amd64 #1 SMP Debian" and rec["NodeAddr"] == "10.1.0.1" and rec["Port"] == "17001"
+    rec = slurm_cli.parse_record(
+        "NodeName=n1 Arch=x86_64 CoresPerSocket=1 NodeAddr=10.1.0.1 "
+        "OS=Linux 6.1.0-13-amd64 #1 SMP Debian State=ALLOCATED+NOT_RESPONDING Port=17001"
+    )
+    assert (
+        rec["OS"] == "Linux 6.1.0-13-amd64 #1 SMP Debian"
+        and rec["NodeAddr"] == "10.1.0.1"
+        and rec["Port"] == "17001"
+    )
     assert slurm_cli.node_failure(rec["State"]) == "NOT_RESPONDING"
-    assert slurm_cli.node_failure("DOWN+DRAIN") == "DOWN" and slurm_cli.node_failure("idle*") == "NOT_RESPONDING"
+    assert (
+        slurm_cli.node_failure("DOWN+DRAIN") == "DOWN" and slurm_cli.node_failure("idle*") == "NOT_RESPONDING"
+    )
     assert slurm_cli.node_failure("ALLOCATED") is None and slurm_cli.node_failure("MIXED+DRAIN") is None
     assert slurm_cli.check_job_id(77) == "77"
 
 
 def test_the_tools_get_no_variable_of_an_enclosing_job(monkeypatch):
-    for k, v in {"SLURM_JOB_ID": "5", "SALLOC_PARTITION": "x", "SRUN_CPUS_PER_TASK": "2", "SLURM_CONF": "/c"}.items():
+    for k, v in {
+        "SLURM_JOB_ID": "5",
+        "SALLOC_PARTITION": "x",
+        "SRUN_CPUS_PER_TASK": "2",
+        "SLURM_CONF": "/c",
+    }.items():
         monkeypatch.setenv(k, v)
     env = slurm_cli.environment()
-    assert env["SLURM_CONF"] == "/c" and not {"SLURM_JOB_ID", "SALLOC_PARTITION", "SRUN_CPUS_PER_TASK"} & set(env)
+    assert env["SLURM_CONF"] == "/c" and not {"SLURM_JOB_ID", "SALLOC_PARTITION", "SRUN_CPUS_PER_TASK"} & set(
+        env
+    )
 
 
 # -- the allocation's life, against stand-in Slurm tools ------------------------------------------
@@ -181,7 +254,7 @@ def tools(tmp_path, monkeypatch):
     monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
     monkeypatch.setenv("LOG", str(log))
     monkeypatch.setenv("FAKE_SALLOC", "grant")
-    monkeypatch.setenv("JOB", "990077")   # no job id the test cluster will reach soon
+    monkeypatch.setenv("JOB", "990077")  # no job id the test cluster will reach soon
     return log
 
 
@@ -201,13 +274,16 @@ def test_an_allocation_is_recorded_before_it_is_granted_and_released_at_the_end(
     seen = []
     with slurm.allocated(slurm.SlurmRequest(nodes=2, partition="p"), store, "camp") as alloc:
         seen = copy.deepcopy(store.m["slurm_jobs"])
-        assert alloc.job_id == "990077" and [(n.name, n.address, n.cpus, n.features) for n in alloc.nodes] == [
-            ("c1", "10.9.0.1", 8, "epyc"), ("c2", "10.9.0.2", 8, "")]
+        assert alloc.job_id == "990077" and [
+            (n.name, n.address, n.cpus, n.features) for n in alloc.nodes
+        ] == [("c1", "10.9.0.1", 8, "epyc"), ("c2", "10.9.0.2", 8, "")]
         assert alloc.probe(Host("c1", "10.9.0.1"), 3) == (True, "")
         ok, why = alloc.probe(Host("c2", "10.9.0.2"), 3)
         assert not ok and "DOWN+NOT_RESPONDING" in why
     (job,) = store.m["slurm_jobs"]
-    assert seen[0]["state"] == "running" and seen[0]["job_id"] == "990077" and seen[0]["nodes"] == ["c1", "c2"]
+    assert (
+        seen[0]["state"] == "running" and seen[0]["job_id"] == "990077" and seen[0]["nodes"] == ["c1", "c2"]
+    )
     assert job["state"] == "released" and job["name"].startswith("labkit-camp--alloc-")
     calls = tools.read_text().splitlines()
     salloc = next(c for c in calls if c.startswith("salloc"))
@@ -222,17 +298,20 @@ def test_an_interrupt_while_waiting_for_nodes_withdraws_the_request(tools, monke
 
     def interrupt(job_id):
         store.set_meta(seen=job_id)
-        raise KeyboardInterrupt   # Ctrl-C (or the campaign's SIGTERM) while the job waits in the queue
+        raise KeyboardInterrupt  # Ctrl-C (or the campaign's SIGTERM) while the job waits in the queue
 
     with pytest.raises(KeyboardInterrupt):
         slurm.allocate(slurm.SlurmRequest(nodes=2), "labkit-camp--alloc-ab", interrupt)
     calls = tools.read_text().splitlines()
     assert store.m["seen"] == "990077" and "salloc SIGTERM" in calls
-    assert "squeue -h --me -o %i --name=labkit-camp--alloc-ab" in calls and calls[-1] == "scancel --quiet 990077"
+    assert (
+        "squeue -h --me -o %i --name=labkit-camp--alloc-ab" in calls and calls[-1] == "scancel --quiet 990077"
+    )
 
 
-def test_a_request_the_cluster_refuses_is_a_config_error_and_a_resume_cancels_a_killed_controllers_job(tools,
-                                                                                                        monkeypatch):
+def test_a_request_the_cluster_refuses_is_a_config_error_and_a_resume_cancels_a_killed_controllers_job(
+    tools, monkeypatch
+):
     monkeypatch.setenv("FAKE_SALLOC", "refused")
     with pytest.raises(ConfigError, match="(?s)Slurm refused the testbed's request .*Invalid account"):
         slurm.allocate(slurm.SlurmRequest(account="nope"), "labkit-c--alloc-1", lambda j: None)
@@ -244,15 +323,22 @@ def test_a_request_the_cluster_refuses_is_a_config_error_and_a_resume_cancels_a_
         assert alloc.job_id == "990077"
     calls = tools.read_text().splitlines()
     # the killed controller's job goes first
-    assert calls[:3] == ["squeue -h --me -o %i --name=labkit-c--alloc-old", "scontrol show job -o 990076",
-                         "scancel --quiet 990076"]
+    assert calls[:3] == [
+        "squeue -h --me -o %i --name=labkit-c--alloc-old",
+        "scontrol show job -o 990076",
+        "scancel --quiet 990076",
+    ]
     old, new = store.m["slurm_jobs"]
     assert old["state"] == "released" and new["state"] == "released"
 
 
 def test_clean_cancels_what_a_killed_campaign_left_queued(tools):
-    meta = {"slurm_jobs": [{"name": "labkit-c--alloc-1", "job_id": "990077", "state": "pending"},
-                           {"name": "labkit-c--alloc-0", "job_id": "990070", "state": "released"}]}
+    meta = {
+        "slurm_jobs": [
+            {"name": "labkit-c--alloc-1", "job_id": "990077", "state": "pending"},
+            {"name": "labkit-c--alloc-0", "job_id": "990070", "state": "released"},
+        ]
+    }
     out = slurm.clean(meta, "labkit-c--", {})
     # job 990077 still runs on c1 and c2: their leftovers are removed through a step on each (which
     # the stand-in srun refuses: reported, not fatal), then the job is cancelled; 990070 was released
@@ -264,7 +350,9 @@ def test_clean_cancels_what_a_killed_campaign_left_queued(tools):
 
 
 def test_a_failing_slurm_tool_is_an_error_naming_the_command(tools, monkeypatch):
-    (tools.parent / "bin" / "scontrol").write_text("#!/bin/sh\necho 'slurm_load_jobs error: Unable to contact slurm controller' >&2\nexit 1\n")
+    (tools.parent / "bin" / "scontrol").write_text(
+        "#!/bin/sh\necho 'slurm_load_jobs error: Unable to contact slurm controller' >&2\nexit 1\n"
+    )
     with pytest.raises(BackendError, match="reading Slurm job 5: scontrol exited 1: .*Unable to contact"):
         slurm_cli.show_job("5", 5)
 
@@ -275,10 +363,12 @@ def test_the_counters_of_a_nodes_instances_come_through_one_long_lived_step(tmp_
     reader that died is started again, and a file name with white space is refused unread."""
     from labkit.backends import native
     from labkit.backends.base import StatsUnavailable
+
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
-    (bin_dir / "srun").write_text('#!/bin/sh\necho "srun $*" >> "$LOG"\nwhile [ "$1" != /bin/sh ]; do shift; done\n'
-                                  'exec "$@"\n')
+    (bin_dir / "srun").write_text(
+        '#!/bin/sh\necho "srun $*" >> "$LOG"\nwhile [ "$1" != /bin/sh ]; do shift; done\nexec "$@"\n'
+    )
     (bin_dir / "srun").chmod(0o755)
     log = tmp_path / "calls.log"
     log.write_text("")
@@ -292,15 +382,15 @@ def test_the_counters_of_a_nodes_instances_come_through_one_long_lived_step(tmp_
         for _ in range(3):
             assert be.files.read(paths) == {"cpu": stat_file.read_text(), "memory": None}
         assert log.read_text().count("srun ") == 1 and "--job-name=labkit-files" in log.read_text()
-        be.files.stop()   # the step killed (a lost node, an allocation that ended): started again
+        be.files.stop()  # the step killed (a lost node, an allocation that ended): started again
         assert be.files.read({"cpu": str(stat_file)}) == {"cpu": stat_file.read_text()}
         assert log.read_text().count("srun ") == 2
         with pytest.raises(StatsUnavailable, match="white space"):
             be.files.read({"cpu": "/sys/fs/cgroup/a b/cpu.stat"})
         texts = be.files.read({"proc_stat": "/proc/stat"})
-        got = native.instance_stats(None, texts, "labkit-x--1 on n1")   # unconfined: the node's steal only
+        got = native.instance_stats(None, texts, "labkit-x--1 on n1")  # unconfined: the node's steal only
         assert set(got) == {"steal_s", "cpu_total_s"} and got["cpu_total_s"] > 0
         reader = be.files.proc
     finally:
         be.close()
-    assert reader.poll() is not None and be.files.proc is None   # the step ended with the backend
+    assert reader.poll() is not None and be.files.proc is None  # the step ended with the backend

@@ -1,6 +1,7 @@
 """The figures of the committed data, drawn and read back through matplotlib's renderer: no
 tick labels overlap, no axis spans far more than its data (the 1e-12 slowdown axis of 2 runs),
 no interval of a positive quantity goes below 0 (labkit.report.small_n.figure_problems)."""
+
 from pathlib import Path
 
 import numpy as np
@@ -26,8 +27,13 @@ def overhead_data():
 
 
 def test_the_slowdown_figure_of_the_committed_overhead_campaigns_holds(overhead_data):
-    ov = stats.overhead_ratios(overhead_data, response="value", baseline="local",
-                               by=["benchmark", "metric", "level", "test"], lower_is_better=OVERHEAD_LOWER_IS_BETTER)
+    ov = stats.overhead_ratios(
+        overhead_data,
+        response="value",
+        baseline="local",
+        by=["benchmark", "metric", "level", "test"],
+        lower_is_better=OVERHEAD_LOWER_IS_BETTER,
+    )
     # with 2 runs some intervals were unbounded (drawn open-ended: the arrowhead test below); since
     # the re-run of 2026-11-27 (5 runs) every ratio that has a native run to compare with is bounded
     shown = ov.dropna(subset=["ratio"])
@@ -35,7 +41,7 @@ def test_the_slowdown_figure_of_the_committed_overhead_campaigns_holds(overhead_
     fig = plots.overhead(ov, panel="benchmark", test="test", baseline="local (native)")
     assert figure_problems(fig) == []
     assert not any(a.get_gid() == "open_interval" for ax in fig.axes for a in ax.texts)
-    for ax in fig.axes[:len(set(ov.benchmark))]:
+    for ax in fig.axes[: len(set(ov.benchmark))]:
         lo, hi = ax.get_xlim()
         assert lo > 1e-2 and hi < 1e3
 
@@ -48,13 +54,16 @@ def test_every_response_figure_of_the_committed_overhead_campaigns_holds(overhea
 
 
 def test_the_paper_beside_ours_figure_holds_with_a_tcg_slowdown_and_unbounded_intervals():
-    ref, _ = read_reference(DATA / "reference" / "deployments_headlines.csv",
-                            ["claim", "platform", "baseline", "stated_pct", "scenario", "benchmark", "metric"])
+    ref, _ = read_reference(
+        DATA / "reference" / "deployments_headlines.csv",
+        ["claim", "platform", "baseline", "stated_pct", "scenario", "benchmark", "metric"],
+    )
     b = {"cpu": {"factor": "scenario", "metrics": ["events_per_s"]}}
     from labkit.store.results import load_campaigns
-    data, _, _ = load_campaigns(DATA, {"cpu": "deployments-cpu"}, b)   # local, lxd and libvirt in one campaign
+
+    data, _, _ = load_campaigns(DATA, {"cpu": "deployments-cpu"}, b)  # local, lxd and libvirt in one campaign
     heads = headline_comparison(ref, data, names={p: p for p in ("local", "lxd", "libvirt")})
-    assert heads.ours_pct.max() > 300                                   # TCG: several times slower
+    assert heads.ours_pct.max() > 300  # TCG: several times slower
     assert figure_problems(paper_vs_labkit_figure(heads, title="t")) == []
     # an interval open at one end (a ratio whose base's interval reaches zero, as with 2 runs under TCG)
     tcg = heads.ours_pct.idxmax()
@@ -65,6 +74,7 @@ def test_the_paper_beside_ours_figure_holds_with_a_tcg_slowdown_and_unbounded_in
 
 def test_figure_problems_sees_what_a_reviewer_would_reject():
     from labkit.report.canvas import new_figure as _figure
+
     fig = _figure((4, 3))
     ax = fig.add_subplot()
     ax.set_xscale("log")
@@ -84,7 +94,10 @@ def test_figure_problems_sees_what_a_reviewer_would_reject():
 
 def test_an_interval_past_the_limits_ends_in_an_arrowhead_and_positive_intervals_stay_positive():
     from labkit.report.canvas import new_figure as _figure
-    t = interval_table(pd.DataFrame({"g": ["a", "a", "b", "b"], "y": [117.0, 700.0, 200.0, 210.0]}), ["g"], "y")
+
+    t = interval_table(
+        pd.DataFrame({"g": ["a", "a", "b", "b"], "y": [117.0, 700.0, 200.0, 210.0]}), ["g"], "y"
+    )
     assert (t.ci_low > 0).all() and set(t.scale) == {"log"}
     fig = _figure((3, 3))
     ax = fig.add_subplot()

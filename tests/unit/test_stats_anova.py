@@ -1,4 +1,5 @@
 """labkit.stats.anova / oneway_anova / tukey_hsd (statsmodels underneath)."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -34,8 +35,7 @@ def test_oneway_plant_growth(sv):
 def test_tukey_plant_growth_matches_scipy(sv):
     # scipy.stats.tukey_hsd(ctrl, trt1, trt2), R: TukeyHSD(aov(weight ~ group, PlantGrowth))
     t = tukey_hsd(plant_growth(sv), response="weight", factor="group")
-    assert list(t.columns) == ["group_a", "group_b", "diff", "ci_low", "ci_high", "p_adj",
-                               "reject"]
+    assert list(t.columns) == ["group_a", "group_b", "diff", "ci_low", "ci_high", "p_adj", "reject"]
     ref = sps.tukey_hsd(sv.PG_CTRL, sv.PG_TRT1, sv.PG_TRT2)
     ci = ref.confidence_interval(0.95)
     idx = {"ctrl": 0, "trt1": 1, "trt2": 2}
@@ -68,18 +68,35 @@ def test_three_factor_multilevel_anova_montgomery_soft_drink_bottling():
     # (fill-height deviation; carbonation 10/12/14 %, pressure 25/30 psi, line speed
     # 200/250 bpm, 2 replicates) and its ANOVA table (SS, F; SSE 8.500 on 12 df).
     # Balanced and complete: labkit computes it from the cell means, without OLS.
-    y = {(10, 25, 200): (-3, -1), (10, 25, 250): (-1, 0), (10, 30, 200): (-1, 0),
-         (10, 30, 250): (1, 1), (12, 25, 200): (0, 1), (12, 25, 250): (2, 1),
-         (12, 30, 200): (2, 3), (12, 30, 250): (6, 5), (14, 25, 200): (5, 4),
-         (14, 25, 250): (7, 6), (14, 30, 200): (7, 9), (14, 30, 250): (10, 11)}
-    data = pd.DataFrame([(a, b, c, v) for (a, b, c), vs in y.items() for v in vs],
-                        columns=["carbonation", "pressure", "speed", "fill"])
-    data = data.sample(frac=1, random_state=1)       # run order must not matter
+    y = {
+        (10, 25, 200): (-3, -1),
+        (10, 25, 250): (-1, 0),
+        (10, 30, 200): (-1, 0),
+        (10, 30, 250): (1, 1),
+        (12, 25, 200): (0, 1),
+        (12, 25, 250): (2, 1),
+        (12, 30, 200): (2, 3),
+        (12, 30, 250): (6, 5),
+        (14, 25, 200): (5, 4),
+        (14, 25, 250): (7, 6),
+        (14, 30, 200): (7, 9),
+        (14, 30, 250): (10, 11),
+    }
+    data = pd.DataFrame(
+        [(a, b, c, v) for (a, b, c), vs in y.items() for v in vs],
+        columns=["carbonation", "pressure", "speed", "fill"],
+    )
+    data = data.sample(frac=1, random_state=1)  # run order must not matter
     t = anova(data, response="fill", factors=["carbonation", "pressure", "speed"]).set_index("term")
-    table = {"carbonation": (2, 252.750, 178.412), "pressure": (1, 45.375, 64.059),
-             "speed": (1, 22.042, 31.118), "carbonation:pressure": (2, 5.250, 3.706),
-             "carbonation:speed": (2, 0.583, 0.412), "pressure:speed": (1, 1.042, 1.471),
-             "carbonation:pressure:speed": (2, 1.083, 0.765)}
+    table = {
+        "carbonation": (2, 252.750, 178.412),
+        "pressure": (1, 45.375, 64.059),
+        "speed": (1, 22.042, 31.118),
+        "carbonation:pressure": (2, 5.250, 3.706),
+        "carbonation:speed": (2, 0.583, 0.412),
+        "pressure:speed": (1, 1.042, 1.471),
+        "carbonation:pressure:speed": (2, 1.083, 0.765),
+    }
     assert list(t.index) == [*table, "error"]
     for term, (df, ss, f) in table.items():
         assert t.loc[term, "df"] == df
@@ -90,8 +107,7 @@ def test_three_factor_multilevel_anova_montgomery_soft_drink_bottling():
 
 def test_anova_handles_multilevel_unbalanced_data_and_odd_names():
     rng = np.random.default_rng(3)
-    data = pd.DataFrame({"host type": np.repeat(["kvm", "xen", "lxc"], 8),
-                         "vcpus": np.tile([1, 2, 4, 8], 6)})
+    data = pd.DataFrame({"host type": np.repeat(["kvm", "xen", "lxc"], 8), "vcpus": np.tile([1, 2, 4, 8], 6)})
     data["req/s"] = rng.normal(100, 5, len(data)) + data["vcpus"] * 3
     data = data.iloc[:-1]
     t = anova(data, response="req/s", factors=["host type", "vcpus"], interactions=False)
@@ -119,7 +135,10 @@ def test_a_large_constant_part_costs_no_accuracy(sv):
     data = plant_growth(sv)
     base = oneway_anova(data, response="weight", factor="group").loc[0, "F"]
     shifted = data.assign(weight=np.round(data["weight"] * 100) + 1e12)
-    for t in (oneway_anova(shifted, response="weight", factor="group"), anova(shifted, response="weight", factors=["group"])):
+    for t in (
+        oneway_anova(shifted, response="weight", factor="group"),
+        anova(shifted, response="weight", factors=["group"]),
+    ):
         assert t.loc[0, "F"] == printed(sv.ONEWAY["F"])
         assert t.loc[0, "F"] == pytest.approx(base, rel=1e-12)
         assert t.loc[0, "p"] == printed(sv.ONEWAY["p"])
@@ -147,8 +166,7 @@ def test_groups_without_spread_give_nan_f_and_a_note():
     assert np.isnan(t.loc[0, "F"]) and np.isnan(t.loc[0, "p"])
     assert t.loc[0, "eta_sq"] == pytest.approx(1)
     assert "residuals are zero" in t.attrs["note"]
-    two = pd.DataFrame({"A": [0, 0, 1, 1] * 2, "B": [0, 1] * 4,
-                        "y": [0.1, 0.2, 0.4, 0.8] * 2})
+    two = pd.DataFrame({"A": [0, 0, 1, 1] * 2, "B": [0, 1] * 4, "y": [0.1, 0.2, 0.4, 0.8] * 2})
     t = anova(two, response="y", factors=["A", "B"])
     assert t["F"].isna().all() and "residuals are zero" in t.attrs["note"]
     assert t.loc[t.term == "error", "ss"].iloc[0] == 0

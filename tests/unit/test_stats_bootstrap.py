@@ -7,6 +7,7 @@ constant), and for its defining property (coverage 1 - alpha for normal data)
 by seeded simulation. The bootstrap is checked by coverage and by what it
 must do with clustered rows, never against a pasted number.
 """
+
 from __future__ import annotations
 
 import warnings
@@ -54,7 +55,7 @@ def test_bootstrap_ratio_covers_the_true_ratio():
 
 
 def test_ratio_bounds_never_negative_for_positive_data():
-    a = [0.01, 6.0, 0.02, 0.03, 5.0]      # mean barely distinguishable from 0
+    a = [0.01, 6.0, 0.02, 0.03, 5.0]  # mean barely distinguishable from 0
     b = [10.0, 11.0, 9.0, 10.5, 9.5]
     for method in ("fieller", "bootstrap"):
         with warnings.catch_warnings():
@@ -73,9 +74,12 @@ def test_fieller_unbounded_when_the_denominator_is_noise():
 
 def runs_frame(rng, n_runs, rows_per_run, run_sd=5.0, row_sd=0.1, mean=100.0):
     effects = rng.normal(0, run_sd, n_runs)
-    return pd.DataFrame({"run_id": np.repeat([f"r{i}" for i in range(n_runs)], rows_per_run),
-                         "y": mean + np.repeat(effects, rows_per_run)
-                         + rng.normal(0, row_sd, n_runs * rows_per_run)})
+    return pd.DataFrame(
+        {
+            "run_id": np.repeat([f"r{i}" for i in range(n_runs)], rows_per_run),
+            "y": mean + np.repeat(effects, rows_per_run) + rng.normal(0, row_sd, n_runs * rows_per_run),
+        }
+    )
 
 
 def test_bootstrap_resamples_runs_not_rows():
@@ -96,7 +100,7 @@ def test_bootstrap_coverage_with_enough_runs():
     rng = np.random.default_rng(11)
     hits = 0
     with warnings.catch_warnings():
-        warnings.simplefilter("error")          # 30 runs: no warning
+        warnings.simplefilter("error")  # 30 runs: no warning
         for i in range(200):
             data = runs_frame(rng, 30, 3)
             t = bootstrap_ci(data, response="y", seed=i, n_boot=1000).iloc[0]
@@ -106,8 +110,12 @@ def test_bootstrap_coverage_with_enough_runs():
 
 def test_bootstrap_by_configuration_and_errors():
     rng = np.random.default_rng(2)
-    data = pd.concat([runs_frame(rng, 12, 2).assign(platform="kvm"),
-                      runs_frame(rng, 12, 2, mean=50).assign(platform="lxc")])
+    data = pd.concat(
+        [
+            runs_frame(rng, 12, 2).assign(platform="kvm"),
+            runs_frame(rng, 12, 2, mean=50).assign(platform="lxc"),
+        ]
+    )
     data["run_id"] = data["platform"] + data["run_id"]
     t = bootstrap_ci(data, response="y", by="platform", seed=0)
     assert t["platform"].tolist() == ["kvm", "lxc"] and (t["note"] == "").all()

@@ -5,6 +5,7 @@ the price being that of the 8 instances of a cluster. Inputs are the thesis's
 Table 5.1 (run times) and Table 4.1 (prices), in tests/vectors/. Figure 5.4
 plots the result; section 5.2.3 states the conclusions quoted below.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -24,8 +25,9 @@ def ce():
     prices = pd.read_csv(VECTORS / "interconnect_prices.csv", comment="#")
     prices["cluster_price"] = prices["price_per_hour_usd"] * prices["instances"]
     data = times.merge(prices[["instance", "cluster_price"]], on="instance")
-    return cost_efficiency(data, time="mean_s", price="cluster_price", by="app").set_index(["app",
-                                                                                  "instance"])
+    return cost_efficiency(data, time="mean_s", price="cluster_price", by="app").set_index(
+        ["app", "instance"]
+    )
 
 
 def test_cluster_prices_as_the_thesis_totals():

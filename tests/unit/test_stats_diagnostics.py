@@ -1,4 +1,5 @@
 """labkit.stats.factorial_diagnostics: Shapiro-Wilk on residuals, log model offered."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -27,8 +28,12 @@ def test_jain_22r3_residuals_pass(sv):
 
 def lognormal_design(seed=2, r=10):
     rng = np.random.default_rng(seed)
-    rows = [{"A": a, "B": b, "y": float(np.exp(1 + a + 0.5 * b + rng.normal(0, 1)))}
-            for a in (-1, 1) for b in (-1, 1) for _ in range(r)]
+    rows = [
+        {"A": a, "B": b, "y": float(np.exp(1 + a + 0.5 * b + rng.normal(0, 1)))}
+        for a in (-1, 1)
+        for b in (-1, 1)
+        for _ in range(r)
+    ]
     return pd.DataFrame(rows)
 
 

@@ -15,6 +15,7 @@
   before the segments were tested at alpha times their share of the series, a third point came in
   ~5 % of up-and-back and ~9 % of staircase series, 400 each).
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -36,33 +37,34 @@ def test_at_most_five_percent_of_stationary_series_are_flagged(dist):
     rng = np.random.default_rng([7, len(dist)])
     reps = 4000
     flagged = sum(bool(change_points(noise(rng, dist, 100))) for _ in range(reps))
-    upper = sps.beta.ppf(0.99, flagged + 1, reps - flagged)      # Clopper-Pearson, one-sided 99 %
+    upper = sps.beta.ppf(0.99, flagged + 1, reps - flagged)  # Clopper-Pearson, one-sided 99 %
     assert upper <= 0.05, (flagged, upper)
 
 
 @pytest.mark.parametrize("dist", ["normal", "t3"])
-@pytest.mark.parametrize("shape, truth", [("step", [50]), ("staircase", [30, 70]),
-                                          ("epidemic", [30, 70]), ("late", [85])])
+@pytest.mark.parametrize(
+    "shape, truth", [("step", [50]), ("staircase", [30, 70]), ("epidemic", [30, 70]), ("late", [85])]
+)
 def test_three_sigma_shifts_are_found_within_three_positions(dist, shape, truth):
     rng = np.random.default_rng([11, len(dist), len(shape)])
     found = exact = 0
     for _ in range(100):
         x = noise(rng, dist, 100)
-        x[truth[0]:] += 3
+        x[truth[0] :] += 3
         if len(truth) > 1:
-            x[truth[1]:] += 3 if shape == "staircase" else -3
+            x[truth[1] :] += 3 if shape == "staircase" else -3
         cps = change_points(x)
         hit = all(any(abs(p - t) <= 3 for p in cps) for t in truth)
         found += hit
         exact += hit and len(cps) == len(truth)
     assert found >= 90, found
     # no spurious extra point in most series (each segment is tested at alpha again)
-    assert exact >= 88, exact            # without the refinement pass a staircase gives ~81
+    assert exact >= 88, exact  # without the refinement pass a staircase gives ~81
 
 
 def test_a_heavy_outlier_is_not_a_change():
     x = np.random.default_rng(5).normal(size=120)
-    x[[20, 21, 60, 95]] = [40.0, -35.0, 60.0, 50.0]           # isolated outliers, same level
+    x[[20, 21, 60, 95]] = [40.0, -35.0, 60.0, 50.0]  # isolated outliers, same level
     assert change_points(x) == []
 
 
@@ -70,13 +72,19 @@ def test_positions_are_the_first_index_of_each_new_segment():
     x = np.r_[np.zeros(20), np.full(20, 10.0), np.full(20, 3.0)] + np.tile([0.1, -0.1, 0.2, -0.2], 15)
     assert change_points(x) == [20, 40]
     assert change_points(np.r_[np.zeros(20), np.full(20, 10.0)], min_effect=20) == []  # too small
-    assert change_points(np.ones(30)) == []                   # constant: no change
-    assert change_points(np.arange(7.0)) == []                # too short to hold two segments
+    assert change_points(np.ones(30)) == []  # constant: no change
+    assert change_points(np.arange(7.0)) == []  # too short to hold two segments
 
 
-@pytest.mark.parametrize("kwargs, match", [({"alpha": 1.0}, "alpha"), ({"min_size": 1}, "min_size"),
-                                           ({"min_size": 2.5}, "min_size"),
-                                           ({"min_effect": -1}, "min_effect")])
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        ({"alpha": 1.0}, "alpha"),
+        ({"min_size": 1}, "min_size"),
+        ({"min_size": 2.5}, "min_size"),
+        ({"min_effect": -1}, "min_effect"),
+    ],
+)
 def test_bad_arguments(kwargs, match):
     with pytest.raises(ConfigError, match=match):
         change_points(np.arange(30.0), **kwargs)

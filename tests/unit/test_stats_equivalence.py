@@ -14,6 +14,7 @@ Oracles:
   ``ttest_rel`` for ``p_diff``;
 * known truth for the four verdicts (seeded draws).
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -38,24 +39,40 @@ RAW_CLINIC = """\
 CLINIC = np.array(RAW_CLINIC.split(), float).reshape(-1, 7)
 
 # (column, R's equivalence::tost p-value, its 90 % interval), from statsmodels' test_tost.py
-PUBLISHED_INDEP = [(2, 0.04853083976236974, (-0.2666862980722534, 0.596019631405587), "equivalent"),
-                   (3, 0.4317936812594803, (0.194916250699966, 0.930417082633366), "different")]
-PUBLISHED_PAIRED = [(2, 0.003166881489265175, (-0.0744336620516462, 0.4037669953849797), "equivalent"),
-                    (3, 0.4412034046017588, (0.1261653305099018, 0.999168002823431), "different")]
+PUBLISHED_INDEP = [
+    (2, 0.04853083976236974, (-0.2666862980722534, 0.596019631405587), "equivalent"),
+    (3, 0.4317936812594803, (0.194916250699966, 0.930417082633366), "different"),
+]
+PUBLISHED_PAIRED = [
+    (2, 0.003166881489265175, (-0.0744336620516462, 0.4037669953849797), "equivalent"),
+    (3, 0.4412034046017588, (0.1261653305099018, 0.999168002823431), "different"),
+]
 
 
 @pytest.mark.parametrize("col, p, ci, word", PUBLISHED_INDEP)
 def test_welch_tost_matches_r_equivalence_and_statsmodels(col, p, ci, word):
     a, b = CLINIC[:15, col], CLINIC[15:, col]
     out = equivalence(a, b, margin=0.6, relative=False)
-    assert list(out.columns) == ["diff", "ratio", "ci_low", "ci_high", "p_tost", "p_diff", "margin",
-                                 "n_a", "n_b", "verdict"]
+    assert list(out.columns) == [
+        "diff",
+        "ratio",
+        "ci_low",
+        "ci_high",
+        "p_tost",
+        "p_diff",
+        "margin",
+        "n_a",
+        "n_b",
+        "verdict",
+    ]
     row = out.iloc[0]
     assert row.p_tost == pytest.approx(p, rel=1e-10)
     assert row.p_tost == pytest.approx(ttost_ind(a, b, -0.6, 0.6, usevar="unequal")[0], rel=1e-12)
     assert (row.ci_low, row.ci_high) == pytest.approx(ci, rel=1e-10)
     assert row.p_diff == pytest.approx(sps.ttest_ind(a, b, equal_var=False).pvalue, rel=1e-12)
-    assert row["diff"] == pytest.approx(a.mean() - b.mean()) and row.ratio == pytest.approx(a.mean() / b.mean())
+    assert row["diff"] == pytest.approx(a.mean() - b.mean()) and row.ratio == pytest.approx(
+        a.mean() / b.mean()
+    )
     assert (row.margin, row.n_a, row.n_b, row.verdict) == (0.6, 15, 15, word)
 
 
@@ -99,18 +116,21 @@ def test_the_four_verdicts_on_known_truth():
     assert equivalence(base + rng.normal(0, 0.2, 12), base, margin=0.05).iloc[0].verdict == "inconclusive"
 
 
-@pytest.mark.parametrize("call, match", [
-    (lambda: equivalence([1.0], [1.0, 2.0], margin=0.1), "at least 2 values on each side: a has 1"),
-    (lambda: equivalence([1.0, 2.0], [3.0], margin=0.1), "b has 1"),
-    (lambda: equivalence([1.0, 1.0], [2.0, 2.0, 2.0], margin=0.1), "all 2 values of a and all 3"),
-    (lambda: equivalence([1.0, 2.0], [1.0, 2.0], margin=0), "margin must be a positive"),
-    (lambda: equivalence([1.0, 2.0], [1.0, -1.0], margin=0.1), "mean\\(b\\) != 0"),
-    (lambda: equivalence([1.0, 2.0], [1.0, 3.0], margin=0.1, alpha=0.5), "alpha must be below 0.5"),
-    (lambda: equivalence([1.0, np.nan], [1.0, 3.0], margin=0.1), "missing or infinite"),
-    (lambda: equivalence_paired([1.0, 2.0], [1.0, 2.0, 3.0], margin=0.1), "got 2 and 3"),
-    (lambda: equivalence_paired([1.0], [1.0], margin=0.1), "at least 2 pairs, got 1"),
-    (lambda: equivalence_paired([2.0, 3.0], [1.0, 2.0], margin=0.1), "differences a - b are all 1"),
-])
+@pytest.mark.parametrize(
+    "call, match",
+    [
+        (lambda: equivalence([1.0], [1.0, 2.0], margin=0.1), "at least 2 values on each side: a has 1"),
+        (lambda: equivalence([1.0, 2.0], [3.0], margin=0.1), "b has 1"),
+        (lambda: equivalence([1.0, 1.0], [2.0, 2.0, 2.0], margin=0.1), "all 2 values of a and all 3"),
+        (lambda: equivalence([1.0, 2.0], [1.0, 2.0], margin=0), "margin must be a positive"),
+        (lambda: equivalence([1.0, 2.0], [1.0, -1.0], margin=0.1), "mean\\(b\\) != 0"),
+        (lambda: equivalence([1.0, 2.0], [1.0, 3.0], margin=0.1, alpha=0.5), "alpha must be below 0.5"),
+        (lambda: equivalence([1.0, np.nan], [1.0, 3.0], margin=0.1), "missing or infinite"),
+        (lambda: equivalence_paired([1.0, 2.0], [1.0, 2.0, 3.0], margin=0.1), "got 2 and 3"),
+        (lambda: equivalence_paired([1.0], [1.0], margin=0.1), "at least 2 pairs, got 1"),
+        (lambda: equivalence_paired([2.0, 3.0], [1.0, 2.0], margin=0.1), "differences a - b are all 1"),
+    ],
+)
 def test_bad_input_says_what_is_wrong(call, match):
     with pytest.raises(ConfigError, match=match):
         call()
@@ -122,6 +142,7 @@ def test_family_verdicts_corrects_only_the_tests_that_ran_and_reads_each_verdict
     from statsmodels.stats.multitest import multipletests
 
     from labkit.stats.equivalence import family_verdicts
+
     p_tost = [0.01, float("nan"), 0.02, 0.30]
     p_diff = [0.50, float("nan"), 0.001, 0.04]
     pt, pd_, verdicts = family_verdicts(p_tost, p_diff, alpha=0.05)

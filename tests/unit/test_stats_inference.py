@@ -1,4 +1,5 @@
 """labkit.stats t-tests and Shapiro-Wilk against R (values in stats_vectors.py)."""
+
 from __future__ import annotations
 
 from types import SimpleNamespace
@@ -41,8 +42,19 @@ def test_paired_sleep(sv):
 
 def test_ttest_columns_and_alpha(sv):
     out = ttest(sv.SLEEP_G1, sv.SLEEP_G2, alpha=0.10)
-    assert list(out.columns) == ["test", "n_a", "n_b", "mean_a", "mean_b", "diff", "t", "df",
-                                 "p", "ci_low", "ci_high"]
+    assert list(out.columns) == [
+        "test",
+        "n_a",
+        "n_b",
+        "mean_a",
+        "mean_b",
+        "diff",
+        "t",
+        "df",
+        "p",
+        "ci_low",
+        "ci_high",
+    ]
     wide = ttest(sv.SLEEP_G1, sv.SLEEP_G2).iloc[0]
     assert wide["ci_low"] < out.loc[0, "ci_low"] < out.loc[0, "ci_high"] < wide["ci_high"]
 
@@ -57,20 +69,38 @@ def test_shapiro_weights(sv):
 
 def sleep_long(sv):
     """The sleep data twice over, as two 'configurations' of a by column."""
-    rows = [{"cfg": c, "drug": d, "extra": x}
-            for c in ("one", "two")
-            for d, xs in (("g1", sv.SLEEP_G1), ("g2", sv.SLEEP_G2)) for x in xs]
+    rows = [
+        {"cfg": c, "drug": d, "extra": x}
+        for c in ("one", "two")
+        for d, xs in (("g1", sv.SLEEP_G1), ("g2", sv.SLEEP_G2))
+        for x in xs
+    ]
     return pd.DataFrame(rows)
 
 
 def test_ttest_by_runs_welch_per_configuration(sv):
     out = ttest_by(sleep_long(sv), factor="drug", response="extra", by="cfg")
-    assert list(out.columns) == ["cfg", "level_a", "level_b", "n_a", "n_b", "mean_a", "mean_b",
-                                 "diff", "diff_pct", "t", "df", "p", "ci_low", "ci_high",
-                                 "significant", "note"]
+    assert list(out.columns) == [
+        "cfg",
+        "level_a",
+        "level_b",
+        "n_a",
+        "n_b",
+        "mean_a",
+        "mean_b",
+        "diff",
+        "diff_pct",
+        "t",
+        "df",
+        "p",
+        "ci_low",
+        "ci_high",
+        "significant",
+        "note",
+    ]
     assert out["cfg"].tolist() == ["one", "two"]
     for _, row in out.iterrows():
-        check(row, sv.WELCH)                       # R: t.test(extra ~ group, data = sleep)
+        check(row, sv.WELCH)  # R: t.test(extra ~ group, data = sleep)
         assert row["diff_pct"] == pytest.approx(100 * (0.75 - 2.33) / 2.33)
         assert not row["significant"]
     swapped = ttest_by(sleep_long(sv), factor="drug", response="extra", by=["cfg"], levels=("g2", "g1"))
@@ -112,6 +142,7 @@ def test_shapiro_by_cells(sv):
     assert small["n"] == 2 and np.isnan(small["W"]) and "at least 3" in small["note"]
     g1 = out[(out.cfg == "one") & (out.drug == "g1")].iloc[0]
     from scipy import stats as sps  # R: shapiro.test(sleep$extra[1:10])
+
     assert g1["W"] == pytest.approx(sps.shapiro(sv.SLEEP_G1).statistic)
 
 

@@ -4,6 +4,7 @@ No value of stats_vectors.py covers Lenth's method, so the expected numbers
 are derived by hand in the comments from the definitions; t quantiles are R's
 qt() (scipy.stats.t.ppf).
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -23,8 +24,7 @@ RATE = [45, 71, 48, 65, 68, 60, 80, 65, 43, 100, 45, 104, 75, 86, 70, 96]
 
 def rate_frame():
     i = np.arange(16)
-    return pd.DataFrame({f: np.where(i >> j & 1, 1, -1) for j, f in enumerate("ABCD")}
-                        | {"rate": RATE})
+    return pd.DataFrame({f: np.where(i >> j & 1, 1, -1) for j, f in enumerate("ABCD")} | {"rate": RATE})
 
 
 def test_filtration_rate_example():
@@ -36,8 +36,8 @@ def test_filtration_rate_example():
     assert res.m == 15 and res.d == 5
     assert res.s0 == pytest.approx(3.9375)
     assert res.pse == pytest.approx(2.625)
-    assert res.me == printed(6.75)          # qt(0.975, 5) * 2.625 = 2.5706 * 2.625
-    assert res.sme == printed(13.70)        # qt((1 + 0.95^(1/15))/2, 5) * 2.625
+    assert res.me == printed(6.75)  # qt(0.975, 5) * 2.625 = 2.5706 * 2.625
+    assert res.sme == printed(13.70)  # qt((1 + 0.95^(1/15))/2, 5) * 2.625
     assert res.gamma == pytest.approx((1 + 0.95 ** (1 / 15)) / 2)
     assert sorted(res.active) == ["A", "A:C", "A:D", "C", "D"]
     assert sorted(res.sme_active) == ["A", "A:C", "A:D", "D"]
@@ -54,8 +54,8 @@ def test_jain_23_hand_computation(sv):
     assert res.me == pytest.approx(sps.t.ppf(0.95, 7 / 3) * 12)
     gamma = (1 + 0.90 ** (1 / 7)) / 2
     assert res.sme == pytest.approx(sps.t.ppf(gamma, 7 / 3) * 12)
-    assert res.active == ["C"]       # ME = 2.64 * 12 = 31.7 < 40
-    assert res.sme_active == []       # SME = 6.6 * 12 = 79
+    assert res.active == ["C"]  # ME = 2.64 * 12 = 31.7 < 40
+    assert res.sme_active == []  # SME = 6.6 * 12 = 79
 
 
 def test_inputs_may_be_series_sequences_or_tables():

@@ -9,6 +9,7 @@ hosts x instances study with the hosts as fixed blocks, and a fleet with hosts, 
 configuration and instances as random levels. The simulation oracle (known truth: no effect)
 checks the false-positive rates: near 5 % with the instance as the error term, far above with OLS.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -60,8 +61,9 @@ def test_reml_equals_lme4_and_agrees_with_ems():
     assert got["residual"] == pytest.approx(ref.loc["residual", "value"], rel=REL)
     # balanced, positive instance component: the two methods are the same test
     for col in ("q", "se", "t", "p", "pct_variation"):
-        assert reml.effects[col].to_numpy() == pytest.approx(ems.effects[col].to_numpy(), rel=1e-4,
-                                                              nan_ok=True)
+        assert reml.effects[col].to_numpy() == pytest.approx(
+            ems.effects[col].to_numpy(), rel=1e-4, nan_ok=True
+        )
     assert ems.variance["variance"].to_numpy() == pytest.approx(got.to_numpy(), rel=1e-4)
 
 
@@ -87,8 +89,10 @@ def simulate(rng, *, instances=2, runs=3, unbalanced=False):
             for i in range(instances):
                 cap = rng.normal(scale=3.0)
                 n = runs - (unbalanced and rng.random() < 0.3)
-                rows += [{"A": a, "B": b, "instance": f"{a}{b}-{i}", "y": 100 + cap + rng.normal(scale=0.5)}
-                         for _ in range(n)]
+                rows += [
+                    {"A": a, "B": b, "instance": f"{a}{b}-{i}", "y": 100 + cap + rng.normal(scale=0.5)}
+                    for _ in range(n)
+                ]
     return pd.DataFrame(rows)
 
 
@@ -100,9 +104,15 @@ def test_false_positive_rates_simulated():
     mixed = ols = 0
     for _ in range(n):
         data = simulate(rng)
-        mixed += level_effects(data, response="y", factors=["A", "B"],
-                               random="instance").effects.set_index("term").loc["A", "p"] < 0.05
-        ols += factorial_effects(data, factors=["A", "B"], response="y").set_index("term").loc["A", "p"] < 0.05
+        mixed += (
+            level_effects(data, response="y", factors=["A", "B"], random="instance")
+            .effects.set_index("term")
+            .loc["A", "p"]
+            < 0.05
+        )
+        ols += (
+            factorial_effects(data, factors=["A", "B"], response="y").set_index("term").loc["A", "p"] < 0.05
+        )
     assert sps.binom.ppf(0.001, n, 0.05) <= mixed <= sps.binom.ppf(0.999, n, 0.05), mixed
     assert ols > 0.2 * n, ols
 
@@ -110,9 +120,13 @@ def test_false_positive_rates_simulated():
 def test_false_positive_rate_of_reml_on_unbalanced_campaigns():
     rng = np.random.default_rng(20261131)
     n = 30
-    calls = sum(level_effects(simulate(rng, unbalanced=True), response="y", factors=["A", "B"],
-                              random="instance").effects.set_index("term").loc["A", "p"] < 0.05
-                for _ in range(n))
+    calls = sum(
+        level_effects(simulate(rng, unbalanced=True), response="y", factors=["A", "B"], random="instance")
+        .effects.set_index("term")
+        .loc["A", "p"]
+        < 0.05
+        for _ in range(n)
+    )
     assert calls <= sps.binom.ppf(0.999, n, 0.05), calls
 
 
@@ -127,8 +141,9 @@ def test_hosts_as_fixed_blocks_equal_lme4():
     assert got["instance"] == pytest.approx(ref.loc["instance", "value"], rel=REL)
     assert got["residual"] == pytest.approx(ref.loc["residual", "value"], rel=REL)
     with pytest.raises(ConfigError, match="confounded"):
-        mixed_effects(perf.assign(block=perf.A), response="time", fixed=["A", "B"], random="instance",
-                      blocks="block")
+        mixed_effects(
+            perf.assign(block=perf.A), response="time", fixed=["A", "B"], random="instance", blocks="block"
+        )
 
 
 def test_a_fleet_with_random_hosts_equals_lme4():

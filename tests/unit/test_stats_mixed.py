@@ -6,6 +6,7 @@ r-cran-lme4 and r-cran-lmertest; see tests/vectors/lme4_README.md): lme4's datas
 (nested) and Penicillin (crossed), and a simulated hosts x instances x runs study, balanced and
 unbalanced, each stored beside it as tests/vectors/lme4_<name>.csv. The tests do not need R.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -90,8 +91,7 @@ def test_satterthwaite_df_and_se_equal_the_exact_split_plot_test():
     fit = mixed_effects(data, response="time", random=["host", "instance"], fixed=["A", "B"])
     table = fit.fixed.set_index("term")
     assert table.df.to_dict() == pytest.approx({"I": 3, "A": 19, "B": 70, "A:B": 70}, rel=1e-4)
-    means = data.groupby(["host", "instance"], as_index=False).agg(time=("time", "mean"),
-                                                                   A=("A", "first"))
+    means = data.groupby(["host", "instance"], as_index=False).agg(time=("time", "mean"), A=("A", "first"))
     X = np.column_stack([pd.get_dummies(means.host).to_numpy(float), means.A.to_numpy(float)])
     beta, ss, *_ = np.linalg.lstsq(X, means.time.to_numpy(), rcond=None)
     se_a = np.sqrt(ss[0] / 19 / len(means))
@@ -115,8 +115,7 @@ def test_a_wrong_optimizer_stop_loses_to_the_anova_restart(monkeypatch):
     fit = _fit("Penicillin")
     assert fit.start == "anova" and fit.optimizer != "broken"
     ref = _reference("Penicillin").set_index("name").value
-    assert fit.variance.set_index("component").variance["sample"] == pytest.approx(
-        ref["sample"], rel=REL)
+    assert fit.variance.set_index("component").variance["sample"] == pytest.approx(ref["sample"], rel=REL)
 
 
 def test_no_converged_fit_is_a_config_error(monkeypatch):
@@ -128,8 +127,9 @@ def test_no_converged_fit_is_a_config_error(monkeypatch):
 def test_levels_set_the_sign_of_the_coefficient():
     data = _data("perf")
     base = mixed_effects(data, response="time", random=["host", "instance"], fixed=["A", "B"])
-    flipped = mixed_effects(data, response="time", random=["host", "instance"], fixed=["A", "B"],
-                            levels={"A": (1, -1)})
+    flipped = mixed_effects(
+        data, response="time", random=["host", "instance"], fixed=["A", "B"], levels={"A": (1, -1)}
+    )
     assert flipped.levels["A"] == (1, -1) and base.levels["A"] == (-1, 1)
     a = base.fixed.set_index("term").estimate
     b = flipped.fixed.set_index("term").estimate
@@ -139,18 +139,21 @@ def test_levels_set_the_sign_of_the_coefficient():
     assert named.fixed.estimate.to_numpy() == pytest.approx(a.to_numpy(), rel=1e-6)
 
 
-@pytest.mark.parametrize("kwargs, message", [
-    (dict(response="nope", random=["Batch"]), "no column 'nope'"),
-    (dict(response="Yield", random=["nope"]), "random: no column 'nope'"),
-    (dict(response="Yield", random=[]), "random must name at least one column"),
-    (dict(response="Batch", random=["Batch"]), "must be numeric"),
-    (dict(response="Yield", random=["Batch", "Batch"]), "more than once"),
-    (dict(response="Yield", random=["Batch"], fixed=["Batch"]), "both fixed and random"),
-    (dict(response="Yield", random=["Batch"], fixed=["Yield"]), "also listed in fixed"),
-    (dict(response="Yield", random=["one"]), "'one' has 1 unit"),
-    (dict(response="Yield", random=["row"]), "a unit for every observation"),
-    (dict(response="Yield", random=["Batch"], fixed=["three"]), "has 3 level"),
-])
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        (dict(response="nope", random=["Batch"]), "no column 'nope'"),
+        (dict(response="Yield", random=["nope"]), "random: no column 'nope'"),
+        (dict(response="Yield", random=[]), "random must name at least one column"),
+        (dict(response="Batch", random=["Batch"]), "must be numeric"),
+        (dict(response="Yield", random=["Batch", "Batch"]), "more than once"),
+        (dict(response="Yield", random=["Batch"], fixed=["Batch"]), "both fixed and random"),
+        (dict(response="Yield", random=["Batch"], fixed=["Yield"]), "also listed in fixed"),
+        (dict(response="Yield", random=["one"]), "'one' has 1 unit"),
+        (dict(response="Yield", random=["row"]), "a unit for every observation"),
+        (dict(response="Yield", random=["Batch"], fixed=["three"]), "has 3 level"),
+    ],
+)
 def test_bad_arguments_are_config_errors(kwargs, message):
     data = _data("Dyestuff").assign(one="x", row=range(30), three=[1, 2, 3] * 10)
     with pytest.raises(ConfigError, match=message):
@@ -162,11 +165,9 @@ def test_bad_data_are_config_errors():
         mixed_effects([1, 2], response="y", random="g")
     data = _data("Dyestuff")
     with pytest.raises(ConfigError, match="missing"):
-        mixed_effects(data.assign(Batch=data.Batch.where(data.index > 0)), response="Yield",
-                      random="Batch")
+        mixed_effects(data.assign(Batch=data.Batch.where(data.index > 0)), response="Yield", random="Batch")
     with pytest.raises(ConfigError, match="missing or infinite"):
-        mixed_effects(data.assign(Yield=data.Yield.where(data.index > 0)), response="Yield",
-                      random="Batch")
+        mixed_effects(data.assign(Yield=data.Yield.where(data.index > 0)), response="Yield", random="Batch")
     perf = _data("perf")
     empty_cell = perf[~((perf.A == 1) & (perf.B == 1))]
     with pytest.raises(ConfigError, match="cannot separate"):

@@ -17,6 +17,7 @@ Two references per dataset:
 * exact rational arithmetic (fractions.Fraction) on the same float64 inputs,
   computed here independently of labkit: labkit must agree to 1e-13.
 """
+
 from __future__ import annotations
 
 import re
@@ -31,8 +32,19 @@ import pytest
 from labkit.stats import anova, oneway_anova
 
 NIST = Path(__file__).resolve().parents[1] / "vectors" / "nist_anova"
-DATASETS = ["SiRstv", "SmLs01", "SmLs02", "SmLs03", "AtmWtAg", "SmLs04", "SmLs05", "SmLs06",
-            "SmLs07", "SmLs08", "SmLs09"]
+DATASETS = [
+    "SiRstv",
+    "SmLs01",
+    "SmLs02",
+    "SmLs03",
+    "AtmWtAg",
+    "SmLs04",
+    "SmLs05",
+    "SmLs06",
+    "SmLs07",
+    "SmLs08",
+    "SmLs09",
+]
 # relative tolerance against the certified values, by NIST's level of difficulty
 TOLERANCE = {"Lower": 1e-12, "Average": 2e-10, "Higher": 1e-4}
 NUM = r"([-+]?\d\.\d+E[-+]\d+)"
@@ -47,17 +59,23 @@ def dataset(name: str):
     r2 = re.search(rf"Certified R-Squared\s+{NUM}", text)
     sd = re.search(rf"Standard Deviation\s+{NUM}", text)
     level = re.search(r"(Lower|Average|Higher) Level of Difficulty", text).group(1)
-    cert = {"df_b": int(between.group(1)), "ss_b": float(between.group(2)),
-            "ms_b": float(between.group(3)), "F": float(between.group(4)),
-            "df_w": int(within.group(1)), "ss_w": float(within.group(2)),
-            "ms_w": float(within.group(3)), "r2": float(r2.group(1)),
-            "sd": float(sd.group(1)), "level": level}
+    cert = {
+        "df_b": int(between.group(1)),
+        "ss_b": float(between.group(2)),
+        "ms_b": float(between.group(3)),
+        "F": float(between.group(4)),
+        "df_w": int(within.group(1)),
+        "ss_w": float(within.group(2)),
+        "ms_w": float(within.group(3)),
+        "r2": float(r2.group(1)),
+        "sd": float(sd.group(1)),
+        "level": level,
+    }
     lines = text.splitlines()
     # the data follow the last "Data:" line (the header has another)
     start = max(i for i, line in enumerate(lines) if line.strip().startswith("Data:"))
-    rows = [line.split() for line in lines[start + 1:] if line.strip()]
-    data = pd.DataFrame({"treatment": [int(r[0]) for r in rows],
-                         "y": [float(r[1]) for r in rows]})
+    rows = [line.split() for line in lines[start + 1 :] if line.strip()]
+    data = pd.DataFrame({"treatment": [int(r[0]) for r in rows], "y": [float(r[1]) for r in rows]})
     return cert, data
 
 

@@ -5,6 +5,7 @@ Reference values: tests/vectors/noise_results.csv, made by tests/vectors/noise_v
 R 4.2.2 (power.t.test; the noncentral t with a factorial's error df; Vangel's 1996 modified
 McKay interval). The simulation oracle checks the CV interval's coverage on normal data.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -34,15 +35,18 @@ def test_cv_interval_equals_vangels_modified_mckay(alpha):
     x = [float(v) for v in REF[REF.kind == "cv_modmckay"]["x"].iloc[0].split()]
     got = cv_ci(x, confidence=1 - alpha).iloc[0]
     assert (got["cv"], got["cv_low"], got["cv_high"]) == pytest.approx(
-        (ref["cv"], ref["cv_low"], ref["cv_high"]), rel=1e-9)
+        (ref["cv"], ref["cv_low"], ref["cv_high"]), rel=1e-9
+    )
 
 
 def test_cv_interval_covers_at_about_the_nominal_rate():
     """Normal data, CV 5 %, n = 10: Vangel's interval is near exact (his table 2)."""
     rng = np.random.default_rng(17)
     n = 3000
-    hits = sum(row["cv_low"] <= 0.05 <= row["cv_high"]
-               for row in (cv_ci(rng.normal(100, 5, size=10)).iloc[0] for _ in range(n)))
+    hits = sum(
+        row["cv_low"] <= 0.05 <= row["cv_high"]
+        for row in (cv_ci(rng.normal(100, 5, size=10)).iloc[0] for _ in range(n))
+    )
     assert sps.binom.ppf(0.001, n, 0.95) <= hits <= sps.binom.ppf(0.999, n, 0.95), hits
 
 

@@ -1,5 +1,6 @@
 """labkit.stats.order_effects (issue 41, item 7): a trend or carry-over injected into a randomized
 run order is found; stationary, independent runs are flagged at about alpha."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -33,13 +34,26 @@ def test_an_injected_trend_is_found_with_its_slope():
     out = order_effects(campaign(trend=0.1), response="y", factors=["A", "B"])
     row = out.iloc[0]
     assert row.trend and not row.trusted and row.p_trend_adj < 0.001
-    assert row.slope == pytest.approx(0.1, abs=0.03)     # the slope injected, in the response unit
+    assert row.slope == pytest.approx(0.1, abs=0.03)  # the slope injected, in the response unit
     # the residuals are y minus the configuration means: Spearman on them by hand
     d = campaign(trend=0.1)
     res = d.y - d.groupby(["A", "B"]).y.transform("mean")
     assert row.rho == pytest.approx(sps.spearmanr(d.run_seq, res)[0])
-    assert list(out.columns) == ["host", "n", "rho", "p_trend", "slope", "groups", "H", "p_carry",
-                                 "p_trend_adj", "p_carry_adj", "trend", "carryover", "trusted"]
+    assert list(out.columns) == [
+        "host",
+        "n",
+        "rho",
+        "p_trend",
+        "slope",
+        "groups",
+        "H",
+        "p_carry",
+        "p_trend_adj",
+        "p_carry_adj",
+        "trend",
+        "carryover",
+        "trusted",
+    ]
 
 
 def test_carry_over_from_the_previous_configuration_is_found():
@@ -51,14 +65,21 @@ def test_carry_over_from_the_previous_configuration_is_found():
 def test_stationary_runs_are_flagged_at_about_alpha():
     # 400 campaigns without trend or carry-over: the share with any flag (after Holm over the two
     # tests) stays near, and not above, 5 % (binomial 99 % upper bound for 400 draws at 0.05: 0.08)
-    flagged = [not order_effects(campaign(seed=s), response="y", factors=["A", "B"]).iloc[0].trusted
-               for s in range(400)]
+    flagged = [
+        not order_effects(campaign(seed=s), response="y", factors=["A", "B"]).iloc[0].trusted
+        for s in range(400)
+    ]
     assert np.mean(flagged) <= 0.08
 
 
 def test_each_host_is_its_own_series_and_short_hosts_are_named():
-    d = pd.concat([campaign(trend=0.2, hosts=("busy",)), campaign(seed=5, hosts=("quiet",)),
-                   campaign(n_reps=1, seed=6, hosts=("tiny",)).head(4)])
+    d = pd.concat(
+        [
+            campaign(trend=0.2, hosts=("busy",)),
+            campaign(seed=5, hosts=("quiet",)),
+            campaign(n_reps=1, seed=6, hosts=("tiny",)).head(4),
+        ]
+    )
     out = order_effects(d, response="y", factors=["A", "B"]).set_index("host")
     assert out.loc["busy", "trend"] and out.loc["quiet", "trusted"]
     assert out.attrs["short"] == ["tiny"] and "tiny" not in out.index

@@ -6,6 +6,7 @@ divided by the denominator when the denominator has no variance (checked against
 scipy.stats.ttest_1samp(...).confidence_interval), is invariant under taking
 reciprocals, and covers the true ratio with the nominal probability (Monte Carlo).
 """
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -56,7 +57,11 @@ def test_denominator_not_different_from_zero_is_unbounded():
 def _platform_data():
     rng = np.random.default_rng(11)
     rows = []
-    for metric, native, docker, in [("requests_per_s", 1000.0, 500.0), ("time_per_request_ms", 2.0, 4.0)]:
+    for (
+        metric,
+        native,
+        docker,
+    ) in [("requests_per_s", 1000.0, 500.0), ("time_per_request_ms", 2.0, 4.0)]:
         for plat, mean in (("local", native), ("docker", docker)):
             for x in rng.normal(mean, mean * 0.02, 5):
                 rows.append({"metric": metric, "platform": plat, "value": x})
@@ -64,8 +69,9 @@ def _platform_data():
 
 
 def test_overhead_ratios_is_a_slowdown_for_throughputs_and_times():
-    out = overhead_ratios(_platform_data(), response="value", by="metric",
-                          lower_is_better={"time_per_request_ms"})
+    out = overhead_ratios(
+        _platform_data(), response="value", by="metric", lower_is_better={"time_per_request_ms"}
+    )
     assert list(out.metric) == ["requests_per_s", "time_per_request_ms"]
     # docker is twice as slow by construction, on both metrics
     assert out.ratio.to_numpy() == pytest.approx([2, 2], rel=0.05)

@@ -7,6 +7,7 @@ For random balanced 2^k·r data:
   1e-9, relative to the size of the data (|y| up to 1e3 makes SS up to ~1e9,
   so an absolute 1e-9 would test floating-point noise, not the method).
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -19,8 +20,7 @@ from labkit.stats import factorial_effects
 
 LEVEL_PAIRS = [(-1, 1), (0, 1), (1, 4), (512, 2048), ("floating", "pinned"), ("kvm", "xen")]
 FACTORS = ["vcpus", "affinity", "memory_mb", "count", "hyp"]
-SETTINGS = settings(max_examples=50, deadline=None,
-                    suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 @st.composite
@@ -29,13 +29,13 @@ def designs(draw, min_r=1):
     r = draw(st.integers(min_r, 4))
     factors = FACTORS[:k]
     pairs = [draw(st.sampled_from(LEVEL_PAIRS)) for _ in factors]
-    y = draw(arrays(np.float64, 2 ** k * r,
-                    elements=st.floats(-1e3, 1e3, allow_nan=False, allow_infinity=False)))
-    cells = np.repeat(np.arange(2 ** k), r)
+    y = draw(
+        arrays(np.float64, 2**k * r, elements=st.floats(-1e3, 1e3, allow_nan=False, allow_infinity=False))
+    )
+    cells = np.repeat(np.arange(2**k), r)
     order = draw(st.permutations(range(len(cells))))
     cells = cells[list(order)]
-    data = pd.DataFrame({f: [p[c >> j & 1] for c in cells]
-                         for j, (f, p) in enumerate(zip(factors, pairs))})
+    data = pd.DataFrame({f: [p[c >> j & 1] for c in cells] for j, (f, p) in enumerate(zip(factors, pairs))})
     data["y"] = y
     return data, factors
 
@@ -65,8 +65,7 @@ def test_agrees_with_statsmodels_ols_and_anova_lm(design):
 
     data, factors = design
     t = factorial_effects(data, factors=factors, response="y").set_index("term")
-    coded = pd.DataFrame({f: np.where(data[f] == t.attrs["levels"][f][1], 1.0, -1.0)
-                          for f in factors})
+    coded = pd.DataFrame({f: np.where(data[f] == t.attrs["levels"][f][1], 1.0, -1.0) for f in factors})
     coded["y"] = data["y"].to_numpy()
     model = ols("y ~ " + " * ".join(factors), data=coded).fit()
     table = anova_lm(model, typ=1)
@@ -78,7 +77,7 @@ def test_agrees_with_statsmodels_ols_and_anova_lm(design):
         assert abs(t.loc[term, "ss"] - table.loc[term, "sum_sq"]) <= tol
     assert abs(t.loc["error", "ss"] - table.loc["Residual", "sum_sq"]) <= tol
     assert t.loc["error", "df"] == table.loc["Residual", "df"]
-    if model.mse_resid > 1e-9 * scale(data) / len(data):   # t and p are noise otherwise
+    if model.mse_resid > 1e-9 * scale(data) / len(data):  # t and p are noise otherwise
         se = np.sqrt(model.mse_resid / len(data))
         assert abs(t.attrs["s_q"] - se) <= 1e-9 * max(1.0, se)
         for term in t.index.drop("error"):

@@ -4,6 +4,7 @@ and a published table value: the upper 5 % point of the studentized range for k 
 and 10 degrees of freedom, q(0.05; 3, 10) = 3.877 (H. L. Harter (1960), "Tables of range and
 studentized range", Annals of Mathematical Statistics 31, reproduced in the appendix tables
 of design-of-experiments textbooks)."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -27,5 +28,5 @@ def test_sf_and_ppf_match_scipy(k):
 
 def test_published_quantile_and_chunking():
     assert _ptukey.ppf(0.95, 3, [10.0])[0] == pytest.approx(3.877, abs=5e-4)
-    many = np.full(300, 12.0)        # more pairs than one chunk
+    many = np.full(300, 12.0)  # more pairs than one chunk
     assert np.allclose(_ptukey.ppf(0.95, 4, many), _ptukey.ppf(0.95, 4, [12.0])[0])

@@ -6,6 +6,7 @@ lawstat::brunner.munzel.test, effectsize::cohens_d), Box & Cox (1964),
 Benjamini & Hochberg (1995), Wobbrock et al. (2011). Where no published value
 exists the test says which independent implementation it checks against.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -61,8 +62,9 @@ def test_brown_forsythe_plant_growth(sv):
     # Levene's original (center = mean): scipy.stats.levene(center="mean") is the
     # independent implementation here
     ref = sps.levene(sv.PG_CTRL, sv.PG_TRT1, sv.PG_TRT2, center="mean")
-    assert levene(plant_growth(sv), response="weight", factor="group", center="mean").loc[0, "W"] == \
-        pytest.approx(ref.statistic)
+    assert levene(plant_growth(sv), response="weight", factor="group", center="mean").loc[
+        0, "W"
+    ] == pytest.approx(ref.statistic)
 
 
 def test_welch_anova_plant_growth_and_sleep(sv):
@@ -88,7 +90,7 @@ def test_games_howell_with_two_groups_is_welch(sv):
     # t-test: R t.test(extra ~ group, data = sleep) prints t = -1.8608, df = 17.776,
     # p = 0.07939, 95% CI (-3.3654832, 0.2054832) for mean1 - mean2.
     t = games_howell(sleep(sv), response="y", factor="g").iloc[0]
-    assert t["diff"] == pytest.approx(1.58)            # mean2 - mean1
+    assert t["diff"] == pytest.approx(1.58)  # mean2 - mean1
     assert t["df"] == printed(sv.WELCH["df"]) and t["p_adj"] == printed(sv.WELCH["p"])
     assert (-t["ci_high"], -t["ci_low"]) == printed(sv.WELCH["ci95"])
 
@@ -98,13 +100,16 @@ def test_games_howell_three_groups_is_simultaneous(sv):
     # the definition (Games & Howell 1976) with scipy.stats.studentized_range, and
     # against Tukey's HSD, which it must resemble when variances are similar.
     t = games_howell(plant_growth(sv), response="weight", factor="group")
-    assert list(t[["group_a", "group_b"]].itertuples(index=False, name=None)) == \
-        [("ctrl", "trt1"), ("ctrl", "trt2"), ("trt1", "trt2")]
+    assert list(t[["group_a", "group_b"]].itertuples(index=False, name=None)) == [
+        ("ctrl", "trt1"),
+        ("ctrl", "trt2"),
+        ("trt1", "trt2"),
+    ]
     a, b = np.var(sv.PG_TRT1, ddof=1) / 10, np.var(sv.PG_TRT2, ddof=1) / 10
     q = abs(np.mean(sv.PG_TRT2) - np.mean(sv.PG_TRT1)) / np.sqrt(a + b) * np.sqrt(2)
     df = (a + b) ** 2 / (a * a / 9 + b * b / 9)
     assert t.loc[2, "p_adj"] == pytest.approx(sps.studentized_range.sf(q, 3, df))
-    assert t["reject"].tolist() == [False, False, True]    # as TukeyHSD: only trt2-trt1
+    assert t["reject"].tolist() == [False, False, True]  # as TukeyHSD: only trt2-trt1
 
 
 def test_mann_whitney_r_documentation_example():
@@ -132,9 +137,12 @@ def test_brunner_munzel_lawstat_example():
 
 def hw_three():
     # R ?kruskal.test (Hollander & Wolfe 1973, p. 116): mucociliary efficiency
-    return pd.DataFrame({"g": ["normal"] * 5 + ["copd"] * 4 + ["asbestosis"] * 5,
-                         "y": [2.9, 3.0, 2.5, 2.6, 3.2, 3.8, 2.7, 4.0, 2.4,
-                               2.8, 3.4, 3.7, 2.2, 2.0]})
+    return pd.DataFrame(
+        {
+            "g": ["normal"] * 5 + ["copd"] * 4 + ["asbestosis"] * 5,
+            "y": [2.9, 3.0, 2.5, 2.6, 3.2, 3.8, 2.7, 4.0, 2.4, 2.8, 3.4, 3.7, 2.2, 2.0],
+        }
+    )
 
 
 def test_kruskal_r_documentation_example():
@@ -156,22 +164,39 @@ def test_dunn_pairs_and_holm():
         sub = dunn(pair, response="y", factor="g").iloc[0]
         assert sub["z"] ** 2 == pytest.approx(h.statistic)
     ps = sorted(t["p"])
-    assert sorted(t["p_adj"]) == pytest.approx(np.minimum(1, np.maximum.accumulate(
-        [ps[0] * 3, ps[1] * 2, ps[2]])))
+    assert sorted(t["p_adj"]) == pytest.approx(
+        np.minimum(1, np.maximum.accumulate([ps[0] * 3, ps[1] * 2, ps[2]]))
+    )
 
 
 def test_p_adjust_benjamini_hochberg_example():
     # Benjamini & Hochberg (1995), section 3.2: 15 p-values from a clinical trial;
     # at level 0.05 the FDR procedure rejects 4 hypotheses, Bonferroni 3. Holm, by its
     # definition, stops at the 4th (0.0095·12 > 0.05): 3 as well.
-    p = [0.0001, 0.0004, 0.0019, 0.0095, 0.0201, 0.0278, 0.0298, 0.0344, 0.0459,
-         0.3240, 0.4262, 0.5719, 0.6528, 0.7590, 1.000]
+    p = [
+        0.0001,
+        0.0004,
+        0.0019,
+        0.0095,
+        0.0201,
+        0.0278,
+        0.0298,
+        0.0344,
+        0.0459,
+        0.3240,
+        0.4262,
+        0.5719,
+        0.6528,
+        0.7590,
+        1.000,
+    ]
     assert int((adjust_p(p, method="bh") < 0.05).sum()) == 4
     assert int((adjust_p(p, method="bonferroni") < 0.05).sum()) == 3
     assert int((adjust_p(p, method="holm") < 0.05).sum()) == 3
     # R ?p.adjust definition by hand: holm p_(i) = max_{j<=i} min(1, (m - j + 1) p_(j))
     assert adjust_p([0.01, 0.04, 0.03, np.nan], method="holm") == pytest.approx(
-        [0.03, 0.06, 0.06, np.nan], nan_ok=True)
+        [0.03, 0.06, 0.06, np.nan], nan_ok=True
+    )
     with pytest.raises(ConfigError, match="method must be one of"):
         adjust_p(p, method="sidak")
 
@@ -188,8 +213,27 @@ def test_correct_a_family_of_per_configuration_ttests(sv):
 def test_hedges_g_mtcars():
     # R effectsize documentation: cohens_d(mpg ~ am, data = mtcars)
     #   Cohen's d = -1.48, 95% CI [-2.27, -0.67]; hedges_g(mpg ~ am, data = mtcars) -1.44
-    auto = [21.4, 18.7, 18.1, 14.3, 24.4, 22.8, 19.2, 17.8, 16.4, 17.3, 15.2, 10.4, 10.4,
-            14.7, 21.5, 15.5, 15.2, 13.3, 19.2]
+    auto = [
+        21.4,
+        18.7,
+        18.1,
+        14.3,
+        24.4,
+        22.8,
+        19.2,
+        17.8,
+        16.4,
+        17.3,
+        15.2,
+        10.4,
+        10.4,
+        14.7,
+        21.5,
+        15.5,
+        15.2,
+        13.3,
+        19.2,
+    ]
     manual = [21.0, 21.0, 22.8, 32.4, 30.4, 33.9, 27.3, 26.0, 30.4, 15.8, 19.7, 15.0, 21.4]
     t = hedges_g(auto, manual).iloc[0]
     assert t["d"] == printed(-1.48) and t["g"] == printed(-1.44)
@@ -203,7 +247,7 @@ def test_omega_and_partial_eta_squared_plant_growth(sv):
     # eta² = 3.766/14.258 = 0.264.
     e = effect_sizes(oneway_anova(plant_growth(sv), response="weight", factor="group")).iloc[0]
     assert e["omega_sq"] == printed(0.204) and e["eta_sq"] == printed(0.264)
-    assert e["partial_omega_sq"] == pytest.approx(e["omega_sq"])    # one factor
+    assert e["partial_omega_sq"] == pytest.approx(e["omega_sq"])  # one factor
     # CI of partial eta² by inverting the noncentral F (Steiger 2004): at the bounds
     # the observed F = 4.846 sits at the 97.5 % and 2.5 % points
     for bound, q in ((e["pes_ci_low"], 0.975), (e["pes_ci_high"], 0.025)):
@@ -245,6 +289,7 @@ def test_art_alignment_is_correct_on_poisons():
     # each row is the ANOVA of its own ranks (independent check with statsmodels)
     from statsmodels.formula.api import ols
     from statsmodels.stats.anova import anova_lm
+
     ranked = p.assign(r=sps.rankdata(aligned["poison:treat"]))
     ref = anova_lm(ols("r ~ C(poison, Sum) * C(treat, Sum)", ranked).fit(), typ=3)
     assert t.loc[2, "F"] == pytest.approx(ref.loc["C(poison, Sum):C(treat, Sum)", "F"])
@@ -260,6 +305,7 @@ def test_art_ranks_ties_of_exact_arithmetic_as_ties():
 
     from statsmodels.formula.api import ols
     from statsmodels.stats.anova import anova_lm
+
     p = poisons()
     y = [Fraction(str(x)) for x in p["time"]]
 
@@ -269,12 +315,13 @@ def test_art_ranks_ties_of_exact_arithmetic_as_ties():
             s, c = tot.get(k, (0, 0))
             tot[k] = (s + yi, c + 1)
         return [tot[k][0] / tot[k][1] for k in keys]
+
     grand = sum(y) / len(y)
     cell = means(list(zip(p["poison"], p["treat"])))
     t = art_anova(p, response="time", factors=["poison", "treat"]).set_index("term")
     for term, factor in (("poison", "poison"), ("treat", "treat")):
         exact = [yi - c + m - grand for yi, c, m in zip(y, cell, means(list(p[factor])))]
-        assert len(set(exact)) < len(exact)            # the data do have exact ties
+        assert len(set(exact)) < len(exact)  # the data do have exact ties
         ranked = p.assign(r=sps.rankdata(np.array(exact, dtype=object)))
         ref = anova_lm(ols("r ~ C(poison, Sum) * C(treat, Sum)", ranked).fit(), typ=3)
         assert t.loc[term, "F"] == pytest.approx(ref.loc[f"C({term}, Sum)", "F"], rel=1e-9)
@@ -285,13 +332,17 @@ def test_compare_groups_picks_and_explains(sv):
     assert c.test == "anova + tukey hsd" and "equal" in c.reason
     assert c.table.loc[0, "F"] == printed(sv.ONEWAY["F"]) and len(c.posthoc) == 3
     rng = np.random.default_rng(7)
-    skewed = pd.DataFrame({"g": np.repeat(["a", "b"], 30),
-                           "y": np.exp(rng.normal(0, 1.5, 60)) + np.repeat([0, 1], 30)})
+    skewed = pd.DataFrame(
+        {"g": np.repeat(["a", "b"], 30), "y": np.exp(rng.normal(0, 1.5, 60)) + np.repeat([0, 1], 30)}
+    )
     c = compare_groups(skewed, response="y", factor="g")
     assert c.test in ("mann-whitney U", "brunner-munzel") and "not normal" in c.reason
-    spread = pd.DataFrame({"g": np.repeat(["a", "b", "c"], 15),
-                           "y": np.concatenate([rng.normal(10, 0.5, 15), rng.normal(10, 5, 15),
-                                                rng.normal(12, 0.5, 15)])})
+    spread = pd.DataFrame(
+        {
+            "g": np.repeat(["a", "b", "c"], 15),
+            "y": np.concatenate([rng.normal(10, 0.5, 15), rng.normal(10, 5, 15), rng.normal(12, 0.5, 15)]),
+        }
+    )
     c = compare_groups(spread, response="y", factor="g")
     assert c.test == "welch anova + games-howell" and "unequal" in c.reason
     assert str(c).startswith("welch anova")

@@ -10,6 +10,7 @@ A:B at the t of p = 0.04 (significant alone, not after Holm over 31 terms; its i
 inside ±5), D q = 3.2 (p ≈ 0.007, not significant after Holm, interval reaching past 5: not
 resolved, t ≈ 2.9). Holm is R's ``p.adjust(p, "holm")`` (labkit.stats.adjust_p, tested against it).
 """
+
 from __future__ import annotations
 
 import itertools
@@ -42,13 +43,13 @@ def design_table():
 def test_verdicts_on_known_truth():
     table, want = design_table()
     t = table.set_index("term")
-    assert t.loc["A:B", "p"] == pytest.approx(0.04, rel=1e-6)           # the spurious one
+    assert t.loc["A:B", "p"] == pytest.approx(0.04, rel=1e-6)  # the spurious one
     out = decide(table, Rules(practical=0.05), estimate="q")
     assert out.attrs["rules"] == "Holm over 31 terms, α = 0.05, practical ≥ 5 % of the mean"
     d = out.set_index("term")
     fam = d.index.difference(["I", "error"])
     assert np.allclose(d.loc[fam, "p_adjusted"], adjust_p(d.loc[fam, "p"].to_numpy()), rtol=0, atol=0)
-    assert d.loc["A:B", "p_adjusted"] >= 0.05                            # Holm takes it back
+    assert d.loc["A:B", "p_adjusted"] >= 0.05  # Holm takes it back
     assert d.loc["A", "verdict"] == "matters"
     assert d.loc["B", "verdict"] == "does not matter"
     assert d.loc["C", "verdict"] == "negligible"
@@ -69,7 +70,7 @@ def test_without_correction_the_spurious_term_would_matter_and_without_threshold
     table, _ = design_table()
     d = decide(table, Rules(), estimate="q").set_index("term")
     assert d.loc["A", "verdict"] == "matters" and d.loc["C", "verdict"] == "matters"
-    assert "does not matter" not in set(d["verdict"])                    # no threshold: never shown
+    assert "does not matter" not in set(d["verdict"])  # no threshold: never shown
     assert d.attrs["rules"] == "Holm over 31 terms, α = 0.05, no practical threshold"
     bonf = decide(table, Rules(family="bonferroni", alpha=0.1), estimate="q").attrs["rules"]
     assert bonf.startswith("Bonferroni over 31 terms, α = 0.1")
@@ -86,10 +87,16 @@ def test_a_share_of_variation_threshold():
     assert ((d.loc[fam, "verdict"] == "matters") == (sig & (d.loc[fam, "pct_variation"] >= 2))).all()
 
 
-@pytest.mark.parametrize("kwargs, match", [({"alpha": 0.5}, "alpha"), ({"practical": -0.1}, "practical"),
-                                           ({"practical": 1.5, "practical_of": "variation"}, "in \\(0, 1\\)"),
-                                           ({"practical_of": "sd"}, "practical_of"),
-                                           ({"family": "fdr"}, "family")])
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        ({"alpha": 0.5}, "alpha"),
+        ({"practical": -0.1}, "practical"),
+        ({"practical": 1.5, "practical_of": "variation"}, "in \\(0, 1\\)"),
+        ({"practical_of": "sd"}, "practical_of"),
+        ({"family": "fdr"}, "family"),
+    ],
+)
 def test_bad_rules(kwargs, match):
     with pytest.raises(ConfigError, match=match):
         Rules(**kwargs)

@@ -5,6 +5,7 @@ and the ``sv`` fixture from here. A missing vectors file FAILS the tests that
 need it (never skips). The file is a copy, with its citations, of the shared
 repository's test-vectors/stats_vectors.py, so the tests need nothing beside this repo.
 """
+
 from __future__ import annotations
 
 import importlib.util
@@ -24,8 +25,10 @@ def load_vectors():
     if "module" not in _cache:
         path = VECTORS.resolve()
         if not path.is_file():
-            pytest.fail(f"statistics test vectors not found at {path} "
-                        f"(<repo>/tests/vectors/stats_vectors.py)", pytrace=False)
+            pytest.fail(
+                f"statistics test vectors not found at {path} (<repo>/tests/vectors/stats_vectors.py)",
+                pytrace=False,
+            )
         spec = importlib.util.spec_from_file_location("stats_vectors", path)
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
@@ -50,12 +53,25 @@ def printed(expected):
     if isinstance(expected, int):
         return pytest.approx(expected, abs=1e-9, rel=0)
     exponent = Decimal(repr(float(expected))).as_tuple().exponent
-    return pytest.approx(expected, abs=0.5 * 10.0 ** exponent * (1 + 1e-9), rel=0)
+    return pytest.approx(expected, abs=0.5 * 10.0**exponent * (1 + 1e-9), rel=0)
 
 
 def test_vectors_file_is_present_and_complete(sv):
-    for name in ("JAIN_22", "JAIN_23", "JAIN_22R3", "SLEEP_G1", "SLEEP_G2", "WELCH", "STUDENT",
-                 "PAIRED", "SW_WEIGHTS", "PG_CTRL", "PG_TRT1", "PG_TRT2", "ONEWAY"):
+    for name in (
+        "JAIN_22",
+        "JAIN_23",
+        "JAIN_22R3",
+        "SLEEP_G1",
+        "SLEEP_G2",
+        "WELCH",
+        "STUDENT",
+        "PAIRED",
+        "SW_WEIGHTS",
+        "PG_CTRL",
+        "PG_TRT1",
+        "PG_TRT2",
+        "ONEWAY",
+    ):
         assert hasattr(sv, name), f"stats_vectors.py lacks {name}"
 
 
@@ -70,6 +86,7 @@ def test_printed_tolerance_follows_the_printed_digits():
 
 def test_a_missing_vectors_file_fails_rather_than_skips(monkeypatch, tmp_path):
     import sys
+
     module = sys.modules[__name__]
     monkeypatch.setattr(module, "VECTORS", tmp_path / "absent" / "stats_vectors.py")
     monkeypatch.setattr(module, "_cache", {})

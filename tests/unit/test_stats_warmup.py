@@ -12,6 +12,7 @@ Oracles:
   [25, 40].
 * a stationary series: the median cut over 40 seeds is 0 and at least 80 % cut <= 25 values.
 """
+
 from __future__ import annotations
 
 import warnings
@@ -26,7 +27,7 @@ from labkit.stats.warmup import mser
 
 def white_mser(x, batch):
     k = len(x) // batch
-    z = [float(np.mean(x[j * batch:(j + 1) * batch])) for j in range(k)]
+    z = [float(np.mean(x[j * batch : (j + 1) * batch])) for j in range(k)]
     out = []
     for d in range(k // 2 + 1):
         rest = z[d:]
@@ -47,7 +48,7 @@ def run_seeds(transient):
     cuts = []
     t = np.arange(1000)
     with warnings.catch_warnings():
-        warnings.simplefilter("error", WarmupWarning)        # never at the end of the range
+        warnings.simplefilter("error", WarmupWarning)  # never at the end of the range
         for seed in range(40):
             y = np.random.default_rng(seed).normal(size=1000) + (10 * np.exp(-t / 10) if transient else 0)
             cuts.append(warmup(y))
@@ -68,14 +69,20 @@ def test_a_stationary_series_has_no_warmup():
 
 
 def test_a_series_that_never_settles_warns():
-    x = -np.arange(200.0) + np.random.default_rng(1).normal(size=200) * 0.1   # a steady downward trend
+    x = -np.arange(200.0) + np.random.default_rng(1).normal(size=200) * 0.1  # a steady downward trend
     with pytest.warns(WarmupWarning, match="may last longer than the series"):
-        assert warmup(x) == 100                                  # the end of the first half
+        assert warmup(x) == 100  # the end of the first half
 
 
-@pytest.mark.parametrize("values, kwargs, match", [
-    (np.arange(19.0), {}, "at least 20 values"), (np.arange(30.0), {"batch": 0}, "batch"),
-    (np.arange(30.0), {"batch": 10}, "at least 40 values"), ([1.0] * 20 + [np.nan], {}, "missing")])
+@pytest.mark.parametrize(
+    "values, kwargs, match",
+    [
+        (np.arange(19.0), {}, "at least 20 values"),
+        (np.arange(30.0), {"batch": 0}, "batch"),
+        (np.arange(30.0), {"batch": 10}, "at least 40 values"),
+        ([1.0] * 20 + [np.nan], {}, "missing"),
+    ],
+)
 def test_bad_input(values, kwargs, match):
     with pytest.raises(ConfigError, match=match):
         warmup(values, **kwargs)

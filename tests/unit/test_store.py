@@ -1,4 +1,5 @@
 """The store: atomic runs, no duplicates, tidy rows, export."""
+
 import sqlite3
 
 import pandas as pd
@@ -9,17 +10,26 @@ from labkit.errors import StoreError
 from labkit.store import Store, load_results
 from labkit.workloads import Measurement
 
-DESIGN = Design.from_dict({"factors": {"vcpus": [1, 2], "affinity": ["floating", "pinned"]},
-                           "replications": 2, "seed": 4})
+DESIGN = Design.from_dict(
+    {"factors": {"vcpus": [1, 2], "affinity": ["floating", "pinned"]}, "replications": 2, "seed": 4}
+)
 
 
 def fill(store, runs, status="ok"):
     store.set_meta(campaign_id="c1", design=DESIGN.to_dict())
     for run in runs:
-        store.record_run(run, status=status, started="2026-01-01T00:00:00", duration_s=1.5,
-                         measurements=[Measurement("wall_time_s", 1.0 + run.config, "s", 0),
-                                       Measurement("wall_time_s", 2.0 + run.config, "s", 1)],
-                         metadata={"x": 1}, fingerprint_id="fp")
+        store.record_run(
+            run,
+            status=status,
+            started="2026-01-01T00:00:00",
+            duration_s=1.5,
+            measurements=[
+                Measurement("wall_time_s", 1.0 + run.config, "s", 0),
+                Measurement("wall_time_s", 2.0 + run.config, "s", 1),
+            ],
+            metadata={"x": 1},
+            fingerprint_id="fp",
+        )
 
 
 def test_record_and_tidy(tmp_path):
@@ -30,8 +40,19 @@ def test_record_and_tidy(tmp_path):
         df = st.tidy()
         assert st.completed() == {r.run_id for r in plan[:4]}
     assert list(df.columns[:5]) == ["campaign", "run_id", "run_order", "replicate", "config"]
-    assert {"vcpus", "affinity", "instance", "metric", "value", "unit", "status", "error", "started",
-            "duration_s", "fingerprint_id"} <= set(df.columns)
+    assert {
+        "vcpus",
+        "affinity",
+        "instance",
+        "metric",
+        "value",
+        "unit",
+        "status",
+        "error",
+        "started",
+        "duration_s",
+        "fingerprint_id",
+    } <= set(df.columns)
     assert len(df) == 3 * 2 + 1
     failed = df[df.status == "failed"]
     assert failed.error.tolist() == ["boom"] and failed.metric.isna().all()
@@ -46,7 +67,7 @@ def test_a_run_is_stored_once(tmp_path):
         with pytest.raises(StoreError, match="stored once"):
             fill(st, plan[:1])
         assert len(st.runs()) == 1
-        assert len(st.tidy()) == 2    # the failed second insert left no measurement behind
+        assert len(st.tidy()) == 2  # the failed second insert left no measurement behind
 
 
 def test_bad_status_rejected(tmp_path):
@@ -92,6 +113,7 @@ def test_a_busy_store_waits_once_then_says_it_is_locked(tmp_path, monkeypatch):
     still locked after it, StoreError at once, not after 50 more busy-timeout waits (the old
     loop called BEGIN IMMEDIATE 50 times, each waiting the 30 s timeout)."""
     import labkit.store.sqlite as store_mod
+
     monkeypatch.setattr(store_mod, "BUSY_TIMEOUT_S", 0.2)
     st = Store(tmp_path / "s.sqlite")
     begins = []
@@ -105,7 +127,7 @@ def test_a_busy_store_waits_once_then_says_it_is_locked(tmp_path, monkeypatch):
     finally:
         other.execute("ROLLBACK")
         other.close()
-    st.set_meta(campaign_id="c1")          # free again: the store writes
+    st.set_meta(campaign_id="c1")  # free again: the store writes
     assert st.meta()["campaign_id"] == "c1"
     st.close()
 
@@ -113,6 +135,7 @@ def test_a_busy_store_waits_once_then_says_it_is_locked(tmp_path, monkeypatch):
 def test_a_write_waits_for_a_short_writer(tmp_path):
     """Another writer that finishes within the busy timeout is waited for, not an error."""
     import threading
+
     st = Store(tmp_path / "s.sqlite")
     other = sqlite3.connect(tmp_path / "s.sqlite", isolation_level=None, check_same_thread=False)
     other.execute("BEGIN IMMEDIATE")

@@ -4,6 +4,7 @@ Expected statistics are R's printed output on R's own data sets (tests/vectors/s
 Welch ``t.test(extra ~ group, data = sleep)``, ``shapiro.test`` on the weights of
 Shapiro & Wilk (1965), ``car::leveneTest(weight ~ group, data = PlantGrowth)``.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -29,7 +30,8 @@ def test_testbed_declares_one_libvirt_platform_per_format():
     tb = Testbed.load(disk_format_testbed(options={"disk_cache": "none"}))
     assert {n: (p.backend, p.options) for n, p in tb.platforms.items()} == {
         "kvm-qcow2": ("libvirt", {"disk_format": "qcow2", "disk_cache": "none"}),
-        "kvm-raw": ("libvirt", {"disk_format": "raw", "disk_cache": "none"})}
+        "kvm-raw": ("libvirt", {"disk_format": "raw", "disk_cache": "none"}),
+    }
     tb.check_platforms(["kvm-qcow2", "kvm-raw"])
     with pytest.raises(ConfigError, match="disk_formats='vmdk'"):
         disk_format_testbed(["qcow2", "vmdk"])
@@ -51,15 +53,20 @@ def test_design_crosses_platform_with_the_factors_that_vary():
 
 def _sleep(sv):
     # R's sleep data: group 1 as qcow2, group 2 as raw
-    return pd.DataFrame({"disk_format": ["qcow2"] * 10 + ["raw"] * 10, "app": "dedup",
-                         "t": list(sv.SLEEP_G1) + list(sv.SLEEP_G2)})
+    return pd.DataFrame(
+        {
+            "disk_format": ["qcow2"] * 10 + ["raw"] * 10,
+            "app": "dedup",
+            "t": list(sv.SLEEP_G1) + list(sv.SLEEP_G2),
+        }
+    )
 
 
 def test_comparison_is_welch_on_the_recorded_format(sv):
     row = disk_format_comparison(_sleep(sv), "t", by=["app"]).iloc[0]
     # R: t.test(extra ~ group, data = sleep)
     assert row["t"] == printed(sv.WELCH["t"]) and row["df"] == printed(sv.WELCH["df"])
-    assert row["p"] == printed(sv.WELCH["p"]) and row["p_holm"] == row["p"]      # one group: Holm is p
+    assert row["p"] == printed(sv.WELCH["p"]) and row["p_holm"] == row["p"]  # one group: Holm is p
     assert (row["ci_low"], row["ci_high"]) == printed(sv.WELCH["ci95"])
     assert (row["n_a"], row["n_b"]) == (10, 10)
     assert row["ratio"] == pytest.approx(np.mean(sv.SLEEP_G1) / np.mean(sv.SLEEP_G2))
@@ -84,23 +91,39 @@ def test_residual_checks_against_r(sv):
     assert sw["statistic"] == printed(sv.SW_WEIGHTS["W"]) and sw["p"] == printed(sv.SW_WEIGHTS["p"])
     assert not sw["holds"]
     # R: car::leveneTest(weight ~ group, data = PlantGrowth): F 1.1192, p 0.3412
-    pg = pd.DataFrame({"group": ["ctrl"] * 10 + ["trt1"] * 10 + ["trt2"] * 10,
-                       "weight": [*sv.PG_CTRL, *sv.PG_TRT1, *sv.PG_TRT2]})
+    pg = pd.DataFrame(
+        {
+            "group": ["ctrl"] * 10 + ["trt1"] * 10 + ["trt2"] * 10,
+            "weight": [*sv.PG_CTRL, *sv.PG_TRT1, *sv.PG_TRT2],
+        }
+    )
     bf = residual_checks(pg, "weight", ["group"]).set_index("check").loc["equal variances"]
     assert bf["statistic"] == printed(1.1192) and bf["p"] == printed(0.3412) and bf["holds"]
     few = residual_checks(pg.groupby("group").head(2), "weight", ["group"]).set_index("check")
-    assert pd.isna(few.loc["equal variances", "holds"]) and "fewer than 3" in few.loc["equal variances", "note"]
+    assert (
+        pd.isna(few.loc["equal variances", "holds"]) and "fewer than 3" in few.loc["equal variances", "note"]
+    )
     with pytest.raises(ConfigError, match="missing"):
         residual_checks(pg, "weight", ["app"])
 
 
 def test_verdicts_follow_the_interval():
-    t = pd.DataFrame({"claim": list("abcde"),
-                      "stated_direction": ["slower", "slower", "slower", "no difference", "no difference"],
-                      "ci_low": [1.0, -5.0, -9.0, -66.0, 3.0], "ci_high": [9.0, 4.0, -1.0, 88.0, np.nan]})
+    t = pd.DataFrame(
+        {
+            "claim": list("abcde"),
+            "stated_direction": ["slower", "slower", "slower", "no difference", "no difference"],
+            "ci_low": [1.0, -5.0, -9.0, -66.0, 3.0],
+            "ci_high": [9.0, 4.0, -1.0, 88.0, np.nan],
+        }
+    )
     # a wide interval around 0 does not show "no difference" (notebook 04 once called -66..+88 % consistent)
-    assert claim_verdicts(t).verdict.tolist() == ["reproduced", "inconclusive", "opposite", "inconclusive",
-                                                  "not reproduced"]
+    assert claim_verdicts(t).verdict.tolist() == [
+        "reproduced",
+        "inconclusive",
+        "opposite",
+        "inconclusive",
+        "not reproduced",
+    ]
     assert claim_verdicts(t.assign(ours_pct=np.nan)).verdict.tolist() == ["not measured"] * 5
     with pytest.raises(ConfigError, match="stated_direction 'faster'"):
         claim_verdicts(t.assign(stated_direction="faster"))

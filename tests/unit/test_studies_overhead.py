@@ -5,6 +5,7 @@ The one number the thesis gives for these tests (L. V. P. Trindade 2018, seed 00
 chapter 8, pp. 49-50): Docker and LXC disk throughput "em torno de 20%" below native. 20 % below native
 is a slowdown ratio of 1 / (1 - 0.20) = 1.25, i.e. 25 % slower; the runs below are built with that ratio.
 """
+
 from pathlib import Path
 
 import pandas as pd
@@ -51,13 +52,16 @@ def test_testbed_puts_containers_on_the_variant_and_skips_where_it_is_missing():
     def check(backend, image):
         if backend in ("lxd", "libvirt"):
             raise BackendUnavailable(f"image {image} not found")
-    bed, skipped = overhead_testbed(overhead_benchmarks()["bonnie"], ["local", "docker", "lxd", "libvirt"], check)
+
+    bed, skipped = overhead_testbed(
+        overhead_benchmarks()["bonnie"], ["local", "docker", "lxd", "libvirt"], check
+    )
     assert bed["platforms"] == {"docker": {"backend": "docker", "image": "labkit/debian:12-study"}}
     assert list(skipped) == ["lxd", "libvirt"]
     assert "labkit images build --only lxd --profile study" in skipped["lxd"]
     assert "labkit images build --only none --vm --profile study" in skipped["libvirt"]
     tb = Testbed.from_dict(bed)
-    assert tb.block_hosts(["local", "docker"])            # this machine offers both
+    assert tb.block_hosts(["local", "docker"])  # this machine offers both
     assert overhead_testbed(overhead_benchmarks()["cpu"], ["local", "docker"], check) == (None, {})
     bed, skipped = overhead_testbed(overhead_benchmarks()["oltp"], ["local", "libvirt"], lambda b, i: None)
     assert bed["platforms"] == {"libvirt": {"backend": "libvirt", "image": "study"}} and skipped == {}
@@ -69,12 +73,30 @@ def test_testbed_puts_containers_on_the_variant_and_skips_where_it_is_missing():
 
 def data():
     rows = []
-    for platform, mean in (("local", 100.0), ("docker", 80.0)):    # docker 20 % below native
+    for platform, mean in (("local", 100.0), ("docker", 80.0)):  # docker 20 % below native
         for i, d in enumerate((-1.0, 0.0, 1.0)):
-            rows.append({"platform": platform, "benchmark": "bonnie", "metric": "write_kib_per_s",
-                         "factor": "size_mb", "level": "512", "run_id": f"{platform}{i}", "value": mean + d})
-    rows.append({"platform": "lxd", "benchmark": "bonnie", "metric": "write_kib_per_s", "factor": "size_mb",
-                 "level": "512", "run_id": "lxd0", "value": 90.0})
+            rows.append(
+                {
+                    "platform": platform,
+                    "benchmark": "bonnie",
+                    "metric": "write_kib_per_s",
+                    "factor": "size_mb",
+                    "level": "512",
+                    "run_id": f"{platform}{i}",
+                    "value": mean + d,
+                }
+            )
+    rows.append(
+        {
+            "platform": "lxd",
+            "benchmark": "bonnie",
+            "metric": "write_kib_per_s",
+            "factor": "size_mb",
+            "level": "512",
+            "run_id": "lxd0",
+            "value": 90.0,
+        }
+    )
     return pd.DataFrame(rows)
 
 
@@ -85,8 +107,15 @@ def test_claims_beside_ours():
     assert row.stated_below_pct == 20 and row.stated_pct == pytest.approx(25.0)
     assert row.ours_pct == pytest.approx(25.0) and row.ci_low < 25 < row.ci_high
     assert row.verdict == "inside our CI"
-    assert t.loc["LXC disk throughput about 20 % from native (ch. 8: light virtualization in all cases)", "verdict"] == ""      # one lxd run: no CI
-    assert "Docker disk read ~20 % below native" not in t.index     # seed 004 gives one disk number, no read/write
+    assert (
+        t.loc[
+            "LXC disk throughput about 20 % from native (ch. 8: light virtualization in all cases)", "verdict"
+        ]
+        == ""
+    )  # one lxd run: no CI
+    assert (
+        "Docker disk read ~20 % below native" not in t.index
+    )  # seed 004 gives one disk number, no read/write
     assert t.loc["KVM: disk throughput close to native", "note"] == "platform not measured here"
     assert t.loc["LXC: poor application (MySQL) performance", "note"] == "oltp did not run on lxd"
     assert pd.isna(t.loc["LXC: poor application (MySQL) performance", "stated_pct"])
@@ -107,10 +136,12 @@ def test_seed_004_sweeps_as_factors():
     ``concurrency``, and STREAM thread levels as the memory benchmark's factor; the defaults keep the
     committed campaigns' form (one size_mb level, no file tests, one copy)."""
     from labkit.studies.sweeps import paper_sweep, sweep_levels
+
     files, _ = sweep_levels("paper", paper_sweep("004", "bonnie", "files"))
     copies, _ = sweep_levels("paper", paper_sweep("004", "bonnie", "concurrency"))
-    b = overhead_benchmarks(bonnie_size_mb=64, bonnie_files=files, bonnie_concurrency=copies[0],
-                            stream_threads=[1, 2, 4])
+    b = overhead_benchmarks(
+        bonnie_size_mb=64, bonnie_files=files, bonnie_concurrency=copies[0], stream_threads=[1, 2, 4]
+    )
     assert (b["bonnie"]["factor"], b["bonnie"]["levels"]) == ("files", [25, 50, 100])
     assert b["bonnie"]["params"] == {"direct": True, "size_mb": 64, "concurrency": 4}
     assert "create_per_s" in b["bonnie"]["metrics"] and b["memory"]["levels"] == [1, 2, 4]
@@ -118,6 +149,11 @@ def test_seed_004_sweeps_as_factors():
     assert design["factors"] == {"platform": ["local", "docker"], "files": [25, 50, 100]}
     from labkit.design import Design
     from labkit.workloads import get_workload
+
     Design.from_dict(design).validate_for(get_workload("bonnie", **params))
     d = overhead_benchmarks(bonnie_size_mb=512)
-    assert (d["bonnie"]["factor"], d["bonnie"]["levels"], d["bonnie"]["params"]) == ("size_mb", [512], {"direct": True})
+    assert (d["bonnie"]["factor"], d["bonnie"]["levels"], d["bonnie"]["params"]) == (
+        "size_mb",
+        [512],
+        {"direct": True},
+    )

@@ -2,6 +2,7 @@
 need (runs_for_quantile, checked against TriScale's and Wilks' published counts in
 test_stats_quantile.py): the noise check says how many runs a p95/p99 upper bound needs, and the
 report's quantile table shows the one-sided bounds ("p95 at most")."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -13,9 +14,24 @@ from labkit.stats import quantile_summary
 
 
 def _noise(n: int) -> pd.DataFrame:
-    return pd.DataFrame([{"platform": "local", "host": "local", "n": n, "mean": 1.0, "cv": 0.01, "cv_low": 0.008,
-                          "cv_high": 0.013, "median": 1.0, "median_low": 0.99, "median_high": 1.01,
-                          "aa_diff_pct": 0.1, "aa_p": 0.7}])
+    return pd.DataFrame(
+        [
+            {
+                "platform": "local",
+                "host": "local",
+                "n": n,
+                "mean": 1.0,
+                "cv": 0.01,
+                "cv_low": 0.008,
+                "cv_high": 0.013,
+                "median": 1.0,
+                "median_low": 0.99,
+                "median_high": 1.01,
+                "aa_diff_pct": 0.1,
+                "aa_p": 0.7,
+            }
+        ]
+    )
 
 
 def test_the_noise_check_says_what_a_tail_kpi_needs():
@@ -33,4 +49,4 @@ def test_the_report_shows_p95_at_most_where_the_runs_allow_it():
     q = quantile_summary(data, by="g", response="y")
     shown = quantiles_display(q).set_index("g")
     assert shown.loc["a", "p95 at most"] == f"{q.set_index('g').loc['a', 'p95_upper']:.4g}"
-    assert shown.loc["b", "p95 at most"] == "—" and "p99 at most" not in shown   # 299 runs for p99
+    assert shown.loc["b", "p95 at most"] == "—" and "p99 at most" not in shown  # 299 runs for p99

@@ -1,5 +1,6 @@
 """Telemetry (labkit.run.telemetry): settings, interval arithmetic on fake readings with a fake
 clock, where it refuses to sample, and the store's ``samples`` table."""
+
 from __future__ import annotations
 
 import os
@@ -56,6 +57,7 @@ def test_bad_settings_are_config_errors_naming_the_option(value):
 
 def test_campaign_default_is_on_at_one_second_and_off_removes_the_hook():
     from labkit.run.telemetry import Telemetry
+
     on = Campaign(DESIGN, backend="local", workload="nqueens")
     assert on.telemetry == 1.0 and [h.interval for h in on.hooks if isinstance(h, Telemetry)] == [1.0]
     off = Campaign(DESIGN, backend="local", workload="nqueens", telemetry="off")
@@ -63,44 +65,59 @@ def test_campaign_default_is_on_at_one_second_and_off_removes_the_hook():
 
 
 def test_parse_psi_and_throttled():
-    text = ("some avg10=1.00 avg60=0.50 avg300=0.10 total=123456\n"
-            "full avg10=0.00 avg60=0.00 avg300=0.00 total=789\n")
+    text = (
+        "some avg10=1.00 avg60=0.50 avg300=0.10 total=123456\n"
+        "full avg10=0.00 avg60=0.00 avg300=0.00 total=789\n"
+    )
     assert parse_psi(text) == {"some": 123456.0, "full": 789.0}
     assert parse_throttled("nr_periods 10\nnr_throttled 4\nthrottled_usec 900\n") == 4
     assert parse_throttled("usage_usec 5\n") is None
 
 
 def test_delta_rows_host_cpu_steal_iowait_and_rates():
-    a = Reading(10.0, cpus=[cpu(user=100, idle=100), cpu(user=50, idle=150)], psi={"cpu_some": 1e6},
-                disk=(1000, 0), net=(0, 0), own_cpu_s=1.0)
+    a = Reading(
+        10.0,
+        cpus=[cpu(user=100, idle=100), cpu(user=50, idle=150)],
+        psi={"cpu_some": 1e6},
+        disk=(1000, 0),
+        net=(0, 0),
+        own_cpu_s=1.0,
+    )
     # one second later: CPU 0 fully busy (half of it steal), CPU 1 half idle half iowait
-    b = Reading(11.0, cpus=[cpu(user=100.5, idle=100, steal=0.5), cpu(user=50, idle=150.5, iowait=0.5)],
-                psi={"cpu_some": 1.25e6}, disk=(3000, 500), net=(100, 40), own_cpu_s=1.1,
-                gauges={"load1": 1.5})
+    b = Reading(
+        11.0,
+        cpus=[cpu(user=100.5, idle=100, steal=0.5), cpu(user=50, idle=150.5, iowait=0.5)],
+        psi={"cpu_some": 1.25e6},
+        disk=(3000, 500),
+        net=(100, 40),
+        own_cpu_s=1.1,
+        gauges={"load1": 1.5},
+    )
     rows = dict(delta_rows(a, b))
     assert rows["cpu0_pct"] == pytest.approx(100.0) and rows["cpu1_pct"] == pytest.approx(0.0)
     assert rows["cpu_pct"] == pytest.approx(50.0)
     assert rows["steal_pct"] == pytest.approx(25.0) and rows["iowait_pct"] == pytest.approx(25.0)
-    assert rows["host_cpu_used_pct"] == pytest.approx(100.0)   # one CPU's worth
+    assert rows["host_cpu_used_pct"] == pytest.approx(100.0)  # one CPU's worth
     assert rows["psi_cpu_some_pct"] == pytest.approx(25.0)
     assert rows["disk_read_Bps"] == 2000 and rows["disk_write_Bps"] == 500
     assert rows["net_rx_Bps"] == 100 and rows["net_tx_Bps"] == 40
     assert rows["controller_cpu_pct"] == pytest.approx(10.0)
     assert rows["load1"] == 1.5
-    assert "cpu_other_pct" not in rows   # no cgroups known: nothing to subtract
+    assert "cpu_other_pct" not in rows  # no cgroups known: nothing to subtract
 
 
 def test_guest_time_is_not_counted_twice():
     a = Reading(0.0, cpus=[cpu(user=10, idle=10, guest=5)])
-    b = Reading(1.0, cpus=[cpu(user=11, idle=10, guest=6)])   # the guest second is inside user
+    b = Reading(1.0, cpus=[cpu(user=11, idle=10, guest=6)])  # the guest second is inside user
     assert dict(delta_rows(a, b))["cpu_pct"] == pytest.approx(100.0)
 
 
 def test_cpu_other_subtracts_campaign_cgroups_and_the_controller():
     a = Reading(0.0, cpus=[cpu(user=0, idle=0)] * 2, own_cpu_s=0.0, groups={"c-a": (5.0, 2)})
     # 2 s: host busy 3 CPU-s; instance a used 1 s, b (new, made meanwhile) 0.5 s; controller 0.2 s
-    b = Reading(2.0, cpus=[cpu(user=1.5, idle=0.5)] * 2, own_cpu_s=0.2,
-                groups={"c-a": (6.0, 5), "c-b": (0.5, 1)})
+    b = Reading(
+        2.0, cpus=[cpu(user=1.5, idle=0.5)] * 2, own_cpu_s=0.2, groups={"c-a": (6.0, 5), "c-b": (0.5, 1)}
+    )
     rows = dict(delta_rows(a, b))
     assert rows["campaign_cpu_pct"] == pytest.approx(75.0)
     assert rows["cpu_other_pct"] == pytest.approx(100 * (3.0 - 1.5 - 0.2) / 2)
@@ -123,11 +140,13 @@ def test_on_a_backend_whose_instances_tell_their_own_cpu_the_host_ends_cgroups_c
     commands (``ab`` on the host) from its cgroup; before, ``ab`` counted as outside the campaign."""
     kw = dict(own_cpu_s=0.0, groups_whole=False, members=frozenset({"i1"}))
     a = Reading(0.0, cpus=[cpu(user=0, idle=0)] * 2, groups={}, campaign_cpu_s=10.0, **kw)
-    b = Reading(2.0, cpus=[cpu(user=1.5, idle=0.5)] * 2, groups={"p--host-1": (0.8, 0)}, campaign_cpu_s=11.0, **kw)
+    b = Reading(
+        2.0, cpus=[cpu(user=1.5, idle=0.5)] * 2, groups={"p--host-1": (0.8, 0)}, campaign_cpu_s=11.0, **kw
+    )
     rows = dict(delta_rows(a, b))
     assert rows["campaign_cpu_pct"] == pytest.approx(100 * (1.0 + 0.8) / 2)
     assert rows["cpu_other_pct"] == pytest.approx(100 * (3.0 - 1.8) / 2)
-    assert "throttled_periods" not in rows   # the instances' own, not the host ends'
+    assert "throttled_periods" not in rows  # the instances' own, not the host ends'
     # the host end removed during the interval took its last CPU with it: nothing told
     c = Reading(3.0, cpus=[cpu(user=2.0, idle=1.0)] * 2, groups={}, campaign_cpu_s=11.5, **kw)
     assert "cpu_other_pct" not in dict(delta_rows(b, c))
@@ -141,11 +160,22 @@ def test_the_kernels_threads_are_not_processes_outside_the_campaign():
     each apache run): the kernel's threads are told apart (``kernel_cpu_pct``), not counted as
     other processes; a thread new in the interval, or a pid reused, counts from its start."""
     from labkit.run.readings import CLOCK_TICKS
+
     t = CLOCK_TICKS
-    a = Reading(0.0, cpus=[cpu(user=0, idle=0)] * 2, own_cpu_s=0.0, groups={"c-a": (1.0, 0)},
-                kernel={"2": 0, "40": 5 * t, "41": 3 * t})
-    b = Reading(2.0, cpus=[cpu(user=1.5, idle=0.5)] * 2, own_cpu_s=0.0, groups={"c-a": (2.5, 0)},
-                kernel={"2": 0, "40": int(5.2 * t), "41": int(0.1 * t), "99": int(0.1 * t)})   # 41 reused, 99 new
+    a = Reading(
+        0.0,
+        cpus=[cpu(user=0, idle=0)] * 2,
+        own_cpu_s=0.0,
+        groups={"c-a": (1.0, 0)},
+        kernel={"2": 0, "40": 5 * t, "41": 3 * t},
+    )
+    b = Reading(
+        2.0,
+        cpus=[cpu(user=1.5, idle=0.5)] * 2,
+        own_cpu_s=0.0,
+        groups={"c-a": (2.5, 0)},
+        kernel={"2": 0, "40": int(5.2 * t), "41": int(0.1 * t), "99": int(0.1 * t)},
+    )  # 41 reused, 99 new
     rows = dict(delta_rows(a, b))
     assert rows["kernel_cpu_pct"] == pytest.approx(100 * 0.4 / 2)
     assert rows["cpu_other_pct"] == pytest.approx(100 * (3.0 - 1.5 - 0.4) / 2)
@@ -156,26 +186,38 @@ def test_the_backends_daemons_are_not_processes_outside_the_campaign():
     campaign) is the campaign's work: the backends' daemons are told apart (``daemon_cpu_pct``),
     not counted as other processes; a daemon started in the interval counts from its start."""
     from labkit.run.readings import CLOCK_TICKS
+
     t = CLOCK_TICKS
     kw = dict(own_cpu_s=0.0, groups_whole=False, members=frozenset({"i1"}), kernel={"2": 0}, groups={})
     a = Reading(0.0, cpus=[cpu(user=0, idle=0)] * 2, campaign_cpu_s=10.0, daemons={"100:5": 7 * t}, **kw)
-    b = Reading(2.0, cpus=[cpu(user=1.5, idle=0.5)] * 2, campaign_cpu_s=11.0,
-                daemons={"100:5": int(7.6 * t), "200:9": int(0.2 * t)}, **kw)
+    b = Reading(
+        2.0,
+        cpus=[cpu(user=1.5, idle=0.5)] * 2,
+        campaign_cpu_s=11.0,
+        daemons={"100:5": int(7.6 * t), "200:9": int(0.2 * t)},
+        **kw,
+    )
     rows = dict(delta_rows(a, b))
     assert rows["daemon_cpu_pct"] == pytest.approx(100 * 0.8 / 2)
     assert rows["cpu_other_pct"] == pytest.approx(100 * (3.0 - 1.0 - 0.8) / 2)
     # no daemon read (a campaign on local only): no row, and the other processes as before
-    plain = dict(delta_rows(Reading(0.0, cpus=a.cpus, campaign_cpu_s=10.0, **kw),
-                            Reading(2.0, cpus=b.cpus, campaign_cpu_s=11.0, **kw)))
+    plain = dict(
+        delta_rows(
+            Reading(0.0, cpus=a.cpus, campaign_cpu_s=10.0, **kw),
+            Reading(2.0, cpus=b.cpus, campaign_cpu_s=11.0, **kw),
+        )
+    )
     assert "daemon_cpu_pct" not in plain and plain["cpu_other_pct"] == pytest.approx(100 * 2.0 / 2)
 
 
 #: a process that names itself argv[1] (``/proc/self/comm``, as prctl(PR_SET_NAME) does), burns
 #: argv[2] s of CPU, says so, then burns 0.5 s each time a line comes on stdin and says so again
-BURN = ("import sys, time\nopen('/proc/self/comm', 'w').write(sys.argv[1])\n"
-        "def burn(s):\n    end = time.process_time() + s\n    while time.process_time() < end: pass\n"
-        "burn(float(sys.argv[2]))\nprint(flush=True)\n"
-        "while sys.stdin.readline():\n    burn(0.5)\n    print(flush=True)\n")
+BURN = (
+    "import sys, time\nopen('/proc/self/comm', 'w').write(sys.argv[1])\n"
+    "def burn(s):\n    end = time.process_time() + s\n    while time.process_time() < end: pass\n"
+    "burn(float(sys.argv[2]))\nprint(flush=True)\n"
+    "while sys.stdin.readline():\n    burn(0.5)\n    print(flush=True)\n"
+)
 
 
 def _program_dir(tmp_path, name, target):
@@ -200,8 +242,12 @@ def test_daemons_are_found_by_their_program_and_owner_and_their_own_cpu_read(tmp
     from labkit.run.readings import CLOCK_TICKS, DaemonCpu
 
     def start(name, before):
-        return subprocess.Popen([sys.executable, "-c", BURN, name, str(before)], stdin=subprocess.PIPE,
-                                stdout=subprocess.PIPE, text=True)
+        return subprocess.Popen(
+            [sys.executable, "-c", BURN, name, str(before)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
 
     def go(p):
         p.stdin.write("\n")
@@ -211,17 +257,18 @@ def test_daemons_are_found_by_their_program_and_owner_and_their_own_cpu_read(tmp
     procs = [start("lk-test-daemon", 0.4), start("lk-test-other", 0.0)]
     try:
         for p in procs:
-            p.stdout.readline()   # renamed, and the daemon burnt 0.4 s of CPU before it is named
+            p.stdout.readline()  # renamed, and the daemon burnt 0.4 s of CPU before it is named
         now = [0.0]
-        d = DaemonCpu(clock=lambda: now[0], dirs=[_program_dir(tmp_path, "lk-test-daemon", sys.executable)],
-                      pidfiles=())
+        d = DaemonCpu(
+            clock=lambda: now[0], dirs=[_program_dir(tmp_path, "lk-test-daemon", sys.executable)], pidfiles=()
+        )
         assert d.read() is None
         d.add(["lk-test-daemon"])
         before = d.read()
-        (key, value), = before.items()
-        assert key.startswith(f"{procs[0].pid}:") and value == 0   # its past is not counted
+        ((key, value),) = before.items()
+        assert key.startswith(f"{procs[0].pid}:") and value == 0  # its past is not counted
         for p in procs:
-            go(p)   # 0.5 s of CPU each
+            go(p)  # 0.5 s of CPU each
         after = d.read()
         assert (after[key] - value) / CLOCK_TICKS >= 0.4, after
         # a daemon started since the scan before counts from its start, once a scan finds it
@@ -235,7 +282,7 @@ def test_daemons_are_found_by_their_program_and_owner_and_their_own_cpu_read(tmp
             p.stdin.close()
             p.wait()
         assert d.read() == {}
-        now[0] += DaemonCpu.RESCAN_S   # the next reading scans /proc again: nothing is called so
+        now[0] += DaemonCpu.RESCAN_S  # the next reading scans /proc again: nothing is called so
         assert d.read() == {}
     finally:
         for p in procs:
@@ -251,8 +298,13 @@ def test_a_process_named_as_a_daemon_running_another_program_is_not_one(tmp_path
     import sys
 
     from labkit.run.readings import DaemonCpu
-    p = subprocess.Popen([sys.executable, "-c", BURN, "lk-test-daemon", "0"], stdin=subprocess.PIPE,
-                         stdout=subprocess.PIPE, text=True)
+
+    p = subprocess.Popen(
+        [sys.executable, "-c", BURN, "lk-test-daemon", "0"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         p.stdout.readline()
         d = DaemonCpu(dirs=[_program_dir(tmp_path, "lk-test-daemon", "/bin/sleep")], pidfiles=())
@@ -276,12 +328,15 @@ def test_a_busy_loop_renamed_as_a_real_daemon_is_other_cpu(tmp_path, name):
     import sys
 
     from labkit.run.readings import DaemonCpu
+
     # as tests/support/other_users.as_user runs code as another uid (setpriv), but with the
     # system's python: this one (a pyenv build under /root, 0700) is not the other user's to run
     other = ["setpriv", "--reuid=4246", "--regid=4246", "--clear-groups", "/usr/bin/python3"]
     pipes = dict(stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd="/")
-    loops = [subprocess.Popen([*other, "-c", BURN, name, "0"], env={"PATH": "/usr/bin:/bin"}, **pipes),
-             subprocess.Popen([sys.executable, "-c", BURN, name, "0"], **pipes)]
+    loops = [
+        subprocess.Popen([*other, "-c", BURN, name, "0"], env={"PATH": "/usr/bin:/bin"}, **pipes),
+        subprocess.Popen([sys.executable, "-c", BURN, name, "0"], **pipes),
+    ]
     try:
         for p in loops:
             assert p.stdout.readline() == "\n", p.stderr.read()
@@ -292,7 +347,7 @@ def test_a_busy_loop_renamed_as_a_real_daemon_is_other_cpu(tmp_path, name):
         for p in loops:
             p.stdin.write("\n")
             p.stdin.flush()
-            p.stdout.readline()   # 0.5 s of CPU each
+            p.stdout.readline()  # 0.5 s of CPU each
         second = d.read()
         # not read as a daemon: its CPU stays in the host's busy time that cpu_other_pct keeps
         # (delta_rows subtracts only the daemons read: test_the_backends_daemons_are_not_...)
@@ -312,8 +367,13 @@ def test_a_daemon_pid_file_names_its_program_and_only_a_root_owned_one_counts(tm
     import sys
 
     from labkit.run.readings import DaemonCpu
-    p = subprocess.Popen([sys.executable, "-c", BURN, "lk-test-daemon", "0"], stdin=subprocess.PIPE,
-                         stdout=subprocess.PIPE, text=True)
+
+    p = subprocess.Popen(
+        [sys.executable, "-c", BURN, "lk-test-daemon", "0"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         p.stdout.readline()
         pidfile = tmp_path / "lk.pid"
@@ -322,7 +382,7 @@ def test_a_daemon_pid_file_names_its_program_and_only_a_root_owned_one_counts(tm
         d = DaemonCpu(dirs=(), pidfiles=[str(pidfile)])
         d.add(["lk-test-daemon"])
         assert [k.split(":")[0] for k in d.read()] == [str(p.pid)]
-        pidfile.chmod(0o666)   # anyone may write it: it names nothing
+        pidfile.chmod(0o666)  # anyone may write it: it names nothing
         d = DaemonCpu(dirs=(), pidfiles=[str(pidfile)])
         d.add(["lk-test-daemon"])
         assert d.read() == {}
@@ -333,10 +393,13 @@ def test_a_daemon_pid_file_names_its_program_and_only_a_root_owned_one_counts(tm
 
 def test_the_sampler_reads_the_daemons_of_the_backends_that_run_here():
     from labkit.run.sampler import HostSampler
+
     s = HostSampler(1.0)
     s.configure(SimpleNamespace(name="lxd", daemons=("lxd",)), "labkit-x--")
-    s.configure(SimpleNamespace(name="docker", base_url="ssh://root@10.0.0.2", ssh=object(),
-                                daemons=("dockerd",)), "labkit-x--")   # another machine's dockerd
+    s.configure(
+        SimpleNamespace(name="docker", base_url="ssh://root@10.0.0.2", ssh=object(), daemons=("dockerd",)),
+        "labkit-x--",
+    )  # another machine's dockerd
     s.configure(SimpleNamespace(name="local"), "labkit-x--")
     assert s.daemons.names == {"lxd"}
     assert s.read_host is not None and s.read_host().daemons is not None
@@ -344,6 +407,7 @@ def test_the_sampler_reads_the_daemons_of_the_backends_that_run_here():
 
 def test_kernel_threads_are_read_from_kthreadds_children():
     from labkit.run.readings import kernel_threads
+
     if not os.path.exists("/proc/2/task/2/children"):
         pytest.skip("this kernel does not list a task's children (CONFIG_PROC_CHILDREN)")
     seen = kernel_threads()
@@ -351,6 +415,7 @@ def test_kernel_threads_are_read_from_kthreadds_children():
     assert str(os.getpid()) not in seen
     # the stat files stay open, at most MAX_OPEN of them; the others are opened and closed each time
     from labkit.run.readings import KernelThreads
+
     capped = KernelThreads()
     capped.MAX_OPEN = 1
     fds = len(os.listdir("/proc/self/fd"))
@@ -364,26 +429,37 @@ def test_readings_without_time_passing_give_no_rows():
 
 
 def test_summarize():
-    rows = [(1.0, "cpu_other_pct", 5.0), (2.0, "cpu_other_pct", 15.0), (1.0, "steal_pct", 0.0),
-            (2.0, "steal_pct", 3.0), (1.0, "freq_min_mhz", 800.0), (2.0, "freq_min_mhz", 1200.0),
-            (1.0, "freq_max_mhz", 3000.0), (1.0, "throttled_periods", 2.0), (2.0, "throttled_periods", 3.0)]
+    rows = [
+        (1.0, "cpu_other_pct", 5.0),
+        (2.0, "cpu_other_pct", 15.0),
+        (1.0, "steal_pct", 0.0),
+        (2.0, "steal_pct", 3.0),
+        (1.0, "freq_min_mhz", 800.0),
+        (2.0, "freq_min_mhz", 1200.0),
+        (1.0, "freq_max_mhz", 3000.0),
+        (1.0, "throttled_periods", 2.0),
+        (2.0, "throttled_periods", 3.0),
+    ]
     s = summarize(rows)
     assert s["cpu_other_max_pct"] == 15.0 and s["cpu_other_mean_pct"] == 10.0 and s["steal_max_pct"] == 3.0
     assert s["freq_min_mhz"] == 800.0 and s["freq_max_mhz"] == 3000.0 and s["throttled_periods"] == 5.0
     assert "iowait_mean_pct" not in s
 
 
-@pytest.mark.parametrize("backend,here", [
-    (SimpleNamespace(name="local"), True),
-    (SimpleNamespace(name="docker", base_url="unix:///var/run/docker.sock", ssh=None), True),
-    (SimpleNamespace(name="docker", base_url="ssh://root@10.0.0.2", ssh=object()), False),
-    (SimpleNamespace(name="docker", base_url="tcp://10.0.0.2:2375", ssh=None), False),
-    (SimpleNamespace(name="lxd"), True),
-    (SimpleNamespace(name="libvirt", local=True), True),
-    (SimpleNamespace(name="libvirt", local=False), False),
-    (SimpleNamespace(name="ssh"), False),
-    (SimpleNamespace(name="openstack"), False),
-])
+@pytest.mark.parametrize(
+    "backend,here",
+    [
+        (SimpleNamespace(name="local"), True),
+        (SimpleNamespace(name="docker", base_url="unix:///var/run/docker.sock", ssh=None), True),
+        (SimpleNamespace(name="docker", base_url="ssh://root@10.0.0.2", ssh=object()), False),
+        (SimpleNamespace(name="docker", base_url="tcp://10.0.0.2:2375", ssh=None), False),
+        (SimpleNamespace(name="lxd"), True),
+        (SimpleNamespace(name="libvirt", local=True), True),
+        (SimpleNamespace(name="libvirt", local=False), False),
+        (SimpleNamespace(name="ssh"), False),
+        (SimpleNamespace(name="openstack"), False),
+    ],
+)
 def test_only_backends_on_this_machine_are_sampled(backend, here):
     assert (remote_reason(backend) is None) is here
 
@@ -392,10 +468,11 @@ def test_remote_backend_records_why_nothing_was_sampled():
     from labkit.core.instance import InstanceSpec
     from labkit.run.hooks import RunContext
     from labkit.run.telemetry import Telemetry
+
     ctx = RunContext(DESIGN.plan()[0], InstanceSpec(), {}, SimpleNamespace(name="ssh"), "lk-x-")
     with Telemetry(0.1).around_run(ctx) as started:
         assert started == []
-    assert ctx.samples == []   # no instance yet, and the host here is not the one that runs them
+    assert ctx.samples == []  # no instance yet, and the host here is not the one that runs them
     summary = ctx.metadata["telemetry"]
     assert summary["collected"] is True and summary["host"].startswith("not sampled: ")
     assert "not collected" in summary["host"] and summary["instance_stats"] == "none: no instance was sampled"
@@ -403,31 +480,47 @@ def test_remote_backend_records_why_nothing_was_sampled():
 
 def test_cgroup_watch_reads_the_campaigns_cgroups_v2(tmp_path):
     from labkit.backends.cgroups import CgroupV2
+
     for name, usage, throttled in (("lk-c-1", 2_000_000, 3), ("lk-c-2", 500_000, 0), ("other", 9_000_000, 9)):
         (tmp_path / name).mkdir()
-        (tmp_path / name / "cpu.stat").write_text(f"usage_usec {usage}\nnr_periods 9\nnr_throttled {throttled}\n")
-    assert CgroupWatch(CgroupV2(str(tmp_path)), "lk-c-").read() == {"lk-c-1": (2.0, 3), "lk-c-2": (0.5, 0),
-                                                                    "lk-c-host-retired": (0.0, 0)}
+        (tmp_path / name / "cpu.stat").write_text(
+            f"usage_usec {usage}\nnr_periods 9\nnr_throttled {throttled}\n"
+        )
+    assert CgroupWatch(CgroupV2(str(tmp_path)), "lk-c-").read() == {
+        "lk-c-1": (2.0, 3),
+        "lk-c-2": (0.5, 0),
+        "lk-c-host-retired": (0.0, 0),
+    }
 
 
 def test_cgroup_watch_reads_the_campaigns_cgroups_v1(tmp_path):
     from labkit.backends.cgroups import CgroupV1
+
     roots = {c: tmp_path / c for c in ("cpuset", "cpu", "cpuacct", "memory")}
     for r in roots.values():
         (r / "lk-c-1").mkdir(parents=True)
     (roots["cpuacct"] / "lk-c-1" / "cpuacct.usage").write_text("1500000000\n")
     (roots["cpu"] / "lk-c-1" / "cpu.stat").write_text("nr_periods 4\nnr_throttled 2\nthrottled_time 7\n")
     assert CgroupWatch(CgroupV1({k: str(v) for k, v in roots.items()}), "lk-c-").read() == {
-        "lk-c-1": (1.5, 2), "lk-c-host-retired": (0.0, 0)}
+        "lk-c-1": (1.5, 2),
+        "lk-c-host-retired": (0.0, 0),
+    }
 
 
 # -- the store's samples table ---------------------------------------------------------------
 
+
 def test_run_and_samples_stored_together_read_and_exported(tmp_path):
     runs = DESIGN.plan()
     with Store.for_campaign(tmp_path, "c1") as st:
-        st.record_run(runs[0], status="failed", started="t", duration_s=1.0, error="boom",
-                      samples=[(0.2, "cpu_pct", 50.0), (0.4, "cpu_pct", 60.0)])
+        st.record_run(
+            runs[0],
+            status="failed",
+            started="t",
+            duration_s=1.0,
+            error="boom",
+            samples=[(0.2, "cpu_pct", 50.0), (0.4, "cpu_pct", 60.0)],
+        )
         st.record_run(runs[1], status="ok", started="t", duration_s=1.0)
         st.record_samples(runs[1].run_id, [(0.2, "load1", 1.0)])
         got = st.samples()
@@ -462,18 +555,37 @@ def test_store_made_before_samples_reads_empty_and_gets_the_table_when_opened_fo
     with sqlite3.connect(path) as db:
         db.execute("DROP TABLE samples")
     with Store(path, readonly=True) as ro:
-        assert ro.samples().empty and list(ro.samples().columns) == ["run_id", "t", "metric", "value", "instance"]
+        assert ro.samples().empty and list(ro.samples().columns) == [
+            "run_id",
+            "t",
+            "metric",
+            "value",
+            "instance",
+        ]
     with Store(path) as rw:
         rw.record_samples("r", [(0.0, "load1", 0.1)])
         assert len(rw.samples()) == 1
 
 
 def test_covariates_are_the_numeric_summary_keys_one_row_per_run():
-    runs = pd.DataFrame({"run_id": ["a", "b", "c"], "metadata": [
-        {"telemetry": {"collected": True, "interval_s": 1.0, "samples": 3, "cpu_other_max_pct": 12.5,
-                       "instance_cpu": "cgroups"}},
-        {"telemetry": {"collected": False, "reason": "remote"}},
-        {}]})
+    runs = pd.DataFrame(
+        {
+            "run_id": ["a", "b", "c"],
+            "metadata": [
+                {
+                    "telemetry": {
+                        "collected": True,
+                        "interval_s": 1.0,
+                        "samples": 3,
+                        "cpu_other_max_pct": 12.5,
+                        "instance_cpu": "cgroups",
+                    }
+                },
+                {"telemetry": {"collected": False, "reason": "remote"}},
+                {},
+            ],
+        }
+    )
     cov = covariates(runs)
     assert list(cov.run_id) == ["a", "b", "c"]
     assert set(cov.columns) == {"run_id", "interval_s", "samples", "cpu_other_max_pct"}

@@ -1,5 +1,6 @@
 """The labkit errors that replaced a TypeError/AttributeError on a None when the package was made
 to type-check (issue 33): each input here used to crash with a Python error, not a labkit one."""
+
 import json
 import secrets
 import xml.etree.ElementTree as ET
@@ -22,8 +23,13 @@ from labkit.workloads import get_workload
 from labkit.workloads.base import network_address
 from labkit.workloads.mpi import mpirun_argv
 
-PATHS = dict(disk="/pool/t.qcow2", kernel="/img/vmlinuz", initrd="/img/initrd.img",
-             cmdline="root=/dev/vda", console_log="/pool/t.console.log")
+PATHS = dict(
+    disk="/pool/t.qcow2",
+    kernel="/img/vmlinuz",
+    initrd="/img/initrd.img",
+    cmdline="root=/dev/vda",
+    console_log="/pool/t.console.log",
+)
 
 
 def domain(spec: InstanceSpec, cpus=None) -> ET.Element:
@@ -42,14 +48,22 @@ def test_an_empty_memory_element_is_a_backend_error():
     dom.find("memory").text = None
     with pytest.raises(BackendError, match="<memory> has no value"):
         domain_facts(ET.tostring(dom, encoding="unicode"))
-    dom.remove(dom.find("memory"))          # no <memory> at all: nothing to report, as before
+    dom.remove(dom.find("memory"))  # no <memory> at all: nothing to report, as before
     assert domain_facts(ET.tostring(dom, encoding="unicode"))["memory_mb"] is None
 
 
 def test_adaptive_functions_refuse_a_design_with_fixed_replication():
     fixed = Design.from_dict({"factors": {"vcpus": [1, 2]}, "replications": 3, "seed": 1})
-    runs = pd.DataFrame({"run_id": ["c0000r001"], "run_order": [0], "config": [0], "replicate": [1],
-                         "status": ["ok"], "value": [1.0]})
+    runs = pd.DataFrame(
+        {
+            "run_id": ["c0000r001"],
+            "run_order": [0],
+            "config": [0],
+            "replicate": [1],
+            "status": ["ok"],
+            "value": [1.0],
+        }
+    )
     for call in (lambda: next_round(fixed, runs, 1), lambda: worst_fixed_equivalent(fixed, runs)):
         with pytest.raises(ConfigError, match="fixed number of replications"):
             call()
@@ -76,8 +90,14 @@ def test_network_address_of_an_instance_on_no_network_is_a_config_error():
 
 
 def _network(be, name: str) -> Network:
-    return Network(name=name, subnet="10.250.0.0/24", host_address="10.250.0.1", addresses=["10.250.0.2"],
-                   device="lktyped0", backend=be)
+    return Network(
+        name=name,
+        subnet="10.250.0.0/24",
+        host_address="10.250.0.1",
+        addresses=["10.250.0.2"],
+        device="lktyped0",
+        backend=be,
+    )
 
 
 def test_a_network_of_another_backend_is_refused_before_connecting():
@@ -99,7 +119,7 @@ def test_joining_a_network_with_a_link_but_no_host_device_is_a_backend_error():
         assert insts[0].host_device is None
         with pytest.raises(BackendError, match="no host-side device on network labkit-typed-net"):
             join_network(insts[0], _network(be, "labkit-typed-net"), parse_link("1gbit/"))
-        assert insts[0].network is None   # nothing recorded
+        assert insts[0].network is None  # nothing recorded
     finally:
         assert teardown(insts) == []
         be.cleanup(prefix + "-")

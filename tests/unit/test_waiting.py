@@ -1,4 +1,5 @@
 """labkit.core.waiting: the one wait/poll helper and the one retry policy, on a fake clock."""
+
 import sqlite3
 
 import pytest
@@ -26,8 +27,10 @@ class FakeClock:
 def test_wait_until_returns_the_first_true_value():
     clock = FakeClock()
     values = iter([None, 0, "ready"])
-    assert wait_until(lambda: next(values), timeout=10, what="x", interval=0.5,
-                      clock=clock, sleep=clock.sleep) == "ready"
+    assert (
+        wait_until(lambda: next(values), timeout=10, what="x", interval=0.5, clock=clock, sleep=clock.sleep)
+        == "ready"
+    )
     assert clock.sleeps == [0.5, 0.5]
 
 
@@ -39,18 +42,31 @@ def test_wait_until_never_sleeps_past_the_deadline_and_tries_once_at_it():
         seen.append(clock.now - 1000.0)
         return False
 
-    with pytest.raises(BackendError, match=r"timed out after 2 s waiting for the daemon to answer; last: down"):
-        wait_until(never, timeout=2, what="the daemon to answer", interval=0.3, backoff=2, max_interval=1,
-                   detail=lambda: "last: down", clock=clock, sleep=clock.sleep)
-    assert clock.now == 1002.0                                 # never past the deadline
+    with pytest.raises(
+        BackendError, match=r"timed out after 2 s waiting for the daemon to answer; last: down"
+    ):
+        wait_until(
+            never,
+            timeout=2,
+            what="the daemon to answer",
+            interval=0.3,
+            backoff=2,
+            max_interval=1,
+            detail=lambda: "last: down",
+            clock=clock,
+            sleep=clock.sleep,
+        )
+    assert clock.now == 1002.0  # never past the deadline
     assert clock.sleeps == pytest.approx([0.3, 0.6, 1.0, 0.1])  # backoff, capped, then cut at the deadline
-    assert seen[-1] == pytest.approx(2.0)                      # one last look at the deadline
+    assert seen[-1] == pytest.approx(2.0)  # one last look at the deadline
 
 
 def test_wait_until_raises_the_error_asked_for_or_returns_the_last_value():
     clock = FakeClock()
     with pytest.raises(CommandTimeout, match="waiting for ab to end"):
-        wait_until(lambda: False, timeout=1, what="ab to end", error=CommandTimeout, clock=clock, sleep=clock.sleep)
+        wait_until(
+            lambda: False, timeout=1, what="ab to end", error=CommandTimeout, clock=clock, sleep=clock.sleep
+        )
     assert wait_until(lambda: [], timeout=1, what="x", error=None, clock=clock, sleep=clock.sleep) == []
 
 
@@ -85,7 +101,10 @@ def test_retry_retries_transient_errors_only():
             raise Busy("busy")
         return "done"
 
-    assert retry(flaky, transient=Busy, attempts=5, what="x", interval=0.2, clock=clock, sleep=clock.sleep) == "done"
+    assert (
+        retry(flaky, transient=Busy, attempts=5, what="x", interval=0.2, clock=clock, sleep=clock.sleep)
+        == "done"
+    )
     assert len(calls) == 3 and clock.sleeps == [0.2, 0.4]
 
     calls.clear()
@@ -121,8 +140,16 @@ def test_retry_respects_its_deadline():
         raise Busy()
 
     with pytest.raises(Busy):
-        retry(always, transient=Busy, timeout=1.0, what="x", interval=0.4, backoff=1,
-              clock=clock, sleep=clock.sleep)
+        retry(
+            always,
+            transient=Busy,
+            timeout=1.0,
+            what="x",
+            interval=0.4,
+            backoff=1,
+            clock=clock,
+            sleep=clock.sleep,
+        )
     assert clock.now == 1001.0 and calls == pytest.approx([0, 0.4, 0.8, 1.0])
 
 
@@ -130,11 +157,12 @@ def test_retry_classifies_by_code_through_a_function():
     """SQLite's busy error is told by its code (Python 3.11's sqlite_errorcode), not its text."""
     busy = sqlite3.OperationalError("any text at all")
     busy.sqlite_errorcode = sqlite3.SQLITE_BUSY
-    other = sqlite3.OperationalError("database is locked")     # the text says locked, the code does not
+    other = sqlite3.OperationalError("database is locked")  # the text says locked, the code does not
     other.sqlite_errorcode = sqlite3.SQLITE_IOERR
 
     def by_code(e):
         return getattr(e, "sqlite_errorcode", None) == sqlite3.SQLITE_BUSY
+
     assert is_transient(busy, by_code) and not is_transient(other, by_code)
 
 

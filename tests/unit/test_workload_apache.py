@@ -1,4 +1,5 @@
 """ab parser and the httpd+ab runner, against real captured outputs (fixtures/apache)."""
+
 import pytest
 
 from labkit.errors import BenchmarkError, CommandTimeout, ConfigError
@@ -77,8 +78,9 @@ def test_defaults_scale_with_vcpus():
 
 
 def test_run_starts_measures_and_always_stops():
-    inst = FakeInstance({"mktemp": (0, "/tmp/labkit-httpd-abc123\n"),
-                         "ab -n": (0, fixture("apache", "ab_c10.txt"))})
+    inst = FakeInstance(
+        {"mktemp": (0, "/tmp/labkit-httpd-abc123\n"), "ab -n": (0, fixture("apache", "ab_c10.txt"))}
+    )
     out = Apache(requests=2000, concurrency=10).run(inst, {"vcpus": 1})
     assert out[0].metric == "requests_per_s"
     assert inst.ran("-k start") and inst.ran("-k stop") and inst.ran("rm -rf")
@@ -91,8 +93,9 @@ def test_run_starts_measures_and_always_stops():
 
 
 def test_httpd_that_will_not_start():
-    inst = FakeInstance({"mktemp": (0, "/tmp/labkit-httpd-x\n"),
-                         "-k start": (1, "", "(98)Address already in use")})
+    inst = FakeInstance(
+        {"mktemp": (0, "/tmp/labkit-httpd-x\n"), "-k start": (1, "", "(98)Address already in use")}
+    )
     with pytest.raises(BenchmarkError, match="httpd did not start"):
         Apache(requests=10, concurrency=1).run(inst, {"vcpus": 1})
 
@@ -105,8 +108,12 @@ def test_missing_tools_name_their_packages():
 
 
 def test_loopback_down_is_explained():
-    inst = FakeInstance({"mktemp": (0, "/tmp/labkit-httpd-x\n"),
-                         "ab -n": (1, "", "apr_socket_connect(): Network is unreachable (101)")})
+    inst = FakeInstance(
+        {
+            "mktemp": (0, "/tmp/labkit-httpd-x\n"),
+            "ab -n": (1, "", "apr_socket_connect(): Network is unreachable (101)"),
+        }
+    )
     with pytest.raises(BenchmarkError, match="loopback interface is down"):
         Apache(requests=10, concurrency=1).run(inst, {"vcpus": 1})
 
@@ -119,8 +126,15 @@ def served(index: int, address: str) -> FakeInstance:
 
 
 def test_ab_command():
-    assert ab_command(2000, 10, "http://10.0.0.2:3000/index.html") == \
-        ["ab", "-n", "2000", "-c", "10", "-q", "http://10.0.0.2:3000/index.html"]
+    assert ab_command(2000, 10, "http://10.0.0.2:3000/index.html") == [
+        "ab",
+        "-n",
+        "2000",
+        "-c",
+        "10",
+        "-q",
+        "http://10.0.0.2:3000/index.html",
+    ]
     assert ab_command(5, 1, "http://x/", keepalive=True)[-2:] == ["-k", "http://x/"]
 
 
@@ -128,19 +142,23 @@ def test_from_host_loads_every_instance_at_once_and_stops_them_all():
     a, b = served(0, "10.77.0.2"), served(1, "10.77.0.3")
     host = FakeInstance({"ab -n": (0, fixture("apache", "ab_c10.txt"))})
     rows = Apache(path="from_host", requests=2000, concurrency=10).from_host(host, [a, b], {"vcpus": 1})
-    assert {r.instance for r in rows} == {0, 1}                      # one set of rows per instance
+    assert {r.instance for r in rows} == {0, 1}  # one set of rows per instance
     assert sorted(r.value for r in rows if r.metric == "requests_per_s") == [5950.27, 5950.27]
     abs_ = [c for c in host.calls if c[0] == "ab"]
-    assert [c[-1].split(":")[1] for c in abs_] == ["//10.77.0.2", "//10.77.0.3"]   # each its own httpd
-    for inst in (a, b):   # httpd listened on the instance's private address, and was stopped
+    assert [c[-1].split(":")[1] for c in abs_] == ["//10.77.0.2", "//10.77.0.3"]  # each its own httpd
+    for inst in (a, b):  # httpd listened on the instance's private address, and was stopped
         assert inst.ran(f"Listen {inst.address}:") and inst.ran("-k stop") and inst.ran("rm -rf")
-    assert not a.ran("ab -n") and not b.ran("ab -n")                   # no load generator inside
+    assert not a.ran("ab -n") and not b.ran("ab -n")  # no load generator inside
 
 
 def test_from_host_failure_of_one_ab_fails_the_run_and_stops_both_httpd():
     a, b = served(0, "10.77.0.2"), served(1, "10.77.0.3")
-    host = FakeInstance({"10.77.0.3": (22, "apr_socket_recv: Connection reset by peer (104)"),
-                         "ab -n": (0, fixture("apache", "ab_c10.txt"))})
+    host = FakeInstance(
+        {
+            "10.77.0.3": (22, "apr_socket_recv: Connection reset by peer (104)"),
+            "ab -n": (0, fixture("apache", "ab_c10.txt")),
+        }
+    )
     with pytest.raises(BenchmarkError, match="ab against httpd in inst1 exited 22"):
         Apache(path="from_host", requests=2000, concurrency=10).from_host(host, [a, b], {"vcpus": 1})
     assert a.ran("-k stop") and b.ran("-k stop")
@@ -148,7 +166,7 @@ def test_from_host_failure_of_one_ab_fails_the_run_and_stops_both_httpd():
 
 def test_from_host_timeout_kills_every_ab():
     a = served(0, "10.77.0.2")
-    host = FakeInstance({"ab -n": (None, "")})                           # runs until killed
+    host = FakeInstance({"ab -n": (None, "")})  # runs until killed
     with pytest.raises(CommandTimeout, match="timeout_s=0.1s"):
         Apache(path="from_host", requests=10, concurrency=1, timeout_s=0.1).from_host(host, [a], {"vcpus": 1})
     assert host.ran("kill ab -n") and a.ran("-k stop")
@@ -158,9 +176,10 @@ def test_from_host_needs_the_private_network():
     w = Apache(path="from_host", requests=10, concurrency=1)
     assert w.spans({}) and Apache(path="instances").spans({}) and not Apache().spans({})
     from labkit.run.network_setup import mode_for
-    assert mode_for({}, w, {}) == "private" and mode_for({}, Apache(), {}) == "none"   # the default network
+
+    assert mode_for({}, w, {}) == "private" and mode_for({}, Apache(), {}) == "none"  # the default network
     with pytest.raises(ConfigError, match="from_host.*network: private"):
-        w.run_group([FakeInstance()], {"vcpus": 1})                     # network None
+        w.run_group([FakeInstance()], {"vcpus": 1})  # network None
     with pytest.raises(ConfigError, match="no address"):
         w.from_host(FakeInstance(), [FakeInstance()], {"vcpus": 1})
     with pytest.raises(ConfigError, match="path"):

@@ -1,5 +1,6 @@
 """bonnie++ parser against real captured output (tests/unit/fixtures/bonnie: bonnie++ 2.00a,
 `bonnie++ -d DIR -s 256 -r 128 -n 0 -u root -q -f -m labkit`, on this project's machine)."""
+
 from pathlib import Path
 
 import pytest
@@ -37,7 +38,7 @@ def test_command_and_parameters():
     argv = w.command(w.params, "/w/bonnie")
     assert argv[:3] == ["bonnie++", "-d", "/w/bonnie"]
     assert argv[argv.index("-s") + 1] == "64" and argv[argv.index("-r") + 1] == "32"
-    assert argv[-1] == "-D"          # O_DIRECT by default: the disk, not the page cache
+    assert argv[-1] == "-D"  # O_DIRECT by default: the disk, not the page cache
     buffered = get_workload("bonnie", size_mb=64, direct="false")
     assert "-D" not in buffered.command(buffered.params, "/w")
     with pytest.raises(ConfigError, match="at least twice ram_mb"):
@@ -51,8 +52,11 @@ def test_file_creation_results_and_concurrent_copies():
     bonnie++ 2.00a run captured here with `bonnie++ -d DIR -s 64 -r 32 -n 4 -f -q -u root -m labkit
     -c 4 -D` (bonnie_64m_n4_c4.txt); the untimed rates ('+++++') are left out."""
     rows = {r.metric: (r.value, r.unit) for r in parse((FIX / "bonnie_64m_n4_c4.txt").read_text())}
-    assert rows == {"write_kib_per_s": (99475.0, "KiB/s"), "create_per_s": (1007.0, "files/s"),
-                    "random_create_per_s": (1285.0, "files/s")}
+    assert rows == {
+        "write_kib_per_s": (99475.0, "KiB/s"),
+        "create_per_s": (1007.0, "files/s"),
+        "random_create_per_s": (1285.0, "files/s"),
+    }
 
 
 def test_files_and_concurrency_reach_the_command_and_are_checked():
@@ -61,7 +65,13 @@ def test_files_and_concurrency_reach_the_command_and_are_checked():
     assert argv[argv.index("-n") + 1] == "25" and argv[argv.index("-c") + 1] == "4"
     plain = get_workload("bonnie", size_mb=64)
     argv = plain.command(plain.params, "/w")
-    assert argv[argv.index("-n") + 1] == "0" and "-c" not in argv     # the default: no file tests, one copy
-    for key, bad in (("files", -1), ("files", 1001), ("files", "25 -x"), ("concurrency", 0), ("concurrency", 65)):
+    assert argv[argv.index("-n") + 1] == "0" and "-c" not in argv  # the default: no file tests, one copy
+    for key, bad in (
+        ("files", -1),
+        ("files", 1001),
+        ("files", "25 -x"),
+        ("concurrency", 0),
+        ("concurrency", 65),
+    ):
         with pytest.raises(ConfigError, match=f"bonnie.*{key}.*an integer from"):
             get_workload("bonnie", **{key: bad})

@@ -7,6 +7,7 @@ report format and PARSEC's hooks lines; tests/integration/test_npb_parsec.py run
 the workloads on real backends. The parsecmgmt wrapper's fixtures (``parsec/blackscholes_*``)
 are reconstructed from parsecmgmt's documented run log (no program here prints it).
 """
+
 import pytest
 
 from labkit.errors import BenchmarkError, ConfigError
@@ -20,8 +21,14 @@ OMP = fixture("npb", "zs_S_omp_2threads.txt")
 HOOKS = fixture("parsec", "parsec_like_2threads.txt")
 
 
-@pytest.mark.parametrize("workload", [Parsec(binary="/opt/p/bin/parsec_like"),
-                                      Parsec(install_path="/opt/parsec-3.0"), Npb(install_path="/opt/npb")])
+@pytest.mark.parametrize(
+    "workload",
+    [
+        Parsec(binary="/opt/p/bin/parsec_like"),
+        Parsec(install_path="/opt/parsec-3.0"),
+        Npb(install_path="/opt/npb"),
+    ],
+)
 def test_experimental_runners_say_so_in_every_run(workload):
     # what a run stores of the workload (its version facts) marks the runner experimental
     assert workload.experimental and workload.version(FakeInstance())["experimental"] is True
@@ -59,7 +66,9 @@ def test_parsec_truncated_and_foreign():
 def test_parse_parsec_hooks_of_a_threaded_run():
     rows = parse_parsec_hooks(HOOKS, ["parsec_like"], 1, threads=2)
     assert [(r.metric, r.value, r.unit, r.instance) for r in rows] == [
-        ("roi_time_s", 0.088, "s", 1), ("threads", 2, "count", 1)]
+        ("roi_time_s", 0.088, "s", 1),
+        ("threads", 2, "count", 1),
+    ]
     with pytest.raises(BenchmarkError, match="says 2 threads, the run asked for 4"):
         parse_parsec_hooks(HOOKS, threads=4)
 
@@ -77,7 +86,10 @@ def test_parsec_hooks_truncated_unhooked_and_untimed():
 
 def test_parse_npb_mpi_report():
     rows, info = parse_npb(MPI)
-    assert {r.metric: (r.value, r.unit) for r in rows} == {"time_s": (0.18, "s"), "mops_total": (380.61, "Mop/s")}
+    assert {r.metric: (r.value, r.unit) for r in rows} == {
+        "time_s": (0.18, "s"),
+        "mops_total": (380.61, "Mop/s"),
+    }
     assert info == {"benchmark": "ZS", "class": "S", "version": "labkit-test", "processes": 2}
 
 
@@ -98,7 +110,7 @@ def test_npb_truncated_and_malformed():
     with pytest.raises(BenchmarkError, match="Mop/s total"):
         parse_npb(MPI[: MPI.index("Mop/s total")])
     with pytest.raises(BenchmarkError, match="non-numeric"):
-        parse_npb(MPI.replace("380.61", "************"))   # Fortran's f12.2 overflowing
+        parse_npb(MPI.replace("380.61", "************"))  # Fortran's f12.2 overflowing
     with pytest.raises(BenchmarkError):
         parse_npb("")
 
@@ -110,7 +122,10 @@ def test_npb_run_sets_threads_checks_the_report_and_launcher():
     rows = w.run(inst, w.params_for({"threads": 2}, 4))
     assert inst.calls[-1] == ["/opt/npb/bin/zs.S.x"]
     assert {(r.metric, r.value, r.instance) for r in rows} == {
-        ("time_s", 0.25, 1), ("mops_total", 267.56, 1), ("threads", 2, 1)}
+        ("time_s", 0.25, 1),
+        ("mops_total", 267.56, 1),
+        ("threads", 2, 1),
+    }
     assert w.version(inst)["npb"] == "labkit-test" and not w.spans({})
     with pytest.raises(BenchmarkError, match="says 2 threads, the run asked for 4"):
         w.run(inst, w.params_for({}, 4))
@@ -142,12 +157,27 @@ def test_missing_install_is_explained():
 
 
 def test_parsec_run_command():
-    inst = FakeInstance({"parsecmgmt": (0, fixture("parsec", "blackscholes_simsmall.txt")),
-                         "cat /opt/parsec-3.0/version": (0, "3.0-beta-20150206\n")})
+    inst = FakeInstance(
+        {
+            "parsecmgmt": (0, fixture("parsec", "blackscholes_simsmall.txt")),
+            "cat /opt/parsec-3.0/version": (0, "3.0-beta-20150206\n"),
+        }
+    )
     w = Parsec(install_path="/opt/parsec-3.0/", package="swaptions", input="native")
     rows = w.run(inst, w.params_for({}, 8))
-    assert inst.calls[-1] == ["/opt/parsec-3.0/bin/parsecmgmt", "-a", "run", "-p", "swaptions", "-i",
-                              "native", "-n", "8", "-c", "gcc"]
+    assert inst.calls[-1] == [
+        "/opt/parsec-3.0/bin/parsecmgmt",
+        "-a",
+        "run",
+        "-p",
+        "swaptions",
+        "-i",
+        "native",
+        "-n",
+        "8",
+        "-c",
+        "gcc",
+    ]
     assert rows[0].metric == "wall_time_s"
     assert w.version(inst)["parsec"] == "3.0-beta-20150206"
 

@@ -1,4 +1,5 @@
 """fio JSON parser and runner, against real captured outputs (fixtures/fio)."""
+
 import json
 
 import pytest

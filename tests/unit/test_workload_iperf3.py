@@ -1,4 +1,5 @@
 """iperf3 JSON parser, address guard and runners, against real captured outputs (fixtures/iperf3)."""
+
 import json
 
 import pytest
@@ -76,19 +77,36 @@ def test_other_addresses_are_refused(bad):
 
 def test_client_command():
     assert client_command("10.0.0.1", 5201, "udp", 2, "1G") == [
-        "iperf3", "-c", "10.0.0.1", "-p", "5201", "-t", "2", "-P", "1", "-J", "-u", "-b", "1G"]
+        "iperf3",
+        "-c",
+        "10.0.0.1",
+        "-p",
+        "5201",
+        "-t",
+        "2",
+        "-P",
+        "1",
+        "-J",
+        "-u",
+        "-b",
+        "1G",
+    ]
 
 
 def test_loopback_run_starts_and_stops_servers():
-    inst = FakeInstance({"iperf3 -c 127.0.0.1 -p 5300 -t 1 -P 1 -J -u": (0, fixture("iperf3", "iperf3_udp.json")),
-                         "iperf3 -c 127.0.0.1": (0, fixture("iperf3", "iperf3_tcp.json"))})
+    inst = FakeInstance(
+        {
+            "iperf3 -c 127.0.0.1 -p 5300 -t 1 -P 1 -J -u": (0, fixture("iperf3", "iperf3_udp.json")),
+            "iperf3 -c 127.0.0.1": (0, fixture("iperf3", "iperf3_tcp.json")),
+        }
+    )
     w = Iperf3(duration_s=1, port=5300)
     assert w.response == "tcp_mbit_per_s"
     rows = w.run(inst, w.params_for({}, 1))
     assert [r.metric for r in rows][:1] == ["tcp_mbit_per_s"] and rows[3].metric == "udp_mbit_per_s"
     servers = [c for c in inst.calls if "iperf3 -s -1 -D" in " ".join(c)]
     assert len(servers) == 2 and all("-B 127.0.0.1" in " ".join(c) for c in servers)
-    assert sum("kill -0 $p" in " ".join(c) for c in inst.calls) == 2   # stopped, and waited for
+    assert sum("kill -0 $p" in " ".join(c) for c in inst.calls) == 2  # stopped, and waited for
     assert Iperf3(protocol="udp").response == "udp_mbit_per_s"
     with pytest.raises(ConfigError):
         Iperf3(protocol="quic")
@@ -110,7 +128,9 @@ def test_pair_client_failure_still_stops_server():
 
 
 def test_loopback_down_is_explained():
-    unreachable = fixture("iperf3", "iperf3_refused.json").replace("Connection refused", "Network is unreachable")
+    unreachable = fixture("iperf3", "iperf3_refused.json").replace(
+        "Connection refused", "Network is unreachable"
+    )
     inst = FakeInstance({"iperf3 -c": (0, unreachable)})
     with pytest.raises(BenchmarkError, match="loopback interface is down"):
         Iperf3(protocol="tcp", port=5302).run(inst, {"vcpus": 1})

@@ -1,4 +1,5 @@
 """labkit.run.noise with a scripted backend: order of operations, confirmation, teardown on every path."""
+
 import pytest
 
 from labkit.core.instance import InstanceSpec
@@ -7,7 +8,7 @@ from labkit.run.noise import KINDS, load_command, neighbours
 
 from .fixtures.fakes import FakeInstance
 
-RUNNING = (None, "")          # the load runs until it is killed
+RUNNING = (None, "")  # the load runs until it is killed
 
 
 class FakeBackend:
@@ -28,8 +29,12 @@ class FakeBackend:
 
 
 def answers(running=RUNNING, workers="2\n", **extra):
-    base = {"labkit-noise.log 2>&1": running, "pgrep": (0, workers),
-            "command -v": (0, "/usr/bin/tool\n"), "--version": (0, "stress-ng, version 0.15.06\n")}
+    base = {
+        "labkit-noise.log 2>&1": running,
+        "pgrep": (0, workers),
+        "command -v": (0, "/usr/bin/tool\n"),
+        "--version": (0, "stress-ng, version 0.15.06\n"),
+    }
     base.update(extra)
     return base
 
@@ -47,7 +52,7 @@ def test_cpu_neighbours_start_confirm_stop_teardown():
     with neighbours(be, spec, "cpu", count=2) as group:
         assert len(group) == 2 and len(be.made) == 2
         for inst in be.made:
-            assert inst.spec.count == 1 and inst.spec.vcpus == 2      # same spec, one each
+            assert inst.spec.count == 1 and inst.spec.vcpus == 2  # same spec, one each
             assert inst.ran("stress-ng --cpu 2") and inst.ran("pgrep -c stress-ng")
             assert not inst.ran("kill") and not inst._destroyed
         assert group[0]["kind"] == "cpu" and group[0]["workers"] == 2
@@ -113,9 +118,11 @@ def test_load_commands():
     spec = InstanceSpec(vcpus=2, memory_mb=1000)
     assert load_command("cpu", spec, "/w") == "stress-ng --cpu 2 --timeout 3600s"
     assert "--vm 2 --vm-bytes 200M" in load_command("memory", spec, "/w")
-    assert "--temp-path /w" in load_command("io", spec, "/w", max_s=60) and "--timeout 60s" in load_command("io", spec, "/w", max_s=60)
+    assert "--temp-path /w" in load_command("io", spec, "/w", max_s=60) and "--timeout 60s" in load_command(
+        "io", spec, "/w", max_s=60
+    )
     net = load_command("network", spec, "/w", port=23456)
-    assert "-B 127.0.0.1 -p 23456" in net and "-c 127.0.0.1 -p 23456" in net   # loopback only
+    assert "-B 127.0.0.1 -p 23456" in net and "-c 127.0.0.1 -p 23456" in net  # loopback only
     assert "sysbench cpu run" in load_command("command", spec, "/w", command="sysbench cpu run")
     assert set(KINDS) == {"none", "cpu", "memory", "io", "network", "command"}
 

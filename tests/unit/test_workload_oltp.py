@@ -1,6 +1,7 @@
 """sysbench OLTP parser against real captured output (fixtures/sysbench/
 sysbench_oltp_read_write.txt: sysbench 1.0.20 oltp_read_write, 1 table of 1000 rows, 2 s,
 against MariaDB 10.11 in another local instance, captured through labkit on this machine)."""
+
 from pathlib import Path
 
 import pytest
@@ -14,9 +15,13 @@ TEXT = (Path(__file__).parent / "fixtures" / "sysbench" / "sysbench_oltp_read_wr
 
 def test_oltp_figures():
     rows = {r.metric: (r.value, r.unit) for r in parse(TEXT, instance=1)}
-    assert rows == {"transactions_per_s": (68.42, "tx/s"), "queries_per_s": (1368.34, "queries/s"),
-                    "latency_avg_ms": (14.59, "ms"), "latency_p95_ms": (23.95, "ms"),
-                    "errors": (0.0, "count")}
+    assert rows == {
+        "transactions_per_s": (68.42, "tx/s"),
+        "queries_per_s": (1368.34, "queries/s"),
+        "latency_avg_ms": (14.59, "ms"),
+        "latency_p95_ms": (23.95, "ms"),
+        "errors": (0.0, "count"),
+    }
 
 
 def test_truncated_output_raises():
@@ -53,6 +58,7 @@ def test_a_failed_run_never_shows_the_password():
             res = ExecResult(argv, code, "/tmp/labkit-mariadb-x\n", "boom", 0.1, self.name)
             if check and code:
                 from labkit.errors import CommandError
+
                 raise CommandError(res.describe(), res)
             return res
 
@@ -61,7 +67,7 @@ def test_a_failed_run_never_shows_the_password():
         get_workload("oltp").run_group([server, client], {})
     password = next(a for a in client.seen[0] if a.startswith("--mysql-password=")).split("=", 1)[1]
     assert password not in str(info.value) and "***" in str(info.value)
-    assert any("rm -rf" in " ".join(a) for a in server.seen)   # the server is removed anyway
+    assert any("rm -rf" in " ".join(a) for a in server.seen)  # the server is removed anyway
 
 
 def test_a_busy_port_is_tried_again_with_another_and_gives_up_after_five(monkeypatch):

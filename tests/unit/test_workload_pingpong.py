@@ -2,6 +2,7 @@
 as a parameter and as a factor level with a ConfigError naming the key and the range, and handed
 to the program as one decimal argv word. The real sweep across two instances is
 tests/integration/test_pingpong_sweep.py."""
+
 from __future__ import annotations
 
 import pytest
@@ -41,19 +42,27 @@ def test_run_group_passes_the_size_and_checks_the_output_is_for_it(monkeypatch):
 
     def fake_launch(instances, argv, *, ranks, timeout, binaries, wdir):
         seen.update(argv=argv, ranks=ranks, binaries=binaries, wdir=wdir)
-        out = (f"pingpong_message_bytes {seen.get('print', argv[-1])}\npingpong_latency_us 20.000\n"
-               "pingpong_bandwidth_mb_per_s 51.200\n")
+        out = (
+            f"pingpong_message_bytes {seen.get('print', argv[-1])}\npingpong_latency_us 20.000\n"
+            "pingpong_bandwidth_mb_per_s 51.200\n"
+        )
         return type("R", (), {"stdout": out})(), wdir, 1.5
 
     monkeypatch.setattr(pingpong, "launch", fake_launch)
-    monkeypatch.setattr(pingpong, "remove_launch_dir", lambda instances, wdir: seen.setdefault("removed", wdir))
+    monkeypatch.setattr(
+        pingpong, "remove_launch_dir", lambda instances, wdir: seen.setdefault("removed", wdir)
+    )
     monkeypatch.setattr(pingpong, "cached_binary", lambda: "/cache/labkit-pingpong")
     wl = get_workload("pingpong")
     rows = wl.run_group([object(), object()], {"message_bytes": 1024})
     assert seen["argv"] == [f"{seen['wdir']}/labkit-pingpong", "1024"] and seen["ranks"] == 2
-    assert seen["binaries"] == {"labkit-pingpong": "/cache/labkit-pingpong"} and seen["removed"] == seen["wdir"]
-    assert rows[:2] == [Measurement("pingpong_latency_us", 20.0, "us", 0),
-                        Measurement("pingpong_bandwidth_mb_per_s", 51.2, "MB/s", 0)]
+    assert (
+        seen["binaries"] == {"labkit-pingpong": "/cache/labkit-pingpong"} and seen["removed"] == seen["wdir"]
+    )
+    assert rows[:2] == [
+        Measurement("pingpong_latency_us", 20.0, "us", 0),
+        Measurement("pingpong_bandwidth_mb_per_s", 51.2, "MB/s", 0),
+    ]
     assert rows[2].metric == "wall_time_s" and rows[2].value == 1.5
     seen["print"] = "8"
     with pytest.raises(BenchmarkError, match="not for 1024-byte messages"):

@@ -1,4 +1,5 @@
 """STREAM-format parser (labkit's kernel, real outputs) and array sizing."""
+
 import pytest
 
 from labkit.errors import BenchmarkError, ConfigError
@@ -49,8 +50,12 @@ def test_truncated_output():
 
 def test_failed_validation_and_garbage():
     with pytest.raises(BenchmarkError, match="validate"):
-        parse(REFERENCE.replace("Solution Validates: avg error less than 1.000000e-13 on all three arrays",
-                                "Failed Validation on array a[]"))
+        parse(
+            REFERENCE.replace(
+                "Solution Validates: avg error less than 1.000000e-13 on all three arrays",
+                "Failed Validation on array a[]",
+            )
+        )
     with pytest.raises(BenchmarkError):
         parse("")
     with pytest.raises(BenchmarkError):
@@ -61,7 +66,7 @@ def test_cache_sizes_and_array_sizing():
     assert parse_cache_sizes("32K\n32K\n512K\n32768K\n") == 32 * 1024 * 1024
     assert parse_cache_sizes("") == 0
     llc = 32 * 1024 * 1024
-    assert array_elements(None, llc, None) == 4 * llc // 8           # STREAM's 4x LLC rule
+    assert array_elements(None, llc, None) == 4 * llc // 8  # STREAM's 4x LLC rule
     assert array_elements(None, llc, 512) == int(512 * 1048576 * 0.6 / 3) // 8  # memory cap
     assert array_elements(64, llc, 512) == 64 * 1048576 // 8
     with pytest.raises(ConfigError):
@@ -76,13 +81,17 @@ def test_bad_parameters():
 
 
 def test_run_command_uses_threads_and_sizes():
-    inst = FakeInstance({"cache/index": (0, "32K\n512K\n32768K\n"),
-                         "labkit-stream": (0, fixture("stream", "labkit_stream_2threads.txt"))})
+    inst = FakeInstance(
+        {
+            "cache/index": (0, "32K\n512K\n32768K\n"),
+            "labkit-stream": (0, fixture("stream", "labkit_stream_2threads.txt")),
+        }
+    )
     rows = Stream(ntimes=3).run(inst, {"vcpus": 2, "threads": None})
     assert rows[3].metric == "triad_mb_per_s"
     cmd = inst.calls[-1]
     assert cmd[0] == "/work/labkit-stream" and cmd[2:] == ["3", "2"]
-    assert int(cmd[1]) == int(512 * 1048576 * 0.6 / 3) // 8   # default spec: 512 MB
+    assert int(cmd[1]) == int(512 * 1048576 * 0.6 / 3) // 8  # default spec: 512 MB
 
 
 def test_nonzero_exit_reports_tail():
@@ -99,16 +108,19 @@ def test_ksm_settle_runs_before_the_timed_passes_and_is_reported():
     import subprocess
 
     from labkit.core import cbuild
+
     binary = cbuild.build("stream.c")
-    out = subprocess.run([str(binary), "200000", "3", "1", "1", "300"], capture_output=True, text=True,
-                         timeout=120, check=True).stdout
+    out = subprocess.run(
+        [str(binary), "200000", "3", "1", "1", "300"], capture_output=True, text=True, timeout=120, check=True
+    ).stdout
     r = {m.metric: m.value for m in parse(out)}
     total = 3 * ((200000 * 8 + 4095) // 4096)
     assert f"pages merged of {total} after" in out
     assert 0 <= r["ksm_settle_pages"] <= total and r["ksm_settle_s"] >= 0
-    assert r["ksm_settle_pages"] >= total // 2 or r["ksm_settle_s"] >= 0.3    # merged half, or waited it all
-    plain = subprocess.run([str(binary), "200000", "3", "1", "1"], capture_output=True, text=True,
-                           timeout=120, check=True).stdout
+    assert r["ksm_settle_pages"] >= total // 2 or r["ksm_settle_s"] >= 0.3  # merged half, or waited it all
+    plain = subprocess.run(
+        [str(binary), "200000", "3", "1", "1"], capture_output=True, text=True, timeout=120, check=True
+    ).stdout
     assert "KSM settle" not in plain and "ksm_settle_pages" not in {m.metric for m in parse(plain)}
     inst = FakeInstance({"labkit-stream": (0, out)})
     Stream(array_mb=16, ntimes=3, mergeable=True, ksm_settle_s=2.5).run(inst, {"vcpus": 1})

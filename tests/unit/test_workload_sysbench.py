@@ -1,4 +1,5 @@
 """sysbench parsers against real captured outputs (tests/unit/fixtures/sysbench)."""
+
 from pathlib import Path
 
 import pytest
@@ -40,23 +41,30 @@ def test_threads_events_per_second_from_totals():
     assert rows["latency_avg_ms"] == (1.47, "ms")
 
 
-@pytest.mark.parametrize("name,read,written", [("sysbench_fileio_rndrw.txt", 273.53, 182.35),
-                                               ("sysbench_fileio_seqrd.txt", 8503.53, 0.0)])
+@pytest.mark.parametrize(
+    "name,read,written",
+    [("sysbench_fileio_rndrw.txt", 273.53, 182.35), ("sysbench_fileio_seqrd.txt", 8503.53, 0.0)],
+)
 def test_fileio(name, read, written):
     rows = as_dict(parse("fileio", fixture(name)))
     assert rows["read_mib_per_s"] == (read, "MiB/s")
     assert rows["write_mib_per_s"] == (written, "MiB/s")
-    assert set(rows) == {"read_mib_per_s", "write_mib_per_s", "reads_per_s", "writes_per_s",
-                         "fsyncs_per_s"}
+    assert set(rows) == {"read_mib_per_s", "write_mib_per_s", "reads_per_s", "writes_per_s", "fsyncs_per_s"}
 
 
 def test_instance_index_is_carried():
     assert all(r.instance == 3 for r in parse("cpu", fixture("sysbench_cpu.txt"), instance=3))
 
 
-@pytest.mark.parametrize("test,name", [("cpu", "sysbench_cpu.txt"), ("memory", "sysbench_memory.txt"),
-                                       ("threads", "sysbench_threads.txt"),
-                                       ("fileio", "sysbench_fileio_rndrw.txt")])
+@pytest.mark.parametrize(
+    "test,name",
+    [
+        ("cpu", "sysbench_cpu.txt"),
+        ("memory", "sysbench_memory.txt"),
+        ("threads", "sysbench_threads.txt"),
+        ("fileio", "sysbench_fileio_rndrw.txt"),
+    ],
+)
 def test_truncated_output_raises_with_command_and_tail(test, name):
     text = fixture(name)
     cut = text[: text.index("General statistics") - 5]

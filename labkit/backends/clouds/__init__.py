@@ -14,6 +14,7 @@ This package only gathers the public names: :mod:`~labkit.backends.clouds.provid
 providers by name and :func:`get_provider`, :mod:`~labkit.backends.clouds.base` the contract, and
 each provider its own module.
 """
+
 from __future__ import annotations
 
 from .base import CloudInstance, CloudProvider, ServerRef, ServerState

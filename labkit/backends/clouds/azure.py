@@ -15,6 +15,7 @@ interface (and public address) itself (``networkInterfaceConfigurations``) with
 ``deleteOption: Delete``, as it does the OS disk: deleting the server deletes them all. Servers are
 tagged ``labkit-prefix: <prefix>``; the server id labkit keeps is the VM name (one resource group).
 """
+
 from __future__ import annotations
 
 import base64
@@ -26,14 +27,35 @@ from .base import ACTIVE, BUILDING, ERROR, GONE, CloudProvider, ServerRef, Serve
 from .openstack import public_key
 
 NETWORK_API = "2023-09-01"
-SETUP_HINT = ("set AZURE_SUBSCRIPTION_ID and the credentials DefaultAzureCredential reads "
-              "(AZURE_TENANT_ID, AZURE_CLIENT_ID, AZURE_CLIENT_SECRET, or `az login`)")
-_STATE = {"Succeeded": ACTIVE, "Failed": ERROR, "Creating": BUILDING, "Updating": BUILDING,
-          "Deleting": BUILDING, "Migrating": BUILDING}
-_CONFIG_CODES = {"InvalidParameter", "SkuNotAvailable", "ImageNotFound", "PlatformImageNotFound",
-                 "InvalidResourceReference", "ResourceGroupNotFound", "InvalidTemplate", "BadRequest"}
-_AUTH_CODES = {"AuthorizationFailed", "InvalidAuthenticationToken", "ExpiredAuthenticationToken",
-               "SubscriptionNotFound", "InvalidSubscriptionId"}
+SETUP_HINT = (
+    "set AZURE_SUBSCRIPTION_ID and the credentials DefaultAzureCredential reads "
+    "(AZURE_TENANT_ID, AZURE_CLIENT_ID, AZURE_CLIENT_SECRET, or `az login`)"
+)
+_STATE = {
+    "Succeeded": ACTIVE,
+    "Failed": ERROR,
+    "Creating": BUILDING,
+    "Updating": BUILDING,
+    "Deleting": BUILDING,
+    "Migrating": BUILDING,
+}
+_CONFIG_CODES = {
+    "InvalidParameter",
+    "SkuNotAvailable",
+    "ImageNotFound",
+    "PlatformImageNotFound",
+    "InvalidResourceReference",
+    "ResourceGroupNotFound",
+    "InvalidTemplate",
+    "BadRequest",
+}
+_AUTH_CODES = {
+    "AuthorizationFailed",
+    "InvalidAuthenticationToken",
+    "ExpiredAuthenticationToken",
+    "SubscriptionNotFound",
+    "InvalidSubscriptionId",
+}
 #: cloud-init: the admin user's key opens root too (the ssh backend logs in as root by default)
 CLOUD_CONFIG = "#cloud-config\ndisable_root: false\n"
 
@@ -78,15 +100,22 @@ class AzureProvider(CloudProvider):
 
     def _identity(self):
         from .base import require_sdk
+
         return require_sdk("azure.identity", self.EXTRA, self.name)
 
     def translate(self, exc: Exception, what: str) -> Exception:
         """An azure-core/azure-identity error as a labkit error naming ``what``."""
         from azure.core import exceptions as ax
-        if isinstance(exc, ax.ClientAuthenticationError) or type(exc).__name__ == "CredentialUnavailableError":
+
+        if (
+            isinstance(exc, ax.ClientAuthenticationError)
+            or type(exc).__name__ == "CredentialUnavailableError"
+        ):
             return BackendUnavailable(f"azure: {what}: {str(exc)[:400]}; {SETUP_HINT}")
         if isinstance(exc, ax.ServiceRequestError):
-            return BackendUnavailable(f"azure: {what}: cannot reach Azure Resource Manager ({str(exc)[:300]})")
+            return BackendUnavailable(
+                f"azure: {what}: cannot reach Azure Resource Manager ({str(exc)[:300]})"
+            )
         if isinstance(exc, ax.HttpResponseError):
             code = getattr(getattr(exc, "error", None), "code", None) or ""
             text = f"azure: {what}: HTTP {exc.status_code} {code}: {str(getattr(exc.error, 'message', '') or exc.message)[:500]}"
@@ -99,6 +128,7 @@ class AzureProvider(CloudProvider):
 
     def _call(self, what: str, fn, *args, **kwargs):
         from azure.core.exceptions import AzureError
+
         try:
             return fn(*args, **kwargs)
         except AzureError as exc:
@@ -106,58 +136,104 @@ class AzureProvider(CloudProvider):
 
     # -- hooks -------------------------------------------------------------------------
     def check(self) -> None:
-        self._call("list servers", lambda: next(iter(self.client.virtual_machines.list(self.resource_group)), None))
+        self._call(
+            "list servers", lambda: next(iter(self.client.virtual_machines.list(self.resource_group)), None)
+        )
 
     def body(self, name: str, flavor: str, image: str, tags: dict) -> dict:
         """The VirtualMachine resource (REST JSON) of server ``name``."""
         if not self.location or not self.subnet_id:
-            raise ConfigError("cloud provider azure: 'location' and 'subnet_id' are required to create servers")
+            raise ConfigError(
+                "cloud provider azure: 'location' and 'subnet_id' are required to create servers"
+            )
         if not self.key_filename:
-            raise ConfigError("cloud provider azure: 'key_filename' (a private key; its public half opens the server) "
-                              "is required")
+            raise ConfigError(
+                "cloud provider azure: 'key_filename' (a private key; its public half opens the server) "
+                "is required"
+            )
         if image.startswith("/subscriptions/"):
             ref = {"id": image}
         else:
             parts = image.split(":")
             if len(parts) != 4 or not all(parts):
-                raise ConfigError(f"cloud provider azure: image {image!r}: a URN publisher:offer:sku:version "
-                                  "or an image resource id")
+                raise ConfigError(
+                    f"cloud provider azure: image {image!r}: a URN publisher:offer:sku:version "
+                    "or an image resource id"
+                )
             ref = dict(zip(("publisher", "offer", "sku", "version"), parts))
-        ipconf: dict[str, Any] = {"name": "ipconfig1", "properties": {"subnet": {"id": self.subnet_id}, "primary": True}}
+        ipconf: dict[str, Any] = {
+            "name": "ipconfig1",
+            "properties": {"subnet": {"id": self.subnet_id}, "primary": True},
+        }
         if self.public_ip:
             ipconf["properties"]["publicIPAddressConfiguration"] = {
-                "name": f"{name}-ip", "properties": {"deleteOption": "Delete"}, "sku": {"name": "Standard"}}
+                "name": f"{name}-ip",
+                "properties": {"deleteOption": "Delete"},
+                "sku": {"name": "Standard"},
+            }
         return {
             "location": self.location,
             "tags": dict(tags),
             "properties": {
                 "hardwareProfile": {"vmSize": flavor},
-                "storageProfile": {"imageReference": ref,
-                                   "osDisk": {"createOption": "FromImage", "deleteOption": "Delete"}},
+                "storageProfile": {
+                    "imageReference": ref,
+                    "osDisk": {"createOption": "FromImage", "deleteOption": "Delete"},
+                },
                 "osProfile": {
-                    "computerName": name, "adminUsername": self.admin_username,
+                    "computerName": name,
+                    "adminUsername": self.admin_username,
                     "customData": base64.b64encode(CLOUD_CONFIG.encode()).decode(),
-                    "linuxConfiguration": {"disablePasswordAuthentication": True, "ssh": {"publicKeys": [
-                        {"path": f"/home/{self.admin_username}/.ssh/authorized_keys",
-                         "keyData": public_key(self.key_filename)}]}}},
+                    "linuxConfiguration": {
+                        "disablePasswordAuthentication": True,
+                        "ssh": {
+                            "publicKeys": [
+                                {
+                                    "path": f"/home/{self.admin_username}/.ssh/authorized_keys",
+                                    "keyData": public_key(self.key_filename),
+                                }
+                            ]
+                        },
+                    },
+                },
                 "networkProfile": {
                     "networkApiVersion": "2020-11-01",
-                    "networkInterfaceConfigurations": [{
-                        "name": f"{name}-nic",
-                        "properties": {"primary": True, "deleteOption": "Delete", "ipConfigurations": [ipconf]}}]},
+                    "networkInterfaceConfigurations": [
+                        {
+                            "name": f"{name}-nic",
+                            "properties": {
+                                "primary": True,
+                                "deleteOption": "Delete",
+                                "ipConfigurations": [ipconf],
+                            },
+                        }
+                    ],
+                },
             },
         }
 
     def _create(self, name: str, flavor: str, image: str, tags: dict) -> str:
-        self._call(f"create server {name}", self.client.virtual_machines.begin_create_or_update,
-                   self.resource_group, name, self.body(name, flavor, image, tags), polling=False)
+        self._call(
+            f"create server {name}",
+            self.client.virtual_machines.begin_create_or_update,
+            self.resource_group,
+            name,
+            self.body(name, flavor, image, tags),
+            polling=False,
+        )
         return name
 
     def _get(self, name: str):
         from azure.core.exceptions import ResourceNotFoundError
+
         try:
-            return self._call(f"get server {name}", self.client.virtual_machines.get, self.resource_group, name,
-                              expand="instanceView")
+            return self._call(
+                f"get server {name}",
+                self.client.virtual_machines.get,
+                self.resource_group,
+                name,
+                expand="instanceView",
+            )
         except BackendError as exc:
             if isinstance(exc.__cause__, ResourceNotFoundError):
                 return None
@@ -165,6 +241,7 @@ class AzureProvider(CloudProvider):
 
     def _arm_get(self, resource_id: str) -> dict:
         from azure.core.rest import HttpRequest
+
         req = HttpRequest("GET", f"{resource_id}?api-version={NETWORK_API}")
         resp = self._call(f"get {resource_id}", self.client.send_request, req)
         try:
@@ -192,13 +269,20 @@ class AzureProvider(CloudProvider):
         props = vm.get("properties") or {}
         status = _STATE.get(props.get("provisioningState") or "", BUILDING)
         statuses = (props.get("instanceView") or {}).get("statuses") or []
-        fault = "; ".join(str(s.get("message") or s.get("code")) for s in statuses if s.get("level") == "Error")
+        fault = "; ".join(
+            str(s.get("message") or s.get("code")) for s in statuses if s.get("level") == "Error"
+        )
         return ServerState(status, self._address(vm) if status == ACTIVE else None, fault)
 
     def _delete(self, server_id: str) -> None:
         if self._get(server_id) is not None:
-            self._call(f"delete server {server_id}", self.client.virtual_machines.begin_delete,
-                       self.resource_group, server_id, polling=False)
+            self._call(
+                f"delete server {server_id}",
+                self.client.virtual_machines.begin_delete,
+                self.resource_group,
+                server_id,
+                polling=False,
+            )
 
     def _gone(self, server_id: str) -> bool:
         return self._get(server_id) is None

@@ -34,6 +34,7 @@ Hooks a provider writes::
         def _gone(self, server_id) -> bool: ...    # deletion finished
         def _list(self, prefix) -> list[ServerRef]: ...   # servers tagged with prefix
 """
+
 from __future__ import annotations
 
 import importlib
@@ -61,8 +62,17 @@ log = logging.getLogger("labkit.backends.clouds")
 TAG = "labkit-prefix"
 #: server states a provider reports through :class:`ServerState`
 BUILDING, ACTIVE, ERROR, GONE = "building", "active", "error", "gone"
-COMMON_OPTIONS = ("prices", "ssh_user", "ssh_port", "key_filename", "boot_timeout", "ssh_timeout",
-                  "poll_interval", "host_key_policy", "known_hosts")
+COMMON_OPTIONS = (
+    "prices",
+    "ssh_user",
+    "ssh_port",
+    "key_filename",
+    "boot_timeout",
+    "ssh_timeout",
+    "poll_interval",
+    "host_key_policy",
+    "known_hosts",
+)
 #: where the host keys of the servers labkit creates are recorded, unless ``known_hosts`` is given
 CLOUD_KNOWN_HOSTS = "~/.cache/labkit/cloud_known_hosts"
 MAX_INSTANCES = 64
@@ -72,6 +82,7 @@ MAX_INSTANCES = 64
 class ServerState:
     """What a provider knows of one server: ``status`` (building/active/error/gone), its SSH
     ``address`` once it has one, and the provider's ``fault`` text in the error state."""
+
     status: str
     address: str | None = None
     fault: str = ""
@@ -80,6 +91,7 @@ class ServerState:
 @dataclass(frozen=True)
 class ServerRef:
     """A server a provider listed: its ``name``, provider ``id`` and ``tags``."""
+
     name: str
     id: str
     tags: dict = field(default_factory=dict, hash=False)
@@ -88,6 +100,7 @@ class ServerRef:
 @dataclass(frozen=True)
 class CloudInstance:
     """A server that answered over SSH: what the ``ssh`` backend and a testbed host need."""
+
     name: str
     id: str
     provider: str
@@ -106,22 +119,39 @@ class CloudInstance:
     def host(self) -> dict:
         """A testbed host mapping (``labkit.run.testbed`` ``hosts:`` entry): name, address, port, user,
         key, platforms ``[ssh]``, labels (provider, flavor, image, instance id) and price_per_hour."""
-        return {"name": self.name, "address": self.address, "port": self.port, "user": self.user,
-                "key": self.key_filename, "platforms": ["ssh"],
-                "labels": {"provider": self.provider, "flavor": self.flavor, "image": self.image,
-                           "instance_id": self.id},
-                "price_per_hour": self.price_per_hour, "host_key_policy": self.host_key_policy,
-                **({"known_hosts": self.known_hosts} if self.known_hosts else {})}
+        return {
+            "name": self.name,
+            "address": self.address,
+            "port": self.port,
+            "user": self.user,
+            "key": self.key_filename,
+            "platforms": ["ssh"],
+            "labels": {
+                "provider": self.provider,
+                "flavor": self.flavor,
+                "image": self.image,
+                "instance_id": self.id,
+            },
+            "price_per_hour": self.price_per_hour,
+            "host_key_policy": self.host_key_policy,
+            **({"known_hosts": self.known_hosts} if self.known_hosts else {}),
+        }
 
     def ssh_options(self) -> dict:
         """Keyword arguments of :class:`labkit.backends.ssh.SshBackend` for this server."""
-        return {"host": self.address, "port": self.port, "user": self.user,
-                "key_filename": self.key_filename, "host_key_policy": self.host_key_policy,
-                "known_hosts": self.known_hosts}
+        return {
+            "host": self.address,
+            "port": self.port,
+            "user": self.user,
+            "key_filename": self.key_filename,
+            "host_key_policy": self.host_key_policy,
+            "known_hosts": self.known_hosts,
+        }
 
     def ssh_backend(self, **options: Any) -> SshBackend:
         """An :class:`~labkit.backends.ssh.SshBackend` on this server (``options`` are passed on)."""
         from ..ssh import SshBackend
+
         return SshBackend(**self.ssh_options(), **options)
 
     def metrics(self) -> dict:
@@ -135,19 +165,26 @@ def require_sdk(module: str, extra: str, provider: str) -> ModuleType:
     try:
         return importlib.import_module(module)
     except ImportError as exc:
-        raise BackendUnavailable(f"the {provider} provider needs the Python package {module.split('.')[0]!r} "
-                                 f"({exc}); install it with: pip install 'labkit[{extra}]'") from exc
+        raise BackendUnavailable(
+            f"the {provider} provider needs the Python package {module.split('.')[0]!r} "
+            f"({exc}); install it with: pip install 'labkit[{extra}]'"
+        ) from exc
 
 
 def _number(where: str, value, lo: float, hi: float) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
-            or not lo <= value <= hi:
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or not math.isfinite(value)
+        or not lo <= value <= hi
+    ):
         raise ConfigError(f"{where}: a number in [{lo:g}, {hi:g}], got {str(value)[:40]!r}")
     return float(value)
 
 
 class CloudProvider(ABC):
     """The shared work of every cloud: names, tags, deadlines, SSH readiness, cleanup."""
+
     name = "cloud"
     EXTRA = ""
     MODULE = ""
@@ -157,13 +194,20 @@ class CloudProvider(ABC):
         allowed = COMMON_OPTIONS + self.OPTIONS
         unknown = sorted(k for k in options if k not in allowed)
         if unknown:
-            raise ConfigError(f"cloud provider {self.name}: unknown option(s) {', '.join(unknown)}; "
-                              f"allowed: {', '.join(allowed)}")
+            raise ConfigError(
+                f"cloud provider {self.name}: unknown option(s) {', '.join(unknown)}; "
+                f"allowed: {', '.join(allowed)}"
+            )
         where = f"cloud provider {self.name}"
         prices = options.pop("prices", None) or {}
         if not isinstance(prices, dict) or any(
-                not isinstance(k, str) or isinstance(v, bool) or not isinstance(v, (int, float))
-                or not math.isfinite(v) or v < 0 for k, v in prices.items()):
+            not isinstance(k, str)
+            or isinstance(v, bool)
+            or not isinstance(v, (int, float))
+            or not math.isfinite(v)
+            or v < 0
+            for k, v in prices.items()
+        ):
             raise ConfigError(f"{where}: 'prices' must map flavor names to a price per hour >= 0")
         self.prices = {k: float(v) for k, v in prices.items()}
         self.ssh_user = options.pop("ssh_user", "root")
@@ -177,7 +221,9 @@ class CloudProvider(ABC):
         self.boot_timeout = _number(f"{where}: 'boot_timeout'", options.pop("boot_timeout", 900), 1, 7200)
         self.ssh_timeout = _number(f"{where}: 'ssh_timeout'", options.pop("ssh_timeout", 10), 0.5, 120)
         self.poll_interval = _number(f"{where}: 'poll_interval'", options.pop("poll_interval", 2), 0.0, 60)
-        self.host_key_policy = hostkeys.check_policy(options.pop("host_key_policy", hostkeys.ACCEPT_NEW), where)
+        self.host_key_policy = hostkeys.check_policy(
+            options.pop("host_key_policy", hostkeys.ACCEPT_NEW), where
+        )
         given = hostkeys.known_hosts_path(f"{where}: 'known_hosts'", options.pop("known_hosts", None))
         #: True when the known_hosts file is labkit's own (:data:`CLOUD_KNOWN_HOSTS`)
         self.own_known_hosts = given is None
@@ -250,7 +296,7 @@ class CloudProvider(ABC):
             for name, sid, _ in made:
                 try:
                     self.delete(sid)
-                except Exception as exc:   # the first error is the one to report
+                except Exception as exc:  # the first error is the one to report
                     log.warning("could not delete %s (%s) after a failed provision: %s", name, sid, exc)
             raise
 
@@ -260,9 +306,22 @@ class CloudProvider(ABC):
         active = time.monotonic() - t0
         self.wait_new_server(address, deadline, f"{self.name} server {name}")
         after = hostkeys.INSECURE if self.host_key_policy == hostkeys.INSECURE else hostkeys.STRICT
-        return CloudInstance(name, sid, self.name, flavor, image, address, self.ssh_port, self.ssh_user,
-                             self.key_filename, time.monotonic() - t0, self.price_per_hour(flavor), active,
-                             after, self.known_hosts)
+        return CloudInstance(
+            name,
+            sid,
+            self.name,
+            flavor,
+            image,
+            address,
+            self.ssh_port,
+            self.ssh_user,
+            self.key_filename,
+            time.monotonic() - t0,
+            self.price_per_hour(flavor),
+            active,
+            after,
+            self.known_hosts,
+        )
 
     def wait_new_server(self, address: str, deadline: float, what: str) -> float:
         """:func:`wait_ssh` for a server just created, with this provider's user, key and host-key
@@ -270,9 +329,18 @@ class CloudProvider(ABC):
         dropped first: the server is new, so a key recorded for its address was a deleted server's."""
         if self.host_key_policy == hostkeys.ACCEPT_NEW and self.own_known_hosts:
             hostkeys.forget(self.known_hosts, address, self.ssh_port)
-        return wait_ssh(address, self.ssh_port, self.ssh_user, self.key_filename, deadline,
-                        connect_timeout=self.ssh_timeout, interval=self.poll_interval, what=what,
-                        host_key_policy=self.host_key_policy, known_hosts=self.known_hosts)
+        return wait_ssh(
+            address,
+            self.ssh_port,
+            self.ssh_user,
+            self.key_filename,
+            deadline,
+            connect_timeout=self.ssh_timeout,
+            interval=self.poll_interval,
+            what=what,
+            host_key_policy=self.host_key_policy,
+            known_hosts=self.known_hosts,
+        )
 
     def _wait_active(self, name: str, sid: str, deadline: float) -> str:
         """Wait until server ``sid`` is active with an address; that address."""
@@ -283,14 +351,20 @@ class CloudProvider(ABC):
             state = self._state(sid)
             last = state.status
             if state.status == ERROR:
-                raise BackendError(f"{self.name} server {name} ({sid}) failed: {state.fault or 'no fault given'}")
+                raise BackendError(
+                    f"{self.name} server {name} ({sid}) failed: {state.fault or 'no fault given'}"
+                )
             if state.status == GONE:
                 raise BackendError(f"{self.name} server {name} ({sid}) disappeared while booting")
             return state.address if state.status == ACTIVE and state.address else None
 
-        return wait_until(address, timeout=max(0.0, deadline - time.monotonic()), interval=self.poll_interval,
-                          what=f"{self.name} server {name} ({sid}) to be active with an address",
-                          detail=lambda: f"boot_timeout={self.boot_timeout:g}s, last status {last}")
+        return wait_until(
+            address,
+            timeout=max(0.0, deadline - time.monotonic()),
+            interval=self.poll_interval,
+            what=f"{self.name} server {name} ({sid}) to be active with an address",
+            detail=lambda: f"boot_timeout={self.boot_timeout:g}s, last status {last}",
+        )
 
     def delete(self, server_id: str, timeout: float = 300.0) -> None:
         """Delete one server and wait (up to ``timeout`` s) until it is gone; BackendError then."""
@@ -298,8 +372,12 @@ class CloudProvider(ABC):
         self._wait_gone(server_id, server_id, timeout)
 
     def _wait_gone(self, server_id: str, label: str, timeout: float) -> None:
-        wait_until(lambda: self._gone(server_id), timeout=timeout, interval=self.poll_interval,
-                   what=f"{self.name} server {label} to be gone after its deletion")
+        wait_until(
+            lambda: self._gone(server_id),
+            timeout=timeout,
+            interval=self.poll_interval,
+            what=f"{self.name} server {label} to be gone after its deletion",
+        )
 
     def destroy(self, instances: list[CloudInstance]) -> None:
         """Delete ``instances`` (teardown); every one is tried, the first failure is raised."""
@@ -315,8 +393,14 @@ class CloudProvider(ABC):
     def list_labkit(self, prefix: str = "labkit-") -> list[ServerRef]:
         """Servers named ``prefix*`` whose :data:`TAG` starts with ``prefix`` too (sorted by name)."""
         check_prefix(prefix)
-        return sorted((s for s in self._list(prefix) if s.name.startswith(prefix)
-                       and str(s.tags.get(TAG, "")).startswith(prefix)), key=lambda s: s.name)
+        return sorted(
+            (
+                s
+                for s in self._list(prefix)
+                if s.name.startswith(prefix) and str(s.tags.get(TAG, "")).startswith(prefix)
+            ),
+            key=lambda s: s.name,
+        )
 
     def cleanup(self, prefix: str) -> list[str]:
         """Delete every server of :meth:`list_labkit` (``prefix``); returns their names."""
@@ -329,9 +413,19 @@ class CloudProvider(ABC):
         return [s.name for s in found]
 
 
-def wait_ssh(address: str, port: int, user: str, key_filename: str | None, deadline: float, *,
-             connect_timeout: float = 10.0, interval: float = 2.0, what: str = "server",
-             host_key_policy: str = hostkeys.STRICT, known_hosts: str | None = None) -> float:
+def wait_ssh(
+    address: str,
+    port: int,
+    user: str,
+    key_filename: str | None,
+    deadline: float,
+    *,
+    connect_timeout: float = 10.0,
+    interval: float = 2.0,
+    what: str = "server",
+    host_key_policy: str = hostkeys.STRICT,
+    known_hosts: str | None = None,
+) -> float:
     """Block until ``user@address:port`` runs ``true`` over SSH (key auth), or the monotonic
     ``deadline`` passes (BackendError with the last error). Returns the time.monotonic() of success.
     Host keys are checked by ``host_key_policy`` (:func:`labkit.backends.hostkeys.configure`); a
@@ -346,20 +440,33 @@ def wait_ssh(address: str, port: int, user: str, key_filename: str | None, deadl
         hostkeys.configure(client, host_key_policy, known_hosts)
         try:
             t = min(connect_timeout, max(deadline - time.monotonic(), 0.1))
-            client.connect(address, port=port, username=user, key_filename=key_filename, timeout=t,
-                           banner_timeout=t, auth_timeout=t, allow_agent=key_filename is None,
-                           look_for_keys=key_filename is None)
+            client.connect(
+                address,
+                port=port,
+                username=user,
+                key_filename=key_filename,
+                timeout=t,
+                banner_timeout=t,
+                auth_timeout=t,
+                allow_agent=key_filename is None,
+                look_for_keys=key_filename is None,
+            )
             _, out, _ = client.exec_command("true", timeout=t)
             if out.channel.recv_exit_status() == 0:
                 return time.monotonic()
             last = "`true` failed"
         except (paramiko.BadHostKeyException, hostkeys.UnknownHostKey) as exc:
             raise BackendUnavailable(f"{what}: {hostkeys.why_not(exc, address, port, known_hosts)}") from exc
-        except (OSError, paramiko.SSHException, EOFError) as exc:   # not up yet: tried again
+        except (OSError, paramiko.SSHException, EOFError) as exc:  # not up yet: tried again
             last = f"{type(exc).__name__}: {exc}"[:300]
         finally:
             client.close()
         return None
 
-    return wait_until(answers, timeout=max(0.0, deadline - time.monotonic()), interval=interval,
-                      what=f"{what}: SSH on {address}:{port} as {user}", detail=lambda: f"last error: {last}")
+    return wait_until(
+        answers,
+        timeout=max(0.0, deadline - time.monotonic()),
+        interval=interval,
+        what=f"{what}: SSH on {address}:{port} as {user}",
+        detail=lambda: f"last error: {last}",
+    )

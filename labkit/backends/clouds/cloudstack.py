@@ -10,6 +10,7 @@ The flavor is a service offering name, the image a template name. A server is de
 ``group=<prefix>`` (atomic with the deploy) and tagged ``labkit-prefix=<prefix>``; cleanup deletes
 (expunges) servers named ``<prefix>*`` whose tag or group is that prefix.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -18,8 +19,10 @@ from ...errors import BackendError, BackendUnavailable, ConfigError
 from .base import ACTIVE, BUILDING, ERROR, GONE, TAG, CloudProvider, ServerRef, ServerState
 from .openstack import public_key
 
-SETUP_HINT = ("set CLOUDSTACK_ENDPOINT, CLOUDSTACK_KEY and CLOUDSTACK_SECRET, or write a "
-              "cloudstack.ini section and name it with the 'config' option")
+SETUP_HINT = (
+    "set CLOUDSTACK_ENDPOINT, CLOUDSTACK_KEY and CLOUDSTACK_SECRET, or write a "
+    "cloudstack.ini section and name it with the 'config' option"
+)
 _STATE = {"Running": ACTIVE, "Error": ERROR, "Destroyed": GONE, "Expunging": GONE}
 #: CloudStack's API error codes (ApiErrorCode): 401 unauthorized, 431 parameter error,
 #: 432 unsupported action, 436 insufficient capacity, 530 internal error, 533 resource unavailable,
@@ -54,6 +57,7 @@ class CloudStackProvider(CloudProvider):
     def translate(self, exc: Exception, what: str) -> Exception:
         """A ``cs``/requests error as a labkit error naming ``what``."""
         import requests
+
         cs = self.sdk
         if isinstance(exc, requests.RequestException):
             return BackendUnavailable(f"cloudstack: {what}: cannot reach the endpoint ({exc}); {SETUP_HINT}")
@@ -70,6 +74,7 @@ class CloudStackProvider(CloudProvider):
 
     def _call(self, what: str, command: str, **params):
         import requests
+
         cs = self.sdk
         try:
             return getattr(self.api, command)(**params)
@@ -83,8 +88,10 @@ class CloudStackProvider(CloudProvider):
             found = [f for f in found if f.get("name") == wanted]
         if len(found) != 1:
             have = ", ".join(sorted(str(f.get("name")) for f in found)[:10])
-            raise ConfigError(f"cloudstack: {kind} {wanted!r}: {len(found)} match(es)"
-                              + (f" ({have}); name one with the {key!r} option" if found else ""))
+            raise ConfigError(
+                f"cloudstack: {kind} {wanted!r}: {len(found)} match(es)"
+                + (f" ({have}); name one with the {key!r} option" if found else "")
+            )
         return found[0]["id"]
 
     # -- hooks -------------------------------------------------------------------------
@@ -100,29 +107,50 @@ class CloudStackProvider(CloudProvider):
         if self.options.get("keypair"):
             return self.options["keypair"]
         if not self.key_filename:
-            raise ConfigError("cloud provider cloudstack: give 'keypair' (a registered SSH keypair) or "
-                              "'key_filename' (a private key labkit registers)")
+            raise ConfigError(
+                "cloud provider cloudstack: give 'keypair' (a registered SSH keypair) or "
+                "'key_filename' (a private key labkit registers)"
+            )
         name = f"{prefix}key"
         if not self._call("list SSH keypairs", "listSSHKeyPairs", name=name, fetch_list=True):
-            self._call("register SSH keypair", "registerSSHKeyPair", name=name,
-                       publickey=public_key(self.key_filename))
+            self._call(
+                "register SSH keypair",
+                "registerSSHKeyPair",
+                name=name,
+                publickey=public_key(self.key_filename),
+            )
         return name
 
     def _create(self, name: str, flavor: str, image: str, tags: dict) -> str:
         zone = self._zone()
         offering = self._one("service offering", "listServiceOfferings", "flavor", flavor, name=flavor)
-        template = self._one("template", "listTemplates", "image", image, name=image,
-                             templatefilter="executable", zoneid=zone)
-        params = {"serviceofferingid": offering, "templateid": template, "zoneid": zone, "name": name,
-                  "displayname": name, "group": tags[TAG], "keypair": self._keypair(tags[TAG])}
+        template = self._one(
+            "template", "listTemplates", "image", image, name=image, templatefilter="executable", zoneid=zone
+        )
+        params = {
+            "serviceofferingid": offering,
+            "templateid": template,
+            "zoneid": zone,
+            "name": name,
+            "displayname": name,
+            "group": tags[TAG],
+            "keypair": self._keypair(tags[TAG]),
+        }
         if self.options.get("network"):
-            params["networkids"] = [self._one("network", "listNetworks", "network", self.options["network"],
-                                              zoneid=zone)]
+            params["networkids"] = [
+                self._one("network", "listNetworks", "network", self.options["network"], zoneid=zone)
+            ]
         vm = self._call(f"deploy {name}", "deployVirtualMachine", **params)
         try:
-            self._call(f"tag {name}", "createTags", resourceids=[vm["id"]], resourcetype="UserVm",
-                       tags=[{"key": k, "value": v} for k, v in tags.items()], fetch_result=True)
-        except BaseException:   # not returned to provision(): delete it here
+            self._call(
+                f"tag {name}",
+                "createTags",
+                resourceids=[vm["id"]],
+                resourcetype="UserVm",
+                tags=[{"key": k, "value": v} for k, v in tags.items()],
+                fetch_result=True,
+            )
+        except BaseException:  # not returned to provision(): delete it here
             self.delete(vm["id"])
             raise
         return vm["id"]
@@ -137,8 +165,10 @@ class CloudStackProvider(CloudProvider):
         if vm is None:
             return ServerState(GONE)
         nics = vm.get("nic") or []
-        address = next((n.get("ipaddress") for n in nics if n.get("isdefault") and n.get("ipaddress")),
-                       nics[0].get("ipaddress") if nics else None)
+        address = next(
+            (n.get("ipaddress") for n in nics if n.get("isdefault") and n.get("ipaddress")),
+            nics[0].get("ipaddress") if nics else None,
+        )
         status = _STATE.get(vm.get("state") or "", BUILDING)
         return ServerState(status, address, "" if status != ERROR else f"state Error ({vm.get('name')})")
 
@@ -163,7 +193,8 @@ class CloudStackProvider(CloudProvider):
     def cleanup(self, prefix: str) -> list[str]:
         """Servers of ``prefix`` (see the base class), then labkit's keypair ``<prefix>key``."""
         gone = super().cleanup(prefix)
-        if not self.options.get("keypair") and \
-                self._call("list SSH keypairs", "listSSHKeyPairs", name=f"{prefix}key", fetch_list=True):
+        if not self.options.get("keypair") and self._call(
+            "list SSH keypairs", "listSSHKeyPairs", name=f"{prefix}key", fetch_list=True
+        ):
             self._call("delete SSH keypair", "deleteSSHKeyPair", name=f"{prefix}key")
         return gone

@@ -5,6 +5,7 @@ makes one server under a fresh prefix ``labkit-cloudcheck<hex>--``, runs a comma
 the ``ssh`` backend, finds it by its tag, deletes it through ``cleanup(prefix)`` and checks that
 nothing of that prefix is left.
 """
+
 from __future__ import annotations
 
 import logging
@@ -27,13 +28,20 @@ def check_contract(provider: CloudProvider, flavor: str | None = None, image: st
     provider.check()
     out: dict[str, Any] = {"provider": provider.name, "checked": True}
     if not flavor or not image:
-        log.info("%s: credentials and endpoint answer (give --flavor and --image to make a server)", provider.name)
+        log.info(
+            "%s: credentials and endpoint answer (give --flavor and --image to make a server)", provider.name
+        )
         return out
     prefix = f"labkit-cloudcheck{secrets.token_hex(3)}--"
     try:
         [server] = provider.provision(flavor, image, prefix)
-        log.info("%s: %s at %s answered over SSH after %.1fs", provider.name, server.name, server.address,
-                 server.provisioning_s)
+        log.info(
+            "%s: %s at %s answered over SSH after %.1fs",
+            provider.name,
+            server.name,
+            server.address,
+            server.provisioning_s,
+        )
         backend = server.ssh_backend(enforce_limits=False)
         try:
             [inst] = backend.provision(InstanceSpec(vcpus=1))
@@ -46,12 +54,14 @@ def check_contract(provider: CloudProvider, flavor: str | None = None, image: st
             backend.close()
         listed = [s.name for s in provider.list_labkit(prefix)]
         if listed != [server.name]:
-            raise BackendError(f"{provider.name}: list_labkit({prefix!r}) gave {listed}, expected [{server.name}]")
+            raise BackendError(
+                f"{provider.name}: list_labkit({prefix!r}) gave {listed}, expected [{server.name}]"
+            )
         out.update(prefix=prefix, provisioning_s=server.provisioning_s, listed=listed)
     except BaseException:
         try:
             provider.cleanup(prefix)
-        except Exception as exc:   # the first error is the one to report
+        except Exception as exc:  # the first error is the one to report
             log.warning("%s: cleanup(%r) after the failure failed too: %s", provider.name, prefix, exc)
         raise
     out["removed"] = provider.cleanup(prefix)
@@ -59,5 +69,7 @@ def check_contract(provider: CloudProvider, flavor: str | None = None, image: st
     if out["left"]:
         raise BackendError(f"{provider.name}: cleanup({prefix!r}) left {out['left']}")
     out["seconds"] = time.monotonic() - t0
-    log.info("%s: contract holds (%.1fs; removed %s)", provider.name, out["seconds"], " ".join(out["removed"]))
+    log.info(
+        "%s: contract holds (%.1fs; removed %s)", provider.name, out["seconds"], " ".join(out["removed"])
+    )
     return out

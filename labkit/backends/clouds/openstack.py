@@ -10,6 +10,7 @@ Servers carry the metadata ``labkit-prefix: <prefix>``; :meth:`cleanup` lists se
 matches ``^<prefix>`` (nova's name filter) and deletes those whose metadata agrees. Ports made by
 nova go with their server; labkit makes no volume and no image.
 """
+
 from __future__ import annotations
 
 import os
@@ -18,14 +19,24 @@ from ...core.waiting import retry
 from ...errors import BackendError, BackendUnavailable, ConfigError
 from .base import ACTIVE, BUILDING, ERROR, GONE, TAG, CloudProvider, ServerRef, ServerState
 
-SETUP_HINT = ("write a clouds.yaml entry (~/.config/openstack/clouds.yaml or /etc/openstack/clouds.yaml) "
-              "and name it with the 'cloud' option or $OS_CLOUD; for labkit's test cloud run "
-              "`bash scripts/setup-openstack.sh` (cloud 'labkit')")
+SETUP_HINT = (
+    "write a clouds.yaml entry (~/.config/openstack/clouds.yaml or /etc/openstack/clouds.yaml) "
+    "and name it with the 'cloud' option or $OS_CLOUD; for labkit's test cloud run "
+    "`bash scripts/setup-openstack.sh` (cloud 'labkit')"
+)
 #: requests sent again after a dropped connection (a reset, a refused connect), ATTEMPTS in all
 IDEMPOTENT = ("get", "find", "list", "delete")
 ATTEMPTS = 3
-_STATUS = {"ACTIVE": ACTIVE, "ERROR": ERROR, "DELETED": GONE, "SOFT_DELETED": GONE,
-           "BUILD": BUILDING, "REBUILD": BUILDING, "HARD_REBOOT": BUILDING, "REBOOT": BUILDING}
+_STATUS = {
+    "ACTIVE": ACTIVE,
+    "ERROR": ERROR,
+    "DELETED": GONE,
+    "SOFT_DELETED": GONE,
+    "BUILD": BUILDING,
+    "REBUILD": BUILDING,
+    "HARD_REBOOT": BUILDING,
+    "REBOOT": BUILDING,
+}
 
 
 class OpenStackProvider(CloudProvider):
@@ -45,7 +56,7 @@ class OpenStackProvider(CloudProvider):
                 raise ConfigError(f"cloud provider openstack: {k!r} must be a name, got {str(v)[:60]!r}")
         self._conn = None
         self._net_id = None
-        self._imported: set[str] = set()   # keypairs this object imported (deleted by close)
+        self._imported: set[str] = set()  # keypairs this object imported (deleted by close)
 
     # -- connection and errors -------------------------------------------------------
     @property
@@ -53,7 +64,9 @@ class OpenStackProvider(CloudProvider):
         if self._conn is None:
             sdk = self.sdk
             if not self.cloud:
-                raise BackendUnavailable(f"openstack: no cloud named (option 'cloud' or $OS_CLOUD); {SETUP_HINT}")
+                raise BackendUnavailable(
+                    f"openstack: no cloud named (option 'cloud' or $OS_CLOUD); {SETUP_HINT}"
+                )
             try:
                 self._conn = sdk.connect(cloud=self.cloud)
             except Exception as exc:
@@ -69,8 +82,17 @@ class OpenStackProvider(CloudProvider):
         msg = f"openstack: {what}: {type(exc).__name__}: {str(exc)[:500]}"
         if isinstance(exc, cx.OpenStackConfigException):
             return BackendUnavailable(f"{msg}; {SETUP_HINT}")
-        if isinstance(exc, (ka.Unauthorized, ka.ConnectFailure, ka.MissingAuthPlugin, ka.DiscoveryFailure,
-                            ka.EndpointNotFound, ka.catalog.EmptyCatalog)):
+        if isinstance(
+            exc,
+            (
+                ka.Unauthorized,
+                ka.ConnectFailure,
+                ka.MissingAuthPlugin,
+                ka.DiscoveryFailure,
+                ka.EndpointNotFound,
+                ka.catalog.EmptyCatalog,
+            ),
+        ):
             return BackendUnavailable(f"{msg}; check the credentials and auth_url of cloud {self.cloud!r}")
         if isinstance(exc, ox.ResourceNotFound):
             return ConfigError(msg)
@@ -84,10 +106,17 @@ class OpenStackProvider(CloudProvider):
         (up to :data:`ATTEMPTS` times in all); a create never is (it could make a second server)."""
         from keystoneauth1 import exceptions as ka
         from openstack import exceptions as ox
+
         attempts = ATTEMPTS if what.split(" ", 1)[0] in IDEMPOTENT else 1
         try:
-            return retry(lambda: fn(*args, **kwargs), transient=ka.ConnectionError, attempts=attempts,
-                         what=f"openstack cloud {self.cloud!r}: {what}", interval=1.0, backoff=2.0)
+            return retry(
+                lambda: fn(*args, **kwargs),
+                transient=ka.ConnectionError,
+                attempts=attempts,
+                what=f"openstack cloud {self.cloud!r}: {what}",
+                interval=1.0,
+                backoff=2.0,
+            )
         except (ox.SDKException, ka.ClientException) as exc:
             raise self.translate(exc, what) from exc
 
@@ -111,8 +140,10 @@ class OpenStackProvider(CloudProvider):
             else:
                 nets = self._call("list networks", lambda: list(self.conn.network.networks()))
                 if len(nets) != 1:
-                    raise ConfigError(f"openstack cloud {self.cloud!r}: {len(nets)} networks "
-                                      f"({', '.join(n.name for n in nets[:10])}); name one with the 'network' option")
+                    raise ConfigError(
+                        f"openstack cloud {self.cloud!r}: {len(nets)} networks "
+                        f"({', '.join(n.name for n in nets[:10])}); name one with the 'network' option"
+                    )
                 self._net_id = nets[0].id
         return self._net_id
 
@@ -120,25 +151,40 @@ class OpenStackProvider(CloudProvider):
         if self.key_name:
             return self.key_name
         if not self.key_filename:
-            raise ConfigError("cloud provider openstack: give 'key_name' (an existing keypair) or "
-                              "'key_filename' (a private key labkit imports as a keypair)")
+            raise ConfigError(
+                "cloud provider openstack: give 'key_name' (an existing keypair) or "
+                "'key_filename' (a private key labkit imports as a keypair)"
+            )
         name = f"{prefix}key"
         if self._call("find keypair", self.conn.compute.find_keypair, name, ignore_missing=True) is None:
-            self._call("create keypair", self.conn.compute.create_keypair, name=name,
-                       public_key=public_key(self.key_filename))
+            self._call(
+                "create keypair",
+                self.conn.compute.create_keypair,
+                name=name,
+                public_key=public_key(self.key_filename),
+            )
             self._imported.add(name)
         return name
 
     def _create(self, name: str, flavor: str, image: str, tags: dict) -> str:
         fl = self._find("flavor", self.conn.compute.find_flavor, flavor)
         im = self._find("image", self.conn.image.find_image, image)
-        server = self._call(f"create server {name}", self.conn.compute.create_server, name=name,
-                            flavor_id=fl.id, image_id=im.id, networks=[{"uuid": self._network_id()}],
-                            key_name=self._keypair(tags[TAG]), metadata=dict(tags))
+        server = self._call(
+            f"create server {name}",
+            self.conn.compute.create_server,
+            name=name,
+            flavor_id=fl.id,
+            image_id=im.id,
+            networks=[{"uuid": self._network_id()}],
+            key_name=self._keypair(tags[TAG]),
+            metadata=dict(tags),
+        )
         return server.id
 
     def _state(self, server_id: str) -> ServerState:
-        s = self._call(f"get server {server_id}", self.conn.compute.find_server, server_id, ignore_missing=True)
+        s = self._call(
+            f"get server {server_id}", self.conn.compute.find_server, server_id, ignore_missing=True
+        )
         if s is None:
             return ServerState(GONE)
         status = _STATUS.get(s.status, BUILDING)
@@ -146,11 +192,17 @@ class OpenStackProvider(CloudProvider):
         return ServerState(status, first_address(s.addresses or {}, self.network), fault)
 
     def _delete(self, server_id: str) -> None:
-        self._call(f"delete server {server_id}", self.conn.compute.delete_server, server_id, ignore_missing=True)
+        self._call(
+            f"delete server {server_id}", self.conn.compute.delete_server, server_id, ignore_missing=True
+        )
 
     def _gone(self, server_id: str) -> bool:
-        return self._call(f"get server {server_id}", self.conn.compute.find_server, server_id,
-                          ignore_missing=True) is None
+        return (
+            self._call(
+                f"get server {server_id}", self.conn.compute.find_server, server_id, ignore_missing=True
+            )
+            is None
+        )
 
     def _list(self, prefix: str) -> list[ServerRef]:
         servers = self._call("list servers", lambda: list(self.conn.compute.servers(name=f"^{prefix}")))
@@ -166,7 +218,9 @@ class OpenStackProvider(CloudProvider):
         """Servers of ``prefix`` (see the base class), then labkit's keypair ``<prefix>key``."""
         gone = super().cleanup(prefix)
         if not self.key_name:
-            kp = self._call("find keypair", self.conn.compute.find_keypair, f"{prefix}key", ignore_missing=True)
+            kp = self._call(
+                "find keypair", self.conn.compute.find_keypair, f"{prefix}key", ignore_missing=True
+            )
             if kp is not None:
                 self._call("delete keypair", self.conn.compute.delete_keypair, kp, ignore_missing=True)
         return gone
@@ -190,6 +244,7 @@ def public_key(key_filename: str) -> str:
         with open(pub, encoding="ascii") as f:
             return " ".join(f.read().split()[:2])
     import paramiko
+
     try:
         key = paramiko.PKey.from_path(key_filename)
     except (OSError, ValueError, paramiko.SSHException) as exc:

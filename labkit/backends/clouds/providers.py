@@ -1,5 +1,6 @@
 """The cloud providers by name (:data:`PROVIDERS`) and :func:`get_provider`, which imports a
 provider's module (and its SDK) only when it is asked for."""
+
 from __future__ import annotations
 
 import importlib
@@ -8,9 +9,11 @@ from ...errors import ConfigError
 from .base import CloudProvider
 
 #: provider name -> (module of this package, class)
-PROVIDERS = {"openstack": ("openstack", "OpenStackProvider"),
-             "cloudstack": ("cloudstack", "CloudStackProvider"),
-             "azure": ("azure", "AzureProvider")}
+PROVIDERS = {
+    "openstack": ("openstack", "OpenStackProvider"),
+    "cloudstack": ("cloudstack", "CloudStackProvider"),
+    "azure": ("azure", "AzureProvider"),
+}
 
 
 def get_provider(name: str, **options) -> CloudProvider:

@@ -8,6 +8,7 @@ its instances (:mod:`~labkit.backends.libvirt.domain`) live in the modules named
 package gathers their public names, beside the helpers of its other modules (storage, the guest
 agent, networks, mounts, the domain XML).
 """
+
 from __future__ import annotations
 
 from .backend import (
@@ -24,6 +25,19 @@ from .backend import (
 )
 from .domain import MACHINE_CGROUPS, LibvirtInstance, remove_machine_cgroups, unlink_socket
 
-__all__ = ["DEFAULT_URI", "DOMAIN_TYPES", "MACHINE_CGROUPS", "MAX_SOCKET_PATH", "MIN_MEMORY_MB", "POOL_NAME",
-           "POOL_PATH", "LibvirtBackend", "LibvirtInstance", "agent_socket", "connect_hint", "is_session",
-           "remove_machine_cgroups", "unlink_socket"]
+__all__ = [
+    "DEFAULT_URI",
+    "DOMAIN_TYPES",
+    "MACHINE_CGROUPS",
+    "MAX_SOCKET_PATH",
+    "MIN_MEMORY_MB",
+    "POOL_NAME",
+    "POOL_PATH",
+    "LibvirtBackend",
+    "LibvirtInstance",
+    "agent_socket",
+    "connect_hint",
+    "is_session",
+    "remove_machine_cgroups",
+    "unlink_socket",
+]

@@ -16,6 +16,7 @@ and also what left the group (``setsid``, a daemon that detached); only a proces
 environment of its own choosing (``env -i``) escapes it, as one that calls ``setsid`` escapes a
 group kill; the VM's destruction at teardown ends whatever is left.
 """
+
 from __future__ import annotations
 
 import base64
@@ -35,8 +36,11 @@ from ..base import RawResult
 from ..output import CappedOutput
 
 #: Environment of every guest command (qemu-ga would otherwise pass its own).
-BASE_ENV = {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-            "HOME": "/root", "LANG": "C.UTF-8"}
+BASE_ENV = {
+    "PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+    "HOME": "/root",
+    "LANG": "C.UTF-8",
+}
 #: Bytes per guest-file-write (base64 makes the message a third bigger; 400 KiB chunks hang the agent).
 CHUNK = 64 * 1024
 #: Polls of guest-exec-status start 1 ms apart and double up to FAST_POLL_S for the first
@@ -76,11 +80,19 @@ def command(dom: libvirt.virDomain, execute: str, arguments: dict | None = None,
         reply = libvirt_qemu.qemuAgentCommand(dom, json.dumps(msg), timeout, 0)
     except libvirt.libvirtError as exc:
         too_big = execute == "guest-exec-status" and "encode message payload" in str(exc)
-        hint = (f" (the command's output, base64-encoded, exceeds what libvirt carries in one reply, "
+        hint = (
+            (
+                f" (the command's output, base64-encoded, exceeds what libvirt carries in one reply, "
                 f"{PAYLOAD_MAX >> 20} MiB: about {PAYLOAD_MAX * 3 // 4 >> 20} MiB of output at most; "
-                "write large output to a file in the guest instead)") if too_big else ""
-        raise AgentError(f"guest agent {execute} in {dom.name()}: {exc}{hint}",
-                         unresponsive=exc.get_error_code() == libvirt.VIR_ERR_AGENT_UNRESPONSIVE) from exc
+                "write large output to a file in the guest instead)"
+            )
+            if too_big
+            else ""
+        )
+        raise AgentError(
+            f"guest agent {execute} in {dom.name()}: {exc}{hint}",
+            unresponsive=exc.get_error_code() == libvirt.VIR_ERR_AGENT_UNRESPONSIVE,
+        ) from exc
     data = json.loads(reply)
     if "error" in data:
         raise AgentError(f"guest agent {execute} in {dom.name()}: {data['error']}")
@@ -121,6 +133,7 @@ done
 class GuestCommand:
     """A command started in the guest: the ``pid`` ``guest-exec`` returned and the ``tag`` in its
     environment (and its descendants')."""
+
     pid: int
     tag: str
 
@@ -138,18 +151,27 @@ def start(dom: libvirt.virDomain, argv: list[str], env: dict | None = None) -> G
     tag = secrets.token_hex(8)
     environ = [f"{k}={v}" for k, v in {**BASE_ENV, **(env or {}), TAG_VAR: tag}.items()]
     try:
-        reply = command(dom, "guest-exec", {"path": argv[0], "arg": argv[1:], "capture-output": True,
-                                            "env": environ})
+        reply = command(
+            dom, "guest-exec", {"path": argv[0], "arg": argv[1:], "capture-output": True, "env": environ}
+        )
     except AgentError as exc:
         if exc.unresponsive:
             raise
-        reply = command(dom, "guest-exec", {"path": AS_SHELL[0], "arg": [*AS_SHELL[1:], *argv],
-                                            "capture-output": True, "env": environ})
+        reply = command(
+            dom,
+            "guest-exec",
+            {"path": AS_SHELL[0], "arg": [*AS_SHELL[1:], *argv], "capture-output": True, "env": environ},
+        )
     return GuestCommand(int(reply["pid"]), tag)
 
 
-def wait(dom: libvirt.virDomain, pid: int, timeout: float | None, alive: Callable[[], bool] | None = None,
-         max_poll_s: float = MAX_POLL_S) -> RawResult | None:
+def wait(
+    dom: libvirt.virDomain,
+    pid: int,
+    timeout: float | None,
+    alive: Callable[[], bool] | None = None,
+    max_poll_s: float = MAX_POLL_S,
+) -> RawResult | None:
     """The command's :class:`RawResult` once it has exited; None if still running after ``timeout`` s.
 
     ``alive()``, when given, is asked between polls: a guest that stopped
@@ -170,13 +192,20 @@ def wait(dom: libvirt.virDomain, pid: int, timeout: float | None, alive: Callabl
                 raise
             if silent_since is None:
                 silent_since = now
-                log.warning("%s: the guest agent does not answer (stalled guest?); asking again "
-                            "for up to %.0fs: %s", dom.name(), SILENCE_S, exc)
-            st = {}   # no news: still running, as far as we know
+                log.warning(
+                    "%s: the guest agent does not answer (stalled guest?); asking again for up to %.0fs: %s",
+                    dom.name(),
+                    SILENCE_S,
+                    exc,
+                )
+            st = {}  # no news: still running, as far as we know
         else:
             if silent_since is not None:
-                log.warning("%s: the guest agent answers again after %.0fs", dom.name(),
-                            time.monotonic() - silent_since)
+                log.warning(
+                    "%s: the guest agent answers again after %.0fs",
+                    dom.name(),
+                    time.monotonic() - silent_since,
+                )
                 silent_since = None
         if st.get("exited"):
             return _result(st)
@@ -224,11 +253,14 @@ def kill_tree(dom: libvirt.virDomain, cmd: GuestCommand, timeout: float = 30) ->
     killer = start(dom, ["/bin/sh", "-c", KILL_TREE, "sh", cmd.tag, str(cmd.pid)])
     res = wait(dom, killer.pid, timeout)
     if res is None:
-        raise AgentError(f"kill of guest pid {cmd.pid} and its tree in {dom.name()} did not finish in "
-                         f"{timeout:.0f}s")
+        raise AgentError(
+            f"kill of guest pid {cmd.pid} and its tree in {dom.name()} did not finish in {timeout:.0f}s"
+        )
     if res.exit_code != 0:
-        raise AgentError(f"kill of guest pid {cmd.pid} and its tree in {dom.name()} exited "
-                         f"{res.exit_code}: {res.stderr.strip()}")
+        raise AgentError(
+            f"kill of guest pid {cmd.pid} and its tree in {dom.name()} exited "
+            f"{res.exit_code}: {res.stderr.strip()}"
+        )
 
 
 def write_file(dom: libvirt.virDomain, path: str, data: bytes, timeout: int = 60) -> None:
@@ -236,9 +268,13 @@ def write_file(dom: libvirt.virDomain, path: str, data: bytes, timeout: int = 60
     handle = command(dom, "guest-file-open", {"path": path, "mode": "w"}, timeout)
     try:
         for off in range(0, len(data), CHUNK):
-            chunk = data[off:off + CHUNK]
-            res = command(dom, "guest-file-write",
-                          {"handle": handle, "buf-b64": base64.b64encode(chunk).decode()}, timeout)
+            chunk = data[off : off + CHUNK]
+            res = command(
+                dom,
+                "guest-file-write",
+                {"handle": handle, "buf-b64": base64.b64encode(chunk).decode()},
+                timeout,
+            )
             if int(res.get("count", len(chunk))) != len(chunk):
                 raise AgentError(f"short write to {path} in {dom.name()}: {res}")
     finally:
@@ -251,8 +287,9 @@ def read_file(dom: libvirt.virDomain, path: str, limit: int = 1 << 20, timeout: 
     chunks, size = [], 0
     try:
         while size < limit:
-            res = command(dom, "guest-file-read", {"handle": handle, "count": min(CHUNK, limit - size)},
-                          timeout)
+            res = command(
+                dom, "guest-file-read", {"handle": handle, "count": min(CHUNK, limit - size)}, timeout
+            )
             data = base64.b64decode(res.get("buf-b64", ""))
             chunks.append(data)
             size += len(data)

@@ -37,6 +37,7 @@ this machine).
 
 Its instances (the VMs) are :mod:`~labkit.backends.libvirt.domain`'s.
 """
+
 from __future__ import annotations
 
 import logging
@@ -115,18 +116,24 @@ def connect_hint(error: str, uri: str, local: bool) -> str:
         return "check the URI and ssh access"
     text = error.lower()
     if "system bus" in text or "polkit" in text or "authentication" in text:
-        return ("the daemons run, but libvirtd asks polkit, over the D-Bus system bus, whether a non-root user "
-                "may use qemu:///system, and the bus is missing or polkit refuses: start dbus and polkitd "
-                "(`systemctl start dbus polkit`) with the user in the libvirt group (`usermod -aG libvirt "
-                "USER`, then log in again; polkit's rule grants that group, membership alone does not), or "
-                "use qemu:///session, the user's own daemon (labkit keeps its pool in the user's data dir)")
+        return (
+            "the daemons run, but libvirtd asks polkit, over the D-Bus system bus, whether a non-root user "
+            "may use qemu:///system, and the bus is missing or polkit refuses: start dbus and polkitd "
+            "(`systemctl start dbus polkit`) with the user in the libvirt group (`usermod -aG libvirt "
+            "USER`, then log in again; polkit's rule grants that group, membership alone does not), or "
+            "use qemu:///session, the user's own daemon (labkit keeps its pool in the user's data dir)"
+        )
     if "permission denied" in text and "session" not in uri:
-        return ("this user may not open libvirt's socket: add it to the libvirt group (`usermod -aG libvirt "
-                "USER`, then log in again) or use qemu:///session")
+        return (
+            "this user may not open libvirt's socket: add it to the libvirt group (`usermod -aG libvirt "
+            "USER`, then log in again) or use qemu:///session"
+        )
     if is_session(uri):
-        return ("qemu:///session is this user's own libvirtd, which libvirt starts on first use: it needs "
-                "libvirtd installed (libvirt-daemon) and a home directory (or XDG_RUNTIME_DIR) this user "
-                "may write")
+        return (
+            "qemu:///session is this user's own libvirtd, which libvirt starts on first use: it needs "
+            "libvirtd installed (libvirt-daemon) and a home directory (or XDG_RUNTIME_DIR) this user "
+            "may write"
+        )
     return "start the daemons (`virtlogd -d && libvirtd -d`) or run scripts/setup-libvirt.sh"
 
 
@@ -142,9 +149,11 @@ def agent_socket(name: str) -> str:
     "UNIX socket path ... too long"). ConfigError naming the path and the fix when it is too long."""
     path = f"{runtime_dir('libvirt')}/{name.rsplit('-', 1)[-1]}.agent"
     if len(path.encode()) > MAX_SOCKET_PATH:
-        raise ConfigError(f"libvirt: the guest agent socket {path} is longer than the {MAX_SOCKET_PATH} bytes a "
-                          "UNIX socket's path may have; set XDG_RUNTIME_DIR to a shorter directory of yours "
-                          "(mode 0700)")
+        raise ConfigError(
+            f"libvirt: the guest agent socket {path} is longer than the {MAX_SOCKET_PATH} bytes a "
+            "UNIX socket's path may have; set XDG_RUNTIME_DIR to a shorter directory of yours "
+            "(mode 0700)"
+        )
     return path
 
 
@@ -166,11 +175,23 @@ class LibvirtBackend(Backend):
     metadata)."""
 
     name = "libvirt"
-    OPTIONS = ("uri", "domain_type", "image", "boot_timeout", "kvm_probe_timeout", "pool",
-               "pool_path", "disk_cache", "disk_format", "mounts", "host_key_policy", "known_hosts")
+    OPTIONS = (
+        "uri",
+        "domain_type",
+        "image",
+        "boot_timeout",
+        "kvm_probe_timeout",
+        "pool",
+        "pool_path",
+        "disk_cache",
+        "disk_format",
+        "mounts",
+        "host_key_policy",
+        "known_hosts",
+    )
     #: guests bond NICs on a private network (``nics`` factor; the image carries ``bonding``)
     MAX_NICS = 8
-    daemons = ("libvirtd", "virtqemud", "virtlogd")   # a local URI's (monolithic or modular)
+    daemons = ("libvirtd", "virtqemud", "virtlogd")  # a local URI's (monolithic or modular)
 
     def __init__(self, **options: Any):
         super().__init__(**options)
@@ -184,32 +205,44 @@ class LibvirtBackend(Backend):
         self.session = is_session(self.uri)
         self.requested_type = options.get("domain_type") or "auto"
         if self.requested_type not in DOMAIN_TYPES:
-            raise ConfigError(f"libvirt option domain_type={self.requested_type!r}; "
-                              f"use one of {', '.join(DOMAIN_TYPES)}")
+            raise ConfigError(
+                f"libvirt option domain_type={self.requested_type!r}; use one of {', '.join(DOMAIN_TYPES)}"
+            )
         self.boot_timeout = _seconds(options, "boot_timeout", 240)
         self.kvm_probe_timeout = _seconds(options, "kvm_probe_timeout", 25)
         self.disk_cache = options.get("disk_cache")
         self.disk_format = check_disk_format(options.get("disk_format") or "qcow2")
         if self.disk_format == "raw" and not self.local:
-            raise ConfigError(f"libvirt option disk_format=raw needs a local URI (qemu-img makes the "
-                              f"copy on this machine), not {self.uri}; use disk_format=qcow2")
+            raise ConfigError(
+                f"libvirt option disk_format=raw needs a local URI (qemu-img makes the "
+                f"copy on this machine), not {self.uri}; use disk_format=qcow2"
+            )
         self.mounts = parse_mounts(options.get("mounts"), "libvirt")
         if self.mounts and not self.local:
-            raise ConfigError(f"libvirt option mounts needs a local URI, not {self.uri} (the "
-                              "directories and their virtiofsd are on this machine)")
+            raise ConfigError(
+                f"libvirt option mounts needs a local URI, not {self.uri} (the "
+                "directories and their virtiofsd are on this machine)"
+            )
         if self.mounts and self.session:
-            raise ConfigError(f"libvirt option mounts needs qemu:///system, not {self.uri}: libvirt 9 starts "
-                              "virtiofsd only from the system daemon (\"virtiofs is not yet supported in "
-                              "session mode\")")
+            raise ConfigError(
+                f"libvirt option mounts needs qemu:///system, not {self.uri}: libvirt 9 starts "
+                'virtiofsd only from the system daemon ("virtiofs is not yet supported in '
+                'session mode")'
+            )
         if any(m.readonly for m in self.mounts) and os.geteuid() != 0:
-            raise ConfigError("libvirt option mounts: a read-only mount needs root (labkit shares it through "
-                              "a read-only bind mount, which only root may make); run as root or make the "
-                              "mount read-write")
+            raise ConfigError(
+                "libvirt option mounts: a read-only mount needs root (labkit shares it through "
+                "a read-only bind mount, which only root may make); run as root or make the "
+                "mount read-write"
+            )
         if self.mounts:
             self.options["mounts"] = [m.as_dict() for m in self.mounts]
         pool_path = options.get("pool_path") or (session_pool_path() if self.session else POOL_PATH)
-        self.pool = Pool(lambda: self.conn, options.get("pool") or POOL_NAME,
-                         os.path.expanduser(pool_path) if self.local else pool_path)
+        self.pool = Pool(
+            lambda: self.conn,
+            options.get("pool") or POOL_NAME,
+            os.path.expanduser(pool_path) if self.local else pool_path,
+        )
         self._conn: libvirt.virConnect | None = None
         self._image: dict | None = None
         self.probe_detail = ""
@@ -225,8 +258,10 @@ class LibvirtBackend(Backend):
                 keys = sshuri.refusal(self.ssh, exc)
                 if keys:
                     raise BackendUnavailable(f"libvirt at {self.uri}: {keys}") from exc
-                raise BackendUnavailable(f"cannot connect to libvirt at {self.uri}: {exc}; "
-                                         f"{connect_hint(str(exc), self.uri, self.local)}") from exc
+                raise BackendUnavailable(
+                    f"cannot connect to libvirt at {self.uri}: {exc}; "
+                    f"{connect_hint(str(exc), self.uri, self.local)}"
+                ) from exc
         return self._conn
 
     def image_info(self) -> dict:
@@ -245,7 +280,8 @@ class LibvirtBackend(Backend):
         if self.driver == "xen":
             raise BackendUnavailable(
                 f"libvirt URI {self.uri}: Xen domains have no QEMU guest agent channel, so labkit "
-                "cannot run commands in them yet (domain XML for Xen is generated, exec is not)")
+                "cannot run commands in them yet (domain XML for Xen is generated, exec is not)"
+            )
         self.image_info()
 
     def host_cpus(self) -> int:
@@ -270,8 +306,13 @@ class LibvirtBackend(Backend):
         if self.requested_type != "auto":
             return self.requested_type, "chosen by the domain_type option"
         dtype, reason, self.probe_detail = libvirt_probe.verdict(
-            self.conn, self.uri, self.local, self.image_info().get("hash"), self._boot_kvm,
-            self.kvm_probe_timeout)
+            self.conn,
+            self.uri,
+            self.local,
+            self.image_info().get("hash"),
+            self._boot_kvm,
+            self.kvm_probe_timeout,
+        )
         return dtype, reason
 
     def _boot_kvm(self) -> None:
@@ -282,28 +323,30 @@ class LibvirtBackend(Backend):
             inst.destroy()
 
     # -- provisioning ------------------------------------------------------
-    def provision(self, spec: InstanceSpec, *, prefix: str = NAME_PREFIX,
-                  network: Network | None = None) -> list[Instance]:
+    def provision(
+        self, spec: InstanceSpec, *, prefix: str = NAME_PREFIX, network: Network | None = None
+    ) -> list[Instance]:
         """Start all ``spec.count`` VMs, then wait for each (they boot side by side).
 
         With a ``network`` (from :meth:`create_network`), VM ``i`` has a NIC on it and is
         ``inst<i>`` at ``network.addresses[i]``; its link is shaped on its host-side tap."""
         placement = spec.placement(self.host_cpus()) if spec.affinity == "pinned" else [None] * spec.count
         if network is not None and spec.count > len(network.addresses):
-            raise ConfigError(f"network {network.name} has addresses for {len(network.addresses)} "
-                              f"instances, not {spec.count}")
+            raise ConfigError(
+                f"network {network.name} has addresses for {len(network.addresses)} "
+                f"instances, not {spec.count}"
+            )
         dtype = self.domain_type()
         made: list[LibvirtInstance] = []
         try:
             for i in range(spec.count):
-                made.append(self._boot(spec, new_name(prefix), i, placement[i], dtype, network,
-                                       self.mounts))
+                made.append(self._boot(spec, new_name(prefix), i, placement[i], dtype, network, self.mounts))
             for inst in made:
                 self._ready(inst, network)
         except BaseException:
             teardown(made)
             raise
-        return list(made)   # as list[Instance]
+        return list(made)  # as list[Instance]
 
     def _create(self, spec, name, index, cpus, network: Network | None = None) -> Instance:
         inst = self._boot(spec, name, index, cpus, self.domain_type(), network, self.mounts)
@@ -330,35 +373,53 @@ class LibvirtBackend(Backend):
             bonded = libvirt_net.shape_data_nics(inst, network)
             libvirt_net.delay_in_guest(inst, network.link, bonded=bonded)
 
-    def _boot(self, spec, name, index, cpus, dtype, network: Network | None = None,
-              mounts=()) -> LibvirtInstance:
+    def _boot(
+        self, spec, name, index, cpus, dtype, network: Network | None = None, mounts=()
+    ) -> LibvirtInstance:
         """Disk (+ read-only bind mounts of ``mounts``) + transient domain started (not yet
         waited for)."""
         if spec.memory_mb < MIN_MEMORY_MB:
-            raise ConfigError(f"libvirt: memory_mb={spec.memory_mb} is too small for a VM; the guest "
-                              f"kernel and initrd need at least {MIN_MEMORY_MB} MiB")
+            raise ConfigError(
+                f"libvirt: memory_mb={spec.memory_mb} is too small for a VM; the guest "
+                f"kernel and initrd need at least {MIN_MEMORY_MB} MiB"
+            )
         img = self.image_info()
         if mounts and "virtiofs" not in img.get("modules", ()):
-            raise BackendUnavailable(f"libvirt option mounts: the VM image {img.get('dir')} has no "
-                                     "virtiofs module (built before labkit shared directories); "
-                                     "rebuild it: labkit images build --vm")
+            raise BackendUnavailable(
+                f"libvirt option mounts: the VM image {img.get('dir')} has no "
+                "virtiofs module (built before labkit shared directories); "
+                "rebuild it: labkit images build --vm"
+            )
         if network is not None and network.nics > 1 and "bonding" not in img.get("modules", ()):
-            raise BackendUnavailable(f"libvirt nics: {network.nics}: the VM image {img.get('dir')} has no "
-                                     "bonding module (built before labkit NIC aggregation); "
-                                     "rebuild it: labkit images build --vm")
+            raise BackendUnavailable(
+                f"libvirt nics: {network.nics}: the VM image {img.get('dir')} has no "
+                "bonding module (built before labkit NIC aggregation); "
+                "rebuild it: labkit images build --vm"
+            )
         t0 = time.monotonic()
         socket = agent_socket(name) if self.session else None
         disk = self.pool.disk(name, img, self.disk_format)
         console_log = self.pool.console_log(name)
         try:
             shares = libvirt_mounts.prepare(name, mounts) if mounts else ()
-            xml = domain_xml(name=name, spec=spec, cpus=cpus, domain_type=dtype, disk=disk,
-                             kernel=img["kernel"], initrd=img["initrd"], cmdline=img["cmdline"],
-                             console_log=console_log, disk_format=self.disk_format,
-                             disk_cache=self.disk_cache,
-                             nics=() if network is None else (libvirt_net.nic(network, index),
-                                                              *libvirt_net.data_nics(network, index)),
-                             shares=shares, agent_socket=socket)
+            xml = domain_xml(
+                name=name,
+                spec=spec,
+                cpus=cpus,
+                domain_type=dtype,
+                disk=disk,
+                kernel=img["kernel"],
+                initrd=img["initrd"],
+                cmdline=img["cmdline"],
+                console_log=console_log,
+                disk_format=self.disk_format,
+                disk_cache=self.disk_cache,
+                nics=()
+                if network is None
+                else (libvirt_net.nic(network, index), *libvirt_net.data_nics(network, index)),
+                shares=shares,
+                agent_socket=socket,
+            )
             dom = self.conn.createXML(xml, libvirt.VIR_DOMAIN_START_AUTODESTROY)
         except BaseException as exc:
             self.pool.remove(disk)
@@ -366,13 +427,29 @@ class LibvirtBackend(Backend):
             libvirt_mounts.release(name)
             unlink_socket(socket)
             if isinstance(exc, libvirt.libvirtError):
-                hint = ("; libvirt keeps a network's MAC list in its dnsmasq directory even "
+                hint = (
+                    (
+                        "; libvirt keeps a network's MAC list in its dnsmasq directory even "
                         "without dnsmasq: run scripts/setup-libvirt.sh (it creates "
-                        "/var/lib/libvirt/dnsmasq)") if "/dnsmasq/" in str(exc) else ""
+                        "/var/lib/libvirt/dnsmasq)"
+                    )
+                    if "/dnsmasq/" in str(exc)
+                    else ""
+                )
                 raise BackendError(f"libvirt could not start {name} ({dtype}): {exc}{hint}") from exc
             raise
-        inst = LibvirtInstance(self, name, spec, index, cpus, dom=dom, disk=disk,
-                               console_log=console_log, domain_type=dtype, started=t0)
+        inst = LibvirtInstance(
+            self,
+            name,
+            spec,
+            index,
+            cpus,
+            dom=dom,
+            disk=disk,
+            console_log=console_log,
+            domain_type=dtype,
+            started=t0,
+        )
         facts = domain_facts(dom.XMLDesc(0))
         inst.metadata["libvirt_memory_mb"] = facts["memory_mb"]
         inst.metadata["libvirt_vcpus"] = facts["vcpus"]
@@ -412,7 +489,7 @@ class LibvirtBackend(Backend):
             "libvirt_version": _fmt_version(conn.getLibVersion()),
             "libvirt_python": _fmt_version(libvirt.getVersion()),
             "domain_type": dtype,
-            "domain_type_reason": reason,     # stable; the probe's details: self.probe_detail
+            "domain_type_reason": reason,  # stable; the probe's details: self.probe_detail
             "host": conn.getHostname(),
             "guest_kernel": img.get("kernel_version"),
             "vm_image": img.get("hash"),
@@ -422,8 +499,7 @@ class LibvirtBackend(Backend):
     def list_labkit(self, prefix: str = NAME_PREFIX) -> list[str]:
         """Names of the domains (running or defined), of the run networks and of the domains
         with shares' bind mounts left, whose names start with ``prefix``."""
-        return sorted(set(self.domains(prefix) + self.networks(prefix)
-                          + libvirt_mounts.leftovers(prefix)))
+        return sorted(set(self.domains(prefix) + self.networks(prefix) + libvirt_mounts.leftovers(prefix)))
 
     def created(self, names) -> dict[str, float]:
         """Of each name: when the first of its disk and console log was made in the pool
@@ -432,7 +508,7 @@ class LibvirtBackend(Backend):
         older); a domain or network without files there is left out."""
         wanted, out = set(names), dict[str, float]()
         for volume, when in self.pool.made(NAME_PREFIX).items():
-            name = volume.split(".", 1)[0]   # labkit names hold no dot
+            name = volume.split(".", 1)[0]  # labkit names hold no dot
             if name in wanted:
                 out[name] = min(when, out.get(name, when))
         return out
@@ -465,17 +541,17 @@ class LibvirtBackend(Backend):
             removed.add(name)
         for volume in self.list_overlays(prefix):
             self.pool.remove(volume)
-            removed.add(volume.split(".", 1)[0])   # labkit names hold no dot
-        for name in libvirt_mounts.leftovers(prefix):   # after the domains: virtiofsd is gone
+            removed.add(volume.split(".", 1)[0])  # labkit names hold no dot
+        for name in libvirt_mounts.leftovers(prefix):  # after the domains: virtiofsd is gone
             libvirt_mounts.release(name)
             removed.add(name)
         for name in self.networks(prefix):
             libvirt_net.remove(self.conn, name)
             removed.add(name)
-        if self.session:   # agent sockets of domains gone with a killed controller
+        if self.session:  # agent sockets of domains gone with a killed controller
             for name in removed:
                 unlink_socket(agent_socket(name))
-        elif self.local:   # cgroups libvirt left behind for domains already gone, and host ends'
+        elif self.local:  # cgroups libvirt left behind for domains already gone, and host ends'
             remove_machine_cgroups(prefix + "*")
         if self.local:
             removed.update(host_end.remove_leftovers(prefix))
@@ -485,11 +561,15 @@ class LibvirtBackend(Backend):
     def _create_network(self, network: Network) -> None:
         """An isolated libvirt network (see :mod:`~labkit.backends.libvirt.net`)."""
         if not self.local:
-            raise ConfigError(f"libvirt: network: private needs a local URI, not {self.uri} (the run's "
-                              "bridge, its link shaping and its host end are on this machine)")
+            raise ConfigError(
+                f"libvirt: network: private needs a local URI, not {self.uri} (the run's "
+                "bridge, its link shaping and its host end are on this machine)"
+            )
         if self.session:
-            raise ConfigError(f"libvirt: network: private needs qemu:///system, not {self.uri}: a session "
-                              "daemon runs as this user and cannot make the run's bridge and taps")
+            raise ConfigError(
+                f"libvirt: network: private needs qemu:///system, not {self.uri}: a session "
+                "daemon runs as this user and cannot make the run's bridge and taps"
+            )
         libvirt_net.create(self.conn, network)
 
     def _remove_network(self, network: Network) -> None:

@@ -1,6 +1,7 @@
 """A libvirt instance: one running VM, a transient domain (:class:`LibvirtInstance`: commands
 through the QEMU guest agent, counters from libvirt, the serial console's tail), and what its
 removal leaves to clean (its guest agent socket, its cgroups without systemd)."""
+
 from __future__ import annotations
 
 import logging
@@ -31,18 +32,34 @@ class LibvirtInstance(Instance):
 
     backend: LibvirtBackend
 
-    def __init__(self, backend: LibvirtBackend, name: str, spec: InstanceSpec, index: int,
-                 cpus: list[int] | None, *, dom: libvirt.virDomain, disk: str,
-                 console_log: str, domain_type: str, started: float):
+    def __init__(
+        self,
+        backend: LibvirtBackend,
+        name: str,
+        spec: InstanceSpec,
+        index: int,
+        cpus: list[int] | None,
+        *,
+        dom: libvirt.virDomain,
+        disk: str,
+        console_log: str,
+        domain_type: str,
+        started: float,
+    ):
         super().__init__(backend, name, spec, index, cpus)
         self.dom = dom
         self.disk = disk
         self.console_log = console_log
-        self.started = started   # when provisioning began
-        self.metadata.update({"domain_type": domain_type, "uri": backend.uri,
-                              **({"host_key_policy": backend.ssh.policy} if backend.ssh.policy else {}),
-                              "disk_format": backend.disk_format,
-                              "guest_kernel": backend.image_info().get("kernel_version")})
+        self.started = started  # when provisioning began
+        self.metadata.update(
+            {
+                "domain_type": domain_type,
+                "uri": backend.uri,
+                **({"host_key_policy": backend.ssh.policy} if backend.ssh.policy else {}),
+                "disk_format": backend.disk_format,
+                "guest_kernel": backend.image_info().get("kernel_version"),
+            }
+        )
 
     # -- hooks -------------------------------------------------------------
     def _start(self, argv, env) -> agent.GuestCommand:
@@ -52,7 +69,7 @@ class LibvirtInstance(Instance):
         return agent.wait(self.dom, handle.pid, timeout, alive=self._alive)
 
     def _kill(self, handle: agent.GuestCommand) -> None:
-        if self._alive():   # a stopped guest has nothing left to kill
+        if self._alive():  # a stopped guest has nothing left to kill
             agent.kill_tree(self.dom, handle)
 
     def _oom_kills(self) -> int | None:
@@ -60,7 +77,7 @@ class LibvirtInstance(Instance):
             key, _, value = line.partition(" ")
             if key == "oom_kill":
                 return int(value)
-        return None   # a kernel older than 4.13 does not count
+        return None  # a kernel older than 4.13 does not count
 
     def stats(self) -> dict[str, float]:
         """libvirt's domain statistics: ``cpu_s`` (``getCPUStats``: the whole domain, emulator
@@ -78,19 +95,29 @@ class LibvirtInstance(Instance):
         if mem.get("rss") is not None:
             out["memory_bytes"] = float(mem["rss"]) * 1024
         try:
-            out.update(parse_proc_stat(agent.read_file(self.dom, "/proc/stat", limit=1 << 16, timeout=5).decode()))
+            out.update(
+                parse_proc_stat(agent.read_file(self.dom, "/proc/stat", limit=1 << 16, timeout=5).decode())
+            )
         except (BackendError, libvirt.libvirtError, UnicodeDecodeError, ValueError):
-            pass   # the guest's view needs its agent; the host's counters above stand
+            pass  # the guest's view needs its agent; the host's counters above stand
         return out
 
     def host_command(self, argv: list[str]) -> list[str]:
         """An argv for this host that runs ``argv`` in the guest through its agent and returns
         its output and status when it ends (:mod:`~labkit.backends.libvirt.relay`): an MPI
         launch agent's command. No standard input reaches it."""
-        package_root = str(Path(__file__).resolve().parents[3])   # the directory holding labkit/
+        package_root = str(Path(__file__).resolve().parents[3])  # the directory holding labkit/
         path = os.pathsep.join(p for p in (package_root, os.environ.get("PYTHONPATH")) if p)
-        return ["env", f"PYTHONPATH={path}", sys.executable, "-m", "labkit.backends.libvirt.relay",
-                self.backend.ssh.open_uri, self.name, *argv]
+        return [
+            "env",
+            f"PYTHONPATH={path}",
+            sys.executable,
+            "-m",
+            "labkit.backends.libvirt.relay",
+            self.backend.ssh.open_uri,
+            self.name,
+            *argv,
+        ]
 
     def put(self, local_path: str | os.PathLike, remote_path: str, mode: int = 0o755) -> None:
         data = Path(local_path).read_bytes()
@@ -100,11 +127,13 @@ class LibvirtInstance(Instance):
 
     def _destroy(self) -> None:
         errors = []
-        for step in (lambda: self.backend.remove_domain(self.name),
-                     lambda: self.backend.pool.remove(self.disk),
-                     lambda: self.backend.pool.remove(self.console_log),
-                     lambda: libvirt_mounts.release(self.name)):
-            try:   # every step is tried: a failed destroy must not leave the disk behind
+        for step in (
+            lambda: self.backend.remove_domain(self.name),
+            lambda: self.backend.pool.remove(self.disk),
+            lambda: self.backend.pool.remove(self.console_log),
+            lambda: libvirt_mounts.release(self.name),
+        ):
+            try:  # every step is tried: a failed destroy must not leave the disk behind
                 step()
             except BackendError as exc:
                 errors.append(exc)
@@ -138,15 +167,19 @@ class LibvirtInstance(Instance):
             if agent.ping(self.dom, timeout=2):
                 return True
             if not self._alive():
-                raise BackendError(f"VM {self.name} stopped during boot; serial console (tail):\n"
-                                   f"{tail(self.console_tail())}")
+                raise BackendError(
+                    f"VM {self.name} stopped during boot; serial console (tail):\n{tail(self.console_tail())}"
+                )
             return False
 
-        wait_until(answers, timeout=timeout, interval=0.1,
-                   what=f"VM {self.name} ({self.metadata.get('domain_type')}) to answer on the guest agent",
-                   detail=lambda: f"serial console (tail):\n{tail(self.console_tail())}")
+        wait_until(
+            answers,
+            timeout=timeout,
+            interval=0.1,
+            what=f"VM {self.name} ({self.metadata.get('domain_type')}) to answer on the guest agent",
+            detail=lambda: f"serial console (tail):\n{tail(self.console_tail())}",
+        )
         return time.monotonic() - start
-
 
 
 def unlink_socket(path: str | None) -> None:
@@ -181,7 +214,9 @@ def remove_machine_cgroups(name: str, *, root: str = "/sys/fs/cgroup", wait_s: f
     import os
 
     def left() -> list[str]:
-        return sorted({p for pattern in MACHINE_CGROUPS for p in glob.glob(pattern.format(root=root, name=name))})
+        return sorted(
+            {p for pattern in MACHINE_CGROUPS for p in glob.glob(pattern.format(root=root, name=name))}
+        )
 
     def busy(group: str) -> bool:
         try:
@@ -189,8 +224,13 @@ def remove_machine_cgroups(name: str, *, root: str = "/sys/fs/cgroup", wait_s: f
         except OSError:
             return False
 
-    wait_until(lambda: not any(busy(g) for g in left()), timeout=wait_s, interval=0.1, error=None,
-               what=f"the processes of the cgroups of {name} to end")
+    wait_until(
+        lambda: not any(busy(g) for g in left()),
+        timeout=wait_s,
+        interval=0.1,
+        error=None,
+        what=f"the processes of the cgroups of {name} to end",
+    )
     removed = []
     for top in left():
         try:

@@ -22,6 +22,7 @@ SIGKILL: bind mounts, unlike AUTODESTROY domains, outlive the controller).
 A read-write mount is shared as its source directory itself. Only the source's own
 file system is shared (a plain ``--bind``: file systems mounted below it are not).
 """
+
 from __future__ import annotations
 
 import os
@@ -76,11 +77,13 @@ def _entries(root: Path) -> list[Path]:
     try:
         return sorted(root.iterdir()) if root.is_dir() else []
     except OSError as exc:
-        raise ConfigError(f"cannot read {root}, where labkit keeps libvirt shares' bind mounts: "
-                          f"{exc.strerror or exc} (it or its parent is uid {_owner(root)}'s; this is uid "
-                          f"{os.geteuid()}); each user's are in their own runtime directory "
-                          "($XDG_RUNTIME_DIR/labkit, else /run/user/<uid>/labkit, else ~/.cache/labkit): "
-                          "unset XDG_RUNTIME_DIR or set it to a directory of yours") from None
+        raise ConfigError(
+            f"cannot read {root}, where labkit keeps libvirt shares' bind mounts: "
+            f"{exc.strerror or exc} (it or its parent is uid {_owner(root)}'s; this is uid "
+            f"{os.geteuid()}); each user's are in their own runtime directory "
+            "($XDG_RUNTIME_DIR/labkit, else /run/user/<uid>/labkit, else ~/.cache/labkit): "
+            "unset XDG_RUNTIME_DIR or set it to a directory of yours"
+        ) from None
 
 
 def _owner(path: Path) -> str:
@@ -114,8 +117,11 @@ def prepare(name: str, mounts: tuple[Mount, ...], root: Path | None = None) -> t
                 os.chmod(root, 0o700)
                 target = root / name / str(i)
                 target.mkdir(parents=True, exist_ok=True)
-                run_host(["mount", "--bind", "-o", "ro", m.source, target],
-                         what=f"read-only bind mount of {m.source} for {name}", timeout=MOUNT_TIMEOUT_S)
+                run_host(
+                    ["mount", "--bind", "-o", "ro", m.source, target],
+                    what=f"read-only bind mount of {m.source} for {name}",
+                    timeout=MOUNT_TIMEOUT_S,
+                )
                 if not os.statvfs(target).f_flag & os.ST_RDONLY:
                     raise BackendError(f"the bind mount of {m.source} at {target} is not read-only")
                 source = str(target)
@@ -159,8 +165,12 @@ def mount_in_guest(inst: Instance, mounts: tuple[Mount, ...], timeout: float = 6
         args += [mount_tag(i), m.target, "ro" if m.readonly else "rw"]
     res = inst.exec(["sh", "-c", GUEST_SCRIPT, "sh", *args], timeout=timeout, check=False)
     if res.exit_code == NO_MODULE:
-        raise BackendError(f"{inst.name}: the VM image has no virtiofs module ({res.stderr.strip()}); "
-                           "rebuild it: labkit images build --vm")
+        raise BackendError(
+            f"{inst.name}: the VM image has no virtiofs module ({res.stderr.strip()}); "
+            "rebuild it: labkit images build --vm"
+        )
     if not res.ok:
-        raise BackendError(f"{inst.name}: mounting the host directories failed (exit "
-                           f"{res.exit_code}): {tail(res.stderr + res.stdout, 10)}")
+        raise BackendError(
+            f"{inst.name}: mounting the host directories failed (exit "
+            f"{res.exit_code}): {tail(res.stderr + res.stdout, 10)}"
+        )

@@ -22,6 +22,7 @@
   (:func:`host_link`), so a delay works on a host kernel without netem (this machine's):
   between two guests the round trip is still two delays, as on the other backends.
 """
+
 from __future__ import annotations
 
 import shlex
@@ -49,9 +50,12 @@ def create(conn: libvirt.virConnect, network: Network) -> None:
     libvirt network, with its data networks when it bonds NICs; BackendError with libvirt's
     message (and nothing left started)."""
     parts: list[tuple[str, str, str | None, str | None]] = [
-        (network.name, network.device, network.host_address, network.subnet)]
-    parts += [(data_name(network, j), network.data_device(j), None, network.data_subnet)
-              for j in _data_nics(network)]
+        (network.name, network.device, network.host_address, network.subnet)
+    ]
+    parts += [
+        (data_name(network, j), network.data_device(j), None, network.data_subnet)
+        for j in _data_nics(network)
+    ]
     made: list[str] = []
     for name, bridge, address, subnet in parts:
         try:
@@ -59,8 +63,9 @@ def create(conn: libvirt.virConnect, network: Network) -> None:
         except libvirt.libvirtError as exc:
             for done in reversed(made):
                 remove(conn, done)
-            raise BackendError(f"libvirt could not create network {name} "
-                               f"(bridge {bridge}, {subnet}): {exc}") from exc
+            raise BackendError(
+                f"libvirt could not create network {name} (bridge {bridge}, {subnet}): {exc}"
+            ) from exc
         made.append(name)
 
 
@@ -105,8 +110,14 @@ def nic(network: Network, index: int) -> Nic:
 def data_nics(network: Network, index: int) -> tuple[Nic, ...]:
     """Instance ``index``'s bonded NICs (none unless ``network.nics`` > 1), NIC ``j`` on data
     network ``j``; each tap is its bridge's name, ``h`` and the index (at most 15 characters)."""
-    return tuple(Nic(data_name(network, j), guest_mac(data_name(network, j), index),
-                     f"{network.data_device(j)}h{index}") for j in _data_nics(network))
+    return tuple(
+        Nic(
+            data_name(network, j),
+            guest_mac(data_name(network, j), index),
+            f"{network.data_device(j)}h{index}",
+        )
+        for j in _data_nics(network)
+    )
 
 
 #: ``find_nic MAC``: sets ``dev`` to the name of the guest NIC with that MAC, waiting for it
@@ -143,28 +154,36 @@ done
 """
 
 
-def guest_script(mac: str, address: str, prefixlen: int, bond: tuple[str, ...] = (),
-                 data_address: str | None = None) -> str:
+def guest_script(
+    mac: str, address: str, prefixlen: int, bond: tuple[str, ...] = (), data_address: str | None = None
+) -> str:
     """The ``sh`` script that gives the guest NIC with ``mac`` the name ``eth0`` and the address
     ``address/prefixlen``, up; with ``bond`` (MACs), also bonds those NICs into ``bond0``
     (balance-rr) holding ``data_address/prefixlen``. It fails naming the loaded modules if a
     NIC never shows, and exits 3 when the image has no bonding module."""
     mac, cidr = shlex.quote(mac), shlex.quote(f"{address}/{prefixlen}")
-    script = _FIND_NIC + f"""
+    script = (
+        _FIND_NIC
+        + f"""
 find_nic {mac}
 if [ "$dev" != eth0 ]; then ip link set dev "$dev" down && ip link set dev "$dev" name eth0 || exit 1; fi
 ip addr add {cidr} dev eth0 && ip link set eth0 up || exit 1
 printf '{netmod.NO_DNS}' > /etc/resolv.conf && chmod 644 /etc/hosts /etc/resolv.conf
 """
+    )
     if not bond:
         return script
     data = shlex.quote(f"{data_address}/{prefixlen}")
     # a kernel that already had bonding may have made bond0 itself (max_bonds=1): set its mode then
-    script += _LOAD_BONDING + ("ip link add bond0 type bond mode balance-rr miimon 100 2>/dev/null || "
-                               "ip link set bond0 type bond mode balance-rr miimon 100 || exit 1\n")
+    script += _LOAD_BONDING + (
+        "ip link add bond0 type bond mode balance-rr miimon 100 2>/dev/null || "
+        "ip link set bond0 type bond mode balance-rr miimon 100 || exit 1\n"
+    )
     for j, m in enumerate(bond, 1):
-        script += (f"find_nic {shlex.quote(m)}\nip link set dev \"$dev\" down && "
-                   f"ip link set dev \"$dev\" name data{j} && ip link set dev data{j} master bond0 || exit 1\n")
+        script += (
+            f'find_nic {shlex.quote(m)}\nip link set dev "$dev" down && '
+            f'ip link set dev "$dev" name data{j} && ip link set dev data{j} master bond0 || exit 1\n'
+        )
     return script + f"ip link set bond0 up && ip addr add {data} dev bond0 || exit 1\n"
 
 
@@ -174,10 +193,20 @@ def configure_guest(inst: Instance, dom: libvirt.virDomain, network: Network) ->
     when the image cannot bond."""
     agent.write_file(dom, "/etc/hosts", network.hosts_text().encode())
     bond = tuple(n.mac for n in data_nics(network, inst.index))
-    script = guest_script(guest_mac(network.name, inst.index), network.addresses[inst.index],
-                          network.prefixlen, bond, network.peer_addresses[inst.index])
-    _in_guest(inst, ["sh", "-c", script], f"network set-up (nics: {network.nics})", "NIC aggregation",
-              timeout=NIC_WAIT_S * (1 + len(bond)) + 30)
+    script = guest_script(
+        guest_mac(network.name, inst.index),
+        network.addresses[inst.index],
+        network.prefixlen,
+        bond,
+        network.peer_addresses[inst.index],
+    )
+    _in_guest(
+        inst,
+        ["sh", "-c", script],
+        f"network set-up (nics: {network.nics})",
+        "NIC aggregation",
+        timeout=NIC_WAIT_S * (1 + len(bond)) + 30,
+    )
 
 
 def _in_guest(inst: Instance, argv: list[str], what: str, feature: str, timeout: float) -> None:
@@ -185,11 +214,14 @@ def _in_guest(inst: Instance, argv: list[str], what: str, feature: str, timeout:
     to rebuild the image, which predates ``feature``; any other failure BackendError."""
     res = inst.exec(argv, check=False, timeout=timeout)
     if res.exit_code == 3:
-        raise BackendUnavailable(f"libvirt {what}: {res.stderr.strip()}: the VM image predates {feature}; "
-                                 "rebuild it: labkit images build --vm")
+        raise BackendUnavailable(
+            f"libvirt {what}: {res.stderr.strip()}: the VM image predates {feature}; "
+            "rebuild it: labkit images build --vm"
+        )
     if not res.ok:
-        raise BackendError(f"libvirt {what} in {inst.name} failed (exit {res.exit_code}): "
-                           f"{res.stderr.strip()[:500]}")
+        raise BackendError(
+            f"libvirt {what} in {inst.name} failed (exit {res.exit_code}): {res.stderr.strip()[:500]}"
+        )
 
 
 #: run in the guest as ``sh -c DELAY_SCRIPT sh <tc argv...>``: the netem ``tc`` command, after
@@ -233,4 +265,6 @@ def delay_in_guest(inst: Instance, link: netmod.Link | None, bonded: bool = Fals
 
 def _delay(inst: Instance, device: str, delay_s: float) -> None:
     (tc,) = netmod.shape_commands(device, netmod.Link(None, delay_s))
-    _in_guest(inst, ["sh", "-c", DELAY_SCRIPT, "sh", *tc], f"link delay on {device}", "link delays", timeout=60)
+    _in_guest(
+        inst, ["sh", "-c", DELAY_SCRIPT, "sh", *tc], f"link delay on {device}", "link delays", timeout=60
+    )

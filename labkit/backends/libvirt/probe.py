@@ -7,6 +7,7 @@ under KVM with a short timeout: ``kvm`` when it reaches its guest agent,
 for a local daemon, in ``<image cache>/../libvirt-probe.json`` until the next
 host boot (or a new QEMU or image).
 """
+
 from __future__ import annotations
 
 import json
@@ -25,7 +26,7 @@ from .storage import image_cache
 log = logging.getLogger("labkit.backends.libvirt")
 
 _lock = threading.Lock()
-_verdicts: dict[str, tuple[str, str, str]] = {}   # uri -> (domain_type, reason, detail)
+_verdicts: dict[str, tuple[str, str, str]] = {}  # uri -> (domain_type, reason, detail)
 
 
 def cache_file() -> Path:
@@ -39,8 +40,14 @@ def _boot_id() -> str:
         return ""
 
 
-def verdict(conn: libvirt.virConnect, uri: str, local: bool, image_hash: str | None, boot_kvm: Callable[[], None],
-            timeout: float) -> tuple[str, str, str]:
+def verdict(
+    conn: libvirt.virConnect,
+    uri: str,
+    local: bool,
+    image_hash: str | None,
+    boot_kvm: Callable[[], None],
+    timeout: float,
+) -> tuple[str, str, str]:
     """``(domain_type, reason, detail)`` for ``uri``, probing at most once per process.
 
     ``boot_kvm()`` boots one KVM guest to its agent within ``timeout`` seconds
@@ -54,14 +61,18 @@ def verdict(conn: libvirt.virConnect, uri: str, local: bool, image_hash: str | N
 
 
 def _probe(conn, uri, local, image_hash, boot_kvm, timeout) -> tuple[str, str, str]:
-    key = {"uri": uri, "boot_id": _boot_id(), "qemu": conn.getVersion(), "image": image_hash} \
-        if local else None
+    key = (
+        {"uri": uri, "boot_id": _boot_id(), "qemu": conn.getVersion(), "image": image_hash} if local else None
+    )
     if key is not None:
         try:
             cached = json.loads(cache_file().read_text())
             if cached.get("key") == key:
-                return cached["domain_type"], cached["reason"], \
-                    cached.get("detail", "") + " (cached for this host boot)"
+                return (
+                    cached["domain_type"],
+                    cached["reason"],
+                    cached.get("detail", "") + " (cached for this host boot)",
+                )
         except (OSError, ValueError, KeyError, TypeError):
             pass
     caps = conn.getCapabilities()
@@ -71,19 +82,24 @@ def _probe(conn, uri, local, image_hash, boot_kvm, timeout) -> tuple[str, str, s
         t0 = time.monotonic()
         try:
             boot_kvm()
-            dtype, reason, detail = "kvm", "a KVM guest booted to its agent", \
-                f"in {time.monotonic() - t0:.1f}s"
+            dtype, reason, detail = (
+                "kvm",
+                "a KVM guest booted to its agent",
+                f"in {time.monotonic() - t0:.1f}s",
+            )
         except BackendError as exc:
-            dtype, reason, detail = "qemu", f"a KVM guest did not boot within {timeout:.0f}s; TCG used", \
-                str(exc)
+            dtype, reason, detail = (
+                "qemu",
+                f"a KVM guest did not boot within {timeout:.0f}s; TCG used",
+                str(exc),
+            )
     log.info("libvirt %s KVM probe: %s (%s)", uri, reason, detail)
     if key is not None:
         try:
             path = cache_file()
             path.parent.mkdir(parents=True, exist_ok=True)
             tmp = path.with_suffix(f".{os.getpid()}.tmp")
-            tmp.write_text(json.dumps({"key": key, "domain_type": dtype, "reason": reason,
-                                       "detail": detail}))
+            tmp.write_text(json.dumps({"key": key, "domain_type": dtype, "reason": reason, "detail": detail}))
             os.replace(tmp, path)
         except OSError:
             pass

@@ -16,6 +16,7 @@ URI: the backend passes its URI with the host-key policy applied) is said in lab
 (:func:`labkit.backends.hostkeys.ssh_refusal`: the host, the key offered, the known_hosts file and
 line of the old key, the ``ssh-keygen -R`` command), not OpenSSH's banner.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -38,6 +39,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from ...errors import BackendError
     from . import agent
+
     uri, name, command = args[0], args[1], args[2:]
     try:
         dom = libvirt.open(uri).lookupByName(name)
@@ -58,9 +60,11 @@ def main(argv: list[str] | None = None) -> int:
     except (libvirt.libvirtError, BackendError) as exc:
         print(f"labkit libvirt relay: {name} at {_shown(uri)}: {exc}", file=sys.stderr)
         return 255
-    if res is None:   # a wait without a timeout returns only once the command has exited
-        raise BackendError(f"labkit libvirt relay: {name} at {uri}: the guest agent's wait "
-                           "ended with no result although it had no timeout")
+    if res is None:  # a wait without a timeout returns only once the command has exited
+        raise BackendError(
+            f"labkit libvirt relay: {name} at {uri}: the guest agent's wait "
+            "ended with no result although it had no timeout"
+        )
     sys.stdout.write(res.stdout)
     sys.stderr.write(res.stderr)
     return res.exit_code if 0 <= res.exit_code < 256 else 255
@@ -76,12 +80,15 @@ def _explained(uri: str, exc: BaseException) -> str:
     import urllib.parse
 
     from ..hostkeys import ssh_refusal
+
     parts = urllib.parse.urlsplit(uri)
     try:
         port = parts.port or 22
     except ValueError:
         return str(exc)
-    keys = ssh_refusal(str(exc), parts.hostname, port, None) if parts.hostname and "+" in parts.scheme else None
+    keys = (
+        ssh_refusal(str(exc), parts.hostname, port, None) if parts.hostname and "+" in parts.scheme else None
+    )
     return keys or str(exc)
 
 

@@ -14,6 +14,7 @@ undo the policy (``command``, ``no_verify``, ``known_hosts``, ``known_hosts_veri
 ConfigError saying which option to use instead. Other transports (a local socket, ``tls``,
 ``tcp``) have no host key: their URI is used as given and no policy is recorded.
 """
+
 from __future__ import annotations
 
 import logging
@@ -29,16 +30,19 @@ SSH_TRANSPORTS = ("ssh", "libssh", "libssh2")
 #: known_hosts_verify of libvirt's libssh/libssh2 transports for each policy
 LIBSSH_VERIFY = {hostkeys.STRICT: "normal", hostkeys.ACCEPT_NEW: "auto", hostkeys.INSECURE: "ignore"}
 #: URI parameters labkit sets from the policy (the user gives the options instead)
-OWN = {"command": "host_key_policy / known_hosts (labkit runs ssh with their options)",
-       "no_verify": "host_key_policy: insecure",
-       "known_hosts": "the known_hosts option",
-       "known_hosts_verify": "host_key_policy"}
+OWN = {
+    "command": "host_key_policy / known_hosts (labkit runs ssh with their options)",
+    "no_verify": "host_key_policy: insecure",
+    "known_hosts": "the known_hosts option",
+    "known_hosts_verify": "host_key_policy",
+}
 
 
 @dataclass(frozen=True)
 class SshUri:
     """A libvirt URI and what it reaches over SSH: ``open_uri`` is what libvirt opens (``uri``
     itself for a transport without SSH, whose ``policy`` is then None)."""
+
     uri: str
     open_uri: str
     host: str | None = None
@@ -60,10 +64,14 @@ def parse(uri: str, policy: str | None, known_hosts: str | None) -> SshUri:
     how = transport(uri)
     if how not in SSH_TRANSPORTS:
         if policy is not None or known_hosts is not None:
-            raise ConfigError(f"libvirt options host_key_policy and known_hosts apply to an SSH URI "
-                              f"(qemu+ssh://user@host/system), not {uri!r}")
+            raise ConfigError(
+                f"libvirt options host_key_policy and known_hosts apply to an SSH URI "
+                f"(qemu+ssh://user@host/system), not {uri!r}"
+            )
         return SshUri(uri, uri)
-    policy = hostkeys.check_policy(hostkeys.DEFAULT if policy is None else policy, "libvirt option host_key_policy")
+    policy = hostkeys.check_policy(
+        hostkeys.DEFAULT if policy is None else policy, "libvirt option host_key_policy"
+    )
     known_hosts = hostkeys.known_hosts_path("libvirt option known_hosts", known_hosts)
     parts = urllib.parse.urlsplit(uri)
     try:
@@ -71,12 +79,16 @@ def parse(uri: str, policy: str | None, known_hosts: str | None) -> SshUri:
     except ValueError as exc:
         raise ConfigError(f"libvirt option uri {uri!r}: {exc}") from None
     if not parts.hostname:
-        raise ConfigError(f"libvirt option uri {uri!r}: an SSH URI names its host (qemu+ssh://user@host/system)")
+        raise ConfigError(
+            f"libvirt option uri {uri!r}: an SSH URI names its host (qemu+ssh://user@host/system)"
+        )
     query = urllib.parse.parse_qsl(parts.query, keep_blank_values=True)
     for key, _value in query:
         if key in OWN:
-            raise ConfigError(f"libvirt option uri {uri!r}: its {key!r} parameter would bypass the host-key "
-                              f"policy; remove it and use {OWN[key]}")
+            raise ConfigError(
+                f"libvirt option uri {uri!r}: its {key!r} parameter would bypass the host-key "
+                f"policy; remove it and use {OWN[key]}"
+            )
     if how == "ssh":
         own = hostkeys.libvirt_query(policy, known_hosts, None)
     else:
@@ -86,10 +98,16 @@ def parse(uri: str, policy: str | None, known_hosts: str | None) -> SshUri:
         if dict(query).get("no_tty") is None:
             own["no_tty"] = "1"
     if policy == hostkeys.INSECURE:
-        log.warning("libvirt %s: host_key_policy insecure: the host key of %s is not checked "
-                             "(a man-in-the-middle is not noticed)", uri, parts.hostname)
+        log.warning(
+            "libvirt %s: host_key_policy insecure: the host key of %s is not checked "
+            "(a man-in-the-middle is not noticed)",
+            uri,
+            parts.hostname,
+        )
     merged = [(k, v) for k, v in query if k not in own] + list(own.items())
-    text = urllib.parse.urlencode(merged, safe="/", quote_via=urllib.parse.quote)   # libvirt reads no "+" as a space
+    text = urllib.parse.urlencode(
+        merged, safe="/", quote_via=urllib.parse.quote
+    )  # libvirt reads no "+" as a space
     opened = urllib.parse.urlunsplit((parts.scheme, parts.netloc, parts.path, text, parts.fragment))
     return SshUri(uri, opened, parts.hostname, port, policy, known_hosts)
 

@@ -23,6 +23,7 @@ sparse where the base holds zeros; a local daemon only). Its serial console log
 lies beside it. Every other file operation goes through the pool API, so the same
 code serves a local daemon and a remote one (``qemu+ssh://``).
 """
+
 from __future__ import annotations
 
 import json
@@ -85,14 +86,16 @@ def load_image(image: str | os.PathLike | None = None) -> dict:
         except (OSError, ValueError, KeyError, TypeError):
             raise BackendUnavailable(f"{MISSING} (no image named in {pointer})") from None
     image = str(image)
-    if "/" not in image and not image.endswith(".json"):   # a variant's name
+    if "/" not in image and not image.endswith(".json"):  # a variant's name
         image = str(image_cache() / f"vm-{image}.json")
-    if image.endswith(".json") and Path(image).name != "image.json":   # a pointer file
+    if image.endswith(".json") and Path(image).name != "image.json":  # a pointer file
         try:
             image = json.loads(Path(image).read_text())["image"]
         except (OSError, ValueError, KeyError, TypeError):
-            raise BackendUnavailable(f"{MISSING} (no image named in {image}; build a variant "
-                                     "with: labkit images build --vm --profile <name>)") from None
+            raise BackendUnavailable(
+                f"{MISSING} (no image named in {image}; build a variant "
+                "with: labkit images build --vm --profile <name>)"
+            ) from None
     path = Path(image)
     meta = path if path.name == "image.json" else path / "image.json"
     try:
@@ -102,8 +105,9 @@ def load_image(image: str | os.PathLike | None = None) -> dict:
     except ValueError as exc:
         raise ConfigError(f"libvirt option image: {meta} is not JSON: {exc}") from None
     if not isinstance(info, dict) or not all(isinstance(info.get(k), str) for k in (*IMAGE_FILES, "cmdline")):
-        raise ConfigError(f"libvirt option image: {meta} must hold the strings "
-                          f"{', '.join((*IMAGE_FILES, 'cmdline'))}")
+        raise ConfigError(
+            f"libvirt option image: {meta} must hold the strings {', '.join((*IMAGE_FILES, 'cmdline'))}"
+        )
     for key in IMAGE_FILES:
         info[key] = str(meta.parent / info[key])
         if not Path(info[key]).exists():
@@ -114,26 +118,32 @@ def load_image(image: str | os.PathLike | None = None) -> dict:
 
 def gone(exc: libvirt.libvirtError) -> bool:
     """The error says the domain or volume does not exist (any more)."""
-    return exc.get_error_code() in (libvirt.VIR_ERR_NO_DOMAIN, libvirt.VIR_ERR_OPERATION_INVALID,
-                                    libvirt.VIR_ERR_NO_STORAGE_VOL)
+    return exc.get_error_code() in (
+        libvirt.VIR_ERR_NO_DOMAIN,
+        libvirt.VIR_ERR_OPERATION_INVALID,
+        libvirt.VIR_ERR_NO_STORAGE_VOL,
+    )
 
 
 def pool_busy(exc: BaseException) -> bool:
     """The error is libvirt's refusal to refresh a pool while a volume is being built in it
     ("pool ... has asynchronous jobs running": storagePoolRefresh reports it as an internal
     error of the storage driver, VIR_ERR_INTERNAL_ERROR from VIR_FROM_STORAGE)."""
-    return (isinstance(exc, libvirt.libvirtError) and exc.get_error_code() == libvirt.VIR_ERR_INTERNAL_ERROR
-            and exc.get_error_domain() == libvirt.VIR_FROM_STORAGE)
+    return (
+        isinstance(exc, libvirt.libvirtError)
+        and exc.get_error_code() == libvirt.VIR_ERR_INTERNAL_ERROR
+        and exc.get_error_domain() == libvirt.VIR_FROM_STORAGE
+    )
 
 
 class Pool:
     """The storage pool holding overlays and console logs, on one libvirt connection."""
 
     def __init__(self, conn_of: Callable[[], libvirt.virConnect], name: str, path: str):
-        self._conn_of = conn_of          # a callable: the backend's (lazily opened) connection
+        self._conn_of = conn_of  # a callable: the backend's (lazily opened) connection
         self.name, self.path = name, path
         self._lock = threading.Lock()
-        self._checked = False   # whether self.path was read back from the pool
+        self._checked = False  # whether self.path was read back from the pool
 
     def pool(self) -> libvirt.virStoragePool:
         """The ``virStoragePool``, defined (transient) and started if needed."""
@@ -143,39 +153,45 @@ class Pool:
                 pool = conn.storagePoolLookupByName(self.name)
             except libvirt.libvirtError:
                 try:
-                    pool = conn.storagePoolCreateXML(pool_xml(self.name, self.path),
-                                                     libvirt.VIR_STORAGE_POOL_CREATE_WITH_BUILD)
+                    pool = conn.storagePoolCreateXML(
+                        pool_xml(self.name, self.path), libvirt.VIR_STORAGE_POOL_CREATE_WITH_BUILD
+                    )
                 except libvirt.libvirtError as exc:
-                    try:   # another process made it meanwhile
+                    try:  # another process made it meanwhile
                         pool = conn.storagePoolLookupByName(self.name)
                     except libvirt.libvirtError:
                         raise ConfigError(
                             f"libvirt storage pool {self.name} could not be made at {self.path}: {exc}; "
                             "set the libvirt option pool_path to a directory this user may create and "
                             "write (e.g. --backend-option pool_path=$HOME/labkit-pool), or name an existing pool "
-                            "with the pool option") from exc
+                            "with the pool option"
+                        ) from exc
             if not pool.isActive():
                 pool.create(0)
-            if not self._checked:   # a pool defined before (by hand, or another labkit) decides where
+            if not self._checked:  # a pool defined before (by hand, or another labkit) decides where
                 self._checked = True
                 try:
                     where = ElementTree.fromstring(pool.XMLDesc(0)).findtext("target/path")
                 except (libvirt.libvirtError, ElementTree.ParseError):
                     where = None
                 if where and where != self.path:
-                    log.info("libvirt pool %s is at %s, not %s: its files go there", self.name, where, self.path)
+                    log.info(
+                        "libvirt pool %s is at %s, not %s: its files go there", self.name, where, self.path
+                    )
                     self.path = where
             return pool
 
     def overlay(self, name: str, img: dict) -> str:
         """Path of a new qcow2 overlay ``<name>.qcow2`` over the image's base disk."""
-        xml = overlay_volume_xml(f"{name}.qcow2", img["disk"], img.get("format", "qcow2"),
-                                 int(img.get("size_mb", 0)) << 20)
+        xml = overlay_volume_xml(
+            f"{name}.qcow2", img["disk"], img.get("format", "qcow2"), int(img.get("size_mb", 0)) << 20
+        )
         try:
             return self.pool().createXML(xml, 0).path()
         except libvirt.libvirtError as exc:
-            raise BackendError(f"could not create the overlay of {img['disk']} for {name} "
-                               f"in pool {self.name}: {exc}") from exc
+            raise BackendError(
+                f"could not create the overlay of {img['disk']} for {name} in pool {self.name}: {exc}"
+            ) from exc
 
     def disk(self, name: str, img: dict, disk_format: str = "qcow2") -> str:
         """Path of a new disk for domain ``name``: :meth:`overlay` for ``qcow2``, :meth:`raw_copy`
@@ -186,36 +202,46 @@ class Pool:
         """Path of ``<name>.raw`` in the pool: the image's base disk converted to raw with
         ``qemu-img convert`` (mode 0600; libvirt hands it to QEMU's user at start). The pool
         must be on this machine. BackendError with qemu-img's message if it fails."""
-        self.pool()   # the pool's directory exists
+        self.pool()  # the pool's directory exists
         dest = f"{self.path}/{name}.raw"
-        argv = ["qemu-img", "convert", "-q", "-f", img.get("format", "qcow2"), "-O", "raw",
-                img["disk"], dest]
-        try:   # made here first, private: never someone else's file, and qemu-img keeps the mode
+        argv = ["qemu-img", "convert", "-q", "-f", img.get("format", "qcow2"), "-O", "raw", img["disk"], dest]
+        try:  # made here first, private: never someone else's file, and qemu-img keeps the mode
             os.close(os.open(dest, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
         except OSError as exc:
             raise BackendError(f"could not create {dest} for the raw disk of {name}: {exc}") from exc
         try:
-            run_host(argv, what=f"could not make the raw copy of {img['disk']} for {name}",
-                     timeout=RAW_COPY_TIMEOUT_S)
+            run_host(
+                argv,
+                what=f"could not make the raw copy of {img['disk']} for {name}",
+                timeout=RAW_COPY_TIMEOUT_S,
+            )
         except BackendError:
             os.unlink(dest)
             raise
-        return dest   # remove() and volumes() refresh the pool, so they find it
+        return dest  # remove() and volumes() refresh the pool, so they find it
 
     def console_log(self, name: str) -> str:
         """Where the serial console of domain ``name`` is written (in the pool's directory)."""
-        self.pool()   # the pool's directory as libvirt has it
+        self.pool()  # the pool's directory as libvirt has it
         return f"{self.path}/{name}.console.log"
 
     def refreshed(self) -> libvirt.virStoragePool:
         """The pool, refreshed (its directory read again); while another process builds a volume in
         it libvirt refuses the refresh (:func:`pool_busy`): retried for up to :data:`BUSY_POOL_WAIT_S`."""
+
         def refresh() -> libvirt.virStoragePool:
             pool = self.pool()
             pool.refresh(0)
             return pool
-        return retry(refresh, transient=pool_busy, what=f"refreshing pool {self.name}",
-                     timeout=BUSY_POOL_WAIT_S, interval=0.5, backoff=1)
+
+        return retry(
+            refresh,
+            transient=pool_busy,
+            what=f"refreshing pool {self.name}",
+            timeout=BUSY_POOL_WAIT_S,
+            interval=0.5,
+            backoff=1,
+        )
 
     def volumes(self, prefix: str) -> list[str]:
         """Names of the pool's files starting with ``prefix`` (disks and console logs)."""
@@ -237,7 +263,7 @@ class Pool:
                     continue
                 stamps = ElementTree.fromstring(vol.XMLDesc(0)).find("target/timestamps")
                 times = [] if stamps is None else [float(stamps.findtext(k) or 0) for k in ("btime", "ctime")]
-                when = next((t for t in times if t > 0), None)   # a file system without birth times says 0
+                when = next((t for t in times if t > 0), None)  # a file system without birth times says 0
                 if when is not None:
                     out[vol.name()] = when
         except (libvirt.libvirtError, ElementTree.ParseError, ValueError) as exc:
@@ -248,14 +274,21 @@ class Pool:
         """Delete the pool file ``path`` (quiet when it is already gone). While another process
         builds a volume in the pool, libvirt refuses to refresh it (:func:`pool_busy`): retried
         for up to :data:`BUSY_POOL_WAIT_S`."""
+
         def delete() -> None:
             pool = self.pool()
             pool.refresh(0)
             pool.storageVolLookupByName(os.path.basename(path)).delete(0)
 
         try:
-            retry(delete, transient=pool_busy, what=f"removing {path} from pool {self.name}",
-                  timeout=BUSY_POOL_WAIT_S, interval=0.5, backoff=1)
+            retry(
+                delete,
+                transient=pool_busy,
+                what=f"removing {path} from pool {self.name}",
+                timeout=BUSY_POOL_WAIT_S,
+                interval=0.5,
+                backoff=1,
+            )
         except libvirt.libvirtError as exc:
             if not gone(exc):
                 raise BackendError(f"could not remove {path} from pool {self.name}: {exc}") from exc

@@ -28,6 +28,7 @@ read-only mode"; libvirt >= 11 with virtiofsd >= 1.11 has it), so read-only is a
 the share's source being a read-only bind mount on the host and by ``mount -o ro`` in the
 guest (:mod:`~labkit.backends.libvirt.mounts`).
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -44,7 +45,7 @@ DISK_FORMATS = ("qcow2", "raw")
 AGENT_CHANNEL = "org.qemu.guest_agent.0"
 #: virtio-fs tags are at most 36 bytes (the device's ``tag`` field)
 MAX_TAG = 36
-LABKIT_NS = "https://labkit.invalid/xmlns/libvirt/1"   # an identifier, never fetched
+LABKIT_NS = "https://labkit.invalid/xmlns/libvirt/1"  # an identifier, never fetched
 
 
 def uri_driver(uri: str) -> str:
@@ -72,6 +73,7 @@ GUEST_KERNEL_ARGS = "no_timer_check panic=-1"
 @dataclass(frozen=True)
 class Nic:
     """A guest NIC on libvirt network ``network``: its ``mac`` and the host-side tap ``device``."""
+
     network: str
     mac: str
     device: str
@@ -81,7 +83,7 @@ def guest_mac(network: str, index: int) -> str:
     """The MAC of instance ``index`` on ``network``: QEMU's 52:54:00 prefix, then 3 bytes of a
     hash of both (the guest finds its NIC by it)."""
     tail = hashlib.sha256(f"{network}/{index}".encode()).hexdigest()[:6]
-    return "52:54:00:" + ":".join(tail[i:i + 2] for i in range(0, 6, 2))
+    return "52:54:00:" + ":".join(tail[i : i + 2] for i in range(0, 6, 2))
 
 
 def network_xml(name: str, bridge: str, address: str | None, prefixlen: int) -> str:
@@ -113,6 +115,7 @@ def mount_tag(index: int) -> str:
 @dataclass(frozen=True)
 class Share:
     """A host directory ``source`` given to the guest as virtiofs ``tag``."""
+
     source: str
     tag: str
 
@@ -123,8 +126,10 @@ def _check_shares(shares) -> None:
         if not sh.source.startswith("/") or "\n" in sh.source:
             raise ConfigError(f"virtiofs source {sh.source!r} must be an absolute path")
         if not 0 < len(sh.tag.encode()) <= MAX_TAG or tags.count(sh.tag) > 1:
-            raise ConfigError(f"virtiofs tag {sh.tag!r} must be 1-{MAX_TAG} bytes and unique "
-                              f"in the domain (tags: {', '.join(tags)})")
+            raise ConfigError(
+                f"virtiofs tag {sh.tag!r} must be 1-{MAX_TAG} bytes and unique "
+                f"in the domain (tags: {', '.join(tags)})"
+            )
 
 
 def _sub(parent, tag, text=None, **attrs):
@@ -134,11 +139,24 @@ def _sub(parent, tag, text=None, **attrs):
     return el
 
 
-def domain_xml(*, name: str, spec: InstanceSpec, cpus: list[int] | None, domain_type: str,
-               disk: str, kernel: str, initrd: str, cmdline: str, console_log: str,
-               disk_format: str = "qcow2", disk_cache: str | None = None,
-               emulator: str | None = None, nics: tuple[Nic, ...] = (),
-               shares: tuple[Share, ...] = (), agent_socket: str | None = None) -> str:
+def domain_xml(
+    *,
+    name: str,
+    spec: InstanceSpec,
+    cpus: list[int] | None,
+    domain_type: str,
+    disk: str,
+    kernel: str,
+    initrd: str,
+    cmdline: str,
+    console_log: str,
+    disk_format: str = "qcow2",
+    disk_cache: str | None = None,
+    emulator: str | None = None,
+    nics: tuple[Nic, ...] = (),
+    shares: tuple[Share, ...] = (),
+    agent_socket: str | None = None,
+) -> str:
     """The ``<domain>`` document for one instance.
 
     ``cpus`` is the host CPU of each vCPU when pinned, None when floating.
@@ -154,8 +172,9 @@ def domain_xml(*, name: str, spec: InstanceSpec, cpus: list[int] | None, domain_
     pass the 107 bytes a UNIX socket's name may have).
     """
     if domain_type not in DOMAIN_TYPES:
-        raise ConfigError(f"libvirt domain type {domain_type!r} not allowed; use one of "
-                          f"{', '.join(DOMAIN_TYPES)}")
+        raise ConfigError(
+            f"libvirt domain type {domain_type!r} not allowed; use one of {', '.join(DOMAIN_TYPES)}"
+        )
     check_disk_format(disk_format)
     if not name.startswith("labkit-"):
         raise ConfigError(f"libvirt domain name {name!r} must start with 'labkit-'")
@@ -171,12 +190,20 @@ def domain_xml(*, name: str, spec: InstanceSpec, cpus: list[int] | None, domain_
     dom = ET.Element("domain", {"type": domain_type})
     _sub(dom, "name", name)
     meta = _sub(dom, "metadata")
-    ET.SubElement(meta, f"{{{LABKIT_NS}}}instance", {
-        "vcpus": str(spec.vcpus), "memory_mb": str(spec.memory_mb), "affinity": spec.affinity,
-        "cpus": ",".join(map(str, cpus)) if cpus is not None else "", "disk_format": disk_format})
+    ET.SubElement(
+        meta,
+        f"{{{LABKIT_NS}}}instance",
+        {
+            "vcpus": str(spec.vcpus),
+            "memory_mb": str(spec.memory_mb),
+            "affinity": spec.affinity,
+            "cpus": ",".join(map(str, cpus)) if cpus is not None else "",
+            "disk_format": disk_format,
+        },
+    )
     _sub(dom, "memory", spec.memory_mb, unit="MiB")
     _sub(dom, "currentMemory", spec.memory_mb, unit="MiB")
-    if shares:   # virtiofsd maps the guest's RAM: it must be a shared memory object
+    if shares:  # virtiofsd maps the guest's RAM: it must be a shared memory object
         backing = _sub(dom, "memoryBacking")
         _sub(backing, "source", type="memfd")
         _sub(backing, "access", mode="shared")
@@ -194,8 +221,11 @@ def domain_xml(*, name: str, spec: InstanceSpec, cpus: list[int] | None, domain_
     _sub(os_, "kernel", kernel)
     _sub(os_, "initrd", initrd)
     root = "/dev/xvda" if xen else "/dev/vda"
-    _sub(os_, "cmdline", cmdline.replace("root=/dev/vda", f"root={root}")
-         + f" {GUEST_KERNEL_ARGS} labkit.hostname={name}")
+    _sub(
+        os_,
+        "cmdline",
+        cmdline.replace("root=/dev/vda", f"root={root}") + f" {GUEST_KERNEL_ARGS} labkit.hostname={name}",
+    )
 
     if not xen:
         feats = _sub(dom, "features")
@@ -214,8 +244,7 @@ def domain_xml(*, name: str, spec: InstanceSpec, cpus: list[int] | None, domain_
     if emulator:
         _sub(dev, "emulator", emulator)
     disk_el = _sub(dev, "disk", type="file", device="disk")
-    _sub(disk_el, "driver", name="qemu", type=disk_format,
-         **({"cache": disk_cache} if disk_cache else {}))
+    _sub(disk_el, "driver", name="qemu", type=disk_format, **({"cache": disk_cache} if disk_cache else {}))
     _sub(disk_el, "source", file=disk)
     _sub(disk_el, "target", dev="xvda" if xen else "vda", bus="xen" if xen else "virtio")
     for nic in nics:
@@ -254,8 +283,9 @@ def check_disk_format(value: object, where: str = "libvirt option disk_format") 
     return value
 
 
-def overlay_volume_xml(name: str, base: str, base_format: str = "qcow2",
-                       capacity_bytes: int | None = None) -> str:
+def overlay_volume_xml(
+    name: str, base: str, base_format: str = "qcow2", capacity_bytes: int | None = None
+) -> str:
     """A storage ``<volume>``: a qcow2 overlay of ``base`` (copy-on-write; base never written)."""
     vol = ET.Element("volume")
     _sub(vol, "name", name)
@@ -323,8 +353,16 @@ def domain_facts(xml: str) -> dict:
     if mem is not None and mem.text is None:
         raise BackendError("libvirt domain XML: <memory> has no value")
     unit = (mem.get("unit") or "KiB") if mem is not None else "KiB"
-    factor = {"KiB": 1 / 1024, "k": 1 / 1024, "MiB": 1, "M": 1, "GiB": 1024, "G": 1024,
-              "b": 1 / 1048576, "bytes": 1 / 1048576}.get(unit, 1 / 1024)
+    factor = {
+        "KiB": 1 / 1024,
+        "k": 1 / 1024,
+        "MiB": 1,
+        "M": 1,
+        "GiB": 1024,
+        "G": 1024,
+        "b": 1 / 1048576,
+        "bytes": 1 / 1048576,
+    }.get(unit, 1 / 1024)
     return {
         "domain_type": root.get("type"),
         "vcpus": int(root.findtext("vcpu") or 0),

@@ -34,6 +34,7 @@ fingerprint. An unprivileged instance is copied from the image's pre-shifted bas
 
 >>> be = get_backend("lxd")            # image alias labkit-debian-12 by default
 """
+
 from .api import (
     EXEC_ATTEMPTS,
     START_HINT,
@@ -50,7 +51,24 @@ from .host import CGROUP_ROOT, INIT_READY, memory_cgroup_file
 from .instance import LxdInstance, lxd_stats
 
 __all__ = [
-    "CGROUP_ROOT", "DEFAULT_IMAGE", "EXEC_ATTEMPTS", "INIT_CMD", "INIT_READY", "INIT_SCRIPT", "START_HINT",
-    "LxdBackend", "LxdInstance", "cpu_set", "default_socket", "execute", "in_websocket_connect",
-    "instance_busy", "instance_config", "lxd_prefix", "lxd_stats", "memory_cgroup_file", "sdk", "socket_hint",
+    "CGROUP_ROOT",
+    "DEFAULT_IMAGE",
+    "EXEC_ATTEMPTS",
+    "INIT_CMD",
+    "INIT_READY",
+    "INIT_SCRIPT",
+    "START_HINT",
+    "LxdBackend",
+    "LxdInstance",
+    "cpu_set",
+    "default_socket",
+    "execute",
+    "in_websocket_connect",
+    "instance_busy",
+    "instance_config",
+    "lxd_prefix",
+    "lxd_stats",
+    "memory_cgroup_file",
+    "sdk",
+    "socket_hint",
 ]

@@ -2,6 +2,7 @@
 (:func:`sdk`), its socket (:func:`default_socket`, and why this user cannot reach it:
 :func:`socket_hint`), the errors that say an instance is busy or an exec never started, and an
 exec tried again when its websockets could not be connected (:func:`execute`)."""
+
 from __future__ import annotations
 
 import os
@@ -12,9 +13,11 @@ from ...core.waiting import retry
 from ...errors import BackendError, BackendUnavailable
 from ..output import CappedOutput
 
-START_HINT = ("start it with `lxd --group root > /var/log/labkit-lxd.log 2>&1 &` then "
-              "`lxd waitready` and, the first time, `lxd init --preseed` (a dir pool, no network); "
-              "or `systemctl start lxd`; or run `bash scripts/setup-containers.sh`")
+START_HINT = (
+    "start it with `lxd --group root > /var/log/labkit-lxd.log 2>&1 &` then "
+    "`lxd waitready` and, the first time, `lxd init --preseed` (a dir pool, no network); "
+    "or `systemctl start lxd`; or run `bash scripts/setup-containers.sh`"
+)
 
 
 def socket_hint(socket: str) -> str:
@@ -25,12 +28,16 @@ def socket_hint(socket: str) -> str:
         st = os.stat(socket)
         owner = f"uid {st.st_uid}, gid {st.st_gid}, mode {stat.S_IMODE(st.st_mode):04o}"
         if st.st_gid == 0:
-            return (f"LXD is running but its socket is root's ({owner}): it was started with `--group root`, "
-                    "so membership of the lxd group cannot help; restart it with `--group lxd` (or "
-                    "`systemctl start lxd`, whose socket is lxd's) and add this user to the lxd group "
-                    "(`usermod -aG lxd USER`, then log in again)")
-        return (f"LXD is running but this user may not open its socket ({owner}): add the user to "
-                "that group (`usermod -aG GROUP USER`, then log in again)")
+            return (
+                f"LXD is running but its socket is root's ({owner}): it was started with `--group root`, "
+                "so membership of the lxd group cannot help; restart it with `--group lxd` (or "
+                "`systemctl start lxd`, whose socket is lxd's) and add this user to the lxd group "
+                "(`usermod -aG lxd USER`, then log in again)"
+            )
+        return (
+            f"LXD is running but this user may not open its socket ({owner}): add the user to "
+            "that group (`usermod -aG GROUP USER`, then log in again)"
+        )
     return START_HINT
 
 
@@ -63,8 +70,11 @@ def instance_busy(exc: BaseException) -> bool:
     in the text of a failed operation (the operation's status code is the generic 400
     "Failure", the HTTP status 200), so this is the one place where the text decides."""
     pylxd = sdk()
-    return isinstance(exc, pylxd.exceptions.LXDAPIException) and not isinstance(
-        exc, pylxd.exceptions.NotFound) and "busy" in str(exc).lower()
+    return (
+        isinstance(exc, pylxd.exceptions.LXDAPIException)
+        and not isinstance(exc, pylxd.exceptions.NotFound)
+        and "busy" in str(exc).lower()
+    )
 
 
 def in_websocket_connect(exc: BaseException) -> bool:
@@ -79,25 +89,34 @@ def in_websocket_connect(exc: BaseException) -> bool:
     return False
 
 
-def execute(model: Any, argv: list[str], env: dict, out: CappedOutput | None = None,
-            err: CappedOutput | None = None) -> Any:
+def execute(
+    model: Any, argv: list[str], env: dict, out: CappedOutput | None = None, err: CappedOutput | None = None
+) -> Any:
     """pylxd's ``Instance.execute`` (its output fed to ``out`` and ``err`` as it comes, as bytes,
     when they are given: pylxd then keeps none of it), tried again (up to :data:`EXEC_ATTEMPTS` in all) when
     connecting its websockets fails (a BrokenPipeError or a refused handshake when LXD is
     slow to answer on a loaded host: LXD gives the client 5 s to connect them): the command had
     not started, so it cannot run twice. Any other error, or the last attempt's, propagates; a
     socket or ws4py error as BackendError."""
+
     def once() -> Any:
         if out is None or err is None:
             return model.execute(argv, environment=env)
-        return model.execute(argv, environment=env, decode=False,
-                             stdout_handler=out.write, stderr_handler=err.write)
+        return model.execute(
+            argv, environment=env, decode=False, stdout_handler=out.write, stderr_handler=err.write
+        )
 
     try:
-        return retry(once, transient=in_websocket_connect, what=f"LXD exec in {model.name} (connecting "
-                     "its websockets)", attempts=EXEC_ATTEMPTS, interval=0.2)
+        return retry(
+            once,
+            transient=in_websocket_connect,
+            what=f"LXD exec in {model.name} (connecting its websockets)",
+            attempts=EXEC_ATTEMPTS,
+            interval=0.2,
+        )
     except Exception as exc:
         if isinstance(exc, OSError) or type(exc).__module__.startswith("ws4py"):
-            raise BackendError(f"LXD exec of {argv[:1]} in {model.name} failed: "
-                               f"{type(exc).__name__}: {exc}") from exc
+            raise BackendError(
+                f"LXD exec of {argv[:1]} in {model.name} failed: {type(exc).__name__}: {exc}"
+            ) from exc
         raise

@@ -1,5 +1,6 @@
 """The ``lxd`` backend itself (:mod:`labkit.backends.lxd`): :class:`LxdBackend`, system containers
 through pylxd's models on LXD's unix socket."""
+
 from __future__ import annotations
 
 import os
@@ -34,7 +35,7 @@ class LxdBackend(CleanupByName, Backend):
 
     name = "lxd"
     OPTIONS = ("image", "socket", "pool", "privileged", "mounts")
-    daemons = ("lxd",)   # the daemon and its forks (lxc monitors, forkstart); comm is "lxd"
+    daemons = ("lxd",)  # the daemon and its forks (lxc monitors, forkstart); comm is "lxd"
 
     def __init__(self, **options):
         super().__init__(**options)
@@ -63,9 +64,16 @@ class LxdBackend(CleanupByName, Backend):
     # -- hooks -------------------------------------------------------------------
     def check(self) -> None:
         ours, errors = self.image.startswith("labkit-"), sdk().exceptions
-        hint = "build it with: labkit images build --only lxd" if ours else "import it first (lxc image import)"
-        check_image(lambda: self.client.images.get_by_alias(self.image), f"LXD image alias {self.image!r}",
-                    errors.NotFound, errors.LXDAPIException, hint)
+        hint = (
+            "build it with: labkit images build --only lxd" if ours else "import it first (lxc image import)"
+        )
+        check_image(
+            lambda: self.client.images.get_by_alias(self.image),
+            f"LXD image alias {self.image!r}",
+            errors.NotFound,
+            errors.LXDAPIException,
+            hint,
+        )
         self._pool()
 
     def _pool(self) -> str:
@@ -83,8 +91,10 @@ class LxdBackend(CleanupByName, Backend):
         elif pools:
             self.pool = pools[0]
         else:
-            raise BackendUnavailable("LXD has no storage pool; run `bash scripts/setup-containers.sh` "
-                                     "(a btrfs pool, a dir pool as fallback)")
+            raise BackendUnavailable(
+                "LXD has no storage pool; run `bash scripts/setup-containers.sh` "
+                "(a btrfs pool, a dir pool as fallback)"
+            )
         return self.pool
 
     def host_cpus(self) -> int:
@@ -96,8 +106,9 @@ class LxdBackend(CleanupByName, Backend):
             self._host_cpus = int((res.get("cpu") or {}).get("total") or os.cpu_count() or 1)
         return self._host_cpus
 
-    def _create(self, spec: InstanceSpec, name: str, index: int, cpus,
-                network: Network | None = None) -> LxdInstance:
+    def _create(
+        self, spec: InstanceSpec, name: str, index: int, cpus, network: Network | None = None
+    ) -> LxdInstance:
         pylxd = sdk()
         lxd_prefix(check_name(name))
         check_cpus(cpus, self.host_cpus())
@@ -109,22 +120,45 @@ class LxdBackend(CleanupByName, Backend):
             config["security.privileged"] = "true"
         pool = self._pool()
         # unprivileged: a copy of the image's pre-shifted base starts without LXD's id shift
-        base = None if self.privileged else lxd_base.base_for(
-            self.client, pylxd.exceptions, self.image, pool, {"raw.lxc": config["raw.lxc"]},
-            self.remove)
-        source = ({"type": "copy", "source": base, "instance_only": True} if base
-                  else {"type": "image", "alias": self.image})
+        base = (
+            None
+            if self.privileged
+            else lxd_base.base_for(
+                self.client, pylxd.exceptions, self.image, pool, {"raw.lxc": config["raw.lxc"]}, self.remove
+            )
+        )
+        source = (
+            {"type": "copy", "source": base, "instance_only": True}
+            if base
+            else {"type": "image", "alias": self.image}
+        )
         devices: dict[str, dict[str, str]] = {"root": {"type": "disk", "path": "/", "pool": pool}}
-        body: dict[str, object] = {"name": name, "type": "container", "source": source,
-                                   "profiles": [], "devices": devices, "config": config, "ephemeral": False}
+        body: dict[str, object] = {
+            "name": name,
+            "type": "container",
+            "source": source,
+            "profiles": [],
+            "devices": devices,
+            "config": config,
+            "ephemeral": False,
+        }
         for i, m in enumerate(self.mounts):
-            devices[f"labkit-mount{i}"] = {"type": "disk", "source": m.source, "path": m.target,
-                                           "readonly": str(m.readonly).lower()}
+            devices[f"labkit-mount{i}"] = {
+                "type": "disk",
+                "source": m.source,
+                "path": m.target,
+                "readonly": str(m.readonly).lower(),
+            }
         meta["mounts"] = [m.as_dict() for m in self.mounts]
         if network is not None:
             host_end = f"{network.device}h{index}"
-            devices["eth0"] = {"type": "nic", "nictype": "bridged", "parent": network.device,
-                               "name": "eth0", "host_name": host_end}
+            devices["eth0"] = {
+                "type": "nic",
+                "nictype": "bridged",
+                "parent": network.device,
+                "name": "eth0",
+                "host_name": host_end,
+            }
         try:
             model = self.client.instances.create(body, wait=True)
             model.start(wait=True)
@@ -133,16 +167,25 @@ class LxdBackend(CleanupByName, Backend):
             wait_init(model, name)
             if network is not None:
                 address = f"{network.addresses[index]}/{network.prefixlen}"
-                inst.exec(["sh", "-c", f"ip addr add {address} dev eth0 && ip link set eth0 up && "
-                           f"printf '{netmod.NO_DNS}' > /etc/resolv.conf"], timeout=30)
+                inst.exec(
+                    [
+                        "sh",
+                        "-c",
+                        f"ip addr add {address} dev eth0 && ip link set eth0 up && "
+                        f"printf '{netmod.NO_DNS}' > /etc/resolv.conf",
+                    ],
+                    timeout=30,
+                )
                 inst.model.files.put("/etc/hosts", network.hosts_text().encode(), mode=0o644)
                 inst.host_device = host_end
         except BaseException as exc:
             self._remove_if_ours(name, token)
             if isinstance(exc, pylxd.exceptions.LXDAPIException):
                 if "image" in str(exc).lower() and "not found" in str(exc).lower():
-                    raise BackendUnavailable(f"LXD image alias {self.image!r} is missing; build it "
-                                             "with: labkit images build --only lxd") from exc
+                    raise BackendUnavailable(
+                        f"LXD image alias {self.image!r} is missing; build it "
+                        "with: labkit images build --only lxd"
+                    ) from exc
                 raise BackendError(f"LXD: creating {name} failed: {exc}") from exc
             raise
         inst.metadata.update(meta, image=self.image, config=config, pool=pool, base=base)
@@ -151,8 +194,9 @@ class LxdBackend(CleanupByName, Backend):
     def _create_network(self, network: Network) -> None:
         """A host bridge without uplink (see :func:`labkit.core.network_factors.create_bridge`), not an LXD
         managed network: that would need dnsmasq even with DHCP and DNS off."""
-        network.conntrack_exempt = netmod.create_bridge(network.device, network.name,
-                                                        f"{network.host_address}/{network.prefixlen}")
+        network.conntrack_exempt = netmod.create_bridge(
+            network.device, network.name, f"{network.host_address}/{network.prefixlen}"
+        )
 
     def _remove_network(self, network: Network) -> None:
         netmod.delete_bridge(network.device, network.name)
@@ -186,8 +230,14 @@ class LxdBackend(CleanupByName, Backend):
             model.delete(wait=True)
 
         try:
-            retry(stop_and_delete, transient=instance_busy, what=f"LXD: removing {name}",
-                  timeout=patience_s, interval=0.3, backoff=1)
+            retry(
+                stop_and_delete,
+                transient=instance_busy,
+                what=f"LXD: removing {name}",
+                timeout=patience_s,
+                interval=0.3,
+                backoff=1,
+            )
         except pylxd.exceptions.NotFound:
             return
         except pylxd.exceptions.LXDAPIException as exc:
@@ -206,12 +256,14 @@ class LxdBackend(CleanupByName, Backend):
             "cgroup_version": cgroup_version(),
             "kernel": env.get("kernel_version"),
             "image": self.image,
-            "image_fingerprint": or_none(lambda: self.client.images.get_by_alias(self.image).fingerprint)}
+            "image_fingerprint": or_none(lambda: self.client.images.get_by_alias(self.image).fingerprint),
+        }
 
     # -- housekeeping ------------------------------------------------------------
     def created(self, names) -> dict[str, float]:
         """Each instance's ``created_at``, as LXD reports it."""
         from datetime import datetime
+
         wanted, out = set(names), {}
         try:
             found = self.client.instances.all()

@@ -19,6 +19,7 @@ not waited for (that instance is made from the image); one left half-made (its m
 for more than :data:`PATIENCE_S` is removed and made again. Any failure here only costs the
 time saved: the instance is then made from the image.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -56,8 +57,14 @@ def age_s(created_at: str, now: datetime | None = None) -> float:
     return ((now or datetime.now(UTC)) - created).total_seconds()
 
 
-def base_for(client: pylxd.Client, errors: ModuleType, image: str, pool: str, config: dict,
-             remove: Callable[[str], None]) -> str | None:
+def base_for(
+    client: pylxd.Client,
+    errors: ModuleType,
+    image: str,
+    pool: str,
+    config: dict,
+    remove: Callable[[str], None],
+) -> str | None:
     """The name of a ready base of image alias ``image`` on ``pool``, made if there is none;
     None when none is ready (being made elsewhere, or making it failed: logged).
 
@@ -80,15 +87,21 @@ def base_for(client: pylxd.Client, errors: ModuleType, image: str, pool: str, co
             return None
         _remove_stale(client, remove)
         model = client.instances.create(
-            {"name": name, "type": "container", "source": {"type": "image", "alias": image},
-             "profiles": [], "devices": {"root": {"type": "disk", "path": "/", "pool": pool}},
-             "config": {**config, "user.labkit.image": fingerprint, "user.labkit.pool": pool}},
-            wait=True)
-        model.start(wait=True)        # LXD shifts the disk here, before the init runs
+            {
+                "name": name,
+                "type": "container",
+                "source": {"type": "image", "alias": image},
+                "profiles": [],
+                "devices": {"root": {"type": "disk", "path": "/", "pool": pool}},
+                "config": {**config, "user.labkit.image": fingerprint, "user.labkit.pool": pool},
+            },
+            wait=True,
+        )
+        model.start(wait=True)  # LXD shifts the disk here, before the init runs
         model.stop(force=True, wait=True)
         model.sync()
         return name if is_ready(model.config, model.status) else None
-    except (errors.LXDAPIException, BackendError) as exc:   # "already exists": being made elsewhere
+    except (errors.LXDAPIException, BackendError) as exc:  # "already exists": being made elsewhere
         log.info("LXD base of %s on pool %s not used: %s", image, pool, exc)
         return None
 
@@ -103,4 +116,3 @@ def _remove_stale(client, remove: Callable[[str], None]) -> None:
                 remove(model.name)
             except BackendError as exc:
                 log.warning("could not remove stale LXD base %s: %s", model.name, exc)
-

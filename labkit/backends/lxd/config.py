@@ -1,6 +1,7 @@
 """How the ``lxd`` backend (:mod:`labkit.backends.lxd`) realises an instance's spec in LXD: the
 image, the container's init (:data:`INIT_CMD`), the names LXD can hold (:func:`lxd_prefix`) and the
 config keys of the limits (:func:`instance_config`)."""
+
 from __future__ import annotations
 
 from collections.abc import Iterable
@@ -20,8 +21,10 @@ def lxd_prefix(prefix: str) -> str:
     """``prefix`` if LXD can hold names starting with it; ConfigError for ``_`` (see the module doc)."""
     check_prefix(prefix)
     if "_" in prefix:
-        raise ConfigError(f"LXD instance names cannot contain '_' (they are host names): {prefix!r}; "
-                          "use a campaign id without '_' to run on lxd")
+        raise ConfigError(
+            f"LXD instance names cannot contain '_' (they are host names): {prefix!r}; "
+            "use a campaign id without '_' to run on lxd"
+        )
     return prefix
 
 

@@ -2,6 +2,7 @@
 local): its memory cgroup's OOM counter (:func:`memory_cgroup_file`), the processes of its payload
 cgroup (:func:`payload_pids`), its init bringing loopback up (:func:`wait_init`) and the host's
 cgroup version."""
+
 from __future__ import annotations
 
 import os
@@ -33,7 +34,7 @@ def memory_cgroup_file(proc_cgroup: str, name: str) -> str | None:
         return None
     payload = f"lxc.payload.{name}"
     if payload in path:
-        path = path[:path.index(payload) + len(payload)]
+        path = path[: path.index(payload) + len(payload)]
     if v1 is not None:
         return f"{CGROUP_ROOT}/memory{path}/memory.oom_control"
     return f"{CGROUP_ROOT}{path}/memory.events"
@@ -52,7 +53,7 @@ def payload_pids(name: str) -> list[int] | None:
             try:
                 pids += [int(p) for p in Path(d, "cgroup.procs").read_text().split()]
             except OSError:
-                continue   # a child group removed meanwhile
+                continue  # a child group removed meanwhile
         return pids
     return None
 
@@ -79,11 +80,16 @@ def wait_init(model, name: str, patience_s: float = 30.0) -> None:
                 if Path(f"/proc/{pid}/cmdline").read_bytes() == INIT_READY:
                     return True
             except OSError:
-                continue   # a short-lived process of the init (ip) that has ended
+                continue  # a short-lived process of the init (ip) that has ended
         return False
 
-    wait_until(ready, timeout=patience_s, interval=0.005, what=f"the init of {name} to bring loopback up (LXD)",
-               detail=lambda: f"processes left in it: {pids or 'none'}")
+    wait_until(
+        ready,
+        timeout=patience_s,
+        interval=0.005,
+        what=f"the init of {name} to bring loopback up (LXD)",
+        detail=lambda: f"processes left in it: {pids or 'none'}",
+    )
 
 
 def cgroup_version() -> int:

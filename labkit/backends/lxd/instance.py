@@ -1,5 +1,6 @@
 """An ``lxd`` instance (:mod:`labkit.backends.lxd`): one system container, each command an exec
 through pylxd (:class:`LxdInstance`), its counters from LXD's instance state (:func:`lxd_stats`)."""
+
 from __future__ import annotations
 
 import os
@@ -65,8 +66,9 @@ class LxdInstance(SessionExec, Instance):
             state = self.model.state()
         except sdk().exceptions.LXDAPIException as exc:
             raise StatsUnavailable(f"LXD state of {self.name} failed: {exc}") from exc
-        return lxd_stats(getattr(state, "status", None), getattr(state, "cpu", None),
-                         getattr(state, "memory", None))
+        return lxd_stats(
+            getattr(state, "status", None), getattr(state, "cpu", None), getattr(state, "memory", None)
+        )
 
     def host_command(self, argv: list[str]) -> list[str]:
         """An argv for this host that runs ``argv`` in the container (an MPI launch agent's
