@@ -144,6 +144,16 @@ BASELINES = {
     "analyze": "import sys, pandas as pd, statsmodels.formula.api as smf; t = pd.read_parquet(sys.argv[2]); "
     "t = t[t.metric == 'wall_time_s']; "
     "smf.ols('value ~ C(vcpus) * C(memory_mb) * C(affinity) * C(count)', data=t).fit()",
+    # the same fit on the rows read from the store itself (the response joined to each run's levels by
+    # SQL, the levels' JSON parsed by Python), as the analysis must
+    "analyze from the store": (
+        "import sys, sqlite3, json, pandas as pd, statsmodels.formula.api as smf\n"
+        "db = sqlite3.connect(f'file:{sys.argv[1]}?mode=ro', uri=True)\n"
+        't = pd.read_sql("SELECT m.run_id, m.value, r.levels FROM measurements m JOIN runs r USING (run_id) "\n'
+        "                \"WHERE m.metric = 'wall_time_s' AND r.status = 'ok'\", db)\n"
+        "t = pd.concat([t.drop(columns='levels'), pd.DataFrame([json.loads(x) for x in t['levels']])], axis=1)\n"
+        "smf.ols('value ~ C(vcpus) * C(memory_mb) * C(affinity) * C(count)', data=t).fit()"
+    ),
     "export parquet": "import sys, pyarrow.parquet as pq; t = pq.read_table(sys.argv[2]); "
     "pq.write_table(t, sys.argv[2] + '.copy')",
     # the export's own work done with pandas and pyarrow: the store's measurements, runs and 20 M
