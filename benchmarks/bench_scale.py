@@ -141,6 +141,9 @@ STEPS = {
 BASELINES = {
     "list": "import sys, sqlite3; db = sqlite3.connect(sys.argv[1]); "
     "db.execute('SELECT status, count(*) FROM runs GROUP BY status').fetchall()",
+    # the same counts as a pandas user gets them (most of it is importing pandas, as labkit's table does)
+    "list with pandas": "import sys, sqlite3, pandas as pd; db = sqlite3.connect(sys.argv[1]); "
+    "pd.read_sql('SELECT status, count(*) AS n FROM runs GROUP BY status', db)",
     "analyze": "import sys, pandas as pd, statsmodels.formula.api as smf; t = pd.read_parquet(sys.argv[2]); "
     "t = t[t.metric == 'wall_time_s']; "
     "smf.ols('value ~ C(vcpus) * C(memory_mb) * C(affinity) * C(count)', data=t).fit()",
