@@ -18,7 +18,7 @@ from .bulk import gc_paused
 from .export_files import first_frame, write_frames, write_tables
 from .samples import Samples
 from .sqlite import storage_error
-from .tidy import RunTable, TidyTables
+from .tidy import RUNS_HEAD, RUNS_TAIL, RunTable, TidyTables
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -110,19 +110,7 @@ class Exports(TidyTables, Samples):
         runs = self._read_runs().runs
         parsed = {t: json.loads(t) for t in runs["levels"].unique()}
         keys = list(dict.fromkeys(k for t in runs["levels"].unique() for k in parsed[t]))
-        head = ["run_id", "run_order", "config", "replicate"]
-        tail = [
-            "status",
-            "error",
-            "started",
-            "duration_s",
-            "metadata",
-            "fingerprint_id",
-            "host",
-            "run_seq",
-            "suspect",
-            "suspect_reason",
-        ]
+        head, tail = list(RUNS_HEAD), list(RUNS_TAIL)
         keys = [k for k in keys if k not in head + tail]
 
         def frames() -> Iterator[pd.DataFrame]:

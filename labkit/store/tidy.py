@@ -54,6 +54,23 @@ def _measurement_valid(has_iteration: bool) -> str:
     )
 
 
+#: the columns of :meth:`TidyTables.runs` (and of the exported runs.csv) before the factors' levels
+RUNS_HEAD = ("run_id", "run_order", "config", "replicate")
+#: ... and after them
+RUNS_TAIL = (
+    "status",
+    "error",
+    "started",
+    "duration_s",
+    "metadata",
+    "fingerprint_id",
+    "host",
+    "run_seq",
+    "suspect",
+    "suspect_reason",
+)
+
+
 class RunTable(NamedTuple):
     """The runs as the tidy rows read them (:meth:`TidyTables._read_runs`)."""
 
@@ -250,19 +267,7 @@ class TidyTables(RunRecords):
             table = self._read_runs(fields=True)
             runs = table.runs
             parsed = {t: json.loads(t) for t in runs["levels"].unique()}  # one per configuration
-            head = ["run_id", "run_order", "config", "replicate"]
-            tail = [
-                "status",
-                "error",
-                "started",
-                "duration_s",
-                "metadata",
-                "fingerprint_id",
-                "host",
-                "run_seq",
-                "suspect",
-                "suspect_reason",
-            ]
+            head, tail = list(RUNS_HEAD), list(RUNS_TAIL)
             out = pd.DataFrame()  # as runs() gives it for a store without runs
             if len(runs):
                 codes, texts = pd.factorize(runs["levels"])  # a frame of the distinct levels, one row per run

@@ -9,14 +9,27 @@ manager made with ``systemd-run --user --scope -p Delegate=yes``, ``/usr/bin/pyt
 :data:`DRIVER`: labkit's ``local`` backend (its code read-only from this checkout, a virtiofs
 share; the backend needs nothing but the standard library) provisions a pinned and a floating
 instance, runs a busy loop, an allocation past ``memory.max`` and a fork bomb in them, and
-destroys them. Not ``labkit run``: a campaign's analysis needs the scientific stack, which the
-guest's Python lacks; the backend's own create/exec/destroy path is what delegation changes.
+destroys them.
 
 The driver stops after each step until the test, as root, has read the kernel's files: the
 instances' cgroups are under the user's delegated subtree (the scope, owned by the user),
 ``cpuset.cpus``, ``cpu.max``, ``memory.max`` and ``pids.max`` hold the limits, the kernel throttled
 the busy loop (``cpu.stat``), OOM-killed the allocation (``memory.events``), refused the fork
 bomb's forks past ``pids.max`` (``pids.events``), and nothing of the user's is left after.
+
+Then the whole ``labkit run`` CLI, as the same user in a delegated scope, on the ``local`` backend
+(:data:`DESIGN`: affinity pinned and floating, one replication, ``--backend-option pids_max``): the
+guest's Debian ``/usr/bin/python3`` (3.11) runs it with labkit from the share and its dependencies
+from the site-packages of the Python running this test (the checkout's venv, shared too: another
+CPython 3.11 build, the same ABI). The workload is ``command``, a script that reads its own cgroup
+from the kernel (``/proc/self/cgroup``, then that cgroup's ``cpuset.cpus.effective``, ``cpu.max``,
+``memory.max``, ``pids.max``, and ``nr_throttled`` after two busy loops); the guest has no C
+compiler for labkit's own kernels (nqueens is compiled on the controller). The test reads the store
+with the same Python: every run ok, each instance's metadata (limits enforced, cgroup v2, its name)
+matches the cgroup the kernel put the command in, under the user's scope, with the design's limits
+(the pinned instance on its recorded CPU, the floating one throttled at its quota), the telemetry
+sampled the host and the instance, and nothing is left (no instance cgroup in the scope when
+``labkit run`` ends, no process, no work dir).
 """
 
 from __future__ import annotations
@@ -25,6 +38,8 @@ import json
 import os
 import re
 import shlex
+import sys
+import sysconfig
 import time
 from pathlib import Path
 
@@ -32,7 +47,9 @@ import pytest
 
 import labkit
 from labkit.backends import get_backend, teardown
+from labkit.backends.cgroups import LEAF
 from labkit.backends.libvirt.storage import load_image
+from labkit.backends.local import DEFAULT_PIDS_MAX
 from labkit.backends.testing import required
 from labkit.core.instance import InstanceSpec
 from labkit.errors import BackendUnavailable
@@ -56,6 +73,51 @@ WALL_S = 3.0
 STEPS = "/tmp/labkit/deleg"
 #: the longest one driver step may take in an emulated guest on a loaded host
 STEP_TIMEOUT_S = 420
+
+#: where labkit's dependencies come from in the guest: this Python's site-packages (the
+#: checkout's venv), shared read-only at the same path unless it lies in the checkout already
+SITE = sysconfig.get_paths()["purelib"]
+#: the campaign ``labkit run`` makes in the guest, in the user's home
+CAMPAIGN = "deleg"
+#: ``--backend-option pids_max``: not the default, to see the option reach the kernel
+RUN_PIDS_MAX = DEFAULT_PIDS_MAX // 64
+#: the longest the whole ``labkit run`` may take in the guest (about 2 minutes under TCG)
+RUN_TIMEOUT_S = 900
+#: what each run's instance runs: its own cgroup and that cgroup's limits, read from the kernel,
+#: then two busy loops for 2 s (one vCPU's quota throttles them when floating) and the throttling
+INSIDE = (
+    'cg=$(sed -n "s/^0:://p" /proc/self/cgroup); d=/sys/fs/cgroup$cg; echo "cgroup $cg"; '
+    'for f in cpuset.cpus.effective cpu.max memory.max pids.max; do echo "$f $(cat $d/$f)"; done; '
+    "grep Cpus_allowed_list /proc/self/status; "
+    "for i in 1 2; do timeout 2 sh -c 'while :; do :; done' & done; wait; "
+    'echo "nr_throttled $(sed -n "s/^nr_throttled //p" $d/cpu.stat)"'
+)
+#: the design ``labkit run`` runs (JSON is YAML): two runs, a pinned and a floating instance
+DESIGN = {
+    "name": CAMPAIGN,
+    "factors": {"affinity": ["pinned", "floating"]},
+    "replications": 1,
+    "seed": 7,
+    "workload": {"name": "command", "params": {"argv": ["sh", "-c", INSIDE]}},
+}
+#: run as the user after the campaign: the store's runs, their output and telemetry, as JSON
+#: (``python3 READER DATA_DIR CAMPAIGN``)
+READER = r"""
+import json, sys
+from labkit.store import Store
+
+st = Store.for_campaign(sys.argv[1], sys.argv[2], readonly=True)
+out = []
+for r in st.runs().to_dict("records"):
+    s = st.samples(r["run_id"])
+    inst = s[s["instance"].notna()]
+    out.append({"run_id": r["run_id"], "status": r["status"], "error": r["error"],
+                "affinity": r["affinity"], "metadata": r["metadata"], "output": st.run_output(r["run_id"]),
+                "host_samples": int(s["instance"].isna().sum()),
+                "instance_samples": {str(k): int(v) for k, v in inst.groupby("instance").size().items()},
+                "instance_metrics": sorted(set(inst["metric"]))})
+print(json.dumps(out, default=str))
+"""
 
 #: run as the user: ``python3 DRIVER STEPS PREFIX PIDS_MAX MEMORY_MB WALL_S``; each step writes
 #: ``STEPS/step-<n>.json`` and waits for ``STEPS/go-<n>``
@@ -167,11 +229,13 @@ def go(inst, n: int) -> None:
     sh(inst, f"touch {STEPS}/go-{n}")
 
 
-def as_user(uid: int, argv: str) -> str:
-    """``argv`` (shell words) run as :data:`USER`, with its manager's bus and labkit importable."""
+def as_user(uid: int, argv: str, path: str = REPO) -> str:
+    """``argv`` (shell words) run as :data:`USER`, with its manager's bus and its home, labkit
+    importable (``path``: the PYTHONPATH)."""
     env = (
         f"XDG_RUNTIME_DIR=/run/user/{uid} DBUS_SESSION_BUS_ADDRESS=unix:path=/run/user/{uid}/bus "
-        f"PYTHONPATH={shlex.quote(REPO)} PYTHONDONTWRITEBYTECODE=1 PATH=/usr/bin:/bin:/usr/sbin:/sbin"
+        f"HOME=/home/{USER} LANG=C.UTF-8 PYTHONPATH={shlex.quote(path)} PYTHONDONTWRITEBYTECODE=1 "
+        "PATH=/usr/bin:/bin:/usr/sbin:/sbin"
     )
     return f"runuser -u {USER} -- env -i {env} {argv}"
 
@@ -180,10 +244,21 @@ def keyed(text: str) -> dict[str, int]:
     return {k: int(v) for k, v in (line.split() for line in text.splitlines() if line.strip())}
 
 
+def kernel_view(output: str | None) -> dict[str, str | None]:
+    """What :data:`INSIDE` printed in a run's kept output: ``cgroup``, the cgroup's files,
+    ``Cpus_allowed_list:`` and ``nr_throttled`` (None: the line is missing)."""
+    keys = ("cgroup", "cpuset.cpus.effective", "cpu.max", "memory.max", "pids.max")
+    found = {}
+    for key in (*keys, "Cpus_allowed_list:", "nr_throttled"):
+        m = re.search(rf"^{re.escape(key)}[ \t]+(\S.*)$", output or "", re.M)
+        found[key] = m.group(1).strip() if m else None
+    return found
+
+
 @pytest.fixture(scope="module")
 def guest():
-    """A 2-vCPU guest booted with systemd, this checkout mounted read-only, and the user whose
-    manager delegates cpu, cpuset, memory and pids; (instance, uid)."""
+    """A 2-vCPU guest booted with systemd, this checkout (and :data:`SITE`) mounted read-only, and
+    the user whose manager delegates cpu, cpuset, memory and pids; (instance, uid)."""
     if os.geteuid() != 0:
         pytest.skip("sharing this checkout read-only with the guest needs root (a read-only bind mount)")
     try:
@@ -196,12 +271,10 @@ def guest():
         if "libvirt" in required():  # LABKIT_REQUIRE: a missing image fails, as a missing daemon does
             pytest.fail(why)
         pytest.skip(why)
-    be = get_backend(
-        "libvirt",
-        image=IMAGE,
-        boot_timeout=STEP_TIMEOUT_S,
-        mounts=[{"source": REPO, "target": REPO, "readonly": True}],
-    )
+    mounts = [{"source": REPO, "target": REPO, "readonly": True}]
+    if not SITE.startswith(REPO + os.sep):
+        mounts.append({"source": SITE, "target": SITE, "readonly": True})
+    be = get_backend("libvirt", image=IMAGE, boot_timeout=STEP_TIMEOUT_S, mounts=mounts)
     insts = []
     try:
         insts = be.provision(InstanceSpec(vcpus=2, memory_mb=1024, affinity="floating"), prefix=PREFIX)
@@ -302,6 +375,84 @@ def test_local_backend_as_a_user_in_a_systemd_delegated_subtree(guest):
     procs = sh(inst, f"ps -u {USER} -o comm=", check=False).stdout.split()
     assert set(procs) <= {"systemd", "(sd-pam)"}, procs
     assert sh(inst, f"cat {STEPS}/driver.log").stdout == ""
+
+
+def test_labkit_run_as_a_user_in_a_systemd_delegated_scope(guest):
+    """``labkit run`` as a whole, as the user, in a scope with ``Delegate=yes``, on ``local``: the
+    runs are ok, each recorded its limits as enforced on cgroup v2, the kernel put each run's
+    command in that instance's cgroup under the scope with the design's limits, the telemetry
+    sampled, and nothing is left."""
+    inst, uid = guest
+    path = f"{REPO}:{SITE}"
+    ours = "{}.{}".format(*sys.version_info[:2])
+    theirs = sh(inst, "/usr/bin/python3 -c 'import sys; print(*sys.version_info[:2], sep=\".\")'").stdout
+    if theirs.strip() != ours:
+        pytest.skip(f"the guest's Python is {theirs.strip()}; the compiled modules of {SITE} are for {ours}")
+    # the scientific stack of this Python's site-packages loads in the guest's (Debian's build)
+    probe = "import numpy, pandas, scipy, statsmodels, psutil, pyarrow; print(numpy.__file__)"
+    r = sh(inst, as_user(uid, f"/usr/bin/python3 -c {shlex.quote(probe)}", path), timeout=300, check=False)
+    assert r.exit_code == 0 and r.stdout.startswith(SITE), r.describe()
+
+    home = f"/home/{USER}"
+    study, data = f"{home}/study", f"{home}/data"
+    sh(
+        inst,
+        f"rm -rf {study} {data}; mkdir -p {study}; "
+        f"cat > {study}/design.yaml <<'LABKIT_EOF'\n{json.dumps(DESIGN)}\nLABKIT_EOF\n"
+        f"chown -R {USER}: {study}",
+    )
+    scope = f"labkit-run-{uid}.scope"
+    own = f"/user.slice/user-{uid}.slice/user@{uid}.service/app.slice/{scope}"
+    root = f"{CG}{own}"
+    # the scope's shell lists the scope's cgroups once labkit has ended, before systemd removes them
+    run = (
+        f"/usr/bin/python3 -m labkit run design.yaml --backend local --campaign-id {CAMPAIGN} "
+        f"--data-dir {data} --backend-option pids_max={RUN_PIDS_MAX} --no-quarantine; rc=$?; "
+        f"find {root} -mindepth 1 -maxdepth 1 -type d > {study}/left; exit $rc"
+    )
+    argv = f"systemd-run --user --quiet --scope -p Delegate=yes --unit={scope} sh -c {shlex.quote(run)}"
+    r = sh(inst, f"cd {study} && {as_user(uid, argv, path)}", timeout=RUN_TIMEOUT_S, check=False)
+    assert r.exit_code == 0, r.describe()
+    assert "unconfined" not in r.stdout + r.stderr, r.describe()
+
+    reader = f"/usr/bin/python3 -c {shlex.quote(READER)} {data} {CAMPAIGN}"
+    runs = json.loads(sh(inst, as_user(uid, reader, path), timeout=300).stdout.splitlines()[-1])
+    assert sorted(x["affinity"] for x in runs) == ["floating", "pinned"], runs
+    spec = InstanceSpec()
+    for x in runs:
+        assert x["status"] == "ok", (x["run_id"], x["error"], x["output"])
+        (meta,) = x["metadata"]["instances"]
+        assert meta["limits_enforced"] is True and meta["cgroup_version"] == 2, meta
+        assert meta["name"].startswith(f"labkit-{CAMPAIGN}--"), meta
+        assert meta["isolation"]["pids_max"] == RUN_PIDS_MAX, meta
+        # the kernel's view from inside the run's command: the recorded instance's cgroup, in the
+        # user's delegated scope, holding the design's limits
+        seen = kernel_view(x["output"])
+        assert seen["cgroup"] == f"{own}/{meta['name']}", (seen, x["output"])
+        assert seen["memory.max"] == str(spec.memory_mb << 20), seen
+        assert seen["pids.max"] == str(RUN_PIDS_MAX), seen
+        cpus = seen["cpuset.cpus.effective"]
+        assert seen["Cpus_allowed_list:"] == cpus, seen
+        if x["affinity"] == "pinned":
+            assert len(meta["host_cpu_ids"]) == 1 and cpus == str(meta["host_cpu_ids"][0]), (meta, seen)
+            assert seen["cpu.max"] == "max 100000", seen
+        else:  # every CPU, a quota of one vCPU's time that throttled the two loops
+            assert meta["host_cpu_ids"] is None and cpus == "0-1", (meta, seen)
+            assert seen["cpu.max"] == f"{spec.vcpus * 100000} 100000", seen
+            assert int(seen["nr_throttled"] or 0) > 0, seen
+        tel = x["metadata"]["telemetry"]
+        assert tel["collected"] and tel["host"] == "sampled" and tel["instance_cpu"] == "cgroups", tel
+        assert x["host_samples"] > 0 and x["instance_samples"], x
+        assert "instance_cpu_pct" in x["instance_metrics"], x
+
+    # nothing left: when labkit ended only its own leaf was in the scope; then the scope went,
+    # the user's processes (but its manager) and the instances' work dirs
+    assert read(inst, f"{study}/left").split() == [f"{root}/{LEAF}"]
+    wait_for(inst, "the run's scope to end", f"! test -e {root}", timeout=60)
+    procs = sh(inst, f"ps -u {USER} -o comm=", check=False).stdout.split()
+    assert set(procs) <= {"systemd", "(sd-pam)"}, procs
+    workroot = f"/run/user/{uid}/labkit/instances"
+    assert sh(inst, f"test -d {workroot} && find {workroot} -mindepth 1").stdout == ""
 
 
 def test_a_scope_without_delegation_is_refused_with_the_fix(guest):
