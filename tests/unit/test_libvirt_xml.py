@@ -92,6 +92,23 @@ def test_domain_type_and_cpu_model():
         make(InstanceSpec(), domain_type="lxc")
 
 
+def test_tcg_cpu_max_gives_a_qemu_guest_every_emulated_feature_and_leaves_kvm_alone():
+    """``tcg_cpu: max``: QEMU's ``max`` CPU (x86-64-v2 and more) for a TCG guest, in which
+    today's numpy wheels run (under ``qemu64`` they stop with SIGILL); a KVM guest keeps the host's."""
+    tcg = make(InstanceSpec(), domain_type="qemu", tcg_cpu="max")
+    cpu = tcg.find("cpu")
+    assert (cpu.get("mode"), cpu.get("check"), cpu.find("model")) == ("maximum", "none", None)
+    kvm = make(InstanceSpec(), domain_type="kvm", tcg_cpu="max")
+    assert kvm.find("cpu").get("mode") == "host-passthrough"
+    with pytest.raises(ConfigError, match=r"tcg_cpu='host'; use one of qemu64, max"):
+        make(InstanceSpec(), domain_type="qemu", tcg_cpu="host")
+    libvirt_backend = pytest.importorskip("labkit.backends.libvirt")
+    assert libvirt_backend.LibvirtBackend(uri="qemu:///nowhere").tcg_cpu == "qemu64"
+    assert libvirt_backend.LibvirtBackend(uri="qemu:///nowhere", tcg_cpu="max").tcg_cpu == "max"
+    with pytest.raises(ConfigError, match=r"tcg_cpu='486'; use one of qemu64, max"):
+        libvirt_backend.LibvirtBackend(uri="qemu:///nowhere", tcg_cpu="486")
+
+
 def test_direct_kernel_boot_agent_channel_console_and_no_network():
     dom = make(InstanceSpec())
     assert dom.findtext("os/type") == "hvm"

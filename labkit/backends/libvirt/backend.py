@@ -70,6 +70,7 @@ from .domain import MACHINE_EXIT_WAIT_S, LibvirtInstance, remove_machine_cgroups
 from .storage import Pool, gone, load_image, session_pool_path
 from .xml import (
     check_disk_format,
+    check_tcg_cpu,
     domain_facts,
     domain_xml,
     uri_driver,
@@ -166,7 +167,9 @@ class LibvirtBackend(Backend):
     ``qemu:///session``'s default is in the user's data dir),
     ``disk_cache`` (QEMU cache mode; libvirt's default when unset), ``disk_format``
     (``qcow2``: an overlay of the base disk, the default; ``raw``: a full raw copy per
-    instance, deleted at teardown; recorded in each instance's metadata), ``mounts`` (host
+    instance, deleted at teardown; recorded in each instance's metadata), ``tcg_cpu`` (a QEMU
+    guest's CPU: ``qemu64``, the default, or ``max``, which runs x86-64-v2 code such as today's
+    numpy wheels; recorded when not the default), ``mounts`` (host
     directories, see :mod:`labkit.core.mounts`, as virtiofs shares: a local URI, QEMU domains;
     the guest's memory is then a shared memfd, of the same size), ``host_key_policy`` (strict, the
     default | accept-new | insecure) and ``known_hosts`` (a known_hosts file checked besides
@@ -185,6 +188,7 @@ class LibvirtBackend(Backend):
         "pool_path",
         "disk_cache",
         "disk_format",
+        "tcg_cpu",
         "mounts",
         "host_key_policy",
         "known_hosts",
@@ -212,6 +216,7 @@ class LibvirtBackend(Backend):
         self.kvm_probe_timeout = _seconds(options, "kvm_probe_timeout", 25)
         self.disk_cache = options.get("disk_cache")
         self.disk_format = check_disk_format(options.get("disk_format") or "qcow2")
+        self.tcg_cpu = check_tcg_cpu(options.get("tcg_cpu") or "qemu64")
         if self.disk_format == "raw" and not self.local:
             raise ConfigError(
                 f"libvirt option disk_format=raw needs a local URI (qemu-img makes the "
@@ -414,6 +419,7 @@ class LibvirtBackend(Backend):
                 console_log=console_log,
                 disk_format=self.disk_format,
                 disk_cache=self.disk_cache,
+                tcg_cpu=self.tcg_cpu,
                 nics=()
                 if network is None
                 else (libvirt_net.nic(network, index), *libvirt_net.data_nics(network, index)),
@@ -493,6 +499,7 @@ class LibvirtBackend(Backend):
             "host": conn.getHostname(),
             "guest_kernel": img.get("kernel_version"),
             "vm_image": img.get("hash"),
+            **({"tcg_cpu": self.tcg_cpu} if self.tcg_cpu != "qemu64" and dtype != "kvm" else {}),
             **({"host_key_policy": self.ssh.policy} if self.ssh.policy else {}),
         }
 

@@ -57,6 +57,11 @@ class LibvirtInstance(Instance):
                 "uri": backend.uri,
                 **({"host_key_policy": backend.ssh.policy} if backend.ssh.policy else {}),
                 "disk_format": backend.disk_format,
+                **(
+                    {"tcg_cpu": backend.tcg_cpu}
+                    if backend.tcg_cpu != "qemu64" and domain_type != "kvm"
+                    else {}
+                ),
                 "guest_kernel": backend.image_info().get("kernel_version"),
             }
         )

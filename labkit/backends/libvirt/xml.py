@@ -139,6 +139,19 @@ def _sub(parent, tag, text=None, **attrs):
     return el
 
 
+#: the CPUs a QEMU (TCG) guest can be given (the libvirt option ``tcg_cpu``): ``qemu64``, the
+#: default, emulates well but lacks x86-64-v2 (no SSSE3, SSE4.2 or POPCNT: today's numpy and
+#: pyarrow wheels stop with SIGILL in it); ``max``, QEMU's every emulated feature, runs them
+TCG_CPUS = ("qemu64", "max")
+
+
+def check_tcg_cpu(value: str) -> str:
+    """``value`` if it is one of :data:`TCG_CPUS`, else ConfigError naming them."""
+    if value not in TCG_CPUS:
+        raise ConfigError(f"libvirt option tcg_cpu={value!r}; use one of {', '.join(TCG_CPUS)}")
+    return value
+
+
 def domain_xml(
     *,
     name: str,
@@ -156,6 +169,7 @@ def domain_xml(
     nics: tuple[Nic, ...] = (),
     shares: tuple[Share, ...] = (),
     agent_socket: str | None = None,
+    tcg_cpu: str = "qemu64",
 ) -> str:
     """The ``<domain>`` document for one instance.
 
@@ -170,6 +184,8 @@ def domain_xml(
     ``agent_socket``: the host end of the guest agent's channel (None: libvirt's choice, under
     its state directory; a ``qemu:///session`` daemon's is in the user's home, where the path can
     pass the 107 bytes a UNIX socket's name may have).
+    ``tcg_cpu``: the CPU a QEMU (TCG) guest is given, one of :data:`TCG_CPUS` (a KVM guest gets
+    the host's, ``host-passthrough``, whatever this says).
     """
     if domain_type not in DOMAIN_TYPES:
         raise ConfigError(
@@ -233,6 +249,8 @@ def domain_xml(
         _sub(feats, "apic")
         if domain_type == "kvm":
             _sub(dom, "cpu", mode="host-passthrough", check="none")
+        elif check_tcg_cpu(tcg_cpu) == "max":  # everything TCG can emulate (x86-64-v2 and more)
+            _sub(dom, "cpu", mode="maximum", check="none")
         else:  # TCG cannot pass the host CPU through; qemu64 is what it emulates well
             cpu = _sub(dom, "cpu", mode="custom", match="exact", check="none")
             _sub(cpu, "model", "qemu64", fallback="allow")
