@@ -12,6 +12,28 @@ TELEMETRY = tuple(f"host_m{j:02d}" for j in range(20))
 SAMPLES = [(float(t), m, float(t * j)) for t in range(10) for j, m in enumerate(TELEMETRY)]
 
 
+def plan(name: str, runs: int) -> tuple[Any, list]:
+    """The 2^4 design (named ``name``) replicated to at least ``runs`` runs, and its first ``runs`` runs."""
+    import math
+
+    from labkit.design import Design
+
+    design = Design.from_dict(
+        {
+            "name": name,
+            "factors": {
+                "vcpus": [1, 2],
+                "memory_mb": [512, 1024],
+                "affinity": ["pinned", "floating"],
+                "count": [1, 2],
+            },
+            "replications": math.ceil(runs / 16),
+            "seed": 1,
+        }
+    )
+    return design, design.plan()[:runs]
+
+
 def result(r: Any, cid: str) -> dict:
     """What Store.record_run / GroupCommit.add take for the simulated run ``r`` of campaign ``cid``."""
     from labkit.store import now_iso

@@ -42,24 +42,7 @@ OWNER = "bench:1:0"
 
 
 def plan(runs: int):
-    import math
-
-    from labkit.design import Design
-
-    design = Design.from_dict(
-        {
-            "name": "rec",
-            "factors": {
-                "vcpus": [1, 2],
-                "memory_mb": [512, 1024],
-                "affinity": ["pinned", "floating"],
-                "count": [1, 2],
-            },
-            "replications": math.ceil(runs / 16),
-            "seed": 1,
-        }
-    )
-    return design, design.plan()[:runs]
+    return _sim_runs.plan("rec", runs)
 
 
 def record(data: Path, design, runs: list, *, group: bool, output: bool) -> tuple[float, float, int]:

@@ -44,24 +44,10 @@ CID = "scale"
 def build(data: Path, runs: int, *, output: bool = True, group: bool = True) -> dict:
     """Write a campaign of ``runs`` runs through the store's write path (``group``: with group commit,
     as the engine does; else one transaction per run); its recording rate."""
-    from labkit.design import Design
     from labkit.store import Store, now_iso
     from labkit.store.group import GroupCommit
 
-    design = Design.from_dict(
-        {
-            "name": "scale",
-            "factors": {
-                "vcpus": [1, 2],
-                "memory_mb": [512, 1024],
-                "affinity": ["pinned", "floating"],
-                "count": [1, 2],
-            },
-            "replications": math.ceil(runs / 16),
-            "seed": 1,
-        }
-    )
-    plan = design.plan()[:runs]
+    design, plan = _sim_runs.plan("scale", runs)
     st = Store.for_campaign(data, CID)
     st.set_meta(
         campaign_id=CID,

@@ -103,11 +103,12 @@ class TidyTables(RunRecords):
         left out when it is not what labkit writes."""
         import pandas as pd
 
-        cols = ", ".join(RUN_COLUMNS[:-2] + ("fingerprint_id",))
+        base_columns = RUN_COLUMNS[:-2] + ("fingerprint_id",)  # every column but the metadata text
+        cols = ", ".join(base_columns)
         names = _LEVEL_FIELDS + (ANALYSIS_FIELDS if fields else ())
         md_fields = ", ".join(f"json_type(metadata, '$.{k}'), json_extract(metadata, '$.{k}')" for k in names)
         more = "".join(f", {flag}" for flag in _ANALYSIS_FLAGS) if fields else ""
-        first = 10  # the columns before the metadata's fields
+        first = len(base_columns)  # the columns before the metadata's fields
         base, light, text, notes = [], {}, {}, {}
         later = JsonBatch()
         for row in self._read(
@@ -136,7 +137,7 @@ class TidyTables(RunRecords):
             light[rid] = md
             if texts:
                 text[rid] = row[-1]
-            base.append(row[:10])
+            base.append(row[:first])
         later.flush()
         # (coalesce: a NULL of SQLite's three-valued logic, e.g. json_type of metadata it cannot read,
         # is a row to parse whole, not one left out of both queries)
@@ -174,21 +175,7 @@ class TidyTables(RunRecords):
             )
         if slow:
             base.sort(key=lambda b: b[1])
-        runs = pd.DataFrame(
-            base,
-            columns=[
-                "run_id",
-                "run_order",
-                "config",
-                "replicate",
-                "levels",
-                "status",
-                "error",
-                "started",
-                "duration_s",
-                "fingerprint_id",
-            ],
-        )
+        runs = pd.DataFrame(base, columns=list(base_columns))
         levels = rekey(
             run_levels((b[0], b[1], b[7], light[b[0]]) for b in base),
             {rid: boot_key(rid, md) for rid, md in light.items()},
