@@ -28,7 +28,7 @@ def overhead_benchmarks(
     cpu_time_s: float = 2,
     cpu_max_prime: int = 20000,
     stream_array_mb: int | None = None,
-    stream_ntimes: int = 5,
+    stream_ntimes: int = 50,
     fio_size_mb: int = 64,
     fio_runtime_s: float = 1,
     fio_patterns: str = "randread,randwrite",
