@@ -246,6 +246,7 @@ def focus_answer(decided: pd.DataFrame, focus: str) -> tuple[str, str]:
             f"{_pct(share)} of the variation."
         )
     open_ = [t for t in with_focus if verdicts[t] == "not resolved at this n"]
+    skipped = [t for t in with_focus if verdicts[t] == "not concluded on"]
     sig_raw = (
         [
             t
@@ -263,8 +264,15 @@ def focus_answer(decided: pd.DataFrame, focus: str) -> tuple[str, str]:
             if decided.attrs["policy"].practical is None
             else ""
         )
-        + f"; open: {_resolve_text(decided, open_[:4])}"
+        + (f"; open: {_resolve_text(decided, open_[:4])}" if open_ else "")
         + (f" and {len(open_) - 4} more" if len(open_) > 4 else "")
+        + (
+            "; not concluded on (another factor's treatment did not take): "
+            + ", ".join(term_label(t) for t in skipped[:4])
+            + (f" and {len(skipped) - 4} more" if len(skipped) > 4 else "")
+            if skipped
+            else ""
+        )
         + f". Terms with {name} explain {_pct(share)} of the variation."
     )
     if sig_raw:

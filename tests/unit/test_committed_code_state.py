@@ -18,21 +18,8 @@ DATA = Path(__file__).resolve().parents[2] / "data"
 #: cannot be rebuilt); to re-run from a clean commit (issue 42), then removed from here
 NOT_RECORDED = frozenset(
     {
-        "affinity-apache-local",
-        "affinity-apache-platforms",
-        "affinity-local",
         "affinity-lxd-libvirt",
-        "affinity-platforms",
         "interconnect-libvirt-nics",
-        "interconnect-local-pingpong",
-        "interconnect-local",
-        "overhead-application",
-        "overhead-bonnie",
-        "overhead-cpu",
-        "overhead-disk",
-        "overhead-memory",
-        "overhead-network",
-        "overhead-oltp",
         "pipeline-disk-libvirt",
     }
 )

@@ -2,7 +2,7 @@
 figures came last): conclusions, then every figure with a caption that says what it shows, its n
 and what is suspect or a stand-in about its data, then the analysis tables, and the per-run
 tables in appendices at the end, linked from the contents. On a committed campaign with
-telemetry and suspect runs (affinity-local), opened read-only."""
+telemetry and suspect runs (affinity-platforms), opened read-only."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from labkit.errors import ConfigError  # noqa: E402
 from labkit.report.html import data_notes, figure_caption, html_report, write_report  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
-CAMPAIGN = "affinity-local"
+CAMPAIGN = "affinity-platforms"  # 3 of its 192 runs are suspect
 
 
 @pytest.fixture(scope="module")
@@ -67,7 +67,7 @@ def test_every_figure_is_in_the_figures_section_with_a_caption_and_its_n(page):
     analysed = re.search(r"analysis of (\d+) successful runs", page).group(1)  # the subtitle's n
     for _, text in caps:
         assert len(text) > 60 and re.search(r"\bn = \d+ runs\b", text), text
-        # affinity-local has suspect runs: every figure says it includes them
+        # the campaign has suspect runs: every figure says it includes them
         assert "flagged suspect" in text, text
     assert f"n = {analysed} runs in " in caps[0][1]  # the Pareto chart: the analysed runs
 
