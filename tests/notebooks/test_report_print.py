@@ -149,8 +149,9 @@ def test_report_reads_conclusions_first_with_contents_captions_and_provenance(re
     assert h2[:4] == ["Contents", "1. Conclusions", "2. Figures", "3. Design"]
     from labkit.store import Store
     with Store(REPO / "data" / "affinity-local" / "store.sqlite", readonly=True) as st:
-        telemetry, hosts = not st.samples().empty, set(st.runs().fingerprint_id)
-        suspect = bool(st.runs().suspect.fillna(False).astype(bool).any())
+        stored = st.runs()
+        telemetry, hosts = not st.samples().empty, set(stored.fingerprint_id)
+        suspect = bool(stored.suspect.fillna(False).astype(bool).any())
     # the suspect runs' appendix only when the store has some (none since the re-run of 2026-11-29)
     appendices = ["Appendix A. Telemetry per run"] + (["Appendix B. Suspect runs"] if suspect else [])
     assert h2[-len(appendices) - 1].endswith(". Provenance") and h2[-len(appendices):] == appendices
