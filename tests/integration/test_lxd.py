@@ -143,3 +143,40 @@ class TestLxd(ContainerContract, LifecycleContract):
                 assert inst.metadata["base"] is None and inst.exec(["true"]).ok
         finally:
             be.close()
+
+
+@pytest.mark.lxd
+def test_a_floating_vcpu_quota_is_never_reported_as_not_taken(tmp_path):
+    """A floating instance's vCPUs on LXD are a CFS quota (``limits.cpu.allowance``). On a host with
+    cgroup v1 controllers the container mounts no v1 cpu controller, so the quota cannot be read
+    inside: the manipulation check says "not verified" there, and "taken" where the quota is
+    visible (cgroup v2). It once read the CPUs the container may run on instead and reported the
+    one-vCPU level as not taken (24 of 96 runs of the committed affinity-platforms)."""
+    from labkit.run.campaign import Campaign
+
+    design = {
+        "name": "lxd-vcpus",
+        "factors": {"vcpus": [1, 2]},
+        "replications": 1,
+        "seed": 3,
+        "telemetry": "off",
+    }
+    store = Campaign(
+        design,
+        backend="lxd",
+        campaign_id="lxd-vcpus",
+        data_dir=tmp_path,
+        progress=False,
+        workload="command",
+        workload_params={"argv": ["true"]},
+        defaults=InstanceSpec(vcpus=1, memory_mb=128, affinity="floating"),
+    ).run()
+    runs = store.runs()
+    assert len(runs) == 2 and set(runs.status) == {"ok"}
+    for r in runs.itertuples():
+        check = r.metadata["treatments"]["vcpus"]
+        assert r.metadata["treatment_failed"] == [], (r.vcpus, check)
+        if check["verified"] is None:  # no cpu controller inside: the CPUs it may run on are recorded
+            assert "no CPU controller visible" in check["how"] and check["observed"] >= r.vcpus
+        else:
+            assert check["verified"] is True and check["observed"] == r.vcpus, check

@@ -41,6 +41,14 @@ MemTotal:       16303312 kB
 memory_max_v2: 536870912
 cpu_max_v2: 150000 100000
 """
+# an LXD container on a host with cgroup v1 controllers (floating, limits.cpu.allowance for 1 vCPU,
+# 512 MiB): the quota is the host's lxc.payload.<name>/cpu.cfs_quota_us, and the container mounts
+# no v1 cpu controller, so INSIDE prints no cpu line (seen in affinity-platforms, 2026-11-29)
+LXD_V1 = """Cpus_allowed_list:\t0-1
+nproc: 2
+MemTotal:         524288 kB
+memory_limit_v1: 536870912
+"""
 # a VM (2 vCPUs, 1024 MiB: the guest kernel keeps some), no memory cgroup inside
 VM = """Cpus_allowed_list:\t0-1
 nproc: 2
@@ -106,6 +114,15 @@ def test_vcpus_and_memory_are_judged_from_the_limits_read_inside():
     docker = check_vcpus(2, parse_inside(DOCKER_V2), vm=False)
     assert docker["verified"] is False and docker["observed"] == 1.5 and "quota" in docker["how"]
     assert check_vcpus(2, parse_inside(VM), vm=True)["verified"] is True
+    # no cpu controller inside: a quota on the host is unseen, so more CPUs allowed is not a failure
+    lxd = check_vcpus(1, parse_inside(LXD_V1), vm=False)
+    assert lxd["verified"] is None and lxd["observed"] == 2 and lxd["how"].startswith("not verified")
+    assert "no CPU controller visible" in lxd["how"]
+    assert check_vcpus(2, parse_inside(LXD_V1), vm=False)["verified"] is True  # 2 CPUs allowed: taken
+    # a controller read with no quota, and more CPUs allowed than the level: did not take
+    no_quota = parse_inside(LXD_V1 + "cpu_quota_v1: -1 100000\n")
+    assert check_vcpus(1, no_quota, vm=False)["verified"] is False
+    assert check_vcpus(3, parse_inside(LXD_V1), vm=False)["verified"] is False  # fewer CPUs than vCPUs
     assert check_memory(192, parse_inside(LOCAL_V1), vm=False)["verified"] is True
     assert check_memory(256, parse_inside(LOCAL_V1), vm=False)["verified"] is False
     unlimited = check_memory(512, {"memory_limit_mb": None}, vm=False)
