@@ -148,10 +148,24 @@ class Workload(ABC):
         return {"name": self.name, "params": self.params, "response": self.response}
 
 
+#: how often :func:`require_tool` asks when an exec exits 0 with its output lost
+LOST_OUTPUT_TRIES = 3
+
+
 def require_tool(instance: Instance, tool: str, package: str) -> str:
-    """Path of ``tool`` in the instance, or BenchmarkError naming its Debian package."""
-    res = instance.exec(["sh", "-c", f"command -v {shlex.quote(tool)}"], check=False, timeout=30)
-    if not res.ok or not res.stdout.strip():
+    """Path of ``tool`` in the instance, or BenchmarkError naming its Debian package. ``command -v``
+    exits non-zero when the tool is missing, so exit 0 with nothing printed is output lost on the
+    way back (LXD's exec under load, lxd#11890): asked again, up to :data:`LOST_OUTPUT_TRIES` times."""
+    for _ in range(LOST_OUTPUT_TRIES):
+        res = instance.exec(["sh", "-c", f"command -v {shlex.quote(tool)}"], check=False, timeout=30)
+        if not res.ok or res.stdout.strip():
+            break
+    if res.ok and not res.stdout.strip():
+        raise BenchmarkError(
+            f"looking for {tool!r} in {instance.name}: `command -v` exited 0 and printed nothing "
+            f"{LOST_OUTPUT_TRIES} times (the exec's output was lost on the way back)"
+        )
+    if not res.ok:
         raise BenchmarkError(
             f"{tool!r} is not installed in {instance.name}; it comes with the Debian package "
             f"{package!r} (apt-get install {package}; for container/VM images: labkit images build)"
