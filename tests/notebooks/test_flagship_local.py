@@ -103,7 +103,7 @@ def test_view_mode_defaults_read_the_committed_campaign_read_only(run_notebook, 
 @pytest.mark.parametrize("platforms, workload, campaign, runs", [
     (["local", "lxd"], "nqueens", "affinity-platforms", 192),               # 2^5 x 6
     (["local", "lxd"], "apache", "affinity-apache-platforms", 192),         # 2^5 x 6
-    (["lxd", "libvirt"], "nqueens", "affinity-lxd-libvirt", 160),           # 2^5 x 5, libvirt = TCG
+    (["lxd", "libvirt"], "nqueens", "affinity-lxd-libvirt", 96),            # 2^5 x 3, libvirt = TCG
 ])
 def test_view_mode_on_the_committed_platform_design(run_notebook, tmp_path, platforms, workload, campaign, runs):
     """platforms=[local, lxd] and [lxd, libvirt]: the committed platform x 2^4 campaigns (one 2^5

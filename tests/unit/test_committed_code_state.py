@@ -18,9 +18,7 @@ DATA = Path(__file__).resolve().parents[2] / "data"
 #: cannot be rebuilt); to re-run from a clean commit (issue 42), then removed from here
 NOT_RECORDED = frozenset(
     {
-        "affinity-lxd-libvirt",
         "interconnect-libvirt-nics",
-        "pipeline-disk-libvirt",
     }
 )
 
