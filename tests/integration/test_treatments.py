@@ -78,7 +78,9 @@ needs_ksm = pytest.mark.skipif(
 
 
 def ksm_campaign(tmp_path, cid, mergeable):
-    # ksmd fast enough to merge within a short run: 1000 pages every 10 ms (put back at the end)
+    # the timed passes rewrite every page, so a marked STREAM waits until KSM merged half its arrays
+    # (ksm_settle_s, at most 60 s); ksmd scans 50 pages every 20 ms (put back at the end), so the
+    # merged count ramps up over about a second and the checks' 0.2-s polls see it on a loaded machine
     design = LabelledDesign.with_labels(
         {"name": cid, "factors": {"ksm": ["off", "on"]}, "replications": 1, "seed": 11, "telemetry": "off"},
         {"ksm": {"off": {}, "on": {}}},
@@ -87,12 +89,18 @@ def ksm_campaign(tmp_path, cid, mergeable):
         design,
         backend="local",
         workload="stream",
-        workload_params={"array_mb": 4, "ntimes": 1500, "threads": 1, "mergeable": mergeable},
+        workload_params={
+            "array_mb": 4,
+            "ntimes": 1500,
+            "threads": 1,
+            "mergeable": mergeable,
+            **({"ksm_settle_s": 60} if mergeable else {}),
+        },
         campaign_id=cid,
         data_dir=tmp_path,
         progress=False,
         defaults=InstanceSpec(vcpus=1, memory_mb=256),
-        ksm_scan={"pages_to_scan": 1000, "sleep_millisecs": 10},
+        ksm_scan={"pages_to_scan": 50, "sleep_millisecs": 20},
     ).run()
 
 
