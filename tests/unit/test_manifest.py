@@ -10,6 +10,7 @@ import re
 import sqlite3
 import subprocess
 import sys
+from contextlib import closing
 from pathlib import Path
 
 import pytest
@@ -113,7 +114,7 @@ def test_the_reviewers_findings_stay_fixed():
 def stored_design(campaign: str) -> tuple[dict, dict]:
     """(design factors, workload params) of a committed campaign, read-only."""
     path = REPO / "data" / campaign / "store.sqlite"
-    with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as db:
+    with closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as db:
         meta = {
             k: json.loads(v)
             for k, v in db.execute("SELECT key, value FROM meta WHERE key IN ('design', 'workload')")
