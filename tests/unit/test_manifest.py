@@ -10,12 +10,12 @@ import re
 import sqlite3
 import subprocess
 import sys
-from contextlib import closing
 from pathlib import Path
 
 import pytest
 
 from labkit.errors import ConfigError
+from labkit.store import Store
 from labkit.studies import manifest
 
 REPO = Path(__file__).resolve().parents[2]
@@ -113,12 +113,8 @@ def test_the_reviewers_findings_stay_fixed():
 
 def stored_design(campaign: str) -> tuple[dict, dict]:
     """(design factors, workload params) of a committed campaign, read-only."""
-    path = REPO / "data" / campaign / "store.sqlite"
-    with closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as db:
-        meta = {
-            k: json.loads(v)
-            for k, v in db.execute("SELECT key, value FROM meta WHERE key IN ('design', 'workload')")
-        }
+    with Store(REPO / "data" / campaign / "store.sqlite", readonly=True) as st:
+        meta = st.meta()
     return meta["design"]["factors"], meta["workload"]["params"]
 
 
