@@ -151,7 +151,7 @@ def test_a_floating_vcpu_quota_is_never_reported_as_not_taken(tmp_path):
     cgroup v1 controllers the container mounts no v1 cpu controller, so the quota cannot be read
     inside: the manipulation check says "not verified" there, and "taken" where the quota is
     visible (cgroup v2). It once read the CPUs the container may run on instead and reported the
-    one-vCPU level as not taken (24 of 96 runs of the committed affinity-platforms)."""
+    one-vCPU level as not taken (24 of 96 runs of affinity-platforms as first committed)."""
     from labkit.run.campaign import Campaign
 
     design = {

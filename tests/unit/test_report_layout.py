@@ -20,7 +20,7 @@ from labkit.errors import ConfigError  # noqa: E402
 from labkit.report.html import data_notes, figure_caption, html_report, write_report  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
-CAMPAIGN = "affinity-platforms"  # 3 of its 192 runs are suspect
+CAMPAIGN = "affinity-platforms"  # 1 of its 192 runs is suspect
 
 
 @pytest.fixture(scope="module")
