@@ -94,10 +94,16 @@ for p in /run/netns/labkit-fleet-*; do
   [ "$i" -gt "$N" ] 2>/dev/null && stop_host "$i"
 done
 
-running() {   # is host $1's sshd alive in its namespace?
-  local pid
+running() {   # is host $1's sshd alive in its namespace? (a zombie, or one killed but not yet reaped, is not)
+  local pid state
   pid=$(cat "$RUN/sshd_$1.pid" 2>/dev/null) || return 1
-  [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null && grep -q sshd "/proc/$pid/comm" 2>/dev/null
+  [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null && grep -q sshd "/proc/$pid/comm" 2>/dev/null || return 1
+  state=$(sed 's/.*) //' "/proc/$pid/stat" 2>/dev/null | cut -c1) || return 1
+  [ -n "$state" ] && [ "$state" != Z ] && [ "$state" != X ]
+}
+
+start_sshd() {   # host $1's sshd, unless it runs
+  running "$1" || nsenter --net="/run/netns/$(ns "$1")" /usr/sbin/sshd -f "$ETC/sshd_$1.conf"
 }
 
 for i in $(seq 1 "$N"); do
@@ -122,20 +128,21 @@ HostKey $ETC/host_${i}_ed25519
 EOF
   sshd_common_config >> "$ETC/sshd_$i.conf"
   chmod 600 "$ETC/sshd_$i.conf"
-  if ! running "$i"; then
-    nsenter --net="/run/netns/$n" /usr/sbin/sshd -f "$ETC/sshd_$i.conf"
-  fi
+  start_sshd "$i"
   record_host_keys "$addr" 22 "$ETC/host_${i}_ed25519.pub"
 done
 
 # -- the proof: every host answers with the test key ------------------------------------------
+# A host whose sshd was killed just before this script ran may have looked alive above (killed,
+# not yet gone): it is started again here once it is gone.
 for i in $(seq 1 "$N"); do
   addr="$NET.$((10 + i))"
   ok=0
-  for _ in $(seq 20); do
+  for _ in $(seq 40); do
     if timeout 10 ssh -i "$KEY" -o StrictHostKeyChecking=yes -o UserKnownHostsFile=/root/.ssh/known_hosts -o BatchMode=yes \
          -o LogLevel=ERROR -o ConnectTimeout=5 "root@$addr" true 2>/dev/null; then ok=1; break; fi
-    sleep 0.1
+    start_sshd "$i" || true
+    sleep 0.25
   done
   [ "$ok" = 1 ] || { echo "setup-fleet.sh: ssh root@$addr (host $i) failed" >&2; exit 1; }
 done

@@ -64,14 +64,19 @@ def _restore() -> None:
     n = len(glob.glob("/run/netns/labkit-fleet-*")) or 4
     for i in range(1, n + 1):
         subprocess.run(["ip", "link", "set", f"lkf{i}h", "up"], check=False)
-    subprocess.run(
+    done = subprocess.run(
         ["bash", str(ROOT / "scripts/setup-fleet.sh")],
-        check=True,
         capture_output=True,
+        text=True,
         stdin=subprocess.DEVNULL,
         timeout=120,
         env={**os.environ, "LABKIT_FLEET_HOSTS": str(max(n, 4))},
     )
+    if done.returncode:
+        raise AssertionError(
+            f"scripts/setup-fleet.sh exited {done.returncode} restoring the test hosts:\n"
+            f"{done.stdout[-2000:]}{done.stderr[-2000:]}"
+        )
 
 
 def _leftovers(prefix: str, *, remove: bool = False) -> dict[str, list[str]]:
@@ -166,9 +171,10 @@ def test_host_loss_controller_kill_and_resume(fleet_hosts, tmp_path):
             ["ip", "netns", "pids", "labkit-fleet-1"], capture_output=True, text=True
         ).stdout.split()
         for pid in pids:
-            try:  # a session process may end between the listing and this read
+            try:  # a session process may end between the listing and this read: the open then
+                # fails with ENOENT, or the read after it with ESRCH (ProcessLookupError)
                 comm = Path(f"/proc/{pid}/comm").read_text().strip()
-            except FileNotFoundError:
+            except (FileNotFoundError, ProcessLookupError):
                 continue
             if comm == "sshd":
                 with contextlib.suppress(ProcessLookupError):
