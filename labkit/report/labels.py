@@ -40,13 +40,18 @@ LABELS = {
     "requests_per_s": "requests/s",
     "time_per_request_ms": "time per request (ms)",
     "duration_s": "run duration (s)",
+    "hpl_gflops": "HPL (Gflop/s)",
+    "pingpong_latency_us": "PingPong latency (µs)",
+    "pingpong_bandwidth_gb_per_s": "PingPong bandwidth (GB/s)",
     "run_order": "run order",
 }
 
 # suffix -> unit, longest first, for names not in LABELS
 _UNITS = [
     ("_mbit_per_s", "Mbit/s"),
+    ("_gb_per_s", "GB/s"),
     ("_mb_per_s", "MB/s"),
+    ("_gflops", "Gflop/s"),
     ("_per_s", "/s"),
     ("_iops", "IO/s"),
     ("_ms", "ms"),

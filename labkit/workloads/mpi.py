@@ -22,7 +22,11 @@ mpi``, used with the backend option ``image=labkit/debian:12-mpi`` (Docker) or
   and ``single_stream_triad_gb_per_s`` (GB/s), ``pingpong_latency_us`` (avg,
   µs), ``pingpong_bandwidth_gb_per_s`` (avg, GB/s), ``random_ring_latency_us``
   (µs), ``random_ring_bandwidth_gb_per_s`` (GB/s), ``wall_time_s``. A summary
-  without ``Success=1`` is a failed run.
+  without ``Success=1`` is a failed run. Its run length is HPL's own seconds
+  (:func:`hpl_seconds`), which grow as ``n``³; HPCC sizes its RandomAccess, STREAM
+  and FFT tests from the memory of the HPL problem (``n``² · 8 bytes per process),
+  so a larger ``n`` lengthens the whole suite too: :mod:`labkit.studies.hpl_length`
+  projects what a campaign would take at the ``n`` that times HPL long enough.
 """
 
 from __future__ import annotations

@@ -297,3 +297,12 @@ def test_platform_label_and_emulation_note_follow_the_domain_types():
     assert emulation_note({"qemu"}).startswith("The libvirt guests ran under QEMU TCG")
     assert emulation_note({"kvm", "qemu"}).startswith("Some libvirt guests")
     assert emulation_note({"kvm"}) == "" and emulation_note(None) == ""
+
+
+def test_labels_carry_units_of_the_hpc_metrics():
+    from labkit.report.labels import label
+
+    assert label("pingpong_bandwidth_gb_per_s") == "PingPong bandwidth (GB/s)"
+    assert label("random_ring_bandwidth_gb_per_s") == "random ring bandwidth (GB/s)"
+    assert label("linpack_gflops") == "linpack (Gflop/s)" and label("hpl_gflops") == "HPL (Gflop/s)"
+    assert label("pingpong_bandwidth_mb_per_s") == "pingpong bandwidth (MB/s)"
