@@ -35,6 +35,8 @@ def test_view_checks_the_thesis_conclusions(run_notebook, tmp_path):
                                   t.mean_s[(r.app, r.faster)], sd[(r.app, r.faster)], 30, equal_var=False).pvalue
          for r in g.itertuples()]
     sig = int(multipletests(p, alpha=0.05, method="holm")[0].sum())
+    ep = t.xs("EP", level="app").mean_s
+    assert f"differs by up to {100 * (ep.max() / ep.min() - 1):.0f} % between types" in md
     assert (f"{sig} of {len(g)} gains are significant after Holm's correction over the {len(g)} Welch tests "
             f"(the largest p {max(p):.1g})") in md
     text = outputs_text(nb)
