@@ -79,6 +79,12 @@ def test_view_committed_results(run_notebook, tmp_path):
     # issue 42: each metric's terms decided by the declared rules, and HPL's short runs said with their seconds
     assert md.count("(Holm over 3 terms, α = 0.05, no practical threshold declared: significance only)") == 4
     assert "(significant)" not in md
+    db = sqlite3.connect(f"file:{REPO / 'data' / 'interconnect-local' / 'store.sqlite'}?mode=ro", uri=True)
+    try:
+        cpus = {json.loads(d)["host"]["cpus"] for (d,) in db.execute("SELECT data FROM fingerprints")}
+    finally:
+        db.close()
+    assert len(cpus) == 1 and f"instances share the host's {cpus.pop()} CPUs" in md
     hpl = hpl_seconds("interconnect-local")
     assert f"HPL's part of a run took {hpl.min():.2g}-{hpl.max():.2g} s at n = 400" in md
     assert f"- **Run length:** {len(hpl)} of {len(hpl)} runs shorter than the workload's minimum" in md
