@@ -69,7 +69,7 @@ def _restore() -> None:
         capture_output=True,
         text=True,
         stdin=subprocess.DEVNULL,
-        timeout=120,
+        timeout=300,  # its proof tries each host up to 40 times (5 s each when a host does not answer)
         env={**os.environ, "LABKIT_FLEET_HOSTS": str(max(n, 4))},
     )
     if done.returncode:
