@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 import pandas as pd
 
 from ..errors import ConfigError
-from ..run.runlength import RunLength, run_length
+from ..run.runlength import RunLength, run_length_of
 
 if TYPE_CHECKING:
     from ..store import Store
@@ -109,16 +109,15 @@ def hpl_projection(
 def hpl_projection_of(store: Store) -> HplProjection | None:
     """:func:`hpl_projection` of a stored ``hpcc`` campaign; None for any other workload, or one
     without the runs to project."""
-    meta = store.meta()
+    tidy, runs, meta = store.tidy(), store.runs(), store.meta()
     found = meta.get("workload")
     wl: dict = found if isinstance(found, dict) else {}
     if wl.get("name") != "hpcc":
         return None
-    length = run_length(store)
+    length = run_length_of(tidy, runs, meta)
     n = (wl.get("params") or {}).get("n")
     if length is None or not isinstance(n, int):
         return None
-    tidy, runs = store.tidy(), store.runs()
     rows = tidy[tidy["metric"] == "wall_time_s"]
     wall = pd.to_numeric(rows["value"], errors="coerce").groupby(rows["run_id"].astype(str)).median()
     ok = runs[runs["status"] == "ok"]

@@ -6,6 +6,7 @@ on ``local`` (root; MPI across 2 instances on a private network, 1 and 0 neighbo
 that the neighbours were started as many as the factor says.
 """
 
+import contextlib
 import json
 import sqlite3
 
@@ -17,14 +18,21 @@ from labkit.store import Store, load_results
 from .conftest import REPO, markdown_outputs, outputs_text
 
 
-def wall_times(campaign: str) -> pd.DataFrame:
-    """Per successful run: its levels and its HPCC wall time (mean over instances), read with sqlite3."""
+@contextlib.contextmanager
+def committed(campaign: str):
+    """The committed store of ``campaign``, opened read-only with sqlite3 (not through labkit)."""
     db = sqlite3.connect(f"file:{REPO / 'data' / campaign / 'store.sqlite'}?mode=ro", uri=True)
     try:
-        runs = pd.read_sql("SELECT run_id, status, levels FROM runs", db)
-        meas = pd.read_sql("SELECT run_id, value FROM measurements WHERE metric = 'wall_time_s'", db)
+        yield db
     finally:
         db.close()
+
+
+def wall_times(campaign: str) -> pd.DataFrame:
+    """Per successful run: its levels and its HPCC wall time (mean over instances), read with sqlite3."""
+    with committed(campaign) as db:
+        runs = pd.read_sql("SELECT run_id, status, levels FROM runs", db)
+        meas = pd.read_sql("SELECT run_id, value FROM measurements WHERE metric = 'wall_time_s'", db)
     runs = runs[runs.status == "ok"]
     levels = pd.DataFrame([json.loads(x) for x in runs.levels], index=runs.index)
     out = pd.concat([runs[["run_id"]], levels], axis=1)
@@ -34,15 +42,11 @@ def wall_times(campaign: str) -> pd.DataFrame:
 def hpl_seconds(campaign: str) -> pd.Series:
     """Per successful run: the seconds of its HPL, from its Gflop/s and n with HPL's operation count
     (2/3 n^3 + 3/2 n^2, HPL_pdtest.c of HPL 2.3), read with sqlite3."""
-    db = sqlite3.connect(f"file:{REPO / 'data' / campaign / 'store.sqlite'}?mode=ro", uri=True)
-    try:
+    with committed(campaign) as db:
         ok = pd.read_sql("SELECT run_id FROM runs WHERE status = 'ok'", db)
         gf = pd.read_sql("SELECT run_id, value FROM measurements WHERE metric = 'hpl_gflops'", db)
-        n = json.loads(db.execute("SELECT value FROM meta WHERE key = 'workload'").fetchone()[0])["params"][
-            "n"
-        ]
-    finally:
-        db.close()
+        workload = db.execute("SELECT value FROM meta WHERE key = 'workload'").fetchone()[0]
+    n = json.loads(workload)["params"]["n"]
     gf = gf[gf.run_id.isin(ok.run_id)].groupby("run_id").value.median()
     return (2 / 3 * n**3 + 3 / 2 * n**2) / (gf * 1e9)
 
@@ -79,11 +83,8 @@ def test_view_committed_results(run_notebook, tmp_path):
     # issue 42: each metric's terms decided by the declared rules, and HPL's short runs said with their seconds
     assert md.count("(Holm over 3 terms, α = 0.05, no practical threshold declared: significance only)") == 4
     assert "(significant)" not in md
-    db = sqlite3.connect(f"file:{REPO / 'data' / 'interconnect-local' / 'store.sqlite'}?mode=ro", uri=True)
-    try:
+    with committed("interconnect-local") as db:
         cpus = {json.loads(d)["host"]["cpus"] for (d,) in db.execute("SELECT data FROM fingerprints")}
-    finally:
-        db.close()
     assert len(cpus) == 1 and f"instances share the host's {cpus.pop()} CPUs" in md
     hpl = hpl_seconds("interconnect-local")
     assert f"HPL's part of a run took {hpl.min():.2g}-{hpl.max():.2g} s at n = 400" in md
